@@ -1,0 +1,85 @@
+/**
+ * Every GPU buffer the engine creates goes through here, labelled and charged to a category, so
+ * the memory shown in the lab and written to metrics is what was actually allocated, not a formula.
+ */
+
+export const MEM_CATEGORIES = ['weights', 'grads', 'optimizer', 'activations', 'workspace', 'comm'] as const;
+export type MemCategory = (typeof MEM_CATEGORIES)[number];
+export type MemReport = Record<MemCategory | 'total', number>;
+
+export interface Allocation {
+  label: string;
+  category: MemCategory;
+  bytes: number;
+  buffer: GPUBuffer;
+}
+
+/** WebGPU buffer sizes must be multiples of 4; storage bindings like 16. We allocate exactly this. */
+export function roundBufferSize(bytes: number): number {
+  return Math.max(16, Math.ceil(bytes / 16) * 16);
+}
+
+export function emptyMemReport(): MemReport {
+  return { weights: 0, grads: 0, optimizer: 0, activations: 0, workspace: 0, comm: 0, total: 0 };
+}
+
+export class GpuMemory {
+  private live = new Map<GPUBuffer, Allocation>();
+  private peak = 0;
+
+  constructor(private readonly device: GPUDevice) {}
+
+  alloc(
+    category: MemCategory,
+    label: string,
+    bytes: number,
+    usage: GPUBufferUsageFlags = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+  ): GPUBuffer {
+    if (!Number.isFinite(bytes) || bytes < 0) throw new Error(`alloc ${label}: invalid size ${bytes}`);
+    const size = roundBufferSize(bytes);
+    const max = this.device.limits.maxBufferSize;
+    if (size > max) {
+      throw new Error(`alloc ${label}: ${size} bytes exceeds this GPU's maxBufferSize (${max})`);
+    }
+    this.device.pushErrorScope('out-of-memory');
+    const buffer = this.device.createBuffer({ label: `${category}:${label}`, size, usage });
+    void this.device.popErrorScope().then((err) => {
+      if (err) console.error(`GPU out of memory allocating ${label} (${size} bytes): ${err.message}`);
+    });
+    this.live.set(buffer, { label, category, bytes: size, buffer });
+    this.peak = Math.max(this.peak, this.totalBytes());
+    return buffer;
+  }
+
+  free(buffer: GPUBuffer): void {
+    if (this.live.delete(buffer)) buffer.destroy();
+  }
+
+  freeAll(): void {
+    for (const b of this.live.keys()) b.destroy();
+    this.live.clear();
+  }
+
+  totalBytes(): number {
+    let t = 0;
+    for (const a of this.live.values()) t += a.bytes;
+    return t;
+  }
+
+  peakBytes(): number {
+    return this.peak;
+  }
+
+  report(): MemReport {
+    const r = emptyMemReport();
+    for (const a of this.live.values()) {
+      r[a.category] += a.bytes;
+      r.total += a.bytes;
+    }
+    return r;
+  }
+
+  allocations(): Allocation[] {
+    return [...this.live.values()];
+  }
+}

@@ -1,0 +1,56 @@
+/**
+ * Node-only: a WebGPU `GPU` object from Dawn (the `webgpu` package). On a machine without a GPU,
+ * Dawn falls back to Chromium's SwiftShader Vulkan ICD (CPU), which is slow but exact.
+ * Import this only from Node entry points (CLI, tests, benchmarks), never from the browser bundle.
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { acquireGpu, type AcquireOptions, type Gpu, WebGpuUnavailableError } from './device';
+
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+
+interface DawnModule {
+  create(flags: string[]): GPU;
+  globals: Record<string, unknown>;
+}
+
+function loadDawn(): DawnModule {
+  const require = createRequire(import.meta.url);
+  try {
+    return require('webgpu') as DawnModule;
+  } catch (e) {
+    throw new WebGpuUnavailableError(`the 'webgpu' package could not be loaded (${(e as Error).message})`);
+  }
+}
+
+export interface NodeGpuOptions extends AcquireOptions {
+  /** Extra Dawn toggles, e.g. 'enable-dawn-features=allow_unsafe_apis'. */
+  dawnFlags?: string[];
+  /** Force the SwiftShader CPU adapter even when a GPU is present. */
+  forceSwiftShader?: boolean;
+}
+
+export async function acquireNodeGpu(opts: NodeGpuOptions = {}): Promise<Gpu> {
+  if (!process.env.XDG_RUNTIME_DIR) {
+    const dir = '/tmp/xdg-runtime';
+    mkdirSync(dir, { recursive: true });
+    process.env.XDG_RUNTIME_DIR = dir;
+  }
+  const dawn = loadDawn();
+  Object.assign(globalThis, dawn.globals);
+  const flags = opts.dawnFlags ?? [];
+  if (!opts.forceSwiftShader) {
+    const gpu = dawn.create(flags);
+    const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+    if (adapter) return acquireGpu(gpu, opts);
+  }
+  // No hardware adapter: point the Vulkan loader at SwiftShader (shipped with Debian's chromium).
+  if (!existsSync(SWIFTSHADER_ICD)) {
+    throw new WebGpuUnavailableError(
+      `no GPU adapter, and no SwiftShader ICD at ${SWIFTSHADER_ICD} (apt-get install chromium libvulkan1)`,
+    );
+  }
+  process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+  process.env.VK_DRIVER_FILES = SWIFTSHADER_ICD;
+  return acquireGpu(dawn.create(flags), opts);
+}

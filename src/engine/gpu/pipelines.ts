@@ -1,0 +1,55 @@
+/** Compiled pipelines keyed by (code, entry point, override constants): each is built once. */
+
+export interface PipelineSpec {
+  label: string;
+  code: string;
+  entryPoint?: string;
+  /** WGSL `override` constants: compile-time, part of the cache key. */
+  constants?: Record<string, number>;
+}
+
+export class PipelineCache {
+  private modules = new Map<string, GPUShaderModule>();
+  private pipelines = new Map<string, GPUComputePipeline>();
+  /** Set to true (or LAB_DUMP_WGSL=1 in Node) to print every generated shader once. */
+  dump = false;
+
+  constructor(private readonly device: GPUDevice) {}
+
+  get(spec: PipelineSpec): GPUComputePipeline {
+    const entryPoint = spec.entryPoint ?? 'main';
+    const constKey = spec.constants ? JSON.stringify(Object.entries(spec.constants).sort()) : '';
+    const key = `${entryPoint}|${constKey}|${spec.code}`;
+    let p = this.pipelines.get(key);
+    if (p) return p;
+    let module = this.modules.get(spec.code);
+    if (!module) {
+      if (this.dump) console.log(`// ---- WGSL ${spec.label} ----\n${spec.code}`);
+      module = this.device.createShaderModule({ label: spec.label, code: spec.code });
+      this.modules.set(spec.code, module);
+    }
+    p = this.device.createComputePipeline({
+      label: spec.label,
+      layout: 'auto',
+      compute: { module, entryPoint, constants: spec.constants },
+    });
+    this.pipelines.set(key, p);
+    return p;
+  }
+
+  /** Compiles eagerly and reports WGSL errors with line numbers (used by tests and at start-up). */
+  async check(spec: PipelineSpec): Promise<void> {
+    const module = this.device.createShaderModule({ label: spec.label, code: spec.code });
+    const info = await module.getCompilationInfo();
+    const errors = info.messages.filter((m) => m.type === 'error');
+    if (errors.length) {
+      throw new Error(
+        `WGSL errors in ${spec.label}:\n` + errors.map((m) => `  line ${m.lineNum}:${m.linePos} ${m.message}`).join('\n'),
+      );
+    }
+  }
+
+  get size(): number {
+    return this.pipelines.size;
+  }
+}

@@ -1,0 +1,187 @@
+/**
+ * The runtime every kernel, model and benchmark uses: one device, one memory ledger, one pipeline
+ * cache. A kernel call is data (code + bindings + uniforms + grid) turned once into a `Dispatch`;
+ * a training step is a list of dispatches encoded into one command buffer, so shapes are fixed at
+ * build time and no CPU work happens per kernel at run time.
+ */
+import { assertAlive, type Gpu } from './device';
+import { GpuMemory, type MemCategory } from './memory';
+import { PipelineCache } from './pipelines';
+
+export interface BufSlice {
+  buffer: GPUBuffer;
+  offset?: number;
+  size?: number;
+}
+export type Binding = GPUBuffer | BufSlice;
+
+export interface KernelCall {
+  label: string;
+  code: string;
+  entryPoint?: string;
+  constants?: Record<string, number>;
+  /** Bound in order at @group(0) @binding(0..n-1): storage buffers and uniform buffers alike. */
+  bindings: Binding[];
+  workgroups: [number, number?, number?];
+}
+
+export interface Dispatch {
+  label: string;
+  pipeline: GPUComputePipeline;
+  bindGroup: GPUBindGroup;
+  workgroups: [number, number, number];
+}
+
+/** Packs 4-byte scalars in declaration order, matching a WGSL struct of u32/i32/f32 fields. */
+export class Uniforms {
+  private view = new DataView(new ArrayBuffer(256));
+  private offset = 0;
+  u32(v: number): this {
+    this.view.setUint32(this.offset, v >>> 0, true);
+    this.offset += 4;
+    return this;
+  }
+  i32(v: number): this {
+    this.view.setInt32(this.offset, v | 0, true);
+    this.offset += 4;
+    return this;
+  }
+  f32(v: number): this {
+    this.view.setFloat32(this.offset, v, true);
+    this.offset += 4;
+    return this;
+  }
+  bytes(): ArrayBuffer {
+    const size = Math.max(16, Math.ceil(this.offset / 16) * 16);
+    return this.view.buffer.slice(0, size);
+  }
+}
+
+export function toEntry(b: Binding, binding: number): GPUBindGroupEntry {
+  if (typeof (b as GPUBuffer).mapAsync !== 'function') {
+    const s = b as BufSlice;
+    return { binding, resource: { buffer: s.buffer, offset: s.offset ?? 0, size: s.size } };
+  }
+  return { binding, resource: { buffer: b as GPUBuffer } };
+}
+
+export class Runtime {
+  readonly device: GPUDevice;
+  readonly mem: GpuMemory;
+  readonly pipelines: PipelineCache;
+
+  constructor(readonly gpu: Gpu) {
+    this.device = gpu.device;
+    this.mem = new GpuMemory(this.device);
+    this.pipelines = new PipelineCache(this.device);
+    if (typeof process !== 'undefined' && process.env?.LAB_DUMP_WGSL) this.pipelines.dump = true;
+  }
+
+  /** A uniform buffer (charged to workspace) holding `u`'s bytes. */
+  uniform(label: string, u: Uniforms, category: MemCategory = 'workspace'): GPUBuffer {
+    const data = u.bytes();
+    const buf = this.mem.alloc(category, `${label}.uniforms`, data.byteLength,
+      GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+    this.device.queue.writeBuffer(buf, 0, data);
+    return buf;
+  }
+
+  kernel(call: KernelCall): Dispatch {
+    const pipeline = this.pipelines.get({
+      label: call.label,
+      code: call.code,
+      entryPoint: call.entryPoint,
+      constants: call.constants,
+    });
+    const bindGroup = this.device.createBindGroup({
+      label: call.label,
+      layout: pipeline.getBindGroupLayout(0),
+      entries: call.bindings.map(toEntry),
+    });
+    const [x, y = 1, z = 1] = call.workgroups;
+    const max = this.device.limits.maxComputeWorkgroupsPerDimension;
+    if (x > max || y > max || z > max) {
+      throw new Error(`${call.label}: grid ${x}x${y}x${z} exceeds maxComputeWorkgroupsPerDimension ${max}`);
+    }
+    return { label: call.label, pipeline, bindGroup, workgroups: [x, y, z] };
+  }
+
+  /** Records dispatches into one compute pass (WebGPU orders storage writes between dispatches). */
+  encode(encoder: GPUCommandEncoder, dispatches: Dispatch[], timestamps?: GPUComputePassTimestampWrites): void {
+    const pass = encoder.beginComputePass({ timestampWrites: timestamps });
+    for (const d of dispatches) {
+      if (d.workgroups[0] === 0 || d.workgroups[1] === 0 || d.workgroups[2] === 0) continue;
+      pass.setPipeline(d.pipeline);
+      pass.setBindGroup(0, d.bindGroup);
+      pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
+    }
+    pass.end();
+  }
+
+  /** Encodes and submits dispatches (and optional extra commands) as one command buffer. */
+  run(dispatches: Dispatch[], extra?: (encoder: GPUCommandEncoder) => void): void {
+    assertAlive(this.gpu);
+    const encoder = this.device.createCommandEncoder();
+    this.encode(encoder, dispatches);
+    extra?.(encoder);
+    this.device.queue.submit([encoder.finish()]);
+  }
+
+  createBuffer(category: MemCategory, label: string, bytes: number, usage?: GPUBufferUsageFlags): GPUBuffer {
+    return this.mem.alloc(category, label, bytes, usage);
+  }
+
+  upload(category: MemCategory, label: string, data: ArrayBufferView): GPUBuffer {
+    const buf = this.mem.alloc(category, label, data.byteLength);
+    this.write(buf, data);
+    return buf;
+  }
+
+  write(buffer: GPUBuffer, data: ArrayBufferView, offset = 0): void {
+    // writeBuffer needs a multiple of 4 bytes.
+    const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    if (bytes.byteLength % 4 === 0) {
+      this.device.queue.writeBuffer(buffer, offset, bytes);
+    } else {
+      const padded = new Uint8Array(Math.ceil(bytes.byteLength / 4) * 4);
+      padded.set(bytes);
+      this.device.queue.writeBuffer(buffer, offset, padded);
+    }
+  }
+
+  /** Copies `size` bytes at `offset` back to the CPU (a staging buffer outside the ledger). */
+  async read(buffer: GPUBuffer, offset = 0, size = buffer.size - offset): Promise<ArrayBuffer> {
+    assertAlive(this.gpu);
+    const staging = this.device.createBuffer({
+      label: 'readback',
+      size: Math.ceil(size / 4) * 4,
+      usage: GPUBufferUsage.COPY_DST | GPUBufferUsage.MAP_READ,
+    });
+    const enc = this.device.createCommandEncoder();
+    enc.copyBufferToBuffer(buffer, offset, staging, 0, staging.size);
+    this.device.queue.submit([enc.finish()]);
+    await staging.mapAsync(GPUMapMode.READ);
+    const out = staging.getMappedRange().slice(0, size);
+    staging.unmap();
+    staging.destroy();
+    return out;
+  }
+
+  async readF32(buffer: GPUBuffer, offset = 0, count?: number): Promise<Float32Array> {
+    const size = count === undefined ? buffer.size - offset : count * 4;
+    return new Float32Array(await this.read(buffer, offset, size));
+  }
+
+  async readU32(buffer: GPUBuffer, offset = 0, count?: number): Promise<Uint32Array> {
+    const size = count === undefined ? buffer.size - offset : count * 4;
+    return new Uint32Array(await this.read(buffer, offset, size));
+  }
+
+  async sync(): Promise<void> {
+    await this.device.queue.onSubmittedWorkDone();
+  }
+
+  destroy(): void {
+    this.mem.freeAll();
+  }
+}

@@ -1,0 +1,26 @@
+import { describe, expect, it } from 'vitest';
+import elementwise from '../../shaders/elementwise.wgsl?raw';
+import { Uniforms } from '../../src/engine/gpu/runtime';
+import { testRuntime } from '../helpers/gpu';
+
+describe('runtime', () => {
+  it('acquires a device, runs a kernel, accounts memory per category', async () => {
+    const rt = await testRuntime();
+    const n = 1000;
+    const a = rt.upload('activations', 'a', new Float32Array(n).fill(2));
+    const out = rt.upload('grads', 'out', new Float32Array(n).fill(1));
+    const u = rt.uniform('axpy', new Uniforms().u32(n).f32(0.5));
+    const d = rt.kernel({ label: 'axpy', code: elementwise, entryPoint: 'axpy', bindings: [a, out, u], workgroups: [Math.ceil(n / 256)] });
+    rt.run([d]);
+    const r = await rt.readF32(out, 0, n);
+    expect(r[0]).toBe(2);
+    expect(r[n - 1]).toBe(2);
+    const mem = rt.mem.report();
+    expect(mem.activations).toBeGreaterThanOrEqual(4000);
+    expect(mem.grads).toBeGreaterThanOrEqual(4000);
+    expect(mem.total).toBe(Object.entries(mem).filter(([k]) => k !== 'total').reduce((s, [, v]) => s + v, 0));
+    rt.mem.free(a);
+    rt.mem.free(out);
+    rt.mem.free(u);
+  });
+});

@@ -1,0 +1,38 @@
+import { expect } from 'vitest';
+
+type Arr = ArrayLike<number>;
+
+/**
+ * llm.c-style check: |a - b| <= atol + rtol*|b| elementwise; on failure, prints the first mismatches
+ * and the worst error so a broken kernel is diagnosable from the test log alone.
+ */
+export function expectClose(actual: Arr, expected: Arr, opts: { atol?: number; rtol?: number; label?: string } = {}): void {
+  const atol = opts.atol ?? 1e-5;
+  const rtol = opts.rtol ?? 1e-4;
+  expect(actual.length, `${opts.label ?? ''} length`).toBe(expected.length);
+  const bad: string[] = [];
+  let worst = 0;
+  let worstAt = -1;
+  for (let i = 0; i < expected.length; i++) {
+    const a = actual[i];
+    const b = expected[i];
+    const err = Math.abs(a - b);
+    const tol = atol + rtol * Math.abs(b);
+    if (!(err <= tol) || Number.isNaN(a) !== Number.isNaN(b)) {
+      if (bad.length < 8) bad.push(`[${i}] got ${a} want ${b} (err ${err.toExponential(2)}, tol ${tol.toExponential(2)})`);
+      if (!(err <= worst)) {
+        worst = err;
+        worstAt = i;
+      }
+    }
+  }
+  if (bad.length) {
+    throw new Error(`${opts.label ?? 'arrays'} differ (worst at ${worstAt}: ${worst}):\n  ${bad.join('\n  ')}`);
+  }
+}
+
+export function maxAbsDiff(a: Arr, b: Arr): number {
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]));
+  return m;
+}
