@@ -26,6 +26,11 @@ export function emptyMemReport(): MemReport {
 export class GpuMemory {
   private live = new Map<GPUBuffer, Allocation>();
   private peak = 0;
+  /**
+   * Uniform parameter blocks (16–256 B per kernel) are counted apart from the six categories: they are
+   * per-dispatch constants, not model state, and their number depends on how kernels are split.
+   */
+  private uniforms = new Map<GPUBuffer, number>();
 
   constructor(private readonly device: GPUDevice) {}
 
@@ -51,13 +56,32 @@ export class GpuMemory {
     return buffer;
   }
 
+  allocUniform(label: string, bytes: number): GPUBuffer {
+    const size = roundBufferSize(bytes);
+    const buffer = this.device.createBuffer({
+      label: `uniform:${label}`,
+      size,
+      usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST,
+    });
+    this.uniforms.set(buffer, size);
+    return buffer;
+  }
+
+  uniformBytes(): number {
+    let t = 0;
+    for (const v of this.uniforms.values()) t += v;
+    return t;
+  }
+
   free(buffer: GPUBuffer): void {
-    if (this.live.delete(buffer)) buffer.destroy();
+    if (this.live.delete(buffer) || this.uniforms.delete(buffer)) buffer.destroy();
   }
 
   freeAll(): void {
     for (const b of this.live.keys()) b.destroy();
+    for (const b of this.uniforms.keys()) b.destroy();
     this.live.clear();
+    this.uniforms.clear();
   }
 
   totalBytes(): number {

@@ -4,7 +4,6 @@
  * Import this only from Node entry points (CLI, tests, benchmarks), never from the browser bundle.
  */
 import { existsSync, mkdirSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { acquireGpu, type AcquireOptions, type Gpu, WebGpuUnavailableError } from './device';
 
 const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
@@ -14,10 +13,11 @@ interface DawnModule {
   globals: Record<string, unknown>;
 }
 
-function loadDawn(): DawnModule {
-  const require = createRequire(import.meta.url);
+async function loadDawn(): Promise<DawnModule> {
   try {
-    return require('webgpu') as DawnModule;
+    // A variable specifier keeps bundlers from inlining the native addon's loader.
+    const name = 'webgpu';
+    return (await import(/* @vite-ignore */ name)) as DawnModule;
   } catch (e) {
     throw new WebGpuUnavailableError(`the 'webgpu' package could not be loaded (${(e as Error).message})`);
   }
@@ -36,7 +36,7 @@ export async function acquireNodeGpu(opts: NodeGpuOptions = {}): Promise<Gpu> {
     mkdirSync(dir, { recursive: true });
     process.env.XDG_RUNTIME_DIR = dir;
   }
-  const dawn = loadDawn();
+  const dawn = await loadDawn();
   Object.assign(globalThis, dawn.globals);
   const flags = opts.dawnFlags ?? [];
   if (!opts.forceSwiftShader) {

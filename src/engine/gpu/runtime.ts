@@ -77,11 +77,10 @@ export class Runtime {
     if (typeof process !== 'undefined' && process.env?.LAB_DUMP_WGSL) this.pipelines.dump = true;
   }
 
-  /** A uniform buffer (charged to workspace) holding `u`'s bytes. */
-  uniform(label: string, u: Uniforms, category: MemCategory = 'workspace'): GPUBuffer {
+  /** A uniform buffer holding `u`'s bytes (counted apart from the six memory categories). */
+  uniform(label: string, u: Uniforms): GPUBuffer {
     const data = u.bytes();
-    const buf = this.mem.alloc(category, `${label}.uniforms`, data.byteLength,
-      GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST);
+    const buf = this.mem.allocUniform(label, data.byteLength);
     this.device.queue.writeBuffer(buf, 0, data);
     return buf;
   }

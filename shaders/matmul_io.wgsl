@@ -1,0 +1,69 @@
+// Global-memory access for matmul.wgsl, one section per operand and width; src/engine/kernels/
+// matmul.ts picks one section of each (split at the `//--- name` lines) and prepends them.
+// Stored matrices are row-major [rows, cols]; "4" helpers touch cols c..c+3 of row r.
+// vec4 sections require cols % 4 == 0 (so a group is wholly in or out of bounds) and a binding
+// offset that is a multiple of 16 bytes (bindings here are 256-aligned). Out-of-bounds elements
+// read as 0, which is what the zero padding of partial tiles needs.
+
+//--- a_vec4
+@group(0) @binding(0) var<storage, read> A: array<vec4<f32>>;
+fn loadA4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
+  if (r < rows && c < cols) { return A[(r * cols + c) / 4u]; }
+  return vec4<f32>(0.0);
+}
+
+//--- a_scalar
+@group(0) @binding(0) var<storage, read> A: array<f32>;
+fn loadA4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  if (r < rows) {
+    let base = r * cols + c;
+    for (var e = 0u; e < 4u; e++) {
+      if (c + e < cols) { v[e] = A[base + e]; }
+    }
+  }
+  return v;
+}
+
+//--- b_vec4
+@group(0) @binding(1) var<storage, read> B: array<vec4<f32>>;
+fn loadB4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
+  if (r < rows && c < cols) { return B[(r * cols + c) / 4u]; }
+  return vec4<f32>(0.0);
+}
+
+//--- b_scalar
+@group(0) @binding(1) var<storage, read> B: array<f32>;
+fn loadB4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  if (r < rows) {
+    let base = r * cols + c;
+    for (var e = 0u; e < 4u; e++) {
+      if (c + e < cols) { v[e] = B[base + e]; }
+    }
+  }
+  return v;
+}
+
+//--- c_vec4
+// C is [M, N]; ACCUM (an override in matmul.wgsl) adds to what is there.
+@group(0) @binding(2) var<storage, read_write> C: array<vec4<f32>>;
+fn storeC4(r: u32, c: u32, v: vec4<f32>, rows: u32, cols: u32) {
+  if (r < rows && c < cols) {
+    let i = (r * cols + c) / 4u;
+    if (ACCUM) { C[i] = C[i] + v; } else { C[i] = v; }
+  }
+}
+
+//--- c_scalar
+@group(0) @binding(2) var<storage, read_write> C: array<f32>;
+fn storeC4(r: u32, c: u32, v: vec4<f32>, rows: u32, cols: u32) {
+  if (r < rows) {
+    let base = r * cols + c;
+    for (var e = 0u; e < 4u; e++) {
+      if (c + e < cols) {
+        if (ACCUM) { C[base + e] = C[base + e] + v[e]; } else { C[base + e] = v[e]; }
+      }
+    }
+  }
+}

@@ -1,0 +1,232 @@
+// ---- quant/codec.wgsl: scalar codecs, packing, correctly rounded division, SR hash ----------------
+// A snippet of pure functions (no bindings, no entry points, no overrides) prepended to the kernels
+// that quantize or dequantize. The specification is the TS in src/engine/quant/: fp8.ts, formats.ts,
+// pack.ts, sr.ts; every function here reproduces it bit for bit (tests/engine/quant.gpu.test.ts).
+// Encoders work on the f32 bit pattern with integer ops only, so they are exact whatever the GPU's
+// float arithmetic does with subnormals or contraction.
+
+// ---- correctly rounded f32 division ---------------------------------------------------------------
+// WGSL's `/` promises 2.5 ULP. div_rn takes that quotient q and walks it to the correctly rounded
+// one: a/b lies between the midpoints of q's neighbours iff q = RN(a/b). Each midpoint test is an
+// exact integer comparison ma·2^k ⋛ mb·(2mq+1) of ≤ 50-bit numbers (24-bit mantissas), so no fma
+// (WGSL does not promise fusion) and no float rounding is involved. Ties go to the even pattern.
+// Covered: normal a, b and normal quotient; otherwise (zero, subnormal, Inf, NaN) the hardware
+// quotient is returned unchanged — the quantizers never depend on those cases.
+
+// Exact x·y for x < 2^24, y < 2^25, as (lo, hi) words; 16-bit limbs keep every partial product < 2^32.
+fn qc_mul_wide(x: u32, y: u32) -> vec2<u32> {
+  let x0 = x & 0xffffu;
+  let x1 = x >> 16u;
+  let y0 = y & 0xffffu;
+  let y1 = y >> 16u;
+  let ll = x0 * y0;
+  let mid = x1 * y0 + x0 * y1; // < 2^24 + 2^25
+  let lo = ll + (mid << 16u);
+  let carry = select(0u, 1u, lo < ll);
+  return vec2<u32>(lo, x1 * y1 + (mid >> 16u) + carry);
+}
+
+// sign(ma·2^k − p) for ma < 2^24, as -1 / 0 / 1.
+fn qc_cmp_shifted(ma: u32, k: i32, p: vec2<u32>) -> i32 {
+  if (k < 0) { return -1; } // never reached for a quotient within a few ULP
+  if (k > 40) { return 1; }
+  var lo = 0u;
+  var hi = 0u;
+  if (k >= 32) {
+    hi = ma << u32(k - 32);
+  } else if (k == 0) {
+    lo = ma;
+  } else {
+    lo = ma << u32(k);
+    hi = ma >> u32(32 - k);
+  }
+  if (hi != p.y) { return select(-1, 1, hi > p.y); }
+  if (lo != p.x) { return select(-1, 1, lo > p.x); }
+  return 0;
+}
+
+// sign(|a|/|b| − midpoint(x, next(x))) for a positive normal x given by its bits. With
+// a = ma·2^(ea−23), b = mb·2^(eb−23), midpoint = (2mx+1)·2^(ex−24), the test is ma·2^k vs mb·(2mx+1)
+// with k = ea − eb − ex + 24 (biased exponents: the biases cancel).
+fn qc_cmp_mid(ma: u32, mb: u32, eab: i32, xb: u32) -> i32 {
+  let ex = i32(xb >> 23u);
+  let mx = (xb & 0x7fffffu) | 0x800000u;
+  return qc_cmp_shifted(ma, eab - ex + 24, qc_mul_wide(mb, 2u * mx + 1u));
+}
+
+fn div_rn(a: f32, b: f32) -> f32 {
+  let q = a / b;
+  let ab = bitcast<u32>(a) & 0x7fffffffu;
+  let bb = bitcast<u32>(b) & 0x7fffffffu;
+  var qb = bitcast<u32>(q) & 0x7fffffffu;
+  let normal = ab >= 0x800000u && ab < 0x7f800000u && bb >= 0x800000u && bb < 0x7f800000u &&
+    qb >= 0x800000u && qb < 0x7f800000u;
+  if (!normal) { return q; }
+  let ma = (ab & 0x7fffffu) | 0x800000u;
+  let mb = (bb & 0x7fffffu) | 0x800000u;
+  let eab = i32(ab >> 23u) - i32(bb >> 23u) + 127; // so that k = eab − biased(ex) + 24
+  // 2.5 ULP means at most 3 steps; a few more cost nothing when q is already right.
+  for (var it = 0; it < 6; it++) {
+    let up = qc_cmp_mid(ma, mb, eab, qb);
+    if (up > 0 || (up == 0 && (qb & 1u) == 1u)) {
+      if (qb + 1u >= 0x7f800000u) { break; }
+      qb = qb + 1u;
+      continue;
+    }
+    if (qb == 0x800000u) { break; }
+    let dn = qc_cmp_mid(ma, mb, eab, qb - 1u);
+    if (dn < 0 || (dn == 0 && (qb & 1u) == 1u)) {
+      qb = qb - 1u;
+      continue;
+    }
+    break;
+  }
+  return bitcast<f32>(qb | ((bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u));
+}
+
+// ---- FP8 ---------------------------------------------------------------------------------------------
+// RNE of a magnitude (f32 bits `ab`, finite, below the format's max) to an FP8 magnitude code with m
+// mantissa bits and exponent bias `bias`. Normal range: drop 23−m mantissa bits and re-bias; a
+// carry out of the mantissa bumps the exponent, which is the right next code. Below the smallest
+// normal 2^(1−bias): count units of the smallest subnormal 2^(1−bias−m).
+fn qc_fp8_mag(ab: u32, m: u32, bias: i32) -> u32 {
+  let e = i32(ab >> 23u) - 127;
+  let emin = 1 - bias;
+  var keep = 0u;
+  var sh = 0u;
+  var x = 0u;
+  if (e >= emin) {
+    sh = 23u - m;
+    x = ab;
+  } else {
+    if (ab < 0x800000u) { return 0u; } // zero or f32-subnormal: < 2^-126, far below half a step
+    let d = 23 + emin - i32(m) - e; // >= 24 − m
+    if (d > 25) { return 0u; } // mantissa < 2^24 ⇒ value < ¼ step
+    sh = u32(d);
+    x = (ab & 0x7fffffu) | 0x800000u;
+  }
+  keep = x >> sh;
+  let rem = x & ((1u << sh) - 1u);
+  let half = 1u << (sh - 1u);
+  let up = select(0u, 1u, rem > half || (rem == half && (keep & 1u) == 1u));
+  if (e >= emin) { return keep + up - (u32(127 - bias) << m); }
+  return keep + up;
+}
+
+fn e4m3_encode(v: f32) -> u32 {
+  let b = bitcast<u32>(v);
+  let s = (b >> 24u) & 0x80u;
+  let ab = b & 0x7fffffffu;
+  if (ab > 0x7f800000u) { return 0x7fu; } // NaN → canonical NaN
+  if (ab >= 0x43e00000u) { return s | 0x7eu; } // |v| >= 448 (Inf too): saturate
+  return s | qc_fp8_mag(ab, 3u, 7);
+}
+
+fn e5m2_encode(v: f32) -> u32 {
+  let b = bitcast<u32>(v);
+  let s = (b >> 24u) & 0x80u;
+  let ab = b & 0x7fffffffu;
+  if (ab > 0x7f800000u) { return 0x7fu; }
+  if (ab >= 0x47600000u) { return s | 0x7bu; } // |v| >= 57344 (Inf too): saturate
+  return s | qc_fp8_mag(ab, 2u, 15);
+}
+
+// NaN/Inf are built from the runtime sign bits, never as constants (a NaN constant is a WGSL
+// shader-creation error).
+fn e4m3_decode(c: u32) -> f32 {
+  let s = (c & 0x80u) << 24u;
+  let e = (c >> 3u) & 0xfu;
+  let m = c & 7u;
+  if (e == 15u && m == 7u) { return bitcast<f32>(s | 0x7fc00000u); }
+  if (e == 0u) { return bitcast<f32>(s | bitcast<u32>(f32(m) * 0.001953125)); } // m·2^-9
+  return bitcast<f32>(s | ((e + 120u) << 23u) | (m << 20u));
+}
+
+fn e5m2_decode(c: u32) -> f32 {
+  let s = (c & 0x80u) << 24u;
+  let e = (c >> 2u) & 0x1fu;
+  let m = c & 3u;
+  if (e == 31u) { return bitcast<f32>(s | select(0x7fc00000u, 0x7f800000u, m == 0u)); }
+  if (e == 0u) { return bitcast<f32>(s | bitcast<u32>(f32(m) * 0.0000152587890625)); } // m·2^-16
+  return bitcast<f32>(s | ((e + 112u) << 23u) | (m << 21u));
+}
+
+// ---- INT8 / INT4 (two's complement) ---------------------------------------------------------------
+// round() is half-to-even in WGSL; saturate to [−qmax−1, qmax]; mask to 8 (qmax 127) or 4 (qmax 7) bits.
+fn int_encode(v: f32, qmax: f32) -> u32 {
+  let r = clamp(round(v), -qmax - 1.0, qmax);
+  return u32(i32(r)) & u32(2.0 * qmax + 1.0);
+}
+
+fn int8_decode(c: u32) -> f32 {
+  return f32(bitcast<i32>(c << 24u) >> 24u);
+}
+
+fn int4_decode(c: u32) -> f32 {
+  return f32(bitcast<i32>(c << 28u) >> 28u);
+}
+
+// ---- stochastic rounding -----------------------------------------------------------------------
+// Same hash and uniform as src/engine/quant/sr.ts: u = ((h >> 9) + ½)·2^-23 ∈ (0,1), exact in f32.
+fn pcg_hash(v: u32) -> u32 {
+  let state = v * 747796405u + 2891336453u;
+  let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
+  return (word >> 22u) ^ word;
+}
+
+fn sr_uniform(seed: u32, idx: u32) -> f32 {
+  let h = pcg_hash(pcg_hash(seed) ^ pcg_hash(idx));
+  return (f32(h >> 9u) + 0.5) * 1.1920928955078125e-7;
+}
+
+// Magnitude a ∈ [0, max] rounded on the FP8 grid: up with probability frac(a / quantum). The
+// quantum is a power of two (built from bits), so a·2^-k, floor, the fraction and r·2^k are exact.
+fn qc_fp8_sr_mag(a: f32, m: u32, bias: i32, u: f32) -> f32 {
+  let e = max(i32(bitcast<u32>(a) >> 23u) - 127, 1 - bias);
+  let qe = e - i32(m);
+  let t = a * bitcast<f32>(u32(127 - qe) << 23u);
+  let fl = floor(t);
+  let r = fl + select(0.0, 1.0, u < t - fl);
+  return r * bitcast<f32>(u32(127 + qe) << 23u);
+}
+
+fn qc_with_sign(mag: f32, v: f32) -> f32 {
+  return bitcast<f32>(bitcast<u32>(mag) | (bitcast<u32>(v) & 0x80000000u));
+}
+
+fn e4m3_encode_sr(v: f32, u: f32) -> u32 {
+  if ((bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u) { return 0x7fu; }
+  let a = min(bitcast<f32>(bitcast<u32>(v) & 0x7fffffffu), 448.0);
+  return e4m3_encode(qc_with_sign(qc_fp8_sr_mag(a, 3u, 7, u), v));
+}
+
+fn e5m2_encode_sr(v: f32, u: f32) -> u32 {
+  if ((bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u) { return 0x7fu; }
+  let a = min(bitcast<f32>(bitcast<u32>(v) & 0x7fffffffu), 57344.0);
+  return e5m2_encode(qc_with_sign(qc_fp8_sr_mag(a, 2u, 15, u), v));
+}
+
+fn int_encode_sr(v: f32, qmax: f32, u: f32) -> u32 {
+  let c = clamp(v, -qmax - 1.0, qmax);
+  let a = abs(c);
+  let fl = floor(a);
+  let r = fl + select(0.0, 1.0, u < a - fl);
+  return u32(i32(select(r, -r, c < 0.0))) & u32(2.0 * qmax + 1.0);
+}
+
+// ---- packing (src/engine/quant/pack.ts): element i at bits 8·(i%4) resp. 4·(i%8) --------------------
+fn get_byte(w: u32, i: u32) -> u32 {
+  return (w >> (8u * (i & 3u))) & 0xffu;
+}
+
+fn get_nibble(w: u32, i: u32) -> u32 {
+  return (w >> (4u * (i & 7u))) & 0xfu;
+}
+
+fn set_byte(w: u32, i: u32, c: u32) -> u32 {
+  return w | ((c & 0xffu) << (8u * (i & 3u)));
+}
+
+fn set_nibble(w: u32, i: u32, c: u32) -> u32 {
+  return w | ((c & 0xfu) << (4u * (i & 7u)));
+}

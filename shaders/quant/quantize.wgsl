@@ -1,0 +1,188 @@
+// Absmax quantize / dequantize over a flat f32 tensor. Prepended by the TS side: quant/codec.wgsl.
+// Legend: N = elements (p.n); L = p.seg, the segment length — row length, group size, or N for
+// per-tensor — or, with p.columns = 1, the column count (element i belongs to column i mod L);
+// S = number of scales (p.nscales). Codes are packed per src/engine/quant/pack.ts.
+//
+// Quantize = four dispatches: clear_amax → absmax_seg | absmax_col → finalize_scales → encode.
+// The absmax lives in the scales buffer as u32 bits: for non-negative floats the bit order is the
+// value order, so u32 atomicMax is an exact float max (no float compare, no subnormal flushing), and
+// finalize then overwrites the bits with s = div_rn(amax, QMAX) (0 when amax < 2^-110).
+//
+// Every kernel binds the uniform at 0; resources that differ per kernel alias the same binding
+// numbers, which WGSL allows across entry points.
+
+// 0 = fp8-e4m3, 1 = fp8-e5m2, 2 = int8, 3 = int4 (FORMAT_ID in src/engine/quant/formats.ts).
+override FMT: u32 = 0u;
+
+struct Params {
+  n: u32,
+  seg: u32,
+  columns: u32,
+  nscales: u32,
+  items: u32, // absmax: elements per thread (segmented) or rows per thread (columns)
+  seed: u32,
+  stochastic: u32,
+  qmax: f32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+
+// clear_amax, finalize_scales
+@group(0) @binding(1) var<storage, read_write> amax_rw: array<u32>;
+// absmax_seg, absmax_col, encode
+@group(0) @binding(1) var<storage, read> xin: array<f32>;
+@group(0) @binding(2) var<storage, read_write> amax_at: array<atomic<u32>>;
+// encode, dequantize
+@group(0) @binding(2) var<storage, read> scales_r: array<f32>;
+@group(0) @binding(3) var<storage, read_write> words_w: array<u32>;
+// dequantize
+@group(0) @binding(1) var<storage, read> words_r: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out_w: array<f32>;
+
+const WG: u32 = 256u;
+// Segments one absmax tile can touch: tile = 256·items with items ≤ L, so ≤ 256 whole + 2 partial.
+const TILE_SEGS: u32 = 258u;
+// bits of 2^-110: groups whose absmax is below it get s = 0 (SCALE_TINY in quantizer.ts).
+const TINY_BITS: u32 = 0x08800000u;
+
+var<workgroup> wmax: array<atomic<u32>, TILE_SEGS>;
+
+fn seg_of(i: u32) -> u32 {
+  if (p.columns != 0u) { return i % p.seg; }
+  return i / p.seg;
+}
+
+fn flat(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+  return gid.x + gid.y * nwg.x * WG;
+}
+
+@compute @workgroup_size(WG)
+fn clear_amax(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let k = flat(gid, nwg);
+  if (k < p.nscales) { amax_rw[k] = 0u; }
+}
+
+// |x| bits, with NaN/Inf counted as 0 (they are coded as 0 and must not set the scale).
+fn abs_bits(i: u32) -> u32 {
+  let a = bitcast<u32>(xin[i]) & 0x7fffffffu;
+  return select(0u, a, a < 0x7f800000u);
+}
+
+// Contiguous segments (per tensor / row / group). A workgroup takes a tile of 256·items elements;
+// each thread scans `items` consecutive ones keeping a running max per segment, merges it into
+// shared atomics when the segment changes, and the tile's maxima go to global atomics once.
+@compute @workgroup_size(WG)
+fn absmax_seg(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+              @builtin(num_workgroups) nwg: vec3<u32>) {
+  let tsize = WG * p.items;
+  let start = (wid.x + wid.y * nwg.x) * tsize;
+  if (start >= p.n) { return; } // uniform per workgroup
+  let end = min(start + tsize, p.n);
+  let seg0 = start / p.seg;
+  for (var j = lid; j < TILE_SEGS; j += WG) { atomicStore(&wmax[j], 0u); }
+  workgroupBarrier();
+  var cur_seg = 0xffffffffu;
+  var cur = 0u;
+  let b = start + lid * p.items;
+  for (var k = 0u; k < p.items; k++) {
+    let i = b + k;
+    if (i >= end) { break; }
+    let s = i / p.seg - seg0;
+    if (s != cur_seg) {
+      if (cur_seg != 0xffffffffu && cur != 0u) { atomicMax(&wmax[cur_seg], cur); }
+      cur_seg = s;
+      cur = 0u;
+    }
+    cur = max(cur, abs_bits(i));
+  }
+  if (cur_seg != 0xffffffffu && cur != 0u) { atomicMax(&wmax[cur_seg], cur); }
+  workgroupBarrier();
+  let nloc = (end - 1u) / p.seg - seg0 + 1u;
+  for (var j = lid; j < nloc; j += WG) {
+    let m = atomicLoad(&wmax[j]);
+    if (m != 0u) { atomicMax(&amax_at[seg0 + j], m); }
+  }
+}
+
+// Per column (L columns, N / L rows): thread = column (adjacent threads read adjacent addresses),
+// grid y = blocks of `items` rows; one global atomic per thread and block.
+@compute @workgroup_size(WG)
+fn absmax_col(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let col = gid.x;
+  if (col >= p.seg) { return; }
+  let rows = p.n / p.seg;
+  let r0 = gid.y * p.items;
+  let r1 = min(r0 + p.items, rows);
+  var m = 0u;
+  for (var r = r0; r < r1; r++) { m = max(m, abs_bits(r * p.seg + col)); }
+  if (m != 0u) { atomicMax(&amax_at[col], m); }
+}
+
+@compute @workgroup_size(WG)
+fn finalize_scales(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let k = flat(gid, nwg);
+  if (k >= p.nscales) { return; }
+  let a = amax_rw[k];
+  amax_rw[k] = select(bitcast<u32>(div_rn(bitcast<f32>(a), p.qmax)), 0u, a < TINY_BITS);
+}
+
+fn encode_one(v: f32, i: u32) -> u32 {
+  if (p.stochastic != 0u) {
+    let u = sr_uniform(p.seed, i);
+    switch FMT {
+      case 0u: { return e4m3_encode_sr(v, u); }
+      case 1u: { return e5m2_encode_sr(v, u); }
+      default: { return int_encode_sr(v, p.qmax, u); }
+    }
+  }
+  switch FMT {
+    case 0u: { return e4m3_encode(v); }
+    case 1u: { return e5m2_encode(v); }
+    default: { return int_encode(v, p.qmax); }
+  }
+}
+
+fn decode_one(c: u32) -> f32 {
+  switch FMT {
+    case 0u: { return e4m3_decode(c); }
+    case 1u: { return e5m2_decode(c); }
+    case 2u: { return int8_decode(c); }
+    default: { return int4_decode(c); }
+  }
+}
+
+// One thread per output word: 4 (8-bit formats) or 8 (INT4) elements; a partial last word is
+// zero-padded, and zero-scale groups and non-finite inputs get code 0.
+@compute @workgroup_size(WG)
+fn encode(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let w = flat(gid, nwg);
+  let per = select(4u, 8u, FMT == 3u);
+  let first = w * per;
+  if (first >= p.n) { return; }
+  var word = 0u;
+  for (var j = 0u; j < per; j++) {
+    let i = first + j;
+    if (i >= p.n) { break; }
+    let x = xin[i];
+    let s = scales_r[seg_of(i)];
+    if (s == 0.0 || (bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) { continue; }
+    let c = encode_one(div_rn(x, s), i);
+    if (FMT == 3u) { word = set_nibble(word, j, c); } else { word = set_byte(word, j, c); }
+  }
+  words_w[w] = word;
+}
+
+@compute @workgroup_size(WG)
+fn dequantize(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let w = flat(gid, nwg);
+  let per = select(4u, 8u, FMT == 3u);
+  let first = w * per;
+  if (first >= p.n) { return; }
+  let word = words_r[w];
+  for (var j = 0u; j < per; j++) {
+    let i = first + j;
+    if (i >= p.n) { break; }
+    let c = select(get_byte(word, j), get_nibble(word, j), FMT == 3u);
+    out_w[i] = decode_one(c) * scales_r[seg_of(i)];
+  }
+}

@@ -1,0 +1,99 @@
+// RMSNorm (Hugging Face LlamaRMSNorm in fp32): y = w ⊙ (x · rstd), rstd = rsqrt(mean(x²) + eps).
+// N = rows (tokens), C = channels. x, y, dy, dx: [N, C]; w, dw: [C]; rstd: [N];
+// partials: [K, C] with K = row chunks of the dw reduction (R rows each).
+// Row kernels run one workgroup per row (the linear workgroup index spans a 2-D grid when N > 65535).
+// Backward: x̂ = x·rstd, g = dy ⊙ w, dx = rstd · (g − x̂ · mean(g ⊙ x̂)), dw = Σ_rows dy ⊙ x̂.
+// dw is reduced in two fixed stages (chunks of R rows into partials, then over the K chunks in
+// order) so it is deterministic without float atomics.
+struct Params { N: u32, C: u32, eps: f32, accumulate: u32, R: u32, K: u32, _p0: u32, _p1: u32 }
+
+override WG: u32 = 256;
+var<workgroup> red: array<f32, WG>;
+
+// Tree sum over the workgroup; must be reached by every invocation (uniform control flow).
+fn wg_sum(v: f32, lid: u32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+    if (lid < s) { red[lid] = red[lid] + red[lid + s]; }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+
+@group(0) @binding(2) var<uniform> p: Params;
+
+// ---- forward: bindings x, w, params, y, rstd
+@group(0) @binding(0) var<storage, read> f_x: array<f32>;
+@group(0) @binding(1) var<storage, read> f_w: array<f32>;
+@group(0) @binding(3) var<storage, read_write> f_y: array<f32>;
+@group(0) @binding(4) var<storage, read_write> f_rstd: array<f32>;
+
+@compute @workgroup_size(WG)
+fn rmsnorm_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+               @builtin(num_workgroups) nwg: vec3<u32>) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.N) { return; }
+  let base = row * p.C;
+  var acc = 0.0;
+  for (var c = lid; c < p.C; c += WG) { let v = f_x[base + c]; acc = fma(v, v, acc); }
+  let r = inverseSqrt(wg_sum(acc, lid) / f32(p.C) + p.eps);
+  for (var c = lid; c < p.C; c += WG) { f_y[base + c] = f_w[c] * (f_x[base + c] * r); }
+  if (lid == 0u) { f_rstd[row] = r; }
+}
+
+// ---- backward dx: bindings x, w, params, dy, rstd, dx
+@group(0) @binding(3) var<storage, read> b_dy: array<f32>;
+@group(0) @binding(4) var<storage, read> b_rstd: array<f32>;
+@group(0) @binding(5) var<storage, read_write> b_dx: array<f32>;
+
+@compute @workgroup_size(WG)
+fn rmsnorm_bwd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                  @builtin(num_workgroups) nwg: vec3<u32>) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.N) { return; }
+  let base = row * p.C;
+  let r = b_rstd[row];
+  var acc = 0.0;
+  for (var c = lid; c < p.C; c += WG) { acc = fma(b_dy[base + c] * f_w[c], f_x[base + c] * r, acc); }
+  let m = wg_sum(acc, lid) / f32(p.C);
+  for (var c = lid; c < p.C; c += WG) {
+    let g = r * (b_dy[base + c] * f_w[c] - (f_x[base + c] * r) * m);
+    if (p.accumulate != 0u) { b_dx[base + c] = b_dx[base + c] + g; } else { b_dx[base + c] = g; }
+  }
+}
+
+// ---- backward dw stage 1: bindings x, dy, params, rstd, partials. Grid [ceil(C/WG), K]; one
+// thread per column walks R rows, so each row's loads are coalesced across the workgroup.
+@group(0) @binding(1) var<storage, read> p_dy: array<f32>;
+@group(0) @binding(3) var<storage, read> p_rstd: array<f32>;
+@group(0) @binding(4) var<storage, read_write> p_part: array<f32>;
+
+@compute @workgroup_size(WG)
+fn rmsnorm_bwd_dw_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let c = wid.x * WG + lid;
+  if (c >= p.C) { return; }
+  let r0 = wid.y * p.R;
+  let r1 = min(p.N, r0 + p.R);
+  var acc = 0.0;
+  for (var r = r0; r < r1; r++) {
+    let i = r * p.C + c;
+    acc = fma(p_dy[i], f_x[i] * p_rstd[r], acc);
+  }
+  p_part[wid.y * p.C + c] = acc;
+}
+
+// ---- backward dw stage 2: bindings partials, dw, params. Sums the K chunks in chunk order.
+@group(0) @binding(0) var<storage, read> s_part: array<f32>;
+@group(0) @binding(1) var<storage, read_write> s_dw: array<f32>;
+
+@compute @workgroup_size(WG)
+fn rmsnorm_bwd_dw_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let c = wid.x * WG + lid;
+  if (c >= p.C) { return; }
+  var acc = 0.0;
+  for (var k = 0u; k < p.K; k++) { acc += s_part[k * p.C + c]; }
+  if (p.accumulate != 0u) { s_dw[c] = s_dw[c] + acc; } else { s_dw[c] = acc; }
+}

@@ -1,0 +1,63 @@
+// SwiGLU (LLaMA MLP): h = silu(gate) ⊙ up, silu(z) = z·σ(z). N = rows, F = intermediate size;
+// gate, up, h, dh, dgate, dup: [N, F], treated as flat arrays of n = N·F elements (2-D grid when
+// n/256 > 65535). Backward: dup = dh · silu(g); dgate = dh · up · σ(g)·(1 + g·(1 − σ(g))).
+struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }
+
+@group(0) @binding(2) var<uniform> p: Params;
+
+fn flat(gid: vec3<u32>, nwg: vec3<u32>) -> u32 { return gid.x + gid.y * nwg.x * 256u; }
+
+// σ(z) without overflow: exp of a non-positive argument only (exp(-z) for large negative z is inf,
+// which WGSL does not promise to propagate cleanly).
+fn sigmoid(z: f32) -> f32 {
+  let e = exp(-abs(z));
+  let s = 1.0 / (1.0 + e);
+  return select(e * s, s, z >= 0.0);
+}
+
+// ---- forward: bindings gate, up, params, h
+@group(0) @binding(0) var<storage, read> f_gate: array<f32>;
+@group(0) @binding(1) var<storage, read> f_up: array<f32>;
+@group(0) @binding(3) var<storage, read_write> f_h: array<f32>;
+
+@compute @workgroup_size(256)
+fn swiglu_fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i >= p.n) { return; }
+  let g = f_gate[i];
+  f_h[i] = (g * sigmoid(g)) * f_up[i];
+}
+
+// ---- backward: bindings gate, up, params, dh, dgate, dup
+@group(0) @binding(3) var<storage, read> b_dh: array<f32>;
+@group(0) @binding(4) var<storage, read_write> b_dgate: array<f32>;
+@group(0) @binding(5) var<storage, read_write> b_dup: array<f32>;
+
+@compute @workgroup_size(256)
+fn swiglu_bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i >= p.n) { return; }
+  let g = f_gate[i];
+  let s = sigmoid(g);
+  let d = b_dh[i];
+  b_dup[i] = d * (g * s);
+  b_dgate[i] = d * f_up[i] * (s * (1.0 + g * (1.0 - s)));
+}
+
+// ---- backward in place (dgate over gate, dup over up; each element is read before it is written
+// by the same invocation, so no other invocation can observe a half-updated value):
+// bindings gate/dgate, up/dup, params, dh
+@group(0) @binding(0) var<storage, read_write> i_gate: array<f32>;
+@group(0) @binding(1) var<storage, read_write> i_up: array<f32>;
+
+@compute @workgroup_size(256)
+fn swiglu_bwd_inplace(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i >= p.n) { return; }
+  let g = i_gate[i];
+  let u = i_up[i];
+  let s = sigmoid(g);
+  let d = b_dh[i];
+  i_up[i] = d * (g * s);
+  i_gate[i] = d * u * (s * (1.0 + g * (1.0 - s)));
+}

@@ -1,0 +1,171 @@
+/**
+ * npm run train -- [options]: trains on WebGPU in Node (Dawn; SwiftShader when no GPU) with the same
+ * engine as the browser. Writes run.json, metrics.jsonl and a Hugging Face checkpoint to --out.
+ */
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import cliProgress from 'cli-progress';
+import { acquireNodeGpu } from '../engine/gpu/node';
+import { Runtime } from '../engine/gpu/runtime';
+import { modelConfigFromHf, saveCheckpoint } from '../engine/io/checkpoint';
+import { writeNpy } from '../engine/io/npy';
+import { PRESET_NAMES, type PresetName } from '../engine/model/config';
+import { initParams, paramLayout, unflatten } from '../engine/model/params';
+import { defaultTrainOptions, type TrainOverrides } from '../engine/train/options';
+import { CharTokenizer } from '../engine/train/tokenizer';
+import { planMemory, Trainer } from '../engine/train/trainer';
+import { defaultCorpusPath, fail, num, UsageError } from './common';
+
+const HELP = `usage: npm run train -- [options]
+  --model micro|tiny|small|base   preset (default micro)
+  --config FILE.json              model config (HF config.json keys) overriding the preset
+  --steps N --batch B --seq T     training length, batch size, context
+  --lr X --min-lr X --warmup N    learning rate schedule (linear warmup, cosine to min-lr)
+  --weight-decay X --grad-clip X  AdamW decay (ndim>=2 only), global-norm clipping (0 = off)
+  --seed S                        seed for init and batches
+  --data FILE.txt                 training text (default: bundled TinyShakespeare)
+  --eval-every N --eval-batches N validation cadence and size
+  --out DIR                       output directory (default runs/<model>-<time>)
+  --export-init                   write DIR/init/model.safetensors + config.json before step 0
+  --dump-batches                  write DIR/batches.npy (int32 [steps, batch, seq+1])
+  --sample N                      print N sampled characters at the end
+  --plan                          print the memory plan (bytes per category) as JSON and exit
+  --cpu                           force the SwiftShader CPU adapter`;
+
+async function main(): Promise<void> {
+  let a;
+  try {
+    a = parseArgs({
+      options: {
+        model: { type: 'string' }, config: { type: 'string' }, steps: { type: 'string' }, batch: { type: 'string' },
+        seq: { type: 'string' }, lr: { type: 'string' }, 'min-lr': { type: 'string' }, warmup: { type: 'string' },
+        'weight-decay': { type: 'string' }, 'grad-clip': { type: 'string' }, seed: { type: 'string' },
+        data: { type: 'string' }, out: { type: 'string' }, 'eval-every': { type: 'string' }, 'eval-batches': { type: 'string' },
+        'export-init': { type: 'boolean' }, 'dump-batches': { type: 'boolean' }, plan: { type: 'boolean' },
+        sample: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (e) {
+    throw new UsageError(`${(e as Error).message}\n${HELP}`);
+  }
+  if (a.help) {
+    console.log(HELP);
+    return;
+  }
+  const preset = (a.model ?? 'micro') as PresetName;
+  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}, got '${a.model}'`);
+  let modelOverride = {};
+  if (a.config) {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(readFileSync(a.config, 'utf8'));
+    } catch (e) {
+      throw new UsageError(`--config ${a.config}: ${(e as Error).message}`);
+    }
+    modelOverride = modelConfigFromHf(raw as Record<string, unknown>);
+  }
+  const dataPath = a.data ?? defaultCorpusPath();
+  let text: string;
+  try {
+    text = readFileSync(dataPath, 'utf8');
+  } catch (e) {
+    throw new UsageError(`--data ${dataPath}: ${(e as Error).message}`);
+  }
+  const tokenizer = CharTokenizer.fromText(text);
+  const o: TrainOverrides = {
+    steps: num('steps', a.steps, { int: true, min: 1 }), batch: num('batch', a.batch, { int: true, min: 1 }),
+    seq: num('seq', a.seq, { int: true, min: 1 }), lr: num('lr', a.lr, { min: 0 }), minLr: num('min-lr', a['min-lr'], { min: 0 }),
+    warmup: num('warmup', a.warmup, { int: true, min: 0 }), weightDecay: num('weight-decay', a['weight-decay'], { min: 0 }),
+    gradClip: num('grad-clip', a['grad-clip'], { min: 0 }), seed: num('seed', a.seed, { int: true, min: 0 }),
+    evalEvery: num('eval-every', a['eval-every'], { int: true, min: 0 }), evalBatches: num('eval-batches', a['eval-batches'], { int: true, min: 1 }),
+    model: { ...modelOverride, vocab_size: tokenizer.vocabSize },
+  };
+  let opts;
+  try {
+    opts = defaultTrainOptions(preset, o);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const sampleChars = num('sample', a.sample, { int: true, min: 0 }) ?? 0;
+
+  if (a.plan) {
+    const layout = paramLayout(opts.model);
+    console.log(JSON.stringify({ model: preset, params: layout.count, batch: opts.batch, seq: opts.seq, bytes: planMemory(opts) }, null, 2));
+    return;
+  }
+
+  const out = a.out ?? path.join('runs', `${preset}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+  mkdirSync(out, { recursive: true });
+  const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu });
+  const rt = new Runtime(gpu);
+  const steps = opts.optimizer.total_steps;
+  const runInfo = {
+    model: opts.model,
+    optimizer: opts.optimizer,
+    batch: opts.batch,
+    seq: opts.seq,
+    seed: opts.seed,
+    eval: { every: opts.evalEvery, batches: opts.evalBatches },
+    data: { path: path.resolve(dataPath), chars: text.length, sha256: createHash('sha256').update(text).digest('hex') },
+    tokenizer: tokenizer.toJSON(),
+    scheme: 'fp32',
+    device: gpu.adapterInfo,
+    params: paramLayout(opts.model).count,
+    started: new Date().toISOString(),
+  };
+  writeFileSync(path.join(out, 'run.json'), JSON.stringify(runInfo, null, 2) + '\n');
+
+  if (a['export-init']) {
+    const layout = paramLayout(opts.model);
+    const files = saveCheckpoint({ config: opts.model, params: unflatten(initParams(opts.model, layout, opts.seed), layout) });
+    mkdirSync(path.join(out, 'init'), { recursive: true });
+    writeFileSync(path.join(out, 'init', 'model.safetensors'), files['model.safetensors']);
+    writeFileSync(path.join(out, 'init', 'config.json'), files['config.json']);
+  }
+
+  const trainer = await Trainer.create(rt, opts, text, { tokenizer });
+  if (a['dump-batches']) {
+    const per = opts.batch * (opts.seq + 1);
+    const all = new Int32Array(steps * per);
+    for (let s = 0; s < steps; s++) all.set(trainer.batchAt(s), s * per);
+    writeFileSync(path.join(out, 'batches.npy'), writeNpy(all, [steps, opts.batch, opts.seq + 1]));
+  }
+
+  const metricsPath = path.join(out, 'metrics.jsonl');
+  writeFileSync(metricsPath, '');
+  const tty = process.stderr.isTTY;
+  const bar = tty
+    ? new cliProgress.SingleBar({ format: 'train |{bar}| {value}/{total} loss {loss} val {val} {tps} tok/s', hideCursor: true }, cliProgress.Presets.shades_classic)
+    : null;
+  bar?.start(steps, 0, { loss: '-', val: '-', tps: '-' });
+  let lastVal = NaN;
+  const logVal = async (step: number) => {
+    lastVal = await trainer.evaluate();
+    appendFileSync(metricsPath, JSON.stringify({ step, val_loss: lastVal }) + '\n');
+    if (!tty) console.error(`step ${step}: val_loss ${lastVal.toFixed(4)}`);
+  };
+  for (let s = 0; s < steps; s++) {
+    const m = await trainer.trainStep();
+    appendFileSync(metricsPath, JSON.stringify(m) + '\n');
+    bar?.update(s + 1, { loss: m.loss.toFixed(4), val: Number.isNaN(lastVal) ? '-' : lastVal.toFixed(4), tps: Math.round(m.tokens_per_s) });
+    if (!tty && (s % 10 === 0 || s === steps - 1)) {
+      console.error(`step ${s}: loss ${m.loss.toFixed(4)} lr ${m.lr.toExponential(2)} grad_norm ${m.grad_norm.toFixed(3)} ${Math.round(m.tokens_per_s)} tok/s`);
+    }
+    if (opts.evalEvery > 0 && (s + 1) % opts.evalEvery === 0 && s + 1 < steps) await logVal(s + 1);
+  }
+  await logVal(steps);
+  bar?.stop();
+  const files = await trainer.checkpoint();
+  for (const [name, content] of Object.entries(files)) if (content !== undefined) writeFileSync(path.join(out, name), content);
+  if (sampleChars > 0) console.log(await trainer.sample('\n', sampleChars, 0.8, opts.seed));
+  const summary = { out, steps, final_val_loss: lastVal, mem: trainer.memory() };
+  console.log(JSON.stringify(summary));
+  trainer.destroy();
+  rt.destroy();
+}
+
+main().then(() => process.exit(0), fail);

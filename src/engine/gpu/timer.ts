@@ -1,0 +1,99 @@
+/**
+ * GPU timing of a list of dispatches (autotuning, benchmarks). With timestamp-query, each rep is one
+ * compute pass bracketed by timestampWrites, so the figure is GPU time of the pass alone; otherwise
+ * wall clock from submit to onSubmittedWorkDone, which adds submit and completion latency (tens of
+ * µs on a real GPU) — time enough work per rep that this does not matter.
+ * Dawn may quantize timestamps (Chrome: 100 µs unless unsafe APIs are on); in Node, pass the toggle
+ * 'disable-dawn-features=timestamp_quantization' for exact figures. Samples that are not positive
+ * (quantized to 0, or an adapter with broken counters) make the whole run fall back to wall clock.
+ */
+import { assertAlive } from './device';
+import type { Dispatch, Runtime } from './runtime';
+
+export interface TimingOptions {
+  warmup?: number;
+  reps?: number;
+  /** Ignore timestamp queries even when present (tests of the fallback). */
+  forceWallclock?: boolean;
+}
+
+export interface TimingResult {
+  medianMs: number;
+  samplesMs: number[];
+  method: 'timestamp' | 'wallclock';
+}
+
+export function median(xs: number[]): number {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const h = s.length >> 1;
+  return s.length % 2 ? s[h] : (s[h - 1] + s[h]) / 2;
+}
+
+export async function timeDispatches(rt: Runtime, dispatches: Dispatch[], opts: TimingOptions = {}): Promise<TimingResult> {
+  const warmup = opts.warmup ?? 2;
+  const reps = Math.max(1, opts.reps ?? 10);
+  for (let i = 0; i < warmup; i++) rt.run(dispatches);
+  await rt.sync();
+  if (rt.gpu.features.timestampQuery && !opts.forceWallclock) {
+    const samples = await timestampSamples(rt, dispatches, reps);
+    if (samples && samples.every((s) => Number.isFinite(s) && s > 0)) {
+      return { medianMs: median(samples), samplesMs: samples, method: 'timestamp' };
+    }
+  }
+  const samples: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    const t0 = performance.now();
+    rt.run(dispatches);
+    await rt.sync();
+    samples.push(performance.now() - t0);
+  }
+  return { medianMs: median(samples), samplesMs: samples, method: 'wallclock' };
+}
+
+/** One pass per rep, all reps in one submit; null if the queries could not be made. */
+async function timestampSamples(rt: Runtime, dispatches: Dispatch[], reps: number): Promise<number[] | null> {
+  assertAlive(rt.gpu);
+  const device = rt.device;
+  const count = 2 * reps;
+  let querySet: GPUQuerySet | null = null;
+  let resolve: GPUBuffer | null = null;
+  let readback: GPUBuffer | null = null;
+  let scoped = true;
+  device.pushErrorScope('validation');
+  try {
+    querySet = device.createQuerySet({ label: 'timer', type: 'timestamp', count });
+    resolve = device.createBuffer({
+      label: 'timer.resolve',
+      size: count * 8,
+      usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC,
+    });
+    readback = device.createBuffer({
+      label: 'timer.readback',
+      size: count * 8,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    });
+    const enc = device.createCommandEncoder({ label: 'timer' });
+    for (let i = 0; i < reps; i++) {
+      rt.encode(enc, dispatches, { querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 });
+    }
+    enc.resolveQuerySet(querySet, 0, count, resolve, 0);
+    enc.copyBufferToBuffer(resolve, 0, readback, 0, count * 8);
+    device.queue.submit([enc.finish()]);
+    scoped = false;
+    if (await device.popErrorScope()) return null;
+    await readback.mapAsync(GPUMapMode.READ);
+    const ticks = new BigUint64Array(readback.getMappedRange().slice(0));
+    readback.unmap();
+    const samples: number[] = [];
+    for (let i = 0; i < reps; i++) samples.push(Number(ticks[2 * i + 1] - ticks[2 * i]) / 1e6);
+    return samples;
+  } catch {
+    return null;
+  } finally {
+    if (scoped) void device.popErrorScope();
+    querySet?.destroy();
+    resolve?.destroy();
+    readback?.destroy();
+  }
+}

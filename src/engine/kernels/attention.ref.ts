@@ -1,0 +1,93 @@
+/**
+ * Causal grouped-query attention, plain TS float64 reference (the specification of the GPU kernels).
+ *
+ * Shapes: B batch, T sequence length, nH query heads, nKV key/value heads, G = nH/nKV query heads
+ * per KV head, D head dim.
+ * q, o, dO, dq: [B, T, nH, D]; k, v, dk, dv: [B, T, nKV, D]; lse: [B, nH, T].
+ * Query head h reads KV head floor(h / G); scores are scaled by 1/sqrt(D); key j is visible to
+ * query t iff j <= t. lse[b,h,t] = log Σ_j exp(s_tj) is all the backward needs to rebuild P.
+ */
+
+export function attentionForwardRef(
+  q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>,
+  B: number, T: number, nH: number, nKV: number, D: number,
+): { o: Float64Array; lse: Float64Array } {
+  const G = nH / nKV;
+  const scale = 1 / Math.sqrt(D);
+  const o = new Float64Array(B * T * nH * D);
+  const lse = new Float64Array(B * nH * T);
+  const s = new Float64Array(T);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < nH; h++) {
+      const g = Math.floor(h / G);
+      for (let t = 0; t < T; t++) {
+        const qo = ((b * T + t) * nH + h) * D;
+        let m = -Infinity;
+        for (let j = 0; j <= t; j++) {
+          const ko = ((b * T + j) * nKV + g) * D;
+          let acc = 0;
+          for (let d = 0; d < D; d++) acc += q[qo + d] * k[ko + d];
+          s[j] = acc * scale;
+          m = Math.max(m, s[j]);
+        }
+        let l = 0;
+        for (let j = 0; j <= t; j++) {
+          s[j] = Math.exp(s[j] - m);
+          l += s[j];
+        }
+        for (let j = 0; j <= t; j++) {
+          const vo = ((b * T + j) * nKV + g) * D;
+          const pj = s[j] / l;
+          for (let d = 0; d < D; d++) o[qo + d] += pj * v[vo + d];
+        }
+        lse[(b * nH + h) * T + t] = m + Math.log(l);
+      }
+    }
+  }
+  return { o, lse };
+}
+
+/**
+ * Gradients from the saved (o, lse) exactly as the GPU backward does it: P = exp(s − lse),
+ * Di = rowsum(dO∘O), dS = P∘(dP − Di) with dP = dO·Vᵀ; dq = scale·dS·K, dk = scale·dSᵀ·Q summed
+ * over the G query heads sharing a KV head, dv = Pᵀ·dO likewise.
+ */
+export function attentionBackwardRef(
+  q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>, o: ArrayLike<number>,
+  lse: ArrayLike<number>, dO: ArrayLike<number>,
+  B: number, T: number, nH: number, nKV: number, D: number,
+): { dq: Float64Array; dk: Float64Array; dv: Float64Array } {
+  const G = nH / nKV;
+  const scale = 1 / Math.sqrt(D);
+  const dq = new Float64Array(B * T * nH * D);
+  const dk = new Float64Array(B * T * nKV * D);
+  const dv = new Float64Array(B * T * nKV * D);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < nH; h++) {
+      const g = Math.floor(h / G);
+      for (let t = 0; t < T; t++) {
+        const qo = ((b * T + t) * nH + h) * D;
+        const L = lse[(b * nH + h) * T + t];
+        let di = 0;
+        for (let d = 0; d < D; d++) di += dO[qo + d] * o[qo + d];
+        for (let j = 0; j <= t; j++) {
+          const ko = ((b * T + j) * nKV + g) * D;
+          let sc = 0;
+          let dp = 0;
+          for (let d = 0; d < D; d++) {
+            sc += q[qo + d] * k[ko + d];
+            dp += dO[qo + d] * v[ko + d];
+          }
+          const p = Math.exp(sc * scale - L);
+          const ds = p * (dp - di);
+          for (let d = 0; d < D; d++) {
+            dq[qo + d] += scale * ds * k[ko + d];
+            dk[ko + d] += scale * ds * q[qo + d];
+            dv[ko + d] += p * dO[qo + d];
+          }
+        }
+      }
+    }
+  }
+  return { dq, dk, dv };
+}

@@ -1,0 +1,197 @@
+/**
+ * Quantized GEMMs, all C[M,N] = X[M,K] · Wᵀ with the model's layout (X row-major tokens, W the HF
+ * [N, K] = [out, in] weight):
+ *   (a) qgemmI8       — INT8 X (per-row scales) × INT8 W (per-output-channel scales), dot4I8Packed,
+ *                       dequantized in the epilogue (shaders/qgemm.wgsl); quantizeRowsI8 makes the
+ *                       packed X rows (shaders/qgemm_rowq.wgsl).
+ *   (b) qgemmWeightOnly — fp32 X × W group-quantized along K (INT8 / INT4 / FP8), dequantized while
+ *                       staged (shaders/qgemm_f32.wgsl + qgemm_io.wgsl `w_q`).
+ *   (c) qgemmQuantOut — fp32 GEMM writing C INT4/INT8 group-quantized along N (`out_q`).
+ * (b) and (c) are one kernel with two operand sections, so qgemmF32 also composes them.
+ *
+ * Shape requirements (checked here; callers pad the K axis with zeros, which changes no product):
+ *   (a) K % 4 == 0 (packed int8 rows); K < 132 000 (exact i32 accumulation).
+ *   (b) K % 4 == 0 (vec4 X rows), K % CPW == 0 (CPW = 4, or 8 for INT4), G % CPW == 0.
+ *       W groups are per row: scales [N, ceil(K/G)]; equals quantizeRef's flat 'group' layout when
+ *       G divides K (quantizeWeightsRef in qgemm.ref.ts builds either).
+ *   (c) K % 4 == 0, N % (32/bits) == 0 (rows of whole words), output group GQ ∈ {32..256}, a
+ *       multiple of TN; scales [M, ceil(N/GQ)]. M and N are otherwise free everywhere.
+ */
+import codecSrc from '../../../shaders/quant/codec.wgsl?raw';
+import f32Src from '../../../shaders/qgemm_f32.wgsl?raw';
+import ioSrc from '../../../shaders/qgemm_io.wgsl?raw';
+import i8Src from '../../../shaders/qgemm.wgsl?raw';
+import rowqSrc from '../../../shaders/qgemm_rowq.wgsl?raw';
+import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
+import { Uniforms } from '../gpu/runtime';
+import { BITS, FORMAT_ID, type QuantFormat } from '../quant/formats';
+import { grid2d, wgslSection } from './taco';
+
+export interface GemmTiles {
+  BM?: number;
+  BN?: number;
+  /** K depth per step: packed words for qgemmI8, elements (multiple of 8) for the fp32 kernels. */
+  BK?: number;
+  TM?: number;
+  TN?: number;
+}
+
+interface Tiles {
+  BM: number;
+  BN: number;
+  BK: number;
+  TM: number;
+  TN: number;
+}
+
+function tiles(rt: Runtime, label: string, t: Tiles): Tiles {
+  const { BM, BN, TM, TN, BK } = t;
+  if (![4, 8].includes(TM) || ![4, 8].includes(TN)) throw new Error(`${label}: TM, TN must be 4 or 8`);
+  if (BM % TM || BN % TN || BM % 4 || BN % 4 || BK < 1) throw new Error(`${label}: bad tiles ${JSON.stringify(t)}`);
+  const wg = (BM / TM) * (BN / TN);
+  if (wg > rt.device.limits.maxComputeInvocationsPerWorkgroup) {
+    throw new Error(`${label}: ${wg} threads per workgroup exceed the device limit`);
+  }
+  return t;
+}
+
+function checkPositive(label: string, dims: Record<string, number>): void {
+  for (const [k, v] of Object.entries(dims)) {
+    if (!Number.isInteger(v) || v < 1) throw new Error(`${label}: ${k}=${v} must be a positive integer`);
+  }
+}
+
+/** (a) C = diag(sx)·(QX·QWᵀ)·diag(sw). xq [M, K/4] u32, sx [M], wq [N, K/4] u32, sw [N], c [M, N] f32. */
+export function qgemmI8(rt: Runtime, a: {
+  label: string; xq: Binding; sx: Binding; wq: Binding; sw: Binding; c: Binding;
+  M: number; N: number; K: number; tiles?: GemmTiles;
+}): Dispatch {
+  checkPositive(a.label, { M: a.M, N: a.N, K: a.K });
+  if (a.K % 4) throw new Error(`${a.label}: K=${a.K} must be a multiple of 4 (packed int8 rows)`);
+  if (a.K >= 132_000) throw new Error(`${a.label}: K=${a.K} risks i32 overflow`);
+  const t = tiles(rt, a.label, { BM: 64, BN: 64, BK: 8, TM: 4, TN: 4, ...a.tiles });
+  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K / 4).u32(0);
+  return rt.kernel({
+    label: a.label,
+    code: i8Src,
+    constants: { BM: t.BM, BN: t.BN, BKW: t.BK, TM: t.TM, TN: t.TN },
+    bindings: [a.xq, a.sx, a.wq, a.sw, a.c, rt.uniform(a.label, u)],
+    workgroups: [Math.ceil(a.N / t.BN), Math.ceil(a.M / t.BM)],
+  });
+}
+
+/** Per-row INT8 quantization of x [M, K] → xq [M, K/4] u32 + sx [M] (quantizeRef 'row' semantics). */
+export function quantizeRowsI8(rt: Runtime, a: { label: string; x: Binding; xq: Binding; sx: Binding; M: number; K: number }): Dispatch {
+  checkPositive(a.label, { M: a.M, K: a.K });
+  if (a.K % 4) throw new Error(`${a.label}: K=${a.K} must be a multiple of 4`);
+  const { gridX, workgroups } = grid2d(rt, a.M);
+  const u = new Uniforms().u32(a.M).u32(a.K).u32(gridX).u32(0);
+  return rt.kernel({
+    label: a.label,
+    code: codecSrc + '\n' + rowqSrc,
+    constants: { WG: 64 },
+    bindings: [a.x, a.xq, a.sx, rt.uniform(a.label, u)],
+    workgroups,
+  });
+}
+
+export type WeightOperand =
+  | { kind: 'f32'; w: Binding }
+  /** codes [N, K/CPW] u32 packed along K, scales [N, ceil(K/G)] f32. */
+  | { kind: 'q'; codes: Binding; scales: Binding; format: QuantFormat; G: number };
+
+export type OutputOperand =
+  | { kind: 'f32'; c: Binding }
+  /** codes [M, N/(32/bits)] u32, scales [M, ceil(N/G)] f32. */
+  | { kind: 'q'; codes: Binding; scales: Binding; bits: 4 | 8; G: number };
+
+/** Composed WGSL for the fp32-activation kernel; binding order X, W (+WS), C (+CS), P. */
+export function qgemmF32Shader(w: WeightOperand['kind'], out: OutputOperand['kind']): string {
+  const order = ['X', 'W', ...(w === 'q' ? ['WS'] : []), 'C', ...(out === 'q' ? ['CS'] : []), 'P'];
+  const code = [codecSrc, f32Src, wgslSection(ioSrc, `w_${w}`), wgslSection(ioSrc, `out_${out}`)].join('\n');
+  return code.replace(/@binding\(@(\w+)\)/g, (_, name: string) => {
+    const i = order.indexOf(name);
+    if (i < 0) throw new Error(`qgemm: unknown binding placeholder ${name}`);
+    return `@binding(${i})`;
+  });
+}
+
+/** fp32 X [M, K] × (fp32 | quantized) W [N, K]ᵀ → (fp32 | quantized) C [M, N]. */
+export function qgemmF32(rt: Runtime, a: {
+  label: string; x: Binding; w: WeightOperand; out: OutputOperand; M: number; N: number; K: number; tiles?: GemmTiles;
+}): Dispatch {
+  const { label, M, N, K } = a;
+  checkPositive(label, { M, N, K });
+  if (K % 4) throw new Error(`${label}: K=${K} must be a multiple of 4 (vec4 rows of X)`);
+  const quantOut = a.out.kind === 'q';
+  const defaults: Tiles = quantOut && a.out.kind === 'q'
+    ? { BM: 64, BN: Math.max(64, a.out.G), BK: 16, TM: 4, TN: 8 }
+    : { BM: 64, BN: 64, BK: 16, TM: 4, TN: 4 };
+  if (quantOut && a.out.kind === 'q' && a.out.G > 64) defaults.BM = Math.max(16, (64 * 64) / a.out.G);
+  const t = tiles(rt, label, { ...defaults, ...a.tiles });
+  if (t.BK % 8) throw new Error(`${label}: BK=${t.BK} must be a multiple of 8`);
+  const constants: Record<string, number> = { BM: t.BM, BN: t.BN, BK: t.BK, TM: t.TM, TN: t.TN };
+  const bindings: Binding[] = [a.x];
+  let KG = 0;
+  if (a.w.kind === 'f32') {
+    bindings.push(a.w.w);
+  } else {
+    const cpw = 32 / BITS[a.w.format];
+    const G = a.w.G;
+    if (K % cpw) throw new Error(`${label}: K=${K} must be a multiple of ${cpw} for ${a.w.format} weights`);
+    if (!Number.isInteger(G) || G < cpw || G % cpw) throw new Error(`${label}: weight group ${G} must be a multiple of ${cpw}`);
+    KG = Math.ceil(K / G);
+    constants.FMT = FORMAT_ID[a.w.format];
+    constants.GW = G;
+    bindings.push(a.w.codes, a.w.scales);
+  }
+  let NG = 0;
+  if (a.out.kind === 'f32') {
+    bindings.push(a.out.c);
+  } else {
+    const { bits, G } = a.out;
+    const cpw = 32 / bits;
+    if (N % cpw) throw new Error(`${label}: N=${N} must be a multiple of ${cpw} for ${bits}-bit output rows`);
+    if (!Number.isInteger(G) || G % t.TN || t.BN % G) {
+      throw new Error(`${label}: output group ${G} must be a multiple of TN=${t.TN} and divide BN=${t.BN}`);
+    }
+    if (t.TN % cpw) throw new Error(`${label}: TN=${t.TN} must hold whole ${bits}-bit words`);
+    NG = Math.ceil(N / G);
+    constants.OBITS = bits;
+    constants.GQ = G;
+    bindings.push(a.out.codes, a.out.scales);
+  }
+  const u = new Uniforms().u32(M).u32(N).u32(K).u32(KG).u32(NG).u32(0).u32(0).u32(0);
+  bindings.push(rt.uniform(label, u));
+  return rt.kernel({
+    label,
+    code: qgemmF32Shader(a.w.kind, a.out.kind),
+    constants,
+    bindings,
+    workgroups: [Math.ceil(N / t.BN), Math.ceil(M / t.BM)],
+  });
+}
+
+/** (b) fp32 X × group-quantized W → fp32 C. */
+export function qgemmWeightOnly(rt: Runtime, a: {
+  label: string; x: Binding; wq: Binding; ws: Binding; c: Binding; format: QuantFormat; G: number;
+  M: number; N: number; K: number; tiles?: GemmTiles;
+}): Dispatch {
+  return qgemmF32(rt, {
+    label: a.label, x: a.x, M: a.M, N: a.N, K: a.K, tiles: a.tiles,
+    w: { kind: 'q', codes: a.wq, scales: a.ws, format: a.format, G: a.G },
+    out: { kind: 'f32', c: a.c },
+  });
+}
+
+/** (c) fp32 X × fp32 W → C quantized INT4/INT8 in groups of G along each output row. */
+export function qgemmQuantOut(rt: Runtime, a: {
+  label: string; x: Binding; w: Binding; cq: Binding; cs: Binding; bits: 4 | 8; G: number;
+  M: number; N: number; K: number; tiles?: GemmTiles;
+}): Dispatch {
+  return qgemmF32(rt, {
+    label: a.label, x: a.x, M: a.M, N: a.N, K: a.K, tiles: a.tiles,
+    w: { kind: 'f32', w: a.w },
+    out: { kind: 'q', codes: a.cq, scales: a.cs, bits: a.bits, G: a.G },
+  });
+}

@@ -1,0 +1,279 @@
+/**
+ * GPU absmax quantize / dequantize (shaders/quant/quantize.wgsl + codec.wgsl), matching
+ * quantizeRef / dequantizeRef in src/engine/quant/quantizer.ts code for code.
+ * Legend: N = elements, S = scales (groups), W = packed u32 words (⌈N/4⌉, INT4 ⌈N/8⌉).
+ *
+ * Dispatches are built once per (format, granularity, N); the format is a WGSL override (one
+ * pipeline per format), sizes, rounding and seed live in one uniform, so a new SR seed per step is
+ * a 4-byte write (`setSeed`), not a rebuild.
+ */
+import codecWgsl from '../../../shaders/quant/codec.wgsl?raw';
+import quantizeWgsl from '../../../shaders/quant/quantize.wgsl?raw';
+import type { MemCategory } from '../gpu/memory';
+import { type Dispatch, type Runtime, Uniforms } from '../gpu/runtime';
+import { BITS, FORMAT_ID, QMAX, type QuantFormat } from '../quant/formats';
+import { type CodeBits, wordsFor } from '../quant/pack';
+import {
+  type Granularity,
+  granularityLabel,
+  numScales,
+  payloadBytes,
+  type QuantizeOptions,
+  type Quantized,
+  validateGranularity,
+} from '../quant/quantizer';
+import { Rng } from '../util/rng';
+
+/** The shared codec snippet, for kernels of other ops that decode or encode in their inner loops. */
+export const CODEC_WGSL: string = codecWgsl;
+export const QUANTIZE_WGSL: string = `${codecWgsl}\n${quantizeWgsl}`;
+
+const WG = 256;
+/** Byte offset of `seed` in the Params uniform (n, seg, columns, nscales, items, seed, …). */
+const SEED_OFFSET = 20;
+
+export interface QuantizeSpec {
+  format: QuantFormat;
+  granularity: Granularity;
+  n: number;
+}
+
+export interface QuantizeKernel {
+  spec: QuantizeSpec;
+  numWords: number;
+  numScales: number;
+  /** Packed codes [W] and fp32 scales [S]: outputs of quantize, inputs of dequantize. */
+  words: GPUBuffer;
+  scales: GPUBuffer;
+  dispatches: Dispatch[];
+  params: GPUBuffer;
+  /** Rewrites the stochastic-rounding seed used by the next run (no-op for nearest). */
+  setSeed(seed: number): void;
+  /** Frees the uniform and the buffers this build allocated (not ones passed in). */
+  destroy(): void;
+}
+
+export interface DequantizeKernel {
+  spec: QuantizeSpec;
+  out: GPUBuffer;
+  dispatches: Dispatch[];
+  destroy(): void;
+}
+
+/** A 1-D count of workgroups as a grid within the per-dimension limit (kernels flatten x + y·X). */
+function grid(rt: Runtime, count: number): [number, number] {
+  const max = rt.device.limits.maxComputeWorkgroupsPerDimension;
+  if (count <= max) return [count, 1];
+  const x = max;
+  return [x, Math.ceil(count / x)];
+}
+
+/** Segment length and column flag of a granularity, as the kernels see it. */
+function segOf(g: Granularity, n: number): { seg: number; columns: number } {
+  switch (g.kind) {
+    case 'tensor':
+      return { seg: Math.max(n, 1), columns: 0 };
+    case 'row':
+      return { seg: g.rowLength, columns: 0 };
+    case 'column':
+      return { seg: g.rowLength, columns: 1 };
+    case 'group':
+      return { seg: g.size, columns: 0 };
+  }
+}
+
+function paramsFor(spec: QuantizeSpec, items: number, rounding: QuantizeOptions) {
+  const { seg, columns } = segOf(spec.granularity, spec.n);
+  return new Uniforms()
+    .u32(spec.n)
+    .u32(seg)
+    .u32(columns)
+    .u32(numScales(spec.granularity, spec.n))
+    .u32(items)
+    .u32(rounding.seed ?? 0)
+    .u32(rounding.rounding === 'stochastic' ? 1 : 0)
+    .f32(QMAX[spec.format]);
+}
+
+function checkSpec(spec: QuantizeSpec): void {
+  validateGranularity(spec.granularity, spec.n);
+  if (spec.n >= 2 ** 32 - 8) throw new Error(`quantize: ${spec.n} elements exceed u32 indexing`);
+}
+
+export function buildQuantize(
+  rt: Runtime,
+  spec: QuantizeSpec,
+  x: GPUBuffer,
+  opts: QuantizeOptions & { words?: GPUBuffer; scales?: GPUBuffer; category?: MemCategory } = {},
+): QuantizeKernel {
+  checkSpec(spec);
+  const { format, granularity, n } = spec;
+  const label = `quantize.${format}.${granularityLabel(granularity)}`;
+  const numWords = wordsFor(n, BITS[format] as CodeBits);
+  const nScales = numScales(granularity, n);
+  const category = opts.category ?? 'workspace';
+  const owned: GPUBuffer[] = [];
+  const words = opts.words ?? rt.createBuffer(category, `${label}.words`, Math.max(numWords, 1) * 4);
+  const scales = opts.scales ?? rt.createBuffer(category, `${label}.scales`, Math.max(nScales, 1) * 4);
+  if (!opts.words) owned.push(words);
+  if (!opts.scales) owned.push(scales);
+
+  const { seg } = segOf(granularity, n);
+  let items: number;
+  let absmaxGrid: [number, number];
+  if (granularity.kind === 'column') {
+    const rows = n / seg;
+    const colBlocks = Math.ceil(seg / WG);
+    const max = rt.device.limits.maxComputeWorkgroupsPerDimension;
+    if (colBlocks > max) throw new Error(`${label}: ${seg} columns exceed the grid limit`);
+    items = Math.max(64, Math.ceil(rows / max));
+    absmaxGrid = [colBlocks, Math.ceil(rows / items)];
+  } else {
+    // items ≤ seg keeps a tile within TILE_SEGS (258) segments; 16 per thread amortises the atomics.
+    items = Math.min(16, Math.max(1, seg));
+    absmaxGrid = grid(rt, Math.ceil(n / (WG * items)));
+  }
+  const params = rt.uniform(label, paramsFor(spec, items, opts));
+  owned.push(params);
+  const constants = { FMT: FORMAT_ID[format] };
+  const sGrid = grid(rt, Math.ceil(nScales / WG));
+  const dispatches = [
+    rt.kernel({ label: `${label}.clear`, code: QUANTIZE_WGSL, entryPoint: 'clear_amax', bindings: [params, scales], workgroups: sGrid }),
+    rt.kernel({
+      label: `${label}.absmax`,
+      code: QUANTIZE_WGSL,
+      entryPoint: granularity.kind === 'column' ? 'absmax_col' : 'absmax_seg',
+      bindings: [params, x, scales],
+      workgroups: n === 0 ? [0] : absmaxGrid,
+    }),
+    rt.kernel({ label: `${label}.scales`, code: QUANTIZE_WGSL, entryPoint: 'finalize_scales', bindings: [params, scales], workgroups: sGrid }),
+    rt.kernel({
+      label: `${label}.encode`,
+      code: QUANTIZE_WGSL,
+      entryPoint: 'encode',
+      constants,
+      bindings: [params, x, scales, words],
+      workgroups: grid(rt, Math.ceil(numWords / WG)),
+    }),
+  ];
+  return {
+    spec,
+    numWords,
+    numScales: nScales,
+    words,
+    scales,
+    dispatches,
+    params,
+    setSeed(seed: number) {
+      rt.write(params, Uint32Array.of(seed >>> 0), SEED_OFFSET);
+    },
+    destroy() {
+      for (const b of owned) rt.mem.free(b);
+    },
+  };
+}
+
+export function buildDequantize(
+  rt: Runtime,
+  spec: QuantizeSpec,
+  words: GPUBuffer,
+  scales: GPUBuffer,
+  opts: { out?: GPUBuffer; category?: MemCategory } = {},
+): DequantizeKernel {
+  checkSpec(spec);
+  const label = `dequantize.${spec.format}.${granularityLabel(spec.granularity)}`;
+  const owned: GPUBuffer[] = [];
+  const out = opts.out ?? rt.createBuffer(opts.category ?? 'workspace', `${label}.out`, Math.max(spec.n, 1) * 4);
+  if (!opts.out) owned.push(out);
+  const params = rt.uniform(label, paramsFor(spec, 1, {}));
+  owned.push(params);
+  const numWords = wordsFor(spec.n, BITS[spec.format] as CodeBits);
+  const d = rt.kernel({
+    label,
+    code: QUANTIZE_WGSL,
+    entryPoint: 'dequantize',
+    constants: { FMT: FORMAT_ID[spec.format] },
+    bindings: [params, words, scales, out],
+    workgroups: grid(rt, Math.ceil(numWords / WG)),
+  });
+  return {
+    spec,
+    out,
+    dispatches: [d],
+    destroy() {
+      for (const b of owned) rt.mem.free(b);
+    },
+  };
+}
+
+/** One-shot convenience: upload x, quantize on the GPU, read back a `Quantized`. */
+export async function quantizeGpu(
+  rt: Runtime,
+  x: Float32Array,
+  format: QuantFormat,
+  granularity: Granularity,
+  opts: QuantizeOptions = {},
+): Promise<Quantized> {
+  const xb = rt.upload('workspace', 'quantize.x', x.length ? x : new Float32Array(1));
+  const k = buildQuantize(rt, { format, granularity, n: x.length }, xb, opts);
+  try {
+    rt.run(k.dispatches);
+    const words = await rt.readU32(k.words, 0, k.numWords);
+    const scales = await rt.readF32(k.scales, 0, k.numScales);
+    return { format, granularity, n: x.length, words, scales };
+  } finally {
+    k.destroy();
+    rt.mem.free(xb);
+  }
+}
+
+/** One-shot convenience: dequantize a `Quantized` on the GPU. */
+export async function dequantizeGpu(rt: Runtime, q: Quantized): Promise<Float32Array> {
+  const wb = rt.upload('workspace', 'dequantize.words', q.words.length ? q.words : new Uint32Array(1));
+  const sb = rt.upload('workspace', 'dequantize.scales', q.scales.length ? q.scales : new Float32Array(1));
+  const k = buildDequantize(rt, { format: q.format, granularity: q.granularity, n: q.n }, wb, sb);
+  try {
+    rt.run(k.dispatches);
+    return await rt.readF32(k.out, 0, q.n);
+  } finally {
+    k.destroy();
+    rt.mem.free(wb);
+    rt.mem.free(sb);
+  }
+}
+
+/**
+ * Quantize throughput in GB/s, counting the compulsory traffic once: N·4 bytes read plus the payload
+ * (codes + scales) written. (The kernels read x twice — absmax, then encode — so the DRAM traffic
+ * is about 2N·4 + payload.) Times whole command buffers after a warm-up; not a test assertion.
+ */
+export async function benchQuantize(
+  rt: Runtime,
+  n: number,
+  opts: { format?: QuantFormat; granularity?: Granularity; minSeconds?: number } = {},
+): Promise<number> {
+  const format = opts.format ?? 'int8';
+  const granularity = opts.granularity ?? { kind: 'group', size: 128 };
+  const x = new Rng(1).normalArray(n);
+  const xb = rt.upload('workspace', 'bench.quantize.x', x);
+  const k = buildQuantize(rt, { format, granularity, n }, xb);
+  try {
+    rt.run(k.dispatches);
+    await rt.sync();
+    const minSeconds = opts.minSeconds ?? 0.5;
+    let iters = 0;
+    const t0 = performance.now();
+    let dt = 0;
+    for (let batch = 1; dt < minSeconds * 1000; batch *= 2) {
+      for (let i = 0; i < batch; i++) rt.run(k.dispatches);
+      await rt.sync();
+      iters += batch;
+      dt = performance.now() - t0;
+    }
+    const bytes = 4 * n + payloadBytes(format, n, k.numScales);
+    return (bytes * iters) / (dt / 1000) / 1e9;
+  } finally {
+    k.destroy();
+    rt.mem.free(xb);
+  }
+}

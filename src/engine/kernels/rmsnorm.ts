@@ -1,0 +1,91 @@
+/**
+ * RMSNorm forward/backward on the GPU (HF LlamaRMSNorm, fp32; the maths is in rmsnorm.ref.ts).
+ *
+ * Shapes: N rows (tokens), C channels. x, y, dy, dx: [N, C]; w, dw: [C]; rstd: [N] (saved by the
+ * forward for the backward). The dw reduction needs a workspace of K·C floats
+ * (rmsnormWorkspaceBytes), K = ceil(N / R) row chunks of R rows.
+ */
+import src from '../../../shaders/rmsnorm.wgsl?raw';
+import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
+import { grid2d, requireBytes, rowWorkgroupSize } from './launch';
+
+export interface RmsNormDims {
+  N: number;
+  C: number;
+  eps: number;
+}
+
+/**
+ * Rows per dw chunk: at least 32 (amortises the partials round trip), and at most 256 chunks in
+ * total so the second stage stays short and the workspace small (256·C floats).
+ */
+export function rmsnormChunking(N: number): { R: number; K: number } {
+  const R = Math.max(32, Math.ceil(N / 256));
+  return { R, K: Math.max(1, Math.ceil(N / R)) };
+}
+
+export function rmsnormWorkspaceBytes(d: { N: number; C: number }): number {
+  return rmsnormChunking(d.N).K * d.C * 4;
+}
+
+function params(d: RmsNormDims, accumulate: boolean): Uniforms {
+  const { R, K } = rmsnormChunking(d.N);
+  return new Uniforms().u32(d.N).u32(d.C).f32(d.eps).u32(accumulate ? 1 : 0).u32(R).u32(K).u32(0).u32(0);
+}
+
+function check(label: string, d: RmsNormDims): void {
+  if (!(d.N >= 1 && d.C >= 1 && Number.isInteger(d.N) && Number.isInteger(d.C))) {
+    throw new Error(`${label}: invalid rmsnorm dims N=${d.N} C=${d.C}`);
+  }
+}
+
+/** y = w ⊙ (x · rstd); also writes rstd [N]. */
+export function rmsnormForward(rt: Runtime, o: { label: string; x: Binding; w: Binding; y: Binding; rstd: Binding; dims: RmsNormDims }): Dispatch {
+  const d = o.dims;
+  check(o.label, d);
+  requireBytes(o.label, 'x', o.x, d.N * d.C * 4);
+  requireBytes(o.label, 'y', o.y, d.N * d.C * 4);
+  requireBytes(o.label, 'w', o.w, d.C * 4);
+  requireBytes(o.label, 'rstd', o.rstd, d.N * 4);
+  const u = rt.uniform(`${o.label}.rmsnormFwd`, params(d, false));
+  return rt.kernel({
+    label: `${o.label}.rmsnormFwd`, code: src, entryPoint: 'rmsnorm_fwd', constants: { WG: rowWorkgroupSize(d.C) },
+    bindings: [o.x, o.w, u, o.y, o.rstd], workgroups: grid2d(rt, d.N),
+  });
+}
+
+/**
+ * dx (= or += when `accumulate`, for the residual stream) and dw (= or += when `accumulateDw`, for
+ * gradient accumulation across micro-batches). Three dispatches: dx rows, dw partials, dw final.
+ */
+export function rmsnormBackward(rt: Runtime, o: {
+  label: string; x: Binding; w: Binding; rstd: Binding; dy: Binding; dx: Binding; dw: Binding; workspace: Binding;
+  dims: RmsNormDims; accumulate?: boolean; accumulateDw?: boolean;
+}): Dispatch[] {
+  const d = o.dims;
+  check(o.label, d);
+  for (const [k, b] of [['x', o.x], ['dy', o.dy], ['dx', o.dx]] as const) requireBytes(o.label, k, b, d.N * d.C * 4);
+  requireBytes(o.label, 'w', o.w, d.C * 4);
+  requireBytes(o.label, 'dw', o.dw, d.C * 4);
+  requireBytes(o.label, 'rstd', o.rstd, d.N * 4);
+  requireBytes(o.label, 'workspace', o.workspace, rmsnormWorkspaceBytes(d));
+  const WG = rowWorkgroupSize(d.C);
+  const { K } = rmsnormChunking(d.N);
+  const colGroups = Math.ceil(d.C / WG);
+  const uDx = rt.uniform(`${o.label}.rmsnormBwdDx`, params(d, !!o.accumulate));
+  const uDw = rt.uniform(`${o.label}.rmsnormBwdDw`, params(d, !!o.accumulateDw));
+  return [
+    rt.kernel({
+      label: `${o.label}.rmsnormBwdDx`, code: src, entryPoint: 'rmsnorm_bwd_dx', constants: { WG },
+      bindings: [o.x, o.w, uDx, o.dy, o.rstd, o.dx], workgroups: grid2d(rt, d.N),
+    }),
+    rt.kernel({
+      label: `${o.label}.rmsnormBwdDwPartial`, code: src, entryPoint: 'rmsnorm_bwd_dw_partial', constants: { WG },
+      bindings: [o.x, o.dy, uDw, o.rstd, o.workspace], workgroups: [colGroups, K],
+    }),
+    rt.kernel({
+      label: `${o.label}.rmsnormBwdDwFinal`, code: src, entryPoint: 'rmsnorm_bwd_dw_final', constants: { WG },
+      bindings: [o.workspace, o.dw, uDw], workgroups: [colGroups],
+    }),
+  ];
+}

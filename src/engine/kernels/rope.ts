@@ -1,0 +1,70 @@
+/**
+ * Rotary position embedding on the GPU (HF LLaMA convention; see rope.ref.ts for the maths).
+ *
+ * Shapes: B batch, T sequence length, H heads (nHeads), D head dim (even), P = D/2.
+ * x, y: [B, T, H, D] fp32; table: cos [T, P] then sin [T, P] (build it once with ropeTablePacked or
+ * uploadRopeTable and charge it to 'workspace').
+ */
+import ropeSrc from '../../../shaders/rope.wgsl?raw';
+import { Uniforms, type Binding, type BufSlice, type Dispatch, type Runtime } from '../gpu/runtime';
+import { ropeTablePacked } from './rope.ref';
+
+export { ropeTable, ropeTablePacked } from './rope.ref';
+
+export interface RopeArgs {
+  label: string;
+  x: Binding;
+  /** May be the same binding as x (same buffer, offset and size): then the rotation runs in place. */
+  y: Binding;
+  /** cos then sin, [2, T, D/2] (or [2, tableT, D/2] with tableT >= T, see below). */
+  table: Binding;
+  B: number;
+  T: number;
+  nHeads: number;
+  D: number;
+  /** Rotate by −angle: the backward (dx from dy). */
+  inverse?: boolean;
+  /** Rows of the table when it was built for a longer maximum length than T (default T). */
+  tableT?: number;
+}
+
+/** Uploads the packed cos/sin table for (T, D, theta), charged to workspace. */
+export function uploadRopeTable(rt: Runtime, label: string, T: number, D: number, theta: number): GPUBuffer {
+  return rt.upload('workspace', `${label}.ropeTable`, ropeTablePacked(T, D, theta));
+}
+
+function asSlice(b: Binding): BufSlice {
+  return typeof (b as GPUBuffer).mapAsync === 'function' ? { buffer: b as GPUBuffer } : (b as BufSlice);
+}
+
+function sameBinding(a: Binding, b: Binding): boolean {
+  const sa = asSlice(a);
+  const sb = asSlice(b);
+  return sa.buffer === sb.buffer && (sa.offset ?? 0) === (sb.offset ?? 0) && sa.size === sb.size;
+}
+
+/**
+ * y = rope(x) (or its inverse). In place when y is x; a partially overlapping x/y is rejected by
+ * WebGPU's aliasing rules at bind time.
+ */
+export function rope(rt: Runtime, a: RopeArgs): Dispatch {
+  const { B, T, nHeads, D } = a;
+  if (D % 2 !== 0) throw new Error(`${a.label}: rope head dim ${D} must be even`);
+  const P = D / 2;
+  const tableT = a.tableT ?? T;
+  if (tableT < T) throw new Error(`${a.label}: rope table has ${tableT} rows < T = ${T}`);
+  const n = B * T * nHeads * P;
+  const groups = Math.ceil(n / 256);
+  const gx = Math.max(1, Math.min(groups, 32768));
+  const gy = Math.ceil(groups / gx);
+  const u = rt.uniform(`${a.label}.rope`, new Uniforms()
+    .u32(n).u32(T).u32(nHeads).u32(P).u32(tableT * P).f32(a.inverse ? -1 : 1).u32(gx * 256).u32(0));
+  const inPlace = sameBinding(a.x, a.y);
+  return rt.kernel({
+    label: `${a.label}.rope${a.inverse ? 'Bwd' : ''}`,
+    code: ropeSrc,
+    entryPoint: inPlace ? 'rope_inplace' : 'rope',
+    bindings: inPlace ? [a.x, a.table, u] : [a.x, a.y, a.table, u],
+    workgroups: [n === 0 ? 0 : gx, n === 0 ? 1 : gy],
+  });
+}

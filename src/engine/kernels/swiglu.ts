@@ -1,0 +1,44 @@
+/**
+ * SwiGLU activation of the LLaMA MLP on the GPU: h = silu(gate) ⊙ up (maths in swiglu.ref.ts).
+ *
+ * Shapes: N rows (tokens), F intermediate size; gate, up, h, dh, dgate, dup: [N, F] fp32.
+ * The backward may run in place (dgate is gate and dup is up), saving two [N, F] buffers.
+ */
+import src from '../../../shaders/swiglu.wgsl?raw';
+import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
+import { grid2d, requireBytes, sameBinding } from './launch';
+
+export interface SwigluDims {
+  N: number;
+  F: number;
+}
+
+function count(label: string, d: SwigluDims): number {
+  if (!(Number.isInteger(d.N) && Number.isInteger(d.F) && d.N >= 0 && d.F >= 0)) {
+    throw new Error(`${label}: invalid swiglu dims N=${d.N} F=${d.F}`);
+  }
+  return d.N * d.F;
+}
+
+export function swigluForward(rt: Runtime, o: { label: string; gate: Binding; up: Binding; h: Binding; dims: SwigluDims }): Dispatch {
+  const n = count(o.label, o.dims);
+  for (const [k, b] of [['gate', o.gate], ['up', o.up], ['h', o.h]] as const) requireBytes(o.label, k, b, n * 4);
+  const u = rt.uniform(`${o.label}.swigluFwd`, new Uniforms().u32(n));
+  return rt.kernel({ label: `${o.label}.swigluFwd`, code: src, entryPoint: 'swiglu_fwd', bindings: [o.gate, o.up, u, o.h], workgroups: grid2d(rt, Math.ceil(n / 256)) });
+}
+
+/** dgate, dup from dh. In place when dgate is gate and dup is up (both, or neither). */
+export function swigluBackward(rt: Runtime, o: {
+  label: string; gate: Binding; up: Binding; dh: Binding; dgate: Binding; dup: Binding; dims: SwigluDims;
+}): Dispatch {
+  const n = count(o.label, o.dims);
+  for (const [k, b] of [['gate', o.gate], ['up', o.up], ['dh', o.dh], ['dgate', o.dgate], ['dup', o.dup]] as const) requireBytes(o.label, k, b, n * 4);
+  const inPlace = sameBinding(o.gate, o.dgate);
+  if (inPlace !== sameBinding(o.up, o.dup)) throw new Error(`${o.label}: swiglu backward in place needs dgate = gate and dup = up together`);
+  const u = rt.uniform(`${o.label}.swigluBwd`, new Uniforms().u32(n));
+  return rt.kernel({
+    label: `${o.label}.swigluBwd`, code: src, entryPoint: inPlace ? 'swiglu_bwd_inplace' : 'swiglu_bwd',
+    bindings: inPlace ? [o.gate, o.up, u, o.dh] : [o.gate, o.up, u, o.dh, o.dgate, o.dup],
+    workgroups: grid2d(rt, Math.ceil(n / 256)),
+  });
+}

@@ -1,0 +1,224 @@
+/**
+ * The trainer: one model, one dataset, one optimizer, driven step by step by the CLI, the browser
+ * worker and the tests alike. A step is one command buffer (forward, loss, backward, clipping, AdamW);
+ * the only data coming back is the loss and the gradient norm (8 bytes) after it completes.
+ */
+import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
+import type { Runtime } from '../gpu/runtime';
+import { saveCheckpoint, type CheckpointFiles } from '../io/checkpoint';
+import { type BufferSpec, LlamaGpu, modelBufferPlan } from '../model/llama';
+import { flatten, initParams, unflatten } from '../model/params';
+import { packAdamwStep } from '../optim/adamw';
+import { lrAt } from '../optim/schedule';
+import { Rng } from '../util/rng';
+import { TextDataset } from './data';
+import { type OptimizerConfig, type TrainOptions, validateTrainOptions } from './options';
+import { CharTokenizer } from './tokenizer';
+
+export type { OptimizerConfig, TrainOptions } from './options';
+export { defaultTrainOptions } from './options';
+
+export interface StepMetrics {
+  step: number;
+  loss: number;
+  lr: number;
+  grad_norm: number;
+  tokens_per_s: number;
+  mem: MemReport;
+  elapsed_s: number;
+}
+
+export interface TrainerInit {
+  /** Initial flat parameters (default: seeded HF init). */
+  params?: Map<string, Float32Array>;
+  /** Resume: optimizer moments and step. */
+  optimizer?: { m: Map<string, Float32Array>; v: Map<string, Float32Array>; step: number };
+  tokenizer?: CharTokenizer;
+}
+
+/** All buffers a training run allocates: the model at (B, T) plus a B=1 sampler sharing its weights. */
+export function trainerBufferPlan(opts: TrainOptions): BufferSpec[] {
+  return [
+    ...modelBufferPlan(opts.model, opts.batch, opts.seq),
+    ...modelBufferPlan(opts.model, 1, opts.seq, { training: false, ownWeights: false }).map((s) => ({ ...s, key: `sampler.${s.key}` })),
+  ];
+}
+
+export function planMemory(opts: TrainOptions): MemReport {
+  const r = emptyMemReport();
+  for (const s of trainerBufferPlan(opts)) {
+    const bytes = roundBufferSize(s.bytes);
+    r[s.category] += bytes;
+    r.total += bytes;
+  }
+  return r;
+}
+
+export class Trainer {
+  private stepCount = 0;
+  private startTime = performance.now();
+  private sampler: LlamaGpu;
+
+  private constructor(
+    readonly rt: Runtime,
+    readonly opts: TrainOptions,
+    readonly model: LlamaGpu,
+    readonly data: TextDataset,
+    readonly tokenizer: CharTokenizer,
+  ) {
+    this.sampler = new LlamaGpu(rt, opts.model, 1, opts.seq, { training: false, sharedWeights: model.b('weights') });
+  }
+
+  static async create(rt: Runtime, rawOpts: TrainOptions, text: string, init: TrainerInit = {}): Promise<Trainer> {
+    const tokenizer = init.tokenizer ?? CharTokenizer.fromText(text);
+    let opts = validateTrainOptions(rawOpts);
+    if (opts.model.vocab_size !== tokenizer.vocabSize) {
+      opts = validateTrainOptions({ ...opts, model: { ...opts.model, vocab_size: tokenizer.vocabSize } });
+    }
+    const data = new TextDataset(text, tokenizer, opts.seed);
+    const model = new LlamaGpu(rt, opts.model, opts.batch, opts.seq);
+    const flat = init.params ? flatten(init.params, model.layout) : initParams(opts.model, model.layout, opts.seed);
+    model.uploadParams(flat);
+    const t = new Trainer(rt, opts, model, data, tokenizer);
+    if (init.optimizer) {
+      rt.write(model.b('adam.m'), flatten(init.optimizer.m, model.layout));
+      rt.write(model.b('adam.v'), flatten(init.optimizer.v, model.layout));
+      t.stepCount = init.optimizer.step;
+    }
+    await rt.sync();
+    return t;
+  }
+
+  get stepIndex(): number {
+    return this.stepCount;
+  }
+
+  get optimizerConfig(): OptimizerConfig {
+    return this.opts.optimizer;
+  }
+
+  /** The batch [B, T+1] used at `step` (a pure function of seed and step). */
+  batchAt(step: number): Int32Array {
+    return this.data.batch(step, this.opts.batch, this.opts.seq, 'train');
+  }
+
+  async trainStep(): Promise<StepMetrics> {
+    const { rt, model, opts } = this;
+    const t0 = performance.now();
+    const step = this.stepCount;
+    model.setBatch(this.batchAt(step));
+    const lr = lrAt(step, opts.optimizer);
+    const o = opts.optimizer;
+    rt.write(model.b('stepParams'), new Uint8Array(packAdamwStep({
+      lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weight_decay, step: step + 1, maxNorm: o.grad_clip,
+    })));
+    const [loss, gradNorm] = await this.runAndRead([...model.forward, ...model.backward, ...model.optimizer], true);
+    this.stepCount++;
+    const dt = (performance.now() - t0) / 1000;
+    if (!Number.isFinite(loss)) throw new Error(`loss is ${loss} at step ${step}: training diverged`);
+    return {
+      step,
+      loss,
+      lr,
+      grad_norm: gradNorm,
+      tokens_per_s: (opts.batch * opts.seq) / dt,
+      mem: this.memory(),
+      elapsed_s: (performance.now() - this.startTime) / 1000,
+    };
+  }
+
+  /** Encodes dispatches in one command buffer, then copies the loss (and grad norm) back. */
+  private async runAndRead(dispatches: import('../gpu/runtime').Dispatch[], withNorm: boolean): Promise<[number, number]> {
+    const { rt, model } = this;
+    const rb = model.b('readback');
+    rt.run(dispatches, (enc) => {
+      enc.copyBufferToBuffer(model.b('loss'), 0, rb, 0, 4);
+      if (withNorm) enc.copyBufferToBuffer(model.b('gradNorm'), 0, rb, 4, 4);
+    });
+    await rb.mapAsync(GPUMapMode.READ);
+    const r = new Float32Array(rb.getMappedRange().slice(0, 8));
+    rb.unmap();
+    return [r[0], r[1]];
+  }
+
+  /** Mean validation loss over `evalBatches` fixed batches. */
+  async evaluate(): Promise<number> {
+    const { opts, model } = this;
+    let sum = 0;
+    const batches = this.data.valBatches(opts.evalBatches, opts.batch, opts.seq);
+    for (const b of batches) {
+      model.setBatch(b);
+      const [loss] = await this.runAndRead(model.forward, false);
+      sum += loss;
+    }
+    return sum / batches.length;
+  }
+
+  /** Samples `maxNew` characters after `prompt` (temperature 0 = greedy), from a B=1 model sharing weights. */
+  async sample(prompt: string, maxNew: number, temperature = 1, seed = 0): Promise<string> {
+    const { rt, sampler, tokenizer } = this;
+    const T = this.opts.seq;
+    const V = this.opts.model.vocab_size;
+    const rng = new Rng(seed);
+    const ctx = prompt.length ? Array.from(tokenizer.encode(prompt)) : [0];
+    let out = '';
+    for (let i = 0; i < maxNew; i++) {
+      const window = ctx.slice(-T);
+      const tokens = new Int32Array(T + 1);
+      tokens.set(window);
+      sampler.setBatch(tokens);
+      rt.run(sampler.forwardLogits);
+      const pos = window.length - 1;
+      const logits = await rt.readF32(sampler.b('logits'), pos * V * 4, V);
+      const next = pickToken(logits, temperature, rng);
+      ctx.push(next);
+      out += tokenizer.decode([next]);
+    }
+    return out;
+  }
+
+  async checkpoint(): Promise<CheckpointFiles> {
+    const { model } = this;
+    const [w, m, v] = await Promise.all([model.readFlat('weights'), model.readFlat('adam.m'), model.readFlat('adam.v')]);
+    return saveCheckpoint({
+      config: this.opts.model,
+      params: unflatten(w, model.layout),
+      extra: {
+        optimizer: { m: unflatten(m, model.layout), v: unflatten(v, model.layout), step: this.stepCount },
+        tokenizer: this.tokenizer.toJSON(),
+        train: { options: this.opts, step: this.stepCount },
+      },
+    });
+  }
+
+  async parameters(): Promise<Map<string, Float32Array>> {
+    return unflatten(await this.model.readFlat('weights'), this.model.layout);
+  }
+
+  memory(): MemReport {
+    return this.rt.mem.report();
+  }
+
+  destroy(): void {
+    this.sampler.destroy();
+    this.model.destroy();
+  }
+}
+
+function pickToken(logits: Float32Array, temperature: number, rng: Rng): number {
+  let best = 0;
+  for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+  if (temperature <= 0) return best;
+  let sum = 0;
+  const p = new Float64Array(logits.length);
+  for (let i = 0; i < logits.length; i++) {
+    p[i] = Math.exp((logits[i] - logits[best]) / temperature);
+    sum += p[i];
+  }
+  let u = rng.next() * sum;
+  for (let i = 0; i < p.length; i++) {
+    u -= p[i];
+    if (u <= 0) return i;
+  }
+  return p.length - 1;
+}

@@ -1,0 +1,34 @@
+import { firstLoss, type RunState } from '../state/runs';
+import { formatCount, formatLoss, formatRate } from './format';
+
+function Stat({ label, value, testId, raw }: { label: string; value: string; testId: string; raw?: number | null }) {
+  return (
+    <div className="stat">
+      <span className="stat-label">{label}</span>
+      <span className="stat-value" data-testid={testId} data-value={raw ?? ''}>
+        {value}
+      </span>
+    </div>
+  );
+}
+
+/** Headline numbers of a run; `data-value` carries the unrounded number for tests. */
+export function RunStats({ run }: { run: RunState }) {
+  const m = run.latest;
+  const lastVal = run.val.at(-1);
+  const start = firstLoss(run);
+  return (
+    <div className="stats">
+      <Stat label="status" testId="run-status" value={run.status === 'running' || run.status === 'starting' ? `${run.status}: ${run.phase}` : run.status} />
+      <Stat label="step" testId="step" value={m ? `${m.step} / ${run.config.steps}` : `– / ${run.config.steps}`} raw={m?.step ?? null} />
+      <Stat label="loss" testId="loss-value" value={formatLoss(m?.loss)} raw={m?.loss ?? null} />
+      <Stat label="first loss" testId="loss-first" value={formatLoss(start)} raw={start} />
+      <Stat label="val loss" testId="val-loss" value={formatLoss(lastVal?.loss)} raw={lastVal?.loss ?? null} />
+      <Stat label="tokens/s" testId="tokens-per-s" value={formatRate(m?.tokens_per_s)} raw={m?.tokens_per_s ?? null} />
+      <Stat label="lr" testId="lr-value" value={m ? m.lr.toExponential(2) : '–'} raw={m?.lr ?? null} />
+      <Stat label="grad norm" testId="grad-norm" value={m ? m.grad_norm.toFixed(3) : '–'} raw={m?.grad_norm ?? null} />
+      <Stat label="params" testId="params" value={run.info ? formatCount(run.info.params) : '–'} raw={run.info?.params ?? null} />
+      <Stat label="elapsed" testId="elapsed" value={m ? `${m.elapsed_s.toFixed(1)} s` : '–'} raw={m?.elapsed_s ?? null} />
+    </div>
+  );
+}

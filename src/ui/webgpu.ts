@@ -1,0 +1,18 @@
+/**
+ * Page-side WebGPU probe, only to decide what to show: the worker acquires its own device. An
+ * adapter found here is released at once (nothing is created on it).
+ */
+import type { GpuSupport } from '../state/lab';
+
+export async function detectWebGpu(gpu: GPU | undefined = navigator.gpu): Promise<GpuSupport> {
+  if (!gpu) return { state: 'unavailable', reason: 'no-api', detail: 'navigator.gpu is missing' };
+  try {
+    const adapter = await gpu.requestAdapter();
+    if (!adapter) return { state: 'unavailable', reason: 'no-adapter', detail: 'the browser found no WebGPU adapter' };
+    const i = adapter.info;
+    const name = [i?.vendor, i?.architecture, i?.device, i?.description].filter(Boolean).join(' ');
+    return { state: 'available', adapter: name || 'WebGPU adapter' };
+  } catch (e) {
+    return { state: 'unavailable', reason: 'error', detail: `requestAdapter failed: ${(e as Error).message}` };
+  }
+}

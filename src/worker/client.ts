@@ -1,0 +1,81 @@
+/**
+ * Page-side handle on a training worker: spawns it, forwards its messages, and turns every way a
+ * worker can fail (script load error, uncaught exception, undecodable message, stop ignored) into
+ * a protocol `error` or `done` message, so the page never waits on a worker that is gone.
+ */
+import type { FromWorker, RunConfig, ToWorker } from './protocol';
+
+export interface RunHandle {
+  /** Asks the worker to stop after the current step; terminates it if it does not answer in time. */
+  stop(): void;
+  /** Terminates the worker at once. */
+  dispose(): void;
+}
+
+export interface LaunchOptions {
+  corpusUrl: string;
+  /** How long a stop may take before the worker is terminated (a step on SwiftShader can be slow). */
+  stopGraceMs?: number;
+  /** For tests: a factory instead of the real module worker. */
+  createWorker?: () => Worker;
+}
+
+function defaultWorker(runId: string): Worker {
+  return new Worker(new URL('./train.worker.ts', import.meta.url), { type: 'module', name: `train-${runId}` });
+}
+
+export function launchRun(
+  runId: string,
+  config: RunConfig,
+  onMessage: (msg: FromWorker) => void,
+  opts: LaunchOptions,
+): RunHandle {
+  const worker = opts.createWorker ? opts.createWorker() : defaultWorker(runId);
+  let finished = false;
+  let stopTimer: ReturnType<typeof setTimeout> | undefined;
+
+  const finish = (msg: FromWorker): void => {
+    if (finished) return;
+    finished = true;
+    clearTimeout(stopTimer);
+    worker.terminate();
+    onMessage(msg);
+  };
+
+  worker.onmessage = (ev: MessageEvent<FromWorker>) => {
+    const msg = ev.data;
+    if (finished) return;
+    if (msg.type === 'done' || msg.type === 'error') finish({ ...msg, runId });
+    else onMessage({ ...msg, runId } as FromWorker);
+  };
+  worker.onerror = (ev: ErrorEvent) => {
+    ev.preventDefault();
+    const where = ev.filename ? ` (${ev.filename}:${ev.lineno})` : '';
+    finish({ type: 'error', runId, kind: 'error', message: `training worker failed: ${ev.message || 'could not load the worker script'}${where}` });
+  };
+  worker.onmessageerror = () => {
+    finish({ type: 'error', runId, kind: 'error', message: 'training worker sent a message that could not be decoded' });
+  };
+
+  const start: ToWorker = { type: 'start', runId, config, corpusUrl: opts.corpusUrl };
+  worker.postMessage(start);
+
+  return {
+    stop() {
+      if (finished) return;
+      const msg: ToWorker = { type: 'stop', runId };
+      worker.postMessage(msg);
+      clearTimeout(stopTimer);
+      stopTimer = setTimeout(
+        () => finish({ type: 'done', runId, step: -1, reason: 'stopped' }),
+        opts.stopGraceMs ?? 60_000,
+      );
+    },
+    dispose() {
+      if (finished) return;
+      finished = true;
+      clearTimeout(stopTimer);
+      worker.terminate();
+    },
+  };
+}

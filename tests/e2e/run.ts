@@ -1,0 +1,365 @@
+/**
+ * End-to-end test of the lab page in Debian's Chromium (playwright-core, no bundled browser):
+ * builds the page and serves it with `vite preview` on a free localhost port (or the dev server
+ * with --dev), then drives it. WebGPU in headless Chromium without a GPU runs on SwiftShader.
+ *
+ *   node --import tsx tests/e2e/run.ts [--dev] [--only <regex>] [--headed]
+ *
+ * Prints one PASS/FAIL line per test and `e2e: N passed, M failed` last; writes screenshots, browser
+ * console logs and test-results/e2e/summary.json. Exits 1 if anything failed. The server and the
+ * browsers are closed on every exit path (success, failure, watchdog timeout, SIGINT/SIGTERM).
+ */
+import { mkdir, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { build, createServer, preview } from 'vite';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const OUT = path.join(ROOT, 'test-results', 'e2e');
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const args = process.argv.slice(2);
+const useDev = args.includes('--dev');
+const headed = args.includes('--headed');
+const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined;
+/** Whole-run watchdog: SwiftShader is slow, but a hang must still end the run. */
+const WATCHDOG_MS = Number(process.env.E2E_WATCHDOG_MS ?? 20 * 60_000);
+
+const COMMON_FLAGS = [
+  '--no-sandbox',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+  '--disable-dev-shm-usage',
+  // Keep timers and rAF running in a headless/background page: training is driven by messages.
+  '--disable-background-timer-throttling',
+  '--disable-renderer-backgrounding',
+];
+/**
+ * Verified on Chromium 156 headless with no GPU: `--enable-unsafe-webgpu` alone yields a
+ * SwiftShader adapter (vendor "google", architecture "swiftshader"); Vulkan + SwiftShader ANGLE
+ * are named explicitly so the choice does not depend on the machine. Without the flag, Linux
+ * Chromium exposes navigator.gpu but returns no adapter: that is the "WebGPU disabled" browser.
+ */
+const WEBGPU_FLAGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader'];
+
+interface Ctx {
+  url: string;
+  gpuBrowser(): Promise<Browser>;
+  plainBrowser(): Promise<Browser>;
+}
+
+interface TestCase {
+  name: string;
+  timeoutMs: number;
+  fn(ctx: Ctx, t: TestHelpers): Promise<void>;
+}
+
+interface TestHelpers {
+  /** A fresh page in a fresh context of `browser`; console and page errors are logged for the report. */
+  page(browser: Browser, init?: (c: BrowserContext) => Promise<unknown>): Promise<Page>;
+  screenshot(page: Page, name: string): Promise<void>;
+  log(line: string): void;
+}
+
+class AssertionError extends Error {}
+function check(cond: unknown, message: string): asserts cond {
+  if (!cond) throw new AssertionError(message);
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout>;
+  return Promise.race([
+    p.finally(() => clearTimeout(timer)),
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} timed out after ${Math.round(ms / 1000)} s`)), ms);
+    }),
+  ]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resources, closed on every exit path.
+const cleanups: (() => Promise<unknown>)[] = [];
+let cleaning: Promise<void> | null = null;
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const fn of cleanups.reverse()) {
+      await withTimeout(fn(), 10_000, 'cleanup').catch((e) => console.error(`cleanup: ${(e as Error).message}`));
+    }
+  })();
+  return cleaning;
+}
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    console.error(`e2e: ${sig}, cleaning up`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+async function startServer(): Promise<string> {
+  const port = await freePort();
+  const host = '127.0.0.1';
+  if (useDev) {
+    const server = await createServer({ root: ROOT, logLevel: 'warn', server: { port, strictPort: true, host } });
+    await server.listen();
+    cleanups.push(() => server.close());
+  } else {
+    const outDir = path.join(ROOT, '.cache', 'e2e-dist');
+    const t0 = Date.now();
+    await build({ root: ROOT, logLevel: 'warn', build: { outDir, emptyOutDir: true, sourcemap: true } });
+    console.log(`e2e: built the page in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    const server = await preview({ root: ROOT, logLevel: 'warn', build: { outDir }, preview: { port, strictPort: true, host } });
+    cleanups.push(() => new Promise<void>((resolve) => server.httpServer.close(() => resolve())));
+  }
+  return `http://${host}:${port}/`;
+}
+
+function lazyBrowser(flags: string[]): () => Promise<Browser> {
+  let b: Promise<Browser> | null = null;
+  return () => {
+    b ??= chromium.launch({ executablePath: CHROMIUM, headless: !headed, args: [...COMMON_FLAGS, ...flags], timeout: 60_000 }).then((browser) => {
+      cleanups.push(() => browser.close());
+      return browser;
+    });
+    return b;
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Page helpers.
+const byTestId = (id: string) => `[data-testid="${id}"]`;
+
+async function numberAttr(page: Page, id: string): Promise<number> {
+  const v = await page.locator(byTestId(id)).getAttribute('data-value');
+  return v === null || v === '' ? NaN : Number(v);
+}
+
+async function fill(page: Page, id: string, value: string | number): Promise<void> {
+  await page.locator(byTestId(id)).fill(String(value));
+}
+
+/** Waits for the active run to finish, printing progress; throws with the page's error text on failure. */
+async function waitForRun(page: Page, t: TestHelpers, timeoutMs: number): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  let lastReport = 0;
+  for (;;) {
+    const status = await page.locator(byTestId('run')).getAttribute('data-status').catch(() => null);
+    if (status === 'done' || status === 'stopped') return status;
+    if (status === 'error') {
+      const msg = await page.locator(byTestId('run-error')).innerText().catch(() => '(no error text)');
+      throw new AssertionError(`run failed in the page: ${msg}`);
+    }
+    if (Date.now() - lastReport > 15_000) {
+      lastReport = Date.now();
+      const text = await page.locator(byTestId('run-status')).innerText().catch(() => '?');
+      const step = await page.locator(byTestId('step')).innerText().catch(() => '?');
+      t.log(`  … ${text}, step ${step}, loss ${await page.locator(byTestId('loss-value')).innerText().catch(() => '?')}`);
+    }
+    if (Date.now() > deadline) throw new AssertionError(`run did not finish within ${timeoutMs / 1000} s (status ${status})`);
+    await page.waitForTimeout(500);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+const TRAIN_STEPS = 8;
+
+const tests: TestCase[] = [
+  {
+    name: 'page renders and finds a WebGPU adapter',
+    timeoutMs: 60_000,
+    async fn(ctx, t) {
+      const page = await t.page(await ctx.gpuBrowser());
+      await page.goto(ctx.url);
+      await page.locator(byTestId('webgpu-ok')).waitFor({ timeout: 30_000 });
+      const adapter = await page.locator(byTestId('webgpu-ok')).innerText();
+      t.log(`  ${adapter}`);
+      check(await page.locator(byTestId('start')).isEnabled(), 'Start is disabled although WebGPU is available');
+      check((await page.locator(byTestId('webgpu-help')).count()) === 0, 'help message shown although WebGPU works');
+      await t.screenshot(page, 'page-ready');
+    },
+  },
+  {
+    name: `micro trains ${TRAIN_STEPS} steps (batch 4, seq 32) and the loss falls`,
+    timeoutMs: 12 * 60_000,
+    async fn(ctx, t) {
+      const page = await t.page(await ctx.gpuBrowser());
+      await page.goto(ctx.url);
+      await page.locator(byTestId('webgpu-ok')).waitFor({ timeout: 30_000 });
+      await page.locator(byTestId('preset')).selectOption('micro');
+      await fill(page, 'steps', TRAIN_STEPS);
+      await fill(page, 'batch', 4);
+      await fill(page, 'seq', 32);
+      await fill(page, 'seed', 1);
+      await fill(page, 'eval-every', 4);
+      await fill(page, 'eval-batches', 2);
+      await fill(page, 'sample-every', 0);
+      await fill(page, 'sample-length', 24);
+      await page.locator(byTestId('start')).click();
+      await page.locator(byTestId('run')).waitFor({ timeout: 10_000 });
+      await page.locator(byTestId('stop')).waitFor({ timeout: 10_000 });
+
+      const status = await waitForRun(page, t, 10 * 60_000);
+      check(status === 'done', `run ended as ${status}`);
+      const points = Number(await page.locator(byTestId('loss-chart')).getAttribute('data-points'));
+      check(points === TRAIN_STEPS, `chart has ${points} points, expected ${TRAIN_STEPS}`);
+      const first = await numberAttr(page, 'loss-first');
+      const last = await numberAttr(page, 'loss-value');
+      const val = await numberAttr(page, 'val-loss');
+      t.log(`  loss ${first.toFixed(4)} → ${last.toFixed(4)}, val ${val.toFixed(4)}, ${await page.locator(byTestId('tokens-per-s')).innerText()} tokens/s`);
+      check(Number.isFinite(first) && Number.isFinite(last), `loss is not a number: first ${first}, last ${last}`);
+      check(first > 3 && first < 5.5, `initial loss ${first} is far from ln(vocab) ≈ 4.2 for a character model`);
+      check(last < first, `loss did not fall: first ${first}, last ${last}`);
+      check(Number.isFinite(val), 'no validation loss shown');
+      check((await page.locator(`${byTestId('loss-chart')} svg path.recharts-curve`).count()) > 0, 'no loss curve drawn');
+      const mem = await page.locator(byTestId('mem-total')).innerText();
+      check(!/\b0 B\b/.test(mem), `memory total is ${mem}`);
+      const sample = await page.locator(byTestId('sample')).innerText();
+      check(sample.length > 0, 'no sample text');
+      check((await page.locator(byTestId('start')).count()) === 1, 'Start button did not come back after the run');
+      await t.screenshot(page, 'trained-micro');
+    },
+  },
+  {
+    name: 'browser without WebGPU enabled shows how to enable it',
+    timeoutMs: 60_000,
+    async fn(ctx, t) {
+      const page = await t.page(await ctx.plainBrowser());
+      await page.goto(ctx.url);
+      const help = page.locator(byTestId('webgpu-help'));
+      await help.waitFor({ timeout: 30_000 });
+      const text = await help.innerText();
+      check(text.includes('chrome://flags/#enable-unsafe-webgpu'), 'help does not mention chrome://flags/#enable-unsafe-webgpu');
+      check(/Chrome.*113/.test(text), 'help does not mention Chrome 113+');
+      check(await page.locator(byTestId('run-form')).isVisible(), 'the settings form is not rendered');
+      check(await page.locator(byTestId('start')).isDisabled(), 'Start is enabled without WebGPU');
+      await t.screenshot(page, 'no-webgpu-adapter');
+    },
+  },
+  {
+    name: 'page without navigator.gpu shows the help message',
+    timeoutMs: 60_000,
+    async fn(ctx, t) {
+      const page = await t.page(await ctx.gpuBrowser(), (c) =>
+        // A string, not a function: tsx's transform would leave helper calls (__name) the page lacks.
+        c.addInitScript("Object.defineProperty(Navigator.prototype, 'gpu', { get: () => undefined, configurable: true });"),
+      );
+      await page.goto(ctx.url);
+      const help = page.locator(byTestId('webgpu-help'));
+      await help.waitFor({ timeout: 30_000 });
+      check((await help.innerText()).includes('navigator.gpu is missing'), 'help does not say navigator.gpu is missing');
+      check(await page.locator('h1').isVisible(), 'page header not rendered');
+      await t.screenshot(page, 'no-navigator-gpu');
+    },
+  },
+  {
+    name: 'a failure inside the worker is shown in the page',
+    timeoutMs: 90_000,
+    async fn(ctx, t) {
+      const page = await t.page(await ctx.gpuBrowser(), (c) =>
+        c.route('**/data/tinyshakespeare.txt', (route) => route.fulfill({ status: 404, body: 'gone' })),
+      );
+      await page.goto(ctx.url);
+      await page.locator(byTestId('webgpu-ok')).waitFor({ timeout: 30_000 });
+      await fill(page, 'steps', 2);
+      await page.locator(byTestId('start')).click();
+      const err = page.locator(byTestId('run-error'));
+      await err.waitFor({ timeout: 60_000 });
+      const text = await err.innerText();
+      check(text.includes('HTTP 404'), `unexpected error text: ${text}`);
+      check(await page.locator(byTestId('start')).isEnabled(), 'Start is not available again after the failure');
+      await t.screenshot(page, 'worker-error');
+    },
+  },
+];
+
+// ---------------------------------------------------------------------------------------------
+async function main(): Promise<number> {
+  await rm(OUT, { recursive: true, force: true });
+  await mkdir(OUT, { recursive: true });
+  const url = await startServer();
+  console.log(`e2e: serving ${url} (${useDev ? 'vite dev server' : 'vite build + preview'})`);
+  const ctx: Ctx = { url, gpuBrowser: lazyBrowser(WEBGPU_FLAGS), plainBrowser: lazyBrowser([]) };
+  const selected = tests.filter((tc) => !only || new RegExp(only, 'i').test(tc.name));
+  const results: { name: string; ok: boolean; seconds: number; error?: string }[] = [];
+
+  for (const [i, tc] of selected.entries()) {
+    const slug = `${String(i + 1).padStart(2, '0')}-${tc.name.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '').toLowerCase().slice(0, 60)}`;
+    const consoleLines: string[] = [];
+    const pages: Page[] = [];
+    const contexts: BrowserContext[] = [];
+    const helpers: TestHelpers = {
+      async page(browser, init) {
+        const c = await browser.newContext({ viewport: { width: 1200, height: 900 } });
+        contexts.push(c);
+        if (init) await init(c);
+        const p = await c.newPage();
+        pages.push(p);
+        p.on('console', (m) => consoleLines.push(`[${m.type()}] ${m.text()}`));
+        p.on('pageerror', (e) => consoleLines.push(`[pageerror] ${e.message}`));
+        p.on('worker', (w) => w.on('console', (m) => consoleLines.push(`[worker ${m.type()}] ${m.text()}`)));
+        return p;
+      },
+      async screenshot(page, name) {
+        await page.screenshot({ path: path.join(OUT, `${slug}-${name}.png`), fullPage: true });
+      },
+      log: (line) => console.log(line),
+    };
+    const t0 = Date.now();
+    let error: string | undefined;
+    try {
+      await withTimeout(tc.fn(ctx, helpers), tc.timeoutMs, 'test');
+    } catch (e) {
+      error = e instanceof AssertionError ? e.message : (e as Error).stack ?? String(e);
+      for (const p of pages) await helpers.screenshot(p, 'failure').catch(() => {});
+    }
+    for (const c of contexts) await c.close().catch(() => {});
+    await writeFile(path.join(OUT, `${slug}.console.log`), consoleLines.join('\n') + '\n');
+    const seconds = (Date.now() - t0) / 1000;
+    results.push({ name: tc.name, ok: !error, seconds, error });
+    console.log(`${error ? 'FAIL' : 'PASS'} ${tc.name} (${seconds.toFixed(1)} s)`);
+    if (error) {
+      console.log(`     ${error.split('\n').join('\n     ')}`);
+      const tail = consoleLines.slice(-15);
+      if (tail.length) console.log(`     browser console (last ${tail.length}):\n       ${tail.join('\n       ')}`);
+    }
+  }
+
+  const passed = results.filter((r) => r.ok).length;
+  const failed = results.length - passed;
+  await writeFile(path.join(OUT, 'summary.json'), JSON.stringify({ passed, failed, tests: results }, null, 2) + '\n');
+  console.log(`e2e: ${passed} passed, ${failed} failed`);
+  return failed === 0 && results.length > 0 ? 0 : 1;
+}
+
+const watchdog = setTimeout(() => {
+  console.error(`e2e: watchdog: the whole run took over ${WATCHDOG_MS / 1000} s, aborting`);
+  console.log('e2e: 0 passed, 1 failed');
+  void cleanup().finally(() => process.exit(1));
+}, WATCHDOG_MS);
+
+let code = 1;
+try {
+  code = await main();
+} catch (e) {
+  console.error(`e2e: setup failed: ${(e as Error).stack ?? e}`);
+  await writeFile(path.join(OUT, 'summary.json'), JSON.stringify({ passed: 0, failed: 1, setupError: String(e) }) + '\n').catch(() => {});
+  console.log('e2e: 0 passed, 1 failed');
+} finally {
+  clearTimeout(watchdog);
+  await cleanup();
+}
+process.exit(code);
