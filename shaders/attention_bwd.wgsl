@@ -158,6 +158,7 @@ fn attn_bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
 
     var s: array<f32, MAXC>;
     var dp: array<f32, MAXC>;
+    for (var i = 0u; i < CPT; i++) { s[i] = 0.0; dp[i] = 0.0; }
     for (var d4 = 0u; d4 < DP; d4++) {
       let qv = Qs[r * KSTR + d4];
       let ov = dOs[r * KSTR + d4];
@@ -257,6 +258,7 @@ fn attn_bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
 
       var s: array<f32, MAXC>;
       var dp: array<f32, MAXC>;
+      for (var i = 0u; i < CPQ; i++) { s[i] = 0.0; dp[i] = 0.0; }
       for (var d4 = 0u; d4 < DP; d4++) {
         let kv = Ks[n * KSTR + d4];
         let vv = Vs[n * KSTR + d4];

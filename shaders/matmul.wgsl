@@ -12,8 +12,8 @@
 // distinct consecutive 16-byte words (conflict-free) or broadcasts.
 //
 // Workgroup memory holds both tiles k-major (As[k][m], Bs[k][n]) so the inner loop reads vec4
-// along m and n whatever the transposes; rows are padded by 4 floats so the transposing scalar
-// stores of the [M,K] / [N,K] layouts spread over all banks while vec4 alignment is kept. Two
+// along m and n whatever the transposes; rows are padded by 4 floats (vec4 alignment kept) so
+// the transposed 4×4 block stores of neighbouring threads land on different banks. Two
 // buffers alternate: the next tile is fetched into registers before the FMAs on the current one
 // and stored to the other buffer after them, so one barrier per BK step suffices and the global
 // latency hides behind the arithmetic.
@@ -21,6 +21,11 @@
 override TRANS_A: bool = false;
 override TRANS_B: bool = false;
 override ACCUM: bool = false;
+// SPECIALIZE = false takes the transposes, accumulate and the BK loop count from the uniform
+// block instead: one pipeline then serves every combination, and the FMA loop cannot be unrolled
+// at compile time. Tests use it to cover many combinations on SwiftShader, whose compile time
+// grows with the unrolled code; the model always runs specialized pipelines.
+override SPECIALIZE: bool = true;
 override BM: u32 = 128u;
 override BN: u32 = 128u;
 override BK: u32 = 8u;
@@ -32,13 +37,24 @@ override BMP: u32 = BM + 4u;                     // padded row lengths (floats)
 override BNP: u32 = BN + 4u;
 override AS_LEN: u32 = 2u * BK * BMP / 4u;       // vec4 count, two buffers
 override BS_LEN: u32 = 2u * BK * BNP / 4u;
-override A_GROUPS: u32 = BM * BK / 4u;           // vec4 groups per tile
-override B_GROUPS: u32 = BN * BK / 4u;
-override LDA: u32 = (A_GROUPS + WG - 1u) / WG;  // groups per thread (≤ 4, checked in TS)
-override LDB: u32 = (B_GROUPS + WG - 1u) / WG;
+// Operands stored k-major (A [K,M] when transposed, B [K,N] when not) are contiguous along m / n:
+// their vec4 groups go to workgroup memory unchanged, up to 4 per thread. Operands stored k-minor
+// (A [M,K], B [N,K]) are contiguous along k: a thread loads a 4×4 block (four rows' vec4s),
+// transposes it in registers and stores four vec4s, so every workgroup-memory write is a whole
+// vec4 (no per-component writes racing on a shared vec4). Units: groups or blocks per tile;
+// nra/nrb: staging vec4s per thread (≤ 4, checked in TS).
+fn aUnits() -> u32 { return select(BM * BK / 16u, BM * BK / 4u, transA()); }
+fn bUnits() -> u32 { return select(BN * BK / 4u, BN * BK / 16u, transB()); }
+fn nra() -> u32 { return select(4u, (aUnits() + WG - 1u) / WG, transA()); }
+fn nrb() -> u32 { return select((bUnits() + WG - 1u) / WG, 4u, transB()); }
 
-struct Params { M: u32, N: u32, K: u32, alpha: f32 }
+// flags: bit 0 transA, bit 1 transB, bit 2 accumulate; bk = BK (read only when !SPECIALIZE).
+struct Params { M: u32, N: u32, K: u32, alpha: f32, flags: u32, bk: u32, _p0: u32, _p1: u32 }
 @group(0) @binding(3) var<uniform> P: Params;
+
+fn transA() -> bool { if (SPECIALIZE) { return TRANS_A; } return (P.flags & 1u) != 0u; }
+fn transB() -> bool { if (SPECIALIZE) { return TRANS_B; } return (P.flags & 2u) != 0u; }
+fn accumulate() -> bool { if (SPECIALIZE) { return ACCUM; } return (P.flags & 4u) != 0u; }
 
 var<workgroup> As: array<vec4<f32>, AS_LEN>;
 var<workgroup> Bs: array<vec4<f32>, BS_LEN>;
@@ -46,6 +62,87 @@ var<workgroup> Bs: array<vec4<f32>, BS_LEN>;
 // Tile (r, c) coordinates of vec4 group g in the stored layout; c counts floats.
 fn groupRC(g: u32, colsInTile: u32) -> vec2<u32> {
   return vec2<u32>(g / (colsInTile / 4u), (g % (colsInTile / 4u)) * 4u);
+}
+
+// Staging register u of this thread for the A tile at (m0, k0).
+fn fetchA(u: u32, lid: u32, m0: u32, k0: u32, rows: u32, cols: u32) -> vec4<f32> {
+  if (transA()) {                          // stored [K,M]: group lid + u*WG, vec4 along m
+    let g = lid + u * WG;
+    if (g >= aUnits()) { return vec4<f32>(0.0); }
+    let rc = groupRC(g, BM);
+    return loadA4(k0 + rc.x, m0 + rc.y, rows, cols);
+  }
+  if (lid >= aUnits()) { return vec4<f32>(0.0); }
+  let rc = groupRC(lid, BK);              // stored [M,K]: row u of block lid
+  return loadA4(m0 + rc.x * 4u + u, k0 + rc.y, rows, cols);
+}
+
+fn fetchB(u: u32, lid: u32, n0: u32, k0: u32, rows: u32, cols: u32) -> vec4<f32> {
+  if (!transB()) {                         // stored [K,N]: vec4 along n
+    let g = lid + u * WG;
+    if (g >= bUnits()) { return vec4<f32>(0.0); }
+    let rc = groupRC(g, BN);
+    return loadB4(k0 + rc.x, n0 + rc.y, rows, cols);
+  }
+  if (lid >= bUnits()) { return vec4<f32>(0.0); }
+  let rc = groupRC(lid, BK);              // stored [N,K]: row u of block lid
+  return loadB4(n0 + rc.x * 4u + u, k0 + rc.y, rows, cols);
+}
+
+fn putA(buf: u32, lid: u32, r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, r3: vec4<f32>) {
+  let off = buf * BK * BMP;
+  if (transA()) {
+    putDirectA(off, lid, r0);
+    if (nra() > 1u) { putDirectA(off, lid + WG, r1); }
+    if (nra() > 2u) { putDirectA(off, lid + 2u * WG, r2); }
+    if (nra() > 3u) { putDirectA(off, lid + 3u * WG, r3); }
+  } else if (lid < aUnits()) {
+    let rc = groupRC(lid, BK);
+    let o = (off + rc.y * BMP + rc.x * 4u) / 4u;
+    let s = BMP / 4u;
+    As[o] = vec4<f32>(r0.x, r1.x, r2.x, r3.x);
+    As[o + s] = vec4<f32>(r0.y, r1.y, r2.y, r3.y);
+    As[o + 2u * s] = vec4<f32>(r0.z, r1.z, r2.z, r3.z);
+    As[o + 3u * s] = vec4<f32>(r0.w, r1.w, r2.w, r3.w);
+  }
+}
+
+fn putDirectA(off: u32, g: u32, v: vec4<f32>) {
+  if (g < aUnits()) {
+    let rc = groupRC(g, BM);
+    As[(off + rc.x * BMP + rc.y) / 4u] = v;
+  }
+}
+
+fn putB(buf: u32, lid: u32, r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, r3: vec4<f32>) {
+  let off = buf * BK * BNP;
+  if (!transB()) {
+    putDirectB(off, lid, r0);
+    if (nrb() > 1u) { putDirectB(off, lid + WG, r1); }
+    if (nrb() > 2u) { putDirectB(off, lid + 2u * WG, r2); }
+    if (nrb() > 3u) { putDirectB(off, lid + 3u * WG, r3); }
+  } else if (lid < bUnits()) {
+    let rc = groupRC(lid, BK);
+    let o = (off + rc.y * BNP + rc.x * 4u) / 4u;
+    let s = BNP / 4u;
+    Bs[o] = vec4<f32>(r0.x, r1.x, r2.x, r3.x);
+    Bs[o + s] = vec4<f32>(r0.y, r1.y, r2.y, r3.y);
+    Bs[o + 2u * s] = vec4<f32>(r0.z, r1.z, r2.z, r3.z);
+    Bs[o + 3u * s] = vec4<f32>(r0.w, r1.w, r2.w, r3.w);
+  }
+}
+
+fn putDirectB(off: u32, g: u32, v: vec4<f32>) {
+  if (g < bUnits()) {
+    let rc = groupRC(g, BN);
+    Bs[(off + rc.x * BNP + rc.y) / 4u] = v;
+  }
+}
+
+// One output row of the micro tile: columns q0..q0+3 and, for TN = 8, q1..q1+3.
+fn storeRow(r: u32, q0: u32, q1: u32, v0: vec4<f32>, v1: vec4<f32>, M: u32, N: u32) {
+  storeC4(r, q0, P.alpha * v0, M, N);
+  if (TN == 8u) { storeC4(r, q1, P.alpha * v1, M, N); }
 }
 
 @compute @workgroup_size(WG)
@@ -57,109 +154,80 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let n0 = wid.x * BN;
   let tx = lid % (BN / TN);
   let ty = lid / (BN / TN);
-  let aRows = select(M, K, TRANS_A);
-  let aCols = select(K, M, TRANS_A);
-  let bRows = select(K, N, TRANS_B);
-  let bCols = select(N, K, TRANS_B);
+  let aRows = select(M, K, transA());
+  let aCols = select(K, M, transA());
+  let bRows = select(K, N, transB());
+  let bCols = select(N, K, transB());
 
-  var acc: array<vec4<f32>, 16>;   // TM*TN/4 ≤ 16 used
-  var ra: array<vec4<f32>, 4>;
-  var rb: array<vec4<f32>, 4>;
+  // Accumulators and staging registers are named scalars-of-vec4, not arrays: no dynamic
+  // indexing, so nothing can spill to local memory whether or not the driver unrolls. The
+  // TM/TN == 8 branches fold away at pipeline creation. cRH: micro-tile row R, column half H.
+  var c00 = vec4<f32>(0.0); var c01 = vec4<f32>(0.0); var c10 = vec4<f32>(0.0); var c11 = vec4<f32>(0.0);
+  var c20 = vec4<f32>(0.0); var c21 = vec4<f32>(0.0); var c30 = vec4<f32>(0.0); var c31 = vec4<f32>(0.0);
+  var c40 = vec4<f32>(0.0); var c41 = vec4<f32>(0.0); var c50 = vec4<f32>(0.0); var c51 = vec4<f32>(0.0);
+  var c60 = vec4<f32>(0.0); var c61 = vec4<f32>(0.0); var c70 = vec4<f32>(0.0); var c71 = vec4<f32>(0.0);
+  var ra0 = vec4<f32>(0.0); var ra1 = vec4<f32>(0.0); var ra2 = vec4<f32>(0.0); var ra3 = vec4<f32>(0.0);
+  var rb0 = vec4<f32>(0.0); var rb1 = vec4<f32>(0.0); var rb2 = vec4<f32>(0.0); var rb3 = vec4<f32>(0.0);
   let nt = (K + BK - 1u) / BK;
+  let kSteps = select(P.bk, BK, SPECIALIZE);
 
   for (var t = 0u; t <= nt; t++) {
-    // Stage 1: fetch tile t into registers (global loads in flight during the FMAs below).
+    // Stage 1: fetch tile t into registers; the loads stay in flight during the FMAs below.
     if (t < nt) {
       let k0 = t * BK;
-      for (var l = 0u; l < LDA; l++) {
-        let g = lid + l * WG;
-        if (g < A_GROUPS) {
-          if (TRANS_A) {
-            let rc = groupRC(g, BM);   // stored [K,M]: r = k, c = m
-            ra[l] = loadA4(k0 + rc.x, m0 + rc.y, aRows, aCols);
-          } else {
-            let rc = groupRC(g, BK);   // stored [M,K]: r = m, c = k
-            ra[l] = loadA4(m0 + rc.x, k0 + rc.y, aRows, aCols);
-          }
-        }
-      }
-      for (var l = 0u; l < LDB; l++) {
-        let g = lid + l * WG;
-        if (g < B_GROUPS) {
-          if (TRANS_B) {
-            let rc = groupRC(g, BK);   // stored [N,K]: r = n, c = k
-            rb[l] = loadB4(n0 + rc.x, k0 + rc.y, bRows, bCols);
-          } else {
-            let rc = groupRC(g, BN);   // stored [K,N]: r = k, c = n
-            rb[l] = loadB4(k0 + rc.x, n0 + rc.y, bRows, bCols);
-          }
-        }
-      }
+      ra0 = fetchA(0u, lid, m0, k0, aRows, aCols);
+      if (nra() > 1u) { ra1 = fetchA(1u, lid, m0, k0, aRows, aCols); }
+      if (nra() > 2u) { ra2 = fetchA(2u, lid, m0, k0, aRows, aCols); }
+      if (nra() > 3u) { ra3 = fetchA(3u, lid, m0, k0, aRows, aCols); }
+      rb0 = fetchB(0u, lid, n0, k0, bRows, bCols);
+      if (nrb() > 1u) { rb1 = fetchB(1u, lid, n0, k0, bRows, bCols); }
+      if (nrb() > 2u) { rb2 = fetchB(2u, lid, n0, k0, bRows, bCols); }
+      if (nrb() > 3u) { rb3 = fetchB(3u, lid, n0, k0, bRows, bCols); }
     }
 
-    // Stage 2: FMAs on tile t-1 (buffer (t-1)&1), while tile t's loads are outstanding.
+    // Stage 2: FMAs on tile t-1 (buffer (t-1)&1).
     if (t > 0u) {
       let aBase = ((t - 1u) & 1u) * (BK * BMP / 4u) + ty;
       let bBase = ((t - 1u) & 1u) * (BK * BNP / 4u) + tx;
-      for (var k = 0u; k < BK; k++) {
-        var a: array<vec4<f32>, 2>;
-        var b: array<vec4<f32>, 2>;
-        for (var g = 0u; g < TM / 4u; g++) { a[g] = As[aBase + k * (BMP / 4u) + g * (BM / TM)]; }
-        for (var h = 0u; h < TN / 4u; h++) { b[h] = Bs[bBase + k * (BNP / 4u) + h * (BN / TN)]; }
-        for (var i = 0u; i < TM; i++) {
-          let av = a[i / 4u][i % 4u];
-          for (var h = 0u; h < TN / 4u; h++) {
-            acc[i * (TN / 4u) + h] += av * b[h];
-          }
+      for (var k = 0u; k < kSteps; k++) {
+        let ai = aBase + k * (BMP / 4u);
+        let bi = bBase + k * (BNP / 4u);
+        let a0 = As[ai];
+        let b0 = Bs[bi];
+        var a1 = a0;
+        var b1 = b0;
+        if (TM == 8u) { a1 = As[ai + BM / TM]; }
+        if (TN == 8u) { b1 = Bs[bi + BN / TN]; }
+        c00 += a0.x * b0; c10 += a0.y * b0; c20 += a0.z * b0; c30 += a0.w * b0;
+        if (TN == 8u) { c01 += a0.x * b1; c11 += a0.y * b1; c21 += a0.y * b1; c31 += a0.w * b1; }
+        if (TM == 8u) {
+          c40 += a1.x * b0; c50 += a1.y * b0; c60 += a1.z * b0; c70 += a1.w * b0;
+          if (TN == 8u) { c41 += a1.x * b1; c51 += a1.y * b1; c61 += a1.z * b1; c71 += a1.w * b1; }
         }
       }
     }
 
-    // Stage 3: tile t into buffer t&1. Its last readers were the FMAs of tile t-2, which ended
+    // Stage 3: tile t into buffer t&1. Its last readers were the FMAs on tile t-2, which ended
     // before the previous iteration's barrier.
     if (t < nt) {
-      let buf = t & 1u;
-      for (var l = 0u; l < LDA; l++) {
-        let g = lid + l * WG;
-        if (g < A_GROUPS) {
-          if (TRANS_A) {
-            let rc = groupRC(g, BM);
-            As[(buf * BK * BMP + rc.x * BMP + rc.y) / 4u] = ra[l];
-          } else {
-            let rc = groupRC(g, BK);   // transposing store: four k-rows, one m column
-            for (var e = 0u; e < 4u; e++) {
-              let f = buf * BK * BMP + (rc.y + e) * BMP + rc.x;
-              As[f / 4u][f % 4u] = ra[l][e];
-            }
-          }
-        }
-      }
-      for (var l = 0u; l < LDB; l++) {
-        let g = lid + l * WG;
-        if (g < B_GROUPS) {
-          if (TRANS_B) {
-            let rc = groupRC(g, BK);
-            for (var e = 0u; e < 4u; e++) {
-              let f = buf * BK * BNP + (rc.y + e) * BNP + rc.x;
-              Bs[f / 4u][f % 4u] = rb[l][e];
-            }
-          } else {
-            let rc = groupRC(g, BN);
-            Bs[(buf * BK * BNP + rc.x * BNP + rc.y) / 4u] = rb[l];
-          }
-        }
-      }
+      putA(t & 1u, lid, ra0, ra1, ra2, ra3);
+      putB(t & 1u, lid, rb0, rb1, rb2, rb3);
     }
     workgroupBarrier();
   }
 
-  for (var g = 0u; g < TM / 4u; g++) {
-    for (var e = 0u; e < 4u; e++) {
-      let row = m0 + g * (BM * 4u / TM) + ty * 4u + e;
-      for (var h = 0u; h < TN / 4u; h++) {
-        let col = n0 + h * (BN * 4u / TN) + tx * 4u;
-        storeC4(row, col, P.alpha * acc[(g * 4u + e) * (TN / 4u) + h], M, N);
-      }
-    }
+  let r0 = m0 + ty * 4u;
+  let q0 = n0 + tx * 4u;
+  let q1 = q0 + BN * 4u / TN;
+  storeRow(r0, q0, q1, c00, c01, M, N);
+  storeRow(r0 + 1u, q0, q1, c10, c11, M, N);
+  storeRow(r0 + 2u, q0, q1, c20, c21, M, N);
+  storeRow(r0 + 3u, q0, q1, c30, c31, M, N);
+  if (TM == 8u) {
+    let r1 = r0 + BM * 4u / TM;
+    storeRow(r1, q0, q1, c40, c41, M, N);
+    storeRow(r1 + 1u, q0, q1, c50, c51, M, N);
+    storeRow(r1 + 2u, q0, q1, c60, c61, M, N);
+    storeRow(r1 + 3u, q0, q1, c70, c71, M, N);
   }
 }

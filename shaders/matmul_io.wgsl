@@ -46,12 +46,12 @@ fn loadB4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
 }
 
 //--- c_vec4
-// C is [M, N]; ACCUM (an override in matmul.wgsl) adds to what is there.
+// C is [M, N]; accumulate() (matmul.wgsl) adds to what is there.
 @group(0) @binding(2) var<storage, read_write> C: array<vec4<f32>>;
 fn storeC4(r: u32, c: u32, v: vec4<f32>, rows: u32, cols: u32) {
   if (r < rows && c < cols) {
     let i = (r * cols + c) / 4u;
-    if (ACCUM) { C[i] = C[i] + v; } else { C[i] = v; }
+    if (accumulate()) { C[i] = C[i] + v; } else { C[i] = v; }
   }
 }
 
@@ -62,7 +62,7 @@ fn storeC4(r: u32, c: u32, v: vec4<f32>, rows: u32, cols: u32) {
     let base = r * cols + c;
     for (var e = 0u; e < 4u; e++) {
       if (c + e < cols) {
-        if (ACCUM) { C[base + e] = C[base + e] + v[e]; } else { C[base + e] = v[e]; }
+        if (accumulate()) { C[base + e] = C[base + e] + v[e]; } else { C[base + e] = v[e]; }
       }
     }
   }

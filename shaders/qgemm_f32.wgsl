@@ -5,7 +5,7 @@
 //                 it is staged, 8 nibbles (or 4 bytes) of a u32 unpacked in registers, so no
 //                 dequantized copy of W ever exists in global memory (ONNX Runtime MatMulNBits);
 //   store_out   — fp32 C, or C group-quantized along N in the epilogue (activation storage).
-// Bindings are named placeholders `@binding(@NAME)` numbered by qgemm.ts in call order.
+// Bindings are named placeholders (an @ before the name) that qgemm.ts numbers in call order.
 // X rows are read as vec4, so K % 4 == 0 (quantized W needs K % (codes per word) == 0 anyway).
 //
 // Block tile BM×BN, BK deep (a multiple of 8); each thread owns a TM×TN block (TM, TN ∈ {4, 8}):
@@ -40,7 +40,6 @@ struct Params {
 
 var<workgroup> Xs: array<vec4<f32>, XS_LEN>;
 var<workgroup> Ws: array<vec4<f32>, WS_LEN>;
-var<private> acc: array<vec4<f32>, 16>;   // TM*TN/4 used; acc[i*(TN/4) + h][e] = C(row i, col 4h+e)
 
 fn ws_set(k: u32, n: u32, v: f32) {
   let f = k * BNP + n;
@@ -56,6 +55,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let tx = lid % (BN / TN);
   let ty = lid / (BN / TN);
 
+  var acc: array<vec4<f32>, 16>;   // TM*TN/4 used; acc[i*(TN/4) + h][e] = C(row i, col 4h+e)
   for (var k0 = 0u; k0 < K; k0 += BK) {
     for (var l = lid; l < BM * BK / 4u; l += WG) {
       let r = l / (BK / 4u);
@@ -81,5 +81,5 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     }
     workgroupBarrier();
   }
-  store_out(m0 + ty * TM, n0 + tx * TN, tx, ty);
+  store_out(&acc, m0 + ty * TM, n0 + tx * TN, tx, ty);
 }

@@ -52,14 +52,14 @@ fn load_w_tile(n0: u32, k0: u32, lid: u32) {
 
 //--- out_f32
 @group(0) @binding(@C) var<storage, read_write> C: array<f32>;
-fn store_out(r0: u32, c0: u32, tx: u32, ty: u32) {
+fn store_out(acc: ptr<function, array<vec4<f32>, 16>>, r0: u32, c0: u32, tx: u32, ty: u32) {
   for (var i = 0u; i < TM; i++) {
     let row = r0 + i;
     if (row >= P.M) { continue; }
     for (var h = 0u; h < TN / 4u; h++) {
       for (var e = 0u; e < 4u; e++) {
         let col = c0 + 4u * h + e;
-        if (col < P.N) { C[row * P.N + col] = acc[i * (TN / 4u) + h][e]; }
+        if (col < P.N) { C[row * P.N + col] = (*acc)[i * (TN / 4u) + h][e]; }
       }
     }
   }
@@ -80,12 +80,12 @@ override PM_LEN: u32 = BM * (BN / TN);
 @group(0) @binding(@CS) var<storage, read_write> CS: array<f32>;
 var<workgroup> pmax: array<f32, PM_LEN>;
 
-fn store_out(r0: u32, c0: u32, tx: u32, ty: u32) {
+fn store_out(acc: ptr<function, array<vec4<f32>, 16>>, r0: u32, c0: u32, tx: u32, ty: u32) {
   let FMAX = 3.4028234663852886e38;
   for (var i = 0u; i < TM; i++) {
     var m = 0.0;
     for (var h = 0u; h < TN / 4u; h++) {
-      let a = abs(acc[i * (TN / 4u) + h]);
+      let a = abs((*acc)[i * (TN / 4u) + h]);
       for (var e = 0u; e < 4u; e++) {
         if (c0 + 4u * h + e < P.N && a[e] > m && a[e] <= FMAX) { m = a[e]; }
       }
@@ -107,7 +107,7 @@ fn store_out(r0: u32, c0: u32, tx: u32, ty: u32) {
       if (col0 >= P.N) { break; }
       var w = 0u;
       for (var e = 0u; e < OCPW; e++) {
-        let v = acc[i * (TN / 4u) + (wd * OCPW + e) / 4u][(wd * OCPW + e) % 4u];
+        let v = (*acc)[i * (TN / 4u) + (wd * OCPW + e) / 4u][(wd * OCPW + e) % 4u];
         var code = 0u;
         if (s != 0.0 && abs(v) <= FMAX) { code = int_encode(div_rn(v, s), QMAX); }
         w |= code << (OBITS * e);

@@ -55,7 +55,12 @@ fn qc_cmp_mid(ma: u32, mb: u32, eab: i32, xb: u32) -> i32 {
 }
 
 fn div_rn(a: f32, b: f32) -> f32 {
-  let q = a / b;
+  return qc_div_fix(a, b, a / b);
+}
+
+// Walks an estimate q of a/b (within a few ULP) to RN(a/b). Separate from div_rn so tests can
+// feed deliberately wrong estimates: a GPU whose `/` is already exact never exercises the walk.
+fn qc_div_fix(a: f32, b: f32, q: f32) -> f32 {
   let ab = bitcast<u32>(a) & 0x7fffffffu;
   let bb = bitcast<u32>(b) & 0x7fffffffu;
   var qb = bitcast<u32>(q) & 0x7fffffffu;

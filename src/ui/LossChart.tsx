@@ -9,7 +9,7 @@ interface Props {
 /** Train loss per step as a line, validation loss as points on the same axes. */
 export function LossChart({ train, val }: Props) {
   return (
-    <div className="chart" data-testid="loss-chart" data-points={train.length} data-val-points={val.length}>
+    <div className={train.length ? 'chart' : 'chart empty'} data-testid="loss-chart" data-points={train.length} data-val-points={val.length}>
       {train.length === 0 ? (
         <p className="muted">The loss curve appears here after the first step.</p>
       ) : (

@@ -20,7 +20,8 @@ export function RunStats({ run }: { run: RunState }) {
   return (
     <div className="stats">
       <Stat label="status" testId="run-status" value={run.status === 'running' || run.status === 'starting' ? `${run.status}: ${run.phase}` : run.status} />
-      <Stat label="step" testId="step" value={m ? `${m.step} / ${run.config.steps}` : `– / ${run.config.steps}`} raw={m?.step ?? null} />
+      {/* Steps are 0-based in the engine and on the chart; the counter shows steps completed. */}
+      <Stat label="steps done" testId="step" value={`${m ? m.step + 1 : 0} / ${run.config.steps}`} raw={m ? m.step + 1 : null} />
       <Stat label="loss" testId="loss-value" value={formatLoss(m?.loss)} raw={m?.loss ?? null} />
       <Stat label="first loss" testId="loss-first" value={formatLoss(start)} raw={start} />
       <Stat label="val loss" testId="val-loss" value={formatLoss(lastVal?.loss)} raw={lastVal?.loss ?? null} />

@@ -4,6 +4,13 @@ import { MemoryTable } from './MemoryTable';
 import { RunStats } from './RunStats';
 import { SamplePanel } from './SamplePanel';
 
+const ERROR_TITLES: Record<string, string> = {
+  webgpu: 'WebGPU unavailable',
+  gpu: 'GPU error',
+  'device-lost': 'GPU device lost',
+  config: 'Invalid settings',
+};
+
 /** Everything about one run: numbers, loss curve, memory, samples, and its error if it failed. */
 export function RunView({ runId }: { runId: string }) {
   const run = useLab((s) => s.runs[runId]);
@@ -16,7 +23,7 @@ export function RunView({ runId }: { runId: string }) {
       </h2>
       {run.error && (
         <div className="error" role="alert" data-testid="run-error">
-          <b>{run.error.kind === 'webgpu' ? 'WebGPU unavailable' : run.error.kind === 'device-lost' ? 'GPU device lost' : 'Training failed'}:</b>{' '}
+          <b>{ERROR_TITLES[run.error.kind] ?? 'Training failed'}:</b>{' '}
           {run.error.message}
         </div>
       )}

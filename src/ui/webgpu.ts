@@ -8,7 +8,7 @@ export async function detectWebGpu(gpu: GPU | undefined = navigator.gpu): Promis
   if (!gpu) return { state: 'unavailable', reason: 'no-api', detail: 'navigator.gpu is missing' };
   try {
     const adapter = await gpu.requestAdapter();
-    if (!adapter) return { state: 'unavailable', reason: 'no-adapter', detail: 'the browser found no WebGPU adapter' };
+    if (!adapter) return { state: 'unavailable', reason: 'no-adapter', detail: 'No WebGPU adapter was found (the browser has the API but no usable GPU backend)' };
     const i = adapter.info;
     const name = [i?.vendor, i?.architecture, i?.device, i?.description].filter(Boolean).join(' ');
     return { state: 'available', adapter: name || 'WebGPU adapter' };

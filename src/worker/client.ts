@@ -6,7 +6,10 @@
 import type { FromWorker, RunConfig, ToWorker } from './protocol';
 
 export interface RunHandle {
-  /** Asks the worker to stop after the current step; terminates it if it does not answer in time. */
+  /**
+   * Asks the worker to stop after the current step (terminating it if it does not answer in time);
+   * before the first step, terminates it at once.
+   */
   stop(): void;
   /** Terminates the worker at once. */
   dispose(): void;
@@ -32,6 +35,8 @@ export function launchRun(
 ): RunHandle {
   const worker = opts.createWorker ? opts.createWorker() : defaultWorker(runId);
   let finished = false;
+  /** Before the first step there is nothing to keep, so a stop then terminates at once. */
+  let stepped = false;
   let stopTimer: ReturnType<typeof setTimeout> | undefined;
 
   const finish = (msg: FromWorker): void => {
@@ -45,6 +50,7 @@ export function launchRun(
   worker.onmessage = (ev: MessageEvent<FromWorker>) => {
     const msg = ev.data;
     if (finished) return;
+    if (msg.type === 'metrics') stepped = true;
     if (msg.type === 'done' || msg.type === 'error') finish({ ...msg, runId });
     else onMessage({ ...msg, runId } as FromWorker);
   };
@@ -63,6 +69,10 @@ export function launchRun(
   return {
     stop() {
       if (finished) return;
+      if (!stepped) {
+        finish({ type: 'done', runId, step: -1, reason: 'stopped' });
+        return;
+      }
       const msg: ToWorker = { type: 'stop', runId };
       worker.postMessage(msg);
       clearTimeout(stopTimer);

@@ -70,7 +70,8 @@ export interface RunInfo {
   memory: MemReport;
 }
 
-export type ErrorKind = 'webgpu' | 'device-lost' | 'config' | 'error';
+/** webgpu: no API/adapter; gpu: a validation or out-of-memory error from the device. */
+export type ErrorKind = 'webgpu' | 'gpu' | 'device-lost' | 'config' | 'error';
 
 export type FromWorker =
   | { type: 'status'; runId: string; phase: string }

@@ -54,6 +54,13 @@ async function run(runId: string, config: RunConfig, corpusUrl: string): Promise
 
     post({ type: 'status', runId, phase: 'acquiring GPU' });
     const gpu = await acquireGpu(scope.navigator.gpu);
+    // A validation or out-of-memory error means the step's results are garbage; in a worker it
+    // would otherwise only reach the devtools console (headless: nowhere). Fail the run with it.
+    gpu.device.addEventListener('uncapturederror', (ev) => {
+      const e = (ev as GPUUncapturedErrorEvent).error;
+      stopRequested = true;
+      post({ type: 'error', runId, kind: 'gpu', message: `GPU error (${e.constructor.name}): ${e.message}` });
+    });
     const rt = new Runtime(gpu);
 
     post({ type: 'status', runId, phase: 'building model' });

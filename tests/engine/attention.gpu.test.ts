@@ -1,12 +1,26 @@
 import { describe, expect, it } from 'vitest';
-import type { Runtime } from '../../src/engine/gpu/runtime';
+import { acquireNodeGpu } from '../../src/engine/gpu/node';
+import { Runtime } from '../../src/engine/gpu/runtime';
 import {
   attentionBackward, attentionBackwardWorkspaceBytes, attentionForward, type AttnTile,
 } from '../../src/engine/kernels/attention';
 import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
-import { testRuntime } from '../helpers/gpu';
+
+/**
+ * A runtime whose Dawn device zero-initialises workgroup memory with Tint's loop rather than Vulkan's
+ * OpConstantNull extension: SwiftShader compiles the latter element by element (seconds per pipeline
+ * with 16 KiB of tiles), the former in milliseconds. Same semantics; these kernels never read
+ * workgroup memory they did not write.
+ */
+let rtPromise: Promise<Runtime> | null = null;
+function testRuntime(): Promise<Runtime> {
+  rtPromise ??= acquireNodeGpu({
+    dawnFlags: ['disable-dawn-features=use_vulkan_zero_initialize_workgroup_memory_extension'],
+  }).then((gpu) => new Runtime(gpu));
+  return rtPromise;
+}
 
 interface Shape { B: number; T: number; nH: number; nKV: number; D: number }
 interface Tiles { fwd?: AttnTile; dq?: AttnTile; dkdv?: AttnTile }

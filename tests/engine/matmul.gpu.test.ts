@@ -1,27 +1,126 @@
+/**
+ * GEMM vs matmulRef. SwiftShader compiles each GEMM pipeline in seconds, so the combinatorial cases
+ * run through one "dynamic" pipeline (transposes and accumulate read from the uniform block) per
+ * access width, and the specialized pipelines the model uses are checked on fewer cases. Every
+ * variant's tile arithmetic is covered by matmul.variants.gpu.test.ts.
+ */
 import { describe, expect, it } from 'vitest';
-import { buildMatmul, MATMUL_VARIANTS, availableVariants } from '../../src/engine/kernels/matmul';
+import { timeDispatches } from '../../src/engine/gpu/timer';
+import {
+  autotuneMatmul, buildMatmul, chooseMatmulVariant, matmul, tunedVariant, type MatmulShape,
+} from '../../src/engine/kernels/matmul';
+import { checkMatmuls, type MatmulCase, TRANS } from './matmul.cases';
 import { matmulRef } from '../../src/engine/kernels/matmul.ref';
 import { Rng } from '../../src/engine/util/rng';
-import { testRuntime } from '../helpers/gpu';
 import { expectClose } from '../helpers/compare';
+import { testRuntime } from '../helpers/gpu';
 
-describe('smoke', () => {
-  it('runs', async () => {
-    const rt = await testRuntime();
-    console.log(rt.device.limits.maxComputeWorkgroupStorageSize, availableVariants(rt.device.limits).map(v=>v.name), rt.gpu.features);
-    const rng = new Rng(1);
-    const [M, N, K] = [65, 63, 129];
-    for (const v of availableVariants(rt.device.limits)) {
-      for (const tA of [false, true]) for (const tB of [false, true]) {
-        const a = rng.uniformArray(M * K), b = rng.uniformArray(K * N), c0 = rng.uniformArray(M * N);
-        const A = rt.upload('workspace', 'a', a), B = rt.upload('workspace', 'b', b), C = rt.upload('workspace', 'c', c0);
-        const t0 = performance.now();
-        const built = buildMatmul(rt, { label: 'mm', a: A, b: B, c: C, M, N, K, transA: tA, transB: tB, accumulate: true, alpha: 0.5, variant: v.name });
-        rt.run([built.dispatch]);
-        const r = await rt.readF32(C, 0, M * N);
-        console.log(v.name, tA, tB, (performance.now() - t0).toFixed(0), 'ms');
-        expectClose(r, matmulRef(a, b, M, N, K, { transA: tA, transB: tB, alpha: 0.5, c0 }), { atol: 1e-4, rtol: 1e-4, label: `${v.name} ${tA} ${tB}` });
+const SMALL = '32x32k16_4x4';
+
+describe('matmul vs reference', () => {
+  it('all transposes × accumulate × alpha; sizes 1, 7, 63, 65, 129, K not a multiple of BK (scalar access)', async () => {
+    // No dimension is a multiple of 4, so every operand takes the scalar path: one pipeline.
+    const shapes: [number, number, number][] = [[1, 1, 1], [7, 5, 3], [65, 63, 129], [129, 65, 7], [63, 1, 65], [1, 65, 63], [33, 97, 18]];
+    const cases: MatmulCase[] = [];
+    for (const [M, N, K] of shapes) {
+      for (const [transA, transB] of TRANS) {
+        for (const [accumulate, alpha] of [[false, 1], [true, -0.75], [false, 0.5], [true, 1]] as const) {
+          cases.push({ M, N, K, transA, transB, accumulate, alpha, variant: SMALL, specialize: false });
+        }
       }
     }
+    await checkMatmuls(await testRuntime(), cases);
+  });
+
+  it('all transposes × accumulate with every dimension a multiple of 4 (vec4 access)', async () => {
+    const shapes: [number, number, number][] = [[4, 4, 4], [36, 68, 44], [100, 36, 20]];
+    const cases: MatmulCase[] = [];
+    for (const [M, N, K] of shapes) {
+      for (const [transA, transB] of TRANS) {
+        for (const accumulate of [false, true]) {
+          cases.push({ M, N, K, transA, transB, accumulate, alpha: accumulate ? 2 : 1, variant: SMALL, specialize: false });
+        }
+      }
+    }
+    await checkMatmuls(await testRuntime(), cases);
+  });
+
+  it('specialized pipelines (what the model runs): Y = X·Wᵀ and dW += dYᵀ·X forms', async () => {
+    // NT and TN between them use all four tile-load paths (k-major and k-minor, A and B).
+    await checkMatmuls(await testRuntime(), [
+      { M: 37, N: 44, K: 52, transB: true, variant: SMALL },
+      { M: 12, N: 44, K: 52, transB: true, variant: SMALL, alpha: 0.25 },
+      { M: 65, N: 40, K: 35, transA: true, accumulate: true, variant: SMALL },
+    ]);
+  });
+
+  it('a dispatch built once accumulates again on every run', async () => {
+    const rt = await testRuntime();
+    const [M, N, K] = [5, 6, 7];
+    const a = new Rng(7).uniformArray(M * K);
+    const b = new Rng(8).uniformArray(K * N);
+    const A = rt.upload('workspace', 'a', a);
+    const B = rt.upload('workspace', 'b', b);
+    const C = rt.upload('workspace', 'c', new Float32Array(M * N));
+    const d = matmul(rt, { label: 'thrice', a: A, b: B, c: C, M, N, K, accumulate: true, variant: SMALL, specialize: false });
+    rt.run([d, d]);
+    rt.run([d]);
+    expectClose(await rt.readF32(C, 0, M * N), matmulRef(a, b, M, N, K, { alpha: 3 }), { atol: 1e-5, rtol: 1e-5, label: '3 runs' });
+    [A, B, C].forEach((x) => rt.mem.free(x));
+  });
+
+  it('rejects bad shapes, short bindings and unknown variants', async () => {
+    const rt = await testRuntime();
+    const buf = rt.createBuffer('workspace', 'small', 64);
+    const args = { label: 'bad', a: buf, b: buf, c: buf };
+    expect(() => matmul(rt, { ...args, M: 1, N: 1, K: 0 })).toThrow(/K must be/);
+    expect(() => matmul(rt, { ...args, M: 2.5, N: 1, K: 1 })).toThrow(/M must be/);
+    expect(() => matmul(rt, { ...args, M: 5, N: 5, K: 5 })).toThrow(/binding a has 64 bytes, needs 100/);
+    expect(() => matmul(rt, { ...args, M: 1, N: 1, K: 1, variant: 'nope' })).toThrow(/unknown variant/);
+    rt.mem.free(buf);
+  });
+});
+
+describe('autotune and timer', () => {
+  const shape: MatmulShape = { M: 37, N: 44, K: 52, transB: true };
+
+  it('autotuneMatmul times each candidate, caches the fastest, and matmul() then uses it', async () => {
+    const rt = await testRuntime();
+    const candidates = [SMALL, '64x64k16_4x4'];
+    const [res] = await autotuneMatmul(rt, [shape], { variants: candidates, warmup: 1, reps: 2, inner: 2 });
+    expect(candidates).toContain(res.variant);
+    expect(Object.keys(res.timesMs).sort()).toEqual([...candidates].sort());
+    for (const t of Object.values(res.timesMs)) expect(t).toBeGreaterThan(0);
+    expect(res.timesMs[res.variant]).toBe(Math.min(...Object.values(res.timesMs)));
+    expect(tunedVariant(rt, shape)).toBe(res.variant);
+    const other = { ...shape, transB: false };
+    expect(tunedVariant(rt, other)).toBeUndefined();
+    const buf = rt.createBuffer('workspace', 'x', 4 * 52 * 44);
+    const tuned = buildMatmul(rt, { label: 'tuned', ...shape, a: buf, b: buf, c: buf });
+    expect(tuned.variant).toBe(res.variant);
+    const untuned = buildMatmul(rt, { label: 'untuned', ...other, a: buf, b: buf, c: buf });
+    expect(untuned.variant).toBe(chooseMatmulVariant(other, rt.device.limits));
+    [buf, tuned.uniform, untuned.uniform].forEach((x) => rt.mem.free(x));
+  });
+
+  it('timeDispatches gives positive per-rep samples with timestamps and with the wall clock', async () => {
+    const rt = await testRuntime();
+    const a = rt.createBuffer('workspace', 'ta', 4 * 37 * 52);
+    const b = rt.createBuffer('workspace', 'tb', 4 * 52 * 44);
+    const c = rt.createBuffer('workspace', 'tc', 4 * 37 * 44);
+    const { dispatch, uniform } = buildMatmul(rt, { label: 'timed', ...shape, a, b, c, variant: SMALL });
+    rt.device.pushErrorScope('validation');
+    const methods = new Set<string>();
+    for (const forceWallclock of [false, true]) {
+      const r = await timeDispatches(rt, [dispatch, dispatch], { warmup: 1, reps: 3, forceWallclock });
+      expect(r.samplesMs).toHaveLength(3);
+      expect(r.samplesMs.every((s) => s > 0)).toBe(true);
+      expect(r.medianMs).toBeGreaterThan(0);
+      methods.add(r.method);
+    }
+    expect(await rt.device.popErrorScope()).toBeNull();
+    expect(methods.has('wallclock')).toBe(true);
+    if (rt.gpu.features.timestampQuery) console.log(`timestamp-query present; methods used: ${[...methods].join(', ')}`);
+    [a, b, c, uniform].forEach((x) => rt.mem.free(x));
   });
 });

@@ -118,11 +118,23 @@ describe('worker client', () => {
     const w = new FakeWorker();
     const seen: FromWorker[] = [];
     const h = launchRun('r3', DEFAULT_RUN_CONFIG, (m) => seen.push(m), { corpusUrl: '/c', stopGraceMs: 500, createWorker: () => w as unknown as Worker });
+    w.emit(metrics(0, 4));
     h.stop();
     expect(w.posted.at(-1)).toEqual({ type: 'stop', runId: 'r3' });
     expect(w.terminated).toBe(false);
     vi.advanceTimersByTime(501);
     expect(w.terminated).toBe(true);
     expect(seen.at(-1)).toMatchObject({ type: 'done', reason: 'stopped' });
+  });
+
+  it('stop before the first step terminates at once', () => {
+    const w = new FakeWorker();
+    const seen: FromWorker[] = [];
+    const h = launchRun('r4', DEFAULT_RUN_CONFIG, (m) => seen.push(m), { corpusUrl: '/c', createWorker: () => w as unknown as Worker });
+    w.emit({ type: 'status', phase: 'building model' });
+    h.stop();
+    expect(w.terminated).toBe(true);
+    expect(seen.map((m) => m.type)).toEqual(['status', 'done']);
+    expect(w.posted.some((m) => (m as { type: string }).type === 'stop')).toBe(false);
   });
 });

@@ -23,6 +23,19 @@ async function loadDawn(): Promise<DawnModule> {
   }
 }
 
+/**
+ * Dawn instances must outlive their devices: if the GPU object is garbage-collected while a device
+ * made from it is in use, Dawn frees the instance and crashes (futex/mutex errors, "Invalid argument").
+ * Every instance made here is kept for the life of the process.
+ */
+const KEEP_ALIVE: GPU[] = [];
+
+function createInstance(dawn: DawnModule, flags: string[]): GPU {
+  const gpu = dawn.create(flags);
+  KEEP_ALIVE.push(gpu);
+  return gpu;
+}
+
 export interface NodeGpuOptions extends AcquireOptions {
   /** Extra Dawn toggles, e.g. 'enable-dawn-features=allow_unsafe_apis'. */
   dawnFlags?: string[];
@@ -40,7 +53,7 @@ export async function acquireNodeGpu(opts: NodeGpuOptions = {}): Promise<Gpu> {
   Object.assign(globalThis, dawn.globals);
   const flags = opts.dawnFlags ?? [];
   if (!opts.forceSwiftShader) {
-    const gpu = dawn.create(flags);
+    const gpu = createInstance(dawn, flags);
     const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
     if (adapter) return acquireGpu(gpu, opts);
   }
@@ -52,5 +65,5 @@ export async function acquireNodeGpu(opts: NodeGpuOptions = {}): Promise<Gpu> {
   }
   process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
   process.env.VK_DRIVER_FILES = SWIFTSHADER_ICD;
-  return acquireGpu(dawn.create(flags), opts);
+  return acquireGpu(createInstance(dawn, flags), opts);
 }

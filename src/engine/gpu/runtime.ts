@@ -176,6 +176,23 @@ export class Runtime {
     return new Uint32Array(await this.read(buffer, offset, size));
   }
 
+  /**
+   * Runs `build` (which creates pipelines, bind groups, buffers) inside a validation scope and throws
+   * the first WebGPU validation error as an exception, instead of letting it surface later as an
+   * uncaptured error (or a crash in Dawn).
+   */
+  async checked<T>(label: string, build: () => T): Promise<T> {
+    this.device.pushErrorScope('validation');
+    let result: T;
+    try {
+      result = build();
+    } finally {
+      const err = await this.device.popErrorScope();
+      if (err) throw new Error(`${label}: WebGPU validation failed: ${err.message}`);
+    }
+    return result;
+  }
+
   async sync(): Promise<void> {
     await this.device.queue.onSubmittedWorkDone();
   }

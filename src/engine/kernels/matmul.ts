@@ -27,15 +27,16 @@ export interface MatmulVariant {
   eff: number;
 }
 
-/** Largest first: the heuristic breaks ties towards the earlier entry. */
+/** Largest first: the heuristic breaks ties towards the earlier entry. Names: BMxBNkBK_TMxTN. */
 export const MATMUL_VARIANTS: readonly MatmulVariant[] = [
-  { name: 't128x128k16', BM: 128, BN: 128, BK: 16, TM: 8, TN: 8, eff: 1.0 },
-  { name: 't128x128k8', BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, eff: 0.95 },
-  { name: 't128x64k16', BM: 128, BN: 64, BK: 16, TM: 8, TN: 8, eff: 0.92 },
-  { name: 't64x128k16', BM: 64, BN: 128, BK: 16, TM: 8, TN: 8, eff: 0.92 },
-  { name: 't64x64k16', BM: 64, BN: 64, BK: 16, TM: 8, TN: 8, eff: 0.8 },
-  { name: 't128x32k16', BM: 128, BN: 32, BK: 16, TM: 8, TN: 4, eff: 0.72 },
-  { name: 't32x32k16', BM: 32, BN: 32, BK: 16, TM: 4, TN: 4, eff: 0.45 },
+  { name: '128x128k16_8x8', BM: 128, BN: 128, BK: 16, TM: 8, TN: 8, eff: 1.0 },
+  { name: '128x128k8_8x8', BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, eff: 0.95 },
+  { name: '128x64k16_8x8', BM: 128, BN: 64, BK: 16, TM: 8, TN: 8, eff: 0.92 },
+  { name: '64x128k16_8x8', BM: 64, BN: 128, BK: 16, TM: 8, TN: 8, eff: 0.92 },
+  { name: '64x64k16_8x8', BM: 64, BN: 64, BK: 16, TM: 8, TN: 8, eff: 0.8 },
+  { name: '128x32k16_8x4', BM: 128, BN: 32, BK: 16, TM: 8, TN: 4, eff: 0.72 },
+  { name: '64x64k16_4x4', BM: 64, BN: 64, BK: 16, TM: 4, TN: 4, eff: 0.5 },
+  { name: '32x32k16_4x4', BM: 32, BN: 32, BK: 16, TM: 4, TN: 4, eff: 0.45 },
 ];
 
 export interface MatmulShape {
@@ -55,6 +56,11 @@ export interface MatmulArgs extends MatmulShape {
   accumulate?: boolean;
   /** Force a variant by name; default: the autotuned pick for this shape, else the heuristic. */
   variant?: string;
+  /**
+   * Default true: transposes, accumulate and BK are compile-time constants. false: read from the
+   * uniform block, so one pipeline per (variant, vec4 flags) serves every combination (tests).
+   */
+  specialize?: boolean;
 }
 
 type LimitsLike = Pick<GPUSupportedLimits,
@@ -69,9 +75,20 @@ export function variantSharedBytes(v: MatmulVariant): number {
   return 2 * v.BK * (v.BM + 4 + v.BN + 4) * 4;
 }
 
+/**
+ * What matmul.wgsl assumes of a tile shape: vec4 micro-tile groups, and tile loads that fit the
+ * shader's four vec4 staging registers per operand (direct layout: ≤ 4 vec4 per thread;
+ * transposed layout: ≤ one 4×4 block per thread).
+ */
+export function variantIsWellFormed(v: MatmulVariant): boolean {
+  const t = variantThreads(v);
+  return v.BM % v.TM === 0 && v.BN % v.TN === 0 && v.BK % 4 === 0 &&
+    v.BM * v.BK <= 16 * t && v.BN * v.BK <= 16 * t;
+}
+
 export function variantFits(v: MatmulVariant, limits: LimitsLike): boolean {
   const t = variantThreads(v);
-  return variantSharedBytes(v) <= limits.maxComputeWorkgroupStorageSize &&
+  return variantIsWellFormed(v) && variantSharedBytes(v) <= limits.maxComputeWorkgroupStorageSize &&
     t <= limits.maxComputeInvocationsPerWorkgroup && t <= limits.maxComputeWorkgroupSizeX;
 }
 
@@ -215,15 +232,18 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   const v = getVariant(name);
   if (!variantFits(v, rt.device.limits)) throw new Error(`${args.label}: variant ${name} exceeds this device's limits`);
   const { vecA, vecB, vecC } = vectorFlags(args);
-  const uniform = rt.uniform(args.label, new Uniforms().u32(M).u32(N).u32(K).f32(args.alpha ?? 1));
+  const accumulate = args.accumulate ?? false;
+  const specialize = args.specialize ?? true;
+  const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (accumulate ? 4 : 0);
+  const uniform = rt.uniform(args.label,
+    new Uniforms().u32(M).u32(N).u32(K).f32(args.alpha ?? 1).u32(flags).u32(v.BK).u32(0).u32(0));
+  // A dynamic pipeline must not differ by the flags, or it would not be shared.
+  const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +accumulate } : {};
   const dispatch = rt.kernel({
     label: `${args.label}[matmul ${name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
     code: matmulCode(vecA, vecB, vecC),
     entryPoint: 'main',
-    constants: {
-      TRANS_A: +transA, TRANS_B: +transB, ACCUM: +(args.accumulate ?? false),
-      BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN,
-    },
+    constants: { ...f, SPECIALIZE: +specialize, BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN },
     bindings: [args.a, args.b, args.c, uniform],
     workgroups: [Math.ceil(N / v.BN), Math.ceil(M / v.BM)],
   });

@@ -3,7 +3,7 @@
  * [N, K] = [out, in] weight):
  *   (a) qgemmI8       — INT8 X (per-row scales) × INT8 W (per-output-channel scales), dot4I8Packed,
  *                       dequantized in the epilogue (shaders/qgemm.wgsl); quantizeRowsI8 makes the
- *                       packed X rows (shaders/qgemm_rowq.wgsl).
+ *                       packed X rows with the shared absmax quantizer (./quantize.ts).
  *   (b) qgemmWeightOnly — fp32 X × W group-quantized along K (INT8 / INT4 / FP8), dequantized while
  *                       staged (shaders/qgemm_f32.wgsl + qgemm_io.wgsl `w_q`).
  *   (c) qgemmQuantOut — fp32 GEMM writing C INT4/INT8 group-quantized along N (`out_q`).
@@ -21,11 +21,11 @@ import codecSrc from '../../../shaders/quant/codec.wgsl?raw';
 import f32Src from '../../../shaders/qgemm_f32.wgsl?raw';
 import ioSrc from '../../../shaders/qgemm_io.wgsl?raw';
 import i8Src from '../../../shaders/qgemm.wgsl?raw';
-import rowqSrc from '../../../shaders/qgemm_rowq.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
 import { BITS, FORMAT_ID, type QuantFormat } from '../quant/formats';
-import { grid2d, wgslSection } from './taco';
+import { buildQuantize, type QuantizeKernel } from './quantize';
+import { wgslSection } from './taco';
 
 export interface GemmTiles {
   BM?: number;
@@ -80,19 +80,16 @@ export function qgemmI8(rt: Runtime, a: {
   });
 }
 
-/** Per-row INT8 quantization of x [M, K] → xq [M, K/4] u32 + sx [M] (quantizeRef 'row' semantics). */
-export function quantizeRowsI8(rt: Runtime, a: { label: string; x: Binding; xq: Binding; sx: Binding; M: number; K: number }): Dispatch {
-  checkPositive(a.label, { M: a.M, K: a.K });
-  if (a.K % 4) throw new Error(`${a.label}: K=${a.K} must be a multiple of 4`);
-  const { gridX, workgroups } = grid2d(rt, a.M);
-  const u = new Uniforms().u32(a.M).u32(a.K).u32(gridX).u32(0);
-  return rt.kernel({
-    label: a.label,
-    code: codecSrc + '\n' + rowqSrc,
-    constants: { WG: 64 },
-    bindings: [a.x, a.xq, a.sx, rt.uniform(a.label, u)],
-    workgroups,
-  });
+/**
+ * Per-row (per-token) INT8 quantization of x [M, K] into the operand layout of qgemmI8: words
+ * [M, K/4] (K % 4 == 0 keeps rows word-aligned) and scales [M]. This is the shared absmax
+ * quantizer (./quantize.ts, quantizeRef 'row' semantics), whose flat packing is exactly that layout.
+ */
+export function quantizeRowsI8(rt: Runtime, a: { x: GPUBuffer; M: number; K: number; words?: GPUBuffer; scales?: GPUBuffer }): QuantizeKernel {
+  checkPositive('quantizeRowsI8', { M: a.M, K: a.K });
+  if (a.K % 4) throw new Error(`quantizeRowsI8: K=${a.K} must be a multiple of 4`);
+  return buildQuantize(rt, { format: 'int8', granularity: { kind: 'row', rowLength: a.K }, n: a.M * a.K }, a.x,
+    { words: a.words, scales: a.scales, category: 'activations' });
 }
 
 export type WeightOperand =

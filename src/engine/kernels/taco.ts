@@ -31,11 +31,13 @@ export function tacoShader(subgroups: boolean): string {
 export interface TacoOptions {
   /** Force the workgroup-memory exchange even where subgroups exist (tests, A/B benches). */
   subgroups?: boolean;
+  /** Cap on the grid's x extent (default: the device limit); tests use it to exercise the 2-D grid. */
+  maxGridX?: number;
 }
 
 /** A 2-D grid of `tiles` workgroups (gridX wide) within maxComputeWorkgroupsPerDimension. */
-export function grid2d(rt: Runtime, tiles: number): { gridX: number; workgroups: [number, number] } {
-  const max = rt.device.limits.maxComputeWorkgroupsPerDimension;
+export function grid2d(rt: Runtime, tiles: number, maxX?: number): { gridX: number; workgroups: [number, number] } {
+  const max = Math.min(maxX ?? Infinity, rt.device.limits.maxComputeWorkgroupsPerDimension);
   const gridX = Math.max(1, Math.min(tiles, max));
   return { gridX, workgroups: [tiles === 0 ? 0 : gridX, Math.max(1, Math.ceil(tiles / gridX))] };
 }
@@ -46,7 +48,7 @@ function build(rt: Runtime, label: string, entryPoint: 'compress' | 'decompress'
   if (G > 4 * TACO_WG) throw new Error(`TACO: G=${G} exceeds 4·WG=${4 * TACO_WG}`);
   const L = tacoLayout(n, G);
   const tiles = Math.ceil((L.groups * G) / (4 * TACO_WG));
-  const { gridX, workgroups } = grid2d(rt, tiles);
+  const { gridX, workgroups } = grid2d(rt, tiles, opts.maxGridX);
   const u = new Uniforms().u32(n).u32(L.groups).u32(L.sOff).u32(L.aOff).u32(tiles).u32(gridX)
     .f32(rsqrtF32(G)).f32(1 / G);
   const sg = (opts.subgroups ?? true) && rt.gpu.features.subgroups;

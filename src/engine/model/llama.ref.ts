@@ -4,7 +4,7 @@
  * GPU training step is tested against, step by step.
  */
 import { attentionBackwardRef, attentionForwardRef } from '../kernels/attention.ref';
-import { crossEntropyRef } from '../kernels/crossentropy.ref';
+import { crossEntropyBackwardRef, crossEntropyForwardRef } from '../kernels/crossentropy.ref';
 import { embeddingBackwardRef, embeddingForwardRef } from '../kernels/embedding.ref';
 import { matmulRef } from '../kernels/matmul.ref';
 import { rmsnormBackwardRef, rmsnormForwardRef } from '../kernels/rmsnorm.ref';
@@ -76,7 +76,7 @@ export class RefLlama {
       ids[b * T + t] = tokens[b * (T + 1) + t];
       targets[b * T + t] = tokens[b * (T + 1) + t + 1];
     }
-    let x = embeddingForwardRef(ids, this.p('model.embed_tokens.weight'), V, C);
+    let x = embeddingForwardRef(ids, this.p('model.embed_tokens.weight'), N, V, C);
     const caches: LayerCache[] = [];
     for (let l = 0; l < c.num_hidden_layers; l++) {
       const P = (s: string) => this.p(`model.layers.${l}.${s}`);
@@ -99,14 +99,14 @@ export class RefLlama {
     const nf = rmsnormForwardRef(x, this.p('model.norm.weight'), N, C, eps);
     const Wlm = this.p(this.lmHeadName());
     const logits = matmulRef(nf.y, Wlm, N, V, C, { transB: true });
-    const ce = crossEntropyRef(logits, targets, N, V);
+    const ce = crossEntropyForwardRef(logits, targets, N, V);
     if (!backward) return ce.loss;
 
     this.grads.fill(0);
-    const dlogits = ce.dlogits;
+    const dlogits = crossEntropyBackwardRef(logits, targets, N, V);
     const dhf = matmulRef(dlogits, Wlm, N, C, V);
     addInto(this.g(this.lmHeadName()), matmulRef(dlogits, nf.y, V, C, N, { transA: true }));
-    const fb = rmsnormBackwardRef(x, this.p('model.norm.weight'), nf.rstd, dhf, N, C);
+    const fb = rmsnormBackwardRef(x, this.p('model.norm.weight'), dhf, N, C, eps);
     addInto(this.g('model.norm.weight'), fb.dw);
     const dres = Float64Array.from(fb.dx);
     for (let l = c.num_hidden_layers - 1; l >= 0; l--) {
@@ -121,7 +121,7 @@ export class RefLlama {
       addInto(dh2, matmulRef(sw.dup, P('mlp.up_proj.weight'), N, C, F));
       addInto(G('mlp.gate_proj.weight'), matmulRef(sw.dgate, k.h2, F, C, N, { transA: true }));
       addInto(G('mlp.up_proj.weight'), matmulRef(sw.dup, k.h2, F, C, N, { transA: true }));
-      const b2 = rmsnormBackwardRef(k.xMid, P('post_attention_layernorm.weight'), k.rstd2, dh2, N, C);
+      const b2 = rmsnormBackwardRef(k.xMid, P('post_attention_layernorm.weight'), dh2, N, C, eps);
       addInto(dres, b2.dx);
       addInto(G('post_attention_layernorm.weight'), b2.dw);
       // Attention
@@ -136,11 +136,11 @@ export class RefLlama {
       addInto(G('self_attn.q_proj.weight'), matmulRef(dqRaw, k.h1, C, C, N, { transA: true }));
       addInto(G('self_attn.k_proj.weight'), matmulRef(dkRaw, k.h1, KVC, C, N, { transA: true }));
       addInto(G('self_attn.v_proj.weight'), matmulRef(ab.dv, k.h1, KVC, C, N, { transA: true }));
-      const b1 = rmsnormBackwardRef(k.xIn, P('input_layernorm.weight'), k.rstd1, dh1, N, C);
+      const b1 = rmsnormBackwardRef(k.xIn, P('input_layernorm.weight'), dh1, N, C, eps);
       addInto(dres, b1.dx);
       addInto(G('input_layernorm.weight'), b1.dw);
     }
-    addInto(this.g('model.embed_tokens.weight'), embeddingBackwardRef(ids, dres, V, C));
+    addInto(this.g('model.embed_tokens.weight'), embeddingBackwardRef(ids, dres, N, V, C));
     return ce.loss;
   }
 
@@ -160,7 +160,7 @@ export class RefLlama {
     for (const [range, wd] of [[this.layout.decayRange, opt.weight_decay], [this.layout.noDecayRange, 0]] as const) {
       const [s, e] = range;
       adamwRef(this.params.subarray(s, e), this.grads.subarray(s, e), this.m.subarray(s, e), this.v.subarray(s, e),
-        { ...hyper, weightDecay: wd }, this.step, clip);
+        { ...hyper, weightDecay: wd }, this.step, clip, wd > 0);
     }
     return { lr, gradNorm: norm };
   }

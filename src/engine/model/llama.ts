@@ -9,13 +9,13 @@
 import type { MemCategory } from '../gpu/memory';
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionBackward, attentionBackwardWorkspaceBytes, attentionForward } from '../kernels/attention';
-import { crossEntropy, meanLoss } from '../kernels/crossentropy';
+import { crossEntropyForwardBackward, crossEntropyWorkspaceBytes } from '../kernels/crossentropy';
 import { copy } from '../kernels/elementwise';
-import { embeddingBackward, embeddingForward } from '../kernels/embedding';
+import { embeddingBackward, embeddingForward, embeddingWorkspaceBytes } from '../kernels/embedding';
 import { matmul } from '../kernels/matmul';
 import { globalNorm, globalNormPartialsBytes } from '../kernels/reduce';
 import { rmsnormBackward, rmsnormForward, rmsnormWorkspaceBytes } from '../kernels/rmsnorm';
-import { rope, ropeTable } from '../kernels/rope';
+import { rope, ropeTablePacked } from '../kernels/rope';
 import { swigluBackward, swigluForward } from '../kernels/swiglu';
 import { adamw, ADAMW_STEP_BYTES } from '../optim/adamw';
 import { headDim, type ModelConfig } from './config';
@@ -88,6 +88,7 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   ws('kRaw', d.N * d.KVC * f);
   ws('losses', d.N * f);
   ws('loss', 16);
+  ws('ceWs', crossEntropyWorkspaceBytes());
   // Loss and gradient norm come back through this small mappable buffer once per step.
   out.push({ key: 'readback', category: 'workspace', bytes: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
   ws('rope', 2 * d.T * (d.D / 2) * f);
@@ -101,10 +102,11 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
     ws('dk', d.N * d.KVC * f);
     ws('dv', d.N * d.KVC * f);
     ws('attnWs', attentionBackwardWorkspaceBytes(d.B, d.T, d.nH));
-    ws('normWs', rmsnormWorkspaceBytes(d.N, d.C));
+    ws('normWs', rmsnormWorkspaceBytes({ N: d.N, C: d.C }));
+    ws('embedWs', embeddingWorkspaceBytes({ N: d.N, V: d.V }));
     ws('normPartials', globalNormPartialsBytes(layout.totalFloats));
     ws('gradNorm', 16);
-    ws('stepParams', ADAMW_STEP_BYTES);
+    out.push({ key: 'stepParams', category: 'workspace', bytes: ADAMW_STEP_BYTES, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
   }
   return out;
 }
@@ -119,6 +121,7 @@ export class LlamaGpu {
   readonly backward: Dispatch[] = [];
   readonly optimizer: Dispatch[] = [];
   private readonly ownsWeights: boolean;
+  private logitsEnd = 0;
 
   readonly training: boolean;
 
@@ -133,11 +136,7 @@ export class LlamaGpu {
     if (opts.sharedWeights) this.buf.set('weights', opts.sharedWeights);
     this.ownsWeights = !opts.sharedWeights;
     const training = this.training;
-    const tab = ropeTable(T, this.dims.D, cfg.rope_theta);
-    const ropeData = new Float32Array(tab.cos.length * 2);
-    ropeData.set(tab.cos, 0);
-    ropeData.set(tab.sin, tab.cos.length);
-    rt.write(this.b('rope'), ropeData);
+    rt.write(this.b('rope'), ropeTablePacked(T, this.dims.D, cfg.rope_theta));
     this.buildForward();
     if (training) {
       this.buildBackward();
@@ -168,13 +167,13 @@ export class LlamaGpu {
     const eps = cfg.rms_norm_eps;
     const f = this.forward;
     const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? f.push(...d) : f.push(d));
-    push(embeddingForward(rt, { label: 'embed', ids: this.b('ids'), weight: this.param('model.embed_tokens.weight'), out: this.b('L0.xIn'), N, V, C }));
+    push(embeddingForward(rt, { label: 'embed', ids: this.b('ids'), W: this.param('model.embed_tokens.weight'), out: this.b('L0.xIn'), dims: { N, V, C } }));
     for (let l = 0; l < L; l++) {
       const p = (s: string) => this.param(`model.layers.${l}.${s}`);
       const a = (s: string) => this.b(`L${l}.${s}`);
       const lab = (s: string) => `L${l}.${s}`;
       const next = l + 1 < L ? this.b(`L${l + 1}.xIn`) : this.b('xFinal');
-      push(rmsnormForward(rt, { label: lab('norm1'), x: a('xIn'), weight: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), N, C, eps }));
+      push(rmsnormForward(rt, { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps } }));
       push(matmul(rt, { label: lab('q_proj'), a: a('h1'), b: p('self_attn.q_proj.weight'), c: this.b('qRaw'), M: N, N: C, K: C, transB: true }));
       push(matmul(rt, { label: lab('k_proj'), a: a('h1'), b: p('self_attn.k_proj.weight'), c: this.b('kRaw'), M: N, N: KVC, K: C, transB: true }));
       push(matmul(rt, { label: lab('v_proj'), a: a('h1'), b: p('self_attn.v_proj.weight'), c: a('v'), M: N, N: KVC, K: C, transB: true }));
@@ -184,23 +183,25 @@ export class LlamaGpu {
       // Residual: xMid = xIn + o·Woᵀ (copy, then a GEMM that accumulates).
       push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
       push(matmul(rt, { label: lab('o_proj'), a: a('o'), b: p('self_attn.o_proj.weight'), c: a('xMid'), M: N, N: C, K: C, transB: true, accumulate: true }));
-      push(rmsnormForward(rt, { label: lab('norm2'), x: a('xMid'), weight: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), N, C, eps }));
+      push(rmsnormForward(rt, { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
       push(matmul(rt, { label: lab('gate_proj'), a: a('h2'), b: p('mlp.gate_proj.weight'), c: a('gate'), M: N, N: F, K: C, transB: true }));
       push(matmul(rt, { label: lab('up_proj'), a: a('h2'), b: p('mlp.up_proj.weight'), c: a('up'), M: N, N: F, K: C, transB: true }));
-      push(swigluForward(rt, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), n: N * F }));
+      push(swigluForward(rt, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
       push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
       push(matmul(rt, { label: lab('down_proj'), a: a('act'), b: p('mlp.down_proj.weight'), c: next, M: N, N: C, K: F, transB: true, accumulate: true }));
     }
-    push(rmsnormForward(rt, { label: 'normF', x: this.b('xFinal'), weight: this.param('model.norm.weight'), y: this.b('hF'), rstd: this.b('rstdF'), N, C, eps }));
+    push(rmsnormForward(rt, { label: 'normF', x: this.b('xFinal'), w: this.param('model.norm.weight'), y: this.b('hF'), rstd: this.b('rstdF'), dims: { N, C, eps } }));
     push(matmul(rt, { label: 'lm_head', a: this.b('hF'), b: this.param(this.lmHead()), c: this.b('logits'), M: N, N: V, K: C, transB: true }));
-    // Fused CE forward+backward: per-row losses and dlogits (in place of logits), then the mean.
-    push(crossEntropy(rt, { label: 'xent', logits: this.b('logits'), targets: this.b('targets'), losses: this.b('losses'), dlogits: this.b('logits'), N, V }));
-    push(meanLoss(rt, { label: 'loss', losses: this.b('losses'), targets: this.b('targets'), out: this.b('loss'), N }));
+    this.logitsEnd = f.length;
+    // Fused CE forward+backward: per-row losses, their mean, and dlogits in place of the logits.
+    const logits = this.b('logits');
+    push(crossEntropyForwardBackward(rt, { label: 'xent', logits, dlogits: logits, targets: this.b('targets'), losses: this.b('losses'), loss: this.b('loss'), workspace: this.b('ceWs'), dims: { N, V } }));
   }
 
   private buildBackward(): void {
     const { rt } = this;
     const { B, T, N, C, F, nH, nKV, D, KVC, V, L } = this.dims;
+    const eps = this.cfg.rms_norm_eps;
     const g = this.backward;
     const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? g.push(...d) : g.push(d));
     const gp = (name: string) => this.param(name, 'grads');
@@ -210,7 +211,7 @@ export class LlamaGpu {
     const normWs = this.b('normWs');
     push(matmul(rt, { label: 'lm_head.dx', a: dlogits, b: this.param(this.lmHead()), c: dh, M: N, N: C, K: V }));
     push(matmul(rt, { label: 'lm_head.dw', a: dlogits, b: this.b('hF'), c: gp(this.lmHead()), M: V, N: C, K: N, transA: true }));
-    push(rmsnormBackward(rt, { label: 'normF.bwd', x: this.b('xFinal'), weight: this.param('model.norm.weight'), rstd: this.b('rstdF'), dy: dh, dx: dres, dweight: gp('model.norm.weight'), workspace: normWs, N, C, accumulate: false }));
+    push(rmsnormBackward(rt, { label: 'normF.bwd', x: this.b('xFinal'), w: this.param('model.norm.weight'), rstd: this.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false }));
     for (let l = L - 1; l >= 0; l--) {
       const p = (s: string) => this.param(`model.layers.${l}.${s}`);
       const gr = (s: string) => gp(`model.layers.${l}.${s}`);
@@ -219,12 +220,12 @@ export class LlamaGpu {
       // MLP: dact = dres·Wdown, dWdown = dresᵀ·act, then SwiGLU, then gate/up.
       push(matmul(rt, { label: lab('down.dx'), a: dres, b: p('mlp.down_proj.weight'), c: this.b('dF1'), M: N, N: F, K: C }));
       push(matmul(rt, { label: lab('down.dw'), a: dres, b: a('act'), c: gr('mlp.down_proj.weight'), M: C, N: F, K: N, transA: true }));
-      push(swigluBackward(rt, { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: this.b('dF1'), dgate: this.b('dF2'), dup: this.b('dF3'), n: N * F }));
+      push(swigluBackward(rt, { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: this.b('dF1'), dgate: this.b('dF2'), dup: this.b('dF3'), dims: { N, F } }));
       push(matmul(rt, { label: lab('gate.dx'), a: this.b('dF2'), b: p('mlp.gate_proj.weight'), c: dh, M: N, N: C, K: F }));
       push(matmul(rt, { label: lab('up.dx'), a: this.b('dF3'), b: p('mlp.up_proj.weight'), c: dh, M: N, N: C, K: F, accumulate: true }));
       push(matmul(rt, { label: lab('gate.dw'), a: this.b('dF2'), b: a('h2'), c: gr('mlp.gate_proj.weight'), M: F, N: C, K: N, transA: true }));
       push(matmul(rt, { label: lab('up.dw'), a: this.b('dF3'), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }));
-      push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), weight: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dweight: gr('post_attention_layernorm.weight'), workspace: normWs, N, C, accumulate: true }));
+      push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
       // Attention: dO = dres·Wo (into dh, free again), dWo = dresᵀ·o.
       push(matmul(rt, { label: lab('o.dx'), a: dres, b: p('self_attn.o_proj.weight'), c: dh, M: N, N: C, K: C }));
       push(matmul(rt, { label: lab('o.dw'), a: dres, b: a('o'), c: gr('self_attn.o_proj.weight'), M: C, N: C, K: N, transA: true }));
@@ -238,16 +239,16 @@ export class LlamaGpu {
       push(matmul(rt, { label: lab('q.dw'), a: this.b('qRaw'), b: a('h1'), c: gr('self_attn.q_proj.weight'), M: C, N: C, K: N, transA: true }));
       push(matmul(rt, { label: lab('k.dw'), a: this.b('kRaw'), b: a('h1'), c: gr('self_attn.k_proj.weight'), M: KVC, N: C, K: N, transA: true }));
       push(matmul(rt, { label: lab('v.dw'), a: this.b('dv'), b: a('h1'), c: gr('self_attn.v_proj.weight'), M: KVC, N: C, K: N, transA: true }));
-      push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), weight: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dweight: gr('input_layernorm.weight'), workspace: normWs, N, C, accumulate: true }));
+      push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
     }
-    push(embeddingBackward(rt, { label: 'embed.bwd', ids: this.b('ids'), dout: dres, dweight: gp('model.embed_tokens.weight'), N, V, C, accumulate: this.cfg.tie_word_embeddings }));
+    push(embeddingBackward(rt, { label: 'embed.bwd', ids: this.b('ids'), dout: dres, dW: gp('model.embed_tokens.weight'), workspace: this.b('embedWs'), dims: { N, V, C }, accumulate: this.cfg.tie_word_embeddings }));
   }
 
   private buildOptimizer(): void {
     const { rt } = this;
     const o = this.optimizer;
     const n = this.layout.totalFloats;
-    o.push(...[globalNorm(rt, { label: 'grad_norm', x: this.b('grads'), n, partials: this.b('normPartials'), out: this.b('gradNorm') })].flat());
+    o.push(...globalNorm(rt, { label: 'grad_norm', x: this.b('grads'), n, partials: this.b('normPartials'), out: this.b('gradNorm') }));
     for (const [range, decay] of [[this.layout.decayRange, true], [this.layout.noDecayRange, false]] as const) {
       const [s, e] = range;
       if (e <= s) continue;
@@ -290,7 +291,7 @@ export class LlamaGpu {
 
   /** Forward without the loss kernels: logits stay logits (sampling). */
   get forwardLogits(): Dispatch[] {
-    return this.forward.slice(0, -2);
+    return this.forward.slice(0, this.logitsEnd);
   }
 
   destroy(): void {

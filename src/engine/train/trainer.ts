@@ -76,7 +76,7 @@ export class Trainer {
       opts = validateTrainOptions({ ...opts, model: { ...opts.model, vocab_size: tokenizer.vocabSize } });
     }
     const data = new TextDataset(text, tokenizer, opts.seed);
-    const model = new LlamaGpu(rt, opts.model, opts.batch, opts.seq);
+    const model = await rt.checked('building the model', () => new LlamaGpu(rt, opts.model, opts.batch, opts.seq));
     const flat = init.params ? flatten(init.params, model.layout) : initParams(opts.model, model.layout, opts.seed);
     model.uploadParams(flat);
     const t = new Trainer(rt, opts, model, data, tokenizer);

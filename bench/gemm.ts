@@ -1,0 +1,69 @@
+/**
+ * fp32 GEMM benchmark: GFLOP/s of every GEMM variant (or a chosen few) on each shape, timed on the
+ * GPU (timestamp queries where present). The CLI formats the rows and adds the baseline (cuBLAS
+ * figures measured separately); this module only measures.
+ *   M, N, K: C[M,N] = op(A)[M,K]·op(B)[K,N]; FLOPs counted as 2·M·N·K.
+ */
+import type { Runtime } from '../src/engine/gpu/runtime';
+import {
+  availableVariants, buildMatmul, chooseMatmulVariant, gemmOperands, matmulFlops, timeMatmul, type MatmulShape,
+} from '../src/engine/kernels/matmul';
+
+export interface GemmBenchRow {
+  M: number;
+  N: number;
+  K: number;
+  transA: boolean;
+  transB: boolean;
+  variant: string;
+  /** The heuristic's pick for this shape (what matmul() uses without autotuning). */
+  heuristic: boolean;
+  /** Fastest variant measured for this shape. */
+  best: boolean;
+  ms: number;
+  gflops: number;
+  method: 'timestamp' | 'wallclock';
+}
+
+export interface GemmBenchOptions {
+  /** Variant names to time (default: every variant that fits the device). */
+  variants?: string[];
+  warmup?: number;
+  reps?: number;
+  /** GEMMs per timed pass (default: enough for ~1 GFLOP, at most 20). */
+  inner?: number;
+  onRow?: (row: GemmBenchRow) => void;
+}
+
+export async function benchGemm(rt: Runtime, shapes: MatmulShape[], opts: GemmBenchOptions = {}): Promise<GemmBenchRow[]> {
+  const names = opts.variants ?? availableVariants(rt.device.limits).map((v) => v.name);
+  const rows: GemmBenchRow[] = [];
+  for (const s of shapes) {
+    const shape: MatmulShape = { M: s.M, N: s.N, K: s.K, transA: !!s.transA, transB: !!s.transB };
+    const pick = chooseMatmulVariant(shape, rt.device.limits);
+    const ops = gemmOperands(rt, shape, 'bench');
+    const mine: GemmBenchRow[] = [];
+    try {
+      for (const variant of names) {
+        const built = buildMatmul(rt, { label: 'bench', ...shape, a: ops.a, b: ops.b, c: ops.c, variant });
+        try {
+          const t = await timeMatmul(rt, built.dispatch, shape, { warmup: opts.warmup ?? 3, reps: opts.reps ?? 10, inner: opts.inner });
+          const row: GemmBenchRow = {
+            M: shape.M, N: shape.N, K: shape.K, transA: !!shape.transA, transB: !!shape.transB, variant,
+            heuristic: variant === pick, best: false, ms: t.ms, gflops: matmulFlops(shape) / (t.ms * 1e6), method: t.method,
+          };
+          mine.push(row);
+          opts.onRow?.(row);
+        } finally {
+          rt.mem.free(built.uniform);
+        }
+      }
+    } finally {
+      ops.free();
+    }
+    const best = mine.reduce<GemmBenchRow | null>((b, r) => (!b || r.ms < b.ms ? r : b), null);
+    if (best) best.best = true;
+    rows.push(...mine);
+  }
+  return rows;
+}

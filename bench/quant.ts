@@ -1,0 +1,140 @@
+/**
+ * Benchmarks of the TACO kernels and the quantized GEMMs, each against a baseline timed in the same
+ * run: TACO vs the plain per-group FP8 quantizer (src/engine/kernels/quantize.ts), the quantized
+ * GEMMs vs the fp32 matmul (src/engine/kernels/matmul.ts). No CLI: call from a script or the bench
+ * entry point with a Runtime. Figures are GPU pass times (timestamp queries) where available,
+ * otherwise wall clock; never assert on them.
+ */
+import type { Dispatch, Runtime } from '../src/engine/gpu/runtime';
+import { timeDispatches } from '../src/engine/gpu/timer';
+import { matmul } from '../src/engine/kernels/matmul';
+import { qgemmI8, qgemmQuantOut, qgemmWeightOnly, quantizeRowsI8 } from '../src/engine/kernels/qgemm';
+import { buildQuantize } from '../src/engine/kernels/quantize';
+import { tacoCompress, tacoDecompress } from '../src/engine/kernels/taco';
+import { BITS, type QuantFormat } from '../src/engine/quant/formats';
+import { tacoPayloadBytes } from '../src/engine/quant/taco';
+import { Rng } from '../src/engine/util/rng';
+
+export interface BenchOptions {
+  warmup?: number;
+  reps?: number;
+  /** Dispatches per timed pass (amortises pass overhead on small problems). */
+  inner?: number;
+}
+
+async function msPer(rt: Runtime, ds: Dispatch[], o: BenchOptions): Promise<{ ms: number; method: string }> {
+  const inner = Math.max(1, o.inner ?? 10);
+  const list: Dispatch[] = [];
+  for (let i = 0; i < inner; i++) list.push(...ds);
+  const r = await timeDispatches(rt, list, { warmup: o.warmup ?? 2, reps: o.reps ?? 5 });
+  return { ms: r.medianMs / inner, method: r.method };
+}
+
+export interface TacoBench {
+  n: number;
+  G: number;
+  payloadBytes: number;
+  /** Compulsory traffic: 4n bytes in + payload out (compress), payload in + 4n out (decompress). */
+  compressMs: number;
+  compressGBs: number;
+  decompressMs: number;
+  decompressGBs: number;
+  /** Baseline: plain per-group FP8 E4M3 absmax quantization of the same chunk (4n in + n + 4n/G out). */
+  baselineFp8Ms: number;
+  baselineFp8GBs: number;
+  method: string;
+}
+
+export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOptions = {}): Promise<TacoBench> {
+  const x = rt.upload('workspace', 'bench.taco.x', new Rng(1).normalArray(n, 0.02));
+  const bytes = tacoPayloadBytes(n, G);
+  const payload = rt.createBuffer('workspace', 'bench.taco.payload', bytes);
+  const y = rt.createBuffer('workspace', 'bench.taco.y', n * 4);
+  const q = buildQuantize(rt, { format: 'fp8-e4m3', granularity: { kind: 'group', size: G }, n }, x);
+  try {
+    const c = await msPer(rt, [tacoCompress(rt, { label: 'bench.taco.compress', x, payload, n, G })], opts);
+    const d = await msPer(rt, [tacoDecompress(rt, { label: 'bench.taco.decompress', payload, y, n, G })], opts);
+    const b = await msPer(rt, q.dispatches, opts);
+    const gbs = (by: number, ms: number) => by / (ms * 1e6);
+    return {
+      n, G, payloadBytes: bytes,
+      compressMs: c.ms, compressGBs: gbs(4 * n + bytes, c.ms),
+      decompressMs: d.ms, decompressGBs: gbs(4 * n + bytes, d.ms),
+      baselineFp8Ms: b.ms, baselineFp8GBs: gbs(4 * n + n + 4 * Math.ceil(n / G), b.ms),
+      method: c.method,
+    };
+  } finally {
+    q.destroy();
+    for (const buf of [x, payload, y]) rt.mem.free(buf);
+  }
+}
+
+export interface GemmShape {
+  M: number;
+  N: number;
+  K: number;
+}
+
+export interface QgemmBench extends GemmShape {
+  /** GOP/s (2·M·N·K per GEMM) of each kernel; `fp32` is the matmul baseline. */
+  gops: Record<string, number>;
+  ms: Record<string, number>;
+  method: string;
+}
+
+/**
+ * For each shape: fp32 matmul (baseline), INT8×INT8 (GEMM alone, and with the X quantization),
+ * weight-only INT4 / INT8 / FP8 (G = 128, or 32 when K is smaller), and the INT4 / INT8 quantized
+ * epilogue (G = 128 along N, or 32). K must be a multiple of 8 and N of 8.
+ */
+export async function benchQgemm(rt: Runtime, shapes: GemmShape[], opts: BenchOptions = {}): Promise<QgemmBench[]> {
+  const out: QgemmBench[] = [];
+  for (const { M, N, K } of shapes) {
+    const rng = new Rng(M + N + K);
+    const bufs: GPUBuffer[] = [];
+    const up = (label: string, data: Float32Array | Uint32Array) => {
+      const b = rt.upload('workspace', `bench.qgemm.${label}`, data);
+      bufs.push(b);
+      return b;
+    };
+    const x = up('x', rng.normalArray(M * K));
+    const w = up('w', rng.normalArray(N * K, 0.05));
+    const c = up('c', new Float32Array(M * N));
+    const words = (n: number, fmt: QuantFormat) => new Uint32Array(Math.ceil((n * BITS[fmt]) / 32)).map(() => rng.nextU32());
+    const G = K % 128 === 0 ? 128 : 32;
+    const GQ = N % 128 === 0 ? 128 : 32;
+    const ws = up('ws', new Float32Array(N * Math.ceil(K / G)).fill(0.01));
+    const sw = up('sw', new Float32Array(N).fill(0.01));
+    const wq8 = up('wq8', words(N * K, 'int8'));
+    const wq4 = up('wq4', words(N * K, 'int4'));
+    const wqf8 = up('wqf8', words(N * K, 'int8').map((v) => v & 0xf7f7f7f7)); // no NaN codes
+    const cq = up('cq', new Uint32Array((M * N) / 4));
+    const cs = up('cs', new Float32Array(M * Math.ceil(N / GQ)));
+    const qx = quantizeRowsI8(rt, { x, M, K });
+    const i8 = qgemmI8(rt, { label: 'bench.qgemm.i8', xq: qx.words, sx: qx.scales, wq: wq8, sw, c, M, N, K });
+    const kernels: Record<string, Dispatch[]> = {
+      fp32: [matmul(rt, { label: 'bench.qgemm.fp32', a: x, b: w, c, M, N, K, transB: true })],
+      'int8xint8': [i8],
+      'int8xint8+quantX': [...qx.dispatches, i8],
+      'w-int4': [qgemmWeightOnly(rt, { label: 'bench.qgemm.w4', x, wq: wq4, ws, c, format: 'int4', G, M, N, K })],
+      'w-int8': [qgemmWeightOnly(rt, { label: 'bench.qgemm.w8', x, wq: wq8, ws, c, format: 'int8', G, M, N, K })],
+      'w-fp8': [qgemmWeightOnly(rt, { label: 'bench.qgemm.wf8', x, wq: wqf8, ws, c, format: 'fp8-e4m3', G, M, N, K })],
+      'out-int8': [qgemmQuantOut(rt, { label: 'bench.qgemm.o8', x, w, cq, cs, bits: 8, G: GQ, M, N, K })],
+      'out-int4': [qgemmQuantOut(rt, { label: 'bench.qgemm.o4', x, w, cq, cs, bits: 4, G: GQ, M, N, K })],
+    };
+    const r: QgemmBench = { M, N, K, gops: {}, ms: {}, method: '' };
+    try {
+      for (const [name, ds] of Object.entries(kernels)) {
+        const t = await msPer(rt, ds, opts);
+        r.ms[name] = t.ms;
+        r.gops[name] = (2 * M * N * K) / (t.ms * 1e6);
+        r.method = t.method;
+      }
+    } finally {
+      qx.destroy();
+      for (const b of bufs) rt.mem.free(b);
+    }
+    out.push(r);
+  }
+  return out;
+}

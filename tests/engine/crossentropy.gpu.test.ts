@@ -1,0 +1,73 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Runtime } from '../../src/engine/gpu/runtime';
+import { crossEntropyForward, crossEntropyForwardBackward, crossEntropyWorkspaceBytes } from '../../src/engine/kernels/crossentropy';
+import { crossEntropyBackwardRef, crossEntropyForwardRef } from '../../src/engine/kernels/crossentropy.ref';
+import { setGridMaxX } from '../../src/engine/kernels/launch';
+import { Rng } from '../../src/engine/util/rng';
+import { expectClose } from '../helpers/compare';
+import { testRuntime } from '../helpers/gpu';
+
+const live: GPUBuffer[] = [];
+function up(rt: Runtime, data: Float32Array | Int32Array): GPUBuffer {
+  const b = rt.upload('activations', 'x', data);
+  live.push(b);
+  return b;
+}
+afterEach(async () => {
+  setGridMaxX(null);
+  const rt = await testRuntime();
+  live.splice(0).forEach((b) => rt.mem.free(b));
+});
+
+type Mode = 'separate' | 'inplace' | 'forward';
+
+async function check(N: number, V: number, mode: Mode, o: { scale?: number; ignoreAll?: boolean } = {}): Promise<void> {
+  const rt = await testRuntime();
+  const rng = new Rng(N * 13 + V);
+  const logits = rng.normalArray(N * V, o.scale ?? 3);
+  const targets = new Int32Array(N);
+  for (let n = 0; n < N; n++) {
+    targets[n] = rng.int(V);
+    if (o.ignoreAll || (N > 1 && n % 9 === 4)) targets[n] = [-1, -100, V, V + 3][n % 4];
+  }
+  const bLogits = up(rt, logits);
+  const bTargets = up(rt, targets);
+  const bLosses = up(rt, new Float32Array(N).fill(7));
+  const bLoss = up(rt, new Float32Array(1).fill(7));
+  const ws = up(rt, new Float32Array(crossEntropyWorkspaceBytes({ N, V }) / 4));
+  const bD = mode === 'separate' ? up(rt, new Float32Array(N * V).fill(7)) : bLogits;
+  const args = { label: 'ce', logits: bLogits, targets: bTargets, losses: bLosses, loss: bLoss, workspace: ws, dims: { N, V } };
+  rt.run(mode === 'forward' ? crossEntropyForward(rt, args) : crossEntropyForwardBackward(rt, { ...args, dlogits: bD }));
+  const f = crossEntropyForwardRef(logits, targets, N, V);
+  expectClose(await rt.readF32(bLosses, 0, N), f.losses, { atol: 2e-5, rtol: 2e-5, label: 'losses' });
+  expectClose(await rt.readF32(bLoss, 0, 1), [f.loss], { atol: 2e-5, rtol: 2e-5, label: 'loss' });
+  const d = await rt.readF32(bD, 0, N * V);
+  if (mode === 'forward') {
+    expect(Array.from(d)).toEqual(Array.from(logits)); // untouched
+  } else {
+    expectClose(d, crossEntropyBackwardRef(logits, targets, N, V), { atol: 1e-7, rtol: 1e-4, label: 'dlogits' });
+  }
+}
+
+describe('cross-entropy GPU vs reference', () => {
+  for (const [N, V] of [[1, 1], [1, 7], [7, 7], [63, 65], [65, 384], [1000, 65], [7, 1000]]) {
+    it(`N=${N} V=${V}`, () => check(N, V, 'separate'));
+  }
+  it('dlogits in place over the logits', () => check(65, 384, 'inplace'));
+  it('forward only leaves the logits untouched', () => check(63, 65, 'forward'));
+  it('large logits stay finite (max-subtracted)', () => check(7, 384, 'separate', { scale: 400 }));
+  it('all rows ignored: loss 0 and zero gradient', () => check(7, 65, 'separate', { ignoreAll: true }));
+  it('2-D grid over rows', async () => {
+    setGridMaxX(6);
+    await check(63, 65, 'inplace');
+  });
+  it('rejects a dlogits slice of the logits buffer that is not the logits binding', async () => {
+    const rt = await testRuntime();
+    const b = up(rt, new Float32Array(256));
+    const s = up(rt, new Float32Array(4));
+    expect(() => crossEntropyForwardBackward(rt, {
+      label: 'ce', logits: { buffer: b, offset: 0, size: 256 }, dlogits: { buffer: b, offset: 512, size: 256 },
+      targets: s, losses: s, loss: s, workspace: s, dims: { N: 1, V: 64 },
+    })).toThrow(/overlaps/);
+  });
+});

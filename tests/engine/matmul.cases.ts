@@ -1,0 +1,52 @@
+/** Shared GEMM test driver: seeded inputs, one submit for all cases, comparison with matmulRef. */
+import type { Runtime } from '../../src/engine/gpu/runtime';
+import { buildMatmul, type MatmulShape } from '../../src/engine/kernels/matmul';
+import { matmulRef } from '../../src/engine/kernels/matmul.ref';
+import { Rng } from '../../src/engine/util/rng';
+import { expectClose } from '../helpers/compare';
+
+export interface MatmulCase extends MatmulShape {
+  alpha?: number;
+  accumulate?: boolean;
+  variant?: string;
+  specialize?: boolean;
+}
+
+export const TRANS: [boolean, boolean][] = [[false, false], [false, true], [true, false], [true, true]];
+
+export const caseLabel = (c: MatmulCase) =>
+  `${c.M}x${c.N}x${c.K} ${c.transA ? 'T' : 'N'}${c.transB ? 'T' : 'N'}` +
+  `${c.accumulate ? ' acc' : ''} alpha=${c.alpha ?? 1}${c.specialize === false ? ' dyn' : ''}`;
+
+/**
+ * Inputs U(-1,1); the only GPU error is fp32 rounding in a different summation order, which grows
+ * ~ sqrt(K)·eps per output, so atol scales with K (generously, to stay order-independent).
+ */
+export async function checkMatmuls(rt: Runtime, cases: MatmulCase[], seed = 1234): Promise<void> {
+  const rng = new Rng(seed);
+  const items = cases.map((c) => {
+    const a = rng.uniformArray(c.M * c.K);
+    const b = rng.uniformArray(c.K * c.N);
+    const c0 = rng.uniformArray(c.M * c.N);
+    const A = rt.upload('workspace', 'mm.a', a);
+    const B = rt.upload('workspace', 'mm.b', b);
+    const C = rt.upload('workspace', 'mm.c', c0);
+    const built = buildMatmul(rt, { label: caseLabel(c), ...c, a: A, b: B, c: C });
+    return { c, a, b, c0, A, B, C, built };
+  });
+  rt.device.pushErrorScope('validation');
+  rt.run(items.map((it) => it.built.dispatch));
+  const err = await rt.device.popErrorScope();
+  if (err) throw new Error(`GEMM validation error: ${err.message}`);
+  try {
+    for (const it of items) {
+      const got = await rt.readF32(it.C, 0, it.c.M * it.c.N);
+      const want = matmulRef(it.a, it.b, it.c.M, it.c.N, it.c.K, {
+        transA: it.c.transA, transB: it.c.transB, alpha: it.c.alpha, c0: it.c.accumulate ? it.c0 : undefined,
+      });
+      expectClose(got, want, { atol: 2e-6 * it.c.K + 1e-6, rtol: 1e-5, label: `${caseLabel(it.c)} [${it.built.variant}]` });
+    }
+  } finally {
+    for (const it of items) for (const x of [it.A, it.B, it.C, it.built.uniform]) rt.mem.free(x);
+  }
+}

@@ -1,0 +1,61 @@
+import { afterEach, describe, it } from 'vitest';
+import type { Runtime } from '../../src/engine/gpu/runtime';
+import { setGridMaxX } from '../../src/engine/kernels/launch';
+import { swigluBackward, swigluForward } from '../../src/engine/kernels/swiglu';
+import { swigluBackwardRef, swigluForwardRef } from '../../src/engine/kernels/swiglu.ref';
+import { Rng } from '../../src/engine/util/rng';
+import { expectClose } from '../helpers/compare';
+import { testRuntime } from '../helpers/gpu';
+
+const live: GPUBuffer[] = [];
+function up(rt: Runtime, data: Float32Array): GPUBuffer {
+  const b = rt.upload('activations', 'x', data);
+  live.push(b);
+  return b;
+}
+afterEach(async () => {
+  setGridMaxX(null);
+  const rt = await testRuntime();
+  live.splice(0).forEach((b) => rt.mem.free(b));
+});
+
+async function check(N: number, F: number, inPlace: boolean): Promise<void> {
+  const rt = await testRuntime();
+  const rng = new Rng(N * 31 + F);
+  const n = N * F;
+  // Wide gate range: deep in both saturated tails of the sigmoid (|g| up to ~40).
+  const gate = rng.normalArray(n, 8);
+  if (n > 2) {
+    gate[0] = -100;
+    gate[1] = 100;
+  }
+  const upv = rng.normalArray(n);
+  const dh = rng.normalArray(n);
+  const bg = up(rt, gate);
+  const bu = up(rt, upv);
+  const bh = up(rt, new Float32Array(n));
+  const bdh = up(rt, dh);
+  const bdg = inPlace ? bg : up(rt, new Float32Array(n));
+  const bdu = inPlace ? bu : up(rt, new Float32Array(n));
+  const dims = { N, F };
+  rt.run([
+    swigluForward(rt, { label: 's', gate: bg, up: bu, h: bh, dims }),
+    swigluBackward(rt, { label: 's', gate: bg, up: bu, dh: bdh, dgate: bdg, dup: bdu, dims }),
+  ]);
+  const h = swigluForwardRef(gate, upv);
+  const { dgate, dup } = swigluBackwardRef(gate, upv, dh);
+  expectClose(await rt.readF32(bh, 0, n), h, { atol: 1e-6, rtol: 1e-5, label: 'h' });
+  expectClose(await rt.readF32(bdg, 0, n), dgate, { atol: 1e-6, rtol: 1e-5, label: 'dgate' });
+  expectClose(await rt.readF32(bdu, 0, n), dup, { atol: 1e-6, rtol: 1e-5, label: 'dup' });
+}
+
+describe('swiglu GPU vs reference', () => {
+  for (const [N, F] of [[1, 1], [7, 7], [63, 65], [65, 384], [1000, 65]]) {
+    it(`N=${N} F=${F}`, () => check(N, F, false));
+  }
+  it('backward in place (dgate over gate, dup over up)', () => check(63, 384, true));
+  it('2-D grid', async () => {
+    setGridMaxX(5);
+    await check(65, 65, false);
+  });
+});
