@@ -199,7 +199,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         if (TM == 8u) { a1 = As[ai + BM / TM]; }
         if (TN == 8u) { b1 = Bs[bi + BN / TN]; }
         c00 += a0.x * b0; c10 += a0.y * b0; c20 += a0.z * b0; c30 += a0.w * b0;
-        if (TN == 8u) { c01 += a0.x * b1; c11 += a0.y * b1; c21 += a0.y * b1; c31 += a0.w * b1; }
+        if (TN == 8u) { c01 += a0.x * b1; c11 += a0.y * b1; c21 += a0.z * b1; c31 += a0.w * b1; }
         if (TM == 8u) {
           c40 += a1.x * b0; c50 += a1.y * b0; c60 += a1.z * b0; c70 += a1.w * b0;
           if (TN == 8u) { c41 += a1.x * b1; c51 += a1.y * b1; c61 += a1.z * b1; c71 += a1.w * b1; }
