@@ -3,6 +3,7 @@
 # end-to-end test (tests/e2e/run.ts). Both always run; the counts come from their JSON summaries
 # (not from scraping logs). The LAST line is exactly `N passed, M failed` over both suites; the exit
 # status is non-zero if anything failed or a suite could not report.
+# Arguments go to Vitest (e.g. `npm test -- tests/state` runs those files, then the e2e test).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

@@ -102,8 +102,7 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     }
     workgroupBarrier();
 
-    // Explicit zeroing: a loop-local var's implicit zero-init is not reliably redone per iteration.
-    // Zeroed explicitly: this var is re-entered every tile; do not rely on per-iteration zero-init.
+    // Zeroed explicitly: Dawn/SwiftShader was seen not to redo a loop-local var's zero-init per tile.
     var s: array<f32, MAXC>;
     for (var i = 0u; i < CPT; i++) { s[i] = 0.0; }
     for (var d4 = 0u; d4 < DP; d4++) {

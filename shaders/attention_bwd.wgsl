@@ -49,6 +49,9 @@ override KS_N: u32 = BN * KSTR;
 override SS_N: u32 = BM * SSTR;
 override PS_N: u32 = BN * PSTR;
 
+// Register arrays need const sizes; the override bounds (CPT/CPQ, OPT/OPK) are checked against
+// these in TS. Loop-local arrays are zeroed explicitly each tile: Dawn/SwiftShader was seen not to
+// redo a loop-local var's implicit zero-init on every iteration.
 const MAXC = 16u;
 const MAXO = 8u;
 const LOG2E = 1.4426950408889634;

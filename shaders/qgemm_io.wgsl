@@ -81,14 +81,21 @@ override PM_LEN: u32 = BM * (BN / TN);
 var<workgroup> pmax: array<f32, PM_LEN>;
 
 fn store_out(acc: ptr<function, array<vec4<f32>, 16>>, r0: u32, c0: u32, tx: u32, ty: u32) {
+  // Copy first, in a loop small enough to unroll: the loops below are not, and indexing acc from
+  // them would demote it to local memory for the whole kernel (12× slower on an H200).
+  var cv: array<f32, 64>;   // cv[i*TN + j] = C(row r0+i, col c0+j)
+  for (var i = 0u; i < TM; i++) {
+    for (var h = 0u; h < TN / 4u; h++) {
+      let v = (*acc)[i * (TN / 4u) + h];
+      for (var e = 0u; e < 4u; e++) { cv[i * TN + 4u * h + e] = v[e]; }
+    }
+  }
   let FMAX = 3.4028234663852886e38;
   for (var i = 0u; i < TM; i++) {
     var m = 0.0;
-    for (var h = 0u; h < TN / 4u; h++) {
-      let a = abs((*acc)[i * (TN / 4u) + h]);
-      for (var e = 0u; e < 4u; e++) {
-        if (c0 + 4u * h + e < P.N && a[e] > m && a[e] <= FMAX) { m = a[e]; }
-      }
+    for (var j = 0u; j < TN; j++) {
+      let a = abs(cv[i * TN + j]);
+      if (c0 + j < P.N && a > m && a <= FMAX) { m = a; }
     }
     pmax[(ty * TM + i) * (BN / TN) + tx] = m;
   }
@@ -107,7 +114,7 @@ fn store_out(acc: ptr<function, array<vec4<f32>, 16>>, r0: u32, c0: u32, tx: u32
       if (col0 >= P.N) { break; }
       var w = 0u;
       for (var e = 0u; e < OCPW; e++) {
-        let v = (*acc)[i * (TN / 4u) + (wd * OCPW + e) / 4u][(wd * OCPW + e) % 4u];
+        let v = cv[i * TN + wd * OCPW + e];
         var code = 0u;
         if (s != 0.0 && abs(v) <= FMAX) { code = int_encode(div_rn(v, s), QMAX); }
         w |= code << (OBITS * e);

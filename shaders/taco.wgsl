@@ -12,8 +12,9 @@
 // Numerics match the TS reference (src/engine/quant/taco.ts) operation for operation: the sum of
 // squares is an adjacent-pair tree (the xor butterfly computes exactly that, since fp32 + is
 // commutative), FWHT stages run at strides 1, 2, 4, … with (u, v) → (u + v, u − v), divisions
-// use div_rn (correctly rounded). Only sqrt is not correctly rounded in WGSL; a differs from the
-// reference by an ulp now and then, which can flip a code that sits on a rounding boundary.
+// are correctly rounded (div_rn, or see quotient_for_e4m3). Where a GPU differs — WGSL's sqrt is
+// not correctly rounded, and drivers may fuse a·x + … into an fma — a code sitting on a rounding
+// boundary can flip: 2 to 9 codes per million on an H200, none on SwiftShader.
 // Needs from the codec snippet: div_rn, e4m3_encode, e4m3_decode. From taco_xchg.wgsl: xchg1,
 // xchg4 and `sg`.
 
@@ -41,6 +42,24 @@ const FP8_MAX = 448.0;
 
 fn is_finite(v: f32) -> bool {
   return (bitcast<u32>(v) & 0x7f800000u) != 0x7f800000u;
+}
+
+// RN(y/s) as far as e4m3_encode can tell, without a division per element. y·(1/s) lies within a
+// few ulps of y/s, and an E4M3 code changes only at midpoints between FP8 neighbours: unless the
+// product is within 8 ulps of one (~1 element in 60 000), its code is the code of RN(y/s). Those
+// few take div_rn. Dropped bits below the FP8 step: 20 for normal E4M3 (|v| ≥ 2^-6), 14 − e below
+// (step 2^-9); the midpoint 2^-10 between 0 and the smallest subnormal is caught from both sides.
+fn quotient_for_e4m3(y: f32, s: f32, inv: f32) -> f32 {
+  let q = y * inv;
+  let b = bitcast<u32>(q) & 0x7fffffffu;
+  let e = i32(b >> 23u) - 127;
+  if (b < 0x800000u || b >= 0x7f800000u || e < -11) { return q; }   // far below the grid, or huge
+  let sh = u32(max(20, 14 - e));
+  let x = (b & 0x7fffffu) | 0x800000u;
+  let rem = x & ((1u << sh) - 1u);
+  let half = 1u << (sh - 1u);
+  if (max(rem, half) - min(rem, half) > 8u) { return q; }
+  return div_rn(y, s);
 }
 
 // Normalised FWHT of the group, 4 elements per thread: strides 1 and 2 in registers, then
@@ -86,10 +105,11 @@ fn compress(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wid:
   var mx = max(max(ay.x, ay.y), max(ay.z, ay.w));
   for (var m = 1u; m < G / 4u; m <<= 1u) { mx = max(mx, xchg1(mx, m, t, sg)); }
   let s = clamp(div_rn(mx, FP8_MAX), 1e-12, 1e6);
+  let inv = 1.0 / s;
 
   var packed = 0u;
   for (var j = 0u; j < 4u; j++) {
-    let q = e4m3_encode(clamp(div_rn(y[j], s), -FP8_MAX, FP8_MAX));
+    let q = e4m3_encode(clamp(quotient_for_e4m3(y[j], s, inv), -FP8_MAX, FP8_MAX));
     packed |= (q & 0xffu) << (8u * j);
   }
   if (g < P.groups) {
@@ -121,8 +141,9 @@ fn decompress(@builtin(local_invocation_index) t: u32, @builtin(workgroup_id) wi
   var yq: vec4<f32>;
   for (var j = 0u; j < 4u; j++) { yq[j] = e4m3_decode((w >> (8u * j)) & 0xffu) * s; }
 
-  let xa = fwht(yq, t, sg);
+  // x̂ = t · RN(1/a) (one division per thread, not per element; the reference does the same).
+  let xa = fwht(yq, t, sg) * div_rn(1.0, a);
   for (var j = 0u; j < 4u; j++) {
-    if (e0 + j < P.n) { data[e0 + j] = div_rn(xa[j], a); }
+    if (e0 + j < P.n) { data[e0 + j] = xa[j]; }
   }
 }

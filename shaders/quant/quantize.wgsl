@@ -10,6 +10,9 @@
 //
 // Every kernel binds the uniform at 0; resources that differ per kernel alias the same binding
 // numbers, which WGSL allows across entry points.
+// Memory access: every global load and store is coalesced (consecutive threads, consecutive
+// addresses); where a thread needs consecutive elements (absmax scans, packing codes into words) the
+// data goes through workgroup memory.
 
 // 0 = fp8-e4m3, 1 = fp8-e5m2, 2 = int8, 3 = int4 (FORMAT_ID in src/engine/quant/formats.ts).
 override FMT: u32 = 0u;
@@ -42,10 +45,19 @@ struct Params {
 const WG: u32 = 256u;
 // Segments one absmax tile can touch: tile = 256·items with items ≤ L, so ≤ 256 whole + 2 partial.
 const TILE_SEGS: u32 = 258u;
+// Largest absmax tile (256 threads × 16 elements), staged in workgroup memory with one pad word per
+// 16 so that thread l reading its 16 consecutive words (stride 17) hits distinct banks.
+const TILE_MAX: u32 = 4096u;
 // bits of 2^-110: groups whose absmax is below it get s = 0 (SCALE_TINY in quantizer.ts).
 const TINY_BITS: u32 = 0x08800000u;
 
 var<workgroup> wmax: array<atomic<u32>, TILE_SEGS>;
+var<workgroup> stage: array<u32, 4352>; // TILE_MAX + TILE_MAX / 16
+var<workgroup> wcodes: array<u32, WG>;
+
+fn pad(j: u32) -> u32 {
+  return j + (j >> 4u);
+}
 
 fn seg_of(i: u32) -> u32 {
   if (p.columns != 0u) { return i % p.seg; }
@@ -68,34 +80,45 @@ fn abs_bits(i: u32) -> u32 {
   return select(0u, a, a < 0x7f800000u);
 }
 
-// Contiguous segments (per tensor / row / group). A workgroup takes a tile of 256·items elements;
-// each thread scans `items` consecutive ones keeping a running max per segment, merges it into
-// shared atomics when the segment changes, and the tile's maxima go to global atomics once.
+// Contiguous segments (per tensor / row / group). A workgroup takes a tile of 256·items elements:
+// loads it coalesced into workgroup memory, then each thread scans `items` consecutive elements
+// keeping a running max per segment (boundaries tracked incrementally: no division per element),
+// merges it into shared atomics when the segment changes, and the tile's maxima go to global
+// atomics once.
 @compute @workgroup_size(WG)
 fn absmax_seg(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
               @builtin(num_workgroups) nwg: vec3<u32>) {
-  let tsize = WG * p.items;
+  let items = p.items;
+  let tsize = WG * items;
   let start = (wid.x + wid.y * nwg.x) * tsize;
   if (start >= p.n) { return; } // uniform per workgroup
   let end = min(start + tsize, p.n);
-  let seg0 = start / p.seg;
+  for (var k = 0u; k < items; k++) {
+    let j = k * WG + lid;
+    var a = 0u;
+    if (start + j < end) { a = abs_bits(start + j); }
+    stage[pad(j)] = a;
+  }
   for (var j = lid; j < TILE_SEGS; j += WG) { atomicStore(&wmax[j], 0u); }
   workgroupBarrier();
-  var cur_seg = 0xffffffffu;
-  var cur = 0u;
-  let b = start + lid * p.items;
-  for (var k = 0u; k < p.items; k++) {
-    let i = b + k;
-    if (i >= end) { break; }
-    let s = i / p.seg - seg0;
-    if (s != cur_seg) {
-      if (cur_seg != 0xffffffffu && cur != 0u) { atomicMax(&wmax[cur_seg], cur); }
-      cur_seg = s;
-      cur = 0u;
+  let seg0 = start / p.seg;
+  let b = start + lid * items;
+  if (b < end) {
+    var s = b / p.seg;
+    var next = (s + 1u) * p.seg; // first element of the following segment
+    var cur = 0u;
+    let stop = min(b + items, end);
+    for (var i = b; i < stop; i++) {
+      if (i >= next) {
+        if (cur != 0u) { atomicMax(&wmax[s - seg0], cur); }
+        s = i / p.seg;
+        next = (s + 1u) * p.seg;
+        cur = 0u;
+      }
+      cur = max(cur, stage[pad(i - start)]);
     }
-    cur = max(cur, abs_bits(i));
+    if (cur != 0u) { atomicMax(&wmax[s - seg0], cur); }
   }
-  if (cur_seg != 0xffffffffu && cur != 0u) { atomicMax(&wmax[cur_seg], cur); }
   workgroupBarrier();
   let nloc = (end - 1u) / p.seg - seg0 + 1u;
   for (var j = lid; j < nloc; j += WG) {
@@ -151,38 +174,41 @@ fn decode_one(c: u32) -> f32 {
   }
 }
 
-// One thread per output word: 4 (8-bit formats) or 8 (INT4) elements; a partial last word is
-// zero-padded, and zero-scale groups and non-finite inputs get code 0.
+// One thread per element (coalesced loads); the workgroup's 256 codes are packed into 64 (INT4: 32)
+// words through workgroup memory and written coalesced. A partial last word is zero-padded;
+// zero-scale groups and non-finite inputs get code 0.
 @compute @workgroup_size(WG)
-fn encode(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let w = flat(gid, nwg);
-  let per = select(4u, 8u, FMT == 3u);
-  let first = w * per;
-  if (first >= p.n) { return; }
-  var word = 0u;
-  for (var j = 0u; j < per; j++) {
-    let i = first + j;
-    if (i >= p.n) { break; }
+fn encode(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+          @builtin(num_workgroups) nwg: vec3<u32>) {
+  let base = (wid.x + wid.y * nwg.x) * WG;
+  if (base >= p.n) { return; } // uniform per workgroup
+  let i = base + lid;
+  var c = 0u;
+  if (i < p.n) {
     let x = xin[i];
     let s = scales_r[seg_of(i)];
-    if (s == 0.0 || (bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) { continue; }
-    let c = encode_one(div_rn(x, s), i);
-    if (FMT == 3u) { word = set_nibble(word, j, c); } else { word = set_byte(word, j, c); }
+    if (s != 0.0 && (bitcast<u32>(x) & 0x7fffffffu) < 0x7f800000u) { c = encode_one(div_rn(x, s), i); }
   }
-  words_w[w] = word;
+  wcodes[lid] = c;
+  workgroupBarrier();
+  let per = select(4u, 8u, FMT == 3u);
+  if (lid < WG / per) {
+    var word = 0u;
+    for (var j = 0u; j < per; j++) {
+      let cj = wcodes[lid * per + j];
+      if (FMT == 3u) { word = set_nibble(word, j, cj); } else { word = set_byte(word, j, cj); }
+    }
+    let w = base / per + lid;
+    if (w * per < p.n) { words_w[w] = word; }
+  }
 }
 
+// One thread per element: coalesced f32 stores; neighbouring threads read the same word (cached).
 @compute @workgroup_size(WG)
 fn dequantize(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let w = flat(gid, nwg);
-  let per = select(4u, 8u, FMT == 3u);
-  let first = w * per;
-  if (first >= p.n) { return; }
-  let word = words_r[w];
-  for (var j = 0u; j < per; j++) {
-    let i = first + j;
-    if (i >= p.n) { break; }
-    let c = select(get_byte(word, j), get_nibble(word, j), FMT == 3u);
-    out_w[i] = decode_one(c) * scales_r[seg_of(i)];
-  }
+  let i = flat(gid, nwg);
+  if (i >= p.n) { return; }
+  var c = 0u;
+  if (FMT == 3u) { c = get_nibble(words_r[i >> 3u], i); } else { c = get_byte(words_r[i >> 2u], i); }
+  out_w[i] = decode_one(c) * scales_r[seg_of(i)];
 }

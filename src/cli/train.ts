@@ -16,6 +16,8 @@ import { initParams, paramLayout, unflatten } from '../engine/model/params';
 import { defaultTrainOptions, type TrainOverrides } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer';
 import { planMemory, Trainer } from '../engine/train/trainer';
+import { SCHEME_PRESETS } from '../engine/scheme/presets';
+import { assertSupported, parseScheme, type Scheme } from '../engine/scheme/scheme';
 import { defaultCorpusPath, fail, num, UsageError } from './common';
 
 const HELP = `usage: npm run train -- [options]
@@ -25,6 +27,8 @@ const HELP = `usage: npm run train -- [options]
   --lr X --min-lr X --warmup N    learning rate schedule (linear warmup, cosine to min-lr)
   --weight-decay X --grad-clip X  AdamW decay (ndim>=2 only), global-norm clipping (0 = off)
   --seed S                        seed for init and batches
+  --scheme NAME|FILE.json         quantization scheme: fp32 (default), agoq, or a scheme JSON file
+                                  (see docs/schemes.md)
   --data FILE.txt                 training text (default: bundled TinyShakespeare)
   --eval-every N --eval-batches N validation cadence and size
   --out DIR                       output directory (default runs/<model>-<time>)
@@ -45,6 +49,7 @@ async function main(): Promise<void> {
         data: { type: 'string' }, out: { type: 'string' }, 'eval-every': { type: 'string' }, 'eval-batches': { type: 'string' },
         'export-init': { type: 'boolean' }, 'dump-batches': { type: 'boolean' }, plan: { type: 'boolean' },
         sample: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+        scheme: { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -68,6 +73,7 @@ async function main(): Promise<void> {
     }
     modelOverride = modelConfigFromHf(raw as Record<string, unknown>);
   }
+  const scheme = loadScheme(a.scheme ?? 'fp32');
   const dataPath = a.data ?? defaultCorpusPath();
   let text: string;
   try {
@@ -83,6 +89,7 @@ async function main(): Promise<void> {
     gradClip: num('grad-clip', a['grad-clip'], { min: 0 }), seed: num('seed', a.seed, { int: true, min: 0 }),
     evalEvery: num('eval-every', a['eval-every'], { int: true, min: 0 }), evalBatches: num('eval-batches', a['eval-batches'], { int: true, min: 1 }),
     model: { ...modelOverride, vocab_size: tokenizer.vocabSize },
+    scheme,
   };
   let opts;
   try {
@@ -94,7 +101,7 @@ async function main(): Promise<void> {
 
   if (a.plan) {
     const layout = paramLayout(opts.model);
-    console.log(JSON.stringify({ model: preset, params: layout.count, batch: opts.batch, seq: opts.seq, bytes: planMemory(opts) }, null, 2));
+    console.log(JSON.stringify({ model: preset, scheme: scheme.name, params: layout.count, batch: opts.batch, seq: opts.seq, bytes: planMemory(opts) }, null, 2));
     return;
   }
 
@@ -112,7 +119,7 @@ async function main(): Promise<void> {
     eval: { every: opts.evalEvery, batches: opts.evalBatches },
     data: { path: path.resolve(dataPath), chars: text.length, sha256: createHash('sha256').update(text).digest('hex') },
     tokenizer: tokenizer.toJSON(),
-    scheme: 'fp32',
+    scheme,
     device: gpu.adapterInfo,
     params: paramLayout(opts.model).count,
     started: new Date().toISOString(),
@@ -168,4 +175,27 @@ async function main(): Promise<void> {
   rt.destroy();
 }
 
-main().then(() => process.exit(0), fail);
+function loadScheme(arg: string): Scheme {
+  if (SCHEME_PRESETS[arg]) return SCHEME_PRESETS[arg];
+  if (!arg.endsWith('.json')) throw new UsageError(`--scheme: unknown preset '${arg}' (presets: ${Object.keys(SCHEME_PRESETS).join(', ')}; or a .json file)`);
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(arg, 'utf8'));
+  } catch (e) {
+    throw new UsageError(`--scheme ${arg}: ${(e as Error).message}`);
+  }
+  try {
+    const s = parseScheme(raw);
+    assertSupported(s);
+    return s;
+  } catch (e) {
+    throw new UsageError(`--scheme ${arg}: ${(e as Error).message}`);
+  }
+}
+
+// Dawn in plain Node: keep the event loop alive while GPU callbacks are pending.
+const keepAlive = setInterval(() => {}, 1000);
+main().then(() => {
+  clearInterval(keepAlive);
+  process.exit(0);
+}, fail);

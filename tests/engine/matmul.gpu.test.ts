@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { timeDispatches } from '../../src/engine/gpu/timer';
 import {
-  autotuneMatmul, buildMatmul, chooseMatmulVariant, matmul, tunedVariant, type MatmulShape,
+  autotuneMatmul, buildMatmul, chooseMatmulVariant, loadTunedTable, matmul, tunedTable, tunedVariant, type MatmulShape,
 } from '../../src/engine/kernels/matmul';
 import { checkMatmuls, type MatmulCase, TRANS } from './matmul.cases';
 import { matmulRef } from '../../src/engine/kernels/matmul.ref';
@@ -93,6 +93,10 @@ describe('autotune and timer', () => {
     for (const t of Object.values(res.timesMs)) expect(t).toBeGreaterThan(0);
     expect(res.timesMs[res.variant]).toBe(Math.min(...Object.values(res.timesMs)));
     expect(tunedVariant(rt, shape)).toBe(res.variant);
+    expect(tunedTable(rt)).toMatchObject({ '37x44x52NT': res.variant });
+    loadTunedTable(rt, { '1x2x3NN': SMALL, '1x2x4NN': 'no-such-variant' });
+    expect(tunedVariant(rt, { M: 1, N: 2, K: 3 })).toBe(SMALL);
+    expect(tunedVariant(rt, { M: 1, N: 2, K: 4 })).toBeUndefined();
     const other = { ...shape, transB: false };
     expect(tunedVariant(rt, other)).toBeUndefined();
     const buf = rt.createBuffer('workspace', 'x', 4 * 52 * 44);

@@ -312,7 +312,7 @@ describe('quantize / dequantize kernels vs quantizeRef / dequantizeRef', () => {
   });
 
   it('benchQuantize reports a positive throughput', async () => {
-    const gbps = await benchQuantize(rt, 1 << 14, { minSeconds: 0.02 });
+    const gbps = await benchQuantize(rt, 1 << 14, { reps: 2 });
     expect(gbps).toBeGreaterThan(0);
     expect(Number.isFinite(gbps)).toBe(true);
   });

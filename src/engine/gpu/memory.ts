@@ -7,6 +7,12 @@ export const MEM_CATEGORIES = ['weights', 'grads', 'optimizer', 'activations', '
 export type MemCategory = (typeof MEM_CATEGORIES)[number];
 export type MemReport = Record<MemCategory | 'total', number>;
 
+/**
+ * GPUBufferUsage flag values (fixed by the WebGPU spec), usable where the WebGPU globals are absent
+ * (memory plans are computed without a device).
+ */
+export const BUFFER_USAGE = { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 } as const;
+
 export interface Allocation {
   label: string;
   category: MemCategory;
@@ -38,7 +44,7 @@ export class GpuMemory {
     category: MemCategory,
     label: string,
     bytes: number,
-    usage: GPUBufferUsageFlags = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
+    usage: GPUBufferUsageFlags = BUFFER_USAGE.STORAGE | BUFFER_USAGE.COPY_SRC | BUFFER_USAGE.COPY_DST,
   ): GPUBuffer {
     if (!Number.isFinite(bytes) || bytes < 0) throw new Error(`alloc ${label}: invalid size ${bytes}`);
     const size = roundBufferSize(bytes);

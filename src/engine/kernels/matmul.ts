@@ -192,10 +192,27 @@ export function tunedVariant(rt: Runtime, s: MatmulShape): string | undefined {
 }
 
 export function setTunedVariant(rt: Runtime, s: MatmulShape, name: string): void {
+  setTunedKey(rt, shapeKey(s), name);
+}
+
+function setTunedKey(rt: Runtime, key: string, name: string): void {
   getVariant(name);
   let m = tuned.get(rt.device);
   if (!m) tuned.set(rt.device, (m = new Map()));
-  m.set(shapeKey(s), name);
+  m.set(key, name);
+}
+
+/** The picks so far as plain JSON (shapeKey → variant), to save next to a run's config. */
+export function tunedTable(rt: Runtime): Record<string, string> {
+  return Object.fromEntries(tuned.get(rt.device) ?? []);
+}
+
+/** Restores saved picks; names that fit this device's limits only (a table from another GPU). */
+export function loadTunedTable(rt: Runtime, table: Record<string, string>): void {
+  for (const [key, name] of Object.entries(table)) {
+    const v = MATMUL_VARIANTS.find((x) => x.name === name);
+    if (v && variantFits(v, rt.device.limits)) setTunedKey(rt, key, name);
+  }
 }
 
 // ---- dispatch building -----------------------------------------------------------------------
@@ -231,7 +248,10 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   const name = args.variant ?? tunedVariant(rt, args) ?? chooseMatmulVariant(args, rt.device.limits);
   const v = getVariant(name);
   if (!variantFits(v, rt.device.limits)) throw new Error(`${args.label}: variant ${name} exceeds this device's limits`);
-  const { vecA, vecB, vecC } = vectorFlags(args);
+  // vec4 bindings also need 16-byte offsets (the convention is 256; checked, not assumed).
+  const aligned = (b: Binding) => ((b as BufSlice).offset ?? 0) % 16 === 0;
+  const vf = vectorFlags(args);
+  const [vecA, vecB, vecC] = [vf.vecA && aligned(args.a), vf.vecB && aligned(args.b), vf.vecC && aligned(args.c)];
   const accumulate = args.accumulate ?? false;
   const specialize = args.specialize ?? true;
   const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (accumulate ? 4 : 0);

@@ -10,6 +10,7 @@
 import codecWgsl from '../../../shaders/quant/codec.wgsl?raw';
 import quantizeWgsl from '../../../shaders/quant/quantize.wgsl?raw';
 import type { MemCategory } from '../gpu/memory';
+import { timeDispatches } from '../gpu/timer';
 import { type Dispatch, type Runtime, Uniforms } from '../gpu/runtime';
 import { BITS, FORMAT_ID, QMAX, type QuantFormat } from '../quant/formats';
 import { type CodeBits, wordsFor } from '../quant/pack';
@@ -153,7 +154,7 @@ export function buildQuantize(
       entryPoint: 'encode',
       constants,
       bindings: [params, x, scales, words],
-      workgroups: grid(rt, Math.ceil(numWords / WG)),
+      workgroups: grid(rt, Math.ceil(n / WG)),
     }),
   ];
   return {
@@ -187,14 +188,13 @@ export function buildDequantize(
   if (!opts.out) owned.push(out);
   const params = rt.uniform(label, paramsFor(spec, 1, {}));
   owned.push(params);
-  const numWords = wordsFor(spec.n, BITS[spec.format] as CodeBits);
   const d = rt.kernel({
     label,
     code: QUANTIZE_WGSL,
     entryPoint: 'dequantize',
     constants: { FMT: FORMAT_ID[spec.format] },
     bindings: [params, words, scales, out],
-    workgroups: grid(rt, Math.ceil(numWords / WG)),
+    workgroups: grid(rt, Math.ceil(spec.n / WG)),
   });
   return {
     spec,
@@ -245,12 +245,13 @@ export async function dequantizeGpu(rt: Runtime, q: Quantized): Promise<Float32A
 /**
  * Quantize throughput in GB/s, counting the compulsory traffic once: N·4 bytes read plus the payload
  * (codes + scales) written. (The kernels read x twice — absmax, then encode — so the DRAM traffic
- * is about 2N·4 + payload.) Times whole command buffers after a warm-up; not a test assertion.
+ * is about 2N·4 + payload.) GPU pass time from timestamp queries where available (median of `reps`),
+ * else wall clock (see ../gpu/timer.ts). A benchmark figure, never a test assertion.
  */
 export async function benchQuantize(
   rt: Runtime,
   n: number,
-  opts: { format?: QuantFormat; granularity?: Granularity; minSeconds?: number } = {},
+  opts: { format?: QuantFormat; granularity?: Granularity; reps?: number } = {},
 ): Promise<number> {
   const format = opts.format ?? 'int8';
   const granularity = opts.granularity ?? { kind: 'group', size: 128 };
@@ -258,20 +259,8 @@ export async function benchQuantize(
   const xb = rt.upload('workspace', 'bench.quantize.x', x);
   const k = buildQuantize(rt, { format, granularity, n }, xb);
   try {
-    rt.run(k.dispatches);
-    await rt.sync();
-    const minSeconds = opts.minSeconds ?? 0.5;
-    let iters = 0;
-    const t0 = performance.now();
-    let dt = 0;
-    for (let batch = 1; dt < minSeconds * 1000; batch *= 2) {
-      for (let i = 0; i < batch; i++) rt.run(k.dispatches);
-      await rt.sync();
-      iters += batch;
-      dt = performance.now() - t0;
-    }
-    const bytes = 4 * n + payloadBytes(format, n, k.numScales);
-    return (bytes * iters) / (dt / 1000) / 1e9;
+    const t = await timeDispatches(rt, k.dispatches, { warmup: 2, reps: opts.reps ?? 10 });
+    return (4 * n + payloadBytes(format, n, k.numScales)) / t.medianMs / 1e6;
   } finally {
     k.destroy();
     rt.mem.free(xb);

@@ -6,7 +6,7 @@
  * Shapes: B batch, T context, N = B·T tokens, C hidden, F intermediate, nH/nKV query/KV heads,
  * D head dim, V vocab, L layers. Activations are row-major [N, ·]; weights are HF [out, in].
  */
-import type { MemCategory } from '../gpu/memory';
+import { BUFFER_USAGE, type MemCategory } from '../gpu/memory';
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionBackward, attentionBackwardWorkspaceBytes, attentionForward } from '../kernels/attention';
 import { crossEntropyForwardBackward, crossEntropyWorkspaceBytes } from '../kernels/crossentropy';
@@ -18,6 +18,12 @@ import { rmsnormBackward, rmsnormForward, rmsnormWorkspaceBytes } from '../kerne
 import { rope, ropeTablePacked } from '../kernels/rope';
 import { swigluBackward, swigluForward } from '../kernels/swiglu';
 import { adamw, ADAMW_STEP_BYTES } from '../optim/adamw';
+import { buildDequantize, buildQuantize } from '../kernels/quantize';
+import { BITS, type QuantFormat } from '../quant/formats';
+import { type CodeBits, wordsFor } from '../quant/pack';
+import { type Granularity, numScales } from '../quant/quantizer';
+import { assertSupported, type QuantSpec, savedSpec, type SavedKind, type Scheme } from '../scheme/scheme';
+import { SCHEME_PRESETS } from '../scheme/presets';
 import { headDim, type ModelConfig } from './config';
 import { type ParamLayout, paramLayout } from './params';
 
@@ -31,12 +37,14 @@ export interface BufferSpec {
 export interface PlanOptions {
   /** false: forward only (evaluation, sampling) — no grads, optimizer state or backward workspace. */
   training?: boolean;
+  scheme?: Scheme;
   /** false: the weights belong to another model (a B=1 sampler beside the trainer). */
   ownWeights?: boolean;
 }
 
 export interface ModelBuildOptions {
   training?: boolean;
+  scheme?: Scheme;
   /** Bind another model's weights instead of allocating them. */
   sharedWeights?: GPUBuffer;
 }
@@ -53,8 +61,73 @@ export function modelDims(cfg: ModelConfig, B: number, T: number): ModelDims {
   };
 }
 
-/** Saved-for-backward tensors of one layer, in floats per token (the AGoQ schemes re-price these). */
+/** Saved-for-backward tensors of one layer (the schemes re-price these). */
 export const LAYER_SAVED = ['xIn', 'rstd1', 'h1', 'q', 'k', 'v', 'o', 'lse', 'xMid', 'rstd2', 'h2', 'gate', 'up', 'act'] as const;
+export type LayerSavedKey = (typeof LAYER_SAVED)[number];
+
+/**
+ * Which scheme column prices each saved tensor. `o` is both the attention output (its backward
+ * needs it) and the O-proj input; it is stored once, at the `attn_out` setting. rstd and lse are
+ * per-row statistics and stay fp32.
+ */
+export const SAVED_KIND_OF: Partial<Record<LayerSavedKey, SavedKind>> = {
+  xIn: 'norm_input', h1: 'qkv_input', q: 'attn_qkv', k: 'attn_qkv', v: 'attn_qkv', o: 'attn_out',
+  xMid: 'norm_input', h2: 'mlp_input', gate: 'swiglu', up: 'swiglu', act: 'down_input',
+};
+
+/** Storage of one saved tensor: fp32, or packed codes + fp32 scales (a `Quantized` on the GPU). */
+export interface SavedStorage {
+  format: QuantFormat;
+  granularity: Granularity;
+  n: number;
+  words: number;
+  scales: number;
+}
+
+export function savedStorage(spec: QuantSpec, n: number, rowLength: number): SavedStorage | null {
+  if (spec.format === 'fp32') return null;
+  const granularity: Granularity =
+    spec.granularity === 'row' ? { kind: 'row', rowLength }
+      : spec.granularity === 'column' ? { kind: 'column', rowLength }
+        : spec.granularity === 'tensor' ? { kind: 'tensor' }
+          : { kind: 'group', size: spec.group };
+  const format = spec.format as QuantFormat;
+  return { format, granularity, n, words: wordsFor(n, BITS[format] as CodeBits), scales: numScales(granularity, n) };
+}
+
+/**
+ * Live copies that reuse a backward scratch buffer of the same size instead of their own: in the
+ * forward pass these buffers are free, and the backward order (buildBackward) reloads each live copy
+ * only once the scratch's previous content is dead. Halves the overhead of quantized storage.
+ */
+const LIVE_ALIAS: Partial<Record<LayerSavedKey, string>> = { act: 'dF1', xIn: 'qRaw', xMid: 'dq', h1: 'dh', h2: 'dh' };
+
+function liveKey(k: LayerSavedKey): string {
+  return LIVE_ALIAS[k] ?? `live.${k}`;
+}
+
+function layerSizes(d: ModelDims): Record<LayerSavedKey, [number, number]> {
+  // [elements, row length]
+  return {
+    xIn: [d.N * d.C, d.C], rstd1: [d.N, 1], h1: [d.N * d.C, d.C], q: [d.N * d.C, d.C], k: [d.N * d.KVC, d.KVC],
+    v: [d.N * d.KVC, d.KVC], o: [d.N * d.C, d.C], lse: [d.B * d.nH * d.T, d.T], xMid: [d.N * d.C, d.C], rstd2: [d.N, 1],
+    h2: [d.N * d.C, d.C], gate: [d.N * d.F, d.F], up: [d.N * d.F, d.F], act: [d.N * d.F, d.F],
+  };
+}
+
+/** The storage of every saved tensor of layer l under a scheme (null = fp32). Only training saves. */
+export function layerStorage(d: ModelDims, scheme: Scheme | undefined, l: number): Partial<Record<LayerSavedKey, SavedStorage>> {
+  const out: Partial<Record<LayerSavedKey, SavedStorage>> = {};
+  if (!scheme) return out;
+  const sizes = layerSizes(d);
+  for (const key of LAYER_SAVED) {
+    const kind = SAVED_KIND_OF[key];
+    if (!kind) continue;
+    const st = savedStorage(savedSpec(scheme, l, kind), sizes[key][0], sizes[key][1]);
+    if (st) out[key] = st;
+  }
+  return out;
+}
 
 /** Every buffer the training step allocates, in bytes. The single source for allocation and `--plan`. */
 export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: PlanOptions = {}): BufferSpec[] {
@@ -72,13 +145,25 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   const act = (key: string, floats: number) => out.push({ key, category: 'activations', bytes: floats * f });
   const ws = (key: string, bytes: number) => out.push({ key, category: 'workspace', bytes });
   act('ids', d.N);
+  const sizes = layerSizes(d);
+  const live = new Set<LayerSavedKey>();
   for (let l = 0; l < d.L; l++) {
-    const sizes: Record<(typeof LAYER_SAVED)[number], number> = {
-      xIn: d.N * d.C, rstd1: d.N, h1: d.N * d.C, q: d.N * d.C, k: d.N * d.KVC, v: d.N * d.KVC, o: d.N * d.C,
-      lse: d.B * d.nH * d.T, xMid: d.N * d.C, rstd2: d.N, h2: d.N * d.C, gate: d.N * d.F, up: d.N * d.F, act: d.N * d.F,
-    };
-    for (const k of LAYER_SAVED) act(`L${l}.${k}`, sizes[k]);
+    const st = layerStorage(d, training ? opts.scheme : undefined, l);
+    for (const k of LAYER_SAVED) {
+      const q = st[k];
+      if (!q) {
+        act(`L${l}.${k}`, sizes[k][0]);
+        continue;
+      }
+      // Quantized storage: codes and scales are what stays alive for backward.
+      out.push({ key: `L${l}.${k}.codes`, category: 'activations', bytes: q.words * 4 });
+      out.push({ key: `L${l}.${k}.scales`, category: 'activations', bytes: q.scales * 4 });
+      live.add(k);
+    }
   }
+  // One fp32 working copy per quantized kind, shared by all layers: forward writes it before
+  // quantizing, backward dequantizes into it before the consumers read it.
+  for (const k of live) if (!LIVE_ALIAS[k]) ws(liveKey(k), sizes[k][0] * f);
   act('xFinal', d.N * d.C);
   act('rstdF', d.N);
   act('hF', d.N * d.C);
@@ -90,14 +175,12 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   ws('loss', 16);
   ws('ceWs', crossEntropyWorkspaceBytes());
   // Loss and gradient norm come back through this small mappable buffer once per step.
-  out.push({ key: 'readback', category: 'workspace', bytes: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  out.push({ key: 'readback', category: 'workspace', bytes: 16, usage: BUFFER_USAGE.MAP_READ | BUFFER_USAGE.COPY_DST });
   ws('rope', 2 * d.T * (d.D / 2) * f);
   if (training) {
     ws('dres', d.N * d.C * f);
     ws('dh', d.N * d.C * f);
     ws('dF1', d.N * d.F * f);
-    ws('dF2', d.N * d.F * f);
-    ws('dF3', d.N * d.F * f);
     ws('dq', d.N * d.C * f);
     ws('dk', d.N * d.KVC * f);
     ws('dv', d.N * d.KVC * f);
@@ -106,7 +189,7 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
     ws('embedWs', embeddingWorkspaceBytes({ N: d.N, V: d.V }));
     ws('normPartials', globalNormPartialsBytes(layout.totalFloats));
     ws('gradNorm', 16);
-    out.push({ key: 'stepParams', category: 'workspace', bytes: ADAMW_STEP_BYTES, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    out.push({ key: 'stepParams', category: 'workspace', bytes: ADAMW_STEP_BYTES, usage: BUFFER_USAGE.UNIFORM | BUFFER_USAGE.COPY_DST });
   }
   return out;
 }
@@ -124,15 +207,21 @@ export class LlamaGpu {
   private logitsEnd = 0;
 
   readonly training: boolean;
+  readonly scheme: Scheme;
+  /** Per layer: storage of the quantized saved tensors (absent = fp32). */
+  readonly storage: Partial<Record<LayerSavedKey, SavedStorage>>[] = [];
 
   constructor(readonly rt: Runtime, readonly cfg: ModelConfig, B: number, T: number, opts: ModelBuildOptions = {}) {
     if (T > cfg.max_position_embeddings) {
       throw new Error(`context ${T} exceeds max_position_embeddings ${cfg.max_position_embeddings}`);
     }
     this.training = opts.training ?? true;
+    this.scheme = opts.scheme ?? SCHEME_PRESETS.fp32;
+    assertSupported(this.scheme);
     this.layout = paramLayout(cfg);
     this.dims = modelDims(cfg, B, T);
-    for (const s of modelBufferPlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights })) this.buf.set(s.key, rt.createBuffer(s.category, s.key, s.bytes, s.usage));
+    for (let l = 0; l < this.dims.L; l++) this.storage.push(layerStorage(this.dims, this.training ? this.scheme : undefined, l));
+    for (const s of modelBufferPlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: this.scheme })) this.buf.set(s.key, rt.createBuffer(s.category, s.key, s.bytes, s.usage));
     if (opts.sharedWeights) this.buf.set('weights', opts.sharedWeights);
     this.ownsWeights = !opts.sharedWeights;
     const training = this.training;
@@ -157,6 +246,28 @@ export class LlamaGpu {
     return { buffer: this.b(which), offset: v.offset * 4, size: v.size * 4 };
   }
 
+  /** The fp32 binding of a layer's saved tensor: its own buffer, or the shared live copy when stored quantized. */
+  saved(l: number, key: LayerSavedKey): GPUBuffer {
+    return this.storage[l][key] ? this.b(liveKey(key)) : this.b(`L${l}.${key}`);
+  }
+
+  /** Dispatches that quantize the live copy of (l, key) into its codes (nothing when fp32). */
+  private storeSaved(l: number, key: LayerSavedKey): Dispatch[] {
+    const st = this.storage[l][key];
+    if (!st) return [];
+    return buildQuantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n }, this.b(liveKey(key)), {
+      words: this.b(`L${l}.${key}.codes`), scales: this.b(`L${l}.${key}.scales`),
+    }).dispatches;
+  }
+
+  /** Dispatches that dequantize (l, key) back into its live copy before backward reads it. */
+  private loadSaved(l: number, key: LayerSavedKey): Dispatch[] {
+    const st = this.storage[l][key];
+    if (!st) return [];
+    return buildDequantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n },
+      this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), { out: this.b(liveKey(key)) }).dispatches;
+  }
+
   private lmHead(): string {
     return this.cfg.tie_word_embeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
   }
@@ -167,26 +278,39 @@ export class LlamaGpu {
     const eps = cfg.rms_norm_eps;
     const f = this.forward;
     const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? f.push(...d) : f.push(d));
-    push(embeddingForward(rt, { label: 'embed', ids: this.b('ids'), W: this.param('model.embed_tokens.weight'), out: this.b('L0.xIn'), dims: { N, V, C } }));
+    push(embeddingForward(rt, { label: 'embed', ids: this.b('ids'), W: this.param('model.embed_tokens.weight'), out: this.saved(0, 'xIn'), dims: { N, V, C } }));
     for (let l = 0; l < L; l++) {
       const p = (s: string) => this.param(`model.layers.${l}.${s}`);
-      const a = (s: string) => this.b(`L${l}.${s}`);
+      const a = (s: LayerSavedKey) => this.saved(l, s);
       const lab = (s: string) => `L${l}.${s}`;
-      const next = l + 1 < L ? this.b(`L${l + 1}.xIn`) : this.b('xFinal');
+      const next = l + 1 < L ? this.saved(l + 1, 'xIn') : this.b('xFinal');
+      const store = (k: LayerSavedKey) => push(this.storeSaved(l, k));
+      store('xIn');
       push(rmsnormForward(rt, { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps } }));
+      // Residual copy first: xIn is dead after this (its live copy may be qRaw, written next).
+      push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
+      store('h1');
       push(matmul(rt, { label: lab('q_proj'), a: a('h1'), b: p('self_attn.q_proj.weight'), c: this.b('qRaw'), M: N, N: C, K: C, transB: true }));
       push(matmul(rt, { label: lab('k_proj'), a: a('h1'), b: p('self_attn.k_proj.weight'), c: this.b('kRaw'), M: N, N: KVC, K: C, transB: true }));
       push(matmul(rt, { label: lab('v_proj'), a: a('h1'), b: p('self_attn.v_proj.weight'), c: a('v'), M: N, N: KVC, K: C, transB: true }));
+      store('v');
       push(rope(rt, { label: lab('rope_q'), x: this.b('qRaw'), y: a('q'), table: this.b('rope'), B, T, nHeads: nH, D }));
+      store('q');
       push(rope(rt, { label: lab('rope_k'), x: this.b('kRaw'), y: a('k'), table: this.b('rope'), B, T, nHeads: nKV, D }));
+      store('k');
       push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
-      // Residual: xMid = xIn + o·Woᵀ (copy, then a GEMM that accumulates).
-      push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
+      store('o');
+      // xMid = xIn + o·Woᵀ: the GEMM accumulates onto the residual copy.
       push(matmul(rt, { label: lab('o_proj'), a: a('o'), b: p('self_attn.o_proj.weight'), c: a('xMid'), M: N, N: C, K: C, transB: true, accumulate: true }));
+      store('xMid');
       push(rmsnormForward(rt, { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
+      store('h2');
       push(matmul(rt, { label: lab('gate_proj'), a: a('h2'), b: p('mlp.gate_proj.weight'), c: a('gate'), M: N, N: F, K: C, transB: true }));
+      store('gate');
       push(matmul(rt, { label: lab('up_proj'), a: a('h2'), b: p('mlp.up_proj.weight'), c: a('up'), M: N, N: F, K: C, transB: true }));
+      store('up');
       push(swigluForward(rt, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
+      store('act');
       push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
       push(matmul(rt, { label: lab('down_proj'), a: a('act'), b: p('mlp.down_proj.weight'), c: next, M: N, N: C, K: F, transB: true, accumulate: true }));
     }
@@ -198,6 +322,12 @@ export class LlamaGpu {
     push(crossEntropyForwardBackward(rt, { label: 'xent', logits, dlogits: logits, targets: this.b('targets'), losses: this.b('losses'), loss: this.b('loss'), workspace: this.b('ceWs'), dims: { N, V } }));
   }
 
+  /**
+   * The order matters for memory: a quantized tensor is dequantized into its live copy just before
+   * its consumers, and several live copies share backward scratch buffers (LIVE_ALIAS), so each
+   * scratch buffer's previous content must be dead by then. Weight gradients that read a live copy
+   * run before the input-gradient GEMM that overwrites the same scratch.
+   */
   private buildBackward(): void {
     const { rt } = this;
     const { B, T, N, C, F, nH, nKV, D, KVC, V, L } = this.dims;
@@ -208,6 +338,7 @@ export class LlamaGpu {
     const dlogits = this.b('logits');
     const dh = this.b('dh');
     const dres = this.b('dres');
+    const dF1 = this.b('dF1');
     const normWs = this.b('normWs');
     push(matmul(rt, { label: 'lm_head.dx', a: dlogits, b: this.param(this.lmHead()), c: dh, M: N, N: C, K: V }));
     push(matmul(rt, { label: 'lm_head.dw', a: dlogits, b: this.b('hF'), c: gp(this.lmHead()), M: V, N: C, K: N, transA: true }));
@@ -215,30 +346,43 @@ export class LlamaGpu {
     for (let l = L - 1; l >= 0; l--) {
       const p = (s: string) => this.param(`model.layers.${l}.${s}`);
       const gr = (s: string) => gp(`model.layers.${l}.${s}`);
-      const a = (s: string) => this.b(`L${l}.${s}`);
+      const a = (s: LayerSavedKey) => this.saved(l, s);
+      const load = (k: LayerSavedKey) => push(this.loadSaved(l, k));
       const lab = (s: string) => `L${l}.${s}`;
-      // MLP: dact = dres·Wdown, dWdown = dresᵀ·act, then SwiGLU, then gate/up.
-      push(matmul(rt, { label: lab('down.dx'), a: dres, b: p('mlp.down_proj.weight'), c: this.b('dF1'), M: N, N: F, K: C }));
+      // MLP. dWdown = dresᵀ·act first: act's live copy is dF1, which down.dx then overwrites with dact.
+      load('act');
       push(matmul(rt, { label: lab('down.dw'), a: dres, b: a('act'), c: gr('mlp.down_proj.weight'), M: C, N: F, K: N, transA: true }));
-      push(swigluBackward(rt, { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: this.b('dF1'), dgate: this.b('dF2'), dup: this.b('dF3'), dims: { N, F } }));
-      push(matmul(rt, { label: lab('gate.dx'), a: this.b('dF2'), b: p('mlp.gate_proj.weight'), c: dh, M: N, N: C, K: F }));
-      push(matmul(rt, { label: lab('up.dx'), a: this.b('dF3'), b: p('mlp.up_proj.weight'), c: dh, M: N, N: C, K: F, accumulate: true }));
-      push(matmul(rt, { label: lab('gate.dw'), a: this.b('dF2'), b: a('h2'), c: gr('mlp.gate_proj.weight'), M: F, N: C, K: N, transA: true }));
-      push(matmul(rt, { label: lab('up.dw'), a: this.b('dF3'), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('down.dx'), a: dres, b: p('mlp.down_proj.weight'), c: dF1, M: N, N: F, K: C }));
+      load('gate');
+      load('up');
+      // SwiGLU backward in place: gate and up become dgate and dup.
+      push(swigluBackward(rt, { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } }));
+      load('h2'); // live copy in dh
+      push(matmul(rt, { label: lab('gate.dw'), a: a('gate'), b: a('h2'), c: gr('mlp.gate_proj.weight'), M: F, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('up.dw'), a: a('up'), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('gate.dx'), a: a('gate'), b: p('mlp.gate_proj.weight'), c: dh, M: N, N: C, K: F }));
+      push(matmul(rt, { label: lab('up.dx'), a: a('up'), b: p('mlp.up_proj.weight'), c: dh, M: N, N: C, K: F, accumulate: true }));
+      load('xMid'); // live copy in dq (free until the attention backward)
       push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
-      // Attention: dO = dres·Wo (into dh, free again), dWo = dresᵀ·o.
-      push(matmul(rt, { label: lab('o.dx'), a: dres, b: p('self_attn.o_proj.weight'), c: dh, M: N, N: C, K: C }));
+      // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
+      load('o');
       push(matmul(rt, { label: lab('o.dw'), a: dres, b: a('o'), c: gr('self_attn.o_proj.weight'), M: C, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('o.dx'), a: dres, b: p('self_attn.o_proj.weight'), c: dh, M: N, N: C, K: C }));
+      load('q');
+      load('k');
+      load('v');
       push(attentionBackward(rt, { label: lab('attn.bwd'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), dO: dh, dq: this.b('dq'), dk: this.b('dk'), dv: this.b('dv'), workspace: this.b('attnWs'), B, T, nH, nKV, D }));
       // Undo RoPE on dq, dk (qRaw/kRaw are free during backward and hold the results).
       push(rope(rt, { label: lab('rope_q.bwd'), x: this.b('dq'), y: this.b('qRaw'), table: this.b('rope'), B, T, nHeads: nH, D, inverse: true }));
       push(rope(rt, { label: lab('rope_k.bwd'), x: this.b('dk'), y: this.b('kRaw'), table: this.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
-      push(matmul(rt, { label: lab('q.dx'), a: this.b('qRaw'), b: p('self_attn.q_proj.weight'), c: dh, M: N, N: C, K: C }));
-      push(matmul(rt, { label: lab('k.dx'), a: this.b('kRaw'), b: p('self_attn.k_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
-      push(matmul(rt, { label: lab('v.dx'), a: this.b('dv'), b: p('self_attn.v_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
+      load('h1'); // live copy in dh (dO is consumed)
       push(matmul(rt, { label: lab('q.dw'), a: this.b('qRaw'), b: a('h1'), c: gr('self_attn.q_proj.weight'), M: C, N: C, K: N, transA: true }));
       push(matmul(rt, { label: lab('k.dw'), a: this.b('kRaw'), b: a('h1'), c: gr('self_attn.k_proj.weight'), M: KVC, N: C, K: N, transA: true }));
       push(matmul(rt, { label: lab('v.dw'), a: this.b('dv'), b: a('h1'), c: gr('self_attn.v_proj.weight'), M: KVC, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('q.dx'), a: this.b('qRaw'), b: p('self_attn.q_proj.weight'), c: dh, M: N, N: C, K: C }));
+      push(matmul(rt, { label: lab('k.dx'), a: this.b('kRaw'), b: p('self_attn.k_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
+      push(matmul(rt, { label: lab('v.dx'), a: this.b('dv'), b: p('self_attn.v_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
+      load('xIn'); // live copy in qRaw (consumed by q.dx above)
       push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
     }
     push(embeddingBackward(rt, { label: 'embed.bwd', ids: this.b('ids'), dout: dres, dW: gp('model.embed_tokens.weight'), workspace: this.b('embedWs'), dims: { N, V, C }, accumulate: this.cfg.tie_word_embeddings }));

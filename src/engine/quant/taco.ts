@@ -8,7 +8,8 @@
  *   y = H_G(a·x)/sqrt(G)                                   normalised Sylvester FWHT
  *   s = clamp(max|y| / 448, 1e-12, 1e6)
  *   q = e4m3(clamp(y/s, ±448))                             RNE, saturating
- * Decompress: ŷ = e4m3⁻¹(q)·s, x̂ = (H_G ŷ/sqrt(G)) / a.
+ * Decompress: ŷ = e4m3⁻¹(q)·s, x̂ = (H_G ŷ/sqrt(G)) · fp32(1/a)  (the CUDA code divides by a; the
+ * reciprocal, ≤ 1 ulp away, saves the GPU a correctly rounded division per element).
  *
  * Choices made here (documented deviations / readings of the reference):
  * - mean(x²) divides by G, counting the padding zeros of a partial last group: the CUDA kernel runs
@@ -141,7 +142,8 @@ export function tacoDecompressRef(c: TacoCompressed, n: number, G: number): Floa
     for (let i = 0; i < G; i++) y[i] = decodeE4M3(c.codes[g * G + i]) * c.s[g];
     butterfliesF32(y, 0, G);
     const end = Math.min(n, (g + 1) * G);
-    for (let i = g * G; i < end; i++) out[i] = f(f(y[i - g * G] * r) / c.a[g]);
+    const inv = f(1 / c.a[g]);
+    for (let i = g * G; i < end; i++) out[i] = f(f(y[i - g * G] * r) * inv);
   }
   return out;
 }

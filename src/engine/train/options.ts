@@ -1,6 +1,7 @@
 /** Training options: validated, with per-preset defaults (nanoGPT-style recipes). */
 import { z } from 'zod';
 import { type ModelConfig, ModelConfigSchema, PRESETS, type PresetName, validateModelConfig } from '../model/config';
+import { SchemeSchema } from '../scheme/scheme';
 
 export const OptimizerConfigSchema = z
   .object({
@@ -26,6 +27,8 @@ export const TrainOptionsSchema = z
     seed: z.number().int().min(0).max(0xffffffff),
     evalEvery: z.number().int().min(0),
     evalBatches: z.number().int().min(1),
+    /** Quantization scheme (default fp32). */
+    scheme: SchemeSchema.optional(),
   })
   .strict();
 export type TrainOptions = z.infer<typeof TrainOptionsSchema>;
@@ -46,6 +49,7 @@ export interface TrainOverrides {
   steps?: number; batch?: number; seq?: number; lr?: number; minLr?: number; warmup?: number;
   weightDecay?: number; gradClip?: number; seed?: number; evalEvery?: number; evalBatches?: number;
   model?: Partial<ModelConfig>;
+  scheme?: TrainOptions['scheme'];
 }
 
 export function defaultTrainOptions(preset: PresetName, o: TrainOverrides = {}): TrainOptions {
@@ -76,6 +80,7 @@ export function defaultTrainOptions(preset: PresetName, o: TrainOverrides = {}):
     seed: o.seed ?? 1337,
     evalEvery: o.evalEvery ?? r.evalEvery,
     evalBatches: o.evalBatches ?? 20,
+    scheme: o.scheme,
   });
 }
 

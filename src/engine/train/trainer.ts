@@ -39,7 +39,7 @@ export interface TrainerInit {
 /** All buffers a training run allocates: the model at (B, T) plus a B=1 sampler sharing its weights. */
 export function trainerBufferPlan(opts: TrainOptions): BufferSpec[] {
   return [
-    ...modelBufferPlan(opts.model, opts.batch, opts.seq),
+    ...modelBufferPlan(opts.model, opts.batch, opts.seq, { scheme: opts.scheme }),
     ...modelBufferPlan(opts.model, 1, opts.seq, { training: false, ownWeights: false }).map((s) => ({ ...s, key: `sampler.${s.key}` })),
   ];
 }
@@ -76,7 +76,7 @@ export class Trainer {
       opts = validateTrainOptions({ ...opts, model: { ...opts.model, vocab_size: tokenizer.vocabSize } });
     }
     const data = new TextDataset(text, tokenizer, opts.seed);
-    const model = await rt.checked('building the model', () => new LlamaGpu(rt, opts.model, opts.batch, opts.seq));
+    const model = await rt.checked('building the model', () => new LlamaGpu(rt, opts.model, opts.batch, opts.seq, { scheme: opts.scheme }));
     const flat = init.params ? flatten(init.params, model.layout) : initParams(opts.model, model.layout, opts.seed);
     model.uploadParams(flat);
     const t = new Trainer(rt, opts, model, data, tokenizer);

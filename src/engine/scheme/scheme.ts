@@ -1,0 +1,134 @@
+/**
+ * A quantization scheme is data: for every layer and tensor kind, how it is stored or rounded.
+ * fp32 is the engine as is; AGoQ, TACO and the quantized pre-training study (Chitsaz et al.) are
+ * presets of this one structure, and a user can edit any cell (JSON import/export, the lab's grid).
+ */
+import { z } from 'zod';
+
+export const FORMATS = ['fp32', 'int8', 'int4', 'fp8-e4m3', 'fp8-e5m2'] as const;
+export type StoreFormat = (typeof FORMATS)[number];
+
+export const GRANULARITIES = ['tensor', 'row', 'column', 'group'] as const;
+
+/** One quantizer: format + granularity (+ group size) + rounding. fp32 = untouched. */
+export const QuantSpecSchema = z
+  .object({
+    format: z.enum(FORMATS),
+    granularity: z.enum(GRANULARITIES).default('group'),
+    group: z.number().int().min(32).max(512).default(128),
+    rounding: z.enum(['nearest', 'stochastic']).default('nearest'),
+  })
+  .strict();
+export type QuantSpec = z.infer<typeof QuantSpecSchema>;
+
+export const FP32: QuantSpec = { format: 'fp32', granularity: 'group', group: 128, rounding: 'nearest' };
+
+/** Activations saved for backward, by kind (the AGoQ grid's columns). */
+export const SAVED_KINDS = ['norm_input', 'qkv_input', 'attn_qkv', 'attn_out', 'oproj_input', 'mlp_input', 'swiglu', 'down_input'] as const;
+export type SavedKind = (typeof SAVED_KINDS)[number];
+export const SAVED_KIND_LABEL: Record<SavedKind, string> = {
+  norm_input: 'norm inputs (residual stream)',
+  qkv_input: 'QKV input (norm1 out)',
+  attn_qkv: 'attention Q/K/V',
+  attn_out: 'attention output (lse kept fp32)',
+  oproj_input: 'O-proj input',
+  mlp_input: 'MLP gate/up input (norm2 out)',
+  swiglu: 'SwiGLU intermediate (gate, up)',
+  down_input: 'down-proj input',
+};
+
+export const LayerSchemeSchema = z
+  .object({
+    /** Weights as used by the forward GEMMs (fake-quantized copy; fp32 master weights). */
+    weights: QuantSpecSchema.default(FP32),
+    /** Inputs of the linear layers in the forward GEMMs (per token = row). */
+    gemm_inputs: QuantSpecSchema.default(FP32),
+    /** Output gradients on the weight-gradient path (dW = Q(dY)ᵀ·X). */
+    gemm_output_grads: QuantSpecSchema.default(FP32),
+    saved: z.partialRecord(z.enum(SAVED_KINDS), QuantSpecSchema).default({}),
+  })
+  .strict();
+export type LayerScheme = z.infer<typeof LayerSchemeSchema>;
+
+export const SchemeSchema = z
+  .object({
+    name: z.string().min(1).max(80),
+    description: z.string().max(2000).default(''),
+    /** Default for every layer; `layers[i]` overrides cells of layer i. */
+    layer: LayerSchemeSchema.prefault({}),
+    layers: z.record(z.string().regex(/^\d+$/), LayerSchemeSchema.partial()).default({}),
+    /** Persistent gradient storage (per block) and what goes on the wire in data parallel. */
+    grads: z.object({ storage: QuantSpecSchema.default(FP32), wire: QuantSpecSchema.default(FP32) }).strict().default({ storage: FP32, wire: FP32 }),
+    /** Adam moments (quantized each step, updated in full precision: the study's recipe). */
+    adam: z.object({ m: QuantSpecSchema.default(FP32), v: QuantSpecSchema.default(FP32) }).strict().default({ m: FP32, v: FP32 }),
+    /** Tensors crossing tensor-parallel boundaries (TACO), with the (simulated) TP degree. */
+    tp: z
+      .object({
+        degree: z.number().int().min(1).max(8).default(1),
+        codec: z.enum(['fp32', 'taco', 'fp8-e4m3', 'int8']).default('fp32'),
+        group: z.number().int().min(32).max(512).refine((g) => (g & (g - 1)) === 0, 'group must be a power of two').default(128),
+      })
+      .strict()
+      .default({ degree: 1, codec: 'fp32', group: 128 }),
+    /** AGoQ memory budget in bytes: when set, per-layer bit-widths are chosen to fit it. */
+    budget_bytes: z.number().int().positive().optional(),
+  })
+  .strict();
+export type Scheme = z.infer<typeof SchemeSchema>;
+
+export function parseScheme(raw: unknown): Scheme {
+  const r = SchemeSchema.safeParse(raw);
+  if (!r.success) {
+    throw new Error('invalid scheme:\n' + r.error.issues.map((i) => `  ${i.path.join('.') || '(scheme)'}: ${i.message}`).join('\n'));
+  }
+  return r.data;
+}
+
+/** The effective scheme of layer `l` (layer default overridden by the layer's own cells). */
+export function layerScheme(s: Scheme, l: number): LayerScheme {
+  const o = s.layers[String(l)] ?? {};
+  return {
+    weights: o.weights ?? s.layer.weights,
+    gemm_inputs: o.gemm_inputs ?? s.layer.gemm_inputs,
+    gemm_output_grads: o.gemm_output_grads ?? s.layer.gemm_output_grads,
+    saved: { ...s.layer.saved, ...(o.saved ?? {}) },
+  };
+}
+
+export function savedSpec(s: Scheme, l: number, kind: SavedKind): QuantSpec {
+  return layerScheme(s, l).saved[kind] ?? FP32;
+}
+
+export function isFp32(q: QuantSpec): boolean {
+  return q.format === 'fp32';
+}
+
+/** Storage bits per element including the fp32 scale per group/row (for plots and plans). */
+export function bitsPerElement(q: QuantSpec, rowLength: number): number {
+  if (q.format === 'fp32') return 32;
+  const bits = q.format === 'int4' ? 4 : 8;
+  const per = q.granularity === 'group' ? q.group : q.granularity === 'row' ? rowLength : Infinity;
+  return bits + (Number.isFinite(per) ? 32 / per : 0);
+}
+
+/**
+ * Parts of a scheme the engine does not execute yet. A model refuses such a scheme rather than
+ * silently training in fp32 under its name.
+ */
+export function unsupportedFeatures(s: Scheme): string[] {
+  const out: string[] = [];
+  const layers = [s.layer, ...Object.values(s.layers)];
+  if (layers.some((l) => l.weights && !isFp32(l.weights))) out.push('quantized weights in the forward GEMMs');
+  if (layers.some((l) => l.gemm_inputs && !isFp32(l.gemm_inputs))) out.push('quantized GEMM inputs');
+  if (layers.some((l) => l.gemm_output_grads && !isFp32(l.gemm_output_grads))) out.push('quantized output gradients');
+  if (!isFp32(s.grads.storage) || !isFp32(s.grads.wire)) out.push('quantized gradient storage / wire format');
+  if (!isFp32(s.adam.m) || !isFp32(s.adam.v)) out.push('quantized Adam moments');
+  if (s.tp.degree > 1 || s.tp.codec !== 'fp32') out.push('tensor-parallel compression');
+  if (s.budget_bytes !== undefined) out.push('memory-budget bit allocation');
+  return out;
+}
+
+export function assertSupported(s: Scheme): void {
+  const u = unsupportedFeatures(s);
+  if (u.length) throw new Error(`scheme '${s.name}' uses features this engine does not implement yet: ${u.join(', ')}`);
+}
