@@ -15,6 +15,8 @@ export const BUFFER_USAGE = { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, UNIFO
 
 export interface Allocation {
   label: string;
+  /** Who allocated it (a run id), so several runs sharing one device each see their own bytes. */
+  owner: string | null;
   category: MemCategory;
   bytes: number;
   buffer: GPUBuffer;
@@ -37,6 +39,7 @@ export class GpuMemory {
    * per-dispatch constants, not model state, and their number depends on how kernels are split.
    */
   private uniforms = new Map<GPUBuffer, number>();
+  private owner: string | null = null;
 
   constructor(private readonly device: GPUDevice) {}
 
@@ -57,7 +60,7 @@ export class GpuMemory {
     void this.device.popErrorScope().then((err) => {
       if (err) console.error(`GPU out of memory allocating ${label} (${size} bytes): ${err.message}`);
     });
-    this.live.set(buffer, { label, category, bytes: size, buffer });
+    this.live.set(buffer, { label, owner: this.owner, category, bytes: size, buffer });
     this.peak = Math.max(this.peak, this.totalBytes());
     return buffer;
   }
@@ -100,9 +103,22 @@ export class GpuMemory {
     return this.peak;
   }
 
-  report(): MemReport {
+  /** Runs `fn` with every allocation it makes charged to `owner`. */
+  withOwner<T>(owner: string, fn: () => T): T {
+    const prev = this.owner;
+    this.owner = owner;
+    try {
+      return fn();
+    } finally {
+      this.owner = prev;
+    }
+  }
+
+  /** Bytes per category: all live allocations, or only `owner`'s. */
+  report(owner?: string): MemReport {
     const r = emptyMemReport();
     for (const a of this.live.values()) {
+      if (owner !== undefined && a.owner !== owner) continue;
       r[a.category] += a.bytes;
       r.total += a.bytes;
     }

@@ -54,7 +54,11 @@ export function planMemory(opts: TrainOptions): MemReport {
   return r;
 }
 
+let nextTrainerId = 0;
+
 export class Trainer {
+  /** Owner tag of this run's allocations in the device's memory ledger. */
+  readonly id: string;
   private stepCount = 0;
   private startTime = performance.now();
   private sampler: LlamaGpu;
@@ -65,8 +69,10 @@ export class Trainer {
     readonly model: LlamaGpu,
     readonly data: TextDataset,
     readonly tokenizer: CharTokenizer,
+    owner: string,
   ) {
-    this.sampler = new LlamaGpu(rt, opts.model, 1, opts.seq, { training: false, sharedWeights: model.b('weights') });
+    this.id = owner;
+    this.sampler = rt.mem.withOwner(owner, () => new LlamaGpu(rt, opts.model, 1, opts.seq, { training: false, sharedWeights: model.b('weights') }));
   }
 
   static async create(rt: Runtime, rawOpts: TrainOptions, text: string, init: TrainerInit = {}): Promise<Trainer> {
@@ -76,10 +82,12 @@ export class Trainer {
       opts = validateTrainOptions({ ...opts, model: { ...opts.model, vocab_size: tokenizer.vocabSize } });
     }
     const data = new TextDataset(text, tokenizer, opts.seed);
-    const model = await rt.checked('building the model', () => new LlamaGpu(rt, opts.model, opts.batch, opts.seq, { scheme: opts.scheme }));
+    const owner = `run${nextTrainerId++}`;
+    const model = await rt.checked('building the model', () =>
+      rt.mem.withOwner(owner, () => new LlamaGpu(rt, opts.model, opts.batch, opts.seq, { scheme: opts.scheme })));
     const flat = init.params ? flatten(init.params, model.layout) : initParams(opts.model, model.layout, opts.seed);
     model.uploadParams(flat);
-    const t = new Trainer(rt, opts, model, data, tokenizer);
+    const t = new Trainer(rt, opts, model, data, tokenizer, owner);
     if (init.optimizer) {
       rt.write(model.b('adam.m'), flatten(init.optimizer.m, model.layout));
       rt.write(model.b('adam.v'), flatten(init.optimizer.v, model.layout));
@@ -195,8 +203,9 @@ export class Trainer {
     return unflatten(await this.model.readFlat('weights'), this.model.layout);
   }
 
+  /** This run's allocated bytes per category (the ledger, not a formula). */
   memory(): MemReport {
-    return this.rt.mem.report();
+    return this.rt.mem.report(this.id);
   }
 
   destroy(): void {
