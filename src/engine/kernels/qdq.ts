@@ -68,7 +68,11 @@ export interface QdqOptions {
   /** Row length for 'row' / 'column' granularity (must divide n). */
   rowLength?: number;
   spec: QuantSpec;
-  /** Stochastic-rounding seed (draw for element i is srUniform(seed, i)); rewrite with setSeed. */
+  /**
+   * Stochastic-rounding seed: element i (index within this slice) draws srUniform(seed, i). Give
+   * each tensor its own seed (e.g. deriveSeed(step, label)), or slices see the same draws; rewrite
+   * it per step with setSeed.
+   */
   seed?: number;
   /** Ledger category of the scratch partials (tensor / column). Default 'workspace'. */
   category?: MemCategory;

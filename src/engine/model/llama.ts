@@ -63,7 +63,9 @@ export function modelDims(cfg: ModelConfig, B: number, T: number): ModelDims {
 
 /** Saved-for-backward tensors of one layer (the schemes re-price these). */
 export const LAYER_SAVED = ['xIn', 'rstd1', 'h1', 'q', 'k', 'v', 'o', 'lse', 'xMid', 'rstd2', 'h2', 'gate', 'up', 'act'] as const;
-export type LayerSavedKey = (typeof LAYER_SAVED)[number];
+/** Saved tensors after the last layer: the final norm's input and output (the lm_head input). */
+export const FINAL_SAVED = ['xFinal', 'hF'] as const;
+export type LayerSavedKey = (typeof LAYER_SAVED)[number] | (typeof FINAL_SAVED)[number];
 
 /**
  * Which scheme column prices each saved tensor. `o` is both the attention output (its backward
@@ -73,6 +75,7 @@ export type LayerSavedKey = (typeof LAYER_SAVED)[number];
 export const SAVED_KIND_OF: Partial<Record<LayerSavedKey, SavedKind>> = {
   xIn: 'norm_input', h1: 'qkv_input', q: 'attn_qkv', k: 'attn_qkv', v: 'attn_qkv', o: 'attn_out',
   xMid: 'norm_input', h2: 'mlp_input', gate: 'swiglu', up: 'swiglu', act: 'down_input',
+  xFinal: 'norm_input', hF: 'head_input',
 };
 
 /** Storage of one saved tensor: fp32, or packed codes + fp32 scales (a `Quantized` on the GPU). */
@@ -100,7 +103,7 @@ export function savedStorage(spec: QuantSpec, n: number, rowLength: number): Sav
  * forward pass these buffers are free, and the backward order (buildBackward) reloads each live copy
  * only once the scratch's previous content is dead. Halves the overhead of quantized storage.
  */
-const LIVE_ALIAS: Partial<Record<LayerSavedKey, string>> = { act: 'dF1', xIn: 'qRaw', xMid: 'dq', h1: 'dh', h2: 'dh' };
+const LIVE_ALIAS: Partial<Record<LayerSavedKey, string>> = { act: 'dF1', xIn: 'qRaw', xMid: 'dq', h1: 'dh', h2: 'dh', xFinal: 'qRaw', hF: 'dh' };
 
 function liveKey(k: LayerSavedKey): string {
   return LIVE_ALIAS[k] ?? `live.${k}`;
@@ -112,18 +115,24 @@ function layerSizes(d: ModelDims): Record<LayerSavedKey, [number, number]> {
     xIn: [d.N * d.C, d.C], rstd1: [d.N, 1], h1: [d.N * d.C, d.C], q: [d.N * d.C, d.C], k: [d.N * d.KVC, d.KVC],
     v: [d.N * d.KVC, d.KVC], o: [d.N * d.C, d.C], lse: [d.B * d.nH * d.T, d.T], xMid: [d.N * d.C, d.C], rstd2: [d.N, 1],
     h2: [d.N * d.C, d.C], gate: [d.N * d.F, d.F], up: [d.N * d.F, d.F], act: [d.N * d.F, d.F],
+    xFinal: [d.N * d.C, d.C], hF: [d.N * d.C, d.C],
   };
 }
 
-/** The storage of every saved tensor of layer l under a scheme (null = fp32). Only training saves. */
+/**
+ * The storage of every saved tensor of layer l under a scheme (absent = fp32); l = L holds the final
+ * norm's tensors, priced by the last layer's cells. Only training saves.
+ */
 export function layerStorage(d: ModelDims, scheme: Scheme | undefined, l: number): Partial<Record<LayerSavedKey, SavedStorage>> {
   const out: Partial<Record<LayerSavedKey, SavedStorage>> = {};
   if (!scheme) return out;
   const sizes = layerSizes(d);
-  for (const key of LAYER_SAVED) {
+  const keys = l < d.L ? LAYER_SAVED : FINAL_SAVED;
+  const cellLayer = Math.min(l, d.L - 1);
+  for (const key of keys) {
     const kind = SAVED_KIND_OF[key];
     if (!kind) continue;
-    const st = savedStorage(savedSpec(scheme, l, kind), sizes[key][0], sizes[key][1]);
+    const st = savedStorage(savedSpec(scheme, cellLayer, kind), sizes[key][0], sizes[key][1]);
     if (st) out[key] = st;
   }
   return out;
@@ -147,9 +156,9 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   act('ids', d.N);
   const sizes = layerSizes(d);
   const live = new Set<LayerSavedKey>();
-  for (let l = 0; l < d.L; l++) {
+  for (let l = 0; l <= d.L; l++) {
     const st = layerStorage(d, training ? opts.scheme : undefined, l);
-    for (const k of LAYER_SAVED) {
+    for (const k of l < d.L ? LAYER_SAVED : FINAL_SAVED) {
       const q = st[k];
       if (!q) {
         act(`L${l}.${k}`, sizes[k][0]);
@@ -164,9 +173,7 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   // One fp32 working copy per quantized kind, shared by all layers: forward writes it before
   // quantizing, backward dequantizes into it before the consumers read it.
   for (const k of live) if (!LIVE_ALIAS[k]) ws(liveKey(k), sizes[k][0] * f);
-  act('xFinal', d.N * d.C);
   act('rstdF', d.N);
-  act('hF', d.N * d.C);
   act('logits', d.N * d.V); // becomes dlogits in place
   ws('targets', d.N * f);
   ws('qRaw', d.N * d.C * f);
@@ -220,7 +227,7 @@ export class LlamaGpu {
     assertSupported(this.scheme);
     this.layout = paramLayout(cfg);
     this.dims = modelDims(cfg, B, T);
-    for (let l = 0; l < this.dims.L; l++) this.storage.push(layerStorage(this.dims, this.training ? this.scheme : undefined, l));
+    for (let l = 0; l <= this.dims.L; l++) this.storage.push(layerStorage(this.dims, this.training ? this.scheme : undefined, l));
     for (const s of modelBufferPlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: this.scheme })) this.buf.set(s.key, rt.createBuffer(s.category, s.key, s.bytes, s.usage));
     if (opts.sharedWeights) this.buf.set('weights', opts.sharedWeights);
     this.ownsWeights = !opts.sharedWeights;
@@ -283,7 +290,7 @@ export class LlamaGpu {
       const p = (s: string) => this.param(`model.layers.${l}.${s}`);
       const a = (s: LayerSavedKey) => this.saved(l, s);
       const lab = (s: string) => `L${l}.${s}`;
-      const next = l + 1 < L ? this.saved(l + 1, 'xIn') : this.b('xFinal');
+      const next = l + 1 < L ? this.saved(l + 1, 'xIn') : this.saved(L, 'xFinal');
       const store = (k: LayerSavedKey) => push(this.storeSaved(l, k));
       store('xIn');
       push(rmsnormForward(rt, { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps } }));
@@ -314,8 +321,10 @@ export class LlamaGpu {
       push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
       push(matmul(rt, { label: lab('down_proj'), a: a('act'), b: p('mlp.down_proj.weight'), c: next, M: N, N: C, K: F, transB: true, accumulate: true }));
     }
-    push(rmsnormForward(rt, { label: 'normF', x: this.b('xFinal'), w: this.param('model.norm.weight'), y: this.b('hF'), rstd: this.b('rstdF'), dims: { N, C, eps } }));
-    push(matmul(rt, { label: 'lm_head', a: this.b('hF'), b: this.param(this.lmHead()), c: this.b('logits'), M: N, N: V, K: C, transB: true }));
+    push(this.storeSaved(L, 'xFinal'));
+    push(rmsnormForward(rt, { label: 'normF', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), y: this.saved(L, 'hF'), rstd: this.b('rstdF'), dims: { N, C, eps } }));
+    push(this.storeSaved(L, 'hF'));
+    push(matmul(rt, { label: 'lm_head', a: this.saved(L, 'hF'), b: this.param(this.lmHead()), c: this.b('logits'), M: N, N: V, K: C, transB: true }));
     this.logitsEnd = f.length;
     // Fused CE forward+backward: per-row losses, their mean, and dlogits in place of the logits.
     const logits = this.b('logits');
@@ -340,9 +349,12 @@ export class LlamaGpu {
     const dres = this.b('dres');
     const dF1 = this.b('dF1');
     const normWs = this.b('normWs');
+    // dW first: hF's live copy is dh, which lm_head.dx then overwrites.
+    push(this.loadSaved(L, 'hF'));
+    push(matmul(rt, { label: 'lm_head.dw', a: dlogits, b: this.saved(L, 'hF'), c: gp(this.lmHead()), M: V, N: C, K: N, transA: true }));
     push(matmul(rt, { label: 'lm_head.dx', a: dlogits, b: this.param(this.lmHead()), c: dh, M: N, N: C, K: V }));
-    push(matmul(rt, { label: 'lm_head.dw', a: dlogits, b: this.b('hF'), c: gp(this.lmHead()), M: V, N: C, K: N, transA: true }));
-    push(rmsnormBackward(rt, { label: 'normF.bwd', x: this.b('xFinal'), w: this.param('model.norm.weight'), rstd: this.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false }));
+    push(this.loadSaved(L, 'xFinal'));
+    push(rmsnormBackward(rt, { label: 'normF.bwd', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), rstd: this.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false }));
     for (let l = L - 1; l >= 0; l--) {
       const p = (s: string) => this.param(`model.layers.${l}.${s}`);
       const gr = (s: string) => gp(`model.layers.${l}.${s}`);

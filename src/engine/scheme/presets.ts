@@ -18,6 +18,7 @@ const AGOQ_SAVED: Partial<Record<SavedKind, QuantSpec>> = {
   mlp_input: q('int4'),
   swiglu: q('int4'),
   down_input: q('int4'),
+  head_input: q('int4'),
 };
 
 export const SCHEME_PRESETS: Record<string, Scheme> = {

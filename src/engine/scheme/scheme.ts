@@ -24,7 +24,7 @@ export type QuantSpec = z.infer<typeof QuantSpecSchema>;
 export const FP32: QuantSpec = { format: 'fp32', granularity: 'group', group: 128, rounding: 'nearest' };
 
 /** Activations saved for backward, by kind (the AGoQ grid's columns). */
-export const SAVED_KINDS = ['norm_input', 'qkv_input', 'attn_qkv', 'attn_out', 'oproj_input', 'mlp_input', 'swiglu', 'down_input'] as const;
+export const SAVED_KINDS = ['norm_input', 'qkv_input', 'attn_qkv', 'attn_out', 'oproj_input', 'mlp_input', 'swiglu', 'down_input', 'head_input'] as const;
 export type SavedKind = (typeof SAVED_KINDS)[number];
 export const SAVED_KIND_LABEL: Record<SavedKind, string> = {
   norm_input: 'norm inputs (residual stream)',
@@ -35,6 +35,7 @@ export const SAVED_KIND_LABEL: Record<SavedKind, string> = {
   mlp_input: 'MLP gate/up input (norm2 out)',
   swiglu: 'SwiGLU intermediate (gate, up)',
   down_input: 'down-proj input',
+  head_input: 'lm_head input (final norm out; the last layer\'s cell)',
 };
 
 export const LayerSchemeSchema = z
