@@ -1,6 +1,6 @@
 /**
  * The lab's store (zustand vanilla, so workers, tests and non-React code can use it too). Runs are
- * keyed by id so that several can live side by side; the page shows the active one for now.
+ * keyed by id and live side by side; `draft` is the next run's config (scheme included).
  */
 import { createStore, type StoreApi } from 'zustand/vanilla';
 import { DEFAULT_RUN_CONFIG, type FromWorker, type RunConfig } from '../worker/protocol';
@@ -15,6 +15,8 @@ export interface LabState {
   gpu: GpuSupport;
   /** The form's current values: the config of the next run. */
   draft: RunConfig;
+  /** A text file picked for the next run (null = the bundled corpus). */
+  draftText: { name: string; text: string } | null;
   runs: Record<string, RunState>;
   runOrder: string[];
   activeRunId: string | null;
@@ -23,9 +25,15 @@ export interface LabState {
 
   setGpu(gpu: GpuSupport): void;
   setDraft(patch: Partial<RunConfig>): void;
+  setDraftText(t: { name: string; text: string } | null): void;
   addRun(config: RunConfig): string;
   applyMessage(msg: FromWorker): void;
   markStopping(runId: string): void;
+  markPausing(runId: string): void;
+  /** A run continuing from its checkpoint in a new worker. */
+  markContinuing(runId: string): void;
+  removeRun(runId: string): void;
+  restoreRuns(runs: RunState[]): void;
   selectRun(runId: string): void;
   reportAppError(message: string): void;
   dismissAppErrors(): void;
@@ -35,9 +43,11 @@ export type LabStore = StoreApi<LabState>;
 
 export function createLabStore(now: () => number = Date.now): LabStore {
   let counter = 0;
+  const patchRun = (s: LabState, id: string, patch: Partial<RunState>) => ({ runs: { ...s.runs, [id]: { ...s.runs[id], ...patch } } });
   return createStore<LabState>()((set, get) => ({
     gpu: { state: 'checking' },
     draft: { ...DEFAULT_RUN_CONFIG },
+    draftText: null,
     runs: {},
     runOrder: [],
     activeRunId: null,
@@ -45,8 +55,11 @@ export function createLabStore(now: () => number = Date.now): LabStore {
 
     setGpu: (gpu) => set({ gpu }),
     setDraft: (patch) => set({ draft: { ...get().draft, ...patch } }),
+    setDraftText: (t) => set({ draftText: t, draft: { ...get().draft, dataset: t ? t.name : DEFAULT_RUN_CONFIG.dataset } }),
     addRun: (config) => {
-      const id = `run-${++counter}-${now().toString(36)}`;
+      let id: string;
+      do id = `run-${++counter}-${now().toString(36)}`;
+      while (id in get().runs);
       set((s) => ({
         runs: { ...s.runs, [id]: newRun(id, config, now()) },
         runOrder: [...s.runOrder, id],
@@ -62,9 +75,35 @@ export function createLabStore(now: () => number = Date.now): LabStore {
     },
     markStopping: (runId) => {
       const run = get().runs[runId];
-      if (!run || (run.status !== 'running' && run.status !== 'starting')) return;
-      set((s) => ({ runs: { ...s.runs, [runId]: { ...run, status: 'stopping', phase: 'stopping after this step' } } }));
+      if (!run || !['running', 'starting', 'pausing', 'paused'].includes(run.status)) return;
+      set((s) => patchRun(s, runId, { status: 'stopping', phase: 'stopping after this step' }));
     },
+    markPausing: (runId) => {
+      const run = get().runs[runId];
+      if (!run || run.status !== 'running') return;
+      set((s) => patchRun(s, runId, { status: 'pausing', phase: 'pausing after this step' }));
+    },
+    markContinuing: (runId) => {
+      const run = get().runs[runId];
+      if (!run) return;
+      set((s) => patchRun(s, runId, { status: 'starting', phase: 'continuing from the checkpoint', error: null, finishedAt: null }));
+    },
+    removeRun: (runId) =>
+      set((s) => {
+        const { [runId]: _gone, ...runs } = s.runs;
+        const runOrder = s.runOrder.filter((id) => id !== runId);
+        return { runs, runOrder, activeRunId: s.activeRunId === runId ? (runOrder.at(-1) ?? null) : s.activeRunId };
+      }),
+    restoreRuns: (restored) =>
+      set((s) => {
+        const runs = { ...s.runs };
+        const order = [...s.runOrder];
+        for (const r of restored) {
+          if (!(r.id in runs)) order.push(r.id);
+          runs[r.id] = r;
+        }
+        return { runs, runOrder: order, activeRunId: s.activeRunId ?? order.at(-1) ?? null };
+      }),
     selectRun: (runId) => set({ activeRunId: runId }),
     reportAppError: (message) => set((s) => ({ appErrors: [...s.appErrors, message].slice(-5) })),
     dismissAppErrors: () => set({ appErrors: [] }),

@@ -1,21 +1,26 @@
 /**
- * Connects the store to training workers: one worker per run, its messages folded into the store.
- * The worker handles live here, not in the store, because they are not data.
+ * Connects the store to training workers: one worker per run, its messages folded into the store,
+ * its checkpoints kept (in memory for downloads, and in the repo for reloads). The worker handles
+ * live here, not in the store, because they are not data.
  */
-import { launchRun, type LaunchOptions, type RunHandle } from '../worker/client';
-import { checkRunConfig, type RunConfig } from '../worker/protocol';
+import { launchRun, type LaunchData, type LaunchOptions, type RunHandle } from '../worker/client';
+import { checkRunConfig, type CheckpointBlob, type FromWorker, type RunConfig } from '../worker/protocol';
 import type { LabStore } from './lab';
+import type { RunRepo } from './persist';
+import { canContinue } from './runs';
 
 export class RunController {
   private handles = new Map<string, RunHandle>();
+  private checkpoints = new Map<string, CheckpointBlob>();
 
   constructor(
     private readonly store: LabStore,
     private readonly launch: Omit<LaunchOptions, 'createWorker'> & { createWorker?: () => Worker },
+    private readonly repo: RunRepo | null = null,
   ) {}
 
-  /** Starts a run with `config` (default: the form's draft); returns its id, or null if invalid. */
-  start(config: RunConfig = this.store.getState().draft): string | null {
+  /** Starts a run with `config` (default: the form's draft and its text); returns its id, or null if invalid. */
+  start(config: RunConfig = this.store.getState().draft, text: string | undefined = this.store.getState().draftText?.text): string | null {
     const s = this.store.getState();
     const problem = checkRunConfig(config);
     if (problem) {
@@ -23,16 +28,31 @@ export class RunController {
       return null;
     }
     const id = s.addRun(config);
+    if (text !== undefined) this.saveQuietly(() => this.repo?.saveText(id, text));
+    this.spawn(id, config, { text });
+    return id;
+  }
+
+  private spawn(id: string, config: RunConfig, data: LaunchData): void {
     try {
-      const handle = launchRun(id, config, (msg) => {
-        this.store.getState().applyMessage(msg);
-        if (msg.type === 'done' || msg.type === 'error') this.handles.delete(id);
-      }, this.launch);
+      const handle = launchRun(id, config, (msg) => this.onMessage(id, msg), this.launch, data);
       this.handles.set(id, handle);
     } catch (e) {
       this.store.getState().applyMessage({ type: 'error', runId: id, kind: 'error', message: `could not start the training worker: ${(e as Error).message}` });
     }
-    return id;
+  }
+
+  private onMessage(id: string, msg: FromWorker): void {
+    if (msg.type === 'checkpoint') {
+      this.checkpoints.set(id, msg.files);
+      this.saveQuietly(() => this.repo?.saveCheckpoint(id, msg.files));
+    }
+    this.store.getState().applyMessage(msg);
+    if (msg.type === 'done' || msg.type === 'error') this.handles.delete(id);
+  }
+
+  private saveQuietly(fn: () => Promise<void> | undefined): void {
+    fn()?.catch((e: unknown) => this.store.getState().reportAppError(`Could not save to this browser's storage: ${(e as Error).message}`));
   }
 
   stop(runId: string): void {
@@ -40,6 +60,45 @@ export class RunController {
     if (!h) return;
     this.store.getState().markStopping(runId);
     h.stop();
+  }
+
+  pause(runId: string): void {
+    const h = this.handles.get(runId);
+    if (!h) return;
+    this.store.getState().markPausing(runId);
+    h.pause();
+  }
+
+  /** Resumes a paused run in its worker, or continues an interrupted/stopped run from its checkpoint. */
+  async resume(runId: string): Promise<void> {
+    const h = this.handles.get(runId);
+    if (h) {
+      h.resume();
+      return;
+    }
+    const run = this.store.getState().runs[runId];
+    if (!run || !canContinue(run)) return;
+    const files = this.checkpoints.get(runId) ?? (await this.repo?.loadCheckpoint(runId));
+    if (!files) {
+      this.store.getState().reportAppError(`Run ${run.label} has no stored checkpoint to continue from.`);
+      return;
+    }
+    const text = (await this.repo?.loadText(runId)) ?? undefined;
+    const elapsed = run.train.filter((p) => p.step < (run.checkpointStep ?? 0)).at(-1)?.elapsed_s ?? 0;
+    this.store.getState().markContinuing(runId);
+    this.spawn(runId, run.config, { text, resume: { files, elapsed_s: elapsed } });
+  }
+
+  /** The latest checkpoint of a run (this session's, else the stored one). */
+  async checkpoint(runId: string): Promise<CheckpointBlob | undefined> {
+    return this.checkpoints.get(runId) ?? (await this.repo?.loadCheckpoint(runId));
+  }
+
+  remove(runId: string): void {
+    this.handles.get(runId)?.dispose();
+    this.handles.delete(runId);
+    this.checkpoints.delete(runId);
+    this.store.getState().removeRun(runId);
   }
 
   disposeAll(): void {

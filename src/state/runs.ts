@@ -1,19 +1,26 @@
 /**
  * One training run as the page sees it, and the pure reducer that folds worker messages into it.
- * Kept free of zustand and React so it can be tested in Node and reused by the later multi-run lab.
+ * Kept free of zustand and React so it can be tested in Node.
  */
 import type { FromWorker, RunConfig, RunInfo, StepReport } from '../worker/protocol';
 
-export type RunStatus = 'starting' | 'running' | 'stopping' | 'done' | 'stopped' | 'error';
+/**
+ * pausing/paused: the worker keeps its state and waits; interrupted: the page was reloaded while
+ * the run was live (its worker is gone; it can continue from its last checkpoint).
+ */
+export type RunStatus = 'starting' | 'running' | 'pausing' | 'paused' | 'stopping' | 'done' | 'stopped' | 'error' | 'interrupted';
 
 export interface LossPoint {
   step: number;
   loss: number;
+  /** Training time of the run when the point was taken. */
+  elapsed_s?: number;
 }
 
 export interface TrainPoint extends LossPoint {
   lr: number;
   grad_norm: number;
+  tokens_per_s?: number;
 }
 
 export interface RunState {
@@ -31,12 +38,19 @@ export interface RunState {
   error: { kind: string; message: string } | null;
   startedAt: number;
   finishedAt: number | null;
+  /** Step count of the latest checkpoint the page holds (null = none). */
+  checkpointStep: number | null;
+}
+
+export function runLabel(config: RunConfig): string {
+  const model = config.model ? `custom ${config.model.hidden_size}×${config.model.num_hidden_layers}` : config.preset;
+  return `${model} · ${config.scheme?.name ?? 'fp32'} · b${config.batch} · t${config.seq}`;
 }
 
 export function newRun(id: string, config: RunConfig, now: number): RunState {
   return {
     id,
-    label: `${config.preset} · b${config.batch} · t${config.seq}`,
+    label: runLabel(config),
     config,
     status: 'starting',
     phase: 'starting worker',
@@ -48,11 +62,18 @@ export function newRun(id: string, config: RunConfig, now: number): RunState {
     error: null,
     startedAt: now,
     finishedAt: null,
+    checkpointStep: null,
   };
 }
 
+/** A worker is (or should be) attached. */
 export function isActive(run: RunState): boolean {
-  return run.status === 'starting' || run.status === 'running' || run.status === 'stopping';
+  return run.status === 'starting' || run.status === 'running' || run.status === 'stopping' || run.status === 'pausing' || run.status === 'paused';
+}
+
+/** Can continue from its checkpoint in a new worker. */
+export function canContinue(run: RunState): boolean {
+  return (run.status === 'interrupted' || run.status === 'stopped') && run.checkpointStep !== null && run.checkpointStep < run.config.steps;
 }
 
 /** Folds one worker message into a run; messages after the run ended are ignored. */
@@ -61,17 +82,27 @@ export function reduceRun(run: RunState, msg: FromWorker, now: number): RunState
   switch (msg.type) {
     case 'status':
       return { ...run, phase: msg.phase };
-    case 'ready':
-      return { ...run, info: msg.info, status: run.status === 'stopping' ? 'stopping' : 'running', phase: 'training' };
+    case 'ready': {
+      // A continued run drops points past its checkpoint: the steps are re-run.
+      const keep = (p: { step: number }) => p.step < msg.startStep;
+      const status = run.status === 'stopping' || run.status === 'pausing' ? run.status : 'running';
+      return { ...run, info: msg.info, status, phase: 'training', train: run.train.filter(keep), val: run.val.filter(keep), samples: run.samples.filter(keep) };
+    }
     case 'metrics': {
       const m = msg.metrics;
-      const point = { step: m.step, loss: m.loss, lr: m.lr, grad_norm: m.grad_norm };
+      const point: TrainPoint = { step: m.step, loss: m.loss, lr: m.lr, grad_norm: m.grad_norm, tokens_per_s: m.tokens_per_s, elapsed_s: m.elapsed_s };
       return { ...run, latest: m, train: [...run.train, point] };
     }
     case 'val':
-      return { ...run, val: [...run.val, { step: msg.step, loss: msg.loss }] };
+      return { ...run, val: [...run.val, { step: msg.step, loss: msg.loss, elapsed_s: run.latest?.elapsed_s }] };
     case 'sample':
       return { ...run, samples: [...run.samples, { step: msg.step, text: msg.text }] };
+    case 'checkpoint':
+      return { ...run, checkpointStep: msg.step };
+    case 'paused':
+      return run.status === 'stopping' ? run : { ...run, status: 'paused', phase: `paused after step ${msg.step + 1}` };
+    case 'resumed':
+      return run.status === 'stopping' ? run : { ...run, status: 'running', phase: 'training' };
     case 'error':
       return { ...run, status: 'error', error: { kind: msg.kind, message: msg.message }, finishedAt: now };
     case 'done':
@@ -81,4 +112,25 @@ export function reduceRun(run: RunState, msg: FromWorker, now: number): RunState
 
 export function firstLoss(run: RunState): number | null {
   return run.train.length ? run.train[0].loss : null;
+}
+
+/** A run as stored across reloads: live statuses come back as `interrupted`. */
+export function restoredRun(saved: RunState): RunState {
+  if (!isActive(saved)) return saved;
+  return { ...saved, status: 'interrupted', phase: 'interrupted by a page reload' };
+}
+
+/** Metrics as CSV: one row per step, validation loss where it was measured. */
+export function runCsv(run: RunState): string {
+  const val = new Map(run.val.map((v) => [v.step, v.loss]));
+  const rows = ['step,loss,val_loss,lr,grad_norm,tokens_per_s,elapsed_s'];
+  for (const p of run.train) {
+    rows.push([p.step, p.loss, val.get(p.step) ?? '', p.lr, p.grad_norm, p.tokens_per_s ?? '', p.elapsed_s ?? ''].join(','));
+  }
+  return rows.join('\n') + '\n';
+}
+
+export function runJson(run: RunState): string {
+  const { id, label, config, status, info, train, val, samples, error, startedAt, finishedAt, checkpointStep } = run;
+  return JSON.stringify({ id, label, config, status, info, metrics: train, val, samples, error, startedAt, finishedAt, checkpointStep }, null, 2);
 }

@@ -3,7 +3,7 @@
  * worker can fail (script load error, uncaught exception, undecodable message, stop ignored) into
  * a protocol `error` or `done` message, so the page never waits on a worker that is gone.
  */
-import type { FromWorker, RunConfig, ToWorker } from './protocol';
+import type { CheckpointBlob, FromWorker, RunConfig, ToWorker } from './protocol';
 
 export interface RunHandle {
   /**
@@ -11,6 +11,9 @@ export interface RunHandle {
    * before the first step, terminates it at once.
    */
   stop(): void;
+  /** Asks the worker to stop stepping after the current step, keeping its state. */
+  pause(): void;
+  resume(): void;
   /** Terminates the worker at once. */
   dispose(): void;
 }
@@ -23,6 +26,12 @@ export interface LaunchOptions {
   createWorker?: () => Worker;
 }
 
+/** Where the run's text comes from, and the checkpoint it continues from. */
+export interface LaunchData {
+  text?: string;
+  resume?: { files: CheckpointBlob; elapsed_s: number };
+}
+
 function defaultWorker(runId: string): Worker {
   return new Worker(new URL('./train.worker.ts', import.meta.url), { type: 'module', name: `train-${runId}` });
 }
@@ -32,6 +41,7 @@ export function launchRun(
   config: RunConfig,
   onMessage: (msg: FromWorker) => void,
   opts: LaunchOptions,
+  data: LaunchData = {},
 ): RunHandle {
   const worker = opts.createWorker ? opts.createWorker() : defaultWorker(runId);
   let finished = false;
@@ -63,8 +73,15 @@ export function launchRun(
     finish({ type: 'error', runId, kind: 'error', message: 'training worker sent a message that could not be decoded' });
   };
 
-  const start: ToWorker = { type: 'start', runId, config, corpusUrl: opts.corpusUrl };
+  const start: ToWorker = data.text !== undefined
+    ? { type: 'start', runId, config, text: data.text }
+    : { type: 'start', runId, config, corpusUrl: opts.corpusUrl };
+  if (data.resume) start.resume = data.resume;
   worker.postMessage(start);
+
+  const send = (type: 'pause' | 'resume') => {
+    if (!finished) worker.postMessage({ type, runId } satisfies ToWorker);
+  };
 
   return {
     stop() {
@@ -81,6 +98,8 @@ export function launchRun(
         opts.stopGraceMs ?? 60_000,
       );
     },
+    pause: () => send('pause'),
+    resume: () => send('resume'),
     dispose() {
       if (finished) return;
       finished = true;

@@ -4,16 +4,26 @@
  * validated with zod, because a worker is a trust boundary of sorts: a malformed `start` must come
  * back as an `error` message, not as a silent dead worker.
  *
- *   page → worker: start | stop
- *   worker → page: status → ready → (metrics | val | sample)* → done, or error at any point
+ *   page → worker: start (fresh, or from a checkpoint) | pause | resume | stop
+ *   worker → page: status → ready → (metrics | val | sample | checkpoint | paused | resumed)* → done,
+ *                  or error at any point
  */
 import { z } from 'zod';
 import type { MemReport } from '../engine/gpu/memory';
-import { PRESET_NAMES } from '../engine/model/config';
+import { ModelConfigSchema, PRESET_NAMES } from '../engine/model/config';
+import { SCHEME_PRESETS } from '../engine/scheme/presets';
+import { SchemeSchema, unsupportedFeatures } from '../engine/scheme/scheme';
+import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
+
+export const BUNDLED_DATASET = 'tinyshakespeare';
 
 export const RunConfigSchema = z
   .object({
     preset: z.enum(PRESET_NAMES),
+    /** A custom model (Hugging Face keys) replacing the preset's shape; the preset still gives the recipe. */
+    model: ModelConfigSchema.optional(),
+    /** The bundled corpus, or the name of a text file the page read (its text travels beside the config). */
+    dataset: z.string().min(1).max(200).default(BUNDLED_DATASET),
     steps: z.number().int().min(1).max(10_000_000),
     batch: z.number().int().min(1).max(4096),
     /** Context length (tokens per sequence); the model's positions grow to fit (RoPE has no table). */
@@ -29,6 +39,8 @@ export const RunConfigSchema = z
     sampleEvery: z.number().int().min(0),
     /** Characters generated per sample (0 = no samples). */
     sampleLength: z.number().int().min(0).max(4000),
+    /** Quantization scheme (absent = fp32). */
+    scheme: SchemeSchema.optional(),
   })
   .strict();
 
@@ -36,6 +48,7 @@ export type RunConfig = z.infer<typeof RunConfigSchema>;
 
 export const DEFAULT_RUN_CONFIG: RunConfig = {
   preset: 'micro',
+  dataset: BUNDLED_DATASET,
   steps: 200,
   batch: 8,
   seq: 32,
@@ -46,9 +59,40 @@ export const DEFAULT_RUN_CONFIG: RunConfig = {
   sampleLength: 200,
 };
 
+/** The engine's training options for a run config (pure: no GPU; used by the worker and the memory plan). */
+export function trainOptionsFor(c: RunConfig): TrainOptions {
+  const model = c.model ? { ...c.model, max_position_embeddings: Math.max(c.model.max_position_embeddings, c.seq) } : undefined;
+  return defaultTrainOptions(c.preset, {
+    steps: c.steps,
+    batch: c.batch,
+    seq: c.seq,
+    lr: c.lr,
+    seed: c.seed,
+    evalEvery: c.evalEvery,
+    evalBatches: c.evalBatches,
+    model,
+    scheme: c.scheme,
+  });
+}
+
+/** Checkpoint files as they travel (structured clone) and are stored: bytes or JSON text. */
+const FilesSchema = z.record(z.string(), z.union([z.instanceof(Uint8Array), z.string()]));
+export type CheckpointBlob = z.infer<typeof FilesSchema>;
+
 export const ToWorkerSchema = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('start'), runId: z.string().min(1), config: RunConfigSchema, corpusUrl: z.string().min(1) }),
+  z.object({
+    type: z.literal('start'),
+    runId: z.string().min(1),
+    config: RunConfigSchema,
+    corpusUrl: z.string().min(1).optional(),
+    /** The training text itself (a file the user picked); wins over corpusUrl. */
+    text: z.string().min(1).optional(),
+    /** Continue from a checkpoint (params, optimizer moments, tokenizer, step); elapsed training time so far. */
+    resume: z.object({ files: FilesSchema, elapsed_s: z.number().min(0) }).optional(),
+  }),
   z.object({ type: z.literal('stop'), runId: z.string().min(1) }),
+  z.object({ type: z.literal('pause'), runId: z.string().min(1) }),
+  z.object({ type: z.literal('resume'), runId: z.string().min(1) }),
 ]);
 export type ToWorker = z.infer<typeof ToWorkerSchema>;
 
@@ -60,6 +104,7 @@ export interface StepReport {
   grad_norm: number;
   tokens_per_s: number;
   mem: MemReport;
+  /** Training time of the run so far (pauses excluded, continued across resumes). */
   elapsed_s: number;
 }
 
@@ -70,21 +115,39 @@ export interface RunInfo {
   memory: MemReport;
 }
 
-/** webgpu: no API/adapter; gpu: a validation or out-of-memory error from the device. */
-export type ErrorKind = 'webgpu' | 'gpu' | 'device-lost' | 'config' | 'error';
+/** webgpu: no API/adapter; gpu: a validation error from the device; oom: out of GPU memory. */
+export type ErrorKind = 'webgpu' | 'gpu' | 'oom' | 'device-lost' | 'config' | 'error';
 
 export type FromWorker =
   | { type: 'status'; runId: string; phase: string }
-  | { type: 'ready'; runId: string; info: RunInfo }
+  | { type: 'ready'; runId: string; info: RunInfo; startStep: number }
   | { type: 'metrics'; runId: string; metrics: StepReport }
   | { type: 'val'; runId: string; step: number; loss: number }
   | { type: 'sample'; runId: string; step: number; text: string }
+  | { type: 'checkpoint'; runId: string; step: number; files: CheckpointBlob }
+  | { type: 'paused'; runId: string; step: number }
+  | { type: 'resumed'; runId: string }
   | { type: 'error'; runId: string; kind: ErrorKind; message: string }
   | { type: 'done'; runId: string; step: number; reason: 'completed' | 'stopped' };
 
-/** Human-readable list of what is wrong with a config, or null when it is valid. */
+/** Human-readable list of what is wrong with a config, or null when it is valid and runnable. */
 export function checkRunConfig(raw: unknown): string | null {
   const r = RunConfigSchema.safeParse(raw);
-  if (r.success) return null;
-  return r.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ');
+  if (!r.success) return r.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ');
+  const c = r.data;
+  if (c.scheme) {
+    const u = unsupportedFeatures(c.scheme);
+    if (u.length) return `scheme '${c.scheme.name}' uses features the engine does not implement yet: ${u.join(', ')}`;
+  }
+  try {
+    trainOptionsFor(c);
+  } catch (e) {
+    return (e as Error).message.replace(/\n\s*/g, ' ');
+  }
+  return null;
+}
+
+/** Scheme presets offered by the page: read at call time, since the list grows. */
+export function schemePresetNames(): string[] {
+  return Object.keys(SCHEME_PRESETS);
 }

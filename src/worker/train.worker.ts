@@ -1,19 +1,25 @@
 /**
  * The training worker: hosts one engine run off the main thread, so the page stays responsive
  * while SwiftShader (or a real GPU) grinds. It owns its own GPUDevice (devices cannot be shared
- * between the page and a worker). Stop is cooperative: the flag is checked between steps, since a
- * step in flight is one submitted command buffer that cannot be cancelled anyway.
+ * between the page and a worker). Stop and pause are cooperative: the flags are checked between
+ * steps, since a step in flight is one submitted command buffer that cannot be cancelled anyway.
+ * Pause keeps the trainer (and its GPU state) alive and waits; a checkpoint is posted on pause, on
+ * stop, at the end and with every evaluation, so the page can persist it and resume after a reload.
  */
 /// <reference lib="webworker" />
 import { acquireGpu, WebGpuUnavailableError } from '../engine/gpu/device';
 import { Runtime } from '../engine/gpu/runtime';
+import { loadCheckpoint } from '../engine/io/checkpoint';
 import { countParams } from '../engine/model/config';
-import { Trainer, defaultTrainOptions, type TrainOptions } from '../engine/train/trainer';
-import { ToWorkerSchema, type ErrorKind, type FromWorker, type RunConfig } from './protocol';
+import { CharTokenizer } from '../engine/train/tokenizer';
+import { Trainer, type TrainerInit } from '../engine/train/trainer';
+import { ToWorkerSchema, trainOptionsFor, type CheckpointBlob, type ErrorKind, type FromWorker, type ToWorker } from './protocol';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 let activeRun: string | null = null;
 let stopRequested = false;
+let pauseRequested = false;
+let wake: (() => void) | null = null;
 
 function post(msg: FromWorker): void {
   scope.postMessage(msg);
@@ -22,6 +28,7 @@ function post(msg: FromWorker): void {
 function errorKind(e: unknown): ErrorKind {
   if (e instanceof WebGpuUnavailableError) return 'webgpu';
   if (e instanceof Error && e.name === 'DeviceLostError') return 'device-lost';
+  if (e instanceof Error && /out of memory|GPUOutOfMemoryError/i.test(`${e.name} ${e.message}`)) return 'oom';
   return 'error';
 }
 
@@ -30,27 +37,38 @@ function describe(e: unknown): string {
   return String(e);
 }
 
-export function trainOptionsFor(c: RunConfig): TrainOptions {
-  return defaultTrainOptions(c.preset, {
-    steps: c.steps,
-    batch: c.batch,
-    seq: c.seq,
-    lr: c.lr,
-    seed: c.seed,
-    evalEvery: c.evalEvery,
-    evalBatches: c.evalBatches,
-  });
+async function postCheckpoint(runId: string, trainer: Trainer): Promise<void> {
+  // Copied, not transferred: the file bytes may be views sharing one buffer.
+  const files = (await trainer.checkpoint()) as unknown as CheckpointBlob;
+  post({ type: 'checkpoint', runId, step: trainer.stepIndex, files });
 }
 
-async function run(runId: string, config: RunConfig, corpusUrl: string): Promise<void> {
+async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
+  const { runId, config } = msg;
   activeRun = runId;
   stopRequested = false;
+  pauseRequested = false;
   let trainer: Trainer | null = null;
   try {
-    post({ type: 'status', runId, phase: 'loading corpus' });
-    const res = await fetch(corpusUrl);
-    if (!res.ok) throw new Error(`could not load the training text ${corpusUrl}: HTTP ${res.status}`);
-    const text = await res.text();
+    let text = msg.text;
+    if (text === undefined) {
+      if (!msg.corpusUrl) throw new Error('no training text: neither a file nor a corpus URL was given');
+      post({ type: 'status', runId, phase: 'loading corpus' });
+      const res = await fetch(msg.corpusUrl);
+      if (!res.ok) throw new Error(`could not load the training text ${msg.corpusUrl}: HTTP ${res.status}`);
+      text = await res.text();
+    }
+
+    let init: TrainerInit = {};
+    if (msg.resume) {
+      post({ type: 'status', runId, phase: 'reading checkpoint' });
+      const ck = loadCheckpoint(msg.resume.files);
+      init = {
+        params: ck.params,
+        optimizer: ck.extra?.optimizer,
+        tokenizer: ck.extra?.tokenizer ? CharTokenizer.fromJSON(ck.extra.tokenizer) : undefined,
+      };
+    }
 
     post({ type: 'status', runId, phase: 'acquiring GPU' });
     const gpu = await acquireGpu(scope.navigator.gpu);
@@ -59,17 +77,20 @@ async function run(runId: string, config: RunConfig, corpusUrl: string): Promise
     gpu.device.addEventListener('uncapturederror', (ev) => {
       const e = (ev as GPUUncapturedErrorEvent).error;
       stopRequested = true;
-      post({ type: 'error', runId, kind: 'gpu', message: `GPU error (${e.constructor.name}): ${e.message}` });
+      wake?.();
+      const oom = e.constructor.name === 'GPUOutOfMemoryError';
+      post({ type: 'error', runId, kind: oom ? 'oom' : 'gpu', message: oom ? `out of GPU memory: ${e.message}` : `GPU error (${e.constructor.name}): ${e.message}` });
     });
     const rt = new Runtime(gpu);
 
-    post({ type: 'status', runId, phase: 'building model' });
-    const opts = trainOptionsFor(config);
-    trainer = await Trainer.create(rt, opts, text);
+    post({ type: 'status', runId, phase: 'building model (compiling shaders)' });
+    trainer = await Trainer.create(rt, trainOptionsFor(config), text, init);
     const a = gpu.adapterInfo;
+    const startStep = trainer.stepIndex;
     post({
       type: 'ready',
       runId,
+      startStep,
       info: {
         adapter: [a.vendor, a.architecture, a.device, a.description].filter(Boolean).join(' ') || 'unknown adapter',
         params: countParams(trainer.opts.model),
@@ -78,14 +99,29 @@ async function run(runId: string, config: RunConfig, corpusUrl: string): Promise
       },
     });
 
-    let step = 0;
-    for (let i = 0; i < config.steps && !stopRequested; i++) {
+    // Training time excluding pauses, continued from the checkpoint's.
+    let elapsed = msg.resume?.elapsed_s ?? 0;
+    let step = startStep - 1;
+    for (let i = startStep; i < config.steps && !stopRequested; i++) {
+      if (pauseRequested) {
+        await postCheckpoint(runId, trainer);
+        post({ type: 'paused', runId, step });
+        while (pauseRequested && !stopRequested) await new Promise<void>((r) => (wake = r));
+        wake = null;
+        if (stopRequested) break;
+        post({ type: 'resumed', runId });
+      }
+      const t0 = performance.now();
       const m = await trainer.trainStep();
       step = m.step;
-      post({ type: 'metrics', runId, metrics: { ...m, mem: { ...m.mem } } });
       const last = i === config.steps - 1;
-      if (config.evalEvery > 0 && ((i + 1) % config.evalEvery === 0 || last)) {
-        post({ type: 'val', runId, step, loss: await trainer.evaluate() });
+      let val: number | null = null;
+      if (config.evalEvery > 0 && ((i + 1) % config.evalEvery === 0 || last)) val = await trainer.evaluate();
+      elapsed += (performance.now() - t0) / 1000;
+      post({ type: 'metrics', runId, metrics: { ...m, mem: { ...m.mem }, elapsed_s: elapsed } });
+      if (val !== null) {
+        post({ type: 'val', runId, step, loss: val });
+        if (!last) await postCheckpoint(runId, trainer);
       }
       if (config.sampleLength > 0 && config.sampleEvery > 0 && (i + 1) % config.sampleEvery === 0 && !last) {
         post({ type: 'sample', runId, step, text: await trainer.sample('\n', config.sampleLength, 0.8, config.seed + step) });
@@ -94,6 +130,7 @@ async function run(runId: string, config: RunConfig, corpusUrl: string): Promise
     if (!stopRequested && config.sampleLength > 0) {
       post({ type: 'sample', runId, step, text: await trainer.sample('\n', config.sampleLength, 0.8, config.seed + step) });
     }
+    if (trainer.stepIndex > startStep || msg.resume === undefined) await postCheckpoint(runId, trainer);
     post({ type: 'done', runId, step, reason: stopRequested ? 'stopped' : 'completed' });
   } catch (e) {
     post({ type: 'error', runId, kind: errorKind(e), message: describe(e) });
@@ -112,15 +149,19 @@ scope.onmessage = (ev: MessageEvent<unknown>) => {
     return;
   }
   const msg = parsed.data;
-  if (msg.type === 'stop') {
-    if (msg.runId === activeRun) stopRequested = true;
+  if (msg.type !== 'start') {
+    if (msg.runId !== activeRun) return;
+    if (msg.type === 'stop') stopRequested = true;
+    if (msg.type === 'pause') pauseRequested = true;
+    if (msg.type === 'resume') pauseRequested = false;
+    if (msg.type !== 'pause') wake?.();
     return;
   }
   if (activeRun !== null) {
     post({ type: 'error', runId: msg.runId, kind: 'config', message: `this worker is already training run ${activeRun}` });
     return;
   }
-  void run(msg.runId, msg.config, msg.corpusUrl);
+  void run(msg);
 };
 
 // Anything that escapes the run loop still reaches the page instead of dying silently.

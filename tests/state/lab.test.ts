@@ -59,7 +59,7 @@ describe('lab store', () => {
     expect(s().runOrder).toEqual([a, b]);
     expect(s().activeRunId).toBe(b);
 
-    s().applyMessage({ type: 'ready', runId: a, info: { adapter: 'x', params: 10, vocabSize: 65, memory: emptyMemReport() } });
+    s().applyMessage({ type: 'ready', runId: a, startStep: 0, info: { adapter: 'x', params: 10, vocabSize: 65, memory: emptyMemReport() } });
     s().applyMessage({ ...metrics(0, 4.2), runId: a });
     s().applyMessage({ ...metrics(1, 3.9), runId: a });
     s().applyMessage({ type: 'val', runId: a, step: 1, loss: 4.0 });

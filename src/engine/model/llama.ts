@@ -25,6 +25,7 @@ import { type Granularity, numScales } from '../quant/quantizer';
 import { assertSupported, type QuantSpec, savedSpec, type SavedKind, type Scheme } from '../scheme/scheme';
 import { SCHEME_PRESETS } from '../scheme/presets';
 import { headDim, type ModelConfig } from './config';
+import { tpActive, tpBufferPlan, TpSim } from './tp';
 import { type ParamLayout, paramLayout } from './params';
 
 export interface BufferSpec {
@@ -184,6 +185,7 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   // Loss and gradient norm come back through this small mappable buffer once per step.
   out.push({ key: 'readback', category: 'workspace', bytes: 16, usage: BUFFER_USAGE.MAP_READ | BUFFER_USAGE.COPY_DST });
   ws('rope', 2 * d.T * (d.D / 2) * f);
+  if (tpActive(opts.scheme)) out.push(...tpBufferPlan(d, opts.scheme.tp));
   if (training) {
     ws('dres', d.N * d.C * f);
     ws('dh', d.N * d.C * f);
@@ -217,6 +219,8 @@ export class LlamaGpu {
   readonly scheme: Scheme;
   /** Per layer: storage of the quantized saved tensors (absent = fp32). */
   readonly storage: Partial<Record<LayerSavedKey, SavedStorage>>[] = [];
+  /** Simulated tensor parallelism (scheme.tp.degree > 1), else null. */
+  private readonly tp: TpSim | null;
 
   constructor(readonly rt: Runtime, readonly cfg: ModelConfig, B: number, T: number, opts: ModelBuildOptions = {}) {
     if (T > cfg.max_position_embeddings) {
@@ -233,6 +237,7 @@ export class LlamaGpu {
     this.ownsWeights = !opts.sharedWeights;
     const training = this.training;
     rt.write(this.b('rope'), ropeTablePacked(T, this.dims.D, cfg.rope_theta));
+    this.tp = tpActive(this.scheme) ? new TpSim(rt, this.dims, this.scheme.tp, (k) => this.b(k)) : null;
     this.buildForward();
     if (training) {
       this.buildBackward();
@@ -275,6 +280,13 @@ export class LlamaGpu {
       this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), { out: this.b(liveKey(key)) }).dispatches;
   }
 
+  /** The weights buffer and byte offset of a parameter (for sub-slices such as a TP rank's rows). */
+  private weightAt(name: string): { w: GPUBuffer; wOffset: number } {
+    const v = this.layout.byName.get(name);
+    if (!v) throw new Error(`no parameter ${name}`);
+    return { w: this.b('weights'), wOffset: v.offset * 4 };
+  }
+
   private lmHead(): string {
     return this.cfg.tie_word_embeddings ? 'model.embed_tokens.weight' : 'lm_head.weight';
   }
@@ -308,7 +320,8 @@ export class LlamaGpu {
       push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
       store('o');
       // xMid = xIn + o·Woᵀ: the GEMM accumulates onto the residual copy.
-      push(matmul(rt, { label: lab('o_proj'), a: a('o'), b: p('self_attn.o_proj.weight'), c: a('xMid'), M: N, N: C, K: C, transB: true, accumulate: true }));
+      if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), a('o'), p('self_attn.o_proj.weight'), C, a('xMid')));
+      else push(matmul(rt, { label: lab('o_proj'), a: a('o'), b: p('self_attn.o_proj.weight'), c: a('xMid'), M: N, N: C, K: C, transB: true, accumulate: true }));
       store('xMid');
       push(rmsnormForward(rt, { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
       store('h2');
@@ -319,7 +332,8 @@ export class LlamaGpu {
       push(swigluForward(rt, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
       store('act');
       push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
-      push(matmul(rt, { label: lab('down_proj'), a: a('act'), b: p('mlp.down_proj.weight'), c: next, M: N, N: C, K: F, transB: true, accumulate: true }));
+      if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), a('act'), p('mlp.down_proj.weight'), F, next));
+      else push(matmul(rt, { label: lab('down_proj'), a: a('act'), b: p('mlp.down_proj.weight'), c: next, M: N, N: C, K: F, transB: true, accumulate: true }));
     }
     push(this.storeSaved(L, 'xFinal'));
     push(rmsnormForward(rt, { label: 'normF', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), y: this.saved(L, 'hF'), rstd: this.b('rstdF'), dims: { N, C, eps } }));
@@ -372,8 +386,15 @@ export class LlamaGpu {
       load('h2'); // live copy in dh
       push(matmul(rt, { label: lab('gate.dw'), a: a('gate'), b: a('h2'), c: gr('mlp.gate_proj.weight'), M: F, N: C, K: N, transA: true }));
       push(matmul(rt, { label: lab('up.dw'), a: a('up'), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }));
-      push(matmul(rt, { label: lab('gate.dx'), a: a('gate'), b: p('mlp.gate_proj.weight'), c: dh, M: N, N: C, K: F }));
-      push(matmul(rt, { label: lab('up.dx'), a: a('up'), b: p('mlp.up_proj.weight'), c: dh, M: N, N: C, K: F, accumulate: true }));
+      if (this.tp) {
+        push(this.tp.columnParallelDx(lab('mlp.dx.tp'), [
+          { dy: a('gate'), ...this.weightAt(`model.layers.${l}.mlp.gate_proj.weight`), rows: F },
+          { dy: a('up'), ...this.weightAt(`model.layers.${l}.mlp.up_proj.weight`), rows: F },
+        ], dh));
+      } else {
+        push(matmul(rt, { label: lab('gate.dx'), a: a('gate'), b: p('mlp.gate_proj.weight'), c: dh, M: N, N: C, K: F }));
+        push(matmul(rt, { label: lab('up.dx'), a: a('up'), b: p('mlp.up_proj.weight'), c: dh, M: N, N: C, K: F, accumulate: true }));
+      }
       load('xMid'); // live copy in dq (free until the attention backward)
       push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
       // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
@@ -391,9 +412,17 @@ export class LlamaGpu {
       push(matmul(rt, { label: lab('q.dw'), a: this.b('qRaw'), b: a('h1'), c: gr('self_attn.q_proj.weight'), M: C, N: C, K: N, transA: true }));
       push(matmul(rt, { label: lab('k.dw'), a: this.b('kRaw'), b: a('h1'), c: gr('self_attn.k_proj.weight'), M: KVC, N: C, K: N, transA: true }));
       push(matmul(rt, { label: lab('v.dw'), a: this.b('dv'), b: a('h1'), c: gr('self_attn.v_proj.weight'), M: KVC, N: C, K: N, transA: true }));
-      push(matmul(rt, { label: lab('q.dx'), a: this.b('qRaw'), b: p('self_attn.q_proj.weight'), c: dh, M: N, N: C, K: C }));
-      push(matmul(rt, { label: lab('k.dx'), a: this.b('kRaw'), b: p('self_attn.k_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
-      push(matmul(rt, { label: lab('v.dx'), a: this.b('dv'), b: p('self_attn.v_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
+      if (this.tp) {
+        push(this.tp.columnParallelDx(lab('qkv.dx.tp'), [
+          { dy: this.b('qRaw'), ...this.weightAt(`model.layers.${l}.self_attn.q_proj.weight`), rows: C },
+          { dy: this.b('kRaw'), ...this.weightAt(`model.layers.${l}.self_attn.k_proj.weight`), rows: KVC },
+          { dy: this.b('dv'), ...this.weightAt(`model.layers.${l}.self_attn.v_proj.weight`), rows: KVC },
+        ], dh));
+      } else {
+        push(matmul(rt, { label: lab('q.dx'), a: this.b('qRaw'), b: p('self_attn.q_proj.weight'), c: dh, M: N, N: C, K: C }));
+        push(matmul(rt, { label: lab('k.dx'), a: this.b('kRaw'), b: p('self_attn.k_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
+        push(matmul(rt, { label: lab('v.dx'), a: this.b('dv'), b: p('self_attn.v_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
+      }
       load('xIn'); // live copy in qRaw (consumed by q.dx above)
       push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
     }

@@ -28,6 +28,16 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
     description: 'AGoQ layer-aware activation storage: INT4 group-128 for every non-attention saved activation, attention kept fp32.',
     layer: { saved: AGOQ_SAVED },
   }),
+  taco: parseScheme({
+    name: 'taco',
+    description: 'TACO: the tensor-parallel all-reduces of every layer (simulated TP degree 4) carry ASH + dual-scale FP8 (E4M3, groups of 128).',
+    tp: { degree: 4, codec: 'taco', group: 128 },
+  }),
+  'tp4-fp32': parseScheme({
+    name: 'tp4-fp32',
+    description: 'Simulated TP degree 4 with uncompressed fp32 all-reduces (the baseline for taco).',
+    tp: { degree: 4, codec: 'fp32', group: 128 },
+  }),
 };
 
 export function schemePreset(name: string): Scheme {

@@ -1,0 +1,160 @@
+/**
+ * Tensor parallelism simulated on one device: the four all-reduces of a Megatron layer (forward:
+ * after the row-parallel O-proj and down-proj; backward: the input gradients of the column-parallel
+ * QKV and gate/up projections) are computed as t per-rank partial products, and each partial goes
+ * through exactly the compression it would cross the wire with — a two-shot all-reduce: every rank
+ * sends its chunk c (c ≠ own) compressed to chunk c's owner, owners sum in fp32, and the reduced
+ * chunks are compressed once more for the all-gather (all ranks, the owner too, use the decompressed
+ * values so replicas stay identical). With codec fp32 the same partial sums run uncompressed.
+ *
+ * Shapes: N tokens, C hidden, F intermediate, KVC = nKV·D; t = degree; ranks own C/t columns of
+ * o/q (their heads), KVC/t of k/v, F/t of the MLP.
+ */
+import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
+import { axpy, copy } from '../kernels/elementwise';
+import { matmul } from '../kernels/matmul';
+import { qdq } from '../kernels/qdq';
+import { gatherColumns } from '../kernels/slice';
+import { tacoCompress, tacoDecompress } from '../kernels/taco';
+import { tacoPayloadBytes } from '../quant/taco';
+import type { Scheme } from '../scheme/scheme';
+import type { BufferSpec, ModelDims } from './llama';
+
+export interface TpConfig {
+  degree: number;
+  codec: Scheme['tp']['codec'];
+  group: number;
+}
+
+export function tpActive(s: Scheme | undefined): s is Scheme {
+  return !!s && s.tp.degree > 1;
+}
+
+/** Why this model cannot be split t ways (null when it can). */
+export function tpProblem(d: ModelDims, tp: TpConfig): string | null {
+  const t = tp.degree;
+  if (d.nH % t || d.nKV % t || d.F % t) return `TP degree ${t} must divide the heads (${d.nH}), KV heads (${d.nKV}) and intermediate size (${d.F})`;
+  const chunk = (d.N * d.C) / t;
+  if (!Number.isInteger(chunk) || chunk % 64 || chunk % tp.group) {
+    return `TP degree ${t}: a rank's chunk of ${d.N}x${d.C} (${chunk} values) must be a multiple of 64 and of the group ${tp.group}`;
+  }
+  for (const [rows, what] of [[d.C / t, 'q/o'], [d.KVC / t, 'k/v'], [d.F / t, 'gate/up']] as const) {
+    if (((rows * d.C * 4) % 256) !== 0) return `TP degree ${t}: ${what} weight shards (${rows} rows of ${d.C}) are not 256-byte aligned`;
+  }
+  return null;
+}
+
+export function tpBufferPlan(d: ModelDims, tp: TpConfig): BufferSpec[] {
+  const t = tp.degree;
+  const f = 4;
+  const out: BufferSpec[] = [
+    { key: 'tp.part', category: 'workspace', bytes: d.N * d.C * f },
+    { key: 'tp.sum', category: 'workspace', bytes: d.N * d.C * f },
+    { key: 'tp.a', category: 'workspace', bytes: (d.N * Math.max(d.C, d.F) * f) / t },
+    { key: 'tp.w', category: 'workspace', bytes: (d.C * Math.max(d.C, d.F) * f) / t },
+  ];
+  // The send buffer: what one compressed tensor occupies on the wire.
+  if (tp.codec === 'taco') out.push({ key: 'tp.payload', category: 'comm', bytes: tacoPayloadBytes(d.N * d.C, tp.group) });
+  return out;
+}
+
+/** Bytes one rank sends per all-reduce of an [N, C] tensor (two-shot: (t−1) chunks out, then (t−1) copies of its reduced chunk). */
+export function tpWireBytes(d: ModelDims, tp: TpConfig): number {
+  const t = tp.degree;
+  const chunk = (d.N * d.C) / t;
+  const per = tp.codec === 'taco' ? tacoPayloadBytes(chunk, tp.group)
+    : tp.codec === 'fp32' ? chunk * 4
+      : chunk + 4 * Math.ceil(chunk / tp.group);
+  return 2 * (t - 1) * per;
+}
+
+export class TpSim {
+  constructor(
+    private readonly rt: Runtime,
+    private readonly d: ModelDims,
+    private readonly tp: TpConfig,
+    private readonly b: (key: string) => GPUBuffer,
+  ) {
+    const p = tpProblem(d, tp);
+    if (p) throw new Error(p);
+  }
+
+  /** Compress + decompress `n` values in place (what arrives after crossing the wire). */
+  private roundtrip(label: string, x: Binding, n: number): Dispatch[] {
+    const { rt, tp } = this;
+    switch (tp.codec) {
+      case 'fp32':
+        return [];
+      case 'taco': {
+        const payload = this.b('tp.payload');
+        return [
+          tacoCompress(rt, { label: `${label}.taco.c`, x, payload, n, G: tp.group }),
+          tacoDecompress(rt, { label: `${label}.taco.d`, payload, y: x, n, G: tp.group }),
+        ];
+      }
+      default:
+        return [...qdq(rt, { label: `${label}.qdq`, x, n, spec: { format: tp.codec, granularity: 'group', group: tp.group, rounding: 'nearest' } })];
+    }
+  }
+
+  /**
+   * target (=, or += with accumulate) ← all-reduce over ranks of the [N, C] partials that
+   * `partial(r)` writes into tp.part.
+   */
+  allReduce(label: string, partial: (r: number, part: GPUBuffer) => Dispatch[], target: Binding, accumulate: boolean): Dispatch[] {
+    const { rt, d, tp } = this;
+    const t = tp.degree;
+    const n = d.N * d.C;
+    const chunk = n / t;
+    const part = this.b('tp.part');
+    const sum = this.b('tp.sum');
+    const out: Dispatch[] = [];
+    for (let r = 0; r < t; r++) {
+      out.push(...partial(r, part));
+      for (let c = 0; c < t; c++) {
+        if (c !== r) out.push(...this.roundtrip(`${label}.r${r}.c${c}`, { buffer: part, offset: c * chunk * 4, size: chunk * 4 }, chunk));
+      }
+      out.push(r === 0
+        ? copy(rt, { label: `${label}.sum0`, src: part, dst: sum, n })
+        : axpy(rt, { label: `${label}.sum${r}`, x: part, out: sum, alpha: 1, n }));
+    }
+    for (let c = 0; c < t; c++) {
+      out.push(...this.roundtrip(`${label}.gather.c${c}`, { buffer: sum, offset: c * chunk * 4, size: chunk * 4 }, chunk));
+    }
+    out.push(accumulate
+      ? axpy(rt, { label: `${label}.out`, x: sum, out: target, alpha: 1, n })
+      : copy(rt, { label: `${label}.out`, src: sum, dst: target, n }));
+    return out;
+  }
+
+  /** Row-parallel forward: target += Σ_r x[:, K_r]·W[:, K_r]ᵀ, x [N, K], W [C, K] (HF [out, in]). */
+  rowParallel(label: string, x: Binding, w: Binding, K: number, target: Binding): Dispatch[] {
+    const { rt, d } = this;
+    const k = K / this.tp.degree;
+    const a = this.b('tp.a');
+    const ws = this.b('tp.w');
+    return this.allReduce(label, (r, part) => [
+      gatherColumns(rt, { label: `${label}.r${r}.x`, src: x, dst: a, rows: d.N, cols: K, c0: r * k, width: k }),
+      gatherColumns(rt, { label: `${label}.r${r}.w`, src: w, dst: ws, rows: d.C, cols: K, c0: r * k, width: k }),
+      matmul(rt, { label: `${label}.r${r}.gemm`, a, b: ws, c: part, M: d.N, N: d.C, K: k, transB: true }),
+    ], target, true);
+  }
+
+  /**
+   * Column-parallel input gradient: target = Σ_r Σ_j dY_j[:, rows_r]·W_j[rows_r, :] over the projections
+   * j sharing the input (q, k, v or gate, up); each rank owns rows_r of every W_j.
+   */
+  columnParallelDx(label: string, parts: { dy: Binding; w: GPUBuffer; wOffset: number; rows: number }[], target: Binding): Dispatch[] {
+    const { rt, d } = this;
+    const t = this.tp.degree;
+    const a = this.b('tp.a');
+    return this.allReduce(label, (r, part) => parts.flatMap((p, j) => {
+      const rr = p.rows / t;
+      const wSlice = { buffer: p.w, offset: p.wOffset + r * rr * d.C * 4, size: rr * d.C * 4 };
+      return [
+        gatherColumns(rt, { label: `${label}.r${r}.p${j}.dy`, src: p.dy, dst: a, rows: d.N, cols: p.rows, c0: r * rr, width: rr }),
+        matmul(rt, { label: `${label}.r${r}.p${j}.gemm`, a, b: wSlice, c: part, M: d.N, N: d.C, K: rr, accumulate: j > 0 }),
+      ];
+    }), target, false);
+  }
+}
