@@ -26,6 +26,9 @@ import { assertSupported, type QuantSpec, savedSpec, type SavedKind, type Scheme
 import { SCHEME_PRESETS } from '../scheme/presets';
 import { headDim, type ModelConfig } from './config';
 import { tpActive, tpBufferPlan, TpSim } from './tp';
+import { qdq, type QdqDispatches } from '../kernels/qdq';
+import { isFp32, layerScheme } from '../scheme/scheme';
+import { deriveSeed } from '../util/rng';
 import { type ParamLayout, paramLayout } from './params';
 
 export interface BufferSpec {
@@ -98,6 +101,20 @@ export function savedStorage(spec: QuantSpec, n: number, rowLength: number): Sav
   const format = spec.format as QuantFormat;
   return { format, granularity, n, words: wordsFor(n, BITS[format] as CodeBits), scales: numScales(granularity, n) };
 }
+
+function studyFlags(s: Scheme | undefined, L: number): { weights: boolean; inputs: boolean; grads: boolean } {
+  const r = { weights: false, inputs: false, grads: false };
+  if (!s) return r;
+  for (let l = 0; l < L; l++) {
+    const ls = layerScheme(s, l);
+    r.weights ||= !isFp32(ls.weights);
+    r.inputs ||= !isFp32(ls.gemm_inputs);
+    r.grads ||= !isFp32(ls.gemm_output_grads);
+  }
+  return r;
+}
+
+const LINEAR = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'];
 
 /**
  * Live copies that reuse a backward scratch buffer of the same size instead of their own: in the
@@ -186,6 +203,12 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   out.push({ key: 'readback', category: 'workspace', bytes: 16, usage: BUFFER_USAGE.MAP_READ | BUFFER_USAGE.COPY_DST });
   ws('rope', 2 * d.T * (d.D / 2) * f);
   if (tpActive(opts.scheme)) out.push(...tpBufferPlan(d, opts.scheme.tp));
+  // The quantized pre-training study's fake quantization: a quantized copy of the weights for the
+  // GEMMs (master weights stay fp32), of each GEMM input, and of each output gradient on the dW path.
+  const st = studyFlags(opts.scheme, d.L);
+  if (st.weights) ws('wq', P);
+  if (st.inputs) ws('aq', d.N * Math.max(d.C, d.F) * f);
+  if (training && st.grads) ws('gq', d.N * Math.max(d.C, d.F) * f);
   if (training) {
     ws('dres', d.N * d.C * f);
     ws('dh', d.N * d.C * f);
@@ -221,6 +244,8 @@ export class LlamaGpu {
   readonly storage: Partial<Record<LayerSavedKey, SavedStorage>>[] = [];
   /** Simulated tensor parallelism (scheme.tp.degree > 1), else null. */
   private readonly tp: TpSim | null;
+  /** Fake-quantization kernels whose stochastic-rounding seed changes every step. */
+  private readonly srKernels: { label: string; k: QdqDispatches }[] = [];
 
   constructor(readonly rt: Runtime, readonly cfg: ModelConfig, B: number, T: number, opts: ModelBuildOptions = {}) {
     if (T > cfg.max_position_embeddings) {
@@ -280,11 +305,56 @@ export class LlamaGpu {
       this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), { out: this.b(liveKey(key)) }).dispatches;
   }
 
-  /** The weights buffer and byte offset of a parameter (for sub-slices such as a TP rank's rows). */
-  private weightAt(name: string): { w: GPUBuffer; wOffset: number } {
+  /** The buffer the GEMMs read a weight from: the fake-quantized copy when layer l quantizes weights. */
+  private gemmWeights(l: number): GPUBuffer {
+    return isFp32(layerScheme(this.scheme, l).weights) ? this.b('weights') : this.b('wq');
+  }
+
+  /** A linear weight of layer l as the GEMMs see it. */
+  private lin(l: number, s: string): Binding {
+    const v = this.layout.byName.get(`model.layers.${l}.${s}`);
+    if (!v) throw new Error(`no parameter model.layers.${l}.${s}`);
+    return { buffer: this.gemmWeights(l), offset: v.offset * 4, size: v.size * 4 };
+  }
+
+  /** The GEMM weights buffer and byte offset of a parameter (for sub-slices such as a TP rank's rows). */
+  private weightAt(l: number, name: string): { w: GPUBuffer; wOffset: number } {
     const v = this.layout.byName.get(name);
     if (!v) throw new Error(`no parameter ${name}`);
-    return { w: this.b('weights'), wOffset: v.offset * 4 };
+    return { w: this.gemmWeights(l), wOffset: v.offset * 4 };
+  }
+
+  private fakeQuant(label: string, x: Binding, n: number, rowLength: number, spec: QuantSpec): Dispatch[] {
+    const k = qdq(this.rt, { label, x, n, rowLength, spec });
+    if (spec.rounding === 'stochastic') this.srKernels.push({ label, k });
+    return [...k];
+  }
+
+  /** Fake-quantizes a copy of a GEMM input (per the layer's gemm_inputs cell) and returns what the GEMMs read. */
+  private gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
+    const spec = layerScheme(this.scheme, l).gemm_inputs;
+    if (isFp32(spec)) return x;
+    const n = this.dims.N * width;
+    const aq: Binding = { buffer: this.b('aq'), offset: 0, size: n * 4 };
+    push(copy(this.rt, { label: `${label}.aq`, src: x, dst: aq, n }));
+    push(this.fakeQuant(`${label}.aq`, aq, n, width, spec));
+    return aq;
+  }
+
+  /** The output gradient a dW GEMM reads: fake-quantized per token when the layer's gemm_output_grads cell asks. */
+  private dwGrad(l: number, label: string, dy: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
+    const spec = layerScheme(this.scheme, l).gemm_output_grads;
+    if (isFp32(spec)) return dy;
+    const n = this.dims.N * width;
+    const gq: Binding = { buffer: this.b('gq'), offset: 0, size: n * 4 };
+    push(copy(this.rt, { label: `${label}.gq`, src: dy, dst: gq, n }));
+    push(this.fakeQuant(`${label}.gq`, gq, n, width, spec));
+    return gq;
+  }
+
+  /** Rewrites the stochastic-rounding seeds of the fake quantizers (once per step). */
+  setStepSeed(step: number): void {
+    for (const { label, k } of this.srKernels) k.setSeed(deriveSeed(step, label));
   }
 
   private lmHead(): string {
@@ -297,6 +367,18 @@ export class LlamaGpu {
     const eps = cfg.rms_norm_eps;
     const f = this.forward;
     const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? f.push(...d) : f.push(d));
+    if (this.buf.has('wq')) {
+      // Fake-quantized weights for this step's GEMMs, per output channel (row of W [out, in]).
+      push(copy(rt, { label: 'wq', src: this.b('weights'), dst: this.b('wq'), n: this.layout.totalFloats }));
+      for (let l = 0; l < L; l++) {
+        const spec = layerScheme(this.scheme, l).weights;
+        if (isFp32(spec)) continue;
+        for (const name of LINEAR) {
+          const v = this.layout.byName.get(`model.layers.${l}.${name}.weight`)!;
+          push(this.fakeQuant(`L${l}.${name}.wq`, { buffer: this.b('wq'), offset: v.offset * 4, size: v.size * 4 }, v.size, v.shape[1], spec));
+        }
+      }
+    }
     push(embeddingForward(rt, { label: 'embed', ids: this.b('ids'), W: this.param('model.embed_tokens.weight'), out: this.saved(0, 'xIn'), dims: { N, V, C } }));
     for (let l = 0; l < L; l++) {
       const p = (s: string) => this.param(`model.layers.${l}.${s}`);
@@ -309,9 +391,10 @@ export class LlamaGpu {
       // Residual copy first: xIn is dead after this (its live copy may be qRaw, written next).
       push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
       store('h1');
-      push(matmul(rt, { label: lab('q_proj'), a: a('h1'), b: p('self_attn.q_proj.weight'), c: this.b('qRaw'), M: N, N: C, K: C, transB: true }));
-      push(matmul(rt, { label: lab('k_proj'), a: a('h1'), b: p('self_attn.k_proj.weight'), c: this.b('kRaw'), M: N, N: KVC, K: C, transB: true }));
-      push(matmul(rt, { label: lab('v_proj'), a: a('h1'), b: p('self_attn.v_proj.weight'), c: a('v'), M: N, N: KVC, K: C, transB: true }));
+      const h1 = this.gemmInput(l, lab('qkv_in'), a('h1'), C, push);
+      push(matmul(rt, { label: lab('q_proj'), a: h1, b: this.lin(l, 'self_attn.q_proj.weight'), c: this.b('qRaw'), M: N, N: C, K: C, transB: true }));
+      push(matmul(rt, { label: lab('k_proj'), a: h1, b: this.lin(l, 'self_attn.k_proj.weight'), c: this.b('kRaw'), M: N, N: KVC, K: C, transB: true }));
+      push(matmul(rt, { label: lab('v_proj'), a: h1, b: this.lin(l, 'self_attn.v_proj.weight'), c: a('v'), M: N, N: KVC, K: C, transB: true }));
       store('v');
       push(rope(rt, { label: lab('rope_q'), x: this.b('qRaw'), y: a('q'), table: this.b('rope'), B, T, nHeads: nH, D }));
       store('q');
@@ -319,21 +402,24 @@ export class LlamaGpu {
       store('k');
       push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
       store('o');
+      const oIn = this.gemmInput(l, lab('o_in'), a('o'), C, push);
       // xMid = xIn + o·Woᵀ: the GEMM accumulates onto the residual copy.
-      if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), a('o'), p('self_attn.o_proj.weight'), C, a('xMid')));
-      else push(matmul(rt, { label: lab('o_proj'), a: a('o'), b: p('self_attn.o_proj.weight'), c: a('xMid'), M: N, N: C, K: C, transB: true, accumulate: true }));
+      if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), oIn, this.lin(l, 'self_attn.o_proj.weight'), C, a('xMid')));
+      else push(matmul(rt, { label: lab('o_proj'), a: oIn, b: this.lin(l, 'self_attn.o_proj.weight'), c: a('xMid'), M: N, N: C, K: C, transB: true, accumulate: true }));
       store('xMid');
       push(rmsnormForward(rt, { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
       store('h2');
-      push(matmul(rt, { label: lab('gate_proj'), a: a('h2'), b: p('mlp.gate_proj.weight'), c: a('gate'), M: N, N: F, K: C, transB: true }));
+      const h2 = this.gemmInput(l, lab('mlp_in'), a('h2'), C, push);
+      push(matmul(rt, { label: lab('gate_proj'), a: h2, b: this.lin(l, 'mlp.gate_proj.weight'), c: a('gate'), M: N, N: F, K: C, transB: true }));
       store('gate');
-      push(matmul(rt, { label: lab('up_proj'), a: a('h2'), b: p('mlp.up_proj.weight'), c: a('up'), M: N, N: F, K: C, transB: true }));
+      push(matmul(rt, { label: lab('up_proj'), a: h2, b: this.lin(l, 'mlp.up_proj.weight'), c: a('up'), M: N, N: F, K: C, transB: true }));
       store('up');
       push(swigluForward(rt, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
       store('act');
+      const actIn = this.gemmInput(l, lab('down_in'), a('act'), F, push);
       push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
-      if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), a('act'), p('mlp.down_proj.weight'), F, next));
-      else push(matmul(rt, { label: lab('down_proj'), a: a('act'), b: p('mlp.down_proj.weight'), c: next, M: N, N: C, K: F, transB: true, accumulate: true }));
+      if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), actIn, this.lin(l, 'mlp.down_proj.weight'), F, next));
+      else push(matmul(rt, { label: lab('down_proj'), a: actIn, b: this.lin(l, 'mlp.down_proj.weight'), c: next, M: N, N: C, K: F, transB: true, accumulate: true }));
     }
     push(this.storeSaved(L, 'xFinal'));
     push(rmsnormForward(rt, { label: 'normF', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), y: this.saved(L, 'hF'), rstd: this.b('rstdF'), dims: { N, C, eps } }));
@@ -377,30 +463,30 @@ export class LlamaGpu {
       const lab = (s: string) => `L${l}.${s}`;
       // MLP. dWdown = dresᵀ·act first: act's live copy is dF1, which down.dx then overwrites with dact.
       load('act');
-      push(matmul(rt, { label: lab('down.dw'), a: dres, b: a('act'), c: gr('mlp.down_proj.weight'), M: C, N: F, K: N, transA: true }));
-      push(matmul(rt, { label: lab('down.dx'), a: dres, b: p('mlp.down_proj.weight'), c: dF1, M: N, N: F, K: C }));
+      push(matmul(rt, { label: lab('down.dw'), a: this.dwGrad(l, lab('down.dw'), dres, C, push), b: a('act'), c: gr('mlp.down_proj.weight'), M: C, N: F, K: N, transA: true }));
+      push(matmul(rt, { label: lab('down.dx'), a: dres, b: this.lin(l, 'mlp.down_proj.weight'), c: dF1, M: N, N: F, K: C }));
       load('gate');
       load('up');
       // SwiGLU backward in place: gate and up become dgate and dup.
       push(swigluBackward(rt, { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } }));
       load('h2'); // live copy in dh
-      push(matmul(rt, { label: lab('gate.dw'), a: a('gate'), b: a('h2'), c: gr('mlp.gate_proj.weight'), M: F, N: C, K: N, transA: true }));
-      push(matmul(rt, { label: lab('up.dw'), a: a('up'), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('gate.dw'), a: this.dwGrad(l, lab('gate.dw'), a('gate'), F, push), b: a('h2'), c: gr('mlp.gate_proj.weight'), M: F, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('up.dw'), a: this.dwGrad(l, lab('up.dw'), a('up'), F, push), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }));
       if (this.tp) {
         push(this.tp.columnParallelDx(lab('mlp.dx.tp'), [
-          { dy: a('gate'), ...this.weightAt(`model.layers.${l}.mlp.gate_proj.weight`), rows: F },
-          { dy: a('up'), ...this.weightAt(`model.layers.${l}.mlp.up_proj.weight`), rows: F },
+          { dy: a('gate'), ...this.weightAt(l, `model.layers.${l}.mlp.gate_proj.weight`), rows: F },
+          { dy: a('up'), ...this.weightAt(l, `model.layers.${l}.mlp.up_proj.weight`), rows: F },
         ], dh));
       } else {
-        push(matmul(rt, { label: lab('gate.dx'), a: a('gate'), b: p('mlp.gate_proj.weight'), c: dh, M: N, N: C, K: F }));
-        push(matmul(rt, { label: lab('up.dx'), a: a('up'), b: p('mlp.up_proj.weight'), c: dh, M: N, N: C, K: F, accumulate: true }));
+        push(matmul(rt, { label: lab('gate.dx'), a: a('gate'), b: this.lin(l, 'mlp.gate_proj.weight'), c: dh, M: N, N: C, K: F }));
+        push(matmul(rt, { label: lab('up.dx'), a: a('up'), b: this.lin(l, 'mlp.up_proj.weight'), c: dh, M: N, N: C, K: F, accumulate: true }));
       }
       load('xMid'); // live copy in dq (free until the attention backward)
       push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
       // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
       load('o');
-      push(matmul(rt, { label: lab('o.dw'), a: dres, b: a('o'), c: gr('self_attn.o_proj.weight'), M: C, N: C, K: N, transA: true }));
-      push(matmul(rt, { label: lab('o.dx'), a: dres, b: p('self_attn.o_proj.weight'), c: dh, M: N, N: C, K: C }));
+      push(matmul(rt, { label: lab('o.dw'), a: this.dwGrad(l, lab('o.dw'), dres, C, push), b: a('o'), c: gr('self_attn.o_proj.weight'), M: C, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('o.dx'), a: dres, b: this.lin(l, 'self_attn.o_proj.weight'), c: dh, M: N, N: C, K: C }));
       load('q');
       load('k');
       load('v');
@@ -409,19 +495,19 @@ export class LlamaGpu {
       push(rope(rt, { label: lab('rope_q.bwd'), x: this.b('dq'), y: this.b('qRaw'), table: this.b('rope'), B, T, nHeads: nH, D, inverse: true }));
       push(rope(rt, { label: lab('rope_k.bwd'), x: this.b('dk'), y: this.b('kRaw'), table: this.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
       load('h1'); // live copy in dh (dO is consumed)
-      push(matmul(rt, { label: lab('q.dw'), a: this.b('qRaw'), b: a('h1'), c: gr('self_attn.q_proj.weight'), M: C, N: C, K: N, transA: true }));
-      push(matmul(rt, { label: lab('k.dw'), a: this.b('kRaw'), b: a('h1'), c: gr('self_attn.k_proj.weight'), M: KVC, N: C, K: N, transA: true }));
-      push(matmul(rt, { label: lab('v.dw'), a: this.b('dv'), b: a('h1'), c: gr('self_attn.v_proj.weight'), M: KVC, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('q.dw'), a: this.dwGrad(l, lab('q.dw'), this.b('qRaw'), C, push), b: a('h1'), c: gr('self_attn.q_proj.weight'), M: C, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('k.dw'), a: this.dwGrad(l, lab('k.dw'), this.b('kRaw'), KVC, push), b: a('h1'), c: gr('self_attn.k_proj.weight'), M: KVC, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('v.dw'), a: this.dwGrad(l, lab('v.dw'), this.b('dv'), KVC, push), b: a('h1'), c: gr('self_attn.v_proj.weight'), M: KVC, N: C, K: N, transA: true }));
       if (this.tp) {
         push(this.tp.columnParallelDx(lab('qkv.dx.tp'), [
-          { dy: this.b('qRaw'), ...this.weightAt(`model.layers.${l}.self_attn.q_proj.weight`), rows: C },
-          { dy: this.b('kRaw'), ...this.weightAt(`model.layers.${l}.self_attn.k_proj.weight`), rows: KVC },
-          { dy: this.b('dv'), ...this.weightAt(`model.layers.${l}.self_attn.v_proj.weight`), rows: KVC },
+          { dy: this.b('qRaw'), ...this.weightAt(l, `model.layers.${l}.self_attn.q_proj.weight`), rows: C },
+          { dy: this.b('kRaw'), ...this.weightAt(l, `model.layers.${l}.self_attn.k_proj.weight`), rows: KVC },
+          { dy: this.b('dv'), ...this.weightAt(l, `model.layers.${l}.self_attn.v_proj.weight`), rows: KVC },
         ], dh));
       } else {
-        push(matmul(rt, { label: lab('q.dx'), a: this.b('qRaw'), b: p('self_attn.q_proj.weight'), c: dh, M: N, N: C, K: C }));
-        push(matmul(rt, { label: lab('k.dx'), a: this.b('kRaw'), b: p('self_attn.k_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
-        push(matmul(rt, { label: lab('v.dx'), a: this.b('dv'), b: p('self_attn.v_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
+        push(matmul(rt, { label: lab('q.dx'), a: this.b('qRaw'), b: this.lin(l, 'self_attn.q_proj.weight'), c: dh, M: N, N: C, K: C }));
+        push(matmul(rt, { label: lab('k.dx'), a: this.b('kRaw'), b: this.lin(l, 'self_attn.k_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
+        push(matmul(rt, { label: lab('v.dx'), a: this.b('dv'), b: this.lin(l, 'self_attn.v_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
       }
       load('xIn'); // live copy in qRaw (consumed by q.dx above)
       push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
@@ -434,6 +520,14 @@ export class LlamaGpu {
     const o = this.optimizer;
     const n = this.layout.totalFloats;
     o.push(...globalNorm(rt, { label: 'grad_norm', x: this.b('grads'), n, partials: this.b('normPartials'), out: this.b('gradNorm') }));
+    // The study's optimizer: m ← Q(m), v ← Q(v) (per row of each tensor) before the full-precision update.
+    for (const [key, spec] of [['adam.m', this.scheme.adam.m], ['adam.v', this.scheme.adam.v]] as const) {
+      if (isFp32(spec)) continue;
+      for (const v of this.layout.views) {
+        const rowLength = v.shape.length > 1 ? v.shape[v.shape.length - 1] : v.size;
+        o.push(...this.fakeQuant(`${key}.${v.name}`, { buffer: this.b(key), offset: v.offset * 4, size: v.size * 4 }, v.size, rowLength, spec));
+      }
+    }
     for (const [range, decay] of [[this.layout.decayRange, true], [this.layout.noDecayRange, false]] as const) {
       const [s, e] = range;
       if (e <= s) continue;

@@ -28,6 +28,19 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
     description: 'AGoQ layer-aware activation storage: INT4 group-128 for every non-attention saved activation, attention kept fp32.',
     layer: { saved: AGOQ_SAVED },
   }),
+  // The quantized pre-training study (Chitsaz et al.): one factor at a time, symmetric linear
+  // absmax, round to nearest; weights per output channel, GEMM inputs and output gradients per token.
+  w8: parseScheme({ name: 'w8', description: 'Study: 8-bit per-channel weights in the forward/backward GEMMs (fp32 master weights).', layer: { weights: q('int8', 'row') } }),
+  w4: parseScheme({ name: 'w4', description: 'Study: 4-bit per-channel weights.', layer: { weights: q('int4', 'row') } }),
+  a8: parseScheme({ name: 'a8', description: 'Study: 8-bit per-token inputs of the forward GEMMs.', layer: { gemm_inputs: q('int8', 'row') } }),
+  a4: parseScheme({ name: 'a4', description: 'Study: 4-bit per-token GEMM inputs.', layer: { gemm_inputs: q('int4', 'row') } }),
+  g8: parseScheme({ name: 'g8', description: 'Study: 8-bit per-token output gradients on the weight-gradient path (dW = Q(dY)ᵀX).', layer: { gemm_output_grads: q('int8', 'row') } }),
+  g4: parseScheme({ name: 'g4', description: 'Study: 4-bit per-token output gradients.', layer: { gemm_output_grads: q('int4', 'row') } }),
+  w8a8g8: parseScheme({ name: 'w8a8g8', description: 'Study: W8 per-channel with A8 and G8 per-token.', layer: { weights: q('int8', 'row'), gemm_inputs: q('int8', 'row'), gemm_output_grads: q('int8', 'row') } }),
+  m8: parseScheme({ name: 'm8', description: 'Study: Adam first moment quantized to 8 bits per row each step.', adam: { m: q('int8', 'row'), v: FP32 } }),
+  m4: parseScheme({ name: 'm4', description: 'Study: Adam first moment 4-bit per row.', adam: { m: q('int4', 'row'), v: FP32 } }),
+  v8: parseScheme({ name: 'v8', description: 'Study: Adam second moment 8-bit linear per row (signed, as the study\'s code): small entries round to 0.', adam: { m: FP32, v: q('int8', 'row') } }),
+  v4: parseScheme({ name: 'v4', description: 'Study: Adam second moment 4-bit linear per row.', adam: { m: FP32, v: q('int4', 'row') } }),
   taco: parseScheme({
     name: 'taco',
     description: 'TACO: the tensor-parallel all-reduces of every layer (simulated TP degree 4) carry ASH + dual-scale FP8 (E4M3, groups of 128).',

@@ -118,12 +118,7 @@ export function bitsPerElement(q: QuantSpec, rowLength: number): number {
  */
 export function unsupportedFeatures(s: Scheme): string[] {
   const out: string[] = [];
-  const layers = [s.layer, ...Object.values(s.layers)];
-  if (layers.some((l) => l.weights && !isFp32(l.weights))) out.push('quantized weights in the forward GEMMs');
-  if (layers.some((l) => l.gemm_inputs && !isFp32(l.gemm_inputs))) out.push('quantized GEMM inputs');
-  if (layers.some((l) => l.gemm_output_grads && !isFp32(l.gemm_output_grads))) out.push('quantized output gradients');
   if (!isFp32(s.grads.storage) || !isFp32(s.grads.wire)) out.push('quantized gradient storage / wire format');
-  if (!isFp32(s.adam.m) || !isFp32(s.adam.v)) out.push('quantized Adam moments');
   if (s.tp.degree === 1 && s.tp.codec !== 'fp32') out.push('a tensor-parallel codec without a TP degree > 1');
   if (s.budget_bytes !== undefined) out.push('memory-budget bit allocation');
   return out;

@@ -115,6 +115,7 @@ export class Trainer {
     const t0 = performance.now();
     const step = this.stepCount;
     model.setBatch(this.batchAt(step));
+    model.setStepSeed(step);
     const lr = lrAt(step, opts.optimizer);
     const o = opts.optimizer;
     rt.write(model.b('stepParams'), new Uint8Array(packAdamwStep({
