@@ -15,7 +15,7 @@ import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { initParams, paramLayout, unflatten } from '../engine/model/params';
 import { defaultTrainOptions, type TrainOverrides } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer';
-import { planMemory, Trainer } from '../engine/train/trainer';
+import { planMemory, resolveBudgetOptions, Trainer } from '../engine/train/trainer';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { assertSupported, parseScheme, type Scheme } from '../engine/scheme/scheme';
 import { defaultCorpusPath, fail, num, UsageError } from './common';
@@ -101,7 +101,11 @@ async function main(): Promise<void> {
 
   if (a.plan) {
     const layout = paramLayout(opts.model);
-    console.log(JSON.stringify({ model: preset, scheme: scheme.name, params: layout.count, batch: opts.batch, seq: opts.seq, bytes: planMemory(opts) }, null, 2));
+    const { choice } = resolveBudgetOptions(opts);
+    console.log(JSON.stringify({
+      model: preset, scheme: scheme.name, params: layout.count, batch: opts.batch, seq: opts.seq, bytes: planMemory(opts),
+      ...(choice ? { budget: choice.budget, bits: choice.bits } : {}),
+    }, null, 2));
     return;
   }
 
@@ -124,7 +128,8 @@ async function main(): Promise<void> {
     params: paramLayout(opts.model).count,
     started: new Date().toISOString(),
   };
-  writeFileSync(path.join(out, 'run.json'), JSON.stringify(runInfo, null, 2) + '\n');
+  const resolvedScheme = resolveBudgetOptions(opts).opts.scheme;
+  writeFileSync(path.join(out, 'run.json'), JSON.stringify({ ...runInfo, scheme: resolvedScheme ?? scheme }, null, 2) + '\n');
 
   if (a['export-init']) {
     const layout = paramLayout(opts.model);
@@ -135,6 +140,9 @@ async function main(): Promise<void> {
   }
 
   const trainer = await Trainer.create(rt, opts, text, { tokenizer });
+  if (trainer.budgetChoice) {
+    console.error(`memory budget ${trainer.budgetChoice.budget} B: bits per layer and kind ${JSON.stringify(trainer.budgetChoice.bits)}`);
+  }
   if (a['dump-batches']) {
     const per = opts.batch * (opts.seq + 1);
     const all = new Int32Array(steps * per);
@@ -186,7 +194,8 @@ function loadScheme(arg: string): Scheme {
   }
   try {
     const s = parseScheme(raw);
-    assertSupported(s);
+    // A memory budget is resolved into per-layer bits by the trainer; everything else must be executable.
+    assertSupported({ ...s, budget_bytes: undefined });
     return s;
   } catch (e) {
     throw new UsageError(`--scheme ${arg}: ${(e as Error).message}`);

@@ -11,6 +11,7 @@ import { flatten, initParams, unflatten } from '../model/params';
 import { packAdamwStep } from '../optim/adamw';
 import { lrAt } from '../optim/schedule';
 import { Rng } from '../util/rng';
+import { type BudgetChoice, resolveBudget } from '../scheme/resolve';
 import { TextDataset } from './data';
 import { type OptimizerConfig, type TrainOptions, validateTrainOptions } from './options';
 import { CharTokenizer } from './tokenizer';
@@ -44,7 +45,22 @@ export function trainerBufferPlan(opts: TrainOptions): BufferSpec[] {
   ];
 }
 
+/**
+ * A scheme with `budget_bytes` becomes a scheme with per-layer bits that fit it (AGoQ's allocation);
+ * returns the options to build with and the choice (null without a budget).
+ */
+export function resolveBudgetOptions(opts: TrainOptions): { opts: TrainOptions; choice: BudgetChoice | null } {
+  if (opts.scheme?.budget_bytes === undefined) return { opts, choice: null };
+  const { scheme, choice } = resolveBudget(opts.scheme, opts.model, opts.batch, opts.seq,
+    (s) => planResolved({ ...opts, scheme: s }));
+  return { opts: { ...opts, scheme }, choice };
+}
+
 export function planMemory(opts: TrainOptions): MemReport {
+  return planResolved(resolveBudgetOptions(opts).opts);
+}
+
+function planResolved(opts: TrainOptions): MemReport {
   const r = emptyMemReport();
   for (const s of trainerBufferPlan(opts)) {
     const bytes = roundBufferSize(s.bytes);
@@ -59,6 +75,8 @@ let nextTrainerId = 0;
 export class Trainer {
   /** Owner tag of this run's allocations in the device's memory ledger. */
   readonly id: string;
+  /** The per-layer bits chosen for a memory budget (null without one). */
+  budgetChoice: BudgetChoice | null = null;
   private stepCount = 0;
   private startTime = performance.now();
   private sampler: LlamaGpu;
@@ -81,6 +99,8 @@ export class Trainer {
     if (opts.model.vocab_size !== tokenizer.vocabSize) {
       opts = validateTrainOptions({ ...opts, model: { ...opts.model, vocab_size: tokenizer.vocabSize } });
     }
+    const resolved = resolveBudgetOptions(opts);
+    opts = resolved.opts;
     const data = new TextDataset(text, tokenizer, opts.seed);
     const owner = `run${nextTrainerId++}`;
     const model = await rt.checked('building the model', () =>
@@ -88,6 +108,7 @@ export class Trainer {
     const flat = init.params ? flatten(init.params, model.layout) : initParams(opts.model, model.layout, opts.seed);
     model.uploadParams(flat);
     const t = new Trainer(rt, opts, model, data, tokenizer, owner);
+    t.budgetChoice = resolved.choice;
     if (init.optimizer) {
       rt.write(model.b('adam.m'), flatten(init.optimizer.m, model.layout));
       rt.write(model.b('adam.v'), flatten(init.optimizer.v, model.layout));

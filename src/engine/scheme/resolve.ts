@@ -1,0 +1,107 @@
+/**
+ * AGoQ's memory-budget allocation applied to a model: given `scheme.budget_bytes`, choose the bits
+ * of every (layer, saved kind) cell from {4, 8, 32} (there is no 16-bit storage format in the
+ * engine) so the run's planned total fits, minimising the quantization error bound (budget.ts).
+ * Attention kinds keep the scheme's own setting (AGoQ keeps them full precision). The allocator's
+ * byte model is additive; the real plan also has live copies, so the budget is tightened by the
+ * measured overshoot and re-solved until the real plan fits.
+ */
+import type { MemReport } from '../gpu/memory';
+import { LAYER_SAVED, FINAL_SAVED, type LayerSavedKey, modelDims, SAVED_KIND_OF } from '../model/llama';
+import type { ModelConfig } from '../model/config';
+import { allocateBits, type Bits, type BudgetEntry } from './budget';
+import { FP32, type QuantSpec, type SavedKind, type Scheme, SAVED_KINDS, savedSpec } from './scheme';
+
+const PINNED_KINDS: SavedKind[] = ['attn_qkv', 'attn_out'];
+
+export interface BudgetChoice {
+  /** bits[layer][kind] as chosen (32 = fp32). */
+  bits: Record<number, Partial<Record<SavedKind, number>>>;
+  planned: MemReport;
+  budget: number;
+  explanation: string;
+}
+
+function specFor(bits: number, group: number): QuantSpec {
+  if (bits >= 32) return FP32;
+  return { format: bits === 8 ? 'int8' : 'int4', granularity: 'group', group, rounding: 'nearest' };
+}
+
+function bitsOf(q: QuantSpec): Bits {
+  return q.format === 'fp32' ? 32 : q.format === 'int4' ? 4 : 8;
+}
+
+/** Elements per (layer, kind) cell; the final norm's tensors belong to the last layer's cells. */
+function cellElements(cfg: ModelConfig, B: number, T: number): Map<string, number> {
+  const d = modelDims(cfg, B, T);
+  const size: Record<LayerSavedKey, number> = {
+    xIn: d.N * d.C, rstd1: 0, h1: d.N * d.C, q: d.N * d.C, k: d.N * d.KVC, v: d.N * d.KVC, o: d.N * d.C, lse: 0,
+    xMid: d.N * d.C, rstd2: 0, h2: d.N * d.C, gate: d.N * d.F, up: d.N * d.F, act: d.N * d.F, xFinal: d.N * d.C, hF: d.N * d.C,
+  };
+  const out = new Map<string, number>();
+  const add = (l: number, key: LayerSavedKey) => {
+    const kind = SAVED_KIND_OF[key];
+    if (!kind) return;
+    const k = `${l}:${kind}`;
+    out.set(k, (out.get(k) ?? 0) + size[key]);
+  };
+  for (let l = 0; l < d.L; l++) for (const key of LAYER_SAVED) add(l, key);
+  for (const key of FINAL_SAVED) add(d.L - 1, key);
+  return out;
+}
+
+export function applyBits(scheme: Scheme, bits: BudgetChoice['bits'], group: number): Scheme {
+  const layers: Scheme['layers'] = { ...scheme.layers };
+  for (const [l, kinds] of Object.entries(bits)) {
+    const saved: Partial<Record<SavedKind, QuantSpec>> = { ...(layers[l]?.saved ?? {}) };
+    for (const [kind, b] of Object.entries(kinds)) saved[kind as SavedKind] = specFor(b as number, group);
+    layers[l] = { ...(layers[l] ?? {}), saved };
+  }
+  return { ...scheme, layers, budget_bytes: undefined };
+}
+
+/**
+ * Resolves `scheme.budget_bytes` into per-layer bit-widths. `plan(scheme)` must return the run's
+ * planned bytes under a scheme (the trainer's planMemory), so the answer is checked against the same
+ * numbers the allocator will allocate.
+ */
+export function resolveBudget(
+  scheme: Scheme, cfg: ModelConfig, B: number, T: number, plan: (s: Scheme) => MemReport,
+): { scheme: Scheme; choice: BudgetChoice } {
+  const budget = scheme.budget_bytes;
+  if (budget === undefined) throw new Error('resolveBudget: the scheme has no budget_bytes');
+  const group = scheme.layer.saved.norm_input?.group ?? 128;
+  const cells = cellElements(cfg, B, T);
+  const keys = [...cells.keys()];
+  const entries: BudgetEntry[] = keys.map((k) => {
+    const [l, kind] = k.split(':') as [string, SavedKind];
+    const pinned = PINNED_KINDS.includes(kind) ? bitsOf(savedSpec(scheme, Number(l), kind)) : undefined;
+    return { layer: Number(l), kind, elements: cells.get(k)!, rowLength: 1, pinned };
+  });
+  const all32: BudgetChoice['bits'] = {};
+  for (const e of entries) (all32[e.layer] ??= {})[e.kind as SavedKind] = 32;
+  const allFp32 = applyBits(scheme, all32, group);
+  const fp32Saved = entries.reduce((s, e) => s + e.elements * 4, 0);
+  const staticBytes = plan(allFp32).total - fp32Saved;
+  let target = budget;
+  for (let iter = 0; iter < 8; iter++) {
+    const r = allocateBits({ layers: entries, budgetBytes: target, staticBytes, choices: [4, 8, 32], group });
+    const bits: BudgetChoice['bits'] = {};
+    entries.forEach((e, i) => {
+      (bits[e.layer] ??= {})[e.kind as SavedKind] = r.bits[i];
+    });
+    const resolved = applyBits(scheme, bits, group);
+    const planned = plan(resolved);
+    if (!r.feasible && iter === 0) {
+      throw new Error(`memory budget ${budget} bytes is infeasible: ${r.explanation}`);
+    }
+    if (planned.total <= budget) {
+      return { scheme: resolved, choice: { bits, planned, budget, explanation: r.explanation } };
+    }
+    target -= planned.total - budget;
+    if (target < staticBytes) break;
+  }
+  throw new Error(`memory budget ${budget} bytes cannot be met even with every non-attention activation at 4 bits`);
+}
+
+export { SAVED_KINDS };
