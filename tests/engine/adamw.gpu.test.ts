@@ -1,21 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { globalNorm, globalNormPartialsBytes } from '../../src/engine/kernels/reduce';
 import { globalNormRef } from '../../src/engine/kernels/reduce.ref';
 import { adamw, createAdamwStepBuffer, writeAdamwStep } from '../../src/engine/optim/adamw';
 import { adamwRef, clipCoefRef } from '../../src/engine/optim/adamw.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
-import { testRuntime } from '../helpers/gpu';
+import { testRuntime, trackBuffers } from '../helpers/gpu';
 
-const live: GPUBuffer[] = [];
-function track(b: GPUBuffer): GPUBuffer {
-  live.push(b);
-  return b;
-}
-afterEach(async () => {
-  const rt = await testRuntime();
-  live.splice(0).forEach((b) => rt.mem.free(b));
-});
+const { track } = trackBuffers();
 
 const hyper = { lr: 3e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1 };
 

@@ -1,23 +1,12 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import type { Runtime } from '../../src/engine/gpu/runtime';
+import { describe, expect, it } from 'vitest';
 import { crossEntropyForward, crossEntropyForwardBackward, crossEntropyWorkspaceBytes } from '../../src/engine/kernels/crossentropy';
 import { crossEntropyBackwardRef, crossEntropyForwardRef } from '../../src/engine/kernels/crossentropy.ref';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
-import { testRuntime } from '../helpers/gpu';
+import { testRuntime, trackBuffers } from '../helpers/gpu';
 
-const live: GPUBuffer[] = [];
-function up(rt: Runtime, data: Float32Array | Int32Array): GPUBuffer {
-  const b = rt.upload('activations', 'x', data);
-  live.push(b);
-  return b;
-}
-afterEach(async () => {
-  setGridMaxX(null);
-  const rt = await testRuntime();
-  live.splice(0).forEach((b) => rt.mem.free(b));
-});
+const { up } = trackBuffers();
 
 type Mode = 'separate' | 'inplace' | 'forward';
 

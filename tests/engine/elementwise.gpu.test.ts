@@ -1,23 +1,12 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import type { Runtime } from '../../src/engine/gpu/runtime';
+import { afterAll, describe, expect, it } from 'vitest';
 import { add, axpy, copy, fill, scale } from '../../src/engine/kernels/elementwise';
 import { addRef, axpyRef, fillRef, scaleRef } from '../../src/engine/kernels/elementwise.ref';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
-import { testRuntime } from '../helpers/gpu';
+import { testRuntime, trackBuffers } from '../helpers/gpu';
 
-const live: GPUBuffer[] = [];
-function up(rt: Runtime, data: Float32Array): GPUBuffer {
-  const b = rt.upload('activations', 'test', data);
-  live.push(b);
-  return b;
-}
-afterEach(async () => {
-  setGridMaxX(null);
-  const rt = await testRuntime();
-  live.splice(0).forEach((b) => rt.mem.free(b));
-});
+const { track, up } = trackBuffers();
 afterAll(() => setGridMaxX(null));
 
 describe.each([
@@ -61,8 +50,7 @@ describe('elementwise beyond 65535 workgroups', () => {
   it('fill and scale reach the last element of 65535·256 + 300 floats', async () => {
     const rt = await testRuntime();
     const n = 65535 * 256 + 300;
-    const buf = rt.createBuffer('activations', 'big', n * 4);
-    live.push(buf);
+    const buf = track(rt.createBuffer('activations', 'big', n * 4));
     rt.run([fill(rt, { label: 'big', out: buf, value: 1.5, n }), scale(rt, { label: 'big', out: buf, alpha: 2, n })]);
     const head = await rt.readF32(buf, 0, 4);
     const tail = await rt.readF32(buf, (n - 400) * 4, 400);

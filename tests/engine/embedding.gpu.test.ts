@@ -1,23 +1,12 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import type { Runtime } from '../../src/engine/gpu/runtime';
+import { describe, expect, it } from 'vitest';
 import { embeddingBackward, embeddingForward, embeddingWorkspaceBytes } from '../../src/engine/kernels/embedding';
 import { embeddingBackwardRef, embeddingForwardRef } from '../../src/engine/kernels/embedding.ref';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
-import { testRuntime } from '../helpers/gpu';
+import { testRuntime, trackBuffers } from '../helpers/gpu';
 
-const live: GPUBuffer[] = [];
-function up(rt: Runtime, data: Float32Array | Int32Array): GPUBuffer {
-  const b = rt.upload('activations', 'x', data);
-  live.push(b);
-  return b;
-}
-afterEach(async () => {
-  setGridMaxX(null);
-  const rt = await testRuntime();
-  live.splice(0).forEach((b) => rt.mem.free(b));
-});
+const { up } = trackBuffers();
 
 /** Ids with heavy repeats (a "space" token on ~30% of positions) and a few out-of-range values. */
 function makeIds(rng: Rng, N: number, V: number, bad: boolean): Int32Array {

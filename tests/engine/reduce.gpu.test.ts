@@ -1,22 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import type { Runtime } from '../../src/engine/gpu/runtime';
+import { describe, expect, it } from 'vitest';
 import { globalNorm, globalNormMulti, globalNormPartialsBytes, SUMSQ_MAX_PARTIALS } from '../../src/engine/kernels/reduce';
 import { globalNormRef } from '../../src/engine/kernels/reduce.ref';
 import { Rng } from '../../src/engine/util/rng';
-import { testRuntime } from '../helpers/gpu';
+import { testRuntime, trackBuffers } from '../helpers/gpu';
 
-const live: GPUBuffer[] = [];
-function track(b: GPUBuffer): GPUBuffer {
-  live.push(b);
-  return b;
-}
-function up(rt: Runtime, data: Float32Array): GPUBuffer {
-  return track(rt.upload('grads', 'x', data));
-}
-afterEach(async () => {
-  const rt = await testRuntime();
-  live.splice(0).forEach((b) => rt.mem.free(b));
-});
+const { track, up } = trackBuffers();
 
 describe('global norm (two-stage sum of squares)', () => {
   // 300000 > 256 · 1024 exercises the grid-stride loop of stage 1 at the partial cap.

@@ -1,23 +1,12 @@
-import { afterEach, describe, it } from 'vitest';
-import type { Runtime } from '../../src/engine/gpu/runtime';
+import { describe, it } from 'vitest';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
 import { swigluBackward, swigluForward } from '../../src/engine/kernels/swiglu';
 import { swigluBackwardRef, swigluForwardRef } from '../../src/engine/kernels/swiglu.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
-import { testRuntime } from '../helpers/gpu';
+import { testRuntime, trackBuffers } from '../helpers/gpu';
 
-const live: GPUBuffer[] = [];
-function up(rt: Runtime, data: Float32Array): GPUBuffer {
-  const b = rt.upload('activations', 'x', data);
-  live.push(b);
-  return b;
-}
-afterEach(async () => {
-  setGridMaxX(null);
-  const rt = await testRuntime();
-  live.splice(0).forEach((b) => rt.mem.free(b));
-});
+const { up } = trackBuffers();
 
 async function check(N: number, F: number, inPlace: boolean): Promise<void> {
   const rt = await testRuntime();

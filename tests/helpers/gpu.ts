@@ -1,3 +1,5 @@
+import { afterEach } from 'vitest';
+import { setGridMaxX } from '../../src/engine/kernels/launch';
 /** Test support: one Dawn runtime per worker (SwiftShader when no GPU), seeded data, comparisons. */
 import { acquireNodeGpu } from '../../src/engine/gpu/node';
 import { Runtime } from '../../src/engine/gpu/runtime';
@@ -7,4 +9,25 @@ let runtime: Promise<Runtime> | null = null;
 export function testRuntime(): Promise<Runtime> {
   runtime ??= acquireNodeGpu().then((gpu) => new Runtime(gpu));
   return runtime;
+}
+
+/**
+ * Buffers a GPU test file uploads, freed after each test (the forced 2-D grid is reset too).
+ * Call once at the top level of a test file.
+ */
+export function trackBuffers(): {
+  track(b: GPUBuffer): GPUBuffer;
+  up(rt: Runtime, data: Float32Array | Int32Array | Uint32Array): GPUBuffer;
+} {
+  const live: GPUBuffer[] = [];
+  afterEach(async () => {
+    setGridMaxX(null);
+    const rt = await testRuntime();
+    live.splice(0).forEach((b) => rt.mem.free(b));
+  });
+  const track = (b: GPUBuffer) => {
+    live.push(b);
+    return b;
+  };
+  return { track, up: (rt, data) => track(rt.upload('activations', 'test', data)) };
 }
