@@ -13,7 +13,7 @@ import { crossEntropyForwardBackward, crossEntropyWorkspaceBytes } from '../kern
 import { copy } from '../kernels/elementwise';
 import { embeddingBackward, embeddingForward, embeddingWorkspaceBytes } from '../kernels/embedding';
 import { matmul } from '../kernels/matmul';
-import { globalNorm, globalNormPartialsBytes } from '../kernels/reduce';
+import { globalNorm, globalNormPartialsBytes, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce';
 import { rmsnormBackward, rmsnormForward, rmsnormWorkspaceBytes } from '../kernels/rmsnorm';
 import { rope, ropeTablePacked } from '../kernels/rope';
 import { swigluBackward, swigluForward } from '../kernels/swiglu';
@@ -102,6 +102,13 @@ export function savedStorage(spec: QuantSpec, n: number, rowLength: number): Sav
   return { format, granularity, n, words: wordsFor(n, BITS[format] as CodeBits), scales: numScales(granularity, n) };
 }
 
+/** Per-tensor storage of the gradients under a scheme's grads.storage (null = one fp32 flat buffer). */
+export function gradStorage(layout: ParamLayout, scheme: Scheme | undefined): Map<string, SavedStorage> | null {
+  const spec = scheme?.grads.storage;
+  if (!spec || isFp32(spec)) return null;
+  return new Map(layout.views.map((v) => [v.name, savedStorage(spec, v.size, v.shape[v.shape.length - 1])!]));
+}
+
 function studyFlags(s: Scheme | undefined, L: number): { weights: boolean; inputs: boolean; grads: boolean } {
   const r = { weights: false, inputs: false, grads: false };
   if (!s) return r;
@@ -165,8 +172,20 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   const P = layout.totalFloats * f;
   const out: BufferSpec[] = [];
   if (opts.ownWeights ?? true) out.push({ key: 'weights', category: 'weights', bytes: P });
+  const gradStore = training ? gradStorage(layout, opts.scheme) : null;
   if (training) {
-    out.push({ key: 'grads', category: 'grads', bytes: P });
+    if (!gradStore) out.push({ key: 'grads', category: 'grads', bytes: P });
+    else {
+      // AGoQ's 8-bit gradient storage: codes + scales per tensor; each gradient is produced in fp32
+      // into a stage the size of the largest tensor and quantized right away.
+      for (const [name, st] of gradStore) {
+        out.push({ key: `grads.codes.${name}`, category: 'grads', bytes: st.words * 4 });
+        out.push({ key: `grads.scales.${name}`, category: 'grads', bytes: st.scales * 4 });
+      }
+      out.push({ key: 'gradStage', category: 'workspace', bytes: Math.max(...layout.views.map((v) => v.size)) * 4 });
+      // Tied embeddings collect lm_head's and the embedding's gradient across the whole backward.
+      if (cfg.tie_word_embeddings) out.push({ key: 'gradEmbed', category: 'workspace', bytes: d.V * d.C * 4 });
+    }
     out.push({ key: 'adam.m', category: 'optimizer', bytes: P }, { key: 'adam.v', category: 'optimizer', bytes: P });
   }
   const act = (key: string, floats: number) => out.push({ key, category: 'activations', bytes: floats * f });
@@ -219,7 +238,7 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
     ws('attnWs', attentionBackwardWorkspaceBytes(d.B, d.T, d.nH));
     ws('normWs', rmsnormWorkspaceBytes({ N: d.N, C: d.C }));
     ws('embedWs', embeddingWorkspaceBytes({ N: d.N, V: d.V }));
-    ws('normPartials', globalNormPartialsBytes(layout.totalFloats));
+    ws('normPartials', gradStore ? globalNormPartialsBytes(layout.views.map((v) => v.size)) : globalNormPartialsBytes(layout.totalFloats));
     ws('gradNorm', 16);
     out.push({ key: 'stepParams', category: 'workspace', bytes: ADAMW_STEP_BYTES, usage: BUFFER_USAGE.UNIFORM | BUFFER_USAGE.COPY_DST });
   }
@@ -244,6 +263,8 @@ export class LlamaGpu {
   readonly storage: Partial<Record<LayerSavedKey, SavedStorage>>[] = [];
   /** Simulated tensor parallelism (scheme.tp.degree > 1), else null. */
   private readonly tp: TpSim | null;
+  /** Quantized gradient storage per tensor, or null for the fp32 flat gradient buffer. */
+  private readonly gradStore: Map<string, SavedStorage> | null;
   /** Fake-quantization kernels whose stochastic-rounding seed changes every step. */
   private readonly srKernels: { label: string; k: QdqDispatches }[] = [];
 
@@ -262,6 +283,7 @@ export class LlamaGpu {
     this.ownsWeights = !opts.sharedWeights;
     const training = this.training;
     rt.write(this.b('rope'), ropeTablePacked(T, this.dims.D, cfg.rope_theta));
+    this.gradStore = this.training ? gradStorage(this.layout, this.scheme) : null;
     this.tp = tpActive(this.scheme) ? new TpSim(rt, this.dims, this.scheme.tp, (k) => this.b(k)) : null;
     this.buildForward();
     if (training) {
@@ -350,6 +372,32 @@ export class LlamaGpu {
     push(copy(this.rt, { label: `${label}.gq`, src: dy, dst: gq, n }));
     push(this.fakeQuant(`${label}.gq`, gq, n, width, spec));
     return gq;
+  }
+
+  /** Where a gradient is produced: its slice of the flat fp32 buffer, or the fp32 stage before quantization. */
+  private gradOut(name: string): Binding {
+    const v = this.layout.byName.get(name);
+    if (!v) throw new Error(`no parameter ${name}`);
+    if (!this.gradStore) return { buffer: this.b('grads'), offset: v.offset * 4, size: v.size * 4 };
+    const stage = this.cfg.tie_word_embeddings && name === 'model.embed_tokens.weight' ? this.b('gradEmbed') : this.b('gradStage');
+    return { buffer: stage, offset: 0, size: v.size * 4 };
+  }
+
+  /** Quantizes a just-produced gradient into its storage (nothing with fp32 gradients). */
+  private storeGrad(name: string): Dispatch[] {
+    const st = this.gradStore?.get(name);
+    if (!st) return [];
+    const stage = this.cfg.tie_word_embeddings && name === 'model.embed_tokens.weight' ? this.b('gradEmbed') : this.b('gradStage');
+    return buildQuantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n }, stage, {
+      words: this.b(`grads.codes.${name}`), scales: this.b(`grads.scales.${name}`),
+    }).dispatches;
+  }
+
+  /** Dequantizes a stored gradient into the fp32 stage (for the norm and the optimizer). */
+  private loadGrad(name: string): Dispatch[] {
+    const st = this.gradStore!.get(name)!;
+    return buildDequantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n },
+      this.b(`grads.codes.${name}`), this.b(`grads.scales.${name}`), { out: this.b('gradStage') }).dispatches;
   }
 
   /** Rewrites the stochastic-rounding seeds of the fake quantizers (once per step). */
@@ -443,7 +491,9 @@ export class LlamaGpu {
     const eps = this.cfg.rms_norm_eps;
     const g = this.backward;
     const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? g.push(...d) : g.push(d));
-    const gp = (name: string) => this.param(name, 'grads');
+    // Each gradient producer writes gradOut(name); store(name) then quantizes it (AGoQ storage).
+    const gp = (name: string) => this.gradOut(name);
+    const store = (name: string) => push(this.storeGrad(name));
     const dlogits = this.b('logits');
     const dh = this.b('dh');
     const dres = this.b('dres');
@@ -452,18 +502,22 @@ export class LlamaGpu {
     // dW first: hF's live copy is dh, which lm_head.dx then overwrites.
     push(this.loadSaved(L, 'hF'));
     push(matmul(rt, { label: 'lm_head.dw', a: dlogits, b: this.saved(L, 'hF'), c: gp(this.lmHead()), M: V, N: C, K: N, transA: true }));
+    if (!this.cfg.tie_word_embeddings) store(this.lmHead());
     push(matmul(rt, { label: 'lm_head.dx', a: dlogits, b: this.param(this.lmHead()), c: dh, M: N, N: C, K: V }));
     push(this.loadSaved(L, 'xFinal'));
     push(rmsnormBackward(rt, { label: 'normF.bwd', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), rstd: this.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false }));
+    store('model.norm.weight');
     for (let l = L - 1; l >= 0; l--) {
       const p = (s: string) => this.param(`model.layers.${l}.${s}`);
       const gr = (s: string) => gp(`model.layers.${l}.${s}`);
+      const storeL = (s: string) => store(`model.layers.${l}.${s}`);
       const a = (s: LayerSavedKey) => this.saved(l, s);
       const load = (k: LayerSavedKey) => push(this.loadSaved(l, k));
       const lab = (s: string) => `L${l}.${s}`;
       // MLP. dWdown = dresᵀ·act first: act's live copy is dF1, which down.dx then overwrites with dact.
       load('act');
       push(matmul(rt, { label: lab('down.dw'), a: this.dwGrad(l, lab('down.dw'), dres, C, push), b: a('act'), c: gr('mlp.down_proj.weight'), M: C, N: F, K: N, transA: true }));
+      storeL('mlp.down_proj.weight');
       push(matmul(rt, { label: lab('down.dx'), a: dres, b: this.lin(l, 'mlp.down_proj.weight'), c: dF1, M: N, N: F, K: C }));
       load('gate');
       load('up');
@@ -471,7 +525,9 @@ export class LlamaGpu {
       push(swigluBackward(rt, { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } }));
       load('h2'); // live copy in dh
       push(matmul(rt, { label: lab('gate.dw'), a: this.dwGrad(l, lab('gate.dw'), a('gate'), F, push), b: a('h2'), c: gr('mlp.gate_proj.weight'), M: F, N: C, K: N, transA: true }));
+      storeL('mlp.gate_proj.weight');
       push(matmul(rt, { label: lab('up.dw'), a: this.dwGrad(l, lab('up.dw'), a('up'), F, push), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }));
+      storeL('mlp.up_proj.weight');
       if (this.tp) {
         push(this.tp.columnParallelDx(lab('mlp.dx.tp'), [
           { dy: a('gate'), ...this.weightAt(l, `model.layers.${l}.mlp.gate_proj.weight`), rows: F },
@@ -483,9 +539,11 @@ export class LlamaGpu {
       }
       load('xMid'); // live copy in dq (free until the attention backward)
       push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
+      storeL('post_attention_layernorm.weight');
       // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
       load('o');
       push(matmul(rt, { label: lab('o.dw'), a: this.dwGrad(l, lab('o.dw'), dres, C, push), b: a('o'), c: gr('self_attn.o_proj.weight'), M: C, N: C, K: N, transA: true }));
+      storeL('self_attn.o_proj.weight');
       push(matmul(rt, { label: lab('o.dx'), a: dres, b: this.lin(l, 'self_attn.o_proj.weight'), c: dh, M: N, N: C, K: C }));
       load('q');
       load('k');
@@ -496,8 +554,11 @@ export class LlamaGpu {
       push(rope(rt, { label: lab('rope_k.bwd'), x: this.b('dk'), y: this.b('kRaw'), table: this.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
       load('h1'); // live copy in dh (dO is consumed)
       push(matmul(rt, { label: lab('q.dw'), a: this.dwGrad(l, lab('q.dw'), this.b('qRaw'), C, push), b: a('h1'), c: gr('self_attn.q_proj.weight'), M: C, N: C, K: N, transA: true }));
+      storeL('self_attn.q_proj.weight');
       push(matmul(rt, { label: lab('k.dw'), a: this.dwGrad(l, lab('k.dw'), this.b('kRaw'), KVC, push), b: a('h1'), c: gr('self_attn.k_proj.weight'), M: KVC, N: C, K: N, transA: true }));
+      storeL('self_attn.k_proj.weight');
       push(matmul(rt, { label: lab('v.dw'), a: this.dwGrad(l, lab('v.dw'), this.b('dv'), KVC, push), b: a('h1'), c: gr('self_attn.v_proj.weight'), M: KVC, N: C, K: N, transA: true }));
+      storeL('self_attn.v_proj.weight');
       if (this.tp) {
         push(this.tp.columnParallelDx(lab('qkv.dx.tp'), [
           { dy: this.b('qRaw'), ...this.weightAt(l, `model.layers.${l}.self_attn.q_proj.weight`), rows: C },
@@ -511,15 +572,28 @@ export class LlamaGpu {
       }
       load('xIn'); // live copy in qRaw (consumed by q.dx above)
       push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
+      storeL('input_layernorm.weight');
     }
     push(embeddingBackward(rt, { label: 'embed.bwd', ids: this.b('ids'), dout: dres, dW: gp('model.embed_tokens.weight'), workspace: this.b('embedWs'), dims: { N, V, C }, accumulate: this.cfg.tie_word_embeddings }));
+    store('model.embed_tokens.weight');
   }
 
   private buildOptimizer(): void {
     const { rt } = this;
     const o = this.optimizer;
     const n = this.layout.totalFloats;
-    o.push(...globalNorm(rt, { label: 'grad_norm', x: this.b('grads'), n, partials: this.b('normPartials'), out: this.b('gradNorm') }));
+    if (!this.gradStore) {
+      o.push(...globalNorm(rt, { label: 'grad_norm', x: this.b('grads'), n, partials: this.b('normPartials'), out: this.b('gradNorm') }));
+    } else {
+      // The norm of the stored (dequantized) gradients, tensor by tensor into one partials array.
+      let base = 0;
+      for (const v of this.layout.views) {
+        o.push(...this.loadGrad(v.name));
+        o.push(sumSquaresPartials(rt, { label: `grad_norm.${v.name}`, x: this.b('gradStage'), n: v.size, partials: this.b('normPartials'), base }));
+        base += sumSquaresPartialCount(v.size);
+      }
+      o.push(normFinalize(rt, { label: 'grad_norm', partials: this.b('normPartials'), count: base, out: this.b('gradNorm') }));
+    }
     // The study's optimizer: m ← Q(m), v ← Q(v) (per row of each tensor) before the full-precision update.
     for (const [key, spec] of [['adam.m', this.scheme.adam.m], ['adam.v', this.scheme.adam.v]] as const) {
       if (isFp32(spec)) continue;
@@ -527,6 +601,14 @@ export class LlamaGpu {
         const rowLength = v.shape.length > 1 ? v.shape[v.shape.length - 1] : v.size;
         o.push(...this.fakeQuant(`${key}.${v.name}`, { buffer: this.b(key), offset: v.offset * 4, size: v.size * 4 }, v.size, rowLength, spec));
       }
+    }
+    if (this.gradStore) {
+      const sl = (k: string, v: { offset: number; size: number }): Binding => ({ buffer: this.b(k), offset: v.offset * 4, size: v.size * 4 });
+      for (const v of this.layout.views) {
+        o.push(...this.loadGrad(v.name));
+        o.push(adamw(rt, { label: `adamw.${v.name}`, param: sl('weights', v), grad: { buffer: this.b('gradStage'), offset: 0, size: v.size * 4 }, m: sl('adam.m', v), v: sl('adam.v', v), n: v.size, decay: v.decay, stepParams: this.b('stepParams'), gradNorm: this.b('gradNorm') }));
+      }
+      return;
     }
     for (const [range, decay] of [[this.layout.decayRange, true], [this.layout.noDecayRange, false]] as const) {
       const [s, e] = range;

@@ -25,8 +25,9 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
   fp32: parseScheme({ name: 'fp32', description: 'The engine as is: everything fp32.' }),
   agoq: parseScheme({
     name: 'agoq',
-    description: 'AGoQ layer-aware activation storage: INT4 group-128 for every non-attention saved activation, attention kept fp32.',
+    description: 'AGoQ: INT4 group-128 storage of every non-attention saved activation (attention kept fp32) and INT8 per-block (256) gradient storage.',
     layer: { saved: AGOQ_SAVED },
+    grads: { storage: q('int8', 'group', 256), wire: FP32 },
   }),
   // The quantized pre-training study (Chitsaz et al.): one factor at a time, symmetric linear
   // absmax, round to nearest; weights per output channel, GEMM inputs and output gradients per token.

@@ -118,7 +118,7 @@ export function bitsPerElement(q: QuantSpec, rowLength: number): number {
  */
 export function unsupportedFeatures(s: Scheme): string[] {
   const out: string[] = [];
-  if (!isFp32(s.grads.storage) || !isFp32(s.grads.wire)) out.push('quantized gradient storage / wire format');
+  if (!isFp32(s.grads.wire)) out.push('a quantized gradient wire format (data parallel comes with peer groups)');
   if (s.tp.degree === 1 && s.tp.codec !== 'fp32') out.push('a tensor-parallel codec without a TP degree > 1');
   if (s.budget_bytes !== undefined) out.push('an unresolved memory budget (the trainer resolves budget_bytes into per-layer bits)');
   return out;
