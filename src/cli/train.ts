@@ -27,8 +27,8 @@ const HELP = `usage: npm run train -- [options]
   --lr X --min-lr X --warmup N    learning rate schedule (linear warmup, cosine to min-lr)
   --weight-decay X --grad-clip X  AdamW decay (ndim>=2 only), global-norm clipping (0 = off)
   --seed S                        seed for init and batches
-  --scheme NAME|FILE.json         quantization scheme: fp32 (default), agoq, or a scheme JSON file
-                                  (see docs/schemes.md)
+  --scheme NAME|FILE.json         quantization scheme: fp32 (default), agoq, taco, tp4-fp32, the study's
+                                  w8 w4 a8 a4 g8 g4 w8a8g8 m8 m4 v8 v4, or a JSON file (docs/schemes.md)
   --data FILE.txt                 training text (default: bundled TinyShakespeare)
   --eval-every N --eval-batches N validation cadence and size
   --out DIR                       output directory (default runs/<model>-<time>)
