@@ -1,0 +1,170 @@
+/**
+ * All-reduce (mean over peers) of a Float32Array gradient, two ways:
+ *  - 'fp32': all-to-all of fp32 chunks → rank k sums chunk k in fp64 (rank order, so the result is
+ *    deterministic) → all-gather of the fp32 means.
+ *  - 'int8': AGoQ's precision-preserving two-shot scheme (seeds-brief §1.5): every rank quantizes
+ *    its N chunks (INT8, absmax per block of 256, the shared quantizeRef codec) → all-to-all →
+ *    rank k dequantizes the N pieces and sums in fp32 (rank order) → divides by N → re-quantizes
+ *    → all-gather → everyone, the owner included, dequantizes the same bytes. Exactly two
+ *    quantizations per element whatever N (a ring would re-quantize at each of N−1 hops), and every
+ *    rank ends with bit-identical values.
+ * Chunk boundaries are multiples of the block size, so the blocks of a chunk are the blocks of the
+ * whole gradient. Per-element error vs the exact mean m (RTN, s = block absmax/127):
+ *   |out − m| ≤ mean_i(s_i)/2 + s_r/2 (+ fp32 rounding), s_i of each rank's block, s_r of the reduced block.
+ * Wire payload of a chunk of n elements: n code bytes + 4·⌈n/256⌉ scale bytes (vs 4n for fp32).
+ */
+import { codeBytes, packCodes } from '../engine/quant/pack';
+import { dequantizeRef, quantizeRef } from '../engine/quant/quantizer';
+import { DEFAULT_CHUNK_PAYLOAD, HEADER_BYTES } from './framing';
+import { CollectiveError, type PeerGroup } from './group';
+
+export type AllReduceMode = 'fp32' | 'int8';
+export const AGOQ_BLOCK = 256;
+
+export interface AllReduceOptions {
+  mode: AllReduceMode;
+  /** INT8 block size (default 256); also the chunk alignment. */
+  blockSize?: number;
+}
+
+export interface AllReduceResult {
+  out: Float32Array;
+  /** Transport bytes this rank sent / received during the call (frames, headers included). */
+  bytesSent: number;
+  bytesReceived: number;
+}
+
+/** [start, end) of the chunk each rank owns: ⌈blocks/N⌉ blocks per rank, trailing ranks may be empty. */
+export function chunkBounds(n: number, ranks: number, align = AGOQ_BLOCK): [number, number][] {
+  const per = Math.ceil(Math.ceil(n / align) / ranks) * align;
+  return Array.from({ length: ranks }, (_, r) => [Math.min(n, r * per), Math.min(n, (r + 1) * per)] as [number, number]);
+}
+
+export function int8PayloadBytes(n: number, block = AGOQ_BLOCK): number {
+  return 4 * Math.ceil(n / block) + n;
+}
+
+/** Layout: ⌈n/block⌉ fp32 scales (little-endian), then n INT8 codes. */
+export function encodeInt8Chunk(x: Float32Array, block = AGOQ_BLOCK): Uint8Array {
+  const q = quantizeRef(x, 'int8', { kind: 'group', size: block });
+  const out = new Uint8Array(int8PayloadBytes(x.length, block));
+  const dv = new DataView(out.buffer);
+  for (let i = 0; i < q.scales.length; i++) dv.setFloat32(4 * i, q.scales[i], true);
+  out.set(codeBytes(q.words, x.length, 8), 4 * q.scales.length);
+  return out;
+}
+
+/** Inverse of encodeInt8Chunk; throws CollectiveError('invalid-payload') on a wrong length or bad scale. */
+export function decodeInt8Chunk(bytes: Uint8Array, n: number, block = AGOQ_BLOCK, who = 'peer'): Float32Array {
+  const nb = Math.ceil(n / block);
+  if (bytes.length !== int8PayloadBytes(n, block)) {
+    throw new CollectiveError('invalid-payload', `int8 chunk from ${who}: ${bytes.length} B, expected ${int8PayloadBytes(n, block)}`);
+  }
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const scales = new Float32Array(nb);
+  for (let i = 0; i < nb; i++) {
+    const s = dv.getFloat32(4 * i, true);
+    // A scale above FLT_MAX/128 would decode code −128 to infinity.
+    if (!(s >= 0 && s <= 3.4028234663852886e38 / 128)) throw new CollectiveError('invalid-payload', `int8 chunk from ${who}: bad scale ${s}`);
+    scales[i] = s;
+  }
+  const words = packCodes(bytes.subarray(4 * nb), 8);
+  return dequantizeRef({ format: 'int8', granularity: { kind: 'group', size: block }, n, words, scales });
+}
+
+/** Payload bytes of one chunk of n elements in a mode. */
+export function chunkPayloadBytes(n: number, mode: AllReduceMode, block = AGOQ_BLOCK): number {
+  return mode === 'int8' ? int8PayloadBytes(n, block) : 4 * n;
+}
+
+/** Wire bytes (payload + frame headers) of one message of `len` payload bytes. */
+export function messageWireBytes(len: number, chunkPayload = DEFAULT_CHUNK_PAYLOAD): number {
+  return len + HEADER_BYTES * Math.max(1, Math.ceil(len / chunkPayload));
+}
+
+/**
+ * Exact transport bytes `rank` sends in one allReduceMean: the all-to-all sends chunk r to each
+ * rank r ≠ self, the all-gather sends the own reduced chunk to the N−1 others. (What a rank receives
+ * equals what it sends when all chunks have the same length.)
+ */
+export function allReduceWireBytes(
+  n: number,
+  ranks: number,
+  rank: number,
+  mode: AllReduceMode,
+  opts: { blockSize?: number; chunkPayload?: number } = {},
+): number {
+  const block = opts.blockSize ?? AGOQ_BLOCK;
+  const cp = opts.chunkPayload ?? DEFAULT_CHUNK_PAYLOAD;
+  const b = chunkBounds(n, ranks, block);
+  let total = 0;
+  for (let r = 0; r < ranks; r++) if (r !== rank) total += messageWireBytes(chunkPayloadBytes(b[r][1] - b[r][0], mode, block), cp);
+  const own = messageWireBytes(chunkPayloadBytes(b[rank][1] - b[rank][0], mode, block), cp);
+  return total + (ranks - 1) * own;
+}
+
+function encodeF32(x: Float32Array): Uint8Array {
+  const out = new Uint8Array(4 * x.length);
+  const dv = new DataView(out.buffer);
+  for (let i = 0; i < x.length; i++) dv.setFloat32(4 * i, x[i], true);
+  return out;
+}
+
+function decodeF32(bytes: Uint8Array, n: number, who: string): Float32Array {
+  if (bytes.length !== 4 * n) throw new CollectiveError('invalid-payload', `fp32 chunk from ${who}: ${bytes.length} B, expected ${4 * n}`);
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    const v = dv.getFloat32(4 * i, true);
+    if (!Number.isFinite(v)) throw new CollectiveError('invalid-payload', `fp32 chunk from ${who}: non-finite value at ${i}`);
+    out[i] = v;
+  }
+  return out;
+}
+
+/** Mean of `x` over the group's ranks; every rank must call it with the same length and options. */
+export async function allReduceMean(group: PeerGroup, x: Float32Array, opts: AllReduceOptions): Promise<AllReduceResult> {
+  const block = opts.blockSize ?? AGOQ_BLOCK;
+  if (!Number.isInteger(block) || block < 1) throw new Error(`allReduceMean: bad block size ${block}`);
+  for (let i = 0; i < x.length; i++) {
+    if (!Number.isFinite(x[i])) throw new Error(`allReduceMean: non-finite input at ${i}`);
+  }
+  const N = group.size;
+  const t = group.transport.stats;
+  const sent0 = t.bytesSent;
+  const recv0 = t.bytesReceived;
+  const bounds = chunkBounds(x.length, N, block);
+  const [lo, hi] = bounds[group.rank];
+  const mine = hi - lo;
+  const int8 = opts.mode === 'int8';
+  const enc = (v: Float32Array) => (int8 ? encodeInt8Chunk(v, block) : encodeF32(v));
+  const dec = (b: Uint8Array, n: number, r: number) => (int8 ? decodeInt8Chunk(b, n, block, group.members[r]) : decodeF32(b, n, group.members[r]));
+
+  // Shot 1: all-to-all replaces reduce-scatter; each rank reduces the chunk it owns.
+  const pieces = await group.allToAll(bounds.map(([a, b]) => enc(x.subarray(a, b))));
+  const reduced = new Float32Array(mine);
+  if (int8) {
+    const acc = new Float32Array(mine); // fp32 accumulation, as specified
+    for (let r = 0; r < N; r++) {
+      const v = dec(pieces[r], mine, r);
+      for (let i = 0; i < mine; i++) acc[i] += v[i];
+    }
+    for (let i = 0; i < mine; i++) reduced[i] = acc[i] / N;
+  } else {
+    const acc = new Float64Array(mine);
+    for (let r = 0; r < N; r++) {
+      const v = dec(pieces[r], mine, r);
+      for (let i = 0; i < mine; i++) acc[i] += v[i];
+    }
+    for (let i = 0; i < mine; i++) reduced[i] = acc[i] / N;
+  }
+
+  // Shot 2: all-gather of the (re-quantized) reduced chunks; the owner decodes its own bytes too.
+  const gathered = await group.allGather(enc(reduced));
+  const out = new Float32Array(x.length);
+  for (let r = 0; r < N; r++) {
+    const [a, b] = bounds[r];
+    out.set(dec(gathered[r], b - a, r), a);
+  }
+  return { out, bytesSent: t.bytesSent - sent0, bytesReceived: t.bytesReceived - recv0 };
+}
