@@ -67,8 +67,10 @@ export async function acquireNodeGpu(opts: NodeGpuOptions = {}): Promise<Gpu> {
   process.env.VK_DRIVER_FILES = SWIFTSHADER_ICD;
   // Dawn's Vulkan path to zero workgroup memory makes SwiftShader compile each tiled pipeline in
   // seconds; Dawn's own (shader-side) zeroing is kept, so memory is still zeroed, in ~0.2 s.
-  const swFlags = flags.some((f) => f.startsWith('disable-dawn-features='))
-    ? flags
-    : [...flags, 'disable-dawn-features=use_vulkan_zero_initialize_workgroup_memory_extension'];
+  const ZERO_INIT = 'use_vulkan_zero_initialize_workgroup_memory_extension';
+  const i = flags.findIndex((f) => f.startsWith('disable-dawn-features='));
+  const swFlags = i < 0
+    ? [...flags, `disable-dawn-features=${ZERO_INIT}`]
+    : flags.map((f, j) => (j === i && !f.includes(ZERO_INIT) ? `${f},${ZERO_INIT}` : f));
   return acquireGpu(createInstance(dawn, swFlags), opts);
 }

@@ -1,0 +1,81 @@
+/**
+ * Training-step throughput: a Trainer of a preset and scheme on synthetic text, `warmup` steps
+ * untimed, then the median of `reps` steps. A step is what `npm run train` does per step (forward,
+ * backward, AdamW in one command buffer, then the loss read back), timed by wall clock from the
+ * batch upload to the loss on the host, so it includes the per-step sync a real run pays.
+ * The text is random over 65 symbols (the size of TinyShakespeare's alphabet): throughput does not
+ * depend on what the characters are, and the GPU machine has no corpus to read.
+ */
+import type { Runtime } from '../src/engine/gpu/runtime';
+import type { MemReport } from '../src/engine/gpu/memory';
+import { median } from '../src/engine/gpu/timer';
+import type { PresetName } from '../src/engine/model/config';
+import type { Scheme } from '../src/engine/scheme/scheme';
+import { defaultTrainOptions, type TrainOptions } from '../src/engine/train/options';
+import { CharTokenizer } from '../src/engine/train/tokenizer';
+import { planMemory, Trainer } from '../src/engine/train/trainer';
+import { Rng } from '../src/engine/util/rng';
+
+export const SYNTHETIC_VOCAB = 65;
+
+/** Random text over SYNTHETIC_VOCAB printable symbols, long enough for `batch` windows of seq+1 in both splits. */
+export function syntheticText(batch: number, seq: number, seed = 1): string {
+  const alphabet = Array.from({ length: SYNTHETIC_VOCAB }, (_, i) => String.fromCharCode(33 + i)).join('');
+  const n = Math.max(1 << 16, 20 * batch * (seq + 1));
+  const rng = new Rng(seed);
+  const out = new Array<string>(n);
+  for (let i = 0; i < n; i++) out[i] = alphabet[rng.int(SYNTHETIC_VOCAB)];
+  return out.join('');
+}
+
+export interface StepBenchOptions {
+  preset: PresetName;
+  scheme: Scheme;
+  /** Overrides of the preset's recipe (default: the recipe's batch and context). */
+  batch?: number;
+  seq?: number;
+  warmup: number;
+  reps: number;
+}
+
+export interface StepBench {
+  preset: PresetName;
+  scheme: string;
+  batch: number;
+  seq: number;
+  /** The model as trained (HF config keys; vocab from the synthetic text). */
+  model: TrainOptions['model'];
+  optimizer: TrainOptions['optimizer'];
+  tokensPerS: number;
+  msPerStep: number;
+  samplesMs: number[];
+  /** The memory ledger of the run (bytes per category) and planMemory's prediction. */
+  mem: MemReport;
+  plan: MemReport;
+}
+
+export async function benchStep(rt: Runtime, o: StepBenchOptions): Promise<StepBench> {
+  const text = syntheticText(o.batch ?? 64, o.seq ?? 512);
+  const tokenizer = CharTokenizer.fromText(text);
+  const opts = defaultTrainOptions(o.preset, {
+    batch: o.batch, seq: o.seq, steps: o.warmup + o.reps, evalEvery: 0,
+    model: { vocab_size: tokenizer.vocabSize }, scheme: o.scheme,
+  });
+  const trainer = await Trainer.create(rt, opts, text, { tokenizer });
+  try {
+    const samples: number[] = [];
+    for (let i = 0; i < o.warmup + o.reps; i++) {
+      const t0 = performance.now();
+      await trainer.trainStep();
+      if (i >= o.warmup) samples.push(performance.now() - t0);
+    }
+    const ms = median(samples);
+    return {
+      preset: o.preset, scheme: o.scheme.name, batch: opts.batch, seq: opts.seq, model: trainer.opts.model, optimizer: trainer.opts.optimizer,
+      tokensPerS: (opts.batch * opts.seq) / (ms / 1000), msPerStep: ms, samplesMs: samples,
+      mem: trainer.memory(), plan: planMemory(trainer.opts),
+    };
+  } finally {
+    trainer.destroy();
+  }
+}
