@@ -73,7 +73,7 @@ export function isActive(run: RunState): boolean {
 
 /** Can continue from its checkpoint in a new worker. */
 export function canContinue(run: RunState): boolean {
-  return (run.status === 'interrupted' || run.status === 'stopped') && run.checkpointStep !== null && run.checkpointStep < run.config.steps;
+  return (run.status === 'interrupted' || run.status === 'stopped' || run.status === 'error') && run.checkpointStep !== null && run.checkpointStep < run.config.steps;
 }
 
 /** Folds one worker message into a run; messages after the run ended are ignored. */
@@ -81,7 +81,8 @@ export function reduceRun(run: RunState, msg: FromWorker, now: number): RunState
   if (!isActive(run)) return run;
   switch (msg.type) {
     case 'status':
-      return { ...run, phase: msg.phase };
+      // "pausing/stopping after this step" says more than which step is in flight.
+      return run.status === 'running' || run.status === 'starting' ? { ...run, phase: msg.phase } : run;
     case 'ready': {
       // A continued run drops points past its checkpoint: the steps are re-run.
       const keep = (p: { step: number }) => p.step < msg.startStep;
@@ -91,7 +92,7 @@ export function reduceRun(run: RunState, msg: FromWorker, now: number): RunState
     case 'metrics': {
       const m = msg.metrics;
       const point: TrainPoint = { step: m.step, loss: m.loss, lr: m.lr, grad_norm: m.grad_norm, tokens_per_s: m.tokens_per_s, elapsed_s: m.elapsed_s };
-      return { ...run, latest: m, train: [...run.train, point] };
+      return { ...run, latest: m, train: [...run.train, point], phase: run.status === 'running' ? 'training' : run.phase };
     }
     case 'val':
       return { ...run, val: [...run.val, { step: msg.step, loss: msg.loss, elapsed_s: run.latest?.elapsed_s }] };

@@ -1,28 +1,47 @@
 import { AppErrors } from './AppErrors';
+import { runColor } from './colors';
+import { ComparePanel } from './ComparePanel';
 import { useLab } from './context';
 import { ErrorBoundary } from './ErrorBoundary';
 import { RunForm } from './RunForm';
 import { RunView } from './RunView';
+import { SchemeEditor } from './SchemeEditor';
 import { WebGpuNotice } from './WebGpuNotice';
 
 export function App() {
-  const activeRunId = useLab((s) => s.activeRunId);
+  const order = useLab((s) => s.runOrder);
   return (
     <main className="lab" data-testid="lab">
       <header>
-        <h1>WebGPU LLaMA training lab</h1>
+        <h1>WebGPU LLaMA quantization lab</h1>
         <p className="muted">
-          Train a small LLaMA-style model on TinyShakespeare, in this tab, on your GPU.
+          Train small LLaMA-style models in this tab, on your GPU, under fp32 and quantized schemes, side by side.
         </p>
       </header>
       <WebGpuNotice />
       <AppErrors />
-      <ErrorBoundary where="settings">
-        <RunForm />
+      <div className="setup">
+        <ErrorBoundary where="settings">
+          <RunForm />
+        </ErrorBoundary>
+        <ErrorBoundary where="scheme editor">
+          <SchemeEditor />
+        </ErrorBoundary>
+      </div>
+      <ErrorBoundary where="comparison">
+        <ComparePanel />
       </ErrorBoundary>
-      <ErrorBoundary where="run">
-        {activeRunId ? <RunView runId={activeRunId} /> : <p className="muted" data-testid="no-run">No run yet: pick a model and press Start.</p>}
-      </ErrorBoundary>
+      {order.length === 0 ? (
+        <p className="muted" data-testid="no-run">No run yet: pick a model and a scheme, and press Start run. Several runs can train at once.</p>
+      ) : (
+        <div className="runs" data-testid="runs">
+          {order.map((id, i) => (
+            <ErrorBoundary key={id} where="run">
+              <RunView runId={id} color={runColor(i)} />
+            </ErrorBoundary>
+          ))}
+        </div>
+      )}
     </main>
   );
 }

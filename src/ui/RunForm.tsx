@@ -1,26 +1,71 @@
-import { PRESET_NAMES, PRESETS, countParams, type PresetName } from '../engine/model/config';
-import { isActive } from '../state/runs';
-import { checkRunConfig } from '../worker/protocol';
+import { useState } from 'react';
+import { PRESET_NAMES, PRESETS, countParams, hfConfigJson, validateModelConfig, type PresetName } from '../engine/model/config';
+import { BUNDLED_DATASET, checkRunConfig } from '../worker/protocol';
 import { useLab, useLabApi } from './context';
 import { formatCount } from './format';
 import { NumberField } from './NumberField';
 
-/** The settings of the next run, and Start / Stop. */
+const MAX_TEXT_BYTES = 50 * 1024 * 1024;
+
+/** The settings of the next run (model, data, training length) and Start; the scheme is edited beside. */
 export function RunForm() {
   const { store, runs } = useLabApi();
   const draft = useLab((s) => s.draft);
+  const draftText = useLab((s) => s.draftText);
   const gpuOk = useLab((s) => s.gpu.state === 'available');
-  const active = useLab((s) => (s.activeRunId ? s.runs[s.activeRunId] : undefined));
   const setDraft = store.getState().setDraft;
-  const busy = active !== undefined && isActive(active);
   const problem = checkRunConfig(draft);
+  const [customText, setCustomText] = useState<string | null>(null);
+  const [customError, setCustomError] = useState<string | null>(null);
+  const [fileError, setFileError] = useState<string | null>(null);
+  const [dragging, setDragging] = useState(false);
+
   const onPreset = (preset: PresetName) => setDraft({ preset });
+  const toggleCustom = (on: boolean) => {
+    if (on) {
+      const base = { ...hfConfigJson(PRESETS[draft.preset]) };
+      setCustomText(JSON.stringify(base, null, 2));
+      setCustomError(null);
+      setDraft({ model: PRESETS[draft.preset] });
+    } else {
+      setCustomText(null);
+      setCustomError(null);
+      setDraft({ model: undefined });
+    }
+  };
+  const onCustom = (text: string) => {
+    setCustomText(text);
+    try {
+      const raw = JSON.parse(text) as Record<string, unknown>;
+      // HF config.json carries extra keys (architectures, model_type, ...): keep only the model's.
+      const keys = Object.keys(PRESETS.micro);
+      const picked = Object.fromEntries(Object.entries({ ...PRESETS[draft.preset], ...raw }).filter(([k]) => keys.includes(k)));
+      setDraft({ model: validateModelConfig(picked) });
+      setCustomError(null);
+    } catch (e) {
+      setCustomError((e as Error).message);
+    }
+  };
+  const readFile = async (f: File | undefined) => {
+    if (!f) return;
+    if (f.size > MAX_TEXT_BYTES) {
+      setFileError(`${f.name} is ${(f.size / 1e6).toFixed(1)} MB; the lab takes text files up to 50 MB`);
+      return;
+    }
+    const text = await f.text();
+    if (text.length < 100) {
+      setFileError(`${f.name} has only ${text.length} characters: too little to train on`);
+      return;
+    }
+    setFileError(null);
+    store.getState().setDraftText({ name: f.name, text });
+  };
 
   return (
-    <form className="run-form" data-testid="run-form" onSubmit={(e) => { e.preventDefault(); if (!busy) runs.start(); }}>
+    <form className="run-form" data-testid="run-form" onSubmit={(e) => { e.preventDefault(); runs.start(); }}>
       <label className="field">
         <span>Model</span>
-        <select data-testid="preset" value={draft.preset} disabled={busy} onChange={(e) => onPreset(e.target.value as PresetName)}>
+        <select data-testid="preset" value={draft.preset} onChange={(e) => onPreset(e.target.value as PresetName)}>
           {PRESET_NAMES.map((p) => (
             <option key={p} value={p}>
               {p} (~{formatCount(countParams(PRESETS[p]))} params)
@@ -28,26 +73,53 @@ export function RunForm() {
           ))}
         </select>
       </label>
-      <NumberField label="Steps" testId="steps" integer min={1} value={draft.steps} disabled={busy} onChange={(v) => v !== undefined && setDraft({ steps: v })} />
-      <NumberField label="Batch" testId="batch" integer min={1} value={draft.batch} disabled={busy} onChange={(v) => v !== undefined && setDraft({ batch: v })} />
-      <NumberField label="Context" testId="seq" integer min={2} value={draft.seq} disabled={busy} onChange={(v) => v !== undefined && setDraft({ seq: v })} />
-      <NumberField label="Learning rate" testId="lr" optional placeholder="preset default" value={draft.lr} disabled={busy} onChange={(lr) => setDraft({ lr })} />
-      <NumberField label="Seed" testId="seed" integer min={0} value={draft.seed} disabled={busy} onChange={(v) => v !== undefined && setDraft({ seed: v })} />
-      <NumberField label="Eval every" testId="eval-every" integer min={0} value={draft.evalEvery} disabled={busy} onChange={(v) => v !== undefined && setDraft({ evalEvery: v })} />
-      <NumberField label="Eval batches" testId="eval-batches" integer min={1} value={draft.evalBatches} disabled={busy} onChange={(v) => v !== undefined && setDraft({ evalBatches: v })} />
-      <NumberField label="Sample every" testId="sample-every" integer min={0} value={draft.sampleEvery} disabled={busy} onChange={(v) => v !== undefined && setDraft({ sampleEvery: v })} />
-      <NumberField label="Sample length" testId="sample-length" integer min={0} value={draft.sampleLength} disabled={busy} onChange={(v) => v !== undefined && setDraft({ sampleLength: v })} />
-      <div className="buttons">
-        {busy ? (
-          <button type="button" data-testid="stop" disabled={active.status === 'stopping'} onClick={() => runs.stop(active.id)}>
-            {active.status === 'stopping' ? 'Stopping…' : 'Stop'}
-          </button>
-        ) : (
-          <button type="submit" data-testid="start" disabled={!gpuOk || problem !== null}>
-            Start
-          </button>
-        )}
+      <label className="field check">
+        <span>Custom config</span>
+        <input type="checkbox" data-testid="custom-model" checked={draft.model !== undefined} onChange={(e) => toggleCustom(e.target.checked)} />
+      </label>
+      <div
+        className={`field dataset${dragging ? ' dragging' : ''}`}
+        data-testid="dataset"
+        onDragOver={(e) => { e.preventDefault(); setDragging(true); }}
+        onDragLeave={() => setDragging(false)}
+        onDrop={(e) => { e.preventDefault(); setDragging(false); void readFile(e.dataTransfer.files[0]); }}
+      >
+        <span>Data</span>
+        <span className="dataset-row">
+          <b data-testid="dataset-name">{draftText ? `${draftText.name} (${formatCount(draftText.text.length)} chars)` : `${BUNDLED_DATASET} (bundled)`}</b>
+          <label className="button-like small">
+            pick / drop .txt
+            <input type="file" accept=".txt,text/plain" hidden data-testid="dataset-file" onChange={(e) => { void readFile(e.target.files?.[0]); e.target.value = ''; }} />
+          </label>
+          {draftText && (
+            <button type="button" className="small" onClick={() => store.getState().setDraftText(null)}>
+              use bundled
+            </button>
+          )}
+        </span>
       </div>
+      <NumberField label="Steps" testId="steps" integer min={1} value={draft.steps} onChange={(v) => v !== undefined && setDraft({ steps: v })} />
+      <NumberField label="Batch" testId="batch" integer min={1} value={draft.batch} onChange={(v) => v !== undefined && setDraft({ batch: v })} />
+      <NumberField label="Context" testId="seq" integer min={2} value={draft.seq} onChange={(v) => v !== undefined && setDraft({ seq: v })} />
+      <NumberField label="Learning rate" testId="lr" optional placeholder="preset default" value={draft.lr} onChange={(lr) => setDraft({ lr })} />
+      <NumberField label="Seed" testId="seed" integer min={0} value={draft.seed} onChange={(v) => v !== undefined && setDraft({ seed: v })} />
+      <NumberField label="Eval every" testId="eval-every" integer min={0} value={draft.evalEvery} onChange={(v) => v !== undefined && setDraft({ evalEvery: v })} />
+      <NumberField label="Eval batches" testId="eval-batches" integer min={1} value={draft.evalBatches} onChange={(v) => v !== undefined && setDraft({ evalBatches: v })} />
+      <NumberField label="Sample every" testId="sample-every" integer min={0} value={draft.sampleEvery} onChange={(v) => v !== undefined && setDraft({ sampleEvery: v })} />
+      <NumberField label="Sample length" testId="sample-length" integer min={0} value={draft.sampleLength} onChange={(v) => v !== undefined && setDraft({ sampleLength: v })} />
+      <div className="buttons">
+        <button type="submit" data-testid="start" disabled={!gpuOk || problem !== null || customError !== null}>
+          Start run
+        </button>
+      </div>
+      {customText !== null && (
+        <label className="field custom-config">
+          <span>Model config (Hugging Face LlamaConfig keys; vocab_size follows the data)</span>
+          <textarea data-testid="custom-model-json" rows={7} spellCheck={false} value={customText} onChange={(e) => onCustom(e.target.value)} />
+        </label>
+      )}
+      {customError && <p className="form-problem" data-testid="custom-model-problem">{customError}</p>}
+      {fileError && <p className="form-problem" data-testid="dataset-problem">{fileError}</p>}
       {problem && <p className="form-problem" data-testid="config-problem">{problem}</p>}
     </form>
   );

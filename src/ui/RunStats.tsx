@@ -19,7 +19,7 @@ export function RunStats({ run }: { run: RunState }) {
   const start = firstLoss(run);
   return (
     <div className="stats">
-      <Stat label="status" testId="run-status" value={run.status === 'running' || run.status === 'starting' ? `${run.status}: ${run.phase}` : run.status} />
+      <Stat label="status" testId="run-status" value={run.status === "running" || run.status === "starting" || run.status === "paused" || run.status === "interrupted" ? `${run.status}: ${run.phase}` : run.status} />
       {/* Steps are 0-based in the engine and on the chart; the counter shows steps completed. */}
       <Stat label="steps done" testId="step" value={`${m ? m.step + 1 : 0} / ${run.config.steps}`} raw={m ? m.step + 1 : null} />
       <Stat label="loss" testId="loss-value" value={formatLoss(m?.loss)} raw={m?.loss ?? null} />

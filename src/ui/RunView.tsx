@@ -1,4 +1,9 @@
-import { useLab } from './context';
+import { useState } from 'react';
+import { PRESETS } from '../engine/model/config';
+import { canContinue, isActive, runCsv, runJson, type RunState } from '../state/runs';
+import { savedBits } from '../state/schemeGrid';
+import { useLab, useLabApi } from './context';
+import { download, fileSlug } from './download';
 import { LossChart } from './LossChart';
 import { MemoryTable } from './MemoryTable';
 import { RunStats } from './RunStats';
@@ -7,29 +12,85 @@ import { SamplePanel } from './SamplePanel';
 const ERROR_TITLES: Record<string, string> = {
   webgpu: 'WebGPU unavailable',
   gpu: 'GPU error',
+  oom: 'Out of GPU memory',
   'device-lost': 'GPU device lost',
   config: 'Invalid settings',
 };
 
-/** Everything about one run: numbers, loss curve, memory, samples, and its error if it failed. */
-export function RunView({ runId }: { runId: string }) {
+function Controls({ run }: { run: RunState }) {
+  const { runs } = useLabApi();
+  const [busy, setBusy] = useState<string | null>(null);
+  const s = run.status;
+  const exportCheckpoint = async () => {
+    setBusy('checkpoint');
+    try {
+      const files = await runs.checkpoint(run.id);
+      if (!files) throw new Error('no checkpoint yet');
+      const slug = fileSlug(run.label);
+      for (const name of ['model.safetensors', 'config.json'] as const) {
+        const f = files[name];
+        if (f !== undefined) download(`${slug}-${name}`, f, name.endsWith('.json') ? 'application/json' : 'application/octet-stream');
+      }
+    } finally {
+      setBusy(null);
+    }
+  };
+  return (
+    <div className="buttons run-controls">
+      {s === 'running' && <button type="button" data-testid="pause" onClick={() => runs.pause(run.id)}>Pause</button>}
+      {s === 'pausing' && <button type="button" data-testid="pause" disabled>Pausing…</button>}
+      {s === 'paused' && <button type="button" data-testid="resume" onClick={() => void runs.resume(run.id)}>Resume</button>}
+      {canContinue(run) && (
+        <button type="button" data-testid="resume" onClick={() => void runs.resume(run.id)} title={`from the checkpoint after step ${run.checkpointStep}`}>
+          Resume from step {run.checkpointStep}
+        </button>
+      )}
+      {isActive(run) && (
+        <button type="button" data-testid="stop" disabled={s === 'stopping'} onClick={() => runs.stop(run.id)}>
+          {s === 'stopping' ? 'Stopping…' : 'Stop'}
+        </button>
+      )}
+      <button type="button" data-testid="export-json" onClick={() => download(`${fileSlug(run.label)}.json`, runJson(run) + '\n', 'application/json')}>JSON</button>
+      <button type="button" data-testid="export-csv" onClick={() => download(`${fileSlug(run.label)}.csv`, runCsv(run), 'text/csv')}>CSV</button>
+      <button type="button" data-testid="export-checkpoint" disabled={run.checkpointStep === null || busy !== null} onClick={() => void exportCheckpoint()}
+        title="model.safetensors + config.json (Hugging Face)">
+        Checkpoint
+      </button>
+      {!isActive(run) && (
+        <button type="button" data-testid="remove" onClick={() => runs.remove(run.id)}>Remove</button>
+      )}
+    </div>
+  );
+}
+
+/** Everything about one run: controls, numbers, its loss curve, memory, samples, and its error if it failed. */
+export function RunView({ runId, color }: { runId: string; color: string }) {
   const run = useLab((s) => s.runs[runId]);
   if (!run) return null;
+  const cfg = run.config.model ?? PRESETS[run.config.preset];
+  const bits = savedBits(run.config.scheme, cfg, run.config.batch, run.config.seq);
   return (
-    <section className="run" data-testid="run" data-run-id={run.id} data-status={run.status}>
+    <section className="run" data-testid="run" data-run-id={run.id} data-status={run.status} style={{ borderTopColor: color }}>
       <h2>
-        Run <span className="muted">{run.label}</span>
-        {run.info && <span className="muted"> · {run.info.adapter}</span>}
+        <i className="swatch" style={{ background: color }} /> <span data-testid="run-label">{run.label}</span>
+        {run.info && <span className="muted small"> · {run.info.adapter}</span>}
       </h2>
+      <p className="muted small">
+        data {run.config.dataset} · scheme {run.config.scheme?.name ?? 'fp32'}: saved activations <b data-testid="run-bits" data-value={bits.overall}>{bits.overall.toFixed(2)}</b> bits/element
+      </p>
+      <Controls run={run} />
       {run.error && (
         <div className="error" role="alert" data-testid="run-error">
-          <b>{ERROR_TITLES[run.error.kind] ?? 'Training failed'}:</b>{' '}
-          {run.error.message}
+          <b>{ERROR_TITLES[run.error.kind] ?? 'Training failed'}:</b> {run.error.message}
+          {run.checkpointStep !== null && ' (the last checkpoint is kept)'}
         </div>
+      )}
+      {(run.status === 'starting' || run.status === 'pausing' || run.status === 'stopping') && (
+        <div className="progress" data-testid="run-progress"><span className="spinner" /> {run.phase}</div>
       )}
       <RunStats run={run} />
       <div className="run-body">
-        <LossChart train={run.train} val={run.val} />
+        <LossChart train={run.train} val={run.val} color={color} />
         <MemoryTable mem={run.latest?.mem ?? run.info?.memory ?? null} />
       </div>
       <SamplePanel samples={run.samples} />

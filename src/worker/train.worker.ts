@@ -102,6 +102,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     // Training time excluding pauses, continued from the checkpoint's.
     let elapsed = msg.resume?.elapsed_s ?? 0;
     let step = startStep - 1;
+    let lastStepS = 0;
     for (let i = startStep; i < config.steps && !stopRequested; i++) {
       if (pauseRequested) {
         await postCheckpoint(runId, trainer);
@@ -111,13 +112,16 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
         if (stopRequested) break;
         post({ type: 'resumed', runId });
       }
+      // On a slow device (SwiftShader: seconds per step) say which step is in flight.
+      if (lastStepS > 2) post({ type: 'status', runId, phase: `step ${i + 1} / ${config.steps} in flight (last took ${lastStepS.toFixed(1)} s)` });
       const t0 = performance.now();
       const m = await trainer.trainStep();
       step = m.step;
       const last = i === config.steps - 1;
       let val: number | null = null;
       if (config.evalEvery > 0 && ((i + 1) % config.evalEvery === 0 || last)) val = await trainer.evaluate();
-      elapsed += (performance.now() - t0) / 1000;
+      lastStepS = (performance.now() - t0) / 1000;
+      elapsed += lastStepS;
       post({ type: 'metrics', runId, metrics: { ...m, mem: { ...m.mem }, elapsed_s: elapsed } });
       if (val !== null) {
         post({ type: 'val', runId, step, loss: val });

@@ -143,33 +143,56 @@ function lazyBrowser(flags: string[]): () => Promise<Browser> {
 // Page helpers.
 const byTestId = (id: string) => `[data-testid="${id}"]`;
 
-async function numberAttr(page: Page, id: string): Promise<number> {
-  const v = await page.locator(byTestId(id)).getAttribute('data-value');
-  return v === null || v === '' ? NaN : Number(v);
-}
-
 async function fill(page: Page, id: string, value: string | number): Promise<void> {
   await page.locator(byTestId(id)).fill(String(value));
 }
 
-/** Waits for the active run to finish, printing progress; throws with the page's error text on failure. */
-async function waitForRun(page: Page, t: TestHelpers, timeoutMs: number): Promise<string> {
+/** Waits for a run (default: the newest) to finish, printing progress; throws with the page's error text on failure. */
+async function waitForRun(page: Page, t: TestHelpers, timeoutMs: number, runId?: string): Promise<string> {
+  const card = runId ? page.locator(`${byTestId('run')}[data-run-id="${runId}"]`) : page.locator(byTestId('run')).last();
   const deadline = Date.now() + timeoutMs;
   let lastReport = 0;
   for (;;) {
-    const status = await page.locator(byTestId('run')).getAttribute('data-status').catch(() => null);
+    const status = await card.getAttribute('data-status').catch(() => null);
     if (status === 'done' || status === 'stopped') return status;
     if (status === 'error') {
-      const msg = await page.locator(byTestId('run-error')).innerText().catch(() => '(no error text)');
+      const msg = await card.locator(byTestId('run-error')).innerText().catch(() => '(no error text)');
       throw new AssertionError(`run failed in the page: ${msg}`);
     }
     if (Date.now() - lastReport > 15_000) {
       lastReport = Date.now();
-      const text = await page.locator(byTestId('run-status')).innerText().catch(() => '?');
-      const step = await page.locator(byTestId('step')).innerText().catch(() => '?');
-      t.log(`  … ${text}, step ${step}, loss ${await page.locator(byTestId('loss-value')).innerText().catch(() => '?')}`);
+      const text = await card.locator(byTestId('run-status')).innerText().catch(() => '?');
+      const step = await card.locator(byTestId('step')).innerText().catch(() => '?');
+      t.log(`  … ${runId ?? 'run'}: ${text}, step ${step}, loss ${await card.locator(byTestId('loss-value')).innerText().catch(() => '?')}`);
     }
     if (Date.now() > deadline) throw new AssertionError(`run did not finish within ${timeoutMs / 1000} s (status ${status})`);
+    await page.waitForTimeout(500);
+  }
+}
+
+/** Starts a run with the current form and scheme; returns its id (the newest card). */
+async function startRun(page: Page): Promise<string> {
+  const before = await page.locator(byTestId('run')).count();
+  await page.locator(byTestId('start')).dispatchEvent('click');
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="run"]').length > n, before, { timeout: 10_000 });
+  const id = await page.locator(byTestId('run')).last().getAttribute('data-run-id');
+  check(id, 'new run card has no id');
+  return id;
+}
+
+const cardOf = (page: Page, id: string) => page.locator(`${byTestId('run')}[data-run-id="${id}"]`);
+
+/** Polls `cond` until true, logging every run's status every 15 s. */
+async function waitUntil(page: Page, t: TestHelpers, what: string, timeoutMs: number, cond: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastReport = Date.now();
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new AssertionError(`${what}: not within ${timeoutMs / 1000} s`);
+    if (Date.now() - lastReport > 15_000) {
+      lastReport = Date.now();
+      const states = await page.locator(byTestId('run-status')).allInnerTexts().catch(() => []);
+      t.log(`  … ${what}: ${states.join(' | ')}`);
+    }
     await page.waitForTimeout(500);
   }
 }
@@ -190,49 +213,6 @@ const tests: TestCase[] = [
       check(await page.locator(byTestId('start')).isEnabled(), 'Start is disabled although WebGPU is available');
       check((await page.locator(byTestId('webgpu-help')).count()) === 0, 'help message shown although WebGPU works');
       await t.screenshot(page, 'page-ready');
-    },
-  },
-  {
-    name: `micro trains ${TRAIN_STEPS} steps (batch 4, seq 32) and the loss falls`,
-    timeoutMs: 12 * 60_000,
-    async fn(ctx, t) {
-      const page = await t.page(await ctx.gpuBrowser());
-      await page.goto(ctx.url);
-      await page.locator(byTestId('webgpu-ok')).waitFor({ timeout: 30_000 });
-      await page.locator(byTestId('preset')).selectOption('micro');
-      await fill(page, 'steps', TRAIN_STEPS);
-      await fill(page, 'batch', 4);
-      await fill(page, 'seq', 32);
-      await fill(page, 'seed', 1);
-      await fill(page, 'eval-every', 4);
-      await fill(page, 'eval-batches', 2);
-      await fill(page, 'sample-every', 0);
-      await fill(page, 'sample-length', 24);
-      await page.locator(byTestId('start')).click();
-      await page.locator(byTestId('run')).waitFor({ timeout: 10_000 });
-      await page.locator(byTestId('stop')).waitFor({ timeout: 10_000 });
-
-      const status = await waitForRun(page, t, 10 * 60_000);
-      check(status === 'done', `run ended as ${status}`);
-      const points = Number(await page.locator(byTestId('loss-chart')).getAttribute('data-points'));
-      check(points === TRAIN_STEPS, `chart has ${points} points, expected ${TRAIN_STEPS}`);
-      const done = await numberAttr(page, 'step');
-      check(done === TRAIN_STEPS, `step counter says ${done} steps done, expected ${TRAIN_STEPS}`);
-      const first = await numberAttr(page, 'loss-first');
-      const last = await numberAttr(page, 'loss-value');
-      const val = await numberAttr(page, 'val-loss');
-      t.log(`  loss ${first.toFixed(4)} → ${last.toFixed(4)}, val ${val.toFixed(4)}, ${await page.locator(byTestId('tokens-per-s')).innerText()} tokens/s`);
-      check(Number.isFinite(first) && Number.isFinite(last), `loss is not a number: first ${first}, last ${last}`);
-      check(first > 3 && first < 5.5, `initial loss ${first} is far from ln(vocab) ≈ 4.2 for a character model`);
-      check(last < first, `loss did not fall: first ${first}, last ${last}`);
-      check(Number.isFinite(val), 'no validation loss shown');
-      check((await page.locator(`${byTestId('loss-chart')} svg path.recharts-curve`).count()) > 0, 'no loss curve drawn');
-      const mem = await page.locator(byTestId('mem-total')).innerText();
-      check(!/\b0 B\b/.test(mem), `memory total is ${mem}`);
-      const sample = await page.locator(byTestId('sample')).innerText();
-      check(sample.length > 0, 'no sample text');
-      check((await page.locator(byTestId('start')).count()) === 1, 'Start button did not come back after the run');
-      await t.screenshot(page, 'trained-micro');
     },
   },
   {
@@ -259,14 +239,132 @@ const tests: TestCase[] = [
 
       await page.locator(byTestId('start')).click();
       // Wait for the first step, so the stop lands in the training loop, not in setup.
-      await page.waitForSelector(`${byTestId('loss-chart')}:not([data-points="0"])`, { timeout: 4 * 60_000 });
-      await page.locator(byTestId('stop')).dispatchEvent('click'); // GPU process busy with steps: as above
+      const second = page.locator(byTestId('run')).last();
+      await second.locator(`${byTestId('loss-chart')}:not([data-points="0"])`).waitFor({ timeout: 4 * 60_000 });
+      await second.locator(byTestId('stop')).dispatchEvent('click'); // GPU process busy with steps: as above
       const status = await waitForRun(page, t, 90_000);
       check(status === 'stopped', `run ended as ${status}, expected stopped`);
-      const steps = Number(await page.locator(byTestId('loss-chart')).getAttribute('data-points'));
+      const steps = Number(await second.locator(byTestId('loss-chart')).getAttribute('data-points'));
       check(steps >= 1 && steps < 100_000, `${steps} steps recorded`);
       check(await page.locator(byTestId('start')).isEnabled(), 'Start is not available again after Stop');
       await t.screenshot(page, 'stopped');
+    },
+  },
+  {
+    // Also the single-run checks of the first page (loss falls from ~ln(vocab), validation, sample):
+    // on the fp32 run, so SwiftShader compiles one model fewer.
+    name: `lab: micro fp32, agoq and a custom grid scheme train ${TRAIN_STEPS} steps side by side, pause/resume, restored after reload`,
+    timeoutMs: 14 * 60_000,
+    async fn(ctx, t) {
+      const LAB_STEPS = TRAIN_STEPS;
+      const page = await t.page(await ctx.gpuBrowser());
+      await page.goto(ctx.url);
+      await page.locator(byTestId('webgpu-ok')).waitFor({ timeout: 30_000 });
+      await page.locator(byTestId('preset')).selectOption('micro');
+      await fill(page, 'steps', LAB_STEPS);
+      await fill(page, 'batch', 4);
+      await fill(page, 'seq', 32);
+      await fill(page, 'seed', 1);
+      await fill(page, 'eval-every', 4);
+      await fill(page, 'eval-batches', 2);
+      await fill(page, 'sample-every', 4);
+      await fill(page, 'sample-length', 24);
+
+      const planTotal = async () => Number(await page.locator(byTestId('plan-total')).getAttribute('data-value'));
+      const presets = await page.locator(`${byTestId('scheme-preset')} option`).allTextContents();
+      check(presets.includes('fp32') && presets.includes('agoq'), `scheme presets offered: ${presets.join(', ')}`);
+      await page.locator(byTestId('scheme-preset')).selectOption('fp32');
+      const fp32Plan = await planTotal();
+      const fp32Id = await startRun(page);
+      await page.locator(byTestId('scheme-preset')).selectOption('agoq');
+      const agoqPlan = await planTotal();
+      check(agoqPlan < fp32Plan, `predicted memory: agoq ${agoqPlan} B is not below fp32 ${fp32Plan} B`);
+      const agoqId = await startRun(page);
+      // A custom scheme from the grid: fp32 with INT8 SwiGLU everywhere and INT4 down-proj input in layer 0.
+      await page.locator(byTestId('scheme-preset')).selectOption('fp32');
+      await page.locator(byTestId('cell-all-swiglu')).selectOption('int8');
+      await page.locator(byTestId('cell-0-down_input')).selectOption('int4');
+      const customPlan = await planTotal();
+      check(customPlan < fp32Plan && customPlan !== agoqPlan, `custom plan ${customPlan} B (fp32 ${fp32Plan}, agoq ${agoqPlan})`);
+      check((await page.locator(byTestId('scheme-unsupported')).count()) === 0, 'the grid scheme is reported unsupported');
+      const customId = await startRun(page);
+      t.log(`  plans: fp32 ${fp32Plan} B, agoq ${agoqPlan} B, custom ${customPlan} B`);
+
+      // Pause the fp32 run after its first step, check it holds, resume it.
+      const fp32Card = cardOf(page, fp32Id);
+      const fp32Points = async () => Number(await fp32Card.locator(byTestId('loss-chart')).getAttribute('data-points'));
+      await waitUntil(page, t, 'first fp32 step', 10 * 60_000, async () => (await fp32Points()) > 0);
+      await fp32Card.locator(byTestId('pause')).dispatchEvent('click');
+      await page.waitForSelector(`${byTestId('run')}[data-run-id="${fp32Id}"][data-status="paused"]`, { timeout: 90_000 });
+      const heldAt = Number(await fp32Card.locator(byTestId('loss-chart')).getAttribute('data-points'));
+      await page.waitForTimeout(3000);
+      const stillAt = Number(await fp32Card.locator(byTestId('loss-chart')).getAttribute('data-points'));
+      check(stillAt === heldAt, `paused run kept stepping: ${heldAt} → ${stillAt}`);
+      await fp32Card.locator(byTestId('resume')).dispatchEvent('click');
+
+      for (const id of [fp32Id, agoqId, customId]) {
+        const status = await waitForRun(page, t, 6 * 60_000, id);
+        check(status === 'done', `run ${id} ended as ${status}`);
+      }
+      {
+        const card = cardOf(page, fp32Id);
+        const num = async (id: string) => {
+          const v = await card.locator(byTestId(id)).getAttribute('data-value');
+          return v === null || v === '' ? NaN : Number(v);
+        };
+        const done = await num('step');
+        check(done === TRAIN_STEPS, `step counter says ${done} steps done, expected ${TRAIN_STEPS}`);
+        const first = await num('loss-first');
+        const last = await num('loss-value');
+        const val = await num('val-loss');
+        t.log(`  fp32: loss ${first.toFixed(4)} → ${last.toFixed(4)}, val ${val.toFixed(4)}, ${await card.locator(byTestId('tokens-per-s')).innerText()} tokens/s`);
+        check(Number.isFinite(first) && Number.isFinite(last), `loss is not a number: first ${first}, last ${last}`);
+        check(first > 3 && first < 5.5, `initial loss ${first} is far from ln(vocab) ≈ 4.2 for a character model`);
+        check(last < first, `loss did not fall: first ${first}, last ${last}`);
+        check(Number.isFinite(val), 'no validation loss shown');
+        check((await card.locator(`${byTestId('loss-chart')} svg path.recharts-curve`).count()) > 0, 'no loss curve drawn');
+        const mem = await card.locator(byTestId('mem-total')).innerText();
+        check(!/\b0 B\b/.test(mem), `memory total is ${mem}`);
+        check((await card.locator(byTestId('sample')).innerText()).length > 0, 'no sample text');
+        check(await page.locator(byTestId('start')).isEnabled(), 'Start is not available after the runs');
+      }
+      const checkLab = async (when: string) => {
+        const runs = Number(await page.locator(byTestId('loss-vs-step')).getAttribute('data-runs'));
+        check(runs === 3, `${when}: loss-vs-step chart shows ${runs} runs`);
+        check(Number(await page.locator(byTestId('loss-vs-time')).getAttribute('data-runs')) === 3, `${when}: loss-vs-time chart lacks runs`);
+        const curves = await page.locator(`${byTestId('loss-vs-step')} svg path.recharts-curve`).count();
+        check(curves >= 3, `${when}: ${curves} curves drawn in loss vs step`);
+        const act: Record<string, number> = {};
+        for (const id of [fp32Id, agoqId, customId]) {
+          const bar = page.locator(byTestId(`mem-bars-${id}`));
+          check((await bar.count()) === 1, `${when}: no memory bars for run ${id}`);
+          check(Number(await bar.getAttribute('data-total')) > 0, `${when}: memory bar of ${id} is empty`);
+          act[id] = Number(await bar.locator('[data-category="activations"]').getAttribute('data-bytes'));
+          const points = Number(await cardOf(page, id).locator(byTestId('loss-chart')).getAttribute('data-points'));
+          check(points === LAB_STEPS, `${when}: run ${id} has ${points} loss points`);
+        }
+        check(act[agoqId] < act[fp32Id] && act[customId] < act[fp32Id], `${when}: activations fp32 ${act[fp32Id]}, agoq ${act[agoqId]}, custom ${act[customId]}`);
+        const bits = async (id: string) => Number(await page.locator(byTestId(`bits-${id}`)).getAttribute('data-value'));
+        check((await bits(fp32Id)) === 32 && (await bits(agoqId)) < 16 && (await bits(customId)) < 32, `${when}: bits per element wrong`);
+        return act;
+      };
+      const act = await checkLab('after training');
+      t.log(`  activations: fp32 ${act[fp32Id]} B, agoq ${act[agoqId]} B, custom ${act[customId]} B`);
+      const sample = await cardOf(page, agoqId).locator(byTestId('sample')).innerText();
+      check(sample.length > 0, 'no sample from the agoq run');
+      check(await cardOf(page, agoqId).locator(byTestId('export-checkpoint')).isEnabled(), 'no checkpoint to export');
+      check(await page.locator(byTestId('not-measured')).innerText().then((x) => x.includes('Not measured yet')), 'unmeasured plots are not labelled');
+      await t.screenshot(page, 'three-runs');
+
+      await page.waitForTimeout(2000); // the store is saved to IndexedDB at most every second
+      await page.reload();
+      await page.locator(byTestId('runs')).waitFor({ timeout: 30_000 });
+      check((await page.locator(byTestId('run')).count()) === 3, 'runs not restored after reload');
+      for (const id of [fp32Id, agoqId, customId]) {
+        check((await cardOf(page, id).getAttribute('data-status')) === 'done', `run ${id} not restored as done`);
+      }
+      await checkLab('after reload');
+      await t.screenshot(page, 'restored');
     },
   },
   {

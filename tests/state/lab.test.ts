@@ -72,7 +72,7 @@ describe('lab store', () => {
     expect(ra.status).toBe('done');
     expect(ra.train.map((p) => p.loss)).toEqual([4.2, 3.9]);
     expect(ra.latest?.step).toBe(1);
-    expect(ra.val).toEqual([{ step: 1, loss: 4.0 }]);
+    expect(ra.val).toEqual([{ step: 1, loss: 4.0, elapsed_s: 1 }]);
     expect(ra.samples.at(-1)?.text).toBe('hi');
     expect(s().runs[b].status).toBe('error');
     expect(s().runs[b].error?.kind).toBe('webgpu');

@@ -1,0 +1,197 @@
+import { useMemo, useState } from 'react';
+import { PRESETS } from '../engine/model/config';
+import { SCHEME_PRESETS } from '../engine/scheme/presets';
+import { SAVED_KIND_LABEL, SAVED_KINDS, savedSpec, unsupportedFeatures, type SavedKind, type Scheme } from '../engine/scheme/scheme';
+import { planMemory } from '../engine/train/trainer';
+import { cellLabel, commonCell, GRID_FORMATS, parseSchemeText, savedBits, setCell, type GridFormat } from '../state/schemeGrid';
+import { trainOptionsFor, type RunConfig } from '../worker/protocol';
+import { useLab, useLabApi } from './context';
+import { download, fileSlug } from './download';
+import { formatBytes } from './format';
+import { MemoryBar, MemoryLegend } from './MemoryBar';
+
+const FP32_SCHEME = (): Scheme => SCHEME_PRESETS.fp32 ?? Object.values(SCHEME_PRESETS)[0];
+
+function plan(draft: RunConfig): { mem: ReturnType<typeof planMemory>; fp32: ReturnType<typeof planMemory> } | { error: string } {
+  try {
+    return { mem: planMemory(trainOptionsFor(draft)), fp32: planMemory(trainOptionsFor({ ...draft, scheme: undefined })) };
+  } catch (e) {
+    return { error: (e as Error).message };
+  }
+}
+
+function Cell({ value, onChange, testId, title }: { value: string | null; onChange(f: GridFormat): void; testId: string; title: string }) {
+  const known = value !== null && (GRID_FORMATS as readonly string[]).includes(value);
+  return (
+    <select className={`cell cell-${value ?? 'mixed'}`} data-testid={testId} title={title} value={value ?? ''} onChange={(e) => onChange(e.target.value as GridFormat)}>
+      {value === null && <option value="">mixed</option>}
+      {value !== null && !known && <option value={value}>{value}</option>}
+      {GRID_FORMATS.map((f) => (
+        <option key={f} value={f}>{f}</option>
+      ))}
+    </select>
+  );
+}
+
+/**
+ * The next run's scheme: a preset, or edited cell by cell (layer × saved activation kind), imported
+ * or exported as JSON; the predicted memory per category follows every edit (planMemory, no GPU).
+ */
+export function SchemeEditor() {
+  const { store } = useLabApi();
+  const draft = useLab((s) => s.draft);
+  const scheme = draft.scheme ?? FP32_SCHEME();
+  const setScheme = (s: Scheme) => store.getState().setDraft({ scheme: s });
+  const [jsonText, setJsonText] = useState<string | null>(null);
+  const [jsonError, setJsonError] = useState<string | null>(null);
+  const cfg = draft.model ?? PRESETS[draft.preset];
+  const L = cfg.num_hidden_layers;
+  const predicted = useMemo(() => plan(draft), [draft]);
+  const bits = useMemo(() => savedBits(scheme, cfg, draft.batch, draft.seq), [scheme, cfg, draft.batch, draft.seq]);
+  const unsupported = unsupportedFeatures(scheme);
+  const presetNames = Object.keys(SCHEME_PRESETS);
+
+  const applyJson = (text: string) => {
+    const r = parseSchemeText(text);
+    if ('error' in r) {
+      setJsonError(r.error);
+      return;
+    }
+    setJsonError(null);
+    setJsonText(null);
+    setScheme(r.scheme);
+  };
+
+  return (
+    <section className="scheme-editor" data-testid="scheme-editor" data-scheme={scheme.name}>
+      <h2>Quantization scheme</h2>
+      <div className="scheme-top">
+        <label className="field">
+          <span>Scheme</span>
+          <select
+            data-testid="scheme-preset"
+            value={presetNames.includes(scheme.name) ? scheme.name : ''}
+            onChange={(e) => {
+              setJsonText(null);
+              setJsonError(null);
+              setScheme(SCHEME_PRESETS[e.target.value]);
+            }}
+          >
+            {!presetNames.includes(scheme.name) && <option value="">{scheme.name} (edited)</option>}
+            {presetNames.map((n) => (
+              <option key={n} value={n}>{n}</option>
+            ))}
+          </select>
+        </label>
+        <label className="field">
+          <span>Name</span>
+          <input data-testid="scheme-name" value={scheme.name} maxLength={80} onChange={(e) => e.target.value && setScheme({ ...scheme, name: e.target.value })} />
+        </label>
+        <button type="button" data-testid="scheme-export" onClick={() => download(`scheme-${fileSlug(scheme.name)}.json`, JSON.stringify(scheme, null, 2) + '\n', 'application/json')}>
+          Export JSON
+        </button>
+        <label className="button-like">
+          Import JSON
+          <input
+            type="file"
+            accept=".json,application/json"
+            data-testid="scheme-import"
+            hidden
+            onChange={async (e) => {
+              const f = e.target.files?.[0];
+              e.target.value = '';
+              if (f) {
+                const text = await f.text();
+                setJsonText(text);
+                applyJson(text);
+              }
+            }}
+          />
+        </label>
+      </div>
+      {scheme.description && <p className="muted small">{scheme.description}</p>}
+
+      <div className="grid-wrap">
+        <table className="scheme-grid" data-testid="scheme-grid">
+          <thead>
+            <tr>
+              <th>layer</th>
+              {SAVED_KINDS.map((k) => (
+                <th key={k} title={SAVED_KIND_LABEL[k]}>{k}</th>
+              ))}
+            </tr>
+          </thead>
+          <tbody>
+            <tr className="all-row">
+              <th>all</th>
+              {SAVED_KINDS.map((k) => (
+                <td key={k}>
+                  <Cell testId={`cell-all-${k}`} title={`${SAVED_KIND_LABEL[k]}, every layer`} value={commonCell(scheme, L, k)} onChange={(f) => setScheme(setCell(scheme, 'all', k, f))} />
+                </td>
+              ))}
+            </tr>
+            {Array.from({ length: L }, (_, l) => (
+              <tr key={l}>
+                <th>{l}</th>
+                {SAVED_KINDS.map((k: SavedKind) => (
+                  <td key={k}>
+                    <Cell testId={`cell-${l}-${k}`} title={`${SAVED_KIND_LABEL[k]}, layer ${l}`} value={cellLabel(savedSpec(scheme, l, k))} onChange={(f) => setScheme(setCell(scheme, l, k, f))} />
+                  </td>
+                ))}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      <p className="muted small">
+        int8 / int4: integer codes in groups of 128 with an fp32 scale per group, round to nearest. oproj_input shares attn_out&apos;s
+        storage (the same tensor); head_input is the last layer&apos;s cell. Saved activations average{' '}
+        <b data-testid="plan-bits">{bits.overall.toFixed(2)}</b> bits per element.
+      </p>
+
+      {unsupported.length > 0 && (
+        <div className="error" role="alert" data-testid="scheme-unsupported">
+          <b>This scheme cannot run yet.</b> The engine does not implement: {unsupported.join(', ')}. Start is disabled until
+          those fields are fp32 / off.
+        </div>
+      )}
+
+      <details className="scheme-json" open={jsonText !== null || jsonError !== null}>
+        <summary>Edit as JSON</summary>
+        <textarea
+          data-testid="scheme-json"
+          rows={8}
+          spellCheck={false}
+          value={jsonText ?? JSON.stringify(scheme, null, 2)}
+          onChange={(e) => setJsonText(e.target.value)}
+        />
+        <div className="buttons">
+          <button type="button" data-testid="scheme-apply" disabled={jsonText === null} onClick={() => jsonText !== null && applyJson(jsonText)}>
+            Apply JSON
+          </button>
+          <button type="button" disabled={jsonText === null} onClick={() => { setJsonText(null); setJsonError(null); }}>
+            Discard edits
+          </button>
+        </div>
+        {jsonError && <pre className="error" data-testid="scheme-error">{jsonError}</pre>}
+      </details>
+
+      <div className="plan" data-testid="memory-plan">
+        <h3>Predicted GPU memory of the next run</h3>
+        {'error' in predicted ? (
+          <p className="form-problem" data-testid="plan-error">{predicted.error}</p>
+        ) : (
+          <>
+            <MemoryBar mem={predicted.mem} scale={Math.max(predicted.mem.total, predicted.fp32.total)} testId="plan-bar" label={scheme.name} />
+            <MemoryBar mem={predicted.fp32} scale={Math.max(predicted.mem.total, predicted.fp32.total)} testId="plan-bar-fp32" label="fp32" />
+            <MemoryLegend />
+            <p className="small">
+              Total <b data-testid="plan-total" data-value={predicted.mem.total}>{formatBytes(predicted.mem.total)}</b> ({((predicted.mem.total / predicted.fp32.total) * 100).toFixed(1)} % of fp32); activations{' '}
+              {formatBytes(predicted.mem.activations)}, workspace {formatBytes(predicted.mem.workspace)}.
+            </p>
+          </>
+        )}
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,56 @@
+/**
+ * Page entry: one store, one run controller, runs restored from IndexedDB and saved as they change,
+ * WebGPU probed once, React on top. Storage failing (private mode, quota) only costs persistence.
+ */
+import { StrictMode } from 'react';
+import { createRoot } from 'react-dom/client';
+import { createLabStore } from '../state/lab';
+import { IdbRepo, openDb } from '../state/idb';
+import { persistRuns, restoreRuns, type RunRepo } from '../state/persist';
+import { RunController } from '../state/runner';
+import { App } from './App';
+import { LabContext } from './context';
+import './lab.css';
+import { detectWebGpu } from './webgpu';
+
+const store = createLabStore();
+const report = (m: string) => store.getState().reportAppError(m);
+
+window.addEventListener('error', (e) => report(`Uncaught error: ${e.message}`));
+window.addEventListener('unhandledrejection', (e) => {
+  const r = e.reason as unknown;
+  report(`Unhandled rejection: ${r instanceof Error ? r.message : String(r)}`);
+});
+
+let repo: RunRepo | null = null;
+try {
+  repo = new IdbRepo(await openDb());
+  await restoreRuns(store, repo);
+} catch (e) {
+  repo = null;
+  report(`Runs will not survive a reload: this browser's storage (IndexedDB) is unavailable (${(e as Error).message}).`);
+}
+const persister = repo ? persistRuns(store, repo, report) : null;
+
+const runs = new RunController(
+  store,
+  { corpusUrl: new URL(`${import.meta.env.BASE_URL}data/tinyshakespeare.txt`, location.href).href },
+  repo,
+);
+window.addEventListener('beforeunload', () => {
+  void persister?.flush();
+  runs.disposeAll();
+});
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'hidden') void persister?.flush();
+});
+
+void detectWebGpu().then((gpu) => store.getState().setGpu(gpu));
+
+createRoot(document.getElementById('root')!).render(
+  <StrictMode>
+    <LabContext.Provider value={{ store, runs }}>
+      <App />
+    </LabContext.Provider>
+  </StrictMode>,
+);
