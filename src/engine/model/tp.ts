@@ -18,7 +18,7 @@ import { gatherColumns } from '../kernels/slice';
 import { tacoCompress, tacoDecompress } from '../kernels/taco';
 import { tacoPayloadBytes } from '../quant/taco';
 import type { Scheme } from '../scheme/scheme';
-import type { BufferSpec, ModelDims } from './llama';
+import type { BufferSpec, ModelDims } from './plan';
 
 export interface TpConfig {
   degree: number;

@@ -7,7 +7,7 @@
  * measured overshoot and re-solved until the real plan fits.
  */
 import type { MemReport } from '../gpu/memory';
-import { LAYER_SAVED, FINAL_SAVED, type LayerSavedKey, modelDims, SAVED_KIND_OF } from '../model/llama';
+import { LAYER_SAVED, FINAL_SAVED, type LayerSavedKey, modelDims, SAVED_KIND_OF } from '../model/plan';
 import type { ModelConfig } from '../model/config';
 import { allocateBits, type Bits, type BudgetEntry } from './budget';
 import { FP32, type QuantSpec, type SavedKind, type Scheme, SAVED_KINDS, savedSpec } from './scheme';

@@ -1,0 +1,236 @@
+/**
+ * The training step's memory plan: every buffer the model allocates, as data. The model allocates
+ * exactly this list and `--plan` sums it, so prediction and allocation agree by construction. Also
+ * the storage layout of quantized saved activations and gradients under a scheme.
+ *
+ * Shapes: B batch, T context, N = B·T tokens, C hidden, F intermediate, nH/nKV query/KV heads,
+ * D head dim, V vocab, L layers.
+ */
+import { BUFFER_USAGE, type MemCategory } from '../gpu/memory';
+import { attentionBackwardWorkspaceBytes } from '../kernels/attention';
+import { crossEntropyWorkspaceBytes } from '../kernels/crossentropy';
+import { embeddingWorkspaceBytes } from '../kernels/embedding';
+import { globalNormPartialsBytes } from '../kernels/reduce';
+import { rmsnormWorkspaceBytes } from '../kernels/rmsnorm';
+import { ADAMW_STEP_BYTES } from '../optim/adamw';
+import { BITS, type QuantFormat } from '../quant/formats';
+import { type CodeBits, wordsFor } from '../quant/pack';
+import { type Granularity, numScales } from '../quant/quantizer';
+import { isFp32, layerScheme, type QuantSpec, savedSpec, type SavedKind, type Scheme } from '../scheme/scheme';
+import { headDim, type ModelConfig } from './config';
+import { type ParamLayout, paramLayout } from './params';
+import { tpActive, tpBufferPlan } from './tp';
+
+export interface BufferSpec {
+  key: string;
+  category: MemCategory;
+  bytes: number;
+  usage?: GPUBufferUsageFlags;
+}
+
+export interface PlanOptions {
+  /** false: forward only (evaluation, sampling) — no grads, optimizer state or backward workspace. */
+  training?: boolean;
+  scheme?: Scheme;
+  /** false: the weights belong to another model (a B=1 sampler beside the trainer). */
+  ownWeights?: boolean;
+}
+
+export interface ModelBuildOptions {
+  training?: boolean;
+  scheme?: Scheme;
+  /** Bind another model's weights instead of allocating them. */
+  sharedWeights?: GPUBuffer;
+}
+
+export interface ModelDims {
+  B: number; T: number; N: number; C: number; F: number; nH: number; nKV: number; D: number; KVC: number; V: number; L: number;
+}
+
+export function modelDims(cfg: ModelConfig, B: number, T: number): ModelDims {
+  const D = headDim(cfg);
+  return {
+    B, T, N: B * T, C: cfg.hidden_size, F: cfg.intermediate_size, nH: cfg.num_attention_heads,
+    nKV: cfg.num_key_value_heads, D, KVC: cfg.num_key_value_heads * D, V: cfg.vocab_size, L: cfg.num_hidden_layers,
+  };
+}
+
+/** Saved-for-backward tensors of one layer (the schemes re-price these). */
+export const LAYER_SAVED = ['xIn', 'rstd1', 'h1', 'q', 'k', 'v', 'o', 'lse', 'xMid', 'rstd2', 'h2', 'gate', 'up', 'act'] as const;
+/** Saved tensors after the last layer: the final norm's input and output (the lm_head input). */
+export const FINAL_SAVED = ['xFinal', 'hF'] as const;
+export type LayerSavedKey = (typeof LAYER_SAVED)[number] | (typeof FINAL_SAVED)[number];
+
+/**
+ * Which scheme column prices each saved tensor. `o` is both the attention output (its backward
+ * needs it) and the O-proj input; it is stored once, at the `attn_out` setting. rstd and lse are
+ * per-row statistics and stay fp32.
+ */
+export const SAVED_KIND_OF: Partial<Record<LayerSavedKey, SavedKind>> = {
+  xIn: 'norm_input', h1: 'qkv_input', q: 'attn_qkv', k: 'attn_qkv', v: 'attn_qkv', o: 'attn_out',
+  xMid: 'norm_input', h2: 'mlp_input', gate: 'swiglu', up: 'swiglu', act: 'down_input',
+  xFinal: 'norm_input', hF: 'head_input',
+};
+
+/** Storage of one saved tensor: fp32, or packed codes + fp32 scales (a `Quantized` on the GPU). */
+export interface SavedStorage {
+  format: QuantFormat;
+  granularity: Granularity;
+  n: number;
+  words: number;
+  scales: number;
+}
+
+export function savedStorage(spec: QuantSpec, n: number, rowLength: number): SavedStorage | null {
+  if (spec.format === 'fp32') return null;
+  const granularity: Granularity =
+    spec.granularity === 'row' ? { kind: 'row', rowLength }
+      : spec.granularity === 'column' ? { kind: 'column', rowLength }
+        : spec.granularity === 'tensor' ? { kind: 'tensor' }
+          : { kind: 'group', size: spec.group };
+  const format = spec.format as QuantFormat;
+  return { format, granularity, n, words: wordsFor(n, BITS[format] as CodeBits), scales: numScales(granularity, n) };
+}
+
+/** Per-tensor storage of the gradients under a scheme's grads.storage (null = one fp32 flat buffer). */
+export function gradStorage(layout: ParamLayout, scheme: Scheme | undefined): Map<string, SavedStorage> | null {
+  const spec = scheme?.grads.storage;
+  if (!spec || isFp32(spec)) return null;
+  return new Map(layout.views.map((v) => [v.name, savedStorage(spec, v.size, v.shape[v.shape.length - 1])!]));
+}
+
+export function studyFlags(s: Scheme | undefined, L: number): { weights: boolean; inputs: boolean; grads: boolean } {
+  const r = { weights: false, inputs: false, grads: false };
+  if (!s) return r;
+  for (let l = 0; l < L; l++) {
+    const ls = layerScheme(s, l);
+    r.weights ||= !isFp32(ls.weights);
+    r.inputs ||= !isFp32(ls.gemm_inputs);
+    r.grads ||= !isFp32(ls.gemm_output_grads);
+  }
+  return r;
+}
+
+export const LINEAR = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'];
+
+/**
+ * Live copies that reuse a backward scratch buffer of the same size instead of their own: in the
+ * forward pass these buffers are free, and the backward order (buildBackward) reloads each live copy
+ * only once the scratch's previous content is dead. Halves the overhead of quantized storage.
+ */
+export const LIVE_ALIAS: Partial<Record<LayerSavedKey, string>> = { act: 'dF1', xIn: 'qRaw', xMid: 'dq', h1: 'dh', h2: 'dh', xFinal: 'qRaw', hF: 'dh' };
+
+export function liveKey(k: LayerSavedKey): string {
+  return LIVE_ALIAS[k] ?? `live.${k}`;
+}
+
+export function layerSizes(d: ModelDims): Record<LayerSavedKey, [number, number]> {
+  // [elements, row length]
+  return {
+    xIn: [d.N * d.C, d.C], rstd1: [d.N, 1], h1: [d.N * d.C, d.C], q: [d.N * d.C, d.C], k: [d.N * d.KVC, d.KVC],
+    v: [d.N * d.KVC, d.KVC], o: [d.N * d.C, d.C], lse: [d.B * d.nH * d.T, d.T], xMid: [d.N * d.C, d.C], rstd2: [d.N, 1],
+    h2: [d.N * d.C, d.C], gate: [d.N * d.F, d.F], up: [d.N * d.F, d.F], act: [d.N * d.F, d.F],
+    xFinal: [d.N * d.C, d.C], hF: [d.N * d.C, d.C],
+  };
+}
+
+/**
+ * The storage of every saved tensor of layer l under a scheme (absent = fp32); l = L holds the final
+ * norm's tensors, priced by the last layer's cells. Only training saves.
+ */
+export function layerStorage(d: ModelDims, scheme: Scheme | undefined, l: number): Partial<Record<LayerSavedKey, SavedStorage>> {
+  const out: Partial<Record<LayerSavedKey, SavedStorage>> = {};
+  if (!scheme) return out;
+  const sizes = layerSizes(d);
+  const keys = l < d.L ? LAYER_SAVED : FINAL_SAVED;
+  const cellLayer = Math.min(l, d.L - 1);
+  for (const key of keys) {
+    const kind = SAVED_KIND_OF[key];
+    if (!kind) continue;
+    const st = savedStorage(savedSpec(scheme, cellLayer, kind), sizes[key][0], sizes[key][1]);
+    if (st) out[key] = st;
+  }
+  return out;
+}
+
+/** Every buffer the training step allocates, in bytes. The single source for allocation and `--plan`. */
+export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: PlanOptions = {}): BufferSpec[] {
+  const training = opts.training ?? true;
+  const d = modelDims(cfg, B, T);
+  const layout = paramLayout(cfg);
+  const f = 4;
+  const P = layout.totalFloats * f;
+  const out: BufferSpec[] = [];
+  if (opts.ownWeights ?? true) out.push({ key: 'weights', category: 'weights', bytes: P });
+  const gradStore = training ? gradStorage(layout, opts.scheme) : null;
+  if (training) {
+    if (!gradStore) out.push({ key: 'grads', category: 'grads', bytes: P });
+    else {
+      // AGoQ's 8-bit gradient storage: codes + scales per tensor; each gradient is produced in fp32
+      // into a stage the size of the largest tensor and quantized right away.
+      for (const [name, st] of gradStore) {
+        out.push({ key: `grads.codes.${name}`, category: 'grads', bytes: st.words * 4 });
+        out.push({ key: `grads.scales.${name}`, category: 'grads', bytes: st.scales * 4 });
+      }
+      out.push({ key: 'gradStage', category: 'workspace', bytes: Math.max(...layout.views.map((v) => v.size)) * 4 });
+      // Tied embeddings collect lm_head's and the embedding's gradient across the whole backward.
+      if (cfg.tie_word_embeddings) out.push({ key: 'gradEmbed', category: 'workspace', bytes: d.V * d.C * 4 });
+    }
+    out.push({ key: 'adam.m', category: 'optimizer', bytes: P }, { key: 'adam.v', category: 'optimizer', bytes: P });
+  }
+  const act = (key: string, floats: number) => out.push({ key, category: 'activations', bytes: floats * f });
+  const ws = (key: string, bytes: number) => out.push({ key, category: 'workspace', bytes });
+  act('ids', d.N);
+  const sizes = layerSizes(d);
+  const live = new Set<LayerSavedKey>();
+  for (let l = 0; l <= d.L; l++) {
+    const st = layerStorage(d, training ? opts.scheme : undefined, l);
+    for (const k of l < d.L ? LAYER_SAVED : FINAL_SAVED) {
+      const q = st[k];
+      if (!q) {
+        act(`L${l}.${k}`, sizes[k][0]);
+        continue;
+      }
+      // Quantized storage: codes and scales are what stays alive for backward.
+      out.push({ key: `L${l}.${k}.codes`, category: 'activations', bytes: q.words * 4 });
+      out.push({ key: `L${l}.${k}.scales`, category: 'activations', bytes: q.scales * 4 });
+      live.add(k);
+    }
+  }
+  // One fp32 working copy per quantized kind, shared by all layers: forward writes it before
+  // quantizing, backward dequantizes into it before the consumers read it.
+  for (const k of live) if (!LIVE_ALIAS[k]) ws(liveKey(k), sizes[k][0] * f);
+  act('rstdF', d.N);
+  act('logits', d.N * d.V); // becomes dlogits in place
+  ws('targets', d.N * f);
+  ws('qRaw', d.N * d.C * f);
+  ws('kRaw', d.N * d.KVC * f);
+  ws('losses', d.N * f);
+  ws('loss', 16);
+  ws('ceWs', crossEntropyWorkspaceBytes());
+  // Loss and gradient norm come back through this small mappable buffer once per step.
+  out.push({ key: 'readback', category: 'workspace', bytes: 16, usage: BUFFER_USAGE.MAP_READ | BUFFER_USAGE.COPY_DST });
+  ws('rope', 2 * d.T * (d.D / 2) * f);
+  if (tpActive(opts.scheme)) out.push(...tpBufferPlan(d, opts.scheme.tp));
+  // The quantized pre-training study's fake quantization: a quantized copy of the weights for the
+  // GEMMs (master weights stay fp32), of each GEMM input, and of each output gradient on the dW path.
+  const st = studyFlags(opts.scheme, d.L);
+  if (st.weights) ws('wq', P);
+  if (st.inputs) ws('aq', d.N * Math.max(d.C, d.F) * f);
+  if (training && st.grads) ws('gq', d.N * Math.max(d.C, d.F) * f);
+  if (training) {
+    ws('dres', d.N * d.C * f);
+    ws('dh', d.N * d.C * f);
+    ws('dF1', d.N * d.F * f);
+    ws('dq', d.N * d.C * f);
+    ws('dk', d.N * d.KVC * f);
+    ws('dv', d.N * d.KVC * f);
+    ws('attnWs', attentionBackwardWorkspaceBytes(d.B, d.T, d.nH));
+    ws('normWs', rmsnormWorkspaceBytes({ N: d.N, C: d.C }));
+    ws('embedWs', embeddingWorkspaceBytes({ N: d.N, V: d.V }));
+    ws('normPartials', gradStore ? globalNormPartialsBytes(layout.views.map((v) => v.size)) : globalNormPartialsBytes(layout.totalFloats));
+    ws('gradNorm', 16);
+    out.push({ key: 'stepParams', category: 'workspace', bytes: ADAMW_STEP_BYTES, usage: BUFFER_USAGE.UNIFORM | BUFFER_USAGE.COPY_DST });
+  }
+  return out;
+}
