@@ -139,26 +139,27 @@ export class LlamaGpu {
     return [...k];
   }
 
-  /** Fake-quantizes a copy of a GEMM input (per the layer's gemm_inputs cell) and returns what the GEMMs read. */
-  private gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
-    const spec = layerScheme(this.scheme, l).gemm_inputs;
+  /**
+   * The study's fake quantization of a GEMM operand: x itself when `spec` is fp32, else a copy in the
+   * scratch buffer `scratch`, quantized and dequantized per row (token) of `width` values.
+   */
+  private quantizedCopy(spec: QuantSpec, scratch: 'aq' | 'gq', label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
     if (isFp32(spec)) return x;
     const n = this.dims.N * width;
-    const aq: Binding = { buffer: this.b('aq'), offset: 0, size: n * 4 };
-    push(copy(this.rt, { label: `${label}.aq`, src: x, dst: aq, n }));
-    push(this.fakeQuant(`${label}.aq`, aq, n, width, spec));
-    return aq;
+    const q: Binding = { buffer: this.b(scratch), offset: 0, size: n * 4 };
+    push(copy(this.rt, { label: `${label}.${scratch}`, src: x, dst: q, n }));
+    push(this.fakeQuant(`${label}.${scratch}`, q, n, width, spec));
+    return q;
   }
 
-  /** The output gradient a dW GEMM reads: fake-quantized per token when the layer's gemm_output_grads cell asks. */
+  /** What the forward GEMMs of layer l read as input x (its gemm_inputs cell). */
+  private gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
+    return this.quantizedCopy(layerScheme(this.scheme, l).gemm_inputs, 'aq', label, x, width, push);
+  }
+
+  /** The output gradient a dW GEMM of layer l reads (its gemm_output_grads cell; dX uses dy as is). */
   private dwGrad(l: number, label: string, dy: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
-    const spec = layerScheme(this.scheme, l).gemm_output_grads;
-    if (isFp32(spec)) return dy;
-    const n = this.dims.N * width;
-    const gq: Binding = { buffer: this.b('gq'), offset: 0, size: n * 4 };
-    push(copy(this.rt, { label: `${label}.gq`, src: dy, dst: gq, n }));
-    push(this.fakeQuant(`${label}.gq`, gq, n, width, spec));
-    return gq;
+    return this.quantizedCopy(layerScheme(this.scheme, l).gemm_output_grads, 'gq', label, dy, width, push);
   }
 
   /** Where a gradient is produced: its slice of the flat fp32 buffer, or the fp32 stage before quantization. */
