@@ -7,21 +7,7 @@
 // order) so it is deterministic without float atomics.
 struct Params { N: u32, C: u32, eps: f32, accumulate: u32, R: u32, K: u32, _p0: u32, _p1: u32 }
 
-override WG: u32 = 256;
-var<workgroup> red: array<f32, WG>;
-
-// Tree sum over the workgroup; must be reached by every invocation (uniform control flow).
-fn wg_sum(v: f32, lid: u32) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-    if (lid < s) { red[lid] = red[lid] + red[lid + s]; }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
+// WG, red and wg_sum come from wg_sum.wgsl (prepended by the TS declaration).
 
 @group(0) @binding(2) var<uniform> p: Params;
 

@@ -6,9 +6,12 @@
  * one finalize turns all of them into sqrt(Σx²)). Partials are workspace: size them with
  * globalNormPartialsBytes.
  */
-import src from '../../../shaders/reduce.wgsl?raw';
+import body from '../../../shaders/reduce.wgsl?raw';
+import wgSum from '../../../shaders/wg_sum.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { requireBytes } from './launch';
+
+const src = `${wgSum}\n${body}`;
 
 const WG = 256;
 /** Enough workgroups to fill a big GPU (132 SMs × several) while keeping stage 2 trivial. */

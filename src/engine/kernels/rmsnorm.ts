@@ -5,9 +5,12 @@
  * forward for the backward). The dw reduction needs a workspace of K·C floats
  * (rmsnormWorkspaceBytes), K = ceil(N / R) row chunks of R rows.
  */
-import src from '../../../shaders/rmsnorm.wgsl?raw';
+import body from '../../../shaders/rmsnorm.wgsl?raw';
+import wgSum from '../../../shaders/wg_sum.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { grid2d, requireBytes, rowWorkgroupSize } from './launch';
+
+const src = `${wgSum}\n${body}`;
 
 export interface RmsNormDims {
   N: number;
