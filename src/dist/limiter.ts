@@ -6,6 +6,7 @@
  * admitted by the bucket — what a DataConnection reports while its socket is the bottleneck.
  */
 import {
+  BufferWaiters,
   emptyStats,
   type MessageHandler,
   type PeerHandler,
@@ -30,7 +31,7 @@ export class LimitedTransport implements Transport {
   readonly stats: TransportStats = emptyStats();
   private queue: { peer: PeerId; bytes: Uint8Array }[] = [];
   private buffered = new Map<PeerId, number>();
-  private waiters: { peer: PeerId; low: number; resolve: () => void }[] = [];
+  private readonly waiters = new BufferWaiters();
   private tokens: number;
   private last: number;
   private timer: ReturnType<typeof setTimeout> | null = null;
@@ -59,7 +60,7 @@ export class LimitedTransport implements Transport {
       }),
       inner.onPeerLeave((p) => {
         this.buffered.delete(p);
-        this.wake((w) => w.peer === p);
+        this.waiters.wake((w) => w.peer === p);
       }),
     );
   }
@@ -87,7 +88,7 @@ export class LimitedTransport implements Transport {
 
   waitForBufferedBelow(peer: PeerId, lowWater: number): Promise<void> {
     if (this.closed || (this.buffered.get(peer) ?? 0) <= lowWater) return this.inner.waitForBufferedBelow(peer, lowWater);
-    return new Promise<void>((resolve) => this.waiters.push({ peer, low: lowWater, resolve })).then(() =>
+    return this.waiters.wait(peer, lowWater).then(() =>
       this.inner.waitForBufferedBelow(peer, lowWater),
     );
   }
@@ -107,7 +108,7 @@ export class LimitedTransport implements Transport {
     this.closed = true;
     if (this.timer !== null) clearTimeout(this.timer);
     this.queue = [];
-    this.wake(() => true);
+    this.waiters.wake(() => true);
     for (const u of this.unsub) u();
     this.inner.close();
   }
@@ -122,7 +123,7 @@ export class LimitedTransport implements Transport {
       this.tokens -= m.bytes.length;
       const left = Math.max(0, (this.buffered.get(m.peer) ?? 0) - m.bytes.length);
       this.buffered.set(m.peer, left);
-      this.wake((w) => w.peer === m.peer && left <= w.low);
+      this.waiters.wake((w) => w.peer === m.peer && left <= w.low);
       const deliver = () => {
         if (!this.closed && this.inner.peers().includes(m.peer)) this.inner.send(m.peer, m.bytes);
       };
@@ -137,15 +138,6 @@ export class LimitedTransport implements Transport {
         this.pump();
       }, waitMs);
     }
-  }
-
-  private wake(pred: (w: { peer: PeerId; low: number }) => boolean): void {
-    const keep: typeof this.waiters = [];
-    for (const w of this.waiters) {
-      if (pred(w)) w.resolve();
-      else keep.push(w);
-    }
-    this.waiters = keep;
   }
 }
 

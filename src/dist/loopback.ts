@@ -6,6 +6,7 @@
  */
 import { Rng } from '../engine/util/rng';
 import {
+  BufferWaiters,
   emptyStats,
   Listeners,
   type MessageHandler,
@@ -108,7 +109,7 @@ export class LoopbackTransport implements Transport {
   private closed = false;
   private known = new Set<PeerId>();
   private buffered = new Map<PeerId, number>();
-  private waiters: { peer: PeerId; low: number; resolve: () => void }[] = [];
+  private readonly waiters = new BufferWaiters();
   private msg = new Listeners<[PeerId, Uint8Array]>();
   private join = new Listeners<[PeerId]>();
   private leave = new Listeners<[PeerId]>();
@@ -139,7 +140,7 @@ export class LoopbackTransport implements Transport {
 
   waitForBufferedBelow(peer: PeerId, lowWater: number): Promise<void> {
     if (this.closed || !this.known.has(peer) || this.bufferedAmount(peer) <= lowWater) return Promise.resolve();
-    return new Promise((resolve) => this.waiters.push({ peer, low: lowWater, resolve }));
+    return this.waiters.wait(peer, lowWater);
   }
 
   onMessage(h: MessageHandler): Unsubscribe {
@@ -156,7 +157,7 @@ export class LoopbackTransport implements Transport {
     if (this.closed) return;
     this.closed = true;
     this.known.clear();
-    this.wake(() => true);
+    this.waiters.wake(() => true);
     this.hub.remove(this.id);
     this.msg.clear();
     this.join.clear();
@@ -174,7 +175,7 @@ export class LoopbackTransport implements Transport {
   drained(peer: PeerId, n: number): void {
     const b = Math.max(0, (this.buffered.get(peer) ?? 0) - n);
     this.buffered.set(peer, b);
-    this.wake((w) => w.peer === peer && b <= w.low);
+    this.waiters.wake((w) => w.peer === peer && b <= w.low);
   }
   /** @internal */
   joined(peer: PeerId): void {
@@ -186,16 +187,7 @@ export class LoopbackTransport implements Transport {
   left(peer: PeerId): void {
     if (this.closed || !this.known.delete(peer)) return;
     this.buffered.delete(peer);
-    this.wake((w) => w.peer === peer);
+    this.waiters.wake((w) => w.peer === peer);
     this.leave.emit(peer);
-  }
-
-  private wake(pred: (w: { peer: PeerId; low: number }) => boolean): void {
-    const keep: typeof this.waiters = [];
-    for (const w of this.waiters) {
-      if (pred(w)) w.resolve();
-      else keep.push(w);
-    }
-    this.waiters = keep;
   }
 }

@@ -65,3 +65,25 @@ export class Listeners<A extends unknown[]> {
     this.hs.clear();
   }
 }
+
+/**
+ * Callers waiting for a peer's buffered amount to drop to a low-water mark (the `bufferedAmount`
+ * backpressure of a data channel); transports wake the ones whose condition now holds.
+ */
+export class BufferWaiters {
+  private waiters: { peer: PeerId; low: number; resolve: () => void }[] = [];
+
+  wait(peer: PeerId, low: number): Promise<void> {
+    return new Promise((resolve) => this.waiters.push({ peer, low, resolve }));
+  }
+
+  /** Resolves (and forgets) every waiter matching `pred`. */
+  wake(pred: (w: { peer: PeerId; low: number }) => boolean): void {
+    const keep: typeof this.waiters = [];
+    for (const w of this.waiters) {
+      if (pred(w)) w.resolve();
+      else keep.push(w);
+    }
+    this.waiters = keep;
+  }
+}
