@@ -10,9 +10,13 @@
  * per head dim from the device's workgroup-storage limit (32 KiB on SwiftShader, 48 KiB on an
  * H200); callers may force them (tests cover several, benchmarks tune them).
  */
-import fwdSrc from '../../../shaders/attention.wgsl?raw';
-import bwdSrc from '../../../shaders/attention_bwd.wgsl?raw';
+import fwdBody from '../../../shaders/attention.wgsl?raw';
+import bwdBody from '../../../shaders/attention_bwd.wgsl?raw';
+import loadSrc from '../../../shaders/attention_load.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
+
+const fwdSrc = `${loadSrc}\n${fwdBody}`;
+const bwdSrc = `${loadSrc}\n${bwdBody}`;
 
 export { attentionBackwardRef, attentionForwardRef } from './attention.ref';
 
