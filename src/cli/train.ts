@@ -114,6 +114,11 @@ async function main(): Promise<void> {
   const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu });
   const rt = new Runtime(gpu);
   const steps = opts.optimizer.total_steps;
+  const trainer = await Trainer.create(rt, opts, text, { tokenizer });
+  if (trainer.budgetChoice) {
+    console.error(`memory budget ${trainer.budgetChoice.budget} B: bits per layer and kind ${JSON.stringify(trainer.budgetChoice.bits)}`);
+  }
+  // Every resolved setting, as the trainer runs it (a memory budget already turned into per-layer bits).
   const runInfo = {
     model: opts.model,
     optimizer: opts.optimizer,
@@ -123,13 +128,12 @@ async function main(): Promise<void> {
     eval: { every: opts.evalEvery, batches: opts.evalBatches },
     data: { path: path.resolve(dataPath), chars: text.length, sha256: createHash('sha256').update(text).digest('hex') },
     tokenizer: tokenizer.toJSON(),
-    scheme,
+    scheme: trainer.opts.scheme ?? scheme,
     device: gpu.adapterInfo,
     params: paramLayout(opts.model).count,
     started: new Date().toISOString(),
   };
-  const resolvedScheme = resolveBudgetOptions(opts).opts.scheme;
-  writeFileSync(path.join(out, 'run.json'), JSON.stringify({ ...runInfo, scheme: resolvedScheme ?? scheme }, null, 2) + '\n');
+  writeFileSync(path.join(out, 'run.json'), JSON.stringify(runInfo, null, 2) + '\n');
 
   if (a['export-init']) {
     const layout = paramLayout(opts.model);
@@ -139,10 +143,6 @@ async function main(): Promise<void> {
     writeFileSync(path.join(out, 'init', 'config.json'), files['config.json']);
   }
 
-  const trainer = await Trainer.create(rt, opts, text, { tokenizer });
-  if (trainer.budgetChoice) {
-    console.error(`memory budget ${trainer.budgetChoice.budget} B: bits per layer and kind ${JSON.stringify(trainer.budgetChoice.bits)}`);
-  }
   if (a['dump-batches']) {
     const per = opts.batch * (opts.seq + 1);
     const all = new Int32Array(steps * per);

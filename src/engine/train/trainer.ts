@@ -4,7 +4,7 @@
  * the only data coming back is the loss and the gradient norm (8 bytes) after it completes.
  */
 import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
-import type { Runtime } from '../gpu/runtime';
+import type { Dispatch, Runtime } from '../gpu/runtime';
 import { saveCheckpoint, type CheckpointFiles } from '../io/checkpoint';
 import { type BufferSpec, LlamaGpu, modelBufferPlan } from '../model/llama';
 import { flatten, initParams, unflatten } from '../model/params';
@@ -158,7 +158,7 @@ export class Trainer {
   }
 
   /** Encodes dispatches in one command buffer, then copies the loss (and grad norm) back. */
-  private async runAndRead(dispatches: import('../gpu/runtime').Dispatch[], withNorm: boolean): Promise<[number, number]> {
+  private async runAndRead(dispatches: Dispatch[], withNorm: boolean): Promise<[number, number]> {
     const { rt, model } = this;
     const rb = model.b('readback');
     rt.run(dispatches, (enc) => {
