@@ -61,3 +61,13 @@ fn swiglu_bwd_inplace(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
   i_up[i] = d * (g * s);
   i_gate[i] = d * u * (s * (1.0 + g * (1.0 - s)));
 }
+
+// ---- forward in place (h over up; each element is read before the same invocation writes it):
+// bindings gate (read), up/h, params
+@compute @workgroup_size(256)
+fn swiglu_fwd_inplace(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i >= p.n) { return; }
+  let g = f_gate[i];
+  i_up[i] = (g * sigmoid(g)) * i_up[i];
+}

@@ -6,6 +6,8 @@ import {
   buildQuantize,
   CODEC_WGSL,
   dequantizeGpu,
+  dequantizeRows,
+  dequantizeRowsAligned,
   quantizeGpu,
 } from '../../src/engine/kernels/quantize';
 import { decodeE4M3, decodeE5M2, encodeE4M3, encodeE5M2 } from '../../src/engine/quant/fp8';
@@ -290,6 +292,37 @@ describe('quantize / dequantize kernels vs quantizeRef / dequantizeRef', () => {
       }
     }
     expect(bad).toEqual([]);
+  });
+
+  it('dequantizeRows: blocks of rows at aligned offsets equal the whole dequantization; unaligned blocks are refused', async () => {
+    const rows = 128;
+    const F = 96;
+    const n = rows * F;
+    const x = awkward(n, 5);
+    const cases: [QuantFormat, Granularity, number][] = [
+      ['int4', { kind: 'group', size: 32 }, 64], // at 16 rows the scales' offset, 16·3·4 = 192 B, is not 256-aligned
+      ['int8', { kind: 'row', rowLength: F }, 64],
+      ['fp8-e4m3', { kind: 'tensor' }, 16],
+      ['int4', { kind: 'column', rowLength: F }, 16],
+    ];
+    for (const [fmt, g, block] of cases) {
+      const q = quantizeRef(x, fmt, g);
+      const spec = { format: fmt, granularity: g, n };
+      expect(dequantizeRowsAligned(spec, F, block), `${fmt} ${g.kind} ${block}`).toBe(true);
+      const words = rt.upload('workspace', 'rows.words', q.words);
+      const scales = rt.upload('workspace', 'rows.scales', q.scales);
+      const out = rt.createBuffer('workspace', 'rows.out', n * 4);
+      const ds = [];
+      for (let r0 = 0; r0 < rows; r0 += block) ds.push(dequantizeRows(rt, 'rows', spec, F, r0, block, words, scales, { buffer: out, offset: r0 * F * 4, size: block * F * 4 }));
+      rt.run(ds);
+      expect(countDiff(await rt.readF32(out, 0, n), dequantizeRef(q)), `${fmt} ${g.kind}`).toBe(0);
+      for (const b of [words, scales, out]) rt.mem.free(b);
+    }
+    const g32: Granularity = { kind: 'group', size: 32 };
+    expect(dequantizeRowsAligned({ format: 'int4', granularity: g32, n }, F, 16)).toBe(false);
+    const w = rt.createBuffer('workspace', 'rows.w', n);
+    expect(() => dequantizeRows(rt, 'rows', { format: 'int4', granularity: g32, n }, F, 16, 16, w, w, w)).toThrow(/not 256-byte aligned/);
+    rt.mem.free(w);
   });
 
   it('a built quantizer is reusable: setSeed changes the SR draws like the reference', async () => {

@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { PRESETS } from '../../src/engine/model/config';
+import { LlamaGpu } from '../../src/engine/model/llama';
 import { RefLlama } from '../../src/engine/model/llama.ref';
-import { initParams } from '../../src/engine/model/params';
+import { modelDims, swigluBlockRows } from '../../src/engine/model/plan';
+import { initParams, paramLayout } from '../../src/engine/model/params';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { CharTokenizer } from '../../src/engine/train/tokenizer';
 import { planMemory, Trainer } from '../../src/engine/train/trainer';
@@ -44,6 +47,30 @@ describe('fp32 training on the GPU', () => {
 });
 
 describe('AGoQ storage', () => {
+  it('the blocked SwiGLU backward (up dequantized a block of rows at a time) gives the same gradients bit for bit', async () => {
+    const rt = await testRuntime();
+    const cfg = PRESETS.micro;
+    const [B, T] = [8, 32];
+    // AGoQ's activation storage with fp32 gradients, so that the gradients can be read and compared.
+    const scheme = parseScheme({ ...SCHEME_PRESETS.agoq, name: 'agoq-fp32-grads', grads: { storage: { format: 'fp32' }, wire: { format: 'fp32' } } });
+    const whole = new LlamaGpu(rt, cfg, B, T, { scheme, swigluBlockRows: B * T });
+    const blocked = new LlamaGpu(rt, cfg, B, T, { scheme });
+    // micro's F = 64 with INT4 groups of 128: blocks of 128 rows keep the scales' offsets 256-aligned.
+    expect(swigluBlockRows(modelDims(cfg, B, T), whole.storage)).toBe(128);
+    const params = initParams(cfg, paramLayout(cfg), 3);
+    const tokens = new Int32Array(B * (T + 1)).map((_, i) => (i * 7 + (i >> 3)) % cfg.vocab_size);
+    const grads: Float32Array[] = [];
+    for (const m of [whole, blocked]) {
+      m.uploadParams(params);
+      m.setBatch(tokens);
+      rt.run([...m.forward, ...m.backward]);
+      grads.push(await m.readFlat('grads'));
+      m.destroy();
+    }
+    expect(grads[1].some((v) => v !== 0)).toBe(true);
+    expect(grads[1].findIndex((v, i) => !Object.is(v, grads[0][i]))).toBe(-1);
+  });
+
   it('trains micro with INT4 saved activations and INT8 gradients, close to fp32, with the planned (smaller) memory', async () => {
     const rt = await testRuntime();
     const tok = CharTokenizer.fromText(text);

@@ -11,7 +11,7 @@ import codecWgsl from '../../../shaders/quant/codec.wgsl?raw';
 import quantizeWgsl from '../../../shaders/quant/quantize.wgsl?raw';
 import type { MemCategory } from '../gpu/memory';
 import { timeDispatches } from '../gpu/timer';
-import { type Dispatch, type Runtime, Uniforms } from '../gpu/runtime';
+import { type Binding, type Dispatch, type Runtime, Uniforms } from '../gpu/runtime';
 import { BITS, FORMAT_ID, QMAX, type QuantFormat } from '../quant/formats';
 import { type CodeBits, wordsFor } from '../quant/pack';
 import {
@@ -204,6 +204,58 @@ export function buildDequantize(
       for (const b of owned) rt.mem.free(b);
     },
   };
+}
+
+/**
+ * Dequantizes rows [r0, r0 + rows) of a quantized [*, rowLength] tensor (`spec` describes the whole
+ * tensor) into `out`, by binding slices of its codes and scales: the slice offsets must be multiples
+ * of 256 bytes (WebGPU's largest storage-offset alignment) and the first row must start a word and a
+ * scale segment. `dequantizeRowsAligned` says whether a row block satisfies that.
+ */
+export function dequantizeRows(
+  rt: Runtime, label: string, spec: QuantizeSpec, rowLength: number, r0: number, rows: number,
+  words: GPUBuffer, scales: GPUBuffer, out: Binding,
+): Dispatch {
+  const s = rowSlices(spec, rowLength, r0, rows);
+  if (!s) throw new Error(`${label}: rows ${r0}..${r0 + rows} of a ${spec.format} tensor are not 256-byte aligned in its codes or scales`);
+  const part: QuantizeSpec = { ...spec, n: rows * rowLength };
+  checkSpec(part);
+  const params = rt.uniform(`${label}.dequantRows`, paramsFor(part, 1, {}));
+  return rt.kernel({
+    label: `${label}.dequantRows`,
+    code: QUANTIZE_WGSL,
+    entryPoint: 'dequantize',
+    constants: { FMT: FORMAT_ID[spec.format] },
+    bindings: [params, { buffer: words, ...s.words }, { buffer: scales, ...s.scales }, out],
+    workgroups: grid(rt, Math.ceil(part.n / WG)),
+  });
+}
+
+/** True when every block of `rows` rows starting at a multiple of `rows` can be dequantized by `dequantizeRows`. */
+export function dequantizeRowsAligned(spec: QuantizeSpec, rowLength: number, rows: number): boolean {
+  // Offsets grow linearly with the first row, so the second block's decides for all.
+  return rows * rowLength >= spec.n || rowSlices(spec, rowLength, rows, rows) !== null;
+}
+
+const OFFSET_ALIGN = 256;
+
+function rowSlices(spec: QuantizeSpec, rowLength: number, r0: number, rows: number): { words: { offset: number; size: number }; scales: { offset: number; size: number } } | null {
+  const first = r0 * rowLength;
+  const n = rows * rowLength;
+  const bits = BITS[spec.format] as CodeBits;
+  const perWord = 32 / bits;
+  if (first % perWord !== 0 || r0 + rows > spec.n / rowLength) return null;
+  const wordsOffset = (first / perWord) * 4;
+  let scales: { offset: number; size: number };
+  const g = spec.granularity;
+  if (g.kind === 'tensor' || g.kind === 'column') scales = { offset: 0, size: numScales(g, spec.n) * 4 };
+  else {
+    const seg = g.kind === 'row' ? g.rowLength : g.size;
+    if (first % seg !== 0) return null;
+    scales = { offset: (first / seg) * 4, size: Math.ceil(n / seg) * 4 };
+  }
+  if (wordsOffset % OFFSET_ALIGN !== 0 || scales.offset % OFFSET_ALIGN !== 0) return null;
+  return { words: { offset: wordsOffset, size: wordsFor(n, bits) * 4 }, scales };
 }
 
 /** One-shot convenience: upload x, quantize on the GPU, read back a `Quantized`. */

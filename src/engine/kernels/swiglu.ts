@@ -2,7 +2,8 @@
  * SwiGLU activation of the LLaMA MLP on the GPU: h = silu(gate) ⊙ up (maths in swiglu.ref.ts).
  *
  * Shapes: N rows (tokens), F intermediate size; gate, up, h, dh, dgate, dup: [N, F] fp32.
- * The backward may run in place (dgate is gate and dup is up), saving two [N, F] buffers.
+ * The forward may run in place (h is up) and the backward too (dgate is gate and dup is up), saving
+ * [N, F] buffers.
  */
 import src from '../../../shaders/swiglu.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
@@ -24,7 +25,11 @@ export function swigluForward(rt: Runtime, o: { label: string; gate: Binding; up
   const n = count(o.label, o.dims);
   for (const [k, b] of [['gate', o.gate], ['up', o.up], ['h', o.h]] as const) requireBytes(o.label, k, b, n * 4);
   const u = rt.uniform(`${o.label}.swigluFwd`, new Uniforms().u32(n));
-  return rt.kernel({ label: `${o.label}.swigluFwd`, code: src, entryPoint: 'swiglu_fwd', bindings: [o.gate, o.up, u, o.h], workgroups: grid2d(rt, Math.ceil(n / 256)) });
+  const inPlace = sameBinding(o.up, o.h);
+  return rt.kernel({
+    label: `${o.label}.swigluFwd`, code: src, entryPoint: inPlace ? 'swiglu_fwd_inplace' : 'swiglu_fwd',
+    bindings: inPlace ? [o.gate, o.up, u] : [o.gate, o.up, u, o.h], workgroups: grid2d(rt, Math.ceil(n / 256)),
+  });
 }
 
 /** dgate, dup from dh. In place when dgate is gate and dup is up (both, or neither). */

@@ -13,7 +13,7 @@ import { copy } from '../kernels/elementwise';
 import { embeddingBackward, embeddingForward } from '../kernels/embedding';
 import { matmul } from '../kernels/matmul';
 import { qdq, type QdqDispatches } from '../kernels/qdq';
-import { buildDequantize, buildQuantize } from '../kernels/quantize';
+import { buildDequantize, buildQuantize, dequantizeRows } from '../kernels/quantize';
 import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce';
 import { rmsnormBackward, rmsnormForward } from '../kernels/rmsnorm';
 import { rope, ropeTablePacked } from '../kernels/rope';
@@ -25,7 +25,7 @@ import { deriveSeed } from '../util/rng';
 import { type ModelConfig } from './config';
 import { type ParamLayout, paramLayout } from './params';
 import {
-  gradStorage, type LayerSavedKey, layerStorage, LINEAR, liveKey, modelBufferPlan, type ModelBuildOptions,
+  gradStorage, type LayerSavedKey, layerStorage, LINEAR, liveKey, modelBufferPlan, type ModelBuildOptions, swigluBlockRows,
   type ModelDims, modelDims, type SavedStorage,
 } from './plan';
 import { tpActive, TpSim } from './tp';
@@ -55,7 +55,7 @@ export class LlamaGpu {
   /** Fake-quantization kernels whose stochastic-rounding seed changes every step. */
   private readonly srKernels: { label: string; k: QdqDispatches }[] = [];
 
-  constructor(readonly rt: Runtime, readonly cfg: ModelConfig, B: number, T: number, opts: ModelBuildOptions = {}) {
+  constructor(readonly rt: Runtime, readonly cfg: ModelConfig, B: number, T: number, private readonly opts: ModelBuildOptions = {}) {
     if (T > cfg.max_position_embeddings) {
       throw new Error(`context ${T} exceeds max_position_embeddings ${cfg.max_position_embeddings}`);
     }
@@ -65,7 +65,7 @@ export class LlamaGpu {
     this.layout = paramLayout(cfg);
     this.dims = modelDims(cfg, B, T);
     for (let l = 0; l <= this.dims.L; l++) this.storage.push(layerStorage(this.dims, this.training ? this.scheme : undefined, l));
-    for (const s of modelBufferPlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: this.scheme })) this.buf.set(s.key, rt.createBuffer(s.category, s.key, s.bytes, s.usage));
+    for (const s of modelBufferPlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: this.scheme, swigluBlockRows: opts.swigluBlockRows })) this.buf.set(s.key, rt.createBuffer(s.category, s.key, s.bytes, s.usage));
     if (opts.sharedWeights) this.buf.set('weights', opts.sharedWeights);
     this.ownsWeights = !opts.sharedWeights;
     const training = this.training;
@@ -112,6 +112,30 @@ export class LlamaGpu {
     if (!st) return [];
     return buildDequantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n },
       this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), { out: this.b(liveKey(key)) }).dispatches;
+  }
+
+  /**
+   * SwiGLU backward of layer l with `up` stored quantized: dF1 holds dact and gate's live copy holds
+   * gate. Per block of rows: dequantize up's rows into `swigluBlock`, run the in-place backward on
+   * (gate rows, block, dact rows) and copy the block's dup over its dact rows. Afterwards gate's live
+   * copy holds dgate and dF1 holds dup. Same arithmetic per element as dequantizing up whole.
+   */
+  private swigluBackwardBlocks(l: number, label: string): Dispatch[] {
+    const { N, F } = this.dims;
+    const st = this.storage[l].up!;
+    const rows = swigluBlockRows(this.dims, this.storage, this.opts.swigluBlockRows);
+    const bytes = rows * F * 4;
+    const block: Binding = { buffer: this.b('swigluBlock'), offset: 0, size: bytes };
+    const out: Dispatch[] = [];
+    for (let r0 = 0; r0 < N; r0 += rows) {
+      const at = (key: string): Binding => ({ buffer: this.b(key), offset: r0 * F * 4, size: bytes });
+      const lab = `${label}.rows${r0}`;
+      out.push(dequantizeRows(this.rt, lab, st, F, r0, rows, this.b(`L${l}.up.codes`), this.b(`L${l}.up.scales`), block));
+      const gate = at(liveKey('gate'));
+      out.push(swigluBackward(this.rt, { label: lab, gate, up: block, dh: at('dF1'), dgate: gate, dup: block, dims: { N: rows, F } }));
+      out.push(copy(this.rt, { label: `${lab}.dup`, src: block, dst: at('dF1'), n: rows * F }));
+    }
+    return out;
   }
 
   /** The buffer the GEMMs read a weight from: the fake-quantized copy when layer l quantizes weights. */
@@ -308,22 +332,24 @@ export class LlamaGpu {
       storeL('mlp.down_proj.weight');
       push(matmul(rt, { label: lab('down.dx'), a: dres, b: this.lin(l, 'mlp.down_proj.weight'), c: dF1, M: N, N: F, K: C }));
       load('gate');
-      load('up');
-      // SwiGLU backward in place: gate and up become dgate and dup.
-      push(swigluBackward(rt, { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } }));
+      // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
+      // dF1 itself (dact) when up is stored quantized (swigluBackwardBlocks).
+      const dup = this.storage[l].up ? dF1 : a('up');
+      if (this.storage[l].up) push(this.swigluBackwardBlocks(l, lab('swiglu.bwd')));
+      else push(swigluBackward(rt, { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } }));
       load('h2'); // live copy in dh
       push(matmul(rt, { label: lab('gate.dw'), a: this.dwGrad(l, lab('gate.dw'), a('gate'), F, push), b: a('h2'), c: gr('mlp.gate_proj.weight'), M: F, N: C, K: N, transA: true }));
       storeL('mlp.gate_proj.weight');
-      push(matmul(rt, { label: lab('up.dw'), a: this.dwGrad(l, lab('up.dw'), a('up'), F, push), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('up.dw'), a: this.dwGrad(l, lab('up.dw'), dup, F, push), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }));
       storeL('mlp.up_proj.weight');
       if (this.tp) {
         push(this.tp.columnParallelDx(lab('mlp.dx.tp'), [
           { dy: a('gate'), ...this.weightAt(l, `model.layers.${l}.mlp.gate_proj.weight`), rows: F },
-          { dy: a('up'), ...this.weightAt(l, `model.layers.${l}.mlp.up_proj.weight`), rows: F },
+          { dy: dup, ...this.weightAt(l, `model.layers.${l}.mlp.up_proj.weight`), rows: F },
         ], dh));
       } else {
         push(matmul(rt, { label: lab('gate.dx'), a: a('gate'), b: this.lin(l, 'mlp.gate_proj.weight'), c: dh, M: N, N: C, K: F }));
-        push(matmul(rt, { label: lab('up.dx'), a: a('up'), b: this.lin(l, 'mlp.up_proj.weight'), c: dh, M: N, N: C, K: F, accumulate: true }));
+        push(matmul(rt, { label: lab('up.dx'), a: dup, b: this.lin(l, 'mlp.up_proj.weight'), c: dh, M: N, N: C, K: F, accumulate: true }));
       }
       load('xMid'); // live copy in dq (free until the attention backward)
       push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));

@@ -10,6 +10,7 @@ import { BUFFER_USAGE, type MemCategory } from '../gpu/memory';
 import { attentionBackwardWorkspaceBytes } from '../kernels/attention';
 import { crossEntropyWorkspaceBytes } from '../kernels/crossentropy';
 import { embeddingWorkspaceBytes } from '../kernels/embedding';
+import { dequantizeRowsAligned } from '../kernels/quantize';
 import { globalNormPartialsBytes } from '../kernels/reduce';
 import { rmsnormWorkspaceBytes } from '../kernels/rmsnorm';
 import { ADAMW_STEP_BYTES } from '../optim/adamw';
@@ -34,6 +35,8 @@ export interface PlanOptions {
   scheme?: Scheme;
   /** false: the weights belong to another model (a B=1 sampler beside the trainer). */
   ownWeights?: boolean;
+  /** Tests: force the SwiGLU backward's block rows (see swigluBlockRows). */
+  swigluBlockRows?: number;
 }
 
 export interface ModelBuildOptions {
@@ -41,6 +44,8 @@ export interface ModelBuildOptions {
   scheme?: Scheme;
   /** Bind another model's weights instead of allocating them. */
   sharedWeights?: GPUBuffer;
+  /** Tests: force the SwiGLU backward's block rows (see swigluBlockRows). */
+  swigluBlockRows?: number;
 }
 
 export interface ModelDims {
@@ -118,7 +123,26 @@ export const LINEAR = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj
  * forward pass these buffers are free, and the backward order (buildBackward) reloads each live copy
  * only once the scratch's previous content is dead. Halves the overhead of quantized storage.
  */
-export const LIVE_ALIAS: Partial<Record<LayerSavedKey, string>> = { act: 'dF1', xIn: 'qRaw', xMid: 'dq', h1: 'dh', h2: 'dh', xFinal: 'qRaw', hF: 'dh' };
+export const LIVE_ALIAS: Partial<Record<LayerSavedKey, string>> = { act: 'dF1', up: 'dF1', xIn: 'qRaw', xMid: 'dq', h1: 'dh', h2: 'dh', xFinal: 'qRaw', hF: 'dh' };
+
+/**
+ * Rows per block of the SwiGLU backward when `up` is stored quantized. Its live copy is dF1, which
+ * holds dact when the backward needs up, so up is dequantized a block of rows at a time into the
+ * small `swigluBlock` buffer, combined with gate and dact in place, and the block's dup written back
+ * over its (consumed) dact rows: one [N, F] fp32 buffer fewer than dequantizing up whole. Blocks
+ * start at 256-byte-aligned offsets of the codes and scales (else fewer, larger blocks; 1 = whole).
+ */
+export function swigluBlockRows(d: ModelDims, storages: Partial<Record<LayerSavedKey, SavedStorage>>[], force?: number): number {
+  const ups = storages.flatMap((s) => (s.up ? [s.up] : []));
+  const fits = (rows: number) => rows === d.N || (Number.isInteger(d.N / rows) && (rows * d.F * 4) % 256 === 0
+    && ups.every((st) => dequantizeRowsAligned(st, d.F, rows)));
+  if (force !== undefined) {
+    if (!fits(force)) throw new Error(`swiglu block rows ${force} do not divide ${d.N} rows at 256-byte-aligned offsets`);
+    return force;
+  }
+  for (const blocks of [8, 4, 2]) if (fits(d.N / blocks)) return d.N / blocks;
+  return d.N;
+}
 
 export function liveKey(k: LayerSavedKey): string {
   return LIVE_ALIAS[k] ?? `live.${k}`;
@@ -183,8 +207,10 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   act('ids', d.N);
   const sizes = layerSizes(d);
   const live = new Set<LayerSavedKey>();
+  const storages: Partial<Record<LayerSavedKey, SavedStorage>>[] = [];
   for (let l = 0; l <= d.L; l++) {
     const st = layerStorage(d, training ? opts.scheme : undefined, l);
+    storages.push(st);
     for (const k of l < d.L ? LAYER_SAVED : FINAL_SAVED) {
       const q = st[k];
       if (!q) {
@@ -200,6 +226,7 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   // One fp32 working copy per quantized kind, shared by all layers: forward writes it before
   // quantizing, backward dequantizes into it before the consumers read it.
   for (const k of live) if (!LIVE_ALIAS[k]) ws(liveKey(k), sizes[k][0] * f);
+  if (live.has('up')) ws('swigluBlock', swigluBlockRows(d, storages, opts.swigluBlockRows) * d.F * f);
   act('rstdF', d.N);
   act('logits', d.N * d.V); // becomes dlogits in place
   ws('targets', d.N * f);
