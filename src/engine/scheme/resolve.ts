@@ -4,7 +4,7 @@
  * engine) so the run's planned total fits, minimising the quantization error bound (budget.ts).
  * Attention kinds keep the scheme's own setting (AGoQ keeps them full precision). The allocator's
  * byte model is additive; the real plan also has live copies, so the budget is tightened by the
- * measured overshoot and re-solved until the real plan fits.
+ * measured overshoot (doubling while the choice does not change) and re-solved until the real plan fits.
  */
 import type { MemReport } from '../gpu/memory';
 import { LAYER_SAVED, FINAL_SAVED, type LayerSavedKey, modelDims, SAVED_KIND_OF } from '../model/plan';
@@ -84,7 +84,8 @@ export function resolveBudget(
   const fp32Saved = entries.reduce((s, e) => s + e.elements * 4, 0);
   const staticBytes = plan(allFp32).total - fp32Saved;
   let target = budget;
-  for (let iter = 0; iter < 8; iter++) {
+  let shrink = 0;
+  for (let iter = 0; iter < 24; iter++) {
     const r = allocateBits({ layers: entries, budgetBytes: target, staticBytes, choices: [4, 8, 32], group });
     const bits: BudgetChoice['bits'] = {};
     entries.forEach((e, i) => {
@@ -98,7 +99,9 @@ export function resolveBudget(
     if (planned.total <= budget) {
       return { scheme: resolved, choice: { bits, planned, budget, explanation: r.explanation } };
     }
-    target -= planned.total - budget;
+    // The choice is discrete: when shrinking by the overshoot does not change it, shrink faster.
+    shrink = Math.max(planned.total - budget, 2 * shrink);
+    target -= shrink;
     if (target < staticBytes) break;
   }
   throw new Error(`memory budget ${budget} bytes cannot be met even with every non-attention activation at 4 bits`);
