@@ -4,6 +4,7 @@ import { PRESETS } from '../../src/engine/model/config';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { RefLlama } from '../../src/engine/model/llama.ref';
 import { modelDims, swigluBlockRows } from '../../src/engine/model/plan';
+import { tpSharesOf } from '../../src/engine/model/tp';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { CharTokenizer } from '../../src/engine/train/tokenizer';
@@ -127,6 +128,23 @@ describe('simulated tensor parallelism (TACO)', () => {
     const mem = runs[2].memory();
     expect(mem).toEqual(planMemory(runs[2].opts));
     expect(mem.comm).toBeGreaterThan(0);
+    for (const r of runs) r.destroy();
+  });
+
+  it('a degree that does not divide the heads splits them unevenly (3 KV groups over 2 ranks = 2+1) and still equals the unsplit model', async () => {
+    const rt = await testRuntime();
+    const tok = CharTokenizer.fromText(text);
+    // 6 query heads in 3 KV groups of 2 (D = 8), MLP 72 = 36 + 36.
+    const model = { vocab_size: tok.vocabSize, hidden_size: 48, num_attention_heads: 6, num_key_value_heads: 3, intermediate_size: 72 };
+    const base = { steps: 4, warmup: 1, model };
+    const opts = defaultTrainOptions('micro', { ...base, scheme: parseScheme({ name: 'tp2-uneven', tp: { degree: 2, codec: 'fp32', group: 128 } }) });
+    expect(tpSharesOf(modelDims(opts.model, opts.batch, opts.seq), 48, 2)).toEqual([{ start: 0, width: 32 }, { start: 32, width: 16 }]);
+    const runs = [await Trainer.create(rt, defaultTrainOptions('micro', base), text, { tokenizer: tok }), await Trainer.create(rt, opts, text, { tokenizer: tok })];
+    for (let s = 0; s < 4; s++) {
+      const [a, b] = [(await runs[0].trainStep()).loss, (await runs[1].trainStep()).loss];
+      expect(Math.abs(b - a) / a, `step ${s}`).toBeLessThan(1e-5);
+    }
+    expect(runs[1].memory()).toEqual(planMemory(runs[1].opts));
     for (const r of runs) r.destroy();
   });
 });

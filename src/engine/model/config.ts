@@ -50,8 +50,16 @@ export const PRESETS: Record<PresetName, ModelConfig> = {
   base: { ...common, vocab_size: 65, hidden_size: 768, intermediate_size: 2560, num_hidden_layers: 12, num_attention_heads: 12, num_key_value_heads: 12, max_position_embeddings: 1024, tie_word_embeddings: false },
 };
 
-export function headDim(c: ModelConfig): number {
-  return c.hidden_size / c.num_attention_heads;
+/**
+ * The config of one tensor-parallel shard (tp-shard.ts): a narrower LLaMA with nH/t query heads,
+ * nKV/t KV heads and F/t MLP units whose heads keep the full model's head dim, so q_proj is
+ * [nH·head_dim, C] with nH·head_dim < C. Internal only: configs from users never carry head_dim
+ * (checkpoint.ts rejects one other than hidden_size / num_attention_heads).
+ */
+export type ShardConfig = ModelConfig & { head_dim?: number };
+
+export function headDim(c: ShardConfig): number {
+  return c.head_dim ?? c.hidden_size / c.num_attention_heads;
 }
 
 export function validateModelConfig(raw: unknown): ModelConfig {
@@ -75,16 +83,17 @@ export function paramSpecs(c: ModelConfig): ParamSpec[] {
   const C = c.hidden_size;
   const F = c.intermediate_size;
   const D = headDim(c);
+  const q = c.num_attention_heads * D;
   const kv = c.num_key_value_heads * D;
   const out: ParamSpec[] = [{ name: 'model.embed_tokens.weight', shape: [c.vocab_size, C], decay: true }];
   for (let i = 0; i < c.num_hidden_layers; i++) {
     const p = `model.layers.${i}`;
     out.push(
       { name: `${p}.input_layernorm.weight`, shape: [C], decay: false },
-      { name: `${p}.self_attn.q_proj.weight`, shape: [C, C], decay: true },
+      { name: `${p}.self_attn.q_proj.weight`, shape: [q, C], decay: true },
       { name: `${p}.self_attn.k_proj.weight`, shape: [kv, C], decay: true },
       { name: `${p}.self_attn.v_proj.weight`, shape: [kv, C], decay: true },
-      { name: `${p}.self_attn.o_proj.weight`, shape: [C, C], decay: true },
+      { name: `${p}.self_attn.o_proj.weight`, shape: [C, q], decay: true },
       { name: `${p}.post_attention_layernorm.weight`, shape: [C], decay: false },
       { name: `${p}.mlp.gate_proj.weight`, shape: [F, C], decay: true },
       { name: `${p}.mlp.up_proj.weight`, shape: [F, C], decay: true },

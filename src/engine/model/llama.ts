@@ -28,9 +28,20 @@ import {
   gradStorage, type LayerSavedKey, layerStorage, LINEAR, liveKey, modelBufferPlan, type ModelBuildOptions, swigluBlockRows,
   type ModelDims, modelDims, type SavedStorage,
 } from './plan';
-import { tpActive, TpSim } from './tp';
+import { type TensorParallel, tpActive, TpSim } from './tp';
+import { TpPeer } from './tp-peer';
 
 export * from './plan';
+
+/** Where the forward holds a tensor `x` and its quantized form: packed codes (`stored`) or a fake-quantized copy (`xhat`). */
+export interface ProbePoint {
+  /** The dispatch after which both are valid (until later dispatches reuse the buffers). */
+  after: Dispatch;
+  x: Binding;
+  n: number;
+  stored?: { storage: SavedStorage; words: GPUBuffer; scales: GPUBuffer };
+  xhat?: Binding;
+}
 
 export class LlamaGpu {
   readonly layout: ParamLayout;
@@ -43,17 +54,28 @@ export class LlamaGpu {
   readonly optimizer: Dispatch[] = [];
   private readonly ownsWeights: boolean;
   private logitsEnd = 0;
+  /** Where the optimizer list's gradient-norm dispatches end (a TP rank computes the norm across peers instead). */
+  private normEnd = 0;
 
   readonly training: boolean;
   readonly scheme: Scheme;
   /** Per layer: storage of the quantized saved tensors (absent = fp32). */
   readonly storage: Partial<Record<LayerSavedKey, SavedStorage>>[] = [];
-  /** Simulated tensor parallelism (scheme.tp.degree > 1), else null. */
-  private readonly tp: TpSim | null;
+  /**
+   * Tensor parallelism (scheme.tp.degree > 1), else null: simulated on this device (TpSim), or,
+   * with opts.tpRank, this model is one peer's shard (TpPeer) and its dispatch lists must be run
+   * segment by segment with the all-reduces in between (src/dist/tp.ts), never whole.
+   */
+  readonly tp: TensorParallel | null;
   /** Quantized gradient storage per tensor, or null for the fp32 flat gradient buffer. */
   private readonly gradStore: Map<string, SavedStorage> | null;
   /** Fake-quantization kernels whose stochastic-rounding seed changes every step. */
   private readonly srKernels: { label: string; k: QdqDispatches }[] = [];
+  /**
+   * Spots in the forward where a tensor and its quantized form are both live, keyed like the probe
+   * sites of train/probe.ts (which measures ‖x − x̂‖/‖x‖ there on evaluation steps).
+   */
+  readonly probePoints = new Map<string, ProbePoint>();
 
   constructor(readonly rt: Runtime, readonly cfg: ModelConfig, B: number, T: number, private readonly opts: ModelBuildOptions = {}) {
     if (T > cfg.max_position_embeddings) {
@@ -65,13 +87,16 @@ export class LlamaGpu {
     this.layout = paramLayout(cfg);
     this.dims = modelDims(cfg, B, T);
     for (let l = 0; l <= this.dims.L; l++) this.storage.push(layerStorage(this.dims, this.training ? this.scheme : undefined, l));
-    for (const s of modelBufferPlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: this.scheme, swigluBlockRows: opts.swigluBlockRows })) this.buf.set(s.key, rt.createBuffer(s.category, s.key, s.bytes, s.usage));
+    for (const s of modelBufferPlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: this.scheme, swigluBlockRows: opts.swigluBlockRows, tpRank: opts.tpRank })) this.buf.set(s.key, rt.createBuffer(s.category, s.key, s.bytes, s.usage));
     if (opts.sharedWeights) this.buf.set('weights', opts.sharedWeights);
     this.ownsWeights = !opts.sharedWeights;
     const training = this.training;
     rt.write(this.b('rope'), ropeTablePacked(T, this.dims.D, cfg.rope_theta));
     this.gradStore = this.training ? gradStorage(this.layout, this.scheme) : null;
-    this.tp = tpActive(this.scheme) ? new TpSim(rt, this.dims, this.scheme.tp, (k) => this.b(k)) : null;
+    const b = (k: string) => this.b(k);
+    this.tp = !tpActive(this.scheme) ? null
+      : opts.tpRank === undefined ? new TpSim(rt, this.dims, this.scheme.tp, b)
+        : new TpPeer(rt, this.dims, this.scheme.tp, opts.tpRank, this.layout, b);
     this.buildForward();
     if (training) {
       this.buildBackward();
@@ -101,9 +126,11 @@ export class LlamaGpu {
   private storeSaved(l: number, key: LayerSavedKey): Dispatch[] {
     const st = this.storage[l][key];
     if (!st) return [];
-    return buildQuantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n }, this.b(liveKey(key)), {
-      words: this.b(`L${l}.${key}.codes`), scales: this.b(`L${l}.${key}.scales`),
-    }).dispatches;
+    const words = this.b(`L${l}.${key}.codes`);
+    const scales = this.b(`L${l}.${key}.scales`);
+    const ds = buildQuantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n }, this.b(liveKey(key)), { words, scales }).dispatches;
+    this.probePoints.set(`L${l}.${key}`, { after: ds[ds.length - 1], x: this.b(liveKey(key)), n: st.n, stored: { storage: st, words, scales } });
+    return ds;
   }
 
   /** Dispatches that dequantize (l, key) back into its live copy before backward reads it. */
@@ -178,7 +205,9 @@ export class LlamaGpu {
 
   /** What the forward GEMMs of layer l read as input x (its gemm_inputs cell). */
   private gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
-    return this.quantizedCopy(layerScheme(this.scheme, l).gemm_inputs, 'aq', label, x, width, push);
+    const q = this.quantizedCopy(layerScheme(this.scheme, l).gemm_inputs, 'aq', label, x, width, push);
+    if (q !== x) this.probePoints.set(label, { after: this.forward[this.forward.length - 1], x, xhat: q, n: this.dims.N * width });
+    return q;
   }
 
   /** The output gradient a dW GEMM of layer l reads (its gemm_output_grads cell; dX uses dy as is). */
@@ -223,7 +252,7 @@ export class LlamaGpu {
 
   private buildForward(): void {
     const { rt, cfg } = this;
-    const { B, T, N, C, F, nH, nKV, D, KVC, V, L } = this.dims;
+    const { B, T, N, C, F, nH, nKV, D, QC, KVC, V, L } = this.dims;
     const eps = cfg.rms_norm_eps;
     const f = this.forward;
     const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? f.push(...d) : f.push(d));
@@ -235,7 +264,9 @@ export class LlamaGpu {
         if (isFp32(spec)) continue;
         for (const name of LINEAR) {
           const v = this.layout.byName.get(`model.layers.${l}.${name}.weight`)!;
-          push(this.fakeQuant(`L${l}.${name}.wq`, { buffer: this.b('wq'), offset: v.offset * 4, size: v.size * 4 }, v.size, v.shape[1], spec));
+          const wq = { buffer: this.b('wq'), offset: v.offset * 4, size: v.size * 4 };
+          push(this.fakeQuant(`L${l}.${name}.wq`, wq, v.size, v.shape[1], spec));
+          this.probePoints.set(`L${l}.${name}.wq`, { after: f[f.length - 1], x: this.param(`model.layers.${l}.${name}.weight`), xhat: wq, n: v.size });
         }
       }
     }
@@ -252,7 +283,7 @@ export class LlamaGpu {
       push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
       store('h1');
       const h1 = this.gemmInput(l, lab('qkv_in'), a('h1'), C, push);
-      push(matmul(rt, { label: lab('q_proj'), a: h1, b: this.lin(l, 'self_attn.q_proj.weight'), c: this.b('qRaw'), M: N, N: C, K: C, transB: true }));
+      push(matmul(rt, { label: lab('q_proj'), a: h1, b: this.lin(l, 'self_attn.q_proj.weight'), c: this.b('qRaw'), M: N, N: QC, K: C, transB: true }));
       push(matmul(rt, { label: lab('k_proj'), a: h1, b: this.lin(l, 'self_attn.k_proj.weight'), c: this.b('kRaw'), M: N, N: KVC, K: C, transB: true }));
       push(matmul(rt, { label: lab('v_proj'), a: h1, b: this.lin(l, 'self_attn.v_proj.weight'), c: a('v'), M: N, N: KVC, K: C, transB: true }));
       store('v');
@@ -262,10 +293,10 @@ export class LlamaGpu {
       store('k');
       push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
       store('o');
-      const oIn = this.gemmInput(l, lab('o_in'), a('o'), C, push);
+      const oIn = this.gemmInput(l, lab('o_in'), a('o'), QC, push);
       // xMid = xIn + o·Woᵀ: the GEMM accumulates onto the residual copy.
-      if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), oIn, this.lin(l, 'self_attn.o_proj.weight'), C, a('xMid')));
-      else push(matmul(rt, { label: lab('o_proj'), a: oIn, b: this.lin(l, 'self_attn.o_proj.weight'), c: a('xMid'), M: N, N: C, K: C, transB: true, accumulate: true }));
+      if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), oIn, this.lin(l, 'self_attn.o_proj.weight'), QC, a('xMid')));
+      else push(matmul(rt, { label: lab('o_proj'), a: oIn, b: this.lin(l, 'self_attn.o_proj.weight'), c: a('xMid'), M: N, N: C, K: QC, transB: true, accumulate: true }));
       store('xMid');
       push(rmsnormForward(rt, { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
       store('h2');
@@ -299,7 +330,7 @@ export class LlamaGpu {
    */
   private buildBackward(): void {
     const { rt } = this;
-    const { B, T, N, C, F, nH, nKV, D, KVC, V, L } = this.dims;
+    const { B, T, N, C, F, nH, nKV, D, QC, KVC, V, L } = this.dims;
     const eps = this.cfg.rms_norm_eps;
     const g = this.backward;
     const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? g.push(...d) : g.push(d));
@@ -356,9 +387,9 @@ export class LlamaGpu {
       storeL('post_attention_layernorm.weight');
       // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
       load('o');
-      push(matmul(rt, { label: lab('o.dw'), a: this.dwGrad(l, lab('o.dw'), dres, C, push), b: a('o'), c: gr('self_attn.o_proj.weight'), M: C, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('o.dw'), a: this.dwGrad(l, lab('o.dw'), dres, C, push), b: a('o'), c: gr('self_attn.o_proj.weight'), M: C, N: QC, K: N, transA: true }));
       storeL('self_attn.o_proj.weight');
-      push(matmul(rt, { label: lab('o.dx'), a: dres, b: this.lin(l, 'self_attn.o_proj.weight'), c: dh, M: N, N: C, K: C }));
+      push(matmul(rt, { label: lab('o.dx'), a: dres, b: this.lin(l, 'self_attn.o_proj.weight'), c: dh, M: N, N: QC, K: C }));
       load('q');
       load('k');
       load('v');
@@ -367,7 +398,7 @@ export class LlamaGpu {
       push(rope(rt, { label: lab('rope_q.bwd'), x: this.b('dq'), y: this.b('qRaw'), table: this.b('rope'), B, T, nHeads: nH, D, inverse: true }));
       push(rope(rt, { label: lab('rope_k.bwd'), x: this.b('dk'), y: this.b('kRaw'), table: this.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
       load('h1'); // live copy in dh (dO is consumed)
-      push(matmul(rt, { label: lab('q.dw'), a: this.dwGrad(l, lab('q.dw'), this.b('qRaw'), C, push), b: a('h1'), c: gr('self_attn.q_proj.weight'), M: C, N: C, K: N, transA: true }));
+      push(matmul(rt, { label: lab('q.dw'), a: this.dwGrad(l, lab('q.dw'), this.b('qRaw'), QC, push), b: a('h1'), c: gr('self_attn.q_proj.weight'), M: QC, N: C, K: N, transA: true }));
       storeL('self_attn.q_proj.weight');
       push(matmul(rt, { label: lab('k.dw'), a: this.dwGrad(l, lab('k.dw'), this.b('kRaw'), KVC, push), b: a('h1'), c: gr('self_attn.k_proj.weight'), M: KVC, N: C, K: N, transA: true }));
       storeL('self_attn.k_proj.weight');
@@ -375,12 +406,12 @@ export class LlamaGpu {
       storeL('self_attn.v_proj.weight');
       if (this.tp) {
         push(this.tp.columnParallelDx(lab('qkv.dx.tp'), [
-          { dy: this.b('qRaw'), ...this.weightAt(l, `model.layers.${l}.self_attn.q_proj.weight`), rows: C },
+          { dy: this.b('qRaw'), ...this.weightAt(l, `model.layers.${l}.self_attn.q_proj.weight`), rows: QC },
           { dy: this.b('kRaw'), ...this.weightAt(l, `model.layers.${l}.self_attn.k_proj.weight`), rows: KVC },
           { dy: this.b('dv'), ...this.weightAt(l, `model.layers.${l}.self_attn.v_proj.weight`), rows: KVC },
         ], dh));
       } else {
-        push(matmul(rt, { label: lab('q.dx'), a: this.b('qRaw'), b: this.lin(l, 'self_attn.q_proj.weight'), c: dh, M: N, N: C, K: C }));
+        push(matmul(rt, { label: lab('q.dx'), a: this.b('qRaw'), b: this.lin(l, 'self_attn.q_proj.weight'), c: dh, M: N, N: C, K: QC }));
         push(matmul(rt, { label: lab('k.dx'), a: this.b('kRaw'), b: this.lin(l, 'self_attn.k_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
         push(matmul(rt, { label: lab('v.dx'), a: this.b('dv'), b: this.lin(l, 'self_attn.v_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
       }
@@ -408,6 +439,7 @@ export class LlamaGpu {
       }
       o.push(normFinalize(rt, { label: 'grad_norm', partials: this.b('normPartials'), count: base, out: this.b('gradNorm') }));
     }
+    this.normEnd = o.length;
     // The study's optimizer: m ← Q(m), v ← Q(v) (per row of each tensor) before the full-precision update.
     for (const [key, spec] of [['adam.m', this.scheme.adam.m], ['adam.v', this.scheme.adam.v]] as const) {
       if (isFp32(spec)) continue;
@@ -463,6 +495,11 @@ export class LlamaGpu {
   /** Forward without the loss kernels: logits stay logits (sampling). */
   get forwardLogits(): Dispatch[] {
     return this.forward.slice(0, this.logitsEnd);
+  }
+
+  /** The optimizer after the gradient norm: reads gradNorm as written by whoever computed it. */
+  get optimizerUpdate(): Dispatch[] {
+    return this.optimizer.slice(this.normEnd);
   }
 
   destroy(): void {

@@ -21,6 +21,7 @@ import { isFp32, layerScheme, type QuantSpec, savedSpec, type SavedKind, type Sc
 import { headDim, type ModelConfig } from './config';
 import { type ParamLayout, paramLayout } from './params';
 import { tpActive, tpBufferPlan } from './tp';
+import { tpPeerBufferPlan } from './tp-peer';
 
 export interface BufferSpec {
   key: string;
@@ -37,6 +38,8 @@ export interface PlanOptions {
   ownWeights?: boolean;
   /** Tests: force the SwiGLU backward's block rows (see swigluBlockRows). */
   swigluBlockRows?: number;
+  /** The model is rank `tpRank` of a real tensor-parallel group (a shard config; TpPeer's buffers instead of TpSim's). */
+  tpRank?: number;
 }
 
 export interface ModelBuildOptions {
@@ -46,17 +49,20 @@ export interface ModelBuildOptions {
   sharedWeights?: GPUBuffer;
   /** Tests: force the SwiGLU backward's block rows (see swigluBlockRows). */
   swigluBlockRows?: number;
+  /** This model is rank `tpRank` of a real tensor-parallel group of scheme.tp.degree peers; cfg is its shard config (tp-shard.ts). */
+  tpRank?: number;
 }
 
+/** QC = nH·D, the width of q and of the attention output: C, except in a tensor-parallel shard (C/t). */
 export interface ModelDims {
-  B: number; T: number; N: number; C: number; F: number; nH: number; nKV: number; D: number; KVC: number; V: number; L: number;
+  B: number; T: number; N: number; C: number; F: number; nH: number; nKV: number; D: number; QC: number; KVC: number; V: number; L: number;
 }
 
 export function modelDims(cfg: ModelConfig, B: number, T: number): ModelDims {
   const D = headDim(cfg);
   return {
     B, T, N: B * T, C: cfg.hidden_size, F: cfg.intermediate_size, nH: cfg.num_attention_heads,
-    nKV: cfg.num_key_value_heads, D, KVC: cfg.num_key_value_heads * D, V: cfg.vocab_size, L: cfg.num_hidden_layers,
+    nKV: cfg.num_key_value_heads, D, QC: cfg.num_attention_heads * D, KVC: cfg.num_key_value_heads * D, V: cfg.vocab_size, L: cfg.num_hidden_layers,
   };
 }
 
@@ -151,8 +157,8 @@ export function liveKey(k: LayerSavedKey): string {
 export function layerSizes(d: ModelDims): Record<LayerSavedKey, [number, number]> {
   // [elements, row length]
   return {
-    xIn: [d.N * d.C, d.C], rstd1: [d.N, 1], h1: [d.N * d.C, d.C], q: [d.N * d.C, d.C], k: [d.N * d.KVC, d.KVC],
-    v: [d.N * d.KVC, d.KVC], o: [d.N * d.C, d.C], lse: [d.B * d.nH * d.T, d.T], xMid: [d.N * d.C, d.C], rstd2: [d.N, 1],
+    xIn: [d.N * d.C, d.C], rstd1: [d.N, 1], h1: [d.N * d.C, d.C], q: [d.N * d.QC, d.QC], k: [d.N * d.KVC, d.KVC],
+    v: [d.N * d.KVC, d.KVC], o: [d.N * d.QC, d.QC], lse: [d.B * d.nH * d.T, d.T], xMid: [d.N * d.C, d.C], rstd2: [d.N, 1],
     h2: [d.N * d.C, d.C], gate: [d.N * d.F, d.F], up: [d.N * d.F, d.F], act: [d.N * d.F, d.F],
     xFinal: [d.N * d.C, d.C], hF: [d.N * d.C, d.C],
   };
@@ -230,7 +236,8 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   act('rstdF', d.N);
   act('logits', d.N * d.V); // becomes dlogits in place
   ws('targets', d.N * f);
-  ws('qRaw', d.N * d.C * f);
+  // qRaw and dq also hold [N, C] live copies (LIVE_ALIAS), wider than q in a tensor-parallel shard.
+  ws('qRaw', d.N * Math.max(d.C, d.QC) * f);
   ws('kRaw', d.N * d.KVC * f);
   ws('losses', d.N * f);
   ws('loss', 16);
@@ -238,7 +245,7 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   // Loss and gradient norm come back through this small mappable buffer once per step.
   out.push({ key: 'readback', category: 'workspace', bytes: 16, usage: BUFFER_USAGE.MAP_READ | BUFFER_USAGE.COPY_DST });
   ws('rope', 2 * d.T * (d.D / 2) * f);
-  if (tpActive(opts.scheme)) out.push(...tpBufferPlan(d, opts.scheme.tp));
+  if (tpActive(opts.scheme)) out.push(...(opts.tpRank === undefined ? tpBufferPlan(d, opts.scheme.tp) : tpPeerBufferPlan(d, opts.scheme.tp, training ? layout : null)));
   // The quantized pre-training study's fake quantization: a quantized copy of the weights for the
   // GEMMs (master weights stay fp32), of each GEMM input, and of each output gradient on the dW path.
   const st = studyFlags(opts.scheme, d.L);
@@ -249,7 +256,7 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
     ws('dres', d.N * d.C * f);
     ws('dh', d.N * d.C * f);
     ws('dF1', d.N * d.F * f);
-    ws('dq', d.N * d.C * f);
+    ws('dq', d.N * Math.max(d.C, d.QC) * f);
     ws('dk', d.N * d.KVC * f);
     ws('dv', d.N * d.KVC * f);
     ws('attnWs', attentionBackwardWorkspaceBytes(d.B, d.T, d.nH));
