@@ -2,16 +2,28 @@
  * Vite config for the lab page. WGSL files are imported as strings with `?raw` (native Vite), so
  * the engine's shaders reach the page and the training worker without a plugin.
  */
+import type { Server as HttpServer } from 'node:http';
 import react from '@vitejs/plugin-react';
-import { defineConfig, type Plugin } from 'vite';
+import { type Connect, defineConfig, type Plugin } from 'vite';
+import { attachPeerServer } from './src/server/peer-server';
 
 /**
- * The embedded PeerJS signalling server (distributed training between browser tabs) will hang off
- * the dev/preview server here, via `configureServer` / `configurePreviewServer`, so one
- * `npm start` serves both the page and the peer broker. Not implemented yet: a no-op for now.
+ * The embedded PeerJS signalling server (peer groups between tabs and machines) on the dev and
+ * preview servers, at /peerjs on the page's origin (src/server/peer-server.ts; `npm start` embeds the
+ * same one). Its middleware goes first, ahead of Vite's page fallback.
  */
 function peerServer(): Plugin {
-  return { name: 'lab-peer-server' };
+  const attach = (httpServer: unknown, middlewares: Connect.Server) => {
+    if (!httpServer) return; // middleware mode: the embedding server owns the sockets
+    const peers = attachPeerServer(httpServer as HttpServer);
+    middlewares.use(peers.handle);
+    (httpServer as HttpServer).on('close', () => peers.close());
+  };
+  return {
+    name: 'lab-peer-server',
+    configureServer: (server) => attach(server.httpServer, server.middlewares),
+    configurePreviewServer: (server) => attach(server.httpServer, server.middlewares),
+  };
 }
 
 export default defineConfig({

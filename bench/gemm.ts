@@ -6,7 +6,8 @@
  */
 import type { Runtime } from '../src/engine/gpu/runtime';
 import {
-  availableVariants, buildMatmul, chooseMatmulVariant, gemmOperands, matmulFlops, timeMatmul, type MatmulShape,
+  availableVariants, buildMatmul, chooseMatmulVariant, gemmOperands, matmulFlops, matmulWorkspaceBytes, timeMatmul,
+  type MatmulShape,
 } from '../src/engine/kernels/matmul';
 
 export interface GemmBenchRow {
@@ -26,7 +27,7 @@ export interface GemmBenchRow {
 }
 
 export interface GemmBenchOptions {
-  /** Variant names to time (default: every variant that fits the device). */
+  /** Choice names to time (default: every variant that fits the device; `_skS` names get a workspace). */
   variants?: string[];
   warmup?: number;
   reps?: number;
@@ -41,13 +42,13 @@ export async function benchGemm(rt: Runtime, shapes: MatmulShape[], opts: GemmBe
   for (const s of shapes) {
     const shape: MatmulShape = { M: s.M, N: s.N, K: s.K, transA: !!s.transA, transB: !!s.transB };
     const pick = chooseMatmulVariant(shape, rt.device.limits);
-    const ops = gemmOperands(rt, shape, 'bench');
+    const ops = gemmOperands(rt, shape, 'bench', Math.max(0, ...names.map((n) => matmulWorkspaceBytes(shape, n))));
     const mine: GemmBenchRow[] = [];
     try {
       for (const variant of names) {
-        const built = buildMatmul(rt, { label: 'bench', ...shape, a: ops.a, b: ops.b, c: ops.c, variant });
+        const built = buildMatmul(rt, { label: 'bench', ...shape, a: ops.a, b: ops.b, c: ops.c, workspace: ops.workspace, variant });
         try {
-          const t = await timeMatmul(rt, built.dispatch, shape, { warmup: opts.warmup ?? 3, reps: opts.reps ?? 10, inner: opts.inner });
+          const t = await timeMatmul(rt, built.dispatches, shape, { warmup: opts.warmup ?? 3, reps: opts.reps ?? 10, inner: opts.inner });
           const row: GemmBenchRow = {
             M: shape.M, N: shape.N, K: shape.K, transA: !!shape.transA, transB: !!shape.transB, variant,
             heuristic: variant === pick, best: false, ms: t.ms, gflops: matmulFlops(shape) / (t.ms * 1e6), method: t.method,
@@ -55,7 +56,7 @@ export async function benchGemm(rt: Runtime, shapes: MatmulShape[], opts: GemmBe
           mine.push(row);
           opts.onRow?.(row);
         } finally {
-          rt.mem.free(built.uniform);
+          built.uniforms.forEach((u) => rt.mem.free(u));
         }
       }
     } finally {

@@ -4,7 +4,8 @@
 //   op(B) = B stored [K,N] row-major, or B stored [N,K] when TRANS_B (the HF [out,in] weight).
 // The I/O helpers loadA4 / loadB4 / storeC4 and the bindings come from matmul_io.wgsl, chosen
 // per call in TS: vec4 (16-byte) global access where the contiguous dimension is a multiple of
-// 4, scalar with per-element bounds checks otherwise (the vocab-65 GEMMs).
+// 4, scalar with per-element bounds checks otherwise (the vocab-65 GEMMs). FULL_TILES (TS sets it
+// when BM, BN and BK divide the shape) drops the bounds checks altogether.
 //
 // Block tile BM×BN per workgroup, BK deep; each thread owns a TM×TN micro tile (TM, TN ∈ {4, 8})
 // held as TM·TN/4 vec4 accumulators. A thread's rows are ty*4 + g*(BM*4/TM) + {0..3}: split into
@@ -13,10 +14,23 @@
 //
 // Workgroup memory holds both tiles k-major (As[k][m], Bs[k][n]) so the inner loop reads vec4
 // along m and n whatever the transposes; rows are padded by 4 floats (vec4 alignment kept) so
-// the transposed 4×4 block stores of neighbouring threads land on different banks. Two
-// buffers alternate: the next tile is fetched into registers before the FMAs on the current one
-// and stored to the other buffer after them, so one barrier per BK step suffices and the global
-// latency hides behind the arithmetic.
+// the transposed 4×4 block stores of neighbouring threads land on different banks. Two buffers
+// alternate (tile t in buffer t % 2), so one barrier per BK step suffices. PREFETCH fetches the
+// next tile into registers before the FMAs on the current one and stores it after them (global
+// latency hidden behind the arithmetic, more live registers); without it the next tile is fetched
+// and stored before the FMAs (fewer registers: more workgroups per SM hide the latency instead).
+//
+// Workgroup-memory indices are written so that Tint's integer range analysis proves them in
+// bounds (loop counters with constant bounds, `t % 2u`, local_invocation_index): Dawn's robustness
+// pass then leaves the inner loop's loads unclamped (no min() per load, constant offsets). That is
+// why the FMA loop is inline in main() rather than in a function taking the buffer index.
+//
+// Split-K: workgroup z handles K range [z·kChunk, min(K, (z+1)·kChunk)) and stores its raw sum
+// (alpha and accumulate are applied by the reduction, matmul_splitk.wgsl) into rows z·M.. of C,
+// which is then the [S·M, N] partials workspace. Without split-K, z = 0 and kChunk ≥ K.
+//
+// SWIZZLE > 1 launches tiles in groups of SWIZZLE tile rows (column by column inside a group), so
+// the workgroups resident at one time share A and B panels in L2.
 
 override TRANS_A: bool = false;
 override TRANS_B: bool = false;
@@ -26,6 +40,9 @@ override ACCUM: bool = false;
 // SwiftShader, which spends seconds compiling each GEMM pipeline; the model always runs
 // specialized pipelines (everything above folded to constants, the FMA loop unrollable).
 override SPECIALIZE: bool = true;
+override FULL_TILES: bool = false;
+override PREFETCH: bool = true;
+override SWIZZLE: u32 = 0u;
 override BM: u32 = 128u;
 override BN: u32 = 128u;
 override BK: u32 = 8u;
@@ -35,8 +52,10 @@ override TN: u32 = 8u;
 override WG: u32 = (BM / TM) * (BN / TN);
 override BMP: u32 = BM + 4u;                     // padded row lengths (floats)
 override BNP: u32 = BN + 4u;
-override AS_LEN: u32 = 2u * BK * BMP / 4u;       // vec4 count, two buffers
-override BS_LEN: u32 = 2u * BK * BNP / 4u;
+override A_BUF: u32 = BK * BMP / 4u;             // vec4 count of one buffer
+override B_BUF: u32 = BK * BNP / 4u;
+override AS_LEN: u32 = 2u * A_BUF;
+override BS_LEN: u32 = 2u * B_BUF;
 // Operands stored k-major (A [K,M] when transposed, B [K,N] when not) are contiguous along m / n:
 // their vec4 groups go to workgroup memory unchanged, up to 4 per thread. Operands stored k-minor
 // (A [M,K], B [N,K]) are contiguous along k: a thread loads a 4×4 block (four rows' vec4s),
@@ -48,8 +67,9 @@ fn bUnits() -> u32 { return select(BN * BK / 4u, BN * BK / 16u, transB()); }
 fn nra() -> u32 { return select(4u, (aUnits() + WG - 1u) / WG, transA()); }
 fn nrb() -> u32 { return select((bUnits() + WG - 1u) / WG, 4u, transB()); }
 
-// flags: bit 0 transA, bit 1 transB, bit 2 accumulate; bk = BK (read only when !SPECIALIZE).
-struct Params { M: u32, N: u32, K: u32, alpha: f32, flags: u32, bk: u32, _p0: u32, _p1: u32 }
+// flags: bit 0 transA, bit 1 transB, bit 2 accumulate; bk = BK (read only when !SPECIALIZE);
+// kChunk: K range per split (a multiple of BK).
+struct Params { M: u32, N: u32, K: u32, alpha: f32, flags: u32, bk: u32, kChunk: u32, _p0: u32 }
 @group(0) @binding(3) var<uniform> P: Params;
 
 fn transA() -> bool { if (SPECIALIZE) { return TRANS_A; } return (P.flags & 1u) != 0u; }
@@ -139,25 +159,41 @@ fn putDirectB(off: u32, g: u32, v: vec4<f32>) {
   }
 }
 
-// One output row of the micro tile: columns q0..q0+3 and, for TN = 8, q1..q1+3.
-fn storeRow(r: u32, q0: u32, q1: u32, v0: vec4<f32>, v1: vec4<f32>, M: u32, N: u32) {
-  storeC4(r, q0, P.alpha * v0, M, N);
-  if (TN == 8u) { storeC4(r, q1, P.alpha * v1, M, N); }
+// (tile row, tile column) of this workgroup; see SWIZZLE above.
+fn tileOf(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
+  if (SWIZZLE <= 1u) { return vec2<u32>(wid.y, wid.x); }
+  let id = wid.y * nwg.x + wid.x;
+  let span = SWIZZLE * nwg.x;              // workgroups in one group of SWIZZLE tile rows
+  let first = (id / span) * SWIZZLE;
+  let rows = min(nwg.y - first, SWIZZLE);  // the last group may be shorter
+  let r = id % span;
+  return vec2<u32>(first + r % rows, r / rows);
+}
+
+// One output row of the micro tile: columns q0..q0+3 and, for TN = 8, q1..q1+3. `rows` bounds r
+// (split-K rows are offset by z·M, and so is their bound).
+fn storeRow(r: u32, q0: u32, q1: u32, v0: vec4<f32>, v1: vec4<f32>, rows: u32, N: u32) {
+  storeC4(r, q0, P.alpha * v0, rows, N);
+  if (TN == 8u) { storeC4(r, q1, P.alpha * v1, rows, N); }
 }
 
 @compute @workgroup_size(WG)
-fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
   let M = P.M;
   let N = P.N;
   let K = P.K;
-  let m0 = wid.y * BM;
-  let n0 = wid.x * BN;
+  let tile = tileOf(wid, nwg);
+  let m0 = tile.x * BM;
+  let n0 = tile.y * BN;
   let tx = lid % (BN / TN);
   let ty = lid / (BN / TN);
   let aRows = select(M, K, transA());
   let aCols = select(K, M, transA());
   let bRows = select(K, N, transB());
   let bCols = select(N, K, transB());
+  let kBegin = wid.z * P.kChunk;
+  let nt = (min(K, kBegin + P.kChunk) - kBegin + BK - 1u) / BK;
 
   // Accumulators and staging registers are named scalars-of-vec4, not arrays: no dynamic
   // indexing, so nothing can spill to local memory whether or not the driver unrolls. The
@@ -168,13 +204,25 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var c60 = vec4<f32>(0.0); var c61 = vec4<f32>(0.0); var c70 = vec4<f32>(0.0); var c71 = vec4<f32>(0.0);
   var ra0 = vec4<f32>(0.0); var ra1 = vec4<f32>(0.0); var ra2 = vec4<f32>(0.0); var ra3 = vec4<f32>(0.0);
   var rb0 = vec4<f32>(0.0); var rb1 = vec4<f32>(0.0); var rb2 = vec4<f32>(0.0); var rb3 = vec4<f32>(0.0);
-  let nt = (K + BK - 1u) / BK;
-  let kSteps = select(P.bk, BK, SPECIALIZE);
 
-  for (var t = 0u; t <= nt; t++) {
-    // Stage 1: fetch tile t into registers; the loads stay in flight during the FMAs below.
-    if (t < nt) {
-      let k0 = t * BK;
+  // Tile 0 into buffer 0.
+  ra0 = fetchA(0u, lid, m0, kBegin, aRows, aCols);
+  if (nra() > 1u) { ra1 = fetchA(1u, lid, m0, kBegin, aRows, aCols); }
+  if (nra() > 2u) { ra2 = fetchA(2u, lid, m0, kBegin, aRows, aCols); }
+  if (nra() > 3u) { ra3 = fetchA(3u, lid, m0, kBegin, aRows, aCols); }
+  rb0 = fetchB(0u, lid, n0, kBegin, bRows, bCols);
+  if (nrb() > 1u) { rb1 = fetchB(1u, lid, n0, kBegin, bRows, bCols); }
+  if (nrb() > 2u) { rb2 = fetchB(2u, lid, n0, kBegin, bRows, bCols); }
+  if (nrb() > 3u) { rb3 = fetchB(3u, lid, n0, kBegin, bRows, bCols); }
+  putA(0u, lid, ra0, ra1, ra2, ra3);
+  putB(0u, lid, rb0, rb1, rb2, rb3);
+  workgroupBarrier();
+
+  for (var t = 0u; t < nt; t++) {
+    let h = t % 2u;                        // buffer of tile t; tile t + 1 goes to 1 - h
+    let more = t + 1u < nt;
+    if (more) {
+      let k0 = kBegin + (t + 1u) * BK;
       ra0 = fetchA(0u, lid, m0, k0, aRows, aCols);
       if (nra() > 1u) { ra1 = fetchA(1u, lid, m0, k0, aRows, aCols); }
       if (nra() > 2u) { ra2 = fetchA(2u, lid, m0, k0, aRows, aCols); }
@@ -183,51 +231,56 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
       if (nrb() > 1u) { rb1 = fetchB(1u, lid, n0, k0, bRows, bCols); }
       if (nrb() > 2u) { rb2 = fetchB(2u, lid, n0, k0, bRows, bCols); }
       if (nrb() > 3u) { rb3 = fetchB(3u, lid, n0, k0, bRows, bCols); }
-    }
-
-    // Stage 2: FMAs on tile t-1 (buffer (t-1)&1).
-    if (t > 0u) {
-      let aBase = ((t - 1u) & 1u) * (BK * BMP / 4u) + ty;
-      let bBase = ((t - 1u) & 1u) * (BK * BNP / 4u) + tx;
-      for (var k = 0u; k < kSteps; k++) {
-        let ai = aBase + k * (BMP / 4u);
-        let bi = bBase + k * (BNP / 4u);
-        let a0 = As[ai];
-        let b0 = Bs[bi];
-        var a1 = a0;
-        var b1 = b0;
-        if (TM == 8u) { a1 = As[ai + BM / TM]; }
-        if (TN == 8u) { b1 = Bs[bi + BN / TN]; }
-        c00 += a0.x * b0; c10 += a0.y * b0; c20 += a0.z * b0; c30 += a0.w * b0;
-        if (TN == 8u) { c01 += a0.x * b1; c11 += a0.y * b1; c21 += a0.z * b1; c31 += a0.w * b1; }
-        if (TM == 8u) {
-          c40 += a1.x * b0; c50 += a1.y * b0; c60 += a1.z * b0; c70 += a1.w * b0;
-          if (TN == 8u) { c41 += a1.x * b1; c51 += a1.y * b1; c61 += a1.z * b1; c71 += a1.w * b1; }
-        }
+      // Buffer 1 - h was last read by the FMAs on tile t - 1, which ended before the last barrier.
+      if (!PREFETCH) {
+        putA(1u - h, lid, ra0, ra1, ra2, ra3);
+        putB(1u - h, lid, rb0, rb1, rb2, rb3);
       }
     }
 
-    // Stage 3: tile t into buffer t&1. Its last readers were the FMAs on tile t-2, which ended
-    // before the previous iteration's barrier.
-    if (t < nt) {
-      putA(t & 1u, lid, ra0, ra1, ra2, ra3);
-      putB(t & 1u, lid, rb0, rb1, rb2, rb3);
+    let aBase = h * A_BUF + ty;
+    let bBase = h * B_BUF + tx;
+    // The constant bound is what lets the range analysis drop the clamps; the dynamic pipeline
+    // stops at P.bk instead (a uniform the compiler cannot unroll on).
+    for (var k = 0u; k < BK; k++) {
+      if (!SPECIALIZE && k >= P.bk) { break; }
+      let ai = aBase + k * (BMP / 4u);
+      let bi = bBase + k * (BNP / 4u);
+      let a0 = As[ai];
+      let b0 = Bs[bi];
+      var a1 = a0;
+      var b1 = b0;
+      if (TM == 8u) { a1 = As[ai + BM / TM]; }
+      if (TN == 8u) { b1 = Bs[bi + BN / TN]; }
+      c00 += a0.x * b0; c10 += a0.y * b0; c20 += a0.z * b0; c30 += a0.w * b0;
+      if (TN == 8u) { c01 += a0.x * b1; c11 += a0.y * b1; c21 += a0.z * b1; c31 += a0.w * b1; }
+      if (TM == 8u) {
+        c40 += a1.x * b0; c50 += a1.y * b0; c60 += a1.z * b0; c70 += a1.w * b0;
+        if (TN == 8u) { c41 += a1.x * b1; c51 += a1.y * b1; c61 += a1.z * b1; c71 += a1.w * b1; }
+      }
+    }
+
+    if (PREFETCH && more) {
+      putA(1u - h, lid, ra0, ra1, ra2, ra3);
+      putB(1u - h, lid, rb0, rb1, rb2, rb3);
     }
     workgroupBarrier();
   }
 
-  let r0 = m0 + ty * 4u;
+  let zRows = wid.z * M;                   // split-K partial z lives in rows z·M .. z·M + M - 1
+  let bound = zRows + M;
+  let r0 = zRows + m0 + ty * 4u;
   let q0 = n0 + tx * 4u;
   let q1 = q0 + BN * 4u / TN;
-  storeRow(r0, q0, q1, c00, c01, M, N);
-  storeRow(r0 + 1u, q0, q1, c10, c11, M, N);
-  storeRow(r0 + 2u, q0, q1, c20, c21, M, N);
-  storeRow(r0 + 3u, q0, q1, c30, c31, M, N);
+  storeRow(r0, q0, q1, c00, c01, bound, N);
+  storeRow(r0 + 1u, q0, q1, c10, c11, bound, N);
+  storeRow(r0 + 2u, q0, q1, c20, c21, bound, N);
+  storeRow(r0 + 3u, q0, q1, c30, c31, bound, N);
   if (TM == 8u) {
     let r1 = r0 + BM * 4u / TM;
-    storeRow(r1, q0, q1, c40, c41, M, N);
-    storeRow(r1 + 1u, q0, q1, c50, c51, M, N);
-    storeRow(r1 + 2u, q0, q1, c60, c61, M, N);
-    storeRow(r1 + 3u, q0, q1, c70, c71, M, N);
+    storeRow(r1, q0, q1, c40, c41, bound, N);
+    storeRow(r1 + 1u, q0, q1, c50, c51, bound, N);
+    storeRow(r1 + 2u, q0, q1, c60, c61, bound, N);
+    storeRow(r1 + 3u, q0, q1, c70, c71, bound, N);
   }
 }

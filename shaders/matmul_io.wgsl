@@ -3,12 +3,13 @@
 // Stored matrices are row-major [rows, cols]; "4" helpers touch cols c..c+3 of row r.
 // vec4 sections require cols % 4 == 0 (so a group is wholly in or out of bounds) and a binding
 // offset that is a multiple of 16 bytes (bindings here are 256-aligned). Out-of-bounds elements
-// read as 0, which is what the zero padding of partial tiles needs.
+// read as 0, which is what the zero padding of partial tiles needs. FULL_TILES (matmul.wgsl):
+// every tile is whole, so the checks are skipped.
 
 //--- a_vec4
 @group(0) @binding(0) var<storage, read> A: array<vec4<f32>>;
 fn loadA4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
-  if (r < rows && c < cols) { return A[(r * cols + c) / 4u]; }
+  if (FULL_TILES || (r < rows && c < cols)) { return A[(r * cols + c) / 4u]; }
   return vec4<f32>(0.0);
 }
 
@@ -28,7 +29,7 @@ fn loadA4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
 //--- b_vec4
 @group(0) @binding(1) var<storage, read> B: array<vec4<f32>>;
 fn loadB4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
-  if (r < rows && c < cols) { return B[(r * cols + c) / 4u]; }
+  if (FULL_TILES || (r < rows && c < cols)) { return B[(r * cols + c) / 4u]; }
   return vec4<f32>(0.0);
 }
 
@@ -49,7 +50,7 @@ fn loadB4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
 // C is [M, N]; accumulate() (matmul.wgsl) adds to what is there.
 @group(0) @binding(2) var<storage, read_write> C: array<vec4<f32>>;
 fn storeC4(r: u32, c: u32, v: vec4<f32>, rows: u32, cols: u32) {
-  if (r < rows && c < cols) {
+  if (FULL_TILES || (r < rows && c < cols)) {
     let i = (r * cols + c) / 4u;
     if (accumulate()) { C[i] = C[i] + v; } else { C[i] = v; }
   }

@@ -59,9 +59,14 @@ fn pad(j: u32) -> u32 {
   return j + (j >> 4u);
 }
 
+// Scale index of element i: its column (columns != 0) or its segment of `seg` elements.
+fn seg_in(i: u32, seg: u32, columns: u32) -> u32 {
+  if (columns != 0u) { return i % seg; }
+  return i / seg;
+}
+
 fn seg_of(i: u32) -> u32 {
-  if (p.columns != 0u) { return i % p.seg; }
-  return i / p.seg;
+  return seg_in(i, p.seg, p.columns);
 }
 
 fn flat(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
@@ -203,12 +208,86 @@ fn encode(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid:
   }
 }
 
+// The packed word holding element i's code, and the code within it.
+fn word_of(i: u32) -> u32 {
+  return select(i >> 2u, i >> 3u, FMT == 3u);
+}
+
+fn code_in(word: u32, i: u32) -> u32 {
+  if (FMT == 3u) { return get_nibble(word, i); }
+  return get_byte(word, i);
+}
+
 // One thread per element: coalesced f32 stores; neighbouring threads read the same word (cached).
 @compute @workgroup_size(WG)
 fn dequantize(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let i = flat(gid, nwg);
   if (i >= p.n) { return; }
-  var c = 0u;
-  if (FMT == 3u) { c = get_nibble(words_r[i >> 3u], i); } else { c = get_byte(words_r[i >> 2u], i); }
-  out_w[i] = decode_one(c) * scales_r[seg_of(i)];
+  out_w[i] = decode_one(code_in(words_r[word_of(i)], i)) * scales_r[seg_of(i)];
+}
+
+// ---- Quantization-error probe (src/engine/train/probe.ts) --------------------------------------
+// Partial sums of (x − x̂)² and x² for ‖x − x̂‖ / ‖x‖: workgroup k of a fixed grid writes its sums to
+// parts[err_base + k] and parts[ref_base + k] (grid-stride loads, fixed-shape tree: the same bits
+// every run); reduce.wgsl's norm_finalize then sums each block. x̂ is either the stored tensor
+// decoded inline exactly as `dequantize` decodes it (quant_error: codes + scales, the values the
+// backward pass will read) or a given fake-quantized copy (diff_partials).
+struct ErrParams {
+  n: u32,
+  seg: u32,
+  columns: u32,
+  err_base: u32,
+  ref_base: u32,
+}
+
+@group(0) @binding(0) var<uniform> pe: ErrParams;
+// diff_partials: the fake-quantized copy
+@group(0) @binding(2) var<storage, read> xhat_r: array<f32>;
+// quant_error, diff_partials
+@group(0) @binding(3) var<storage, read_write> err_parts: array<f32>;
+// quant_error: the packed codes
+@group(0) @binding(4) var<storage, read> err_words: array<u32>;
+
+var<workgroup> err_red: array<vec2<f32>, WG>;
+
+// Tree sum of (e, r) over the workgroup; lane 0 writes the two partials. Uniform control flow.
+fn write_err_partials(e: f32, r: f32, lid: u32, k: u32) {
+  err_red[lid] = vec2<f32>(e, r);
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+    if (lid < s) { err_red[lid] = err_red[lid] + err_red[lid + s]; }
+    workgroupBarrier();
+  }
+  if (lid == 0u) {
+    err_parts[pe.err_base + k] = err_red[0].x;
+    err_parts[pe.ref_base + k] = err_red[0].y;
+  }
+}
+
+@compute @workgroup_size(WG)
+fn quant_error(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+               @builtin(num_workgroups) nwg: vec3<u32>) {
+  var e = 0.0;
+  var r = 0.0;
+  for (var i = wid.x * WG + lid; i < pe.n; i += nwg.x * WG) {
+    let x = xin[i];
+    let d = x - decode_one(code_in(err_words[word_of(i)], i)) * scales_r[seg_in(i, pe.seg, pe.columns)];
+    e = fma(d, d, e);
+    r = fma(x, x, r);
+  }
+  write_err_partials(e, r, lid, wid.x);
+}
+
+@compute @workgroup_size(WG)
+fn diff_partials(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                 @builtin(num_workgroups) nwg: vec3<u32>) {
+  var e = 0.0;
+  var r = 0.0;
+  for (var i = wid.x * WG + lid; i < pe.n; i += nwg.x * WG) {
+    let x = xin[i];
+    let d = x - xhat_r[i];
+    e = fma(d, d, e);
+    r = fma(x, x, r);
+  }
+  write_err_partials(e, r, lid, wid.x);
 }

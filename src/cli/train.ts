@@ -15,6 +15,7 @@ import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { initParams, paramLayout, unflatten } from '../engine/model/params';
 import { defaultTrainOptions, type TrainOverrides } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer';
+import { bitsAndWire } from '../engine/train/probeBits';
 import { planMemory, resolveBudgetOptions, Trainer } from '../engine/train/trainer';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { assertSupported, parseScheme, type Scheme } from '../engine/scheme/scheme';
@@ -27,7 +28,7 @@ const HELP = `usage: npm run train -- [options]
   --lr X --min-lr X --warmup N    learning rate schedule (linear warmup, cosine to min-lr)
   --weight-decay X --grad-clip X  AdamW decay (ndim>=2 only), global-norm clipping (0 = off)
   --seed S                        seed for init and batches
-  --scheme NAME|FILE.json         quantization scheme: fp32 (default), agoq, taco, tp4-fp32, the study's
+  --scheme NAME|FILE.json         quantization scheme: fp32 (default), agoq, taco, taco-tp2, tp4-fp32, the study's
                                   w8 w4 a8 a4 g8 g4 w8a8g8 m8 m4 v8 v4, or a JSON file (docs/schemes.md)
   --data FILE.txt                 training text (default: bundled TinyShakespeare)
   --eval-every N --eval-batches N validation cadence and size
@@ -101,10 +102,11 @@ async function main(): Promise<void> {
 
   if (a.plan) {
     const layout = paramLayout(opts.model);
-    const { choice } = resolveBudgetOptions(opts);
+    const { opts: resolved, choice } = resolveBudgetOptions(opts);
     console.log(JSON.stringify({
       model: preset, scheme: scheme.name, params: layout.count, batch: opts.batch, seq: opts.seq, bytes: planMemory(opts),
       ...(choice ? { budget: choice.budget, bits: choice.bits } : {}),
+      bits_and_wire: bitsAndWire(resolved.model, resolved.batch, resolved.seq, resolved.scheme),
     }, null, 2));
     return;
   }
@@ -129,6 +131,8 @@ async function main(): Promise<void> {
     data: { path: path.resolve(dataPath), chars: text.length, sha256: createHash('sha256').update(text).digest('hex') },
     tokenizer: tokenizer.toJSON(),
     scheme: trainer.opts.scheme ?? scheme,
+    // Exact bits per element and wire bytes of this scheme and model (not measured).
+    bits_and_wire: bitsAndWire(trainer.opts.model, trainer.opts.batch, trainer.opts.seq, trainer.opts.scheme),
     device: gpu.adapterInfo,
     params: paramLayout(opts.model).count,
     started: new Date().toISOString(),
@@ -161,6 +165,9 @@ async function main(): Promise<void> {
   const logVal = async (step: number) => {
     lastVal = await trainer.evaluate();
     appendFileSync(metricsPath, JSON.stringify({ step, val_loss: lastVal }) + '\n');
+    // Per-layer ‖x − x̂‖/‖x‖ of what the scheme quantizes in the forward pass (none under fp32 or TACO).
+    const quantError = await trainer.quantErrors();
+    if (quantError.length) appendFileSync(metricsPath, JSON.stringify({ step, quant_error: quantError }) + '\n');
     if (!tty) console.error(`step ${step}: val_loss ${lastVal.toFixed(4)}`);
   };
   for (let s = 0; s < steps; s++) {

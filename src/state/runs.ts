@@ -2,6 +2,9 @@
  * One training run as the page sees it, and the pure reducer that folds worker messages into it.
  * Kept free of zustand and React so it can be tested in Node.
  */
+import { PRESETS } from '../engine/model/config';
+import type { QuantErrorRecord } from '../engine/train/probe';
+import { type BitsAndWire, bitsAndWire } from '../engine/train/probeBits';
 import type { FromWorker, RunConfig, RunInfo, StepReport } from '../worker/protocol';
 
 /**
@@ -35,11 +38,18 @@ export interface RunState {
   val: LossPoint[];
   latest: StepReport | null;
   samples: { step: number; text: string }[];
+  /** Per-layer quantization error, one entry per evaluation that measured it. */
+  quant: QuantSnapshot[];
   error: { kind: string; message: string } | null;
   startedAt: number;
   finishedAt: number | null;
   /** Step count of the latest checkpoint the page holds (null = none). */
   checkpointStep: number | null;
+}
+
+export interface QuantSnapshot {
+  step: number;
+  errors: QuantErrorRecord[];
 }
 
 export function runLabel(config: RunConfig): string {
@@ -59,6 +69,7 @@ export function newRun(id: string, config: RunConfig, now: number): RunState {
     val: [],
     latest: null,
     samples: [],
+    quant: [],
     error: null,
     startedAt: now,
     finishedAt: null,
@@ -87,7 +98,7 @@ export function reduceRun(run: RunState, msg: FromWorker, now: number): RunState
       // A continued run drops points past its checkpoint: the steps are re-run.
       const keep = (p: { step: number }) => p.step < msg.startStep;
       const status = run.status === 'stopping' || run.status === 'pausing' ? run.status : 'running';
-      return { ...run, info: msg.info, status, phase: 'training', train: run.train.filter(keep), val: run.val.filter(keep), samples: run.samples.filter(keep) };
+      return { ...run, info: msg.info, status, phase: 'training', train: run.train.filter(keep), val: run.val.filter(keep), samples: run.samples.filter(keep), quant: run.quant.filter(keep) };
     }
     case 'metrics': {
       const m = msg.metrics;
@@ -96,6 +107,8 @@ export function reduceRun(run: RunState, msg: FromWorker, now: number): RunState
     }
     case 'val':
       return { ...run, val: [...run.val, { step: msg.step, loss: msg.loss, elapsed_s: run.latest?.elapsed_s }] };
+    case 'quant':
+      return { ...run, quant: [...run.quant, { step: msg.step, errors: msg.errors }] };
     case 'sample':
       return { ...run, samples: [...run.samples, { step: msg.step, text: msg.text }] };
     case 'checkpoint':
@@ -115,23 +128,43 @@ export function firstLoss(run: RunState): number | null {
   return run.train.length ? run.train[0].loss : null;
 }
 
-/** A run as stored across reloads: live statuses come back as `interrupted`. */
+/** A run as stored across reloads: live statuses come back as `interrupted`; fields added since it was saved get their defaults. */
 export function restoredRun(saved: RunState): RunState {
-  if (!isActive(saved)) return saved;
-  return { ...saved, status: 'interrupted', phase: 'interrupted by a page reload' };
+  const run: RunState = { ...saved, quant: Array.isArray(saved.quant) ? saved.quant : [] };
+  if (!isActive(run)) return run;
+  return { ...run, status: 'interrupted', phase: 'interrupted by a page reload' };
 }
 
-/** Metrics as CSV: one row per step, validation loss where it was measured. */
+/**
+ * Bits per element and wire bytes of a run: as the worker computed them for the model it built (the
+ * vocabulary follows the data), else from the config before the model exists.
+ */
+export function runAccounting(run: RunState): BitsAndWire {
+  const c = run.config;
+  return run.info?.accounting ?? bitsAndWire(c.model ?? PRESETS[c.preset], c.batch, c.seq, c.scheme);
+}
+
+/** `qerr_L<layer>_<kind>`: the CSV column of one (layer, kind)'s quantization error. */
+export function quantColumn(r: Pick<QuantErrorRecord, 'layer' | 'kind'>): string {
+  return `qerr_L${r.layer}_${r.kind}`;
+}
+
+/** Metrics as CSV: one row per step; validation loss and per-layer quantization error where they were measured. */
 export function runCsv(run: RunState): string {
   const val = new Map(run.val.map((v) => [v.step, v.loss]));
-  const rows = ['step,loss,val_loss,lr,grad_norm,tokens_per_s,elapsed_s'];
+  const quant = new Map(run.quant.map((q) => [q.step, new Map(q.errors.map((e) => [quantColumn(e), e.rel_err]))]));
+  const qcols = [...new Set(run.quant.flatMap((q) => q.errors.map(quantColumn)))];
+  const rows = [['step', 'loss', 'val_loss', 'lr', 'grad_norm', 'tokens_per_s', 'elapsed_s', ...qcols].join(',')];
   for (const p of run.train) {
-    rows.push([p.step, p.loss, val.get(p.step) ?? '', p.lr, p.grad_norm, p.tokens_per_s ?? '', p.elapsed_s ?? ''].join(','));
+    const q = quant.get(p.step);
+    rows.push([p.step, p.loss, val.get(p.step) ?? '', p.lr, p.grad_norm, p.tokens_per_s ?? '', p.elapsed_s ?? '', ...qcols.map((c) => q?.get(c) ?? '')].join(','));
   }
   return rows.join('\n') + '\n';
 }
 
 export function runJson(run: RunState): string {
-  const { id, label, config, status, info, train, val, samples, error, startedAt, finishedAt, checkpointStep } = run;
-  return JSON.stringify({ id, label, config, status, info, metrics: train, val, samples, error, startedAt, finishedAt, checkpointStep }, null, 2);
+  const { id, label, config, status, info, train, val, samples, quant, error, startedAt, finishedAt, checkpointStep } = run;
+  return JSON.stringify({
+    id, label, config, status, info, metrics: train, val, quant_error: quant, bits_and_wire: runAccounting(run), samples, error, startedAt, finishedAt, checkpointStep,
+  }, null, 2);
 }

@@ -2,9 +2,10 @@
  * The scheme editor's logic, pure: the layer × saved-kind grid of storage formats, edits that keep
  * the scheme valid data, and the bits per element a scheme gives the saved activations of a model.
  */
-import { headDim, type ModelConfig } from '../engine/model/config';
+import type { ModelConfig } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
-import { bitsPerElement, FP32, parseScheme, savedSpec, SAVED_KINDS, type QuantSpec, type SavedKind, type Scheme } from '../engine/scheme/scheme';
+import { FP32, parseScheme, savedSpec, type QuantSpec, type SavedKind, type Scheme } from '../engine/scheme/scheme';
+import { type BitsAndWire, bitsAndWire } from '../engine/train/probeBits';
 
 /** What a grid cell offers: fp32, or INT8/INT4 in groups of 128 (round to nearest). */
 export const GRID_FORMATS = ['fp32', 'int8', 'int4'] as const;
@@ -49,57 +50,11 @@ export function commonCell(s: Scheme, layers: number, kind: SavedKind): string |
   return labels.size === 1 ? [...labels][0] : null;
 }
 
-/**
- * Elements of each saved kind in one layer at (B, T), following the model's saved tensors: `o` is
- * stored once, at attn_out (so oproj_input holds none); the final norm's input and the lm_head input
- * belong to the last layer's cells.
- */
-export function savedElements(cfg: ModelConfig, B: number, T: number, l: number): Record<SavedKind, [number, number]> {
-  const N = B * T;
-  const C = cfg.hidden_size;
-  const F = cfg.intermediate_size;
-  const KVC = cfg.num_key_value_heads * headDim(cfg);
-  const last = l === cfg.num_hidden_layers - 1;
-  return {
-    norm_input: [N * C * (last ? 3 : 2), C],
-    qkv_input: [N * C, C],
-    attn_qkv: [N * (C + 2 * KVC), C],
-    attn_out: [N * C, C],
-    oproj_input: [0, C],
-    mlp_input: [N * C, C],
-    swiglu: [2 * N * F, F],
-    down_input: [N * F, F],
-    head_input: [last ? N * C : 0, C],
-  };
-}
+export type SavedBits = BitsAndWire['saved'];
 
-export interface SavedBits {
-  /** Element-weighted mean bits per element over all saved activations (scales included). */
-  overall: number;
-  perKind: Record<SavedKind, number | null>;
-}
-
+/** Bits per element of the saved activations (overall, per layer, per kind): exact storage sizes from the engine's plan. */
 export function savedBits(s: Scheme | undefined, cfg: ModelConfig, B: number, T: number): SavedBits {
-  const bits = new Map<SavedKind, [number, number]>(SAVED_KINDS.map((k) => [k, [0, 0]]));
-  for (let l = 0; l < cfg.num_hidden_layers; l++) {
-    const el = savedElements(cfg, B, T, l);
-    for (const k of SAVED_KINDS) {
-      const [n, row] = el[k];
-      const b = s ? bitsPerElement(savedSpec(s, l, k), row) : 32;
-      const acc = bits.get(k)!;
-      acc[0] += n * b;
-      acc[1] += n;
-    }
-  }
-  let num = 0;
-  let den = 0;
-  const perKind = {} as Record<SavedKind, number | null>;
-  for (const [k, [nb, n]] of bits) {
-    perKind[k] = n > 0 ? nb / n : null;
-    num += nb;
-    den += n;
-  }
-  return { overall: den > 0 ? num / den : 32, perKind };
+  return bitsAndWire(cfg, B, T, s).saved;
 }
 
 /** Parses scheme JSON text: the scheme, or the reasons it is invalid. */

@@ -1,12 +1,11 @@
 import { useState } from 'react';
 import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
-import { PRESETS } from '../engine/model/config';
 import type { RunState } from '../state/runs';
-import { savedBits } from '../state/schemeGrid';
 import { useLab } from './context';
 import { runColor } from './colors';
 import { formatRate } from './format';
 import { MemoryBar, MemoryLegend } from './MemoryBar';
+import { BitsCompare, QuantErrorCompare, WireCompare } from './QuantPlots';
 
 type XKey = 'step' | 'elapsed_s';
 
@@ -94,28 +93,7 @@ function MemoryCompare({ runs }: { runs: RunState[] }) {
   );
 }
 
-/** Bits per element of the saved activations, from each run's scheme and model dimensions. */
-function BitsCompare({ runs }: { runs: RunState[] }) {
-  return (
-    <figure className="chart bars" data-testid="bits-compare">
-      <figcaption>Saved activations: bits per element (scales included; fp32 = 32)</figcaption>
-      {runs.map((r, i) => {
-        const b = savedBits(r.config.scheme, r.config.model ?? PRESETS[r.config.preset], r.config.batch, r.config.seq);
-        return (
-          <div key={r.id} className="mem-bar-row" data-testid={`bits-${r.id}`} data-value={b.overall}>
-            <span className="mem-bar-label">{r.label}</span>
-            <div className="mem-bar-track">
-              <div className="mem-bar" style={{ width: `${(b.overall / 32) * 100}%`, background: runColor(i) }} />
-            </div>
-            <span className="mem-bar-total">{b.overall.toFixed(2)}</span>
-          </div>
-        );
-      })}
-    </figure>
-  );
-}
-
-/** All runs overlaid: losses, throughput, memory, bits; and what is not measured yet. */
+/** All runs overlaid: losses, memory, throughput, quantization error, bits per element and wire bytes. */
 export function ComparePanel() {
   const runs = useRuns();
   const [open, setOpen] = useState(true);
@@ -131,15 +109,10 @@ export function ComparePanel() {
           <LossCompare runs={runs} x="step" testId="loss-vs-step" title="Loss vs step (solid: train, dashed: validation)" />
           <LossCompare runs={runs} x="elapsed_s" testId="loss-vs-time" title="Loss vs training time (pauses excluded)" />
           <MemoryCompare runs={runs} />
-          <BitsCompare runs={runs} />
           <ThroughputCompare runs={runs} />
-          <figure className="chart" data-testid="not-measured">
-            <figcaption>Quantization error per layer · bytes on the wire</figcaption>
-            <p className="muted">
-              Not measured yet: the engine does not report per-layer quantization error during training, and runs are single-device
-              (no gradient all-reduce or tensor-parallel traffic), so there are no bytes on the wire to show.
-            </p>
-          </figure>
+          <QuantErrorCompare runs={runs} />
+          <BitsCompare runs={runs} />
+          <WireCompare runs={runs} />
         </div>
       )}
     </section>

@@ -1,7 +1,5 @@
 import { useState } from 'react';
-import { PRESETS } from '../engine/model/config';
-import { canContinue, isActive, runCsv, runJson, type RunState } from '../state/runs';
-import { savedBits } from '../state/schemeGrid';
+import { canContinue, isActive, runAccounting, runCsv, runJson, type RunState } from '../state/runs';
 import { useLab, useLabApi } from './context';
 import { download, fileSlug } from './download';
 import { LossChart } from './LossChart';
@@ -67,8 +65,8 @@ function Controls({ run }: { run: RunState }) {
 export function RunView({ runId, color }: { runId: string; color: string }) {
   const run = useLab((s) => s.runs[runId]);
   if (!run) return null;
-  const cfg = run.config.model ?? PRESETS[run.config.preset];
-  const bits = savedBits(run.config.scheme, cfg, run.config.batch, run.config.seq);
+  const acc = runAccounting(run);
+  const lastQuant = run.quant.at(-1);
   return (
     <section className="run" data-testid="run" data-run-id={run.id} data-status={run.status} style={{ borderTopColor: color }}>
       <h2>
@@ -76,7 +74,16 @@ export function RunView({ runId, color }: { runId: string; color: string }) {
         {run.info && <span className="muted small"> · {run.info.adapter}</span>}
       </h2>
       <p className="muted small">
-        data {run.config.dataset} · scheme {run.config.scheme?.name ?? 'fp32'}: saved activations <b data-testid="run-bits" data-value={bits.overall}>{bits.overall.toFixed(2)}</b> bits/element
+        data {run.config.dataset} · scheme {run.config.scheme?.name ?? 'fp32'}: saved activations <b data-testid="run-bits" data-value={acc.saved.overall}>{acc.saved.overall.toFixed(2)}</b> bits/element,
+        gradients {acc.grads.bits.toFixed(2)}{acc.tp && `, TP ${acc.tp.degree} × ${acc.tp.codec}`}
+        {lastQuant && (
+          <>
+            {' '}· quantization error after step {lastQuant.step + 1}:{' '}
+            <b data-testid="run-qerr">
+              {Math.min(...lastQuant.errors.map((e) => e.rel_err)).toFixed(3)} – {Math.max(...lastQuant.errors.map((e) => e.rel_err)).toFixed(3)}
+            </b>
+          </>
+        )}
       </p>
       <Controls run={run} />
       {run.error && (

@@ -4,7 +4,7 @@ import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { SAVED_KIND_LABEL, SAVED_KINDS, savedSpec, unsupportedFeatures, type SavedKind, type Scheme } from '../engine/scheme/scheme';
 import { planMemory } from '../engine/train/trainer';
 import { cellLabel, commonCell, GRID_FORMATS, parseSchemeText, savedBits, setCell, type GridFormat } from '../state/schemeGrid';
-import { trainOptionsFor, type RunConfig } from '../worker/protocol';
+import { tpMismatch, trainOptionsFor, type RunConfig } from '../worker/protocol';
 import { useLab, useLabApi } from './context';
 import { download, fileSlug } from './download';
 import { formatBytes } from './format';
@@ -50,6 +50,9 @@ export function SchemeEditor() {
   const bits = useMemo(() => savedBits(scheme, cfg, draft.batch, draft.seq), [scheme, cfg, draft.batch, draft.seq]);
   const unsupported = unsupportedFeatures(scheme);
   const presetNames = Object.keys(SCHEME_PRESETS);
+  // A TP degree must divide the model's heads (and more): say so, and offer the presets that fit.
+  const shape = { model: cfg, batch: draft.batch, seq: draft.seq };
+  const tp = tpMismatch(scheme, shape);
 
   const applyJson = (text: string) => {
     const r = parseSchemeText(text);
@@ -79,7 +82,10 @@ export function SchemeEditor() {
           >
             {!presetNames.includes(scheme.name) && <option value="">{scheme.name} (edited)</option>}
             {presetNames.map((n) => (
-              <option key={n} value={n}>{n}</option>
+              <option key={n} value={n}>
+                {n}
+                {tpMismatch(SCHEME_PRESETS[n], shape) ? ` (TP ${SCHEME_PRESETS[n].tp.degree} does not fit this model)` : ''}
+              </option>
             ))}
           </select>
         </label>
@@ -148,6 +154,25 @@ export function SchemeEditor() {
         storage (the same tensor); head_input is the last layer&apos;s cell. Saved activations average{' '}
         <b data-testid="plan-bits">{bits.overall.toFixed(2)}</b> bits per element.
       </p>
+
+      {tp && (
+        <div className="error" role="alert" data-testid="scheme-tp-problem" data-alternatives={tp.alternatives.join(' ')}>
+          <b>{scheme.name} cannot split this model {scheme.tp.degree} ways:</b> {tp.problem}.{' '}
+          {tp.alternatives.length > 0 ? (
+            <>
+              Use{' '}
+              {tp.alternatives.map((n) => (
+                <button key={n} type="button" className="small" data-testid={`use-scheme-${n}`} onClick={() => setScheme(SCHEME_PRESETS[n])}>
+                  {n}
+                </button>
+              ))}{' '}
+              instead: the same {scheme.tp.codec} codec at a TP degree this model divides.
+            </>
+          ) : (
+            'Set a TP degree that divides it (Edit as JSON), or change the batch × context.'
+          )}
+        </div>
+      )}
 
       {unsupported.length > 0 && (
         <div className="error" role="alert" data-testid="scheme-unsupported">

@@ -5,15 +5,19 @@
  * back as an `error` message, not as a silent dead worker.
  *
  *   page → worker: start (fresh, or from a checkpoint) | pause | resume | stop
- *   worker → page: status → ready → (metrics | val | sample | checkpoint | paused | resumed)* → done,
+ *   worker → page: status → ready → (metrics | val | quant | sample | checkpoint | paused | resumed)* → done,
  *                  or error at any point
  */
 import { z } from 'zod';
 import type { MemReport } from '../engine/gpu/memory';
 import { ModelConfigSchema, PRESET_NAMES } from '../engine/model/config';
+import { modelDims } from '../engine/model/plan';
+import { tpActive, tpProblem } from '../engine/model/tp';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
-import { SchemeSchema, unsupportedFeatures } from '../engine/scheme/scheme';
+import { type Scheme, SchemeSchema, unsupportedFeatures } from '../engine/scheme/scheme';
 import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
+import type { QuantErrorRecord } from '../engine/train/probe';
+import type { BitsAndWire } from '../engine/train/probeBits';
 
 export const BUNDLED_DATASET = 'tinyshakespeare';
 
@@ -113,6 +117,8 @@ export interface RunInfo {
   params: number;
   vocabSize: number;
   memory: MemReport;
+  /** Bits per element and wire bytes of the run as built (exact counts from scheme and dims; absent in runs saved before it existed). */
+  accounting?: BitsAndWire;
 }
 
 /** webgpu: no API/adapter; gpu: a validation error from the device; oom: out of GPU memory. */
@@ -123,6 +129,8 @@ export type FromWorker =
   | { type: 'ready'; runId: string; info: RunInfo; startStep: number }
   | { type: 'metrics'; runId: string; metrics: StepReport }
   | { type: 'val'; runId: string; step: number; loss: number }
+  /** Per-layer quantization error measured on an evaluation step (only for schemes that quantize in the forward). */
+  | { type: 'quant'; runId: string; step: number; errors: QuantErrorRecord[] }
   | { type: 'sample'; runId: string; step: number; text: string }
   | { type: 'checkpoint'; runId: string; step: number; files: CheckpointBlob }
   | { type: 'paused'; runId: string; step: number }
@@ -139,12 +147,29 @@ export function checkRunConfig(raw: unknown): string | null {
     const u = unsupportedFeatures(c.scheme);
     if (u.length) return `scheme '${c.scheme.name}' uses features the engine does not implement yet: ${u.join(', ')}`;
   }
+  let opts: TrainOptions;
   try {
-    trainOptionsFor(c);
+    opts = trainOptionsFor(c);
   } catch (e) {
     return (e as Error).message.replace(/\n\s*/g, ' ');
   }
+  const tp = tpMismatch(opts.scheme, opts);
+  if (tp) return tp.message;
   return null;
+}
+
+/**
+ * Why a scheme's tensor-parallel split does not fit the model at this batch and context, and the
+ * preset schemes with the same TP codec that do fit (null when it fits or there is no TP).
+ */
+export function tpMismatch(scheme: Scheme | undefined, o: Pick<TrainOptions, 'model' | 'batch' | 'seq'>): { problem: string; alternatives: string[]; message: string } | null {
+  if (!tpActive(scheme)) return null;
+  const fits = (s: Scheme) => tpProblem(modelDims(o.model, o.batch, o.seq), s.tp) === null;
+  if (fits(scheme)) return null;
+  const problem = tpProblem(modelDims(o.model, o.batch, o.seq), scheme.tp)!;
+  const alternatives = Object.values(SCHEME_PRESETS).filter((s) => tpActive(s) && s.tp.codec === scheme.tp.codec && fits(s)).map((s) => s.name);
+  const hint = alternatives.length ? `; use ${alternatives.join(' or ')} instead` : '; pick another TP degree or batch × context';
+  return { problem, alternatives, message: `scheme '${scheme.name}' cannot split this model: ${problem}${hint}` };
 }
 
 /** Scheme presets offered by the page: read at call time, since the list grows. */

@@ -12,6 +12,7 @@ import { Runtime } from '../engine/gpu/runtime';
 import { loadCheckpoint } from '../engine/io/checkpoint';
 import { countParams } from '../engine/model/config';
 import { CharTokenizer } from '../engine/train/tokenizer';
+import { bitsAndWire } from '../engine/train/probeBits';
 import { Trainer, type TrainerInit } from '../engine/train/trainer';
 import { ToWorkerSchema, trainOptionsFor, type CheckpointBlob, type ErrorKind, type FromWorker, type ToWorker } from './protocol';
 
@@ -96,6 +97,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
         params: countParams(trainer.opts.model),
         vocabSize: trainer.tokenizer.vocabSize,
         memory: trainer.memory(),
+        accounting: bitsAndWire(trainer.opts.model, trainer.opts.batch, trainer.opts.seq, trainer.opts.scheme),
       },
     });
 
@@ -125,6 +127,8 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
       post({ type: 'metrics', runId, metrics: { ...m, mem: { ...m.mem }, elapsed_s: elapsed } });
       if (val !== null) {
         post({ type: 'val', runId, step, loss: val });
+        const errors = await trainer.quantErrors();
+        if (errors.length) post({ type: 'quant', runId, step, errors });
         if (!last) await postCheckpoint(runId, trainer);
       }
       if (config.sampleLength > 0 && config.sampleEvery > 0 && (i + 1) % config.sampleEvery === 0 && !last) {

@@ -1,6 +1,10 @@
-/** Shared GEMM test driver: seeded inputs, one submit for all cases, comparison with matmulRef. */
+/**
+ * Shared GEMM test driver: seeded inputs, one submit for all cases, comparison with matmulRef.
+ * Returns the choices built (variant names, `_skS` for split-K) and whether each ran FULL_TILES, so
+ * tests can check that the path they meant to cover is the one that ran.
+ */
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import { buildMatmul, type MatmulShape } from '../../src/engine/kernels/matmul';
+import { buildMatmul, matmulWorkspaceBytes, type MatmulShape } from '../../src/engine/kernels/matmul';
 import { matmulRef } from '../../src/engine/kernels/matmul.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
@@ -22,7 +26,7 @@ export const caseLabel = (c: MatmulCase) =>
  * Inputs U(-1,1); the only GPU error is fp32 rounding in a different summation order, which grows
  * ~ sqrt(K)·eps per output, so atol scales with K (generously, to stay order-independent).
  */
-export async function checkMatmuls(rt: Runtime, cases: MatmulCase[], seed = 1234): Promise<void> {
+export async function checkMatmuls(rt: Runtime, cases: MatmulCase[], seed = 1234): Promise<{ variant: string; fullTiles: boolean }[]> {
   const rng = new Rng(seed);
   const items = cases.map((c) => {
     const a = rng.uniformArray(c.M * c.K);
@@ -31,11 +35,14 @@ export async function checkMatmuls(rt: Runtime, cases: MatmulCase[], seed = 1234
     const A = rt.upload('workspace', 'mm.a', a);
     const B = rt.upload('workspace', 'mm.b', b);
     const C = rt.upload('workspace', 'mm.c', c0);
-    const built = buildMatmul(rt, { label: caseLabel(c), ...c, a: A, b: B, c: C });
-    return { c, a, b, c0, A, B, C, built };
+    // Split-K choices (`_skS`) get exactly the workspace they need.
+    const wsBytes = c.variant ? matmulWorkspaceBytes(c, c.variant) : 0;
+    const W = wsBytes > 0 ? rt.createBuffer('workspace', 'mm.splitk', wsBytes) : undefined;
+    const built = buildMatmul(rt, { label: caseLabel(c), ...c, a: A, b: B, c: C, workspace: W });
+    return { c, a, b, c0, A, B, C, W, built };
   });
   rt.device.pushErrorScope('validation');
-  rt.run(items.map((it) => it.built.dispatch));
+  rt.run(items.flatMap((it) => it.built.dispatches));
   const err = await rt.device.popErrorScope();
   if (err) throw new Error(`GEMM validation error: ${err.message}`);
   try {
@@ -46,7 +53,8 @@ export async function checkMatmuls(rt: Runtime, cases: MatmulCase[], seed = 1234
       });
       expectClose(got, want, { atol: 2e-6 * it.c.K + 1e-6, rtol: 1e-5, label: `${caseLabel(it.c)} [${it.built.variant}]` });
     }
+    return items.map((it) => ({ variant: it.built.variant, fullTiles: it.built.fullTiles }));
   } finally {
-    for (const it of items) for (const x of [it.A, it.B, it.C, it.built.uniform]) rt.mem.free(x);
+    for (const it of items) for (const x of [it.A, it.B, it.C, ...(it.W ? [it.W] : []), ...it.built.uniforms]) rt.mem.free(x);
   }
 }

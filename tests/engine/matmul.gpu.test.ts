@@ -7,8 +7,10 @@
 import { describe, expect, it } from 'vitest';
 import { timeDispatches } from '../../src/engine/gpu/timer';
 import {
-  autotuneMatmul, buildMatmul, chooseMatmulVariant, loadTunedTable, matmul, tunedTable, tunedVariant, type MatmulShape,
+  autotuneMatmul, buildMatmul, chooseMatmulVariant, getVariant, loadTunedTable, matmul, matmulSteps, matmulWorkspaceBytes,
+  measuredVariant, setTunedVariant, shapeKey, tunedTable, tunedVariant, variantFits, type MatmulShape,
 } from '../../src/engine/kernels/matmul';
+import { MEASURED_TABLES, type MeasuredTable } from '../../src/engine/kernels/matmul_tables';
 import { checkMatmuls, type MatmulCase, TRANS } from './matmul.cases';
 import { matmulRef } from '../../src/engine/kernels/matmul.ref';
 import { Rng } from '../../src/engine/util/rng';
@@ -81,6 +83,71 @@ describe('matmul vs reference', () => {
   });
 });
 
+describe('whole tiles, split-K and launch order', () => {
+  it('FULL_TILES (no bounds checks) where the tile divides the shape: every transpose, accumulate', async () => {
+    const cases: MatmulCase[] = [];
+    for (const [transA, transB] of TRANS) {
+      cases.push({ M: 64, N: 32, K: 48, transA, transB, accumulate: transA, alpha: 0.5, variant: SMALL, specialize: false });
+    }
+    cases.push({ M: 32, N: 96, K: 32, transB: true, variant: SMALL }); // the specialized Y = X·Wᵀ pipeline
+    const ran = await checkMatmuls(await testRuntime(), cases);
+    expect(ran.every((r) => r.fullTiles)).toBe(true);
+    // One dimension off the tile grid (or not a vec4 multiple) turns the checks back on.
+    const partial = await checkMatmuls(await testRuntime(), [
+      { M: 64, N: 36, K: 48, variant: SMALL, specialize: false },
+      { M: 64, N: 32, K: 50, variant: SMALL, specialize: false },
+    ]);
+    expect(partial.map((r) => r.fullTiles)).toEqual([false, false]);
+  });
+
+  it('split-K: every transpose, uneven K slices, alpha and accumulate applied once in the reduction', async () => {
+    const cases: MatmulCase[] = [];
+    for (const [transA, transB] of TRANS) {
+      // K = 200: 13 BK tiles in 4 slices of 4,4,4,1; M, N partial tiles.
+      cases.push({ M: 37, N: 45, K: 200, transA, transB, accumulate: true, alpha: -0.75, variant: `${SMALL}_sk4`, specialize: false });
+      cases.push({ M: 64, N: 32, K: 256, transA, transB, variant: `${SMALL}_sk8`, specialize: false });
+    }
+    cases.push({ M: 48, N: 40, K: 300, transA: true, accumulate: true, variant: `${SMALL}_sk2` }); // specialized dW form
+    const ran = await checkMatmuls(await testRuntime(), cases);
+    expect(ran.map((r) => r.variant)).toEqual(cases.map((c) => c.variant));
+  });
+
+  it('split-K asks for no more slices than K has tiles, and checks its workspace', async () => {
+    const rt = await testRuntime();
+    const [M, N, K] = [8, 8, 20]; // two BK=16 tiles: _sk8 becomes 2 slices
+    expect(matmulWorkspaceBytes({ M, N, K }, `${SMALL}_sk8`)).toBe(2 * M * N * 4);
+    await checkMatmuls(rt, [{ M, N, K, variant: `${SMALL}_sk8`, specialize: false }]);
+    const a = rt.createBuffer('workspace', 'a', 4 * M * K);
+    const b = rt.createBuffer('workspace', 'b', 4 * K * N);
+    const c = rt.createBuffer('workspace', 'c', 4 * M * N);
+    const small = rt.createBuffer('workspace', 'ws', 4 * M * N);
+    const args = { label: 'split', a, b, c, M, N, K };
+    expect(() => buildMatmul(rt, { ...args, variant: `${SMALL}_sk2` })).toThrow(/needs a split-K workspace of 512 bytes, have 0/);
+    expect(() => buildMatmul(rt, { ...args, variant: `${SMALL}_sk2`, workspace: small })).toThrow(/have 256/);
+    expect(() => buildMatmul(rt, { ...args, variant: `${SMALL}_sk2`, workspace: c })).toThrow(/different buffer from c/);
+    expect(() => buildMatmul(rt, { ...args, variant: `${SMALL}_sk99` })).toThrow(/split-K/);
+    // A tuned split choice used without a workspace falls back to one pass; matmul() never splits.
+    setTunedVariant(rt, args, `${SMALL}_sk2`);
+    const fallback = buildMatmul(rt, { ...args, specialize: false });
+    expect(fallback.variant).not.toMatch(/_sk/);
+    expect(fallback.dispatches).toHaveLength(1);
+    const ws = rt.createBuffer('workspace', 'ws2', 4 * 2 * M * N);
+    const split = buildMatmul(rt, { ...args, workspace: ws, specialize: false });
+    expect(split.variant).toBe(`${SMALL}_sk2`);
+    expect(split.dispatches).toHaveLength(2);
+    expect(matmulSteps(rt, { ...args, workspace: ws, specialize: false })).toHaveLength(2);
+    [a, b, c, small, ws, ...fallback.uniforms, ...split.uniforms].forEach((x) => rt.mem.free(x));
+  });
+
+  it('swizzled launch order covers every tile once, the last group of tile rows shorter', async () => {
+    const v = getVariant('128x128k8_8x8_sw8');
+    const rt = await testRuntime();
+    if (!variantFits(v, rt.device.limits)) return;
+    // 10 tile rows (groups of 8 and 2) × 3 tile columns, every edge partial.
+    await checkMatmuls(rt, [{ M: 9 * 128 + 5, N: 2 * 128 + 1, K: 24, variant: v.name, specialize: false }]);
+  });
+});
+
 describe('autotune and timer', () => {
   const shape: MatmulShape = { M: 37, N: 44, K: 52, transB: true };
 
@@ -104,7 +171,35 @@ describe('autotune and timer', () => {
     expect(tuned.variant).toBe(res.variant);
     const untuned = buildMatmul(rt, { label: 'untuned', ...other, a: buf, b: buf, c: buf });
     expect(untuned.variant).toBe(chooseMatmulVariant(other, rt.device.limits));
-    [buf, tuned.uniform, untuned.uniform].forEach((x) => rt.mem.free(x));
+    [buf, ...tuned.uniforms, ...untuned.uniforms].forEach((x) => rt.mem.free(x));
+  });
+
+  it('a measured table for this GPU model is used when nothing was tuned here; stale names are passed over', async () => {
+    const rt = await testRuntime();
+    const info = rt.gpu.adapterInfo;
+    const [s1, s2, s3] = [{ M: 9, N: 10, K: 11 }, { M: 9, N: 10, K: 12 }, { M: 9, N: 10, K: 13 }];
+    const buf = rt.createBuffer('workspace', 'x', 4 * 13 * 10);
+    const table: MeasuredTable = {
+      match: { vendor: info.vendor.toUpperCase(), architecture: info.architecture }, source: 'test',
+      table: { [shapeKey(s1)]: '64x64k16_4x4', [shapeKey(s2)]: 'renamed-variant', [shapeKey(s3)]: `${SMALL}_sk2` },
+    };
+    MEASURED_TABLES.push(table);
+    try {
+      const pick = (s: MatmulShape) => {
+        const b = buildMatmul(rt, { label: 'measured', ...s, a: buf, b: buf, c: buf, specialize: false });
+        b.uniforms.forEach((u) => rt.mem.free(u));
+        return b.variant;
+      };
+      expect(measuredVariant(rt, s1)).toBe('64x64k16_4x4');
+      expect(pick(s1)).toBe('64x64k16_4x4');
+      expect(pick(s2)).toBe(chooseMatmulVariant(s2, rt.device.limits));
+      expect(pick(s3)).not.toMatch(/_sk/); // no workspace given
+      table.match.architecture = 'another-gpu';
+      expect(measuredVariant(rt, s1)).toBeUndefined();
+    } finally {
+      MEASURED_TABLES.splice(MEASURED_TABLES.indexOf(table), 1);
+      rt.mem.free(buf);
+    }
   });
 
   it('timeDispatches gives positive per-rep samples with timestamps and with the wall clock', async () => {
@@ -112,7 +207,7 @@ describe('autotune and timer', () => {
     const a = rt.createBuffer('workspace', 'ta', 4 * 37 * 52);
     const b = rt.createBuffer('workspace', 'tb', 4 * 52 * 44);
     const c = rt.createBuffer('workspace', 'tc', 4 * 37 * 44);
-    const { dispatch, uniform } = buildMatmul(rt, { label: 'timed', ...shape, a, b, c, variant: SMALL });
+    const { dispatches: [dispatch], uniforms } = buildMatmul(rt, { label: 'timed', ...shape, a, b, c, variant: SMALL });
     rt.device.pushErrorScope('validation');
     const methods = new Set<string>();
     for (const forceWallclock of [false, true]) {
@@ -125,6 +220,6 @@ describe('autotune and timer', () => {
     expect(await rt.device.popErrorScope()).toBeNull();
     expect(methods.has('wallclock')).toBe(true);
     if (rt.gpu.features.timestampQuery) console.log(`timestamp-query present; methods used: ${[...methods].join(', ')}`);
-    [a, b, c, uniform].forEach((x) => rt.mem.free(x));
+    [a, b, c, ...uniforms].forEach((x) => rt.mem.free(x));
   });
 });

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  availableVariants, chooseMatmulVariant, getVariant, MATMUL_VARIANTS, matmulCode, shapeKey, variantFits,
-  variantIsWellFormed, variantSharedBytes, variantThreads, vectorFlags,
+  availableVariants, chooseMatmulVariant, getVariant, MATMUL_VARIANTS, MAX_SPLIT_K, matmulCode, matmulWorkspaceBytes,
+  parseChoice, shapeKey, splitKWorkspaceBytes, splitPlan, variantFits, variantIsWellFormed, variantName, variantSharedBytes, vectorFlags,
 } from '../../src/engine/kernels/matmul';
 import { matmulRef, transposeRef } from '../../src/engine/kernels/matmul.ref';
 import { Rng } from '../../src/engine/util/rng';
@@ -67,10 +67,11 @@ describe('variants and heuristic', () => {
     expect(new Set(MATMUL_VARIANTS.map((v) => v.name)).size).toBe(MATMUL_VARIANTS.length);
     for (const v of MATMUL_VARIANTS) {
       expect(variantIsWellFormed(v), v.name).toBe(true);
-      expect(v.name).toBe(`${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}`);
-      expect(variantThreads(v)).toBeLessThanOrEqual(256);
+      expect(v.name).toBe(variantName(v));
+      expect(v.name).toMatch(new RegExp(`^${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}(_np)?(_sw\\d+)?$`));
       expect(variantFits(v, H200_LIKE), v.name).toBe(true);
     }
+    expect(variantName({ ...getVariant('128x128k8_8x8'), prefetch: false, swizzle: 8 })).toBe('128x128k8_8x8_np_sw8');
     expect(variantIsWellFormed({ ...getVariant('32x32k16_4x4'), BK: 64 })).toBe(false); // > 4 staging vec4s
     expect(() => getVariant('nope')).toThrow(/unknown variant/);
   });
@@ -88,10 +89,58 @@ describe('variants and heuristic', () => {
   });
 
   it('picks big tiles for big GEMMs and narrow ones for the vocab-65 logits', () => {
-    expect(chooseMatmulVariant({ M: 4096, N: 4096, K: 4096 }, H200_LIKE)).toBe('128x128k16_8x8');
-    expect(chooseMatmulVariant({ M: 16384, N: 3072, K: 768, transB: true }, H200_LIKE)).toBe('128x128k16_8x8');
+    expect(chooseMatmulVariant({ M: 4096, N: 4096, K: 4096 }, H200_LIKE)).toBe('128x128k8_8x8');
+    expect(chooseMatmulVariant({ M: 16384, N: 3072, K: 768, transB: true }, H200_LIKE)).toBe('128x128k8_8x8');
     expect(chooseMatmulVariant({ M: 16384, N: 65, K: 768, transB: true }, H200_LIKE)).toBe('128x32k16_8x4');
-    expect(getVariant(chooseMatmulVariant({ M: 1, N: 1, K: 1 }, H200_LIKE)).BM).toBeLessThanOrEqual(64);
+    // A tiny GEMM is one wave whatever the tile: the least work per thread (a small micro tile) wins.
+    const tiny = getVariant(chooseMatmulVariant({ M: 1, N: 1, K: 1 }, H200_LIKE));
+    expect(tiny.TM * tiny.TN).toBeLessThanOrEqual(32);
+  });
+
+  it('split-K only with a workspace, for few tiles and a long K (the dW GEMMs), within the workspace', () => {
+    const dW = { M: 384, N: 384, K: 16384, transA: true };
+    expect(parseChoice(chooseMatmulVariant(dW, H200_LIKE)).splitK).toBe(1);
+    const ws = 64 << 20;
+    const pick = chooseMatmulVariant(dW, H200_LIKE, { workspaceBytes: ws });
+    expect(parseChoice(pick).splitK).toBeGreaterThan(1);
+    expect(matmulWorkspaceBytes(dW, pick)).toBeLessThanOrEqual(ws);
+    // Enough tiles already: no split even with a workspace.
+    expect(parseChoice(chooseMatmulVariant({ M: 16384, N: 1024, K: 384, transB: true }, H200_LIKE, { workspaceBytes: ws })).splitK).toBe(1);
+    fc.assert(fc.property(fc.integer({ min: 1, max: 4096 }), fc.integer({ min: 1, max: 4096 }), fc.integer({ min: 1, max: 1 << 16 }),
+      fc.integer({ min: 0, max: 1 << 26 }), (M, N, K, w) => {
+        const c = chooseMatmulVariant({ M, N, K }, H200_LIKE, { workspaceBytes: w });
+        expect(matmulWorkspaceBytes({ M, N, K }, c)).toBeLessThanOrEqual(w);
+      }), { numRuns: 200 });
+  });
+
+  it('a model\'s split-K workspace: what its dW GEMMs want on a large GPU, capped; nothing for GEMMs with enough tiles', () => {
+    const dW = [{ M: 384, N: 384, K: 16384, transA: true }, { M: 1024, N: 384, K: 16384, transA: true }];
+    const need = splitKWorkspaceBytes(dW);
+    expect(need).toBeGreaterThan(0);
+    expect(need).toBeLessThanOrEqual(32 << 20);
+    expect(need).toBe(Math.max(...dW.map((s) => matmulWorkspaceBytes(s, chooseMatmulVariant(s, H200_LIKE, { workspaceBytes: 32 << 20 })))));
+    expect(splitKWorkspaceBytes(dW, 1 << 20)).toBeLessThanOrEqual(1 << 20);
+    expect(splitKWorkspaceBytes([{ M: 16384, N: 1024, K: 384, transB: true }])).toBe(0);
+  });
+
+  it('split plans cover K exactly once with whole BK tiles; choice names parse or are refused', () => {
+    expect(splitPlan(200, 16, 4)).toEqual({ kChunk: 64, parts: 4 }); // 13 tiles: 4+4+4+1
+    expect(splitPlan(20, 16, 8)).toEqual({ kChunk: 16, parts: 2 }); // only 2 tiles
+    fc.assert(fc.property(fc.integer({ min: 1, max: 1 << 20 }), fc.constantFrom(8, 16), fc.integer({ min: 1, max: MAX_SPLIT_K }), (K, BK, S) => {
+      const { kChunk, parts } = splitPlan(K, BK, S);
+      expect(kChunk % BK).toBe(0);
+      expect(parts).toBeLessThanOrEqual(S);
+      expect(parts * kChunk).toBeGreaterThanOrEqual(K);
+      expect((parts - 1) * kChunk).toBeLessThan(K); // no empty slice
+      expect(splitPlan(K, BK, parts)).toEqual({ kChunk, parts }); // a choice named by its slice count means the same split
+    }), { numRuns: 300 });
+    expect(parseChoice('64x64k16_4x4_sk8')).toMatchObject({ splitK: 8, variant: { name: '64x64k16_4x4' } });
+    expect(parseChoice('64x64k16_4x4').splitK).toBe(1);
+    expect(() => parseChoice('64x64k16_4x4_sk1')).toThrow(/split-K/);
+    expect(() => parseChoice(`64x64k16_4x4_sk${MAX_SPLIT_K * 2}`)).toThrow(/split-K/);
+    expect(() => parseChoice('nope_sk4')).toThrow(/unknown variant/);
+    expect(matmulWorkspaceBytes({ M: 10, N: 20, K: 1000 }, '64x64k16_4x4_sk4')).toBe(4 * 10 * 20 * 4);
+    expect(matmulWorkspaceBytes({ M: 10, N: 20, K: 1000 }, '64x64k16_4x4')).toBe(0);
   });
 
   it('vec4 access only where the stored rows are whole vec4s; one shader per access choice', () => {

@@ -5,16 +5,26 @@
  * The model's three forms: Y = X·Wᵀ (transB, W is HF [out,in]), dX = dY·W (NN), dW = dYᵀ·X (transA,
  * accumulate for tied embeddings).
  *
- * Variants differ in block tile (BM×BN×BK) and micro tile (TM×TN); all are the same WGSL with
+ * Variants differ in block tile (BM×BN×BK), micro tile (TM×TN), whether the next k-tile is staged
+ * in registers across the FMAs (prefetch) and the launch order (swizzle); all are the same WGSL with
  * different `override` constants, so one correctness suite covers them all. Transposes and
- * accumulate are overrides too (folded at pipeline creation); vec4 vs scalar global access is
- * chosen per operand from the shape (see shaders/matmul_io.wgsl).
+ * accumulate are overrides too (folded at pipeline creation); vec4 vs scalar global access and
+ * the bounds-check-free path for shapes the tile divides (FULL_TILES) are chosen per call from the
+ * shape (see shaders/matmul_io.wgsl).
+ *
+ * Split-K: a choice named `<variant>_sk<S>` cuts K into S slices run side by side (grid z) into a
+ * caller-provided workspace of S·M·N floats, then sums them in order (shaders/matmul_splitk.wgsl):
+ * what the dW GEMMs need, whose M×N (e.g. 384×384) gives a handful of tiles while K = B·T is huge.
+ * Split choices need two dispatches, so only matmulSteps() / buildMatmul() with a workspace use them.
  */
 import matmulSrc from '../../../shaders/matmul.wgsl?raw';
 import ioSrc from '../../../shaders/matmul_io.wgsl?raw';
-import type { Binding, BufSlice, Dispatch, Runtime } from '../gpu/runtime';
+import splitKSrc from '../../../shaders/matmul_splitk.wgsl?raw';
+import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
 import { timeDispatches } from '../gpu/timer';
+import { asSlice, bindingBytes, grid2d } from './launch';
+import { MEASURED_TABLES } from './matmul_tables';
 
 export interface MatmulVariant {
   name: string;
@@ -23,20 +33,51 @@ export interface MatmulVariant {
   BK: number;
   TM: 4 | 8;
   TN: 4 | 8;
-  /** Relative per-thread throughput for the heuristic (8×8 micro tile, BK 16 = 1). */
+  /**
+   * true: the next k-tile is loaded into registers before the FMAs on the current one and stored
+   * after them (latency hidden inside the workgroup). false: loaded and stored before the FMAs
+   * (fewer live registers, so more resident workgroups hide it instead).
+   */
+  prefetch: boolean;
+  /** Tile rows per launch group for L2 reuse (0: row-major launch order). */
+  swizzle: number;
+  /** Relative per-thread throughput for the heuristic (128×128×8 with 8×8 micro tiles = 1). */
   eff: number;
 }
 
-/** Largest first: the heuristic breaks ties towards the earlier entry. Names: BMxBNkBK_TMxTN. */
+/** BMxBNkBK_TMxTN, then _np (no prefetch) and _swG (swizzle G) when they differ from the default. */
+export function variantName(v: Omit<MatmulVariant, 'name' | 'eff'>): string {
+  return `${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}${v.prefetch ? '' : '_np'}${v.swizzle > 1 ? `_sw${v.swizzle}` : ''}`;
+}
+
+function tile(BM: number, BN: number, BK: number, TM: 4 | 8, TN: 4 | 8, eff: number, o: { prefetch?: boolean; swizzle?: number } = {}): MatmulVariant {
+  const v = { BM, BN, BK, TM, TN, prefetch: o.prefetch ?? true, swizzle: o.swizzle ?? 0 };
+  return { name: variantName(v), ...v, eff };
+}
+
+/**
+ * Largest first: the heuristic breaks ties towards the earlier entry. The efficiencies are the
+ * heuristic's prior (from H200 runs where measured; bench/gemm_tune.ts measures all of them);
+ * on a known GPU the autotuner's or a saved table's picks override it. Variants with 512 threads
+ * or more than 32 KiB of workgroup memory only run where the limits allow (not on SwiftShader).
+ */
 export const MATMUL_VARIANTS: readonly MatmulVariant[] = [
-  { name: '128x128k16_8x8', BM: 128, BN: 128, BK: 16, TM: 8, TN: 8, eff: 1.0 },
-  { name: '128x128k8_8x8', BM: 128, BN: 128, BK: 8, TM: 8, TN: 8, eff: 0.95 },
-  { name: '128x64k16_8x8', BM: 128, BN: 64, BK: 16, TM: 8, TN: 8, eff: 0.92 },
-  { name: '64x128k16_8x8', BM: 64, BN: 128, BK: 16, TM: 8, TN: 8, eff: 0.92 },
-  { name: '64x64k16_8x8', BM: 64, BN: 64, BK: 16, TM: 8, TN: 8, eff: 0.8 },
-  { name: '128x32k16_8x4', BM: 128, BN: 32, BK: 16, TM: 8, TN: 4, eff: 0.72 },
-  { name: '64x64k16_4x4', BM: 64, BN: 64, BK: 16, TM: 4, TN: 4, eff: 0.5 },
-  { name: '32x32k16_4x4', BM: 32, BN: 32, BK: 16, TM: 4, TN: 4, eff: 0.45 },
+  tile(256, 128, 8, 8, 8, 0.97),
+  tile(128, 256, 8, 8, 8, 0.96),
+  tile(256, 128, 8, 8, 8, 0.96, { prefetch: false }),
+  tile(256, 128, 8, 8, 8, 0.96, { swizzle: 8 }),
+  tile(128, 128, 8, 8, 8, 1.0),
+  tile(128, 128, 8, 8, 8, 0.99, { swizzle: 8 }),
+  tile(128, 128, 8, 8, 8, 0.98, { prefetch: false }),
+  tile(128, 128, 16, 8, 8, 0.95),
+  tile(128, 128, 16, 8, 8, 0.94, { prefetch: false }),
+  tile(128, 128, 8, 4, 8, 0.7),
+  tile(128, 64, 16, 8, 8, 0.88),
+  tile(64, 128, 16, 8, 8, 0.88),
+  tile(64, 64, 16, 8, 8, 0.8),
+  tile(128, 32, 16, 8, 4, 0.72),
+  tile(64, 64, 16, 4, 4, 0.5),
+  tile(32, 32, 16, 4, 4, 0.45),
 ];
 
 export interface MatmulShape {
@@ -54,8 +95,16 @@ export interface MatmulArgs extends MatmulShape {
   c: Binding;
   alpha?: number;
   accumulate?: boolean;
-  /** Force a variant by name; default: the autotuned pick for this shape, else the heuristic. */
+  /**
+   * Force a choice by name (a variant, or `<variant>_sk<S>` for split-K); default: the autotuned
+   * pick for this shape, else the heuristic.
+   */
   variant?: string;
+  /**
+   * Split-K partials (S·M·N floats; a different buffer from c). Without it, or when it is too
+   * small for a choice, the GEMM runs in one pass.
+   */
+  workspace?: Binding;
   /**
    * Default true: transposes, accumulate and BK are compile-time constants. false: read from the
    * uniform block, so one pipeline per (variant, vec4 flags) serves every combination (tests).
@@ -83,7 +132,7 @@ export function variantSharedBytes(v: MatmulVariant): number {
 export function variantIsWellFormed(v: MatmulVariant): boolean {
   const t = variantThreads(v);
   return v.BM % v.TM === 0 && v.BN % v.TN === 0 && v.BK % 4 === 0 &&
-    v.BM * v.BK <= 16 * t && v.BN * v.BK <= 16 * t;
+    v.BM * v.BK <= 16 * t && v.BN * v.BK <= 16 * t && Number.isInteger(v.swizzle) && v.swizzle >= 0;
 }
 
 export function variantFits(v: MatmulVariant, limits: LimitsLike): boolean {
@@ -102,6 +151,56 @@ export function getVariant(name: string): MatmulVariant {
   return v;
 }
 
+// ---- split-K ---------------------------------------------------------------------------------
+
+/** Most K slices a split-K choice may ask for. */
+export const MAX_SPLIT_K = 32;
+
+/** A GEMM choice: a variant, run in `splitK` K slices (1 = one pass). */
+export interface MatmulChoice {
+  name: string;
+  variant: MatmulVariant;
+  splitK: number;
+}
+
+export function choiceName(variant: string, splitK: number): string {
+  return splitK > 1 ? `${variant}_sk${splitK}` : variant;
+}
+
+/** Parses `<variant>` or `<variant>_sk<S>` (2 ≤ S ≤ MAX_SPLIT_K); throws on anything else. */
+export function parseChoice(name: string): MatmulChoice {
+  const m = /^(.*)_sk(\d+)$/.exec(name);
+  const variant = getVariant(m ? m[1] : name);
+  const splitK = m ? Number(m[2]) : 1;
+  if (m && !(splitK >= 2 && splitK <= MAX_SPLIT_K)) throw new Error(`matmul: split-K of '${name}' must be 2..${MAX_SPLIT_K}`);
+  return { name, variant, splitK };
+}
+
+function tryParseChoice(name: string): MatmulChoice | undefined {
+  try {
+    return parseChoice(name);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * How a choice cuts K: kChunk (a multiple of BK) per slice and the slice count actually used
+ * (fewer than asked when K has fewer BK tiles; every slice gets at least one).
+ */
+export function splitPlan(K: number, BK: number, splitK: number): { kChunk: number; parts: number } {
+  const kTiles = Math.max(1, Math.ceil(K / BK));
+  const perSlice = Math.ceil(kTiles / Math.max(1, splitK));
+  return { kChunk: perSlice * BK, parts: Math.ceil(kTiles / perSlice) };
+}
+
+/** Workspace bytes a choice needs for this shape (0 when it runs in one pass). */
+export function matmulWorkspaceBytes(s: MatmulShape, choice: string): number {
+  const c = parseChoice(choice);
+  const { parts } = splitPlan(s.K, c.variant.BK, c.splitK);
+  return parts > 1 ? parts * s.M * s.N * 4 : 0;
+}
+
 /** WebGPU's guaranteed minimum limits: the heuristic's default when no device is at hand. */
 const DEFAULT_LIMITS: LimitsLike = {
   maxComputeWorkgroupStorageSize: 16384,
@@ -109,32 +208,80 @@ const DEFAULT_LIMITS: LimitsLike = {
   maxComputeWorkgroupSizeX: 256,
 };
 
+export interface HeuristicOptions {
+  /** Threads resident on the GPU at once (65536 ≈ an H100/H200 with an 8×8 micro tile's registers). */
+  parallelThreads?: number;
+  /** Split-K workspace available to the call (default 0: one pass only). */
+  workspaceBytes?: number;
+}
+
 /**
- * Cost model: a GPU holding `parallelThreads` resident threads (65536 ≈ an H100/H200 with an 8×8
- * micro tile's register use) runs the tiles in waves; a wave costs one tile's per-thread work over
- * the variant's efficiency. Big tiles win on big problems (fewer bytes per FLOP), small tiles when
- * big ones would leave the GPU idle or pad an awkward N (the vocab-65 GEMMs pick 128×32).
+ * Split-K counts worth trying for a variant on a shape: only while the tiles alone leave the GPU
+ * under-filled, and no further than about two waves of workgroups.
  */
-export function chooseMatmulVariant(
-  shape: MatmulShape,
-  limits: LimitsLike = DEFAULT_LIMITS,
-  opts: { parallelThreads?: number } = {},
-): string {
+export function splitCandidates(s: MatmulShape, v: MatmulVariant, workspaceBytes: number, parallelThreads = 65536): number[] {
+  const tiles = Math.ceil(s.M / v.BM) * Math.ceil(s.N / v.BN);
+  const resident = Math.max(1, Math.floor(parallelThreads / variantThreads(v)));
+  const out: number[] = [];
+  for (let S = 2; S <= MAX_SPLIT_K; S *= 2) {
+    if (tiles * S / 2 >= 2 * resident) break;
+    const { parts } = splitPlan(s.K, v.BK, S);
+    if (parts < 2 || out.includes(parts)) continue;
+    if (parts * s.M * s.N * 4 <= workspaceBytes) out.push(parts);
+  }
+  return out;
+}
+
+/**
+ * Cost model, in units of one thread's FMA time: the GPU holds `parallelThreads` resident threads
+ * and runs the tiles (times the K slices) in waves; a wave costs one tile's per-thread work over
+ * the variant's efficiency. Big tiles win on big problems (fewer bytes per FLOP), small tiles when
+ * big ones would leave the GPU idle or pad an awkward N (the vocab-65 GEMMs pick 128×32), and
+ * split-K when even small tiles are few and K is long (the dW GEMMs). A split pays for writing the
+ * partials and reading them back, ~0.001 units per float at an H200's ratio of FMA rate to memory
+ * bandwidth (16896 FMA and ~2000 B per clock, 65536 threads), plus ~900 units (about 2 µs: one more
+ * dispatch and its barrier).
+ */
+export function chooseMatmulVariant(shape: MatmulShape, limits: LimitsLike = DEFAULT_LIMITS, opts: HeuristicOptions = {}): string {
   const P = opts.parallelThreads ?? 65536;
   let best = '';
   let bestCost = Infinity;
   for (const v of availableVariants(limits)) {
     const threads = variantThreads(v);
     const tiles = Math.ceil(shape.M / v.BM) * Math.ceil(shape.N / v.BN);
-    const waves = Math.ceil(tiles / Math.max(1, Math.floor(P / threads)));
-    const cost = (waves * v.BM * v.BN * Math.max(shape.K, v.BK)) / threads / v.eff;
-    if (cost < bestCost * (1 - 1e-9)) {
-      bestCost = cost;
-      best = v.name;
+    for (const S of [1, ...splitCandidates(shape, v, opts.workspaceBytes ?? 0, P)]) {
+      const { kChunk, parts } = splitPlan(shape.K, v.BK, S);
+      const waves = Math.ceil((tiles * parts) / Math.max(1, Math.floor(P / threads)));
+      const reduce = parts > 1 ? 0.001 * (parts + 1) * shape.M * shape.N + 900 : 0;
+      const cost = (waves * v.BM * v.BN * Math.min(kChunk, Math.max(shape.K, v.BK))) / threads / v.eff + reduce;
+      if (cost < bestCost * (1 - 1e-9)) {
+        bestCost = cost;
+        best = choiceName(v.name, parts);
+      }
     }
   }
   if (!best) throw new Error('matmul: no variant fits this device\'s limits');
   return best;
+}
+
+/** Limits of a large desktop GPU (an H200 under Dawn): what a device-independent memory plan assumes. */
+export const LARGE_GPU_LIMITS: LimitsLike = {
+  maxComputeWorkgroupStorageSize: 49152,
+  maxComputeInvocationsPerWorkgroup: 1024,
+  maxComputeWorkgroupSizeX: 1024,
+};
+
+/**
+ * Split-K workspace worth reserving for a set of GEMMs (a model's dW GEMMs): the most any of them
+ * needs for the heuristic's split on a large GPU, at most capBytes. The memory plan can reserve it
+ * without a device; at run time a choice needing more than what was reserved is not taken.
+ */
+export function splitKWorkspaceBytes(shapes: MatmulShape[], capBytes = 32 << 20): number {
+  let need = 0;
+  for (const s of shapes) {
+    need = Math.max(need, matmulWorkspaceBytes(s, chooseMatmulVariant(s, LARGE_GPU_LIMITS, { workspaceBytes: capBytes })));
+  }
+  return need;
 }
 
 // ---- shader assembly -------------------------------------------------------------------------
@@ -186,7 +333,7 @@ export function shapeKey(s: MatmulShape): string {
   return `${s.M}x${s.N}x${s.K}${s.transA ? 'T' : 'N'}${s.transB ? 'T' : 'N'}`;
 }
 
-/** The variant autotuneMatmul picked for this shape on this device, if any. */
+/** The choice autotuneMatmul (or a loaded table) picked for this shape on this device, if any. */
 export function tunedVariant(rt: Runtime, s: MatmulShape): string | undefined {
   return tuned.get(rt.device)?.get(shapeKey(s));
 }
@@ -196,32 +343,37 @@ export function setTunedVariant(rt: Runtime, s: MatmulShape, name: string): void
 }
 
 function setTunedKey(rt: Runtime, key: string, name: string): void {
-  getVariant(name);
+  parseChoice(name);
   let m = tuned.get(rt.device);
   if (!m) tuned.set(rt.device, (m = new Map()));
   m.set(key, name);
 }
 
-/** The picks so far as plain JSON (shapeKey → variant), to save next to a run's config. */
+/** The picks so far as plain JSON (shapeKey → choice), to save next to a run's config. */
 export function tunedTable(rt: Runtime): Record<string, string> {
   return Object.fromEntries(tuned.get(rt.device) ?? []);
 }
 
-/** Restores saved picks; names that fit this device's limits only (a table from another GPU). */
+/** The pick of a measured table (matmul_tables.ts) for this device's adapter, if one matches. */
+export function measuredVariant(rt: Runtime, s: MatmulShape): string | undefined {
+  const info = rt.gpu.adapterInfo as unknown as Record<string, string>;
+  for (const t of MEASURED_TABLES) {
+    const applies = Object.entries(t.match).every(([k, v]) => (info[k] ?? '').toLowerCase().includes(String(v).toLowerCase()));
+    const name = applies ? t.table[shapeKey(s)] : undefined;
+    if (name !== undefined) return name;
+  }
+  return undefined;
+}
+
+/** Restores saved picks; names that parse and fit this device's limits only (a table from another GPU). */
 export function loadTunedTable(rt: Runtime, table: Record<string, string>): void {
   for (const [key, name] of Object.entries(table)) {
-    const v = MATMUL_VARIANTS.find((x) => x.name === name);
-    if (v && variantFits(v, rt.device.limits)) setTunedKey(rt, key, name);
+    const c = tryParseChoice(name);
+    if (c && variantFits(c.variant, rt.device.limits)) setTunedKey(rt, key, name);
   }
 }
 
 // ---- dispatch building -----------------------------------------------------------------------
-
-function bindingBytes(b: Binding): number {
-  if (typeof (b as GPUBuffer).mapAsync === 'function') return (b as GPUBuffer).size;
-  const s = b as BufSlice;
-  return s.size ?? s.buffer.size - (s.offset ?? 0);
-}
 
 function checkArgs(args: MatmulArgs): void {
   const { label, M, N, K } = args;
@@ -232,47 +384,110 @@ function checkArgs(args: MatmulArgs): void {
     const have = bindingBytes(b);
     if (have < elems * 4) throw new Error(`${label}: binding ${n} has ${have} bytes, needs ${elems * 4}`);
   }
+  if (args.workspace) {
+    const ws = asSlice(args.workspace).buffer;
+    for (const [n, b] of [['a', args.a], ['b', args.b], ['c', args.c]] as const) {
+      // WebGPU forbids one buffer as read-only and writable storage in the same dispatch.
+      if (asSlice(b).buffer === ws) throw new Error(`${label}: the split-K workspace must be a different buffer from ${n}`);
+    }
+  }
+}
+
+/**
+ * The choice for a call: forced (args.variant), else the pick tuned on this device, else a measured
+ * table's for this GPU model, else the heuristic. A split choice needs the workspace: forced without
+ * enough of it is an error; a tuned or measured one is passed over for the next source (a table
+ * tuned with a workspace, used without one).
+ */
+function pickChoice(rt: Runtime, args: MatmulArgs): MatmulChoice {
+  const wsBytes = args.workspace ? bindingBytes(args.workspace) : 0;
+  const fits = (name: string) => matmulWorkspaceBytes(args, name) <= wsBytes;
+  if (args.variant !== undefined) {
+    const c = parseChoice(args.variant);
+    if (!fits(args.variant)) {
+      throw new Error(`${args.label}: ${args.variant} needs a split-K workspace of ${matmulWorkspaceBytes(args, args.variant)} bytes, have ${wsBytes}`);
+    }
+    return c;
+  }
+  for (const t of [tunedVariant(rt, args), measuredVariant(rt, args)]) {
+    // A stale table entry (a variant since renamed) or one over this device's limits is passed over.
+    const c = t === undefined ? undefined : tryParseChoice(t);
+    if (c && fits(t as string) && variantFits(c.variant, rt.device.limits)) return c;
+  }
+  return parseChoice(chooseMatmulVariant(args, rt.device.limits, { workspaceBytes: wsBytes }));
 }
 
 export interface BuiltMatmul {
-  dispatch: Dispatch;
-  /** The per-call uniform block (free it with rt.mem.free when the dispatch is dropped). */
-  uniform: GPUBuffer;
+  /** The GEMM, then for split-K the reduction of its partials: run them in this order. */
+  dispatches: Dispatch[];
+  /** The per-call uniform blocks (free them with rt.mem.free when the dispatches are dropped). */
+  uniforms: GPUBuffer[];
+  /** The choice used (`<variant>` or `<variant>_sk<S>`). */
   variant: string;
+  /** Whether the shape let the bounds-check-free path run (FULL_TILES). */
+  fullTiles: boolean;
 }
 
-/** matmul() plus the uniform buffer it allocated (benchmarks and the autotuner free it). */
+/** matmulSteps() plus the uniform buffers it allocated (benchmarks and the autotuner free them). */
 export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   checkArgs(args);
   const { M, N, K, transA = false, transB = false } = args;
-  const name = args.variant ?? tunedVariant(rt, args) ?? chooseMatmulVariant(args, rt.device.limits);
-  const v = getVariant(name);
-  if (!variantFits(v, rt.device.limits)) throw new Error(`${args.label}: variant ${name} exceeds this device's limits`);
+  const choice = pickChoice(rt, args);
+  const v = choice.variant;
+  if (!variantFits(v, rt.device.limits)) throw new Error(`${args.label}: variant ${v.name} exceeds this device's limits`);
+  const { kChunk, parts } = splitPlan(K, v.BK, choice.splitK);
+  const out = parts > 1 ? args.workspace as Binding : args.c;
   // vec4 bindings also need 16-byte offsets (the convention is 256; checked, not assumed).
-  const aligned = (b: Binding) => ((b as BufSlice).offset ?? 0) % 16 === 0;
+  const aligned = (b: Binding) => (asSlice(b).offset ?? 0) % 16 === 0;
   const vf = vectorFlags(args);
-  const [vecA, vecB, vecC] = [vf.vecA && aligned(args.a), vf.vecB && aligned(args.b), vf.vecC && aligned(args.c)];
+  const [vecA, vecB, vecC] = [vf.vecA && aligned(args.a), vf.vecB && aligned(args.b), vf.vecC && aligned(out)];
+  const fullTiles = vecA && vecB && vecC && M % v.BM === 0 && N % v.BN === 0 && K % v.BK === 0;
   const accumulate = args.accumulate ?? false;
+  const alpha = args.alpha ?? 1;
   const specialize = args.specialize ?? true;
-  const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (accumulate ? 4 : 0);
-  const uniform = rt.uniform(args.label,
-    new Uniforms().u32(M).u32(N).u32(K).f32(args.alpha ?? 1).u32(flags).u32(v.BK).u32(0).u32(0));
+  // Split-K partials are raw sums; the reduction applies alpha and accumulate.
+  const gemmAccumulate = parts > 1 ? false : accumulate;
+  const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (gemmAccumulate ? 4 : 0);
+  const uniform = rt.uniform(args.label, new Uniforms().u32(M).u32(N).u32(K).f32(parts > 1 ? 1 : alpha)
+    .u32(flags).u32(v.BK).u32(kChunk).u32(0));
   // A dynamic pipeline must not differ by the flags, or it would not be shared.
-  const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +accumulate } : {};
-  const dispatch = rt.kernel({
+  const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +gemmAccumulate } : {};
+  const name = choiceName(v.name, parts);
+  const gemm = rt.kernel({
     label: `${args.label}[matmul ${name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
     code: matmulCode(vecA, vecB, vecC),
     entryPoint: 'main',
-    constants: { ...f, SPECIALIZE: +specialize, BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN },
-    bindings: [args.a, args.b, args.c, uniform],
-    workgroups: [Math.ceil(N / v.BN), Math.ceil(M / v.BM)],
+    constants: {
+      ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: v.swizzle,
+      BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN,
+    },
+    bindings: [args.a, args.b, out, uniform],
+    workgroups: [Math.ceil(N / v.BN), Math.ceil(M / v.BM), parts],
   });
-  return { dispatch, uniform, variant: name };
+  if (parts === 1) return { dispatches: [gemm], uniforms: [uniform], variant: name, fullTiles };
+  const ru = rt.uniform(`${args.label}.splitk`, new Uniforms().u32(M * N).u32(parts).f32(alpha).u32(accumulate ? 1 : 0));
+  const reduce = rt.kernel({
+    label: `${args.label}[matmul split-K reduce ${parts}]`,
+    code: splitKSrc,
+    entryPoint: 'main',
+    bindings: [args.workspace as Binding, args.c, ru],
+    workgroups: grid2d(rt, Math.ceil((M * N) / 256)),
+  });
+  return { dispatches: [gemm, reduce], uniforms: [uniform, ru], variant: name, fullTiles };
 }
 
-/** C (+)= alpha·op(A)·op(B) as one Dispatch, built once and re-run with rt.run. */
-export function matmul(rt: Runtime, args: MatmulArgs): Dispatch {
-  return buildMatmul(rt, args).dispatch;
+/**
+ * C (+)= alpha·op(A)·op(B) as one or two dispatches (two for split-K, which needs `workspace`),
+ * built once and re-run with rt.run.
+ */
+export function matmulSteps(rt: Runtime, args: MatmulArgs): Dispatch[] {
+  return buildMatmul(rt, args).dispatches;
+}
+
+/** C (+)= alpha·op(A)·op(B) as one Dispatch (never split-K), built once and re-run with rt.run. */
+export function matmul(rt: Runtime, args: Omit<MatmulArgs, 'workspace'>): Dispatch {
+  const d = buildMatmul(rt, { ...args, workspace: undefined }).dispatches;
+  return d[0];
 }
 
 export function matmulFlops(s: MatmulShape): number {
@@ -282,8 +497,10 @@ export function matmulFlops(s: MatmulShape): number {
 // ---- autotuning ------------------------------------------------------------------------------
 
 export interface AutotuneOptions {
-  /** Candidates (default: all that fit the device). */
+  /** Candidate choices (default: every variant that fits the device, plus its split-K choices). */
   variants?: string[];
+  /** Split-K workspace the tuned calls will have (default 0: one-pass choices only). */
+  workspaceBytes?: number;
   warmup?: number;
   reps?: number;
   /** Dispatches per timed pass (default: enough for ~1 GFLOP, at most 20). */
@@ -299,7 +516,7 @@ export interface AutotuneResult {
 }
 
 /** Deterministic non-zero operand data (zeros can run faster than real data on some GPUs). */
-function fillPattern(n: number, seed: number): Float32Array {
+export function fillPattern(n: number, seed: number): Float32Array {
   const x = new Float32Array(n);
   let s = seed >>> 0;
   for (let i = 0; i < n; i++) {
@@ -313,46 +530,62 @@ export interface GemmOperands {
   a: GPUBuffer;
   b: GPUBuffer;
   c: GPUBuffer;
+  /** Split-K partials, when asked for. */
+  workspace?: GPUBuffer;
   free(): void;
 }
 
 /** Workspace buffers for timing one shape (filled with a fixed pattern). */
-export function gemmOperands(rt: Runtime, s: MatmulShape, label = 'gemm'): GemmOperands {
+export function gemmOperands(rt: Runtime, s: MatmulShape, label = 'gemm', workspaceBytes = 0): GemmOperands {
   const a = rt.upload('workspace', `${label}.a`, fillPattern(s.M * s.K, 1));
   const b = rt.upload('workspace', `${label}.b`, fillPattern(s.K * s.N, 2));
   const c = rt.createBuffer('workspace', `${label}.c`, s.M * s.N * 4);
-  return { a, b, c, free: () => [a, b, c].forEach((x) => rt.mem.free(x)) };
+  const workspace = workspaceBytes > 0 ? rt.createBuffer('workspace', `${label}.splitk`, workspaceBytes) : undefined;
+  const all = [a, b, c, ...(workspace ? [workspace] : [])];
+  return { a, b, c, workspace, free: () => all.forEach((x) => rt.mem.free(x)) };
 }
 
-/** Times one built GEMM: median ms per GEMM, repeated `inner` times per pass. */
+/** Times one built GEMM (its one or two dispatches): median ms per GEMM, repeated `inner` times per pass. */
 export async function timeMatmul(
-  rt: Runtime, d: Dispatch, s: MatmulShape, opts: { warmup?: number; reps?: number; inner?: number } = {},
+  rt: Runtime, dispatches: Dispatch[], s: MatmulShape, opts: { warmup?: number; reps?: number; inner?: number } = {},
 ): Promise<{ ms: number; method: 'timestamp' | 'wallclock' }> {
   const inner = opts.inner ?? Math.min(20, Math.max(1, Math.round(1e9 / matmulFlops(s))));
-  const r = await timeDispatches(rt, new Array<Dispatch>(inner).fill(d), { warmup: opts.warmup, reps: opts.reps ?? 5 });
+  const pass = Array.from({ length: inner }, () => dispatches).flat();
+  const r = await timeDispatches(rt, pass, { warmup: opts.warmup, reps: opts.reps ?? 5 });
   return { ms: r.medianMs / inner, method: r.method };
 }
 
+/** Every choice worth timing on a shape: the variants that fit, plus their split-K choices within the workspace. */
+export function autotuneCandidates(rt: Runtime, s: MatmulShape, workspaceBytes = 0): string[] {
+  return availableVariants(rt.device.limits).flatMap((v) =>
+    [v.name, ...splitCandidates(s, v, workspaceBytes).map((S) => choiceName(v.name, S))]);
+}
+
 /**
- * Times every candidate variant on each shape on this GPU and caches the fastest, so later
- * matmul() calls for the same (M,N,K,transA,transB) use it. Call before building the model.
+ * Times every candidate choice on each shape on this GPU and caches the fastest, so later
+ * matmul()/matmulSteps() calls for the same (M,N,K,transA,transB) use it. Call before building the model.
  */
 export async function autotuneMatmul(rt: Runtime, shapes: MatmulShape[], opts: AutotuneOptions = {}): Promise<AutotuneResult[]> {
-  const candidates = (opts.variants ?? availableVariants(rt.device.limits).map((v) => v.name))
-    .filter((n) => variantFits(getVariant(n), rt.device.limits));
-  if (candidates.length === 0) throw new Error('autotuneMatmul: no candidate variant fits this device');
+  const wsBytes = opts.workspaceBytes ?? 0;
   const results: AutotuneResult[] = [];
   for (const shape of shapes) {
-    const ops = gemmOperands(rt, shape, 'autotune');
+    const candidates = (opts.variants ?? autotuneCandidates(rt, shape, wsBytes))
+      .filter((n) => variantFits(parseChoice(n).variant, rt.device.limits) && matmulWorkspaceBytes(shape, n) <= wsBytes);
+    if (candidates.length === 0) throw new Error('autotuneMatmul: no candidate variant fits this device');
+    const need = Math.max(0, ...candidates.map((n) => matmulWorkspaceBytes(shape, n)));
+    const ops = gemmOperands(rt, shape, 'autotune', need);
     const timesMs: Record<string, number> = {};
     let method: AutotuneResult['method'] = 'wallclock';
     try {
       for (const name of candidates) {
-        const built = buildMatmul(rt, { label: 'autotune', ...shape, a: ops.a, b: ops.b, c: ops.c, variant: name });
-        const t = await timeMatmul(rt, built.dispatch, shape, opts);
-        rt.mem.free(built.uniform);
-        timesMs[name] = t.ms;
-        method = t.method;
+        const built = buildMatmul(rt, { label: 'autotune', ...shape, a: ops.a, b: ops.b, c: ops.c, workspace: ops.workspace, variant: name });
+        try {
+          const t = await timeMatmul(rt, built.dispatches, shape, opts);
+          timesMs[name] = t.ms;
+          method = t.method;
+        } finally {
+          built.uniforms.forEach((u) => rt.mem.free(u));
+        }
       }
     } finally {
       ops.free();

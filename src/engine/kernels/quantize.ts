@@ -24,6 +24,8 @@ import {
   validateGranularity,
 } from '../quant/quantizer';
 import { Rng } from '../util/rng';
+import { requireBytes } from './launch';
+import { sumSquaresPartialCount } from './reduce';
 
 /** The shared codec snippet, for kernels of other ops that decode or encode in their inner loops. */
 export const CODEC_WGSL: string = codecWgsl;
@@ -256,6 +258,51 @@ function rowSlices(spec: QuantizeSpec, rowLength: number, r0: number, rows: numb
   }
   if (wordsOffset % OFFSET_ALIGN !== 0 || scales.offset % OFFSET_ALIGN !== 0) return null;
   return { words: { offset: wordsOffset, size: wordsFor(n, bits) * 4 }, scales };
+}
+
+/**
+ * Partial sums for the relative quantization error ‖x − x̂‖ / ‖x‖ of n values: workgroup k of
+ * P = sumSquaresPartialCount(n) writes Σ(x − x̂)² to partials[errBase + k] and Σx² to
+ * partials[refBase + k]. x̂ is `stored` (packed codes + scales of `spec`, decoded exactly as
+ * `dequantize` does) or `xhat` (a fake-quantized fp32 copy). reduce.ts's normFinalize turns a block
+ * of partials into a norm.
+ */
+export function quantErrorPartials(rt: Runtime, o: {
+  label: string;
+  x: Binding;
+  n: number;
+  partials: Binding;
+  errBase: number;
+  refBase: number;
+  stored?: { spec: QuantizeSpec; words: Binding; scales: Binding };
+  xhat?: Binding;
+}): Dispatch {
+  if (!o.stored === !o.xhat) throw new Error(`${o.label}: give exactly one of stored codes or a fake-quantized copy`);
+  const P = sumSquaresPartialCount(o.n);
+  requireBytes(o.label, 'x', o.x, o.n * 4);
+  requireBytes(o.label, 'partials', o.partials, (Math.max(o.errBase, o.refBase) + P) * 4);
+  if (o.stored) checkSpec(o.stored.spec);
+  const { seg, columns } = o.stored ? segOf(o.stored.spec.granularity, o.n) : { seg: 1, columns: 0 };
+  const params = rt.uniform(`${o.label}.qerr`, new Uniforms().u32(o.n).u32(seg).u32(columns).u32(o.errBase).u32(o.refBase));
+  if (o.stored) {
+    if (o.stored.spec.n !== o.n) throw new Error(`${o.label}: codes hold ${o.stored.spec.n} values, x has ${o.n}`);
+    return rt.kernel({
+      label: `${o.label}.qerr`,
+      code: QUANTIZE_WGSL,
+      entryPoint: 'quant_error',
+      constants: { FMT: FORMAT_ID[o.stored.spec.format] },
+      bindings: [params, o.x, o.stored.scales, o.partials, o.stored.words],
+      workgroups: [P],
+    });
+  }
+  requireBytes(o.label, 'xhat', o.xhat!, o.n * 4);
+  return rt.kernel({
+    label: `${o.label}.qerr`,
+    code: QUANTIZE_WGSL,
+    entryPoint: 'diff_partials',
+    bindings: [params, o.x, o.xhat!, o.partials],
+    workgroups: [P],
+  });
 }
 
 /** One-shot convenience: upload x, quantize on the GPU, read back a `Quantized`. */

@@ -47,6 +47,13 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
     description: 'TACO: the tensor-parallel all-reduces of every layer (simulated TP degree 4) carry ASH + dual-scale FP8 (E4M3, groups of 128).',
     tp: { degree: 4, codec: 'taco', group: 128 },
   }),
+  // micro (4 heads, 2 KV heads) cannot be split 4 ways; TP degree 2 divides it (and any batch whose
+  // B·T is a multiple of 8: a rank's chunk of B·T·32/2 values must fill groups of 128).
+  'taco-tp2': parseScheme({
+    name: 'taco-tp2',
+    description: 'TACO on a model that cannot be split 4 ways (micro): simulated TP degree 2, all-reduces carried by ASH + dual-scale FP8 (E4M3, groups of 128).',
+    tp: { degree: 2, codec: 'taco', group: 128 },
+  }),
   'tp4-fp32': parseScheme({
     name: 'tp4-fp32',
     description: 'Simulated TP degree 4 with uncompressed fp32 all-reduces (the baseline for taco).',

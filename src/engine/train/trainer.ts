@@ -13,6 +13,7 @@ import { lrAt } from '../optim/schedule';
 import { Rng } from '../util/rng';
 import { type BudgetChoice, resolveBudget } from '../scheme/resolve';
 import { TextDataset } from './data';
+import { QuantErrorProbe, quantProbeBufferPlan, type QuantErrorRecord } from './probe';
 import { type OptimizerConfig, type TrainOptions, validateTrainOptions } from './options';
 import { CharTokenizer } from './tokenizer';
 
@@ -29,6 +30,14 @@ export interface StepMetrics {
   elapsed_s: number;
 }
 
+/** A run's state in the model's flat layout (data parallelism hands it to late joiners). */
+export interface FlatTrainingState {
+  weights: Float32Array;
+  m: Float32Array;
+  v: Float32Array;
+  step: number;
+}
+
 export interface TrainerInit {
   /** Initial flat parameters (default: seeded HF init). */
   params?: Map<string, Float32Array>;
@@ -42,6 +51,7 @@ export function trainerBufferPlan(opts: TrainOptions): BufferSpec[] {
   return [
     ...modelBufferPlan(opts.model, opts.batch, opts.seq, { scheme: opts.scheme }),
     ...modelBufferPlan(opts.model, 1, opts.seq, { training: false, ownWeights: false }).map((s) => ({ ...s, key: `sampler.${s.key}` })),
+    ...quantProbeBufferPlan(opts.model, opts.batch, opts.seq, opts.scheme),
   ];
 }
 
@@ -58,6 +68,36 @@ export function resolveBudgetOptions(opts: TrainOptions): { opts: TrainOptions; 
 
 export function planMemory(opts: TrainOptions): MemReport {
   return planResolved(resolveBudgetOptions(opts).opts);
+}
+
+/** Validated options whose model vocabulary is the tokenizer's. */
+export function optionsForTokenizer(raw: TrainOptions, tokenizer: CharTokenizer): TrainOptions {
+  const opts = validateTrainOptions(raw);
+  if (opts.model.vocab_size === tokenizer.vocabSize) return opts;
+  return validateTrainOptions({ ...opts, model: { ...opts.model, vocab_size: tokenizer.vocabSize } });
+}
+
+/** Writes a model's AdamW step parameters (lr of the schedule, bias-correction step, clip norm); returns the lr. */
+export function writeAdamwStep(rt: Runtime, model: LlamaGpu, step: number, o: OptimizerConfig): number {
+  const lr = lrAt(step, o);
+  rt.write(model.b('stepParams'), new Uint8Array(packAdamwStep({
+    lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weight_decay, step: step + 1, maxNorm: o.grad_clip,
+  })));
+  return lr;
+}
+
+/** The checkpoint files of a run at `step`: full tensors of the weights and Adam moments. */
+export function runCheckpoint(opts: TrainOptions, tokenizer: CharTokenizer, step: number,
+  state: { params: Map<string, Float32Array>; m: Map<string, Float32Array>; v: Map<string, Float32Array> }): CheckpointFiles {
+  return saveCheckpoint({
+    config: opts.model,
+    params: state.params,
+    extra: {
+      optimizer: { m: state.m, v: state.v, step },
+      tokenizer: tokenizer.toJSON(),
+      train: { options: opts, step },
+    },
+  });
 }
 
 function planResolved(opts: TrainOptions): MemReport {
@@ -80,6 +120,8 @@ export class Trainer {
   private stepCount = 0;
   private startTime = performance.now();
   private sampler: LlamaGpu;
+  /** Per-layer quantization error of the forward's quantized tensors (null when nothing is quantized there). */
+  private probe: QuantErrorProbe | null;
 
   private constructor(
     readonly rt: Runtime,
@@ -91,14 +133,12 @@ export class Trainer {
   ) {
     this.id = owner;
     this.sampler = rt.mem.withOwner(owner, () => new LlamaGpu(rt, opts.model, 1, opts.seq, { training: false, sharedWeights: model.b('weights') }));
+    this.probe = rt.mem.withOwner(owner, () => QuantErrorProbe.create(rt, model));
   }
 
   static async create(rt: Runtime, rawOpts: TrainOptions, text: string, init: TrainerInit = {}): Promise<Trainer> {
     const tokenizer = init.tokenizer ?? CharTokenizer.fromText(text);
-    let opts = validateTrainOptions(rawOpts);
-    if (opts.model.vocab_size !== tokenizer.vocabSize) {
-      opts = validateTrainOptions({ ...opts, model: { ...opts.model, vocab_size: tokenizer.vocabSize } });
-    }
+    let opts = optionsForTokenizer(rawOpts, tokenizer);
     const resolved = resolveBudgetOptions(opts);
     opts = resolved.opts;
     const data = new TextDataset(text, tokenizer, opts.seed);
@@ -132,16 +172,12 @@ export class Trainer {
   }
 
   async trainStep(): Promise<StepMetrics> {
-    const { rt, model, opts } = this;
+    const { model, opts } = this;
     const t0 = performance.now();
     const step = this.stepCount;
     model.setBatch(this.batchAt(step));
     model.setStepSeed(step);
-    const lr = lrAt(step, opts.optimizer);
-    const o = opts.optimizer;
-    rt.write(model.b('stepParams'), new Uint8Array(packAdamwStep({
-      lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weight_decay, step: step + 1, maxNorm: o.grad_clip,
-    })));
+    const lr = this.writeStepParams(step);
     const [loss, gradNorm] = await this.runAndRead([...model.forward, ...model.backward, ...model.optimizer], true);
     this.stepCount++;
     const dt = (performance.now() - t0) / 1000;
@@ -155,6 +191,56 @@ export class Trainer {
       mem: this.memory(),
       elapsed_s: (performance.now() - this.startTime) / 1000,
     };
+  }
+
+  /** Writes AdamW's per-step parameters (lr of the schedule, bias-correction step, clip norm); returns the lr. */
+  private writeStepParams(step: number): number {
+    return writeAdamwStep(this.rt, this.model, step, this.opts.optimizer);
+  }
+
+  /**
+   * Data parallelism, first half of a step: forward and backward on `batch` [B, T+1] at the current
+   * step (same stochastic-rounding seeds as trainStep). The gradient stays in the model's gradient
+   * storage for the caller to read (and replace with the group's mean); returns the loss.
+   */
+  async computeGradients(batch: Int32Array): Promise<number> {
+    const { model } = this;
+    model.setBatch(batch);
+    model.setStepSeed(this.stepCount);
+    const [loss] = await this.runAndRead([...model.forward, ...model.backward], false);
+    if (!Number.isFinite(loss)) throw new Error(`loss is ${loss} at step ${this.stepCount}: training diverged`);
+    return loss;
+  }
+
+  /**
+   * Second half: global-norm clipping and AdamW on whatever gradient the model's storage holds now,
+   * exactly as trainStep would apply it; advances the step.
+   */
+  async applyGradients(): Promise<{ lr: number; gradNorm: number }> {
+    const lr = this.writeStepParams(this.stepCount);
+    const [, gradNorm] = await this.runAndRead(this.model.optimizer, true);
+    this.stepCount++;
+    return { lr, gradNorm };
+  }
+
+  /** Weights, Adam moments and step as flat arrays (the model's layout): all a run's state on the GPU. */
+  async trainingState(): Promise<FlatTrainingState> {
+    const { model } = this;
+    const [weights, m, v] = await Promise.all([model.readFlat('weights'), model.readFlat('adam.m'), model.readFlat('adam.v')]);
+    return { weights, m, v, step: this.stepCount };
+  }
+
+  /** Replaces the run's state (a late joiner taking a peer's state); sizes are checked, values are the caller's to validate. */
+  restoreTrainingState(s: FlatTrainingState): void {
+    const n = this.model.layout.totalFloats;
+    for (const [k, a] of [['weights', s.weights], ['m', s.m], ['v', s.v]] as const) {
+      if (a.length !== n) throw new Error(`restoreTrainingState: ${k} has ${a.length} floats, the model ${n}`);
+    }
+    if (!Number.isSafeInteger(s.step) || s.step < 0) throw new Error(`restoreTrainingState: bad step ${s.step}`);
+    this.model.uploadParams(s.weights);
+    this.rt.write(this.model.b('adam.m'), s.m);
+    this.rt.write(this.model.b('adam.v'), s.v);
+    this.stepCount = s.step;
   }
 
   /** Encodes dispatches in one command buffer, then copies the loss (and grad norm) back. */
@@ -184,6 +270,18 @@ export class Trainer {
     return sum / batches.length;
   }
 
+  /**
+   * ‖x − x̂‖/‖x‖ per layer and kind of every tensor the scheme quantizes in the forward pass, on the
+   * first validation batch (one extra forward; probe.ts). Empty when nothing is quantized there.
+   */
+  async quantErrors(): Promise<QuantErrorRecord[]> {
+    if (!this.probe) return [];
+    const { opts } = this;
+    this.model.setBatch(this.data.valBatches(1, opts.batch, opts.seq)[0]);
+    this.rt.run(this.probe.forward);
+    return this.probe.read();
+  }
+
   /** Samples `maxNew` characters after `prompt` (temperature 0 = greedy), from a B=1 model sharing weights. */
   async sample(prompt: string, maxNew: number, temperature = 1, seed = 0): Promise<string> {
     const { rt, sampler, tokenizer } = this;
@@ -209,16 +307,9 @@ export class Trainer {
 
   async checkpoint(): Promise<CheckpointFiles> {
     const { model } = this;
-    const [w, m, v] = await Promise.all([model.readFlat('weights'), model.readFlat('adam.m'), model.readFlat('adam.v')]);
-    return saveCheckpoint({
-      config: this.opts.model,
-      params: unflatten(w, model.layout),
-      extra: {
-        optimizer: { m: unflatten(m, model.layout), v: unflatten(v, model.layout), step: this.stepCount },
-        tokenizer: this.tokenizer.toJSON(),
-        train: { options: this.opts, step: this.stepCount },
-      },
-    });
+    const { weights: w, m, v } = await this.trainingState();
+    return runCheckpoint(this.opts, this.tokenizer, this.stepCount,
+      { params: unflatten(w, model.layout), m: unflatten(m, model.layout), v: unflatten(v, model.layout) });
   }
 
   async parameters(): Promise<Map<string, Float32Array>> {
@@ -231,6 +322,7 @@ export class Trainer {
   }
 
   destroy(): void {
+    this.probe?.destroy();
     this.sampler.destroy();
     this.model.destroy();
   }

@@ -1,0 +1,218 @@
+/**
+ * npm run peer -- --join <link> | --host: a headless member of a peer group, in Node (WebRTC from
+ * @roamhq/wrtc), so that a GPU server without a display can join a browser group and tests and
+ * benchmarks can form groups without a browser. It joins (or creates) the room, waits to be admitted,
+ * prints the roster, then stays in the group and reports joins, leaves and problems until stopped.
+ */
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import type { AllReduceMode } from '../dist/allreduce';
+import { DataParallel } from '../dist/dp';
+import { installNodeWebRtc } from '../dist/node-webrtc';
+import { type PeerProblem, PeerJsTransport } from '../dist/peerjs';
+import { createRoomId, PEER_SERVER_PATH, parseRoomLink, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer } from '../dist/room';
+import { formatRoster } from '../dist/roster';
+import { acquireNodeGpu } from '../engine/gpu/node';
+import { Runtime } from '../engine/gpu/runtime';
+import { PRESET_NAMES, type PresetName } from '../engine/model/config';
+import { defaultTrainOptions } from '../engine/train/options';
+import { CharTokenizer } from '../engine/train/tokenizer';
+import { Trainer } from '../engine/train/trainer';
+import { defaultCorpusPath, fail, num, UsageError } from './common';
+
+const DEFAULT_PAGE = 'http://localhost:5173/';
+
+const HELP = `usage: npm run peer -- --join LINK [options]
+       npm run peer -- --host [options]
+  --join LINK          join the room of a link (http://host:5173/?room=...)
+  --host               create a room and print its link
+  --passphrase X       the room's passphrase (never sent: members prove they know it)
+  --server URL         PeerServer, http(s)://host:port/path (default: the link's ?server=, else the
+                       link's origin + ${PEER_SERVER_PATH}; with --host: the --page origin + ${PEER_SERVER_PATH})
+  --page URL           with --host: the lab page the printed link opens (default ${DEFAULT_PAGE})
+  --timeout S          seconds to wait for admission (default 30)
+  --peer-timeout S     drop a peer silent this long (default 10)
+  --once               print the roster once admitted and exit (scripts, health checks)
+  --train              once admitted, train data-parallel with the group (src/dist/dp.ts) on the
+                       bundled corpus; every member must train the same configuration:
+    --model P --steps N --seed S   preset (default micro), steps and seed (preset's defaults)
+    --mode fp32|int8               gradient exchange (default int8: AGoQ's 8-bit all-reduce)
+    --run NAME                     run name shared by the members (default lab)
+    --cpu                          use the SwiftShader CPU adapter even when a GPU is present`;
+
+interface TrainCliOptions {
+  preset: PresetName;
+  steps?: number;
+  seed?: number;
+  mode: AllReduceMode;
+  run: string;
+  cpu: boolean;
+}
+
+interface PeerCliOptions {
+  room: string;
+  server: PeerServerAddress;
+  passphrase?: string;
+  host: boolean;
+  /** The link printed for --host. */
+  link?: string;
+  admitTimeoutMs: number;
+  peerTimeoutMs: number;
+  once: boolean;
+  train: TrainCliOptions | null;
+}
+
+function parseOptions(argv: string[]): PeerCliOptions | null {
+  let a;
+  try {
+    a = parseArgs({
+      args: argv,
+      options: {
+        join: { type: 'string' }, host: { type: 'boolean' }, passphrase: { type: 'string' }, server: { type: 'string' },
+        page: { type: 'string' }, timeout: { type: 'string' }, 'peer-timeout': { type: 'string' }, once: { type: 'boolean' },
+        train: { type: 'boolean' }, model: { type: 'string' }, steps: { type: 'string' }, seed: { type: 'string' },
+        mode: { type: 'string' }, run: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (e) {
+    throw new UsageError(`${(e as Error).message}\n${HELP}`);
+  }
+  if (a.help) return null;
+  if ((a.join === undefined) === !a.host) throw new UsageError(`give exactly one of --join LINK or --host\n${HELP}`);
+  const admitTimeoutMs = (num('timeout', a.timeout, { min: 0 }) ?? 30) * 1000;
+  const peerTimeoutMs = (num('peer-timeout', a['peer-timeout'], { min: 1 }) ?? 10) * 1000;
+  let train: TrainCliOptions | null = null;
+  if (a.train) {
+    const preset = (a.model ?? 'micro') as PresetName;
+    if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}, got '${a.model}'`);
+    const mode = a.mode ?? 'int8';
+    if (mode !== 'fp32' && mode !== 'int8') throw new UsageError(`--mode must be fp32 or int8, got '${mode}'`);
+    train = { preset, mode, steps: num('steps', a.steps, { int: true, min: 1 }), seed: num('seed', a.seed, { int: true, min: 0 }), run: a.run ?? 'lab', cpu: a.cpu ?? false };
+  } else if (a.model || a.steps || a.seed || a.mode || a.run || a.cpu) {
+    throw new UsageError('--model, --steps, --seed, --mode, --run and --cpu go with --train');
+  }
+  const common = { passphrase: a.passphrase, admitTimeoutMs, peerTimeoutMs, once: a.once ?? false, train };
+  try {
+    if (a.join) {
+      const link = parseRoomLink(a.join);
+      const server = parseServerUrl(a.server ?? link.server ?? sameOriginServer(link.page).url);
+      return { ...common, room: link.room, server, host: false };
+    }
+    const page = a.page ?? DEFAULT_PAGE;
+    const server = a.server ? parseServerUrl(a.server) : sameOriginServer(page);
+    const room = createRoomId();
+    // The link names the server only when it is not the page's own embedded one.
+    const link = roomLink(page, room, server.url === sameOriginServer(page).url ? undefined : server.url);
+    return { ...common, room, server, host: true, link };
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
+/** A trainer ready to step: built before joining, because compiling its GPU pipelines blocks the event loop for seconds. */
+interface PreparedTraining {
+  train: TrainCliOptions;
+  rt: Runtime;
+  trainer: Trainer;
+  totalSteps: number;
+}
+
+async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining> {
+  const text = readFileSync(defaultCorpusPath(), 'utf8');
+  const tokenizer = CharTokenizer.fromText(text);
+  const opts = defaultTrainOptions(train.preset, { steps: train.steps, seed: train.seed, model: { vocab_size: tokenizer.vocabSize } });
+  const rt = new Runtime(await acquireNodeGpu({ forceSwiftShader: train.cpu }));
+  const trainer = await Trainer.create(rt, opts, text, { tokenizer });
+  return { train, rt, trainer, totalSteps: opts.optimizer.total_steps };
+}
+
+/**
+ * The group's work once this member is admitted: with --train, data-parallel training with the
+ * group (src/dist/dp.ts: DataParallel over this transport) for the configured steps; otherwise it
+ * only stays in the group. Resolves when the member should leave.
+ */
+export async function runGroupWork(transport: PeerJsTransport, work: PreparedTraining | null, stop: AbortSignal): Promise<void> {
+  if (!work) {
+    await new Promise<void>((resolve) => stop.addEventListener('abort', () => resolve(), { once: true }));
+    return;
+  }
+  const { train, trainer, rt } = work;
+  const dp = new DataParallel(trainer, transport, {
+    run: train.run,
+    mode: train.mode,
+    onEvent: (e) => console.log(`train: ${e.kind} at step ${e.step} (epoch ${e.epoch}): ${e.message}`),
+  });
+  stop.addEventListener('abort', () => dp.stop(), { once: true });
+  try {
+    for (let done = trainer.stepIndex; done < work.totalSteps && !stop.aborted; ) {
+      const st = await dp.step();
+      done = st.step + 1;
+      const loss = st.groupLoss ?? st.loss;
+      console.log(
+        `train: step ${st.step} rank ${st.rank}/${st.world} loss ${loss === null ? '-' : loss.toFixed(4)} ` +
+          `sent ${st.exchangeBytesSent} B (${(st.wireRatio * 100).toFixed(0)}% of fp32) ${st.stepMs.toFixed(0)} ms` +
+          (st.weightsHash === null ? '' : ` weights ${st.weightsHash.toString(16).padStart(8, '0')}`),
+      );
+    }
+  } finally {
+    dp.stop('this member is done');
+    trainer.destroy();
+    rt.destroy();
+  }
+}
+
+/** Prints problems; malformed messages (possibly thousands) are counted, not printed one by one. */
+function problemPrinter(): (p: PeerProblem) => void {
+  const badByPeer = new Map<string, number>();
+  return (p) => {
+    if (p.kind !== 'bad-message') return console.error(`peer: ${p.kind}: ${p.message}`);
+    const n = (badByPeer.get(p.peer ?? '?') ?? 0) + 1;
+    badByPeer.set(p.peer ?? '?', n);
+    if (n <= 3 || Number.isInteger(Math.log10(n))) console.error(`peer: ${p.message}${n > 3 ? ` (${n} rejected so far)` : ''}`);
+  };
+}
+
+async function main(): Promise<void> {
+  const o = parseOptions(process.argv.slice(2));
+  if (!o) {
+    console.log(HELP);
+    return;
+  }
+  const work = o.train ? await prepareTraining(o.train) : null;
+  installNodeWebRtc();
+  const t = await PeerJsTransport.open({
+    room: o.room,
+    passphrase: o.passphrase,
+    server: o.server,
+    role: o.host ? 'host' : 'peer',
+    peerTimeoutMs: o.peerTimeoutMs,
+  });
+  const stop = new AbortController();
+  const quit = (code: number) => {
+    stop.abort();
+    t.close();
+    process.exit(code);
+  };
+  process.on('SIGINT', () => quit(0));
+  process.on('SIGTERM', () => quit(0));
+  t.onProblem(problemPrinter());
+  console.log(`peer: ${t.id} on ${o.server.url} (room tag ${t.tag})`);
+  if (o.link) console.log(`peer: room created; link: ${o.link}`);
+  try {
+    await t.whenAdmitted(o.admitTimeoutMs);
+  } catch (e) {
+    t.close();
+    throw e;
+  }
+  console.log(`peer: admitted (${t.peers().length} peer(s))`);
+  console.log(formatRoster(t.roster()));
+  if (o.once) return quit(0);
+  t.onPeerJoin((p) => console.log(`peer: + ${p} joined\n${formatRoster(t.roster())}`));
+  t.onPeerLeave((p) => console.log(`peer: - ${p} left\n${formatRoster(t.roster())}`));
+  await runGroupWork(t, work, stop.signal);
+  quit(0);
+}
+
+main().catch(fail);

@@ -1,0 +1,53 @@
+/**
+ * GEMM picks measured per GPU model by bench/gemm_tune.ts, used by matmul.ts when nothing was tuned
+ * at run time on this device: keys are shapeKey() (`MxNxK` + N/T for each transpose), values are
+ * choice names (`<variant>`, or `<variant>_sk<S>` for split-K, taken only by calls that pass a
+ * large enough workspace). A table applies when every field of `match` is a substring of the
+ * corresponding field of the adapter's info (lower case).
+ * To add a GPU: run gemm_tune with --json and paste its `tunedTable` (or `tunedTableOnePass`) here,
+ * with the adapter line it printed and the date.
+ */
+export interface MeasuredTable {
+  match: { vendor?: string; architecture?: string; device?: string; description?: string };
+  /** Where the figures come from: command, GPU, date. */
+  source: string;
+  table: Record<string, string>;
+}
+
+export const MEASURED_TABLES: MeasuredTable[] = [
+  {
+    match: { vendor: 'nvidia', device: 'h200' },
+    source: 'bench/gemm_tune.ts --json on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), 2026-11-29: docs/benchmarks.md',
+    table: {
+      '4096x4096x4096NN': '128x128k8_8x8_sw8',
+      '4096x4096x4096NT': '128x128k8_8x8_np',
+      '16384x384x384NT': '128x128k16_8x8_np',
+      '16384x384x384NN': '128x128k8_8x8',
+      '384x384x16384TN': '128x128k16_8x8_sk32',
+      '16384x1024x384NT': '128x128k8_8x8_np',
+      '16384x384x1024NN': '128x128k8_8x8_sw8',
+      '1024x384x16384TN': '128x128k16_8x8_sk16',
+      '16384x384x1024NT': '128x128k8_8x8_np_sk2',
+      '16384x1024x384NN': '128x128k8_8x8',
+      '384x1024x16384TN': '128x128k16_8x8_sk16',
+      '16384x65x384NT': '128x128k8_8x8_sk2',
+      '16384x384x65NN': '128x128k16_8x8_np',
+      '65x384x16384TN': '128x128k8_4x8_sk32',
+      '8192x768x768NT': '64x64k16_8x8',
+      '8192x768x768NN': '128x128k8_8x8_sw8',
+      '768x768x8192TN': '128x128k8_8x8_sk16',
+      '8192x2560x768NT': '128x128k8_8x8_np',
+      '8192x768x2560NN': '128x128k8_8x8_sw8_sk2',
+      '2560x768x8192TN': '256x128k8_8x8_sk2',
+      '8192x768x2560NT': '128x128k8_8x8_np_sk2',
+      '8192x2560x768NN': '128x128k8_8x8',
+      '768x2560x8192TN': '256x128k8_8x8_sk2',
+      '8192x65x768NT': '64x64k16_8x8',
+      '8192x768x65NN': '128x128k16_8x8_np',
+      '65x768x8192TN': '32x32k16_4x4_sk16',
+      '2048x2048x2048NN': '128x128k8_8x8',
+      '4096x4096x4096TN': '256x128k8_8x8',
+      '8192x8192x8192NN': '128x128k8_8x8',
+    },
+  },
+];
