@@ -10,7 +10,7 @@ import { timeDispatches } from '../src/engine/gpu/timer';
 import { matmul } from '../src/engine/kernels/matmul';
 import { qgemmI8, qgemmQuantOut, qgemmWeightOnly, quantizeRowsI8 } from '../src/engine/kernels/qgemm';
 import { buildQuantize } from '../src/engine/kernels/quantize';
-import { tacoCompress, tacoDecompress } from '../src/engine/kernels/taco';
+import { tacoCompress, tacoDecompress, type TacoOptions } from '../src/engine/kernels/taco';
 import { BITS, type QuantFormat } from '../src/engine/quant/formats';
 import { tacoPayloadBytes } from '../src/engine/quant/taco';
 import { Rng } from '../src/engine/util/rng';
@@ -30,39 +30,109 @@ async function msPer(rt: Runtime, ds: Dispatch[], o: BenchOptions): Promise<{ ms
   return { ms: r.medianMs / inner, method: r.method };
 }
 
-export interface TacoBench {
+export interface TacoTiming {
+  compressMs: number;
+  decompressMs: number;
+  /** Compress then decompress in one pass (the all-reduce's pair). */
+  roundTripMs: number;
+}
+
+/** One kernel layout of the sweep (TACO_BENCH_SWEEP=1): words per invocation × workgroup size. */
+export interface TacoVariantBench extends TacoTiming {
+  variant: string;
+}
+
+export interface TacoBench extends TacoTiming {
   n: number;
   G: number;
   payloadBytes: number;
   /** Compulsory traffic: 4n bytes in + payload out (compress), payload in + 4n out (decompress). */
-  compressMs: number;
   compressGBs: number;
-  decompressMs: number;
   decompressGBs: number;
+  /** fp32 bytes per second: 4n / time — compress's input, decompress's output, the pair's input. */
+  compressFp32GBs: number;
+  decompressFp32GBs: number;
+  roundTripFp32GBs: number;
   /** Baseline: plain per-group FP8 E4M3 absmax quantization of the same chunk (4n in + n + 4n/G out). */
   baselineFp8Ms: number;
   baselineFp8GBs: number;
   method: string;
+  variants?: TacoVariantBench[];
 }
 
+/**
+ * Layouts timed when TACO_BENCH_SWEEP is set; the first is the default. `pieces` > 1 runs the
+ * default kernel as that many dispatches over consecutive slices of the same buffers: equal
+ * throughput says the kernel scales with n, a gap says the size of one dispatch matters.
+ */
+const TACO_SWEEP: { variant: string; opts: TacoOptions; pieces?: number }[] = [
+  { variant: 'default', opts: {} },
+  ...[4, 8, 16].flatMap((words) => [128, 256].map((wg) => ({ variant: `words=${words} wg=${wg}`, opts: { words, workgroupSize: wg } }))),
+  { variant: 'default, 1056 workgroups (tile loop)', opts: { maxWorkgroups: 1056 } },
+  { variant: 'default, workgroup-memory exchange', opts: { subgroups: false } },
+  { variant: 'default, 4 dispatches of n/4', opts: {}, pieces: 4 },
+];
+
+function sweepRequested(): boolean {
+  return typeof process !== 'undefined' && !!process.env?.TACO_BENCH_SWEEP;
+}
+
+/**
+ * TACO compress, decompress and the pair at n elements, with the plain FP8 quantizer beside them.
+ * With the environment variable TACO_BENCH_SWEEP set, also every layout of TACO_SWEEP, printed to
+ * stderr as a table (the bench CLI passes no options through, and the sweep is for tuning only).
+ */
 export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOptions = {}): Promise<TacoBench> {
   const x = rt.upload('workspace', 'bench.taco.x', new Rng(1).normalArray(n, 0.02));
   const bytes = tacoPayloadBytes(n, G);
   const payload = rt.createBuffer('workspace', 'bench.taco.payload', bytes);
   const y = rt.createBuffer('workspace', 'bench.taco.y', n * 4);
   const q = buildQuantize(rt, { format: 'fp8-e4m3', granularity: { kind: 'group', size: G }, n }, x);
+  let method = '';
+  const time = async (k: TacoOptions, pieces = 1): Promise<TacoTiming> => {
+    const m = n / pieces;
+    const pb = tacoPayloadBytes(m, G);
+    const slice = (buffer: GPUBuffer, i: number, size: number) => (pieces === 1 ? buffer : { buffer, offset: i * size, size });
+    const c: Dispatch[] = [];
+    const d: Dispatch[] = [];
+    for (let i = 0; i < pieces; i++) {
+      c.push(tacoCompress(rt, { label: 'bench.taco.compress', x: slice(x, i, 4 * m), payload: slice(payload, i, pb), n: m, G, ...k }));
+      d.push(tacoDecompress(rt, { label: 'bench.taco.decompress', payload: slice(payload, i, pb), y: slice(y, i, 4 * m), n: m, G, ...k }));
+    }
+    const tc = await msPer(rt, c, opts);
+    method = tc.method;
+    return { compressMs: tc.ms, decompressMs: (await msPer(rt, d, opts)).ms, roundTripMs: (await msPer(rt, [...c, ...d], opts)).ms };
+  };
   try {
-    const c = await msPer(rt, [tacoCompress(rt, { label: 'bench.taco.compress', x, payload, n, G })], opts);
-    const d = await msPer(rt, [tacoDecompress(rt, { label: 'bench.taco.decompress', payload, y, n, G })], opts);
+    const t = await time({});
     const b = await msPer(rt, q.dispatches, opts);
     const gbs = (by: number, ms: number) => by / (ms * 1e6);
-    return {
-      n, G, payloadBytes: bytes,
-      compressMs: c.ms, compressGBs: gbs(4 * n + bytes, c.ms),
-      decompressMs: d.ms, decompressGBs: gbs(4 * n + bytes, d.ms),
+    const out: TacoBench = {
+      n, G, payloadBytes: bytes, ...t,
+      compressGBs: gbs(4 * n + bytes, t.compressMs),
+      decompressGBs: gbs(4 * n + bytes, t.decompressMs),
+      compressFp32GBs: gbs(4 * n, t.compressMs),
+      decompressFp32GBs: gbs(4 * n, t.decompressMs),
+      roundTripFp32GBs: gbs(4 * n, t.roundTripMs),
       baselineFp8Ms: b.ms, baselineFp8GBs: gbs(4 * n + n + 4 * Math.ceil(n / G), b.ms),
-      method: c.method,
+      method,
     };
+    if (sweepRequested()) {
+      out.variants = [];
+      // Slices hold whole groups and start at 256-byte offsets (storage binding alignment).
+      const sliceable = (p: number) => p === 1 || (n % (p * G) === 0 && ((4 * n) / p) % 256 === 0 && tacoPayloadBytes(n / p, G) % 256 === 0);
+      for (const v of TACO_SWEEP) {
+        const pieces = v.pieces ?? 1;
+        if (sliceable(pieces)) out.variants.push({ variant: v.variant, ...(await time(v.opts, pieces)) });
+      }
+      console.error(`TACO n=${n} G=${G} (${method}), fp32 GB/s = 4n / time:`);
+      for (const v of out.variants) {
+        console.error(`  ${v.variant.padEnd(40)} compress ${gbs(4 * n, v.compressMs).toPrecision(4).padStart(6)} (${v.compressMs.toFixed(4)} ms)` +
+          `  decompress ${gbs(4 * n, v.decompressMs).toPrecision(4).padStart(6)} (${v.decompressMs.toFixed(4)} ms)` +
+          `  round trip ${gbs(4 * n, v.roundTripMs).toPrecision(4).padStart(6)} (${v.roundTripMs.toFixed(4)} ms)`);
+      }
+    }
+    return out;
   } finally {
     q.destroy();
     for (const buf of [x, payload, y]) rt.mem.free(buf);

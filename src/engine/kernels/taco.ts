@@ -3,17 +3,27 @@
  *   n = chunk elements, G = group size, NG = ceil(n/G).
  * Payload: ONE u32 buffer (or a 256-byte-aligned slice) of tacoPayloadBytes(n, G) bytes laid out
  * [NG·G FP8 codes, 4 per word][s: NG fp32][a: NG fp32] — the exact bytes of tacoPayload(), so it
- * goes over the wire as is. Workgroup = WG threads × 4 elements; strides below the subgroup size
- * use subgroupShuffleXor when the device has subgroups (identical results either way).
+ * goes over the wire as is. Each invocation holds `words` 16-byte words of one group in registers;
+ * the G/(4·words) invocations of a group exchange through subgroupShuffleXor when the device has
+ * subgroups, else through workgroup memory (identical results either way). One 1-D dispatch;
+ * workgroups loop over the tiles when there are more than the grid allows. The fp32 side is bound
+ * read-only by compress and the payload read-only by decompress, so the two must be different
+ * buffers (WebGPU forbids one buffer in both roles in a dispatch).
  */
 import codecSrc from '../../../shaders/quant/codec.wgsl?raw';
 import tacoSrc from '../../../shaders/taco.wgsl?raw';
+import ioSrc from '../../../shaders/taco_io.wgsl?raw';
 import xchgSrc from '../../../shaders/taco_xchg.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
-import { rsqrtF32 } from '../quant/hadamard';
-import { checkTacoGroup, tacoLayout } from '../quant/taco';
+import { isPow2, rsqrtF32 } from '../quant/hadamard';
+import { checkTacoGroup, tacoLayout, tacoPayloadBytes } from '../quant/taco';
+import { requireBytes } from './launch';
 
+/**
+ * Invocations per workgroup. 128 keeps tiles small (4096 elements at 8 words per invocation), so
+ * a few-million-element chunk still spreads evenly over a big GPU's SMs.
+ */
 export const TACO_WG = 128;
 
 /** Sections of a `//--- name` separated snippet file. */
@@ -23,42 +33,78 @@ export function wgslSection(src: string, name: string): string {
   throw new Error(`WGSL section '${name}' not found`);
 }
 
-export function tacoShader(subgroups: boolean): string {
-  const body = subgroups ? tacoSrc.replaceAll('/*SG*/', ', @builtin(subgroup_size) sg: u32') : tacoSrc;
-  return [subgroups ? 'enable subgroups;' : '', codecSrc, wgslSection(xchgSrc, subgroups ? 'sg' : 'wg'), body].join('\n');
+export type TacoEntry = 'compress' | 'decompress';
+
+export interface TacoShaderOptions {
+  entry: TacoEntry;
+  subgroups: boolean;
+  /** 16-byte fp32 access (needs n % 4 == 0) instead of per-element access. */
+  vec4Io: boolean;
+  /** 16-byte words per invocation (the shader's V). */
+  words: number;
+}
+
+export function tacoShader(o: TacoShaderOptions): string {
+  const body = wgslSection(tacoSrc, 'common') + wgslSection(tacoSrc, o.entry);
+  return [
+    o.subgroups ? 'enable subgroups;' : '',
+    `const V: u32 = ${o.words}u;`,
+    codecSrc,
+    wgslSection(xchgSrc, 'mem'),
+    wgslSection(xchgSrc, o.subgroups ? 'sg' : 'wg'),
+    wgslSection(ioSrc, `${o.entry}_${o.vec4Io ? 'vec4' : 'scalar'}`),
+    o.subgroups ? body.replaceAll('/*SG*/', ', @builtin(subgroup_size) sg: u32') : body,
+  ].join('\n');
+}
+
+/**
+ * Default words per invocation: 8 (32 elements in registers, so the per-group scale work and the
+ * exchanges are shared by 32 elements), but at least 4 invocations per group below G = 128 so
+ * that a warp's loads still come in runs of 64 bytes.
+ */
+export function tacoWordsPerInvocation(G: number): number {
+  return Math.min(8, G / 16);
 }
 
 export interface TacoOptions {
   /** Force the workgroup-memory exchange even where subgroups exist (tests, A/B benches). */
   subgroups?: boolean;
-  /** Cap on the grid's x extent (default: the device limit); tests use it to exercise the 2-D grid. */
-  maxGridX?: number;
+  /** 16-byte words per invocation, a power of two ≤ G/4 (default tacoWordsPerInvocation(G)). */
+  words?: number;
+  /** Invocations per workgroup, a power of two (default TACO_WG). */
+  workgroupSize?: number;
+  /** Cap on the workgroups dispatched (default the device limit); tests use it to exercise the tile loop. */
+  maxWorkgroups?: number;
 }
 
-/** A 2-D grid of `tiles` workgroups (gridX wide) within maxComputeWorkgroupsPerDimension. */
-export function grid2d(rt: Runtime, tiles: number, maxX?: number): { gridX: number; workgroups: [number, number] } {
-  const max = Math.min(maxX ?? Infinity, rt.device.limits.maxComputeWorkgroupsPerDimension);
-  const gridX = Math.max(1, Math.min(tiles, max));
-  return { gridX, workgroups: [tiles === 0 ? 0 : gridX, Math.max(1, Math.ceil(tiles / gridX))] };
-}
-
-function build(rt: Runtime, label: string, entryPoint: 'compress' | 'decompress', payload: Binding, data: Binding,
+function build(rt: Runtime, label: string, entry: TacoEntry, payload: Binding, data: Binding,
   n: number, G: number, opts: TacoOptions): Dispatch {
   checkTacoGroup(G);
-  if (G > 4 * TACO_WG) throw new Error(`TACO: G=${G} exceeds 4·WG=${4 * TACO_WG}`);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${label}: bad element count ${n}`);
+  const words = opts.words ?? tacoWordsPerInvocation(G);
+  const wg = opts.workgroupSize ?? TACO_WG;
+  const lanes = G / (4 * words);
+  if (!isPow2(words) || lanes < 1) throw new Error(`${label}: words per invocation ${words} must be a power of two ≤ G/4 = ${G / 4}`);
+  if (!isPow2(wg) || wg < lanes || wg > rt.device.limits.maxComputeInvocationsPerWorkgroup) {
+    throw new Error(`${label}: workgroup size ${wg} must be a power of two, at least ${lanes} and within the device limit`);
+  }
+  if (opts.maxWorkgroups !== undefined && !(Number.isInteger(opts.maxWorkgroups) && opts.maxWorkgroups >= 1)) {
+    throw new Error(`${label}: maxWorkgroups ${opts.maxWorkgroups} must be a positive integer`);
+  }
+  requireBytes(label, 'payload', payload, tacoPayloadBytes(n, G));
+  requireBytes(label, entry === 'compress' ? 'x' : 'y', data, 4 * n);
   const L = tacoLayout(n, G);
-  const tiles = Math.ceil((L.groups * G) / (4 * TACO_WG));
-  const { gridX, workgroups } = grid2d(rt, tiles, opts.maxGridX);
-  const u = new Uniforms().u32(n).u32(L.groups).u32(L.sOff).u32(L.aOff).u32(tiles).u32(gridX)
-    .f32(rsqrtF32(G)).f32(1 / G);
-  const sg = (opts.subgroups ?? true) && rt.gpu.features.subgroups;
+  const tiles = Math.ceil(L.groups / (wg / lanes));
+  const maxWorkgroups = Math.min(opts.maxWorkgroups ?? Infinity, rt.device.limits.maxComputeWorkgroupsPerDimension);
+  const u = new Uniforms().u32(n).u32(L.groups).u32(L.sOff).u32(L.aOff).u32(tiles).f32(rsqrtF32(G)).f32(1 / G);
+  const subgroups = (opts.subgroups ?? true) && rt.gpu.features.subgroups;
   return rt.kernel({
     label,
-    code: tacoShader(sg),
-    entryPoint,
-    constants: { G, WG: TACO_WG },
+    code: tacoShader({ entry, subgroups, vec4Io: n > 0 && n % 4 === 0, words }),
+    entryPoint: entry,
+    constants: { G, WG: wg },
     bindings: [payload, data, rt.uniform(label, u)],
-    workgroups,
+    workgroups: [Math.min(tiles, maxWorkgroups)],
   });
 }
 
