@@ -106,6 +106,27 @@ describe('chunking and the INT8 chunk codec', () => {
       expect(() => decodeInt8Chunk(bad, 700)).toThrow(/bad scale/);
     }
   });
+
+  it('the specialised int8 codec gives quantizeRef\'s exact codes and scales: ties, specials, tiny and huge blocks', () => {
+    const rng = new Rng(9);
+    const n = 256 * 12 + 77;
+    const x = rng.normalArray(n);
+    // Ties of x/s at ±k.5 (s = 1 when the block's absmax is 127), NaN/Inf, a zero block, a tiny block, a huge one.
+    const tie = [127, 2.5, -2.5, 3.5, -3.5, 0.5, -0.5, 126.5, -126.5, 1.5];
+    x.set(tie, 0);
+    x.set([NaN, Infinity, -Infinity, 1], 256);
+    x.fill(0, 512, 768);
+    for (let i = 768; i < 1024; i++) x[i] *= 1e-33;
+    for (let i = 1024; i < 1280; i++) x[i] *= 1e37;
+    const bytes = encodeInt8Chunk(x);
+    const q = quantizeRef(x, 'int8', { kind: 'group', size: AGOQ_BLOCK });
+    const nb = Math.ceil(n / AGOQ_BLOCK);
+    const dv = new DataView(bytes.buffer);
+    for (let k = 0; k < nb; k++) expect(dv.getFloat32(4 * k, true), `scale ${k}`).toBe(q.scales[k]);
+    const codes = new Uint8Array(q.words.buffer, 0, n);
+    expect(Buffer.from(bytes.subarray(4 * nb)).equals(Buffer.from(codes))).toBe(true);
+    expect(Array.from(new Int8Array(bytes.buffer, 4 * nb, tie.length))).toEqual([127, 2, -2, 4, -4, 0, 0, 126, -126, 2]);
+  });
 });
 
 describe('allReduceMean over loopback', () => {
