@@ -104,14 +104,6 @@ export function isFp32(q: QuantSpec): boolean {
   return q.format === 'fp32';
 }
 
-/** Storage bits per element including the fp32 scale per group/row (for plots and plans). */
-export function bitsPerElement(q: QuantSpec, rowLength: number): number {
-  if (q.format === 'fp32') return 32;
-  const bits = q.format === 'int4' ? 4 : 8;
-  const per = q.granularity === 'group' ? q.group : q.granularity === 'row' ? rowLength : Infinity;
-  return bits + (Number.isFinite(per) ? 32 / per : 0);
-}
-
 /**
  * Parts of a scheme the engine does not execute yet. A model refuses such a scheme rather than
  * silently training in fp32 under its name.
