@@ -13,6 +13,7 @@
  * (default 20) --batch B --seq T (default: the preset's recipe) --accumulate K --cpu.
  */
 import { parseArgs } from 'node:util';
+import { fail, num, UsageError } from '../src/cli/common';
 import { benchDataParallel } from '../src/dist/dp-bench';
 import type { AllReduceMode } from '../src/dist/allreduce';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
@@ -22,25 +23,6 @@ import { schemePreset } from '../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../src/engine/train/options';
 import { CharTokenizer } from '../src/engine/train/tokenizer';
 import { syntheticText } from './step';
-
-function fail(msg: string): never {
-  console.error(`error: ${msg}`);
-  process.exit(2);
-}
-
-function int(name: string, v: string | undefined, def: number, min: number): number {
-  if (v === undefined) return def;
-  const x = Number(v);
-  if (!Number.isInteger(x) || x < min) fail(`--${name} expects an integer ≥ ${min}, got '${v}'`);
-  return x;
-}
-
-function positive(name: string, v: string | undefined, def: number): number {
-  if (v === undefined) return def;
-  const x = Number(v);
-  if (!(Number.isFinite(x) && x >= 0)) fail(`--${name} expects a number ≥ 0, got '${v}'`);
-  return x;
-}
 
 async function main(): Promise<void> {
   let parsed;
@@ -54,28 +36,28 @@ async function main(): Promise<void> {
       strict: true,
     });
   } catch (e) {
-    fail((e as Error).message);
+    throw new UsageError((e as Error).message);
   }
   const a = parsed.values;
   const preset = (a.model ?? 'tiny') as PresetName;
-  if (!PRESET_NAMES.includes(preset)) fail(`--model must be one of ${PRESET_NAMES.join(', ')}`);
+  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}`);
   let scheme;
   try {
     scheme = schemePreset(a.scheme ?? 'fp32');
   } catch (e) {
-    fail((e as Error).message);
+    throw new UsageError((e as Error).message);
   }
   const modes = (a.modes ?? 'fp32,int8').split(',').map((s) => s.trim());
-  if (!modes.every((m) => m === 'fp32' || m === 'int8')) fail(`--modes takes fp32 and/or int8, got '${a.modes}'`);
-  const peers = (a.peers ?? '2,3,4').split(',').map((s) => int('peers', s.trim(), 0, 1));
-  if (peers.some((n) => n > 8)) fail('--peers: at most 8');
-  const mbps = positive('mbps', a.mbps, 20);
-  if (mbps <= 0) fail('--mbps must be > 0');
-  const latencyMs = positive('latency', a.latency, 20);
-  const batch = a.batch === undefined ? undefined : int('batch', a.batch, 0, 1);
-  const seq = a.seq === undefined ? undefined : int('seq', a.seq, 0, 1);
-  const steps = int('steps', a.steps, 5, 1);
-  const warmup = int('warmup', a.warmup, 1, 0);
+  if (!modes.every((m) => m === 'fp32' || m === 'int8')) throw new UsageError(`--modes takes fp32 and/or int8, got '${a.modes}'`);
+  const peers = (a.peers ?? '2,3,4').split(',').map((s) => (num('peers', s.trim(), { int: true, min: 1 }) ?? 0));
+  if (peers.some((n) => n > 8)) throw new UsageError('--peers: at most 8');
+  const mbps = (num('mbps', a.mbps, { min: 0 }) ?? 20);
+  if (mbps <= 0) throw new UsageError('--mbps must be > 0');
+  const latencyMs = (num('latency', a.latency, { min: 0 }) ?? 20);
+  const batch = a.batch === undefined ? undefined : (num('batch', a.batch, { int: true, min: 1 }) ?? 0);
+  const seq = a.seq === undefined ? undefined : (num('seq', a.seq, { int: true, min: 1 }) ?? 0);
+  const steps = (num('steps', a.steps, { int: true, min: 1 }) ?? 5);
+  const warmup = (num('warmup', a.warmup, { int: true, min: 0 }) ?? 1);
 
   const text = syntheticText(batch ?? 64, seq ?? 512);
   const options = defaultTrainOptions(preset, {
@@ -87,7 +69,7 @@ async function main(): Promise<void> {
   console.error(`adapter: ${JSON.stringify(gpu.adapterInfo)}; ${preset} ${scheme.name}, batch ${options.batch}×${options.seq} per peer, ${mbps} MB/s, ${latencyMs} ms`);
   const link = { bytesPerSecond: mbps * 1e6, latencyMs };
   const rows = await benchDataParallel({
-    rt, text, options, peers, modes: modes as AllReduceMode[], steps, warmup, link, accumulate: a.accumulate === undefined ? undefined : int('accumulate', a.accumulate, 1, 1),
+    rt, text, options, peers, modes: modes as AllReduceMode[], steps, warmup, link, accumulate: a.accumulate === undefined ? undefined : (num('accumulate', a.accumulate, { int: true, min: 1 }) ?? 1),
   });
   for (const r of rows) {
     console.error(`  ${r.peers} peers ${r.mode}: ${r.msPerStep.toFixed(1)} ms/step (compute ${r.computeMs.toFixed(1)}, comm ${r.commMs.toFixed(1)}), ${(r.exchangeBytesSent / 1e6).toFixed(3)} MB sent (${(100 * r.wireRatio).toFixed(1)}% of fp32)`);
@@ -109,7 +91,4 @@ async function main(): Promise<void> {
   process.exit(0);
 }
 
-main().catch((e: unknown) => {
-  console.error(`error: ${e instanceof Error ? e.message : String(e)}`);
-  process.exit(1);
-});
+main().catch(fail);

@@ -12,6 +12,7 @@
  * and a rank's commSeconds includes waiting for the others' segments; compare codecs at equal t.
  */
 import { parseArgs } from 'node:util';
+import { fail, num, UsageError } from '../src/cli/common';
 import { PeerGroup } from '../src/dist/group';
 import { limitTransport } from '../src/dist/limiter';
 import { LoopbackHub } from '../src/dist/loopback';
@@ -25,16 +26,9 @@ import { defaultTrainOptions } from '../src/engine/train/options';
 import { CharTokenizer } from '../src/engine/train/tokenizer';
 import { syntheticText } from './step';
 
-function fail(msg: string): never {
-  console.error(`error: ${msg}`);
-  process.exit(2);
-}
-
-function num(name: string, v: string | undefined, def: number, min: number, integer = true): number {
-  if (v === undefined) return def;
-  const x = Number(v);
-  if (!Number.isFinite(x) || x < min || (integer && !Number.isInteger(x))) fail(`--${name} expects ${integer ? 'an integer' : 'a number'} ≥ ${min}, got '${v}'`);
-  return x;
+/** An integer or number option ≥ min (UsageError, exit 2, otherwise). */
+function opt(name: string, v: string | undefined, def: number, min: number, int = true): number {
+  return num(name, v, { int, min }) ?? def;
 }
 
 async function main(): Promise<void> {
@@ -49,20 +43,20 @@ async function main(): Promise<void> {
       strict: true,
     }).values;
   } catch (e) {
-    fail((e as Error).message);
+    throw new UsageError((e as Error).message);
   }
   const preset = (a.model ?? 'tiny') as PresetName;
-  if (!PRESET_NAMES.includes(preset)) fail(`--model must be one of ${PRESET_NAMES.join(', ')}`);
+  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}`);
   const codecs = (a.codecs ?? 'fp32,taco').split(',').map((s) => s.trim());
-  if (!codecs.every((c) => c === 'fp32' || c === 'taco')) fail(`--codecs takes fp32 and/or taco, got '${a.codecs}'`);
-  const degrees = (a.degrees ?? '2,4').split(',').map((s) => num('degrees', s.trim(), 0, 2));
-  const steps = num('steps', a.steps, 4, 1);
-  const warmup = num('warmup', a.warmup, 1, 0);
-  const mbps = num('mbps', a.mbps, 20, 0, false);
-  if (mbps <= 0) fail('--mbps must be > 0');
-  const latencyMs = num('latency', a.latency, 20, 0, false);
-  const batch = a.batch === undefined ? undefined : num('batch', a.batch, 0, 1);
-  const seq = a.seq === undefined ? undefined : num('seq', a.seq, 0, 1);
+  if (!codecs.every((c) => c === 'fp32' || c === 'taco')) throw new UsageError(`--codecs takes fp32 and/or taco, got '${a.codecs}'`);
+  const degrees = (a.degrees ?? '2,4').split(',').map((s) => opt('degrees', s.trim(), 0, 2));
+  const steps = opt('steps', a.steps, 4, 1);
+  const warmup = opt('warmup', a.warmup, 1, 0);
+  const mbps = opt('mbps', a.mbps, 20, 0, false);
+  if (mbps <= 0) throw new UsageError('--mbps must be > 0');
+  const latencyMs = opt('latency', a.latency, 20, 0, false);
+  const batch = a.batch === undefined ? undefined : opt('batch', a.batch, 0, 1);
+  const seq = a.seq === undefined ? undefined : opt('seq', a.seq, 0, 1);
   const text = syntheticText(batch ?? 64, seq ?? 512);
   const tokenizer = CharTokenizer.fromText(text);
   const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu });
@@ -110,7 +104,4 @@ async function main(): Promise<void> {
   process.exit(0);
 }
 
-main().catch((e: unknown) => {
-  console.error(`error: ${e instanceof Error ? e.message : String(e)}`);
-  process.exit(1);
-});
+main().catch(fail);
