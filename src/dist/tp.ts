@@ -31,7 +31,7 @@ import { isFp32 } from '../engine/scheme/scheme';
 import { TextDataset } from '../engine/train/data';
 import type { TrainOptions } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer';
-import { optionsForTokenizer, runCheckpoint, type StepMetrics, type TrainerInit, writeAdamwStep } from '../engine/train/trainer';
+import { optionsForTokenizer, runCheckpoint, stepMetrics, type StepMetrics, type TrainerInit, writeAdamwStep } from '../engine/train/trainer';
 import { messageWireBytes } from './allreduce';
 import { crc32, crc32Update } from './crc32';
 import { DEFAULT_CHUNK_PAYLOAD } from './framing';
@@ -267,18 +267,7 @@ export class TpTrainer {
     rt.run(model.optimizerUpdate);
     this.stepCount++;
     await rt.sync();
-    const dt = (performance.now() - t0) / 1000;
-    if (!Number.isFinite(loss)) throw new Error(`loss is ${loss} at step ${step}: training diverged`);
-    return {
-      step,
-      loss,
-      lr,
-      grad_norm: gradNorm,
-      tokens_per_s: (opts.batch * opts.seq) / dt,
-      mem: this.memory(),
-      elapsed_s: (performance.now() - this.startTime) / 1000,
-      comm: meter.finish(),
-    };
+    return { ...stepMetrics(opts, { step, loss, lr, gradNorm, t0, startTime: this.startTime, mem: this.memory() }), comm: meter.finish() };
   }
 
   /** Mean validation loss over opts.evalBatches fixed batches (a collective: every rank calls it). */

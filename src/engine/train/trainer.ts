@@ -110,6 +110,24 @@ function planResolved(opts: TrainOptions): MemReport {
   return r;
 }
 
+/** A finished step's metrics (trainers of every kind); a non-finite loss stops the run. */
+export function stepMetrics(
+  opts: TrainOptions,
+  s: { step: number; loss: number; lr: number; gradNorm: number; t0: number; startTime: number; mem: MemReport },
+): StepMetrics {
+  const now = performance.now();
+  if (!Number.isFinite(s.loss)) throw new Error(`loss is ${s.loss} at step ${s.step}: training diverged`);
+  return {
+    step: s.step,
+    loss: s.loss,
+    lr: s.lr,
+    grad_norm: s.gradNorm,
+    tokens_per_s: (opts.batch * opts.seq) / ((now - s.t0) / 1000),
+    mem: s.mem,
+    elapsed_s: (now - s.startTime) / 1000,
+  };
+}
+
 let nextTrainerId = 0;
 
 export class Trainer {
@@ -180,17 +198,7 @@ export class Trainer {
     const lr = this.writeStepParams(step);
     const [loss, gradNorm] = await this.runAndRead([...model.forward, ...model.backward, ...model.optimizer], true);
     this.stepCount++;
-    const dt = (performance.now() - t0) / 1000;
-    if (!Number.isFinite(loss)) throw new Error(`loss is ${loss} at step ${step}: training diverged`);
-    return {
-      step,
-      loss,
-      lr,
-      grad_norm: gradNorm,
-      tokens_per_s: (opts.batch * opts.seq) / dt,
-      mem: this.memory(),
-      elapsed_s: (performance.now() - this.startTime) / 1000,
-    };
+    return stepMetrics(opts, { step, loss, lr, gradNorm, t0, startTime: this.startTime, mem: this.memory() });
   }
 
   /** Writes AdamW's per-step parameters (lr of the schedule, bias-correction step, clip norm); returns the lr. */
