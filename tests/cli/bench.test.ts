@@ -83,10 +83,12 @@ describe('bench CLI --quick on SwiftShader', () => {
     }
   }, 60_000);
 
-  it('codec: TACO both ways, its FP8 baseline and the three quantize formats', () => {
+  it('codec: TACO both ways (compulsory traffic and fp32 bytes), the round trip, its FP8 baseline and the three quantize formats', () => {
     const out = run('codec');
     expect(out.rows.map((r) => r.name)).toEqual([
-      'taco compress n=4096 G=128', 'taco decompress n=4096 G=128', "fp8-e4m3 quantize (taco's in-run baseline) n=4096 G=128",
+      'taco compress n=4096 G=128', 'taco decompress n=4096 G=128',
+      'taco compress fp32 in n=4096 G=128', 'taco decompress fp32 out n=4096 G=128', 'taco round trip fp32 n=4096 G=128',
+      "fp8-e4m3 quantize (taco's in-run baseline) n=4096 G=128",
       'quantize fp8-e4m3 n=4096 G=128', 'quantize int4 n=4096 G=128', 'quantize int8 n=4096 G=128',
     ]);
     expect(out.rows.every((r) => r.unit === 'GB/s')).toBe(true);
