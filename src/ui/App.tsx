@@ -3,6 +3,7 @@ import { runColor } from './colors';
 import { ComparePanel } from './ComparePanel';
 import { useLab } from './context';
 import { ErrorBoundary } from './ErrorBoundary';
+import { GroupPanel } from './GroupPanel';
 import { RunForm } from './RunForm';
 import { RunView } from './RunView';
 import { SchemeEditor } from './SchemeEditor';
@@ -28,6 +29,9 @@ export function App() {
           <SchemeEditor />
         </ErrorBoundary>
       </div>
+      <ErrorBoundary where="peer group">
+        <GroupPanel />
+      </ErrorBoundary>
       <ErrorBoundary where="comparison">
         <ComparePanel />
       </ErrorBoundary>

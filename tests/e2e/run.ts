@@ -15,6 +15,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { build, createServer, preview } from 'vite';
+import { groupTests } from './group';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const OUT = path.join(ROOT, 'test-results', 'e2e');
@@ -45,19 +46,21 @@ const COMMON_FLAGS = [
  */
 const WEBGPU_FLAGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader'];
 
-interface Ctx {
+export interface Ctx {
   url: string;
   gpuBrowser(): Promise<Browser>;
   plainBrowser(): Promise<Browser>;
+  /** A WebGPU browser of its own (its own GPU process, so pages compile in parallel); closed at the end. */
+  newGpuBrowser(): Promise<Browser>;
 }
 
-interface TestCase {
+export interface TestCase {
   name: string;
   timeoutMs: number;
   fn(ctx: Ctx, t: TestHelpers): Promise<void>;
 }
 
-interface TestHelpers {
+export interface TestHelpers {
   /** A fresh page in a fresh context of `browser`; console and page errors are logged for the report. */
   page(browser: Browser, init?: (c: BrowserContext) => Promise<unknown>): Promise<Page>;
   screenshot(page: Page, name: string): Promise<void>;
@@ -130,15 +133,16 @@ async function startServer(): Promise<string> {
   return `http://${host}:${port}/`;
 }
 
+function launchBrowser(flags: string[]): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM, headless: !headed, args: [...COMMON_FLAGS, ...flags], timeout: 60_000 }).then((browser) => {
+    cleanups.push(() => browser.close());
+    return browser;
+  });
+}
+
 function lazyBrowser(flags: string[]): () => Promise<Browser> {
   let b: Promise<Browser> | null = null;
-  return () => {
-    b ??= chromium.launch({ executablePath: CHROMIUM, headless: !headed, args: [...COMMON_FLAGS, ...flags], timeout: 60_000 }).then((browser) => {
-      cleanups.push(() => browser.close());
-      return browser;
-    });
-    return b;
-  };
+  return () => (b ??= launchBrowser(flags));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -456,6 +460,7 @@ const tests: TestCase[] = [
       await t.screenshot(page, 'worker-error');
     },
   },
+  ...groupTests(check),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -464,7 +469,7 @@ async function main(): Promise<number> {
   await mkdir(OUT, { recursive: true });
   const url = await startServer();
   console.log(`e2e: serving ${url} (${useDev ? 'vite dev server' : 'vite build + preview'})`);
-  const ctx: Ctx = { url, gpuBrowser: lazyBrowser(WEBGPU_FLAGS), plainBrowser: lazyBrowser([]) };
+  const ctx: Ctx = { url, gpuBrowser: lazyBrowser(WEBGPU_FLAGS), plainBrowser: lazyBrowser([]), newGpuBrowser: () => launchBrowser(WEBGPU_FLAGS) };
   const selected = tests.filter((tc) => !only || new RegExp(only, 'i').test(tc.name));
   const results: { name: string; ok: boolean; seconds: number; error?: string }[] = [];
 

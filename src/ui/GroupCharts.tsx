@@ -1,0 +1,137 @@
+/**
+ * Per-step plots of this session's group runs, side by side so fp32 and compressed exchange compare:
+ * the loss, the exchange's bytes on the wire (with what fp32 would send for the same step, dashed)
+ * and the time spent communicating against computing; plus a table of per-run averages.
+ */
+import { memo, type ReactNode, useEffect, useRef, useState } from 'react';
+import { CartesianGrid, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
+import { type GroupRun, type GroupStepPoint, wireSummary } from '../state/group';
+import { GROUP_MODES } from '../state/groupConfig';
+import { runColor } from './colors';
+import { formatBytes } from './format';
+
+function Plot({ testId, title, runs, children, yFormat }: { testId: string; title: string; runs: GroupRun[]; children: ReactNode; yFormat(v: number): string }) {
+  return (
+    <figure className="chart group-chart" data-testid={testId} data-runs={runs.length}>
+      <figcaption>{title}</figcaption>
+      <ResponsiveContainer width="100%" height={220}>
+        <LineChart margin={{ top: 8, right: 16, bottom: 8, left: 8 }}>
+          <CartesianGrid strokeDasharray="3 3" />
+          <XAxis dataKey="step" type="number" domain={['dataMin', 'dataMax']} allowDecimals={false} tick={{ fontSize: 11 }} />
+          <YAxis type="number" domain={['auto', 'auto']} tickFormatter={yFormat} width={68} tick={{ fontSize: 11 }} />
+          <Tooltip formatter={(v) => (typeof v === 'number' ? yFormat(v) : String(v))} labelFormatter={(v) => `step ${v}`} />
+          {children}
+        </LineChart>
+      </ResponsiveContainer>
+    </figure>
+  );
+}
+
+/** Axis ticks: whole units, short enough not to wrap. */
+function compactBytes(n: number): string {
+  if (n < 1024) return `${Math.round(n)} B`;
+  if (n < 1024 * 1024) return `${Math.round(n / 1024)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+function compactMs(ms: number): string {
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+const isCompressed = (r: GroupRun) => GROUP_MODES[r.config.mode].exchange !== 'fp32';
+
+/** Points drawn per run: a long run is thinned to every k-th step (the group trains on this thread; drawing must stay cheap). */
+const MAX_DRAWN = 300;
+
+function thinned(points: GroupStepPoint[]): GroupStepPoint[] {
+  if (points.length <= MAX_DRAWN) return points;
+  const k = Math.ceil(points.length / MAX_DRAWN);
+  return points.filter((_, i) => i % k === 0 || i === points.length - 1);
+}
+
+/**
+ * How often the plots are redrawn while runs step. The group trains on this thread, and drawing
+ * three recharts plots costs far more main-thread time than a micro step's own work (profiled: ~80
+ * ms against ~2 ms), so the plots follow the steps a little behind instead of on every one.
+ */
+const REDRAW_MS = 1500;
+
+/** `value`, updated at most every `ms` (the latest value always arrives, at most `ms` late). */
+function useThrottled<T>(value: T, ms: number): T {
+  const [shown, setShown] = useState(value);
+  const latest = useRef(value);
+  const timer = useRef<ReturnType<typeof setTimeout> | null>(null);
+  latest.current = value;
+  useEffect(() => {
+    if (timer.current !== null || shown === value) return;
+    timer.current = setTimeout(() => {
+      timer.current = null;
+      setShown(latest.current);
+    }, ms);
+  }, [value, shown, ms]);
+  useEffect(() => () => {
+    if (timer.current !== null) clearTimeout(timer.current);
+  }, []);
+  return shown;
+}
+
+export function GroupCharts({ runs }: { runs: GroupRun[] }) {
+  return <DrawnCharts runs={useThrottled(runs, REDRAW_MS)} />;
+}
+
+/** Re-drawn only when a run's points change (not on every phase or roster update). */
+const DrawnCharts = memo(Charts, (a, b) => a.runs.length === b.runs.length && a.runs.every((r, i) => r.points === b.runs[i].points && r.label === b.runs[i].label));
+
+function Charts({ runs }: { runs: GroupRun[] }) {
+  const shown = runs.filter((r) => r.points.length > 0);
+  if (shown.length === 0) return <p className="muted small">Per-step plots (loss, bytes on the wire, communication against compute) appear after the first step.</p>;
+  const color = (r: GroupRun) => runColor(runs.indexOf(r));
+  const drawn = new Map(shown.map((r) => [r, thinned(r.points)]));
+  const line = (r: GroupRun, key: string, name: string, dashed = false) => (
+    <Line key={`${r.id}-${key}`} data={drawn.get(r)} dataKey={key} name={`${r.label} ${name}`.trim()} stroke={color(r)}
+      strokeDasharray={dashed ? '5 4' : undefined} dot={false} isAnimationActive={false} connectNulls />
+  );
+  return (
+    <div className="group-charts" data-testid="group-charts">
+      <div className="compare-grid">
+        <Plot testId="group-chart-loss" title="Loss of the step's batch" runs={shown} yFormat={(v) => v.toFixed(3)}>
+          {shown.map((r) => line(r, 'loss', ''))}
+        </Plot>
+        <Plot testId="group-chart-bytes" title="Exchange bytes sent per step by this member (dashed: fp32 for the same step)" runs={shown} yFormat={compactBytes}>
+          {shown.flatMap((r) => [line(r, 'wireBytes', 'sent'), isCompressed(r) && line(r, 'fp32WireBytes', 'fp32 equivalent', true)])}
+        </Plot>
+        <Plot testId="group-chart-time" title="Time per step: computing (solid) and communicating (dashed)" runs={shown} yFormat={compactMs}>
+          {shown.flatMap((r) => [line(r, 'computeMs', 'compute'), line(r, 'commMs', 'comm', true)])}
+        </Plot>
+        <RunTable runs={shown} color={color} />
+      </div>
+    </div>
+  );
+}
+
+function RunTable({ runs, color }: { runs: GroupRun[]; color(r: GroupRun): string }) {
+  return (
+    <table className="group-summary" data-testid="group-summary">
+      <caption>Per run on this member (colours as in the plots)</caption>
+      <thead>
+        <tr><th>run</th><th>steps</th><th>step time</th><th>comm share</th><th>exchange / step</th><th>vs fp32</th></tr>
+      </thead>
+      <tbody>
+        {runs.map((r) => {
+          const w = wireSummary(r.points);
+          const ms = r.points.reduce((a, p) => a + p.stepMs, 0) / r.points.length;
+          return (
+            <tr key={r.id} data-testid="group-summary-row" data-run-id={r.id} data-mode={r.config.mode} data-wire={w.wire} data-fp32={w.fp32} data-ratio={w.ratio ?? ''}>
+              <td><i className="swatch" style={{ background: color(r) }} /> {r.label}</td>
+              <td>{w.steps}</td>
+              <td>{ms.toFixed(0)} ms</td>
+              <td>{w.commShare === null ? '–' : `${Math.round(100 * w.commShare)}%`}</td>
+              <td>{w.steps ? formatBytes(Math.round(w.wire / Math.max(1, r.points.filter((p) => p.fp32WireBytes > 0).length))) : '–'}</td>
+              <td>{w.ratio === null ? '–' : `${(100 * w.ratio).toFixed(1)}%`}</td>
+            </tr>
+          );
+        })}
+      </tbody>
+    </table>
+  );
+}

@@ -1,0 +1,208 @@
+/**
+ * The peer-group panel: create a group (optional passphrase) and share its link, or join the group
+ * this page's link names; then the roster, the group run's settings with Start/Stop, the run's
+ * status and errors, and per-step plots comparing runs (fp32 against compressed exchange).
+ */
+import { useState } from 'react';
+import { useStore } from 'zustand';
+import { activeRun, hashHex, hashTrail, type GroupRun, type GroupState } from '../state/group';
+import { GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode } from '../state/groupConfig';
+import { pageGroupLab } from '../state/groupPage';
+import { useLab } from './context';
+import { GroupCharts } from './GroupCharts';
+import { GroupRoster } from './GroupRoster';
+import { NumberField } from './NumberField';
+import './Group.css';
+
+function useGroup<T>(selector: (s: GroupState) => T): T {
+  return useStore(pageGroupLab().store, selector);
+}
+
+function CopyLink({ link }: { link: string }) {
+  const [copied, setCopied] = useState<'yes' | 'no' | null>(null);
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(link);
+      setCopied('yes');
+    } catch {
+      setCopied('no'); // no clipboard permission (e.g. not a secure origin): the field is selectable
+    }
+  };
+  return (
+    <div className="group-link">
+      <input readOnly value={link} data-testid="group-link" onFocus={(e) => e.currentTarget.select()} aria-label="group link" />
+      <button type="button" data-testid="group-copy" onClick={() => void copy()}>Copy link</button>
+      {copied === 'yes' && <span className="muted small" data-testid="group-copied">copied</span>}
+      {copied === 'no' && <span className="muted small">copy it from the field (no clipboard access here)</span>}
+    </div>
+  );
+}
+
+/** Before joining: the invitation of this page's link, and creating a group. */
+function Lobby() {
+  const { controller } = pageGroupLab();
+  const invite = useGroup((s) => s.invite);
+  const inviteError = useGroup((s) => s.inviteError);
+  const joinError = useGroup((s) => s.joinError);
+  const connecting = useGroup((s) => s.phase === 'connecting');
+  const [createPass, setCreatePass] = useState('');
+  const [joinPass, setJoinPass] = useState('');
+  const askPassphrase = joinError !== null && /passphrase/i.test(joinError);
+  return (
+    <div className="group-lobby">
+      {inviteError && <div className="error" role="alert" data-testid="group-invite-error">This page's group link is not valid: {inviteError}</div>}
+      {invite && (
+        <div className="group-invite" data-testid="group-invite">
+          <p>
+            This link invites you to a training group (room <code>{invite.room.slice(0, 8)}…</code>{invite.server ? <> on {invite.server}</> : null}).
+            {askPassphrase ? ' The group needs its passphrase:' : ' If the group has a passphrase, enter it:'}
+          </p>
+          <form className="group-row" onSubmit={(e) => { e.preventDefault(); void controller.join(joinPass); }}>
+            <input type="password" placeholder="passphrase (if any)" value={joinPass} onChange={(e) => setJoinPass(e.target.value)}
+              data-testid="group-join-passphrase" aria-label="passphrase" autoComplete="off" autoFocus={askPassphrase} />
+            <button type="submit" className="primary" data-testid="group-join" disabled={connecting}>Join group</button>
+          </form>
+        </div>
+      )}
+      <form className="group-row" onSubmit={(e) => { e.preventDefault(); void controller.create(createPass); }}>
+        <input type="password" placeholder="optional passphrase" value={createPass} onChange={(e) => setCreatePass(e.target.value)}
+          data-testid="group-passphrase" aria-label="new group passphrase" autoComplete="new-password" />
+        <button type="submit" data-testid="group-create" disabled={connecting}>Create a group</button>
+        <span className="muted small">The link is the key (128 random bits); a passphrase adds a second one, never sent.</span>
+      </form>
+      {connecting && <p className="progress" data-testid="group-connecting"><span className="spinner" /> connecting to the PeerServer and the members…</p>}
+      {joinError && <div className="error" role="alert" data-testid="group-error"><b>Could not join:</b> {joinError}</div>}
+    </div>
+  );
+}
+
+const FIELD_LABELS = { steps: 'steps', batch: 'batch / member', seq: 'context', seed: 'seed' } as const;
+
+function RunForm({ run }: { run: GroupRun | null }) {
+  const { store, controller } = pageGroupLab();
+  const draft = useGroup((s) => s.draft);
+  const world = useGroup((s) => s.roster.filter((e) => e.state === 'admitted').length);
+  const gpu = useLab((s) => s.gpu);
+  const problem = groupConfigProblem(draft, Math.max(world, 1));
+  const set = store.getState().setDraft;
+  const busy = run !== null;
+  const noGpu = gpu.state === 'unavailable';
+  return (
+    <div className="group-form" data-testid="group-form">
+      <label className="field">
+        <span>exchange</span>
+        <select value={draft.mode} disabled={busy} data-testid="group-mode" onChange={(e) => set({ mode: e.target.value as GroupMode })}>
+          {Object.entries(GROUP_MODES).map(([k, m]) => <option key={k} value={k}>{m.label}</option>)}
+        </select>
+      </label>
+      <label className="field">
+        <span>model</span>
+        <select value={draft.preset} disabled={busy} data-testid="group-preset" onChange={(e) => set({ preset: e.target.value as GroupState['draft']['preset'] })}>
+          {GROUP_PRESETS.map((p) => <option key={p} value={p}>{p}</option>)}
+        </select>
+      </label>
+      {(['steps', 'batch', 'seq', 'seed'] as const).map((k) => (
+        <NumberField key={k} label={FIELD_LABELS[k]} value={draft[k]} min={k === 'seed' ? 0 : 1} integer disabled={busy} testId={`group-${k}`}
+          onChange={(v) => v !== undefined && set({ [k]: v })} />
+      ))}
+      <div className="buttons">
+        {busy ? (
+          <button type="button" data-testid="group-stop" disabled={run.status === 'stopping'} onClick={() => controller.stop()}>
+            {run.status === 'stopping' ? 'Stopping…' : 'Stop (whole group)'}
+          </button>
+        ) : (
+          <button type="button" className="primary" data-testid="group-start" disabled={problem !== null || noGpu} onClick={() => controller.start()}>
+            Start on {world} member{world === 1 ? '' : 's'}
+          </button>
+        )}
+      </div>
+      {!busy && problem && <p className="form-problem" data-testid="group-config-problem">{problem}</p>}
+      {!busy && noGpu && <p className="form-problem">This page has no WebGPU: it can stay in the group but not train.</p>}
+    </div>
+  );
+}
+
+/** The status of this page's latest run: phase, numbers, weights hash, errors. */
+function RunStatus({ run }: { run: GroupRun }) {
+  const last = run.points.at(-1);
+  const lastHash = run.points.findLast((p) => p.hash !== null)?.hash ?? null;
+  // Every step as [step, members, loss, exchange bytes, fp32 bytes], for tests and scripts reading the page.
+  const steps = run.points.map((p) => [p.step, p.world, p.loss, p.wireBytes, p.fp32WireBytes]);
+  return (
+    <div className="group-run" data-testid="group-run" data-run-id={run.id} data-status={run.status} data-mode={run.config.mode}
+      data-points={run.points.length} data-world={last?.world ?? ''} data-hash={lastHash === null ? '' : hashHex(lastHash)}
+      data-hashes={hashTrail(run.points)} data-steps={JSON.stringify(steps)} data-caught-up={run.caughtUpAt ?? ''}>
+      <h3>
+        {run.label} <span className={`badge badge-${run.status}`} data-testid="group-run-status">{run.status}</span>
+      </h3>
+      <p className="muted small" data-testid="group-run-phase">{run.phase}{run.joinedLate && ' · joined late'}{run.caughtUpAt !== null && ` · caught up at step ${run.caughtUpAt}`}</p>
+      {run.error && (
+        <div className="error" role="alert" data-testid="group-run-error"><b>{run.error.title}:</b> {run.error.message}</div>
+      )}
+      {last && (
+        <p className="small">
+          step <b data-testid="group-step">{last.step + 1}</b> / {run.config.steps} · loss <b data-testid="group-loss">{last.loss === null ? '–' : last.loss.toFixed(4)}</b> · {last.world} member{last.world === 1 ? '' : 's'} · {last.stepMs.toFixed(0)} ms
+          {lastHash !== null && <> · weights crc32 <code data-testid="group-hash">{hashHex(lastHash)}</code></>}
+        </p>
+      )}
+    </div>
+  );
+}
+
+function Notices() {
+  const notices = useGroup((s) => s.notices);
+  const rejected = useGroup((s) => s.rejected);
+  if (notices.length === 0 && rejected === 0) return null;
+  return (
+    <div className="group-notices" data-testid="group-notices" data-rejected={rejected}>
+      <ul>
+        {notices.slice(-8).reverse().map((n) => (
+          <li key={n.id} className={`notice-${n.level}`} data-testid="group-notice" data-level={n.level}>
+            <span className="muted small">{new Date(n.at).toLocaleTimeString()}</span> {n.text}
+          </li>
+        ))}
+      </ul>
+      {rejected > 0 && <p className="muted small">{rejected} malformed or unexpected message(s) rejected</p>}
+    </div>
+  );
+}
+
+function Joined() {
+  const { controller } = pageGroupLab();
+  const room = useGroup((s) => s.room)!;
+  const runs = useGroup((s) => s.runs);
+  const run = activeRun({ runs });
+  const latest = runs.at(-1) ?? null;
+  return (
+    <>
+      <div className="group-row">
+        <span>
+          {room.role === 'host' ? 'You created this group' : 'You are in this group'}
+          {room.hasPassphrase && ' (passphrase protected)'} as <code data-testid="group-self">{room.selfId}</code>.
+        </span>
+        <button type="button" data-testid="group-leave" onClick={() => controller.leave()}>Leave</button>
+      </div>
+      <CopyLink link={room.link} />
+      <GroupRoster run={run} />
+      <RunForm run={run} />
+      {latest && <RunStatus run={latest} />}
+      <Notices />
+      <GroupCharts runs={runs} />
+    </>
+  );
+}
+
+export function GroupPanel() {
+  const phase = useGroup((s) => s.phase);
+  return (
+    <section className="group-panel" data-testid="group-panel" data-phase={phase}>
+      <h2>Peer group</h2>
+      <p className="muted small">
+        Train one model across tabs and machines over WebRTC: data parallel (gradients averaged every step, in fp32 or with AGoQ&apos;s
+        8-bit all-reduce) or tensor parallel (heads and MLP units split across members, layer exchanges in fp32 or TACO&apos;s FP8).
+        Every member trains on its own GPU; this page trains on its main thread.
+      </p>
+      {phase === 'joined' ? <Joined /> : <Lobby />}
+    </section>
+  );
+}
