@@ -11,6 +11,7 @@ import codecWgsl from '../../../shaders/quant/codec.wgsl?raw';
 import quantizeWgsl from '../../../shaders/quant/quantize.wgsl?raw';
 import type { MemCategory } from '../gpu/memory';
 import { timeDispatches } from '../gpu/timer';
+import { grid2d } from './launch';
 import { type Binding, type Dispatch, type Runtime, Uniforms } from '../gpu/runtime';
 import { BITS, FORMAT_ID, QMAX, type QuantFormat } from '../quant/formats';
 import { type CodeBits, wordsFor } from '../quant/pack';
@@ -61,14 +62,6 @@ export interface DequantizeKernel {
   out: GPUBuffer;
   dispatches: Dispatch[];
   destroy(): void;
-}
-
-/** A 1-D count of workgroups as a grid within the per-dimension limit (kernels flatten x + y·X). */
-function grid(rt: Runtime, count: number): [number, number] {
-  const max = rt.device.limits.maxComputeWorkgroupsPerDimension;
-  if (count <= max) return [count, 1];
-  const x = max;
-  return [x, Math.ceil(count / x)];
 }
 
 /** Segment length and column flag of a granularity, as the kernels see it. */
@@ -134,12 +127,12 @@ export function buildQuantize(
   } else {
     // items ≤ seg keeps a tile within TILE_SEGS (258) segments; 16 per thread amortises the atomics.
     items = Math.min(16, Math.max(1, seg));
-    absmaxGrid = grid(rt, Math.ceil(n / (WG * items)));
+    absmaxGrid = grid2d(rt, Math.ceil(n / (WG * items)));
   }
   const params = rt.uniform(label, paramsFor(spec, items, opts));
   owned.push(params);
   const constants = { FMT: FORMAT_ID[format] };
-  const sGrid = grid(rt, Math.ceil(nScales / WG));
+  const sGrid = grid2d(rt, Math.ceil(nScales / WG));
   const dispatches = [
     rt.kernel({ label: `${label}.clear`, code: QUANTIZE_WGSL, entryPoint: 'clear_amax', bindings: [params, scales], workgroups: sGrid }),
     rt.kernel({
@@ -156,7 +149,7 @@ export function buildQuantize(
       entryPoint: 'encode',
       constants,
       bindings: [params, x, scales, words],
-      workgroups: grid(rt, Math.ceil(n / WG)),
+      workgroups: grid2d(rt, Math.ceil(n / WG)),
     }),
   ];
   return {
@@ -196,7 +189,7 @@ export function buildDequantize(
     entryPoint: 'dequantize',
     constants: { FMT: FORMAT_ID[spec.format] },
     bindings: [params, words, scales, out],
-    workgroups: grid(rt, Math.ceil(spec.n / WG)),
+    workgroups: grid2d(rt, Math.ceil(spec.n / WG)),
   });
   return {
     spec,
@@ -229,7 +222,7 @@ export function dequantizeRows(
     entryPoint: 'dequantize',
     constants: { FMT: FORMAT_ID[spec.format] },
     bindings: [params, { buffer: words, ...s.words }, { buffer: scales, ...s.scales }, out],
-    workgroups: grid(rt, Math.ceil(part.n / WG)),
+    workgroups: grid2d(rt, Math.ceil(part.n / WG)),
   });
 }
 
