@@ -26,7 +26,7 @@ import {
 } from '../src/engine/kernels/matmul';
 import { matmulRef } from '../src/engine/kernels/matmul.ref';
 import {
-  blockM, blockN, buildSgmat, checkSgmat, configLabel, isEightBit, probeSubgroupMatrix, subgroupMatrixConfigs,
+  blockM, blockN, buildSgmat, checkSgmat, configLabel, isEightBit, probeSubgroupMatrix, subgroupMatrixConfigs, subgroupSize,
   type SgmatKernel, type SgmatProbe, type SgmatType,
 } from '../src/engine/kernels/sgmat';
 import { defaultTrainOptions } from '../src/engine/train/options';
@@ -205,7 +205,7 @@ function operand(t: SgmatType, n: number, seed: number): ArrayBufferView {
 /** The subgroup-matrix GEMM on 4096³ (or a small square with --quick) for every config the probe ran. */
 async function timeSgmat(rt: Runtime, probe: SgmatProbe, quick: boolean, o: { warmup: number; reps: number }) {
   const rows: { config: string; kernel: string; shape: string; ok: boolean; maxAbsErr?: number; ms?: number; tops?: number; error?: string }[] = [];
-  const sgSize = (rt.device as unknown as { adapterInfo?: { subgroupMaxSize?: number } }).adapterInfo?.subgroupMaxSize ?? 32;
+  const sgSize = subgroupSize(rt);
   const n = quick ? 256 : 4096;
   for (const r of probe.results.filter((x) => x.ok && x.syntax)) {
     for (const [tilesM, tilesN, sgM, sgN] of [[2, 4, 2, 2], [4, 4, 2, 2], [2, 2, 2, 4], [4, 2, 4, 2]]) {

@@ -9,6 +9,7 @@ import type { Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { timeDispatches } from '../src/engine/gpu/timer';
 import { matmul } from '../src/engine/kernels/matmul';
 import { qgemmI8, qgemmQuantOut, qgemmWeightOnly, quantizeRowsI8 } from '../src/engine/kernels/qgemm';
+import { i8TensorCoreSpec } from '../src/engine/kernels/qgemm_tc';
 import { buildQuantize } from '../src/engine/kernels/quantize';
 import { tacoCompress, tacoDecompress, type TacoOptions } from '../src/engine/kernels/taco';
 import { BITS, type QuantFormat } from '../src/engine/quant/formats';
@@ -186,6 +187,10 @@ export async function benchQgemm(rt: Runtime, shapes: GemmShape[], opts: BenchOp
       fp32: [matmul(rt, { label: 'bench.qgemm.fp32', a: x, b: w, c, M, N, K, transB: true })],
       'int8xint8': [i8],
       'int8xint8+quantX': [...qx.dispatches, i8],
+      // Where tensor cores are on, int8xint8 runs on them; the dot4I8Packed kernel is timed beside it.
+      ...(i8TensorCoreSpec(rt) && K % 16 === 0
+        ? { 'int8xint8-dot4': [qgemmI8(rt, { label: 'bench.qgemm.i8dot4', xq: qx.words, sx: qx.scales, wq: wq8, sw, c, M, N, K, tiles: {} })] }
+        : {}),
       'w-int4': [qgemmWeightOnly(rt, { label: 'bench.qgemm.w4', x, wq: wq4, ws, c, format: 'int4', G, M, N, K })],
       'w-int8': [qgemmWeightOnly(rt, { label: 'bench.qgemm.w8', x, wq: wq8, ws, c, format: 'int8', G, M, N, K })],
       'w-fp8': [qgemmWeightOnly(rt, { label: 'bench.qgemm.wf8', x, wq: wqf8, ws, c, format: 'fp8-e4m3', G, M, N, K })],

@@ -17,6 +17,13 @@ export interface Gpu {
   adapterInfo: { vendor: string; architecture: string; device: string; description: string };
   features: GpuFeatures;
   limits: GPUSupportedLimits;
+  /**
+   * The adapter's subgroup-matrix configurations (GPUAdapterInfo.subgroupMatrixConfigs: component
+   * type, result type, M×N×K), copied as plain objects; empty when the feature is off.
+   */
+  subgroupMatrixConfigs: { componentType: string; resultComponentType: string; M: number; N: number; K: number }[];
+  /** Invocations per subgroup, at most (GPUAdapterInfo.subgroupMaxSize; 0 when unknown). */
+  subgroupMaxSize: number;
   /** Resolves when the device is lost; `lostMessage` is set then. */
   lost: Promise<GPUDeviceLostInfo>;
   lostMessage: string | null;
@@ -105,9 +112,18 @@ export async function acquireGpu(gpu: GPU | undefined | null, opts: AcquireOptio
       subgroupMatrix: device.features.has('chromium-experimental-subgroup-matrix' as GPUFeatureName),
     },
     limits: device.limits,
+    subgroupMatrixConfigs: [],
+    subgroupMaxSize: Number((info as { subgroupMaxSize?: number }).subgroupMaxSize ?? 0),
     lost: device.lost,
     lostMessage: null,
   };
+  if (result.features.subgroupMatrix) {
+    const configs = (info as { subgroupMatrixConfigs?: Iterable<Gpu['subgroupMatrixConfigs'][number]> }).subgroupMatrixConfigs ?? [];
+    result.subgroupMatrixConfigs = [...configs].map((c) => ({
+      componentType: String(c.componentType), resultComponentType: String(c.resultComponentType),
+      M: Number(c.M), N: Number(c.N), K: Number(c.K),
+    }));
+  }
   device.lost.then((i) => {
     result.lostMessage = `${i.reason}: ${i.message}`;
   });

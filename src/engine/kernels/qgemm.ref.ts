@@ -59,6 +59,22 @@ export function qgemmI8Ref(xq: ArrayLike<number>, sx: ArrayLike<number>, wq: Arr
   return gemmNTRef(xd, wd, M, N, K);
 }
 
+/**
+ * (a) bit for bit as the kernels compute it (dot4 and tensor cores alike): exact integer sums of
+ * int8 codes, then f32(acc) · sx[m] · sw[n] rounded to f32 after each product. Exact while |acc| < 2^24.
+ */
+export function qgemmI8ExactRef(x: Int8Array, sx: Float32Array, w: Int8Array, sw: Float32Array, M: number, N: number, K: number): Float32Array {
+  const c = new Float32Array(M * N);
+  for (let m = 0; m < M; m++) {
+    for (let n = 0; n < N; n++) {
+      let acc = 0;
+      for (let k = 0; k < K; k++) acc += x[m * K + k] * w[n * K + k];
+      c[m * N + n] = Math.fround(Math.fround(acc * sx[m]) * sw[n]);
+    }
+  }
+  return c;
+}
+
 /** (b) fp32 X × W quantized in row groups of G along K. */
 export function qgemmWeightOnlyRef(x: ArrayLike<number>, wq: ArrayLike<number>, ws: ArrayLike<number>, fmt: QuantFormat, G: number,
   M: number, N: number, K: number): Float64Array {

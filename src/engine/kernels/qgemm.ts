@@ -2,7 +2,8 @@
  * Quantized GEMMs, all C[M,N] = X[M,K] · Wᵀ with the model's layout (X row-major tokens, W the HF
  * [N, K] = [out, in] weight):
  *   (a) qgemmI8       — INT8 X (per-row scales) × INT8 W (per-output-channel scales), dot4I8Packed,
- *                       dequantized in the epilogue (shaders/qgemm.wgsl); quantizeRowsI8 makes the
+ *                       dequantized in the epilogue (shaders/qgemm.wgsl), or on tensor cores where
+ *                       enableI8TensorCores turned them on (./qgemm_tc.ts); quantizeRowsI8 makes the
  *                       packed X rows with the shared absmax quantizer (./quantize.ts).
  *   (b) qgemmWeightOnly — fp32 X × W group-quantized along K (INT8 / INT4 / FP8), dequantized while
  *                       staged (shaders/qgemm_f32.wgsl + qgemm_io.wgsl `w_q`).
@@ -24,6 +25,7 @@ import i8Src from '../../../shaders/qgemm.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
 import { BITS, FORMAT_ID, type QuantFormat } from '../quant/formats';
+import { i8TcShapeOk, i8TensorCoreSpec, qgemmI8Tc } from './qgemm_tc';
 import { buildQuantize, type QuantizeKernel } from './quantize';
 import { wgslSection } from './taco';
 
@@ -69,6 +71,9 @@ export function qgemmI8(rt: Runtime, a: {
   checkPositive(a.label, { M: a.M, N: a.N, K: a.K });
   if (a.K % 4) throw new Error(`${a.label}: K=${a.K} must be a multiple of 4 (packed int8 rows)`);
   if (a.K >= 132_000) throw new Error(`${a.label}: K=${a.K} risks i32 overflow`);
+  // Tensor cores where enableI8TensorCores found them exact on this device (same bits as below).
+  const tc = a.tiles ? undefined : i8TensorCoreSpec(rt);
+  if (tc && i8TcShapeOk(a.K)) return qgemmI8Tc(rt, tc, a);
   const t = tiles(rt, a.label, { BM: 64, BN: 64, BK: 8, TM: 4, TN: 4, ...a.tiles });
   const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K / 4).u32(0);
   return rt.kernel({

@@ -34,10 +34,12 @@ export interface SubgroupMatrixConfig {
 /** The adapter's subgroup-matrix configurations (empty when the feature is absent). */
 export function subgroupMatrixConfigs(rt: Runtime): SubgroupMatrixConfig[] {
   if (!rt.gpu.features.subgroupMatrix) return [];
-  const info = (rt.device as unknown as { adapterInfo?: { subgroupMatrixConfigs?: Iterable<SubgroupMatrixConfig> } }).adapterInfo;
-  return [...(info?.subgroupMatrixConfigs ?? [])].map((c) => ({
-    componentType: c.componentType, resultComponentType: c.resultComponentType, M: c.M, N: c.N, K: c.K,
-  }));
+  return rt.gpu.subgroupMatrixConfigs.map((c) => ({ ...c, componentType: c.componentType as SgmatType, resultComponentType: c.resultComponentType as SgmatType }));
+}
+
+/** Invocations per subgroup: Dawn requires a subgroup-matrix workgroup's x to be a multiple of it. */
+export function subgroupSize(rt: Runtime): number {
+  return rt.gpu.subgroupMaxSize || 32;
 }
 
 export function configLabel(c: SubgroupMatrixConfig): string {
@@ -76,13 +78,13 @@ export interface SgmatKernel {
 export const blockM = (k: SgmatKernel) => k.cfg.M * k.tilesM * k.sgM;
 export const blockN = (k: SgmatKernel) => k.cfg.N * k.tilesN * k.sgN;
 
-function load(k: SgmatKernel, type: string, ptr: string, off: string, colMajor: boolean, stride: string): string {
+export function sgmatLoad(k: Pick<SgmatKernel, 'syntax'>, type: string, ptr: string, off: string, colMajor: boolean, stride: string): string {
   return k.syntax === 'template'
     ? `subgroupMatrixLoad<${type}, ${colMajor ? 'col_major' : 'row_major'}>(${ptr}, ${off}, ${stride})`
     : `subgroupMatrixLoad<${type}>(${ptr}, ${off}, ${colMajor}, ${stride})`;
 }
 
-function store(k: SgmatKernel, ptr: string, off: string, value: string, stride: string): string {
+export function sgmatStore(k: Pick<SgmatKernel, 'syntax'>, ptr: string, off: string, value: string, stride: string): string {
   return k.syntax === 'template'
     ? `subgroupMatrixStore<row_major>(${ptr}, ${off}, ${value}, ${stride});`
     : `subgroupMatrixStore(${ptr}, ${off}, ${value}, false, ${stride});`;
@@ -100,15 +102,15 @@ export function sgmatCode(k: SgmatKernel): string {
   for (const [i, j] of tiles) lines.push(`  var c${i}_${j} = CT();`);
   lines.push(`  for (var k = 0u; k < P.K; k += ${cfg.K}u) {`);
   for (let i = 0; i < k.tilesM; i++) {
-    lines.push(`    let a${i} = ${load(k, 'LT', '&A', u(`(m0 + ${i * cfg.M}u) * P.K + k`), false, u('P.K'))};`);
+    lines.push(`    let a${i} = ${sgmatLoad(k, 'LT', '&A', u(`(m0 + ${i * cfg.M}u) * P.K + k`), false, u('P.K'))};`);
   }
   for (let j = 0; j < k.tilesN; j++) {
     const off = k.transB ? `(n0 + ${j * cfg.N}u) * P.K + k` : `k * P.N + n0 + ${j * cfg.N}u`;
-    lines.push(`    let b${j} = ${load(k, 'RT', '&B', u(off), k.transB, u(k.transB ? 'P.K' : 'P.N'))};`);
+    lines.push(`    let b${j} = ${sgmatLoad(k, 'RT', '&B', u(off), k.transB, u(k.transB ? 'P.K' : 'P.N'))};`);
   }
   for (const [i, j] of tiles) lines.push(`    c${i}_${j} = subgroupMatrixMultiplyAccumulate(a${i}, b${j}, c${i}_${j});`);
   lines.push('  }');
-  for (const [i, j] of tiles) lines.push(`  ${store(k, '&C', `(m0 + ${i * cfg.M}u) * P.N + n0 + ${j * cfg.N}u`, `c${i}_${j}`, 'P.N')}`);
+  for (const [i, j] of tiles) lines.push(`  ${sgmatStore(k, '&C', `(m0 + ${i * cfg.M}u) * P.N + n0 + ${j * cfg.N}u`, `c${i}_${j}`, 'P.N')}`);
   return `enable chromium_experimental_subgroup_matrix;
 alias LT = subgroup_matrix_left<${cfg.componentType}, ${cfg.K}, ${cfg.M}>;
 alias RT = subgroup_matrix_right<${cfg.componentType}, ${cfg.N}, ${cfg.K}>;
@@ -252,7 +254,7 @@ export interface SgmatProbe {
 export async function probeSubgroupMatrix(rt: Runtime): Promise<SgmatProbe> {
   const configs = subgroupMatrixConfigs(rt);
   const out: SgmatProbe = { present: rt.gpu.features.subgroupMatrix, configs, results: [] };
-  const sgSize = (rt.device as unknown as { adapterInfo?: { subgroupMaxSize?: number } }).adapterInfo?.subgroupMaxSize ?? 32;
+  const sgSize = subgroupSize(rt);
   for (const cfg of configs.filter(usableConfig)) {
     const tried: string[] = [];
     let found: { syntax: SgmatSyntax; unitDiv: 1 | 4 } | null = null;
