@@ -5,7 +5,7 @@
  * variant's tile arithmetic is covered by matmul.variants.gpu.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { timeDispatches } from '../../src/engine/gpu/timer';
+import { profileDispatches, timeDispatches } from '../../src/engine/gpu/timer';
 import {
   autotuneMatmul, buildMatmul, chooseMatmulVariant, getVariant, loadTunedTable, matmul, matmulSteps, matmulWorkspaceBytes,
   measuredVariant, setTunedVariant, shapeKey, tunedTable, tunedVariant, variantFits, type MatmulShape,
@@ -221,5 +221,24 @@ describe('autotune and timer', () => {
     expect(methods.has('wallclock')).toBe(true);
     if (rt.gpu.features.timestampQuery) console.log(`timestamp-query present; methods used: ${[...methods].join(', ')}`);
     [a, b, c, ...uniforms].forEach((x) => rt.mem.free(x));
+  });
+
+  it('profileDispatches times each dispatch on its own; a bigger GEMM takes longer, an empty grid 0', async () => {
+    const rt = await testRuntime();
+    const bufs = [4 * 96 * 96, 4 * 96 * 96, 4 * 96 * 96].map((n, i) => rt.createBuffer('workspace', `p${i}`, n));
+    const [a, b, c] = bufs;
+    const small = buildMatmul(rt, { label: 'p.small', M: 8, N: 8, K: 8, a, b, c, variant: SMALL });
+    const big = buildMatmul(rt, { label: 'p.big', M: 96, N: 96, K: 96, a, b, c, variant: SMALL });
+    const empty = { ...small.dispatches[0], workgroups: [0, 1, 1] as [number, number, number] };
+    const ms = await profileDispatches(rt, [small.dispatches[0], big.dispatches[0], empty], 3);
+    if (!rt.gpu.features.timestampQuery) {
+      expect(ms).toBeNull();
+    } else {
+      expect(ms).toHaveLength(3);
+      expect(ms![0]).toBeGreaterThan(0);
+      expect(ms![1]).toBeGreaterThan(ms![0]);
+      expect(ms![2]).toBe(0);
+    }
+    [...bufs, ...small.uniforms, ...big.uniforms].forEach((x) => rt.mem.free(x));
   });
 });

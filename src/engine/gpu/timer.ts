@@ -97,3 +97,42 @@ async function timestampSamples(rt: Runtime, dispatches: Dispatch[], reps: numbe
     readback?.destroy();
   }
 }
+
+/**
+ * GPU time of each dispatch on its own (one compute pass each, timestamps around it), median over
+ * `reps` runs of the whole list in order — a profile of a training step by kernel. The dispatches
+ * run in sequence as in the step, so each sees the caches its predecessors left; passes add a few
+ * µs of boundary each, so the sum exceeds the one-pass time somewhat. Null without timestamp queries.
+ */
+export async function profileDispatches(rt: Runtime, dispatches: Dispatch[], reps = 3): Promise<number[] | null> {
+  if (!rt.gpu.features.timestampQuery) return null;
+  const live = dispatches.filter((d) => d.workgroups.every((n) => n > 0));
+  const per: number[][] = live.map(() => []);
+  const maxQueries = 4096;
+  for (let r = 0; r < reps; r++) {
+    for (let start = 0; start < live.length; start += maxQueries / 2) {
+      const chunk = live.slice(start, start + maxQueries / 2);
+      const count = 2 * chunk.length;
+      const querySet = rt.device.createQuerySet({ label: 'profile', type: 'timestamp', count });
+      const resolve = rt.device.createBuffer({ label: 'profile.resolve', size: count * 8, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+      const readback = rt.device.createBuffer({ label: 'profile.readback', size: count * 8, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+      try {
+        const enc = rt.device.createCommandEncoder({ label: 'profile' });
+        chunk.forEach((d, i) => rt.encode(enc, [d], { querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 }));
+        enc.resolveQuerySet(querySet, 0, count, resolve, 0);
+        enc.copyBufferToBuffer(resolve, 0, readback, 0, count * 8);
+        rt.device.queue.submit([enc.finish()]);
+        await readback.mapAsync(GPUMapMode.READ);
+        const ticks = new BigUint64Array(readback.getMappedRange().slice(0));
+        readback.unmap();
+        chunk.forEach((_, i) => per[start + i].push(Number(ticks[2 * i + 1] - ticks[2 * i]) / 1e6));
+      } finally {
+        querySet.destroy();
+        resolve.destroy();
+        readback.destroy();
+      }
+    }
+  }
+  const byDispatch = new Map(live.map((d, i) => [d, median(per[i])]));
+  return dispatches.map((d) => byDispatch.get(d) ?? 0);
+}
