@@ -3,6 +3,7 @@
  * the engine's shaders reach the page and the training worker without a plugin.
  */
 import type { Server as HttpServer } from 'node:http';
+import { fileURLToPath } from 'node:url';
 import react from '@vitejs/plugin-react';
 import { type Connect, defineConfig, type Plugin } from 'vite';
 import { attachPeerServer } from './src/server/peer-server';
@@ -31,6 +32,12 @@ export default defineConfig({
   // The training worker is an ES module worker (`new Worker(url, { type: 'module' })`).
   worker: { format: 'es' },
   // recharts + React + zod make one ~800 kB chunk; fine for a local lab, so no split for now.
-  build: { target: 'es2022', sourcemap: true, chunkSizeWarningLimit: 1024 },
+  build: {
+    target: 'es2022',
+    sourcemap: true,
+    chunkSizeWarningLimit: 1024,
+    // Two pages: the lab, and the benchmark page (the suites of `npm run bench` on the browser's GPU).
+    rolldownOptions: { input: { main: fileURLToPath(new URL('./index.html', import.meta.url)), bench: fileURLToPath(new URL('./bench.html', import.meta.url)) } },
+  },
   server: { port: 5173 },
 });

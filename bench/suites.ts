@@ -10,14 +10,19 @@
 import { allReduceMean } from '../src/dist/allreduce';
 import { PeerGroup } from '../src/dist/group';
 import { LoopbackHub } from '../src/dist/loopback';
+import type { Gpu } from '../src/engine/gpu/device';
 import type { Runtime } from '../src/engine/gpu/runtime';
 import { benchQuantize } from '../src/engine/kernels/quantize';
-import type { MatmulShape } from '../src/engine/kernels/matmul';
-import type { ModelConfig } from '../src/engine/model/config';
+import { chooseMatmulVariant, type MatmulShape } from '../src/engine/kernels/matmul';
+import { i8TcLabel, type I8TcProbe } from '../src/engine/kernels/qgemm_tc';
+import type { ModelConfig, PresetName } from '../src/engine/model/config';
 import type { QuantFormat } from '../src/engine/quant/formats';
+import type { Scheme } from '../src/engine/scheme/scheme';
+import { defaultTrainOptions } from '../src/engine/train/options';
 import { Rng } from '../src/engine/util/rng';
 import { benchGemm } from './gemm';
 import { benchQgemm, benchTaco, type GemmShape } from './quant';
+import { benchStep, SYNTHETIC_VOCAB } from './step';
 
 export type Unit = 'GFLOP/s' | 'GOP/s' | 'GB/s' | 'tokens/s';
 
@@ -171,4 +176,165 @@ export async function runAllReduce(sizes: number[], ranks: number, o: SuiteOptio
     }
   }
   return rows;
+}
+
+/** A training step (bench/step.ts) per model and scheme: tokens/s, keyed by model shape and batch for the PyTorch baseline. */
+export async function runStep(rt: Runtime, shapes: TrainShape[], schemes: Scheme[], o: SuiteOptions): Promise<BenchRow[]> {
+  const rows: BenchRow[] = [];
+  for (const s of shapes) {
+    for (const scheme of schemes) {
+      const r = await benchStep(rt, { preset: s.preset, scheme, batch: s.batch, seq: s.seq, warmup: o.warmup, reps: o.reps });
+      const row: BenchRow = {
+        suite: 'step', name: `${s.preset} ${r.scheme} B=${r.batch} T=${r.seq} (${(r.mem.total / 2 ** 20).toFixed(1)} MiB)`,
+        key: stepKey(r.model, r.batch, r.seq), unit: 'tokens/s', value: r.tokensPerS, ms: r.msPerStep, method: 'wallclock', show: true,
+        detail: { preset: s.preset, scheme: r.scheme, batch: r.batch, seq: r.seq, model: r.model, optimizer: r.optimizer, samplesMs: r.samplesMs, mem: r.mem, plan: r.plan },
+      };
+      rows.push(row);
+      o.onRow?.(row);
+    }
+  }
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One bench run: which suites on which problems. Shared by `npm run bench` and the bench page
+// (src/bench-page), so both measure the same problems with the same defaults.
+
+/** The suites, in the order `all` runs them. */
+export const SUITE_NAMES = ['gemm', 'qgemm', 'codec', 'step', 'allreduce'] as const;
+export type SuiteName = (typeof SUITE_NAMES)[number];
+
+/** A preset's model and batch as the bench trains it: the recipe's batch and context unless overridden, vocab of the synthetic text. */
+export interface TrainShape {
+  preset: PresetName;
+  model: ModelConfig;
+  batch: number;
+  seq: number;
+}
+
+/** Throws (defaultTrainOptions' message) when the batch or context does not fit the preset. */
+export function presetShape(preset: PresetName, batch?: number, seq?: number): TrainShape {
+  const o = defaultTrainOptions(preset, { batch, seq, model: { vocab_size: SYNTHETIC_VOCAB } });
+  return { preset, model: o.model, batch: o.batch, seq: o.seq };
+}
+
+/** gemm: every variant that fits the device, only the heuristic's pick per shape, or these choice names. */
+export type GemmVariants = 'all' | 'heuristic' | string[];
+
+/** Defaults of a full run (the CLI without options) and of a quick one (--quick: tiny shapes, seconds on SwiftShader). */
+export function planDefaults(quick: boolean): { presets: PresetName[]; schemes: string[]; variants: GemmVariants; ranks: number } {
+  return quick
+    ? { presets: ['micro'], schemes: ['fp32'], variants: 'heuristic', ranks: 4 }
+    : { presets: ['small', 'base'], schemes: ['fp32', 'agoq', 'w8a8g8', 'taco'], variants: 'all', ranks: 4 };
+}
+
+export interface SuitePlan {
+  /** Tiny default sizes and few reps (what a size, rep or warm-up count given here overrides). */
+  quick: boolean;
+  /** Square sizes (gemm, qgemm) or element counts (codec, allreduce), per suite; absent: the suite's defaults. */
+  sizes?: Partial<Record<SuiteName, number[]>>;
+  /** Models whose GEMMs (gemm, qgemm) and training steps (step) are measured. */
+  shapes: TrainShape[];
+  /** step: one row per model and scheme. */
+  schemes: Scheme[];
+  variants: GemmVariants;
+  /** allreduce: in-process peers. */
+  ranks: number;
+  reps?: number;
+  warmup?: number;
+}
+
+/** Runs one suite of a plan; rows also go to `onRow` as each is measured. */
+export async function runSuite(rt: Runtime, suite: SuiteName, plan: SuitePlan, onRow?: (r: BenchRow) => void): Promise<BenchRow[]> {
+  const { quick, shapes } = plan;
+  const so = (warmup: number, reps: number): SuiteOptions => ({ warmup: plan.warmup ?? warmup, reps: plan.reps ?? reps, onRow });
+  const sizes = plan.sizes?.[suite];
+  switch (suite) {
+    case 'gemm': {
+      const squares = (sizes ?? (quick ? [64] : [512, 1024, 2048, 4096, 8192])).map((n): MatmulShape => ({ M: n, N: n, K: n, transA: false, transB: false }));
+      // quick: one linear layer's three GEMMs per model (the shapes differ per layer, the code does not).
+      const all = [...squares, ...shapes.flatMap((s) => modelGemmShapes(s.model, s.batch, s.seq).slice(0, quick ? 3 : undefined))];
+      if (plan.variants !== 'heuristic') return runGemm(rt, all, { ...so(3, 10), variants: plan.variants === 'all' ? undefined : plan.variants });
+      const rows: BenchRow[] = [];
+      for (const s of all) rows.push(...(await runGemm(rt, [s], { ...so(2, 5), variants: [chooseMatmulVariant(s, rt.device.limits)] })));
+      return rows;
+    }
+    case 'qgemm': {
+      const squares = (sizes ?? (quick ? [64] : [1024, 2048, 4096, 8192])).map((n) => ({ M: n, N: n, K: n }));
+      const forward = shapes.flatMap((s) =>
+        modelGemmShapes(s.model, s.batch, s.seq).filter((g) => !g.transA && g.transB).map(({ M, N, K }) => ({ M, N, K })).slice(0, quick ? 1 : undefined));
+      return runQgemm(rt, [...squares, ...forward], so(2, quick ? 2 : 10));
+    }
+    case 'codec':
+      return runCodec(rt, sizes ?? (quick ? [4096] : [1 << 22, 1 << 24, 1 << 26]), so(2, quick ? 2 : 10));
+    case 'step':
+      return runStep(rt, shapes, plan.schemes, so(quick ? 1 : 3, quick ? 2 : 10));
+    case 'allreduce':
+      return runAllReduce(sizes ?? (quick ? [4096] : [1 << 16, 1 << 20, 1 << 22]), plan.ranks, so(1, quick ? 2 : 5));
+  }
+}
+
+/**
+ * What a bench JSON records about the GPU: adapter, the features the engine uses, the subgroup-matrix
+ * configurations and whether the INT8 tensor-core path was enabled (`tensorCores`, enableI8TensorCores'
+ * probe; absent without subgroup matrices), every device feature, the limits that shape the kernels.
+ */
+export function gpuReport(gpu: Gpu, tensorCores?: I8TcProbe) {
+  return {
+    adapter: gpu.adapterInfo,
+    features: gpu.features,
+    subgroupMatrixConfigs: gpu.subgroupMatrixConfigs,
+    i8TensorCores: tensorCores && { chosen: tensorCores.chosen && i8TcLabel(tensorCores.chosen), tried: tensorCores.tried },
+    dawnFeatures: [...gpu.device.features].sort(),
+    limits: {
+      maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
+      maxComputeWorkgroupStorageSize: gpu.limits.maxComputeWorkgroupStorageSize,
+      maxComputeInvocationsPerWorkgroup: gpu.limits.maxComputeInvocationsPerWorkgroup,
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Baselines: rows measured elsewhere (bench/torch_baseline.py, or another bench run's --json),
+// lined up with ours by key.
+
+export interface Baseline {
+  source: string;
+  rows: { key: string; name?: string; value: number; unit?: string }[];
+}
+
+/**
+ * Checks a parsed baseline file: {"source"?, "rows": [{"key", "value", "name"?, "unit"?}]}. Rows
+ * without a key (a bench run's rows that no baseline applies to) are dropped; anything else
+ * malformed throws, saying what was expected.
+ */
+export function parseBaseline(raw: unknown, fallbackSource: string): Baseline {
+  const file = raw as { source?: unknown; rows?: unknown } | null;
+  const rows = file && typeof file === 'object' && Array.isArray(file.rows) ? (file.rows as unknown[]) : null;
+  const valid = (r: unknown): r is { key?: unknown; value: number } =>
+    !!r && typeof r === 'object' && typeof (r as { value?: unknown }).value === 'number' &&
+    ['string', 'undefined'].includes(typeof (r as { key?: unknown }).key);
+  if (!rows || !rows.every(valid)) throw new Error('expected {"source", "rows": [{"key", "value", ...}]} (bench/torch_baseline.py output)');
+  return { source: String(file!.source ?? fallbackSource), rows: rows.filter((r): r is Baseline['rows'][number] => typeof r.key === 'string') };
+}
+
+/** A figure for a table: whole from 100, two decimals from 1, three significant digits below. */
+export function formatFigure(x: number): string {
+  if (!Number.isFinite(x)) return String(x);
+  const a = Math.abs(x);
+  return a >= 100 ? x.toFixed(0) : a >= 1 ? x.toFixed(2) : x.toPrecision(3);
+}
+
+/** Sets `baseline` and `ratio` on every row whose key the baseline has with a positive value; returns how many matched. */
+export function mergeBaseline(rows: BenchRow[], b: Baseline): number {
+  const byKey = new Map(b.rows.map((r) => [r.key, r]));
+  let n = 0;
+  for (const r of rows) {
+    const t = r.key ? byKey.get(r.key) : undefined;
+    if (!t || !(t.value > 0)) continue;
+    r.baseline = { value: t.value, name: t.name ?? t.key, source: b.source };
+    r.ratio = r.value / t.value;
+    n++;
+  }
+  return n;
 }

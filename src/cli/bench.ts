@@ -9,22 +9,21 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
-import { chooseMatmulVariant, type MatmulShape } from '../engine/kernels/matmul';
+import { enableI8TensorCores, i8TcLabel } from '../engine/kernels/qgemm_tc';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
-import { defaultTrainOptions } from '../engine/train/options';
 import { fail, num, UsageError } from './common';
-import { benchStep, SYNTHETIC_VOCAB } from '../../bench/step';
 import {
-  type BenchRow, modelGemmShapes, runAllReduce, runCodec, runGemm, runQgemm, stepKey, type SuiteOptions,
+  type Baseline, type BenchRow, formatFigure as fmt, type GemmVariants, gpuReport, mergeBaseline, parseBaseline, planDefaults, presetShape, runSuite, SUITE_NAMES, type SuitePlan,
 } from '../../bench/suites';
 
-const SUITES = ['gemm', 'qgemm', 'codec', 'step', 'allreduce', 'all', 'report'] as const;
+const SUITES = [...SUITE_NAMES, 'all', 'report'] as const;
 type Suite = (typeof SUITES)[number];
 
 const HELP = `usage: npm run bench -- <suite> [options]
   suites: gemm       fp32 GEMM GFLOP/s: squares (--sizes) and the forward/dX/dW GEMMs of --model
-          qgemm      INT8 dot4I8Packed (alone and with X quantization), weight-only INT4/INT8/FP8 GOP/s
+          qgemm      INT8 GEMM (tensor cores where present, else dot4I8Packed; alone and with X
+                     quantization), weight-only INT4/INT8/FP8 GOP/s
           codec      TACO compress/decompress and FP8/INT4/INT8 group quantize GB/s (--sizes = elements)
           step       training step tokens/s and memory per --model and --scheme
           allreduce  mean all-reduce fp32/int8 over in-process loopback peers (--sizes = elements)
@@ -41,12 +40,8 @@ const HELP = `usage: npm run bench -- <suite> [options]
   --ranks N            allreduce peers (default 4)
   --reps N --warmup N  timed repetitions (median) and untimed warm-up
   --quick              tiny shapes, few reps: seconds on SwiftShader (tests)
-  --cpu                force the SwiftShader CPU adapter`;
-
-interface Baseline {
-  source: string;
-  rows: { key: string; name?: string; value: number; unit?: string }[];
-}
+  --cpu                force the SwiftShader CPU adapter
+  --no-tensor-cores    leave Dawn's unsafe APIs off (no subgroup-matrix INT8 path)`;
 
 function list(name: string, v: string | undefined): string[] | undefined {
   if (v === undefined) return undefined;
@@ -68,30 +63,12 @@ function readJson(flag: string, file: string): unknown {
 }
 
 function loadBaseline(file: string): Baseline {
-  const raw = readJson('baseline', file) as Partial<Baseline> | null;
-  if (!raw || !Array.isArray(raw.rows) || raw.rows.some((r) => typeof r?.key !== 'string' || typeof r?.value !== 'number')) {
-    throw new UsageError(`--baseline ${file}: expected {"source", "rows": [{"key", "value", ...}]} (bench/torch_baseline.py output)`);
+  const raw = readJson('baseline', file);
+  try {
+    return parseBaseline(raw, path.basename(file));
+  } catch (e) {
+    throw new UsageError(`--baseline ${file}: ${(e as Error).message}`);
   }
-  return { source: String(raw.source ?? path.basename(file)), rows: raw.rows };
-}
-
-function mergeBaseline(rows: BenchRow[], b: Baseline): number {
-  const byKey = new Map(b.rows.map((r) => [r.key, r]));
-  let n = 0;
-  for (const r of rows) {
-    const t = r.key ? byKey.get(r.key) : undefined;
-    if (!t || !(t.value > 0)) continue;
-    r.baseline = { value: t.value, name: t.name ?? t.key, source: b.source };
-    r.ratio = r.value / t.value;
-    n++;
-  }
-  return n;
-}
-
-function fmt(x: number): string {
-  if (!Number.isFinite(x)) return String(x);
-  const a = Math.abs(x);
-  return a >= 100 ? x.toFixed(0) : a >= 1 ? x.toFixed(2) : x.toPrecision(3);
 }
 
 function printTable(rows: BenchRow[]): void {
@@ -116,7 +93,7 @@ async function main(): Promise<void> {
         json: { type: 'string' }, baseline: { type: 'string' }, input: { type: 'string' }, sizes: { type: 'string' },
         model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
         variants: { type: 'string' }, ranks: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
-        quick: { type: 'boolean' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+        quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'no-tensor-cores': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
       },
       strict: true,
       allowPositionals: true,
@@ -134,12 +111,13 @@ async function main(): Promise<void> {
   if (!SUITES.includes(suite)) throw new UsageError(`unknown suite '${suite}' (suites: ${SUITES.join(', ')})`);
   const quick = !!a.quick;
   const sizes = ints('sizes', a.sizes);
-  const models = list('model', a.model) ?? (quick ? ['micro'] : ['small', 'base']);
+  const defaults = planDefaults(quick);
+  const models = list('model', a.model) ?? defaults.presets;
   for (const m of models) {
     if (m !== 'none' && !PRESET_NAMES.includes(m as PresetName)) throw new UsageError(`--model: unknown preset '${m}' (${PRESET_NAMES.join(', ')}, none)`);
   }
   const presets = models.filter((m) => m !== 'none') as PresetName[];
-  const schemeNames = list('scheme', a.scheme) ?? (quick ? ['fp32'] : ['fp32', 'agoq', 'w8a8g8', 'taco']);
+  const schemeNames = list('scheme', a.scheme) ?? defaults.schemes;
   const schemes = (schemeNames.includes('all') ? Object.keys(SCHEME_PRESETS) : schemeNames).map((s) => {
     const sc = SCHEME_PRESETS[s];
     if (!sc) throw new UsageError(`--scheme: unknown preset '${s}' (${Object.keys(SCHEME_PRESETS).join(', ')}, all)`);
@@ -150,7 +128,8 @@ async function main(): Promise<void> {
   const ranks = num('ranks', a.ranks, { int: true, min: 1 }) ?? 4;
   const reps = num('reps', a.reps, { int: true, min: 1 });
   const warmup = num('warmup', a.warmup, { int: true, min: 0 });
-  const variantsArg = list('variants', a.variants) ?? [quick ? 'heuristic' : 'all'];
+  const variantsArg = list('variants', a.variants);
+  const variants: GemmVariants = !variantsArg ? defaults.variants : variantsArg.includes('all') ? 'all' : variantsArg.includes('heuristic') ? 'heuristic' : variantsArg;
   const baseline = a.baseline ? loadBaseline(a.baseline) : null;
   if (suite === 'report' && !a.input) throw new UsageError('report needs --input FILE.json');
   if (suite !== 'report' && a.input) throw new UsageError('--input is only for the report suite');
@@ -158,8 +137,7 @@ async function main(): Promise<void> {
   // Check that the presets resolve before acquiring the GPU (a bad --batch/--seq is a usage error).
   const trainShape = (p: PresetName) => {
     try {
-      const o = defaultTrainOptions(p, { batch, seq, model: { vocab_size: SYNTHETIC_VOCAB } });
-      return { model: o.model, batch: o.batch, seq: o.seq };
+      return presetShape(p, batch, seq);
     } catch (e) {
       throw new UsageError((e as Error).message.replace(/:?\n\s*/g, '; '));
     }
@@ -183,63 +161,24 @@ async function main(): Promise<void> {
     Object.assign(out, { measured: { command: prev.command, date: prev.date, adapter: prev.adapter } });
   } else {
     // Exact timestamps (Dawn rounds them otherwise); on SwiftShader keep node.ts's compile-time toggle too.
+    // allow_unsafe_apis exposes subgroup matrices (tensor cores) where the GPU has them.
     const dawnFlags = [a.cpu
       ? 'disable-dawn-features=timestamp_quantization,use_vulkan_zero_initialize_workgroup_memory_extension'
-      : 'disable-dawn-features=timestamp_quantization'];
+      : 'disable-dawn-features=timestamp_quantization', ...(a['no-tensor-cores'] ? [] : ['enable-dawn-features=allow_unsafe_apis'])];
     const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags });
     const rt = new Runtime(gpu);
+    const tensorCores = gpu.features.subgroupMatrix ? await enableI8TensorCores(rt) : undefined;
+    if (tensorCores) console.error(`int8 tensor cores: ${tensorCores.chosen ? i8TcLabel(tensorCores.chosen) : `not used (${tensorCores.tried.map((t) => `${t.label}: ${t.error ?? `${t.mismatches} mismatches`}`).join('; ') || 'no i8 config'})`}`);
     Object.assign(out, {
       node: process.version,
       dawnFlags,
-      adapter: gpu.adapterInfo,
-      features: gpu.features,
-      dawnFeatures: [...gpu.device.features].sort(),
-      limits: {
-        maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
-        maxComputeWorkgroupStorageSize: gpu.limits.maxComputeWorkgroupStorageSize,
-        maxComputeInvocationsPerWorkgroup: gpu.limits.maxComputeInvocationsPerWorkgroup,
-      },
+      ...gpuReport(gpu, tensorCores),
     });
     console.error(`adapter: ${JSON.stringify(gpu.adapterInfo)} timestamps: ${gpu.features.timestampQuery}`);
-    const so = (w: number, r: number): SuiteOptions => ({
-      warmup: warmup ?? w, reps: reps ?? r,
-      onRow: (row) => console.error(`  ${row.suite} ${row.name}: ${fmt(row.value)} ${row.unit}`),
-    });
-    const want = (s: Suite) => suite === s || suite === 'all';
+    const plan: SuitePlan = { quick, sizes: sizes && Object.fromEntries(SUITE_NAMES.map((s) => [s, sizes])), shapes, schemes, variants, ranks, reps, warmup };
+    const onRow = (row: BenchRow) => console.error(`  ${row.suite} ${row.name}: ${fmt(row.value)} ${row.unit}`);
     try {
-      if (want('gemm')) {
-        const sq: MatmulShape[] = (sizes ?? (quick ? [64] : [512, 1024, 2048, 4096, 8192])).map((n) => ({ M: n, N: n, K: n, transA: false, transB: false }));
-        // --quick: one linear layer's three GEMMs per model (the shapes differ per layer, the code does not).
-        const all = [...sq, ...shapes.flatMap((s) => modelGemmShapes(s.model, s.batch, s.seq).slice(0, quick ? 3 : undefined))];
-        const variants = variantsArg.includes('all') ? undefined : variantsArg.includes('heuristic') ? [] : variantsArg;
-        if (variants && variants.length === 0) {
-          // Only the heuristic's pick per shape.
-          for (const s of all) rows.push(...(await runGemm(rt, [s], { ...so(2, 5), variants: [chooseMatmulVariant(s, rt.device.limits)] })));
-        } else {
-          rows.push(...(await runGemm(rt, all, { ...so(3, 10), variants })));
-        }
-      }
-      if (want('qgemm')) {
-        const sq = (sizes ?? (quick ? [64] : [1024, 2048, 4096, 8192])).map((n) => ({ M: n, N: n, K: n }));
-        const fwd = shapes.flatMap((s) => modelGemmShapes(s.model, s.batch, s.seq).filter((g) => !g.transA && g.transB).map(({ M, N, K }) => ({ M, N, K })).slice(0, quick ? 1 : undefined));
-        rows.push(...(await runQgemm(rt, [...sq, ...fwd], so(2, quick ? 2 : 10))));
-      }
-      if (want('codec')) rows.push(...(await runCodec(rt, sizes ?? (quick ? [4096] : [1 << 22, 1 << 24, 1 << 26]), so(2, quick ? 2 : 10))));
-      if (want('step')) {
-        for (const p of presets) {
-          for (const scheme of schemes) {
-            const r = await benchStep(rt, { preset: p, scheme, batch, seq, warmup: warmup ?? (quick ? 1 : 3), reps: reps ?? (quick ? 2 : 10) });
-            const row: BenchRow = {
-              suite: 'step', name: `${p} ${r.scheme} B=${r.batch} T=${r.seq} (${(r.mem.total / 2 ** 20).toFixed(1)} MiB)`,
-              key: stepKey(r.model, r.batch, r.seq), unit: 'tokens/s', value: r.tokensPerS, ms: r.msPerStep, method: 'wallclock', show: true,
-              detail: { preset: p, scheme: r.scheme, batch: r.batch, seq: r.seq, model: r.model, optimizer: r.optimizer, samplesMs: r.samplesMs, mem: r.mem, plan: r.plan },
-            };
-            rows.push(row);
-            so(0, 0).onRow?.(row);
-          }
-        }
-      }
-      if (want('allreduce')) rows.push(...(await runAllReduce(sizes ?? (quick ? [4096] : [1 << 16, 1 << 20, 1 << 22]), ranks, so(1, quick ? 2 : 5))));
+      for (const s of SUITE_NAMES) if (suite === s || suite === 'all') rows.push(...(await runSuite(rt, s, plan, onRow)));
     } finally {
       rt.destroy();
     }

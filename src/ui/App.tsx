@@ -15,6 +15,9 @@ export function App() {
     <main className="lab" data-testid="lab">
       <header>
         <h1>WebGPU LLaMA quantization lab</h1>
+        <a href={`${import.meta.env.BASE_URL}bench.html`} data-testid="bench-link">
+          Benchmarks
+        </a>
         <p className="muted">
           Train small LLaMA-style models in this tab, on your GPU, under fp32 and quantized schemes, side by side.
         </p>

@@ -15,6 +15,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { build, createServer, preview } from 'vite';
+import { benchTests } from './bench';
 import { groupTests } from './group';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -461,6 +462,7 @@ const tests: TestCase[] = [
     },
   },
   ...groupTests(check),
+  ...benchTests(check),
 ];
 
 // ---------------------------------------------------------------------------------------------
