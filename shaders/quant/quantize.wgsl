@@ -1,9 +1,12 @@
 // Absmax quantize / dequantize over a flat f32 tensor. Prepended by the TS side: quant/codec.wgsl.
+// Two sections (split at the `//--- name` lines by src/engine/kernels/quantize.ts): `common` — the
+// Params uniform, the format override and the scalar encode/decode every kernel shares, also used
+// by the one-dispatch kernels of quant/group.wgsl — and `passes`, the general kernels below.
 // Legend: N = elements (p.n); L = p.seg, the segment length — row length, group size, or N for
 // per-tensor — or, with p.columns = 1, the column count (element i belongs to column i mod L);
 // S = number of scales (p.nscales). Codes are packed per src/engine/quant/pack.ts.
 //
-// Quantize = four dispatches: clear_amax → absmax_seg | absmax_col → finalize_scales → encode.
+// Quantize (passes) = four dispatches: clear_amax → absmax_seg | absmax_col → finalize_scales → encode.
 // The absmax lives in the scales buffer as u32 bits: for non-negative floats the bit order is the
 // value order, so u32 atomicMax is an exact float max (no float compare, no subnormal flushing), and
 // finalize then overwrites the bits with s = div_rn(amax, QMAX) (0 when amax < 2^-110).
@@ -14,6 +17,7 @@
 // addresses); where a thread needs consecutive elements (absmax scans, packing codes into words) the
 // data goes through workgroup memory.
 
+//--- common
 // 0 = fp8-e4m3, 1 = fp8-e5m2, 2 = int8, 3 = int4 (FORMAT_ID in src/engine/quant/formats.ts).
 override FMT: u32 = 0u;
 
@@ -26,9 +30,41 @@ struct Params {
   seed: u32,
   stochastic: u32,
   qmax: f32,
+  tiles: u32, // group.wgsl: workgroup tiles covering the tensor (the grid strides over them)
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
+
+// bits of 2^-110: groups whose absmax is below it get s = 0 (SCALE_TINY in quantizer.ts).
+const TINY_BITS: u32 = 0x08800000u;
+
+// The code of v (= RN(x/s)) with the configured rounding; i = flat index, for the SR draw.
+fn encode_one(v: f32, i: u32) -> u32 {
+  if (p.stochastic != 0u) {
+    let u = sr_uniform(p.seed, i);
+    switch FMT {
+      case 0u: { return e4m3_encode_sr(v, u); }
+      case 1u: { return e5m2_encode_sr(v, u); }
+      default: { return int_encode_sr(v, p.qmax, u); }
+    }
+  }
+  switch FMT {
+    case 0u: { return e4m3_encode(v); }
+    case 1u: { return e5m2_encode(v); }
+    default: { return int_encode(v, p.qmax); }
+  }
+}
+
+fn decode_one(c: u32) -> f32 {
+  switch FMT {
+    case 0u: { return e4m3_decode(c); }
+    case 1u: { return e5m2_decode(c); }
+    case 2u: { return int8_decode(c); }
+    default: { return int4_decode(c); }
+  }
+}
+
+//--- passes
 
 // clear_amax, finalize_scales
 @group(0) @binding(1) var<storage, read_write> amax_rw: array<u32>;
@@ -48,8 +84,6 @@ const TILE_SEGS: u32 = 258u;
 // Largest absmax tile (256 threads × 16 elements), staged in workgroup memory with one pad word per
 // 16 so that thread l reading its 16 consecutive words (stride 17) hits distinct banks.
 const TILE_MAX: u32 = 4096u;
-// bits of 2^-110: groups whose absmax is below it get s = 0 (SCALE_TINY in quantizer.ts).
-const TINY_BITS: u32 = 0x08800000u;
 
 var<workgroup> wmax: array<atomic<u32>, TILE_SEGS>;
 var<workgroup> stage: array<u32, 4352>; // TILE_MAX + TILE_MAX / 16
@@ -152,31 +186,6 @@ fn finalize_scales(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
   if (k >= p.nscales) { return; }
   let a = amax_rw[k];
   amax_rw[k] = select(bitcast<u32>(div_rn(bitcast<f32>(a), p.qmax)), 0u, a < TINY_BITS);
-}
-
-fn encode_one(v: f32, i: u32) -> u32 {
-  if (p.stochastic != 0u) {
-    let u = sr_uniform(p.seed, i);
-    switch FMT {
-      case 0u: { return e4m3_encode_sr(v, u); }
-      case 1u: { return e5m2_encode_sr(v, u); }
-      default: { return int_encode_sr(v, p.qmax, u); }
-    }
-  }
-  switch FMT {
-    case 0u: { return e4m3_encode(v); }
-    case 1u: { return e5m2_encode(v); }
-    default: { return int_encode(v, p.qmax); }
-  }
-}
-
-fn decode_one(c: u32) -> f32 {
-  switch FMT {
-    case 0u: { return e4m3_decode(c); }
-    case 1u: { return e5m2_decode(c); }
-    case 2u: { return int8_decode(c); }
-    default: { return int4_decode(c); }
-  }
 }
 
 // One thread per element (coalesced loads); the workgroup's 256 codes are packed into 64 (INT4: 32)

@@ -1,17 +1,31 @@
 /**
- * GPU absmax quantize / dequantize (shaders/quant/quantize.wgsl + codec.wgsl), matching
+ * GPU absmax quantize / dequantize (shaders/quant/quantize.wgsl, group.wgsl + codec.wgsl), matching
  * quantizeRef / dequantizeRef in src/engine/quant/quantizer.ts code for code.
  * Legend: N = elements, S = scales (groups), W = packed u32 words (⌈N/4⌉, INT4 ⌈N/8⌉).
+ *
+ * Two paths, the same codes and scales bit for bit:
+ * - 'fused' (group.wgsl): ONE dispatch each way, for contiguous segments — groups, rows, a small
+ *   tensor — whose length is a multiple of 4 (INT4: 8) and fits one workgroup (≤ 8192 elements).
+ *   Quantize reads x once (4 bytes per element) and writes each code word and scale once: a team
+ *   of invocations per segment keeps its elements in registers, takes the absmax through subgroup
+ *   shuffles (workgroup memory without the `subgroups` feature) and encodes without a division per
+ *   element. Dequantize (any single-scale tensor too) is vec4 loads and stores, no barriers.
+ *   Pipelines: one per (format, team, registers) for quantize, per (format, segment length) for
+ *   dequantize.
+ * - 'passes' (quantize.wgsl): four dispatches (clear, absmax with atomics, scales, encode; x read
+ *   twice) and a per-element dequantize; every granularity, per column included.
+ * The default is 'fused' wherever it applies (fusedQuantizeLayout / fusedDequantizeSegment).
  *
  * Dispatches are built once per (format, granularity, N); the format is a WGSL override (one
  * pipeline per format), sizes, rounding and seed live in one uniform, so a new SR seed per step is
  * a 4-byte write (`setSeed`), not a rebuild.
  */
 import codecWgsl from '../../../shaders/quant/codec.wgsl?raw';
+import groupWgsl from '../../../shaders/quant/group.wgsl?raw';
 import quantizeWgsl from '../../../shaders/quant/quantize.wgsl?raw';
 import type { MemCategory } from '../gpu/memory';
 import { timeDispatches } from '../gpu/timer';
-import { grid2d } from './launch';
+import { grid2d, nextPow2, requireBytes } from './launch';
 import { type Binding, type Dispatch, type Runtime, Uniforms } from '../gpu/runtime';
 import { BITS, FORMAT_ID, QMAX, type QuantFormat } from '../quant/formats';
 import { type CodeBits, wordsFor } from '../quant/pack';
@@ -25,16 +39,40 @@ import {
   validateGranularity,
 } from '../quant/quantizer';
 import { Rng } from '../util/rng';
-import { requireBytes } from './launch';
 import { sumSquaresPartialCount } from './reduce';
+import { wgslSection } from './taco';
 
 /** The shared codec snippet, for kernels of other ops that decode or encode in their inner loops. */
 export const CODEC_WGSL: string = codecWgsl;
-export const QUANTIZE_WGSL: string = `${codecWgsl}\n${quantizeWgsl}`;
+export const QUANTIZE_WGSL: string = [codecWgsl, wgslSection(quantizeWgsl, 'common'), wgslSection(quantizeWgsl, 'passes')].join('\n');
 
 const WG = 256;
 /** Byte offset of `seed` in the Params uniform (n, seg, columns, nscales, items, seed, …). */
 const SEED_OFFSET = 20;
+
+/**
+ * Invocations per workgroup of the fused kernels. 128 keeps a tile small (≤ 4096 elements at 8
+ * registers), so a few-million-element tensor still spreads evenly over a big GPU's SMs.
+ */
+export const GROUP_WG = 128;
+/** Most vec4 registers per invocation (64 elements; only long rows need more than the default). */
+const MAX_REGS = 16;
+/** 32 elements per invocation: the per-segment work (absmax exchange, scale division, 1/s) is shared by that many. */
+const DEFAULT_QUANT_REGS = 8;
+const DEFAULT_DEQUANT_REGS = 4;
+
+export type QuantizePath = 'fused' | 'passes';
+
+export interface QuantizePathOptions {
+  /** Kernel path (default: 'fused' where it applies, else 'passes'); 'fused' where it does not apply throws. */
+  path?: QuantizePath;
+  /** vec4 registers per invocation of the fused kernels, 1..16 (default: fusedQuantizeLayout's pick; dequantize 4). */
+  regs?: number;
+  /** Subgroup shuffles in the fused quantizer where the device has them (default true); false forces workgroup memory. */
+  subgroups?: boolean;
+  /** Cap on the fused kernels' workgroups (default the device limit); tests use it to exercise the tile loop. */
+  maxWorkgroups?: number;
+}
 
 export interface QuantizeSpec {
   format: QuantFormat;
@@ -44,6 +82,8 @@ export interface QuantizeSpec {
 
 export interface QuantizeKernel {
   spec: QuantizeSpec;
+  /** The kernels these dispatches run. */
+  path: QuantizePath;
   numWords: number;
   numScales: number;
   /** Packed codes [W] and fp32 scales [S]: outputs of quantize, inputs of dequantize. */
@@ -59,6 +99,7 @@ export interface QuantizeKernel {
 
 export interface DequantizeKernel {
   spec: QuantizeSpec;
+  path: QuantizePath;
   out: GPUBuffer;
   dispatches: Dispatch[];
   destroy(): void;
@@ -78,7 +119,83 @@ function segOf(g: Granularity, n: number): { seg: number; columns: number } {
   }
 }
 
-function paramsFor(spec: QuantizeSpec, items: number, rounding: QuantizeOptions) {
+/** How the fused quantizer covers a tensor: segment length, invocations per segment, vec4 registers each. */
+export interface FusedLayout {
+  seg: number;
+  team: number;
+  regs: number;
+}
+
+/**
+ * The fused quantizer's layout for `spec`, or null where only the passes apply (per column; a
+ * segment length not a multiple of 4, INT4 8, so that no code word straddles two scales; a segment
+ * longer than 4·16·GROUP_WG = 8192 elements). Default registers: 8 (32 elements per invocation),
+ * but at least 4 invocations per segment where the segment has 16+ words, so that a warp's loads
+ * come in runs of ≥ 64 contiguous bytes; more registers (up to 16) where a segment needs more than
+ * a workgroup at 8. INT4 needs an even team (neighbours join their half-words). `regs` asks for
+ * that many registers instead (the team then follows from it; more where the segment would not
+ * fit a workgroup).
+ */
+export function fusedQuantizeLayout(spec: QuantizeSpec, regs?: number): FusedLayout | null {
+  if (regs !== undefined) checkRegs('quantize', regs);
+  const { seg, columns } = segOf(spec.granularity, spec.n);
+  const int4 = BITS[spec.format] === 4;
+  if (columns || seg % (int4 ? 8 : 4) !== 0) return null;
+  const words = seg / 4;
+  const want = regs ?? Math.min(DEFAULT_QUANT_REGS, Math.max(1, Math.floor(words / 4)));
+  const team = Math.min(GROUP_WG, Math.max(int4 ? 2 : 1, nextPow2(Math.ceil(words / want))));
+  const used = Math.ceil(words / team);
+  return used <= MAX_REGS ? { seg, team, regs: used } : null;
+}
+
+/**
+ * The segment length the fused dequantizer divides by, or null where only the per-element kernel
+ * applies: one scale per vec4 word needs a multiple of 4 (or a single scale for the whole tensor).
+ */
+export function fusedDequantizeSegment(spec: QuantizeSpec): number | null {
+  const { seg, columns } = segOf(spec.granularity, spec.n);
+  if (columns) return null;
+  return numScales(spec.granularity, spec.n) <= 1 || seg % 4 === 0 ? seg : null;
+}
+
+function checkRegs(label: string, regs: number): void {
+  if (!Number.isInteger(regs) || regs < 1 || regs > MAX_REGS) throw new Error(`${label}: regs ${regs} must be an integer in 1..${MAX_REGS}`);
+}
+
+/** Resolves the requested path against what applies; throws when 'fused' was asked for and does not apply. */
+function resolvePath<T>(label: string, want: QuantizePath | undefined, fused: T | null): T | null {
+  if (want !== undefined && want !== 'fused' && want !== 'passes') throw new Error(`${label}: unknown path '${String(want)}'`);
+  if (want === 'passes') return null;
+  if (want === 'fused' && fused === null) {
+    throw new Error(`${label}: no one-dispatch kernel for this granularity (it needs contiguous segments of a multiple of 4 elements, INT4 8, that fit a workgroup)`);
+  }
+  return fused;
+}
+
+function fusedGrid(rt: Runtime, label: string, tiles: number, opts: QuantizePathOptions): [number] {
+  if (opts.maxWorkgroups !== undefined && !(Number.isInteger(opts.maxWorkgroups) && opts.maxWorkgroups >= 1)) {
+    throw new Error(`${label}: maxWorkgroups ${opts.maxWorkgroups} must be a positive integer`);
+  }
+  return [Math.min(tiles, opts.maxWorkgroups ?? Infinity, rt.device.limits.maxComputeWorkgroupsPerDimension)];
+}
+
+/** A fused kernel's module: the group.wgsl sections for `entry` behind the shared snippets. */
+function groupShader(entry: 'quantize' | 'dequantize', o: { subgroups: boolean; vec4Io: boolean; regs: number }): string {
+  const body = wgslSection(groupWgsl, entry);
+  const subgroups = o.subgroups && entry === 'quantize';
+  return [
+    subgroups ? 'enable subgroups;' : '',
+    `const WG: u32 = ${GROUP_WG}u;`,
+    `const R: u32 = ${o.regs}u;`,
+    codecWgsl,
+    wgslSection(quantizeWgsl, 'common'),
+    entry === 'quantize' ? wgslSection(groupWgsl, subgroups ? 'xchg_sg' : 'xchg_wg') : '',
+    wgslSection(groupWgsl, `${entry === 'quantize' ? 'load' : 'store'}_${o.vec4Io ? 'vec4' : 'scalar'}`),
+    subgroups ? body.replaceAll('/*SG*/', ', @builtin(subgroup_size) sg: u32') : body,
+  ].join('\n');
+}
+
+function paramsFor(spec: QuantizeSpec, items: number, rounding: QuantizeOptions, tiles = 0) {
   const { seg, columns } = segOf(spec.granularity, spec.n);
   return new Uniforms()
     .u32(spec.n)
@@ -88,7 +205,8 @@ function paramsFor(spec: QuantizeSpec, items: number, rounding: QuantizeOptions)
     .u32(items)
     .u32(rounding.seed ?? 0)
     .u32(rounding.rounding === 'stochastic' ? 1 : 0)
-    .f32(QMAX[spec.format]);
+    .f32(QMAX[spec.format])
+    .u32(tiles);
 }
 
 function checkSpec(spec: QuantizeSpec): void {
@@ -100,13 +218,20 @@ export function buildQuantize(
   rt: Runtime,
   spec: QuantizeSpec,
   x: GPUBuffer,
-  opts: QuantizeOptions & { words?: GPUBuffer; scales?: GPUBuffer; category?: MemCategory } = {},
+  opts: QuantizeOptions & QuantizePathOptions & {
+    words?: GPUBuffer;
+    scales?: GPUBuffer;
+    category?: MemCategory;
+    /** Testing hook: ulps added to the fused kernel's 1/s (a stand-in for a GPU with a 2.5-ulp division). */
+    invSkewUlps?: number;
+  } = {},
 ): QuantizeKernel {
   checkSpec(spec);
   const { format, granularity, n } = spec;
   const label = `quantize.${format}.${granularityLabel(granularity)}`;
   const numWords = wordsFor(n, BITS[format] as CodeBits);
   const nScales = numScales(granularity, n);
+  const layout = resolvePath(label, opts.path, fusedQuantizeLayout(spec, opts.regs));
   const category = opts.category ?? 'workspace';
   const owned: GPUBuffer[] = [];
   const words = opts.words ?? rt.createBuffer(category, `${label}.words`, Math.max(numWords, 1) * 4);
@@ -114,6 +239,54 @@ export function buildQuantize(
   if (!opts.words) owned.push(words);
   if (!opts.scales) owned.push(scales);
 
+  let params: GPUBuffer;
+  let dispatches: Dispatch[];
+  if (layout) {
+    const tiles = Math.ceil(nScales / (GROUP_WG / layout.team));
+    params = rt.uniform(label, paramsFor(spec, 1, opts, tiles));
+    const skew = opts.invSkewUlps ?? 0;
+    if (!Number.isInteger(skew) || Math.abs(skew) > 64) throw new Error(`${label}: invSkewUlps ${skew} must be an integer within ±64`);
+    dispatches = [rt.kernel({
+      label: `${label}.fused`,
+      code: groupShader('quantize', {
+        subgroups: (opts.subgroups ?? true) && rt.gpu.features.subgroups,
+        vec4Io: n > 0 && n % 4 === 0,
+        regs: layout.regs,
+      }),
+      entryPoint: 'quantize_group',
+      constants: { FMT: FORMAT_ID[format], T: layout.team, ...(skew ? { INV_SKEW: skew } : {}) },
+      bindings: [params, x, scales, words],
+      workgroups: n === 0 ? [0] : fusedGrid(rt, label, tiles, opts),
+    })];
+  } else {
+    const built = quantizePasses(rt, label, spec, x, words, scales, opts);
+    params = built.params;
+    dispatches = built.dispatches;
+  }
+  owned.push(params);
+  return {
+    spec,
+    path: layout ? 'fused' : 'passes',
+    numWords,
+    numScales: nScales,
+    words,
+    scales,
+    dispatches,
+    params,
+    setSeed(seed: number) {
+      rt.write(params, Uint32Array.of(seed >>> 0), SEED_OFFSET);
+    },
+    destroy() {
+      for (const b of owned) rt.mem.free(b);
+    },
+  };
+}
+
+/** The four-pass quantizer (every granularity): clear → absmax → scales → encode. */
+function quantizePasses(rt: Runtime, label: string, spec: QuantizeSpec, x: GPUBuffer, words: GPUBuffer, scales: GPUBuffer,
+  rounding: QuantizeOptions): { params: GPUBuffer; dispatches: Dispatch[] } {
+  const { format, granularity, n } = spec;
+  const nScales = numScales(granularity, n);
   const { seg } = segOf(granularity, n);
   let items: number;
   let absmaxGrid: [number, number];
@@ -129,8 +302,7 @@ export function buildQuantize(
     items = Math.min(16, Math.max(1, seg));
     absmaxGrid = grid2d(rt, Math.ceil(n / (WG * items)));
   }
-  const params = rt.uniform(label, paramsFor(spec, items, opts));
-  owned.push(params);
+  const params = rt.uniform(label, paramsFor(spec, items, rounding));
   const constants = { FMT: FORMAT_ID[format] };
   const sGrid = grid2d(rt, Math.ceil(nScales / WG));
   const dispatches = [
@@ -152,21 +324,43 @@ export function buildQuantize(
       workgroups: grid2d(rt, Math.ceil(n / WG)),
     }),
   ];
-  return {
-    spec,
-    numWords,
-    numScales: nScales,
-    words,
-    scales,
-    dispatches,
-    params,
-    setSeed(seed: number) {
-      rt.write(params, Uint32Array.of(seed >>> 0), SEED_OFFSET);
-    },
-    destroy() {
-      for (const b of owned) rt.mem.free(b);
-    },
-  };
+  return { params, dispatches };
+}
+
+/**
+ * One dequantize dispatch of `spec` (codes and scales bound from `words` / `scales`) into `out`,
+ * on the fused kernel where it applies; `params` is the uniform it allocated.
+ */
+function dequantizeDispatch(rt: Runtime, label: string, spec: QuantizeSpec, words: Binding, scales: Binding, out: Binding,
+  opts: QuantizePathOptions): { dispatch: Dispatch; params: GPUBuffer; path: QuantizePath } {
+  const seg = resolvePath(label, opts.path, fusedDequantizeSegment(spec));
+  const constants = { FMT: FORMAT_ID[spec.format] };
+  if (seg === null) {
+    const params = rt.uniform(label, paramsFor(spec, 1, {}));
+    const dispatch = rt.kernel({
+      label,
+      code: QUANTIZE_WGSL,
+      entryPoint: 'dequantize',
+      constants,
+      bindings: [params, words, scales, out],
+      workgroups: grid2d(rt, Math.ceil(spec.n / WG)),
+    });
+    return { dispatch, params, path: 'passes' };
+  }
+  const regs = opts.regs ?? DEFAULT_DEQUANT_REGS;
+  checkRegs(label, regs);
+  const tiles = Math.ceil(Math.ceil(spec.n / 4) / (GROUP_WG * regs));
+  const params = rt.uniform(label, paramsFor(spec, 1, {}, tiles));
+  const dispatch = rt.kernel({
+    label: `${label}.fused`,
+    code: groupShader('dequantize', { subgroups: false, vec4Io: spec.n > 0 && spec.n % 4 === 0, regs }),
+    entryPoint: 'dequantize_group',
+    // One pipeline for every single-scale tensor: 4·k / 0xffffffff = 0 (n < 2^32 − 8, checkSpec).
+    constants: { ...constants, SEG: numScales(spec.granularity, spec.n) <= 1 ? 0xffffffff : seg },
+    bindings: [params, words, scales, out],
+    workgroups: spec.n === 0 ? [0] : fusedGrid(rt, label, tiles, opts),
+  });
+  return { dispatch, params, path: 'fused' };
 }
 
 export function buildDequantize(
@@ -174,27 +368,20 @@ export function buildDequantize(
   spec: QuantizeSpec,
   words: GPUBuffer,
   scales: GPUBuffer,
-  opts: { out?: GPUBuffer; category?: MemCategory } = {},
+  opts: { out?: GPUBuffer; category?: MemCategory } & QuantizePathOptions = {},
 ): DequantizeKernel {
   checkSpec(spec);
   const label = `dequantize.${spec.format}.${granularityLabel(spec.granularity)}`;
   const owned: GPUBuffer[] = [];
   const out = opts.out ?? rt.createBuffer(opts.category ?? 'workspace', `${label}.out`, Math.max(spec.n, 1) * 4);
   if (!opts.out) owned.push(out);
-  const params = rt.uniform(label, paramsFor(spec, 1, {}));
-  owned.push(params);
-  const d = rt.kernel({
-    label,
-    code: QUANTIZE_WGSL,
-    entryPoint: 'dequantize',
-    constants: { FMT: FORMAT_ID[spec.format] },
-    bindings: [params, words, scales, out],
-    workgroups: grid2d(rt, Math.ceil(spec.n / WG)),
-  });
+  const d = dequantizeDispatch(rt, label, spec, words, scales, out, opts);
+  owned.push(d.params);
   return {
     spec,
+    path: d.path,
     out,
-    dispatches: [d],
+    dispatches: [d.dispatch],
     destroy() {
       for (const b of owned) rt.mem.free(b);
     },
@@ -215,15 +402,7 @@ export function dequantizeRows(
   if (!s) throw new Error(`${label}: rows ${r0}..${r0 + rows} of a ${spec.format} tensor are not 256-byte aligned in its codes or scales`);
   const part: QuantizeSpec = { ...spec, n: rows * rowLength };
   checkSpec(part);
-  const params = rt.uniform(`${label}.dequantRows`, paramsFor(part, 1, {}));
-  return rt.kernel({
-    label: `${label}.dequantRows`,
-    code: QUANTIZE_WGSL,
-    entryPoint: 'dequantize',
-    constants: { FMT: FORMAT_ID[spec.format] },
-    bindings: [params, { buffer: words, ...s.words }, { buffer: scales, ...s.scales }, out],
-    workgroups: grid2d(rt, Math.ceil(part.n / WG)),
-  });
+  return dequantizeDispatch(rt, `${label}.dequantRows`, part, { buffer: words, ...s.words }, { buffer: scales, ...s.scales }, out, {}).dispatch;
 }
 
 /** True when every block of `rows` rows starting at a multiple of `rows` can be dequantized by `dequantizeRows`. */
@@ -336,20 +515,21 @@ export async function dequantizeGpu(rt: Runtime, q: Quantized): Promise<Float32A
 
 /**
  * Quantize throughput in GB/s, counting the compulsory traffic once: N·4 bytes read plus the payload
- * (codes + scales) written. (The kernels read x twice — absmax, then encode — so the DRAM traffic
- * is about 2N·4 + payload.) GPU pass time from timestamp queries where available (median of `reps`),
- * else wall clock (see ../gpu/timer.ts). A benchmark figure, never a test assertion.
+ * (codes + scales) written. (The fused kernel moves exactly that; the passes read x twice — absmax,
+ * then encode — so their DRAM traffic is about 2N·4 + payload.) GPU pass time from timestamp
+ * queries where available (median of `reps`), else wall clock (see ../gpu/timer.ts). `path` picks
+ * the kernels (default as buildQuantize). A benchmark figure, never a test assertion.
  */
 export async function benchQuantize(
   rt: Runtime,
   n: number,
-  opts: { format?: QuantFormat; granularity?: Granularity; reps?: number } = {},
+  opts: { format?: QuantFormat; granularity?: Granularity; reps?: number; path?: QuantizePath } = {},
 ): Promise<number> {
   const format = opts.format ?? 'int8';
   const granularity = opts.granularity ?? { kind: 'group', size: 128 };
   const x = new Rng(1).normalArray(n);
   const xb = rt.upload('workspace', 'bench.quantize.x', x);
-  const k = buildQuantize(rt, { format, granularity, n }, xb);
+  const k = buildQuantize(rt, { format, granularity, n }, xb, { path: opts.path });
   try {
     const t = await timeDispatches(rt, k.dispatches, { warmup: 2, reps: opts.reps ?? 10 });
     return (4 * n + payloadBytes(format, n, k.numScales)) / t.medianMs / 1e6;
