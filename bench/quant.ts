@@ -6,14 +6,14 @@
  * otherwise wall clock; never assert on them.
  */
 import type { Dispatch, Runtime } from '../src/engine/gpu/runtime';
-import { timeDispatches } from '../src/engine/gpu/timer';
+import { median, type SteadyWarmup, timeDispatches, warmUntilSteady } from '../src/engine/gpu/timer';
 import { matmul } from '../src/engine/kernels/matmul';
 import { qgemmI8, qgemmQuantOut, qgemmWeightOnly, quantizeRowsI8 } from '../src/engine/kernels/qgemm';
 import { i8TensorCoreSpec } from '../src/engine/kernels/qgemm_tc';
 import { buildQuantize } from '../src/engine/kernels/quantize';
 import { tacoCompress, tacoDecompress, type TacoOptions } from '../src/engine/kernels/taco';
 import { BITS, type QuantFormat } from '../src/engine/quant/formats';
-import { tacoPayloadBytes } from '../src/engine/quant/taco';
+import { tacoCompressRef, tacoLayout, tacoPayloadBytes } from '../src/engine/quant/taco';
 import { Rng } from '../src/engine/util/rng';
 
 export interface BenchOptions {
@@ -21,14 +21,16 @@ export interface BenchOptions {
   reps?: number;
   /** Dispatches per timed pass (amortises pass overhead on small problems). */
   inner?: number;
+  /** Warm up until steady for at least this long (warmUntilSteady) before timing. */
+  warmupMs?: number;
 }
 
-async function msPer(rt: Runtime, ds: Dispatch[], o: BenchOptions): Promise<{ ms: number; method: string }> {
+async function msPer(rt: Runtime, ds: Dispatch[], o: BenchOptions): Promise<{ ms: number; method: string; samplesMs: number[] }> {
   const inner = Math.max(1, o.inner ?? 10);
   const list: Dispatch[] = [];
   for (let i = 0; i < inner; i++) list.push(...ds);
-  const r = await timeDispatches(rt, list, { warmup: o.warmup ?? 2, reps: o.reps ?? 5 });
-  return { ms: r.medianMs / inner, method: r.method };
+  const r = await timeDispatches(rt, list, { warmup: o.warmup ?? 2, reps: o.reps ?? 5, warmupMs: o.warmupMs });
+  return { ms: r.medianMs / inner, method: r.method, samplesMs: r.samplesMs.map((t) => t / inner) };
 }
 
 export interface TacoTiming {
@@ -38,10 +40,15 @@ export interface TacoTiming {
   roundTripMs: number;
 }
 
-/** One kernel layout of the sweep (TACO_BENCH_SWEEP=1): words per invocation × workgroup size. */
+/** One kernel variant of the sweep (TACO_BENCH_SWEEP=1): encoder, words per invocation, workgroup size… */
 export interface TacoVariantBench extends TacoTiming {
   variant: string;
+  /** Its payload (codes and scales) is byte for byte the default kernel's. */
+  samePayload: boolean;
 }
+
+/** The warm-up before the first timing (warmUntilSteady). */
+export type TacoWarmup = SteadyWarmup;
 
 export interface TacoBench extends TacoTiming {
   n: number;
@@ -54,6 +61,11 @@ export interface TacoBench extends TacoTiming {
   compressFp32GBs: number;
   decompressFp32GBs: number;
   roundTripFp32GBs: number;
+  /** The issue's figure: 4n / (compress + decompress), each timed alone. */
+  pairFp32GBs: number;
+  warmup: TacoWarmup;
+  /** Sweep only: the default kernel's codes against tacoCompressRef on the first groups (≤ 2^20 elements). */
+  refCheck?: { elements: number; flippedCodes: number; scalesDiffer: number };
   /** Baseline: plain per-group FP8 E4M3 absmax quantization of the same chunk (4n in + n + 4n/G out). */
   baselineFp8Ms: number;
   baselineFp8GBs: number;
@@ -62,12 +74,15 @@ export interface TacoBench extends TacoTiming {
 }
 
 /**
- * Layouts timed when TACO_BENCH_SWEEP is set; the first is the default. `pieces` > 1 runs the
- * default kernel as that many dispatches over consecutive slices of the same buffers: equal
- * throughput says the kernel scales with n, a gap says the size of one dispatch matters.
+ * Variants timed when TACO_BENCH_SWEEP is set; the first is the default. 'encode=inline words=8' is
+ * the kernel pair before the split encoder (same codes), to time old against new in one run.
+ * `pieces` > 1 runs the default kernel as that many dispatches over consecutive slices of the same
+ * buffers: equal throughput says the kernel scales with n, a gap says the size of one dispatch matters.
  */
 const TACO_SWEEP: { variant: string; opts: TacoOptions; pieces?: number }[] = [
   { variant: 'default', opts: {} },
+  { variant: 'encode=inline words=8 (before)', opts: { encode: 'inline', words: 8 } },
+  { variant: 'encode=inline', opts: { encode: 'inline' } },
   ...[4, 8, 16].flatMap((words) => [128, 256].map((wg) => ({ variant: `words=${words} wg=${wg}`, opts: { words, workgroupSize: wg } }))),
   { variant: 'default, 1056 workgroups (tile loop)', opts: { maxWorkgroups: 1056 } },
   { variant: 'default, workgroup-memory exchange', opts: { subgroups: false } },
@@ -78,19 +93,50 @@ function sweepRequested(): boolean {
   return typeof process !== 'undefined' && !!process.env?.TACO_BENCH_SWEEP;
 }
 
+/** Timing rounds of the default kernel: compress, decompress, round trip, interleaved; medians over all. */
+const TACO_ROUNDS = 3;
+
+
+/**
+ * The first k groups of a payload — codes, s, a — with k the same for every variant (at most a
+ * quarter of the groups, so that it lies in the first of 4 pieces too, and at most 2^17 groups).
+ */
+async function payloadHead(rt: Runtime, payload: GPUBuffer, n: number, G: number, k: number): Promise<Uint8Array> {
+  const L = tacoLayout(n, G);
+  const parts = [
+    new Uint8Array(await rt.read(payload, 0, k * G)),
+    new Uint8Array(await rt.read(payload, 4 * L.sOff, 4 * k)),
+    new Uint8Array(await rt.read(payload, 4 * L.aOff, 4 * k)),
+  ];
+  const out = new Uint8Array(k * (G + 8));
+  out.set(parts[0]);
+  out.set(parts[1], k * G);
+  out.set(parts[2], k * G + 4 * k);
+  return out;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
 /**
  * TACO compress, decompress and the pair at n elements, with the plain FP8 quantizer beside them.
- * With the environment variable TACO_BENCH_SWEEP set, also every layout of TACO_SWEEP, printed to
- * stderr as a table (the bench CLI passes no options through, and the sweep is for tuning only).
+ * The default kernels are warmed up until steady (warmUntilSteady) on the buffers they are timed on,
+ * then timed in TACO_ROUNDS interleaved rounds: every figure is a median of steady-state passes.
+ * With the environment variable TACO_BENCH_SWEEP set, also every variant of TACO_SWEEP, printed to
+ * stderr as a table with whether its payload is byte for byte the default's, and the default's
+ * codes against the TS reference on the first groups (the bench CLI passes no options through,
+ * and the sweep is for tuning only).
  */
 export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOptions = {}): Promise<TacoBench> {
-  const x = rt.upload('workspace', 'bench.taco.x', new Rng(1).normalArray(n, 0.02));
+  const host = new Rng(1).normalArray(n, 0.02);
+  const x = rt.upload('workspace', 'bench.taco.x', host);
   const bytes = tacoPayloadBytes(n, G);
   const payload = rt.createBuffer('workspace', 'bench.taco.payload', bytes);
   const y = rt.createBuffer('workspace', 'bench.taco.y', n * 4);
   const q = buildQuantize(rt, { format: 'fp8-e4m3', granularity: { kind: 'group', size: G }, n }, x);
   let method = '';
-  const time = async (k: TacoOptions, pieces = 1): Promise<TacoTiming> => {
+  const build = (k: TacoOptions, pieces = 1): { c: Dispatch[]; d: Dispatch[] } => {
     const m = n / pieces;
     const pb = tacoPayloadBytes(m, G);
     const slice = (buffer: GPUBuffer, i: number, size: number) => (pieces === 1 ? buffer : { buffer, offset: i * size, size });
@@ -100,12 +146,25 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
       c.push(tacoCompress(rt, { label: 'bench.taco.compress', x: slice(x, i, 4 * m), payload: slice(payload, i, pb), n: m, G, ...k }));
       d.push(tacoDecompress(rt, { label: 'bench.taco.decompress', payload: slice(payload, i, pb), y: slice(y, i, 4 * m), n: m, G, ...k }));
     }
-    const tc = await msPer(rt, c, opts);
-    method = tc.method;
-    return { compressMs: tc.ms, decompressMs: (await msPer(rt, d, opts)).ms, roundTripMs: (await msPer(rt, [...c, ...d], opts)).ms };
+    return { c, d };
+  };
+  const time = async ({ c, d }: { c: Dispatch[]; d: Dispatch[] }, rounds: number): Promise<TacoTiming> => {
+    const kinds: [keyof TacoTiming, Dispatch[]][] = [['compressMs', c], ['decompressMs', d], ['roundTripMs', [...c, ...d]]];
+    const samples: Record<keyof TacoTiming, number[]> = { compressMs: [], decompressMs: [], roundTripMs: [] };
+    for (let r = 0; r < rounds; r++) {
+      for (const [key, ds] of kinds) {
+        const t = await msPer(rt, ds, opts);
+        method = t.method;
+        samples[key].push(...t.samplesMs);
+      }
+    }
+    return { compressMs: median(samples.compressMs), decompressMs: median(samples.decompressMs), roundTripMs: median(samples.roundTripMs) };
   };
   try {
-    const t = await time({});
+    const def = build({});
+    const warmup = await warmUntilSteady(rt, [...def.c, ...def.d]);
+    const t = await time(def, TACO_ROUNDS);
+    await warmUntilSteady(rt, q.dispatches);
     const b = await msPer(rt, q.dispatches, opts);
     const gbs = (by: number, ms: number) => by / (ms * 1e6);
     const out: TacoBench = {
@@ -115,22 +174,50 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
       compressFp32GBs: gbs(4 * n, t.compressMs),
       decompressFp32GBs: gbs(4 * n, t.decompressMs),
       roundTripFp32GBs: gbs(4 * n, t.roundTripMs),
+      pairFp32GBs: gbs(4 * n, t.compressMs + t.decompressMs),
+      warmup,
       baselineFp8Ms: b.ms, baselineFp8GBs: gbs(4 * n + n + 4 * Math.ceil(n / G), b.ms),
       method,
     };
+    const f = (v: number) => v.toPrecision(4);
+    console.error(`TACO n=${n} G=${G} (${method}), fp32 GB/s = 4n / time: compress ${f(out.compressFp32GBs)}, decompress ${f(out.decompressFp32GBs)}, ` +
+      `4n/(compress + decompress) ${f(out.pairFp32GBs)}, round trip in one pass ${f(out.roundTripFp32GBs)}; ` +
+      `warm-up ${warmup.runs} round trips in ${warmup.ms.toFixed(0)} ms, ${warmup.batchMsPerRun[0].toFixed(4)} → ` +
+      `${warmup.batchMsPerRun[warmup.batchMsPerRun.length - 1].toFixed(4)} ms each (wall clock, per batch: ` +
+      `${warmup.batchMsPerRun.map((t) => t.toPrecision(3)).join(' ')})`);
     if (sweepRequested()) {
+      const groups = Math.ceil(n / G);
+      const head = Math.min(Math.max(1, Math.floor(groups / 4)), 1 << 17);
+      // The default's payload is in place: its round trips ran last on this buffer.
+      const defaultHead = await payloadHead(rt, payload, n, G, head);
+      const refGroups = Math.min(groups, Math.floor((1 << 20) / G));
+      const m = Math.min(n, refGroups * G);
+      const ref = tacoCompressRef(host.subarray(0, m), G);
+      const got = await payloadHead(rt, payload, n, G, refGroups);
+      const gotS = new Uint32Array(got.buffer, refGroups * G, 2 * refGroups);
+      const refS = [...new Uint32Array(ref.s.buffer), ...new Uint32Array(ref.a.buffer)];
+      out.refCheck = {
+        elements: m,
+        flippedCodes: ref.codes.reduce((k, c, i) => k + (c !== got[i] ? 1 : 0), 0),
+        scalesDiffer: refS.reduce((k, v, i) => k + (v !== gotS[i] ? 1 : 0), 0),
+      };
       out.variants = [];
       // Slices hold whole groups and start at 256-byte offsets (storage binding alignment).
       const sliceable = (p: number) => p === 1 || (n % (p * G) === 0 && ((4 * n) / p) % 256 === 0 && tacoPayloadBytes(n / p, G) % 256 === 0);
       for (const v of TACO_SWEEP) {
         const pieces = v.pieces ?? 1;
-        if (sliceable(pieces)) out.variants.push({ variant: v.variant, ...(await time(v.opts, pieces)) });
+        if (!sliceable(pieces)) continue;
+        const timing = await time(build(v.opts, pieces), 1);
+        const same = sameBytes(await payloadHead(rt, payload, n / pieces, G, head), defaultHead);
+        out.variants.push({ variant: v.variant, ...timing, samePayload: same });
       }
-      console.error(`TACO n=${n} G=${G} (${method}), fp32 GB/s = 4n / time:`);
+      console.error(`TACO n=${n} G=${G}: default codes vs tacoCompressRef on the first ${m} elements: ${out.refCheck.flippedCodes} flipped, ` +
+        `${out.refCheck.scalesDiffer} of ${2 * refGroups} scales differ. Variants, fp32 GB/s = 4n / time:`);
       for (const v of out.variants) {
-        console.error(`  ${v.variant.padEnd(40)} compress ${gbs(4 * n, v.compressMs).toPrecision(4).padStart(6)} (${v.compressMs.toFixed(4)} ms)` +
-          `  decompress ${gbs(4 * n, v.decompressMs).toPrecision(4).padStart(6)} (${v.decompressMs.toFixed(4)} ms)` +
-          `  round trip ${gbs(4 * n, v.roundTripMs).toPrecision(4).padStart(6)} (${v.roundTripMs.toFixed(4)} ms)`);
+        console.error(`  ${v.variant.padEnd(40)} compress ${f(gbs(4 * n, v.compressMs)).padStart(6)} (${v.compressMs.toFixed(4)} ms)` +
+          `  decompress ${f(gbs(4 * n, v.decompressMs)).padStart(6)} (${v.decompressMs.toFixed(4)} ms)` +
+          `  round trip ${f(gbs(4 * n, v.roundTripMs)).padStart(6)} (${v.roundTripMs.toFixed(4)} ms)` +
+          `  4n/(c+d) ${f(gbs(4 * n, v.compressMs + v.decompressMs)).padStart(6)}  payload ${v.samePayload ? '== default' : 'DIFFERS'}`);
       }
     }
     return out;

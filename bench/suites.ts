@@ -47,6 +47,8 @@ export interface BenchRow {
 export interface SuiteOptions {
   warmup: number;
   reps: number;
+  /** Kernel suites: warm up until per-run time is steady for at least this long (0: counted warm-up only). */
+  warmupMs?: number;
   onRow?: (r: BenchRow) => void;
 }
 
@@ -103,7 +105,7 @@ export function qgemmFits(s: GemmShape): boolean {
 export async function runQgemm(rt: Runtime, shapes: GemmShape[], o: SuiteOptions): Promise<BenchRow[]> {
   const rows: BenchRow[] = [];
   for (const s of shapes.filter(qgemmFits)) {
-    const [r] = await benchQgemm(rt, [s], { warmup: o.warmup, reps: o.reps });
+    const [r] = await benchQgemm(rt, [s], { warmup: o.warmup, reps: o.reps, warmupMs: o.warmupMs });
     for (const [kernel, gops] of Object.entries(r.gops)) {
       const row: BenchRow = {
         suite: 'qgemm', name: `${s.M}x${s.N}x${s.K} ${kernel}`,
@@ -131,10 +133,11 @@ export async function runCodec(rt: Runtime, sizes: number[], o: SuiteOptions): P
     // The issue's measure: fp32 bytes processed per second (input of compress, output of decompress).
     push({ suite: 'codec', name: `taco compress fp32 in n=${n} G=${G}`, unit: 'GB/s', value: t.compressFp32GBs, ms: t.compressMs, method: t.method, show: true, detail: d });
     push({ suite: 'codec', name: `taco decompress fp32 out n=${n} G=${G}`, unit: 'GB/s', value: t.decompressFp32GBs, ms: t.decompressMs, method: t.method, show: true, detail: d });
+    push({ suite: 'codec', name: `taco compress+decompress fp32 n=${n} G=${G}`, unit: 'GB/s', value: t.pairFp32GBs, ms: t.compressMs + t.decompressMs, method: t.method, show: true, detail: { ...d, measure: '4n / (t_compress + t_decompress)' } });
     push({ suite: 'codec', name: `taco round trip fp32 n=${n} G=${G}`, unit: 'GB/s', value: t.roundTripFp32GBs, ms: t.roundTripMs, method: t.method, show: true, detail: d });
     push({ suite: 'codec', name: `fp8-e4m3 quantize (taco's in-run baseline) n=${n} G=${G}`, unit: 'GB/s', value: t.baselineFp8GBs, ms: t.baselineFp8Ms, method: t.method, show: true, detail: d });
     for (const format of ['fp8-e4m3', 'int4', 'int8'] as QuantFormat[]) {
-      const gbs = await benchQuantize(rt, n, { format, granularity: { kind: 'group', size: G }, reps: o.reps });
+      const gbs = await benchQuantize(rt, n, { format, granularity: { kind: 'group', size: G }, reps: o.reps, warmupMs: o.warmupMs });
       push({ suite: 'codec', name: `quantize ${format} n=${n} G=${G}`, unit: 'GB/s', value: gbs, show: true, detail: { n, G, format } });
     }
   }
@@ -247,7 +250,8 @@ export interface SuitePlan {
 /** Runs one suite of a plan; rows also go to `onRow` as each is measured. */
 export async function runSuite(rt: Runtime, suite: SuiteName, plan: SuitePlan, onRow?: (r: BenchRow) => void): Promise<BenchRow[]> {
   const { quick, shapes } = plan;
-  const so = (warmup: number, reps: number): SuiteOptions => ({ warmup: plan.warmup ?? warmup, reps: plan.reps ?? reps, onRow });
+  // Full runs warm each kernel until its time per run is steady (a fresh GPU clocks up for a while).
+  const so = (warmup: number, reps: number): SuiteOptions => ({ warmup: plan.warmup ?? warmup, reps: plan.reps ?? reps, warmupMs: quick ? 0 : 300, onRow });
   const sizes = plan.sizes?.[suite];
   switch (suite) {
     case 'gemm': {

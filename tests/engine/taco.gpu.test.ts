@@ -4,14 +4,19 @@
  * code may flip where y/s sits on a rounding boundary: such flips are counted and bounded, and on
  * SwiftShader there are none. Both exchange paths (subgroup shuffles, workgroup memory) run where
  * the device has subgroups, and must agree bit for bit; so must every register layout (words per
- * invocation), fp32 access width (n % 4 == 0 or not) and the tile loop.
+ * invocation), fp32 access width (n % 4 == 0 or not), the tile loop, and the two per-element
+ * encoders (the default 'split': branch-free codes then fix_ties on the near-ties; 'inline': the
+ * earlier kernel), on data built to put codes on FP8 rounding boundaries and on extreme groups.
  */
 import { describe, expect, it } from 'vitest';
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import { tacoCompress, tacoDecompress, tacoShader, type TacoOptions } from '../../src/engine/kernels/taco';
+import { tacoCompress, tacoDecompress, tacoShader, type TacoEncode, type TacoOptions } from '../../src/engine/kernels/taco';
 import { Uniforms } from '../../src/engine/gpu/runtime';
 import { decodeE4M3, encodeE4M3 } from '../../src/engine/quant/fp8';
-import { parseTacoPayload, tacoCompressRef, tacoDecompressRef, tacoPayload, tacoPayloadBytes } from '../../src/engine/quant/taco';
+import { butterfliesF32, fwhtF32, rsqrtF32 } from '../../src/engine/quant/hadamard';
+import {
+  parseTacoPayload, tacoAdaptiveScale, tacoCompressRef, tacoDecompressRef, tacoPayload, tacoPayloadBytes,
+} from '../../src/engine/quant/taco';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 import { testRuntime } from '../helpers/gpu';
@@ -29,7 +34,7 @@ async function roundTrip(rt: Runtime, x: Float32Array, G: number, opts: TacoOpti
   const pb = rt.createBuffer('comm', 'taco.payload', off + Math.max(bytes, 4));
   const yb = rt.createBuffer('activations', 'taco.y', Math.max(n, 1) * 4);
   const payload = off ? { buffer: pb, offset: off, size: Math.max(bytes, 4) } : pb;
-  const common = { n, G, subgroups: opts.subgroups, words: opts.words, workgroupSize: opts.workgroupSize, maxWorkgroups: opts.maxWorkgroups };
+  const common = { n, G, subgroups: opts.subgroups, words: opts.words, workgroupSize: opts.workgroupSize, maxWorkgroups: opts.maxWorkgroups, encode: opts.encode };
   rt.run([
     tacoCompress(rt, { label: 'taco.compress', x: xb, payload, ...common }),
     tacoDecompress(rt, { label: 'taco.decompress', payload, y: yb, ...common }),
@@ -62,6 +67,35 @@ function checkAgainstRef(x: Float32Array, G: number, r: Result, label: string): 
 function sameResult(a: Result, b: Result, label: string): void {
   expect(Array.from(a.payload), `${label}: payload`).toEqual(Array.from(b.payload));
   expect(Array.from(a.y), `${label}: x̂`).toEqual(Array.from(b.y));
+}
+
+/**
+ * Elements whose y/s (the reference's fp32 quotient) lies within 16 ulps of an E4M3 midpoint, the
+ * window in which the compressor recodes with code_exact: how much a test exercises that path.
+ */
+function nearTieCount(x: Float32Array, G: number): number {
+  const mids: number[] = [];
+  for (let c = 0; c < 0x7e; c++) mids.push((decodeE4M3(c) + decodeE4M3(c + 1)) / 2);
+  let count = 0;
+  for (let g = 0; g * G < x.length; g++) {
+    const v = new Float32Array(G);
+    v.set(x.subarray(g * G, Math.min(x.length, (g + 1) * G)));
+    const a = tacoAdaptiveScale(v);
+    for (let i = 0; i < G; i++) v[i] = v[i] * a;
+    butterfliesF32(v, 0, G);
+    let mx = 0;
+    for (let i = 0; i < G; i++) {
+      v[i] = v[i] * rsqrtF32(G);
+      mx = Math.max(mx, Math.abs(v[i]));
+    }
+    const s = Math.fround(mx / 448);
+    for (let i = 0; i < G; i++) {
+      const q = Math.abs(Math.fround(v[i] / s));
+      const ulp = 2 ** (Math.floor(Math.log2(Math.max(q, 2 ** -6))) - 23);
+      if (mids.some((m) => Math.abs(q - m) <= 16 * ulp)) count++;
+    }
+  }
+  return count;
 }
 
 /** x ~ N(0, 0.02²) with every 61st element ×30: scales differ from group to group. */
@@ -158,22 +192,95 @@ describe('TACO fused compress / decompress kernels', () => {
     expect(r.payload.length).toBe(tacoPayload(tacoCompressRef(x, G)).length);
   });
 
-  // The compressor's per-element code comes from the bits of y·(1/s) unless that lies near an FP8
-  // midpoint or in the subnormal range (code_exact); the near case is ~1 in 60 000 on real data,
-  // so aim at it: y/s placed within a few ulps of midpoints (subnormal, normal, the 2^-10 midpoint
-  // next to zero), grid points, the 2^-6 and 448 ends, zeros, plus plain random quotients. Both
-  // code_exact (on every pair) and taco_code must give the reference code.
-  it('taco_code and code_exact give the code of the correctly rounded quotient, at midpoints too', async () => {
+  // Groups built so that y/s lands on FP8 midpoints: x = H(t)/sqrt(G) for t drawn from the midpoints
+  // of the top binade (with one ±448 fixing the max), so y = H(a·x)/sqrt(G) ≈ a·t and y/s ≈ t up to
+  // fp32 rounding — within the tie window for most elements, so fix_ties runs in most invocations.
+  it('groups whose codes sit on FP8 rounding boundaries: reference codes, split == inline encoder', async () => {
     const rt = await testRuntime();
-    const probe = `
+    for (const G of [32, 128]) {
+      const groups = 40;
+      const n = groups * G - 3; // the last group partial
+      const rng = new Rng(G + 5);
+      const t = new Float32Array(groups * G);
+      for (let g = 0; g < groups; g++) {
+        for (let i = 0; i < G; i++) t[g * G + i] = (rng.next() < 0.5 ? -1 : 1) * (272 + 32 * rng.int(6)) * 2 ** (g % 7 - 3);
+        t[g * G + rng.int(G)] = 448 * 2 ** (g % 7 - 3);
+      }
+      const x = fwhtF32(t, G).subarray(0, n);
+      const near = nearTieCount(x, G);
+      expect(near, `G=${G}: elements within 16 ulps of a midpoint`).toBeGreaterThan(n / 4);
+      const split = await roundTrip(rt, x, G, {});
+      const flips = checkAgainstRef(x, G, split, `G=${G} near ties`);
+      if (rt.gpu.adapterInfo.architecture === 'swiftshader') expect(flips).toBe(0);
+      sameResult(await roundTrip(rt, x, G, { encode: 'inline' }), split, `G=${G} near ties: inline == split`);
+    }
+  });
+
+  // Tiny (x² underflows to 0: a clamps to 1e3), mean(x²) ≈ λ, huge (x² overflows: a clamps to 1e-3),
+  // −0, constant groups (y has one nonzero: 0 codes elsewhere), near-constant ones (E4M3 subnormal
+  // codes), one spike, mixed scales. Not fp32 subnormals, in the input or in the butterflies: WGSL
+  // lets a GPU flush them (SwiftShader does), which can turn a code of −0 into +0 — the same value,
+  // but not the same byte.
+  it('extreme groups: tiny, huge, −0, constant and near-constant values give the reference codes', async () => {
+    const rt = await testRuntime();
+    const G = 64;
+    const kinds: ((i: number, r: Rng) => number)[] = [
+      (_, r) => r.normal() * 1e-30,
+      (_, r) => r.normal() * 1e-3,
+      (_, r) => r.normal() * 1e30,
+      (_, r) => (r.next() < 0.5 ? -3e38 : 3e38),
+      () => -0,
+      () => 0.75,
+      (_, r) => 0.75 + r.normal() * 1e-4,
+      (i) => (i === 17 ? 5 : 0),
+      (i, r) => (i % 2 ? 1e-20 : r.normal() * 1e20),
+    ];
+    const n = kinds.length * G * 3 + 1; // each kind over three groups, and a 1-element tail group
+    const rng = new Rng(11);
+    const x = new Float32Array(n);
+    for (let i = 0; i < n - 1; i++) x[i] = kinds[Math.floor(i / (3 * G))](i % G, rng);
+    x[n - 1] = -2.5;
+    const r = await roundTrip(rt, x, G, {});
+    const flips = checkAgainstRef(x, G, r, 'extreme groups');
+    if (rt.gpu.adapterInfo.architecture === 'swiftshader') expect(flips).toBe(0);
+    sameResult(await roundTrip(rt, x, G, { encode: 'inline' }), r, 'extreme groups: inline == split');
+    const got = parseTacoPayload(r.payload, n, G);
+    expect(got.a[3 * 3]).toBe(Math.fround(1e-3)); // the 3e38 groups: x² overflows
+    // −0 groups: y = ±0 (the butterflies' differences are +0), codes 0x80 and 0x00 as in the reference.
+    const negZero = Array.from(got.codes.subarray(4 * 3 * G, 5 * 3 * G));
+    expect(negZero.every((c) => c === 0 || c === 0x80) && negZero.includes(0x80)).toBe(true);
+    const nearConstant = got.codes.subarray(6 * 3 * G, 7 * 3 * G);
+    expect(Array.from(nearConstant).some((c) => (c & 0x7f) > 0 && (c & 0x7f) < 8), 'E4M3 subnormal codes').toBe(true);
+  });
+
+  // The compressor's per-element code comes from the bits of y·(1/s) (near_codes) unless that lies
+  // near an FP8 midpoint, where fix_ties recodes it with code_exact; the near case is ~1 in 30 000
+  // on real data, so aim at it: y/s placed within a few ulps of midpoints (subnormal, normal, the
+  // 2^-10 midpoint next to zero), grid points, the 2^-6 and 448 ends, zeros, random subnormal-range
+  // and plain random quotients. The split path (fast word then fix_ties, as compress runs them, on
+  // y and −y), code_exact alone, and the earlier kernel's taco_code must all give the reference code.
+  it('the per-element encoders give the code of the correctly rounded quotient, at midpoints too', async () => {
+    const rt = await testRuntime();
+    const split = `
 @compute @workgroup_size(64)
 fn probe(@builtin(global_invocation_id) id: vec3<u32>) {
   let i = id.x;
   if (i >= P.n) { return; }
   let y = x[2u * i];
   let s = x[2u * i + 1u];
-  payload[2u * i] = code_exact(y, s, y * (1.0 / s));
-  payload[2u * i + 1u] = taco_code(y, s, 1.0 / s);
+  let inv = 1.0 / s;
+  var v: array<vec4<f32>, V>;                  // zeros elsewhere: no ties there
+  v[0] = vec4<f32>(y, -y, y, -y);
+  let q0 = (V + 2u) * i;                       // T = 1 here: registers at words q0 … q0 + V − 1
+  for (var j = 0u; j < V; j++) { payload[q0 + j] = pack_codes(near_codes(v[j], inv), v[j]); }
+  fix_ties(v, s, inv, q0);
+  payload[q0 + V] = code_exact(y, s, y * inv);
+  payload[q0 + V + 1u] = select(0u, 1u, has_tie(near_codes(v[0], inv)));
+}`;
+    const inline = `
+@compute @workgroup_size(64)
+fn probe(@builtin(global_invocation_id) id: vec3<u32>) {
+  if (id.x < P.n) { payload[id.x] = taco_code(x[2u * id.x], x[2u * id.x + 1u], 1.0 / x[2u * id.x + 1u]); }
 }`;
     const rng = new Rng(17);
     const pairs: number[] = [];
@@ -188,29 +295,46 @@ fn probe(@builtin(global_invocation_id) id: vec3<u32>) {
       const sign = rng.next() < 0.5 ? -1 : 1;
       const ulps = (rng.int(17) - 8) * 2 ** -24;
       let v: number;
-      if (k % 3 === 2) v = (rng.next() * 2 - 1) * 448;
-      else if (k % 3 === 1) v = grid[rng.int(grid.length)] * (1 + ulps) * sign;
+      if (k % 4 === 3) v = (rng.next() * 2 - 1) * 448;
+      else if (k % 4 === 2) v = (rng.next() * 2 - 1) * 2 ** -6;
+      else if (k % 4 === 1) v = grid[rng.int(grid.length)] * (1 + ulps) * sign;
       else v = mids[rng.int(mids.length)] * (1 + ulps) * sign;
       pairs.push(Math.fround(v * s), s);
     }
     const n = pairs.length / 2;
     const data = rt.upload('workspace', 'probe.data', Float32Array.from(pairs));
-    const out = rt.createBuffer('workspace', 'probe.out', 2 * n * 4);
+    const W = 8 + 2;
+    const out = rt.createBuffer('workspace', 'probe.out', W * n * 4);
     const u = rt.uniform('probe', new Uniforms().u32(n).u32(0).u32(0).u32(0).u32(0).f32(0).f32(0));
-    const code = tacoShader({ entry: 'compress', subgroups: false, vec4Io: false, words: 8 }) + probe;
-    rt.run([rt.kernel({ label: 'probe', code, entryPoint: 'probe', constants: { G: 32, WG: 64 },
-      bindings: [out, data, u], workgroups: [Math.ceil(n / 64)] })]);
-    const got = await rt.readU32(out, 0, 2 * n);
+    const probe = (encode: TacoEncode, src: string) => rt.kernel({
+      label: `probe.${encode}`, code: tacoShader({ entry: 'compress', subgroups: false, vec4Io: false, words: 8, encode }) + src,
+      entryPoint: 'probe', constants: { G: 32, WG: 64 }, bindings: [out, data, u], workgroups: [Math.ceil(n / 64)],
+    });
+    rt.run([probe('split', split)]);
+    const got = await rt.readU32(out, 0, W * n);
+    rt.run([probe('inline', inline)]);
+    const gotInline = await rt.readU32(out, 0, n);
     const bad: string[] = [];
+    let ties = 0;
     for (let i = 0; i < n; i++) {
       const y = pairs[2 * i];
       const s = pairs[2 * i + 1];
       const want = encodeE4M3(Math.max(-448, Math.min(448, Math.fround(y / s))));
-      for (const [k, name] of [[0, 'code_exact'], [1, 'taco_code']] as const) {
-        if (got[2 * i + k] !== want && bad.length < 5) bad.push(`${name}: y=${y} s=${s} y/s=${y / s}: got ${got[2 * i + k]} want ${want}`);
+      const wantWord = (want | ((want ^ 0x80) << 8) | (want << 16) | ((want ^ 0x80) << 24)) >>> 0;
+      const checks: [string, number, number][] = [
+        ['fast word + fix_ties (y, -y, y, -y)', got[W * i], wantWord],
+        ['code_exact', got[W * i + 8], want],
+        ['taco_code', gotInline[i], want],
+      ];
+      for (const [name, g, w] of checks) {
+        if (g !== w && bad.length < 5) bad.push(`${name}: y=${y} s=${s} y/s=${y / s}: got ${g.toString(16)} want ${w.toString(16)}`);
       }
+      for (let j = 1; j < 8; j++) if (got[W * i + j] !== 0 && bad.length < 5) bad.push(`word ${j} of zeros: ${got[W * i + j]}`);
+      ties += got[W * i + 9];
     }
     expect(bad).toEqual([]);
+    // The midpoint third must reach fix_ties (else this test would not test it).
+    expect(ties).toBeGreaterThan(n / 5);
     for (const b of [data, out, u]) rt.mem.free(b);
   });
 

@@ -15,6 +15,15 @@ export interface TimingOptions {
   reps?: number;
   /** Ignore timestamp queries even when present (tests of the fallback). */
   forceWallclock?: boolean;
+  /** Then keep running until per-run time is steady, for at least this many ms (warmUntilSteady). */
+  warmupMs?: number;
+}
+
+/** What warmUntilSteady did: runs of the list, wall ms, and wall ms per run in each batch. */
+export interface SteadyWarmup {
+  runs: number;
+  ms: number;
+  batchMsPerRun: number[];
 }
 
 export interface TimingResult {
@@ -35,6 +44,7 @@ export async function timeDispatches(rt: Runtime, dispatches: Dispatch[], opts: 
   const reps = Math.max(1, opts.reps ?? 10);
   for (let i = 0; i < warmup; i++) rt.run(dispatches);
   await rt.sync();
+  if (opts.warmupMs) await warmUntilSteady(rt, dispatches, opts.warmupMs, Math.max(3000, 2 * opts.warmupMs));
   if (rt.gpu.features.timestampQuery && !opts.forceWallclock) {
     const samples = await timestampSamples(rt, dispatches, reps);
     if (samples && samples.every((s) => Number.isFinite(s) && s > 0)) {
@@ -135,4 +145,34 @@ export async function profileDispatches(rt: Runtime, dispatches: Dispatch[], rep
   }
   const byDispatch = new Map(live.map((d, i) => [d, median(per[i])]));
   return dispatches.map((d) => byDispatch.get(d) ?? 0);
+}
+
+/**
+ * Runs `ds` (`batch` copies in one pass, one submit per batch) until its wall-clock time per run is
+ * steady: at least minMs spent and the median of the last three batches within 10 % of the best
+ * batch so far; at most maxMs in all. A transient — clocks ramping up, the first uses of freshly
+ * allocated buffers — shows as slower early batches: on the first H200 run the 64M row came out
+ * 3–5× slower than the same kernel timed later in the same call on the same buffers, although the
+ * two warm-up runs of timeDispatches had run the same dispatches on them (too short a warm-up, not a
+ * different one). 10 %, not less: SwiftShader on a busy CPU jitters by more. Batches double until
+ * one takes ≥ 20 ms, so that the figure is GPU time rather than submit latency.
+ */
+export async function warmUntilSteady(rt: Runtime, ds: Dispatch[], minMs = 500, maxMs = 3000): Promise<SteadyWarmup> {
+  const t0 = performance.now();
+  const perRun: number[] = [];
+  let batch = 1;
+  let runs = 0;
+  for (;;) {
+    const b0 = performance.now();
+    rt.run(Array.from({ length: batch }, () => ds).flat());
+    await rt.sync();
+    const dt = performance.now() - b0;
+    perRun.push(dt / batch);
+    runs += batch;
+    const spent = performance.now() - t0;
+    const steady = perRun.length >= 3 && median(perRun.slice(-3)) <= 1.1 * Math.min(...perRun);
+    if (spent >= maxMs || (spent >= minMs && steady)) break;
+    if (dt < 20) batch *= 2;
+  }
+  return { runs, ms: performance.now() - t0, batchMsPerRun: perRun };
 }

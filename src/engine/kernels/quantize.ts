@@ -523,7 +523,7 @@ export async function dequantizeGpu(rt: Runtime, q: Quantized): Promise<Float32A
 export async function benchQuantize(
   rt: Runtime,
   n: number,
-  opts: { format?: QuantFormat; granularity?: Granularity; reps?: number; path?: QuantizePath } = {},
+  opts: { format?: QuantFormat; granularity?: Granularity; reps?: number; path?: QuantizePath; warmupMs?: number } = {},
 ): Promise<number> {
   const format = opts.format ?? 'int8';
   const granularity = opts.granularity ?? { kind: 'group', size: 128 };
@@ -531,7 +531,7 @@ export async function benchQuantize(
   const xb = rt.upload('workspace', 'bench.quantize.x', x);
   const k = buildQuantize(rt, { format, granularity, n }, xb, { path: opts.path });
   try {
-    const t = await timeDispatches(rt, k.dispatches, { warmup: 2, reps: opts.reps ?? 10 });
+    const t = await timeDispatches(rt, k.dispatches, { warmup: 2, reps: opts.reps ?? 10, warmupMs: opts.warmupMs });
     return (4 * n + payloadBytes(format, n, k.numScales)) / t.medianMs / 1e6;
   } finally {
     k.destroy();

@@ -9,6 +9,14 @@
  * workgroups loop over the tiles when there are more than the grid allows. The fp32 side is bound
  * read-only by compress and the payload read-only by decompress, so the two must be different
  * buffers (WebGPU forbids one buffer in both roles in a dispatch).
+ *
+ * Work per element, both kernels meant to be memory-bound (4 B of fp32 against ~1.06 B of payload):
+ * compress ≈ 35 register operations (square-sum, a·x, 7 butterfly stages, ·1/sqrt(G), |max|, a
+ * branch-free FP8 encode with a near-tie flag, packing), decompress ≈ 25; per group only two
+ * correctly rounded divisions (div_rn) and one reciprocal, shared by the 4·words elements of each
+ * invocation. The rare near-tie elements (~3e-5) are recoded exactly after the fact, outside the
+ * per-element loop, so that loop stays small enough for the driver to unroll: a loop left rolled
+ * indexes the register array dynamically, which puts it in local memory.
  */
 import codecSrc from '../../../shaders/quant/codec.wgsl?raw';
 import tacoSrc from '../../../shaders/taco.wgsl?raw';
@@ -35,6 +43,14 @@ export function wgslSection(src: string, name: string): string {
 
 export type TacoEntry = 'compress' | 'decompress';
 
+/**
+ * How compress finds the code of RN(y/s) per element: 'split' (default) encodes every element
+ * branch-free from y·(1/s) and recodes the rare near-ties exactly afterwards; 'inline' is the
+ * earlier kernel, the exact path in a branch inside the per-element loop (same codes; kept so one
+ * benchmark run can time both: TACO_BENCH_SWEEP).
+ */
+export type TacoEncode = 'split' | 'inline';
+
 export interface TacoShaderOptions {
   entry: TacoEntry;
   subgroups: boolean;
@@ -42,10 +58,17 @@ export interface TacoShaderOptions {
   vec4Io: boolean;
   /** 16-byte words per invocation (the shader's V). */
   words: number;
+  /** Compress only (default 'split'). */
+  encode?: TacoEncode;
+}
+
+function entrySections(o: TacoShaderOptions): string[] {
+  if (o.entry === 'decompress') return ['decompress'];
+  return ['compress_common', o.encode === 'inline' ? 'compress_inline' : 'compress'];
 }
 
 export function tacoShader(o: TacoShaderOptions): string {
-  const body = wgslSection(tacoSrc, 'common') + wgslSection(tacoSrc, o.entry);
+  const body = ['common', ...entrySections(o)].map((name) => wgslSection(tacoSrc, name)).join('');
   return [
     o.subgroups ? 'enable subgroups;' : '',
     `const V: u32 = ${o.words}u;`,
@@ -58,19 +81,23 @@ export function tacoShader(o: TacoShaderOptions): string {
 }
 
 /**
- * Default words per invocation: 8 (32 elements in registers, so the per-group scale work and the
- * exchanges are shared by 32 elements), but at least 4 invocations per group below G = 128 so
- * that a warp's loads still come in runs of 64 bytes.
+ * Default words per invocation. Compress: 16 (64 elements in registers, so its per-group work —
+ * two exact divisions, a reciprocal, the reductions — is shared by 64 elements; ~90 registers),
+ * with at least 2 invocations per group so that a warp's loads come in whole 32-byte sectors.
+ * Decompress has one division per group and less per element: 8 (32 elements), at least 4
+ * invocations per group below G = 128 so that a warp's loads still come in runs of 64 bytes.
  */
-export function tacoWordsPerInvocation(G: number): number {
-  return Math.min(8, G / 16);
+export function tacoWordsPerInvocation(G: number, entry: TacoEntry): number {
+  return entry === 'compress' ? Math.min(16, G / 8) : Math.min(8, G / 16);
 }
 
 export interface TacoOptions {
   /** Force the workgroup-memory exchange even where subgroups exist (tests, A/B benches). */
   subgroups?: boolean;
-  /** 16-byte words per invocation, a power of two ≤ G/4 (default tacoWordsPerInvocation(G)). */
+  /** 16-byte words per invocation, a power of two ≤ G/4 (default tacoWordsPerInvocation(G, entry)). */
   words?: number;
+  /** Compress's per-element encoder (default 'split'); decompress ignores it. */
+  encode?: TacoEncode;
   /** Invocations per workgroup, a power of two (default TACO_WG). */
   workgroupSize?: number;
   /** Cap on the workgroups dispatched (default the device limit); tests use it to exercise the tile loop. */
@@ -81,12 +108,15 @@ function build(rt: Runtime, label: string, entry: TacoEntry, payload: Binding, d
   n: number, G: number, opts: TacoOptions): Dispatch {
   checkTacoGroup(G);
   if (!Number.isInteger(n) || n < 0) throw new Error(`${label}: bad element count ${n}`);
-  const words = opts.words ?? tacoWordsPerInvocation(G);
+  const words = opts.words ?? tacoWordsPerInvocation(G, entry);
   const wg = opts.workgroupSize ?? TACO_WG;
   const lanes = G / (4 * words);
   if (!isPow2(words) || lanes < 1) throw new Error(`${label}: words per invocation ${words} must be a power of two ≤ G/4 = ${G / 4}`);
   if (!isPow2(wg) || wg < lanes || wg > rt.device.limits.maxComputeInvocationsPerWorkgroup) {
     throw new Error(`${label}: workgroup size ${wg} must be a power of two, at least ${lanes} and within the device limit`);
+  }
+  if (opts.encode !== undefined && opts.encode !== 'split' && opts.encode !== 'inline') {
+    throw new Error(`${label}: encode '${String(opts.encode)}' is not 'split' or 'inline'`);
   }
   if (opts.maxWorkgroups !== undefined && !(Number.isInteger(opts.maxWorkgroups) && opts.maxWorkgroups >= 1)) {
     throw new Error(`${label}: maxWorkgroups ${opts.maxWorkgroups} must be a positive integer`);
@@ -100,7 +130,7 @@ function build(rt: Runtime, label: string, entry: TacoEntry, payload: Binding, d
   const subgroups = (opts.subgroups ?? true) && rt.gpu.features.subgroups;
   return rt.kernel({
     label,
-    code: tacoShader({ entry, subgroups, vec4Io: n > 0 && n % 4 === 0, words }),
+    code: tacoShader({ entry, subgroups, vec4Io: n > 0 && n % 4 === 0, words, encode: opts.encode }),
     entryPoint: entry,
     constants: { G, WG: wg },
     bindings: [payload, data, rt.uniform(label, u)],
