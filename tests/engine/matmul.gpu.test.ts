@@ -177,11 +177,12 @@ describe('autotune and timer', () => {
   it('a measured table for this GPU model is used when nothing was tuned here; stale names are passed over', async () => {
     const rt = await testRuntime();
     const info = rt.gpu.adapterInfo;
-    const [s1, s2, s3] = [{ M: 9, N: 10, K: 11 }, { M: 9, N: 10, K: 12 }, { M: 9, N: 10, K: 13 }];
+    const [s1, s2, s3, s4] = [{ M: 9, N: 10, K: 11 }, { M: 9, N: 10, K: 12 }, { M: 9, N: 10, K: 13 }, { M: 9, N: 10, K: 14 }];
     const buf = rt.createBuffer('workspace', 'x', 4 * 13 * 10);
     const table: MeasuredTable = {
       match: { vendor: info.vendor.toUpperCase(), architecture: info.architecture }, source: 'test',
-      table: { [shapeKey(s1)]: '64x64k16_4x4', [shapeKey(s2)]: 'renamed-variant', [shapeKey(s3)]: `${SMALL}_sk2` },
+      table: { [shapeKey(s1)]: '64x64k16_4x4', [shapeKey(s2)]: 'renamed-variant', [shapeKey(s3)]: `${SMALL}_sk2`, [shapeKey(s4)]: `${SMALL}_sk2` },
+      onePass: { [shapeKey(s4)]: '64x64k16_4x4' },
     };
     MEASURED_TABLES.push(table);
     try {
@@ -194,6 +195,8 @@ describe('autotune and timer', () => {
       expect(pick(s1)).toBe('64x64k16_4x4');
       expect(pick(s2)).toBe(chooseMatmulVariant(s2, rt.device.limits));
       expect(pick(s3)).not.toMatch(/_sk/); // no workspace given
+      expect(pick(s4)).toBe('64x64k16_4x4'); // the table's one-pass pick
+      expect(measuredVariant(rt, s1, 'onePass')).toBe('64x64k16_4x4'); // falls back to the best
       table.match.architecture = 'another-gpu';
       expect(measuredVariant(rt, s1)).toBeUndefined();
     } finally {
@@ -225,10 +228,10 @@ describe('autotune and timer', () => {
 
   it('profileDispatches times each dispatch on its own; a bigger GEMM takes longer, an empty grid 0', async () => {
     const rt = await testRuntime();
-    const bufs = [4 * 96 * 96, 4 * 96 * 96, 4 * 96 * 96].map((n, i) => rt.createBuffer('workspace', `p${i}`, n));
+    const bufs = [4 * 192 * 192, 4 * 192 * 192, 4 * 192 * 192].map((n, i) => rt.createBuffer('workspace', `p${i}`, n));
     const [a, b, c] = bufs;
     const small = buildMatmul(rt, { label: 'p.small', M: 8, N: 8, K: 8, a, b, c, variant: SMALL });
-    const big = buildMatmul(rt, { label: 'p.big', M: 96, N: 96, K: 96, a, b, c, variant: SMALL });
+    const big = buildMatmul(rt, { label: 'p.big', M: 192, N: 192, K: 192, a, b, c, variant: SMALL });
     const empty = { ...small.dispatches[0], workgroups: [0, 1, 1] as [number, number, number] };
     const ms = await profileDispatches(rt, [small.dispatches[0], big.dispatches[0], empty], 3);
     if (!rt.gpu.features.timestampQuery) {

@@ -355,11 +355,12 @@ export function tunedTable(rt: Runtime): Record<string, string> {
 }
 
 /** The pick of a measured table (matmul_tables.ts) for this device's adapter, if one matches. */
-export function measuredVariant(rt: Runtime, s: MatmulShape): string | undefined {
+export function measuredVariant(rt: Runtime, s: MatmulShape, which: 'best' | 'onePass' = 'best'): string | undefined {
   const info = rt.gpu.adapterInfo as unknown as Record<string, string>;
   for (const t of MEASURED_TABLES) {
     const applies = Object.entries(t.match).every(([k, v]) => (info[k] ?? '').toLowerCase().includes(String(v).toLowerCase()));
-    const name = applies ? t.table[shapeKey(s)] : undefined;
+    const key = shapeKey(s);
+    const name = !applies ? undefined : which === 'onePass' ? (t.onePass?.[key] ?? t.table[key]) : t.table[key];
     if (name !== undefined) return name;
   }
   return undefined;
@@ -395,7 +396,8 @@ function checkArgs(args: MatmulArgs): void {
 
 /**
  * The choice for a call: forced (args.variant), else the pick tuned on this device, else a measured
- * table's for this GPU model, else the heuristic. A split choice needs the workspace: forced without
+ * table's for this GPU model (its single-pass pick when the best needs a workspace the call does
+ * not have), else the heuristic. A split choice needs the workspace: forced without
  * enough of it is an error; a tuned or measured one is passed over for the next source (a table
  * tuned with a workspace, used without one).
  */
@@ -409,7 +411,7 @@ function pickChoice(rt: Runtime, args: MatmulArgs): MatmulChoice {
     }
     return c;
   }
-  for (const t of [tunedVariant(rt, args), measuredVariant(rt, args)]) {
+  for (const t of [tunedVariant(rt, args), measuredVariant(rt, args), measuredVariant(rt, args, 'onePass')]) {
     // A stale table entry (a variant since renamed) or one over this device's limits is passed over.
     const c = t === undefined ? undefined : tryParseChoice(t);
     if (c && fits(t as string) && variantFits(c.variant, rt.device.limits)) return c;

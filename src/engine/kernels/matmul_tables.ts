@@ -12,6 +12,11 @@ export interface MeasuredTable {
   /** Where the figures come from: command, GPU, date. */
   source: string;
   table: Record<string, string>;
+  /**
+   * The best single-pass choice where `table`'s is split-K (gemm_tune's `tunedTableOnePass`): for
+   * calls without a workspace, such as the forward and dX GEMMs of the model.
+   */
+  onePass?: Record<string, string>;
 }
 
 export const MEASURED_TABLES: MeasuredTable[] = [
@@ -48,6 +53,20 @@ export const MEASURED_TABLES: MeasuredTable[] = [
       '2048x2048x2048NN': '128x128k8_8x8',
       '4096x4096x4096TN': '256x128k8_8x8',
       '8192x8192x8192NN': '128x128k8_8x8',
+    },
+    onePass: {
+      '384x384x16384TN': '32x32k16_4x4',
+      '1024x384x16384TN': '64x64k16_4x4',
+      '16384x384x1024NT': '128x128k16_8x8_np',
+      '384x1024x16384TN': '64x64k16_4x4',
+      '16384x65x384NT': '128x128k8_8x8',
+      '65x384x16384TN': '32x32k16_4x4',
+      '768x768x8192TN': '64x64k16_4x4',
+      '8192x768x2560NN': '128x128k8_8x8_sw8',
+      '2560x768x8192TN': '128x128k16_8x8',
+      '8192x768x2560NT': '128x128k16_8x8_np',
+      '768x2560x8192TN': '128x128k16_8x8',
+      '65x768x8192TN': '32x32k16_4x4',
     },
   },
 ];
