@@ -177,8 +177,8 @@ describe('autotune and timer', () => {
   it('a measured table for this GPU model is used when nothing was tuned here; stale names are passed over', async () => {
     const rt = await testRuntime();
     const info = rt.gpu.adapterInfo;
-    const [s1, s2, s3, s4] = [{ M: 9, N: 10, K: 11 }, { M: 9, N: 10, K: 12 }, { M: 9, N: 10, K: 13 }, { M: 9, N: 10, K: 14 }];
-    const buf = rt.createBuffer('workspace', 'x', 4 * 14 * 10);
+    const [s1, s2, s3, s4] = [{ M: 9, N: 10, K: 11 }, { M: 9, N: 10, K: 12 }, { M: 9, N: 10, K: 13 }, { M: 9, N: 10, K: 64 }];
+    const buf = rt.createBuffer('workspace', 'x', 4 * 64 * 10);
     const table: MeasuredTable = {
       match: { vendor: info.vendor.toUpperCase(), architecture: info.architecture }, source: 'test',
       table: { [shapeKey(s1)]: '64x64k16_4x4', [shapeKey(s2)]: 'renamed-variant', [shapeKey(s3)]: `${SMALL}_sk2`, [shapeKey(s4)]: `${SMALL}_sk2` },
