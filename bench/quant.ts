@@ -13,7 +13,7 @@ import { i8TensorCoreSpec } from '../src/engine/kernels/qgemm_tc';
 import { buildQuantize } from '../src/engine/kernels/quantize';
 import { tacoCompress, tacoDecompress, type TacoOptions } from '../src/engine/kernels/taco';
 import { BITS, type QuantFormat } from '../src/engine/quant/formats';
-import { tacoCompressRef, tacoLayout, tacoPayloadBytes } from '../src/engine/quant/taco';
+import { tacoCompressRef, tacoLayout, tacoPayload, tacoPayloadBytes } from '../src/engine/quant/taco';
 import { Rng } from '../src/engine/util/rng';
 
 export interface BenchOptions {
@@ -40,11 +40,36 @@ export interface TacoTiming {
   roundTripMs: number;
 }
 
+/**
+ * How the first `groups` groups of a payload differ from tacoCompressRef's: differing code bytes,
+ * s words and a words, and the first group with any difference. Tells a code-rounding difference
+ * (a few codes, scales equal), a scale-rounding one (s or a, with most of that group's codes) and a
+ * layout one (many codes of a group, the same ones in another order: `permuted`) apart.
+ */
+export interface TacoPayloadDiff {
+  groups: number;
+  codes: number;
+  s: number;
+  a: number;
+  first?: {
+    group: number;
+    /** Differing codes in that group, and whether they are the reference's in another order. */
+    codesInGroup: number;
+    permuted: boolean;
+    /** The first differing code (its index in the group), and s and a where they differ: bits, reference then variant. */
+    code?: { index: number; ref: number; got: number };
+    s?: { ref: number; got: number };
+    a?: { ref: number; got: number };
+  };
+}
+
 /** One kernel variant of the sweep (TACO_BENCH_SWEEP=1): encoder, words per invocation, workgroup size… */
 export interface TacoVariantBench extends TacoTiming {
   variant: string;
   /** Its payload (codes and scales) is byte for byte the default kernel's. */
   samePayload: boolean;
+  /** Its payload against tacoCompressRef on the first groups (≤ 2^20 elements). */
+  refDiff: TacoPayloadDiff;
 }
 
 /** The warm-up before the first timing (warmUntilSteady). */
@@ -64,8 +89,8 @@ export interface TacoBench extends TacoTiming {
   /** The issue's figure: 4n / (compress + decompress), each timed alone. */
   pairFp32GBs: number;
   warmup: TacoWarmup;
-  /** Sweep only: the default kernel's codes against tacoCompressRef on the first groups (≤ 2^20 elements). */
-  refCheck?: { elements: number; flippedCodes: number; scalesDiffer: number };
+  /** Sweep only: the default kernel's payload against tacoCompressRef on the first groups (≤ 2^20 elements). */
+  refCheck?: TacoPayloadDiff;
   /** Baseline: plain per-group FP8 E4M3 absmax quantization of the same chunk (4n in + n + 4n/G out). */
   baselineFp8Ms: number;
   baselineFp8GBs: number;
@@ -84,6 +109,8 @@ const TACO_SWEEP: { variant: string; opts: TacoOptions; pieces?: number }[] = [
   { variant: 'encode=inline words=8 (before)', opts: { encode: 'inline', words: 8 } },
   { variant: 'encode=inline', opts: { encode: 'inline' } },
   ...[4, 8, 16].flatMap((words) => [128, 256].map((wg) => ({ variant: `words=${words} wg=${wg}`, opts: { words, workgroupSize: wg } }))),
+  // G = 128: one invocation per group, no exchange at all (skipped where G/4 < 32).
+  ...[64, 128].map((wg) => ({ variant: `words=32 wg=${wg}`, opts: { words: 32, workgroupSize: wg } })),
   { variant: 'default, 1056 workgroups (tile loop)', opts: { maxWorkgroups: 1056 } },
   { variant: 'default, workgroup-memory exchange', opts: { subgroups: false } },
   { variant: 'default, 4 dispatches of n/4', opts: {}, pieces: 4 },
@@ -119,14 +146,60 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
+/** `got` against `ref`, both heads of k groups in payloadHead's (= tacoPayload's) layout. */
+export function diffPayloadHead(ref: Uint8Array, got: Uint8Array, k: number, G: number): TacoPayloadDiff {
+  if (ref.length !== k * (G + 8) || got.length !== ref.length) throw new Error(`diffPayloadHead: heads of ${ref.length} and ${got.length} bytes, expected ${k * (G + 8)}`);
+  const word = (b: Uint8Array, i: number) => new DataView(b.buffer, b.byteOffset).getUint32(i, true);
+  const out: TacoPayloadDiff = { groups: k, codes: 0, s: 0, a: 0 };
+  for (let g = 0; g < k; g++) {
+    let codesInGroup = 0;
+    let code: { index: number; ref: number; got: number } | undefined;
+    for (let i = g * G; i < (g + 1) * G; i++) {
+      if (ref[i] === got[i]) continue;
+      codesInGroup++;
+      code ??= { index: i - g * G, ref: ref[i], got: got[i] };
+    }
+    const scale = (off: number) => {
+      const r = word(ref, off + 4 * g);
+      const v = word(got, off + 4 * g);
+      return r === v ? undefined : { ref: r, got: v };
+    };
+    const s = scale(k * G);
+    const a = scale(k * G + 4 * k);
+    out.codes += codesInGroup;
+    out.s += s ? 1 : 0;
+    out.a += a ? 1 : 0;
+    if (!out.first && (codesInGroup || s || a)) {
+      const sorted = (b: Uint8Array) => Array.from(b.subarray(g * G, (g + 1) * G)).sort((x, y) => x - y);
+      const refSorted = sorted(ref);
+      const gotSorted = sorted(got);
+      const permuted = codesInGroup > 0 && refSorted.every((c, i) => c === gotSorted[i]);
+      out.first = { group: g, codesInGroup, permuted, code, s, a };
+    }
+  }
+  return out;
+}
+
+function formatPayloadDiff(d: TacoPayloadDiff, G: number): string {
+  const hex = (v: number, digits: number) => `0x${v.toString(16).padStart(digits, '0')}`;
+  let line = `vs ref (${d.groups} groups): codes ${d.codes}, s ${d.s}, a ${d.a}`;
+  const f = d.first;
+  if (!f) return line;
+  line += `; first group ${f.group}: ${f.codesInGroup} of ${G} codes${f.permuted ? ' (the same codes permuted)' : ''}`;
+  if (f.code) line += `, code[${f.code.index}] ref ${hex(f.code.ref, 2)} got ${hex(f.code.got, 2)}`;
+  if (f.s) line += `, s ref ${hex(f.s.ref, 8)} got ${hex(f.s.got, 8)}`;
+  if (f.a) line += `, a ref ${hex(f.a.ref, 8)} got ${hex(f.a.got, 8)}`;
+  return line;
+}
+
 /**
  * TACO compress, decompress and the pair at n elements, with the plain FP8 quantizer beside them.
  * The default kernels are warmed up until steady (warmUntilSteady) on the buffers they are timed on,
  * then timed in TACO_ROUNDS interleaved rounds: every figure is a median of steady-state passes.
  * With the environment variable TACO_BENCH_SWEEP set, also every variant of TACO_SWEEP, printed to
- * stderr as a table with whether its payload is byte for byte the default's, and the default's
- * codes against the TS reference on the first groups (the bench CLI passes no options through,
- * and the sweep is for tuning only).
+ * stderr as a table with whether its payload is byte for byte the default's and how it (and the
+ * default's) differs from the TS reference on the first groups (diffPayloadHead; the bench CLI
+ * passes no options through, and the sweep is for tuning only).
  */
 export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOptions = {}): Promise<TacoBench> {
   const host = new Rng(1).normalArray(n, 0.02);
@@ -190,34 +263,32 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
       const head = Math.min(Math.max(1, Math.floor(groups / 4)), 1 << 17);
       // The default's payload is in place: its round trips ran last on this buffer.
       const defaultHead = await payloadHead(rt, payload, n, G, head);
-      const refGroups = Math.min(groups, Math.floor((1 << 20) / G));
+      // The reference on the first refGroups groups of that head (≤ 2^20 elements: the TS reference is slow).
+      const refGroups = Math.min(head, Math.floor((1 << 20) / G));
       const m = Math.min(n, refGroups * G);
       const ref = tacoCompressRef(host.subarray(0, m), G);
-      const got = await payloadHead(rt, payload, n, G, refGroups);
-      const gotS = new Uint32Array(got.buffer, refGroups * G, 2 * refGroups);
-      const refS = [...new Uint32Array(ref.s.buffer), ...new Uint32Array(ref.a.buffer)];
-      out.refCheck = {
-        elements: m,
-        flippedCodes: ref.codes.reduce((k, c, i) => k + (c !== got[i] ? 1 : 0), 0),
-        scalesDiffer: refS.reduce((k, v, i) => k + (v !== gotS[i] ? 1 : 0), 0),
-      };
+      const refHead = tacoPayload(ref);
+      const defaultRefHead = await payloadHead(rt, payload, n, G, refGroups);
+      out.refCheck = diffPayloadHead(refHead, defaultRefHead, refGroups, G);
       out.variants = [];
       // Slices hold whole groups and start at 256-byte offsets (storage binding alignment).
       const sliceable = (p: number) => p === 1 || (n % (p * G) === 0 && ((4 * n) / p) % 256 === 0 && tacoPayloadBytes(n / p, G) % 256 === 0);
       for (const v of TACO_SWEEP) {
         const pieces = v.pieces ?? 1;
-        if (!sliceable(pieces)) continue;
+        if (!sliceable(pieces) || (v.opts.words ?? 0) > G / 4) continue;
         const timing = await time(build(v.opts, pieces), 1);
         const same = sameBytes(await payloadHead(rt, payload, n / pieces, G, head), defaultHead);
-        out.variants.push({ variant: v.variant, ...timing, samePayload: same });
+        const refDiff = diffPayloadHead(refHead, await payloadHead(rt, payload, n / pieces, G, refGroups), refGroups, G);
+        out.variants.push({ variant: v.variant, ...timing, samePayload: same, refDiff });
       }
-      console.error(`TACO n=${n} G=${G}: default codes vs tacoCompressRef on the first ${m} elements: ${out.refCheck.flippedCodes} flipped, ` +
-        `${out.refCheck.scalesDiffer} of ${2 * refGroups} scales differ. Variants, fp32 GB/s = 4n / time:`);
+      console.error(`TACO n=${n} G=${G}: default ${formatPayloadDiff(out.refCheck, G)}. Variants, fp32 GB/s = 4n / time; ` +
+        `payload against the default on the first ${head} groups and against tacoCompressRef on the first ${refGroups}:`);
       for (const v of out.variants) {
         console.error(`  ${v.variant.padEnd(40)} compress ${f(gbs(4 * n, v.compressMs)).padStart(6)} (${v.compressMs.toFixed(4)} ms)` +
           `  decompress ${f(gbs(4 * n, v.decompressMs)).padStart(6)} (${v.decompressMs.toFixed(4)} ms)` +
           `  round trip ${f(gbs(4 * n, v.roundTripMs)).padStart(6)} (${v.roundTripMs.toFixed(4)} ms)` +
-          `  4n/(c+d) ${f(gbs(4 * n, v.compressMs + v.decompressMs)).padStart(6)}  payload ${v.samePayload ? '== default' : 'DIFFERS'}`);
+          `  4n/(c+d) ${f(gbs(4 * n, v.compressMs + v.decompressMs)).padStart(6)}  payload ${v.samePayload ? '== default' : 'DIFFERS'}` +
+          `; ${formatPayloadDiff(v.refDiff, G)}`);
       }
     }
     return out;
