@@ -8,7 +8,7 @@
  */
 import type { Runtime } from '../src/engine/gpu/runtime';
 import type { MemReport } from '../src/engine/gpu/memory';
-import { median } from '../src/engine/gpu/timer';
+import { median, timeDispatches } from '../src/engine/gpu/timer';
 import type { PresetName } from '../src/engine/model/config';
 import type { Scheme } from '../src/engine/scheme/scheme';
 import { defaultTrainOptions, type TrainOptions } from '../src/engine/train/options';
@@ -49,6 +49,13 @@ export interface StepBench {
   tokensPerS: number;
   msPerStep: number;
   samplesMs: number[];
+  /**
+   * GPU time of the step's dispatches (forward, backward, AdamW: one pass, timestamp queries),
+   * median over reps; absent without timestamps. The wall-clock figure adds the loss readback and
+   * whatever delay the host's event loop adds before it sees the GPU finish (Dawn in Node polls).
+   */
+  gpuMsPerStep?: number;
+  gpuTokensPerS?: number;
   /** The memory ledger of the run (bytes per category) and planMemory's prediction. */
   mem: MemReport;
   plan: MemReport;
@@ -70,9 +77,15 @@ export async function benchStep(rt: Runtime, o: StepBenchOptions): Promise<StepB
       if (i >= o.warmup) samples.push(performance.now() - t0);
     }
     const ms = median(samples);
+    const m = trainer.model;
+    const gpu = rt.gpu.features.timestampQuery
+      ? await timeDispatches(rt, [...m.forward, ...m.backward, ...m.optimizer], { warmup: 1, reps: o.reps })
+      : undefined;
+    const gpuMs = gpu?.method === 'timestamp' ? gpu.medianMs : undefined;
     return {
       preset: o.preset, scheme: o.scheme.name, batch: opts.batch, seq: opts.seq, model: trainer.opts.model, optimizer: trainer.opts.optimizer,
       tokensPerS: (opts.batch * opts.seq) / (ms / 1000), msPerStep: ms, samplesMs: samples,
+      gpuMsPerStep: gpuMs, gpuTokensPerS: gpuMs === undefined ? undefined : (opts.batch * opts.seq) / (gpuMs / 1000),
       mem: trainer.memory(), plan: planMemory(trainer.opts),
     };
   } finally {

@@ -194,6 +194,15 @@ export async function runStep(rt: Runtime, shapes: TrainShape[], schemes: Scheme
       };
       rows.push(row);
       o.onRow?.(row);
+      if (r.gpuTokensPerS !== undefined) {
+        // The same step's dispatches timed on the GPU alone (no readback, no host event-loop delay).
+        const gpuRow: BenchRow = {
+          suite: 'step', name: `${s.preset} ${r.scheme} B=${r.batch} T=${r.seq} GPU time`, unit: 'tokens/s', value: r.gpuTokensPerS,
+          ms: r.gpuMsPerStep, method: 'timestamp', show: true, detail: { preset: s.preset, scheme: r.scheme, batch: r.batch, seq: r.seq },
+        };
+        rows.push(gpuRow);
+        o.onRow?.(gpuRow);
+      }
     }
   }
   return rows;

@@ -105,7 +105,13 @@ describe('bench CLI --quick on SwiftShader', () => {
     const key = 'step/C32-L2-H4-KV2-F64-V65-tied/B2xT8';
     writeFileSync(base, JSON.stringify({ source: 'test', rows: [{ key, name: 'torch', value: 1e9, unit: 'tokens/s' }] }));
     const out = run('step', '--batch', '2', '--seq', '8', '--reps', '1', '--warmup', '0', '--baseline', base);
-    expect(out.rows).toHaveLength(1);
+    // The wall-clock step, then (with timestamp queries) the same dispatches' GPU time, without a key.
+    expect(out.rows.length).toBe(out.features?.timestampQuery ? 2 : 1);
+    if (out.rows.length === 2) {
+      expect(out.rows[1]).toMatchObject({ suite: 'step', method: 'timestamp', name: expect.stringMatching(/GPU time$/) });
+      expect(out.rows[1].key).toBeUndefined();
+      expect(out.rows[1].value).toBeCloseTo((2 * 8) / ((out.rows[1].ms as number) / 1000), 6);
+    }
     const r = out.rows[0];
     expect(r).toMatchObject({ suite: 'step', unit: 'tokens/s', key, detail: { preset: 'micro', scheme: 'fp32', batch: 2, seq: 8 } });
     const mem = r.detail?.mem as Record<string, number>;
