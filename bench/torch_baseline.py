@@ -159,7 +159,7 @@ def problems_from(path):
                 gemms[gemm_key(*s)] = s
             else:
                 i8[f"i8gemm/{d['M']}x{d['N']}x{d['K']}"] = (d['M'], d['N'], d['K'])
-        elif r.get('suite') == 'step':
+        elif r.get('suite') == 'step' and 'model' in d:  # the GPU-time rows repeat a step without its config
             steps[step_key(d['model'], d['batch'], d['seq'])] = (d['model'], d['batch'], d['seq'], d.get('optimizer'))
     return gemms, i8, steps
 
