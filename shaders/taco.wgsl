@@ -46,6 +46,11 @@ struct Params {
   tiles: u32,     // ceil(NG / (WG/T))
   rsqrtG: f32,    // fp32(1/sqrt(G)), from TS so both sides use the same constant
   invG: f32,      // 1/G, exact
+  // −0.0, from TS. `x·y + nz` is the correctly rounded product whether or not the compiler fuses
+  // it, and nothing is left for it to fuse into the add that follows: NVIDIA's compiler contracts
+  // a product into a following add (an FMA, one rounding instead of two) in some register layouts
+  // and not others, which changed s by an ulp against the reference. −0 keeps the sign of a zero.
+  nz: f32,
 }
 
 @group(0) @binding(2) var<uniform> P: Params;
@@ -123,7 +128,7 @@ fn transform_group(v: ptr<function, array<vec4<f32>, V>>, q0: u32, lid: u32, sgs
   var ss: array<f32, V>;
   for (var j = 0u; j < V; j++) {
     (*v)[j] = finite_or_zero(load4(q0 + j * T));
-    let sq = (*v)[j] * (*v)[j];
+    let sq = (*v)[j] * (*v)[j] + P.nz;
     ss[j] = (sq.x + sq.y) + (sq.z + sq.w);
   }
 
@@ -132,7 +137,7 @@ fn transform_group(v: ptr<function, array<vec4<f32>, V>>, q0: u32, lid: u32, sgs
   let var2 = max(group_sum(&ss, lid, sgs) * P.invG + 1e-6, 1e-12);
   let a = clamp(div_rn(FP8_MAX, sqrt(var2)), 1e-3, 1e3);
 
-  for (var j = 0u; j < V; j++) { (*v)[j] = (*v)[j] * a; }
+  for (var j = 0u; j < V; j++) { (*v)[j] = (*v)[j] * a + P.nz; }
   fwht(v, lid, sgs);
 
   // Second scale s = clamp(max|y| / 448, 1e-12, 1e6); max is order-independent.
@@ -331,7 +336,7 @@ fn decompress(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) 
     for (var j = 0u; j < V; j++) {
       var w = 0u;
       if (live) { w = payload[q0 + j * T]; }
-      v[j] = decode_word(w) * s;
+      v[j] = decode_word(w) * s + P.nz;
     }
 
     fwht(&v, lid, sg);

@@ -126,7 +126,7 @@ function build(rt: Runtime, label: string, entry: TacoEntry, payload: Binding, d
   const L = tacoLayout(n, G);
   const tiles = Math.ceil(L.groups / (wg / lanes));
   const maxWorkgroups = Math.min(opts.maxWorkgroups ?? Infinity, rt.device.limits.maxComputeWorkgroupsPerDimension);
-  const u = new Uniforms().u32(n).u32(L.groups).u32(L.sOff).u32(L.aOff).u32(tiles).f32(rsqrtF32(G)).f32(1 / G);
+  const u = new Uniforms().u32(n).u32(L.groups).u32(L.sOff).u32(L.aOff).u32(tiles).f32(rsqrtF32(G)).f32(1 / G).f32(-0);
   const subgroups = (opts.subgroups ?? true) && rt.gpu.features.subgroups;
   return rt.kernel({
     label,
