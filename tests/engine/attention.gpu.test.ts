@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { acquireNodeGpu } from '../../src/engine/gpu/node';
 import { Runtime } from '../../src/engine/gpu/runtime';
 import {
-  attentionBackward, attentionBackwardWorkspaceBytes, attentionForward, type AttnTile,
+  attentionBackward, attentionBackwardWorkspaceBytes, attentionForward, type AttnTile, chooseAttentionTile, MEASURED_ATTENTION_TILES,
 } from '../../src/engine/kernels/attention';
 import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention.ref';
 import { Rng } from '../../src/engine/util/rng';
@@ -105,4 +105,29 @@ describe('attention backward determinism and tiles', () => {
     for (let j = 0; j < 3; j++) expect(Array.from(g.runs[1][j])).toEqual(Array.from(g.runs[0][j]));
   });
 
+});
+
+describe('attention tile choice', () => {
+  it('a measured tile for this GPU model wins when it fits; one that does not fit is passed over', async () => {
+    const rt = await testRuntime();
+    const info = rt.gpu.adapterInfo;
+    const firstFit = chooseAttentionTile(rt, 'fwd', 16);
+    const dqFirstFit = chooseAttentionTile(rt, 'dq', 16);
+    const entry = { match: { vendor: info.vendor.toUpperCase() }, source: 'test', table: { 'fwd/D16': [16, 8, 64] as [number, number, number] } };
+    MEASURED_ATTENTION_TILES.push(entry);
+    try {
+      expect(chooseAttentionTile(rt, 'fwd', 16)).toEqual({ BM: 16, BN: 8, NT: 64 });
+      expect(chooseAttentionTile(rt, 'dq', 16)).toEqual(dqFirstFit); // no dq entry: first fit
+      entry.table['fwd/D16'] = [16, 8, 48]; // 48 threads do not split 16 rows evenly
+      expect(chooseAttentionTile(rt, 'fwd', 16)).toEqual(firstFit);
+      entry.match.vendor = 'another-vendor';
+      entry.table['fwd/D16'] = [16, 8, 64];
+      expect(chooseAttentionTile(rt, 'fwd', 16)).toEqual(firstFit);
+    } finally {
+      MEASURED_ATTENTION_TILES.splice(MEASURED_ATTENTION_TILES.indexOf(entry), 1);
+    }
+    // The H200 entry: every tile in it fits an H200-like device (it is checked there at run time too).
+    const h200 = MEASURED_ATTENTION_TILES.find((t) => t.match.device === 'h200')!;
+    for (const [BM, BN, NT] of Object.values(h200.table)) expect(NT % Math.min(BM, BN)).toBe(0);
+  });
 });

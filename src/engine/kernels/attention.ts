@@ -34,7 +34,10 @@ type Pass = 'fwd' | 'dq' | 'dkdv';
 const MAXC = 16;
 const MAXO = 8;
 
-const CANDIDATES: Record<Pass, [number, number, number][]> = {
+export type AttentionPass = Pass;
+
+/** Tiles tried largest first by chooseAttentionTile (bench/attn_tune.ts times them all). */
+export const ATTENTION_CANDIDATES: Record<Pass, [number, number, number][]> = {
   fwd: [[64, 64, 256], [64, 32, 256], [32, 64, 256], [32, 32, 256], [32, 32, 128], [32, 16, 128],
     [16, 16, 128], [16, 16, 64], [16, 8, 64], [8, 8, 64], [8, 8, 32]],
   dq: [[64, 32, 256], [32, 32, 256], [32, 32, 128], [32, 16, 128], [16, 16, 128], [16, 16, 64],
@@ -68,9 +71,36 @@ export function attentionTileProblem(rt: Runtime, pass: Pass, t: AttnTile, D: nu
   return null;
 }
 
-/** The first candidate tile that fits this device for a pass at head dim D. */
+/**
+ * Tiles measured fastest per GPU model (bench/attn_tune.ts), keyed `${pass}/D${D}`; an entry applies
+ * when every field of `match` is a substring of the adapter's (as matmul_tables.ts).
+ */
+export const MEASURED_ATTENTION_TILES: {
+  match: Record<string, string>; source: string; table: Record<string, [number, number, number]>;
+}[] = [
+  {
+    match: { vendor: 'nvidia', device: 'h200' },
+    source: 'bench/attn_tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), 2026-11-29: base and small shapes agree; '
+      + 'fwd 0.872 → 0.682 ms per layer at 16×512×12×64, dq/dkdv within 3 % of the first fit (docs/results/bench-2026-11-29-s3/attn_tune.json)',
+    table: { 'fwd/D64': [32, 32, 256], 'dq/D64': [16, 16, 128], 'dkdv/D64': [16, 16, 128] },
+  },
+];
+
+function measuredAttentionTile(rt: Runtime, pass: Pass, D: number): AttnTile | undefined {
+  const info = rt.gpu.adapterInfo as unknown as Record<string, string>;
+  for (const t of MEASURED_ATTENTION_TILES) {
+    if (!Object.entries(t.match).every(([k, v]) => (info[k] ?? '').toLowerCase().includes(v.toLowerCase()))) continue;
+    const e = t.table[`${pass}/D${D}`];
+    if (e) return { BM: e[0], BN: e[1], NT: e[2] };
+  }
+  return undefined;
+}
+
+/** The measured tile for this GPU model if one fits, else the first candidate that fits, for a pass at head dim D. */
 export function chooseAttentionTile(rt: Runtime, pass: Pass, D: number): AttnTile {
-  for (const [BM, BN, NT] of CANDIDATES[pass]) {
+  const measured = measuredAttentionTile(rt, pass, D);
+  if (measured && !attentionTileProblem(rt, pass, measured, D)) return measured;
+  for (const [BM, BN, NT] of ATTENTION_CANDIDATES[pass]) {
     const t = { BM, BN, NT };
     if (!attentionTileProblem(rt, pass, t, D)) return t;
   }
