@@ -261,6 +261,30 @@ function picksOf(rt: Runtime, timings: Timing[], shapes: MatmulShape[]): Pick[] 
   });
 }
 
+/**
+ * Per shape whose fastest choice is split-K: the ladder of choices that are fastest for ever smaller
+ * workspaces (each needs less than the one before), down to the fastest single pass.
+ */
+function rankedTable(timings: Timing[]): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const key of new Set(timings.map((t) => t.key))) {
+    const rows = timings.filter((t) => t.key === key).sort((x, y) => x.ms - y.ms);
+    const ladder: string[] = [];
+    let least = Infinity;
+    for (const r of rows) {
+      const c = parseChoice(r.choice);
+      const need = c.splitK === 1 ? 0 : c.splitK; // slices: workspace grows with them for one shape
+      if (need < least) {
+        ladder.push(r.choice);
+        least = need;
+      }
+      if (need === 0) break;
+    }
+    if (ladder.length > 1) out[key] = ladder;
+  }
+  return out;
+}
+
 function printPicks(picks: Pick[], timings: Timing[], refKey: string): void {
   const head = ['shape', 'best', 'TFLOP/s', 'ms', 'one-pass best', 'TFLOP/s', 'heuristic', 'TFLOP/s'];
   const cells = picks.map((p) => [
@@ -346,6 +370,8 @@ async function main(): Promise<void> {
       // loadTunedTable() / matmul_tables.ts input: calls with a split-K workspace of workspaceBytes, and one-pass calls.
       tunedTable: Object.fromEntries(picks.map((p) => [p.key, p.best.choice])),
       tunedTableOnePass: Object.fromEntries(picks.map((p) => [p.key, p.single.choice])),
+      // matmul_tables.ts `ranked`: per shape, the choices that are fastest for ever smaller workspaces.
+      rankedTable: rankedTable(timings),
     });
     if (a.json) writeFileSync(a.json, JSON.stringify(out, null, 2) + '\n');
     return picks;

@@ -23,7 +23,7 @@ interface Out {
   verification: { choice: string; ok: boolean; checks: { shape: string; ok: boolean }[] }[];
   timings: Timing[]; robustnessOff: Timing[]; skipped: string[];
   picks: { key: string; best: string; single: string; heuristic: string }[];
-  tunedTable: Record<string, string>; tunedTableOnePass: Record<string, string>;
+  tunedTable: Record<string, string>; tunedTableOnePass: Record<string, string>; rankedTable: Record<string, string[]>;
 }
 
 beforeAll(async () => {
@@ -63,6 +63,16 @@ describe('bench/gemm_tune.ts --quick', () => {
       expect(out.tunedTable[p.key]).toBe(p.best);
       expect(parseChoice(out.tunedTableOnePass[p.key]).splitK).toBe(1);
       expect(r.stdout).toContain(p.best);
+      // A ranked ladder starts at the best, needs fewer slices at each step and ends in one pass.
+      const ladder = out.rankedTable[p.key];
+      if (ladder) {
+        expect(ladder[0]).toBe(p.best);
+        const slices = ladder.map((c) => parseChoice(c).splitK);
+        for (let i = 1; i < slices.length; i++) expect(slices[i]).toBeLessThan(slices[i - 1]);
+        expect(ladder[ladder.length - 1]).toBe(out.tunedTableOnePass[p.key]);
+      } else {
+        expect(parseChoice(p.best).splitK).toBe(1);
+      }
     }
     expect(out.robustnessOff.length).toBeGreaterThan(0);
     expect(out.robustnessOff[0].key).toBe(shapeKey({ M: 64, N: 64, K: 64 }));

@@ -182,7 +182,7 @@ describe('autotune and timer', () => {
     const table: MeasuredTable = {
       match: { vendor: info.vendor.toUpperCase(), architecture: info.architecture }, source: 'test',
       table: { [shapeKey(s1)]: '64x64k16_4x4', [shapeKey(s2)]: 'renamed-variant', [shapeKey(s3)]: `${SMALL}_sk2`, [shapeKey(s4)]: `${SMALL}_sk2` },
-      onePass: { [shapeKey(s4)]: '64x64k16_4x4' },
+      ranked: { [shapeKey(s4)]: [`${SMALL}_sk2`, '64x64k16_4x4'] },
     };
     MEASURED_TABLES.push(table);
     try {
@@ -195,8 +195,9 @@ describe('autotune and timer', () => {
       expect(pick(s1)).toBe('64x64k16_4x4');
       expect(pick(s2)).toBe(chooseMatmulVariant(s2, rt.device.limits));
       expect(pick(s3)).not.toMatch(/_sk/); // no workspace given
-      expect(pick(s4)).toBe('64x64k16_4x4'); // the table's one-pass pick
-      expect(measuredVariant(rt, s1, 'onePass')).toBe('64x64k16_4x4'); // falls back to the best
+      expect(pick(s4)).toBe('64x64k16_4x4'); // the fastest ranked choice that needs no workspace
+      expect(measuredVariant(rt, s4)).toBe(`${SMALL}_sk2`); // with any workspace: the best
+      expect(measuredVariant(rt, s4, (c) => !c.includes('_sk'))).toBe('64x64k16_4x4');
       table.match.architecture = 'another-gpu';
       expect(measuredVariant(rt, s1)).toBeUndefined();
     } finally {

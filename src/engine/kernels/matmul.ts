@@ -354,13 +354,17 @@ export function tunedTable(rt: Runtime): Record<string, string> {
   return Object.fromEntries(tuned.get(rt.device) ?? []);
 }
 
-/** The pick of a measured table (matmul_tables.ts) for this device's adapter, if one matches. */
-export function measuredVariant(rt: Runtime, s: MatmulShape, which: 'best' | 'onePass' = 'best'): string | undefined {
+/**
+ * The pick of a measured table (matmul_tables.ts) for this device's adapter, if one matches: its
+ * best, else the fastest of its ranked choices that `fits` (the workspace the call has).
+ */
+export function measuredVariant(rt: Runtime, s: MatmulShape, fits: (choice: string) => boolean = () => true): string | undefined {
   const info = rt.gpu.adapterInfo as unknown as Record<string, string>;
+  const key = shapeKey(s);
   for (const t of MEASURED_TABLES) {
     const applies = Object.entries(t.match).every(([k, v]) => (info[k] ?? '').toLowerCase().includes(String(v).toLowerCase()));
-    const key = shapeKey(s);
-    const name = !applies ? undefined : which === 'onePass' ? (t.onePass?.[key] ?? t.table[key]) : t.table[key];
+    if (!applies) continue;
+    const name = [t.table[key], ...(t.ranked?.[key] ?? [])].find((c) => c !== undefined && fits(c));
     if (name !== undefined) return name;
   }
   return undefined;
@@ -396,8 +400,8 @@ function checkArgs(args: MatmulArgs): void {
 
 /**
  * The choice for a call: forced (args.variant), else the pick tuned on this device, else a measured
- * table's for this GPU model (its single-pass pick when the best needs a workspace the call does
- * not have), else the heuristic. A split choice needs the workspace: forced without
+ * table's for this GPU model (the fastest measured choice whose workspace the call has), else the
+ * heuristic. A split choice needs the workspace: forced without
  * enough of it is an error; a tuned or measured one is passed over for the next source (a table
  * tuned with a workspace, used without one).
  */
@@ -411,7 +415,11 @@ function pickChoice(rt: Runtime, args: MatmulArgs): MatmulChoice {
     }
     return c;
   }
-  for (const t of [tunedVariant(rt, args), measuredVariant(rt, args), measuredVariant(rt, args, 'onePass')]) {
+  const usable = (name: string) => {
+    const c = tryParseChoice(name);
+    return c !== undefined && fits(name) && variantFits(c.variant, rt.device.limits);
+  };
+  for (const t of [tunedVariant(rt, args), measuredVariant(rt, args, usable)]) {
     // A stale table entry (a variant since renamed) or one over this device's limits is passed over.
     const c = t === undefined ? undefined : tryParseChoice(t);
     if (c && fits(t as string) && variantFits(c.variant, rt.device.limits)) return c;

@@ -4,8 +4,8 @@
  * choice names (`<variant>`, or `<variant>_sk<S>` for split-K, taken only by calls that pass a
  * large enough workspace). A table applies when every field of `match` is a substring of the
  * corresponding field of the adapter's info (lower case).
- * To add a GPU: run gemm_tune with --json and paste its `tunedTable` (or `tunedTableOnePass`) here,
- * with the adapter line it printed and the date.
+ * To add a GPU: run gemm_tune with --json and paste its `tunedTable` and `rankedTable` here, with
+ * the adapter line it printed and the date.
  */
 export interface MeasuredTable {
   match: { vendor?: string; architecture?: string; device?: string; description?: string };
@@ -13,10 +13,12 @@ export interface MeasuredTable {
   source: string;
   table: Record<string, string>;
   /**
-   * The best single-pass choice where `table`'s is split-K (gemm_tune's `tunedTableOnePass`): for
-   * calls without a workspace, such as the forward and dX GEMMs of the model.
+   * Where `table`'s pick is split-K: the choices a call with less workspace should take, fastest
+   * first, each needing less workspace than the one before, down to a single pass (gemm_tune's
+   * `rankedTable`). A call takes the first whose workspace it has; the model's forward and dX GEMMs
+   * have none, its dW GEMMs 8 MiB.
    */
-  onePass?: Record<string, string>;
+  ranked?: Record<string, string[]>;
 }
 
 export const MEASURED_TABLES: MeasuredTable[] = [
@@ -54,19 +56,19 @@ export const MEASURED_TABLES: MeasuredTable[] = [
       '4096x4096x4096TN': '256x128k8_8x8',
       '8192x8192x8192NN': '128x128k8_8x8',
     },
-    onePass: {
-      '384x384x16384TN': '32x32k16_4x4',
-      '1024x384x16384TN': '64x64k16_4x4',
-      '16384x384x1024NT': '128x128k16_8x8_np',
-      '384x1024x16384TN': '64x64k16_4x4',
-      '16384x65x384NT': '128x128k8_8x8',
-      '65x384x16384TN': '32x32k16_4x4',
-      '768x768x8192TN': '64x64k16_4x4',
-      '8192x768x2560NN': '128x128k8_8x8_sw8',
-      '2560x768x8192TN': '128x128k16_8x8',
-      '8192x768x2560NT': '128x128k16_8x8_np',
-      '768x2560x8192TN': '128x128k16_8x8',
-      '65x768x8192TN': '32x32k16_4x4',
+    ranked: {
+      '384x384x16384TN': ['128x128k16_8x8_sk32', '64x64k16_4x4_sk16', '32x32k16_4x4_sk8', '64x64k16_4x4_sk4', '64x64k16_4x4_sk2', '32x32k16_4x4'],
+      '1024x384x16384TN': ['128x128k16_8x8_sk16', '64x64k16_4x4_sk8', '128x128k16_8x8_sk4', '64x64k16_4x4_sk2', '64x64k16_4x4'],
+      '16384x384x1024NT': ['128x128k8_8x8_np_sk2', '128x128k16_8x8_np'],
+      '384x1024x16384TN': ['128x128k16_8x8_sk16', '64x64k16_4x4_sk8', '128x128k16_8x8_sk4', '64x64k16_4x4_sk2', '64x64k16_4x4'],
+      '16384x65x384NT': ['128x128k8_8x8_sk2', '128x128k8_8x8'],
+      '65x384x16384TN': ['128x128k8_4x8_sk32', '32x32k16_4x4_sk16', '64x64k16_4x4_sk8', '32x32k16_4x4_sk4', '32x32k16_4x4_sk2', '32x32k16_4x4'],
+      '768x768x8192TN': ['128x128k8_8x8_sk16', '128x128k16_8x8_sk8', '64x64k16_4x4_sk4', '64x64k16_4x4_sk2', '64x64k16_4x4'],
+      '8192x768x2560NN': ['128x128k8_8x8_sw8_sk2', '128x128k8_8x8_sw8'],
+      '2560x768x8192TN': ['256x128k8_8x8_sk2', '128x128k16_8x8'],
+      '8192x768x2560NT': ['128x128k8_8x8_np_sk2', '128x128k16_8x8_np'],
+      '768x2560x8192TN': ['256x128k8_8x8_sk2', '128x128k16_8x8'],
+      '65x768x8192TN': ['32x32k16_4x4_sk16', '32x32k16_4x4_sk8', '64x64k16_4x4_sk4', '32x32k16_4x4_sk2', '32x32k16_4x4'],
     },
   },
 ];
