@@ -68,6 +68,8 @@ export interface TacoVariantBench extends TacoTiming {
   variant: string;
   /** Its payload (codes and scales) is byte for byte the default kernel's. */
   samePayload: boolean;
+  /** fp32 output words of its decompression that differ from the default's (first groups, as samePayload). */
+  outputDiffWords: number;
   /** Its payload against tacoCompressRef on the first groups (≤ 2^20 elements). */
   refDiff: TacoPayloadDiff;
 }
@@ -114,6 +116,11 @@ const TACO_SWEEP: { variant: string; opts: TacoOptions; pieces?: number }[] = [
   { variant: 'default, 1056 workgroups (tile loop)', opts: { maxWorkgroups: 1056 } },
   { variant: 'default, workgroup-memory exchange', opts: { subgroups: false } },
   { variant: 'default, 4 dispatches of n/4', opts: {}, pieces: 4 },
+  // Decompress decoding codes by table lookup (same bits); words 16 / 32: fewer or no exchange stages.
+  { variant: 'decode=lut', opts: { decode: 'lut' } },
+  { variant: 'decode=lut wg=256', opts: { decode: 'lut', workgroupSize: 256 } },
+  { variant: 'decode=lut words=16', opts: { decode: 'lut', words: 16 } },
+  { variant: 'decode=lut words=32 wg=64', opts: { decode: 'lut', words: 32, workgroupSize: 64 } },
 ];
 
 function sweepRequested(): boolean {
@@ -263,6 +270,9 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
       const head = Math.min(Math.max(1, Math.floor(groups / 4)), 1 << 17);
       // The default's payload is in place: its round trips ran last on this buffer.
       const defaultHead = await payloadHead(rt, payload, n, G, head);
+      // And its output (the variants' pieces are consecutive slices of y, so the head is at 0 for all).
+      const outputHead = async () => rt.readU32(y, 0, Math.min(n, head * G));
+      const defaultOutput = await outputHead();
       // The reference on the first refGroups groups of that head (≤ 2^20 elements: the TS reference is slow).
       const refGroups = Math.min(head, Math.floor((1 << 20) / G));
       const m = Math.min(n, refGroups * G);
@@ -279,15 +289,18 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
         const timing = await time(build(v.opts, pieces), 1);
         const same = sameBytes(await payloadHead(rt, payload, n / pieces, G, head), defaultHead);
         const refDiff = diffPayloadHead(refHead, await payloadHead(rt, payload, n / pieces, G, refGroups), refGroups, G);
-        out.variants.push({ variant: v.variant, ...timing, samePayload: same, refDiff });
+        const output = await outputHead();
+        const outputDiffWords = output.reduce((k, w, i) => k + (w === defaultOutput[i] ? 0 : 1), 0);
+        out.variants.push({ variant: v.variant, ...timing, samePayload: same, outputDiffWords, refDiff });
       }
       console.error(`TACO n=${n} G=${G}: default ${formatPayloadDiff(out.refCheck, G)}. Variants, fp32 GB/s = 4n / time; ` +
-        `payload against the default on the first ${head} groups and against tacoCompressRef on the first ${refGroups}:`);
+        `payload and fp32 output against the default on the first ${head} groups, payload against tacoCompressRef on the first ${refGroups}:`);
       for (const v of out.variants) {
         console.error(`  ${v.variant.padEnd(40)} compress ${f(gbs(4 * n, v.compressMs)).padStart(6)} (${v.compressMs.toFixed(4)} ms)` +
           `  decompress ${f(gbs(4 * n, v.decompressMs)).padStart(6)} (${v.decompressMs.toFixed(4)} ms)` +
           `  round trip ${f(gbs(4 * n, v.roundTripMs)).padStart(6)} (${v.roundTripMs.toFixed(4)} ms)` +
           `  4n/(c+d) ${f(gbs(4 * n, v.compressMs + v.decompressMs)).padStart(6)}  payload ${v.samePayload ? '== default' : 'DIFFERS'}` +
+          `, output ${v.outputDiffWords ? `DIFFERS in ${v.outputDiffWords} words` : '== default'}` +
           `; ${formatPayloadDiff(v.refDiff, G)}`);
       }
     }

@@ -299,23 +299,50 @@ fn compress(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
   }
 }
 
-//--- decompress
+//--- decompress_common
 // e4m3_decode (codec.wgsl) in fewer operations: normal codes by re-biasing the exponent bits,
 // subnormal ones (exponent field 0, value m·2^-9) as (2^23 + m)·2^-9 − 2^14, exact with or without
 // an fma, and 0x7f / 0xff as NaN (from u32 bits: an f32 NaN constant is a shader-creation error).
-fn decode_code(c: u32) -> f32 {
+// Returns the fp32 bits.
+fn decode_bits(c: u32) -> u32 {
   let mag = c & 0x7fu;
   let sub = bitcast<u32>(bitcast<f32>(0x4b000000u | mag) * 0.001953125 - 16384.0);
   var bits = select((mag << 20u) + 0x3c000000u, sub, mag < 8u);
   bits = select(bits, 0x7fc00000u, mag == 0x7fu);
-  return bitcast<f32>(bits | ((c & 0x80u) << 24u));
+  return bits | ((c & 0x80u) << 24u);
 }
+
+fn decode_code(c: u32) -> f32 {
+  return bitcast<f32>(decode_bits(c));
+}
+
+//--- decode_alu
+// TacoDecode 'alu': every code computed (decode_bits, ~13 integer operations per element).
+fn decode_setup(lid: u32) {}
 
 fn decode_word(w: u32) -> vec4<f32> {
   return vec4<f32>(decode_code(w & 0xffu), decode_code((w >> 8u) & 0xffu), decode_code((w >> 16u) & 0xffu),
     decode_code(w >> 24u));
 }
 
+//--- decode_lut
+// TacoDecode 'lut': the fp32 bits of all 256 codes in workgroup memory (1 KiB), filled by
+// decode_bits itself, so every code — the NaNs 0x7f / 0xff too — decodes to the same bits as
+// 'alu'; a code is then one byte extract and one lookup. u32, not f32: nothing on the way may
+// canonicalise a NaN. The caller runs decode_setup in uniform control flow (it has a barrier).
+var<workgroup> e4m3_bits: array<u32, 256>;
+
+fn decode_setup(lid: u32) {
+  for (var c = lid; c < 256u; c += WG) { e4m3_bits[c] = decode_bits(c); }
+  workgroupBarrier();
+}
+
+fn decode_word(w: u32) -> vec4<f32> {
+  return bitcast<vec4<f32>>(vec4<u32>(e4m3_bits[w & 0xffu], e4m3_bits[(w >> 8u) & 0xffu],
+    e4m3_bits[(w >> 16u) & 0xffu], e4m3_bits[w >> 24u]));
+}
+
+//--- decompress
 @compute @workgroup_size(WG)
 fn decompress(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
               @builtin(num_workgroups) nwg: vec3<u32> /*SG*/) {
@@ -328,16 +355,17 @@ fn decompress(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) 
     let live = g < P.groups;
     var s = 0.0;
     var a = 1.0;
+    var w: array<u32, V>;
     if (live) {
       s = bitcast<f32>(payload[P.sOff + g]);
       a = bitcast<f32>(payload[P.aOff + g]);
+      for (var j = 0u; j < V; j++) { w[j] = payload[q0 + j * T]; }
     }
+    // The first tile's loads are in flight while the decoder sets up ('lut': the table fill and
+    // its barrier). `tile == wid.x` is uniform across the workgroup, so the barrier is legal here.
+    if (tile == wid.x) { decode_setup(lid); }
     var v: array<vec4<f32>, V>;
-    for (var j = 0u; j < V; j++) {
-      var w = 0u;
-      if (live) { w = payload[q0 + j * T]; }
-      v[j] = decode_word(w) * s + P.nz;
-    }
+    for (var j = 0u; j < V; j++) { v[j] = decode_word(w[j]) * s + P.nz; }
 
     fwht(&v, lid, sg);
 

@@ -6,16 +6,19 @@
  * the device has subgroups, and must agree bit for bit; so must every register layout (words per
  * invocation), fp32 access width (n % 4 == 0 or not), the tile loop, and the two per-element
  * encoders (the default 'split': branch-free codes then fix_ties on the near-ties; 'inline': the
- * earlier kernel), on data built to put codes on FP8 rounding boundaries and on extreme groups.
+ * earlier kernel), on data built to put codes on FP8 rounding boundaries and on extreme groups; and
+ * the two decoders ('alu' computes each code, 'lut' looks it up), on any payload.
  */
 import { describe, expect, it } from 'vitest';
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import { tacoCompress, tacoDecompress, tacoShader, type TacoEncode, type TacoOptions } from '../../src/engine/kernels/taco';
+import {
+  tacoCompress, tacoDecompress, tacoShader, type TacoDecode, type TacoEncode, type TacoOptions,
+} from '../../src/engine/kernels/taco';
 import { Uniforms } from '../../src/engine/gpu/runtime';
 import { decodeE4M3, encodeE4M3 } from '../../src/engine/quant/fp8';
 import { butterfliesF32, fwhtF32, rsqrtF32 } from '../../src/engine/quant/hadamard';
 import {
-  parseTacoPayload, tacoAdaptiveScale, tacoCompressRef, tacoDecompressRef, tacoPayload, tacoPayloadBytes,
+  parseTacoPayload, tacoAdaptiveScale, tacoCompressRef, tacoDecompressRef, tacoLayout, tacoPayload, tacoPayloadBytes,
 } from '../../src/engine/quant/taco';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
@@ -34,7 +37,7 @@ async function roundTrip(rt: Runtime, x: Float32Array, G: number, opts: TacoOpti
   const pb = rt.createBuffer('comm', 'taco.payload', off + Math.max(bytes, 4));
   const yb = rt.createBuffer('activations', 'taco.y', Math.max(n, 1) * 4);
   const payload = off ? { buffer: pb, offset: off, size: Math.max(bytes, 4) } : pb;
-  const common = { n, G, subgroups: opts.subgroups, words: opts.words, workgroupSize: opts.workgroupSize, maxWorkgroups: opts.maxWorkgroups, encode: opts.encode };
+  const common = { n, G, subgroups: opts.subgroups, words: opts.words, workgroupSize: opts.workgroupSize, maxWorkgroups: opts.maxWorkgroups, encode: opts.encode, decode: opts.decode };
   rt.run([
     tacoCompress(rt, { label: 'taco.compress', x: xb, payload, ...common }),
     tacoDecompress(rt, { label: 'taco.decompress', payload, y: yb, ...common }),
@@ -96,6 +99,45 @@ function nearTieCount(x: Float32Array, G: number): number {
     }
   }
   return count;
+}
+
+/** Decompresses a payload given as bytes; the output as fp32 bit patterns (NaN payloads kept). */
+async function decompressBits(rt: Runtime, bytes: Uint8Array, n: number, G: number, opts: TacoOptions): Promise<Uint32Array> {
+  const pb = rt.upload('comm', 'taco.payload', bytes);
+  const yb = rt.createBuffer('activations', 'taco.y', n * 4);
+  rt.run([tacoDecompress(rt, { label: 'taco.decompress', payload: pb, y: yb, n, G, ...opts })]);
+  const out = await rt.readU32(yb, 0, n);
+  for (const b of [pb, yb]) rt.mem.free(b);
+  return out;
+}
+
+/**
+ * A payload of random codes — every code but the NaNs 0x7f / 0xff, which would spread NaN over
+ * whole groups and hide any other difference — with scales s in [2^-20, 2^20) and a in
+ * [1e-3, 1e3], and edge groups: the clamps (s = 1e-12 with a = 1e3, s = 1e6 with a = 1e-3), all
+ * codes NaN, all ±448, all ±0.
+ */
+function randomPayload(n: number, G: number, seed: number): Uint8Array {
+  const L = tacoLayout(n, G);
+  const rng = new Rng(seed);
+  const bytes = new Uint8Array(4 * L.words);
+  for (let i = 0; i < L.codeWords * 4; i++) {
+    const c = rng.int(254);
+    bytes[i] = c >= 0x7f ? c + 1 : c;
+  }
+  const f32 = new Float32Array(bytes.buffer);
+  for (let g = 0; g < L.groups; g++) {
+    f32[L.sOff + g] = 2 ** (rng.next() * 40 - 20);
+    f32[L.aOff + g] = 10 ** (rng.next() * 6 - 3);
+  }
+  const edges: [number, number, number[]][] = [[1e-12, 1e3, []], [1e6, 1e-3, []], [1, 1, [0x7f, 0xff]], [3, 0.5, [0x7e, 0xfe]], [1, 1, [0, 0x80]]];
+  edges.forEach(([sv, av, codes], k) => {
+    const g = (k * 7) % L.groups;
+    f32[L.sOff + g] = sv;
+    f32[L.aOff + g] = av;
+    for (let i = 0; i < G && codes.length; i++) bytes[g * G + i] = codes[rng.int(codes.length)];
+  });
+  return bytes;
 }
 
 /** x ~ N(0, 0.02²) with every 61st element ×30: scales differ from group to group. */
@@ -359,5 +401,83 @@ fn probe(@builtin(global_invocation_id) id: vec3<u32>) {
     }
     expect(bad).toEqual([]);
     for (const b of [codes, out, u]) rt.mem.free(b);
+  });
+  // decode 'lut' reads the bits decode_bits gives from a table it fills per workgroup: the same
+  // bits as 'alu' for all 256 codes in every byte position of a word (NaN codes keep theirs),
+  // whatever the workgroup size (fewer or more invocations than table entries).
+  it('decode_word: the table decoder gives the computed decoder\'s bits for every code', async () => {
+    const rt = await testRuntime();
+    const probe = `
+@group(0) @binding(3) var<storage, read_write> bits: array<vec4<u32>>;
+
+@compute @workgroup_size(WG)
+fn probe(@builtin(global_invocation_id) id: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  decode_setup(lid);
+  if (id.x < P.n) {
+    let v = decode_word(payload[id.x]);
+    bits[id.x] = bitcast<vec4<u32>>(v);
+    y[id.x] = v.x;
+  }
+}`;
+    // Word k holds codes k, k + 1, k + 2, k + 3 (mod 256): every code in every byte.
+    const words = Uint32Array.from({ length: 256 }, (_, k) => (k | ((k + 1) & 255) << 8 | ((k + 2) & 255) << 16 | ((k + 3) & 255) << 24) >>> 0);
+    const codes = rt.upload('workspace', 'probe.codes', words);
+    const first = rt.createBuffer('workspace', 'probe.first', 256 * 4);
+    const out = rt.createBuffer('workspace', 'probe.out', 256 * 16);
+    const u = rt.uniform('probe', new Uniforms().u32(256).u32(0).u32(0).u32(0).u32(0).f32(0).f32(0));
+    const run = async (decode: TacoDecode, wg: number) => {
+      const code = tacoShader({ entry: 'decompress', subgroups: false, vec4Io: false, words: 8, decode }) + probe;
+      rt.run([rt.kernel({ label: `probe.${decode}`, code, entryPoint: 'probe', constants: { G: 32, WG: wg },
+        bindings: [codes, first, u, out], workgroups: [256 / wg] })]);
+      return { bits: await rt.readU32(out, 0, 1024), first: await rt.readF32(first, 0, 256) };
+    };
+    const alu = await run('alu', 64);
+    const bitsOf = (v: number) => new Uint32Array(Float32Array.of(v).buffer)[0];
+    const want = Array.from({ length: 1024 }, (_, i) => {
+      const c = ((i >> 2) + (i & 3)) & 255;
+      return (c & 0x7f) === 0x7f ? (0x7fc00000 | (c & 0x80) << 24) >>> 0 : bitsOf(decodeE4M3(c));
+    });
+    expect(Array.from(alu.bits), 'alu: the bits of decodeE4M3 (NaN: 0x7fc00000 with the sign)').toEqual(want);
+    for (const wg of [32, 64, 256]) {
+      const lut = await run('lut', wg);
+      expect(Array.from(lut.bits), `lut, WG=${wg}`).toEqual(Array.from(alu.bits));
+      expect(Array.from(lut.first), `lut, WG=${wg}: fp32 values`).toEqual(Array.from(alu.first));
+    }
+    for (const b of [codes, first, out, u]) rt.mem.free(b);
+  });
+
+  // The whole decompressor with either decoder, on compressor output and on random and edge
+  // payloads, across group sizes, partial last groups (n % 4 ≠ 0 takes the per-element stores),
+  // exchange paths, register layouts, workgroup sizes and the tile loop: the same bits.
+  it.each([32, 64, 128])('G=%i: decode lut == alu bit for bit on real, random and edge payloads', async (G) => {
+    const rt = await testRuntime();
+    const layouts: TacoOptions[] = [{}, { maxWorkgroups: 2 }, { words: 1, workgroupSize: G / 4 }, { words: G / 4, workgroupSize: 256 }];
+    for (const n of [1, G - 1, 3 * G + 5, 1000, 40 * G]) {
+      const payloads = [randomPayload(n, G, G + n), tacoPayload(tacoCompressRef(spiky(n, n + 1), G))];
+      for (const [p, bytes] of payloads.entries()) {
+        for (const sg of paths) {
+          if (sg && !rt.gpu.features.subgroups) continue;
+          for (const layout of layouts) {
+            const opts = { ...layout, subgroups: sg };
+            const label = `G=${G} n=${n} payload ${p ? 'compressed' : 'random'} ${JSON.stringify(opts)}`;
+            const alu = await decompressBits(rt, bytes, n, G, opts);
+            const lut = await decompressBits(rt, bytes, n, G, { ...opts, decode: 'lut' });
+            let differ = 0;
+            for (let i = 0; i < n; i++) if (alu[i] !== lut[i]) differ++;
+            expect(differ, `${label}: differing output words`).toBe(0);
+          }
+        }
+      }
+      // The random payload's NaN group (group 14) decodes to NaN.
+      if (n > 14 * G) expect(Array.from(await decompressBits(rt, payloads[0], n, G, {})).some((b) => (b & 0x7fffffff) > 0x7f800000)).toBe(true);
+    }
+  });
+
+  it('rejects an unknown decoder', async () => {
+    const rt = await testRuntime();
+    const payload = rt.createBuffer('comm', 'taco.bad.p', tacoPayloadBytes(256, 128));
+    const y = rt.createBuffer('activations', 'taco.bad.y', 4 * 256);
+    expect(() => tacoDecompress(rt, { label: 'bad', payload, y, n: 256, G: 128, decode: 'table' as TacoDecode })).toThrow(/decode 'table'/);
+    for (const b of [payload, y]) rt.mem.free(b);
   });
 });

@@ -12,7 +12,8 @@
  *
  * Work per element, both kernels meant to be memory-bound (4 B of fp32 against ~1.06 B of payload):
  * compress ≈ 35 register operations (square-sum, a·x, 7 butterfly stages, ·1/sqrt(G), |max|, a
- * branch-free FP8 encode with a near-tie flag, packing), decompress ≈ 25; per group only two
+ * branch-free FP8 encode with a near-tie flag, packing), decompress ≈ 25 (≈ 14 with decode 'lut':
+ * a table lookup instead of ~13 integer operations per code); per group only two
  * correctly rounded divisions (div_rn) and one reciprocal, shared by the 4·words elements of each
  * invocation. The rare near-tie elements (~3e-5) are recoded exactly after the fact, outside the
  * per-element loop, so that loop stays small enough for the driver to unroll: a loop left rolled
@@ -51,6 +52,14 @@ export type TacoEntry = 'compress' | 'decompress';
  */
 export type TacoEncode = 'split' | 'inline';
 
+/**
+ * How decompress turns a code into fp32 (same bits either way, NaN codes included): 'alu'
+ * (default) computes it (~13 integer operations per element); 'lut' looks it up in a 256-entry
+ * table of those same bits in workgroup memory (1 KiB), filled once per workgroup — an ALU-bound
+ * kernel's per-element decode down to a byte extract and a load.
+ */
+export type TacoDecode = 'alu' | 'lut';
+
 export interface TacoShaderOptions {
   entry: TacoEntry;
   subgroups: boolean;
@@ -60,10 +69,12 @@ export interface TacoShaderOptions {
   words: number;
   /** Compress only (default 'split'). */
   encode?: TacoEncode;
+  /** Decompress only (default 'alu'). */
+  decode?: TacoDecode;
 }
 
 function entrySections(o: TacoShaderOptions): string[] {
-  if (o.entry === 'decompress') return ['decompress'];
+  if (o.entry === 'decompress') return ['decompress_common', o.decode === 'lut' ? 'decode_lut' : 'decode_alu', 'decompress'];
   return ['compress_common', o.encode === 'inline' ? 'compress_inline' : 'compress'];
 }
 
@@ -98,6 +109,8 @@ export interface TacoOptions {
   words?: number;
   /** Compress's per-element encoder (default 'split'); decompress ignores it. */
   encode?: TacoEncode;
+  /** Decompress's per-element decoder (default 'alu'); compress ignores it. */
+  decode?: TacoDecode;
   /** Invocations per workgroup, a power of two (default TACO_WG). */
   workgroupSize?: number;
   /** Cap on the workgroups dispatched (default the device limit); tests use it to exercise the tile loop. */
@@ -118,6 +131,9 @@ function build(rt: Runtime, label: string, entry: TacoEntry, payload: Binding, d
   if (opts.encode !== undefined && opts.encode !== 'split' && opts.encode !== 'inline') {
     throw new Error(`${label}: encode '${String(opts.encode)}' is not 'split' or 'inline'`);
   }
+  if (opts.decode !== undefined && opts.decode !== 'alu' && opts.decode !== 'lut') {
+    throw new Error(`${label}: decode '${String(opts.decode)}' is not 'alu' or 'lut'`);
+  }
   if (opts.maxWorkgroups !== undefined && !(Number.isInteger(opts.maxWorkgroups) && opts.maxWorkgroups >= 1)) {
     throw new Error(`${label}: maxWorkgroups ${opts.maxWorkgroups} must be a positive integer`);
   }
@@ -130,7 +146,7 @@ function build(rt: Runtime, label: string, entry: TacoEntry, payload: Binding, d
   const subgroups = (opts.subgroups ?? true) && rt.gpu.features.subgroups;
   return rt.kernel({
     label,
-    code: tacoShader({ entry, subgroups, vec4Io: n > 0 && n % 4 === 0, words, encode: opts.encode }),
+    code: tacoShader({ entry, subgroups, vec4Io: n > 0 && n % 4 === 0, words, encode: opts.encode, decode: opts.decode }),
     entryPoint: entry,
     constants: { G, WG: wg },
     bindings: [payload, data, rt.uniform(label, u)],
