@@ -117,7 +117,7 @@ const TACO_SWEEP: { variant: string; opts: TacoOptions; pieces?: number }[] = [
   { variant: 'default, workgroup-memory exchange', opts: { subgroups: false } },
   { variant: 'default, 4 dispatches of n/4', opts: {}, pieces: 4 },
   // Decompress decoding codes by table lookup (same bits); words 16 / 32: fewer or no exchange stages.
-  { variant: 'decode=lut', opts: { decode: 'lut' } },
+  { variant: 'decode=alu', opts: { decode: 'alu' } },
   { variant: 'decode=lut wg=256', opts: { decode: 'lut', workgroupSize: 256 } },
   { variant: 'decode=lut words=16', opts: { decode: 'lut', words: 16 } },
   { variant: 'decode=lut words=32 wg=64', opts: { decode: 'lut', words: 32, workgroupSize: 64 } },

@@ -460,7 +460,7 @@ fn probe(@builtin(global_invocation_id) id: vec3<u32>, @builtin(local_invocation
           for (const layout of layouts) {
             const opts = { ...layout, subgroups: sg };
             const label = `G=${G} n=${n} payload ${p ? 'compressed' : 'random'} ${JSON.stringify(opts)}`;
-            const alu = await decompressBits(rt, bytes, n, G, opts);
+            const alu = await decompressBits(rt, bytes, n, G, { ...opts, decode: 'alu' });
             const lut = await decompressBits(rt, bytes, n, G, { ...opts, decode: 'lut' });
             let differ = 0;
             for (let i = 0; i < n; i++) if (alu[i] !== lut[i]) differ++;

@@ -54,7 +54,7 @@ export type TacoEncode = 'split' | 'inline';
 
 /**
  * How decompress turns a code into fp32 (same bits either way, NaN codes included): 'alu'
- * (default) computes it (~13 integer operations per element); 'lut' looks it up in a 256-entry
+ * computes it (~13 integer operations per element); 'lut' (default) looks it up in a 256-entry
  * table of those same bits in workgroup memory (1 KiB), filled once per workgroup — an ALU-bound
  * kernel's per-element decode down to a byte extract and a load.
  */
@@ -69,12 +69,12 @@ export interface TacoShaderOptions {
   words: number;
   /** Compress only (default 'split'). */
   encode?: TacoEncode;
-  /** Decompress only (default 'alu'). */
+  /** Decompress only (default 'lut'). */
   decode?: TacoDecode;
 }
 
 function entrySections(o: TacoShaderOptions): string[] {
-  if (o.entry === 'decompress') return ['decompress_common', o.decode === 'lut' ? 'decode_lut' : 'decode_alu', 'decompress'];
+  if (o.entry === 'decompress') return ['decompress_common', o.decode === 'alu' ? 'decode_alu' : 'decode_lut', 'decompress'];
   return ['compress_common', o.encode === 'inline' ? 'compress_inline' : 'compress'];
 }
 
@@ -109,7 +109,11 @@ export interface TacoOptions {
   words?: number;
   /** Compress's per-element encoder (default 'split'); decompress ignores it. */
   encode?: TacoEncode;
-  /** Decompress's per-element decoder (default 'alu'); compress ignores it. */
+  /**
+   * Decompress's per-element decoder; compress ignores it. Default 'lut': on an H200 decompress runs
+   * 3–4 % faster with the table (64M: 2.53 vs 2.45 TB/s, 16M: 1.78 vs 1.71, two interleaved runs
+   * each), bit-identical output.
+   */
   decode?: TacoDecode;
   /** Invocations per workgroup, a power of two (default TACO_WG). */
   workgroupSize?: number;
