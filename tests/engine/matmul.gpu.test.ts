@@ -5,7 +5,7 @@
  * variant's tile arithmetic is covered by matmul.variants.gpu.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { profileDispatches, timeDispatches } from '../../src/engine/gpu/timer';
+import { profileDispatches, timeDispatches, warmUntilSteady } from '../../src/engine/gpu/timer';
 import {
   autotuneMatmul, buildMatmul, chooseMatmulVariant, getVariant, loadTunedTable, matmul, matmulSteps, matmulWorkspaceBytes,
   measuredVariant, setTunedVariant, shapeKey, tunedTable, tunedVariant, variantFits, type MatmulShape,
@@ -225,6 +225,21 @@ describe('autotune and timer', () => {
     expect(methods.has('wallclock')).toBe(true);
     if (rt.gpu.features.timestampQuery) console.log(`timestamp-query present; methods used: ${[...methods].join(', ')}`);
     [a, b, c, ...uniforms].forEach((x) => rt.mem.free(x));
+  });
+
+  it('warmUntilSteady runs batches until the per-run time settles, within its time bounds', async () => {
+    const rt = await testRuntime();
+    const bufs = [0, 1, 2].map((i) => rt.createBuffer('workspace', `w${i}`, 4 * 32 * 32));
+    const built = buildMatmul(rt, { label: 'warm', M: 32, N: 32, K: 32, a: bufs[0], b: bufs[1], c: bufs[2], variant: SMALL });
+    const w = await warmUntilSteady(rt, built.dispatches, 60, 2000);
+    expect(w.ms).toBeGreaterThanOrEqual(60);
+    expect(w.ms).toBeLessThan(2000 + 1000); // one batch may run past the cap
+    expect(w.batchMsPerRun.length).toBeGreaterThanOrEqual(3);
+    expect(w.runs).toBeGreaterThanOrEqual(w.batchMsPerRun.length);
+    expect(w.batchMsPerRun.every((t) => t > 0)).toBe(true);
+    const capped = await warmUntilSteady(rt, built.dispatches, 10_000, 100); // minMs above the cap: the cap wins
+    expect(capped.ms).toBeLessThan(100 + 1000);
+    [...bufs, ...built.uniforms].forEach((x) => rt.mem.free(x));
   });
 
   it('profileDispatches times each dispatch on its own; a bigger GEMM takes longer, an empty grid 0', async () => {
