@@ -213,7 +213,7 @@ describe('TACO fused compress / decompress kernels', () => {
   it('zero groups, non-finite inputs, the tile loop and a payload at a 256-byte offset', async () => {
     const rt = await testRuntime();
     const G = 32;
-    const n = 9 * 1024 + 5; // 289 groups: 10 tiles of TACO_WG/4 groups, walked by 2 workgroups
+    const n = 9 * 1024 + 5; // 289 groups: several tiles at any default workgroup size, walked by 2 workgroups
     const x = new Rng(3).normalArray(n);
     x.fill(0, 128, 256); // four zero groups
     x[5] = NaN;
