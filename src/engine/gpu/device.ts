@@ -130,6 +130,16 @@ export async function acquireGpu(gpu: GPU | undefined | null, opts: AcquireOptio
   return result;
 }
 
+/**
+ * Whether a measured-per-GPU table entry applies to this adapter: every field of `match` is a
+ * substring of the adapter's field of the same name (case-insensitive). Used by the GEMM and
+ * attention tables (matmul_tables.ts, attention.ts).
+ */
+export function adapterMatches(gpu: Gpu, match: Partial<Record<keyof Gpu['adapterInfo'], string>>): boolean {
+  return Object.entries(match).every(([k, v]) =>
+    (gpu.adapterInfo[k as keyof Gpu['adapterInfo']] ?? '').toLowerCase().includes(String(v).toLowerCase()));
+}
+
 /** Throws a clear error if the device was lost (checked before each submit). */
 export function assertAlive(gpu: Gpu): void {
   if (gpu.lostMessage) throw new DeviceLostError(gpu.lostMessage);

@@ -13,7 +13,9 @@
 import fwdBody from '../../../shaders/attention.wgsl?raw';
 import bwdBody from '../../../shaders/attention_bwd.wgsl?raw';
 import loadSrc from '../../../shaders/attention_load.wgsl?raw';
+import { adapterMatches } from '../gpu/device';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
+import type { MeasuredTable } from './matmul_tables';
 
 const fwdSrc = `${loadSrc}\n${fwdBody}`;
 const bwdSrc = `${loadSrc}\n${bwdBody}`;
@@ -73,10 +75,10 @@ export function attentionTileProblem(rt: Runtime, pass: Pass, t: AttnTile, D: nu
 
 /**
  * Tiles measured fastest per GPU model (bench/attn_tune.ts), keyed `${pass}/D${D}`; an entry applies
- * when every field of `match` is a substring of the adapter's (as matmul_tables.ts).
+ * where adapterMatches(match), as in matmul_tables.ts.
  */
 export const MEASURED_ATTENTION_TILES: {
-  match: Record<string, string>; source: string; table: Record<string, [number, number, number]>;
+  match: MeasuredTable['match']; source: string; table: Record<string, [number, number, number]>;
 }[] = [
   {
     match: { vendor: 'nvidia', device: 'h200' },
@@ -87,9 +89,8 @@ export const MEASURED_ATTENTION_TILES: {
 ];
 
 function measuredAttentionTile(rt: Runtime, pass: Pass, D: number): AttnTile | undefined {
-  const info = rt.gpu.adapterInfo as unknown as Record<string, string>;
   for (const t of MEASURED_ATTENTION_TILES) {
-    if (!Object.entries(t.match).every(([k, v]) => (info[k] ?? '').toLowerCase().includes(v.toLowerCase()))) continue;
+    if (!adapterMatches(rt.gpu, t.match)) continue;
     const e = t.table[`${pass}/D${D}`];
     if (e) return { BM: e[0], BN: e[1], NT: e[2] };
   }

@@ -20,6 +20,7 @@
 import matmulSrc from '../../../shaders/matmul.wgsl?raw';
 import ioSrc from '../../../shaders/matmul_io.wgsl?raw';
 import splitKSrc from '../../../shaders/matmul_splitk.wgsl?raw';
+import { adapterMatches } from '../gpu/device';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
 import { timeDispatches } from '../gpu/timer';
@@ -359,11 +360,9 @@ export function tunedTable(rt: Runtime): Record<string, string> {
  * best, else the fastest of its ranked choices that `fits` (the workspace the call has).
  */
 export function measuredVariant(rt: Runtime, s: MatmulShape, fits: (choice: string) => boolean = () => true): string | undefined {
-  const info = rt.gpu.adapterInfo as unknown as Record<string, string>;
   const key = shapeKey(s);
   for (const t of MEASURED_TABLES) {
-    const applies = Object.entries(t.match).every(([k, v]) => (info[k] ?? '').toLowerCase().includes(String(v).toLowerCase()));
-    if (!applies) continue;
+    if (!adapterMatches(rt.gpu, t.match)) continue;
     const name = [t.table[key], ...(t.ranked?.[key] ?? [])].find((c) => c !== undefined && fits(c));
     if (name !== undefined) return name;
   }
