@@ -61,14 +61,20 @@ export interface StepBench {
   plan: MemReport;
 }
 
-export async function benchStep(rt: Runtime, o: StepBenchOptions): Promise<StepBench> {
+/** A Trainer of a preset and scheme on syntheticText (batch and context: the recipe's unless given), for `steps` steps. */
+export async function syntheticTrainer(rt: Runtime, o: { preset: PresetName; scheme: Scheme; batch?: number; seq?: number; steps: number }): Promise<Trainer> {
   const text = syntheticText(o.batch ?? 64, o.seq ?? 512);
   const tokenizer = CharTokenizer.fromText(text);
   const opts = defaultTrainOptions(o.preset, {
-    batch: o.batch, seq: o.seq, steps: o.warmup + o.reps, evalEvery: 0,
+    batch: o.batch, seq: o.seq, steps: o.steps, evalEvery: 0,
     model: { vocab_size: tokenizer.vocabSize }, scheme: o.scheme,
   });
-  const trainer = await Trainer.create(rt, opts, text, { tokenizer });
+  return Trainer.create(rt, opts, text, { tokenizer });
+}
+
+export async function benchStep(rt: Runtime, o: StepBenchOptions): Promise<StepBench> {
+  const trainer = await syntheticTrainer(rt, { ...o, steps: o.warmup + o.reps });
+  const { opts } = trainer;
   try {
     const samples: number[] = [];
     for (let i = 0; i < o.warmup + o.reps; i++) {
@@ -77,9 +83,8 @@ export async function benchStep(rt: Runtime, o: StepBenchOptions): Promise<StepB
       if (i >= o.warmup) samples.push(performance.now() - t0);
     }
     const ms = median(samples);
-    const m = trainer.model;
     const gpu = rt.gpu.features.timestampQuery
-      ? await timeDispatches(rt, [...m.forward, ...m.backward, ...m.optimizer], { warmup: 1, reps: o.reps })
+      ? await timeDispatches(rt, trainer.stepDispatches(), { warmup: 1, reps: o.reps })
       : undefined;
     const gpuMs = gpu?.method === 'timestamp' ? gpu.medianMs : undefined;
     return {

@@ -13,10 +13,7 @@ import { Runtime } from '../src/engine/gpu/runtime';
 import { profileDispatches } from '../src/engine/gpu/timer';
 import type { PresetName } from '../src/engine/model/config';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
-import { defaultTrainOptions } from '../src/engine/train/options';
-import { CharTokenizer } from '../src/engine/train/tokenizer';
-import { Trainer } from '../src/engine/train/trainer';
-import { syntheticText } from './step';
+import { syntheticTrainer } from './step';
 
 const a = parseArgs({ options: {
   model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
@@ -45,14 +42,11 @@ for (const model of (a.model ?? 'base').split(',') as PresetName[]) {
     if (!scheme) throw new Error(`unknown scheme ${schemeName}`);
     const batch = a.batch ? Number(a.batch) : undefined;
     const seq = a.seq ? Number(a.seq) : undefined;
-    const text = syntheticText(batch ?? 64, seq ?? 512);
-    const tokenizer = CharTokenizer.fromText(text);
-    const opts = defaultTrainOptions(model, { batch, seq, steps: 10, evalEvery: 0, model: { vocab_size: tokenizer.vocabSize }, scheme });
-    const trainer = await Trainer.create(rt, opts, text, { tokenizer });
+    const trainer = await syntheticTrainer(rt, { preset: model, scheme, batch, seq, steps: 10 });
+    const { opts } = trainer;
     try {
       for (let i = 0; i < 3; i++) await trainer.trainStep();
-      const m = trainer.model;
-      const list = [...m.forward, ...m.backward, ...m.optimizer];
+      const list = trainer.stepDispatches();
       const ms = await profileDispatches(rt, list, Number(a.reps ?? 3));
       if (!ms) throw new Error('no timestamp queries on this adapter');
       const kinds = new Map<string, { ms: number; n: number }>();

@@ -189,6 +189,12 @@ export class Trainer {
     return this.data.batch(step, this.opts.batch, this.opts.seq, 'train');
   }
 
+  /** One training step's dispatches, in order: forward, backward, AdamW (what trainStep submits as one command buffer). */
+  stepDispatches(): Dispatch[] {
+    const { model } = this;
+    return [...model.forward, ...model.backward, ...model.optimizer];
+  }
+
   async trainStep(): Promise<StepMetrics> {
     const { model, opts } = this;
     const t0 = performance.now();
@@ -196,7 +202,7 @@ export class Trainer {
     model.setBatch(this.batchAt(step));
     model.setStepSeed(step);
     const lr = this.writeStepParams(step);
-    const [loss, gradNorm] = await this.runAndRead([...model.forward, ...model.backward, ...model.optimizer], true);
+    const [loss, gradNorm] = await this.runAndRead(this.stepDispatches(), true);
     this.stepCount++;
     return stepMetrics(opts, { step, loss, lr, gradNorm, t0, startTime: this.startTime, mem: this.memory() });
   }
