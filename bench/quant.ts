@@ -74,9 +74,6 @@ export interface TacoVariantBench extends TacoTiming {
   refDiff: TacoPayloadDiff;
 }
 
-/** The warm-up before the first timing (warmUntilSteady). */
-export type TacoWarmup = SteadyWarmup;
-
 export interface TacoBench extends TacoTiming {
   n: number;
   G: number;
@@ -90,7 +87,8 @@ export interface TacoBench extends TacoTiming {
   roundTripFp32GBs: number;
   /** The figure: 4n / (compress + decompress), each timed alone. */
   pairFp32GBs: number;
-  warmup: TacoWarmup;
+  /** The warm-up before the first timing (warmUntilSteady). */
+  warmup: SteadyWarmup;
   /** Sweep only: the default kernel's payload against tacoCompressRef on the first groups (≤ 2^20 elements). */
   refCheck?: TacoPayloadDiff;
   /** Baseline: plain per-group FP8 E4M3 absmax quantization of the same chunk (4n in + n + 4n/G out). */

@@ -20,6 +20,7 @@
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
+import { Rng } from '../util/rng';
 import { qgemmI8ExactRef } from './qgemm.ref';
 import { sgmatLoad, sgmatStore, subgroupMatrixConfigs, subgroupSize, type SgmatSyntax, type SubgroupMatrixConfig } from './sgmat';
 
@@ -222,12 +223,8 @@ export function i8Configs(rt: Runtime): SubgroupMatrixConfig[] {
 
 /** Deterministic int8 test data (−128..127 spread) packed four to a word. */
 function packedI8(n: number, seed: number): { values: Int8Array; words: Uint32Array } {
-  const values = new Int8Array(n);
-  let x = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    values[i] = (x >>> 24) - 128;
-  }
+  const rng = new Rng(seed);
+  const values = Int8Array.from({ length: n }, () => (rng.nextU32() >>> 24) - 128);
   return { values, words: new Uint32Array(values.buffer.slice(0)) };
 }
 
