@@ -46,7 +46,7 @@ export async function timeDispatches(rt: Runtime, dispatches: Dispatch[], opts: 
   await rt.sync();
   if (opts.warmupMs) await warmUntilSteady(rt, dispatches, opts.warmupMs, Math.max(3000, 2 * opts.warmupMs));
   if (rt.gpu.features.timestampQuery && !opts.forceWallclock) {
-    const samples = await timestampSamples(rt, dispatches, reps);
+    const samples = await passTimes(rt, Array.from({ length: reps }, () => dispatches));
     if (samples && samples.every((s) => Number.isFinite(s) && s > 0)) {
       return { medianMs: median(samples), samplesMs: samples, method: 'timestamp' };
     }
@@ -61,11 +61,14 @@ export async function timeDispatches(rt: Runtime, dispatches: Dispatch[], opts: 
   return { medianMs: median(samples), samplesMs: samples, method: 'wallclock' };
 }
 
-/** One pass per rep, all reps in one submit; null if the queries could not be made. */
-async function timestampSamples(rt: Runtime, dispatches: Dispatch[], reps: number): Promise<number[] | null> {
+/**
+ * GPU ms of each pass (its dispatches in one compute pass, timestamps around it), all passes in one
+ * submit, in order; null if the queries could not be made.
+ */
+async function passTimes(rt: Runtime, passes: Dispatch[][]): Promise<number[] | null> {
   assertAlive(rt.gpu);
   const device = rt.device;
-  const count = 2 * reps;
+  const count = 2 * passes.length;
   let querySet: GPUQuerySet | null = null;
   let resolve: GPUBuffer | null = null;
   let readback: GPUBuffer | null = null;
@@ -84,9 +87,7 @@ async function timestampSamples(rt: Runtime, dispatches: Dispatch[], reps: numbe
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
     const enc = device.createCommandEncoder({ label: 'timer' });
-    for (let i = 0; i < reps; i++) {
-      rt.encode(enc, dispatches, { querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 });
-    }
+    passes.forEach((p, i) => rt.encode(enc, p, { querySet: querySet!, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 }));
     enc.resolveQuerySet(querySet, 0, count, resolve, 0);
     enc.copyBufferToBuffer(resolve, 0, readback, 0, count * 8);
     device.queue.submit([enc.finish()]);
@@ -95,9 +96,7 @@ async function timestampSamples(rt: Runtime, dispatches: Dispatch[], reps: numbe
     await readback.mapAsync(GPUMapMode.READ);
     const ticks = new BigUint64Array(readback.getMappedRange().slice(0));
     readback.unmap();
-    const samples: number[] = [];
-    for (let i = 0; i < reps; i++) samples.push(Number(ticks[2 * i + 1] - ticks[2 * i]) / 1e6);
-    return samples;
+    return passes.map((_, i) => Number(ticks[2 * i + 1] - ticks[2 * i]) / 1e6);
   } catch {
     return null;
   } finally {
@@ -112,7 +111,8 @@ async function timestampSamples(rt: Runtime, dispatches: Dispatch[], reps: numbe
  * GPU time of each dispatch on its own (one compute pass each, timestamps around it), median over
  * `reps` runs of the whole list in order — a profile of a training step by kernel. The dispatches
  * run in sequence as in the step, so each sees the caches its predecessors left; passes add a few
- * µs of boundary each, so the sum exceeds the one-pass time somewhat. Null without timestamp queries.
+ * µs of boundary each, so the sum exceeds the one-pass time somewhat. Null without timestamp queries
+ * (or when they could not be made).
  */
 export async function profileDispatches(rt: Runtime, dispatches: Dispatch[], reps = 3): Promise<number[] | null> {
   if (!rt.gpu.features.timestampQuery) return null;
@@ -122,25 +122,9 @@ export async function profileDispatches(rt: Runtime, dispatches: Dispatch[], rep
   for (let r = 0; r < reps; r++) {
     for (let start = 0; start < live.length; start += maxQueries / 2) {
       const chunk = live.slice(start, start + maxQueries / 2);
-      const count = 2 * chunk.length;
-      const querySet = rt.device.createQuerySet({ label: 'profile', type: 'timestamp', count });
-      const resolve = rt.device.createBuffer({ label: 'profile.resolve', size: count * 8, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
-      const readback = rt.device.createBuffer({ label: 'profile.readback', size: count * 8, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-      try {
-        const enc = rt.device.createCommandEncoder({ label: 'profile' });
-        chunk.forEach((d, i) => rt.encode(enc, [d], { querySet, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 }));
-        enc.resolveQuerySet(querySet, 0, count, resolve, 0);
-        enc.copyBufferToBuffer(resolve, 0, readback, 0, count * 8);
-        rt.device.queue.submit([enc.finish()]);
-        await readback.mapAsync(GPUMapMode.READ);
-        const ticks = new BigUint64Array(readback.getMappedRange().slice(0));
-        readback.unmap();
-        chunk.forEach((_, i) => per[start + i].push(Number(ticks[2 * i + 1] - ticks[2 * i]) / 1e6));
-      } finally {
-        querySet.destroy();
-        resolve.destroy();
-        readback.destroy();
-      }
+      const ms = await passTimes(rt, chunk.map((d) => [d]));
+      if (!ms) return null;
+      ms.forEach((t, i) => per[start + i].push(t));
     }
   }
   const byDispatch = new Map(live.map((d, i) => [d, median(per[i])]));
