@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import elementwise from '../../shaders/elementwise.wgsl?raw';
+import { wgslErrors } from '../../src/engine/gpu/pipelines';
 import { Uniforms } from '../../src/engine/gpu/runtime';
 import { testRuntime } from '../helpers/gpu';
 
@@ -22,5 +23,17 @@ describe('runtime', () => {
     rt.mem.free(a);
     rt.mem.free(out);
     rt.mem.free(u);
+  });
+
+  it('wgslErrors: line:column messages for bad WGSL (captured when quiet), none for good', async () => {
+    const rt = await testRuntime();
+    const good = '@compute @workgroup_size(1) fn main() {}';
+    expect(await wgslErrors(rt.device, 'good', good, true)).toEqual([]);
+    const bad = '@compute @workgroup_size(1) fn main() {\n  let x: u32 = 1.5;\n}';
+    rt.device.pushErrorScope('validation');
+    const errors = await wgslErrors(rt.device, 'bad', bad, true);
+    expect(await rt.device.popErrorScope()).toBeNull(); // quiet: the module's error was captured inside
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatch(/^2:\d+ /);
   });
 });

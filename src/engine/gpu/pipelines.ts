@@ -39,17 +39,24 @@ export class PipelineCache {
 
   /** Compiles eagerly and reports WGSL errors with line numbers (used by tests and at start-up). */
   async check(spec: PipelineSpec): Promise<void> {
-    const module = this.device.createShaderModule({ label: spec.label, code: spec.code });
-    const info = await module.getCompilationInfo();
-    const errors = info.messages.filter((m) => m.type === 'error');
-    if (errors.length) {
-      throw new Error(
-        `WGSL errors in ${spec.label}:\n` + errors.map((m) => `  line ${m.lineNum}:${m.linePos} ${m.message}`).join('\n'),
-      );
-    }
+    const errors = await wgslErrors(this.device, spec.label, spec.code);
+    if (errors.length) throw new Error(`WGSL errors in ${spec.label}:\n` + errors.map((e) => `  line ${e}`).join('\n'));
   }
 
   get size(): number {
     return this.pipelines.size;
   }
+}
+
+/**
+ * The WGSL compile errors of `code`, one `line:column message` each (empty when it compiles). With
+ * `quiet` the device's validation error for a bad module is captured rather than reported: for
+ * probes that try alternative spellings (sgmat.ts, qgemm_tc.ts), where a rejected one is expected.
+ */
+export async function wgslErrors(device: GPUDevice, label: string, code: string, quiet = false): Promise<string[]> {
+  if (quiet) device.pushErrorScope('validation');
+  const module = device.createShaderModule({ label, code });
+  const info = await module.getCompilationInfo();
+  if (quiet) await device.popErrorScope();
+  return info.messages.filter((m) => m.type === 'error').map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
 }

@@ -19,6 +19,7 @@
  * access) and scales it while writing C.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
+import { wgslErrors } from '../gpu/pipelines';
 import { Uniforms } from '../gpu/runtime';
 import { Rng } from '../util/rng';
 import { qgemmI8ExactRef } from './qgemm.ref';
@@ -246,12 +247,8 @@ export async function checkI8Tc(rt: Runtime, s: I8TcSpec): Promise<I8TcCheck> {
   const sw = Float32Array.from({ length: N }, (_, i) => 0.02 - i * 1e-5);
   const bufs: GPUBuffer[] = [];
   try {
-    rt.device.pushErrorScope('validation');
-    const module = rt.device.createShaderModule({ label: 'qgemm_tc.check', code: qgemmI8TcCode(s) });
-    const info = await module.getCompilationInfo();
-    await rt.device.popErrorScope();
-    const errors = info.messages.filter((m) => m.type === 'error');
-    if (errors.length) return { spec: s, ok: false, error: errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ') };
+    const errors = await wgslErrors(rt.device, 'qgemm_tc.check', qgemmI8TcCode(s), true);
+    if (errors.length) return { spec: s, ok: false, error: errors.join('; ') };
     const up = (label: string, d: Uint32Array | Float32Array) => {
       const b = rt.upload('workspace', `qgemm_tc.${label}`, d);
       bufs.push(b);

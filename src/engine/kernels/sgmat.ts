@@ -19,6 +19,7 @@
  * 32-bit words.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
+import { wgslErrors } from '../gpu/pipelines';
 import { Uniforms } from '../gpu/runtime';
 
 export type SgmatType = 'f32' | 'f16' | 'i32' | 'u32' | 'i8' | 'u8';
@@ -210,12 +211,8 @@ export async function checkSgmat(rt: Runtime, k: SgmatKernel, s: { M: number; N:
   const bufs: GPUBuffer[] = [];
   try {
     // A spelling this Dawn rejects is expected while probing: keep its error out of the console.
-    rt.device.pushErrorScope('validation');
-    const module = rt.device.createShaderModule({ label: 'sgmat.check', code: sgmatCode(k) });
-    const info = await module.getCompilationInfo();
-    await rt.device.popErrorScope();
-    const errors = info.messages.filter((m) => m.type === 'error');
-    if (errors.length) return { ok: false, maxAbsErr: NaN, error: errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ') };
+    const errors = await wgslErrors(rt.device, 'sgmat.check', sgmatCode(k), true);
+    if (errors.length) return { ok: false, maxAbsErr: NaN, error: errors.join('; ') };
     const a = rt.upload('workspace', 'sgmat.a', new Uint8Array(A.bytes));
     const b = rt.upload('workspace', 'sgmat.b', new Uint8Array(B.bytes));
     const c = rt.createBuffer('workspace', 'sgmat.c', s.M * s.N * 4);
