@@ -10,14 +10,14 @@
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
-import { Runtime } from '../src/engine/gpu/runtime';
-import { timeDispatches } from '../src/engine/gpu/timer';
+import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { matmul } from '../src/engine/kernels/matmul';
 import { qgemmI8 } from '../src/engine/kernels/qgemm';
 import {
   checkI8Tc, enableI8TensorCores, I8_TC_LAYOUTS, i8Configs, i8TcLabel, i8TcSpecError, qgemmI8Tc, type I8TcSpec,
 } from '../src/engine/kernels/qgemm_tc';
 import { Rng } from '../src/engine/util/rng';
+import { msPer } from './quant';
 
 const a = parseArgs({ options: { sizes: { type: 'string' }, json: { type: 'string' }, reps: { type: 'string' }, shapes: { type: 'string' } } }).values;
 const sizes = (a.sizes ?? '2048,4096,8192').split(',').map(Number);
@@ -59,12 +59,10 @@ for (const [M, N, K] of [...sizes.map((n) => [n, n, n]), ...extra]) {
   const x = rt.upload('workspace', 'x', rng.normalArray(M * K));
   const w = rt.upload('workspace', 'w', rng.normalArray(N * K));
   const args = { label: 'tune', xq, sx, wq, sw, c, M, N, K };
-  const time = async (name: string, d: ReturnType<typeof matmul>) => {
-    const inner = 5;
-    const r = await timeDispatches(rt, Array(inner).fill(d), { warmup: 2, reps });
-    const ms = r.medianMs / inner;
+  const time = async (name: string, d: Dispatch) => {
+    const { ms, method } = await msPer(rt, [d], { inner: 5, warmup: 2, reps });
     const tops = (2 * M * N * K) / (ms * 1e9);
-    rows.push({ M, N, K, kernel: name, ms, tops, method: r.method });
+    rows.push({ M, N, K, kernel: name, ms, tops, method });
     console.log(`${M}x${N}x${K} ${name}: ${tops.toFixed(1)} T(FL)OP/s (${ms.toFixed(3)} ms)`);
   };
   await time('fp32 NT', matmul(rt, { label: 'fp32', a: x, b: w, c, M, N, K, transB: true }));

@@ -25,7 +25,8 @@ export interface BenchOptions {
   warmupMs?: number;
 }
 
-async function msPer(rt: Runtime, ds: Dispatch[], o: BenchOptions): Promise<{ ms: number; method: string; samplesMs: number[] }> {
+/** Median ms of one run of `ds`, timed `inner` times back to back per pass (small problems amortise the pass). */
+export async function msPer(rt: Runtime, ds: Dispatch[], o: BenchOptions): Promise<{ ms: number; method: string; samplesMs: number[] }> {
   const inner = Math.max(1, o.inner ?? 10);
   const list: Dispatch[] = [];
   for (let i = 0; i < inner; i++) list.push(...ds);
