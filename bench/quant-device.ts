@@ -173,12 +173,14 @@ async function pathsSideBySide(): Promise<void> {
   const cases: [QuantFormat, number][] = [['int4', 32], ['int4', 128], ['int8', 32], ['int8', 128], ['fp8-e4m3', 32], ['fp8-e4m3', 128]];
   console.log('| n | format | G | op | passes ms | passes GB/s | fused ms | fused GB/s | fused / passes | copy GB/s |');
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  // Each timing warms until steady: a fresh GPU runs slow for a while, and a counted warm-up made
+  // the first sizes look slower than the later ones.
   for (const n of sizes) {
     const xb = rt.upload('workspace', 'ab.x', new Rng(5).normalArray(n));
     const cb = rt.createBuffer('workspace', 'ab.copy', 4 * n);
     const copy = copyDispatch(xb, cb, n, 4);
     rt.run([copy]);
-    const copyGbs = (8 * n) / (await timeDispatches(rt, [copy], { reps })).medianMs / 1e6;
+    const copyGbs = (8 * n) / (await timeDispatches(rt, [copy], { reps, warmupMs: 200 })).medianMs / 1e6;
     rt.mem.free(cb);
     for (const [format, G] of cases) {
       const spec = { format, granularity: { kind: 'group', size: G } as Granularity, n };
@@ -195,7 +197,7 @@ async function pathsSideBySide(): Promise<void> {
       const gbs = (ms: number) => (4 * n + payloadBytes(format, n, q[0].numScales)) / ms / 1e6;
       for (const [op, ks] of [['quantize', q], ['dequantize', d]] as const) {
         const ms: number[] = [];
-        for (const k of ks) ms.push((await timeDispatches(rt, k.dispatches, { reps })).medianMs);
+        for (const k of ks) ms.push((await timeDispatches(rt, k.dispatches, { reps, warmupMs: 200 })).medianMs);
         console.log(`| ${n} | ${format} | ${G} | ${op} | ${ms[0].toFixed(3)} | ${gbs(ms[0]).toFixed(0)} | ${ms[1].toFixed(3)} | ${gbs(ms[1]).toFixed(0)} | ${(ms[0] / ms[1]).toFixed(2)}× | ${copyGbs.toFixed(0)} |`);
       }
       for (const k of [...q, ...d]) k.destroy();
@@ -204,8 +206,8 @@ async function pathsSideBySide(): Promise<void> {
         const qr = buildQuantize(rt, spec, xb, { path: 'fused', regs });
         const dr = buildDequantize(rt, spec, qr.words, qr.scales, { path: 'fused', regs });
         rt.run([...qr.dispatches, ...dr.dispatches]);
-        const tq = (await timeDispatches(rt, qr.dispatches, { reps })).medianMs;
-        const td = (await timeDispatches(rt, dr.dispatches, { reps })).medianMs;
+        const tq = (await timeDispatches(rt, qr.dispatches, { reps, warmupMs: 200 })).medianMs;
+        const td = (await timeDispatches(rt, dr.dispatches, { reps, warmupMs: 200 })).medianMs;
         console.log(`| ${n} | ${format} | ${G} | regs=${regs} (team ${layout?.team}, ${layout?.regs} used) | quantize ${tq.toFixed(3)} ms | ${gbs(tq).toFixed(0)} | dequantize ${td.toFixed(3)} ms | ${gbs(td).toFixed(0)} | | |`);
         qr.destroy();
         dr.destroy();
