@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   availableVariants, chooseMatmulVariant, getVariant, MATMUL_VARIANTS, MAX_SPLIT_K, matmulCode, matmulWorkspaceBytes,
-  parseChoice, shapeKey, splitKWorkspaceBytes, splitPlan, variantFits, variantIsWellFormed, variantName, variantSharedBytes, vectorFlags,
+  parseChoice, shapeKey, splitPlan, variantFits, variantIsWellFormed, variantName, variantSharedBytes, vectorFlags,
 } from '../../src/engine/kernels/matmul';
 import { matmulRef, transposeRef } from '../../src/engine/kernels/matmul.ref';
 import { Rng } from '../../src/engine/util/rng';
@@ -111,16 +111,6 @@ describe('variants and heuristic', () => {
         const c = chooseMatmulVariant({ M, N, K }, H200_LIKE, { workspaceBytes: w });
         expect(matmulWorkspaceBytes({ M, N, K }, c)).toBeLessThanOrEqual(w);
       }), { numRuns: 200 });
-  });
-
-  it('a model\'s split-K workspace: what its dW GEMMs want on a large GPU, capped; nothing for GEMMs with enough tiles', () => {
-    const dW = [{ M: 384, N: 384, K: 16384, transA: true }, { M: 1024, N: 384, K: 16384, transA: true }];
-    const need = splitKWorkspaceBytes(dW);
-    expect(need).toBeGreaterThan(0);
-    expect(need).toBeLessThanOrEqual(32 << 20);
-    expect(need).toBe(Math.max(...dW.map((s) => matmulWorkspaceBytes(s, chooseMatmulVariant(s, H200_LIKE, { workspaceBytes: 32 << 20 })))));
-    expect(splitKWorkspaceBytes(dW, 1 << 20)).toBeLessThanOrEqual(1 << 20);
-    expect(splitKWorkspaceBytes([{ M: 16384, N: 1024, K: 384, transB: true }])).toBe(0);
   });
 
   it('split plans cover K exactly once with whole BK tiles; choice names parse or are refused', () => {

@@ -265,26 +265,6 @@ export function chooseMatmulVariant(shape: MatmulShape, limits: LimitsLike = DEF
   return best;
 }
 
-/** Limits of a large desktop GPU (an H200 under Dawn): what a device-independent memory plan assumes. */
-export const LARGE_GPU_LIMITS: LimitsLike = {
-  maxComputeWorkgroupStorageSize: 49152,
-  maxComputeInvocationsPerWorkgroup: 1024,
-  maxComputeWorkgroupSizeX: 1024,
-};
-
-/**
- * Split-K workspace worth reserving for a set of GEMMs (a model's dW GEMMs): the most any of them
- * needs for the heuristic's split on a large GPU, at most capBytes. The memory plan can reserve it
- * without a device; at run time a choice needing more than what was reserved is not taken.
- */
-export function splitKWorkspaceBytes(shapes: MatmulShape[], capBytes = 32 << 20): number {
-  let need = 0;
-  for (const s of shapes) {
-    need = Math.max(need, matmulWorkspaceBytes(s, chooseMatmulVariant(s, LARGE_GPU_LIMITS, { workspaceBytes: capBytes })));
-  }
-  return need;
-}
-
 // ---- shader assembly -------------------------------------------------------------------------
 
 const ioSections = new Map<string, string>();

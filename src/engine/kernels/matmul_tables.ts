@@ -16,7 +16,7 @@ export interface MeasuredTable {
    * Where `table`'s pick is split-K: the choices a call with less workspace should take, fastest
    * first, each needing less workspace than the one before, down to a single pass (gemm_tune's
    * `rankedTable`). A call takes the first whose workspace it has; the model's forward and dX GEMMs
-   * have none, its dW GEMMs 8 MiB.
+   * have none, its dW GEMMs a dead backward scratch buffer ([N, C] or [N, F] floats: LlamaModel.dwMatmul).
    */
   ranked?: Record<string, string[]>;
 }

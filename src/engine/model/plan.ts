@@ -10,7 +10,6 @@ import { BUFFER_USAGE, type MemCategory } from '../gpu/memory';
 import { attentionBackwardWorkspaceBytes } from '../kernels/attention';
 import { crossEntropyWorkspaceBytes } from '../kernels/crossentropy';
 import { embeddingWorkspaceBytes } from '../kernels/embedding';
-import { splitKWorkspaceBytes } from '../kernels/matmul';
 import { dequantizeRowsAligned } from '../kernels/quantize';
 import { globalNormPartialsBytes } from '../kernels/reduce';
 import { rmsnormWorkspaceBytes } from '../kernels/rmsnorm';
@@ -254,10 +253,6 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   if (st.inputs) ws('aq', d.N * Math.max(d.C, d.F) * f);
   if (training && st.grads) ws('gq', d.N * Math.max(d.C, d.F) * f);
   if (training) {
-    // Split-K partials of the dW GEMMs (kept small: at most 8 MiB).
-    const dw = [[d.C, d.F], [d.F, d.C], [d.C, d.QC], [d.QC, d.C], [d.KVC, d.C], [d.V, d.C]].map(([M, N]) => ({ M, N, K: d.N, transA: true }));
-    const splitK = splitKWorkspaceBytes(dw, 8 << 20);
-    if (splitK) ws('gemmSplitK', splitK);
     ws('dres', d.N * d.C * f);
     ws('dh', d.N * d.C * f);
     ws('dF1', d.N * d.F * f);
