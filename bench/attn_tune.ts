@@ -12,7 +12,8 @@ import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime, type Dispatch } from '../src/engine/gpu/runtime';
 import { timeDispatches } from '../src/engine/gpu/timer';
 import {
-  ATTENTION_CANDIDATES, attentionBackward, attentionForward, attentionTileProblem, chooseAttentionTile, type AttentionPass, type AttnTile,
+  ATTENTION_CANDIDATES, attentionBackward, attentionForward, attentionTileProblem, attnTileName, attnTileOf, chooseAttentionTile,
+  type AttentionPass, type AttnTile,
 } from '../src/engine/kernels/attention';
 import { Rng } from '../src/engine/util/rng';
 
@@ -41,8 +42,8 @@ for (const [B, T, nH, D] of shapes) {
   for (const pass of ['fwd', 'dq', 'dkdv'] as AttentionPass[]) {
     const def = chooseAttentionTile(rt, pass, D);
     let defaultMs = NaN;
-    for (const [BM, BN, NT] of ATTENTION_CANDIDATES[pass]) {
-      const tile = { BM, BN, NT };
+    for (const entry of ATTENTION_CANDIDATES[pass]) {
+      const tile = attnTileOf(entry);
       if (attentionTileProblem(rt, pass, tile, D)) continue;
       let ds: Dispatch[];
       if (pass === 'fwd') ds = attentionForward(rt, { label: 'tune', ...shape, q, k, v, o, lse, tile });
@@ -53,10 +54,10 @@ for (const [B, T, nH, D] of shapes) {
       }
       const t = await timeDispatches(rt, ds, { warmup: 2, reps, warmupMs: 200 });
       const tflops = (flops[pass] * B * nH * T * T * D) / (t.medianMs * 1e9);
-      const isDefault = BM === def.BM && BN === def.BN && NT === def.NT;
+      const isDefault = attnTileName(tile) === attnTileName(def);
       if (isDefault) defaultMs = t.medianMs;
       rows.push({ B, T, nH, D, pass, tile, ms: t.medianMs, tflops, method: t.method, isDefault });
-      console.log(`${B}x${T}x${nH}x${D} ${pass} ${BM}x${BN}/${NT}${isDefault ? ' (default)' : ''}: ${t.medianMs.toFixed(3)} ms, ${tflops.toFixed(1)} TFLOP/s`);
+      console.log(`${B}x${T}x${nH}x${D} ${pass} ${attnTileName(tile)}${isDefault ? ' (default)' : ''}: ${t.medianMs.toFixed(3)} ms, ${tflops.toFixed(1)} TFLOP/s`);
       const key = `${B}x${T}x${nH}x${D}/${pass}`;
       if (!best[key] || t.medianMs < best[key].ms) best[key] = { tile, ms: t.medianMs, defaultMs: NaN };
     }

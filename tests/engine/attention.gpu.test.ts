@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { acquireNodeGpu } from '../../src/engine/gpu/node';
 import { Runtime } from '../../src/engine/gpu/runtime';
 import {
-  attentionBackward, attentionBackwardWorkspaceBytes, attentionForward, type AttnTile, chooseAttentionTile, MEASURED_ATTENTION_TILES,
+  attentionBackward, attentionBackwardWorkspaceBytes, attentionForward, attentionTileProblem, type AttentionPass, attnTileName, attnTileOf, type AttnTile,
+  type AttnTileTuple, chooseAttentionTile, MEASURED_ATTENTION_TILES,
 } from '../../src/engine/kernels/attention';
 import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention.ref';
 import { Rng } from '../../src/engine/util/rng';
@@ -97,6 +98,95 @@ describe('attention GPU vs reference (forced small tiles)', () => {
     }));
 });
 
+describe('blocked forward tiles', () => {
+  // [shape, blocked fwd tile]: row groups of 4 × TX threads, key slots RK = BN/TX, vec4 columns OC.
+  const cases: [Shape, AttnTile][] = [
+    [{ B: 1, T: 1, nH: 2, nKV: 1, D: 8 }, { BM: 16, BN: 16, NT: 64, blocked: true }],      // TX 16 > DP
+    [{ B: 2, T: 7, nH: 4, nKV: 2, D: 8 }, { BM: 8, BN: 8, NT: 16, blocked: true }],
+    [{ B: 1, T: 65, nH: 4, nKV: 1, D: 8 }, { BM: 16, BN: 32, NT: 32, blocked: true }],     // RK 4
+    [{ B: 1, T: 20, nH: 2, nKV: 1, D: 10 }, { BM: 8, BN: 8, NT: 8, blocked: true }],       // half vec4, TX 4
+    [{ B: 1, T: 130, nH: 2, nKV: 1, D: 16 }, { BM: 64, BN: 64, NT: 256, blocked: true }],  // 16 × 16 threads
+    [{ B: 1, T: 65, nH: 4, nKV: 2, D: 64 }, { BM: 16, BN: 64, NT: 32, blocked: true }],    // RK 8, OC 2
+    [{ B: 1, T: 130, nH: 2, nKV: 1, D: 64 }, { BM: 32, BN: 32, NT: 64, blocked: true }],
+    [{ B: 1, T: 7, nH: 2, nKV: 1, D: 40 }, { BM: 8, BN: 16, NT: 16, blocked: true }],      // DP 10 over TX 8
+    [{ B: 1, T: 33, nH: 2, nKV: 1, D: 128 }, { BM: 16, BN: 16, NT: 64, blocked: true }],
+  ];
+  for (const [i, [s, fwd]] of cases.entries()) {
+    it(`B${s.B} T${s.T} nH${s.nH} nKV${s.nKV} D${s.D} tile ${fwd.BM}x${fwd.BN}/${fwd.NT}`, () => checkCase(s, 300 + i, { fwd }));
+  }
+
+  it('refuses a split it does not implement, with the reason', async () => {
+    const rt = await testRuntime();
+    expect(attentionTileProblem(rt, 'fwd', { BM: 16, BN: 16, NT: 32, blocked: true }, 128)).toMatch(/D 128 needs more than 2 vec4/);
+    expect(attentionTileProblem(rt, 'fwd', { BM: 6, BN: 16, NT: 16, blocked: true }, 8)).toMatch(/BM 6 not a multiple of 4/);
+    expect(attentionTileProblem(rt, 'fwd', { BM: 16, BN: 16, NT: 6, blocked: true }, 8)).toMatch(/not a multiple of 4 row groups/);
+    expect(attentionTileProblem(rt, 'fwd', { BM: 8, BN: 12, NT: 16, blocked: true }, 8)).toMatch(/keys not split/); // 12 keys over 8 threads
+    expect(attentionTileProblem(rt, 'fwd', { BM: 8, BN: 128, NT: 16, blocked: true }, 8)).toMatch(/keys not split/); // 16 per thread
+    expect(attentionTileProblem(rt, 'fwd', { BM: 8, BN: 64, NT: 16, blocked: true }, 8)).toBeNull();
+    expect(() => attentionForward(rt, {
+      label: 'bad', B: 1, T: 4, nH: 1, nKV: 1, D: 128, tile: { BM: 16, BN: 16, NT: 32, blocked: true },
+      q: null!, k: null!, v: null!, o: null!, lse: null!,
+    })).toThrow(/D 128 needs more than 2 vec4/);
+  });
+
+  it('a measured [BM, BN, NT, true] entry selects the blocked kernel', async () => {
+    const rt = await testRuntime();
+    const entry = { match: { vendor: rt.gpu.adapterInfo.vendor.toUpperCase() }, source: 'test', table: { 'fwd/D16': [16, 32, 64, true] as AttnTileTuple } };
+    MEASURED_ATTENTION_TILES.push(entry);
+    try {
+      const t = chooseAttentionTile(rt, 'fwd', 16);
+      expect(t).toEqual({ BM: 16, BN: 32, NT: 64, blocked: true });
+      expect(attnTileName(t)).toBe('16x32/64b');
+    } finally {
+      MEASURED_ATTENTION_TILES.splice(MEASURED_ATTENTION_TILES.indexOf(entry), 1);
+    }
+  });
+});
+
+describe('blocked backward tiles', () => {
+  // [shape, blocked dq tile, blocked dkdv tile]. Own rows (dq: BM queries, dkdv: BN keys) go 4 to a
+  // thread in TO = own/4 groups; TS = NT/TO threads split the other rows (RS each) and D (CS vec4s each).
+  const cases: [Shape, AttnTile, AttnTile][] = [
+    [{ B: 1, T: 1, nH: 2, nKV: 1, D: 8 }, { BM: 16, BN: 16, NT: 16, blocked: true }, { BM: 16, BN: 16, NT: 16, blocked: true }], // TS 4 > DP 2
+    [{ B: 2, T: 7, nH: 4, nKV: 2, D: 8 }, { BM: 8, BN: 8, NT: 8, blocked: true }, { BM: 8, BN: 8, NT: 4, blocked: true }],       // RS 2 / RS 4
+    [{ B: 1, T: 65, nH: 4, nKV: 1, D: 8 }, { BM: 32, BN: 32, NT: 256, blocked: true }, { BM: 32, BN: 32, NT: 64, blocked: true }], // RS 1, G 4
+    [{ B: 1, T: 9, nH: 2, nKV: 1, D: 10 }, { BM: 8, BN: 8, NT: 8, blocked: true }, { BM: 8, BN: 8, NT: 8, blocked: true }],      // half vec4
+    [{ B: 1, T: 130, nH: 2, nKV: 1, D: 64 }, { BM: 16, BN: 32, NT: 32, blocked: true }, { BM: 32, BN: 16, NT: 32, blocked: true }], // CS 2
+    [{ B: 1, T: 65, nH: 4, nKV: 2, D: 64 }, { BM: 16, BN: 16, NT: 16, blocked: true }, { BM: 16, BN: 16, NT: 16, blocked: true }], // CS 4
+    [{ B: 1, T: 130, nH: 2, nKV: 2, D: 8 }, { BM: 64, BN: 64, NT: 256, blocked: true }, { BM: 64, BN: 64, NT: 256, blocked: true }], // 16 × 16
+    [{ B: 1, T: 130, nH: 2, nKV: 1, D: 24 }, { BM: 64, BN: 32, NT: 128, blocked: true }, { BM: 32, BN: 64, NT: 128, blocked: true }],
+    [{ B: 1, T: 33, nH: 2, nKV: 1, D: 40 }, { BM: 16, BN: 16, NT: 32, blocked: true }, { BM: 16, BN: 32, NT: 64, blocked: true }], // DP 10 over TS 8
+    [{ B: 1, T: 20, nH: 2, nKV: 1, D: 128 }, { BM: 8, BN: 16, NT: 16, blocked: true }, { BM: 16, BN: 8, NT: 16, blocked: true }],
+  ];
+  for (const [i, [s, dq, dkdv]] of cases.entries()) {
+    it(`B${s.B} T${s.T} nH${s.nH} nKV${s.nKV} D${s.D} dq ${dq.BM}x${dq.BN}/${dq.NT} dkdv ${dkdv.BM}x${dkdv.BN}/${dkdv.NT}`,
+      () => checkCase(s, 400 + i, { dq, dkdv }));
+  }
+
+  it('gives bit-identical gradients run to run (G 4 summed in a fixed order)', async () => {
+    const rt = await testRuntime();
+    const tile: AttnTile = { BM: 16, BN: 16, NT: 16, blocked: true };
+    const g = await runGpu(rt, { B: 1, T: 33, nH: 4, nKV: 1, D: 8 }, 11, { dq: tile, dkdv: tile }, 2);
+    for (let j = 0; j < 3; j++) expect(Array.from(g.runs[1][j])).toEqual(Array.from(g.runs[0][j]));
+  });
+
+  it('refuses a split it does not implement, with the reason', async () => {
+    const rt = await testRuntime();
+    const tile = (BM: number, BN: number, NT: number): AttnTile => ({ BM, BN, NT, blocked: true });
+    expect(attentionTileProblem(rt, 'dq', tile(16, 16, 16), 128)).toMatch(/D 128 needs more than 4 vec4/);
+    expect(attentionTileProblem(rt, 'dq', tile(16, 16, 8), 64)).toMatch(/16 rows not split 1, 2, 4 per thread/); // RS 8
+    expect(attentionTileProblem(rt, 'dq', tile(16, 16, 6), 8)).toMatch(/NT 6 not a multiple of 4 row groups/);
+    expect(attentionTileProblem(rt, 'dkdv', tile(16, 6, 8), 8)).toMatch(/6 keys not a multiple of 4/);
+    expect(attentionTileProblem(rt, 'dq', tile(6, 16, 8), 8)).toMatch(/6 queries not a multiple of 4/);
+    expect(attentionTileProblem(rt, 'dkdv', tile(64, 64, 256), 64)).toMatch(/B workgroup storage/);
+    expect(attentionTileProblem(rt, 'dkdv', tile(16, 32, 32), 64)).toBeNull();
+    expect(() => attentionBackward(rt, {
+      label: 'bad', B: 1, T: 4, nH: 1, nKV: 1, D: 128, tiles: { dkdv: tile(16, 16, 16) },
+      q: null!, k: null!, v: null!, o: null!, lse: null!, dO: null!, dq: null!, dk: null!, dv: null!,
+    })).toThrow(/dkdv tile .*D 128 needs more than 4 vec4/);
+  });
+});
+
 describe('attention backward determinism and tiles', () => {
   it('gives bit-identical gradients run to run', async () => {
     const rt = await testRuntime();
@@ -126,8 +216,13 @@ describe('attention tile choice', () => {
     } finally {
       MEASURED_ATTENTION_TILES.splice(MEASURED_ATTENTION_TILES.indexOf(entry), 1);
     }
-    // The H200 entry: every tile in it fits an H200-like device (it is checked there at run time too).
+    // The H200 entry: every tile in it can run there (the H200's limits as Dawn reports them).
     const h200 = MEASURED_ATTENTION_TILES.find((t) => t.match.device === 'h200')!;
-    for (const [BM, BN, NT] of Object.values(h200.table)) expect(NT % Math.min(BM, BN)).toBe(0);
+    const h200Limits = { maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupSizeX: 1024, maxComputeWorkgroupStorageSize: 49152 };
+    const h200Rt = { device: { limits: h200Limits } } as unknown as Runtime;
+    for (const [key, e] of Object.entries(h200.table)) {
+      const [pass, d] = key.split('/D');
+      expect(attentionTileProblem(h200Rt, pass as AttentionPass, attnTileOf(e), Number(d)), key).toBeNull();
+    }
   });
 });

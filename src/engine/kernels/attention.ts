@@ -11,14 +11,18 @@
  * H200); callers may force them (tests cover several, benchmarks tune them).
  */
 import fwdBody from '../../../shaders/attention.wgsl?raw';
+import fwdBlockedBody from '../../../shaders/attention_fwd_blocked.wgsl?raw';
 import bwdBody from '../../../shaders/attention_bwd.wgsl?raw';
+import bwdBlockedBody from '../../../shaders/attention_bwd_blocked.wgsl?raw';
 import loadSrc from '../../../shaders/attention_load.wgsl?raw';
 import { adapterMatches } from '../gpu/device';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import type { MeasuredTable } from './matmul_tables';
 
 const fwdSrc = `${loadSrc}\n${fwdBody}`;
+const fwdBlockedSrc = `${loadSrc}\n${fwdBlockedBody}`;
 const bwdSrc = `${loadSrc}\n${bwdBody}`;
+const bwdBlockedSrc = `${loadSrc}\n${bwdBlockedBody}`;
 
 export { attentionBackwardRef, attentionForwardRef } from './attention.ref';
 
@@ -29,6 +33,11 @@ export interface AttnTile {
   BN: number;
   /** Threads per workgroup. */
   NT: number;
+  /**
+   * Register-blocked kernel (each thread owns a block of rows × columns of every tile product)
+   * instead of the row-per-thread one. Absent: the row-per-thread kernel.
+   */
+  blocked?: true;
 }
 type Pass = 'fwd' | 'dq' | 'dkdv';
 
@@ -38,20 +47,48 @@ const MAXO = 8;
 
 export type AttentionPass = Pass;
 
+/** A tile as written in the tables: [BM, BN, NT], or [BM, BN, NT, true] for the register-blocked kernel. */
+export type AttnTileTuple = [number, number, number] | [number, number, number, true];
+
+export function attnTileOf(e: AttnTileTuple): AttnTile {
+  return e[3] ? { BM: e[0], BN: e[1], NT: e[2], blocked: true } : { BM: e[0], BN: e[1], NT: e[2] };
+}
+
+/** `BMxBN/NT`, with a `b` suffix for the register-blocked kernel (how benchmarks print a tile). */
+export function attnTileName(t: AttnTile): string {
+  return `${t.BM}x${t.BN}/${t.NT}${t.blocked ? 'b' : ''}`;
+}
+
 /** Tiles tried largest first by chooseAttentionTile (bench/attn_tune.ts times them all). */
-export const ATTENTION_CANDIDATES: Record<Pass, [number, number, number][]> = {
+export const ATTENTION_CANDIDATES: Record<Pass, AttnTileTuple[]> = {
   fwd: [[64, 64, 256], [64, 32, 256], [32, 64, 256], [32, 32, 256], [32, 32, 128], [32, 16, 128],
-    [16, 16, 128], [16, 16, 64], [16, 8, 64], [8, 8, 64], [8, 8, 32]],
+    [16, 16, 128], [16, 16, 64], [16, 8, 64], [8, 8, 64], [8, 8, 32],
+    // Register-blocked: last until measured (MEASURED_ATTENTION_TILES picks them where faster).
+    [64, 64, 256, true], [64, 32, 256, true], [64, 32, 128, true], [32, 64, 128, true], [32, 64, 64, true],
+    [32, 32, 64, true], [16, 32, 64, true]],
   dq: [[64, 32, 256], [32, 32, 256], [32, 32, 128], [32, 16, 128], [16, 16, 128], [16, 16, 64],
-    [8, 8, 64], [8, 8, 32]],
+    [8, 8, 64], [8, 8, 32],
+    // Register-blocked (4 × RS per thread): last until measured. In 48 KiB, D 64 fits BM + BN <= 80
+    // (64×64 needs 85 KiB), D 128 only 16×16/32.
+    [64, 64, 256, true], [64, 32, 128, true], [32, 64, 128, true], [64, 16, 64, true], [16, 64, 64, true],
+    [32, 32, 64, true], [32, 32, 128, true], [16, 32, 32, true], [16, 16, 32, true], [16, 16, 16, true]],
   dkdv: [[32, 64, 256], [32, 32, 256], [32, 32, 128], [16, 32, 128], [16, 16, 128], [16, 16, 64],
-    [8, 8, 64], [8, 8, 32]],
+    [8, 8, 64], [8, 8, 32],
+    [64, 64, 256, true], [64, 32, 128, true], [32, 64, 128, true], [64, 16, 64, true], [16, 64, 64, true],
+    [32, 32, 64, true], [32, 32, 128, true], [32, 16, 32, true], [16, 16, 32, true], [16, 16, 16, true]],
 };
 
 /** Workgroup storage bytes of a pass (mirrors the var<workgroup> declarations). */
 export function attentionTileBytes(pass: Pass, t: AttnTile, D: number): number {
   const dp = Math.ceil(D / 4);
   const row = (dp | 1) * 16;
+  // Blocked fwd (attention_fwd_blocked.wgsl): Qs unpadded, KVs, Ps (BN keys × BM/4 row-group vec4s), red.
+  if (pass === 'fwd' && t.blocked) return (t.BM * dp + t.BN * (dp | 1) + t.BN * ((t.BM / 4) | 1) + t.NT) * 16;
+  // Blocked dq/dkdv (attention_bwd_blocked.wgsl): own and other row pairs, one P/dS tile PT.
+  if (t.blocked) {
+    const g = blockedBackwardSplit(pass, t, D);
+    return 2 * (t.BM + t.BN) * row + g.other * g.pstr * 16;
+  }
   if (pass === 'fwd') return (t.BM + t.BN) * row + t.BM * (t.BN + 1) * 4 + t.NT * 4;
   if (pass === 'dq') return 2 * (t.BM + t.BN) * row + t.BM * (t.BN + 1) * 4;
   return 2 * (t.BM + t.BN) * row + 2 * t.BN * (t.BM + 1) * 4 + 2 * t.BM * 4;
@@ -61,6 +98,15 @@ export function attentionTileBytes(pass: Pass, t: AttnTile, D: number): number {
 export function attentionTileProblem(rt: Runtime, pass: Pass, t: AttnTile, D: number): string | null {
   const lim = rt.device.limits;
   if (t.NT > lim.maxComputeInvocationsPerWorkgroup || t.NT > lim.maxComputeWorkgroupSizeX) return 'too many threads';
+  const split = t.blocked ? blockedSplitProblem(pass, t, D) : rowSplitProblem(pass, t, D);
+  if (split) return split;
+  const bytes = attentionTileBytes(pass, t, D);
+  if (bytes > lim.maxComputeWorkgroupStorageSize) return `${bytes} B workgroup storage`;
+  return null;
+}
+
+/** Why the row-per-thread kernels cannot split a tile over its threads (null when they can). */
+function rowSplitProblem(pass: Pass, t: AttnTile, D: number): string | null {
   // fwd/dq: threads own query rows and split keys/D; dkdv: threads own key rows and split queries/D.
   const own = pass === 'dkdv' ? t.BN : t.BM;
   const other = pass === 'dkdv' ? t.BM : t.BN;
@@ -68,8 +114,52 @@ export function attentionTileProblem(rt: Runtime, pass: Pass, t: AttnTile, D: nu
   const per = t.NT / own;
   if (other % per !== 0 || other / per > MAXC) return `${other} not split evenly in <= ${MAXC} per thread`;
   if (Math.ceil(Math.ceil(D / 4) / per) > MAXO) return `D ${D} needs more than ${MAXO} vec4 per thread`;
-  const bytes = attentionTileBytes(pass, t, D);
-  if (bytes > lim.maxComputeWorkgroupStorageSize) return `${bytes} B workgroup storage`;
+  return null;
+}
+
+// Register blocks of the blocked forward (named vec4s in attention_fwd_blocked.wgsl): key slots per
+// thread (s0..s7) and output vec4 columns per thread (o0*, o1*).
+const BLOCKED_FWD_MAX_KEYS = 8;
+const BLOCKED_FWD_MAX_COLS = 2;
+
+/**
+ * How the register-blocked backward (attention_bwd_blocked.wgsl) splits a tile: the pass's own rows
+ * (dq: BM queries, dkdv: BN keys) go 4 to a thread, in TO = own/4 groups; the TS = NT/TO threads of a
+ * group split the other rows (RS each, strided by TS) and the gradient's vec4 columns (CS each).
+ * PSTR: vec4 row stride of the P/dS tile. Mirrors the shader's overrides.
+ */
+function blockedBackwardSplit(pass: Pass, t: AttnTile, D: number) {
+  const own = pass === 'dkdv' ? t.BN : t.BM;
+  const other = pass === 'dkdv' ? t.BM : t.BN;
+  const to = Math.floor(own / 4);
+  const ts = Math.floor(t.NT / to);
+  return { own, other, to, ts, rs: other / ts, cs: Math.ceil(Math.ceil(D / 4) / ts), pstr: to | 1 };
+}
+
+// Register blocks of the blocked backward (named variables): other rows per thread s0..s3, gradient
+// columns per thread a*0..a*3.
+const BLOCKED_BWD_ROWS = [1, 2, 4];
+const BLOCKED_BWD_MAX_COLS = 4;
+
+function blockedBackwardProblem(pass: Pass, t: AttnTile, D: number): string | null {
+  const g = blockedBackwardSplit(pass, t, D);
+  if (g.own < 4 || g.own % 4 !== 0) return `${g.own} ${pass === 'dkdv' ? 'keys' : 'queries'} not a multiple of 4`;
+  if (t.NT % g.to !== 0) return `NT ${t.NT} not a multiple of ${g.to} row groups`;
+  if (!BLOCKED_BWD_ROWS.includes(g.rs)) return `${g.other} rows not split ${BLOCKED_BWD_ROWS.join(', ')} per thread over ${g.ts} threads`;
+  if (g.cs > BLOCKED_BWD_MAX_COLS) return `D ${D} needs more than ${BLOCKED_BWD_MAX_COLS} vec4 per thread`;
+  return null;
+}
+
+/** Why the register-blocked kernel of a pass cannot split a tile over its threads (null when it can). */
+function blockedSplitProblem(pass: Pass, t: AttnTile, D: number): string | null {
+  if (pass !== 'fwd') return blockedBackwardProblem(pass, t, D);
+  // Threads form BM/4 row groups (4 query rows each) × TX threads splitting the keys and D.
+  if (t.BM < 4 || t.BM % 4 !== 0) return `BM ${t.BM} not a multiple of 4`;
+  const groups = t.BM / 4;
+  if (t.NT % groups !== 0) return `NT ${t.NT} not a multiple of ${groups} row groups`;
+  const tx = t.NT / groups;
+  if (t.BN % tx !== 0 || t.BN / tx > BLOCKED_FWD_MAX_KEYS) return `${t.BN} keys not split evenly in <= ${BLOCKED_FWD_MAX_KEYS} per thread`;
+  if (Math.ceil(Math.ceil(D / 4) / tx) > BLOCKED_FWD_MAX_COLS) return `D ${D} needs more than ${BLOCKED_FWD_MAX_COLS} vec4 per thread`;
   return null;
 }
 
@@ -78,13 +168,14 @@ export function attentionTileProblem(rt: Runtime, pass: Pass, t: AttnTile, D: nu
  * where adapterMatches(match), as in matmul_tables.ts.
  */
 export const MEASURED_ATTENTION_TILES: {
-  match: MeasuredTable['match']; source: string; table: Record<string, [number, number, number]>;
+  match: MeasuredTable['match']; source: string; table: Record<string, AttnTileTuple>;
 }[] = [
   {
     match: { vendor: 'nvidia', device: 'h200' },
     source: 'bench/attn_tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), 2026-11-29: base and small shapes agree; '
-      + 'fwd 0.872 → 0.682 ms per layer at 16×512×12×64, dq/dkdv within 3 % of the first fit (docs/results/bench-2026-11-29-s3/attn_tune.json)',
-    table: { 'fwd/D64': [32, 32, 256], 'dq/D64': [16, 16, 128], 'dkdv/D64': [16, 16, 128] },
+      + 'register-blocked kernels, per layer at 16×512×12×64: fwd 0.589 ms (row-per-thread best 0.685), dq 0.960 (1.074), '
+      + 'dkdv 0.936 (1.357) (docs/results/bench-2026-11-29-s4/attn_tune.json)',
+    table: { 'fwd/D64': [64, 32, 256, true], 'dq/D64': [32, 32, 128, true], 'dkdv/D64': [32, 32, 128, true] },
   },
 ];
 
@@ -92,7 +183,7 @@ function measuredAttentionTile(rt: Runtime, pass: Pass, D: number): AttnTile | u
   for (const t of MEASURED_ATTENTION_TILES) {
     if (!adapterMatches(rt.gpu, t.match)) continue;
     const e = t.table[`${pass}/D${D}`];
-    if (e) return { BM: e[0], BN: e[1], NT: e[2] };
+    if (e) return attnTileOf(e);
   }
   return undefined;
 }
@@ -101,8 +192,8 @@ function measuredAttentionTile(rt: Runtime, pass: Pass, D: number): AttnTile | u
 export function chooseAttentionTile(rt: Runtime, pass: Pass, D: number): AttnTile {
   const measured = measuredAttentionTile(rt, pass, D);
   if (measured && !attentionTileProblem(rt, pass, measured, D)) return measured;
-  for (const [BM, BN, NT] of ATTENTION_CANDIDATES[pass]) {
-    const t = { BM, BN, NT };
+  for (const e of ATTENTION_CANDIDATES[pass]) {
+    const t = attnTileOf(e);
     if (!attentionTileProblem(rt, pass, t, D)) return t;
   }
   throw new Error(`attention ${pass}: no tile fits head dim ${D} on this device`);
@@ -142,8 +233,8 @@ export function attentionForward(rt: Runtime, a: AttentionForwardArgs): Dispatch
   const u = params(rt, a.label, a);
   return [rt.kernel({
     label: `${a.label}.attnFwd`,
-    code: fwdSrc,
-    entryPoint: 'attn_fwd',
+    code: t.blocked ? fwdBlockedSrc : fwdSrc,
+    entryPoint: t.blocked ? 'attn_fwd_blocked' : 'attn_fwd',
     constants: { D: a.D, BQ: t.BM, BK: t.BN, NT: t.NT },
     bindings: [a.q, a.k, a.v, a.o, a.lse, u],
     workgroups: [a.T === 0 ? 0 : Math.ceil(a.T / t.BM), a.B * a.nH],
@@ -171,6 +262,15 @@ export interface AttentionBackwardArgs extends Shape {
   tiles?: { dq?: AttnTile; dkdv?: AttnTile };
 }
 
+/** Shader, entry point and constants of the dq or dk/dv pass for a tile (blocked or row-per-thread). */
+function backwardKernel(pass: 'dq' | 'dkdv', t: AttnTile, D: number): { code: string; entryPoint: string; constants: Record<string, number> } {
+  if (!t.blocked) return { code: bwdSrc, entryPoint: `attn_bwd_${pass}`, constants: { D, BM: t.BM, BN: t.BN, NT: t.NT } };
+  // The blocked kernels name tile sides by role: own rows (dq queries, dkdv keys) and other rows.
+  const own = pass === 'dq' ? t.BM : t.BN;
+  const other = pass === 'dq' ? t.BN : t.BM;
+  return { code: bwdBlockedSrc, entryPoint: `attn_bwd_${pass}_blocked`, constants: { D, OWNR: own, OTHR: other, NT: t.NT } };
+}
+
 /**
  * dq, dk, dv (overwritten, not accumulated) from q, k, v, o, lse and dO: Di pass, dq pass, dk/dv pass.
  * dk/dv sum the G query heads of each KV head inside one workgroup, in a fixed order.
@@ -196,17 +296,13 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
     }),
     rt.kernel({
       label: `${a.label}.attnBwdDq`,
-      code: bwdSrc,
-      entryPoint: 'attn_bwd_dq',
-      constants: { D: a.D, BM: tq.BM, BN: tq.BN, NT: tq.NT },
+      ...backwardKernel('dq', tq, a.D),
       bindings: [a.q, a.k, a.v, a.dO, a.lse, ws, u, a.dq],
       workgroups: [empty ? 0 : Math.ceil(a.T / tq.BM), a.B * a.nH],
     }),
     rt.kernel({
       label: `${a.label}.attnBwdDkDv`,
-      code: bwdSrc,
-      entryPoint: 'attn_bwd_dkdv',
-      constants: { D: a.D, BM: tkv.BM, BN: tkv.BN, NT: tkv.NT },
+      ...backwardKernel('dkdv', tkv, a.D),
       bindings: [a.q, a.k, a.v, a.dO, a.lse, ws, u, a.dk, a.dv],
       workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), a.B * a.nKV],
     }),
