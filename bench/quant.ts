@@ -100,26 +100,27 @@ export interface TacoBench extends TacoTiming {
 }
 
 /**
- * Variants timed when TACO_BENCH_SWEEP is set; the first is the default. 'encode=inline words=8' is
- * the kernel pair before the split encoder (same codes), to time old against new in one run.
- * `pieces` > 1 runs the default kernel as that many dispatches over consecutive slices of the same
- * buffers: equal throughput says the kernel scales with n, a gap says the size of one dispatch matters.
+ * Variants timed when TACO_BENCH_SWEEP is set; the first is the default. `opts` apply to both
+ * kernels, `decompress` replaces them for decompress only (so each kernel's layout can be tuned
+ * on its own: the payload does not depend on it). 'encode=inline' is the per-element exact encoder
+ * (same codes). `pieces` > 1 runs the default kernel as that many dispatches over consecutive slices
+ * of the same buffers: equal throughput says the kernel scales with n, a gap says the size of one
+ * dispatch matters.
  */
-const TACO_SWEEP: { variant: string; opts: TacoOptions; pieces?: number }[] = [
+const TACO_SWEEP: { variant: string; opts: TacoOptions; decompress?: TacoOptions; pieces?: number }[] = [
   { variant: 'default', opts: {} },
-  { variant: 'encode=inline words=8 (before)', opts: { encode: 'inline', words: 8 } },
   { variant: 'encode=inline', opts: { encode: 'inline' } },
-  ...[4, 8, 16].flatMap((words) => [128, 256].map((wg) => ({ variant: `words=${words} wg=${wg}`, opts: { words, workgroupSize: wg } }))),
-  // G = 128: one invocation per group, no exchange at all (skipped where G/4 < 32).
-  ...[64, 128].map((wg) => ({ variant: `words=32 wg=${wg}`, opts: { words: 32, workgroupSize: wg } })),
+  // Compress layouts (decompress stays the default).
+  ...([[4, 64], [8, 64], [8, 128], [16, 32], [16, 128]] as const).map(([words, wg]) => ({
+    variant: `compress words=${words} wg=${wg}`, opts: { words, workgroupSize: wg }, decompress: {},
+  })),
+  // Decompress layouts and decoders (compress stays the default).
+  ...([[4, 64], [16, 64], [8, 128]] as const).map(([words, wg]) => ({
+    variant: `decompress words=${words} wg=${wg}`, opts: {}, decompress: { words, workgroupSize: wg },
+  })),
+  { variant: 'decode=alu', opts: {}, decompress: { decode: 'alu' } },
   { variant: 'default, 1056 workgroups (tile loop)', opts: { maxWorkgroups: 1056 } },
-  { variant: 'default, workgroup-memory exchange', opts: { subgroups: false } },
   { variant: 'default, 4 dispatches of n/4', opts: {}, pieces: 4 },
-  // Decompress decoding codes by table lookup (same bits); words 16 / 32: fewer or no exchange stages.
-  { variant: 'decode=alu', opts: { decode: 'alu' } },
-  { variant: 'decode=lut wg=256', opts: { decode: 'lut', workgroupSize: 256 } },
-  { variant: 'decode=lut words=16', opts: { decode: 'lut', words: 16 } },
-  { variant: 'decode=lut words=32 wg=64', opts: { decode: 'lut', words: 32, workgroupSize: 64 } },
 ];
 
 function sweepRequested(): boolean {
@@ -128,6 +129,8 @@ function sweepRequested(): boolean {
 
 /** Timing rounds of the default kernel: compress, decompress, round trip, interleaved; medians over all. */
 const TACO_ROUNDS = 3;
+/** Rounds over all sweep variants (each warmed until steady before each of its timings); medians over rounds. */
+const TACO_SWEEP_ROUNDS = 3;
 
 
 /**
@@ -215,7 +218,7 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
   const y = rt.createBuffer('workspace', 'bench.taco.y', n * 4);
   const q = buildQuantize(rt, { format: 'fp8-e4m3', granularity: { kind: 'group', size: G }, n }, x);
   let method = '';
-  const build = (k: TacoOptions, pieces = 1): { c: Dispatch[]; d: Dispatch[] } => {
+  const build = (k: TacoOptions, pieces = 1, kd: TacoOptions = k): { c: Dispatch[]; d: Dispatch[] } => {
     const m = n / pieces;
     const pb = tacoPayloadBytes(m, G);
     const slice = (buffer: GPUBuffer, i: number, size: number) => (pieces === 1 ? buffer : { buffer, offset: i * size, size });
@@ -223,7 +226,7 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
     const d: Dispatch[] = [];
     for (let i = 0; i < pieces; i++) {
       c.push(tacoCompress(rt, { label: 'bench.taco.compress', x: slice(x, i, 4 * m), payload: slice(payload, i, pb), n: m, G, ...k }));
-      d.push(tacoDecompress(rt, { label: 'bench.taco.decompress', payload: slice(payload, i, pb), y: slice(y, i, 4 * m), n: m, G, ...k }));
+      d.push(tacoDecompress(rt, { label: 'bench.taco.decompress', payload: slice(payload, i, pb), y: slice(y, i, 4 * m), n: m, G, ...kd }));
     }
     return { c, d };
   };
@@ -282,14 +285,29 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
       out.variants = [];
       // Slices hold whole groups and start at 256-byte offsets (storage binding alignment).
       const sliceable = (p: number) => p === 1 || (n % (p * G) === 0 && ((4 * n) / p) % 256 === 0 && tacoPayloadBytes(n / p, G) % 256 === 0);
-      for (const v of TACO_SWEEP) {
+      // Timing first, interleaved: every round times each variant after warming it until steady, so
+      // no variant is timed on a GPU that cooled down while other pipelines compiled (timing the
+      // variants one after the other in a single pass gave identical kernels 3× apart).
+      const fits = (o?: TacoOptions) => (o?.words ?? 0) <= G / 4;
+      const runs = TACO_SWEEP.filter((v) => sliceable(v.pieces ?? 1) && fits(v.opts) && fits(v.decompress))
+        .map((v) => ({ v, built: build(v.opts, v.pieces ?? 1, v.decompress ?? v.opts), samples: [] as TacoTiming[] }));
+      for (const r of runs) rt.run([...r.built.c, ...r.built.d]); // compile every pipeline up front
+      await rt.sync();
+      for (let round = 0; round < TACO_SWEEP_ROUNDS; round++) {
+        for (const r of runs) {
+          await warmUntilSteady(rt, [...r.built.c, ...r.built.d], 200, 1500);
+          r.samples.push(await time(r.built, 1));
+        }
+      }
+      for (const { v, built, samples } of runs) {
         const pieces = v.pieces ?? 1;
-        if (!sliceable(pieces) || (v.opts.words ?? 0) > G / 4) continue;
-        const timing = await time(build(v.opts, pieces), 1);
+        rt.run([...built.c, ...built.d]); // this variant's payload and output in place
         const same = sameBytes(await payloadHead(rt, payload, n / pieces, G, head), defaultHead);
         const refDiff = diffPayloadHead(refHead, await payloadHead(rt, payload, n / pieces, G, refGroups), refGroups, G);
         const output = await outputHead();
         const outputDiffWords = output.reduce((k, w, i) => k + (w === defaultOutput[i] ? 0 : 1), 0);
+        const med = (key: keyof TacoTiming) => median(samples.map((t) => t[key]));
+        const timing = { compressMs: med('compressMs'), decompressMs: med('decompressMs'), roundTripMs: med('roundTripMs') };
         out.variants.push({ variant: v.variant, ...timing, samePayload: same, outputDiffWords, refDiff });
       }
       console.error(`TACO n=${n} G=${G}: default ${formatPayloadDiff(out.refCheck, G)}. Variants, fp32 GB/s = 4n / time; ` +

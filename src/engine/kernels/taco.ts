@@ -30,12 +30,15 @@ import { checkTacoGroup, tacoLayout, tacoPayloadBytes } from '../quant/taco';
 import { requireBytes } from './launch';
 
 /**
- * Invocations per workgroup. Small keeps tiles small (2048 elements at 8 words per invocation), so
- * a few-million-element chunk still spreads evenly over a big GPU's SMs. On an H200, 64 against 128
- * against 256 (interleaved, two runs each, 64M elements): the compress+decompress pair 935–937 vs
- * 926–931 vs 891–895 GB/s (decompress 2.59 vs 2.54 vs 2.45 TB/s); at 16M 64 and 128 tie.
+ * Invocations per workgroup, per kernel. Small keeps tiles small (2048 elements per workgroup at 16
+ * words and 32 invocations), so a few-million-element chunk still spreads evenly over a big GPU's
+ * SMs. On an H200 (interleaved runs, each warmed until steady; docs/benchmarks.md): decompress 64
+ * against 128 against 256 at 64M elements 2.59 vs 2.54 vs 2.45 TB/s; compress 32 against 64 against
+ * 128 1.49 vs 1.47 vs 1.47 TB/s (16M: 1.02 vs 0.99 vs 1.01).
  */
-export const TACO_WG = 64;
+export const TACO_WG: Record<TacoEntry, number> = { compress: 32, decompress: 64 };
+
+export type TacoEntry = 'compress' | 'decompress';
 
 /** Sections of a `//--- name` separated snippet file. */
 export function wgslSection(src: string, name: string): string {
@@ -43,8 +46,6 @@ export function wgslSection(src: string, name: string): string {
   for (let i = 1; i < parts.length; i += 2) if (parts[i] === name) return parts[i + 1];
   throw new Error(`WGSL section '${name}' not found`);
 }
-
-export type TacoEntry = 'compress' | 'decompress';
 
 /**
  * How compress finds the code of RN(y/s) per element: 'split' (default) encodes every element
@@ -117,7 +118,7 @@ export interface TacoOptions {
    * each), bit-identical output.
    */
   decode?: TacoDecode;
-  /** Invocations per workgroup, a power of two (default TACO_WG). */
+  /** Invocations per workgroup, a power of two (default TACO_WG[entry]). */
   workgroupSize?: number;
   /** Cap on the workgroups dispatched (default the device limit); tests use it to exercise the tile loop. */
   maxWorkgroups?: number;
@@ -128,7 +129,7 @@ function build(rt: Runtime, label: string, entry: TacoEntry, payload: Binding, d
   checkTacoGroup(G);
   if (!Number.isInteger(n) || n < 0) throw new Error(`${label}: bad element count ${n}`);
   const words = opts.words ?? tacoWordsPerInvocation(G, entry);
-  const wg = opts.workgroupSize ?? TACO_WG;
+  const wg = opts.workgroupSize ?? TACO_WG[entry];
   const lanes = G / (4 * words);
   if (!isPow2(words) || lanes < 1) throw new Error(`${label}: words per invocation ${words} must be a power of two ≤ G/4 = ${G / 4}`);
   if (!isPow2(wg) || wg < lanes || wg > rt.device.limits.maxComputeInvocationsPerWorkgroup) {
