@@ -7,10 +7,12 @@
 // 4, scalar with per-element bounds checks otherwise (the vocab-65 GEMMs). FULL_TILES (TS sets it
 // when BM, BN and BK divide the shape) drops the bounds checks altogether.
 //
-// Block tile BM×BN per workgroup, BK deep; each thread owns a TM×TN micro tile (TM, TN ∈ {4, 8})
-// held as TM·TN/4 vec4 accumulators. A thread's rows are ty*4 + g*(BM*4/TM) + {0..3}: split into
-// groups of 4 spaced BM*4/TM apart so that a warp's vec4 reads of a k-row of the A and B tiles are
-// distinct consecutive 16-byte words (conflict-free) or broadcasts.
+// Block tile BM×BN per workgroup, BK deep; each thread owns a TM×TN micro tile (TM ∈ {4, 8},
+// TN ∈ {4, 8, 16}) held as TM·TN/4 vec4 accumulators. A thread's rows are ty*4 + g*(BM*4/TM) +
+// {0..3}: split into groups of 4 spaced BM*4/TM apart (columns likewise, BN*4/TN apart) so that a
+// warp's vec4 reads of a k-row of the A and B tiles are distinct consecutive 16-byte words
+// (conflict-free) or broadcasts. TN = 16 is cuBLAS's SIMT shape: 128 accumulators per thread, 128
+// FMAs per 6 workgroup-memory reads, half the threads of TN = 8 for the same block tile.
 //
 // Workgroup memory holds both tiles k-major (As[k][m], Bs[k][n]) so the inner loop reads vec4
 // along m and n whatever the transposes; rows are padded by 4 floats (vec4 alignment kept) so
@@ -170,11 +172,16 @@ fn tileOf(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
   return vec2<u32>(first + r % rows, r / rows);
 }
 
-// One output row of the micro tile: columns q0..q0+3 and, for TN = 8, q1..q1+3. `rows` bounds r
-// (split-K rows are offset by z·M, and so is their bound).
-fn storeRow(r: u32, q0: u32, q1: u32, v0: vec4<f32>, v1: vec4<f32>, rows: u32, N: u32) {
+// One output row of the micro tile: its TN/4 column groups of 4, the first at q0, spaced BN·4/TN
+// apart. `rows` bounds r (split-K rows are offset by z·M, and so is their bound).
+fn storeRow(r: u32, q0: u32, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, rows: u32, N: u32) {
+  let dq = BN * 4u / TN;
   storeC4(r, q0, P.alpha * v0, rows, N);
-  if (TN == 8u) { storeC4(r, q1, P.alpha * v1, rows, N); }
+  if (TN >= 8u) { storeC4(r, q0 + dq, P.alpha * v1, rows, N); }
+  if (TN == 16u) {
+    storeC4(r, q0 + 2u * dq, P.alpha * v2, rows, N);
+    storeC4(r, q0 + 3u * dq, P.alpha * v3, rows, N);
+  }
 }
 
 @compute @workgroup_size(WG)
@@ -197,11 +204,15 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 
   // Accumulators and staging registers are named scalars-of-vec4, not arrays: no dynamic
   // indexing, so nothing can spill to local memory whether or not the driver unrolls. The
-  // TM/TN == 8 branches fold away at pipeline creation. cRH: micro-tile row R, column half H.
+  // TM/TN branches fold away at pipeline creation. cRQ: micro-tile row R, column group Q.
   var c00 = vec4<f32>(0.0); var c01 = vec4<f32>(0.0); var c10 = vec4<f32>(0.0); var c11 = vec4<f32>(0.0);
   var c20 = vec4<f32>(0.0); var c21 = vec4<f32>(0.0); var c30 = vec4<f32>(0.0); var c31 = vec4<f32>(0.0);
   var c40 = vec4<f32>(0.0); var c41 = vec4<f32>(0.0); var c50 = vec4<f32>(0.0); var c51 = vec4<f32>(0.0);
   var c60 = vec4<f32>(0.0); var c61 = vec4<f32>(0.0); var c70 = vec4<f32>(0.0); var c71 = vec4<f32>(0.0);
+  var c02 = vec4<f32>(0.0); var c03 = vec4<f32>(0.0); var c12 = vec4<f32>(0.0); var c13 = vec4<f32>(0.0);
+  var c22 = vec4<f32>(0.0); var c23 = vec4<f32>(0.0); var c32 = vec4<f32>(0.0); var c33 = vec4<f32>(0.0);
+  var c42 = vec4<f32>(0.0); var c43 = vec4<f32>(0.0); var c52 = vec4<f32>(0.0); var c53 = vec4<f32>(0.0);
+  var c62 = vec4<f32>(0.0); var c63 = vec4<f32>(0.0); var c72 = vec4<f32>(0.0); var c73 = vec4<f32>(0.0);
   var ra0 = vec4<f32>(0.0); var ra1 = vec4<f32>(0.0); var ra2 = vec4<f32>(0.0); var ra3 = vec4<f32>(0.0);
   var rb0 = vec4<f32>(0.0); var rb1 = vec4<f32>(0.0); var rb2 = vec4<f32>(0.0); var rb3 = vec4<f32>(0.0);
 
@@ -250,13 +261,24 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
       let b0 = Bs[bi];
       var a1 = a0;
       var b1 = b0;
+      var b2 = b0;
+      var b3 = b0;
       if (TM == 8u) { a1 = As[ai + BM / TM]; }
-      if (TN == 8u) { b1 = Bs[bi + BN / TN]; }
+      if (TN >= 8u) { b1 = Bs[bi + BN / TN]; }
+      if (TN == 16u) { b2 = Bs[bi + 2u * BN / TN]; b3 = Bs[bi + 3u * BN / TN]; }
       c00 += a0.x * b0; c10 += a0.y * b0; c20 += a0.z * b0; c30 += a0.w * b0;
-      if (TN == 8u) { c01 += a0.x * b1; c11 += a0.y * b1; c21 += a0.z * b1; c31 += a0.w * b1; }
+      if (TN >= 8u) { c01 += a0.x * b1; c11 += a0.y * b1; c21 += a0.z * b1; c31 += a0.w * b1; }
+      if (TN == 16u) {
+        c02 += a0.x * b2; c12 += a0.y * b2; c22 += a0.z * b2; c32 += a0.w * b2;
+        c03 += a0.x * b3; c13 += a0.y * b3; c23 += a0.z * b3; c33 += a0.w * b3;
+      }
       if (TM == 8u) {
         c40 += a1.x * b0; c50 += a1.y * b0; c60 += a1.z * b0; c70 += a1.w * b0;
-        if (TN == 8u) { c41 += a1.x * b1; c51 += a1.y * b1; c61 += a1.z * b1; c71 += a1.w * b1; }
+        if (TN >= 8u) { c41 += a1.x * b1; c51 += a1.y * b1; c61 += a1.z * b1; c71 += a1.w * b1; }
+        if (TN == 16u) {
+          c42 += a1.x * b2; c52 += a1.y * b2; c62 += a1.z * b2; c72 += a1.w * b2;
+          c43 += a1.x * b3; c53 += a1.y * b3; c63 += a1.z * b3; c73 += a1.w * b3;
+        }
       }
     }
 
@@ -271,16 +293,15 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let bound = zRows + M;
   let r0 = zRows + m0 + ty * 4u;
   let q0 = n0 + tx * 4u;
-  let q1 = q0 + BN * 4u / TN;
-  storeRow(r0, q0, q1, c00, c01, bound, N);
-  storeRow(r0 + 1u, q0, q1, c10, c11, bound, N);
-  storeRow(r0 + 2u, q0, q1, c20, c21, bound, N);
-  storeRow(r0 + 3u, q0, q1, c30, c31, bound, N);
+  storeRow(r0, q0, c00, c01, c02, c03, bound, N);
+  storeRow(r0 + 1u, q0, c10, c11, c12, c13, bound, N);
+  storeRow(r0 + 2u, q0, c20, c21, c22, c23, bound, N);
+  storeRow(r0 + 3u, q0, c30, c31, c32, c33, bound, N);
   if (TM == 8u) {
     let r1 = r0 + BM * 4u / TM;
-    storeRow(r1, q0, q1, c40, c41, bound, N);
-    storeRow(r1 + 1u, q0, q1, c50, c51, bound, N);
-    storeRow(r1 + 2u, q0, q1, c60, c61, bound, N);
-    storeRow(r1 + 3u, q0, q1, c70, c71, bound, N);
+    storeRow(r1, q0, c40, c41, c42, c43, bound, N);
+    storeRow(r1 + 1u, q0, c50, c51, c52, c53, bound, N);
+    storeRow(r1 + 2u, q0, c60, c61, c62, c63, bound, N);
+    storeRow(r1 + 3u, q0, c70, c71, c72, c73, bound, N);
   }
 }

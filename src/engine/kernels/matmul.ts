@@ -33,7 +33,7 @@ export interface MatmulVariant {
   BN: number;
   BK: number;
   TM: 4 | 8;
-  TN: 4 | 8;
+  TN: 4 | 8 | 16;
   /**
    * true: the next k-tile is loaded into registers before the FMAs on the current one and stored
    * after them (latency hidden inside the workgroup). false: loaded and stored before the FMAs
@@ -51,7 +51,7 @@ export function variantName(v: Omit<MatmulVariant, 'name' | 'eff'>): string {
   return `${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}${v.prefetch ? '' : '_np'}${v.swizzle > 1 ? `_sw${v.swizzle}` : ''}`;
 }
 
-function tile(BM: number, BN: number, BK: number, TM: 4 | 8, TN: 4 | 8, eff: number, o: { prefetch?: boolean; swizzle?: number } = {}): MatmulVariant {
+function tile(BM: number, BN: number, BK: number, TM: 4 | 8, TN: 4 | 8 | 16, eff: number, o: { prefetch?: boolean; swizzle?: number } = {}): MatmulVariant {
   const v = { BM, BN, BK, TM, TN, prefetch: o.prefetch ?? true, swizzle: o.swizzle ?? 0 };
   return { name: variantName(v), ...v, eff };
 }
@@ -73,6 +73,11 @@ export const MATMUL_VARIANTS: readonly MatmulVariant[] = [
   tile(128, 128, 16, 8, 8, 0.95),
   tile(128, 128, 16, 8, 8, 0.94, { prefetch: false }),
   tile(128, 128, 8, 4, 8, 0.7),
+  // 128 threads of 8×16 (cuBLAS's SIMT layout); priors below the 8×8 tiles until measured.
+  tile(128, 256, 8, 8, 16, 0.9),
+  tile(128, 128, 16, 8, 16, 0.9),
+  tile(128, 128, 8, 8, 16, 0.9),
+  tile(128, 128, 8, 8, 16, 0.89, { prefetch: false }),
   tile(128, 64, 16, 8, 8, 0.88),
   tile(64, 128, 16, 8, 8, 0.88),
   tile(64, 64, 16, 8, 8, 0.8),
@@ -536,11 +541,11 @@ export function gemmOperands(rt: Runtime, s: MatmulShape, label = 'gemm', worksp
 
 /** Times one built GEMM (its one or two dispatches): median ms per GEMM, repeated `inner` times per pass. */
 export async function timeMatmul(
-  rt: Runtime, dispatches: Dispatch[], s: MatmulShape, opts: { warmup?: number; reps?: number; inner?: number } = {},
+  rt: Runtime, dispatches: Dispatch[], s: MatmulShape, opts: { warmup?: number; reps?: number; inner?: number; warmupMs?: number } = {},
 ): Promise<{ ms: number; method: 'timestamp' | 'wallclock' }> {
   const inner = opts.inner ?? Math.min(20, Math.max(1, Math.round(1e9 / matmulFlops(s))));
   const pass = Array.from({ length: inner }, () => dispatches).flat();
-  const r = await timeDispatches(rt, pass, { warmup: opts.warmup, reps: opts.reps ?? 5 });
+  const r = await timeDispatches(rt, pass, { warmup: opts.warmup, reps: opts.reps ?? 5, warmupMs: opts.warmupMs });
   return { ms: r.medianMs / inner, method: r.method };
 }
 
