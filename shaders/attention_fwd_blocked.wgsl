@@ -1,32 +1,40 @@
 // Causal grouped-query attention, forward, register-blocked (flash-attention-2 work split on SIMT).
-// Same bindings, grid, numerics and outputs as attn_fwd in attention.wgsl (read its header first):
-// heaviest query block first, q pre-scaled into the log2 domain, D zero-padded to DP vec4s, o and
-// lse saved. Only the split of the work over threads differs.
+// Same grid, numerics and outputs as attn_fwd in attention.wgsl (read its header first): heaviest
+// query block first, q pre-scaled into the log2 domain, D zero-padded to DP vec4s, o and lse saved.
+// Global access (the q, k, v, o bindings; ldQ4, ldK4, ldV4, stO4) comes from a section of
+// attention_fwd_blocked_io.wgsl: one 16-byte access per vec4 when D % 4 == 0, two 8-byte ones else.
 //
-// TY = BQ/4 row groups × TX = NT/TY threads each. Thread (ty = lid / TX, tx = lid % TX) owns
+// Work split: TY = BQ/4 row groups × TX = NT/TY threads each. Thread (ty, tx) owns
 //  - the 4 query rows 4·ty .. 4·ty+3: their scores, maxima, sums and probabilities are vec4s
 //    (component i = row 4·ty+i), so the online softmax runs on 4 rows per instruction;
 //  - keys tx + TX·j (j < RK = BK/TX ≤ 8) of each key tile: an S block of 4 × RK (s0..s7);
 //  - output vec4 columns tx + TX·c (c < OC = ceil(DP/TX) ≤ 2): an O block of 4 rows × OC vec4s.
-// Per d4 step of S = Q·Kᵀ a thread loads 4 Q vec4s (broadcast along the row group) and RK K vec4s
-// and does 16·RK FMAs; per key of O += P·V it loads 1 P vec4 (the 4 rows' probabilities of that key,
-// stored key-major: one load) and OC V vec4s and does 16·OC FMAs. At D 64 that is 6.4 FMAs per
-// workgroup-memory load for 64×32/256, 9.1 for 32×32/64 and 64×32/128, 10.7 for 32×64/64; the
-// row-per-thread attn_fwd does about 3.
-// Neighbouring lanes read neighbouring K rows (odd KSTR: distinct banks), neighbouring V vec4s of
-// one row, and write P rows PSTR (odd) apart: no bank conflicts; Q and P reads are broadcasts.
-// Row maxima (per tile) and row sums (once, at the end) meet across the TX threads of a row group
-// through workgroup memory (red), every thread reducing the same values in the same order.
+// Per d4 step of S = Q·Kᵀ a thread loads 4 Q vec4s and RK K vec4s and does 16·RK FMAs; per key of
+// O += P·V it loads 1 P vec4 and OC V vec4s and does 16·OC FMAs; per tile it also reads the TX
+// partial maxima of its rows. At D 64 that is 5.8 FMAs per workgroup-memory load for 64x32/256
+// (RK 2, OC 1), 8.8 for 64x32/128 (RK 4, OC 2).
+//
+// Lanes: XL = min(TX, 8) consecutive lanes take consecutive tx, the next XL lanes the next row group,
+// so a 32-lane warp spans 4 row groups × 8 tx (TX ≥ 8) and each inner-loop read touches at most 8
+// distinct vec4s on distinct banks (one wavefront): Q and P reads are 4 consecutive row-group vec4s
+// (broadcast along tx; Q is stored column-major by row group for that), K reads 8 rows KSTR (odd)
+// apart, V reads 8 consecutive vec4s of one row.
+//
+// Pipeline of key tile kb: two barriers, global latency hidden behind the S phase.
+//   fetch K(kb+1) and V(kb) into registers (Stage);
+//   S(kb) from Qs and Ks; this thread's tile maxima → red;          barrier A
+//   row maxima from red; P(kb) → Ps; K(kb+1) → Ks; V(kb) → Vs;      barrier B
+//   O += P(kb)·V(kb) from Ps and Vs.
+// Between A and B every store overwrites what was last read before A (Ks: S(kb); Vs, Ps: O += of
+// tile kb-1); red, written after S(kb), was last read before B of tile kb-1. So nothing else is
+// needed; the previous kernel had four barriers per tile and waited for each K and V load.
 //
 // Scores and accumulators are named vec4s, not arrays (see matmul.wgsl): nothing is dynamically
-// indexed, so nothing can spill to local memory, and the RK / OC branches fold away at pipeline
-// creation. attentionTileProblem (attention.ts) checks BQ % 4, NT % TY, BK % TX, RK ≤ 8, OC ≤ 2.
+// indexed, so nothing can spill to local memory, and the RK / OC / UN branches fold away at pipeline
+// creation. attentionTileProblem (attention.ts) checks BQ % 4, NT % TY, TX % XL, BK % TX, RK ≤ 8,
+// OC ≤ 2, and attentionTileBytes mirrors the workgroup arrays below.
 struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
 
-@group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> k: array<f32>;
-@group(0) @binding(2) var<storage, read> v: array<f32>;
-@group(0) @binding(3) var<storage, read_write> o: array<f32>;
 @group(0) @binding(4) var<storage, read_write> lse: array<f32>;
 @group(0) @binding(5) var<uniform> p: Params;
 
@@ -35,39 +43,65 @@ override BQ: u32 = 32u;
 override BK: u32 = 32u;
 override NT: u32 = 64u;
 override DP: u32 = (D + 3u) / 4u;
-override KSTR: u32 = DP | 1u;
 override TY: u32 = BQ / 4u;
 override TX: u32 = NT / TY;
+override XL: u32 = min(TX, 8u);
 override RK: u32 = BK / TX;
 override OC: u32 = (DP + TX - 1u) / TX;
+override KSTR: u32 = DP | 1u;
 override PSTR: u32 = TY | 1u;
-override QS_N: u32 = BQ * DP;     // unpadded rows: Q reads are broadcasts
-override KV_N: u32 = BK * KSTR;
+override TILE_N: u32 = BK * DP;              // vec4s of a K or V tile
+override UN: u32 = (TILE_N + NT - 1u) / NT;  // of them per thread
+override QS_N: u32 = BQ * DP;
+override KS_N: u32 = BK * KSTR;
 override PS_N: u32 = BK * PSTR;
+override RED_N: u32 = TX * PSTR;
 
 // Finite stand-in for −inf, as in attention.wgsl (key 0 is visible to every query row).
 const NEG = -3.0e38;
 const LN2 = 0.6931471805599453;
 
-var<workgroup> Qs: array<vec4<f32>, QS_N>;
-var<workgroup> KVs: array<vec4<f32>, KV_N>;   // K tile, then V tile of the same keys
+var<workgroup> Qs: array<vec4<f32>, QS_N>;    // Qs[(4·d4 + i)·TY + ty]: column d4 of row 4·ty + i
+var<workgroup> Ks: array<vec4<f32>, KS_N>;    // Ks[key·KSTR + d4]
+var<workgroup> Vs: array<vec4<f32>, TILE_N>;  // Vs[key·DP + d4]
 var<workgroup> Ps: array<vec4<f32>, PS_N>;    // Ps[key·PSTR + ty]: P of rows 4·ty..4·ty+3
-var<workgroup> red: array<vec4<f32>, NT>;
+var<workgroup> red: array<vec4<f32>, RED_N>;  // red[tx·PSTR + ty]: a thread's row maxima, then sums
 
-// ldQ, ldK, ldV (vec4 loads of a head row) come from attention_load.wgsl.
+// Vec4 i of the K (or V) tile at key k0 of KV head g (key k0 + i / DP, column i % DP); zeros past T
+// and past the tile (i ≥ TILE_N, when NT does not divide it).
+fn fetchKV(isV: bool, i: u32, b: u32, g: u32, k0: u32) -> vec4<f32> {
+  let key = k0 + i / DP;
+  if (i >= TILE_N || key >= p.T) { return vec4<f32>(0.0); }
+  let row = (b * p.T + key) * p.nKV + g;
+  if (isV) { return ldV4(row, i % DP); }
+  return ldK4(row, i % DP);
+}
 
-// Rows [k0, k0 + BK) of K (or V) of KV head g into KVs, zeros past T.
-fn loadKV(isV: bool, lid: u32, b: u32, g: u32, k0: u32, T: u32) {
-  for (var i = lid; i < BK * DP; i += NT) {
-    let j = i / DP;
-    let d4 = i % DP;
-    var val = vec4<f32>(0.0);
-    if (k0 + j < T) {
-      let base = ((b * T + k0 + j) * p.nKV + g) * D;
-      if (isV) { val = ldV(base, 4u * d4); } else { val = ldK(base, 4u * d4); }
-    }
-    KVs[j * KSTR + d4] = val;
-  }
+fn putKV(isV: bool, i: u32, val: vec4<f32>) {
+  if (i >= TILE_N) { return; }
+  if (isV) { Vs[i] = val; } else { Ks[(i / DP) * KSTR + i % DP] = val; }
+}
+
+// A thread's first 4 vec4s of a K or V tile (lid + NT·u, u < 4), held in registers from fetch to store.
+struct Stage { r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, r3: vec4<f32> }
+
+fn fetchTile(isV: bool, lid: u32, b: u32, g: u32, k0: u32) -> Stage {
+  var s: Stage;
+  s.r0 = fetchKV(isV, lid, b, g, k0);
+  if (UN > 1u) { s.r1 = fetchKV(isV, lid + NT, b, g, k0); }
+  if (UN > 2u) { s.r2 = fetchKV(isV, lid + 2u * NT, b, g, k0); }
+  if (UN > 3u) { s.r3 = fetchKV(isV, lid + 3u * NT, b, g, k0); }
+  return s;
+}
+
+// Stores the tile fetched into s; a thread's vec4s past the first 4 (tiles of more than 4·NT vec4s,
+// D 128 with small tiles) are fetched only now.
+fn putTile(isV: bool, lid: u32, b: u32, g: u32, k0: u32, s: Stage) {
+  putKV(isV, lid, s.r0);
+  if (UN > 1u) { putKV(isV, lid + NT, s.r1); }
+  if (UN > 2u) { putKV(isV, lid + 2u * NT, s.r2); }
+  if (UN > 3u) { putKV(isV, lid + 3u * NT, s.r3); }
+  for (var u = 4u; u < UN; u++) { putKV(isV, lid + u * NT, fetchKV(isV, lid + u * NT, b, g, k0)); }
 }
 
 // s += the 4 rows' q · key for one d4 step; qx = (row0.x, row1.x, row2.x, row3.x), etc.
@@ -87,13 +121,9 @@ fn putP(j: u32, tx: u32, ty: u32, s: vec4<f32>, mNew: vec4<f32>) -> vec4<f32> {
   return pj;
 }
 
-// Output vec4 column c4 of query row `row` of (b, h) (D even: a vec4 is full, half, or past the end).
+// Output vec4 column c4 of query row `row` of (b, h).
 fn putO(b: u32, row: u32, h: u32, c4: u32, val: vec4<f32>) {
-  if (row >= p.T || c4 >= DP) { return; }
-  let base = ((b * p.T + row) * p.nH + h) * D + 4u * c4;
-  o[base] = val.x;
-  o[base + 1u] = val.y;
-  if (4u * c4 + 2u < D) { o[base + 2u] = val.z; o[base + 3u] = val.w; }
+  if (row < p.T && c4 < DP) { stO4((b * p.T + row) * p.nH + h, c4, val); }
 }
 
 @compute @workgroup_size(NT)
@@ -105,22 +135,24 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
   let b = bh / p.nH;
   let h = bh % p.nH;
   let g = h / p.G;
-  let ty = lid / TX;
-  let tx = lid % TX;
+  let ty = (lid / XL) % TY;
+  let tx = lid % XL + XL * (lid / (XL * TY));
   let r0 = q0 + 4u * ty;
   let rows = vec4<u32>(r0, r0 + 1u, r0 + 2u, r0 + 3u);
-  let qr = 4u * ty * DP;   // Qs index of row 4·ty
   // V columns this thread reads; clamped so that threads past DP (small D) read in bounds and
   // compute a column they never store.
   let c0 = min(tx, DP - 1u);
   let c1 = min(tx + TX, DP - 1u);
 
-  for (var i = lid; i < BQ * DP; i += NT) {
+  for (var i = lid; i < QS_N; i += NT) {
     let rr = i / DP;
+    let d4 = i % DP;
     var val = vec4<f32>(0.0);
-    if (q0 + rr < T) { val = ldQ(((b * T + q0 + rr) * p.nH + h) * D, 4u * (i % DP)) * p.c2; }
-    Qs[i] = val;
+    if (q0 + rr < T) { val = ldQ4((b * T + q0 + rr) * p.nH + h, d4) * p.c2; }
+    Qs[(4u * d4 + rr % 4u) * TY + rr / 4u] = val;
   }
+  putTile(false, lid, b, g, 0u, fetchTile(false, lid, b, g, 0u));
+  workgroupBarrier();
 
   var m = vec4<f32>(NEG);
   var l = vec4<f32>(0.0);   // this thread's share of the row sums (its own key columns)
@@ -130,31 +162,32 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
   let nKB = (min(T, q0 + BQ) + BK - 1u) / BK;
   for (var kb = 0u; kb < nKB; kb++) {
     let k0 = kb * BK;
-    workgroupBarrier();   // the previous tile's P and V reads are done
-    loadKV(false, lid, b, g, k0, T);
-    workgroupBarrier();
+    let hasNext = kb + 1u < nKB;
+    var kNext: Stage;
+    if (hasNext) { kNext = fetchTile(false, lid, b, g, k0 + BK); }
+    let vHere = fetchTile(true, lid, b, g, k0);
 
     var s0 = vec4<f32>(0.0); var s1 = vec4<f32>(0.0); var s2 = vec4<f32>(0.0); var s3 = vec4<f32>(0.0);
     var s4 = vec4<f32>(0.0); var s5 = vec4<f32>(0.0); var s6 = vec4<f32>(0.0); var s7 = vec4<f32>(0.0);
     for (var d4 = 0u; d4 < DP; d4++) {
-      let a0 = Qs[qr + d4];
-      let a1 = Qs[qr + DP + d4];
-      let a2 = Qs[qr + 2u * DP + d4];
-      let a3 = Qs[qr + 3u * DP + d4];
+      let a0 = Qs[4u * d4 * TY + ty];
+      let a1 = Qs[(4u * d4 + 1u) * TY + ty];
+      let a2 = Qs[(4u * d4 + 2u) * TY + ty];
+      let a3 = Qs[(4u * d4 + 3u) * TY + ty];
       let qx = vec4<f32>(a0.x, a1.x, a2.x, a3.x);
       let qy = vec4<f32>(a0.y, a1.y, a2.y, a3.y);
       let qz = vec4<f32>(a0.z, a1.z, a2.z, a3.z);
       let qw = vec4<f32>(a0.w, a1.w, a2.w, a3.w);
       let kr = tx * KSTR + d4;
       let ks = TX * KSTR;   // K rows of consecutive key slots
-      s0 = qk(s0, qx, qy, qz, qw, KVs[kr]);
-      if (RK > 1u) { s1 = qk(s1, qx, qy, qz, qw, KVs[kr + ks]); }
-      if (RK > 2u) { s2 = qk(s2, qx, qy, qz, qw, KVs[kr + 2u * ks]); }
-      if (RK > 3u) { s3 = qk(s3, qx, qy, qz, qw, KVs[kr + 3u * ks]); }
-      if (RK > 4u) { s4 = qk(s4, qx, qy, qz, qw, KVs[kr + 4u * ks]); }
-      if (RK > 5u) { s5 = qk(s5, qx, qy, qz, qw, KVs[kr + 5u * ks]); }
-      if (RK > 6u) { s6 = qk(s6, qx, qy, qz, qw, KVs[kr + 6u * ks]); }
-      if (RK > 7u) { s7 = qk(s7, qx, qy, qz, qw, KVs[kr + 7u * ks]); }
+      s0 = qk(s0, qx, qy, qz, qw, Ks[kr]);
+      if (RK > 1u) { s1 = qk(s1, qx, qy, qz, qw, Ks[kr + ks]); }
+      if (RK > 2u) { s2 = qk(s2, qx, qy, qz, qw, Ks[kr + 2u * ks]); }
+      if (RK > 3u) { s3 = qk(s3, qx, qy, qz, qw, Ks[kr + 3u * ks]); }
+      if (RK > 4u) { s4 = qk(s4, qx, qy, qz, qw, Ks[kr + 4u * ks]); }
+      if (RK > 5u) { s5 = qk(s5, qx, qy, qz, qw, Ks[kr + 5u * ks]); }
+      if (RK > 6u) { s6 = qk(s6, qx, qy, qz, qw, Ks[kr + 6u * ks]); }
+      if (RK > 7u) { s7 = qk(s7, qx, qy, qz, qw, Ks[kr + 7u * ks]); }
     }
     // Only tiles reaching past the block's first row hide anything (keys ≥ T, zero-loaded, are past
     // every stored row, so the causal test hides them too).
@@ -177,10 +210,10 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     if (RK > 5u) { mt = max(mt, s5); }
     if (RK > 6u) { mt = max(mt, s6); }
     if (RK > 7u) { mt = max(mt, s7); }
-    red[lid] = mt;
-    workgroupBarrier();   // also: every thread is past its K reads, so V may overwrite KVs
+    red[tx * PSTR + ty] = mt;
+    workgroupBarrier();   // A
     // max is exact, so every thread of the row group gets the same maxima.
-    for (var j = 0u; j < TX; j++) { mt = max(mt, red[ty * TX + j]); }
+    for (var j = 0u; j < TX; j++) { mt = max(mt, red[j * PSTR + ty]); }
     let mNew = max(m, mt);
     let alpha = exp2(m - mNew);
     m = mNew;
@@ -195,25 +228,26 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     l = l * alpha + ls;
     o00 *= alpha.x; o01 *= alpha.y; o02 *= alpha.z; o03 *= alpha.w;
     if (OC > 1u) { o10 *= alpha.x; o11 *= alpha.y; o12 *= alpha.z; o13 *= alpha.w; }
-    loadKV(true, lid, b, g, k0, T);
-    workgroupBarrier();
+    if (hasNext) { putTile(false, lid, b, g, k0 + BK, kNext); }
+    putTile(true, lid, b, g, k0, vHere);
+    workgroupBarrier();   // B
 
     for (var j = 0u; j < BK; j++) {
       let pj = Ps[j * PSTR + ty];
-      let v0 = KVs[j * KSTR + c0];
+      let v0 = Vs[j * DP + c0];
       o00 += pj.x * v0; o01 += pj.y * v0; o02 += pj.z * v0; o03 += pj.w * v0;
       if (OC > 1u) {
-        let v1 = KVs[j * KSTR + c1];
+        let v1 = Vs[j * DP + c1];
         o10 += pj.x * v1; o11 += pj.y * v1; o12 += pj.z * v1; o13 += pj.w * v1;
       }
     }
   }
 
-  // red was last read before the PV barrier above, so it can take the row sums now.
-  red[lid] = l;
+  // red was last read before the last tile's barrier B, so it can take the row sums now.
+  red[tx * PSTR + ty] = l;
   workgroupBarrier();
   var lt = vec4<f32>(0.0);
-  for (var j = 0u; j < TX; j++) { lt += red[ty * TX + j]; }
+  for (var j = 0u; j < TX; j++) { lt += red[j * PSTR + ty]; }
   let inv = 1.0 / lt;
   putO(b, r0, h, tx, o00 * inv.x);
   putO(b, r0 + 1u, h, tx, o01 * inv.y);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { acquireNodeGpu } from '../../src/engine/gpu/node';
 import { Runtime } from '../../src/engine/gpu/runtime';
 import {
-  attentionBackward, attentionBackwardWorkspaceBytes, attentionForward, attentionTileProblem, type AttentionPass, attnTileName, attnTileOf, type AttnTile,
+  ATTENTION_CANDIDATES, attentionBackward, attentionBackwardWorkspaceBytes, attentionForward, attentionTileProblem, type AttentionPass, attnTileName, attnTileOf, type AttnTile,
   type AttnTileTuple, chooseAttentionTile, MEASURED_ATTENTION_TILES,
 } from '../../src/engine/kernels/attention';
 import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention.ref';
@@ -105,8 +105,13 @@ describe('blocked forward tiles', () => {
     [{ B: 2, T: 7, nH: 4, nKV: 2, D: 8 }, { BM: 8, BN: 8, NT: 16, blocked: true }],
     [{ B: 1, T: 65, nH: 4, nKV: 1, D: 8 }, { BM: 16, BN: 32, NT: 32, blocked: true }],     // RK 4
     [{ B: 1, T: 20, nH: 2, nKV: 1, D: 10 }, { BM: 8, BN: 8, NT: 8, blocked: true }],       // half vec4, TX 4
-    [{ B: 1, T: 130, nH: 2, nKV: 1, D: 16 }, { BM: 64, BN: 64, NT: 256, blocked: true }],  // 16 × 16 threads
-    [{ B: 1, T: 65, nH: 4, nKV: 2, D: 64 }, { BM: 16, BN: 64, NT: 32, blocked: true }],    // RK 8, OC 2
+    [{ B: 1, T: 130, nH: 2, nKV: 1, D: 8 }, { BM: 64, BN: 64, NT: 256, blocked: true }],   // 16 × 16 threads
+    [{ B: 1, T: 65, nH: 4, nKV: 2, D: 40 }, { BM: 16, BN: 64, NT: 32, blocked: true }],    // RK 8, OC 2
+    // The H200's tile shapes (TX 16: two 8-lane runs per row group) at D that fit SwiftShader's 32 KiB.
+    [{ B: 1, T: 130, nH: 2, nKV: 1, D: 32 }, { BM: 64, BN: 32, NT: 256, blocked: true }],
+    [{ B: 1, T: 65, nH: 4, nKV: 2, D: 64 }, { BM: 32, BN: 32, NT: 128, blocked: true }],   // vec4 access
+    [{ B: 1, T: 33, nH: 2, nKV: 1, D: 10 }, { BM: 32, BN: 32, NT: 128, blocked: true }],   // vec2 access
+    [{ B: 1, T: 65, nH: 2, nKV: 1, D: 64 }, { BM: 64, BN: 16, NT: 128, blocked: true }],   // TX 8, OC 2
     [{ B: 1, T: 130, nH: 2, nKV: 1, D: 64 }, { BM: 32, BN: 32, NT: 64, blocked: true }],
     [{ B: 1, T: 7, nH: 2, nKV: 1, D: 40 }, { BM: 8, BN: 16, NT: 16, blocked: true }],      // DP 10 over TX 8
     [{ B: 1, T: 33, nH: 2, nKV: 1, D: 128 }, { BM: 16, BN: 16, NT: 64, blocked: true }],
@@ -123,6 +128,7 @@ describe('blocked forward tiles', () => {
     expect(attentionTileProblem(rt, 'fwd', { BM: 8, BN: 12, NT: 16, blocked: true }, 8)).toMatch(/keys not split/); // 12 keys over 8 threads
     expect(attentionTileProblem(rt, 'fwd', { BM: 8, BN: 128, NT: 16, blocked: true }, 8)).toMatch(/keys not split/); // 16 per thread
     expect(attentionTileProblem(rt, 'fwd', { BM: 8, BN: 64, NT: 16, blocked: true }, 8)).toBeNull();
+    expect(attentionTileProblem(rt, 'fwd', { BM: 16, BN: 24, NT: 48, blocked: true }, 8)).toMatch(/12 threads per row group/);
     expect(() => attentionForward(rt, {
       label: 'bad', B: 1, T: 4, nH: 1, nKV: 1, D: 128, tile: { BM: 16, BN: 16, NT: 32, blocked: true },
       q: null!, k: null!, v: null!, o: null!, lse: null!,
@@ -184,6 +190,68 @@ describe('blocked backward tiles', () => {
       label: 'bad', B: 1, T: 4, nH: 1, nKV: 1, D: 128, tiles: { dkdv: tile(16, 16, 16) },
       q: null!, k: null!, v: null!, o: null!, lse: null!, dO: null!, dq: null!, dk: null!, dv: null!,
     })).toThrow(/dkdv tile .*D 128 needs more than 4 vec4/);
+  });
+});
+
+describe('streamed blocked backward tiles (chunk)', () => {
+  // [shape, dq tile, dkdv tile]: the blocked thread split, but every tile re-stages both operand
+  // pairs `chunk` vec4 columns of D at a time (a last chunk past D is zero-filled); each case runs
+  // plain, with prefetch (the next staging step fetched during the FMAs), and where the tiles allow
+  // it with keep (K / Q kept in full rows), prefetched in even cases and not in odd ones.
+  const st = (BM: number, BN: number, NT: number, chunk: number): AttnTile => ({ BM, BN, NT, blocked: true, chunk });
+  const cases: [Shape, AttnTile, AttnTile][] = [
+    [{ B: 1, T: 1, nH: 2, nKV: 1, D: 8 }, st(16, 16, 16, 2), st(16, 16, 16, 2)],        // one chunk, TS 4 > DP 2
+    [{ B: 2, T: 7, nH: 4, nKV: 2, D: 8 }, st(8, 8, 8, 1), st(8, 8, 4, 1)],              // RS 2 / RS 4, 2 chunks
+    [{ B: 1, T: 65, nH: 4, nKV: 1, D: 16 }, st(32, 32, 128, 4), st(32, 32, 64, 2)],     // G 4
+    [{ B: 1, T: 130, nH: 2, nKV: 1, D: 32 }, st(64, 64, 256, 2), st(64, 64, 256, 2)],   // 16 × 16 threads, RS 4
+    [{ B: 1, T: 65, nH: 4, nKV: 2, D: 64 }, st(32, 64, 128, 4), st(32, 64, 128, 4)],    // CS 1 / CS 2
+    [{ B: 1, T: 130, nH: 2, nKV: 2, D: 64 }, st(64, 32, 256, 4), st(32, 64, 256, 4)],   // RS 2
+    [{ B: 1, T: 33, nH: 2, nKV: 1, D: 40 }, st(16, 16, 32, 4), st(16, 32, 64, 4)],      // DP 10: chunks 4, 4, 2
+    [{ B: 1, T: 20, nH: 2, nKV: 1, D: 128 }, st(16, 16, 64, 4), st(16, 16, 64, 8)],     // CS 2, 8 staged vec4s per thread
+  ];
+  for (const [i, [s, dq, dkdv]] of cases.entries()) {
+    it(`B${s.B} T${s.T} nH${s.nH} nKV${s.nKV} D${s.D} dq ${attnTileName(dq)} dkdv ${attnTileName(dkdv)}`,
+      async () => {
+        await checkCase(s, 500 + i, { dq, dkdv });
+        await checkCase(s, 500 + i, { dq: { ...dq, prefetch: true }, dkdv: { ...dkdv, prefetch: true } });
+        const rt = await testRuntime();
+        const kept = (t: AttnTile): AttnTile => (i % 2 === 0 ? { ...t, keep: true, prefetch: true } : { ...t, keep: true });
+        const keep = { dq: kept(dq), dkdv: kept(dkdv) };
+        if (!attentionTileProblem(rt, 'dq', keep.dq, s.D) && !attentionTileProblem(rt, 'dkdv', keep.dkdv, s.D)) {
+          await checkCase(s, 500 + i, keep);
+        }
+      });
+  }
+
+  it('gives bit-identical gradients run to run (G 4 summed in a fixed order)', async () => {
+    const rt = await testRuntime();
+    const tile: AttnTile = { ...st(16, 16, 16, 2), prefetch: true };
+    const g = await runGpu(rt, { B: 1, T: 33, nH: 4, nKV: 1, D: 8 }, 12, { dq: tile, dkdv: tile }, 2);
+    for (let j = 0; j < 3; j++) expect(Array.from(g.runs[1][j])).toEqual(Array.from(g.runs[0][j]));
+  });
+
+  it('refuses what it does not implement, with the reason; tables spell it [BM, BN, NT, true, { chunk }]', async () => {
+    const rt = await testRuntime();
+    expect(attentionTileProblem(rt, 'dq', st(16, 16, 16, 2), 10)).toMatch(/needs D % 4 == 0, not D 10/);
+    expect(attentionTileProblem(rt, 'dkdv', st(16, 16, 16, 0), 8)).toMatch(/chunk 0 not a positive integer/);
+    expect(attentionTileProblem(rt, 'fwd', st(16, 16, 64, 2), 8)).toMatch(/only the blocked dq\/dkdv kernels/);
+    expect(attentionTileProblem(rt, 'dq', { BM: 16, BN: 16, NT: 64, chunk: 2 }, 8)).toMatch(/only the blocked dq\/dkdv kernels/);
+    expect(attentionTileProblem(rt, 'dq', st(64, 64, 256, 4), 64)).toMatch(/37888 B workgroup storage/); // fits the H200's 48 KiB only
+    expect(attentionTileProblem(rt, 'dq', st(8, 16, 16, 8), 128)).toMatch(/chunk 8 stages 32 > 8 vec4 per thread/);
+    expect(attentionTileProblem(rt, 'dq', { BM: 16, BN: 16, NT: 16, blocked: true, prefetch: true }, 8)).toMatch(/prefetch needs chunk/);
+    expect(attentionTileProblem(rt, 'dkdv', { ...st(16, 16, 32, 4), keep: true }, 40)).toMatch(/keep needs D\/4 a multiple of chunk 4, not D 40/);
+    expect(attentionTileProblem(rt, 'dq', { ...st(64, 64, 256, 2), keep: true }, 64)).toMatch(/44032 B workgroup storage/); // no full step
+    expect(attentionTileProblem(rt, 'dkdv', { ...st(64, 64, 256, 2), keep: true }, 64)).toMatch(/52224 B workgroup storage/);
+    const t = attnTileOf([64, 64, 256, true, { chunk: 4, prefetch: true, keep: true }]);
+    expect(t).toEqual({ ...st(64, 64, 256, 4), prefetch: true, keep: true });
+    expect(attnTileName(t)).toBe('64x64/256bc4pk');
+    // Every streamed candidate can run a base layer (D 64) on the H200 (48 KiB, 1024 threads).
+    const h200Rt = { device: { limits: { maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupSizeX: 1024, maxComputeWorkgroupStorageSize: 49152 } } } as unknown as Runtime;
+    for (const pass of ['dq', 'dkdv'] as const) {
+      for (const e of ATTENTION_CANDIDATES[pass].filter((c) => c[4]?.chunk)) {
+        expect(attentionTileProblem(h200Rt, pass, attnTileOf(e), 64), `${pass} ${attnTileName(attnTileOf(e))}`).toBeNull();
+      }
+    }
   });
 });
 

@@ -12,15 +12,18 @@
  */
 import fwdBody from '../../../shaders/attention.wgsl?raw';
 import fwdBlockedBody from '../../../shaders/attention_fwd_blocked.wgsl?raw';
+import fwdBlockedIo from '../../../shaders/attention_fwd_blocked_io.wgsl?raw';
 import bwdBody from '../../../shaders/attention_bwd.wgsl?raw';
 import bwdBlockedBody from '../../../shaders/attention_bwd_blocked.wgsl?raw';
 import loadSrc from '../../../shaders/attention_load.wgsl?raw';
 import { adapterMatches } from '../gpu/device';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import type { MeasuredTable } from './matmul_tables';
+import { wgslSection } from './taco';
 
 const fwdSrc = `${loadSrc}\n${fwdBody}`;
-const fwdBlockedSrc = `${loadSrc}\n${fwdBlockedBody}`;
+// The blocked forward's global access: 16-byte vec4s when D % 4 == 0, 8-byte halves otherwise.
+const fwdBlockedSrc = (D: number) => `${wgslSection(fwdBlockedIo, D % 4 === 0 ? 'vec4' : 'vec2')}\n${fwdBlockedBody}`;
 const bwdSrc = `${loadSrc}\n${bwdBody}`;
 const bwdBlockedSrc = `${loadSrc}\n${bwdBlockedBody}`;
 
@@ -38,6 +41,19 @@ export interface AttnTile {
    * instead of the row-per-thread one. Absent: the row-per-thread kernel.
    */
   blocked?: true;
+  /**
+   * Blocked dq/dkdv only: the streamed kernel (attn_bwd_*_stream), which re-stages both operand
+   * pairs `chunk` vec4 columns of D at a time every tile instead of keeping the own rows resident,
+   * so 64×64 tiles fit in 48 KiB. Needs D % 4 == 0 (whole-vec4 global access).
+   */
+  chunk?: number;
+  /** With chunk: fetch the next staging step into registers during the FMAs on the current one. */
+  prefetch?: true;
+  /**
+   * With chunk: stage the other pair's first operand (dq: K, dkdv: Q) chunk by chunk into full rows
+   * and keep them for the gradient product instead of staging them again. Needs D/4 % chunk == 0.
+   */
+  keep?: true;
 }
 type Pass = 'fwd' | 'dq' | 'dkdv';
 
@@ -47,47 +63,79 @@ const MAXO = 8;
 
 export type AttentionPass = Pass;
 
-/** A tile as written in the tables: [BM, BN, NT], or [BM, BN, NT, true] for the register-blocked kernel. */
-export type AttnTileTuple = [number, number, number] | [number, number, number, true];
+/**
+ * A tile as written in the tables: [BM, BN, NT], [BM, BN, NT, true] for the register-blocked kernel,
+ * [BM, BN, NT, true, { chunk }] for a blocked variant.
+ */
+export type AttnTileTuple = [number, number, number] | [number, number, number, true]
+  | [number, number, number, true, Omit<AttnTile, 'BM' | 'BN' | 'NT' | 'blocked'>];
 
 export function attnTileOf(e: AttnTileTuple): AttnTile {
-  return e[3] ? { BM: e[0], BN: e[1], NT: e[2], blocked: true } : { BM: e[0], BN: e[1], NT: e[2] };
+  return e[3] ? { BM: e[0], BN: e[1], NT: e[2], blocked: true, ...e[4] } : { BM: e[0], BN: e[1], NT: e[2] };
 }
 
 /** `BMxBN/NT`, with a `b` suffix for the register-blocked kernel (how benchmarks print a tile). */
 export function attnTileName(t: AttnTile): string {
-  return `${t.BM}x${t.BN}/${t.NT}${t.blocked ? 'b' : ''}`;
+  return `${t.BM}x${t.BN}/${t.NT}${t.blocked ? 'b' : ''}${t.chunk ? `c${t.chunk}` : ''}${t.prefetch ? 'p' : ''}${t.keep ? 'k' : ''}`;
 }
 
 /** Tiles tried largest first by chooseAttentionTile (bench/attn_tune.ts times them all). */
 export const ATTENTION_CANDIDATES: Record<Pass, AttnTileTuple[]> = {
   fwd: [[64, 64, 256], [64, 32, 256], [32, 64, 256], [32, 32, 256], [32, 32, 128], [32, 16, 128],
     [16, 16, 128], [16, 16, 64], [16, 8, 64], [8, 8, 64], [8, 8, 32],
-    // Register-blocked: last until measured (MEASURED_ATTENTION_TILES picks them where faster).
+    // Register-blocked: last until measured (MEASURED_ATTENTION_TILES picks them where faster). At D 64
+    // in 48 KiB: 64x32/256 (45 KiB), 64x32/128, 32x32/128, 64x16/256, 64x16/128 and the smaller ones;
+    // 64x64 and 32x64 only at D <= 32.
     [64, 64, 256, true], [64, 32, 256, true], [64, 32, 128, true], [32, 64, 128, true], [32, 64, 64, true],
-    [32, 32, 64, true], [16, 32, 64, true]],
+    [32, 32, 128, true], [64, 16, 256, true], [64, 16, 128, true], [32, 32, 64, true], [32, 16, 64, true],
+    [16, 32, 64, true]],
   dq: [[64, 32, 256], [32, 32, 256], [32, 32, 128], [32, 16, 128], [16, 16, 128], [16, 16, 64],
     [8, 8, 64], [8, 8, 32],
     // Register-blocked (4 × RS per thread): last until measured. In 48 KiB, D 64 fits BM + BN <= 80
     // (64×64 needs 85 KiB), D 128 only 16×16/32.
     [64, 64, 256, true], [64, 32, 128, true], [32, 64, 128, true], [64, 16, 64, true], [16, 64, 64, true],
-    [32, 32, 64, true], [32, 32, 128, true], [16, 32, 32, true], [16, 16, 32, true], [16, 16, 16, true]],
+    [32, 32, 64, true], [32, 32, 128, true], [16, 32, 32, true], [16, 16, 32, true], [16, 16, 16, true],
+    // Streamed (D % 4 == 0; own rows re-staged each tile; p: prefetched, k: K kept): 64×64 takes 37 KiB
+    // at D 64 with chunk 4, 43 KiB kept with chunk 2. All fit the H200 at D 64.
+    [64, 64, 256, true, { chunk: 4 }], [64, 64, 256, true, { chunk: 4, prefetch: true }],
+    [64, 64, 256, true, { chunk: 2, prefetch: true }], [64, 64, 256, true, { chunk: 2, prefetch: true, keep: true }],
+    [64, 64, 256, true, { chunk: 2, keep: true }], [64, 32, 256, true, { chunk: 4, prefetch: true }],
+    [64, 32, 256, true, { chunk: 4, prefetch: true, keep: true }], [64, 32, 128, true, { chunk: 4, prefetch: true }],
+    [64, 32, 128, true, { chunk: 4, prefetch: true, keep: true }], [32, 64, 128, true, { chunk: 4, prefetch: true, keep: true }]],
   dkdv: [[32, 64, 256], [32, 32, 256], [32, 32, 128], [16, 32, 128], [16, 16, 128], [16, 16, 64],
     [8, 8, 64], [8, 8, 32],
     [64, 64, 256, true], [64, 32, 128, true], [32, 64, 128, true], [64, 16, 64, true], [16, 64, 64, true],
-    [32, 32, 64, true], [32, 32, 128, true], [32, 16, 32, true], [16, 16, 32, true], [16, 16, 16, true]],
+    [32, 32, 64, true], [32, 32, 128, true], [32, 16, 32, true], [16, 16, 32, true], [16, 16, 16, true],
+    // Streamed (k: Q kept; 64×64 kept does not fit 48 KiB at D 64).
+    [64, 64, 256, true, { chunk: 4 }], [64, 64, 256, true, { chunk: 4, prefetch: true }],
+    [64, 64, 256, true, { chunk: 2, prefetch: true }], [32, 64, 256, true, { chunk: 4, prefetch: true }],
+    [32, 64, 256, true, { chunk: 4, prefetch: true, keep: true }], [32, 64, 256, true, { chunk: 4, keep: true }],
+    [32, 64, 128, true, { chunk: 4, prefetch: true }], [32, 64, 128, true, { chunk: 4, prefetch: true, keep: true }],
+    [64, 32, 128, true, { chunk: 4, prefetch: true, keep: true }]],
 };
 
 /** Workgroup storage bytes of a pass (mirrors the var<workgroup> declarations). */
 export function attentionTileBytes(pass: Pass, t: AttnTile, D: number): number {
   const dp = Math.ceil(D / 4);
   const row = (dp | 1) * 16;
-  // Blocked fwd (attention_fwd_blocked.wgsl): Qs unpadded, KVs, Ps (BN keys × BM/4 row-group vec4s), red.
-  if (pass === 'fwd' && t.blocked) return (t.BM * dp + t.BN * (dp | 1) + t.BN * ((t.BM / 4) | 1) + t.NT) * 16;
+  // Blocked fwd (attention_fwd_blocked.wgsl): Qs unpadded, Ks padded, Vs, Ps (BN keys × BM/4 row-group
+  // vec4s, padded) and red (TX partial maxima per row group, padded).
+  if (pass === 'fwd' && t.blocked) {
+    const pstr = (t.BM / 4) | 1;
+    return (t.BM * dp + t.BN * (dp | 1) + t.BN * dp + t.BN * pstr + blockedForwardThreadsPerRowGroup(t) * pstr) * 16;
+  }
   // Blocked dq/dkdv (attention_bwd_blocked.wgsl): own and other row pairs, one P/dS tile PT.
   if (t.blocked) {
     const g = blockedBackwardSplit(pass, t, D);
-    return 2 * (t.BM + t.BN) * row + g.other * g.pstr * 16;
+    const pt = g.other * g.pstr * 16;
+    // Streamed: one stage array holding either a chunk of all four operands or the full rows of a
+    // full step; with keep, the kept full rows come first and the chunks leave their operand out.
+    if (t.chunk) {
+      const kept = t.keep ? g.other * row : 0;
+      const chunks = (2 * g.own + (t.keep ? 1 : 2) * g.other) * (t.chunk | 1) * 16;
+      return kept + Math.max(chunks, streamedFullStep(pass, t) ? g.other * row : 0) + pt;
+    }
+    return 2 * (t.BM + t.BN) * row + pt;
   }
   if (pass === 'fwd') return (t.BM + t.BN) * row + t.BM * (t.BN + 1) * 4 + t.NT * 4;
   if (pass === 'dq') return 2 * (t.BM + t.BN) * row + t.BM * (t.BN + 1) * 4;
@@ -98,6 +146,7 @@ export function attentionTileBytes(pass: Pass, t: AttnTile, D: number): number {
 export function attentionTileProblem(rt: Runtime, pass: Pass, t: AttnTile, D: number): string | null {
   const lim = rt.device.limits;
   if (t.NT > lim.maxComputeInvocationsPerWorkgroup || t.NT > lim.maxComputeWorkgroupSizeX) return 'too many threads';
+  if (t.chunk !== undefined && (pass === 'fwd' || !t.blocked)) return 'chunk: only the blocked dq/dkdv kernels stream D';
   const split = t.blocked ? blockedSplitProblem(pass, t, D) : rowSplitProblem(pass, t, D);
   if (split) return split;
   const bytes = attentionTileBytes(pass, t, D);
@@ -122,6 +171,11 @@ function rowSplitProblem(pass: Pass, t: AttnTile, D: number): string | null {
 const BLOCKED_FWD_MAX_KEYS = 8;
 const BLOCKED_FWD_MAX_COLS = 2;
 
+/** TX of the blocked forward: the threads sharing one row group (4 query rows), NT / (BM/4). */
+function blockedForwardThreadsPerRowGroup(t: AttnTile): number {
+  return Math.floor(t.NT / Math.floor(t.BM / 4));
+}
+
 /**
  * How the register-blocked backward (attention_bwd_blocked.wgsl) splits a tile: the pass's own rows
  * (dq: BM queries, dkdv: BN keys) go 4 to a thread, in TO = own/4 groups; the TS = NT/TO threads of a
@@ -140,6 +194,12 @@ function blockedBackwardSplit(pass: Pass, t: AttnTile, D: number) {
 // columns per thread a*0..a*3.
 const BLOCKED_BWD_ROWS = [1, 2, 4];
 const BLOCKED_BWD_MAX_COLS = 4;
+const BLOCKED_BWD_MAX_STAGED = 8;
+
+/** Whether the streamed kernel stages full other rows after the chunks (all but dq with keep). */
+function streamedFullStep(pass: Pass, t: AttnTile): boolean {
+  return !(pass === 'dq' && t.keep);
+}
 
 function blockedBackwardProblem(pass: Pass, t: AttnTile, D: number): string | null {
   const g = blockedBackwardSplit(pass, t, D);
@@ -147,6 +207,16 @@ function blockedBackwardProblem(pass: Pass, t: AttnTile, D: number): string | nu
   if (t.NT % g.to !== 0) return `NT ${t.NT} not a multiple of ${g.to} row groups`;
   if (!BLOCKED_BWD_ROWS.includes(g.rs)) return `${g.other} rows not split ${BLOCKED_BWD_ROWS.join(', ')} per thread over ${g.ts} threads`;
   if (g.cs > BLOCKED_BWD_MAX_COLS) return `D ${D} needs more than ${BLOCKED_BWD_MAX_COLS} vec4 per thread`;
+  if (t.chunk !== undefined) {
+    if (!Number.isInteger(t.chunk) || t.chunk < 1) return `chunk ${t.chunk} not a positive integer`;
+    if (D % 4 !== 0) return `streamed kernel (chunk) needs D % 4 == 0, not D ${D}`;
+    // Staged vec4s per thread and step (PFN in the shader: named registers x0..x7).
+    const staged = Math.ceil(Math.max(2 * (t.BM + t.BN) * t.chunk, g.other * (D / 4)) / t.NT);
+    if (staged > BLOCKED_BWD_MAX_STAGED) return `chunk ${t.chunk} stages ${staged} > ${BLOCKED_BWD_MAX_STAGED} vec4 per thread`;
+    if (t.keep && (D / 4) % t.chunk !== 0) return `keep needs D/4 a multiple of chunk ${t.chunk}, not D ${D}`;
+  }
+  if (t.prefetch && !t.chunk) return 'prefetch needs chunk (the streamed kernel)';
+  if (t.keep && !t.chunk) return 'keep needs chunk (the streamed kernel)';
   return null;
 }
 
@@ -160,6 +230,8 @@ function blockedSplitProblem(pass: Pass, t: AttnTile, D: number): string | null 
   const tx = t.NT / groups;
   if (t.BN % tx !== 0 || t.BN / tx > BLOCKED_FWD_MAX_KEYS) return `${t.BN} keys not split evenly in <= ${BLOCKED_FWD_MAX_KEYS} per thread`;
   if (Math.ceil(Math.ceil(D / 4) / tx) > BLOCKED_FWD_MAX_COLS) return `D ${D} needs more than ${BLOCKED_FWD_MAX_COLS} vec4 per thread`;
+  // Lanes take tx in runs of min(TX, 8) (warp layout, see the shader): the runs must tile TX.
+  if (tx % Math.min(tx, 8) !== 0) return `${tx} threads per row group not a multiple of 8`;
   return null;
 }
 
@@ -172,10 +244,14 @@ export const MEASURED_ATTENTION_TILES: {
 }[] = [
   {
     match: { vendor: 'nvidia', device: 'h200' },
-    source: 'bench/attn_tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), 2026-11-29: base and small shapes agree; '
-      + 'register-blocked kernels, per layer at 16×512×12×64: fwd 0.589 ms (row-per-thread best 0.685), dq 0.960 (1.074), '
-      + 'dkdv 0.936 (1.357) (docs/results/bench-2026-11-29-s4/attn_tune.json)',
-    table: { 'fwd/D64': [64, 32, 256, true], 'dq/D64': [32, 32, 128, true], 'dkdv/D64': [32, 32, 128, true] },
+    source: 'bench/attn_tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), 2026-11-29, per layer at 16×512×12×64: '
+      + 'fwd 0.366 ms (row-per-thread best 0.685), dq 0.690 streamed (1.074), dkdv 0.798 streamed (1.357) '
+      + '(docs/results/bench-2026-11-29-s4/tune5/attn_tune.json; the earlier blocked round: ../attn_tune.json, base and small shapes agreed)',
+    table: {
+      'fwd/D64': [64, 32, 256, true],
+      'dq/D64': [64, 32, 256, true, { chunk: 4, prefetch: true }],
+      'dkdv/D64': [32, 64, 256, true, { chunk: 4, prefetch: true }],
+    },
   },
 ];
 
@@ -233,7 +309,7 @@ export function attentionForward(rt: Runtime, a: AttentionForwardArgs): Dispatch
   const u = params(rt, a.label, a);
   return [rt.kernel({
     label: `${a.label}.attnFwd`,
-    code: t.blocked ? fwdBlockedSrc : fwdSrc,
+    code: t.blocked ? fwdBlockedSrc(a.D) : fwdSrc,
     entryPoint: t.blocked ? 'attn_fwd_blocked' : 'attn_fwd',
     constants: { D: a.D, BQ: t.BM, BK: t.BN, NT: t.NT },
     bindings: [a.q, a.k, a.v, a.o, a.lse, u],
@@ -268,7 +344,12 @@ function backwardKernel(pass: 'dq' | 'dkdv', t: AttnTile, D: number): { code: st
   // The blocked kernels name tile sides by role: own rows (dq queries, dkdv keys) and other rows.
   const own = pass === 'dq' ? t.BM : t.BN;
   const other = pass === 'dq' ? t.BN : t.BM;
-  return { code: bwdBlockedSrc, entryPoint: `attn_bwd_${pass}_blocked`, constants: { D, OWNR: own, OTHR: other, NT: t.NT } };
+  const constants = { D, OWNR: own, OTHR: other, NT: t.NT };
+  if (t.chunk) {
+    const flags = { PREFETCH: t.prefetch ? 1 : 0, KEEP: t.keep ? 1 : 0, STAGE_FULL: streamedFullStep(pass, t) ? 1 : 0 };
+    return { code: bwdBlockedSrc, entryPoint: `attn_bwd_${pass}_stream`, constants: { ...constants, CH: t.chunk, ...flags } };
+  }
+  return { code: bwdBlockedSrc, entryPoint: `attn_bwd_${pass}_blocked`, constants };
 }
 
 /**
