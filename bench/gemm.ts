@@ -34,8 +34,9 @@ export interface GemmBenchOptions {
   /** GEMMs per timed pass (default: enough for ~1 GFLOP, at most 20). */
   inner?: number;
   /**
-   * Then run each choice until its time per run is steady, for at least this many ms (default 200):
-   * a GPU that idled while the previous choice's pipelines compiled runs the next one slower at first.
+   * Then run each choice until its time per run is steady, for at least this many ms (default 200;
+   * 0: no such warm-up): a GPU that idled while the previous choice's pipelines compiled runs the
+   * next one slower at first.
    */
   warmupMs?: number;
   onRow?: (row: GemmBenchRow) => void;
@@ -53,7 +54,9 @@ export async function benchGemm(rt: Runtime, shapes: MatmulShape[], opts: GemmBe
       for (const variant of names) {
         const built = buildMatmul(rt, { label: 'bench', ...shape, a: ops.a, b: ops.b, c: ops.c, workspace: ops.workspace, variant });
         try {
-          const t = await timeMatmul(rt, built.dispatches, shape, { warmup: opts.warmup ?? 3, reps: opts.reps ?? 10, inner: opts.inner, warmupMs: opts.warmupMs ?? 200 });
+          // The first timing of a call also waits out a GPU still clocking up from idle (1 s); 0: none (quick runs).
+          const warmupMs = opts.warmupMs === 0 ? 0 : Math.max(opts.warmupMs ?? 200, rows.length + mine.length === 0 ? 1000 : 0);
+          const t = await timeMatmul(rt, built.dispatches, shape, { warmup: opts.warmup ?? 3, reps: opts.reps ?? 10, inner: opts.inner, warmupMs });
           const row: GemmBenchRow = {
             M: shape.M, N: shape.N, K: shape.K, transA: !!shape.transA, transB: !!shape.transB, variant,
             heuristic: variant === pick, best: false, ms: t.ms, gflops: matmulFlops(shape) / (t.ms * 1e6), method: t.method,

@@ -13,7 +13,7 @@ import { LoopbackHub } from '../src/dist/loopback';
 import type { Gpu } from '../src/engine/gpu/device';
 import type { Runtime } from '../src/engine/gpu/runtime';
 import { benchQuantize } from '../src/engine/kernels/quantize';
-import { chooseMatmulVariant, type MatmulShape } from '../src/engine/kernels/matmul';
+import { chooseMatmulVariant, matmulChoice, type MatmulShape } from '../src/engine/kernels/matmul';
 import { i8TcLabel, type I8TcProbe } from '../src/engine/kernels/qgemm_tc';
 import type { ModelConfig, PresetName } from '../src/engine/model/config';
 import type { QuantFormat } from '../src/engine/quant/formats';
@@ -85,7 +85,7 @@ export function modelGemmShapes(c: ModelConfig, batch: number, seq: number): Mat
 }
 
 export async function runGemm(rt: Runtime, shapes: MatmulShape[], o: SuiteOptions & { variants?: string[] }): Promise<BenchRow[]> {
-  const raw = await benchGemm(rt, shapes, { variants: o.variants, warmup: o.warmup, reps: o.reps });
+  const raw = await benchGemm(rt, shapes, { variants: o.variants, warmup: o.warmup, reps: o.reps, warmupMs: o.warmupMs });
   const rows = raw.map((r): BenchRow => ({
     suite: 'gemm',
     name: `${r.M}x${r.N}x${r.K} ${tr(r.transA)}${tr(r.transB)} ${r.variant}${r.best ? ' (best)' : ''}${r.heuristic ? ' (heuristic)' : ''}`,
@@ -230,13 +230,17 @@ export function presetShape(preset: PresetName, batch?: number, seq?: number): T
   return { preset, model: o.model, batch: o.batch, seq: o.seq };
 }
 
-/** gemm: every variant that fits the device, only the heuristic's pick per shape, or these choice names. */
-export type GemmVariants = 'all' | 'heuristic' | string[];
+/**
+ * gemm: every variant that fits the device; per shape only the heuristic's pick, or only the choice
+ * the engine runs there (`pick`: tuned, else the GPU's measured table, else the heuristic; one pass,
+ * as a call without a split-K workspace); or these choice names.
+ */
+export type GemmVariants = 'all' | 'heuristic' | 'pick' | string[];
 
 /** Defaults of a full run (the CLI without options) and of a quick one (--quick: tiny shapes, seconds on SwiftShader). */
 export function planDefaults(quick: boolean): { presets: PresetName[]; schemes: string[]; variants: GemmVariants; ranks: number } {
   return quick
-    ? { presets: ['micro'], schemes: ['fp32'], variants: 'heuristic', ranks: 4 }
+    ? { presets: ['micro'], schemes: ['fp32'], variants: 'pick', ranks: 4 }
     : { presets: ['small', 'base'], schemes: ['fp32', 'agoq', 'w8a8g8', 'taco'], variants: 'all', ranks: 4 };
 }
 
@@ -267,9 +271,11 @@ export async function runSuite(rt: Runtime, suite: SuiteName, plan: SuitePlan, o
       const squares = (sizes ?? (quick ? [64] : [512, 1024, 2048, 4096, 8192])).map((n): MatmulShape => ({ M: n, N: n, K: n, transA: false, transB: false }));
       // quick: one linear layer's three GEMMs per model (the shapes differ per layer, the code does not).
       const all = [...squares, ...shapes.flatMap((s) => modelGemmShapes(s.model, s.batch, s.seq).slice(0, quick ? 3 : undefined))];
-      if (plan.variants !== 'heuristic') return runGemm(rt, all, { ...so(3, 10), variants: plan.variants === 'all' ? undefined : plan.variants });
+      const per = plan.variants === 'heuristic' ? (s: MatmulShape) => chooseMatmulVariant(s, rt.device.limits)
+        : plan.variants === 'pick' ? (s: MatmulShape) => matmulChoice(rt, s) : undefined;
+      if (!per) return runGemm(rt, all, { ...so(3, 10), variants: plan.variants === 'all' ? undefined : plan.variants as string[] });
       const rows: BenchRow[] = [];
-      for (const s of all) rows.push(...(await runGemm(rt, [s], { ...so(2, 5), variants: [chooseMatmulVariant(s, rt.device.limits)] })));
+      for (const s of all) rows.push(...(await runGemm(rt, [s], { ...so(2, 5), variants: [per(s)] })));
       return rows;
     }
     case 'qgemm': {

@@ -34,7 +34,7 @@ export function BenchApp() {
   const [size, setSize] = useState<SizePreset>('quick');
   const [reps, setReps] = useState('');
   const [warmup, setWarmup] = useState('');
-  const [variants, setVariants] = useState<'' | 'all' | 'heuristic'>('');
+  const [variants, setVariants] = useState<'' | 'all' | 'heuristic' | 'pick'>('');
   const [state, dispatch] = useReducer(benchReducer, IDLE);
   const [baseline, setBaseline] = useState<LoadedBaseline | null>(null);
   const [baselineError, setBaselineError] = useState<string | null>(null);
@@ -130,7 +130,8 @@ export function BenchApp() {
           <label className="field">
             GEMM variants
             <select data-testid="variants" value={variants} disabled={running} onChange={(e) => setVariants(e.target.value as typeof variants)}>
-              <option value="">default ({size === 'quick' ? 'heuristic pick' : 'all'})</option>
+              <option value="">default ({size === 'quick' ? 'the engine\'s pick' : 'all'})</option>
+              <option value="pick">the engine&apos;s pick (measured table, else heuristic)</option>
               <option value="heuristic">the heuristic&apos;s pick</option>
               <option value="all">every variant</option>
             </select>

@@ -23,8 +23,8 @@ export const BenchRequestSchema = z
     /** Timed repetitions (median) and untimed warm-up; absent: each suite's default for the size. */
     reps: z.number().int().min(1).max(1000).optional(),
     warmup: z.number().int().min(0).max(1000).optional(),
-    /** gemm: every variant or only the heuristic's pick; absent: the size's default. */
-    variants: z.enum(['all', 'heuristic']).optional(),
+    /** gemm: every variant, only the heuristic's pick, or only the engine's; absent: the size's default. */
+    variants: z.enum(['all', 'heuristic', 'pick']).optional(),
   })
   .strict();
 export type BenchRequest = z.infer<typeof BenchRequestSchema>;

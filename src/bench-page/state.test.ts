@@ -116,9 +116,9 @@ describe('gemmSeries', () => {
 });
 
 describe('suitePlan', () => {
-  it('quick: the CLI --quick plan (micro, fp32, heuristic pick) with more GEMM squares for the chart', () => {
+  it('quick: the CLI --quick plan (micro, fp32, the engine\'s pick) with more GEMM squares for the chart', () => {
     const p = suitePlan({ suites: ['gemm'], size: 'quick' });
-    expect(p).toMatchObject({ quick: true, sizes: { gemm: QUICK_GEMM_SIZES }, variants: 'heuristic', ranks: 4, reps: undefined, warmup: undefined });
+    expect(p).toMatchObject({ quick: true, sizes: { gemm: QUICK_GEMM_SIZES }, variants: 'pick', ranks: 4, reps: undefined, warmup: undefined });
     expect(p.shapes.map((s) => s.preset)).toEqual(['micro']);
     expect(p.shapes[0].model.vocab_size).toBe(65);
     expect(p.schemes.map((s) => s.name)).toEqual(['fp32']);

@@ -36,7 +36,7 @@ const HELP = `usage: npm run bench -- <suite> [options]
   --model P,...        presets micro|tiny|small|base, or none (default small,base)
   --scheme S,...       step: scheme presets or all (default fp32,agoq,w8a8g8,taco)
   --batch B --seq T    override the preset's batch and context (gemm model shapes, step)
-  --variants V,...     gemm: matmul variants, all, or heuristic (default all)
+  --variants V,...     gemm: matmul variants, all, heuristic, or pick (the engine's choice per shape) (default all)
   --ranks N            allreduce peers (default 4)
   --reps N --warmup N  timed repetitions (median) and untimed warm-up
   --quick              tiny shapes, few reps: seconds on SwiftShader (tests)
@@ -129,7 +129,7 @@ async function main(): Promise<void> {
   const reps = num('reps', a.reps, { int: true, min: 1 });
   const warmup = num('warmup', a.warmup, { int: true, min: 0 });
   const variantsArg = list('variants', a.variants);
-  const variants: GemmVariants = !variantsArg ? defaults.variants : variantsArg.includes('all') ? 'all' : variantsArg.includes('heuristic') ? 'heuristic' : variantsArg;
+  const variants: GemmVariants = !variantsArg ? defaults.variants : variantsArg.includes('all') ? 'all' : variantsArg.includes('heuristic') ? 'heuristic' : variantsArg.includes('pick') ? 'pick' : variantsArg;
   const baseline = a.baseline ? loadBaseline(a.baseline) : null;
   if (suite === 'report' && !a.input) throw new UsageError('report needs --input FILE.json');
   if (suite !== 'report' && a.input) throw new UsageError('--input is only for the report suite');

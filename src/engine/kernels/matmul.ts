@@ -74,9 +74,11 @@ export const MATMUL_VARIANTS: readonly MatmulVariant[] = [
   tile(128, 128, 16, 8, 8, 0.94, { prefetch: false }),
   tile(128, 128, 8, 4, 8, 0.7),
   // 128 threads of 8×16 (cuBLAS's SIMT layout); priors below the 8×8 tiles until measured.
+  tile(256, 128, 8, 8, 16, 0.9),
   tile(128, 256, 8, 8, 16, 0.9),
   tile(128, 128, 16, 8, 16, 0.9),
   tile(128, 128, 8, 8, 16, 0.9),
+  tile(128, 128, 8, 8, 16, 0.9, { swizzle: 8 }),
   tile(128, 128, 8, 8, 16, 0.89, { prefetch: false }),
   tile(128, 64, 16, 8, 8, 0.88),
   tile(64, 128, 16, 8, 8, 0.88),
@@ -389,8 +391,7 @@ function checkArgs(args: MatmulArgs): void {
  * enough of it is an error; a tuned or measured one is passed over for the next source (a table
  * tuned with a workspace, used without one).
  */
-function pickChoice(rt: Runtime, args: MatmulArgs): MatmulChoice {
-  const wsBytes = args.workspace ? bindingBytes(args.workspace) : 0;
+function pickChoice(rt: Runtime, args: MatmulShape & { label: string; variant?: string }, wsBytes: number): MatmulChoice {
   const fits = (name: string) => matmulWorkspaceBytes(args, name) <= wsBytes;
   if (args.variant !== undefined) {
     const c = parseChoice(args.variant);
@@ -411,6 +412,14 @@ function pickChoice(rt: Runtime, args: MatmulArgs): MatmulChoice {
   return parseChoice(chooseMatmulVariant(args, rt.device.limits, { workspaceBytes: wsBytes }));
 }
 
+/**
+ * The choice a call of this shape runs with `workspaceBytes` of split-K workspace (0: what a plain
+ * matmul() runs): tuned on this device, else the measured table's, else the heuristic's.
+ */
+export function matmulChoice(rt: Runtime, s: MatmulShape, workspaceBytes = 0): string {
+  return pickChoice(rt, { label: 'matmulChoice', ...s }, workspaceBytes).name;
+}
+
 export interface BuiltMatmul {
   /** The GEMM, then for split-K the reduction of its partials: run them in this order. */
   dispatches: Dispatch[];
@@ -426,7 +435,7 @@ export interface BuiltMatmul {
 export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   checkArgs(args);
   const { M, N, K, transA = false, transB = false } = args;
-  const choice = pickChoice(rt, args);
+  const choice = pickChoice(rt, args, args.workspace ? bindingBytes(args.workspace) : 0);
   const v = choice.variant;
   if (!variantFits(v, rt.device.limits)) throw new Error(`${args.label}: variant ${v.name} exceeds this device's limits`);
   const { kChunk, parts } = splitPlan(K, v.BK, choice.splitK);
