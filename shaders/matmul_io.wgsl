@@ -47,24 +47,35 @@ fn loadB4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
 }
 
 //--- c_vec4
-// C is [M, N]; accumulate() (matmul.wgsl) adds to what is there.
+// C is [M, N]; to accumulate, matmul.wgsl reads it (loadC4) before it writes.
 @group(0) @binding(2) var<storage, read_write> C: array<vec4<f32>>;
+fn loadC4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
+  if (FULL_TILES || (r < rows && c < cols)) { return C[(r * cols + c) / 4u]; }
+  return vec4<f32>(0.0);
+}
+
 fn storeC4(r: u32, c: u32, v: vec4<f32>, rows: u32, cols: u32) {
-  if (FULL_TILES || (r < rows && c < cols)) {
-    let i = (r * cols + c) / 4u;
-    if (accumulate()) { C[i] = C[i] + v; } else { C[i] = v; }
-  }
+  if (FULL_TILES || (r < rows && c < cols)) { C[(r * cols + c) / 4u] = v; }
 }
 
 //--- c_scalar
 @group(0) @binding(2) var<storage, read_write> C: array<f32>;
+fn loadC4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  if (r < rows) {
+    let base = r * cols + c;
+    for (var e = 0u; e < 4u; e++) {
+      if (c + e < cols) { v[e] = C[base + e]; }
+    }
+  }
+  return v;
+}
+
 fn storeC4(r: u32, c: u32, v: vec4<f32>, rows: u32, cols: u32) {
   if (r < rows) {
     let base = r * cols + c;
     for (var e = 0u; e < 4u; e++) {
-      if (c + e < cols) {
-        if (accumulate()) { C[base + e] = C[base + e] + v[e]; } else { C[base + e] = v[e]; }
-      }
+      if (c + e < cols) { C[base + e] = v[e]; }
     }
   }
 }
