@@ -19,7 +19,7 @@ import loadSrc from '../../../shaders/attention_load.wgsl?raw';
 import { adapterMatches } from '../gpu/device';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import type { MeasuredTable } from './matmul_tables';
-import { wgslSection } from './taco';
+import { wgslSection } from './wgsl';
 
 const fwdSrc = `${loadSrc}\n${fwdBody}`;
 // The blocked forward's global access: 16-byte vec4s when D % 4 == 0, 8-byte halves otherwise.

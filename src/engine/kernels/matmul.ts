@@ -26,6 +26,7 @@ import { Uniforms } from '../gpu/runtime';
 import { timeDispatches } from '../gpu/timer';
 import { asSlice, bindingBytes, grid2d } from './launch';
 import { MEASURED_TABLES } from './matmul_tables';
+import { wgslSection } from './wgsl';
 
 export interface MatmulVariant {
   name: string;
@@ -274,17 +275,7 @@ export function chooseMatmulVariant(shape: MatmulShape, limits: LimitsLike = DEF
 
 // ---- shader assembly -------------------------------------------------------------------------
 
-const ioSections = new Map<string, string>();
-for (const part of ioSrc.split(/^\/\/--- /m).slice(1)) {
-  const nl = part.indexOf('\n');
-  ioSections.set(part.slice(0, nl).trim(), part.slice(nl + 1));
-}
-
-function section(name: string): string {
-  const s = ioSections.get(name);
-  if (s === undefined) throw new Error(`matmul_io.wgsl: missing section '${name}'`);
-  return s;
-}
+const section = (name: string) => wgslSection(ioSrc, name);
 
 const codeCache = new Map<string, string>();
 

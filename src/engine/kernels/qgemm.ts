@@ -27,7 +27,7 @@ import { Uniforms } from '../gpu/runtime';
 import { BITS, FORMAT_ID, type QuantFormat } from '../quant/formats';
 import { i8TcShapeOk, i8TensorCoreSpec, qgemmI8Tc } from './qgemm_tc';
 import { buildQuantize, type QuantizeKernel } from './quantize';
-import { wgslSection } from './taco';
+import { wgslSection } from './wgsl';
 
 export interface GemmTiles {
   BM?: number;

@@ -40,7 +40,7 @@ import {
 } from '../quant/quantizer';
 import { Rng } from '../util/rng';
 import { sumSquaresPartialCount } from './reduce';
-import { wgslSection } from './taco';
+import { wgslSection } from './wgsl';
 
 /** The shared codec snippet, for kernels of other ops that decode or encode in their inner loops. */
 export const CODEC_WGSL: string = codecWgsl;

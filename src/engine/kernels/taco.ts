@@ -28,6 +28,7 @@ import { Uniforms } from '../gpu/runtime';
 import { isPow2, rsqrtF32 } from '../quant/hadamard';
 import { checkTacoGroup, tacoLayout, tacoPayloadBytes } from '../quant/taco';
 import { requireBytes } from './launch';
+import { wgslSection } from './wgsl';
 
 /**
  * Invocations per workgroup, per kernel. Small keeps tiles small (2048 elements per workgroup at 16
@@ -39,13 +40,6 @@ import { requireBytes } from './launch';
 export const TACO_WG: Record<TacoEntry, number> = { compress: 32, decompress: 64 };
 
 export type TacoEntry = 'compress' | 'decompress';
-
-/** Sections of a `//--- name` separated snippet file. */
-export function wgslSection(src: string, name: string): string {
-  const parts = src.split(/^\/\/--- (\w+)\s*$/m);
-  for (let i = 1; i < parts.length; i += 2) if (parts[i] === name) return parts[i + 1];
-  throw new Error(`WGSL section '${name}' not found`);
-}
 
 /**
  * How compress finds the code of RN(y/s) per element: 'split' (default) encodes every element
