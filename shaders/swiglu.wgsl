@@ -62,6 +62,22 @@ fn swiglu_bwd_inplace(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
   i_gate[i] = d * u * (s * (1.0 + g * (1.0 - s)));
 }
 
+// ---- backward with dgate over gate and dup over dh (each element is read before the same invocation
+// writes it): bindings gate/dgate, up (read), params, dh/dup. What the blocked backward of a
+// quantized `up` runs, whose up rows are a dequantized scratch block and whose dh rows take dup.
+@group(0) @binding(3) var<storage, read_write> o_dh: array<f32>;
+
+@compute @workgroup_size(256)
+fn swiglu_bwd_over_dh(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i >= p.n) { return; }
+  let g = i_gate[i];
+  let s = sigmoid(g);
+  let d = o_dh[i];
+  o_dh[i] = d * (g * s);
+  i_gate[i] = d * f_up[i] * (s * (1.0 + g * (1.0 - s)));
+}
+
 // ---- forward in place (h over up; each element is read before the same invocation writes it):
 // bindings gate (read), up/h, params
 @compute @workgroup_size(256)

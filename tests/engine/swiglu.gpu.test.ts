@@ -1,4 +1,4 @@
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
 import { swigluBackward, swigluForward } from '../../src/engine/kernels/swiglu';
 import { swigluBackwardRef, swigluForwardRef } from '../../src/engine/kernels/swiglu.ref';
@@ -8,7 +8,8 @@ import { testRuntime, trackBuffers } from '../helpers/gpu';
 
 const { up } = trackBuffers();
 
-async function check(N: number, F: number, inPlace: boolean): Promise<void> {
+/** inPlace: the forward writes h over up, the backward dgate over gate and dup over up ('up') or over dh ('dh'). */
+async function check(N: number, F: number, inPlace: false | 'up' | 'dh'): Promise<void> {
   const rt = await testRuntime();
   const rng = new Rng(N * 31 + F);
   const n = N * F;
@@ -26,7 +27,7 @@ async function check(N: number, F: number, inPlace: boolean): Promise<void> {
   const bh = inPlace ? up(rt, upv) : up(rt, new Float32Array(n));
   const bdh = up(rt, dh);
   const bdg = inPlace ? bg : up(rt, new Float32Array(n));
-  const bdu = inPlace ? bu : up(rt, new Float32Array(n));
+  const bdu = inPlace === 'up' ? bu : inPlace === 'dh' ? bdh : up(rt, new Float32Array(n));
   const dims = { N, F };
   rt.run([
     swigluForward(rt, { label: 's', gate: bg, up: inPlace ? bh : bu, h: bh, dims }),
@@ -43,7 +44,15 @@ describe('swiglu GPU vs reference', () => {
   for (const [N, F] of [[1, 1], [7, 7], [63, 65], [65, 384], [1000, 65]]) {
     it(`N=${N} F=${F}`, () => check(N, F, false));
   }
-  it('in place: forward h over up, backward dgate over gate and dup over up', () => check(63, 384, true));
+  it('in place: forward h over up, backward dgate over gate and dup over up', () => check(63, 384, 'up'));
+  it('in place: backward dgate over gate and dup over dh', () => check(63, 384, 'dh'));
+  it('in place needs dgate = gate together with dup over up or dh', async () => {
+    const rt = await testRuntime();
+    const [g, u, d, x] = [0, 1, 2, 3].map(() => up(rt, new Float32Array(4)));
+    const dims = { N: 1, F: 4 };
+    expect(() => swigluBackward(rt, { label: 's', gate: g, up: u, dh: d, dgate: g, dup: x, dims })).toThrow(/in place needs/);
+    expect(() => swigluBackward(rt, { label: 's', gate: g, up: u, dh: d, dgate: x, dup: d, dims })).toThrow(/in place needs/);
+  });
   it('2-D grid', async () => {
     setGridMaxX(5);
     await check(65, 65, false);

@@ -38,12 +38,18 @@ export function swigluBackward(rt: Runtime, o: {
 }): Dispatch {
   const n = count(o.label, o.dims);
   for (const [k, b] of [['gate', o.gate], ['up', o.up], ['dh', o.dh], ['dgate', o.dgate], ['dup', o.dup]] as const) requireBytes(o.label, k, b, n * 4);
+  // In place: dgate over gate, and dup over up or over dh.
   const inPlace = sameBinding(o.gate, o.dgate);
-  if (inPlace !== sameBinding(o.up, o.dup)) throw new Error(`${o.label}: swiglu backward in place needs dgate = gate and dup = up together`);
+  const overUp = sameBinding(o.up, o.dup);
+  const overDh = sameBinding(o.dh, o.dup);
+  if (inPlace !== (overUp || overDh)) {
+    throw new Error(`${o.label}: swiglu backward in place needs dgate = gate together with dup = up or dup = dh`);
+  }
   const u = rt.uniform(`${o.label}.swigluBwd`, new Uniforms().u32(n));
+  const [entryPoint, bindings] = !inPlace ? ['swiglu_bwd', [o.gate, o.up, u, o.dh, o.dgate, o.dup]]
+    : overUp ? ['swiglu_bwd_inplace', [o.gate, o.up, u, o.dh]] : ['swiglu_bwd_over_dh', [o.gate, o.up, u, o.dh]];
   return rt.kernel({
-    label: `${o.label}.swigluBwd`, code: src, entryPoint: inPlace ? 'swiglu_bwd_inplace' : 'swiglu_bwd',
-    bindings: inPlace ? [o.gate, o.up, u, o.dh] : [o.gate, o.up, u, o.dh, o.dgate, o.dup],
+    label: `${o.label}.swigluBwd`, code: src, entryPoint, bindings,
     workgroups: grid2d(rt, Math.ceil(n / 256)),
   });
 }

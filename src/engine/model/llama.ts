@@ -143,9 +143,9 @@ export class LlamaGpu {
 
   /**
    * SwiGLU backward of layer l with `up` stored quantized: dF1 holds dact and gate's live copy holds
-   * gate. Per block of rows: dequantize up's rows into `swigluBlock`, run the in-place backward on
-   * (gate rows, block, dact rows) and copy the block's dup over its dact rows. Afterwards gate's live
-   * copy holds dgate and dF1 holds dup. Same arithmetic per element as dequantizing up whole.
+   * gate. Per block of rows: dequantize up's rows into `swigluBlock`, then the backward writes dgate
+   * over the gate rows and dup over the dact rows. Afterwards gate's live copy holds dgate and dF1
+   * holds dup. Same arithmetic per element as dequantizing up whole.
    */
   private swigluBackwardBlocks(l: number, label: string): Dispatch[] {
     const { N, F } = this.dims;
@@ -159,8 +159,8 @@ export class LlamaGpu {
       const lab = `${label}.rows${r0}`;
       out.push(dequantizeRows(this.rt, lab, st, F, r0, rows, this.b(`L${l}.up.codes`), this.b(`L${l}.up.scales`), block));
       const gate = at(liveKey('gate'));
-      out.push(swigluBackward(this.rt, { label: lab, gate, up: block, dh: at('dF1'), dgate: gate, dup: block, dims: { N: rows, F } }));
-      out.push(copy(this.rt, { label: `${lab}.dup`, src: block, dst: at('dF1'), n: rows * F }));
+      const dact = at('dF1');
+      out.push(swigluBackward(this.rt, { label: lab, gate, up: block, dh: dact, dgate: gate, dup: dact, dims: { N: rows, F } }));
     }
     return out;
   }
