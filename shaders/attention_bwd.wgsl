@@ -66,13 +66,7 @@ var<workgroup> dSs: array<f32, PS_N>;    // dkdv: dS transposed [BN, BM]
 var<workgroup> rowL: array<f32, BM>;     // dkdv: lse·log2 e of the query tile
 var<workgroup> rowD: array<f32, BM>;     // dkdv: Di of the query tile
 
-// ldQ, ldK, ldV (vec4 loads of a head row) come from attention_load.wgsl.
-fn ldDO(base: u32, d: u32) -> vec4<f32> {
-  var r = vec4<f32>(0.0);
-  if (d < D) { r.x = dO[base + d]; r.y = dO[base + d + 1u]; }
-  if (d + 2u < D) { r.z = dO[base + d + 2u]; r.w = dO[base + d + 3u]; }
-  return r;
-}
+// ldQ, ldK, ldV, ldDO (vec4 loads of a head row) come from attention_load.wgsl.
 
 // One invocation per (b, h, t) row; grid (x, y) flattened with x·64 invocations per grid row.
 @compute @workgroup_size(64)

@@ -59,13 +59,7 @@ var<workgroup> othA: array<vec4<f32>, OTH_N>;   // dkdv Q, dq K
 var<workgroup> othB: array<vec4<f32>, OTH_N>;   // dkdv dO, dq V
 var<workgroup> PT: array<vec4<f32>, PT_N>;      // P or dS: [other row][to] → 4 own rows
 
-// ldQ, ldK, ldV come from attention_load.wgsl; dO has no forward counterpart.
-fn ldDO(base: u32, d: u32) -> vec4<f32> {
-  var r = vec4<f32>(0.0);
-  if (d < D) { r.x = dO[base + d]; r.y = dO[base + d + 1u]; }
-  if (d + 2u < D) { r.z = dO[base + d + 2u]; r.w = dO[base + d + 3u]; }
-  return r;
-}
+// ldQ, ldK, ldV and ldDO come from attention_load.wgsl.
 
 // (lse·log2 e, Di) of query row t of head row bh; zero past T (such rows are masked anyway).
 fn rowStats(bh: u32, t: u32) -> vec2<f32> {

@@ -21,11 +21,13 @@ import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runt
 import type { MeasuredTable } from './matmul_tables';
 import { wgslSection } from './wgsl';
 
-const fwdSrc = `${loadSrc}\n${fwdBody}`;
+const loadQkv = wgslSection(loadSrc, 'qkv');
+const loadBwd = `${loadQkv}\n${wgslSection(loadSrc, 'do')}`;
+const fwdSrc = `${loadQkv}\n${fwdBody}`;
 // The blocked forward's global access: 16-byte vec4s when D % 4 == 0, 8-byte halves otherwise.
 const fwdBlockedSrc = (D: number) => `${wgslSection(fwdBlockedIo, D % 4 === 0 ? 'vec4' : 'vec2')}\n${fwdBlockedBody}`;
-const bwdSrc = `${loadSrc}\n${bwdBody}`;
-const bwdBlockedSrc = `${loadSrc}\n${bwdBlockedBody}`;
+const bwdSrc = `${loadBwd}\n${bwdBody}`;
+const bwdBlockedSrc = `${loadBwd}\n${bwdBlockedBody}`;
 
 export { attentionBackwardRef, attentionForwardRef } from './attention.ref';
 
