@@ -167,19 +167,18 @@ export class LlamaGpu {
 
   /**
    * A weight-gradient GEMM (dW = dYᵀ·X: small M×N, K = all tokens), split over K when that fills the
-   * GPU better. Its split-K partials go to `dq`, a backward scratch buffer that is dead whenever a dW
-   * GEMM runs (free from norm2.bwd to the attention backward and again after rope_q.bwd), so they
-   * cost no memory of their own: its first N·C floats, so that the number of slices (and with it the
-   * summation order) depends on the GEMM's shape alone. On an H200 base's 768×768×8192 dW GEMMs take
-   * 4 slices there: 27.6 TFLOP/s, against 18.8 in one pass (21 with the 8 MiB buffer this replaced).
-   * Tensor-parallel models run them in one pass: a rank's dW GEMM is a slice of the rows of the
-   * single-device simulation's, whose slice count, chosen for its own shape, would sum in another
-   * order, and the ranks must reproduce the simulation bit for bit (tests/dist/tp.gpu.test.ts).
+   * GPU better. Its split-K partials go to a backward scratch buffer that is dead at that point, so
+   * they cost no memory of their own: `dq` ([N, C], free from norm2.bwd to the attention backward
+   * and again after rope_q.bwd) for the LM head's and the MLP's, `dF1` ([N, F], free once the MLP's
+   * dX GEMMs have run) for the attention projections', whose 768×768-sized outputs want the most
+   * slices (on an H200 768×768×8192: 29 TFLOP/s with 16 slices, 21 with the 3 that the 8 MiB buffer
+   * this replaced held). Tensor-parallel models run them in one pass: a rank's dW GEMM is a slice of
+   * the rows of the single-device simulation's, whose slice count, chosen for its own shape and
+   * buffers, would sum in another order, and the ranks must reproduce the simulation bit for bit
+   * (tests/dist/tp.gpu.test.ts).
    */
-  private dwMatmul(args: Omit<MatmulArgs, 'workspace'>): Dispatch[] {
-    const { N, C } = this.dims;
-    const workspace = this.tp ? undefined : { buffer: this.b('dq'), offset: 0, size: N * C * 4 };
-    return matmulSteps(this.rt, { ...args, workspace });
+  private dwMatmul(args: Omit<MatmulArgs, 'workspace'>, scratch: 'dq' | 'dF1'): Dispatch[] {
+    return matmulSteps(this.rt, { ...args, workspace: this.tp ? undefined : this.b(scratch) });
   }
 
   /** The buffer the GEMMs read a weight from: the fake-quantized copy when layer l quantizes weights. */
@@ -361,7 +360,7 @@ export class LlamaGpu {
     const normWs = this.b('normWs');
     // dW first: hF's live copy is dh, which lm_head.dx then overwrites.
     push(this.loadSaved(L, 'hF'));
-    push(this.dwMatmul({ label: 'lm_head.dw', a: dlogits, b: this.saved(L, 'hF'), c: gp(this.lmHead()), M: V, N: C, K: N, transA: true }));
+    push(this.dwMatmul({ label: 'lm_head.dw', a: dlogits, b: this.saved(L, 'hF'), c: gp(this.lmHead()), M: V, N: C, K: N, transA: true }, 'dq'));
     if (!this.cfg.tie_word_embeddings) store(this.lmHead());
     push(matmul(rt, { label: 'lm_head.dx', a: dlogits, b: this.param(this.lmHead()), c: dh, M: N, N: C, K: V }));
     push(this.loadSaved(L, 'xFinal'));
@@ -376,7 +375,7 @@ export class LlamaGpu {
       const lab = (s: string) => `L${l}.${s}`;
       // MLP. dWdown = dresᵀ·act first: act's live copy is dF1, which down.dx then overwrites with dact.
       load('act');
-      push(this.dwMatmul({ label: lab('down.dw'), a: this.dwGrad(l, lab('down.dw'), dres, C, push), b: a('act'), c: gr('mlp.down_proj.weight'), M: C, N: F, K: N, transA: true }));
+      push(this.dwMatmul({ label: lab('down.dw'), a: this.dwGrad(l, lab('down.dw'), dres, C, push), b: a('act'), c: gr('mlp.down_proj.weight'), M: C, N: F, K: N, transA: true }, 'dq'));
       storeL('mlp.down_proj.weight');
       push(matmul(rt, { label: lab('down.dx'), a: dres, b: this.lin(l, 'mlp.down_proj.weight'), c: dF1, M: N, N: F, K: C }));
       load('gate');
@@ -386,9 +385,9 @@ export class LlamaGpu {
       if (this.storage[l].up) push(this.swigluBackwardBlocks(l, lab('swiglu.bwd')));
       else push(swigluBackward(rt, { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } }));
       load('h2'); // live copy in dh
-      push(this.dwMatmul({ label: lab('gate.dw'), a: this.dwGrad(l, lab('gate.dw'), a('gate'), F, push), b: a('h2'), c: gr('mlp.gate_proj.weight'), M: F, N: C, K: N, transA: true }));
+      push(this.dwMatmul({ label: lab('gate.dw'), a: this.dwGrad(l, lab('gate.dw'), a('gate'), F, push), b: a('h2'), c: gr('mlp.gate_proj.weight'), M: F, N: C, K: N, transA: true }, 'dq'));
       storeL('mlp.gate_proj.weight');
-      push(this.dwMatmul({ label: lab('up.dw'), a: this.dwGrad(l, lab('up.dw'), dup, F, push), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }));
+      push(this.dwMatmul({ label: lab('up.dw'), a: this.dwGrad(l, lab('up.dw'), dup, F, push), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }, 'dq'));
       storeL('mlp.up_proj.weight');
       if (this.tp) {
         push(this.tp.columnParallelDx(lab('mlp.dx.tp'), [
@@ -404,7 +403,7 @@ export class LlamaGpu {
       storeL('post_attention_layernorm.weight');
       // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
       load('o');
-      push(this.dwMatmul({ label: lab('o.dw'), a: this.dwGrad(l, lab('o.dw'), dres, C, push), b: a('o'), c: gr('self_attn.o_proj.weight'), M: C, N: QC, K: N, transA: true }));
+      push(this.dwMatmul({ label: lab('o.dw'), a: this.dwGrad(l, lab('o.dw'), dres, C, push), b: a('o'), c: gr('self_attn.o_proj.weight'), M: C, N: QC, K: N, transA: true }, 'dF1'));
       storeL('self_attn.o_proj.weight');
       push(matmul(rt, { label: lab('o.dx'), a: dres, b: this.lin(l, 'self_attn.o_proj.weight'), c: dh, M: N, N: QC, K: C }));
       load('q');
@@ -415,11 +414,11 @@ export class LlamaGpu {
       push(rope(rt, { label: lab('rope_q.bwd'), x: this.b('dq'), y: this.b('qRaw'), table: this.b('rope'), B, T, nHeads: nH, D, inverse: true }));
       push(rope(rt, { label: lab('rope_k.bwd'), x: this.b('dk'), y: this.b('kRaw'), table: this.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
       load('h1'); // live copy in dh (dO is consumed)
-      push(this.dwMatmul({ label: lab('q.dw'), a: this.dwGrad(l, lab('q.dw'), this.b('qRaw'), QC, push), b: a('h1'), c: gr('self_attn.q_proj.weight'), M: QC, N: C, K: N, transA: true }));
+      push(this.dwMatmul({ label: lab('q.dw'), a: this.dwGrad(l, lab('q.dw'), this.b('qRaw'), QC, push), b: a('h1'), c: gr('self_attn.q_proj.weight'), M: QC, N: C, K: N, transA: true }, 'dF1'));
       storeL('self_attn.q_proj.weight');
-      push(this.dwMatmul({ label: lab('k.dw'), a: this.dwGrad(l, lab('k.dw'), this.b('kRaw'), KVC, push), b: a('h1'), c: gr('self_attn.k_proj.weight'), M: KVC, N: C, K: N, transA: true }));
+      push(this.dwMatmul({ label: lab('k.dw'), a: this.dwGrad(l, lab('k.dw'), this.b('kRaw'), KVC, push), b: a('h1'), c: gr('self_attn.k_proj.weight'), M: KVC, N: C, K: N, transA: true }, 'dF1'));
       storeL('self_attn.k_proj.weight');
-      push(this.dwMatmul({ label: lab('v.dw'), a: this.dwGrad(l, lab('v.dw'), this.b('dv'), KVC, push), b: a('h1'), c: gr('self_attn.v_proj.weight'), M: KVC, N: C, K: N, transA: true }));
+      push(this.dwMatmul({ label: lab('v.dw'), a: this.dwGrad(l, lab('v.dw'), this.b('dv'), KVC, push), b: a('h1'), c: gr('self_attn.v_proj.weight'), M: KVC, N: C, K: N, transA: true }, 'dF1'));
       storeL('self_attn.v_proj.weight');
       if (this.tp) {
         push(this.tp.columnParallelDx(lab('qkv.dx.tp'), [
