@@ -27,8 +27,11 @@ export interface GemmBenchRow {
 }
 
 export interface GemmBenchOptions {
-  /** Choice names to time (default: every variant that fits the device; `_skS` names get a workspace). */
-  variants?: string[];
+  /**
+   * Choice names to time, for every shape or per shape (default: every variant that fits the
+   * device; `_skS` names get a workspace).
+   */
+  variants?: string[] | ((shape: MatmulShape) => string[]);
   warmup?: number;
   reps?: number;
   /** GEMMs per timed pass (default: enough for ~1 GFLOP, at most 20). */
@@ -39,14 +42,16 @@ export interface GemmBenchOptions {
    * next one slower at first.
    */
   warmupMs?: number;
-  onRow?: (row: GemmBenchRow) => void;
+  /** Each shape's rows once they are all timed (`best` marked). */
+  onShape?: (rows: GemmBenchRow[]) => void;
 }
 
 export async function benchGemm(rt: Runtime, shapes: MatmulShape[], opts: GemmBenchOptions = {}): Promise<GemmBenchRow[]> {
-  const names = opts.variants ?? availableVariants(rt.device.limits).map((v) => v.name);
+  const all = availableVariants(rt.device.limits).map((v) => v.name);
   const rows: GemmBenchRow[] = [];
   for (const s of shapes) {
     const shape: MatmulShape = { M: s.M, N: s.N, K: s.K, transA: !!s.transA, transB: !!s.transB };
+    const names = typeof opts.variants === 'function' ? opts.variants(shape) : opts.variants ?? all;
     const pick = chooseMatmulVariant(shape, rt.device.limits);
     const ops = gemmOperands(rt, shape, 'bench', Math.max(0, ...names.map((n) => matmulWorkspaceBytes(shape, n))));
     const mine: GemmBenchRow[] = [];
@@ -62,7 +67,6 @@ export async function benchGemm(rt: Runtime, shapes: MatmulShape[], opts: GemmBe
             heuristic: variant === pick, best: false, ms: t.ms, gflops: matmulFlops(shape) / (t.ms * 1e6), method: t.method,
           };
           mine.push(row);
-          opts.onRow?.(row);
         } finally {
           built.uniforms.forEach((u) => rt.mem.free(u));
         }
@@ -73,6 +77,7 @@ export async function benchGemm(rt: Runtime, shapes: MatmulShape[], opts: GemmBe
     const best = mine.reduce<GemmBenchRow | null>((b, r) => (!b || r.ms < b.ms ? r : b), null);
     if (best) best.best = true;
     rows.push(...mine);
+    opts.onShape?.(mine);
   }
   return rows;
 }

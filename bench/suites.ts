@@ -20,7 +20,7 @@ import type { QuantFormat } from '../src/engine/quant/formats';
 import type { Scheme } from '../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../src/engine/train/options';
 import { Rng } from '../src/engine/util/rng';
-import { benchGemm } from './gemm';
+import { benchGemm, type GemmBenchOptions, type GemmBenchRow } from './gemm';
 import { benchQgemm, benchTaco, type GemmShape } from './quant';
 import { benchStep, SYNTHETIC_VOCAB } from './step';
 
@@ -84,16 +84,23 @@ export function modelGemmShapes(c: ModelConfig, batch: number, seq: number): Mat
   return [...seen.values()];
 }
 
-export async function runGemm(rt: Runtime, shapes: MatmulShape[], o: SuiteOptions & { variants?: string[] }): Promise<BenchRow[]> {
-  const raw = await benchGemm(rt, shapes, { variants: o.variants, warmup: o.warmup, reps: o.reps, warmupMs: o.warmupMs });
-  const rows = raw.map((r): BenchRow => ({
-    suite: 'gemm',
-    name: `${r.M}x${r.N}x${r.K} ${tr(r.transA)}${tr(r.transB)} ${r.variant}${r.best ? ' (best)' : ''}${r.heuristic ? ' (heuristic)' : ''}`,
-    key: r.best ? gemmKey(r) : undefined,
-    unit: 'GFLOP/s', value: r.gflops, ms: r.ms, method: r.method, show: r.best || r.heuristic,
-    detail: { M: r.M, N: r.N, K: r.K, transA: r.transA, transB: r.transB, variant: r.variant, best: r.best, heuristic: r.heuristic },
-  }));
-  rows.forEach((r) => o.onRow?.(r));
+export async function runGemm(rt: Runtime, shapes: MatmulShape[], o: SuiteOptions & { variants?: GemmBenchOptions['variants'] }): Promise<BenchRow[]> {
+  const rows: BenchRow[] = [];
+  // Rows go out shape by shape (the bench page's table fills as they come).
+  const onShape = (raw: GemmBenchRow[]) => {
+    for (const r of raw) {
+      const row: BenchRow = {
+        suite: 'gemm',
+        name: `${r.M}x${r.N}x${r.K} ${tr(r.transA)}${tr(r.transB)} ${r.variant}${r.best ? ' (best)' : ''}${r.heuristic ? ' (heuristic)' : ''}`,
+        key: r.best ? gemmKey(r) : undefined,
+        unit: 'GFLOP/s', value: r.gflops, ms: r.ms, method: r.method, show: r.best || r.heuristic,
+        detail: { M: r.M, N: r.N, K: r.K, transA: r.transA, transB: r.transB, variant: r.variant, best: r.best, heuristic: r.heuristic },
+      };
+      rows.push(row);
+      o.onRow?.(row);
+    }
+  };
+  await benchGemm(rt, shapes, { variants: o.variants, warmup: o.warmup, reps: o.reps, warmupMs: o.warmupMs, onShape });
   return rows;
 }
 
@@ -271,12 +278,9 @@ export async function runSuite(rt: Runtime, suite: SuiteName, plan: SuitePlan, o
       const squares = (sizes ?? (quick ? [64] : [512, 1024, 2048, 4096, 8192])).map((n): MatmulShape => ({ M: n, N: n, K: n, transA: false, transB: false }));
       // quick: one linear layer's three GEMMs per model (the shapes differ per layer, the code does not).
       const all = [...squares, ...shapes.flatMap((s) => modelGemmShapes(s.model, s.batch, s.seq).slice(0, quick ? 3 : undefined))];
-      const per = plan.variants === 'heuristic' ? (s: MatmulShape) => chooseMatmulVariant(s, rt.device.limits)
-        : plan.variants === 'pick' ? (s: MatmulShape) => matmulChoice(rt, s) : undefined;
-      if (!per) return runGemm(rt, all, { ...so(3, 10), variants: plan.variants === 'all' ? undefined : plan.variants as string[] });
-      const rows: BenchRow[] = [];
-      for (const s of all) rows.push(...(await runGemm(rt, [s], { ...so(2, 5), variants: [per(s)] })));
-      return rows;
+      if (plan.variants === 'heuristic') return runGemm(rt, all, { ...so(2, 5), variants: (s) => [chooseMatmulVariant(s, rt.device.limits)] });
+      if (plan.variants === 'pick') return runGemm(rt, all, { ...so(2, 5), variants: (s) => [matmulChoice(rt, s)] });
+      return runGemm(rt, all, { ...so(3, 10), variants: plan.variants === 'all' ? undefined : plan.variants });
     }
     case 'qgemm': {
       const squares = (sizes ?? (quick ? [64] : [1024, 2048, 4096, 8192])).map((n) => ({ M: n, N: n, K: n }));

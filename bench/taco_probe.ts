@@ -30,7 +30,7 @@ const sizes = (a.sizes ?? '16777216,67108864').split(',').map(Number);
 const rounds = Number(a.rounds ?? 3);
 const G = 128;
 
-// Entry points appended to the compress shader; same bindings, Params and helpers as `compress`.
+// Entry points appended to the compress (or decompress) shader; same bindings, Params and helpers as its own.
 const HEAD = `@compute @workgroup_size(WG)
 fn NAME(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_size) sg: u32) {
@@ -71,20 +71,12 @@ ${SCALES}    }
 `),
 ].join('\n');
 
-// Decompress's access pattern without its work: payload words in, one vec4 per word out.
-const DECOMPRESS_COPY = `@compute @workgroup_size(WG)
-fn probe_dcopy(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
-               @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_size) sg: u32) {
-  let t = lid % T;
-  for (var tile = wid.x; tile < P.tiles; tile += nwg.x) {
-    let g = tile * (WG / T) + lid / T;
-    let q0 = g * (G / 4u) + t;
-    if (g < P.groups) {
+// Decompress's access pattern without its work: payload words in, one vec4 per word out (the same
+// entry-point frame, appended to the decompress shader).
+const DECOMPRESS_COPY = entry('probe_dcopy', `    if (g < P.groups) {
       for (var j = 0u; j < V; j++) { store4(q0 + j * T, unpack4x8unorm(payload[q0 + j * T])); }
     }
-  }
-}
-`;
+`);
 
 const rt = new Runtime(await acquireNodeGpu({ dawnFlags: ['disable-dawn-features=timestamp_quantization'] }));
 console.log(`adapter ${JSON.stringify(rt.gpu.adapterInfo)} subgroups ${rt.gpu.features.subgroups}`);
