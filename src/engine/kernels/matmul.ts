@@ -395,10 +395,9 @@ function pickChoice(rt: Runtime, args: MatmulShape & { label: string; variant?: 
     const c = tryParseChoice(name);
     return c !== undefined && fits(name) && variantFits(c.variant, rt.device.limits);
   };
+  // A stale table entry (a variant since renamed) or one over this device's limits is passed over.
   for (const t of [tunedVariant(rt, args), measuredVariant(rt, args, usable)]) {
-    // A stale table entry (a variant since renamed) or one over this device's limits is passed over.
-    const c = t === undefined ? undefined : tryParseChoice(t);
-    if (c && fits(t as string) && variantFits(c.variant, rt.device.limits)) return c;
+    if (t !== undefined && usable(t)) return parseChoice(t);
   }
   return parseChoice(chooseMatmulVariant(args, rt.device.limits, { workspaceBytes: wsBytes }));
 }
