@@ -121,20 +121,23 @@ struct Scales {
   s: f32,
 }
 
+// Squares of this invocation's words, each word's four summed as a pair tree; the group's sum.
+fn square_sums(v: ptr<function, array<vec4<f32>, V>>, lid: u32, sgs: u32) -> f32 {
+  var ss: array<f32, V>;
+  for (var j = 0u; j < V; j++) {
+    let sq = (*v)[j] * (*v)[j] + P.nz;
+    ss[j] = (sq.x + sq.y) + (sq.z + sq.w);
+  }
+  return group_sum(&ss, lid, sgs);
+}
+
 // Loads this invocation's words of group g (first word q0) into v and turns them into the
 // transformed values y = H_G(a·x)/sqrt(G); returns the group's adaptive scale a and quantization
 // scale s. Every invocation runs it, past the last group too (on zeros): the exchanges are uniform.
 fn transform_group(v: ptr<function, array<vec4<f32>, V>>, q0: u32, lid: u32, sgs: u32) -> Scales {
-  var ss: array<f32, V>;
-  for (var j = 0u; j < V; j++) {
-    (*v)[j] = finite_or_zero(load4(q0 + j * T));
-    let sq = (*v)[j] * (*v)[j] + P.nz;
-    ss[j] = (sq.x + sq.y) + (sq.z + sq.w);
-  }
-
   // Adaptive scale a = clamp(448 / sqrt(mean(x²) + 1e-6), 1e-3, 1e3); mean over all G slots.
   // invG is a power of two, so ss·invG is exact and a fused ·+ rounds the same.
-  let var2 = max(group_sum(&ss, lid, sgs) * P.invG + 1e-6, 1e-12);
+  let var2 = max(load_group(v, q0, lid, sgs) * P.invG + 1e-6, 1e-12);
   let a = clamp(div_rn(FP8_MAX, sqrt(var2)), 1e-3, 1e3);
 
   for (var j = 0u; j < V; j++) { (*v)[j] = (*v)[j] * a + P.nz; }
@@ -183,6 +186,37 @@ fn code_exact(y: f32, s: f32, q: f32) -> u32 {
   return sign | (lo + (lo & 1u));
 }
 
+//--- load_filtered
+// Loads group g's words into v, every element through finite_or_zero; returns the group's sum of
+// squares. For exchanges that may go through workgroup memory (their barriers need workgroup-uniform
+// control flow, so no branch on a per-group value may surround them).
+fn load_group(v: ptr<function, array<vec4<f32>, V>>, q0: u32, lid: u32, sgs: u32) -> f32 {
+  for (var j = 0u; j < V; j++) { (*v)[j] = finite_or_zero(load4(q0 + j * T)); }
+  return square_sums(v, lid, sgs);
+}
+
+//--- load_checked
+// The same values with the filter off the per-element path (shuffle-only exchanges): a group's sum
+// of squares is non-finite iff one of its elements is (or a square overflows), and only then are
+// the registers filtered and summed again, for the whole subgroup at once, so that the shuffles in
+// square_sums stay in subgroup-uniform control flow. The filter is the identity on finite values,
+// so the result is load_filtered's bit for bit (the shader turns off the subgroup_uniformity
+// diagnostic, which cannot see that subgroupAny's result is the same in every invocation).
+fn load_group(v: ptr<function, array<vec4<f32>, V>>, q0: u32, lid: u32, sgs: u32) -> f32 {
+  var ss: array<f32, V>;
+  for (var j = 0u; j < V; j++) {
+    (*v)[j] = load4(q0 + j * T);
+    let sq = (*v)[j] * (*v)[j] + P.nz;
+    ss[j] = (sq.x + sq.y) + (sq.z + sq.w);
+  }
+  var sum = group_sum(&ss, lid, sgs);
+  if (subgroupAny((bitcast<u32>(sum) & 0x7f800000u) == 0x7f800000u)) {
+    for (var j = 0u; j < V; j++) { (*v)[j] = finite_or_zero((*v)[j]); }
+    sum = square_sums(v, lid, sgs);
+  }
+  return sum;
+}
+
 //--- compress
 // Per element, branch-free: the E4M3 magnitude of q = y·(1/s) rounded on its bit pattern. Below
 // 2^-6, where E4M3 steps by 2^-9 (subnormals and the first binade alike), q + 2^-6 lies in the
@@ -204,13 +238,20 @@ fn near_codes(y: vec4<f32>, inv: f32) -> vec4<u32> {
 }
 
 // Four codes in a word: magnitudes from near_codes, signs from y (that of q = y·(1/s), −0 too).
+// Each code is first moved to the top byte of its lane (r's bits 27–31 are zero: its magnitude
+// bits 20–26 go to 24–30, y's sign joins at 31), then one byte is taken from each lane: a shape
+// drivers can turn into byte permutes, in fewer operations than shifting each code down and OR-ing
+// them together. (With load_checked, compress went from 0.170 to 0.165 ms at 64M elements on an
+// H200; one call timed this pair of changes at 0.150, not reproduced in three later calls.)
 fn pack_codes(r: vec4<u32>, y: vec4<f32>) -> u32 {
-  let c = (r >> vec4<u32>(20u)) | ((bitcast<vec4<u32>>(y) >> vec4<u32>(24u)) & vec4<u32>(0x80u));
-  return c.x | (c.y << 8u) | (c.z << 16u) | (c.w << 24u);
+  let c = (r << vec4<u32>(4u)) | (bitcast<vec4<u32>>(y) & vec4<u32>(0x80000000u));
+  return (c.x >> 24u) | ((c.y >> 16u) & 0xff00u) | ((c.z >> 8u) & 0xff0000u) | (c.w & 0xff000000u);
 }
 
+// Whether any of the four lies in the tie window: one compare of the smallest masked lane.
 fn has_tie(r: vec4<u32>) -> bool {
-  return any((r & vec4<u32>(TIE_MASK)) == vec4<u32>(0u));
+  let m = r & vec4<u32>(TIE_MASK);
+  return min(min(m.x, m.y), min(m.z, m.w)) == 0u;
 }
 
 // Rewrites, in the words already stored, the codes of this invocation's near-tie elements with
@@ -218,6 +259,12 @@ fn has_tie(r: vec4<u32>) -> bool {
 // few warps. The registers come in by value and are copied into `ys`: whether or not the driver
 // unrolls this cold loop, any dynamic index lands on that copy, never on the caller's v, which
 // must stay in registers (an array indexed dynamically anywhere lives in local memory everywhere).
+// Its form matters to every invocation, not just the few that take it: the registers a kernel
+// gets are those of its largest part. On an H200 (bench/taco_probe.ts, 64M elements), with this form
+// 16 words per invocation take 0.165 ms and 4 words 0.18 ms, but 8 words 0.67 ms against 0.13 ms
+// with no fix-up at all; a branch per word in the store loop and a bit mask walked with selects on
+// constant indices were as slow at 8 words (and the mask form made 4 words 0.63 ms); parking the
+// flagged words in workgroup memory gave 8 words 0.165 ms and 16 words 0.195. Hence 16 words.
 fn fix_ties(v: array<vec4<f32>, V>, s: f32, inv: f32, q0: u32) {
   var ys = v;
   for (var j = 0u; j < V; j++) {

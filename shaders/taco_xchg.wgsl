@@ -1,6 +1,6 @@
 // Partner exchange for the TACO kernels (taco.wgsl): invocation `lid` receives the value of
 // invocation lid ^ m (m < T, so the partner works on the same group). src/engine/kernels/taco.ts
-// prepends `mem` and one of `wg` / `sg` (split at the `//--- name` lines).
+// prepends `mem` and one of `wg` / `sg` / `shuffle` (split at the `//--- name` lines).
 // `sgs` is the subgroup size (a uniform builtin in the subgroup variant, 0 otherwise), so the branch
 // in the `sg` variant is uniform and the barriers in it are legal. All variants produce identical
 // values: every stage is an elementwise-defined exchange, so the butterfly order, and with it the
@@ -51,4 +51,16 @@ fn xchg4(v: vec4<f32>, m: u32, lid: u32, sgs: u32) -> vec4<f32> {
 fn xchg1(v: f32, m: u32, lid: u32, sgs: u32) -> f32 {
   if (m < sgs) { return subgroupShuffleXor(v, m); }
   return xchg1_mem(v, m, lid);
+}
+
+//--- shuffle
+// Every partner is in the same subgroup (TS picks this only when a group's T invocations fit in the
+// adapter's smallest subgroup): subgroupShuffleXor alone. No workgroup-memory path is compiled in,
+// so no barrier sits in the butterfly code for the driver to schedule around.
+fn xchg4(v: vec4<f32>, m: u32, lid: u32, sgs: u32) -> vec4<f32> {
+  return subgroupShuffleXor(v, m);
+}
+
+fn xchg1(v: f32, m: u32, lid: u32, sgs: u32) -> f32 {
+  return subgroupShuffleXor(v, m);
 }

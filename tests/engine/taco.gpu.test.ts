@@ -37,7 +37,7 @@ async function roundTrip(rt: Runtime, x: Float32Array, G: number, opts: TacoOpti
   const pb = rt.createBuffer('comm', 'taco.payload', off + Math.max(bytes, 4));
   const yb = rt.createBuffer('activations', 'taco.y', Math.max(n, 1) * 4);
   const payload = off ? { buffer: pb, offset: off, size: Math.max(bytes, 4) } : pb;
-  const common = { n, G, subgroups: opts.subgroups, words: opts.words, workgroupSize: opts.workgroupSize, maxWorkgroups: opts.maxWorkgroups, encode: opts.encode, decode: opts.decode };
+  const common = { n, G, subgroups: opts.subgroups, shuffleOnly: opts.shuffleOnly, words: opts.words, workgroupSize: opts.workgroupSize, maxWorkgroups: opts.maxWorkgroups, encode: opts.encode, decode: opts.decode };
   rt.run([
     tacoCompress(rt, { label: 'taco.compress', x: xb, payload, ...common }),
     tacoDecompress(rt, { label: 'taco.decompress', payload, y: yb, ...common }),
@@ -180,7 +180,7 @@ describe('TACO fused compress / decompress kernels', () => {
   // size) workgroup memory; none of that may change a bit. words = G/4 is one invocation per
   // group (no exchange at all), words = 1 the widest exchange (G/4 invocations).
   it.each([
-    [128, 4000, [1, 2, 4, 32]],
+    [128, 4000, [1, 2, 4, 8, 32]],
     [512, 2048, [1, 4, 128]],
   ])('G=%i n=%i: every register layout gives the same bits (words %j)', async (G, n, wordsList) => {
     const rt = await testRuntime();
@@ -222,6 +222,9 @@ describe('TACO fused compress / decompress kernels', () => {
     const r = await roundTrip(rt, x, G, { maxWorkgroups: 2, offset: 256 });
     checkAgainstRef(x, G, r, 'edge cases');
     sameResult(r, await roundTrip(rt, x, G, {}), 'tile loop == one tile per workgroup');
+    // Where a group's lanes fit in a subgroup, the default filters non-finite inputs only after the
+    // group's square sum says so (load_checked); the per-element filter gives the same bits.
+    sameResult(r, await roundTrip(rt, x, G, { shuffleOnly: false }), 'non-finite check per group == per element');
     const got = parseTacoPayload(r.payload, n, G);
     for (let i = 128; i < 256; i++) {
       expect(got.codes[i]).toBe(0);

@@ -24,6 +24,8 @@ export interface Gpu {
   subgroupMatrixConfigs: { componentType: string; resultComponentType: string; M: number; N: number; K: number }[];
   /** Invocations per subgroup, at most (GPUAdapterInfo.subgroupMaxSize; 0 when unknown). */
   subgroupMaxSize: number;
+  /** Invocations per subgroup, at least (GPUAdapterInfo.subgroupMinSize; 0 when unknown). */
+  subgroupMinSize: number;
   /** Resolves when the device is lost; `lostMessage` is set then. */
   lost: Promise<GPUDeviceLostInfo>;
   lostMessage: string | null;
@@ -114,6 +116,7 @@ export async function acquireGpu(gpu: GPU | undefined | null, opts: AcquireOptio
     limits: device.limits,
     subgroupMatrixConfigs: [],
     subgroupMaxSize: Number((info as { subgroupMaxSize?: number }).subgroupMaxSize ?? 0),
+    subgroupMinSize: Number((info as { subgroupMinSize?: number }).subgroupMinSize ?? 0),
     lost: device.lost,
     lostMessage: null,
   };

@@ -60,6 +60,11 @@ export type TacoDecode = 'alu' | 'lut';
 export interface TacoShaderOptions {
   entry: TacoEntry;
   subgroups: boolean;
+  /**
+   * With subgroups: every exchange is a subgroupShuffleXor, no workgroup-memory fallback compiled in.
+   * Only valid when a group's G/(4·words) invocations fit in the adapter's smallest subgroup.
+   */
+  shuffleOnly?: boolean;
   /** 16-byte fp32 access (needs n % 4 == 0) instead of per-element access. */
   vec4Io: boolean;
   /** 16-byte words per invocation (the shader's V). */
@@ -72,17 +77,20 @@ export interface TacoShaderOptions {
 
 function entrySections(o: TacoShaderOptions): string[] {
   if (o.entry === 'decompress') return ['decompress_common', o.decode === 'alu' ? 'decode_alu' : 'decode_lut', 'decompress'];
-  return ['compress_common', o.encode === 'inline' ? 'compress_inline' : 'compress'];
+  const load = o.subgroups && o.shuffleOnly ? 'load_checked' : 'load_filtered';
+  return ['compress_common', load, o.encode === 'inline' ? 'compress_inline' : 'compress'];
 }
 
 export function tacoShader(o: TacoShaderOptions): string {
   const body = ['common', ...entrySections(o)].map((name) => wgslSection(tacoSrc, name)).join('');
   return [
     o.subgroups ? 'enable subgroups;' : '',
+    // load_checked branches on subgroupAny (the same value in the whole subgroup); see taco.wgsl.
+    o.subgroups && o.shuffleOnly && o.entry === 'compress' ? 'diagnostic(off, subgroup_uniformity);' : '',
     `const V: u32 = ${o.words}u;`,
     codecSrc,
     wgslSection(xchgSrc, 'mem'),
-    wgslSection(xchgSrc, o.subgroups ? 'sg' : 'wg'),
+    wgslSection(xchgSrc, !o.subgroups ? 'wg' : o.shuffleOnly ? 'shuffle' : 'sg'),
     wgslSection(ioSrc, `${o.entry}_${o.vec4Io ? 'vec4' : 'scalar'}`),
     o.subgroups ? body.replaceAll('/*SG*/', ', @builtin(subgroup_size) sg: u32') : body,
   ].join('\n');
@@ -102,6 +110,11 @@ export function tacoWordsPerInvocation(G: number, entry: TacoEntry): number {
 export interface TacoOptions {
   /** Force the workgroup-memory exchange even where subgroups exist (tests, A/B benches). */
   subgroups?: boolean;
+  /**
+   * Compile the shuffle-only exchange when a group's invocations fit in the adapter's smallest
+   * subgroup (default true; false keeps the workgroup-memory fallback in the code, for A/B benches).
+   */
+  shuffleOnly?: boolean;
   /** 16-byte words per invocation, a power of two ≤ G/4 (default tacoWordsPerInvocation(G, entry)). */
   words?: number;
   /** Compress's per-element encoder (default 'split'); decompress ignores it. */
@@ -145,9 +158,10 @@ function build(rt: Runtime, label: string, entry: TacoEntry, payload: Binding, d
   const maxWorkgroups = Math.min(opts.maxWorkgroups ?? Infinity, rt.device.limits.maxComputeWorkgroupsPerDimension);
   const u = new Uniforms().u32(n).u32(L.groups).u32(L.sOff).u32(L.aOff).u32(tiles).f32(rsqrtF32(G)).f32(1 / G).f32(-0);
   const subgroups = (opts.subgroups ?? true) && rt.gpu.features.subgroups;
+  const shuffleOnly = subgroups && (opts.shuffleOnly ?? true) && lanes <= rt.gpu.subgroupMinSize;
   return rt.kernel({
     label,
-    code: tacoShader({ entry, subgroups, vec4Io: n > 0 && n % 4 === 0, words, encode: opts.encode, decode: opts.decode }),
+    code: tacoShader({ entry, subgroups, shuffleOnly, vec4Io: n > 0 && n % 4 === 0, words, encode: opts.encode, decode: opts.decode }),
     entryPoint: entry,
     constants: { G, WG: wg },
     bindings: [payload, data, rt.uniform(label, u)],
