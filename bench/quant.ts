@@ -88,6 +88,12 @@ export interface TacoBench extends TacoTiming {
   roundTripFp32GBs: number;
   /** The issue's figure: 4n / (compress + decompress), each timed alone. */
   pairFp32GBs: number;
+  /**
+   * The same kernels timed BACK_TO_BACK dispatches per pass (each waiting for the one before: they
+   * rewrite the same buffers), per dispatch: the kernels' own time without the pass's timestamps
+   * and start-up, which one dispatch per pass includes (10–14 µs on an H200).
+   */
+  backToBack: TacoTiming & { dispatchesPerPass: number; pairFp32GBs: number };
   /** The warm-up before the first timing (warmUntilSteady). */
   warmup: SteadyWarmup;
   /** Sweep only: the default kernel's payload against tacoCompressRef on the first groups (≤ 2^20 elements). */
@@ -129,6 +135,7 @@ function sweepRequested(): boolean {
 
 /** Timing rounds of the default kernel: compress, decompress, round trip, interleaved; medians over all. */
 const TACO_ROUNDS = 3;
+const BACK_TO_BACK = 10;
 /** Rounds over all sweep variants (each warmed until steady before each of its timings); medians over rounds. */
 const TACO_SWEEP_ROUNDS = 3;
 
@@ -230,12 +237,12 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
     }
     return { c, d };
   };
-  const time = async ({ c, d }: { c: Dispatch[]; d: Dispatch[] }, rounds: number): Promise<TacoTiming> => {
+  const time = async ({ c, d }: { c: Dispatch[]; d: Dispatch[] }, rounds: number, inner = opts.inner): Promise<TacoTiming> => {
     const kinds: [keyof TacoTiming, Dispatch[]][] = [['compressMs', c], ['decompressMs', d], ['roundTripMs', [...c, ...d]]];
     const samples: Record<keyof TacoTiming, number[]> = { compressMs: [], decompressMs: [], roundTripMs: [] };
     for (let r = 0; r < rounds; r++) {
       for (const [key, ds] of kinds) {
-        const t = await msPer(rt, ds, opts);
+        const t = await msPer(rt, ds, { ...opts, inner });
         method = t.method;
         samples[key].push(...t.samplesMs);
       }
@@ -246,6 +253,7 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
     const def = build({});
     const warmup = await warmUntilSteady(rt, [...def.c, ...def.d]);
     const t = await time(def, TACO_ROUNDS);
+    const b2b = await time(def, TACO_ROUNDS, BACK_TO_BACK);
     await warmUntilSteady(rt, q.dispatches);
     const b = await msPer(rt, q.dispatches, opts);
     const gbs = (by: number, ms: number) => by / (ms * 1e6);
@@ -257,6 +265,7 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
       decompressFp32GBs: gbs(4 * n, t.decompressMs),
       roundTripFp32GBs: gbs(4 * n, t.roundTripMs),
       pairFp32GBs: gbs(4 * n, t.compressMs + t.decompressMs),
+      backToBack: { ...b2b, dispatchesPerPass: BACK_TO_BACK, pairFp32GBs: gbs(4 * n, b2b.compressMs + b2b.decompressMs) },
       warmup,
       baselineFp8Ms: b.ms, baselineFp8GBs: gbs(4 * n + n + 4 * Math.ceil(n / G), b.ms),
       method,
@@ -264,6 +273,8 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
     const f = (v: number) => v.toPrecision(4);
     console.error(`TACO n=${n} G=${G} (${method}), fp32 GB/s = 4n / time: compress ${f(out.compressFp32GBs)}, decompress ${f(out.decompressFp32GBs)}, ` +
       `4n/(compress + decompress) ${f(out.pairFp32GBs)}, round trip in one pass ${f(out.roundTripFp32GBs)}; ` +
+      `${BACK_TO_BACK} dispatches per pass: compress ${f(gbs(4 * n, b2b.compressMs))}, decompress ${f(gbs(4 * n, b2b.decompressMs))}, ` +
+      `4n/(compress + decompress) ${f(out.backToBack.pairFp32GBs)}; ` +
       `warm-up ${warmup.runs} round trips in ${warmup.ms.toFixed(0)} ms, ${warmup.batchMsPerRun[0].toFixed(4)} → ` +
       `${warmup.batchMsPerRun[warmup.batchMsPerRun.length - 1].toFixed(4)} ms each (wall clock, per batch: ` +
       `${warmup.batchMsPerRun.map((t) => t.toPrecision(3)).join(' ')})`);

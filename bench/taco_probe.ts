@@ -11,15 +11,21 @@
  *   plain-div   transform with WGSL's `/` instead of the correctly rounded div_rn (what the exact
  *               divisions cost; the results are not the reference's)
  *   no-ties     the full compress without the near-tie check and recode
- * and decompress beside a copy with its access pattern (payload words in, vec4s out).
+ *   fixstash    the full compress with the near-ties' words parked in workgroup memory for the recode
+ * the last three and transform also at 4, 8 and 16 words per invocation, beside the full compress
+ * at those widths and in 64-invocation workgroups (every full compress's payload must equal the
+ * default's byte for byte: checked before timing, on data with an Inf and a NaN); decompress beside a copy with its access pattern (payload words in, vec4s out);
+ * both kernels also timed one dispatch per pass (`inner=1`: what a pass's own timestamps add); and
+ * the floors: plain coalesced copies moving the same bytes (fp32 in and a word out per 4 elements,
+ * and back).
  *   BUNDLE_ALL=1 node scripts/bundle-node.mjs bench/taco_probe.ts .device/taco_probe.mjs
  *   (on the device)  node taco_probe.mjs [--sizes 16777216,67108864] [--rounds 3]
  */
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
-import { type Dispatch, Runtime, Uniforms } from '../src/engine/gpu/runtime';
+import { type Binding, type Dispatch, Runtime, Uniforms } from '../src/engine/gpu/runtime';
 import { median, warmUntilSteady } from '../src/engine/gpu/timer';
-import { TACO_WG, tacoShader, tacoWordsPerInvocation } from '../src/engine/kernels/taco';
+import { TACO_WG, tacoCompress, tacoDecompress, tacoShader, tacoWordsPerInvocation } from '../src/engine/kernels/taco';
 import { rsqrtF32 } from '../src/engine/quant/hadamard';
 import { tacoLayout, tacoPayloadBytes } from '../src/engine/quant/taco';
 import { Rng } from '../src/engine/util/rng';
@@ -48,6 +54,41 @@ const SCALES = `      if (t == 0u) {
         payload[P.aOff + g] = bitcast<u32>(sc.a);
       }
 `;
+// Another way to recode the near-tie elements (the full compress otherwise; its payload is checked
+// against the default's): the flagged words' values parked in workgroup memory in the store loop,
+// recoded from there after it, so that the fix-up never indexes the registers.
+const STASH_PROBE = `
+fn fix_word(w0: u32, y: vec4<f32>, r: vec4<u32>, s: f32, inv: f32) -> u32 {
+  var w = w0;
+  for (var c = 0u; c < 4u; c++) {
+    if ((r[c] & TIE_MASK) == 0u) { w = insertBits(w, code_exact(y[c], s, y[c] * inv), 8u * c, 8u); }
+  }
+  return w;
+}
+
+var<workgroup> tie_y: array<vec4<f32>, WG * V>;
+` + entry('probe_fixstash', `    var v: array<vec4<f32>, V>;
+    let sc = transform_group(&v, q0, lid, sg);
+    let inv = 1.0 / sc.s;
+    if (g < P.groups) {
+      var tm = 0u;
+      for (var j = 0u; j < V; j++) {
+        let r = near_codes(v[j], inv);
+        if (has_tie(r)) {
+          tie_y[lid * V + j] = v[j];
+          tm |= 1u << j;
+        }
+        payload[q0 + j * T] = pack_codes(r, v[j]);
+      }
+      while (tm != 0u) {
+        let j = firstTrailingBit(tm);
+        tm &= tm - 1u;
+        let y = tie_y[lid * V + j];
+        let q = q0 + j * T;
+        payload[q] = fix_word(payload[q], y, near_codes(y, inv), sc.s, inv);
+      }
+${SCALES}    }
+`);
 const COMPRESS_PROBES = [
   entry('probe_copy', `    if (g < P.groups) {
       for (var j = 0u; j < V; j++) {
@@ -84,34 +125,90 @@ if (!rt.gpu.features.subgroups) throw new Error('taco_probe needs the subgroups 
 
 for (const n of sizes) {
   const L = tacoLayout(n, G);
-  const x = rt.upload('workspace', 'probe.x', new Rng(1).normalArray(n, 0.02));
+  const host = new Rng(1).normalArray(n, 0.02);
+  // Two non-finite inputs, so the payload checks also cover the filter's slow path.
+  host[1000 % n] = Infinity;
+  host[(n >> 1) + 17] = Number.NaN;
+  const x = rt.upload('workspace', 'probe.x', host);
   const payload = rt.createBuffer('workspace', 'probe.payload', tacoPayloadBytes(n, G));
   const y = rt.createBuffer('workspace', 'probe.y', 4 * n);
-  const kernels: { name: string; d: Dispatch }[] = [];
+  // inner: dispatches per timed pass (1 shows what a pass's own timestamps add); check: a full
+  // compress whose payload must equal the default's byte for byte.
+  const kernels: { name: string; d: Dispatch; inner?: number; check?: boolean }[] = [];
+  const probeShader = (kind: 'compress' | 'decompress', words: number) => {
+    const shuffleOnly = G / (4 * words) <= rt.gpu.subgroupMinSize;
+    return tacoShader({ entry: kind, subgroups: true, shuffleOnly, vec4Io: true, words }) +
+      (kind === 'compress' ? COMPRESS_PROBES + (words <= 16 ? STASH_PROBE : '') : DECOMPRESS_COPY);
+  };
+  const probe = (name: string, kind: 'compress' | 'decompress', words: number, wg: number, ep: string, src?: string, check = false) => {
+    const lanes = G / (4 * words);
+    const tiles = Math.ceil(L.groups / (wg / lanes));
+    const u = rt.uniform(`probe.${name}`, new Uniforms().u32(n).u32(L.groups).u32(L.sOff).u32(L.aOff).u32(tiles)
+      .f32(rsqrtF32(G)).f32(1 / G).f32(-0));
+    kernels.push({
+      name, d: rt.kernel({ label: `probe.${name}`, code: src ?? probeShader(kind, words), entryPoint: ep, constants: { G, WG: wg },
+        bindings: [payload, kind === 'compress' ? x : y, u], workgroups: [Math.min(tiles, 65535)] }),
+      check,
+    });
+  };
   for (const kind of ['compress', 'decompress'] as const) {
     const words = tacoWordsPerInvocation(G, kind);
     const wg = TACO_WG[kind];
-    const lanes = G / (4 * words);
-    const tiles = Math.ceil(L.groups / (wg / lanes));
-    const u = rt.uniform(`probe.${kind}`, new Uniforms().u32(n).u32(L.groups).u32(L.sOff).u32(L.aOff).u32(tiles)
-      .f32(rsqrtF32(G)).f32(1 / G).f32(-0));
-    const base = tacoShader({ entry: kind, subgroups: true, vec4Io: true, words });
-    const code = base + (kind === 'compress' ? COMPRESS_PROBES : DECOMPRESS_COPY);
+    const code = probeShader(kind, words);
     const plainDiv = code.replace(/fn div_rn\(a: f32, b: f32\) -> f32 \{\n {2}return qc_div_fix\(a, b, a \/ b\);/, 'fn div_rn(a: f32, b: f32) -> f32 {\n  return a / b;');
     if (plainDiv === code) throw new Error('taco_probe: div_rn not found in the codec snippet');
-    const k = (name: string, ep: string, src = code) => kernels.push({
-      name, d: rt.kernel({ label: `probe.${name}`, code: src, entryPoint: ep, constants: { G, WG: wg }, bindings: [payload, kind === 'compress' ? x : y, u], workgroups: [Math.min(tiles, 65535)] }),
-    });
     if (kind === 'compress') {
-      k('compress', 'compress');
-      k('copy', 'probe_copy');
-      k('transform', 'probe_transform');
-      k('plain-div', 'probe_transform', plainDiv);
-      k('no-ties', 'probe_noties');
+      kernels.push({ name: 'compress', d: tacoCompress(rt, { label: 'probe.compress', x, payload, n, G }) });
+      kernels.push({ name: 'compress inner=1', d: tacoCompress(rt, { label: 'probe.compress', x, payload, n, G }), inner: 1 });
+      probe('copy', kind, words, wg, 'probe_copy');
+      probe('plain-div', kind, words, wg, 'probe_transform', plainDiv);
+      for (const w of [4, 8, 16]) {
+        const wgw = w === words ? wg : 64;
+        if (w !== words) kernels.push({ name: `compress w=${w}`, d: tacoCompress(rt, { label: `probe.compress.w${w}`, x, payload, n, G, words: w, workgroupSize: wgw }), check: true });
+        probe(`transform w=${w}`, kind, w, wgw, 'probe_transform');
+        probe(`no-ties w=${w}`, kind, w, wgw, 'probe_noties');
+        probe(`fixstash w=${w}`, kind, w, wgw, 'probe_fixstash', undefined, true);
+      }
+      // the default words in 64-invocation workgroups
+      kernels.push({ name: 'compress wg=64', d: tacoCompress(rt, { label: 'probe.compress.wg64', x, payload, n, G, workgroupSize: 64 }), check: true });
     } else {
-      k('decompress', 'decompress');
-      k('decompress copy', 'probe_dcopy');
+      kernels.push({ name: 'decompress', d: tacoDecompress(rt, { label: 'probe.decompress', payload, y, n, G }) });
+      kernels.push({ name: 'decompress inner=1', d: tacoDecompress(rt, { label: 'probe.decompress', payload, y, n, G }), inner: 1 });
+      probe('decompress copy', kind, words, wg, 'probe_dcopy');
     }
+  }
+  // The floors: the same bytes moved by plain coalesced copies (a warp's access is 512 contiguous
+  // bytes), 4 words per invocation, workgroups striding over the rest.
+  const floor = (name: string, src: string, out: Binding, inp: Binding) => kernels.push({
+    name, d: rt.kernel({ label: `probe.${name}`, code: src, entryPoint: 'main', bindings: [out, inp],
+      workgroups: [Math.min(Math.ceil(n / 4 / 256 / 4), 65535)] }),
+  });
+  const FLOOR = (decl: string, body: string) => `${decl}
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let words = ${n / 4}u;
+  let stride = nwg.x * 256u;
+  for (var i0 = gid.x; i0 < words; i0 += 4u * stride) {
+    for (var k = 0u; k < 4u; k++) {
+      let i = i0 + k * stride;
+      if (i < words) { ${body} }
+    }
+  }
+}
+`;
+  floor('floor compress', FLOOR(`@group(0) @binding(0) var<storage, read_write> o: array<u32>;
+@group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;`, 'let v = a[i]; o[i] = bitcast<u32>((v.x + v.y) + (v.z + v.w));'), payload, x);
+  floor('floor decompress', FLOOR(`@group(0) @binding(0) var<storage, read_write> o: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> a: array<u32>;`, 'o[i] = unpack4x8unorm(a[i]);'), y, payload);
+  // The checked variants' payloads against the default compress's (whole payload, byte for byte).
+  rt.run([kernels[0].d]);
+  const want = await rt.readU32(payload, 0, tacoPayloadBytes(n, G) / 4);
+  for (const k of kernels.filter((c) => c.check)) {
+    rt.run([k.d]);
+    const got = await rt.readU32(payload, 0, want.length);
+    let diff = 0;
+    for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) diff++;
+    console.log(`n=${n} ${k.name}: payload ${diff ? `DIFFERS from the default's in ${diff} words` : "== the default's"}`);
   }
   for (const k of kernels) rt.run([k.d]); // compile everything (and touch every buffer) first
   await rt.sync();
@@ -119,12 +216,12 @@ for (const n of sizes) {
   for (let r = 0; r < rounds; r++) {
     for (const k of kernels) {
       await warmUntilSteady(rt, [k.d], 200, 1500);
-      samples.get(k.name)!.push((await msPer(rt, [k.d], {})).ms);
+      samples.get(k.name)!.push((await msPer(rt, [k.d], { inner: k.inner })).ms);
     }
   }
   for (const k of kernels) {
     const ms = median(samples.get(k.name)!);
-    console.log(`n=${n} ${k.name.padEnd(16)} ${ms.toFixed(4)} ms  ${((4 * n) / (ms * 1e6)).toFixed(0)} GB/s of fp32  (rounds: ${samples.get(k.name)!.map((t) => t.toFixed(4)).join(' ')})`);
+    console.log(`n=${n} ${k.name.padEnd(20)} ${ms.toFixed(4)} ms  ${((4 * n) / (ms * 1e6)).toFixed(0)} GB/s of fp32  (rounds: ${samples.get(k.name)!.map((t) => t.toFixed(4)).join(' ')})`);
   }
   for (const b of [x, payload, y]) rt.mem.free(b);
 }

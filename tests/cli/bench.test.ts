@@ -88,7 +88,8 @@ describe('bench CLI --quick on SwiftShader', () => {
     expect(out.rows.map((r) => r.name)).toEqual([
       'taco compress n=4096 G=128', 'taco decompress n=4096 G=128',
       'taco compress fp32 in n=4096 G=128', 'taco decompress fp32 out n=4096 G=128',
-      'taco compress+decompress fp32 n=4096 G=128', 'taco round trip fp32 n=4096 G=128',
+      'taco compress+decompress fp32 n=4096 G=128', 'taco compress+decompress fp32, 10 dispatches per pass n=4096 G=128',
+      'taco round trip fp32 n=4096 G=128',
       "fp8-e4m3 quantize (taco's in-run baseline) n=4096 G=128",
       'quantize fp8-e4m3 n=4096 G=128', 'quantize int4 n=4096 G=128', 'quantize int8 n=4096 G=128',
     ]);
@@ -98,6 +99,11 @@ describe('bench CLI --quick on SwiftShader', () => {
     const pair = row('taco compress+decompress');
     expect(pair.ms).toBeCloseTo(row('taco compress n=').ms! + row('taco decompress n=').ms!, 9);
     expect(pair.value).toBeCloseTo((4 * 4096) / pair.ms! / 1e6, 6);
+    // And the same from back-to-back dispatches: the two kernels' per-dispatch times, added.
+    const b2b = row('taco compress+decompress fp32, 10 dispatches');
+    const bd = b2b.detail as { compressMs: number; decompressMs: number };
+    expect(b2b.ms).toBeCloseTo(bd.compressMs + bd.decompressMs, 9);
+    expect(b2b.value).toBeCloseTo((4 * 4096) / b2b.ms! / 1e6, 6);
   }, 60_000);
 
   it('step: tokens/s and the memory ledger of a micro fp32 step, merged with a baseline by key', () => {
