@@ -12,13 +12,13 @@
 import { describe, expect, it } from 'vitest';
 import type { Runtime } from '../../src/engine/gpu/runtime';
 import {
-  tacoCompress, tacoDecompress, tacoShader, type TacoDecode, type TacoEncode, type TacoOptions,
+  tacoCompress, tacoDecompress, tacoShader, tacoWordsPerInvocation, type TacoDecode, type TacoEncode, type TacoOptions,
 } from '../../src/engine/kernels/taco';
 import { Uniforms } from '../../src/engine/gpu/runtime';
 import { decodeE4M3, encodeE4M3 } from '../../src/engine/quant/fp8';
 import { butterfliesF32, fwhtF32, rsqrtF32 } from '../../src/engine/quant/hadamard';
 import {
-  parseTacoPayload, tacoAdaptiveScale, tacoCompressRef, tacoDecompressRef, tacoLayout, tacoPayload, tacoPayloadBytes,
+  parseTacoPayload, tacoAdaptiveScale, tacoCompressRef, tacoDecompressRef, tacoLayout, tacoPayload, tacoPayloadBytes, TACO_GROUP_SIZES,
 } from '../../src/engine/quant/taco';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
@@ -192,6 +192,18 @@ describe('TACO fused compress / decompress kernels', () => {
         if (sg && !rt.gpu.features.subgroups) continue;
         const r = await roundTrip(rt, x, G, { words, subgroups: sg, workgroupSize: words === 1 ? G / 4 : 64 });
         sameResult(r, base, `G=${G} words=${words} ${sg ? 'subgroups' : 'workgroup memory'}`);
+      }
+    }
+  });
+
+  // 1 and 2 words per invocation compute other bits on an H200 (see tacoWordsPerInvocation).
+  it('default layouts hold 4 to 16 words per invocation, whole groups per invocation at most', () => {
+    for (const G of TACO_GROUP_SIZES) {
+      for (const entry of ['compress', 'decompress'] as const) {
+        for (const n of [1, 1 << 20, 1 << 26]) {
+          const w = tacoWordsPerInvocation(G, entry, n);
+          expect(w >= 4 && w <= 16 && w <= G / 4 && (w & (w - 1)) === 0, `G=${G} ${entry} n=${n}: ${w}`).toBe(true);
+        }
       }
     }
   });

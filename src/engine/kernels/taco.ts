@@ -98,14 +98,30 @@ export function tacoShader(o: TacoShaderOptions): string {
 
 /**
  * Default words per invocation. Compress: 16 (64 elements in registers, so its per-group work —
- * two exact divisions, a reciprocal, the reductions — is shared by 64 elements; ~90 registers),
+ * two exact divisions, a reciprocal, the reductions — is shared by 64 elements; ~90 registers;
+ * 4 for chunks under SMALL_CHUNK elements at G ≤ 128),
  * with at least 2 invocations per group so that a warp's loads come in whole 32-byte sectors.
  * Decompress has one division per group and less per element: 8 (32 elements), at least 4
  * invocations per group below G = 128 so that a warp's loads still come in runs of 64 bytes.
+ * Never fewer than 4 words: on an H200 both kernels at 1 or 2 words per invocation differ from the
+ * reference (G = 128, 2^20 elements: compress in 1,173 payload words, decompress of the reference
+ * payload in 304,027 of 2^20 outputs; G = 32 likewise), through every exchange path and with the
+ * exact or the plain division alike, while 4, 8 and 16 words match it bit for bit
+ * (docs/results/bench-2026-11-29-s5/p10–p12); on SwiftShader every layout matches.
  */
-export function tacoWordsPerInvocation(G: number, entry: TacoEntry): number {
-  return entry === 'compress' ? Math.min(16, G / 8) : Math.min(8, G / 16);
+export function tacoWordsPerInvocation(G: number, entry: TacoEntry, n = Infinity): number {
+  if (entry === 'compress' && G <= 128 && n < SMALL_CHUNK) return 4;
+  return entry === 'compress' ? Math.max(4, Math.min(16, G / 8)) : Math.max(4, Math.min(8, G / 16));
 }
+
+/**
+ * Below this many elements compress runs 4 words per invocation (G ≤ 128): 4× the invocations of
+ * 16 words, which a chunk too small to fill the GPU at 16 needs more than the shared per-group work.
+ * H200, G = 128, 10 back-to-back dispatches per pass (docs/results/bench-2026-11-29-s5/p8): 4 against
+ * 16 words 0.0153 vs 0.0191 ms at 4M elements, 0.0266 vs 0.0320 at 8M, 0.0492 vs 0.0529 at 16M,
+ * 0.0929 vs 0.0910 at 32M, 0.180 vs 0.166 at 64M. Same bits either way.
+ */
+const SMALL_CHUNK = 1 << 25;
 
 export interface TacoOptions {
   /** Force the workgroup-memory exchange even where subgroups exist (tests, A/B benches). */
@@ -115,7 +131,10 @@ export interface TacoOptions {
    * subgroup (default true; false keeps the workgroup-memory fallback in the code, for A/B benches).
    */
   shuffleOnly?: boolean;
-  /** 16-byte words per invocation, a power of two ≤ G/4 (default tacoWordsPerInvocation(G, entry)). */
+  /**
+   * 16-byte words per invocation, a power of two ≤ G/4 (default tacoWordsPerInvocation(G, entry)).
+   * 1 and 2 are for tests and benches: an H200 computes different bits with them (see there).
+   */
   words?: number;
   /** Compress's per-element encoder (default 'split'); decompress ignores it. */
   encode?: TacoEncode;
@@ -135,7 +154,7 @@ function build(rt: Runtime, label: string, entry: TacoEntry, payload: Binding, d
   n: number, G: number, opts: TacoOptions): Dispatch {
   checkTacoGroup(G);
   if (!Number.isInteger(n) || n < 0) throw new Error(`${label}: bad element count ${n}`);
-  const words = opts.words ?? tacoWordsPerInvocation(G, entry);
+  const words = opts.words ?? tacoWordsPerInvocation(G, entry, n);
   const wg = opts.workgroupSize ?? TACO_WG[entry];
   const lanes = G / (4 * words);
   if (!isPow2(words) || lanes < 1) throw new Error(`${label}: words per invocation ${words} must be a power of two ≤ G/4 = ${G / 4}`);
