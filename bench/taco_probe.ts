@@ -18,8 +18,12 @@
  * both kernels also timed one dispatch per pass (`inner=1`: what a pass's own timestamps add); and
  * the floors: plain coalesced copies moving the same bytes (fp32 in and a word out per 4 elements,
  * and back).
+ * --layouts times only the full kernels at other words per invocation and workgroup sizes (outputs
+ * checked against the defaults'); --paths (with --rounds 0: checks only) runs every words per
+ * invocation through each exchange path and compares payloads and outputs with the TS reference
+ * (--group G picks the group size, 128 by default).
  *   BUNDLE_ALL=1 node scripts/bundle-node.mjs bench/taco_probe.ts .device/taco_probe.mjs
- *   (on the device)  node taco_probe.mjs [--sizes 16777216,67108864] [--rounds 3]
+ *   (on the device)  node taco_probe.mjs [--sizes 16777216,67108864] [--rounds 3] [--layouts | --paths] [--group 128]
  */
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
@@ -27,14 +31,17 @@ import { type Binding, type Dispatch, Runtime, Uniforms } from '../src/engine/gp
 import { median, warmUntilSteady } from '../src/engine/gpu/timer';
 import { TACO_WG, tacoCompress, tacoDecompress, tacoShader, tacoWordsPerInvocation } from '../src/engine/kernels/taco';
 import { rsqrtF32 } from '../src/engine/quant/hadamard';
-import { tacoLayout, tacoPayloadBytes } from '../src/engine/quant/taco';
+import { tacoCompressRef, tacoDecompressRef, tacoLayout, tacoPayload, tacoPayloadBytes } from '../src/engine/quant/taco';
 import { Rng } from '../src/engine/util/rng';
 import { msPer } from './quant';
 
-const a = parseArgs({ options: { sizes: { type: 'string' }, rounds: { type: 'string' } } }).values;
+// --layouts: only the full kernels at other words per invocation and workgroup sizes (outputs checked)
+// --paths: the full kernels through each exchange path (shuffles only, shuffles with the workgroup-
+// memory fallback compiled in, workgroup memory only) at several words per invocation (outputs checked)
+const a = parseArgs({ options: { sizes: { type: 'string' }, rounds: { type: 'string' }, layouts: { type: 'boolean' }, paths: { type: 'boolean' }, group: { type: 'string' } } }).values;
 const sizes = (a.sizes ?? '16777216,67108864').split(',').map(Number);
 const rounds = Number(a.rounds ?? 3);
-const G = 128;
+const G = Number(a.group ?? 128);
 
 // Entry points appended to the compress (or decompress) shader; same bindings, Params and helpers as its own.
 const HEAD = `@compute @workgroup_size(WG)
@@ -134,7 +141,7 @@ for (const n of sizes) {
   const y = rt.createBuffer('workspace', 'probe.y', 4 * n);
   // inner: dispatches per timed pass (1 shows what a pass's own timestamps add); check: a full
   // compress whose payload must equal the default's byte for byte.
-  const kernels: { name: string; d: Dispatch; inner?: number; check?: boolean }[] = [];
+  const kernels: { name: string; d: Dispatch; inner?: number; check?: boolean; checkOut?: boolean }[] = [];
   const probeShader = (kind: 'compress' | 'decompress', words: number) => {
     const shuffleOnly = G / (4 * words) <= rt.gpu.subgroupMinSize;
     return tacoShader({ entry: kind, subgroups: true, shuffleOnly, vec4Io: true, words }) +
@@ -151,7 +158,7 @@ for (const n of sizes) {
       check,
     });
   };
-  for (const kind of ['compress', 'decompress'] as const) {
+  for (const kind of a.layouts || a.paths ? [] : ['compress', 'decompress'] as const) {
     const words = tacoWordsPerInvocation(G, kind);
     const wg = TACO_WG[kind];
     const code = probeShader(kind, words);
@@ -177,6 +184,34 @@ for (const n of sizes) {
       probe('decompress copy', kind, words, wg, 'probe_dcopy');
     }
   }
+  if (a.layouts) {
+    kernels.push({ name: 'compress', d: tacoCompress(rt, { label: 'probe.compress', x, payload, n, G }) });
+    for (const [w, wg] of [[4, 32], [4, 64], [4, 128], [2, 64], [16, 64]]) {
+      kernels.push({ name: `compress w=${w} wg=${wg}`, d: tacoCompress(rt, { label: 'probe.compress.l', x, payload, n, G, words: w, workgroupSize: wg }), check: true });
+    }
+    kernels.push({ name: 'decompress', d: tacoDecompress(rt, { label: 'probe.decompress', payload, y, n, G }) });
+    for (const [w, wg] of [[4, 32], [4, 64], [4, 128], [2, 64], [8, 32], [16, 64]]) {
+      kernels.push({ name: `decompress w=${w} wg=${wg}`, d: tacoDecompress(rt, { label: 'probe.decompress.l', payload, y, n, G, words: w, workgroupSize: wg }), checkOut: true });
+    }
+  }
+  if (a.paths) {
+    kernels.push({ name: 'compress', d: tacoCompress(rt, { label: 'probe.compress', x, payload, n, G, subgroups: false }) });
+    kernels.push({ name: 'decompress', d: tacoDecompress(rt, { label: 'probe.decompress', payload, y, n, G, subgroups: false }) });
+    const paths = [['shuffle', {}], ['sg+mem', { shuffleOnly: false }], ['mem', { subgroups: false }]] as const;
+    for (const w of [1, 2, 4, 8, 16].filter((k) => k <= G / 4)) {
+      for (const [pn, po] of paths) {
+        const o = { ...po, words: w, workgroupSize: Math.max(64, G / (4 * w)) };
+        kernels.push({ name: `compress w=${w} ${pn}`, d: tacoCompress(rt, { label: 'probe.compress.p', x, payload, n, G, ...o }), check: true });
+        kernels.push({ name: `decompress w=${w} ${pn}`, d: tacoDecompress(rt, { label: 'probe.decompress.p', payload, y, n, G, ...o }), checkOut: true });
+      }
+      // The same kernels with WGSL's `/` for div_rn: whether a layout's deviation is the division's.
+      for (const kind of ['compress', 'decompress'] as const) {
+        const src = tacoShader({ entry: kind, subgroups: false, vec4Io: true, words: w });
+        const plain = src.replace(/fn div_rn\(a: f32, b: f32\) -> f32 \{\n {2}return qc_div_fix\(a, b, a \/ b\);/, 'fn div_rn(a: f32, b: f32) -> f32 {\n  return a / b;');
+        probe(`${kind} w=${w} mem plain-div`, kind, w, Math.max(64, G / (4 * w)), kind, plain);
+      }
+    }
+  }
   // The floors: the same bytes moved by plain coalesced copies (a warp's access is 512 contiguous
   // bytes), 4 words per invocation, workgroups striding over the rest.
   const floor = (name: string, src: string, out: Binding, inp: Binding) => kernels.push({
@@ -200,6 +235,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 @group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;`, 'let v = a[i]; o[i] = bitcast<u32>((v.x + v.y) + (v.z + v.w));'), payload, x);
   floor('floor decompress', FLOOR(`@group(0) @binding(0) var<storage, read_write> o: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> a: array<u32>;`, 'o[i] = unpack4x8unorm(a[i]);'), y, payload);
+  if (a.paths) {
+    // Every compress variant's payload against the TS reference's, and every decompress variant's
+    // output on the reference payload against the reference's decompression (bits).
+    const refC = tacoCompressRef(host, G);
+    const refP = new Uint32Array(tacoPayload(refC).slice().buffer);
+    const refY = new Uint32Array(tacoDecompressRef(refC, n, G).buffer);
+    const diffs = (got: Uint32Array, want: Uint32Array) => want.reduce((k, w, i) => k + (got[i] === w ? 0 : 1), 0);
+    for (const k of kernels.filter((c) => c.name.startsWith('compress'))) {
+      rt.run([k.d]);
+      console.log(`n=${n} G=${G} ${k.name}: payload words differing from tacoCompressRef's: ${diffs(await rt.readU32(payload, 0, refP.length), refP)}`);
+    }
+    rt.write(payload, refP);
+    for (const k of kernels.filter((c) => c.name.startsWith('decompress'))) {
+      rt.run([k.d]);
+      console.log(`n=${n} G=${G} ${k.name}: output words differing from tacoDecompressRef's: ${diffs(await rt.readU32(y, 0, n), refY)}`);
+    }
+  }
   // The checked variants' payloads against the default compress's (whole payload, byte for byte).
   rt.run([kernels[0].d]);
   const want = await rt.readU32(payload, 0, tacoPayloadBytes(n, G) / 4);
@@ -209,6 +261,23 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let diff = 0;
     for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) diff++;
     console.log(`n=${n} ${k.name}: payload ${diff ? `DIFFERS from the default's in ${diff} words` : "== the default's"}`);
+  }
+  // The decompress variants' fp32 output against the default decompress's, on the default payload.
+  const dflt = kernels.find((k) => k.name === 'decompress');
+  if (dflt) {
+    rt.run([kernels[0].d, dflt.d]);
+    const wantY = await rt.readU32(y, 0, n);
+    for (const k of kernels.filter((c) => c.checkOut)) {
+      rt.run([k.d]);
+      const got = await rt.readU32(y, 0, n);
+      let diff = 0;
+      for (let i = 0; i < n; i++) if (got[i] !== wantY[i]) diff++;
+      console.log(`n=${n} ${k.name}: output ${diff ? `DIFFERS from the default's in ${diff} words` : "== the default's"}`);
+    }
+  }
+  if (rounds === 0) { // checks only
+    for (const b of [x, payload, y]) rt.mem.free(b);
+    continue;
   }
   for (const k of kernels) rt.run([k.d]); // compile everything (and touch every buffer) first
   await rt.sync();
