@@ -202,8 +202,9 @@ fn load_group(v: ptr<function, array<vec4<f32>, V>>, q0: u32, lid: u32, sgs: u32
 // square_sums stay in subgroup-uniform control flow. The filter is the identity on finite values,
 // so the result is load_filtered's bit for bit (the shader turns off the subgroup_uniformity
 // diagnostic, which cannot see that subgroupAny's result is the same in every invocation).
-// The common path squares each word in its load loop rather than calling square_sums after it:
-// the same operations, 0.165 against 0.170 ms at 64M on an H200 (bench-2026-11-29-s5 p3 vs p5–p7).
+// The common path squares each word in its load loop rather than calling square_sums after it (the
+// same operations): the form timed at 0.165 ms at 64M on an H200 (bench-2026-11-29-s5 p5–p7); the
+// other was timed only beside a different fix_ties (p3, 0.170 ms), so which part gained is unknown.
 fn load_group(v: ptr<function, array<vec4<f32>, V>>, q0: u32, lid: u32, sgs: u32) -> f32 {
   var ss: array<f32, V>;
   for (var j = 0u; j < V; j++) {
