@@ -23,8 +23,9 @@
  * life; a peer silent for peerTimeoutMs is dropped (onPeerLeave), as is a link that is not admitted
  * within handshakeTimeoutMs. The heartbeat RTT includes queueing behind data (what a collective sees).
  *
- * Backpressure: the transport lets each data channel hold up to CHANNEL_HIGH_WATER bytes and queues
- * the rest itself, so bufferedAmount(peer) (queue + RTCDataChannel.bufferedAmount) counts every byte
+ * Backpressure: the transport lets each data channel hold up to CHANNEL_HIGH_WATER bytes (option
+ * channelHighWater) and queues the rest itself, so bufferedAmount(peer) (queue +
+ * RTCDataChannel.bufferedAmount) counts every byte
  * not yet handed to the network. Drains are observed with 'bufferedamountlow' where the channel has
  * it (browsers); Node's @roamhq/wrtc exposes only bufferedAmount, so there the transport polls.
  *
@@ -102,6 +103,8 @@ export interface PeerJsTransportOptions {
   connectTimeoutMs?: number;
   /** PeerJS log level 0–3 (default 0). */
   debug?: 0 | 1 | 2 | 3;
+  /** Bytes a data channel may hold before the transport queues the rest itself (default CHANNEL_HIGH_WATER). */
+  channelHighWater?: number;
 }
 
 export type PeerProblemKind = 'auth-failed' | 'denied' | 'bad-message' | 'timeout' | 'connection' | 'server';
@@ -220,6 +223,8 @@ export class PeerJsTransport implements Transport {
   /** Registers with the PeerServer, reads its listing and dials the room's members. */
   static async open(opts: PeerJsTransportOptions): Promise<PeerJsTransport> {
     if (!isRoomId(opts.room)) throw new Error(`not a room id: '${opts.room}'`);
+    const hw = opts.channelHighWater;
+    if (hw !== undefined && !(Number.isSafeInteger(hw) && hw >= 1)) throw new Error(`channelHighWater must be a positive whole number of bytes, not ${hw}`);
     if (typeof RTCPeerConnection === 'undefined') {
       throw new Error('WebRTC is not available here; in Node, call installNodeWebRtc() (src/dist/node-webrtc.ts) before opening a PeerJS transport');
     }
@@ -284,6 +289,7 @@ export class PeerJsTransport implements Transport {
       peerTimeoutMs: opts.peerTimeoutMs ?? 10_000,
       handshakeTimeoutMs: opts.handshakeTimeoutMs ?? 10_000,
       discoveryIntervalMs: opts.discoveryIntervalMs ?? 3000,
+      channelHighWater: opts.channelHighWater ?? CHANNEL_HIGH_WATER,
     };
     peer.on('connection', (conn) => this.incoming(conn));
     peer.on('error', (e) => this.peerError(e.type, e.message));
@@ -689,7 +695,7 @@ export class PeerJsTransport implements Transport {
     if (link.closed || link.state === 'connecting') return;
     const dc = link.conn.dataChannel;
     let sent = 0;
-    while (sent < link.queue.length && dc.bufferedAmount < CHANNEL_HIGH_WATER) {
+    while (sent < link.queue.length && dc.bufferedAmount < this.o.channelHighWater) {
       const m = link.queue[sent++];
       link.queuedBytes -= m.length;
       link.bytesSent += m.length;
@@ -708,7 +714,7 @@ export class PeerJsTransport implements Transport {
   private armDrain(link: Link): void {
     if (link.closed || link.state === 'connecting' || (link.queue.length === 0 && link.lows.length === 0)) return;
     if (link.lowEvents) {
-      link.conn.dataChannel.bufferedAmountLowThreshold = link.queue.length > 0 ? CHANNEL_HIGH_WATER / 2 : Math.max(...link.lows);
+      link.conn.dataChannel.bufferedAmountLowThreshold = link.queue.length > 0 ? this.o.channelHighWater / 2 : Math.max(...link.lows);
     }
     link.poll ??= setTimeout(
       () => {
