@@ -422,6 +422,11 @@ export class PeerJsTransport implements Transport {
     });
   }
 
+  /** Bytes held in the transport's own queue to `peer`, not yet handed to the data channel (diagnostics). */
+  queuedBytes(peer: PeerId): number {
+    return this.links.get(peer)?.queuedBytes ?? 0;
+  }
+
   /** The data channel to `peer`, for diagnostics and for fuzz tests that bypass the transport's own checks. */
   dataChannel(peer: PeerId): RTCDataChannel | undefined {
     return this.links.get(peer)?.conn.dataChannel ?? undefined;
