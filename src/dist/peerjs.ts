@@ -25,9 +25,9 @@
  *
  * Backpressure: the transport lets each data channel hold up to CHANNEL_HIGH_WATER bytes (option
  * channelHighWater) and queues the rest itself, so bufferedAmount(peer) (queue +
- * RTCDataChannel.bufferedAmount) counts every byte
- * not yet handed to the network. Drains are observed with 'bufferedamountlow' where the channel has
- * it (browsers); Node's @roamhq/wrtc exposes only bufferedAmount, so there the transport polls.
+ * RTCDataChannel.bufferedAmount) counts every byte not yet handed to the network. Drains are
+ * observed with 'bufferedamountlow' where the channel has it (browsers); Node's @roamhq/wrtc exposes
+ * only bufferedAmount, so there the transport polls.
  *
  * In Node, call installNodeWebRtc() (src/dist/node-webrtc.ts) before the first open().
  */

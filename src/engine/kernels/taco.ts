@@ -75,22 +75,22 @@ export interface TacoShaderOptions {
   decode?: TacoDecode;
 }
 
-function entrySections(o: TacoShaderOptions): string[] {
+function entrySections(o: TacoShaderOptions, shuffle: boolean): string[] {
   if (o.entry === 'decompress') return ['decompress_common', o.decode === 'alu' ? 'decode_alu' : 'decode_lut', 'decompress'];
-  const load = o.subgroups && o.shuffleOnly ? 'load_checked' : 'load_filtered';
-  return ['compress_common', load, o.encode === 'inline' ? 'compress_inline' : 'compress'];
+  return ['compress_common', shuffle ? 'load_checked' : 'load_filtered', o.encode === 'inline' ? 'compress_inline' : 'compress'];
 }
 
 export function tacoShader(o: TacoShaderOptions): string {
-  const body = ['common', ...entrySections(o)].map((name) => wgslSection(tacoSrc, name)).join('');
+  const shuffle = o.subgroups && !!o.shuffleOnly;
+  const body = ['common', ...entrySections(o, shuffle)].map((name) => wgslSection(tacoSrc, name)).join('');
   return [
     o.subgroups ? 'enable subgroups;' : '',
     // load_checked branches on subgroupAny (the same value in the whole subgroup); see taco.wgsl.
-    o.subgroups && o.shuffleOnly && o.entry === 'compress' ? 'diagnostic(off, subgroup_uniformity);' : '',
+    shuffle && o.entry === 'compress' ? 'diagnostic(off, subgroup_uniformity);' : '',
     `const V: u32 = ${o.words}u;`,
     codecSrc,
     wgslSection(xchgSrc, 'mem'),
-    wgslSection(xchgSrc, !o.subgroups ? 'wg' : o.shuffleOnly ? 'shuffle' : 'sg'),
+    wgslSection(xchgSrc, !o.subgroups ? 'wg' : shuffle ? 'shuffle' : 'sg'),
     wgslSection(ioSrc, `${o.entry}_${o.vec4Io ? 'vec4' : 'scalar'}`),
     o.subgroups ? body.replaceAll('/*SG*/', ', @builtin(subgroup_size) sg: u32') : body,
   ].join('\n');
@@ -110,8 +110,8 @@ export function tacoShader(o: TacoShaderOptions): string {
  * (docs/results/bench-2026-11-29-s5/p10–p12); on SwiftShader every layout matches.
  */
 export function tacoWordsPerInvocation(G: number, entry: TacoEntry, n = Infinity): number {
-  if (entry === 'compress' && G <= 128 && n < SMALL_CHUNK) return 4;
-  return entry === 'compress' ? Math.max(4, Math.min(16, G / 8)) : Math.max(4, Math.min(8, G / 16));
+  if (entry === 'compress') return G <= 128 && n < SMALL_CHUNK ? 4 : Math.min(16, G / 8); // G ≥ 32: ≥ 4
+  return Math.max(4, Math.min(8, G / 16));
 }
 
 /**
