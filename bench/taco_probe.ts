@@ -37,7 +37,8 @@ import { msPer } from './quant';
 
 // --layouts: only the full kernels at other words per invocation and workgroup sizes (outputs checked)
 // --paths: the full kernels through each exchange path (shuffles only, shuffles with the workgroup-
-// memory fallback compiled in, workgroup memory only) at several words per invocation (outputs checked)
+// memory fallback compiled in, workgroup memory only) at several words per invocation (outputs
+// checked against the TS reference)
 const a = parseArgs({ options: { sizes: { type: 'string' }, rounds: { type: 'string' }, layouts: { type: 'boolean' }, paths: { type: 'boolean' }, group: { type: 'string' } } }).values;
 const sizes = (a.sizes ?? '16777216,67108864').split(',').map(Number);
 const rounds = Number(a.rounds ?? 3);
@@ -126,6 +127,20 @@ const DECOMPRESS_COPY = entry('probe_dcopy', `    if (g < P.groups) {
     }
 `);
 
+/** The shader with WGSL's `/` in place of the correctly rounded div_rn (results not the reference's). */
+function withPlainDiv(code: string): string {
+  const plain = code.replace(/fn div_rn\(a: f32, b: f32\) -> f32 \{\n {2}return qc_div_fix\(a, b, a \/ b\);/, 'fn div_rn(a: f32, b: f32) -> f32 {\n  return a / b;');
+  if (plain === code) throw new Error('taco_probe: div_rn not found in the codec snippet');
+  return plain;
+}
+
+/** Words of `want` that `got` differs in. */
+function differing(got: Uint32Array, want: Uint32Array): number {
+  let k = 0;
+  for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) k++;
+  return k;
+}
+
 const rt = new Runtime(await acquireNodeGpu({ dawnFlags: ['disable-dawn-features=timestamp_quantization'] }));
 console.log(`adapter ${JSON.stringify(rt.gpu.adapterInfo)} subgroups ${rt.gpu.features.subgroups}`);
 if (!rt.gpu.features.subgroups) throw new Error('taco_probe needs the subgroups feature (its entry points take subgroup_size)');
@@ -159,11 +174,10 @@ for (const n of sizes) {
     });
   };
   for (const kind of a.layouts || a.paths ? [] : ['compress', 'decompress'] as const) {
-    const words = tacoWordsPerInvocation(G, kind);
+    const words = tacoWordsPerInvocation(G, kind, n); // the default kernel's, which the probes take apart
     const wg = TACO_WG[kind];
     const code = probeShader(kind, words);
-    const plainDiv = code.replace(/fn div_rn\(a: f32, b: f32\) -> f32 \{\n {2}return qc_div_fix\(a, b, a \/ b\);/, 'fn div_rn(a: f32, b: f32) -> f32 {\n  return a / b;');
-    if (plainDiv === code) throw new Error('taco_probe: div_rn not found in the codec snippet');
+    const plainDiv = withPlainDiv(code);
     if (kind === 'compress') {
       kernels.push({ name: 'compress', d: tacoCompress(rt, { label: 'probe.compress', x, payload, n, G }) });
       kernels.push({ name: 'compress inner=1', d: tacoCompress(rt, { label: 'probe.compress', x, payload, n, G }), inner: 1 });
@@ -201,13 +215,12 @@ for (const n of sizes) {
     for (const w of [1, 2, 4, 8, 16].filter((k) => k <= G / 4)) {
       for (const [pn, po] of paths) {
         const o = { ...po, words: w, workgroupSize: Math.max(64, G / (4 * w)) };
-        kernels.push({ name: `compress w=${w} ${pn}`, d: tacoCompress(rt, { label: 'probe.compress.p', x, payload, n, G, ...o }), check: true });
-        kernels.push({ name: `decompress w=${w} ${pn}`, d: tacoDecompress(rt, { label: 'probe.decompress.p', payload, y, n, G, ...o }), checkOut: true });
+        kernels.push({ name: `compress w=${w} ${pn}`, d: tacoCompress(rt, { label: 'probe.compress.p', x, payload, n, G, ...o }) });
+        kernels.push({ name: `decompress w=${w} ${pn}`, d: tacoDecompress(rt, { label: 'probe.decompress.p', payload, y, n, G, ...o }) });
       }
       // The same kernels with WGSL's `/` for div_rn: whether a layout's deviation is the division's.
       for (const kind of ['compress', 'decompress'] as const) {
-        const src = tacoShader({ entry: kind, subgroups: false, vec4Io: true, words: w });
-        const plain = src.replace(/fn div_rn\(a: f32, b: f32\) -> f32 \{\n {2}return qc_div_fix\(a, b, a \/ b\);/, 'fn div_rn(a: f32, b: f32) -> f32 {\n  return a / b;');
+        const plain = withPlainDiv(tacoShader({ entry: kind, subgroups: false, vec4Io: true, words: w }));
         probe(`${kind} w=${w} mem plain-div`, kind, w, Math.max(64, G / (4 * w)), kind, plain);
       }
     }
@@ -241,37 +254,34 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     const refC = tacoCompressRef(host, G);
     const refP = new Uint32Array(tacoPayload(refC).slice().buffer);
     const refY = new Uint32Array(tacoDecompressRef(refC, n, G).buffer);
-    const diffs = (got: Uint32Array, want: Uint32Array) => want.reduce((k, w, i) => k + (got[i] === w ? 0 : 1), 0);
     for (const k of kernels.filter((c) => c.name.startsWith('compress'))) {
       rt.run([k.d]);
-      console.log(`n=${n} G=${G} ${k.name}: payload words differing from tacoCompressRef's: ${diffs(await rt.readU32(payload, 0, refP.length), refP)}`);
+      console.log(`n=${n} G=${G} ${k.name}: payload words differing from tacoCompressRef's: ${differing(await rt.readU32(payload, 0, refP.length), refP)}`);
     }
     rt.write(payload, refP);
     for (const k of kernels.filter((c) => c.name.startsWith('decompress'))) {
       rt.run([k.d]);
-      console.log(`n=${n} G=${G} ${k.name}: output words differing from tacoDecompressRef's: ${diffs(await rt.readU32(y, 0, n), refY)}`);
+      console.log(`n=${n} G=${G} ${k.name}: output words differing from tacoDecompressRef's: ${differing(await rt.readU32(y, 0, n), refY)}`);
     }
   }
   // The checked variants' payloads against the default compress's (whole payload, byte for byte).
+  const checked = kernels.filter((c) => c.check);
   rt.run([kernels[0].d]);
-  const want = await rt.readU32(payload, 0, tacoPayloadBytes(n, G) / 4);
-  for (const k of kernels.filter((c) => c.check)) {
+  const want = checked.length ? await rt.readU32(payload, 0, tacoPayloadBytes(n, G) / 4) : new Uint32Array(0);
+  for (const k of checked) {
     rt.run([k.d]);
-    const got = await rt.readU32(payload, 0, want.length);
-    let diff = 0;
-    for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) diff++;
+    const diff = differing(await rt.readU32(payload, 0, want.length), want);
     console.log(`n=${n} ${k.name}: payload ${diff ? `DIFFERS from the default's in ${diff} words` : "== the default's"}`);
   }
   // The decompress variants' fp32 output against the default decompress's, on the default payload.
   const dflt = kernels.find((k) => k.name === 'decompress');
-  if (dflt) {
+  const checkedOut = kernels.filter((c) => c.checkOut);
+  if (dflt && checkedOut.length) {
     rt.run([kernels[0].d, dflt.d]);
     const wantY = await rt.readU32(y, 0, n);
-    for (const k of kernels.filter((c) => c.checkOut)) {
+    for (const k of checkedOut) {
       rt.run([k.d]);
-      const got = await rt.readU32(y, 0, n);
-      let diff = 0;
-      for (let i = 0; i < n; i++) if (got[i] !== wantY[i]) diff++;
+      const diff = differing(await rt.readU32(y, 0, n), wantY);
       console.log(`n=${n} ${k.name}: output ${diff ? `DIFFERS from the default's in ${diff} words` : "== the default's"}`);
     }
   }
