@@ -10,8 +10,8 @@
  *   lds_bar      lds + one workgroupBarrier per BK = 8 tile
  *   lds_sts_bar  + four vec4 stores per thread into the other buffer per tile (the staging stores)
  * beside the engine's own GEMM at 4096³ NN with the same layout (128x128k8_8x16) and a probe GEMM
- * written out for that one case (probeGemmShader; with and without fragment pipelining; checked
- * against the engine's output first). Timed interleaved over rounds (GPU timestamps, warmed until
+ * written out for that one case (probeGemmShader: `--probes structure:order[:flag+flag]`, loop
+ * structures, FMA orders and PROBE_FLAGS; checked bit for bit against the engine's output first). Timed interleaved over rounds (GPU timestamps, warmed until
  * steady). --engine-orders rq,qr: the engine's own WGSL with its FMA block in another source order
  * (fmaBlock). --variants a,b: more engine GEMM variants beside it. --occupancy: each kernel again
  * on 132·w workgroups, w = 1..--wmax (5) (how many workgroups per
@@ -137,9 +137,23 @@ ${mode === 'lds_bar' || mode === 'lds_sts_bar' ? '    workgroupBarrier();' : ''}
  * nt + 1 steps that fetches tile t, runs the FMAs on tile t - 1 and stores tile t, each part under
  * its own condition. pipe: fragments of step k + 1 read before the FMAs of step k.
  */
-interface ProbeGemm { order: Order; structure: 'engine' | 'shifted'; pipe?: boolean }
-const probeName = (o: ProbeGemm) => `probe ${o.structure} ${o.order}${o.pipe ? ' pipe' : ''}`;
+/**
+ * Flags that each move one detail of the probe to matmul.wgsl's way of writing it (to find what
+ * separates the two): zero (invocations that stage no A block set their A registers to 0), div
+ * (global indices as (row·cols + col) / 4 per staged vec4), epi (the results scaled by a uniform
+ * alpha), vars (fragments as vars assigned after a copy of the first), nt (the tile count from a
+ * split-K range as matmul.wgsl computes it, with num_workgroups bound).
+ */
+const PROBE_FLAGS = ['pipe', 'zero', 'div', 'epi', 'vars', 'nt'] as const;
+type ProbeFlag = typeof PROBE_FLAGS[number];
+interface ProbeGemm { order: Order; structure: 'engine' | 'shifted'; pipe?: boolean; flags?: ProbeFlag[] }
+const probeName = (o: ProbeGemm) => `probe ${o.structure} ${o.order}${o.pipe ? ' pipe' : ''}${(o.flags ?? []).map((f) => ` +${f}`).join('')}`;
 function probeGemmShader(o: ProbeGemm): string {
+  const has = (f: ProbeFlag) => (o.flags ?? []).includes(f);
+  const reads = has('vars') ? `      let a0 = As[aBase + k * ROW]; let b0 = Bs[bBase + k * ROW];
+      var a1 = a0; var b1 = b0; var b2 = b0; var b3 = b0;
+      a1 = As[aBase + k * ROW + 16u]; b1 = Bs[bBase + k * ROW + 8u];
+      b2 = Bs[bBase + k * ROW + 16u]; b3 = Bs[bBase + k * ROW + 24u];` : fragReads('k', 'let ');
   const steps = o.pipe ? `${fragReads('0u', 'var ', 'n')}
     for (var k = 1u; k < BK; k++) {
       let a0 = na0; let a1 = na1; let b0 = nb0; let b1 = nb1; let b2 = nb2; let b3 = nb3;
@@ -149,14 +163,20 @@ ${fmaBlock(o.order)}
     { let a0 = na0; let a1 = na1; let b0 = nb0; let b1 = nb1; let b2 = nb2; let b3 = nb3;
 ${fmaBlock(o.order)}
     }` : `    for (var k = 0u; k < BK; k++) {
-${fragReads('k', 'let ')}
+${reads}
 ${fmaBlock(o.order)}
     }`;
+  const aLoads = (k0: string) => has('div')
+    ? [0, 1, 2, 3].map((u) => `ra${u} = A[((aRow + ${u}u) * P.K + ${k0} + aK) / 4u];`).join(' ')
+    : `let ai = aRow * K4 + (${k0} + aK) / 4u;
+        ra0 = A[ai]; ra1 = A[ai + K4]; ra2 = A[ai + 2u * K4]; ra3 = A[ai + 3u * K4];`;
+  const bLoads = (k0: string) => has('div')
+    ? `rb0 = B[((${k0} + bRow) * P.N + n0 + (lid % 32u) * 4u) / 4u]; rb1 = B[((${k0} + bRow + 4u) * P.N + n0 + (lid % 32u) * 4u) / 4u];`
+    : `rb0 = B[(${k0} + bRow) * N4 + bCol]; rb1 = B[(${k0} + bRow + 4u) * N4 + bCol];`;
   const fetch = (k0: string) => `      if (lid < 64u) {
-        let ai = aRow * K4 + (${k0} + aK) / 4u;
-        ra0 = A[ai]; ra1 = A[ai + K4]; ra2 = A[ai + 2u * K4]; ra3 = A[ai + 3u * K4];
-      }
-      rb0 = B[(${k0} + bRow) * N4 + bCol]; rb1 = B[(${k0} + bRow + 4u) * N4 + bCol];`;
+        ${aLoads(k0)}
+      }${has('zero') ? ' else { ra0 = vec4<f32>(0.0); ra1 = vec4<f32>(0.0); ra2 = vec4<f32>(0.0); ra3 = vec4<f32>(0.0); }' : ''}
+      ${bLoads(k0)}`;
   const store = (o: string) => `      let o = ${o};
       if (lid < 64u) {
         let ab = o + aK * ROW + lid / 2u;
@@ -182,7 +202,7 @@ ${store('(t % 2u) * BUF')}
     }
     workgroupBarrier();
   }` : `  {
-${fetch('0u')}
+${fetch(has('nt') ? 'kBegin' : '0u')}
 ${store('0u')}
   }
   workgroupBarrier();
@@ -190,7 +210,7 @@ ${store('0u')}
     let h = t % 2u;
     let more = t + 1u < nt;
     if (more) {
-${fetch('(t + 1u) * BK')}
+${fetch(has('nt') ? 'kBegin + (t + 1u) * BK' : '(t + 1u) * BK')}
     }
     let aBase = h * BUF + ty;
     let bBase = h * BUF + tx;
@@ -201,7 +221,7 @@ ${store('(1u - h) * BUF')}
     workgroupBarrier();
   }`;
   return `
-struct Params { M: u32, N: u32, K: u32, _a: u32 }
+struct Params { M: u32, N: u32, K: u32, alpha: f32 }
 @group(0) @binding(0) var<storage, read> A: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> B: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> C: array<vec4<f32>>;
@@ -213,7 +233,7 @@ var<workgroup> As: array<vec4<f32>, 528>;
 var<workgroup> Bs: array<vec4<f32>, 528>;
 
 @compute @workgroup_size(128)
-fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>${has('nt') ? ', @builtin(num_workgroups) nwg: vec3<u32>' : ''}) {
   let K4 = P.K / 4u;
   let N4 = P.N / 4u;
   let m0 = wid.y * 128u;
@@ -229,11 +249,13 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 ${ACC.map((c) => `  var ${c} = vec4<f32>(0.0);`).join('\n')}
   var ra0 = vec4<f32>(0.0); var ra1 = vec4<f32>(0.0); var ra2 = vec4<f32>(0.0); var ra3 = vec4<f32>(0.0);
   var rb0 = vec4<f32>(0.0); var rb1 = vec4<f32>(0.0);
-  let nt = P.K / BK;
+${has('nt') ? `  let kBegin = wid.z * P.K;
+  let nt = (min(P.K, kBegin + P.K) - kBegin + BK - 1u) / BK;
+  let zRows = wid.z * nwg.z * 0u;` : '  let nt = P.K / BK;'}
 ${loop}
-  let r0 = m0 + ty * 4u;
+  let r0 = m0 + ty * 4u${has('nt') ? ' + zRows' : ''};
   let q0 = n0 / 4u + tx;
-${[0, 1, 2, 3, 4, 5, 6, 7].map((r) => `  { let rb = (r0 + ${r < 4 ? r : 64 + r - 4}u) * N4 + q0; ${[0, 1, 2, 3].map((q) => `C[rb + ${8 * q}u] = c${r}${q};`).join(' ')} }`).join('\n')}
+${[0, 1, 2, 3, 4, 5, 6, 7].map((r) => `  { let rb = (r0 + ${r < 4 ? r : 64 + r - 4}u) * N4 + q0; ${[0, 1, 2, 3].map((q) => `C[rb + ${8 * q}u] = ${has('epi') ? 'P.alpha * ' : ''}c${r}${q};`).join(' ')} }`).join('\n')}
 }
 `;
 }
@@ -262,7 +284,7 @@ const u = rt.uniform('ceiling', new Uniforms().u32(n / 8).u32(0).u32(0).u32(0));
 const A = rt.upload('workspace', 'A', rng.normalArray(n * n));
 const B = rt.upload('workspace', 'B', rng.normalArray(n * n));
 const C = rt.createBuffer('workspace', 'C', n * n * 4);
-const gemmU = rt.uniform('probe gemm', new Uniforms().u32(n).u32(n).u32(n).u32(0));
+const gemmU = rt.uniform('probe gemm', new Uniforms().u32(n).u32(n).u32(n).f32(1));
 const probeGemm = (o: ProbeGemm, c: GPUBuffer, w = n / 128, h = n / 128, uni = gemmU, a = A, b = B) => rt.kernel({
   label: probeName(o), code: probeGemmShader(o), entryPoint: 'main', bindings: [a, b, c, uni], workgroups: [w, h, 1],
 });
@@ -277,12 +299,15 @@ const kernels: [string, Dispatch][] = [['gemm 128x128k8_8x16', engine]];
 const variants = (a.variants ?? '').split(',').filter(Boolean);
 
 
-// --probes structure:order[:pipe],... (default: both structures in every order); --modes mode:order,...
+// --probes structure:order[:flag+flag...],... (flags: PROBE_FLAGS; default: both structures in every order); --modes mode:order,...
 // (default: every mode in order rq); 'none' for neither
 const probes: ProbeGemm[] = a.probes === 'none' ? [] : a.probes ? a.probes.split(',').map((t) => {
-  const [structure, order, pipe] = t.split(':');
-  if ((structure !== 'engine' && structure !== 'shifted') || !ORDERS.includes(order as Order)) throw new Error(`--probes: bad '${t}'`);
-  return { structure, order: order as Order, pipe: pipe === 'pipe' };
+  const [structure, order, extra = ''] = t.split(':');
+  const flags = extra.split('+').filter(Boolean) as ProbeFlag[];
+  if ((structure !== 'engine' && structure !== 'shifted') || !ORDERS.includes(order as Order) || flags.some((f) => !PROBE_FLAGS.includes(f))) {
+    throw new Error(`--probes: bad '${t}'`);
+  }
+  return { structure, order: order as Order, pipe: flags.includes('pipe'), flags: flags.filter((f) => f !== 'pipe') };
 }) : (['engine', 'shifted'] as const).flatMap((structure) => ORDERS.map((order) => ({ structure, order })));
 const modes: [Mode, Order][] = a.modes === 'none' ? [] : a.modes ? a.modes.split(',').map((t) => {
   const [m, order = 'rq'] = t.split(':');
@@ -369,7 +394,7 @@ if (a.occupancy) {
       const { BM, BN } = getVariant(v);
       return [`gemm ${v}`, (w) => matmul(rt, { label: `occ${w}`, a: Aw, b: Bw, c: Cw, M: BM * w, N: BN * sms, K: n, variant: v })];
     }),
-    ...probes.map((o): [string, (w: number) => Dispatch] => [probeName(o), (w) => probeGemm(o, Cw, sms, w, rt.uniform(`occ${w}`, new Uniforms().u32(128 * w).u32(N).u32(n).u32(0)), Aw, Bw)]),
+    ...probes.map((o): [string, (w: number) => Dispatch] => [probeName(o), (w) => probeGemm(o, Cw, sms, w, rt.uniform(`occ${w}`, new Uniforms().u32(128 * w).u32(N).u32(n).f32(1)), Aw, Bw)]),
     ...modes.map(([m, order]): [string, (w: number) => Dispatch] => [`${m} ${order}`, (w) => synthetic(m, order, sms * w)]),
   ];
   for (const [name, make] of occ) {
