@@ -42,29 +42,25 @@ type Mode = typeof MODES[number];
 const COMPS = ['x', 'y', 'z', 'w'];
 const ACC = [0, 1, 2, 3, 4, 5, 6, 7].flatMap((r) => [0, 1, 2, 3].map((q) => `c${r}${q}`));
 /**
- * The 128 FMAs of one k step on fragments a0, a1 (8 rows) and b0..b3 (16 columns), prefixed p, in
+ * The 128 FMAs of one k step on fragments a0, a1 (8 rows) and b0..b3 (16 columns), in
  * one of three source orders: rq (row by row, each A scalar over the four B vec4s), qr (B vec4 by
  * B vec4, each over the 8 rows), eng (matmul.wgsl's: rows 0-3 then 4-7, inside each B vec4 by B
  * vec4 over the 4 rows). The math is the same; the compiler's schedule may not be.
  */
 type Order = 'rq' | 'qr' | 'eng';
 const ORDERS: Order[] = ['rq', 'qr', 'eng'];
-function fmaBlock(order: Order = 'rq', p = ''): string {
+function fmaBlock(order: Order = 'rq'): string {
   const rq: [number, number][] = order === 'rq' ? [0, 1, 2, 3, 4, 5, 6, 7].flatMap((r) => [0, 1, 2, 3].map((q): [number, number] => [r, q]))
     : order === 'qr' ? [0, 1, 2, 3].flatMap((q) => [0, 1, 2, 3, 4, 5, 6, 7].map((r): [number, number] => [r, q]))
       : [0, 4].flatMap((h) => [0, 1, 2, 3].flatMap((q) => [0, 1, 2, 3].map((r): [number, number] => [h + r, q])));
-  return rq.map(([r, q]) => `      c${r}${q} += ${p}a${r >> 2}.${COMPS[r & 3]} * ${p}b${q};`).join('\n');
+  return rq.map(([r, q]) => `      c${r}${q} += a${r >> 2}.${COMPS[r & 3]} * b${q};`).join('\n');
 }
 const fragReads = (k: string, decl: string, p = '') => `      ${decl}${p}a0 = As[aBase + (${k}) * ROW]; ${decl}${p}a1 = As[aBase + (${k}) * ROW + 16u];
       ${decl}${p}b0 = Bs[bBase + (${k}) * ROW]; ${decl}${p}b1 = Bs[bBase + (${k}) * ROW + 8u];
       ${decl}${p}b2 = Bs[bBase + (${k}) * ROW + 16u]; ${decl}${p}b3 = Bs[bBase + (${k}) * ROW + 24u];`;
 
-/** One synthetic kernel: 8×16 per thread, 128 threads, BK = 8, double-buffered 128×8 tiles padded like matmul.wgsl. */
-function ceilingShader(mode: Mode, order: Order = 'rq'): string {
-  let inner: string;
-  if (mode === 'lds_pipe') {
-    // fragments of step k + 1 read before the FMAs of step k
-    inner = `${fragReads('0u', 'var ', 'n')}
+/** The BK steps of one tile with the fragments of step k + 1 read before the FMAs of step k. */
+const pipelinedSteps = (order: Order) => `${fragReads('0u', 'var ', 'n')}
     for (var k = 1u; k < BK; k++) {
       let a0 = na0; let a1 = na1; let b0 = nb0; let b1 = nb1; let b2 = nb2; let b3 = nb3;
 ${fragReads('k', '', 'n')}
@@ -73,6 +69,13 @@ ${fmaBlock(order)}
     { let a0 = na0; let a1 = na1; let b0 = nb0; let b1 = nb1; let b2 = nb2; let b3 = nb3;
 ${fmaBlock(order)}
     }`;
+
+/** One synthetic kernel: 8×16 per thread, 128 threads, BK = 8, double-buffered 128×8 tiles padded like matmul.wgsl. */
+function ceilingShader(mode: Mode, order: Order = 'rq'): string {
+  let inner: string;
+  if (mode === 'lds_pipe') {
+    // fragments of step k + 1 read before the FMAs of step k
+    inner = pipelinedSteps(order);
   } else {
     const reads = mode === 'fma' ? '      let a0 = fa0; let a1 = fa1; let b0 = fb0; let b1 = fb1; let b2 = fb2; let b3 = fb3;'
       : mode === 'lds_a' ? '      let a0 = As[aBase + k * ROW]; let a1 = As[aBase + k * ROW + 16u]; let b0 = fb0; let b1 = fb1; let b2 = fb2; let b3 = fb3;'
@@ -154,15 +157,7 @@ function probeGemmShader(o: ProbeGemm): string {
       var a1 = a0; var b1 = b0; var b2 = b0; var b3 = b0;
       a1 = As[aBase + k * ROW + 16u]; b1 = Bs[bBase + k * ROW + 8u];
       b2 = Bs[bBase + k * ROW + 16u]; b3 = Bs[bBase + k * ROW + 24u];` : fragReads('k', 'let ');
-  const steps = o.pipe ? `${fragReads('0u', 'var ', 'n')}
-    for (var k = 1u; k < BK; k++) {
-      let a0 = na0; let a1 = na1; let b0 = nb0; let b1 = nb1; let b2 = nb2; let b3 = nb3;
-${fragReads('k', '', 'n')}
-${fmaBlock(o.order)}
-    }
-    { let a0 = na0; let a1 = na1; let b0 = nb0; let b1 = nb1; let b2 = nb2; let b3 = nb3;
-${fmaBlock(o.order)}
-    }` : `    for (var k = 0u; k < BK; k++) {
+  const steps = o.pipe ? pipelinedSteps(o.order) : `    for (var k = 0u; k < BK; k++) {
 ${reads}
 ${fmaBlock(o.order)}
     }`;
