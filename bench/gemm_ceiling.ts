@@ -41,6 +41,8 @@ type Mode = typeof MODES[number];
 
 const COMPS = ['x', 'y', 'z', 'w'];
 const ACC = [0, 1, 2, 3, 4, 5, 6, 7].flatMap((r) => [0, 1, 2, 3].map((q) => `c${r}${q}`));
+/** matmul.wgsl's declaration order of the same accumulators. */
+const ACC_ENGINE = [[0, 1], [2, 3]].flatMap((qs) => [0, 1, 2, 3, 4, 5, 6, 7].flatMap((r) => qs.map((q) => `c${r}${q}`)));
 /**
  * The 128 FMAs of one k step on fragments a0, a1 (8 rows) and b0..b3 (16 columns), in
  * one of three source orders: rq (row by row, each A scalar over the four B vec4s), qr (B vec4 by
@@ -145,9 +147,12 @@ ${mode === 'lds_bar' || mode === 'lds_sts_bar' ? '    workgroupBarrier();' : ''}
  * separates the two): zero (invocations that stage no A block set their A registers to 0), div
  * (global indices as (row·cols + col) / 4 per staged vec4), epi (the results scaled by a uniform
  * alpha), vars (fragments as vars assigned after a copy of the first), nt (the tile count from a
- * split-K range as matmul.wgsl computes it, with num_workgroups bound).
+ * split-K range as matmul.wgsl computes it, with num_workgroups bound), fn (global loads, staging
+ * stores and the epilogue's row stores in helper functions, as matmul.wgsl has them), decl (the
+ * accumulators declared in matmul.wgsl's order: column groups 0-1 of every row, then 2-3), ovr
+ * (tile constants, workgroup-array lengths and the workgroup size as pipeline-overridable constants).
  */
-const PROBE_FLAGS = ['pipe', 'zero', 'div', 'epi', 'vars', 'nt'] as const;
+const PROBE_FLAGS = ['pipe', 'zero', 'div', 'epi', 'vars', 'nt', 'fn', 'decl', 'ovr'] as const;
 type ProbeFlag = typeof PROBE_FLAGS[number];
 interface ProbeGemm { order: Order; structure: 'engine' | 'shifted'; pipe?: boolean; flags?: ProbeFlag[] }
 const probeName = (o: ProbeGemm) => `probe ${o.structure} ${o.order}${o.pipe ? ' pipe' : ''}${(o.flags ?? []).map((f) => ` +${f}`).join('')}`;
@@ -161,18 +166,23 @@ function probeGemmShader(o: ProbeGemm): string {
 ${reads}
 ${fmaBlock(o.order)}
     }`;
-  const aLoads = (k0: string) => has('div')
+  const aLoads = (k0: string) => has('fn')
+    ? [0, 1, 2, 3].map((u) => `ra${u} = loadA(aRow + ${u}u, ${k0} + aK);`).join(' ')
+    : has('div')
     ? [0, 1, 2, 3].map((u) => `ra${u} = A[((aRow + ${u}u) * P.K + ${k0} + aK) / 4u];`).join(' ')
     : `let ai = aRow * K4 + (${k0} + aK) / 4u;
         ra0 = A[ai]; ra1 = A[ai + K4]; ra2 = A[ai + 2u * K4]; ra3 = A[ai + 3u * K4];`;
-  const bLoads = (k0: string) => has('div')
+  const bLoads = (k0: string) => has('fn')
+    ? `rb0 = loadB(${k0} + bRow, n0 + (lid % 32u) * 4u); rb1 = loadB(${k0} + bRow + 4u, n0 + (lid % 32u) * 4u);`
+    : has('div')
     ? `rb0 = B[((${k0} + bRow) * P.N + n0 + (lid % 32u) * 4u) / 4u]; rb1 = B[((${k0} + bRow + 4u) * P.N + n0 + (lid % 32u) * 4u) / 4u];`
     : `rb0 = B[(${k0} + bRow) * N4 + bCol]; rb1 = B[(${k0} + bRow + 4u) * N4 + bCol];`;
   const fetch = (k0: string) => `      if (lid < 64u) {
         ${aLoads(k0)}
       }${has('zero') ? ' else { ra0 = vec4<f32>(0.0); ra1 = vec4<f32>(0.0); ra2 = vec4<f32>(0.0); ra3 = vec4<f32>(0.0); }' : ''}
       ${bLoads(k0)}`;
-  const store = (o: string) => `      let o = ${o};
+  const store = (o: string) => has('fn') ? `      putAs(${o}, lid, ra0, ra1, ra2, ra3);
+      putBs(${o}, lid, rb0, rb1);` : `      let o = ${o};
       if (lid < 64u) {
         let ab = o + aK * ROW + lid / 2u;
         As[ab] = vec4<f32>(ra0.x, ra1.x, ra2.x, ra3.x);
@@ -221,13 +231,39 @@ struct Params { M: u32, N: u32, K: u32, alpha: f32 }
 @group(0) @binding(1) var<storage, read> B: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> C: array<vec4<f32>>;
 @group(0) @binding(3) var<uniform> P: Params;
-const BK = 8u;
+${has('ovr') ? `override BK: u32 = 8u;
+override ROW: u32 = 33u;
+override BUF: u32 = BK * ROW;
+override WG: u32 = 128u;
+override AS_LEN: u32 = 2u * BUF;
+var<workgroup> As: array<vec4<f32>, AS_LEN>;
+var<workgroup> Bs: array<vec4<f32>, AS_LEN>;` : `const BK = 8u;
 const ROW = 33u;
 const BUF = BK * ROW;
 var<workgroup> As: array<vec4<f32>, 528>;
-var<workgroup> Bs: array<vec4<f32>, 528>;
-
-@compute @workgroup_size(128)
+var<workgroup> Bs: array<vec4<f32>, 528>;`}
+${has('fn') ? `
+fn loadA(r: u32, c: u32) -> vec4<f32> { return A[(r * P.K + c) / 4u]; }
+fn loadB(r: u32, c: u32) -> vec4<f32> { return B[(r * P.N + c) / 4u]; }
+fn putAs(o: u32, lid: u32, r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, r3: vec4<f32>) {
+  if (lid < 64u) {
+    let ab = o + (lid % 2u) * 4u * ROW + lid / 2u;
+    As[ab] = vec4<f32>(r0.x, r1.x, r2.x, r3.x);
+    As[ab + ROW] = vec4<f32>(r0.y, r1.y, r2.y, r3.y);
+    As[ab + 2u * ROW] = vec4<f32>(r0.z, r1.z, r2.z, r3.z);
+    As[ab + 3u * ROW] = vec4<f32>(r0.w, r1.w, r2.w, r3.w);
+  }
+}
+fn putBs(o: u32, lid: u32, r0: vec4<f32>, r1: vec4<f32>) {
+  Bs[o + (lid / 32u) * ROW + lid % 32u] = r0;
+  Bs[o + (lid / 32u + 4u) * ROW + lid % 32u] = r1;
+}
+fn storeRow(r: u32, q0: u32, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>) {
+  let rb = r * (P.N / 4u) + q0;
+  C[rb] = v0; C[rb + 8u] = v1; C[rb + 16u] = v2; C[rb + 24u] = v3;
+}
+` : ''}
+@compute @workgroup_size(${has('ovr') ? 'WG' : '128'})
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>${has('nt') ? ', @builtin(num_workgroups) nwg: vec3<u32>' : ''}) {
   let K4 = P.K / 4u;
   let N4 = P.N / 4u;
@@ -241,7 +277,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   // B: two vec4 per thread, k rows lid/32 and 4 + lid/32, columns (lid%32)*4.
   let bRow = lid / 32u;
   let bCol = n0 / 4u + lid % 32u;
-${ACC.map((c) => `  var ${c} = vec4<f32>(0.0);`).join('\n')}
+${(has('decl') ? ACC_ENGINE : ACC).map((c) => `  var ${c} = vec4<f32>(0.0);`).join('\n')}
   var ra0 = vec4<f32>(0.0); var ra1 = vec4<f32>(0.0); var ra2 = vec4<f32>(0.0); var ra3 = vec4<f32>(0.0);
   var rb0 = vec4<f32>(0.0); var rb1 = vec4<f32>(0.0);
 ${has('nt') ? `  let kBegin = wid.z * P.K;
@@ -250,7 +286,9 @@ ${has('nt') ? `  let kBegin = wid.z * P.K;
 ${loop}
   let r0 = m0 + ty * 4u${has('nt') ? ' + zRows' : ''};
   let q0 = n0 / 4u + tx;
-${[0, 1, 2, 3, 4, 5, 6, 7].map((r) => `  { let rb = (r0 + ${r < 4 ? r : 64 + r - 4}u) * N4 + q0; ${[0, 1, 2, 3].map((q) => `C[rb + ${8 * q}u] = ${has('epi') ? 'P.alpha * ' : ''}c${r}${q};`).join(' ')} }`).join('\n')}
+${[0, 1, 2, 3, 4, 5, 6, 7].map((r) => has('fn')
+    ? `  storeRow(r0 + ${r < 4 ? r : 64 + r - 4}u, q0, ${[0, 1, 2, 3].map((q) => `${has('epi') ? 'P.alpha * ' : ''}c${r}${q}`).join(', ')});`
+    : `  { let rb = (r0 + ${r < 4 ? r : 64 + r - 4}u) * N4 + q0; ${[0, 1, 2, 3].map((q) => `C[rb + ${8 * q}u] = ${has('epi') ? 'P.alpha * ' : ''}c${r}${q};`).join(' ')} }`).join('\n')}
 }
 `;
 }
@@ -282,6 +320,7 @@ const C = rt.createBuffer('workspace', 'C', n * n * 4);
 const gemmU = rt.uniform('probe gemm', new Uniforms().u32(n).u32(n).u32(n).f32(1));
 const probeGemm = (o: ProbeGemm, c: GPUBuffer, w = n / 128, h = n / 128, uni = gemmU, a = A, b = B) => rt.kernel({
   label: probeName(o), code: probeGemmShader(o), entryPoint: 'main', bindings: [a, b, c, uni], workgroups: [w, h, 1],
+  constants: o.flags?.includes('ovr') ? { BK: 8, ROW: 33, WG: 128 } : undefined,
 });
 const synthetic = (m: Mode, order: Order = 'rq', wgs = tiles) => rt.kernel({
   label: `ceiling ${m} ${order}`, code: ceilingShader(m, order), entryPoint: 'main', bindings: [src, dst, u], workgroups: [wgs, 1, 1],
