@@ -293,6 +293,27 @@ ${[0, 1, 2, 3, 4, 5, 6, 7].map((r) => has('fn')
 `;
 }
 
+// --probes structure:order[:flag+flag...],... (flags: PROBE_FLAGS; default: both structures in every order); --modes mode:order,...
+// (default: every mode in order rq); 'none' for neither
+const probes: ProbeGemm[] = a.probes === 'none' ? [] : a.probes ? a.probes.split(',').map((t) => {
+  const [structure, order, extra = ''] = t.split(':');
+  const flags = extra.split('+').filter(Boolean) as ProbeFlag[];
+  if ((structure !== 'engine' && structure !== 'shifted') || !ORDERS.includes(order as Order) || flags.some((f) => !PROBE_FLAGS.includes(f))) {
+    throw new Error(`--probes: bad '${t}'`);
+  }
+  return { structure, order: order as Order, pipe: flags.includes('pipe'), flags: flags.filter((f) => f !== 'pipe') };
+}) : (['engine', 'shifted'] as const).flatMap((structure) => ORDERS.map((order) => ({ structure, order })));
+const modes: [Mode, Order][] = a.modes === 'none' ? [] : a.modes ? a.modes.split(',').map((t) => {
+  const [m, order = 'rq'] = t.split(':');
+  if (!MODES.includes(m as Mode) || !ORDERS.includes(order as Order)) throw new Error(`--modes: bad '${t}'`);
+  return [m as Mode, order as Order];
+}) : MODES.map((m): [Mode, Order] => [m, 'rq']);
+// --variants a,b: more of the engine's GEMM variants at n³ NN (and in --occupancy).
+const variants = (a.variants ?? '').split(',').filter(Boolean);
+for (const v of variants) getVariant(v); // throws on an unknown name
+const engineOrders = (a['engine-orders'] ?? '').split(',').filter(Boolean) as Order[];
+for (const order of engineOrders) if (!ORDERS.includes(order)) throw new Error(`--engine-orders: bad '${order}'`);
+
 // --dump-wgsl DIR: write the probe GEMMs' and synthetic kernels' WGSL there (to inspect the SPIR-V Dawn makes of them) and stop.
 if (a['dump-wgsl']) {
   const { mkdirSync, writeFileSync } = await import('node:fs');
@@ -329,25 +350,10 @@ const synthetic = (m: Mode, order: Order = 'rq', wgs = tiles) => rt.kernel({
 const engineUniform = () => new Uniforms().u32(n).u32(n).u32(n).f32(1).u32(0).u32(8).u32(n).u32(0);
 const engine = matmul(rt, { label: 'gemm', a: A, b: B, c: C, M: n, N: n, K: n, variant: '128x128k8_8x16' });
 const kernels: [string, Dispatch][] = [['gemm 128x128k8_8x16', engine]];
-// --variants a,b: more of the engine's GEMM variants at n³ NN (and in --occupancy).
-const variants = (a.variants ?? '').split(',').filter(Boolean);
 
 
-// --probes structure:order[:flag+flag...],... (flags: PROBE_FLAGS; default: both structures in every order); --modes mode:order,...
-// (default: every mode in order rq); 'none' for neither
-const probes: ProbeGemm[] = a.probes === 'none' ? [] : a.probes ? a.probes.split(',').map((t) => {
-  const [structure, order, extra = ''] = t.split(':');
-  const flags = extra.split('+').filter(Boolean) as ProbeFlag[];
-  if ((structure !== 'engine' && structure !== 'shifted') || !ORDERS.includes(order as Order) || flags.some((f) => !PROBE_FLAGS.includes(f))) {
-    throw new Error(`--probes: bad '${t}'`);
-  }
-  return { structure, order: order as Order, pipe: flags.includes('pipe'), flags: flags.filter((f) => f !== 'pipe') };
-}) : (['engine', 'shifted'] as const).flatMap((structure) => ORDERS.map((order) => ({ structure, order })));
-const modes: [Mode, Order][] = a.modes === 'none' ? [] : a.modes ? a.modes.split(',').map((t) => {
-  const [m, order = 'rq'] = t.split(':');
-  if (!MODES.includes(m as Mode) || !ORDERS.includes(order as Order)) throw new Error(`--modes: bad '${t}'`);
-  return [m as Mode, order as Order];
-}) : MODES.map((m): [Mode, Order] => [m, 'rq']);
+
+
 
 // The probe GEMMs must compute the engine's product (same order of FMAs per element: same bits).
 rt.run([engine]);
@@ -368,8 +374,7 @@ for (const o of probes) {
   kernels.push([probeName(o), d]);
 }
 // --engine-orders rq,qr: the engine's own WGSL with its FMA block rewritten in another source order.
-for (const order of (a['engine-orders'] ?? '').split(',').filter(Boolean) as Order[]) {
-  if (!ORDERS.includes(order)) throw new Error(`--engine-orders: bad '${order}'`);
+for (const order of engineOrders) {
   const code = matmulCode(true, true, true);
   const from = code.indexOf('      c00 += a0.x * b0;');
   const to = code.indexOf('\n    }\n\n    if (PREFETCH && more)');
