@@ -10,14 +10,15 @@
  *   lds_bar      lds + one workgroupBarrier per BK = 8 tile
  *   lds_sts_bar  + four vec4 stores per thread into the other buffer per tile (the staging stores)
  * beside the engine's own GEMM at 4096³ NN with the same layout (128x128k8_8x16) and a probe GEMM
- * written out for that one case (probeGemmShader: `--probes structure:order[:flag+flag]`, loop
- * structures, FMA orders and PROBE_FLAGS; checked bit for bit against the engine's output first). Timed interleaved over rounds (GPU timestamps, warmed until
- * steady). --engine-orders rq,qr: the engine's own WGSL with its FMA block in another source order
- * (fmaBlock). --variants a,b: more engine GEMM variants beside it. --occupancy: each kernel again
- * on 132·w workgroups, w = 1..--wmax (5) (how many workgroups per
- * SM the compiled kernel keeps resident). --sustain MS: each runs MS back to back with its start
- * and end printed, to match clock samples (nvidia-smi) to phases. The synthetic kernels' outputs
- * are meaningless (sums kept only so that nothing is optimized away).
+ * written out for that one case (probeGemmShader: `--probes structure:order[:flag+flag]`, its loop
+ * structures, FMA orders and PROBE_FLAGS; checked bit for bit against the engine's output first).
+ * Timed interleaved over rounds (GPU timestamps, warmed until steady). --engine-orders rq,qr: the
+ * engine's own WGSL with its FMA block in another source order (fmaBlock). --variants a,b: more
+ * engine GEMM variants beside it (checked against its output too). --occupancy: each kernel again
+ * on 132·w workgroups, w = 1..--wmax (5). --sustain MS: each runs MS back to back with its start
+ * and end printed, to match clock samples (nvidia-smi) to phases. --dump-wgsl DIR: the generated
+ * WGSL, to inspect the SPIR-V Dawn makes of it. The synthetic kernels' outputs are meaningless
+ * (sums kept only so that nothing is optimized away).
  *   BUNDLE_ALL=1 node scripts/bundle-node.mjs bench/gemm_ceiling.ts .device/gemm_ceiling.mjs
  *   (on the device)  node gemm_ceiling.mjs [--rounds 3] [--occupancy] [--sustain 3000] [--cpu --n 256 --sms 2]
  */
@@ -351,16 +352,12 @@ const engineUniform = () => new Uniforms().u32(n).u32(n).u32(n).f32(1).u32(0).u3
 const engine = matmul(rt, { label: 'gemm', a: A, b: B, c: C, M: n, N: n, K: n, variant: '128x128k8_8x16' });
 const kernels: [string, Dispatch][] = [['gemm 128x128k8_8x16', engine]];
 
-
-
-
-
 // The probe GEMMs must compute the engine's product (same order of FMAs per element: same bits).
 rt.run([engine]);
 const want = await rt.readF32(C);
 const c2 = rt.createBuffer('workspace', 'C2', n * n * 4);
-for (const o of probes) {
-  const d = probeGemm(o, c2);
+/** Runs d (which writes c2) and compares c2 with the engine's output: differing words, largest |difference|. */
+async function againstEngine(d: Dispatch): Promise<{ diff: number; worst: number; total: number }> {
   rt.run([d]);
   const got = await rt.readF32(c2);
   let diff = 0;
@@ -369,7 +366,12 @@ for (const o of probes) {
     if (got[i] !== want[i]) diff++;
     worst = Math.max(worst, Math.abs(got[i] - want[i]));
   }
-  console.log(`${probeName(o)}: ${diff} of ${got.length} outputs differ from the engine's (max |diff| ${worst})`);
+  return { diff, worst, total: got.length };
+}
+for (const o of probes) {
+  const d = probeGemm(o, c2);
+  const { diff, worst, total } = await againstEngine(d);
+  console.log(`${probeName(o)}: ${diff} of ${total} outputs differ from the engine's (max |diff| ${worst})`);
   if (worst > 1e-3 * Math.sqrt(n)) throw new Error('probe GEMM is wrong');
   kernels.push([probeName(o), d]);
 }
@@ -384,21 +386,15 @@ for (const order of engineOrders) {
     constants: { TRANS_A: 0, TRANS_B: 0, ACCUM: 0, SPECIALIZE: 1, FULL_TILES: 1, PREFETCH: 1, SWIZZLE: 0, BM: 128, BN: 128, BK: 8, TM: 8, TN: 16 },
     workgroups: [n / 128, n / 128, 1],
   });
-  rt.run([d]);
-  const got = await rt.readF32(c2);
-  let diff = 0;
-  for (let i = 0; i < got.length; i++) if (got[i] !== want[i]) diff++;
-  console.log(`engine ${order}: ${diff} of ${got.length} outputs differ from the engine's`);
+  const { diff, total } = await againstEngine(d);
+  console.log(`engine ${order}: ${diff} of ${total} outputs differ from the engine's`);
   kernels.push([`engine ${order}`, d]);
 }
 for (const [m, order] of modes) kernels.push([`${m} ${order}`, synthetic(m, order)]);
 for (const v of variants) {
   const d = matmul(rt, { label: `gemm ${v}`, a: A, b: B, c: c2, M: n, N: n, K: n, variant: v });
-  rt.run([d]);
-  const got = await rt.readF32(c2);
-  let diff = 0;
-  for (let i = 0; i < got.length; i++) if (got[i] !== want[i]) diff++;
-  console.log(`gemm ${v}: ${diff} of ${got.length} outputs differ from 128x128k8_8x16's`);
+  const { diff, total } = await againstEngine(d);
+  console.log(`gemm ${v}: ${diff} of ${total} outputs differ from 128x128k8_8x16's`);
   kernels.splice(1, 0, [`gemm ${v}`, d]);
 }
 
@@ -416,9 +412,10 @@ for (const [name] of kernels) {
   console.log(`${name.padEnd(22)} ${ms.toFixed(4)} ms  ${(flop / ms / 1e9).toFixed(1)} TFLOP/s  (rounds: ${times.get(name)!.map((t) => t.toFixed(4)).join(' ')})`);
 }
 
-// Occupancy: the same kernel on SMS·w workgroups, w = 1..5. While every workgroup is resident at
-// once the time stays flat in w; the first w that costs a second wave is one past the number of
-// workgroups per SM the compiled kernel allows (registers, workgroup memory).
+// Occupancy: the same kernel on SMS·w workgroups, w = 1..wmax. While the SMs have issue slots to
+// spare and every workgroup is resident at once, the time stays flat in w; once w outgrows the
+// resident workgroups per SM it steps up. A kernel that saturates an SM with one workgroup grows
+// with w whatever its occupancy, so the sweep bounds occupancy only for latency-bound kernels.
 if (a.occupancy) {
   const sms = Number(a.sms ?? 132);
   const wmax = Number(a.wmax ?? 5);
