@@ -4,6 +4,7 @@
  * threads per 128×128 block) and FLOP count at 4096³, each adding one part of the real kernel:
  *   fma          the 128 FMAs per k step on fragments held in registers (no memory at all)
  *   lds          fragments read from workgroup memory exactly as matmul.wgsl reads them (6 vec4 per k)
+ *   lds_unroll   lds with its 8 k steps written out (no loop for the driver to keep or unroll)
  *   lds_w64      lds with each warp on a 64×64 quarter of the block instead of a 32×128 strip
  *   lds_pipe     lds with the fragments of step k + 1 read before the FMAs of step k
  *   lds_a, lds_b only A's (2 vec4) or only B's (4 vec4) fragments from workgroup memory
@@ -12,8 +13,9 @@
  * beside the engine's own GEMM at 4096³ NN with the same layout (128x128k8_8x16) and a probe GEMM
  * written out for that one case (probeGemmShader: `--probes structure:order[:flag+flag]`, its loop
  * structures, FMA orders and PROBE_FLAGS; checked bit for bit against the engine's output first).
- * Timed interleaved over rounds (GPU timestamps, warmed until steady). --engine-orders rq,qr: the
- * engine's own WGSL with its FMA block in another source order (fmaBlock). --variants a,b: more
+ * Timed interleaved over rounds (GPU timestamps, warmed until steady). --engine-orders loop,rq,qr:
+ * the engine's WGSL with its k loop kept a loop, as is or with its FMA block in another source order
+ * (fmaBlock). --variants a,b: more
  * engine GEMM variants beside it (checked against its output too). --occupancy: each kernel again
  * on 132·w workgroups, w = 1..--wmax (5). --sustain MS: each runs MS back to back with its start
  * and end printed, to match clock samples (nvidia-smi) to phases. --dump-wgsl DIR: the generated
@@ -37,7 +39,7 @@ const rounds = Number(a.rounds ?? 3);
 const sustainMs = Number(a.sustain ?? 0);
 const n = Number(a.n ?? (a.cpu ? 256 : 4096));
 
-const MODES = ['fma', 'lds', 'lds_w64', 'lds_pipe', 'lds_a', 'lds_b', 'lds_bar', 'lds_sts_bar'] as const;
+const MODES = ['fma', 'lds', 'lds_unroll', 'lds_w64', 'lds_pipe', 'lds_a', 'lds_b', 'lds_bar', 'lds_sts_bar'] as const;
 type Mode = typeof MODES[number];
 
 const COMPS = ['x', 'y', 'z', 'w'];
@@ -79,6 +81,11 @@ function ceilingShader(mode: Mode, order: Order = 'rq'): string {
   if (mode === 'lds_pipe') {
     // fragments of step k + 1 read before the FMAs of step k
     inner = pipelinedSteps(order);
+  } else if (mode === 'lds_unroll') {
+    inner = [0, 1, 2, 3, 4, 5, 6, 7].map((k) => `    {
+${fragReads(`${k}u`, 'let ')}
+${fmaBlock(order)}
+    }`).join('\n');
   } else {
     const reads = mode === 'fma' ? '      let a0 = fa0; let a1 = fa1; let b0 = fb0; let b1 = fb1; let b2 = fb2; let b3 = fb3;'
       : mode === 'lds_a' ? '      let a0 = As[aBase + k * ROW]; let a1 = As[aBase + k * ROW + 16u]; let b0 = fb0; let b1 = fb1; let b2 = fb2; let b3 = fb3;'
@@ -312,8 +319,8 @@ const modes: [Mode, Order][] = a.modes === 'none' ? [] : a.modes ? a.modes.split
 // --variants a,b: more of the engine's GEMM variants at n³ NN (and in --occupancy).
 const variants = (a.variants ?? '').split(',').filter(Boolean);
 for (const v of variants) getVariant(v); // throws on an unknown name
-const engineOrders = (a['engine-orders'] ?? '').split(',').filter(Boolean) as Order[];
-for (const order of engineOrders) if (!ORDERS.includes(order)) throw new Error(`--engine-orders: bad '${order}'`);
+const engineOrders = (a['engine-orders'] ?? '').split(',').filter(Boolean) as (Order | 'loop')[];
+for (const order of engineOrders) if (order !== 'loop' && !ORDERS.includes(order)) throw new Error(`--engine-orders: bad '${order}'`);
 
 // --dump-wgsl DIR: write the probe GEMMs' and synthetic kernels' WGSL there (to inspect the SPIR-V Dawn makes of them) and stop.
 if (a['dump-wgsl']) {
@@ -321,6 +328,7 @@ if (a['dump-wgsl']) {
   mkdirSync(a['dump-wgsl'], { recursive: true });
   for (const structure of ['engine', 'shifted'] as const) writeFileSync(`${a['dump-wgsl']}/probe_${structure}.wgsl`, probeGemmShader({ structure, order: 'eng' }));
   for (const m of MODES) writeFileSync(`${a['dump-wgsl']}/${m}.wgsl`, ceilingShader(m));
+  writeFileSync(`${a['dump-wgsl']}/engine.wgsl`, matmulCode(true, true, true, 8));
   process.exit(0);
 }
 
@@ -375,14 +383,19 @@ for (const o of probes) {
   if (worst > 1e-3 * Math.sqrt(n)) throw new Error('probe GEMM is wrong');
   kernels.push([probeName(o), d]);
 }
-// --engine-orders rq,qr: the engine's own WGSL with its FMA block rewritten in another source order.
+// --engine-orders loop,rq,qr: the engine's WGSL with its k loop kept as a loop (as before session 6:
+// the engine now writes it out, matmulCode's unrollBK), as it is (`loop`) or with its FMA block
+// rewritten in another source order.
 for (const order of engineOrders) {
-  const code = matmulCode(true, true, true);
-  const from = code.indexOf('      c00 += a0.x * b0;');
-  const to = code.indexOf('\n    }\n\n    if (PREFETCH && more)');
-  if (from < 0 || to < from) throw new Error('--engine-orders: the FMA block of matmul.wgsl was not found');
+  let code = matmulCode(true, true, true);
+  if (order !== 'loop') {
+    const from = code.indexOf('      c00 += a0.x * b0;');
+    const to = code.indexOf('\n    }\n    //<<< k steps');
+    if (from < 0 || to < from) throw new Error('--engine-orders: the FMA block of matmul.wgsl was not found');
+    code = code.slice(0, from) + fmaBlock(order) + code.slice(to);
+  }
   const d = rt.kernel({
-    label: `engine ${order}`, code: code.slice(0, from) + fmaBlock(order) + code.slice(to), entryPoint: 'main', bindings: [A, B, c2, rt.uniform('eo', engineUniform())],
+    label: `engine ${order}`, code, entryPoint: 'main', bindings: [A, B, c2, rt.uniform('eo', engineUniform())],
     constants: { TRANS_A: 0, TRANS_B: 0, ACCUM: 0, SPECIALIZE: 1, FULL_TILES: 1, PREFETCH: 1, SWIZZLE: 0, BM: 128, BN: 128, BK: 8, TM: 8, TN: 16 },
     workgroups: [n / 128, n / 128, 1],
   });

@@ -23,14 +23,14 @@ afterAll(() => {
 describe('bench/gemm_ceiling.ts on SwiftShader', () => {
   it('its probe GEMMs, the reordered engine WGSL and an extra variant compute the engine\'s bits; every kernel is timed', () => {
     const r = spawnSync(process.execPath, [bundled, '--cpu', '--n', '128', '--rounds', '1',
-      '--modes', 'lds:eng,fma', '--probes', 'engine:eng:fn+zero+ovr,shifted:rq:pipe+decl', '--engine-orders', 'rq',
+      '--modes', 'lds:eng,fma', '--probes', 'engine:eng:fn+zero+ovr,shifted:rq:pipe+decl', '--engine-orders', 'loop,rq',
       '--variants', '128x128k8_8x8', '--occupancy', '--sms', '1', '--wmax', '2'], { cwd: ROOT, encoding: 'utf8', timeout: 240_000 });
     expect(r.stderr).not.toMatch(/Error/);
     expect(r.status).toBe(0);
     const out = r.stdout;
     const esc = (name: string) => name.replace(/\+/g, '\\+');
     // 128³: 16384 outputs, the same FMAs in the same order per output as the engine's kernel.
-    for (const name of ['probe engine eng +fn +zero +ovr', 'probe shifted rq pipe +decl', 'engine rq', 'gemm 128x128k8_8x8']) {
+    for (const name of ['probe engine eng +fn +zero +ovr', 'probe shifted rq pipe +decl', 'engine loop', 'engine rq', 'gemm 128x128k8_8x8']) {
       expect(out, name).toMatch(new RegExp(`^${esc(name)}: 0 of 16384 outputs differ`, 'm'));
     }
     const swept = ['gemm 128x128k8_8x16', 'gemm 128x128k8_8x8', 'probe engine eng +fn +zero +ovr', 'probe shifted rq pipe +decl', 'lds eng', 'fma rq'];

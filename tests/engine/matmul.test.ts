@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  availableVariants, chooseMatmulVariant, getVariant, MATMUL_VARIANTS, MAX_SPLIT_K, matmulCode, matmulWorkspaceBytes,
+  availableVariants, chooseMatmulVariant, getVariant, MATMUL_VARIANTS, MAX_SPLIT_K, matmulCode, matmulWorkspaceBytes, unrollKSteps,
   parseChoice, shapeKey, splitPlan, variantFits, variantIsWellFormed, variantName, variantSharedBytes, vectorFlags,
 } from '../../src/engine/kernels/matmul';
 import { matmulRef, transposeRef } from '../../src/engine/kernels/matmul.ref';
@@ -144,5 +144,21 @@ describe('variants and heuristic', () => {
     expect(v).toContain('var<storage, read_write> C: array<vec4<f32>>');
     expect(v.match(/fn loadA4/g)).toHaveLength(1);
     expect(shapeKey({ M: 2, N: 3, K: 4, transA: true })).toBe('2x3x4TN');
+  });
+
+  it('specialized pipelines get the k loop written out as BK blocks of the same body; dynamic ones keep the loop', () => {
+    const looped = matmulCode(true, true, true);
+    expect(looped).toContain('for (var k = 0u; k < BK; k++)');
+    for (const bk of [8, 16]) {
+      const unrolled = matmulCode(true, true, true, bk);
+      expect(unrolled).not.toContain('for (var k = 0u');
+      expect(unrolled).not.toContain('k steps');
+      expect(unrolled).not.toContain('break;');
+      expect(unrolled.match(/let k = \d+u;/g)).toEqual(Array.from({ length: bk }, (_, j) => `let k = ${j}u;`));
+      // Every block holds the loop's whole body: its FMAs appear bk times.
+      const fmas = (src: string) => src.match(/c00 \+= a0\.x \* b0;/g)?.length ?? 0;
+      expect(fmas(unrolled)).toBe(bk * fmas(looped));
+    }
+    expect(() => unrollKSteps('fn main() {}', 8)).toThrow(/k loop/);
   });
 });

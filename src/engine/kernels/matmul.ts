@@ -279,16 +279,39 @@ const section = (name: string) => wgslSection(ioSrc, name);
 
 const codeCache = new Map<string, string>();
 
-/** The WGSL for one choice of vec4/scalar access per operand (A, B, C). */
-export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean): string {
-  const key = `${+vecA}${+vecB}${+vecC}`;
+const K_BEGIN = '    //>>> k steps\n';
+const K_END = '    //<<< k steps\n';
+const K_HEAD = '    for (var k = 0u; k < BK; k++) {\n      if (!SPECIALIZE && k >= P.bk) { break; }\n';
+const K_TAIL = '    }\n';
+
+/**
+ * matmul.wgsl with its k loop (between the `k steps` markers) written out as `bk` blocks, each
+ * `let k = <j>u;` and the loop's body: for specialized pipelines, whose BK is a constant. The
+ * NVIDIA Vulkan driver does not unroll the loop itself (see the shader).
+ */
+export function unrollKSteps(src: string, bk: number): string {
+  const begin = src.indexOf(K_BEGIN);
+  const end = src.indexOf(K_END);
+  const loop = begin >= 0 && end > begin ? src.slice(begin + K_BEGIN.length, end) : '';
+  if (!loop.startsWith(K_HEAD) || !loop.endsWith(K_TAIL)) throw new Error('matmul.wgsl: the k loop between its markers is not the expected one');
+  const body = loop.slice(K_HEAD.length, loop.length - K_TAIL.length);
+  const blocks = Array.from({ length: bk }, (_, j) => `    {\n      let k = ${j}u;\n${body}    }\n`).join('');
+  return src.slice(0, begin) + blocks + src.slice(end + K_END.length);
+}
+
+/**
+ * The WGSL for one choice of vec4/scalar access per operand (A, B, C); `unrollBK` > 0 writes the
+ * k loop out for a specialized pipeline of that BK.
+ */
+export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0): string {
+  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}`;
   let code = codeCache.get(key);
   if (!code) {
     code = [
       section(vecA ? 'a_vec4' : 'a_scalar'),
       section(vecB ? 'b_vec4' : 'b_scalar'),
       section(vecC ? 'c_vec4' : 'c_scalar'),
-      matmulSrc,
+      unrollBK > 0 ? unrollKSteps(matmulSrc, unrollBK) : matmulSrc,
     ].join('\n');
     codeCache.set(key, code);
   }
@@ -448,7 +471,7 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   const name = choiceName(v.name, parts);
   const gemm = rt.kernel({
     label: `${args.label}[matmul ${name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
-    code: matmulCode(vecA, vecB, vecC),
+    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0),
     entryPoint: 'main',
     constants: {
       ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: v.swizzle,
