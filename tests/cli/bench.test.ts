@@ -3,20 +3,20 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bundleForTests, ROOT } from '../helpers/bundle';
 
 // `npm run bench -- …` is scripts/run-node.mjs bundling src/cli/bench.ts; the bundle is made once here.
-const ROOT = path.resolve(__dirname, '../..');
 let dir: string;
-let bundled: string;
+const bundled = bundleForTests('src/cli/bench.ts');
 
 function bench(...args: string[]) {
-  const r = spawnSync(process.execPath, [bundled, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+  const r = spawnSync(process.execPath, [bundled(), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
 function benchAsync(...args: string[]): Promise<{ status: number | null; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [bundled, ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+    const p = spawn(process.execPath, [bundled(), ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     p.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
     p.on('error', reject);
@@ -58,15 +58,11 @@ function run(suite: string, ...extra: string[]): Out {
   return out;
 }
 
-beforeAll(async () => {
+beforeAll(() => {
   dir = mkdtempSync(path.join(tmpdir(), 'bench-cli-'));
-  bundled = path.join(ROOT, '.cache', 'node', `bench-test-${process.pid}.mjs`);
-  const { bundle } = (await import(path.join(ROOT, 'scripts/bundle-node.mjs'))) as { bundle: (e: string, o: string) => Promise<string> };
-  await bundle(path.join(ROOT, 'src/cli/bench.ts'), bundled);
 });
 
 afterAll(() => {
-  rmSync(bundled, { force: true });
   rmSync(dir, { recursive: true, force: true });
 });
 

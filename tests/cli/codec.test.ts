@@ -1,18 +1,18 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { readNpy, writeNpy } from '../../src/engine/io/npy';
 import { QUANT_FORMATS, type QuantFormat } from '../../src/engine/quant/formats';
 import { codeBytes } from '../../src/engine/quant/pack';
 import { dequantizeRef, type Granularity, quantizeRef } from '../../src/engine/quant/quantizer';
 import { tacoCompressRef, tacoDecompressRef, tacoPayload } from '../../src/engine/quant/taco';
+import { bundleForTests, ROOT } from '../helpers/bundle';
 
-const ROOT = path.resolve(__dirname, '../..');
 const EXAMPLE = path.join(ROOT, 'public/examples/activations.npy');
 let dir: string;
-let bundled: string;
+const bundled = bundleForTests('src/cli/codec.ts');
 
 function spawnCli(entry: string[], args: string[]) {
   const r = spawnSync(process.execPath, [...entry, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
@@ -23,7 +23,7 @@ function spawnCli(entry: string[], args: string[]) {
 /** `npm run codec -- …` exactly: scripts/run-node.mjs bundles src/cli/codec.ts and runs it. */
 const codec = (...args: string[]) => spawnCli(['scripts/run-node.mjs', 'src/cli/codec.ts'], args);
 /** The same bundle made once (for the many bad-input cases, where run-node's bundling step dominates). */
-const codecFast = (...args: string[]) => spawnCli([bundled], args);
+const codecFast = (...args: string[]) => spawnCli([bundled()], args);
 
 /** The one error line (Dawn may print adapter warnings to stderr before it). */
 function errorLine(stderr: string): string {
@@ -34,16 +34,8 @@ function errorLine(stderr: string): string {
 
 const example = () => readNpy(readFileSync(EXAMPLE));
 
-beforeAll(async () => {
+beforeAll(() => {
   dir = mkdtempSync(path.join(tmpdir(), 'codec-cli-'));
-  // Inside the repo so that node_modules resolves; .cache/ is git-ignored.
-  bundled = path.join(ROOT, '.cache', 'node', `codec-test-${process.pid}.mjs`);
-  const { bundle } = (await import(path.join(ROOT, 'scripts/bundle-node.mjs'))) as { bundle: (e: string, o: string) => Promise<string> };
-  await bundle(path.join(ROOT, 'src/cli/codec.ts'), bundled);
-});
-
-afterAll(() => {
-  rmSync(bundled, { force: true });
 });
 
 describe('codec CLI on the shipped example', () => {

@@ -1,28 +1,16 @@
 import { spawnSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { bundleForTests, ROOT } from '../helpers/bundle';
 
 // bench/gemm_ceiling.ts is carried to the GPU machine for one device call: on SwiftShader at a
 // micro size it runs every part that can run here (the probe GEMMs checked bit for bit against the
 // engine's, the engine's WGSL reordered, an extra variant, the synthetic kernels, the occupancy
 // sweep), so a slip in them fails here rather than there.
-const ROOT = path.resolve(__dirname, '../..');
-let bundled: string;
-
-beforeAll(async () => {
-  bundled = path.join(ROOT, '.cache', 'node', `gemm-ceiling-test-${process.pid}.mjs`);
-  const { bundle } = (await import(path.join(ROOT, 'scripts/bundle-node.mjs'))) as { bundle: (e: string, o: string) => Promise<string> };
-  await bundle(path.join(ROOT, 'bench/gemm_ceiling.ts'), bundled);
-});
-
-afterAll(() => {
-  rmSync(bundled, { force: true });
-});
+const bundled = bundleForTests('bench/gemm_ceiling.ts');
 
 describe('bench/gemm_ceiling.ts on SwiftShader', () => {
   it('its probe GEMMs, the reordered engine WGSL and an extra variant compute the engine\'s bits; every kernel is timed', () => {
-    const r = spawnSync(process.execPath, [bundled, '--cpu', '--n', '128', '--rounds', '1',
+    const r = spawnSync(process.execPath, [bundled(), '--cpu', '--n', '128', '--rounds', '1',
       '--modes', 'lds:eng,fma', '--probes', 'engine:eng:fn+zero+ovr,shifted:rq:pipe+decl', '--engine-orders', 'loop,rq',
       '--variants', '128x128k8_8x8', '--occupancy', '--sms', '1', '--wmax', '2'], { cwd: ROOT, encoding: 'utf8', timeout: 240_000 });
     expect(r.stderr).not.toMatch(/Error/);
@@ -41,7 +29,7 @@ describe('bench/gemm_ceiling.ts on SwiftShader', () => {
 
   it('refuses an unknown probe flag, mode or order with a clear message', () => {
     for (const args of [['--probes', 'engine:eng:nope'], ['--modes', 'lds:xy'], ['--engine-orders', 'zz']]) {
-      const r = spawnSync(process.execPath, [bundled, '--cpu', '--n', '128', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+      const r = spawnSync(process.execPath, [bundled(), '--cpu', '--n', '128', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
       expect(r.status, args.join(' ')).not.toBe(0);
       expect(r.stderr, args.join(' ')).toMatch(/--(probes|modes|engine-orders): bad/);
     }

@@ -4,16 +4,16 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseChoice, shapeKey } from '../../src/engine/kernels/matmul';
+import { bundleForTests, ROOT } from '../helpers/bundle';
 
 // bench/gemm_tune.ts is carried to the GPU machine for one device call: its --quick path on
 // SwiftShader runs every phase that can run here (verification, timing, picks, JSON, the
 // robustness-off device), so a slip in them fails here rather than there.
-const ROOT = path.resolve(__dirname, '../..');
 let dir: string;
-let bundled: string;
+const bundled = bundleForTests('bench/gemm_tune.ts');
 
 function tune(...args: string[]) {
-  const r = spawnSync(process.execPath, [bundled, ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+  const r = spawnSync(process.execPath, [bundled(), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -26,15 +26,11 @@ interface Out {
   tunedTable: Record<string, string>; tunedTableOnePass: Record<string, string>; rankedTable: Record<string, string[]>;
 }
 
-beforeAll(async () => {
+beforeAll(() => {
   dir = mkdtempSync(path.join(tmpdir(), 'gemm-tune-'));
-  bundled = path.join(ROOT, '.cache', 'node', `gemm-tune-test-${process.pid}.mjs`);
-  const { bundle } = (await import(path.join(ROOT, 'scripts/bundle-node.mjs'))) as { bundle: (e: string, o: string) => Promise<string> };
-  await bundle(path.join(ROOT, 'bench/gemm_tune.ts'), bundled);
 });
 
 afterAll(() => {
-  rmSync(bundled, { force: true });
   rmSync(dir, { recursive: true, force: true });
 });
 
