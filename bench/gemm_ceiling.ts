@@ -30,7 +30,7 @@ import { type Dispatch, Runtime, Uniforms } from '../src/engine/gpu/runtime';
 import { median, warmUntilSteady } from '../src/engine/gpu/timer';
 import { getVariant, matmul, matmulCode } from '../src/engine/kernels/matmul';
 import { Rng } from '../src/engine/util/rng';
-import { msPer } from './quant';
+import { msPer, timeInterleaved } from './quant';
 
 const a = parseArgs({
   options: { rounds: { type: 'string' }, sustain: { type: 'string' }, cpu: { type: 'boolean' }, n: { type: 'string' }, occupancy: { type: 'boolean' }, sms: { type: 'string' }, probes: { type: 'string' }, modes: { type: 'string' }, 'dump-wgsl': { type: 'string' }, 'engine-orders': { type: 'string' }, variants: { type: 'string' }, wmax: { type: 'string' } },
@@ -411,15 +411,8 @@ for (const v of variants) {
   kernels.splice(1, 0, [`gemm ${v}`, d]);
 }
 
-const times = new Map<string, number[]>();
 for (const [, d] of kernels) await warmUntilSteady(rt, [d]);
-for (let r = 0; r < rounds; r++) {
-  for (const [name, d] of kernels) {
-    await warmUntilSteady(rt, [d], 200, 1000);
-    const { ms } = await msPer(rt, [d], { inner: 5, warmup: 1, reps: 5 });
-    times.set(name, [...(times.get(name) ?? []), ms]);
-  }
-}
+const times = await timeInterleaved(rt, kernels.map(([name, d]) => ({ name, d, bench: { inner: 5, warmup: 1, reps: 5 } })), rounds, 1000);
 for (const [name] of kernels) {
   const ms = median(times.get(name)!);
   console.log(`${name.padEnd(22)} ${ms.toFixed(4)} ms  ${(flop / ms / 1e9).toFixed(1)} TFLOP/s  (rounds: ${times.get(name)!.map((t) => t.toFixed(4)).join(' ')})`);

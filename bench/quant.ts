@@ -25,6 +25,23 @@ export interface BenchOptions {
   warmupMs?: number;
 }
 
+/**
+ * Kernels timed in interleaved rounds (the probes' method): every round warms each kernel until
+ * steady (200 ms to warmMaxMs) and times it with msPer and its own options, so no kernel is timed
+ * on a GPU that cooled down while others compiled. Returns each kernel's ms per round, by name.
+ */
+export async function timeInterleaved(rt: Runtime, kernels: { name: string; d: Dispatch; bench?: BenchOptions }[], rounds: number,
+  warmMaxMs: number): Promise<Map<string, number[]>> {
+  const samples = new Map<string, number[]>(kernels.map((k) => [k.name, []]));
+  for (let r = 0; r < rounds; r++) {
+    for (const k of kernels) {
+      await warmUntilSteady(rt, [k.d], 200, warmMaxMs);
+      samples.get(k.name)!.push((await msPer(rt, [k.d], k.bench ?? {})).ms);
+    }
+  }
+  return samples;
+}
+
 /** Median ms of one run of `ds`, timed `inner` times back to back per pass (small problems amortise the pass). */
 export async function msPer(rt: Runtime, ds: Dispatch[], o: BenchOptions): Promise<{ ms: number; method: string; samplesMs: number[] }> {
   const inner = Math.max(1, o.inner ?? 10);

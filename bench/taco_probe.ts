@@ -28,12 +28,12 @@
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { type Binding, type Dispatch, Runtime, Uniforms } from '../src/engine/gpu/runtime';
-import { median, warmUntilSteady } from '../src/engine/gpu/timer';
+import { median } from '../src/engine/gpu/timer';
 import { TACO_WG, tacoCompress, tacoDecompress, tacoShader, tacoWordsPerInvocation } from '../src/engine/kernels/taco';
 import { rsqrtF32 } from '../src/engine/quant/hadamard';
 import { tacoCompressRef, tacoDecompressRef, tacoLayout, tacoPayload, tacoPayloadBytes } from '../src/engine/quant/taco';
 import { Rng } from '../src/engine/util/rng';
-import { msPer } from './quant';
+import { timeInterleaved } from './quant';
 
 // --layouts: only the full kernels at other words per invocation and workgroup sizes (outputs checked)
 // --paths: the full kernels through each exchange path (shuffles only, shuffles with the workgroup-
@@ -291,13 +291,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }
   for (const k of kernels) rt.run([k.d]); // compile everything (and touch every buffer) first
   await rt.sync();
-  const samples = new Map<string, number[]>(kernels.map((k) => [k.name, []]));
-  for (let r = 0; r < rounds; r++) {
-    for (const k of kernels) {
-      await warmUntilSteady(rt, [k.d], 200, 1500);
-      samples.get(k.name)!.push((await msPer(rt, [k.d], { inner: k.inner })).ms);
-    }
-  }
+  const samples = await timeInterleaved(rt, kernels.map((k) => ({ name: k.name, d: k.d, bench: { inner: k.inner } })), rounds, 1500);
   for (const k of kernels) {
     const ms = median(samples.get(k.name)!);
     console.log(`n=${n} ${k.name.padEnd(20)} ${ms.toFixed(4)} ms  ${((4 * n) / (ms * 1e6)).toFixed(0)} GB/s of fp32  (rounds: ${samples.get(k.name)!.map((t) => t.toFixed(4)).join(' ')})`);
