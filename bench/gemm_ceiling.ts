@@ -348,8 +348,8 @@ const A = rt.upload('workspace', 'A', rng.normalArray(n * n));
 const B = rt.upload('workspace', 'B', rng.normalArray(n * n));
 const C = rt.createBuffer('workspace', 'C', n * n * 4);
 const gemmU = rt.uniform('probe gemm', new Uniforms().u32(n).u32(n).u32(n).f32(1));
-const probeGemm = (o: ProbeGemm, c: GPUBuffer, w = n / 128, h = n / 128, uni = gemmU, a = A, b = B) => rt.kernel({
-  label: probeName(o), code: probeGemmShader(o), entryPoint: 'main', bindings: [a, b, c, uni], workgroups: [w, h, 1],
+const probeGemm = (o: ProbeGemm, c: GPUBuffer, w = n / 128, h = n / 128, uni = gemmU, aBuf = A, bBuf = B) => rt.kernel({
+  label: probeName(o), code: probeGemmShader(o), entryPoint: 'main', bindings: [aBuf, bBuf, c, uni], workgroups: [w, h, 1],
   constants: o.flags?.includes('ovr') ? { BK: 8, ROW: 33, WG: 128 } : undefined,
 });
 const synthetic = (m: Mode, order: Order = 'rq', wgs = tiles) => rt.kernel({
