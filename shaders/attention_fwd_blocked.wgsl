@@ -169,6 +169,7 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
 
     var s0 = vec4<f32>(0.0); var s1 = vec4<f32>(0.0); var s2 = vec4<f32>(0.0); var s3 = vec4<f32>(0.0);
     var s4 = vec4<f32>(0.0); var s5 = vec4<f32>(0.0); var s6 = vec4<f32>(0.0); var s7 = vec4<f32>(0.0);
+    // unroll
     for (var d4 = 0u; d4 < DP; d4++) {
       let a0 = Qs[4u * d4 * TY + ty];
       let a1 = Qs[(4u * d4 + 1u) * TY + ty];
@@ -213,7 +214,10 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     red[tx * PSTR + ty] = mt;
     workgroupBarrier();   // A
     // max is exact, so every thread of the row group gets the same maxima.
-    for (var j = 0u; j < TX; j++) { mt = max(mt, red[j * PSTR + ty]); }
+    // unroll
+    for (var j = 0u; j < TX; j++) {
+      mt = max(mt, red[j * PSTR + ty]);
+    }
     let mNew = max(m, mt);
     let alpha = exp2(m - mNew);
     m = mNew;
@@ -232,6 +236,7 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     putTile(true, lid, b, g, k0, vHere);
     workgroupBarrier();   // B
 
+    // unroll
     for (var j = 0u; j < BK; j++) {
       let pj = Ps[j * PSTR + ty];
       let v0 = Vs[j * DP + c0];
@@ -247,7 +252,10 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
   red[tx * PSTR + ty] = l;
   workgroupBarrier();
   var lt = vec4<f32>(0.0);
-  for (var j = 0u; j < TX; j++) { lt += red[j * PSTR + ty]; }
+  // unroll
+  for (var j = 0u; j < TX; j++) {
+    lt += red[j * PSTR + ty];
+  }
   let inv = 1.0 / lt;
   putO(b, r0, h, tx, o00 * inv.x);
   putO(b, r0 + 1u, h, tx, o01 * inv.y);

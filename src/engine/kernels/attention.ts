@@ -19,7 +19,7 @@ import loadSrc from '../../../shaders/attention_load.wgsl?raw';
 import { adapterMatches } from '../gpu/device';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import type { MeasuredTable } from './matmul_tables';
-import { wgslSection } from './wgsl';
+import { unrollLoops, wgslSection } from './wgsl';
 
 const loadQkv = wgslSection(loadSrc, 'qkv');
 const loadBwd = `${loadQkv}\n${wgslSection(loadSrc, 'do')}`;
@@ -28,6 +28,19 @@ const fwdSrc = `${loadQkv}\n${fwdBody}`;
 const fwdBlockedSrc = (D: number) => `${wgslSection(fwdBlockedIo, D % 4 === 0 ? 'vec4' : 'vec2')}\n${fwdBlockedBody}`;
 const bwdSrc = `${loadBwd}\n${bwdBody}`;
 const bwdBlockedSrc = `${loadBwd}\n${bwdBlockedBody}`;
+
+// The blocked forward's inner loops (marked `// unroll`) written out for one pipeline's bounds:
+// they are override constants, which the NVIDIA driver keeps as loops (wgsl.ts). On an H200 that
+// took the base model's forward from 0.366 to 0.354 ms per layer; the backward's loops were tried
+// too and left alone (docs/benchmarks.md, session 7: the streamed dk/dv at its tuned tile went from
+// 0.79 to 0.94 ms, and the best tile of each pass gained 1-2 % at most).
+const unrolledCache = new Map<string, string>();
+function unrolledForward(D: number, bounds: Record<string, number>): string {
+  const key = `${D % 4 === 0 ? 'vec4' : 'vec2'}:${JSON.stringify(bounds)}`;
+  let code = unrolledCache.get(key);
+  if (!code) unrolledCache.set(key, (code = unrollLoops(fwdBlockedSrc(D), bounds)));
+  return code;
+}
 
 export { attentionBackwardRef, attentionForwardRef } from './attention.ref';
 
@@ -311,7 +324,9 @@ export function attentionForward(rt: Runtime, a: AttentionForwardArgs): Dispatch
   const u = params(rt, a.label, a);
   return [rt.kernel({
     label: `${a.label}.attnFwd`,
-    code: t.blocked ? fwdBlockedSrc(a.D) : fwdSrc,
+    code: t.blocked
+      ? unrolledForward(a.D, { DP: Math.ceil(a.D / 4), TX: blockedForwardThreadsPerRowGroup(t), BK: t.BN })
+      : fwdSrc,
     entryPoint: t.blocked ? 'attn_fwd_blocked' : 'attn_fwd',
     constants: { D: a.D, BQ: t.BM, BK: t.BN, NT: t.NT },
     bindings: [a.q, a.k, a.v, a.o, a.lse, u],

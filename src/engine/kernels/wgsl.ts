@@ -9,3 +9,47 @@ export function wgslSection(src: string, name: string): string {
   for (let i = 1; i < parts.length; i += 2) if (parts[i] === name) return parts[i + 1];
   throw new Error(`WGSL section '${name}' not found`);
 }
+
+const UNROLL_MARK = /^[ \t]*\/\/ unroll[ \t]*$/;
+const UNROLL_HEAD = /^([ \t]*)for \(var (\w+) = 0u; \2 < (\w+); \2\+\+\) \{[ \t]*$/;
+
+/** The text of a line up to its `//` comment (WGSL has no string literals to confuse this). */
+const code = (line: string) => line.replace(/\/\/.*$/, '');
+
+/**
+ * `src` with every loop marked by a `// unroll` line written out: the marked line must be followed
+ * by `for (var i = 0u; i < BOUND; i++) {`, BOUND a literal or a name given in `bounds` (an override's
+ * value for this pipeline), and the loop becomes BOUND blocks `{ let i = <j>u; <body> }`. Marked
+ * loops nested in a marked loop are written out too. The NVIDIA Vulkan driver keeps constant-bound
+ * loops as loops (counter, branch and index arithmetic between the steps; no overlap of one step's
+ * loads with the last one's arithmetic), which cost the GEMM 10 % on an H200 (docs/benchmarks.md,
+ * session 6). A body with `break` or `continue` is refused: written out, it would leave the block.
+ */
+export function unrollLoops(src: string, bounds: Record<string, number>): string {
+  const lines = src.split('\n');
+  const out: string[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    if (!UNROLL_MARK.test(lines[i])) {
+      out.push(lines[i]);
+      continue;
+    }
+    const head = UNROLL_HEAD.exec(lines[i + 1] ?? '');
+    if (!head) throw new Error(`unroll: line ${i + 2} is not 'for (var i = 0u; i < BOUND; i++) {' after the '// unroll' mark`);
+    const [, indent, v, boundName] = head;
+    const count = /^\d+$/.test(boundName) ? Number(boundName) : bounds[boundName];
+    if (count === undefined || !Number.isInteger(count) || count < 0) throw new Error(`unroll: no count for the loop bound '${boundName}' (line ${i + 2})`);
+    // The body runs to the brace that closes the loop's own.
+    let depth = 1;
+    let end = i + 2;
+    for (; end < lines.length; end++) {
+      for (const ch of code(lines[end])) depth += ch === '{' ? 1 : ch === '}' ? -1 : 0;
+      if (depth <= 0) break;
+    }
+    if (depth !== 0 || code(lines[end] ?? '').trim() !== '}') throw new Error(`unroll: the loop of line ${i + 2} does not end in a '}' line of its own`);
+    const body = unrollLoops(lines.slice(i + 2, end).join('\n'), bounds);
+    if (/\b(break|continue)\b/.test(body.split('\n').map(code).join('\n'))) throw new Error(`unroll: the loop of line ${i + 2} has break or continue`);
+    for (let j = 0; j < count; j++) out.push(`${indent}{`, `${indent}  let ${v} = ${j}u;`, body, `${indent}}`);
+    i = end;
+  }
+  return out.join('\n');
+}
