@@ -1,7 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import { gatherColumns, scatterColumns } from '../../src/engine/kernels/slice';
-import { gatherColumnsRef, scatterColumnsRef } from '../../src/engine/kernels/slice.ref';
+import { setGridMaxX } from '../../src/engine/kernels/launch';
+import { gatherColumns, scatterColumns, transposeMatrix } from '../../src/engine/kernels/slice';
+import { gatherColumnsRef, scatterColumnsRef, transposeRef } from '../../src/engine/kernels/slice.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
 
@@ -88,6 +89,36 @@ describe('column slicing (simulated tensor parallelism)', () => {
     expect(() => scatterColumns(rt, { label: 'x', src: a, dst: { buffer: a, offset: 256 }, rows: 2, cols: 8, c0: 0, width: 2 })).toThrow(
       /different buffers/,
     );
+    rt.mem.free(a);
+    rt.mem.free(b);
+  });
+
+  it('transposeMatrix matches the plain loop: edge tiles, single rows and columns, slices, a 2-D grid', async () => {
+    const rng = new Rng(23);
+    // Partial tiles on either axis, one row / one column, exact 32-multiples, more than one tile row.
+    const shapes: [number, number][] = [[1, 1], [1, 70], [70, 1], [33, 31], [64, 96], [97, 65], [5, 300]];
+    for (const [rows, cols] of shapes) {
+      for (const gridMax of [null, 2]) {
+        setGridMaxX(gridMax);   // 2: the tiles spread over a 2-D grid
+        const data = rng.normalArray(rows * cols);
+        const a = sliced(rt, data);
+        const t = sliced(rt, new Float32Array(rows * cols));
+        rt.run([transposeMatrix(rt, { label: 't', src: a, dst: t, rows, cols })]);
+        expect(Array.from(await readSlice(rt, t, rows * cols)), `${rows}x${cols} grid ${gridMax}`).toEqual(Array.from(transposeRef(data, rows, cols)));
+        rt.mem.free(a.buffer);
+        rt.mem.free(t.buffer);
+      }
+    }
+    setGridMaxX(null);
+  });
+
+  it('transposeMatrix rejects bad shapes, short buffers and aliasing', async () => {
+    const a = rt.upload('workspace', 'slice.badt', new Float32Array(64));
+    const b = rt.upload('workspace', 'slice.badt2', new Float32Array(64));
+    expect(() => transposeMatrix(rt, { label: 'x', src: a, dst: b, rows: 0, cols: 8 })).toThrow(/rows must be a positive integer/);
+    expect(() => transposeMatrix(rt, { label: 'x', src: a, dst: b, rows: 2.5, cols: 8 })).toThrow(/rows must be a positive integer/);
+    expect(() => transposeMatrix(rt, { label: 'x', src: a, dst: b, rows: 9, cols: 8 })).toThrow(/src has 256 bytes/);
+    expect(() => transposeMatrix(rt, { label: 'x', src: a, dst: { buffer: a, offset: 128 }, rows: 2, cols: 8 })).toThrow(/different buffers/);
     rt.mem.free(a);
     rt.mem.free(b);
   });

@@ -1,4 +1,4 @@
-/** References for the column-block kernels (./slice.ts), as plain loops. */
+/** References for the layout kernels (./slice.ts), as plain loops. */
 
 /** [rows, width] block of columns c0.. of src [rows, cols]. */
 export function gatherColumnsRef(src: ArrayLike<number>, rows: number, cols: number, c0: number, width: number): Float64Array {
@@ -24,5 +24,12 @@ export function scatterColumnsRef(
       out[o] = accumulate ? out[o] + src[r * width + j] : src[r * width + j];
     }
   }
+  return out;
+}
+
+/** [cols, rows] transpose of src [rows, cols]. */
+export function transposeRef(src: ArrayLike<number>, rows: number, cols: number): Float64Array {
+  const out = new Float64Array(rows * cols);
+  for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[c * rows + r] = src[r * cols + c];
   return out;
 }

@@ -1,6 +1,7 @@
 /**
- * Column slicing of row-major f32 matrices for simulating tensor parallelism: a rank's shard is a
- * block of columns [c0, c0 + W) of an [R, C] matrix.
+ * Layout copies of row-major f32 matrices. Column slicing, for simulating tensor parallelism: a
+ * rank's shard is a block of columns [c0, c0 + W) of an [R, C] matrix. And the transpose, which
+ * gives the forward GEMMs their weights k-major (shaders/transpose.wgsl says why).
  * Legend: R = rows, C = columns of the full matrix, W = block width, c0 = first column.
  *
  *   gatherColumns:  dst[r, j]       = src[r, c0 + j]      (dst is [R, W])
@@ -11,6 +12,7 @@
  * dispatch); either may be a {buffer, offset, size} slice.
  */
 import src from '../../../shaders/slice.wgsl?raw';
+import transposeSrc from '../../../shaders/transpose.wgsl?raw';
 import { type Binding, type Dispatch, type Runtime, Uniforms } from '../gpu/runtime';
 import { asSlice, grid2d, requireBytes } from './launch';
 
@@ -63,4 +65,36 @@ export function scatterColumns(rt: Runtime, o: ColumnBlock & { accumulate?: bool
   requireBytes(o.label, 'src', o.src, o.rows * o.width * 4);
   requireBytes(o.label, 'dst', o.dst, o.rows * o.cols * 4);
   return block(rt, `${o.label}.scatter`, o, o.width, 0, o.cols, o.c0, o.accumulate ?? false);
+}
+
+export interface Transpose {
+  label: string;
+  /** [rows, cols] */
+  src: Binding;
+  /** [cols, rows] */
+  dst: Binding;
+  rows: number;
+  cols: number;
+}
+
+const TILE = 32;
+
+/** dst[c, r] = src[r, c]: src [rows, cols] → dst [cols, rows]. */
+export function transposeMatrix(rt: Runtime, o: Transpose): Dispatch {
+  for (const [k, v] of Object.entries({ rows: o.rows, cols: o.cols })) {
+    if (!Number.isInteger(v) || v < 1) throw new Error(`${o.label}: ${k} must be a positive integer (got ${v})`);
+  }
+  if (o.rows * o.cols >= 2 ** 32) throw new Error(`${o.label}: ${o.rows}x${o.cols} exceeds u32 indexing`);
+  if (asSlice(o.src).buffer === asSlice(o.dst).buffer) throw new Error(`${o.label}: src and dst must be different buffers`);
+  requireBytes(o.label, 'src', o.src, o.rows * o.cols * 4);
+  requireBytes(o.label, 'dst', o.dst, o.rows * o.cols * 4);
+  const tilesX = Math.ceil(o.cols / TILE);
+  const u = rt.uniform(o.label, new Uniforms().u32(o.rows).u32(o.cols).u32(tilesX).u32(0));
+  return rt.kernel({
+    label: o.label,
+    code: transposeSrc,
+    entryPoint: 'transpose',
+    bindings: [u, o.src, o.dst],
+    workgroups: grid2d(rt, tilesX * Math.ceil(o.rows / TILE)),
+  });
 }

@@ -17,6 +17,7 @@ import { buildDequantize, buildQuantize, dequantizeRows } from '../kernels/quant
 import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce';
 import { rmsnormBackward, rmsnormForward } from '../kernels/rmsnorm';
 import { rope, ropeTablePacked } from '../kernels/rope';
+import { transposeMatrix } from '../kernels/slice';
 import { swigluBackward, swigluForward } from '../kernels/swiglu';
 import { adamw } from '../optim/adamw';
 import { SCHEME_PRESETS } from '../scheme/presets';
@@ -226,6 +227,19 @@ export class LlamaGpu {
     return q;
   }
 
+  /**
+   * out (+)= x · Wᵀ for layer l's linear `name`, W stored [out, in] (HF's layout): W is transposed
+   * into the scratch `wT` first and the GEMM runs NN. A k-major operand goes from global to
+   * workgroup memory as loaded, while a k-minor one is transposed in registers by a quarter of the
+   * GEMM's threads (matmul.wgsl); docs/benchmarks.md has what that costs at the model's shapes.
+   */
+  private linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false): Dispatch[] {
+    return [
+      transposeMatrix(this.rt, { label: `${label}.wT`, src: this.lin(l, name), dst: this.b('wT'), rows: N, cols: K }),
+      matmul(this.rt, { label, a: x, b: { buffer: this.b('wT'), offset: 0, size: N * K * 4 }, c: out, M, N, K, accumulate }),
+    ];
+  }
+
   /** The output gradient a dW GEMM of layer l reads (its gemm_output_grads cell; dX uses dy as is). */
   private dwGrad(l: number, label: string, dy: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
     return this.quantizedCopy(layerScheme(this.scheme, l).gemm_output_grads, 'gq', label, dy, width, push);
@@ -299,9 +313,9 @@ export class LlamaGpu {
       push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
       store('h1');
       const h1 = this.gemmInput(l, lab('qkv_in'), a('h1'), C, push);
-      push(matmul(rt, { label: lab('q_proj'), a: h1, b: this.lin(l, 'self_attn.q_proj.weight'), c: this.b('qRaw'), M: N, N: QC, K: C, transB: true }));
-      push(matmul(rt, { label: lab('k_proj'), a: h1, b: this.lin(l, 'self_attn.k_proj.weight'), c: this.b('kRaw'), M: N, N: KVC, K: C, transB: true }));
-      push(matmul(rt, { label: lab('v_proj'), a: h1, b: this.lin(l, 'self_attn.v_proj.weight'), c: a('v'), M: N, N: KVC, K: C, transB: true }));
+      push(this.linear(lab('q_proj'), l, 'self_attn.q_proj.weight', h1, this.b('qRaw'), N, QC, C));
+      push(this.linear(lab('k_proj'), l, 'self_attn.k_proj.weight', h1, this.b('kRaw'), N, KVC, C));
+      push(this.linear(lab('v_proj'), l, 'self_attn.v_proj.weight', h1, a('v'), N, KVC, C));
       store('v');
       push(rope(rt, { label: lab('rope_q'), x: this.b('qRaw'), y: a('q'), table: this.b('rope'), B, T, nHeads: nH, D }));
       store('q');
@@ -312,21 +326,21 @@ export class LlamaGpu {
       const oIn = this.gemmInput(l, lab('o_in'), a('o'), QC, push);
       // xMid = xIn + o·Woᵀ: the GEMM accumulates onto the residual copy.
       if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), oIn, this.lin(l, 'self_attn.o_proj.weight'), QC, a('xMid')));
-      else push(matmul(rt, { label: lab('o_proj'), a: oIn, b: this.lin(l, 'self_attn.o_proj.weight'), c: a('xMid'), M: N, N: C, K: QC, transB: true, accumulate: true }));
+      else push(this.linear(lab('o_proj'), l, 'self_attn.o_proj.weight', oIn, a('xMid'), N, C, QC, true));
       store('xMid');
       push(rmsnormForward(rt, { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
       store('h2');
       const h2 = this.gemmInput(l, lab('mlp_in'), a('h2'), C, push);
-      push(matmul(rt, { label: lab('gate_proj'), a: h2, b: this.lin(l, 'mlp.gate_proj.weight'), c: a('gate'), M: N, N: F, K: C, transB: true }));
+      push(this.linear(lab('gate_proj'), l, 'mlp.gate_proj.weight', h2, a('gate'), N, F, C));
       store('gate');
-      push(matmul(rt, { label: lab('up_proj'), a: h2, b: this.lin(l, 'mlp.up_proj.weight'), c: a('up'), M: N, N: F, K: C, transB: true }));
+      push(this.linear(lab('up_proj'), l, 'mlp.up_proj.weight', h2, a('up'), N, F, C));
       store('up');
       push(swigluForward(rt, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
       store('act');
       const actIn = this.gemmInput(l, lab('down_in'), a('act'), F, push);
       push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
       if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), actIn, this.lin(l, 'mlp.down_proj.weight'), F, next));
-      else push(matmul(rt, { label: lab('down_proj'), a: actIn, b: this.lin(l, 'mlp.down_proj.weight'), c: next, M: N, N: C, K: F, transB: true, accumulate: true }));
+      else push(this.linear(lab('down_proj'), l, 'mlp.down_proj.weight', actIn, next, N, C, F, true));
     }
     push(this.storeSaved(L, 'xFinal'));
     push(rmsnormForward(rt, { label: 'normF', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), y: this.saved(L, 'hF'), rstd: this.b('rstdF'), dims: { N, C, eps } }));

@@ -239,6 +239,8 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   // qRaw and dq also hold [N, C] live copies (LIVE_ALIAS), wider than q in a tensor-parallel shard.
   ws('qRaw', d.N * Math.max(d.C, d.QC) * f);
   ws('kRaw', d.N * d.KVC * f);
+  // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()).
+  ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
   ws('losses', d.N * f);
   ws('loss', 16);
   ws('ceWs', crossEntropyWorkspaceBytes());
