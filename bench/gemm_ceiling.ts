@@ -15,7 +15,8 @@
  * structures, FMA orders and PROBE_FLAGS; checked bit for bit against the engine's output first).
  * Timed interleaved over rounds (GPU timestamps, warmed until steady). --engine-orders loop,rq,qr:
  * the engine's WGSL with its k loop kept a loop, as is or with its FMA block in another source order
- * (fmaBlock). --variants a,b: more
+ * (fmaBlock). --put-k 3,5: the engine's GEMM with the prefetched tile stored in k step 3, 5 instead of
+ * the last (matmul.wgsl's PUT_K). --variants a,b: more
  * engine GEMM variants beside it (checked against its output too). --occupancy: each kernel again
  * on 132·w workgroups, w = 1..--wmax (5). --sustain MS: each runs MS back to back with its start
  * and end printed, to match clock samples (nvidia-smi) to phases. --dump-wgsl DIR: the generated
@@ -33,7 +34,7 @@ import { Rng } from '../src/engine/util/rng';
 import { msPer, timeInterleaved } from './quant';
 
 const a = parseArgs({
-  options: { rounds: { type: 'string' }, sustain: { type: 'string' }, cpu: { type: 'boolean' }, n: { type: 'string' }, occupancy: { type: 'boolean' }, sms: { type: 'string' }, probes: { type: 'string' }, modes: { type: 'string' }, 'dump-wgsl': { type: 'string' }, 'engine-orders': { type: 'string' }, variants: { type: 'string' }, wmax: { type: 'string' } },
+  options: { rounds: { type: 'string' }, sustain: { type: 'string' }, cpu: { type: 'boolean' }, n: { type: 'string' }, occupancy: { type: 'boolean' }, sms: { type: 'string' }, probes: { type: 'string' }, modes: { type: 'string' }, 'dump-wgsl': { type: 'string' }, 'engine-orders': { type: 'string' }, 'put-k': { type: 'string' }, variants: { type: 'string' }, wmax: { type: 'string' } },
 }).values;
 const rounds = Number(a.rounds ?? 3);
 const sustainMs = Number(a.sustain ?? 0);
@@ -321,6 +322,8 @@ const variants = (a.variants ?? '').split(',').filter(Boolean);
 for (const v of variants) getVariant(v); // throws on an unknown name
 const engineOrders = (a['engine-orders'] ?? '').split(',').filter(Boolean) as (Order | 'loop')[];
 for (const order of engineOrders) if (order !== 'loop' && !ORDERS.includes(order)) throw new Error(`--engine-orders: bad '${order}'`);
+const putKs = (a['put-k'] ?? '').split(',').filter(Boolean).map(Number);
+for (const k of putKs) if (!Number.isInteger(k) || k < 0 || k > 7) throw new Error(`--put-k: k steps 0..7, not ${a['put-k']}`);
 
 // --dump-wgsl DIR: write the probe GEMMs' and synthetic kernels' WGSL there (to inspect the SPIR-V Dawn makes of them) and stop.
 if (a['dump-wgsl']) {
@@ -328,7 +331,7 @@ if (a['dump-wgsl']) {
   mkdirSync(a['dump-wgsl'], { recursive: true });
   for (const structure of ['engine', 'shifted'] as const) writeFileSync(`${a['dump-wgsl']}/probe_${structure}.wgsl`, probeGemmShader({ structure, order: 'eng' }));
   for (const m of MODES) writeFileSync(`${a['dump-wgsl']}/${m}.wgsl`, ceilingShader(m));
-  writeFileSync(`${a['dump-wgsl']}/engine.wgsl`, matmulCode(true, true, true, 8));
+  writeFileSync(`${a['dump-wgsl']}/engine.wgsl`, matmulCode(true, true, true, 8, true));
   process.exit(0);
 }
 
@@ -390,7 +393,7 @@ for (const order of engineOrders) {
   let code = matmulCode(true, true, true);
   if (order !== 'loop') {
     const from = code.indexOf('      c00 += a0.x * b0;');
-    const to = code.indexOf('\n    }\n    //<<< k steps');
+    const to = code.indexOf('\n    }\n  }\n\n  let zRows');
     if (from < 0 || to < from) throw new Error('--engine-orders: the FMA block of matmul.wgsl was not found');
     code = code.slice(0, from) + fmaBlock(order) + code.slice(to);
   }
@@ -402,6 +405,16 @@ for (const order of engineOrders) {
   const { diff, total } = await againstEngine(d);
   console.log(`engine ${order}: ${diff} of ${total} outputs differ from the engine's`);
   kernels.push([`engine ${order}`, d]);
+}
+for (const k of putKs) {
+  const d = rt.kernel({
+    label: `engine put ${k}`, code: matmulCode(true, true, true, 8, true), entryPoint: 'main', bindings: [A, B, c2, rt.uniform('ep', engineUniform())],
+    constants: { TRANS_A: 0, TRANS_B: 0, ACCUM: 0, SPECIALIZE: 1, FULL_TILES: 1, PREFETCH: 1, SWIZZLE: 0, BM: 128, BN: 128, BK: 8, TM: 8, TN: 16, PUT_K: k },
+    workgroups: [n / 128, n / 128, 1],
+  });
+  const { diff, total } = await againstEngine(d);
+  console.log(`engine put ${k}: ${diff} of ${total} outputs differ from the engine's`);
+  kernels.push([`engine put ${k}`, d]);
 }
 for (const [m, order] of modes) kernels.push([`${m} ${order}`, synthetic(m, order)]);
 for (const v of variants) {

@@ -44,6 +44,7 @@ override ACCUM: bool = false;
 override SPECIALIZE: bool = true;
 override FULL_TILES: bool = false;
 override PREFETCH: bool = true;
+override PUT_K: u32 = BK - 1u;                   // k step that stores the prefetched tile
 override SWIZZLE: u32 = 0u;
 override BM: u32 = 128u;
 override BN: u32 = 128u;
@@ -245,6 +246,13 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   putA(0u, lid, ra0, ra1, ra2, ra3);
   putB(0u, lid, rb0, rb1, rb2, rb3);
   workgroupBarrier();
+  // The fragments of a tile's first k step are read before the tile starts (see the last step).
+  var fa0 = As[ty]; var fa1 = fa0;
+  var fb0 = Bs[tx]; var fb1 = fb0; var fb2 = fb0; var fb3 = fb0;
+  if (TM == 8u) { fa1 = As[ty + BM / TM]; }
+  if (TN >= 8u) { fb1 = Bs[tx + BN / TN]; }
+  if (TN == 16u) { fb2 = Bs[tx + 2u * BN / TN]; fb3 = Bs[tx + 3u * BN / TN]; }
+  let kLast = select(BK, P.bk, !SPECIALIZE) - 1u;
 
   for (var t = 0u; t < nt; t++) {
     let h = t % 2u;                        // buffer of tile t; tile t + 1 goes to 1 - h
@@ -259,7 +267,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
       if (nrb() > 1u) { rb1 = fetchB(1u, lid, n0, k0, bRows, bCols); }
       if (nrb() > 2u) { rb2 = fetchB(2u, lid, n0, k0, bRows, bCols); }
       if (nrb() > 3u) { rb3 = fetchB(3u, lid, n0, k0, bRows, bCols); }
-      // Buffer 1 - h was last read by the FMAs on tile t - 1, which ended before the last barrier.
+      // Buffer 1 - h was last read before the barrier of tile t - 1 (in its last k step).
       if (!PREFETCH) {
         putA(1u - h, lid, ra0, ra1, ra2, ra3);
         putB(1u - h, lid, rb0, rb1, rb2, rb3);
@@ -273,20 +281,38 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     // this loop written out as BK blocks with a constant k (matmul.ts, unrollKSteps): the NVIDIA
     // Vulkan driver keeps a constant-bound loop a loop, and on an H200 the written-out steps run
     // 4096³ at 43.6 instead of 39.5 TFLOP/s, the same bits (bench/gemm_ceiling.ts).
-    //>>> k steps
+    // The tile's barrier sits in its last k step, after that step's fragments are read and before
+    // its FMAs, which then cover the barrier and the reads of the next tile's first fragments
+    // (buffer 1 - h, just stored): no k step waits on workgroup memory right after a barrier. With
+    // PREFETCH the next tile's staging registers are stored in step PUT_K (default the last).
+    // unroll
     for (var k = 0u; k < BK; k++) {
       if (!SPECIALIZE && k >= P.bk) { break; }
-      let ai = aBase + k * (BMP / 4u);
-      let bi = bBase + k * (BNP / 4u);
-      let a0 = As[ai];
-      let b0 = Bs[bi];
-      var a1 = a0;
-      var b1 = b0;
-      var b2 = b0;
-      var b3 = b0;
-      if (TM == 8u) { a1 = As[ai + BM / TM]; }
-      if (TN >= 8u) { b1 = Bs[bi + BN / TN]; }
-      if (TN == 16u) { b2 = Bs[bi + 2u * BN / TN]; b3 = Bs[bi + 3u * BN / TN]; }
+      var a0 = fa0; var a1 = fa1;
+      var b0 = fb0; var b1 = fb1; var b2 = fb2; var b3 = fb3;
+      if (k > 0u) {
+        let ai = aBase + k * (BMP / 4u);
+        let bi = bBase + k * (BNP / 4u);
+        a0 = As[ai];
+        b0 = Bs[bi];
+        if (TM == 8u) { a1 = As[ai + BM / TM]; }
+        if (TN >= 8u) { b1 = Bs[bi + BN / TN]; }
+        if (TN == 16u) { b2 = Bs[bi + 2u * BN / TN]; b3 = Bs[bi + 3u * BN / TN]; }
+      }
+      if (PREFETCH && more && k == min(PUT_K, kLast)) {
+        putA(1u - h, lid, ra0, ra1, ra2, ra3);
+        putB(1u - h, lid, rb0, rb1, rb2, rb3);
+      }
+      if (k == kLast) {
+        workgroupBarrier();
+        let an = (1u - h) * A_BUF + ty;
+        let bn = (1u - h) * B_BUF + tx;
+        fa0 = As[an];
+        fb0 = Bs[bn];
+        if (TM == 8u) { fa1 = As[an + BM / TM]; }
+        if (TN >= 8u) { fb1 = Bs[bn + BN / TN]; }
+        if (TN == 16u) { fb2 = Bs[bn + 2u * BN / TN]; fb3 = Bs[bn + 3u * BN / TN]; }
+      }
       c00 += a0.x * b0; c10 += a0.y * b0; c20 += a0.z * b0; c30 += a0.w * b0;
       if (TN >= 8u) { c01 += a0.x * b1; c11 += a0.y * b1; c21 += a0.z * b1; c31 += a0.w * b1; }
       if (TN == 16u) {
@@ -302,13 +328,6 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         }
       }
     }
-    //<<< k steps
-
-    if (PREFETCH && more) {
-      putA(1u - h, lid, ra0, ra1, ra2, ra3);
-      putB(1u - h, lid, rb0, rb1, rb2, rb3);
-    }
-    workgroupBarrier();
   }
 
   let zRows = wid.z * M;                   // split-K partial z lives in rows z·M .. z·M + M - 1

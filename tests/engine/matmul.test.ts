@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
-  availableVariants, chooseMatmulVariant, getVariant, MATMUL_VARIANTS, MAX_SPLIT_K, matmulCode, matmulWorkspaceBytes, unrollKSteps,
+  availableVariants, chooseMatmulVariant, getVariant, MATMUL_VARIANTS, MAX_SPLIT_K, matmulCode, matmulWorkspaceBytes, nextBufferByModulo, unrollKSteps,
   parseChoice, shapeKey, splitPlan, variantFits, variantIsWellFormed, variantName, variantSharedBytes, vectorFlags,
 } from '../../src/engine/kernels/matmul';
 import { matmulRef, transposeRef } from '../../src/engine/kernels/matmul.ref';
@@ -152,7 +152,7 @@ describe('variants and heuristic', () => {
     for (const bk of [8, 16]) {
       const unrolled = matmulCode(true, true, true, bk);
       expect(unrolled).not.toContain('for (var k = 0u');
-      expect(unrolled).not.toContain('k steps');
+      expect(unrolled).not.toContain('// unroll');
       expect(unrolled).not.toContain('break;');
       expect(unrolled.match(/let k = \d+u;/g)).toEqual(Array.from({ length: bk }, (_, j) => `let k = ${j}u;`));
       // Every block holds the loop's whole body: its FMAs appear bk times.
@@ -160,5 +160,20 @@ describe('variants and heuristic', () => {
       expect(fmas(unrolled)).toBe(bk * fmas(looped));
     }
     expect(() => unrollKSteps('fn main() {}', 8)).toThrow(/k loop/);
+  });
+
+  it('specialized TN 16 tiles index the next tile\'s buffer as (t + 1) % 2, everything else as 1 - h', () => {
+    const plain = matmulCode(true, true, true);
+    const tn16 = matmulCode(true, true, true, 0, true);
+    expect(plain.split('1u - h').length - 1).toBe(6);
+    expect(matmulCode(true, true, true, 8, true)).not.toContain('1u - h');
+    expect(plain).not.toContain('hn');
+    expect(tn16).not.toContain('1u - h');
+    expect(tn16.match(/let hn = \(t \+ 1u\) % 2u;/g)).toHaveLength(1);
+    expect(tn16.match(/put[AB]\(hn, lid/g)).toHaveLength(4);
+    expect(tn16).toContain('let an = hn * A_BUF + ty;');
+    // Otherwise the same text.
+    expect(tn16.replace('    let hn = (t + 1u) % 2u;\n', '').replaceAll('hn', 'X')).toBe(plain.replaceAll('(1u - h)', 'X').replaceAll('1u - h', 'X'));
+    expect(() => nextBufferByModulo('fn main() {}')).toThrow(/buffer index/);
   });
 });

@@ -26,7 +26,7 @@ import { Uniforms } from '../gpu/runtime';
 import { timeDispatches } from '../gpu/timer';
 import { asSlice, bindingBytes, grid2d } from './launch';
 import { MEASURED_TABLES } from './matmul_tables';
-import { wgslSection } from './wgsl';
+import { unrollLoops, wgslSection } from './wgsl';
 
 export interface MatmulVariant {
   name: string;
@@ -279,39 +279,51 @@ const section = (name: string) => wgslSection(ioSrc, name);
 
 const codeCache = new Map<string, string>();
 
-const K_BEGIN = '    //>>> k steps\n';
-const K_END = '    //<<< k steps\n';
-const K_HEAD = '    for (var k = 0u; k < BK; k++) {\n      if (!SPECIALIZE && k >= P.bk) { break; }\n';
-const K_TAIL = '    }\n';
+// The dynamic pipeline's stop at the uniform BK; dead in specialized pipelines, and a `break`
+// cannot be written out.
+const K_GUARD = '      if (!SPECIALIZE && k >= P.bk) { break; }\n';
 
 /**
- * matmul.wgsl with its k loop (between the `k steps` markers) written out as `bk` blocks, each
- * `let k = <j>u;` and the loop's body: for specialized pipelines, whose BK is a constant. The
- * NVIDIA Vulkan driver does not unroll the loop itself (see the shader).
+ * matmul.wgsl with its k loop (marked `// unroll`) written out as `bk` blocks, each `let k = <j>u;`
+ * and the loop's body: for specialized pipelines, whose BK is a constant. The NVIDIA Vulkan driver
+ * does not unroll the loop itself (see the shader).
  */
 export function unrollKSteps(src: string, bk: number): string {
-  const begin = src.indexOf(K_BEGIN);
-  const end = src.indexOf(K_END);
-  const loop = begin >= 0 && end > begin ? src.slice(begin + K_BEGIN.length, end) : '';
-  if (!loop.startsWith(K_HEAD) || !loop.endsWith(K_TAIL)) throw new Error('matmul.wgsl: the k loop between its markers is not the expected one');
-  const body = loop.slice(K_HEAD.length, loop.length - K_TAIL.length);
-  const blocks = Array.from({ length: bk }, (_, j) => `    {\n      let k = ${j}u;\n${body}    }\n`).join('');
-  return src.slice(0, begin) + blocks + src.slice(end + K_END.length);
+  if (!src.includes(K_GUARD)) throw new Error('matmul.wgsl: the k loop\'s dynamic stop was not found');
+  return unrollLoops(src.replace(K_GUARD, ''), { BK: bk });
+}
+
+const H_LINE = '    let h = t % 2u;                        // buffer of tile t; tile t + 1 goes to 1 - h\n';
+
+/**
+ * matmul.wgsl with the next tile's buffer, `1u - h` in the shader, written `hn = (t + 1u) % 2u`:
+ * for the specialized pipelines of TN 16 tiles. The two are equal; the NVIDIA Vulkan driver makes
+ * different code of them. On an H200 the 8×16 tiles run 1-23 % faster this way (4096³ 45.5 vs
+ * 45.0 TFLOP/s, 16384x384x384 NN 36.8 vs 29.8) and the 8-wide ones up to 5x slower (128x128k8_8x8
+ * at 4096³: 7.6-24.6 vs 36.1), and the same form written as a branch on TN in the shader gains
+ * nothing (docs/benchmarks.md, session 7), hence a text edit for the one case.
+ */
+export function nextBufferByModulo(src: string): string {
+  const uses = src.split('1u - h').length - 1;
+  if (!src.includes(H_LINE) || uses !== 6) throw new Error(`matmul.wgsl: the tile loop's buffer index is not the expected one (${uses} uses of 1u - h)`);
+  return src.replace(H_LINE, `${H_LINE}    let hn = (t + 1u) % 2u;\n`).replaceAll('(1u - h)', 'hn').replaceAll('1u - h', 'hn');
 }
 
 /**
  * The WGSL for one choice of vec4/scalar access per operand (A, B, C); `unrollBK` > 0 writes the
- * k loop out for a specialized pipeline of that BK.
+ * k loop out for a specialized pipeline of that BK, `tn16` (specialized TN 16 tiles) writes the next
+ * tile's buffer index as nextBufferByModulo does.
  */
-export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0): string {
-  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}`;
+export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false): string {
+  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}`;
   let code = codeCache.get(key);
   if (!code) {
+    const body = tn16 ? nextBufferByModulo(matmulSrc) : matmulSrc;
     code = [
       section(vecA ? 'a_vec4' : 'a_scalar'),
       section(vecB ? 'b_vec4' : 'b_scalar'),
       section(vecC ? 'c_vec4' : 'c_scalar'),
-      unrollBK > 0 ? unrollKSteps(matmulSrc, unrollBK) : matmulSrc,
+      unrollBK > 0 ? unrollKSteps(body, unrollBK) : body,
     ].join('\n');
     codeCache.set(key, code);
   }
@@ -471,7 +483,7 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   const name = choiceName(v.name, parts);
   const gemm = rt.kernel({
     label: `${args.label}[matmul ${name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
-    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0),
+    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16),
     entryPoint: 'main',
     constants: {
       ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: v.swizzle,
