@@ -2,9 +2,13 @@
  * Where a training step's GPU time goes: each dispatch of one step (forward, backward, AdamW) timed
  * on its own (profileDispatches), summed per kernel kind — labels with the layer index dropped
  * (`L3.q_proj` → `q_proj`, `L3.attn.bwd.rows0` → `attn.bwd.rows`), and per class (GEMM, attention,
- * quantization, elementwise, optimizer).
+ * quantization, elementwise, optimizer). With --host, where a step's wall clock goes besides the
+ * GPU: the trainer's way (encode every dispatch, submit one command buffer, wait for the loss to map)
+ * timed in parts, against the same step submitted in chunks of --chunk dispatches as they are encoded
+ * (the GPU starts on the first chunk while the host encodes the rest).
  *
  *   node step_profile.mjs --model base --scheme fp32,agoq [--batch 16 --seq 512] [--json out.json]
+ *                         [--host [--chunk 64,128]]
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -18,6 +22,7 @@ import { syntheticTrainer } from './step';
 const a = parseArgs({ options: {
   model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
   json: { type: 'string' }, reps: { type: 'string' }, cpu: { type: 'boolean' },
+  host: { type: 'boolean' }, chunk: { type: 'string' },
 } }).values;
 
 /** Kernel kind of a dispatch label: layer prefix and trailing numbers dropped. */
@@ -31,6 +36,57 @@ export function classOf(kind: string): string {
   if (/attn/.test(kind)) return 'attention';
   if (/adam|grad_norm|clip/.test(kind)) return 'optimizer';
   return 'elementwise/norm/other';
+}
+
+const median = (x: number[]) => [...x].sort((p, q) => p - q)[Math.floor(x.length / 2)];
+
+/**
+ * One step's host-side times (ms, medians over `reps`): encode = recording every dispatch and
+ * finishing the command buffer; wait = submit until the loss readback is mapped; chunked = the whole
+ * step with a submit after every `chunk` dispatches. The batch and step parameters stay as the last
+ * trainStep left them: the same work every time.
+ */
+async function hostTimes(trainer: Awaited<ReturnType<typeof syntheticTrainer>>, chunks: number[], reps: number) {
+  const list = trainer.stepDispatches();
+  const rb = trainer.model.b('readback');
+  const loss = trainer.model.b('loss');
+  const readLoss = async () => {
+    const enc = rt.device.createCommandEncoder();
+    enc.copyBufferToBuffer(loss, 0, rb, 0, 4);
+    rt.device.queue.submit([enc.finish()]);
+    await rb.mapAsync(GPUMapMode.READ);
+    rb.unmap();
+  };
+  const encode: number[] = [];
+  const wait: number[] = [];
+  const whole: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    const t0 = performance.now();
+    const enc = rt.device.createCommandEncoder();
+    rt.encode(enc, list);
+    enc.copyBufferToBuffer(loss, 0, rb, 0, 4);
+    const cb = enc.finish();
+    const t1 = performance.now();
+    rt.device.queue.submit([cb]);
+    await rb.mapAsync(GPUMapMode.READ);
+    rb.unmap();
+    const t2 = performance.now();
+    encode.push(t1 - t0);
+    wait.push(t2 - t1);
+    whole.push(t2 - t0);
+  }
+  const chunked: Record<string, number> = {};
+  for (const c of chunks) {
+    const ms: number[] = [];
+    for (let i = 0; i < reps; i++) {
+      const t0 = performance.now();
+      for (let j = 0; j < list.length; j += c) rt.run(list.slice(j, j + c));
+      await readLoss();
+      ms.push(performance.now() - t0);
+    }
+    chunked[c] = median(ms);
+  }
+  return { dispatches: list.length, encodeMs: median(encode), waitMs: median(wait), wholeMs: median(whole), chunkedMs: chunked };
 }
 
 const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags: ['disable-dawn-features=timestamp_quantization'] });
@@ -64,7 +120,15 @@ for (const model of (a.model ?? 'base').split(',') as PresetName[]) {
       console.log(`\n${model} ${schemeName} B${opts.batch}xT${opts.seq}: ${list.length} dispatches, ${total.toFixed(2)} ms summed`);
       for (const [c, v] of [...classes.entries()].sort((x, y) => y[1] - x[1])) console.log(`  class ${c.padEnd(12)} ${v.toFixed(2).padStart(8)} ms ${(100 * v / total).toFixed(1)} %`);
       for (const r of rows.slice(0, 40)) console.log(`  ${r.kind.padEnd(36)} ${r.ms.toFixed(3).padStart(8)} ms ×${r.dispatches} ${(100 * r.share).toFixed(1)} %`);
-      (out.runs as unknown[]).push({ model, scheme: schemeName, batch: opts.batch, seq: opts.seq, totalMs: total, classes: Object.fromEntries(classes), kinds: rows });
+      let host;
+      if (a.host) {
+        const chunks = (a.chunk ?? '64,128').split(',').map(Number);
+        if (!chunks.every((c) => Number.isInteger(c) && c > 0)) throw new Error(`--chunk: positive integers, not ${a.chunk}`);
+        host = await hostTimes(trainer, chunks, Number(a.reps ?? 3) * 3);
+        console.log(`  host: ${host.dispatches} dispatches; one command buffer: encode ${host.encodeMs.toFixed(2)} ms + submit→loss mapped ${host.waitMs.toFixed(2)} ms = ${host.wholeMs.toFixed(2)} ms`);
+        for (const [c, ms] of Object.entries(host.chunkedMs)) console.log(`  host: a submit every ${c} dispatches: ${ms.toFixed(2)} ms`);
+      }
+      (out.runs as unknown[]).push({ model, scheme: schemeName, batch: opts.batch, seq: opts.seq, totalMs: total, classes: Object.fromEntries(classes), kinds: rows, host });
     } finally {
       trainer.destroy();
     }
