@@ -297,11 +297,12 @@ const H_LINE = '    let h = t % 2u;                        // buffer of tile t; 
 
 /**
  * matmul.wgsl with the next tile's buffer, `1u - h` in the shader, written `hn = (t + 1u) % 2u`:
- * for the specialized pipelines of TN 16 tiles. The two are equal; the NVIDIA Vulkan driver makes
- * different code of them. On an H200 the 8×16 tiles run 1-23 % faster this way (4096³ 45.5 vs
- * 45.0 TFLOP/s, 16384x384x384 NN 36.8 vs 29.8) and the 8-wide ones up to 5x slower (128x128k8_8x8
- * at 4096³: 7.6-24.6 vs 36.1), and the same form written as a branch on TN in the shader gains
- * nothing (docs/benchmarks.md, session 7), hence a text edit for the one case.
+ * for the specialized pipelines of TN 16 tiles that do not accumulate. The two are equal; the
+ * NVIDIA Vulkan driver makes different code of them. On an H200 the 8×16 tiles run 1-23 % faster
+ * this way (4096³ 45.5 vs 45.0 TFLOP/s, 16384x384x384 NN 36.8 vs 29.8), but accumulating ones up
+ * to 25 % slower (the base step's k.dx 3.04 vs 3.81 ms) and the 8-wide tiles up to 5x slower
+ * (128x128k8_8x8 at 4096³: 7.6-24.6 vs 36.1); the same form written as a branch on TN in the shader
+ * gains nothing (docs/benchmarks.md, session 7), hence a text edit for the one case.
  */
 export function nextBufferByModulo(src: string): string {
   const uses = src.split('1u - h').length - 1;
@@ -311,8 +312,8 @@ export function nextBufferByModulo(src: string): string {
 
 /**
  * The WGSL for one choice of vec4/scalar access per operand (A, B, C); `unrollBK` > 0 writes the
- * k loop out for a specialized pipeline of that BK, `tn16` (specialized TN 16 tiles) writes the next
- * tile's buffer index as nextBufferByModulo does.
+ * k loop out for a specialized pipeline of that BK, `tn16` (specialized TN 16 tiles that do not
+ * accumulate) writes the next tile's buffer index as nextBufferByModulo does.
  */
 export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false): string {
   const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}`;
@@ -483,7 +484,7 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   const name = choiceName(v.name, parts);
   const gemm = rt.kernel({
     label: `${args.label}[matmul ${name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
-    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16),
+    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !gemmAccumulate),
     entryPoint: 'main',
     constants: {
       ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: v.swizzle,
