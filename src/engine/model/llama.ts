@@ -26,7 +26,7 @@ import { deriveSeed } from '../util/rng';
 import { type ModelConfig } from './config';
 import { type ParamLayout, paramLayout } from './params';
 import {
-  gradStorage, type LayerSavedKey, layerStorage, LINEAR, liveKey, modelBufferPlan, type ModelBuildOptions, swigluBlockRows,
+  gradStorage, type LayerSavedKey, layerStorage, LINEAR, LINEAR_NN_MIN_ROWS, liveKey, modelBufferPlan, type ModelBuildOptions, swigluBlockRows,
   type ModelDims, modelDims, type SavedStorage,
 } from './plan';
 import { type TensorParallel, tpActive, TpSim } from './tp';
@@ -88,7 +88,7 @@ export class LlamaGpu {
     this.layout = paramLayout(cfg);
     this.dims = modelDims(cfg, B, T);
     for (let l = 0; l <= this.dims.L; l++) this.storage.push(layerStorage(this.dims, this.training ? this.scheme : undefined, l));
-    for (const s of modelBufferPlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: this.scheme, swigluBlockRows: opts.swigluBlockRows, tpRank: opts.tpRank })) this.buf.set(s.key, rt.createBuffer(s.category, s.key, s.bytes, s.usage));
+    for (const s of modelBufferPlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: this.scheme, swigluBlockRows: opts.swigluBlockRows, linearNnMinRows: opts.linearNnMinRows, tpRank: opts.tpRank })) this.buf.set(s.key, rt.createBuffer(s.category, s.key, s.bytes, s.usage));
     if (opts.sharedWeights) this.buf.set('weights', opts.sharedWeights);
     this.ownsWeights = !opts.sharedWeights;
     const training = this.training;
@@ -232,8 +232,12 @@ export class LlamaGpu {
    * into the scratch `wT` first and the GEMM runs NN. A k-major operand goes from global to
    * workgroup memory as loaded, while a k-minor one is transposed in registers by a quarter of the
    * GEMM's threads (matmul.wgsl); docs/benchmarks.md has what that costs at the model's shapes.
+   * Short inputs (fewer than LINEAR_NN_MIN_ROWS tokens) read W as stored: the transpose would cost more.
    */
   private linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false): Dispatch[] {
+    if (M < (this.opts.linearNnMinRows ?? LINEAR_NN_MIN_ROWS)) {
+      return [matmul(this.rt, { label, a: x, b: this.lin(l, name), c: out, M, N, K, transB: true, accumulate })];
+    }
     return [
       transposeMatrix(this.rt, { label: `${label}.wT`, src: this.lin(l, name), dst: this.b('wT'), rows: N, cols: K }),
       matmul(this.rt, { label, a: x, b: { buffer: this.b('wT'), offset: 0, size: N * K * 4 }, c: out, M, N, K, accumulate }),

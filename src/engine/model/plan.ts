@@ -30,6 +30,14 @@ export interface BufferSpec {
   usage?: GPUBufferUsageFlags;
 }
 
+/**
+ * The fewest tokens (B·T) for which the forward linears transpose their weight and run NN (llama.ts,
+ * linear()). The transpose moves 8 bytes per weight, once per GEMM; the NN layout saves ~13 % of the
+ * GEMM's 2·B·T FLOPs per weight (H200), which pays for the transpose from ~400 tokens there; 1024
+ * leaves a margin for GPUs with less bandwidth per FLOP. Below it (a B = 1 sampler), the GEMM reads W as stored.
+ */
+export const LINEAR_NN_MIN_ROWS = 1024;
+
 export interface PlanOptions {
   /** false: forward only (evaluation, sampling) — no grads, optimizer state or backward workspace. */
   training?: boolean;
@@ -38,6 +46,8 @@ export interface PlanOptions {
   ownWeights?: boolean;
   /** Tests: force the SwiGLU backward's block rows (see swigluBlockRows). */
   swigluBlockRows?: number;
+  /** Tests: the fewest tokens (B·T) for which the forward linears run NN on a transposed weight (LINEAR_NN_MIN_ROWS). */
+  linearNnMinRows?: number;
   /** The model is rank `tpRank` of a real tensor-parallel group (a shard config; TpPeer's buffers instead of TpSim's). */
   tpRank?: number;
 }
@@ -49,6 +59,8 @@ export interface ModelBuildOptions {
   sharedWeights?: GPUBuffer;
   /** Tests: force the SwiGLU backward's block rows (see swigluBlockRows). */
   swigluBlockRows?: number;
+  /** Tests: the fewest tokens (B·T) for which the forward linears run NN on a transposed weight (LINEAR_NN_MIN_ROWS). */
+  linearNnMinRows?: number;
   /** This model is rank `tpRank` of a real tensor-parallel group of scheme.tp.degree peers; cfg is its shard config (tp-shard.ts). */
   tpRank?: number;
 }
@@ -240,7 +252,7 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   ws('qRaw', d.N * Math.max(d.C, d.QC) * f);
   ws('kRaw', d.N * d.KVC * f);
   // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()).
-  ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
+  if (d.N >= (opts.linearNnMinRows ?? LINEAR_NN_MIN_ROWS)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
   ws('losses', d.N * f);
   ws('loss', 16);
   ws('ceWs', crossEntropyWorkspaceBytes());
