@@ -14,7 +14,7 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
-import { profileDispatches } from '../src/engine/gpu/timer';
+import { median, profileDispatches } from '../src/engine/gpu/timer';
 import type { PresetName } from '../src/engine/model/config';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
 import { syntheticTrainer } from './step';
@@ -37,8 +37,6 @@ export function classOf(kind: string): string {
   if (/adam|grad_norm|clip/.test(kind)) return 'optimizer';
   return 'elementwise/norm/other';
 }
-
-const median = (x: number[]) => [...x].sort((p, q) => p - q)[Math.floor(x.length / 2)];
 
 /**
  * One step's host-side times (ms, medians over `reps`): encode = recording every dispatch and
