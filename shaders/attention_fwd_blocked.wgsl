@@ -33,6 +33,7 @@
 // indexed, so nothing can spill to local memory, and the RK / OC / UN branches fold away at pipeline
 // creation. attentionTileProblem (attention.ts) checks BQ % 4, NT % TY, TX % XL, BK % TX, RK ≤ 8,
 // OC ≤ 2, and attentionTileBytes mirrors the workgroup arrays below.
+// Loops marked `// unroll` are written out for each pipeline's bounds (attention.ts, wgsl.ts).
 struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
 
 @group(0) @binding(4) var<storage, read_write> lse: array<f32>;
