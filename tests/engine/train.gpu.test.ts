@@ -48,31 +48,35 @@ describe('fp32 training on the GPU', () => {
 });
 
 describe('forward linears', () => {
-  it('through a transposed weight (NN) give the NT GEMMs\' loss and gradients; short inputs keep NT and no scratch', async () => {
+  it('through a transposed weight (NN) give the NT GEMMs\' loss and gradients, unsplit and TP-2; short inputs keep NT and no scratch', async () => {
     const rt = await testRuntime();
     const cfg = PRESETS.micro;
     const [B, T] = [4, 32];
-    const nt = new LlamaGpu(rt, cfg, B, T);
-    const nn = new LlamaGpu(rt, cfg, B, T, { linearNnMinRows: B * T });
-    // micro at 128 tokens is under LINEAR_NN_MIN_ROWS: the default model reads W as stored.
-    expect(nt.forward.some((d) => d.label.endsWith('.wT'))).toBe(false);
-    expect(() => nt.b('wT')).toThrow();
-    expect(nn.forward.filter((d) => d.label.endsWith('.wT'))).toHaveLength(7 * cfg.num_hidden_layers);
     const params = initParams(cfg, paramLayout(cfg), 4);
     const tokens = new Int32Array(B * (T + 1)).map((_, i) => (i * 5 + (i >> 2)) % cfg.vocab_size);
-    const out: { loss: number; grads: Float32Array }[] = [];
-    for (const m of [nt, nn]) {
-      m.uploadParams(params);
-      m.setBatch(tokens);
-      rt.run([...m.forward, ...m.backward]);
-      out.push({ loss: (await rt.readF32(m.b('loss')))[0], grads: await m.readFlat('grads') });
-      m.destroy();
+    for (const scheme of [undefined, parseScheme({ name: 'tp2', tp: { degree: 2, codec: 'fp32', group: 128 } })]) {
+      const tag = scheme ? 'TP-2' : 'unsplit';
+      const nt = new LlamaGpu(rt, cfg, B, T, { scheme });
+      const nn = new LlamaGpu(rt, cfg, B, T, { scheme, linearNnMinRows: B * T });
+      // micro at 128 tokens is under LINEAR_NN_MIN_ROWS: the default model reads W as stored.
+      expect(nt.forward.some((d) => d.label.endsWith('.wT')), tag).toBe(false);
+      expect(() => nt.b('wT')).toThrow();
+      // q, k, v, gate, up per layer, and o and down unless TP-2 runs them row-parallel.
+      expect(nn.forward.filter((d) => d.label.endsWith('.wT')), tag).toHaveLength((scheme ? 5 : 7) * cfg.num_hidden_layers);
+      const out: { loss: number; grads: Float32Array }[] = [];
+      for (const m of [nt, nn]) {
+        m.uploadParams(params);
+        m.setBatch(tokens);
+        rt.run([...m.forward, ...m.backward]);
+        out.push({ loss: (await rt.readF32(m.b('loss')))[0], grads: await m.readFlat('grads') });
+        m.destroy();
+      }
+      expect(Math.abs(out[1].loss - out[0].loss) / out[0].loss, tag).toBeLessThan(1e-6);
+      const scale = out[0].grads.reduce((s, v) => Math.max(s, Math.abs(v)), 0);
+      const worst = out[0].grads.reduce((s, v, i) => Math.max(s, Math.abs(v - out[1].grads[i])), 0);
+      expect(scale, tag).toBeGreaterThan(0);
+      expect(worst / scale, tag).toBeLessThan(1e-5);
     }
-    expect(Math.abs(out[1].loss - out[0].loss) / out[0].loss).toBeLessThan(1e-6);
-    const scale = out[0].grads.reduce((s, v) => Math.max(s, Math.abs(v)), 0);
-    const worst = out[0].grads.reduce((s, v, i) => Math.max(s, Math.abs(v - out[1].grads[i])), 0);
-    expect(scale).toBeGreaterThan(0);
-    expect(worst / scale).toBeLessThan(1e-5);
   });
 });
 
