@@ -30,14 +30,21 @@ export interface ColumnBlock {
   width: number;
 }
 
-function check(o: ColumnBlock): void {
-  const ints = { rows: o.rows, cols: o.cols, c0: o.c0, width: o.width };
+/**
+ * What every layout copy checks: its sizes are integers of at least `min`, the [rows, cols] matrix
+ * is u32-indexable, and src and dst are different buffers.
+ */
+function checkCopy(label: string, ints: Record<string, number>, min: 0 | 1, rows: number, cols: number, srcB: Binding, dstB: Binding): void {
   for (const [k, v] of Object.entries(ints)) {
-    if (!Number.isInteger(v) || v < 0) throw new Error(`${o.label}: ${k} must be a non-negative integer (got ${v})`);
+    if (!Number.isInteger(v) || v < min) throw new Error(`${label}: ${k} must be a ${min ? 'positive' : 'non-negative'} integer (got ${v})`);
   }
+  if (rows * cols >= 2 ** 32) throw new Error(`${label}: ${rows}x${cols} exceeds u32 indexing`);
+  if (asSlice(srcB).buffer === asSlice(dstB).buffer) throw new Error(`${label}: src and dst must be different buffers`);
+}
+
+function check(o: ColumnBlock): void {
+  checkCopy(o.label, { rows: o.rows, cols: o.cols, c0: o.c0, width: o.width }, 0, o.rows, o.cols, o.src, o.dst);
   if (o.c0 + o.width > o.cols) throw new Error(`${o.label}: columns [${o.c0}, ${o.c0 + o.width}) exceed ${o.cols}`);
-  if (o.rows * o.cols >= 2 ** 32) throw new Error(`${o.label}: ${o.rows}x${o.cols} exceeds u32 indexing`);
-  if (asSlice(o.src).buffer === asSlice(o.dst).buffer) throw new Error(`${o.label}: src and dst must be different buffers`);
 }
 
 function block(rt: Runtime, label: string, o: ColumnBlock, sa: number, ca: number, sb: number, cb: number, acc: boolean): Dispatch {
@@ -81,11 +88,7 @@ const TILE = 32;
 
 /** dst[c, r] = src[r, c]: src [rows, cols] → dst [cols, rows]. */
 export function transposeMatrix(rt: Runtime, o: Transpose): Dispatch {
-  for (const [k, v] of Object.entries({ rows: o.rows, cols: o.cols })) {
-    if (!Number.isInteger(v) || v < 1) throw new Error(`${o.label}: ${k} must be a positive integer (got ${v})`);
-  }
-  if (o.rows * o.cols >= 2 ** 32) throw new Error(`${o.label}: ${o.rows}x${o.cols} exceeds u32 indexing`);
-  if (asSlice(o.src).buffer === asSlice(o.dst).buffer) throw new Error(`${o.label}: src and dst must be different buffers`);
+  checkCopy(o.label, { rows: o.rows, cols: o.cols }, 1, o.rows, o.cols, o.src, o.dst);
   requireBytes(o.label, 'src', o.src, o.rows * o.cols * 4);
   requireBytes(o.label, 'dst', o.dst, o.rows * o.cols * 4);
   const tilesX = Math.ceil(o.cols / TILE);
