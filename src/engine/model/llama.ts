@@ -26,7 +26,7 @@ import { deriveSeed } from '../util/rng';
 import { type ModelConfig } from './config';
 import { type ParamLayout, paramLayout } from './params';
 import {
-  gradStorage, type LayerSavedKey, layerStorage, LINEAR, LINEAR_NN_MIN_ROWS, liveKey, modelBufferPlan, type ModelBuildOptions, swigluBlockRows,
+  gradStorage, type LayerSavedKey, layerStorage, LINEAR, linearsTransposed, liveKey, modelBufferPlan, type ModelBuildOptions, swigluBlockRows,
   type ModelDims, modelDims, type SavedStorage,
 } from './plan';
 import { type TensorParallel, tpActive, TpSim } from './tp';
@@ -235,7 +235,7 @@ export class LlamaGpu {
    * Short inputs (fewer than LINEAR_NN_MIN_ROWS tokens) read W as stored: the transpose would cost more.
    */
   private linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false): Dispatch[] {
-    if (M < (this.opts.linearNnMinRows ?? LINEAR_NN_MIN_ROWS)) {
+    if (!linearsTransposed(M, this.opts.linearNnMinRows)) {
       return [matmul(this.rt, { label, a: x, b: this.lin(l, name), c: out, M, N, K, transB: true, accumulate })];
     }
     return [

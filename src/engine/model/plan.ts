@@ -39,6 +39,11 @@ export interface BufferSpec {
  */
 export const LINEAR_NN_MIN_ROWS = 2048;
 
+/** Whether a model of `tokens` (B·T) rows runs its forward linears NN on a transposed weight. */
+export function linearsTransposed(tokens: number, minRows = LINEAR_NN_MIN_ROWS): boolean {
+  return tokens >= minRows;
+}
+
 export interface PlanOptions {
   /** false: forward only (evaluation, sampling) — no grads, optimizer state or backward workspace. */
   training?: boolean;
@@ -253,7 +258,7 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   ws('qRaw', d.N * Math.max(d.C, d.QC) * f);
   ws('kRaw', d.N * d.KVC * f);
   // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()).
-  if (d.N >= (opts.linearNnMinRows ?? LINEAR_NN_MIN_ROWS)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
+  if (linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
   ws('losses', d.N * f);
   ws('loss', 16);
   ws('ceWs', crossEntropyWorkspaceBytes());
