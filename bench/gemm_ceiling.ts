@@ -386,6 +386,12 @@ for (const o of probes) {
   if (worst > 1e-3 * Math.sqrt(n)) throw new Error('probe GEMM is wrong');
   kernels.push([probeName(o), d]);
 }
+/** matmul.wgsl text as the engine's 128x128k8_8x16 pipeline at n³ NN (writing c2), with extra overrides. */
+const engineKernel = (label: string, code: string, extra: Record<string, number> = {}) => rt.kernel({
+  label, code, entryPoint: 'main', bindings: [A, B, c2, rt.uniform(label, engineUniform())],
+  constants: { TRANS_A: 0, TRANS_B: 0, ACCUM: 0, SPECIALIZE: 1, FULL_TILES: 1, PREFETCH: 1, SWIZZLE: 0, BM: 128, BN: 128, BK: 8, TM: 8, TN: 16, ...extra },
+  workgroups: [n / 128, n / 128, 1],
+});
 // --engine-orders loop,rq,qr: the engine's WGSL with its k loop kept as a loop (as before session 6:
 // the engine now writes it out, matmulCode's unrollBK), as it is (`loop`) or with its FMA block
 // rewritten in another source order.
@@ -397,21 +403,13 @@ for (const order of engineOrders) {
     if (from < 0 || to < from) throw new Error('--engine-orders: the FMA block of matmul.wgsl was not found');
     code = code.slice(0, from) + fmaBlock(order) + code.slice(to);
   }
-  const d = rt.kernel({
-    label: `engine ${order}`, code, entryPoint: 'main', bindings: [A, B, c2, rt.uniform('eo', engineUniform())],
-    constants: { TRANS_A: 0, TRANS_B: 0, ACCUM: 0, SPECIALIZE: 1, FULL_TILES: 1, PREFETCH: 1, SWIZZLE: 0, BM: 128, BN: 128, BK: 8, TM: 8, TN: 16 },
-    workgroups: [n / 128, n / 128, 1],
-  });
+  const d = engineKernel(`engine ${order}`, code);
   const { diff, total } = await againstEngine(d);
   console.log(`engine ${order}: ${diff} of ${total} outputs differ from the engine's`);
   kernels.push([`engine ${order}`, d]);
 }
 for (const k of putKs) {
-  const d = rt.kernel({
-    label: `engine put ${k}`, code: matmulCode(true, true, true, 8, true), entryPoint: 'main', bindings: [A, B, c2, rt.uniform('ep', engineUniform())],
-    constants: { TRANS_A: 0, TRANS_B: 0, ACCUM: 0, SPECIALIZE: 1, FULL_TILES: 1, PREFETCH: 1, SWIZZLE: 0, BM: 128, BN: 128, BK: 8, TM: 8, TN: 16, PUT_K: k },
-    workgroups: [n / 128, n / 128, 1],
-  });
+  const d = engineKernel(`engine put ${k}`, matmulCode(true, true, true, 8, true), { PUT_K: k });
   const { diff, total } = await againstEngine(d);
   console.log(`engine put ${k}: ${diff} of ${total} outputs differ from the engine's`);
   kernels.push([`engine put ${k}`, d]);
