@@ -41,6 +41,18 @@ describe('fp32 training on the GPU', () => {
     expect(Number.isFinite(val)).toBe(true);
     const sample = await trainer.sample('ROMEO:', 8, 0.8, 1);
     expect(sample.length).toBe(8);
+    // trainStep records the next step's command buffer while the GPU runs the current one: state
+    // written after that recording (a restore, an evaluation's and the sampler's runs in between)
+    // must be what the recorded step sees. Restoring the state before a step and re-running it
+    // gives the same loss bit for bit.
+    const before = await trainer.trainingState();
+    const again = await trainer.trainStep();
+    trainer.restoreTrainingState(before);
+    await trainer.evaluate();
+    const rerun = await trainer.trainStep();
+    expect(rerun.step).toBe(again.step);
+    expect(rerun.loss).toBe(again.loss);
+    expect(rerun.grad_norm).toBe(again.grad_norm);
     // The memory plan is what was allocated, category by category.
     expect(trainer.memory()).toEqual(planMemory(trainer.opts));
     trainer.destroy();

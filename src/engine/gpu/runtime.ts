@@ -117,13 +117,27 @@ export class Runtime {
     pass.end();
   }
 
-  /** Encodes and submits dispatches (and optional extra commands) as one command buffer. */
-  run(dispatches: Dispatch[], extra?: (encoder: GPUCommandEncoder) => void): void {
+  /**
+   * Records dispatches (and optional extra commands) into one command buffer without submitting it.
+   * What a command buffer reads is read when it runs, so one recorded ahead sees every queue write
+   * made before its submit (the trainer records step n + 1 while the GPU runs step n).
+   */
+  record(dispatches: Dispatch[], extra?: (encoder: GPUCommandEncoder) => void): GPUCommandBuffer {
     assertAlive(this.gpu);
     const encoder = this.device.createCommandEncoder();
     this.encode(encoder, dispatches);
     extra?.(encoder);
-    this.device.queue.submit([encoder.finish()]);
+    return encoder.finish();
+  }
+
+  /** Encodes and submits dispatches (and optional extra commands) as one command buffer. */
+  run(dispatches: Dispatch[], extra?: (encoder: GPUCommandEncoder) => void): void {
+    this.submit(this.record(dispatches, extra));
+  }
+
+  submit(commands: GPUCommandBuffer): void {
+    assertAlive(this.gpu);
+    this.device.queue.submit([commands]);
   }
 
   createBuffer(category: MemCategory, label: string, bytes: number, usage?: GPUBufferUsageFlags): GPUBuffer {

@@ -225,6 +225,14 @@ export interface HeuristicOptions {
 }
 
 /**
+ * Slice counts split-K may try: every count up to 8, then sparser. Not only powers of two: what fills
+ * a GPU is tiles × S ≈ a whole number of waves of resident workgroups, and the waves are not powers
+ * of two (an H200 holds 264 workgroups of a 128×128 8×16 tile: 768×768's 36 tiles fill one wave
+ * with 7 slices, not 8, which needs two).
+ */
+export const SPLIT_COUNTS: readonly number[] = [2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32];
+
+/**
  * Split-K counts worth trying for a variant on a shape: only while the tiles alone leave the GPU
  * under-filled, and no further than about two waves of workgroups.
  */
@@ -232,7 +240,7 @@ export function splitCandidates(s: MatmulShape, v: MatmulVariant, workspaceBytes
   const tiles = Math.ceil(s.M / v.BM) * Math.ceil(s.N / v.BN);
   const resident = Math.max(1, Math.floor(parallelThreads / variantThreads(v)));
   const out: number[] = [];
-  for (let S = 2; S <= MAX_SPLIT_K; S *= 2) {
+  for (const S of SPLIT_COUNTS) {
     if (tiles * S / 2 >= 2 * resident) break;
     const { parts } = splitPlan(s.K, v.BK, S);
     if (parts < 2 || out.includes(parts)) continue;
