@@ -81,10 +81,6 @@ export const MATMUL_VARIANTS: readonly MatmulVariant[] = [
   tile(128, 128, 8, 8, 16, 0.9),
   tile(128, 128, 8, 8, 16, 0.9, { swizzle: 8 }),
   tile(128, 128, 8, 8, 16, 0.89, { prefetch: false }),
-  // 192 threads: 8192×768 outputs in 256 or 258 tiles instead of 384 128×128 ones (1.45 waves of
-  // the 264 that an H200 holds); priors low until measured.
-  tile(128, 192, 8, 8, 16, 0.85),
-  tile(192, 128, 8, 8, 16, 0.85),
   tile(128, 64, 16, 8, 8, 0.88),
   tile(64, 128, 16, 8, 8, 0.88),
   tile(64, 64, 16, 8, 8, 0.8),
