@@ -64,7 +64,20 @@ fn rmsnorm_bwd_dw_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
   let r0 = wid.y * p.R;
   let r1 = min(p.N, r0 + p.R);
   var acc = 0.0;
-  for (var r = r0; r < r1; r++) {
+  // Four rows' loads issued before their FMAs, which stay in row order (the same bits as one row
+  // at a time): a loop of one row per step waits out a memory round trip per row.
+  var r = r0;
+  for (; r + 4u <= r1; r += 4u) {
+    let i = r * p.C + c;
+    let d0 = p_dy[i]; let d1 = p_dy[i + p.C]; let d2 = p_dy[i + 2u * p.C]; let d3 = p_dy[i + 3u * p.C];
+    let x0 = f_x[i]; let x1 = f_x[i + p.C]; let x2 = f_x[i + 2u * p.C]; let x3 = f_x[i + 3u * p.C];
+    let s0 = p_rstd[r]; let s1 = p_rstd[r + 1u]; let s2 = p_rstd[r + 2u]; let s3 = p_rstd[r + 3u];
+    acc = fma(d0, x0 * s0, acc);
+    acc = fma(d1, x1 * s1, acc);
+    acc = fma(d2, x2 * s2, acc);
+    acc = fma(d3, x3 * s3, acc);
+  }
+  for (; r < r1; r++) {
     let i = r * p.C + c;
     acc = fma(p_dy[i], f_x[i] * p_rstd[r], acc);
   }
@@ -80,6 +93,15 @@ fn rmsnorm_bwd_dw_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
   let c = wid.x * WG + lid;
   if (c >= p.C) { return; }
   var acc = 0.0;
-  for (var k = 0u; k < p.K; k++) { acc += s_part[k * p.C + c]; }
+  // Eight chunks' loads in flight, summed in chunk order (the same bits as one at a time, which
+  // waited out a memory round trip per chunk: 59 µs for 256 chunks × 768 columns on an H200).
+  var k = 0u;
+  for (; k + 8u <= p.K; k += 8u) {
+    let i = k * p.C + c;
+    let v0 = s_part[i]; let v1 = s_part[i + p.C]; let v2 = s_part[i + 2u * p.C]; let v3 = s_part[i + 3u * p.C];
+    let v4 = s_part[i + 4u * p.C]; let v5 = s_part[i + 5u * p.C]; let v6 = s_part[i + 6u * p.C]; let v7 = s_part[i + 7u * p.C];
+    acc += v0; acc += v1; acc += v2; acc += v3; acc += v4; acc += v5; acc += v6; acc += v7;
+  }
+  for (; k < p.K; k++) { acc += s_part[k * p.C + c]; }
   if (p.accumulate != 0u) { s_dw[c] = s_dw[c] + acc; } else { s_dw[c] = acc; }
 }
