@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   availableVariants, chooseMatmulVariant, getVariant, MATMUL_VARIANTS, MAX_SPLIT_K, matmulCode, matmulWorkspaceBytes, nextBufferByModulo, unrollKSteps,
-  parseChoice, shapeKey, splitPlan, streamKCode, streamKPlan, variantFits, variantIsWellFormed, variantName, variantSharedBytes, vectorFlags,
+  parseChoice, shapeKey, splitPlan, variantFits, variantIsWellFormed, variantName, variantSharedBytes, vectorFlags,
 } from '../../src/engine/kernels/matmul';
 import { matmulRef, transposeRef } from '../../src/engine/kernels/matmul.ref';
 import { Rng } from '../../src/engine/util/rng';
@@ -131,77 +131,6 @@ describe('variants and heuristic', () => {
     expect(() => parseChoice('nope_sk4')).toThrow(/unknown variant/);
     expect(matmulWorkspaceBytes({ M: 10, N: 20, K: 1000 }, '64x64k16_4x4_sk4')).toBe(4 * 10 * 20 * 4);
     expect(matmulWorkspaceBytes({ M: 10, N: 20, K: 1000 }, '64x64k16_4x4')).toBe(0);
-  });
-
-  it('stream-K plans: whole waves of whole tiles, then every k iteration of the rest run once and summed once', () => {
-    // 4096³ on an H200-like 264 workgroups: 2 whole waves, then 496 tiles over 264 workgroups.
-    const big = streamKPlan({ M: 4096, N: 4096, K: 4096 }, getVariant('128x128k8_8x16'), 264);
-    expect(big).toMatchObject({ tiles: 1024, ipt: 512, dpTiles: 528, skTiles: 496, workgroups: 264 });
-    expect(big.workspaceFloats).toBe(2 * 264 * 128 * 128);
-    // Tiles a multiple of W: nothing shared, no workspace (the plain GEMM runs).
-    expect(streamKPlan({ M: 256, N: 256, K: 64 }, getVariant('128x128k8_8x16'), 2).workspaceFloats).toBe(0);
-    // The shader's arithmetic (streamKCode's streamRange, matmul_streamk.wgsl's begin/owner/slot), in TS.
-    fc.assert(fc.property(fc.integer({ min: 1, max: 700 }), fc.integer({ min: 1, max: 700 }), fc.integer({ min: 1, max: 3000 }),
-      fc.integer({ min: 1, max: 300 }), (M, N, K, W) => {
-        const v = getVariant('32x32k16_4x4');
-        const p = streamKPlan({ M, N, K }, v, W);
-        expect(p.dpTiles + p.skTiles).toBe(p.tiles);
-        expect(p.dpTiles % W).toBe(0); // whole waves only
-        if (p.skTiles === 0) return;
-        expect(p.skTiles).toBeLessThan(2 * W + 1);
-        const begin = (w: number) => w * p.skQ + Math.min(w, p.skR);
-        const owner = (x: number) => {
-          const bigPart = p.skR * (p.skQ + 1);
-          return x < bigPart ? Math.floor(x / (p.skQ + 1)) : p.skR + Math.floor((x - bigPart) / p.skQ);
-        };
-        expect(begin(p.workgroups)).toBe(p.skTiles * p.ipt); // the ranges end to end cover the region
-        expect(p.skQ).toBeGreaterThanOrEqual(1);
-        // Per tile: which slot each part went to (GEMM side) and which slots the fixup sums.
-        const stored = new Map<number, { slot: number; iters: number }[]>();
-        for (let w = 0; w < p.workgroups; w++) {
-          for (let it = begin(w); it < begin(w + 1);) {
-            const t = Math.floor(it / p.ipt);
-            const kt0 = it - t * p.ipt;
-            const ktn = Math.min(p.ipt - kt0, begin(w + 1) - it);
-            const whole = kt0 === 0 && ktn === p.ipt;
-            if (!whole) {
-              const slot = 2 * w + (it === begin(w) ? 0 : 1);
-              const list = stored.get(t) ?? [];
-              list.push({ slot, iters: ktn });
-              stored.set(t, list);
-            }
-            it += ktn;
-          }
-        }
-        const used = new Set<number>();
-        for (let t = 0; t < p.skTiles; t++) {
-          const first = t * p.ipt;
-          const [w0, w1] = [owner(first), owner(first + p.ipt - 1)];
-          const parts = stored.get(t) ?? [];
-          if (w0 === w1) { expect(parts).toHaveLength(0); continue; }
-          const summed = [];
-          for (let w = w0; w <= w1; w++) summed.push(2 * w + (begin(w) >= first ? 0 : 1));
-          expect(summed).toEqual(parts.map((x) => x.slot)); // the fixup reads exactly the parts written, in k order
-          expect(parts.reduce((a, x) => a + x.iters, 0)).toBe(p.ipt);
-          for (const x of summed) { expect(used.has(x)).toBe(false); used.add(x); }
-        }
-        for (const x of used) expect(x).toBeLessThan(p.workspaceFloats / (v.BM * v.BN));
-      }), { numRuns: 300 });
-    expect(parseChoice('64x64k16_4x4_st264')).toMatchObject({ streamK: 264, splitK: 1, variant: { name: '64x64k16_4x4' } });
-    expect(() => parseChoice('64x64k16_4x4_st0')).toThrow(/stream-K/);
-    expect(() => parseChoice('128x128k8_8x8_sw8_st264')).toThrow(/swizzled/);
-    expect(matmulWorkspaceBytes({ M: 4096, N: 4096, K: 4096 }, '128x128k8_8x16_st264')).toBe(2 * 264 * 128 * 128 * 4);
-  });
-
-  it('streamKCode: main()\'s tile becomes a loop over the workgroup\'s parts; the shader text it edits must be as expected', () => {
-    const matmulSrc = matmulCode(true, true, true);
-    const code = streamKCode(matmulSrc);
-    expect(matmulCode(true, true, true, 8, true, true)).toBe(unrollKSteps(streamKCode(matmulCode(true, true, true, 0, true)), 8));
-    expect(code.split('loop {').length - 1).toBe(1);
-    expect(code).toContain('fn storeRowC(');
-    expect(code).toContain('@binding(4) var<storage, read_write> SK');
-    expect(() => streamKCode(matmulSrc.replace('let tile = tileOf(wid, nwg);', 'let tile = tileOf(wid, nwg); '))).toThrow(/tile of main/);
-    expect(() => streamKCode(`${matmulSrc}\nfn after() {}\n`)).toThrow(/last function/);
   });
 
   it('vec4 access only where the stored rows are whole vec4s; one shader per access choice', () => {

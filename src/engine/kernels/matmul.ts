@@ -20,7 +20,6 @@
 import matmulSrc from '../../../shaders/matmul.wgsl?raw';
 import ioSrc from '../../../shaders/matmul_io.wgsl?raw';
 import splitKSrc from '../../../shaders/matmul_splitk.wgsl?raw';
-import streamKFixupSrc from '../../../shaders/matmul_streamk.wgsl?raw';
 import { adapterMatches } from '../gpu/device';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
@@ -166,41 +165,24 @@ export function getVariant(name: string): MatmulVariant {
 /** Most K slices a split-K choice may ask for. */
 export const MAX_SPLIT_K = 32;
 
-/** Most workgroups a stream-K choice may name. */
-export const MAX_STREAM_K = 4096;
-
-/**
- * A GEMM choice: a variant, run in `splitK` K slices (1 = one pass), or stream-K over `streamK`
- * workgroups (0 = not stream-K; see streamKPlan).
- */
+/** A GEMM choice: a variant, run in `splitK` K slices (1 = one pass). */
 export interface MatmulChoice {
   name: string;
   variant: MatmulVariant;
   splitK: number;
-  streamK: number;
 }
 
-export function choiceName(variant: string, splitK: number, streamK = 0): string {
-  if (streamK > 0) return `${variant}_st${streamK}`;
+export function choiceName(variant: string, splitK: number): string {
   return splitK > 1 ? `${variant}_sk${splitK}` : variant;
 }
 
-/**
- * Parses `<variant>`, `<variant>_sk<S>` (2 ≤ S ≤ MAX_SPLIT_K) or `<variant>_st<W>` (1 ≤ W ≤
- * MAX_STREAM_K, a variant without swizzle); throws on anything else.
- */
+/** Parses `<variant>` or `<variant>_sk<S>` (2 ≤ S ≤ MAX_SPLIT_K); throws on anything else. */
 export function parseChoice(name: string): MatmulChoice {
-  const m = /^(.*)_(sk|st)(\d+)$/.exec(name);
+  const m = /^(.*)_sk(\d+)$/.exec(name);
   const variant = getVariant(m ? m[1] : name);
-  if (m?.[2] === 'st') {
-    const W = Number(m[3]);
-    if (!(W >= 1 && W <= MAX_STREAM_K)) throw new Error(`matmul: stream-K of '${name}' must name 1..${MAX_STREAM_K} workgroups`);
-    if (variant.swizzle > 1) throw new Error(`matmul: stream-K of '${name}': a swizzled variant's tile order is not the one stream-K counts in`);
-    return { name, variant, splitK: 1, streamK: W };
-  }
-  const splitK = m ? Number(m[3]) : 1;
+  const splitK = m ? Number(m[2]) : 1;
   if (m && !(splitK >= 2 && splitK <= MAX_SPLIT_K)) throw new Error(`matmul: split-K of '${name}' must be 2..${MAX_SPLIT_K}`);
-  return { name, variant, splitK, streamK: 0 };
+  return { name, variant, splitK };
 }
 
 function tryParseChoice(name: string): MatmulChoice | undefined {
@@ -224,55 +206,8 @@ export function splitPlan(K: number, BK: number, splitK: number): { kChunk: numb
 /** Workspace bytes a choice needs for this shape (0 when it runs in one pass). */
 export function matmulWorkspaceBytes(s: MatmulShape, choice: string): number {
   const c = parseChoice(choice);
-  if (c.streamK > 0) return streamKPlan(s, c.variant, c.streamK).workspaceFloats * 4;
   const { parts } = splitPlan(s.K, c.variant.BK, c.splitK);
   return parts > 1 ? parts * s.M * s.N * 4 : 0;
-}
-
-// ---- stream-K --------------------------------------------------------------------------------
-
-/**
- * How a stream-K choice runs a shape. The GPU holds about W workgroups at once; C's T tiles (row
- * by row) would run as T / W waves, the last one part empty (an H200 holds 264 of the 128×128 8×16
- * workgroups: 4096³'s 1024 tiles are 3.88 waves, 8192×768's 384 are 1.45). Instead the first
- * `dpTiles` tiles, whole waves but the last, run one workgroup each as usual, and the remaining
- * `skTiles` (the last whole wave plus the partial one) are laid end to end as skTiles · ipt k
- * iterations (ipt = ceil(K / BK) per tile) and cut into `workgroups` equal ranges, so every
- * workgroup of that last stretch does the same work. A range that covers a whole tile stores it;
- * a part of a tile goes to a workspace slot (each workgroup has two: its first part and its last),
- * and a second pass (shaders/matmul_streamk.wgsl) sums each shared tile's parts in k order into C.
- * When T is a multiple of W no tile is shared (skTiles 0, one pass). Grid: dpTiles + workgroups, 1-D.
- */
-export interface StreamKPlan {
-  tilesX: number;
-  tiles: number;
-  ipt: number;
-  dpTiles: number;
-  skTiles: number;
-  /** Workgroups sharing the stream-K region (≤ W: never more than its iterations). */
-  workgroups: number;
-  /** Iterations per region workgroup: skQ, one more for the first skR. */
-  skQ: number;
-  skR: number;
-  workspaceFloats: number;
-}
-
-export function streamKPlan(s: MatmulShape, v: MatmulVariant, W: number): StreamKPlan {
-  const tilesX = Math.ceil(s.N / v.BN);
-  const tiles = tilesX * Math.ceil(s.M / v.BM);
-  const ipt = Math.max(1, Math.ceil(s.K / v.BK));
-  if (tiles * ipt >= 2 ** 32) throw new Error(`matmul: stream-K of ${s.M}x${s.N}x${s.K}: ${tiles} tiles × ${ipt} k steps overflow u32`);
-  const extra = tiles % W;
-  const skTiles = tiles <= W ? tiles : extra === 0 ? 0 : extra + W;
-  const dpTiles = tiles - skTiles;
-  const workgroups = Math.min(W, skTiles * ipt);
-  const iters = skTiles * ipt;
-  const skQ = workgroups > 0 ? Math.floor(iters / workgroups) : 0;
-  const skR = workgroups > 0 ? iters - skQ * workgroups : 0;
-  // Tiles are shared unless every workgroup's range is whole tiles.
-  const shared = skTiles > 0 && !(skR === 0 && skQ % ipt === 0);
-  const workspaceFloats = shared ? 2 * workgroups * v.BM * v.BN : 0;
-  return { tilesX, tiles, ipt, dpTiles, skTiles, workgroups, skQ, skR, workspaceFloats };
 }
 
 /** WebGPU's guaranteed minimum limits: the heuristic's default when no device is at hand. */
@@ -383,82 +318,16 @@ export function nextBufferByModulo(src: string): string {
   return src.replace(H_LINE, `${H_LINE}    let hn = (t + 1u) % 2u;\n`).replaceAll('(1u - h)', 'hn').replaceAll('1u - h', 'hn');
 }
 
-/** Replaces `from` (which must occur exactly once in src) by `to`. */
-function replaceOnce(src: string, from: string, to: string, what: string): string {
-  const n = src.split(from).length - 1;
-  if (n !== 1) throw new Error(`matmul.wgsl: ${what} found ${n} times, expected once`);
-  return src.replace(from, () => to);
-}
-
-const SK_PARAMS = 'struct Params { M: u32, N: u32, K: u32, alpha: f32, flags: u32, bk: u32, kChunk: u32, _p0: u32 }';
-const SK_TILE = '  let tile = tileOf(wid, nwg);\n';
-const SK_KRANGE = '  let kBegin = wid.z * P.kChunk;\n  let nt = (min(K, kBegin + P.kChunk) - kBegin + BK - 1u) / BK;\n';
-const SK_STORE = '  let zRows = wid.z * M;';
-const SK_STORE_ROW = 'fn storeRow(r: u32, q0: u32, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, rows: u32, N: u32) {';
-
-/**
- * matmul.wgsl as a stream-K GEMM (streamKPlan): main()'s tile becomes the body of a loop over this
- * workgroup's range of k iterations, one tile's part per pass, and a part that is not a whole tile
- * stores into workspace slot 2w or 2w + 1 (binding 4) instead of C. A text edit, so that the
- * other pipelines' WGSL stays exactly what was measured.
- */
-export function streamKCode(src: string): string {
-  let out = replaceOnce(src, SK_PARAMS,
-    `${SK_PARAMS.slice(0, -2)}, tilesX: u32, dpTiles: u32, ipt: u32, skQ: u32, skR: u32, _p1: u32, _p2: u32, _p3: u32 }\n`
-    + '@group(0) @binding(4) var<storage, read_write> SK: array<vec4<f32>>;\n'
-    + 'const NO_SLOT: u32 = 0xffffffffu;\n'
-    + 'var<private> skSlot: u32 = NO_SLOT;        // where this part goes: C (NO_SLOT) or a workspace slot\n'
-    + 'var<private> skOrigin: vec2<u32>;          // the part\'s tile origin (m0, n0)\n'
-    + '// Iterations [x, y) of workgroup g: one whole tile each below dpTiles, then skQ (+1 for the first skR).\n'
-    + 'fn streamRange(g: u32) -> vec2<u32> {\n'
-    + '  if (g < P.dpTiles) { return vec2<u32>(g * P.ipt, (g + 1u) * P.ipt); }\n'
-    + '  let w = g - P.dpTiles;\n'
-    + '  let b = P.dpTiles * P.ipt + w * P.skQ + min(w, P.skR);\n'
-    + '  return vec2<u32>(b, b + P.skQ + select(0u, 1u, w < P.skR));\n'
-    + '}', 'the Params struct');
-  out = replaceOnce(out, SK_STORE_ROW,
-    'fn storeRow(r: u32, q0: u32, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, rows: u32, N: u32) {\n'
-    + '  if (skSlot == NO_SLOT) { storeRowC(r, q0, v0, v1, v2, v3, rows, N); return; }\n'
-    + '  let dq = BN / TN;                        // vec4s between the row\'s column groups\n'
-    + '  let o = (skSlot * BM * BN + (r - skOrigin.x) * BN + (q0 - skOrigin.y)) / 4u;\n'
-    + '  SK[o] = v0;\n'
-    + '  if (TN >= 8u) { SK[o + dq] = v1; }\n'
-    + '  if (TN == 16u) { SK[o + 2u * dq] = v2; SK[o + 3u * dq] = v3; }\n'
-    + '}\n\n'
-    + SK_STORE_ROW.replace('fn storeRow(', 'fn storeRowC('), 'storeRow');
-  out = replaceOnce(out, SK_TILE,
-    '  let seg = streamRange(wid.x);\n'
-    + '  var it = seg.x;\n'
-    + '  loop {\n'
-    + '  if (it >= seg.y) { break; }\n'
-    + '  let tIdx = it / P.ipt;\n'
-    + '  let kt0 = it - tIdx * P.ipt;\n'
-    + '  let ktn = min(P.ipt - kt0, seg.y - it);\n'
-    + '  let tile = vec2<u32>(tIdx / P.tilesX, tIdx % P.tilesX);\n', 'the tile of main()');
-  out = replaceOnce(out, SK_KRANGE, '  let kBegin = kt0 * BK;\n  let nt = ktn;\n', 'the k range of main()');
-  out = replaceOnce(out, SK_STORE,
-    '  skSlot = select(NO_SLOT, 2u * (wid.x - P.dpTiles) + select(1u, 0u, it == seg.x), kt0 != 0u || ktn != P.ipt);\n'
-    + '  skOrigin = vec2<u32>(m0, n0);\n'
-    + '  it += ktn;\n'
-    + SK_STORE, 'the stores of main()');
-  const end = out.trimEnd();
-  if (!end.endsWith('\n  }\n}')) throw new Error('matmul.wgsl: main() is not the last function');
-  // The next part's first tile goes into buffer 0, which slower threads may still be reading.
-  return `${end.slice(0, -2)}\n  workgroupBarrier();\n  }\n}\n`;
-}
-
 /**
  * The WGSL for one choice of vec4/scalar access per operand (A, B, C); `unrollBK` > 0 writes the
  * k loop out for a specialized pipeline of that BK, `tn16` (specialized TN 16 tiles that do not
- * accumulate) writes the next tile's buffer index as nextBufferByModulo does, `streamK` makes it
- * a stream-K GEMM (streamKCode).
+ * accumulate) writes the next tile's buffer index as nextBufferByModulo does.
  */
-export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false, streamK = false): string {
-  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}:${+streamK}`;
+export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false): string {
+  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}`;
   let code = codeCache.get(key);
   if (!code) {
-    let body = tn16 ? nextBufferByModulo(matmulSrc) : matmulSrc;
-    if (streamK) body = streamKCode(body);
+    const body = tn16 ? nextBufferByModulo(matmulSrc) : matmulSrc;
     code = [
       section(vecA ? 'a_vec4' : 'a_scalar'),
       section(vecB ? 'b_vec4' : 'b_scalar'),
@@ -603,11 +472,6 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   const choice = pickChoice(rt, args, args.workspace ? bindingBytes(args.workspace) : 0);
   const v = choice.variant;
   if (!variantFits(v, rt.device.limits)) throw new Error(`${args.label}: variant ${v.name} exceeds this device's limits`);
-  if (choice.streamK > 0) {
-    const plan = streamKPlan(args, v, choice.streamK);
-    // Without shared tiles every tile is one workgroup's, as in the plain GEMM: run that.
-    if (plan.workspaceFloats > 0) return buildStreamK(rt, args, choice, plan);
-  }
   const { kChunk, parts } = splitPlan(K, v.BK, choice.splitK);
   const out = parts > 1 ? args.workspace as Binding : args.c;
   // vec4 bindings also need 16-byte offsets (the convention is 256; checked, not assumed).
@@ -647,49 +511,6 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
     workgroups: grid2d(rt, Math.ceil((M * N) / 256)),
   });
   return { dispatches: [gemm, reduce], uniforms: [uniform, ru], variant: name, fullTiles };
-}
-
-/** The two dispatches of a stream-K choice whose plan shares tiles (buildMatmul checked the arguments). */
-function buildStreamK(rt: Runtime, args: MatmulArgs, choice: MatmulChoice, plan: StreamKPlan): BuiltMatmul {
-  const { M, N, K, transA = false, transB = false } = args;
-  const v = choice.variant;
-  const ws = args.workspace as Binding;
-  const grid = plan.dpTiles + plan.workgroups;
-  if (grid > rt.device.limits.maxComputeWorkgroupsPerDimension) {
-    throw new Error(`${args.label}: ${choice.name} needs ${grid} workgroups in one dimension, the device allows ${rt.device.limits.maxComputeWorkgroupsPerDimension}`);
-  }
-  const aligned = (b: Binding) => (asSlice(b).offset ?? 0) % 16 === 0;
-  const vf = vectorFlags(args);
-  const [vecA, vecB, vecC] = [vf.vecA && aligned(args.a), vf.vecB && aligned(args.b), vf.vecC && aligned(args.c)];
-  const fullTiles = vecA && vecB && vecC && M % v.BM === 0 && N % v.BN === 0 && K % v.BK === 0;
-  const accumulate = args.accumulate ?? false;
-  const alpha = args.alpha ?? 1;
-  const specialize = args.specialize ?? true;
-  const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (accumulate ? 4 : 0);
-  const uniform = rt.uniform(args.label, new Uniforms().u32(M).u32(N).u32(K).f32(alpha).u32(flags).u32(v.BK).u32(K).u32(0)
-    .u32(plan.tilesX).u32(plan.dpTiles).u32(plan.ipt).u32(plan.skQ).u32(plan.skR).u32(0).u32(0).u32(0));
-  const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +accumulate } : {};
-  const gemm = rt.kernel({
-    label: `${args.label}[matmul ${choice.name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
-    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !accumulate, true),
-    entryPoint: 'main',
-    constants: {
-      ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: 0,
-      BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN,
-    },
-    bindings: [args.a, args.b, args.c, uniform, ws],
-    workgroups: [grid, 1, 1],
-  });
-  const fu = rt.uniform(`${args.label}.streamk`, new Uniforms().u32(M).u32(N).u32(plan.tilesX).u32(plan.dpTiles).u32(plan.ipt)
-    .u32(plan.skQ).u32(plan.skR).u32(accumulate ? 1 : 0).f32(alpha).u32(v.BM).u32(v.BN).u32(0));
-  const fixup = rt.kernel({
-    label: `${args.label}[matmul stream-K fixup ${plan.skTiles} tiles]`,
-    code: streamKFixupSrc,
-    entryPoint: 'main',
-    bindings: [ws, args.c, fu],
-    workgroups: [Math.ceil((v.BM * v.BN) / 256), plan.skTiles, 1],
-  });
-  return { dispatches: [gemm, fixup], uniforms: [uniform, fu], variant: choice.name, fullTiles };
 }
 
 /**
@@ -771,21 +592,10 @@ export async function timeMatmul(
   return { ms: r.medianMs / inner, method: r.method };
 }
 
-/**
- * Every choice worth timing on a shape: the variants that fit, plus their split-K choices within
- * the workspace, plus stream-K over each of `streamK` workgroup counts (how many workgroups the GPU
- * holds at once is not something WebGPU reports: the caller names the counts to try) where the
- * plan shares tiles and its workspace fits.
- */
-export function autotuneCandidates(rt: Runtime, s: MatmulShape, workspaceBytes = 0, streamK: readonly number[] = []): string[] {
-  return availableVariants(rt.device.limits).flatMap((v) => [
-    v.name,
-    ...splitCandidates(s, v, workspaceBytes).map((S) => choiceName(v.name, S)),
-    ...(v.swizzle > 1 ? [] : streamK.filter((W) => {
-      const p = streamKPlan(s, v, W);
-      return p.workspaceFloats > 0 && p.workspaceFloats * 4 <= workspaceBytes;
-    }).map((W) => choiceName(v.name, 1, W))),
-  ]);
+/** Every choice worth timing on a shape: the variants that fit, plus their split-K choices within the workspace. */
+export function autotuneCandidates(rt: Runtime, s: MatmulShape, workspaceBytes = 0): string[] {
+  return availableVariants(rt.device.limits).flatMap((v) =>
+    [v.name, ...splitCandidates(s, v, workspaceBytes).map((S) => choiceName(v.name, S))]);
 }
 
 /**
