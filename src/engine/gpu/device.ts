@@ -26,13 +26,6 @@ export interface Gpu {
   subgroupMaxSize: number;
   /** Invocations per subgroup, at least (GPUAdapterInfo.subgroupMinSize; 0 when unknown). */
   subgroupMinSize: number;
-  /**
-   * The binding polls the device in a busy loop while a promise of it (mapAsync,
-   * onSubmittedWorkDone) is pending: dawn.node, the Node binding, whose poll is a setImmediate tick
-   * that allocates on every turn (Runtime.mapRead sleeps through most of a long wait there).
-   * Browsers wait on events.
-   */
-  busyPolls?: boolean;
   /** Resolves when the device is lost; `lostMessage` is set then. */
   lost: Promise<GPUDeviceLostInfo>;
   lostMessage: string | null;

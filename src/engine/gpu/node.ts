@@ -43,12 +43,6 @@ export interface NodeGpuOptions extends AcquireOptions {
   forceSwiftShader?: boolean;
 }
 
-/** dawn.node waits on a device's promises by polling it every setImmediate turn (Gpu.busyPolls). */
-function busyPolling(g: Gpu): Gpu {
-  g.busyPolls = true; // the object itself: acquireGpu's device-lost handler writes into it
-  return g;
-}
-
 export async function acquireNodeGpu(opts: NodeGpuOptions = {}): Promise<Gpu> {
   if (!process.env.XDG_RUNTIME_DIR) {
     const dir = '/tmp/xdg-runtime';
@@ -61,7 +55,7 @@ export async function acquireNodeGpu(opts: NodeGpuOptions = {}): Promise<Gpu> {
   if (!opts.forceSwiftShader) {
     const gpu = createInstance(dawn, flags);
     const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
-    if (adapter) return busyPolling(await acquireGpu(gpu, opts));
+    if (adapter) return acquireGpu(gpu, opts);
   }
   // No hardware adapter: point the Vulkan loader at SwiftShader (shipped with Debian's chromium).
   if (!existsSync(SWIFTSHADER_ICD)) {
@@ -78,5 +72,5 @@ export async function acquireNodeGpu(opts: NodeGpuOptions = {}): Promise<Gpu> {
   const swFlags = i < 0
     ? [...flags, `disable-dawn-features=${ZERO_INIT}`]
     : flags.map((f, j) => (j === i && !f.includes(ZERO_INIT) ? `${f},${ZERO_INIT}` : f));
-  return busyPolling(await acquireGpu(createInstance(dawn, swFlags), opts));
+  return acquireGpu(createInstance(dawn, swFlags), opts);
 }

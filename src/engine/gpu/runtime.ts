@@ -65,9 +65,6 @@ export function toEntry(b: Binding, binding: number): GPUBindGroupEntry {
   return { binding, resource: { buffer: b as GPUBuffer } };
 }
 
-/** How long before the expected end of a GPU wait mapRead starts polling (busy-polling bindings). */
-export const MAP_POLL_MARGIN_MS = 3;
-
 export class Runtime {
   readonly device: GPUDevice;
   readonly mem: GpuMemory;
@@ -163,23 +160,6 @@ export class Runtime {
       padded.set(bytes);
       this.device.queue.writeBuffer(buffer, offset, padded);
     }
-  }
-
-  /**
-   * Maps `buffer` for reading (then read it with getMappedRange and unmap). `expect`: when the GPU
-   * should finish the work it waits for (`since`, a performance.now() time, plus `ms`). On a
-   * binding that busy-polls (Gpu.busyPolls: dawn.node) the wait first sleeps on a timer until
-   * MAP_POLL_MARGIN_MS before that: its poll allocates on every turn, ~20 MB over a 150 ms training
-   * step, whose collection (6-10 ms mark-compacts, one per step on an H200) then lands on the
-   * steps' critical path. A late estimate costs at most the overshoot, and a caller that measures
-   * its waits corrects it on the next call.
-   */
-  async mapRead(buffer: GPUBuffer, expect?: { since: number; ms: number }): Promise<void> {
-    if (expect && this.gpu.busyPolls) {
-      const sleep = expect.since + expect.ms - MAP_POLL_MARGIN_MS - performance.now();
-      if (sleep >= 1) await new Promise((r) => setTimeout(r, sleep));
-    }
-    await buffer.mapAsync(GPUMapMode.READ);
   }
 
   /** Copies `size` bytes at `offset` back to the CPU (a staging buffer outside the ledger). */

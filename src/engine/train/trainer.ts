@@ -139,8 +139,6 @@ export class Trainer {
   private startTime = performance.now();
   /** The next trainStep's command buffer, recorded while the GPU ran the last one (trainStep). */
   private recordedStep?: GPUCommandBuffer;
-  /** The last step's submit → loss mapped time: how long the next one is expected to take (Runtime.mapRead). */
-  private stepWait = { ms: 0 };
   private sampler: LlamaGpu;
   /** Per-layer quantization error of the forward's quantized tensors (null when nothing is quantized there). */
   private probe: QuantErrorProbe | null;
@@ -213,7 +211,7 @@ export class Trainer {
       // base model's 678 dispatches that would otherwise delay the next step's start). Its inputs
       // (batch, seeds, AdamW's step parameters) are queue writes made before it is submitted.
       this.recordedStep = this.recordStep();
-    }, this.stepWait);
+    });
     this.stepCount++;
     return stepMetrics(opts, { step, loss, lr, gradNorm, t0, startTime: this.startTime, mem: this.memory() });
   }
@@ -288,13 +286,11 @@ export class Trainer {
   }
 
   /** Submits `commands` (which copy the loss and grad norm to the readback buffer) and reads them; `whileRunning` runs after the submit. */
-  private async submitAndRead(commands: GPUCommandBuffer, whileRunning?: () => void, wait?: { ms: number }): Promise<[number, number]> {
+  private async submitAndRead(commands: GPUCommandBuffer, whileRunning?: () => void): Promise<[number, number]> {
     const rb = this.model.b('readback');
-    const since = performance.now();
     this.rt.submit(commands);
     whileRunning?.();
-    await this.rt.mapRead(rb, wait && wait.ms > 0 ? { since, ms: wait.ms } : undefined);
-    if (wait) wait.ms = performance.now() - since;
+    await rb.mapAsync(GPUMapMode.READ);
     const r = new Float32Array(rb.getMappedRange().slice(0, 8));
     rb.unmap();
     return [r[0], r[1]];
