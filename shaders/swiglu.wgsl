@@ -1,6 +1,9 @@
 // SwiGLU (LLaMA MLP): h = silu(gate) ⊙ up, silu(z) = z·σ(z). N = rows, F = intermediate size;
 // gate, up, h, dh, dgate, dup: [N, F], treated as flat arrays of n = N·F elements (2-D grid when
 // n/256 > 65535). Backward: dup = dh · silu(g); dgate = dh · up · σ(g)·(1 + g·(1 − σ(g))).
+// V is f32, or vec4<f32> in the copy swiglu.ts makes for counts and bindings that allow 16-byte
+// access (the same arithmetic per component, so the same bits); n counts V elements.
+alias V = f32;
 struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }
 
 @group(0) @binding(2) var<uniform> p: Params;
@@ -9,16 +12,16 @@ fn flat(gid: vec3<u32>, nwg: vec3<u32>) -> u32 { return gid.x + gid.y * nwg.x * 
 
 // σ(z) without overflow: exp of a non-positive argument only (exp(-z) for large negative z is inf,
 // which WGSL does not promise to propagate cleanly).
-fn sigmoid(z: f32) -> f32 {
+fn sigmoid(z: V) -> V {
   let e = exp(-abs(z));
   let s = 1.0 / (1.0 + e);
-  return select(e * s, s, z >= 0.0);
+  return select(e * s, s, z >= V(0.0));
 }
 
 // ---- forward: bindings gate, up, params, h
-@group(0) @binding(0) var<storage, read> f_gate: array<f32>;
-@group(0) @binding(1) var<storage, read> f_up: array<f32>;
-@group(0) @binding(3) var<storage, read_write> f_h: array<f32>;
+@group(0) @binding(0) var<storage, read> f_gate: array<V>;
+@group(0) @binding(1) var<storage, read> f_up: array<V>;
+@group(0) @binding(3) var<storage, read_write> f_h: array<V>;
 
 @compute @workgroup_size(256)
 fn swiglu_fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -29,9 +32,9 @@ fn swiglu_fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
 }
 
 // ---- backward: bindings gate, up, params, dh, dgate, dup
-@group(0) @binding(3) var<storage, read> b_dh: array<f32>;
-@group(0) @binding(4) var<storage, read_write> b_dgate: array<f32>;
-@group(0) @binding(5) var<storage, read_write> b_dup: array<f32>;
+@group(0) @binding(3) var<storage, read> b_dh: array<V>;
+@group(0) @binding(4) var<storage, read_write> b_dgate: array<V>;
+@group(0) @binding(5) var<storage, read_write> b_dup: array<V>;
 
 @compute @workgroup_size(256)
 fn swiglu_bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -47,8 +50,8 @@ fn swiglu_bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
 // ---- backward in place (dgate over gate, dup over up; each element is read before it is written
 // by the same invocation, so no other invocation can observe a half-updated value):
 // bindings gate/dgate, up/dup, params, dh
-@group(0) @binding(0) var<storage, read_write> i_gate: array<f32>;
-@group(0) @binding(1) var<storage, read_write> i_up: array<f32>;
+@group(0) @binding(0) var<storage, read_write> i_gate: array<V>;
+@group(0) @binding(1) var<storage, read_write> i_up: array<V>;
 
 @compute @workgroup_size(256)
 fn swiglu_bwd_inplace(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -65,7 +68,7 @@ fn swiglu_bwd_inplace(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
 // ---- backward with dgate over gate and dup over dh (each element is read before the same invocation
 // writes it): bindings gate/dgate, up (read), params, dh/dup. What the blocked backward of a
 // quantized `up` runs, whose up rows are a dequantized scratch block and whose dh rows take dup.
-@group(0) @binding(3) var<storage, read_write> o_dh: array<f32>;
+@group(0) @binding(3) var<storage, read_write> o_dh: array<V>;
 
 @compute @workgroup_size(256)
 fn swiglu_bwd_over_dh(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {

@@ -9,7 +9,7 @@ import { testRuntime, trackBuffers } from '../helpers/gpu';
 const { up } = trackBuffers();
 
 /** inPlace: the forward writes h over up, the backward dgate over gate and dup over up ('up') or over dh ('dh'). */
-async function check(N: number, F: number, inPlace: false | 'up' | 'dh'): Promise<void> {
+async function check(N: number, F: number, inPlace: false | 'up' | 'dh', vectorize = true): Promise<Float32Array[]> {
   const rt = await testRuntime();
   const rng = new Rng(N * 31 + F);
   const n = N * F;
@@ -30,14 +30,16 @@ async function check(N: number, F: number, inPlace: false | 'up' | 'dh'): Promis
   const bdu = inPlace === 'up' ? bu : inPlace === 'dh' ? bdh : up(rt, new Float32Array(n));
   const dims = { N, F };
   rt.run([
-    swigluForward(rt, { label: 's', gate: bg, up: inPlace ? bh : bu, h: bh, dims }),
-    swigluBackward(rt, { label: 's', gate: bg, up: bu, dh: bdh, dgate: bdg, dup: bdu, dims }),
+    swigluForward(rt, { label: 's', gate: bg, up: inPlace ? bh : bu, h: bh, dims, vectorize }),
+    swigluBackward(rt, { label: 's', gate: bg, up: bu, dh: bdh, dgate: bdg, dup: bdu, dims, vectorize }),
   ]);
   const h = swigluForwardRef(gate, upv);
   const { dgate, dup } = swigluBackwardRef(gate, upv, dh);
-  expectClose(await rt.readF32(bh, 0, n), h, { atol: 1e-6, rtol: 1e-5, label: 'h' });
-  expectClose(await rt.readF32(bdg, 0, n), dgate, { atol: 1e-6, rtol: 1e-5, label: 'dgate' });
-  expectClose(await rt.readF32(bdu, 0, n), dup, { atol: 1e-6, rtol: 1e-5, label: 'dup' });
+  const got = [await rt.readF32(bh, 0, n), await rt.readF32(bdg, 0, n), await rt.readF32(bdu, 0, n)];
+  expectClose(got[0], h, { atol: 1e-6, rtol: 1e-5, label: 'h' });
+  expectClose(got[1], dgate, { atol: 1e-6, rtol: 1e-5, label: 'dgate' });
+  expectClose(got[2], dup, { atol: 1e-6, rtol: 1e-5, label: 'dup' });
+  return got;
 }
 
 describe('swiglu GPU vs reference', () => {
@@ -53,8 +55,15 @@ describe('swiglu GPU vs reference', () => {
     expect(() => swigluBackward(rt, { label: 's', gate: g, up: u, dh: d, dgate: g, dup: x, dims })).toThrow(/in place needs/);
     expect(() => swigluBackward(rt, { label: 's', gate: g, up: u, dh: d, dgate: x, dup: d, dims })).toThrow(/in place needs/);
   });
+  it('vec4 elements (counts of 4, aligned bindings) give the scalar kernels\' bits, in place or not', async () => {
+    for (const inPlace of [false, 'up', 'dh'] as const) {
+      const [vec, scalar] = [await check(65, 384, inPlace, true), await check(65, 384, inPlace, false)];
+      vec.forEach((v, i) => expect(Buffer.from(v.buffer).equals(Buffer.from(scalar[i].buffer)), `${inPlace} output ${i}`).toBe(true));
+    }
+  });
   it('2-D grid', async () => {
     setGridMaxX(5);
     await check(65, 65, false);
+    await check(64, 96, false); // vec4: 6 workgroups of 256 × 4 elements
   });
 });

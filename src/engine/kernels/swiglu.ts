@@ -7,7 +7,22 @@
  */
 import src from '../../../shaders/swiglu.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
-import { grid2d, requireBytes, sameBinding } from './launch';
+import { asSlice, grid2d, requireBytes, sameBinding } from './launch';
+
+const SCALAR = 'alias V = f32;';
+if (!src.includes(SCALAR)) throw new Error('swiglu.wgsl: the element type alias was not found');
+/** The same shader on vec4 elements: 16-byte loads and stores (H200: base's forward 124 → ~80 µs). */
+const srcVec4 = src.replace(SCALAR, 'alias V = vec4<f32>;');
+
+/**
+ * vec4 elements when the count and every binding's offset allow 16-byte access (always in the
+ * model: F is a multiple of 4 and buffers are 256-aligned), else scalars; `vectorize: false` forces
+ * scalars (tests compare the two).
+ */
+function access(n: number, bindings: Binding[], vectorize = true): { code: string; count: number } {
+  const ok = vectorize && n % 4 === 0 && bindings.every((b) => (asSlice(b).offset ?? 0) % 16 === 0);
+  return ok ? { code: srcVec4, count: n / 4 } : { code: src, count: n };
+}
 
 export interface SwigluDims {
   N: number;
@@ -21,20 +36,21 @@ function count(label: string, d: SwigluDims): number {
   return d.N * d.F;
 }
 
-export function swigluForward(rt: Runtime, o: { label: string; gate: Binding; up: Binding; h: Binding; dims: SwigluDims }): Dispatch {
+export function swigluForward(rt: Runtime, o: { label: string; gate: Binding; up: Binding; h: Binding; dims: SwigluDims; vectorize?: boolean }): Dispatch {
   const n = count(o.label, o.dims);
   for (const [k, b] of [['gate', o.gate], ['up', o.up], ['h', o.h]] as const) requireBytes(o.label, k, b, n * 4);
-  const u = rt.uniform(`${o.label}.swigluFwd`, new Uniforms().u32(n));
+  const { code, count: m } = access(n, [o.gate, o.up, o.h], o.vectorize);
+  const u = rt.uniform(`${o.label}.swigluFwd`, new Uniforms().u32(m));
   const inPlace = sameBinding(o.up, o.h);
   return rt.kernel({
-    label: `${o.label}.swigluFwd`, code: src, entryPoint: inPlace ? 'swiglu_fwd_inplace' : 'swiglu_fwd',
-    bindings: inPlace ? [o.gate, o.up, u] : [o.gate, o.up, u, o.h], workgroups: grid2d(rt, Math.ceil(n / 256)),
+    label: `${o.label}.swigluFwd`, code, entryPoint: inPlace ? 'swiglu_fwd_inplace' : 'swiglu_fwd',
+    bindings: inPlace ? [o.gate, o.up, u] : [o.gate, o.up, u, o.h], workgroups: grid2d(rt, Math.ceil(m / 256)),
   });
 }
 
 /** dgate, dup from dh. In place when dgate is gate and dup is up (both, or neither). */
 export function swigluBackward(rt: Runtime, o: {
-  label: string; gate: Binding; up: Binding; dh: Binding; dgate: Binding; dup: Binding; dims: SwigluDims;
+  label: string; gate: Binding; up: Binding; dh: Binding; dgate: Binding; dup: Binding; dims: SwigluDims; vectorize?: boolean;
 }): Dispatch {
   const n = count(o.label, o.dims);
   for (const [k, b] of [['gate', o.gate], ['up', o.up], ['dh', o.dh], ['dgate', o.dgate], ['dup', o.dup]] as const) requireBytes(o.label, k, b, n * 4);
@@ -45,11 +61,12 @@ export function swigluBackward(rt: Runtime, o: {
   if (inPlace !== (overUp || overDh)) {
     throw new Error(`${o.label}: swiglu backward in place needs dgate = gate together with dup = up or dup = dh`);
   }
-  const u = rt.uniform(`${o.label}.swigluBwd`, new Uniforms().u32(n));
+  const { code, count: m } = access(n, [o.gate, o.up, o.dh, o.dgate, o.dup], o.vectorize);
+  const u = rt.uniform(`${o.label}.swigluBwd`, new Uniforms().u32(m));
   const [entryPoint, bindings] = !inPlace ? ['swiglu_bwd', [o.gate, o.up, u, o.dh, o.dgate, o.dup]]
     : overUp ? ['swiglu_bwd_inplace', [o.gate, o.up, u, o.dh]] : ['swiglu_bwd_over_dh', [o.gate, o.up, u, o.dh]];
   return rt.kernel({
-    label: `${o.label}.swigluBwd`, code: src, entryPoint, bindings,
-    workgroups: grid2d(rt, Math.ceil(n / 256)),
+    label: `${o.label}.swigluBwd`, code, entryPoint, bindings,
+    workgroups: grid2d(rt, Math.ceil(m / 256)),
   });
 }
