@@ -7,14 +7,27 @@
 // order) so it is deterministic without float atomics.
 struct Params { N: u32, C: u32, eps: f32, accumulate: u32, R: u32, K: u32, _p0: u32, _p1: u32 }
 
-// WG, red and wg_sum come from wg_sum.wgsl (prepended by the TS declaration).
+// WG, red and wg_sum come from wg_sum.wgsl (prepended by the TS declaration). The row kernels
+// take one element section: V = f32, or vec4<f32> where C and the bindings allow 16-byte access
+// (VW floats per element, hsum its horizontal sum); the dw kernels are scalar.
 
 @group(0) @binding(2) var<uniform> p: Params;
 
+//--- elem_f32
+alias V = f32;
+const VW: u32 = 1u;
+fn hsum(v: V) -> f32 { return v; }
+
+//--- elem_vec4
+alias V = vec4<f32>;
+const VW: u32 = 4u;
+fn hsum(v: V) -> f32 { return (v.x + v.y) + (v.z + v.w); }
+
+//--- rows
 // ---- forward: bindings x, w, params, y, rstd
-@group(0) @binding(0) var<storage, read> f_x: array<f32>;
-@group(0) @binding(1) var<storage, read> f_w: array<f32>;
-@group(0) @binding(3) var<storage, read_write> f_y: array<f32>;
+@group(0) @binding(0) var<storage, read> f_x: array<V>;
+@group(0) @binding(1) var<storage, read> f_w: array<V>;
+@group(0) @binding(3) var<storage, read_write> f_y: array<V>;
 @group(0) @binding(4) var<storage, read_write> f_rstd: array<f32>;
 
 @compute @workgroup_size(WG)
@@ -22,37 +35,41 @@ fn rmsnorm_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
                @builtin(num_workgroups) nwg: vec3<u32>) {
   let row = wid.x + wid.y * nwg.x;
   if (row >= p.N) { return; }
-  let base = row * p.C;
+  let cv = p.C / VW;
+  let base = row * cv;
   var acc = 0.0;
-  for (var c = lid; c < p.C; c += WG) { let v = f_x[base + c]; acc = fma(v, v, acc); }
+  for (var c = lid; c < cv; c += WG) { let v = f_x[base + c]; acc += hsum(v * v); }
   let r = inverseSqrt(wg_sum(acc, lid) / f32(p.C) + p.eps);
-  for (var c = lid; c < p.C; c += WG) { f_y[base + c] = f_w[c] * (f_x[base + c] * r); }
+  for (var c = lid; c < cv; c += WG) { f_y[base + c] = f_w[c] * (f_x[base + c] * r); }
   if (lid == 0u) { f_rstd[row] = r; }
 }
 
 // ---- backward dx: bindings x, w, params, dy, rstd, dx
-@group(0) @binding(3) var<storage, read> b_dy: array<f32>;
+@group(0) @binding(3) var<storage, read> b_dy: array<V>;
 @group(0) @binding(4) var<storage, read> b_rstd: array<f32>;
-@group(0) @binding(5) var<storage, read_write> b_dx: array<f32>;
+@group(0) @binding(5) var<storage, read_write> b_dx: array<V>;
 
 @compute @workgroup_size(WG)
 fn rmsnorm_bwd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                   @builtin(num_workgroups) nwg: vec3<u32>) {
   let row = wid.x + wid.y * nwg.x;
   if (row >= p.N) { return; }
-  let base = row * p.C;
+  let cv = p.C / VW;
+  let base = row * cv;
   let r = b_rstd[row];
   var acc = 0.0;
-  for (var c = lid; c < p.C; c += WG) { acc = fma(b_dy[base + c] * f_w[c], f_x[base + c] * r, acc); }
+  for (var c = lid; c < cv; c += WG) { acc += hsum((b_dy[base + c] * f_w[c]) * (f_x[base + c] * r)); }
   let m = wg_sum(acc, lid) / f32(p.C);
-  for (var c = lid; c < p.C; c += WG) {
+  for (var c = lid; c < cv; c += WG) {
     let g = r * (b_dy[base + c] * f_w[c] - (f_x[base + c] * r) * m);
     if (p.accumulate != 0u) { b_dx[base + c] = b_dx[base + c] + g; } else { b_dx[base + c] = g; }
   }
 }
 
+//--- dw
 // ---- backward dw stage 1: bindings x, dy, params, rstd, partials. Grid [ceil(C/WG), K]; one
 // thread per column walks R rows, so each row's loads are coalesced across the workgroup.
+@group(0) @binding(0) var<storage, read> p_x: array<f32>;
 @group(0) @binding(1) var<storage, read> p_dy: array<f32>;
 @group(0) @binding(3) var<storage, read> p_rstd: array<f32>;
 @group(0) @binding(4) var<storage, read_write> p_part: array<f32>;
@@ -70,7 +87,7 @@ fn rmsnorm_bwd_dw_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
   for (; r + 4u <= r1; r += 4u) {
     let i = r * p.C + c;
     let d0 = p_dy[i]; let d1 = p_dy[i + p.C]; let d2 = p_dy[i + 2u * p.C]; let d3 = p_dy[i + 3u * p.C];
-    let x0 = f_x[i]; let x1 = f_x[i + p.C]; let x2 = f_x[i + 2u * p.C]; let x3 = f_x[i + 3u * p.C];
+    let x0 = p_x[i]; let x1 = p_x[i + p.C]; let x2 = p_x[i + 2u * p.C]; let x3 = p_x[i + 3u * p.C];
     let s0 = p_rstd[r]; let s1 = p_rstd[r + 1u]; let s2 = p_rstd[r + 2u]; let s3 = p_rstd[r + 3u];
     acc = fma(d0, x0 * s0, acc);
     acc = fma(d1, x1 * s1, acc);
@@ -79,7 +96,7 @@ fn rmsnorm_bwd_dw_partial(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
   }
   for (; r < r1; r++) {
     let i = r * p.C + c;
-    acc = fma(p_dy[i], f_x[i] * p_rstd[r], acc);
+    acc = fma(p_dy[i], p_x[i] * p_rstd[r], acc);
   }
   p_part[wid.y * p.C + c] = acc;
 }

@@ -10,7 +10,7 @@ const { up } = trackBuffers();
 
 const eps = 1e-5;
 
-async function check(N: number, C: number, opts: { accumulate?: boolean; accumulateDw?: boolean } = {}): Promise<void> {
+async function check(N: number, C: number, opts: { accumulate?: boolean; accumulateDw?: boolean; vectorize?: boolean } = {}): Promise<void> {
   const rt = await testRuntime();
   const rng = new Rng(N * 1000 + C);
   // A per-row scale so rstd varies over rows; w around 1 like a trained norm.
@@ -30,7 +30,7 @@ async function check(N: number, C: number, opts: { accumulate?: boolean; accumul
   const ws = up(rt, new Float32Array(rmsnormWorkspaceBytes({ N, C }) / 4));
   const dims = { N, C, eps };
   rt.run([
-    rmsnormForward(rt, { label: 'n', x: bx, w: bw, y: by, rstd: br, dims }),
+    rmsnormForward(rt, { label: 'n', x: bx, w: bw, y: by, rstd: br, dims, vectorize: opts.vectorize }),
     ...rmsnormBackward(rt, { label: 'n', x: bx, w: bw, rstd: br, dy: bdy, dx: bdx, dw: bdw, workspace: ws, dims, ...opts }),
   ]);
   const f = rmsnormForwardRef(x, w, N, C, eps);
@@ -46,10 +46,15 @@ describe('rmsnorm GPU vs reference', () => {
   for (const [N, C] of [[1, 1], [1, 384], [7, 7], [63, 65], [65, 384], [1000, 7], [1000, 65], [300, 384]]) {
     it(`N=${N} C=${C}`, () => check(N, C));
   }
-  it('accumulates dx (residual stream) and dw (micro-batches)', () => check(65, 65, { accumulate: true, accumulateDw: true }));
+  it('accumulates dx (residual stream) and dw (micro-batches)', async () => {
+    await check(65, 65, { accumulate: true, accumulateDw: true });
+    await check(65, 384, { accumulate: true, accumulateDw: true }); // vec4 rows
+  });
+  it('scalar rows where vec4 would fit (vectorize: false) match too', () => check(65, 384, { vectorize: false }));
   it('row index spans a 2-D grid', async () => {
     setGridMaxX(4);
     await check(63, 33);
+    await check(63, 32); // vec4 rows
   });
   it('dw is bit-reproducible', async () => {
     const rt = await testRuntime();

@@ -8,9 +8,23 @@
 import body from '../../../shaders/rmsnorm.wgsl?raw';
 import wgSum from '../../../shaders/wg_sum.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
-import { grid2d, requireBytes, rowWorkgroupSize } from './launch';
+import { asSlice, grid2d, requireBytes, rowWorkgroupSize } from './launch';
+import { wgslPreamble, wgslSection } from './wgsl';
 
-const src = `${wgSum}\n${body}`;
+const shared = `${wgSum}\n${wgslPreamble(body)}`;
+const rowsScalar = `${shared}\n${wgslSection(body, 'elem_f32')}\n${wgslSection(body, 'rows')}`;
+const rowsVec4 = `${shared}\n${wgslSection(body, 'elem_vec4')}\n${wgslSection(body, 'rows')}`;
+const dwSrc = `${shared}\n${wgslSection(body, 'dw')}`;
+
+/**
+ * The row kernels' shader and workgroup size: vec4 elements when C and every binding's offset allow
+ * 16-byte access, ~4 of them per thread (base, C = 768: 64 threads of 3 vec4 instead of 256 of 3
+ * floats); else scalars, one per thread up to 256. `vectorize: false` forces scalars (tests).
+ */
+function rowKernel(C: number, bindings: Binding[], vectorize = true): { code: string; WG: number } {
+  const vec4 = vectorize && C % 4 === 0 && bindings.every((b) => (asSlice(b).offset ?? 0) % 16 === 0);
+  return vec4 ? { code: rowsVec4, WG: rowWorkgroupSize(Math.ceil(C / 16)) } : { code: rowsScalar, WG: rowWorkgroupSize(C) };
+}
 
 export interface RmsNormDims {
   N: number;
@@ -43,7 +57,7 @@ function check(label: string, d: RmsNormDims): void {
 }
 
 /** y = w ⊙ (x · rstd); also writes rstd [N]. */
-export function rmsnormForward(rt: Runtime, o: { label: string; x: Binding; w: Binding; y: Binding; rstd: Binding; dims: RmsNormDims }): Dispatch {
+export function rmsnormForward(rt: Runtime, o: { label: string; x: Binding; w: Binding; y: Binding; rstd: Binding; dims: RmsNormDims; vectorize?: boolean }): Dispatch {
   const d = o.dims;
   check(o.label, d);
   requireBytes(o.label, 'x', o.x, d.N * d.C * 4);
@@ -51,8 +65,9 @@ export function rmsnormForward(rt: Runtime, o: { label: string; x: Binding; w: B
   requireBytes(o.label, 'w', o.w, d.C * 4);
   requireBytes(o.label, 'rstd', o.rstd, d.N * 4);
   const u = rt.uniform(`${o.label}.rmsnormFwd`, params(d, false));
+  const { code, WG } = rowKernel(d.C, [o.x, o.w, o.y], o.vectorize);
   return rt.kernel({
-    label: `${o.label}.rmsnormFwd`, code: src, entryPoint: 'rmsnorm_fwd', constants: { WG: rowWorkgroupSize(d.C) },
+    label: `${o.label}.rmsnormFwd`, code, entryPoint: 'rmsnorm_fwd', constants: { WG },
     bindings: [o.x, o.w, u, o.y, o.rstd], workgroups: grid2d(rt, d.N),
   });
 }
@@ -63,7 +78,7 @@ export function rmsnormForward(rt: Runtime, o: { label: string; x: Binding; w: B
  */
 export function rmsnormBackward(rt: Runtime, o: {
   label: string; x: Binding; w: Binding; rstd: Binding; dy: Binding; dx: Binding; dw: Binding; workspace: Binding;
-  dims: RmsNormDims; accumulate?: boolean; accumulateDw?: boolean;
+  dims: RmsNormDims; accumulate?: boolean; accumulateDw?: boolean; vectorize?: boolean;
 }): Dispatch[] {
   const d = o.dims;
   check(o.label, d);
@@ -73,21 +88,22 @@ export function rmsnormBackward(rt: Runtime, o: {
   requireBytes(o.label, 'rstd', o.rstd, d.N * 4);
   requireBytes(o.label, 'workspace', o.workspace, rmsnormWorkspaceBytes(d));
   const WG = rowWorkgroupSize(d.C);
+  const rows = rowKernel(d.C, [o.x, o.w, o.dy, o.dx], o.vectorize);
   const { K } = rmsnormChunking(d.N);
   const colGroups = Math.ceil(d.C / WG);
   const uDx = rt.uniform(`${o.label}.rmsnormBwdDx`, params(d, !!o.accumulate));
   const uDw = rt.uniform(`${o.label}.rmsnormBwdDw`, params(d, !!o.accumulateDw));
   return [
     rt.kernel({
-      label: `${o.label}.rmsnormBwdDx`, code: src, entryPoint: 'rmsnorm_bwd_dx', constants: { WG },
+      label: `${o.label}.rmsnormBwdDx`, code: rows.code, entryPoint: 'rmsnorm_bwd_dx', constants: { WG: rows.WG },
       bindings: [o.x, o.w, uDx, o.dy, o.rstd, o.dx], workgroups: grid2d(rt, d.N),
     }),
     rt.kernel({
-      label: `${o.label}.rmsnormBwdDwPartial`, code: src, entryPoint: 'rmsnorm_bwd_dw_partial', constants: { WG },
+      label: `${o.label}.rmsnormBwdDwPartial`, code: dwSrc, entryPoint: 'rmsnorm_bwd_dw_partial', constants: { WG },
       bindings: [o.x, o.dy, uDw, o.rstd, o.workspace], workgroups: [colGroups, K],
     }),
     rt.kernel({
-      label: `${o.label}.rmsnormBwdDwFinal`, code: src, entryPoint: 'rmsnorm_bwd_dw_final', constants: { WG },
+      label: `${o.label}.rmsnormBwdDwFinal`, code: dwSrc, entryPoint: 'rmsnorm_bwd_dw_final', constants: { WG },
       bindings: [o.workspace, o.dw, uDw], workgroups: [colGroups],
     }),
   ];

@@ -10,6 +10,11 @@ export function wgslSection(src: string, name: string): string {
   throw new Error(`WGSL section '${name}' not found`);
 }
 
+/** The text before the first `//--- name` line of a snippet file (what every section shares). */
+export function wgslPreamble(src: string): string {
+  return src.split(/^\/\/--- \w+\s*$/m)[0];
+}
+
 const UNROLL_MARK = /^[ \t]*\/\/ unroll[ \t]*$/;
 const UNROLL_HEAD = /^([ \t]*)for \(var (\w+) = 0u; \2 < (\w+); \2\+\+\) \{[ \t]*$/;
 
