@@ -207,7 +207,7 @@ export class Trainer {
     const commands = this.recordedStep ?? this.recordStep();
     this.recordedStep = undefined;
     const [loss, gradNorm] = await this.submitAndRead(commands, () => {
-      // The next step's command buffer is recorded while the GPU runs this one (2.4 ms for the
+      // The next step's command buffer is recorded while the GPU runs this one (2.4-4 ms for the
       // base model's 678 dispatches that would otherwise delay the next step's start). Its inputs
       // (batch, seeds, AdamW's step parameters) are queue writes made before it is submitted.
       this.recordedStep = this.recordStep();
