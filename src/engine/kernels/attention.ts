@@ -380,7 +380,7 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
   const ws = a.workspace ?? rt.createBuffer('workspace', `${a.label}.attnDi`,
     attentionBackwardWorkspaceBytes(a.B, a.T, a.nH));
   const rows = a.B * a.nH * a.T;
-  const groups = Math.ceil(rows / 64);
+  const groups = Math.ceil(rows / 16); // attn_bwd_di: 16 rows per workgroup
   const gx = Math.max(1, Math.min(groups, 32768));
   const empty = a.T === 0 || a.B === 0;
   return [
