@@ -48,10 +48,8 @@ async function hostTimes(trainer: Awaited<ReturnType<typeof syntheticTrainer>>, 
   const list = trainer.stepDispatches();
   const rb = trainer.model.b('readback');
   const loss = trainer.model.b('loss');
-  const readLoss = async () => {
-    const enc = rt.device.createCommandEncoder();
-    enc.copyBufferToBuffer(loss, 0, rb, 0, 4);
-    rt.device.queue.submit([enc.finish()]);
+  const copyLoss = (enc: GPUCommandEncoder) => enc.copyBufferToBuffer(loss, 0, rb, 0, 4);
+  const mapLoss = async () => {
     await rb.mapAsync(GPUMapMode.READ);
     rb.unmap();
   };
@@ -60,14 +58,10 @@ async function hostTimes(trainer: Awaited<ReturnType<typeof syntheticTrainer>>, 
   const whole: number[] = [];
   for (let i = 0; i < reps; i++) {
     const t0 = performance.now();
-    const enc = rt.device.createCommandEncoder();
-    rt.encode(enc, list);
-    enc.copyBufferToBuffer(loss, 0, rb, 0, 4);
-    const cb = enc.finish();
+    const cb = rt.record(list, copyLoss);
     const t1 = performance.now();
-    rt.device.queue.submit([cb]);
-    await rb.mapAsync(GPUMapMode.READ);
-    rb.unmap();
+    rt.submit(cb);
+    await mapLoss();
     const t2 = performance.now();
     encode.push(t1 - t0);
     wait.push(t2 - t1);
@@ -78,8 +72,8 @@ async function hostTimes(trainer: Awaited<ReturnType<typeof syntheticTrainer>>, 
     const ms: number[] = [];
     for (let i = 0; i < reps; i++) {
       const t0 = performance.now();
-      for (let j = 0; j < list.length; j += c) rt.run(list.slice(j, j + c));
-      await readLoss();
+      for (let j = 0; j < list.length; j += c) rt.run(list.slice(j, j + c), j + c >= list.length ? copyLoss : undefined);
+      await mapLoss();
       ms.push(performance.now() - t0);
     }
     chunked[c] = median(ms);

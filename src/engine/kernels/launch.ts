@@ -46,6 +46,11 @@ export function asSlice(b: Binding): BufSlice {
   return typeof (b as GPUBuffer).mapAsync === 'function' ? { buffer: b as GPUBuffer } : (b as BufSlice);
 }
 
+/** Whether a binding's offset allows 16-byte (vec4) access (offsets here are 256-aligned by convention; checked, not assumed). */
+export function vec4Aligned(b: Binding): boolean {
+  return (asSlice(b).offset ?? 0) % 16 === 0;
+}
+
 /** Same buffer, offset and size: an in-place call. */
 export function sameBinding(a: Binding, b: Binding): boolean {
   const sa = asSlice(a);

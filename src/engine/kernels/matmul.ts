@@ -24,7 +24,7 @@ import { adapterMatches } from '../gpu/device';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
 import { timeDispatches } from '../gpu/timer';
-import { asSlice, bindingBytes, grid2d } from './launch';
+import { asSlice, bindingBytes, grid2d, vec4Aligned } from './launch';
 import { MEASURED_TABLES } from './matmul_tables';
 import { unrollLoops, wgslSection } from './wgsl';
 
@@ -475,9 +475,8 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   const { kChunk, parts } = splitPlan(K, v.BK, choice.splitK);
   const out = parts > 1 ? args.workspace as Binding : args.c;
   // vec4 bindings also need 16-byte offsets (the convention is 256; checked, not assumed).
-  const aligned = (b: Binding) => (asSlice(b).offset ?? 0) % 16 === 0;
   const vf = vectorFlags(args);
-  const [vecA, vecB, vecC] = [vf.vecA && aligned(args.a), vf.vecB && aligned(args.b), vf.vecC && aligned(out)];
+  const [vecA, vecB, vecC] = [vf.vecA && vec4Aligned(args.a), vf.vecB && vec4Aligned(args.b), vf.vecC && vec4Aligned(out)];
   const fullTiles = vecA && vecB && vecC && M % v.BM === 0 && N % v.BN === 0 && K % v.BK === 0;
   const accumulate = args.accumulate ?? false;
   const alpha = args.alpha ?? 1;
