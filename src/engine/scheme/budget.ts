@@ -14,7 +14,7 @@
  * that map bits back to QuantSpecs; the model groups along the flattened tensor, like the
  * quantizers.
  *
- * Algorithm — greedy by marginal error reduction per byte, starting from the lowest bits:
+ * Algorithm — greedy by marginal error reduction per byte, starting from each tensor's cheapest choice:
  * 1. Per entry, the lower convex hull of its (bytes, w·Err) points over the allowed choices; each
  *    hull edge is an upgrade step with ratio = error reduction / extra bytes. Hull ratios decrease
  *    along an entry, so taking steps in ratio order keeps each entry's steps in sequence. (With this
@@ -199,7 +199,7 @@ export function allocateBits(input: BudgetInput): BudgetResult {
   let explanation: string;
   if (!feasible) {
     explanation =
-      `Budget ${input.budgetBytes} B (${mib(input.budgetBytes)}) is infeasible: at the lowest bits` +
+      `Budget ${input.budgetBytes} B (${mib(input.budgetBytes)}) is infeasible: at each tensor's cheapest allowed bits` +
       `${pinned ? ` (and ${pinned} pinned)` : ''} it needs at least ${minTotal} B (${mib(minTotal)}) = static ` +
       `${input.staticBytes} B + saved activations ${minSaved} B; short by ${minTotal - input.budgetBytes} B.`;
   } else {
@@ -213,7 +213,7 @@ export function allocateBits(input: BudgetInput): BudgetResult {
     explanation =
       `Uses ${mib(total)} of ${mib(input.budgetBytes)} (${pct}%): static ${mib(input.staticBytes)} + saved ` +
       `${mib(savedBytes)}. Bits: ${counts || 'no tensors'}${pinned ? ` (${pinned} pinned)` : ''}. ` +
-      `Greedy by error reduction per byte from the lowest bits; modelled Σw·E·s²/12 = ${errorBound.toExponential(3)}.`;
+      `Greedy by error reduction per byte from the cheapest bits; modelled Σw·E·s²/12 = ${errorBound.toExponential(3)}.`;
   }
   return { bits, bytes: total, savedBytes, errorBound, feasible, explanation };
 }
