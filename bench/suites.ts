@@ -258,6 +258,8 @@ export interface SuitePlan {
   quick: boolean;
   /** Square sizes (gemm, qgemm) or element counts (codec, allreduce), per suite; absent: the suite's defaults. */
   sizes?: Partial<Record<SuiteName, number[]>>;
+  /** gemm: shapes beyond the squares and the models' (given without `sizes`: no default squares). */
+  gemmShapes?: MatmulShape[];
   /** Models whose GEMMs (gemm, qgemm) and training steps (step) are measured. */
   shapes: TrainShape[];
   /** step: one row per model and scheme. */
@@ -277,9 +279,10 @@ export async function runSuite(rt: Runtime, suite: SuiteName, plan: SuitePlan, o
   const sizes = plan.sizes?.[suite];
   switch (suite) {
     case 'gemm': {
-      const squares = (sizes ?? (quick ? [64] : [512, 1024, 2048, 4096, 8192])).map((n): MatmulShape => ({ M: n, N: n, K: n, transA: false, transB: false }));
+      const squares = (sizes ?? (plan.gemmShapes ? [] : quick ? [64] : [512, 1024, 2048, 4096, 8192]))
+        .map((n): MatmulShape => ({ M: n, N: n, K: n, transA: false, transB: false }));
       // quick: one linear layer's three GEMMs per model (the shapes differ per layer, the code does not).
-      const all = [...squares, ...shapes.flatMap((s) => modelGemmShapes(s.model, s.batch, s.seq).slice(0, quick ? 3 : undefined))];
+      const all = [...squares, ...(plan.gemmShapes ?? []), ...shapes.flatMap((s) => modelGemmShapes(s.model, s.batch, s.seq).slice(0, quick ? 3 : undefined))];
       if (plan.variants === 'heuristic') return runGemm(rt, all, { ...so(2, 5), variants: (s) => [chooseMatmulVariant(s, rt.device.limits)] });
       if (plan.variants === 'pick') return runGemm(rt, all, { ...so(2, 5), variants: (s) => [matmulChoice(rt, s)] });
       return runGemm(rt, all, { ...so(3, 10), variants: plan.variants === 'all' ? undefined : plan.variants });

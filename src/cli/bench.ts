@@ -10,6 +10,7 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
 import { enableI8TensorCores, i8TcLabel } from '../engine/kernels/qgemm_tc';
+import type { MatmulShape } from '../engine/kernels/matmul';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { fail, num, UsageError } from './common';
@@ -33,6 +34,8 @@ const HELP = `usage: npm run bench -- <suite> [options]
   --baseline FILE      merge bench/torch_baseline.py output; prints ours/theirs per matching row
   --input FILE         (report) rows written earlier by --json
   --sizes A,B,...      square sizes (gemm, qgemm) or element counts (codec, allreduce)
+  --shapes S,...       gemm: more shapes, MxNxK with an optional :XY for the stored layouts of A and B
+                       (N or T; default NN), e.g. 4224x4096x4096,768x768x8192:TN (without --sizes: no squares)
   --model P,...        presets micro|tiny|small|base, or none (default small,base)
   --scheme S,...       step: scheme presets or all (default fp32,agoq,w8a8g8,taco)
   --batch B --seq T    override the preset's batch and context (gemm model shapes, step)
@@ -52,6 +55,16 @@ function list(name: string, v: string | undefined): string[] | undefined {
 
 function ints(name: string, v: string | undefined): number[] | undefined {
   return list(name, v)?.map((s) => num(name, s, { int: true, min: 1 }) as number);
+}
+
+/** `--shapes`: MxNxK[:XY], X and Y the stored layout of A and B (N as is, T transposed). */
+function parseGemmShapes(v: string | undefined): MatmulShape[] | undefined {
+  return list('shapes', v)?.map((s) => {
+    const m = /^(\d+)x(\d+)x(\d+)(?::([NT])([NT]))?$/.exec(s);
+    const dims = m ? [m[1], m[2], m[3]].map(Number) : [];
+    if (!m || dims.some((d) => !(d >= 1 && d <= 65536))) throw new UsageError(`--shapes: '${s}' is not MxNxK[:XY] with sizes 1..65536 and X, Y in N, T`);
+    return { M: dims[0], N: dims[1], K: dims[2], transA: m[4] === 'T', transB: m[5] === 'T' };
+  });
 }
 
 function readJson(flag: string, file: string): unknown {
@@ -90,7 +103,7 @@ async function main(): Promise<void> {
   try {
     parsed = parseArgs({
       options: {
-        json: { type: 'string' }, baseline: { type: 'string' }, input: { type: 'string' }, sizes: { type: 'string' },
+        json: { type: 'string' }, baseline: { type: 'string' }, input: { type: 'string' }, sizes: { type: 'string' }, shapes: { type: 'string' },
         model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
         variants: { type: 'string' }, ranks: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
         quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'no-tensor-cores': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
@@ -111,6 +124,7 @@ async function main(): Promise<void> {
   if (!SUITES.includes(suite)) throw new UsageError(`unknown suite '${suite}' (suites: ${SUITES.join(', ')})`);
   const quick = !!a.quick;
   const sizes = ints('sizes', a.sizes);
+  const gemmShapes = parseGemmShapes(a.shapes);
   const defaults = planDefaults(quick);
   const models = list('model', a.model) ?? defaults.presets;
   for (const m of models) {
@@ -175,7 +189,9 @@ async function main(): Promise<void> {
       ...gpuReport(gpu, tensorCores),
     });
     console.error(`adapter: ${JSON.stringify(gpu.adapterInfo)} timestamps: ${gpu.features.timestampQuery}`);
-    const plan: SuitePlan = { quick, sizes: sizes && Object.fromEntries(SUITE_NAMES.map((s) => [s, sizes])), shapes, schemes, variants, ranks, reps, warmup };
+    const plan: SuitePlan = {
+      quick, sizes: sizes && Object.fromEntries(SUITE_NAMES.map((s) => [s, sizes])), gemmShapes, shapes, schemes, variants, ranks, reps, warmup,
+    };
     const onRow = (row: BenchRow) => console.error(`  ${row.suite} ${row.name}: ${fmt(row.value)} ${row.unit}`);
     try {
       for (const s of SUITE_NAMES) if (suite === s || suite === 'all') rows.push(...(await runSuite(rt, s, plan, onRow)));

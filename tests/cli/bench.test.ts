@@ -79,6 +79,11 @@ describe('bench CLI --quick on SwiftShader', () => {
     }
   }, 60_000);
 
+  it('gemm --shapes: any M×N×K and layout, no default squares without --sizes', () => {
+    const out = run('gemm', '--shapes', '68x36x20:TN,8x12x4', '--model', 'none');
+    expect(out.rows.map((r) => r.key)).toEqual(['gemm/68x36x20/TN', 'gemm/8x12x4/NN']);
+  }, 60_000);
+
   it('codec: TACO both ways (compulsory traffic and fp32 bytes), the round trip, its FP8 baseline and the three quantize formats', () => {
     const out = run('codec');
     expect(out.rows.map((r) => r.name)).toEqual([
@@ -141,6 +146,8 @@ describe('bench CLI --quick on SwiftShader', () => {
       [['gemm', 'step'], /expected one suite/],
       [['gemm', '--reps', '0'], /--reps expects an integer >= 1/],
       [['gemm', '--bogus'], /Unknown option '--bogus'/],
+      [['gemm', '--shapes', '64x64'], /--shapes: '64x64' is not MxNxK\[:XY\]/],
+      [['gemm', '--shapes', '8x8x8:NX'], /--shapes: '8x8x8:NX'/],
       [['step', '--scheme', 'nope'], /--scheme: unknown preset 'nope'/],
       [['gemm', '--baseline', '/nonexistent/base.json'], /--baseline \/nonexistent\/base.json/],
       [['step', '--batch', '5000'], /invalid training options; batch: /],

@@ -68,7 +68,7 @@ describe('variants and heuristic', () => {
     for (const v of MATMUL_VARIANTS) {
       expect(variantIsWellFormed(v), v.name).toBe(true);
       expect(v.name).toBe(variantName(v));
-      expect(v.name).toMatch(new RegExp(`^${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}(_np)?(_sw\\d+)?$`));
+      expect(v.name).toMatch(new RegExp(`^${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}(_np)?(_sw\\d+)?(_ar)?$`));
       expect(variantFits(v, H200_LIKE), v.name).toBe(true);
     }
     expect(variantName({ ...getVariant('128x128k8_8x8'), prefetch: false, swizzle: 8 })).toBe('128x128k8_8x8_np_sw8');
@@ -165,7 +165,7 @@ describe('variants and heuristic', () => {
   it('specialized TN 16 tiles index the next tile\'s buffer as (t + 1) % 2, everything else as 1 - h', () => {
     const plain = matmulCode(true, true, true);
     const tn16 = matmulCode(true, true, true, 0, true);
-    expect(plain.split('1u - h').length - 1).toBe(6);
+    expect(plain.split('1u - h').length - 1).toBe(7);
     expect(matmulCode(true, true, true, 8, true)).not.toContain('1u - h');
     expect(plain).not.toContain('hn');
     expect(tn16).not.toContain('1u - h');

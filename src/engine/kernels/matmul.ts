@@ -43,17 +43,24 @@ export interface MatmulVariant {
   prefetch: boolean;
   /** Tile rows per launch group for L2 reuse (0: row-major launch order). */
   swizzle: number;
+  /**
+   * A stored [M,K] (not transposed) stays k-minor in workgroup memory: whole-vec4 staging on every
+   * thread instead of a 4×4 register transpose on a quarter of them (matmul.wgsl, A_ROWS).
+   */
+  aRows: boolean;
   /** Relative per-thread throughput for the heuristic (128×128×8 with 8×8 micro tiles = 1). */
   eff: number;
 }
 
-/** BMxBNkBK_TMxTN, then _np (no prefetch) and _swG (swizzle G) when they differ from the default. */
+/** BMxBNkBK_TMxTN, then _np (no prefetch), _swG (swizzle G) and _ar (A rows) when they differ from the default. */
 export function variantName(v: Omit<MatmulVariant, 'name' | 'eff'>): string {
-  return `${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}${v.prefetch ? '' : '_np'}${v.swizzle > 1 ? `_sw${v.swizzle}` : ''}`;
+  return `${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}${v.prefetch ? '' : '_np'}${v.swizzle > 1 ? `_sw${v.swizzle}` : ''}${v.aRows ? '_ar' : ''}`;
 }
 
-function tile(BM: number, BN: number, BK: number, TM: 4 | 8, TN: 4 | 8 | 16, eff: number, o: { prefetch?: boolean; swizzle?: number } = {}): MatmulVariant {
-  const v = { BM, BN, BK, TM, TN, prefetch: o.prefetch ?? true, swizzle: o.swizzle ?? 0 };
+function tile(
+  BM: number, BN: number, BK: number, TM: 4 | 8, TN: 4 | 8 | 16, eff: number, o: { prefetch?: boolean; swizzle?: number; aRows?: boolean } = {},
+): MatmulVariant {
+  const v = { BM, BN, BK, TM, TN, prefetch: o.prefetch ?? true, swizzle: o.swizzle ?? 0, aRows: o.aRows ?? false };
   return { name: variantName(v), ...v, eff };
 }
 
@@ -80,6 +87,8 @@ export const MATMUL_VARIANTS: readonly MatmulVariant[] = [
   tile(128, 128, 16, 8, 16, 0.9),
   tile(128, 128, 8, 8, 16, 0.9),
   tile(128, 128, 8, 8, 16, 0.9, { swizzle: 8 }),
+  tile(128, 128, 8, 8, 16, 0.9, { aRows: true }),
+  tile(128, 128, 16, 8, 16, 0.9, { aRows: true }),
   tile(128, 128, 8, 8, 16, 0.89, { prefetch: false }),
   tile(128, 64, 16, 8, 8, 0.88),
   tile(64, 128, 16, 8, 8, 0.88),
@@ -128,9 +137,10 @@ export function variantThreads(v: MatmulVariant): number {
   return (v.BM / v.TM) * (v.BN / v.TN);
 }
 
-/** Two k-major tiles, rows padded by 4 floats, double buffered. */
+/** Two tiles, rows padded by 4 floats, double buffered: k-major, or for aRows A the larger of both layouts. */
 export function variantSharedBytes(v: MatmulVariant): number {
-  return 2 * v.BK * (v.BM + 4 + v.BN + 4) * 4;
+  const a = v.aRows ? Math.max(v.BK * (v.BM + 4), v.BM * (v.BK + 4)) : v.BK * (v.BM + 4);
+  return 2 * (a + v.BK * (v.BN + 4)) * 4;
 }
 
 /**
@@ -314,7 +324,7 @@ const H_LINE = '    let h = t % 2u;                        // buffer of tile t; 
  */
 export function nextBufferByModulo(src: string): string {
   const uses = src.split('1u - h').length - 1;
-  if (!src.includes(H_LINE) || uses !== 6) throw new Error(`matmul.wgsl: the tile loop's buffer index is not the expected one (${uses} uses of 1u - h)`);
+  if (!src.includes(H_LINE) || uses !== 7) throw new Error(`matmul.wgsl: the tile loop's buffer index is not the expected one (${uses} uses of 1u - h)`);
   return src.replace(H_LINE, `${H_LINE}    let hn = (t + 1u) % 2u;\n`).replaceAll('(1u - h)', 'hn').replaceAll('1u - h', 'hn');
 }
 
@@ -494,7 +504,7 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
     code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !gemmAccumulate),
     entryPoint: 'main',
     constants: {
-      ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: v.swizzle,
+      ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: v.swizzle, A_ROWS: +v.aRows,
       BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN,
     },
     bindings: [args.a, args.b, out, uniform],
