@@ -165,7 +165,7 @@ describe('variants and heuristic', () => {
   it('specialized TN 16 tiles index the next tile\'s buffer as (t + 1) % 2, everything else as 1 - h', () => {
     const plain = matmulCode(true, true, true);
     const tn16 = matmulCode(true, true, true, 0, true);
-    expect(plain.split('1u - h').length - 1).toBe(7);
+    expect(plain.split('1u - h').length - 1).toBe(6);
     expect(matmulCode(true, true, true, 8, true)).not.toContain('1u - h');
     expect(plain).not.toContain('hn');
     expect(tn16).not.toContain('1u - h');
@@ -175,5 +175,17 @@ describe('variants and heuristic', () => {
     // Otherwise the same text.
     expect(tn16.replace('    let hn = (t + 1u) % 2u;\n', '').replaceAll('hn', 'X')).toBe(plain.replaceAll('(1u - h)', 'X').replaceAll('1u - h', 'X'));
     expect(() => nextBufferByModulo('fn main() {}')).toThrow(/buffer index/);
+  });
+
+  it('the A rows text (_ar variants) only for them: the other tiles\' text has none of its blocks', () => {
+    const plain = matmulCode(true, true, true, 8, true);
+    const rows = matmulCode(true, true, true, 8, true, true);
+    for (const code of [plain, rows]) expect(code).not.toMatch(/\/\/ #(if|else|endif)/);
+    expect(plain).not.toContain('aRowStep');
+    expect(plain).toContain('let off = buf * BK * BMP;');
+    expect(rows).toContain('aRowStep');
+    expect(rows).not.toContain('let off = buf * BK * BMP;');
+    // The next tile's A rows come from buffer (t + 1) % 2 as well.
+    expect(rows).toContain('let rn = hn * A_BUF + aRow0;');
   });
 });

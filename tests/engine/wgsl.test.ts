@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { unrollLoops, wgslSection } from '../../src/engine/kernels/wgsl';
+import { unrollLoops, wgslIf, wgslSection } from '../../src/engine/kernels/wgsl';
 
 const loop = (bound: string, body: string[], indent = '  ') =>
   [`${indent}// unroll`, `${indent}for (var j = 0u; j < ${bound}; j++) {`, ...body.map((l) => `${indent}  ${l}`), `${indent}}`];
@@ -9,6 +9,18 @@ describe('WGSL assembly', () => {
     const src = ['//--- a', 'fn a() {}', '//--- b', 'fn b() {}', ''].join('\n');
     expect(wgslSection(src, 'b').trim()).toBe('fn b() {}');
     expect(() => wgslSection(src, 'c')).toThrow(/section 'c' not found/);
+  });
+
+  it('wgslIf keeps one side of each #if block as written and drops the markers', () => {
+    const src = ['a', '  // #if X', '  x1', '// #else', '  y1', '// #endif', 'b', '// #if X', 'x2', '// #endif', 'c'].join('\n');
+    expect(wgslIf(src, { X: true })).toBe(['a', '  x1', 'b', 'x2', 'c'].join('\n'));
+    expect(wgslIf(src, { X: false })).toBe(['a', '  y1', 'b', 'c'].join('\n'));
+    expect(wgslIf('a\nb', {})).toBe('a\nb');
+    expect(() => wgslIf(src, {})).toThrow(/no value for 'X'/);
+    expect(() => wgslIf('// #if X\n// #if X\n// #endif\n// #endif', { X: true })).toThrow(/no nesting/);
+    expect(() => wgslIf('// #if X\na', { X: true })).toThrow(/has no #endif/);
+    expect(() => wgslIf('// #endif', {})).toThrow(/#endif without #if/);
+    expect(() => wgslIf('// #if X\n// #else\n// #else\n// #endif', { X: true })).toThrow(/second #else/);
   });
 
   it('unrollLoops writes a marked loop out as BOUND blocks with a constant counter', () => {

@@ -26,7 +26,7 @@ import { Uniforms } from '../gpu/runtime';
 import { timeDispatches } from '../gpu/timer';
 import { asSlice, bindingBytes, grid2d, vec4Aligned } from './launch';
 import { MEASURED_TABLES } from './matmul_tables';
-import { unrollLoops, wgslSection } from './wgsl';
+import { unrollLoops, wgslIf, wgslSection } from './wgsl';
 
 export interface MatmulVariant {
   name: string;
@@ -45,7 +45,7 @@ export interface MatmulVariant {
   swizzle: number;
   /**
    * A stored [M,K] (not transposed) stays k-minor in workgroup memory: whole-vec4 staging on every
-   * thread instead of a 4×4 register transpose on a quarter of them (matmul.wgsl, A_ROWS).
+   * thread instead of a 4×4 register transpose on a quarter of them (matmul.wgsl's A_ROWS blocks).
    */
   aRows: boolean;
   /** Relative per-thread throughput for the heuristic (128×128×8 with 8×8 micro tiles = 1). */
@@ -322,22 +322,26 @@ const H_LINE = '    let h = t % 2u;                        // buffer of tile t; 
  * (128x128k8_8x8 at 4096³: 7.6-24.6 vs 36.1); the same form written as a branch on TN in the shader
  * gains nothing (docs/benchmarks.md, session 7), hence a text edit for the one case.
  */
-export function nextBufferByModulo(src: string): string {
+export function nextBufferByModulo(src: string, expectedUses = 6): string {
   const uses = src.split('1u - h').length - 1;
-  if (!src.includes(H_LINE) || uses !== 7) throw new Error(`matmul.wgsl: the tile loop's buffer index is not the expected one (${uses} uses of 1u - h)`);
+  if (!src.includes(H_LINE) || uses !== expectedUses) throw new Error(`matmul.wgsl: the tile loop's buffer index is not the expected one (${uses} uses of 1u - h)`);
   return src.replace(H_LINE, `${H_LINE}    let hn = (t + 1u) % 2u;\n`).replaceAll('(1u - h)', 'hn').replaceAll('1u - h', 'hn');
 }
 
 /**
  * The WGSL for one choice of vec4/scalar access per operand (A, B, C); `unrollBK` > 0 writes the
  * k loop out for a specialized pipeline of that BK, `tn16` (specialized TN 16 tiles that do not
- * accumulate) writes the next tile's buffer index as nextBufferByModulo does.
+ * accumulate) writes the next tile's buffer index as nextBufferByModulo does, `aRows` keeps the
+ * shader's `// #if A_ROWS` blocks (the A tile by rows; for the other variants the text stays as it
+ * was measured).
  */
-export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false): string {
-  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}`;
+export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false, aRows = false): string {
+  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}:${+aRows}`;
   let code = codeCache.get(key);
   if (!code) {
-    const body = tn16 ? nextBufferByModulo(matmulSrc) : matmulSrc;
+    const src = wgslIf(matmulSrc, { A_ROWS: aRows });
+    // The A rows text reads the next tile's A fragments from buffer 1 - h once more.
+    const body = tn16 ? nextBufferByModulo(src, aRows ? 7 : 6) : src;
     code = [
       section(vecA ? 'a_vec4' : 'a_scalar'),
       section(vecB ? 'b_vec4' : 'b_scalar'),
@@ -501,10 +505,11 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   const name = choiceName(v.name, parts);
   const gemm = rt.kernel({
     label: `${args.label}[matmul ${name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
-    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !gemmAccumulate),
+    // A by rows for A stored [M,K]; a specialized transposed-A pipeline of such a variant is the plain tile.
+    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !gemmAccumulate, v.aRows && !(specialize && transA)),
     entryPoint: 'main',
     constants: {
-      ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: v.swizzle, A_ROWS: +v.aRows,
+      ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: v.swizzle,
       BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN,
     },
     bindings: [args.a, args.b, out, uniform],

@@ -15,6 +15,43 @@ export function wgslPreamble(src: string): string {
   return src.split(/^\/\/--- \w+\s*$/m)[0];
 }
 
+const IF_MARK = /^[ \t]*\/\/ #(if (\w+)|else|endif)[ \t]*$/;
+
+/**
+ * `src` with its `// #if FLAG` … [`// #else` …] `// #endif` blocks resolved by `flags`: the kept
+ * lines stay as written, the marker lines go. For variants whose text must differ while every other
+ * pipeline's stays exactly the code that was measured (the NVIDIA Vulkan driver compiles equal but
+ * differently written WGSL differently; a branch on an override would add code to all of them).
+ * Blocks do not nest; a flag not in `flags`, or a block left open, is an error.
+ */
+export function wgslIf(src: string, flags: Record<string, boolean>): string {
+  const out: string[] = [];
+  let open: { flag: string; keep: boolean; line: number; sawElse: boolean } | undefined;
+  src.split('\n').forEach((line, i) => {
+    const m = IF_MARK.exec(line);
+    if (!m) {
+      if (!open || open.keep) out.push(line);
+      return;
+    }
+    const at = `line ${i + 1}`;
+    if (m[2] !== undefined) {
+      if (open) throw new Error(`#if: ${at} opens a block inside the one of line ${open.line} (no nesting)`);
+      if (!(m[2] in flags)) throw new Error(`#if: ${at}: no value for '${m[2]}'`);
+      open = { flag: m[2], keep: flags[m[2]], line: i + 1, sawElse: false };
+    } else if (!open) {
+      throw new Error(`#if: ${at}: #${m[1]} without #if`);
+    } else if (m[1] === 'else') {
+      if (open.sawElse) throw new Error(`#if: ${at}: a second #else for line ${open.line}`);
+      open.keep = !open.keep;
+      open.sawElse = true;
+    } else {
+      open = undefined;
+    }
+  });
+  if (open) throw new Error(`#if: the block of line ${open.line} (${open.flag}) has no #endif`);
+  return out.join('\n');
+}
+
 const UNROLL_MARK = /^[ \t]*\/\/ unroll[ \t]*$/;
 const UNROLL_HEAD = /^([ \t]*)for \(var (\w+) = 0u; \2 < (\w+); \2\+\+\) \{[ \t]*$/;
 
