@@ -51,6 +51,11 @@ export function vec4Aligned(b: Binding): boolean {
   return (asSlice(b).offset ?? 0) % 16 === 0;
 }
 
+/** Whether elementwise work over `elements` floats can run on vec4s: a whole number of them, every binding 16-byte aligned. */
+export function vec4Elementwise(elements: number, bindings: Binding[]): boolean {
+  return elements % 4 === 0 && bindings.every(vec4Aligned);
+}
+
 /** Same buffer, offset and size: an in-place call. */
 export function sameBinding(a: Binding, b: Binding): boolean {
   const sa = asSlice(a);

@@ -8,7 +8,7 @@
 import body from '../../../shaders/rmsnorm.wgsl?raw';
 import wgSum from '../../../shaders/wg_sum.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
-import { grid2d, requireBytes, rowWorkgroupSize, vec4Aligned } from './launch';
+import { grid2d, requireBytes, rowWorkgroupSize, vec4Elementwise } from './launch';
 import { wgslPreamble, wgslSection } from './wgsl';
 
 const shared = `${wgSum}\n${wgslPreamble(body)}`;
@@ -22,7 +22,7 @@ const dwSrc = `${shared}\n${wgslSection(body, 'dw')}`;
  * floats); else scalars, one per thread up to 256. `vectorize: false` forces scalars (tests).
  */
 function rowKernel(C: number, bindings: Binding[], vectorize = true): { code: string; WG: number } {
-  const vec4 = vectorize && C % 4 === 0 && bindings.every(vec4Aligned);
+  const vec4 = vectorize && vec4Elementwise(C, bindings);
   return vec4 ? { code: rowsVec4, WG: rowWorkgroupSize(Math.ceil(C / 16)) } : { code: rowsScalar, WG: rowWorkgroupSize(C) };
 }
 

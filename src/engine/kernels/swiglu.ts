@@ -7,7 +7,7 @@
  */
 import src from '../../../shaders/swiglu.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
-import { grid2d, requireBytes, sameBinding, vec4Aligned } from './launch';
+import { grid2d, requireBytes, sameBinding, vec4Elementwise } from './launch';
 
 const SCALAR = 'alias V = f32;';
 if (!src.includes(SCALAR)) throw new Error('swiglu.wgsl: the element type alias was not found');
@@ -20,7 +20,7 @@ const srcVec4 = src.replace(SCALAR, 'alias V = vec4<f32>;');
  * scalars (tests compare the two).
  */
 function access(n: number, bindings: Binding[], vectorize = true): { code: string; count: number } {
-  const ok = vectorize && n % 4 === 0 && bindings.every(vec4Aligned);
+  const ok = vectorize && vec4Elementwise(n, bindings);
   return ok ? { code: srcVec4, count: n / 4 } : { code: src, count: n };
 }
 
