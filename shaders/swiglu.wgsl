@@ -1,9 +1,13 @@
 // SwiGLU (LLaMA MLP): h = silu(gate) ⊙ up, silu(z) = z·σ(z). N = rows, F = intermediate size;
 // gate, up, h, dh, dgate, dup: [N, F], treated as flat arrays of n = N·F elements (2-D grid when
 // n/256 > 65535). Backward: dup = dh · silu(g); dgate = dh · up · σ(g)·(1 + g·(1 − σ(g))).
-// V is f32, or vec4<f32> in the copy swiglu.ts makes for counts and bindings that allow 16-byte
+// V is f32, or vec4<f32> in the text swiglu.ts keeps for counts and bindings that allow 16-byte
 // access (the same arithmetic per component, so the same bits); n counts V elements.
+// #if VEC4
+alias V = vec4<f32>;
+// #else
 alias V = f32;
+// #endif
 struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }
 
 @group(0) @binding(2) var<uniform> p: Params;

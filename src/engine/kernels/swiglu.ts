@@ -8,11 +8,11 @@
 import src from '../../../shaders/swiglu.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { grid2d, requireBytes, sameBinding, vec4Elementwise } from './launch';
+import { wgslIf } from './wgsl';
 
-const SCALAR = 'alias V = f32;';
-if (!src.includes(SCALAR)) throw new Error('swiglu.wgsl: the element type alias was not found');
+const srcScalar = wgslIf(src, { VEC4: false });
 /** The same shader on vec4 elements: 16-byte loads and stores (H200: base's forward 124 → ~80 µs). */
-const srcVec4 = src.replace(SCALAR, 'alias V = vec4<f32>;');
+const srcVec4 = wgslIf(src, { VEC4: true });
 
 /**
  * vec4 elements when the count and every binding's offset allow 16-byte access (always in the
@@ -21,7 +21,7 @@ const srcVec4 = src.replace(SCALAR, 'alias V = vec4<f32>;');
  */
 function access(n: number, bindings: Binding[], vectorize = true): { code: string; count: number } {
   const ok = vectorize && vec4Elementwise(n, bindings);
-  return ok ? { code: srcVec4, count: n / 4 } : { code: src, count: n };
+  return ok ? { code: srcVec4, count: n / 4 } : { code: srcScalar, count: n };
 }
 
 export interface SwigluDims {
