@@ -23,17 +23,6 @@
 // registers); without it the next tile is fetched and stored before the FMAs (fewer registers: more
 // workgroups per SM hide the latency instead).
 //
-// A_ROWS (a variant's text: the blocks marked so below, kept by matmul.ts for it): A stored [M,K] (row-major,
-// k-minor) stays k-minor in workgroup memory, As[m][k] with rows padded to BKP = BK + 4 floats. Every
-// thread then stages whole vec4s along k, the same count per thread (no 4×4 register transpose on a
-// quarter of the threads, no idle ones), and reads its TM rows' next four k values as TM vec4s every
-// fourth k step (as many 16-byte reads as the k-major tile's TM/4 per step). A thread's rows are then
-// ty + i·BM/TM, i < TM, so a warp's reads of one i fall on consecutive rows, which the odd vec4 stride
-// (BKP/4 = 3 or 5) puts on distinct banks. The FMAs and their order per output are the same: the same
-// bits. Transposed A keeps the k-major tile (in dynamic pipelines, chosen at run time). The blocks are
-// text, not branches on an override, so that the other variants' pipelines stay exactly the code that
-// was measured.
-//
 // Workgroup-memory indices are written so that Tint's integer range analysis proves them in
 // bounds (loop counters with constant bounds, `t % 2u`, local_invocation_index): Dawn's robustness
 // pass then leaves the inner loop's loads unclamped (no min() per load, constant offsets). That is
@@ -67,12 +56,7 @@ override TN: u32 = 8u;
 override WG: u32 = (BM / TM) * (BN / TN);
 override BMP: u32 = BM + 4u;                     // padded row lengths (floats)
 override BNP: u32 = BN + 4u;
-// #if A_ROWS
-override BKP: u32 = BK + 4u;                     // padded row length of the A rows tile
-override A_BUF: u32 = max(BK * BMP / 4u, BM * BKP / 4u);   // either layout (dynamic pipelines)
-// #else
 override A_BUF: u32 = BK * BMP / 4u;             // vec4 count of one buffer
-// #endif
 override B_BUF: u32 = BK * BNP / 4u;
 override AS_LEN: u32 = 2u * A_BUF;
 override BS_LEN: u32 = 2u * B_BUF;
@@ -82,17 +66,9 @@ override BS_LEN: u32 = 2u * B_BUF;
 // transposes it in registers and stores four vec4s, so every workgroup-memory write is a whole
 // vec4 (no per-component writes racing on a shared vec4). Units: groups or blocks per tile;
 // nra/nrb: staging vec4s per thread (≤ 4, checked in TS).
-// #if A_ROWS
-fn aUnits() -> u32 { return BM * BK / 4u; }     // vec4 groups along m (transposed) or k (rows)
-// #else
 fn aUnits() -> u32 { return select(BM * BK / 16u, BM * BK / 4u, transA()); }
-// #endif
 fn bUnits() -> u32 { return select(BN * BK / 4u, BN * BK / 16u, transB()); }
-// #if A_ROWS
-fn nra() -> u32 { return (aUnits() + WG - 1u) / WG; }
-// #else
 fn nra() -> u32 { return select(4u, (aUnits() + WG - 1u) / WG, transA()); }
-// #endif
 fn nrb() -> u32 { return select((bUnits() + WG - 1u) / WG, 4u, transB()); }
 
 // flags: bit 0 transA, bit 1 transB, bit 2 accumulate; bk = BK (read only when !SPECIALIZE);
@@ -120,16 +96,9 @@ fn fetchA(u: u32, lid: u32, m0: u32, k0: u32, rows: u32, cols: u32) -> vec4<f32>
     let rc = groupRC(g, BM);
     return loadA4(k0 + rc.x, m0 + rc.y, rows, cols);
   }
-// #if A_ROWS
-  let g = lid + u * WG;                    // stored [M,K], kept so: group lid + u*WG, vec4 along k
-  if (g >= aUnits()) { return vec4<f32>(0.0); }
-  let rc = groupRC(g, BK);
-  return loadA4(m0 + rc.x, k0 + rc.y, rows, cols);
-// #else
   if (lid >= aUnits()) { return vec4<f32>(0.0); }
   let rc = groupRC(lid, BK);              // stored [M,K]: row u of block lid
   return loadA4(m0 + rc.x * 4u + u, k0 + rc.y, rows, cols);
-// #endif
 }
 
 fn fetchB(u: u32, lid: u32, n0: u32, k0: u32, rows: u32, cols: u32) -> vec4<f32> {
@@ -145,13 +114,6 @@ fn fetchB(u: u32, lid: u32, n0: u32, k0: u32, rows: u32, cols: u32) -> vec4<f32>
 }
 
 fn putA(buf: u32, lid: u32, r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, r3: vec4<f32>) {
-// #if A_ROWS
-  let off = buf * A_BUF * 4u;              // both layouts store whole vec4s
-  putDirectA(off, lid, r0);
-  if (nra() > 1u) { putDirectA(off, lid + WG, r1); }
-  if (nra() > 2u) { putDirectA(off, lid + 2u * WG, r2); }
-  if (nra() > 3u) { putDirectA(off, lid + 3u * WG, r3); }
-// #else
   let off = buf * BK * BMP;
   if (transA()) {
     putDirectA(off, lid, r0);
@@ -167,18 +129,10 @@ fn putA(buf: u32, lid: u32, r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, r3: vec
     As[o + 2u * s] = vec4<f32>(r0.z, r1.z, r2.z, r3.z);
     As[o + 3u * s] = vec4<f32>(r0.w, r1.w, r2.w, r3.w);
   }
-// #endif
 }
 
 fn putDirectA(off: u32, g: u32, v: vec4<f32>) {
   if (g < aUnits()) {
-// #if A_ROWS
-    if (!transA()) {
-      let rc = groupRC(g, BK);
-      As[(off + rc.x * BKP + rc.y) / 4u] = v;
-      return;
-    }
-// #endif
     let rc = groupRC(g, BM);
     As[(off + rc.x * BMP + rc.y) / 4u] = v;
   }
@@ -299,20 +253,6 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   if (TM == 8u) { fa1 = As[ty + BM / TM]; }
   if (TN >= 8u) { fb1 = Bs[tx + BN / TN]; }
   if (TN == 16u) { fb2 = Bs[tx + 2u * BN / TN]; fb3 = Bs[tx + 3u * BN / TN]; }
-// #if A_ROWS
-  // A by rows: the thread's TM rows, four k values each (k step k uses component k % 4).
-  let aRow0 = ty * (BKP / 4u);
-  let aRowStep = (BM / TM) * (BKP / 4u);
-  var ar0 = vec4<f32>(0.0); var ar1 = ar0; var ar2 = ar0; var ar3 = ar0;
-  var ar4 = ar0; var ar5 = ar0; var ar6 = ar0; var ar7 = ar0;
-  if (!transA()) {
-    ar0 = As[aRow0]; ar1 = As[aRow0 + aRowStep]; ar2 = As[aRow0 + 2u * aRowStep]; ar3 = As[aRow0 + 3u * aRowStep];
-    if (TM == 8u) {
-      ar4 = As[aRow0 + 4u * aRowStep]; ar5 = As[aRow0 + 5u * aRowStep];
-      ar6 = As[aRow0 + 6u * aRowStep]; ar7 = As[aRow0 + 7u * aRowStep];
-    }
-  }
-// #endif
   let kLast = select(BK, P.bk, !SPECIALIZE) - 1u;
 
   for (var t = 0u; t < nt; t++) {
@@ -355,35 +295,12 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
       if (k > 0u) {
         let ai = aBase + k * (BMP / 4u);
         let bi = bBase + k * (BNP / 4u);
-// #if A_ROWS
-        if (transA()) {
-          a0 = As[ai];
-          if (TM == 8u) { a1 = As[ai + BM / TM]; }
-        }
-        b0 = Bs[bi];
-// #else
         a0 = As[ai];
         b0 = Bs[bi];
         if (TM == 8u) { a1 = As[ai + BM / TM]; }
-// #endif
         if (TN >= 8u) { b1 = Bs[bi + BN / TN]; }
         if (TN == 16u) { b2 = Bs[bi + 2u * BN / TN]; b3 = Bs[bi + 3u * BN / TN]; }
       }
-// #if A_ROWS
-      if (!transA()) {
-        if (k > 0u && k % 4u == 0u) {
-          let ri = h * A_BUF + aRow0 + k / 4u;
-          ar0 = As[ri]; ar1 = As[ri + aRowStep]; ar2 = As[ri + 2u * aRowStep]; ar3 = As[ri + 3u * aRowStep];
-          if (TM == 8u) {
-            ar4 = As[ri + 4u * aRowStep]; ar5 = As[ri + 5u * aRowStep];
-            ar6 = As[ri + 6u * aRowStep]; ar7 = As[ri + 7u * aRowStep];
-          }
-        }
-        let j = k % 4u;
-        a0 = vec4<f32>(ar0[j], ar1[j], ar2[j], ar3[j]);
-        if (TM == 8u) { a1 = vec4<f32>(ar4[j], ar5[j], ar6[j], ar7[j]); }
-      }
-// #endif
       if (PREFETCH && more && k == min(PUT_K, kLast)) {
         putA(1u - h, lid, ra0, ra1, ra2, ra3);
         putB(1u - h, lid, rb0, rb1, rb2, rb3);
@@ -392,24 +309,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         workgroupBarrier();
         let an = (1u - h) * A_BUF + ty;
         let bn = (1u - h) * B_BUF + tx;
-// #if A_ROWS
-        if (transA()) {
-          fa0 = As[an];
-          if (TM == 8u) { fa1 = As[an + BM / TM]; }
-        } else {
-          let rn = (1u - h) * A_BUF + aRow0;
-          ar0 = As[rn]; ar1 = As[rn + aRowStep]; ar2 = As[rn + 2u * aRowStep]; ar3 = As[rn + 3u * aRowStep];
-          if (TM == 8u) {
-            ar4 = As[rn + 4u * aRowStep]; ar5 = As[rn + 5u * aRowStep];
-            ar6 = As[rn + 6u * aRowStep]; ar7 = As[rn + 7u * aRowStep];
-          }
-        }
-        fb0 = Bs[bn];
-// #else
         fa0 = As[an];
         fb0 = Bs[bn];
         if (TM == 8u) { fa1 = As[an + BM / TM]; }
-// #endif
         if (TN >= 8u) { fb1 = Bs[bn + BN / TN]; }
         if (TN == 16u) { fb2 = Bs[bn + 2u * BN / TN]; fb3 = Bs[bn + 3u * BN / TN]; }
       }
@@ -432,22 +334,6 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 
   let zRows = wid.z * M;                   // split-K partial z lives in rows z·M .. z·M + M - 1
   let bound = zRows + M;
-// #if A_ROWS
-  let r0 = zRows + m0 + select(ty, ty * 4u, transA());
-  let q0 = n0 + tx * 4u;
-  let rs = select(BM / TM, 1u, transA());  // from one micro-tile row to the next
-  storeRow(r0, q0, c00, c01, c02, c03, bound, N);
-  storeRow(r0 + rs, q0, c10, c11, c12, c13, bound, N);
-  storeRow(r0 + 2u * rs, q0, c20, c21, c22, c23, bound, N);
-  storeRow(r0 + 3u * rs, q0, c30, c31, c32, c33, bound, N);
-  if (TM == 8u) {
-    let r1 = r0 + BM * 4u / TM;
-    storeRow(r1, q0, c40, c41, c42, c43, bound, N);
-    storeRow(r1 + rs, q0, c50, c51, c52, c53, bound, N);
-    storeRow(r1 + 2u * rs, q0, c60, c61, c62, c63, bound, N);
-    storeRow(r1 + 3u * rs, q0, c70, c71, c72, c73, bound, N);
-  }
-// #else
   let r0 = zRows + m0 + ty * 4u;
   let q0 = n0 + tx * 4u;
   storeRow(r0, q0, c00, c01, c02, c03, bound, N);
@@ -461,5 +347,4 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     storeRow(r1 + 2u, q0, c60, c61, c62, c63, bound, N);
     storeRow(r1 + 3u, q0, c70, c71, c72, c73, bound, N);
   }
-// #endif
 }

@@ -68,7 +68,7 @@ describe('variants and heuristic', () => {
     for (const v of MATMUL_VARIANTS) {
       expect(variantIsWellFormed(v), v.name).toBe(true);
       expect(v.name).toBe(variantName(v));
-      expect(v.name).toMatch(new RegExp(`^${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}(_np)?(_sw\\d+)?(_ar)?$`));
+      expect(v.name).toMatch(new RegExp(`^${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}(_np)?(_sw\\d+)?$`));
       expect(variantFits(v, H200_LIKE), v.name).toBe(true);
     }
     expect(variantName({ ...getVariant('128x128k8_8x8'), prefetch: false, swizzle: 8 })).toBe('128x128k8_8x8_np_sw8');
@@ -175,17 +175,5 @@ describe('variants and heuristic', () => {
     // Otherwise the same text.
     expect(tn16.replace('    let hn = (t + 1u) % 2u;\n', '').replaceAll('hn', 'X')).toBe(plain.replaceAll('(1u - h)', 'X').replaceAll('1u - h', 'X'));
     expect(() => nextBufferByModulo('fn main() {}')).toThrow(/buffer index/);
-  });
-
-  it('the A rows text (_ar variants) only for them: the other tiles\' text has none of its blocks', () => {
-    const plain = matmulCode(true, true, true, 8, true);
-    const rows = matmulCode(true, true, true, 8, true, true);
-    for (const code of [plain, rows]) expect(code).not.toMatch(/\/\/ #(if|else|endif)/);
-    expect(plain).not.toContain('aRowStep');
-    expect(plain).toContain('let off = buf * BK * BMP;');
-    expect(rows).toContain('aRowStep');
-    expect(rows).not.toContain('let off = buf * BK * BMP;');
-    // The next tile's A rows come from buffer (t + 1) % 2 as well.
-    expect(rows).toContain('let rn = hn * A_BUF + aRow0;');
   });
 });

@@ -26,7 +26,7 @@ import { Uniforms } from '../gpu/runtime';
 import { timeDispatches } from '../gpu/timer';
 import { asSlice, bindingBytes, grid2d, vec4Aligned } from './launch';
 import { MEASURED_TABLES } from './matmul_tables';
-import { unrollLoops, wgslIf, wgslSection } from './wgsl';
+import { unrollLoops, wgslSection } from './wgsl';
 
 export interface MatmulVariant {
   name: string;
@@ -43,24 +43,17 @@ export interface MatmulVariant {
   prefetch: boolean;
   /** Tile rows per launch group for L2 reuse (0: row-major launch order). */
   swizzle: number;
-  /**
-   * A stored [M,K] (not transposed) stays k-minor in workgroup memory: whole-vec4 staging on every
-   * thread instead of a 4×4 register transpose on a quarter of them (matmul.wgsl's A_ROWS blocks).
-   */
-  aRows: boolean;
   /** Relative per-thread throughput for the heuristic (128×128×8 with 8×8 micro tiles = 1). */
   eff: number;
 }
 
-/** BMxBNkBK_TMxTN, then _np (no prefetch), _swG (swizzle G) and _ar (A rows) when they differ from the default. */
+/** BMxBNkBK_TMxTN, then _np (no prefetch) and _swG (swizzle G) when they differ from the default. */
 export function variantName(v: Omit<MatmulVariant, 'name' | 'eff'>): string {
-  return `${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}${v.prefetch ? '' : '_np'}${v.swizzle > 1 ? `_sw${v.swizzle}` : ''}${v.aRows ? '_ar' : ''}`;
+  return `${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}${v.prefetch ? '' : '_np'}${v.swizzle > 1 ? `_sw${v.swizzle}` : ''}`;
 }
 
-function tile(
-  BM: number, BN: number, BK: number, TM: 4 | 8, TN: 4 | 8 | 16, eff: number, o: { prefetch?: boolean; swizzle?: number; aRows?: boolean } = {},
-): MatmulVariant {
-  const v = { BM, BN, BK, TM, TN, prefetch: o.prefetch ?? true, swizzle: o.swizzle ?? 0, aRows: o.aRows ?? false };
+function tile(BM: number, BN: number, BK: number, TM: 4 | 8, TN: 4 | 8 | 16, eff: number, o: { prefetch?: boolean; swizzle?: number } = {}): MatmulVariant {
+  const v = { BM, BN, BK, TM, TN, prefetch: o.prefetch ?? true, swizzle: o.swizzle ?? 0 };
   return { name: variantName(v), ...v, eff };
 }
 
@@ -87,8 +80,6 @@ export const MATMUL_VARIANTS: readonly MatmulVariant[] = [
   tile(128, 128, 16, 8, 16, 0.9),
   tile(128, 128, 8, 8, 16, 0.9),
   tile(128, 128, 8, 8, 16, 0.9, { swizzle: 8 }),
-  tile(128, 128, 8, 8, 16, 0.9, { aRows: true }),
-  tile(128, 128, 16, 8, 16, 0.9, { aRows: true }),
   tile(128, 128, 8, 8, 16, 0.89, { prefetch: false }),
   tile(128, 64, 16, 8, 8, 0.88),
   tile(64, 128, 16, 8, 8, 0.88),
@@ -137,10 +128,9 @@ export function variantThreads(v: MatmulVariant): number {
   return (v.BM / v.TM) * (v.BN / v.TN);
 }
 
-/** Two tiles, rows padded by 4 floats, double buffered: k-major, or for aRows A the larger of both layouts. */
+/** Two k-major tiles, rows padded by 4 floats, double buffered. */
 export function variantSharedBytes(v: MatmulVariant): number {
-  const a = v.aRows ? Math.max(v.BK * (v.BM + 4), v.BM * (v.BK + 4)) : v.BK * (v.BM + 4);
-  return 2 * (a + v.BK * (v.BN + 4)) * 4;
+  return 2 * v.BK * (v.BM + 4 + v.BN + 4) * 4;
 }
 
 /**
@@ -322,26 +312,22 @@ const H_LINE = '    let h = t % 2u;                        // buffer of tile t; 
  * (128x128k8_8x8 at 4096³: 7.6-24.6 vs 36.1); the same form written as a branch on TN in the shader
  * gains nothing (docs/benchmarks.md, session 7), hence a text edit for the one case.
  */
-export function nextBufferByModulo(src: string, expectedUses = 6): string {
+export function nextBufferByModulo(src: string): string {
   const uses = src.split('1u - h').length - 1;
-  if (!src.includes(H_LINE) || uses !== expectedUses) throw new Error(`matmul.wgsl: the tile loop's buffer index is not the expected one (${uses} uses of 1u - h)`);
+  if (!src.includes(H_LINE) || uses !== 6) throw new Error(`matmul.wgsl: the tile loop's buffer index is not the expected one (${uses} uses of 1u - h)`);
   return src.replace(H_LINE, `${H_LINE}    let hn = (t + 1u) % 2u;\n`).replaceAll('(1u - h)', 'hn').replaceAll('1u - h', 'hn');
 }
 
 /**
  * The WGSL for one choice of vec4/scalar access per operand (A, B, C); `unrollBK` > 0 writes the
  * k loop out for a specialized pipeline of that BK, `tn16` (specialized TN 16 tiles that do not
- * accumulate) writes the next tile's buffer index as nextBufferByModulo does, `aRows` keeps the
- * shader's `// #if A_ROWS` blocks (the A tile by rows; for the other variants the text stays as it
- * was measured).
+ * accumulate) writes the next tile's buffer index as nextBufferByModulo does.
  */
-export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false, aRows = false): string {
-  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}:${+aRows}`;
+export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false): string {
+  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}`;
   let code = codeCache.get(key);
   if (!code) {
-    const src = wgslIf(matmulSrc, { A_ROWS: aRows });
-    // The A rows text reads the next tile's A fragments from buffer 1 - h once more.
-    const body = tn16 ? nextBufferByModulo(src, aRows ? 7 : 6) : src;
+    const body = tn16 ? nextBufferByModulo(matmulSrc) : matmulSrc;
     code = [
       section(vecA ? 'a_vec4' : 'a_scalar'),
       section(vecB ? 'b_vec4' : 'b_scalar'),
@@ -505,8 +491,7 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   const name = choiceName(v.name, parts);
   const gemm = rt.kernel({
     label: `${args.label}[matmul ${name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
-    // A by rows for A stored [M,K]; a specialized transposed-A pipeline of such a variant is the plain tile.
-    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !gemmAccumulate, v.aRows && !(specialize && transA)),
+    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !gemmAccumulate),
     entryPoint: 'main',
     constants: {
       ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: v.swizzle,
