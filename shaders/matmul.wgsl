@@ -34,6 +34,16 @@
 //
 // SWIZZLE > 1 launches tiles in groups of SWIZZLE tile rows (column by column inside a group), so
 // the workgroups resident at one time share A and B panels in L2.
+//
+// STREAM_K (text blocks that matmul.ts keeps for `_st<W>` choices only, so that every other
+// pipeline is exactly the code that was measured): the last, part-empty wave of tiles is shared out
+// evenly (matmul.ts streamKPlan). Workgroup g < dpTiles runs tile g whole, as above; the others
+// each run skQ (or skQ + 1) consecutive k tiles of the remaining tiles laid end to end — the end
+// of one tile and the start of the next at most. The k loop is the same loop: the prefetch of the
+// k tile after the split reads the second tile's origin, and at the split the first part's sums
+// go out and the accumulators restart from zero. A part that is a whole tile goes to C as usual;
+// a part of a tile goes raw to the workspace (slot 2w: workgroup w's first part, 2w + 1: its
+// second), and matmul_streamk.wgsl sums each shared tile's parts in k order into C.
 
 override TRANS_A: bool = false;
 override TRANS_B: bool = false;
@@ -75,6 +85,16 @@ fn nrb() -> u32 { return select((bUnits() + WG - 1u) / WG, 4u, transB()); }
 // kChunk: K range per split (a multiple of BK).
 struct Params { M: u32, N: u32, K: u32, alpha: f32, flags: u32, bk: u32, kChunk: u32, _p0: u32 }
 @group(0) @binding(3) var<uniform> P: Params;
+// #if STREAM_K
+// skWgs workgroups share the last skTiles = tiles - dpTiles tiles (ipt k tiles each): skQ k tiles
+// each, one more for the first skR.
+struct StreamK { tilesX: u32, dpTiles: u32, ipt: u32, skQ: u32, skR: u32, skWgs: u32, _p0: u32, _p1: u32 }
+@group(0) @binding(4) var<uniform> SP: StreamK;
+@group(0) @binding(5) var<storage, read_write> SKW: array<vec4<f32>>;
+const NO_SLOT: u32 = 0xffffffffu;
+var<private> skSlot: u32 = NO_SLOT;      // where storeRow puts a part: C (NO_SLOT) or this workspace slot
+var<private> skOrigin: vec2<u32>;        // the part's tile origin (m0, n0)
+// #endif
 
 fn transA() -> bool { if (SPECIALIZE) { return TRANS_A; } return (P.flags & 1u) != 0u; }
 fn transB() -> bool { if (SPECIALIZE) { return TRANS_B; } return (P.flags & 2u) != 0u; }
@@ -183,6 +203,15 @@ fn tileOf(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
 // 12.2, down_proj 12.2 → 11.8, k.dx and v.dx 4.0 → 3.8).
 fn storeRow(r: u32, q0: u32, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, rows: u32, N: u32) {
   let dq = BN * 4u / TN;
+// #if STREAM_K
+  if (skSlot != NO_SLOT) {                 // raw sums, the tile's BM×BN floats row-major in the slot
+    let o = (skSlot * BM * BN + (r - skOrigin.x) * BN + q0 - skOrigin.y) / 4u;
+    SKW[o] = v0;
+    if (TN >= 8u) { SKW[o + dq / 4u] = v1; }
+    if (TN == 16u) { SKW[o + dq / 2u] = v2; SKW[o + 3u * dq / 4u] = v3; }
+    return;
+  }
+// #endif
   var o0 = P.alpha * v0;
   var o1 = P.alpha * v1;
   var o2 = P.alpha * v2;
@@ -209,17 +238,47 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let M = P.M;
   let N = P.N;
   let K = P.K;
+// #if STREAM_K
+  // k tiles [it0, it1) of the tiles laid end to end; the first `split` of them are tile t1's.
+  let g = wid.x;
+  var it0 = g * SP.ipt;
+  var it1 = it0 + SP.ipt;
+  var slot1 = NO_SLOT;
+  var slot2 = NO_SLOT;
+  if (g >= SP.dpTiles) {
+    let w = g - SP.dpTiles;
+    it0 = SP.dpTiles * SP.ipt + w * SP.skQ + min(w, SP.skR);
+    it1 = it0 + SP.skQ + select(0u, 1u, w < SP.skR);
+    slot1 = 2u * w;
+    slot2 = 2u * w + 1u;
+  }
+  let t1 = it0 / SP.ipt;
+  let kt1 = it0 - t1 * SP.ipt;
+  let split = min(it1 - it0, SP.ipt - kt1);
+  if (kt1 == 0u && split == SP.ipt) { slot1 = NO_SLOT; }      // a whole tile goes to C
+  if (it1 - it0 - split == SP.ipt) { slot2 = NO_SLOT; }
+  var m0 = (t1 / SP.tilesX) * BM;
+  var n0 = (t1 % SP.tilesX) * BN;
+  let m0b = ((t1 + 1u) / SP.tilesX) * BM;  // the second part's tile (if any)
+  let n0b = ((t1 + 1u) % SP.tilesX) * BN;
+// #else
   let tile = tileOf(wid, nwg);
   let m0 = tile.x * BM;
   let n0 = tile.y * BN;
+// #endif
   let tx = lid % (BN / TN);
   let ty = lid / (BN / TN);
   let aRows = select(M, K, transA());
   let aCols = select(K, M, transA());
   let bRows = select(K, N, transB());
   let bCols = select(N, K, transB());
+// #if STREAM_K
+  let kBegin = kt1 * BK;
+  let nt = it1 - it0;
+// #else
   let kBegin = wid.z * P.kChunk;
   let nt = (min(K, kBegin + P.kChunk) - kBegin + BK - 1u) / BK;
+// #endif
 
   // Accumulators and staging registers are named scalars-of-vec4, not arrays: no dynamic
   // indexing, so nothing can spill to local memory whether or not the driver unrolls. The
@@ -259,7 +318,14 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let h = t % 2u;                        // buffer of tile t; tile t + 1 goes to 1 - h
     let more = t + 1u < nt;
     if (more) {
+// #if STREAM_K
+      let second = t + 1u >= split;        // the next k tile is the second part's first or later
+      let m0 = select(m0, m0b, second);
+      let n0 = select(n0, n0b, second);
+      let k0 = select(kBegin + (t + 1u) * BK, (t + 1u - split) * BK, second);
+// #else
       let k0 = kBegin + (t + 1u) * BK;
+// #endif
       ra0 = fetchA(0u, lid, m0, k0, aRows, aCols);
       if (nra() > 1u) { ra1 = fetchA(1u, lid, m0, k0, aRows, aCols); }
       if (nra() > 2u) { ra2 = fetchA(2u, lid, m0, k0, aRows, aCols); }
@@ -330,8 +396,38 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         }
       }
     }
+// #if STREAM_K
+    if (t + 1u == split && more) {         // the first part ends: out with its sums, on to the second tile
+      skSlot = slot1;
+      skOrigin = vec2<u32>(m0, n0);
+      let r0 = m0 + ty * 4u;
+      let q0 = n0 + tx * 4u;
+      storeRow(r0, q0, c00, c01, c02, c03, M, N);
+      storeRow(r0 + 1u, q0, c10, c11, c12, c13, M, N);
+      storeRow(r0 + 2u, q0, c20, c21, c22, c23, M, N);
+      storeRow(r0 + 3u, q0, c30, c31, c32, c33, M, N);
+      if (TM == 8u) {
+        let r1 = r0 + BM * 4u / TM;
+        storeRow(r1, q0, c40, c41, c42, c43, M, N);
+        storeRow(r1 + 1u, q0, c50, c51, c52, c53, M, N);
+        storeRow(r1 + 2u, q0, c60, c61, c62, c63, M, N);
+        storeRow(r1 + 3u, q0, c70, c71, c72, c73, M, N);
+      }
+      let z = vec4<f32>(0.0);
+      c00 = z; c01 = z; c10 = z; c11 = z; c20 = z; c21 = z; c30 = z; c31 = z;
+      c40 = z; c41 = z; c50 = z; c51 = z; c60 = z; c61 = z; c70 = z; c71 = z;
+      c02 = z; c03 = z; c12 = z; c13 = z; c22 = z; c23 = z; c32 = z; c33 = z;
+      c42 = z; c43 = z; c52 = z; c53 = z; c62 = z; c63 = z; c72 = z; c73 = z;
+      m0 = m0b;
+      n0 = n0b;
+    }
+// #endif
   }
 
+// #if STREAM_K
+  skSlot = select(slot1, slot2, split < nt);
+  skOrigin = vec2<u32>(m0, n0);
+// #endif
   let zRows = wid.z * M;                   // split-K partial z lives in rows z·M .. z·M + M - 1
   let bound = zRows + M;
   let r0 = zRows + m0 + ty * 4u;

@@ -112,6 +112,36 @@ describe('whole tiles, split-K and launch order', () => {
     expect(ran.map((r) => r.variant)).toEqual(cases.map((c) => c.variant));
   });
 
+  it('stream-K: whole tiles, then the last wave shared out and its tiles summed in k order; every transpose, partial tiles, alpha and accumulate once', async () => {
+    const cases: MatmulCase[] = [];
+    for (const [transA, transB] of TRANS) {
+      // 12 tiles of 32×32 (partial at the edges), 13 k steps: 10 whole tiles, then 2 tiles over 5 workgroups.
+      cases.push({ M: 100, N: 70, K: 200, transA, transB, accumulate: true, alpha: -0.75, variant: `${SMALL}_st5`, specialize: false });
+      // Fewer tiles than workgroups: 4 tiles of 19 k steps over 7 workgroups, each within one or two tiles.
+      cases.push({ M: 64, N: 64, K: 300, transA, transB, variant: `${SMALL}_st7`, specialize: false });
+    }
+    cases.push({ M: 48, N: 40, K: 300, transA: true, accumulate: true, variant: `${SMALL}_st3` }); // specialized dW form
+    // More workgroups than k steps: one tile of 2 k steps, one step each for 2 of the 5.
+    cases.push({ M: 20, N: 30, K: 20, variant: `${SMALL}_st5`, specialize: false });
+    // The model's tile (8×16, next buffer by modulo, k steps written out): 3 whole tiles, then one of 8 k steps over 3 workgroups.
+    cases.push({ M: 256, N: 256, K: 64, variant: '128x128k8_8x16_st3' });
+    // A multiple of W tiles: nothing shared, the plain GEMM runs (one dispatch, no workspace).
+    cases.push({ M: 64, N: 64, K: 64, variant: `${SMALL}_st4`, specialize: false });
+    const rt = await testRuntime();
+    const ran = await checkMatmuls(rt, cases);
+    expect(ran.map((r) => r.variant)).toEqual([...cases.slice(0, -1).map((c) => c.variant), SMALL]);
+    expect(matmulWorkspaceBytes(cases[cases.length - 1], `${SMALL}_st4`)).toBe(0);
+    const a = rt.createBuffer('workspace', 'a', 4 * 100 * 200);
+    const b = rt.createBuffer('workspace', 'b', 4 * 200 * 70);
+    const c = rt.createBuffer('workspace', 'c', 4 * 100 * 70);
+    const args = { label: 'stream-K', a, b, c, M: 100, N: 70, K: 200 };
+    expect(() => buildMatmul(rt, { ...args, variant: `${SMALL}_st5` })).toThrow(/needs a workspace of 40960 bytes, have 0/);
+    const ws = rt.createBuffer('workspace', 'ws', 40960);
+    const built = buildMatmul(rt, { ...args, variant: `${SMALL}_st5`, workspace: ws });
+    expect(built.dispatches.map((d) => d.workgroups)).toEqual([[15, 1, 1], [1, 2, 1]]);
+    [a, b, c, ws, ...built.uniforms].forEach((x) => rt.mem.free(x));
+  });
+
   it('split-K asks for no more slices than K has tiles, and checks its workspace', async () => {
     const rt = await testRuntime();
     const [M, N, K] = [8, 8, 20]; // two BK=16 tiles: _sk8 becomes 2 slices

@@ -20,13 +20,14 @@
 import matmulSrc from '../../../shaders/matmul.wgsl?raw';
 import ioSrc from '../../../shaders/matmul_io.wgsl?raw';
 import splitKSrc from '../../../shaders/matmul_splitk.wgsl?raw';
+import streamKFixupSrc from '../../../shaders/matmul_streamk.wgsl?raw';
 import { adapterMatches } from '../gpu/device';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
 import { timeDispatches } from '../gpu/timer';
 import { asSlice, bindingBytes, grid2d, vec4Aligned } from './launch';
 import { MEASURED_TABLES } from './matmul_tables';
-import { unrollLoops, wgslSection } from './wgsl';
+import { unrollLoops, wgslIf, wgslSection } from './wgsl';
 
 export interface MatmulVariant {
   name: string;
@@ -165,24 +166,41 @@ export function getVariant(name: string): MatmulVariant {
 /** Most K slices a split-K choice may ask for. */
 export const MAX_SPLIT_K = 32;
 
-/** A GEMM choice: a variant, run in `splitK` K slices (1 = one pass). */
+/** Most workgroups a stream-K choice may name. */
+export const MAX_STREAM_K = 4096;
+
+/**
+ * A GEMM choice: a variant, run in `splitK` K slices (1 = one pass), or with its last wave shared
+ * out over `streamK` workgroups (0 = not stream-K; see streamKPlan).
+ */
 export interface MatmulChoice {
   name: string;
   variant: MatmulVariant;
   splitK: number;
+  streamK: number;
 }
 
-export function choiceName(variant: string, splitK: number): string {
+export function choiceName(variant: string, splitK: number, streamK = 0): string {
+  if (streamK > 0) return `${variant}_st${streamK}`;
   return splitK > 1 ? `${variant}_sk${splitK}` : variant;
 }
 
-/** Parses `<variant>` or `<variant>_sk<S>` (2 ≤ S ≤ MAX_SPLIT_K); throws on anything else. */
+/**
+ * Parses `<variant>`, `<variant>_sk<S>` (2 ≤ S ≤ MAX_SPLIT_K) or `<variant>_st<W>` (1 ≤ W ≤
+ * MAX_STREAM_K, a variant without swizzle); throws on anything else.
+ */
 export function parseChoice(name: string): MatmulChoice {
-  const m = /^(.*)_sk(\d+)$/.exec(name);
+  const m = /^(.*)_(sk|st)(\d+)$/.exec(name);
   const variant = getVariant(m ? m[1] : name);
-  const splitK = m ? Number(m[2]) : 1;
+  if (m?.[2] === 'st') {
+    const W = Number(m[3]);
+    if (!(W >= 1 && W <= MAX_STREAM_K)) throw new Error(`matmul: stream-K of '${name}' must name 1..${MAX_STREAM_K} workgroups`);
+    if (variant.swizzle > 1) throw new Error(`matmul: stream-K of '${name}': a swizzled variant's tile order is not the one stream-K counts in`);
+    return { name, variant, splitK: 1, streamK: W };
+  }
+  const splitK = m ? Number(m[3]) : 1;
   if (m && !(splitK >= 2 && splitK <= MAX_SPLIT_K)) throw new Error(`matmul: split-K of '${name}' must be 2..${MAX_SPLIT_K}`);
-  return { name, variant, splitK };
+  return { name, variant, splitK, streamK: 0 };
 }
 
 function tryParseChoice(name: string): MatmulChoice | undefined {
@@ -206,8 +224,55 @@ export function splitPlan(K: number, BK: number, splitK: number): { kChunk: numb
 /** Workspace bytes a choice needs for this shape (0 when it runs in one pass). */
 export function matmulWorkspaceBytes(s: MatmulShape, choice: string): number {
   const c = parseChoice(choice);
+  if (c.streamK > 0) return streamKPlan(s, c.variant, c.streamK).workspaceFloats * 4;
   const { parts } = splitPlan(s.K, c.variant.BK, c.splitK);
   return parts > 1 ? parts * s.M * s.N * 4 : 0;
+}
+
+// ---- stream-K --------------------------------------------------------------------------------
+
+/**
+ * How a stream-K choice runs a shape. The GPU holds about W workgroups at once, so C's T tiles run
+ * as ceil(T / W) waves of whole tiles, the last one part empty and as long as a full one (an H200
+ * holds 264 of the 128×128 8×16 workgroups: 4096³'s 1024 tiles are 3.88 waves, and 3968, 4096 and
+ * 4224 rows all take 3.02 ms). Here the whole waves' `dpTiles` tiles run one workgroup each as
+ * usual, and the last `skTiles` = T mod W tiles are laid end to end as skTiles · ipt k tiles
+ * (ipt = ceil(K / BK) per tile) and cut into `workgroups` (≤ W) near-equal ranges, each shorter
+ * than a tile, so the last wave is as long as its share of the work. A range that is a whole tile
+ * stores it; a part of a tile goes to a workspace slot (each workgroup has two: its first part and
+ * its second), and a second pass (shaders/matmul_streamk.wgsl) sums each shared tile's parts in k
+ * order into C. When T is a multiple of W nothing is shared (skTiles 0, the plain GEMM).
+ */
+export interface StreamKPlan {
+  tilesX: number;
+  tiles: number;
+  ipt: number;
+  dpTiles: number;
+  skTiles: number;
+  /** Workgroups sharing the stream-K region (≤ W, never more than its k tiles). */
+  workgroups: number;
+  /** k tiles per region workgroup: skQ, one more for the first skR. */
+  skQ: number;
+  skR: number;
+  workspaceFloats: number;
+}
+
+export function streamKPlan(s: MatmulShape, v: MatmulVariant, W: number): StreamKPlan {
+  const tilesX = Math.ceil(s.N / v.BN);
+  const tiles = tilesX * Math.ceil(s.M / v.BM);
+  const ipt = Math.max(1, Math.ceil(s.K / v.BK));
+  if (tiles * ipt >= 2 ** 32) throw new Error(`matmul: stream-K of ${s.M}x${s.N}x${s.K}: ${tiles} tiles × ${ipt} k tiles overflow u32`);
+  const skTiles = tiles % W;
+  const dpTiles = tiles - skTiles;
+  const iters = skTiles * ipt;
+  // skTiles < W, so every range is at most one tile long: the end of one tile and the start of the next.
+  const workgroups = Math.min(W, iters);
+  const skQ = workgroups > 0 ? Math.floor(iters / workgroups) : 0;
+  const skR = workgroups > 0 ? iters - skQ * workgroups : 0;
+  // Tiles are shared unless every range is a whole tile (skQ = ipt: as many workgroups as tiles).
+  const shared = skTiles > 0 && !(skR === 0 && skQ === ipt);
+  const workspaceFloats = shared ? 2 * workgroups * v.BM * v.BN : 0;
+  return { tilesX, tiles, ipt, dpTiles, skTiles, workgroups, skQ, skR, workspaceFloats };
 }
 
 /** WebGPU's guaranteed minimum limits: the heuristic's default when no device is at hand. */
@@ -321,13 +386,15 @@ export function nextBufferByModulo(src: string): string {
 /**
  * The WGSL for one choice of vec4/scalar access per operand (A, B, C); `unrollBK` > 0 writes the
  * k loop out for a specialized pipeline of that BK, `tn16` (specialized TN 16 tiles that do not
- * accumulate) writes the next tile's buffer index as nextBufferByModulo does.
+ * accumulate) writes the next tile's buffer index as nextBufferByModulo does, `streamK` keeps the
+ * shader's `// #if STREAM_K` blocks (for the other choices the text stays as it was measured).
  */
-export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false): string {
-  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}`;
+export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false, streamK = false): string {
+  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}:${+streamK}`;
   let code = codeCache.get(key);
   if (!code) {
-    const body = tn16 ? nextBufferByModulo(matmulSrc) : matmulSrc;
+    const src = wgslIf(matmulSrc, { STREAM_K: streamK });
+    const body = tn16 ? nextBufferByModulo(src) : src;
     code = [
       section(vecA ? 'a_vec4' : 'a_scalar'),
       section(vecB ? 'b_vec4' : 'b_scalar'),
@@ -459,7 +526,7 @@ export interface BuiltMatmul {
   dispatches: Dispatch[];
   /** The per-call uniform blocks (free them with rt.mem.free when the dispatches are dropped). */
   uniforms: GPUBuffer[];
-  /** The choice used (`<variant>` or `<variant>_sk<S>`). */
+  /** The choice used (`<variant>`, `<variant>_sk<S>` or `<variant>_st<W>`). */
   variant: string;
   /** Whether the shape let the bounds-check-free path run (FULL_TILES). */
   fullTiles: boolean;
@@ -472,6 +539,11 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   const choice = pickChoice(rt, args, args.workspace ? bindingBytes(args.workspace) : 0);
   const v = choice.variant;
   if (!variantFits(v, rt.device.limits)) throw new Error(`${args.label}: variant ${v.name} exceeds this device's limits`);
+  if (choice.streamK > 0) {
+    const plan = streamKPlan(args, v, choice.streamK);
+    // Without shared tiles every tile is one workgroup's, as in the plain GEMM: that runs.
+    if (plan.workspaceFloats > 0) return buildStreamK(rt, args, choice, plan);
+  }
   const { kChunk, parts } = splitPlan(K, v.BK, choice.splitK);
   const out = parts > 1 ? args.workspace as Binding : args.c;
   // vec4 bindings also need 16-byte offsets (the convention is 256; checked, not assumed).
@@ -510,6 +582,49 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
     workgroups: grid2d(rt, Math.ceil((M * N) / 256)),
   });
   return { dispatches: [gemm, reduce], uniforms: [uniform, ru], variant: name, fullTiles };
+}
+
+/** The two dispatches of a stream-K choice whose plan shares tiles (buildMatmul checked the arguments). */
+function buildStreamK(rt: Runtime, args: MatmulArgs, choice: MatmulChoice, plan: StreamKPlan): BuiltMatmul {
+  const { M, N, K, transA = false, transB = false } = args;
+  const v = choice.variant;
+  const ws = args.workspace as Binding;
+  const grid = plan.dpTiles + plan.workgroups;
+  if (grid > rt.device.limits.maxComputeWorkgroupsPerDimension) {
+    throw new Error(`${args.label}: ${choice.name} needs ${grid} workgroups in one dimension, the device allows ${rt.device.limits.maxComputeWorkgroupsPerDimension}`);
+  }
+  const vf = vectorFlags(args);
+  const [vecA, vecB, vecC] = [vf.vecA && vec4Aligned(args.a), vf.vecB && vec4Aligned(args.b), vf.vecC && vec4Aligned(args.c)];
+  const fullTiles = vecA && vecB && vecC && M % v.BM === 0 && N % v.BN === 0 && K % v.BK === 0;
+  const accumulate = args.accumulate ?? false;
+  const alpha = args.alpha ?? 1;
+  const specialize = args.specialize ?? true;
+  const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (accumulate ? 4 : 0);
+  const uniform = rt.uniform(args.label, new Uniforms().u32(M).u32(N).u32(K).f32(alpha).u32(flags).u32(v.BK).u32(K).u32(0));
+  const su = rt.uniform(`${args.label}.streamk`, new Uniforms().u32(plan.tilesX).u32(plan.dpTiles).u32(plan.ipt)
+    .u32(plan.skQ).u32(plan.skR).u32(plan.workgroups).u32(0).u32(0));
+  const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +accumulate } : {};
+  const gemm = rt.kernel({
+    label: `${args.label}[matmul ${choice.name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
+    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !accumulate, true),
+    entryPoint: 'main',
+    constants: {
+      ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: 0,
+      BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN,
+    },
+    bindings: [args.a, args.b, args.c, uniform, su, ws],
+    workgroups: [grid, 1, 1],
+  });
+  const fu = rt.uniform(`${args.label}.streamk.fixup`, new Uniforms().u32(M).u32(N).u32(plan.tilesX).u32(plan.dpTiles).u32(plan.ipt)
+    .u32(plan.skQ).u32(plan.skR).u32(accumulate ? 1 : 0).f32(alpha).u32(v.BM).u32(v.BN).u32(0));
+  const fixup = rt.kernel({
+    label: `${args.label}[matmul stream-K fixup ${plan.skTiles} tiles]`,
+    code: streamKFixupSrc,
+    entryPoint: 'main',
+    bindings: [ws, args.c, fu],
+    workgroups: [Math.ceil((v.BM * v.BN) / 1024), plan.skTiles, 1],
+  });
+  return { dispatches: [gemm, fixup], uniforms: [uniform, su, fu], variant: choice.name, fullTiles };
 }
 
 /**
