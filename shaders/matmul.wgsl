@@ -314,7 +314,11 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   if (TN == 16u) { fb2 = Bs[tx + 2u * BN / TN]; fb3 = Bs[tx + 3u * BN / TN]; }
   let kLast = select(BK, P.bk, !SPECIALIZE) - 1u;
 
+// #if STREAM_K
+  for (var t = 0u; t < split; t++) {      // the first part; streamKLoops adds the second's loop below
+// #else
   for (var t = 0u; t < nt; t++) {
+// #endif
     let h = t % 2u;                        // buffer of tile t; tile t + 1 goes to 1 - h
     let more = t + 1u < nt;
     if (more) {
@@ -396,35 +400,34 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         }
       }
     }
-// #if STREAM_K
-    if (t + 1u == split && more) {         // the first part ends: out with its sums, on to the second tile
-      skSlot = slot1;
-      skOrigin = vec2<u32>(m0, n0);
-      let r0 = m0 + ty * 4u;
-      let q0 = n0 + tx * 4u;
-      storeRow(r0, q0, c00, c01, c02, c03, M, N);
-      storeRow(r0 + 1u, q0, c10, c11, c12, c13, M, N);
-      storeRow(r0 + 2u, q0, c20, c21, c22, c23, M, N);
-      storeRow(r0 + 3u, q0, c30, c31, c32, c33, M, N);
-      if (TM == 8u) {
-        let r1 = r0 + BM * 4u / TM;
-        storeRow(r1, q0, c40, c41, c42, c43, M, N);
-        storeRow(r1 + 1u, q0, c50, c51, c52, c53, M, N);
-        storeRow(r1 + 2u, q0, c60, c61, c62, c63, M, N);
-        storeRow(r1 + 3u, q0, c70, c71, c72, c73, M, N);
-      }
-      let z = vec4<f32>(0.0);
-      c00 = z; c01 = z; c10 = z; c11 = z; c20 = z; c21 = z; c30 = z; c31 = z;
-      c40 = z; c41 = z; c50 = z; c51 = z; c60 = z; c61 = z; c70 = z; c71 = z;
-      c02 = z; c03 = z; c12 = z; c13 = z; c22 = z; c23 = z; c32 = z; c33 = z;
-      c42 = z; c43 = z; c52 = z; c53 = z; c62 = z; c63 = z; c72 = z; c73 = z;
-      m0 = m0b;
-      n0 = n0b;
-    }
-// #endif
   }
 
 // #if STREAM_K
+  if (split < nt) {                        // the first part ends: out with its sums, on to the second tile
+    skSlot = slot1;
+    skOrigin = vec2<u32>(m0, n0);
+    let r0 = m0 + ty * 4u;
+    let q0 = n0 + tx * 4u;
+    storeRow(r0, q0, c00, c01, c02, c03, M, N);
+    storeRow(r0 + 1u, q0, c10, c11, c12, c13, M, N);
+    storeRow(r0 + 2u, q0, c20, c21, c22, c23, M, N);
+    storeRow(r0 + 3u, q0, c30, c31, c32, c33, M, N);
+    if (TM == 8u) {
+      let r1 = r0 + BM * 4u / TM;
+      storeRow(r1, q0, c40, c41, c42, c43, M, N);
+      storeRow(r1 + 1u, q0, c50, c51, c52, c53, M, N);
+      storeRow(r1 + 2u, q0, c60, c61, c62, c63, M, N);
+      storeRow(r1 + 3u, q0, c70, c71, c72, c73, M, N);
+    }
+    let z = vec4<f32>(0.0);
+    c00 = z; c01 = z; c10 = z; c11 = z; c20 = z; c21 = z; c30 = z; c31 = z;
+    c40 = z; c41 = z; c50 = z; c51 = z; c60 = z; c61 = z; c70 = z; c71 = z;
+    c02 = z; c03 = z; c12 = z; c13 = z; c22 = z; c23 = z; c32 = z; c33 = z;
+    c42 = z; c43 = z; c52 = z; c53 = z; c62 = z; c63 = z; c72 = z; c73 = z;
+    m0 = m0b;
+    n0 = n0b;
+  }
+  // stream-K: the second part's tile loop
   skSlot = select(slot1, slot2, split < nt);
   skOrigin = vec2<u32>(m0, n0);
 // #endif
