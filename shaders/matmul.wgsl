@@ -243,7 +243,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let g = wid.x;
   var it0 = g * SP.ipt;
   var it1 = it0 + SP.ipt;
-  var slot1 = NO_SLOT;
+  var slot1 = NO_SLOT;                     // where the parts go (storeRow): C, or a workspace slot
   var slot2 = NO_SLOT;
   if (g >= SP.dpTiles) {
     let w = g - SP.dpTiles;
@@ -273,8 +273,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let bRows = select(K, N, transB());
   let bCols = select(N, K, transB());
 // #if STREAM_K
-  let kBegin = kt1 * BK;
-  let nt = it1 - it0;
+  var kBegin = kt1 * BK;
+  var nt = split;                          // the first part's k tiles; the second's come after it
 // #else
   let kBegin = wid.z * P.kChunk;
   let nt = (min(K, kBegin + P.kChunk) - kBegin + BK - 1u) / BK;
@@ -314,22 +314,11 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   if (TN == 16u) { fb2 = Bs[tx + 2u * BN / TN]; fb3 = Bs[tx + 3u * BN / TN]; }
   let kLast = select(BK, P.bk, !SPECIALIZE) - 1u;
 
-// #if STREAM_K
-  for (var t = 0u; t < split; t++) {      // the first part; streamKLoops adds the second's loop below
-// #else
   for (var t = 0u; t < nt; t++) {
-// #endif
     let h = t % 2u;                        // buffer of tile t; tile t + 1 goes to 1 - h
     let more = t + 1u < nt;
     if (more) {
-// #if STREAM_K
-      let second = t + 1u >= split;        // the next k tile is the second part's first or later
-      let m0 = select(m0, m0b, second);
-      let n0 = select(n0, n0b, second);
-      let k0 = select(kBegin + (t + 1u) * BK, (t + 1u - split) * BK, second);
-// #else
       let k0 = kBegin + (t + 1u) * BK;
-// #endif
       ra0 = fetchA(0u, lid, m0, k0, aRows, aCols);
       if (nra() > 1u) { ra1 = fetchA(1u, lid, m0, k0, aRows, aCols); }
       if (nra() > 2u) { ra2 = fetchA(2u, lid, m0, k0, aRows, aCols); }
@@ -403,9 +392,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   }
 
 // #if STREAM_K
-  if (split < nt) {                        // the first part ends: out with its sums, on to the second tile
-    skSlot = slot1;
-    skOrigin = vec2<u32>(m0, n0);
+  skSlot = slot1;
+  skOrigin = vec2<u32>(m0, n0);
+  if (split < it1 - it0) {                 // the first part ends: out with its sums, on to the second tile
     let r0 = m0 + ty * 4u;
     let q0 = n0 + tx * 4u;
     storeRow(r0, q0, c00, c01, c02, c03, M, N);
@@ -426,9 +415,12 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     c42 = z; c43 = z; c52 = z; c53 = z; c62 = z; c63 = z; c72 = z; c73 = z;
     m0 = m0b;
     n0 = n0b;
+    kBegin = 0u;
+    nt = it1 - it0 - split;
+    skSlot = slot2;
+    workgroupBarrier();                    // every thread is done with the first part's buffers
+    // stream-K: the second part, from its tile 0 into buffer 0 (matmul.ts streamKParts copies the text here)
   }
-  // stream-K: the second part's tile loop
-  skSlot = select(slot1, slot2, split < nt);
   skOrigin = vec2<u32>(m0, n0);
 // #endif
   let zRows = wid.z * M;                   // split-K partial z lives in rows z·M .. z·M + M - 1

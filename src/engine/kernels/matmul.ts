@@ -383,23 +383,28 @@ export function nextBufferByModulo(src: string): string {
   return src.replace(H_LINE, `${H_LINE}    let hn = (t + 1u) % 2u;\n`).replaceAll('(1u - h)', 'hn').replaceAll('1u - h', 'hn');
 }
 
-const SK_LOOP = '  for (var t = 0u; t < split; t++) {      // the first part; streamKLoops adds the second\'s loop below\n';
-const SK_SECOND = '  // stream-K: the second part\'s tile loop\n';
+const SK_FROM = '  // Tile 0 into buffer 0.\n';
+const SK_LOOP = '  for (var t = 0u; t < nt; t++) {\n';
+const SK_SECOND = '    // stream-K: the second part, from its tile 0 into buffer 0 (matmul.ts streamKParts copies the text here)\n';
 
 /**
- * The STREAM_K text with the tile loop written twice: for the first part's k tiles, then (after
- * the block that stores the first part and clears the accumulators) for the second's. One loop
- * with that block inside it, taken at the split, runs the whole GEMM 16 % slower on an H200 (4096³
- * 38.1 vs 45.5 TFLOP/s, s10b): the driver compiles the k loop worse for it.
+ * The STREAM_K text with main()'s k pipeline — the first k tile's loads, then the tile loop — written
+ * a second time, for the second part, inside the block that stores the first part and points m0,
+ * n0, kBegin and nt at the second. Each part is then the plain GEMM's code: its loop and its fetch
+ * addresses as in every other pipeline. Forms measured slower on an H200 at 4096³ (s10b, s10c):
+ * one loop over both parts with that block inside it, taken at the split (38.1 vs 45.5 TFLOP/s);
+ * the loop written twice but the pipeline kept running across the split, the next k tile's origin
+ * chosen by a select (40.5).
  */
-export function streamKLoops(src: string): string {
-  const start = src.indexOf(SK_LOOP);
-  const end = src.indexOf('\n  }\n', start);
-  if (start < 0 || end < 0 || src.split(SK_LOOP).length !== 2 || src.split(SK_SECOND).length !== 2) {
-    throw new Error('matmul.wgsl: the stream-K tile loop or its second part\'s mark is not the expected text');
+export function streamKParts(src: string): string {
+  const start = src.indexOf(SK_FROM);
+  const loop = src.indexOf(SK_LOOP, start);
+  const end = src.indexOf('\n  }\n', loop);
+  if (start < 0 || loop < 0 || end < 0 || src.split(SK_FROM).length !== 2 || src.split(SK_SECOND).length !== 2) {
+    throw new Error('matmul.wgsl: the k pipeline or the stream-K second part\'s mark is not the expected text');
   }
-  const body = src.slice(start + SK_LOOP.length, end + '\n  }\n'.length);
-  return src.replace(SK_SECOND, () => `  for (var t = split; t < nt; t++) {     // the second part\n${body}`);
+  const pipeline = src.slice(start, end + '\n  }\n'.length).replace(/^(.)/gm, '  $1');
+  return src.replace(SK_SECOND, () => pipeline);
 }
 
 /**
@@ -419,7 +424,7 @@ export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK
       section(vecA ? 'a_vec4' : 'a_scalar'),
       section(vecB ? 'b_vec4' : 'b_scalar'),
       section(vecC ? 'c_vec4' : 'c_scalar'),
-      streamK ? streamKLoops(unrolled) : unrolled,
+      streamK ? streamKParts(unrolled) : unrolled,
     ].join('\n');
     codeCache.set(key, code);
   }
