@@ -92,8 +92,19 @@ struct StreamK { tilesX: u32, dpTiles: u32, ipt: u32, skQ: u32, skR: u32, skWgs:
 @group(0) @binding(4) var<uniform> SP: StreamK;
 @group(0) @binding(5) var<storage, read_write> SKW: array<vec4<f32>>;
 const NO_SLOT: u32 = 0xffffffffu;
-var<private> skSlot: u32 = NO_SLOT;      // where storeRow puts a part: C (NO_SLOT) or this workspace slot
+var<private> skSlot: u32 = NO_SLOT;      // where storeRowSK puts a part: C (NO_SLOT) or this workspace slot
 var<private> skOrigin: vec2<u32>;        // the part's tile origin (m0, n0)
+
+// storeRow for a stream-K part: a whole tile's to C, a part of one raw into its workspace slot
+// (the tile's BM×BN floats row-major).
+fn storeRowSK(r: u32, q0: u32, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, rows: u32, N: u32) {
+  if (skSlot == NO_SLOT) { storeRow(r, q0, v0, v1, v2, v3, rows, N); return; }
+  let dq = BN / TN;                        // vec4s from one column group of the row to the next
+  let o = (skSlot * BM * BN + (r - skOrigin.x) * BN + q0 - skOrigin.y) / 4u;
+  SKW[o] = v0;
+  if (TN >= 8u) { SKW[o + dq] = v1; }
+  if (TN == 16u) { SKW[o + 2u * dq] = v2; SKW[o + 3u * dq] = v3; }
+}
 // #endif
 
 fn transA() -> bool { if (SPECIALIZE) { return TRANS_A; } return (P.flags & 1u) != 0u; }
@@ -203,15 +214,6 @@ fn tileOf(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
 // 12.2, down_proj 12.2 → 11.8, k.dx and v.dx 4.0 → 3.8).
 fn storeRow(r: u32, q0: u32, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, rows: u32, N: u32) {
   let dq = BN * 4u / TN;
-// #if STREAM_K
-  if (skSlot != NO_SLOT) {                 // raw sums, the tile's BM×BN floats row-major in the slot
-    let o = (skSlot * BM * BN + (r - skOrigin.x) * BN + q0 - skOrigin.y) / 4u;
-    SKW[o] = v0;
-    if (TN >= 8u) { SKW[o + dq / 4u] = v1; }
-    if (TN == 16u) { SKW[o + dq / 2u] = v2; SKW[o + 3u * dq / 4u] = v3; }
-    return;
-  }
-// #endif
   var o0 = P.alpha * v0;
   var o1 = P.alpha * v1;
   var o2 = P.alpha * v2;
@@ -239,19 +241,14 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let N = P.N;
   let K = P.K;
 // #if STREAM_K
+  // Stream-K workgroup w (matmul.ts streamKMain runs this text for workgroups from dpTiles on):
   // k tiles [it0, it1) of the tiles laid end to end; the first `split` of them are tile t1's.
-  let g = wid.x;
-  var it0 = g * SP.ipt;
-  var it1 = it0 + SP.ipt;
-  var slot1 = NO_SLOT;                     // where the parts go (storeRow): C, or a workspace slot
-  var slot2 = NO_SLOT;
-  if (g >= SP.dpTiles) {
-    let w = g - SP.dpTiles;
-    it0 = SP.dpTiles * SP.ipt + w * SP.skQ + min(w, SP.skR);
-    it1 = it0 + SP.skQ + select(0u, 1u, w < SP.skR);
-    slot1 = 2u * w;
-    slot2 = 2u * w + 1u;
-  }
+  let w = wid.y * nwg.x + wid.x - SP.dpTiles;
+  if (w >= SP.skWgs) { return; }           // the grid's last row may have more
+  let it0 = SP.dpTiles * SP.ipt + w * SP.skQ + min(w, SP.skR);
+  let it1 = it0 + SP.skQ + select(0u, 1u, w < SP.skR);
+  var slot1 = 2u * w;                      // where the parts go (storeRowSK): a workspace slot, or C
+  var slot2 = 2u * w + 1u;
   let t1 = it0 / SP.ipt;
   let kt1 = it0 - t1 * SP.ipt;
   let split = min(it1 - it0, SP.ipt - kt1);
@@ -397,16 +394,16 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   if (split < it1 - it0) {                 // the first part ends: out with its sums, on to the second tile
     let r0 = m0 + ty * 4u;
     let q0 = n0 + tx * 4u;
-    storeRow(r0, q0, c00, c01, c02, c03, M, N);
-    storeRow(r0 + 1u, q0, c10, c11, c12, c13, M, N);
-    storeRow(r0 + 2u, q0, c20, c21, c22, c23, M, N);
-    storeRow(r0 + 3u, q0, c30, c31, c32, c33, M, N);
+    storeRowSK(r0, q0, c00, c01, c02, c03, M, N);
+    storeRowSK(r0 + 1u, q0, c10, c11, c12, c13, M, N);
+    storeRowSK(r0 + 2u, q0, c20, c21, c22, c23, M, N);
+    storeRowSK(r0 + 3u, q0, c30, c31, c32, c33, M, N);
     if (TM == 8u) {
       let r1 = r0 + BM * 4u / TM;
-      storeRow(r1, q0, c40, c41, c42, c43, M, N);
-      storeRow(r1 + 1u, q0, c50, c51, c52, c53, M, N);
-      storeRow(r1 + 2u, q0, c60, c61, c62, c63, M, N);
-      storeRow(r1 + 3u, q0, c70, c71, c72, c73, M, N);
+      storeRowSK(r1, q0, c40, c41, c42, c43, M, N);
+      storeRowSK(r1 + 1u, q0, c50, c51, c52, c53, M, N);
+      storeRowSK(r1 + 2u, q0, c60, c61, c62, c63, M, N);
+      storeRowSK(r1 + 3u, q0, c70, c71, c72, c73, M, N);
     }
     let z = vec4<f32>(0.0);
     c00 = z; c01 = z; c10 = z; c11 = z; c20 = z; c21 = z; c30 = z; c31 = z;
