@@ -88,9 +88,10 @@ struct Params { M: u32, N: u32, K: u32, alpha: f32, flags: u32, bk: u32, kChunk:
 // #if STREAM_K
 // skWgs workgroups share the last skTiles = tiles - dpTiles tiles (ipt k tiles each): skQ k tiles
 // each, one more for the first skR.
-struct StreamK { tilesX: u32, dpTiles: u32, ipt: u32, skQ: u32, skR: u32, skWgs: u32, _p0: u32, _p1: u32 }
+struct StreamK { tilesX: u32, dpTiles: u32, parts: u32, _p0: u32 }
 @group(0) @binding(4) var<uniform> SP: StreamK;
 @group(0) @binding(5) var<storage, read_write> SKW: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read> SKT: array<vec4<u32>>;    // the parts (matmul.ts streamKPlan)
 const NO_SLOT: u32 = 0xffffffffu;
 var<private> skSlot: u32 = NO_SLOT;      // where storeRowSK puts a part: C (NO_SLOT) or this workspace slot
 var<private> skOrigin: vec2<u32>;        // the part's tile origin (m0, n0)
@@ -241,23 +242,15 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let N = P.N;
   let K = P.K;
 // #if STREAM_K
-  // Stream-K workgroup w (matmul.ts streamKMain runs this text for workgroups from dpTiles on):
-  // k tiles [it0, it1) of the tiles laid end to end; the first `split` of them are tile t1's.
-  let w = wid.y * nwg.x + wid.x - SP.dpTiles;
-  if (w >= SP.skWgs) { return; }           // the grid's last row may have more
-  let it0 = SP.dpTiles * SP.ipt + w * SP.skQ + min(w, SP.skR);
-  let it1 = it0 + SP.skQ + select(0u, 1u, w < SP.skR);
-  var slot1 = 2u * w;                      // where the parts go (storeRowSK): a workspace slot, or C
-  var slot2 = 2u * w + 1u;
-  let t1 = it0 / SP.ipt;
-  let kt1 = it0 - t1 * SP.ipt;
-  let split = min(it1 - it0, SP.ipt - kt1);
-  if (kt1 == 0u && split == SP.ipt) { slot1 = NO_SLOT; }      // a whole tile goes to C
-  if (it1 - it0 - split == SP.ipt) { slot2 = NO_SLOT; }
-  var m0 = (t1 / SP.tilesX) * BM;
-  var n0 = (t1 % SP.tilesX) * BN;
-  let m0b = ((t1 + 1u) / SP.tilesX) * BM;  // the second part's tile (if any)
-  let n0b = ((t1 + 1u) % SP.tilesX) * BN;
+  // Stream-K part j (matmul.ts streamKMain runs this text for the workgroups after the whole waves'):
+  // k tiles [kt, kt + nk) of tile t, stored to C when that is the whole tile, else raw to a slot.
+  let j = wid.y * nwg.x + wid.x - SP.dpTiles;
+  if (j >= SP.parts) { return; }           // the grid's last row may have more
+  let part = SKT[j];                       // (t, kt, nk, slot)
+  let m0 = (part.x / SP.tilesX) * BM;
+  let n0 = (part.x % SP.tilesX) * BN;
+  skSlot = part.w;
+  skOrigin = vec2<u32>(m0, n0);
 // #else
   let tile = tileOf(wid, nwg);
   let m0 = tile.x * BM;
@@ -270,8 +263,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let bRows = select(K, N, transB());
   let bCols = select(N, K, transB());
 // #if STREAM_K
-  var kBegin = kt1 * BK;
-  var nt = split;                          // the first part's k tiles; the second's come after it
+  let kBegin = part.y * BK;
+  let nt = part.z;
 // #else
   let kBegin = wid.z * P.kChunk;
   let nt = (min(K, kBegin + P.kChunk) - kBegin + BK - 1u) / BK;
@@ -388,38 +381,6 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     }
   }
 
-// #if STREAM_K
-  skSlot = slot1;
-  skOrigin = vec2<u32>(m0, n0);
-  if (split < it1 - it0) {                 // the first part ends: out with its sums, on to the second tile
-    let r0 = m0 + ty * 4u;
-    let q0 = n0 + tx * 4u;
-    storeRowSK(r0, q0, c00, c01, c02, c03, M, N);
-    storeRowSK(r0 + 1u, q0, c10, c11, c12, c13, M, N);
-    storeRowSK(r0 + 2u, q0, c20, c21, c22, c23, M, N);
-    storeRowSK(r0 + 3u, q0, c30, c31, c32, c33, M, N);
-    if (TM == 8u) {
-      let r1 = r0 + BM * 4u / TM;
-      storeRowSK(r1, q0, c40, c41, c42, c43, M, N);
-      storeRowSK(r1 + 1u, q0, c50, c51, c52, c53, M, N);
-      storeRowSK(r1 + 2u, q0, c60, c61, c62, c63, M, N);
-      storeRowSK(r1 + 3u, q0, c70, c71, c72, c73, M, N);
-    }
-    let z = vec4<f32>(0.0);
-    c00 = z; c01 = z; c10 = z; c11 = z; c20 = z; c21 = z; c30 = z; c31 = z;
-    c40 = z; c41 = z; c50 = z; c51 = z; c60 = z; c61 = z; c70 = z; c71 = z;
-    c02 = z; c03 = z; c12 = z; c13 = z; c22 = z; c23 = z; c32 = z; c33 = z;
-    c42 = z; c43 = z; c52 = z; c53 = z; c62 = z; c63 = z; c72 = z; c73 = z;
-    m0 = m0b;
-    n0 = n0b;
-    kBegin = 0u;
-    nt = it1 - it0 - split;
-    skSlot = slot2;
-    workgroupBarrier();                    // every thread is done with the first part's buffers
-    // stream-K: the second part, from its tile 0 into buffer 0 (matmul.ts streamKParts copies the text here)
-  }
-  skOrigin = vec2<u32>(m0, n0);
-// #endif
   let zRows = wid.z * M;                   // split-K partial z lives in rows z·M .. z·M + M - 1
   let bound = zRows + M;
   let r0 = zRows + m0 + ty * 4u;

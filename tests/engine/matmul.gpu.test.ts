@@ -138,7 +138,7 @@ describe('whole tiles, split-K and launch order', () => {
     expect(() => buildMatmul(rt, { ...args, variant: `${SMALL}_st5` })).toThrow(/needs a workspace of 40960 bytes, have 0/);
     const ws = rt.createBuffer('workspace', 'ws', 40960);
     const built = buildMatmul(rt, { ...args, variant: `${SMALL}_st5`, workspace: ws });
-    expect(built.dispatches.map((d) => d.workgroups)).toEqual([[3, 5, 1], [1, 2, 1]]);
+    expect(built.dispatches.map((d) => d.workgroups)).toEqual([[3, 6, 1], [1, 2, 1]]); // 10 whole tiles, then 6 parts: 5 first parts, one second
     [a, b, c, ws, ...built.uniforms].forEach((x) => rt.mem.free(x));
   });
 

@@ -255,7 +255,17 @@ export interface StreamKPlan {
   skQ: number;
   skR: number;
   workspaceFloats: number;
+  /**
+   * The stream-K workgroups, in launch order: (tile, first k tile, k tiles, slot) each, slot
+   * 0xffffffff for a whole tile (to C). Workgroup w's range is its first part (slot 2w) and, if it
+   * reaches into the next tile, a second (2w + 1) run by another workgroup: first all first parts,
+   * then the second parts longest first. The GPU starts each on the slot that frees up next, and
+   * the slots free up shortest first part first, so every slot runs about one range's k tiles.
+   */
+  parts: Uint32Array;
 }
+
+const NO_SLOT = 0xffffffff;
 
 export function streamKPlan(s: MatmulShape, v: MatmulVariant, W: number): StreamKPlan {
   const tilesX = Math.ceil(s.N / v.BN);
@@ -272,7 +282,20 @@ export function streamKPlan(s: MatmulShape, v: MatmulVariant, W: number): Stream
   // Tiles are shared unless every range is a whole tile (skQ = ipt: as many workgroups as tiles).
   const shared = skTiles > 0 && !(skR === 0 && skQ === ipt);
   const workspaceFloats = shared ? 2 * workgroups * v.BM * v.BN : 0;
-  return { tilesX, tiles, ipt, dpTiles, skTiles, workgroups, skQ, skR, workspaceFloats };
+  const first: number[][] = [];
+  const second: number[][] = [];
+  for (let w = 0; w < workgroups; w++) {
+    const b = dpTiles * ipt + w * skQ + Math.min(w, skR);
+    const e = b + skQ + (w < skR ? 1 : 0);
+    const t = Math.floor(b / ipt);
+    const kt = b - t * ipt;
+    const n1 = Math.min(e - b, ipt - kt);
+    first.push([t, kt, n1, n1 === ipt ? NO_SLOT : 2 * w]);
+    if (e - b > n1) second.push([t + 1, 0, e - b - n1, 2 * w + 1]);
+  }
+  second.sort((x, y) => y[2] - x[2] || x[0] - y[0]);
+  const parts = Uint32Array.from([...first, ...second].flat());
+  return { tilesX, tiles, ipt, dpTiles, skTiles, workgroups, skQ, skR, workspaceFloats, parts };
 }
 
 /** WebGPU's guaranteed minimum limits: the heuristic's default when no device is at hand. */
@@ -383,30 +406,6 @@ export function nextBufferByModulo(src: string): string {
   return src.replace(H_LINE, `${H_LINE}    let hn = (t + 1u) % 2u;\n`).replaceAll('(1u - h)', 'hn').replaceAll('1u - h', 'hn');
 }
 
-const SK_FROM = '  // Tile 0 into buffer 0.\n';
-const SK_LOOP = '  for (var t = 0u; t < nt; t++) {\n';
-const SK_SECOND = '    // stream-K: the second part, from its tile 0 into buffer 0 (matmul.ts streamKParts copies the text here)\n';
-
-/**
- * The STREAM_K text with main()'s k pipeline — the first k tile's loads, then the tile loop — written
- * a second time, for the second part, inside the block that stores the first part and points m0,
- * n0, kBegin and nt at the second. Each part is then the plain GEMM's code: its loop and its fetch
- * addresses as in every other pipeline. Forms measured slower on an H200 at 4096³ (s10b, s10c):
- * one loop over both parts with that block inside it, taken at the split (38.1 vs 45.5 TFLOP/s);
- * the loop written twice but the pipeline kept running across the split, the next k tile's origin
- * chosen by a select (40.5).
- */
-export function streamKParts(src: string): string {
-  const start = src.indexOf(SK_FROM);
-  const loop = src.indexOf(SK_LOOP, start);
-  const end = src.indexOf('\n  }\n', loop);
-  if (start < 0 || loop < 0 || end < 0 || src.split(SK_FROM).length !== 2 || src.split(SK_SECOND).length !== 2) {
-    throw new Error('matmul.wgsl: the k pipeline or the stream-K second part\'s mark is not the expected text');
-  }
-  const pipeline = src.slice(start, end + '\n  }\n'.length).replace(/^(.)/gm, '  $1');
-  return src.replace(SK_SECOND, () => pipeline);
-}
-
 const MAIN_HEAD = '        @builtin(num_workgroups) nwg: vec3<u32>) {\n';
 
 /** main()'s body: what follows its header up to its closing brace (main is the last function). */
@@ -451,7 +450,7 @@ export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK
       section(vecA ? 'a_vec4' : 'a_scalar'),
       section(vecB ? 'b_vec4' : 'b_scalar'),
       section(vecC ? 'c_vec4' : 'c_scalar'),
-      streamK ? streamKMain(streamKParts(text(true)), text(false)) : text(false),
+      streamK ? streamKMain(text(true), text(false)) : text(false),
     ].join('\n');
     codeCache.set(key, code);
   }
@@ -576,7 +575,7 @@ export function matmulChoice(rt: Runtime, s: MatmulShape, workspaceBytes = 0): s
 export interface BuiltMatmul {
   /** The GEMM, then for split-K the reduction of its partials: run them in this order. */
   dispatches: Dispatch[];
-  /** The per-call uniform blocks (free them with rt.mem.free when the dispatches are dropped). */
+  /** The per-call uniform blocks and tables (free them with rt.mem.free when the dispatches are dropped). */
   uniforms: GPUBuffer[];
   /** The choice used (`<variant>`, `<variant>_sk<S>` or `<variant>_st<W>`). */
   variant: string;
@@ -642,7 +641,8 @@ function buildStreamK(rt: Runtime, args: MatmulArgs, choice: MatmulChoice, plan:
   const v = choice.variant;
   const ws = args.workspace as Binding;
   // The plain GEMM's grid of tiles, cut after the whole waves, then rows enough for the stream-K workgroups.
-  const rows = Math.ceil((plan.dpTiles + plan.workgroups) / plan.tilesX);
+  const nParts = plan.parts.length / 4;
+  const rows = Math.ceil((plan.dpTiles + nParts) / plan.tilesX);
   if (rows > rt.device.limits.maxComputeWorkgroupsPerDimension) {
     throw new Error(`${args.label}: ${choice.name} needs ${rows} rows of workgroups, the device allows ${rt.device.limits.maxComputeWorkgroupsPerDimension}`);
   }
@@ -654,8 +654,8 @@ function buildStreamK(rt: Runtime, args: MatmulArgs, choice: MatmulChoice, plan:
   const specialize = args.specialize ?? true;
   const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (accumulate ? 4 : 0);
   const uniform = rt.uniform(args.label, new Uniforms().u32(M).u32(N).u32(K).f32(alpha).u32(flags).u32(v.BK).u32(K).u32(0));
-  const su = rt.uniform(`${args.label}.streamk`, new Uniforms().u32(plan.tilesX).u32(plan.dpTiles).u32(plan.ipt)
-    .u32(plan.skQ).u32(plan.skR).u32(plan.workgroups).u32(0).u32(0));
+  const su = rt.uniform(`${args.label}.streamk`, new Uniforms().u32(plan.tilesX).u32(plan.dpTiles).u32(nParts).u32(0));
+  const table = rt.upload('workspace', `${args.label}.streamk.parts`, plan.parts);
   const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +accumulate } : {};
   const gemm = rt.kernel({
     label: `${args.label}[matmul ${choice.name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
@@ -665,7 +665,7 @@ function buildStreamK(rt: Runtime, args: MatmulArgs, choice: MatmulChoice, plan:
       ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: 0,
       BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN,
     },
-    bindings: [args.a, args.b, args.c, uniform, su, ws],
+    bindings: [args.a, args.b, args.c, uniform, su, ws, table],
     workgroups: [plan.tilesX, rows, 1],
   });
   const fu = rt.uniform(`${args.label}.streamk.fixup`, new Uniforms().u32(M).u32(N).u32(plan.tilesX).u32(plan.dpTiles).u32(plan.ipt)
@@ -677,7 +677,7 @@ function buildStreamK(rt: Runtime, args: MatmulArgs, choice: MatmulChoice, plan:
     bindings: [ws, args.c, fu],
     workgroups: [Math.ceil((v.BM * v.BN) / 1024), plan.skTiles, 1],
   });
-  return { dispatches: [gemm, fixup], uniforms: [uniform, su, fu], variant: choice.name, fullTiles };
+  return { dispatches: [gemm, fixup], uniforms: [uniform, su, table, fu], variant: choice.name, fullTiles };
 }
 
 /**
