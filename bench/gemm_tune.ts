@@ -21,7 +21,7 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import {
-  autotuneCandidates, availableVariants, buildMatmul, chooseMatmulVariant, fillPattern, gemmOperands, matmulFlops,
+  autotuneCandidates, availableVariants, buildMatmul, chooseMatmulVariant, fillPattern, gemmOperands, getVariant, matmulFlops, MAX_STREAM_K,
   matmulWorkspaceBytes, parseChoice, shapeKey, timeMatmul, type MatmulShape,
 } from '../src/engine/kernels/matmul';
 import { matmulRef } from '../src/engine/kernels/matmul.ref';
@@ -46,7 +46,9 @@ const HELP = `usage: node gemm_tune.mjs [options]
   --budget-s S       stop starting new timings after S seconds (default 170)
   --reps N --warmup N  timed repetitions (median) and untimed warm-up (default 9, 2)
   --variants V,...   restrict the fp32 candidates to these variants (split-K choices follow)
-  --models P,...     model presets whose GEMM shapes are timed (default small,base; none)`;
+  --models P,...     model presets whose GEMM shapes are timed (default small,base; none)
+  --stream-k W,...   also time stream-K over W workgroups (about what the GPU holds at once: an
+                     H200 holds 264 of the 128x128 8x16 tiles), each W, every variant`;
 
 const tr = (s: MatmulShape) => `${s.transA ? 'T' : 'N'}${s.transB ? 'T' : 'N'}`;
 const label = (s: MatmulShape) => `${s.M}x${s.N}x${s.K} ${tr(s)}`;
@@ -76,7 +78,7 @@ function args() {
       options: {
         json: { type: 'string' }, quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'budget-s': { type: 'string' },
         reps: { type: 'string' }, warmup: { type: 'string' }, variants: { type: 'string' }, models: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
+        'stream-k': { type: 'string' }, help: { type: 'boolean', short: 'h' },
       },
       strict: true,
     });
@@ -94,6 +96,11 @@ function args() {
     warmup: num('warmup', a.warmup, { int: true, min: 0 }) ?? (a.quick ? 1 : 2),
     variants: a.variants?.split(',').map((s) => s.trim()).filter(Boolean),
     models: (a.models ?? (a.quick ? 'micro' : 'small,base')).split(',').map((s) => s.trim()).filter((s) => s && s !== 'none'),
+    streamK: (a['stream-k']?.split(',') ?? []).map((s) => {
+      const W = num('stream-k', s.trim(), { int: true, min: 1 })!;
+      if (W > MAX_STREAM_K) throw new UsageError(`--stream-k: at most ${MAX_STREAM_K} workgroups, got ${W}`);
+      return W;
+    }),
   };
 }
 
@@ -110,9 +117,10 @@ function tuneShapes(quick: boolean, models: string[]): { shapes: MatmulShape[]; 
 
 /**
  * Checks every candidate on the transposes of the timed shapes against matmulRef: partial tiles
- * (vec4 access with bounds checks), whole tiles (FULL_TILES) and a split-K dW form.
+ * (vec4 access with bounds checks), whole tiles (FULL_TILES), a split-K dW form and, when stream-K
+ * is tuned, stream-K over 7 workgroups (whole tiles, then shared ones; the count only moves the cuts).
  */
-async function verify(rt: Runtime, choices: string[], transposes: [boolean, boolean][], quick: boolean): Promise<Map<string, Verification>> {
+async function verify(rt: Runtime, choices: string[], transposes: [boolean, boolean][], quick: boolean, streamK: boolean): Promise<Map<string, Verification>> {
   const rng = new Rng(7);
   const cases: { shape: MatmulShape; choiceOf: (variant: string) => string | null }[] = [];
   const [pM, pN, pK] = quick ? [36, 20, 24] : [260, 132, 72];
@@ -123,6 +131,12 @@ async function verify(rt: Runtime, choices: string[], transposes: [boolean, bool
   }
   const splitShape: MatmulShape = quick ? { M: 32, N: 32, K: 256, transA: true } : { M: 256, N: 128, K: 2048, transA: true };
   cases.push({ shape: splitShape, choiceOf: (v) => `${v}_sk4` });
+  if (streamK) {
+    for (const [transA, transB] of transposes) {
+      const shape = quick ? { M: 96, N: 64, K: 40, transA, transB } : { M: 512, N: 384, K: 520, transA, transB };
+      cases.push({ shape, choiceOf: (v) => (getVariant(v).swizzle > 1 ? null : `${v}_st7`) });
+    }
+  }
   const out = new Map<string, Verification>();
   for (const c of cases) {
     const { M, N, K } = c.shape;
@@ -130,7 +144,8 @@ async function verify(rt: Runtime, choices: string[], transposes: [boolean, bool
     const b = rng.uniformArray(K * N);
     const want = matmulRef(a, b, M, N, K, { transA: c.shape.transA, transB: c.shape.transB, alpha: 0.5 });
     const tol = 2e-6 * K + 1e-6;
-    const ops = gemmOperands(rt, c.shape, 'verify', 4 * M * N * 4);
+    // Four split-K partials, or stream-K's 7 workgroups × 2 slots of the largest tile.
+    const ops = gemmOperands(rt, c.shape, 'verify', Math.max(4 * M * N * 4, 2 * 7 * 256 * 256 * 4));
     rt.write(ops.a, a);
     rt.write(ops.b, b);
     try {
@@ -246,7 +261,7 @@ interface Pick {
   heuristicTflops?: number;
 }
 
-/** Per shape: fastest overall (split-K within WORKSPACE_BYTES), fastest in one pass, and the heuristic's pick. */
+/** Per shape: fastest overall (split-K or stream-K within WORKSPACE_BYTES), fastest in one pass (no workspace), and the heuristic's pick. */
 function picksOf(rt: Runtime, timings: Timing[], shapes: MatmulShape[]): Pick[] {
   return [...new Set(timings.map((t) => t.key))].map((key) => {
     const rows = timings.filter((t) => t.key === key);
@@ -262,8 +277,9 @@ function picksOf(rt: Runtime, timings: Timing[], shapes: MatmulShape[]): Pick[] 
 }
 
 /**
- * Per shape whose fastest choice is split-K: the ladder of choices that are fastest for ever smaller
- * workspaces (each needs less than the one before), down to the fastest single pass.
+ * Per shape whose fastest choice needs a workspace (split-K, stream-K): the ladder of choices that
+ * are fastest for ever smaller workspaces (each needs less than the one before), down to the
+ * fastest single pass.
  */
 function rankedTable(timings: Timing[], shapes: MatmulShape[]): Record<string, string[]> {
   const out: Record<string, string[]> = {};
@@ -326,7 +342,7 @@ async function main(): Promise<void> {
   const { shapes, big } = tuneShapes(a.quick, a.models);
   const transposes = [...new Map([...shapes, ...big].map((s) => [tr(s), [!!s.transA, !!s.transB] as [boolean, boolean]])).values()];
 
-  const verified = await verify(rt, variants, transposes, a.quick);
+  const verified = await verify(rt, variants, transposes, a.quick, a.streamK.length > 0);
   const good = variants.filter((v) => verified.get(v)?.ok);
   for (const v of variants) {
     const r = verified.get(v)!;
@@ -350,7 +366,7 @@ async function main(): Promise<void> {
     }
   };
   for (const s of shapes) {
-    await timeAll(s, autotuneCandidates(rt, s, WORKSPACE_BYTES).filter((c) => good.includes(parseChoice(c).variant.name)));
+    await timeAll(s, autotuneCandidates(rt, s, WORKSPACE_BYTES, a.streamK).filter((c) => good.includes(parseChoice(c).variant.name)));
   }
   // The big squares and the robustness check take only the fastest few on the first shape (4096³ NN).
   const refKey = shapeKey(shapes[0]);

@@ -37,7 +37,7 @@ afterAll(() => {
 describe('bench/gemm_tune.ts --quick', () => {
   it('verifies, times every candidate (split-K included) per shape, and writes the picks as tuned tables', () => {
     const file = path.join(dir, 'tune.json');
-    const r = tune('--quick', '--cpu', '--variants', '32x32k16_4x4', '--json', file);
+    const r = tune('--quick', '--cpu', '--variants', '32x32k16_4x4', '--stream-k', '3', '--json', file);
     expect(r.stderr.split('\n').filter((l) => l.startsWith('error:'))).toEqual([]);
     expect(r.status).toBe(0);
     expect(r.stdout).toContain('subgroup matrix: absent');
@@ -47,12 +47,15 @@ describe('bench/gemm_tune.ts --quick', () => {
     const checked = out.verification[0].checks.map((c) => c.shape).join(' | ');
     expect(checked).toMatch(/ full/); // the FULL_TILES path
     expect(checked).toMatch(/_sk4/); // split-K
+    expect(checked).toMatch(/_st7/); // stream-K
     expect(out.skipped).toEqual([]);
     const keys = [...new Set(out.timings.map((t) => t.key))];
     expect(keys).toEqual(['64x64x64NN', '64x64x64NT', '128x32x32NT', '128x32x32NN', '32x32x128TN']);
     expect(out.timings.every((t) => t.ms > 0 && t.tflops > 0)).toBe(true);
     // The dW form has split-K candidates, and the one-pass table never holds one.
     expect(out.timings.some((t) => t.key === '32x32x128TN' && parseChoice(t.choice).splitK > 1)).toBe(true);
+    // 64³ is four 32×32 tiles: stream-K over 3 workgroups shares them.
+    expect(out.timings.some((t) => t.key === '64x64x64NN' && t.choice === '32x32k16_4x4_st3')).toBe(true);
     const shapeOf = (key: string) => {
       const [M, N, K] = key.slice(0, -2).split('x').map(Number);
       return { M, N, K, transA: key[key.length - 2] === 'T', transB: key[key.length - 1] === 'T' };

@@ -759,10 +759,21 @@ export async function timeMatmul(
   return { ms: r.medianMs / inner, method: r.method };
 }
 
-/** Every choice worth timing on a shape: the variants that fit, plus their split-K choices within the workspace. */
-export function autotuneCandidates(rt: Runtime, s: MatmulShape, workspaceBytes = 0): string[] {
-  return availableVariants(rt.device.limits).flatMap((v) =>
-    [v.name, ...splitCandidates(s, v, workspaceBytes).map((S) => choiceName(v.name, S))]);
+/**
+ * Every choice worth timing on a shape: the variants that fit, plus their split-K choices within
+ * the workspace, plus stream-K over each of `streamK` workgroup counts (how many workgroups the GPU
+ * holds at once is not something WebGPU reports: the caller names the counts to try) where the
+ * plan shares tiles and its workspace fits.
+ */
+export function autotuneCandidates(rt: Runtime, s: MatmulShape, workspaceBytes = 0, streamK: readonly number[] = []): string[] {
+  return availableVariants(rt.device.limits).flatMap((v) => [
+    v.name,
+    ...splitCandidates(s, v, workspaceBytes).map((S) => choiceName(v.name, S)),
+    ...(v.swizzle > 1 ? [] : streamK.filter((W) => {
+      const p = streamKPlan(s, v, W);
+      return p.workspaceFloats > 0 && p.workspaceFloats * 4 <= workspaceBytes;
+    }).map((W) => choiceName(v.name, 1, W))),
+  ]);
 }
 
 /**
