@@ -35,15 +35,12 @@
 // SWIZZLE > 1 launches tiles in groups of SWIZZLE tile rows (column by column inside a group), so
 // the workgroups resident at one time share A and B panels in L2.
 //
-// STREAM_K (text blocks that matmul.ts keeps for `_st<W>` choices only, so that every other
-// pipeline is exactly the code that was measured): the last, part-empty wave of tiles is shared out
-// evenly (matmul.ts streamKPlan). Workgroup g < dpTiles runs tile g whole, as above; the others
-// each run skQ (or skQ + 1) consecutive k tiles of the remaining tiles laid end to end — the end
-// of one tile and the start of the next at most. The k loop is the same loop: the prefetch of the
-// k tile after the split reads the second tile's origin, and at the split the first part's sums
-// go out and the accumulators restart from zero. A part that is a whole tile goes to C as usual;
-// a part of a tile goes raw to the workspace (slot 2w: workgroup w's first part, 2w + 1: its
-// second), and matmul_streamk.wgsl sums each shared tile's parts in k order into C.
+// STREAM_K (text blocks that matmul.ts keeps for `_st<W>` choices only): the last, part-empty wave
+// of tiles is shared out evenly (matmul.ts streamKPlan). The GEMM's own main() runs the whole waves'
+// tiles, unchanged; the workgroups after them take a branch in front of it (matmul.ts streamKMain)
+// whose body is main() with the STREAM_K blocks: each runs one part, the k tiles [kt, kt + nk) of
+// tile t, from a table of parts, and stores it to C when it is the whole tile, else raw to a
+// workspace slot that matmul_streamk.wgsl sums, in k order, into C.
 
 override TRANS_A: bool = false;
 override TRANS_B: bool = false;
@@ -86,8 +83,7 @@ fn nrb() -> u32 { return select((bUnits() + WG - 1u) / WG, 4u, transB()); }
 struct Params { M: u32, N: u32, K: u32, alpha: f32, flags: u32, bk: u32, kChunk: u32, _p0: u32 }
 @group(0) @binding(3) var<uniform> P: Params;
 // #if STREAM_K
-// skWgs workgroups share the last skTiles = tiles - dpTiles tiles (ipt k tiles each): skQ k tiles
-// each, one more for the first skR.
+// The tiles after the first dpTiles are run as `parts` parts (SKT: tile, first k tile, k tiles, slot).
 struct StreamK { tilesX: u32, dpTiles: u32, parts: u32, _p0: u32 }
 @group(0) @binding(4) var<uniform> SP: StreamK;
 @group(0) @binding(5) var<storage, read_write> SKW: array<vec4<f32>>;

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   availableVariants, chooseMatmulVariant, getVariant, MATMUL_VARIANTS, MAX_SPLIT_K, matmulCode, matmulWorkspaceBytes, nextBufferByModulo, unrollKSteps,
-  parseChoice, shapeKey, splitPlan, variantFits, variantIsWellFormed, variantName, variantSharedBytes, vectorFlags,
+  parseChoice, shapeKey, splitPlan, streamKMain, streamKPlan, variantFits, variantIsWellFormed, variantName, variantSharedBytes, vectorFlags,
 } from '../../src/engine/kernels/matmul';
 import { matmulRef, transposeRef } from '../../src/engine/kernels/matmul.ref';
 import { Rng } from '../../src/engine/util/rng';
@@ -131,6 +131,71 @@ describe('variants and heuristic', () => {
     expect(() => parseChoice('nope_sk4')).toThrow(/unknown variant/);
     expect(matmulWorkspaceBytes({ M: 10, N: 20, K: 1000 }, '64x64k16_4x4_sk4')).toBe(4 * 10 * 20 * 4);
     expect(matmulWorkspaceBytes({ M: 10, N: 20, K: 1000 }, '64x64k16_4x4')).toBe(0);
+  });
+
+  it('stream-K plans: whole waves of whole tiles, then every k tile of the rest run once, summed once in k order', () => {
+    // 4096³ on an H200's 264 workgroups: 3 whole waves, then 232 tiles over 264 workgroups.
+    const big = streamKPlan({ M: 4096, N: 4096, K: 4096 }, getVariant('128x128k8_8x16'), 264);
+    expect(big).toMatchObject({ tiles: 1024, ipt: 512, dpTiles: 792, skTiles: 232, workgroups: 264, skQ: 449, skR: 248 });
+    expect(big.workspaceFloats).toBe(2 * 264 * 128 * 128);
+    // Tiles a multiple of W: nothing shared, no workspace (the plain GEMM runs).
+    expect(streamKPlan({ M: 256, N: 256, K: 64 }, getVariant('128x128k8_8x16'), 2).workspaceFloats).toBe(0);
+    const NO_SLOT = 0xffffffff;
+    fc.assert(fc.property(fc.integer({ min: 1, max: 700 }), fc.integer({ min: 1, max: 700 }), fc.integer({ min: 1, max: 3000 }),
+      fc.integer({ min: 1, max: 300 }), (M, N, K, W) => {
+        const v = getVariant('32x32k16_4x4');
+        const p = streamKPlan({ M, N, K }, v, W);
+        expect(p.dpTiles + p.skTiles).toBe(p.tiles);
+        expect(p.dpTiles % W).toBe(0); // whole waves only
+        expect(p.skTiles).toBeLessThan(W);
+        if (p.workspaceFloats === 0) return;
+        // The table (GEMM side): W first parts in range order, then the second parts longest first.
+        const parts = Array.from({ length: p.parts.length / 4 }, (_, j) => Array.from(p.parts.slice(4 * j, 4 * j + 4)));
+        expect(parts.slice(0, p.workgroups).every(([, , , slot], w) => slot === NO_SLOT || slot === 2 * w)).toBe(true);
+        const seconds = parts.slice(p.workgroups);
+        expect(seconds.every(([, kt, , slot]) => kt === 0 && slot % 2 === 1)).toBe(true);
+        expect(seconds.map((x) => x[2])).toEqual(seconds.map((x) => x[2]).sort((a, b) => b - a));
+        // matmul_streamk.wgsl's begin/owner/slot, in TS: each shared tile sums exactly its parts' slots, in k order.
+        const begin = (w: number) => w * p.skQ + Math.min(w, p.skR);
+        const owner = (x: number) => {
+          const bigPart = p.skR * (p.skQ + 1);
+          return x < bigPart ? Math.floor(x / (p.skQ + 1)) : p.skR + Math.floor((x - bigPart) / p.skQ);
+        };
+        expect(begin(p.workgroups)).toBe(p.skTiles * p.ipt); // the ranges end to end cover the region
+        for (let t = 0; t < p.skTiles; t++) {
+          const mine = parts.filter((x) => x[0] === p.dpTiles + t).sort((a, b) => a[1] - b[1]);
+          let k = 0;
+          for (const [, kt, nk] of mine) { expect(kt).toBe(k); k += nk; }
+          expect(k).toBe(p.ipt); // every k tile once
+          const first = t * p.ipt;
+          const [w0, w1] = [owner(first), owner(first + p.ipt - 1)];
+          if (w0 === w1) { expect(mine.map((x) => x[3])).toEqual([NO_SLOT]); continue; }
+          const summed = [];
+          for (let w = w0; w <= w1; w++) summed.push(2 * w + (begin(w) >= first ? 0 : 1));
+          expect(mine.map((x) => x[3])).toEqual(summed);
+        }
+      }), { numRuns: 300 });
+    expect(parseChoice('64x64k16_4x4_st264')).toMatchObject({ streamK: 264, splitK: 1, variant: { name: '64x64k16_4x4' } });
+    expect(() => parseChoice('64x64k16_4x4_st0')).toThrow(/stream-K/);
+    expect(() => parseChoice('128x128k8_8x8_sw8_st264')).toThrow(/swizzled/);
+    expect(matmulWorkspaceBytes({ M: 4096, N: 4096, K: 4096 }, '128x128k8_8x16_st264')).toBe(2 * 264 * 128 * 128 * 4);
+  });
+
+  it('stream-K WGSL: the plain main() runs the whole waves unchanged, the stream-K body a branch before it', () => {
+    const plain = matmulCode(true, true, true, 8, true);
+    const sk = matmulCode(true, true, true, 8, true, true);
+    const body = (src: string) => src.slice(src.indexOf('nwg: vec3<u32>) {\n'));
+    const plainMain = body(plain);
+    const skMain = body(sk);
+    // The plain GEMM's main() body follows the branch word for word.
+    expect(skMain.endsWith(plainMain.slice('nwg: vec3<u32>) {\n'.length))).toBe(true);
+    expect(skMain).toContain('if (wid.y * nwg.x + wid.x >= SP.dpTiles) {');
+    const branch = skMain.slice(0, skMain.length - plainMain.length);
+    expect(branch).toContain('storeRowSK(');
+    expect(branch).not.toMatch(/\bstoreRow\(/);
+    for (const code of [plain, sk]) expect(code).not.toMatch(/\/\/ #(if|else|endif)/);
+    expect(plain).not.toContain('SKW');
+    expect(() => streamKMain('fn main() {}', plain)).toThrow(/main\(\)/);
   });
 
   it('vec4 access only where the stored rows are whole vec4s; one shader per access choice', () => {

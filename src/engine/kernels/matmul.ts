@@ -420,9 +420,12 @@ function mainBody(src: string): { head: string; body: string } {
  * A stream-K GEMM's WGSL: the STREAM_K text's declarations, and a main() that is the plain GEMM's,
  * unchanged for the workgroups of the whole waves (tile (wid.y, wid.x) as always: the first
  * dpTiles tiles in row order), with the STREAM_K main() body as a branch before it for the
- * workgroups after them. On an H200 the whole waves' tiles ran 3-6 % slower when they, too, went
- * through the stream-K text (its k ranges and tile origins from the uniforms; s10e), more than the
- * last wave's share of the work saves.
+ * workgroups after them, one part each. Forms measured slower on an H200 (docs/benchmarks.md,
+ * session 10): every workgroup through the stream-K text (the whole waves' tiles 3-6 % slower:
+ * 4096³ 38.1-42.9 vs 45.5 TFLOP/s), and a workgroup running both parts of its range (the end of one
+ * tile, the start of the next) one after the other (44.9). This form: 45.1 at 4096³ (the plain
+ * GEMM 45.5: the last wave's idle share, 12 % of a wave there, is less than the parts' stores and
+ * the summing pass cost), 46.1 vs 45.9 at 8192³, 43.5 vs 42.9 (split-K) at 8192x768x2560 NN.
  */
 export function streamKMain(skText: string, plainText: string): string {
   const sk = mainBody(skText);

@@ -27,7 +27,8 @@ export const MEASURED_TABLES: MeasuredTable[] = [
     source: 'bench/gemm_tune.ts --json --variants <the 14 competitive ones> on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), 2026-11-30, '
       + 'with the k loop written out, the barrier in the last k step and TN 16 tiles indexing the next buffer as (t + 1) % 2: '
       + 'docs/results/bench-2026-11-30-s7/s7f/gemm_tune.json; 768x768x8192TN from the same tune with split-K counts that are not '
-      + 'powers of two (seven slices fill one wave), --models base: docs/results/bench-2026-11-30-s8/s8a/gemm_tune.json',
+      + 'powers of two (seven slices fill one wave), --models base: docs/results/bench-2026-11-30-s8/s8a/gemm_tune.json; '
+      + '8192x768x2560NN from a tune with stream-K (--stream-k 264,528, --models base): docs/results/bench-2026-11-30-s10/s10h/gemm_tune.json',
     table: {
       '4096x4096x4096NN': '128x128k8_8x16',
       '4096x4096x4096NT': '128x256k8_8x16',
@@ -47,7 +48,7 @@ export const MEASURED_TABLES: MeasuredTable[] = [
       '8192x768x768NN': '128x128k8_8x16',
       '768x768x8192TN': '256x128k8_8x8_sk7',
       '8192x2560x768NT': '128x256k8_8x16',
-      '8192x768x2560NN': '128x128k8_8x16_sk2',
+      '8192x768x2560NN': '128x128k8_8x16_st264',
       '2560x768x8192TN': '256x128k8_8x8_sk2',
       '8192x768x2560NT': '128x256k8_8x16_sk2',
       '8192x2560x768NN': '128x128k8_8x16',
@@ -67,7 +68,7 @@ export const MEASURED_TABLES: MeasuredTable[] = [
       '16384x65x384NT': ['256x128k8_8x8_sk2', '128x128k8_8x8_sw8'],
       '65x384x16384TN': ['128x128k8_8x8_sk32', '32x32k16_4x4_sk16', '64x64k16_4x4_sk8', '32x32k16_4x4_sk4', '32x32k16_4x4_sk2', '32x32k16_4x4'],
       '768x768x8192TN': ['256x128k8_8x8_sk7', '256x128k8_8x8_sk6', '64x64k16_8x8_sk5', '64x64k16_8x8_sk3', '64x64k16_4x4_sk2', '64x64k16_8x8'],
-      '8192x768x2560NN': ['128x128k8_8x16_sk2', '128x128k8_8x16'],
+      '8192x768x2560NN': ['128x128k8_8x16_st264', '128x128k8_8x16'],
       '2560x768x8192TN': ['256x128k8_8x8_sk2', '64x64k16_8x8'],
       '8192x768x2560NT': ['128x256k8_8x16_sk2', '64x64k16_8x8'],
       '768x2560x8192TN': ['256x128k8_8x8_sk2', '64x64k16_8x8'],

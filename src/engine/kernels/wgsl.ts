@@ -20,7 +20,7 @@ const IF_MARK = /^[ \t]*\/\/ #(if (\w+)|else|endif)[ \t]*$/;
 /**
  * `src` with its `// #if FLAG` … [`// #else` …] `// #endif` blocks resolved by `flags`: the kept
  * lines stay as written, the marker lines go. For text variants of one shader that an override
- * cannot express (swiglu's element type) or should not (the GEMM's A rows tile: a branch on an
+ * cannot express (swiglu's element type) or should not (the GEMM's stream-K blocks: a branch on an
  * override would add dead code to every other tile's pipeline, and the NVIDIA Vulkan driver compiles
  * equal but differently written WGSL differently). Blocks do not nest; a flag not in `flags`, or a
  * block left open, is an error.
