@@ -83,14 +83,11 @@ fn nrb() -> u32 { return select((bUnits() + WG - 1u) / WG, 4u, transB()); }
 struct Params { M: u32, N: u32, K: u32, alpha: f32, flags: u32, bk: u32, kChunk: u32, _p0: u32 }
 @group(0) @binding(3) var<uniform> P: Params;
 // #if STREAM_K
-// The tiles after the first dpTiles are run as `parts` parts. A uniform table, not a storage buffer:
-// its values are then the workgroup's uniform values, as P's are.
+// The tiles after the first dpTiles are run as `parts` parts (SKT: tile, first k tile, k tiles, slot).
 struct StreamK { tilesX: u32, dpTiles: u32, parts: u32, _p0: u32 }
 @group(0) @binding(4) var<uniform> SP: StreamK;
 @group(0) @binding(5) var<storage, read_write> SKW: array<vec4<f32>>;
-// Part j: (m0, n0, kBegin, nt) in p[2j], (slot, 0, 0, 0) in p[2j + 1] (matmul.ts streamKUniforms).
-struct StreamKParts { p: array<vec4<u32>, 2048> }
-@group(0) @binding(6) var<uniform> SKT: StreamKParts;
+@group(0) @binding(6) var<storage, read> SKT: array<vec4<u32>>;    // the parts (matmul.ts streamKPlan)
 const NO_SLOT: u32 = 0xffffffffu;
 var<private> skSlot: u32 = NO_SLOT;      // where storeRowSK puts a part: C (NO_SLOT) or this workspace slot
 var<private> skOrigin: vec2<u32>;        // the part's tile origin (m0, n0)
@@ -245,9 +242,11 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   // k tiles [kt, kt + nk) of tile t, stored to C when that is the whole tile, else raw to a slot.
   let j = wid.y * nwg.x + wid.x - SP.dpTiles;
   if (j >= SP.parts) { return; }           // the grid's last row may have more
-  let part = SKT.p[2u * j];
-  let m0 = part.x;
-  let n0 = part.y;
+  let part = SKT[j];                       // (t, kt, nk, slot)
+  let m0 = (part.x / SP.tilesX) * BM;
+  let n0 = (part.x % SP.tilesX) * BN;
+  skSlot = part.w;
+  skOrigin = vec2<u32>(m0, n0);
 // #else
   let tile = tileOf(wid, nwg);
   let m0 = tile.x * BM;
@@ -260,8 +259,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let bRows = select(K, N, transB());
   let bCols = select(N, K, transB());
 // #if STREAM_K
-  let kBegin = part.z;
-  let nt = part.w;
+  let kBegin = part.y * BK;
+  let nt = part.z;
 // #else
   let kBegin = wid.z * P.kChunk;
   let nt = (min(K, kBegin + P.kChunk) - kBegin + BK - 1u) / BK;
@@ -378,10 +377,6 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     }
   }
 
-// #if STREAM_K
-  skSlot = SKT.p[2u * j + 1u].x;
-  skOrigin = vec2<u32>(m0, n0);
-// #endif
   let zRows = wid.z * M;                   // split-K partial z lives in rows z·M .. z·M + M - 1
   let bound = zRows + M;
   let r0 = zRows + m0 + ty * 4u;

@@ -166,21 +166,8 @@ export function getVariant(name: string): MatmulVariant {
 /** Most K slices a split-K choice may ask for. */
 export const MAX_SPLIT_K = 32;
 
-/** Most workgroups a stream-K choice may name (its table of at most 2W parts is a 32 KiB uniform block). */
-export const MAX_STREAM_K = 512;
-
-/** matmul.wgsl's StreamKParts: two vec4<u32> per part. */
-const SK_TABLE_BYTES = 2048 * 16;
-
-/** A plan's parts as matmul.wgsl's uniform table: (m0, n0, kBegin, nt), (slot, 0, 0, 0) per part. */
-export function streamKUniforms(plan: StreamKPlan, v: MatmulVariant): Uint32Array {
-  const out = new Uint32Array(SK_TABLE_BYTES / 4);
-  for (let j = 0; j < plan.parts.length / 4; j++) {
-    const [t, kt, nk, slot] = plan.parts.subarray(4 * j, 4 * j + 4);
-    out.set([Math.floor(t / plan.tilesX) * v.BM, (t % plan.tilesX) * v.BN, kt * v.BK, nk, slot], 8 * j);
-  }
-  return out;
-}
+/** Most workgroups a stream-K choice may name. */
+export const MAX_STREAM_K = 4096;
 
 /**
  * A GEMM choice: a variant, run in `splitK` K slices (1 = one pass), or with its last wave shared
@@ -671,8 +658,7 @@ function buildStreamK(rt: Runtime, args: MatmulArgs, choice: MatmulChoice, plan:
   const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (accumulate ? 4 : 0);
   const uniform = rt.uniform(args.label, new Uniforms().u32(M).u32(N).u32(K).f32(alpha).u32(flags).u32(v.BK).u32(K).u32(0));
   const su = rt.uniform(`${args.label}.streamk`, new Uniforms().u32(plan.tilesX).u32(plan.dpTiles).u32(nParts).u32(0));
-  const table = rt.mem.allocUniform(`${args.label}.streamk.parts`, SK_TABLE_BYTES);
-  rt.write(table, streamKUniforms(plan, v));
+  const table = rt.upload('workspace', `${args.label}.streamk.parts`, plan.parts);
   const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +accumulate } : {};
   const gemm = rt.kernel({
     label: `${args.label}[matmul ${choice.name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
