@@ -239,8 +239,8 @@ export function matmulWorkspaceBytes(s: MatmulShape, choice: string): number {
  * usual, and the last `skTiles` = T mod W tiles are laid end to end as skTiles · ipt k tiles
  * (ipt = ceil(K / BK) per tile) and cut into `workgroups` (≤ W) near-equal ranges, each shorter
  * than a tile, so the last wave is as long as its share of the work. A range that is a whole tile
- * stores it; a part of a tile goes to a workspace slot (each workgroup has two: its first part and
- * its second), and a second pass (shaders/matmul_streamk.wgsl) sums each shared tile's parts in k
+ * stores it; a part of a tile goes to a workspace slot (each range has two: its first part and its
+ * second, each run by a workgroup of its own: `parts`), and a second pass (shaders/matmul_streamk.wgsl) sums each shared tile's parts in k
  * order into C. When T is a multiple of W nothing is shared (skTiles 0, the plain GEMM).
  */
 export interface StreamKPlan {
@@ -589,7 +589,7 @@ export interface BuiltMatmul {
 /** matmulSteps() plus the uniform buffers it allocated (benchmarks and the autotuner free them). */
 export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   checkArgs(args);
-  const { M, N, K, transA = false, transB = false } = args;
+  const { M, N, K } = args;
   const choice = pickChoice(rt, args, args.workspace ? bindingBytes(args.workspace) : 0);
   const v = choice.variant;
   if (!variantFits(v, rt.device.limits)) throw new Error(`${args.label}: variant ${v.name} exceeds this device's limits`);
@@ -599,31 +599,12 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
     if (plan.workspaceFloats > 0) return buildStreamK(rt, args, choice, plan);
   }
   const { kChunk, parts } = splitPlan(K, v.BK, choice.splitK);
-  const out = parts > 1 ? args.workspace as Binding : args.c;
-  // vec4 bindings also need 16-byte offsets (the convention is 256; checked, not assumed).
-  const vf = vectorFlags(args);
-  const [vecA, vecB, vecC] = [vf.vecA && vec4Aligned(args.a), vf.vecB && vec4Aligned(args.b), vf.vecC && vec4Aligned(out)];
-  const fullTiles = vecA && vecB && vecC && M % v.BM === 0 && N % v.BN === 0 && K % v.BK === 0;
   const accumulate = args.accumulate ?? false;
   const alpha = args.alpha ?? 1;
-  const specialize = args.specialize ?? true;
-  // Split-K partials are raw sums; the reduction applies alpha and accumulate.
-  const gemmAccumulate = parts > 1 ? false : accumulate;
-  const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (gemmAccumulate ? 4 : 0);
-  const uniform = rt.uniform(args.label, new Uniforms().u32(M).u32(N).u32(K).f32(parts > 1 ? 1 : alpha)
-    .u32(flags).u32(v.BK).u32(kChunk).u32(0));
-  // A dynamic pipeline must not differ by the flags, or it would not be shared.
-  const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +gemmAccumulate } : {};
   const name = choiceName(v.name, parts);
-  const gemm = rt.kernel({
-    label: `${args.label}[matmul ${name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
-    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !gemmAccumulate),
-    entryPoint: 'main',
-    constants: {
-      ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: v.swizzle,
-      BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN,
-    },
-    bindings: [args.a, args.b, out, uniform],
+  // Split-K partials are raw sums; the reduction applies alpha and accumulate.
+  const { gemm, uniform, fullTiles } = gemmDispatch(rt, args, v, {
+    name, out: parts > 1 ? args.workspace as Binding : args.c, kChunk, accumulate: parts > 1 ? false : accumulate, alpha: parts > 1 ? 1 : alpha,
     workgroups: [Math.ceil(N / v.BN), Math.ceil(M / v.BM), parts],
   });
   if (parts === 1) return { dispatches: [gemm], uniforms: [uniform], variant: name, fullTiles };
@@ -638,9 +619,41 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   return { dispatches: [gemm, reduce], uniforms: [uniform, ru], variant: name, fullTiles };
 }
 
+/**
+ * The GEMM dispatch of a choice (buildMatmul checked the arguments): C, split-K's partials (grid z =
+ * slices) or, with `streamK`, the stream-K GEMM (its extra bindings and grid).
+ */
+function gemmDispatch(rt: Runtime, args: MatmulArgs, v: MatmulVariant, o: {
+  name: string; out: Binding; kChunk: number; accumulate: boolean; alpha: number; workgroups: [number, number, number];
+  streamK?: Binding[];
+}): { gemm: Dispatch; uniform: GPUBuffer; fullTiles: boolean } {
+  const { M, N, K, transA = false, transB = false } = args;
+  // vec4 bindings also need 16-byte offsets (the convention is 256; checked, not assumed).
+  const vf = vectorFlags(args);
+  const [vecA, vecB, vecC] = [vf.vecA && vec4Aligned(args.a), vf.vecB && vec4Aligned(args.b), vf.vecC && vec4Aligned(o.out)];
+  const fullTiles = vecA && vecB && vecC && M % v.BM === 0 && N % v.BN === 0 && K % v.BK === 0;
+  const specialize = args.specialize ?? true;
+  const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (o.accumulate ? 4 : 0);
+  const uniform = rt.uniform(args.label, new Uniforms().u32(M).u32(N).u32(K).f32(o.alpha).u32(flags).u32(v.BK).u32(o.kChunk).u32(0));
+  // A dynamic pipeline must not differ by the flags, or it would not be shared.
+  const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +o.accumulate } : {};
+  const gemm = rt.kernel({
+    label: `${args.label}[matmul ${o.name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
+    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !o.accumulate, o.streamK !== undefined),
+    entryPoint: 'main',
+    constants: {
+      ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: o.streamK ? 0 : v.swizzle,
+      BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN,
+    },
+    bindings: [args.a, args.b, o.out, uniform, ...(o.streamK ?? [])],
+    workgroups: o.workgroups,
+  });
+  return { gemm, uniform, fullTiles };
+}
+
 /** The two dispatches of a stream-K choice whose plan shares tiles (buildMatmul checked the arguments). */
 function buildStreamK(rt: Runtime, args: MatmulArgs, choice: MatmulChoice, plan: StreamKPlan): BuiltMatmul {
-  const { M, N, K, transA = false, transB = false } = args;
+  const { M, N, K } = args;
   const v = choice.variant;
   const ws = args.workspace as Binding;
   // The plain GEMM's grid of tiles, cut after the whole waves, then rows enough for the stream-K workgroups.
@@ -649,27 +662,13 @@ function buildStreamK(rt: Runtime, args: MatmulArgs, choice: MatmulChoice, plan:
   if (rows > rt.device.limits.maxComputeWorkgroupsPerDimension) {
     throw new Error(`${args.label}: ${choice.name} needs ${rows} rows of workgroups, the device allows ${rt.device.limits.maxComputeWorkgroupsPerDimension}`);
   }
-  const vf = vectorFlags(args);
-  const [vecA, vecB, vecC] = [vf.vecA && vec4Aligned(args.a), vf.vecB && vec4Aligned(args.b), vf.vecC && vec4Aligned(args.c)];
-  const fullTiles = vecA && vecB && vecC && M % v.BM === 0 && N % v.BN === 0 && K % v.BK === 0;
   const accumulate = args.accumulate ?? false;
   const alpha = args.alpha ?? 1;
-  const specialize = args.specialize ?? true;
-  const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (accumulate ? 4 : 0);
-  const uniform = rt.uniform(args.label, new Uniforms().u32(M).u32(N).u32(K).f32(alpha).u32(flags).u32(v.BK).u32(K).u32(0));
   const su = rt.uniform(`${args.label}.streamk`, new Uniforms().u32(plan.tilesX).u32(plan.dpTiles).u32(nParts).u32(0));
   const table = rt.upload('workspace', `${args.label}.streamk.parts`, plan.parts);
-  const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +accumulate } : {};
-  const gemm = rt.kernel({
-    label: `${args.label}[matmul ${choice.name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
-    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !accumulate, true),
-    entryPoint: 'main',
-    constants: {
-      ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: 0,
-      BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN,
-    },
-    bindings: [args.a, args.b, args.c, uniform, su, ws, table],
-    workgroups: [plan.tilesX, rows, 1],
+  // Whole tiles go to C with alpha and accumulate; the parts' raw sums get them in the summing pass.
+  const { gemm, uniform, fullTiles } = gemmDispatch(rt, args, v, {
+    name: choice.name, out: args.c, kChunk: K, accumulate, alpha, workgroups: [plan.tilesX, rows, 1], streamK: [su, ws, table],
   });
   const fu = rt.uniform(`${args.label}.streamk.fixup`, new Uniforms().u32(M).u32(N).u32(plan.tilesX).u32(plan.dpTiles).u32(plan.ipt)
     .u32(plan.skQ).u32(plan.skR).u32(accumulate ? 1 : 0).f32(alpha).u32(v.BM).u32(v.BN).u32(0));
