@@ -171,13 +171,15 @@ async function main(): Promise<void> {
     if (!tty) console.error(`step ${step}: val_loss ${lastVal.toFixed(4)}`);
   };
   for (let s = 0; s < steps; s++) {
-    const m = await trainer.trainStep();
+    const evalHere = opts.evalEvery > 0 && (s + 1) % opts.evalEvery === 0 && s + 1 < steps;
+    // The next step is submitted before this one's loss is read, unless something else comes first.
+    const m = await trainer.trainStep({ next: !evalHere && s + 1 < steps });
     appendFileSync(metricsPath, JSON.stringify(m) + '\n');
     bar?.update(s + 1, { loss: m.loss.toFixed(4), val: Number.isNaN(lastVal) ? '-' : lastVal.toFixed(4), tps: Math.round(m.tokens_per_s) });
     if (!tty && (s % 10 === 0 || s === steps - 1)) {
       console.error(`step ${s}: loss ${m.loss.toFixed(4)} lr ${m.lr.toExponential(2)} grad_norm ${m.grad_norm.toFixed(3)} ${Math.round(m.tokens_per_s)} tok/s`);
     }
-    if (opts.evalEvery > 0 && (s + 1) % opts.evalEvery === 0 && s + 1 < steps) await logVal(s + 1);
+    if (evalHere) await logVal(s + 1);
   }
   await logVal(steps);
   bar?.stop();

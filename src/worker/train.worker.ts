@@ -13,7 +13,7 @@ import { loadCheckpoint } from '../engine/io/checkpoint';
 import { countParams } from '../engine/model/config';
 import { CharTokenizer } from '../engine/train/tokenizer';
 import { bitsAndWire } from '../engine/train/probeBits';
-import { Trainer, type TrainerInit } from '../engine/train/trainer';
+import { type StepMetrics, Trainer, type TrainerInit } from '../engine/train/trainer';
 import { ToWorkerSchema, trainOptionsFor, type CheckpointBlob, type ErrorKind, type FromWorker, type ToWorker } from './protocol';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
@@ -105,36 +105,53 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     let elapsed = msg.resume?.elapsed_s ?? 0;
     let step = startStep - 1;
     let lastStepS = 0;
-    for (let i = startStep; i < config.steps && !stopRequested; i++) {
+    const report = (m: StepMetrics, t0: number) => {
+      step = m.step;
+      lastStepS = (performance.now() - t0) / 1000;
+      elapsed += lastStepS;
+      post({ type: 'metrics', runId, metrics: { ...m, mem: { ...m.mem }, elapsed_s: elapsed } });
+    };
+    // A step submitted ahead (below) when a pause or stop came: it ran, so it is reported and
+    // counted before the checkpoint that includes it.
+    const settle = async () => {
+      const t0 = performance.now();
+      const m = await trainer!.settle();
+      if (m) report(m, t0);
+    };
+    for (let i = startStep; i < config.steps && !stopRequested; i = step + 1) {
       if (pauseRequested) {
+        await settle();
         await postCheckpoint(runId, trainer);
         post({ type: 'paused', runId, step });
         while (pauseRequested && !stopRequested) await new Promise<void>((r) => (wake = r));
         wake = null;
-        if (stopRequested) break;
+        if (stopRequested || step + 1 >= config.steps) break;
         post({ type: 'resumed', runId });
+        i = step + 1;
       }
       // On a slow device (SwiftShader: seconds per step) say which step is in flight.
       if (lastStepS > 2) post({ type: 'status', runId, phase: `step ${i + 1} / ${config.steps} in flight (last took ${lastStepS.toFixed(1)} s)` });
-      const t0 = performance.now();
-      const m = await trainer.trainStep();
-      step = m.step;
       const last = i === config.steps - 1;
+      const evalHere = config.evalEvery > 0 && ((i + 1) % config.evalEvery === 0 || last);
+      const sampleHere = config.sampleLength > 0 && config.sampleEvery > 0 && (i + 1) % config.sampleEvery === 0 && !last;
+      // The next step is submitted before this one's loss is read (the GPU does not wait for this
+      // thread between steps), unless an evaluation, sample or the end comes first.
+      const t0 = performance.now();
+      const m = await trainer.trainStep({ next: !last && !evalHere && !sampleHere });
       let val: number | null = null;
-      if (config.evalEvery > 0 && ((i + 1) % config.evalEvery === 0 || last)) val = await trainer.evaluate();
-      lastStepS = (performance.now() - t0) / 1000;
-      elapsed += lastStepS;
-      post({ type: 'metrics', runId, metrics: { ...m, mem: { ...m.mem }, elapsed_s: elapsed } });
+      if (evalHere) val = await trainer.evaluate();
+      report(m, t0);
       if (val !== null) {
         post({ type: 'val', runId, step, loss: val });
         const errors = await trainer.quantErrors();
         if (errors.length) post({ type: 'quant', runId, step, errors });
         if (!last) await postCheckpoint(runId, trainer);
       }
-      if (config.sampleLength > 0 && config.sampleEvery > 0 && (i + 1) % config.sampleEvery === 0 && !last) {
+      if (sampleHere) {
         post({ type: 'sample', runId, step, text: await trainer.sample('\n', config.sampleLength, 0.8, config.seed + step) });
       }
     }
+    await settle();
     if (!stopRequested && config.sampleLength > 0) {
       post({ type: 'sample', runId, step, text: await trainer.sample('\n', config.sampleLength, 0.8, config.seed + step) });
     }

@@ -27,7 +27,9 @@ describe('fp32 training on the GPU', () => {
     for (let s = 0; s < 20; s++) {
       const refLoss = ref.lossAndGrad(trainer.batchAt(s), opts.batch, opts.seq);
       const refOpt = ref.optimizerStep(opts.optimizer);
-      const m = await trainer.trainStep();
+      // Each step but the last submits the next before its loss is read (as the training loops do).
+      const m = await trainer.trainStep({ next: s < 19 });
+      expect(m.step).toBe(s);
       const rel = Math.abs(m.loss - refLoss) / Math.abs(refLoss);
       worst = Math.max(worst, rel);
       expect(rel, `step ${s}: gpu ${m.loss} ref ${refLoss}`).toBeLessThanOrEqual(1e-4);
@@ -56,6 +58,40 @@ describe('fp32 training on the GPU', () => {
     expect(trainer.memory()).toEqual(planMemory(trainer.opts));
     trainer.destroy();
   }, 240_000); // ~75 s alone on SwiftShader, more beside other suites
+
+  it('a step submitted ahead gives the same bits; any other call first completes it, and a restore drops it', async () => {
+    const rt = await testRuntime();
+    const tok = CharTokenizer.fromText(text);
+    const opts = defaultTrainOptions('micro', { steps: 4, warmup: 1, model: { vocab_size: tok.vocabSize } });
+    const plain = await Trainer.create(rt, opts, text, { tokenizer: tok });
+    const ahead = await Trainer.create(rt, opts, text, { tokenizer: tok });
+    const bits = (m: { step: number; loss: number; grad_norm: number; lr: number }) => [m.step, m.loss, m.grad_norm, m.lr];
+    for (let s = 0; s < 2; s++) expect(bits(await ahead.trainStep({ next: true }))).toEqual(bits(await plain.trainStep()));
+    // Step 2 is in flight: evaluate() completes it first (it counts; settle() has nothing left).
+    expect(ahead.stepIndex).toBe(2);
+    const valAhead = await ahead.evaluate();
+    expect(ahead.stepIndex).toBe(3);
+    expect(await ahead.settle()).toBeNull();
+    const m2 = await plain.trainStep();
+    expect(await plain.evaluate()).toBe(valAhead);
+    // settle() returns the step it completes.
+    await ahead.trainStep({ next: true });
+    await plain.trainStep();
+    const settled = await ahead.settle();
+    expect(settled && bits(settled)).toEqual(bits(await plain.trainStep()));
+    expect(m2.step).toBe(2);
+    // A restore drops a step in flight: the state and step are the restored ones.
+    const state = await plain.trainingState();
+    await ahead.trainStep({ next: true });
+    ahead.restoreTrainingState(state);
+    expect(ahead.stepIndex).toBe(state.step);
+    expect(bits(await ahead.trainStep())).toEqual(bits(await plain.trainStep()));
+    const [wa, wp] = [await ahead.trainingState(), await plain.trainingState()];
+    expect(Array.from(wa.weights)).toEqual(Array.from(wp.weights));
+    expect(ahead.memory()).toEqual(planMemory(ahead.opts));
+    plain.destroy();
+    ahead.destroy();
+  }, 240_000);
 });
 
 describe('forward linears', () => {

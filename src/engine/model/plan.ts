@@ -262,8 +262,11 @@ export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: Pl
   ws('losses', d.N * f);
   ws('loss', 16);
   ws('ceWs', crossEntropyWorkspaceBytes());
-  // Loss and gradient norm come back through this small mappable buffer once per step.
+  // Loss and gradient norm come back through these small mappable buffers once per step: even
+  // steps through the first, odd through the second (a step submitted before the last one's loss is
+  // read copies into the one not being mapped; trainer.ts trainStep).
   out.push({ key: 'readback', category: 'workspace', bytes: 16, usage: BUFFER_USAGE.MAP_READ | BUFFER_USAGE.COPY_DST });
+  out.push({ key: 'readbackOdd', category: 'workspace', bytes: 16, usage: BUFFER_USAGE.MAP_READ | BUFFER_USAGE.COPY_DST });
   ws('rope', 2 * d.T * (d.D / 2) * f);
   if (tpActive(opts.scheme)) out.push(...(opts.tpRank === undefined ? tpBufferPlan(d, opts.scheme.tp) : tpPeerBufferPlan(d, opts.scheme.tp, training ? layout : null)));
   // The quantized pre-training study's fake quantization: a quantized copy of the weights for the

@@ -137,8 +137,14 @@ export class Trainer {
   budgetChoice: BudgetChoice | null = null;
   private stepCount = 0;
   private startTime = performance.now();
-  /** The next trainStep's command buffer, recorded while the GPU ran the last one (trainStep). */
-  private recordedStep?: GPUCommandBuffer;
+  /**
+   * The next step's command buffer, recorded while the GPU ran the last one (trainStep), with the
+   * readback buffer it copies the loss into (steps alternate between two).
+   */
+  private recordedStep?: { commands: GPUCommandBuffer; readback: GPUBuffer };
+  /** The step trainStep({ next: true }) submitted ahead: its index, lr and readback buffer. */
+  private ahead?: { step: number; lr: number; readback: GPUBuffer; t0: number };
+
   private sampler: LlamaGpu;
   /** Per-layer quantization error of the forward's quantized tensors (null when nothing is quantized there). */
   private probe: QuantErrorProbe | null;
@@ -197,23 +203,57 @@ export class Trainer {
     return [...model.forward, ...model.backward, ...model.optimizer];
   }
 
-  async trainStep(): Promise<StepMetrics> {
-    const { model, opts } = this;
-    const t0 = performance.now();
+  /**
+   * One training step: its loss, grad norm and lr. `next: true` promises that the caller's next
+   * call is trainStep() again: the step after this one is then submitted before this one's loss is
+   * read, so the GPU never waits for the host between steps (its inputs — batch, seeds, AdamW's step
+   * parameters — are queue writes made after this step's submit, which the queue orders after it).
+   * Any other call first completes that step (settle(): it counts, and its metrics are settle()'s).
+   */
+  async trainStep(o: { next?: boolean } = {}): Promise<StepMetrics> {
     const step = this.stepCount;
+    const cur = this.ahead ?? this.submitStep(step, performance.now());
+    this.ahead = undefined;
+    if (o.next) this.ahead = this.submitStep(step + 1, performance.now());
+    // The next step's command buffer is recorded while the GPU runs (2.4-4 ms for the base model's
+    // 678 dispatches that would otherwise delay the next step's start).
+    this.recordedStep = this.recordStep(this.readbackFor(step + (o.next ? 2 : 1)));
+    return this.finishStep(cur);
+  }
+
+  /**
+   * Completes a step that trainStep({ next: true }) submitted ahead, if there is one: it counts
+   * (stepIndex moves on) and its metrics are returned (null when nothing was ahead).
+   */
+  async settle(): Promise<StepMetrics | null> {
+    const cur = this.ahead;
+    if (!cur) return null;
+    this.ahead = undefined;
+    return this.finishStep(cur);
+  }
+
+  /** Steps alternate between two readback buffers: one submitted ahead copies into the one not being read. */
+  private readbackFor(step: number): GPUBuffer {
+    return this.model.b(step % 2 === 0 ? 'readback' : 'readbackOdd');
+  }
+
+  /** Writes step `step`'s inputs and submits it (the recorded command buffer when it is this step's). */
+  private submitStep(step: number, t0: number): { step: number; lr: number; readback: GPUBuffer; t0: number } {
+    const { model } = this;
     model.setBatch(this.batchAt(step));
     model.setStepSeed(step);
     const lr = this.writeStepParams(step);
-    const commands = this.recordedStep ?? this.recordStep();
+    const readback = this.readbackFor(step);
+    const recorded = this.recordedStep?.readback === readback ? this.recordedStep.commands : undefined;
     this.recordedStep = undefined;
-    const [loss, gradNorm] = await this.submitAndRead(commands, () => {
-      // The next step's command buffer is recorded while the GPU runs this one (2.4-4 ms for the
-      // base model's 678 dispatches that would otherwise delay the next step's start). Its inputs
-      // (batch, seeds, AdamW's step parameters) are queue writes made before it is submitted.
-      this.recordedStep = this.recordStep();
-    });
-    this.stepCount++;
-    return stepMetrics(opts, { step, loss, lr, gradNorm, t0, startTime: this.startTime, mem: this.memory() });
+    this.rt.submit(recorded ?? this.recordStep(readback).commands);
+    return { step, lr, readback, t0 };
+  }
+
+  private async finishStep(cur: { step: number; lr: number; readback: GPUBuffer; t0: number }): Promise<StepMetrics> {
+    const [loss, gradNorm] = await this.read(cur.readback);
+    this.stepCount = cur.step + 1;
+    return stepMetrics(this.opts, { step: cur.step, loss, lr: cur.lr, gradNorm, t0: cur.t0, startTime: this.startTime, mem: this.memory() });
   }
 
   /** Writes AdamW's per-step parameters (lr of the schedule, bias-correction step, clip norm); returns the lr. */
@@ -227,6 +267,7 @@ export class Trainer {
    * storage for the caller to read (and replace with the group's mean); returns the loss.
    */
   async computeGradients(batch: Int32Array): Promise<number> {
+    await this.settle();
     const { model } = this;
     model.setBatch(batch);
     model.setStepSeed(this.stepCount);
@@ -240,6 +281,7 @@ export class Trainer {
    * exactly as trainStep would apply it; advances the step.
    */
   async applyGradients(): Promise<{ lr: number; gradNorm: number }> {
+    await this.settle();
     const lr = this.writeStepParams(this.stepCount);
     const [, gradNorm] = await this.runAndRead(this.model.optimizer, true);
     this.stepCount++;
@@ -248,6 +290,7 @@ export class Trainer {
 
   /** Weights, Adam moments and step as flat arrays (the model's layout): all a run's state on the GPU. */
   async trainingState(): Promise<FlatTrainingState> {
+    await this.settle();
     const { model } = this;
     const [weights, m, v] = await Promise.all([model.readFlat('weights'), model.readFlat('adam.m'), model.readFlat('adam.v')]);
     return { weights, m, v, step: this.stepCount };
@@ -260,44 +303,46 @@ export class Trainer {
       if (a.length !== n) throw new Error(`restoreTrainingState: ${k} has ${a.length} floats, the model ${n}`);
     }
     if (!Number.isSafeInteger(s.step) || s.step < 0) throw new Error(`restoreTrainingState: bad step ${s.step}`);
+    // A step submitted ahead runs before these writes (queue order) and is overwritten by them.
+    this.ahead = undefined;
     this.model.uploadParams(s.weights);
     this.rt.write(this.model.b('adam.m'), s.m);
     this.rt.write(this.model.b('adam.v'), s.v);
     this.stepCount = s.step;
   }
 
-  /** Encodes dispatches in one command buffer, then copies the loss (and grad norm) back. */
-  private runAndRead(dispatches: Dispatch[], withNorm: boolean): Promise<[number, number]> {
-    return this.submitAndRead(this.recordWithReadback(dispatches, withNorm));
+  /** Encodes dispatches in one command buffer, then copies the loss (and grad norm) back and reads them. */
+  private async runAndRead(dispatches: Dispatch[], withNorm: boolean): Promise<[number, number]> {
+    await this.settle();
+    const readback = this.readbackFor(this.stepCount);
+    this.rt.submit(this.recordWithReadback(dispatches, withNorm, readback));
+    return this.read(readback);
   }
 
   /** A whole training step (forward, backward, AdamW, the loss and grad norm's copy back) as one command buffer. */
-  private recordStep(): GPUCommandBuffer {
-    return this.recordWithReadback(this.stepDispatches(), true);
+  private recordStep(readback: GPUBuffer): { commands: GPUCommandBuffer; readback: GPUBuffer } {
+    return { commands: this.recordWithReadback(this.stepDispatches(), true, readback), readback };
   }
 
-  private recordWithReadback(dispatches: Dispatch[], withNorm: boolean): GPUCommandBuffer {
+  private recordWithReadback(dispatches: Dispatch[], withNorm: boolean, readback: GPUBuffer): GPUCommandBuffer {
     const { rt, model } = this;
-    const rb = model.b('readback');
     return rt.record(dispatches, (enc) => {
-      enc.copyBufferToBuffer(model.b('loss'), 0, rb, 0, 4);
-      if (withNorm) enc.copyBufferToBuffer(model.b('gradNorm'), 0, rb, 4, 4);
+      enc.copyBufferToBuffer(model.b('loss'), 0, readback, 0, 4);
+      if (withNorm) enc.copyBufferToBuffer(model.b('gradNorm'), 0, readback, 4, 4);
     });
   }
 
-  /** Submits `commands` (which copy the loss and grad norm to the readback buffer) and reads them; `whileRunning` runs after the submit. */
-  private async submitAndRead(commands: GPUCommandBuffer, whileRunning?: () => void): Promise<[number, number]> {
-    const rb = this.model.b('readback');
-    this.rt.submit(commands);
-    whileRunning?.();
-    await rb.mapAsync(GPUMapMode.READ);
-    const r = new Float32Array(rb.getMappedRange().slice(0, 8));
-    rb.unmap();
+  /** The loss and grad norm a submitted command buffer copied into `readback`, once the GPU is done with it. */
+  private async read(readback: GPUBuffer): Promise<[number, number]> {
+    await readback.mapAsync(GPUMapMode.READ);
+    const r = new Float32Array(readback.getMappedRange().slice(0, 8));
+    readback.unmap();
     return [r[0], r[1]];
   }
 
   /** Mean validation loss over `evalBatches` fixed batches. */
   async evaluate(): Promise<number> {
+    await this.settle();
     const { opts, model } = this;
     let sum = 0;
     const batches = this.data.valBatches(opts.evalBatches, opts.batch, opts.seq);
@@ -315,6 +360,7 @@ export class Trainer {
    */
   async quantErrors(): Promise<QuantErrorRecord[]> {
     if (!this.probe) return [];
+    await this.settle();
     const { opts } = this;
     this.model.setBatch(this.data.valBatches(1, opts.batch, opts.seq)[0]);
     this.rt.run(this.probe.forward);
@@ -323,6 +369,7 @@ export class Trainer {
 
   /** Samples `maxNew` characters after `prompt` (temperature 0 = greedy), from a B=1 model sharing weights. */
   async sample(prompt: string, maxNew: number, temperature = 1, seed = 0): Promise<string> {
+    await this.settle();
     const { rt, sampler, tokenizer } = this;
     const T = this.opts.seq;
     const V = this.opts.model.vocab_size;
@@ -352,6 +399,7 @@ export class Trainer {
   }
 
   async parameters(): Promise<Map<string, Float32Array>> {
+    await this.settle();
     return unflatten(await this.model.readFlat('weights'), this.model.layout);
   }
 
@@ -362,6 +410,7 @@ export class Trainer {
 
   destroy(): void {
     this.recordedStep = undefined; // references the model's buffers; never submitted now
+    this.ahead = undefined;
     this.probe?.destroy();
     this.sampler.destroy();
     this.model.destroy();
