@@ -144,6 +144,8 @@ export class Trainer {
   private recordedStep?: { commands: GPUCommandBuffer; readback: GPUBuffer };
   /** The step trainStep({ next: true }) submitted ahead: its index, lr and readback buffer. */
   private ahead?: { step: number; lr: number; readback: GPUBuffer; t0: number };
+  /** When the last step's loss was read: a step submitted before then started on the GPU no earlier. */
+  private lastFinish = 0;
 
   private sampler: LlamaGpu;
   /** Per-layer quantization error of the forward's quantized tensors (null when nothing is quantized there). */
@@ -253,7 +255,10 @@ export class Trainer {
   private async finishStep(cur: { step: number; lr: number; readback: GPUBuffer; t0: number }): Promise<StepMetrics> {
     const [loss, gradNorm] = await this.read(cur.readback);
     this.stepCount = cur.step + 1;
-    return stepMetrics(this.opts, { step: cur.step, loss, lr: cur.lr, gradNorm, t0: cur.t0, startTime: this.startTime, mem: this.memory() });
+    // A step submitted ahead waited in the queue for the one before: its time starts when that one's ended.
+    const t0 = Math.max(cur.t0, this.lastFinish);
+    this.lastFinish = performance.now();
+    return stepMetrics(this.opts, { step: cur.step, loss, lr: cur.lr, gradNorm, t0, startTime: this.startTime, mem: this.memory() });
   }
 
   /** Writes AdamW's per-step parameters (lr of the schedule, bias-correction step, clip norm); returns the lr. */
