@@ -113,9 +113,10 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     };
     // A step submitted ahead (below) when a pause or stop came: it ran, so it is reported and
     // counted before the checkpoint that includes it.
+    const run = trainer;
     const settle = async () => {
       const t0 = performance.now();
-      const m = await trainer!.settle();
+      const m = await run.settle();
       if (m) report(m, t0);
     };
     for (let i = startStep; i < config.steps && !stopRequested; i = step + 1) {
