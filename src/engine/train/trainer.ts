@@ -130,6 +130,14 @@ export function stepMetrics(
 
 let nextTrainerId = 0;
 
+/** A step whose command buffer is submitted: its index, lr, the readback its loss is copied into, and when it was submitted. */
+interface SubmittedStep {
+  step: number;
+  lr: number;
+  readback: GPUBuffer;
+  t0: number;
+}
+
 export class Trainer {
   /** Owner tag of this run's allocations in the device's memory ledger. */
   readonly id: string;
@@ -143,7 +151,7 @@ export class Trainer {
    */
   private recordedStep?: { commands: GPUCommandBuffer; readback: GPUBuffer };
   /** The step trainStep({ next: true }) submitted ahead: its index, lr and readback buffer. */
-  private ahead?: { step: number; lr: number; readback: GPUBuffer; t0: number };
+  private ahead?: SubmittedStep;
   /** When the last step's loss was read: a step submitted before then started on the GPU no earlier. */
   private lastFinish = 0;
 
@@ -240,7 +248,7 @@ export class Trainer {
   }
 
   /** Writes step `step`'s inputs and submits it (the recorded command buffer when it is this step's). */
-  private submitStep(step: number, t0: number): { step: number; lr: number; readback: GPUBuffer; t0: number } {
+  private submitStep(step: number, t0: number): SubmittedStep {
     const { model } = this;
     model.setBatch(this.batchAt(step));
     model.setStepSeed(step);
@@ -252,7 +260,7 @@ export class Trainer {
     return { step, lr, readback, t0 };
   }
 
-  private async finishStep(cur: { step: number; lr: number; readback: GPUBuffer; t0: number }): Promise<StepMetrics> {
+  private async finishStep(cur: SubmittedStep): Promise<StepMetrics> {
     const [loss, gradNorm] = await this.read(cur.readback);
     this.stepCount = cur.step + 1;
     // A step submitted ahead waited in the queue for the one before: its time starts when that one's ended.
