@@ -771,10 +771,10 @@ export function autotuneCandidates(rt: Runtime, s: MatmulShape, workspaceBytes =
   return availableVariants(rt.device.limits).flatMap((v) => [
     v.name,
     ...splitCandidates(s, v, workspaceBytes).map((S) => choiceName(v.name, S)),
-    ...(v.swizzle > 1 ? [] : streamK.filter((W) => {
-      const p = streamKPlan(s, v, W);
-      return p.workspaceFloats > 0 && p.workspaceFloats * 4 <= workspaceBytes;
-    }).map((W) => choiceName(v.name, 1, W))),
+    ...(v.swizzle > 1 ? [] : streamK.map((W) => choiceName(v.name, 1, W)).filter((c) => {
+      const bytes = matmulWorkspaceBytes(s, c);
+      return bytes > 0 && bytes <= workspaceBytes;
+    })),
   ]);
 }
 
