@@ -190,6 +190,26 @@ fn putDirectB(off: u32, g: u32, v: vec4<f32>) {
     Bs[(off + rc.x * BNP + rc.y) / 4u] = v;
   }
 }
+// #if LEAN
+// LEAN (`_ia` variants): with FULL_TILES (every load in bounds, vec4 I/O) each staging register's
+// global vec4 index is worked out once, at k = 0 (aIndex, bIndex), and main() adds a constant per k
+// tile, instead of row·cols + col per load and tile; and a thread that loads nothing for a staging
+// register (aLoads, bLoads false) leaves it as it is instead of zeroing it (putA / putB never store
+// it). Fewer instructions per k tile; on an H200 it is faster for some tiles and shapes and slower
+// for others (docs/benchmarks.md, session 11), so it is a variant of its own that tuning picks.
+fn aIndex(u: u32, lid: u32, m0: u32, M: u32, K: u32) -> u32 {
+  if (transA()) { let rc = groupRC(lid + u * WG, BM); return rc.x * (M / 4u) + (m0 + rc.y) / 4u; }
+  let rc = groupRC(lid, BK);
+  return (m0 + rc.x * 4u + u) * (K / 4u) + rc.y / 4u;
+}
+fn bIndex(u: u32, lid: u32, n0: u32, N: u32, K: u32) -> u32 {
+  if (!transB()) { let rc = groupRC(lid + u * WG, BN); return rc.x * (N / 4u) + (n0 + rc.y) / 4u; }
+  let rc = groupRC(lid, BK);
+  return (n0 + rc.x * 4u + u) * (K / 4u) + rc.y / 4u;
+}
+fn aLoads(u: u32, lid: u32) -> bool { return select(lid, lid + u * WG, transA()) < aUnits(); }
+fn bLoads(u: u32, lid: u32) -> bool { return select(lid + u * WG, lid, transB()) < bUnits(); }
+// #endif
 
 // (tile row, tile column) of this workgroup; see SWIZZLE above.
 fn tileOf(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
@@ -281,6 +301,35 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var rb0 = vec4<f32>(0.0); var rb1 = vec4<f32>(0.0); var rb2 = vec4<f32>(0.0); var rb3 = vec4<f32>(0.0);
 
   // Tile 0 into buffer 0.
+// #if LEAN
+  let aStep = select(BK / 4u, BK * (M / 4u), transA());  // vec4s from one k tile's loads to the next
+  let bStep = select(BK * (N / 4u), BK / 4u, transB());
+  var kOffA = kBegin / BK * aStep;
+  var kOffB = kBegin / BK * bStep;
+  let ai0 = aIndex(0u, lid, m0, M, K); let ai1 = aIndex(1u, lid, m0, M, K);
+  let ai2 = aIndex(2u, lid, m0, M, K); let ai3 = aIndex(3u, lid, m0, M, K);
+  let bi0 = bIndex(0u, lid, n0, N, K); let bi1 = bIndex(1u, lid, n0, N, K);
+  let bi2 = bIndex(2u, lid, n0, N, K); let bi3 = bIndex(3u, lid, n0, N, K);
+  if (FULL_TILES) {
+    if (aLoads(0u, lid)) { ra0 = loadA4i(ai0 + kOffA); }
+    if (nra() > 1u && aLoads(1u, lid)) { ra1 = loadA4i(ai1 + kOffA); }
+    if (nra() > 2u && aLoads(2u, lid)) { ra2 = loadA4i(ai2 + kOffA); }
+    if (nra() > 3u && aLoads(3u, lid)) { ra3 = loadA4i(ai3 + kOffA); }
+    if (bLoads(0u, lid)) { rb0 = loadB4i(bi0 + kOffB); }
+    if (nrb() > 1u && bLoads(1u, lid)) { rb1 = loadB4i(bi1 + kOffB); }
+    if (nrb() > 2u && bLoads(2u, lid)) { rb2 = loadB4i(bi2 + kOffB); }
+    if (nrb() > 3u && bLoads(3u, lid)) { rb3 = loadB4i(bi3 + kOffB); }
+  } else {
+    if (aLoads(0u, lid)) { ra0 = fetchA(0u, lid, m0, kBegin, aRows, aCols); }
+    if (nra() > 1u && aLoads(1u, lid)) { ra1 = fetchA(1u, lid, m0, kBegin, aRows, aCols); }
+    if (nra() > 2u && aLoads(2u, lid)) { ra2 = fetchA(2u, lid, m0, kBegin, aRows, aCols); }
+    if (nra() > 3u && aLoads(3u, lid)) { ra3 = fetchA(3u, lid, m0, kBegin, aRows, aCols); }
+    if (bLoads(0u, lid)) { rb0 = fetchB(0u, lid, n0, kBegin, bRows, bCols); }
+    if (nrb() > 1u && bLoads(1u, lid)) { rb1 = fetchB(1u, lid, n0, kBegin, bRows, bCols); }
+    if (nrb() > 2u && bLoads(2u, lid)) { rb2 = fetchB(2u, lid, n0, kBegin, bRows, bCols); }
+    if (nrb() > 3u && bLoads(3u, lid)) { rb3 = fetchB(3u, lid, n0, kBegin, bRows, bCols); }
+  }
+// #else
   ra0 = fetchA(0u, lid, m0, kBegin, aRows, aCols);
   if (nra() > 1u) { ra1 = fetchA(1u, lid, m0, kBegin, aRows, aCols); }
   if (nra() > 2u) { ra2 = fetchA(2u, lid, m0, kBegin, aRows, aCols); }
@@ -289,6 +338,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   if (nrb() > 1u) { rb1 = fetchB(1u, lid, n0, kBegin, bRows, bCols); }
   if (nrb() > 2u) { rb2 = fetchB(2u, lid, n0, kBegin, bRows, bCols); }
   if (nrb() > 3u) { rb3 = fetchB(3u, lid, n0, kBegin, bRows, bCols); }
+// #endif
   putA(0u, lid, ra0, ra1, ra2, ra3);
   putB(0u, lid, rb0, rb1, rb2, rb3);
   workgroupBarrier();
@@ -305,6 +355,29 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let more = t + 1u < nt;
     if (more) {
       let k0 = kBegin + (t + 1u) * BK;
+// #if LEAN
+      if (FULL_TILES) {
+        kOffA += aStep;
+        kOffB += bStep;
+        if (aLoads(0u, lid)) { ra0 = loadA4i(ai0 + kOffA); }
+        if (nra() > 1u && aLoads(1u, lid)) { ra1 = loadA4i(ai1 + kOffA); }
+        if (nra() > 2u && aLoads(2u, lid)) { ra2 = loadA4i(ai2 + kOffA); }
+        if (nra() > 3u && aLoads(3u, lid)) { ra3 = loadA4i(ai3 + kOffA); }
+        if (bLoads(0u, lid)) { rb0 = loadB4i(bi0 + kOffB); }
+        if (nrb() > 1u && bLoads(1u, lid)) { rb1 = loadB4i(bi1 + kOffB); }
+        if (nrb() > 2u && bLoads(2u, lid)) { rb2 = loadB4i(bi2 + kOffB); }
+        if (nrb() > 3u && bLoads(3u, lid)) { rb3 = loadB4i(bi3 + kOffB); }
+      } else {
+        if (aLoads(0u, lid)) { ra0 = fetchA(0u, lid, m0, k0, aRows, aCols); }
+        if (nra() > 1u && aLoads(1u, lid)) { ra1 = fetchA(1u, lid, m0, k0, aRows, aCols); }
+        if (nra() > 2u && aLoads(2u, lid)) { ra2 = fetchA(2u, lid, m0, k0, aRows, aCols); }
+        if (nra() > 3u && aLoads(3u, lid)) { ra3 = fetchA(3u, lid, m0, k0, aRows, aCols); }
+        if (bLoads(0u, lid)) { rb0 = fetchB(0u, lid, n0, k0, bRows, bCols); }
+        if (nrb() > 1u && bLoads(1u, lid)) { rb1 = fetchB(1u, lid, n0, k0, bRows, bCols); }
+        if (nrb() > 2u && bLoads(2u, lid)) { rb2 = fetchB(2u, lid, n0, k0, bRows, bCols); }
+        if (nrb() > 3u && bLoads(3u, lid)) { rb3 = fetchB(3u, lid, n0, k0, bRows, bCols); }
+      }
+// #else
       ra0 = fetchA(0u, lid, m0, k0, aRows, aCols);
       if (nra() > 1u) { ra1 = fetchA(1u, lid, m0, k0, aRows, aCols); }
       if (nra() > 2u) { ra2 = fetchA(2u, lid, m0, k0, aRows, aCols); }
@@ -313,6 +386,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
       if (nrb() > 1u) { rb1 = fetchB(1u, lid, n0, k0, bRows, bCols); }
       if (nrb() > 2u) { rb2 = fetchB(2u, lid, n0, k0, bRows, bCols); }
       if (nrb() > 3u) { rb3 = fetchB(3u, lid, n0, k0, bRows, bCols); }
+// #endif
       // Buffer 1 - h was last read before the barrier of tile t - 1 (in its last k step).
       if (!PREFETCH) {
         putA(1u - h, lid, ra0, ra1, ra2, ra3);

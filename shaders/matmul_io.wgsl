@@ -8,6 +8,7 @@
 
 //--- a_vec4
 @group(0) @binding(0) var<storage, read> A: array<vec4<f32>>;
+fn loadA4i(i: u32) -> vec4<f32> { return A[i]; }  // vec4 i, no checks (FULL_TILES)
 fn loadA4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
   if (FULL_TILES || (r < rows && c < cols)) { return A[(r * cols + c) / 4u]; }
   return vec4<f32>(0.0);
@@ -15,6 +16,7 @@ fn loadA4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
 
 //--- a_scalar
 @group(0) @binding(0) var<storage, read> A: array<f32>;
+fn loadA4i(i: u32) -> vec4<f32> { return vec4<f32>(A[4u * i], A[4u * i + 1u], A[4u * i + 2u], A[4u * i + 3u]); }
 fn loadA4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
   var v = vec4<f32>(0.0);
   if (r < rows) {
@@ -28,6 +30,7 @@ fn loadA4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
 
 //--- b_vec4
 @group(0) @binding(1) var<storage, read> B: array<vec4<f32>>;
+fn loadB4i(i: u32) -> vec4<f32> { return B[i]; }  // vec4 i, no checks (FULL_TILES)
 fn loadB4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
   if (FULL_TILES || (r < rows && c < cols)) { return B[(r * cols + c) / 4u]; }
   return vec4<f32>(0.0);
@@ -35,6 +38,7 @@ fn loadB4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
 
 //--- b_scalar
 @group(0) @binding(1) var<storage, read> B: array<f32>;
+fn loadB4i(i: u32) -> vec4<f32> { return vec4<f32>(B[4u * i], B[4u * i + 1u], B[4u * i + 2u], B[4u * i + 3u]); }
 fn loadB4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
   var v = vec4<f32>(0.0);
   if (r < rows) {

@@ -142,6 +142,39 @@ describe('whole tiles, split-K and launch order', () => {
     [a, b, c, ws, ...built.uniforms].forEach((x) => rt.mem.free(x));
   });
 
+  it('LEAN (_ia) choices give the same bits as their twins: whole and partial tiles, every transpose, accumulate, split-K and stream-K', async () => {
+    // The LEAN text changes how the loads are addressed, not the arithmetic: the same FMAs in the
+    // same order, so the outputs must be equal bit for bit (and right: checked against the reference).
+    const cases: MatmulCase[] = [];
+    for (const [transA, transB] of TRANS) {
+      cases.push({ M: 128, N: 64, K: 48, transA, transB, accumulate: transA, alpha: 0.5, variant: '64x64k16_8x8_ia', specialize: false }); // FULL_TILES
+      cases.push({ M: 70, N: 50, K: 40, transA, transB, accumulate: !transA, variant: '64x64k16_8x8_ia', specialize: false }); // partial tiles
+    }
+    cases.push({ M: 128, N: 64, K: 160, transA: true, accumulate: true, variant: '64x64k16_8x8_ia_sk3', specialize: false });
+    cases.push({ M: 256, N: 256, K: 64, variant: '128x128k8_8x16_ia' }); // the model's tile, specialized, next buffer by modulo
+    cases.push({ M: 256, N: 256, K: 64, variant: '128x128k8_8x16_ia_st3' }); // 3 whole tiles, then one over 3 workgroups
+    const rt = await testRuntime();
+    const ran = await checkMatmuls(rt, cases);
+    expect(ran.map((r) => r.fullTiles)).toEqual(cases.map((c) => c.M % 64 === 0 && c.N % 64 === 0));
+    const rng = new Rng(77);
+    for (const c of cases) {
+      const twin = c.variant!.replace('_ia', '');
+      const bufs = [c.M * c.K, c.K * c.N, c.M * c.N].map((n, i) => rt.upload('workspace', `lean.${i}`, rng.uniformArray(n)));
+      const c0 = await rt.readF32(bufs[2], 0, c.M * c.N);
+      const ws = rt.createBuffer('workspace', 'lean.ws', Math.max(16, matmulWorkspaceBytes(c, c.variant!)));
+      const out: Float32Array[] = [];
+      for (const variant of [c.variant!, twin]) {
+        rt.device.queue.writeBuffer(bufs[2], 0, c0);
+        const built = buildMatmul(rt, { label: `lean ${variant}`, ...c, a: bufs[0], b: bufs[1], c: bufs[2], workspace: ws, variant });
+        rt.run(built.dispatches);
+        out.push(await rt.readF32(bufs[2], 0, c.M * c.N));
+        built.uniforms.forEach((u) => rt.mem.free(u));
+      }
+      expect(Buffer.from(out[0].buffer).equals(Buffer.from(out[1].buffer)), `${c.variant} vs ${twin}`).toBe(true);
+      [...bufs, ws].forEach((x) => rt.mem.free(x));
+    }
+  });
+
   it('split-K asks for no more slices than K has tiles, and checks its workspace', async () => {
     const rt = await testRuntime();
     const [M, N, K] = [8, 8, 20]; // two BK=16 tiles: _sk8 becomes 2 slices

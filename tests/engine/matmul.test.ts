@@ -68,10 +68,16 @@ describe('variants and heuristic', () => {
     for (const v of MATMUL_VARIANTS) {
       expect(variantIsWellFormed(v), v.name).toBe(true);
       expect(v.name).toBe(variantName(v));
-      expect(v.name).toMatch(new RegExp(`^${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}(_np)?(_sw\\d+)?$`));
+      expect(v.name).toMatch(new RegExp(`^${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}(_np)?(_sw\\d+)?(_ia)?$`));
       expect(variantFits(v, H200_LIKE), v.name).toBe(true);
     }
     expect(variantName({ ...getVariant('128x128k8_8x8'), prefetch: false, swizzle: 8 })).toBe('128x128k8_8x8_np_sw8');
+    expect(variantName({ ...getVariant('128x128k8_8x8'), lean: true })).toBe('128x128k8_8x8_ia');
+    expect(getVariant('128x128k8_8x16_ia')).toMatchObject({ BM: 128, BN: 128, BK: 8, TM: 8, TN: 16, lean: true });
+    expect(parseChoice('128x128k8_8x16_ia_st264')).toMatchObject({ splitK: 1, streamK: 264, variant: { name: '128x128k8_8x16_ia' } });
+    expect(parseChoice('128x256k8_8x16_ia_sk7')).toMatchObject({ splitK: 7, variant: { lean: true } });
+    // Every LEAN variant is the twin of a measured variant that is not.
+    for (const v of MATMUL_VARIANTS.filter((x) => x.lean)) expect(getVariant(v.name.replace(/_ia$/, '')).lean).toBe(false);
     expect(variantIsWellFormed({ ...getVariant('32x32k16_4x4'), BK: 64 })).toBe(false); // > 4 staging vec4s
     expect(() => getVariant('nope')).toThrow(/unknown variant/);
   });
@@ -198,6 +204,26 @@ describe('variants and heuristic', () => {
     expect(() => streamKMain('fn main() {}', plain)).toThrow(/main\(\)/);
   });
 
+  it('the LEAN text only for lean choices: every other choice\'s WGSL is the text measured before it', () => {
+    for (const [unroll, tn16, sk] of [[0, false, false], [8, true, false], [8, true, true], [16, false, false]] as const) {
+      const plain = matmulCode(true, true, true, unroll, tn16, sk);
+      const lean = matmulCode(true, true, true, unroll, tn16, sk, true);
+      for (const id of ['fn aIndex', 'fn bLoads', 'kOffA', '= loadA4i(']) {
+        expect(plain).not.toContain(id);
+        expect(lean).toContain(id);
+      }
+      for (const code of [plain, lean]) expect(code).not.toMatch(/\/\/ #(if|else|endif)/);
+      // The LEAN blocks replace the fetches and add helpers; the FMAs, stores and barriers are the same text.
+      const fmaBlock = (src: string) => src.slice(src.indexOf('  var c00 = vec4<f32>(0.0);'), src.indexOf('  // Tile 0 into buffer 0.'));
+      expect(fmaBlock(lean)).toBe(fmaBlock(plain));
+      const after = (src: string) => src.slice(src.lastIndexOf('  let aBase = '));
+      expect(after(lean)).toBe(after(plain));
+    }
+    // The TN 16 text edit and the stream-K branch apply to the LEAN text as to the other.
+    expect(matmulCode(true, true, true, 8, true, false, true)).not.toContain('1u - h');
+    expect(matmulCode(true, true, true, 8, true, true, true)).toContain('storeRowSK(');
+  });
+
   it('vec4 access only where the stored rows are whole vec4s; one shader per access choice', () => {
     expect(vectorFlags({ M: 65, N: 64, K: 32 })).toEqual({ vecA: true, vecB: true, vecC: true });
     expect(vectorFlags({ M: 65, N: 64, K: 32, transA: true })).toEqual({ vecA: false, vecB: true, vecC: true });
@@ -207,7 +233,7 @@ describe('variants and heuristic', () => {
     expect(v).toContain('var<storage, read> A: array<vec4<f32>>');
     expect(v).toContain('var<storage, read> B: array<f32>');
     expect(v).toContain('var<storage, read_write> C: array<vec4<f32>>');
-    expect(v.match(/fn loadA4/g)).toHaveLength(1);
+    expect(v.match(/fn loadA4\(/g)).toHaveLength(1);
     expect(shapeKey({ M: 2, N: 3, K: 4, transA: true })).toBe('2x3x4TN');
   });
 

@@ -44,17 +44,24 @@ export interface MatmulVariant {
   prefetch: boolean;
   /** Tile rows per launch group for L2 reuse (0: row-major launch order). */
   swizzle: number;
+  /**
+   * matmul.wgsl's LEAN text (`_ia`): with whole tiles, each global load's index is set up once and
+   * advanced by a constant per k tile. Fewer instructions, but the NVIDIA driver schedules it
+   * differently: faster on some shapes, slower on others, so tuning picks (docs/benchmarks.md, session 11).
+   */
+  lean: boolean;
   /** Relative per-thread throughput for the heuristic (128×128×8 with 8×8 micro tiles = 1). */
   eff: number;
 }
 
-/** BMxBNkBK_TMxTN, then _np (no prefetch) and _swG (swizzle G) when they differ from the default. */
+/** BMxBNkBK_TMxTN, then _np (no prefetch), _swG (swizzle G) and _ia (lean) when they differ from the default. */
 export function variantName(v: Omit<MatmulVariant, 'name' | 'eff'>): string {
-  return `${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}${v.prefetch ? '' : '_np'}${v.swizzle > 1 ? `_sw${v.swizzle}` : ''}`;
+  return `${v.BM}x${v.BN}k${v.BK}_${v.TM}x${v.TN}${v.prefetch ? '' : '_np'}${v.swizzle > 1 ? `_sw${v.swizzle}` : ''}${v.lean ? '_ia' : ''}`;
 }
 
-function tile(BM: number, BN: number, BK: number, TM: 4 | 8, TN: 4 | 8 | 16, eff: number, o: { prefetch?: boolean; swizzle?: number } = {}): MatmulVariant {
-  const v = { BM, BN, BK, TM, TN, prefetch: o.prefetch ?? true, swizzle: o.swizzle ?? 0 };
+function tile(BM: number, BN: number, BK: number, TM: 4 | 8, TN: 4 | 8 | 16, eff: number,
+  o: { prefetch?: boolean; swizzle?: number; lean?: boolean } = {}): MatmulVariant {
+  const v = { BM, BN, BK, TM, TN, prefetch: o.prefetch ?? true, swizzle: o.swizzle ?? 0, lean: o.lean ?? false };
   return { name: variantName(v), ...v, eff };
 }
 
@@ -88,6 +95,12 @@ export const MATMUL_VARIANTS: readonly MatmulVariant[] = [
   tile(128, 32, 16, 8, 4, 0.72),
   tile(64, 64, 16, 4, 4, 0.5),
   tile(32, 32, 16, 4, 4, 0.45),
+  // The LEAN text of the tiles the H200 tables pick (priors just below their twins': measured per shape).
+  tile(128, 128, 8, 8, 16, 0.895, { lean: true }),
+  tile(128, 256, 8, 8, 16, 0.895, { lean: true }),
+  tile(128, 128, 8, 8, 8, 0.995, { lean: true }),
+  tile(256, 128, 8, 8, 8, 0.965, { lean: true }),
+  tile(64, 64, 16, 8, 8, 0.795, { lean: true }),
 ];
 
 export interface MatmulShape {
@@ -438,14 +451,15 @@ export function streamKMain(skText: string, plainText: string): string {
  * The WGSL for one choice of vec4/scalar access per operand (A, B, C); `unrollBK` > 0 writes the
  * k loop out for a specialized pipeline of that BK, `tn16` (specialized TN 16 tiles that do not
  * accumulate) writes the next tile's buffer index as nextBufferByModulo does, `streamK` keeps the
- * shader's `// #if STREAM_K` blocks (for the other choices the text stays as it was measured).
+ * shader's `// #if STREAM_K` blocks and `lean` its `// #if LEAN` ones (for the other choices the
+ * text stays as it was measured).
  */
-export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false, streamK = false): string {
-  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}:${+streamK}`;
+export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false, streamK = false, lean = false): string {
+  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}:${+streamK}:${+lean}`;
   let code = codeCache.get(key);
   if (!code) {
     const text = (sk: boolean) => {
-      const src = wgslIf(matmulSrc, { STREAM_K: sk });
+      const src = wgslIf(matmulSrc, { STREAM_K: sk, LEAN: lean });
       const body = tn16 ? nextBufferByModulo(src) : src;
       return unrollBK > 0 ? unrollKSteps(body, unrollBK) : body;
     };
@@ -639,7 +653,7 @@ function gemmDispatch(rt: Runtime, args: MatmulArgs, v: MatmulVariant, o: {
   const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +o.accumulate } : {};
   const gemm = rt.kernel({
     label: `${args.label}[matmul ${o.name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
-    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !o.accumulate, o.streamK !== undefined),
+    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !o.accumulate, o.streamK !== undefined, v.lean),
     entryPoint: 'main',
     constants: {
       ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: o.streamK ? 0 : v.swizzle,
