@@ -45,6 +45,9 @@ const HELP = `usage: node gemm_tune.mjs [options]
   --cpu              force the SwiftShader CPU adapter
   --budget-s S       stop starting new timings after S seconds (default 170)
   --reps N --warmup N  timed repetitions (median) and untimed warm-up (default 9, 2)
+  --warmup-ms MS     then run each candidate until its time per run is steady, at least MS ms
+                     (default 50; 0 with --quick): a GPU left idle while a candidate's pipeline
+                     compiled clocks down, and a GEMM of 0.06 ms timed from cold ran 5x slow
   --variants V,...   restrict the fp32 candidates to these variants (split-K choices follow)
   --models P,...     model presets whose GEMM shapes are timed (default small,base; none)
   --stream-k W,...   also time stream-K over W workgroups (about what the GPU holds at once: an
@@ -77,7 +80,7 @@ function args() {
     parsed = parseArgs({
       options: {
         json: { type: 'string' }, quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'budget-s': { type: 'string' },
-        reps: { type: 'string' }, warmup: { type: 'string' }, variants: { type: 'string' }, models: { type: 'string' },
+        reps: { type: 'string' }, warmup: { type: 'string' }, 'warmup-ms': { type: 'string' }, variants: { type: 'string' }, models: { type: 'string' },
         'stream-k': { type: 'string' }, help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -94,6 +97,7 @@ function args() {
     budgetS: num('budget-s', a['budget-s'], { min: 1 }) ?? 170,
     reps: num('reps', a.reps, { int: true, min: 1 }) ?? (a.quick ? 2 : 9),
     warmup: num('warmup', a.warmup, { int: true, min: 0 }) ?? (a.quick ? 1 : 2),
+    warmupMs: num('warmup-ms', a['warmup-ms'], { min: 0 }) ?? (a.quick ? 0 : 50),
     variants: a.variants?.split(',').map((s) => s.trim()).filter(Boolean),
     models: (a.models ?? (a.quick ? 'micro' : 'small,base')).split(',').map((s) => s.trim()).filter((s) => s && s !== 'none'),
     streamK: (a['stream-k']?.split(',') ?? []).map((s) => {
@@ -179,7 +183,7 @@ async function verify(rt: Runtime, choices: string[], transposes: [boolean, bool
   return out;
 }
 
-async function timeShape(rt: Runtime, shape: MatmulShape, choices: string[], o: { warmup: number; reps: number }): Promise<Timing[]> {
+async function timeShape(rt: Runtime, shape: MatmulShape, choices: string[], o: { warmup: number; reps: number; warmupMs: number }): Promise<Timing[]> {
   const need = Math.max(0, ...choices.map((n) => matmulWorkspaceBytes(shape, n)));
   const ops = gemmOperands(rt, shape, 'tune', need);
   const rows: Timing[] = [];
@@ -352,7 +356,7 @@ async function main(): Promise<void> {
 
   const timings: Timing[] = [];
   const skipped: string[] = [];
-  const o = { warmup: a.warmup, reps: a.reps };
+  const o = { warmup: a.warmup, reps: a.reps, warmupMs: a.warmupMs };
   const timeAll = async (s: MatmulShape, choices: string[]) => {
     if (elapsed() > a.budgetS || choices.length === 0) {
       skipped.push(label(s));

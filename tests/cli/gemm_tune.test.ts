@@ -85,5 +85,8 @@ describe('bench/gemm_tune.ts --quick', () => {
     const r = tune('--quick', '--cpu', '--variants', 'nope');
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/error: --variants: 'nope' is unknown/);
+    const w = tune('--quick', '--cpu', '--warmup-ms', 'soon');
+    expect(w.status).toBe(2);
+    expect(w.stderr).toMatch(/error: --warmup-ms/);
   });
 });

@@ -725,6 +725,12 @@ export interface AutotuneOptions {
   reps?: number;
   /** Dispatches per timed pass (default: enough for ~1 GFLOP, at most 20). */
   inner?: number;
+  /**
+   * Run each candidate until its time per run is steady, at least this many ms, before timing it
+   * (default 0): the GPU idles while a candidate's pipeline compiles, and a short GEMM timed right
+   * after runs at the idle clock (an H200: 5x slow at 0.06 ms).
+   */
+  warmupMs?: number;
 }
 
 export interface AutotuneResult {
