@@ -436,9 +436,11 @@ function mainBody(src: string): { head: string; body: string } {
  * workgroups after them, one part each. Forms measured slower on an H200 (docs/benchmarks.md,
  * session 10): every workgroup through the stream-K text (the whole waves' tiles 3-6 % slower:
  * 4096³ 38.1-42.9 vs 45.5 TFLOP/s), and a workgroup running both parts of its range (the end of one
- * tile, the start of the next) one after the other (44.9). This form: 45.1 at 4096³ (the plain
- * GEMM 45.5: the last wave's idle share, 12 % of a wave there, is less than the parts' stores and
- * the summing pass cost), 46.1 vs 45.9 at 8192³, 43.5 vs 42.9 (split-K) at 8192x768x2560 NN.
+ * tile, the start of the next) one after the other (44.9). This form, on the plain text: 45.1 at
+ * 4096³ (the plain GEMM 45.5: the last wave's idle share, 12 % of a wave there, is less than the
+ * parts' stores and the summing pass cost), 46.1 vs 45.9 at 8192³, 43.5 vs 42.9 (split-K) at
+ * 8192x768x2560 NN. On the LEAN text (`_ia`, session 11) its parts run as fast as whole tiles:
+ * 4096³ 46.6 vs 45.9 one pass, 8192³ 48.1 vs 46.3 (gemm_tune, s11g), the H200 table's pick for both.
  */
 export function streamKMain(skText: string, plainText: string): string {
   const sk = mainBody(skText);
