@@ -1,6 +1,6 @@
 /**
  * Data-parallel time per step over emulated slow links, fp32 against AGoQ's INT8 gradient exchange
- * (src/dist/dp-bench.ts): prints one JSON object (command, date, adapter, link, rows) on stdout,
+ * (src/peers/dp-bench.ts): prints one JSON object (command, date, adapter, link, rows) on stdout,
  * progress on stderr.
  *
  *   node scripts/run-node.mjs bench/dp_limiter.ts --model tiny --peers 2,3,4 --mbps 20 --latency 20
@@ -14,8 +14,8 @@
  */
 import { parseArgs } from 'node:util';
 import { fail, num, UsageError } from '../src/cli/common';
-import { benchDataParallel } from '../src/dist/dp-bench';
-import type { AllReduceMode } from '../src/dist/allreduce';
+import { benchDataParallel } from '../src/peers/dp-bench';
+import type { AllReduceMode } from '../src/peers/allreduce';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { PRESET_NAMES, type PresetName } from '../src/engine/model/config';

@@ -7,9 +7,9 @@
  * input width Cin, output width Cout and M = B·T tokens: forward Y = X·Wᵀ is (M, Cout, Cin, NT),
  * dX = dY·W is (M, Cin, Cout, NN), dW = dYᵀ·X is (Cout, Cin, M, TN).
  */
-import { allReduceMean } from '../src/dist/allreduce';
-import { PeerGroup } from '../src/dist/group';
-import { LoopbackHub } from '../src/dist/loopback';
+import { allReduceMean } from '../src/peers/allreduce';
+import { PeerGroup } from '../src/peers/group';
+import { LoopbackHub } from '../src/peers/loopback';
 import type { Gpu } from '../src/engine/gpu/device';
 import type { Runtime } from '../src/engine/gpu/runtime';
 import { benchQuantize } from '../src/engine/kernels/quantize';

@@ -1,6 +1,6 @@
 /**
  * Tensor-parallel time per step over emulated slow links, fp32 against TACO exchange at the four
- * Megatron all-reduces of every layer (src/dist/tp.ts): t in-process ranks on a loopback hub, each
+ * Megatron all-reduces of every layer (src/peers/tp.ts): t in-process ranks on a loopback hub, each
  * endpoint behind a LimitedTransport (its own egress bandwidth and one-way latency). Prints one
  * JSON object (command, date, adapter, link, rows) on stdout, progress on stderr.
  *
@@ -13,10 +13,10 @@
  */
 import { parseArgs } from 'node:util';
 import { fail, num, UsageError } from '../src/cli/common';
-import { PeerGroup } from '../src/dist/group';
-import { limitTransport } from '../src/dist/limiter';
-import { LoopbackHub } from '../src/dist/loopback';
-import { TpTrainer } from '../src/dist/tp';
+import { PeerGroup } from '../src/peers/group';
+import { limitTransport } from '../src/peers/limiter';
+import { LoopbackHub } from '../src/peers/loopback';
+import { TpTrainer } from '../src/peers/tp';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { median } from '../src/engine/gpu/timer';
 import { Runtime } from '../src/engine/gpu/runtime';

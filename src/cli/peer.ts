@@ -6,12 +6,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import type { AllReduceMode } from '../dist/allreduce';
-import { DataParallel } from '../dist/dp';
-import { installNodeWebRtc } from '../dist/node-webrtc';
-import { type PeerProblem, PeerJsTransport } from '../dist/peerjs';
-import { createRoomId, PEER_SERVER_PATH, parseRoomLink, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer } from '../dist/room';
-import { formatRoster } from '../dist/roster';
+import type { AllReduceMode } from '../peers/allreduce';
+import { DataParallel } from '../peers/dp';
+import { installNodeWebRtc } from '../peers/node-webrtc';
+import { type PeerProblem, PeerJsTransport } from '../peers/peerjs';
+import { createRoomId, PEER_SERVER_PATH, parseRoomLink, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer } from '../peers/room';
+import { formatRoster } from '../peers/roster';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
@@ -33,7 +33,7 @@ const HELP = `usage: npm run peer -- --join LINK [options]
   --timeout S          seconds to wait for admission (default 30)
   --peer-timeout S     drop a peer silent this long (default 10)
   --once               print the roster once admitted and exit (scripts, health checks)
-  --train              once admitted, train data-parallel with the group (src/dist/dp.ts) on the
+  --train              once admitted, train data-parallel with the group (src/peers/dp.ts) on the
                        bundled corpus; every member must train the same configuration:
     --model P --steps N --seed S   preset (default micro), steps and seed (preset's defaults)
     --mode fp32|int8               gradient exchange (default int8: AGoQ's 8-bit all-reduce)
@@ -130,7 +130,7 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
 
 /**
  * The group's work once this member is admitted: with --train, data-parallel training with the
- * group (src/dist/dp.ts: DataParallel over this transport) for the configured steps; otherwise it
+ * group (src/peers/dp.ts: DataParallel over this transport) for the configured steps; otherwise it
  * only stays in the group. Resolves when the member should leave.
  */
 export async function runGroupWork(transport: PeerJsTransport, work: PreparedTraining | null, stop: AbortSignal): Promise<void> {

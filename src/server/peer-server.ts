@@ -3,7 +3,7 @@
  * PEER_SERVER_PATH on the page's own origin: the Vite dev and preview servers (vite.config.ts) and
  * `npm start` (src/server/serve.ts) all use this, so a LAN group needs nothing outside.
  *
- * Peer listing is on (`allow_discovery`): members find their room through it (src/dist/peerjs.ts).
+ * Peer listing is on (`allow_discovery`): members find their room through it (src/peers/peerjs.ts).
  * The websocket server is created `noServer` and fed only upgrades for its own path, because a `ws`
  * server bound to the http server answers every other upgrade with 400 — Vite's HMR socket included.
  */
@@ -11,7 +11,7 @@ import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node
 import type { Duplex } from 'node:stream';
 import { ExpressPeerServer } from 'peer';
 import { WebSocketServer } from 'ws';
-import { PEER_SERVER_PATH } from '../dist/room';
+import { PEER_SERVER_PATH } from '../peers/room';
 
 export interface EmbeddedPeerServer {
   /** Mount path (PEER_SERVER_PATH unless overridden). */

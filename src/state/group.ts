@@ -5,9 +5,9 @@
  * controller's (groupController.ts), which feeds this store.
  */
 import { createStore, type StoreApi } from 'zustand/vanilla';
-import { type ParsedRoomLink, parseRoomLink } from '../dist/room';
-import type { PeerRole, RosterEntry } from '../dist/roster';
-import type { PeerId } from '../dist/transport';
+import { type ParsedRoomLink, parseRoomLink } from '../peers/room';
+import type { PeerRole, RosterEntry } from '../peers/roster';
+import type { PeerId } from '../peers/transport';
 import { DEFAULT_GROUP_CONFIG, type GroupRunConfig, groupRunLabel } from './groupConfig';
 import type { StepMessage } from './groupWire';
 

@@ -1,7 +1,7 @@
 /**
- * The page's peer group: joins or creates a room (PeerJS transport, src/dist/peerjs.ts), keeps the
+ * The page's peer group: joins or creates a room (PeerJS transport, src/peers/peerjs.ts), keeps the
  * roster, speaks the session protocol (groupWire.ts) and trains the group's runs — data parallel
- * (src/dist/dp.ts) or tensor parallel (src/dist/tp.ts) — feeding the group store.
+ * (src/peers/dp.ts) or tensor parallel (src/peers/tp.ts) — feeding the group store.
  *
  * Where the training runs: on the page's main thread, not in the training Web Worker. WebRTC
  * (RTCPeerConnection) does not exist in workers, so a worker-hosted trainer would need every
@@ -26,14 +26,14 @@
  * every member stops at (its completed steps + 2, which no member can have passed: the message
  * travels on each channel ahead of the stopper's frames of its next step).
  */
-import { DataParallel, type DataParallelOptions, DpError, type DpEvent, type DpStepStats } from '../dist/dp';
-import { crc32 } from '../dist/crc32';
-import { CollectiveError, PeerGroup } from '../dist/group';
-import type { PeerProblem } from '../dist/peerjs';
-import { createRoomId, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer, serverForPage } from '../dist/room';
-import type { PeerRole, RosterEntry } from '../dist/roster';
-import { tpStepWireBytes, TpTrainer, type TpStepMetrics } from '../dist/tp';
-import type { PeerId, Transport, Unsubscribe } from '../dist/transport';
+import { DataParallel, type DataParallelOptions, DpError, type DpEvent, type DpStepStats } from '../peers/dp';
+import { crc32 } from '../peers/crc32';
+import { CollectiveError, PeerGroup } from '../peers/group';
+import type { PeerProblem } from '../peers/peerjs';
+import { createRoomId, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer, serverForPage } from '../peers/room';
+import type { PeerRole, RosterEntry } from '../peers/roster';
+import { tpStepWireBytes, TpTrainer, type TpStepMetrics } from '../peers/tp';
+import type { PeerId, Transport, Unsubscribe } from '../peers/transport';
 import { DeviceLostError, WebGpuUnavailableError } from '../engine/gpu/device';
 import type { Runtime } from '../engine/gpu/runtime';
 import { Trainer } from '../engine/train/trainer';

@@ -4,7 +4,7 @@
  * groupController.ts says why) and the bundled corpus. Created on first use; the group is left
  * when the page goes away, so the others see this member leave at once.
  */
-import { PeerJsTransport } from '../dist/peerjs';
+import { PeerJsTransport } from '../peers/peerjs';
 import { acquireGpu } from '../engine/gpu/device';
 import { Runtime } from '../engine/gpu/runtime';
 import { createGroupStore, type GroupStore, inviteOf } from './group';

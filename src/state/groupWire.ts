@@ -9,7 +9,7 @@
  * otherwise count as rejected frames) and the session never sees frames.
  */
 import { z } from 'zod';
-import type { MessageHandler, PeerId, Transport, Unsubscribe } from '../dist/transport';
+import type { MessageHandler, PeerId, Transport, Unsubscribe } from '../peers/transport';
 import { GroupRunConfigSchema } from './groupConfig';
 
 export const SESSION_VERSION = 1;

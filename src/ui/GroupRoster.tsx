@@ -4,7 +4,7 @@
  * step (time, communication share, weights hash) from its step reports.
  */
 import { useStore } from 'zustand';
-import type { RosterEntry } from '../dist/roster';
+import type { RosterEntry } from '../peers/roster';
 import { type GroupRun, hashHex, type PeerReport, shortPeer } from '../state/group';
 import { pageGroupLab } from '../state/groupPage';
 import { formatBytes } from './format';

@@ -5,10 +5,10 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { DpError } from '../../src/dist/dp';
-import { CollectiveError } from '../../src/dist/group';
-import { LoopbackHub } from '../../src/dist/loopback';
-import { parseRoomLink } from '../../src/dist/room';
+import { DpError } from '../../src/peers/dp';
+import { CollectiveError } from '../../src/peers/group';
+import { LoopbackHub } from '../../src/peers/loopback';
+import { parseRoomLink } from '../../src/peers/room';
 import { createGroupStore, hashTrail, inviteOf, MAX_POINTS, shortPeer, wireSummary, type GroupStepPoint } from '../../src/state/group';
 import { DEFAULT_GROUP_CONFIG, groupConfigProblem, groupRunLabel, groupTrainOptions } from '../../src/state/groupConfig';
 import { runError } from '../../src/state/groupController';

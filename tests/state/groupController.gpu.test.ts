@@ -7,10 +7,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LoopbackHub, type LoopbackTransport } from '../../src/dist/loopback';
-import { parseRoomLink } from '../../src/dist/room';
-import type { RosterEntry } from '../../src/dist/roster';
-import { emptyStats, Listeners, type PeerId } from '../../src/dist/transport';
+import { LoopbackHub, type LoopbackTransport } from '../../src/peers/loopback';
+import { parseRoomLink } from '../../src/peers/room';
+import type { RosterEntry } from '../../src/peers/roster';
+import { emptyStats, Listeners, type PeerId } from '../../src/peers/transport';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { Trainer } from '../../src/engine/train/trainer';
 import { activeRun, createGroupStore, type GroupRun, type GroupStore, wireSummary } from '../../src/state/group';

@@ -9,7 +9,7 @@ import { tpWireBytes } from '../../src/engine/model/tp';
 import { modelDims } from '../../src/engine/model/plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { bitsAndWire } from '../../src/engine/train/probeBits';
-import { allReduceWireBytes } from '../../src/dist/allreduce';
+import { allReduceWireBytes } from '../../src/peers/allreduce';
 import { createLabStore } from '../../src/state/lab';
 import { newRun, restoredRun, runAccounting, runCsv, runJson, type RunState } from '../../src/state/runs';
 import { checkRunConfig, DEFAULT_RUN_CONFIG, type FromWorker, tpMismatch } from '../../src/worker/protocol';

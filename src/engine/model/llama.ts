@@ -65,7 +65,7 @@ export class LlamaGpu {
   /**
    * Tensor parallelism (scheme.tp.degree > 1), else null: simulated on this device (TpSim), or,
    * with opts.tpRank, this model is one peer's shard (TpPeer) and its dispatch lists must be run
-   * segment by segment with the all-reduces in between (src/dist/tp.ts), never whole.
+   * segment by segment with the all-reduces in between (src/peers/tp.ts), never whole.
    */
   readonly tp: TensorParallel | null;
   /** Quantized gradient storage per tensor, or null for the fp32 flat gradient buffer. */
@@ -176,7 +176,7 @@ export class LlamaGpu {
    * this replaced held). Tensor-parallel models run them in one pass: a rank's dW GEMM is a slice of
    * the rows of the single-device simulation's, whose slice count, chosen for its own shape and
    * buffers, would sum in another order, and the ranks must reproduce the simulation bit for bit
-   * (tests/dist/tp.gpu.test.ts).
+   * (tests/peers/tp.gpu.test.ts).
    */
   private dwMatmul(args: Omit<MatmulArgs, 'workspace'>, scratch: 'dq' | 'dF1'): Dispatch[] {
     return matmulSteps(this.rt, { ...args, workspace: this.tp ? undefined : this.b(scratch) });

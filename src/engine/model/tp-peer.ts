@@ -3,7 +3,7 @@
  * (tp-shard.ts), so every GEMM computes only this rank's heads / MLP units, and at each of the four
  * communication points of a layer (forward: after the row-parallel O-proj and down-proj; backward:
  * the input gradients of the column-parallel QKV and gate/up) it writes its [N, C] partial into
- * tp.part and the dispatch list is cut: src/dist/tp.ts runs the list segment by segment and
+ * tp.part and the dispatch list is cut: src/peers/tp.ts runs the list segment by segment and
  * all-reduces in between, in the two shots of TpSim (tp.ts), so the numerics are the simulation's:
  *
  *   1. end of a segment: the partial's chunks c ≠ own, compressed (TACO: one payload per chunk,

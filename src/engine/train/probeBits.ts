@@ -1,7 +1,7 @@
 /**
  * Bits per element and bytes on the wire of a training run, from its scheme and model dimensions.
  * These are exact byte counts of the storage layouts (plan.ts: packed codes + fp32 scales) and of
- * the transfer protocols (dist/allreduce.ts, model/tp.ts), not measurements:
+ * the transfer protocols (peers/allreduce.ts, model/tp.ts), not measurements:
  *  - saved activations: bits per element per layer and per kind, as stored for backward;
  *  - gradient storage: bits per element of the gradients kept between backward and the optimizer;
  *  - data parallel: bytes one peer sends per step for the gradient all-reduce, fp32 against AGoQ's
@@ -9,7 +9,7 @@
  *  - tensor parallel: bytes one rank sends per training step for the four all-reduces of every
  *    layer under the scheme's TP codec, and what fp32 all-reduces would send.
  */
-import { allReduceWireBytes } from '../../dist/allreduce';
+import { allReduceWireBytes } from '../../peers/allreduce';
 import type { ModelConfig } from '../model/config';
 import { FINAL_SAVED, gradStorage, LAYER_SAVED, layerSizes, layerStorage, modelDims, SAVED_KIND_OF } from '../model/plan';
 import { paramLayout } from '../model/params';

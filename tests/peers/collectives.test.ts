@@ -1,6 +1,6 @@
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
-import { CollectiveError, PeerGroup } from '../../src/dist/group';
-import { limitTransport } from '../../src/dist/limiter';
+import { CollectiveError, PeerGroup } from '../../src/peers/group';
+import { limitTransport } from '../../src/peers/limiter';
 import { Rng } from '../../src/engine/util/rng';
 import { makeGroups } from './helpers';
 

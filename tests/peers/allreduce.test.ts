@@ -7,11 +7,11 @@ import {
   decodeInt8Chunk,
   encodeInt8Chunk,
   int8PayloadBytes,
-} from '../../src/dist/allreduce';
-import { CollectiveError } from '../../src/dist/group';
+} from '../../src/peers/allreduce';
+import { CollectiveError } from '../../src/peers/group';
 import { dequantizeRef, quantizeRef } from '../../src/engine/quant/quantizer';
 import { Rng } from '../../src/engine/util/rng';
-import { limitTransport } from '../../src/dist/limiter';
+import { limitTransport } from '../../src/peers/limiter';
 import { makeGroups } from './helpers';
 
 /** Per-rank gradients with very different block magnitudes (outliers, a zero block, tiny values). */

@@ -1,5 +1,5 @@
 /**
- * The data-parallel driver's own messages (src/dist/dp.ts), and their validation. Each one starts
+ * The data-parallel driver's own messages (src/peers/dp.ts), and their validation. Each one starts
  * with an 8-byte header: magic 'WDP1' (u32 LE), kind u8, version u8, reserved u16 = 0. Integers are
  * little-endian; peer ids are UTF-8, at most MAX_ID_BYTES each.
  *
@@ -45,7 +45,7 @@ export class DpMessageError extends Error {
 }
 
 // Float32Array ↔ bytes without per-element DataView calls (the state can be hundreds of MB).
-if (new Uint8Array(Uint16Array.of(1).buffer)[0] !== 1) throw new Error('src/dist/dp-wire: a little-endian host is required');
+if (new Uint8Array(Uint16Array.of(1).buffer)[0] !== 1) throw new Error('src/peers/dp-wire: a little-endian host is required');
 
 const utf8 = new TextEncoder();
 const fromUtf8 = new TextDecoder('utf-8', { fatal: true });

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CollectiveError } from '../../src/dist/group';
-import { tpStepWireBytes, TpTrainer, type TpStepMetrics } from '../../src/dist/tp';
+import { CollectiveError } from '../../src/peers/group';
+import { tpStepWireBytes, TpTrainer, type TpStepMetrics } from '../../src/peers/tp';
 import { roundBufferSize } from '../../src/engine/gpu/memory';
 import { loadCheckpoint } from '../../src/engine/io/checkpoint';
 import { modelBufferPlan } from '../../src/engine/model/plan';

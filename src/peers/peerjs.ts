@@ -8,7 +8,7 @@
  * smaller id (both sides apply the same rule). No member is special for the mesh: the group survives
  * any member leaving, the room's creator included ('host' is only a role shown in the roster).
  *
- * Admission (src/dist/room.ts): on open, each side sends a hello with a fresh nonce and answers the
+ * Admission (src/peers/room.ts): on open, each side sends a hello with a fresh nonce and answers the
  * other's nonce with an HMAC under the room key (room id + optional passphrase, never sent). A side
  * that verifies the other's proof sends 'admit'; a link is admitted once both sides have admitted
  * each other, and only then does it carry data or count among peers(). A failed proof gets a 'deny'
@@ -29,7 +29,7 @@
  * observed with 'bufferedamountlow' where the channel has it (browsers); Node's @roamhq/wrtc exposes
  * only bufferedAmount, so there the transport polls.
  *
- * In Node, call installNodeWebRtc() (src/dist/node-webrtc.ts) before the first open().
+ * In Node, call installNodeWebRtc() (src/peers/node-webrtc.ts) before the first open().
  */
 import type { DataConnection, Peer } from 'peerjs';
 import { z } from 'zod';
@@ -226,7 +226,7 @@ export class PeerJsTransport implements Transport {
     const hw = opts.channelHighWater;
     if (hw !== undefined && !(Number.isSafeInteger(hw) && hw >= 1)) throw new Error(`channelHighWater must be a positive whole number of bytes, not ${hw}`);
     if (typeof RTCPeerConnection === 'undefined') {
-      throw new Error('WebRTC is not available here; in Node, call installNodeWebRtc() (src/dist/node-webrtc.ts) before opening a PeerJS transport');
+      throw new Error('WebRTC is not available here; in Node, call installNodeWebRtc() (src/peers/node-webrtc.ts) before opening a PeerJS transport');
     }
     const passphrase = opts.passphrase ?? '';
     const [PeerClass, key, tag] = await Promise.all([loadPeerClass(), deriveRoomKey(opts.room, passphrase), roomTag(opts.room)]);

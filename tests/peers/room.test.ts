@@ -19,8 +19,8 @@ import {
   tagOfMemberId,
   toBase64,
   verifyMembership,
-} from '../../src/dist/room';
-import { formatRoster, ranksOf, type RosterEntry, RttEstimator } from '../../src/dist/roster';
+} from '../../src/peers/room';
+import { formatRoster, ranksOf, type RosterEntry, RttEstimator } from '../../src/peers/roster';
 
 describe('room ids and links', () => {
   it('base32 follows RFC 4648 (lowercase, unpadded)', () => {

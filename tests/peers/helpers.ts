@@ -1,6 +1,6 @@
-import { PeerGroup, type PeerGroupOptions } from '../../src/dist/group';
-import { LoopbackHub, type LoopbackOptions } from '../../src/dist/loopback';
-import type { Transport } from '../../src/dist/transport';
+import { PeerGroup, type PeerGroupOptions } from '../../src/peers/group';
+import { LoopbackHub, type LoopbackOptions } from '../../src/peers/loopback';
+import type { Transport } from '../../src/peers/transport';
 
 export interface TestGroup {
   hub: LoopbackHub;

@@ -4,14 +4,14 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DataParallel, type DataParallelOptions, DpError, type DpStepStats } from '../../src/dist/dp';
-import { gradientAccess } from '../../src/dist/dp-grads';
-import { weightsHash } from '../../src/dist/dp-wire';
-import { decodeInt8Chunk, encodeInt8Chunk } from '../../src/dist/allreduce';
-import { crc32, crc32Update } from '../../src/dist/crc32';
-import { decodeFrame, encodeFrame, FrameType, HEADER_BYTES } from '../../src/dist/framing';
-import { LoopbackHub, type LoopbackTransport } from '../../src/dist/loopback';
-import type { Transport } from '../../src/dist/transport';
+import { DataParallel, type DataParallelOptions, DpError, type DpStepStats } from '../../src/peers/dp';
+import { gradientAccess } from '../../src/peers/dp-grads';
+import { weightsHash } from '../../src/peers/dp-wire';
+import { decodeInt8Chunk, encodeInt8Chunk } from '../../src/peers/allreduce';
+import { crc32, crc32Update } from '../../src/peers/crc32';
+import { decodeFrame, encodeFrame, FrameType, HEADER_BYTES } from '../../src/peers/framing';
+import { LoopbackHub, type LoopbackTransport } from '../../src/peers/loopback';
+import type { Transport } from '../../src/peers/transport';
 import { loadCheckpoint } from '../../src/engine/io/checkpoint';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { defaultTrainOptions, type TrainOptions } from '../../src/engine/train/options';

@@ -1,8 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
-import { allReduceMean } from '../../src/dist/allreduce';
-import { crc32, crc32Update } from '../../src/dist/crc32';
-import { encodeFrame, FrameType, HEADER_BYTES } from '../../src/dist/framing';
-import { PeerGroup } from '../../src/dist/group';
+import { allReduceMean } from '../../src/peers/allreduce';
+import { crc32, crc32Update } from '../../src/peers/crc32';
+import { encodeFrame, FrameType, HEADER_BYTES } from '../../src/peers/framing';
+import { PeerGroup } from '../../src/peers/group';
 import { Rng } from '../../src/engine/util/rng';
 import { makeGroups, settle } from './helpers';
 

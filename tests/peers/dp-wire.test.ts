@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { crc32 } from '../../src/dist/crc32';
-import { EpochChannels } from '../../src/dist/dp-channels';
+import { crc32 } from '../../src/peers/crc32';
+import { EpochChannels } from '../../src/peers/dp-channels';
 import {
   type ControlMessage, decodeControl, decodeReport, decodeState, decodeStatus, DpKind, DpMessageError, encodeControl, encodeReport,
   encodeState, encodeStatus, fingerprintOf, stateBytes, weightsHash,
-} from '../../src/dist/dp-wire';
-import { encodeFrame, FrameType } from '../../src/dist/framing';
-import { LoopbackHub } from '../../src/dist/loopback';
+} from '../../src/peers/dp-wire';
+import { encodeFrame, FrameType } from '../../src/peers/framing';
+import { LoopbackHub } from '../../src/peers/loopback';
 import { Rng } from '../../src/engine/util/rng';
 import { settle } from './helpers';
 

@@ -10,12 +10,12 @@ import { fileURLToPath } from 'node:url';
 import type { Peer } from 'peerjs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/engine/util/rng';
-import { encodeFrame, FrameType } from '../../src/dist/framing';
-import { PeerGroup } from '../../src/dist/group';
-import { installNodeWebRtc } from '../../src/dist/node-webrtc';
-import { type PeerJsTransportOptions, type PeerProblem, PeerJsTransport } from '../../src/dist/peerjs';
-import { MAX_TRANSPORT_MESSAGE } from '../../src/dist/transport';
-import { createRoomId, memberId, parseServerUrl, type PeerServerAddress, roomLink } from '../../src/dist/room';
+import { encodeFrame, FrameType } from '../../src/peers/framing';
+import { PeerGroup } from '../../src/peers/group';
+import { installNodeWebRtc } from '../../src/peers/node-webrtc';
+import { type PeerJsTransportOptions, type PeerProblem, PeerJsTransport } from '../../src/peers/peerjs';
+import { MAX_TRANSPORT_MESSAGE } from '../../src/peers/transport';
+import { createRoomId, memberId, parseServerUrl, type PeerServerAddress, roomLink } from '../../src/peers/room';
 import { attachPeerServer, type EmbeddedPeerServer } from '../../src/server/peer-server';
 
 installNodeWebRtc();

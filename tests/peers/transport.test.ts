@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { limitTransport } from '../../src/dist/limiter';
-import { LoopbackHub } from '../../src/dist/loopback';
+import { limitTransport } from '../../src/peers/limiter';
+import { LoopbackHub } from '../../src/peers/loopback';
 import { bytesOf, settle } from './helpers';
 
 describe('LoopbackHub', () => {
