@@ -9,7 +9,7 @@ import type { Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { median, type SteadyWarmup, timeDispatches, warmUntilSteady } from '../src/engine/gpu/timer';
 import { matmul } from '../src/engine/kernels/matmul';
 import { qgemmI8, qgemmQuantOut, qgemmWeightOnly, quantizeRowsI8 } from '../src/engine/kernels/qgemm';
-import { i8TensorCoreSpec } from '../src/engine/kernels/qgemm_tc';
+import { i8TensorCoreSpec } from '../src/engine/kernels/qgemm-tc';
 import { buildQuantize } from '../src/engine/kernels/quantize';
 import { tacoCompress, tacoDecompress, type TacoOptions } from '../src/engine/kernels/taco';
 import { BITS, type QuantFormat } from '../src/engine/quant/formats';

@@ -14,7 +14,7 @@ import type { Gpu } from '../src/engine/gpu/device';
 import type { Runtime } from '../src/engine/gpu/runtime';
 import { benchQuantize } from '../src/engine/kernels/quantize';
 import { chooseMatmulVariant, matmulChoice, type MatmulShape } from '../src/engine/kernels/matmul';
-import { i8TcLabel, type I8TcProbe } from '../src/engine/kernels/qgemm_tc';
+import { i8TcLabel, type I8TcProbe } from '../src/engine/kernels/qgemm-tc';
 import type { ModelConfig, PresetName } from '../src/engine/model/config';
 import type { QuantFormat } from '../src/engine/quant/formats';
 import type { Scheme } from '../src/engine/scheme/scheme';

@@ -45,7 +45,7 @@ var<workgroup> KVs: array<vec4<f32>, KV_N>;   // K tile, then V tile of the same
 var<workgroup> Ps: array<f32, PS_N>;
 var<workgroup> red: array<f32, NT>;
 
-// ldQ, ldK, ldV (vec4 loads of a head row) come from attention_load.wgsl.
+// ldQ, ldK, ldV (vec4 loads of a head row) come from attention-load.wgsl.
 
 @compute @workgroup_size(NT)
 fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

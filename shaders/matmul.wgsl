@@ -2,7 +2,7 @@
 //   M = rows of C (tokens B·T, or features for dW), N = columns of C, K = reduction length.
 //   op(A) = A stored [M,K] row-major, or A stored [K,M] when TRANS_A (then op(A) = Aᵀ).
 //   op(B) = B stored [K,N] row-major, or B stored [N,K] when TRANS_B (the HF [out,in] weight).
-// The I/O helpers loadA4 / loadB4 / storeC4 and the bindings come from matmul_io.wgsl, chosen
+// The I/O helpers loadA4 / loadB4 / storeC4 and the bindings come from matmul-io.wgsl, chosen
 // per call in TS: vec4 (16-byte) global access where the contiguous dimension is a multiple of
 // 4, scalar with per-element bounds checks otherwise (the vocab-65 GEMMs). FULL_TILES (TS sets it
 // when BM, BN and BK divide the shape) drops the bounds checks altogether.
@@ -29,7 +29,7 @@
 // why the FMA loop is inline in main() rather than in a function taking the buffer index.
 //
 // Split-K: workgroup z handles K range [z·kChunk, min(K, (z+1)·kChunk)) and stores its raw sum
-// (alpha and accumulate are applied by the reduction, matmul_splitk.wgsl) into rows z·M.. of C,
+// (alpha and accumulate are applied by the reduction, matmul-splitk.wgsl) into rows z·M.. of C,
 // which is then the [S·M, N] partials workspace. Without split-K, z = 0 and kChunk ≥ K.
 //
 // SWIZZLE > 1 launches tiles in groups of SWIZZLE tile rows (column by column inside a group), so
@@ -40,7 +40,7 @@
 // tiles, unchanged; the workgroups after them take a branch in front of it (matmul.ts streamKMain)
 // whose body is main() with the STREAM_K blocks: each runs one part, the k tiles [kt, kt + nk) of
 // tile t, from a table of parts, and stores it to C when it is the whole tile, else raw to a
-// workspace slot that matmul_streamk.wgsl sums, in k order, into C.
+// workspace slot that matmul-streamk.wgsl sums, in k order, into C.
 
 override TRANS_A: bool = false;
 override TRANS_B: bool = false;
@@ -400,7 +400,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     // stops at P.bk instead (a uniform the compiler cannot unroll on). Specialized pipelines get
     // this loop written out as BK blocks with a constant k (matmul.ts, unrollKSteps): the NVIDIA
     // Vulkan driver keeps a constant-bound loop a loop, and on an H200 the written-out steps run
-    // 4096³ at 43.6 instead of 39.5 TFLOP/s, the same bits (bench/gemm_ceiling.ts).
+    // 4096³ at 43.6 instead of 39.5 TFLOP/s, the same bits (bench/gemm-ceiling.ts).
     // The tile's barrier sits in its last k step, after that step's fragments are read and before
     // its FMAs, which then cover the barrier and the reads of the next tile's first fragments
     // (buffer 1 - h, just stored): no k step waits on workgroup memory right after a barrier

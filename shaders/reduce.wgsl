@@ -7,7 +7,7 @@
 // Stage 2 (norm_finalize): one workgroup sums partials[0..S) the same way and writes sqrt(total).
 struct Params { n: u32, base: u32, _p0: u32, _p1: u32 }
 
-// WG, red and wg_sum come from wg_sum.wgsl (prepended by the TS declaration).
+// WG, red and wg_sum come from wg-sum.wgsl (prepended by the TS declaration).
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> partials: array<f32>;

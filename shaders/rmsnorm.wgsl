@@ -7,7 +7,7 @@
 // order) so it is deterministic without float atomics.
 struct Params { N: u32, C: u32, eps: f32, accumulate: u32, R: u32, K: u32, _p0: u32, _p1: u32 }
 
-// WG, red and wg_sum come from wg_sum.wgsl (prepended by the TS declaration). The row kernels
+// WG, red and wg_sum come from wg-sum.wgsl (prepended by the TS declaration). The row kernels
 // take one element section: V = f32, or vec4<f32> where C and the bindings allow 16-byte access
 // (VW floats per element, hsum its horizontal sum); the dw kernels are scalar.
 

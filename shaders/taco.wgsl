@@ -25,8 +25,8 @@
 // near_codes / code_exact). Where a GPU differs — WGSL's sqrt is not correctly rounded, and drivers
 // may fuse a·x + … into an fma — a code sitting on a rounding boundary can flip: 2 to 9 codes per
 // million on an H200, none on SwiftShader.
-// Needs from the codec snippet: div_rn, qc_cmp_mid. From taco_xchg.wgsl: xchg1, xchg4 and `sg`.
-// From taco_io.wgsl: the payload and data bindings, load4 (compress) or store4 (decompress).
+// Needs from the codec snippet: div_rn, qc_cmp_mid. From taco-xchg.wgsl: xchg1, xchg4 and `sg`.
+// From taco-io.wgsl: the payload and data bindings, load4 (compress) or store4 (decompress).
 
 //--- common
 override G: u32 = 128u;
@@ -263,7 +263,7 @@ fn has_tie(r: vec4<u32>) -> bool {
 // unrolls this cold loop, any dynamic index lands on that copy, never on the caller's v, which
 // must stay in registers (an array indexed dynamically anywhere lives in local memory everywhere).
 // Its form matters to every invocation, not just the few that take it: the registers a kernel
-// gets are those of its largest part. On an H200 (bench/taco_probe.ts, 64M elements), with this form
+// gets are those of its largest part. On an H200 (bench/taco-probe.ts, 64M elements), with this form
 // 16 words per invocation take 0.165 ms and 4 words 0.18 ms, but 8 words 0.67 ms against 0.13 ms
 // with no fix-up at all; a branch per word in the store loop and a bit mask walked with selects on
 // constant indices were as slow at 8 words (and the mask form made 4 words 0.63 ms); parking the

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
-import { enableI8TensorCores, i8TcLabel } from '../engine/kernels/qgemm_tc';
+import { enableI8TensorCores, i8TcLabel } from '../engine/kernels/qgemm-tc';
 import type { MatmulShape } from '../engine/kernels/matmul';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';

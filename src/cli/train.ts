@@ -15,7 +15,7 @@ import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { initParams, paramLayout, unflatten } from '../engine/model/params';
 import { defaultTrainOptions, type TrainOverrides } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer';
-import { bitsAndWire } from '../engine/train/probeBits';
+import { bitsAndWire } from '../engine/train/probe-bits';
 import { planMemory, resolveBudgetOptions, Trainer } from '../engine/train/trainer';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { assertSupported, parseScheme, type Scheme } from '../engine/scheme/scheme';

@@ -1,6 +1,6 @@
 /**
  * Tensor-parallel training over a peer group: each member holds one Megatron shard of the model
- * (src/engine/model/tp-shard.ts: 1/t of the heads and MLP units; embeddings, norms and lm_head
+ * (src/engine/tp/tp-shard.ts: 1/t of the heads and MLP units; embeddings, norms and lm_head
  * replicated) and computes only its share; the four all-reduces of every layer cross the group,
  * compressed by TACO or as fp32 (the scheme's tp.codec), in TpSim's two shots (tp-peer.ts), so a
  * run over t peers reproduces the single-device simulation of TP degree t.
@@ -24,9 +24,9 @@ import { paramSpecs } from '../engine/model/config';
 import { LlamaGpu } from '../engine/model/llama';
 import { flatten, initParams, paramLayout, unflatten } from '../engine/model/params';
 import { type ModelDims, modelDims } from '../engine/model/plan';
-import { tpActive, type TpConfig } from '../engine/model/tp';
-import { TpPeer, tpPeerProblem, tpPeerSizes, type TpSegment } from '../engine/model/tp-peer';
-import { shardConfig, shardKind, shardParams, unshardTensor } from '../engine/model/tp-shard';
+import { tpActive, type TpConfig } from '../engine/tp/tp';
+import { TpPeer, tpPeerProblem, tpPeerSizes, type TpSegment } from '../engine/tp/tp-peer';
+import { shardConfig, shardKind, shardParams, unshardTensor } from '../engine/tp/tp-shard';
 import { isFp32 } from '../engine/scheme/scheme';
 import { TextDataset } from '../engine/train/data';
 import type { TrainOptions } from '../engine/train/options';

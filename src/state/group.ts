@@ -2,14 +2,14 @@
  * The peer-group panel's store (zustand vanilla, like the lab's): the room this page is in, the
  * roster, the run configuration, this session's group runs with their per-step points, and notices.
  * Only data and small pure transitions live here; the transport and the training loops are the
- * controller's (groupController.ts), which feeds this store.
+ * controller's (group-controller.ts), which feeds this store.
  */
 import { createStore, type StoreApi } from 'zustand/vanilla';
 import { type ParsedRoomLink, parseRoomLink } from '../peers/room';
 import type { PeerRole, RosterEntry } from '../peers/roster';
 import type { PeerId } from '../peers/transport';
-import { DEFAULT_GROUP_CONFIG, type GroupRunConfig, groupRunLabel } from './groupConfig';
-import type { StepMessage } from './groupWire';
+import { DEFAULT_GROUP_CONFIG, type GroupRunConfig, groupRunLabel } from './group-config';
+import type { StepMessage } from './group-wire';
 
 export type GroupPhase = 'idle' | 'connecting' | 'joined';
 

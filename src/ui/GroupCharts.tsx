@@ -6,7 +6,7 @@
 import { memo, type ReactNode, useEffect, useRef, useState } from 'react';
 import { CartesianGrid, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
 import { type GroupRun, type GroupStepPoint, wireSummary } from '../state/group';
-import { GROUP_MODES } from '../state/groupConfig';
+import { GROUP_MODES } from '../state/group-config';
 import { runColor } from './colors';
 import { formatBytes } from './format';
 

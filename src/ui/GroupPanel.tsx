@@ -6,8 +6,8 @@
 import { useState } from 'react';
 import { useStore } from 'zustand';
 import { activeRun, hashHex, hashTrail, type GroupRun, type GroupState } from '../state/group';
-import { GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode } from '../state/groupConfig';
-import { pageGroupLab } from '../state/groupPage';
+import { GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode } from '../state/group-config';
+import { pageGroupLab } from '../state/group-page';
 import { useLab } from './context';
 import { GroupCharts } from './GroupCharts';
 import { GroupRoster } from './GroupRoster';

@@ -6,7 +6,7 @@
 import { useStore } from 'zustand';
 import type { RosterEntry } from '../peers/roster';
 import { type GroupRun, hashHex, type PeerReport, shortPeer } from '../state/group';
-import { pageGroupLab } from '../state/groupPage';
+import { pageGroupLab } from '../state/group-page';
 import { formatBytes } from './format';
 
 function stepCell(r: Pick<PeerReport, 'step' | 'stepMs' | 'commMs' | 'hash'> | null) {

@@ -3,7 +3,7 @@ import { PRESETS } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { SAVED_KIND_LABEL, SAVED_KINDS, savedSpec, unsupportedFeatures, type SavedKind, type Scheme } from '../engine/scheme/scheme';
 import { planMemory } from '../engine/train/trainer';
-import { cellLabel, commonCell, GRID_FORMATS, parseSchemeText, savedBits, setCell, type GridFormat } from '../state/schemeGrid';
+import { cellLabel, commonCell, GRID_FORMATS, parseSchemeText, savedBits, setCell, type GridFormat } from '../state/scheme-grid';
 import { tpMismatch, trainOptionsFor, type RunConfig } from '../worker/protocol';
 import { useLab, useLabApi } from './context';
 import { download, fileSlug } from './download';

@@ -12,12 +12,12 @@ import { z } from 'zod';
 import type { MemReport } from '../engine/gpu/memory';
 import { ModelConfigSchema, PRESET_NAMES } from '../engine/model/config';
 import { modelDims } from '../engine/model/plan';
-import { tpActive, tpProblem } from '../engine/model/tp';
+import { tpActive, tpProblem } from '../engine/tp/tp';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { type Scheme, SchemeSchema, unsupportedFeatures } from '../engine/scheme/scheme';
 import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
 import type { QuantErrorRecord } from '../engine/train/probe';
-import type { BitsAndWire } from '../engine/train/probeBits';
+import type { BitsAndWire } from '../engine/train/probe-bits';
 
 export const BUNDLED_DATASET = 'tinyshakespeare';
 

@@ -12,7 +12,7 @@ import { Runtime } from '../engine/gpu/runtime';
 import { loadCheckpoint } from '../engine/io/checkpoint';
 import { countParams } from '../engine/model/config';
 import { CharTokenizer } from '../engine/train/tokenizer';
-import { bitsAndWire } from '../engine/train/probeBits';
+import { bitsAndWire } from '../engine/train/probe-bits';
 import { type StepMetrics, Trainer, type TrainerInit } from '../engine/train/trainer';
 import { ToWorkerSchema, trainOptionsFor, type CheckpointBlob, type ErrorKind, type FromWorker, type ToWorker } from './protocol';
 

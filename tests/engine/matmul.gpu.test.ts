@@ -10,7 +10,7 @@ import {
   autotuneMatmul, buildMatmul, chooseMatmulVariant, getVariant, loadTunedTable, matmul, matmulSteps, matmulWorkspaceBytes,
   measuredVariant, setTunedVariant, shapeKey, tunedTable, tunedVariant, variantFits, type MatmulShape,
 } from '../../src/engine/kernels/matmul';
-import { MEASURED_TABLES, type MeasuredTable } from '../../src/engine/kernels/matmul_tables';
+import { MEASURED_TABLES, type MeasuredTable } from '../../src/engine/kernels/matmul-tables';
 import { checkMatmuls, type MatmulCase, TRANS } from './matmul.cases';
 import { matmulRef } from '../../src/engine/kernels/matmul.ref';
 import { Rng } from '../../src/engine/util/rng';

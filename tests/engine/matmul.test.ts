@@ -161,7 +161,7 @@ describe('variants and heuristic', () => {
         const seconds = parts.slice(p.workgroups);
         expect(seconds.every(([, kt, , slot]) => kt === 0 && slot % 2 === 1)).toBe(true);
         expect(seconds.map((x) => x[2])).toEqual(seconds.map((x) => x[2]).sort((a, b) => b - a));
-        // matmul_streamk.wgsl's begin/owner/slot, in TS: each shared tile sums exactly its parts' slots, in k order.
+        // matmul-streamk.wgsl's begin/owner/slot, in TS: each shared tile sums exactly its parts' slots, in k order.
         const begin = (w: number) => w * p.skQ + Math.min(w, p.skR);
         const owner = (x: number) => {
           const bigPart = p.skR * (p.skQ + 1);

@@ -4,7 +4,7 @@ import { PRESETS } from '../../src/engine/model/config';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { RefLlama } from '../../src/engine/model/llama.ref';
 import { modelDims, swigluBlockRows } from '../../src/engine/model/plan';
-import { tpSharesOf } from '../../src/engine/model/tp';
+import { tpSharesOf } from '../../src/engine/tp/tp';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { CharTokenizer } from '../../src/engine/train/tokenizer';

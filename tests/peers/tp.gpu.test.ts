@@ -5,7 +5,7 @@ import { tpStepWireBytes, TpTrainer, type TpStepMetrics } from '../../src/peers/
 import { roundBufferSize } from '../../src/engine/gpu/memory';
 import { loadCheckpoint } from '../../src/engine/io/checkpoint';
 import { modelBufferPlan } from '../../src/engine/model/plan';
-import { shardConfig, shardKind } from '../../src/engine/model/tp-shard';
+import { shardConfig, shardKind } from '../../src/engine/tp/tp-shard';
 import { unflatten } from '../../src/engine/model/params';
 import { parseScheme } from '../../src/engine/scheme/scheme';
 import { defaultTrainOptions, type TrainOverrides } from '../../src/engine/train/options';

@@ -136,7 +136,7 @@ export async function acquireGpu(gpu: GPU | undefined | null, opts: AcquireOptio
 /**
  * Whether a measured-per-GPU table entry applies to this adapter: every field of `match` is a
  * substring of the adapter's field of the same name (case-insensitive). Used by the GEMM and
- * attention tables (matmul_tables.ts, attention.ts).
+ * attention tables (matmul-tables.ts, attention.ts).
  */
 export function adapterMatches(gpu: Gpu, match: Partial<Record<keyof Gpu['adapterInfo'], string>>): boolean {
   return Object.entries(match).every(([k, v]) =>

@@ -51,7 +51,7 @@ export class PipelineCache {
 /**
  * The WGSL compile errors of `code`, one `line:column message` each (empty when it compiles). With
  * `quiet` the device's validation error for a bad module is captured rather than reported: for
- * probes that try alternative spellings (sgmat.ts, qgemm_tc.ts), where a rejected one is expected.
+ * probes that try alternative spellings (sgmat.ts, qgemm-tc.ts), where a rejected one is expected.
  */
 export async function wgslErrors(device: GPUDevice, label: string, code: string, quiet = false): Promise<string[]> {
   if (quiet) device.pushErrorScope('validation');

@@ -11,14 +11,14 @@
  * H200); callers may force them (tests cover several, benchmarks tune them).
  */
 import fwdBody from '../../../shaders/attention.wgsl?raw';
-import fwdBlockedBody from '../../../shaders/attention_fwd_blocked.wgsl?raw';
-import fwdBlockedIo from '../../../shaders/attention_fwd_blocked_io.wgsl?raw';
-import bwdBody from '../../../shaders/attention_bwd.wgsl?raw';
-import bwdBlockedBody from '../../../shaders/attention_bwd_blocked.wgsl?raw';
-import loadSrc from '../../../shaders/attention_load.wgsl?raw';
+import fwdBlockedBody from '../../../shaders/attention-fwd-blocked.wgsl?raw';
+import fwdBlockedIo from '../../../shaders/attention-fwd-blocked-io.wgsl?raw';
+import bwdBody from '../../../shaders/attention-bwd.wgsl?raw';
+import bwdBlockedBody from '../../../shaders/attention-bwd-blocked.wgsl?raw';
+import loadSrc from '../../../shaders/attention-load.wgsl?raw';
 import { adapterMatches } from '../gpu/device';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
-import type { MeasuredTable } from './matmul_tables';
+import type { MeasuredTable } from './matmul-tables';
 import { unrollLoops, wgslSection } from './wgsl';
 
 const loadQkv = wgslSection(loadSrc, 'qkv');
@@ -94,7 +94,7 @@ export function attnTileName(t: AttnTile): string {
   return `${t.BM}x${t.BN}/${t.NT}${t.blocked ? 'b' : ''}${t.chunk ? `c${t.chunk}` : ''}${t.prefetch ? 'p' : ''}${t.keep ? 'k' : ''}`;
 }
 
-/** Tiles tried largest first by chooseAttentionTile (bench/attn_tune.ts times them all). */
+/** Tiles tried largest first by chooseAttentionTile (bench/attn-tune.ts times them all). */
 export const ATTENTION_CANDIDATES: Record<Pass, AttnTileTuple[]> = {
   fwd: [[64, 64, 256], [64, 32, 256], [32, 64, 256], [32, 32, 256], [32, 32, 128], [32, 16, 128],
     [16, 16, 128], [16, 16, 64], [16, 8, 64], [8, 8, 64], [8, 8, 32],
@@ -133,13 +133,13 @@ export const ATTENTION_CANDIDATES: Record<Pass, AttnTileTuple[]> = {
 export function attentionTileBytes(pass: Pass, t: AttnTile, D: number): number {
   const dp = Math.ceil(D / 4);
   const row = (dp | 1) * 16;
-  // Blocked fwd (attention_fwd_blocked.wgsl): Qs unpadded, Ks padded, Vs, Ps (BN keys × BM/4 row-group
+  // Blocked fwd (attention-fwd-blocked.wgsl): Qs unpadded, Ks padded, Vs, Ps (BN keys × BM/4 row-group
   // vec4s, padded) and red (TX partial maxima per row group, padded).
   if (pass === 'fwd' && t.blocked) {
     const pstr = (t.BM / 4) | 1;
     return (t.BM * dp + t.BN * (dp | 1) + t.BN * dp + t.BN * pstr + blockedForwardThreadsPerRowGroup(t) * pstr) * 16;
   }
-  // Blocked dq/dkdv (attention_bwd_blocked.wgsl): own and other row pairs, one P/dS tile PT.
+  // Blocked dq/dkdv (attention-bwd-blocked.wgsl): own and other row pairs, one P/dS tile PT.
   if (t.blocked) {
     const g = blockedBackwardSplit(pass, t, D);
     const pt = g.other * g.pstr * 16;
@@ -181,7 +181,7 @@ function rowSplitProblem(pass: Pass, t: AttnTile, D: number): string | null {
   return null;
 }
 
-// Register blocks of the blocked forward (named vec4s in attention_fwd_blocked.wgsl): key slots per
+// Register blocks of the blocked forward (named vec4s in attention-fwd-blocked.wgsl): key slots per
 // thread (s0..s7) and output vec4 columns per thread (o0*, o1*).
 const BLOCKED_FWD_MAX_KEYS = 8;
 const BLOCKED_FWD_MAX_COLS = 2;
@@ -192,7 +192,7 @@ function blockedForwardThreadsPerRowGroup(t: AttnTile): number {
 }
 
 /**
- * How the register-blocked backward (attention_bwd_blocked.wgsl) splits a tile: the pass's own rows
+ * How the register-blocked backward (attention-bwd-blocked.wgsl) splits a tile: the pass's own rows
  * (dq: BM queries, dkdv: BN keys) go 4 to a thread, in TO = own/4 groups; the TS = NT/TO threads of a
  * group split the other rows (RS each, strided by TS) and the gradient's vec4 columns (CS each).
  * PSTR: vec4 row stride of the P/dS tile. Mirrors the shader's overrides.
@@ -251,17 +251,17 @@ function blockedSplitProblem(pass: Pass, t: AttnTile, D: number): string | null 
 }
 
 /**
- * Tiles measured fastest per GPU model (bench/attn_tune.ts), keyed `${pass}/D${D}`; an entry applies
- * where adapterMatches(match), as in matmul_tables.ts.
+ * Tiles measured fastest per GPU model (bench/attn-tune.ts), keyed `${pass}/D${D}`; an entry applies
+ * where adapterMatches(match), as in matmul-tables.ts.
  */
 export const MEASURED_ATTENTION_TILES: {
   match: MeasuredTable['match']; source: string; table: Record<string, AttnTileTuple>;
 }[] = [
   {
     match: { vendor: 'nvidia', device: 'h200' },
-    source: 'bench/attn_tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), 2026-11-29, per layer at 16×512×12×64: '
+    source: 'bench/attn-tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), 2026-11-29, per layer at 16×512×12×64: '
       + 'fwd 0.366 ms (row-per-thread best 0.685), dq 0.690 streamed (1.074), dkdv 0.798 streamed (1.357) '
-      + '(docs/results/bench-2026-11-29-s4/tune5/attn_tune.json; the earlier blocked round: ../attn_tune.json, base and small shapes agreed)',
+      + '(docs/results/bench-2026-11-29-s4/tune5/attn-tune.json; the earlier blocked round: ../attn-tune.json, base and small shapes agreed)',
     table: {
       'fwd/D64': [64, 32, 256, true],
       'dq/D64': [64, 32, 256, true, { chunk: 4, prefetch: true }],

@@ -10,23 +10,23 @@
  * different `override` constants, so one correctness suite covers them all. Transposes and
  * accumulate are overrides too (folded at pipeline creation); vec4 vs scalar global access and
  * the bounds-check-free path for shapes the tile divides (FULL_TILES) are chosen per call from the
- * shape (see shaders/matmul_io.wgsl).
+ * shape (see shaders/matmul-io.wgsl).
  *
  * Split-K: a choice named `<variant>_sk<S>` cuts K into S slices run side by side (grid z) into a
- * caller-provided workspace of S·M·N floats, then sums them in order (shaders/matmul_splitk.wgsl):
+ * caller-provided workspace of S·M·N floats, then sums them in order (shaders/matmul-splitk.wgsl):
  * what the dW GEMMs need, whose M×N (e.g. 384×384) gives a handful of tiles while K = B·T is huge.
  * Split choices need two dispatches, so only matmulSteps() / buildMatmul() with a workspace use them.
  */
 import matmulSrc from '../../../shaders/matmul.wgsl?raw';
-import ioSrc from '../../../shaders/matmul_io.wgsl?raw';
-import splitKSrc from '../../../shaders/matmul_splitk.wgsl?raw';
-import streamKFixupSrc from '../../../shaders/matmul_streamk.wgsl?raw';
+import ioSrc from '../../../shaders/matmul-io.wgsl?raw';
+import splitKSrc from '../../../shaders/matmul-splitk.wgsl?raw';
+import streamKFixupSrc from '../../../shaders/matmul-streamk.wgsl?raw';
 import { adapterMatches } from '../gpu/device';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
 import { timeDispatches } from '../gpu/timer';
 import { asSlice, bindingBytes, grid2d, vec4Aligned } from './launch';
-import { MEASURED_TABLES } from './matmul_tables';
+import { MEASURED_TABLES } from './matmul-tables';
 import { unrollLoops, wgslIf, wgslSection } from './wgsl';
 
 export interface MatmulVariant {
@@ -67,7 +67,7 @@ function tile(BM: number, BN: number, BK: number, TM: 4 | 8, TN: 4 | 8 | 16, eff
 
 /**
  * Largest first: the heuristic breaks ties towards the earlier entry. The efficiencies are the
- * heuristic's prior (from H200 runs where measured; bench/gemm_tune.ts measures all of them);
+ * heuristic's prior (from H200 runs where measured; bench/gemm-tune.ts measures all of them);
  * on a known GPU the autotuner's or a saved table's picks override it. Variants with 512 threads
  * or more than 32 KiB of workgroup memory only run where the limits allow (not on SwiftShader).
  */
@@ -253,7 +253,7 @@ export function matmulWorkspaceBytes(s: MatmulShape, choice: string): number {
  * (ipt = ceil(K / BK) per tile) and cut into `workgroups` (≤ W) near-equal ranges, each shorter
  * than a tile, so the last wave is as long as its share of the work. A range that is a whole tile
  * stores it; a part of a tile goes to a workspace slot (each range has two: its first part and its
- * second, each run by a workgroup of its own: `parts`), and a second pass (shaders/matmul_streamk.wgsl) sums each shared tile's parts in k
+ * second, each run by a workgroup of its own: `parts`), and a second pass (shaders/matmul-streamk.wgsl) sums each shared tile's parts in k
  * order into C. When T is a multiple of W nothing is shared (skTiles 0, the plain GEMM).
  */
 export interface StreamKPlan {
@@ -515,7 +515,7 @@ export function tunedTable(rt: Runtime): Record<string, string> {
 }
 
 /**
- * The pick of a measured table (matmul_tables.ts) for this device's adapter, if one matches: its
+ * The pick of a measured table (matmul-tables.ts) for this device's adapter, if one matches: its
  * best, else the fastest of its ranked choices that `fits` (the workspace the call has).
  */
 export function measuredVariant(rt: Runtime, s: MatmulShape, fits: (choice: string) => boolean = () => true): string | undefined {

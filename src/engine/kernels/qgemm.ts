@@ -3,10 +3,10 @@
  * [N, K] = [out, in] weight):
  *   (a) qgemmI8       — INT8 X (per-row scales) × INT8 W (per-output-channel scales), dot4I8Packed,
  *                       dequantized in the epilogue (shaders/qgemm.wgsl), or on tensor cores where
- *                       enableI8TensorCores turned them on (./qgemm_tc.ts); quantizeRowsI8 makes the
+ *                       enableI8TensorCores turned them on (./qgemm-tc.ts); quantizeRowsI8 makes the
  *                       packed X rows with the shared absmax quantizer (./quantize.ts).
  *   (b) qgemmWeightOnly — fp32 X × W group-quantized along K (INT8 / INT4 / FP8), dequantized while
- *                       staged (shaders/qgemm_f32.wgsl + qgemm_io.wgsl `w_q`).
+ *                       staged (shaders/qgemm-f32.wgsl + qgemm-io.wgsl `w_q`).
  *   (c) qgemmQuantOut — fp32 GEMM writing C INT4/INT8 group-quantized along N (`out_q`).
  * (b) and (c) are one kernel with two operand sections, so qgemmF32 also composes them.
  *
@@ -19,13 +19,13 @@
  *       multiple of TN; scales [M, ceil(N/GQ)]. M and N are otherwise free everywhere.
  */
 import codecSrc from '../../../shaders/quant/codec.wgsl?raw';
-import f32Src from '../../../shaders/qgemm_f32.wgsl?raw';
-import ioSrc from '../../../shaders/qgemm_io.wgsl?raw';
+import f32Src from '../../../shaders/qgemm-f32.wgsl?raw';
+import ioSrc from '../../../shaders/qgemm-io.wgsl?raw';
 import i8Src from '../../../shaders/qgemm.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
 import { BITS, FORMAT_ID, type QuantFormat } from '../quant/formats';
-import { i8TcShapeOk, i8TensorCoreSpec, qgemmI8Tc } from './qgemm_tc';
+import { i8TcShapeOk, i8TensorCoreSpec, qgemmI8Tc } from './qgemm-tc';
 import { buildQuantize, type QuantizeKernel } from './quantize';
 import { wgslSection } from './wgsl';
 

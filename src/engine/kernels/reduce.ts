@@ -7,7 +7,7 @@
  * globalNormPartialsBytes.
  */
 import body from '../../../shaders/reduce.wgsl?raw';
-import wgSum from '../../../shaders/wg_sum.wgsl?raw';
+import wgSum from '../../../shaders/wg-sum.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { requireBytes } from './launch';
 

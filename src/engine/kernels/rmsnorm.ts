@@ -6,7 +6,7 @@
  * (rmsnormWorkspaceBytes), K = ceil(N / R) row chunks of R rows.
  */
 import body from '../../../shaders/rmsnorm.wgsl?raw';
-import wgSum from '../../../shaders/wg_sum.wgsl?raw';
+import wgSum from '../../../shaders/wg-sum.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { grid2d, requireBytes, rowWorkgroupSize, vec4Elementwise } from './launch';
 import { wgslPreamble, wgslSection } from './wgsl';

@@ -21,8 +21,8 @@
  */
 import codecSrc from '../../../shaders/quant/codec.wgsl?raw';
 import tacoSrc from '../../../shaders/taco.wgsl?raw';
-import ioSrc from '../../../shaders/taco_io.wgsl?raw';
-import xchgSrc from '../../../shaders/taco_xchg.wgsl?raw';
+import ioSrc from '../../../shaders/taco-io.wgsl?raw';
+import xchgSrc from '../../../shaders/taco-xchg.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
 import { isPow2, rsqrtF32 } from '../quant/hadamard';

@@ -29,8 +29,8 @@ import {
   gradStorage, type LayerSavedKey, layerStorage, LINEAR, linearsTransposed, liveKey, modelBufferPlan, type ModelBuildOptions, swigluBlockRows,
   type ModelDims, modelDims, type SavedStorage,
 } from './plan';
-import { type TensorParallel, tpActive, TpSim } from './tp';
-import { TpPeer } from './tp-peer';
+import { type TensorParallel, tpActive, TpSim } from '../tp/tp';
+import { TpPeer } from '../tp/tp-peer';
 
 export * from './plan';
 

@@ -20,8 +20,8 @@ import { type Granularity, numScales } from '../quant/quantizer';
 import { isFp32, layerScheme, type QuantSpec, savedSpec, type SavedKind, type Scheme } from '../scheme/scheme';
 import { headDim, type ModelConfig } from './config';
 import { type ParamLayout, paramLayout } from './params';
-import { tpActive, tpBufferPlan } from './tp';
-import { tpPeerBufferPlan } from './tp-peer';
+import { tpActive, tpBufferPlan } from '../tp/tp';
+import { tpPeerBufferPlan } from '../tp/tp-peer';
 
 export interface BufferSpec {
   key: string;

@@ -1,0 +1,94 @@
+/**
+ * Data-parallel time per step over emulated slow links, fp32 against AGoQ's INT8 gradient exchange
+ * (src/peers/dp-bench.ts): prints one JSON object (command, date, adapter, link, rows) on stdout,
+ * progress on stderr.
+ *
+ *   node scripts/run-node.mjs bench/dp-limiter.ts --model tiny --peers 2,3,4 --mbps 20 --latency 20
+ *
+ * On the GPU machine (no Node modules there), bundle it like the bench CLI (bench/README.md):
+ *   BUNDLE_ALL=1 node scripts/bundle-node.mjs bench/dp-limiter.ts dist-node/dp-limiter.mjs
+ * Options: --model P (micro|tiny|small|base, default tiny) --scheme fp32|agoq (default fp32: the
+ * storage; the exchange mode is what --modes varies) --modes fp32,int8 --peers 2,3,4 --steps N
+ * (default 5) --warmup N (default 1) --mbps MB/s per peer uplink (default 20) --latency ms one-way
+ * (default 20) --batch B --seq T (default: the preset's recipe) --accumulate K --cpu.
+ */
+import { parseArgs } from 'node:util';
+import { fail, num, UsageError } from '../src/cli/common';
+import { benchDataParallel } from '../src/peers/dp-bench';
+import type { AllReduceMode } from '../src/peers/allreduce';
+import { acquireNodeGpu } from '../src/engine/gpu/node';
+import { Runtime } from '../src/engine/gpu/runtime';
+import { PRESET_NAMES, type PresetName } from '../src/engine/model/config';
+import { schemePreset } from '../src/engine/scheme/presets';
+import { defaultTrainOptions } from '../src/engine/train/options';
+import { CharTokenizer } from '../src/engine/train/tokenizer';
+import { syntheticText } from './step';
+
+async function main(): Promise<void> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      options: {
+        model: { type: 'string' }, scheme: { type: 'string' }, modes: { type: 'string' }, peers: { type: 'string' },
+        steps: { type: 'string' }, warmup: { type: 'string' }, mbps: { type: 'string' }, latency: { type: 'string' },
+        batch: { type: 'string' }, seq: { type: 'string' }, accumulate: { type: 'string' }, cpu: { type: 'boolean' },
+      },
+      strict: true,
+    });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const a = parsed.values;
+  const preset = (a.model ?? 'tiny') as PresetName;
+  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}`);
+  let scheme;
+  try {
+    scheme = schemePreset(a.scheme ?? 'fp32');
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const modes = (a.modes ?? 'fp32,int8').split(',').map((s) => s.trim());
+  if (!modes.every((m) => m === 'fp32' || m === 'int8')) throw new UsageError(`--modes takes fp32 and/or int8, got '${a.modes}'`);
+  const peers = (a.peers ?? '2,3,4').split(',').map((s) => (num('peers', s.trim(), { int: true, min: 1 }) ?? 0));
+  if (peers.some((n) => n > 8)) throw new UsageError('--peers: at most 8');
+  const mbps = (num('mbps', a.mbps, { min: 0 }) ?? 20);
+  if (mbps <= 0) throw new UsageError('--mbps must be > 0');
+  const latencyMs = (num('latency', a.latency, { min: 0 }) ?? 20);
+  const batch = a.batch === undefined ? undefined : (num('batch', a.batch, { int: true, min: 1 }) ?? 0);
+  const seq = a.seq === undefined ? undefined : (num('seq', a.seq, { int: true, min: 1 }) ?? 0);
+  const steps = (num('steps', a.steps, { int: true, min: 1 }) ?? 5);
+  const warmup = (num('warmup', a.warmup, { int: true, min: 0 }) ?? 1);
+
+  const text = syntheticText(batch ?? 64, seq ?? 512);
+  const options = defaultTrainOptions(preset, {
+    batch, seq, steps: 1000, evalEvery: 0, scheme,
+    model: { vocab_size: CharTokenizer.fromText(text).vocabSize },
+  });
+  const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu });
+  const rt = new Runtime(gpu);
+  console.error(`adapter: ${JSON.stringify(gpu.adapterInfo)}; ${preset} ${scheme.name}, batch ${options.batch}×${options.seq} per peer, ${mbps} MB/s, ${latencyMs} ms`);
+  const link = { bytesPerSecond: mbps * 1e6, latencyMs };
+  const rows = await benchDataParallel({
+    rt, text, options, peers, modes: modes as AllReduceMode[], steps, warmup, link, accumulate: a.accumulate === undefined ? undefined : (num('accumulate', a.accumulate, { int: true, min: 1 }) ?? 1),
+  });
+  for (const r of rows) {
+    console.error(`  ${r.peers} peers ${r.mode}: ${r.msPerStep.toFixed(1)} ms/step (compute ${r.computeMs.toFixed(1)}, comm ${r.commMs.toFixed(1)}), ${(r.exchangeBytesSent / 1e6).toFixed(3)} MB sent (${(100 * r.wireRatio).toFixed(1)}% of fp32)`);
+  }
+  const speedup = rows.filter((r) => r.mode === 'int8').map((q) => {
+    const f = rows.find((r) => r.mode === 'fp32' && r.peers === q.peers);
+    return f ? { peers: q.peers, fp32MsPerStep: f.msPerStep, int8MsPerStep: q.msPerStep, speedup: f.msPerStep / q.msPerStep } : null;
+  }).filter(Boolean);
+  console.log(JSON.stringify({
+    command: ['dp_limiter', ...process.argv.slice(2)].join(' '),
+    date: new Date().toISOString(),
+    adapter: gpu.adapterInfo,
+    model: preset, scheme: scheme.name, batch: options.batch, seq: options.seq, params: options.model,
+    link, steps, warmup,
+    note: 'all peers share one device: msPerStep includes every peer\'s GPU work in turn, and a peer\'s computeMs includes waiting for the others\' work',
+    rows, speedup,
+  }, null, 2));
+  rt.destroy();
+  process.exit(0);
+}
+
+main().catch(fail);

@@ -1,0 +1,130 @@
+/**
+ * Where a training step's GPU time goes: each dispatch of one step (forward, backward, AdamW) timed
+ * on its own (profileDispatches), summed per kernel kind — labels with the layer index dropped
+ * (`L3.q_proj` → `q_proj`, `L3.attn.bwd.rows0` → `attn.bwd.rows`), and per class (GEMM, attention,
+ * quantization, elementwise, optimizer). With --host, where a step's wall clock goes besides the
+ * GPU: the trainer's way (encode every dispatch, submit one command buffer, wait for the loss to map)
+ * timed in parts, against the same step submitted in chunks of --chunk dispatches as they are encoded
+ * (the GPU starts on the first chunk while the host encodes the rest).
+ *
+ *   node step-profile.mjs --model base --scheme fp32,agoq [--batch 16 --seq 512] [--json out.json]
+ *                         [--host [--chunk 64,128]]
+ */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { acquireNodeGpu } from '../src/engine/gpu/node';
+import { Runtime } from '../src/engine/gpu/runtime';
+import { median, profileDispatches } from '../src/engine/gpu/timer';
+import type { PresetName } from '../src/engine/model/config';
+import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
+import { syntheticTrainer } from './step';
+
+const a = parseArgs({ options: {
+  model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
+  json: { type: 'string' }, reps: { type: 'string' }, cpu: { type: 'boolean' },
+  host: { type: 'boolean' }, chunk: { type: 'string' },
+} }).values;
+
+/** Kernel kind of a dispatch label: layer prefix and trailing numbers dropped. */
+export function kindOf(label: string): string {
+  return label.replace(/^L\d+\./, '').replace(/\d+/g, '').replace(/\[.*\]$/, '');
+}
+
+export function classOf(kind: string): string {
+  if (/quant|dequant|qdq|\.aq|\.gq|fake/.test(kind)) return 'quantization';
+  if (/_proj|lm_head|\.dw$|\.dx$|matmul|splitk/.test(kind)) return 'gemm';
+  if (/attn/.test(kind)) return 'attention';
+  if (/adam|grad_norm|clip/.test(kind)) return 'optimizer';
+  return 'elementwise/norm/other';
+}
+
+/**
+ * One step's host-side times (ms, medians over `reps`): encode = recording every dispatch and
+ * finishing the command buffer; wait = submit until the loss readback is mapped; chunked = the whole
+ * step with a submit after every `chunk` dispatches. The batch and step parameters stay as the last
+ * trainStep left them: the same work every time.
+ */
+async function hostTimes(trainer: Awaited<ReturnType<typeof syntheticTrainer>>, chunks: number[], reps: number) {
+  const list = trainer.stepDispatches();
+  const rb = trainer.model.b('readback');
+  const loss = trainer.model.b('loss');
+  const copyLoss = (enc: GPUCommandEncoder) => enc.copyBufferToBuffer(loss, 0, rb, 0, 4);
+  const mapLoss = async () => {
+    await rb.mapAsync(GPUMapMode.READ);
+    rb.unmap();
+  };
+  const encode: number[] = [];
+  const wait: number[] = [];
+  const whole: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    const t0 = performance.now();
+    const cb = rt.record(list, copyLoss);
+    const t1 = performance.now();
+    rt.submit(cb);
+    await mapLoss();
+    const t2 = performance.now();
+    encode.push(t1 - t0);
+    wait.push(t2 - t1);
+    whole.push(t2 - t0);
+  }
+  const chunked: Record<string, number> = {};
+  for (const c of chunks) {
+    const ms: number[] = [];
+    for (let i = 0; i < reps; i++) {
+      const t0 = performance.now();
+      for (let j = 0; j < list.length; j += c) rt.run(list.slice(j, j + c), j + c >= list.length ? copyLoss : undefined);
+      await mapLoss();
+      ms.push(performance.now() - t0);
+    }
+    chunked[c] = median(ms);
+  }
+  return { dispatches: list.length, encodeMs: median(encode), waitMs: median(wait), wholeMs: median(whole), chunkedMs: chunked };
+}
+
+const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags: ['disable-dawn-features=timestamp_quantization'] });
+const rt = new Runtime(gpu);
+const out: Record<string, unknown> = { date: new Date().toISOString(), adapter: gpu.adapterInfo, runs: [] as unknown[] };
+for (const model of (a.model ?? 'base').split(',') as PresetName[]) {
+  for (const schemeName of (a.scheme ?? 'fp32,agoq').split(',')) {
+    const scheme = SCHEME_PRESETS[schemeName as keyof typeof SCHEME_PRESETS];
+    if (!scheme) throw new Error(`unknown scheme ${schemeName}`);
+    const batch = a.batch ? Number(a.batch) : undefined;
+    const seq = a.seq ? Number(a.seq) : undefined;
+    const trainer = await syntheticTrainer(rt, { preset: model, scheme, batch, seq, steps: 10 });
+    const { opts } = trainer;
+    try {
+      for (let i = 0; i < 3; i++) await trainer.trainStep();
+      const list = trainer.stepDispatches();
+      const ms = await profileDispatches(rt, list, Number(a.reps ?? 3));
+      if (!ms) throw new Error('no timestamp queries on this adapter');
+      const kinds = new Map<string, { ms: number; n: number }>();
+      const classes = new Map<string, number>();
+      list.forEach((d, i) => {
+        const k = kindOf(d.label);
+        const e = kinds.get(k) ?? { ms: 0, n: 0 };
+        e.ms += ms[i];
+        e.n++;
+        kinds.set(k, e);
+        classes.set(classOf(k), (classes.get(classOf(k)) ?? 0) + ms[i]);
+      });
+      const total = ms.reduce((s, x) => s + x, 0);
+      const rows = [...kinds.entries()].sort((x, y) => y[1].ms - x[1].ms).map(([kind, e]) => ({ kind, ms: e.ms, dispatches: e.n, share: e.ms / total }));
+      console.log(`\n${model} ${schemeName} B${opts.batch}xT${opts.seq}: ${list.length} dispatches, ${total.toFixed(2)} ms summed`);
+      for (const [c, v] of [...classes.entries()].sort((x, y) => y[1] - x[1])) console.log(`  class ${c.padEnd(12)} ${v.toFixed(2).padStart(8)} ms ${(100 * v / total).toFixed(1)} %`);
+      for (const r of rows.slice(0, 40)) console.log(`  ${r.kind.padEnd(36)} ${r.ms.toFixed(3).padStart(8)} ms ×${r.dispatches} ${(100 * r.share).toFixed(1)} %`);
+      let host;
+      if (a.host) {
+        const chunks = (a.chunk ?? '64,128').split(',').map(Number);
+        if (!chunks.every((c) => Number.isInteger(c) && c > 0)) throw new Error(`--chunk: positive integers, not ${a.chunk}`);
+        host = await hostTimes(trainer, chunks, Number(a.reps ?? 3) * 3);
+        console.log(`  host: ${host.dispatches} dispatches; one command buffer: encode ${host.encodeMs.toFixed(2)} ms + submit→loss mapped ${host.waitMs.toFixed(2)} ms = ${host.wholeMs.toFixed(2)} ms`);
+        for (const [c, ms] of Object.entries(host.chunkedMs)) console.log(`  host: a submit every ${c} dispatches: ${ms.toFixed(2)} ms`);
+      }
+      (out.runs as unknown[]).push({ model, scheme: schemeName, batch: opts.batch, seq: opts.seq, totalMs: total, classes: Object.fromEntries(classes), kinds: rows, host });
+    } finally {
+      trainer.destroy();
+    }
+  }
+}
+if (a.json) writeFileSync(a.json, JSON.stringify(out, null, 1));
+process.exit(0);

@@ -1,0 +1,313 @@
+/**
+ * INT8 × INT8 GEMM on tensor cores: the qgemmI8 problem (C = diag(sx)·(QX·QWᵀ)·diag(sw), X [M, K]
+ * and W [N, K] K-contiguous int8 rows packed four to a u32) computed with subgroup matrices
+ * (Dawn's `chromium-experimental-subgroup-matrix`, Vulkan cooperative matrices underneath), when
+ * the adapter has an i8 → i32 configuration. Dawn exposes the feature only with
+ * `enable-dawn-features=allow_unsafe_apis`; browsers without the flag, SwiftShader and most GPUs
+ * keep the dot4I8Packed kernel (shaders/qgemm.wgsl), which computes the same numbers.
+ *
+ * Bit-for-bit the same result as qgemmI8's dot4 kernel: both accumulate exactly in i32, then
+ * f32(acc) · sx[m] · sw[n] in that order. enableI8TensorCores checks that on the device (against a
+ * CPU reference) before the path is used, so a driver that miscomputes simply keeps dot4.
+ *
+ * Layout per workgroup (BM × BN outputs, sgM × sgN subgroups, each tilesM × tilesN result tiles of
+ * the config's M × N): a BK-byte slice of the X and W row blocks is staged in workgroup memory
+ * (rows padded by PAD bytes so the tensor-core loads of 16 consecutive rows spread over banks),
+ * the next slice is fetched into registers while the current one is multiplied, and W's rows
+ * stored k-contiguous are read as the right matrix in column-major order (that is Wᵀ, for free).
+ * The epilogue stores each i32 tile through workgroup memory (subgroup matrices have no element
+ * access) and scales it while writing C.
+ */
+import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
+import { wgslErrors } from '../gpu/pipelines';
+import { Uniforms } from '../gpu/runtime';
+import { Rng } from '../util/rng';
+import { qgemmI8ExactRef } from './qgemm.ref';
+import { sgmatLoad, sgmatStore, subgroupMatrixConfigs, subgroupSize, type SgmatSyntax, type SubgroupMatrixConfig } from './sgmat';
+
+export interface I8TcSpec {
+  cfg: SubgroupMatrixConfig;
+  syntax: SgmatSyntax;
+  /** 8-bit offsets/strides counted in elements (1, the spec) or in 32-bit words (4, older Dawn). */
+  unitDiv: 1 | 4;
+  sgSize: number;
+  tilesM: number;
+  tilesN: number;
+  sgM: number;
+  sgN: number;
+  /** Bytes of K staged per step: a multiple of the config's K and of 16 (vec4 loads). */
+  BK: number;
+  /** Padding bytes per staged row (a multiple of 16). */
+  PAD: number;
+}
+
+export const tcBlockM = (s: I8TcSpec) => s.cfg.M * s.tilesM * s.sgM;
+export const tcBlockN = (s: I8TcSpec) => s.cfg.N * s.tilesN * s.sgN;
+const threads = (s: I8TcSpec) => s.sgSize * s.sgM * s.sgN;
+
+/** Why a spec cannot be built (null when it can): whole vec4 staging per thread, scratch space, shared memory. */
+export function i8TcSpecError(s: I8TcSpec, maxWorkgroupBytes = 49152, maxThreads = 1024): string | null {
+  const BM = tcBlockM(s);
+  const BN = tcBlockN(s);
+  if (s.BK % 16 || s.BK % s.cfg.K) return `BK=${s.BK} must be a multiple of 16 and of K=${s.cfg.K}`;
+  if (s.PAD % 16) return `PAD=${s.PAD} must be a multiple of 16`;
+  const T = threads(s);
+  if (T > maxThreads) return `${T} threads per workgroup`;
+  if (((BM * s.BK) / 16) % T || ((BN * s.BK) / 16) % T) return `the ${BM}x${s.BK} and ${BN}x${s.BK} byte tiles do not split into whole vec4s per thread`;
+  const words = ((BM + BN) * (s.BK + s.PAD)) / 4;
+  if (words * 4 > maxWorkgroupBytes) return `${words * 4} bytes of workgroup memory`;
+  if (words < s.sgM * s.sgN * s.cfg.M * s.cfg.N) return 'epilogue scratch does not fit in the staging memory';
+  return null;
+}
+
+/** The WGSL of one spec (subgroup-matrix sizes must be constants, so the code is generated). */
+export function qgemmI8TcCode(s: I8TcSpec): string {
+  const { cfg } = s;
+  const BM = tcBlockM(s);
+  const BN = tcBlockN(s);
+  const T = threads(s);
+  const SK = s.BK + s.PAD; // staged row stride in bytes (= i8 elements)
+  const SKW = SK / 4;
+  const BKV = s.BK / 16;
+  const APT = (BM * BKV) / T; // vec4s per thread per step
+  const BPT = (BN * BKV) / T;
+  const u = (e: string) => (s.unitDiv === 1 ? e : `(${e}) / 4u`);
+  const tiles: [number, number][] = [];
+  for (let i = 0; i < s.tilesM; i++) for (let j = 0; j < s.tilesN; j++) tiles.push([i, j]);
+  const L: string[] = [];
+  const B0 = BM * SKW; // W's rows follow X's in the one staging array
+  const stage = (base: number, reg: string, per: number) => {
+    for (let t = 0; t < per; t++) {
+      L.push(`    { let l = lid + ${t * T}u; let o = ${base}u + (l / ${BKV}u) * ${SKW}u + (l % ${BKV}u) * 4u; let v = ${reg}[${t}];`);
+      L.push(`      S[o] = bitcast<i32>(v.x); S[o + 1u] = bitcast<i32>(v.y); S[o + 2u] = bitcast<i32>(v.z); S[o + 3u] = bitcast<i32>(v.w); }`);
+    }
+  };
+  const fetch = (reg: string, per: number, src: string, r0: string, lim: string, indent: string) => {
+    for (let t = 0; t < per; t++) {
+      L.push(`${indent}{ let l = lid + ${t * T}u; let r = ${r0} + l / ${BKV}u; let c = kv + l % ${BKV}u;`);
+      L.push(`${indent}  ${reg}[${t}] = select(vec4<u32>(), ${src}[min(r, ${lim} - 1u) * P.KV + min(c, P.KV - 1u)], r < ${lim} && c < P.KV); }`);
+    }
+  };
+  for (const [i, j] of tiles) L.push(`  var c${i}_${j} = CT();`);
+  L.push(`  var ra: array<vec4<u32>, ${APT}>;`, `  var rb: array<vec4<u32>, ${BPT}>;`);
+  L.push('  {', '    let kv = 0u;');
+  fetch('ra', APT, 'XQ', 'm0', 'P.M', '    ');
+  fetch('rb', BPT, 'WQ', 'n0', 'P.N', '    ');
+  L.push('  }');
+  L.push(`  for (var k0 = 0u; k0 < P.KV; k0 += ${BKV}u) {`);
+  stage(0, 'ra', APT);
+  stage(B0, 'rb', BPT);
+  L.push('    workgroupBarrier();');
+  L.push(`    if (k0 + ${BKV}u < P.KV) {`, `      let kv = k0 + ${BKV}u;`);
+  fetch('ra', APT, 'XQ', 'm0', 'P.M', '      ');
+  fetch('rb', BPT, 'WQ', 'n0', 'P.N', '      ');
+  L.push('    }');
+  for (let kk = 0; kk < s.BK; kk += cfg.K) {
+    for (let i = 0; i < s.tilesM; i++) {
+      L.push(`    let a${i}_${kk} = ${sgmatLoad(s, 'LT', '&S', u(`(am + ${i * cfg.M}u) * ${SK}u + ${kk}u`), false, u(`${SK}u`))};`);
+    }
+    for (let j = 0; j < s.tilesN; j++) {
+      L.push(`    let b${j}_${kk} = ${sgmatLoad(s, 'RT', '&S', u(`${B0 * 4}u + (bn + ${j * cfg.N}u) * ${SK}u + ${kk}u`), true, u(`${SK}u`))};`);
+    }
+    for (const [i, j] of tiles) L.push(`    c${i}_${j} = subgroupMatrixMultiplyAccumulate(a${i}_${kk}, b${j}_${kk}, c${i}_${j});`);
+  }
+  L.push('    workgroupBarrier();', '  }');
+  // Epilogue: one i32 tile per subgroup at a time through the staging memory (done with it now).
+  const MN = cfg.M * cfg.N;
+  for (const [i, j] of tiles) {
+    L.push(`  ${sgmatStore(s, '&S', `sg * ${MN}u`, `c${i}_${j}`, `${cfg.N}u`)}`);
+    L.push('  workgroupBarrier();');
+    L.push(`  for (var e = lane; e < ${MN}u; e += ${s.sgSize}u) {`);
+    L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${cfg.N}u;`);
+    L.push(`    let col = n0 + bn + ${j * cfg.N}u + e % ${cfg.N}u;`);
+    L.push(`    if (row < P.M && col < P.N) { C[row * P.N + col] = f32(S[sg * ${MN}u + e]) * SX[row] * SW[col]; }`);
+    L.push('  }');
+    L.push('  workgroupBarrier();');
+  }
+  // Subgroup-matrix offsets must be uniform, and WGSL's analysis counts only workgroup-uniform
+  // values: with one subgroup per workgroup they are; with several, each subgroup's offsets are
+  // uniform within it (lid / subgroup size), which the analysis cannot see, so its rule is turned off.
+  const one = s.sgM * s.sgN === 1;
+  const ids = one
+    ? '  let sg = 0u;\n  let am = 0u;\n  let bn = 0u;'
+    : `  let sg = lid / ${s.sgSize}u;
+  let am = (sg / ${s.sgN}u) * ${s.tilesM * cfg.M}u; // this subgroup's rows within the block
+  let bn = (sg % ${s.sgN}u) * ${s.tilesN * cfg.N}u; // and columns`;
+  return `enable chromium_experimental_subgroup_matrix;
+${one ? '' : 'diagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/qgemm-tc.ts: ${BM}x${BN} block, ${s.sgM}x${s.sgN} subgroups of ${s.tilesM}x${s.tilesN} ${cfg.M}x${cfg.N}x${cfg.K} tiles, BK ${s.BK} B.
+alias LT = subgroup_matrix_left<i8, ${cfg.K}, ${cfg.M}>;
+alias RT = subgroup_matrix_right<i8, ${cfg.N}, ${cfg.K}>;
+alias CT = subgroup_matrix_result<i32, ${cfg.N}, ${cfg.M}>;
+struct Params { M: u32, N: u32, KV: u32, _p: u32 } // KV = K / 16 (vec4s per row)
+@group(0) @binding(0) var<storage, read> XQ: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> SX: array<f32>;
+@group(0) @binding(2) var<storage, read> WQ: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> SW: array<f32>;
+@group(0) @binding(4) var<storage, read_write> C: array<f32>;
+@group(0) @binding(5) var<uniform> P: Params;
+var<workgroup> S: array<i32, ${((BM + BN) * SK) / 4}>; // X rows, then W rows
+
+@compute @workgroup_size(${T})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+${ids}
+  let lane = lid % ${s.sgSize}u;
+  let m0 = wid.y * ${BM}u;
+  let n0 = wid.x * ${BN}u;
+${L.join('\n')}
+}
+`;
+}
+
+export interface I8GemmArgs {
+  label: string;
+  xq: Binding;
+  sx: Binding;
+  wq: Binding;
+  sw: Binding;
+  c: Binding;
+  M: number;
+  N: number;
+  K: number;
+}
+
+/** Shapes the tensor-core path takes: K a multiple of 16 (vec4 rows); M, N free (partial blocks are masked). */
+export const i8TcShapeOk = (K: number) => K % 16 === 0 && K < 132_000;
+
+export function qgemmI8Tc(rt: Runtime, s: I8TcSpec, a: I8GemmArgs): Dispatch {
+  if (!i8TcShapeOk(a.K)) throw new Error(`${a.label}: K=${a.K} must be a multiple of 16 for the tensor-core path`);
+  const err = i8TcSpecError(s, rt.device.limits.maxComputeWorkgroupStorageSize, rt.device.limits.maxComputeInvocationsPerWorkgroup);
+  if (err) throw new Error(`${a.label}: ${err}`);
+  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K / 16).u32(0);
+  return rt.kernel({
+    label: `${a.label}[tc ${tcBlockM(s)}x${tcBlockN(s)}]`,
+    code: qgemmI8TcCode(s),
+    bindings: [a.xq, a.sx, a.wq, a.sw, a.c, rt.uniform(a.label, u)],
+    workgroups: [Math.ceil(a.N / tcBlockN(s)), Math.ceil(a.M / tcBlockM(s))],
+  });
+}
+
+// ---- choosing the path on a device ------------------------------------------------------------
+
+const enabled = new WeakMap<Runtime, I8TcSpec>();
+
+/** The spec qgemmI8 uses on this runtime (set by enableI8TensorCores), if any. */
+export function i8TensorCoreSpec(rt: Runtime): I8TcSpec | undefined {
+  return enabled.get(rt);
+}
+
+/** Turns the path off again (benchmarks time both on one runtime). */
+export function disableI8TensorCores(rt: Runtime): void {
+  enabled.delete(rt);
+}
+
+/**
+ * Block shapes tried, best first. Measured on the H200 (bench/i8tc-tune.ts, 4096³ / 8192³ TOP/s):
+ * 128×128 of 2×2 subgroups × 4×4 tiles, BK 64: 349 / 375; 2×4 subgroups × 4×2, BK 128: 333 / 340;
+ * one subgroup per workgroup (no uniformity filter needed) peaks at 146 / 137; dot4I8Packed 69 / 68.
+ */
+export const I8_TC_LAYOUTS: Pick<I8TcSpec, 'tilesM' | 'tilesN' | 'sgM' | 'sgN' | 'BK' | 'PAD'>[] = [
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16 },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 128, PAD: 16 },
+  { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 128, PAD: 16 },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 64, PAD: 16 },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 32 },
+  // One subgroup per workgroup: offsets are workgroup-uniform, for a Dawn without the diagnostic rule.
+  { tilesM: 4, tilesN: 2, sgM: 1, sgN: 1, BK: 128, PAD: 16 },
+];
+
+/** i8 → i32 configurations, largest tile first. */
+export function i8Configs(rt: Runtime): SubgroupMatrixConfig[] {
+  return subgroupMatrixConfigs(rt)
+    .filter((c) => c.componentType === 'i8' && c.resultComponentType === 'i32')
+    .sort((a, b) => b.M * b.N * b.K - a.M * a.N * a.K);
+}
+
+/** Deterministic int8 test data (−128..127 spread) packed four to a word. */
+function packedI8(n: number, seed: number): { values: Int8Array; words: Uint32Array } {
+  const rng = new Rng(seed);
+  const values = Int8Array.from({ length: n }, () => (rng.nextU32() >>> 24) - 128);
+  return { values, words: new Uint32Array(values.buffer.slice(0)) };
+}
+
+export interface I8TcCheck {
+  spec: I8TcSpec;
+  ok: boolean;
+  mismatches?: number;
+  error?: string;
+}
+
+/** Runs a spec on a shape with partial blocks in M and N and several K steps; compares bit for bit. */
+export async function checkI8Tc(rt: Runtime, s: I8TcSpec): Promise<I8TcCheck> {
+  const M = tcBlockM(s) + 5;
+  const N = tcBlockN(s) + 3;
+  const K = Math.max(3 * s.BK, 96) + 16; // a partial last K step as well
+  const X = packedI8(M * K, 1);
+  const W = packedI8(N * K, 2);
+  const sx = Float32Array.from({ length: M }, (_, i) => 0.01 + i * 1e-4);
+  const sw = Float32Array.from({ length: N }, (_, i) => 0.02 - i * 1e-5);
+  const bufs: GPUBuffer[] = [];
+  try {
+    const errors = await wgslErrors(rt.device, 'qgemm_tc.check', qgemmI8TcCode(s), true);
+    if (errors.length) return { spec: s, ok: false, error: errors.join('; ') };
+    const up = (label: string, d: Uint32Array | Float32Array) => {
+      const b = rt.upload('workspace', `qgemm_tc.${label}`, d);
+      bufs.push(b);
+      return b;
+    };
+    const args = { label: 'qgemm_tc.check', M, N, K, xq: up('x', X.words), sx: up('sx', sx), wq: up('w', W.words), sw: up('sw', sw), c: up('c', new Float32Array(M * N).fill(NaN)) };
+    rt.device.pushErrorScope('validation');
+    const d = qgemmI8Tc(rt, s, args);
+    rt.run([d]);
+    const err = await rt.device.popErrorScope();
+    if (err) return { spec: s, ok: false, error: err.message };
+    const got = new Uint32Array(await rt.read(args.c as GPUBuffer, 0, M * N * 4));
+    const want = new Uint32Array(qgemmI8ExactRef(X.values, sx, W.values, sw, M, N, K).buffer);
+    let mismatches = 0;
+    for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) mismatches++;
+    return { spec: s, ok: mismatches === 0, mismatches };
+  } catch (e) {
+    return { spec: s, ok: false, error: (e as Error).message };
+  } finally {
+    bufs.forEach((b) => rt.mem.free(b));
+  }
+}
+
+export interface I8TcProbe {
+  present: boolean;
+  chosen?: I8TcSpec;
+  tried: { label: string; ok: boolean; error?: string; mismatches?: number }[];
+}
+
+/**
+ * Finds a spelling (syntax, 8-bit units) and the first layout of `layouts` that computes qgemmI8
+ * exactly on this device, and makes qgemmI8 use it. Without an i8 → i32 configuration (the usual
+ * case) nothing changes.
+ */
+export async function enableI8TensorCores(rt: Runtime, layouts = I8_TC_LAYOUTS): Promise<I8TcProbe> {
+  const out: I8TcProbe = { present: rt.gpu.features.subgroupMatrix, tried: [] };
+  const cfgs = i8Configs(rt);
+  const sgSize = subgroupSize(rt);
+  const limits = rt.device.limits;
+  for (const cfg of cfgs) {
+    for (const syntax of ['template', 'bool'] as const) { // bool: the older, now deprecated spelling
+      for (const unitDiv of [1, 4] as const) {
+        for (const layout of layouts) {
+          const s: I8TcSpec = { cfg, syntax, unitDiv, sgSize, ...layout };
+          if (i8TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup)) continue;
+          const r = await checkI8Tc(rt, s);
+          out.tried.push({ label: i8TcLabel(s), ok: r.ok, error: r.error, mismatches: r.mismatches });
+          if (r.ok) {
+            enabled.set(rt, s);
+            out.chosen = s;
+            return out;
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+export function i8TcLabel(s: I8TcSpec): string {
+  return `i8 ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} ${s.syntax}/u${s.unitDiv} ${tcBlockM(s)}x${tcBlockN(s)} (${s.sgM}x${s.sgN} sg of ${s.tilesM}x${s.tilesN}) BK${s.BK}`;
+}

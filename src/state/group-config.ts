@@ -1,0 +1,102 @@
+/**
+ * What a peer group trains: the run configuration every member must share (the data-parallel
+ * driver refuses members whose configuration differs, and tensor-parallel shards only fit together
+ * when they are cut from the same model), its validation, and the engine options it maps to.
+ * Pure: no GPU, no transport; used by the panel (to say what is wrong before Start), by the session
+ * protocol (to validate a run announced by a peer) and by the controller.
+ */
+import { z } from 'zod';
+import { modelDims } from '../engine/model/plan';
+import { tpProblem } from '../engine/tp/tp';
+import { parseScheme, type Scheme } from '../engine/scheme/scheme';
+import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
+
+/** Models a group offers: small enough for a tab on SwiftShader, with a TP split (2 KV heads → degree 2). */
+export const GROUP_PRESETS = ['micro', 'tiny'] as const;
+/** Largest group (the collectives' full mesh). */
+export const MAX_GROUP_SIZE = 8;
+/** TACO's and the fp32 exchange's quantization group along a rank's chunk (the engine's TP presets use 128). */
+const TP_GROUP = 128;
+
+/**
+ * 'dp': data parallel, gradients averaged every step, in fp32 or with AGoQ's INT8 two-shot all-reduce.
+ * 'tp': tensor parallel (Megatron split of heads and MLP units, degree = group size), the layer
+ * all-reduces carried by TACO (ASH + dual-scale FP8) or in fp32.
+ */
+export const GROUP_MODES = {
+  'dp-int8': { parallel: 'dp', exchange: 'int8', label: 'data parallel · AGoQ INT8 all-reduce' },
+  'dp-fp32': { parallel: 'dp', exchange: 'fp32', label: 'data parallel · fp32 all-reduce' },
+  'tp-taco': { parallel: 'tp', exchange: 'taco', label: 'tensor parallel · TACO (FP8) exchange' },
+  'tp-fp32': { parallel: 'tp', exchange: 'fp32', label: 'tensor parallel · fp32 exchange' },
+} as const;
+export type GroupMode = keyof typeof GROUP_MODES;
+const MODE_NAMES = Object.keys(GROUP_MODES) as [GroupMode, ...GroupMode[]];
+
+export const GroupRunConfigSchema = z
+  .object({
+    mode: z.enum(MODE_NAMES),
+    preset: z.enum(GROUP_PRESETS),
+    steps: z.number().int().min(1).max(1_000_000),
+    /** Rows per member and step (data parallel: each member's share of the global batch). */
+    batch: z.number().int().min(1).max(256),
+    seq: z.number().int().min(2).max(1024),
+    seed: z.number().int().min(0).max(0xffffffff),
+  })
+  .strict();
+export type GroupRunConfig = z.infer<typeof GroupRunConfigSchema>;
+
+export const DEFAULT_GROUP_CONFIG: GroupRunConfig = { mode: 'dp-int8', preset: 'micro', steps: 100, batch: 4, seq: 32, seed: 1337 };
+
+export function isTensorParallel(c: Pick<GroupRunConfig, 'mode'>): boolean {
+  return GROUP_MODES[c.mode].parallel === 'tp';
+}
+
+/** The scheme of a tensor-parallel run over `degree` members (fp32 everywhere else). */
+export function tpScheme(c: GroupRunConfig, degree: number): Scheme {
+  const codec = GROUP_MODES[c.mode].exchange === 'taco' ? 'taco' : 'fp32';
+  return parseScheme({ name: `tp${degree}-${codec}`, tp: { degree, codec, group: TP_GROUP } });
+}
+
+/**
+ * The engine's options for a member of a group of `world` (the tokenizer fixes vocab_size later).
+ * No evaluation: a group run reports the training loss of each step's global batch.
+ */
+export function groupTrainOptions(c: GroupRunConfig, world: number): TrainOptions {
+  return defaultTrainOptions(c.preset, {
+    steps: c.steps,
+    batch: c.batch,
+    seq: c.seq,
+    seed: c.seed,
+    evalEvery: 0,
+    scheme: isTensorParallel(c) ? tpScheme(c, world) : undefined,
+  });
+}
+
+/** Why `raw` cannot run on a group of `world` members, in words a user can act on; null when it can. */
+export function groupConfigProblem(raw: unknown, world: number): string | null {
+  const r = GroupRunConfigSchema.safeParse(raw);
+  if (!r.success) return r.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ');
+  const c = r.data;
+  if (!Number.isInteger(world) || world < 1) return `a group has at least one member (got ${world})`;
+  if (world > MAX_GROUP_SIZE) return `a group has at most ${MAX_GROUP_SIZE} members (this one has ${world})`;
+  const tp = isTensorParallel(c);
+  if (tp && world < 2) return 'tensor parallelism splits the model across members: the group needs at least 2 (share the link first)';
+  let opts: TrainOptions;
+  try {
+    opts = groupTrainOptions(c, world);
+  } catch (e) {
+    return (e as Error).message.replace(/\n\s*/g, ' ');
+  }
+  if (tp) {
+    const problem = tpProblem(modelDims(opts.model, c.batch, c.seq), opts.scheme!.tp);
+    if (problem) return `${c.preset} cannot be split across ${world} members: ${problem}`;
+  }
+  return null;
+}
+
+/** A short name for a run of `c`, e.g. "DP AGoQ int8 · micro". */
+export function groupRunLabel(c: GroupRunConfig): string {
+  const m = GROUP_MODES[c.mode];
+  const exchange = m.exchange === 'int8' ? 'AGoQ int8' : m.exchange === 'taco' ? 'TACO' : 'fp32';
+  return `${m.parallel.toUpperCase()} ${exchange} · ${c.preset}`;
+}
