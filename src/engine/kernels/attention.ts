@@ -30,10 +30,8 @@ const bwdSrc = `${loadBwd}\n${bwdBody}`;
 const bwdBlockedSrc = `${loadBwd}\n${bwdBlockedBody}`;
 
 // The blocked forward's inner loops (marked `// unroll`) written out for one pipeline's bounds:
-// they are override constants, which the NVIDIA driver keeps as loops (wgsl.ts). On an H200 that
-// took the base model's forward from 0.366 to 0.354 ms per layer; the backward's loops were tried
-// too and left alone (docs/benchmarks.md, session 7: the streamed dk/dv at its tuned tile went from
-// 0.79 to 0.94 ms, and the best tile of each pass gained 1-2 % at most).
+// they are override constants, which the NVIDIA driver keeps as loops (wgsl.ts). Only the forward:
+// written out, the backward's loops made its tuned tiles slower.
 const unrolledCache = new Map<string, string>();
 function unrolledForward(D: number, bounds: Record<string, number>): string {
   const key = `${D % 4 === 0 ? 'vec4' : 'vec2'}:${JSON.stringify(bounds)}`;
@@ -259,9 +257,8 @@ export const MEASURED_ATTENTION_TILES: {
 }[] = [
   {
     match: { vendor: 'nvidia', device: 'h200' },
-    source: 'bench/attn-tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), 2026-11-29, per layer at 16×512×12×64: '
-      + 'fwd 0.366 ms (row-per-thread best 0.685), dq 0.690 streamed (1.074), dkdv 0.798 streamed (1.357) '
-      + '(docs/results/bench-2026-11-29-s4/tune5/attn-tune.json; the earlier blocked round: ../attn-tune.json, base and small shapes agreed)',
+    source: 'bench/attn-tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan) at 16×512×12×64 '
+      + '(docs/results/bench-2026-11-29-s4/tune5/attn_tune.json; base and small shapes agreed)',
     table: {
       'fwd/D64': [64, 32, 256, true],
       'dq/D64': [64, 32, 256, true, { chunk: 4, prefetch: true }],

@@ -201,9 +201,8 @@ export function disableI8TensorCores(rt: Runtime): void {
 }
 
 /**
- * Block shapes tried, best first. Measured on the H200 (bench/i8tc-tune.ts, 4096³ / 8192³ TOP/s):
- * 128×128 of 2×2 subgroups × 4×4 tiles, BK 64: 349 / 375; 2×4 subgroups × 4×2, BK 128: 333 / 340;
- * one subgroup per workgroup (no uniformity filter needed) peaks at 146 / 137; dot4I8Packed 69 / 68.
+ * Block shapes tried, best first, in the order bench/i8tc-tune.ts ranked them on an H200 (its
+ * figures: docs/benchmarks.md). One subgroup per workgroup is slowest but needs no uniformity filter.
  */
 export const I8_TC_LAYOUTS: Pick<I8TcSpec, 'tilesM' | 'tilesN' | 'sgM' | 'sgN' | 'BK' | 'PAD'>[] = [
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16 },

@@ -33,9 +33,7 @@ import { wgslSection } from './wgsl';
 /**
  * Invocations per workgroup, per kernel. Small keeps tiles small (2048 elements per workgroup at 16
  * words and 32 invocations), so a few-million-element chunk still spreads evenly over a big GPU's
- * SMs. On an H200 (interleaved runs, each warmed until steady; docs/benchmarks.md): decompress 64
- * against 128 against 256 at 64M elements 2.59 vs 2.54 vs 2.45 TB/s; compress 32 against 64 against
- * 128 1.49 vs 1.47 vs 1.47 TB/s (16M: 1.02 vs 0.99 vs 1.01).
+ * SMs. These sizes were the fastest in interleaved runs of each candidate (docs/results/README.md).
  */
 export const TACO_WG: Record<TacoEntry, number> = { compress: 32, decompress: 64 };
 
@@ -103,11 +101,9 @@ export function tacoShader(o: TacoShaderOptions): string {
  * with at least 2 invocations per group so that a warp's loads come in whole 32-byte sectors.
  * Decompress has one division per group and less per element: 8 (32 elements), at least 4
  * invocations per group below G = 128 so that a warp's loads still come in runs of 64 bytes.
- * Never fewer than 4 words: on an H200 both kernels at 1 or 2 words per invocation differ from the
- * reference (G = 128, 2^20 elements: compress in 1,173 payload words, decompress of the reference
- * payload in 304,027 of 2^20 outputs; G = 32 likewise), through every exchange path and with the
- * exact or the plain division alike, while 4, 8 and 16 words match it bit for bit
- * (docs/results/bench-2026-11-29-s5/p10–p12); on SwiftShader every layout matches.
+ * Never fewer than 4 words: on an NVIDIA GPU both kernels at 1 or 2 words per invocation differ from
+ * the reference (cause not found), while 4, 8 and 16 words match it bit for bit; on SwiftShader
+ * every layout matches (`bench/taco-probe.ts --paths` checks this on a GPU).
  */
 export function tacoWordsPerInvocation(G: number, entry: TacoEntry, n = Infinity): number {
   if (entry === 'compress') return G <= 128 && n < SMALL_CHUNK ? 4 : Math.min(16, G / 8); // G ≥ 32: ≥ 4
@@ -116,10 +112,8 @@ export function tacoWordsPerInvocation(G: number, entry: TacoEntry, n = Infinity
 
 /**
  * Below this many elements compress runs 4 words per invocation (G ≤ 128): 4× the invocations of
- * 16 words, which a chunk too small to fill the GPU at 16 needs more than the shared per-group work.
- * H200, G = 128, 10 back-to-back dispatches per pass (docs/results/bench-2026-11-29-s5/p8): 4 against
- * 16 words 0.0153 vs 0.0191 ms at 4M elements, 0.0266 vs 0.0320 at 8M, 0.0492 vs 0.0529 at 16M,
- * 0.0929 vs 0.0910 at 32M, 0.180 vs 0.166 at 64M. Same bits either way.
+ * 16 words, which a chunk too small to fill the GPU at 16 needs more than the shared per-group work
+ * (the two cross over near this size: `bench/taco-probe.ts --layouts`). Same bits either way.
  */
 const SMALL_CHUNK = 1 << 25;
 
@@ -133,15 +127,14 @@ export interface TacoOptions {
   shuffleOnly?: boolean;
   /**
    * 16-byte words per invocation, a power of two ≤ G/4 (default tacoWordsPerInvocation(G, entry)).
-   * 1 and 2 are for tests and benches: an H200 computes different bits with them (see there).
+   * 1 and 2 are for tests and benches: an NVIDIA GPU computes different bits with them (see there).
    */
   words?: number;
   /** Compress's per-element encoder (default 'split'); decompress ignores it. */
   encode?: TacoEncode;
   /**
-   * Decompress's per-element decoder; compress ignores it. Default 'lut': on an H200 decompress runs
-   * 3–4 % faster with the table (64M: 2.53 vs 2.45 TB/s, 16M: 1.78 vs 1.71, two interleaved runs
-   * each), bit-identical output.
+   * Decompress's per-element decoder; compress ignores it. Default 'lut': the table in workgroup
+   * memory decodes a little faster than the arithmetic, with bit-identical output.
    */
   decode?: TacoDecode;
   /** Invocations per workgroup, a power of two (default TACO_WG[entry]). */

@@ -65,8 +65,8 @@ const code = (line: string) => line.replace(/\/\/.*$/, '');
  * value for this pipeline), and the loop becomes BOUND blocks `{ let i = <j>u; <body> }`. Marked
  * loops nested in a marked loop are written out too. The NVIDIA Vulkan driver keeps constant-bound
  * loops as loops (counter, branch and index arithmetic between the steps; no overlap of one step's
- * loads with the last one's arithmetic), which cost the GEMM 10 % on an H200 (docs/benchmarks.md,
- * session 6). A body with `break` or `continue` is refused: written out, it would leave the block.
+ * loads with the last one's arithmetic), which the GEMM pays for in speed. A body with `break` or
+ * `continue` is refused: written out, it would leave the block.
  */
 export function unrollLoops(src: string, bounds: Record<string, number>): string {
   const lines = src.split('\n');
