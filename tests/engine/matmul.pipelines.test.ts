@@ -5,7 +5,9 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { KernelCall, Runtime, Uniforms } from '../../src/engine/gpu/runtime';
-import { buildMatmul, MATMUL_VARIANTS, type MatmulArgs, type MatmulShape, matmulWorkspaceBytes } from '../../src/engine/kernels/matmul';
+import { buildMatmul, type MatmulArgs } from '../../src/engine/kernels/matmul';
+import { type MatmulShape, matmulWorkspaceBytes } from '../../src/engine/kernels/matmul-plan';
+import { MATMUL_VARIANTS } from '../../src/engine/kernels/matmul-variants';
 import { MEASURED_TABLES } from '../../src/engine/kernels/matmul-tables';
 
 const LIMITS = {
