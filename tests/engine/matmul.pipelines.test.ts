@@ -61,8 +61,10 @@ const forms = (M: number, N: number, K: number): MatmulShape[] => [
 
 const SHAPES = [...forms(256, 256, 256), ...forms(100, 65, 36), ...forms(2048, 384, 384)];
 
+/** Per shape and variant, one digest over its choices (one pass, split-K, stream-K) × accumulate × specialize. */
 function record(): Record<string, string> {
   const out: Record<string, string> = {};
+  const perVariant = new Map<string, string[]>();
   const { rt, log } = recordingRuntime({ vendor: 'test', device: 'recorder' });
   const build = (key: string, args: MatmulArgs) => {
     log.length = 0;
@@ -81,8 +83,11 @@ function record(): Record<string, string> {
         const ws = matmulWorkspaceBytes(s, choice);
         for (const accumulate of [false, true]) {
           for (const specialize of [true, false]) {
-            build(`${tag} ${choice} acc${+accumulate} spec${+specialize}`,
-              { label: 'g', ...s, ...operands(s, ws), variant: choice, accumulate, specialize, alpha: accumulate ? 0.5 : 1 });
+            const key = `${tag} ${choice} acc${+accumulate} spec${+specialize}`;
+            build(key, { label: 'g', ...s, ...operands(s, ws), variant: choice, accumulate, specialize, alpha: accumulate ? 0.5 : 1 });
+            const group = `${tag} ${v.name}`;
+            perVariant.set(group, [...(perVariant.get(group) ?? []), `${key}: ${out[key]}`]);
+            delete out[key];
           }
         }
       }
@@ -103,6 +108,7 @@ function record(): Record<string, string> {
       out[`table ${key} ws${ws}`] = built.variant;
     }
   }
+  for (const [group, lines] of perVariant) out[group] = createHash('sha256').update(lines.join('\n')).digest('hex').slice(0, 16);
   return out;
 }
 

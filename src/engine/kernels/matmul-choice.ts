@@ -25,7 +25,6 @@ export interface HeuristicOptions {
   workspaceBytes?: number;
 }
 
-
 /**
  * Cost model, in units of one thread's FMA time: the GPU holds `parallelThreads` resident threads
  * and runs the tiles (times the K slices) in waves; a wave costs one tile's per-thread work over
@@ -58,10 +57,9 @@ export function chooseMatmulVariant(shape: MatmulShape, limits: LimitsLike = DEF
   return best;
 }
 
-// ---- autotune cache --------------------------------------------------------------------------
+// ---- picks set for this device ---------------------------------------------------------------
 
 const tuned = new WeakMap<GPUDevice, Map<string, string>>();
-
 
 /** The choice bench/autotune.ts (or a loaded table) picked for this shape on this device, if any. */
 export function tunedVariant(rt: Runtime, s: MatmulShape): string | undefined {

@@ -152,7 +152,6 @@ export function streamKPlan(s: MatmulShape, v: MatmulVariant, W: number): Stream
   return { tilesX, tiles, ipt, dpTiles, skTiles, workgroups, skQ, skR, workspaceFloats, parts };
 }
 
-
 /**
  * Slice counts split-K may try: every count up to 8, then sparser. Not only powers of two: what fills
  * a GPU is tiles × S ≈ a whole number of waves of resident workgroups, and the waves are not powers

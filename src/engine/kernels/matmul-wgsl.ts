@@ -7,8 +7,6 @@ import matmulSrc from '../../../shaders/matmul.wgsl?raw';
 import ioSrc from '../../../shaders/matmul-io.wgsl?raw';
 import { unrollLoops, wgslIf, wgslSection } from './wgsl';
 
-// ---- shader assembly -------------------------------------------------------------------------
-
 const section = (name: string) => wgslSection(ioSrc, name);
 
 const codeCache = new Map<string, string>();
