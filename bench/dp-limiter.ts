@@ -22,7 +22,7 @@ import { PRESET_NAMES, type PresetName } from '../src/engine/model/config';
 import { schemePreset } from '../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../src/engine/train/options';
 import { CharTokenizer } from '../src/engine/train/tokenizer';
-import { syntheticText } from './step';
+import { syntheticText } from '../src/lab/step';
 
 async function main(): Promise<void> {
   let parsed;

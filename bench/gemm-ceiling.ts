@@ -29,9 +29,11 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { type Dispatch, Runtime, Uniforms } from '../src/engine/gpu/runtime';
 import { median, warmUntilSteady } from '../src/engine/gpu/timer';
-import { getVariant, matmul, matmulCode } from '../src/engine/kernels/matmul';
+import { matmul } from '../src/engine/kernels/matmul';
+import { getVariant } from '../src/engine/kernels/matmul-variants';
+import { matmulCode } from '../src/engine/kernels/matmul-wgsl';
 import { Rng } from '../src/engine/util/rng';
-import { msPer, timeInterleaved } from './quant';
+import { msPer, timeInterleaved } from '../src/lab/quant';
 
 const a = parseArgs({
   options: { rounds: { type: 'string' }, sustain: { type: 'string' }, cpu: { type: 'boolean' }, n: { type: 'string' }, occupancy: { type: 'boolean' }, sms: { type: 'string' }, probes: { type: 'string' }, modes: { type: 'string' }, 'dump-wgsl': { type: 'string' }, 'engine-orders': { type: 'string' }, 'put-k': { type: 'string' }, variants: { type: 'string' }, wmax: { type: 'string' } },
@@ -392,8 +394,8 @@ const engineKernel = (label: string, code: string, extra: Record<string, number>
   constants: { TRANS_A: 0, TRANS_B: 0, ACCUM: 0, SPECIALIZE: 1, FULL_TILES: 1, PREFETCH: 1, SWIZZLE: 0, BM: 128, BN: 128, BK: 8, TM: 8, TN: 16, ...extra },
   workgroups: [n / 128, n / 128, 1],
 });
-// --engine-orders loop,rq,qr: the engine's WGSL with its k loop kept as a loop (as before session 6:
-// the engine now writes it out, matmulCode's unrollBK), as it is (`loop`) or with its FMA block
+// --engine-orders loop,rq,qr: the engine's WGSL with its k loop kept as a loop (the engine writes it
+// out: matmulCode's unrollBK, because the driver does not), as it is (`loop`) or with its FMA block
 // rewritten in another source order.
 for (const order of engineOrders) {
   let code = matmulCode(true, true, true);

@@ -11,7 +11,9 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { profileDispatches, warmUntilSteady } from '../src/engine/gpu/timer';
-import { buildMatmul, gemmOperands, matmulFlops, matmulWorkspaceBytes, type MatmulShape } from '../src/engine/kernels/matmul';
+import { buildMatmul, matmulFlops } from '../src/engine/kernels/matmul';
+import { type MatmulShape, matmulWorkspaceBytes } from '../src/engine/kernels/matmul-plan';
+import { gemmOperands } from '../src/lab/gemm';
 
 const a = parseArgs({ options: { shape: { type: 'string' }, choices: { type: 'string' }, reps: { type: 'string' }, cpu: { type: 'boolean' } } }).values;
 const m = /^(\d+)x(\d+)x(\d+)(?::([NT])([NT]))?$/.exec(a.shape ?? '4096x4096x4096');

@@ -20,20 +20,23 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
-import {
-  autotuneCandidates, availableVariants, buildMatmul, chooseMatmulVariant, fillPattern, gemmOperands, getVariant, matmulFlops, MAX_STREAM_K,
-  matmulWorkspaceBytes, parseChoice, shapeKey, timeMatmul, type MatmulShape,
-} from '../src/engine/kernels/matmul';
+import { buildMatmul, matmulFlops } from '../src/engine/kernels/matmul';
+import { chooseMatmulVariant } from '../src/engine/kernels/matmul-choice';
+import { type MatmulShape, matmulWorkspaceBytes, MAX_STREAM_K, parseChoice, shapeKey } from '../src/engine/kernels/matmul-plan';
+import { availableVariants, getVariant } from '../src/engine/kernels/matmul-variants';
+import { fillPattern, gemmOperands, timeMatmul } from '../src/lab/gemm';
 import { matmulRef } from '../src/engine/kernels/matmul.ref';
 import {
-  blockM, blockN, buildSgmat, checkSgmat, configLabel, isEightBit, probeSubgroupMatrix, subgroupMatrixConfigs, subgroupSize,
-  type SgmatKernel, type SgmatProbe, type SgmatType,
+  blockM, blockN, buildSgmat, checkSgmat, configLabel, isEightBit, subgroupMatrixConfigs, subgroupSize,
+  type SgmatKernel, type SgmatType,
 } from '../src/engine/kernels/sgmat';
 import { defaultTrainOptions } from '../src/engine/train/options';
 import { Rng } from '../src/engine/util/rng';
 import type { PresetName } from '../src/engine/model/config';
 import { fail, num, UsageError } from '../src/cli/common';
-import { modelGemmShapes } from './suites';
+import { modelGemmShapes } from '../src/lab/suites';
+import { autotuneCandidates } from './autotune';
+import { probeSubgroupMatrix, type SgmatProbe } from './sgmat-probe';
 
 /** Split-K workspace the tuning allows (the model would reserve as much to use the picks). */
 const WORKSPACE_BYTES = 64 << 20;
@@ -47,7 +50,7 @@ const HELP = `usage: node gemm-tune.mjs [options]
   --reps N --warmup N  timed repetitions (median) and untimed warm-up (default 9, 2)
   --warmup-ms MS     then run each candidate until its time per run is steady, at least MS ms
                      (default 50; 0 with --quick): a GPU left idle while a candidate's pipeline
-                     compiled clocks down, and a GEMM of 0.06 ms timed from cold ran 5x slow
+                     compiled clocks down, and a short GEMM timed from cold runs several times slow
   --variants V,...   restrict the fp32 candidates to these variants (split-K choices follow)
   --models P,...     model presets whose GEMM shapes are timed (default small,base; none)
   --stream-k W,...   also time stream-K over W workgroups (about what the GPU holds at once: an

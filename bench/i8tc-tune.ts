@@ -17,7 +17,7 @@ import {
   checkI8Tc, enableI8TensorCores, I8_TC_LAYOUTS, i8Configs, i8TcLabel, i8TcSpecError, qgemmI8Tc, type I8TcSpec,
 } from '../src/engine/kernels/qgemm-tc';
 import { Rng } from '../src/engine/util/rng';
-import { msPer } from './quant';
+import { msPer } from '../src/lab/quant';
 
 const a = parseArgs({ options: { sizes: { type: 'string' }, json: { type: 'string' }, reps: { type: 'string' }, shapes: { type: 'string' } } }).values;
 const sizes = (a.sizes ?? '2048,4096,8192').split(',').map(Number);

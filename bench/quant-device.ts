@@ -13,17 +13,15 @@
  * n (8 bytes per element). Every buffer is written once before anything is timed (first-touch).
  * QD_AB_REGS=1,2,4,8,16 adds rows for the fused kernels with those vec4 registers per invocation
  * (the `regs` option; the quantizer's team size follows from it, see fusedQuantizeLayout): the
- * data for choosing the defaults. QD_AB_REPS: timed repetitions (default 20).
- * Seen on an H200 (Dawn/Vulkan, 2026-11-29, the per-word kernels before the coalesced rewrite):
- * hardware '/' not correctly rounded in 315328 of 2^20 pairs (≤ 2 ULP), div_rn 0 mismatches,
- * encoders and quantizers 0 mismatches; int8 g128 quantize 128 GB/s, dequantize 282 GB/s (wall
- * clock). Neither the four-pass kernels (shaders/quant/quantize.wgsl) nor the fused ones
- * (shaders/quant/group.wgsl) have been timed there yet.
+ * data for choosing the defaults. QD_AB_REPS: timed repetitions (default 20). What it found on
+ * the GPU is in docs/results/.
  */
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime, Uniforms } from '../src/engine/gpu/runtime';
 import { timeDispatches } from '../src/engine/gpu/timer';
-import { benchQuantize, buildDequantize, buildQuantize, CODEC_WGSL, fusedQuantizeLayout, type QuantizePath, quantizeGpu } from '../src/engine/kernels/quantize';
+import { buildDequantize, buildQuantize, CODEC_WGSL, fusedQuantizeLayout, type QuantizePath } from '../src/engine/kernels/quantize';
+import { quantizeGpu } from '../src/engine/kernels/quantize-readback';
+import { benchQuantize } from '../src/lab/quant';
 import { encodeE4M3, encodeE5M2 } from '../src/engine/quant/fp8';
 import { encodeInt, QUANT_FORMATS, type QuantFormat } from '../src/engine/quant/formats';
 import { payloadBytes, quantizeRef, type Granularity } from '../src/engine/quant/quantizer';

@@ -17,7 +17,7 @@ import { Runtime } from '../src/engine/gpu/runtime';
 import { median, profileDispatches } from '../src/engine/gpu/timer';
 import type { PresetName } from '../src/engine/model/config';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
-import { syntheticTrainer } from './step';
+import { syntheticTrainer } from '../src/lab/step';
 
 const a = parseArgs({ options: {
   model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },

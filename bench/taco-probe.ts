@@ -1,7 +1,7 @@
 /**
  * Where TACO compress spends its time (a diagnostic, one call on a GPU machine): the default
  * compress kernel timed beside variants of it that each drop one part of the work, on the same
- * buffers, interleaved over rounds and warmed until steady (bench/quant.ts's method). The variants
+ * buffers, interleaved over rounds and warmed until steady (src/lab/quant.ts's method). The variants
  * are the kernel's own WGSL (tacoShader) with extra entry points appended; their payloads are
  * meaningless, only their times matter:
  *   copy        the same loads and the same code-word stores, nothing in between (the memory floor
@@ -33,7 +33,7 @@ import { TACO_WG, tacoCompress, tacoDecompress, tacoShader, tacoWordsPerInvocati
 import { rsqrtF32 } from '../src/engine/quant/hadamard';
 import { tacoCompressRef, tacoDecompressRef, tacoLayout, tacoPayload, tacoPayloadBytes } from '../src/engine/quant/taco';
 import { Rng } from '../src/engine/util/rng';
-import { timeInterleaved } from './quant';
+import { timeInterleaved } from '../src/lab/quant';
 
 // --layouts: only the full kernels at other words per invocation and workgroup sizes (outputs checked)
 // --paths: the full kernels through each exchange path (shuffles only, shuffles with the workgroup-

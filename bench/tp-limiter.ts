@@ -24,7 +24,7 @@ import { PRESET_NAMES, type PresetName } from '../src/engine/model/config';
 import { parseScheme } from '../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../src/engine/train/options';
 import { CharTokenizer } from '../src/engine/train/tokenizer';
-import { syntheticText } from './step';
+import { syntheticText } from '../src/lab/step';
 
 /** An integer or number option ≥ min (UsageError, exit 2, otherwise). */
 function opt(name: string, v: string | undefined, def: number, min: number, int = true): number {

@@ -6,7 +6,7 @@
 import { useEffect, useMemo, useReducer, useRef, useState } from 'react';
 import { ErrorBoundary } from '../ui/ErrorBoundary';
 import { download } from '../ui/download';
-import { SUITE_NAMES, type SuiteName } from '../../bench/suites';
+import { SUITE_NAMES, type SuiteName } from '../lab/suites';
 import { BenchTable } from './BenchTable';
 import { type BenchHandle, launchBench } from './client';
 import { GemmChart } from './GemmChart';

@@ -1,5 +1,5 @@
-import type { BenchRow } from '../../bench/suites';
-import { formatFigure } from '../../bench/suites';
+import type { BenchRow } from '../lab/suites';
+import { formatFigure } from '../lab/suites';
 
 /** The rows the CLI's table shows (every row goes to the JSON), as they arrive, with the baseline's ratio where one matched. */
 export function BenchTable({ rows }: { rows: BenchRow[] }) {

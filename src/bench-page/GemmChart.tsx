@@ -1,5 +1,5 @@
 import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
-import { formatFigure } from '../../bench/suites';
+import { formatFigure } from '../lab/suites';
 import type { GemmPoint } from './state';
 
 /** fp32 GEMM GFLOP/s of the fastest variant against the square size n (log scale), with the baseline's line when one is loaded. */

@@ -1,5 +1,5 @@
 /**
- * The bench worker: runs the suites of `npm run bench` (bench/suites.ts runSuite, the same
+ * The bench worker: runs the suites of `npm run bench` (src/lab/suites.ts runSuite, the same
  * function the CLI calls) off the main thread, on its own GPUDevice, streaming each row as it is
  * measured. One worker per run; Stop terminates it. A suite that fails (an exception, a GPU
  * validation error, a lost device) is reported as that suite's error and the next suite still
@@ -9,7 +9,7 @@
 import { acquireGpu, DeviceLostError, type Gpu, WebGpuUnavailableError } from '../engine/gpu/device';
 import { Runtime } from '../engine/gpu/runtime';
 import { enableI8TensorCores, type I8TcProbe } from '../engine/kernels/qgemm-tc';
-import { gpuReport, runSuite, type SuitePlan } from '../../bench/suites';
+import { gpuReport, runSuite, type SuitePlan } from '../lab/suites';
 import { type BenchErrorKind, type BenchRequest, type FromBenchWorker, suitePlan, ToBenchWorkerSchema } from './protocol';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;

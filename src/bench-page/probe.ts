@@ -4,7 +4,7 @@
  * it, and releases it at once; the worker acquires its own device for the run.
  */
 import { acquireGpu } from '../engine/gpu/device';
-import { gpuReport } from '../../bench/suites';
+import { gpuReport } from '../lab/suites';
 import type { GpuReport } from './protocol';
 
 export type GpuProbe = { state: 'checking' } | { state: 'available'; report: GpuReport } | { state: 'unavailable'; message: string };

@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import { schemePreset } from '../engine/scheme/presets';
-import { type BenchRow, type gpuReport, planDefaults, presetShape, SUITE_NAMES, type SuiteName, type SuitePlan } from '../../bench/suites';
+import { type BenchRow, type gpuReport, planDefaults, presetShape, SUITE_NAMES, type SuiteName, type SuitePlan } from '../lab/suites';
 
 export const SIZE_PRESETS = ['quick', 'full'] as const;
 export type SizePreset = (typeof SIZE_PRESETS)[number];

@@ -2,7 +2,7 @@
 // CLI's parseBaseline/mergeBaseline), the download's shape, the GEMM chart's series, and the
 // request → SuitePlan mapping that makes the page measure the CLI's problems.
 import { describe, expect, it } from 'vitest';
-import type { BenchRow } from '../../bench/suites';
+import type { BenchRow } from '../lab/suites';
 import { BenchRequestSchema, type GpuReport, QUICK_GEMM_SIZES, suitePlan } from './protocol';
 import { benchJson, benchReducer, gemmSeries, IDLE, readBaselineFile, withBaseline, type BenchState } from './state';
 

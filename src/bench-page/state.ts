@@ -3,7 +3,7 @@
  * messages and the page's start/stop, the baseline merge for display, the JSON download (the shape
  * `npm run bench -- all --json` writes) and the GEMM chart's series.
  */
-import { type Baseline, type BenchRow, mergeBaseline, parseBaseline, type SuiteName } from '../../bench/suites';
+import { type Baseline, type BenchRow, mergeBaseline, parseBaseline, type SuiteName } from '../lab/suites';
 import type { BenchRequest, FromBenchWorker, GpuReport } from './protocol';
 
 export type SuiteState =

@@ -10,13 +10,13 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
 import { enableI8TensorCores, i8TcLabel } from '../engine/kernels/qgemm-tc';
-import type { MatmulShape } from '../engine/kernels/matmul';
+import type { MatmulShape } from '../engine/kernels/matmul-plan';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { fail, num, UsageError } from './common';
 import {
   type Baseline, type BenchRow, formatFigure as fmt, type GemmVariants, gpuReport, mergeBaseline, parseBaseline, planDefaults, presetShape, runSuite, SUITE_NAMES, type SuitePlan,
-} from '../../bench/suites';
+} from '../lab/suites';
 
 const SUITES = [...SUITE_NAMES, 'all', 'report'] as const;
 type Suite = (typeof SUITES)[number];

@@ -1,7 +1,7 @@
 /**
  * End-to-end test of the benchmark page (bench.html): reached from the lab's header, it shows the
  * SwiftShader adapter, runs the quick gemm + qgemm + codec suites in its worker (the same
- * bench/suites.ts functions as `npm run bench`), streams rows with positive finite figures into
+ * src/lab/suites.ts functions as `npm run bench`), streams rows with positive finite figures into
  * the table and the GEMM chart, fills the ratio column from a baseline file
  * (fixtures/bench-baseline.json: one key the quick run measures, one it does not), downloads the
  * CLI's JSON shape, and stops a second run on request. Run by tests/e2e/run.ts

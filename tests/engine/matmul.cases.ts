@@ -4,7 +4,8 @@
  * tests can check that the path they meant to cover is the one that ran.
  */
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import { buildMatmul, matmulWorkspaceBytes, type MatmulShape } from '../../src/engine/kernels/matmul';
+import { buildMatmul } from '../../src/engine/kernels/matmul';
+import { type MatmulShape, matmulWorkspaceBytes } from '../../src/engine/kernels/matmul-plan';
 import { matmulRef } from '../../src/engine/kernels/matmul.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';

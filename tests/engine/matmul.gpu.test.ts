@@ -6,10 +6,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { profileDispatches, timeDispatches, warmUntilSteady } from '../../src/engine/gpu/timer';
-import {
-  autotuneMatmul, buildMatmul, chooseMatmulVariant, getVariant, loadTunedTable, matmul, matmulSteps, matmulWorkspaceBytes,
-  measuredVariant, setTunedVariant, shapeKey, tunedTable, tunedVariant, variantFits, type MatmulShape,
-} from '../../src/engine/kernels/matmul';
+import { buildMatmul, matmul, matmulSteps } from '../../src/engine/kernels/matmul';
+import { chooseMatmulVariant, measuredVariant, setTunedVariant } from '../../src/engine/kernels/matmul-choice';
+import { type MatmulShape, matmulWorkspaceBytes, shapeKey } from '../../src/engine/kernels/matmul-plan';
+import { getVariant, variantFits } from '../../src/engine/kernels/matmul-variants';
 import { MEASURED_TABLES, type MeasuredTable } from '../../src/engine/kernels/matmul-tables';
 import { checkMatmuls, type MatmulCase, TRANS } from './matmul.cases';
 import { matmulRef } from '../../src/engine/kernels/matmul.ref';
@@ -213,29 +213,6 @@ describe('whole tiles, split-K and launch order', () => {
 
 describe('autotune and timer', () => {
   const shape: MatmulShape = { M: 37, N: 44, K: 52, transB: true };
-
-  it('autotuneMatmul times each candidate, caches the fastest, and matmul() then uses it', async () => {
-    const rt = await testRuntime();
-    const candidates = [SMALL, '64x64k16_4x4'];
-    const [res] = await autotuneMatmul(rt, [shape], { variants: candidates, warmup: 1, reps: 2, inner: 2 });
-    expect(candidates).toContain(res.variant);
-    expect(Object.keys(res.timesMs).sort()).toEqual([...candidates].sort());
-    for (const t of Object.values(res.timesMs)) expect(t).toBeGreaterThan(0);
-    expect(res.timesMs[res.variant]).toBe(Math.min(...Object.values(res.timesMs)));
-    expect(tunedVariant(rt, shape)).toBe(res.variant);
-    expect(tunedTable(rt)).toMatchObject({ '37x44x52NT': res.variant });
-    loadTunedTable(rt, { '1x2x3NN': SMALL, '1x2x4NN': 'no-such-variant' });
-    expect(tunedVariant(rt, { M: 1, N: 2, K: 3 })).toBe(SMALL);
-    expect(tunedVariant(rt, { M: 1, N: 2, K: 4 })).toBeUndefined();
-    const other = { ...shape, transB: false };
-    expect(tunedVariant(rt, other)).toBeUndefined();
-    const buf = rt.createBuffer('workspace', 'x', 4 * 52 * 44);
-    const tuned = buildMatmul(rt, { label: 'tuned', ...shape, a: buf, b: buf, c: buf });
-    expect(tuned.variant).toBe(res.variant);
-    const untuned = buildMatmul(rt, { label: 'untuned', ...other, a: buf, b: buf, c: buf });
-    expect(untuned.variant).toBe(chooseMatmulVariant(other, rt.device.limits));
-    [buf, ...tuned.uniforms, ...untuned.uniforms].forEach((x) => rt.mem.free(x));
-  });
 
   it('a measured table for this GPU model is used when nothing was tuned here; stale names are passed over', async () => {
     const rt = await testRuntime();

@@ -1,15 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type Runtime, Uniforms } from '../../src/engine/gpu/runtime';
-import {
-  benchQuantize,
-  buildDequantize,
-  buildQuantize,
-  CODEC_WGSL,
-  dequantizeGpu,
-  dequantizeRows,
-  dequantizeRowsAligned,
-  quantizeGpu,
-} from '../../src/engine/kernels/quantize';
+import { buildDequantize, buildQuantize, CODEC_WGSL, dequantizeRows, dequantizeRowsAligned } from '../../src/engine/kernels/quantize';
+import { dequantizeGpu, quantizeGpu } from '../../src/engine/kernels/quantize-readback';
 import { decodeE4M3, decodeE5M2, encodeE4M3, encodeE5M2 } from '../../src/engine/quant/fp8';
 import { decodeInt4, decodeInt8, encodeInt, encodeScalar, QUANT_FORMATS, type QuantFormat } from '../../src/engine/quant/formats';
 import { dequantizeRef, type Granularity, quantizeRef } from '../../src/engine/quant/quantizer';
@@ -342,11 +334,5 @@ describe('quantize / dequantize kernels vs quantizeRef / dequantizeRef', () => {
     k.destroy();
     dq.destroy();
     rt.mem.free(xb);
-  });
-
-  it('benchQuantize reports a positive throughput', async () => {
-    const gbps = await benchQuantize(rt, 1 << 14, { reps: 2 });
-    expect(gbps).toBeGreaterThan(0);
-    expect(Number.isFinite(gbps)).toBe(true);
   });
 });

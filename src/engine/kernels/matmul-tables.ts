@@ -1,8 +1,8 @@
 /**
- * GEMM picks measured per GPU model by bench/gemm-tune.ts, used by matmul.ts when nothing was tuned
- * at run time on this device: keys are shapeKey() (`MxNxK` + N/T for each transpose), values are
- * choice names (`<variant>`, or `<variant>_sk<S>` for split-K, taken only by calls that pass a
- * large enough workspace). A table applies when every field of `match` is a substring of the
+ * GEMM picks measured per GPU model by bench/gemm-tune.ts, used by matmul-choice.ts when nothing
+ * was tuned at run time on this device: keys are shapeKey() (`MxNxK` + N/T for each transpose),
+ * values are choice names (`<variant>`, or `<variant>_sk<S>` for split-K, taken only by calls that
+ * pass a large enough workspace). A table applies when every field of `match` is a substring of the
  * corresponding field of the adapter's info (lower case).
  * To add a GPU: run gemm_tune with --json and paste its `tunedTable` and `rankedTable` here, with
  * the adapter line it printed and the date.

@@ -24,7 +24,6 @@ import codecWgsl from '../../../shaders/quant/codec.wgsl?raw';
 import groupWgsl from '../../../shaders/quant/group.wgsl?raw';
 import quantizeWgsl from '../../../shaders/quant/quantize.wgsl?raw';
 import type { MemCategory } from '../gpu/memory';
-import { timeDispatches } from '../gpu/timer';
 import { grid2d, nextPow2, requireBytes } from './launch';
 import { type Binding, type Dispatch, type Runtime, Uniforms } from '../gpu/runtime';
 import { BITS, FORMAT_ID, QMAX, type QuantFormat } from '../quant/formats';
@@ -33,12 +32,9 @@ import {
   type Granularity,
   granularityLabel,
   numScales,
-  payloadBytes,
   type QuantizeOptions,
-  type Quantized,
   validateGranularity,
 } from '../quant/quantizer';
-import { Rng } from '../util/rng';
 import { sumSquaresPartialCount } from './reduce';
 import { wgslSection } from './wgsl';
 
@@ -475,66 +471,4 @@ export function quantErrorPartials(rt: Runtime, o: {
     bindings: [params, o.x, o.xhat!, o.partials],
     workgroups: [P],
   });
-}
-
-/** One-shot convenience: upload x, quantize on the GPU, read back a `Quantized`. */
-export async function quantizeGpu(
-  rt: Runtime,
-  x: Float32Array,
-  format: QuantFormat,
-  granularity: Granularity,
-  opts: QuantizeOptions = {},
-): Promise<Quantized> {
-  const xb = rt.upload('workspace', 'quantize.x', x.length ? x : new Float32Array(1));
-  const k = buildQuantize(rt, { format, granularity, n: x.length }, xb, opts);
-  try {
-    rt.run(k.dispatches);
-    const words = await rt.readU32(k.words, 0, k.numWords);
-    const scales = await rt.readF32(k.scales, 0, k.numScales);
-    return { format, granularity, n: x.length, words, scales };
-  } finally {
-    k.destroy();
-    rt.mem.free(xb);
-  }
-}
-
-/** One-shot convenience: dequantize a `Quantized` on the GPU. */
-export async function dequantizeGpu(rt: Runtime, q: Quantized): Promise<Float32Array> {
-  const wb = rt.upload('workspace', 'dequantize.words', q.words.length ? q.words : new Uint32Array(1));
-  const sb = rt.upload('workspace', 'dequantize.scales', q.scales.length ? q.scales : new Float32Array(1));
-  const k = buildDequantize(rt, { format: q.format, granularity: q.granularity, n: q.n }, wb, sb);
-  try {
-    rt.run(k.dispatches);
-    return await rt.readF32(k.out, 0, q.n);
-  } finally {
-    k.destroy();
-    rt.mem.free(wb);
-    rt.mem.free(sb);
-  }
-}
-
-/**
- * Quantize throughput in GB/s, counting the compulsory traffic once: N·4 bytes read plus the payload
- * (codes + scales) written. (The fused kernel moves exactly that; the passes read x twice — absmax,
- * then encode — so their DRAM traffic is about 2N·4 + payload.) GPU pass time from timestamp
- * queries where available (median of `reps`), else wall clock (see ../gpu/timer.ts). `path` picks
- * the kernels (default as buildQuantize). A benchmark figure, never a test assertion.
- */
-export async function benchQuantize(
-  rt: Runtime,
-  n: number,
-  opts: { format?: QuantFormat; granularity?: Granularity; reps?: number; path?: QuantizePath; warmupMs?: number } = {},
-): Promise<number> {
-  const format = opts.format ?? 'int8';
-  const granularity = opts.granularity ?? { kind: 'group', size: 128 };
-  const x = new Rng(1).normalArray(n);
-  const xb = rt.upload('workspace', 'bench.quantize.x', x);
-  const k = buildQuantize(rt, { format, granularity, n }, xb, { path: opts.path });
-  try {
-    const t = await timeDispatches(rt, k.dispatches, { warmup: 2, reps: opts.reps ?? 10, warmupMs: opts.warmupMs });
-    return (4 * n + payloadBytes(format, n, k.numScales)) / t.medianMs / 1e6;
-  } finally {
-    k.destroy();
-    rt.mem.free(xb);
-  }
 }

@@ -13,7 +13,7 @@
  * Each subgroup accumulates tilesM × tilesN result tiles straight from global memory (the loads go
  * through L1; no workgroup staging yet), sgM × sgN subgroups per workgroup. Shapes must be
  * multiples of the workgroup block: a benchmark path, not yet a general kernel. Two details differ
- * between Dawn versions or are unspecified, and probeSubgroupMatrix finds them on the device: the
+ * between Dawn versions or are unspecified, and bench/sgmat-probe.ts finds them on the device: the
  * WGSL spelling of the load/store layout (a template argument `row_major`/`col_major` in newer
  * Dawn, a bool argument before), and for 8-bit types whether offsets and strides count elements or
  * 32-bit words.
@@ -235,41 +235,4 @@ export async function checkSgmat(rt: Runtime, k: SgmatKernel, s: { M: number; N:
   } finally {
     bufs.forEach((x) => rt.mem.free(x));
   }
-}
-
-export interface SgmatProbe {
-  present: boolean;
-  configs: SubgroupMatrixConfig[];
-  /** Per usable config: what ran correctly (syntax, 8-bit units), or why nothing did. */
-  results: { config: SubgroupMatrixConfig; syntax?: SgmatSyntax; unitDiv?: 1 | 4; ok: boolean; tried: string[] }[];
-}
-
-/**
- * Lists the configs and, for each usable one, finds a spelling (and 8-bit unit) under which a
- * one-subgroup GEMM of two K tiles matches the reference, NN and NT.
- */
-export async function probeSubgroupMatrix(rt: Runtime): Promise<SgmatProbe> {
-  const configs = subgroupMatrixConfigs(rt);
-  const out: SgmatProbe = { present: rt.gpu.features.subgroupMatrix, configs, results: [] };
-  const sgSize = subgroupSize(rt);
-  for (const cfg of configs.filter(usableConfig)) {
-    const tried: string[] = [];
-    let found: { syntax: SgmatSyntax; unitDiv: 1 | 4 } | null = null;
-    for (const syntax of ['template', 'bool'] as const) {
-      for (const unitDiv of isEightBit(cfg.componentType) ? [4, 1] as const : [1] as const) {
-        const base: SgmatKernel = { cfg, syntax, unitDiv, transB: false, tilesM: 1, tilesN: 1, sgM: 1, sgN: 1, sgSize };
-        const shape = { M: cfg.M, N: cfg.N, K: 2 * cfg.K };
-        const nn = await checkSgmat(rt, base, shape);
-        const nt = nn.ok ? await checkSgmat(rt, { ...base, transB: true }, shape) : nn;
-        tried.push(`${syntax}/unit${unitDiv}: ${nn.ok && nt.ok ? 'ok' : nn.error ?? nt.error ?? `max err ${nn.ok ? nt.maxAbsErr : nn.maxAbsErr}`}`);
-        if (nn.ok && nt.ok) {
-          found = { syntax, unitDiv };
-          break;
-        }
-      }
-      if (found) break;
-    }
-    out.results.push({ config: cfg, ...(found ?? {}), ok: !!found, tried });
-  }
-  return out;
 }

@@ -6,15 +6,15 @@
  * The text is random over 65 symbols (the size of TinyShakespeare's alphabet): throughput does not
  * depend on what the characters are, and the GPU machine has no corpus to read.
  */
-import type { Runtime } from '../src/engine/gpu/runtime';
-import type { MemReport } from '../src/engine/gpu/memory';
-import { median, timeDispatches } from '../src/engine/gpu/timer';
-import type { PresetName } from '../src/engine/model/config';
-import type { Scheme } from '../src/engine/scheme/scheme';
-import { defaultTrainOptions, type TrainOptions } from '../src/engine/train/options';
-import { CharTokenizer } from '../src/engine/train/tokenizer';
-import { planMemory, Trainer } from '../src/engine/train/trainer';
-import { Rng } from '../src/engine/util/rng';
+import type { Runtime } from '../engine/gpu/runtime';
+import type { MemReport } from '../engine/gpu/memory';
+import { median, timeDispatches } from '../engine/gpu/timer';
+import type { PresetName } from '../engine/model/config';
+import type { Scheme } from '../engine/scheme/scheme';
+import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
+import { CharTokenizer } from '../engine/train/tokenizer';
+import { planMemory, Trainer } from '../engine/train/trainer';
+import { Rng } from '../engine/util/rng';
 
 export const SYNTHETIC_VOCAB = 65;
 

@@ -5,16 +5,17 @@
  * entry point with a Runtime. Figures are GPU pass times (timestamp queries) where available,
  * otherwise wall clock; never assert on them.
  */
-import type { Dispatch, Runtime } from '../src/engine/gpu/runtime';
-import { median, type SteadyWarmup, timeDispatches, warmUntilSteady } from '../src/engine/gpu/timer';
-import { matmul } from '../src/engine/kernels/matmul';
-import { qgemmI8, qgemmQuantOut, qgemmWeightOnly, quantizeRowsI8 } from '../src/engine/kernels/qgemm';
-import { i8TensorCoreSpec } from '../src/engine/kernels/qgemm-tc';
-import { buildQuantize } from '../src/engine/kernels/quantize';
-import { tacoCompress, tacoDecompress, type TacoOptions } from '../src/engine/kernels/taco';
-import { BITS, type QuantFormat } from '../src/engine/quant/formats';
-import { tacoCompressRef, tacoLayout, tacoPayload, tacoPayloadBytes } from '../src/engine/quant/taco';
-import { Rng } from '../src/engine/util/rng';
+import type { Dispatch, Runtime } from '../engine/gpu/runtime';
+import { median, type SteadyWarmup, timeDispatches, warmUntilSteady } from '../engine/gpu/timer';
+import { matmul } from '../engine/kernels/matmul';
+import { qgemmI8, qgemmQuantOut, qgemmWeightOnly, quantizeRowsI8 } from '../engine/kernels/qgemm';
+import { i8TensorCoreSpec } from '../engine/kernels/qgemm-tc';
+import { buildQuantize, type QuantizePath } from '../engine/kernels/quantize';
+import { tacoCompress, tacoDecompress, type TacoOptions } from '../engine/kernels/taco';
+import { BITS, type QuantFormat } from '../engine/quant/formats';
+import { type Granularity, payloadBytes } from '../engine/quant/quantizer';
+import { tacoCompressRef, tacoLayout, tacoPayload, tacoPayloadBytes } from '../engine/quant/taco';
+import { Rng } from '../engine/util/rng';
 
 export interface BenchOptions {
   warmup?: number;
@@ -108,7 +109,7 @@ export interface TacoBench extends TacoTiming {
   /**
    * The same kernels timed BACK_TO_BACK dispatches per pass (each waiting for the one before: they
    * rewrite the same buffers), per dispatch: the kernels' own time without the pass's timestamps
-   * and start-up, which one dispatch per pass includes (10–14 µs on an H200).
+   * and start-up, which one dispatch per pass includes.
    */
   backToBack: TacoTiming & { dispatchesPerPass: number; pairFp32GBs: number };
   /** The warm-up before the first timing (warmUntilSteady). */
@@ -314,8 +315,8 @@ export async function benchTaco(rt: Runtime, n: number, G: number, opts: BenchOp
       // Slices hold whole groups and start at 256-byte offsets (storage binding alignment).
       const sliceable = (p: number) => p === 1 || (n % (p * G) === 0 && ((4 * n) / p) % 256 === 0 && tacoPayloadBytes(n / p, G) % 256 === 0);
       // Timing first, interleaved: every round times each variant after warming it until steady, so
-      // no variant is timed on a GPU that cooled down while other pipelines compiled (timing the
-      // variants one after the other in a single pass gave identical kernels 3× apart).
+      // no variant is timed on a GPU that cooled down while other pipelines compiled (timed one
+      // after the other in a single pass, identical kernels came out far apart).
       const fits = (o?: TacoOptions) => (o?.words ?? 0) <= G / 4;
       const runs = TACO_SWEEP.filter((v) => sliceable(v.pieces ?? 1) && fits(v.opts) && fits(v.decompress))
         .map((v) => ({ v, built: build(v.opts, v.pieces ?? 1, v.decompress ?? v.opts), samples: [] as TacoTiming[] }));
@@ -428,4 +429,30 @@ export async function benchQgemm(rt: Runtime, shapes: GemmShape[], opts: BenchOp
     out.push(r);
   }
   return out;
+}
+
+/**
+ * Quantize throughput in GB/s, counting the compulsory traffic once: N·4 bytes read plus the payload
+ * (codes + scales) written. (The fused kernel moves exactly that; the passes read x twice — absmax,
+ * then encode — so their DRAM traffic is about 2N·4 + payload.) GPU pass time from timestamp
+ * queries where available (median of `reps`), else wall clock (see ../gpu/timer.ts). `path` picks
+ * the kernels (default as buildQuantize). A benchmark figure, never a test assertion.
+ */
+export async function benchQuantize(
+  rt: Runtime,
+  n: number,
+  opts: { format?: QuantFormat; granularity?: Granularity; reps?: number; path?: QuantizePath; warmupMs?: number } = {},
+): Promise<number> {
+  const format = opts.format ?? 'int8';
+  const granularity = opts.granularity ?? { kind: 'group', size: 128 };
+  const x = new Rng(1).normalArray(n);
+  const xb = rt.upload('workspace', 'bench.quantize.x', x);
+  const k = buildQuantize(rt, { format, granularity, n }, xb, { path: opts.path });
+  try {
+    const t = await timeDispatches(rt, k.dispatches, { warmup: 2, reps: opts.reps ?? 10, warmupMs: opts.warmupMs });
+    return (4 * n + payloadBytes(format, n, k.numScales)) / t.medianMs / 1e6;
+  } finally {
+    k.destroy();
+    rt.mem.free(xb);
+  }
 }

@@ -7,19 +7,20 @@
  * input width Cin, output width Cout and M = B·T tokens: forward Y = X·Wᵀ is (M, Cout, Cin, NT),
  * dX = dY·W is (M, Cin, Cout, NN), dW = dYᵀ·X is (Cout, Cin, M, TN).
  */
-import { allReduceMean } from '../src/peers/allreduce';
-import { PeerGroup } from '../src/peers/group';
-import { LoopbackHub } from '../src/peers/loopback';
-import type { Gpu } from '../src/engine/gpu/device';
-import type { Runtime } from '../src/engine/gpu/runtime';
-import { benchQuantize } from '../src/engine/kernels/quantize';
-import { chooseMatmulVariant, matmulChoice, type MatmulShape } from '../src/engine/kernels/matmul';
-import { i8TcLabel, type I8TcProbe } from '../src/engine/kernels/qgemm-tc';
-import type { ModelConfig, PresetName } from '../src/engine/model/config';
-import type { QuantFormat } from '../src/engine/quant/formats';
-import type { Scheme } from '../src/engine/scheme/scheme';
-import { defaultTrainOptions } from '../src/engine/train/options';
-import { Rng } from '../src/engine/util/rng';
+import { allReduceMean } from '../peers/allreduce';
+import { PeerGroup } from '../peers/group';
+import { LoopbackHub } from '../peers/loopback';
+import type { Gpu } from '../engine/gpu/device';
+import type { Runtime } from '../engine/gpu/runtime';
+import { benchQuantize } from './quant';
+import { chooseMatmulVariant, matmulChoice } from '../engine/kernels/matmul-choice';
+import { type MatmulShape } from '../engine/kernels/matmul-plan';
+import { i8TcLabel, type I8TcProbe } from '../engine/kernels/qgemm-tc';
+import type { ModelConfig, PresetName } from '../engine/model/config';
+import type { QuantFormat } from '../engine/quant/formats';
+import type { Scheme } from '../engine/scheme/scheme';
+import { defaultTrainOptions } from '../engine/train/options';
+import { Rng } from '../engine/util/rng';
 import { benchGemm, type GemmBenchOptions, type GemmBenchRow } from './gemm';
 import { benchQgemm, benchTaco, type GemmShape } from './quant';
 import { benchStep, SYNTHETIC_VOCAB } from './step';
@@ -190,7 +191,7 @@ export async function runAllReduce(sizes: number[], ranks: number, o: SuiteOptio
   return rows;
 }
 
-/** A training step (bench/step.ts) per model and scheme: tokens/s, keyed by model shape and batch for the PyTorch baseline. */
+/** A training step (src/lab/step.ts) per model and scheme: tokens/s, keyed by model shape and batch for the PyTorch baseline. */
 export async function runStep(rt: Runtime, shapes: TrainShape[], schemes: Scheme[], o: SuiteOptions): Promise<BenchRow[]> {
   const rows: BenchRow[] = [];
   for (const s of shapes) {
