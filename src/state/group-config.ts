@@ -8,7 +8,8 @@
 import { z } from 'zod';
 import { modelDims } from '../engine/model/plan';
 import { tpProblem } from '../engine/tp/tp';
-import { parseScheme, type Scheme } from '../engine/scheme/scheme';
+import { FP32, parseScheme, type Scheme } from '../engine/scheme/scheme';
+import { INT8_WIRE } from '../engine/scheme/wire';
 import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
 
 /** Models a group offers: small enough for a tab on SwiftShader, with a TP split (2 KV heads → degree 2). */
@@ -22,6 +23,7 @@ const TP_GROUP = 128;
  * 'dp': data parallel, gradients averaged every step, in fp32 or with AGoQ's INT8 two-shot all-reduce.
  * 'tp': tensor parallel (Megatron split of heads and MLP units, degree = group size), the layer
  * all-reduces carried by TACO (ASH + dual-scale FP8) or in fp32.
+ * A mode is a name for scheme fields (groupScheme): the exchange is the scheme's grads.wire or tp.codec.
  */
 export const GROUP_MODES = {
   'dp-int8': { parallel: 'dp', exchange: 'int8', label: 'data parallel · AGoQ INT8 all-reduce' },
@@ -57,6 +59,17 @@ export function tpScheme(c: GroupRunConfig, degree: number): Scheme {
   return parseScheme({ name: `tp${degree}-${codec}`, tp: { degree, codec, group: TP_GROUP } });
 }
 
+/** The scheme of a data-parallel run: the mode's exchange as the gradient wire format (fp32 everywhere else). */
+export function dpScheme(c: GroupRunConfig): Scheme {
+  const int8 = GROUP_MODES[c.mode].exchange === 'int8';
+  return parseScheme({ name: `dp-${int8 ? 'int8' : 'fp32'}`, grads: { storage: FP32, wire: int8 ? INT8_WIRE : FP32 } });
+}
+
+/** A group mode's scheme: what the mode names, as the scheme fields the engine and the scheme editor read. */
+export function groupScheme(c: GroupRunConfig, world: number): Scheme {
+  return isTensorParallel(c) ? tpScheme(c, world) : dpScheme(c);
+}
+
 /**
  * The engine's options for a member of a group of `world` (the tokenizer fixes vocab_size later).
  * No evaluation: a group run reports the training loss of each step's global batch.
@@ -68,7 +81,7 @@ export function groupTrainOptions(c: GroupRunConfig, world: number): TrainOption
     seq: c.seq,
     seed: c.seed,
     evalEvery: 0,
-    scheme: isTensorParallel(c) ? tpScheme(c, world) : undefined,
+    scheme: groupScheme(c, world),
   });
 }
 

@@ -5,8 +5,6 @@
  *  - 'fp32': all-to-all of fp32 chunks, then all-gather of the fp32 means;
  *  - 'int8': AGoQ's two-shot all-reduce, INT8 absmax per block of AGOQ_BLOCK, round to nearest.
  */
-import type { QuantSpec } from './scheme';
-
 export type GradWire = 'fp32' | 'int8';
 export const AGOQ_BLOCK = 256;
 
@@ -14,11 +12,14 @@ export const AGOQ_BLOCK = 256;
 export const FRAME_HEADER_BYTES = 44;
 export const DEFAULT_CHUNK_PAYLOAD = 16 * 1024 - FRAME_HEADER_BYTES;
 
-/** The all-reduce's quantizer, as a scheme cell: what `grads.wire` says for the INT8 all-reduce. */
-export const INT8_WIRE: QuantSpec = { format: 'int8', granularity: 'group', group: AGOQ_BLOCK, rounding: 'nearest' };
+/** A scheme cell (scheme.ts's QuantSpec), structurally: scheme.ts imports this file. */
+interface WireCell { format: string; granularity: string; group: number; rounding: string }
+
+/** The all-reduce's quantizer as a scheme cell: what `grads.wire` says for the INT8 all-reduce. */
+export const INT8_WIRE = { format: 'int8', granularity: 'group', group: AGOQ_BLOCK, rounding: 'nearest' } as const;
 
 /** The all-reduce mode a `grads.wire` cell asks for; null when no all-reduce carries that format. */
-export function gradWireOf(spec: QuantSpec): GradWire | null {
+export function gradWireOf(spec: WireCell): GradWire | null {
   if (spec.format === 'fp32') return 'fp32';
   const same = spec.format === INT8_WIRE.format && spec.granularity === INT8_WIRE.granularity
     && spec.group === INT8_WIRE.group && spec.rounding === INT8_WIRE.rounding;
