@@ -70,6 +70,14 @@ export function groupScheme(c: GroupRunConfig, world: number): Scheme {
   return isTensorParallel(c) ? tpScheme(c, world) : dpScheme(c);
 }
 
+/** The scheme fields a mode sets, as the scheme editor names them, for a group of `world`. */
+export function groupSchemeFields(c: GroupRunConfig, world: number): string {
+  const s = groupScheme(c, world);
+  if (isTensorParallel(c)) return `tp.degree ${s.tp.degree} · tp.codec ${s.tp.codec}`;
+  const w = s.grads.wire;
+  return w.format === 'fp32' ? 'grads.wire fp32' : `grads.wire ${w.format} · ${w.granularity} ${w.group} · ${w.rounding}`;
+}
+
 /**
  * The engine's options for a member of a group of `world` (the tokenizer fixes vocab_size later).
  * No evaluation: a group run reports the training loss of each step's global batch.

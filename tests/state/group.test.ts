@@ -13,7 +13,7 @@ import { CollectiveError } from '../../src/peers/group';
 import { LoopbackHub } from '../../src/peers/loopback';
 import { parseRoomLink } from '../../src/peers/room';
 import { createGroupStore, hashTrail, inviteOf, MAX_POINTS, shortPeer, wireSummary, type GroupStepPoint } from '../../src/state/group';
-import { DEFAULT_GROUP_CONFIG, groupConfigProblem, groupRunLabel, groupTrainOptions } from '../../src/state/group-config';
+import { DEFAULT_GROUP_CONFIG, groupConfigProblem, groupRunLabel, groupSchemeFields, groupTrainOptions } from '../../src/state/group-config';
 import { runError } from '../../src/state/group-controller';
 import { decodeSession, encodeSession, isSessionBytes, MAX_SESSION_BYTES, type SessionMessage, splitTransport } from '../../src/state/group-wire';
 
@@ -54,6 +54,9 @@ describe('group run config', () => {
       expect(modelBufferPlan(o.model, o.batch, o.seq, { scheme: o.scheme })).toEqual(modelBufferPlan(o.model, o.batch, o.seq));
       expect(o.scheme!.tp.degree).toBe(1);
     }
+    expect(groupSchemeFields(DEFAULT_GROUP_CONFIG, 3)).toBe('grads.wire int8 · group 256 · nearest');
+    expect(groupSchemeFields({ ...DEFAULT_GROUP_CONFIG, mode: 'dp-fp32' }, 3)).toBe('grads.wire fp32');
+    expect(groupSchemeFields({ ...DEFAULT_GROUP_CONFIG, mode: 'tp-taco' }, 2)).toBe('tp.degree 2 · tp.codec taco');
     expect(groupRunLabel({ ...DEFAULT_GROUP_CONFIG, mode: 'dp-int8' })).toBe('DP AGoQ int8 · micro');
     expect(groupRunLabel({ ...DEFAULT_GROUP_CONFIG, mode: 'tp-taco', preset: 'tiny' })).toBe('TP TACO · tiny');
   });
