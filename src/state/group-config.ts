@@ -8,8 +8,8 @@
 import { z } from 'zod';
 import { modelDims } from '../engine/model/plan';
 import { tpProblem } from '../engine/tp/tp';
-import { FP32, parseScheme, type Scheme } from '../engine/scheme/scheme';
-import { INT8_WIRE } from '../engine/scheme/wire';
+import { dataParallelScheme } from '../engine/scheme/presets';
+import { parseScheme, type Scheme } from '../engine/scheme/scheme';
 import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
 
 /** Models a group offers: small enough for a tab on SwiftShader, with a TP split (2 KV heads → degree 2). */
@@ -61,8 +61,7 @@ export function tpScheme(c: GroupRunConfig, degree: number): Scheme {
 
 /** The scheme of a data-parallel run: the mode's exchange as the gradient wire format (fp32 everywhere else). */
 export function dpScheme(c: GroupRunConfig): Scheme {
-  const int8 = GROUP_MODES[c.mode].exchange === 'int8';
-  return parseScheme({ name: `dp-${int8 ? 'int8' : 'fp32'}`, grads: { storage: FP32, wire: int8 ? INT8_WIRE : FP32 } });
+  return dataParallelScheme(GROUP_MODES[c.mode].exchange === 'int8' ? 'int8' : 'fp32');
 }
 
 /** A group mode's scheme: what the mode names, as the scheme fields the engine and the scheme editor read. */
