@@ -1,20 +1,22 @@
 // ESLint flat config. Its main job is the architecture boundary: the engine (src/engine/**) runs in
-// Node, in a worker and on a headless GPU box, so it imports nothing from React, zustand, recharts
-// or the page layers (src/ui, src/state, src/worker), and touches no window/document.
-// tests/engine/boundaries.test.ts runs this config on src/engine and fails on any violation.
+// Node, in a worker and on a headless GPU box, and dependencies point one way (engine ← peers ←
+// state ← ui), so it imports nothing from React, zustand, recharts, the layers above it (src/peers,
+// src/state, src/ui, src/worker, src/cli, src/bench-page, src/server) or the bench/ lab, and touches
+// no window/document. tests/engine/boundaries.test.ts runs this config on src/engine and fails on
+// any violation; import cycles are `npm run cycles` (tests/cycles.test.ts).
 import { defineConfig } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
-const PAGE_LAYERS = ['ui', 'state', 'worker'];
+const OUTER_LAYERS = ['peers', 'state', 'ui', 'worker', 'cli', 'bench-page', 'server'];
 const UI_PACKAGES = ['react', 'react-dom', 'zustand', 'recharts'];
 
 /**
- * Relative imports that leave src/engine and land in a page layer. A file N directories below
- * src/engine needs exactly N+1 `../` to reach src/, so the pattern is built per depth: a plain
- * `(\.\./)+state` would also forbid an engine-internal module that happens to be called `state`.
+ * Relative imports that leave src/engine and land in an outer layer. A file N directories below
+ * src/engine needs exactly N+1 `../` to reach src/ (N+2 to reach bench/), so the pattern is built
+ * per depth: a plain `(\.\./)+state` would also forbid an engine-internal module called `state`.
  */
 function boundaryBlocks(maxDepth = 6) {
-  const layers = PAGE_LAYERS.join('|');
+  const layers = OUTER_LAYERS.join('|');
   const blocks = [];
   for (let depth = 0; depth <= maxDepth; depth++) {
     const dirs = Array.from({ length: depth }, () => '*').join('/');
@@ -33,7 +35,11 @@ function boundaryBlocks(maxDepth = 6) {
               },
               {
                 regex: `^(${up}(${layers})|(.*/)?src/(${layers}))(/|$)`,
-                message: 'The engine must not import from src/ui, src/state or src/worker (dependencies point one way).',
+                message: `The engine must not import from src/{${OUTER_LAYERS.join(',')}} (dependencies point one way).`,
+              },
+              {
+                regex: `^${up}\\.\\./bench(/|$)`,
+                message: 'The engine must not import from bench/ (the lab depends on the engine, never the reverse).',
               },
             ],
           },

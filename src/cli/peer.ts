@@ -15,6 +15,7 @@ import { formatRoster } from '../peers/roster';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
+import { dataParallelScheme } from '../engine/scheme/presets';
 import { defaultTrainOptions } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer';
 import { Trainer } from '../engine/train/trainer';
@@ -122,7 +123,9 @@ interface PreparedTraining {
 async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining> {
   const text = readFileSync(defaultCorpusPath(), 'utf8');
   const tokenizer = CharTokenizer.fromText(text);
-  const opts = defaultTrainOptions(train.preset, { steps: train.steps, seed: train.seed, model: { vocab_size: tokenizer.vocabSize } });
+  // --mode is the scheme's gradient wire format (grads.wire), as in the lab's group panel.
+  const scheme = dataParallelScheme(train.mode);
+  const opts = defaultTrainOptions(train.preset, { steps: train.steps, seed: train.seed, model: { vocab_size: tokenizer.vocabSize }, scheme });
   const rt = new Runtime(await acquireNodeGpu({ forceSwiftShader: train.cpu }));
   const trainer = await Trainer.create(rt, opts, text, { tokenizer });
   return { train, rt, trainer, totalSteps: opts.optimizer.total_steps };

@@ -14,11 +14,13 @@
  * Wire payload of a chunk of n elements: n code bytes + 4·⌈n/256⌉ scale bytes (vs 4n for fp32).
  */
 import { absmaxScale } from '../engine/quant/quantizer';
-import { DEFAULT_CHUNK_PAYLOAD, HEADER_BYTES } from './framing';
+import { AGOQ_BLOCK, chunkBounds, type GradWire, int8PayloadBytes } from '../engine/scheme/wire';
 import { CollectiveError, type PeerGroup } from './group';
 
-export type AllReduceMode = 'fp32' | 'int8';
-export const AGOQ_BLOCK = 256;
+/** The scheme's gradient wire format (`grads.wire`, engine/scheme/wire.ts), which also holds the byte formula. */
+export type AllReduceMode = GradWire;
+export { AGOQ_BLOCK, chunkBounds, int8PayloadBytes };
+export { allReduceWireBytes, chunkPayloadBytes, messageWireBytes } from '../engine/scheme/wire';
 
 export interface AllReduceOptions {
   mode: AllReduceMode;
@@ -31,16 +33,6 @@ export interface AllReduceResult {
   /** Transport bytes this rank sent / received during the call (frames, headers included). */
   bytesSent: number;
   bytesReceived: number;
-}
-
-/** [start, end) of the chunk each rank owns: ⌈blocks/N⌉ blocks per rank, trailing ranks may be empty. */
-export function chunkBounds(n: number, ranks: number, align = AGOQ_BLOCK): [number, number][] {
-  const per = Math.ceil(Math.ceil(n / align) / ranks) * align;
-  return Array.from({ length: ranks }, (_, r) => [Math.min(n, r * per), Math.min(n, (r + 1) * per)] as [number, number]);
-}
-
-export function int8PayloadBytes(n: number, block = AGOQ_BLOCK): number {
-  return 4 * Math.ceil(n / block) + n;
 }
 
 /**
@@ -97,37 +89,6 @@ export function decodeInt8Chunk(bytes: Uint8Array, n: number, block = AGOQ_BLOCK
     for (let i = k * block; i < a1; i++) out[i] = codes[i] * s;
   }
   return out;
-}
-
-/** Payload bytes of one chunk of n elements in a mode. */
-export function chunkPayloadBytes(n: number, mode: AllReduceMode, block = AGOQ_BLOCK): number {
-  return mode === 'int8' ? int8PayloadBytes(n, block) : 4 * n;
-}
-
-/** Wire bytes (payload + frame headers) of one message of `len` payload bytes. */
-export function messageWireBytes(len: number, chunkPayload = DEFAULT_CHUNK_PAYLOAD): number {
-  return len + HEADER_BYTES * Math.max(1, Math.ceil(len / chunkPayload));
-}
-
-/**
- * Exact transport bytes `rank` sends in one allReduceMean: the all-to-all sends chunk r to each
- * rank r ≠ self, the all-gather sends the own reduced chunk to the N−1 others. (What a rank receives
- * equals what it sends when all chunks have the same length.)
- */
-export function allReduceWireBytes(
-  n: number,
-  ranks: number,
-  rank: number,
-  mode: AllReduceMode,
-  opts: { blockSize?: number; chunkPayload?: number } = {},
-): number {
-  const block = opts.blockSize ?? AGOQ_BLOCK;
-  const cp = opts.chunkPayload ?? DEFAULT_CHUNK_PAYLOAD;
-  const b = chunkBounds(n, ranks, block);
-  let total = 0;
-  for (let r = 0; r < ranks; r++) if (r !== rank) total += messageWireBytes(chunkPayloadBytes(b[r][1] - b[r][0], mode, block), cp);
-  const own = messageWireBytes(chunkPayloadBytes(b[rank][1] - b[rank][0], mode, block), cp);
-  return total + (ranks - 1) * own;
 }
 
 function encodeF32(x: Float32Array): Uint8Array {

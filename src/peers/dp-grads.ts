@@ -12,7 +12,7 @@
  *   format per tensor (quantizeRef), the same bytes on every peer.
  */
 import type { Runtime } from '../engine/gpu/runtime';
-import { gradStorage, type LlamaGpu, type SavedStorage } from '../engine/model/llama';
+import type { LlamaGpu, SavedStorage } from '../engine/model/llama';
 import { dequantizeRef, quantizeRef } from '../engine/quant/quantizer';
 import { AGOQ_BLOCK } from './allreduce';
 
@@ -29,7 +29,7 @@ const alignUp = (n: number, a: number) => Math.ceil(n / a) * a;
 
 export function gradientAccess(model: LlamaGpu): GradientAccess {
   if (!model.training) throw new Error('gradientAccess: the model was built without training buffers');
-  const store = gradStorage(model.layout, model.scheme);
+  const store = model.plan.grads;
   return store ? new QuantizedGradients(model, store) : new FlatGradients(model);
 }
 

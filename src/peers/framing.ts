@@ -10,12 +10,13 @@
  * browser's SCTP stack passes without fragmentation trouble). Every check is a returned reason,
  * never a throw: the receive path must survive arbitrary bytes from the network.
  */
+import { DEFAULT_CHUNK_PAYLOAD, FRAME_HEADER_BYTES as HEADER_BYTES } from '../engine/scheme/wire';
 import { crc32, crc32Update } from './crc32';
 
 export const FRAME_MAGIC = 0x47504757; // bytes 'W','G','P','G'
 export const FRAME_VERSION = 1;
-export const HEADER_BYTES = 44;
-export const DEFAULT_CHUNK_PAYLOAD = 16 * 1024 - HEADER_BYTES;
+// The header's size and the default chunk are the engine's (its wire-byte accounting counts them).
+export { DEFAULT_CHUNK_PAYLOAD, HEADER_BYTES };
 
 export enum FrameType {
   Broadcast = 1,

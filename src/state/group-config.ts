@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { modelDims } from '../engine/model/plan';
 import { tpProblem } from '../engine/tp/tp';
+import { dataParallelScheme } from '../engine/scheme/presets';
 import { parseScheme, type Scheme } from '../engine/scheme/scheme';
 import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
 
@@ -22,6 +23,7 @@ const TP_GROUP = 128;
  * 'dp': data parallel, gradients averaged every step, in fp32 or with AGoQ's INT8 two-shot all-reduce.
  * 'tp': tensor parallel (Megatron split of heads and MLP units, degree = group size), the layer
  * all-reduces carried by TACO (ASH + dual-scale FP8) or in fp32.
+ * A mode is a name for scheme fields (groupScheme): the exchange is the scheme's grads.wire or tp.codec.
  */
 export const GROUP_MODES = {
   'dp-int8': { parallel: 'dp', exchange: 'int8', label: 'data parallel · AGoQ INT8 all-reduce' },
@@ -57,6 +59,24 @@ export function tpScheme(c: GroupRunConfig, degree: number): Scheme {
   return parseScheme({ name: `tp${degree}-${codec}`, tp: { degree, codec, group: TP_GROUP } });
 }
 
+/** The scheme of a data-parallel run: the mode's exchange as the gradient wire format (fp32 everywhere else). */
+export function dpScheme(c: GroupRunConfig): Scheme {
+  return dataParallelScheme(GROUP_MODES[c.mode].exchange === 'int8' ? 'int8' : 'fp32');
+}
+
+/** A group mode's scheme: what the mode names, as the scheme fields the engine and the scheme editor read. */
+export function groupScheme(c: GroupRunConfig, world: number): Scheme {
+  return isTensorParallel(c) ? tpScheme(c, world) : dpScheme(c);
+}
+
+/** The scheme fields a mode sets, as the scheme editor names them, for a group of `world`. */
+export function groupSchemeFields(c: GroupRunConfig, world: number): string {
+  const s = groupScheme(c, world);
+  if (isTensorParallel(c)) return `tp.degree ${s.tp.degree} · tp.codec ${s.tp.codec}`;
+  const w = s.grads.wire;
+  return w.format === 'fp32' ? 'grads.wire fp32' : `grads.wire ${w.format} · ${w.granularity} ${w.group} · ${w.rounding}`;
+}
+
 /**
  * The engine's options for a member of a group of `world` (the tokenizer fixes vocab_size later).
  * No evaluation: a group run reports the training loss of each step's global batch.
@@ -68,7 +88,7 @@ export function groupTrainOptions(c: GroupRunConfig, world: number): TrainOption
     seq: c.seq,
     seed: c.seed,
     evalEvery: 0,
-    scheme: isTensorParallel(c) ? tpScheme(c, world) : undefined,
+    scheme: groupScheme(c, world),
   });
 }
 

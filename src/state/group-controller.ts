@@ -521,8 +521,11 @@ export class GroupController {
       }
       if (live.cancelled !== null || !this.session) return;
       const members = live.role === 'member' ? live.members.filter((p) => p === self || (this.present(p) && !live.quits.has(p))) : undefined;
+      // The gradient wire format is the scheme's (grads.wire), as the model's plan resolved it.
+      const mode = trainer.model.plan.wire.dp.format;
+      if (!mode) throw new Error(`scheme '${trainer.model.scheme.name}' asks for a gradient wire format no all-reduce carries`);
       const driver = new DataParallel(trainer, this.session.split.training, {
-        ...this.deps.dp, run: live.id, mode: GROUP_MODES[config.mode].exchange as 'fp32' | 'int8', members, onEvent: (e) => this.dpEvent(live, e),
+        ...this.deps.dp, run: live.id, mode, members, onEvent: (e) => this.dpEvent(live, e),
       });
       dp = driver;
       live.abort = (why) => driver.stop(why);

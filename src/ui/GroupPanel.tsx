@@ -6,7 +6,7 @@
 import { useState } from 'react';
 import { useStore } from 'zustand';
 import { activeRun, hashHex, hashTrail, type GroupRun, type GroupState } from '../state/group';
-import { GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode } from '../state/group-config';
+import { GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode, groupSchemeFields } from '../state/group-config';
 import { pageGroupLab } from '../state/group-page';
 import { useLab } from './context';
 import { GroupCharts } from './GroupCharts';
@@ -94,6 +94,7 @@ function RunForm({ run }: { run: GroupRun | null }) {
         <select value={draft.mode} disabled={busy} data-testid="group-mode" onChange={(e) => set({ mode: e.target.value as GroupMode })}>
           {Object.entries(GROUP_MODES).map(([k, m]) => <option key={k} value={k}>{m.label}</option>)}
         </select>
+        <small className="muted" data-testid="group-scheme-fields">scheme: {groupSchemeFields(draft, Math.max(world, 1))}</small>
       </label>
       <label className="field">
         <span>model</span>

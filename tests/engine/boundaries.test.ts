@@ -1,7 +1,8 @@
 /**
- * The engine/page boundary, enforced by ESLint (eslint.config.js): nothing under src/engine imports
- * React, zustand, recharts or src/ui|state|worker, or touches window/document. Runs the real config
- * on src/engine, and checks on snippets that the rules are live (so a broken config cannot pass).
+ * The engine's boundary, enforced by ESLint (eslint.config.js): nothing under src/engine imports
+ * React, zustand, recharts, src/peers|state|ui|worker|cli|bench-page|server or bench/, or touches
+ * window/document. Runs the real config on src/engine, and checks on snippets that the rules are
+ * live (so a broken config cannot pass).
  */
 import { ESLint } from 'eslint';
 import path from 'node:path';
@@ -41,6 +42,14 @@ describe('engine boundaries', () => {
     ["import { App } from '../../ui/App';", 'src/engine/model/x.ts'],
     ["import type { LabState } from '../state/lab';", 'src/engine/x.ts'],
     ["export { launchRun } from '../../../worker/client';", 'src/engine/a/b/x.ts'],
+    ["import { allReduceMean } from '../../peers/allreduce';", 'src/engine/train/x.ts'],
+    ["import type { PeerGroup } from '../peers/group';", 'src/engine/x.ts'],
+    ["import { main } from '../../cli/train';", 'src/engine/model/x.ts'],
+    ["import { BenchApp } from '../../bench-page/BenchApp';", 'src/engine/gpu/x.ts'],
+    ["import { serve } from '../../server/serve';", 'src/engine/io/x.ts'],
+    ["import { SUITES } from '../../../bench/suites';", 'src/engine/kernels/x.ts'],
+    ["export * from '../../../../bench/gemm';", 'src/engine/a/b/x.ts'],
+    ["import { x } from '../../../src/peers/dp';", 'src/engine/model/x.ts'],
   ])('rejects %s in %s', async (code, file) => {
     expect(await ruleIds(`${code}\nexport const used = 1;\n`, file)).toContain('no-restricted-imports');
   });
@@ -53,6 +62,8 @@ describe('engine boundaries', () => {
 
   it('allows engine-internal modules whose names match a page layer, and page code importing React', async () => {
     expect(await ruleIds("import { s } from '../state';\nexport const t = s;", 'src/engine/optim/sub/x.ts')).toEqual([]);
+    expect(await ruleIds("import { p } from './peers';\nimport { b } from '../bench';\nexport const t = [p, b];", 'src/engine/optim/sub/x.ts')).toEqual([]);
+    expect(await ruleIds("import { absmaxScale } from '../engine/quant/quantizer';\nexport const a = absmaxScale;", 'src/peers/x.ts')).toEqual([]);
     expect(await ruleIds("import { useState } from 'react';\nexport const u = useState;", 'src/ui/x.tsx')).toEqual([]);
   });
 });

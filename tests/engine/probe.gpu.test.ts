@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { qdqRef } from '../../src/engine/kernels/qdq.ref';
 import { LINEAR } from '../../src/engine/model/plan';
+import { resolvePlan } from '../../src/engine/model/run-plan';
 import { dequantizeRef, quantizeRef } from '../../src/engine/quant/quantizer';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { layerScheme } from '../../src/engine/scheme/scheme';
@@ -119,8 +120,9 @@ describe('quantization-error probe', () => {
   it('nothing to probe: fp32, TACO and the Adam-moment presets have no probe buffers and no records', async () => {
     for (const s of [undefined, 'taco-tp2', 'm8', 'g8'] as const) {
       const o = opts(s);
-      expect(probeSites(o.model, o.batch, o.seq, o.scheme), String(s)).toEqual([]);
-      expect(quantProbeBufferPlan(o.model, o.batch, o.seq, o.scheme)).toEqual([]);
+      const plan = resolvePlan(o.model, o.batch, o.seq, { scheme: o.scheme });
+      expect(probeSites(plan), String(s)).toEqual([]);
+      expect(quantProbeBufferPlan(plan)).toEqual([]);
     }
     const rt = await testRuntime();
     const t = await Trainer.create(rt, opts(), text, { tokenizer: tok });

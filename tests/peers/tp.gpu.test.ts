@@ -4,7 +4,7 @@ import { CollectiveError } from '../../src/peers/group';
 import { tpStepWireBytes, TpTrainer, type TpStepMetrics } from '../../src/peers/tp';
 import { roundBufferSize } from '../../src/engine/gpu/memory';
 import { loadCheckpoint } from '../../src/engine/io/checkpoint';
-import { modelBufferPlan } from '../../src/engine/model/plan';
+import { modelBufferPlan } from '../../src/engine/model/run-plan';
 import { shardConfig, shardKind } from '../../src/engine/tp/tp-shard';
 import { unflatten } from '../../src/engine/model/params';
 import { parseScheme } from '../../src/engine/scheme/scheme';

@@ -5,12 +5,15 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { modelBufferPlan } from '../../src/engine/model/run-plan';
+import { unsupportedFeatures } from '../../src/engine/scheme/scheme';
+import { gradWireOf } from '../../src/engine/scheme/wire';
 import { DpError } from '../../src/peers/dp';
 import { CollectiveError } from '../../src/peers/group';
 import { LoopbackHub } from '../../src/peers/loopback';
 import { parseRoomLink } from '../../src/peers/room';
 import { createGroupStore, hashTrail, inviteOf, MAX_POINTS, shortPeer, wireSummary, type GroupStepPoint } from '../../src/state/group';
-import { DEFAULT_GROUP_CONFIG, groupConfigProblem, groupRunLabel, groupTrainOptions } from '../../src/state/group-config';
+import { DEFAULT_GROUP_CONFIG, groupConfigProblem, groupRunLabel, groupSchemeFields, groupTrainOptions } from '../../src/state/group-config';
 import { runError } from '../../src/state/group-controller';
 import { decodeSession, encodeSession, isSessionBytes, MAX_SESSION_BYTES, type SessionMessage, splitTransport } from '../../src/state/group-wire';
 
@@ -41,7 +44,19 @@ describe('group run config', () => {
     expect(tp.scheme?.tp).toEqual({ degree: 2, codec: 'fp32', group: 128 });
     expect(tp.optimizer.total_steps).toBe(7);
     expect(tp.evalEvery).toBe(0);
-    expect(groupTrainOptions(DEFAULT_GROUP_CONFIG, 3).scheme).toBeUndefined();
+    // DP's mode is the scheme's gradient wire format; the model itself stays fp32 (the same plan as no scheme).
+    const dp8 = groupTrainOptions(DEFAULT_GROUP_CONFIG, 3);
+    const dp32 = groupTrainOptions({ ...DEFAULT_GROUP_CONFIG, mode: 'dp-fp32' }, 3);
+    expect(gradWireOf(dp8.scheme!.grads.wire)).toBe('int8');
+    expect(gradWireOf(dp32.scheme!.grads.wire)).toBe('fp32');
+    expect(unsupportedFeatures(dp8.scheme!)).toEqual([]);
+    for (const o of [dp8, dp32]) {
+      expect(modelBufferPlan(o.model, o.batch, o.seq, { scheme: o.scheme })).toEqual(modelBufferPlan(o.model, o.batch, o.seq));
+      expect(o.scheme!.tp.degree).toBe(1);
+    }
+    expect(groupSchemeFields(DEFAULT_GROUP_CONFIG, 3)).toBe('grads.wire int8 · group 256 · nearest');
+    expect(groupSchemeFields({ ...DEFAULT_GROUP_CONFIG, mode: 'dp-fp32' }, 3)).toBe('grads.wire fp32');
+    expect(groupSchemeFields({ ...DEFAULT_GROUP_CONFIG, mode: 'tp-taco' }, 2)).toBe('tp.degree 2 · tp.codec taco');
     expect(groupRunLabel({ ...DEFAULT_GROUP_CONFIG, mode: 'dp-int8' })).toBe('DP AGoQ int8 · micro');
     expect(groupRunLabel({ ...DEFAULT_GROUP_CONFIG, mode: 'tp-taco', preset: 'tiny' })).toBe('TP TACO · tiny');
   });

@@ -20,19 +20,19 @@ import { rope, ropeTablePacked } from '../kernels/rope';
 import { transposeMatrix } from '../kernels/slice';
 import { swigluBackward, swigluForward } from '../kernels/swiglu';
 import { adamw } from '../optim/adamw';
-import { SCHEME_PRESETS } from '../scheme/presets';
-import { assertSupported, isFp32, layerScheme, type QuantSpec, type Scheme } from '../scheme/scheme';
+import { assertSupported, isFp32, type QuantSpec, type Scheme } from '../scheme/scheme';
 import { deriveSeed } from '../util/rng';
 import { type ModelConfig } from './config';
-import { type ParamLayout, paramLayout } from './params';
+import type { ParamLayout } from './params';
 import {
-  gradStorage, type LayerSavedKey, layerStorage, LINEAR, linearsTransposed, liveKey, modelBufferPlan, type ModelBuildOptions, swigluBlockRows,
-  type ModelDims, modelDims, type SavedStorage,
+  type LayerSavedKey, LINEAR, linearsTransposed, liveKey, type ModelBuildOptions, type ModelDims, type SavedStorage,
 } from './plan';
-import { type TensorParallel, tpActive, TpSim } from '../tp/tp';
+import { resolvePlan, type RunPlan } from './run-plan';
+import { type TensorParallel, TpSim } from '../tp/tp';
 import { TpPeer } from '../tp/tp-peer';
 
 export * from './plan';
+export * from './run-plan';
 
 /** Where the forward holds a tensor `x` and its quantized form: packed codes (`stored`) or a fake-quantized copy (`xhat`). */
 export interface ProbePoint {
@@ -60,8 +60,10 @@ export class LlamaGpu {
 
   readonly training: boolean;
   readonly scheme: Scheme;
+  /** The scheme resolved for this model's shape: what it allocates, stores and quantizes. */
+  readonly plan: RunPlan;
   /** Per layer: storage of the quantized saved tensors (absent = fp32). */
-  readonly storage: Partial<Record<LayerSavedKey, SavedStorage>>[] = [];
+  readonly storage: Partial<Record<LayerSavedKey, SavedStorage>>[];
   /**
    * Tensor parallelism (scheme.tp.degree > 1), else null: simulated on this device (TpSim), or,
    * with opts.tpRank, this model is one peer's shard (TpPeer) and its dispatch lists must be run
@@ -83,21 +85,23 @@ export class LlamaGpu {
       throw new Error(`context ${T} exceeds max_position_embeddings ${cfg.max_position_embeddings}`);
     }
     this.training = opts.training ?? true;
-    this.scheme = opts.scheme ?? SCHEME_PRESETS.fp32;
+    this.plan = resolvePlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: opts.scheme, swigluBlockRows: opts.swigluBlockRows, linearNnMinRows: opts.linearNnMinRows, tpRank: opts.tpRank });
+    this.scheme = this.plan.scheme;
     assertSupported(this.scheme);
-    this.layout = paramLayout(cfg);
-    this.dims = modelDims(cfg, B, T);
-    for (let l = 0; l <= this.dims.L; l++) this.storage.push(layerStorage(this.dims, this.training ? this.scheme : undefined, l));
-    for (const s of modelBufferPlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: this.scheme, swigluBlockRows: opts.swigluBlockRows, linearNnMinRows: opts.linearNnMinRows, tpRank: opts.tpRank })) this.buf.set(s.key, rt.createBuffer(s.category, s.key, s.bytes, s.usage));
+    this.layout = this.plan.layout;
+    this.dims = this.plan.dims;
+    this.storage = this.plan.saved;
+    for (const s of this.plan.buffers) this.buf.set(s.key, rt.createBuffer(s.category, s.key, s.bytes, s.usage));
     if (opts.sharedWeights) this.buf.set('weights', opts.sharedWeights);
     this.ownsWeights = !opts.sharedWeights;
     const training = this.training;
     rt.write(this.b('rope'), ropeTablePacked(T, this.dims.D, cfg.rope_theta));
-    this.gradStore = this.training ? gradStorage(this.layout, this.scheme) : null;
+    this.gradStore = this.plan.grads;
     const b = (k: string) => this.b(k);
-    this.tp = !tpActive(this.scheme) ? null
-      : opts.tpRank === undefined ? new TpSim(rt, this.dims, this.scheme.tp, b)
-        : new TpPeer(rt, this.dims, this.scheme.tp, opts.tpRank, this.layout, b);
+    const { tp, tpRank } = this.plan.wire;
+    this.tp = !tp ? null
+      : tpRank === undefined ? new TpSim(rt, this.dims, tp, b)
+        : new TpPeer(rt, this.dims, tp, tpRank, this.layout, b);
     this.buildForward();
     if (training) {
       this.buildBackward();
@@ -151,7 +155,7 @@ export class LlamaGpu {
   private swigluBackwardBlocks(l: number, label: string): Dispatch[] {
     const { N, F } = this.dims;
     const st = this.storage[l].up!;
-    const rows = swigluBlockRows(this.dims, this.storage, this.opts.swigluBlockRows);
+    const rows = this.plan.swigluRows;
     const bytes = rows * F * 4;
     const block: Binding = { buffer: this.b('swigluBlock'), offset: 0, size: bytes };
     const out: Dispatch[] = [];
@@ -184,7 +188,7 @@ export class LlamaGpu {
 
   /** The buffer the GEMMs read a weight from: the fake-quantized copy when layer l quantizes weights. */
   private gemmWeights(l: number): GPUBuffer {
-    return isFp32(layerScheme(this.scheme, l).weights) ? this.b('weights') : this.b('wq');
+    return isFp32(this.plan.layers[l].weights) ? this.b('weights') : this.b('wq');
   }
 
   /** A linear weight of layer l as the GEMMs see it. */
@@ -222,7 +226,7 @@ export class LlamaGpu {
 
   /** What the forward GEMMs of layer l read as input x (its gemm_inputs cell). */
   private gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
-    const q = this.quantizedCopy(layerScheme(this.scheme, l).gemm_inputs, 'aq', label, x, width, push);
+    const q = this.quantizedCopy(this.plan.layers[l].gemmInputs, 'aq', label, x, width, push);
     if (q !== x) this.probePoints.set(label, { after: this.forward[this.forward.length - 1], x, xhat: q, n: this.dims.N * width });
     return q;
   }
@@ -246,7 +250,7 @@ export class LlamaGpu {
 
   /** The output gradient a dW GEMM of layer l reads (its gemm_output_grads cell; dX uses dy as is). */
   private dwGrad(l: number, label: string, dy: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
-    return this.quantizedCopy(layerScheme(this.scheme, l).gemm_output_grads, 'gq', label, dy, width, push);
+    return this.quantizedCopy(this.plan.layers[l].gemmOutputGrads, 'gq', label, dy, width, push);
   }
 
   /** Where a gradient is produced: its slice of the flat fp32 buffer, or the fp32 stage before quantization. */
@@ -290,11 +294,11 @@ export class LlamaGpu {
     const eps = cfg.rms_norm_eps;
     const f = this.forward;
     const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? f.push(...d) : f.push(d));
-    if (this.buf.has('wq')) {
+    if (this.plan.fakeQuant.weights) {
       // Fake-quantized weights for this step's GEMMs, per output channel (row of W [out, in]).
       push(copy(rt, { label: 'wq', src: this.b('weights'), dst: this.b('wq'), n: this.layout.totalFloats }));
       for (let l = 0; l < L; l++) {
-        const spec = layerScheme(this.scheme, l).weights;
+        const spec = this.plan.layers[l].weights;
         if (isFp32(spec)) continue;
         for (const name of LINEAR) {
           const v = this.layout.byName.get(`model.layers.${l}.${name}.weight`)!;
@@ -475,7 +479,7 @@ export class LlamaGpu {
     }
     this.normEnd = o.length;
     // The study's optimizer: m ← Q(m), v ← Q(v) (per row of each tensor) before the full-precision update.
-    for (const [key, spec] of [['adam.m', this.scheme.adam.m], ['adam.v', this.scheme.adam.v]] as const) {
+    for (const [key, spec] of [['adam.m', this.plan.adam.m], ['adam.v', this.plan.adam.v]] as const) {
       if (isFp32(spec)) continue;
       for (const v of this.layout.views) {
         const rowLength = v.shape.length > 1 ? v.shape[v.shape.length - 1] : v.size;

@@ -1,34 +1,20 @@
 /**
- * The training step's memory plan: every buffer the model allocates, as data. The model allocates
- * exactly this list and `--plan` sums it, so prediction and allocation agree by construction. Also
- * the storage layout of quantized saved activations and gradients under a scheme.
+ * The storage vocabulary of the training step's plan (run-plan.ts resolves a scheme with it): which
+ * tensors are saved for backward and at what size, how a quantized tensor is laid out (packed codes
+ * + fp32 scales), which live copies alias backward scratch, and a model's build options.
  *
  * Shapes: B batch, T context, N = B·T tokens, C hidden, F intermediate, nH/nKV query/KV heads,
  * D head dim, V vocab, L layers.
  */
-import { BUFFER_USAGE, type MemCategory } from '../gpu/memory';
-import { attentionBackwardWorkspaceBytes } from '../kernels/attention';
-import { crossEntropyWorkspaceBytes } from '../kernels/crossentropy';
-import { embeddingWorkspaceBytes } from '../kernels/embedding';
 import { dequantizeRowsAligned } from '../kernels/quantize';
-import { globalNormPartialsBytes } from '../kernels/reduce';
-import { rmsnormWorkspaceBytes } from '../kernels/rmsnorm';
-import { ADAMW_STEP_BYTES } from '../optim/adamw';
 import { BITS, type QuantFormat } from '../quant/formats';
 import { type CodeBits, wordsFor } from '../quant/pack';
 import { type Granularity, numScales } from '../quant/quantizer';
-import { isFp32, layerScheme, type QuantSpec, savedSpec, type SavedKind, type Scheme } from '../scheme/scheme';
-import { headDim, type ModelConfig } from './config';
-import { type ParamLayout, paramLayout } from './params';
-import { tpActive, tpBufferPlan } from '../tp/tp';
-import { tpPeerBufferPlan } from '../tp/tp-peer';
+import { isFp32, type QuantSpec, savedSpec, type SavedKind, type Scheme } from '../scheme/scheme';
+import type { ModelDims } from './dims';
+import type { ParamLayout } from './params';
 
-export interface BufferSpec {
-  key: string;
-  category: MemCategory;
-  bytes: number;
-  usage?: GPUBufferUsageFlags;
-}
+export { type BufferSpec, type ModelDims, modelDims } from './dims';
 
 /**
  * The fewest tokens (B·T) for which the forward linears transpose their weight and run NN (llama.ts,
@@ -69,19 +55,6 @@ export interface ModelBuildOptions {
   linearNnMinRows?: number;
   /** This model is rank `tpRank` of a real tensor-parallel group of scheme.tp.degree peers; cfg is its shard config (tp-shard.ts). */
   tpRank?: number;
-}
-
-/** QC = nH·D, the width of q and of the attention output: C, except in a tensor-parallel shard (C/t). */
-export interface ModelDims {
-  B: number; T: number; N: number; C: number; F: number; nH: number; nKV: number; D: number; QC: number; KVC: number; V: number; L: number;
-}
-
-export function modelDims(cfg: ModelConfig, B: number, T: number): ModelDims {
-  const D = headDim(cfg);
-  return {
-    B, T, N: B * T, C: cfg.hidden_size, F: cfg.intermediate_size, nH: cfg.num_attention_heads,
-    nKV: cfg.num_key_value_heads, D, QC: cfg.num_attention_heads * D, KVC: cfg.num_key_value_heads * D, V: cfg.vocab_size, L: cfg.num_hidden_layers,
-  };
 }
 
 /** Saved-for-backward tensors of one layer (the schemes re-price these). */
@@ -126,18 +99,6 @@ export function gradStorage(layout: ParamLayout, scheme: Scheme | undefined): Ma
   const spec = scheme?.grads.storage;
   if (!spec || isFp32(spec)) return null;
   return new Map(layout.views.map((v) => [v.name, savedStorage(spec, v.size, v.shape[v.shape.length - 1])!]));
-}
-
-export function studyFlags(s: Scheme | undefined, L: number): { weights: boolean; inputs: boolean; grads: boolean } {
-  const r = { weights: false, inputs: false, grads: false };
-  if (!s) return r;
-  for (let l = 0; l < L; l++) {
-    const ls = layerScheme(s, l);
-    r.weights ||= !isFp32(ls.weights);
-    r.inputs ||= !isFp32(ls.gemm_inputs);
-    r.grads ||= !isFp32(ls.gemm_output_grads);
-  }
-  return r;
 }
 
 export const LINEAR = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj', 'self_attn.o_proj', 'mlp.gate_proj', 'mlp.up_proj', 'mlp.down_proj'];
@@ -197,97 +158,6 @@ export function layerStorage(d: ModelDims, scheme: Scheme | undefined, l: number
     if (!kind) continue;
     const st = savedStorage(savedSpec(scheme, cellLayer, kind), sizes[key][0], sizes[key][1]);
     if (st) out[key] = st;
-  }
-  return out;
-}
-
-/** Every buffer the training step allocates, in bytes. The single source for allocation and `--plan`. */
-export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: PlanOptions = {}): BufferSpec[] {
-  const training = opts.training ?? true;
-  const d = modelDims(cfg, B, T);
-  const layout = paramLayout(cfg);
-  const f = 4;
-  const P = layout.totalFloats * f;
-  const out: BufferSpec[] = [];
-  if (opts.ownWeights ?? true) out.push({ key: 'weights', category: 'weights', bytes: P });
-  const gradStore = training ? gradStorage(layout, opts.scheme) : null;
-  if (training) {
-    if (!gradStore) out.push({ key: 'grads', category: 'grads', bytes: P });
-    else {
-      // AGoQ's 8-bit gradient storage: codes + scales per tensor; each gradient is produced in fp32
-      // into a stage the size of the largest tensor and quantized right away.
-      for (const [name, st] of gradStore) {
-        out.push({ key: `grads.codes.${name}`, category: 'grads', bytes: st.words * 4 });
-        out.push({ key: `grads.scales.${name}`, category: 'grads', bytes: st.scales * 4 });
-      }
-      out.push({ key: 'gradStage', category: 'workspace', bytes: Math.max(...layout.views.map((v) => v.size)) * 4 });
-      // Tied embeddings collect lm_head's and the embedding's gradient across the whole backward.
-      if (cfg.tie_word_embeddings) out.push({ key: 'gradEmbed', category: 'workspace', bytes: d.V * d.C * 4 });
-    }
-    out.push({ key: 'adam.m', category: 'optimizer', bytes: P }, { key: 'adam.v', category: 'optimizer', bytes: P });
-  }
-  const act = (key: string, floats: number) => out.push({ key, category: 'activations', bytes: floats * f });
-  const ws = (key: string, bytes: number) => out.push({ key, category: 'workspace', bytes });
-  act('ids', d.N);
-  const sizes = layerSizes(d);
-  const live = new Set<LayerSavedKey>();
-  const storages: Partial<Record<LayerSavedKey, SavedStorage>>[] = [];
-  for (let l = 0; l <= d.L; l++) {
-    const st = layerStorage(d, training ? opts.scheme : undefined, l);
-    storages.push(st);
-    for (const k of l < d.L ? LAYER_SAVED : FINAL_SAVED) {
-      const q = st[k];
-      if (!q) {
-        act(`L${l}.${k}`, sizes[k][0]);
-        continue;
-      }
-      // Quantized storage: codes and scales are what stays alive for backward.
-      out.push({ key: `L${l}.${k}.codes`, category: 'activations', bytes: q.words * 4 });
-      out.push({ key: `L${l}.${k}.scales`, category: 'activations', bytes: q.scales * 4 });
-      live.add(k);
-    }
-  }
-  // One fp32 working copy per quantized kind, shared by all layers: forward writes it before
-  // quantizing, backward dequantizes into it before the consumers read it.
-  for (const k of live) if (!LIVE_ALIAS[k]) ws(liveKey(k), sizes[k][0] * f);
-  if (live.has('up')) ws('swigluBlock', swigluBlockRows(d, storages, opts.swigluBlockRows) * d.F * f);
-  act('rstdF', d.N);
-  act('logits', d.N * d.V); // becomes dlogits in place
-  ws('targets', d.N * f);
-  // qRaw and dq also hold [N, C] live copies (LIVE_ALIAS), wider than q in a tensor-parallel shard.
-  ws('qRaw', d.N * Math.max(d.C, d.QC) * f);
-  ws('kRaw', d.N * d.KVC * f);
-  // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()).
-  if (linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
-  ws('losses', d.N * f);
-  ws('loss', 16);
-  ws('ceWs', crossEntropyWorkspaceBytes());
-  // Loss and gradient norm come back through these small mappable buffers once per step: even
-  // steps through the first, odd through the second (a step submitted before the last one's loss is
-  // read copies into the one not being mapped; trainer.ts trainStep).
-  out.push({ key: 'readback', category: 'workspace', bytes: 16, usage: BUFFER_USAGE.MAP_READ | BUFFER_USAGE.COPY_DST });
-  out.push({ key: 'readbackOdd', category: 'workspace', bytes: 16, usage: BUFFER_USAGE.MAP_READ | BUFFER_USAGE.COPY_DST });
-  ws('rope', 2 * d.T * (d.D / 2) * f);
-  if (tpActive(opts.scheme)) out.push(...(opts.tpRank === undefined ? tpBufferPlan(d, opts.scheme.tp) : tpPeerBufferPlan(d, opts.scheme.tp, training ? layout : null)));
-  // The quantized pre-training study's fake quantization: a quantized copy of the weights for the
-  // GEMMs (master weights stay fp32), of each GEMM input, and of each output gradient on the dW path.
-  const st = studyFlags(opts.scheme, d.L);
-  if (st.weights) ws('wq', P);
-  if (st.inputs) ws('aq', d.N * Math.max(d.C, d.F) * f);
-  if (training && st.grads) ws('gq', d.N * Math.max(d.C, d.F) * f);
-  if (training) {
-    ws('dres', d.N * d.C * f);
-    ws('dh', d.N * d.C * f);
-    ws('dF1', d.N * d.F * f);
-    ws('dq', d.N * Math.max(d.C, d.QC) * f);
-    ws('dk', d.N * d.KVC * f);
-    ws('dv', d.N * d.KVC * f);
-    ws('attnWs', attentionBackwardWorkspaceBytes(d.B, d.T, d.nH));
-    ws('normWs', rmsnormWorkspaceBytes({ N: d.N, C: d.C }));
-    ws('embedWs', embeddingWorkspaceBytes({ N: d.N, V: d.V }));
-    ws('normPartials', gradStore ? globalNormPartialsBytes(layout.views.map((v) => v.size)) : globalNormPartialsBytes(layout.totalFloats));
-    ws('gradNorm', 16);
-    out.push({ key: 'stepParams', category: 'workspace', bytes: ADAMW_STEP_BYTES, usage: BUFFER_USAGE.UNIFORM | BUFFER_USAGE.COPY_DST });
   }
   return out;
 }

@@ -3,6 +3,7 @@
  * engine does not implement yet is rejected by `unsupportedFeatures` (see docs/schemes.md).
  */
 import { FP32, parseScheme, type QuantSpec, type SavedKind, type Scheme } from './scheme';
+import { type GradWire, INT8_WIRE } from './wire';
 
 const q = (format: QuantSpec['format'], granularity: QuantSpec['granularity'] = 'group', group = 128): QuantSpec => ({
   format, granularity, group, rounding: 'nearest',
@@ -65,4 +66,9 @@ export function schemePreset(name: string): Scheme {
   const s = SCHEME_PRESETS[name];
   if (!s) throw new Error(`unknown scheme '${name}' (presets: ${Object.keys(SCHEME_PRESETS).join(', ')}, or a JSON file)`);
   return s;
+}
+
+/** A data-parallel run's scheme: fp32 everywhere, the gradient crossing the all-reduce as `wire` (grads.wire). */
+export function dataParallelScheme(wire: GradWire): Scheme {
+  return parseScheme({ name: `dp-${wire}`, grads: { storage: FP32, wire: wire === 'int8' ? INT8_WIRE : FP32 } });
 }

@@ -7,10 +7,11 @@
  * measured overshoot (doubling while the choice does not change) and re-solved until the real plan fits.
  */
 import type { MemReport } from '../gpu/memory';
-import { LAYER_SAVED, FINAL_SAVED, type LayerSavedKey, modelDims, SAVED_KIND_OF } from '../model/plan';
+import { LAYER_SAVED, FINAL_SAVED, type LayerSavedKey, layerSizes, SAVED_KIND_OF } from '../model/plan';
+import { resolvePlan, type RunPlan } from '../model/run-plan';
 import type { ModelConfig } from '../model/config';
 import { allocateBits, type Bits, type BudgetEntry } from './budget';
-import { FP32, type QuantSpec, type SavedKind, type Scheme, SAVED_KINDS, savedSpec } from './scheme';
+import { FP32, type QuantSpec, type SavedKind, type Scheme, SAVED_KINDS } from './scheme';
 
 const PINNED_KINDS: SavedKind[] = ['attn_qkv', 'attn_out'];
 
@@ -32,18 +33,15 @@ function bitsOf(q: QuantSpec): Bits {
 }
 
 /** Elements per (layer, kind) cell; the final norm's tensors belong to the last layer's cells. */
-function cellElements(cfg: ModelConfig, B: number, T: number): Map<string, number> {
-  const d = modelDims(cfg, B, T);
-  const size: Record<LayerSavedKey, number> = {
-    xIn: d.N * d.C, rstd1: 0, h1: d.N * d.C, q: d.N * d.C, k: d.N * d.KVC, v: d.N * d.KVC, o: d.N * d.C, lse: 0,
-    xMid: d.N * d.C, rstd2: 0, h2: d.N * d.C, gate: d.N * d.F, up: d.N * d.F, act: d.N * d.F, xFinal: d.N * d.C, hF: d.N * d.C,
-  };
+function cellElements(plan: RunPlan): Map<string, number> {
+  const d = plan.dims;
+  const size = layerSizes(d);
   const out = new Map<string, number>();
   const add = (l: number, key: LayerSavedKey) => {
     const kind = SAVED_KIND_OF[key];
     if (!kind) return;
     const k = `${l}:${kind}`;
-    out.set(k, (out.get(k) ?? 0) + size[key]);
+    out.set(k, (out.get(k) ?? 0) + size[key][0]);
   };
   for (let l = 0; l < d.L; l++) for (const key of LAYER_SAVED) add(l, key);
   for (const key of FINAL_SAVED) add(d.L - 1, key);
@@ -71,11 +69,12 @@ export function resolveBudget(
   const budget = scheme.budget_bytes;
   if (budget === undefined) throw new Error('resolveBudget: the scheme has no budget_bytes');
   const group = scheme.layer.saved.norm_input?.group ?? 128;
-  const cells = cellElements(cfg, B, T);
+  const shape = resolvePlan(cfg, B, T, { scheme: { ...scheme, budget_bytes: undefined } });
+  const cells = cellElements(shape);
   const keys = [...cells.keys()];
   const entries: BudgetEntry[] = keys.map((k) => {
     const [l, kind] = k.split(':') as [string, SavedKind];
-    const pinned = PINNED_KINDS.includes(kind) ? bitsOf(savedSpec(scheme, Number(l), kind)) : undefined;
+    const pinned = PINNED_KINDS.includes(kind) ? bitsOf(shape.layers[Number(l)].savedSpecs[kind]) : undefined;
     return { layer: Number(l), kind, elements: cells.get(k)!, rowLength: 1, pinned };
   });
   const all32: BudgetChoice['bits'] = {};

@@ -4,6 +4,7 @@
  * presets of this one structure, and a user can edit any cell (JSON import/export, the lab's grid).
  */
 import { z } from 'zod';
+import { gradWireOf } from './wire';
 
 export const FORMATS = ['fp32', 'int8', 'int4', 'fp8-e4m3', 'fp8-e5m2'] as const;
 export type StoreFormat = (typeof FORMATS)[number];
@@ -58,7 +59,10 @@ export const SchemeSchema = z
     /** Default for every layer; `layers[i]` overrides cells of layer i. */
     layer: LayerSchemeSchema.prefault({}),
     layers: z.record(z.string().regex(/^\d+$/), LayerSchemeSchema.partial()).default({}),
-    /** Persistent gradient storage (per block) and what goes on the wire in data parallel. */
+    /**
+     * Persistent gradient storage (per block) and what goes on the wire in data parallel: fp32, or
+     * INT8 in groups of 256 with round to nearest (AGoQ's two-shot all-reduce; wire.ts).
+     */
     grads: z.object({ storage: QuantSpecSchema.default(FP32), wire: QuantSpecSchema.default(FP32) }).strict().default({ storage: FP32, wire: FP32 }),
     /** Adam moments (quantized each step, updated in full precision: the study's recipe). */
     adam: z.object({ m: QuantSpecSchema.default(FP32), v: QuantSpecSchema.default(FP32) }).strict().default({ m: FP32, v: FP32 }),
@@ -110,7 +114,7 @@ export function isFp32(q: QuantSpec): boolean {
  */
 export function unsupportedFeatures(s: Scheme): string[] {
   const out: string[] = [];
-  if (!isFp32(s.grads.wire)) out.push('a quantized gradient wire format (data parallel comes with peer groups)');
+  if (gradWireOf(s.grads.wire) === null) out.push('a gradient wire format other than fp32 or int8 in groups of 256 with round to nearest (what the data-parallel all-reduce carries)');
   if (s.tp.degree === 1 && s.tp.codec !== 'fp32') out.push('a tensor-parallel codec without a TP degree > 1');
   if (s.budget_bytes !== undefined) out.push('an unresolved memory budget (the trainer resolves budget_bytes into per-layer bits)');
   return out;

@@ -28,7 +28,7 @@ import { tacoCompress, tacoDecompress } from '../kernels/taco';
 import { FP8_NAN } from '../quant/fp8';
 import { parseTacoPayload } from '../quant/taco';
 import type { ParamLayout } from '../model/params';
-import type { BufferSpec, ModelDims } from '../model/plan';
+import type { BufferSpec, ModelDims } from '../model/dims';
 import { type ColumnParallelPart, type TensorParallel, tpChunkWireBytes, type TpConfig } from './tp';
 import { shardKind } from './tp-shard';
 

@@ -20,7 +20,7 @@ import { gatherColumns } from '../kernels/slice';
 import { tacoCompress, tacoDecompress } from '../kernels/taco';
 import { tacoPayloadBytes } from '../quant/taco';
 import type { Scheme } from '../scheme/scheme';
-import type { BufferSpec, ModelDims } from '../model/plan';
+import type { BufferSpec, ModelDims } from '../model/dims';
 
 export interface TpConfig {
   degree: number;

@@ -1,7 +1,7 @@
 /**
  * Bits per element and bytes on the wire of a training run, from its scheme and model dimensions.
  * These are exact byte counts of the storage layouts (plan.ts: packed codes + fp32 scales) and of
- * the transfer protocols (peers/allreduce.ts, tp/tp.ts), not measurements:
+ * the transfer protocols (scheme/wire.ts, tp/tp.ts), read off the run's resolved plan, not measurements:
  *  - saved activations: bits per element per layer and per kind, as stored for backward;
  *  - gradient storage: bits per element of the gradients kept between backward and the optimizer;
  *  - data parallel: bytes one peer sends per step for the gradient all-reduce, fp32 against AGoQ's
@@ -9,12 +9,12 @@
  *  - tensor parallel: bytes one rank sends per training step for the four all-reduces of every
  *    layer under the scheme's TP codec, and what fp32 all-reduces would send.
  */
-import { allReduceWireBytes } from '../../peers/allreduce';
 import type { ModelConfig } from '../model/config';
-import { FINAL_SAVED, gradStorage, LAYER_SAVED, layerSizes, layerStorage, modelDims, SAVED_KIND_OF } from '../model/plan';
-import { paramLayout } from '../model/params';
-import { tpActive, tpWireBytes } from '../tp/tp';
+import { FINAL_SAVED, LAYER_SAVED, layerSizes, SAVED_KIND_OF } from '../model/plan';
+import { resolvePlan } from '../model/run-plan';
+import { tpWireBytes } from '../tp/tp';
 import { SAVED_KINDS, type SavedKind, type Scheme } from '../scheme/scheme';
+import { allReduceWireBytes } from '../scheme/wire';
 
 /** The data-parallel group the wire figures assume: the smallest one, two peers. */
 export const DP_REFERENCE_PEERS = 2;
@@ -43,12 +43,13 @@ export interface BitsAndWire {
 }
 
 export function bitsAndWire(cfg: ModelConfig, B: number, T: number, scheme: Scheme | undefined, dpPeers = DP_REFERENCE_PEERS): BitsAndWire {
-  const d = modelDims(cfg, B, T);
+  const plan = resolvePlan(cfg, B, T, { scheme, dpMembers: dpPeers });
+  const d = plan.dims;
   const sizes = layerSizes(d);
   const perLayer: LayerBits[] = Array.from({ length: d.L }, (_, layer) => ({ layer, bits: 0, bytes: 0, elements: 0 }));
   const kinds = new Map<SavedKind, [bytes: number, elements: number]>(SAVED_KINDS.map((k) => [k, [0, 0]]));
   for (let l = 0; l <= d.L; l++) {
-    const st = layerStorage(d, scheme, l);
+    const st = plan.saved[l];
     const row = perLayer[Math.min(l, d.L - 1)];
     for (const key of l < d.L ? LAYER_SAVED : FINAL_SAVED) {
       const kind = SAVED_KIND_OF[key];
@@ -69,27 +70,27 @@ export function bitsAndWire(cfg: ModelConfig, B: number, T: number, scheme: Sche
   const savedBytes = perLayer.reduce((s, r) => s + r.bytes, 0);
   const savedElements = perLayer.reduce((s, r) => s + r.elements, 0);
 
-  const layout = paramLayout(cfg);
-  const params = layout.views.reduce((s, v) => s + v.size, 0);
-  const gs = gradStorage(layout, scheme);
+  const params = plan.layout.views.reduce((s, v) => s + v.size, 0);
+  const gs = plan.grads;
   const gradBytes = gs ? [...gs.values()].reduce((s, q) => s + (q.words + q.scales) * 4, 0) : params * 4;
 
   let tp: BitsAndWire['tp'] = null;
-  if (tpActive(scheme)) {
-    const perAllReduce = tpWireBytes(d, scheme.tp);
+  const tpw = plan.wire.tp;
+  if (tpw) {
+    const perAllReduce = tpWireBytes(d, tpw);
     const per = TP_ALLREDUCES_PER_LAYER * d.L;
     tp = {
-      degree: scheme.tp.degree,
-      codec: scheme.tp.codec,
+      degree: tpw.degree,
+      codec: tpw.codec,
       perAllReduceBytes: perAllReduce,
       stepBytes: per * perAllReduce,
-      fp32StepBytes: per * tpWireBytes(d, { ...scheme.tp, codec: 'fp32' }),
+      fp32StepBytes: per * tpWireBytes(d, { ...tpw, codec: 'fp32' }),
     };
   }
   return {
     saved: { overall: savedElements > 0 ? (8 * savedBytes) / savedElements : 32, perLayer, perKind },
     grads: { bits: (8 * gradBytes) / params, bytes: gradBytes, elements: params },
-    dp: { peers: dpPeers, fp32Bytes: allReduceWireBytes(params, dpPeers, 0, 'fp32'), int8Bytes: allReduceWireBytes(params, dpPeers, 0, 'int8') },
+    dp: { peers: plan.wire.dp.members, fp32Bytes: allReduceWireBytes(params, plan.wire.dp.members, 0, 'fp32'), int8Bytes: allReduceWireBytes(params, plan.wire.dp.members, 0, 'int8') },
     tp,
   };
 }

@@ -19,10 +19,8 @@
 import type { Dispatch, Runtime } from '../gpu/runtime';
 import { quantErrorPartials } from '../kernels/quantize';
 import { normFinalize, sumSquaresPartialCount } from '../kernels/reduce';
-import type { ModelConfig } from '../model/config';
-import { type BufferSpec, FINAL_SAVED, LAYER_SAVED, layerStorage, LINEAR, type LlamaGpu, modelDims, SAVED_KIND_OF } from '../model/llama';
-import { paramLayout } from '../model/params';
-import { isFp32, layerScheme, SAVED_KINDS, type Scheme } from '../scheme/scheme';
+import { type BufferSpec, FINAL_SAVED, LAYER_SAVED, LINEAR, type LlamaGpu, type RunPlan, SAVED_KIND_OF } from '../model/llama';
+import { isFp32, SAVED_KINDS } from '../scheme/scheme';
 
 export const PROBE_KINDS = [...SAVED_KINDS, 'weights', 'gemm_inputs'] as const;
 export type ProbeKind = (typeof PROBE_KINDS)[number];
@@ -45,27 +43,25 @@ export interface ProbeSite {
 /** The forward GEMM inputs (LlamaGpu.gemmInput's labels) and their row widths. */
 const GEMM_INPUTS: [label: string, width: 'C' | 'QC' | 'F'][] = [['qkv_in', 'C'], ['o_in', 'QC'], ['mlp_in', 'C'], ['down_in', 'F']];
 
-/** Every tensor a training model of this shape quantizes in its forward pass under `scheme`. */
-export function probeSites(cfg: ModelConfig, B: number, T: number, scheme: Scheme | undefined): ProbeSite[] {
-  if (!scheme) return [];
-  const d = modelDims(cfg, B, T);
+/** Every tensor a training model quantizes in its forward pass under its plan. */
+export function probeSites(plan: RunPlan): ProbeSite[] {
+  const { dims: d, layout } = plan;
   const out: ProbeSite[] = [];
   // Saved activations: the model's own storage table (l = L holds the final norm's tensors, priced by the last layer's cells).
   for (let l = 0; l <= d.L; l++) {
-    const st = layerStorage(d, scheme, l);
+    const st = plan.saved[l];
     for (const key of l < d.L ? LAYER_SAVED : FINAL_SAVED) {
       const kind = SAVED_KIND_OF[key];
       const s = st[key];
       if (kind && s) out.push({ key: `L${l}.${key}`, layer: Math.min(l, d.L - 1), kind, n: s.n });
     }
   }
-  const layout = paramLayout(cfg);
   for (let l = 0; l < d.L; l++) {
-    const ls = layerScheme(scheme, l);
+    const ls = plan.layers[l];
     if (!isFp32(ls.weights)) {
       for (const name of LINEAR) out.push({ key: `L${l}.${name}.wq`, layer: l, kind: 'weights', n: layout.byName.get(`model.layers.${l}.${name}.weight`)!.size });
     }
-    if (!isFp32(ls.gemm_inputs)) {
+    if (!isFp32(ls.gemmInputs)) {
       for (const [label, w] of GEMM_INPUTS) out.push({ key: `L${l}.${label}`, layer: l, kind: 'gemm_inputs', n: d.N * d[w] });
     }
   }
@@ -105,8 +101,8 @@ function probeLayout(sites: ProbeSite[]): { records: RecordLayout[]; partialsFlo
 }
 
 /** The probe's buffers in the trainer's plan (none when the scheme quantizes nothing in the forward). */
-export function quantProbeBufferPlan(cfg: ModelConfig, B: number, T: number, scheme: Scheme | undefined): BufferSpec[] {
-  const { records, partialsFloats, outFloats } = probeLayout(probeSites(cfg, B, T, scheme));
+export function quantProbeBufferPlan(plan: RunPlan): BufferSpec[] {
+  const { records, partialsFloats, outFloats } = probeLayout(probeSites(plan));
   if (records.length === 0) return [];
   return [
     { key: 'probe.partials', category: 'workspace', bytes: partialsFloats * 4 },
@@ -129,13 +125,13 @@ export class QuantErrorProbe {
    * points and the planned sites disagree (a model change that forgot the other side).
    */
   static create(rt: Runtime, model: LlamaGpu): QuantErrorProbe | null {
-    const sites = probeSites(model.cfg, model.dims.B, model.dims.T, model.scheme);
+    const sites = probeSites(model.plan);
     const planned = new Set(sites.map((s) => s.key));
     const unplanned = [...model.probePoints.keys()].filter((k) => !planned.has(k));
     if (unplanned.length) throw new Error(`quantization probe: the model has probe points the plan lacks: ${unplanned.join(', ')}`);
     const layout = probeLayout(sites);
     if (layout.records.length === 0) return null;
-    const specs = quantProbeBufferPlan(model.cfg, model.dims.B, model.dims.T, model.scheme);
+    const specs = quantProbeBufferPlan(model.plan);
     const [partials, out] = specs.map((s) => rt.createBuffer(s.category, s.key, s.bytes));
     const extra = new Map<Dispatch, Dispatch[]>();
     const finals: Dispatch[] = [];

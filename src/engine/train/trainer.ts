@@ -6,7 +6,7 @@
 import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
 import type { Dispatch, Runtime } from '../gpu/runtime';
 import { saveCheckpoint, type CheckpointFiles } from '../io/checkpoint';
-import { type BufferSpec, LlamaGpu, modelBufferPlan } from '../model/llama';
+import { type BufferSpec, LlamaGpu, modelBufferPlan, resolvePlan } from '../model/llama';
 import { flatten, initParams, unflatten } from '../model/params';
 import { packAdamwStep } from '../optim/adamw';
 import { lrAt } from '../optim/schedule';
@@ -48,10 +48,11 @@ export interface TrainerInit {
 
 /** All buffers a training run allocates: the model at (B, T) plus a B=1 sampler sharing its weights. */
 export function trainerBufferPlan(opts: TrainOptions): BufferSpec[] {
+  const plan = resolvePlan(opts.model, opts.batch, opts.seq, { scheme: opts.scheme });
   return [
-    ...modelBufferPlan(opts.model, opts.batch, opts.seq, { scheme: opts.scheme }),
+    ...plan.buffers,
     ...modelBufferPlan(opts.model, 1, opts.seq, { training: false, ownWeights: false }).map((s) => ({ ...s, key: `sampler.${s.key}` })),
-    ...quantProbeBufferPlan(opts.model, opts.batch, opts.seq, opts.scheme),
+    ...quantProbeBufferPlan(plan),
   ];
 }
 

@@ -1,0 +1,199 @@
+/**
+ * The scheme resolved once: (scheme, model config, batch, context, parallel layout) → one RunPlan.
+ * Every reader of a scheme takes its answer from here instead of interpreting the scheme itself:
+ * the model (llama.ts: which buffers exist, which GEMM operands are fake-quantized, how saved
+ * activations and gradients are stored), the memory plan and ledger (`buffers`: the model allocates
+ * exactly this list and `--plan` sums it, so prediction and allocation agree by construction), the
+ * budget allocator (scheme/resolve.ts), the probes (train/probe.ts), the bit accounting
+ * (train/probe-bits.ts) and the peers (the data- and tensor-parallel wire formats).
+ */
+import { BUFFER_USAGE } from '../gpu/memory';
+import { attentionBackwardWorkspaceBytes } from '../kernels/attention';
+import { crossEntropyWorkspaceBytes } from '../kernels/crossentropy';
+import { embeddingWorkspaceBytes } from '../kernels/embedding';
+import { globalNormPartialsBytes } from '../kernels/reduce';
+import { rmsnormWorkspaceBytes } from '../kernels/rmsnorm';
+import { ADAMW_STEP_BYTES } from '../optim/adamw';
+import { SCHEME_PRESETS } from '../scheme/presets';
+import { isFp32, layerScheme, type QuantSpec, SAVED_KINDS, type SavedKind, savedSpec, type Scheme } from '../scheme/scheme';
+import { type GradWire, gradWireOf } from '../scheme/wire';
+import { type TpConfig, tpBufferPlan } from '../tp/tp';
+import { tpPeerBufferPlan } from '../tp/tp-peer';
+import type { ModelConfig } from './config';
+import { type BufferSpec, type ModelDims, modelDims } from './dims';
+import { type ParamLayout, paramLayout } from './params';
+import {
+  FINAL_SAVED, gradStorage, LAYER_SAVED, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
+  type PlanOptions, type SavedStorage, swigluBlockRows,
+} from './plan';
+
+/** The number format a layer's GEMMs compute in (the operands are fake-quantized, the arithmetic is fp32). */
+export type ComputeFormat = 'fp32';
+
+export interface LayerPlan {
+  /** The GEMM operands as the GEMMs see them (fp32 = as is; else a fake-quantized copy). */
+  weights: QuantSpec;
+  gemmInputs: QuantSpec;
+  gemmOutputGrads: QuantSpec;
+  compute: ComputeFormat;
+  /** The layer's cell per saved kind (fp32 where the scheme sets none). */
+  savedSpecs: Record<SavedKind, QuantSpec>;
+}
+
+export interface RunPlan {
+  cfg: ModelConfig;
+  dims: ModelDims;
+  layout: ParamLayout;
+  scheme: Scheme;
+  training: boolean;
+  layers: LayerPlan[];
+  /** Storage of the saved tensors of layer l (index L: the final norm's, priced by the last layer's cells); absent = fp32. Only training saves. */
+  saved: Partial<Record<LayerSavedKey, SavedStorage>>[];
+  /** Quantized gradient storage per tensor, or null for one fp32 flat buffer. */
+  grads: Map<string, SavedStorage> | null;
+  adam: { m: QuantSpec; v: QuantSpec };
+  /** The fake-quantized copies the step keeps: of the weights (`wq`), GEMM inputs (`aq`), output gradients (`gq`). */
+  fakeQuant: { weights: boolean; inputs: boolean; grads: boolean };
+  /** Rows per block of the SwiGLU backward (swigluBlockRows; N when `up` is stored fp32). */
+  swigluRows: number;
+  wire: {
+    /** Data parallel over `members` peers: the gradient all-reduce's format (null: the scheme's grads.wire has no all-reduce). */
+    dp: { members: number; format: GradWire | null };
+    /** Tensor parallel's degree and exchange format; null without TP. */
+    tp: TpConfig | null;
+    /** This model's rank in a real tensor-parallel group; undefined: TP is simulated on this device. */
+    tpRank?: number;
+  };
+  /** Every buffer the model allocates, in bytes. */
+  buffers: BufferSpec[];
+}
+
+export interface ResolveOptions extends PlanOptions {
+  /** Data-parallel members the wire figures are for (1: a single device). */
+  dpMembers?: number;
+}
+
+/** The one place a scheme is interpreted: everything a training (or forward-only) model of this shape does under it. */
+export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: ResolveOptions = {}): RunPlan {
+  const training = opts.training ?? true;
+  const scheme = opts.scheme ?? SCHEME_PRESETS.fp32;
+  const dims = modelDims(cfg, B, T);
+  const layout = paramLayout(cfg);
+  const layers: LayerPlan[] = Array.from({ length: dims.L }, (_, l) => {
+    const ls = layerScheme(scheme, l);
+    const savedSpecs = Object.fromEntries(SAVED_KINDS.map((k) => [k, savedSpec(scheme, l, k)])) as Record<SavedKind, QuantSpec>;
+    return { weights: ls.weights, gemmInputs: ls.gemm_inputs, gemmOutputGrads: ls.gemm_output_grads, compute: 'fp32', savedSpecs };
+  });
+  const saved = Array.from({ length: dims.L + 1 }, (_, l) => layerStorage(dims, training ? scheme : undefined, l));
+  const fakeQuant = {
+    weights: layers.some((l) => !isFp32(l.weights)),
+    inputs: layers.some((l) => !isFp32(l.gemmInputs)),
+    grads: training && layers.some((l) => !isFp32(l.gemmOutputGrads)),
+  };
+  const plan: RunPlan = {
+    cfg, dims, layout, scheme, training, layers, saved,
+    grads: training ? gradStorage(layout, scheme) : null,
+    adam: { m: scheme.adam.m, v: scheme.adam.v },
+    fakeQuant,
+    swigluRows: saved.some((s) => s.up) ? swigluBlockRows(dims, saved, opts.swigluBlockRows) : dims.N,
+    wire: {
+      dp: { members: opts.dpMembers ?? 1, format: gradWireOf(scheme.grads.wire) },
+      tp: scheme.tp.degree > 1 ? { degree: scheme.tp.degree, codec: scheme.tp.codec, group: scheme.tp.group } : null,
+      tpRank: opts.tpRank,
+    },
+    buffers: [],
+  };
+  plan.buffers = planBuffers(plan, opts);
+  return plan;
+}
+
+/** Every buffer the training step allocates, in bytes. The single source for allocation and `--plan`. */
+export function modelBufferPlan(cfg: ModelConfig, B: number, T: number, opts: PlanOptions = {}): BufferSpec[] {
+  return resolvePlan(cfg, B, T, opts).buffers;
+}
+
+function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
+  const { training, layout, dims: d, cfg } = p;
+  const f = 4;
+  const P = layout.totalFloats * f;
+  const out: BufferSpec[] = [];
+  if (opts.ownWeights ?? true) out.push({ key: 'weights', category: 'weights', bytes: P });
+  const gradStore = p.grads;
+  if (training) {
+    if (!gradStore) out.push({ key: 'grads', category: 'grads', bytes: P });
+    else {
+      // AGoQ's 8-bit gradient storage: codes + scales per tensor; each gradient is produced in fp32
+      // into a stage the size of the largest tensor and quantized right away.
+      for (const [name, st] of gradStore) {
+        out.push({ key: `grads.codes.${name}`, category: 'grads', bytes: st.words * 4 });
+        out.push({ key: `grads.scales.${name}`, category: 'grads', bytes: st.scales * 4 });
+      }
+      out.push({ key: 'gradStage', category: 'workspace', bytes: Math.max(...layout.views.map((v) => v.size)) * 4 });
+      // Tied embeddings collect lm_head's and the embedding's gradient across the whole backward.
+      if (cfg.tie_word_embeddings) out.push({ key: 'gradEmbed', category: 'workspace', bytes: d.V * d.C * 4 });
+    }
+    out.push({ key: 'adam.m', category: 'optimizer', bytes: P }, { key: 'adam.v', category: 'optimizer', bytes: P });
+  }
+  const act = (key: string, floats: number) => out.push({ key, category: 'activations', bytes: floats * f });
+  const ws = (key: string, bytes: number) => out.push({ key, category: 'workspace', bytes });
+  act('ids', d.N);
+  const sizes = layerSizes(d);
+  const live = new Set<LayerSavedKey>();
+  for (let l = 0; l <= d.L; l++) {
+    const st = p.saved[l];
+    for (const k of l < d.L ? LAYER_SAVED : FINAL_SAVED) {
+      const q = st[k];
+      if (!q) {
+        act(`L${l}.${k}`, sizes[k][0]);
+        continue;
+      }
+      // Quantized storage: codes and scales are what stays alive for backward.
+      out.push({ key: `L${l}.${k}.codes`, category: 'activations', bytes: q.words * 4 });
+      out.push({ key: `L${l}.${k}.scales`, category: 'activations', bytes: q.scales * 4 });
+      live.add(k);
+    }
+  }
+  // One fp32 working copy per quantized kind, shared by all layers: forward writes it before
+  // quantizing, backward dequantizes into it before the consumers read it.
+  for (const k of live) if (!LIVE_ALIAS[k]) ws(liveKey(k), sizes[k][0] * f);
+  if (live.has('up')) ws('swigluBlock', p.swigluRows * d.F * f);
+  act('rstdF', d.N);
+  act('logits', d.N * d.V); // becomes dlogits in place
+  ws('targets', d.N * f);
+  // qRaw and dq also hold [N, C] live copies (LIVE_ALIAS), wider than q in a tensor-parallel shard.
+  ws('qRaw', d.N * Math.max(d.C, d.QC) * f);
+  ws('kRaw', d.N * d.KVC * f);
+  // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()).
+  if (linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
+  ws('losses', d.N * f);
+  ws('loss', 16);
+  ws('ceWs', crossEntropyWorkspaceBytes());
+  // Loss and gradient norm come back through these small mappable buffers once per step: even
+  // steps through the first, odd through the second (a step submitted before the last one's loss is
+  // read copies into the one not being mapped; trainer.ts trainStep).
+  out.push({ key: 'readback', category: 'workspace', bytes: 16, usage: BUFFER_USAGE.MAP_READ | BUFFER_USAGE.COPY_DST });
+  out.push({ key: 'readbackOdd', category: 'workspace', bytes: 16, usage: BUFFER_USAGE.MAP_READ | BUFFER_USAGE.COPY_DST });
+  ws('rope', 2 * d.T * (d.D / 2) * f);
+  const tp = p.wire.tp;
+  if (tp) out.push(...(p.wire.tpRank === undefined ? tpBufferPlan(d, tp) : tpPeerBufferPlan(d, tp, training ? layout : null)));
+  // The quantized pre-training study's fake quantization: a quantized copy of the weights for the
+  // GEMMs (master weights stay fp32), of each GEMM input, and of each output gradient on the dW path.
+  if (p.fakeQuant.weights) ws('wq', P);
+  if (p.fakeQuant.inputs) ws('aq', d.N * Math.max(d.C, d.F) * f);
+  if (p.fakeQuant.grads) ws('gq', d.N * Math.max(d.C, d.F) * f);
+  if (training) {
+    ws('dres', d.N * d.C * f);
+    ws('dh', d.N * d.C * f);
+    ws('dF1', d.N * d.F * f);
+    ws('dq', d.N * Math.max(d.C, d.QC) * f);
+    ws('dk', d.N * d.KVC * f);
+    ws('dv', d.N * d.KVC * f);
+    ws('attnWs', attentionBackwardWorkspaceBytes(d.B, d.T, d.nH));
+    ws('normWs', rmsnormWorkspaceBytes({ N: d.N, C: d.C }));
+    ws('embedWs', embeddingWorkspaceBytes({ N: d.N, V: d.V }));
+    ws('normPartials', gradStore ? globalNormPartialsBytes(layout.views.map((v) => v.size)) : globalNormPartialsBytes(layout.totalFloats));
+    ws('gradNorm', 16);
+    out.push({ key: 'stepParams', category: 'workspace', bytes: ADAMW_STEP_BYTES, usage: BUFFER_USAGE.UNIFORM | BUFFER_USAGE.COPY_DST });
+  }
+  return out;
+}
