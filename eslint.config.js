@@ -1,13 +1,13 @@
 // ESLint flat config. Its main job is the architecture boundary: the engine (src/engine/**) runs in
 // Node, in a worker and on a headless GPU box, and dependencies point one way (engine ← peers ←
 // state ← ui), so it imports nothing from React, zustand, recharts, the layers above it (src/peers,
-// src/state, src/ui, src/worker, src/cli, src/bench-page, src/server) or the bench/ lab, and touches
+// src/state, src/ui, src/worker, src/cli, src/bench-page, src/lab, src/server) or the bench/ lab, and touches
 // no window/document. tests/engine/boundaries.test.ts runs this config on src/engine and fails on
 // any violation; import cycles are `npm run cycles` (tests/cycles.test.ts).
 import { defineConfig } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
-const OUTER_LAYERS = ['peers', 'state', 'ui', 'worker', 'cli', 'bench-page', 'server'];
+const OUTER_LAYERS = ['peers', 'state', 'ui', 'worker', 'cli', 'bench-page', 'lab', 'server'];
 const UI_PACKAGES = ['react', 'react-dom', 'zustand', 'recharts'];
 
 /**
