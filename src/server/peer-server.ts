@@ -51,7 +51,7 @@ export interface EmbeddedPeerServerOptions {
 }
 
 /** Why a signalling registration is refused, or null to let it through. */
-function refusal(req: IncomingMessage, ids: ReadonlySet<string>, perAddress: number, o: Required<Pick<EmbeddedPeerServerOptions, 'maxSocketsPerAddress' | 'maxIdsPerRoom'>>): string | null {
+function refusal(req: IncomingMessage, ids: ReadonlySet<string>, reserved: ReadonlySet<string>, perAddress: number, o: Required<Pick<EmbeddedPeerServerOptions, 'maxSocketsPerAddress' | 'maxIdsPerRoom'>>): string | null {
   const q = new URL(req.url ?? '', 'http://x').searchParams;
   const id = q.get('id') ?? '';
   if (id.length > MAX_PEER_ID_LENGTH || tagOfMemberId(id) === null) return 'the id is not a member id';
@@ -71,7 +71,7 @@ function refusal(req: IncomingMessage, ids: ReadonlySet<string>, perAddress: num
   if (!ids.has(id)) {
     const tag = tagOfMemberId(id);
     let inRoom = 0;
-    for (const other of ids) if (tagOfMemberId(other) === tag) inRoom++;
+    for (const other of [...ids, ...reserved]) if (tagOfMemberId(other) === tag) inRoom++;
     if (inRoom >= o.maxIdsPerRoom) return 'the room is full';
   }
   return null;
@@ -93,7 +93,12 @@ export function attachPeerServer(server: HttpServer, opts: EmbeddedPeerServerOpt
   api.on('error', () => {});
   // The registered ids, for the room listing and the per-room limit.
   const ids = new Set<string>();
-  api.on('connection', (c: { getId(): string }) => ids.add(c.getId()));
+  // Ids let through the upgrade and not yet registered: counted too, so that concurrent upgrades can't overfill a room.
+  const reserved = new Set<string>();
+  api.on('connection', (c: { getId(): string }) => {
+    reserved.delete(c.getId());
+    ids.add(c.getId());
+  });
   api.on('disconnect', (c: { getId(): string }) => ids.delete(c.getId()));
   const sockets = new Map<string, number>();
   // ExpressPeerServer starts its server when mounted in a parent Express app; a second
@@ -107,14 +112,17 @@ export function attachPeerServer(server: HttpServer, opts: EmbeddedPeerServerOpt
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     if (!socketServer.shouldHandle(req)) return; // someone else's upgrade (e.g. Vite HMR)
     const address = req.socket.remoteAddress ?? '?';
-    const why = refusal(req, ids, sockets.get(address) ?? 0, limits);
+    const why = refusal(req, ids, reserved, sockets.get(address) ?? 0, limits);
     if (why) {
       socket.end(`HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Type: text/plain\r\n\r\n${why}\n`);
       return;
     }
     sockets.set(address, (sockets.get(address) ?? 0) + 1);
+    const id = new URL(req.url ?? '', 'http://x').searchParams.get('id')!;
+    if (!ids.has(id)) reserved.add(id);
     socketServer.handleUpgrade(req, socket, head, (ws) => {
       ws.on('close', () => {
+        reserved.delete(id);
         const n = (sockets.get(address) ?? 1) - 1;
         if (n > 0) sockets.set(address, n);
         else sockets.delete(address);
