@@ -133,7 +133,7 @@ export class PeerJsTransport implements Transport {
   private readonly links = new Map<PeerId, Link>();
   /** Peers that were admitted and then left: a returning member joins under a new id. */
   private readonly departed = new Set<PeerId>();
-  /** Ids that refused us or that we refused (passphrase, protocol): not dialled again (they may still dial us). */
+  /** Ids that refused us or that we refused (passphrase, protocol), or gone: not dialled again, their offers refused. */
   private readonly noRedial = new Set<PeerId>();
   /**
    * Ids whose connection failed or timed out, with when they may be dialled again: a peer that was
