@@ -2,22 +2,25 @@
  * The Transport over WebRTC data channels brokered by a PeerJS PeerServer: one reliable, ordered
  * DataConnection ('raw' serialization, ArrayBuffers both ways) to every member of the room, a full mesh.
  *
- * Joining: the peer registers `<room tag>-<random>` with the PeerServer, reads the server's peer
- * listing (GET <path>/peerjs/peers, `allow_discovery`), and dials every id with the room's tag; members
- * that join later dial it. Two members dialling each other at once keep the connection dialled by the
+ * Joining: the peer registers `<room tag>-<random>-<mark>` (src/peers/room.ts) with the PeerServer,
+ * reads the room's listing (GET <path>/peerjs/rooms/<discovery key>), and dials every member id of the
+ * room in it; members that join later dial it. Every PeerServer message passes the signalling guard
+ * (src/peers/signal-guard.ts) before PeerJS sees it. Two members dialling each other at once keep the connection dialled by the
  * smaller id (both sides apply the same rule). No member is special for the mesh: the group survives
  * any member leaving, the room's creator included ('host' is only a role shown in the roster).
  *
- * Admission (src/peers/room.ts): on open, each side sends a hello with a fresh nonce and answers the
- * other's nonce with an HMAC under the room key (room id + optional passphrase, never sent). A side
- * that verifies the other's proof sends 'admit'; a link is admitted once both sides have admitted
- * each other, and only then does it carry data or count among peers(). A failed proof gets a 'deny'
- * with the reason, both sides report it (onProblem), and the connection is closed.
+ * Admission: on open, each side sends a hello with a fresh nonce; once it has the other's, it sends
+ * its PAKE share (src/peers/pake.ts, on the room key: room id + optional passphrase, never sent),
+ * then its key confirmation. A side that verifies the other's confirmation sends 'admit' (with its
+ * role: nothing about a member leaves before the other side proved the room key); a link is
+ * admitted once both sides have admitted each other, and only then does it carry data or count
+ * among peers(). A failed proof gets a 'deny', both sides report it (onProblem), and the connection
+ * is closed. Failed handshakes are rate-limited, and links not yet admitted are capped.
  *
  * Wire: byte 0 is the kind — 0: a Transport message (the rest, ≤ MAX_TRANSPORT_MESSAGE bytes),
- * 1: a control message (UTF-8 JSON ≤ 4 KiB: hello, proof, admit, deny, ping, pong, bye). Every
- * received message is checked (type, size, schema, admission); a bad one is counted, reported and
- * dropped, never thrown.
+ * 1: a control message (UTF-8 JSON ≤ 4 KiB: hello, share, proof, admit, deny, ping, pong, bye). Every
+ * received message is checked (type, size, schema, admission); a bad one is counted, reported
+ * (rate-limited per remote) and dropped, never thrown.
  *
  * Liveness: every member pings each admitted peer every heartbeatMs; any message counts as a sign of
  * life; a peer silent for peerTimeoutMs is dropped (onPeerLeave), as is a link that is not admitted
@@ -33,22 +36,24 @@
  */
 import type { DataConnection, Peer } from 'peerjs';
 import { z } from 'zod';
+import { PerKeyRateLimit } from './log-limit';
+import { ControlMessage, type DenyReason, guardLateCandidates, isArrayBuffer, type Link, loadPeerClass, newLink } from './peerjs-link';
+import { PakeSession } from './pake';
 import {
   deriveRoomKey,
   fromBase64,
+  isMemberId,
   isRoomId,
   memberId,
   NONCE_BYTES,
   type PeerServerAddress,
   peerListUrl,
-  proveMembership,
-  randomBytes,
-  roomTag,
-  tagOfMemberId,
+  roomDiscoveryKey,
+  tagOfDiscoveryKey,
   toBase64,
-  verifyMembership,
 } from './room';
-import { type LinkState, type PeerRole, ranksOf, type RosterEntry, RttEstimator } from './roster';
+import { type PeerRole, ranksOf, type RosterEntry } from './roster';
+import { guardSignalling } from './signal-guard';
 import {
   BufferWaiters,
   emptyStats,
@@ -62,7 +67,7 @@ import {
   type Unsubscribe,
 } from './transport';
 
-export const PEERJS_PROTOCOL_VERSION = 1;
+export const PEERJS_PROTOCOL_VERSION = 2;
 const KIND_DATA = 0;
 const KIND_CONTROL = 1;
 const MAX_CONTROL_BYTES = 4096;
@@ -77,6 +82,10 @@ const POLL_MS_WITH_EVENTS = 250;
 const MAX_DIAL_ATTEMPTS = 5;
 /** A denied peer gets this long to receive the 'deny' before the connection closes. */
 const DENY_GRACE_MS = 250;
+/** Links not yet admitted, at most: more offers are refused before any WebRTC is set up, dials wait. */
+export const MAX_UNADMITTED_LINKS = 8;
+/** Failed handshakes per minute after which no new link is taken until the minute has passed (online guessing). */
+export const MAX_AUTH_FAILURES_PER_MINUTE = 8;
 
 export interface PeerJsTransportOptions {
   /** The room id (createRoomId()). */
@@ -116,80 +125,6 @@ export interface PeerProblem {
   message: string;
 }
 
-const DenyReason = z.enum(['passphrase', 'protocol', 'timeout']);
-type DenyReason = z.infer<typeof DenyReason>;
-const seq = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
-const ControlMessage = z.discriminatedUnion('t', [
-  z.object({ t: z.literal('hello'), v: z.number().int(), nonce: z.string().max(64), role: z.enum(['host', 'peer']), pass: z.boolean() }),
-  z.object({ t: z.literal('proof'), mac: z.string().max(64) }),
-  z.object({ t: z.literal('admit') }),
-  z.object({ t: z.literal('deny'), reason: DenyReason, detail: z.string().max(300) }),
-  z.object({ t: z.literal('ping'), n: seq, ts: z.number().finite() }),
-  z.object({ t: z.literal('pong'), n: seq, ts: z.number().finite() }),
-  z.object({ t: z.literal('bye') }),
-]);
-type ControlMessage = z.infer<typeof ControlMessage>;
-
-interface Link {
-  peer: PeerId;
-  conn: DataConnection;
-  /** We dialled this connection. */
-  outgoing: boolean;
-  state: LinkState;
-  /** Closed or replaced: its events are ignored from now on. */
-  closed: boolean;
-  role: PeerRole | null;
-  /** Our challenge to this peer. */
-  nonce: Uint8Array;
-  /** Whether the peer declared a passphrase (for clear error messages). */
-  theirPass: boolean | null;
-  /**
-   * Control messages are handled one after another (some await WebCrypto), so that replies leave in
-   * the order their causes arrived: a peer's proof always precedes its verdict on ours.
-   */
-  controlChain: Promise<void>;
-  /** We verified the peer's proof / the peer admitted us. */
-  verified: boolean;
-  proofSeen: boolean;
-  admittedUs: boolean;
-  /** Channel has 'bufferedamountlow' (browsers) or must be polled (wrtc). */
-  lowEvents: boolean;
-  queue: Uint8Array[];
-  queuedBytes: number;
-  /** Low-water marks of pending waitForBufferedBelow calls (to aim the bufferedamountlow threshold). */
-  lows: number[];
-  poll: ReturnType<typeof setTimeout> | null;
-  bytesSent: number;
-  bytesReceived: number;
-  rejected: number;
-  rtt: RttEstimator;
-  pingSeq: number;
-  createdAt: number;
-  lastSeen: number | null;
-}
-
-/** PeerJS's ESM build (the page) exports Peer by name; Node loads its CommonJS build, whose exports sit on `default`. */
-async function loadPeerClass(): Promise<typeof Peer> {
-  const mod: { Peer?: typeof Peer; default?: unknown } = await import('peerjs');
-  return mod.Peer ?? (mod.default as { Peer: typeof Peer }).Peer;
-}
-
-/**
- * PeerJS 1.5.5 reports a failed addIceCandidate through `connection.provider`, which is null once the
- * connection is closed, so a candidate still being applied when a connection closes (a duplicate
- * dial, a refused or timed-out link) becomes an unhandled rejection — fatal in Node. A candidate that
- * fails on a closed connection means nothing, so those failures are dropped here.
- */
-function guardLateCandidates(conn: DataConnection): void {
-  const handle = conn.handleMessage.bind(conn);
-  conn.handleMessage = (m) => handle(m).catch(() => {});
-}
-
-function isArrayBuffer(x: unknown): x is ArrayBuffer {
-  // Not `instanceof`: the buffer may come from another realm (a worker, the native wrtc binding).
-  return Object.prototype.toString.call(x) === '[object ArrayBuffer]';
-}
-
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
@@ -198,7 +133,7 @@ export class PeerJsTransport implements Transport {
   private readonly links = new Map<PeerId, Link>();
   /** Peers that were admitted and then left: a returning member joins under a new id. */
   private readonly departed = new Set<PeerId>();
-  /** Ids that refused us or that we refused (passphrase, protocol): not dialled again (they may still dial us). */
+  /** Ids that refused us or that we refused (passphrase, protocol), or gone: not dialled again, their offers refused. */
   private readonly noRedial = new Set<PeerId>();
   /**
    * Ids whose connection failed or timed out, with when they may be dialled again: a peer that was
@@ -215,6 +150,9 @@ export class PeerJsTransport implements Transport {
   private readonly timers: ReturnType<typeof setInterval>[] = [];
   private readonly graceTimers = new Set<ReturnType<typeof setTimeout>>();
   private lastAuthProblem: string | null = null;
+  /** When recent handshakes failed (MAX_AUTH_FAILURES_PER_MINUTE). */
+  private authFailures: number[] = [];
+  private readonly reports = new PerKeyRateLimit();
   /** Bytes on all data channels, departed peers included (the roster's own line). */
   private readonly wire = { sent: 0, received: 0 };
   private closed = false;
@@ -229,8 +167,9 @@ export class PeerJsTransport implements Transport {
       throw new Error('WebRTC is not available here; in Node, call installNodeWebRtc() (src/peers/node-webrtc.ts) before opening a PeerJS transport');
     }
     const passphrase = opts.passphrase ?? '';
-    const [PeerClass, key, tag] = await Promise.all([loadPeerClass(), deriveRoomKey(opts.room, passphrase), roomTag(opts.room)]);
-    const id = memberId(tag);
+    const [PeerClass, key] = await Promise.all([loadPeerClass(), deriveRoomKey(opts.room, passphrase)]);
+    const discovery = roomDiscoveryKey(opts.room);
+    const id = memberId(discovery);
     const s = opts.server;
     const peer = new PeerClass(id, {
       host: s.host,
@@ -240,6 +179,12 @@ export class PeerJsTransport implements Transport {
       key: s.key,
       config: { iceServers: opts.iceServers ?? [] },
       debug: opts.debug ?? 0,
+    });
+    // Installed before the socket delivers anything; the transport takes over once it exists.
+    const gate: { t: PeerJsTransport | null } = { t: null };
+    guardSignalling(peer, {
+      acceptOffer: (src) => gate.t?.acceptOffer(src) ?? false,
+      dropped: (src, reason) => gate.t?.problem({ kind: 'bad-message', peer: src ?? undefined, message: `dropped a PeerServer message${src ? ` from ${src}` : ''}: ${reason}` }),
     });
     const waitMs = opts.connectTimeoutMs ?? 10_000;
     try {
@@ -261,7 +206,8 @@ export class PeerJsTransport implements Transport {
       peer.destroy();
       throw e;
     }
-    const t = new PeerJsTransport(peer, id, opts, key, tag, passphrase !== '');
+    const t = new PeerJsTransport(peer, id, opts, key, discovery);
+    gate.t = t;
     try {
       await t.discover();
     } catch (e) {
@@ -276,11 +222,11 @@ export class PeerJsTransport implements Transport {
     /** This member's PeerJS id (kept here: PeerJS forgets it while disconnected from the server). */
     readonly id: PeerId,
     opts: PeerJsTransportOptions,
-    private readonly key: CryptoKey,
-    /** The room's public tag (prefix of every member id). */
-    readonly tag: string,
-    private readonly hasPassphrase: boolean,
+    private readonly key: Uint8Array,
+    /** The room's discovery key (src/peers/room.ts): lists the room and checks member ids. */
+    private readonly discovery: string,
   ) {
+    this.tag = tagOfDiscoveryKey(discovery);
     this.room = opts.room;
     this.server = opts.server;
     this.role = opts.role ?? 'peer';
@@ -314,6 +260,8 @@ export class PeerJsTransport implements Transport {
   readonly room: string;
   readonly server: PeerServerAddress;
   readonly role: PeerRole;
+  /** The room's tag (prefix of every member id). */
+  readonly tag: string;
 
   /** Admitted peers (data may flow to and from them). */
   peers(): PeerId[] {
@@ -455,24 +403,44 @@ export class PeerJsTransport implements Transport {
   /** Reads the server's listing and dials the room's members we have no link with. */
   private async discover(): Promise<void> {
     if (this.closed) return;
-    const url = peerListUrl(this.server);
+    const url = peerListUrl(this.server, this.discovery);
     let res: Response;
     try {
       res = await fetch(url);
     } catch (e) {
       throw new Error(`could not read the peer listing at ${url}: ${e instanceof Error ? e.message : String(e)}`);
     }
-    if (res.status === 401) throw new Error(`the PeerServer at ${this.server.url} does not list its peers (it needs allow_discovery: true, as the embedded one has)`);
+    if (res.status === 404) throw new Error(`the PeerServer at ${this.server.url} has no room listing (it must be this lab's embedded server, or one with its /rooms/ route)`);
     if (!res.ok) throw new Error(`the peer listing at ${url} answered HTTP ${res.status}`);
-    const ids = z.array(z.string().max(128)).max(100_000).safeParse(await res.json().catch(() => null));
-    if (!ids.success) throw new Error(`the peer listing at ${url} is not a list of ids`);
+    const ids = z.array(z.unknown()).max(10_000).safeParse(await res.json().catch(() => null));
+    if (!ids.success) throw new Error(`the peer listing at ${url} is not a list`);
+    // Entries that are not member ids of this room are skipped one by one: one bad id blocks nobody.
     for (const id of ids.data) {
       if (this.closed) return;
-      if (id === this.id || tagOfMemberId(id) !== this.tag) continue;
+      if (typeof id !== 'string' || id === this.id || !isMemberId(id, this.discovery)) continue;
       if (this.links.has(id) || this.departed.has(id) || this.noRedial.has(id)) continue;
       if ((this.redial.get(id)?.at ?? 0) > Date.now()) continue;
+      if (!this.roomForLink()) return;
       this.dial(id);
     }
+  }
+
+  /** Whether another link not yet admitted may start now (capacity, failed-handshake rate). */
+  private roomForLink(): boolean {
+    const now = Date.now();
+    this.authFailures = this.authFailures.filter((t) => now - t < 60_000);
+    if (this.authFailures.length >= MAX_AUTH_FAILURES_PER_MINUTE) return false;
+    let pending = 0;
+    for (const l of this.links.values()) if (l.state !== 'admitted') pending++;
+    return pending < MAX_UNADMITTED_LINKS;
+  }
+
+  /** The signalling guard's question: may an offer from `src` set up a connection now? */
+  private acceptOffer(src: string): boolean {
+    if (this.closed || !isMemberId(src, this.discovery) || this.departed.has(src) || this.noRedial.has(src)) return false;
+    const existing = this.links.get(src);
+    if (existing?.state === 'admitted') return true; // a re-dial of a live link: incoming() decides
+    return existing !== undefined || this.roomForLink();
   }
 
   private dial(peer: PeerId): void {
@@ -490,7 +458,7 @@ export class PeerJsTransport implements Transport {
       this.later(() => conn.close(), 0);
     };
     if (this.closed) return this.later(() => conn.close(), 0);
-    if (tagOfMemberId(peer) !== this.tag) return refuse('not a member id of this room');
+    if (!isMemberId(peer, this.discovery)) return refuse('not a member id of this room');
     if (this.departed.has(peer)) return refuse('it left the group earlier');
     if (conn.serialization !== 'raw' || !conn.reliable) return refuse(`it asked for ${conn.reliable ? '' : 'unreliable, '}'${conn.serialization}' serialization, not reliable 'raw'`);
     const existing = this.links.get(peer);
@@ -507,32 +475,7 @@ export class PeerJsTransport implements Transport {
   }
 
   private attach(conn: DataConnection, outgoing: boolean): void {
-    const link: Link = {
-      peer: conn.peer,
-      conn,
-      outgoing,
-      state: 'connecting',
-      closed: false,
-      role: null,
-      nonce: randomBytes(NONCE_BYTES),
-      theirPass: null,
-      controlChain: Promise.resolve(),
-      verified: false,
-      proofSeen: false,
-      admittedUs: false,
-      lowEvents: false,
-      queue: [],
-      queuedBytes: 0,
-      lows: [],
-      poll: null,
-      bytesSent: 0,
-      bytesReceived: 0,
-      rejected: 0,
-      rtt: new RttEstimator(),
-      pingSeq: 0,
-      createdAt: Date.now(),
-      lastSeen: null,
-    };
+    const link = newLink(conn, outgoing);
     this.links.set(link.peer, link);
     conn.on('open', () => this.opened(link));
     conn.on('data', (d) => this.received(link, d));
@@ -548,7 +491,7 @@ export class PeerJsTransport implements Transport {
     const dc = link.conn.dataChannel;
     link.lowEvents = typeof dc.bufferedAmountLowThreshold === 'number';
     if (link.lowEvents) dc.addEventListener('bufferedamountlow', () => this.pump(link));
-    this.sendControl(link, { t: 'hello', v: PEERJS_PROTOCOL_VERSION, nonce: toBase64(link.nonce), role: this.role, pass: this.hasPassphrase });
+    this.sendControl(link, { t: 'hello', v: PEERJS_PROTOCOL_VERSION, nonce: toBase64(link.nonce) });
     this.changed.emit();
   }
 
@@ -593,33 +536,42 @@ export class PeerJsTransport implements Transport {
   private async control(link: Link, m: ControlMessage): Promise<void> {
     switch (m.t) {
       case 'hello': {
-        if (link.role !== null) return this.reject(link, 'second hello');
+        if (link.pake !== null) return this.reject(link, 'second hello');
         if (m.v !== PEERJS_PROTOCOL_VERSION) return this.deny(link, 'protocol', `protocol version ${m.v}; this peer speaks ${PEERJS_PROTOCOL_VERSION}`);
         const nonce = fromBase64(m.nonce);
         if (!nonce || nonce.length !== NONCE_BYTES) return this.deny(link, 'protocol', 'malformed challenge');
-        link.role = m.role;
-        link.theirPass = m.pass;
-        const proof = await proveMembership(this.key, nonce, this.id, link.peer);
-        if (!link.closed) this.sendControl(link, { t: 'proof', mac: toBase64(proof) });
-        return;
+        link.pake = new PakeSession(this.key, this.id, link.peer, link.nonce, nonce);
+        return this.sendControl(link, { t: 'share', y: toBase64(link.pake.share) });
+      }
+      case 'share': {
+        if (!link.pake) return this.deny(link, 'protocol', 'PAKE share before hello');
+        if (link.isk) return this.reject(link, 'second share');
+        const y = fromBase64(m.y);
+        const isk = y && link.pake.sessionKey(y);
+        if (!isk) return this.deny(link, 'protocol', 'malformed PAKE share');
+        link.isk = isk;
+        return this.sendControl(link, { t: 'proof', mac: toBase64(link.pake.confirm(isk)) });
       }
       case 'proof': {
+        if (!link.pake || !link.isk) return this.deny(link, 'protocol', 'key confirmation before the PAKE share');
         if (link.proofSeen) return this.reject(link, 'second proof');
         link.proofSeen = true;
         const mac = fromBase64(m.mac);
-        const ok = mac !== null && (await verifyMembership(this.key, link.nonce, link.peer, this.id, mac));
-        if (link.closed) return;
-        if (!ok) {
+        if (mac === null || !link.pake.verify(link.isk, mac)) {
           const message = this.authFailureText(link);
           this.lastAuthProblem = message;
+          this.authFailures.push(Date.now());
           this.problem({ kind: 'auth-failed', peer: link.peer, message });
           return this.deny(link, 'passphrase', 'its proof of the room key did not verify');
         }
         link.verified = true;
-        this.sendControl(link, { t: 'admit' });
+        // The role goes only to a peer that proved the room key.
+        this.sendControl(link, { t: 'admit', role: this.role });
         return this.maybeAdmit(link);
       }
       case 'admit':
+        if (!link.verified) return this.deny(link, 'protocol', 'admit before its proof of the room key');
+        link.role = m.role;
         link.admittedUs = true;
         return this.maybeAdmit(link);
       case 'deny': {
@@ -643,13 +595,12 @@ export class PeerJsTransport implements Transport {
     }
   }
 
-  /** Why a peer's proof failed, in the words a user can act on. */
+  /**
+   * Why a peer's proof failed, in the words a user can act on. (Whether either side has a passphrase
+   * is not told before the proof, so it can't be said which side lacks one.)
+   */
   private authFailureText(link: Link): string {
-    const p = link.peer;
-    if (this.hasPassphrase && link.theirPass === false) return `wrong passphrase: peer ${p} has none, and one was given here`;
-    if (!this.hasPassphrase && link.theirPass === true) return `wrong passphrase: peer ${p} uses one, and none was given here`;
-    if (this.hasPassphrase) return `wrong passphrase: peer ${p} proved a different one`;
-    return `peer ${p} could not prove it holds this room's link`;
+    return `wrong passphrase: peer ${link.peer} proved a different room key (a different passphrase, or none where the other side has one)`;
   }
 
   private maybeAdmit(link: Link): void {
@@ -812,8 +763,16 @@ export class PeerJsTransport implements Transport {
     this.problem({ kind: 'server', message: `PeerServer ${this.server.url}: ${message} (${type})` });
   }
 
+  /**
+   * Reports a problem. Bad messages, which a remote can send by the thousand, are rate-limited per
+   * remote (a few per 10 s, the rest counted into the next one); the other kinds are bounded by the
+   * offer and handshake limits already.
+   */
   private problem(p: PeerProblem): void {
-    this.problems.emit(p);
+    if (p.kind !== 'bad-message') return this.problems.emit(p);
+    const { pass, suppressed } = this.reports.take(p.peer ?? '');
+    if (!pass) return;
+    this.problems.emit(suppressed > 0 ? { ...p, message: `${p.message} (${suppressed} more from ${p.peer ?? 'the server'} not shown)` } : p);
   }
 
   /** A timer that close() cancels. */

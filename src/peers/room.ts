@@ -4,12 +4,13 @@
  * the page and in Node (WebCrypto via globalThis.crypto).
  *
  * A room id is 128 random bits (26 base32 characters) and is the room's secret: whoever holds the
- * link can join. Members are found through the PeerServer's peer listing, which anyone who can reach
- * the server may read, so a member's PeerJS id carries only a *tag* of the room (a hash prefix), never
- * the room id itself: the listing tells which ids belong together, not how to get in. Admission needs
- * the room key, derived from the room id and the optional passphrase (PBKDF2), which is never sent:
- * each side proves it with an HMAC over a fresh nonce of the other side.
+ * link can join. Members find each other through the PeerServer's room listing, which answers only
+ * to the room's discovery key (a hash of the room id); a member's PeerJS id carries a tag of the
+ * room and a mark that only a discovery-key holder can make, never the room id itself. Admission
+ * needs the room key, derived from the room id and the optional passphrase (PBKDF2), which is never
+ * sent: the two sides run a PAKE on it (src/peers/pake.ts).
  */
+import { sha256 } from '@noble/hashes/sha2.js';
 
 /** Bytes of randomness in a room id (≥ 128 bits, as the issue asks). */
 export const ROOM_ID_BYTES = 16;
@@ -17,9 +18,8 @@ export const ROOM_ID_BYTES = 16;
 export const PEER_SERVER_PATH = '/peerjs';
 /** The PeerServer's API key (PeerJS's default; the embedded server uses it too). */
 export const PEER_SERVER_KEY = 'peerjs';
-/** Bytes of a challenge nonce and of an HMAC-SHA256 proof. */
+/** Bytes of a challenge nonce. */
 export const NONCE_BYTES = 32;
-export const PROOF_BYTES = 32;
 /** PBKDF2 iterations turning (room, passphrase) into the room key: slows offline guessing of a weak passphrase. */
 const KEY_ITERATIONS = 100_000;
 
@@ -143,68 +143,75 @@ export function serverForPage(pageUrl: string): PeerServerAddress {
   return explicit === null ? sameOriginServer(pageUrl) : parseServerUrl(explicit);
 }
 
-/** The URL listing every peer id on the server (needs `allow_discovery`). */
-export function peerListUrl(a: PeerServerAddress): string {
-  return `${a.secure ? 'https' : 'http'}://${a.host}:${a.port}${a.path}${a.key}/peers`;
+/** The URL listing the members of one room (the embedded server's room-scoped listing). */
+export function peerListUrl(a: PeerServerAddress, discovery: string): string {
+  return `${a.secure ? 'https' : 'http'}://${a.host}:${a.port}${a.path}${a.key}/rooms/${discovery}`;
 }
 
 const encoder = new TextEncoder();
 
-async function sha256(text: string): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.digest('SHA-256', encoder.encode(text)));
+function sha256Of(...parts: string[]): Uint8Array {
+  return sha256(encoder.encode(parts.join('\0')));
 }
 
-/** The public tag of a room that prefixes its members' PeerJS ids (80 bits of SHA-256 of the id). */
-export async function roomTag(room: string): Promise<string> {
-  return base32((await sha256(`wgpg-room-tag\0${room}`)).subarray(0, 10));
+/**
+ * The room's discovery key: what a member shows the PeerServer to list the room's members
+ * (peerListUrl). Derived from the room id, so it proves the link without revealing it; the server
+ * learns it, so it proves nothing about the passphrase.
+ */
+export function roomDiscoveryKey(room: string): string {
+  return base32(sha256Of('wgpg-room-discovery', room).subarray(0, 20));
 }
 
-/** A member's PeerJS id: `<room tag>-<random>` (PeerJS allows [A-Za-z0-9] runs joined by '-'). */
-export function memberId(tag: string): string {
-  return `${tag}-${base32(randomBytes(10))}`;
+/** The tag that prefixes a room's member ids (80 bits of SHA-256 of the discovery key). */
+export function tagOfDiscoveryKey(discovery: string): string {
+  return base32(sha256Of('wgpg-room-tag', discovery).subarray(0, 10));
+}
+
+/** The tag of a room (members' ids start with it). */
+export function roomTag(room: string): string {
+  return tagOfDiscoveryKey(roomDiscoveryKey(room));
+}
+
+/** The part of a member id that only a holder of the discovery key can compute for its random part. */
+function linkMark(discovery: string, random: string): string {
+  return base32(sha256Of('wgpg-member-mark', discovery, random).subarray(0, 10));
+}
+
+const MEMBER_ID_RE = /^([a-z2-7]{16})-([a-z2-7]{16})-([a-z2-7]{16})$/;
+/** Longest id the embedded PeerServer registers (a member id is 50 characters). */
+export const MAX_PEER_ID_LENGTH = 50;
+
+/**
+ * A member's PeerJS id: `<tag>-<random>-<mark>` ([a-z2-7] runs joined by '-', as PeerJS allows).
+ * The mark binds the random part to the discovery key: ids under a room's tag that a stranger
+ * registers (it may know the tag from one id) fail isMemberId, so nobody lists or dials them.
+ */
+export function memberId(discovery: string): string {
+  const random = base32(randomBytes(10));
+  return `${tagOfDiscoveryKey(discovery)}-${random}-${linkMark(discovery, random)}`;
 }
 
 /** The room tag of a member id, or null for an id that is not shaped like one. */
 export function tagOfMemberId(id: string): string | null {
-  const m = /^([a-z2-7]{16})-[a-z2-7]{16}$/.exec(id);
-  return m ? m[1] : null;
+  return MEMBER_ID_RE.exec(id)?.[1] ?? null;
+}
+
+/** Whether `id` is a member id of the room with this discovery key (its tag and mark check out). */
+export function isMemberId(id: string, discovery: string): boolean {
+  const m = MEMBER_ID_RE.exec(id);
+  return m !== null && m[1] === tagOfDiscoveryKey(discovery) && m[3] === linkMark(discovery, m[2]);
 }
 
 /**
- * The room key: PBKDF2-SHA256 over the passphrase (empty when there is none) salted with the room id,
- * imported as an HMAC-SHA256 key. Without a passphrase it still proves knowledge of the room id,
- * which the PeerServer's listing does not reveal.
+ * The room key's bytes: PBKDF2-SHA256 over the passphrase (empty when there is none) salted with
+ * the room id. Never sent; admission proves it through a PAKE (src/peers/pake.ts).
  */
-export async function deriveRoomKey(room: string, passphrase: string): Promise<CryptoKey> {
+export async function deriveRoomKey(room: string, passphrase: string): Promise<Uint8Array> {
   // The password is prefixed so that it is never empty (some WebCrypto builds refuse empty PBKDF2 keys).
-  const base = await crypto.subtle.importKey('raw', encoder.encode(`wgpg-pass\0${passphrase}`), 'PBKDF2', false, ['deriveKey']);
-  return crypto.subtle.deriveKey(
-    { name: 'PBKDF2', hash: 'SHA-256', salt: encoder.encode(`wgpg-room-key\0${room}`), iterations: KEY_ITERATIONS },
-    base,
-    { name: 'HMAC', hash: 'SHA-256', length: 256 },
-    false,
-    ['sign', 'verify'],
-  );
-}
-
-/** What a proof signs: the verifier's nonce and both ids in order, so a proof can't be replayed or reflected. */
-function proofMessage(nonce: Uint8Array, prover: string, verifier: string): Uint8Array<ArrayBuffer> {
-  const head = encoder.encode(`wgpg-proof-v1\0${prover}\0${verifier}\0`);
-  const out = new Uint8Array(head.length + nonce.length);
-  out.set(head);
-  out.set(nonce, head.length);
-  return out;
-}
-
-/** `prover`'s answer to the challenge `nonce` sent by `verifier`. */
-export async function proveMembership(key: CryptoKey, nonce: Uint8Array, prover: string, verifier: string): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.sign('HMAC', key, proofMessage(nonce, prover, verifier)));
-}
-
-/** Checks `prover`'s answer to our challenge (constant-time comparison inside WebCrypto). */
-export async function verifyMembership(key: CryptoKey, nonce: Uint8Array, prover: string, verifier: string, proof: Uint8Array): Promise<boolean> {
-  if (proof.length !== PROOF_BYTES) return false;
-  return crypto.subtle.verify('HMAC', key, new Uint8Array(proof), proofMessage(nonce, prover, verifier));
+  const base = await crypto.subtle.importKey('raw', encoder.encode(`wgpg-pass\0${passphrase}`), 'PBKDF2', false, ['deriveBits']);
+  const bits = await crypto.subtle.deriveBits({ name: 'PBKDF2', hash: 'SHA-256', salt: encoder.encode(`wgpg-room-key\0${room}`), iterations: KEY_ITERATIONS }, base, 256);
+  return new Uint8Array(bits);
 }
 
 export function toBase64(bytes: Uint8Array): string {

@@ -15,6 +15,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { build, createServer, preview } from 'vite';
+import { adversaryTests } from './adversary';
 import { benchTests } from './bench';
 import { groupTests } from './group';
 
@@ -462,6 +463,7 @@ const tests: TestCase[] = [
     },
   },
   ...groupTests(check),
+  ...adversaryTests(check),
   ...benchTests(check),
 ];
 

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { attachPeerServer } from '../../src/server/peer-server';
+import { memberId } from '../../src/peers/room';
 import { resolveStatic } from '../../src/server/static';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -60,12 +61,14 @@ describe('embedded PeerServer', () => {
     try {
       expect(JSON.parse((await get(port, '/peerjs')).body)).toMatchObject({ name: 'PeerJS Server' });
       expect((await get(port, '/peerjs/peerjs/id')).body).toMatch(/^[0-9a-f-]{36}$/);
-      expect(JSON.parse((await get(port, '/peerjs/peerjs/peers')).body)).toEqual([]);
+      expect((await get(port, '/peerjs/peerjs/peers')).status).toBe(401); // no global listing
+      expect(JSON.parse((await get(port, `/peerjs/peerjs/rooms/${'a'.repeat(32)}`)).body)).toEqual([]);
       expect((await get(port, '/peerjsx')).status).toBe(418);
       expect((await get(port, '/')).status).toBe(418);
       expect(await wsOpens(`ws://127.0.0.1:${port}/hmr`)).toBe(true);
-      // A signalling client registers and shows up in the listing.
-      expect(await wsOpens(`ws://127.0.0.1:${port}/peerjs/peerjs?key=peerjs&id=abc&token=t1`)).toBe(true);
+      // A signalling client with a member id registers; other ids are refused.
+      expect(await wsOpens(`ws://127.0.0.1:${port}/peerjs/peerjs?key=peerjs&id=${memberId('a'.repeat(32))}&token=t1`)).toBe(true);
+      expect(await wsOpens(`ws://127.0.0.1:${port}/peerjs/peerjs?key=peerjs&id=abc&token=t1`)).toBe(false);
     } finally {
       peers.close();
       other.close();
@@ -108,7 +111,7 @@ describe('npm start server', () => {
       expect(await get(port, '/assets/app-1234.js')).toMatchObject({ status: 200, body: 'console.log(1)' });
       expect((await get(port, '/missing.js')).status).toBe(404);
       expect((await get(port, '/../package.json')).body).not.toContain('webgpu-quant-lab');
-      expect(JSON.parse((await get(port, '/peerjs/peerjs/peers')).body)).toEqual([]);
+      expect((await get(port, '/peerjs/peerjs/peers')).status).toBe(401);
     } finally {
       child.kill('SIGKILL');
     }

@@ -15,7 +15,7 @@ import { PeerGroup } from '../../src/peers/group';
 import { installNodeWebRtc } from '../../src/peers/node-webrtc';
 import { type PeerJsTransportOptions, type PeerProblem, PeerJsTransport } from '../../src/peers/peerjs';
 import { MAX_TRANSPORT_MESSAGE } from '../../src/peers/transport';
-import { createRoomId, memberId, parseServerUrl, type PeerServerAddress, roomLink } from '../../src/peers/room';
+import { createRoomId, memberId, parseServerUrl, type PeerServerAddress, roomDiscoveryKey, roomLink } from '../../src/peers/room';
 import { attachPeerServer, type EmbeddedPeerServer } from '../../src/server/peer-server';
 
 installNodeWebRtc();
@@ -218,7 +218,10 @@ describe('PeerJsTransport (real PeerServer, wrtc data channels)', () => {
     }
     const victimSeen = () => victim.t.roster().find((e) => e.id === attacker.t.id)!.rejected;
     await until(() => victimSeen() === transportLevel && rejects[vi1].length === groupLevel, 15_000, 'every bad message to be rejected');
-    expect(victim.problems.filter((p) => p.kind === 'bad-message')).toHaveLength(transportLevel);
+    // Reported rate-limited (a few lines and a count), counted in full in the roster.
+    const reported = victim.problems.filter((p) => p.kind === 'bad-message' && p.peer === attacker.t.id);
+    expect(reported.length).toBeGreaterThan(0);
+    expect(reported.length).toBeLessThan(40);
     // Still a full mesh, and the group still computes correctly.
     for (const m of ms) expect(m.t.peers()).toHaveLength(2);
     const gathered = await Promise.all(gs.map((g) => g.allGather(randomPayload(70_000, 7 + g.rank))));
@@ -249,7 +252,7 @@ describe('PeerJsTransport (real PeerServer, wrtc data channels)', () => {
     // Both members reach the same verdict on their own (they may finish after c gave up).
     const verdict = (m: Member, peer: string) => m.problems.find((x) => x.kind === 'auth-failed' && x.peer === peer);
     await until(() => !!verdict(a, c.t.id) && !!verdict(b, c.t.id), 5000, `a and b to refuse c; a saw ${JSON.stringify(a.problems)}`);
-    for (const m of [a, b]) expect(verdict(m, c.t.id)!.message).toMatch(/wrong passphrase: peer .* proved a different one/);
+    for (const m of [a, b]) expect(verdict(m, c.t.id)!.message).toMatch(/wrong passphrase: peer .* proved a different room key/);
     expect(c.problems.some((p) => p.kind === 'auth-failed' && /wrong passphrase/.test(p.message))).toBe(true);
     expect(c.t.peers()).toEqual([]);
     expect(c.t.stats.messagesReceived).toBe(0);
@@ -259,9 +262,9 @@ describe('PeerJsTransport (real PeerServer, wrtc data channels)', () => {
     expect(a.t.roster().map((e) => e.id)).not.toContain(c.t.id);
 
     const d = await join(room); // no passphrase at all
-    await expect(d.t.whenAdmitted(10_000)).rejects.toThrow(/wrong passphrase: peer .* uses one, and none was given here/);
+    await expect(d.t.whenAdmitted(10_000)).rejects.toThrow(/wrong passphrase: peer .* proved a different room key/);
     await until(() => !!verdict(a, d.t.id), 5000, 'a to refuse d');
-    expect(verdict(a, d.t.id)!.message).toMatch(/wrong passphrase: peer .* has none, and one was given here/);
+    expect(verdict(a, d.t.id)!.message).toMatch(/wrong passphrase/);
 
     expect(fromStrangers).toEqual([]);
     expect(a.t.peers()).toEqual([b.t.id]);
@@ -275,10 +278,10 @@ describe('PeerJsTransport (real PeerServer, wrtc data channels)', () => {
     await until(() => a.t.peers().length === 1, 5000, 'a and b to meet');
     const delivered: string[] = [];
     a.t.onMessage((from) => delivered.push(from));
-    // The stranger read the room tag from the server's listing and speaks raw PeerJS only.
+    // The stranger holds the link (so its id passes the room's mark) and speaks raw PeerJS only.
     const mod: { Peer?: typeof Peer; default?: unknown } = await import('peerjs');
     const PeerClass = mod.Peer ?? (mod.default as { Peer: typeof Peer }).Peer;
-    const stranger = new PeerClass(memberId(a.t.tag), { host: address.host, port: address.port, path: address.path, key: address.key, secure: false, config: { iceServers: [] } });
+    const stranger = new PeerClass(memberId(roomDiscoveryKey(room)), { host: address.host, port: address.port, path: address.path, key: address.key, secure: false, config: { iceServers: [] } });
     stranger.on('error', () => {});
     try {
       await new Promise((resolve) => stranger.once('open', resolve));
@@ -294,7 +297,7 @@ describe('PeerJsTransport (real PeerServer, wrtc data channels)', () => {
       a.t.send(b.t.id, Uint8Array.of(1, 2, 3));
       await until(() => closed, 5000, 'a to disconnect the stranger');
       expect(delivered).toEqual([]);
-      expect(a.problems.filter((p) => p.peer === stranger.id && /data before admission/.test(p.message))).toHaveLength(10);
+      expect(a.problems.some((p) => p.peer === stranger.id && /data before admission/.test(p.message))).toBe(true);
       expect(a.problems.some((p) => p.kind === 'timeout' && /no admission with/.test(p.message))).toBe(true);
       expect(kinds.length).toBeGreaterThan(0); // a's hello...
       expect(kinds.every((k) => k === 1)).toBe(true); // ...and nothing but control messages

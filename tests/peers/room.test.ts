@@ -9,8 +9,9 @@ import {
   parseRoomLink,
   parseServerUrl,
   peerListUrl,
-  proveMembership,
+  isMemberId,
   randomBytes,
+  roomDiscoveryKey,
   roomLink,
   RoomLinkError,
   roomTag,
@@ -18,8 +19,8 @@ import {
   serverForPage,
   tagOfMemberId,
   toBase64,
-  verifyMembership,
 } from '../../src/peers/room';
+import { PakeSession } from '../../src/peers/pake';
 import { formatRoster, ranksOf, type RosterEntry, RttEstimator } from '../../src/peers/roster';
 
 describe('room ids and links', () => {
@@ -65,28 +66,36 @@ describe('room ids and links', () => {
   it('PeerServer URLs map onto PeerJS options (path defaults to /peerjs)', () => {
     expect(parseServerUrl('http://10.0.0.2:5173')).toMatchObject({ host: '10.0.0.2', port: 5173, path: '/peerjs/', secure: false, key: 'peerjs', url: 'http://10.0.0.2:5173/peerjs' });
     expect(parseServerUrl('https://s.example/sig/')).toMatchObject({ host: 's.example', port: 443, path: '/sig/', secure: true, url: 'https://s.example/sig' });
-    expect(peerListUrl(sameOriginServer('http://localhost:5173/?room=x'))).toBe('http://localhost:5173/peerjs/peerjs/peers');
+    expect(peerListUrl(sameOriginServer('http://localhost:5173/?room=x'), 'd')).toBe('http://localhost:5173/peerjs/peerjs/rooms/d');
     expect(() => parseServerUrl('ws://h:1/')).toThrow(/http\(s\)/);
   });
 });
 
 describe('member ids and the room key', () => {
-  it('member ids carry the room tag, not the room id, and pass PeerJS id rules', async () => {
+  it('member ids carry the room tag and a mark only the link makes, not the room id, and pass PeerJS id rules', () => {
     const room = createRoomId();
-    const tag = await roomTag(room);
+    const d = roomDiscoveryKey(room);
+    const tag = roomTag(room);
     expect(tag).toMatch(/^[a-z2-7]{16}$/);
-    expect(await roomTag(room)).toBe(tag);
-    expect(await roomTag(createRoomId())).not.toBe(tag);
-    const id = memberId(tag);
+    expect(roomTag(room)).toBe(tag);
+    expect(roomTag(createRoomId())).not.toBe(tag);
+    const id = memberId(d);
     expect(id).not.toContain(room);
+    expect(id).not.toContain(d);
     expect(id).toMatch(/^[A-Za-z0-9]+(?:[ _-][A-Za-z0-9]+)*$/); // PeerJS validateId
     expect(tagOfMemberId(id)).toBe(tag);
-    expect(memberId(tag)).not.toBe(id);
+    expect(isMemberId(id, d)).toBe(true);
+    expect(memberId(d)).not.toBe(id);
+    expect(isMemberId(id, roomDiscoveryKey(createRoomId()))).toBe(false);
+    // A stranger who knows the tag (from one id) cannot make another id that passes.
+    const [t, r, mark] = id.split('-');
+    expect(isMemberId(`${t}-${r.split('').reverse().join('')}-${mark}`, d)).toBe(false);
+    expect(isMemberId(`${t}-${r}-${'a'.repeat(16)}`, d)).toBe(false);
     expect(tagOfMemberId('nope')).toBeNull();
     expect(tagOfMemberId(`${tag}-x`)).toBeNull();
   });
 
-  it('proofs verify only for the same room and passphrase, this nonce, and this direction', async () => {
+  it('the PAKE admits the same room and passphrase only, in this session and direction', async () => {
     const room = createRoomId();
     const [key, same, otherPass, noPass, otherRoom] = await Promise.all([
       deriveRoomKey(room, 'correct horse'),
@@ -95,17 +104,31 @@ describe('member ids and the room key', () => {
       deriveRoomKey(room, ''),
       deriveRoomKey(createRoomId(), 'correct horse'),
     ]);
-    const nonce = randomBytes(32);
-    const proof = await proveMembership(key, nonce, 'alice', 'bob');
-    expect(proof.length).toBe(32);
-    expect(await verifyMembership(same, nonce, 'alice', 'bob', proof)).toBe(true);
-    for (const k of [otherPass, noPass, otherRoom]) expect(await verifyMembership(k, nonce, 'alice', 'bob', proof)).toBe(false);
-    expect(await verifyMembership(same, randomBytes(32), 'alice', 'bob', proof)).toBe(false); // replay on a new challenge
-    expect(await verifyMembership(same, nonce, 'bob', 'alice', proof)).toBe(false); // reflected back
-    expect(await verifyMembership(same, nonce, 'alice', 'bob', proof.subarray(0, 31))).toBe(false);
-    const flipped = proof.slice();
+    const [na, nb] = [randomBytes(32), randomBytes(32)];
+    const run = (kb: Uint8Array) => {
+      const a = new PakeSession(key, 'alice', 'bob', na, nb);
+      const b = new PakeSession(kb, 'bob', 'alice', nb, na);
+      const ia = a.sessionKey(b.share)!;
+      const ib = b.sessionKey(a.share)!;
+      return { a, b, ia, ib, ok: b.verify(ib, a.confirm(ia)) && a.verify(ia, b.confirm(ib)) };
+    };
+    const good = run(same);
+    expect(good.ok).toBe(true);
+    expect(good.a.confirm(good.ia).length).toBe(64);
+    for (const k of [otherPass, noPass, otherRoom]) expect(run(k).ok).toBe(false);
+    expect(good.a.verify(good.ia, good.a.confirm(good.ia))).toBe(false); // reflected back
+    const flipped = good.b.confirm(good.ib).slice();
     flipped[5] ^= 1;
-    expect(await verifyMembership(same, nonce, 'alice', 'bob', flipped)).toBe(false);
+    expect(good.a.verify(good.ia, flipped)).toBe(false);
+    expect(good.a.verify(good.ia, good.b.confirm(good.ib).subarray(0, 63))).toBe(false);
+    // A session with other nonces gives another key: confirmations don't replay.
+    const again = new PakeSession(key, 'alice', 'bob', randomBytes(32), nb);
+    const b2 = new PakeSession(same, 'bob', 'alice', nb, na);
+    expect(again.verify(again.sessionKey(b2.share)!, good.b.confirm(good.ib))).toBe(false);
+    // The identity and non-points are refused as shares.
+    expect(good.a.sessionKey(new Uint8Array(32))).toBeNull();
+    expect(good.a.sessionKey(new Uint8Array(32).fill(255))).toBeNull();
+    expect(good.a.sessionKey(new Uint8Array(31))).toBeNull();
   });
 
   it('base64 round-trips and refuses garbage', () => {

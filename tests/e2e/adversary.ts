@@ -1,0 +1,97 @@
+/**
+ * The adversarial suite's signalling and admission attacks (tests/peers/adversary/) against a
+ * Chromium page: the page creates a group with a passphrase; a stranger and a link holder, speaking
+ * raw PeerServer messages from Node, send the one-message OFFER crashes, a candidate flood for
+ * unknown connections and Sybil offers; the page must raise no error, keep its JS heap within
+ * +50 MB, and still admit an honest member (and refuse a wrong passphrase). Run by tests/e2e/run.ts
+ * (`npm run test:e2e -- --only adversary` runs it alone). No WebGPU needed: nothing trains.
+ */
+import { installNodeWebRtc } from '../../src/peers/node-webrtc';
+import { PeerJsTransport } from '../../src/peers/peerjs';
+import { parseRoomLink, sameOriginServer } from '../../src/peers/room';
+import { discoveryOf, linkHolderId, RawSignal, sleep, strangerId } from '../peers/adversary/stranger';
+import type { Ctx, TestCase, TestHelpers } from './run';
+
+type Check = (cond: unknown, message: string) => asserts cond;
+const byTestId = (id: string) => `[data-testid="${id}"]`;
+const PASSPHRASE = 'hunter2 hunter2';
+
+export function adversaryTests(check: Check): TestCase[] {
+  return [
+    {
+      name: 'adversary: a page survives PeerServer crash messages, a candidate flood and Sybil offers, then admits an honest member',
+      timeoutMs: 3 * 60_000,
+      async fn(ctx: Ctx, t: TestHelpers) {
+        installNodeWebRtc();
+        const page = await t.page(await ctx.plainBrowser());
+        const errors: string[] = [];
+        page.on('pageerror', (e) => errors.push(e.message));
+        await page.goto(ctx.url);
+        await page.locator(byTestId('group-panel')).waitFor({ timeout: 30_000 });
+        await page.locator(byTestId('group-passphrase')).fill(PASSPHRASE);
+        await page.locator(byTestId('group-create')).click();
+        const link = await page.locator(byTestId('group-link')).inputValue({ timeout: 30_000 });
+        const victim = await page.locator(byTestId('group-self')).innerText();
+        const room = parseRoomLink(link).room;
+        const port = Number(new URL(ctx.url).port);
+        const cdp = await page.context().newCDPSession(page);
+        const heapMb = async () => {
+          await cdp.send('HeapProfiler.collectGarbage');
+          return (await cdp.send('Runtime.getHeapUsage')).usedSize / 1e6;
+        };
+        const before = await heapMb();
+
+        const raws: RawSignal[] = [];
+        try {
+          const stranger = await RawSignal.connect(port, strangerId(victim.split('-')[0]));
+          const holder = await RawSignal.connect(port, linkHolderId(discoveryOf(room)));
+          raws.push(stranger, holder);
+          const good = { connectionId: 'dc_x', type: 'data', serialization: 'raw', reliable: true, label: 'x', sdp: { type: 'offer', sdp: 'v=0\r\n' } };
+          for (const s of [stranger, holder]) {
+            for (const payload of [undefined, null, { ...good, serialization: 'bogus' }, {}, { ...good, sdp: 'not an sdp' }]) s.send({ type: 'OFFER', dst: victim, payload });
+          }
+          // Candidates for unknown connections: 5,000 valid-looking (1 KB) and 2,500 oversized (4 KB).
+          const cand = (cid: string, n: number) => ({ type: 'CANDIDATE', dst: victim, payload: { connectionId: cid, type: 'data', candidate: { candidate: 'a'.repeat(n), sdpMid: '0', sdpMLineIndex: 0 } } });
+          for (let i = 0; i < 5000; i++) {
+            holder.send(cand(`dc_${i}`, 1000));
+            if (i % 2 === 0) stranger.send(cand(`dc_y${i}`, 4000));
+            if (i % 500 === 499) await Promise.all([holder.flushed(), stranger.flushed()]);
+          }
+          // Sybils under the room's tag: their offers set nothing up.
+          const sybils = await Promise.all(Array.from({ length: 10 }, () => RawSignal.connect(port, strangerId(victim.split('-')[0]))));
+          raws.push(...sybils);
+          for (const s of sybils) s.send({ type: 'OFFER', dst: victim, payload: { ...good, connectionId: `dc_${s.id.slice(-6)}` } });
+          await Promise.all(raws.map((r) => r.flushed()));
+          await sleep(3000);
+          check(sybils.every((s) => !s.received.some((m) => m.type === 'ANSWER')), 'a Sybil offer was answered');
+          const after = await heapMb();
+          t.log(`  page JS heap ${before.toFixed(1)} → ${after.toFixed(1)} MB`);
+          check(after - before < 50, `page heap grew by ${(after - before).toFixed(1)} MB`);
+          check(errors.length === 0, `page errors: ${errors.join(' | ')}`);
+
+          // Still a working member: a wrong passphrase is refused, the right one admitted.
+          const server = sameOriginServer(link);
+          const wrong = await PeerJsTransport.open({ room, passphrase: 'hunter3', server });
+          try {
+            const refused = await wrong.whenAdmitted(20_000).then(() => false, (e: Error) => /wrong passphrase/.test(e.message));
+            check(refused, 'a wrong passphrase was not refused');
+          } finally {
+            wrong.close();
+          }
+          const honest = await PeerJsTransport.open({ room, passphrase: PASSPHRASE, server });
+          try {
+            await honest.whenAdmitted(20_000);
+            check(honest.peers().includes(victim), 'the honest member is not linked to the page');
+            // The page's roster counts itself and the honest member as admitted.
+            await page.locator(`${byTestId('group-roster')}[data-members="2"]`).waitFor({ timeout: 10_000 });
+          } finally {
+            honest.close();
+          }
+          check(errors.length === 0, `page errors: ${errors.join(' | ')}`);
+        } finally {
+          for (const r of raws) r.close();
+        }
+      },
+    },
+  ];
+}
