@@ -36,6 +36,8 @@ import { tpStepWireBytes, TpTrainer, type TpStepMetrics } from '../peers/tp';
 import type { PeerId, Transport, Unsubscribe } from '../peers/transport';
 import { DeviceLostError, WebGpuUnavailableError } from '../engine/gpu/device';
 import type { Runtime } from '../engine/gpu/runtime';
+import { type LoopControl, runTraining } from '../engine/train/loop';
+import type { RunTrainer } from '../engine/train/run-trainer';
 import { Trainer } from '../engine/train/trainer';
 import { type GroupRunStatus, type GroupStepPoint, type GroupStore, isActiveRun, shortPeer } from './group';
 import { GROUP_MODES, groupConfigProblem, type GroupRunConfig, groupTrainOptions, isTensorParallel } from './group-config';
@@ -527,12 +529,14 @@ export class GroupController {
       dp = driver;
       live.abort = (why) => driver.stop(why);
       live.looping = true;
-      this.phase(live, 'training', live.role === 'joiner' ? 'asking to join: the group admits newcomers at its next step' : 'training');
-      while (trainer.stepIndex < Math.min(config.steps, live.stopAfter) && live.cancelled === null) {
-        const st = await driver.step();
-        live.completed = trainer.stepIndex;
-        this.recordDp(live, st);
-      }
+      const training = live.role === 'joiner' ? 'asking to join: the group admits newcomers at its next step' : 'training';
+      await runTraining(driver, { steps: config.steps, evalEvery: trainer.opts.evalEvery }, {
+        onPhase: (p) => p === 'training' && this.phase(live, 'training', training),
+        onStep: (st) => {
+          live.completed = driver.stepIndex;
+          this.recordDp(live, st);
+        },
+      }, this.stopControl(live, driver));
     } catch (e) {
       // Stopping the driver from here (leaving, a cancel) fails its step in flight: that is the stop, not an error.
       if (!(live.cancelled !== null && live.failure === null && e instanceof DpError && e.code === 'stopped')) throw e;
@@ -540,6 +544,11 @@ export class GroupController {
       dp?.stop(live.cancelled ?? live.stopReason ?? 'the run is over on this member');
       trainer.destroy();
     }
+  }
+
+  /** A group-wide stop ends the loop at its step; leaving or a failure at once. */
+  private stopControl(live: LiveRun, t: RunTrainer<{ step: number }>): LoopControl {
+    return { stopRequested: () => live.cancelled !== null || t.stepIndex >= live.stopAfter };
   }
 
   private recordDp(live: LiveRun, st: DpStepStats): void {
@@ -591,13 +600,15 @@ export class GroupController {
       tp = await TpTrainer.create(rt, group, groupTrainOptions(config, members.length), text);
       if (live.cancelled !== null) return;
       live.looping = true;
-      const fp32Bytes = tpStepWireBytes(tp.model.dims, { ...tp.tp.tp, codec: 'fp32' });
-      this.phase(live, 'training', 'training');
-      while (tp.stepIndex < Math.min(config.steps, live.stopAfter) && live.cancelled === null) {
-        const m = await tp.trainStep();
-        live.completed = tp.stepIndex;
-        this.recordTp(live, m, group.size, fp32Bytes);
-      }
+      const rank = tp;
+      const fp32Bytes = tpStepWireBytes(rank.model.dims, { ...rank.tp.tp, codec: 'fp32' });
+      await runTraining(rank, { steps: config.steps, evalEvery: rank.opts.evalEvery }, {
+        onPhase: (p) => p === 'training' && this.phase(live, 'training', 'training'),
+        onStep: (m) => {
+          live.completed = rank.stepIndex;
+          this.recordTp(live, m, group.size, fp32Bytes);
+        },
+      }, this.stopControl(live, rank));
     } catch (e) {
       if (!(live.cancelled !== null && live.failure === null && e instanceof CollectiveError && e.code === 'closed')) throw e;
     } finally {
