@@ -16,6 +16,7 @@ import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { dataParallelScheme } from '../engine/scheme/presets';
+import { runTraining } from '../engine/train/loop';
 import { defaultTrainOptions } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer';
 import { Trainer } from '../engine/train/trainer';
@@ -149,16 +150,17 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
   });
   stop.addEventListener('abort', () => dp.stop(), { once: true });
   try {
-    for (let done = trainer.stepIndex; done < work.totalSteps && !stop.aborted; ) {
-      const st = await dp.step();
-      done = st.step + 1;
-      const loss = st.groupLoss ?? st.loss;
-      console.log(
-        `train: step ${st.step} rank ${st.rank}/${st.world} loss ${loss === null ? '-' : loss.toFixed(4)} ` +
-          `sent ${st.exchangeBytesSent} B (${(st.wireRatio * 100).toFixed(0)}% of fp32) ${st.stepMs.toFixed(0)} ms` +
-          (st.weightsHash === null ? '' : ` weights ${st.weightsHash.toString(16).padStart(8, '0')}`),
-      );
-    }
+    // The headless member reports each step's training loss; it does not evaluate.
+    await runTraining(dp, { steps: work.totalSteps, evalEvery: 0 }, {
+      onStep: (st) => {
+        const loss = st.groupLoss ?? st.loss;
+        console.log(
+          `train: step ${st.step} rank ${st.rank}/${st.world} loss ${loss === null ? '-' : loss.toFixed(4)} ` +
+            `sent ${st.exchangeBytesSent} B (${(st.wireRatio * 100).toFixed(0)}% of fp32) ${st.stepMs.toFixed(0)} ms` +
+            (st.weightsHash === null ? '' : ` weights ${st.weightsHash.toString(16).padStart(8, '0')}`),
+        );
+      },
+    }, { stopRequested: () => stop.aborted });
   } finally {
     dp.stop('this member is done');
     trainer.destroy();

@@ -16,6 +16,7 @@ import { initParams, paramLayout, unflatten } from '../engine/model/params';
 import { defaultTrainOptions, type TrainOverrides } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
+import { runTraining } from '../engine/train/loop';
 import { planMemory, resolveBudgetOptions, Trainer } from '../engine/train/trainer';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { assertSupported, parseScheme, type Scheme } from '../engine/scheme/scheme';
@@ -162,31 +163,35 @@ async function main(): Promise<void> {
     : null;
   bar?.start(steps, 0, { loss: '-', val: '-', tps: '-' });
   let lastVal = NaN;
-  const logVal = async (step: number) => {
-    lastVal = await trainer.evaluate();
-    appendFileSync(metricsPath, JSON.stringify({ step, val_loss: lastVal }) + '\n');
+  let sampled: string | null = null;
+  const result = await runTraining(trainer, {
+    steps, evalEvery: opts.evalEvery, checkpointAtEnd: true,
+    sample: { every: 0, length: sampleChars, atEnd: true, prompt: '\n', temperature: 0.8, seed: () => opts.seed },
+  }, {
+    onStep: (m) => {
+      const s = m.step;
+      appendFileSync(metricsPath, JSON.stringify(m) + '\n');
+      bar?.update(s + 1, { loss: m.loss.toFixed(4), val: Number.isNaN(lastVal) ? '-' : lastVal.toFixed(4), tps: Math.round(m.tokens_per_s) });
+      if (!tty && (s % 10 === 0 || s === steps - 1)) {
+        console.error(`step ${s}: loss ${m.loss.toFixed(4)} lr ${m.lr.toExponential(2)} grad_norm ${m.grad_norm.toFixed(3)} ${Math.round(m.tokens_per_s)} tok/s`);
+      }
+    },
+    // Logged at the number of steps done.
+    onEval: (s, loss) => {
+      lastVal = loss;
+      appendFileSync(metricsPath, JSON.stringify({ step: s + 1, val_loss: loss }) + '\n');
+      if (!tty) console.error(`step ${s + 1}: val_loss ${loss.toFixed(4)}`);
+    },
     // Per-layer ‖x − x̂‖/‖x‖ of what the scheme quantizes in the forward pass (none under fp32 or TACO).
-    const quantError = await trainer.quantErrors();
-    if (quantError.length) appendFileSync(metricsPath, JSON.stringify({ step, quant_error: quantError }) + '\n');
-    if (!tty) console.error(`step ${step}: val_loss ${lastVal.toFixed(4)}`);
-  };
-  for (let s = 0; s < steps; s++) {
-    const evalHere = opts.evalEvery > 0 && (s + 1) % opts.evalEvery === 0 && s + 1 < steps;
-    // The next step is submitted before this one's loss is read, unless something else comes first.
-    const m = await trainer.trainStep({ next: !evalHere && s + 1 < steps });
-    appendFileSync(metricsPath, JSON.stringify(m) + '\n');
-    bar?.update(s + 1, { loss: m.loss.toFixed(4), val: Number.isNaN(lastVal) ? '-' : lastVal.toFixed(4), tps: Math.round(m.tokens_per_s) });
-    if (!tty && (s % 10 === 0 || s === steps - 1)) {
-      console.error(`step ${s}: loss ${m.loss.toFixed(4)} lr ${m.lr.toExponential(2)} grad_norm ${m.grad_norm.toFixed(3)} ${Math.round(m.tokens_per_s)} tok/s`);
-    }
-    if (evalHere) await logVal(s + 1);
-  }
-  await logVal(steps);
+    onQuantErrors: (s, quantError) => appendFileSync(metricsPath, JSON.stringify({ step: s + 1, quant_error: quantError }) + '\n'),
+    onSample: (_s, text) => void (sampled = text),
+    onCheckpoint: (_s, files) => {
+      for (const [name, content] of Object.entries(files)) if (content !== undefined) writeFileSync(path.join(out, name), content);
+    },
+  });
   bar?.stop();
-  const files = await trainer.checkpoint();
-  for (const [name, content] of Object.entries(files)) if (content !== undefined) writeFileSync(path.join(out, name), content);
-  if (sampleChars > 0) console.log(await trainer.sample('\n', sampleChars, 0.8, opts.seed));
-  const summary = { out, steps, final_val_loss: lastVal, mem: trainer.memory() };
+  if (sampled !== null) console.log(sampled);
+  const summary = { out, steps, final_val_loss: result.lastEval, mem: trainer.memory() };
   console.log(JSON.stringify(summary));
   trainer.destroy();
   rt.destroy();

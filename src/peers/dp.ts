@@ -27,7 +27,10 @@
  *  - joiners are admitted: a joiner sends HELLO; once every member lists it in a step report, the
  *    lowest-id member sends it WELCOME (epoch, members) and all form the next epoch at the next step.
  */
+import type { MemReport } from '../engine/gpu/memory';
 import type { CheckpointFiles } from '../engine/io/checkpoint';
+import type { QuantErrorRecord } from '../engine/train/probe';
+import type { RunTrainer } from '../engine/train/run-trainer';
 import type { Trainer } from '../engine/train/trainer';
 import { allReduceMean, allReduceWireBytes, type AllReduceMode } from './allreduce';
 import { crc32 } from './crc32';
@@ -168,7 +171,7 @@ interface Applied {
 
 const EMPTY = new Uint8Array(0);
 
-export class DataParallel {
+export class DataParallel implements RunTrainer<DpStepStats> {
   readonly id: PeerId;
   /** crc32 of everything that must agree for bit-identical training (model, optimizer, data, mode). */
   readonly fingerprint: number;
@@ -333,9 +336,38 @@ export class DataParallel {
     };
   }
 
-  /** Saves the run (every member holds the same state, so any member's checkpoint is the group's). */
+  // ---- RunTrainer: the group's step; the rest is the member's own trainer (every member holds the same state) ----
+
+  /** The trainer's step index (a joiner's jumps to the group's when it receives the state). */
+  get stepIndex(): number {
+    return this.trainer.stepIndex;
+  }
+
+  /** A group step waits on the exchange, so nothing is submitted ahead and nothing is ever in flight. */
+  async settle(): Promise<null> {
+    return null;
+  }
+
+  /** This member's validation loss, which is the group's (not a collective). */
+  evaluate(): Promise<number> {
+    return this.trainer.evaluate();
+  }
+
+  quantErrors(): Promise<QuantErrorRecord[]> {
+    return this.trainer.quantErrors();
+  }
+
+  sample(prompt: string, maxNew: number, temperature: number, seed: number): Promise<string> {
+    return this.trainer.sample(prompt, maxNew, temperature, seed);
+  }
+
+  /** Saves the run (any member's checkpoint is the group's). */
   checkpoint(): Promise<CheckpointFiles> {
     return this.trainer.checkpoint();
+  }
+
+  memory(): MemReport {
+    return this.trainer.memory();
   }
 
   /** Leaves the group (members drop this peer at once) and stops; the transport stays open. */

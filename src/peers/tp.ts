@@ -30,6 +30,7 @@ import { shardConfig, shardKind, shardParams, unshardTensor } from '../engine/tp
 import { isFp32 } from '../engine/scheme/scheme';
 import { TextDataset } from '../engine/train/data';
 import type { TrainOptions } from '../engine/train/options';
+import type { RunTrainer } from '../engine/train/run-trainer';
 import { CharTokenizer } from '../engine/train/tokenizer';
 import { optionsForTokenizer, runCheckpoint, stepMetrics, type StepMetrics, type TrainerInit, writeAdamwStep } from '../engine/train/trainer';
 import { messageWireBytes } from './allreduce';
@@ -135,7 +136,7 @@ export function tpRunFingerprint(opts: TrainOptions, tokenizer: CharTokenizer, t
 
 let nextTpTrainerId = 0;
 
-export class TpTrainer {
+export class TpTrainer implements RunTrainer<TpStepMetrics> {
   /** Owner tag of this rank's allocations in the device's memory ledger. */
   readonly id: string;
   private stepCount = 0;
@@ -270,8 +271,23 @@ export class TpTrainer {
     return { ...stepMetrics(opts, { step, loss, lr, gradNorm, t0, startTime: this.startTime, mem: this.memory() }), comm: meter.finish() };
   }
 
-  /** Mean validation loss over opts.evalBatches fixed batches (a collective: every rank calls it). */
-  async evaluate(): Promise<{ loss: number; comm: TpCommStats }> {
+  /** RunTrainer's step: a rank's step waits on the group's collectives, so nothing is submitted ahead. */
+  step(): Promise<TpStepMetrics> {
+    return this.trainStep();
+  }
+
+  /** Nothing is ever in flight between steps. */
+  async settle(): Promise<null> {
+    return null;
+  }
+
+  /** Mean validation loss (a collective: every rank calls it). */
+  async evaluate(): Promise<number> {
+    return (await this.evaluateWithComm()).loss;
+  }
+
+  /** Mean validation loss over opts.evalBatches fixed batches, with its communication (a collective). */
+  async evaluateWithComm(): Promise<{ loss: number; comm: TpCommStats }> {
     const meter = new CommMeter(this.group.transport.stats);
     let sum = 0;
     const batches = this.data.valBatches(this.opts.evalBatches, this.opts.batch, this.opts.seq);
@@ -341,24 +357,6 @@ export class TpTrainer {
     };
   }
 
-  /**
-   * Trains until hooks.steps (default the schedule's total), evaluating every opts.evalEvery steps.
-   * A failed collective (a peer gone or stalled, a bad message) rejects with its CollectiveError
-   * before that step's optimizer ran: the trainer stays usable for shardState() and destroy().
-   */
-  async run(hooks: TpRunHooks = {}): Promise<void> {
-    const end = hooks.steps ?? this.opts.optimizer.total_steps;
-    const every = this.opts.evalEvery;
-    while (this.stepCount < end) {
-      const m = await this.trainStep();
-      await hooks.onStep?.(m);
-      if (every > 0 && (m.step + 1) % every === 0) {
-        const ev = await this.evaluate();
-        await hooks.onEval?.(m.step, ev.loss, ev.comm);
-      }
-    }
-  }
-
   /** This rank's allocated bytes per category (the ledger). */
   memory(): MemReport {
     return this.rt.mem.report(this.id);
@@ -366,31 +364,5 @@ export class TpTrainer {
 
   destroy(): void {
     this.model.destroy();
-  }
-}
-
-export interface TpRunHooks {
-  /** Train until this step (default opts.optimizer.total_steps). */
-  steps?: number;
-  onStep?(m: TpStepMetrics): void | Promise<void>;
-  /** After every opts.evalEvery steps (0 = never). */
-  onEval?(step: number, valLoss: number, comm: TpCommStats): void | Promise<void>;
-}
-
-/**
- * Trains tensor-parallel over `group` (every member calls it with the same options and text) and
- * returns the trainer for gathers and checkpoints; the caller destroys it. On a failure the
- * trainer is destroyed and the error rethrown; to keep a rank's shard after a failure, use
- * TpTrainer.create + run + shardState instead.
- */
-export async function runTensorParallel(rt: Runtime, group: PeerGroup, opts: TrainOptions, text: string,
-  hooks: TpRunHooks & { init?: TrainerInit } = {}): Promise<TpTrainer> {
-  const trainer = await TpTrainer.create(rt, group, opts, text, hooks.init);
-  try {
-    await trainer.run(hooks);
-    return trainer;
-  } catch (e) {
-    trainer.destroy();
-    throw e;
   }
 }

@@ -1,7 +1,8 @@
 /**
  * The page's peer group: joins or creates a room (PeerJS transport, src/peers/peerjs.ts), keeps the
  * roster, speaks the session protocol (group-wire.ts) and trains the group's runs — data parallel
- * (src/peers/dp.ts) or tensor parallel (src/peers/tp.ts) — feeding the group store.
+ * (src/peers/dp.ts) or tensor parallel (src/peers/tp.ts), through group-training.ts — feeding the
+ * group store.
  *
  * Where the training runs: on the page's main thread, not in the training Web Worker. WebRTC
  * (RTCPeerConnection) does not exist in workers, so a worker-hosted trainer would need every
@@ -26,19 +27,17 @@
  * every member stops at (its completed steps + 2, which no member can have passed: the message
  * travels on each channel ahead of the stopper's frames of its next step).
  */
-import { DataParallel, type DataParallelOptions, DpError, type DpEvent, type DpStepStats } from '../peers/dp';
-import { crc32 } from '../peers/crc32';
-import { CollectiveError, PeerGroup } from '../peers/group';
+import { type DataParallelOptions, DpError } from '../peers/dp';
+import { CollectiveError } from '../peers/group';
 import type { PeerProblem } from '../peers/peerjs';
 import { createRoomId, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer, serverForPage } from '../peers/room';
 import type { PeerRole, RosterEntry } from '../peers/roster';
-import { tpStepWireBytes, TpTrainer, type TpStepMetrics } from '../peers/tp';
 import type { PeerId, Transport, Unsubscribe } from '../peers/transport';
 import { DeviceLostError, WebGpuUnavailableError } from '../engine/gpu/device';
 import type { Runtime } from '../engine/gpu/runtime';
-import { Trainer } from '../engine/train/trainer';
-import { type GroupRunStatus, type GroupStepPoint, type GroupStore, isActiveRun, shortPeer } from './group';
-import { GROUP_MODES, groupConfigProblem, type GroupRunConfig, groupTrainOptions, isTensorParallel } from './group-config';
+import { type GroupRunStatus, type GroupStore, isActiveRun, shortPeer } from './group';
+import { GROUP_MODES, groupConfigProblem, isTensorParallel } from './group-config';
+import { type GroupTrainingHost, type LiveRun, trainDp, trainTp } from './group-training';
 import { type RunMessage, SESSION_VERSION, type SessionMessage, type SplitTransport, splitTransport } from './group-wire';
 
 /** What the controller needs of a room's transport (PeerJsTransport has it all). */
@@ -94,36 +93,6 @@ export function runError(e: unknown, run: { failure: string | null; tensorParall
   return { title: 'Training failed', message: errorText(e) };
 }
 
-/** This page's part in one group run. */
-interface LiveRun {
-  id: string;
-  config: GroupRunConfig;
-  /** The members announced at the start. */
-  members: PeerId[];
-  startedBy: PeerId;
-  /** 'member': announced at the start; 'joiner': joins the running group (data parallel only). */
-  role: 'member' | 'joiner';
-  ready: Set<PeerId>;
-  quits: Map<PeerId, string>;
-  /** A member reported a step: the group runs, a joiner may ask in. */
-  stepping: boolean;
-  /** This member's step loop has begun (the driver or the shard exists). */
-  looping: boolean;
-  /** Steps this member has completed (its trainer's step index). */
-  completed: number;
-  /** Stop once this many steps are done (a group-wide stop), and why. */
-  stopAfter: number;
-  stopReason: string | null;
-  /** Set when this page leaves the run early (stop before the first step, leaving the room), with why. */
-  cancelled: string | null;
-  /** Set when the run cannot go on (e.g. a tensor-parallel member quit): ends as an error with this text. */
-  failure: string | null;
-  /** Interrupts a collective in flight (stops the driver / closes the group). */
-  abort: ((reason: string) => void) | null;
-  /** Wakes waitFor() to re-check its condition. */
-  wake: (() => void) | null;
-}
-
 interface Session {
   t: RoomTransport;
   split: SplitTransport;
@@ -141,11 +110,23 @@ export class GroupController {
   private rt: Promise<Runtime> | null = null;
   private text: Promise<string> | null = null;
   private opening = false;
+  /** What a run's training (group-training.ts) uses of this controller. */
+  private readonly host: GroupTrainingHost;
 
   constructor(
     private readonly store: GroupStore,
     private readonly deps: GroupDeps,
-  ) {}
+  ) {
+    this.host = {
+      store, dp: deps.dp, tpTimeoutMs: deps.tpTimeoutMs,
+      selfId: () => this.selfId,
+      training: () => this.session?.split.training ?? null,
+      present: (p) => this.present(p),
+      broadcast: (m) => this.broadcast(m),
+      broadcastTo: (peers, m) => this.broadcastTo(peers, m),
+      phase: (live, status, phase) => this.phase(live, status, phase),
+    };
+  }
 
   /** This member's id in the room (null outside one). */
   get selfId(): PeerId | null {
@@ -480,8 +461,8 @@ export class GroupController {
       this.phase(live, 'preparing', 'acquiring the GPU and the training text');
       const [rt, text] = await Promise.all([this.runtime(), this.loadText()]);
       if (live.cancelled === null) {
-        if (isTensorParallel(live.config)) await this.trainTp(live, rt, text);
-        else await this.trainDp(live, rt, text);
+        if (isTensorParallel(live.config)) await trainTp(this.host, live, rt, text);
+        else await trainDp(this.host, live, rt, text);
       }
       if (live.failure !== null) throw new Error(live.failure);
       const complete = live.completed >= live.config.steps;
@@ -496,133 +477,6 @@ export class GroupController {
     } finally {
       if (this.live === live) this.live = null;
     }
-  }
-
-  private async waitFor(live: LiveRun, cond: () => boolean): Promise<void> {
-    while (!cond() && live.cancelled === null) await new Promise<void>((resolve) => (live.wake = resolve));
-    live.wake = null;
-  }
-
-  private async trainDp(live: LiveRun, rt: Runtime, text: string): Promise<void> {
-    const { config } = live;
-    const self = this.selfId!;
-    this.phase(live, 'preparing', 'building the model (compiling GPU pipelines)');
-    const trainer = await Trainer.create(rt, groupTrainOptions(config, 1), text);
-    let dp: DataParallel | null = null;
-    try {
-      if (live.role === 'member') {
-        live.ready.add(self);
-        this.broadcastTo(live.members, { t: 'ready', id: live.id });
-        this.phase(live, 'waiting', 'waiting for the other members to build their model');
-        await this.waitFor(live, () => live.members.every((p) => live.ready.has(p) || live.quits.has(p) || !this.present(p)));
-      } else {
-        this.phase(live, 'waiting', "waiting for the group's next step to ask to join");
-        await this.waitFor(live, () => live.stepping);
-      }
-      if (live.cancelled !== null || !this.session) return;
-      const members = live.role === 'member' ? live.members.filter((p) => p === self || (this.present(p) && !live.quits.has(p))) : undefined;
-      // The gradient wire format is the scheme's (grads.wire), as the model's plan resolved it.
-      const mode = trainer.model.plan.wire.dp.format;
-      if (!mode) throw new Error(`scheme '${trainer.model.scheme.name}' asks for a gradient wire format no all-reduce carries`);
-      const driver = new DataParallel(trainer, this.session.split.training, {
-        ...this.deps.dp, run: live.id, mode, members, onEvent: (e) => this.dpEvent(live, e),
-      });
-      dp = driver;
-      live.abort = (why) => driver.stop(why);
-      live.looping = true;
-      this.phase(live, 'training', live.role === 'joiner' ? 'asking to join: the group admits newcomers at its next step' : 'training');
-      while (trainer.stepIndex < Math.min(config.steps, live.stopAfter) && live.cancelled === null) {
-        const st = await driver.step();
-        live.completed = trainer.stepIndex;
-        this.recordDp(live, st);
-      }
-    } catch (e) {
-      // Stopping the driver from here (leaving, a cancel) fails its step in flight: that is the stop, not an error.
-      if (!(live.cancelled !== null && live.failure === null && e instanceof DpError && e.code === 'stopped')) throw e;
-    } finally {
-      dp?.stop(live.cancelled ?? live.stopReason ?? 'the run is over on this member');
-      trainer.destroy();
-    }
-  }
-
-  private recordDp(live: LiveRun, st: DpStepStats): void {
-    this.record(live, {
-      step: st.step, loss: st.groupLoss ?? st.loss, world: st.world, wireBytes: st.exchangeBytesSent, fp32WireBytes: st.fp32ExchangeBytes,
-      bytesSent: st.bytesSent, bytesReceived: st.bytesReceived, commMs: Math.max(0, st.commMs), computeMs: st.busyMs, stepMs: st.stepMs, hash: st.weightsHash,
-    }, st.members);
-  }
-
-  private dpEvent(live: LiveRun, e: DpEvent): void {
-    const s = this.store.getState();
-    const who = e.peers.map(shortPeer).join(', ');
-    switch (e.kind) {
-      case 'dropped':
-        return s.notice('warn', `${who} dropped from the run at step ${e.step}: the others go on, the data re-sharded`);
-      case 'admitted':
-        return s.notice('info', `${who} join${e.peers.length === 1 ? 's' : ''} the run at step ${e.step}`);
-      case 'state-received':
-        s.updateRun(live.id, { caughtUpAt: e.step });
-        return s.notice('info', `caught up: received the weights, Adam moments and step ${e.step} from ${who}`);
-      case 'state-sent':
-        return s.notice('info', `sent the run's state to ${who} (${e.message})`);
-      case 'state-rejected':
-        return s.notice('error', `state from ${who} rejected: ${e.message}`);
-      case 'refused':
-        return s.notice('warn', e.message);
-      case 'fault':
-        return s.notice('warn', e.message);
-      case 'reject':
-        return s.countRejected();
-      case 'formed':
-      case 'welcomed':
-      case 'stopped':
-        return;
-    }
-  }
-
-  private async trainTp(live: LiveRun, rt: Runtime, text: string): Promise<void> {
-    if (!this.session) return;
-    const { config, members } = live;
-    const group = new PeerGroup(this.session.split.training, {
-      runId: crc32(new TextEncoder().encode(`tp-run:${live.id}`)), members, timeoutMs: this.deps.tpTimeoutMs ?? 600_000,
-      onReject: () => this.store.getState().countRejected(),
-    });
-    live.abort = () => group.close();
-    let tp: TpTrainer | null = null;
-    try {
-      this.phase(live, 'preparing', "building this member's shard (compiling GPU pipelines); the first exchange waits for every member");
-      tp = await TpTrainer.create(rt, group, groupTrainOptions(config, members.length), text);
-      if (live.cancelled !== null) return;
-      live.looping = true;
-      const fp32Bytes = tpStepWireBytes(tp.model.dims, { ...tp.tp.tp, codec: 'fp32' });
-      this.phase(live, 'training', 'training');
-      while (tp.stepIndex < Math.min(config.steps, live.stopAfter) && live.cancelled === null) {
-        const m = await tp.trainStep();
-        live.completed = tp.stepIndex;
-        this.recordTp(live, m, group.size, fp32Bytes);
-      }
-    } catch (e) {
-      if (!(live.cancelled !== null && live.failure === null && e instanceof CollectiveError && e.code === 'closed')) throw e;
-    } finally {
-      tp?.destroy();
-      group.close();
-    }
-  }
-
-  private recordTp(live: LiveRun, m: TpStepMetrics, world: number, fp32Bytes: number): void {
-    this.record(live, {
-      step: m.step, loss: m.loss, world, wireBytes: m.comm.bytesSent, fp32WireBytes: fp32Bytes, bytesSent: m.comm.bytesSent,
-      bytesReceived: m.comm.bytesReceived, commMs: m.comm.commSeconds * 1000, computeMs: m.comm.computeSeconds * 1000,
-      stepMs: (m.comm.commSeconds + m.comm.computeSeconds) * 1000, hash: null,
-    }, live.members);
-  }
-
-  private record(live: LiveRun, p: GroupStepPoint, members: PeerId[]): void {
-    const s = this.store.getState();
-    const stopping = s.runs.find((r) => r.id === live.id)?.status === 'stopping';
-    const phase = `step ${p.step + 1} / ${live.config.steps} · ${p.world} member${p.world === 1 ? '' : 's'}`;
-    s.addPoint(live.id, p, stopping ? { members: [...members] } : { members: [...members], phase });
-    this.broadcast({ t: 'step', id: live.id, step: p.step, world: p.world, loss: p.loss, hash: p.hash, stepMs: p.stepMs, commMs: p.commMs, computeMs: p.computeMs });
   }
 
   // ---- GPU and data ---------------------------------------------------------------------------

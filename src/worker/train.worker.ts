@@ -5,6 +5,7 @@
  * steps, since a step in flight is one submitted command buffer that cannot be cancelled anyway.
  * Pause keeps the trainer (and its GPU state) alive and waits; a checkpoint is posted on pause, on
  * stop, at the end and with every evaluation, so the page can persist it and resume after a reload.
+ * The cadence is the engine's training loop (runTraining); this file only turns it into messages.
  */
 /// <reference lib="webworker" />
 import { acquireGpu, WebGpuUnavailableError } from '../engine/gpu/device';
@@ -13,7 +14,8 @@ import { loadCheckpoint } from '../engine/io/checkpoint';
 import { countParams } from '../engine/model/config';
 import { CharTokenizer } from '../engine/train/tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
-import { type StepMetrics, Trainer, type TrainerInit } from '../engine/train/trainer';
+import { runTraining } from '../engine/train/loop';
+import { Trainer, type TrainerInit } from '../engine/train/trainer';
 import { ToWorkerSchema, trainOptionsFor, type CheckpointBlob, type ErrorKind, type FromWorker, type ToWorker } from './protocol';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
@@ -36,12 +38,6 @@ function errorKind(e: unknown): ErrorKind {
 function describe(e: unknown): string {
   if (e instanceof Error) return e.message || e.name;
   return String(e);
-}
-
-async function postCheckpoint(runId: string, trainer: Trainer): Promise<void> {
-  // Copied, not transferred: the file bytes may be views sharing one buffer.
-  const files = (await trainer.checkpoint()) as unknown as CheckpointBlob;
-  post({ type: 'checkpoint', runId, step: trainer.stepIndex, files });
 }
 
 async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
@@ -103,61 +99,36 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
 
     // Training time excluding pauses, continued from the checkpoint's.
     let elapsed = msg.resume?.elapsed_s ?? 0;
-    let step = startStep - 1;
     let lastStepS = 0;
-    const report = (m: StepMetrics, t0: number) => {
-      step = m.step;
-      lastStepS = (performance.now() - t0) / 1000;
-      elapsed += lastStepS;
-      post({ type: 'metrics', runId, metrics: { ...m, mem: { ...m.mem }, elapsed_s: elapsed } });
-    };
-    // A step submitted ahead (below) when a pause or stop came: it ran, so it is reported and
-    // counted before the checkpoint that includes it.
-    const run = trainer;
-    const settle = async () => {
-      const t0 = performance.now();
-      const m = await run.settle();
-      if (m) report(m, t0);
-    };
-    for (let i = startStep; i < config.steps && !stopRequested; i = step + 1) {
-      if (pauseRequested) {
-        await settle();
-        await postCheckpoint(runId, trainer);
-        post({ type: 'paused', runId, step });
-        while (pauseRequested && !stopRequested) await new Promise<void>((r) => (wake = r));
-        wake = null;
-        if (stopRequested || step + 1 >= config.steps) break;
-        post({ type: 'resumed', runId });
-        i = step + 1;
-      }
+    const result = await runTraining(trainer, {
+      steps: config.steps, evalEvery: config.evalEvery, checkpointEvery: config.evalEvery, checkpointAtEnd: true, resumed: msg.resume !== undefined,
+      sample: { every: config.sampleEvery, length: config.sampleLength, atEnd: true, prompt: '\n', temperature: 0.8, seed: (s) => config.seed + s },
+    }, {
       // On a slow device (SwiftShader: seconds per step) say which step is in flight.
-      if (lastStepS > 2) post({ type: 'status', runId, phase: `step ${i + 1} / ${config.steps} in flight (last took ${lastStepS.toFixed(1)} s)` });
-      const last = i === config.steps - 1;
-      const evalHere = config.evalEvery > 0 && ((i + 1) % config.evalEvery === 0 || last);
-      const sampleHere = config.sampleLength > 0 && config.sampleEvery > 0 && (i + 1) % config.sampleEvery === 0 && !last;
-      // The next step is submitted before this one's loss is read (the GPU does not wait for this
-      // thread between steps), unless an evaluation, sample or the end comes first.
-      const t0 = performance.now();
-      const m = await trainer.trainStep({ next: !last && !evalHere && !sampleHere });
-      let val: number | null = null;
-      if (evalHere) val = await trainer.evaluate();
-      report(m, t0);
-      if (val !== null) {
-        post({ type: 'val', runId, step, loss: val });
-        const errors = await trainer.quantErrors();
-        if (errors.length) post({ type: 'quant', runId, step, errors });
-        if (!last) await postCheckpoint(runId, trainer);
-      }
-      if (sampleHere) {
-        post({ type: 'sample', runId, step, text: await trainer.sample('\n', config.sampleLength, 0.8, config.seed + step) });
-      }
-    }
-    await settle();
-    if (!stopRequested && config.sampleLength > 0) {
-      post({ type: 'sample', runId, step, text: await trainer.sample('\n', config.sampleLength, 0.8, config.seed + step) });
-    }
-    if (trainer.stepIndex > startStep || msg.resume === undefined) await postCheckpoint(runId, trainer);
-    post({ type: 'done', runId, step, reason: stopRequested ? 'stopped' : 'completed' });
+      beforeStep: (s) => {
+        if (lastStepS > 2) post({ type: 'status', runId, phase: `step ${s + 1} / ${config.steps} in flight (last took ${lastStepS.toFixed(1)} s)` });
+      },
+      onStep: (m, seconds) => {
+        lastStepS = seconds;
+        elapsed += seconds;
+        post({ type: 'metrics', runId, metrics: { ...m, mem: { ...m.mem }, elapsed_s: elapsed } });
+      },
+      onEval: (step, loss) => post({ type: 'val', runId, step, loss }),
+      onQuantErrors: (step, errors) => post({ type: 'quant', runId, step, errors }),
+      onSample: (step, text) => post({ type: 'sample', runId, step, text }),
+      // Copied, not transferred: the file bytes may be views sharing one buffer.
+      onCheckpoint: (step, files) => post({ type: 'checkpoint', runId, step, files: files as unknown as CheckpointBlob }),
+      onPaused: (step) => post({ type: 'paused', runId, step }),
+      onResumed: () => post({ type: 'resumed', runId }),
+    }, {
+      stopRequested: () => stopRequested,
+      pauseRequested: () => pauseRequested,
+      whilePaused: () => new Promise<void>((r) => (wake = () => {
+        wake = null;
+        r();
+      })),
+    });
+    post({ type: 'done', runId, step: result.lastStep, reason: stopRequested ? 'stopped' : 'completed' });
   } catch (e) {
     post({ type: 'error', runId, kind: errorKind(e), message: describe(e) });
   } finally {

@@ -153,7 +153,7 @@ describe('tensor parallelism across peers (loopback, micro, TP-2)', () => {
     const fp32Bytes = tpStepWireBytes(d, { ...tp, codec: 'fp32' });
     expect(stats[0].comm.bytesSent).toBeLessThan(0.3 * fp32Bytes);
     console.log(`TP-2 step bytes per rank: TACO ${stats[0].comm.bytesSent} vs fp32 ${fp32Bytes} (${(stats[0].comm.bytesSent / fp32Bytes).toFixed(3)})`);
-    const ev = await Promise.all(ranks.map((r) => r.evaluate()));
+    const ev = await Promise.all(ranks.map((r) => r.evaluateWithComm()));
     expect(ev[1].loss).toBe(ev[0].loss);
     expect(ev[0].comm.allReduces).toBe(2 * d.L * ranks[0].opts.evalBatches);
     single.destroy();

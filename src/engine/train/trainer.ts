@@ -15,6 +15,7 @@ import { type BudgetChoice, resolveBudget } from '../scheme/resolve';
 import { TextDataset } from './data';
 import { QuantErrorProbe, quantProbeBufferPlan, type QuantErrorRecord } from './probe';
 import { type OptimizerConfig, type TrainOptions, validateTrainOptions } from './options';
+import type { RunTrainer } from './run-trainer';
 import { CharTokenizer } from './tokenizer';
 
 export type { OptimizerConfig, TrainOptions } from './options';
@@ -139,7 +140,7 @@ interface SubmittedStep {
   t0: number;
 }
 
-export class Trainer {
+export class Trainer implements RunTrainer<StepMetrics> {
   /** Owner tag of this run's allocations in the device's memory ledger. */
   readonly id: string;
   /** The per-layer bits chosen for a memory budget (null without one). */
@@ -230,6 +231,11 @@ export class Trainer {
     // 678 dispatches that would otherwise delay the next step's start).
     this.recordedStep = this.recordStep(this.readbackFor(step + (o.next ? 2 : 1)));
     return this.finishStep(cur);
+  }
+
+  /** RunTrainer's step: trainStep, submitting the next step ahead on `next`. */
+  step(o: { next?: boolean } = {}): Promise<StepMetrics> {
+    return this.trainStep(o);
   }
 
   /**
