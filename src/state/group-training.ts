@@ -14,7 +14,7 @@ import { type LoopControl, runTraining } from '../engine/train/loop';
 import type { RunTrainer } from '../engine/train/run-trainer';
 import { Trainer } from '../engine/train/trainer';
 import { type GroupRunStatus, type GroupStepPoint, type GroupStore, shortPeer } from './group';
-import { GROUP_MODES, type GroupRunConfig, groupTrainOptions } from './group-config';
+import { type GroupRunConfig, groupTrainOptions } from './group-config';
 import type { SessionMessage } from './group-wire';
 
 /** What a run's training needs of the controller. */
