@@ -4,7 +4,8 @@
  * metrics as one JSON line (the last line of stdout). GPU kernels by default (Dawn; SwiftShader when
  * there is no GPU), the plain-TS reference with --ref; both give identical codes.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
@@ -69,6 +70,10 @@ function parse(argv: string[]): Options | null {
   const codec = a.codec as Codec;
   if (!a.in) throw new UsageError('--in X.npy is required');
   if (!a.out) throw new UsageError('--out Y.npy is required');
+  // The output would replace the tensor being coded before anyone could compare the two.
+  for (const [flag, p] of [['--out', a.out], ['--payload', a.payload]] as const) {
+    if (p !== undefined && sameFile(a.in, p)) throw new UsageError(`${flag} ${p} is the --in file; write the result to another path`);
+  }
   const granularity = (a.granularity ?? 'group') as Options['granularity'];
   if (!['tensor', 'row', 'column', 'group'].includes(granularity)) {
     throw new UsageError(`--granularity must be tensor, row, column or group, got '${a.granularity}'`);
@@ -90,6 +95,16 @@ function parse(argv: string[]): Options | null {
     codec, input: a.in, output: a.out, payload: a.payload, granularity, group,
     stochastic: rounding === 'stochastic', seed, ref: !!a.ref,
   };
+}
+
+function sameFile(a: string, b: string): boolean {
+  if (resolve(a) === resolve(b)) return true;
+  try {
+    const [x, y] = [statSync(a), statSync(b)];
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false;
+  }
 }
 
 function readInput(path: string): { x: Float32Array; shape: number[] } {

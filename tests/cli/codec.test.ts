@@ -192,6 +192,17 @@ describe('codec CLI rejects bad input with one error line and exit code 2', () =
     expect(errorLine(r.stderr)).toMatch(msg);
   });
 
+  it('--out or --payload naming the input is refused and the input is left as it was', () => {
+    const src = file('keep.npy', writeNpy(Float32Array.of(1, 2, 3, 4), [4]));
+    const before = readFileSync(src);
+    for (const args of [['--out', src], ['--out', path.join(dir, '.', 'keep.npy')], ['--out', out(), '--payload', src]]) {
+      const r = codecFast('--codec', 'int8', '--in', src, ...args, '--ref');
+      expect(r.status).toBe(2);
+      expect(errorLine(r.stderr)).toMatch(/is the --in file/);
+    }
+    expect(readFileSync(src).equals(before)).toBe(true);
+  });
+
   it('a missing --out is reported', () => {
     const r = codecFast('--codec', 'int8', '--in', EXAMPLE, '--ref');
     expect(r.status).toBe(2);

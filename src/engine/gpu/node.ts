@@ -3,10 +3,27 @@
  * Dawn falls back to Chromium's SwiftShader Vulkan ICD (CPU), which is slow but exact.
  * Import this only from Node entry points (CLI, tests, benchmarks), never from the browser bundle.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { acquireGpu, type AcquireOptions, type Gpu, WebGpuUnavailableError } from './device';
 
 const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+const ICD_DIRS = ['/etc/vulkan/icd.d', '/usr/share/vulkan/icd.d', '/usr/local/share/vulkan/icd.d', '/usr/local/etc/vulkan/icd.d', '/usr/local/nvidia/share/vulkan/icd.d'];
+
+/**
+ * Whether the Vulkan loader can find a driver of its own: without one, asking Dawn for a hardware
+ * adapter only prints the loader's "found no drivers" warnings before the SwiftShader fallback.
+ */
+function hasVulkanDriver(): boolean {
+  if (process.env.VK_ICD_FILENAMES || process.env.VK_DRIVER_FILES) return true;
+  const dirs = [...ICD_DIRS, ...(process.env.XDG_DATA_DIRS ?? '').split(':').filter(Boolean).map((d) => `${d}/vulkan/icd.d`)];
+  return dirs.some((d) => {
+    try {
+      return readdirSync(d).some((f) => f.endsWith('.json'));
+    } catch {
+      return false;
+    }
+  });
+}
 
 interface DawnModule {
   create(flags: string[]): GPU;
@@ -52,7 +69,7 @@ export async function acquireNodeGpu(opts: NodeGpuOptions = {}): Promise<Gpu> {
   const dawn = await loadDawn();
   Object.assign(globalThis, dawn.globals);
   const flags = opts.dawnFlags ?? [];
-  if (!opts.forceSwiftShader) {
+  if (!opts.forceSwiftShader && hasVulkanDriver()) {
     const gpu = createInstance(dawn, flags);
     const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
     if (adapter) return acquireGpu(gpu, opts);
