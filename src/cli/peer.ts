@@ -21,6 +21,7 @@ import { Trainer } from '../engine/train/trainer';
 import { paramLayout } from '../engine/model/params';
 import { checkOutDir } from './checkpoint-store';
 import { defaultCorpusPath, fail, num, parseCliArgs, UsageError } from './common';
+import { INTERRUPTED_EXIT } from './interrupt';
 import { RunDir } from './run-dir';
 
 const DEFAULT_PAGE = 'http://localhost:5173/';
@@ -156,10 +157,11 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
  * group (src/peers/dp.ts: DataParallel over this transport) for the configured steps; otherwise it
  * only stays in the group. Resolves when the member should leave.
  */
-export async function runGroupWork(transport: PeerJsTransport, work: PreparedTraining | null, stop: AbortSignal): Promise<void> {
+export async function runGroupWork(transport: PeerJsTransport, work: PreparedTraining | null, stop: AbortSignal,
+  interrupted: () => boolean = () => false): Promise<boolean> {
   if (!work) {
     await new Promise<void>((resolve) => stop.addEventListener('abort', () => resolve(), { once: true }));
-    return;
+    return false;
   }
   const { train, trainer, rt, run } = work;
   const dp = new DataParallel(trainer, transport, {
@@ -169,7 +171,7 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
   });
   stop.addEventListener('abort', () => dp.stop(), { once: true });
   try {
-    for (let done = trainer.stepIndex; done < work.totalSteps && !stop.aborted; ) {
+    for (let done = trainer.stepIndex; done < work.totalSteps && !stop.aborted && !interrupted(); ) {
       const st = await dp.step();
       done = st.step + 1;
       const loss = st.groupLoss ?? st.loss;
@@ -183,6 +185,11 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
           (st.weightsHash === null ? '' : ` weights ${st.weightsHash.toString(16).padStart(8, '0')}`),
       );
     }
+    if (!interrupted() || trainer.stepIndex >= work.totalSteps) return false;
+    // Stopped between group steps: the last completed one is checkpointed.
+    run.checkpoint(trainer.stepIndex, await trainer.checkpoint());
+    console.error(`interrupted after ${trainer.stepIndex} of ${work.totalSteps} steps; checkpoint in ${path.join(run.dir, 'checkpoints')}`);
+    return true;
   } finally {
     dp.stop('this member is done');
     trainer.destroy();
@@ -246,8 +253,15 @@ async function main(): Promise<void> {
     t.close();
     process.exit(code);
   };
-  process.on('SIGINT', () => quit(0));
-  process.on('SIGTERM', () => quit(0));
+  // While training, a first Ctrl-C / SIGTERM stops after the group step in flight and checkpoints it.
+  let training = false;
+  let signals = 0;
+  const onSignal = () => {
+    if (!training || ++signals > 1) return quit(training ? INTERRUPTED_EXIT : 0);
+    console.error('stopping after the group step in flight and saving a checkpoint (again to quit without it)');
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   t.onProblem(problemPrinter());
   console.log(`peer: ${t.id} on ${o.server.url} (room tag ${t.tag})`);
   if (o.link) console.log(`peer: room created; link: ${o.link}`);
@@ -268,8 +282,9 @@ async function main(): Promise<void> {
   if (o.once) return quit(0);
   t.onPeerJoin((p) => console.log(`peer: + ${p} joined\n${formatRoster(t.roster())}`));
   t.onPeerLeave((p) => console.log(`peer: - ${p} left\n${formatRoster(t.roster())}`));
-  await runGroupWork(t, work, stop.signal);
-  quit(0);
+  training = work !== null;
+  const wasInterrupted = await runGroupWork(t, work, stop.signal, () => signals > 0);
+  quit(wasInterrupted ? INTERRUPTED_EXIT : 0);
 }
 
 main().catch(fail);

@@ -12,6 +12,7 @@ import { installNodeWebRtc } from '../../src/peers/node-webrtc';
 import { PeerJsTransport } from '../../src/peers/peerjs';
 import { createRoomId, parseServerUrl, roomLink } from '../../src/peers/room';
 import { attachPeerServer, type EmbeddedPeerServer } from '../../src/server/peer-server';
+import { readLatestCheckpoint, readVerified } from '../../src/cli/checkpoint-store';
 import { bundleForTests, ROOT } from '../helpers/bundle';
 
 const bundled = bundleForTests('src/cli/peer.ts');
@@ -107,4 +108,16 @@ describe('peer CLI', () => {
       host.close();
     }
   }, 120_000);
+
+  it('--train writes run.json, metrics.jsonl, checkpoints and the export like npm run train (one member, SwiftShader)', async () => {
+    const out = path.join(dir, 'peer-run');
+    const r = await peer('--host', '--page', `${origin}/`, '--train', '--min-members', '1', '--steps', '3', '--checkpoint-every', '2', '--cpu', '--out', out);
+    expect(r.status, r.stderr + r.out).toBe(0);
+    const lines = fs.readFileSync(path.join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; loss: number });
+    expect(lines.map((m) => m.step)).toEqual([0, 1, 2]);
+    expect(lines.every((m) => Number.isFinite(m.loss))).toBe(true);
+    expect(readLatestCheckpoint(out)!.step).toBe(3);
+    expect(readVerified(out).step).toBe(3);
+    expect(JSON.parse(fs.readFileSync(path.join(out, 'run.json'), 'utf8'))).toMatchObject({ preset: 'micro', checkpoint_every: 2 });
+  }, 300_000);
 });
