@@ -125,7 +125,7 @@ export function parseTrainArgs(argv: string[]): TrainPlan | null {
   try {
     opts = defaultTrainOptions(preset, { ...overrides, model, scheme });
   } catch (e) {
-    throw new UsageError(`the training options are invalid: ${(e as Error).message.replace(/^invalid training options:/, '')}`);
+    throw new UsageError(namingFlags((e as Error).message));
   }
   checkFeasible(opts, schemeArg, text, tokenizer, dataPath);
   const out = a.out ?? path.join('runs', `${preset}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
@@ -134,6 +134,19 @@ export function parseTrainArgs(argv: string[]): TrainPlan | null {
     ...common, preset, opts, scheme, text, dataPath, tokenizer, out, overwrite: a.overwrite ?? false,
     checkpointEvery: everyFlag ?? DEFAULT_CHECKPOINT_EVERY, resume: null,
   };
+}
+
+/** Option paths of the training options' validation messages, as the flags that set them. */
+const FLAG_OF: Record<string, string> = {
+  'optimizer.lr': '--lr', 'optimizer.min_lr': '--min-lr', 'optimizer.warmup_steps': '--warmup', 'optimizer.total_steps': '--steps',
+  'optimizer.weight_decay': '--weight-decay', 'optimizer.grad_clip': '--grad-clip', batch: '--batch', seq: '--seq', seed: '--seed',
+  evalEvery: '--eval-every', evalBatches: '--eval-batches', min_lr: '--min-lr', 'seq ': '--seq ',
+};
+
+function namingFlags(msg: string): string {
+  let out = msg.replace(/^invalid training options:\s*/, '');
+  for (const [k, flag] of Object.entries(FLAG_OF)) out = out.replace(new RegExp(`(^|\\s)${k.replace('.', '\\.')}(:| )`, 'g'), `$1${flag.trim()} (${k.trim()})$2`);
+  return `the training options are invalid: ${out}`;
 }
 
 function readData(option: string, file: string): string {
