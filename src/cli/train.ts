@@ -58,10 +58,11 @@ async function main(): Promise<number> {
   const ai = gpu.adapterInfo;
   console.error(`adapter: ${[ai.vendor, ai.architecture, ai.device, ai.description].filter(Boolean).join(' / ') || 'unknown'}`);
   const rt = new Runtime(gpu);
-  run.create({ overwrite: p.overwrite });
   const trainer = await Trainer.create(rt, opts, p.text, {
     tokenizer: p.tokenizer, params: point?.params, optimizer: point?.optimizer,
   });
+  // Only once the model is built: a run the GPU cannot hold leaves no directory behind.
+  run.create({ overwrite: p.overwrite });
   if (trainer.budgetChoice) {
     console.error(`memory budget ${trainer.budgetChoice.budget} B: bits per layer and kind ${JSON.stringify(trainer.budgetChoice.bits)}`);
   }
