@@ -22,7 +22,7 @@ import { paramLayout } from '../engine/model/params';
 import { checkOutDir } from './checkpoint-store';
 import { defaultCorpusPath, fail, num, parseCliArgs, UsageError } from './common';
 import { INTERRUPTED_EXIT } from './interrupt';
-import { RunDir } from './run-dir';
+import { RunDir, runDiskBytes } from './run-dir';
 
 const DEFAULT_PAGE = 'http://localhost:5173/';
 
@@ -136,8 +136,7 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
   const tokenizer = CharTokenizer.fromText(text);
   const opts = defaultTrainOptions(train.preset, { steps: train.steps, seed: train.seed, model: { vocab_size: tokenizer.vocabSize } });
   try {
-    // Two committed checkpoints and the export, as npm run train reserves.
-    checkOutDir(train.out, { needBytes: 9 * 4 * paramLayout(opts.model).count + (1 << 20) });
+    checkOutDir(train.out, { needBytes: runDiskBytes(paramLayout(opts.model).count) });
   } catch (e) {
     // A peer's run cannot be resumed yet: a used directory is refused outright.
     throw new UsageError((e as Error).message.replace(/; pass --resume .*$/, '; choose a new --out'));
@@ -155,7 +154,8 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
 /**
  * The group's work once this member is admitted: with --train, data-parallel training with the
  * group (src/peers/dp.ts: DataParallel over this transport) for the configured steps; otherwise it
- * only stays in the group. Resolves when the member should leave.
+ * only stays in the group. Resolves when the member should leave: true when `interrupted()` stopped
+ * the training between steps (the last completed step is then checkpointed).
  */
 export async function runGroupWork(transport: PeerJsTransport, work: PreparedTraining | null, stop: AbortSignal,
   interrupted: () => boolean = () => false): Promise<boolean> {

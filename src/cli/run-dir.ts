@@ -16,6 +16,14 @@ import { commitCheckpoint, fsError, MANIFEST, type StoreHooks, writeExport } fro
 const RUN_FILES = ['run.json', 'metrics.jsonl', 'checkpoints', 'init', 'batches.npy', 'model.safetensors', 'config.json',
   'optimizer.safetensors', 'lab.json', MANIFEST];
 
+/**
+ * Disk a run of `params` parameters needs at once: two committed checkpoints (the previous stays
+ * until the new one is whole) and the export, each weights + two Adam moments in fp32, plus slack.
+ */
+export function runDiskBytes(params: number): number {
+  return 3 * params * 4 * 3 + (1 << 20);
+}
+
 export class RunDir {
   readonly metricsPath: string;
 

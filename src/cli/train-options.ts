@@ -18,6 +18,7 @@ import { CharTokenizer } from '../engine/train/tokenizer';
 import { resolveBudgetOptions } from '../engine/train/trainer';
 import { CheckpointError, checkOutDir, readLatestCheckpoint } from './checkpoint-store';
 import { defaultCorpusPath, num, parseCliArgs, readJsonObject, readTextFile, UsageError } from './common';
+import { runDiskBytes } from './run-dir';
 import { schemeKeyProblems } from './scheme-keys';
 
 /** Periodic checkpoints when --checkpoint-every is not given (one at the end and on an interrupt always). */
@@ -212,14 +213,9 @@ function checkFeasible(opts: TrainOptions, schemeArg: string, text: string, toke
   }
 }
 
-/** Bytes the run's checkpoints need at once: two committed sets (the previous stays until the new is whole) and the export. */
-function checkpointBytes(opts: TrainOptions): number {
-  return 3 * paramLayout(opts.model).count * 4 * 3 + (1 << 20);
-}
-
 function outDirCheck(out: string, opts: TrainOptions, o: { overwrite?: boolean; resume?: boolean }): void {
   try {
-    checkOutDir(out, { ...o, needBytes: checkpointBytes(opts) });
+    checkOutDir(out, { ...o, needBytes: runDiskBytes(paramLayout(opts.model).count) });
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
