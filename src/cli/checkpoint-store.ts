@@ -47,7 +47,7 @@ const bytesOf = (c: Uint8Array | string) => (typeof c === 'string' ? Buffer.from
 const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 
 /** Wraps a file-system error so that it names the file and says what failed, in one line. */
-function fsError(e: unknown, what: string, file: string): Error {
+export function fsError(e: unknown, what: string, file: string): Error {
   const err = e as NodeJS.ErrnoException;
   const why = err.code === 'ENOSPC' ? 'the disk is full' : err.code === 'EROFS' ? 'the file system is read-only'
     : err.code === 'EACCES' || err.code === 'EPERM' ? 'permission denied' : (err.code ?? err.message);

@@ -5,7 +5,7 @@
  * prints the roster, then stays in the group and reports joins, leaves and problems until stopped.
  */
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import path from 'node:path';
 import type { AllReduceMode } from '../peers/allreduce';
 import { DataParallel } from '../peers/dp';
 import { installNodeWebRtc } from '../peers/node-webrtc';
@@ -20,7 +20,11 @@ import { runTraining } from '../engine/train/loop';
 import { defaultTrainOptions } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer';
 import { Trainer } from '../engine/train/trainer';
-import { defaultCorpusPath, fail, num, UsageError } from './common';
+import { paramLayout } from '../engine/model/params';
+import { checkOutDir } from './checkpoint-store';
+import { defaultCorpusPath, fail, num, parseCliArgs, UsageError } from './common';
+import { INTERRUPTED_EXIT } from './interrupt';
+import { RunDir, runDiskBytes } from './run-dir';
 
 const DEFAULT_PAGE = 'http://localhost:5173/';
 
@@ -35,11 +39,17 @@ const HELP = `usage: npm run peer -- --join LINK [options]
   --timeout S          seconds to wait for admission (default 30)
   --peer-timeout S     drop a peer silent this long (default 10)
   --once               print the roster once admitted and exit (scripts, health checks)
+  --min-members N      wait until the group has N members (this one included) before going on
+                       (default 2 with --train, else 1)
+  --quorum-timeout S   seconds to wait for them (default 120)
   --train              once admitted, train data-parallel with the group (src/peers/dp.ts) on the
                        bundled corpus; every member must train the same configuration:
     --model P --steps N --seed S   preset (default micro), steps and seed (preset's defaults)
     --mode fp32|int8               gradient exchange (default int8: AGoQ's 8-bit all-reduce)
     --run NAME                     run name shared by the members (default lab)
+    --out DIR                      run.json, metrics.jsonl, checkpoints/ and the export, as npm run train
+                                   writes them (default runs/peer-<model>-<time>; must be new or empty)
+    --checkpoint-every N           commit DIR/checkpoints every N steps (default 100; 0 = only at the end)
     --cpu                          use the SwiftShader CPU adapter even when a GPU is present`;
 
 interface TrainCliOptions {
@@ -49,6 +59,8 @@ interface TrainCliOptions {
   mode: AllReduceMode;
   run: string;
   cpu: boolean;
+  out: string;
+  checkpointEvery: number;
 }
 
 interface PeerCliOptions {
@@ -61,28 +73,21 @@ interface PeerCliOptions {
   admitTimeoutMs: number;
   peerTimeoutMs: number;
   once: boolean;
+  minMembers: number;
+  quorumTimeoutMs: number;
   train: TrainCliOptions | null;
 }
 
 function parseOptions(argv: string[]): PeerCliOptions | null {
-  let a;
-  try {
-    a = parseArgs({
-      args: argv,
-      options: {
-        join: { type: 'string' }, host: { type: 'boolean' }, passphrase: { type: 'string' }, server: { type: 'string' },
-        page: { type: 'string' }, timeout: { type: 'string' }, 'peer-timeout': { type: 'string' }, once: { type: 'boolean' },
-        train: { type: 'boolean' }, model: { type: 'string' }, steps: { type: 'string' }, seed: { type: 'string' },
-        mode: { type: 'string' }, run: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  } catch (e) {
-    throw new UsageError(`${(e as Error).message}\n${HELP}`);
-  }
+  const a = parseCliArgs(argv, {
+    join: { type: 'string' }, host: { type: 'boolean' }, passphrase: { type: 'string' }, server: { type: 'string' },
+    page: { type: 'string' }, timeout: { type: 'string' }, 'peer-timeout': { type: 'string' }, once: { type: 'boolean' },
+    train: { type: 'boolean' }, model: { type: 'string' }, steps: { type: 'string' }, seed: { type: 'string' },
+    mode: { type: 'string' }, run: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+    'min-members': { type: 'string' }, 'quorum-timeout': { type: 'string' }, out: { type: 'string' }, 'checkpoint-every': { type: 'string' },
+  });
   if (a.help) return null;
-  if ((a.join === undefined) === !a.host) throw new UsageError(`give exactly one of --join LINK or --host\n${HELP}`);
+  if ((a.join === undefined) === !a.host) throw new UsageError('give exactly one of --join LINK or --host (see --help)');
   const admitTimeoutMs = (num('timeout', a.timeout, { min: 0 }) ?? 30) * 1000;
   const peerTimeoutMs = (num('peer-timeout', a['peer-timeout'], { min: 1 }) ?? 10) * 1000;
   let train: TrainCliOptions | null = null;
@@ -91,11 +96,17 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}, got '${a.model}'`);
     const mode = a.mode ?? 'int8';
     if (mode !== 'fp32' && mode !== 'int8') throw new UsageError(`--mode must be fp32 or int8, got '${mode}'`);
-    train = { preset, mode, steps: num('steps', a.steps, { int: true, min: 1 }), seed: num('seed', a.seed, { int: true, min: 0 }), run: a.run ?? 'lab', cpu: a.cpu ?? false };
-  } else if (a.model || a.steps || a.seed || a.mode || a.run || a.cpu) {
-    throw new UsageError('--model, --steps, --seed, --mode, --run and --cpu go with --train');
+    const out = a.out ?? path.join('runs', `peer-${preset}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+    train = {
+      preset, mode, steps: num('steps', a.steps, { int: true, min: 1 }), seed: num('seed', a.seed, { int: true, min: 0 }), run: a.run ?? 'lab', cpu: a.cpu ?? false,
+      out, checkpointEvery: num('checkpoint-every', a['checkpoint-every'], { int: true, min: 0 }) ?? 100,
+    };
+  } else if (a.model || a.steps || a.seed || a.mode || a.run || a.cpu || a.out || a['checkpoint-every']) {
+    throw new UsageError('--model, --steps, --seed, --mode, --run, --cpu, --out and --checkpoint-every go with --train');
   }
-  const common = { passphrase: a.passphrase, admitTimeoutMs, peerTimeoutMs, once: a.once ?? false, train };
+  const minMembers = num('min-members', a['min-members'], { int: true, min: 1 }) ?? (train ? 2 : 1);
+  const quorumTimeoutMs = (num('quorum-timeout', a['quorum-timeout'], { min: 0 }) ?? 120) * 1000;
+  const common = { passphrase: a.passphrase, admitTimeoutMs, peerTimeoutMs, once: a.once ?? false, minMembers, quorumTimeoutMs, train };
   try {
     if (a.join) {
       const link = parseRoomLink(a.join);
@@ -119,6 +130,7 @@ interface PreparedTraining {
   rt: Runtime;
   trainer: Trainer;
   totalSteps: number;
+  run: RunDir;
 }
 
 async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining> {
@@ -127,22 +139,35 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
   // --mode is the scheme's gradient wire format (grads.wire), as in the lab's group panel.
   const scheme = dataParallelScheme(train.mode);
   const opts = defaultTrainOptions(train.preset, { steps: train.steps, seed: train.seed, model: { vocab_size: tokenizer.vocabSize }, scheme });
+  try {
+    checkOutDir(train.out, { needBytes: runDiskBytes(paramLayout(opts.model).count) });
+  } catch (e) {
+    // A peer's run cannot be resumed yet: a used directory is refused outright.
+    throw new UsageError((e as Error).message.replace(/; pass --resume .*$/, '; choose a new --out'));
+  }
   const rt = new Runtime(await acquireNodeGpu({ forceSwiftShader: train.cpu }));
   const trainer = await Trainer.create(rt, opts, text, { tokenizer });
-  return { train, rt, trainer, totalSteps: opts.optimizer.total_steps };
+  const run = new RunDir(train.out);
+  run.create();
+  run.writeRunInfo({ preset: train.preset, peer_run: train.run, mode: train.mode, model: trainer.opts.model, optimizer: trainer.opts.optimizer,
+    batch: opts.batch, seq: opts.seq, seed: opts.seed, checkpoint_every: train.checkpointEvery, tokenizer: tokenizer.toJSON(), started: new Date().toISOString() });
+  run.openMetrics(null);
+  return { train, rt, trainer, totalSteps: opts.optimizer.total_steps, run };
 }
 
 /**
  * The group's work once this member is admitted: with --train, data-parallel training with the
  * group (src/peers/dp.ts: DataParallel over this transport) for the configured steps; otherwise it
- * only stays in the group. Resolves when the member should leave.
+ * only stays in the group. Resolves when the member should leave: true when `interrupted()` stopped
+ * the training between steps (the last completed step is then checkpointed).
  */
-export async function runGroupWork(transport: PeerJsTransport, work: PreparedTraining | null, stop: AbortSignal): Promise<void> {
+export async function runGroupWork(transport: PeerJsTransport, work: PreparedTraining | null, stop: AbortSignal,
+  interrupted: () => boolean = () => false): Promise<boolean> {
   if (!work) {
     await new Promise<void>((resolve) => stop.addEventListener('abort', () => resolve(), { once: true }));
-    return;
+    return false;
   }
-  const { train, trainer, rt } = work;
+  const { train, trainer, rt, run } = work;
   const dp = new DataParallel(trainer, transport, {
     run: train.run,
     mode: train.mode,
@@ -151,21 +176,50 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
   stop.addEventListener('abort', () => dp.stop(), { once: true });
   try {
     // The headless member reports each step's training loss; it does not evaluate.
-    await runTraining(dp, { steps: work.totalSteps, evalEvery: 0 }, {
+    await runTraining(dp, { steps: work.totalSteps, evalEvery: 0, checkpointEvery: train.checkpointEvery, checkpointAtEnd: true }, {
       onStep: (st) => {
         const loss = st.groupLoss ?? st.loss;
+        run.metric({ step: st.step, loss, own_loss: st.loss, lr: st.lr, grad_norm: st.gradNorm, rank: st.rank, world: st.world, epoch: st.epoch,
+          bytes_sent: st.bytesSent, step_ms: st.stepMs });
         console.log(
           `train: step ${st.step} rank ${st.rank}/${st.world} loss ${loss === null ? '-' : loss.toFixed(4)} ` +
             `sent ${st.exchangeBytesSent} B (${(st.wireRatio * 100).toFixed(0)}% of fp32) ${st.stepMs.toFixed(0)} ms` +
             (st.weightsHash === null ? '' : ` weights ${st.weightsHash.toString(16).padStart(8, '0')}`),
         );
       },
-    }, { stopRequested: () => stop.aborted });
+      onCheckpoint: (step, files) => {
+        if (step >= work.totalSteps) run.finish(step, files);
+        else run.checkpoint(step, files);
+      },
+    }, { stopRequested: () => stop.aborted || interrupted() });
+    if (!interrupted() || trainer.stepIndex >= work.totalSteps) return false;
+    // Stopped between group steps: the loop checkpointed the last completed one.
+    console.error(`interrupted after ${trainer.stepIndex} of ${work.totalSteps} steps; checkpoint in ${path.join(run.dir, 'checkpoints')}`);
+    return true;
   } finally {
     dp.stop('this member is done');
     trainer.destroy();
     rt.destroy();
   }
+}
+
+/** Resolves once the group has `min` members (this one included); rejects after `timeoutMs` naming how many came. */
+function whenQuorum(t: PeerJsTransport, min: number, timeoutMs: number): Promise<void> {
+  const members = () => t.peers().length + 1;
+  if (members() >= min) return Promise.resolve();
+  console.log(`peer: waiting for ${min} members (${members()} so far, up to ${timeoutMs / 1000} s)`);
+  return new Promise((resolve, reject) => {
+    const done = (e: Error | null) => {
+      clearTimeout(timer);
+      off();
+      if (e) reject(e);
+      else resolve();
+    };
+    const off = t.onPeerJoin(() => {
+      if (members() >= min) done(null);
+    });
+    const timer = setTimeout(() => done(new Error(`no quorum: ${members()} of the ${min} members (--min-members) within ${timeoutMs / 1000} s (--quorum-timeout)`)), timeoutMs);
+  });
 }
 
 /** Prints problems; malformed messages (possibly thousands) are counted, not printed one by one. */
@@ -187,21 +241,33 @@ async function main(): Promise<void> {
   }
   const work = o.train ? await prepareTraining(o.train) : null;
   installNodeWebRtc();
-  const t = await PeerJsTransport.open({
-    room: o.room,
-    passphrase: o.passphrase,
-    server: o.server,
-    role: o.host ? 'host' : 'peer',
-    peerTimeoutMs: o.peerTimeoutMs,
-  });
+  let t: PeerJsTransport;
+  try {
+    t = await PeerJsTransport.open({
+      room: o.room,
+      passphrase: o.passphrase,
+      server: o.server,
+      role: o.host ? 'host' : 'peer',
+      peerTimeoutMs: o.peerTimeoutMs,
+    });
+  } catch (e) {
+    throw new Error(`${(e as Error).message} (is a PeerServer running there? \`npm run dev\` serves one beside the lab page; or pass --server URL)`);
+  }
   const stop = new AbortController();
   const quit = (code: number) => {
     stop.abort();
     t.close();
     process.exit(code);
   };
-  process.on('SIGINT', () => quit(0));
-  process.on('SIGTERM', () => quit(0));
+  // While training, a first Ctrl-C / SIGTERM stops after the group step in flight and checkpoints it.
+  let training = false;
+  let signals = 0;
+  const onSignal = () => {
+    if (!training || ++signals > 1) return quit(training ? INTERRUPTED_EXIT : 0);
+    console.error('stopping after the group step in flight and saving a checkpoint (again to quit without it)');
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   t.onProblem(problemPrinter());
   console.log(`peer: ${t.id} on ${o.server.url} (room tag ${t.tag})`);
   if (o.link) console.log(`peer: room created; link: ${o.link}`);
@@ -212,12 +278,19 @@ async function main(): Promise<void> {
     throw e;
   }
   console.log(`peer: admitted (${t.peers().length} peer(s))`);
+  try {
+    await whenQuorum(t, o.minMembers, o.quorumTimeoutMs);
+  } catch (e) {
+    t.close();
+    throw e;
+  }
   console.log(formatRoster(t.roster()));
   if (o.once) return quit(0);
   t.onPeerJoin((p) => console.log(`peer: + ${p} joined\n${formatRoster(t.roster())}`));
   t.onPeerLeave((p) => console.log(`peer: - ${p} left\n${formatRoster(t.roster())}`));
-  await runGroupWork(t, work, stop.signal);
-  quit(0);
+  training = work !== null;
+  const wasInterrupted = await runGroupWork(t, work, stop.signal, () => signals > 0);
+  quit(wasInterrupted ? INTERRUPTED_EXIT : 0);
 }
 
 main().catch(fail);

@@ -1,224 +1,168 @@
 /**
  * npm run train -- [options]: trains on WebGPU in Node (Dawn; SwiftShader when no GPU) with the same
- * engine as the browser. Writes run.json, metrics.jsonl and a Hugging Face checkpoint to --out.
+ * engine as the browser. Writes run.json, metrics.jsonl, checkpoints/ and a Hugging Face export to
+ * --out (run-dir.ts); Ctrl-C checkpoints the last completed step and --resume continues from it.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import cliProgress from 'cli-progress';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
-import { modelConfigFromHf, saveCheckpoint } from '../engine/io/checkpoint';
+import { saveCheckpoint } from '../engine/io/checkpoint';
 import { writeNpy } from '../engine/io/npy';
-import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { initParams, paramLayout, unflatten } from '../engine/model/params';
-import { defaultTrainOptions, type TrainOverrides } from '../engine/train/options';
-import { CharTokenizer } from '../engine/train/tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
 import { planMemory, resolveBudgetOptions, Trainer } from '../engine/train/trainer';
-import { SCHEME_PRESETS } from '../engine/scheme/presets';
-import { assertSupported, parseScheme, type Scheme } from '../engine/scheme/scheme';
-import { defaultCorpusPath, fail, num, UsageError } from './common';
+import { fail } from './common';
+import { INTERRUPTED_EXIT, interruptOnSignals } from './interrupt';
+import { RunDir } from './run-dir';
+import { parseTrainArgs, TRAIN_HELP, type TrainPlan } from './train-options';
 
-const HELP = `usage: npm run train -- [options]
-  --model micro|tiny|small|base   preset (default micro)
-  --config FILE.json              model config (HF config.json keys) overriding the preset
-  --steps N --batch B --seq T     training length, batch size, context
-  --lr X --min-lr X --warmup N    learning rate schedule (linear warmup, cosine to min-lr)
-  --weight-decay X --grad-clip X  AdamW decay (ndim>=2 only), global-norm clipping (0 = off)
-  --seed S                        seed for init and batches
-  --scheme NAME|FILE.json         quantization scheme: fp32 (default), agoq, taco, taco-tp2, tp4-fp32, the study's
-                                  w8 w4 a8 a4 g8 g4 w8a8g8 m8 m4 v8 v4, or a JSON file (docs/schemes.md)
-  --data FILE.txt                 training text (default: bundled TinyShakespeare)
-  --eval-every N --eval-batches N validation cadence and size
-  --out DIR                       output directory (default runs/<model>-<time>)
-  --export-init                   write DIR/init/model.safetensors + config.json before step 0
-  --dump-batches                  write DIR/batches.npy (int32 [steps, batch, seq+1])
-  --sample N                      print N sampled characters at the end
-  --plan                          print the memory plan (bytes per category) as JSON and exit
-  --cpu                           force the SwiftShader CPU adapter`;
+/** --plan: the memory plan of the checked options, as JSON. */
+function printPlan(p: TrainPlan): void {
+  const { opts } = p;
+  const { opts: resolved, choice } = resolveBudgetOptions(opts);
+  console.log(JSON.stringify({
+    model: p.preset, scheme: p.scheme.name, params: paramLayout(opts.model).count, batch: opts.batch, seq: opts.seq, bytes: planMemory(opts),
+    ...(choice ? { budget: choice.budget, bits: choice.bits } : {}),
+    bits_and_wire: bitsAndWire(resolved.model, resolved.batch, resolved.seq, resolved.scheme),
+  }, null, 2));
+}
 
-async function main(): Promise<void> {
-  let a;
-  try {
-    a = parseArgs({
-      options: {
-        model: { type: 'string' }, config: { type: 'string' }, steps: { type: 'string' }, batch: { type: 'string' },
-        seq: { type: 'string' }, lr: { type: 'string' }, 'min-lr': { type: 'string' }, warmup: { type: 'string' },
-        'weight-decay': { type: 'string' }, 'grad-clip': { type: 'string' }, seed: { type: 'string' },
-        data: { type: 'string' }, out: { type: 'string' }, 'eval-every': { type: 'string' }, 'eval-batches': { type: 'string' },
-        'export-init': { type: 'boolean' }, 'dump-batches': { type: 'boolean' }, plan: { type: 'boolean' },
-        sample: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
-        scheme: { type: 'string' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  } catch (e) {
-    throw new UsageError(`${(e as Error).message}\n${HELP}`);
+async function main(): Promise<number> {
+  const p = parseTrainArgs(process.argv.slice(2));
+  if (!p) {
+    console.log(TRAIN_HELP);
+    return 0;
   }
-  if (a.help) {
-    console.log(HELP);
-    return;
+  if (p.plan) {
+    printPlan(p);
+    return 0;
   }
-  const preset = (a.model ?? 'micro') as PresetName;
-  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}, got '${a.model}'`);
-  let modelOverride = {};
-  if (a.config) {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(readFileSync(a.config, 'utf8'));
-    } catch (e) {
-      throw new UsageError(`--config ${a.config}: ${(e as Error).message}`);
-    }
-    modelOverride = modelConfigFromHf(raw as Record<string, unknown>);
-  }
-  const scheme = loadScheme(a.scheme ?? 'fp32');
-  const dataPath = a.data ?? defaultCorpusPath();
-  let text: string;
-  try {
-    text = readFileSync(dataPath, 'utf8');
-  } catch (e) {
-    throw new UsageError(`--data ${dataPath}: ${(e as Error).message}`);
-  }
-  const tokenizer = CharTokenizer.fromText(text);
-  const o: TrainOverrides = {
-    steps: num('steps', a.steps, { int: true, min: 1 }), batch: num('batch', a.batch, { int: true, min: 1 }),
-    seq: num('seq', a.seq, { int: true, min: 1 }), lr: num('lr', a.lr, { min: 0 }), minLr: num('min-lr', a['min-lr'], { min: 0 }),
-    warmup: num('warmup', a.warmup, { int: true, min: 0 }), weightDecay: num('weight-decay', a['weight-decay'], { min: 0 }),
-    gradClip: num('grad-clip', a['grad-clip'], { min: 0 }), seed: num('seed', a.seed, { int: true, min: 0 }),
-    evalEvery: num('eval-every', a['eval-every'], { int: true, min: 0 }), evalBatches: num('eval-batches', a['eval-batches'], { int: true, min: 1 }),
-    model: { ...modelOverride, vocab_size: tokenizer.vocabSize },
-    scheme,
-  };
-  let opts;
-  try {
-    opts = defaultTrainOptions(preset, o);
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  const sampleChars = num('sample', a.sample, { int: true, min: 0 }) ?? 0;
-
-  if (a.plan) {
-    const layout = paramLayout(opts.model);
-    const { opts: resolved, choice } = resolveBudgetOptions(opts);
-    console.log(JSON.stringify({
-      model: preset, scheme: scheme.name, params: layout.count, batch: opts.batch, seq: opts.seq, bytes: planMemory(opts),
-      ...(choice ? { budget: choice.budget, bits: choice.bits } : {}),
-      bits_and_wire: bitsAndWire(resolved.model, resolved.batch, resolved.seq, resolved.scheme),
-    }, null, 2));
-    return;
-  }
-
-  const out = a.out ?? path.join('runs', `${preset}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
-  mkdirSync(out, { recursive: true });
-  const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu });
-  const rt = new Runtime(gpu);
+  const { opts, out } = p;
   const steps = opts.optimizer.total_steps;
-  const trainer = await Trainer.create(rt, opts, text, { tokenizer });
+  const point = p.resume?.point ?? null;
+  const run = new RunDir(out);
+  if (point && point.step >= steps) {
+    // Trained to the end: only the export may be missing (a full disk after the last checkpoint).
+    run.export(point.step, point.files);
+    console.error(`the run in ${out} is complete (${point.step} of ${steps} steps); its export is written`);
+    console.log(JSON.stringify({ out, steps, final_val_loss: null, resumed_from: point.step }));
+    return 0;
+  }
+
+  let bar: cliProgress.SingleBar | null = null;
+  const interrupt = interruptOnSignals(() => bar?.stop());
+  const gpu = await acquireNodeGpu({ forceSwiftShader: p.cpu });
+  const ai = gpu.adapterInfo;
+  console.error(`adapter: ${[ai.vendor, ai.architecture, ai.device, ai.description].filter(Boolean).join(' / ') || 'unknown'}`);
+  const rt = new Runtime(gpu);
+  const trainer = await Trainer.create(rt, opts, p.text, {
+    tokenizer: p.tokenizer, params: point?.params, optimizer: point?.optimizer,
+  });
+  // Only once the model is built: a run the GPU cannot hold leaves no directory behind.
+  run.create({ overwrite: p.overwrite });
   if (trainer.budgetChoice) {
     console.error(`memory budget ${trainer.budgetChoice.budget} B: bits per layer and kind ${JSON.stringify(trainer.budgetChoice.bits)}`);
   }
-  // Every resolved setting, as the trainer runs it (a memory budget already turned into per-layer bits).
-  const runInfo = {
-    model: opts.model,
-    optimizer: opts.optimizer,
+  if (p.resume) console.error(`resuming ${out} at step ${trainer.stepIndex} of ${steps}`);
+  else writeStartFiles(p, run, trainer, gpu.adapterInfo);
+  run.openMetrics(p.resume ? trainer.stepIndex : null);
+
+  const tty = process.stderr.isTTY;
+  bar = tty
+    ? new cliProgress.SingleBar({ format: 'train |{bar}| {value}/{total} loss {loss} val {val} {tps} tok/s', hideCursor: true, gracefulExit: false },
+      cliProgress.Presets.shades_classic)
+    : null;
+  bar?.start(steps, trainer.stepIndex, { loss: '-', val: '-', tps: '-' });
+  let sampled: string | null = null;
+  const fmtVal = (v: number) => v.toFixed(4);
+  let lastVal = '-';
+  let result;
+  try {
+    result = await runTraining(trainer, {
+      steps, evalEvery: opts.evalEvery, checkpointEvery: p.checkpointEvery, checkpointAtEnd: true, resumed: point !== null,
+      // The prompt must be in the vocabulary: a text without a newline samples from token 0.
+      sample: { every: 0, length: p.sampleChars, atEnd: true, prompt: p.text.includes('\n') ? '\n' : '', temperature: 0.8, seed: () => opts.seed },
+    }, {
+      onStep: (m) => {
+        const s = m.step;
+        run.metric(m);
+        bar?.update(s + 1, { loss: m.loss.toFixed(4), val: lastVal, tps: Math.round(m.tokens_per_s) });
+        if (!tty && (s % 10 === 0 || s === steps - 1)) {
+          console.error(`step ${s}: loss ${m.loss.toFixed(4)} lr ${m.lr.toExponential(2)} grad_norm ${m.grad_norm.toFixed(3)} ${Math.round(m.tokens_per_s)} tok/s`);
+        }
+      },
+      // Logged at the number of steps done.
+      onEval: (s, loss) => {
+        lastVal = fmtVal(loss);
+        bar?.update({ val: lastVal });
+        run.metric({ step: s + 1, val_loss: loss });
+        if (!tty) console.error(`step ${s + 1}: val_loss ${loss.toFixed(4)}`);
+      },
+      // Per-layer ‖x − x̂‖/‖x‖ of what the scheme quantizes in the forward pass (none under fp32 or TACO).
+      onQuantErrors: (s, quantError) => run.metric({ step: s + 1, quant_error: quantError }),
+      onSample: (_s, text) => void (sampled = text),
+      onCheckpoint: (step, files) => (step >= steps ? run.finish(step, files) : run.checkpoint(step, files)),
+    }, { stopRequested: () => interrupt.requested() });
+  } finally {
+    bar?.stop();
+    interrupt.dispose();
+  }
+  if (sampled !== null) console.log(sampled);
+  const summary = { out, steps, final_val_loss: result.lastEval, mem: trainer.memory(), ...(result.stopped ? { stopped_at: trainer.stepIndex } : {}) };
+  console.log(JSON.stringify(summary));
+  const done = trainer.stepIndex;
+  trainer.destroy();
+  rt.destroy();
+  if (result.stopped) {
+    console.error(`interrupted after ${done} of ${steps} steps; checkpoint in ${path.join(out, 'checkpoints')}; continue with: npm run train -- --resume ${out}`);
+    return INTERRUPTED_EXIT;
+  }
+  return 0;
+}
+
+/** A new run's run.json (every resolved setting, what --resume reads back) and the optional init and batch dumps. */
+function writeStartFiles(p: TrainPlan, run: RunDir, trainer: Trainer, device: unknown): void {
+  const { opts } = p;
+  const steps = opts.optimizer.total_steps;
+  run.writeRunInfo({
+    preset: p.preset,
+    model: trainer.opts.model,
+    optimizer: trainer.opts.optimizer,
     batch: opts.batch,
     seq: opts.seq,
     seed: opts.seed,
     eval: { every: opts.evalEvery, batches: opts.evalBatches },
-    data: { path: path.resolve(dataPath), chars: text.length, sha256: createHash('sha256').update(text).digest('hex') },
-    tokenizer: tokenizer.toJSON(),
-    scheme: trainer.opts.scheme ?? scheme,
+    checkpoint_every: p.checkpointEvery,
+    data: { path: path.resolve(p.dataPath), chars: p.text.length, sha256: createHash('sha256').update(p.text).digest('hex') },
+    tokenizer: p.tokenizer.toJSON(),
+    // As the trainer runs it (a memory budget already turned into per-layer bits).
+    scheme: trainer.opts.scheme ?? p.scheme,
     // Exact bits per element and wire bytes of this scheme and model (not measured).
     bits_and_wire: bitsAndWire(trainer.opts.model, trainer.opts.batch, trainer.opts.seq, trainer.opts.scheme),
-    device: gpu.adapterInfo,
+    device,
     params: paramLayout(opts.model).count,
     started: new Date().toISOString(),
-  };
-  writeFileSync(path.join(out, 'run.json'), JSON.stringify(runInfo, null, 2) + '\n');
-
-  if (a['export-init']) {
+  });
+  if (p.exportInit) {
     const layout = paramLayout(opts.model);
     const files = saveCheckpoint({ config: opts.model, params: unflatten(initParams(opts.model, layout, opts.seed), layout) });
-    mkdirSync(path.join(out, 'init'), { recursive: true });
-    writeFileSync(path.join(out, 'init', 'model.safetensors'), files['model.safetensors']);
-    writeFileSync(path.join(out, 'init', 'config.json'), files['config.json']);
+    run.writeFile(path.join('init', 'model.safetensors'), files['model.safetensors']);
+    run.writeFile(path.join('init', 'config.json'), files['config.json']);
   }
-
-  if (a['dump-batches']) {
+  if (p.dumpBatches) {
     const per = opts.batch * (opts.seq + 1);
     const all = new Int32Array(steps * per);
     for (let s = 0; s < steps; s++) all.set(trainer.batchAt(s), s * per);
-    writeFileSync(path.join(out, 'batches.npy'), writeNpy(all, [steps, opts.batch, opts.seq + 1]));
-  }
-
-  const metricsPath = path.join(out, 'metrics.jsonl');
-  writeFileSync(metricsPath, '');
-  const tty = process.stderr.isTTY;
-  const bar = tty
-    ? new cliProgress.SingleBar({ format: 'train |{bar}| {value}/{total} loss {loss} val {val} {tps} tok/s', hideCursor: true }, cliProgress.Presets.shades_classic)
-    : null;
-  bar?.start(steps, 0, { loss: '-', val: '-', tps: '-' });
-  let lastVal = NaN;
-  let sampled: string | null = null;
-  const result = await runTraining(trainer, {
-    steps, evalEvery: opts.evalEvery, checkpointAtEnd: true,
-    sample: { every: 0, length: sampleChars, atEnd: true, prompt: '\n', temperature: 0.8, seed: () => opts.seed },
-  }, {
-    onStep: (m) => {
-      const s = m.step;
-      appendFileSync(metricsPath, JSON.stringify(m) + '\n');
-      bar?.update(s + 1, { loss: m.loss.toFixed(4), val: Number.isNaN(lastVal) ? '-' : lastVal.toFixed(4), tps: Math.round(m.tokens_per_s) });
-      if (!tty && (s % 10 === 0 || s === steps - 1)) {
-        console.error(`step ${s}: loss ${m.loss.toFixed(4)} lr ${m.lr.toExponential(2)} grad_norm ${m.grad_norm.toFixed(3)} ${Math.round(m.tokens_per_s)} tok/s`);
-      }
-    },
-    // Logged at the number of steps done.
-    onEval: (s, loss) => {
-      lastVal = loss;
-      appendFileSync(metricsPath, JSON.stringify({ step: s + 1, val_loss: loss }) + '\n');
-      if (!tty) console.error(`step ${s + 1}: val_loss ${loss.toFixed(4)}`);
-    },
-    // Per-layer ‖x − x̂‖/‖x‖ of what the scheme quantizes in the forward pass (none under fp32 or TACO).
-    onQuantErrors: (s, quantError) => appendFileSync(metricsPath, JSON.stringify({ step: s + 1, quant_error: quantError }) + '\n'),
-    onSample: (_s, text) => void (sampled = text),
-    onCheckpoint: (_s, files) => {
-      for (const [name, content] of Object.entries(files)) if (content !== undefined) writeFileSync(path.join(out, name), content);
-    },
-  });
-  bar?.stop();
-  if (sampled !== null) console.log(sampled);
-  const summary = { out, steps, final_val_loss: result.lastEval, mem: trainer.memory() };
-  console.log(JSON.stringify(summary));
-  trainer.destroy();
-  rt.destroy();
-}
-
-function loadScheme(arg: string): Scheme {
-  if (SCHEME_PRESETS[arg]) return SCHEME_PRESETS[arg];
-  if (!arg.endsWith('.json')) throw new UsageError(`--scheme: unknown preset '${arg}' (presets: ${Object.keys(SCHEME_PRESETS).join(', ')}; or a .json file)`);
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(arg, 'utf8'));
-  } catch (e) {
-    throw new UsageError(`--scheme ${arg}: ${(e as Error).message}`);
-  }
-  try {
-    const s = parseScheme(raw);
-    // A memory budget is resolved into per-layer bits by the trainer; everything else must be executable.
-    assertSupported({ ...s, budget_bytes: undefined });
-    return s;
-  } catch (e) {
-    throw new UsageError(`--scheme ${arg}: ${(e as Error).message}`);
+    run.writeFile('batches.npy', writeNpy(all, [steps, opts.batch, opts.seq + 1]));
   }
 }
 
 // Dawn in plain Node: keep the event loop alive while GPU callbacks are pending.
 const keepAlive = setInterval(() => {}, 1000);
-main().then(() => {
+main().then((code) => {
   clearInterval(keepAlive);
-  process.exit(0);
+  process.exit(code);
 }, fail);

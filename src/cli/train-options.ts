@@ -1,0 +1,305 @@
+/**
+ * `npm run train`'s command line: every flag, file and resumed run checked before the GPU starts and
+ * before anything is written, each problem one UsageError naming the option and what it expects.
+ */
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+import { loadCheckpoint, modelConfigFromHf, type OptimizerState } from '../engine/io/checkpoint';
+import { hfConfigJson, ModelConfigSchema, PRESETS, PRESET_NAMES, type PresetName } from '../engine/model/config';
+import { modelDims } from '../engine/model/plan';
+import { paramLayout } from '../engine/model/params';
+import { SCHEME_PRESETS } from '../engine/scheme/presets';
+import { assertSupported, parseScheme, type Scheme } from '../engine/scheme/scheme';
+import { tpProblem } from '../engine/tp/tp';
+import { unknownKeys } from '../engine/util/keys';
+import { TextDataset } from '../engine/train/data';
+import { defaultTrainOptions, type TrainOptions, validateTrainOptions } from '../engine/train/options';
+import { CharTokenizer } from '../engine/train/tokenizer';
+import { resolveBudgetOptions } from '../engine/train/trainer';
+import { CheckpointError, checkOutDir, readLatestCheckpoint } from './checkpoint-store';
+import { defaultCorpusPath, num, parseCliArgs, readJsonObject, readTextFile, UsageError } from './common';
+import { runDiskBytes } from './run-dir';
+import { schemeKeyProblems } from './scheme-keys';
+
+/** Periodic checkpoints when --checkpoint-every is not given (one at the end and on an interrupt always). */
+export const DEFAULT_CHECKPOINT_EVERY = 100;
+
+export const TRAIN_HELP = `usage: npm run train -- [options]
+  --model micro|tiny|small|base   preset (default micro)
+  --config FILE.json              model config (HF config.json keys) overriding the preset's
+  --steps N --batch B --seq T     training length, batch size, context
+  --lr X --min-lr X --warmup N    learning rate schedule (linear warmup, cosine to min-lr)
+  --weight-decay X --grad-clip X  AdamW decay (ndim>=2 only), global-norm clipping (0 = off)
+  --seed S                        seed for init and batches
+  --scheme NAME|FILE.json         quantization scheme: fp32 (default), agoq, taco, taco-tp2, tp4-fp32, the study's
+                                  w8 w4 a8 a4 g8 g4 w8a8g8 m8 m4 v8 v4, or a JSON file (docs/schemes.md)
+  --data FILE.txt                 training text (default: bundled TinyShakespeare)
+  --eval-every N --eval-batches N validation cadence and size
+  --out DIR                       output directory (default runs/<model>-<time>); must be new or empty
+  --overwrite                     replace the run files in a non-empty --out
+  --resume DIR                    continue the run in DIR from its last checkpoint, bit for bit (its
+                                  options come from DIR/run.json; flags that differ are refused)
+  --checkpoint-every N            commit DIR/checkpoints every N steps (default ${DEFAULT_CHECKPOINT_EVERY}; 0 = only at the
+                                  end and on Ctrl-C / SIGTERM)
+  --export-init                   write DIR/init/model.safetensors + config.json before step 0
+  --dump-batches                  write DIR/batches.npy (int32 [steps, batch, seq+1])
+  --sample N                      print N sampled characters at the end
+  --plan                          check everything, print the memory plan (bytes per category) as JSON and exit
+  --cpu                           force the SwiftShader CPU adapter
+exit status: 0 done, 2 bad input (one 'error:' line, nothing written), 1 a failure during the run,
+130 interrupted (the last completed step is checkpointed: continue with --resume DIR)`;
+
+const OPTIONS = {
+  model: { type: 'string' }, config: { type: 'string' }, steps: { type: 'string' }, batch: { type: 'string' },
+  seq: { type: 'string' }, lr: { type: 'string' }, 'min-lr': { type: 'string' }, warmup: { type: 'string' },
+  'weight-decay': { type: 'string' }, 'grad-clip': { type: 'string' }, seed: { type: 'string' },
+  data: { type: 'string' }, out: { type: 'string' }, 'eval-every': { type: 'string' }, 'eval-batches': { type: 'string' },
+  'export-init': { type: 'boolean' }, 'dump-batches': { type: 'boolean' }, plan: { type: 'boolean' },
+  sample: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+  scheme: { type: 'string' }, resume: { type: 'string' }, overwrite: { type: 'boolean' }, 'checkpoint-every': { type: 'string' },
+} as const;
+
+/** HF config.json keys that describe nothing this lab trains differently (written by transformers, read as is). */
+const HF_HARMLESS_KEYS = [
+  'architectures', 'model_type', 'torch_dtype', 'dtype', 'transformers_version', 'bos_token_id', 'eos_token_id',
+  'pad_token_id', 'use_cache', 'attention_dropout', 'pretraining_tp', 'hidden_act', 'attention_bias', 'mlp_bias',
+  'rope_scaling', 'head_dim', 'rope_parameters',
+];
+
+/** The checkpoint a resumed run starts from. */
+export interface ResumePoint {
+  step: number;
+  params: Map<string, Float32Array>;
+  optimizer: OptimizerState;
+  /** The checkpoint's files as committed (a finished run's export is written again from them). */
+  files: Record<string, Uint8Array>;
+}
+
+export interface TrainPlan {
+  preset: PresetName;
+  opts: TrainOptions;
+  scheme: Scheme;
+  text: string;
+  dataPath: string;
+  tokenizer: CharTokenizer;
+  out: string;
+  plan: boolean;
+  cpu: boolean;
+  exportInit: boolean;
+  dumpBatches: boolean;
+  sampleChars: number;
+  checkpointEvery: number;
+  overwrite: boolean;
+  /** Set for --resume: null when the run committed no checkpoint yet (it starts again from step 0). */
+  resume: { point: ResumePoint | null } | null;
+}
+
+type Flags = ReturnType<typeof parseCliArgs<typeof OPTIONS>>;
+
+/** The checked plan of a `train` command line; null for --help. */
+export function parseTrainArgs(argv: string[]): TrainPlan | null {
+  const a = parseCliArgs(argv, OPTIONS);
+  if (a.help) return null;
+  const sampleChars = num('sample', a.sample, { int: true, min: 0 }) ?? 0;
+  const everyFlag = num('checkpoint-every', a['checkpoint-every'], { int: true, min: 0 });
+  const common = { cpu: a.cpu ?? false, exportInit: a['export-init'] ?? false, dumpBatches: a['dump-batches'] ?? false, sampleChars, plan: a.plan ?? false };
+  if (a.resume !== undefined) return { ...common, ...resumePlan(a, a.resume), ...(everyFlag !== undefined ? { checkpointEvery: everyFlag } : {}) };
+  if (a.overwrite && a.out === undefined) throw new UsageError('--overwrite needs --out DIR (the directory to replace)');
+
+  const preset = (a.model ?? 'micro') as PresetName;
+  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model expects one of ${PRESET_NAMES.join(', ')}, got '${a.model}'`);
+  const dataPath = a.data ?? defaultCorpusPath();
+  const text = readData('--data', dataPath);
+  const tokenizer = CharTokenizer.fromText(text);
+  const overrides = {
+    steps: num('steps', a.steps, { int: true, min: 1 }), batch: num('batch', a.batch, { int: true, min: 1 }),
+    seq: num('seq', a.seq, { int: true, min: 1 }), lr: num('lr', a.lr, { min: 0 }), minLr: num('min-lr', a['min-lr'], { min: 0 }),
+    warmup: num('warmup', a.warmup, { int: true, min: 0 }), weightDecay: num('weight-decay', a['weight-decay'], { min: 0 }),
+    gradClip: num('grad-clip', a['grad-clip'], { min: 0 }), seed: num('seed', a.seed, { int: true, min: 0 }),
+    evalEvery: num('eval-every', a['eval-every'], { int: true, min: 0 }), evalBatches: num('eval-batches', a['eval-batches'], { int: true, min: 1 }),
+  };
+  const seq = overrides.seq ?? defaultTrainOptions(preset).seq;
+  const model = { ...(a.config ? configOverride(a.config, preset, seq) : {}), vocab_size: tokenizer.vocabSize };
+  const schemeArg = a.scheme ?? 'fp32';
+  const scheme = loadScheme(schemeArg, model.num_hidden_layers ?? PRESETS[preset].num_hidden_layers);
+  let opts: TrainOptions;
+  try {
+    opts = defaultTrainOptions(preset, { ...overrides, model, scheme });
+  } catch (e) {
+    throw new UsageError(namingFlags((e as Error).message));
+  }
+  checkFeasible(opts, schemeArg, text, tokenizer, dataPath);
+  const out = a.out ?? path.join('runs', `${preset}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+  if (!common.plan) outDirCheck(out, opts, { overwrite: a.overwrite });
+  return {
+    ...common, preset, opts, scheme, text, dataPath, tokenizer, out, overwrite: a.overwrite ?? false,
+    checkpointEvery: everyFlag ?? DEFAULT_CHECKPOINT_EVERY, resume: null,
+  };
+}
+
+/** Option paths of the training options' validation messages, as the flags that set them. */
+const FLAG_OF: Record<string, string> = {
+  'optimizer.lr': '--lr', 'optimizer.min_lr': '--min-lr', 'optimizer.warmup_steps': '--warmup', 'optimizer.total_steps': '--steps',
+  'optimizer.weight_decay': '--weight-decay', 'optimizer.grad_clip': '--grad-clip', batch: '--batch', seq: '--seq', seed: '--seed',
+  evalEvery: '--eval-every', evalBatches: '--eval-batches', min_lr: '--min-lr', 'seq ': '--seq ',
+};
+
+function namingFlags(msg: string): string {
+  let out = msg.replace(/^invalid training options:\s*/, '');
+  for (const [k, flag] of Object.entries(FLAG_OF)) out = out.replace(new RegExp(`(^|\\s)${k.replace('.', '\\.')}(:| )`, 'g'), `$1${flag.trim()} (${k.trim()})$2`);
+  return `the training options are invalid: ${out}`;
+}
+
+function readData(option: string, file: string): string {
+  const text = readTextFile(option, file, 'a UTF-8 training text');
+  if (text.length === 0) throw new UsageError(`${option} ${file} is empty; expected a training text`);
+  return text;
+}
+
+/** A partial HF config over the preset's: the keys given replace the preset's, the rest stay. */
+function configOverride(file: string, preset: PresetName, seq: number) {
+  const raw = readJsonObject('--config', file, 'a JSON object of HF config.json keys');
+  const valid = [...Object.keys(ModelConfigSchema.shape), ...HF_HARMLESS_KEYS];
+  const unknown = unknownKeys(raw, valid, `--config ${file}`);
+  if (unknown.length) throw new UsageError(unknown[0] + (unknown.length > 1 ? ` (and ${unknown.length - 1} more unknown key(s))` : ''));
+  if (raw.attention_dropout !== undefined && raw.attention_dropout !== 0) {
+    throw new UsageError(`--config ${file}: attention_dropout expects 0 (this lab trains without dropout), got ${JSON.stringify(raw.attention_dropout)}`);
+  }
+  const p = PRESETS[preset];
+  const { head_dim: _hd, ...base } = hfConfigJson({ ...p, max_position_embeddings: Math.max(p.max_position_embeddings, seq) });
+  try {
+    return modelConfigFromHf({ ...base, ...raw });
+  } catch (e) {
+    throw new UsageError(`--config ${file}: ${(e as Error).message}`);
+  }
+}
+
+function loadScheme(arg: string, numLayers: number): Scheme {
+  if (SCHEME_PRESETS[arg]) return SCHEME_PRESETS[arg];
+  if (!arg.endsWith('.json')) throw new UsageError(`--scheme expects a preset (${Object.keys(SCHEME_PRESETS).join(', ')}) or a .json file, got '${arg}'`);
+  const raw = readJsonObject('--scheme', arg, 'a JSON scheme (docs/schemes.md)');
+  const problems = schemeKeyProblems(raw, numLayers);
+  if (problems.length) throw new UsageError(`--scheme ${arg}: ${problems[0]}${problems.length > 1 ? ` (and ${problems.length - 1} more problem(s))` : ''}`);
+  try {
+    return parseScheme(raw);
+  } catch (e) {
+    throw new UsageError(`--scheme ${arg}: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * What the trainer would refuse once the GPU is up, checked here so that --plan says no too: the
+ * budget's resolution, features the engine does not execute, the tensor-parallel split, the data's length.
+ */
+function checkFeasible(opts: TrainOptions, schemeArg: string, text: string, tokenizer: CharTokenizer, dataPath: string): void {
+  let resolved: TrainOptions;
+  try {
+    resolved = resolveBudgetOptions(opts).opts;
+    if (resolved.scheme) assertSupported(resolved.scheme);
+  } catch (e) {
+    throw new UsageError(`--scheme ${schemeArg}: ${(e as Error).message}`);
+  }
+  const tp = resolved.scheme?.tp;
+  if (tp && tp.degree > 1) {
+    const p = tpProblem(modelDims(resolved.model, resolved.batch, resolved.seq), tp);
+    if (p) throw new UsageError(`--scheme ${schemeArg} cannot split this model: ${p}`);
+  }
+  try {
+    const data = new TextDataset(text, tokenizer, opts.seed);
+    data.batch(0, opts.batch, opts.seq, 'train');
+    if (opts.evalEvery > 0) data.valBatches(1, opts.batch, opts.seq);
+  } catch (e) {
+    throw new UsageError(`--data ${dataPath} with --seq ${opts.seq}: ${(e as Error).message}`);
+  }
+}
+
+function outDirCheck(out: string, opts: TrainOptions, o: { overwrite?: boolean; resume?: boolean }): void {
+  try {
+    checkOutDir(out, { ...o, needBytes: runDiskBytes(paramLayout(opts.model).count) });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+}
+
+/** Flags that define the run, with where its value lives in the resumed run's options. */
+const RUN_FLAGS: [keyof Flags, (o: TrainOptions) => number][] = [
+  ['steps', (o) => o.optimizer.total_steps], ['batch', (o) => o.batch], ['seq', (o) => o.seq], ['lr', (o) => o.optimizer.lr],
+  ['min-lr', (o) => o.optimizer.min_lr], ['warmup', (o) => o.optimizer.warmup_steps], ['weight-decay', (o) => o.optimizer.weight_decay],
+  ['grad-clip', (o) => o.optimizer.grad_clip], ['seed', (o) => o.seed], ['eval-every', (o) => o.evalEvery], ['eval-batches', (o) => o.evalBatches],
+];
+
+/** --resume DIR: the run's own options, its data (unchanged) and its last checkpoint (verified). */
+function resumePlan(a: Flags, dir: string): Omit<TrainPlan, 'cpu' | 'exportInit' | 'dumpBatches' | 'sampleChars' | 'plan'> {
+  for (const f of ['config', 'scheme', 'overwrite', 'export-init', 'dump-batches', 'plan'] as const) {
+    if (a[f] !== undefined) throw new UsageError(`--${f} cannot be combined with --resume (a resumed run keeps the options of ${path.join(dir, 'run.json')})`);
+  }
+  if (a.out !== undefined && path.resolve(a.out) !== path.resolve(dir)) throw new UsageError(`--out ${a.out} conflicts with --resume ${dir}: a resumed run writes to its own directory`);
+  const runFile = path.join(dir, 'run.json');
+  const run = readJsonObject('--resume', runFile, 'the run.json of a run started by npm run train');
+  const bad = (why: string) => new UsageError(`--resume ${dir}: ${runFile} ${why}`);
+  const ev = run.eval as { every?: unknown; batches?: unknown } | undefined;
+  let opts: TrainOptions;
+  try {
+    opts = validateTrainOptions({ model: run.model, optimizer: run.optimizer, batch: run.batch, seq: run.seq, seed: run.seed, evalEvery: ev?.every, evalBatches: ev?.batches, scheme: run.scheme });
+  } catch (e) {
+    throw bad(`does not hold a run's options: ${(e as Error).message}`);
+  }
+  const preset = (typeof run.preset === 'string' && PRESET_NAMES.includes(run.preset as PresetName) ? run.preset : 'micro') as PresetName;
+  if (a.model !== undefined && a.model !== run.preset) throw new UsageError(`--model ${a.model} conflicts with the run being resumed (model ${String(run.preset ?? 'unrecorded')} in ${runFile}); drop it or start a new run`);
+  for (const [flag, get] of RUN_FLAGS) {
+    const v = a[flag] as string | undefined;
+    if (v !== undefined && Number(v) !== get(opts)) {
+      throw new UsageError(`--${flag} ${v} conflicts with the run being resumed (${flag} ${get(opts)} in ${runFile}); drop it or start a new run`);
+    }
+  }
+  const data = run.data as { path?: unknown; sha256?: unknown } | undefined;
+  if (typeof data?.path !== 'string' || typeof data.sha256 !== 'string') throw bad('names no training text (data.path, data.sha256)');
+  const dataPath = a.data ?? data.path;
+  const text = readData('--data', dataPath);
+  if (createHash('sha256').update(text).digest('hex') !== data.sha256) {
+    throw new UsageError(`--data ${dataPath} is not the text the run was trained on (its sha256 differs from ${runFile}'s data.sha256)`);
+  }
+  let tokenizer: CharTokenizer;
+  try {
+    tokenizer = CharTokenizer.fromJSON(run.tokenizer);
+  } catch (e) {
+    throw bad(`has no usable tokenizer: ${(e as Error).message}`);
+  }
+  outDirCheck(dir, opts, { resume: true });
+  const every = run.checkpoint_every;
+  return {
+    preset, opts, scheme: opts.scheme ?? SCHEME_PRESETS.fp32, text, dataPath, tokenizer, out: dir, overwrite: false,
+    checkpointEvery: typeof every === 'number' && Number.isInteger(every) && every >= 0 ? every : DEFAULT_CHECKPOINT_EVERY,
+    resume: { point: resumePoint(dir, opts) },
+  };
+}
+
+/** The run's last committed checkpoint, verified against its manifest and the run's options. */
+function resumePoint(dir: string, opts: TrainOptions): ResumePoint | null {
+  let got;
+  try {
+    got = readLatestCheckpoint(dir);
+  } catch (e) {
+    if (e instanceof CheckpointError) throw new UsageError(`--resume ${dir}: ${e.message}`);
+    throw e;
+  }
+  if (!got) return null;
+  const refuse = (why: string) => new UsageError(`--resume ${dir}: the checkpoint in ${got.dir} ${why}`);
+  let ck;
+  try {
+    ck = loadCheckpoint(got.files);
+  } catch (e) {
+    throw refuse(`cannot be loaded: ${(e as Error).message}`);
+  }
+  const train = ck.extra?.train as { options?: unknown; step?: unknown } | undefined;
+  if (!ck.extra?.optimizer) throw refuse('has no optimizer state');
+  if (ck.extra.optimizer.step !== got.step || train?.step !== got.step) throw refuse(`mixes steps (manifest ${got.step}, optimizer ${ck.extra.optimizer.step}, lab.json ${String(train?.step)})`);
+  if (canonical(train.options) !== canonical(opts)) throw refuse('was written with other options than run.json records');
+  return { step: got.step, params: ck.params, optimizer: ck.extra.optimizer, files: got.files };
+}
+
+/** JSON with sorted keys: the same value whatever order its objects were built in. */
+function canonical(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) => (x && typeof x === 'object' && !Array.isArray(x)
+    ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([p], [q]) => (p < q ? -1 : p > q ? 1 : 0))) : x));
+}

@@ -1,0 +1,123 @@
+/**
+ * The headless peer's command line: no PeerServer is one error line naming the URL it tried; bad
+ * input is exit 2 before the GPU; --min-members waits for a quorum or gives up after --quorum-timeout.
+ */
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { installNodeWebRtc } from '../../src/peers/node-webrtc';
+import { PeerJsTransport } from '../../src/peers/peerjs';
+import { createRoomId, parseServerUrl, roomLink } from '../../src/peers/room';
+import { attachPeerServer, type EmbeddedPeerServer } from '../../src/server/peer-server';
+import { readLatestCheckpoint, readVerified } from '../../src/cli/checkpoint-store';
+import { bundleForTests, ROOT } from '../helpers/bundle';
+
+const bundled = bundleForTests('src/cli/peer.ts');
+let dir: string;
+let http: Server;
+let signalling: EmbeddedPeerServer;
+let origin: string;
+let closedPort: number;
+
+/** Runs the CLI to its end (async: the in-process host must keep answering meanwhile). */
+function peer(...args: string[]): Promise<{ status: number | null; out: string; stderr: string }> {
+  const child = spawn(process.execPath, [bundled(), ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_RUNTIME_DIR: dir } });
+  let out = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  return new Promise((resolve) => child.on('exit', (status) => {
+    clearTimeout(timer);
+    resolve({ status, out, stderr });
+  }));
+}
+
+function errorLine(stderr: string): string {
+  const lines = stderr.split('\n').filter((l) => l.startsWith('error:'));
+  expect(lines, stderr).toHaveLength(1);
+  expect(stderr).not.toMatch(/\n\s+at |Unhandled/);
+  return lines[0];
+}
+
+beforeAll(async () => {
+  dir = fs.mkdtempSync(path.join(tmpdir(), 'peer-cli-'));
+  installNodeWebRtc();
+  http = createServer();
+  signalling = attachPeerServer(http);
+  http.on('request', (req, res) => signalling.handle(req, res, () => res.writeHead(404).end()));
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  origin = `http://127.0.0.1:${(http.address() as { port: number }).port}`;
+  // A port nothing listens on.
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  closedPort = (probe.address() as { port: number }).port;
+  await new Promise((resolve) => probe.close(resolve));
+});
+
+afterAll(async () => {
+  signalling.close();
+  http.closeAllConnections();
+  await new Promise((resolve) => http.close(resolve));
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+describe('peer CLI', () => {
+  it('with no PeerServer: one error line naming the URL it tried, exit 1, no stack trace', async () => {
+    const page = `http://127.0.0.1:${closedPort}/`;
+    const host = await peer('--host', '--page', page);
+    expect(host.status).toBe(1);
+    expect(errorLine(host.stderr)).toMatch(new RegExp(`PeerServer at http://127.0.0.1:${closedPort}/peerjs`));
+    const joined = await peer('--join', roomLink(page, createRoomId()));
+    expect(joined.status).toBe(1);
+    expect(errorLine(joined.stderr)).toMatch(new RegExp(`127.0.0.1:${closedPort}/peerjs`));
+  });
+
+  it('bad input is exit 2 before anything starts', async () => {
+    fs.mkdirSync(path.join(dir, 'used'));
+    fs.writeFileSync(path.join(dir, 'used', 'x'), '');
+    for (const [args, want] of [
+      [['--host', '--min-members', '0'], /--min-members expects an integer >= 1, got '0'/],
+      [['--host', '--steps', '-3', '--train'], /--steps expects an integer >= 1, got '-3'/],
+      [['--host', '--out', 'x'], /go with --train/],
+      [['--host', '--train', '--out', path.join(dir, 'used')], /--out .*used is not empty .*choose a new --out/],
+    ] as const) {
+      const r = await peer(...args);
+      expect(r.status, r.stderr).toBe(2);
+      expect(errorLine(r.stderr)).toMatch(want);
+      expect(r.stderr).not.toMatch(/adapter/);
+    }
+  });
+
+  it('--min-members waits for a quorum, and gives up after --quorum-timeout with one error line', async () => {
+    const room = createRoomId();
+    const host = await PeerJsTransport.open({ room, server: parseServerUrl(`${origin}/peerjs`), role: 'host', heartbeatMs: 200 });
+    try {
+      const link = roomLink(`${origin}/`, room);
+      const short = await peer('--join', link, '--once', '--min-members', '3', '--quorum-timeout', '1');
+      expect(short.status, short.stderr).toBe(1);
+      expect(short.out).toMatch(/waiting for 3 members \(2 so far/);
+      expect(errorLine(short.stderr)).toMatch(/no quorum: 2 of the 3 members \(--min-members\) within 1 s/);
+      const enough = await peer('--join', link, '--once', '--min-members', '2', '--quorum-timeout', '10');
+      expect(enough.status, enough.stderr).toBe(0);
+      expect(enough.out).toMatch(new RegExp(`${host.id}\\s+host\\s+admitted`));
+    } finally {
+      host.close();
+    }
+  }, 120_000);
+
+  it('--train writes run.json, metrics.jsonl, checkpoints and the export like npm run train (one member, SwiftShader)', async () => {
+    const out = path.join(dir, 'peer-run');
+    const r = await peer('--host', '--page', `${origin}/`, '--train', '--min-members', '1', '--steps', '3', '--checkpoint-every', '2', '--cpu', '--out', out);
+    expect(r.status, r.stderr + r.out).toBe(0);
+    const lines = fs.readFileSync(path.join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; loss: number });
+    expect(lines.map((m) => m.step)).toEqual([0, 1, 2]);
+    expect(lines.every((m) => Number.isFinite(m.loss))).toBe(true);
+    expect(readLatestCheckpoint(out)!.step).toBe(3);
+    expect(readVerified(out).step).toBe(3);
+    expect(JSON.parse(fs.readFileSync(path.join(out, 'run.json'), 'utf8'))).toMatchObject({ preset: 'micro', checkpoint_every: 2 });
+  }, 300_000);
+});
