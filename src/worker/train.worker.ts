@@ -11,7 +11,7 @@ import { acquireGpu, WebGpuUnavailableError } from '../engine/gpu/device';
 import { Runtime } from '../engine/gpu/runtime';
 import { loadCheckpoint } from '../engine/io/checkpoint';
 import { countParams } from '../engine/model/config';
-import { CharTokenizer } from '../engine/train/tokenizer';
+import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
 import { type StepMetrics, Trainer, type TrainerInit } from '../engine/train/trainer';
 import { ToWorkerSchema, trainOptionsFor, type CheckpointBlob, type ErrorKind, type FromWorker, type ToWorker } from './protocol';
@@ -67,7 +67,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
       init = {
         params: ck.params,
         optimizer: ck.extra?.optimizer,
-        tokenizer: ck.extra?.tokenizer ? CharTokenizer.fromJSON(ck.extra.tokenizer) : undefined,
+        tokenizer: ck.extra?.tokenizer ? tokenizerFromJSON(ck.extra.tokenizer, ck.extra.tokenizerConfig) : undefined,
       };
     }
 

@@ -20,7 +20,7 @@
  * val losses from different points of a run (or different runs with the same seed) are comparable.
  */
 import { deriveSeed, Rng } from '../util/rng';
-import type { CharTokenizer } from './tokenizer';
+import type { Tokenizer } from './tokenizer';
 
 export type Split = 'train' | 'val';
 
@@ -51,7 +51,7 @@ export class TextDataset implements BatchSource {
    * `new TextDataset(text, tokenizer, seed)`; or pre-encoded tokens with `TextDataset.fromTokens`.
    * `opts` is the seed, or {seed, valFraction}.
    */
-  constructor(text: string | Int32Array, tokenizer: Pick<CharTokenizer, 'encode'> | null, opts: number | DatasetOptions) {
+  constructor(text: string | Int32Array, tokenizer: Pick<Tokenizer, 'encode'> | null, opts: number | DatasetOptions) {
     const o = typeof opts === 'number' ? { seed: opts } : opts;
     let tokens: Int32Array;
     if (typeof text === 'string') {
@@ -71,7 +71,7 @@ export class TextDataset implements BatchSource {
     this.seed = o.seed >>> 0;
   }
 
-  static fromText(text: string, tokenizer: Pick<CharTokenizer, 'encode'>, opts: number | DatasetOptions): TextDataset {
+  static fromText(text: string, tokenizer: Pick<Tokenizer, 'encode'>, opts: number | DatasetOptions): TextDataset {
     return new TextDataset(text, tokenizer, opts);
   }
 

@@ -5,7 +5,7 @@
  */
 import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
 import type { Dispatch, Runtime } from '../gpu/runtime';
-import { saveCheckpoint, type CheckpointFiles } from '../io/checkpoint';
+import { saveCheckpoint, type CheckpointFiles, type HfTokenizerFiles } from '../io/checkpoint';
 import { type BufferSpec, LlamaGpu, modelBufferPlan } from '../model/llama';
 import { flatten, initParams, unflatten } from '../model/params';
 import { packAdamwStep } from '../optim/adamw';
@@ -15,7 +15,7 @@ import { type BudgetChoice, resolveBudget } from '../scheme/resolve';
 import { TextDataset } from './data';
 import { QuantErrorProbe, quantProbeBufferPlan, type QuantErrorRecord } from './probe';
 import { type OptimizerConfig, type TrainOptions, validateTrainOptions } from './options';
-import { CharTokenizer } from './tokenizer';
+import { CharTokenizer, type Tokenizer } from './tokenizer';
 
 export type { OptimizerConfig, TrainOptions } from './options';
 export { defaultTrainOptions } from './options';
@@ -43,7 +43,9 @@ export interface TrainerInit {
   params?: Map<string, Float32Array>;
   /** Resume: optimizer moments and step. */
   optimizer?: { m: Map<string, Float32Array>; v: Map<string, Float32Array>; step: number };
-  tokenizer?: CharTokenizer;
+  tokenizer?: Tokenizer;
+  /** Pre-tokenized data (datasets.ts); the text argument is then unused. */
+  data?: TextDataset;
 }
 
 /** All buffers a training run allocates: the model at (B, T) plus a B=1 sampler sharing its weights. */
@@ -70,10 +72,13 @@ export function planMemory(opts: TrainOptions): MemReport {
   return planResolved(resolveBudgetOptions(opts).opts);
 }
 
-/** Validated options whose model vocabulary is the tokenizer's. */
-export function optionsForTokenizer(raw: TrainOptions, tokenizer: CharTokenizer): TrainOptions {
+/**
+ * Validated options whose model vocabulary is the tokenizer's; `keepLarger`: an imported model's
+ * embedding may have more rows than its tokenizer has ids (padded vocabularies), and keeps them.
+ */
+export function optionsForTokenizer(raw: TrainOptions, tokenizer: Tokenizer, o: { keepLarger?: boolean } = {}): TrainOptions {
   const opts = validateTrainOptions(raw);
-  if (opts.model.vocab_size === tokenizer.vocabSize) return opts;
+  if (opts.model.vocab_size === tokenizer.vocabSize || (o.keepLarger && opts.model.vocab_size > tokenizer.vocabSize)) return opts;
   return validateTrainOptions({ ...opts, model: { ...opts.model, vocab_size: tokenizer.vocabSize } });
 }
 
@@ -87,7 +92,7 @@ export function writeAdamwStep(rt: Runtime, model: LlamaGpu, step: number, o: Op
 }
 
 /** The checkpoint files of a run at `step`: full tensors of the weights and Adam moments. */
-export function runCheckpoint(opts: TrainOptions, tokenizer: CharTokenizer, step: number,
+export function runCheckpoint(opts: TrainOptions, tokenizer: Tokenizer, step: number,
   state: { params: Map<string, Float32Array>; m: Map<string, Float32Array>; v: Map<string, Float32Array> }): CheckpointFiles {
   return saveCheckpoint({
     config: opts.model,
@@ -96,8 +101,15 @@ export function runCheckpoint(opts: TrainOptions, tokenizer: CharTokenizer, step
       optimizer: { m: state.m, v: state.v, step },
       tokenizer: tokenizer.toJSON(),
       train: { options: opts, step },
+      hfTokenizer: hfTokenizerFiles(tokenizer),
     },
   });
+}
+
+/** What the HF export needs of a tokenizer: its tokenizer.json and end-of-text token. */
+export function hfTokenizerFiles(tokenizer: Tokenizer): HfTokenizerFiles {
+  const id = tokenizer.eosId;
+  return { json: tokenizer.hfJSON(), eos: id === null ? null : { id, content: tokenizer.decode([id]) } };
 }
 
 function planResolved(opts: TrainOptions): MemReport {
@@ -164,7 +176,7 @@ export class Trainer {
     readonly opts: TrainOptions,
     readonly model: LlamaGpu,
     readonly data: TextDataset,
-    readonly tokenizer: CharTokenizer,
+    readonly tokenizer: Tokenizer,
     owner: string,
   ) {
     this.id = owner;
@@ -174,10 +186,10 @@ export class Trainer {
 
   static async create(rt: Runtime, rawOpts: TrainOptions, text: string, init: TrainerInit = {}): Promise<Trainer> {
     const tokenizer = init.tokenizer ?? CharTokenizer.fromText(text);
-    let opts = optionsForTokenizer(rawOpts, tokenizer);
+    let opts = optionsForTokenizer(rawOpts, tokenizer, { keepLarger: init.params !== undefined });
     const resolved = resolveBudgetOptions(opts);
     opts = resolved.opts;
-    const data = new TextDataset(text, tokenizer, opts.seed);
+    const data = init.data ?? new TextDataset(text, tokenizer, opts.seed);
     const owner = `run${nextTrainerId++}`;
     const model = await rt.checked('building the model', () =>
       rt.mem.withOwner(owner, () => new LlamaGpu(rt, opts.model, opts.batch, opts.seq, { scheme: opts.scheme })));
