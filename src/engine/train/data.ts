@@ -28,6 +28,8 @@ export interface DatasetOptions {
   seed: number;
   /** Fraction held out for validation, at the end of the data (default 0.1, as nanoGPT). */
   valFraction?: number;
+  /** Where validation starts instead (a document boundary of a TokenCorpus, datasets.ts). */
+  trainTokens?: number;
 }
 
 /** What a trainer needs; a TextDataset and each of its shards provide it. */
@@ -65,7 +67,8 @@ export class TextDataset implements BatchSource {
     if (!(f >= 0 && f < 1)) throw new Error(`valFraction must be in [0, 1), got ${f}`);
     this.tokens = tokens;
     // Math.floor(n * 0.9) is the same double arithmetic as Python's int(n * 0.9).
-    const nTrain = Math.floor(tokens.length * (1 - f));
+    const nTrain = o.trainTokens ?? Math.floor(tokens.length * (1 - f));
+    if (!Number.isSafeInteger(nTrain) || nTrain < 0 || nTrain > tokens.length) throw new Error(`trainTokens ${nTrain} is outside [0, ${tokens.length}]`);
     this.train = tokens.subarray(0, nTrain);
     this.val = tokens.subarray(nTrain);
     this.seed = o.seed >>> 0;
