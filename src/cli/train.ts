@@ -2,7 +2,6 @@
  * npm run train -- [options]: trains on WebGPU in Node (Dawn; SwiftShader when no GPU) with the same
  * engine as the browser. Writes run.json, metrics.jsonl and a Hugging Face checkpoint to --out.
  */
-import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -14,12 +13,14 @@ import { writeNpy } from '../engine/io/npy';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { initParams, paramLayout, unflatten } from '../engine/model/params';
 import { defaultTrainOptions, type TrainOverrides } from '../engine/train/options';
-import { CharTokenizer } from '../engine/train/tokenizer';
+import { datasetOf, valBitsPerByte } from '../engine/train/datasets';
+import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
 import { planMemory, resolveBudgetOptions, Trainer } from '../engine/train/trainer';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { assertSupported, parseScheme, type Scheme } from '../engine/scheme/scheme';
 import { defaultCorpusPath, fail, num, UsageError } from './common';
+import { buildTokenizer, cachedCorpus, dataFiles, readData, readInit } from './data';
 
 const HELP = `usage: npm run train -- [options]
   --model micro|tiny|small|base   preset (default micro)
@@ -30,7 +31,13 @@ const HELP = `usage: npm run train -- [options]
   --seed S                        seed for init and batches
   --scheme NAME|FILE.json         quantization scheme: fp32 (default), agoq, taco, taco-tp2, tp4-fp32, the study's
                                   w8 w4 a8 a4 g8 g4 w8a8g8 m8 m4 v8 v4, or a JSON file (docs/schemes.md)
-  --data FILE.txt                 training text (default: bundled TinyShakespeare)
+  --data PATH[,PATH...]           training text: .txt, .jsonl/.json, .parquet files or folders of them
+                                  (default: bundled TinyShakespeare); pre-tokenized once into .cache/tokens
+  --text-field NAME               the text field of .jsonl/.json objects and .parquet rows (default text)
+  --tokenizer char|bpe:N|FILE.json  characters of the data (default), byte-level BPE of N tokens trained on
+                                  the data (written to DIR/tokenizer.json), or an existing tokenizer.json
+  --init DIR                      start from a Hugging Face Llama checkpoint or a lab checkpoint (its
+                                  config, weights and tokenizer; a --tokenizer given replaces the latter)
   --eval-every N --eval-batches N validation cadence and size
   --out DIR                       output directory (default runs/<model>-<time>)
   --export-init                   write DIR/init/model.safetensors + config.json before step 0
@@ -50,7 +57,7 @@ async function main(): Promise<void> {
         data: { type: 'string' }, out: { type: 'string' }, 'eval-every': { type: 'string' }, 'eval-batches': { type: 'string' },
         'export-init': { type: 'boolean' }, 'dump-batches': { type: 'boolean' }, plan: { type: 'boolean' },
         sample: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
-        scheme: { type: 'string' },
+        scheme: { type: 'string' }, tokenizer: { type: 'string' }, init: { type: 'string' }, 'text-field': { type: 'string' },
       },
       strict: true,
       allowPositionals: false,
@@ -75,21 +82,27 @@ async function main(): Promise<void> {
     modelOverride = modelConfigFromHf(raw as Record<string, unknown>);
   }
   const scheme = loadScheme(a.scheme ?? 'fp32');
-  const dataPath = a.data ?? defaultCorpusPath();
-  let text: string;
-  try {
-    text = readFileSync(dataPath, 'utf8');
-  } catch (e) {
-    throw new UsageError(`--data ${dataPath}: ${(e as Error).message}`);
+  const data = await readData(dataFiles(a.data ?? defaultCorpusPath()), a['text-field']);
+  const init = a.init ? readInit(a.init) : undefined;
+  let shown = -1;
+  const bpeProgress = (done: number, total: number) => {
+    const tenth = Math.floor((10 * done) / Math.max(total, 1));
+    if (tenth > shown) console.error(`BPE tokenizer: ${done}/${total} tokens`);
+    shown = tenth;
+  };
+  const tokenizer = a.tokenizer || !init?.extra?.tokenizer
+    ? buildTokenizer(a.tokenizer ?? 'char', data.documents, bpeProgress)
+    : tokenizerFromJSON(init.extra.tokenizer, init.extra.tokenizerConfig);
+  if (init && tokenizer.vocabSize > init.config.vocab_size) {
+    throw new UsageError(`--init ${a.init}: the tokenizer has ${tokenizer.vocabSize} tokens, the model's embedding ${init.config.vocab_size}`);
   }
-  const tokenizer = CharTokenizer.fromText(text);
   const o: TrainOverrides = {
     steps: num('steps', a.steps, { int: true, min: 1 }), batch: num('batch', a.batch, { int: true, min: 1 }),
     seq: num('seq', a.seq, { int: true, min: 1 }), lr: num('lr', a.lr, { min: 0 }), minLr: num('min-lr', a['min-lr'], { min: 0 }),
     warmup: num('warmup', a.warmup, { int: true, min: 0 }), weightDecay: num('weight-decay', a['weight-decay'], { min: 0 }),
     gradClip: num('grad-clip', a['grad-clip'], { min: 0 }), seed: num('seed', a.seed, { int: true, min: 0 }),
     evalEvery: num('eval-every', a['eval-every'], { int: true, min: 0 }), evalBatches: num('eval-batches', a['eval-batches'], { int: true, min: 1 }),
-    model: { ...modelOverride, vocab_size: tokenizer.vocabSize },
+    model: { ...modelOverride, ...init?.config, vocab_size: init?.config.vocab_size ?? tokenizer.vocabSize },
     scheme,
   };
   let opts;
@@ -104,7 +117,7 @@ async function main(): Promise<void> {
     const layout = paramLayout(opts.model);
     const { opts: resolved, choice } = resolveBudgetOptions(opts);
     console.log(JSON.stringify({
-      model: preset, scheme: scheme.name, params: layout.count, batch: opts.batch, seq: opts.seq, bytes: planMemory(opts),
+      model: preset, scheme: scheme.name, params: layout.count, vocab_size: opts.model.vocab_size, tokenizer: tokenizer.kind, batch: opts.batch, seq: opts.seq, bytes: planMemory(opts),
       ...(choice ? { budget: choice.budget, bits: choice.bits } : {}),
       bits_and_wire: bitsAndWire(resolved.model, resolved.batch, resolved.seq, resolved.scheme),
     }, null, 2));
@@ -116,7 +129,9 @@ async function main(): Promise<void> {
   const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu });
   const rt = new Runtime(gpu);
   const steps = opts.optimizer.total_steps;
-  const trainer = await Trainer.create(rt, opts, text, { tokenizer });
+  const { corpus, cached } = cachedCorpus(data, tokenizer, { field: a['text-field'], cacheDir: path.join('.cache', 'tokens') });
+  if (tokenizer.kind !== 'char') writeFileSync(path.join(out, 'tokenizer.json'), JSON.stringify(tokenizer.hfJSON()) + '\n');
+  const trainer = await Trainer.create(rt, opts, '', { tokenizer, data: datasetOf(corpus, opts.seed), params: init?.params });
   if (trainer.budgetChoice) {
     console.error(`memory budget ${trainer.budgetChoice.budget} B: bits per layer and kind ${JSON.stringify(trainer.budgetChoice.bits)}`);
   }
@@ -128,8 +143,12 @@ async function main(): Promise<void> {
     seq: opts.seq,
     seed: opts.seed,
     eval: { every: opts.evalEvery, batches: opts.evalBatches },
-    data: { path: path.resolve(dataPath), chars: text.length, sha256: createHash('sha256').update(text).digest('hex') },
-    tokenizer: tokenizer.toJSON(),
+    data: {
+      files: data.files, text_field: a['text-field'] ?? 'text', documents: corpus.documents, tokens: corpus.tokens.length,
+      train_tokens: corpus.trainTokens, bytes: corpus.bytes, cached,
+    },
+    tokenizer: tokenizer.kind === 'char' ? tokenizer.toJSON() : { kind: tokenizer.kind, vocab_size: tokenizer.vocabSize, eos_id: tokenizer.eosId, file: 'tokenizer.json' },
+    ...(a.init ? { init: path.resolve(a.init) } : {}),
     scheme: trainer.opts.scheme ?? scheme,
     // Exact bits per element and wire bytes of this scheme and model (not measured).
     bits_and_wire: bitsAndWire(trainer.opts.model, trainer.opts.batch, trainer.opts.seq, trainer.opts.scheme),
@@ -164,7 +183,7 @@ async function main(): Promise<void> {
   let lastVal = NaN;
   const logVal = async (step: number) => {
     lastVal = await trainer.evaluate();
-    appendFileSync(metricsPath, JSON.stringify({ step, val_loss: lastVal }) + '\n');
+    appendFileSync(metricsPath, JSON.stringify({ step, val_loss: lastVal, val_bpb: valBitsPerByte(corpus, lastVal) }) + '\n');
     // Per-layer ‖x − x̂‖/‖x‖ of what the scheme quantizes in the forward pass (none under fp32 or TACO).
     const quantError = await trainer.quantErrors();
     if (quantError.length) appendFileSync(metricsPath, JSON.stringify({ step, quant_error: quantError }) + '\n');
