@@ -16,7 +16,7 @@ export interface Tokenizer {
   readonly eosId: number | null;
   encode(text: string): Int32Array;
   decode(ids: ArrayLike<number>): string;
-  /** What lab.json and run.json keep: CharTokenizerJSON for char, the tokenizer.json object otherwise. */
+  /** What lab.json keeps (tokenizerFromJSON reads it back): CharTokenizerJSON for char, the tokenizer.json object otherwise. */
   toJSON(): object;
   /** The Hugging Face tokenizer.json exported beside the model (loads in transformers and @huggingface/tokenizers). */
   hfJSON(): HfTokenizerJSON;
