@@ -90,21 +90,76 @@ describe('byte-level BPE trained in the lab', () => {
     expect(() => tok.decode([512])).toThrow(/token id 512 at position 0 is outside the vocabulary \[0, 512\)/);
   });
 
-  it('TinyShakespeare, 4,096 tokens: trains in ≤ 20 s, encodes at ≥ 5 MB/s, ids equal to the library\'s', () => {
+  it('TinyShakespeare, 4,096 tokens: trains in ≤ 20 s; encodes many times faster than the library, with its ids', () => {
     let t0 = performance.now();
     const big = trainByteBpe(corpus, { vocabSize: 4096 });
     const trainS = (performance.now() - t0) / 1000;
     expect(big.vocabSize).toBe(4096);
+    expect(trainS).toBeLessThanOrEqual(20);
+    const bytes = Buffer.byteLength(corpus);
     const fresh = tokenizerFromJSON(JSON.parse(JSON.stringify(big.hfJSON())));
     t0 = performance.now();
     const ids = fresh.encode(corpus);
-    const mbps = Buffer.byteLength(corpus) / 1e6 / ((performance.now() - t0) / 1000);
-    console.log(`BPE 4096 on TinyShakespeare: train ${trainS.toFixed(2)} s, encode ${mbps.toFixed(1)} MB/s, ${(Buffer.byteLength(corpus) / ids.length).toFixed(3)} bytes/token`);
-    expect(trainS).toBeLessThanOrEqual(20);
-    expect(mbps).toBeGreaterThanOrEqual(5);
-    const part = corpus.slice(500_000, 600_000);
-    expect(Array.from(fresh.encode(part))).toEqual(libIds(libOf(big.hfJSON()), part));
+    const ours = bytes / 1e6 / ((performance.now() - t0) / 1000);
     expect(fresh.decode(ids)).toBe(corpus);
+    // Speed against the library on the same machine at the same time (absolute figures vary with load).
+    const part = corpus.slice(500_000, 700_000);
+    const lib = libOf(big.hfJSON());
+    t0 = performance.now();
+    const want = libIds(lib, part);
+    const libS = performance.now() - t0;
+    const again = tokenizerFromJSON(big.hfJSON());
+    t0 = performance.now();
+    const got = Array.from(again.encode(part));
+    const oursS = performance.now() - t0;
+    console.log(`BPE 4096 on TinyShakespeare: train ${trainS.toFixed(2)} s, encode ${ours.toFixed(1)} MB/s (library ${(Buffer.byteLength(part) / 1e3 / libS).toFixed(2)} MB/s), ${(bytes / ids.length).toFixed(3)} bytes/token`);
+    expect(got).toEqual(want);
+    expect(libS / oursS).toBeGreaterThan(4);
+  });
+});
+
+/** BPE training by recounting every pair before every merge: what the incremental trainer must equal. */
+function naiveMerges(text: string, merges: number): [string, string][] {
+  const words = new Map<string, number>();
+  for (const m of text.matchAll(/'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu)) words.set(m[0], (words.get(m[0]) ?? 0) + 1);
+  const seqs = [...words].map(([w, c]) => ({ ids: Array.from(new TextEncoder().encode(w)), c }));
+  const vocab = trainByteBpe('ab', { vocabSize: 257 }).hfJSON().model.vocab as Record<string, number>;
+  const str = Object.keys(vocab).sort((x, y) => vocab[x] - vocab[y]).slice(0, 256);
+  const out: [string, string][] = [];
+  for (let k = 0; k < merges; k++) {
+    const counts = new Map<number, number>();
+    for (const { ids, c } of seqs) for (let i = 0; i + 1 < ids.length; i++) counts.set(ids[i] * 2 ** 21 + ids[i + 1], (counts.get(ids[i] * 2 ** 21 + ids[i + 1]) ?? 0) + c);
+    let best = -1;
+    let bestC = 0;
+    for (const [key, c] of counts) if (c > bestC || (c === bestC && key < best)) [best, bestC] = [key, c];
+    if (best < 0) break;
+    const a = Math.floor(best / 2 ** 21);
+    const b = best % 2 ** 21;
+    let id = str.indexOf(str[a] + str[b]);
+    if (id < 0) id = str.push(str[a] + str[b]) - 1;
+    out.push([str[a], str[b]]);
+    for (const s of seqs) {
+      const n: number[] = [];
+      for (let i = 0; i < s.ids.length; i++) {
+        if (i + 1 < s.ids.length && s.ids[i] === a && s.ids[i + 1] === b) {
+          n.push(id);
+          i++;
+        } else n.push(s.ids[i]);
+      }
+      s.ids = n;
+    }
+  }
+  return out;
+}
+
+describe('BPE training is exact', () => {
+  it('the incremental trainer makes the merges a full recount before every merge makes', () => {
+    for (const text of [corpus.slice(0, 8000), 'aaaa aaa aa a abab ababab babab aaaa bbbb abba' + ' aaaaaaaaaa'.repeat(5)]) {
+      const tok = trainByteBpe(text, { vocabSize: 330 });
+      const got = (tok.hfJSON().model.merges as string[]).map((m) => m.split(' '));
+      expect(got).toEqual(naiveMerges(text, got.length));
+      expect(naiveMerges(text, got.length + 1).length).toBe(tok.vocabSize === 330 ? got.length + 1 : got.length);
+    }
   });
 });
 
