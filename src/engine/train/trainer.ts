@@ -392,7 +392,7 @@ export class Trainer {
     return this.probe.read();
   }
 
-  /** Samples `maxNew` characters after `prompt` (temperature 0 = greedy), from a B=1 model sharing weights. */
+  /** Samples `maxNew` tokens after `prompt` (temperature 0 = greedy), from a B=1 model sharing weights. */
   async sample(prompt: string, maxNew: number, temperature = 1, seed = 0): Promise<string> {
     await this.settle();
     const { rt, sampler, tokenizer } = this;
@@ -400,7 +400,7 @@ export class Trainer {
     const V = this.opts.model.vocab_size;
     const rng = new Rng(seed);
     const ctx = prompt.length ? Array.from(tokenizer.encode(prompt)) : [0];
-    let out = '';
+    const start = ctx.length;
     for (let i = 0; i < maxNew; i++) {
       const window = ctx.slice(-T);
       const tokens = new Int32Array(T + 1);
@@ -408,12 +408,13 @@ export class Trainer {
       sampler.setBatch(tokens);
       rt.run(sampler.forwardLogits);
       const pos = window.length - 1;
-      const logits = await rt.readF32(sampler.b('logits'), pos * V * 4, V);
+      // Rows past the tokenizer's ids (an imported model's padded embedding) are never sampled.
+      const logits = (await rt.readF32(sampler.b('logits'), pos * V * 4, V)).subarray(0, tokenizer.vocabSize);
       const next = pickToken(logits, temperature, rng);
       ctx.push(next);
-      out += tokenizer.decode([next]);
     }
-    return out;
+    // Decoded at once: a byte-level token may hold part of a character that the next one completes.
+    return tokenizer.decode(ctx.slice(start));
   }
 
   async checkpoint(): Promise<CheckpointFiles> {
