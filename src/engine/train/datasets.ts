@@ -143,7 +143,12 @@ export function tokenizeDocuments(docs: string[], tokenizer: Tokenizer, o: Split
   let total = 0;
   for (const d of docs) {
     const ids = tokenizer.encode(d);
-    const withEos = tokenizer.eosId === null ? ids : Int32Array.from([...ids, tokenizer.eosId]);
+    let withEos = ids;
+    if (tokenizer.eosId !== null) {
+      withEos = new Int32Array(ids.length + 1);
+      withEos.set(ids);
+      withEos[ids.length] = tokenizer.eosId;
+    }
     parts.push(withEos);
     total += withEos.length;
   }
