@@ -42,7 +42,7 @@ const HELP = `usage: npm run train -- [options]
   --out DIR                       output directory (default runs/<model>-<time>)
   --export-init                   write DIR/init/model.safetensors + config.json before step 0
   --dump-batches                  write DIR/batches.npy (int32 [steps, batch, seq+1])
-  --sample N                      print N sampled characters at the end
+  --sample N                      print N sampled tokens at the end
   --plan                          print the memory plan (bytes per category) as JSON and exit
   --cpu                           force the SwiftShader CPU adapter`;
 
