@@ -2,7 +2,6 @@
  * `npm run train`'s command line: every flag, file and resumed run checked before the GPU starts and
  * before anything is written, each problem one UsageError naming the option and what it expects.
  */
-import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { loadCheckpoint, modelConfigFromHf, type OptimizerState } from '../engine/io/checkpoint';
 import { hfConfigJson, ModelConfigSchema, PRESETS, PRESET_NAMES, type PresetName } from '../engine/model/config';
@@ -12,12 +11,14 @@ import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { assertSupported, parseScheme, type Scheme } from '../engine/scheme/scheme';
 import { tpProblem } from '../engine/tp/tp';
 import { unknownKeys } from '../engine/util/keys';
-import { TextDataset } from '../engine/train/data';
+import { datasetOf, type TokenCorpus } from '../engine/train/datasets';
+import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
 import { defaultTrainOptions, type TrainOptions, validateTrainOptions } from '../engine/train/options';
-import { CharTokenizer } from '../engine/train/tokenizer';
+import type { Tokenizer } from '../engine/train/tokenizer';
 import { resolveBudgetOptions } from '../engine/train/trainer';
 import { CheckpointError, checkOutDir, readLatestCheckpoint } from './checkpoint-store';
-import { defaultCorpusPath, num, parseCliArgs, readJsonObject, readTextFile, UsageError } from './common';
+import { defaultCorpusPath, num, parseCliArgs, readJsonObject, UsageError } from './common';
+import { buildTokenizer, cachedCorpus, dataFiles, type LoadedData, readData, readInit } from './data';
 import { runDiskBytes } from './run-dir';
 import { schemeKeyProblems } from './scheme-keys';
 
@@ -33,7 +34,13 @@ export const TRAIN_HELP = `usage: npm run train -- [options]
   --seed S                        seed for init and batches
   --scheme NAME|FILE.json         quantization scheme: fp32 (default), agoq, taco, taco-tp2, tp4-fp32, the study's
                                   w8 w4 a8 a4 g8 g4 w8a8g8 m8 m4 v8 v4, or a JSON file (docs/schemes.md)
-  --data FILE.txt                 training text (default: bundled TinyShakespeare)
+  --data PATH[,PATH...]           training text: .txt, .jsonl/.json, .parquet files or folders of them
+                                  (default: bundled TinyShakespeare); pre-tokenized once into .cache/tokens
+  --text-field NAME               the text field of .jsonl/.json objects and .parquet rows (default text)
+  --tokenizer char|bpe:N|FILE.json  characters of the data (default), byte-level BPE of N tokens trained on
+                                  the data (written to DIR/tokenizer.json), or an existing tokenizer.json
+  --init DIR                      start from a Hugging Face Llama checkpoint or a lab checkpoint (its
+                                  config, weights and tokenizer; a --tokenizer given replaces the latter)
   --eval-every N --eval-batches N validation cadence and size
   --out DIR                       output directory (default runs/<model>-<time>); must be new or empty
   --overwrite                     replace the run files in a non-empty --out
@@ -43,7 +50,7 @@ export const TRAIN_HELP = `usage: npm run train -- [options]
                                   end and on Ctrl-C / SIGTERM)
   --export-init                   write DIR/init/model.safetensors + config.json before step 0
   --dump-batches                  write DIR/batches.npy (int32 [steps, batch, seq+1])
-  --sample N                      print N sampled characters at the end
+  --sample N                      print N sampled tokens at the end
   --plan                          check everything, print the memory plan (bytes per category) as JSON and exit
   --cpu                           force the SwiftShader CPU adapter
 exit status: 0 done, 2 bad input (one 'error:' line, nothing written), 1 a failure during the run,
@@ -57,6 +64,7 @@ const OPTIONS = {
   'export-init': { type: 'boolean' }, 'dump-batches': { type: 'boolean' }, plan: { type: 'boolean' },
   sample: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
   scheme: { type: 'string' }, resume: { type: 'string' }, overwrite: { type: 'boolean' }, 'checkpoint-every': { type: 'string' },
+  tokenizer: { type: 'string' }, init: { type: 'string' }, 'text-field': { type: 'string' },
 } as const;
 
 /** HF config.json keys that describe nothing this lab trains differently (written by transformers, read as is). */
@@ -79,9 +87,15 @@ export interface TrainPlan {
   preset: PresetName;
   opts: TrainOptions;
   scheme: Scheme;
-  text: string;
-  dataPath: string;
-  tokenizer: CharTokenizer;
+  /** The data files as read, and their token corpus (train, then validation). */
+  data: LoadedData;
+  textField: string | undefined;
+  corpus: TokenCorpus;
+  /** The corpus came from the disk cache. */
+  cached: boolean;
+  tokenizer: Tokenizer;
+  /** --init DIR: the directory and its weights (full tensors). */
+  init: { dir: string; params: Map<string, Float32Array> } | null;
   out: string;
   plan: boolean;
   cpu: boolean;
@@ -97,20 +111,25 @@ export interface TrainPlan {
 type Flags = ReturnType<typeof parseCliArgs<typeof OPTIONS>>;
 
 /** The checked plan of a `train` command line; null for --help. */
-export function parseTrainArgs(argv: string[]): TrainPlan | null {
+export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> {
   const a = parseCliArgs(argv, OPTIONS);
   if (a.help) return null;
   const sampleChars = num('sample', a.sample, { int: true, min: 0 }) ?? 0;
   const everyFlag = num('checkpoint-every', a['checkpoint-every'], { int: true, min: 0 });
   const common = { cpu: a.cpu ?? false, exportInit: a['export-init'] ?? false, dumpBatches: a['dump-batches'] ?? false, sampleChars, plan: a.plan ?? false };
-  if (a.resume !== undefined) return { ...common, ...resumePlan(a, a.resume), ...(everyFlag !== undefined ? { checkpointEvery: everyFlag } : {}) };
+  if (a.resume !== undefined) return { ...common, ...(await resumePlan(a, a.resume)), ...(everyFlag !== undefined ? { checkpointEvery: everyFlag } : {}) };
   if (a.overwrite && a.out === undefined) throw new UsageError('--overwrite needs --out DIR (the directory to replace)');
 
   const preset = (a.model ?? 'micro') as PresetName;
   if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model expects one of ${PRESET_NAMES.join(', ')}, got '${a.model}'`);
-  const dataPath = a.data ?? defaultCorpusPath();
-  const text = readData('--data', dataPath);
-  const tokenizer = CharTokenizer.fromText(text);
+  const data = await loadData(a.data ?? defaultCorpusPath(), a['text-field']);
+  const init = a.init ? readInit(a.init) : undefined;
+  const tokenizer = a.tokenizer || !init?.extra?.tokenizer
+    ? buildTokenizer(a.tokenizer ?? 'char', data.documents, bpeProgress())
+    : tokenizerFromJSON(init.extra.tokenizer, init.extra.tokenizerConfig);
+  if (init && tokenizer.vocabSize > init.config.vocab_size) {
+    throw new UsageError(`--init ${a.init}: the tokenizer has ${tokenizer.vocabSize} tokens, the model's embedding ${init.config.vocab_size}`);
+  }
   const overrides = {
     steps: num('steps', a.steps, { int: true, min: 1 }), batch: num('batch', a.batch, { int: true, min: 1 }),
     seq: num('seq', a.seq, { int: true, min: 1 }), lr: num('lr', a.lr, { min: 0 }), minLr: num('min-lr', a['min-lr'], { min: 0 }),
@@ -119,7 +138,7 @@ export function parseTrainArgs(argv: string[]): TrainPlan | null {
     evalEvery: num('eval-every', a['eval-every'], { int: true, min: 0 }), evalBatches: num('eval-batches', a['eval-batches'], { int: true, min: 1 }),
   };
   const seq = overrides.seq ?? defaultTrainOptions(preset).seq;
-  const model = { ...(a.config ? configOverride(a.config, preset, seq) : {}), vocab_size: tokenizer.vocabSize };
+  const model = { ...(a.config ? configOverride(a.config, preset, seq) : {}), ...init?.config, vocab_size: init?.config.vocab_size ?? tokenizer.vocabSize };
   const schemeArg = a.scheme ?? 'fp32';
   const scheme = loadScheme(schemeArg, model.num_hidden_layers ?? PRESETS[preset].num_hidden_layers);
   let opts: TrainOptions;
@@ -128,11 +147,13 @@ export function parseTrainArgs(argv: string[]): TrainPlan | null {
   } catch (e) {
     throw new UsageError(namingFlags((e as Error).message));
   }
-  checkFeasible(opts, schemeArg, text, tokenizer, dataPath);
   const out = a.out ?? path.join('runs', `${preset}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   if (!common.plan) outDirCheck(out, opts, { overwrite: a.overwrite });
+  const { corpus, cached } = cachedCorpus(data, tokenizer, { field: a['text-field'], cacheDir: path.join('.cache', 'tokens') });
+  checkFeasible(opts, schemeArg, corpus, a.data ?? 'the bundled corpus');
   return {
-    ...common, preset, opts, scheme, text, dataPath, tokenizer, out, overwrite: a.overwrite ?? false,
+    ...common, preset, opts, scheme, data, textField: a['text-field'], corpus, cached, tokenizer,
+    init: init && a.init ? { dir: path.resolve(a.init), params: init.params } : null, out, overwrite: a.overwrite ?? false,
     checkpointEvery: everyFlag ?? DEFAULT_CHECKPOINT_EVERY, resume: null,
   };
 }
@@ -150,10 +171,20 @@ function namingFlags(msg: string): string {
   return `the training options are invalid: ${out}`;
 }
 
-function readData(option: string, file: string): string {
-  const text = readTextFile(option, file, 'a UTF-8 training text');
-  if (text.length === 0) throw new UsageError(`${option} ${file} is empty; expected a training text`);
-  return text;
+async function loadData(arg: string, field: string | undefined): Promise<LoadedData> {
+  const data = await readData(dataFiles(arg), field);
+  if (!data.documents.some((d) => d.length > 0)) throw new UsageError(`--data ${arg} is empty; expected a training text`);
+  return data;
+}
+
+/** BPE training's progress on stderr, in tenths. */
+function bpeProgress(): (done: number, total: number) => void {
+  let shown = -1;
+  return (done, total) => {
+    const tenth = Math.floor((10 * done) / Math.max(total, 1));
+    if (tenth > shown) console.error(`BPE tokenizer: ${done}/${total} tokens`);
+    shown = tenth;
+  };
 }
 
 /** A partial HF config over the preset's: the keys given replace the preset's, the rest stay. */
@@ -191,7 +222,7 @@ function loadScheme(arg: string, numLayers: number): Scheme {
  * What the trainer would refuse once the GPU is up, checked here so that --plan says no too: the
  * budget's resolution, features the engine does not execute, the tensor-parallel split, the data's length.
  */
-function checkFeasible(opts: TrainOptions, schemeArg: string, text: string, tokenizer: CharTokenizer, dataPath: string): void {
+function checkFeasible(opts: TrainOptions, schemeArg: string, corpus: TokenCorpus, dataArg: string): void {
   let resolved: TrainOptions;
   try {
     resolved = resolveBudgetOptions(opts).opts;
@@ -205,11 +236,11 @@ function checkFeasible(opts: TrainOptions, schemeArg: string, text: string, toke
     if (p) throw new UsageError(`--scheme ${schemeArg} cannot split this model: ${p}`);
   }
   try {
-    const data = new TextDataset(text, tokenizer, opts.seed);
+    const data = datasetOf(corpus, opts.seed);
     data.batch(0, opts.batch, opts.seq, 'train');
     if (opts.evalEvery > 0) data.valBatches(1, opts.batch, opts.seq);
   } catch (e) {
-    throw new UsageError(`--data ${dataPath} with --seq ${opts.seq}: ${(e as Error).message}`);
+    throw new UsageError(`--data ${dataArg} with --seq ${opts.seq}: ${(e as Error).message}`);
   }
 }
 
@@ -229,8 +260,8 @@ const RUN_FLAGS: [keyof Flags, (o: TrainOptions) => number][] = [
 ];
 
 /** --resume DIR: the run's own options, its data (unchanged) and its last checkpoint (verified). */
-function resumePlan(a: Flags, dir: string): Omit<TrainPlan, 'cpu' | 'exportInit' | 'dumpBatches' | 'sampleChars' | 'plan'> {
-  for (const f of ['config', 'scheme', 'overwrite', 'export-init', 'dump-batches', 'plan'] as const) {
+async function resumePlan(a: Flags, dir: string): Promise<Omit<TrainPlan, 'cpu' | 'exportInit' | 'dumpBatches' | 'sampleChars' | 'plan'>> {
+  for (const f of ['config', 'scheme', 'overwrite', 'export-init', 'dump-batches', 'plan', 'tokenizer', 'init', 'text-field'] as const) {
     if (a[f] !== undefined) throw new UsageError(`--${f} cannot be combined with --resume (a resumed run keeps the options of ${path.join(dir, 'run.json')})`);
   }
   if (a.out !== undefined && path.resolve(a.out) !== path.resolve(dir)) throw new UsageError(`--out ${a.out} conflicts with --resume ${dir}: a resumed run writes to its own directory`);
@@ -252,23 +283,28 @@ function resumePlan(a: Flags, dir: string): Omit<TrainPlan, 'cpu' | 'exportInit'
       throw new UsageError(`--${flag} ${v} conflicts with the run being resumed (${flag} ${get(opts)} in ${runFile}); drop it or start a new run`);
     }
   }
-  const data = run.data as { path?: unknown; sha256?: unknown } | undefined;
-  if (typeof data?.path !== 'string' || typeof data.sha256 !== 'string') throw bad('names no training text (data.path, data.sha256)');
-  const dataPath = a.data ?? data.path;
-  const text = readData('--data', dataPath);
-  if (createHash('sha256').update(text).digest('hex') !== data.sha256) {
-    throw new UsageError(`--data ${dataPath} is not the text the run was trained on (its sha256 differs from ${runFile}'s data.sha256)`);
+  const recorded = run.data as { files?: unknown; text_field?: unknown } | undefined;
+  const files = Array.isArray(recorded?.files) ? recorded.files as { path?: unknown; sha256?: unknown }[] : null;
+  if (!files?.length || files.some((f) => typeof f?.path !== 'string' || typeof f.sha256 !== 'string')) throw bad('names no training data (data.files with path and sha256)');
+  const textField = typeof recorded!.text_field === 'string' ? recorded!.text_field : undefined;
+  const data = await loadData(a.data ?? files.map((f) => f.path as string).join(','), textField);
+  if (data.files.length !== files.length || data.files.some((f, i) => f.sha256 !== files[i].sha256)) {
+    throw new UsageError(`--data ${a.data ?? 'of the run'} is not the data the run was trained on (the files' sha256 differ from ${runFile}'s data.files)`);
   }
-  let tokenizer: CharTokenizer;
+  let tokenizer: Tokenizer;
   try {
-    tokenizer = CharTokenizer.fromJSON(run.tokenizer);
+    const t = run.tokenizer as { file?: unknown } | undefined;
+    tokenizer = typeof t?.file === 'string'
+      ? tokenizerFromJSON(readJsonObject('--resume', path.join(dir, path.basename(t.file)), 'the run\'s tokenizer.json'))
+      : tokenizerFromJSON(run.tokenizer);
   } catch (e) {
     throw bad(`has no usable tokenizer: ${(e as Error).message}`);
   }
   outDirCheck(dir, opts, { resume: true });
+  const { corpus, cached } = cachedCorpus(data, tokenizer, { field: textField, cacheDir: path.join('.cache', 'tokens') });
   const every = run.checkpoint_every;
   return {
-    preset, opts, scheme: opts.scheme ?? SCHEME_PRESETS.fp32, text, dataPath, tokenizer, out: dir, overwrite: false,
+    preset, opts, scheme: opts.scheme ?? SCHEME_PRESETS.fp32, data, textField, corpus, cached, tokenizer, init: null, out: dir, overwrite: false,
     checkpointEvery: typeof every === 'number' && Number.isInteger(every) && every >= 0 ? every : DEFAULT_CHECKPOINT_EVERY,
     resume: { point: resumePoint(dir, opts) },
   };

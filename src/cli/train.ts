@@ -3,7 +3,6 @@
  * engine as the browser. Writes run.json, metrics.jsonl, checkpoints/ and a Hugging Face export to
  * --out (run-dir.ts); Ctrl-C checkpoints the last completed step and --resume continues from it.
  */
-import { createHash } from 'node:crypto';
 import path from 'node:path';
 import cliProgress from 'cli-progress';
 import { acquireNodeGpu } from '../engine/gpu/node';
@@ -11,6 +10,7 @@ import { Runtime } from '../engine/gpu/runtime';
 import { saveCheckpoint } from '../engine/io/checkpoint';
 import { writeNpy } from '../engine/io/npy';
 import { initParams, paramLayout, unflatten } from '../engine/model/params';
+import { datasetOf, valBitsPerByte } from '../engine/train/datasets';
 import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
 import { planMemory, resolveBudgetOptions, Trainer } from '../engine/train/trainer';
@@ -24,14 +24,15 @@ function printPlan(p: TrainPlan): void {
   const { opts } = p;
   const { opts: resolved, choice } = resolveBudgetOptions(opts);
   console.log(JSON.stringify({
-    model: p.preset, scheme: p.scheme.name, params: paramLayout(opts.model).count, batch: opts.batch, seq: opts.seq, bytes: planMemory(opts),
+    model: p.preset, scheme: p.scheme.name, params: paramLayout(opts.model).count, vocab_size: opts.model.vocab_size, tokenizer: p.tokenizer.kind,
+    batch: opts.batch, seq: opts.seq, bytes: planMemory(opts),
     ...(choice ? { budget: choice.budget, bits: choice.bits } : {}),
     bits_and_wire: bitsAndWire(resolved.model, resolved.batch, resolved.seq, resolved.scheme),
   }, null, 2));
 }
 
 async function main(): Promise<number> {
-  const p = parseTrainArgs(process.argv.slice(2));
+  const p = await parseTrainArgs(process.argv.slice(2));
   if (!p) {
     console.log(TRAIN_HELP);
     return 0;
@@ -58,8 +59,8 @@ async function main(): Promise<number> {
   const ai = gpu.adapterInfo;
   console.error(`adapter: ${[ai.vendor, ai.architecture, ai.device, ai.description].filter(Boolean).join(' / ') || 'unknown'}`);
   const rt = new Runtime(gpu);
-  const trainer = await Trainer.create(rt, opts, p.text, {
-    tokenizer: p.tokenizer, params: point?.params, optimizer: point?.optimizer,
+  const trainer = await Trainer.create(rt, opts, '', {
+    tokenizer: p.tokenizer, data: datasetOf(p.corpus, opts.seed), params: point?.params ?? p.init?.params, optimizer: point?.optimizer,
   });
   // Only once the model is built: a run the GPU cannot hold leaves no directory behind.
   run.create({ overwrite: p.overwrite });
@@ -84,7 +85,7 @@ async function main(): Promise<number> {
     result = await runTraining(trainer, {
       steps, evalEvery: opts.evalEvery, checkpointEvery: p.checkpointEvery, checkpointAtEnd: true, resumed: point !== null,
       // The prompt must be in the vocabulary: a text without a newline samples from token 0.
-      sample: { every: 0, length: p.sampleChars, atEnd: true, prompt: p.text.includes('\n') ? '\n' : '', temperature: 0.8, seed: () => opts.seed },
+      sample: { every: 0, length: p.sampleChars, atEnd: true, prompt: samplePrompt(p), temperature: 0.8, seed: () => opts.seed },
     }, {
       onStep: (m) => {
         const s = m.step;
@@ -98,7 +99,7 @@ async function main(): Promise<number> {
       onEval: (s, loss) => {
         lastVal = fmtVal(loss);
         bar?.update({ val: lastVal });
-        run.metric({ step: s + 1, val_loss: loss });
+        run.metric({ step: s + 1, val_loss: loss, val_bpb: valBitsPerByte(p.corpus, loss) });
         if (!tty) console.error(`step ${s + 1}: val_loss ${loss.toFixed(4)}`);
       },
       // Per-layer ‖x − x̂‖/‖x‖ of what the scheme quantizes in the forward pass (none under fp32 or TACO).
@@ -123,6 +124,11 @@ async function main(): Promise<number> {
   return 0;
 }
 
+/** A prompt in the vocabulary: a newline where the tokenizer has one, else the first token. */
+function samplePrompt(p: TrainPlan): string {
+  return p.tokenizer.kind !== 'char' || p.data.documents.some((d) => d.includes('\n')) ? '\n' : '';
+}
+
 /** A new run's run.json (every resolved setting, what --resume reads back) and the optional init and batch dumps. */
 function writeStartFiles(p: TrainPlan, run: RunDir, trainer: Trainer, device: unknown): void {
   const { opts } = p;
@@ -136,8 +142,14 @@ function writeStartFiles(p: TrainPlan, run: RunDir, trainer: Trainer, device: un
     seed: opts.seed,
     eval: { every: opts.evalEvery, batches: opts.evalBatches },
     checkpoint_every: p.checkpointEvery,
-    data: { path: path.resolve(p.dataPath), chars: p.text.length, sha256: createHash('sha256').update(p.text).digest('hex') },
-    tokenizer: p.tokenizer.toJSON(),
+    data: {
+      files: p.data.files, text_field: p.textField ?? 'text', documents: p.corpus.documents, tokens: p.corpus.tokens.length,
+      train_tokens: p.corpus.trainTokens, bytes: p.corpus.bytes, cached: p.cached,
+    },
+    // A BPE or imported tokenizer is DIR/tokenizer.json; the character tokenizer is small enough to inline.
+    tokenizer: p.tokenizer.kind === 'char' ? p.tokenizer.toJSON()
+      : { kind: p.tokenizer.kind, vocab_size: p.tokenizer.vocabSize, eos_id: p.tokenizer.eosId, file: 'tokenizer.json' },
+    ...(p.init ? { init: p.init.dir } : {}),
     // As the trainer runs it (a memory budget already turned into per-layer bits).
     scheme: trainer.opts.scheme ?? p.scheme,
     // Exact bits per element and wire bytes of this scheme and model (not measured).
@@ -146,6 +158,7 @@ function writeStartFiles(p: TrainPlan, run: RunDir, trainer: Trainer, device: un
     params: paramLayout(opts.model).count,
     started: new Date().toISOString(),
   });
+  if (p.tokenizer.kind !== 'char') run.writeFile('tokenizer.json', JSON.stringify(p.tokenizer.hfJSON()) + '\n');
   if (p.exportInit) {
     const layout = paramLayout(opts.model);
     const files = saveCheckpoint({ config: opts.model, params: unflatten(initParams(opts.model, layout, opts.seed), layout) });

@@ -31,7 +31,7 @@ import { isFp32 } from '../engine/scheme/scheme';
 import { TextDataset } from '../engine/train/data';
 import type { TrainOptions } from '../engine/train/options';
 import type { RunTrainer } from '../engine/train/run-trainer';
-import { CharTokenizer } from '../engine/train/tokenizer';
+import { CharTokenizer, type Tokenizer } from '../engine/train/tokenizer';
 import { optionsForTokenizer, runCheckpoint, stepMetrics, type StepMetrics, type TrainerInit, writeAdamwStep } from '../engine/train/trainer';
 import { messageWireBytes } from './allreduce';
 import { crc32, crc32Update } from './crc32';
@@ -129,7 +129,7 @@ export interface TpShardState {
 }
 
 /** What every rank must agree on before training together: options, tokenizer and data. */
-export function tpRunFingerprint(opts: TrainOptions, tokenizer: CharTokenizer, text: string): number {
+export function tpRunFingerprint(opts: TrainOptions, tokenizer: Tokenizer, text: string): number {
   const enc = new TextEncoder();
   return crc32Update(crc32(enc.encode(JSON.stringify({ opts, tokenizer: tokenizer.toJSON() }))), enc.encode(text));
 }
@@ -152,7 +152,7 @@ export class TpTrainer implements RunTrainer<TpStepMetrics> {
     readonly model: LlamaGpu,
     readonly tp: TpPeer,
     readonly data: TextDataset,
-    readonly tokenizer: CharTokenizer,
+    readonly tokenizer: Tokenizer,
     owner: string,
   ) {
     this.id = owner;

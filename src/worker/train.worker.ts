@@ -12,7 +12,7 @@ import { acquireGpu, WebGpuUnavailableError } from '../engine/gpu/device';
 import { Runtime } from '../engine/gpu/runtime';
 import { loadCheckpoint } from '../engine/io/checkpoint';
 import { countParams } from '../engine/model/config';
-import { CharTokenizer } from '../engine/train/tokenizer';
+import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
 import { Trainer, type TrainerInit } from '../engine/train/trainer';
@@ -63,7 +63,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
       init = {
         params: ck.params,
         optimizer: ck.extra?.optimizer,
-        tokenizer: ck.extra?.tokenizer ? CharTokenizer.fromJSON(ck.extra.tokenizer) : undefined,
+        tokenizer: ck.extra?.tokenizer ? tokenizerFromJSON(ck.extra.tokenizer, ck.extra.tokenizerConfig) : undefined,
       };
     }
 

@@ -6,8 +6,13 @@
  *   config.json            hfConfigJson(config);
  *   optimizer.safetensors  AdamW moments as "exp_avg.<param>" / "exp_avg_sq.<param>" (torch's state
  *                          names), F32, step in the metadata;
- *   lab.json               tokenizer and training state (anything JSON).
- * Loading checks every name, shape and dtype against the config and lists all problems at once.
+ *   lab.json               tokenizer and training state (anything JSON);
+ *   tokenizer.json, tokenizer_config.json, generation_config.json
+ *                          the run's tokenizer as transformers' PreTrainedTokenizerFast reads it, and its
+ *                          end-of-text token for generation (when the run has a tokenizer).
+ * Loading checks every name, shape and dtype against the config and lists all problems at once. It
+ * reads Hugging Face model directories too: weights in one model.safetensors or sharded with
+ * model.safetensors.index.json, in F32, F16 or BF16 (widened exactly), with their tokenizer.json.
  */
 import { hfConfigJson, ModelConfigSchema, paramSpecs, validateModelConfig, type ModelConfig } from '../model/config';
 import { bf16ToF32, f16ToF32, readSafetensors, writeSafetensors, type SafeTensor, type SafeTensorIn } from './safetensors';
@@ -23,10 +28,21 @@ export interface OptimizerState {
   step: number;
 }
 
+/** What the HF export writes of a tokenizer: its tokenizer.json and end-of-text token. */
+export interface HfTokenizerFiles {
+  json: object;
+  eos: { id: number; content: string } | null;
+}
+
 export interface CheckpointExtra {
   optimizer?: OptimizerState;
+  /** lab.json's tokenizer, or else the directory's tokenizer.json. */
   tokenizer?: object;
+  /** tokenizer_config.json, when the directory has one (loading only). */
+  tokenizerConfig?: Record<string, unknown>;
   train?: object;
+  /** Saving only: written as tokenizer.json, tokenizer_config.json and generation_config.json. */
+  hfTokenizer?: HfTokenizerFiles;
 }
 
 export interface Checkpoint {
@@ -40,6 +56,9 @@ export interface CheckpointFiles {
   'config.json': string;
   'optimizer.safetensors'?: Uint8Array;
   'lab.json'?: string;
+  'tokenizer.json'?: string;
+  'tokenizer_config.json'?: string;
+  'generation_config.json'?: string;
 }
 
 /** Files as read from disk or a zip: JSON may come as bytes, safetensors must. */
@@ -81,10 +100,22 @@ export function saveCheckpoint(ck: Checkpoint): CheckpointFiles {
   if (problems.length) throw new Error(`cannot save checkpoint:\n  ${problems.join('\n  ')}`);
 
   const f32 = (name: string, shape: number[], data: Float32Array): SafeTensorIn => ({ name, dtype: 'F32', shape, data });
+  const tok = ck.extra?.hfTokenizer;
+  const eosId = tok?.eos?.id ?? null;
+  const json = (v: unknown) => JSON.stringify(v, null, 2) + '\n';
   const files: CheckpointFiles = {
     'model.safetensors': writeSafetensors(specs.map((s) => f32(s.name, s.shape, ck.params.get(s.name)!)), { format: 'pt' }),
-    'config.json': JSON.stringify(hfConfigJson(config), null, 2) + '\n',
+    'config.json': json(eosId === null ? hfConfigJson(config) : { ...hfConfigJson(config), eos_token_id: eosId }),
   };
+  if (tok) {
+    files['tokenizer.json'] = JSON.stringify(tok.json) + '\n';
+    files['tokenizer_config.json'] = json({
+      tokenizer_class: 'PreTrainedTokenizerFast', model_max_length: config.max_position_embeddings, clean_up_tokenization_spaces: false,
+      add_bos_token: false, add_eos_token: false, bos_token: null, eos_token: tok.eos?.content ?? null, unk_token: null, pad_token: null,
+    });
+    // pad = eos: transformers pads (and stops) with it instead of warning that there is no pad token.
+    files['generation_config.json'] = json({ bos_token_id: null, eos_token_id: eosId, pad_token_id: eosId, do_sample: true, max_length: config.max_position_embeddings });
+  }
   if (opt) {
     const t: SafeTensorIn[] = [];
     for (const s of specs) t.push(f32(`exp_avg.${s.name}`, s.shape, opt.m.get(s.name)!), f32(`exp_avg_sq.${s.name}`, s.shape, opt.v.get(s.name)!));
@@ -134,6 +165,9 @@ export function modelConfigFromHf(raw: Record<string, unknown>): ModelConfig {
   const picked: Record<string, unknown> = {};
   for (const k of keys) if (raw[k] !== undefined) picked[k] = raw[k];
   const rp = raw.rope_parameters as Record<string, unknown> | undefined;
+  if (rp && typeof rp === 'object' && rp.rope_type !== undefined && rp.rope_type !== 'default') {
+    bad.push(`rope_parameters.rope_type ${JSON.stringify(rp.rope_type)} (only plain RoPE supported)`);
+  }
   if (picked.rope_theta === undefined && rp && typeof rp === 'object') picked.rope_theta = rp.rope_theta;
   // transformers.LlamaConfig defaults.
   picked.num_key_value_heads ??= picked.num_attention_heads;
@@ -142,11 +176,11 @@ export function modelConfigFromHf(raw: Record<string, unknown>): ModelConfig {
   picked.tie_word_embeddings ??= false;
   picked.initializer_range ??= 0.02;
   picked.max_position_embeddings ??= 2048;
-  const config = validateModelConfig(picked);
-  const hd = config.hidden_size / config.num_attention_heads;
-  if (raw.head_dim != null && raw.head_dim !== hd) bad.push(`head_dim ${JSON.stringify(raw.head_dim)} != hidden_size / num_attention_heads = ${hd}`);
+  // Checked before the schema, so the key that makes a model foreign is named even when others are off too.
+  const hd = Number(raw.hidden_size) / Number(raw.num_attention_heads);
+  if (raw.head_dim != null && Number.isInteger(hd) && raw.head_dim !== hd) bad.push(`head_dim ${JSON.stringify(raw.head_dim)} != hidden_size / num_attention_heads = ${hd} (not supported)`);
   if (bad.length) throw new Error(`config.json describes a model this lab cannot run:\n  ${bad.join('\n  ')}`);
-  return config;
+  return validateModelConfig(picked);
 }
 
 /** F32 as is; F16/BF16 widened exactly (HF models are often stored in half precision). */
@@ -191,25 +225,70 @@ function collect(
   return out;
 }
 
+const INDEX = 'model.safetensors.index.json';
+
+function readNamed(file: string, bytes: Uint8Array): Map<string, SafeTensor> {
+  try {
+    return readSafetensors(bytes).tensors;
+  } catch (e) {
+    throw new Error(`${file}: ${(e as Error).message}`);
+  }
+}
+
+/** Buffers older transformers versions saved beside the weights; derived from the config, so dropped. */
+const isDerived = (name: string) => name.endsWith('.rotary_emb.inv_freq');
+
+/** The model's tensors from model.safetensors, or from the shards model.safetensors.index.json maps them to. */
+function modelTensors(files: CheckpointFilesIn): { file: string; tensors: Map<string, SafeTensor> } {
+  const drop = (m: Map<string, SafeTensor>) => new Map([...m].filter(([n]) => !isDerived(n)));
+  const single = files['model.safetensors'];
+  if (single !== undefined) {
+    if (!(single instanceof Uint8Array)) throw new Error('model.safetensors must be bytes');
+    return { file: 'model.safetensors', tensors: drop(readNamed('model.safetensors', single)) };
+  }
+  const idxText = asText(INDEX, files[INDEX]);
+  if (idxText === undefined) throw new Error(`checkpoint has no model.safetensors (as bytes) and no ${INDEX}`);
+  const map = parseJson(INDEX, idxText).weight_map as Record<string, unknown> | undefined;
+  if (typeof map !== 'object' || map === null || Array.isArray(map)) throw new Error(`${INDEX} has no weight_map object`);
+  const problems: string[] = [];
+  const tensors = new Map<string, SafeTensor>();
+  const shards = [...new Set(Object.values(map))].sort();
+  for (const shard of shards) {
+    if (typeof shard !== 'string') {
+      problems.push(`weight_map value ${JSON.stringify(shard)} is not a file name`);
+      continue;
+    }
+    const bytes = files[shard];
+    if (!(bytes instanceof Uint8Array)) {
+      problems.push(`shard ${shard} is missing`);
+      continue;
+    }
+    for (const [name, t] of readNamed(shard, bytes)) {
+      if (map[name] === shard) tensors.set(name, t);
+      else if (map[name] === undefined) problems.push(`${shard} holds ${name}, which weight_map does not list`);
+      else problems.push(`${shard} holds ${name}, which weight_map puts in ${map[name]}`);
+    }
+  }
+  for (const [name, shard] of Object.entries(map)) {
+    if (!tensors.has(name) && files[shard as string] instanceof Uint8Array) problems.push(`weight_map puts ${name} in ${shard}, which does not hold it`);
+  }
+  if (problems.length) throw new Error(`${INDEX}: the shards do not match it:\n  ${problems.join('\n  ')}`);
+  for (const n of [...tensors.keys()]) if (isDerived(n)) tensors.delete(n);
+  return { file: `model.safetensors (${shards.length} shards)`, tensors };
+}
+
 /** F32 params are views into the file bytes where aligned (no copy): do not reuse those bytes. */
 export function loadCheckpoint(files: CheckpointFilesIn): Checkpoint {
   const cfgText = asText('config.json', files['config.json']);
-  const model = files['model.safetensors'];
   if (cfgText === undefined) throw new Error('checkpoint has no config.json');
-  if (!(model instanceof Uint8Array)) throw new Error('checkpoint has no model.safetensors (as bytes)');
   const config = modelConfigFromHf(parseJson('config.json', cfgText));
   const specs = paramSpecs(config);
   const problems: string[] = [];
 
-  let st;
-  try {
-    st = readSafetensors(model);
-  } catch (e) {
-    throw new Error(`model.safetensors: ${(e as Error).message}`);
-  }
+  const model = modelTensors(files);
   const tied = config.tie_word_embeddings;
-  const params = collect('model.safetensors', st.tensors, specs, (n) => n, problems);
-  if (tied && st.tensors.has('lm_head.weight')) problems.push('model.safetensors: lm_head.weight present but config has tie_word_embeddings = true');
+  const params = collect(model.file, model.tensors, specs, (n) => n, problems);
+  if (tied && model.tensors.has('lm_head.weight')) problems.push(`${model.file}: lm_head.weight present but config has tie_word_embeddings = true`);
 
   const extra: CheckpointExtra = {};
   const optBytes = files['optimizer.safetensors'];
@@ -239,6 +318,10 @@ export function loadCheckpoint(files: CheckpointFilesIn): Checkpoint {
     if (lab.tokenizer !== undefined) extra.tokenizer = lab.tokenizer as object;
     if (lab.train !== undefined) extra.train = lab.train as object;
   }
+  const tokText = asText('tokenizer.json', files['tokenizer.json']);
+  if (extra.tokenizer === undefined && tokText !== undefined) extra.tokenizer = parseJson('tokenizer.json', tokText);
+  const tokCfg = asText('tokenizer_config.json', files['tokenizer_config.json']);
+  if (tokCfg !== undefined) extra.tokenizerConfig = parseJson('tokenizer_config.json', tokCfg);
   if (problems.length) throw new Error(`checkpoint does not match its config (${describe(config)}):\n  ${problems.join('\n  ')}`);
   return { config, params, extra: Object.keys(extra).length ? extra : undefined };
 }

@@ -20,7 +20,7 @@
  * val losses from different points of a run (or different runs with the same seed) are comparable.
  */
 import { deriveSeed, Rng } from '../util/rng';
-import type { CharTokenizer } from './tokenizer';
+import type { Tokenizer } from './tokenizer';
 
 export type Split = 'train' | 'val';
 
@@ -28,6 +28,8 @@ export interface DatasetOptions {
   seed: number;
   /** Fraction held out for validation, at the end of the data (default 0.1, as nanoGPT). */
   valFraction?: number;
+  /** Where validation starts instead (a document boundary of a TokenCorpus, datasets.ts). */
+  trainTokens?: number;
 }
 
 /** What a trainer needs; a TextDataset and each of its shards provide it. */
@@ -51,7 +53,7 @@ export class TextDataset implements BatchSource {
    * `new TextDataset(text, tokenizer, seed)`; or pre-encoded tokens with `TextDataset.fromTokens`.
    * `opts` is the seed, or {seed, valFraction}.
    */
-  constructor(text: string | Int32Array, tokenizer: Pick<CharTokenizer, 'encode'> | null, opts: number | DatasetOptions) {
+  constructor(text: string | Int32Array, tokenizer: Pick<Tokenizer, 'encode'> | null, opts: number | DatasetOptions) {
     const o = typeof opts === 'number' ? { seed: opts } : opts;
     let tokens: Int32Array;
     if (typeof text === 'string') {
@@ -65,13 +67,14 @@ export class TextDataset implements BatchSource {
     if (!(f >= 0 && f < 1)) throw new Error(`valFraction must be in [0, 1), got ${f}`);
     this.tokens = tokens;
     // Math.floor(n * 0.9) is the same double arithmetic as Python's int(n * 0.9).
-    const nTrain = Math.floor(tokens.length * (1 - f));
+    const nTrain = o.trainTokens ?? Math.floor(tokens.length * (1 - f));
+    if (!Number.isSafeInteger(nTrain) || nTrain < 0 || nTrain > tokens.length) throw new Error(`trainTokens ${nTrain} is outside [0, ${tokens.length}]`);
     this.train = tokens.subarray(0, nTrain);
     this.val = tokens.subarray(nTrain);
     this.seed = o.seed >>> 0;
   }
 
-  static fromText(text: string, tokenizer: Pick<CharTokenizer, 'encode'>, opts: number | DatasetOptions): TextDataset {
+  static fromText(text: string, tokenizer: Pick<Tokenizer, 'encode'>, opts: number | DatasetOptions): TextDataset {
     return new TextDataset(text, tokenizer, opts);
   }
 

@@ -1,8 +1,38 @@
 /**
- * Character tokenizer, as nanoGPT's shakespeare_char: the vocabulary is the sorted set of characters
- * of the corpus (65 symbols for TinyShakespeare), token id = index in that list. "Character" means
- * Unicode code point, sorted by code point, which is what Python's sorted(set(text)) gives.
+ * The tokenizer every run has (the trainer, datasets, checkpoints and memory plans see only this),
+ * and the character tokenizer, as nanoGPT's shakespeare_char: the vocabulary is the sorted set of
+ * characters of the corpus (65 symbols for TinyShakespeare), token id = index in that list.
+ * "Character" means Unicode code point, sorted by code point, which is what Python's
+ * sorted(set(text)) gives.
  */
+
+export type TokenizerKind = 'char' | 'bpe' | 'hf';
+
+export interface Tokenizer {
+  /** char: this file; bpe: byte-level BPE trained in the lab (byte-bpe.ts); hf: any tokenizer.json through @huggingface/tokenizers. */
+  readonly kind: TokenizerKind;
+  readonly vocabSize: number;
+  /** Appended after each document of a dataset (null: documents simply follow each other). */
+  readonly eosId: number | null;
+  encode(text: string): Int32Array;
+  decode(ids: ArrayLike<number>): string;
+  /** What lab.json keeps (tokenizerFromJSON reads it back): CharTokenizerJSON for char, the tokenizer.json object otherwise. */
+  toJSON(): object;
+  /** The Hugging Face tokenizer.json exported beside the model (loads in transformers and @huggingface/tokenizers). */
+  hfJSON(): HfTokenizerJSON;
+}
+
+/** The parts of a Hugging Face tokenizer.json the lab writes or inspects (the format has more). */
+export interface HfTokenizerJSON {
+  version?: string;
+  added_tokens?: { id: number; content: string; special?: boolean; [k: string]: unknown }[];
+  normalizer?: unknown;
+  pre_tokenizer?: unknown;
+  post_processor?: unknown;
+  decoder?: unknown;
+  model: { type?: string; vocab?: unknown; merges?: unknown; [k: string]: unknown };
+  [k: string]: unknown;
+}
 
 export interface CharTokenizerJSON {
   type: 'char';
@@ -13,7 +43,9 @@ function showChar(c: string): string {
   return `${JSON.stringify(c)} (U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')})`;
 }
 
-export class CharTokenizer {
+export class CharTokenizer implements Tokenizer {
+  readonly kind = 'char' as const;
+  readonly eosId = null;
   readonly vocab: readonly string[];
   private readonly index: Map<number, number>;
 
@@ -74,6 +106,21 @@ export class CharTokenizer {
 
   toJSON(): CharTokenizerJSON {
     return { type: 'char', vocab: [...this.vocab] };
+  }
+
+  /**
+   * The same ids as a HF tokenizer: a BPE model without merges and without a pre-tokenizer splits
+   * text into code points and looks each up; the Fuse decoder joins tokens with nothing between.
+   */
+  hfJSON(): HfTokenizerJSON {
+    return {
+      version: '1.0', truncation: null, padding: null, added_tokens: [], normalizer: null, pre_tokenizer: null, post_processor: null,
+      decoder: { type: 'Fuse' },
+      model: {
+        type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false,
+        byte_fallback: false, ignore_merges: false, vocab: Object.fromEntries(this.vocab.map((c, i) => [c, i])), merges: [],
+      },
+    };
   }
 
   static fromJSON(json: unknown): CharTokenizer {

@@ -5,7 +5,7 @@
  */
 import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
 import type { Dispatch, Runtime } from '../gpu/runtime';
-import { saveCheckpoint, type CheckpointFiles } from '../io/checkpoint';
+import { saveCheckpoint, type CheckpointFiles, type HfTokenizerFiles } from '../io/checkpoint';
 import { type BufferSpec, LlamaGpu, modelBufferPlan, resolvePlan } from '../model/llama';
 import { flatten, initParams, unflatten } from '../model/params';
 import { packAdamwStep } from '../optim/adamw';
@@ -16,7 +16,7 @@ import { TextDataset } from './data';
 import { QuantErrorProbe, quantProbeBufferPlan, type QuantErrorRecord } from './probe';
 import { type OptimizerConfig, type TrainOptions, validateTrainOptions } from './options';
 import type { RunTrainer } from './run-trainer';
-import { CharTokenizer } from './tokenizer';
+import { CharTokenizer, type Tokenizer } from './tokenizer';
 
 export type { OptimizerConfig, TrainOptions } from './options';
 export { defaultTrainOptions } from './options';
@@ -44,7 +44,9 @@ export interface TrainerInit {
   params?: Map<string, Float32Array>;
   /** Resume: optimizer moments and step. */
   optimizer?: { m: Map<string, Float32Array>; v: Map<string, Float32Array>; step: number };
-  tokenizer?: CharTokenizer;
+  tokenizer?: Tokenizer;
+  /** Pre-tokenized data (datasets.ts); the text argument is then unused. */
+  data?: TextDataset;
 }
 
 /** All buffers a training run allocates: the model at (B, T) plus a B=1 sampler sharing its weights. */
@@ -72,10 +74,13 @@ export function planMemory(opts: TrainOptions): MemReport {
   return planResolved(resolveBudgetOptions(opts).opts);
 }
 
-/** Validated options whose model vocabulary is the tokenizer's. */
-export function optionsForTokenizer(raw: TrainOptions, tokenizer: CharTokenizer): TrainOptions {
+/**
+ * Validated options whose model vocabulary is the tokenizer's; `keepLarger`: an imported model's
+ * embedding may have more rows than its tokenizer has ids (padded vocabularies), and keeps them.
+ */
+export function optionsForTokenizer(raw: TrainOptions, tokenizer: Tokenizer, o: { keepLarger?: boolean } = {}): TrainOptions {
   const opts = validateTrainOptions(raw);
-  if (opts.model.vocab_size === tokenizer.vocabSize) return opts;
+  if (opts.model.vocab_size === tokenizer.vocabSize || (o.keepLarger && opts.model.vocab_size > tokenizer.vocabSize)) return opts;
   return validateTrainOptions({ ...opts, model: { ...opts.model, vocab_size: tokenizer.vocabSize } });
 }
 
@@ -89,7 +94,7 @@ export function writeAdamwStep(rt: Runtime, model: LlamaGpu, step: number, o: Op
 }
 
 /** The checkpoint files of a run at `step`: full tensors of the weights and Adam moments. */
-export function runCheckpoint(opts: TrainOptions, tokenizer: CharTokenizer, step: number,
+export function runCheckpoint(opts: TrainOptions, tokenizer: Tokenizer, step: number,
   state: { params: Map<string, Float32Array>; m: Map<string, Float32Array>; v: Map<string, Float32Array> }): CheckpointFiles {
   return saveCheckpoint({
     config: opts.model,
@@ -98,8 +103,15 @@ export function runCheckpoint(opts: TrainOptions, tokenizer: CharTokenizer, step
       optimizer: { m: state.m, v: state.v, step },
       tokenizer: tokenizer.toJSON(),
       train: { options: opts, step },
+      hfTokenizer: hfTokenizerFiles(tokenizer),
     },
   });
+}
+
+/** What the HF export needs of a tokenizer: its tokenizer.json and end-of-text token. */
+export function hfTokenizerFiles(tokenizer: Tokenizer): HfTokenizerFiles {
+  const id = tokenizer.eosId;
+  return { json: tokenizer.hfJSON(), eos: id === null ? null : { id, content: tokenizer.decode([id]) } };
 }
 
 function planResolved(opts: TrainOptions): MemReport {
@@ -166,7 +178,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     readonly opts: TrainOptions,
     readonly model: LlamaGpu,
     readonly data: TextDataset,
-    readonly tokenizer: CharTokenizer,
+    readonly tokenizer: Tokenizer,
     owner: string,
   ) {
     this.id = owner;
@@ -176,10 +188,10 @@ export class Trainer implements RunTrainer<StepMetrics> {
 
   static async create(rt: Runtime, rawOpts: TrainOptions, text: string, init: TrainerInit = {}): Promise<Trainer> {
     const tokenizer = init.tokenizer ?? CharTokenizer.fromText(text);
-    let opts = optionsForTokenizer(rawOpts, tokenizer);
+    let opts = optionsForTokenizer(rawOpts, tokenizer, { keepLarger: init.params !== undefined });
     const resolved = resolveBudgetOptions(opts);
     opts = resolved.opts;
-    const data = new TextDataset(text, tokenizer, opts.seed);
+    const data = init.data ?? new TextDataset(text, tokenizer, opts.seed);
     const owner = `run${nextTrainerId++}`;
     const model = await rt.checked('building the model', () =>
       rt.mem.withOwner(owner, () => new LlamaGpu(rt, opts.model, opts.batch, opts.seq, { scheme: opts.scheme })));
@@ -387,7 +399,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     return this.probe.read();
   }
 
-  /** Samples `maxNew` characters after `prompt` (temperature 0 = greedy), from a B=1 model sharing weights. */
+  /** Samples `maxNew` tokens after `prompt` (temperature 0 = greedy), from a B=1 model sharing weights. */
   async sample(prompt: string, maxNew: number, temperature = 1, seed = 0): Promise<string> {
     await this.settle();
     const { rt, sampler, tokenizer } = this;
@@ -395,7 +407,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     const V = this.opts.model.vocab_size;
     const rng = new Rng(seed);
     const ctx = prompt.length ? Array.from(tokenizer.encode(prompt)) : [0];
-    let out = '';
+    const start = ctx.length;
     for (let i = 0; i < maxNew; i++) {
       const window = ctx.slice(-T);
       const tokens = new Int32Array(T + 1);
@@ -403,12 +415,13 @@ export class Trainer implements RunTrainer<StepMetrics> {
       sampler.setBatch(tokens);
       rt.run(sampler.forwardLogits);
       const pos = window.length - 1;
-      const logits = await rt.readF32(sampler.b('logits'), pos * V * 4, V);
+      // Rows past the tokenizer's ids (an imported model's padded embedding) are never sampled.
+      const logits = (await rt.readF32(sampler.b('logits'), pos * V * 4, V)).subarray(0, tokenizer.vocabSize);
       const next = pickToken(logits, temperature, rng);
       ctx.push(next);
-      out += tokenizer.decode([next]);
     }
-    return out;
+    // Decoded at once: a byte-level token may hold part of a character that the next one completes.
+    return tokenizer.decode(ctx.slice(start));
   }
 
   async checkpoint(): Promise<CheckpointFiles> {
