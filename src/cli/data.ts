@@ -31,7 +31,8 @@ export function dataFiles(arg: string): string[] {
     try {
       st = statSync(p);
     } catch (e) {
-      throw new UsageError(`--data ${p}: ${(e as Error).message}`);
+      const code = (e as NodeJS.ErrnoException).code;
+      throw new UsageError(`--data ${p}: ${code === 'ENOENT' ? 'no such file or folder' : code === 'EACCES' ? 'permission denied' : (code ?? 'cannot read')} (expected a .txt, .jsonl/.json or .parquet file, or a folder of them)`);
     }
     if (st.isDirectory()) {
       const before = out.length;

@@ -84,7 +84,7 @@ describe('train CLI: bad input', () => {
     ['a scheme the model cannot run', ['--scheme', 'taco'], /--scheme taco cannot split this model: TP degree 4/],
     ['the same under --plan', ['--plan', '--scheme', 'taco'], /--scheme taco cannot split this model/],
     ['a missing --data', ['--data', 'nope.txt'], /--data nope.txt: no such file/],
-    ['a binary --data', ['--data', BINARY], /--data .* is not a text file/],
+    ['a binary --data', ['--data', BINARY], /--data: .* is not text: it has a NUL byte/],
     ['a text too short', ['--data', '@short.txt'], /--data .*short.txt with --seq 32: .*split has \d+ tokens/],
     ['a non-empty --out', ['--out', '@used'], /--out .*used is not empty \(1 entries\); pass --resume .* or --overwrite/],
     ['an --out under a file', ['--out', '@a-file/run'], /--out.*a-file/],
