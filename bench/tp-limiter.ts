@@ -16,7 +16,7 @@ import { fail, num, UsageError } from '../src/cli/common';
 import { PeerGroup } from '../src/peers/group';
 import { limitTransport } from '../src/peers/limiter';
 import { LoopbackHub } from '../src/peers/loopback';
-import { TpTrainer } from '../src/peers/tp';
+import { createTpTrainer } from '../src/peers/tp';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { median } from '../src/engine/gpu/timer';
 import { Runtime } from '../src/engine/gpu/runtime';
@@ -69,7 +69,7 @@ async function main(): Promise<void> {
       const opts = defaultTrainOptions(preset, { batch, seq, steps: 1000, evalEvery: 0, scheme, model: { vocab_size: tokenizer.vocabSize } });
       const { transports } = LoopbackHub.group(t);
       const groups = transports.map((tr) => new PeerGroup(limitTransport(tr, link), { runId: 11, timeoutMs: 600_000 }));
-      const ranks = await Promise.all(groups.map((g) => TpTrainer.create(rt, g, opts, text, { tokenizer })));
+      const ranks = await Promise.all(groups.map((g) => createTpTrainer(rt, g, opts, text, { tokenizer })));
       const wall: number[] = [];
       const comm: number[] = [];
       const sent: number[] = [];

@@ -7,9 +7,10 @@
 import { DataParallel, type DataParallelOptions, type DpEvent, DpError, type DpStepStats } from '../peers/dp';
 import { crc32 } from '../peers/crc32';
 import { CollectiveError, PeerGroup } from '../peers/group';
-import { tpStepWireBytes, TpTrainer, type TpStepMetrics } from '../peers/tp';
+import { createTpTrainer, tpStepWireBytes } from '../peers/tp';
 import type { PeerId, Transport } from '../peers/transport';
 import type { Runtime } from '../engine/gpu/runtime';
+import type { TpStepMetrics, TpTrainer } from '../engine/tp/tp-trainer';
 import { type LoopControl, runTraining } from '../engine/train/loop';
 import type { RunTrainer } from '../engine/train/run-trainer';
 import { Trainer } from '../engine/train/trainer';
@@ -163,7 +164,7 @@ export async function trainTp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
   let tp: TpTrainer | null = null;
   try {
     host.phase(live, 'preparing', "building this member's shard (compiling GPU pipelines); the first exchange waits for every member");
-    tp = await TpTrainer.create(rt, group, groupTrainOptions(config, members.length), text);
+    tp = await createTpTrainer(rt, group, groupTrainOptions(config, members.length), text);
     if (live.cancelled !== null) return;
     live.looping = true;
     const rank = tp;

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CollectiveError } from '../../src/peers/group';
-import { tpStepWireBytes, TpTrainer, type TpStepMetrics } from '../../src/peers/tp';
+import { type TpStepMetrics, TpTrainer } from '../../src/engine/tp/tp-trainer';
+import { createTpTrainer, tpStepWireBytes } from '../../src/peers/tp';
 import { roundBufferSize } from '../../src/engine/gpu/memory';
 import { loadCheckpoint } from '../../src/engine/io/checkpoint';
 import { modelBufferPlan } from '../../src/engine/model/run-plan';
@@ -21,12 +22,17 @@ const base = { steps: 8, warmup: 2, evalBatches: 2, model: { vocab_size: tok.voc
 const tp2 = (codec: 'fp32' | 'taco') => parseScheme({ name: `tp2-${codec}`, tp: { degree: 2, codec, group: 128 } });
 const rel = (a: number, b: number) => Math.abs(a - b) / Math.abs(b);
 
-async function tpGroup(codec: 'fp32' | 'taco', overrides: TrainOverrides = {}, t = 2): Promise<TpTrainer[]> {
+/** t ranks over loopback peer groups (returned too: a test closes one's transport). */
+async function tpRanks(codec: 'fp32' | 'taco', overrides: TrainOverrides = {}, t = 2) {
   const rt = await testRuntime();
   const { groups } = makeGroups(t, { timeoutMs: 20_000 });
   const scheme = parseScheme({ name: `tp${t}-${codec}`, tp: { degree: t, codec, group: 128 } });
   const opts = defaultTrainOptions('micro', { ...base, ...overrides, scheme });
-  return Promise.all(groups.map((g) => TpTrainer.create(rt, g, opts, text, { tokenizer: tok })));
+  return { groups, ranks: await Promise.all(groups.map((g) => createTpTrainer(rt, g, opts, text, { tokenizer: tok }))) };
+}
+
+async function tpGroup(codec: 'fp32' | 'taco', overrides: TrainOverrides = {}, t = 2): Promise<TpTrainer[]> {
+  return (await tpRanks(codec, overrides, t)).ranks;
 }
 
 const bothSteps = (ranks: TpTrainer[]) => Promise.all(ranks.map((r) => r.trainStep()));
@@ -165,16 +171,16 @@ describe('tensor parallelism across peers (loopback, micro, TP-2)', () => {
     const rt = await testRuntime();
     const opts = defaultTrainOptions('micro', { ...base, scheme: tp2('fp32') });
     const mismatch = makeGroups(2);
-    await expect(Promise.all(mismatch.groups.map((g, i) => TpTrainer.create(rt, g, { ...opts, seed: opts.seed + i }, text, { tokenizer: tok }))))
+    await expect(Promise.all(mismatch.groups.map((g, i) => createTpTrainer(rt, g, { ...opts, seed: opts.seed + i }, text, { tokenizer: tok }))))
       .rejects.toThrow(/have other options, tokenizer or data/);
-    await expect(TpTrainer.create(rt, makeGroups(2).groups[0], defaultTrainOptions('micro', base), text, { tokenizer: tok }))
+    await expect(createTpTrainer(rt, makeGroups(2).groups[0], defaultTrainOptions('micro', base), text, { tokenizer: tok }))
       .rejects.toThrow(/tp.degree 2/);
-    await expect(TpTrainer.create(rt, makeGroups(2).groups[0], { ...opts, batch: 1, seq: 2 }, text, { tokenizer: tok }))
+    await expect(createTpTrainer(rt, makeGroups(2).groups[0], { ...opts, batch: 1, seq: 2 }, text, { tokenizer: tok }))
       .rejects.toThrow(/must be a multiple of 64/);
 
     // Rank 1 goes on by hand over its group: it sends NaN where rank 0 expects its chunk.
     const { groups } = makeGroups(2, { timeoutMs: 20_000 });
-    const [rank0, rank1] = await Promise.all(groups.map((g) => TpTrainer.create(rt, g, opts, text, { tokenizer: tok })));
+    const [rank0, rank1] = await Promise.all(groups.map((g) => createTpTrainer(rt, g, opts, text, { tokenizer: tok })));
     rank1.destroy();
     const before = await rank0.model.readFlat('weights');
     const m = rank0.tp.sizes.m;
@@ -218,10 +224,10 @@ describe('tensor parallelism across peers (loopback, micro, TP-2)', () => {
   });
 
   it('a peer leaving mid-run stops the step cleanly: the survivor keeps the last completed step', async () => {
-    const ranks = await tpGroup('fp32');
+    const { ranks, groups } = await tpRanks('fp32');
     await bothSteps(ranks);
     const after0 = await ranks[0].shardState();
-    ranks[1].group.transport.close();
+    groups[1].transport.close();
     const err = await ranks[0].trainStep().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(CollectiveError);
     expect((err as CollectiveError).code).toBe('peer-left');
