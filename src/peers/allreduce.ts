@@ -39,7 +39,7 @@ export interface AllReduceResult {
  * Layout: ⌈n/block⌉ fp32 scales (little-endian), then n INT8 codes. The same codes and scales as
  * quantizeRef(x, 'int8', group block) — absmax scale fp32(amax/127), codes RNE(fp32(x/s)) — in one
  * specialised pass: this runs on every gradient element twice per step, so it avoids the generic
- * quantizer's per-element dispatch and packing (≈5× faster here). fp32(a/b) of two floats computed
+ * quantizer's per-element dispatch and packing. fp32(a/b) of two floats computed
  * in double is the correctly rounded fp32 quotient (53 ≥ 2·24 + 2), as on the GPU.
  */
 export function encodeInt8Chunk(x: Float32Array, block = AGOQ_BLOCK): Uint8Array {

@@ -258,7 +258,7 @@ export const MEASURED_ATTENTION_TILES: {
   {
     match: { vendor: 'nvidia', device: 'h200' },
     source: 'bench/attn-tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan) at 16×512×12×64 '
-      + '(docs/results/bench-2026-11-29-s4/tune5/attn_tune.json; base and small shapes agreed)',
+      + '(base and small shapes agreed; the raw tune: docs/results/README.md)',
     table: {
       'fwd/D64': [64, 32, 256, true],
       'dq/D64': [64, 32, 256, true, { chunk: 4, prefetch: true }],

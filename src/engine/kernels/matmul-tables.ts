@@ -24,14 +24,9 @@ export interface MeasuredTable {
 export const MEASURED_TABLES: MeasuredTable[] = [
   {
     match: { vendor: 'nvidia', device: 'h200' },
-    source: 'bench/gemm-tune.ts --json --variants <the 14 competitive ones> on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), 2026-11-30, '
-      + 'with the k loop written out, the barrier in the last k step and TN 16 tiles indexing the next buffer as (t + 1) % 2: '
-      + 'docs/results/bench-2026-11-30-s7/s7f/gemm-tune.json; 768x768x8192TN from the same tune with split-K counts that are not '
-      + 'powers of two (seven slices fill one wave), --models base: docs/results/bench-2026-11-30-s8/s8a/gemm-tune.json; '
-      + 'the base model\'s shapes and the squares re-tuned with the LEAN (_ia) variants and stream-K (--stream-k 264, --models base, '
-      + '13 variants): docs/results/bench-2026-11-30-s11/s11g/gemm-tune.json, except the 65-wide (vocabulary) shapes, whose entries '
-      + 'stay those of s7f: that tune timed 64x64k16_8x8 on 8192x65x768NT at 0.32 ms, the gemm suite at 0.063 ms (s11e), so its '
-      + 'ranking of those shapes is not trusted (docs/benchmarks.md, session 11)',
+    source: 'bench/gemm-tune.ts --json on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), the base model\'s shapes and the squares '
+      + 'with the LEAN (_ia) variants and stream-K over 264 workgroups; the 65-wide (vocabulary) shapes keep an earlier tune\'s picks, '
+      + 'because a later tune timed them at the GPU\'s idle clock (the raw tunes: docs/results/README.md)',
     table: {
       '4096x4096x4096NN': '128x128k8_8x16_ia_st264',
       '4096x4096x4096NT': '128x256k8_8x16',

@@ -175,9 +175,8 @@ export class LlamaGpu {
    * GPU better. Its split-K partials go to a backward scratch buffer that is dead at that point, so
    * they cost no memory of their own: `dq` ([N, C], free from norm2.bwd to the attention backward
    * and again after rope_q.bwd) for the LM head's and the MLP's, `dF1` ([N, F], free once the MLP's
-   * dX GEMMs have run) for the attention projections', whose 768×768-sized outputs want the most
-   * slices (on an H200 768×768×8192: 29 TFLOP/s with 16 slices, 21 with the 3 that the 8 MiB buffer
-   * this replaced held). Tensor-parallel models run them in one pass: a rank's dW GEMM is a slice of
+   * dX GEMMs have run) for the attention projections', whose small square outputs want the most
+   * slices (a small fixed buffer would cap their slice count). Tensor-parallel models run them in one pass: a rank's dW GEMM is a slice of
    * the rows of the single-device simulation's, whose slice count, chosen for its own shape and
    * buffers, would sum in another order, and the ranks must reproduce the simulation bit for bit
    * (tests/peers/tp.gpu.test.ts).

@@ -19,9 +19,7 @@ export { type BufferSpec, type ModelDims, modelDims } from './dims';
 /**
  * The fewest tokens (B·T) for which the forward linears transpose their weight and run NN (llama.ts,
  * linear()). The transpose costs the same whatever the tokens; what the NN layout saves grows with
- * them. On an H200 (docs/benchmarks.md, session 7) a base weight's transpose takes 10–13 µs timed
- * alone, and at 8192 tokens NN saves 0.05 ms (768×768) to 0.12 ms (768×2560) per GEMM, so it pays
- * from ~900–1600 tokens; 2048 keeps a margin. Below it (a B = 1 sampler) the GEMM reads W as stored.
+ * them: measured, it pays from about a thousand tokens, and 2048 keeps a margin. Below it (a B = 1 sampler) the GEMM reads W as stored.
  */
 export const LINEAR_NN_MIN_ROWS = 2048;
 

@@ -239,8 +239,8 @@ export class Trainer implements RunTrainer<StepMetrics> {
     const cur = this.ahead ?? this.submitStep(step, performance.now());
     this.ahead = undefined;
     if (o.next) this.ahead = this.submitStep(step + 1, performance.now());
-    // The next step's command buffer is recorded while the GPU runs (2.4-4 ms for the base model's
-    // 678 dispatches that would otherwise delay the next step's start).
+    // The next step's command buffer is recorded while the GPU runs: recording hundreds of
+    // dispatches would otherwise delay the next step's start.
     this.recordedStep = this.recordStep(this.readbackFor(step + (o.next ? 2 : 1)));
     return this.finishStep(cur);
   }
