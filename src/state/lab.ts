@@ -33,6 +33,10 @@ export interface LabState {
   /** A run continuing from its checkpoint in a new worker. */
   markContinuing(runId: string): void;
   removeRun(runId: string): void;
+  /** What the run is doing now, where no worker message says it (saving after the last step). */
+  setPhase(runId: string, phase: string): void;
+  /** Why the run could not be saved (null: it was saved again). */
+  setStorageError(runId: string, message: string | null): void;
   restoreRuns(runs: RunState[]): void;
   selectRun(runId: string): void;
   reportAppError(message: string): void;
@@ -87,6 +91,14 @@ export function createLabStore(now: () => number = Date.now): LabStore {
       const run = get().runs[runId];
       if (!run) return;
       set((s) => patchRun(s, runId, { status: 'starting', phase: 'continuing from the checkpoint', error: null, finishedAt: null }));
+    },
+    setPhase: (runId, phase) => {
+      const run = get().runs[runId];
+      if (run && run.phase !== phase) set((s) => patchRun(s, runId, { phase }));
+    },
+    setStorageError: (runId, message) => {
+      const run = get().runs[runId];
+      if (run && (run.storageError ?? null) !== message) set((s) => patchRun(s, runId, { storageError: message }));
     },
     removeRun: (runId) =>
       set((s) => {

@@ -45,6 +45,8 @@ export interface RunState {
   finishedAt: number | null;
   /** Step count of the latest checkpoint the page holds (null = none). */
   checkpointStep: number | null;
+  /** Why the run's latest state could not be saved in the browser (null = saved). */
+  storageError: string | null;
 }
 
 export interface QuantSnapshot {
@@ -74,6 +76,7 @@ export function newRun(id: string, config: RunConfig, now: number): RunState {
     startedAt: now,
     finishedAt: null,
     checkpointStep: null,
+    storageError: null,
   };
 }
 
@@ -128,10 +131,17 @@ export function firstLoss(run: RunState): number | null {
   return run.train.length ? run.train[0].loss : null;
 }
 
-/** A run as stored across reloads: live statuses come back as `interrupted`; fields added since it was saved get their defaults. */
+/**
+ * A run as stored across reloads: live statuses come back as `interrupted`, except a run whose
+ * final checkpoint is stored (the page closed between it and "done": nothing is missing, the
+ * worker posts the last evaluation and sample before it); fields added since it was saved get their defaults.
+ */
 export function restoredRun(saved: RunState): RunState {
-  const run: RunState = { ...saved, quant: Array.isArray(saved.quant) ? saved.quant : [] };
+  const run: RunState = { ...saved, quant: Array.isArray(saved.quant) ? saved.quant : [], storageError: saved.storageError ?? null };
   if (!isActive(run)) return run;
+  if (run.checkpointStep !== null && run.checkpointStep >= run.config.steps) {
+    return { ...run, status: 'done', phase: 'completed' };
+  }
   return { ...run, status: 'interrupted', phase: 'interrupted by a page reload' };
 }
 

@@ -68,7 +68,7 @@ export function RunView({ runId, color }: { runId: string; color: string }) {
   const acc = runAccounting(run);
   const lastQuant = run.quant.at(-1);
   return (
-    <section className="run" data-testid="run" data-run-id={run.id} data-status={run.status} style={{ borderTopColor: color }}>
+    <section className="run" data-testid="run" data-run-id={run.id} data-status={run.status} data-checkpoint-step={run.checkpointStep ?? ''} style={{ borderTopColor: color }}>
       <h2>
         <i className="swatch" style={{ background: color }} /> <span data-testid="run-label">{run.label}</span>
         {run.info && <span className="muted small"> · {run.info.adapter}</span>}
@@ -90,6 +90,11 @@ export function RunView({ runId, color }: { runId: string; color: string }) {
         <div className="error" role="alert" data-testid="run-error">
           <b>{ERROR_TITLES[run.error.kind] ?? 'Training failed'}:</b> {run.error.message}
           {run.checkpointStep !== null && ' (the last checkpoint is kept)'}
+        </div>
+      )}
+      {run.storageError && (
+        <div className="error" role="alert" data-testid="run-storage-error">
+          <b>Not saved in this browser:</b> {run.storageError}. The run goes on; export it (JSON, checkpoint) to keep it.
         </div>
       )}
       {(run.status === 'starting' || run.status === 'pausing' || run.status === 'stopping') && (
