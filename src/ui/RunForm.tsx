@@ -1,5 +1,7 @@
 import { useState } from 'react';
 import { PRESET_NAMES, PRESETS, countParams, hfConfigJson, validateModelConfig, type PresetName } from '../engine/model/config';
+import { submitDraft } from '../state/queue';
+import { runLabel } from '../state/runs';
 import { BUNDLED_DATASET, checkRunConfig } from '../worker/protocol';
 import { useLab, useLabApi } from './context';
 import { formatCount } from './format';
@@ -13,6 +15,8 @@ export function RunForm() {
   const draft = useLab((s) => s.draft);
   const draftText = useLab((s) => s.draftText);
   const gpuOk = useLab((s) => s.gpu.state === 'available');
+  const queueRuns = useLab((s) => s.queueRuns);
+  const queued = useLab((s) => s.queued);
   const setDraft = store.getState().setDraft;
   const problem = checkRunConfig(draft);
   const [customText, setCustomText] = useState<string | null>(null);
@@ -62,7 +66,7 @@ export function RunForm() {
   };
 
   return (
-    <form className="run-form" data-testid="run-form" onSubmit={(e) => { e.preventDefault(); runs.start(); }}>
+    <form className="run-form" data-testid="run-form" onSubmit={(e) => { e.preventDefault(); submitDraft(store, runs); }}>
       <label className="field">
         <span>Model</span>
         <select data-testid="preset" value={draft.preset} onChange={(e) => onPreset(e.target.value as PresetName)}>
@@ -111,7 +115,20 @@ export function RunForm() {
         <button type="submit" data-testid="start" disabled={!gpuOk || problem !== null || customError !== null}>
           Start run
         </button>
+        <label className="check small" title="Runs sharing the GPU slow each other down: queued, each run's time and tokens/s are its own">
+          <input type="checkbox" data-testid="queue-runs" checked={queueRuns} onChange={(e) => store.getState().setQueueRuns(e.target.checked)} /> one run at a time
+        </label>
       </div>
+      {queued.length > 0 && (
+        <ol className="queued small" data-testid="queued">
+          {queued.map((q) => (
+            <li key={q.key}>
+              queued: {runLabel(q.config)}{' '}
+              <button type="button" className="small" onClick={() => store.getState().takeQueued(q.key)}>drop</button>
+            </li>
+          ))}
+        </ol>
+      )}
       {customText !== null && (
         <label className="field custom-config">
           <span>Model config (Hugging Face LlamaConfig keys; vocab_size follows the data)</span>

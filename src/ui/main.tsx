@@ -7,6 +7,7 @@ import { createRoot } from 'react-dom/client';
 import { createLabStore } from '../state/lab';
 import { IdbRepo, openDb } from '../state/idb';
 import { persistRuns, requestPersistentStorage, restoreRuns, type RunRepo } from '../state/persist';
+import { runQueue } from '../state/queue';
 import { RunController } from '../state/runner';
 import { App } from './App';
 import { LabContext } from './context';
@@ -37,6 +38,7 @@ const runs = new RunController(
   { corpusUrl: new URL(`${import.meta.env.BASE_URL}data/tinyshakespeare.txt`, location.href).href },
   repo,
 );
+runQueue(store, runs);
 // Checkpoints and final states are committed as they come (RunJournal); what is left is the latest
 // metrics, written at once when the page is hidden or goes away (the transactions then complete
 // even though the page cannot wait for them).

@@ -17,6 +17,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { build, createServer, preview } from 'vite';
 import { benchTests } from './bench';
 import { groupTests } from './group';
+import { labUiTests } from './lab-ui';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const OUT = path.join(ROOT, 'test-results', 'e2e');
@@ -53,6 +54,8 @@ export interface Ctx {
   plainBrowser(): Promise<Browser>;
   /** A WebGPU browser of its own (its own GPU process, so pages compile in parallel); closed at the end. */
   newGpuBrowser(): Promise<Browser>;
+  /** A WebGPU browser whose profile (IndexedDB included) lives in `dir`, so it survives closing the browser. */
+  persistentGpuContext(dir: string): Promise<BrowserContext>;
 }
 
 export interface TestCase {
@@ -139,6 +142,14 @@ function launchBrowser(flags: string[]): Promise<Browser> {
     cleanups.push(() => browser.close());
     return browser;
   });
+}
+
+async function launchPersistent(dir: string, flags: string[]): Promise<BrowserContext> {
+  const context = await chromium.launchPersistentContext(dir, {
+    executablePath: CHROMIUM, headless: !headed, args: [...COMMON_FLAGS, ...flags], timeout: 60_000, viewport: { width: 1200, height: 900 },
+  });
+  cleanups.push(() => context.close());
+  return context;
 }
 
 function lazyBrowser(flags: string[]): () => Promise<Browser> {
@@ -461,6 +472,7 @@ const tests: TestCase[] = [
       await t.screenshot(page, 'worker-error');
     },
   },
+  ...labUiTests(check),
   ...groupTests(check),
   ...benchTests(check),
 ];
@@ -471,7 +483,8 @@ async function main(): Promise<number> {
   await mkdir(OUT, { recursive: true });
   const url = await startServer();
   console.log(`e2e: serving ${url} (${useDev ? 'vite dev server' : 'vite build + preview'})`);
-  const ctx: Ctx = { url, gpuBrowser: lazyBrowser(WEBGPU_FLAGS), plainBrowser: lazyBrowser([]), newGpuBrowser: () => launchBrowser(WEBGPU_FLAGS) };
+  const ctx: Ctx = { url, gpuBrowser: lazyBrowser(WEBGPU_FLAGS), plainBrowser: lazyBrowser([]), newGpuBrowser: () => launchBrowser(WEBGPU_FLAGS),
+    persistentGpuContext: (dir) => launchPersistent(dir, WEBGPU_FLAGS) };
   const selected = tests.filter((tc) => !only || new RegExp(only, 'i').test(tc.name));
   const results: { name: string; ok: boolean; seconds: number; error?: string }[] = [];
 
