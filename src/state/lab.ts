@@ -5,11 +5,12 @@
 import { createStore, type StoreApi } from 'zustand/vanilla';
 import { DEFAULT_RUN_CONFIG, type FromWorker, type RunConfig } from '../worker/protocol';
 import { uniqueLabel } from './compare';
+import type { AdapterLimits } from './preflight';
 import { newRun, reduceRun, type RunState } from './runs';
 
 export type GpuSupport =
   | { state: 'checking' }
-  | { state: 'available'; adapter: string }
+  | { state: 'available'; adapter: string; limits?: AdapterLimits }
   | { state: 'unavailable'; reason: 'no-api' | 'no-adapter' | 'error'; detail: string };
 
 export interface LabState {
@@ -18,6 +19,8 @@ export interface LabState {
   draft: RunConfig;
   /** A text file picked for the next run (null = the bundled corpus). */
   draftText: { name: string; text: string } | null;
+  /** What is wrong with a field of the form that the draft cannot hold (the custom model JSON): the draft is then stale. */
+  draftProblem: string | null;
   runs: Record<string, RunState>;
   runOrder: string[];
   activeRunId: string | null;
@@ -35,6 +38,7 @@ export interface LabState {
   takeQueued(key?: string): QueuedRun | undefined;
   setDraft(patch: Partial<RunConfig>): void;
   setDraftText(t: { name: string; text: string } | null): void;
+  setDraftProblem(problem: string | null): void;
   addRun(config: RunConfig): string;
   applyMessage(msg: FromWorker): void;
   markStopping(runId: string): void;
@@ -73,6 +77,7 @@ export function createLabStore(now: () => number = Date.now): LabStore {
     gpu: { state: 'checking' },
     draft: { ...DEFAULT_RUN_CONFIG },
     draftText: null,
+    draftProblem: null,
     runs: {},
     runOrder: [],
     activeRunId: null,
@@ -90,6 +95,7 @@ export function createLabStore(now: () => number = Date.now): LabStore {
       return item;
     },
     setDraft: (patch) => set({ draft: { ...get().draft, ...patch } }),
+    setDraftProblem: (problem) => set({ draftProblem: problem }),
     setDraftText: (t) => set({ draftText: t, draft: { ...get().draft, dataset: t ? t.name : DEFAULT_RUN_CONFIG.dataset } }),
     addRun: (config) => {
       let id: string;
