@@ -22,7 +22,7 @@ export interface Preflight {
   problem: string | null;
 }
 
-const mib = (n: number) => `${(n / 2 ** 20).toFixed(n < 2 ** 24 ? 1 : 0)} MiB`;
+const mib = (n: number) => (n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(n < 2 ** 34 ? 2 : 0)} GiB` : `${(n / 2 ** 20).toFixed(n < 2 ** 24 ? 1 : 0)} MiB`);
 
 export function preflight(opts: TrainOptions, limits: AdapterLimits | undefined): Preflight {
   const plan = trainerBufferPlan(resolveBudgetOptions(opts).opts);

@@ -127,6 +127,28 @@ export function reduceRun(run: RunState, msg: FromWorker, now: number): RunState
   }
 }
 
+/**
+ * What the run is doing, in words: the worker's phase, except after the last step, when the
+ * worker only evaluates, samples and checkpoints (it reports no phase for those).
+ */
+export function runPhase(run: RunState): string {
+  const done = run.latest ? run.latest.step + 1 : 0;
+  if (run.status === 'running' && done >= run.config.steps && run.phase === 'training') return 'final sample and checkpoint';
+  return run.phase;
+}
+
+/** Seconds of training left, from the mean time of the last (up to 20) steps; null before two steps or when not training. */
+export function timeLeft(run: RunState): number | null {
+  if (run.status !== 'running' || run.train.length < 2) return null;
+  const recent = run.train.slice(-21);
+  const a = recent[0].elapsed_s;
+  const b = recent.at(-1)!.elapsed_s;
+  if (a === undefined || b === undefined || b <= a) return null;
+  const perStep = (b - a) / (recent.length - 1);
+  const left = run.config.steps - (recent.at(-1)!.step + 1);
+  return Math.max(0, left) * perStep;
+}
+
 export function firstLoss(run: RunState): number | null {
   return run.train.length ? run.train[0].loss : null;
 }

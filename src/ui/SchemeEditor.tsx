@@ -23,7 +23,7 @@ function plan(draft: RunConfig): { mem: ReturnType<typeof planMemory>; fp32: Ret
 function Cell({ value, onChange, testId, title }: { value: string | null; onChange(f: GridFormat): void; testId: string; title: string }) {
   const known = value !== null && (GRID_FORMATS as readonly string[]).includes(value);
   return (
-    <select className={`cell cell-${value ?? 'mixed'}`} data-testid={testId} title={title} value={value ?? ''} onChange={(e) => onChange(e.target.value as GridFormat)}>
+    <select className={`cell cell-${value ?? 'mixed'}`} data-testid={testId} title={title} aria-label={title} value={value ?? ''} onChange={(e) => onChange(e.target.value as GridFormat)}>
       {value === null && <option value="">mixed</option>}
       {value !== null && !known && <option value={value}>{value}</option>}
       {GRID_FORMATS.map((f) => (

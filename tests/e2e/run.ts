@@ -17,7 +17,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { build, createServer, preview } from 'vite';
 import { benchTests } from './bench';
 import { groupTests } from './group';
-import { labUiTests } from './lab-ui';
+import { compareChecks, labUiTests } from './lab-ui';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const OUT = path.join(ROOT, 'test-results', 'e2e');
@@ -419,6 +419,8 @@ const tests: TestCase[] = [
       }
       await checkLab('after reload');
       await t.screenshot(page, 'restored');
+      // The comparison views and run management, on these runs (no more training).
+      await compareChecks(page, t, check, [fp32Id, agoqId, tacoId]);
     },
   },
   {

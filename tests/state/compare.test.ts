@@ -1,5 +1,6 @@
 /** The comparison views' data: smoothing, the baseline difference, shared-GPU detection, unique labels, the run queue. */
 import { describe, expect, it } from 'vitest';
+import { emptyMemReport } from '../../src/engine/gpu/memory';
 import { diffFromBaseline, mergeSeries, sharedGpuRuns, smooth, uniqueLabel } from '../../src/state/compare';
 import { createLabStore } from '../../src/state/lab';
 import { runQueue, submitDraft } from '../../src/state/queue';
@@ -84,5 +85,25 @@ describe('run queue', () => {
     submitDraft(store, runs);
     expect(started).toHaveLength(3);
     stop();
+  });
+});
+
+describe('status after the last step and time left', () => {
+  it('says the run is finishing after its last step, and estimates the time left from recent steps', async () => {
+    const { runPhase, timeLeft } = await import('../../src/state/runs');
+    const store = createLabStore();
+    const s = () => store.getState();
+    const id = s().addRun({ ...DEFAULT_RUN_CONFIG, steps: 4 });
+    s().applyMessage({ type: 'ready', runId: id, info: { adapter: 'x', params: 1, vocabSize: 65, memory: emptyMemReport() }, startStep: 0 });
+    const m = (step: number) => s().applyMessage({ type: 'metrics', runId: id, metrics: { step, loss: 4, lr: 1e-3, grad_norm: 1, tokens_per_s: 10, mem: emptyMemReport(), elapsed_s: 2 * (step + 1) } });
+    m(0);
+    expect(timeLeft(s().runs[id])).toBeNull();
+    m(1);
+    expect(timeLeft(s().runs[id])).toBe(4); // 2 steps left at 2 s each
+    expect(runPhase(s().runs[id])).toBe('training');
+    m(2);
+    m(3);
+    expect(runPhase(s().runs[id])).toBe('final sample and checkpoint');
+    expect(timeLeft(s().runs[id])).toBe(0);
   });
 });

@@ -12,7 +12,7 @@ describe('preflight', () => {
     expect(preflight(trainOptionsFor(DEFAULT_RUN_CONFIG), limits).problem).toBeNull();
     const huge = { ...PRESETS.micro, hidden_size: 8192, intermediate_size: 22016, num_hidden_layers: 96, num_attention_heads: 64, num_key_value_heads: 64 };
     const p = preflight(trainOptionsFor({ ...DEFAULT_RUN_CONFIG, model: huge, batch: 64, seq: 512 }), limits);
-    expect(p.problem).toMatch(/exceeds? this GPU's maxBufferSize \(4096 MiB\): the largest, .+, is \d+ MiB/);
+    expect(p.problem).toMatch(/exceeds? this GPU's maxBufferSize \(4\.00 GiB\): the largest, .+, is \d+ GiB/);
     expect(p.largest!.bytes).toBeGreaterThan(4 * GiB);
   });
 
