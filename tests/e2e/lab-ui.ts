@@ -170,6 +170,7 @@ export function labUiTests(check: Check): TestCase[] {
         const dir = await mkdtemp(path.join(os.tmpdir(), 'lab-profile-'));
         const moments = [0, 2500];
         let previous: { id: string; moment: number } | null = null;
+        let compileSeen: string | null = null;
         try {
           for (let k = 0; k <= moments.length; k++) {
             const context = await ctx.persistentGpuContext(dir);
@@ -195,6 +196,8 @@ export function labUiTests(check: Check): TestCase[] {
             }
             if (k === moments.length) {
               await context.close();
+              check(compileSeen, 'the status never said how many pipelines were compiling');
+              t.log(`  seen: ${compileSeen}`);
               break;
             }
             const fill = (id: string, v: number) => page.locator(byTestId(id)).fill(String(v));
@@ -214,6 +217,8 @@ export function labUiTests(check: Check): TestCase[] {
             const deadline = Date.now() + 3 * 60_000;
             while ((await card.locator(byTestId('step')).getAttribute('data-value')) !== String(STEPS)) {
               check(Date.now() < deadline, 'the run did not reach its last step in 3 minutes');
+              const status = await card.locator(byTestId('run-status')).innerText();
+              if (/compiling \d+ GPU pipelines/.test(status)) compileSeen = status;
               check((await card.getAttribute('data-status')) !== 'error', `the run failed: ${await card.locator(byTestId('run-error')).innerText().catch(() => '')}`);
               await page.waitForTimeout(50);
             }
