@@ -74,9 +74,11 @@ export async function compareChecks(page: Page, t: TestHelpers, check: Check, id
   check((await chart.locator('svg path.recharts-curve').count()) >= 3, 'no difference curves drawn');
   await page.locator(byTestId('compare-diff-mode')).selectOption('percent');
   check((await chart.locator('figcaption').innerText()).includes('%'), 'the % view is not said');
-  const ticks = await chart.locator('.recharts-yAxis .recharts-cartesian-axis-tick-value').allInnerTexts();
+  const ticks = await chart.locator('.recharts-yAxis .recharts-cartesian-axis-tick-value').allTextContents();
   check(ticks.some((x) => x.endsWith('%')), `y ticks of the % view: ${ticks.join(' ')}`);
-  await page.locator(byTestId('compare-smoothing')).fill('0.5');
+  // A range input takes keys, not fill(): ten steps of 0.05.
+  for (let i = 0; i < 10; i++) await page.locator(byTestId('compare-smoothing')).press('ArrowRight');
+  check((await page.locator(byTestId('compare-smoothing')).inputValue()) === '0.5', 'smoothing did not follow the slider');
   check((await chart.locator('.recharts-brush').count()) === 1, 'no brush (x zoom) under loss vs step');
   for (const id of ['loss-vs-step', 'loss-vs-time', 'tokens-chart']) {
     check((await page.locator(`${byTestId(id)} .recharts-legend-wrapper`).count()) === 1, `no legend on ${id}`);
