@@ -74,7 +74,7 @@ export async function compareChecks(page: Page, t: TestHelpers, check: Check, id
   check((await chart.locator('svg path.recharts-curve').count()) >= 3, 'no difference curves drawn');
   await page.locator(byTestId('compare-diff-mode')).selectOption('percent');
   check((await chart.locator('figcaption').innerText()).includes('%'), 'the % view is not said');
-  const ticks = await chart.locator('.recharts-yAxis .recharts-cartesian-axis-tick-value').allTextContents();
+  const ticks = await chart.locator('.recharts-yAxis-tick-labels .recharts-cartesian-axis-tick-value').allTextContents();
   check(ticks.some((x) => x.endsWith('%')), `y ticks of the % view: ${ticks.join(' ')}`);
   // A range input takes keys, not fill(): ten steps of 0.05.
   for (let i = 0; i < 10; i++) await page.locator(byTestId('compare-smoothing')).press('ArrowRight');
