@@ -5,7 +5,7 @@
  */
 import { useState } from 'react';
 import { useStore } from 'zustand';
-import { activeRun, groupRunCsv, shortPeer, groupRunJson, hashHex, hashTrail, type GroupRun, type GroupState } from '../state/group';
+import { activeRun, groupRunCsv, groupRunJson, type GroupNotice, hashHex, hashTrail, shortPeer, type GroupRun, type GroupState } from '../state/group';
 import { GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode } from '../state/group-config';
 import { pageGroupLab } from '../state/group-page';
 import { useLab } from './context';
@@ -152,10 +152,15 @@ function RunStatus({ run }: { run: GroupRun }) {
   );
 }
 
-/** A passphrase refusal from a peer that has since been admitted: shown as resolved, not as a standing error. */
-function resolvedBy(text: string, admitted: readonly string[]): string | null {
-  const m = /wrong passphrase: peer (\S+)/.exec(text);
-  return m && admitted.includes(m[1]) ? m[1] : null;
+/**
+ * A passphrase refusal that a later join superseded (a peer retrying gets a new id, so the match is
+ * by time): shown as settled, naming the peer where it is the one now admitted; null while it stands.
+ */
+function settledBy(n: GroupNotice, notices: readonly GroupNotice[], admitted: readonly string[]): string | null {
+  const m = n.level === 'error' ? /wrong passphrase: peer (\S+)/.exec(n.text) : null;
+  if (!m) return null;
+  if (admitted.includes(m[1])) return `${shortPeer(m[1])} and this page have matched since`;
+  return notices.some((x) => x.level === 'info' && x.at >= n.at && x.id > n.id && /joined the group/.test(x.text)) ? 'a peer has joined since with the right passphrase' : null;
 }
 
 function Notices() {
@@ -168,11 +173,11 @@ function Notices() {
     <div className="group-notices" data-testid="group-notices" data-rejected={rejected}>
       <ul>
         {notices.slice(-8).reverse().map((n) => {
-          const fixed = n.level === 'error' ? resolvedBy(n.text, admitted) : null;
+          const fixed = settledBy(n, notices, admitted);
           return (
             <li key={n.id} className={fixed ? 'muted' : `notice-${n.level}`} data-testid="group-notice" data-level={fixed ? 'resolved' : n.level}>
               <span className="muted small">{new Date(n.at).toLocaleTimeString()}</span> {n.text}
-              {fixed && ` — resolved: ${shortPeer(fixed)} joined since with the right passphrase`}
+              {fixed && ` — resolved: ${fixed}`}
             </li>
           );
         })}
