@@ -22,7 +22,8 @@ interface View {
 }
 
 const signed = (v: number, digits: number) => `${v > 0 ? '+' : v < 0 ? '−' : ''}${Math.abs(v).toFixed(digits)}`;
-const formatDiff = (v: number, mode: DiffMode) => (mode === 'percent' ? `${signed(v, 2)} %` : signed(v, 4));
+// A no-break space keeps "%" on the tick's line; three decimals show a 0.001 % step.
+const formatDiff = (v: number, mode: DiffMode) => (mode === 'percent' ? `${signed(v, 3)}\u00a0%` : signed(v, 4));
 
 /**
  * Train (solid) and validation (dashed, dots) loss of every run against step or training time,
@@ -55,7 +56,7 @@ function LossCompare({ runs, x, testId, title, view }: { runs: RunState[]; x: XK
             <CartesianGrid strokeDasharray="3 3" />
             <XAxis dataKey="x" type="number" domain={['dataMin', 'dataMax']} allowDecimals={x === 'elapsed_s'}
               tickFormatter={(v: number) => (x === 'step' ? String(v) : `${v.toFixed(0)} s`)} />
-            <YAxis type="number" domain={['auto', 'auto']} tickFormatter={fmtY} width={base ? 64 : 52} />
+            <YAxis type="number" domain={['auto', 'auto']} tickFormatter={fmtY} width={base ? 80 : 60} tick={{ fontSize: 12 }} />
             <Tooltip formatter={(v) => (typeof v === 'number' ? fmtY(v) : String(v))} labelFormatter={(v) => fmtX(Number(v))} />
             <Legend />
             {base && <ReferenceLine y={0} stroke="currentColor" strokeOpacity={0.5} />}
