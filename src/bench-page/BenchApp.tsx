@@ -23,6 +23,9 @@ const SUITE_HELP: Record<SuiteName, string> = {
   allreduce: 'mean all-reduce fp32/int8 over in-process peers (no GPU)',
 };
 
+/** Quick mode steps one small model under fp32 only (bench/suites.ts planDefaults): said as such. */
+const QUICK_STEP_HELP = 'a full training step of micro under fp32 (quick; full mode: per model and scheme), tokens/s';
+
 /** A number field's text: blank means "the suite's default". */
 function optionalInt(text: string): number | undefined {
   return text.trim() === '' ? undefined : Number(text);
@@ -107,7 +110,7 @@ export function BenchApp() {
                 disabled={running}
                 onChange={(e) => setSuites((xs) => (e.target.checked ? [...xs, s] : xs.filter((x) => x !== s)))}
               />{' '}
-              {s} <span className="muted small">{SUITE_HELP[s]}</span>
+              {s} <span className="muted small">{s === 'step' && size === 'quick' ? QUICK_STEP_HELP : SUITE_HELP[s]}</span>
             </label>
           ))}
         </fieldset>
@@ -130,9 +133,9 @@ export function BenchApp() {
           <label className="field">
             GEMM variants
             <select data-testid="variants" value={variants} disabled={running} onChange={(e) => setVariants(e.target.value as typeof variants)}>
-              <option value="">default ({size === 'quick' ? 'the engine\'s pick' : 'all'})</option>
-              <option value="pick">the engine&apos;s pick (measured table, else heuristic)</option>
-              <option value="heuristic">the heuristic&apos;s pick</option>
+              <option value="">as the size sets it ({size === 'quick' ? 'quick: the engine\'s pick only' : 'full: every variant'})</option>
+              <option value="pick">only the engine&apos;s pick (its measured table, else the heuristic)</option>
+              <option value="heuristic">only the heuristic&apos;s pick</option>
               <option value="all">every variant</option>
             </select>
           </label>

@@ -27,8 +27,8 @@ export function BenchTable({ rows }: { rows: BenchRow[] }) {
               <td className="num">
                 {formatFigure(r.value)} {r.unit}
               </td>
-              <td className="num">{r.ms === undefined ? '' : `${formatFigure(r.ms)} ms`}</td>
-              <td>{r.method ?? ''}</td>
+              <td className="num" title={r.ms === undefined ? 'this row reports no time of its own' : undefined}>{r.ms === undefined ? '–' : `${formatFigure(r.ms)} ms`}</td>
+              <td title={r.method === undefined ? 'this row reports no timer' : undefined}>{r.method ?? '–'}</td>
               <td>{r.baseline ? `${formatFigure(r.baseline.value)} (${r.baseline.name})` : ''}</td>
               <td className="num" data-testid={r.ratio === undefined ? undefined : 'ratio'}>
                 {r.ratio === undefined ? '' : `${r.ratio.toFixed(2)}×`}

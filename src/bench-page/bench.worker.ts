@@ -14,6 +14,9 @@ import { type BenchErrorKind, type BenchRequest, type FromBenchWorker, suitePlan
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 let started = false;
+// The suites write their diagnostics with console.error, the CLI's stderr (stdout is its JSON);
+// in the page they are information, not errors: failures come back as messages.
+console.error = (...args: unknown[]) => console.info(...args);
 
 function post(msg: FromBenchWorker): void {
   scope.postMessage(msg);

@@ -236,3 +236,16 @@ export function createGroupStore(init: { invite?: ParsedRoomLink | null; inviteE
     dismissNotices: () => set({ notices: [] }),
   }));
 }
+
+const GROUP_CSV_COLUMNS = ['step', 'loss', 'world', 'wireBytes', 'fp32WireBytes', 'bytesSent', 'bytesReceived', 'commMs', 'computeMs', 'stepMs', 'hash'] as const;
+
+/** A group run's steps as CSV (this member's view), like a single run's export; the hash as hex. */
+export function groupRunCsv(run: GroupRun): string {
+  const rows = [GROUP_CSV_COLUMNS.join(',')];
+  for (const p of run.points) rows.push(GROUP_CSV_COLUMNS.map((c) => (c === 'hash' ? (p.hash === null ? '' : hashHex(p.hash)) : (p[c] ?? ''))).join(','));
+  return rows.join('\n') + '\n';
+}
+
+export function groupRunJson(run: GroupRun): string {
+  return JSON.stringify({ ...run, points: run.points.map((p) => ({ ...p, hash: p.hash === null ? null : hashHex(p.hash) })) }, null, 2) + '\n';
+}

@@ -1,68 +1,63 @@
 /**
- * The IndexedDB adapter of RunRepo (raw API, no library): three object stores keyed by run id.
- * Only a thin translation of requests into promises; the logic is in persist.ts.
+ * The IndexedDB adapter of RunRepo, on the `idb` library: three object stores keyed by run id.
+ * A checkpoint and the run record that names it go in one strict-durability transaction, so a
+ * browser closed at any moment finds the two agreeing. The logic is in persist.ts.
  */
+import { type DBSchema, type IDBPDatabase, openDB } from 'idb';
 import type { CheckpointBlob } from '../worker/protocol';
 import type { RunRepo } from './persist';
 import type { RunState } from './runs';
 
 const DB_NAME = 'webgpu-lab';
 const VERSION = 1;
-const RUNS = 'runs';
-const CHECKPOINTS = 'checkpoints';
-const TEXTS = 'texts';
 
-function req<T>(r: IDBRequest<T>): Promise<T> {
-  return new Promise((resolve, reject) => {
-    r.onsuccess = () => resolve(r.result);
-    r.onerror = () => reject(r.error ?? new Error('IndexedDB request failed'));
-  });
+interface LabDb extends DBSchema {
+  runs: { key: string; value: RunState };
+  checkpoints: { key: string; value: CheckpointBlob };
+  texts: { key: string; value: string };
 }
 
-export function openDb(factory: IDBFactory = indexedDB): Promise<IDBDatabase> {
+export function openDb(): Promise<IDBPDatabase<LabDb>> {
   return new Promise((resolve, reject) => {
-    const r = factory.open(DB_NAME, VERSION);
-    r.onupgradeneeded = () => {
-      const db = r.result;
-      for (const name of [RUNS, CHECKPOINTS, TEXTS]) if (!db.objectStoreNames.contains(name)) db.createObjectStore(name);
-    };
-    r.onsuccess = () => resolve(r.result);
-    r.onerror = () => reject(r.error ?? new Error('could not open IndexedDB'));
-    r.onblocked = () => reject(new Error('IndexedDB is blocked by another tab'));
+    openDB<LabDb>(DB_NAME, VERSION, {
+      upgrade(db) {
+        for (const name of ['runs', 'checkpoints', 'texts'] as const) if (!db.objectStoreNames.contains(name)) db.createObjectStore(name);
+      },
+      blocked: () => reject(new Error('IndexedDB is blocked by another tab of this page (close it and reload)')),
+      // A newer version opened in another tab: let it upgrade; this tab stops saving.
+      blocking(_current, _next, event) { (event.target as IDBDatabase).close(); },
+    }).then(resolve, reject);
   });
 }
 
 export class IdbRepo implements RunRepo {
-  constructor(private readonly db: IDBDatabase) {}
+  constructor(private readonly db: IDBPDatabase<LabDb>) {}
 
-  private store(name: string, mode: IDBTransactionMode): IDBObjectStore {
-    return this.db.transaction(name, mode).objectStore(name);
-  }
-
-  async loadRuns(): Promise<RunState[]> {
-    return (await req(this.store(RUNS, 'readonly').getAll())) as RunState[];
+  loadRuns(): Promise<RunState[]> {
+    return this.db.getAll('runs');
   }
   async saveRun(run: RunState): Promise<void> {
-    await req(this.store(RUNS, 'readwrite').put(run, run.id));
+    await this.db.put('runs', run, run.id);
+  }
+  async saveFinal(run: RunState): Promise<void> {
+    const tx = this.db.transaction('runs', 'readwrite', { durability: 'strict' });
+    await Promise.all([tx.store.put(run, run.id), tx.done]);
   }
   async deleteRun(id: string): Promise<void> {
-    const tx = this.db.transaction([RUNS, CHECKPOINTS, TEXTS], 'readwrite');
-    for (const name of [RUNS, CHECKPOINTS, TEXTS]) tx.objectStore(name).delete(id);
-    await new Promise<void>((resolve, reject) => {
-      tx.oncomplete = () => resolve();
-      tx.onerror = () => reject(tx.error ?? new Error('IndexedDB delete failed'));
-    });
+    const tx = this.db.transaction(['runs', 'checkpoints', 'texts'], 'readwrite');
+    await Promise.all([tx.objectStore('runs').delete(id), tx.objectStore('checkpoints').delete(id), tx.objectStore('texts').delete(id), tx.done]);
   }
-  async saveCheckpoint(id: string, files: CheckpointBlob): Promise<void> {
-    await req(this.store(CHECKPOINTS, 'readwrite').put(files, id));
+  async saveCheckpoint(run: RunState, files: CheckpointBlob): Promise<void> {
+    const tx = this.db.transaction(['runs', 'checkpoints'], 'readwrite', { durability: 'strict' });
+    await Promise.all([tx.objectStore('checkpoints').put(files, run.id), tx.objectStore('runs').put(run, run.id), tx.done]);
   }
-  async loadCheckpoint(id: string): Promise<CheckpointBlob | undefined> {
-    return (await req(this.store(CHECKPOINTS, 'readonly').get(id))) as CheckpointBlob | undefined;
+  loadCheckpoint(id: string): Promise<CheckpointBlob | undefined> {
+    return this.db.get('checkpoints', id);
   }
   async saveText(id: string, text: string): Promise<void> {
-    await req(this.store(TEXTS, 'readwrite').put(text, id));
+    await this.db.put('texts', text, id);
   }
-  async loadText(id: string): Promise<string | undefined> {
-    return (await req(this.store(TEXTS, 'readonly').get(id))) as string | undefined;
+  loadText(id: string): Promise<string | undefined> {
+    return this.db.get('texts', id);
   }
 }

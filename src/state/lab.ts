@@ -4,11 +4,13 @@
  */
 import { createStore, type StoreApi } from 'zustand/vanilla';
 import { DEFAULT_RUN_CONFIG, type FromWorker, type RunConfig } from '../worker/protocol';
+import { uniqueLabel } from './compare';
+import type { AdapterLimits } from './preflight';
 import { newRun, reduceRun, type RunState } from './runs';
 
 export type GpuSupport =
   | { state: 'checking' }
-  | { state: 'available'; adapter: string }
+  | { state: 'available'; adapter: string; limits?: AdapterLimits }
   | { state: 'unavailable'; reason: 'no-api' | 'no-adapter' | 'error'; detail: string };
 
 export interface LabState {
@@ -17,15 +19,26 @@ export interface LabState {
   draft: RunConfig;
   /** A text file picked for the next run (null = the bundled corpus). */
   draftText: { name: string; text: string } | null;
+  /** What is wrong with a field of the form that the draft cannot hold (the custom model JSON): the draft is then stale. */
+  draftProblem: string | null;
   runs: Record<string, RunState>;
   runOrder: string[];
   activeRunId: string | null;
   /** Errors outside any run (uncaught exceptions, failed worker launches). */
   appErrors: string[];
+  /** Start each new run only when no other is training, so time and throughput compare fairly. */
+  queueRuns: boolean;
+  /** Runs waiting for their turn (see queue.ts). */
+  queued: QueuedRun[];
 
   setGpu(gpu: GpuSupport): void;
+  setQueueRuns(on: boolean): void;
+  enqueueRun(config: RunConfig, text?: string): void;
+  /** Takes a queued run out (the first one if no key): to start it, or because the user dropped it. */
+  takeQueued(key?: string): QueuedRun | undefined;
   setDraft(patch: Partial<RunConfig>): void;
   setDraftText(t: { name: string; text: string } | null): void;
+  setDraftProblem(problem: string | null): void;
   addRun(config: RunConfig): string;
   applyMessage(msg: FromWorker): void;
   markStopping(runId: string): void;
@@ -33,13 +46,29 @@ export interface LabState {
   /** A run continuing from its checkpoint in a new worker. */
   markContinuing(runId: string): void;
   removeRun(runId: string): void;
+  /** A new label for a run; trimmed, and made unique like a new run's (empty: unchanged). */
+  renameRun(runId: string, label: string): void;
+  /** What the run is doing now, where no worker message says it (saving after the last step). */
+  setPhase(runId: string, phase: string): void;
+  /** Why the run could not be saved (null: it was saved again). */
+  setStorageError(runId: string, message: string | null): void;
   restoreRuns(runs: RunState[]): void;
   selectRun(runId: string): void;
   reportAppError(message: string): void;
   dismissAppErrors(): void;
 }
 
+export interface QueuedRun {
+  key: string;
+  config: RunConfig;
+  text?: string;
+}
+
 export type LabStore = StoreApi<LabState>;
+
+function withUniqueLabel(run: RunState, runs: Record<string, RunState>): RunState {
+  return { ...run, label: uniqueLabel(run.label, Object.values(runs).map((r) => r.label)) };
+}
 
 export function createLabStore(now: () => number = Date.now): LabStore {
   let counter = 0;
@@ -48,20 +77,32 @@ export function createLabStore(now: () => number = Date.now): LabStore {
     gpu: { state: 'checking' },
     draft: { ...DEFAULT_RUN_CONFIG },
     draftText: null,
+    draftProblem: null,
     runs: {},
     runOrder: [],
     activeRunId: null,
     appErrors: [],
+    queueRuns: false,
+    queued: [],
 
     setGpu: (gpu) => set({ gpu }),
+    setQueueRuns: (on) => set({ queueRuns: on }),
+    enqueueRun: (config, text) => set((s) => ({ queued: [...s.queued, { key: `q-${++counter}`, config, text }] })),
+    takeQueued: (key) => {
+      const q = get().queued;
+      const item = key === undefined ? q[0] : q.find((x) => x.key === key);
+      if (item) set({ queued: q.filter((x) => x !== item) });
+      return item;
+    },
     setDraft: (patch) => set({ draft: { ...get().draft, ...patch } }),
+    setDraftProblem: (problem) => set({ draftProblem: problem }),
     setDraftText: (t) => set({ draftText: t, draft: { ...get().draft, dataset: t ? t.name : DEFAULT_RUN_CONFIG.dataset } }),
     addRun: (config) => {
       let id: string;
       do id = `run-${++counter}-${now().toString(36)}`;
       while (id in get().runs);
       set((s) => ({
-        runs: { ...s.runs, [id]: newRun(id, config, now()) },
+        runs: { ...s.runs, [id]: withUniqueLabel(newRun(id, config, now()), s.runs) },
         runOrder: [...s.runOrder, id],
         activeRunId: id,
       }));
@@ -88,6 +129,20 @@ export function createLabStore(now: () => number = Date.now): LabStore {
       if (!run) return;
       set((s) => patchRun(s, runId, { status: 'starting', phase: 'continuing from the checkpoint', error: null, finishedAt: null }));
     },
+    renameRun: (runId, label) => {
+      const run = get().runs[runId];
+      const wanted = label.trim().slice(0, 120);
+      if (!run || !wanted || wanted === run.label) return;
+      set((s) => patchRun(s, runId, { label: uniqueLabel(wanted, Object.values(s.runs).filter((r) => r.id !== runId).map((r) => r.label)) }));
+    },
+    setPhase: (runId, phase) => {
+      const run = get().runs[runId];
+      if (run && run.phase !== phase) set((s) => patchRun(s, runId, { phase }));
+    },
+    setStorageError: (runId, message) => {
+      const run = get().runs[runId];
+      if (run && (run.storageError ?? null) !== message) set((s) => patchRun(s, runId, { storageError: message }));
+    },
     removeRun: (runId) =>
       set((s) => {
         const { [runId]: _gone, ...runs } = s.runs;
@@ -100,7 +155,9 @@ export function createLabStore(now: () => number = Date.now): LabStore {
         const order = [...s.runOrder];
         for (const r of restored) {
           if (!(r.id in runs)) order.push(r.id);
-          runs[r.id] = r;
+          // Runs saved before labels were unique get a suffix, so no two read the same.
+          const { [r.id]: _self, ...others } = runs;
+          runs[r.id] = withUniqueLabel(r, others);
         }
         return { runs, runOrder: order, activeRunId: s.activeRunId ?? order.at(-1) ?? null };
       }),

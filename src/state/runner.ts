@@ -6,18 +6,22 @@
 import { launchRun, type LaunchData, type LaunchOptions, type RunHandle } from '../worker/client';
 import { checkRunConfig, type CheckpointBlob, type FromWorker, type RunConfig } from '../worker/protocol';
 import type { LabStore } from './lab';
-import type { RunRepo } from './persist';
+import { RunJournal, type RunRepo } from './persist';
 import { canContinue } from './runs';
 
 export class RunController {
   private handles = new Map<string, RunHandle>();
   private checkpoints = new Map<string, CheckpointBlob>();
+  /** Folds worker messages into the store, checkpoints and final states stored first. */
+  readonly journal: RunJournal;
 
   constructor(
     private readonly store: LabStore,
     private readonly launch: Omit<LaunchOptions, 'createWorker'> & { createWorker?: () => Worker },
     private readonly repo: RunRepo | null = null,
-  ) {}
+  ) {
+    this.journal = new RunJournal(store, repo);
+  }
 
   /** Starts a run with `config` (default: the form's draft and its text); returns its id, or null if invalid. */
   start(config: RunConfig = this.store.getState().draft, text: string | undefined = this.store.getState().draftText?.text): string | null {
@@ -43,11 +47,8 @@ export class RunController {
   }
 
   private onMessage(id: string, msg: FromWorker): void {
-    if (msg.type === 'checkpoint') {
-      this.checkpoints.set(id, msg.files);
-      this.saveQuietly(() => this.repo?.saveCheckpoint(id, msg.files));
-    }
-    this.store.getState().applyMessage(msg);
+    if (msg.type === 'checkpoint') this.checkpoints.set(id, msg.files);
+    this.journal.receive(msg);
     if (msg.type === 'done' || msg.type === 'error') this.handles.delete(id);
   }
 

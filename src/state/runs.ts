@@ -45,6 +45,8 @@ export interface RunState {
   finishedAt: number | null;
   /** Step count of the latest checkpoint the page holds (null = none). */
   checkpointStep: number | null;
+  /** Why the run's latest state could not be saved in the browser (null = saved). */
+  storageError: string | null;
 }
 
 export interface QuantSnapshot {
@@ -74,6 +76,7 @@ export function newRun(id: string, config: RunConfig, now: number): RunState {
     startedAt: now,
     finishedAt: null,
     checkpointStep: null,
+    storageError: null,
   };
 }
 
@@ -124,14 +127,43 @@ export function reduceRun(run: RunState, msg: FromWorker, now: number): RunState
   }
 }
 
+/**
+ * What the run is doing, in words: the worker's phase, except after the last step, when the
+ * worker only evaluates, samples and checkpoints (it reports no phase for those).
+ */
+export function runPhase(run: RunState): string {
+  const done = run.latest ? run.latest.step + 1 : 0;
+  if (run.status === 'running' && done >= run.config.steps && run.phase === 'training') return 'final sample and checkpoint';
+  return run.phase;
+}
+
+/** Seconds of training left, from the mean time of the last (up to 20) steps; null before two steps or when not training. */
+export function timeLeft(run: RunState): number | null {
+  if (run.status !== 'running' || run.train.length < 2) return null;
+  const recent = run.train.slice(-21);
+  const a = recent[0].elapsed_s;
+  const b = recent.at(-1)!.elapsed_s;
+  if (a === undefined || b === undefined || b <= a) return null;
+  const perStep = (b - a) / (recent.length - 1);
+  const left = run.config.steps - (recent.at(-1)!.step + 1);
+  return Math.max(0, left) * perStep;
+}
+
 export function firstLoss(run: RunState): number | null {
   return run.train.length ? run.train[0].loss : null;
 }
 
-/** A run as stored across reloads: live statuses come back as `interrupted`; fields added since it was saved get their defaults. */
+/**
+ * A run as stored across reloads: live statuses come back as `interrupted`, except a run whose
+ * final checkpoint is stored (the page closed between it and "done": nothing is missing, the
+ * worker posts the last evaluation and sample before it); fields added since it was saved get their defaults.
+ */
 export function restoredRun(saved: RunState): RunState {
-  const run: RunState = { ...saved, quant: Array.isArray(saved.quant) ? saved.quant : [] };
+  const run: RunState = { ...saved, quant: Array.isArray(saved.quant) ? saved.quant : [], storageError: saved.storageError ?? null };
   if (!isActive(run)) return run;
+  if (run.checkpointStep !== null && run.checkpointStep >= run.config.steps) {
+    return { ...run, status: 'done', phase: 'completed' };
+  }
   return { ...run, status: 'interrupted', phase: 'interrupted by a page reload' };
 }
 

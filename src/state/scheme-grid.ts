@@ -4,8 +4,9 @@
  */
 import type { ModelConfig } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
-import { FP32, parseScheme, savedSpec, type QuantSpec, type SavedKind, type Scheme } from '../engine/scheme/scheme';
+import { FP32, parseScheme, savedSpec, SchemeSchema, type QuantSpec, type SavedKind, type Scheme } from '../engine/scheme/scheme';
 import { type BitsAndWire, bitsAndWire } from '../engine/train/probe-bits';
+import { explainIssues } from './explain';
 
 /** What a grid cell offers: fp32, or INT8/INT4 in groups of 128 (round to nearest). */
 export const GRID_FORMATS = ['fp32', 'int8', 'int4'] as const;
@@ -63,11 +64,10 @@ export function parseSchemeText(text: string): { scheme: Scheme } | { error: str
   try {
     raw = JSON.parse(text);
   } catch (e) {
-    return { error: `not JSON: ${(e as Error).message}` };
+    return { error: `not JSON: ${(e as Error).message}. Expected a scheme object, e.g. {"name": "mine", "layer": {"saved": {"swiglu": {"format": "int8"}}}} (Export JSON gives a full one)` };
   }
-  try {
-    return { scheme: parseScheme(raw) };
-  } catch (e) {
-    return { error: (e as Error).message };
-  }
+  const r = SchemeSchema.safeParse(raw);
+  if (r.success) return { scheme: r.data };
+  const good = SCHEME_PRESETS.agoq ?? Object.values(SCHEME_PRESETS)[0];
+  return { error: `invalid scheme:\n${explainIssues(r.error.issues, good, 'scheme', raw).map((l) => `  ${l}`).join('\n')}` };
 }

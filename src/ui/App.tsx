@@ -1,7 +1,9 @@
+import { useState } from 'react';
+import { isActive } from '../state/runs';
 import { AppErrors } from './AppErrors';
 import { runColor } from './colors';
 import { ComparePanel } from './ComparePanel';
-import { useLab } from './context';
+import { useLab, useLabApi } from './context';
 import { ErrorBoundary } from './ErrorBoundary';
 import { GroupPanel } from './GroupPanel';
 import { RunForm } from './RunForm';
@@ -9,8 +11,47 @@ import { RunView } from './RunView';
 import { SchemeEditor } from './SchemeEditor';
 import { WebGpuNotice } from './WebGpuNotice';
 
+/** Removing several runs at once: the selected ones, or every finished one (asks first). */
+function RunsToolbar({ selected, clear }: { selected: string[]; clear(): void }) {
+  const { runs } = useLabApi();
+  const all = useLab((s) => s.runs);
+  const finished = Object.values(all).filter((r) => !isActive(r)).map((r) => r.id);
+  const [confirming, setConfirming] = useState<string[] | null>(null);
+  if (finished.length === 0) return null;
+  const remove = (ids: string[]) => {
+    for (const id of ids) runs.remove(id);
+    clear();
+    setConfirming(null);
+  };
+  return (
+    <div className="buttons runs-toolbar" data-testid="runs-toolbar">
+      {confirming ? (
+        <>
+          <span>Remove {confirming.length} run{confirming.length === 1 ? '' : 's'} and their checkpoints from this browser?</span>
+          <button type="button" data-testid="confirm-remove" onClick={() => remove(confirming)}>Remove</button>
+          <button type="button" onClick={() => setConfirming(null)}>Keep</button>
+        </>
+      ) : (
+        <>
+          <button type="button" data-testid="remove-selected" disabled={selected.length === 0} onClick={() => setConfirming(selected)}>
+            Remove selected ({selected.length})
+          </button>
+          <button type="button" data-testid="clear-history" onClick={() => setConfirming(finished)}>
+            Clear history ({finished.length} finished)
+          </button>
+        </>
+      )}
+    </div>
+  );
+}
+
 export function App() {
   const order = useLab((s) => s.runOrder);
+  const runs = useLab((s) => s.runs);
+  const [picked, setPicked] = useState<ReadonlySet<string>>(new Set());
+  // Only finished runs that still exist can be selected.
+  const selected = order.filter((id) => picked.has(id) && runs[id] && !isActive(runs[id]));
+  const select = (id: string, on: boolean) => setPicked((p) => { const n = new Set(p); if (on) n.add(id); else n.delete(id); return n; });
   return (
     <main className="lab" data-testid="lab">
       <header>
@@ -41,13 +82,16 @@ export function App() {
       {order.length === 0 ? (
         <p className="muted" data-testid="no-run">No run yet: pick a model and a scheme, and press Start run. Several runs can train at once.</p>
       ) : (
-        <div className="runs" data-testid="runs">
-          {order.map((id, i) => (
-            <ErrorBoundary key={id} where="run">
-              <RunView runId={id} color={runColor(i)} />
-            </ErrorBoundary>
-          ))}
-        </div>
+        <>
+          <RunsToolbar selected={selected} clear={() => setPicked(new Set())} />
+          <div className="runs" data-testid="runs">
+            {order.map((id, i) => (
+              <ErrorBoundary key={id} where="run">
+                <RunView runId={id} color={runColor(i)} selected={picked.has(id)} onSelect={(on) => select(id, on)} />
+              </ErrorBoundary>
+            ))}
+          </div>
+        </>
       )}
     </main>
   );

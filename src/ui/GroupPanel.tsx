@@ -5,10 +5,11 @@
  */
 import { useState } from 'react';
 import { useStore } from 'zustand';
-import { activeRun, hashHex, hashTrail, type GroupRun, type GroupState } from '../state/group';
+import { activeRun, groupRunCsv, groupRunJson, type GroupNotice, hashHex, hashTrail, shortPeer, type GroupRun, type GroupState } from '../state/group';
 import { GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode, groupSchemeFields } from '../state/group-config';
 import { pageGroupLab } from '../state/group-page';
 import { useLab } from './context';
+import { download, fileSlug } from './download';
 import { GroupCharts } from './GroupCharts';
 import { GroupRoster } from './GroupRoster';
 import { NumberField } from './NumberField';
@@ -134,7 +135,9 @@ function RunStatus({ run }: { run: GroupRun }) {
       data-points={run.points.length} data-world={last?.world ?? ''} data-hash={lastHash === null ? '' : hashHex(lastHash)}
       data-hashes={hashTrail(run.points)} data-steps={JSON.stringify(steps)} data-caught-up={run.caughtUpAt ?? ''}>
       <h3>
-        {run.label} <span className={`badge badge-${run.status}`} data-testid="group-run-status">{run.status}</span>
+        {run.label} <span className={`badge badge-${run.status}`} data-testid="group-run-status">{run.status}</span>{' '}
+        <button type="button" className="small" data-testid="group-export-json" onClick={() => download(`group-${fileSlug(run.label)}.json`, groupRunJson(run), 'application/json')}>JSON</button>{' '}
+        <button type="button" className="small" data-testid="group-export-csv" onClick={() => download(`group-${fileSlug(run.label)}.csv`, groupRunCsv(run), 'text/csv')}>CSV</button>
       </h3>
       <p className="muted small" data-testid="group-run-phase">{run.phase}{run.joinedLate && ' · joined late'}{run.caughtUpAt !== null && ` · caught up at step ${run.caughtUpAt}`}</p>
       {run.error && (
@@ -150,18 +153,35 @@ function RunStatus({ run }: { run: GroupRun }) {
   );
 }
 
+/**
+ * A passphrase refusal that a later join superseded (a peer retrying gets a new id, so the match is
+ * by time): shown as settled, naming the peer where it is the one now admitted; null while it stands.
+ */
+function settledBy(n: GroupNotice, notices: readonly GroupNotice[], admitted: readonly string[]): string | null {
+  const m = n.level === 'error' ? /wrong passphrase: peer (\S+)/.exec(n.text) : null;
+  if (!m) return null;
+  if (admitted.includes(m[1])) return `${shortPeer(m[1])} and this page have matched since`;
+  return notices.some((x) => x.level === 'info' && x.at >= n.at && x.id > n.id && /joined the group/.test(x.text)) ? 'a peer has joined since with the right passphrase' : null;
+}
+
 function Notices() {
   const notices = useGroup((s) => s.notices);
   const rejected = useGroup((s) => s.rejected);
+  const roster = useGroup((s) => s.roster);
+  const admitted = roster.filter((e) => e.state === 'admitted').map((e) => e.id);
   if (notices.length === 0 && rejected === 0) return null;
   return (
     <div className="group-notices" data-testid="group-notices" data-rejected={rejected}>
       <ul>
-        {notices.slice(-8).reverse().map((n) => (
-          <li key={n.id} className={`notice-${n.level}`} data-testid="group-notice" data-level={n.level}>
-            <span className="muted small">{new Date(n.at).toLocaleTimeString()}</span> {n.text}
-          </li>
-        ))}
+        {notices.slice(-8).reverse().map((n) => {
+          const fixed = settledBy(n, notices, admitted);
+          return (
+            <li key={n.id} className={fixed ? 'muted' : `notice-${n.level}`} data-testid="group-notice" data-level={fixed ? 'resolved' : n.level}>
+              <span className="muted small">{new Date(n.at).toLocaleTimeString()}</span> {n.text}
+              {fixed && ` — resolved: ${fixed}`}
+            </li>
+          );
+        })}
       </ul>
       {rejected > 0 && <p className="muted small">{rejected} malformed or unexpected message(s) rejected</p>}
     </div>
@@ -184,7 +204,8 @@ function Joined() {
         <button type="button" data-testid="group-leave" onClick={() => controller.leave()}>Leave</button>
       </div>
       <CopyLink link={room.link} />
-      <GroupRoster run={run} />
+      {/* After a run the roster keeps its last steps and weights hashes. */}
+      <GroupRoster run={run ?? latest} />
       <RunForm run={run} />
       {latest && <RunStatus run={latest} />}
       <Notices />

@@ -22,7 +22,7 @@ export function LossChart({ train, val, color = '#2563eb' }: Props) {
             <Tooltip formatter={(v) => (typeof v === 'number' ? v.toFixed(4) : String(v))} />
             <Legend />
             <Line data={train} dataKey="loss" name="train loss" stroke={color} dot={false} isAnimationActive={false} />
-            <Scatter data={val} dataKey="loss" name="validation loss" fill="#111827" isAnimationActive={false} />
+            <Scatter data={val} dataKey="loss" name="validation loss" fill="currentColor" isAnimationActive={false} />
           </ComposedChart>
         </ResponsiveContainer>
       )}

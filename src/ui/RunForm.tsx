@@ -1,6 +1,10 @@
-import { useState } from 'react';
-import { PRESET_NAMES, PRESETS, countParams, hfConfigJson, validateModelConfig, type PresetName } from '../engine/model/config';
-import { BUNDLED_DATASET, checkRunConfig } from '../worker/protocol';
+import { useMemo, useState } from 'react';
+import { PRESET_NAMES, PRESETS, countParams, hfConfigJson, type PresetName } from '../engine/model/config';
+import { parseModelConfig, runConfigProblem } from '../state/explain';
+import { preflight } from '../state/preflight';
+import { submitDraft } from '../state/queue';
+import { runLabel } from '../state/runs';
+import { BUNDLED_DATASET, trainOptionsFor } from '../worker/protocol';
 import { useLab, useLabApi } from './context';
 import { formatCount } from './format';
 import { NumberField } from './NumberField';
@@ -12,15 +16,30 @@ export function RunForm() {
   const { store, runs } = useLabApi();
   const draft = useLab((s) => s.draft);
   const draftText = useLab((s) => s.draftText);
-  const gpuOk = useLab((s) => s.gpu.state === 'available');
+  const gpu = useLab((s) => s.gpu);
+  const gpuOk = gpu.state === 'available';
+  const queueRuns = useLab((s) => s.queueRuns);
+  const queued = useLab((s) => s.queued);
   const setDraft = store.getState().setDraft;
-  const problem = checkRunConfig(draft);
+  const problem = runConfigProblem(draft);
+  const limits = gpu.state === 'available' ? gpu.limits : undefined;
+  // The plan against the adapter's limits: a buffer the GPU cannot hold fails only after compiling.
+  const tooBig = useMemo(() => (problem ? null : preflight(trainOptionsFor(draft), limits).problem), [draft, limits, problem]);
   const [customText, setCustomText] = useState<string | null>(null);
-  const [customError, setCustomError] = useState<string | null>(null);
+  const [customError, setCustomErrorState] = useState<string | null>(null);
+  const setCustomError = (e: string | null) => {
+    setCustomErrorState(e);
+    store.getState().setDraftProblem(e && `the custom model config is invalid (${e})`);
+  };
   const [fileError, setFileError] = useState<string | null>(null);
   const [dragging, setDragging] = useState(false);
 
-  const onPreset = (preset: PresetName) => setDraft({ preset });
+  // Picking a preset while a custom config is on turns the custom config off: the dropdown shows
+  // "custom" then, so it never names a model that is not the one that will train.
+  const onPreset = (preset: PresetName) => {
+    if (draft.model !== undefined) toggleCustom(false);
+    setDraft({ preset });
+  };
   const toggleCustom = (on: boolean) => {
     if (on) {
       const base = { ...hfConfigJson(PRESETS[draft.preset]) };
@@ -35,16 +54,27 @@ export function RunForm() {
   };
   const onCustom = (text: string) => {
     setCustomText(text);
+    let raw: unknown;
     try {
-      const raw = JSON.parse(text) as Record<string, unknown>;
-      // HF config.json carries extra keys (architectures, model_type, ...): keep only the model's.
-      const keys = Object.keys(PRESETS.micro);
-      const picked = Object.fromEntries(Object.entries({ ...PRESETS[draft.preset], ...raw }).filter(([k]) => keys.includes(k)));
-      setDraft({ model: validateModelConfig(picked) });
-      setCustomError(null);
+      raw = JSON.parse(text);
     } catch (e) {
-      setCustomError((e as Error).message);
+      setCustomError(`not JSON: ${(e as Error).message}. Expected an object of Hugging Face LlamaConfig keys, e.g. {"hidden_size": 128, "num_hidden_layers": 4}`);
+      return;
     }
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+      setCustomError('expected an object of Hugging Face LlamaConfig keys, e.g. {"hidden_size": 128, "num_hidden_layers": 4}');
+      return;
+    }
+    // HF config.json carries extra keys (architectures, model_type, ...): keep only the model's.
+    const keys = Object.keys(PRESETS.micro);
+    const picked = Object.fromEntries(Object.entries({ ...PRESETS[draft.preset], ...raw }).filter(([k]) => keys.includes(k)));
+    const r = parseModelConfig(picked, PRESETS[draft.preset]);
+    if ('error' in r) {
+      setCustomError(r.error);
+      return;
+    }
+    setDraft({ model: r.model });
+    setCustomError(null);
   };
   const readFile = async (f: File | undefined) => {
     if (!f) return;
@@ -62,10 +92,15 @@ export function RunForm() {
   };
 
   return (
-    <form className="run-form" data-testid="run-form" onSubmit={(e) => { e.preventDefault(); runs.start(); }}>
+    <form className="run-form" data-testid="run-form" onSubmit={(e) => { e.preventDefault(); submitDraft(store, runs); }}>
       <label className="field">
         <span>Model</span>
-        <select data-testid="preset" value={draft.preset} onChange={(e) => onPreset(e.target.value as PresetName)}>
+        <select data-testid="preset" value={draft.model ? '' : draft.preset} onChange={(e) => e.target.value && onPreset(e.target.value as PresetName)}>
+          {draft.model && (
+            <option value="" data-testid="preset-custom">
+              custom (~{formatCount(countParams(draft.model))} params, {draft.preset}&apos;s recipe)
+            </option>
+          )}
           {PRESET_NAMES.map((p) => (
             <option key={p} value={p}>
               {p} (~{formatCount(countParams(PRESETS[p]))} params)
@@ -108,10 +143,24 @@ export function RunForm() {
       <NumberField label="Sample every" testId="sample-every" integer min={0} value={draft.sampleEvery} onChange={(v) => v !== undefined && setDraft({ sampleEvery: v })} />
       <NumberField label="Sample length" testId="sample-length" integer min={0} value={draft.sampleLength} onChange={(v) => v !== undefined && setDraft({ sampleLength: v })} />
       <div className="buttons">
-        <button type="submit" data-testid="start" disabled={!gpuOk || problem !== null || customError !== null}>
+        <button type="submit" data-testid="start" disabled={!gpuOk || problem !== null || customError !== null || tooBig !== null}
+          title={tooBig ?? problem ?? customError ?? undefined}>
           Start run
         </button>
+        <label className="check small" title="Runs sharing the GPU slow each other down: queued, each run's time and tokens/s are its own">
+          <input type="checkbox" data-testid="queue-runs" checked={queueRuns} onChange={(e) => store.getState().setQueueRuns(e.target.checked)} /> one run at a time
+        </label>
       </div>
+      {queued.length > 0 && (
+        <ol className="queued small" data-testid="queued">
+          {queued.map((q) => (
+            <li key={q.key}>
+              queued: {runLabel(q.config)}{' '}
+              <button type="button" className="small" onClick={() => store.getState().takeQueued(q.key)}>drop</button>
+            </li>
+          ))}
+        </ol>
+      )}
       {customText !== null && (
         <label className="field custom-config">
           <span>Model config (Hugging Face LlamaConfig keys; vocab_size follows the data)</span>
@@ -121,6 +170,7 @@ export function RunForm() {
       {customError && <p className="form-problem" data-testid="custom-model-problem">{customError}</p>}
       {fileError && <p className="form-problem" data-testid="dataset-problem">{fileError}</p>}
       {problem && <p className="form-problem" data-testid="config-problem">{problem}</p>}
+      {tooBig && <p className="form-problem" data-testid="preflight-problem">Cannot start on this GPU: {tooBig}.</p>}
     </form>
   );
 }

@@ -1,4 +1,4 @@
-import { firstLoss, type RunState } from '../state/runs';
+import { firstLoss, runPhase, timeLeft, type RunState } from '../state/runs';
 import { formatCount, formatLoss, formatRate } from './format';
 
 function Stat({ label, value, testId, raw }: { label: string; value: string; testId: string; raw?: number | null }) {
@@ -17,9 +17,10 @@ export function RunStats({ run }: { run: RunState }) {
   const m = run.latest;
   const lastVal = run.val.at(-1);
   const start = firstLoss(run);
+  const left = timeLeft(run);
   return (
     <div className="stats">
-      <Stat label="status" testId="run-status" value={run.status === "running" || run.status === "starting" || run.status === "paused" || run.status === "interrupted" ? `${run.status}: ${run.phase}` : run.status} />
+      <Stat label="status" testId="run-status" value={run.status === "running" || run.status === "starting" || run.status === "paused" || run.status === "interrupted" ? `${run.status}: ${runPhase(run)}` : run.status} />
       {/* Steps are 0-based in the engine and on the chart; the counter shows steps completed. */}
       <Stat label="steps done" testId="step" value={`${m ? m.step + 1 : 0} / ${run.config.steps}`} raw={m ? m.step + 1 : null} />
       <Stat label="loss" testId="loss-value" value={formatLoss(m?.loss)} raw={m?.loss ?? null} />
@@ -30,6 +31,13 @@ export function RunStats({ run }: { run: RunState }) {
       <Stat label="grad norm" testId="grad-norm" value={m ? m.grad_norm.toFixed(3) : '–'} raw={m?.grad_norm ?? null} />
       <Stat label="params" testId="params" value={run.info ? formatCount(run.info.params) : '–'} raw={run.info?.params ?? null} />
       <Stat label="elapsed" testId="elapsed" value={m ? `${m.elapsed_s.toFixed(1)} s` : '–'} raw={m?.elapsed_s ?? null} />
+      {left !== null && <Stat label="time left (est.)" testId="time-left" value={formatDuration(left)} raw={left} />}
     </div>
   );
+}
+
+function formatDuration(s: number): string {
+  if (s < 90) return `${Math.round(s)} s`;
+  if (s < 5400) return `${Math.round(s / 60)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
 }

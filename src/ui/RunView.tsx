@@ -61,16 +61,41 @@ function Controls({ run }: { run: RunState }) {
   );
 }
 
+/** The run's label; a click turns it into a field (Enter or leaving it renames, Escape cancels). */
+function RunLabel({ run }: { run: RunState }) {
+  const { store } = useLabApi();
+  const [editing, setEditing] = useState<string | null>(null);
+  if (editing === null) {
+    return (
+      <button type="button" className="run-label" data-testid="run-label" title="Rename this run" onClick={() => setEditing(run.label)}>
+        {run.label}
+      </button>
+    );
+  }
+  const commit = () => {
+    store.getState().renameRun(run.id, editing);
+    setEditing(null);
+  };
+  return (
+    <input className="run-label-input" data-testid="run-label-input" aria-label="Run name" value={editing} autoFocus maxLength={120}
+      onChange={(e) => setEditing(e.target.value)} onBlur={commit}
+      onKeyDown={(e) => { if (e.key === 'Enter') commit(); else if (e.key === 'Escape') setEditing(null); }} />
+  );
+}
+
 /** Everything about one run: controls, numbers, its loss curve, memory, samples, and its error if it failed. */
-export function RunView({ runId, color }: { runId: string; color: string }) {
+export function RunView({ runId, color, selected, onSelect }: { runId: string; color: string; selected: boolean; onSelect(on: boolean): void }) {
   const run = useLab((s) => s.runs[runId]);
   if (!run) return null;
   const acc = runAccounting(run);
   const lastQuant = run.quant.at(-1);
   return (
-    <section className="run" data-testid="run" data-run-id={run.id} data-status={run.status} style={{ borderTopColor: color }}>
+    <section className="run" data-testid="run" data-run-id={run.id} data-status={run.status} data-checkpoint-step={run.checkpointStep ?? ''} style={{ borderTopColor: color }}>
       <h2>
-        <i className="swatch" style={{ background: color }} /> <span data-testid="run-label">{run.label}</span>
+        {!isActive(run) && (
+          <input type="checkbox" className="run-select" data-testid="run-select" aria-label={`Select ${run.label}`} checked={selected} onChange={(e) => onSelect(e.target.checked)} />
+        )}
+        <i className="swatch" style={{ background: color }} /> <RunLabel run={run} />
         {run.info && <span className="muted small"> · {run.info.adapter}</span>}
       </h2>
       <p className="muted small">
@@ -90,6 +115,11 @@ export function RunView({ runId, color }: { runId: string; color: string }) {
         <div className="error" role="alert" data-testid="run-error">
           <b>{ERROR_TITLES[run.error.kind] ?? 'Training failed'}:</b> {run.error.message}
           {run.checkpointStep !== null && ' (the last checkpoint is kept)'}
+        </div>
+      )}
+      {run.storageError && (
+        <div className="error" role="alert" data-testid="run-storage-error">
+          <b>Not saved in this browser:</b> {run.storageError}. The run goes on; export it (JSON, checkpoint) to keep it.
         </div>
       )}
       {(run.status === 'starting' || run.status === 'pausing' || run.status === 'stopping') && (

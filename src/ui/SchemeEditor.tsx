@@ -23,7 +23,7 @@ function plan(draft: RunConfig): { mem: ReturnType<typeof planMemory>; fp32: Ret
 function Cell({ value, onChange, testId, title }: { value: string | null; onChange(f: GridFormat): void; testId: string; title: string }) {
   const known = value !== null && (GRID_FORMATS as readonly string[]).includes(value);
   return (
-    <select className={`cell cell-${value ?? 'mixed'}`} data-testid={testId} title={title} value={value ?? ''} onChange={(e) => onChange(e.target.value as GridFormat)}>
+    <select className={`cell cell-${value ?? 'mixed'}`} data-testid={testId} title={title} aria-label={title} value={value ?? ''} onChange={(e) => onChange(e.target.value as GridFormat)}>
       {value === null && <option value="">mixed</option>}
       {value !== null && !known && <option value={value}>{value}</option>}
       {GRID_FORMATS.map((f) => (
@@ -34,12 +34,31 @@ function Cell({ value, onChange, testId, title }: { value: string | null; onChan
 }
 
 /**
+ * What a scheme does: a preset's own description while it is unedited, else a summary of its
+ * saved-activation cells (so the text never describes what the grid no longer shows).
+ */
+function schemeDescription(scheme: Scheme, layers: number): string {
+  const preset = SCHEME_PRESETS[scheme.name];
+  if (preset && JSON.stringify(preset) === JSON.stringify(scheme) && scheme.description) return scheme.description;
+  const counts = new Map<string, number>();
+  for (let l = 0; l < layers; l++) for (const k of SAVED_KINDS) {
+    const c = cellLabel(savedSpec(scheme, l, k));
+    counts.set(c, (counts.get(c) ?? 0) + 1);
+  }
+  const cells = [...counts].map(([f, n]) => `${n} × ${f}`).join(', ');
+  const base = scheme.name.replace(/-custom$/, '');
+  const from = base !== scheme.name && SCHEME_PRESETS[base] ? `Edited from ${base}` : 'Custom scheme';
+  return `${from}: saved activations ${cells} (of ${layers * SAVED_KINDS.length} cells); gradients ${cellLabel(scheme.grads.storage)}, Adam moments ${cellLabel(scheme.adam.m)} / ${cellLabel(scheme.adam.v)}${scheme.tp.degree > 1 ? `, TP ${scheme.tp.degree} × ${scheme.tp.codec}` : ''}.`;
+}
+
+/**
  * The next run's scheme: a preset, or edited cell by cell (layer × saved activation kind), imported
  * or exported as JSON; the predicted memory per category follows every edit (planMemory, no GPU).
  */
 export function SchemeEditor() {
   const { store } = useLabApi();
   const draft = useLab((s) => s.draft);
+  const stale = useLab((s) => s.draftProblem);
   const scheme = draft.scheme ?? FP32_SCHEME();
   const setScheme = (s: Scheme) => store.getState().setDraft({ scheme: s });
   const [jsonText, setJsonText] = useState<string | null>(null);
@@ -115,7 +134,7 @@ export function SchemeEditor() {
           />
         </label>
       </div>
-      {scheme.description && <p className="muted small">{scheme.description}</p>}
+      <p className="muted small" data-testid="scheme-description">{schemeDescription(scheme, L)}</p>
 
       <div className="grid-wrap">
         <table className="scheme-grid" data-testid="scheme-grid">
@@ -123,7 +142,9 @@ export function SchemeEditor() {
             <tr>
               <th>layer</th>
               {SAVED_KINDS.map((k) => (
-                <th key={k} title={SAVED_KIND_LABEL[k]}>{k}</th>
+                <th key={k} title={`${k}: ${SAVED_KIND_LABEL[k]}, as saved for the backward pass`} data-testid={`col-${k}`}>
+                  <abbr title={`${k}: ${SAVED_KIND_LABEL[k]}, as saved for the backward pass`}>{k}</abbr>
+                </th>
               ))}
             </tr>
           </thead>
@@ -201,12 +222,17 @@ export function SchemeEditor() {
         {jsonError && <pre className="error" data-testid="scheme-error">{jsonError}</pre>}
       </details>
 
-      <div className="plan" data-testid="memory-plan">
+      <div className={stale ? 'plan stale-plan' : 'plan'} data-testid="memory-plan" data-stale={stale ? 'true' : 'false'}>
         <h3>Predicted GPU memory of the next run</h3>
+        {stale && (
+          <p className="stale-note" data-testid="plan-stale">
+            Stale: {stale}. These numbers are for the last valid settings, not for what the form shows now.
+          </p>
+        )}
         {'error' in predicted ? (
           <p className="form-problem" data-testid="plan-error">{predicted.error}</p>
         ) : (
-          <>
+          <div className={stale ? 'stale' : undefined}>
             <MemoryBar mem={predicted.mem} scale={Math.max(predicted.mem.total, predicted.fp32.total)} testId="plan-bar" label={scheme.name} />
             <MemoryBar mem={predicted.fp32} scale={Math.max(predicted.mem.total, predicted.fp32.total)} testId="plan-bar-fp32" label="fp32" />
             <MemoryLegend />
@@ -214,7 +240,22 @@ export function SchemeEditor() {
               Total <b data-testid="plan-total" data-value={predicted.mem.total}>{formatBytes(predicted.mem.total)}</b> ({((predicted.mem.total / predicted.fp32.total) * 100).toFixed(1)} % of fp32); activations{' '}
               {formatBytes(predicted.mem.activations)}, workspace {formatBytes(predicted.mem.workspace)}.
             </p>
-          </>
+            <details className="small" data-testid="plan-explain">
+              <summary>What the categories are</summary>
+              <ul className="plot-notes">
+                <li><b>weights</b>: fp32 master weights (a quantized scheme keeps them, and adds its quantized copies).</li>
+                <li><b>grads</b> and <b>optimizer</b>: one gradient and two Adam moments per weight.</li>
+                <li><b>activations</b>: what the forward pass saves for the backward pass; the scheme&apos;s cells choose how each is stored.</li>
+                <li>
+                  <b>workspace</b>: buffers that live during a step but are not saved: logits and loss scratch, attention&apos;s raw Q/K, the
+                  forward&apos;s transposed weights, gradient staging, and <i>one fp32 working copy per quantized activation kind</i>, shared by
+                  all layers (the forward writes it before quantizing, the backward dequantizes into it). That copy is why quantizing the
+                  first cell of a kind can raise the total: on a model with few layers it costs more than the codes save.
+                </li>
+                <li><b>comm</b>: send and receive buffers of a tensor-parallel exchange.</li>
+              </ul>
+            </details>
+          </div>
         )}
       </div>
     </section>

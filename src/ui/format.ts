@@ -22,7 +22,11 @@ export function formatLoss(x: number | null | undefined): string {
   return x === null || x === undefined || !Number.isFinite(x) ? '–' : x.toFixed(4);
 }
 
+const RATE = new Intl.NumberFormat('en', { maximumSignificantDigits: 3 });
+const RATE_BIG = new Intl.NumberFormat('en', { maximumFractionDigits: 0 });
+
+/** Rates (tokens/s) in one format everywhere: 3 significant digits, whole numbers with grouping from 1000. */
 export function formatRate(x: number | undefined): string {
   if (x === undefined || !Number.isFinite(x)) return '–';
-  return x >= 100 ? x.toFixed(0) : x.toFixed(1);
+  return Math.abs(x) >= 1000 ? RATE_BIG.format(x) : RATE.format(x);
 }

@@ -6,7 +6,8 @@ import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { createLabStore } from '../state/lab';
 import { IdbRepo, openDb } from '../state/idb';
-import { persistRuns, restoreRuns, type RunRepo } from '../state/persist';
+import { persistRuns, requestPersistentStorage, restoreRuns, type RunRepo } from '../state/persist';
+import { runQueue } from '../state/queue';
 import { RunController } from '../state/runner';
 import { App } from './App';
 import { LabContext } from './context';
@@ -37,13 +38,20 @@ const runs = new RunController(
   { corpusUrl: new URL(`${import.meta.env.BASE_URL}data/tinyshakespeare.txt`, location.href).href },
   repo,
 );
-window.addEventListener('beforeunload', () => {
-  void persister?.flush();
-  runs.disposeAll();
+runQueue(store, runs);
+// Checkpoints and final states are committed as they come (RunJournal); what is left is the latest
+// metrics, written at once when the page is hidden or goes away (the transactions then complete
+// even though the page cannot wait for them).
+const flushAll = () => Promise.all([persister?.flush(), runs.journal.settled()]);
+window.addEventListener('pagehide', (e) => {
+  void flushAll();
+  if (!e.persisted) runs.disposeAll();
 });
 document.addEventListener('visibilitychange', () => {
-  if (document.visibilityState === 'hidden') void persister?.flush();
+  if (document.visibilityState === 'hidden') void flushAll();
 });
+// Without this the browser may evict the runs under storage pressure.
+if (repo) void requestPersistentStorage();
 
 void detectWebGpu().then((gpu) => store.getState().setGpu(gpu));
 

@@ -11,7 +11,8 @@ export async function detectWebGpu(gpu: GPU | undefined = navigator.gpu): Promis
     if (!adapter) return { state: 'unavailable', reason: 'no-adapter', detail: 'No WebGPU adapter was found (the browser has the API but no usable GPU backend)' };
     const i = adapter.info;
     const name = [i?.vendor, i?.architecture, i?.device, i?.description].filter(Boolean).join(' ');
-    return { state: 'available', adapter: name || 'WebGPU adapter' };
+    const limits = { maxBufferSize: adapter.limits.maxBufferSize, maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize };
+    return { state: 'available', adapter: name || 'WebGPU adapter', limits };
   } catch (e) {
     return { state: 'unavailable', reason: 'error', detail: `requestAdapter failed: ${(e as Error).message}` };
   }

@@ -81,7 +81,13 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     const rt = new Runtime(gpu);
 
     post({ type: 'status', runId, phase: 'building model (compiling shaders)' });
-    trainer = await Trainer.create(rt, trainOptionsFor(config), text, init);
+    // Compiling takes minutes on a software GPU: say how many pipelines are in the works.
+    const compiling = setInterval(() => post({ type: 'status', runId, phase: `building model: compiling ${rt.pipelines.size} GPU pipelines` }), 2000);
+    try {
+      trainer = await Trainer.create(rt, trainOptionsFor(config), text, init);
+    } finally {
+      clearInterval(compiling);
+    }
     const a = gpu.adapterInfo;
     const startStep = trainer.stepIndex;
     post({

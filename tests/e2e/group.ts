@@ -161,10 +161,14 @@ export function groupTests(check: Check): TestCase[] {
         await a.locator(`${byTestId('group-roster')}[data-members="2"]`).waitFor({ timeout: 60_000 });
         await b.locator(`${byTestId('group-roster')}[data-members="2"]`).waitFor({ timeout: 10_000 });
         t.log(`  ${at()}: B joined by link (after a refused wrong passphrase)`);
+        // Once B is in, neither page keeps the refusal up as a standing error.
+        await a.locator(`${byTestId('group-notice')}[data-level="resolved"]`, { hasText: 'wrong passphrase' }).first().waitFor({ timeout: 10_000 });
+        check((await b.locator(byTestId('group-error')).count()) === 0, "B still shows the wrong-passphrase line after joining");
 
         // (a) Data parallel, AGoQ INT8 exchange, until stopped by hand. One Start starts A and B.
         await startRun(a, 'dp-int8', 100_000);
         await b.locator(`${byTestId('group-run')}[data-mode="dp-int8"]`).waitFor({ timeout: 10_000 });
+        check((await a.locator(`${byTestId('group-run')} ${byTestId('group-export-csv')}`).count()) > 0, 'a group run has no CSV export');
         // From A's first step until the Stop, A's main thread is watched (the group trains on it).
         const firstStep = a.locator(`${byTestId('group-run')}:not([data-points="0"])`).waitFor({ timeout: 10 * 60_000 }).then(() => a.evaluate(() => performance.now()), () => Number.NaN); // (a failure is reported by the waits below)
 

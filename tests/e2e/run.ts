@@ -18,6 +18,7 @@ import { build, createServer, preview } from 'vite';
 import { adversaryTests } from './adversary';
 import { benchTests } from './bench';
 import { groupTests } from './group';
+import { compareChecks, labUiTests } from './lab-ui';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const OUT = path.join(ROOT, 'test-results', 'e2e');
@@ -54,6 +55,8 @@ export interface Ctx {
   plainBrowser(): Promise<Browser>;
   /** A WebGPU browser of its own (its own GPU process, so pages compile in parallel); closed at the end. */
   newGpuBrowser(): Promise<Browser>;
+  /** A WebGPU browser whose profile (IndexedDB included) lives in `dir`, so it survives closing the browser. */
+  persistentGpuContext(dir: string): Promise<BrowserContext>;
 }
 
 export interface TestCase {
@@ -140,6 +143,14 @@ function launchBrowser(flags: string[]): Promise<Browser> {
     cleanups.push(() => browser.close());
     return browser;
   });
+}
+
+async function launchPersistent(dir: string, flags: string[]): Promise<BrowserContext> {
+  const context = await chromium.launchPersistentContext(dir, {
+    executablePath: CHROMIUM, headless: !headed, args: [...COMMON_FLAGS, ...flags], timeout: 60_000, viewport: { width: 1200, height: 900 },
+  });
+  cleanups.push(() => context.close());
+  return context;
 }
 
 function lazyBrowser(flags: string[]): () => Promise<Browser> {
@@ -409,6 +420,8 @@ const tests: TestCase[] = [
       }
       await checkLab('after reload');
       await t.screenshot(page, 'restored');
+      // The comparison views and run management, on these runs (no more training).
+      await compareChecks(page, t, check, [fp32Id, agoqId, tacoId]);
     },
   },
   {
@@ -462,6 +475,7 @@ const tests: TestCase[] = [
       await t.screenshot(page, 'worker-error');
     },
   },
+  ...labUiTests(check),
   ...groupTests(check),
   ...adversaryTests(check),
   ...benchTests(check),
@@ -473,7 +487,8 @@ async function main(): Promise<number> {
   await mkdir(OUT, { recursive: true });
   const url = await startServer();
   console.log(`e2e: serving ${url} (${useDev ? 'vite dev server' : 'vite build + preview'})`);
-  const ctx: Ctx = { url, gpuBrowser: lazyBrowser(WEBGPU_FLAGS), plainBrowser: lazyBrowser([]), newGpuBrowser: () => launchBrowser(WEBGPU_FLAGS) };
+  const ctx: Ctx = { url, gpuBrowser: lazyBrowser(WEBGPU_FLAGS), plainBrowser: lazyBrowser([]), newGpuBrowser: () => launchBrowser(WEBGPU_FLAGS),
+    persistentGpuContext: (dir) => launchPersistent(dir, WEBGPU_FLAGS) };
   const selected = tests.filter((tc) => !only || new RegExp(only, 'i').test(tc.name));
   const results: { name: string; ok: boolean; seconds: number; error?: string }[] = [];
 

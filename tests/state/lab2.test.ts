@@ -61,7 +61,7 @@ describe('run config with schemes', () => {
 });
 
 describe('several runs with pause, resume and stop', () => {
-  it('runs three at once, each with its own worker; pause and resume only touch their run', () => {
+  it('runs three at once, each with its own worker; pause and resume only touch their run', async () => {
     const { runs, workers, s } = lab();
     const ids = ['fp32', 'agoq', 'agoq'].map((n) => runs.start({ ...DEFAULT_RUN_CONFIG, scheme: SCHEME_PRESETS[n] })!);
     expect(new Set(ids).size).toBe(3);
@@ -82,6 +82,7 @@ describe('several runs with pause, resume and stop', () => {
     expect(s().runs[ids[1]].status).toBe('running');
     // An error in one run leaves the others going.
     workers[2].emit({ type: 'error', kind: 'oom', message: 'out of GPU memory' });
+    await runs.journal.settled(); // the final state is stored before it shows
     expect(s().runs[ids[2]].status).toBe('error');
     expect(canContinue(s().runs[ids[2]])).toBe(false); // no checkpoint yet
     expect(s().runs[ids[0]].status).toBe('running');
@@ -89,7 +90,7 @@ describe('several runs with pause, resume and stop', () => {
     expect(s().runs[ids[1]].label).toMatch(/agoq/);
   });
 
-  it('a paused run can still be stopped', () => {
+  it('a paused run can still be stopped', async () => {
     vi.useFakeTimers();
     const { runs, workers, s } = lab();
     const id = runs.start(DEFAULT_RUN_CONFIG)!;
@@ -100,6 +101,7 @@ describe('several runs with pause, resume and stop', () => {
     expect(s().runs[id].status).toBe('stopping');
     expect(workers[0].posted.at(-1)).toEqual({ type: 'stop', runId: id });
     workers[0].emit({ type: 'done', step: 0, reason: 'stopped' });
+    await runs.journal.settled();
     expect(s().runs[id].status).toBe('stopped');
   });
 });

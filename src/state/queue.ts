@@ -1,0 +1,33 @@
+/**
+ * Runs one after another: with `queueRuns` on, Start while a run trains puts the config in a
+ * queue, and the next queued run starts when no run is training (runs sharing one GPU slow each
+ * other, so their time and throughput would not compare).
+ */
+import type { LabStore } from './lab';
+import type { RunController } from './runner';
+import { isActive } from './runs';
+
+const anyActive = (store: LabStore) => Object.values(store.getState().runs).some(isActive);
+
+/** Start pressed: starts the draft now, or queues it behind the run in progress. */
+export function submitDraft(store: LabStore, runs: Pick<RunController, 'start'>): void {
+  const s = store.getState();
+  if (s.queueRuns && anyActive(store)) s.enqueueRun(s.draft, s.draftText?.text);
+  else runs.start();
+}
+
+/** Starts the first queued run whenever none is training; returns the unsubscribe. */
+export function runQueue(store: LabStore, runs: Pick<RunController, 'start'>): () => void {
+  let starting = false;
+  const tick = () => {
+    if (starting || store.getState().queued.length === 0 || anyActive(store)) return;
+    starting = true;
+    try {
+      const next = store.getState().takeQueued();
+      if (next) runs.start(next.config, next.text);
+    } finally {
+      starting = false;
+    }
+  };
+  return store.subscribe(tick);
+}

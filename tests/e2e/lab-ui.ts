@@ -1,0 +1,237 @@
+/**
+ * End-to-end checks of the lab page for a first-time user, run by tests/e2e/run.ts:
+ *   - a run is never lost: a browser (with a profile kept on disk) is closed 0 and 2.5 s after a
+ *     run's last step; opened again, the run is done with its final checkpoint stored, or
+ *     interrupted with a stored checkpoint it can resume from; never live, never without one;
+ *   - the first page (no training): predictions that say when they apply (stale, "custom", the
+ *     description, the pre-flight check against the adapter's limits), errors with examples, no
+ *     horizontal scroll at 390 px, dark mode, an axe check, screenshots at 1400/390 px light/dark;
+ *   - `compareChecks`, run by the lab test on its three finished runs (no extra training): the
+ *     baseline difference, smoothing, brush, legends, the shared-GPU note, renames, bulk removal.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { AxeBuilder } from '@axe-core/playwright';
+import type { Page } from 'playwright-core';
+import type { Ctx, TestCase, TestHelpers } from './run';
+
+type Check = (cond: unknown, message: string) => asserts cond;
+
+const byTestId = (id: string) => `[data-testid="${id}"]`;
+
+/** The run's record and whether a checkpoint is stored, read from the page's IndexedDB. */
+function storedRun(page: Page, id: string): Promise<{ status?: string; checkpointStep?: number | null; hasCheckpoint: boolean }> {
+  // A string, not a function: tsx's transform would leave helper calls (__name) the page lacks.
+  return page.evaluate(`new Promise((resolve, reject) => {
+    const r = indexedDB.open('webgpu-lab');
+    r.onerror = () => reject(r.error);
+    r.onsuccess = () => {
+      const db = r.result;
+      const tx = db.transaction(['runs', 'checkpoints']);
+      const run = tx.objectStore('runs').get(${JSON.stringify(id)});
+      const cp = tx.objectStore('checkpoints').getKey(${JSON.stringify(id)});
+      tx.oncomplete = () => {
+        db.close();
+        resolve({ status: run.result?.status, checkpointStep: run.result?.checkpointStep, hasCheckpoint: cp.result !== undefined });
+      };
+    };
+  })`);
+}
+
+/** Screenshots at 1400 and 390 px, light and dark; at 390 px nothing may be wider than the screen. */
+export async function layoutShots(page: Page, t: TestHelpers, check: Check, name: string): Promise<void> {
+  for (const scheme of ['light', 'dark'] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const width of [1400, 390]) {
+      await page.setViewportSize({ width, height: 900 });
+      await page.waitForTimeout(300); // charts re-measure their container
+      const wide = await page.evaluate('document.documentElement.scrollWidth');
+      check(Number(wide) <= width, `${name}, ${width} px ${scheme}: the page is ${wide} px wide (horizontal scroll)`);
+      await t.screenshot(page, `${name}-${width}-${scheme}`);
+    }
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+  await page.setViewportSize({ width: 1200, height: 900 });
+}
+
+/** axe-core on the page as it stands: no serious or critical violation. */
+export async function accessibility(page: Page, t: TestHelpers, check: Check, when: string): Promise<void> {
+  const r = await new AxeBuilder({ page }).analyze();
+  const bad = r.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  for (const v of r.violations) t.log(`  axe (${when}): ${v.impact} ${v.id} × ${v.nodes.length}: ${v.nodes.slice(0, 2).map((n) => n.target.join(' ')).join(' | ')}`);
+  check(bad.length === 0, `${when}: ${bad.length} serious accessibility violations: ${bad.map((v) => `${v.id} (${v.nodes.length})`).join(', ')}`);
+}
+
+/** On the lab test's finished runs: the comparison views and run management. */
+export async function compareChecks(page: Page, t: TestHelpers, check: Check, ids: string[]): Promise<void> {
+  const chart = page.locator(byTestId('loss-vs-step'));
+  const labels = await page.locator(byTestId('run-label')).allInnerTexts();
+  check(new Set(labels).size === labels.length, `two runs share a label: ${labels.join(' | ')}`);
+  await page.locator(byTestId('compare-baseline')).selectOption(ids[0]);
+  check((await chart.getAttribute('data-baseline')) === ids[0], 'the baseline view did not follow the choice');
+  check((await chart.locator('figcaption').innerText()).includes('difference from'), 'no "difference from" caption');
+  check((await chart.locator('svg path.recharts-curve').count()) >= 3, 'no difference curves drawn');
+  await page.locator(byTestId('compare-diff-mode')).selectOption('percent');
+  check((await chart.locator('figcaption').innerText()).includes('%'), 'the % view is not said');
+  const ticks = await chart.locator('.recharts-yAxis-tick-labels .recharts-cartesian-axis-tick-value').allTextContents();
+  check(ticks.some((x) => x.endsWith('%')), `y ticks of the % view: ${ticks.join(' ')}`);
+  // A range input takes keys, not fill(): ten steps of 0.05.
+  for (let i = 0; i < 10; i++) await page.locator(byTestId('compare-smoothing')).press('ArrowRight');
+  check((await page.locator(byTestId('compare-smoothing')).inputValue()) === '0.5', 'smoothing did not follow the slider');
+  check((await chart.locator('.recharts-brush').count()) === 1, 'no brush (x zoom) under loss vs step');
+  for (const id of ['loss-vs-step', 'loss-vs-time', 'tokens-chart']) {
+    check((await page.locator(`${byTestId(id)} .recharts-legend-wrapper`).count()) === 1, `no legend on ${id}`);
+  }
+  const note = page.locator(byTestId('shared-gpu-note'));
+  check((await note.count()) === 1 && (await note.getAttribute('data-runs')) === String(ids.length), 'no note that the runs shared the GPU');
+  await page.locator(byTestId('compare')).screenshot({ path: t.path('compare-baseline'), timeout: 20_000 });
+  await layoutShots(page, t, check, 'runs');
+  await accessibility(page, t, check, 'three finished runs');
+  await page.locator(byTestId('compare-baseline')).selectOption('');
+
+  // Rename: the new name shows; taking a name in use gets a suffix.
+  const rename = async (id: string, name: string) => {
+    const card = page.locator(`${byTestId('run')}[data-run-id="${id}"]`);
+    await card.locator(byTestId('run-label')).click();
+    await card.locator(byTestId('run-label-input')).fill(name);
+    await card.locator(byTestId('run-label-input')).press('Enter');
+    return card.locator(byTestId('run-label')).innerText();
+  };
+  check((await rename(ids[1], 'my run')) === 'my run', 'rename did not take');
+  check((await rename(ids[2], 'my run')) === 'my run #2', 'a rename to a name in use was not made unique');
+  // Bulk removal: one selected, then the rest by Clear history.
+  await page.locator(`${byTestId('run')}[data-run-id="${ids[0]}"] ${byTestId('run-select')}`).check();
+  await page.locator(byTestId('remove-selected')).click();
+  await page.locator(byTestId('confirm-remove')).click();
+  check((await page.locator(byTestId('run')).count()) === ids.length - 1, 'Remove selected did not remove the run');
+  await page.locator(byTestId('clear-history')).click();
+  await page.locator(byTestId('confirm-remove')).click();
+  check((await page.locator(byTestId('run')).count()) === 0, 'Clear history left runs');
+  await page.waitForTimeout(1500); // deletions are saved at most every second
+  await page.reload();
+  await page.locator(byTestId('no-run')).waitFor({ timeout: 30_000 });
+}
+
+export function labUiTests(check: Check): TestCase[] {
+  const STEPS = 3;
+  return [
+    {
+      name: 'first page: predictions say when they apply, errors teach, phone and dark layouts, accessibility',
+      timeoutMs: 2 * 60_000,
+      async fn(ctx: Ctx, t: TestHelpers) {
+        const page = await t.page(await ctx.gpuBrowser());
+        await page.goto(ctx.url);
+        await page.locator(byTestId('webgpu-ok')).waitFor({ timeout: 30_000 });
+        await layoutShots(page, t, check, 'first-page');
+        await accessibility(page, t, check, 'first page');
+        const text = (id: string) => page.locator(byTestId(id)).innerText();
+        // The description follows edits.
+        await page.locator(byTestId('scheme-preset')).selectOption('agoq');
+        const presetText = await text('scheme-description');
+        await page.locator(byTestId('cell-0-swiglu')).selectOption('int4');
+        const edited = await text('scheme-description');
+        check(edited.startsWith('Edited from agoq') && edited !== presetText, `description after an edit: ${edited}`);
+        // Every scheme column explains itself.
+        for (const th of await page.locator('[data-testid^="col-"]').all()) check(((await th.getAttribute('title')) ?? '').includes(':'), 'a scheme column has no tooltip');
+        // Scheme JSON in the grid's short form is refused with the accepted form.
+        await page.locator('.scheme-json summary').click();
+        await page.locator(byTestId('scheme-json')).fill(JSON.stringify({ name: 'x', layer: { saved: { norm_input: 'int4' } } }));
+        await page.locator(byTestId('scheme-apply')).click();
+        check(/norm_input: expected an object.*e\.g\. \{"format":"int4"/.test(await text('scheme-error')), `scheme error: ${await text('scheme-error')}`);
+        // A custom config: the dropdown says "custom"; invalid JSON marks the plan stale and teaches.
+        await page.locator(byTestId('custom-model')).check();
+        check((await page.locator(byTestId('preset')).inputValue()) === '', 'the model dropdown does not show "custom"');
+        check((await page.locator(`${byTestId('preset')} option:checked`).innerText()).startsWith('custom'), 'the dropdown does not read "custom"');
+        const json = page.locator(byTestId('custom-model-json'));
+        const valid = await json.inputValue();
+        await json.fill(valid.replace(/"hidden_size": \d+/, '"hidden_size": "wide"'));
+        check((await page.locator(byTestId('memory-plan')).getAttribute('data-stale')) === 'true', 'the plan is not marked stale');
+        check((await text('custom-model-problem')).includes('e.g.'), `custom config error gives no example: ${await text('custom-model-problem')}`);
+        check(await page.locator(byTestId('start')).isDisabled(), 'Start is enabled with an invalid custom config');
+        // 96 layers × 8192 wide: the pre-flight check disables Start and says which buffer.
+        const cfg = JSON.parse(valid) as Record<string, number>;
+        await json.fill(JSON.stringify({ ...cfg, hidden_size: 8192, intermediate_size: 22016, num_hidden_layers: 96, num_attention_heads: 64, num_key_value_heads: 64 }));
+        check((await page.locator(byTestId('memory-plan')).getAttribute('data-stale')) === 'false', 'the plan stays stale after a valid config');
+        const pre = page.locator(byTestId('preflight-problem'));
+        check((await pre.count()) === 1 && /maxBufferSize|maxStorageBufferBindingSize/.test(await pre.innerText()), 'no pre-flight problem for a 1 TiB plan');
+        check(await page.locator(byTestId('start')).isDisabled(), 'Start is enabled for a plan the adapter cannot hold');
+        t.log(`  ${await pre.innerText()}`);
+        await t.screenshot(page, 'preflight');
+        await page.locator(byTestId('preset')).selectOption('micro');
+        check((await page.locator(byTestId('custom-model')).isChecked()) === false, 'picking a preset kept the custom config');
+        check(await page.locator(byTestId('start')).isEnabled(), 'Start stays disabled after going back to micro');
+      },
+    },
+    {
+      // One run per browser session (each fresh page compiles its pipelines: minutes on SwiftShader);
+      // an evaluation and a checkpoint per step, so the last step is followed by seconds of work.
+      name: 'a browser closed 0 and 2.5 s after the last step finds the run done with its final checkpoint, or resumable',
+      timeoutMs: 7 * 60_000,
+      async fn(ctx: Ctx, t: TestHelpers) {
+        const dir = await mkdtemp(path.join(os.tmpdir(), 'lab-profile-'));
+        const moments = [0, 2500];
+        let previous: { id: string; moment: number } | null = null;
+        let compileSeen: string | null = null;
+        try {
+          for (let k = 0; k <= moments.length; k++) {
+            const context = await ctx.persistentGpuContext(dir);
+            const page = context.pages()[0] ?? (await context.newPage());
+            await page.goto(ctx.url);
+            await page.locator(byTestId('webgpu-ok')).waitFor({ timeout: 30_000 });
+            if (previous) {
+              const when = `closed ${previous.moment} ms after the last step`;
+              const card = page.locator(`${byTestId('run')}[data-run-id="${previous.id}"]`);
+              await card.waitFor({ timeout: 30_000 });
+              const status = await card.getAttribute('data-status');
+              const step = await card.getAttribute('data-checkpoint-step');
+              const stored = await storedRun(page, previous.id);
+              t.log(`  ${when}: shown ${status} (checkpoint ${step || 'none'}); stored ${stored.status}, checkpoint ${stored.checkpointStep ?? 'none'}`);
+              check(stored.hasCheckpoint, `${when}: no checkpoint stored`);
+              if (status === 'done') {
+                check(step === String(STEPS) && stored.checkpointStep === STEPS, `${when}: done, but its checkpoint is of step ${step}`);
+              } else {
+                check(status === 'interrupted', `${when}: the run came back ${status}`);
+                check(Number(step) > 0 && Number(step) < STEPS, `${when}: interrupted with checkpoint ${step}`);
+                check((await card.locator(byTestId('resume')).count()) === 1, `${when}: interrupted with no Resume`);
+              }
+            }
+            if (k === moments.length) {
+              await context.close();
+              check(compileSeen, 'the status never said how many pipelines were compiling');
+              t.log(`  seen: ${compileSeen}`);
+              break;
+            }
+            const fill = (id: string, v: number) => page.locator(byTestId(id)).fill(String(v));
+            await page.locator(byTestId('preset')).selectOption('micro');
+            await fill('steps', STEPS);
+            await fill('batch', 2);
+            await fill('seq', 16);
+            await fill('eval-every', 1);
+            await fill('eval-batches', 1);
+            await fill('sample-every', 0);
+            await fill('sample-length', 16);
+            const before = await page.locator(byTestId('run')).count();
+            await page.locator(byTestId('start')).dispatchEvent('click');
+            await page.waitForFunction((n) => document.querySelectorAll('[data-testid="run"]').length > n, before, { timeout: 10_000 });
+            const card = page.locator(byTestId('run')).last();
+            const id = (await card.getAttribute('data-run-id'))!;
+            const deadline = Date.now() + 3 * 60_000;
+            while ((await card.locator(byTestId('step')).getAttribute('data-value')) !== String(STEPS)) {
+              check(Date.now() < deadline, 'the run did not reach its last step in 3 minutes');
+              const status = await card.locator(byTestId('run-status')).innerText();
+              if (/compiling \d+ GPU pipelines/.test(status)) compileSeen = status;
+              check((await card.getAttribute('data-status')) !== 'error', `the run failed: ${await card.locator(byTestId('run-error')).innerText().catch(() => '')}`);
+              await page.waitForTimeout(50);
+            }
+            if (moments[k] > 0) await page.waitForTimeout(moments[k]);
+            await context.close();
+            previous = { id, moment: moments[k] };
+          }
+        } finally {
+          await rm(dir, { recursive: true, force: true });
+        }
+      },
+    },
+  ];
+}

@@ -1,0 +1,109 @@
+/** The comparison views' data: smoothing, the baseline difference, shared-GPU detection, unique labels, the run queue. */
+import { describe, expect, it } from 'vitest';
+import { emptyMemReport } from '../../src/engine/gpu/memory';
+import { diffFromBaseline, mergeSeries, sharedGpuRuns, smooth, uniqueLabel } from '../../src/state/compare';
+import { createLabStore } from '../../src/state/lab';
+import { runQueue, submitDraft } from '../../src/state/queue';
+import { DEFAULT_RUN_CONFIG, type RunConfig } from '../../src/worker/protocol';
+
+const pts = (losses: number[]) => losses.map((loss, step) => ({ step, loss, elapsed_s: step * 2 }));
+
+describe('compare', () => {
+  it('smooths with a debiased moving average, and leaves points alone at 0', () => {
+    expect(smooth(pts([1, 2, 3]), 0).map((p) => p.loss)).toEqual([1, 2, 3]);
+    const s = smooth(pts([4, 4, 4, 4]), 0.9).map((p) => p.loss);
+    for (const v of s) expect(v).toBeCloseTo(4, 12); // debiased: a constant stays constant
+    const noisy = smooth(pts([1, 3, 1, 3, 1, 3]), 0.6).map((p) => p.loss);
+    expect(Math.max(...noisy.slice(2)) - Math.min(...noisy.slice(2))).toBeLessThan(2);
+  });
+
+  it('shows a 0.1 % difference from the baseline, absolute and in %, on shared steps only', () => {
+    const base = pts([4, 3, 2]);
+    const run = pts([4.004, 3.003, 2.002, 1.5]);
+    const abs = diffFromBaseline(run, base, 'absolute');
+    expect(abs.map((p) => p.step)).toEqual([0, 1, 2]);
+    expect(abs[0].loss).toBeCloseTo(0.004, 12);
+    const pct = diffFromBaseline(run, base, 'percent');
+    for (const p of pct) expect(p.loss).toBeCloseTo(0.1, 9);
+  });
+
+  it('merges series on x, one row per x', () => {
+    const rows = mergeSeries([{ key: 'a', points: pts([1, 2]) }, { key: 'b', points: [{ step: 1, loss: 5 }, { step: 2, loss: NaN }] }], 'step');
+    expect(rows).toEqual([{ x: 0, a: 1 }, { x: 1, a: 2, b: 5 }]);
+    expect(mergeSeries([{ key: 'a', points: pts([1, 2]) }], 'elapsed_s').map((r) => r.x)).toEqual([0, 2]);
+  });
+
+  it('finds runs whose training overlapped in time', () => {
+    const r = (id: string, startedAt: number, finishedAt: number | null) => ({ id, startedAt, finishedAt, train: pts([1]) });
+    expect(sharedGpuRuns([r('a', 0, 10), r('b', 10, 20), r('c', 20, null)], 30)).toEqual([]);
+    expect(sharedGpuRuns([r('a', 0, 10), r('b', 5, 20), r('c', 30, null)], 40)).toEqual(['a', 'b']);
+    expect(sharedGpuRuns([{ ...r('a', 0, 10), train: [] }, r('b', 5, 20)], 40)).toEqual([]);
+  });
+
+  it('makes labels unique, in the store too, and renames keep them unique', () => {
+    expect(uniqueLabel('x', [])).toBe('x');
+    expect(uniqueLabel('x', ['x', 'x #2'])).toBe('x #3');
+    const store = createLabStore();
+    const s = () => store.getState();
+    const a = s().addRun(DEFAULT_RUN_CONFIG);
+    const b = s().addRun(DEFAULT_RUN_CONFIG);
+    expect(s().runs[a].label).not.toBe(s().runs[b].label);
+    expect(s().runs[b].label).toBe(`${s().runs[a].label} #2`);
+    s().renameRun(b, '  mine  ');
+    expect(s().runs[b].label).toBe('mine');
+    s().renameRun(a, 'mine');
+    expect(s().runs[a].label).toBe('mine #2');
+    s().renameRun(a, '   ');
+    expect(s().runs[a].label).toBe('mine #2');
+  });
+});
+
+describe('run queue', () => {
+  it('starts queued runs one after another when "one run at a time" is on', () => {
+    const store = createLabStore();
+    const s = () => store.getState();
+    const started: RunConfig[] = [];
+    const runs = {
+      start(config: RunConfig = s().draft) {
+        started.push(config);
+        return s().addRun(config);
+      },
+    };
+    const stop = runQueue(store, runs);
+    s().setQueueRuns(true);
+    submitDraft(store, runs); // nothing trains: starts at once
+    s().setDraft({ steps: 7 });
+    submitDraft(store, runs); // queued behind the first
+    expect(started).toHaveLength(1);
+    expect(s().queued.map((q) => q.config.steps)).toEqual([7]);
+    const first = s().runOrder[0];
+    s().applyMessage({ type: 'done', runId: first, step: 0, reason: 'completed' });
+    expect(started.map((c) => c.steps)).toEqual([DEFAULT_RUN_CONFIG.steps, 7]);
+    expect(s().queued).toEqual([]);
+    // Off: Start starts at once, beside the running one.
+    s().setQueueRuns(false);
+    submitDraft(store, runs);
+    expect(started).toHaveLength(3);
+    stop();
+  });
+});
+
+describe('status after the last step and time left', () => {
+  it('says the run is finishing after its last step, and estimates the time left from recent steps', async () => {
+    const { runPhase, timeLeft } = await import('../../src/state/runs');
+    const store = createLabStore();
+    const s = () => store.getState();
+    const id = s().addRun({ ...DEFAULT_RUN_CONFIG, steps: 4 });
+    s().applyMessage({ type: 'ready', runId: id, info: { adapter: 'x', params: 1, vocabSize: 65, memory: emptyMemReport() }, startStep: 0 });
+    const m = (step: number) => s().applyMessage({ type: 'metrics', runId: id, metrics: { step, loss: 4, lr: 1e-3, grad_norm: 1, tokens_per_s: 10, mem: emptyMemReport(), elapsed_s: 2 * (step + 1) } });
+    m(0);
+    expect(timeLeft(s().runs[id])).toBeNull();
+    m(1);
+    expect(timeLeft(s().runs[id])).toBe(4); // 2 steps left at 2 s each
+    expect(runPhase(s().runs[id])).toBe('training');
+    m(2);
+    m(3);
+    expect(runPhase(s().runs[id])).toBe('final sample and checkpoint');
+    expect(timeLeft(s().runs[id])).toBe(0);
+  });
+});

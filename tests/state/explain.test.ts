@@ -1,0 +1,27 @@
+/** Validation messages say what is expected, with an example of the accepted form. */
+import { describe, expect, it } from 'vitest';
+import { PRESETS } from '../../src/engine/model/config';
+import { parseModelConfig, runConfigProblem } from '../../src/state/explain';
+import { parseSchemeText } from '../../src/state/scheme-grid';
+import { DEFAULT_RUN_CONFIG } from '../../src/worker/protocol';
+
+describe('errors that teach', () => {
+  it('a scheme cell given as the grid writes it ("int4") says what object is expected', () => {
+    const r = parseSchemeText(JSON.stringify({ name: 'x', layer: { saved: { norm_input: 'int4' } } }));
+    expect('error' in r && r.error).toMatch(/layer\.saved\.norm_input: expected an object, got a string \("int4"\); e\.g\. \{"format":"int4","granularity":"group","group":128,"rounding":"nearest"\}/);
+    const bad = parseSchemeText(JSON.stringify({ name: 'x', layer: { saved: { swiglu: { format: 'int3' } } } }));
+    expect('error' in bad && bad.error).toMatch(/format: must be one of .*"int4"/);
+    const typo = parseSchemeText(JSON.stringify({ name: 'x', grds: {} }));
+    expect('error' in typo && typo.error).toMatch(/unknown key "grds"/);
+    expect((parseSchemeText('{') as { error: string }).error).toMatch(/not JSON.*e\.g\. \{"name"/);
+  });
+
+  it('run settings and model configs say the bound and give an example', () => {
+    expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, batch: 0 })).toBe('batch: must be at least 1; e.g. 8');
+    expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, steps: 2.5 })).toMatch(/^steps: .*; e\.g\. 200$/);
+    expect(runConfigProblem(DEFAULT_RUN_CONFIG)).toBeNull();
+    const m = parseModelConfig({ ...PRESETS.micro, hidden_size: 'big' }, PRESETS.micro);
+    expect('error' in m && m.error).toMatch(new RegExp(`hidden_size: expected a number, got a string \\("big"\\); e\\.g\\. ${PRESETS.micro.hidden_size}`));
+    expect(parseModelConfig(PRESETS.micro, PRESETS.micro)).toEqual({ model: PRESETS.micro });
+  });
+});
