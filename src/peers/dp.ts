@@ -32,144 +32,24 @@ import type { CheckpointFiles } from '../engine/io/checkpoint';
 import type { QuantErrorRecord } from '../engine/train/probe';
 import type { RunTrainer } from '../engine/train/run-trainer';
 import type { Trainer } from '../engine/train/trainer';
-import { allReduceMean, allReduceWireBytes, type AllReduceMode } from './allreduce';
 import { crc32 } from './crc32';
 import { EpochChannels } from './dp-channels';
 import { gradientAccess, type GradientAccess } from './dp-grads';
+import { checkHashes, exchangeMean, stepStats } from './dp-step';
+import { handOver, syncVerdict } from './dp-sync';
 import {
-  type ControlMessage, decodeControl, decodeReport, decodeState, decodeStatus, DpKind, DP_VERSION, encodeControl, encodeReport,
-  encodeState, encodeStatus, fingerprintOf, type GroupStatus, MAX_EPOCH, stateBytes, type StepReport, weightsHash,
+  type Applied, type DataParallelOptions, DpError, type DpEvent, type DpEventKind, type DpStepStats, type Plan, type Reported,
+  resolveOptions, type ResolvedOptions, type StepBegin,
+} from './dp-types';
+import {
+  type ControlMessage, decodeControl, decodeReport, decodeStatus, DpKind, DP_VERSION, encodeControl, encodeReport,
+  encodeStatus, fingerprintOf, type GroupStatus, MAX_EPOCH, type StepReport, weightsHash,
 } from './dp-wire';
 import { CollectiveError, PeerGroup } from './group';
 import type { PeerId, Transport, Unsubscribe } from './transport';
 
-export interface DataParallelOptions {
-  /** Names the run: peers of other runs on the same transport are ignored (reported). */
-  run: string;
-  /** Gradient exchange: 'fp32' or 'int8' (AGoQ's two-shot INT8 all-reduce). */
-  mode: AllReduceMode;
-  /**
-   * The peers (self included) that start together. Omitted: start alone when no peer is connected,
-   * else join the run's running group (HELLO → WELCOME at its next step).
-   */
-  members?: PeerId[];
-  /** Micro-batches per step whose gradients are averaged in fp32 before the exchange (default 1). */
-  accumulate?: number;
-  /** Compare weight hashes every k steps (default 1). */
-  hashEvery?: number;
-  /** A member not heard from (frames, heartbeats) for this long is dropped, ms (default 15 000). */
-  silenceMs?: number;
-  /** Longest wait of one collective on live members, ms (default 600 000). */
-  collectiveTimeoutMs?: number;
-  /** How long a joiner waits for its WELCOME, ms (default 120 000). */
-  joinTimeoutMs?: number;
-  /** Heartbeat period, ms (default silenceMs / 5). */
-  heartbeatMs?: number;
-  /** Attempts at one step (each failure forms a new group) before giving up (default 6). */
-  maxAttempts?: number;
-  /** Floats per all-reduce call (default 2^22, a multiple of 256): bounds message sizes and memory. */
-  bucketFloats?: number;
-  /** Bytes of state per all-to-all round when handing state over (default 16 MiB). */
-  stateRoundBytes?: number;
-  /** Frame payload bytes (PeerGroup's chunkPayload). */
-  chunkPayload?: number;
-  onEvent?: (e: DpEvent) => void;
-}
-
-export type DpErrorCode = 'diverged' | 'state-rejected' | 'config-mismatch' | 'refused' | 'no-group' | 'regroup-failed' | 'stopped';
-
-/** A stop of the run on this peer: why, at which step, which peers. */
-export class DpError extends Error {
-  constructor(
-    readonly code: DpErrorCode,
-    message: string,
-    readonly step: number,
-    readonly peers: PeerId[] = [],
-  ) {
-    super(message);
-    this.name = 'DpError';
-  }
-}
-
-export type DpEventKind =
-  | 'formed' | 'fault' | 'dropped' | 'admitted' | 'welcomed' | 'state-sent' | 'state-received' | 'state-rejected'
-  | 'refused' | 'reject' | 'stopped';
-
-export interface DpEvent {
-  kind: DpEventKind;
-  /** The trainer's step index when it happened. */
-  step: number;
-  epoch: number;
-  peers: PeerId[];
-  message: string;
-}
-
-export interface DpStepStats {
-  /** Index of the step (as StepMetrics.step); the trainer is at step + 1 afterwards. */
-  step: number;
-  /** This peer's loss on its shard (null: the step was completed by another peer's state). */
-  loss: number | null;
-  /** Mean of the members' losses: the loss of the step's global batch. */
-  groupLoss: number | null;
-  lr: number | null;
-  gradNorm: number | null;
-  rank: number;
-  world: number;
-  members: PeerId[];
-  epoch: number;
-  mode: AllReduceMode;
-  /** Transport bytes over the whole step (exchange, reports, heartbeats, regrouping). */
-  bytesSent: number;
-  bytesReceived: number;
-  /** Bytes of the gradient all-reduce alone, and what fp32 would have sent for the same gradient. */
-  exchangeBytesSent: number;
-  exchangeBytesReceived: number;
-  fp32ExchangeBytes: number;
-  /** exchangeBytesSent / fp32ExchangeBytes (1 for fp32; AGoQ ≈ 0.26). */
-  wireRatio: number;
-  /** Forward/backward + gradient readback; writing the mean + optimizer + hash. */
-  computeMs: number;
-  applyMs: number;
-  /** The all-reduce (with its codec work); reports and any regrouping/state hand-over. */
-  exchangeMs: number;
-  syncMs: number;
-  /** computeMs + applyMs, and exchangeMs + syncMs. */
-  busyMs: number;
-  commMs: number;
-  stepMs: number;
-  /** crc32 of the weights after the step, on hash steps. */
-  weightsHash: number | null;
-  /** True when this peer did not apply the step itself but received the state after it. */
-  recovered: boolean;
-  events: DpEvent[];
-}
-
-interface Plan {
-  epoch: number;
-  members: PeerId[];
-}
-
-/** What the step reports agreed on. */
-interface Reported {
-  groupLoss: number;
-  weightsHash: number | null;
-}
-
-/** What this peer measured while applying a step. */
-interface Applied {
-  loss: number;
-  lr: number;
-  gradNorm: number;
-  exchangeBytesSent: number;
-  exchangeBytesReceived: number;
-  fp32ExchangeBytes: number;
-  computeMs: number;
-  applyMs: number;
-  exchangeMs: number;
-  weightsHash: number | null;
-}
-
-const EMPTY = new Uint8Array(0);
+// The options, errors, events and stats live in dp-types.ts; callers keep importing them from here.
+export { type DataParallelOptions, DpError, type DpErrorCode, type DpEvent, type DpEventKind, type DpStepStats } from './dp-types';
 
 export class DataParallel implements RunTrainer<DpStepStats> {
   readonly id: PeerId;
@@ -177,7 +57,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
   readonly fingerprint: number;
   /** Messages rejected so far (bad frames, bad control messages). */
   rejected = 0;
-  private readonly o: Required<Omit<DataParallelOptions, 'members' | 'onEvent' | 'chunkPayload'>> & Pick<DataParallelOptions, 'chunkPayload'>;
+  private readonly o: ResolvedOptions;
   private readonly channels: EpochChannels;
   private readonly grads: GradientAccess;
   private group: PeerGroup | null = null;
@@ -208,36 +88,8 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     private readonly opts: DataParallelOptions,
   ) {
     this.id = transport.id;
-    const silenceMs = opts.silenceMs ?? 15_000;
-    this.o = {
-      run: opts.run,
-      mode: opts.mode,
-      accumulate: opts.accumulate ?? 1,
-      hashEvery: opts.hashEvery ?? 1,
-      silenceMs,
-      collectiveTimeoutMs: opts.collectiveTimeoutMs ?? 600_000,
-      joinTimeoutMs: opts.joinTimeoutMs ?? 120_000,
-      heartbeatMs: opts.heartbeatMs ?? Math.max(10, silenceMs / 5),
-      maxAttempts: opts.maxAttempts ?? 6,
-      bucketFloats: opts.bucketFloats ?? 1 << 22,
-      stateRoundBytes: opts.stateRoundBytes ?? 16 << 20,
-      chunkPayload: opts.chunkPayload,
-    };
+    this.o = resolveOptions(opts, this.id);
     const o = this.o;
-    if (typeof o.run !== 'string' || o.run.length === 0) throw new Error('DataParallel: run must be a non-empty string');
-    if (o.mode !== 'fp32' && o.mode !== 'int8') throw new Error(`DataParallel: mode must be 'fp32' or 'int8', got ${String(o.mode)}`);
-    for (const [k, v, min] of [['accumulate', o.accumulate, 1], ['hashEvery', o.hashEvery, 1], ['maxAttempts', o.maxAttempts, 1], ['stateRoundBytes', o.stateRoundBytes, 1]] as const) {
-      if (!Number.isSafeInteger(v) || v < min) throw new Error(`DataParallel: ${k} must be an integer ≥ ${min}, got ${v}`);
-    }
-    if (!Number.isSafeInteger(o.bucketFloats) || o.bucketFloats < 256 || o.bucketFloats % 256 !== 0) throw new Error(`DataParallel: bucketFloats must be a positive multiple of 256, got ${o.bucketFloats}`);
-    for (const [k, v] of [['silenceMs', o.silenceMs], ['collectiveTimeoutMs', o.collectiveTimeoutMs], ['joinTimeoutMs', o.joinTimeoutMs], ['heartbeatMs', o.heartbeatMs]] as const) {
-      if (!(v > 0)) throw new Error(`DataParallel: ${k} must be > 0, got ${v}`);
-    }
-    if (opts.members) {
-      const m = [...new Set(opts.members)];
-      if (!m.includes(this.id)) throw new Error(`DataParallel: members ${JSON.stringify(opts.members)} do not include this peer (${this.id})`);
-      if (m.length > 8) throw new Error(`DataParallel: at most 8 members, got ${m.length}`);
-    }
     this.grads = gradientAccess(trainer.model);
     const t = trainer.opts;
     this.fingerprint = fingerprintOf({
@@ -303,37 +155,9 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     }
   }
 
-  private stepStats(s: number, begin: { t0: number; sent: number; received: number }, a: Applied | null, report: Reported | null): DpStepStats {
-    const stepMs = performance.now() - begin.t0;
-    const busy = a ? a.computeMs + a.applyMs : 0;
-    return {
-      step: s,
-      loss: a?.loss ?? null,
-      groupLoss: report?.groupLoss ?? null,
-      lr: a?.lr ?? null,
-      gradNorm: a?.gradNorm ?? null,
-      rank: this.members.indexOf(this.id),
-      world: this.members.length,
-      members: [...this.members],
-      epoch: this.epoch,
-      mode: this.o.mode,
-      bytesSent: this.transport.stats.bytesSent - begin.sent,
-      bytesReceived: this.transport.stats.bytesReceived - begin.received,
-      exchangeBytesSent: a?.exchangeBytesSent ?? 0,
-      exchangeBytesReceived: a?.exchangeBytesReceived ?? 0,
-      fp32ExchangeBytes: a?.fp32ExchangeBytes ?? 0,
-      wireRatio: a && a.fp32ExchangeBytes > 0 ? a.exchangeBytesSent / a.fp32ExchangeBytes : 0,
-      computeMs: a?.computeMs ?? 0,
-      applyMs: a?.applyMs ?? 0,
-      exchangeMs: a?.exchangeMs ?? 0,
-      syncMs: stepMs - busy - (a?.exchangeMs ?? 0),
-      busyMs: busy,
-      commMs: stepMs - busy,
-      stepMs,
-      weightsHash: report?.weightsHash ?? a?.weightsHash ?? null,
-      recovered: a === null || report === null,
-      events: this.events,
-    };
+  private stepStats(s: number, begin: StepBegin, a: Applied | null, report: Reported | null): DpStepStats {
+    const { id, members, epoch, transport, events } = this;
+    return stepStats({ id, members, epoch, mode: this.o.mode, transport, events }, s, begin, a, report);
   }
 
   // ---- RunTrainer: the group's step; the rest is the member's own trainer (every member holds the same state) ----
@@ -398,7 +222,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     if (k > 1) for (let i = 0; i < acc!.length; i++) acc![i] /= k;
     const loss = lossSum / k;
     const te = performance.now();
-    const ex = await this.exchange(g, acc!);
+    const ex = await exchangeMean(g, acc!, this.o.bucketFloats, this.o.mode);
     const ta = performance.now();
     this.grads.write(ex.out);
     const { lr, gradNorm } = await trainer.applyGradients();
@@ -416,41 +240,9 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     reports.forEach((rep, r) => {
       if (rep.step !== s + 1) throw new CollectiveError('invalid-payload', `${g.members[r]} reports step ${rep.step}, expected ${s + 1}`, g.members[r]);
     });
-    if (hashed) this.checkHashes(g, reports, s);
+    if (hashed) checkHashes(g, reports, s);
     this.admit(g, reports);
     return { groupLoss: reports.reduce((a, r) => a + r.loss, 0) / reports.length, weightsHash: hash };
-  }
-
-  /** Mean of `x` over the group, bucket by bucket; bytes as sent, and as fp32 would have sent them. */
-  private async exchange(g: PeerGroup, x: Float32Array): Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number }> {
-    const out = new Float32Array(x.length);
-    let sent = 0;
-    let received = 0;
-    let fp32Bytes = 0;
-    for (let a = 0; a < x.length; a += this.o.bucketFloats) {
-      const b = Math.min(x.length, a + this.o.bucketFloats);
-      const r = await allReduceMean(g, x.subarray(a, b), { mode: this.o.mode });
-      out.set(r.out, a);
-      sent += r.bytesSent;
-      received += r.bytesReceived;
-      fp32Bytes += allReduceWireBytes(b - a, g.size, g.rank, 'fp32', { chunkPayload: g.chunkPayload });
-    }
-    return { out, sent, received, fp32Bytes };
-  }
-
-  /** Every member got the same reports, so every member reaches the same verdict. */
-  private checkHashes(g: PeerGroup, reports: StepReport[], s: number): void {
-    const byHash = new Map<number, PeerId[]>();
-    reports.forEach((r, i) => {
-      const h = r.weightsHash ?? -1;
-      byHash.set(h, [...(byHash.get(h) ?? []), g.members[i]]);
-    });
-    if (byHash.size === 1) return;
-    // The largest set (ties: the one holding the lowest id) is the reference; the others diverged.
-    const sets = [...byHash.entries()].sort((a, b) => b[1].length - a[1].length || (a[1][0] < b[1][0] ? -1 : 1));
-    const odd = sets.slice(1).flatMap(([, p]) => p);
-    const show = sets.map(([h, p]) => `${h < 0 ? 'no hash' : `crc32 0x${h.toString(16).padStart(8, '0')}`} on ${p.join(', ')}`).join('; ');
-    throw new DpError('diverged', `weights differ after step ${s} (${s + 1} steps taken): ${show}. Diverged: ${odd.join(', ')}. The run stops on every peer.`, s, odd);
   }
 
   /** Joiners every member can reach enter at the next step; the lowest-id member welcomes them. */
@@ -510,69 +302,12 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     };
     const raw = await g.allGather(encodeStatus(mine));
     const st = raw.map((b, r) => this.decoded(g, r, () => decodeStatus(b)));
-    const alien = g.members.filter((_, r) => st[r].fingerprint !== this.fingerprint);
-    if (alien.length) {
-      throw new DpError('config-mismatch', `${alien.join(', ')} train${alien.length === 1 ? 's' : ''} with another configuration (model, optimizer, data, seed, batch or mode): a group needs the same run on every peer`, trainer.stepIndex, alien);
+    const v = syncVerdict(g, st, this.fingerprint, this.epoch, trainer.stepIndex);
+    if ('agreedView' in v) {
+      this.agreedView = v.agreedView;
+      throw new CollectiveError('invalid-payload', v.why);
     }
-    const same = (x: GroupStatus) => x.epoch === this.epoch && x.members.length === g.size && x.members.every((p, i) => p === g.members[i]);
-    const other = st.findIndex((x) => !same(x));
-    if (other >= 0) {
-      // Views differ (a leave not yet seen everywhere, an admission half done): all retry with the
-      // peers that every view holds, which every member computes alike from these statuses.
-      this.agreedView = g.members.filter((p) => st.every((x) => x.members.includes(p)));
-      throw new CollectiveError('invalid-payload', `${g.members[other]} sees another group (epoch ${st[other].epoch}: ${st[other].members.join(', ')})`);
-    }
-    const ranks = g.members.map((_, r) => r);
-    const est = ranks.filter((r) => st[r].established);
-    const cand = est.length ? est : ranks;
-    const top = Math.max(...cand.map((r) => st[r].step));
-    const src = cand.find((r) => st[r].step === top)!;
-    const diverged = est.filter((r) => st[r].step === top && st[r].weightsHash !== st[src].weightsHash);
-    if (diverged.length) {
-      const odd = diverged.map((r) => g.members[r]);
-      throw new DpError('diverged', `weights differ at step ${top} between ${g.members[src]} and ${odd.join(', ')} (found when forming epoch ${this.epoch}). The run stops on every peer.`, top, odd);
-    }
-    const needy = ranks.filter((r) => st[r].step !== top || st[r].weightsHash !== st[src].weightsHash);
-    if (needy.length) await this.handOver(g, src, needy, st[src]);
-  }
-
-  /** The source's state to the needy ranks, in rounds of stateRoundBytes; validated before use. */
-  private async handOver(g: PeerGroup, src: number, needy: number[], announced: GroupStatus): Promise<void> {
-    const { trainer } = this;
-    const n = trainer.model.layout.totalFloats;
-    const total = stateBytes(n);
-    const R = this.o.stateRoundBytes;
-    const rounds = Math.ceil(total / R);
-    const payload = g.rank === src ? encodeState(await trainer.trainingState()) : null;
-    const iNeed = needy.includes(g.rank);
-    const got = iNeed ? new Uint8Array(total) : null;
-    for (let i = 0; i < rounds; i++) {
-      const piece = payload ? payload.subarray(i * R, Math.min(total, (i + 1) * R)) : EMPTY;
-      const recv = await g.allToAll(g.members.map((_, r) => (needy.includes(r) ? piece : EMPTY)));
-      if (got) {
-        const want = Math.min(total, (i + 1) * R) - i * R;
-        if (recv[src].length !== want) {
-          this.rejectState(g, src, `round ${i} carried ${recv[src].length} B, expected ${want}`);
-        }
-        got.set(recv[src], i * R);
-      }
-    }
-    if (g.rank === src) this.event('state-sent', needy.map((r) => g.members[r]), `state of step ${announced.step} (${total} B)`);
-    if (!got) return;
-    let state;
-    try {
-      state = decodeState(got, { n, step: announced.step, weightsHash: announced.weightsHash });
-    } catch (e) {
-      this.rejectState(g, src, (e as Error).message);
-    }
-    trainer.restoreTrainingState(state);
-    this.event('state-received', [g.members[src]], `state of step ${state.step} from ${g.members[src]}`);
-  }
-
-  private rejectState(g: PeerGroup, src: number, why: string): never {
-    const from = g.members[src];
-    this.event('state-rejected', [from], why);
-    throw new DpError('state-rejected', `state from ${from} rejected, nothing applied: ${why}`, this.trainer.stepIndex, [from]);
+    if (v.needy.length) await handOver(g, trainer, v.src, v.needy, st[v.src], this.o.stateRoundBytes, (k, p, m) => this.event(k, p, m));
   }
 
   private join(): Promise<Plan> {

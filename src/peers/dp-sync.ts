@@ -1,0 +1,90 @@
+/**
+ * A new group's sync (dp.ts): from every member's status, who holds the state the group goes on
+ * from and who must receive it; then the hand-over itself. Apart from the driver because it is the
+ * membership's one decision and its one bulk transfer, and neither needs the driver's own state.
+ */
+import type { Trainer } from '../engine/train/trainer';
+import { decodeState, encodeState, type GroupStatus, stateBytes } from './dp-wire';
+import { DpError, type DpEventKind } from './dp-types';
+import type { PeerGroup } from './group';
+import type { PeerId } from './transport';
+
+const EMPTY = new Uint8Array(0);
+
+/** Who sends the state (a rank) to which ranks; or, when the members' views differ, the peers all of them saw. */
+export type SyncVerdict = { src: number; needy: number[] } | { agreedView: PeerId[]; why: string };
+
+/**
+ * The sync's verdict from the members' statuses, alike on every member. Throws DpError when the run
+ * must stop: a member trains another configuration, or established members diverged.
+ */
+export function syncVerdict(g: PeerGroup, st: GroupStatus[], fingerprint: number, epoch: number, stepIndex: number): SyncVerdict {
+  const alien = g.members.filter((_, r) => st[r].fingerprint !== fingerprint);
+  if (alien.length) {
+    throw new DpError('config-mismatch', `${alien.join(', ')} train${alien.length === 1 ? 's' : ''} with another configuration (model, optimizer, data, seed, batch or mode): a group needs the same run on every peer`, stepIndex, alien);
+  }
+  const same = (x: GroupStatus) => x.epoch === epoch && x.members.length === g.size && x.members.every((p, i) => p === g.members[i]);
+  const other = st.findIndex((x) => !same(x));
+  if (other >= 0) {
+    // Views differ (a leave not yet seen everywhere, an admission half done): all retry with the
+    // peers that every view holds, which every member computes alike from these statuses.
+    return {
+      agreedView: g.members.filter((p) => st.every((x) => x.members.includes(p))),
+      why: `${g.members[other]} sees another group (epoch ${st[other].epoch}: ${st[other].members.join(', ')})`,
+    };
+  }
+  const ranks = g.members.map((_, r) => r);
+  const est = ranks.filter((r) => st[r].established);
+  const cand = est.length ? est : ranks;
+  const top = Math.max(...cand.map((r) => st[r].step));
+  const src = cand.find((r) => st[r].step === top)!;
+  const diverged = est.filter((r) => st[r].step === top && st[r].weightsHash !== st[src].weightsHash);
+  if (diverged.length) {
+    const odd = diverged.map((r) => g.members[r]);
+    throw new DpError('diverged', `weights differ at step ${top} between ${g.members[src]} and ${odd.join(', ')} (found when forming epoch ${epoch}). The run stops on every peer.`, top, odd);
+  }
+  const needy = ranks.filter((r) => st[r].step !== top || st[r].weightsHash !== st[src].weightsHash);
+  return { src, needy };
+}
+
+type OnEvent = (kind: DpEventKind, peers: PeerId[], message: string) => void;
+
+/** The source's state to the needy ranks, in rounds of `roundBytes`; validated before use. */
+export async function handOver(
+  g: PeerGroup, trainer: Trainer, src: number, needy: number[], announced: GroupStatus, roundBytes: number, event: OnEvent,
+): Promise<void> {
+  const n = trainer.model.layout.totalFloats;
+  const total = stateBytes(n);
+  const R = roundBytes;
+  const rounds = Math.ceil(total / R);
+  const payload = g.rank === src ? encodeState(await trainer.trainingState()) : null;
+  const iNeed = needy.includes(g.rank);
+  const got = iNeed ? new Uint8Array(total) : null;
+  for (let i = 0; i < rounds; i++) {
+    const piece = payload ? payload.subarray(i * R, Math.min(total, (i + 1) * R)) : EMPTY;
+    const recv = await g.allToAll(g.members.map((_, r) => (needy.includes(r) ? piece : EMPTY)));
+    if (got) {
+      const want = Math.min(total, (i + 1) * R) - i * R;
+      if (recv[src].length !== want) {
+        rejectState(g, trainer, src, `round ${i} carried ${recv[src].length} B, expected ${want}`, event);
+      }
+      got.set(recv[src], i * R);
+    }
+  }
+  if (g.rank === src) event('state-sent', needy.map((r) => g.members[r]), `state of step ${announced.step} (${total} B)`);
+  if (!got) return;
+  let state;
+  try {
+    state = decodeState(got, { n, step: announced.step, weightsHash: announced.weightsHash });
+  } catch (e) {
+    rejectState(g, trainer, src, (e as Error).message, event);
+  }
+  trainer.restoreTrainingState(state);
+  event('state-received', [g.members[src]], `state of step ${state.step} from ${g.members[src]}`);
+}
+
+function rejectState(g: PeerGroup, trainer: Trainer, src: number, why: string, event: OnEvent): never {
+  const from = g.members[src];
+  event('state-rejected', [from], why);
+  throw new DpError('state-rejected', `state from ${from} rejected, nothing applied: ${why}`, trainer.stepIndex, [from]);
+}

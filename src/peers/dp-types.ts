@@ -1,0 +1,177 @@
+/**
+ * The data-parallel driver's vocabulary (dp.ts): its options and their defaults, its errors, events
+ * and per-step stats, and the records its parts hand each other. Apart so the step core, the state
+ * hand-over and the driver share them without importing one another.
+ */
+import type { AllReduceMode } from './allreduce';
+import type { PeerId } from './transport';
+
+export interface DataParallelOptions {
+  /** Names the run: peers of other runs on the same transport are ignored (reported). */
+  run: string;
+  /** Gradient exchange: 'fp32' or 'int8' (AGoQ's two-shot INT8 all-reduce). */
+  mode: AllReduceMode;
+  /**
+   * The peers (self included) that start together. Omitted: start alone when no peer is connected,
+   * else join the run's running group (HELLO → WELCOME at its next step).
+   */
+  members?: PeerId[];
+  /** Micro-batches per step whose gradients are averaged in fp32 before the exchange (default 1). */
+  accumulate?: number;
+  /** Compare weight hashes every k steps (default 1). */
+  hashEvery?: number;
+  /** A member not heard from (frames, heartbeats) for this long is dropped, ms (default 15 000). */
+  silenceMs?: number;
+  /** Longest wait of one collective on live members, ms (default 600 000). */
+  collectiveTimeoutMs?: number;
+  /** How long a joiner waits for its WELCOME, ms (default 120 000). */
+  joinTimeoutMs?: number;
+  /** Heartbeat period, ms (default silenceMs / 5). */
+  heartbeatMs?: number;
+  /** Attempts at one step (each failure forms a new group) before giving up (default 6). */
+  maxAttempts?: number;
+  /** Floats per all-reduce call (default 2^22, a multiple of 256): bounds message sizes and memory. */
+  bucketFloats?: number;
+  /** Bytes of state per all-to-all round when handing state over (default 16 MiB). */
+  stateRoundBytes?: number;
+  /** Frame payload bytes (PeerGroup's chunkPayload). */
+  chunkPayload?: number;
+  onEvent?: (e: DpEvent) => void;
+}
+
+export type DpErrorCode = 'diverged' | 'state-rejected' | 'config-mismatch' | 'refused' | 'no-group' | 'regroup-failed' | 'stopped';
+
+/** A stop of the run on this peer: why, at which step, which peers. */
+export class DpError extends Error {
+  constructor(
+    readonly code: DpErrorCode,
+    message: string,
+    readonly step: number,
+    readonly peers: PeerId[] = [],
+  ) {
+    super(message);
+    this.name = 'DpError';
+  }
+}
+
+export type DpEventKind =
+  | 'formed' | 'fault' | 'dropped' | 'admitted' | 'welcomed' | 'state-sent' | 'state-received' | 'state-rejected'
+  | 'refused' | 'reject' | 'stopped';
+
+export interface DpEvent {
+  kind: DpEventKind;
+  /** The trainer's step index when it happened. */
+  step: number;
+  epoch: number;
+  peers: PeerId[];
+  message: string;
+}
+
+export interface DpStepStats {
+  /** Index of the step (as StepMetrics.step); the trainer is at step + 1 afterwards. */
+  step: number;
+  /** This peer's loss on its shard (null: the step was completed by another peer's state). */
+  loss: number | null;
+  /** Mean of the members' losses: the loss of the step's global batch. */
+  groupLoss: number | null;
+  lr: number | null;
+  gradNorm: number | null;
+  rank: number;
+  world: number;
+  members: PeerId[];
+  epoch: number;
+  mode: AllReduceMode;
+  /** Transport bytes over the whole step (exchange, reports, heartbeats, regrouping). */
+  bytesSent: number;
+  bytesReceived: number;
+  /** Bytes of the gradient all-reduce alone, and what fp32 would have sent for the same gradient. */
+  exchangeBytesSent: number;
+  exchangeBytesReceived: number;
+  fp32ExchangeBytes: number;
+  /** exchangeBytesSent / fp32ExchangeBytes (1 for fp32; AGoQ ≈ 0.26). */
+  wireRatio: number;
+  /** Forward/backward + gradient readback; writing the mean + optimizer + hash. */
+  computeMs: number;
+  applyMs: number;
+  /** The all-reduce (with its codec work); reports and any regrouping/state hand-over. */
+  exchangeMs: number;
+  syncMs: number;
+  /** computeMs + applyMs, and exchangeMs + syncMs. */
+  busyMs: number;
+  commMs: number;
+  stepMs: number;
+  /** crc32 of the weights after the step, on hash steps. */
+  weightsHash: number | null;
+  /** True when this peer did not apply the step itself but received the state after it. */
+  recovered: boolean;
+  events: DpEvent[];
+}
+
+/** The options with their defaults filled in (members and onEvent stay with the raw options). */
+export type ResolvedOptions = Required<Omit<DataParallelOptions, 'members' | 'onEvent' | 'chunkPayload'>> & Pick<DataParallelOptions, 'chunkPayload'>;
+
+/** Fills in the defaults and checks every option; a bad one throws before anything is set up. */
+export function resolveOptions(opts: DataParallelOptions, id: PeerId): ResolvedOptions {
+  const silenceMs = opts.silenceMs ?? 15_000;
+  const o: ResolvedOptions = {
+    run: opts.run,
+    mode: opts.mode,
+    accumulate: opts.accumulate ?? 1,
+    hashEvery: opts.hashEvery ?? 1,
+    silenceMs,
+    collectiveTimeoutMs: opts.collectiveTimeoutMs ?? 600_000,
+    joinTimeoutMs: opts.joinTimeoutMs ?? 120_000,
+    heartbeatMs: opts.heartbeatMs ?? Math.max(10, silenceMs / 5),
+    maxAttempts: opts.maxAttempts ?? 6,
+    bucketFloats: opts.bucketFloats ?? 1 << 22,
+    stateRoundBytes: opts.stateRoundBytes ?? 16 << 20,
+    chunkPayload: opts.chunkPayload,
+  };
+  if (typeof o.run !== 'string' || o.run.length === 0) throw new Error('DataParallel: run must be a non-empty string');
+  if (o.mode !== 'fp32' && o.mode !== 'int8') throw new Error(`DataParallel: mode must be 'fp32' or 'int8', got ${String(o.mode)}`);
+  for (const [k, v, min] of [['accumulate', o.accumulate, 1], ['hashEvery', o.hashEvery, 1], ['maxAttempts', o.maxAttempts, 1], ['stateRoundBytes', o.stateRoundBytes, 1]] as const) {
+    if (!Number.isSafeInteger(v) || v < min) throw new Error(`DataParallel: ${k} must be an integer ≥ ${min}, got ${v}`);
+  }
+  if (!Number.isSafeInteger(o.bucketFloats) || o.bucketFloats < 256 || o.bucketFloats % 256 !== 0) throw new Error(`DataParallel: bucketFloats must be a positive multiple of 256, got ${o.bucketFloats}`);
+  for (const [k, v] of [['silenceMs', o.silenceMs], ['collectiveTimeoutMs', o.collectiveTimeoutMs], ['joinTimeoutMs', o.joinTimeoutMs], ['heartbeatMs', o.heartbeatMs]] as const) {
+    if (!(v > 0)) throw new Error(`DataParallel: ${k} must be > 0, got ${v}`);
+  }
+  if (opts.members) {
+    const m = [...new Set(opts.members)];
+    if (!m.includes(id)) throw new Error(`DataParallel: members ${JSON.stringify(opts.members)} do not include this peer (${id})`);
+    if (m.length > 8) throw new Error(`DataParallel: at most 8 members, got ${m.length}`);
+  }
+  return o;
+}
+
+export interface Plan {
+  epoch: number;
+  members: PeerId[];
+}
+
+/** What the step reports agreed on. */
+export interface Reported {
+  groupLoss: number;
+  weightsHash: number | null;
+}
+
+/** What this peer measured while applying a step. */
+export interface Applied {
+  loss: number;
+  lr: number;
+  gradNorm: number;
+  exchangeBytesSent: number;
+  exchangeBytesReceived: number;
+  fp32ExchangeBytes: number;
+  computeMs: number;
+  applyMs: number;
+  exchangeMs: number;
+  weightsHash: number | null;
+}
+
+/** Clock and transport counters when a step began. */
+export interface StepBegin {
+  t0: number;
+  sent: number;
+  received: number;
+}
