@@ -22,9 +22,10 @@ import { CharTokenizer } from '../engine/train/tokenizer';
 import { Trainer } from '../engine/train/trainer';
 import { paramLayout } from '../engine/model/params';
 import { checkOutDir } from './checkpoint-store';
-import { defaultCorpusPath, fail, num, parseCliArgs, UsageError } from './common';
+import { defaultCorpusPath, fail, num, parseCliArgs, readJsonObject, UsageError } from './common';
 import { INTERRUPTED_EXIT } from './interrupt';
 import { RunDir, runDiskBytes } from './run-dir';
+import { resumePoint } from './train-options';
 
 const DEFAULT_PAGE = 'http://localhost:5173/';
 
@@ -49,6 +50,8 @@ const HELP = `usage: npm run peer -- --join LINK [options]
     --run NAME                     run name shared by the members (default lab)
     --out DIR                      run.json, metrics.jsonl, checkpoints/ and the export, as npm run train
                                    writes them (default runs/peer-<model>-<time>; must be new or empty)
+    --resume DIR                   continue this member's run in DIR from its last checkpoint (its options
+                                   come from DIR/run.json; flags that differ are refused)
     --checkpoint-every N           commit DIR/checkpoints every N steps (default 100; 0 = only at the end)
     --cpu                          use the SwiftShader CPU adapter even when a GPU is present`;
 
@@ -61,6 +64,8 @@ interface TrainCliOptions {
   cpu: boolean;
   out: string;
   checkpointEvery: number;
+  /** --resume: continue the run in `out` from its last checkpoint. */
+  resume: boolean;
 }
 
 interface PeerCliOptions {
@@ -85,13 +90,16 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     train: { type: 'boolean' }, model: { type: 'string' }, steps: { type: 'string' }, seed: { type: 'string' },
     mode: { type: 'string' }, run: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
     'min-members': { type: 'string' }, 'quorum-timeout': { type: 'string' }, out: { type: 'string' }, 'checkpoint-every': { type: 'string' },
+    resume: { type: 'string' },
   });
   if (a.help) return null;
   if ((a.join === undefined) === !a.host) throw new UsageError('give exactly one of --join LINK or --host (see --help)');
   const admitTimeoutMs = (num('timeout', a.timeout, { min: 0 }) ?? 30) * 1000;
   const peerTimeoutMs = (num('peer-timeout', a['peer-timeout'], { min: 1 }) ?? 10) * 1000;
   let train: TrainCliOptions | null = null;
-  if (a.train) {
+  if (a.train && a.resume !== undefined) {
+    train = resumeOptions(a, a.resume);
+  } else if (a.train) {
     const preset = (a.model ?? 'micro') as PresetName;
     if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}, got '${a.model}'`);
     const mode = a.mode ?? 'int8';
@@ -99,10 +107,10 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     const out = a.out ?? path.join('runs', `peer-${preset}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
     train = {
       preset, mode, steps: num('steps', a.steps, { int: true, min: 1 }), seed: num('seed', a.seed, { int: true, min: 0 }), run: a.run ?? 'lab', cpu: a.cpu ?? false,
-      out, checkpointEvery: num('checkpoint-every', a['checkpoint-every'], { int: true, min: 0 }) ?? 100,
+      out, checkpointEvery: num('checkpoint-every', a['checkpoint-every'], { int: true, min: 0 }) ?? 100, resume: false,
     };
-  } else if (a.model || a.steps || a.seed || a.mode || a.run || a.cpu || a.out || a['checkpoint-every']) {
-    throw new UsageError('--model, --steps, --seed, --mode, --run, --cpu, --out and --checkpoint-every go with --train');
+  } else if (a.model || a.steps || a.seed || a.mode || a.run || a.cpu || a.out || a['checkpoint-every'] || a.resume !== undefined) {
+    throw new UsageError('--model, --steps, --seed, --mode, --run, --cpu, --out, --checkpoint-every and --resume go with --train');
   }
   const minMembers = num('min-members', a['min-members'], { int: true, min: 1 }) ?? (train ? 2 : 1);
   const quorumTimeoutMs = (num('quorum-timeout', a['quorum-timeout'], { min: 0 }) ?? 120) * 1000;
@@ -124,6 +132,33 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
   }
 }
 
+/**
+ * --resume DIR: the options of the peer run in DIR (its run.json); a flag that names another value is
+ * refused, as npm run train's --resume does. --checkpoint-every and --cpu may change.
+ */
+function resumeOptions(a: Record<string, string | boolean | undefined>, dir: string): TrainCliOptions {
+  const runFile = path.join(dir, 'run.json');
+  const run = readJsonObject('--resume', runFile, 'the run.json of a run started by npm run peer -- --train');
+  const optimizer = run.optimizer as { total_steps?: unknown } | undefined;
+  const recorded = { model: run.preset, steps: optimizer?.total_steps, seed: run.seed, mode: run.mode, run: run.peer_run };
+  if (!PRESET_NAMES.includes(recorded.model as PresetName) || (recorded.mode !== 'fp32' && recorded.mode !== 'int8') || typeof recorded.run !== 'string' ||
+    !Number.isInteger(recorded.steps) || !Number.isInteger(recorded.seed)) {
+    throw new UsageError(`--resume ${dir}: ${runFile} does not hold a peer run's options (preset, mode, peer_run, optimizer.total_steps, seed)`);
+  }
+  for (const [flag, v] of Object.entries(recorded)) {
+    const given = a[flag] as string | undefined;
+    if (given !== undefined && (typeof v === 'number' ? Number(given) !== v : given !== v)) {
+      throw new UsageError(`--${flag} ${given} conflicts with the run being resumed (${flag} ${String(v)} in ${runFile}); drop it or start a new run`);
+    }
+  }
+  if (a.out !== undefined && path.resolve(a.out as string) !== path.resolve(dir)) throw new UsageError(`--out ${a.out} conflicts with --resume ${dir}: a resumed run writes to its own directory`);
+  const every = num('checkpoint-every', a['checkpoint-every'] as string | undefined, { int: true, min: 0 }) ?? run.checkpoint_every;
+  return {
+    preset: recorded.model as PresetName, steps: recorded.steps as number, seed: recorded.seed as number, mode: recorded.mode, run: recorded.run,
+    cpu: a.cpu === true, out: dir, checkpointEvery: typeof every === 'number' && Number.isInteger(every) && every >= 0 ? every : 100, resume: true,
+  };
+}
+
 /** A trainer ready to step: built before joining, because compiling its GPU pipelines blocks the event loop for seconds. */
 interface PreparedTraining {
   train: TrainCliOptions;
@@ -131,28 +166,41 @@ interface PreparedTraining {
   trainer: Trainer;
   totalSteps: number;
   run: RunDir;
+  /** Continued from a checkpoint (the loop then writes no end checkpoint when it takes no step). */
+  resumed: boolean;
 }
 
-async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining> {
+/** Null when the resumed run had already finished (its export is then written again). */
+async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining | null> {
   const text = readFileSync(defaultCorpusPath(), 'utf8');
   const tokenizer = CharTokenizer.fromText(text);
   // --mode is the scheme's gradient wire format (grads.wire), as in the lab's group panel.
   const scheme = dataParallelScheme(train.mode);
   const opts = defaultTrainOptions(train.preset, { steps: train.steps, seed: train.seed, model: { vocab_size: tokenizer.vocabSize }, scheme });
   try {
-    checkOutDir(train.out, { needBytes: runDiskBytes(paramLayout(opts.model).count) });
+    checkOutDir(train.out, { resume: train.resume, needBytes: runDiskBytes(paramLayout(opts.model).count) });
   } catch (e) {
-    // A peer's run cannot be resumed yet: a used directory is refused outright.
-    throw new UsageError((e as Error).message.replace(/; pass --resume .*$/, '; choose a new --out'));
+    throw new UsageError((e as Error).message.replace(/; pass --resume .*$/, '; choose a new --out, or pass --resume ' + train.out + ' to continue that run'));
+  }
+  const point = train.resume ? resumePoint(train.out, opts) : null;
+  const run = new RunDir(train.out);
+  if (point && point.step >= opts.optimizer.total_steps) {
+    run.export(point.step, point.files);
+    console.error(`the run in ${train.out} is complete (${point.step} of ${opts.optimizer.total_steps} steps); its export is written`);
+    return null;
   }
   const rt = new Runtime(await acquireNodeGpu({ forceSwiftShader: train.cpu }));
-  const trainer = await Trainer.create(rt, opts, text, { tokenizer });
-  const run = new RunDir(train.out);
+  const trainer = await Trainer.create(rt, opts, text, { tokenizer, params: point?.params, optimizer: point?.optimizer });
   run.create();
+  if (train.resume) {
+    console.error(`resuming ${train.out} at step ${trainer.stepIndex} of ${opts.optimizer.total_steps}`);
+    run.openMetrics(trainer.stepIndex);
+    return { train, rt, trainer, totalSteps: opts.optimizer.total_steps, run, resumed: true };
+  }
   run.writeRunInfo({ preset: train.preset, peer_run: train.run, mode: train.mode, model: trainer.opts.model, optimizer: trainer.opts.optimizer,
     batch: opts.batch, seq: opts.seq, seed: opts.seed, checkpoint_every: train.checkpointEvery, tokenizer: tokenizer.toJSON(), started: new Date().toISOString() });
   run.openMetrics(null);
-  return { train, rt, trainer, totalSteps: opts.optimizer.total_steps, run };
+  return { train, rt, trainer, totalSteps: opts.optimizer.total_steps, run, resumed: false };
 }
 
 /**
@@ -176,7 +224,7 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
   stop.addEventListener('abort', () => dp.stop(), { once: true });
   try {
     // The headless member reports each step's training loss; it does not evaluate.
-    await runTraining(dp, { steps: work.totalSteps, evalEvery: 0, checkpointEvery: train.checkpointEvery, checkpointAtEnd: true }, {
+    await runTraining(dp, { steps: work.totalSteps, evalEvery: 0, checkpointEvery: train.checkpointEvery, checkpointAtEnd: true, resumed: work.resumed }, {
       onStep: (st) => {
         const loss = st.groupLoss ?? st.loss;
         run.metric({ step: st.step, loss, own_loss: st.loss, lr: st.lr, grad_norm: st.gradNorm, rank: st.rank, world: st.world, epoch: st.epoch,
@@ -194,7 +242,7 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
     }, { stopRequested: () => stop.aborted || interrupted() });
     if (!interrupted() || trainer.stepIndex >= work.totalSteps) return false;
     // Stopped between group steps: the loop checkpointed the last completed one.
-    console.error(`interrupted after ${trainer.stepIndex} of ${work.totalSteps} steps; checkpoint in ${path.join(run.dir, 'checkpoints')}`);
+    console.error(`interrupted after ${trainer.stepIndex} of ${work.totalSteps} steps; checkpoint in ${path.join(run.dir, 'checkpoints')}; continue with --resume ${run.dir}`);
     return true;
   } finally {
     dp.stop('this member is done');
@@ -240,6 +288,7 @@ async function main(): Promise<void> {
     return;
   }
   const work = o.train ? await prepareTraining(o.train) : null;
+  if (o.train && !work) return;
   installNodeWebRtc();
   let t: PeerJsTransport;
   try {

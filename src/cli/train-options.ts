@@ -310,8 +310,8 @@ async function resumePlan(a: Flags, dir: string): Promise<Omit<TrainPlan, 'cpu' 
   };
 }
 
-/** The run's last committed checkpoint, verified against its manifest and the run's options. */
-function resumePoint(dir: string, opts: TrainOptions): ResumePoint | null {
+/** The run's last committed checkpoint, verified against its manifest and the run's options (train's and the peer's --resume). */
+export function resumePoint(dir: string, opts: TrainOptions): ResumePoint | null {
   let got;
   try {
     got = readLatestCheckpoint(dir);

@@ -1,6 +1,7 @@
 /**
  * The headless peer's command line: no PeerServer is one error line naming the URL it tried; bad
- * input is exit 2 before the GPU; --min-members waits for a quorum or gives up after --quorum-timeout.
+ * input is exit 2 before the GPU; --min-members waits for a quorum or gives up after --quorum-timeout;
+ * an interrupted --train run continues with --resume to the losses of an uninterrupted one.
  */
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -22,12 +23,20 @@ let signalling: EmbeddedPeerServer;
 let origin: string;
 let closedPort: number;
 
-/** Runs the CLI to its end (async: the in-process host must keep answering meanwhile). */
-function peer(...args: string[]): Promise<{ status: number | null; out: string; stderr: string }> {
-  const child = spawn(process.execPath, [bundled(), ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_RUNTIME_DIR: dir } });
+/**
+ * Runs the CLI to its end (async: the in-process host must keep answering meanwhile); with
+ * `interruptWhen`, sends one SIGINT once its stdout matches.
+ */
+function peer(...args: (string | { interruptWhen: RegExp })[]): Promise<{ status: number | null; out: string; stderr: string }> {
+  const when = args.find((a): a is { interruptWhen: RegExp } => typeof a !== 'string')?.interruptWhen;
+  const child = spawn(process.execPath, [bundled(), ...args.filter((a) => typeof a === 'string')], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_RUNTIME_DIR: dir } });
   let out = '';
   let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  let signalled = false;
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+    if (when && !signalled && when.test(out)) signalled = child.kill('SIGINT');
+  });
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
   const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
   return new Promise((resolve) => child.on('exit', (status) => {
@@ -120,4 +129,38 @@ describe('peer CLI', () => {
     expect(readVerified(out).step).toBe(3);
     expect(JSON.parse(fs.readFileSync(path.join(out, 'run.json'), 'utf8'))).toMatchObject({ preset: 'micro', checkpoint_every: 2 });
   }, 300_000);
+
+  it('--resume continues an interrupted run to the end with the losses of an uninterrupted one; a conflicting flag is exit 2', async () => {
+    const train = ['--host', '--page', `${origin}/`, '--train', '--min-members', '1', '--cpu'];
+    const losses = (out: string) => fs.readFileSync(path.join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')
+      .map((l) => JSON.parse(l) as { step: number; loss: number }).map((m) => [m.step, m.loss]);
+    const whole = path.join(dir, 'peer-whole');
+    const ref = await peer(...train, '--steps', '5', '--checkpoint-every', '1', '--out', whole);
+    expect(ref.status, ref.stderr + ref.out).toBe(0);
+
+    const cut = path.join(dir, 'peer-cut');
+    const first = await peer(...train, '--steps', '5', '--checkpoint-every', '1', '--out', cut, { interruptWhen: /train: step 0 / });
+    expect(first.status, first.stderr + first.out).toBe(130);
+    const at = readLatestCheckpoint(cut)!.step;
+    expect(at).toBeGreaterThan(0);
+    expect(at).toBeLessThan(5);
+    expect(first.stderr).toMatch(new RegExp(`continue with --resume ${cut}`));
+
+    for (const [flag, value] of [['--steps', '9'], ['--mode', 'fp32'], ['--seed', '7'], ['--model', 'tiny']]) {
+      const r = await peer(...train, '--resume', cut, flag, value);
+      expect(r.status, r.stderr).toBe(2);
+      expect(errorLine(r.stderr)).toMatch(new RegExp(`^error: ${flag} ${value} conflicts with the run being resumed`));
+      expect(r.stderr).not.toMatch(/adapter|resuming/);
+    }
+    const used = await peer(...train, '--out', cut);
+    expect(used.status).toBe(2);
+    expect(errorLine(used.stderr)).toMatch(/pass --resume .* to continue that run/);
+
+    const resumed = await peer(...train, '--resume', cut);
+    expect(resumed.status, resumed.stderr + resumed.out).toBe(0);
+    expect(resumed.stderr).toMatch(new RegExp(`resuming ${cut} at step ${at} of 5`));
+    expect(resumed.out).not.toMatch(new RegExp(`train: step ${at - 1} `));
+    expect(losses(cut)).toEqual(losses(whole));
+    expect(readVerified(cut).step).toBe(5);
+  }, 400_000);
 });
