@@ -166,11 +166,11 @@ export function labUiTests(check: Check): TestCase[] {
     {
       // One run per browser session (each fresh page compiles its pipelines: minutes on SwiftShader);
       // an evaluation and a checkpoint per step, so the last step is followed by seconds of work.
-      name: 'a browser closed 0 and 2.5 s after the last step finds the run done with its final checkpoint, or resumable',
-      timeoutMs: 7 * 60_000,
+      name: 'a browser closed 0, 1.2 and 3 s after the last step finds the run done with its final checkpoint, or resumable',
+      timeoutMs: 10 * 60_000,
       async fn(ctx: Ctx, t: TestHelpers) {
         const dir = await mkdtemp(path.join(os.tmpdir(), 'lab-profile-'));
-        const moments = [0, 2500];
+        const moments = [0, 1200, 3000];
         let previous: { id: string; moment: number } | null = null;
         let compileSeen: string | null = null;
         try {
