@@ -84,6 +84,11 @@ export class SendQueues {
     this.enqueue(link, controlFrame(m));
   }
 
+  /** control(), ahead of anything already queued: a link's hello must be its first message. */
+  controlFirst(link: Link, m: ControlMessage): void {
+    this.enqueue(link, controlFrame(m), true);
+  }
+
   /** control() where failure does not matter (closing). */
   tryControl(link: Link, m: ControlMessage): void {
     try {
@@ -93,11 +98,12 @@ export class SendQueues {
     }
   }
 
-  enqueue(link: Link, wire: Uint8Array): void {
+  enqueue(link: Link, wire: Uint8Array, first = false): void {
     if (link.queuedBytes + wire.length > MAX_QUEUED_BYTES) {
       throw new Error(`peerjs ${this.self}: send queue to ${link.peer} is over ${MAX_QUEUED_BYTES} B (wait for bufferedAmount to drain)`);
     }
-    link.queue.push(wire);
+    if (first) link.queue.unshift(wire);
+    else link.queue.push(wire);
     link.queuedBytes += wire.length;
     this.pump(link);
   }

@@ -363,7 +363,8 @@ export class PeerJsTransport implements Transport {
     const dc = link.conn.dataChannel;
     link.lowEvents = typeof dc.bufferedAmountLowThreshold === 'number';
     if (link.lowEvents) dc.addEventListener('bufferedamountlow', () => this.out.pump(link));
-    this.out.control(link, { t: 'hello', v: PEERJS_PROTOCOL_VERSION, nonce: toBase64(link.nonce) });
+    // The peer's hello can arrive before this side's 'open' (wrtc), our share queued already: hello goes first.
+    this.out.controlFirst(link, { t: 'hello', v: PEERJS_PROTOCOL_VERSION, nonce: toBase64(link.nonce) });
     this.changed.emit();
   }
 
