@@ -1,12 +1,12 @@
 /**
  * The per-peer pieces of the PeerJS transport (src/peers/peerjs.ts): the control messages of the
- * admission handshake and liveness, the state of one link, and small shims over PeerJS 1.5.5.
+ * admission handshake and liveness, the state of one link, its roster entry, and small shims over PeerJS 1.5.5.
  */
 import type { DataConnection, Peer } from 'peerjs';
 import { z } from 'zod';
 import type { PakeSession } from './pake';
 import { NONCE_BYTES, randomBytes } from './room';
-import { type LinkState, type PeerRole, RttEstimator } from './roster';
+import { type LinkState, type PeerRole, ranksOf, type RosterEntry, RttEstimator } from './roster';
 import type { PeerId } from './transport';
 
 export const DenyReason = z.enum(['passphrase', 'protocol', 'timeout']);
@@ -114,4 +114,37 @@ export function newLink(conn: DataConnection, outgoing: boolean): Link {
     createdAt: Date.now(),
     lastSeen: null,
   };
+}
+
+/** The roster: this member (`self`, with its bytes over all links, departed ones included) and each link, admitted or not yet. */
+export function linkRoster(self: PeerId, role: PeerRole, wire: { sent: number; received: number }, links: Iterable<Link>): RosterEntry[] {
+  const all = [...links];
+  const ranks = ranksOf([self, ...all.filter((l) => l.state === 'admitted').map((l) => l.peer)]);
+  const me: RosterEntry = {
+    id: self,
+    self: true,
+    role,
+    rank: ranks.get(self)!,
+    state: 'admitted',
+    rttMs: null,
+    bytesSent: wire.sent,
+    bytesReceived: wire.received,
+    rejected: 0,
+    lastSeen: null,
+  };
+  const others = all.map(
+    (l): RosterEntry => ({
+      id: l.peer,
+      self: false,
+      role: l.role,
+      rank: ranks.get(l.peer) ?? -1,
+      state: l.state,
+      rttMs: l.rtt.ms,
+      bytesSent: l.bytesSent,
+      bytesReceived: l.bytesReceived,
+      rejected: l.rejected,
+      lastSeen: l.lastSeen,
+    }),
+  );
+  return [me, ...others];
 }

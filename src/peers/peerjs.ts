@@ -3,56 +3,33 @@
  * DataConnection ('raw' serialization, ArrayBuffers both ways) to every member of the room, a full mesh.
  *
  * Joining: the peer registers `<room tag>-<random>-<mark>` (src/peers/room.ts) with the PeerServer,
- * reads the room's listing (GET <path>/peerjs/rooms/<discovery key>), and dials every member id of the
+ * reads the room's listing (src/peers/peerjs-discovery.ts), and dials every member id of the
  * room in it; members that join later dial it. Every PeerServer message passes the signalling guard
  * (src/peers/signal-guard.ts) before PeerJS sees it. Two members dialling each other at once keep the connection dialled by the
  * smaller id (both sides apply the same rule). No member is special for the mesh: the group survives
  * any member leaving, the room's creator included ('host' is only a role shown in the roster).
  *
- * Admission: on open, each side sends a hello with a fresh nonce; once it has the other's, it sends
- * its PAKE share (src/peers/pake.ts, on the room key: room id + optional passphrase, never sent),
- * then its key confirmation. A side that verifies the other's confirmation sends 'admit' (with its
- * role: nothing about a member leaves before the other side proved the room key); a link is
- * admitted once both sides have admitted each other, and only then does it carry data or count
- * among peers(). A failed proof gets a 'deny', both sides report it (onProblem), and the connection
- * is closed. Failed handshakes are rate-limited, and links not yet admitted are capped.
+ * Admission (src/peers/peerjs-admission.ts): a PAKE on the room key, then 'admit' both ways; only an
+ * admitted link carries data or counts among peers().
  *
- * Wire: byte 0 is the kind — 0: a Transport message (the rest, ≤ MAX_TRANSPORT_MESSAGE bytes),
- * 1: a control message (UTF-8 JSON ≤ 4 KiB: hello, share, proof, admit, deny, ping, pong, bye). Every
- * received message is checked (type, size, schema, admission); a bad one is counted, reported
- * (rate-limited per remote) and dropped, never thrown.
+ * Wire and backpressure: src/peers/peerjs-wire.ts. Every received message is checked (type, size,
+ * schema, admission); a bad one is counted, reported (rate-limited per remote) and dropped, never thrown.
  *
  * Liveness: every member pings each admitted peer every heartbeatMs; any message counts as a sign of
  * life; a peer silent for peerTimeoutMs is dropped (onPeerLeave), as is a link that is not admitted
  * within handshakeTimeoutMs. The heartbeat RTT includes queueing behind data (what a collective sees).
  *
- * Backpressure: the transport lets each data channel hold up to CHANNEL_HIGH_WATER bytes (option
- * channelHighWater) and queues the rest itself, so bufferedAmount(peer) (queue +
- * RTCDataChannel.bufferedAmount) counts every byte not yet handed to the network. Drains are
- * observed with 'bufferedamountlow' where the channel has it (browsers); Node's @roamhq/wrtc exposes
- * only bufferedAmount, so there the transport polls.
- *
  * In Node, call installNodeWebRtc() (src/peers/node-webrtc.ts) before the first open().
  */
 import type { DataConnection, Peer } from 'peerjs';
-import { z } from 'zod';
 import { PerKeyRateLimit } from './log-limit';
-import { ControlMessage, type DenyReason, guardLateCandidates, isArrayBuffer, type Link, loadPeerClass, newLink } from './peerjs-link';
-import { PakeSession } from './pake';
-import {
-  deriveRoomKey,
-  fromBase64,
-  isMemberId,
-  isRoomId,
-  memberId,
-  NONCE_BYTES,
-  type PeerServerAddress,
-  peerListUrl,
-  roomDiscoveryKey,
-  tagOfDiscoveryKey,
-  toBase64,
-} from './room';
-import { type PeerRole, ranksOf, type RosterEntry } from './roster';
+import { AdmissionLimits, type ControlHost, handleControl } from './peerjs-admission';
+import { listedMembers, newPeer, registered } from './peerjs-discovery';
+import { type DenyReason, guardLateCandidates, isArrayBuffer, type Link, linkRoster, loadPeerClass, newLink } from './peerjs-link';
+import { checkOptions, PEERJS_PROTOCOL_VERSION, type PeerJsTransportOptions, type PeerJsTunables, type PeerProblem, tunables } from './peerjs-options';
+import { bufferedOn, dataFrame, readFrame, SendQueues } from './peerjs-wire';
+import { deriveRoomKey, isMemberId, memberId, type PeerServerAddress, roomDiscoveryKey, tagOfDiscoveryKey, toBase64 } from './room';
+import type { PeerRole, RosterEntry } from './roster';
 import { guardSignalling } from './signal-guard';
 import {
   BufferWaiters,
@@ -67,66 +44,21 @@ import {
   type Unsubscribe,
 } from './transport';
 
-export const PEERJS_PROTOCOL_VERSION = 2;
-const KIND_DATA = 0;
-const KIND_CONTROL = 1;
-const MAX_CONTROL_BYTES = 4096;
-/** Bytes a data channel may hold before the transport queues (below PeerJS's own 8 MiB buffering). */
-export const CHANNEL_HIGH_WATER = 4 * 1024 * 1024;
-/** A send queue beyond this means the caller ignores backpressure: send() throws rather than hoard memory. */
-const MAX_QUEUED_BYTES = 64 * 1024 * 1024;
-/** Drain polling where the channel has no 'bufferedamountlow' (wrtc), and a safety net where it has. */
-const POLL_MS_NO_EVENTS = 2;
-const POLL_MS_WITH_EVENTS = 250;
+// What callers import from here; the definitions sit with the parts of the transport that use them.
+export {
+  CHANNEL_HIGH_WATER,
+  MAX_AUTH_FAILURES_PER_MINUTE,
+  MAX_UNADMITTED_LINKS,
+  PEERJS_PROTOCOL_VERSION,
+  type PeerJsTransportOptions,
+  type PeerProblem,
+  type PeerProblemKind,
+} from './peerjs-options';
+
 /** Failed connections to a listed member are retried this many times, after 2, 4, 8... s. */
 const MAX_DIAL_ATTEMPTS = 5;
 /** A denied peer gets this long to receive the 'deny' before the connection closes. */
 const DENY_GRACE_MS = 250;
-/** Links not yet admitted, at most: more offers are refused before any WebRTC is set up, dials wait. */
-export const MAX_UNADMITTED_LINKS = 8;
-/** Failed handshakes per minute after which no new link is taken until the minute has passed (online guessing). */
-export const MAX_AUTH_FAILURES_PER_MINUTE = 8;
-
-export interface PeerJsTransportOptions {
-  /** The room id (createRoomId()). */
-  room: string;
-  /** Optional passphrase every member must know (never sent). */
-  passphrase?: string;
-  /** The PeerServer (sameOriginServer(location.href), parseServerUrl(...)). */
-  server: PeerServerAddress;
-  /** 'host' for the member that created the room (shown in the roster). Default 'peer'. */
-  role?: PeerRole;
-  heartbeatMs?: number;
-  /** A peer silent this long is dropped (default 10 000 ms). */
-  peerTimeoutMs?: number;
-  /** A link not admitted within this long is closed (default 10 000 ms). */
-  handshakeTimeoutMs?: number;
-  /** How often the server's listing is read again for members that were missed (default 3000 ms). */
-  discoveryIntervalMs?: number;
-  /**
-   * ICE servers. Default none: host candidates only, enough on one machine or a LAN and contacting
-   * nothing outside; add STUN/TURN servers for peers behind different NATs.
-   */
-  iceServers?: RTCIceServer[];
-  /** How long open() waits for the PeerServer (default 10 000 ms). */
-  connectTimeoutMs?: number;
-  /** PeerJS log level 0–3 (default 0). */
-  debug?: 0 | 1 | 2 | 3;
-  /** Bytes a data channel may hold before the transport queues the rest itself (default CHANNEL_HIGH_WATER). */
-  channelHighWater?: number;
-}
-
-export type PeerProblemKind = 'auth-failed' | 'denied' | 'bad-message' | 'timeout' | 'connection' | 'server';
-
-/** Something that went wrong with a peer or the server; the transport keeps running. */
-export interface PeerProblem {
-  kind: PeerProblemKind;
-  peer?: PeerId;
-  message: string;
-}
-
-const encoder = new TextEncoder();
-const decoder = new TextDecoder('utf-8', { fatal: true });
 
 export class PeerJsTransport implements Transport {
   readonly stats: TransportStats = emptyStats();
@@ -150,58 +82,31 @@ export class PeerJsTransport implements Transport {
   private readonly timers: ReturnType<typeof setInterval>[] = [];
   private readonly graceTimers = new Set<ReturnType<typeof setTimeout>>();
   private lastAuthProblem: string | null = null;
-  /** When recent handshakes failed (MAX_AUTH_FAILURES_PER_MINUTE). */
-  private authFailures: number[] = [];
+  private readonly limits = new AdmissionLimits();
   private readonly reports = new PerKeyRateLimit();
   /** Bytes on all data channels, departed peers included (the roster's own line). */
   private readonly wire = { sent: 0, received: 0 };
   private closed = false;
-  private readonly o: Required<Omit<PeerJsTransportOptions, 'passphrase' | 'server' | 'room' | 'role' | 'iceServers' | 'debug' | 'connectTimeoutMs'>>;
+  private readonly o: PeerJsTunables;
+  private readonly out: SendQueues;
+  private readonly controlHost: ControlHost;
 
   /** Registers with the PeerServer, reads its listing and dials the room's members. */
   static async open(opts: PeerJsTransportOptions): Promise<PeerJsTransport> {
-    if (!isRoomId(opts.room)) throw new Error(`not a room id: '${opts.room}'`);
-    const hw = opts.channelHighWater;
-    if (hw !== undefined && !(Number.isSafeInteger(hw) && hw >= 1)) throw new Error(`channelHighWater must be a positive whole number of bytes, not ${hw}`);
-    if (typeof RTCPeerConnection === 'undefined') {
-      throw new Error('WebRTC is not available here; in Node, call installNodeWebRtc() (src/peers/node-webrtc.ts) before opening a PeerJS transport');
-    }
+    checkOptions(opts);
     const passphrase = opts.passphrase ?? '';
     const [PeerClass, key] = await Promise.all([loadPeerClass(), deriveRoomKey(opts.room, passphrase)]);
     const discovery = roomDiscoveryKey(opts.room);
     const id = memberId(discovery);
-    const s = opts.server;
-    const peer = new PeerClass(id, {
-      host: s.host,
-      port: s.port,
-      path: s.path,
-      secure: s.secure,
-      key: s.key,
-      config: { iceServers: opts.iceServers ?? [] },
-      debug: opts.debug ?? 0,
-    });
+    const peer = newPeer(PeerClass, id, opts);
     // Installed before the socket delivers anything; the transport takes over once it exists.
     const gate: { t: PeerJsTransport | null } = { t: null };
     guardSignalling(peer, {
       acceptOffer: (src) => gate.t?.acceptOffer(src) ?? false,
       dropped: (src, reason) => gate.t?.problem({ kind: 'bad-message', peer: src ?? undefined, message: `dropped a PeerServer message${src ? ` from ${src}` : ''}: ${reason}` }),
     });
-    const waitMs = opts.connectTimeoutMs ?? 10_000;
     try {
-      await new Promise<void>((resolve, reject) => {
-        const settle = (e: Error | null) => {
-          clearTimeout(timer);
-          peer.off('open', opened);
-          peer.off('error', failed);
-          if (e) reject(e);
-          else resolve();
-        };
-        const opened = () => settle(null);
-        const failed = (e: Error) => settle(new Error(`could not register with the PeerServer at ${s.url}: ${e.message}`));
-        const timer = setTimeout(() => settle(new Error(`no answer from the PeerServer at ${s.url} within ${waitMs / 1000} s`)), waitMs);
-        peer.on('open', opened);
-        peer.on('error', failed);
-      });
+      await registered(peer, opts.server, opts.connectTimeoutMs ?? 10_000);
     } catch (e) {
       peer.destroy();
       throw e;
@@ -230,12 +135,27 @@ export class PeerJsTransport implements Transport {
     this.room = opts.room;
     this.server = opts.server;
     this.role = opts.role ?? 'peer';
-    this.o = {
-      heartbeatMs: opts.heartbeatMs ?? 1000,
-      peerTimeoutMs: opts.peerTimeoutMs ?? 10_000,
-      handshakeTimeoutMs: opts.handshakeTimeoutMs ?? 10_000,
-      discoveryIntervalMs: opts.discoveryIntervalMs ?? 3000,
-      channelHighWater: opts.channelHighWater ?? CHANNEL_HIGH_WATER,
+    this.o = tunables(opts);
+    this.out = new SendQueues(id, this.o.channelHighWater, this.waiters, this.wire);
+    this.controlHost = {
+      self: id,
+      key,
+      role: this.role,
+      send: (link, m) => this.out.control(link, m),
+      reject: (link, reason) => this.reject(link, reason),
+      deny: (link, reason, detail) => this.deny(link, reason, detail),
+      authFailed: (link, message) => {
+        this.lastAuthProblem = message;
+        this.limits.failed();
+        this.problem({ kind: 'auth-failed', peer: link.peer, message });
+      },
+      refused: (link, reason, message) => {
+        if (reason === 'passphrase') this.lastAuthProblem = message;
+        if (reason !== 'timeout') this.noRedial.add(link.peer);
+        this.drop(link, { kind: 'denied', peer: link.peer, message });
+      },
+      maybeAdmit: (link) => this.maybeAdmit(link),
+      bye: (link) => this.drop(link, null),
     };
     peer.on('connection', (conn) => this.incoming(conn));
     peer.on('error', (e) => this.peerError(e.type, e.message));
@@ -273,17 +193,14 @@ export class PeerJsTransport implements Transport {
     const link = this.links.get(peer);
     if (!link || link.state !== 'admitted') throw new Error(`peerjs ${this.id}: unknown peer ${peer}`);
     if (bytes.length > MAX_TRANSPORT_MESSAGE) throw new Error(`peerjs ${this.id}: message of ${bytes.length} B exceeds ${MAX_TRANSPORT_MESSAGE} B`);
-    const wire = new Uint8Array(1 + bytes.length);
-    wire[0] = KIND_DATA;
-    wire.set(bytes, 1);
-    this.enqueue(link, wire);
+    this.out.enqueue(link, dataFrame(bytes));
     this.stats.bytesSent += bytes.length;
     this.stats.messagesSent++;
   }
 
   bufferedAmount(peer: PeerId): number {
     const link = this.links.get(peer);
-    return link ? link.queuedBytes + (link.conn.dataChannel?.bufferedAmount ?? 0) : 0;
+    return link ? bufferedOn(link) : 0;
   }
 
   waitForBufferedBelow(peer: PeerId, lowWater: number): Promise<void> {
@@ -291,7 +208,7 @@ export class PeerJsTransport implements Transport {
     if (this.closed || !link || this.bufferedAmount(peer) <= lowWater) return Promise.resolve();
     link.lows.push(lowWater);
     const p = this.waiters.wait(peer, lowWater);
-    this.armDrain(link);
+    this.out.armDrain(link);
     return p;
   }
 
@@ -311,35 +228,7 @@ export class PeerJsTransport implements Transport {
 
   /** This member and every peer it has a link with (admitted or not yet). */
   roster(): RosterEntry[] {
-    const admitted = this.peers();
-    const ranks = ranksOf([this.id, ...admitted]);
-    const self: RosterEntry = {
-      id: this.id,
-      self: true,
-      role: this.role,
-      rank: ranks.get(this.id)!,
-      state: 'admitted',
-      rttMs: null,
-      bytesSent: this.wire.sent,
-      bytesReceived: this.wire.received,
-      rejected: 0,
-      lastSeen: null,
-    };
-    const others = [...this.links.values()].map(
-      (l): RosterEntry => ({
-        id: l.peer,
-        self: false,
-        role: l.role,
-        rank: ranks.get(l.peer) ?? -1,
-        state: l.state,
-        rttMs: l.rtt.ms,
-        bytesSent: l.bytesSent,
-        bytesReceived: l.bytesReceived,
-        rejected: l.rejected,
-        lastSeen: l.lastSeen,
-      }),
-    );
-    return [self, ...others];
+    return linkRoster(this.id, this.role, this.wire, this.links.values());
   }
 
   /**
@@ -388,7 +277,7 @@ export class PeerJsTransport implements Transport {
     this.graceTimers.clear();
     for (const link of this.links.values()) {
       // Best effort: the channel closing tells the peer anyway.
-      if (link.state === 'admitted') this.trySendControl(link, { t: 'bye' });
+      if (link.state === 'admitted') this.out.tryControl(link, { t: 'bye' });
       this.shut(link);
     }
     this.links.clear();
@@ -403,21 +292,9 @@ export class PeerJsTransport implements Transport {
   /** Reads the server's listing and dials the room's members we have no link with. */
   private async discover(): Promise<void> {
     if (this.closed) return;
-    const url = peerListUrl(this.server, this.discovery);
-    let res: Response;
-    try {
-      res = await fetch(url);
-    } catch (e) {
-      throw new Error(`could not read the peer listing at ${url}: ${e instanceof Error ? e.message : String(e)}`);
-    }
-    if (res.status === 404) throw new Error(`the PeerServer at ${this.server.url} has no room listing (it must be this lab's embedded server, or one with its /rooms/ route)`);
-    if (!res.ok) throw new Error(`the peer listing at ${url} answered HTTP ${res.status}`);
-    const ids = z.array(z.unknown()).max(10_000).safeParse(await res.json().catch(() => null));
-    if (!ids.success) throw new Error(`the peer listing at ${url} is not a list`);
-    // Entries that are not member ids of this room are skipped one by one: one bad id blocks nobody.
-    for (const id of ids.data) {
+    // Checked per id, not up front: each dial adds a link (so a repeated id is skipped and the cap holds).
+    for (const id of await listedMembers(this.server, this.discovery, this.id)) {
       if (this.closed) return;
-      if (typeof id !== 'string' || id === this.id || !isMemberId(id, this.discovery)) continue;
       if (this.links.has(id) || this.departed.has(id) || this.noRedial.has(id)) continue;
       if ((this.redial.get(id)?.at ?? 0) > Date.now()) continue;
       if (!this.roomForLink()) return;
@@ -427,12 +304,7 @@ export class PeerJsTransport implements Transport {
 
   /** Whether another link not yet admitted may start now (capacity, failed-handshake rate). */
   private roomForLink(): boolean {
-    const now = Date.now();
-    this.authFailures = this.authFailures.filter((t) => now - t < 60_000);
-    if (this.authFailures.length >= MAX_AUTH_FAILURES_PER_MINUTE) return false;
-    let pending = 0;
-    for (const l of this.links.values()) if (l.state !== 'admitted') pending++;
-    return pending < MAX_UNADMITTED_LINKS;
+    return this.limits.roomForLink(this.links.values());
   }
 
   /** The signalling guard's question: may an offer from `src` set up a connection now? */
@@ -490,8 +362,9 @@ export class PeerJsTransport implements Transport {
     link.state = 'authenticating';
     const dc = link.conn.dataChannel;
     link.lowEvents = typeof dc.bufferedAmountLowThreshold === 'number';
-    if (link.lowEvents) dc.addEventListener('bufferedamountlow', () => this.pump(link));
-    this.sendControl(link, { t: 'hello', v: PEERJS_PROTOCOL_VERSION, nonce: toBase64(link.nonce) });
+    if (link.lowEvents) dc.addEventListener('bufferedamountlow', () => this.out.pump(link));
+    // The peer's hello can arrive before this side's 'open' (wrtc), our share queued already: hello goes first.
+    this.out.controlFirst(link, { t: 'hello', v: PEERJS_PROTOCOL_VERSION, nonce: toBase64(link.nonce) });
     this.changed.emit();
   }
 
@@ -504,103 +377,23 @@ export class PeerJsTransport implements Transport {
       const bytes = new Uint8Array(data);
       link.bytesReceived += bytes.length;
       this.wire.received += bytes.length;
-      if (bytes.length === 0) return this.reject(link, 'empty message');
-      if (bytes[0] === KIND_DATA) {
-        if (bytes.length - 1 > MAX_TRANSPORT_MESSAGE) return this.reject(link, `oversized message (${bytes.length - 1} B > ${MAX_TRANSPORT_MESSAGE} B)`);
+      const f = readFrame(bytes);
+      if (f.kind === 'bad') return this.reject(link, f.reason);
+      if (f.kind === 'data') {
         if (link.state !== 'admitted') return this.reject(link, 'data before admission');
         link.lastSeen = Date.now();
-        this.stats.bytesReceived += bytes.length - 1;
+        this.stats.bytesReceived += f.body.length;
         this.stats.messagesReceived++;
-        return this.msg.emit(link.peer, bytes.subarray(1));
+        return this.msg.emit(link.peer, f.body);
       }
-      if (bytes[0] !== KIND_CONTROL) return this.reject(link, `unknown message kind ${bytes[0]}`);
-      if (bytes.length - 1 > MAX_CONTROL_BYTES) return this.reject(link, `oversized control message (${bytes.length - 1} B)`);
-      let json: unknown;
-      try {
-        json = JSON.parse(decoder.decode(bytes.subarray(1)));
-      } catch {
-        return this.reject(link, 'control message is not JSON');
-      }
-      const m = ControlMessage.safeParse(json);
-      if (!m.success) return this.reject(link, `malformed control message (${m.error.issues[0]?.message ?? 'invalid'})`);
       link.lastSeen = Date.now();
-      const msg = m.data;
+      const msg = f.msg;
       link.controlChain = link.controlChain
-        .then(() => (link.closed || this.closed ? undefined : this.control(link, msg)))
+        .then(() => (link.closed || this.closed ? undefined : handleControl(this.controlHost, link, msg)))
         .catch((e: unknown) => this.reject(link, `control handler failed: ${String(e)}`));
     } catch (e) {
       this.reject(link, `internal error: ${String(e)}`);
     }
-  }
-
-  private async control(link: Link, m: ControlMessage): Promise<void> {
-    switch (m.t) {
-      case 'hello': {
-        if (link.pake !== null) return this.reject(link, 'second hello');
-        if (m.v !== PEERJS_PROTOCOL_VERSION) return this.deny(link, 'protocol', `protocol version ${m.v}; this peer speaks ${PEERJS_PROTOCOL_VERSION}`);
-        const nonce = fromBase64(m.nonce);
-        if (!nonce || nonce.length !== NONCE_BYTES) return this.deny(link, 'protocol', 'malformed challenge');
-        link.pake = new PakeSession(this.key, this.id, link.peer, link.nonce, nonce);
-        return this.sendControl(link, { t: 'share', y: toBase64(link.pake.share) });
-      }
-      case 'share': {
-        if (!link.pake) return this.deny(link, 'protocol', 'PAKE share before hello');
-        if (link.isk) return this.reject(link, 'second share');
-        const y = fromBase64(m.y);
-        const isk = y && link.pake.sessionKey(y);
-        if (!isk) return this.deny(link, 'protocol', 'malformed PAKE share');
-        link.isk = isk;
-        return this.sendControl(link, { t: 'proof', mac: toBase64(link.pake.confirm(isk)) });
-      }
-      case 'proof': {
-        if (!link.pake || !link.isk) return this.deny(link, 'protocol', 'key confirmation before the PAKE share');
-        if (link.proofSeen) return this.reject(link, 'second proof');
-        link.proofSeen = true;
-        const mac = fromBase64(m.mac);
-        if (mac === null || !link.pake.verify(link.isk, mac)) {
-          const message = this.authFailureText(link);
-          this.lastAuthProblem = message;
-          this.authFailures.push(Date.now());
-          this.problem({ kind: 'auth-failed', peer: link.peer, message });
-          return this.deny(link, 'passphrase', 'its proof of the room key did not verify');
-        }
-        link.verified = true;
-        // The role goes only to a peer that proved the room key.
-        this.sendControl(link, { t: 'admit', role: this.role });
-        return this.maybeAdmit(link);
-      }
-      case 'admit':
-        if (!link.verified) return this.deny(link, 'protocol', 'admit before its proof of the room key');
-        link.role = m.role;
-        link.admittedUs = true;
-        return this.maybeAdmit(link);
-      case 'deny': {
-        const message =
-          m.reason === 'passphrase'
-            ? `wrong passphrase: peer ${link.peer} refused this peer's proof of the room key`
-            : `peer ${link.peer} refused this peer (${m.reason}): ${m.detail}`;
-        if (m.reason === 'passphrase') this.lastAuthProblem = message;
-        if (m.reason !== 'timeout') this.noRedial.add(link.peer);
-        return this.drop(link, { kind: 'denied', peer: link.peer, message });
-      }
-      case 'ping':
-        return this.sendControl(link, { t: 'pong', n: m.n, ts: m.ts });
-      case 'pong': {
-        const rtt = performance.now() - m.ts;
-        if (rtt >= 0 && rtt < 600_000) link.rtt.sample(rtt);
-        return;
-      }
-      case 'bye':
-        return this.drop(link, null);
-    }
-  }
-
-  /**
-   * Why a peer's proof failed, in the words a user can act on. (Whether either side has a passphrase
-   * is not told before the proof, so it can't be said which side lacks one.)
-   */
-  private authFailureText(link: Link): string {
-    return `wrong passphrase: peer ${link.peer} proved a different room key (a different passphrase, or none where the other side has one)`;
   }
 
   private maybeAdmit(link: Link): void {
@@ -618,69 +411,6 @@ export class PeerJsTransport implements Transport {
     this.problem({ kind: 'bad-message', peer: link.peer, message: `rejected a message from ${link.peer}: ${reason}` });
   }
 
-  // ---- sending and backpressure ----------------------------------------------------------------
-
-  private sendControl(link: Link, m: ControlMessage): void {
-    const body = encoder.encode(JSON.stringify(m));
-    const wire = new Uint8Array(1 + body.length);
-    wire[0] = KIND_CONTROL;
-    wire.set(body, 1);
-    this.enqueue(link, wire);
-  }
-
-  /** sendControl where failure does not matter (closing). */
-  private trySendControl(link: Link, m: ControlMessage): void {
-    try {
-      this.sendControl(link, m);
-    } catch {
-      // the link is going away anyway
-    }
-  }
-
-  private enqueue(link: Link, wire: Uint8Array): void {
-    if (link.queuedBytes + wire.length > MAX_QUEUED_BYTES) {
-      throw new Error(`peerjs ${this.id}: send queue to ${link.peer} is over ${MAX_QUEUED_BYTES} B (wait for bufferedAmount to drain)`);
-    }
-    link.queue.push(wire);
-    link.queuedBytes += wire.length;
-    this.pump(link);
-  }
-
-  /** Moves queued messages into the channel up to its high-water mark, then wakes drained waiters. */
-  private pump(link: Link): void {
-    if (link.closed || link.state === 'connecting') return;
-    const dc = link.conn.dataChannel;
-    let sent = 0;
-    while (sent < link.queue.length && dc.bufferedAmount < this.o.channelHighWater) {
-      const m = link.queue[sent++];
-      link.queuedBytes -= m.length;
-      link.bytesSent += m.length;
-      this.wire.sent += m.length;
-      link.conn.send(m);
-      if (link.closed) return; // PeerJS closes the connection when the channel refuses a message
-    }
-    link.queue.splice(0, sent);
-    const buffered = this.bufferedAmount(link.peer);
-    this.waiters.wake((w) => w.peer === link.peer && buffered <= w.low);
-    link.lows = link.lows.filter((l) => buffered > l);
-    this.armDrain(link);
-  }
-
-  /** Arranges for pump() to run again once the channel drains, while anything waits on it. */
-  private armDrain(link: Link): void {
-    if (link.closed || link.state === 'connecting' || (link.queue.length === 0 && link.lows.length === 0)) return;
-    if (link.lowEvents) {
-      link.conn.dataChannel.bufferedAmountLowThreshold = link.queue.length > 0 ? this.o.channelHighWater / 2 : Math.max(...link.lows);
-    }
-    link.poll ??= setTimeout(
-      () => {
-        link.poll = null;
-        this.pump(link);
-      },
-      link.lowEvents ? POLL_MS_WITH_EVENTS : POLL_MS_NO_EVENTS,
-    );
-  }
-
   // ---- liveness and teardown -------------------------------------------------------------------
 
   private heartbeat(): void {
@@ -692,7 +422,7 @@ export class PeerJsTransport implements Transport {
           this.drop(link, { kind: 'timeout', peer: link.peer, message: `peer ${link.peer} silent for ${(silent / 1000).toFixed(1)} s: dropped` });
           continue;
         }
-        this.trySendControl(link, { t: 'ping', n: link.pingSeq++, ts: performance.now() });
+        this.out.tryControl(link, { t: 'ping', n: link.pingSeq++, ts: performance.now() });
       } else if (now - link.createdAt > this.o.handshakeTimeoutMs) {
         const message = `no ${link.state === 'connecting' ? 'connection' : 'admission'} with ${link.peer} within ${this.o.handshakeTimeoutMs / 1000} s`;
         this.problem({ kind: 'timeout', peer: link.peer, message });
@@ -703,7 +433,7 @@ export class PeerJsTransport implements Transport {
   }
 
   private deny(link: Link, reason: DenyReason, detail: string): void {
-    this.trySendControl(link, { t: 'deny', reason, detail: detail.slice(0, 300) });
+    this.out.tryControl(link, { t: 'deny', reason, detail: detail.slice(0, 300) });
     if (reason !== 'timeout') this.noRedial.add(link.peer);
     // Give the deny time to arrive before the channel closes.
     this.drop(link, null, DENY_GRACE_MS);
