@@ -81,12 +81,18 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     const rt = new Runtime(gpu);
 
     post({ type: 'status', runId, phase: 'building model (compiling shaders)' });
-    // Compiling takes minutes on a software GPU: say how many pipelines are in the works.
-    const compiling = setInterval(() => post({ type: 'status', runId, phase: `building model: compiling ${rt.pipelines.size} GPU pipelines` }), 2000);
+    // Compiling takes minutes on a software GPU: say how many pipelines are in the works (posted as
+    // they are created, at most every 250 ms, since creation may not yield to this thread's timers).
+    let lastPost = -Infinity;
+    rt.pipelines.onCreate = (n) => {
+      if (performance.now() - lastPost < 250) return;
+      lastPost = performance.now();
+      post({ type: 'status', runId, phase: `building model: compiling ${n} GPU pipelines` });
+    };
     try {
       trainer = await Trainer.create(rt, trainOptionsFor(config), text, init);
     } finally {
-      clearInterval(compiling);
+      rt.pipelines.onCreate = null;
     }
     const a = gpu.adapterInfo;
     const startStep = trainer.stepIndex;

@@ -13,6 +13,8 @@ export class PipelineCache {
   private pipelines = new Map<string, GPUComputePipeline>();
   /** Set to true (or LAB_DUMP_WGSL=1 in Node) to print every generated shader once. */
   dump = false;
+  /** Called with the count after each new pipeline: a slow (software) GPU compiles for minutes, and callers say so. */
+  onCreate: ((count: number) => void) | null = null;
 
   constructor(private readonly device: GPUDevice) {}
 
@@ -34,6 +36,7 @@ export class PipelineCache {
       compute: { module, entryPoint, constants: spec.constants },
     });
     this.pipelines.set(key, p);
+    this.onCreate?.(this.pipelines.size);
     return p;
   }
 
