@@ -81,13 +81,16 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     const rt = new Runtime(gpu);
 
     post({ type: 'status', runId, phase: 'building model (compiling shaders)' });
-    // Compiling takes minutes on a software GPU: say how many pipelines are in the works (posted as
-    // they are created, at most every 250 ms, since creation may not yield to this thread's timers).
-    let lastPost = -Infinity;
-    rt.pipelines.onCreate = (n) => {
-      if (performance.now() - lastPost < 250) return;
-      lastPost = performance.now();
-      post({ type: 'status', runId, phase: `building model: compiling ${n} GPU pipelines` });
+    // Compiling takes minutes on a software GPU: say how many pipelines are in the works. Posted from a
+    // microtask, so at the model build's next await, with the count of every pipeline created before it.
+    let pending = false;
+    rt.pipelines.onCreate = () => {
+      if (pending) return;
+      pending = true;
+      queueMicrotask(() => {
+        pending = false;
+        post({ type: 'status', runId, phase: `building model: compiling ${rt.pipelines.size} GPU pipelines` });
+      });
     };
     try {
       trainer = await Trainer.create(rt, trainOptionsFor(config), text, init);
