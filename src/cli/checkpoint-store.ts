@@ -10,6 +10,7 @@
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import path from 'node:path';
+import { errnoWords } from './common';
 
 export const MANIFEST = 'manifest.json';
 const MANIFEST_FORMAT = 'webgpu-lab-manifest-v1';
@@ -49,9 +50,7 @@ const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 /** Wraps a file-system error so that it names the file and says what failed, in one line. */
 export function fsError(e: unknown, what: string, file: string): Error {
   const err = e as NodeJS.ErrnoException;
-  const why = err.code === 'ENOSPC' ? 'the disk is full' : err.code === 'EROFS' ? 'the file system is read-only'
-    : err.code === 'EACCES' || err.code === 'EPERM' ? 'permission denied' : (err.code ?? err.message);
-  const out = new Error(`${what} ${file}: ${why}`);
+  const out = new Error(`${what} ${file}: ${errnoWords(e, err.message)}`);
   (out as NodeJS.ErrnoException).code = err.code;
   return out;
 }

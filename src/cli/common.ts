@@ -63,6 +63,19 @@ export function parseCliArgs<O extends Options>(argv: string[], options: O) {
   }
 }
 
+/** A file-system error in words a user reads (the errno code when there are none). */
+export function errnoWords(e: unknown, fallback = 'cannot read'): string {
+  const err = e as NodeJS.ErrnoException;
+  switch (err?.code) {
+    case 'ENOENT': return 'no such file';
+    case 'EISDIR': return 'is a directory';
+    case 'EACCES': case 'EPERM': return 'permission denied';
+    case 'ENOSPC': return 'the disk is full';
+    case 'EROFS': return 'the file system is read-only';
+    default: return err?.code ?? fallback;
+  }
+}
+
 /**
  * A user-named text file (JSON, training text), read as UTF-8; a missing file, a directory or
  * binary content (NUL bytes, invalid UTF-8) is a UsageError naming the option, never echoing bytes.
@@ -72,9 +85,7 @@ export function readTextFile(option: string, file: string, what: string): string
   try {
     b = readFileSync(file);
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory' : code === 'EACCES' ? 'permission denied' : (code ?? 'cannot read');
-    throw new UsageError(`${option} ${file}: ${why} (expected ${what})`);
+    throw new UsageError(`${option} ${file}: ${errnoWords(e)} (expected ${what})`);
   }
   let text: string | null = null;
   if (!b.includes(0)) {

@@ -12,7 +12,7 @@ import { EOS_TOKEN } from '../engine/train/byte-bpe';
 import { DATA_EXTENSIONS, readDocuments, readTokenFile, tokenizeDocuments, writeTokenFile, type TokenCorpus } from '../engine/train/datasets';
 import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
 import { CharTokenizer, type Tokenizer } from '../engine/train/tokenizer';
-import { UsageError } from './common';
+import { errnoWords, UsageError } from './common';
 
 const sha256 = (b: Uint8Array | string) => createHash('sha256').update(b).digest('hex');
 
@@ -31,8 +31,7 @@ export function dataFiles(arg: string): string[] {
     try {
       st = statSync(p);
     } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      throw new UsageError(`--data ${p}: ${code === 'ENOENT' ? 'no such file or folder' : code === 'EACCES' ? 'permission denied' : (code ?? 'cannot read')} (expected a .txt, .jsonl/.json or .parquet file, or a folder of them)`);
+      throw new UsageError(`--data ${p}: ${errnoWords(e)} (expected a .txt, .jsonl/.json or .parquet file, or a folder of them)`);
     }
     if (st.isDirectory()) {
       const before = out.length;
