@@ -173,9 +173,22 @@ export function labUiTests(check: Check): TestCase[] {
         const moments = [0, 1200, 3000];
         let previous: { id: string; moment: number } | null = null;
         let compileSeen: string | null = null;
+        const startStatuses = new Set<string>();
         try {
           for (let k = 0; k <= moments.length; k++) {
             const context = await ctx.persistentGpuContext(dir);
+            // Every status the page renders, not only those a poll happens to see: a compile that
+            // hits the profile's shader cache shows its count for a few milliseconds.
+            await context.addInitScript(() => {
+              const w = window as unknown as { __statuses: string[] };
+              w.__statuses = [];
+              new MutationObserver(() => {
+                for (const el of document.querySelectorAll('[data-testid="run-status"]')) {
+                  const s = el.textContent ?? '';
+                  if (w.__statuses.at(-1) !== s) w.__statuses.push(s);
+                }
+              }).observe(document, { subtree: true, childList: true, characterData: true });
+            });
             const page = context.pages()[0] ?? (await context.newPage());
             await page.goto(ctx.url);
             await page.locator(byTestId('webgpu-ok')).waitFor({ timeout: 30_000 });
@@ -198,7 +211,7 @@ export function labUiTests(check: Check): TestCase[] {
             }
             if (k === moments.length) {
               await context.close();
-              check(compileSeen, 'the status never said how many pipelines were compiling');
+              check(compileSeen, `the status never said how many pipelines were compiling; it said: ${[...startStatuses].join(' | ')}`);
               t.log(`  seen: ${compileSeen}`);
               break;
             }
@@ -219,11 +232,12 @@ export function labUiTests(check: Check): TestCase[] {
             const deadline = Date.now() + 3 * 60_000;
             while ((await card.locator(byTestId('step')).getAttribute('data-value')) !== String(STEPS)) {
               check(Date.now() < deadline, 'the run did not reach its last step in 3 minutes');
-              const status = await card.locator(byTestId('run-status')).innerText();
-              if (/compiling \d+ GPU pipelines/.test(status)) compileSeen = status;
               check((await card.getAttribute('data-status')) !== 'error', `the run failed: ${await card.locator(byTestId('run-error')).innerText().catch(() => '')}`);
               await page.waitForTimeout(50);
             }
+            const statuses = await page.evaluate(() => (window as unknown as { __statuses: string[] }).__statuses);
+            compileSeen ??= statuses.find((s) => /compiling \d+ GPU pipelines/.test(s)) ?? null;
+            for (const s of statuses) if (/^starting/.test(s)) startStatuses.add(s);
             if (moments[k] > 0) await page.waitForTimeout(moments[k]);
             await context.close();
             previous = { id, moment: moments[k] };
