@@ -7,6 +7,8 @@
   - one fp32 eager training step (forward, cross-entropy, backward, grad clipping, AdamW) of the same
     LLaMA config and batch: key step/C..-L..-H..-KV..-F..-V..[-tied]/BbxTt. The model is the
     from-scratch HF-convention LLaMA of tools/torch_replay.py (imported, not copied).
+    --step-variants adds the same step with sdpa attention, bf16 autocast and torch.compile, keyed
+    step/...@VARIANT (e.g. @bf16-sdpa): what a PyTorch user would run, not only what replays us.
 Timing: CUDA events around each rep, warm-up reps first, median. Writes {"source", "rows": [...]}
 that `npm run bench -- ... --baseline FILE` merges by key.
 
@@ -104,8 +106,20 @@ def bench_int_mm(torch, M, N, K, warmup, reps):
             'value': ops / (ms * 1e6), 'ms': ms, 'samples_ms': samples}
 
 
-def bench_step(torch, Llama, cfg, batch, seq, optim, warmup, reps):
+STEP_VARIANTS = {
+    # name: (sdpa attention, bf16 autocast, torch.compile)
+    'eager': (False, False, False),
+    'fp32-sdpa': (True, False, False),
+    'fp32-sdpa-compile': (True, False, True),
+    'bf16-sdpa': (True, True, False),
+    'bf16-sdpa-compile': (True, True, True),
+}
+
+
+def bench_step(torch, Llama, cfg, batch, seq, optim, warmup, reps, variant='eager'):
+    import contextlib
     import torch.nn.functional as F
+    _, bf16, compiled = STEP_VARIANTS[variant]
     torch.manual_seed(0)
     model = Llama(cfg).to(device='cuda', dtype=torch.float32)
     for p in model.parameters():
@@ -122,9 +136,13 @@ def bench_step(torch, Llama, cfg, batch, seq, optim, warmup, reps):
     data = torch.randint(0, V, (batch, seq + 1), device='cuda', dtype=torch.int64)
     x, y = data[:, :-1], data[:, 1:]
 
+    fwd = torch.compile(model) if compiled else model
+
     def step():
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
+        # Autocast keeps fp32 master weights and AdamW in fp32, as mixed-precision training does.
+        with torch.autocast('cuda', dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+            logits = fwd(x)
+            loss = F.cross_entropy(logits.reshape(-1, V).float(), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if clip > 0:
@@ -135,11 +153,13 @@ def bench_step(torch, Llama, cfg, batch, seq, optim, warmup, reps):
     torch.cuda.reset_peak_memory_stats()
     ms, samples = time_cuda(torch, step, warmup, reps)
     n_params = sum(p.numel() for p in model.parameters())
-    row = {'key': step_key(cfg, batch, seq), 'name': 'torch fp32 eager step', 'unit': 'tokens/s',
+    key = step_key(cfg, batch, seq) + ('' if variant == 'eager' else f'@{variant}')
+    name = 'torch fp32 eager step' if variant == 'eager' else f'torch {variant} step'
+    row = {'key': key, 'name': name, 'unit': 'tokens/s',
            'value': batch * seq / (ms / 1000), 'ms': ms, 'samples_ms': samples,
            'detail': {'params': n_params, 'batch': batch, 'seq': seq, 'model': cfg,
                       'max_memory_allocated': torch.cuda.max_memory_allocated()}}
-    del model, opt
+    del model, opt, fwd
     torch.cuda.empty_cache()
     return row
 
@@ -185,6 +205,8 @@ def main():
     ap.add_argument('--batch', type=int, default=None)
     ap.add_argument('--seq', type=int, default=None)
     ap.add_argument('--suites', default='gemm,int8,step', help='subset of gemm,int8,step')
+    ap.add_argument('--step-variants', default='eager',
+                    help=f'comma list of {",".join(STEP_VARIANTS)} or "all" (default eager)')
     ap.add_argument('--reps', type=int, default=10)
     ap.add_argument('--warmup', type=int, default=3)
     ap.add_argument('--json', required=True, help='output file')
@@ -192,6 +214,9 @@ def main():
     suites = set(s.strip() for s in args.suites.split(',') if s.strip())
     if not suites <= {'gemm', 'int8', 'step'}:
         fail(f'--suites: unknown {sorted(suites - {"gemm", "int8", "step"})}')
+    variants = list(STEP_VARIANTS) if args.step_variants == 'all' else [v.strip() for v in args.step_variants.split(',') if v.strip()]
+    if not variants or any(v not in STEP_VARIANTS for v in variants):
+        fail(f'--step-variants: expected a comma list of {", ".join(STEP_VARIANTS)} or "all", got {args.step_variants!r}')
     if args.reps < 1 or args.warmup < 0:
         fail('--reps must be >= 1 and --warmup >= 0')
 
@@ -240,9 +265,11 @@ def main():
         for k, (M, N, K) in i8.items():
             guarded(k, lambda: bench_int_mm(torch, M, N, K, args.warmup, args.reps))
     if 'step' in suites and steps:
-        Llama = import_replay().build_model_class()
-        for k, (cfg, b, t, optim) in steps.items():
-            guarded(k, lambda: bench_step(torch, Llama, cfg, b, t, optim, args.warmup, args.reps))
+        replay = import_replay()
+        for v in variants:
+            Llama = replay.build_model_class(sdpa=STEP_VARIANTS[v][0])
+            for k, (cfg, b, t, optim) in steps.items():
+                guarded(f'{k}@{v}', lambda: bench_step(torch, Llama, cfg, b, t, optim, args.warmup, args.reps, v))
 
     out = {
         'source': f'torch {torch.__version__} (CUDA {torch.version.cuda})',

@@ -100,7 +100,9 @@ def lr_at(step, lr, min_lr, warmup_steps, total_steps):
 
 # ----------------------------------------------------------------------------- model
 
-def build_model_class():
+def build_model_class(sdpa=False):
+    """sdpa: attention through F.scaled_dot_product_attention (flash/efficient kernels) instead of the
+    explicit softmax that replays the lab bit-for-bit; for speed baselines only."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -162,6 +164,9 @@ def build_model_class():
             k = k * cos + rotate_half(k) * sin
             k = repeat_kv(k, self.h // self.kvh)
             v = repeat_kv(v, self.h // self.kvh)
+            if sdpa:
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                return self.o_proj(y.transpose(1, 2).reshape(B, T, self.h * self.d))
             att = torch.matmul(q, k.transpose(2, 3)) * (self.d ** -0.5)
             mask = torch.full((T, T), float('-inf'), device=x.device, dtype=att.dtype).triu(1)
             att = F.softmax(att + mask, dim=-1, dtype=compute_dtype(att.dtype)).to(q.dtype)

@@ -218,7 +218,8 @@ export function writeExport(dir: string, step: number, files: FileSet, hooks: St
  * writable, and hold `needBytes` (two checkpoints' worth: the previous stays until the new is whole).
  * Throws an Error whose message names the directory and what to do.
  */
-export function checkOutDir(out: string, o: { resume?: boolean; overwrite?: boolean; needBytes: number }): void {
+/** `nonEmpty`: what to tell the user to do about a non-empty --out (each CLI offers its own flags). */
+export function checkOutDir(out: string, o: { resume?: boolean; overwrite?: boolean; needBytes: number; nonEmpty?: string }): void {
   let entries: string[] | null = null;
   try {
     if (!fs.statSync(out).isDirectory()) throw new Error(`--out ${out} exists and is not a directory`);
@@ -227,7 +228,7 @@ export function checkOutDir(out: string, o: { resume?: boolean; overwrite?: bool
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e instanceof Error && e.message.startsWith('--out') ? e : fsError(e, '--out: cannot read', out);
   }
   if (entries && entries.length > 0 && !o.resume && !o.overwrite) {
-    throw new Error(`--out ${out} is not empty (${entries.length} entries); pass --resume ${out} to continue that run or --overwrite to replace it`);
+    throw new Error(`--out ${out} is not empty (${entries.length} entries); ${o.nonEmpty ?? `pass --resume ${out} to continue that run or --overwrite to replace it`}`);
   }
   // The nearest existing ancestor must accept a new file (a read-only mount fails here, not after training).
   let probeDir = path.resolve(out);

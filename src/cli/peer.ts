@@ -178,9 +178,12 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
   const scheme = dataParallelScheme(train.mode);
   const opts = defaultTrainOptions(train.preset, { steps: train.steps, seed: train.seed, model: { vocab_size: tokenizer.vocabSize }, scheme });
   try {
-    checkOutDir(train.out, { resume: train.resume, needBytes: runDiskBytes(paramLayout(opts.model).count) });
+    checkOutDir(train.out, {
+      resume: train.resume, needBytes: runDiskBytes(paramLayout(opts.model).count),
+      nonEmpty: `choose a new --out, or pass --resume ${train.out} to continue that run`,
+    });
   } catch (e) {
-    throw new UsageError((e as Error).message.replace(/; pass --resume .*$/, '; choose a new --out, or pass --resume ' + train.out + ' to continue that run'));
+    throw new UsageError((e as Error).message);
   }
   const point = train.resume ? resumePoint(train.out, opts) : null;
   const run = new RunDir(train.out);
