@@ -6,6 +6,7 @@ import type { Server as HttpServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import react from '@vitejs/plugin-react';
 import { type Connect, defineConfig, type Plugin } from 'vite';
+import { labConfigFromEnv, labConfigHandler } from './src/server/lab-config';
 import { attachPeerServer } from './src/server/peer-server';
 
 /**
@@ -18,6 +19,7 @@ function peerServer(): Plugin {
     if (!httpServer) return; // middleware mode: the embedding server owns the sockets
     const peers = attachPeerServer(httpServer as HttpServer);
     middlewares.use(peers.handle);
+    middlewares.use(labConfigHandler(labConfigFromEnv()));
     (httpServer as HttpServer).on('close', () => peers.close());
   };
   return {

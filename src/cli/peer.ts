@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { AllReduceMode } from '../peers/allreduce';
 import { DataParallel } from '../peers/dp';
+import { describeIce, type IceConfig, parseIce } from '../peers/ice';
 import { installNodeWebRtc } from '../peers/node-webrtc';
 import { type PeerProblem, PeerJsTransport } from '../peers/peerjs';
 import { createRoomId, PEER_SERVER_PATH, parseRoomLink, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer } from '../peers/room';
@@ -37,6 +38,9 @@ const HELP = `usage: npm run peer -- --join LINK [options]
   --server URL         PeerServer, http(s)://host:port/path (default: the link's ?server=, else the
                        link's origin + ${PEER_SERVER_PATH}; with --host: the --page origin + ${PEER_SERVER_PATH})
   --page URL           with --host: the lab page the printed link opens (default ${DEFAULT_PAGE})
+  --ice SPEC           ICE servers: [USER:SECRET@]stun:|turn:HOST:PORT[,...] or a JSON array of
+                       RTCIceServer (default none: host candidates only, nothing outside contacted)
+  --ice-relay-only     relayed candidates only (every link through the TURN server of --ice)
   --timeout S          seconds to wait for admission (default 30)
   --peer-timeout S     drop a peer silent this long (default 10)
   --once               print the roster once admitted and exit (scripts, health checks)
@@ -81,6 +85,7 @@ interface PeerCliOptions {
   minMembers: number;
   quorumTimeoutMs: number;
   train: TrainCliOptions | null;
+  ice: IceConfig;
 }
 
 function parseOptions(argv: string[]): PeerCliOptions | null {
@@ -90,7 +95,7 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     train: { type: 'boolean' }, model: { type: 'string' }, steps: { type: 'string' }, seed: { type: 'string' },
     mode: { type: 'string' }, run: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
     'min-members': { type: 'string' }, 'quorum-timeout': { type: 'string' }, out: { type: 'string' }, 'checkpoint-every': { type: 'string' },
-    resume: { type: 'string' },
+    resume: { type: 'string' }, ice: { type: 'string' }, 'ice-relay-only': { type: 'boolean' },
   });
   if (a.help) return null;
   if ((a.join === undefined) === !a.host) throw new UsageError('give exactly one of --join LINK or --host (see --help)');
@@ -114,7 +119,13 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
   }
   const minMembers = num('min-members', a['min-members'], { int: true, min: 1 }) ?? (train ? 2 : 1);
   const quorumTimeoutMs = (num('quorum-timeout', a['quorum-timeout'], { min: 0 }) ?? 120) * 1000;
-  const common = { passphrase: a.passphrase, admitTimeoutMs, peerTimeoutMs, once: a.once ?? false, minMembers, quorumTimeoutMs, train };
+  let ice: IceConfig;
+  try {
+    ice = parseIce(a.ice ?? '', a['ice-relay-only'] ?? false);
+  } catch (e) {
+    throw new UsageError(`--ice: ${(e as Error).message}`);
+  }
+  const common = { ice, passphrase: a.passphrase, admitTimeoutMs, peerTimeoutMs, once: a.once ?? false, minMembers, quorumTimeoutMs, train };
   try {
     if (a.join) {
       const link = parseRoomLink(a.join);
@@ -301,6 +312,7 @@ async function main(): Promise<void> {
       server: o.server,
       role: o.host ? 'host' : 'peer',
       peerTimeoutMs: o.peerTimeoutMs,
+      ice: o.ice,
     });
   } catch (e) {
     throw new Error(`${(e as Error).message} (is a PeerServer running there? \`npm run dev\` serves one beside the lab page; or pass --server URL)`);
@@ -321,7 +333,7 @@ async function main(): Promise<void> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   t.onProblem(problemPrinter());
-  console.log(`peer: ${t.id} on ${o.server.url} (room tag ${t.tag})`);
+  console.log(`peer: ${t.id} on ${o.server.url} (room tag ${t.tag}); ICE: ${describeIce(o.ice)}`);
   if (o.link) console.log(`peer: room created; link: ${o.link}`);
   try {
     await t.whenAdmitted(o.admitTimeoutMs);

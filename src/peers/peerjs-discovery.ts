@@ -4,6 +4,7 @@
  */
 import type { Peer } from 'peerjs';
 import { z } from 'zod';
+import { rtcConfiguration } from './ice';
 import type { PeerJsTransportOptions } from './peerjs-options';
 import { isMemberId, type PeerServerAddress, peerListUrl } from './room';
 import type { PeerId } from './transport';
@@ -17,7 +18,7 @@ export function newPeer(PeerClass: typeof Peer, id: PeerId, opts: PeerJsTranspor
     path: s.path,
     secure: s.secure,
     key: s.key,
-    config: { iceServers: opts.iceServers ?? [] },
+    config: rtcConfiguration(opts.ice),
     debug: opts.debug ?? 0,
   });
 }

@@ -2,6 +2,7 @@
  * The PeerJS transport's options, limits and problem reports (src/peers/peerjs.ts re-exports them),
  * in their own file so the transport's parts (wire, admission, discovery) share them without a cycle.
  */
+import type { IceConfig } from './ice';
 import { isRoomId, type PeerServerAddress } from './room';
 import type { PeerRole } from './roster';
 import type { PeerId } from './transport';
@@ -31,10 +32,10 @@ export interface PeerJsTransportOptions {
   /** How often the server's listing is read again for members that were missed (default 3000 ms). */
   discoveryIntervalMs?: number;
   /**
-   * ICE servers. Default none: host candidates only, enough on one machine or a LAN and contacting
-   * nothing outside; add STUN/TURN servers for peers behind different NATs.
+   * ICE servers and policy (ice.ts parseIce). Default none: host candidates only, enough on one
+   * machine or a LAN and contacting nothing outside; add STUN/TURN servers for peers behind NATs.
    */
-  iceServers?: RTCIceServer[];
+  ice?: IceConfig;
   /** How long open() waits for the PeerServer (default 10 000 ms). */
   connectTimeoutMs?: number;
   /** PeerJS log level 0–3 (default 0). */

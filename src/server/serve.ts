@@ -11,10 +11,14 @@ import { networkInterfaces } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { fail, num, UsageError } from '../cli/common';
+import { checkLabConfig, labConfigHandler } from './lab-config';
 import { attachPeerServer } from './peer-server';
 import { serveStatic } from './static';
 
-const USAGE = 'usage: npm start [-- --port 5173 --host 0.0.0.0 --dir dist]';
+const USAGE = `usage: npm start [-- --port 5173 --host 0.0.0.0 --dir dist --ice SPEC --ice-relay-only]
+  --ice SPEC        ICE servers the pages use for their groups: [USER:SECRET@]stun:|turn:HOST:PORT[,...]
+                    or a JSON array of RTCIceServer (default none: nothing outside is contacted)
+  --ice-relay-only  the pages use relayed candidates only (through the TURN server of --ice)`;
 
 function lanUrls(port: number): string[] {
   const urls: string[] = [];
@@ -27,7 +31,7 @@ function lanUrls(port: number): string[] {
 async function main(): Promise<void> {
   let a;
   try {
-    a = parseArgs({ options: { port: { type: 'string' }, host: { type: 'string' }, dir: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true }).values;
+    a = parseArgs({ options: { port: { type: 'string' }, host: { type: 'string' }, dir: { type: 'string' }, ice: { type: 'string' }, 'ice-relay-only': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true }).values;
   } catch (e) {
     throw new UsageError(`${(e as Error).message}\n${USAGE}`);
   }
@@ -40,10 +44,17 @@ async function main(): Promise<void> {
   const root = path.resolve(a.dir ?? 'dist');
   if (!existsSync(path.join(root, 'index.html'))) throw new UsageError(`${path.join(root, 'index.html')} not found: build the page first (npx vite build)`);
 
+  let config;
+  try {
+    config = checkLabConfig({ ice: a.ice ?? '', relayOnly: a['ice-relay-only'] ?? false });
+  } catch (e) {
+    throw new UsageError(`--ice: ${(e as Error).message}`);
+  }
   const server = createServer();
+  const labConfig = labConfigHandler(config);
   const peers = attachPeerServer(server);
   const files = serveStatic(root);
-  server.on('request', (req, res) => peers.handle(req, res, () => files(req, res)));
+  server.on('request', (req, res) => peers.handle(req, res, () => labConfig(req, res, () => files(req, res))));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());

@@ -29,6 +29,7 @@
  */
 import { type DataParallelOptions, DpError } from '../peers/dp';
 import { CollectiveError } from '../peers/group';
+import { type IceConfig, parseIce } from '../peers/ice';
 import type { PeerProblem } from '../peers/peerjs';
 import { createRoomId, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer, serverForPage } from '../peers/room';
 import type { PeerRole, RosterEntry } from '../peers/roster';
@@ -52,6 +53,8 @@ export interface OpenRoomOptions {
   passphrase?: string;
   server: PeerServerAddress;
   role: PeerRole;
+  /** STUN/TURN servers and policy; absent: host candidates only. */
+  ice?: IceConfig;
 }
 
 export interface GroupDeps {
@@ -173,10 +176,18 @@ export class GroupController {
     if (this.session || this.opening) return;
     this.opening = true;
     const s = this.store.getState();
+    let ice: IceConfig;
+    try {
+      ice = parseIce(s.ice.spec, s.ice.relayOnly);
+    } catch (e) {
+      this.opening = false;
+      s.joinFailed(`ICE servers: ${errorText(e)}`);
+      return;
+    }
     s.connecting();
     let t: RoomTransport | null = null;
     try {
-      t = await this.deps.openTransport({ ...o, passphrase: o.passphrase || undefined });
+      t = await this.deps.openTransport({ ...o, passphrase: o.passphrase || undefined, ice });
       // Listening before admission: the members announce their run the moment the link is admitted.
       this.attach(t);
       await t.whenAdmitted(this.deps.admitTimeoutMs ?? 30_000);

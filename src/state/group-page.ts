@@ -7,7 +7,7 @@
 import { PeerJsTransport } from '../peers/peerjs';
 import { acquireGpu } from '../engine/gpu/device';
 import { Runtime } from '../engine/gpu/runtime';
-import { createGroupStore, type GroupStore, inviteOf } from './group';
+import { createGroupStore, type GroupStore, iceOf, inviteOf } from './group';
 import { GroupController } from './group-controller';
 
 export interface PageGroup {
@@ -17,10 +17,28 @@ export interface PageGroup {
 
 let pageGroup: PageGroup | null = null;
 
+/** The server's ICE setting (npm start --ice), unless the user typed one meanwhile; a server without one answers 404. */
+async function serverIce(store: GroupStore, pageUrl: string): Promise<void> {
+  let body: unknown;
+  try {
+    const res = await fetch(new URL(`${import.meta.env.BASE_URL}lab-config.json`, pageUrl), { cache: 'no-store' });
+    if (!res.ok || !(res.headers.get('content-type') ?? '').includes('json')) return;
+    body = await res.json();
+  } catch {
+    return;
+  }
+  const c = body as { ice?: unknown; relayOnly?: unknown };
+  if (typeof c?.ice !== 'string' || c.ice.length > 8192) return;
+  if (store.getState().ice.from !== null) return;
+  store.getState().setIce({ spec: c.ice, relayOnly: c.relayOnly === true, from: 'server' });
+}
+
 export function pageGroupLab(): PageGroup {
   if (pageGroup) return pageGroup;
   const pageUrl = location.href;
-  const store = createGroupStore(inviteOf(pageUrl));
+  const linkIce = iceOf(pageUrl);
+  const store = createGroupStore({ ...inviteOf(pageUrl), ice: linkIce });
+  if (!linkIce) void serverIce(store, pageUrl);
   const controller = new GroupController(store, {
     pageUrl,
     openTransport: (o) => PeerJsTransport.open(o),

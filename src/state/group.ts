@@ -5,6 +5,7 @@
  * controller's (group-controller.ts), which feeds this store.
  */
 import { createStore, type StoreApi } from 'zustand/vanilla';
+import { describeIce, parseIce } from '../peers/ice';
 import { type ParsedRoomLink, parseRoomLink } from '../peers/room';
 import type { PeerRole, RosterEntry } from '../peers/roster';
 import type { PeerId } from '../peers/transport';
@@ -106,8 +107,11 @@ export interface GroupState {
   notices: GroupNotice[];
   /** Malformed or unexpected messages received (counted, dropped). */
   rejected: number;
+  /** ICE servers for the next create/join (src/peers/ice.ts spec), and where they came from. */
+  ice: IceSetting;
 
   setDraft(patch: Partial<GroupRunConfig>): void;
+  setIce(ice: IceSetting): void;
   connecting(): void;
   joined(room: GroupRoom): void;
   joinFailed(message: string): void;
@@ -179,7 +183,30 @@ export function inviteOf(pageUrl: string): { invite: ParsedRoomLink | null; invi
   }
 }
 
-export function createGroupStore(init: { invite?: ParsedRoomLink | null; inviteError?: string | null } = {}, now: () => number = Date.now): GroupStore {
+export interface IceSetting {
+  spec: string;
+  relayOnly: boolean;
+  /** 'link': the page URL's ?ice= / ?relay=1; 'server': the server's /lab-config.json; 'panel': typed here. */
+  from: 'link' | 'server' | 'panel' | null;
+}
+
+/** Why an ICE setting cannot be used (null when it can), and a one-line summary without credentials. */
+export function iceCheck(i: IceSetting): { problem: string | null; summary: string } {
+  try {
+    return { problem: null, summary: describeIce(parseIce(i.spec, i.relayOnly)) };
+  } catch (e) {
+    return { problem: (e as Error).message, summary: 'invalid ICE servers' };
+  }
+}
+
+/** The ICE setting a page URL carries (?ice=SPEC, ?relay=1), or null when it names none. */
+export function iceOf(pageUrl: string): IceSetting | null {
+  const q = new URL(pageUrl).searchParams;
+  if (!q.has('ice') && !q.has('relay')) return null;
+  return { spec: q.get('ice') ?? '', relayOnly: q.get('relay') === '1', from: 'link' };
+}
+
+export function createGroupStore(init: { invite?: ParsedRoomLink | null; inviteError?: string | null; ice?: IceSetting | null } = {}, now: () => number = Date.now): GroupStore {
   let noticeId = 0;
   let runNumber = 0;
   const mapRun = (s: GroupState, id: string, f: (r: GroupRun) => GroupRun) => ({ runs: s.runs.map((r) => (r.id === id ? f(r) : r)) });
@@ -192,11 +219,13 @@ export function createGroupStore(init: { invite?: ParsedRoomLink | null; inviteE
     roster: [],
     reports: {},
     draft: { ...DEFAULT_GROUP_CONFIG },
+    ice: init.ice ?? { spec: '', relayOnly: false, from: null },
     runs: [],
     notices: [],
     rejected: 0,
 
     setDraft: (patch) => set({ draft: { ...get().draft, ...patch } }),
+    setIce: (ice) => set({ ice }),
     connecting: () => set({ phase: 'connecting', joinError: null }),
     joined: (room) => set({ phase: 'joined', room, joinError: null, invite: null }),
     joinFailed: (message) => set({ phase: 'idle', room: null, joinError: message, roster: [] }),

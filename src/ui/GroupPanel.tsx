@@ -12,6 +12,7 @@ import { useLab } from './context';
 import { download, fileSlug } from './download';
 import { GroupCharts } from './GroupCharts';
 import { GroupRoster } from './GroupRoster';
+import { IceSettings } from './IceSettings';
 import { NumberField } from './NumberField';
 import './Group.css';
 
@@ -71,6 +72,7 @@ function Lobby() {
         <button type="submit" data-testid="group-create" disabled={connecting}>Create a group</button>
         <span className="muted small">The link is the key (128 random bits); a passphrase adds a second one, never sent.</span>
       </form>
+      <IceSettings />
       {connecting && <p className="progress" data-testid="group-connecting"><span className="spinner" /> connecting to the PeerServer and the members…</p>}
       {joinError && <div className="error" role="alert" data-testid="group-error"><b>Could not join:</b> {joinError}</div>}
     </div>

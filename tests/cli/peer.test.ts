@@ -93,6 +93,8 @@ describe('peer CLI', () => {
       [['--host', '--steps', '-3', '--train'], /--steps expects an integer >= 1, got '-3'/],
       [['--host', '--out', 'x'], /go with --train/],
       [['--host', '--train', '--out', path.join(dir, 'used')], /--out .*used is not empty .*choose a new --out/],
+      [['--host', '--ice', 'turn:turn.example.org:3478'], /--ice: .*needs a user name and a credential/],
+      [['--host', '--ice', 'stun:a:1', '--ice-relay-only'], /--ice: relay-only ICE needs a TURN server/],
     ] as const) {
       const r = await peer(...args);
       expect(r.status, r.stderr).toBe(2);

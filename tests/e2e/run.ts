@@ -19,6 +19,7 @@ import { adversaryTests } from './adversary';
 import { benchTests } from './bench';
 import { groupTests } from './group';
 import { compareChecks, labUiTests } from './lab-ui';
+import { relayTests } from './relay';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const OUT = path.join(ROOT, 'test-results', 'e2e');
@@ -478,6 +479,7 @@ const tests: TestCase[] = [
   ...labUiTests(check),
   ...groupTests(check),
   ...adversaryTests(check),
+  ...relayTests(check),
   ...benchTests(check),
 ];
 

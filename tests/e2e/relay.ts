@@ -1,0 +1,61 @@
+/**
+ * Across networks, in the page: a TURN server from npm (node-turn) on loopback; a Chromium page opened
+ * with ?ice=…&relay=1 creates a group (relayed candidates only) and a headless member joins with the
+ * same relay-only ICE — so the link can only have been set up through the relay. The training through
+ * a relay is tests/peers/turn.gpu.test.ts (Node members); here the page's ICE setting is what is
+ * checked, from its link, through the panel, to a working link. No WebGPU needed.
+ */
+import { parseIce } from '../../src/peers/ice';
+import { installNodeWebRtc } from '../../src/peers/node-webrtc';
+import { PeerJsTransport } from '../../src/peers/peerjs';
+import { parseRoomLink, sameOriginServer } from '../../src/peers/room';
+import { startTurn } from '../helpers/turn';
+import type { Ctx, TestCase, TestHelpers } from './run';
+
+type Check = (cond: unknown, message: string) => asserts cond;
+const byTestId = (id: string) => `[data-testid="${id}"]`;
+
+export function relayTests(check: Check): TestCase[] {
+  return [
+    {
+      name: 'relay: a page with relay-only ICE from its link forms a group with a headless member through a local TURN server',
+      timeoutMs: 2 * 60_000,
+      async fn(ctx: Ctx, t: TestHelpers) {
+        installNodeWebRtc();
+        const turn = await startTurn();
+        const port = turn.port;
+        const spec = turn.spec();
+        let member: PeerJsTransport | null = null;
+        const page = await t.page(await ctx.plainBrowser());
+        try {
+          await page.goto(`${ctx.url}?ice=${encodeURIComponent(spec)}&relay=1`);
+          await page.locator(byTestId('group-panel')).waitFor({ timeout: 30_000 });
+          const summary = await page.locator(`${byTestId('group-ice')} summary`).innerText();
+          check(summary.includes(`turn:127.0.0.1:${port}`) && summary.includes('relay only') && summary.includes('from the page link'), `ICE summary: ${summary}`);
+          check(!summary.includes('secret'), 'the panel shows the TURN secret');
+          // A typo in the panel is refused before anything connects, then fixed.
+          const field = page.locator(byTestId('group-ice-servers'));
+          await field.fill('turn:127.0.0.1:1');
+          await page.locator(byTestId('group-ice-problem')).waitFor({ timeout: 5000 });
+          await page.locator(byTestId('group-create')).click();
+          const err = await page.locator(byTestId('group-error')).innerText({ timeout: 10_000 });
+          check(/ICE servers: .*credential/.test(err), `a bad ICE setting was not refused: ${err}`);
+          await field.fill(spec);
+          await page.locator(byTestId('group-create')).click();
+          const link = await page.locator(byTestId('group-link')).inputValue({ timeout: 30_000 });
+          check(!link.includes('ice=') && !link.includes('secret'), `the group link carries the ICE setting: ${link}`);
+
+          member = await PeerJsTransport.open({ room: parseRoomLink(link).room, server: sameOriginServer(link), ice: parseIce(spec, true) });
+          await member.whenAdmitted(30_000);
+          await page.waitForFunction(() => document.querySelector('[data-testid="group-roster"]')?.getAttribute('data-members') === '2', undefined, { timeout: 30_000 });
+          check(turn.allocations() >= 2, `the TURN server holds ${turn.allocations()} allocations; both members should have one`);
+          t.log(`  page and headless member admitted through the relay (${turn.allocations()} TURN allocations)`);
+        } finally {
+          member?.close();
+          await page.close();
+          await turn.stop();
+        }
+      },
+    },
+  ];
+}
