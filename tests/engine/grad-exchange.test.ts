@@ -10,7 +10,7 @@ import { exchangeMeanRef, sumSquaresRef, wireScales } from '../../src/engine/ker
 import { quantizeRef } from '../../src/engine/quant/quantizer';
 import { parseScheme } from '../../src/engine/scheme/scheme';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
-import { int8Norm2, MAX_WIRE_SCALE, storedLayout } from '../../src/engine/train/exchange-wire';
+import { int8Norm2, MAX_WIRE_SCALE, storedLayout, wireChunk } from '../../src/engine/train/exchange-wire';
 import { ContributionError, GradExchange } from '../../src/engine/train/grad-exchange';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { Trainer } from '../../src/engine/train/trainer';
@@ -127,6 +127,8 @@ describe('GradExchange over an fp32 buffer', () => {
     const xs = [1, 2, 3].map((s) => vector(n, 30 + s));
     const ex = GradExchange.forBuffer(rt, 'int8', up(rt, new Float32Array(n)), n);
     const bounds = chunkBounds(n, 3);
+    const whole = encodeInt8Chunk(xs[0]);
+    for (const [lo, hi] of bounds) expect(wireChunk(whole, n, 'int8', lo, hi)).toEqual(encodeInt8Chunk(xs[0].subarray(lo, hi)));
     const reduced: Uint8Array[] = [];
     for (const [lo, hi] of bounds) {
       const pieces = xs.map((x) => encodeInt8Chunk(x.subarray(lo, hi)));

@@ -153,3 +153,20 @@ export class Readback {
     this.staging = null;
   }
 }
+
+/**
+ * The wire bytes of chunk [lo, hi) cut from a whole vector's (n elements): what encodeInt8Chunk
+ * of the chunk would give, since lo is a multiple of 256 (two copies, no per-element work).
+ */
+export function wireChunk(bytes: Uint8Array, n: number, wire: GradWire, lo: number, hi: number): Uint8Array {
+  if (!(Number.isInteger(lo) && Number.isInteger(hi) && lo >= 0 && lo <= hi && hi <= n)) throw new Error(`wireChunk: [${lo}, ${hi}) outside [0, ${n})`);
+  if (wire === 'fp32') return bytes.slice(4 * lo, 4 * hi);
+  if (lo % AGOQ_BLOCK !== 0) throw new Error(`wireChunk: chunk start ${lo} is not a multiple of ${AGOQ_BLOCK}`);
+  const nb = Math.ceil(n / AGOQ_BLOCK);
+  const b0 = lo / AGOQ_BLOCK;
+  const cb = Math.ceil((hi - lo) / AGOQ_BLOCK);
+  const out = new Uint8Array(4 * cb + hi - lo);
+  out.set(bytes.subarray(4 * b0, 4 * (b0 + cb)), 0);
+  out.set(bytes.subarray(4 * nb + lo, 4 * nb + hi), 4 * cb);
+  return out;
+}
