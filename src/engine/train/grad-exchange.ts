@@ -1,0 +1,454 @@
+/**
+ * The data-parallel exchange on the GPU: this member's contribution in wire bytes, and the mean of
+ * every member's contribution written where the optimizer reads the gradient — with no
+ * per-element JavaScript. The wire is peers/allreduce.ts's, byte for byte, applied to the whole
+ * exchange vector: 'int8' = ⌈n/256⌉ fp32 LE scales, then n int8 codes (absmax per block of 256,
+ * round to nearest, encodeInt8Chunk's codes); 'fp32' = n LE floats.
+ *
+ * The exchange vector is a flat fp32 buffer of n floats (the model's `grads`, or any buffer: DiLoCo
+ * exchanges pseudo-gradients θ_start − θ_local), or, over quantized gradient storage (AGoQ), every
+ * tensor at a multiple of 256 floats (peers/dp-grads.ts's layout) with zero padding between.
+ *
+ * - encode: quantized on the GPU by the engine's block quantizer; codes and scales (or floats)
+ *   reach the host in one readback through a persistent staging buffer. Stored INT8 blocks of 256
+ *   are the wire's own blocks, so their codes and scales are copied straight. That equals
+ *   re-encoding the dequantized gradient: a stored block has s = RN(a/127) for its absmax a, so
+ *   RN(127·s) lies within 63·ulp(s) of 127·s (a itself is that close, and RN picks the nearest),
+ *   hence RN(RN(127·s)/127) = s; every code c ≤ 127 in magnitude decodes to RN(c·s) = c·s·(1+δ),
+ *   |δ| ≤ 2^-24, which re-encodes to c (tests/engine/grad-exchange.test.ts checks it).
+ * - reduce: the contributions are uploaded with queue writes into one buffer, their mean computed
+ *   on the GPU (kernels/exchange.ts: fp32 sum in member order, divided by the count — the JS
+ *   all-reduce's arithmetic for INT8), then re-quantized on the GPU into the storage, if any.
+ * - reduceChunk / assign: the owner's step and the final step of the two-shot all-reduce.
+ * - stats: screening figures of each contribution (‖x‖², finite), the same on every member.
+ *
+ * Byte arrays returned by encode and reduceChunk are overwritten by the next call of the same
+ * method: send or copy them first. One operation at a time (calls are awaited in turn).
+ */
+import type { Binding, Runtime } from '../gpu/runtime';
+import { exchangeCheckFp32, type ExchangeKernel, exchangeMean, exchangeSumSquares, type InboxShape } from '../kernels/exchange';
+import { buildDequantize, buildQuantize, type QuantizeKernel } from '../kernels/quantize';
+import type { LlamaGpu } from '../model/llama';
+import { AGOQ_BLOCK, type GradWire } from '../scheme/wire';
+import { wireScales } from '../kernels/exchange.ref';
+import {
+  alignUp, checkContribution, ContributionError, contributionProblem, fp32Norm2, int8Norm2, Readback, type Step,
+  type StoredSlot, storedIsWire, storedLayout, submitSteps, wireBytes,
+} from './exchange-wire';
+
+export { ContributionError } from './exchange-wire';
+
+const WIRE_SPEC = (n: number) => ({ format: 'int8' as const, granularity: { kind: 'group' as const, size: AGOQ_BLOCK }, n });
+
+/** Screening figures of one contribution; `problem` says why it could not be measured (then finite is false). */
+export interface ContributionStats {
+  finite: boolean;
+  /** ‖x‖² (NaN where not finite). */
+  norm2: number;
+  problem?: string;
+}
+
+interface Stored {
+  slots: StoredSlot[];
+  /** The model's fp32 gradient stage (free between backward and the optimizer). */
+  stage: GPUBuffer;
+  /** Every tensor in the wire's INT8 format: copied straight. */
+  direct: boolean;
+  /** Storage → the fp32 exchange vector; the exchange vector → storage. */
+  load: Step[];
+  store: Step[];
+}
+
+export class GradExchange {
+  /** Floats in the exchange vector. */
+  readonly n: number;
+  /** Wire bytes of one contribution. */
+  readonly bytes: number;
+  private readonly nb: number;
+  /** The fp32 exchange vector (the source buffer, or an own buffer over quantized storage). */
+  private readonly vec: GPUBuffer;
+  /** Where the mean goes (flat: the source unless `out` was given). */
+  private readonly out: GPUBuffer;
+  private readonly stored: Stored | null;
+  private readonly owned: GPUBuffer[] = [];
+  private readonly kernels: { destroy(): void }[] = [];
+  /** The whole vector quantized to the wire (int8 wire, or direct storage). */
+  private readonly wireQ: QuantizeKernel | null;
+  private readonly encodeSteps: Step[];
+  private readonly encodeBack: Readback;
+  private readonly smallBack: Readback;
+  private readonly chunkBack: Readback;
+  private inbox: GPUBuffer | null = null;
+  private flags: GPUBuffer | null = null;
+  private chunkMean: GPUBuffer | null = null;
+  private sums: GPUBuffer | null = null;
+  private readonly cache = new Map<string, ExchangeKernel>();
+  private readonly chunkQ = new Map<number, QuantizeKernel>();
+  /**
+   * The arrays the last stats call uploaded, slot by slot: the next reduce or reduceChunk of the
+   * same arrays (unchanged in between) reads them from there and clears this; any other upload or
+   * an encode clears it too (encode's array is refilled in place).
+   */
+  private uploaded: { arrays: Uint8Array[]; n: number } | null = null;
+
+  /** The exchange of a training model's gradient (flat `grads`, or its quantized storage). */
+  static forModel(model: LlamaGpu, wire: GradWire): GradExchange {
+    if (!model.training) throw new Error('GradExchange: the model was built without training buffers');
+    const layout = storedLayout(model);
+    if (!layout) return new GradExchange(model.rt, wire, { buffer: model.b('grads'), n: model.layout.totalFloats });
+    return new GradExchange(model.rt, wire, { layout, stage: model.b('gradStage') });
+  }
+
+  /** The exchange of any fp32 buffer of n floats; the mean goes to `out` (default: the buffer itself). */
+  static forBuffer(rt: Runtime, wire: GradWire, buffer: GPUBuffer, n: number, out?: GPUBuffer): GradExchange {
+    return new GradExchange(rt, wire, { buffer, n, out });
+  }
+
+  private constructor(
+    private readonly rt: Runtime,
+    readonly wire: GradWire,
+    src: { buffer: GPUBuffer; n: number; out?: GPUBuffer } | { layout: { slots: StoredSlot[]; length: number }; stage: GPUBuffer },
+  ) {
+    if (wire !== 'fp32' && wire !== 'int8') throw new Error(`GradExchange: unknown wire format '${String(wire)}'`);
+    this.encodeBack = new Readback(rt, 'exchange.encode');
+    this.smallBack = new Readback(rt, 'exchange.small');
+    this.chunkBack = new Readback(rt, 'exchange.chunk');
+    if ('buffer' in src) {
+      if (!(Number.isInteger(src.n) && src.n >= 1) || src.buffer.size < 4 * src.n) throw new Error(`GradExchange: buffer of ${src.buffer.size} B cannot hold ${src.n} floats`);
+      this.n = src.n;
+      this.vec = src.buffer;
+      this.out = src.out ?? src.buffer;
+      if (this.out.size < 4 * this.n) throw new Error(`GradExchange: output buffer of ${this.out.size} B cannot hold ${this.n} floats`);
+      this.stored = null;
+    } else {
+      this.n = src.layout.length;
+      this.vec = this.own(rt.createBuffer('comm', 'exchange.vec', 4 * this.n));
+      this.out = this.vec;
+      this.stored = this.buildStored(src.layout.slots, src.stage);
+    }
+    this.nb = Math.ceil(this.n / AGOQ_BLOCK);
+    this.bytes = wireBytes(this.n, wire);
+    this.wireQ = wire === 'int8' || this.stored?.direct ? this.kernel(buildQuantize(rt, WIRE_SPEC(this.n), this.vec, { category: 'comm' })) : null;
+    this.encodeSteps = this.buildEncode();
+  }
+
+  /** Whether stored gradients cross to the wire as they are (AGoQ's INT8 blocks of 256). */
+  get direct(): boolean {
+    return !!this.stored?.direct && this.wire === 'int8';
+  }
+
+  private own(b: GPUBuffer): GPUBuffer {
+    this.owned.push(b);
+    return b;
+  }
+
+  private kernel<T extends { destroy(): void }>(k: T): T {
+    this.kernels.push(k);
+    return k;
+  }
+
+  private buildStored(slots: StoredSlot[], stage: GPUBuffer): Stored {
+    const direct = slots.every((s) => storedIsWire(s.st));
+    const load: Step[] = [];
+    const store: Step[] = [];
+    if (!direct) {
+      // Tensor by tensor through the model's fp32 stage, in the storage's own format.
+      for (const s of slots) {
+        const spec = { format: s.st.format, granularity: s.st.granularity, n: s.st.n };
+        load.push(this.kernel(buildDequantize(this.rt, spec, s.words, s.scales, { out: stage })).dispatches);
+        load.push((e) => e.copyBufferToBuffer(stage, 0, this.vec, 4 * s.at, 4 * s.st.n));
+        store.push((e) => e.copyBufferToBuffer(this.vec, 4 * s.at, stage, 0, 4 * s.st.n));
+        store.push(this.kernel(buildQuantize(this.rt, spec, stage, { words: s.words, scales: s.scales })).dispatches);
+      }
+    }
+    return { slots, stage, direct, load, store };
+  }
+
+  /** Copies between the storage and the whole-vector wire buffers (direct storage: the same blocks). */
+  private storageCopies(toStorage: boolean): Step {
+    const q = this.wireQ!;
+    return (e) => {
+      for (const s of this.stored!.slots) {
+        const sb = 4 * Math.ceil(s.st.n / AGOQ_BLOCK);
+        const cb = 4 * s.st.words;
+        if (toStorage) {
+          e.copyBufferToBuffer(q.scales, 4 * (s.at / AGOQ_BLOCK), s.scales, 0, sb);
+          e.copyBufferToBuffer(q.words, s.at, s.words, 0, cb);
+        } else {
+          e.copyBufferToBuffer(s.scales, 0, q.scales, 4 * (s.at / AGOQ_BLOCK), sb);
+          e.copyBufferToBuffer(s.words, 0, q.words, s.at, cb);
+        }
+      }
+    };
+  }
+
+  private loadSteps(): Step[] {
+    const st = this.stored;
+    if (!st) return [];
+    if (!st.direct) return st.load;
+    const deq = this.kernel(buildDequantize(this.rt, WIRE_SPEC(this.n), this.wireQ!.words, this.wireQ!.scales, { out: this.vec }));
+    return [this.storageCopies(false), deq.dispatches];
+  }
+
+  private buildEncode(): Step[] {
+    const staging = this.encodeBack.buffer(this.bytes);
+    const codesAt = 4 * this.nb;
+    if (this.wire === 'fp32') return [...this.loadSteps(), (e) => e.copyBufferToBuffer(this.vec, 0, staging, 0, 4 * this.n)];
+    if (this.direct) {
+      // Straight from the storage; the padding codes between tensors are never written (zero).
+      return [(e) => {
+        for (const s of this.stored!.slots) {
+          e.copyBufferToBuffer(s.scales, 0, staging, 4 * (s.at / AGOQ_BLOCK), 4 * Math.ceil(s.st.n / AGOQ_BLOCK));
+          e.copyBufferToBuffer(s.words, 0, staging, codesAt + s.at, 4 * s.st.words);
+        }
+      }];
+    }
+    const q = this.wireQ!;
+    return [...this.loadSteps(), q.dispatches, (e) => {
+      e.copyBufferToBuffer(q.scales, 0, staging, 0, 4 * this.nb);
+      e.copyBufferToBuffer(q.words, 0, staging, codesAt, alignUp(this.n, 4));
+    }];
+  }
+
+  /** This member's contribution in wire bytes (valid until the next encode). */
+  async encode(): Promise<Uint8Array> {
+    this.uploaded = null;
+    submitSteps(this.rt, this.encodeSteps);
+    return this.encodeBack.read(this.bytes);
+  }
+
+  // ---- the inbox: every contribution's bytes, one stride apart -------------------------------------
+
+  private ensureInbox(slots: number, strideBytes: number): void {
+    const need = slots * strideBytes;
+    if (this.inbox && this.inbox.size >= need) return;
+    if (this.inbox) this.rt.mem.free(this.inbox);
+    for (const k of this.cache.values()) k.destroy();
+    this.cache.clear();
+    this.inbox = this.rt.createBuffer('comm', 'exchange.inbox', Math.max(need, 2 * this.bytes));
+  }
+
+  private strideOf(n: number): number {
+    return alignUp(wireBytes(n, this.wire), 256);
+  }
+
+  private shape(n: number): InboxShape {
+    const stride = this.strideOf(n);
+    return { n, wire: this.wire, strideWords: stride / 4, slots: Math.floor(this.inbox!.size / stride) };
+  }
+
+  private cached(key: string, build: () => ExchangeKernel): ExchangeKernel {
+    let k = this.cache.get(key);
+    if (!k) this.cache.set(key, (k = build()));
+    return k;
+  }
+
+  private write(offset: number, bytes: Uint8Array): void {
+    const q = this.rt.device.queue;
+    const whole = bytes.length & ~3;
+    if (whole) q.writeBuffer(this.inbox!, offset, bytes, 0, whole);
+    if (whole < bytes.length) {
+      const tail = new Uint8Array(4);
+      tail.set(bytes.subarray(whole));
+      q.writeBuffer(this.inbox!, offset + whole, tail);
+    }
+  }
+
+  /**
+   * Checks and uploads the non-null contributions (of n elements each) into consecutive slots;
+   * returns the member index of each slot. Skips the upload where stats just uploaded these very
+   * arrays (the same list, or the list less some of its last members); `keep` (stats) lets the next call do so.
+   */
+  private upload(list: (Uint8Array | null)[], n: number, what: string, keep = false): number[] {
+    const members = list.flatMap((b, i) => (b ? [i] : []));
+    if (members.length === 0) throw new Error(`GradExchange.${what}: no contribution to average (all ${list.length} left out)`);
+    for (const m of members) checkContribution(list[m]!, n, this.wire, m);
+    const arrays = members.map((m) => list[m]!);
+    const u = this.uploaded;
+    this.uploaded = null;
+    if (!(u && u.n === n && arrays.length <= u.arrays.length && arrays.every((b, i) => b === u.arrays[i]))) {
+      const stride = this.strideOf(n);
+      this.ensureInbox(members.length, stride);
+      arrays.forEach((b, slot) => this.write(slot * stride, b));
+    }
+    if (keep) this.uploaded = { arrays, n };
+    return members;
+  }
+
+  /** fp32 contributions: throws naming the first member whose values are not all finite. */
+  private async checkFinite(n: number, members: number[]): Promise<void> {
+    if (this.wire !== 'fp32') return;
+    const s = this.shape(n);
+    this.flags ??= this.own(this.rt.createBuffer('comm', 'exchange.flags', 4 * 1024));
+    if (s.slots > 1024) throw new Error(`GradExchange: more than 1024 contributions`);
+    const k = this.cached(`check:${n}`, () => exchangeCheckFp32(this.rt, 'exchange', s, this.inbox!, this.flags!));
+    k.setCount(members.length);
+    const bytes = 4 * members.length;
+    const staging = this.smallBack.buffer(bytes);
+    submitSteps(this.rt, [(e) => e.clearBuffer(this.flags!, 0, bytes), [k.dispatch], (e) => e.copyBufferToBuffer(this.flags!, 0, staging, 0, bytes)]);
+    const flags = new Uint32Array((await this.smallBack.read(bytes)).slice().buffer);
+    const bad = flags.findIndex((f) => f !== 0);
+    if (bad >= 0) throw new ContributionError(members[bad], 'NaN or infinite values');
+  }
+
+  /** The mean of the uploaded slots into `out` (n floats at offset 0). */
+  private meanKernel(n: number, out: Binding, key: string, count: number): ExchangeKernel {
+    const k = this.cached(`mean:${key}:${n}`, () => exchangeMean(this.rt, 'exchange', this.shape(n), this.inbox!, out));
+    k.setCount(count);
+    return k;
+  }
+
+  /** Where the optimizer reads: the mean's padding cleared, then re-quantized into the storage. */
+  private storeSteps(): Step[] {
+    const st = this.stored;
+    if (!st) return [];
+    const clear: Step = (e) => {
+      for (const s of st.slots) {
+        const end = alignUp(s.st.n, AGOQ_BLOCK);
+        if (end > s.st.n) e.clearBuffer(this.vec, 4 * (s.at + s.st.n), 4 * (end - s.st.n));
+      }
+    };
+    return st.direct ? [clear, this.wireQ!.dispatches, this.storageCopies(true)] : [clear, ...st.store];
+  }
+
+  /**
+   * The mean of the members' contributions (member order; null = left out, the mean is over the
+   * others), written where the optimizer reads the gradient. Throws ContributionError naming the
+   * member of a malformed contribution before anything is written.
+   */
+  async reduce(contributions: (Uint8Array | null)[]): Promise<void> {
+    const members = this.upload(contributions, this.n, 'reduce');
+    await this.checkFinite(this.n, members);
+    submitSteps(this.rt, [[this.meanKernel(this.n, this.out, 'full', members.length).dispatch], ...this.storeSteps()]);
+  }
+
+  /**
+   * The two-shot all-reduce's owner step: the mean of the members' pieces of chunk [lo, hi) (each
+   * in the wire's format for hi − lo elements, member order, null = left out), re-quantized to the
+   * wire (INT8) or as fp32 bytes. Valid until the next reduceChunk.
+   */
+  async reduceChunk(pieces: (Uint8Array | null)[], lo: number, hi: number): Promise<Uint8Array> {
+    this.checkChunk(lo, hi);
+    const len = hi - lo;
+    const members = this.upload(pieces, len, 'reduceChunk');
+    await this.checkFinite(len, members);
+    this.chunkMean ??= this.own(this.rt.createBuffer('comm', 'exchange.chunkMean', 4 * this.n));
+    const mean = this.meanKernel(len, this.chunkMean, 'chunk', members.length);
+    const bytes = wireBytes(len, this.wire);
+    const staging = this.chunkBack.buffer(bytes);
+    if (this.wire === 'fp32') {
+      submitSteps(this.rt, [[mean.dispatch], (e) => e.copyBufferToBuffer(this.chunkMean!, 0, staging, 0, 4 * len)]);
+    } else {
+      let q = this.chunkQ.get(len);
+      if (!q) this.chunkQ.set(len, (q = this.kernel(buildQuantize(this.rt, WIRE_SPEC(len), this.chunkMean, { category: 'comm' }))));
+      const nb = Math.ceil(len / AGOQ_BLOCK);
+      submitSteps(this.rt, [[mean.dispatch], q.dispatches, (e) => {
+        e.copyBufferToBuffer(q.scales, 0, staging, 0, 4 * nb);
+        e.copyBufferToBuffer(q.words, 0, staging, 4 * nb, alignUp(len, 4));
+      }]);
+    }
+    return this.chunkBack.read(bytes);
+  }
+
+  private checkChunk(lo: number, hi: number): void {
+    if (!(Number.isInteger(lo) && Number.isInteger(hi) && lo >= 0 && lo < hi && hi <= this.n)) throw new Error(`GradExchange: chunk [${lo}, ${hi}) outside [0, ${this.n})`);
+    if (this.wire === 'int8' && lo % AGOQ_BLOCK !== 0) throw new Error(`GradExchange: chunk start ${lo} is not a multiple of ${AGOQ_BLOCK}`);
+  }
+
+  /**
+   * The two-shot all-reduce's last step: the owners' reduced chunks (chunk r covers bounds[r], in
+   * order, together [0, n)) decoded into where the optimizer reads the gradient.
+   */
+  async assign(chunks: Uint8Array[], bounds: [number, number][]): Promise<void> {
+    if (chunks.length !== bounds.length) throw new Error(`GradExchange.assign: ${chunks.length} chunks for ${bounds.length} bounds`);
+    let at = 0;
+    const parts = chunks.map((c, r) => {
+      const [lo, hi] = bounds[r];
+      if (lo !== at) throw new Error(`GradExchange.assign: chunk ${r} starts at ${lo}, expected ${at}`);
+      at = hi;
+      if (hi === lo) return null;
+      this.checkChunk(lo, hi);
+      checkContribution(c, hi - lo, this.wire, r);
+      return { c, lo, hi };
+    });
+    if (at !== this.n) throw new Error(`GradExchange.assign: chunks cover [0, ${at}), expected [0, ${this.n})`);
+    this.uploaded = null;
+    this.ensureInbox(1, this.strideOf(this.n));
+    for (const p of parts) {
+      if (!p) continue;
+      if (this.wire === 'fp32') {
+        this.write(4 * p.lo, p.c);
+        continue;
+      }
+      const nb = Math.ceil((p.hi - p.lo) / AGOQ_BLOCK);
+      this.write(4 * (p.lo / AGOQ_BLOCK), p.c.subarray(0, 4 * nb));
+      this.write(4 * this.nb + p.lo, p.c.subarray(4 * nb));
+    }
+    // Slot 0 holds every owner's chunk: a NaN is reported without its owner.
+    await this.checkFinite(this.n, [0]).catch((e: unknown) => {
+      throw e instanceof ContributionError ? new Error('GradExchange.assign: a gathered fp32 chunk holds NaN or infinite values') : e;
+    });
+    submitSteps(this.rt, [[this.meanKernel(this.n, this.out, 'full', 1).dispatch], ...this.storeSteps()]);
+  }
+
+  /**
+   * Screening figures per member (null entries stay null): ‖x‖² and finiteness; a malformed
+   * contribution gets finite = false and the problem, never an exception. INT8: per-block
+   * integer sums of squares on the GPU (the contributions stay uploaded for a reduce of the same
+   * arrays), combined with the scales in fp64; fp32: fp64 on the host.
+   */
+  async stats(contributions: (Uint8Array | null)[], n = this.n): Promise<(ContributionStats | null)[]> {
+    const out: (ContributionStats | null)[] = contributions.map((b) => {
+      if (!b) return null;
+      const problem = contributionProblem(b, n, this.wire);
+      return problem ? { finite: false, norm2: NaN, problem } : { finite: true, norm2: 0 };
+    });
+    const ok = contributions.map((b, i) => (out[i]?.finite ? b : null));
+    if (this.wire === 'fp32') {
+      ok.forEach((b, i) => {
+        if (!b) return;
+        const norm2 = fp32Norm2(b, n);
+        out[i] = Number.isFinite(norm2) ? { finite: true, norm2 } : { finite: false, norm2: NaN, problem: 'NaN or infinite values' };
+      });
+      return out;
+    }
+    if (!ok.some((b) => b)) return out;
+    const members = this.upload(ok, n, 'stats', true);
+    const nb = Math.ceil(n / AGOQ_BLOCK);
+    const bytes = 4 * nb * members.length;
+    const sumsBuf = this.sumsBuffer(bytes);
+    const k = this.cached(`sumsq:${n}`, () => exchangeSumSquares(this.rt, 'exchange', this.shape(n), this.inbox!, sumsBuf));
+    k.setCount(members.length);
+    const staging = this.smallBack.buffer(bytes);
+    submitSteps(this.rt, [[k.dispatch], (e) => e.copyBufferToBuffer(sumsBuf, 0, staging, 0, bytes)]);
+    const raw = await this.smallBack.read(bytes);
+    const sums = new Uint32Array(raw.buffer, raw.byteOffset, nb * members.length);
+    members.forEach((m, slot) => {
+      out[m] = { finite: true, norm2: int8Norm2(wireScales(ok[m]!, n), sums.subarray(slot * nb, (slot + 1) * nb)) };
+    });
+    return out;
+  }
+
+  private sumsBuffer(bytes: number): GPUBuffer {
+    if (!this.sums || this.sums.size < bytes) {
+      if (this.sums) this.rt.mem.free(this.sums);
+      for (const [key, k] of this.cache) {
+        if (!key.startsWith('sumsq:')) continue;
+        k.destroy();
+        this.cache.delete(key);
+      }
+      this.sums = this.rt.createBuffer('comm', 'exchange.sums', Math.max(bytes, 4 * this.nb * 4));
+    }
+    return this.sums;
+  }
+
+  destroy(): void {
+    for (const k of this.kernels) k.destroy();
+    for (const k of this.cache.values()) k.destroy();
+    this.cache.clear();
+    for (const b of [...this.owned, this.inbox, this.sums]) if (b) this.rt.mem.free(b);
+    this.encodeBack.destroy();
+    this.smallBack.destroy();
+    this.chunkBack.destroy();
+  }
+}

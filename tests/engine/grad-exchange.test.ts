@@ -1,0 +1,254 @@
+/**
+ * The GPU gradient exchange (src/engine/train/grad-exchange.ts) against the JS all-reduce's wire
+ * and arithmetic (src/peers/allreduce.ts, dp-grads.ts), bit for bit, on SwiftShader.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chunkBounds, decodeInt8Chunk, encodeInt8Chunk } from '../../src/peers/allreduce';
+import { gradientAccess } from '../../src/peers/dp-grads';
+import type { Runtime } from '../../src/engine/gpu/runtime';
+import { exchangeMeanRef, sumSquaresRef, wireScales } from '../../src/engine/kernels/exchange.ref';
+import { quantizeRef } from '../../src/engine/quant/quantizer';
+import { parseScheme } from '../../src/engine/scheme/scheme';
+import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
+import { int8Norm2, MAX_WIRE_SCALE, storedLayout, wireChunk } from '../../src/engine/train/exchange-wire';
+import { ContributionError, GradExchange } from '../../src/engine/train/grad-exchange';
+import { defaultTrainOptions } from '../../src/engine/train/options';
+import { Trainer } from '../../src/engine/train/trainer';
+import { Rng } from '../../src/engine/util/rng';
+import { syntheticText } from '../../src/lab/step';
+import { testRuntime, trackBuffers } from '../helpers/gpu';
+
+const { up } = trackBuffers();
+let rt: Runtime;
+beforeAll(async () => {
+  rt = await testRuntime();
+});
+
+/** A vector with blocks of very different magnitudes, an all-zero block, and odd values. */
+function vector(n: number, seed: number): Float32Array {
+  const rng = new Rng(seed);
+  const x = rng.normalArray(n, 1);
+  for (let i = 0; i < n; i++) x[i] *= 2 ** (((i >> 8) % 7) * 3 - 12);
+  x.fill(0, 256, Math.min(n, 512));
+  return x;
+}
+
+const f32Bytes = (x: Float32Array) => new Uint8Array(x.slice().buffer);
+/** allreduce.ts's shot-1 reduction: decode, fp32 sum in member order, divide by the count. */
+function jsMeanInt8(bytes: Uint8Array[], n: number): Float32Array {
+  const acc = new Float32Array(n);
+  for (const b of bytes) {
+    const v = decodeInt8Chunk(b, n);
+    for (let i = 0; i < n; i++) acc[i] += v[i];
+  }
+  for (let i = 0; i < n; i++) acc[i] = acc[i] / bytes.length;
+  return acc;
+}
+const read = (b: GPUBuffer, n: number) => rt.readF32(b, 0, n);
+
+describe('GradExchange over an fp32 buffer', () => {
+  const n = 1234 + 2 * 256; // not a multiple of 4 or of 256
+  it('encodes exactly encodeInt8Chunk / the fp32 bytes of the buffer', async () => {
+    const x = vector(n, 1);
+    x[7] = NaN;
+    x[300] = Infinity;
+    for (const wire of ['int8', 'fp32'] as const) {
+      const ex = GradExchange.forBuffer(rt, wire, up(rt, x), n);
+      const got = await ex.encode();
+      expect(got.length).toBe(ex.bytes);
+      expect(Buffer.from(got).equals(Buffer.from(wire === 'int8' ? encodeInt8Chunk(x) : f32Bytes(x)))).toBe(true);
+      ex.destroy();
+    }
+  });
+
+  it('reduces INT8 contributions to the JS all-reduce mean bit for bit, leaving out nulls', async () => {
+    const cs = [1, 2, 3].map((s) => encodeInt8Chunk(vector(n, 10 + s)));
+    const buf = up(rt, new Float32Array(n));
+    const ex = GradExchange.forBuffer(rt, 'int8', buf, n);
+    await ex.reduce(cs);
+    const want = jsMeanInt8(cs, n);
+    expect(exchangeMeanRef(cs, n, 'int8')).toEqual(want);
+    expect(await read(buf, n)).toEqual(want);
+    await ex.reduce([cs[0], null, cs[2]]);
+    expect(await read(buf, n)).toEqual(jsMeanInt8([cs[0], cs[2]], n));
+    ex.destroy();
+  });
+
+  it('reduces fp32 contributions with fp32 accumulation in member order into a separate output', async () => {
+    const xs = [1, 2, 3].map((s) => vector(n, 20 + s));
+    const src = up(rt, xs[0]);
+    const out = up(rt, new Float32Array(n));
+    const ex = GradExchange.forBuffer(rt, 'fp32', src, n, out);
+    await ex.reduce(xs.map(f32Bytes));
+    const want = new Float32Array(n);
+    for (const x of xs) for (let i = 0; i < n; i++) want[i] += x[i];
+    for (let i = 0; i < n; i++) want[i] /= 3;
+    expect(await read(out, n)).toEqual(want);
+    expect(await read(src, n)).toEqual(xs[0]);
+    ex.destroy();
+  });
+
+  it('rejects malformed contributions naming the member, writing nothing', async () => {
+    const good = encodeInt8Chunk(vector(n, 5));
+    const before = vector(n, 6);
+    const buf = up(rt, before);
+    const ex = GradExchange.forBuffer(rt, 'int8', buf, n);
+    const withScale = (s: number) => {
+      const b = good.slice();
+      new DataView(b.buffer).setFloat32(4, s, true);
+      return b;
+    };
+    const cases: [Uint8Array, RegExp][] = [
+      [good.subarray(1), /member 1: .*expected/],
+      [withScale(NaN), /member 1: bad scale NaN in block 1/],
+      [withScale(-1), /member 1: bad scale -1 in block 1/],
+      [withScale(MAX_WIRE_SCALE * 2), /member 1: bad scale/],
+    ];
+    for (const [bad, msg] of cases) {
+      const err = await ex.reduce([good, bad, good]).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(ContributionError);
+      expect((err as ContributionError).member).toBe(1);
+      expect((err as Error).message).toMatch(msg);
+    }
+    await expect(ex.reduce([null, null])).rejects.toThrow(/no contribution/);
+    expect(await read(buf, n)).toEqual(before);
+    ex.destroy();
+
+    const ef = GradExchange.forBuffer(rt, 'fp32', buf, n);
+    const nan = vector(n, 7);
+    nan[99] = NaN;
+    const err = await ef.reduce([f32Bytes(before), f32Bytes(before), f32Bytes(nan)]).catch((e: unknown) => e);
+    expect((err as ContributionError).member).toBe(2);
+    expect(await read(buf, n)).toEqual(before);
+    ef.destroy();
+  });
+
+  it('reduceChunk returns encodeInt8Chunk of the chunk mean; assign decodes the owners\' chunks', async () => {
+    const xs = [1, 2, 3].map((s) => vector(n, 30 + s));
+    const ex = GradExchange.forBuffer(rt, 'int8', up(rt, new Float32Array(n)), n);
+    const bounds = chunkBounds(n, 3);
+    const whole = encodeInt8Chunk(xs[0]);
+    for (const [lo, hi] of bounds) expect(wireChunk(whole, n, 'int8', lo, hi)).toEqual(encodeInt8Chunk(xs[0].subarray(lo, hi)));
+    const reduced: Uint8Array[] = [];
+    for (const [lo, hi] of bounds) {
+      const pieces = xs.map((x) => encodeInt8Chunk(x.subarray(lo, hi)));
+      const got = await ex.reduceChunk(pieces, lo, hi);
+      expect(Buffer.from(got).equals(Buffer.from(encodeInt8Chunk(jsMeanInt8(pieces, hi - lo))))).toBe(true);
+      reduced.push(got.slice());
+    }
+    const out = up(rt, new Float32Array(n));
+    const ea = GradExchange.forBuffer(rt, 'int8', out, n);
+    await ea.assign(reduced, bounds);
+    const want = new Float32Array(n);
+    bounds.forEach(([lo, hi], r) => want.set(decodeInt8Chunk(reduced[r], hi - lo), lo));
+    expect(await read(out, n)).toEqual(want);
+    await expect(ea.reduceChunk([reduced[0]], 100, 356)).rejects.toThrow(/multiple of 256/);
+    ex.destroy();
+    ea.destroy();
+  });
+
+  it('stats: ‖x‖² from integer block sums (identical to the fp64 block formula, within 1e-12 of the element-wise fp64 norm), bad ones flagged', async () => {
+    const cs = [1, 2].map((s) => encodeInt8Chunk(vector(n, 40 + s)));
+    const bad = cs[0].slice();
+    new DataView(bad.buffer).setFloat32(0, Infinity, true);
+    const ex = GradExchange.forBuffer(rt, 'int8', up(rt, new Float32Array(n)), n);
+    const st = await ex.stats([cs[0], null, bad, cs[1]]);
+    expect(st[1]).toBeNull();
+    expect(st[2]).toMatchObject({ finite: false });
+    expect(st[2]!.problem).toMatch(/bad scale Infinity/);
+    for (const [i, c] of [[0, cs[0]], [3, cs[1]]] as const) {
+      expect(st[i]!.finite).toBe(true);
+      expect(st[i]!.norm2).toBe(int8Norm2(wireScales(c, n), sumSquaresRef(c, n)));
+      // Σ (c·s)² in fp64 element by element (c·s is exact in a double).
+      const sc = wireScales(c, n);
+      const codes = new Int8Array(c.buffer, 4 * sc.length, n);
+      let ref = 0;
+      for (let k = 0; k < n; k++) ref += (codes[k] * sc[k >> 8]) ** 2;
+      expect(Math.abs(st[i]!.norm2 - ref) / ref).toBeLessThan(1e-12);
+    }
+    // A reduce of the screened list reads the uploaded contributions.
+    const buf = up(rt, new Float32Array(n));
+    const er = GradExchange.forBuffer(rt, 'int8', buf, n);
+    await er.stats(cs);
+    await er.reduce(cs);
+    expect(await read(buf, n)).toEqual(jsMeanInt8(cs, n));
+    ex.destroy();
+    er.destroy();
+  });
+});
+
+describe('GradExchange over a training model', () => {
+  const text = syntheticText(2, 16);
+  const trainers: Trainer[] = [];
+  const make = async (scheme: string | ReturnType<typeof parseScheme>) => {
+    const o = defaultTrainOptions('micro', { batch: 2, seq: 16, scheme: typeof scheme === 'string' ? SCHEME_PRESETS[scheme] : scheme });
+    const t = await Trainer.create(rt, o, text);
+    trainers.push(t);
+    await t.computeGradients(t.batchAt(0));
+    return t;
+  };
+  afterAll(() => trainers.forEach((t) => t.destroy()));
+
+  it('fp32 gradients: encode equals the wire bytes of the gradient; reduce writes the mean into grads', async () => {
+    const t = await make('fp32');
+    const g = await t.model.readFlat('grads');
+    for (const wire of ['int8', 'fp32'] as const) {
+      const ex = GradExchange.forModel(t.model, wire);
+      expect(ex.n).toBe(g.length);
+      expect(Buffer.from(await ex.encode()).equals(Buffer.from(wire === 'int8' ? encodeInt8Chunk(g) : f32Bytes(g)))).toBe(true);
+      ex.destroy();
+    }
+    const ex = GradExchange.forModel(t.model, 'int8');
+    const cs = [encodeInt8Chunk(g), encodeInt8Chunk(vector(g.length, 3).map((v) => v * 1e-3))];
+    await ex.reduce(cs);
+    expect(await t.model.readFlat('grads')).toEqual(jsMeanInt8(cs, g.length));
+    ex.destroy();
+  });
+
+  it('AGoQ storage: stored codes go to the wire as they are (= encodeInt8Chunk of the dequantized gradient); reduce re-quantizes the mean into the storage', async () => {
+    const t = await make('agoq');
+    const access = gradientAccess(t.model);
+    const g = await access.read();
+    const ex = GradExchange.forModel(t.model, 'int8');
+    expect(ex.direct).toBe(true);
+    expect(ex.n).toBe(access.length);
+    const mine = (await ex.encode()).slice();
+    expect(Buffer.from(mine).equals(Buffer.from(encodeInt8Chunk(g)))).toBe(true);
+    const ef = GradExchange.forModel(t.model, 'fp32');
+    expect(Buffer.from(await ef.encode()).equals(Buffer.from(f32Bytes(g)))).toBe(true);
+    ef.destroy();
+
+    const other = encodeInt8Chunk(vector(g.length, 9).map((v) => v * 1e-2));
+    // Padding codes a member should not send are ignored (the mean's padding is zeroed).
+    const { slots } = storedLayout(t.model)!;
+    const last = slots.find((s) => s.st.n % 256 !== 0);
+    if (last) other[4 * Math.ceil(g.length / 256) + last.at + last.st.n] = 100;
+    await ex.reduce([mine, other]);
+    const mean = jsMeanInt8([mine, other], g.length);
+    for (const s of slots) {
+      const want = quantizeRef(mean.subarray(s.at, s.at + s.st.n), 'int8', { kind: 'group', size: 256 });
+      expect(await rt.readU32(s.words, 0, s.st.words)).toEqual(want.words);
+      expect(await rt.readF32(s.scales, 0, s.st.scales)).toEqual(want.scales);
+    }
+    ex.destroy();
+  });
+
+  it('storage in another format (INT4 groups of 128) goes through its own dequantize and quantize', async () => {
+    const scheme = parseScheme({ name: 'g4s', grads: { storage: { format: 'int4', granularity: 'group', group: 128, rounding: 'nearest' }, wire: { format: 'fp32' } } });
+    const t = await make(scheme);
+    const access = gradientAccess(t.model);
+    const g = await access.read();
+    const ex = GradExchange.forModel(t.model, 'int8');
+    expect(ex.direct).toBe(false);
+    const mine = (await ex.encode()).slice();
+    expect(Buffer.from(mine).equals(Buffer.from(encodeInt8Chunk(g)))).toBe(true);
+    const other = encodeInt8Chunk(vector(g.length, 11).map((v) => v * 1e-2));
+    await ex.reduce([mine, other]);
+    const mean = jsMeanInt8([mine, other], g.length);
+    for (const s of storedLayout(t.model)!.slots) {
+      const want = quantizeRef(mean.subarray(s.at, s.at + s.st.n), 'int4', { kind: 'group', size: 128 });
+      expect(await rt.readU32(s.words, 0, s.st.words)).toEqual(want.words);
+    }
+    ex.destroy();
+  });
+});
