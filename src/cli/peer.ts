@@ -11,7 +11,7 @@ import { DataParallel } from '../peers/dp';
 import { describeIce, type IceConfig, parseIce } from '../peers/ice';
 import { installNodeWebRtc } from '../peers/node-webrtc';
 import { type PeerProblem, PeerJsTransport } from '../peers/peerjs';
-import { createRoomId, PEER_SERVER_PATH, parseRoomLink, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer } from '../peers/room';
+import { createRoomId, type ParsedRoomLink, PEER_SERVER_PATH, parseRoomLink, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer } from '../peers/room';
 import { formatRoster } from '../peers/roster';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
@@ -23,6 +23,7 @@ import { CharTokenizer } from '../engine/train/tokenizer';
 import { Trainer } from '../engine/train/trainer';
 import { paramLayout } from '../engine/model/params';
 import { checkOutDir } from './checkpoint-store';
+import { followGroup } from './peer-follow';
 import { defaultCorpusPath, fail, num, parseCliArgs, readJsonObject, UsageError } from './common';
 import { INTERRUPTED_EXIT } from './interrupt';
 import { RunDir, runDiskBytes } from './run-dir';
@@ -44,6 +45,9 @@ const HELP = `usage: npm run peer -- --join LINK [options]
   --timeout S          seconds to wait for admission (default 30)
   --peer-timeout S     drop a peer silent this long (default 10)
   --once               print the roster once admitted and exit (scripts, health checks)
+  --follow             follow the group's panel: train whatever run a member starts there (its
+                       configuration, Start and Stop), joining a running one late, as a page does;
+                       on this machine's GPU (--cpu: SwiftShader). Ctrl-C leaves the group
   --min-members N      wait until the group has N members (this one included) before going on
                        (default 2 with --train, else 1)
   --quorum-timeout S   seconds to wait for them (default 120)
@@ -86,6 +90,8 @@ interface PeerCliOptions {
   quorumTimeoutMs: number;
   train: TrainCliOptions | null;
   ice: IceConfig;
+  /** --follow: the group's panel drives this member (peer-follow.ts); with its link when joining. */
+  follow: { link: ParsedRoomLink | null; page: string; cpu: boolean } | null;
 }
 
 function parseOptions(argv: string[]): PeerCliOptions | null {
@@ -95,13 +101,17 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     train: { type: 'boolean' }, model: { type: 'string' }, steps: { type: 'string' }, seed: { type: 'string' },
     mode: { type: 'string' }, run: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
     'min-members': { type: 'string' }, 'quorum-timeout': { type: 'string' }, out: { type: 'string' }, 'checkpoint-every': { type: 'string' },
-    resume: { type: 'string' }, ice: { type: 'string' }, 'ice-relay-only': { type: 'boolean' },
+    resume: { type: 'string' }, ice: { type: 'string' }, 'ice-relay-only': { type: 'boolean' }, follow: { type: 'boolean' },
   });
   if (a.help) return null;
   if ((a.join === undefined) === !a.host) throw new UsageError('give exactly one of --join LINK or --host (see --help)');
   const admitTimeoutMs = (num('timeout', a.timeout, { min: 0 }) ?? 30) * 1000;
   const peerTimeoutMs = (num('peer-timeout', a['peer-timeout'], { min: 1 }) ?? 10) * 1000;
   let train: TrainCliOptions | null = null;
+  if (a.follow && (a.train || a.once)) throw new UsageError('--follow takes its runs from the group; it does not go with --train or --once');
+  if (a.follow && (a.model || a.steps || a.seed || a.mode || a.run || a.out || a['checkpoint-every'] || a.resume !== undefined)) {
+    throw new UsageError('--follow trains what the group starts: --model, --steps, --seed, --mode, --run, --out, --checkpoint-every and --resume go with --train');
+  }
   if (a.train && a.resume !== undefined) {
     train = resumeOptions(a, a.resume);
   } else if (a.train) {
@@ -114,7 +124,7 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
       preset, mode, steps: num('steps', a.steps, { int: true, min: 1 }), seed: num('seed', a.seed, { int: true, min: 0 }), run: a.run ?? 'lab', cpu: a.cpu ?? false,
       out, checkpointEvery: num('checkpoint-every', a['checkpoint-every'], { int: true, min: 0 }) ?? 100, resume: false,
     };
-  } else if (a.model || a.steps || a.seed || a.mode || a.run || a.cpu || a.out || a['checkpoint-every'] || a.resume !== undefined) {
+  } else if (!a.follow && (a.model || a.steps || a.seed || a.mode || a.run || a.cpu || a.out || a['checkpoint-every'] || a.resume !== undefined)) {
     throw new UsageError('--model, --steps, --seed, --mode, --run, --cpu, --out, --checkpoint-every and --resume go with --train');
   }
   const minMembers = num('min-members', a['min-members'], { int: true, min: 1 }) ?? (train ? 2 : 1);
@@ -130,14 +140,14 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     if (a.join) {
       const link = parseRoomLink(a.join);
       const server = parseServerUrl(a.server ?? link.server ?? sameOriginServer(link.page).url);
-      return { ...common, room: link.room, server, host: false };
+      return { ...common, room: link.room, server, host: false, follow: a.follow ? { link, page: link.page, cpu: a.cpu ?? false } : null };
     }
     const page = a.page ?? DEFAULT_PAGE;
     const server = a.server ? parseServerUrl(a.server) : sameOriginServer(page);
     const room = createRoomId();
     // The link names the server only when it is not the page's own embedded one.
     const link = roomLink(page, room, server.url === sameOriginServer(page).url ? undefined : server.url);
-    return { ...common, room, server, host: true, link };
+    return { ...common, room, server, host: true, link, follow: a.follow ? { link: null, page, cpu: a.cpu ?? false } : null };
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
@@ -304,6 +314,16 @@ async function main(): Promise<void> {
   const work = o.train ? await prepareTraining(o.train) : null;
   if (o.train && !work) return;
   installNodeWebRtc();
+  if (o.follow) {
+    const leave = new AbortController();
+    process.once('SIGINT', () => leave.abort());
+    process.once('SIGTERM', () => leave.abort());
+    process.exitCode = await followGroup({
+      link: o.follow.link, pageUrl: o.follow.page, passphrase: o.passphrase, server: o.server, ice: o.ice, cpu: o.follow.cpu,
+      admitTimeoutMs: o.admitTimeoutMs, signal: leave.signal,
+    });
+    return;
+  }
   let t: PeerJsTransport;
   try {
     t = await PeerJsTransport.open({

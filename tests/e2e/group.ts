@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 /**
  * End-to-end test of the peer-group panel: Chromium pages (each in a browser of its own, so their
  * GPU processes compile in parallel) meet on the PeerServer embedded in `vite preview`, join by
@@ -258,6 +259,38 @@ export function groupTests(check: Check): TestCase[] {
         await a.waitForTimeout(2000); // the plots redraw at most every 1.5 s
         await t.screenshot(a, 'all-runs-a');
         await a.locator(byTestId('group-charts')).screenshot({ path: t.path('group-plots'), timeout: 20_000 });
+      },
+    },
+    {
+      name: 'headless peer follows a browser group: npm run peer -- --join LINK --follow trains the run the page starts, with identical weights',
+      timeoutMs: 6 * 60_000,
+      async fn(ctx: Ctx, t: TestHelpers) {
+        const a = await openPage(t, await ctx.gpuBrowser(), ctx.url);
+        await a.locator(byTestId('group-create')).click();
+        const link = await a.locator(byTestId('group-link')).inputValue({ timeout: 30_000 });
+        const out: string[] = [];
+        const child = spawn(process.execPath, ['scripts/run-node.mjs', 'src/cli/peer.ts', '--join', link, '--follow', '--cpu'], { stdio: ['ignore', 'pipe', 'pipe'] });
+        const lines = (chunk: Buffer) => out.push(...chunk.toString().split('\n').filter(Boolean));
+        child.stdout.on('data', lines);
+        child.stderr.on('data', lines);
+        try {
+          await a.locator(`${byTestId('group-roster')}[data-members="2"]`).waitFor({ timeout: 90_000 });
+          t.log(`  follower admitted: ${out.find((l) => l.startsWith('follow: joined')) ?? '(no line)'}`);
+          const steps = 4;
+          await startRun(a, 'dp-fp32', steps);
+          const v = await waitRuns(t, { a }, 'a run with the follower', 4 * 60_000, (r) => r.a.status === 'done' && r.a.steps.length >= steps);
+          const last = Math.max(...v.a.hashes.keys());
+          const pageHash = v.a.hashes.get(last);
+          const mine = out.map((l) => /^run \S+ step (\d+): .*weights ([0-9a-f]{8})/.exec(l)).filter((m) => m !== null);
+          const followerHash = mine.find((m) => Number(m[1]) === last)?.[2];
+          t.log(`  step ${last}: page ${pageHash}, follower ${followerHash}; follower steps seen ${mine.map((m) => m[1]).join(',')}; world ${v.a.steps.map(([, w]) => w).join(',')}`);
+          check(v.a.steps.some(([, world]) => world === 2), `the follower never trained with the page (world per step: ${v.a.steps.map(([, w]) => w).join(',')})`);
+          check(pageHash !== undefined && pageHash === followerHash, `weights differ at step ${last}: page ${pageHash}, follower ${followerHash}\n${out.slice(-20).join('\n')}`);
+        } finally {
+          child.kill('SIGINT');
+          await new Promise((r) => setTimeout(r, 1000));
+          if (child.exitCode === null) child.kill('SIGKILL');
+        }
       },
     },
   ];
