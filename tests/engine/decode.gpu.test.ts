@@ -1,4 +1,7 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { loadCheckpoint } from '../../src/engine/io/checkpoint';
 import { attend, attendRef, gemv, gemvRef, ropeAt, ropeAtRef } from '../../src/engine/kernels/decode';
 import { ropeTablePacked } from '../../src/engine/kernels/rope';
 import { type ModelConfig, PRESETS } from '../../src/engine/model/config';
@@ -162,4 +165,23 @@ describe('decoder with a KV cache', () => {
     expect(n).toBe(32 - prompt.length + 1);
     done();
   }, 300_000);
+
+  it('an imported bf16 GQA model (the transformers fixture) decodes to transformers\' logits at every position', async () => {
+    const rt = await testRuntime();
+    const dir = path.join(__dirname, '../fixtures/hf-llama/model');
+    const ck = loadCheckpoint(Object.fromEntries(readdirSync(dir).map((n) => [n, new Uint8Array(readFileSync(path.join(dir, n)))])));
+    const ref = JSON.parse(readFileSync(path.join(dir, 'logits.json'), 'utf8')) as { inputs: number[][]; logits: number[][][] };
+    const dec = Decoder.withParams(rt, ck.config, ck.params);
+    try {
+      const ids = ref.inputs[0];
+      const P = Math.floor(ids.length / 2);
+      let logits = await dec.prefill(ids.slice(0, P));
+      for (let p = P - 1; p < ids.length; p++) {
+        expect(relErr(logits, ref.logits[0][p]), `position ${p}`).toBeLessThan(1e-4);
+        if (p + 1 < ids.length) logits = await dec.step(ids[p + 1]);
+      }
+    } finally {
+      dec.destroy();
+    }
+  }, 120_000);
 });
