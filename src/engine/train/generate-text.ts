@@ -16,20 +16,22 @@ export function promptIds(tokenizer: Tokenizer, prompt: string, ctx: number): nu
 
 /**
  * Generates after `prompt`, calling `onText` with each piece of text as soon as it is whole (a
- * byte-level token may end inside a character); stops at the tokenizer's end-of-text token too.
+ * byte-level token may end inside a character) and the count of tokens so far; stops at the
+ * tokenizer's end-of-text token too.
  */
 export async function streamText(decoder: Decoder, tokenizer: Tokenizer, prompt: string,
-  o: Omit<GenerateOptions, 'vocab' | 'stopIds'>, onText: (text: string) => void): Promise<GenerateSummary & { text: string }> {
+  o: Omit<GenerateOptions, 'vocab' | 'stopIds'>, onText: (text: string, tokens: number) => void): Promise<GenerateSummary & { text: string }> {
   const stream = new TextStream((ids) => tokenizer.decode(ids));
   const eos = tokenizer.eosId;
   const it = generateTokens(decoder, promptIds(tokenizer, prompt, decoder.ctx), {
     ...o, vocab: tokenizer.vocabSize, stopIds: eos === null ? [] : [eos],
   });
   let text = '';
+  let tokens = 0;
   const emit = (t: string) => {
     if (!t) return;
     text += t;
-    onText(t);
+    onText(t, tokens);
   };
   for (;;) {
     const r = await it.next();
@@ -37,6 +39,7 @@ export async function streamText(decoder: Decoder, tokenizer: Tokenizer, prompt:
       emit(stream.flush());
       return { ...r.value, text };
     }
+    tokens++;
     emit(stream.push(r.value));
   }
 }
