@@ -8,7 +8,7 @@ import path from 'node:path';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
 import { type Checkpoint, loadCheckpoint } from '../engine/io/checkpoint';
-import { Decoder } from '../engine/model/decode';
+import { DEFAULT_DECODE_CTX, Decoder, defaultDecodeCtx } from '../engine/model/decode';
 import { stopReasonText } from '../engine/model/generate';
 import { checkSampling, DEFAULT_SAMPLING } from '../engine/model/sampling';
 import { streamText } from '../engine/train/generate-text';
@@ -28,7 +28,7 @@ const GENERATE_HELP = `usage: npm run generate -- (--checkpoint PATH | --init DI
   --top-k K           sample from the K most likely tokens (default 0 = all)
   --top-p P           sample from the most likely tokens covering P of the probability (default 1 = all)
   --seed N            sampling seed (default 0): the same seed gives the same text
-  --ctx N             positions the KV cache holds (default the model's max_position_embeddings)
+  --ctx N             positions the KV cache holds (default the model's max_position_embeddings, at most ${DEFAULT_DECODE_CTX})
   --cpu               run on SwiftShader (CPU) even when a GPU is present`;
 
 const OPTIONS = {
@@ -97,7 +97,7 @@ function parseGenerateArgs(argv: string[]): GeneratePlan | null {
   }
   const maxCtx = model.config.max_position_embeddings;
   if (ctxArg !== undefined && ctxArg > maxCtx) throw new UsageError(`--ctx ${ctxArg} exceeds the model's max_position_embeddings ${maxCtx}`);
-  return { model, tokenizer, prompt: a.prompt, maxTokens, ...sampling, seed, ctx: ctxArg ?? maxCtx, cpu: a.cpu ?? false };
+  return { model, tokenizer, prompt: a.prompt, maxTokens, ...sampling, seed, ctx: ctxArg ?? defaultDecodeCtx(model.config), cpu: a.cpu ?? false };
 }
 
 async function main(): Promise<number> {

@@ -51,6 +51,16 @@ export function decoderBufferPlan(cfg: ModelConfig, ctx: number): BufferSpec[] {
   return out;
 }
 
+/**
+ * The context a decoder holds unless told otherwise: the model's max_position_embeddings, at most
+ * this (an imported model may allow 128K positions, whose cache would not fit).
+ */
+export const DEFAULT_DECODE_CTX = 2048;
+
+export function defaultDecodeCtx(cfg: ModelConfig): number {
+  return Math.min(cfg.max_position_embeddings, DEFAULT_DECODE_CTX);
+}
+
 export class Decoder {
   readonly dims: ModelDims;
   readonly layout: ParamLayout;
@@ -62,7 +72,7 @@ export class Decoder {
   private ownWeights: GPUBuffer | null = null;
 
   /** A decoder over its own copy of `params` (a checkpoint, an imported model). */
-  static withParams(rt: Runtime, cfg: ModelConfig, params: Map<string, Float32Array>, ctx = cfg.max_position_embeddings): Decoder {
+  static withParams(rt: Runtime, cfg: ModelConfig, params: Map<string, Float32Array>, ctx = defaultDecodeCtx(cfg)): Decoder {
     const weights = rt.upload('weights', 'decoder.weights', flatten(params, paramLayout(cfg)));
     try {
       const d = new Decoder(rt, cfg, weights, ctx);
