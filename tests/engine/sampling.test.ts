@@ -32,6 +32,15 @@ describe('sampling', () => {
       const want = reference(logits, o);
       got.forEach((v, i) => expect(v, `${JSON.stringify(o)} id ${i}`).toBeCloseTo(want[i], 12));
     }
+    // Ties keep the lower id; a vocabulary past the insertion path's 256 sorts instead, same result.
+    const tied = [1, 2, 2, 0, 2];
+    expect(Array.from(samplingDistribution(tied, { temperature: 1, topK: 2, topP: 1 })).map((v) => v > 0)).toEqual([false, true, true, false, false]);
+    const wide = Array.from({ length: 1000 }, (_, i) => Math.sin(i) * 3);
+    for (const o of [{ temperature: 1, topK: 300, topP: 1 }, { temperature: 0.7, topK: 20, topP: 0.8 }, { temperature: 1.3, topK: 0, topP: 0.6 }]) {
+      const got = samplingDistribution(wide, o);
+      const want = reference(wide, o);
+      got.forEach((v, i) => expect(v, `${JSON.stringify(o)} id ${i}`).toBeCloseTo(want[i], 12));
+    }
     // By hand: probabilities 1, 2, 3, 4, 0.5 over 10.5; top-2 keeps 3 and 4 → 3/7, 4/7.
     expect(Array.from(samplingDistribution(logits, { temperature: 1, topK: 2, topP: 1 })).map((v) => v * 7)).toEqual([0, 0, 3, 4, 0].map((v) => expect.closeTo(v, 10)));
   });

@@ -47,14 +47,31 @@ export function samplingDistribution(logits: ArrayLike<number>, o: SamplingOptio
   for (let i = 0; i < n; i++) p[i] /= sum;
   const limitK = o.topK > 0 && o.topK < n;
   if (!limitK && o.topP >= 1) return p;
-  const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => p[b] - p[a] || a - b);
   const keep = limitK ? o.topK : n;
+  const order = ranked(p, keep);
   let mass = 0;
   let kept = 0;
   while (kept < keep && (kept === 0 || mass < o.topP)) mass += p[order[kept++]];
   const q = new Float64Array(n);
   for (let i = 0; i < kept; i++) q[order[i]] = p[order[i]] / mass;
   return q;
+}
+
+/** The `keep` most likely ids, most likely first (ties by id): a running insertion for a small top-k, else a sort. */
+function ranked(p: Float64Array, keep: number): number[] {
+  const before = (a: number, b: number) => p[a] > p[b] || (p[a] === p[b] && a < b);
+  if (keep > 256) return Array.from({ length: p.length }, (_, i) => i).sort((a, b) => p[b] - p[a] || a - b).slice(0, keep);
+  const top: number[] = [];
+  for (let i = 0; i < p.length; i++) {
+    if (top.length === keep && !before(i, top[keep - 1])) continue;
+    let j = top.length === keep ? keep - 1 : top.length;
+    while (j > 0 && before(i, top[j - 1])) {
+      top[j] = top[j - 1];
+      j--;
+    }
+    top[j] = i;
+  }
+  return top;
 }
 
 /** Draws a token id from samplingDistribution with one rng.next() (none when greedy). */
