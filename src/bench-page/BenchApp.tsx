@@ -20,6 +20,7 @@ const SUITE_HELP: Record<SuiteName, string> = {
   qgemm: 'INT8 and weight-only INT4/INT8/FP8 GEMMs, GOP/s',
   codec: 'TACO compress/decompress and FP8/INT4/INT8 quantize, GB/s',
   step: 'a full training step per model and scheme, tokens/s',
+  generate: 'KV-cache generation per model: decode tokens/s after a prompt',
   allreduce: 'mean all-reduce fp32/int8 over in-process peers (no GPU)',
 };
 

@@ -27,6 +27,7 @@ const HELP = `usage: npm run bench -- <suite> [options]
                      quantization), weight-only INT4/INT8/FP8 GOP/s
           codec      TACO compress/decompress and FP8/INT4/INT8 group quantize GB/s (--sizes = elements)
           step       training step tokens/s and memory per --model and --scheme
+          generate   KV-cache generation: decode tokens/s after a 16-token prompt per --model (--seq: context)
           allreduce  mean all-reduce fp32/int8 over in-process loopback peers (--sizes = elements)
           all        every suite above
           report     no measurement: reprint --input FILE.json (with --baseline merged)

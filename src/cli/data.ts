@@ -89,19 +89,19 @@ export function buildTokenizer(arg: string, documents: string[], progress?: (don
   }
 }
 
-/** --init DIR: a Hugging Face model directory or a lab checkpoint (every file of the folder is offered). */
-export function readInit(dir: string): Checkpoint {
+/** --init DIR: a Hugging Face model directory or a lab checkpoint (every file of the folder is offered); `option` names the flag in errors. */
+export function readInit(dir: string, option = '--init'): Checkpoint {
   let names: string[];
   try {
     names = readdirSync(dir).filter((n) => statSync(path.join(dir, n)).isFile());
   } catch (e) {
-    throw new UsageError(`--init ${dir}: ${(e as Error).message}`);
+    throw new UsageError(`${option} ${dir}: ${(e as Error).message}`);
   }
   const files = Object.fromEntries(names.filter((n) => /\.(json|safetensors)$/.test(n)).map((n) => [n, new Uint8Array(readFileSync(path.join(dir, n)))]));
   try {
     return loadCheckpoint(files);
   } catch (e) {
-    throw new UsageError(`--init ${dir}: ${(e as Error).message}`);
+    throw new UsageError(`${option} ${dir}: ${(e as Error).message}`);
   }
 }
 

@@ -50,7 +50,9 @@ export const TRAIN_HELP = `usage: npm run train -- [options]
                                   end and on Ctrl-C / SIGTERM)
   --export-init                   write DIR/init/model.safetensors + config.json before step 0
   --dump-batches                  write DIR/batches.npy (int32 [steps, batch, seq+1])
-  --sample N                      print N sampled tokens at the end
+  --sample N                      print N tokens generated at the end (KV-cache decoder; stops early at
+                                  the context length --seq)
+  --sample-prompt TEXT            the prompt they continue (default a newline)
   --plan                          check everything, print the memory plan (bytes per category) as JSON and exit
   --cpu                           force the SwiftShader CPU adapter
 exit status: 0 done, 2 bad input (one 'error:' line, nothing written), 1 a failure during the run,
@@ -62,7 +64,7 @@ const OPTIONS = {
   'weight-decay': { type: 'string' }, 'grad-clip': { type: 'string' }, seed: { type: 'string' },
   data: { type: 'string' }, out: { type: 'string' }, 'eval-every': { type: 'string' }, 'eval-batches': { type: 'string' },
   'export-init': { type: 'boolean' }, 'dump-batches': { type: 'boolean' }, plan: { type: 'boolean' },
-  sample: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+  sample: { type: 'string' }, 'sample-prompt': { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
   scheme: { type: 'string' }, resume: { type: 'string' }, overwrite: { type: 'boolean' }, 'checkpoint-every': { type: 'string' },
   tokenizer: { type: 'string' }, init: { type: 'string' }, 'text-field': { type: 'string' },
 } as const;
@@ -102,6 +104,8 @@ export interface TrainPlan {
   exportInit: boolean;
   dumpBatches: boolean;
   sampleChars: number;
+  /** --sample-prompt: what the end-of-run sample continues (null: a newline where the vocabulary has one). */
+  samplePrompt: string | null;
   checkpointEvery: number;
   overwrite: boolean;
   /** Set for --resume: null when the run committed no checkpoint yet (it starts again from step 0). */
@@ -115,8 +119,9 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
   const a = parseCliArgs(argv, OPTIONS);
   if (a.help) return null;
   const sampleChars = num('sample', a.sample, { int: true, min: 0 }) ?? 0;
+  if (a['sample-prompt'] !== undefined && !sampleChars) throw new UsageError('--sample-prompt needs --sample N (how many tokens to generate)');
   const everyFlag = num('checkpoint-every', a['checkpoint-every'], { int: true, min: 0 });
-  const common = { cpu: a.cpu ?? false, exportInit: a['export-init'] ?? false, dumpBatches: a['dump-batches'] ?? false, sampleChars, plan: a.plan ?? false };
+  const common = { cpu: a.cpu ?? false, exportInit: a['export-init'] ?? false, dumpBatches: a['dump-batches'] ?? false, sampleChars, samplePrompt: a['sample-prompt'] ?? null, plan: a.plan ?? false };
   if (a.resume !== undefined) return { ...common, ...(await resumePlan(a, a.resume)), ...(everyFlag !== undefined ? { checkpointEvery: everyFlag } : {}) };
   if (a.overwrite && a.out === undefined) throw new UsageError('--overwrite needs --out DIR (the directory to replace)');
 
@@ -260,7 +265,7 @@ const RUN_FLAGS: [keyof Flags, (o: TrainOptions) => number][] = [
 ];
 
 /** --resume DIR: the run's own options, its data (unchanged) and its last checkpoint (verified). */
-async function resumePlan(a: Flags, dir: string): Promise<Omit<TrainPlan, 'cpu' | 'exportInit' | 'dumpBatches' | 'sampleChars' | 'plan'>> {
+async function resumePlan(a: Flags, dir: string): Promise<Omit<TrainPlan, 'cpu' | 'exportInit' | 'dumpBatches' | 'sampleChars' | 'samplePrompt' | 'plan'>> {
   for (const f of ['config', 'scheme', 'overwrite', 'export-init', 'dump-batches', 'plan', 'tokenizer', 'init', 'text-field'] as const) {
     if (a[f] !== undefined) throw new UsageError(`--${f} cannot be combined with --resume (a resumed run keeps the options of ${path.join(dir, 'run.json')})`);
   }

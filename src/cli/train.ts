@@ -124,8 +124,9 @@ async function main(): Promise<number> {
   return 0;
 }
 
-/** A prompt in the vocabulary: a newline where the tokenizer has one, else the first token. */
+/** --sample-prompt, else a prompt in the vocabulary: a newline where the tokenizer has one, else the first token. */
 function samplePrompt(p: TrainPlan): string {
+  if (p.samplePrompt !== null) return p.samplePrompt;
   return p.tokenizer.kind !== 'char' || p.data.documents.some((d) => d.includes('\n')) ? '\n' : '';
 }
 

@@ -23,6 +23,7 @@ import { defaultTrainOptions } from '../engine/train/options';
 import { Rng } from '../engine/util/rng';
 import { benchGemm, type GemmBenchOptions, type GemmBenchRow } from './gemm';
 import { benchQgemm, benchTaco, type GemmShape } from './quant';
+import { benchGenerate } from './generate';
 import { benchStep, SYNTHETIC_VOCAB } from './step';
 
 export type Unit = 'GFLOP/s' | 'GOP/s' | 'GB/s' | 'tokens/s';
@@ -218,12 +219,28 @@ export async function runStep(rt: Runtime, shapes: TrainShape[], schemes: Scheme
   return rows;
 }
 
+/** Generation with the KV-cache decoder per model: decode tokens/s after a prefill (src/lab/generate.ts). */
+export async function runGenerate(rt: Runtime, shapes: TrainShape[], o: SuiteOptions & { prompt: number; tokens: number }): Promise<BenchRow[]> {
+  const rows: BenchRow[] = [];
+  for (const s of shapes) {
+    const r = await benchGenerate(rt, { preset: s.preset, seq: s.seq, prompt: o.prompt, tokens: o.tokens, warmup: o.warmup, reps: o.reps });
+    const row: BenchRow = {
+      suite: 'generate', name: `${s.preset} decode ctx=${r.ctx} prompt=${r.prompt} (${r.steps} steps; prefill ${r.prefillMs.toFixed(1)} ms)`,
+      unit: 'tokens/s', value: r.tokensPerS, ms: r.msPerToken, method: 'wallclock', show: true,
+      detail: { preset: s.preset, ctx: r.ctx, prompt: r.prompt, steps: r.steps, prefillMs: r.prefillMs, samples: r.samples },
+    };
+    rows.push(row);
+    o.onRow?.(row);
+  }
+  return rows;
+}
+
 // ---------------------------------------------------------------------------------------------
 // One bench run: which suites on which problems. Shared by `npm run bench` and the bench page
 // (src/bench-page), so both measure the same problems with the same defaults.
 
 /** The suites, in the order `all` runs them. */
-export const SUITE_NAMES = ['gemm', 'qgemm', 'codec', 'step', 'allreduce'] as const;
+export const SUITE_NAMES = ['gemm', 'qgemm', 'codec', 'step', 'generate', 'allreduce'] as const;
 export type SuiteName = (typeof SUITE_NAMES)[number];
 
 /** A preset's model and batch as the bench trains it: the recipe's batch and context unless overridden, vocab of the synthetic text. */
@@ -298,6 +315,8 @@ export async function runSuite(rt: Runtime, suite: SuiteName, plan: SuitePlan, o
       return runCodec(rt, sizes ?? (quick ? [4096] : [1 << 22, 1 << 24, 1 << 26]), so(2, quick ? 2 : 10));
     case 'step':
       return runStep(rt, shapes, plan.schemes, so(quick ? 1 : 3, quick ? 2 : 10));
+    case 'generate':
+      return runGenerate(rt, shapes, { ...so(quick ? 0 : 2, quick ? 1 : 5), prompt: quick ? 4 : 16, tokens: quick ? 8 : 200 });
     case 'allreduce':
       return runAllReduce(sizes ?? (quick ? [4096] : [1 << 16, 1 << 20, 1 << 22]), plan.ranks, so(1, quick ? 2 : 5));
   }

@@ -4,6 +4,8 @@
  * live here, not in the store, because they are not data.
  */
 import { launchRun, type LaunchData, type LaunchOptions, type RunHandle } from '../worker/client';
+import { GenerateClient, type Generation } from '../worker/generate-client';
+import type { FromGenerate, GenerateParams } from '../worker/generate-protocol';
 import { checkRunConfig, type CheckpointBlob, type FromWorker, type RunConfig } from '../worker/protocol';
 import type { LabStore } from './lab';
 import { RunJournal, type RunRepo } from './persist';
@@ -12,12 +14,14 @@ import { canContinue } from './runs';
 export class RunController {
   private handles = new Map<string, RunHandle>();
   private checkpoints = new Map<string, CheckpointBlob>();
+  /** The generation worker, started on the first Generate. */
+  private generator: GenerateClient | null = null;
   /** Folds worker messages into the store, checkpoints and final states stored first. */
   readonly journal: RunJournal;
 
   constructor(
     private readonly store: LabStore,
-    private readonly launch: Omit<LaunchOptions, 'createWorker'> & { createWorker?: () => Worker },
+    private readonly launch: Omit<LaunchOptions, 'createWorker'> & { createWorker?: () => Worker; createGenerateWorker?: () => Worker },
     private readonly repo: RunRepo | null = null,
   ) {
     this.journal = new RunJournal(store, repo);
@@ -95,6 +99,21 @@ export class RunController {
     return this.checkpoints.get(runId) ?? (await this.repo?.loadCheckpoint(runId));
   }
 
+  /**
+   * Generates from the run's latest checkpoint in the generation worker; events go to `on`.
+   * Null (and the reason as an error event) when the run has no checkpoint yet.
+   */
+  async generate(runId: string, params: GenerateParams, on: (msg: FromGenerate) => void): Promise<Generation | null> {
+    const files = await this.checkpoint(runId);
+    if (!files) {
+      on({ type: 'error', id: -1, message: 'this run has no checkpoint yet' });
+      return null;
+    }
+    const step = this.store.getState().runs[runId]?.checkpointStep ?? 'unknown';
+    this.generator ??= new GenerateClient(this.launch.createGenerateWorker);
+    return this.generator.generate(`${runId}@${step}`, files, params, on);
+  }
+
   remove(runId: string): void {
     this.handles.get(runId)?.dispose();
     this.handles.delete(runId);
@@ -105,5 +124,7 @@ export class RunController {
   disposeAll(): void {
     for (const h of this.handles.values()) h.dispose();
     this.handles.clear();
+    this.generator?.dispose();
+    this.generator = null;
   }
 }

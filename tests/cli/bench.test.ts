@@ -107,6 +107,14 @@ describe('bench CLI --quick on SwiftShader', () => {
     expect(b2b.value).toBeCloseTo((4 * 4096) / b2b.ms! / 1e6, 6);
   }, 60_000);
 
+  it('generate: decode tokens/s of the KV-cache decoder on micro after a prefill', () => {
+    const out = run('generate', '--seq', '16');
+    expect(out.rows).toHaveLength(1);
+    const r = out.rows[0];
+    expect(r).toMatchObject({ suite: 'generate', unit: 'tokens/s', method: 'wallclock', detail: { preset: 'micro', ctx: 16, prompt: 4, steps: 7 } });
+    expect(r.value).toBeCloseTo(1000 / (r.ms as number), 6);
+  }, 60_000);
+
   it('step: tokens/s and the memory ledger of a micro fp32 step, merged with a baseline by key', () => {
     const base = path.join(dir, 'base.json');
     const key = 'step/C32-L2-H4-KV2-F64-V65-tied/B2xT8';

@@ -6,13 +6,14 @@
 import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
 import type { Dispatch, Runtime } from '../gpu/runtime';
 import { saveCheckpoint, type CheckpointFiles, type HfTokenizerFiles } from '../io/checkpoint';
-import { type BufferSpec, LlamaGpu, modelBufferPlan, resolvePlan } from '../model/llama';
+import { type BufferSpec, LlamaGpu, resolvePlan } from '../model/llama';
+import { Decoder, decoderBufferPlan } from '../model/decode';
 import { flatten, initParams, unflatten } from '../model/params';
 import { packAdamwStep } from '../optim/adamw';
 import { lrAt } from '../optim/schedule';
-import { Rng } from '../util/rng';
 import { type BudgetChoice, resolveBudget } from '../scheme/resolve';
 import { TextDataset } from './data';
+import { streamText } from './generate-text';
 import { QuantErrorProbe, quantProbeBufferPlan, type QuantErrorRecord } from './probe';
 import { type OptimizerConfig, type TrainOptions, validateTrainOptions } from './options';
 import type { RunTrainer } from './run-trainer';
@@ -49,12 +50,12 @@ export interface TrainerInit {
   data?: TextDataset;
 }
 
-/** All buffers a training run allocates: the model at (B, T) plus a B=1 sampler sharing its weights. */
+/** All buffers a training run allocates: the model at (B, T) plus a decoder of context T sharing its weights. */
 export function trainerBufferPlan(opts: TrainOptions): BufferSpec[] {
   const plan = resolvePlan(opts.model, opts.batch, opts.seq, { scheme: opts.scheme });
   return [
     ...plan.buffers,
-    ...modelBufferPlan(opts.model, 1, opts.seq, { training: false, ownWeights: false }).map((s) => ({ ...s, key: `sampler.${s.key}` })),
+    ...decoderBufferPlan(opts.model, opts.seq).map((s) => ({ ...s, key: `decoder.${s.key}` })),
     ...quantProbeBufferPlan(plan),
   ];
 }
@@ -169,7 +170,8 @@ export class Trainer implements RunTrainer<StepMetrics> {
   /** When the last step's loss was read: a step submitted before then started on the GPU no earlier. */
   private lastFinish = 0;
 
-  private sampler: LlamaGpu;
+  /** Generation with a KV cache over the model's weights (samples during training and on request). */
+  readonly decoder: Decoder;
   /** Per-layer quantization error of the forward's quantized tensors (null when nothing is quantized there). */
   private probe: QuantErrorProbe | null;
 
@@ -182,7 +184,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     owner: string,
   ) {
     this.id = owner;
-    this.sampler = rt.mem.withOwner(owner, () => new LlamaGpu(rt, opts.model, 1, opts.seq, { training: false, sharedWeights: model.b('weights') }));
+    this.decoder = rt.mem.withOwner(owner, () => new Decoder(rt, opts.model, model.b('weights'), opts.seq));
     this.probe = rt.mem.withOwner(owner, () => QuantErrorProbe.create(rt, model));
   }
 
@@ -399,29 +401,14 @@ export class Trainer implements RunTrainer<StepMetrics> {
     return this.probe.read();
   }
 
-  /** Samples `maxNew` tokens after `prompt` (temperature 0 = greedy), from a B=1 model sharing weights. */
+  /**
+   * Samples up to `maxNew` tokens after `prompt` (temperature 0 = greedy) with the decoder; stops
+   * early when the context (seq) is full or at the end-of-text token. A prompt longer than the context keeps its last tokens.
+   */
   async sample(prompt: string, maxNew: number, temperature = 1, seed = 0): Promise<string> {
     await this.settle();
-    const { rt, sampler, tokenizer } = this;
-    const T = this.opts.seq;
-    const V = this.opts.model.vocab_size;
-    const rng = new Rng(seed);
-    const ctx = prompt.length ? Array.from(tokenizer.encode(prompt)) : [0];
-    const start = ctx.length;
-    for (let i = 0; i < maxNew; i++) {
-      const window = ctx.slice(-T);
-      const tokens = new Int32Array(T + 1);
-      tokens.set(window);
-      sampler.setBatch(tokens);
-      rt.run(sampler.forwardLogits);
-      const pos = window.length - 1;
-      // Rows past the tokenizer's ids (an imported model's padded embedding) are never sampled.
-      const logits = (await rt.readF32(sampler.b('logits'), pos * V * 4, V)).subarray(0, tokenizer.vocabSize);
-      const next = pickToken(logits, temperature, rng);
-      ctx.push(next);
-    }
-    // Decoded at once: a byte-level token may hold part of a character that the next one completes.
-    return tokenizer.decode(ctx.slice(start));
+    const r = await streamText(this.decoder, this.tokenizer, prompt, { maxTokens: maxNew, temperature, topK: 0, topP: 1, seed }, () => {});
+    return r.text;
   }
 
   async checkpoint(): Promise<CheckpointFiles> {
@@ -445,25 +432,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     this.recordedStep = undefined; // references the model's buffers; never submitted now
     this.ahead = undefined;
     this.probe?.destroy();
-    this.sampler.destroy();
+    this.decoder.destroy();
     this.model.destroy();
   }
-}
-
-function pickToken(logits: Float32Array, temperature: number, rng: Rng): number {
-  let best = 0;
-  for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
-  if (temperature <= 0) return best;
-  let sum = 0;
-  const p = new Float64Array(logits.length);
-  for (let i = 0; i < logits.length; i++) {
-    p[i] = Math.exp((logits[i] - logits[best]) / temperature);
-    sum += p[i];
-  }
-  let u = rng.next() * sum;
-  for (let i = 0; i < p.length; i++) {
-    u -= p[i];
-    if (u <= 0) return i;
-  }
-  return p.length - 1;
 }
