@@ -48,6 +48,8 @@ export async function followGroup(o: FollowOptions): Promise<number> {
     })),
     loadText: async () => readFileSync(defaultCorpusPath(), 'utf8'),
     admitTimeoutMs: o.admitTimeoutMs,
+    // Dawn compiles on this thread; SwiftShader can take minutes for a model's pipelines.
+    buildBlocksMs: 240_000,
   });
   const stopPrinting = printStore(store);
   try {

@@ -92,6 +92,10 @@ export async function handleControl(h: ControlHost, link: Link, m: ControlMessag
       if (rtt >= 0 && rtt < 600_000) link.rtt.sample(rtt);
       return;
     }
+    case 'busy':
+      // Only an admitted peer's word counts: a stranger must not hold a half-open link.
+      if (link.state === 'admitted') link.quietUntil = Date.now() + m.ms;
+      return;
     case 'bye':
       return h.bye(link);
   }

@@ -12,6 +12,8 @@ import type { PeerId } from './transport';
 export const DenyReason = z.enum(['passphrase', 'protocol', 'timeout']);
 export type DenyReason = z.infer<typeof DenyReason>;
 const seq = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+/** Longest silence a member may announce ('busy': it is about to block its thread, e.g. compiling in Node). */
+export const MAX_BUSY_MS = 300_000;
 export const ControlMessage = z.discriminatedUnion('t', [
   z.object({ t: z.literal('hello'), v: z.number().int(), nonce: z.string().max(64) }),
   z.object({ t: z.literal('share'), y: z.string().max(64) }),
@@ -20,6 +22,7 @@ export const ControlMessage = z.discriminatedUnion('t', [
   z.object({ t: z.literal('deny'), reason: DenyReason, detail: z.string().max(300) }),
   z.object({ t: z.literal('ping'), n: seq, ts: z.number().finite() }),
   z.object({ t: z.literal('pong'), n: seq, ts: z.number().finite() }),
+  z.object({ t: z.literal('busy'), ms: z.number().int().nonnegative().max(MAX_BUSY_MS) }),
   z.object({ t: z.literal('bye') }),
 ]);
 export type ControlMessage = z.infer<typeof ControlMessage>;
@@ -61,6 +64,8 @@ export interface Link {
   pingSeq: number;
   createdAt: number;
   lastSeen: number | null;
+  /** Until when the peer announced it may be silent (a 'busy' message); 0: not announced. */
+  quietUntil: number;
 }
 
 /** PeerJS's ESM build (the page) exports Peer by name; Node loads its CommonJS build, whose exports sit on `default`. */
@@ -113,6 +118,7 @@ export function newLink(conn: DataConnection, outgoing: boolean): Link {
     pingSeq: 0,
     createdAt: Date.now(),
     lastSeen: null,
+    quietUntil: 0,
   };
 }
 

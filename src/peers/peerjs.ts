@@ -17,7 +17,7 @@
  *
  * Liveness: every member pings each admitted peer every heartbeatMs; any message counts as a sign of
  * life; a peer silent for peerTimeoutMs is dropped (onPeerLeave), as is a link that is not admitted
- * within handshakeTimeoutMs. The heartbeat RTT includes queueing behind data (what a collective sees).
+ * within handshakeTimeoutMs (a peer that announced it is busy — announceBusy — not before that ends). The heartbeat RTT includes queueing behind data (what a collective sees).
  *
  * In Node, call installNodeWebRtc() (src/peers/node-webrtc.ts) before the first open().
  */
@@ -25,7 +25,7 @@ import type { DataConnection, Peer } from 'peerjs';
 import { PerKeyRateLimit } from './log-limit';
 import { AdmissionLimits, type ControlHost, handleControl } from './peerjs-admission';
 import { listedMembers, newPeer, registered } from './peerjs-discovery';
-import { type DenyReason, guardLateCandidates, isArrayBuffer, type Link, linkRoster, loadPeerClass, newLink } from './peerjs-link';
+import { type DenyReason, guardLateCandidates, isArrayBuffer, type Link, linkRoster, loadPeerClass, MAX_BUSY_MS, newLink } from './peerjs-link';
 import { checkOptions, PEERJS_PROTOCOL_VERSION, type PeerJsTransportOptions, type PeerJsTunables, type PeerProblem, tunables } from './peerjs-options';
 import { bufferedOn, dataFrame, readFrame, SendQueues } from './peerjs-wire';
 import { deriveRoomKey, isMemberId, memberId, type PeerServerAddress, roomDiscoveryKey, tagOfDiscoveryKey, toBase64 } from './room';
@@ -413,12 +413,21 @@ export class PeerJsTransport implements Transport {
 
   // ---- liveness and teardown -------------------------------------------------------------------
 
+  /**
+   * Tells every admitted peer that this member may be silent for up to `ms` (it is about to block its
+   * thread: Dawn in Node compiles pipelines synchronously), so they do not drop it meanwhile.
+   */
+  announceBusy(ms: number): void {
+    const capped = Math.max(0, Math.min(MAX_BUSY_MS, Math.round(ms)));
+    for (const link of this.links.values()) if (link.state === 'admitted') this.out.tryControl(link, { t: 'busy', ms: capped });
+  }
+
   private heartbeat(): void {
     const now = Date.now();
     for (const link of [...this.links.values()]) {
       if (link.state === 'admitted') {
         const silent = now - (link.lastSeen ?? now);
-        if (silent > this.o.peerTimeoutMs) {
+        if (silent > this.o.peerTimeoutMs && now > link.quietUntil) {
           this.drop(link, { kind: 'timeout', peer: link.peer, message: `peer ${link.peer} silent for ${(silent / 1000).toFixed(1)} s: dropped` });
           continue;
         }

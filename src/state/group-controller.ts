@@ -46,6 +46,8 @@ export interface RoomTransport extends Transport {
   roster(): RosterEntry[];
   onProblem(h: (p: PeerProblem) => void): Unsubscribe;
   whenAdmitted(timeoutMs?: number): Promise<void>;
+  /** Asks the peers not to drop this member for up to `ms` of silence (PeerJsTransport.announceBusy). */
+  announceBusy?(ms: number): void;
 }
 
 export interface OpenRoomOptions {
@@ -65,6 +67,11 @@ export interface GroupDeps {
   runtime(): Promise<Runtime>;
   /** The training text (the bundled corpus). */
   loadText(): Promise<string>;
+  /**
+   * Building a model blocks this thread for up to this long (Dawn in Node compiles pipelines
+   * synchronously; a page compiles in its GPU process): the peers are told first, so they wait.
+   */
+  buildBlocksMs?: number;
   /** How long joining waits to be admitted (default 30 s). */
   admitTimeoutMs?: number;
   /** Roster refresh period (default 1 s). */
@@ -128,6 +135,12 @@ export class GroupController {
       broadcast: (m) => this.broadcast(m),
       broadcastTo: (peers, m) => this.broadcastTo(peers, m),
       phase: (live, status, phase) => this.phase(live, status, phase),
+      beforeBuild: async () => {
+        if (!deps.buildBlocksMs || !this.session?.t.announceBusy) return;
+        this.session.t.announceBusy(deps.buildBlocksMs);
+        // Let the announcement leave before the thread blocks.
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      },
     };
   }
 

@@ -28,6 +28,8 @@ export interface GroupTrainingHost {
   broadcast(m: SessionMessage): void;
   broadcastTo(peers: PeerId[], m: SessionMessage): void;
   phase(live: LiveRun, status: GroupRunStatus, phase: string): void;
+  /** Called before building a model, which may block this thread (GroupDeps.buildBlocksMs). */
+  beforeBuild(): Promise<void>;
   readonly dp?: Pick<DataParallelOptions, 'silenceMs' | 'joinTimeoutMs' | 'collectiveTimeoutMs' | 'heartbeatMs'>;
   readonly tpTimeoutMs?: number;
 }
@@ -71,6 +73,7 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
   const { config } = live;
   const self = host.selfId()!;
   host.phase(live, 'preparing', 'building the model (compiling GPU pipelines)');
+  await host.beforeBuild();
   const trainer = await Trainer.create(rt, groupTrainOptions(config, 1), text);
   let dp: DataParallel | null = null;
   try {
@@ -164,6 +167,7 @@ export async function trainTp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
   let tp: TpTrainer | null = null;
   try {
     host.phase(live, 'preparing', "building this member's shard (compiling GPU pipelines); the first exchange waits for every member");
+    await host.beforeBuild();
     tp = await createTpTrainer(rt, group, groupTrainOptions(config, members.length), text);
     if (live.cancelled !== null) return;
     live.looping = true;
