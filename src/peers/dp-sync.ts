@@ -12,11 +12,13 @@ import type { PeerId } from './transport';
 const EMPTY = new Uint8Array(0);
 
 /** Who sends the state (a rank) to which ranks; or, when the members' views differ, the peers all of them saw. */
-export type SyncVerdict = { src: number; needy: number[] } | { agreedView: PeerId[]; why: string };
+export type SyncVerdict = { src: number; needy: number[]; outvoted: PeerId[] } | { agreedView: PeerId[]; why: string };
 
 /**
  * The sync's verdict from the members' statuses, alike on every member. Throws DpError when the run
- * must stop: a member trains another configuration, or established members diverged.
+ * must stop: a member trains another configuration, or no majority of the established members
+ * vouches for one state. `outvoted`: established members whose state the majority does not hold
+ * (they receive the majority's; a forged "ahead" state is never adopted).
  */
 export function syncVerdict(g: PeerGroup, st: GroupStatus[], fingerprint: number, epoch: number, stepIndex: number): SyncVerdict {
   const alien = g.members.filter((_, r) => st[r].fingerprint !== fingerprint);
@@ -35,16 +37,29 @@ export function syncVerdict(g: PeerGroup, st: GroupStatus[], fingerprint: number
   }
   const ranks = g.members.map((_, r) => r);
   const est = ranks.filter((r) => st[r].established);
-  const cand = est.length ? est : ranks;
-  const top = Math.max(...cand.map((r) => st[r].step));
-  const src = cand.find((r) => st[r].step === top)!;
-  const diverged = est.filter((r) => st[r].step === top && st[r].weightsHash !== st[src].weightsHash);
-  if (diverged.length) {
-    const odd = diverged.map((r) => g.members[r]);
-    throw new DpError('diverged', `weights differ at step ${top} between ${g.members[src]} and ${odd.join(', ')} (found when forming epoch ${epoch}). The run stops on every peer.`, top, odd);
+  if (est.length === 0) {
+    // A group starting together (nothing trained in a group yet): the highest step, e.g. a member resumed from a checkpoint.
+    const top = Math.max(...ranks.map((r) => st[r].step));
+    const src = ranks.find((r) => st[r].step === top)!;
+    return { src, needy: ranks.filter((r) => st[r].step !== top || st[r].weightsHash !== st[src].weightsHash), outvoted: [] };
   }
-  const needy = ranks.filter((r) => st[r].step !== top || st[r].weightsHash !== st[src].weightsHash);
-  return { src, needy };
+  // State adoption by majority: the (step, weights hash) that a strict majority of the established
+  // members vouch for; never the state of the one that claims the highest step.
+  const votes = new Map<string, number[]>();
+  for (const r of est) {
+    const k = `${st[r].step}:${st[r].weightsHash}`;
+    votes.set(k, [...(votes.get(k) ?? []), r]);
+  }
+  const best = [...votes.values()].sort((a, b) => b.length - a.length)[0];
+  const show = [...votes.values()].map((rs) => `step ${st[rs[0]].step} crc32 0x${(st[rs[0]].weightsHash >>> 0).toString(16).padStart(8, '0')} on ${rs.map((r) => g.members[r]).join(', ')}`).join('; ');
+  if (best.length * 2 <= est.length) {
+    const all = est.map((r) => g.members[r]);
+    throw new DpError('diverged', `no majority of the established members vouches for one state when forming epoch ${epoch} (${show}); nothing adopted. The run stops on this peer, its weights as they are.`, stepIndex, all);
+  }
+  const src = best[0];
+  const outvoted = est.filter((r) => !best.includes(r)).map((r) => g.members[r]);
+  const needy = ranks.filter((r) => !best.includes(r));
+  return { src, needy, outvoted };
 }
 
 type OnEvent = (kind: DpEventKind, peers: PeerId[], message: string) => void;
