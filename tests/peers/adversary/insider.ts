@@ -124,9 +124,13 @@ export class Insider {
     const all = [...Array(p.count).keys()].map((i) => p.chunks.get(i)!);
     const msg = new Uint8Array(all.reduce((s, c) => s + c.length, 0));
     let o = 0;
-    for (const c of all) (msg.set(c, o), (o += c.length));
+    for (const c of all) {
+      msg.set(c, o);
+      o += c.length;
+    }
     const w = this.waiting.get(key);
-    if (w) (this.waiting.delete(key), w(msg));
+    this.waiting.delete(key);
+    if (w) w(msg);
     else this.got.set(key, msg);
   }
 
