@@ -93,7 +93,7 @@ interface Partial {
 
 /** An admitted member's endpoint: reassembled messages by (run id, step, tag, sender), raw sends. */
 export class Insider {
-  private readonly got = new Map<string, Uint8Array>();
+  private readonly got = new Map<string, Uint8Array[]>();
   private readonly parts = new Map<string, Partial>();
   private readonly waiting = new Map<string, (b: Uint8Array) => void>();
   private seq = 0;
@@ -131,18 +131,27 @@ export class Insider {
     const w = this.waiting.get(key);
     this.waiting.delete(key);
     if (w) w(msg);
-    else this.got.set(key, msg);
+    else this.got.set(key, [...(this.got.get(key) ?? []), msg]);
   }
 
   /** The message `from` sent for (run id, step, tag), when it arrives. */
   recv(from: PeerId, runId: number, step: number, tag: number, timeoutMs = 20_000): Promise<Uint8Array> {
     const key = `${runId}/${step}/${tag}/${from}`;
-    const m = this.got.get(key);
-    if (m) return (this.got.delete(key), Promise.resolve(m));
+    const m = this.got.get(key)?.shift();
+    if (m) return Promise.resolve(m);
     return new Promise((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`insider: nothing from ${from} for ${key}`)), timeoutMs);
       this.waiting.set(key, (b) => (clearTimeout(t), resolve(b)));
     });
+  }
+
+  /** The next control message of dp-wire kind `kind` from `from` (heartbeats and others skipped). */
+  async recvControl(from: PeerId, run: string, kind: number, timeoutMs = 60_000): Promise<Uint8Array> {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      const m = await this.recv(from, dp.runId(run, 0), 0, 0, Math.max(1, end - Date.now()));
+      if (m[4] === kind) return m;
+    }
   }
 
   /** One message, split into frames of chunkPayload bytes. */
