@@ -10,7 +10,7 @@ import type { PeerId } from './transport';
 export interface DataParallelOptions {
   /** Names the run: peers of other runs on the same transport are ignored (reported). */
   run: string;
-  /** Gradient exchange: 'fp32' or 'int8' (AGoQ's two-shot INT8 all-reduce). */
+  /** Gradient exchange: 'fp32' or 'int8' (AGoQ's INT8 codes), all-gathered and reduced by every member. */
   mode: AllReduceMode;
   /**
    * The peers (self included) that start together. Omitted: start alone when no peer is connected,
