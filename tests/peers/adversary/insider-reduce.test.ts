@@ -81,4 +81,30 @@ describe('an insider against the verifiable all-reduce (3 members, fp32, default
     expect(diff).toBeGreaterThan(0);
     expect(diff).toBeLessThanOrEqual((DEFAULT_SCREEN.normK * med + norm(ref)) / 3);
   });
+
+  it('INT8: a NaN scale sent to one member only: both name and fault the sender at once, nobody stalls', async () => {
+    const hub = new LoopbackHub();
+    const evil = new Insider(hub.endpoint('p2'));
+    const groups = ['p0', 'p1'].map((id) => new PeerGroup(hub.endpoint(id), { runId: RUN, timeoutMs: 3000, members: ['p0', 'p1', 'p2'] }));
+    const gs = honest(6);
+    const t0 = Date.now();
+    const runs = groups.map((g, r) => allReduceMean(g, gs[r], { mode: 'int8', screen: DEFAULT_SCREEN }));
+    const seen = await Promise.all(['p0', 'p1'].map((p) => evil.recv(p, RUN, 0, 0)));
+    const good = seen[1].slice();
+    const bad = good.slice();
+    new DataView(bad.buffer).setFloat32(0, NaN, true); // the first block's scale
+    evil.send('p0', FRAME.allGather, RUN, 0, 0, bad);
+    evil.send('p1', FRAME.allGather, RUN, 0, 0, good);
+    evil.send('p0', FRAME.allGather, RUN, 0, 1, Insider.echo([seen[0], seen[1], bad]));
+    evil.send('p1', FRAME.allGather, RUN, 0, 1, Insider.echo([seen[0], seen[1], good]));
+    const res = await Promise.all(runs);
+    expect(Date.now() - t0).toBeLessThan(3000); // within one collective timeout
+    const { transports } = LoopbackHub.group(2);
+    const ref = (await Promise.all(transports.map((t, r) => allReduceMean(new PeerGroup(t, { runId: RUN }), gs[r], { mode: 'int8', screen: DEFAULT_SCREEN }))))[0].out;
+    for (const r of res) {
+      expect(r.excluded.map((e) => [e.peer, e.fault])).toEqual([['p2', true]]);
+      expect(r.excluded[0].why).toMatch(/sent different contributions to different members/);
+      expect(same(r.out, ref)).toBe(true);
+    }
+  });
 });
