@@ -169,10 +169,13 @@ export class Insider {
     this.send(to, FRAME.broadcast, dp.runId(run, 0), 0, 0, payload);
   }
 
-  /** The verified all-reduce's echo: the SHA-256 of each member's contribution as this insider "saw" it. */
+  /**
+   * The verified all-reduce's echo: each member's contribution digest as this insider "saw" it,
+   * SHA-256 of the SHA-256s of its buckets (one bucket each here).
+   */
   static echo(contributions: Uint8Array[]): Uint8Array {
     const out = new Uint8Array(32 * contributions.length);
-    contributions.forEach((c, r) => out.set(sha256(c), 32 * r));
+    contributions.forEach((c, r) => out.set(sha256(sha256(c)), 32 * r));
     return out;
   }
 }
