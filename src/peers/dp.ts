@@ -34,7 +34,7 @@ import { EpochChannels } from './dp-channels';
 import { gradientAccess, type GradientAccess } from './dp-grads';
 import { MemberGuard } from './dp-screen';
 import { checkHashes, decodeMember, exchangeMean, stepStats } from './dp-step';
-import { handOver, syncVerdict } from './dp-sync';
+import { handOver, stateDigest, syncVerdict } from './dp-sync';
 import {
   type Applied, type DataParallelOptions, DpError, type DpEvent, type DpEventKind, type DpStepStats, type Plan, type Reported,
   resolveOptions, type ResolvedOptions, type StepBegin,
@@ -314,9 +314,10 @@ export class DataParallel implements RunTrainer<DpStepStats> {
   /** The new group's first collective: agree on the state, hand it to whoever differs. */
   private async sync(g: PeerGroup): Promise<void> {
     const { trainer } = this;
+    const state = await trainer.trainingState();
     const mine: GroupStatus = {
-      fingerprint: this.fingerprint, epoch: this.epoch, members: [...g.members], step: trainer.stepIndex,
-      weightsHash: weightsHash(await trainer.model.readFlat('weights')), established: this.established,
+      fingerprint: this.fingerprint, epoch: this.epoch, members: [...g.members], step: state.step,
+      weightsHash: weightsHash(state.weights), established: this.established, stateDigest: await stateDigest(state),
     };
     const raw = await g.allGather(encodeStatus(mine));
     const st = raw.map((b, r) => decodeMember(g, r, () => decodeStatus(b)));

@@ -16,9 +16,9 @@
  * contribution (gatherWireBytes), against ≈ 2(N−1)/N of it for the two-shot scheme it replaces,
  * whose chunk owners could broadcast any "reduced" chunk they liked.
  */
-import { sha256 } from '@noble/hashes/sha2.js';
 import { AGOQ_BLOCK, DIGEST_BYTES, echoWireBytes, gatherWireBytes, type GradWire } from '../engine/scheme/wire';
 import { decodeF32, decodeInt8Chunk, encodeF32, encodeInt8Chunk } from './chunk-codec';
+import { digestOfParts, sameBytes } from './digest';
 import { type Exclusion, screen, type ScreenOptions } from './dp-screen';
 import { CollectiveError, type PeerGroup } from './group';
 
@@ -44,21 +44,6 @@ export interface VerifiedResult {
   fp32Bytes: number;
 }
 
-/**
- * SHA-256 of one bucket: WebCrypto's native digest where there is one (Node, secure pages: several
- * times faster on whole gradients), else @noble/hashes' (a page served over plain http on a LAN).
- */
-async function digestOf(b: Uint8Array): Promise<Uint8Array> {
-  const subtle = globalThis.crypto?.subtle;
-  return subtle ? new Uint8Array(await subtle.digest('SHA-256', b as Uint8Array<ArrayBuffer>)) : sha256(b);
-}
-
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
 /** Mean of `x` over the group, verified and screened; every rank must call it with the same length and options. */
 export async function reduceVerified(g: PeerGroup, x: Float32Array, o: VerifiedOptions): Promise<VerifiedResult> {
   const block = o.blockSize ?? AGOQ_BLOCK;
@@ -75,11 +60,7 @@ export async function reduceVerified(g: PeerGroup, x: Float32Array, o: VerifiedO
 
   const pieces: Uint8Array[][] = [];
   for (const [a, b] of spans) pieces.push(await g.allGather(int8 ? encodeInt8Chunk(x.subarray(a, b), block) : encodeF32(x.subarray(a, b))));
-  const digests = await Promise.all(g.members.map(async (_, r) => {
-    const h = sha256.create();
-    for (const p of pieces) h.update(await digestOf(p[r]));
-    return h.digest();
-  }));
+  const digests = await Promise.all(g.members.map((_, r) => digestOfParts(pieces.map((p) => p[r]))));
   const echo = new Uint8Array(N * DIGEST_BYTES);
   digests.forEach((d, r) => echo.set(d, r * DIGEST_BYTES));
   const rows = await g.allGather(echo);

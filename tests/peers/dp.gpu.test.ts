@@ -256,7 +256,7 @@ describe('data-parallel training', () => {
     g.dps.forEach((d) => d.stop());
   });
 
-  it('a late joiner gets weights, Adam state and step from the lowest id and trains bit-identically from the next step', async () => {
+  it('a late joiner gets weights, Adam state and step the majority vouches for and trains bit-identically from the next step', async () => {
     const ts = fresh(3);
     ts[2].restoreTrainingState({ ...initial, weights: initial.weights.map((v) => v * 0.5) });
     const g = group(ts.slice(0, 2), 'fp32');

@@ -53,7 +53,7 @@ async function joinWithForgedState(ev: Insider, fingerprint: number, step: numbe
   const w = await ev.recvControl('p0', RUN, 2); // WELCOME
   const epoch = new DataView(w.buffer, w.byteOffset).getUint32(12, true);
   const id = dp.runId(RUN, epoch);
-  const forged = dp.status({ fingerprint, epoch, step: step + 1, weightsHash: 0x02020202, established: true, members: ['p0', 'p1', 'p2'] });
+  const forged = dp.status({ fingerprint, epoch, step: step + 1, weightsHash: 0x02020202, established: true, members: ['p0', 'p1', 'p2'], stateDigest: new Uint8Array(32).fill(2) });
   for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, 0, 0, forged);
   // Outvoted, it is handed the group's state (all-to-all rounds of 16 MiB): it takes part, sending nothing.
   for (let r = 0; r < Math.ceil(stateBytes / (16 << 20)); r++) {
