@@ -3,44 +3,53 @@
  * over the step reports, and the step's stats. Free functions of what they are given, so the driver
  * keeps only the group's life cycle.
  */
-import { allReduceMean, allReduceWireBytes, type AllReduceMode } from './allreduce';
+import type { AllReduceMode } from './allreduce';
+import type { Exclusion, ScreenOptions } from './dp-screen';
 import type { StepReport } from './dp-wire';
 import { type Applied, DpError, type DpEvent, type DpStepStats, type Reported, type StepBegin } from './dp-types';
-import type { PeerGroup } from './group';
+import { CollectiveError, type PeerGroup } from './group';
 import type { PeerId, Transport } from './transport';
+import { reduceVerified } from './verified-reduce';
 
-/** Mean of `x` over the group, bucket by bucket; bytes as sent, and as fp32 would have sent them. */
+/**
+ * Mean of `x` over the group, verified and screened (verified-reduce.ts), bucket by bucket; bytes
+ * as sent, and as fp32 would have sent them; the contributions left out, named.
+ */
 export async function exchangeMean(
-  g: PeerGroup, x: Float32Array, bucketFloats: number, mode: AllReduceMode,
-): Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number }> {
-  const out = new Float32Array(x.length);
-  let sent = 0;
-  let received = 0;
-  let fp32Bytes = 0;
-  for (let a = 0; a < x.length; a += bucketFloats) {
-    const b = Math.min(x.length, a + bucketFloats);
-    const r = await allReduceMean(g, x.subarray(a, b), { mode });
-    out.set(r.out, a);
-    sent += r.bytesSent;
-    received += r.bytesReceived;
-    fp32Bytes += allReduceWireBytes(b - a, g.size, g.rank, 'fp32', { chunkPayload: g.chunkPayload });
-  }
-  return { out, sent, received, fp32Bytes };
+  g: PeerGroup, x: Float32Array, bucketFloats: number, mode: AllReduceMode, screen: ScreenOptions | null = null,
+): Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number; excluded: Exclusion[] }> {
+  const r = await reduceVerified(g, x, { mode, bucketFloats, screen });
+  return { out: r.out, sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, excluded: r.excluded };
 }
 
-/** Every member got the same reports, so every member reaches the same verdict. */
-export function checkHashes(g: PeerGroup, reports: StepReport[], s: number): void {
+/**
+ * Divergence judged by majority, never by role: when a strict majority of the members report one
+ * weights hash, the members outside it are returned (to be removed); when this member is outside
+ * it, or no strict majority exists, the run stops on this member with its weights as they are.
+ */
+export function checkHashes(g: PeerGroup, reports: StepReport[], s: number): PeerId[] {
   const byHash = new Map<number, PeerId[]>();
   reports.forEach((r, i) => {
     const h = r.weightsHash ?? -1;
     byHash.set(h, [...(byHash.get(h) ?? []), g.members[i]]);
   });
-  if (byHash.size === 1) return;
-  // The largest set (ties: the one holding the lowest id) is the reference; the others diverged.
+  if (byHash.size === 1) return [];
   const sets = [...byHash.entries()].sort((a, b) => b[1].length - a[1].length || (a[1][0] < b[1][0] ? -1 : 1));
-  const odd = sets.slice(1).flatMap(([, p]) => p);
+  const majority = sets[0][1].length * 2 > g.size;
+  const odd = sets.slice(majority ? 1 : 0).flatMap(([, p]) => p).filter((p) => !majority || !sets[0][1].includes(p));
+  if (majority && sets[0][1].includes(g.members[g.rank])) return odd;
   const show = sets.map(([h, p]) => `${h < 0 ? 'no hash' : `crc32 0x${h.toString(16).padStart(8, '0')}`} on ${p.join(', ')}`).join('; ');
-  throw new DpError('diverged', `weights differ after step ${s} (${s + 1} steps taken): ${show}. Diverged: ${odd.join(', ')}. The run stops on every peer.`, s, odd);
+  const why = majority ? `The majority holds another state: this peer stops, its weights as they are. Diverged: ${odd.join(', ')}.` : 'No majority of the members agrees on one state: the run stops on this peer, its weights as they are.';
+  throw new DpError('diverged', `weights differ after step ${s} (${s + 1} steps taken): ${show}. ${why}`, s, odd);
+}
+
+/** Decodes a member's payload; a malformed one fails the collective naming the sender. */
+export function decodeMember<T>(g: PeerGroup, r: number, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    throw new CollectiveError('invalid-payload', `${g.members[r]}: ${(e as Error).message}`, g.members[r]);
+  }
 }
 
 /** Where the peer stands when a step ends: what its stats are measured against. */

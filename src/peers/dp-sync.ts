@@ -3,7 +3,8 @@
  * from and who must receive it; then the hand-over itself. Apart from the driver because it is the
  * membership's one decision and its one bulk transfer, and neither needs the driver's own state.
  */
-import type { Trainer } from '../engine/train/trainer';
+import type { FlatTrainingState, Trainer } from '../engine/train/trainer';
+import { digestOfParts, sameBytes } from './digest';
 import { decodeState, encodeState, type GroupStatus, stateBytes } from './dp-wire';
 import { DpError, type DpEventKind } from './dp-types';
 import type { PeerGroup } from './group';
@@ -11,12 +12,24 @@ import type { PeerId } from './transport';
 
 const EMPTY = new Uint8Array(0);
 
+/** What a member vouches for at a sync: SHA-256 of the SHA-256s of step (u32 LE), weights, m and v. */
+export async function stateDigest(s: FlatTrainingState): Promise<Uint8Array> {
+  const f = (x: Float32Array) => new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  const step = new Uint8Array(4);
+  new DataView(step.buffer).setUint32(0, s.step >>> 0, true);
+  return digestOfParts([step, f(s.weights), f(s.m), f(s.v)]);
+}
+
+const hex = (b: Uint8Array) => [...b.subarray(0, 4)].map((x) => x.toString(16).padStart(2, '0')).join('');
+
 /** Who sends the state (a rank) to which ranks; or, when the members' views differ, the peers all of them saw. */
-export type SyncVerdict = { src: number; needy: number[] } | { agreedView: PeerId[]; why: string };
+export type SyncVerdict = { src: number; needy: number[]; outvoted: PeerId[] } | { agreedView: PeerId[]; why: string };
 
 /**
  * The sync's verdict from the members' statuses, alike on every member. Throws DpError when the run
- * must stop: a member trains another configuration, or established members diverged.
+ * must stop: a member trains another configuration, or no majority of the established members
+ * vouches for one state (step and state digest). `outvoted`: established members whose state the majority does not hold
+ * (they receive the majority's; a forged "ahead" state is never adopted).
  */
 export function syncVerdict(g: PeerGroup, st: GroupStatus[], fingerprint: number, epoch: number, stepIndex: number): SyncVerdict {
   const alien = g.members.filter((_, r) => st[r].fingerprint !== fingerprint);
@@ -35,16 +48,29 @@ export function syncVerdict(g: PeerGroup, st: GroupStatus[], fingerprint: number
   }
   const ranks = g.members.map((_, r) => r);
   const est = ranks.filter((r) => st[r].established);
-  const cand = est.length ? est : ranks;
-  const top = Math.max(...cand.map((r) => st[r].step));
-  const src = cand.find((r) => st[r].step === top)!;
-  const diverged = est.filter((r) => st[r].step === top && st[r].weightsHash !== st[src].weightsHash);
-  if (diverged.length) {
-    const odd = diverged.map((r) => g.members[r]);
-    throw new DpError('diverged', `weights differ at step ${top} between ${g.members[src]} and ${odd.join(', ')} (found when forming epoch ${epoch}). The run stops on every peer.`, top, odd);
+  if (est.length === 0) {
+    // A group starting together (nothing trained in a group yet): the highest step, e.g. a member resumed from a checkpoint.
+    const top = Math.max(...ranks.map((r) => st[r].step));
+    const src = ranks.find((r) => st[r].step === top)!;
+    return { src, needy: ranks.filter((r) => st[r].step !== top || !sameBytes(st[r].stateDigest, st[src].stateDigest)), outvoted: [] };
   }
-  const needy = ranks.filter((r) => st[r].step !== top || st[r].weightsHash !== st[src].weightsHash);
-  return { src, needy };
+  // State adoption by majority: the (step, state digest) that a strict majority of the established
+  // members vouch for; never the state of the one that claims the highest step.
+  const votes = new Map<string, number[]>();
+  for (const r of est) {
+    const k = `${st[r].step}:${[...st[r].stateDigest].join(',')}`;
+    votes.set(k, [...(votes.get(k) ?? []), r]);
+  }
+  const best = [...votes.values()].sort((a, b) => b.length - a.length)[0];
+  const show = [...votes.values()].map((rs) => `step ${st[rs[0]].step} state ${hex(st[rs[0]].stateDigest)}… on ${rs.map((r) => g.members[r]).join(', ')}`).join('; ');
+  if (best.length * 2 <= est.length) {
+    const all = est.map((r) => g.members[r]);
+    throw new DpError('diverged', `no majority of the established members vouches for one state when forming epoch ${epoch} (${show}); nothing adopted. The run stops on this peer, its weights as they are.`, stepIndex, all);
+  }
+  const src = best[0];
+  const outvoted = est.filter((r) => !best.includes(r)).map((r) => g.members[r]);
+  const needy = ranks.filter((r) => !best.includes(r));
+  return { src, needy, outvoted };
 }
 
 type OnEvent = (kind: DpEventKind, peers: PeerId[], message: string) => void;
@@ -79,6 +105,8 @@ export async function handOver(
   } catch (e) {
     rejectState(g, trainer, src, (e as Error).message, event);
   }
+  // The weights hash is checked by decodeState; the digest covers the Adam moments and the step too.
+  if (!sameBytes(await stateDigest(state), announced.stateDigest)) rejectState(g, trainer, src, 'state digest differs from the one the majority vouched for', event);
   trainer.restoreTrainingState(state);
   event('state-received', [g.members[src]], `state of step ${state.step} from ${g.members[src]}`);
 }

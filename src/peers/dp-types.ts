@@ -4,12 +4,13 @@
  * hand-over and the driver share them without importing one another.
  */
 import type { AllReduceMode } from './allreduce';
+import { resolveScreen, type ScreenOptions } from './dp-screen';
 import type { PeerId } from './transport';
 
 export interface DataParallelOptions {
   /** Names the run: peers of other runs on the same transport are ignored (reported). */
   run: string;
-  /** Gradient exchange: 'fp32' or 'int8' (AGoQ's two-shot INT8 all-reduce). */
+  /** Gradient exchange: 'fp32' or 'int8' (AGoQ's INT8 codes), all-gathered and reduced by every member. */
   mode: AllReduceMode;
   /**
    * The peers (self included) that start together. Omitted: start alone when no peer is connected,
@@ -36,10 +37,14 @@ export interface DataParallelOptions {
   stateRoundBytes?: number;
   /** Frame payload bytes (PeerGroup's chunkPayload). */
   chunkPayload?: number;
+  /** Screening of the contributions before they are summed (dp-screen.ts; part of the fingerprint). */
+  screen?: Partial<ScreenOptions>;
+  /** A member's HELLO (a restart, which forces a regroup) is honoured at most once per this many ms (default 60 000). */
+  restartIntervalMs?: number;
   onEvent?: (e: DpEvent) => void;
 }
 
-export type DpErrorCode = 'diverged' | 'state-rejected' | 'config-mismatch' | 'refused' | 'no-group' | 'regroup-failed' | 'stopped';
+export type DpErrorCode = 'diverged' | 'state-rejected' | 'config-mismatch' | 'refused' | 'no-group' | 'regroup-failed' | 'stopped' | 'removed';
 
 /** A stop of the run on this peer: why, at which step, which peers. */
 export class DpError extends Error {
@@ -56,7 +61,9 @@ export class DpError extends Error {
 
 export type DpEventKind =
   | 'formed' | 'fault' | 'dropped' | 'admitted' | 'welcomed' | 'state-sent' | 'state-received' | 'state-rejected'
-  | 'refused' | 'reject' | 'stopped';
+  | 'refused' | 'reject' | 'stopped'
+  /** A contribution left out of a step's mean; a member removed (faults, strikes, divergence); a state outvoted at a sync. */
+  | 'screened' | 'removed' | 'outvoted';
 
 export interface DpEvent {
   kind: DpEventKind;
@@ -108,7 +115,7 @@ export interface DpStepStats {
 }
 
 /** The options with their defaults filled in (members and onEvent stay with the raw options). */
-export type ResolvedOptions = Required<Omit<DataParallelOptions, 'members' | 'onEvent' | 'chunkPayload'>> & Pick<DataParallelOptions, 'chunkPayload'>;
+export type ResolvedOptions = Required<Omit<DataParallelOptions, 'members' | 'onEvent' | 'chunkPayload' | 'screen'>> & Pick<DataParallelOptions, 'chunkPayload'> & { screen: ScreenOptions };
 
 /** Fills in the defaults and checks every option; a bad one throws before anything is set up. */
 export function resolveOptions(opts: DataParallelOptions, id: PeerId): ResolvedOptions {
@@ -126,6 +133,8 @@ export function resolveOptions(opts: DataParallelOptions, id: PeerId): ResolvedO
     bucketFloats: opts.bucketFloats ?? 1 << 22,
     stateRoundBytes: opts.stateRoundBytes ?? 16 << 20,
     chunkPayload: opts.chunkPayload,
+    screen: resolveScreen(opts.screen),
+    restartIntervalMs: opts.restartIntervalMs ?? 60_000,
   };
   if (typeof o.run !== 'string' || o.run.length === 0) throw new Error('DataParallel: run must be a non-empty string');
   if (o.mode !== 'fp32' && o.mode !== 'int8') throw new Error(`DataParallel: mode must be 'fp32' or 'int8', got ${String(o.mode)}`);
@@ -133,7 +142,7 @@ export function resolveOptions(opts: DataParallelOptions, id: PeerId): ResolvedO
     if (!Number.isSafeInteger(v) || v < min) throw new Error(`DataParallel: ${k} must be an integer ≥ ${min}, got ${v}`);
   }
   if (!Number.isSafeInteger(o.bucketFloats) || o.bucketFloats < 256 || o.bucketFloats % 256 !== 0) throw new Error(`DataParallel: bucketFloats must be a positive multiple of 256, got ${o.bucketFloats}`);
-  for (const [k, v] of [['silenceMs', o.silenceMs], ['collectiveTimeoutMs', o.collectiveTimeoutMs], ['joinTimeoutMs', o.joinTimeoutMs], ['heartbeatMs', o.heartbeatMs]] as const) {
+  for (const [k, v] of [['silenceMs', o.silenceMs], ['collectiveTimeoutMs', o.collectiveTimeoutMs], ['joinTimeoutMs', o.joinTimeoutMs], ['heartbeatMs', o.heartbeatMs], ['restartIntervalMs', o.restartIntervalMs]] as const) {
     if (!(v > 0)) throw new Error(`DataParallel: ${k} must be > 0, got ${v}`);
   }
   if (opts.members) {

@@ -10,7 +10,8 @@
  *   BYE        reason                                    a member leaves the group
  *   HEARTBEAT  —                                         liveness while collectives wait
  *  in a group (the payloads of collectives):
- *   STATUS     fingerprint, epoch, step, weightsHash u32, flags u8 (1 = established), members
+ *   STATUS     fingerprint, epoch, step, weightsHash u32, flags u8 (1 = established), members,
+ *              state digest (32 B: SHA-256 of the SHA-256s of step u32, weights, m, v; dp-sync.ts)
  *   REPORT     step u32, flags u8 (1 = hashed), weightsHash u32, loss f32, joiners
  *   STATE      step u32, n u32, crc u32 of the 12n array bytes, then weights, m, v (n floats each)
  *
@@ -91,6 +92,9 @@ class Writer {
     for (const id of ids) this.text(id, MAX_ID_BYTES);
     return this;
   }
+  raw(b: Uint8Array): this {
+    return this.push(b.slice());
+  }
   floats(x: Float32Array): this {
     return this.push(new Uint8Array(x.buffer, x.byteOffset, x.byteLength));
   }
@@ -116,6 +120,7 @@ class Reader {
   ) {
     this.dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
+
   private take(n: number, what: string): number {
     if (this.off + n > this.bytes.length) throw new DpMessageError(`${DpKind[this.kind]}: truncated at ${what}`);
     const at = this.off;
@@ -155,6 +160,10 @@ class Reader {
       out.push(id);
     }
     return out;
+  }
+  raw(n: number, what: string): Uint8Array {
+    const at = this.take(n, what);
+    return this.bytes.subarray(at, at + n).slice();
   }
   /** The rest of the message (for the state's arrays). */
   rest(): Uint8Array {
@@ -252,10 +261,13 @@ export interface GroupStatus {
   weightsHash: number;
   /** Has trained in a group of this run (its state is the group's), as opposed to a fresh or joining peer. */
   established: boolean;
+  /** What the member vouches for: SHA-256 over its whole training state (stateDigest). */
+  stateDigest: Uint8Array;
 }
 
 export function encodeStatus(s: GroupStatus): Uint8Array {
-  return new Writer(DpKind.Status).u32(s.fingerprint).u32(s.epoch).u32(s.step).u32(s.weightsHash).u8(s.established ? 1 : 0).ids(s.members).finish();
+  if (s.stateDigest.length !== 32) throw new Error(`encodeStatus: a state digest of ${s.stateDigest.length} B`);
+  return new Writer(DpKind.Status).u32(s.fingerprint).u32(s.epoch).u32(s.step).u32(s.weightsHash).u8(s.established ? 1 : 0).ids(s.members).raw(s.stateDigest).finish();
 }
 
 export function decodeStatus(bytes: Uint8Array): GroupStatus {
@@ -264,8 +276,9 @@ export function decodeStatus(bytes: Uint8Array): GroupStatus {
   const flags = r.u8('flags');
   if (flags > 1) throw new DpMessageError(`Status: unknown flags ${flags}`);
   const members = r.ids('members');
+  const stateDigest = r.raw(32, 'state digest');
   r.end();
-  return { ...s, members, established: flags === 1 };
+  return { ...s, members, established: flags === 1, stateDigest };
 }
 
 // ---- end-of-step report ----

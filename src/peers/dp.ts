@@ -1,31 +1,28 @@
 /**
  * Data-parallel training over any Transport (loopback in tests, PeerJS/WebRTC in the lab): every
  * peer holds the whole model, trains on its own shard of each step's batch, and the peers average
- * their gradients — in fp32, or with AGoQ's 8-bit two-shot all-reduce (allreduce.ts) — before the
- * same optimizer step everywhere. After every step (or every `hashEvery`) the peers compare a
- * crc32 of their weights; any difference stops the run on every peer with the peers and the step.
+ * their gradients — fp32 or AGoQ's INT8 codes, all-gathered, screened and reduced by every member
+ * itself (verified-reduce.ts, dp-screen.ts) — before the same optimizer step everywhere. After every
+ * step (or every `hashEvery`) the peers compare a crc32 of their weights, judged by majority.
  *
  * A step: forward/backward on the peer's micro-batch(es) → the gradient as the engine stores it
- * (fp32, or AGoQ's INT8 blocks dequantized, dp-grads.ts) → all-reduce mean → written back into the
- * gradient storage → global-norm clipping + AdamW on the GPU (the same bytes in, so the same weights
- * out on every peer) → a small all-gather of step reports (loss, weights hash, peers asking to join).
+ * (dp-grads.ts) → verified mean → written back → clipping + AdamW on the GPU (the same bytes in, so
+ * the same weights out) → a small all-gather of step reports (loss, weights hash, joiners). Members
+ * whose contributions fault, keep failing the screen, or whose weights leave the majority's are
+ * removed at the step's end, alike on every member.
  *
  * Data: step s has a global batch of world·accumulate·B rows (TextDataset.rows of the seed and s);
- * rank r's micro-batch j is rows [(r·accumulate + j)·B, +B). A function of (seed, step, rank,
- * world) only, so when the membership changes the rows re-shard by themselves, and a group of one
- * with fp32 exchange trains like Trainer.trainStep (same rows, same dispatches).
+ * rank r's micro-batch j is rows [(r·accumulate + j)·B, +B): a function of (seed, step, rank,
+ * world) only, so the rows re-shard by themselves when the membership changes.
  *
- * Membership (dp-channels.ts): the peers of one run form successive PeerGroups, one per epoch. A
- * new group begins with a sync: an all-gather of each peer's (step, weights hash, established?);
- * the lowest-id established peer at the highest step is the source, and whoever differs from it
- * gets its weights, Adam moments and step (a late joiner; or a peer whose step failed after others
- * had applied it). Received state is validated whole before anything is applied. A group ends when
- *  - a member is gone (transport leave, BYE) or silent (no frame, heartbeats included, for
- *    `silenceMs`), or a collective fails: the survivors form the next epoch and retry the step with
- *    the data re-sharded. A slow but live member (heartbeating) is waited for, up to the
- *    collective timeout: a big model's step may take longer than any silence threshold;
- *  - joiners are admitted: a joiner sends HELLO; once every member lists it in a step report, the
- *    lowest-id member sends it WELCOME (epoch, members) and all form the next epoch at the next step.
+ * Membership (dp-channels.ts): one PeerGroup per epoch. A new group begins with a sync: an
+ * all-gather of each peer's (step, weights hash, established?); the state a strict majority of the
+ * established members vouches for is handed to whoever differs (dp-sync.ts), validated whole before
+ * anything is applied. A group ends when a member is gone (leave, BYE), silent for `silenceMs`, or a
+ * collective fails (the survivors retry the step in the next epoch; a slow but heartbeating member is
+ * waited for up to the collective timeout); or when joiners are admitted: a joiner sends HELLO, once
+ * every member lists it in a step report the lowest-id member sends WELCOME and all form the next
+ * epoch at the next step.
  */
 import type { MemReport } from '../engine/gpu/memory';
 import type { CheckpointFiles } from '../engine/io/checkpoint';
@@ -35,8 +32,9 @@ import type { Trainer } from '../engine/train/trainer';
 import { crc32 } from './crc32';
 import { EpochChannels } from './dp-channels';
 import { gradientAccess, type GradientAccess } from './dp-grads';
-import { checkHashes, exchangeMean, stepStats } from './dp-step';
-import { handOver, syncVerdict } from './dp-sync';
+import { MemberGuard } from './dp-screen';
+import { checkHashes, decodeMember, exchangeMean, stepStats } from './dp-step';
+import { handOver, stateDigest, syncVerdict } from './dp-sync';
 import {
   type Applied, type DataParallelOptions, DpError, type DpEvent, type DpEventKind, type DpStepStats, type Plan, type Reported,
   resolveOptions, type ResolvedOptions, type StepBegin,
@@ -60,6 +58,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
   private readonly o: ResolvedOptions;
   private readonly channels: EpochChannels;
   private readonly grads: GradientAccess;
+  private readonly guard: MemberGuard;
   private group: PeerGroup | null = null;
   private plan: Plan | null = null;
   private epoch = 0;
@@ -91,9 +90,10 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     this.o = resolveOptions(opts, this.id);
     const o = this.o;
     this.grads = gradientAccess(trainer.model);
+    this.guard = new MemberGuard(o.screen.strikes, o.restartIntervalMs);
     const t = trainer.opts;
     this.fingerprint = fingerprintOf({
-      protocol: DP_VERSION, run: o.run, mode: o.mode, accumulate: o.accumulate, bucketFloats: o.bucketFloats,
+      protocol: DP_VERSION, run: o.run, mode: o.mode, screen: o.screen, accumulate: o.accumulate, bucketFloats: o.bucketFloats,
       model: t.model, batch: t.batch, seq: t.seq, seed: t.seed, optimizer: t.optimizer, scheme: t.scheme ?? null,
       exchange: this.grads.length, storage: this.grads.storage,
       data: crc32(new Uint8Array(trainer.data.tokens.buffer, trainer.data.tokens.byteOffset, trainer.data.tokens.byteLength)),
@@ -222,7 +222,9 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     if (k > 1) for (let i = 0; i < acc!.length; i++) acc![i] /= k;
     const loss = lossSum / k;
     const te = performance.now();
-    const ex = await exchangeMean(g, acc!, this.o.bucketFloats, this.o.mode);
+    const ex = await exchangeMean(g, acc!, this.o.bucketFloats, this.o.mode, this.o.screen);
+    for (const e of ex.excluded) this.event('screened', [e.peer], `step ${s}: ${e.peer}'s contribution left out: ${e.why}`);
+    const removed = this.guard.record(g.members, ex.excluded).map((e): [PeerId, string] => [e.peer, e.why]);
     const ta = performance.now();
     this.grads.write(ex.out);
     const { lr, gradNorm } = await trainer.applyGradients();
@@ -236,12 +238,13 @@ export class DataParallel implements RunTrainer<DpStepStats> {
 
     const joiners = [...this.pending].filter((p) => !g.members.includes(p) && this.transport.peers().includes(p));
     const raw = await g.allGather(encodeReport({ step: s + 1, weightsHash: hash, loss, joiners }));
-    const reports = raw.map((b, r) => this.decoded(g, r, () => decodeReport(b)));
+    const reports = raw.map((b, r) => decodeMember(g, r, () => decodeReport(b)));
     reports.forEach((rep, r) => {
       if (rep.step !== s + 1) throw new CollectiveError('invalid-payload', `${g.members[r]} reports step ${rep.step}, expected ${s + 1}`, g.members[r]);
     });
-    if (hashed) checkHashes(g, reports, s);
+    const odd = hashed ? checkHashes(g, reports, s) : [];
     this.admit(g, reports);
+    this.remove(g, [...removed, ...odd.map((p): [PeerId, string] => [p, `weights diverged from the majority's after step ${s}`])]);
     return { groupLoss: reports.reduce((a, r) => a + r.loss, 0) / reports.length, weightsHash: hash };
   }
 
@@ -261,6 +264,21 @@ export class DataParallel implements RunTrainer<DpStepStats> {
       this.excluded.delete(p); // a peer that left or restarted earlier is back with a fresh hello
     }
     this.event('admitted', everyone, `${everyone.join(', ')} join at step ${this.trainer.stepIndex}`);
+    this.endGroup();
+    this.plan = { epoch, members };
+  }
+
+  /** Members removed by the step's checks (alike on every member) leave the group now, for good. */
+  private remove(g: PeerGroup, out: [PeerId, string][]): void {
+    if (out.length === 0) return;
+    for (const [p, why] of out) {
+      this.guard.ban(p, why);
+      this.pending.delete(p);
+      this.event('removed', [p], `${p} removed: ${why}`);
+    }
+    if (out.some(([p]) => p === this.id)) throw new DpError('removed', `this peer was removed by the group: ${out.find(([p]) => p === this.id)![1]}`, this.trainer.stepIndex, [this.id]);
+    const members = (this.plan?.members ?? g.members).filter((p) => !out.some(([q]) => q === p));
+    const epoch = this.plan?.epoch ?? this.nextEpoch(g.members);
     this.endGroup();
     this.plan = { epoch, members };
   }
@@ -296,17 +314,19 @@ export class DataParallel implements RunTrainer<DpStepStats> {
   /** The new group's first collective: agree on the state, hand it to whoever differs. */
   private async sync(g: PeerGroup): Promise<void> {
     const { trainer } = this;
+    const state = await trainer.trainingState();
     const mine: GroupStatus = {
-      fingerprint: this.fingerprint, epoch: this.epoch, members: [...g.members], step: trainer.stepIndex,
-      weightsHash: weightsHash(await trainer.model.readFlat('weights')), established: this.established,
+      fingerprint: this.fingerprint, epoch: this.epoch, members: [...g.members], step: state.step,
+      weightsHash: weightsHash(state.weights), established: this.established, stateDigest: await stateDigest(state),
     };
     const raw = await g.allGather(encodeStatus(mine));
-    const st = raw.map((b, r) => this.decoded(g, r, () => decodeStatus(b)));
+    const st = raw.map((b, r) => decodeMember(g, r, () => decodeStatus(b)));
     const v = syncVerdict(g, st, this.fingerprint, this.epoch, trainer.stepIndex);
     if ('agreedView' in v) {
       this.agreedView = v.agreedView;
       throw new CollectiveError('invalid-payload', v.why);
     }
+    if (v.outvoted.length) this.event('outvoted', v.outvoted, `${v.outvoted.join(', ')}: state not vouched for by the majority; resynced`);
     if (v.needy.length) await handOver(g, trainer, v.src, v.needy, st[v.src], this.o.stateRoundBytes, (k, p, m) => this.event(k, p, m));
   }
 
@@ -388,13 +408,19 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     }
     switch (m.kind) {
       case DpKind.Hello:
+        if (this.guard.bannedWhy(from) !== null) {
+          this.sendControl(from, encodeControl({ kind: DpKind.Refuse, reason: `removed from run '${this.o.run}': ${this.guard.bannedWhy(from)}` }));
+          return this.reject(from, 'hello from a removed member');
+        }
         if (m.fingerprint !== this.fingerprint) {
           this.sendControl(from, encodeControl({ kind: DpKind.Refuse, reason: `run '${this.o.run}' trains with another configuration (model, optimizer, data, seed, batch or mode)` }));
           this.event('refused', [from], `${from} asked to join with another configuration`);
           return;
         }
         if (this.members.includes(from) && from !== this.id) {
-          // A member that says hello again has restarted: its state is gone, it joins afresh.
+          // A member that says hello again has restarted: its state is gone, it joins afresh. A
+          // regroup each time would let one member stall the group, so at most one per interval.
+          if (!this.guard.allowRestart(from)) return this.reject(from, `hello again within ${this.o.restartIntervalMs} ms: ignored`);
           this.excluded.add(from);
           this.breakGroup(`${from} restarted`);
         }
@@ -447,15 +473,6 @@ export class DataParallel implements RunTrainer<DpStepStats> {
   }
 
   // ---- helpers ----
-
-  /** Decodes a member's payload; a malformed one fails the collective naming the sender. */
-  private decoded<T>(g: PeerGroup, r: number, f: () => T): T {
-    try {
-      return f();
-    } catch (e) {
-      throw new CollectiveError('invalid-payload', `${g.members[r]}: ${(e as Error).message}`, g.members[r]);
-    }
-  }
 
   private reject(peer: PeerId, reason: string): void {
     this.rejected++;

@@ -20,7 +20,7 @@ export const MAX_GROUP_SIZE = 8;
 const TP_GROUP = 128;
 
 /**
- * 'dp': data parallel, gradients averaged every step, in fp32 or with AGoQ's INT8 two-shot all-reduce.
+ * 'dp': data parallel, gradients averaged every step, in fp32 or with AGoQ's INT8 codes (verifiable all-reduce).
  * 'tp': tensor parallel (Megatron split of heads and MLP units, degree = group size), the layer
  * all-reduces carried by TACO (ASH + dual-scale FP8) or in fp32.
  * A mode is a name for scheme fields (groupScheme): the exchange is the scheme's grads.wire or tp.codec.

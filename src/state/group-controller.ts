@@ -88,7 +88,7 @@ function errorText(e: unknown): string {
 
 const DP_ERROR_TITLES: Record<string, string> = {
   diverged: 'Weights diverged', 'state-rejected': 'Received state rejected', 'config-mismatch': 'Members disagree on the run',
-  refused: 'Refused by the group', 'no-group': 'Could not join the group', 'regroup-failed': 'The group could not re-form',
+  refused: 'Refused by the group', 'no-group': 'Could not join the group', 'regroup-failed': 'The group could not re-form', removed: 'Removed by the group',
 };
 
 /** Why a run ended in error, as a title and the detail for the run's box. */

@@ -148,6 +148,12 @@ function dpEvent(host: GroupTrainingHost, live: LiveRun, e: DpEvent): void {
       return s.notice('warn', e.message);
     case 'reject':
       return s.countRejected();
+    case 'screened':
+      return s.notice('warn', e.message);
+    case 'removed':
+      return s.notice('error', `${e.message}: the others go on without it`);
+    case 'outvoted':
+      return s.notice('warn', `${who}: a state the majority does not vouch for was offered at step ${e.step}; not adopted`);
     case 'formed':
     case 'welcomed':
     case 'stopped':

@@ -61,7 +61,7 @@ export const SchemeSchema = z
     layers: z.record(z.string().regex(/^\d+$/), LayerSchemeSchema.partial()).default({}),
     /**
      * Persistent gradient storage (per block) and what goes on the wire in data parallel: fp32, or
-     * INT8 in groups of 256 with round to nearest (AGoQ's two-shot all-reduce; wire.ts).
+     * INT8 in groups of 256 with round to nearest (AGoQ's codes in the verifiable all-reduce; wire.ts).
      */
     grads: z.object({ storage: QuantSpecSchema.default(FP32), wire: QuantSpecSchema.default(FP32) }).strict().default({ storage: FP32, wire: FP32 }),
     /** Adam moments (quantized each step, updated in full precision: the study's recipe). */

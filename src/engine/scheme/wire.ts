@@ -2,8 +2,9 @@
  * The gradient's wire format in data parallel (the scheme's `grads.wire`) and the exact bytes one
  * peer sends for it. The all-reduce itself is peers/allreduce.ts; the byte formula lives here so the
  * engine's accounting (train/probe-bits.ts) and the transport agree without the engine importing peers.
- *  - 'fp32': all-to-all of fp32 chunks, then all-gather of the fp32 means;
- *  - 'int8': AGoQ's two-shot all-reduce, INT8 absmax per block of AGOQ_BLOCK, round to nearest.
+ *  - 'fp32': every member's gradient in fp32;
+ *  - 'int8': AGoQ's INT8 codes, absmax per block of AGOQ_BLOCK, round to nearest.
+ * Either way every member all-gathers the contributions and reduces them itself (verifiable).
  */
 export type GradWire = 'fp32' | 'int8';
 export const AGOQ_BLOCK = 256;
@@ -46,23 +47,32 @@ export function messageWireBytes(len: number, chunkPayload = DEFAULT_CHUNK_PAYLO
   return len + FRAME_HEADER_BYTES * Math.max(1, Math.ceil(len / chunkPayload));
 }
 
+/** Bytes of a contribution digest (SHA-256) in the verifiable all-reduce's echo. */
+export const DIGEST_BYTES = 32;
+
 /**
- * Exact transport bytes `rank` sends in one all-reduce: the all-to-all sends chunk r to each
- * rank r ≠ self, the all-gather sends the own reduced chunk to the N−1 others. (What a rank receives
- * equals what it sends when all chunks have the same length.)
+ * Exact transport bytes one rank sends to all-gather its contribution of n elements (every member
+ * then reduces all of them itself, peers/verified-reduce.ts): N−1 copies of the whole payload.
+ */
+export function gatherWireBytes(n: number, ranks: number, mode: GradWire, opts: { blockSize?: number; chunkPayload?: number } = {}): number {
+  return (ranks - 1) * messageWireBytes(chunkPayloadBytes(n, mode, opts.blockSize ?? AGOQ_BLOCK), opts.chunkPayload ?? DEFAULT_CHUNK_PAYLOAD);
+}
+
+/** Bytes one rank sends in the echo that follows the contributions: N digests to each of the N−1 others. */
+export function echoWireBytes(ranks: number, chunkPayload = DEFAULT_CHUNK_PAYLOAD): number {
+  return ranks > 1 ? (ranks - 1) * messageWireBytes(ranks * DIGEST_BYTES, chunkPayload) : 0;
+}
+
+/**
+ * Exact transport bytes a rank sends in one all-reduce of n elements: the all-gather of its
+ * contribution plus the digest echo (the same on every rank; `rank` is kept for callers).
  */
 export function allReduceWireBytes(
   n: number,
   ranks: number,
-  rank: number,
+  _rank: number,
   mode: GradWire,
   opts: { blockSize?: number; chunkPayload?: number } = {},
 ): number {
-  const block = opts.blockSize ?? AGOQ_BLOCK;
-  const cp = opts.chunkPayload ?? DEFAULT_CHUNK_PAYLOAD;
-  const b = chunkBounds(n, ranks, block);
-  let total = 0;
-  for (let r = 0; r < ranks; r++) if (r !== rank) total += messageWireBytes(chunkPayloadBytes(b[r][1] - b[r][0], mode, block), cp);
-  const own = messageWireBytes(chunkPayloadBytes(b[rank][1] - b[rank][0], mode, block), cp);
-  return total + (ranks - 1) * own;
+  return gatherWireBytes(n, ranks, mode, opts) + echoWireBytes(ranks, opts.chunkPayload);
 }

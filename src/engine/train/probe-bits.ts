@@ -5,7 +5,7 @@
  *  - saved activations: bits per element per layer and per kind, as stored for backward;
  *  - gradient storage: bits per element of the gradients kept between backward and the optimizer;
  *  - data parallel: bytes one peer sends per step for the gradient all-reduce, fp32 against AGoQ's
- *    INT8 two-shot all-reduce (frame headers included), in a group of `dpPeers`;
+ *    INT8 verifiable all-reduce (frame headers included), in a group of `dpPeers`;
  *  - tensor parallel: bytes one rank sends per training step for the four all-reduces of every
  *    layer under the scheme's TP codec, and what fp32 all-reduces would send.
  */

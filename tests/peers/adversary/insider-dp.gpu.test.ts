@@ -1,0 +1,120 @@
+/**
+ * An insider against data-parallel training (two honest DataParallel members, micro on one Dawn
+ * device, loopback): the insider (insider.ts, from the protocol description) joins with HELLO,
+ * claims a forged "established" state one step ahead at every sync, sends a −1000× poisoned
+ * contribution, spams HELLO to force regroups, then NaN and sign-flipped contributions until it
+ * is removed, and asks to come back. The honest members must end bit-identical to a run of the two
+ * of them alone: every contribution of the insider left out, its state never adopted.
+ */
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DataParallel, type DpEvent } from '../../../src/peers/dp';
+import { weightsHash } from '../../../src/peers/dp-wire';
+import { LoopbackHub } from '../../../src/peers/loopback';
+import { defaultTrainOptions } from '../../../src/engine/train/options';
+import { CharTokenizer } from '../../../src/engine/train/tokenizer';
+import { type FlatTrainingState, Trainer } from '../../../src/engine/train/trainer';
+import { testRuntime } from '../../helpers/gpu';
+import { dp, f32, FRAME, Insider } from './insider';
+
+const text = readFileSync('public/data/tinyshakespeare.txt', 'utf8').slice(0, 100_000);
+const tok = CharTokenizer.fromText(text);
+const STEPS = 8;
+const RUN = 'test';
+const ts: Trainer[] = [];
+let initial: FlatTrainingState;
+
+beforeAll(async () => {
+  const rt = await testRuntime();
+  const o = defaultTrainOptions('micro', { steps: 40, warmup: 1, lr: 1e-2, batch: 2, seq: 16, model: { vocab_size: tok.vocabSize } });
+  for (let i = 0; i < 2; i++) ts.push(await Trainer.create(rt, o, text, { tokenizer: tok }));
+  initial = await ts[0].trainingState();
+});
+afterAll(() => ts.forEach((t) => t.destroy()));
+
+const hashOf = async (t: Trainer) => weightsHash(await t.model.readFlat('weights'));
+
+/** The insider's side of one training step of a group: contributions (tag 0), echo (tag 1), report (tag 2). */
+async function memberStep(ev: Insider, epoch: number, gstep: number, mine: (seen: Float32Array[]) => Float32Array, before?: () => void): Promise<void> {
+  const id = dp.runId(RUN, epoch);
+  const seen = await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 0)));
+  if (before) return before();
+  const c = f32.encode(mine(seen.map(f32.decode)));
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 0, c);
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 1, Insider.echo([...seen, c]));
+  const rep = await ev.recv('p0', id, gstep, 2);
+  const dv = new DataView(rep.buffer, rep.byteOffset);
+  const report = dp.report({ step: dv.getUint32(8, true), weightsHash: dv.getUint32(13, true), loss: dv.getFloat32(17, true) });
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 2, report);
+}
+
+/** Waits for p0's WELCOME (control channel) and returns its epoch; then the sync with a forged state ahead. */
+async function joinWithForgedState(ev: Insider, fingerprint: number, step: number, stateBytes: number): Promise<number> {
+  const w = await ev.recvControl('p0', RUN, 2); // WELCOME
+  const epoch = new DataView(w.buffer, w.byteOffset).getUint32(12, true);
+  const id = dp.runId(RUN, epoch);
+  const forged = dp.status({ fingerprint, epoch, step: step + 1, weightsHash: 0x02020202, established: true, members: ['p0', 'p1', 'p2'], stateDigest: new Uint8Array(32).fill(2) });
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, 0, 0, forged);
+  // Outvoted, it is handed the group's state (all-to-all rounds of 16 MiB): it takes part, sending nothing.
+  for (let r = 0; r < Math.ceil(stateBytes / (16 << 20)); r++) {
+    for (const p of ['p0', 'p1']) ev.send(p, FRAME.allToAll, id, 0, 1 + r, new Uint8Array(0));
+    await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, 0, 1 + r)));
+  }
+  return epoch;
+}
+
+describe('an insider in a data-parallel group', () => {
+  it('forged ahead-state, poisoned / NaN / sign-flipped contributions, HELLO spam: named, removed, the honest weights equal a run without it', async () => {
+    // The run without the insider.
+    for (const t of ts) t.restoreTrainingState(initial);
+    const ref = LoopbackHub.group(2);
+    const alone = ts.map((t, i) => new DataParallel(t, ref.transports[i], { run: RUN, mode: 'fp32', members: ['p0', 'p1'] }));
+    for (let s = 0; s < STEPS; s++) await Promise.all(alone.map((d) => d.step()));
+    const want = await hashOf(ts[0]);
+    alone.forEach((d) => d.stop());
+
+    for (const t of ts) t.restoreTrainingState(initial);
+    const hub = new LoopbackHub();
+    const ends = ['p0', 'p1'].map((id) => hub.endpoint(id));
+    const ev = new Insider(hub.endpoint('p2'));
+    const events: DpEvent[][] = [[], []];
+    const dps = ts.map((t, i) => new DataParallel(t, ends[i], { run: RUN, mode: 'fp32', members: ['p0', 'p1'], silenceMs: 10_000, onEvent: (e) => events[i].push(e) }));
+    const fp = dps[0].fingerprint;
+    const stateBytes = 20 + 12 * ts[0].model.layout.totalFloats;
+    const t0 = performance.now();
+
+    const insider = (async () => {
+      for (const p of ['p0', 'p1']) ev.control(p, RUN, dp.hello(fp));
+      const e1 = await joinWithForgedState(ev, fp, 1, stateBytes); // admitted after step 0
+      await memberStep(ev, e1, 1, (s) => s[0].map((v, i) => (-1000 * (v + s[1][i])) / 2)); // step 1: −1000 × the mean
+      // Step 2: twenty HELLOs while the members wait on its contribution: one regroup, the rest ignored.
+      await memberStep(ev, e1, 2, () => new Float32Array(0), () => {
+        for (let k = 0; k < 20; k++) for (const p of ['p0', 'p1']) ev.control(p, RUN, dp.hello(fp));
+      });
+      const e2 = await joinWithForgedState(ev, fp, 3, stateBytes); // re-admitted after step 2
+      await memberStep(ev, e2, 1, (s) => s[0].map(() => NaN)); // step 3
+      await memberStep(ev, e2, 2, (s) => s[0].map((v, i) => -(v + s[1][i]) / 2)); // step 4: sign-flipped → third strike
+      for (const p of ['p0', 'p1']) ev.control(p, RUN, dp.hello(fp)); // asks to come back
+    })();
+    for (let s = 0; s < STEPS; s++) await Promise.all(dps.map((d) => d.step()));
+    await insider;
+    const ms = performance.now() - t0;
+
+    const hashes = await Promise.all(ts.map(hashOf));
+    expect(hashes).toEqual([want, want]);
+    for (const ev of events) {
+      const kinds = (k: string) => ev.filter((e) => e.kind === k);
+      expect(kinds('outvoted').map((e) => e.peers)).toEqual([['p2'], ['p2']]);
+      expect(kinds('screened').map((e) => [e.step, e.peers[0]])).toEqual([[1, 'p2'], [3, 'p2'], [4, 'p2']]);
+      expect(kinds('screened').map((e) => e.message).join('\n')).toMatch(/norm [\s\S]*non-finite[\s\S]*cosine/);
+      expect(kinds('removed').map((e) => e.peers)).toEqual([['p2']]);
+      expect(kinds('removed')[0].message).toMatch(/screened out 3 steps in a row/);
+      expect(kinds('reject').filter((e) => /hello again within/.test(e.message)).length).toBeGreaterThanOrEqual(19);
+      expect(kinds('reject').some((e) => /hello from a removed member/.test(e.message))).toBe(true);
+      expect(kinds('state-received')).toEqual([]);
+    }
+    expect(dps.map((d) => d.currentMembers)).toEqual([['p0', 'p1'], ['p0', 'p1']]);
+    expect(ms).toBeLessThan(60_000);
+    dps.forEach((d) => d.stop());
+  }, 120_000);
+});
