@@ -12,7 +12,7 @@ import { packAdamwStep } from '../optim/adamw';
 import { lrAt } from '../optim/schedule';
 import { Rng } from '../util/rng';
 import { type BudgetChoice, resolveBudget } from '../scheme/resolve';
-import { TextDataset } from './data';
+import { type BatchSource, TextDataset } from './data';
 import { QuantErrorProbe, quantProbeBufferPlan, type QuantErrorRecord } from './probe';
 import { type OptimizerConfig, type TrainOptions, validateTrainOptions } from './options';
 import type { RunTrainer } from './run-trainer';
@@ -45,8 +45,8 @@ export interface TrainerInit {
   /** Resume: optimizer moments and step. */
   optimizer?: { m: Map<string, Float32Array>; v: Map<string, Float32Array>; step: number };
   tokenizer?: Tokenizer;
-  /** Pre-tokenized data (datasets.ts); the text argument is then unused. */
-  data?: TextDataset;
+  /** Pre-tokenized data (datasets.ts, or streamed from token stores: token-stream.ts); the text argument is then unused. */
+  data?: BatchSource;
 }
 
 /** All buffers a training run allocates: the model at (B, T) plus a B=1 sampler sharing its weights. */
@@ -177,7 +177,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     readonly rt: Runtime,
     readonly opts: TrainOptions,
     readonly model: LlamaGpu,
-    readonly data: TextDataset,
+    readonly data: BatchSource,
     readonly tokenizer: Tokenizer,
     owner: string,
   ) {
