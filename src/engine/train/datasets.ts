@@ -69,7 +69,8 @@ export class TextChunks {
   }
 }
 
-function textOf(file: string, where: string, v: unknown, field: string): string {
+/** The text of one record (a string, or an object's `field`), or an Error naming the file and place. */
+export function textOf(file: string, where: string, v: unknown, field: string): string {
   if (typeof v === 'string') return v;
   if (v && typeof v === 'object' && !Array.isArray(v)) {
     const t = (v as Record<string, unknown>)[field];
