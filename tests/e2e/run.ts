@@ -19,6 +19,7 @@ import { adversaryTests } from './adversary';
 import { benchTests } from './bench';
 import { groupTests } from './group';
 import { compareChecks, labUiTests } from './lab-ui';
+import { dataUiTests } from './data-ui';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const OUT = path.join(ROOT, 'test-results', 'e2e');
@@ -476,6 +477,7 @@ const tests: TestCase[] = [
     },
   },
   ...labUiTests(check),
+  ...dataUiTests(check),
   ...groupTests(check),
   ...adversaryTests(check),
   ...benchTests(check),
