@@ -11,6 +11,7 @@ import { saveCheckpoint } from '../engine/io/checkpoint';
 import { writeNpy } from '../engine/io/npy';
 import { initParams, paramLayout, unflatten } from '../engine/model/params';
 import { datasetOf, valBitsPerByte } from '../engine/train/datasets';
+import { newlinePrompt } from '../engine/train/tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
 import { planMemory, resolveBudgetOptions, Trainer } from '../engine/train/trainer';
@@ -85,7 +86,7 @@ async function main(): Promise<number> {
     result = await runTraining(trainer, {
       steps, evalEvery: opts.evalEvery, checkpointEvery: p.checkpointEvery, checkpointAtEnd: true, resumed: point !== null,
       // The prompt must be in the vocabulary: a text without a newline samples from token 0.
-      sample: { every: 0, length: p.sampleChars, atEnd: true, prompt: samplePrompt(p), temperature: 0.8, seed: () => opts.seed },
+      sample: { every: 0, length: p.sampleChars, atEnd: true, prompt: newlinePrompt(p.tokenizer), temperature: 0.8, seed: () => opts.seed },
     }, {
       onStep: (m) => {
         const s = m.step;
@@ -122,11 +123,6 @@ async function main(): Promise<number> {
     return INTERRUPTED_EXIT;
   }
   return 0;
-}
-
-/** A prompt in the vocabulary: a newline where the tokenizer has one, else the first token. */
-function samplePrompt(p: TrainPlan): string {
-  return p.tokenizer.kind !== 'char' || p.data.documents.some((d) => d.includes('\n')) ? '\n' : '';
 }
 
 /** A new run's run.json (every resolved setting, what --resume reads back) and the optional init and batch dumps. */

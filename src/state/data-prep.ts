@@ -26,6 +26,8 @@ export interface DataPrepState {
   prepared: PreparedData | null;
   imported: { name: string; files: File[]; model: ImportedModel } | null;
   error: string | null;
+  /** Counts finished actions (prepared, refused, cancelled): what waits for one watches it. */
+  settled: number;
 }
 
 export type DataPrepStore = StoreApi<DataPrepState>;
@@ -46,11 +48,16 @@ export class DataController {
   private committed: Pick<DataPrepState, 'tokenizer' | 'field'> = { tokenizer: { kind: 'char' }, field: 'text' };
 
   constructor(private readonly lab: LabStore, private readonly jobs: DataJobs, private readonly bundled: () => Promise<File>) {
-    this.state = createStore<DataPrepState>()(() => ({ files: [], infos: [], field: 'text', tokenizer: { kind: 'char' }, job: null, prepared: null, imported: null, error: null }));
+    this.state = createStore<DataPrepState>()(() => ({ files: [], infos: [], field: 'text', tokenizer: { kind: 'char' }, job: null, prepared: null, imported: null, error: null, settled: 0 }));
   }
 
   private set(patch: Partial<DataPrepState>) {
     this.state.setState(patch);
+  }
+
+  /** Ends an action with a problem (null: it took). */
+  private settle(patch: Partial<DataPrepState>) {
+    this.state.setState((s) => ({ ...patch, job: null, settled: s.settled + 1 }));
   }
 
   /** Files dropped or picked: a checkpoint, a tokenizer.json, or data replacing the current data. */
@@ -61,13 +68,14 @@ export class DataController {
     if (kind === 'tokenizer') return this.tokenizerFile(files[0]);
     let infos: FileInfo[];
     try {
+      this.set({ job: { what: 'inspect', phase: 'checking the files', done: 0, total: files.length } });
       infos = (await this.jobs.run({ type: 'inspect', files })).files;
     } catch (e) {
-      this.set({ error: (e as Error).message });
+      this.settle({ error: (e as Error).message });
       return;
     }
     const fields = [...new Set(infos.flatMap((i) => i.fields))];
-    const field = fields.includes(this.state.getState().field) || fields.length === 0 ? this.state.getState().field : fields.includes('text') ? 'text' : fields[0];
+    const field = fields.length === 0 || fields.includes(this.state.getState().field) ? this.state.getState().field : fields.includes('text') ? 'text' : fields[0];
     await this.prepare({ files, infos, field });
   }
 
@@ -77,11 +85,11 @@ export class DataController {
     try {
       json = JSON.parse(await f.text());
     } catch (e) {
-      this.set({ error: `${f.name} is not JSON: ${(e as Error).message}` });
+      this.settle({ error: `${f.name} is not JSON: ${(e as Error).message}` });
       return;
     }
     if (!json || typeof json !== 'object' || typeof (json as { model?: unknown }).model !== 'object') {
-      this.set({ error: `${f.name} is not a Hugging Face tokenizer.json (no "model" object)` });
+      this.settle({ error: `${f.name} is not a Hugging Face tokenizer.json (no "model" object)` });
       return;
     }
     await this.prepare({ tokenizer: { kind: 'file', name: f.name, json: json as HfTokenizerJSON } });
@@ -91,19 +99,21 @@ export class DataController {
     const name = files.find((f) => f.name === 'config.json') ? `${files.length} checkpoint files` : files[0].name;
     let model: ImportedModel;
     try {
-      model = (await this.jobs.run({ type: 'import', files }, (phase, done, total) => this.set({ job: { what: 'import', phase, done, total } }))).model;
+      this.set({ job: { what: 'import', phase: 'reading the checkpoint', done: 0, total: files.length } });
+      model = (await this.jobs.run({ type: 'import', files })).model;
     } catch (e) {
-      this.set({ job: null, error: `checkpoint not imported: ${(e as Error).message}` });
+      this.settle({ error: `checkpoint not imported: ${(e as Error).message}` });
       return;
     }
     if (!model.tokenizer) {
-      this.set({ job: null, error: 'checkpoint not imported: it has no tokenizer.json (drop it together with config.json and the weights)' });
+      this.settle({ error: 'checkpoint not imported: it has no tokenizer.json (drop it together with config.json and the weights)' });
       return;
     }
     const imported = { name, files: files.filter((f) => CHECKPOINT_NAME.test(f.name) || f.name === 'tokenizer.json'), model };
-    const ok = await this.prepare({ tokenizer: { kind: 'file', name: 'tokenizer.json (imported)', json: model.tokenizer.json as HfTokenizerJSON, config: model.tokenizer.config } }, imported);
-    if (!ok) return;
+    const { model: prevModel, init: prevInit } = this.lab.getState().draft;
     this.lab.getState().setDraft({ model: model.config, init: { name, params: model.params } });
+    const ok = await this.prepare({ tokenizer: { kind: 'file', name: 'tokenizer.json (imported)', json: model.tokenizer.json as HfTokenizerJSON, config: model.tokenizer.config } }, imported);
+    if (!ok) this.lab.getState().setDraft({ model: prevModel, init: prevInit });
   }
 
   /** The imported model is dropped: the draft goes back to the preset and a character tokenizer. */
@@ -158,8 +168,8 @@ export class DataController {
     } catch (e) {
       const cancelled = (e as Error).name === 'CancelledError';
       // What was loaded stays: the files and settings of the last prepared data.
-      this.set({
-        job: null, error: cancelled ? 'preparation cancelled: the previous data and tokenizer stay' : (e as Error).message,
+      this.settle({
+        error: cancelled ? 'preparation cancelled: the previous data and tokenizer stay' : (e as Error).message,
         ...this.committed, files: before.files, infos: before.infos,
       });
       return false;
@@ -168,7 +178,7 @@ export class DataController {
 
   private commit(next: Pick<DataPrepState, 'files' | 'infos' | 'field' | 'tokenizer'>, data: PreparedData | null, imported: DataPrepState['imported']) {
     this.committed = { tokenizer: next.tokenizer, field: next.field };
-    this.set({ ...next, job: null, prepared: data, imported, error: null });
+    this.settle({ ...next, prepared: data, imported, error: null });
     const name = next.files.length === 0 ? BUNDLED_DATASET : next.files.length === 1 ? next.files[0].name : `${next.files[0].name} + ${next.files.length - 1} more`;
     this.lab.getState().setDraft({
       dataset: name.slice(0, 200),

@@ -47,6 +47,7 @@ export function DataPanel() {
     <div
       className={`field dataset${dragging ? ' dragging' : ''}`}
       data-testid="dataset"
+      data-settled={s.settled}
       onDragOver={(e) => { e.preventDefault(); setDragging(true); }}
       onDragLeave={() => setDragging(false)}
       onDrop={(e) => { e.preventDefault(); setDragging(false); void droppedFiles(e.dataTransfer).then(drop); }}

@@ -6,6 +6,7 @@
  * tokenizer: a second run on the same data skips all of it. Memory stays bounded by a chunk, except
  * for .json and .parquet files, which their readers take whole (up to WHOLE_FILE_LIMIT).
  */
+import { parquetMetadata, parquetSchema } from 'hyparquet';
 import { trainByteBpe } from '../engine/train/bpe-train';
 import { EOS_TOKEN } from '../engine/train/byte-bpe';
 import { DATA_EXTENSIONS, extOf, readDocuments, TEXT_EXTENSIONS, TextChunks, textOf } from '../engine/train/datasets';
@@ -56,7 +57,7 @@ export type Progress = (phase: string, done: number, total: number) => void;
 export interface FileInfo {
   name: string;
   bytes: number;
-  /** Fields of the records (.jsonl/.json objects, .parquet columns) seen at the file's start; empty for plain text. */
+  /** String fields of the records (.jsonl/.json objects, .parquet columns) seen at the file's start, most text first; empty for plain text. */
   fields: string[];
 }
 
@@ -93,7 +94,6 @@ export async function inspectFile(file: File): Promise<FileInfo> {
   const head = new Uint8Array(await file.slice(0, Math.min(file.size, 1 << 20)).arrayBuffer());
   if (ext === '.parquet') {
     if (file.size > WHOLE_FILE_LIMIT) throw new Error(`${file.name} is ${(file.size / 2 ** 20).toFixed(0)} MiB; .parquet files are read whole, up to ${WHOLE_FILE_LIMIT / 2 ** 20} MiB`);
-    const { parquetMetadata, parquetSchema } = await import('hyparquet');
     let fields: string[];
     try {
       fields = parquetSchema(parquetMetadata(await file.arrayBuffer())).children.map((c) => c.element.name);
@@ -104,9 +104,10 @@ export async function inspectFile(file: File): Promise<FileInfo> {
   }
   const text = new TextChunks(file.name).decode(head, head.length === file.size);
   if (ext === '.json' && file.size > WHOLE_FILE_LIMIT) throw new Error(`${file.name} is ${(file.size / 2 ** 20).toFixed(0)} MiB; .json files are read whole, up to ${WHOLE_FILE_LIMIT / 2 ** 20} MiB (use .jsonl for more)`);
-  const fields = new Set<string>();
+  // String fields, the one with the most text first (the likely text field when there is no "text").
+  const fields = new Map<string, number>();
   const addFields = (v: unknown) => {
-    if (v && typeof v === 'object' && !Array.isArray(v)) for (const [k, x] of Object.entries(v)) if (typeof x === 'string') fields.add(k);
+    if (v && typeof v === 'object' && !Array.isArray(v)) for (const [k, x] of Object.entries(v)) if (typeof x === 'string') fields.set(k, (fields.get(k) ?? 0) + x.length);
   };
   const parse = (t: string): unknown => {
     try {
@@ -121,7 +122,7 @@ export async function inspectFile(file: File): Promise<FileInfo> {
     const list = Array.isArray(v) ? v : v && typeof v === 'object' ? Object.values(v).find(Array.isArray) : undefined;
     if (Array.isArray(list)) list.slice(0, 50).forEach(addFields);
   }
-  return { name: file.name, bytes: file.size, fields: [...fields] };
+  return { name: file.name, bytes: file.size, fields: [...fields].sort((a, b) => b[1] - a[1]).map(([k]) => k) };
 }
 
 interface Piece {

@@ -15,6 +15,7 @@ import { countParams } from '../engine/model/config';
 import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
+import { newlinePrompt } from '../engine/train/tokenizer';
 import { StreamDataset } from '../engine/train/token-stream';
 import { Trainer, type TrainerInit } from '../engine/train/trainer';
 import { checkpointOfFiles } from './checkpoint-files';
@@ -133,7 +134,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     let lastStepS = 0;
     const result = await runTraining(trainer, {
       steps: config.steps, evalEvery: config.evalEvery, checkpointEvery: config.evalEvery, checkpointAtEnd: true, resumed: msg.resume !== undefined,
-      sample: { every: config.sampleEvery, length: config.sampleLength, atEnd: true, prompt: '\n', temperature: 0.8, seed: (s) => config.seed + s },
+      sample: { every: config.sampleEvery, length: config.sampleLength, atEnd: true, prompt: newlinePrompt(trainer.tokenizer), temperature: 0.8, seed: (s) => config.seed + s },
     }, {
       // On a slow device (SwiftShader: seconds per step) say which step is in flight.
       beforeStep: (s) => {

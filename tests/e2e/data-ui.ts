@@ -29,9 +29,12 @@ async function openLab(ctx: Ctx, t: TestHelpers): Promise<Page> {
   return page;
 }
 
-/** Waits for the data worker's job to end; returns the problem shown (null: none). */
-async function dataSettled(page: Page, timeoutMs = 120_000): Promise<string | null> {
-  await page.locator(byTestId('data-job')).waitFor({ state: 'detached', timeout: timeoutMs });
+/** Runs `act` and waits for the data panel to settle after it; returns the problem shown (null: none). */
+async function dataAfter(page: Page, act: () => Promise<unknown>, timeoutMs = 120_000): Promise<string | null> {
+  const panel = page.locator(byTestId('dataset'));
+  const before = Number(await panel.getAttribute('data-settled'));
+  await act();
+  await page.waitForFunction(([sel, n]) => Number(document.querySelector(sel as string)?.getAttribute('data-settled')) > (n as number), [byTestId('dataset'), before], { timeout: timeoutMs });
   const problem = page.locator(byTestId('dataset-problem'));
   return (await problem.count()) ? problem.innerText() : null;
 }
@@ -74,29 +77,27 @@ export function dataUiTests(check: Check): TestCase[] {
           await writeFile(path.join(dir, 'verse.txt'), text);
           const page = await openLab(ctx, t);
           const plan = async () => Number(await page.locator(byTestId('plan-total')).getAttribute('data-value'));
-          await page.locator(byTestId('dataset-file')).setInputFiles(path.join(dir, 'verse.txt'));
-          check((await dataSettled(page)) === null, `the text file was not taken: ${await page.locator(byTestId('dataset-problem')).innerText().catch(() => '')}`);
+          check((await dataAfter(page, () => page.locator(byTestId('dataset-file')).setInputFiles(path.join(dir, 'verse.txt')))) === null, `the text file was not taken: ${await page.locator(byTestId('dataset-problem')).innerText().catch(() => '')}`);
           const chars = await summary(page);
           check(chars.vocab === new Set(text).size, `char vocabulary ${chars.vocab}, want ${new Set(text).size}`);
           const charPlan = await plan();
           await page.locator(byTestId('bpe-vocab')).fill('320');
-          await page.locator(byTestId('bpe-train')).click();
-          await page.locator(byTestId('data-job')).waitFor({ timeout: 10_000 });
-          check((await dataSettled(page)) === null, 'BPE training failed');
+          check((await dataAfter(page, () => page.locator(byTestId('bpe-train')).click())) === null, 'BPE training failed');
           const bpe = await summary(page);
           check(bpe.vocab === 320 && bpe.tokens < chars.tokens, `BPE: vocabulary ${bpe.vocab}, ${bpe.tokens} tokens (chars: ${chars.tokens})`);
           const bpePlan = await plan();
           check(bpePlan > charPlan, `the memory plan did not grow with the vocabulary: char ${charPlan} B, BPE-320 ${bpePlan} B`);
           t.log(`  ${bpe.text}; plan ${charPlan} → ${bpePlan} B`);
           // A larger vocabulary on the whole corpus takes a while: cancelled, the 320-token tokenizer stays.
-          await page.locator(byTestId('dataset-file')).setInputFiles('public/data/tinyshakespeare.txt');
-          check((await dataSettled(page)) === null, 'tinyshakespeare.txt was not taken');
+          check((await dataAfter(page, () => page.locator(byTestId('dataset-file')).setInputFiles('public/data/tinyshakespeare.txt'))) === null, 'tinyshakespeare.txt was not taken');
           await page.locator(byTestId('bpe-vocab')).fill('8000');
-          await page.locator(byTestId('bpe-train')).click();
-          await page.locator(byTestId('data-job')).waitFor({ timeout: 10_000 });
-          await page.waitForTimeout(300);
-          await page.locator(byTestId('data-cancel')).click();
-          check(/cancelled/.test((await dataSettled(page, 10_000)) ?? ''), 'no word that the preparation was cancelled');
+          const cancelled = await dataAfter(page, async () => {
+            await page.locator(byTestId('bpe-train')).click();
+            await page.locator(byTestId('data-job')).waitFor({ timeout: 10_000 });
+            await page.waitForTimeout(300);
+            await page.locator(byTestId('data-cancel')).click();
+          }, 10_000);
+          check(/cancelled/.test(cancelled ?? ''), `no word that the preparation was cancelled: ${cancelled}`);
           check((await summary(page)).vocab === 320, 'cancelling lost the previous tokenizer');
           check((await page.locator(byTestId('tokenizer')).inputValue()) === 'bpe', 'the tokenizer setting did not go back');
           const card = await trainToEnd(page, t, check);
@@ -122,18 +123,21 @@ export function dataUiTests(check: Check): TestCase[] {
           await writeFile(path.join(dir, 'picture.png'), png);
           await writeFile(path.join(dir, 'notes.txt'), png);
           const page = await openLab(ctx, t);
-          await page.locator(byTestId('dataset-file')).setInputFiles(path.join(dir, 'stories.jsonl'));
-          const first = await dataSettled(page);
-          check(first !== null && first.includes('stories.jsonl') && first.includes('body'), `the missing "text" field is not explained with the fields found: ${first}`);
+          // No "text" field: the field with the most text is taken, the others offered.
+          check((await dataAfter(page, () => page.locator(byTestId('dataset-file')).setInputFiles(path.join(dir, 'stories.jsonl')))) === null, 'stories.jsonl was not taken');
+          check((await page.locator(byTestId('text-field')).inputValue()) === 'body', `text field chosen: ${await page.locator(byTestId('text-field')).inputValue()}`);
           const offered = await page.locator(`${byTestId('text-field')} option`).allTextContents();
           check(offered.includes('body') && offered.includes('title'), `text fields offered: ${offered.join(', ')}`);
-          await page.locator(byTestId('text-field')).selectOption('body');
-          check((await dataSettled(page)) === null, 'the body field was not taken');
+          const bodyTokens = (await summary(page)).tokens;
+          check((await dataAfter(page, () => page.locator(byTestId('text-field')).selectOption('title'))) === null, 'the title field was not taken');
+          check((await summary(page)).tokens < bodyTokens, 'the title field did not change the data');
+          // Back to body: from the token cache.
+          check((await dataAfter(page, () => page.locator(byTestId('text-field')).selectOption('body'))) === null, 'the body field was not taken');
           const loaded = await summary(page);
+          check(loaded.cached === 'true' && loaded.tokens === bodyTokens, `the body field again did not come from the token cache: ${loaded.text}`);
           check(/60 documents/.test(loaded.text), `summary: ${loaded.text}`);
           for (const bad of ['picture.png', 'notes.txt']) {
-            await page.locator(byTestId('dataset-file')).setInputFiles(path.join(dir, bad));
-            const problem = await dataSettled(page);
+            const problem = await dataAfter(page, () => page.locator(byTestId('dataset-file')).setInputFiles(path.join(dir, bad)));
             check(problem !== null && problem.includes(bad), `${bad} was not refused by name: ${problem}`);
             t.log(`  ${problem}`);
             check((await page.locator(byTestId('dataset-name')).innerText()) === 'stories.jsonl', `${bad} replaced the loaded data`);
@@ -142,9 +146,6 @@ export function dataUiTests(check: Check): TestCase[] {
           const card = await trainToEnd(page, t, check);
           check((await card.locator(byTestId('run-data')).innerText()).includes('stories.jsonl'), 'the run does not name its data');
           check(Number(await card.locator(byTestId('val-bpb')).getAttribute('data-value')) > 0, 'no val bits/byte');
-          // The same data again comes from the token cache.
-          await page.locator(byTestId('dataset-file')).setInputFiles(path.join(dir, 'stories.jsonl'));
-          check((await dataSettled(page)) === null && (await summary(page)).cached === 'true', 'the second preparation did not come from the token cache');
         } finally {
           await rm(dir, { recursive: true, force: true });
         }
@@ -161,12 +162,10 @@ export function dataUiTests(check: Check): TestCase[] {
           const cfg = JSON.parse(await readFile(model[0], 'utf8')) as Record<string, unknown>;
           await writeFile(path.join(dir, 'config.json'), JSON.stringify({ ...cfg, rope_scaling: { rope_type: 'linear', factor: 2 } }));
           const page = await openLab(ctx, t);
-          await page.locator(byTestId('dataset-file')).setInputFiles([path.join(dir, 'config.json'), ...model.slice(1), ...tok]);
-          const refused = await dataSettled(page);
+          const refused = await dataAfter(page, () => page.locator(byTestId('dataset-file')).setInputFiles([path.join(dir, 'config.json'), ...model.slice(1), ...tok]));
           check(refused !== null && refused.includes('rope_scaling'), `rope scaling not refused by key: ${refused}`);
           check((await page.locator(byTestId('imported-model')).count()) === 0, 'a refused checkpoint shows as imported');
-          await page.locator(byTestId('dataset-file')).setInputFiles([...model, ...tok]);
-          check((await dataSettled(page)) === null, `the fixture was not imported: ${await page.locator(byTestId('dataset-problem')).innerText().catch(() => '')}`);
+          check((await dataAfter(page, () => page.locator(byTestId('dataset-file')).setInputFiles([...model, ...tok]))) === null, `the fixture was not imported: ${await page.locator(byTestId('dataset-problem')).innerText().catch(() => '')}`);
           check((await page.locator(byTestId('imported-model')).innerText()).includes('vocabulary 320'), 'the imported model is not shown');
           check((await summary(page)).text.includes('tokenizer.json'), 'the bundled text is not tokenized with the imported tokenizer');
           await page.locator(byTestId('steps')).fill('1');
