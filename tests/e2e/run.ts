@@ -19,6 +19,7 @@ import { adversaryTests } from './adversary';
 import { benchTests } from './bench';
 import { groupTests } from './group';
 import { compareChecks, labUiTests } from './lab-ui';
+import { dataHeapTests } from './data-heap';
 import { dataUiTests } from './data-ui';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -478,6 +479,7 @@ const tests: TestCase[] = [
   },
   ...labUiTests(check),
   ...dataUiTests(check),
+  ...dataHeapTests(check),
   ...groupTests(check),
   ...adversaryTests(check),
   ...benchTests(check),
