@@ -83,9 +83,9 @@ export function DataPanel() {
         <label>
           tokenizer{' '}
           <select data-testid="tokenizer" value={tokKind} disabled={busy || s.imported !== null}
-            onChange={(e) => e.target.value === 'char' && void data.setTokenizer({ kind: 'char' })}>
+            onChange={(e) => void data.setTokenizer(e.target.value === 'bpe' ? { kind: 'bpe', vocabSize: vocab } : { kind: 'char' })}>
             <option value="char">characters</option>
-            <option value="bpe">byte-level BPE{tokKind === 'bpe' ? '' : ' (train below)'}</option>
+            <option value="bpe">byte-level BPE</option>
             {tokKind === 'file' && <option value="file">{s.tokenizer.kind === 'file' ? s.tokenizer.name : 'file'}</option>}
           </select>
         </label>
