@@ -4,6 +4,7 @@ import { ArrayTokenStore, StreamDataset } from '../../src/engine/train/token-str
 import { TextDataset } from '../../src/engine/train/data';
 import { CHUNK_BYTES, inspectFile, prepareData, type PreparedMeta, type TokenCache } from '../../src/worker/prepare';
 import { readFileSync } from 'node:fs';
+import { parquetWriteBuffer } from 'hyparquet-writer';
 
 /** The OPFS cache's contract in memory: tokens per split, meta written last. */
 class MemoryCache implements TokenCache {
@@ -66,6 +67,19 @@ describe('prepareData', () => {
     expect(p.stats.documents).toEqual({ train: 23, val: 2 });
     const tok = tokenizerFromJSON(cache.metas.get(p.key)!.tokenizerJSON);
     expect(tok.decode(cache.tokens.get(p.key)!.val)).toBe('document number 9.document number 19.');
+  });
+
+  it('parquet and several files: the columns offered, every file split by its own documents', async () => {
+    const body = Array.from({ length: 12 }, (_, i) => `row ${i} of the table.`);
+    const pq = new Uint8Array(parquetWriteBuffer({ columnData: [{ name: 'content', data: body, type: 'STRING' }, { name: 'n', data: body.map((_, i) => i), type: 'INT32' }] }));
+    const f = file('train-00000-of-00001.parquet', pq);
+    expect((await inspectFile(f)).fields).toEqual(['content', 'n']);
+    const cache = new MemoryCache();
+    const p = await prepareData([f, file('b.txt', shakespeare)], { field: 'content', tokenizer: { kind: 'char' } }, cache);
+    expect(p.files.map((x) => x.name)).toEqual(['train-00000-of-00001.parquet', 'b.txt']);
+    expect(p.stats.documents).toEqual({ train: 11, val: 2 });
+    const tok = tokenizerFromJSON(cache.metas.get(p.key)!.tokenizerJSON);
+    expect(tok.decode(cache.tokens.get(p.key)!.val)).toBe('row 9 of the table.' + shakespeare.slice(Math.floor(shakespeare.length * 0.9)));
   });
 
   it('a binary file is refused with its name', async () => {
