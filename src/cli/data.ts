@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadCheckpoint, type Checkpoint } from '../engine/io/checkpoint';
+import { isCheckpointFile, loadCheckpoint, type Checkpoint } from '../engine/io/checkpoint';
 import { trainByteBpe } from '../engine/train/bpe-train';
 import { EOS_TOKEN } from '../engine/train/byte-bpe';
 import { DATA_EXTENSIONS, readDocuments, readTokenFile, tokenizeDocuments, writeTokenFile, type TokenCorpus } from '../engine/train/datasets';
@@ -97,7 +97,7 @@ export function readInit(dir: string, option = '--init'): Checkpoint {
   } catch (e) {
     throw new UsageError(`${option} ${dir}: ${(e as Error).message}`);
   }
-  const files = Object.fromEntries(names.filter((n) => /\.(json|safetensors)$/.test(n)).map((n) => [n, new Uint8Array(readFileSync(path.join(dir, n)))]));
+  const files = Object.fromEntries(names.filter(isCheckpointFile).map((n) => [n, new Uint8Array(readFileSync(path.join(dir, n)))]));
   try {
     return loadCheckpoint(files);
   } catch (e) {

@@ -11,6 +11,7 @@ import { saveCheckpoint } from '../engine/io/checkpoint';
 import { writeNpy } from '../engine/io/npy';
 import { initParams, paramLayout, unflatten } from '../engine/model/params';
 import { datasetOf, valBitsPerByte } from '../engine/train/datasets';
+import { newlinePrompt } from '../engine/train/tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
 import { planMemory, resolveBudgetOptions, Trainer } from '../engine/train/trainer';
@@ -124,10 +125,9 @@ async function main(): Promise<number> {
   return 0;
 }
 
-/** --sample-prompt, else a prompt in the vocabulary: a newline where the tokenizer has one, else the first token. */
+/** --sample-prompt, else a prompt in the vocabulary (a newline where the tokenizer has one). */
 function samplePrompt(p: TrainPlan): string {
-  if (p.samplePrompt !== null) return p.samplePrompt;
-  return p.tokenizer.kind !== 'char' || p.data.documents.some((d) => d.includes('\n')) ? '\n' : '';
+  return p.samplePrompt ?? newlinePrompt(p.tokenizer);
 }
 
 /** A new run's run.json (every resolved setting, what --resume reads back) and the optional init and batch dumps. */

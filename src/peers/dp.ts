@@ -26,6 +26,7 @@
  */
 import type { MemReport } from '../engine/gpu/memory';
 import type { CheckpointFiles } from '../engine/io/checkpoint';
+import { inMemoryData } from '../engine/train/data';
 import type { QuantErrorRecord } from '../engine/train/probe';
 import type { RunTrainer } from '../engine/train/run-trainer';
 import type { Trainer } from '../engine/train/trainer';
@@ -92,11 +93,12 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     this.grads = gradientAccess(trainer.model);
     this.guard = new MemberGuard(o.screen.strikes, o.restartIntervalMs);
     const t = trainer.opts;
+    const tokens = inMemoryData(trainer.data).tokens;
     this.fingerprint = fingerprintOf({
       protocol: DP_VERSION, run: o.run, mode: o.mode, screen: o.screen, accumulate: o.accumulate, bucketFloats: o.bucketFloats,
       model: t.model, batch: t.batch, seq: t.seq, seed: t.seed, optimizer: t.optimizer, scheme: t.scheme ?? null,
       exchange: this.grads.length, storage: this.grads.storage,
-      data: crc32(new Uint8Array(trainer.data.tokens.buffer, trainer.data.tokens.byteOffset, trainer.data.tokens.byteLength)),
+      data: crc32(new Uint8Array(tokens.buffer, tokens.byteOffset, tokens.byteLength)),
     });
     const runTag = crc32(new TextEncoder().encode(`dp-run:${o.run}`)) >>> 16;
     this.channels = new EpochChannels(transport, runTag, (from, p) => this.control(from, p), (from, why) => this.reject(from, why));
@@ -214,7 +216,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     let lossSum = 0;
     for (let j = 0; j < k; j++) {
       const r0 = (g.rank * k + j) * B;
-      lossSum += await trainer.computeGradients(trainer.data.rows(s, T, 'train', r0, r0 + B));
+      lossSum += await trainer.computeGradients(inMemoryData(trainer.data).rows(s, T, 'train', r0, r0 + B));
       const grad = await this.grads.read();
       if (!acc) acc = grad;
       else for (let i = 0; i < acc.length; i++) acc[i] += grad[i];

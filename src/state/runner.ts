@@ -23,6 +23,8 @@ export class RunController {
     private readonly store: LabStore,
     private readonly launch: Omit<LaunchOptions, 'createWorker'> & { createWorker?: () => Worker; createGenerateWorker?: () => Worker },
     private readonly repo: RunRepo | null = null,
+    /** The files of the checkpoint a config starts from (config.init), which travel beside it. */
+    private readonly initFiles: (config: RunConfig) => Blob[] | undefined = () => undefined,
   ) {
     this.journal = new RunJournal(store, repo);
   }
@@ -37,7 +39,16 @@ export class RunController {
     }
     const id = s.addRun(config);
     if (text !== undefined) this.saveQuietly(() => this.repo?.saveText(id, text));
-    this.spawn(id, config, { text });
+    let init: Blob[] | undefined;
+    if (config.init) {
+      init = this.initFiles(config);
+      if (!init) {
+        s.reportAppError(`Cannot start: the checkpoint ${config.init.name} is no longer loaded; drop it again`);
+        s.removeRun(id);
+        return null;
+      }
+    }
+    this.spawn(id, config, { text, init });
     return id;
   }
 

@@ -4,6 +4,7 @@
  */
 import { PRESETS } from '../engine/model/config';
 import type { QuantErrorRecord } from '../engine/train/probe';
+import { bitsPerByte } from '../engine/train/datasets';
 import { type BitsAndWire, bitsAndWire } from '../engine/train/probe-bits';
 import type { FromWorker, RunConfig, RunInfo, StepReport } from '../worker/protocol';
 
@@ -176,6 +177,15 @@ export function runAccounting(run: RunState): BitsAndWire {
   return run.info?.accounting ?? bitsAndWire(c.model ?? PRESETS[c.preset], c.batch, c.seq, c.scheme);
 }
 
+/**
+ * A validation loss (nats per token) in bits per byte of the run's validation text, so character
+ * and BPE runs compare; null where the page does not know the text's bytes (the bundled text).
+ */
+export function valBpb(run: RunState, loss: number): number | null {
+  const d = run.config.data;
+  return d && d.tokens.val > 0 && d.bytes.val > 0 ? bitsPerByte(loss, d.tokens.val, d.bytes.val) : null;
+}
+
 /** `qerr_L<layer>_<kind>`: the CSV column of one (layer, kind)'s quantization error. */
 export function quantColumn(r: Pick<QuantErrorRecord, 'layer' | 'kind'>): string {
   return `qerr_L${r.layer}_${r.kind}`;
@@ -186,10 +196,13 @@ export function runCsv(run: RunState): string {
   const val = new Map(run.val.map((v) => [v.step, v.loss]));
   const quant = new Map(run.quant.map((q) => [q.step, new Map(q.errors.map((e) => [quantColumn(e), e.rel_err]))]));
   const qcols = [...new Set(run.quant.flatMap((q) => q.errors.map(quantColumn)))];
-  const rows = [['step', 'loss', 'val_loss', 'lr', 'grad_norm', 'tokens_per_s', 'elapsed_s', ...qcols].join(',')];
+  const bpb = run.config.data ? ['val_bpb'] : [];
+  const rows = [['step', 'loss', 'val_loss', ...bpb, 'lr', 'grad_norm', 'tokens_per_s', 'elapsed_s', ...qcols].join(',')];
   for (const p of run.train) {
     const q = quant.get(p.step);
-    rows.push([p.step, p.loss, val.get(p.step) ?? '', p.lr, p.grad_norm, p.tokens_per_s ?? '', p.elapsed_s ?? '', ...qcols.map((c) => q?.get(c) ?? '')].join(','));
+    const v = val.get(p.step);
+    const b = bpb.length ? [v === undefined ? '' : (valBpb(run, v) ?? '')] : [];
+    rows.push([p.step, p.loss, v ?? '', ...b, p.lr, p.grad_norm, p.tokens_per_s ?? '', p.elapsed_s ?? '', ...qcols.map((c) => q?.get(c) ?? '')].join(','));
   }
   return rows.join('\n') + '\n';
 }

@@ -1,21 +1,20 @@
 import { useMemo, useState } from 'react';
+import { useStore } from 'zustand';
 import { PRESET_NAMES, PRESETS, countParams, hfConfigJson, type PresetName } from '../engine/model/config';
 import { parseModelConfig, runConfigProblem } from '../state/explain';
 import { preflight } from '../state/preflight';
 import { submitDraft } from '../state/queue';
 import { runLabel } from '../state/runs';
-import { BUNDLED_DATASET, trainOptionsFor } from '../worker/protocol';
+import { trainOptionsFor } from '../worker/protocol';
 import { useLab, useLabApi } from './context';
+import { DataPanel } from './DataPanel';
 import { formatCount } from './format';
 import { NumberField } from './NumberField';
 
-const MAX_TEXT_BYTES = 50 * 1024 * 1024;
-
 /** The settings of the next run (model, data, training length) and Start; the scheme is edited beside. */
 export function RunForm() {
-  const { store, runs } = useLabApi();
+  const { store, runs, data } = useLabApi();
   const draft = useLab((s) => s.draft);
-  const draftText = useLab((s) => s.draftText);
   const gpu = useLab((s) => s.gpu);
   const gpuOk = gpu.state === 'available';
   const queueRuns = useLab((s) => s.queueRuns);
@@ -31,8 +30,7 @@ export function RunForm() {
     setCustomErrorState(e);
     store.getState().setDraftProblem(e && `the custom model config is invalid (${e})`);
   };
-  const [fileError, setFileError] = useState<string | null>(null);
-  const [dragging, setDragging] = useState(false);
+  const dataBusy = useStore(data.state, (d) => d.job !== null);
 
   // Picking a preset while a custom config is on turns the custom config off: the dropdown shows
   // "custom" then, so it never names a model that is not the one that will train.
@@ -76,21 +74,6 @@ export function RunForm() {
     setDraft({ model: r.model });
     setCustomError(null);
   };
-  const readFile = async (f: File | undefined) => {
-    if (!f) return;
-    if (f.size > MAX_TEXT_BYTES) {
-      setFileError(`${f.name} is ${(f.size / 1e6).toFixed(1)} MB; the lab takes text files up to 50 MB`);
-      return;
-    }
-    const text = await f.text();
-    if (text.length < 100) {
-      setFileError(`${f.name} has only ${text.length} characters: too little to train on`);
-      return;
-    }
-    setFileError(null);
-    store.getState().setDraftText({ name: f.name, text });
-  };
-
   return (
     <form className="run-form" data-testid="run-form" onSubmit={(e) => { e.preventDefault(); submitDraft(store, runs); }}>
       <label className="field">
@@ -112,27 +95,7 @@ export function RunForm() {
         <span>Custom config</span>
         <input type="checkbox" data-testid="custom-model" checked={draft.model !== undefined} onChange={(e) => toggleCustom(e.target.checked)} />
       </label>
-      <div
-        className={`field dataset${dragging ? ' dragging' : ''}`}
-        data-testid="dataset"
-        onDragOver={(e) => { e.preventDefault(); setDragging(true); }}
-        onDragLeave={() => setDragging(false)}
-        onDrop={(e) => { e.preventDefault(); setDragging(false); void readFile(e.dataTransfer.files[0]); }}
-      >
-        <span>Data</span>
-        <span className="dataset-row">
-          <b data-testid="dataset-name">{draftText ? `${draftText.name} (${formatCount(draftText.text.length)} chars)` : `${BUNDLED_DATASET} (bundled)`}</b>
-          <label className="button-like small">
-            pick / drop .txt
-            <input type="file" accept=".txt,text/plain" hidden data-testid="dataset-file" onChange={(e) => { void readFile(e.target.files?.[0]); e.target.value = ''; }} />
-          </label>
-          {draftText && (
-            <button type="button" className="small" onClick={() => store.getState().setDraftText(null)}>
-              use bundled
-            </button>
-          )}
-        </span>
-      </div>
+      <DataPanel />
       <NumberField label="Steps" testId="steps" integer min={1} value={draft.steps} onChange={(v) => v !== undefined && setDraft({ steps: v })} />
       <NumberField label="Batch" testId="batch" integer min={1} value={draft.batch} onChange={(v) => v !== undefined && setDraft({ batch: v })} />
       <NumberField label="Context" testId="seq" integer min={2} value={draft.seq} onChange={(v) => v !== undefined && setDraft({ seq: v })} />
@@ -143,8 +106,8 @@ export function RunForm() {
       <NumberField label="Sample every" testId="sample-every" integer min={0} value={draft.sampleEvery} onChange={(v) => v !== undefined && setDraft({ sampleEvery: v })} />
       <NumberField label="Sample length" testId="sample-length" integer min={0} value={draft.sampleLength} onChange={(v) => v !== undefined && setDraft({ sampleLength: v })} />
       <div className="buttons">
-        <button type="submit" data-testid="start" disabled={!gpuOk || problem !== null || customError !== null || tooBig !== null}
-          title={tooBig ?? problem ?? customError ?? undefined}>
+        <button type="submit" data-testid="start" disabled={!gpuOk || problem !== null || customError !== null || tooBig !== null || dataBusy}
+          title={tooBig ?? problem ?? customError ?? (dataBusy ? 'preparing the data' : undefined)}>
           Start run
         </button>
         <label className="check small" title="Runs sharing the GPU slow each other down: queued, each run's time and tokens/s are its own">
@@ -168,7 +131,6 @@ export function RunForm() {
         </label>
       )}
       {customError && <p className="form-problem" data-testid="custom-model-problem">{customError}</p>}
-      {fileError && <p className="form-problem" data-testid="dataset-problem">{fileError}</p>}
       {problem && <p className="form-problem" data-testid="config-problem">{problem}</p>}
       {tooBig && <p className="form-problem" data-testid="preflight-problem">Cannot start on this GPU: {tooBig}.</p>}
     </form>

@@ -1,4 +1,4 @@
-import { firstLoss, runPhase, timeLeft, type RunState } from '../state/runs';
+import { firstLoss, runPhase, timeLeft, valBpb, type RunState } from '../state/runs';
 import { formatCount, formatLoss, formatRate } from './format';
 
 function Stat({ label, value, testId, raw }: { label: string; value: string; testId: string; raw?: number | null }) {
@@ -18,6 +18,7 @@ export function RunStats({ run }: { run: RunState }) {
   const lastVal = run.val.at(-1);
   const start = firstLoss(run);
   const left = timeLeft(run);
+  const bpb = lastVal ? valBpb(run, lastVal.loss) : null;
   return (
     <div className="stats">
       <Stat label="status" testId="run-status" value={run.status === "running" || run.status === "starting" || run.status === "paused" || run.status === "interrupted" ? `${run.status}: ${runPhase(run)}` : run.status} />
@@ -26,6 +27,7 @@ export function RunStats({ run }: { run: RunState }) {
       <Stat label="loss" testId="loss-value" value={formatLoss(m?.loss)} raw={m?.loss ?? null} />
       <Stat label="first loss" testId="loss-first" value={formatLoss(start)} raw={start} />
       <Stat label="val loss" testId="val-loss" value={formatLoss(lastVal?.loss)} raw={lastVal?.loss ?? null} />
+      {run.config.data && <Stat label="val bits/byte" testId="val-bpb" value={bpb === null ? '–' : bpb.toFixed(4)} raw={bpb} />}
       <Stat label="tokens/s" testId="tokens-per-s" value={formatRate(m?.tokens_per_s)} raw={m?.tokens_per_s ?? null} />
       <Stat label="lr" testId="lr-value" value={m ? m.lr.toExponential(2) : '–'} raw={m?.lr ?? null} />
       <Stat label="grad norm" testId="grad-norm" value={m ? m.grad_norm.toFixed(3) : '–'} raw={m?.grad_norm ?? null} />

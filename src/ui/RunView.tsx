@@ -2,6 +2,7 @@ import { useState } from 'react';
 import { canContinue, isActive, runAccounting, runCsv, runJson, type RunState } from '../state/runs';
 import { useLab, useLabApi } from './context';
 import { download, fileSlug } from './download';
+import { formatCount } from './format';
 import { LossChart } from './LossChart';
 import { MemoryTable } from './MemoryTable';
 import { RunStats } from './RunStats';
@@ -100,7 +101,9 @@ export function RunView({ runId, color, selected, onSelect }: { runId: string; c
         {run.info && <span className="muted small"> · {run.info.adapter}</span>}
       </h2>
       <p className="muted small">
-        data {run.config.dataset} · scheme {run.config.scheme?.name ?? 'fp32'}: saved activations <b data-testid="run-bits" data-value={acc.saved.overall}>{acc.saved.overall.toFixed(2)}</b> bits/element,
+        data <span data-testid="run-data">{run.config.dataset}{run.config.data && ` (${formatCount(run.config.data.tokens.train + run.config.data.tokens.val)} tokens)`}</span>
+        {' '}· tokenizer <span data-testid="run-tokenizer">{run.config.tokenizer ? `${run.config.tokenizer.source}, ${run.config.tokenizer.vocabSize} tokens` : 'characters'}</span>
+        {run.config.init && <> · from <span data-testid="run-init">{run.config.init.name}</span></>} · scheme {run.config.scheme?.name ?? 'fp32'}: saved activations <b data-testid="run-bits" data-value={acc.saved.overall}>{acc.saved.overall.toFixed(2)}</b> bits/element,
         gradients {acc.grads.bits.toFixed(2)}{acc.tp && `, TP ${acc.tp.degree} × ${acc.tp.codec}`}
         {lastQuant && (
           <>

@@ -1,11 +1,13 @@
 import { createContext, useContext } from 'react';
 import { useStore } from 'zustand';
 import type { LabState, LabStore } from '../state/lab';
+import type { DataController } from '../state/data-prep';
 import type { RunController } from '../state/runner';
 
 export interface Lab {
   store: LabStore;
   runs: RunController;
+  data: DataController;
 }
 
 export const LabContext = createContext<Lab | null>(null);

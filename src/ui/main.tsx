@@ -8,7 +8,9 @@ import { createLabStore } from '../state/lab';
 import { IdbRepo, openDb } from '../state/idb';
 import { persistRuns, requestPersistentStorage, restoreRuns, type RunRepo } from '../state/persist';
 import { runQueue } from '../state/queue';
+import { DataController } from '../state/data-prep';
 import { RunController } from '../state/runner';
+import { DataWorkerClient } from '../worker/data-client';
 import { App } from './App';
 import { LabContext } from './context';
 import './lab.css';
@@ -33,11 +35,13 @@ try {
 }
 const persister = repo ? persistRuns(store, repo, report) : null;
 
-const runs = new RunController(
-  store,
-  { corpusUrl: new URL(`${import.meta.env.BASE_URL}data/tinyshakespeare.txt`, location.href).href },
-  repo,
-);
+const corpusUrl = new URL(`${import.meta.env.BASE_URL}data/tinyshakespeare.txt`, location.href).href;
+const data = new DataController(store, new DataWorkerClient(), async () => {
+  const res = await fetch(corpusUrl);
+  if (!res.ok) throw new Error(`could not load the bundled text ${corpusUrl}: HTTP ${res.status}`);
+  return new File([await res.blob()], 'tinyshakespeare.txt');
+});
+const runs = new RunController(store, { corpusUrl }, repo, (config) => data.initFiles(config));
 runQueue(store, runs);
 // Checkpoints and final states are committed as they come (RunJournal); what is left is the latest
 // metrics, written at once when the page is hidden or goes away (the transactions then complete
@@ -57,7 +61,7 @@ void detectWebGpu().then((gpu) => store.getState().setGpu(gpu));
 
 createRoot(document.getElementById('root')!).render(
   <StrictMode>
-    <LabContext.Provider value={{ store, runs }}>
+    <LabContext.Provider value={{ store, runs, data }}>
       <App />
     </LabContext.Provider>
   </StrictMode>,

@@ -29,6 +29,8 @@ export interface LaunchOptions {
 /** Where the run's text comes from, and the checkpoint it continues from. */
 export interface LaunchData {
   text?: string;
+  /** The files of a checkpoint to start from (config.init). */
+  init?: Blob[];
   resume?: { files: CheckpointBlob; elapsed_s: number };
 }
 
@@ -77,6 +79,7 @@ export function launchRun(
     ? { type: 'start', runId, config, text: data.text }
     : { type: 'start', runId, config, corpusUrl: opts.corpusUrl };
   if (data.resume) start.resume = data.resume;
+  if (data.init) start.init = data.init;
   worker.postMessage(start);
 
   const send = (type: 'pause' | 'resume') => {

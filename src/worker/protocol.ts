@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import type { MemReport } from '../engine/gpu/memory';
-import { ModelConfigSchema, PRESET_NAMES } from '../engine/model/config';
+import { ModelConfigSchema, PRESET_NAMES, PRESETS } from '../engine/model/config';
 import { modelDims } from '../engine/model/plan';
 import { tpActive, tpProblem } from '../engine/tp/tp';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
@@ -20,6 +20,25 @@ import type { QuantErrorRecord } from '../engine/train/probe';
 import type { BitsAndWire } from '../engine/train/probe-bits';
 
 export const BUNDLED_DATASET = 'tinyshakespeare';
+
+const Splits = z.object({ train: z.number().int().min(0), val: z.number().int().min(0) });
+
+export const TokenizerSettingSchema = z.object({
+  kind: z.enum(['char', 'bpe', 'hf']),
+  vocabSize: z.number().int().min(2).max(1 << 20),
+  /** What the user chose: char, bpe:N, or the tokenizer file's name. */
+  source: z.string().min(1).max(200),
+});
+
+export const PreparedDataSchema = z.object({
+  /** The token cache's key (data, text field, tokenizer). */
+  key: z.string().regex(/^[0-9a-f]{64}$/),
+  files: z.array(z.object({ name: z.string(), bytes: z.number().int().min(0) })).min(1),
+  field: z.string(),
+  tokens: Splits,
+  bytes: Splits,
+  documents: Splits,
+});
 
 export const RunConfigSchema = z
   .object({
@@ -45,6 +64,12 @@ export const RunConfigSchema = z
     sampleLength: z.number().int().min(0).max(4000),
     /** Quantization scheme (absent = fp32). */
     scheme: SchemeSchema.optional(),
+    /** The tokenizer (absent = the characters of the bundled text); its vocabulary sizes the embedding and logits. */
+    tokenizer: TokenizerSettingSchema.optional(),
+    /** Data prepared in the page's token cache (absent = the bundled text, or the picked text travelling beside). */
+    data: PreparedDataSchema.optional(),
+    /** A checkpoint the run starts from (its files travel beside the config, as `init` of start). */
+    init: z.object({ name: z.string().min(1).max(200), params: z.number().int().min(1) }).optional(),
   })
   .strict();
 
@@ -65,7 +90,10 @@ export const DEFAULT_RUN_CONFIG: RunConfig = {
 
 /** The engine's training options for a run config (pure: no GPU; used by the worker and the memory plan). */
 export function trainOptionsFor(c: RunConfig): TrainOptions {
-  const model = c.model ? { ...c.model, max_position_embeddings: Math.max(c.model.max_position_embeddings, c.seq) } : undefined;
+  // The tokenizer's vocabulary sizes the model, except an imported model's (it may pad its embedding).
+  const vocab = c.tokenizer && !c.init ? { vocab_size: c.tokenizer.vocabSize } : {};
+  const base = c.model ?? (c.tokenizer ? PRESETS[c.preset] : undefined);
+  const model = base ? { ...base, ...vocab, max_position_embeddings: Math.max(base.max_position_embeddings, c.seq) } : undefined;
   return defaultTrainOptions(c.preset, {
     steps: c.steps,
     batch: c.batch,
@@ -91,6 +119,8 @@ export const ToWorkerSchema = z.discriminatedUnion('type', [
     corpusUrl: z.string().min(1).optional(),
     /** The training text itself (a file the user picked); wins over corpusUrl. */
     text: z.string().min(1).optional(),
+    /** A checkpoint's files to start from (config.init): its weights and tokenizer, step 0. */
+    init: z.array(z.instanceof(Blob)).min(1).optional(),
     /** Continue from a checkpoint (params, optimizer moments, tokenizer, step); elapsed training time so far. */
     resume: z.object({ files: FilesSchema, elapsed_s: z.number().min(0) }).optional(),
   }),
@@ -143,6 +173,7 @@ export function checkRunConfig(raw: unknown): string | null {
   const r = RunConfigSchema.safeParse(raw);
   if (!r.success) return r.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ');
   const c = r.data;
+  if (c.init && !c.model) return `the run starts from ${c.init.name}, but has no model config of its own (forget the import to train a preset)`;
   if (c.scheme) {
     const u = unsupportedFeatures(c.scheme);
     if (u.length) return `scheme '${c.scheme.name}' uses features the engine does not implement yet: ${u.join(', ')}`;

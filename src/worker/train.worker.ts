@@ -15,7 +15,11 @@ import { countParams } from '../engine/model/config';
 import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
+import { newlinePrompt } from '../engine/train/tokenizer';
+import { StreamDataset } from '../engine/train/token-stream';
 import { Trainer, type TrainerInit } from '../engine/train/trainer';
+import { checkpointOfFiles } from './checkpoint-files';
+import { OpfsTokenCache } from './token-cache';
 import { ToWorkerSchema, trainOptionsFor, type CheckpointBlob, type ErrorKind, type FromWorker, type ToWorker } from './protocol';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
@@ -46,9 +50,18 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
   stopRequested = false;
   pauseRequested = false;
   let trainer: Trainer | null = null;
+  let closeData = () => {};
   try {
     let text = msg.text;
-    if (text === undefined) {
+    let init: TrainerInit = {};
+    if (config.data) {
+      // Prepared data: batches read from the token cache, the corpus never whole in memory.
+      post({ type: 'status', runId, phase: 'opening the prepared data' });
+      const opened = await new OpfsTokenCache().open(config.data.key);
+      closeData = opened.close;
+      init = { tokenizer: tokenizerFromJSON(opened.meta.tokenizerJSON), data: new StreamDataset(opened.stores, config.seed) };
+      text = '';
+    } else if (text === undefined) {
       if (!msg.corpusUrl) throw new Error('no training text: neither a file nor a corpus URL was given');
       post({ type: 'status', runId, phase: 'loading corpus' });
       const res = await fetch(msg.corpusUrl);
@@ -56,14 +69,18 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
       text = await res.text();
     }
 
-    let init: TrainerInit = {};
+    if (msg.init && !msg.resume) {
+      post({ type: 'status', runId, phase: 'reading the imported checkpoint' });
+      init.params = (await checkpointOfFiles(msg.init as File[])).params;
+    }
     if (msg.resume) {
       post({ type: 'status', runId, phase: 'reading checkpoint' });
       const ck = loadCheckpoint(msg.resume.files);
       init = {
+        ...init,
         params: ck.params,
         optimizer: ck.extra?.optimizer,
-        tokenizer: ck.extra?.tokenizer ? tokenizerFromJSON(ck.extra.tokenizer, ck.extra.tokenizerConfig) : undefined,
+        tokenizer: ck.extra?.tokenizer ? tokenizerFromJSON(ck.extra.tokenizer, ck.extra.tokenizerConfig) : init.tokenizer,
       };
     }
 
@@ -117,7 +134,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     let lastStepS = 0;
     const result = await runTraining(trainer, {
       steps: config.steps, evalEvery: config.evalEvery, checkpointEvery: config.evalEvery, checkpointAtEnd: true, resumed: msg.resume !== undefined,
-      sample: { every: config.sampleEvery, length: config.sampleLength, atEnd: true, prompt: '\n', temperature: 0.8, seed: (s) => config.seed + s },
+      sample: { every: config.sampleEvery, length: config.sampleLength, atEnd: true, prompt: newlinePrompt(trainer.tokenizer), temperature: 0.8, seed: (s) => config.seed + s },
     }, {
       // On a slow device (SwiftShader: seconds per step) say which step is in flight.
       beforeStep: (s) => {
@@ -148,6 +165,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     post({ type: 'error', runId, kind: errorKind(e), message: describe(e) });
   } finally {
     trainer?.destroy();
+    closeData();
     activeRun = null;
   }
 }

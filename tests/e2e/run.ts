@@ -19,6 +19,8 @@ import { adversaryTests } from './adversary';
 import { benchTests } from './bench';
 import { groupTests } from './group';
 import { compareChecks, labUiTests } from './lab-ui';
+import { dataHeapTests } from './data-heap';
+import { dataUiTests } from './data-ui';
 import { relayTests } from './relay';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -477,6 +479,8 @@ const tests: TestCase[] = [
     },
   },
   ...labUiTests(check),
+  ...dataUiTests(check),
+  ...dataHeapTests(check),
   ...groupTests(check),
   ...adversaryTests(check),
   ...relayTests(check),

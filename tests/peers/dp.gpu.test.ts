@@ -14,6 +14,7 @@ import { LoopbackHub, type LoopbackTransport } from '../../src/peers/loopback';
 import type { Transport } from '../../src/peers/transport';
 import { loadCheckpoint } from '../../src/engine/io/checkpoint';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
+import { inMemoryData } from '../../src/engine/train/data';
 import { defaultTrainOptions, type TrainOptions } from '../../src/engine/train/options';
 import { CharTokenizer } from '../../src/engine/train/tokenizer';
 import { type FlatTrainingState, Trainer } from '../../src/engine/train/trainer';
@@ -139,7 +140,7 @@ describe('data-parallel training', () => {
     try {
       // The exchange lays tensors out on the storage's 256-blocks, so the wire's INT8 blocks of a
       // backward's gradient are the stored ones: encoding them again changes nothing.
-      await agoq[0].computeGradients(agoq[0].data.rows(0, 16, 'train', 0, B));
+      await agoq[0].computeGradients(inMemoryData(agoq[0].data).rows(0, 16, 'train', 0, B));
       const stored = await gradientAccess(agoq[0].model).read();
       expect(stored.some((v) => v !== 0)).toBe(true);
       expect(Buffer.from(decodeInt8Chunk(encodeInt8Chunk(stored), stored.length).buffer).equals(Buffer.from(stored.buffer))).toBe(true);

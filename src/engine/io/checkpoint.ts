@@ -277,6 +277,9 @@ function modelTensors(files: CheckpointFilesIn): { file: string; tensors: Map<st
   return { file: `model.safetensors (${shards.length} shards)`, tensors };
 }
 
+/** The files of a folder a checkpoint reads (the CLI's --init DIR, a folder dropped into the page). */
+export const isCheckpointFile = (name: string): boolean => /\.(json|safetensors)$/.test(name);
+
 /** F32 params are views into the file bytes where aligned (no copy): do not reuse those bytes. */
 export function loadCheckpoint(files: CheckpointFilesIn): Checkpoint {
   const cfgText = asText('config.json', files['config.json']);

@@ -43,6 +43,23 @@ function checkInt(name: string, v: number, min: number): void {
   if (!Number.isSafeInteger(v) || v < min) throw new Error(`${name} must be an integer >= ${min}, got ${v}`);
 }
 
+/**
+ * Start offsets of rows [r0, r1) of batch `step` of a split of `len` tokens (the rule in the header);
+ * shared by every dataset, so in-memory and streamed token files give the same batches.
+ */
+export function drawOffsets(seed: number, split: Split, step: number, T: number, len: number, r0: number, r1: number): Int32Array {
+  if (len < T + 1) {
+    throw new Error(`${split} split has ${len} tokens, but a row of T=${T} needs at least T+1 = ${T + 1} (use a longer text or a shorter sequence)`);
+  }
+  const rng = new Rng(deriveSeed(seed >>> 0, `${split}:${step}`));
+  const out = new Int32Array(r1 - r0);
+  for (let r = 0; r < r1; r++) {
+    const start = rng.int(len - T);
+    if (r >= r0) out[r - r0] = start;
+  }
+  return out;
+}
+
 export class TextDataset implements BatchSource {
   readonly tokens: Int32Array;
   readonly train: Int32Array;
@@ -93,16 +110,7 @@ export class TextDataset implements BatchSource {
     checkInt('step', step, 0);
     checkInt('T', T, 1);
     const len = this.data(split).length;
-    if (len < T + 1) {
-      throw new Error(`${split} split has ${len} tokens, but a row of T=${T} needs at least T+1 = ${T + 1} (use a longer text or a shorter sequence)`);
-    }
-    const rng = new Rng(deriveSeed(this.seed, `${split}:${step}`));
-    const out = new Int32Array(r1 - r0);
-    for (let r = 0; r < r1; r++) {
-      const start = rng.int(len - T);
-      if (r >= r0) out[r - r0] = start;
-    }
-    return out;
+    return drawOffsets(this.seed, split, step, T, len, r0, r1);
   }
 
   /** Rows [r0, r1) of the batch as Int32Array [(r1−r0), T+1]. */
@@ -140,4 +148,10 @@ export class TextDataset implements BatchSource {
       },
     };
   }
+}
+
+/** The in-memory dataset behind a batch source (data parallelism fingerprints and shards it); streamed data is refused. */
+export function inMemoryData(data: BatchSource): TextDataset {
+  if (!(data instanceof TextDataset)) throw new Error('this needs the corpus in memory (a streamed token corpus cannot be sharded by rows here)');
+  return data;
 }

@@ -32,27 +32,45 @@ const SIGNATURES: [string, number[]][] = [
   ['a Parquet file', [0x50, 0x41, 0x52, 0x31]],
 ];
 
-const extOf = (name: string) => {
+export const extOf = (name: string) => {
   const i = name.lastIndexOf('.');
   return i < 0 ? '' : name.slice(i).toLowerCase();
 };
 
 /** The file as UTF-8 text (a leading BOM dropped), or an Error naming the file and what it looks like. */
 export function decodeText(file: SourceFile): string {
-  const b = file.bytes;
-  for (const [what, sig] of SIGNATURES) {
-    if (b.length >= sig.length && sig.every((x, i) => b[i] === x)) throw new Error(`${file.name} is ${what}, not text`);
-  }
-  const nul = b.indexOf(0);
-  if (nul >= 0) throw new Error(`${file.name} is not text: it has a NUL byte at offset ${nul} (a binary file?)`);
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(b);
-  } catch {
-    throw new Error(`${file.name} is not text: it is not valid UTF-8 (another encoding, or a binary file)`);
+  return new TextChunks(file.name).decode(file.bytes, true);
+}
+
+/**
+ * A file's text decoded chunk by chunk (a file read as a stream), refused as decodeText refuses it:
+ * a binary signature at its start, a NUL byte, invalid UTF-8 (a sequence cut between chunks is fine).
+ */
+export class TextChunks {
+  private offset = 0;
+  private readonly decoder = new TextDecoder('utf-8', { fatal: true });
+
+  constructor(private readonly name: string) {}
+
+  decode(b: Uint8Array, last: boolean): string {
+    if (this.offset === 0) {
+      for (const [what, sig] of SIGNATURES) {
+        if (b.length >= sig.length && sig.every((x, i) => b[i] === x)) throw new Error(`${this.name} is ${what}, not text`);
+      }
+    }
+    const nul = b.indexOf(0);
+    if (nul >= 0) throw new Error(`${this.name} is not text: it has a NUL byte at offset ${this.offset + nul} (a binary file?)`);
+    this.offset += b.length;
+    try {
+      return this.decoder.decode(b, { stream: !last });
+    } catch {
+      throw new Error(`${this.name} is not text: it is not valid UTF-8 (another encoding, or a binary file)`);
+    }
   }
 }
 
-function textOf(file: string, where: string, v: unknown, field: string): string {
+/** The text of one record (a string, or an object's `field`), or an Error naming the file and place. */
+export function textOf(file: string, where: string, v: unknown, field: string): string {
   if (typeof v === 'string') return v;
   if (v && typeof v === 'object' && !Array.isArray(v)) {
     const t = (v as Record<string, unknown>)[field];

@@ -130,3 +130,12 @@ export class CharTokenizer implements Tokenizer {
     return new CharTokenizer(j.vocab);
   }
 }
+
+/** The prompt samples start from: a newline where the vocabulary can say one, else nothing (the first token). */
+export function newlinePrompt(t: Pick<Tokenizer, 'encode'>): string {
+  try {
+    return t.encode('\n').length > 0 ? '\n' : '';
+  } catch {
+    return '';
+  }
+}

@@ -12,7 +12,7 @@ import { flatten, initParams, unflatten } from '../model/params';
 import { packAdamwStep } from '../optim/adamw';
 import { lrAt } from '../optim/schedule';
 import { type BudgetChoice, resolveBudget } from '../scheme/resolve';
-import { TextDataset } from './data';
+import { type BatchSource, TextDataset } from './data';
 import { streamText } from './generate-text';
 import { QuantErrorProbe, quantProbeBufferPlan, type QuantErrorRecord } from './probe';
 import { type OptimizerConfig, type TrainOptions, validateTrainOptions } from './options';
@@ -46,8 +46,8 @@ export interface TrainerInit {
   /** Resume: optimizer moments and step. */
   optimizer?: { m: Map<string, Float32Array>; v: Map<string, Float32Array>; step: number };
   tokenizer?: Tokenizer;
-  /** Pre-tokenized data (datasets.ts); the text argument is then unused. */
-  data?: TextDataset;
+  /** Pre-tokenized data (datasets.ts, or streamed from token stores: token-stream.ts); the text argument is then unused. */
+  data?: BatchSource;
 }
 
 /** All buffers a training run allocates: the model at (B, T) plus a decoder of context T sharing its weights. */
@@ -179,7 +179,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     readonly rt: Runtime,
     readonly opts: TrainOptions,
     readonly model: LlamaGpu,
-    readonly data: TextDataset,
+    readonly data: BatchSource,
     readonly tokenizer: Tokenizer,
     owner: string,
   ) {

@@ -1,0 +1,131 @@
+import { useState } from 'react';
+import { useStore } from 'zustand';
+import type { DataController } from '../state/data-prep';
+import { DATA_EXTENSIONS } from '../engine/train/datasets';
+import { BUNDLED_DATASET } from '../worker/protocol';
+import { useLabApi } from './context';
+import { formatBytes, formatCount } from './format';
+
+const ACCEPT = [...DATA_EXTENSIONS, '.safetensors'].join(',');
+
+/** Every file of a drop, folders walked (a dropped folder arrives as one entry). */
+async function droppedFiles(dt: DataTransfer): Promise<File[]> {
+  const entries = [...dt.items].map((i) => i.webkitGetAsEntry?.()).filter((e): e is FileSystemEntry => !!e);
+  if (!entries.some((e) => e.isDirectory)) return [...dt.files];
+  const out: File[] = [];
+  const walk = async (e: FileSystemEntry): Promise<void> => {
+    if (e.isFile) out.push(await new Promise<File>((res, rej) => (e as FileSystemFileEntry).file(res, rej)));
+    else if (e.isDirectory) {
+      const reader = (e as FileSystemDirectoryEntry).createReader();
+      for (;;) {
+        const batch = await new Promise<FileSystemEntry[]>((res, rej) => reader.readEntries(res, rej));
+        if (batch.length === 0) break;
+        for (const c of batch) await walk(c);
+      }
+    }
+  };
+  for (const e of entries) await walk(e);
+  return out;
+}
+
+function useData(data: DataController) {
+  return useStore(data.state);
+}
+
+/** The run's data (files, a folder, or a checkpoint to start from) and its tokenizer, prepared in the data worker. */
+export function DataPanel() {
+  const { data } = useLabApi();
+  const s = useData(data);
+  const [dragging, setDragging] = useState(false);
+  const [vocab, setVocab] = useState(s.tokenizer.kind === 'bpe' ? s.tokenizer.vocabSize : 512);
+  const busy = s.job !== null;
+  const drop = (files: File[]) => void data.drop(files);
+  const p = s.prepared;
+  const tokKind = s.tokenizer.kind;
+
+  return (
+    <div
+      className={`field dataset${dragging ? ' dragging' : ''}`}
+      data-testid="dataset"
+      data-settled={s.settled}
+      onDragOver={(e) => { e.preventDefault(); setDragging(true); }}
+      onDragLeave={() => setDragging(false)}
+      onDrop={(e) => { e.preventDefault(); setDragging(false); void droppedFiles(e.dataTransfer).then(drop); }}
+    >
+      <span>Data</span>
+      <span className="dataset-row">
+        <b data-testid="dataset-name">
+          {s.files.length === 0 ? `${BUNDLED_DATASET} (bundled)` : s.files.map((f) => f.name).join(', ')}
+        </b>
+        <label className="button-like small">
+          pick / drop files
+          <input type="file" multiple accept={ACCEPT} hidden data-testid="dataset-file" disabled={busy}
+            onChange={(e) => { drop([...(e.target.files ?? [])]); e.target.value = ''; }} />
+        </label>
+        <label className="button-like small">
+          folder
+          <input type="file" hidden data-testid="dataset-folder" disabled={busy} {...{ webkitdirectory: '' }}
+            onChange={(e) => { drop([...(e.target.files ?? [])]); e.target.value = ''; }} />
+        </label>
+        {s.files.length > 0 && (
+          <button type="button" className="small" disabled={busy} onClick={() => void data.useBundled()}>use bundled</button>
+        )}
+      </span>
+      {s.infos.some((i) => i.fields.length > 0) && (
+        <label className="dataset-row small">
+          text field
+          <select data-testid="text-field" value={s.field} disabled={busy} onChange={(e) => void data.setField(e.target.value)}>
+            {[...new Set([s.field, ...s.infos.flatMap((i) => i.fields)])].map((f) => <option key={f} value={f}>{f}</option>)}
+          </select>
+        </label>
+      )}
+      <span className="dataset-row small">
+        <label>
+          tokenizer{' '}
+          <select data-testid="tokenizer" value={tokKind} disabled={busy || s.imported !== null}
+            onChange={(e) => void data.setTokenizer(e.target.value === 'bpe' ? { kind: 'bpe', vocabSize: vocab } : { kind: 'char' })}>
+            <option value="char">characters</option>
+            <option value="bpe">byte-level BPE</option>
+            {tokKind === 'file' && <option value="file">{s.tokenizer.kind === 'file' ? s.tokenizer.name : 'file'}</option>}
+          </select>
+        </label>
+        <label>
+          BPE vocabulary{' '}
+          <input type="number" data-testid="bpe-vocab" min={257} max={65535} step={1} value={vocab} disabled={busy || s.imported !== null}
+            onChange={(e) => setVocab(Number(e.target.value))} />
+        </label>
+        <button type="button" className="small" data-testid="bpe-train" disabled={busy || s.imported !== null || !(vocab >= 257 && vocab < 65536)}
+          onClick={() => void data.setTokenizer({ kind: 'bpe', vocabSize: vocab })}>
+          train BPE
+        </button>
+        <label className="button-like small">
+          tokenizer.json
+          <input type="file" accept=".json" hidden data-testid="tokenizer-file" disabled={busy || s.imported !== null}
+            onChange={(e) => { const f = e.target.files?.[0]; if (f) void data.tokenizerFile(f); e.target.value = ''; }} />
+        </label>
+      </span>
+      {s.imported && (
+        <span className="dataset-row small" data-testid="imported-model">
+          starts from the imported checkpoint ({s.imported.name}: {formatCount(s.imported.model.params)} params, vocabulary {s.imported.model.config.vocab_size})
+          <button type="button" className="small" disabled={busy} onClick={() => void data.forgetImport()}>forget</button>
+        </span>
+      )}
+      {s.job && (
+        <span className="dataset-row small" data-testid="data-job">
+          <progress max={s.job.total || 1} value={s.job.done} aria-label={s.job.phase} />
+          {s.job.phase} {s.job.total > 0 && `${Math.round((100 * s.job.done) / s.job.total)}%`}
+          <button type="button" className="small" data-testid="data-cancel" onClick={() => data.cancel()}>cancel</button>
+        </span>
+      )}
+      {p && !s.job && (
+        <span className="small muted" data-testid="dataset-summary" data-tokens={p.stats.tokens.train + p.stats.tokens.val} data-vocab={p.tokenizer.vocabSize} data-cached={String(p.cached)}>
+          {formatCount(p.stats.tokens.train + p.stats.tokens.val)} tokens of {formatBytes(p.stats.bytes.train + p.stats.bytes.val)}
+          {' '}({p.stats.documents.train + p.stats.documents.val} documents, {formatCount(p.stats.tokens.val)} tokens validate)
+          {' '}· {p.tokenizer.kind === 'char' ? 'characters' : p.tokenizer.source}, vocabulary {p.tokenizer.vocabSize}
+          {p.cached ? ' · from the token cache' : ''}
+        </span>
+      )}
+      {s.error && <span className="form-problem" data-testid="dataset-problem">{s.error}</span>}
+    </div>
+  );
+}
