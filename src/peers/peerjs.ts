@@ -89,6 +89,8 @@ export class PeerJsTransport implements Transport {
   private closed = false;
   private readonly o: PeerJsTunables;
   private readonly out: SendQueues;
+  /** When heartbeat() last ran (a late tick means this thread was blocked). */
+  private lastTick = 0;
   private readonly controlHost: ControlHost;
 
   /** Registers with the PeerServer, reads its listing and dials the room's members. */
@@ -169,6 +171,7 @@ export class PeerJsTransport implements Transport {
       }, 1000);
       this.graceTimers.add(t);
     });
+    this.lastTick = Date.now();
     this.timers.push(
       setInterval(() => this.heartbeat(), this.o.heartbeatMs),
       setInterval(() => {
@@ -424,7 +427,12 @@ export class PeerJsTransport implements Transport {
 
   private heartbeat(): void {
     const now = Date.now();
+    // This thread was blocked (the tick came late): the peers' messages are still queued behind
+    // this tick, so their silence is ours; count it from now instead of dropping them.
+    const late = now - this.lastTick > Math.max(4 * this.o.heartbeatMs, this.o.peerTimeoutMs / 2);
+    this.lastTick = now;
     for (const link of [...this.links.values()]) {
+      if (late && link.lastSeen !== null) link.lastSeen = now;
       if (link.state === 'admitted') {
         const silent = now - (link.lastSeen ?? now);
         if (silent > this.o.peerTimeoutMs && now > link.quietUntil) {

@@ -322,6 +322,36 @@ describe('PeerJsTransport (real PeerServer, wrtc data channels)', () => {
     expect(out[0].map((x) => x[0])).toEqual([0, 1]);
   });
 
+  it("a member that announced it is busy is not dropped while silent; one that did not is", async () => {
+    for (const busy of [true, false]) {
+      const ms = await mesh(2, { peerTimeoutMs: 400, heartbeatMs: 100 });
+      const left: string[] = [];
+      ms[0].t.onPeerLeave((p) => left.push(p));
+      if (busy) ms[1].t.announceBusy(10_000);
+      await new Promise((r) => setTimeout(r, 100));
+      // Member 1 goes silent with its thread running: no pings, no pongs.
+      const out = (ms[1].t as unknown as { out: { tryControl(): void; control(): void } }).out;
+      out.tryControl = () => {};
+      out.control = () => {};
+      await new Promise((r) => setTimeout(r, 1500));
+      if (busy) expect(ms[0].t.peers(), 'dropped despite announcing busy').toEqual([ms[1].t.id]);
+      else expect(left, 'a silent member that did not announce busy stayed').toEqual([ms[1].t.id]);
+      for (const m of ms) m.t.close();
+    }
+  });
+
+  it('a member whose own thread was blocked does not drop the peers whose messages queued meanwhile', async () => {
+    // Both members in this process are blocked alike, as Dawn's synchronous compilation blocks a Node member.
+    const ms = await mesh(2, { peerTimeoutMs: 400, heartbeatMs: 100 });
+    const left: string[] = [];
+    ms.forEach((m) => m.t.onPeerLeave((p) => left.push(p)));
+    const end = Date.now() + 1500;
+    while (Date.now() < end) { /* blocked thread */ }
+    await new Promise((r) => setTimeout(r, 800));
+    expect(left, ms.flatMap((m) => m.problems.map((p) => p.message)).join(' | ')).toEqual([]);
+    expect(ms[0].t.peers()).toEqual([ms[1].t.id]);
+  });
+
   it('the headless CLI joins by link and prints the roster; when it stalls it is dropped after the timeout', async () => {
     const room = createRoomId();
     const host = await join(room, { role: 'host', passphrase: 'pw', peerTimeoutMs: 1500 });
