@@ -12,7 +12,7 @@ import { crossEntropyForwardBackward } from '../kernels/crossentropy';
 import { copy } from '../kernels/elementwise';
 import { embeddingBackward, embeddingForward } from '../kernels/embedding';
 import { matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul';
-import { qdq, type QdqDispatches } from '../kernels/qdq';
+import { qdq } from '../kernels/qdq';
 import { buildDequantize, buildQuantize, dequantizeRows } from '../kernels/quantize';
 import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce';
 import { rmsnormBackward, rmsnormForward } from '../kernels/rmsnorm';
@@ -27,6 +27,7 @@ import type { ParamLayout } from './params';
 import {
   type LayerSavedKey, LINEAR, linearsTransposed, liveKey, type ModelBuildOptions, type ModelDims, type SavedStorage,
 } from './plan';
+import { computePaths, Int8Gemms, type LayerPaths } from './int8-gemms';
 import { resolvePlan, type RunPlan } from './run-plan';
 import { type TensorParallel, TpSim } from '../tp/tp';
 import { TpPeer } from '../tp/tp-peer';
@@ -72,8 +73,10 @@ export class LlamaGpu {
   readonly tp: TensorParallel | null;
   /** Quantized gradient storage per tensor, or null for the fp32 flat gradient buffer. */
   private readonly gradStore: Map<string, SavedStorage> | null;
-  /** Fake-quantization kernels whose stochastic-rounding seed changes every step. */
-  private readonly srKernels: { label: string; k: QdqDispatches }[] = [];
+  /** Quantizers (fake or real) whose stochastic-rounding seed changes every step. */
+  private readonly srKernels: { label: string; setSeed: (seed: number) => void }[] = [];
+  /** The INT8 GEMMs (null when every layer computes in fp32). */
+  private readonly i8: Int8Gemms | null;
   /**
    * Spots in the forward where a tensor and its quantized form are both live, keyed like the probe
    * sites of train/probe.ts (which measures ‖x − x̂‖/‖x‖ there on evaluation steps).
@@ -98,6 +101,9 @@ export class LlamaGpu {
     rt.write(this.b('rope'), ropeTablePacked(T, this.dims.D, cfg.rope_theta));
     this.gradStore = this.plan.grads;
     const b = (k: string) => this.b(k);
+    this.i8 = this.plan.int8.rows || this.plan.int8.dw
+      ? new Int8Gemms(rt, this.dims, b, (label, setSeed) => this.srKernels.push({ label, setSeed }))
+      : null;
     const { tp, tpRank } = this.plan.wire;
     this.tp = !tp ? null
       : tpRank === undefined ? new TpSim(rt, this.dims, tp, b)
@@ -206,7 +212,7 @@ export class LlamaGpu {
 
   private fakeQuant(label: string, x: Binding, n: number, rowLength: number, spec: QuantSpec): Dispatch[] {
     const k = qdq(this.rt, { label, x, n, rowLength, spec });
-    if (spec.rounding === 'stochastic') this.srKernels.push({ label, k });
+    if (spec.rounding === 'stochastic') this.srKernels.push({ label, setSeed: (seed) => k.setSeed(seed) });
     return [...k];
   }
 
@@ -223,8 +229,15 @@ export class LlamaGpu {
     return q;
   }
 
-  /** What the forward GEMMs of layer l read as input x (its gemm_inputs cell). */
+  /**
+   * What the forward GEMMs of layer l read as input x (its gemm_inputs cell). With an INT8 forward
+   * x is quantized per token here, once for all the GEMMs that read it (their codes in i8.a).
+   */
   private gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
+    if (this.plan.layers[l].compute.forward === 'int8') {
+      push(this.int8().quantizeRows(label, x, this.dims.N, width));
+      return x;
+    }
     const q = this.quantizedCopy(this.plan.layers[l].gemmInputs, 'aq', label, x, width, push);
     if (q !== x) this.probePoints.set(label, { after: this.forward[this.forward.length - 1], x, xhat: q, n: this.dims.N * width });
     return q;
@@ -238,6 +251,7 @@ export class LlamaGpu {
    * Short inputs (fewer than LINEAR_NN_MIN_ROWS tokens) read W as stored: the transpose would cost more.
    */
   private linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false): Dispatch[] {
+    if (this.plan.layers[l].compute.forward === 'int8') return this.int8().forward(label, this.lin(l, name), out, M, N, K, accumulate);
     if (!linearsTransposed(M, this.opts.linearNnMinRows)) {
       return [matmul(this.rt, { label, a: x, b: this.lin(l, name), c: out, M, N, K, transB: true, accumulate })];
     }
@@ -245,6 +259,39 @@ export class LlamaGpu {
       transposeMatrix(this.rt, { label: `${label}.wT`, src: this.lin(l, name), dst: this.b('wT'), rows: N, cols: K }),
       matmul(this.rt, { label, a: x, b: { buffer: this.b('wT'), offset: 0, size: N * K * 4 }, c: out, M, N, K, accumulate }),
     ];
+  }
+
+  private int8(): Int8Gemms {
+    if (!this.i8) throw new Error('internal: an INT8 GEMM in a plan without INT8 buffers');
+    return this.i8;
+  }
+
+  /** dX (+)= dY·W for layer l's linear `name` (W [K, N] = [out, in]) in the layer's dX compute format. */
+  private dxGemm(l: number, label: string, dy: GPUBuffer, name: string, out: GPUBuffer, M: number, N: number, K: number, accumulate = false): Dispatch[] {
+    const c = this.plan.layers[l].compute;
+    if (c.dx === 'int8') return this.int8().dx(label, dy, this.lin(l, name), out, M, N, K, accumulate, c.gradRounding);
+    return [matmul(this.rt, { label, a: dy, b: this.lin(l, name), c: out, M, N, K, accumulate })];
+  }
+
+  /**
+   * dW = dYᵀ·X of layer l (dY [tokens, outW], X [tokens, inW]) in the layer's dW compute format:
+   * fp32 (split over tokens into `scratch`, dY through its gemm_output_grads cell), or INT8 in
+   * blocks of tokens; `xShared`: X's INT8 codes are the previous dW GEMM's (q/k/v, gate/up).
+   */
+  private dwGemm(l: number, label: string, dy: GPUBuffer, outW: number, x: GPUBuffer, inW: number, c: Binding, scratch: 'dq' | 'dF1',
+    push: (d: Dispatch | Dispatch[]) => void, xShared = false): void {
+    const cp = this.plan.layers[l].compute;
+    if (cp.dw === 'fp32') {
+      push(this.dwMatmul({ label, a: this.dwGrad(l, label, dy, outW, push), b: x, c, M: outW, N: inW, K: this.dims.N, transA: true }, scratch));
+      return;
+    }
+    if (!xShared) push(this.int8().dwInput(label, x, inW, cp.dwBlock));
+    push(this.int8().dw(label, dy, outW, inW, c, cp.dwBlock, cp.gradRounding));
+  }
+
+  /** The kernel each layer's forward, dX and dW GEMMs run on this device (computePaths in ./int8-gemms.ts). */
+  computePaths(): LayerPaths[] {
+    return computePaths(this.plan.layers, this.i8?.paths ?? new Map(), this.training);
   }
 
   /** The output gradient a dW GEMM of layer l reads (its gemm_output_grads cell; dX uses dy as is). */
@@ -280,7 +327,7 @@ export class LlamaGpu {
 
   /** Rewrites the stochastic-rounding seeds of the fake quantizers (once per step). */
   setStepSeed(step: number): void {
-    for (const { label, k } of this.srKernels) k.setSeed(deriveSeed(step, label));
+    for (const { label, setSeed } of this.srKernels) setSeed(deriveSeed(step, label));
   }
 
   private lmHead(): string {
@@ -396,9 +443,9 @@ export class LlamaGpu {
       const lab = (s: string) => `L${l}.${s}`;
       // MLP. dWdown = dresᵀ·act first: act's live copy is dF1, which down.dx then overwrites with dact.
       load('act');
-      push(this.dwMatmul({ label: lab('down.dw'), a: this.dwGrad(l, lab('down.dw'), dres, C, push), b: a('act'), c: gr('mlp.down_proj.weight'), M: C, N: F, K: N, transA: true }, 'dq'));
+      this.dwGemm(l, lab('down.dw'), dres, C, a('act'), F, gr('mlp.down_proj.weight'), 'dq', push);
       storeL('mlp.down_proj.weight');
-      push(matmul(rt, { label: lab('down.dx'), a: dres, b: this.lin(l, 'mlp.down_proj.weight'), c: dF1, M: N, N: F, K: C }));
+      push(this.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C));
       load('gate');
       // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
       // dF1 itself (dact) when up is stored quantized (swigluBackwardBlocks).
@@ -406,9 +453,9 @@ export class LlamaGpu {
       if (this.storage[l].up) push(this.swigluBackwardBlocks(l, lab('swiglu.bwd')));
       else push(swigluBackward(rt, { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } }));
       load('h2'); // live copy in dh
-      push(this.dwMatmul({ label: lab('gate.dw'), a: this.dwGrad(l, lab('gate.dw'), a('gate'), F, push), b: a('h2'), c: gr('mlp.gate_proj.weight'), M: F, N: C, K: N, transA: true }, 'dq'));
+      this.dwGemm(l, lab('gate.dw'), a('gate'), F, a('h2'), C, gr('mlp.gate_proj.weight'), 'dq', push);
       storeL('mlp.gate_proj.weight');
-      push(this.dwMatmul({ label: lab('up.dw'), a: this.dwGrad(l, lab('up.dw'), dup, F, push), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }, 'dq'));
+      this.dwGemm(l, lab('up.dw'), dup, F, a('h2'), C, gr('mlp.up_proj.weight'), 'dq', push, true);
       storeL('mlp.up_proj.weight');
       if (this.tp) {
         push(this.tp.columnParallelDx(lab('mlp.dx.tp'), [
@@ -416,17 +463,17 @@ export class LlamaGpu {
           { dy: dup, ...this.weightAt(l, `model.layers.${l}.mlp.up_proj.weight`), rows: F },
         ], dh));
       } else {
-        push(matmul(rt, { label: lab('gate.dx'), a: a('gate'), b: this.lin(l, 'mlp.gate_proj.weight'), c: dh, M: N, N: C, K: F }));
-        push(matmul(rt, { label: lab('up.dx'), a: dup, b: this.lin(l, 'mlp.up_proj.weight'), c: dh, M: N, N: C, K: F, accumulate: true }));
+        push(this.dxGemm(l, lab('gate.dx'), a('gate'), 'mlp.gate_proj.weight', dh, N, C, F));
+        push(this.dxGemm(l, lab('up.dx'), dup, 'mlp.up_proj.weight', dh, N, C, F, true));
       }
       load('xMid'); // live copy in dq (free until the attention backward)
       push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
       storeL('post_attention_layernorm.weight');
       // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
       load('o');
-      push(this.dwMatmul({ label: lab('o.dw'), a: this.dwGrad(l, lab('o.dw'), dres, C, push), b: a('o'), c: gr('self_attn.o_proj.weight'), M: C, N: QC, K: N, transA: true }, 'dF1'));
+      this.dwGemm(l, lab('o.dw'), dres, C, a('o'), QC, gr('self_attn.o_proj.weight'), 'dF1', push);
       storeL('self_attn.o_proj.weight');
-      push(matmul(rt, { label: lab('o.dx'), a: dres, b: this.lin(l, 'self_attn.o_proj.weight'), c: dh, M: N, N: QC, K: C }));
+      push(this.dxGemm(l, lab('o.dx'), dres, 'self_attn.o_proj.weight', dh, N, QC, C));
       load('q');
       load('k');
       load('v');
@@ -435,11 +482,11 @@ export class LlamaGpu {
       push(rope(rt, { label: lab('rope_q.bwd'), x: this.b('dq'), y: this.b('qRaw'), table: this.b('rope'), B, T, nHeads: nH, D, inverse: true }));
       push(rope(rt, { label: lab('rope_k.bwd'), x: this.b('dk'), y: this.b('kRaw'), table: this.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
       load('h1'); // live copy in dh (dO is consumed)
-      push(this.dwMatmul({ label: lab('q.dw'), a: this.dwGrad(l, lab('q.dw'), this.b('qRaw'), QC, push), b: a('h1'), c: gr('self_attn.q_proj.weight'), M: QC, N: C, K: N, transA: true }, 'dF1'));
+      this.dwGemm(l, lab('q.dw'), this.b('qRaw'), QC, a('h1'), C, gr('self_attn.q_proj.weight'), 'dF1', push);
       storeL('self_attn.q_proj.weight');
-      push(this.dwMatmul({ label: lab('k.dw'), a: this.dwGrad(l, lab('k.dw'), this.b('kRaw'), KVC, push), b: a('h1'), c: gr('self_attn.k_proj.weight'), M: KVC, N: C, K: N, transA: true }, 'dF1'));
+      this.dwGemm(l, lab('k.dw'), this.b('kRaw'), KVC, a('h1'), C, gr('self_attn.k_proj.weight'), 'dF1', push, true);
       storeL('self_attn.k_proj.weight');
-      push(this.dwMatmul({ label: lab('v.dw'), a: this.dwGrad(l, lab('v.dw'), this.b('dv'), KVC, push), b: a('h1'), c: gr('self_attn.v_proj.weight'), M: KVC, N: C, K: N, transA: true }, 'dF1'));
+      this.dwGemm(l, lab('v.dw'), this.b('dv'), KVC, a('h1'), C, gr('self_attn.v_proj.weight'), 'dF1', push, true);
       storeL('self_attn.v_proj.weight');
       if (this.tp) {
         push(this.tp.columnParallelDx(lab('qkv.dx.tp'), [
@@ -448,9 +495,9 @@ export class LlamaGpu {
           { dy: this.b('dv'), ...this.weightAt(l, `model.layers.${l}.self_attn.v_proj.weight`), rows: KVC },
         ], dh));
       } else {
-        push(matmul(rt, { label: lab('q.dx'), a: this.b('qRaw'), b: this.lin(l, 'self_attn.q_proj.weight'), c: dh, M: N, N: C, K: QC }));
-        push(matmul(rt, { label: lab('k.dx'), a: this.b('kRaw'), b: this.lin(l, 'self_attn.k_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
-        push(matmul(rt, { label: lab('v.dx'), a: this.b('dv'), b: this.lin(l, 'self_attn.v_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
+        push(this.dxGemm(l, lab('q.dx'), this.b('qRaw'), 'self_attn.q_proj.weight', dh, N, C, QC));
+        push(this.dxGemm(l, lab('k.dx'), this.b('kRaw'), 'self_attn.k_proj.weight', dh, N, C, KVC, true));
+        push(this.dxGemm(l, lab('v.dx'), this.b('dv'), 'self_attn.v_proj.weight', dh, N, C, KVC, true));
       }
       load('xIn'); // live copy in qRaw (consumed by q.dx above)
       push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
