@@ -8,7 +8,7 @@
  */
 import type { Runtime } from '../engine/gpu/runtime';
 import type { MemReport } from '../engine/gpu/memory';
-import type { LayerPaths } from '../engine/model/int8-gemms';
+import { gemmPathSummary, type LayerPaths } from '../engine/model/int8-gemms';
 import { median, timeDispatches } from '../engine/gpu/timer';
 import type { PresetName } from '../engine/model/config';
 import type { Scheme } from '../engine/scheme/scheme';
@@ -104,7 +104,3 @@ export async function benchStep(rt: Runtime, o: StepBenchOptions): Promise<StepB
   }
 }
 
-/** 'fwd X, dx Y, dw Z' for each distinct per-layer combination (one, usually), joined by '; '. */
-export function gemmPathSummary(paths: LayerPaths[]): string {
-  return [...new Set(paths.map((p) => `fwd ${p.forward}, dx ${p.dx}, dw ${p.dw}`))].join('; ');
-}

@@ -101,6 +101,7 @@ export function RunView({ runId, color, selected, onSelect }: { runId: string; c
       <p className="muted small">
         data {run.config.dataset} · scheme {run.config.scheme?.name ?? 'fp32'}: saved activations <b data-testid="run-bits" data-value={acc.saved.overall}>{acc.saved.overall.toFixed(2)}</b> bits/element,
         gradients {acc.grads.bits.toFixed(2)}{acc.tp && `, TP ${acc.tp.degree} × ${acc.tp.codec}`}
+        {run.info?.gemmPaths?.includes('int8') && <> · GEMMs <span data-testid="run-gemm-paths">{run.info.gemmPaths}</span></>}
         {lastQuant && (
           <>
             {' '}· quantization error after step {lastQuant.step + 1}:{' '}

@@ -97,3 +97,8 @@ export function computePaths(layers: { compute: LayerCompute }[], paths: Readonl
     };
   });
 }
+
+/** 'fwd X, dx Y, dw Z' for each distinct per-layer combination (one, usually), joined by '; '. */
+export function gemmPathSummary(paths: LayerPaths[]): string {
+  return [...new Set(paths.map((p) => `fwd ${p.forward}, dx ${p.dx}, dw ${p.dw}`))].join('; ');
+}
