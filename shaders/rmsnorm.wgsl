@@ -122,3 +122,67 @@ fn rmsnorm_bwd_dw_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
   for (; k < p.K; k++) { acc += s_part[k * p.C + c]; }
   if (p.accumulate != 0u) { s_dw[c] = s_dw[c] + acc; } else { s_dw[c] = acc; }
 }
+
+//--- rows_q
+// Forward that also writes y's INT8 codes per row (the INT8 GEMMs' X operand; quantizeRef 'row'
+// semantics, code for code): bindings x, w, params, y, rstd, codes (one u32 per vec4 of y: four
+// consecutive codes), scales [N]. vec4 elements only; prepended: quant/codec.wgsl.
+@group(0) @binding(0) var<storage, read> q_x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> q_w: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> q_y: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> q_rstd: array<f32>;
+@group(0) @binding(5) var<storage, read_write> q_codes: array<u32>;
+@group(0) @binding(6) var<storage, read_write> q_scales: array<f32>;
+
+// |v| for finite v, 0 for NaN/Inf (the quantizer's absmax skips them).
+fn finite_abs(v: f32) -> f32 {
+  let b = bitcast<u32>(v) & 0x7fffffffu;
+  return select(0.0, bitcast<f32>(b), b < 0x7f800000u);
+}
+
+fn q_code(v: f32, s: f32) -> u32 {
+  if (s == 0.0 || (bitcast<u32>(v) & 0x7fffffffu) >= 0x7f800000u) { return 0u; }
+  return int_encode(div_rn(v, s), 127.0);
+}
+
+// Tree max over the workgroup (red from wg-sum.wgsl); uniform control flow.
+fn wg_max(v: f32, lid: u32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+
+@compute @workgroup_size(WG)
+fn rmsnorm_fwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                 @builtin(num_workgroups) nwg: vec3<u32>) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.N) { return; }
+  let cv = p.C / 4u;
+  let base = row * cv;
+  var acc = 0.0;
+  for (var c = lid; c < cv; c += WG) { let v = q_x[base + c]; acc += hsum(v * v); }
+  let r = inverseSqrt(wg_sum(acc, lid) / f32(p.C) + p.eps);
+  var m = 0.0;
+  for (var c = lid; c < cv; c += WG) {
+    let y = q_w[c] * (q_x[base + c] * r);
+    q_y[base + c] = y;
+    m = max(m, max(max(finite_abs(y.x), finite_abs(y.y)), max(finite_abs(y.z), finite_abs(y.w))));
+  }
+  let amax = wg_max(m, lid);
+  // 2^-110 (SCALE_TINY): a (near-)zero row stores s = 0 and codes 0.
+  let s = select(div_rn(amax, 127.0), 0.0, bitcast<u32>(amax) < 0x08800000u);
+  for (var c = lid; c < cv; c += WG) {
+    let y = q_w[c] * (q_x[base + c] * r); // the same expression: the values just stored
+    q_codes[base + c] = set_byte(set_byte(set_byte(set_byte(0u, 0u, q_code(y.x, s)), 1u, q_code(y.y, s)), 2u, q_code(y.z, s)), 3u, q_code(y.w, s));
+  }
+  if (lid == 0u) {
+    q_rstd[row] = r;
+    q_scales[row] = s;
+  }
+}

@@ -8,6 +8,7 @@ import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { copy } from '../kernels/elementwise';
 import { matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul';
 import { qdq } from '../kernels/qdq';
+import { rmsnormForward, rmsnormForwardQuantized } from '../kernels/rmsnorm';
 import { transposeMatrix } from '../kernels/slice';
 import { isFp32, type QuantSpec } from '../scheme/scheme';
 import { computePaths, Int8Gemms, type LayerPaths } from './int8-gemms';
@@ -90,16 +91,23 @@ export class LinearGemms {
 
   /**
    * What the forward GEMMs of layer l read as input x (its gemm_inputs cell). With an INT8 forward
-   * x is quantized per token here, once for all the GEMMs that read it (their codes in i8.a).
+   * x is quantized per token here, once for all the GEMMs that read it (their codes in i8.a), unless
+   * `normCodes`: the RMSNorm that produced x wrote them (inputNorm).
    */
-  gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
+  gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void, normCodes = false): Binding {
     if (this.plan.layers[l].compute.forward === 'int8') {
-      push(this.int8().quantizeRows(label, x, this.plan.dims.N, width));
+      if (!normCodes) push(this.int8().quantizeRows(label, x, this.plan.dims.N, width));
       return x;
     }
     const q = this.quantizedCopy(this.plan.layers[l].gemmInputs, 'aq', label, x, width, push);
     if (q !== x) this.probePoints.set(label, { after: this.forward[this.forward.length - 1], x, xhat: q, n: this.plan.dims.N * width });
     return q;
+  }
+
+  /** An RMSNorm whose output feeds layer l's forward GEMMs: with an INT8 forward it also writes y's codes into i8.a (read by gemmInput with normCodes). */
+  inputNorm(l: number, o: Parameters<typeof rmsnormForward>[1]): Dispatch[] {
+    if (this.plan.layers[l].compute.forward !== 'int8') return [rmsnormForward(this.rt, o)];
+    return rmsnormForwardQuantized(this.rt, { ...o, codes: this.b('i8.a'), scales: this.b('i8.as') });
   }
 
   /**

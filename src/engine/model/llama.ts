@@ -233,11 +233,11 @@ export class LlamaGpu {
       const next = l + 1 < L ? this.saved(l + 1, 'xIn') : this.saved(L, 'xFinal');
       const store = (k: LayerSavedKey) => push(this.storeSaved(l, k));
       store('xIn');
-      push(rmsnormForward(rt, { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps } }));
+      push(this.g.inputNorm(l, { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps } }));
       // Residual copy first: xIn is dead after this (its live copy may be qRaw, written next).
       push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
       store('h1');
-      const h1 = this.g.gemmInput(l, lab('qkv_in'), a('h1'), C, push);
+      const h1 = this.g.gemmInput(l, lab('qkv_in'), a('h1'), C, push, true);
       push(this.g.linear(lab('q_proj'), l, 'self_attn.q_proj.weight', h1, this.b('qRaw'), N, QC, C));
       push(this.g.linear(lab('k_proj'), l, 'self_attn.k_proj.weight', h1, this.b('kRaw'), N, KVC, C));
       push(this.g.linear(lab('v_proj'), l, 'self_attn.v_proj.weight', h1, a('v'), N, KVC, C));
@@ -253,9 +253,9 @@ export class LlamaGpu {
       if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), oIn, this.g.lin(l, 'self_attn.o_proj.weight'), QC, a('xMid')));
       else push(this.g.linear(lab('o_proj'), l, 'self_attn.o_proj.weight', oIn, a('xMid'), N, C, QC, true));
       store('xMid');
-      push(rmsnormForward(rt, { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
+      push(this.g.inputNorm(l, { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
       store('h2');
-      const h2 = this.g.gemmInput(l, lab('mlp_in'), a('h2'), C, push);
+      const h2 = this.g.gemmInput(l, lab('mlp_in'), a('h2'), C, push, true);
       push(this.g.linear(lab('gate_proj'), l, 'mlp.gate_proj.weight', h2, a('gate'), N, F, C));
       store('gate');
       push(this.g.linear(lab('up_proj'), l, 'mlp.up_proj.weight', h2, a('up'), N, F, C));
