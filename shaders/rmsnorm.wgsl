@@ -134,30 +134,6 @@ fn rmsnorm_bwd_dw_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
 @group(0) @binding(5) var<storage, read_write> q_codes: array<u32>;
 @group(0) @binding(6) var<storage, read_write> q_scales: array<f32>;
 
-// |v| for finite v, 0 for NaN/Inf (the quantizer's absmax skips them).
-fn finite_abs(v: f32) -> f32 {
-  let b = bitcast<u32>(v) & 0x7fffffffu;
-  return select(0.0, bitcast<f32>(b), b < 0x7f800000u);
-}
-
-fn q_code(v: f32, s: f32) -> u32 {
-  if (s == 0.0 || (bitcast<u32>(v) & 0x7fffffffu) >= 0x7f800000u) { return 0u; }
-  return int_encode(div_rn(v, s), 127.0);
-}
-
-// Tree max over the workgroup (red from wg-sum.wgsl); uniform control flow.
-fn wg_max(v: f32, lid: u32) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
-
 @compute @workgroup_size(WG)
 fn rmsnorm_fwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                  @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -172,14 +148,11 @@ fn rmsnorm_fwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
   for (var c = lid; c < cv; c += WG) {
     let y = q_w[c] * (q_x[base + c] * r);
     q_y[base + c] = y;
-    m = max(m, max(max(finite_abs(y.x), finite_abs(y.y)), max(finite_abs(y.z), finite_abs(y.w))));
+    m = max(m, finite_absmax4(y));
   }
-  let amax = wg_max(m, lid);
-  // 2^-110 (SCALE_TINY): a (near-)zero row stores s = 0 and codes 0.
-  let s = select(div_rn(amax, 127.0), 0.0, bitcast<u32>(amax) < 0x08800000u);
+  let s = int8_scale(wg_max(m, lid));
   for (var c = lid; c < cv; c += WG) {
-    let y = q_w[c] * (q_x[base + c] * r); // the same expression: the values just stored
-    q_codes[base + c] = set_byte(set_byte(set_byte(set_byte(0u, 0u, q_code(y.x, s)), 1u, q_code(y.y, s)), 2u, q_code(y.z, s)), 3u, q_code(y.w, s));
+    q_codes[base + c] = int8_word(q_y[base + c], s); // this invocation's own stores: no barrier needed
   }
   if (lid == 0u) {
     q_rstd[row] = r;

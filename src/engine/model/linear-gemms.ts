@@ -10,6 +10,7 @@ import { matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul';
 import { qdq } from '../kernels/qdq';
 import { rmsnormForward, rmsnormForwardQuantized } from '../kernels/rmsnorm';
 import { transposeMatrix } from '../kernels/slice';
+import { swigluForward, swigluForwardQuantized } from '../kernels/swiglu';
 import { isFp32, type QuantSpec } from '../scheme/scheme';
 import { computePaths, Int8Gemms, type LayerPaths } from './int8-gemms';
 import { linearsTransposed } from './plan';
@@ -92,11 +93,11 @@ export class LinearGemms {
   /**
    * What the forward GEMMs of layer l read as input x (its gemm_inputs cell). With an INT8 forward
    * x is quantized per token here, once for all the GEMMs that read it (their codes in i8.a), unless
-   * `normCodes`: the RMSNorm that produced x wrote them (inputNorm).
+   * `producerCodes`: the kernel that produced x wrote them (inputNorm, inputSwiglu).
    */
-  gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void, normCodes = false): Binding {
+  gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void, producerCodes = false): Binding {
     if (this.plan.layers[l].compute.forward === 'int8') {
-      if (!normCodes) push(this.int8().quantizeRows(label, x, this.plan.dims.N, width));
+      if (!producerCodes) push(this.int8().quantizeRows(label, x, this.plan.dims.N, width));
       return x;
     }
     const q = this.quantizedCopy(this.plan.layers[l].gemmInputs, 'aq', label, x, width, push);
@@ -104,10 +105,16 @@ export class LinearGemms {
     return q;
   }
 
-  /** An RMSNorm whose output feeds layer l's forward GEMMs: with an INT8 forward it also writes y's codes into i8.a (read by gemmInput with normCodes). */
+  /** An RMSNorm whose output feeds layer l's forward GEMMs: with an INT8 forward it also writes y's codes into i8.a (gemmInput's producerCodes). */
   inputNorm(l: number, o: Parameters<typeof rmsnormForward>[1]): Dispatch[] {
     if (this.plan.layers[l].compute.forward !== 'int8') return [rmsnormForward(this.rt, o)];
     return rmsnormForwardQuantized(this.rt, { ...o, codes: this.b('i8.a'), scales: this.b('i8.as') });
+  }
+
+  /** The SwiGLU whose output feeds down_proj: with an INT8 forward it also writes h's codes into i8.a. */
+  inputSwiglu(l: number, o: Parameters<typeof swigluForward>[1]): Dispatch[] {
+    if (this.plan.layers[l].compute.forward !== 'int8') return [swigluForward(this.rt, o)];
+    return swigluForwardQuantized(this.rt, { ...o, codes: this.b('i8.a'), scales: this.b('i8.as') });
   }
 
   /**

@@ -16,7 +16,7 @@ import { buildDequantize, buildQuantize, dequantizeRows } from '../kernels/quant
 import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce';
 import { rmsnormBackward, rmsnormForward } from '../kernels/rmsnorm';
 import { rope, ropeTablePacked } from '../kernels/rope';
-import { swigluBackward, swigluForward } from '../kernels/swiglu';
+import { swigluBackward } from '../kernels/swiglu';
 import { adamw } from '../optim/adamw';
 import { assertSupported, isFp32, type Scheme } from '../scheme/scheme';
 import { deriveSeed } from '../util/rng';
@@ -260,9 +260,9 @@ export class LlamaGpu {
       store('gate');
       push(this.g.linear(lab('up_proj'), l, 'mlp.up_proj.weight', h2, a('up'), N, F, C));
       store('up');
-      push(swigluForward(rt, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
+      push(this.g.inputSwiglu(l, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
       store('act');
-      const actIn = this.g.gemmInput(l, lab('down_in'), a('act'), F, push);
+      const actIn = this.g.gemmInput(l, lab('down_in'), a('act'), F, push, true);
       push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
       if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), actIn, this.g.lin(l, 'mlp.down_proj.weight'), F, next));
       else push(this.g.linear(lab('down_proj'), l, 'mlp.down_proj.weight', actIn, next, N, C, F, true));
