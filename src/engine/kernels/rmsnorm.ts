@@ -110,6 +110,8 @@ export function rmsnormForwardQuantized(rt: Runtime, o: {
 export function rmsnormBackward(rt: Runtime, o: {
   label: string; x: Binding; w: Binding; rstd: Binding; dy: Binding; dx: Binding; dw: Binding; workspace: Binding;
   dims: RmsNormDims; accumulate?: boolean; accumulateDw?: boolean; vectorize?: boolean;
+  /** Also write dx's INT8 codes per row (codes [N, C/4] u32, scales [N]; in the dx kernel where vec4 access applies). */
+  dxCodes?: { codes: GPUBuffer; scales: GPUBuffer };
 }): Dispatch[] {
   const d = o.dims;
   check(o.label, d);
@@ -124,11 +126,26 @@ export function rmsnormBackward(rt: Runtime, o: {
   const colGroups = Math.ceil(d.C / WG);
   const uDx = rt.uniform(`${o.label}.rmsnormBwdDx`, params(d, !!o.accumulate));
   const uDw = rt.uniform(`${o.label}.rmsnormBwdDw`, params(d, !!o.accumulateDw));
-  return [
-    rt.kernel({
+  const q = o.dxCodes;
+  if (q) {
+    requireBytes(o.label, 'codes', q.codes, d.N * d.C);
+    requireBytes(o.label, 'scales', q.scales, d.N * 4);
+  }
+  const fused = q && rows.code === rowsVec4;
+  const dx: Dispatch[] = fused
+    ? [rt.kernel({
+      label: `${o.label}.rmsnormBwdDxQ`, code: rowsQuant, entryPoint: 'rmsnorm_bwd_dx_q', constants: { WG: rows.WG },
+      bindings: [o.x, o.w, uDx, o.dy, o.rstd, o.dx, q.codes, q.scales], workgroups: grid2d(rt, d.N),
+    })]
+    : [rt.kernel({
       label: `${o.label}.rmsnormBwdDx`, code: rows.code, entryPoint: 'rmsnorm_bwd_dx', constants: { WG: rows.WG },
       bindings: [o.x, o.w, uDx, o.dy, o.rstd, o.dx], workgroups: grid2d(rt, d.N),
-    }),
+    })];
+  if (q && !fused) {
+    dx.push(...buildQuantize(rt, { format: 'int8', granularity: { kind: 'row', rowLength: d.C }, n: d.N * d.C }, o.dx, { words: q.codes, scales: q.scales }).dispatches);
+  }
+  return [
+    ...dx,
     rt.kernel({
       label: `${o.label}.rmsnormBwdDwPartial`, code: dwSrc, entryPoint: 'rmsnorm_bwd_dw_partial', constants: { WG },
       bindings: [o.x, o.dy, uDw, o.rstd, o.workspace], workgroups: [colGroups, K],

@@ -43,10 +43,13 @@ export class Int8Gemms {
     return [...qw.dispatches, this.gemm(label, out, M, N, K, accumulate)];
   }
 
-  /** dX [M, N] (+)= dY·W: dY [M, K] per token, W [K, N] (HF [out, in], K = out) per input channel. */
-  dx(label: string, dy: Binding, w: Binding, out: Binding, M: number, N: number, K: number, accumulate: boolean, rounding: LayerCompute['gradRounding']): Dispatch[] {
+  /**
+   * dX [M, N] (+)= dY·W: dY [M, K] per token, W [K, N] (HF [out, in], K = out) per input channel.
+   * dy null: its codes are already in i8.a (written by the kernel that produced it).
+   */
+  dx(label: string, dy: Binding | null, w: Binding, out: Binding, M: number, N: number, K: number, accumulate: boolean, rounding: LayerCompute['gradRounding']): Dispatch[] {
     const qw = quantizeTransposedI8(this.rt, { label: `${label}.wT`, x: w, R: K, CN: N, G: K, codes: this.b('i8.w'), scales: this.b('i8.ws') });
-    return [...this.quantizeRows(label, dy, M, K, rounding), qw.dispatch, this.gemm(label, out, M, N, K, accumulate)];
+    return [...(dy ? this.quantizeRows(label, dy, M, K, rounding) : []), qw.dispatch, this.gemm(label, out, M, N, K, accumulate)];
   }
 
   /** Xᵀ codes of x [tokens, width] in blocks of G tokens into i8.xt (several dW GEMMs of one input share them). */

@@ -140,10 +140,22 @@ export class LinearGemms {
     return this.i8;
   }
 
-  /** dX (+)= dY·W for layer l's linear `name` (W [K, N] = [out, in]) in the layer's dX compute format. */
-  dxGemm(l: number, label: string, dy: GPUBuffer, name: string, out: GPUBuffer, M: number, N: number, K: number, accumulate = false): Dispatch[] {
+  /**
+   * Where the kernel producing a dY for layer l's INT8 dX GEMM writes its codes (i8.a), or undefined
+   * where that GEMM quantizes dY itself: an fp32 dX, or stochastic rounding (the producers round to nearest).
+   */
+  dyCodes(l: number): { codes: GPUBuffer; scales: GPUBuffer } | undefined {
     const c = this.plan.layers[l].compute;
-    if (c.dx === 'int8') return this.int8().dx(label, dy, this.lin(l, name), out, M, N, K, accumulate, c.gradRounding);
+    return c.dx === 'int8' && c.gradRounding === 'nearest' ? { codes: this.b('i8.a'), scales: this.b('i8.as') } : undefined;
+  }
+
+  /**
+   * dX (+)= dY·W for layer l's linear `name` (W [K, N] = [out, in]) in the layer's dX compute format;
+   * `producerCodes`: dY's INT8 codes are already in i8.a (dyCodes).
+   */
+  dxGemm(l: number, label: string, dy: GPUBuffer, name: string, out: GPUBuffer, M: number, N: number, K: number, accumulate = false, producerCodes = false): Dispatch[] {
+    const c = this.plan.layers[l].compute;
+    if (c.dx === 'int8') return this.int8().dx(label, producerCodes ? null : dy, this.lin(l, name), out, M, N, K, accumulate, c.gradRounding);
     return [matmul(this.rt, { label, a: dy, b: this.lin(l, name), c: out, M, N, K, accumulate })];
   }
 

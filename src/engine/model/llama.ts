@@ -303,7 +303,7 @@ export class LlamaGpu {
     if (!this.cfg.tie_word_embeddings) store(this.lmHead());
     push(matmul(rt, { label: 'lm_head.dx', a: dlogits, b: this.param(this.lmHead()), c: dh, M: N, N: C, K: V }));
     push(this.loadSaved(L, 'xFinal'));
-    push(rmsnormBackward(rt, { label: 'normF.bwd', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), rstd: this.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false }));
+    push(rmsnormBackward(rt, { label: 'normF.bwd', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), rstd: this.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false, dxCodes: this.g.dyCodes(L - 1) }));
     store('model.norm.weight');
     for (let l = L - 1; l >= 0; l--) {
       const p = (s: string) => this.param(`model.layers.${l}.${s}`);
@@ -316,7 +316,8 @@ export class LlamaGpu {
       load('act');
       this.g.dwGemm(l, lab('down.dw'), dres, C, a('act'), F, gr('mlp.down_proj.weight'), 'dq', push);
       storeL('mlp.down_proj.weight');
-      push(this.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C));
+      // dres's codes come from the RMSNorm backward that produced it (normF's, or layer l+1's norm1).
+      push(this.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C, false, !!this.g.dyCodes(l)));
       load('gate');
       // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
       // dF1 itself (dact) when up is stored quantized (swigluBackwardBlocks).
@@ -338,13 +339,13 @@ export class LlamaGpu {
         push(this.g.dxGemm(l, lab('up.dx'), dup, 'mlp.up_proj.weight', dh, N, C, F, true));
       }
       load('xMid'); // live copy in dq (free until the attention backward)
-      push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
+      push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: this.g.dyCodes(l) }));
       storeL('post_attention_layernorm.weight');
       // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
       load('o');
       this.g.dwGemm(l, lab('o.dw'), dres, C, a('o'), QC, gr('self_attn.o_proj.weight'), 'dF1', push);
       storeL('self_attn.o_proj.weight');
-      push(this.g.dxGemm(l, lab('o.dx'), dres, 'self_attn.o_proj.weight', dh, N, QC, C));
+      push(this.g.dxGemm(l, lab('o.dx'), dres, 'self_attn.o_proj.weight', dh, N, QC, C, false, !!this.g.dyCodes(l)));
       load('q');
       load('k');
       load('v');
@@ -371,7 +372,7 @@ export class LlamaGpu {
         push(this.g.dxGemm(l, lab('v.dx'), this.b('dv'), 'self_attn.v_proj.weight', dh, N, C, KVC, true));
       }
       load('xIn'); // live copy in qRaw (consumed by q.dx above)
-      push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
+      push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: l > 0 ? this.g.dyCodes(l - 1) : undefined }));
       storeL('input_layernorm.weight');
     }
     push(embeddingBackward(rt, { label: 'embed.bwd', ids: this.b('ids'), dout: dres, dW: gp('model.embed_tokens.weight'), workspace: this.b('embedWs'), dims: { N, V, C }, accumulate: this.cfg.tie_word_embeddings }));
