@@ -18,6 +18,8 @@ override BN: u32 = 64u;
 override BKW: u32 = 8u;
 override TM: u32 = 4u;
 override TN: u32 = 4u;
+// 1: C += the product (a residual or a gradient the model accumulates), 0: C = the product.
+override ACC: u32 = 0u;
 override WG: u32 = (BM / TM) * (BN / TN);
 override BMP: u32 = BM + 4u;
 override BNP: u32 = BN + 4u;
@@ -92,7 +94,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let v = acc[(g * 4u + e) * (TN / 4u) + h];
         for (var c = 0u; c < 4u; c++) {
           let col = n0 + h * (BN * 4u / TN) + tx * 4u + c;
-          if (col < N) { C[row * N + col] = f32(v[c]) * sx * SW[col]; }
+          if (col < N) {
+            let y = f32(v[c]) * sx * SW[col];
+            C[row * N + col] = select(y, C[row * N + col] + y, ACC != 0u);
+          }
         }
       }
     }

@@ -122,3 +122,71 @@ fn rmsnorm_bwd_dw_final(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
   for (; k < p.K; k++) { acc += s_part[k * p.C + c]; }
   if (p.accumulate != 0u) { s_dw[c] = s_dw[c] + acc; } else { s_dw[c] = acc; }
 }
+
+//--- rows_q
+// Forward that also writes y's INT8 codes per row (the INT8 GEMMs' X operand; quantizeRef 'row'
+// semantics, code for code): bindings x, w, params, y, rstd, codes (one u32 per vec4 of y: four
+// consecutive codes), scales [N]. vec4 elements only; prepended: quant/codec.wgsl.
+@group(0) @binding(0) var<storage, read> q_x: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> q_w: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> q_y: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> q_rstd: array<f32>;
+@group(0) @binding(5) var<storage, read_write> q_codes: array<u32>;
+@group(0) @binding(6) var<storage, read_write> q_scales: array<f32>;
+
+@compute @workgroup_size(WG)
+fn rmsnorm_fwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                 @builtin(num_workgroups) nwg: vec3<u32>) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.N) { return; }
+  let cv = p.C / 4u;
+  let base = row * cv;
+  var acc = 0.0;
+  for (var c = lid; c < cv; c += WG) { let v = q_x[base + c]; acc += hsum(v * v); }
+  let r = inverseSqrt(wg_sum(acc, lid) / f32(p.C) + p.eps);
+  var m = 0.0;
+  for (var c = lid; c < cv; c += WG) {
+    let y = q_w[c] * (q_x[base + c] * r);
+    q_y[base + c] = y;
+    m = max(m, finite_absmax4(y));
+  }
+  let s = int8_scale(wg_max(m, lid));
+  for (var c = lid; c < cv; c += WG) {
+    q_codes[base + c] = int8_word(q_y[base + c], s); // this invocation's own stores: no barrier needed
+  }
+  if (lid == 0u) {
+    q_rstd[row] = r;
+    q_scales[row] = s;
+  }
+}
+
+// ---- backward dx that also writes dx's INT8 codes per row (the dY operand of the INT8 dX GEMM that
+// reads this gradient next): bindings x, w, params, dy, rstd, dx, codes, scales. vec4 only.
+@group(0) @binding(3) var<storage, read> qb_dy: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> qb_rstd: array<f32>;
+@group(0) @binding(5) var<storage, read_write> qb_dx: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read_write> qb_codes: array<u32>;
+@group(0) @binding(7) var<storage, read_write> qb_scales: array<f32>;
+
+@compute @workgroup_size(WG)
+fn rmsnorm_bwd_dx_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                    @builtin(num_workgroups) nwg: vec3<u32>) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.N) { return; }
+  let cv = p.C / 4u;
+  let base = row * cv;
+  let r = qb_rstd[row];
+  var acc = 0.0;
+  for (var c = lid; c < cv; c += WG) { acc += hsum((qb_dy[base + c] * q_w[c]) * (q_x[base + c] * r)); }
+  let m = wg_sum(acc, lid) / f32(p.C);
+  var a = 0.0;
+  for (var c = lid; c < cv; c += WG) {
+    let g = r * (qb_dy[base + c] * q_w[c] - (q_x[base + c] * r) * m);
+    let v = select(g, qb_dx[base + c] + g, p.accumulate != 0u);
+    qb_dx[base + c] = v;
+    a = max(a, finite_absmax4(v));
+  }
+  let s = int8_scale(wg_max(a, lid));
+  for (var c = lid; c < cv; c += WG) { qb_codes[base + c] = int8_word(qb_dx[base + c], s); }
+  if (lid == 0u) { qb_scales[row] = s; }
+}

@@ -8,7 +8,8 @@ alias V = vec4<f32>;
 // #else
 alias V = f32;
 // #endif
-struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }
+// cols: V elements per row (the row kernel swiglu_fwd_q; n then counts rows).
+struct Params { n: u32, cols: u32, _p1: u32, _p2: u32 }
 
 @group(0) @binding(2) var<uniform> p: Params;
 
@@ -94,3 +95,29 @@ fn swiglu_fwd_inplace(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
   let g = f_gate[i];
   i_up[i] = (g * sigmoid(g)) * i_up[i];
 }
+
+// #if QUANT
+// ---- forward that also writes h's INT8 codes per row (down_proj's X operand, quantizeRef 'row'
+// semantics): one workgroup per row; bindings gate, up, params, h, codes (one u32 per vec4 of h),
+// scales [N]. VEC4 only; prepended: quant/codec.wgsl and wg-sum.wgsl.
+@group(0) @binding(4) var<storage, read_write> q_codes: array<u32>;
+@group(0) @binding(5) var<storage, read_write> q_scales: array<f32>;
+
+@compute @workgroup_size(WG)
+fn swiglu_fwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                @builtin(num_workgroups) nwg: vec3<u32>) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.n) { return; }
+  let base = row * p.cols;
+  var m = 0.0;
+  for (var c = lid; c < p.cols; c += WG) {
+    let g = f_gate[base + c];
+    let h = (g * sigmoid(g)) * f_up[base + c];
+    f_h[base + c] = h;
+    m = max(m, finite_absmax4(h));
+  }
+  let s = int8_scale(wg_max(m, lid));
+  for (var c = lid; c < p.cols; c += WG) { q_codes[base + c] = int8_word(f_h[base + c], s); }
+  if (lid == 0u) { q_scales[row] = s; }
+}
+// #endif

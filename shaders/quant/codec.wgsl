@@ -235,3 +235,26 @@ fn set_byte(w: u32, i: u32, c: u32) -> u32 {
 fn set_nibble(w: u32, i: u32, c: u32) -> u32 {
   return w | ((c & 0xfu) << (4u * (i & 7u)));
 }
+
+// ---- INT8 absmax of a row held in registers (the producers that write a GEMM operand's codes) ----
+// Same rules as the quantizers: NaN/Inf skipped by the absmax and coded 0; s = RN(amax / 127), or 0
+// below 2^-110 (SCALE_TINY); code = RNE(RN(v / s)).
+fn finite_absmax4(v: vec4<f32>) -> f32 {
+  let b = bitcast<vec4<u32>>(v) & vec4<u32>(0x7fffffffu);
+  let a = select(vec4<f32>(0.0), bitcast<vec4<f32>>(b), b < vec4<u32>(0x7f800000u));
+  return max(max(a.x, a.y), max(a.z, a.w));
+}
+
+fn int8_scale(amax: f32) -> f32 {
+  return select(div_rn(amax, 127.0), 0.0, bitcast<u32>(amax) < 0x08800000u);
+}
+
+fn int8_code_of(v: f32, s: f32) -> u32 {
+  if (s == 0.0 || (bitcast<u32>(v) & 0x7fffffffu) >= 0x7f800000u) { return 0u; }
+  return int_encode(div_rn(v, s), 127.0);
+}
+
+// Four consecutive values' codes in one word (element j at byte j).
+fn int8_word(v: vec4<f32>, s: f32) -> u32 {
+  return int8_code_of(v.x, s) | (int8_code_of(v.y, s) << 8u) | (int8_code_of(v.z, s) << 16u) | (int8_code_of(v.w, s) << 24u);
+}

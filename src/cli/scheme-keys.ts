@@ -2,7 +2,7 @@
  * Keys of a user-written scheme file that the schema would drop or refuse without saying which
  * key was meant, and layer overrides for layers the model does not have (they would silently do nothing).
  */
-import { LayerSchemeSchema, QuantSpecSchema, SAVED_KINDS, SchemeSchema } from '../engine/scheme/scheme';
+import { ComputeSchema, LayerSchemeSchema, QuantSpecSchema, SAVED_KINDS, SchemeSchema } from '../engine/scheme/scheme';
 import { unknownKeys } from '../engine/util/keys';
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -19,6 +19,7 @@ function layerCells(v: unknown, where: string): string[] {
   if (!isObject(v)) return [];
   const out = unknownKeys(v, LAYER_KEYS, where);
   for (const k of ['weights', 'gemm_inputs', 'gemm_output_grads']) out.push(...quantSpec(v[k], `${where}.${k}`));
+  if (isObject(v.compute)) out.push(...unknownKeys(v.compute, Object.keys(ComputeSchema.shape), `${where}.compute`));
   if (isObject(v.saved)) {
     out.push(...unknownKeys(v.saved, SAVED_KINDS, `${where}.saved`));
     for (const [k, q] of Object.entries(v.saved)) out.push(...quantSpec(q, `${where}.saved.${k}`));

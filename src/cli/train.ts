@@ -6,6 +6,7 @@
 import path from 'node:path';
 import cliProgress from 'cli-progress';
 import { acquireNodeGpu } from '../engine/gpu/node';
+import { schemeUsesInt8 } from '../engine/model/compute-plan';
 import { Runtime } from '../engine/gpu/runtime';
 import { saveCheckpoint } from '../engine/io/checkpoint';
 import { writeNpy } from '../engine/io/npy';
@@ -56,7 +57,9 @@ async function main(): Promise<number> {
 
   let bar: cliProgress.SingleBar | null = null;
   const interrupt = interruptOnSignals(() => bar?.stop());
-  const gpu = await acquireNodeGpu({ forceSwiftShader: p.cpu });
+  // Dawn exposes subgroup matrices (the INT8 GEMMs' tensor-core path) only behind its unsafe APIs.
+  const int8 = schemeUsesInt8(opts.scheme, opts.model.num_hidden_layers);
+  const gpu = await acquireNodeGpu({ forceSwiftShader: p.cpu, dawnFlags: int8 ? ['enable-dawn-features=allow_unsafe_apis'] : undefined });
   const ai = gpu.adapterInfo;
   console.error(`adapter: ${[ai.vendor, ai.architecture, ai.device, ai.description].filter(Boolean).join(' / ') || 'unknown'}`);
   const rt = new Runtime(gpu);
@@ -155,6 +158,8 @@ function writeStartFiles(p: TrainPlan, run: RunDir, trainer: Trainer, device: un
     scheme: trainer.opts.scheme ?? p.scheme,
     // Exact bits per element and wire bytes of this scheme and model (not measured).
     bits_and_wire: bitsAndWire(trainer.opts.model, trainer.opts.batch, trainer.opts.seq, trainer.opts.scheme),
+    // The kernel each layer's forward, dX and dW GEMMs run on this device (fp32, int8-dot4, int8-tensor-core).
+    gemm_paths: trainer.computePaths(),
     device,
     params: paramLayout(opts.model).count,
     started: new Date().toISOString(),

@@ -8,6 +8,7 @@
  */
 import type { Runtime } from '../engine/gpu/runtime';
 import type { MemReport } from '../engine/gpu/memory';
+import { gemmPathSummary, type LayerPaths } from '../engine/model/int8-gemms';
 import { median, timeDispatches } from '../engine/gpu/timer';
 import type { PresetName } from '../engine/model/config';
 import type { Scheme } from '../engine/scheme/scheme';
@@ -56,6 +57,9 @@ export interface StepBench {
    */
   gpuMsPerStep?: number;
   gpuTokensPerS?: number;
+  /** The kernel each layer's forward, dX and dW GEMMs ran, and the distinct combinations in words. */
+  gemmPaths: LayerPaths[];
+  gemmPathSummary: string;
   /** The memory ledger of the run (bytes per category) and planMemory's prediction. */
   mem: MemReport;
   plan: MemReport;
@@ -92,9 +96,11 @@ export async function benchStep(rt: Runtime, o: StepBenchOptions): Promise<StepB
       preset: o.preset, scheme: o.scheme.name, batch: opts.batch, seq: opts.seq, model: trainer.opts.model, optimizer: trainer.opts.optimizer,
       tokensPerS: (opts.batch * opts.seq) / (ms / 1000), msPerStep: ms, samplesMs: samples,
       gpuMsPerStep: gpuMs, gpuTokensPerS: gpuMs === undefined ? undefined : (opts.batch * opts.seq) / (gpuMs / 1000),
+      gemmPaths: trainer.computePaths(), gemmPathSummary: gemmPathSummary(trainer.computePaths()),
       mem: trainer.memory(), plan: planMemory(trainer.opts),
     };
   } finally {
     trainer.destroy();
   }
 }
+

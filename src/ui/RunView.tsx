@@ -105,6 +105,7 @@ export function RunView({ runId, color, selected, onSelect }: { runId: string; c
         {' '}· tokenizer <span data-testid="run-tokenizer">{run.config.tokenizer ? `${run.config.tokenizer.source}, ${run.config.tokenizer.vocabSize} tokens` : 'characters'}</span>
         {run.config.init && <> · from <span data-testid="run-init">{run.config.init.name}</span></>} · scheme {run.config.scheme?.name ?? 'fp32'}: saved activations <b data-testid="run-bits" data-value={acc.saved.overall}>{acc.saved.overall.toFixed(2)}</b> bits/element,
         gradients {acc.grads.bits.toFixed(2)}{acc.tp && `, TP ${acc.tp.degree} × ${acc.tp.codec}`}
+        {run.info?.gemmPaths?.includes('int8') && <> · GEMMs <span data-testid="run-gemm-paths">{run.info.gemmPaths}</span></>}
         {lastQuant && (
           <>
             {' '}· quantization error after step {lastQuant.step + 1}:{' '}

@@ -149,6 +149,8 @@ export interface RunInfo {
   memory: MemReport;
   /** Bits per element and wire bytes of the run as built (exact counts from scheme and dims; absent in runs saved before it existed). */
   accounting?: BitsAndWire;
+  /** The kernels the linear layers' GEMMs run on this device, in words (gemmPathSummary; absent in older runs). */
+  gemmPaths?: string;
 }
 
 /** webgpu: no API/adapter; gpu: a validation error from the device; oom: out of GPU memory. */

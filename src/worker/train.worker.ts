@@ -12,6 +12,7 @@ import { acquireGpu, WebGpuUnavailableError } from '../engine/gpu/device';
 import { Runtime } from '../engine/gpu/runtime';
 import { loadCheckpoint } from '../engine/io/checkpoint';
 import { countParams } from '../engine/model/config';
+import { gemmPathSummary } from '../engine/model/int8-gemms';
 import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
@@ -126,6 +127,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
         vocabSize: trainer.tokenizer.vocabSize,
         memory: trainer.memory(),
         accounting: bitsAndWire(trainer.opts.model, trainer.opts.batch, trainer.opts.seq, trainer.opts.scheme),
+        gemmPaths: gemmPathSummary(trainer.computePaths()),
       },
     });
 

@@ -21,8 +21,18 @@ describe('resolvePlan', () => {
       expect(p.layers).toHaveLength(PRESETS.micro.num_hidden_layers);
       p.layers.forEach((lp, l) => {
         const ls = layerScheme(scheme, l);
-        expect(lp).toMatchObject({ weights: ls.weights, gemmInputs: ls.gemm_inputs, gemmOutputGrads: ls.gemm_output_grads, compute: 'fp32' });
+        const c = ls.compute;
+        expect(lp).toMatchObject({
+          weights: ls.weights, gemmInputs: ls.gemm_inputs, gemmOutputGrads: ls.gemm_output_grads,
+          compute: { forward: c.forward, dx: c.dx, dw: c.dw, dwBlock: c.dw_block, gradRounding: c.grad_rounding },
+        });
       });
+      // INT8 operand buffers exactly where some layer's GEMM is INT8 (dX and dW only with a backward).
+      const rows = p.layers.some((l) => l.compute.forward === 'int8' || (training && l.compute.dx === 'int8'));
+      const dw = training && p.layers.some((l) => l.compute.dw === 'int8');
+      expect(p.int8).toEqual({ rows, dw });
+      expect(['i8.a', 'i8.as', 'i8.w', 'i8.ws'].map((k) => keys.has(k)), 'INT8 row operands').toEqual([rows, rows, rows, rows]);
+      expect(['i8.gt', 'i8.gts', 'i8.xt', 'i8.xts'].map((k) => keys.has(k)), 'INT8 dW operands').toEqual([dw, dw, dw, dw]);
       expect(p.fakeQuant.weights).toBe(p.layers.some((l) => !isFp32(l.weights)));
       expect(p.grads !== null).toBe(training && !isFp32(scheme.grads.storage));
       // Only training saves activations; every saved tensor's codes and scales are in the buffer list.

@@ -61,7 +61,7 @@ export function i8TcSpecError(s: I8TcSpec, maxWorkgroupBytes = 49152, maxThreads
 }
 
 /** The WGSL of one spec (subgroup-matrix sizes must be constants, so the code is generated). */
-export function qgemmI8TcCode(s: I8TcSpec): string {
+export function qgemmI8TcCode(s: I8TcSpec, accumulate = false): string {
   const { cfg } = s;
   const BM = tcBlockM(s);
   const BN = tcBlockN(s);
@@ -120,7 +120,8 @@ export function qgemmI8TcCode(s: I8TcSpec): string {
     L.push(`  for (var e = lane; e < ${MN}u; e += ${s.sgSize}u) {`);
     L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${cfg.N}u;`);
     L.push(`    let col = n0 + bn + ${j * cfg.N}u + e % ${cfg.N}u;`);
-    L.push(`    if (row < P.M && col < P.N) { C[row * P.N + col] = f32(S[sg * ${MN}u + e]) * SX[row] * SW[col]; }`);
+    const y = `f32(S[sg * ${MN}u + e]) * SX[row] * SW[col]`;
+    L.push(`    if (row < P.M && col < P.N) { C[row * P.N + col] = ${accumulate ? `C[row * P.N + col] + ${y}` : y}; }`);
     L.push('  }');
     L.push('  workgroupBarrier();');
   }
@@ -168,6 +169,8 @@ export interface I8GemmArgs {
   M: number;
   N: number;
   K: number;
+  /** C += the product instead of C = it. */
+  accumulate?: boolean;
 }
 
 /** Shapes the tensor-core path takes: K a multiple of 16 (vec4 rows); M, N free (partial blocks are masked). */
@@ -180,7 +183,7 @@ export function qgemmI8Tc(rt: Runtime, s: I8TcSpec, a: I8GemmArgs): Dispatch {
   const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K / 16).u32(0);
   return rt.kernel({
     label: `${a.label}[tc ${tcBlockM(s)}x${tcBlockN(s)}]`,
-    code: qgemmI8TcCode(s),
+    code: qgemmI8TcCode(s, a.accumulate),
     bindings: [a.xq, a.sx, a.wq, a.sw, a.c, rt.uniform(a.label, u)],
     workgroups: [Math.ceil(a.N / tcBlockN(s)), Math.ceil(a.M / tcBlockM(s))],
   });

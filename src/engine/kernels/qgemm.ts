@@ -63,10 +63,18 @@ function checkPositive(label: string, dims: Record<string, number>): void {
   }
 }
 
-/** (a) C = diag(sx)·(QX·QWᵀ)·diag(sw). xq [M, K/4] u32, sx [M], wq [N, K/4] u32, sw [N], c [M, N] f32. */
+/** The kernel qgemmI8 runs for a reduction length K on this runtime (without explicit tiles). */
+export function qgemmI8Path(rt: Runtime, K: number): 'int8-dot4' | 'int8-tensor-core' {
+  return i8TensorCoreSpec(rt) && i8TcShapeOk(K) ? 'int8-tensor-core' : 'int8-dot4';
+}
+
+/**
+ * (a) C (+)= diag(sx)·(QX·QWᵀ)·diag(sw). xq [M, K/4] u32, sx [M], wq [N, K/4] u32, sw [N], c [M, N] f32;
+ * `accumulate` adds the product to C (the same f32 product, then one addition).
+ */
 export function qgemmI8(rt: Runtime, a: {
   label: string; xq: Binding; sx: Binding; wq: Binding; sw: Binding; c: Binding;
-  M: number; N: number; K: number; tiles?: GemmTiles;
+  M: number; N: number; K: number; tiles?: GemmTiles; accumulate?: boolean;
 }): Dispatch {
   checkPositive(a.label, { M: a.M, N: a.N, K: a.K });
   if (a.K % 4) throw new Error(`${a.label}: K=${a.K} must be a multiple of 4 (packed int8 rows)`);
@@ -79,7 +87,7 @@ export function qgemmI8(rt: Runtime, a: {
   return rt.kernel({
     label: a.label,
     code: i8Src,
-    constants: { BM: t.BM, BN: t.BN, BKW: t.BK, TM: t.TM, TN: t.TN },
+    constants: { BM: t.BM, BN: t.BN, BKW: t.BK, TM: t.TM, TN: t.TN, ACC: a.accumulate ? 1 : 0 },
     bindings: [a.xq, a.sx, a.wq, a.sw, a.c, rt.uniform(a.label, u)],
     workgroups: [Math.ceil(a.N / t.BN), Math.ceil(a.M / t.BM)],
   });

@@ -213,7 +213,7 @@ function checkSpec(spec: QuantizeSpec): void {
 export function buildQuantize(
   rt: Runtime,
   spec: QuantizeSpec,
-  x: GPUBuffer,
+  x: Binding,
   opts: QuantizeOptions & QuantizePathOptions & {
     words?: GPUBuffer;
     scales?: GPUBuffer;
@@ -279,7 +279,7 @@ export function buildQuantize(
 }
 
 /** The four-pass quantizer (every granularity): clear → absmax → scales → encode. */
-function quantizePasses(rt: Runtime, label: string, spec: QuantizeSpec, x: GPUBuffer, words: GPUBuffer, scales: GPUBuffer,
+function quantizePasses(rt: Runtime, label: string, spec: QuantizeSpec, x: Binding, words: GPUBuffer, scales: GPUBuffer,
   rounding: QuantizeOptions): { params: GPUBuffer; dispatches: Dispatch[] } {
   const { format, granularity, n } = spec;
   const nScales = numScales(granularity, n);

@@ -5,14 +5,19 @@
  * The forward may run in place (h is up) and the backward too (dgate is gate and dup is up), saving
  * [N, F] buffers.
  */
+import codecSrc from '../../../shaders/quant/codec.wgsl?raw';
 import src from '../../../shaders/swiglu.wgsl?raw';
+import wgSum from '../../../shaders/wg-sum.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
-import { grid2d, requireBytes, sameBinding, vec4Elementwise } from './launch';
+import { grid2d, requireBytes, rowWorkgroupSize, sameBinding, vec4Elementwise } from './launch';
+import { buildQuantize } from './quantize';
 import { wgslIf } from './wgsl';
 
-const srcScalar = wgslIf(src, { VEC4: false });
+const srcScalar = wgslIf(src, { VEC4: false, QUANT: false });
 /** The same shader on vec4 elements: 16-byte loads and stores, fewer memory instructions per element. */
-const srcVec4 = wgslIf(src, { VEC4: true });
+const srcVec4 = wgslIf(src, { VEC4: true, QUANT: false });
+/** vec4, with the row kernel that also writes h's INT8 codes. */
+const srcQuant = `${codecSrc}\n${wgSum}\n${wgslIf(src, { VEC4: true, QUANT: true })}`;
 
 /**
  * vec4 elements when the count and every binding's offset allow 16-byte access (always in the
@@ -46,6 +51,30 @@ export function swigluForward(rt: Runtime, o: { label: string; gate: Binding; up
     label: `${o.label}.swigluFwd`, code, entryPoint: inPlace ? 'swiglu_fwd_inplace' : 'swiglu_fwd',
     bindings: inPlace ? [o.gate, o.up, u] : [o.gate, o.up, u, o.h], workgroups: grid2d(rt, Math.ceil(m / 256)),
   });
+}
+
+/**
+ * The forward, also writing h's INT8 codes per row (codes [N, F/4] u32, scales [N]: quantizeRef 'row'
+ * semantics, down_proj's X operand for an INT8 forward) so its quantizer does not read h again. One
+ * dispatch where vec4 access applies and h is not up; else the plain forward and the shared quantizer.
+ */
+export function swigluForwardQuantized(rt: Runtime, o: {
+  label: string; gate: Binding; up: Binding; h: Binding; dims: SwigluDims; codes: GPUBuffer; scales: GPUBuffer; fused?: boolean;
+}): Dispatch[] {
+  const { N, F } = o.dims;
+  const n = count(o.label, o.dims);
+  if ((o.fused ?? true) && F % 4 === 0 && vec4Elementwise(n, [o.gate, o.up, o.h]) && !sameBinding(o.up, o.h)) {
+    for (const [k, b] of [['gate', o.gate], ['up', o.up], ['h', o.h]] as const) requireBytes(o.label, k, b, n * 4);
+    requireBytes(o.label, 'codes', o.codes, n);
+    requireBytes(o.label, 'scales', o.scales, N * 4);
+    const u = rt.uniform(`${o.label}.swigluFwdQ`, new Uniforms().u32(N).u32(F / 4).u32(0).u32(0));
+    return [rt.kernel({
+      label: `${o.label}.swigluFwdQ`, code: srcQuant, entryPoint: 'swiglu_fwd_q', constants: { WG: rowWorkgroupSize(Math.ceil(F / 16)) },
+      bindings: [o.gate, o.up, u, o.h, o.codes, o.scales], workgroups: grid2d(rt, N),
+    })];
+  }
+  const q = buildQuantize(rt, { format: 'int8', granularity: { kind: 'row', rowLength: F }, n }, o.h, { words: o.codes, scales: o.scales });
+  return [swigluForward(rt, o), ...q.dispatches];
 }
 
 /** dgate, dup from dh. In place when dgate is gate and dup is up (both, or neither). */

@@ -11,22 +11,22 @@ import { attentionBackward, attentionForward } from '../kernels/attention';
 import { crossEntropyForwardBackward } from '../kernels/crossentropy';
 import { copy } from '../kernels/elementwise';
 import { embeddingBackward, embeddingForward } from '../kernels/embedding';
-import { matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul';
-import { qdq, type QdqDispatches } from '../kernels/qdq';
+import { matmul } from '../kernels/matmul';
 import { buildDequantize, buildQuantize, dequantizeRows } from '../kernels/quantize';
 import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce';
 import { rmsnormBackward, rmsnormForward } from '../kernels/rmsnorm';
 import { rope, ropeTablePacked } from '../kernels/rope';
-import { transposeMatrix } from '../kernels/slice';
-import { swigluBackward, swigluForward } from '../kernels/swiglu';
+import { swigluBackward } from '../kernels/swiglu';
 import { adamw } from '../optim/adamw';
-import { assertSupported, isFp32, type QuantSpec, type Scheme } from '../scheme/scheme';
+import { assertSupported, isFp32, type Scheme } from '../scheme/scheme';
 import { deriveSeed } from '../util/rng';
 import { type ModelConfig } from './config';
 import type { ParamLayout } from './params';
 import {
-  type LayerSavedKey, LINEAR, linearsTransposed, liveKey, type ModelBuildOptions, type ModelDims, type SavedStorage,
+  type LayerSavedKey, LINEAR, liveKey, type ModelBuildOptions, type ModelDims, type SavedStorage,
 } from './plan';
+import type { LayerPaths } from './int8-gemms';
+import { LinearGemms } from './linear-gemms';
 import { resolvePlan, type RunPlan } from './run-plan';
 import { type TensorParallel, TpSim } from '../tp/tp';
 import { TpPeer } from '../tp/tp-peer';
@@ -34,15 +34,9 @@ import { TpPeer } from '../tp/tp-peer';
 export * from './plan';
 export * from './run-plan';
 
-/** Where the forward holds a tensor `x` and its quantized form: packed codes (`stored`) or a fake-quantized copy (`xhat`). */
-export interface ProbePoint {
-  /** The dispatch after which both are valid (until later dispatches reuse the buffers). */
-  after: Dispatch;
-  x: Binding;
-  n: number;
-  stored?: { storage: SavedStorage; words: GPUBuffer; scales: GPUBuffer };
-  xhat?: Binding;
-}
+import type { ProbePoint } from './probe-point';
+
+export type { ProbePoint };
 
 export class LlamaGpu {
   readonly layout: ParamLayout;
@@ -72,8 +66,8 @@ export class LlamaGpu {
   readonly tp: TensorParallel | null;
   /** Quantized gradient storage per tensor, or null for the fp32 flat gradient buffer. */
   private readonly gradStore: Map<string, SavedStorage> | null;
-  /** Fake-quantization kernels whose stochastic-rounding seed changes every step. */
-  private readonly srKernels: { label: string; k: QdqDispatches }[] = [];
+  /** The linear layers' GEMMs and their operand copies (fp32, fake-quantized or INT8). */
+  private readonly g: LinearGemms;
   /**
    * Spots in the forward where a tensor and its quantized form are both live, keyed like the probe
    * sites of train/probe.ts (which measures ‖x − x̂‖/‖x‖ there on evaluation steps).
@@ -98,6 +92,7 @@ export class LlamaGpu {
     rt.write(this.b('rope'), ropeTablePacked(T, this.dims.D, cfg.rope_theta));
     this.gradStore = this.plan.grads;
     const b = (k: string) => this.b(k);
+    this.g = new LinearGemms(rt, this.plan, b, this.forward, this.probePoints, opts.linearNnMinRows);
     const { tp, tpRank } = this.plan.wire;
     this.tp = !tp ? null
       : tpRank === undefined ? new TpSim(rt, this.dims, tp, b)
@@ -170,86 +165,9 @@ export class LlamaGpu {
     return out;
   }
 
-  /**
-   * A weight-gradient GEMM (dW = dYᵀ·X: small M×N, K = all tokens), split over K when that fills the
-   * GPU better. Its split-K partials go to a backward scratch buffer that is dead at that point, so
-   * they cost no memory of their own: `dq` ([N, C], free from norm2.bwd to the attention backward
-   * and again after rope_q.bwd) for the LM head's and the MLP's, `dF1` ([N, F], free once the MLP's
-   * dX GEMMs have run) for the attention projections', whose small square outputs want the most
-   * slices (a small fixed buffer would cap their slice count). Tensor-parallel models run them in one pass: a rank's dW GEMM is a slice of
-   * the rows of the single-device simulation's, whose slice count, chosen for its own shape and
-   * buffers, would sum in another order, and the ranks must reproduce the simulation bit for bit
-   * (tests/peers/tp.gpu.test.ts).
-   */
-  private dwMatmul(args: Omit<MatmulArgs, 'workspace'>, scratch: 'dq' | 'dF1'): Dispatch[] {
-    return matmulSteps(this.rt, { ...args, workspace: this.tp ? undefined : this.b(scratch) });
-  }
-
-  /** The buffer the GEMMs read a weight from: the fake-quantized copy when layer l quantizes weights. */
-  private gemmWeights(l: number): GPUBuffer {
-    return isFp32(this.plan.layers[l].weights) ? this.b('weights') : this.b('wq');
-  }
-
-  /** A linear weight of layer l as the GEMMs see it. */
-  private lin(l: number, s: string): Binding {
-    const v = this.layout.byName.get(`model.layers.${l}.${s}`);
-    if (!v) throw new Error(`no parameter model.layers.${l}.${s}`);
-    return { buffer: this.gemmWeights(l), offset: v.offset * 4, size: v.size * 4 };
-  }
-
-  /** The GEMM weights buffer and byte offset of a parameter (for sub-slices such as a TP rank's rows). */
-  private weightAt(l: number, name: string): { w: GPUBuffer; wOffset: number } {
-    const v = this.layout.byName.get(name);
-    if (!v) throw new Error(`no parameter ${name}`);
-    return { w: this.gemmWeights(l), wOffset: v.offset * 4 };
-  }
-
-  private fakeQuant(label: string, x: Binding, n: number, rowLength: number, spec: QuantSpec): Dispatch[] {
-    const k = qdq(this.rt, { label, x, n, rowLength, spec });
-    if (spec.rounding === 'stochastic') this.srKernels.push({ label, k });
-    return [...k];
-  }
-
-  /**
-   * The study's fake quantization of a GEMM operand: x itself when `spec` is fp32, else a copy in the
-   * scratch buffer `scratch`, quantized and dequantized per row (token) of `width` values.
-   */
-  private quantizedCopy(spec: QuantSpec, scratch: 'aq' | 'gq', label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
-    if (isFp32(spec)) return x;
-    const n = this.dims.N * width;
-    const q: Binding = { buffer: this.b(scratch), offset: 0, size: n * 4 };
-    push(copy(this.rt, { label: `${label}.${scratch}`, src: x, dst: q, n }));
-    push(this.fakeQuant(`${label}.${scratch}`, q, n, width, spec));
-    return q;
-  }
-
-  /** What the forward GEMMs of layer l read as input x (its gemm_inputs cell). */
-  private gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
-    const q = this.quantizedCopy(this.plan.layers[l].gemmInputs, 'aq', label, x, width, push);
-    if (q !== x) this.probePoints.set(label, { after: this.forward[this.forward.length - 1], x, xhat: q, n: this.dims.N * width });
-    return q;
-  }
-
-  /**
-   * out (+)= x · Wᵀ for layer l's linear `name`, W stored [out, in] (HF's layout): W is transposed
-   * into the scratch `wT` first and the GEMM runs NN. A k-major operand goes from global to
-   * workgroup memory as loaded, while a k-minor one is transposed in registers by a quarter of the
-   * GEMM's threads (matmul.wgsl); docs/benchmarks.md has what that costs at the model's shapes.
-   * Short inputs (fewer than LINEAR_NN_MIN_ROWS tokens) read W as stored: the transpose would cost more.
-   */
-  private linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false): Dispatch[] {
-    if (!linearsTransposed(M, this.opts.linearNnMinRows)) {
-      return [matmul(this.rt, { label, a: x, b: this.lin(l, name), c: out, M, N, K, transB: true, accumulate })];
-    }
-    return [
-      transposeMatrix(this.rt, { label: `${label}.wT`, src: this.lin(l, name), dst: this.b('wT'), rows: N, cols: K }),
-      matmul(this.rt, { label, a: x, b: { buffer: this.b('wT'), offset: 0, size: N * K * 4 }, c: out, M, N, K, accumulate }),
-    ];
-  }
-
-  /** The output gradient a dW GEMM of layer l reads (its gemm_output_grads cell; dX uses dy as is). */
-  private dwGrad(l: number, label: string, dy: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
-    return this.quantizedCopy(this.plan.layers[l].gemmOutputGrads, 'gq', label, dy, width, push);
+  /** The kernel each layer's forward, dX and dW GEMMs run on this device (fp32, int8-dot4, int8-tensor-core). */
+  computePaths(): LayerPaths[] {
+    return this.g.computePaths();
   }
 
   /** Where a gradient is produced: its slice of the flat fp32 buffer, or the fp32 stage before quantization. */
@@ -280,7 +198,7 @@ export class LlamaGpu {
 
   /** Rewrites the stochastic-rounding seeds of the fake quantizers (once per step). */
   setStepSeed(step: number): void {
-    for (const { label, k } of this.srKernels) k.setSeed(deriveSeed(step, label));
+    for (const { label, setSeed } of this.g.srKernels) setSeed(deriveSeed(step, label));
   }
 
   private lmHead(): string {
@@ -302,7 +220,7 @@ export class LlamaGpu {
         for (const name of LINEAR) {
           const v = this.layout.byName.get(`model.layers.${l}.${name}.weight`)!;
           const wq = { buffer: this.b('wq'), offset: v.offset * 4, size: v.size * 4 };
-          push(this.fakeQuant(`L${l}.${name}.wq`, wq, v.size, v.shape[1], spec));
+          push(this.g.fakeQuant(`L${l}.${name}.wq`, wq, v.size, v.shape[1], spec));
           this.probePoints.set(`L${l}.${name}.wq`, { after: f[f.length - 1], x: this.param(`model.layers.${l}.${name}.weight`), xhat: wq, n: v.size });
         }
       }
@@ -315,14 +233,14 @@ export class LlamaGpu {
       const next = l + 1 < L ? this.saved(l + 1, 'xIn') : this.saved(L, 'xFinal');
       const store = (k: LayerSavedKey) => push(this.storeSaved(l, k));
       store('xIn');
-      push(rmsnormForward(rt, { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps } }));
+      push(this.g.inputNorm(l, { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps } }));
       // Residual copy first: xIn is dead after this (its live copy may be qRaw, written next).
       push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
       store('h1');
-      const h1 = this.gemmInput(l, lab('qkv_in'), a('h1'), C, push);
-      push(this.linear(lab('q_proj'), l, 'self_attn.q_proj.weight', h1, this.b('qRaw'), N, QC, C));
-      push(this.linear(lab('k_proj'), l, 'self_attn.k_proj.weight', h1, this.b('kRaw'), N, KVC, C));
-      push(this.linear(lab('v_proj'), l, 'self_attn.v_proj.weight', h1, a('v'), N, KVC, C));
+      const h1 = this.g.gemmInput(l, lab('qkv_in'), a('h1'), C, push, true);
+      push(this.g.linear(lab('q_proj'), l, 'self_attn.q_proj.weight', h1, this.b('qRaw'), N, QC, C));
+      push(this.g.linear(lab('k_proj'), l, 'self_attn.k_proj.weight', h1, this.b('kRaw'), N, KVC, C));
+      push(this.g.linear(lab('v_proj'), l, 'self_attn.v_proj.weight', h1, a('v'), N, KVC, C));
       store('v');
       push(rope(rt, { label: lab('rope_q'), x: this.b('qRaw'), y: a('q'), table: this.b('rope'), B, T, nHeads: nH, D }));
       store('q');
@@ -330,24 +248,24 @@ export class LlamaGpu {
       store('k');
       push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
       store('o');
-      const oIn = this.gemmInput(l, lab('o_in'), a('o'), QC, push);
+      const oIn = this.g.gemmInput(l, lab('o_in'), a('o'), QC, push);
       // xMid = xIn + o·Woᵀ: the GEMM accumulates onto the residual copy.
-      if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), oIn, this.lin(l, 'self_attn.o_proj.weight'), QC, a('xMid')));
-      else push(this.linear(lab('o_proj'), l, 'self_attn.o_proj.weight', oIn, a('xMid'), N, C, QC, true));
+      if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), oIn, this.g.lin(l, 'self_attn.o_proj.weight'), QC, a('xMid')));
+      else push(this.g.linear(lab('o_proj'), l, 'self_attn.o_proj.weight', oIn, a('xMid'), N, C, QC, true));
       store('xMid');
-      push(rmsnormForward(rt, { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
+      push(this.g.inputNorm(l, { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
       store('h2');
-      const h2 = this.gemmInput(l, lab('mlp_in'), a('h2'), C, push);
-      push(this.linear(lab('gate_proj'), l, 'mlp.gate_proj.weight', h2, a('gate'), N, F, C));
+      const h2 = this.g.gemmInput(l, lab('mlp_in'), a('h2'), C, push, true);
+      push(this.g.linear(lab('gate_proj'), l, 'mlp.gate_proj.weight', h2, a('gate'), N, F, C));
       store('gate');
-      push(this.linear(lab('up_proj'), l, 'mlp.up_proj.weight', h2, a('up'), N, F, C));
+      push(this.g.linear(lab('up_proj'), l, 'mlp.up_proj.weight', h2, a('up'), N, F, C));
       store('up');
-      push(swigluForward(rt, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
+      push(this.g.inputSwiglu(l, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
       store('act');
-      const actIn = this.gemmInput(l, lab('down_in'), a('act'), F, push);
+      const actIn = this.g.gemmInput(l, lab('down_in'), a('act'), F, push, true);
       push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
-      if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), actIn, this.lin(l, 'mlp.down_proj.weight'), F, next));
-      else push(this.linear(lab('down_proj'), l, 'mlp.down_proj.weight', actIn, next, N, C, F, true));
+      if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), actIn, this.g.lin(l, 'mlp.down_proj.weight'), F, next));
+      else push(this.g.linear(lab('down_proj'), l, 'mlp.down_proj.weight', actIn, next, N, C, F, true));
     }
     push(this.storeSaved(L, 'xFinal'));
     push(rmsnormForward(rt, { label: 'normF', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), y: this.saved(L, 'hF'), rstd: this.b('rstdF'), dims: { N, C, eps } }));
@@ -381,11 +299,11 @@ export class LlamaGpu {
     const normWs = this.b('normWs');
     // dW first: hF's live copy is dh, which lm_head.dx then overwrites.
     push(this.loadSaved(L, 'hF'));
-    push(this.dwMatmul({ label: 'lm_head.dw', a: dlogits, b: this.saved(L, 'hF'), c: gp(this.lmHead()), M: V, N: C, K: N, transA: true }, 'dq'));
+    push(this.g.dwMatmul({ label: 'lm_head.dw', a: dlogits, b: this.saved(L, 'hF'), c: gp(this.lmHead()), M: V, N: C, K: N, transA: true }, 'dq'));
     if (!this.cfg.tie_word_embeddings) store(this.lmHead());
     push(matmul(rt, { label: 'lm_head.dx', a: dlogits, b: this.param(this.lmHead()), c: dh, M: N, N: C, K: V }));
     push(this.loadSaved(L, 'xFinal'));
-    push(rmsnormBackward(rt, { label: 'normF.bwd', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), rstd: this.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false }));
+    push(rmsnormBackward(rt, { label: 'normF.bwd', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), rstd: this.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false, dxCodes: this.g.dyCodes(L - 1) }));
     store('model.norm.weight');
     for (let l = L - 1; l >= 0; l--) {
       const p = (s: string) => this.param(`model.layers.${l}.${s}`);
@@ -396,9 +314,10 @@ export class LlamaGpu {
       const lab = (s: string) => `L${l}.${s}`;
       // MLP. dWdown = dresᵀ·act first: act's live copy is dF1, which down.dx then overwrites with dact.
       load('act');
-      push(this.dwMatmul({ label: lab('down.dw'), a: this.dwGrad(l, lab('down.dw'), dres, C, push), b: a('act'), c: gr('mlp.down_proj.weight'), M: C, N: F, K: N, transA: true }, 'dq'));
+      this.g.dwGemm(l, lab('down.dw'), dres, C, a('act'), F, gr('mlp.down_proj.weight'), 'dq', push);
       storeL('mlp.down_proj.weight');
-      push(matmul(rt, { label: lab('down.dx'), a: dres, b: this.lin(l, 'mlp.down_proj.weight'), c: dF1, M: N, N: F, K: C }));
+      // dres's codes come from the RMSNorm backward that produced it (normF's, or layer l+1's norm1).
+      push(this.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C, false, !!this.g.dyCodes(l)));
       load('gate');
       // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
       // dF1 itself (dact) when up is stored quantized (swigluBackwardBlocks).
@@ -406,27 +325,27 @@ export class LlamaGpu {
       if (this.storage[l].up) push(this.swigluBackwardBlocks(l, lab('swiglu.bwd')));
       else push(swigluBackward(rt, { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } }));
       load('h2'); // live copy in dh
-      push(this.dwMatmul({ label: lab('gate.dw'), a: this.dwGrad(l, lab('gate.dw'), a('gate'), F, push), b: a('h2'), c: gr('mlp.gate_proj.weight'), M: F, N: C, K: N, transA: true }, 'dq'));
+      this.g.dwGemm(l, lab('gate.dw'), a('gate'), F, a('h2'), C, gr('mlp.gate_proj.weight'), 'dq', push);
       storeL('mlp.gate_proj.weight');
-      push(this.dwMatmul({ label: lab('up.dw'), a: this.dwGrad(l, lab('up.dw'), dup, F, push), b: a('h2'), c: gr('mlp.up_proj.weight'), M: F, N: C, K: N, transA: true }, 'dq'));
+      this.g.dwGemm(l, lab('up.dw'), dup, F, a('h2'), C, gr('mlp.up_proj.weight'), 'dq', push, true);
       storeL('mlp.up_proj.weight');
       if (this.tp) {
         push(this.tp.columnParallelDx(lab('mlp.dx.tp'), [
-          { dy: a('gate'), ...this.weightAt(l, `model.layers.${l}.mlp.gate_proj.weight`), rows: F },
-          { dy: dup, ...this.weightAt(l, `model.layers.${l}.mlp.up_proj.weight`), rows: F },
+          { dy: a('gate'), ...this.g.weightAt(l, `model.layers.${l}.mlp.gate_proj.weight`), rows: F },
+          { dy: dup, ...this.g.weightAt(l, `model.layers.${l}.mlp.up_proj.weight`), rows: F },
         ], dh));
       } else {
-        push(matmul(rt, { label: lab('gate.dx'), a: a('gate'), b: this.lin(l, 'mlp.gate_proj.weight'), c: dh, M: N, N: C, K: F }));
-        push(matmul(rt, { label: lab('up.dx'), a: dup, b: this.lin(l, 'mlp.up_proj.weight'), c: dh, M: N, N: C, K: F, accumulate: true }));
+        push(this.g.dxGemm(l, lab('gate.dx'), a('gate'), 'mlp.gate_proj.weight', dh, N, C, F));
+        push(this.g.dxGemm(l, lab('up.dx'), dup, 'mlp.up_proj.weight', dh, N, C, F, true));
       }
       load('xMid'); // live copy in dq (free until the attention backward)
-      push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
+      push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: this.g.dyCodes(l) }));
       storeL('post_attention_layernorm.weight');
       // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
       load('o');
-      push(this.dwMatmul({ label: lab('o.dw'), a: this.dwGrad(l, lab('o.dw'), dres, C, push), b: a('o'), c: gr('self_attn.o_proj.weight'), M: C, N: QC, K: N, transA: true }, 'dF1'));
+      this.g.dwGemm(l, lab('o.dw'), dres, C, a('o'), QC, gr('self_attn.o_proj.weight'), 'dF1', push);
       storeL('self_attn.o_proj.weight');
-      push(matmul(rt, { label: lab('o.dx'), a: dres, b: this.lin(l, 'self_attn.o_proj.weight'), c: dh, M: N, N: QC, K: C }));
+      push(this.g.dxGemm(l, lab('o.dx'), dres, 'self_attn.o_proj.weight', dh, N, QC, C, false, !!this.g.dyCodes(l)));
       load('q');
       load('k');
       load('v');
@@ -435,25 +354,25 @@ export class LlamaGpu {
       push(rope(rt, { label: lab('rope_q.bwd'), x: this.b('dq'), y: this.b('qRaw'), table: this.b('rope'), B, T, nHeads: nH, D, inverse: true }));
       push(rope(rt, { label: lab('rope_k.bwd'), x: this.b('dk'), y: this.b('kRaw'), table: this.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
       load('h1'); // live copy in dh (dO is consumed)
-      push(this.dwMatmul({ label: lab('q.dw'), a: this.dwGrad(l, lab('q.dw'), this.b('qRaw'), QC, push), b: a('h1'), c: gr('self_attn.q_proj.weight'), M: QC, N: C, K: N, transA: true }, 'dF1'));
+      this.g.dwGemm(l, lab('q.dw'), this.b('qRaw'), QC, a('h1'), C, gr('self_attn.q_proj.weight'), 'dF1', push);
       storeL('self_attn.q_proj.weight');
-      push(this.dwMatmul({ label: lab('k.dw'), a: this.dwGrad(l, lab('k.dw'), this.b('kRaw'), KVC, push), b: a('h1'), c: gr('self_attn.k_proj.weight'), M: KVC, N: C, K: N, transA: true }, 'dF1'));
+      this.g.dwGemm(l, lab('k.dw'), this.b('kRaw'), KVC, a('h1'), C, gr('self_attn.k_proj.weight'), 'dF1', push, true);
       storeL('self_attn.k_proj.weight');
-      push(this.dwMatmul({ label: lab('v.dw'), a: this.dwGrad(l, lab('v.dw'), this.b('dv'), KVC, push), b: a('h1'), c: gr('self_attn.v_proj.weight'), M: KVC, N: C, K: N, transA: true }, 'dF1'));
+      this.g.dwGemm(l, lab('v.dw'), this.b('dv'), KVC, a('h1'), C, gr('self_attn.v_proj.weight'), 'dF1', push, true);
       storeL('self_attn.v_proj.weight');
       if (this.tp) {
         push(this.tp.columnParallelDx(lab('qkv.dx.tp'), [
-          { dy: this.b('qRaw'), ...this.weightAt(l, `model.layers.${l}.self_attn.q_proj.weight`), rows: QC },
-          { dy: this.b('kRaw'), ...this.weightAt(l, `model.layers.${l}.self_attn.k_proj.weight`), rows: KVC },
-          { dy: this.b('dv'), ...this.weightAt(l, `model.layers.${l}.self_attn.v_proj.weight`), rows: KVC },
+          { dy: this.b('qRaw'), ...this.g.weightAt(l, `model.layers.${l}.self_attn.q_proj.weight`), rows: QC },
+          { dy: this.b('kRaw'), ...this.g.weightAt(l, `model.layers.${l}.self_attn.k_proj.weight`), rows: KVC },
+          { dy: this.b('dv'), ...this.g.weightAt(l, `model.layers.${l}.self_attn.v_proj.weight`), rows: KVC },
         ], dh));
       } else {
-        push(matmul(rt, { label: lab('q.dx'), a: this.b('qRaw'), b: this.lin(l, 'self_attn.q_proj.weight'), c: dh, M: N, N: C, K: QC }));
-        push(matmul(rt, { label: lab('k.dx'), a: this.b('kRaw'), b: this.lin(l, 'self_attn.k_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
-        push(matmul(rt, { label: lab('v.dx'), a: this.b('dv'), b: this.lin(l, 'self_attn.v_proj.weight'), c: dh, M: N, N: C, K: KVC, accumulate: true }));
+        push(this.g.dxGemm(l, lab('q.dx'), this.b('qRaw'), 'self_attn.q_proj.weight', dh, N, C, QC));
+        push(this.g.dxGemm(l, lab('k.dx'), this.b('kRaw'), 'self_attn.k_proj.weight', dh, N, C, KVC, true));
+        push(this.g.dxGemm(l, lab('v.dx'), this.b('dv'), 'self_attn.v_proj.weight', dh, N, C, KVC, true));
       }
       load('xIn'); // live copy in qRaw (consumed by q.dx above)
-      push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true }));
+      push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: l > 0 ? this.g.dyCodes(l - 1) : undefined }));
       storeL('input_layernorm.weight');
     }
     push(embeddingBackward(rt, { label: 'embed.bwd', ids: this.b('ids'), dout: dres, dW: gp('model.embed_tokens.weight'), workspace: this.b('embedWs'), dims: { N, V, C }, accumulate: this.cfg.tie_word_embeddings }));
@@ -482,7 +401,7 @@ export class LlamaGpu {
       if (isFp32(spec)) continue;
       for (const v of this.layout.views) {
         const rowLength = v.shape.length > 1 ? v.shape[v.shape.length - 1] : v.size;
-        o.push(...this.fakeQuant(`${key}.${v.name}`, { buffer: this.b(key), offset: v.offset * 4, size: v.size * 4 }, v.size, rowLength, spec));
+        o.push(...this.g.fakeQuant(`${key}.${v.name}`, { buffer: this.b(key), offset: v.offset * 4, size: v.size * 4 }, v.size, rowLength, spec));
       }
     }
     if (this.gradStore) {

@@ -19,6 +19,7 @@ import { isFp32, layerScheme, type QuantSpec, SAVED_KINDS, type SavedKind, saved
 import { type GradWire, gradWireOf } from '../scheme/wire';
 import { type TpConfig, tpBufferPlan } from '../tp/tp';
 import { tpPeerBufferPlan } from '../tp/tp-peer';
+import { computeErrors, int8Buffers, int8Use, type LayerCompute, layerCompute } from './compute-plan';
 import type { ModelConfig } from './config';
 import { type BufferSpec, type ModelDims, modelDims } from './dims';
 import { type ParamLayout, paramLayout } from './params';
@@ -27,15 +28,13 @@ import {
   type PlanOptions, type SavedStorage, swigluBlockRows,
 } from './plan';
 
-/** The number format a layer's GEMMs compute in (the operands are fake-quantized, the arithmetic is fp32). */
-export type ComputeFormat = 'fp32';
-
 export interface LayerPlan {
   /** The GEMM operands as the GEMMs see them (fp32 = as is; else a fake-quantized copy). */
   weights: QuantSpec;
   gemmInputs: QuantSpec;
   gemmOutputGrads: QuantSpec;
-  compute: ComputeFormat;
+  /** What the linear layers' forward, dX and dW GEMMs compute in (compute-plan.ts). */
+  compute: LayerCompute;
   /** The layer's cell per saved kind (fp32 where the scheme sets none). */
   savedSpecs: Record<SavedKind, QuantSpec>;
 }
@@ -52,6 +51,8 @@ export interface RunPlan {
   /** Quantized gradient storage per tensor, or null for one fp32 flat buffer. */
   grads: Map<string, SavedStorage> | null;
   adam: { m: QuantSpec; v: QuantSpec };
+  /** Which INT8 GEMMs some layer runs: per-row operands (forward, dX) and blocked ones (dW). */
+  int8: { rows: boolean; dw: boolean };
   /** The fake-quantized copies the step keeps: of the weights (`wq`), GEMM inputs (`aq`), output gradients (`gq`). */
   fakeQuant: { weights: boolean; inputs: boolean; grads: boolean };
   /** Rows per block of the SwiGLU backward (swigluBlockRows; N when `up` is stored fp32). */
@@ -82,8 +83,10 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   const layers: LayerPlan[] = Array.from({ length: dims.L }, (_, l) => {
     const ls = layerScheme(scheme, l);
     const savedSpecs = Object.fromEntries(SAVED_KINDS.map((k) => [k, savedSpec(scheme, l, k)])) as Record<SavedKind, QuantSpec>;
-    return { weights: ls.weights, gemmInputs: ls.gemm_inputs, gemmOutputGrads: ls.gemm_output_grads, compute: 'fp32', savedSpecs };
+    return { weights: ls.weights, gemmInputs: ls.gemm_inputs, gemmOutputGrads: ls.gemm_output_grads, compute: layerCompute(ls.compute), savedSpecs };
   });
+  const computeProblems = computeErrors(scheme, dims, layers, training);
+  if (computeProblems.length) throw new Error(`scheme '${scheme.name}': compute formats this model cannot run:\n  ${computeProblems.join('\n  ')}`);
   const saved = Array.from({ length: dims.L + 1 }, (_, l) => layerStorage(dims, training ? scheme : undefined, l));
   const fakeQuant = {
     weights: layers.some((l) => !isFp32(l.weights)),
@@ -94,6 +97,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     cfg, dims, layout, scheme, training, layers, saved,
     grads: training ? gradStorage(layout, scheme) : null,
     adam: { m: scheme.adam.m, v: scheme.adam.v },
+    int8: int8Use(layers, training),
     fakeQuant,
     swigluRows: saved.some((s) => s.up) ? swigluBlockRows(dims, saved, opts.swigluBlockRows) : dims.N,
     wire: {
@@ -163,8 +167,10 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   // qRaw and dq also hold [N, C] live copies (LIVE_ALIAS), wider than q in a tensor-parallel shard.
   ws('qRaw', d.N * Math.max(d.C, d.QC) * f);
   ws('kRaw', d.N * d.KVC * f);
-  // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()).
-  if (linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
+  // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()); INT8 forwards read W's codes.
+  const fp32Forward = p.layers.some((l) => l.compute.forward === 'fp32');
+  if (fp32Forward && linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
+  out.push(...int8Buffers(d, p.layers, training));
   ws('losses', d.N * f);
   ws('loss', 16);
   ws('ceWs', crossEntropyWorkspaceBytes());

@@ -22,6 +22,9 @@ const AGOQ_SAVED: Partial<Record<SavedKind, QuantSpec>> = {
   head_input: q('int4'),
 };
 
+/** INT8 compute in all three GEMMs of every linear layer (dW Jetfire-style, blocks of 32 tokens). */
+const INT8_COMPUTE = { forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 32, grad_rounding: 'nearest' } as const;
+
 export const SCHEME_PRESETS: Record<string, Scheme> = {
   fp32: parseScheme({ name: 'fp32', description: 'The engine as is: everything fp32.' }),
   agoq: parseScheme({
@@ -39,6 +42,23 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
   g8: parseScheme({ name: 'g8', description: 'Study: 8-bit per-token output gradients on the weight-gradient path (dW = Q(dY)ᵀX).', layer: { gemm_output_grads: q('int8', 'row') } }),
   g4: parseScheme({ name: 'g4', description: 'Study: 4-bit per-token output gradients.', layer: { gemm_output_grads: q('int4', 'row') } }),
   w8a8g8: parseScheme({ name: 'w8a8g8', description: 'Study: W8 per-channel with A8 and G8 per-token.', layer: { weights: q('int8', 'row'), gemm_inputs: q('int8', 'row'), gemm_output_grads: q('int8', 'row') } }),
+  // Real INT8 compute (not fake quantization): the GEMMs multiply INT8 codes (docs/schemes.md, "Compute formats").
+  int8: parseScheme({
+    name: 'int8',
+    description: 'W8A8G8 as real compute: every linear layer\'s forward (X per token, W per output channel), dX (dY per token, W per input channel) and dW (dY and X per channel in blocks of 32 tokens) are INT8 GEMMs, dequantized in the epilogue.',
+    layer: { compute: INT8_COMPUTE },
+  }),
+  switchback: parseScheme({
+    name: 'switchback',
+    description: 'SwitchBack: INT8 forward and dX GEMMs (per-token X and dY, per-channel W), the weight-gradient GEMM in fp32.',
+    layer: { compute: { ...INT8_COMPUTE, dw: 'fp32' } },
+  }),
+  'agoq-int8': parseScheme({
+    name: 'agoq-int8',
+    description: 'AGoQ storage (INT4 non-attention activations, INT8 per-256 gradients) with every linear layer\'s forward, dX and dW computed as INT8 GEMMs.',
+    layer: { saved: AGOQ_SAVED, compute: INT8_COMPUTE },
+    grads: { storage: q('int8', 'group', 256), wire: FP32 },
+  }),
   m8: parseScheme({ name: 'm8', description: 'Study: Adam first moment quantized to 8 bits per row each step.', adam: { m: q('int8', 'row'), v: FP32 } }),
   m4: parseScheme({ name: 'm4', description: 'Study: Adam first moment 4-bit per row.', adam: { m: q('int4', 'row'), v: FP32 } }),
   v8: parseScheme({ name: 'v8', description: 'Study: Adam second moment 8-bit linear per row (signed, as the study\'s code): small entries round to 0.', adam: { m: FP32, v: q('int8', 'row') } }),

@@ -39,6 +39,30 @@ export const SAVED_KIND_LABEL: Record<SavedKind, string> = {
   head_input: 'lm_head input (final norm out; the last layer\'s cell)',
 };
 
+/** The arithmetic of a GEMM: fp32, or INT8 codes multiplied exactly in integers and dequantized in the epilogue. */
+export const COMPUTE_FORMATS = ['fp32', 'int8'] as const;
+export type ComputeFormat = (typeof COMPUTE_FORMATS)[number];
+
+/**
+ * Per linear layer, the number format of each of its three GEMMs (docs/schemes.md, "Compute formats"):
+ * forward Y = X·Wᵀ (INT8: X per token, W per output channel), input gradient dX = dY·W (INT8: dY per
+ * token, W per input channel) and weight gradient dW = dYᵀ·X, whose reduction runs over the tokens
+ * (INT8: both operands per channel in blocks of `dw_block` tokens, Jetfire-style; fp32 is SwitchBack).
+ */
+export const ComputeSchema = z
+  .object({
+    forward: z.enum(COMPUTE_FORMATS).default('fp32'),
+    dx: z.enum(COMPUTE_FORMATS).default('fp32'),
+    dw: z.enum(COMPUTE_FORMATS).default('fp32'),
+    /** Tokens per scale block of the INT8 dW operands (a power of two, 32..256). */
+    dw_block: z.number().int().min(32).max(256).refine((g) => (g & (g - 1)) === 0, 'dw_block must be a power of two').default(32),
+    /** Rounding of the gradient operands (dY) of the INT8 dX and dW GEMMs. */
+    grad_rounding: z.enum(['nearest', 'stochastic']).default('nearest'),
+  })
+  .strict();
+export type ComputeScheme = z.infer<typeof ComputeSchema>;
+export const FP32_COMPUTE: ComputeScheme = { forward: 'fp32', dx: 'fp32', dw: 'fp32', dw_block: 32, grad_rounding: 'nearest' };
+
 export const LayerSchemeSchema = z
   .object({
     /** Weights as used by the forward GEMMs (fake-quantized copy; fp32 master weights). */
@@ -48,6 +72,8 @@ export const LayerSchemeSchema = z
     /** Output gradients on the weight-gradient path (dW = Q(dY)ᵀ·X). */
     gemm_output_grads: QuantSpecSchema.default(FP32),
     saved: z.partialRecord(z.enum(SAVED_KINDS), QuantSpecSchema).default({}),
+    /** What the linear layers' GEMMs compute in (fp32 operands above are what they read). */
+    compute: ComputeSchema.prefault({}),
   })
   .strict();
 export type LayerScheme = z.infer<typeof LayerSchemeSchema>;
@@ -97,6 +123,7 @@ export function layerScheme(s: Scheme, l: number): LayerScheme {
     gemm_inputs: o.gemm_inputs ?? s.layer.gemm_inputs,
     gemm_output_grads: o.gemm_output_grads ?? s.layer.gemm_output_grads,
     saved: { ...s.layer.saved, ...(o.saved ?? {}) },
+    compute: o.compute ?? s.layer.compute ?? FP32_COMPUTE,
   };
 }
 

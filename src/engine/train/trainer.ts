@@ -6,6 +6,9 @@
 import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
 import type { Dispatch, Runtime } from '../gpu/runtime';
 import { saveCheckpoint, type CheckpointFiles, type HfTokenizerFiles } from '../io/checkpoint';
+import { enableI8TensorCores, i8TensorCoreSpec } from '../kernels/qgemm-tc';
+import { schemeUsesInt8 } from '../model/compute-plan';
+import type { LayerPaths } from '../model/int8-gemms';
 import { type BufferSpec, LlamaGpu, resolvePlan } from '../model/llama';
 import { Decoder, decoderBufferPlan } from '../model/decode';
 import { flatten, initParams, unflatten } from '../model/params';
@@ -195,6 +198,8 @@ export class Trainer implements RunTrainer<StepMetrics> {
     opts = resolved.opts;
     const data = init.data ?? new TextDataset(text, tokenizer, opts.seed);
     const owner = `run${nextTrainerId++}`;
+    // INT8 GEMMs run on tensor cores where the device has them and computes them exactly (checked once per runtime).
+    if (schemeUsesInt8(opts.scheme, opts.model.num_hidden_layers) && rt.gpu.features.subgroupMatrix && !i8TensorCoreSpec(rt)) await enableI8TensorCores(rt);
     const model = await rt.checked('building the model', () =>
       rt.mem.withOwner(owner, () => new LlamaGpu(rt, opts.model, opts.batch, opts.seq, { scheme: opts.scheme })));
     const flat = init.params ? flatten(init.params, model.layout) : initParams(opts.model, model.layout, opts.seed);
@@ -421,6 +426,11 @@ export class Trainer implements RunTrainer<StepMetrics> {
   async parameters(): Promise<Map<string, Float32Array>> {
     await this.settle();
     return unflatten(await this.model.readFlat('weights'), this.model.layout);
+  }
+
+  /** The kernel each layer's GEMMs run: 'fp32', 'int8-dot4' or 'int8-tensor-core' per forward, dX, dW. */
+  computePaths(): LayerPaths[] {
+    return this.model.computePaths();
   }
 
   /** This run's allocated bytes per category (the ledger, not a formula). */

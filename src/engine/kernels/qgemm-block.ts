@@ -1,0 +1,80 @@
+/**
+ * The INT8 kernels of the weight-gradient GEMM dW = dYᵀ·X, whose reduction runs over the tokens,
+ * and of the input-gradient GEMM's weight operand:
+ *   quantizeTransposedI8 — INT8 codes of xᵀ read straight from x [R, CN] (no fp32 transposed copy),
+ *                          one scale per column and block of G rows (shaders/quant/transpose-quant.wgsl);
+ *   qgemmI8Blocked       — C (+)= Σ_blocks diag(sa_b)·(QA_b·QB_bᵀ)·diag(sb_b), dot4I8Packed, scales
+ *                          that change every G elements of K (shaders/qgemm-block.wgsl).
+ * References: ./qgemm-block.ref.ts.
+ */
+import codecSrc from '../../../shaders/quant/codec.wgsl?raw';
+import tqSrc from '../../../shaders/quant/transpose-quant.wgsl?raw';
+import blockSrc from '../../../shaders/qgemm-block.wgsl?raw';
+import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
+import { Uniforms } from '../gpu/runtime';
+
+const TQ_CODE = `${codecSrc}\n${tqSrc}`;
+/** Byte offset of `seed` in transpose-quant's Params (R, CN, G, seed, ...). */
+const TQ_SEED_OFFSET = 12;
+
+export interface TransposedQuantize {
+  dispatch: Dispatch;
+  /** Rewrites the stochastic-rounding seed of the next runs (no-op for nearest). */
+  setSeed(seed: number): void;
+}
+
+/**
+ * codes [CN, R/4] u32 and scales [CN, R/G] of xᵀ for x [R, CN]: R % G == 0, G % 4 == 0 (whole
+ * words per block). G = R gives one scale per column of x (per row of xᵀ).
+ */
+export function quantizeTransposedI8(rt: Runtime, a: {
+  label: string; x: Binding; R: number; CN: number; G: number; codes: Binding; scales: Binding;
+  rounding?: 'nearest' | 'stochastic'; seed?: number;
+}): TransposedQuantize {
+  const { R, CN, G } = a;
+  for (const [k, v] of Object.entries({ R, CN, G })) {
+    if (!Number.isInteger(v) || v < 1) throw new Error(`${a.label}: ${k}=${v} must be a positive integer`);
+  }
+  if (R % G || G % 4) throw new Error(`${a.label}: block ${G} must be a multiple of 4 dividing R=${R}`);
+  if (R / G > 65535) throw new Error(`${a.label}: ${R / G} blocks exceed one dispatch dimension`);
+  // Short blocks: many columns per workgroup; long ones (a whole weight column): more lanes per column.
+  const [COLS, LANES] = G <= 64 ? [64, 4] : [16, 16];
+  const u = new Uniforms().u32(R).u32(CN).u32(G).u32(a.seed ?? 0).u32(a.rounding === 'stochastic' ? 1 : 0).u32(0).u32(0).u32(0);
+  const params = rt.uniform(`${a.label}.tq`, u);
+  return {
+    dispatch: rt.kernel({
+      label: `${a.label}.tq`,
+      code: TQ_CODE,
+      constants: { COLS, LANES },
+      bindings: [params, a.x, a.scales, a.codes],
+      workgroups: [Math.ceil(CN / COLS), R / G],
+    }),
+    setSeed: (seed: number) => {
+      if (a.rounding === 'stochastic') rt.write(params, Uint32Array.of(seed >>> 0), TQ_SEED_OFFSET);
+    },
+  };
+}
+
+/**
+ * C [M, N] (+)= Σ_b (f32(Σ_{k∈b} qa[m,k]·qb[n,k]) · sa[m,b]) · sb[n,b], blocks b of G along K.
+ * aq [M, K/4] u32, sa [M, K/G], bq [N, K/4] u32, sb [N, K/G]. K % G == 0, G ∈ {32, 64, 128, 256}.
+ */
+export function qgemmI8Blocked(rt: Runtime, a: {
+  label: string; aq: Binding; sa: Binding; bq: Binding; sb: Binding; c: Binding;
+  M: number; N: number; K: number; G: number; accumulate?: boolean;
+}): Dispatch {
+  const { M, N, K, G } = a;
+  for (const [k, v] of Object.entries({ M, N, K })) {
+    if (!Number.isInteger(v) || v < 1) throw new Error(`${a.label}: ${k}=${v} must be a positive integer`);
+  }
+  if (![32, 64, 128, 256].includes(G) || K % G) throw new Error(`${a.label}: block ${G} must be 32, 64, 128 or 256 and divide K=${K}`);
+  if (G >= 132_000) throw new Error(`${a.label}: block ${G} risks i32 overflow`);
+  const u = new Uniforms().u32(M).u32(N).u32(K / 4).u32(K / G);
+  return rt.kernel({
+    label: a.label,
+    code: blockSrc,
+    constants: { BM: 64, BN: 64, BKW: 8, GW: G / 4, TM: 4, TN: 4, ACC: a.accumulate ? 1 : 0 },
+    bindings: [a.aq, a.sa, a.bq, a.sb, a.c, rt.uniform(a.label, u)],
+    workgroups: [Math.ceil(N / 64), Math.ceil(M / 64)],
+  });
+}

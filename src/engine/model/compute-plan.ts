@@ -1,0 +1,103 @@
+/**
+ * The compute formats of the linear layers' GEMMs, resolved once with the rest of the plan
+ * (run-plan.ts): per layer what its forward, input-gradient and weight-gradient GEMMs compute in,
+ * the checks that the model can run that combination at this shape, and the INT8 operand buffers
+ * the step allocates. The GEMMs themselves: ./int8-gemms.ts; the GEMM path each ran (dot4 or
+ * tensor cores) is only known on a device, so the model reports it (LlamaGpu.computePaths).
+ */
+import type { ComputeFormat, ComputeScheme, QuantSpec, Scheme } from '../scheme/scheme';
+import { isFp32, layerScheme } from '../scheme/scheme';
+import type { BufferSpec, ModelDims } from './dims';
+
+/** The kernel a GEMM ran: the fp32 matmul, INT8 with dot4I8Packed, or INT8 on tensor cores. */
+export type GemmPath = 'fp32' | 'int8-dot4' | 'int8-tensor-core';
+
+export interface LayerCompute {
+  forward: ComputeFormat;
+  dx: ComputeFormat;
+  dw: ComputeFormat;
+  /** Tokens per scale block of the INT8 dW operands. */
+  dwBlock: number;
+  /** Rounding of the dY operands of INT8 dX and dW. */
+  gradRounding: 'nearest' | 'stochastic';
+}
+
+export function layerCompute(c: ComputeScheme): LayerCompute {
+  return { forward: c.forward, dx: c.dx, dw: c.dw, dwBlock: c.dw_block, gradRounding: c.grad_rounding };
+}
+
+export const usesInt8 = (c: LayerCompute) => c.forward === 'int8' || c.dx === 'int8' || c.dw === 'int8';
+
+/** Whether any of a model's `layers` layers runs an INT8 GEMM under `scheme` (before a plan exists: the device's INT8 path is chosen first). */
+export function schemeUsesInt8(scheme: Scheme | undefined, layers: number): boolean {
+  return !!scheme && Array.from({ length: layers }, (_, l) => layerCompute(layerScheme(scheme, l).compute)).some(usesInt8);
+}
+
+interface LayerCells {
+  weights: QuantSpec;
+  gemmInputs: QuantSpec;
+  gemmOutputGrads: QuantSpec;
+  compute: LayerCompute;
+}
+
+/** Every reason the model cannot run the scheme's compute formats at this shape (empty: it can). */
+export function computeErrors(scheme: Scheme, d: ModelDims, layers: LayerCells[], training: boolean): string[] {
+  const out: string[] = [];
+  layers.forEach((ly, l) => {
+    const c = ly.compute;
+    const at = `layer ${l} compute`;
+    if (c.gradRounding === 'stochastic' && c.dx === 'fp32' && c.dw === 'fp32') {
+      out.push(`${at}: grad_rounding 'stochastic' rounds the dY of INT8 dX/dW GEMMs, and this layer has none`);
+    }
+    if (!usesInt8(c)) return;
+    if (scheme.tp.degree > 1) out.push(`${at}: INT8 GEMMs are not implemented with tensor parallelism (tp.degree ${scheme.tp.degree})`);
+    // The INT8 GEMMs quantize their operands themselves; a fake-quantized copy in front of them would be a second quantizer.
+    if (!isFp32(ly.weights)) out.push(`${at}: INT8 GEMMs quantize W themselves (per output channel forward, per input channel for dX); set the weights cell to fp32`);
+    if (c.forward === 'int8' && !isFp32(ly.gemmInputs)) out.push(`${at}: an INT8 forward quantizes X per token itself; set gemm_inputs to fp32`);
+    if (c.dw === 'int8' && !isFp32(ly.gemmOutputGrads)) out.push(`${at}: an INT8 dW quantizes dY per block itself; set gemm_output_grads to fp32`);
+    // Packed int8 rows: every reduction length a multiple of 4.
+    for (const [k, v] of Object.entries({ hidden_size: d.C, 'heads·head_dim': d.QC, 'kv_heads·head_dim': d.KVC, intermediate_size: d.F })) {
+      if (v % 4) out.push(`${at}: INT8 GEMMs pack 4 values per word and ${k} = ${v} is not a multiple of 4`);
+    }
+    if (training && c.dw === 'int8' && d.N % c.dwBlock) {
+      out.push(`${at}: dw_block ${c.dwBlock} must divide the tokens per step (batch·context = ${d.N})`);
+    }
+  });
+  return out;
+}
+
+/** Which INT8 GEMMs some layer runs (training: dX and dW exist only with a backward). */
+export function int8Use(layers: { compute: LayerCompute }[], training: boolean): { rows: boolean; dw: boolean } {
+  const fwd = layers.some((l) => l.compute.forward === 'int8');
+  const dx = training && layers.some((l) => l.compute.dx === 'int8');
+  return { rows: fwd || dx, dw: training && layers.some((l) => l.compute.dw === 'int8') };
+}
+
+/**
+ * Operand buffers of the INT8 GEMMs, shared by every layer (each GEMM quantizes its operands right
+ * before it runs): `i8.a` per-row codes of X (forward) or dY (dX) with scales `i8.as`; `i8.w` a
+ * weight's codes (W, or Wᵀ for dX) with `i8.ws`; for dW, dYᵀ (`i8.gt`) and Xᵀ (`i8.xt`) in blocks
+ * of tokens with their scales.
+ */
+export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], training: boolean): BufferSpec[] {
+  const use = int8Use(layers, training);
+  const out: BufferSpec[] = [];
+  const ws = (key: string, bytes: number) => out.push({ key, category: 'workspace', bytes });
+  const widest = Math.max(d.C, d.QC, d.KVC, d.F);
+  if (use.rows) {
+    ws('i8.a', d.N * widest);
+    ws('i8.as', d.N * 4);
+    ws('i8.w', d.C * Math.max(d.QC, d.KVC, d.F));
+    ws('i8.ws', widest * 4);
+  }
+  if (use.dw) {
+    const block = Math.min(...layers.filter((l) => l.compute.dw === 'int8').map((l) => l.compute.dwBlock));
+    const outW = Math.max(d.QC, d.KVC, d.F, d.C);
+    const inW = Math.max(d.C, d.QC, d.F);
+    ws('i8.gt', outW * d.N);
+    ws('i8.gts', ((outW * d.N) / block) * 4);
+    ws('i8.xt', inW * d.N);
+    ws('i8.xts', ((inW * d.N) / block) * 4);
+  }
+  return out;
+}

@@ -1,0 +1,107 @@
+/**
+ * The linear layers' GEMMs in INT8, as real compute (not fake quantization): each GEMM quantizes
+ * its operands into the shared INT8 buffers of the plan (compute-plan.ts int8Buffers) right before
+ * it runs, multiplies the codes exactly in integers and dequantizes in the epilogue (row scale ×
+ * column scale, fp32 out, added to C where the model accumulates).
+ *   forward  Y (+)= X·Wᵀ  X per token (row), W per output channel (row of W [out, in]);
+ *   dX       dX (+)= dY·W  dY per token, W per input channel (rows of Wᵀ, quantized from W directly);
+ *   dW       dW = dYᵀ·X    both per channel in blocks of G tokens (Jetfire-style), scales folded per block.
+ * Forward and dX run qgemmI8 (tensor cores where enableI8TensorCores turned them on, else dot4);
+ * dW runs the dot4 blocked kernel. Every GEMM's path is recorded under its label.
+ */
+import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
+import { qgemmI8, qgemmI8Path } from '../kernels/qgemm';
+import { qgemmI8Blocked, quantizeTransposedI8 } from '../kernels/qgemm-block';
+import { buildQuantize } from '../kernels/quantize';
+import type { GemmPath, LayerCompute } from './compute-plan';
+import type { ModelDims } from './dims';
+
+export class Int8Gemms {
+  /** The kernel each INT8 GEMM runs, by label. */
+  readonly paths = new Map<string, GemmPath>();
+
+  constructor(
+    private readonly rt: Runtime,
+    private readonly dims: ModelDims,
+    private readonly b: (key: string) => GPUBuffer,
+    /** Registers a stochastic-rounding quantizer whose seed changes every step. */
+    private readonly onSeed: (label: string, setSeed: (seed: number) => void) => void,
+  ) {}
+
+  /** Per-row INT8 codes of x [M, K] into i8.a / i8.as (the A operand of the next forward or dX GEMMs). */
+  quantizeRows(label: string, x: Binding, M: number, K: number, rounding: LayerCompute['gradRounding'] = 'nearest'): Dispatch[] {
+    const k = buildQuantize(this.rt, { format: 'int8', granularity: { kind: 'row', rowLength: K }, n: M * K }, x,
+      { words: this.b('i8.a'), scales: this.b('i8.as'), rounding });
+    if (rounding === 'stochastic') this.onSeed(`${label}.q`, (s) => k.setSeed(s));
+    return k.dispatches;
+  }
+
+  /** out [M, N] (+)= X·Wᵀ with X's codes already in i8.a (quantizeRows) and W [N, K] fp32. */
+  forward(label: string, w: Binding, out: Binding, M: number, N: number, K: number, accumulate: boolean): Dispatch[] {
+    const qw = buildQuantize(this.rt, { format: 'int8', granularity: { kind: 'row', rowLength: K }, n: N * K }, w,
+      { words: this.b('i8.w'), scales: this.b('i8.ws') });
+    return [...qw.dispatches, this.gemm(label, out, M, N, K, accumulate)];
+  }
+
+  /**
+   * dX [M, N] (+)= dY·W: dY [M, K] per token, W [K, N] (HF [out, in], K = out) per input channel.
+   * dy null: its codes are already in i8.a (written by the kernel that produced it).
+   */
+  dx(label: string, dy: Binding | null, w: Binding, out: Binding, M: number, N: number, K: number, accumulate: boolean, rounding: LayerCompute['gradRounding']): Dispatch[] {
+    const qw = quantizeTransposedI8(this.rt, { label: `${label}.wT`, x: w, R: K, CN: N, G: K, codes: this.b('i8.w'), scales: this.b('i8.ws') });
+    return [...(dy ? this.quantizeRows(label, dy, M, K, rounding) : []), qw.dispatch, this.gemm(label, out, M, N, K, accumulate)];
+  }
+
+  /** Xᵀ codes of x [tokens, width] in blocks of G tokens into i8.xt (several dW GEMMs of one input share them). */
+  dwInput(label: string, x: Binding, width: number, G: number): Dispatch {
+    return quantizeTransposedI8(this.rt, { label: `${label}.xT`, x, R: this.dims.N, CN: width, G, codes: this.b('i8.xt'), scales: this.b('i8.xts') }).dispatch;
+  }
+
+  /** dW [outW, inW] = dYᵀ·X over the tokens, X's codes already in i8.xt (dwInput). */
+  dw(label: string, dy: Binding, outW: number, inW: number, c: Binding, G: number, rounding: LayerCompute['gradRounding']): Dispatch[] {
+    const q = quantizeTransposedI8(this.rt, { label: `${label}.dyT`, x: dy, R: this.dims.N, CN: outW, G, codes: this.b('i8.gt'), scales: this.b('i8.gts'), rounding });
+    if (rounding === 'stochastic') this.onSeed(`${label}.dyT`, q.setSeed);
+    this.paths.set(label, 'int8-dot4');
+    return [q.dispatch, qgemmI8Blocked(this.rt, {
+      label, aq: this.b('i8.gt'), sa: this.b('i8.gts'), bq: this.b('i8.xt'), sb: this.b('i8.xts'), c, M: outW, N: inW, K: this.dims.N, G,
+    })];
+  }
+
+  private gemm(label: string, out: Binding, M: number, N: number, K: number, accumulate: boolean): Dispatch {
+    this.paths.set(label, qgemmI8Path(this.rt, K));
+    return qgemmI8(this.rt, { label, xq: this.b('i8.a'), sx: this.b('i8.as'), wq: this.b('i8.w'), sw: this.b('i8.ws'), c: out, M, N, K, accumulate });
+  }
+}
+
+export interface LayerPaths {
+  layer: number;
+  forward: string;
+  dx: string;
+  dw: string;
+}
+
+/**
+ * Per layer, the kernel its forward, dX and dW GEMMs ran ('fp32', 'int8-dot4', 'int8-tensor-core';
+ * several joined by '+' where a layer's GEMMs differ, e.g. by K; 'none' without a backward).
+ */
+export function computePaths(layers: { compute: LayerCompute }[], paths: ReadonlyMap<string, GemmPath>, training: boolean): LayerPaths[] {
+  return layers.map(({ compute: c }, l) => {
+    const of = (fmt: 'fp32' | 'int8', suffix: string): string => {
+      if (fmt === 'fp32') return 'fp32';
+      const got = new Set<GemmPath>();
+      for (const [label, path] of paths) if (label.startsWith(`L${l}.`) && label.endsWith(suffix)) got.add(path);
+      return [...got].sort().join('+') || 'none';
+    };
+    return {
+      layer: l,
+      forward: of(c.forward, '_proj'),
+      dx: training ? of(c.dx, '.dx') : 'none',
+      dw: training ? of(c.dw, '.dw') : 'none',
+    };
+  });
+}
+
+/** 'fwd X, dx Y, dw Z' for each distinct per-layer combination (one, usually), joined by '; '. */
+export function gemmPathSummary(paths: LayerPaths[]): string {
+  return [...new Set(paths.map((p) => `fwd ${p.forward}, dx ${p.dx}, dw ${p.dw}`))].join('; ');
+}

@@ -1,0 +1,187 @@
+/**
+ * How each linear layer's GEMMs run under the plan: which weight copy they read (fp32 or the
+ * study's fake-quantized `wq`), the fake-quantized operand copies (`aq`, `gq`), the fp32 matmuls
+ * (a transposed weight for long inputs, split-K for dW) or the INT8 GEMMs (./int8-gemms.ts). The
+ * model (llama.ts) calls these while it builds its dispatch lists.
+ */
+import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
+import { copy } from '../kernels/elementwise';
+import { matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul';
+import { qdq } from '../kernels/qdq';
+import { rmsnormForward, rmsnormForwardQuantized } from '../kernels/rmsnorm';
+import { transposeMatrix } from '../kernels/slice';
+import { swigluForward, swigluForwardQuantized } from '../kernels/swiglu';
+import { isFp32, type QuantSpec } from '../scheme/scheme';
+import { computePaths, Int8Gemms, type LayerPaths } from './int8-gemms';
+import { linearsTransposed } from './plan';
+import type { ProbePoint } from './probe-point';
+import type { RunPlan } from './run-plan';
+
+export class LinearGemms {
+  /** Quantizers (fake or real) whose stochastic-rounding seed changes every step. */
+  readonly srKernels: { label: string; setSeed: (seed: number) => void }[] = [];
+  /** The INT8 GEMMs (null when every layer computes in fp32). */
+  private readonly i8: Int8Gemms | null;
+
+  constructor(
+    private readonly rt: Runtime,
+    private readonly plan: RunPlan,
+    private readonly b: (key: string) => GPUBuffer,
+    /** The forward's dispatch list and probe points (the fake-quantized inputs are probed where they are made). */
+    private readonly forward: Dispatch[],
+    private readonly probePoints: Map<string, ProbePoint>,
+    private readonly linearNnMinRows?: number,
+  ) {
+    this.i8 = plan.int8.rows || plan.int8.dw
+      ? new Int8Gemms(rt, plan.dims, b, (label, setSeed) => this.srKernels.push({ label, setSeed }))
+      : null;
+  }
+
+  /**
+   * A weight-gradient GEMM (dW = dYᵀ·X: small M×N, K = all tokens), split over K when that fills the
+   * GPU better. Its split-K partials go to a backward scratch buffer that is dead at that point, so
+   * they cost no memory of their own: `dq` ([N, C], free from norm2.bwd to the attention backward
+   * and again after rope_q.bwd) for the LM head's and the MLP's, `dF1` ([N, F], free once the MLP's
+   * dX GEMMs have run) for the attention projections', whose small square outputs want the most
+   * slices (a small fixed buffer would cap their slice count). Tensor-parallel models run them in one pass: a rank's dW GEMM is a slice of
+   * the rows of the single-device simulation's, whose slice count, chosen for its own shape and
+   * buffers, would sum in another order, and the ranks must reproduce the simulation bit for bit
+   * (tests/peers/tp.gpu.test.ts).
+   */
+  dwMatmul(args: Omit<MatmulArgs, 'workspace'>, scratch: 'dq' | 'dF1'): Dispatch[] {
+    return matmulSteps(this.rt, { ...args, workspace: this.plan.wire.tp ? undefined : this.b(scratch) });
+  }
+
+  /** The buffer the GEMMs read a weight from: the fake-quantized copy when layer l quantizes weights. */
+  private gemmWeights(l: number): GPUBuffer {
+    return isFp32(this.plan.layers[l].weights) ? this.b('weights') : this.b('wq');
+  }
+
+  /** A linear weight of layer l as the GEMMs see it. */
+  lin(l: number, s: string): Binding {
+    const v = this.plan.layout.byName.get(`model.layers.${l}.${s}`);
+    if (!v) throw new Error(`no parameter model.layers.${l}.${s}`);
+    return { buffer: this.gemmWeights(l), offset: v.offset * 4, size: v.size * 4 };
+  }
+
+  /** The GEMM weights buffer and byte offset of a parameter (for sub-slices such as a TP rank's rows). */
+  weightAt(l: number, name: string): { w: GPUBuffer; wOffset: number } {
+    const v = this.plan.layout.byName.get(name);
+    if (!v) throw new Error(`no parameter ${name}`);
+    return { w: this.gemmWeights(l), wOffset: v.offset * 4 };
+  }
+
+  fakeQuant(label: string, x: Binding, n: number, rowLength: number, spec: QuantSpec): Dispatch[] {
+    const k = qdq(this.rt, { label, x, n, rowLength, spec });
+    if (spec.rounding === 'stochastic') this.srKernels.push({ label, setSeed: (seed) => k.setSeed(seed) });
+    return [...k];
+  }
+
+  /**
+   * The study's fake quantization of a GEMM operand: x itself when `spec` is fp32, else a copy in the
+   * scratch buffer `scratch`, quantized and dequantized per row (token) of `width` values.
+   */
+  private quantizedCopy(spec: QuantSpec, scratch: 'aq' | 'gq', label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
+    if (isFp32(spec)) return x;
+    const n = this.plan.dims.N * width;
+    const q: Binding = { buffer: this.b(scratch), offset: 0, size: n * 4 };
+    push(copy(this.rt, { label: `${label}.${scratch}`, src: x, dst: q, n }));
+    push(this.fakeQuant(`${label}.${scratch}`, q, n, width, spec));
+    return q;
+  }
+
+  /**
+   * What the forward GEMMs of layer l read as input x (its gemm_inputs cell). With an INT8 forward
+   * x is quantized per token here, once for all the GEMMs that read it (their codes in i8.a), unless
+   * `producerCodes`: the kernel that produced x wrote them (inputNorm, inputSwiglu).
+   */
+  gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void, producerCodes = false): Binding {
+    if (this.plan.layers[l].compute.forward === 'int8') {
+      if (!producerCodes) push(this.int8().quantizeRows(label, x, this.plan.dims.N, width));
+      return x;
+    }
+    const q = this.quantizedCopy(this.plan.layers[l].gemmInputs, 'aq', label, x, width, push);
+    if (q !== x) this.probePoints.set(label, { after: this.forward[this.forward.length - 1], x, xhat: q, n: this.plan.dims.N * width });
+    return q;
+  }
+
+  /** An RMSNorm whose output feeds layer l's forward GEMMs: with an INT8 forward it also writes y's codes into i8.a (gemmInput's producerCodes). */
+  inputNorm(l: number, o: Parameters<typeof rmsnormForward>[1]): Dispatch[] {
+    if (this.plan.layers[l].compute.forward !== 'int8') return [rmsnormForward(this.rt, o)];
+    return rmsnormForwardQuantized(this.rt, { ...o, codes: this.b('i8.a'), scales: this.b('i8.as') });
+  }
+
+  /** The SwiGLU whose output feeds down_proj: with an INT8 forward it also writes h's codes into i8.a. */
+  inputSwiglu(l: number, o: Parameters<typeof swigluForward>[1]): Dispatch[] {
+    if (this.plan.layers[l].compute.forward !== 'int8') return [swigluForward(this.rt, o)];
+    return swigluForwardQuantized(this.rt, { ...o, codes: this.b('i8.a'), scales: this.b('i8.as') });
+  }
+
+  /**
+   * out (+)= x · Wᵀ for layer l's linear `name`, W stored [out, in] (HF's layout): W is transposed
+   * into the scratch `wT` first and the GEMM runs NN. A k-major operand goes from global to
+   * workgroup memory as loaded, while a k-minor one is transposed in registers by a quarter of the
+   * GEMM's threads (matmul.wgsl); docs/benchmarks.md has what that costs at the model's shapes.
+   * Short inputs (fewer than LINEAR_NN_MIN_ROWS tokens) read W as stored: the transpose would cost more.
+   */
+  linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false): Dispatch[] {
+    if (this.plan.layers[l].compute.forward === 'int8') return this.int8().forward(label, this.lin(l, name), out, M, N, K, accumulate);
+    if (!linearsTransposed(M, this.linearNnMinRows)) {
+      return [matmul(this.rt, { label, a: x, b: this.lin(l, name), c: out, M, N, K, transB: true, accumulate })];
+    }
+    return [
+      transposeMatrix(this.rt, { label: `${label}.wT`, src: this.lin(l, name), dst: this.b('wT'), rows: N, cols: K }),
+      matmul(this.rt, { label, a: x, b: { buffer: this.b('wT'), offset: 0, size: N * K * 4 }, c: out, M, N, K, accumulate }),
+    ];
+  }
+
+  private int8(): Int8Gemms {
+    if (!this.i8) throw new Error('internal: an INT8 GEMM in a plan without INT8 buffers');
+    return this.i8;
+  }
+
+  /**
+   * Where the kernel producing a dY for layer l's INT8 dX GEMM writes its codes (i8.a), or undefined
+   * where that GEMM quantizes dY itself: an fp32 dX, or stochastic rounding (the producers round to nearest).
+   */
+  dyCodes(l: number): { codes: GPUBuffer; scales: GPUBuffer } | undefined {
+    const c = this.plan.layers[l].compute;
+    return c.dx === 'int8' && c.gradRounding === 'nearest' ? { codes: this.b('i8.a'), scales: this.b('i8.as') } : undefined;
+  }
+
+  /**
+   * dX (+)= dY·W for layer l's linear `name` (W [K, N] = [out, in]) in the layer's dX compute format;
+   * `producerCodes`: dY's INT8 codes are already in i8.a (dyCodes).
+   */
+  dxGemm(l: number, label: string, dy: GPUBuffer, name: string, out: GPUBuffer, M: number, N: number, K: number, accumulate = false, producerCodes = false): Dispatch[] {
+    const c = this.plan.layers[l].compute;
+    if (c.dx === 'int8') return this.int8().dx(label, producerCodes ? null : dy, this.lin(l, name), out, M, N, K, accumulate, c.gradRounding);
+    return [matmul(this.rt, { label, a: dy, b: this.lin(l, name), c: out, M, N, K, accumulate })];
+  }
+
+  /**
+   * dW = dYᵀ·X of layer l (dY [tokens, outW], X [tokens, inW]) in the layer's dW compute format:
+   * fp32 (split over tokens into `scratch`, dY through its gemm_output_grads cell), or INT8 in
+   * blocks of tokens; `xShared`: X's INT8 codes are the previous dW GEMM's (q/k/v, gate/up).
+   */
+  dwGemm(l: number, label: string, dy: GPUBuffer, outW: number, x: GPUBuffer, inW: number, c: Binding, scratch: 'dq' | 'dF1',
+    push: (d: Dispatch | Dispatch[]) => void, xShared = false): void {
+    const cp = this.plan.layers[l].compute;
+    if (cp.dw === 'fp32') {
+      push(this.dwMatmul({ label, a: this.dwGrad(l, label, dy, outW, push), b: x, c, M: outW, N: inW, K: this.plan.dims.N, transA: true }, scratch));
+      return;
+    }
+    if (!xShared) push(this.int8().dwInput(label, x, inW, cp.dwBlock));
+    push(this.int8().dw(label, dy, outW, inW, c, cp.dwBlock, cp.gradRounding));
+  }
+
+  /** The output gradient a dW GEMM of layer l reads (its gemm_output_grads cell; dX uses dy as is). */
+  private dwGrad(l: number, label: string, dy: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void): Binding {
+    return this.quantizedCopy(this.plan.layers[l].gemmOutputGrads, 'gq', label, dy, width, push);
+  }
+
+  /** The kernel each layer's forward, dX and dW GEMMs run on this device . */
+  computePaths(): LayerPaths[] {
+    return computePaths(this.plan.layers, this.i8?.paths ?? new Map(), this.plan.training);
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * INT8 compute in the training step (micro): the `int8` scheme's first forward equals the fake-quant
+ * simulation with the same quantizers (W per output channel, X per token: the study's w8 + a8
+ * cells) up to fp32 accumulation order, and its gradients stay close to fp32's, tensor by tensor.
+ * The dot4 path is what SwiftShader runs (no tensor cores).
+ */
+import { describe, expect, it } from 'vitest';
+import { PRESETS } from '../../src/engine/model/config';
+import { LlamaGpu } from '../../src/engine/model/llama';
+import { initParams, paramLayout } from '../../src/engine/model/params';
+import { resolvePlan } from '../../src/engine/model/run-plan';
+import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
+import { defaultTrainOptions } from '../../src/engine/train/options';
+import { CharTokenizer } from '../../src/engine/train/tokenizer';
+import { planMemory, Trainer } from '../../src/engine/train/trainer';
+import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
+import { Rng } from '../../src/engine/util/rng';
+import { testRuntime } from '../helpers/gpu';
+
+const cfg = { ...PRESETS.micro };
+const [B, T] = [2, 32];
+const layout = paramLayout(cfg);
+const params = initParams(cfg, layout, 3);
+const rng = new Rng(9);
+const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size));
+
+/** Loss and flat gradients of one forward + backward at `params` under `scheme`. */
+async function lossAndGrads(scheme: Scheme): Promise<{ loss: number; grads: Float32Array | null; model: LlamaGpu }> {
+  const rt = await testRuntime();
+  const model = new LlamaGpu(rt, cfg, B, T, { scheme });
+  model.uploadParams(params);
+  model.setBatch(tokens);
+  model.setStepSeed(0);
+  rt.run([...model.forward, ...model.backward]);
+  const loss = (await rt.readF32(model.b('loss'), 0, 1))[0];
+  // Quantized gradient storage (AGoQ) keeps no flat fp32 gradient buffer.
+  const grads = model.plan.grads ? null : await model.readFlat('grads');
+  return { loss, grads, model };
+}
+
+function cosine(a: Float32Array, b: Float32Array): number {
+  let ab = 0;
+  let aa = 0;
+  let bb = 0;
+  for (let i = 0; i < a.length; i++) {
+    ab += a[i] * b[i];
+    aa += a[i] * a[i];
+    bb += b[i] * b[i];
+  }
+  return ab / Math.sqrt(aa * bb);
+}
+
+const q8row = { format: 'int8', granularity: 'row', group: 128, rounding: 'nearest' } as const;
+
+describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
+  it('the int8 forward equals the fake-quant simulation (w8 per channel + a8 per token); gradients vs fp32 cosine ≥ 0.99 per tensor', async () => {
+    const fp32 = await lossAndGrads(SCHEME_PRESETS.fp32);
+    const sim = await lossAndGrads(parseScheme({ name: 'w8a8-sim', layer: { weights: q8row, gemm_inputs: q8row } }));
+    const runs: [string, Scheme][] = [
+      ['int8', SCHEME_PRESETS.int8],
+      ['switchback', SCHEME_PRESETS.switchback],
+      ['int8 + SR, dw blocks of 64', parseScheme({ name: 'int8-sr', layer: { compute: { forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 64, grad_rounding: 'stochastic' } } })],
+    ];
+    for (const [name, scheme] of runs) {
+      const r = await lossAndGrads(scheme);
+      expect(Math.abs(r.loss - sim.loss) / sim.loss, `${name}: loss ${r.loss} vs the fake-quant simulation's ${sim.loss}`).toBeLessThan(2e-6);
+      expect(r.loss, `${name}: quantization changes the loss a little`).not.toBe(fp32.loss);
+      for (const v of layout.views) {
+        const c = cosine(r.grads!.subarray(v.offset, v.offset + v.size), fp32.grads!.subarray(v.offset, v.offset + v.size));
+        expect(c, `${name}: ${v.name} gradient cosine vs fp32`).toBeGreaterThanOrEqual(0.99);
+      }
+      const paths = r.model.computePaths();
+      expect(paths[0].forward).toBe('int8-dot4');
+      expect(paths[0].dx).toBe('int8-dot4');
+      expect(paths[0].dw).toBe(name === 'switchback' ? 'fp32' : 'int8-dot4');
+      r.model.destroy();
+    }
+    expect(fp32.model.computePaths()[1]).toEqual({ layer: 1, forward: 'fp32', dx: 'fp32', dw: 'fp32' });
+    fp32.model.destroy();
+    sim.model.destroy();
+  }, 240_000);
+
+  it('agoq-int8 trains with INT4 activation storage, INT8 gradient storage and INT8 GEMMs', async () => {
+    const r = await lossAndGrads(SCHEME_PRESETS['agoq-int8']);
+    expect(Number.isFinite(r.loss)).toBe(true);
+    expect(r.model.computePaths()[0]).toEqual({ layer: 0, forward: 'int8-dot4', dx: 'int8-dot4', dw: 'int8-dot4' });
+    r.model.destroy();
+  }, 120_000);
+});
+
+describe('a Trainer with INT8 compute', () => {
+  it('allocates exactly its plan (the INT8 operand buffers included) and reports the GEMM paths', async () => {
+    const rt = await testRuntime();
+    const text = 'abcdefghij klmnopqrstuvwxyz\n'.repeat(200);
+    const tok = CharTokenizer.fromText(text);
+    const opts = defaultTrainOptions('micro', { steps: 2, warmup: 1, batch: 2, model: { vocab_size: tok.vocabSize }, scheme: SCHEME_PRESETS['agoq-int8'] });
+    const trainer = await Trainer.create(rt, opts, text, { tokenizer: tok });
+    for (let s = 0; s < 2; s++) expect(Number.isFinite((await trainer.trainStep()).loss)).toBe(true);
+    expect(trainer.memory()).toEqual(planMemory(trainer.opts));
+    expect(trainer.computePaths().map((p) => p.dw)).toEqual(['int8-dot4', 'int8-dot4']);
+    trainer.destroy();
+  }, 120_000);
+});
+
+describe('compute formats are validated when the plan is resolved', () => {
+  const plan = (layer: object, B2 = B, T2 = T) => () => resolvePlan(cfg, B2, T2, { scheme: parseScheme({ name: 'x', layer }) });
+  it.each([
+    ['a fake-quantized weight cell', { weights: q8row, compute: { forward: 'int8' } }, /set the weights cell to fp32/],
+    ['fake-quantized GEMM inputs', { gemm_inputs: q8row, compute: { forward: 'int8' } }, /set gemm_inputs to fp32/],
+    ['fake-quantized dW output gradients', { gemm_output_grads: q8row, compute: { dw: 'int8' } }, /set gemm_output_grads to fp32/],
+    ['stochastic rounding without an INT8 gradient GEMM', { compute: { forward: 'int8', grad_rounding: 'stochastic' } }, /has none/],
+  ])('%s', (_, layer, err) => {
+    // The forward-only stochastic case: SR rounds only dY; an INT8 forward alone has none.
+    expect(plan(layer)).toThrow(err);
+  });
+  it('a dW block that does not divide the tokens', () => {
+    expect(plan({ compute: { dw: 'int8', dw_block: 64 } }, 1, 32)).toThrow(/dw_block 64 must divide the tokens per step \(batch·context = 32\)/);
+  });
+  it('tensor parallelism', () => {
+    expect(() => resolvePlan(cfg, B, T, { scheme: parseScheme({ name: 'x', layer: { compute: { forward: 'int8' } }, tp: { degree: 2 } }) })).toThrow(/tensor parallelism/);
+  });
+  it('an unknown compute format is a schema error', () => {
+    expect(() => parseScheme({ name: 'x', layer: { compute: { forward: 'int4' } } })).toThrow(/compute\.forward/);
+  });
+});

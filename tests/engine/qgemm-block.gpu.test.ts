@@ -1,0 +1,89 @@
+/**
+ * The INT8 training-GEMM kernels against their plain-TS references: the transposed block quantizer
+ * code for code (nearest and stochastic), the blocked dW GEMM and the accumulating dot4 GEMM bit for
+ * bit (integer sums are exact; the references round the epilogue as the kernels do).
+ */
+import { describe, expect, it } from 'vitest';
+import { qgemmI8 } from '../../src/engine/kernels/qgemm';
+import { qgemmI8Blocked, quantizeTransposedI8 } from '../../src/engine/kernels/qgemm-block';
+import { qgemmI8BlockedRef, quantizeTransposedI8Ref } from '../../src/engine/kernels/qgemm-block.ref';
+import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
+import { Rng } from '../../src/engine/util/rng';
+import { testRuntime, trackBuffers } from '../helpers/gpu';
+
+const { up, track } = trackBuffers();
+
+
+describe('quantizeTransposedI8', () => {
+  // [R, CN, G]: short blocks (64 columns per workgroup), a partial column tile, a whole column (G = R).
+  const cases: [number, number, number, 'nearest' | 'stochastic'][] = [
+    [64, 20, 32, 'nearest'], [96, 70, 32, 'stochastic'], [40, 9, 40, 'nearest'], [128, 17, 128, 'stochastic'],
+  ];
+  it.each(cases)('R=%i CN=%i G=%i %s', async (R, CN, G, rounding) => {
+    const rt = await testRuntime();
+    const rng = new Rng(R + CN + G);
+    const x = rng.normalArray(R * CN);
+    x[5] = 30; // an outlier: its block's scale differs
+    for (let c = 0; c < CN; c++) x[(G - 1) * CN + c] *= 0; // a zero row does not zero a block
+    if (CN > 3) for (let r = 0; r < G; r++) x[r * CN + 3] = 0; // an all-zero block: s = 0, codes 0
+    const codes = track(rt.createBuffer('workspace', 'codes', R * CN));
+    const scales = track(rt.createBuffer('workspace', 'scales', (CN * R / G) * 4));
+    const k = quantizeTransposedI8(rt, { label: 'tq', x: up(rt, x), R, CN, G, codes, scales, rounding, seed: 7 });
+    k.setSeed(11);
+    rt.run([k.dispatch]);
+    const ref = quantizeTransposedI8Ref(x, R, CN, G, { rounding, seed: 11 });
+    expect(Array.from(await rt.readF32(scales, 0, (CN * R) / G))).toEqual(Array.from(ref.scales));
+    expect(Array.from(await rt.readU32(codes, 0, (R * CN) / 4))).toEqual(Array.from(ref.words));
+  });
+
+  it('rejects a block that does not divide R', async () => {
+    const rt = await testRuntime();
+    const b = track(rt.createBuffer('workspace', 'b', 64));
+    expect(() => quantizeTransposedI8(rt, { label: 'bad', x: b, R: 48, CN: 4, G: 32, codes: b, scales: b })).toThrow(/dividing R=48/);
+  });
+});
+
+function randI8(n: number, rng: Rng): { v: Int8Array; words: Uint32Array } {
+  const v = Int8Array.from({ length: n }, () => (rng.nextU32() >>> 24) - 128);
+  return { v, words: new Uint32Array(v.buffer.slice(0)) };
+}
+
+describe('qgemmI8Blocked (dW with per-block scales along K)', () => {
+  const cases: [number, number, number, number, boolean][] = [[7, 65, 64, 32, false], [66, 9, 192, 64, true], [3, 5, 256, 256, false]];
+  it.each(cases)('M=%i N=%i K=%i G=%i accumulate=%s', async (M, N, K, G, accumulate) => {
+    const rt = await testRuntime();
+    const rng = new Rng(M * N + K);
+    const A = randI8(M * K, rng);
+    const B = randI8(N * K, rng);
+    const sa = Float32Array.from({ length: (M * K) / G }, () => 0.001 + rng.next() * 0.01);
+    const sb = Float32Array.from({ length: (N * K) / G }, () => 0.001 + rng.next() * 0.01);
+    const c0 = rng.normalArray(M * N);
+    const c = up(rt, c0);
+    rt.run([qgemmI8Blocked(rt, { label: 'qb', aq: up(rt, A.words), sa: up(rt, sa), bq: up(rt, B.words), sb: up(rt, sb), c, M, N, K, G, accumulate })]);
+    const want = qgemmI8BlockedRef(A.v, sa, B.v, sb, M, N, K, G, accumulate ? c0 : undefined);
+    const got = await rt.readF32(c, 0, M * N);
+    let bad = 0;
+    for (let i = 0; i < want.length; i++) if (Math.abs(got[i] - want[i]) > 1e-6 * Math.abs(want[i]) + 1e-30) bad++;
+    expect(bad, 'elements off by more than f32 contraction').toBe(0);
+  });
+});
+
+describe('qgemmI8 accumulate', () => {
+  it('C += diag(sx)·QX·QWᵀ·diag(sw), the product as without accumulate', async () => {
+    const rt = await testRuntime();
+    const [M, N, K] = [9, 70, 36];
+    const rng = new Rng(3);
+    const X = randI8(M * K, rng);
+    const W = randI8(N * K, rng);
+    const sx = Float32Array.from({ length: M }, () => 0.01 + rng.next() * 0.01);
+    const sw = Float32Array.from({ length: N }, () => 0.01 + rng.next() * 0.01);
+    const c0 = rng.normalArray(M * N);
+    const c = up(rt, c0);
+    rt.run([qgemmI8(rt, { label: 'acc', xq: up(rt, X.words), sx: up(rt, sx), wq: up(rt, W.words), sw: up(rt, sw), c, M, N, K, accumulate: true, tiles: { BK: 4 } })]);
+    const prod = qgemmI8ExactRef(X.v, sx, W.v, sw, M, N, K);
+    const got = await rt.readF32(c, 0, M * N);
+    expect(Array.from(got)).toEqual(Array.from(prod, (p, i) => Math.fround(c0[i] + p)));
+  });
+});
+
+
