@@ -14,11 +14,12 @@
  * Wire payload of a chunk of n elements: n code bytes + 4·⌈n/256⌉ scale bytes (vs 4n for fp32).
  */
 import { absmaxScale } from '../engine/quant/quantizer';
-import { AGOQ_BLOCK, chunkBounds, type GradWire, int8PayloadBytes } from '../engine/scheme/wire';
+import { AGOQ_BLOCK, chunkBounds, int8PayloadBytes, type WireFormat } from '../engine/scheme/wire';
 import { CollectiveError, type PeerGroup } from './group';
+import { decodeInt4Chunk, encodeInt4Chunk } from './int4-chunk';
 
-/** The scheme's gradient wire format (`grads.wire`, engine/scheme/wire.ts), which also holds the byte formula. */
-export type AllReduceMode = GradWire;
+/** The wire format (engine/scheme/wire.ts, which also holds the byte formula); 'int4' like 'int8' with INT4 codes. */
+export type AllReduceMode = WireFormat;
 export { AGOQ_BLOCK, chunkBounds, int8PayloadBytes };
 export { allReduceWireBytes, chunkPayloadBytes, messageWireBytes } from '../engine/scheme/wire';
 
@@ -124,9 +125,11 @@ export async function allReduceMean(group: PeerGroup, x: Float32Array, opts: All
   const bounds = chunkBounds(x.length, N, block);
   const [lo, hi] = bounds[group.rank];
   const mine = hi - lo;
-  const int8 = opts.mode === 'int8';
-  const enc = (v: Float32Array) => (int8 ? encodeInt8Chunk(v, block) : encodeF32(v));
-  const dec = (b: Uint8Array, n: number, r: number) => (int8 ? decodeInt8Chunk(b, n, block, group.members[r]) : decodeF32(b, n, group.members[r]));
+  const int8 = opts.mode !== 'fp32'; // the quantized paths (INT8, INT4) accumulate alike
+  const int4 = opts.mode === 'int4';
+  const enc = (v: Float32Array) => (int4 ? encodeInt4Chunk(v, block) : int8 ? encodeInt8Chunk(v, block) : encodeF32(v));
+  const dec = (b: Uint8Array, n: number, r: number) => (int4 ? decodeInt4Chunk(b, n, block, group.members[r])
+    : int8 ? decodeInt8Chunk(b, n, block, group.members[r]) : decodeF32(b, n, group.members[r]));
 
   // Shot 1: all-to-all replaces reduce-scatter; each rank reduces the chunk it owns.
   const pieces = await group.allToAll(bounds.map(([a, b]) => enc(x.subarray(a, b))));

@@ -4,6 +4,7 @@
  * hand-over and the driver share them without importing one another.
  */
 import type { AllReduceMode } from './allreduce';
+import type { PeerGroup } from './group';
 import type { PeerId } from './transport';
 
 export interface DataParallelOptions {
@@ -37,6 +38,23 @@ export interface DataParallelOptions {
   /** Frame payload bytes (PeerGroup's chunkPayload). */
   chunkPayload?: number;
   onEvent?: (e: DpEvent) => void;
+  /** DiLoCo (diloco.ts): what a group step does instead of the per-step gradient exchange, and its state. */
+  outer?: OuterHooks;
+}
+
+/**
+ * How DiLoCo (diloco.ts) drives the group: a group step runs `step` (the outer exchange; it must be
+ * re-runnable after a regroup), the syncs and step reports compare `stateHash` (θ_global and the
+ * outer momentum, which every member holds alike, instead of the local weights), and a member that
+ * receives the state also receives the outer state through `handOver`: first, because it names the
+ * hash of the source's local weights that the trainer state is checked against; applied after it.
+ */
+export interface OuterHooks {
+  /** Enters the run's fingerprint (the outer configuration must agree). */
+  fingerprint: unknown;
+  step(g: PeerGroup): Promise<Applied>;
+  stateHash(): Promise<number>;
+  handOver(g: PeerGroup, src: number, needy: number[]): Promise<{ weightsHash: number; apply(): void } | null>;
 }
 
 export type DpErrorCode = 'diverged' | 'state-rejected' | 'config-mismatch' | 'refused' | 'no-group' | 'regroup-failed' | 'stopped';
@@ -108,7 +126,7 @@ export interface DpStepStats {
 }
 
 /** The options with their defaults filled in (members and onEvent stay with the raw options). */
-export type ResolvedOptions = Required<Omit<DataParallelOptions, 'members' | 'onEvent' | 'chunkPayload'>> & Pick<DataParallelOptions, 'chunkPayload'>;
+export type ResolvedOptions = Required<Omit<DataParallelOptions, 'members' | 'onEvent' | 'chunkPayload' | 'outer'>> & Pick<DataParallelOptions, 'chunkPayload'>;
 
 /** Fills in the defaults and checks every option; a bad one throws before anything is set up. */
 export function resolveOptions(opts: DataParallelOptions, id: PeerId): ResolvedOptions {

@@ -95,7 +95,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     this.fingerprint = fingerprintOf({
       protocol: DP_VERSION, run: o.run, mode: o.mode, accumulate: o.accumulate, bucketFloats: o.bucketFloats,
       model: t.model, batch: t.batch, seq: t.seq, seed: t.seed, optimizer: t.optimizer, scheme: t.scheme ?? null,
-      exchange: this.grads.length, storage: this.grads.storage,
+      exchange: this.grads.length, storage: this.grads.storage, ...(opts.outer ? { outer: opts.outer.fingerprint } : {}),
       data: crc32(new Uint8Array(trainer.data.tokens.buffer, trainer.data.tokens.byteOffset, trainer.data.tokens.byteLength)),
     });
     const runTag = crc32(new TextEncoder().encode(`dp-run:${o.run}`)) >>> 16;
@@ -108,6 +108,24 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     (this.heartbeat as { unref?: () => void }).unref?.();
   }
 
+  /**
+   * Forms the planned group now, if there is one to form (joining first when this peer has none):
+   * DiLoCo forms it right after an outer step, where every member holds θ_global.
+   */
+  async formGroup(): Promise<void> {
+    await this.step({ formOnly: true });
+  }
+
+  /** The formed group while it can still run collectives (DiLoCo's streamed fragments use it between steps). */
+  get activeGroup(): PeerGroup | null {
+    return this.broken ? null : this.group;
+  }
+
+  /** A collective run outside a step failed: the next step regroups first. */
+  invalidate(reason: string): void {
+    this.breakGroup(reason);
+  }
+
   /** The current group's members (empty before the first group formed). */
   get currentMembers(): readonly PeerId[] {
     return this.members;
@@ -117,7 +135,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
    * Trains one step with the group: joins or forms a group first if needed, retries on a new group
    * when a peer leaves or stalls. Throws DpError when the run must stop on this peer.
    */
-  async step(): Promise<DpStepStats> {
+  async step(o: { next?: boolean; formOnly?: boolean } = {}): Promise<DpStepStats> {
     if (this.fatal) throw this.fatal;
     if (this.running) throw new Error('DataParallel.step: the previous step has not finished');
     this.running = true;
@@ -136,6 +154,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
             if (wasMember) return this.stepStats(s, begin, applied, null);
             s = this.trainer.stepIndex;
           }
+          if (o.formOnly) return this.stepStats(s, begin, null, null);
           const r = await this.trainOnce(s, (a) => (applied = a));
           return this.stepStats(s, begin, applied, r);
         } catch (e) {
@@ -205,6 +224,24 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     if (this.broken) throw new CollectiveError('closed', this.broken);
     const g = this.group!;
     g.setStep(s - this.epochBase + 1); // group step 0 is the sync
+    const applied = this.opts.outer ? await this.opts.outer.step(g) : await this.gradientStep(g, s);
+    onApplied(applied);
+    const { loss, weightsHash: hash } = applied;
+    const hashed = hash !== null;
+
+    const joiners = [...this.pending].filter((p) => !g.members.includes(p) && this.transport.peers().includes(p));
+    const raw = await g.allGather(encodeReport({ step: s + 1, weightsHash: hash, loss, joiners }));
+    const reports = raw.map((b, r) => this.decoded(g, r, () => decodeReport(b)));
+    reports.forEach((rep, r) => {
+      if (rep.step !== s + 1) throw new CollectiveError('invalid-payload', `${g.members[r]} reports step ${rep.step}, expected ${s + 1}`, g.members[r]);
+    });
+    if (hashed) checkHashes(g, reports, s);
+    this.admit(g, reports);
+    return { groupLoss: reports.reduce((a, r) => a + r.loss, 0) / reports.length, weightsHash: hash };
+  }
+
+  /** Per-step data parallel: this member's gradient, the group's mean of it, the optimizer step. */
+  private async gradientStep(g: PeerGroup, s: number): Promise<Applied> {
     const { trainer } = this;
     const k = this.o.accumulate;
     const B = trainer.opts.batch;
@@ -226,23 +263,12 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     const ta = performance.now();
     this.grads.write(ex.out);
     const { lr, gradNorm } = await trainer.applyGradients();
-    const hashed = (s + 1) % this.o.hashEvery === 0;
-    const hash = hashed ? weightsHash(await trainer.model.readFlat('weights')) : null;
+    const hash = (s + 1) % this.o.hashEvery === 0 ? weightsHash(await trainer.model.readFlat('weights')) : null;
     const tr = performance.now();
-    onApplied({
+    return {
       loss, lr, gradNorm, exchangeBytesSent: ex.sent, exchangeBytesReceived: ex.received, fp32ExchangeBytes: ex.fp32Bytes,
       computeMs: te - tc, exchangeMs: ta - te, applyMs: tr - ta, weightsHash: hash,
-    });
-
-    const joiners = [...this.pending].filter((p) => !g.members.includes(p) && this.transport.peers().includes(p));
-    const raw = await g.allGather(encodeReport({ step: s + 1, weightsHash: hash, loss, joiners }));
-    const reports = raw.map((b, r) => this.decoded(g, r, () => decodeReport(b)));
-    reports.forEach((rep, r) => {
-      if (rep.step !== s + 1) throw new CollectiveError('invalid-payload', `${g.members[r]} reports step ${rep.step}, expected ${s + 1}`, g.members[r]);
-    });
-    if (hashed) checkHashes(g, reports, s);
-    this.admit(g, reports);
-    return { groupLoss: reports.reduce((a, r) => a + r.loss, 0) / reports.length, weightsHash: hash };
+    };
   }
 
   /** Joiners every member can reach enter at the next step; the lowest-id member welcomes them. */
@@ -298,7 +324,8 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     const { trainer } = this;
     const mine: GroupStatus = {
       fingerprint: this.fingerprint, epoch: this.epoch, members: [...g.members], step: trainer.stepIndex,
-      weightsHash: weightsHash(await trainer.model.readFlat('weights')), established: this.established,
+      weightsHash: this.opts.outer ? await this.opts.outer.stateHash() : weightsHash(await trainer.model.readFlat('weights')),
+      established: this.established,
     };
     const raw = await g.allGather(encodeStatus(mine));
     const st = raw.map((b, r) => this.decoded(g, r, () => decodeStatus(b)));
@@ -307,7 +334,12 @@ export class DataParallel implements RunTrainer<DpStepStats> {
       this.agreedView = v.agreedView;
       throw new CollectiveError('invalid-payload', v.why);
     }
-    if (v.needy.length) await handOver(g, trainer, v.src, v.needy, st[v.src], this.o.stateRoundBytes, (k, p, m) => this.event(k, p, m));
+    if (v.needy.length) {
+      const outer = await this.opts.outer?.handOver(g, v.src, v.needy);
+      const announced = outer ? { ...st[v.src], weightsHash: outer.weightsHash } : st[v.src];
+      await handOver(g, trainer, v.src, v.needy, announced, this.o.stateRoundBytes, (k, p, m) => this.event(k, p, m));
+      outer?.apply();
+    }
   }
 
   private join(): Promise<Plan> {

@@ -4,8 +4,13 @@
  * engine's accounting (train/probe-bits.ts) and the transport agree without the engine importing peers.
  *  - 'fp32': all-to-all of fp32 chunks, then all-gather of the fp32 means;
  *  - 'int8': AGoQ's two-shot all-reduce, INT8 absmax per block of AGOQ_BLOCK, round to nearest.
+ * DiLoCo's pseudo-gradients may also travel as 'int4': the same two-shot scheme, INT4 absmax per
+ * block of AGOQ_BLOCK (one fp32 scale each), two codes per byte (low nibble first, pack.ts's layout).
  */
 export type GradWire = 'fp32' | 'int8';
+/** What the two-shot all-reduce can carry: the gradient formats and INT4 (DiLoCo's pseudo-gradients). */
+export type WireFormat = GradWire | 'int4';
+export const WIRE_FORMATS: readonly WireFormat[] = ['fp32', 'int8', 'int4'];
 export const AGOQ_BLOCK = 256;
 
 /** Bytes of a transport frame's header (peers/framing.ts lays it out) and the default payload per frame. */
@@ -36,9 +41,14 @@ export function int8PayloadBytes(n: number, block = AGOQ_BLOCK): number {
   return 4 * Math.ceil(n / block) + n;
 }
 
+/** ⌈n/block⌉ fp32 scales, then ⌈n/2⌉ bytes of packed nibbles. */
+export function int4PayloadBytes(n: number, block = AGOQ_BLOCK): number {
+  return 4 * Math.ceil(n / block) + Math.ceil(n / 2);
+}
+
 /** Payload bytes of one chunk of n elements in a mode. */
-export function chunkPayloadBytes(n: number, mode: GradWire, block = AGOQ_BLOCK): number {
-  return mode === 'int8' ? int8PayloadBytes(n, block) : 4 * n;
+export function chunkPayloadBytes(n: number, mode: WireFormat, block = AGOQ_BLOCK): number {
+  return mode === 'int8' ? int8PayloadBytes(n, block) : mode === 'int4' ? int4PayloadBytes(n, block) : 4 * n;
 }
 
 /** Wire bytes (payload + frame headers) of one message of `len` payload bytes. */
@@ -55,7 +65,7 @@ export function allReduceWireBytes(
   n: number,
   ranks: number,
   rank: number,
-  mode: GradWire,
+  mode: WireFormat,
   opts: { blockSize?: number; chunkPayload?: number } = {},
 ): number {
   const block = opts.blockSize ?? AGOQ_BLOCK;
