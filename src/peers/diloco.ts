@@ -43,7 +43,7 @@ export interface DilocoConfig {
   outerMomentum?: number;
   /** Streaming DiLoCo's fragments (1: plain DiLoCo). */
   fragments?: number;
-  /** Inner steps between a fragment's exchange starting and its outer step being applied (streaming; default 1). */
+  /** Inner steps between a fragment's exchange starting and its outer step being applied (streaming; default 1, 0 when H/F = 1). */
   overlap?: number;
   /** Share of the local weights kept when a fragment's θ_global is applied (streaming; default 0.5, plain DiLoCo 0). */
   alpha?: number;
@@ -56,7 +56,7 @@ export function resolveDiloco(c: DilocoConfig): ResolvedDiloco {
   const fragments = c.fragments ?? 1;
   const r: ResolvedDiloco = {
     innerSteps: c.innerSteps, wire: c.wire, outerLr: c.outerLr ?? 0.7, outerMomentum: c.outerMomentum ?? 0.9,
-    fragments, overlap: c.overlap ?? (fragments > 1 ? 1 : 0), alpha: c.alpha ?? (fragments > 1 ? 0.5 : 0),
+    fragments, overlap: c.overlap ?? (fragments > 1 && c.innerSteps / fragments > 1 ? 1 : 0), alpha: c.alpha ?? (fragments > 1 ? 0.5 : 0),
   };
   if (!Number.isSafeInteger(r.innerSteps) || r.innerSteps < 1) throw new Error(`DiLoCo: inner steps H must be an integer ≥ 1, got ${r.innerSteps}`);
   if (!WIRE_FORMATS.includes(r.wire)) throw new Error(`DiLoCo: wire must be one of ${WIRE_FORMATS.join(', ')}, got ${String(r.wire)}`);
