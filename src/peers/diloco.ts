@@ -300,10 +300,12 @@ export class DiLoCo implements RunTrainer<DilocoStepStats> {
     };
     const x = this.streamed;
     this.streamed = null;
-    const ex = x ? {
-      exchangeBytesSent: base.exchangeBytesSent + x.sent, exchangeBytesReceived: base.exchangeBytesReceived + x.received,
-      fp32ExchangeBytes: base.fp32ExchangeBytes + x.fp32,
-    } : {};
+    const sent = base.exchangeBytesSent + (x?.sent ?? 0);
+    const fp32 = base.fp32ExchangeBytes + (x?.fp32 ?? 0);
+    const ex = {
+      exchangeBytesSent: sent, exchangeBytesReceived: base.exchangeBytesReceived + (x?.received ?? 0), fp32ExchangeBytes: fp32,
+      wireRatio: fp32 > 0 ? sent / fp32 : 0,
+    };
     return {
       ...base, ...ex, step: s, loss: this.lastInner.loss, lr: this.lastInner.lr, gradNorm: this.lastInner.gradNorm, mode: this.config.wire,
       stepMs, outerSteps: this.outerSteps, fragment, waitMs, innerMs,

@@ -67,6 +67,8 @@ export class DataParallel implements RunTrainer<DpStepStats> {
   private groupSince = 0;
   /** Trainer step at which the current group formed (group steps count from it). */
   private epochBase = 0;
+  /** DiLoCo: group steps taken by the current group. */
+  private outerGroupSteps = 0;
   private members: PeerId[] = [];
   /** When members saw different groups at a sync: the peers all of them saw (the next group's). */
   private agreedView: PeerId[] | null = null;
@@ -223,7 +225,9 @@ export class DataParallel implements RunTrainer<DpStepStats> {
   private async trainOnce(s: number, onApplied: (a: Applied) => void): Promise<Reported> {
     if (this.broken) throw new CollectiveError('closed', this.broken);
     const g = this.group!;
-    g.setStep(s - this.epochBase + 1); // group step 0 is the sync
+    // Group step 0 is the sync. DiLoCo's group steps are H trainer steps apart, and a frame may be
+    // at most one group step ahead of its receiver: they are counted one by one instead.
+    g.setStep(this.opts.outer ? ++this.outerGroupSteps : s - this.epochBase + 1);
     const applied = this.opts.outer ? await this.opts.outer.step(g) : await this.gradientStep(g, s);
     onApplied(applied);
     const { loss, weightsHash: hash } = applied;
@@ -316,6 +320,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     await this.sync(g);
     this.established = true;
     this.epochBase = this.trainer.stepIndex;
+    this.outerGroupSteps = 0;
     this.event('formed', this.members, `epoch ${epoch}: ${this.members.join(', ')}`);
   }
 
