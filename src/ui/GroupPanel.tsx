@@ -92,7 +92,10 @@ function RunForm({ run }: { run: GroupRun | null }) {
     <div className="group-form" data-testid="group-form">
       <label className="field">
         <span>exchange</span>
-        <select value={draft.mode} disabled={busy} data-testid="group-mode" onChange={(e) => set({ mode: e.target.value as GroupMode })}>
+        <select value={draft.mode} disabled={busy} data-testid="group-mode" onChange={(e) => {
+          const mode = e.target.value as GroupMode;
+          set({ mode, diloco: mode === 'diloco' ? draft.diloco : undefined }); // DiLoCo's fields belong to its mode only
+        }}>
           {Object.entries(GROUP_MODES).map(([k, m]) => <option key={k} value={k}>{m.label}</option>)}
         </select>
         <small className="muted" data-testid="group-scheme-fields">scheme: {groupSchemeFields(draft, Math.max(world, 1))}</small>
