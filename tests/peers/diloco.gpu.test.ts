@@ -117,6 +117,30 @@ describe('DiLoCo over loopback', () => {
     done();
   });
 
+  it('a member that reaches the outer exchange long before the other: its frames wait, nothing is refused', async () => {
+    const ts = fresh(2);
+    const rejects: string[] = [];
+    const { transports } = LoopbackHub.group(2);
+    const members = transports.map((t) => t.id);
+    const ds = ts.map((t, i) => new DiLoCo(t, transports[i], {
+      run: 'diloco-test', mode: 'fp32', members, silenceMs: 10_000, diloco: { innerSteps: 4, wire: 'int8' },
+      onEvent: (e) => e.kind === 'reject' && rejects.push(e.message),
+    }));
+    live.push(...ds);
+    await stepAll(ds); // step 0 forms the group
+    const steps = async (d: DiLoCo) => {
+      for (let i = 1; i < 8; i++) await d.step();
+    };
+    const first = steps(ds[0]);
+    await new Promise((r) => setTimeout(r, 1500)); // p0 sends its outer exchange while p1 is still at step 1
+    await Promise.all([first, steps(ds[1])]);
+    expect(rejects).toEqual([]);
+    const h = await Promise.all(ds.map((d) => d.outerHash()));
+    expect(h[0]).toBe(h[1]);
+    expect(ds.map((d) => d.outerStepCount)).toEqual([2, 2]);
+    done();
+  });
+
   it('H = 1, outer lr 1, momentum 0, fp32: θ_global is the fp32 mean of the members\' own AdamW steps from the common θ', async () => {
     // With H = 1, lr = 1, μ = 0 the outer step is θ − mean_r(θ − θ_r): per-step model averaging of
     // one local AdamW step per member (own moments, own rows). For a plain SGD inner optimizer this
