@@ -6,8 +6,9 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { AllReduceMode } from '../peers/allreduce';
-import { DataParallel } from '../peers/dp';
+import { type GradWire, WIRE_FORMATS, type WireFormat } from '../engine/scheme/wire';
+import { type DilocoConfig, DiLoCo, resolveDiloco } from '../peers/diloco';
+import { DataParallel, type DataParallelOptions } from '../peers/dp';
 import { describeIce, type IceConfig, parseIce } from '../peers/ice';
 import { installNodeWebRtc } from '../peers/node-webrtc';
 import { type PeerProblem, PeerJsTransport } from '../peers/peerjs';
@@ -55,6 +56,11 @@ const HELP = `usage: npm run peer -- --join LINK [options]
                        bundled corpus; every member must train the same configuration:
     --model P --steps N --seed S   preset (default micro), steps and seed (preset's defaults)
     --mode fp32|int8               gradient exchange (default int8: AGoQ's 8-bit all-reduce)
+    --diloco H                     DiLoCo instead (src/peers/diloco.ts): H local AdamW steps, then the
+                                   pseudo-gradients' all-reduce and a Nesterov outer step
+      --wire fp32|int8|int4        the pseudo-gradients on the wire (default int8)
+      --outer-lr X --outer-momentum M   the outer optimizer (default 0.7 and 0.9)
+      --streaming F                streaming DiLoCo: F layer fragments on a rotation, overlapped
     --run NAME                     run name shared by the members (default lab)
     --out DIR                      run.json, metrics.jsonl, checkpoints/ and the export, as npm run train
                                    writes them (default runs/peer-<model>-<time>; must be new or empty)
@@ -67,13 +73,15 @@ interface TrainCliOptions {
   preset: PresetName;
   steps?: number;
   seed?: number;
-  mode: AllReduceMode;
+  mode: GradWire;
   run: string;
   cpu: boolean;
   out: string;
   checkpointEvery: number;
   /** --resume: continue the run in `out` from its last checkpoint. */
   resume: boolean;
+  /** --diloco H and its flags (absent: per-step data parallel). */
+  diloco?: DilocoConfig;
 }
 
 interface PeerCliOptions {
@@ -102,6 +110,8 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     mode: { type: 'string' }, run: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
     'min-members': { type: 'string' }, 'quorum-timeout': { type: 'string' }, out: { type: 'string' }, 'checkpoint-every': { type: 'string' },
     resume: { type: 'string' }, ice: { type: 'string' }, 'ice-relay-only': { type: 'boolean' }, follow: { type: 'boolean' },
+    diloco: { type: 'string' }, wire: { type: 'string' }, streaming: { type: 'string' },
+    'outer-lr': { type: 'string' }, 'outer-momentum': { type: 'string' },
   });
   if (a.help) return null;
   if ((a.join === undefined) === !a.host) throw new UsageError('give exactly one of --join LINK or --host (see --help)');
@@ -112,6 +122,9 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
   if (a.follow && (a.model || a.steps || a.seed || a.mode || a.run || a.out || a['checkpoint-every'] || a.resume !== undefined)) {
     throw new UsageError('--follow trains what the group starts: --model, --steps, --seed, --mode, --run, --out, --checkpoint-every and --resume go with --train');
   }
+  const dilocoFlags = [a.wire, a.streaming, a['outer-lr'], a['outer-momentum']].some((v) => v !== undefined);
+  if (dilocoFlags && a.diloco === undefined) throw new UsageError('--wire, --streaming, --outer-lr and --outer-momentum go with --diloco H');
+  if (a.diloco !== undefined && (!a.train || a.resume !== undefined)) throw new UsageError('--diloco goes with --train, and a DiLoCo run cannot be resumed from the CLI yet');
   if (a.train && a.resume !== undefined) {
     train = resumeOptions(a, a.resume);
   } else if (a.train) {
@@ -123,6 +136,7 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     train = {
       preset, mode, steps: num('steps', a.steps, { int: true, min: 1 }), seed: num('seed', a.seed, { int: true, min: 0 }), run: a.run ?? 'lab', cpu: a.cpu ?? false,
       out, checkpointEvery: num('checkpoint-every', a['checkpoint-every'], { int: true, min: 0 }) ?? 100, resume: false,
+      diloco: a.diloco === undefined ? undefined : dilocoOptions(a),
     };
   } else if (!a.follow && (a.model || a.steps || a.seed || a.mode || a.run || a.cpu || a.out || a['checkpoint-every'] || a.resume !== undefined)) {
     throw new UsageError('--model, --steps, --seed, --mode, --run, --cpu, --out, --checkpoint-every and --resume go with --train');
@@ -151,6 +165,25 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
+}
+
+/** --diloco H with --wire, --streaming, --outer-lr, --outer-momentum, checked as the group checks them. */
+function dilocoOptions(a: Record<string, string | boolean | undefined>): DilocoConfig {
+  const wire = (a.wire as string | undefined) ?? 'int8';
+  if (!(WIRE_FORMATS as readonly string[]).includes(wire)) throw new UsageError(`--wire must be one of ${WIRE_FORMATS.join(', ')}, got '${wire}'`);
+  const c: DilocoConfig = {
+    innerSteps: num('diloco', a.diloco as string, { int: true, min: 1 }) ?? 1,
+    wire: wire as WireFormat,
+    fragments: num('streaming', a.streaming as string | undefined, { int: true, min: 1 }),
+    outerLr: num('outer-lr', a['outer-lr'] as string | undefined, { min: 0 }),
+    outerMomentum: num('outer-momentum', a['outer-momentum'] as string | undefined, { min: 0 }),
+  };
+  try {
+    resolveDiloco(c);
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  return c;
 }
 
 /**
@@ -240,11 +273,12 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
     return false;
   }
   const { train, trainer, rt, run } = work;
-  const dp = new DataParallel(trainer, transport, {
+  const dpOptions: DataParallelOptions = {
     run: train.run,
     mode: train.mode,
     onEvent: (e) => console.log(`train: ${e.kind} at step ${e.step} (epoch ${e.epoch}): ${e.message}`),
-  });
+  };
+  const dp = train.diloco ? new DiLoCo(trainer, transport, { ...dpOptions, diloco: train.diloco }) : new DataParallel(trainer, transport, dpOptions);
   stop.addEventListener('abort', () => dp.stop(), { once: true });
   try {
     // The headless member reports each step's training loss; it does not evaluate.
@@ -270,6 +304,7 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
     return true;
   } finally {
     dp.stop('this member is done');
+    if (dp instanceof DiLoCo) dp.destroy();
     trainer.destroy();
     rt.destroy();
   }

@@ -10,13 +10,13 @@
  * Wire payload of a contribution of n elements: n code bytes + 4·⌈n/256⌉ scale bytes (vs 4n for fp32),
  * sent to each of the N−1 others, plus an echo of N digests (engine/scheme/wire.ts counts both).
  */
-import { AGOQ_BLOCK, chunkBounds, type GradWire, int8PayloadBytes } from '../engine/scheme/wire';
+import { AGOQ_BLOCK, chunkBounds, int8PayloadBytes, type WireFormat } from '../engine/scheme/wire';
 import type { Exclusion, ScreenOptions } from './dp-screen';
 import type { PeerGroup } from './group';
 import { reduceVerified } from './verified-reduce';
 
-/** The scheme's gradient wire format (`grads.wire`, engine/scheme/wire.ts), which also holds the byte formula. */
-export type AllReduceMode = GradWire;
+/** The wire format (engine/scheme/wire.ts, which also holds the byte formula); 'int4' like 'int8' with INT4 codes. */
+export type AllReduceMode = WireFormat;
 export { AGOQ_BLOCK, chunkBounds, int8PayloadBytes };
 export { allReduceWireBytes, chunkPayloadBytes, echoWireBytes, gatherWireBytes, messageWireBytes } from '../engine/scheme/wire';
 export { decodeInt8Chunk, encodeInt8Chunk } from './chunk-codec';

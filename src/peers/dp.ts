@@ -67,6 +67,8 @@ export class DataParallel implements RunTrainer<DpStepStats> {
   private groupSince = 0;
   /** Trainer step at which the current group formed (group steps count from it). */
   private epochBase = 0;
+  /** DiLoCo: group steps taken by the current group. */
+  private outerGroupSteps = 0;
   private members: PeerId[] = [];
   /** When members saw different groups at a sync: the peers all of them saw (the next group's). */
   private agreedView: PeerId[] | null = null;
@@ -97,7 +99,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     this.fingerprint = fingerprintOf({
       protocol: DP_VERSION, run: o.run, mode: o.mode, screen: o.screen, accumulate: o.accumulate, bucketFloats: o.bucketFloats,
       model: t.model, batch: t.batch, seq: t.seq, seed: t.seed, optimizer: t.optimizer, scheme: t.scheme ?? null,
-      exchange: this.grads.length, storage: this.grads.storage,
+      exchange: this.grads.length, storage: this.grads.storage, ...(opts.outer ? { outer: opts.outer.fingerprint } : {}),
       data: crc32(new Uint8Array(tokens.buffer, tokens.byteOffset, tokens.byteLength)),
     });
     const runTag = crc32(new TextEncoder().encode(`dp-run:${o.run}`)) >>> 16;
@@ -110,6 +112,24 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     (this.heartbeat as { unref?: () => void }).unref?.();
   }
 
+  /**
+   * Forms the planned group now, if there is one to form (joining first when this peer has none):
+   * DiLoCo forms it right after an outer step, where every member holds θ_global.
+   */
+  async formGroup(): Promise<void> {
+    await this.step({ formOnly: true });
+  }
+
+  /** The formed group while it can still run collectives (DiLoCo's streamed fragments use it between steps). */
+  get activeGroup(): PeerGroup | null {
+    return this.broken ? null : this.group;
+  }
+
+  /** A collective run outside a step failed: the next step regroups first. */
+  invalidate(reason: string): void {
+    this.breakGroup(reason);
+  }
+
   /** The current group's members (empty before the first group formed). */
   get currentMembers(): readonly PeerId[] {
     return this.members;
@@ -119,7 +139,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
    * Trains one step with the group: joins or forms a group first if needed, retries on a new group
    * when a peer leaves or stalls. Throws DpError when the run must stop on this peer.
    */
-  async step(): Promise<DpStepStats> {
+  async step(o: { next?: boolean; formOnly?: boolean } = {}): Promise<DpStepStats> {
     if (this.fatal) throw this.fatal;
     if (this.running) throw new Error('DataParallel.step: the previous step has not finished');
     this.running = true;
@@ -138,6 +158,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
             if (wasMember) return this.stepStats(s, begin, applied, null);
             s = this.trainer.stepIndex;
           }
+          if (o.formOnly) return this.stepStats(s, begin, null, null);
           const r = await this.trainOnce(s, (a) => (applied = a));
           return this.stepStats(s, begin, applied, r);
         } catch (e) {
@@ -206,7 +227,28 @@ export class DataParallel implements RunTrainer<DpStepStats> {
   private async trainOnce(s: number, onApplied: (a: Applied) => void): Promise<Reported> {
     if (this.broken) throw new CollectiveError('closed', this.broken);
     const g = this.group!;
-    g.setStep(s - this.epochBase + 1); // group step 0 is the sync
+    // Group step 0 is the sync. DiLoCo's group steps are H trainer steps apart, and a frame may be
+    // at most one group step ahead of its receiver: they are counted one by one instead.
+    g.setStep(this.opts.outer ? ++this.outerGroupSteps : s - this.epochBase + 1);
+    const applied = this.opts.outer ? await this.opts.outer.step(g) : await this.gradientStep(g, s);
+    onApplied(applied);
+    const { loss, weightsHash: hash } = applied;
+    const hashed = hash !== null;
+
+    const joiners = [...this.pending].filter((p) => !g.members.includes(p) && this.transport.peers().includes(p));
+    const raw = await g.allGather(encodeReport({ step: s + 1, weightsHash: hash, loss, joiners }));
+    const reports = raw.map((b, r) => decodeMember(g, r, () => decodeReport(b)));
+    reports.forEach((rep, r) => {
+      if (rep.step !== s + 1) throw new CollectiveError('invalid-payload', `${g.members[r]} reports step ${rep.step}, expected ${s + 1}`, g.members[r]);
+    });
+    const odd = hashed ? checkHashes(g, reports, s) : [];
+    this.admit(g, reports);
+    this.remove(g, [...(applied.removed ?? []), ...odd.map((p): [PeerId, string] => [p, `weights diverged from the majority's after step ${s}`])]);
+    return { groupLoss: reports.reduce((a, r) => a + r.loss, 0) / reports.length, weightsHash: hash };
+  }
+
+  /** Per-step data parallel: this member's gradient, the group's mean of it, the optimizer step. */
+  private async gradientStep(g: PeerGroup, s: number): Promise<Applied> {
     const { trainer } = this;
     const k = this.o.accumulate;
     const B = trainer.opts.batch;
@@ -230,24 +272,13 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     const ta = performance.now();
     this.grads.write(ex.out);
     const { lr, gradNorm } = await trainer.applyGradients();
-    const hashed = (s + 1) % this.o.hashEvery === 0;
-    const hash = hashed ? weightsHash(await trainer.model.readFlat('weights')) : null;
+    const hash = (s + 1) % this.o.hashEvery === 0 ? weightsHash(await trainer.model.readFlat('weights')) : null;
     const tr = performance.now();
-    onApplied({
+    return {
       loss, lr, gradNorm, exchangeBytesSent: ex.sent, exchangeBytesReceived: ex.received, fp32ExchangeBytes: ex.fp32Bytes,
       computeMs: te - tc, exchangeMs: ta - te, applyMs: tr - ta, weightsHash: hash,
-    });
-
-    const joiners = [...this.pending].filter((p) => !g.members.includes(p) && this.transport.peers().includes(p));
-    const raw = await g.allGather(encodeReport({ step: s + 1, weightsHash: hash, loss, joiners }));
-    const reports = raw.map((b, r) => decodeMember(g, r, () => decodeReport(b)));
-    reports.forEach((rep, r) => {
-      if (rep.step !== s + 1) throw new CollectiveError('invalid-payload', `${g.members[r]} reports step ${rep.step}, expected ${s + 1}`, g.members[r]);
-    });
-    const odd = hashed ? checkHashes(g, reports, s) : [];
-    this.admit(g, reports);
-    this.remove(g, [...removed, ...odd.map((p): [PeerId, string] => [p, `weights diverged from the majority's after step ${s}`])]);
-    return { groupLoss: reports.reduce((a, r) => a + r.loss, 0) / reports.length, weightsHash: hash };
+      removed,
+    };
   }
 
   /** Joiners every member can reach enter at the next step; the lowest-id member welcomes them. */
@@ -310,6 +341,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     await this.sync(g);
     this.established = true;
     this.epochBase = this.trainer.stepIndex;
+    this.outerGroupSteps = 0;
     this.event('formed', this.members, `epoch ${epoch}: ${this.members.join(', ')}`);
   }
 
@@ -319,7 +351,10 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     const state = await trainer.trainingState();
     const mine: GroupStatus = {
       fingerprint: this.fingerprint, epoch: this.epoch, members: [...g.members], step: state.step,
-      weightsHash: weightsHash(state.weights), established: this.established, stateDigest: await stateDigest(state),
+      established: this.established,
+      // DiLoCo's members share θ_global and the outer momentum, not their local weights and Adam moments.
+      weightsHash: this.opts.outer ? await this.opts.outer.stateHash() : weightsHash(state.weights),
+      stateDigest: this.opts.outer ? await this.opts.outer.stateDigest() : await stateDigest(state),
     };
     const raw = await g.allGather(encodeStatus(mine));
     const st = raw.map((b, r) => decodeMember(g, r, () => decodeStatus(b)));
@@ -329,7 +364,13 @@ export class DataParallel implements RunTrainer<DpStepStats> {
       throw new CollectiveError('invalid-payload', v.why);
     }
     if (v.outvoted.length) this.event('outvoted', v.outvoted, `${v.outvoted.join(', ')}: state not vouched for by the majority; resynced`);
-    if (v.needy.length) await handOver(g, trainer, v.src, v.needy, st[v.src], this.o.stateRoundBytes, (k, p, m) => this.event(k, p, m));
+    if (v.needy.length) {
+      // DiLoCo: the outer state is checked against the vouched digest; the trainer state against the source's local weights hash.
+      const outer = await this.opts.outer?.handOver(g, v.src, v.needy, st[v.src].stateDigest);
+      const announced = outer ? { ...st[v.src], weightsHash: outer.weightsHash } : st[v.src];
+      await handOver(g, trainer, v.src, v.needy, announced, this.o.stateRoundBytes, (k, p, m) => this.event(k, p, m), { checkDigest: !outer });
+      outer?.apply();
+    }
   }
 
   private join(): Promise<Plan> {

@@ -16,14 +16,15 @@
  * contribution (gatherWireBytes), against ≈ 2(N−1)/N of it for the two-shot scheme it replaces,
  * whose chunk owners could broadcast any "reduced" chunk they liked.
  */
-import { AGOQ_BLOCK, DIGEST_BYTES, echoWireBytes, gatherWireBytes, type GradWire } from '../engine/scheme/wire';
+import { AGOQ_BLOCK, DIGEST_BYTES, echoWireBytes, gatherWireBytes, type WireFormat } from '../engine/scheme/wire';
 import { decodeF32, decodeInt8Chunk, encodeF32, encodeInt8Chunk } from './chunk-codec';
+import { decodeInt4Chunk, encodeInt4Chunk } from './int4-chunk';
 import { digestOfParts, sameBytes } from './digest';
 import { type Exclusion, screen, type ScreenOptions } from './dp-screen';
 import { CollectiveError, type PeerGroup } from './group';
 
 export interface VerifiedOptions {
-  mode: GradWire;
+  mode: WireFormat;
   /** INT8 block size (default 256). */
   blockSize?: number;
   /** Floats per all-gather message (default: all of x in one): bounds message sizes. */
@@ -54,12 +55,14 @@ export async function reduceVerified(g: PeerGroup, x: Float32Array, o: VerifiedO
   const t = g.transport.stats;
   const sent0 = t.bytesSent;
   const recv0 = t.bytesReceived;
-  const int8 = o.mode === 'int8';
+  // The quantized formats (INT8, DiLoCo's INT4) are summed alike, in fp32.
+  const int8 = o.mode !== 'fp32';
+  const enc = (v: Float32Array) => (o.mode === 'int4' ? encodeInt4Chunk(v, block) : int8 ? encodeInt8Chunk(v, block) : encodeF32(v));
   const spans: [number, number][] = [];
   for (let a = 0; a < x.length || spans.length === 0; a += bucket) spans.push([a, Math.min(x.length, a + bucket)]);
 
   const pieces: Uint8Array[][] = [];
-  for (const [a, b] of spans) pieces.push(await g.allGather(int8 ? encodeInt8Chunk(x.subarray(a, b), block) : encodeF32(x.subarray(a, b))));
+  for (const [a, b] of spans) pieces.push(await g.allGather(enc(x.subarray(a, b))));
   const digests = await Promise.all(g.members.map((_, r) => digestOfParts(pieces.map((p) => p[r]))));
   const echo = new Uint8Array(N * DIGEST_BYTES);
   digests.forEach((d, r) => echo.set(d, r * DIGEST_BYTES));
@@ -96,7 +99,8 @@ export async function reduceVerified(g: PeerGroup, x: Float32Array, o: VerifiedO
 
   const dec = (b: number, r: number): Float32Array => {
     const [lo, hi] = spans[b];
-    return int8 ? decodeInt8Chunk(pieces[b][r], hi - lo, block, g.members[r]) : decodeF32(pieces[b][r], hi - lo, g.members[r]);
+    const who = g.members[r];
+    return o.mode === 'int4' ? decodeInt4Chunk(pieces[b][r], hi - lo, block, who) : int8 ? decodeInt8Chunk(pieces[b][r], hi - lo, block, who) : decodeF32(pieces[b][r], hi - lo, who);
   };
   let cand = g.members.map((_, r) => r).filter((r) => !faulted.has(r));
   const finite = new Array<boolean>(N).fill(true);

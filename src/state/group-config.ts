@@ -11,6 +11,7 @@ import { tpProblem } from '../engine/tp/tp';
 import { dataParallelScheme } from '../engine/scheme/presets';
 import { parseScheme, type Scheme } from '../engine/scheme/scheme';
 import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
+import { type DilocoConfig, resolveDiloco } from '../peers/diloco';
 
 /** Models a group offers: small enough for a tab on SwiftShader, with a TP split (2 KV heads → degree 2). */
 export const GROUP_PRESETS = ['micro', 'tiny'] as const;
@@ -23,6 +24,8 @@ const TP_GROUP = 128;
  * 'dp': data parallel, gradients averaged every step, in fp32 or with AGoQ's INT8 codes (verifiable all-reduce).
  * 'tp': tensor parallel (Megatron split of heads and MLP units, degree = group size), the layer
  * all-reduces carried by TACO (ASH + dual-scale FP8) or in fp32.
+ * 'diloco': DiLoCo (peers/diloco.ts): H local AdamW steps per member, then the pseudo-gradients'
+ * all-reduce (fp32 / INT8 / INT4) and a Nesterov outer step; streaming with fragments > 1.
  * A mode is a name for scheme fields (groupScheme): the exchange is the scheme's grads.wire or tp.codec.
  */
 export const GROUP_MODES = {
@@ -30,6 +33,7 @@ export const GROUP_MODES = {
   'dp-fp32': { parallel: 'dp', exchange: 'fp32', label: 'data parallel · fp32 all-reduce' },
   'tp-taco': { parallel: 'tp', exchange: 'taco', label: 'tensor parallel · TACO (FP8) exchange' },
   'tp-fp32': { parallel: 'tp', exchange: 'fp32', label: 'tensor parallel · fp32 exchange' },
+  diloco: { parallel: 'dp', exchange: 'diloco', label: 'DiLoCo · H local steps, outer all-reduce' },
 } as const;
 export type GroupMode = keyof typeof GROUP_MODES;
 const MODE_NAMES = Object.keys(GROUP_MODES) as [GroupMode, ...GroupMode[]];
@@ -43,11 +47,30 @@ export const GroupRunConfigSchema = z
     batch: z.number().int().min(1).max(256),
     seq: z.number().int().min(2).max(1024),
     seed: z.number().int().min(0).max(0xffffffff),
+    /** DiLoCo's fields (mode 'diloco'; defaults DEFAULT_DILOCO); checked whole by resolveDiloco. */
+    diloco: z
+      .object({
+        innerSteps: z.number().int().min(1).max(100_000),
+        wire: z.enum(['fp32', 'int8', 'int4']),
+        fragments: z.number().int().min(1).max(64),
+        outerLr: z.number().positive().max(10),
+        outerMomentum: z.number().min(0).lt(1),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 export type GroupRunConfig = z.infer<typeof GroupRunConfigSchema>;
 
 export const DEFAULT_GROUP_CONFIG: GroupRunConfig = { mode: 'dp-int8', preset: 'micro', steps: 100, batch: 4, seq: 32, seed: 1337 };
+
+/** DiLoCo's defaults in a group: the paper's outer optimizer, INT8 pseudo-gradients, no streaming. */
+export const DEFAULT_DILOCO = { innerSteps: 50, wire: 'int8', fragments: 1, outerLr: 0.7, outerMomentum: 0.9 } as const;
+
+/** The DiLoCo configuration of a run in mode 'diloco' (null for the other modes). */
+export function dilocoOf(c: GroupRunConfig): DilocoConfig | null {
+  return c.mode === 'diloco' ? { ...DEFAULT_DILOCO, ...c.diloco } : null;
+}
 
 export function isTensorParallel(c: Pick<GroupRunConfig, 'mode'>): boolean {
   return GROUP_MODES[c.mode].parallel === 'tp';
@@ -73,6 +96,8 @@ export function groupScheme(c: GroupRunConfig, world: number): Scheme {
 export function groupSchemeFields(c: GroupRunConfig, world: number): string {
   const s = groupScheme(c, world);
   if (isTensorParallel(c)) return `tp.degree ${s.tp.degree} · tp.codec ${s.tp.codec}`;
+  const d = dilocoOf(c);
+  if (d) return `diloco H ${d.innerSteps} · wire ${d.wire} · fragments ${d.fragments} · outer lr ${d.outerLr} · momentum ${d.outerMomentum}`;
   const w = s.grads.wire;
   return w.format === 'fp32' ? 'grads.wire fp32' : `grads.wire ${w.format} · ${w.granularity} ${w.group} · ${w.rounding}`;
 }
@@ -101,6 +126,16 @@ export function groupConfigProblem(raw: unknown, world: number): string | null {
   if (world > MAX_GROUP_SIZE) return `a group has at most ${MAX_GROUP_SIZE} members (this one has ${world})`;
   const tp = isTensorParallel(c);
   if (tp && world < 2) return 'tensor parallelism splits the model across members: the group needs at least 2 (share the link first)';
+  if (c.diloco && c.mode !== 'diloco') return `diloco: only for the DiLoCo mode (this run is ${c.mode})`;
+  const diloco = dilocoOf(c);
+  if (diloco) {
+    try {
+      resolveDiloco(diloco);
+    } catch (e) {
+      return (e as Error).message;
+    }
+    if (diloco.fragments! > modelDimsLayers(c)) return `DiLoCo: ${diloco.fragments} fragments for ${c.preset}, which has ${modelDimsLayers(c)} layers`;
+  }
   let opts: TrainOptions;
   try {
     opts = groupTrainOptions(c, world);
@@ -114,8 +149,14 @@ export function groupConfigProblem(raw: unknown, world: number): string | null {
   return null;
 }
 
+function modelDimsLayers(c: GroupRunConfig): number {
+  return defaultTrainOptions(c.preset).model.num_hidden_layers;
+}
+
 /** A short name for a run of `c`, e.g. "DP AGoQ int8 · micro". */
 export function groupRunLabel(c: GroupRunConfig): string {
+  const d = dilocoOf(c);
+  if (d) return `DiLoCo H${d.innerSteps} ${d.wire}${d.fragments! > 1 ? ` streaming ×${d.fragments}` : ''} · ${c.preset}`;
   const m = GROUP_MODES[c.mode];
   const exchange = m.exchange === 'int8' ? 'AGoQ int8' : m.exchange === 'taco' ? 'TACO' : 'fp32';
   return `${m.parallel.toUpperCase()} ${exchange} · ${c.preset}`;

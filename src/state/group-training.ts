@@ -6,6 +6,7 @@
  */
 import { DataParallel, type DataParallelOptions, type DpEvent, DpError, type DpStepStats } from '../peers/dp';
 import { crc32 } from '../peers/crc32';
+import { DiLoCo } from '../peers/diloco';
 import { CollectiveError, PeerGroup } from '../peers/group';
 import { createTpTrainer, tpStepWireBytes } from '../peers/tp';
 import type { PeerId, Transport } from '../peers/transport';
@@ -15,7 +16,7 @@ import { type LoopControl, runTraining } from '../engine/train/loop';
 import type { RunTrainer } from '../engine/train/run-trainer';
 import { Trainer } from '../engine/train/trainer';
 import { type GroupRunStatus, type GroupStepPoint, type GroupStore, shortPeer } from './group';
-import { type GroupRunConfig, groupTrainOptions } from './group-config';
+import { dilocoOf, type GroupRunConfig, groupTrainOptions } from './group-config';
 import type { SessionMessage } from './group-wire';
 
 /** What a run's training needs of the controller. */
@@ -75,7 +76,7 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
   host.phase(live, 'preparing', 'building the model (compiling GPU pipelines)');
   await host.beforeBuild();
   const trainer = await Trainer.create(rt, groupTrainOptions(config, 1), text);
-  let dp: DataParallel | null = null;
+  let dp: DataParallel | DiLoCo | null = null;
   try {
     if (live.role === 'member') {
       live.ready.add(self);
@@ -92,9 +93,9 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
     // The gradient wire format is the scheme's (grads.wire), as the model's plan resolved it.
     const mode = trainer.model.plan.wire.dp.format;
     if (!mode) throw new Error(`scheme '${trainer.model.scheme.name}' asks for a gradient wire format no all-reduce carries`);
-    const driver = new DataParallel(trainer, transport, {
-      ...host.dp, run: live.id, mode, members, onEvent: (e) => dpEvent(host, live, e),
-    });
+    const dpOptions: DataParallelOptions = { ...host.dp, run: live.id, mode, members, onEvent: (e) => dpEvent(host, live, e) };
+    const diloco = dilocoOf(config);
+    const driver = diloco ? new DiLoCo(trainer, transport, { ...dpOptions, diloco }) : new DataParallel(trainer, transport, dpOptions);
     dp = driver;
     live.abort = (why) => driver.stop(why);
     live.looping = true;
@@ -111,6 +112,7 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
     if (!(live.cancelled !== null && live.failure === null && e instanceof DpError && e.code === 'stopped')) throw e;
   } finally {
     dp?.stop(live.cancelled ?? live.stopReason ?? 'the run is over on this member');
+    if (dp instanceof DiLoCo) dp.destroy();
     trainer.destroy();
   }
 }

@@ -6,7 +6,7 @@
 import { useState } from 'react';
 import { useStore } from 'zustand';
 import { activeRun, groupRunCsv, groupRunJson, type GroupNotice, hashHex, hashTrail, shortPeer, type GroupRun, type GroupState } from '../state/group';
-import { GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode, groupSchemeFields } from '../state/group-config';
+import { DEFAULT_DILOCO, dilocoOf, GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode, groupSchemeFields } from '../state/group-config';
 import { pageGroupLab } from '../state/group-page';
 import { useLab } from './context';
 import { download, fileSlug } from './download';
@@ -94,7 +94,10 @@ function RunForm({ run }: { run: GroupRun | null }) {
     <div className="group-form" data-testid="group-form">
       <label className="field">
         <span>exchange</span>
-        <select value={draft.mode} disabled={busy} data-testid="group-mode" onChange={(e) => set({ mode: e.target.value as GroupMode })}>
+        <select value={draft.mode} disabled={busy} data-testid="group-mode" onChange={(e) => {
+          const mode = e.target.value as GroupMode;
+          set({ mode, diloco: mode === 'diloco' ? draft.diloco : undefined }); // DiLoCo's fields belong to its mode only
+        }}>
           {Object.entries(GROUP_MODES).map(([k, m]) => <option key={k} value={k}>{m.label}</option>)}
         </select>
         <small className="muted" data-testid="group-scheme-fields">scheme: {groupSchemeFields(draft, Math.max(world, 1))}</small>
@@ -109,6 +112,7 @@ function RunForm({ run }: { run: GroupRun | null }) {
         <NumberField key={k} label={FIELD_LABELS[k]} value={draft[k]} min={k === 'seed' ? 0 : 1} integer disabled={busy} testId={`group-${k}`}
           onChange={(v) => v !== undefined && set({ [k]: v })} />
       ))}
+      {draft.mode === 'diloco' && <DilocoFields busy={busy} />}
       <div className="buttons">
         {busy ? (
           <button type="button" data-testid="group-stop" disabled={run.status === 'stopping'} onClick={() => controller.stop()}>
@@ -123,6 +127,31 @@ function RunForm({ run }: { run: GroupRun | null }) {
       {!busy && problem && <p className="form-problem" data-testid="group-config-problem">{problem}</p>}
       {!busy && noGpu && <p className="form-problem">This page has no WebGPU: it can stay in the group but not train.</p>}
     </div>
+  );
+}
+
+const DILOCO_LABELS = { innerSteps: 'inner steps H', fragments: 'fragments (streaming > 1)', outerLr: 'outer lr', outerMomentum: 'outer momentum' } as const;
+
+/** DiLoCo's fields: H, the pseudo-gradients' wire format, streaming fragments, the outer optimizer. */
+function DilocoFields({ busy }: { busy: boolean }) {
+  const { store } = pageGroupLab();
+  const draft = useGroup((s) => s.draft);
+  const d = { ...DEFAULT_DILOCO, ...dilocoOf(draft) };
+  const set = (patch: Partial<typeof d>) => store.getState().setDraft({ diloco: { ...d, ...patch } });
+  return (
+    <>
+      <label className="field">
+        <span>pseudo-gradient wire</span>
+        <select value={d.wire} disabled={busy} data-testid="group-diloco-wire" onChange={(e) => set({ wire: e.target.value as typeof d.wire })}>
+          {(['int8', 'int4', 'fp32'] as const).map((w) => <option key={w} value={w}>{w}</option>)}
+        </select>
+      </label>
+      {(['innerSteps', 'fragments', 'outerLr', 'outerMomentum'] as const).map((k) => (
+        <NumberField key={k} label={DILOCO_LABELS[k]} value={d[k]} min={k === 'outerMomentum' ? 0 : k === 'outerLr' ? 0.001 : 1}
+          integer={k === 'innerSteps' || k === 'fragments'} disabled={busy} testId={`group-diloco-${k}`}
+          onChange={(v) => v !== undefined && set({ [k]: v })} />
+      ))}
+    </>
   );
 }
 

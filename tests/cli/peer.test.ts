@@ -95,6 +95,11 @@ describe('peer CLI', () => {
       [['--host', '--train', '--out', path.join(dir, 'used')], /--out .*used is not empty .*choose a new --out/],
       [['--host', '--ice', 'turn:turn.example.org:3478'], /--ice: .*needs a user name and a credential/],
       [['--host', '--ice', 'stun:a:1', '--ice-relay-only'], /--ice: relay-only ICE needs a TURN server/],
+      [['--host', '--train', '--wire', 'int4'], /go with --diloco H/],
+      [['--host', '--diloco', '10'], /--diloco goes with --train/],
+      [['--host', '--train', '--diloco', '10', '--wire', 'int2'], /--wire must be one of fp32, int8, int4/],
+      [['--host', '--train', '--diloco', '10', '--streaming', '3'], /H = 10 is not a multiple of the 3 fragments/],
+      [['--host', '--train', '--diloco', '10', '--outer-momentum', '1'], /outer momentum must be in \[0, 1\)/],
     ] as const) {
       const r = await peer(...args);
       expect(r.status, r.stderr).toBe(2);

@@ -13,7 +13,7 @@ import { CollectiveError } from '../../src/peers/group';
 import { LoopbackHub } from '../../src/peers/loopback';
 import { parseRoomLink } from '../../src/peers/room';
 import { createGroupStore, hashTrail, inviteOf, MAX_POINTS, shortPeer, wireSummary, type GroupStepPoint } from '../../src/state/group';
-import { DEFAULT_GROUP_CONFIG, groupConfigProblem, groupRunLabel, groupSchemeFields, groupTrainOptions } from '../../src/state/group-config';
+import { DEFAULT_DILOCO, DEFAULT_GROUP_CONFIG, dilocoOf, groupConfigProblem, groupRunLabel, groupSchemeFields, groupTrainOptions } from '../../src/state/group-config';
 import { runError } from '../../src/state/group-controller';
 import { decodeSession, encodeSession, isSessionBytes, MAX_SESSION_BYTES, type SessionMessage, splitTransport } from '../../src/state/group-wire';
 
@@ -37,6 +37,22 @@ describe('group run config', () => {
     expect(groupConfigProblem(tp, 3)).toMatch(/micro cannot be split across 3 members: .*KV heads/);
     // TACO's groups of 128 along a rank's chunk of B·T·C/2 values.
     expect(groupConfigProblem({ ...tp, batch: 1, seq: 3 }, 2)).toMatch(/multiple of 64/);
+  });
+
+  it('DiLoCo mode: defaults, its fields validated, label and scheme fields', () => {
+    const d = { ...DEFAULT_GROUP_CONFIG, mode: 'diloco' as const };
+    expect(groupConfigProblem(d, 2)).toBeNull();
+    expect(dilocoOf(d)).toEqual({ innerSteps: 50, wire: 'int8', fragments: 1, outerLr: 0.7, outerMomentum: 0.9 });
+    expect(dilocoOf(DEFAULT_GROUP_CONFIG)).toBeNull();
+    const with_ = (o: Partial<NonNullable<typeof d['diloco']>>) => ({ ...d, diloco: { ...DEFAULT_DILOCO, ...o } });
+    expect(groupConfigProblem(with_({ innerSteps: 10, fragments: 2, wire: 'int4' }), 2)).toBeNull();
+    expect(groupRunLabel(with_({ innerSteps: 10, fragments: 2, wire: 'int4' }))).toBe('DiLoCo H10 int4 streaming ×2 · micro');
+    expect(groupSchemeFields(d, 2)).toMatch(/diloco H 50 · wire int8 · fragments 1/);
+    expect(groupConfigProblem(with_({ innerSteps: 10, fragments: 3 }), 2)).toMatch(/multiple of the 3 fragments/);
+    expect(groupConfigProblem(with_({ innerSteps: 4, fragments: 4 }), 2)).toMatch(/4 fragments for micro, which has 2 layers/);
+    expect(groupConfigProblem(with_({ outerMomentum: 1 }), 2)).toMatch(/outerMomentum/);
+    expect(groupConfigProblem(with_({ wire: 'fp16' as never }), 2)).toMatch(/wire/);
+    expect(groupConfigProblem({ ...DEFAULT_GROUP_CONFIG, diloco: DEFAULT_DILOCO }, 2)).toMatch(/only for the DiLoCo mode/);
   });
 
   it('maps to engine options: TP degree = group size, no evaluation; DP keeps the fp32 model', () => {

@@ -4,9 +4,14 @@
  * engine's accounting (train/probe-bits.ts) and the transport agree without the engine importing peers.
  *  - 'fp32': every member's gradient in fp32;
  *  - 'int8': AGoQ's INT8 codes, absmax per block of AGOQ_BLOCK, round to nearest.
- * Either way every member all-gathers the contributions and reduces them itself (verifiable).
+ * DiLoCo's pseudo-gradients may also travel as 'int4': INT4 absmax per block of AGOQ_BLOCK (one
+ * fp32 scale each), two codes per byte (low nibble first, pack.ts's layout).
+ * Every member all-gathers the contributions and reduces them itself (verifiable).
  */
 export type GradWire = 'fp32' | 'int8';
+/** What the all-reduce can carry: the gradient formats and INT4 (DiLoCo's pseudo-gradients). */
+export type WireFormat = GradWire | 'int4';
+export const WIRE_FORMATS: readonly WireFormat[] = ['fp32', 'int8', 'int4'];
 export const AGOQ_BLOCK = 256;
 
 /** Bytes of a transport frame's header (peers/framing.ts lays it out) and the default payload per frame. */
@@ -37,9 +42,14 @@ export function int8PayloadBytes(n: number, block = AGOQ_BLOCK): number {
   return 4 * Math.ceil(n / block) + n;
 }
 
+/** ⌈n/block⌉ fp32 scales, then ⌈n/2⌉ bytes of packed nibbles. */
+export function int4PayloadBytes(n: number, block = AGOQ_BLOCK): number {
+  return 4 * Math.ceil(n / block) + Math.ceil(n / 2);
+}
+
 /** Payload bytes of one chunk of n elements in a mode. */
-export function chunkPayloadBytes(n: number, mode: GradWire, block = AGOQ_BLOCK): number {
-  return mode === 'int8' ? int8PayloadBytes(n, block) : 4 * n;
+export function chunkPayloadBytes(n: number, mode: WireFormat, block = AGOQ_BLOCK): number {
+  return mode === 'int8' ? int8PayloadBytes(n, block) : mode === 'int4' ? int4PayloadBytes(n, block) : 4 * n;
 }
 
 /** Wire bytes (payload + frame headers) of one message of `len` payload bytes. */
@@ -54,7 +64,7 @@ export const DIGEST_BYTES = 32;
  * Exact transport bytes one rank sends to all-gather its contribution of n elements (every member
  * then reduces all of them itself, peers/verified-reduce.ts): N−1 copies of the whole payload.
  */
-export function gatherWireBytes(n: number, ranks: number, mode: GradWire, opts: { blockSize?: number; chunkPayload?: number } = {}): number {
+export function gatherWireBytes(n: number, ranks: number, mode: WireFormat, opts: { blockSize?: number; chunkPayload?: number } = {}): number {
   return (ranks - 1) * messageWireBytes(chunkPayloadBytes(n, mode, opts.blockSize ?? AGOQ_BLOCK), opts.chunkPayload ?? DEFAULT_CHUNK_PAYLOAD);
 }
 
@@ -71,7 +81,7 @@ export function allReduceWireBytes(
   n: number,
   ranks: number,
   _rank: number,
-  mode: GradWire,
+  mode: WireFormat,
   opts: { blockSize?: number; chunkPayload?: number } = {},
 ): number {
   return gatherWireBytes(n, ranks, mode, opts) + echoWireBytes(ranks, opts.chunkPayload);
