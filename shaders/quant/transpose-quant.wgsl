@@ -8,6 +8,11 @@
 // A workgroup is COLS columns × LANES lanes of rows: lane y of a column scans rows y, y+LANES, ...
 // (for a fixed row the COLS loads are consecutive), the lanes' absmax meet in workgroup memory, and
 // lane y then encodes words y, y+LANES, ... of the column's block.
+//
+// One scale per column over all R rows (the weight-gradient GEMM on tensor cores) splits the rows
+// into tiles of G so that the whole GPU works on it: `col_absmax` writes each tile's absmax per
+// column to A [R/G, CN], `col_encode` takes the column's max over the tiles and encodes its tile
+// (scales [CN]; the codes are those of main with G = R).
 
 override COLS: u32 = 64u;
 override LANES: u32 = 4u;
@@ -18,20 +23,20 @@ struct Params { R: u32, CN: u32, G: u32, seed: u32, stochastic: u32, _a: u32, _b
 @group(0) @binding(1) var<storage, read> X: array<f32>;
 @group(0) @binding(2) var<storage, read_write> S: array<f32>;
 @group(0) @binding(3) var<storage, read_write> Q: array<u32>;
+// The tiles' absmax bits: written by col_absmax (binding 2, where main binds S), read by col_encode.
+@group(0) @binding(2) var<storage, read_write> A_w: array<u32>;
+@group(0) @binding(4) var<storage, read> A_r: array<u32>;
 
 var<workgroup> red: array<u32, COLS * LANES>;
 
 // bits of 2^-110: blocks whose absmax is below it get s = 0 (SCALE_TINY in quantizer.ts).
 const TINY_BITS: u32 = 0x08800000u;
 
-@compute @workgroup_size(COLS, LANES)
-fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-  let c = wid.x * COLS + lid.x;
-  let r0 = wid.y * p.G;
-  let ok = c < p.CN;
-  // Absmax on the bit patterns (non-negative floats order as u32): no flushing, NaN/Inf skipped.
+// Absmax over the bit patterns of column c, rows r0 + lane, r0 + lane + LANES, ... < r0 + G
+// (non-negative floats order as u32): no flushing, NaN/Inf skipped. The lanes meet in `red`.
+fn tile_absmax(c: u32, r0: u32, lid: vec3<u32>) -> u32 {
   var a = 0u;
-  if (ok) {
+  if (c < p.CN) {
     for (var r = lid.y; r < p.G; r += LANES) {
       let ab = bitcast<u32>(X[(r0 + r) * p.CN + c]) & 0x7fffffffu;
       if (ab < 0x7f800000u) { a = max(a, ab); }
@@ -40,12 +45,17 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
   red[lid.y * COLS + lid.x] = a;
   workgroupBarrier();
   for (var y = 0u; y < LANES; y++) { a = max(a, red[y * COLS + lid.x]); }
-  if (!ok) { return; }
-  let s = select(div_rn(bitcast<f32>(a), 127.0), 0.0, a < TINY_BITS);
-  let nb = p.R / p.G;
-  if (lid.y == 0u) { S[c * nb + wid.y] = s; }
-  let base = c * p.R + r0; // flat index of the block's first element in xᵀ
-  for (var j = lid.y; j < p.G / 4u; j += LANES) {
+  return a;
+}
+
+fn scale_of(a: u32) -> f32 {
+  return select(div_rn(bitcast<f32>(a), 127.0), 0.0, a < TINY_BITS);
+}
+
+// Lane y encodes words y, y+LANES, ... of rows r0 .. r0 + G of column c with scale s.
+fn encode_tile(c: u32, r0: u32, s: f32, lane: u32) {
+  let base = c * p.R + r0; // flat index of the tile's first element in xᵀ
+  for (var j = lane; j < p.G / 4u; j += LANES) {
     var w = 0u;
     for (var e = 0u; e < 4u; e++) {
       let r = 4u * j + e;
@@ -59,4 +69,32 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid
     }
     Q[base / 4u + j] = w;
   }
+}
+
+@compute @workgroup_size(COLS, LANES)
+fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+  let c = wid.x * COLS + lid.x;
+  let a = tile_absmax(c, wid.y * p.G, lid);
+  if (c >= p.CN) { return; }
+  let s = scale_of(a);
+  if (lid.y == 0u) { S[c * (p.R / p.G) + wid.y] = s; }
+  encode_tile(c, wid.y * p.G, s, lid.y);
+}
+
+@compute @workgroup_size(COLS, LANES)
+fn col_absmax(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+  let c = wid.x * COLS + lid.x;
+  let a = tile_absmax(c, wid.y * p.G, lid);
+  if (c < p.CN && lid.y == 0u) { A_w[wid.y * p.CN + c] = a; }
+}
+
+@compute @workgroup_size(COLS, LANES)
+fn col_encode(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+  let c = wid.x * COLS + lid.x;
+  if (c >= p.CN) { return; }
+  var a = 0u;
+  for (var t = 0u; t < p.R / p.G; t++) { a = max(a, A_r[t * p.CN + c]); }
+  let s = scale_of(a);
+  if (wid.y == 0u && lid.y == 0u) { S[c] = s; }
+  encode_tile(c, wid.y * p.G, s, lid.y);
 }

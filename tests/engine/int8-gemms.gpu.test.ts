@@ -6,7 +6,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { quantizeTransposedI8Ref, transposeRef } from '../../src/engine/kernels/qgemm-block.ref';
-import { gemmNTRef } from '../../src/engine/kernels/qgemm.ref';
+import { gemmNTRef, qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
 import { modelDims } from '../../src/engine/model/dims';
 import { int8Buffers } from '../../src/engine/model/compute-plan';
 import { Int8Gemms } from '../../src/engine/model/int8-gemms';
@@ -25,8 +25,8 @@ describe('Int8Gemms (forward, dX, dW) against the fake-quant simulation', async 
   const dims = modelDims(PRESETS.micro, 2, 32); // N = 64 tokens, C 32, F 64
   const { N, C, F } = dims;
   const compute = { forward: 'int8', dx: 'int8', dw: 'int8', dwBlock: 32, gradRounding: 'nearest' } as const;
-  // Shared by the tests (trackBuffers frees only per-test uploads).
-  const bufs = new Map(int8Buffers(dims, [{ compute }], true).map((s) => [s.key, rt.createBuffer('workspace', s.key, s.bytes)]));
+  // Shared by the tests (trackBuffers frees only per-test uploads); one layer per dW granularity.
+  const bufs = new Map(int8Buffers(dims, [{ compute }, { compute: { ...compute, dwBlock: 'all' as const } }], true).map((s) => [s.key, rt.createBuffer('workspace', s.key, s.bytes)]));
   afterAll(() => bufs.forEach((b) => rt.mem.free(b)));
   const g = new Int8Gemms(rt, dims, (k) => bufs.get(k)!, () => {});
   const rng = new Rng(5);
@@ -56,7 +56,7 @@ describe('Int8Gemms (forward, dX, dW) against the fake-quant simulation', async 
 
   it('dW = Q(dY)ᵀ·Q(X), both per channel in blocks of 32 tokens', async () => {
     const out = track(rt.createBuffer('workspace', 'dw', F * C * 4));
-    rt.run([g.dwInput('L0.gate.dw', up(rt, x), C, 32), ...g.dw('L0.gate.dw', up(rt, dy), F, C, out, 32, 'nearest')]);
+    rt.run([...g.dwInput('L0.gate.dw', up(rt, x), C, 32), ...g.dw('L0.gate.dw', up(rt, dy), F, C, out, 32, 'nearest')]);
     const dyT = dequantizeRef(quantizeTransposedI8Ref(dy, N, F, 32)); // [F, N]
     const xT = dequantizeRef(quantizeTransposedI8Ref(x, N, C, 32)); // [C, N]
     const sim = gemmNTRef(dyT, xT, F, C, N);
@@ -64,5 +64,23 @@ describe('Int8Gemms (forward, dX, dW) against the fake-quant simulation', async 
     expectGemmClose(await rt.readF32(out, 0, F * C), sim, abs, 'dw');
     expect(g.paths.get('L0.gate.dw')).toBe('int8-dot4');
     expect(g.paths.get('L0.gate_proj')).toBe('int8-dot4'); // SwiftShader: no tensor cores
+  });
+
+  it('dW = Q(dY)ᵀ·Q(X), both per channel over all tokens: qgemmI8 on the transposed codes, integer parts exact', async () => {
+    const out = track(rt.createBuffer('workspace', 'dw', F * C * 4));
+    rt.run([...g.dwInput('L1.gate.dw', up(rt, x), C, 'all'), ...g.dw('L1.gate.dw', up(rt, dy), F, C, out, 'all', 'nearest')]);
+    const dyQ = quantizeTransposedI8Ref(dy, N, F, N); // [F, N], one scale per output channel
+    const xQ = quantizeTransposedI8Ref(x, N, C, N); // [C, N], one per input channel
+    // The operands are the reference quantizer's codes, and the GEMM sums them exactly.
+    expect(Array.from(await rt.readU32(bufs.get('i8.gt')!, 0, (F * N) / 4))).toEqual(Array.from(dyQ.words));
+    expect(Array.from(await rt.readU32(bufs.get('i8.xt')!, 0, (C * N) / 4))).toEqual(Array.from(xQ.words));
+    const i8 = (w: Uint32Array) => new Int8Array(w.buffer.slice(0));
+    const exact = qgemmI8ExactRef(i8(dyQ.words), dyQ.scales, i8(xQ.words), xQ.scales, F, C, N);
+    const got = await rt.readF32(out, 0, F * C);
+    expect(Array.from(got)).toEqual(Array.from(exact));
+    const sim = gemmNTRef(dequantizeRef(dyQ), dequantizeRef(xQ), F, C, N);
+    const abs = gemmNTRef(absOf(transposeRef(dy, N, F)), absOf(transposeRef(x, N, C)), F, C, N);
+    expectGemmClose(got, sim, abs, 'dw all');
+    expect(g.paths.get('L1.gate.dw')).toBe('int8-dot4'); // qgemmI8's path: tensor cores where enabled
   });
 });

@@ -57,8 +57,10 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
     const fp32 = await lossAndGrads(SCHEME_PRESETS.fp32);
     const sim = await lossAndGrads(parseScheme({ name: 'w8a8-sim', layer: { weights: q8row, gemm_inputs: q8row } }));
     const runs: [string, Scheme][] = [
-      ['int8', SCHEME_PRESETS.int8],
+      ['int8 (dW over all tokens)', SCHEME_PRESETS.int8],
+      ['int8-blockdw', SCHEME_PRESETS['int8-blockdw']],
       ['switchback', SCHEME_PRESETS.switchback],
+      ['int8 + SR, dW over all tokens', parseScheme({ name: 'int8-sr-all', layer: { compute: { forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 'all', grad_rounding: 'stochastic' } } })],
       ['int8 + SR, dw blocks of 64', parseScheme({ name: 'int8-sr', layer: { compute: { forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 64, grad_rounding: 'stochastic' } } })],
     ];
     for (const [name, scheme] of runs) {
@@ -115,6 +117,10 @@ describe('compute formats are validated when the plan is resolved', () => {
   });
   it('a dW block that does not divide the tokens', () => {
     expect(plan({ compute: { dw: 'int8', dw_block: 64 } }, 1, 32)).toThrow(/dw_block 64 must divide the tokens per step \(batch·context = 32\)/);
+  });
+  it('a dW over all tokens whose token count does not pack into words', () => {
+    expect(plan({ compute: { dw: 'int8', dw_block: 'all' } }, 1, 30)).toThrow(/dw_block 'all' packs the tokens per step four to a word, and batch·context = 30/);
+    expect(plan({ compute: { dw: 'int8', dw_block: 'all' } }, 1, 32)).not.toThrow();
   });
   it('tensor parallelism', () => {
     expect(() => resolvePlan(cfg, B, T, { scheme: parseScheme({ name: 'x', layer: { compute: { forward: 'int8' } }, tp: { degree: 2 } }) })).toThrow(/tensor parallelism/);

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { qgemmI8 } from '../../src/engine/kernels/qgemm';
-import { qgemmI8Blocked, quantizeTransposedI8 } from '../../src/engine/kernels/qgemm-block';
+import { columnAbsmaxWords, columnTileRows, qgemmI8Blocked, quantizeColumnsI8, quantizeTransposedI8 } from '../../src/engine/kernels/qgemm-block';
 import { qgemmI8BlockedRef, quantizeTransposedI8Ref } from '../../src/engine/kernels/qgemm-block.ref';
 import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
 import { Rng } from '../../src/engine/util/rng';
@@ -40,6 +40,32 @@ describe('quantizeTransposedI8', () => {
     const rt = await testRuntime();
     const b = track(rt.createBuffer('workspace', 'b', 64));
     expect(() => quantizeTransposedI8(rt, { label: 'bad', x: b, R: 48, CN: 4, G: 32, codes: b, scales: b })).toThrow(/dividing R=48/);
+  });
+});
+
+describe('quantizeColumnsI8 (one scale per column over all rows, in row tiles)', () => {
+  // [R, CN]: one tile; 75 tiles of 8 rows with a partial column tile; 4 tiles of 256; 3 of 32.
+  const cases: [number, number, 'nearest' | 'stochastic'][] = [[64, 20, 'nearest'], [600, 70, 'stochastic'], [1024, 9, 'nearest'], [96, 130, 'stochastic']];
+  it.each(cases)('R=%i CN=%i %s', async (R, CN, rounding) => {
+    const rt = await testRuntime();
+    const rng = new Rng(R + CN);
+    const x = rng.normalArray(R * CN);
+    x[(R - 3) * CN + 1] = 40; // an outlier in the last tile sets column 1's scale for every tile
+    for (let r = 0; r < R; r++) x[r * CN + 3] = 0; // an all-zero column: s = 0, codes 0
+    const codes = track(rt.createBuffer('workspace', 'codes', R * CN));
+    const scales = track(rt.createBuffer('workspace', 'scales', CN * 4));
+    const amax = track(rt.createBuffer('workspace', 'amax', columnAbsmaxWords(R, CN) * 4));
+    const k = quantizeColumnsI8(rt, { label: 'cq', x: up(rt, x), R, CN, codes, scales, amax, rounding, seed: 7 });
+    k.setSeed(13);
+    rt.run(k.dispatches);
+    const ref = quantizeTransposedI8Ref(x, R, CN, R, { rounding, seed: 13 });
+    expect(Array.from(await rt.readF32(scales, 0, CN))).toEqual(Array.from(ref.scales));
+    expect(Array.from(await rt.readU32(codes, 0, (R * CN) / 4))).toEqual(Array.from(ref.words));
+  });
+
+  it('tiles of at most 256 rows; rows not a multiple of 4 are rejected', () => {
+    expect([64, 600, 1024, 8192, 96].map(columnTileRows)).toEqual([64, 8, 256, 256, 32]);
+    expect(() => columnTileRows(30)).toThrow(/R=30 must be a positive multiple of 4/);
   });
 });
 

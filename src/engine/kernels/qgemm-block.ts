@@ -3,6 +3,8 @@
  * and of the input-gradient GEMM's weight operand:
  *   quantizeTransposedI8 — INT8 codes of xᵀ read straight from x [R, CN] (no fp32 transposed copy),
  *                          one scale per column and block of G rows (shaders/quant/transpose-quant.wgsl);
+ *   quantizeColumnsI8    — the same with one scale per column over all R rows, spread over tiles of
+ *                          rows (two dispatches): the operands of dW on qgemmI8 (tensor cores);
  *   qgemmI8Blocked       — C (+)= Σ_blocks diag(sa_b)·(QA_b·QB_bᵀ)·diag(sb_b), dot4I8Packed, scales
  *                          that change every G elements of K (shaders/qgemm-block.wgsl).
  * References: ./qgemm-block.ref.ts.
@@ -45,10 +47,51 @@ export function quantizeTransposedI8(rt: Runtime, a: {
     dispatch: rt.kernel({
       label: `${a.label}.tq`,
       code: TQ_CODE,
+      entryPoint: 'main',
       constants: { COLS, LANES },
       bindings: [params, a.x, a.scales, a.codes],
       workgroups: [Math.ceil(CN / COLS), R / G],
     }),
+    setSeed: (seed: number) => {
+      if (a.rounding === 'stochastic') rt.write(params, Uint32Array.of(seed >>> 0), TQ_SEED_OFFSET);
+    },
+  };
+}
+
+/** Rows per tile of quantizeColumnsI8: the largest power of two ≤ 256 dividing R (R % 4 == 0). */
+export function columnTileRows(R: number): number {
+  if (!Number.isInteger(R) || R < 4 || R % 4) throw new Error(`quantizeColumnsI8: R=${R} must be a positive multiple of 4`);
+  let t = 256;
+  while (R % t) t /= 2;
+  return t;
+}
+
+/** u32 words of quantizeColumnsI8's absmax scratch for x [R, CN]: one per column and tile. */
+export const columnAbsmaxWords = (R: number, CN: number) => (R / columnTileRows(R)) * CN;
+
+/**
+ * codes [CN, R/4] u32 and scales [CN] of xᵀ for x [R, CN], one scale per column of x: the codes
+ * of quantizeTransposedI8 with G = R, but the rows split into tiles so that every SM has work
+ * (that kernel gives a column to one workgroup): the tiles' absmax per column into `amax`
+ * (columnAbsmaxWords), then each tile takes its column's max over them and encodes.
+ */
+export function quantizeColumnsI8(rt: Runtime, a: {
+  label: string; x: Binding; R: number; CN: number; codes: Binding; scales: Binding; amax: Binding;
+  rounding?: 'nearest' | 'stochastic'; seed?: number;
+}): { dispatches: Dispatch[]; setSeed(seed: number): void } {
+  const { R, CN } = a;
+  if (!Number.isInteger(CN) || CN < 1) throw new Error(`${a.label}: CN=${CN} must be a positive integer`);
+  const G = columnTileRows(R);
+  if (R / G > 65535) throw new Error(`${a.label}: ${R / G} row tiles exceed one dispatch dimension`);
+  const u = new Uniforms().u32(R).u32(CN).u32(G).u32(a.seed ?? 0).u32(a.rounding === 'stochastic' ? 1 : 0).u32(0).u32(0).u32(0);
+  const params = rt.uniform(`${a.label}.cq`, u);
+  const grid: [number, number] = [Math.ceil(CN / 64), R / G];
+  const constants = { COLS: 64, LANES: 4 };
+  return {
+    dispatches: [
+      rt.kernel({ label: `${a.label}.cq.absmax`, code: TQ_CODE, entryPoint: 'col_absmax', constants, bindings: [params, a.x, a.amax], workgroups: grid }),
+      rt.kernel({ label: `${a.label}.cq`, code: TQ_CODE, entryPoint: 'col_encode', constants, bindings: [params, a.x, a.scales, a.codes, a.amax], workgroups: grid }),
+    ],
     setSeed: (seed: number) => {
       if (a.rounding === 'stochastic') rt.write(params, Uint32Array.of(seed >>> 0), TQ_SEED_OFFSET);
     },

@@ -7,6 +7,7 @@
  */
 import type { ComputeFormat, ComputeScheme, QuantSpec, Scheme } from '../scheme/scheme';
 import { isFp32, layerScheme } from '../scheme/scheme';
+import { columnAbsmaxWords } from '../kernels/qgemm-block';
 import type { BufferSpec, ModelDims } from './dims';
 
 /** The kernel a GEMM ran: the fp32 matmul, INT8 with dot4I8Packed, or INT8 on tensor cores. */
@@ -16,8 +17,8 @@ export interface LayerCompute {
   forward: ComputeFormat;
   dx: ComputeFormat;
   dw: ComputeFormat;
-  /** Tokens per scale block of the INT8 dW operands. */
-  dwBlock: number;
+  /** Tokens per scale block of the INT8 dW operands; 'all': per channel over all tokens (qgemmI8). */
+  dwBlock: number | 'all';
   /** Rounding of the dY operands of INT8 dX and dW. */
   gradRounding: 'nearest' | 'stochastic';
 }
@@ -59,8 +60,14 @@ export function computeErrors(scheme: Scheme, d: ModelDims, layers: LayerCells[]
     for (const [k, v] of Object.entries({ hidden_size: d.C, 'heads·head_dim': d.QC, 'kv_heads·head_dim': d.KVC, intermediate_size: d.F })) {
       if (v % 4) out.push(`${at}: INT8 GEMMs pack 4 values per word and ${k} = ${v} is not a multiple of 4`);
     }
-    if (training && c.dw === 'int8' && d.N % c.dwBlock) {
-      out.push(`${at}: dw_block ${c.dwBlock} must divide the tokens per step (batch·context = ${d.N})`);
+    if (training && c.dw === 'int8') {
+      if (c.dwBlock !== 'all') {
+        if (d.N % c.dwBlock) out.push(`${at}: dw_block ${c.dwBlock} must divide the tokens per step (batch·context = ${d.N})`);
+      } else {
+        // The tokens are dW's reduction: packed four to a word, summed exactly in i32 (127²·K < 2³¹).
+        if (d.N % 4) out.push(`${at}: dw_block 'all' packs the tokens per step four to a word, and batch·context = ${d.N} is not a multiple of 4`);
+        if (d.N >= 132_000) out.push(`${at}: dw_block 'all' sums ${d.N} tokens in one i32 per output, which can overflow (at most 131999); use a block size`);
+      }
     }
   });
   return out;
@@ -77,7 +84,7 @@ export function int8Use(layers: { compute: LayerCompute }[], training: boolean):
  * Operand buffers of the INT8 GEMMs, shared by every layer (each GEMM quantizes its operands right
  * before it runs): `i8.a` per-row codes of X (forward) or dY (dX) with scales `i8.as`; `i8.w` a
  * weight's codes (W, or Wᵀ for dX) with `i8.ws`; for dW, dYᵀ (`i8.gt`) and Xᵀ (`i8.xt`) in blocks
- * of tokens with their scales.
+ * of tokens (or over all tokens, with the absmax scratch `i8.amax`) with their scales.
  */
 export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], training: boolean): BufferSpec[] {
   const use = int8Use(layers, training);
@@ -91,13 +98,16 @@ export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], t
     ws('i8.ws', widest * 4);
   }
   if (use.dw) {
-    const block = Math.min(...layers.filter((l) => l.compute.dw === 'int8').map((l) => l.compute.dwBlock));
+    const blocks = layers.filter((l) => l.compute.dw === 'int8').map((l) => l.compute.dwBlock);
+    const block = Math.min(...blocks.map((b) => (b === 'all' ? d.N : b)));
     const outW = Math.max(d.QC, d.KVC, d.F, d.C);
     const inW = Math.max(d.C, d.QC, d.F);
     ws('i8.gt', outW * d.N);
     ws('i8.gts', ((outW * d.N) / block) * 4);
     ws('i8.xt', inW * d.N);
     ws('i8.xts', ((inW * d.N) / block) * 4);
+    // Per channel over all tokens: the row tiles' absmax (quantizeColumnsI8), dYᵀ's and Xᵀ's in turn.
+    if (blocks.includes('all')) ws('i8.amax', columnAbsmaxWords(d.N, Math.max(outW, inW)) * 4);
   }
   return out;
 }

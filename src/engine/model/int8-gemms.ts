@@ -5,13 +5,15 @@
  * column scale, fp32 out, added to C where the model accumulates).
  *   forward  Y (+)= X·Wᵀ  X per token (row), W per output channel (row of W [out, in]);
  *   dX       dX (+)= dY·W  dY per token, W per input channel (rows of Wᵀ, quantized from W directly);
- *   dW       dW = dYᵀ·X    both per channel in blocks of G tokens (Jetfire-style), scales folded per block.
- * Forward and dX run qgemmI8 (tensor cores where enableI8TensorCores turned them on, else dot4);
- * dW runs the dot4 blocked kernel. Every GEMM's path is recorded under its label.
+ *   dW       dW = dYᵀ·X    both per channel in blocks of G tokens (Jetfire-style), scales folded per block,
+ *                          or per channel over all tokens (G 'all').
+ * Forward, dX and the dW over all tokens run qgemmI8 (tensor cores where enableI8TensorCores turned
+ * them on, else dot4): row scales × column scales is exactly that GEMM's form, with A = dYᵀ and
+ * B = Xᵀ. Blocked dW runs the dot4 blocked kernel. Every GEMM's path is recorded under its label.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { qgemmI8, qgemmI8Path } from '../kernels/qgemm';
-import { qgemmI8Blocked, quantizeTransposedI8 } from '../kernels/qgemm-block';
+import { qgemmI8Blocked, quantizeColumnsI8, quantizeTransposedI8 } from '../kernels/qgemm-block';
 import { buildQuantize } from '../kernels/quantize';
 import type { GemmPath, LayerCompute } from './compute-plan';
 import type { ModelDims } from './dims';
@@ -52,24 +54,40 @@ export class Int8Gemms {
     return [...(dy ? this.quantizeRows(label, dy, M, K, rounding) : []), qw.dispatch, this.gemm(label, out, M, N, K, accumulate)];
   }
 
-  /** Xᵀ codes of x [tokens, width] in blocks of G tokens into i8.xt (several dW GEMMs of one input share them). */
-  dwInput(label: string, x: Binding, width: number, G: number): Dispatch {
-    return quantizeTransposedI8(this.rt, { label: `${label}.xT`, x, R: this.dims.N, CN: width, G, codes: this.b('i8.xt'), scales: this.b('i8.xts') }).dispatch;
+  /** Xᵀ codes of x [tokens, width] per channel (in blocks of G tokens, or over all) into i8.xt (several dW GEMMs of one input share them). */
+  dwInput(label: string, x: Binding, width: number, G: LayerCompute['dwBlock']): Dispatch[] {
+    return this.transposed(`${label}.xT`, x, width, G, 'i8.xt', 'i8.xts', 'nearest').dispatches;
   }
 
   /** dW [outW, inW] = dYᵀ·X over the tokens, X's codes already in i8.xt (dwInput). */
-  dw(label: string, dy: Binding, outW: number, inW: number, c: Binding, G: number, rounding: LayerCompute['gradRounding']): Dispatch[] {
-    const q = quantizeTransposedI8(this.rt, { label: `${label}.dyT`, x: dy, R: this.dims.N, CN: outW, G, codes: this.b('i8.gt'), scales: this.b('i8.gts'), rounding });
+  dw(label: string, dy: Binding, outW: number, inW: number, c: Binding, G: LayerCompute['dwBlock'], rounding: LayerCompute['gradRounding']): Dispatch[] {
+    const q = this.transposed(`${label}.dyT`, dy, outW, G, 'i8.gt', 'i8.gts', rounding);
     if (rounding === 'stochastic') this.onSeed(`${label}.dyT`, q.setSeed);
+    const K = this.dims.N;
+    if (G === 'all') return [...q.dispatches, this.gemm(label, c, outW, inW, K, false, ['i8.gt', 'i8.gts', 'i8.xt', 'i8.xts'])];
     this.paths.set(label, 'int8-dot4');
-    return [q.dispatch, qgemmI8Blocked(this.rt, {
-      label, aq: this.b('i8.gt'), sa: this.b('i8.gts'), bq: this.b('i8.xt'), sb: this.b('i8.xts'), c, M: outW, N: inW, K: this.dims.N, G,
+    return [...q.dispatches, qgemmI8Blocked(this.rt, {
+      label, aq: this.b('i8.gt'), sa: this.b('i8.gts'), bq: this.b('i8.xt'), sb: this.b('i8.xts'), c, M: outW, N: inW, K, G,
     })];
   }
 
-  private gemm(label: string, out: Binding, M: number, N: number, K: number, accumulate: boolean): Dispatch {
+  /** INT8 codes of xᵀ for x [tokens, width] into codes/scales: per channel in blocks of G tokens, or over all of them. */
+  private transposed(label: string, x: Binding, width: number, G: LayerCompute['dwBlock'], codes: string, scales: string,
+    rounding: LayerCompute['gradRounding']): { dispatches: Dispatch[]; setSeed(seed: number): void } {
+    const a = { label, x, R: this.dims.N, CN: width, codes: this.b(codes), scales: this.b(scales), rounding };
+    if (G === 'all') return quantizeColumnsI8(this.rt, { ...a, amax: this.b('i8.amax') });
+    const k = quantizeTransposedI8(this.rt, { ...a, G });
+    return { dispatches: [k.dispatch], setSeed: k.setSeed };
+  }
+
+  /**
+   * out (+)= diag(sa)·(A·Bᵀ)·diag(sb) on qgemmI8 (its path, tensor cores or dot4, recorded), operands
+   * [codes A, scales A, codes B, scales B] by buffer key: X (or dY) and W by default, dYᵀ and Xᵀ for dW.
+   */
+  private gemm(label: string, out: Binding, M: number, N: number, K: number, accumulate: boolean,
+    [xq, sx, wq, sw]: [string, string, string, string] = ['i8.a', 'i8.as', 'i8.w', 'i8.ws']): Dispatch {
     this.paths.set(label, qgemmI8Path(this.rt, K));
-    return qgemmI8(this.rt, { label, xq: this.b('i8.a'), sx: this.b('i8.as'), wq: this.b('i8.w'), sw: this.b('i8.ws'), c: out, M, N, K, accumulate });
+    return qgemmI8(this.rt, { label, xq: this.b(xq), sx: this.b(sx), wq: this.b(wq), sw: this.b(sw), c: out, M, N, K, accumulate });
   }
 }
 

@@ -162,7 +162,7 @@ export class LinearGemms {
   /**
    * dW = dYᵀ·X of layer l (dY [tokens, outW], X [tokens, inW]) in the layer's dW compute format:
    * fp32 (split over tokens into `scratch`, dY through its gemm_output_grads cell), or INT8 in
-   * blocks of tokens; `xShared`: X's INT8 codes are the previous dW GEMM's (q/k/v, gate/up).
+   * blocks of tokens or per channel over all of them; `xShared`: X's INT8 codes are the previous dW GEMM's (q/k/v, gate/up).
    */
   dwGemm(l: number, label: string, dy: GPUBuffer, outW: number, x: GPUBuffer, inW: number, c: Binding, scratch: 'dq' | 'dF1',
     push: (d: Dispatch | Dispatch[]) => void, xShared = false): void {

@@ -22,8 +22,12 @@ const AGOQ_SAVED: Partial<Record<SavedKind, QuantSpec>> = {
   head_input: q('int4'),
 };
 
-/** INT8 compute in all three GEMMs of every linear layer (dW Jetfire-style, blocks of 32 tokens). */
-const INT8_COMPUTE = { forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 32, grad_rounding: 'nearest' } as const;
+/**
+ * INT8 compute in all three GEMMs of every linear layer; dW per channel over all the step's tokens,
+ * which is qgemmI8's form (tensor cores). INT8_BLOCK_DW keeps Jetfire's blocks of 32 tokens (dot4).
+ */
+const INT8_COMPUTE = { forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 'all', grad_rounding: 'nearest' } as const;
+const INT8_BLOCK_DW = { ...INT8_COMPUTE, dw_block: 32 } as const;
 
 export const SCHEME_PRESETS: Record<string, Scheme> = {
   fp32: parseScheme({ name: 'fp32', description: 'The engine as is: everything fp32.' }),
@@ -45,8 +49,13 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
   // Real INT8 compute (not fake quantization): the GEMMs multiply INT8 codes (docs/schemes.md, "Compute formats").
   int8: parseScheme({
     name: 'int8',
-    description: 'W8A8G8 as real compute: every linear layer\'s forward (X per token, W per output channel), dX (dY per token, W per input channel) and dW (dY and X per channel in blocks of 32 tokens) are INT8 GEMMs, dequantized in the epilogue.',
+    description: 'W8A8G8 as real compute: every linear layer\'s forward (X per token, W per output channel), dX (dY per token, W per input channel) and dW (dY and X per channel over all the step\'s tokens) are INT8 GEMMs, dequantized in the epilogue.',
     layer: { compute: INT8_COMPUTE },
+  }),
+  'int8-blockdw': parseScheme({
+    name: 'int8-blockdw',
+    description: 'int8 with the Jetfire-style dW: dY and X per channel in blocks of 32 tokens, scales folded per block (the dot4 blocked kernel; no tensor cores).',
+    layer: { compute: INT8_BLOCK_DW },
   }),
   switchback: parseScheme({
     name: 'switchback',

@@ -47,15 +47,22 @@ export type ComputeFormat = (typeof COMPUTE_FORMATS)[number];
  * Per linear layer, the number format of each of its three GEMMs (docs/schemes.md, "Compute formats"):
  * forward Y = X·Wᵀ (INT8: X per token, W per output channel), input gradient dX = dY·W (INT8: dY per
  * token, W per input channel) and weight gradient dW = dYᵀ·X, whose reduction runs over the tokens
- * (INT8: both operands per channel in blocks of `dw_block` tokens, Jetfire-style; fp32 is SwitchBack).
+ * (INT8: both operands per channel in blocks of `dw_block` tokens, Jetfire-style, or over all tokens;
+ * fp32 is SwitchBack).
  */
 export const ComputeSchema = z
   .object({
     forward: z.enum(COMPUTE_FORMATS).default('fp32'),
     dx: z.enum(COMPUTE_FORMATS).default('fp32'),
     dw: z.enum(COMPUTE_FORMATS).default('fp32'),
-    /** Tokens per scale block of the INT8 dW operands (a power of two, 32..256). */
-    dw_block: z.number().int().min(32).max(256).refine((g) => (g & (g - 1)) === 0, 'dw_block must be a power of two').default(32),
+    /**
+     * Tokens per scale block of the INT8 dW operands: a power of two, 32..256 (the blocked dot4
+     * kernel), or 'all': one scale per channel over all the step's tokens (qgemmI8, tensor cores).
+     */
+    dw_block: z.union([
+      z.literal('all'),
+      z.number().int().min(32).max(256).refine((g) => (g & (g - 1)) === 0, 'dw_block must be a power of two'),
+    ]).default(32),
     /** Rounding of the gradient operands (dY) of the INT8 dX and dW GEMMs. */
     grad_rounding: z.enum(['nearest', 'stochastic']).default('nearest'),
   })
