@@ -37,12 +37,21 @@ export interface DataParallelOptions {
   stateRoundBytes?: number;
   /** Frame payload bytes (PeerGroup's chunkPayload). */
   chunkPayload?: number;
+  /**
+   * Where the gradient exchange's numbers live (part of the fingerprint: the two average fp32
+   * differently): 'gpu' (default with accumulate 1) encodes, screens and averages on the GPU over
+   * the model's gradient storage (gpu-contributions.ts); 'js' reads the gradient, codes and sums it
+   * on the host (the default with accumulate > 1, whose micro-batch mean is taken on the host).
+   */
+  exchange?: ExchangeBackend;
   /** Screening of the contributions before they are summed (dp-screen.ts; part of the fingerprint). */
   screen?: Partial<ScreenOptions>;
   /** A member's HELLO (a restart, which forces a regroup) is honoured at most once per this many ms (default 60 000). */
   restartIntervalMs?: number;
   onEvent?: (e: DpEvent) => void;
 }
+
+export type ExchangeBackend = 'gpu' | 'js';
 
 export type DpErrorCode = 'diverged' | 'state-rejected' | 'config-mismatch' | 'refused' | 'no-group' | 'regroup-failed' | 'stopped' | 'removed';
 
@@ -124,6 +133,7 @@ export function resolveOptions(opts: DataParallelOptions, id: PeerId): ResolvedO
     run: opts.run,
     mode: opts.mode,
     accumulate: opts.accumulate ?? 1,
+    exchange: opts.exchange ?? ((opts.accumulate ?? 1) === 1 ? 'gpu' : 'js'),
     hashEvery: opts.hashEvery ?? 1,
     silenceMs,
     collectiveTimeoutMs: opts.collectiveTimeoutMs ?? 600_000,
@@ -141,6 +151,8 @@ export function resolveOptions(opts: DataParallelOptions, id: PeerId): ResolvedO
   for (const [k, v, min] of [['accumulate', o.accumulate, 1], ['hashEvery', o.hashEvery, 1], ['maxAttempts', o.maxAttempts, 1], ['stateRoundBytes', o.stateRoundBytes, 1]] as const) {
     if (!Number.isSafeInteger(v) || v < min) throw new Error(`DataParallel: ${k} must be an integer ≥ ${min}, got ${v}`);
   }
+  if (o.exchange !== 'gpu' && o.exchange !== 'js') throw new Error(`DataParallel: exchange must be 'gpu' or 'js', got ${String(o.exchange)}`);
+  if (o.exchange === 'gpu' && o.accumulate !== 1) throw new Error(`DataParallel: the 'gpu' exchange takes one micro-batch per step (accumulate ${o.accumulate}); use exchange 'js'`);
   if (!Number.isSafeInteger(o.bucketFloats) || o.bucketFloats < 256 || o.bucketFloats % 256 !== 0) throw new Error(`DataParallel: bucketFloats must be a positive multiple of 256, got ${o.bucketFloats}`);
   for (const [k, v] of [['silenceMs', o.silenceMs], ['collectiveTimeoutMs', o.collectiveTimeoutMs], ['joinTimeoutMs', o.joinTimeoutMs], ['heartbeatMs', o.heartbeatMs], ['restartIntervalMs', o.restartIntervalMs]] as const) {
     if (!(v > 0)) throw new Error(`DataParallel: ${k} must be > 0, got ${v}`);
