@@ -41,6 +41,7 @@ export interface StepGradient {
  */
 export async function stepGradient(g: PeerGroup, trainer: Trainer, s: number, o: ResolvedOptions, path: GradientPath): Promise<StepGradient> {
   const k = o.accumulate;
+  if (path.gpu && k !== 1) throw new Error('stepGradient: the GPU exchange takes one micro-batch per step');
   const B = trainer.opts.batch;
   const T = trainer.opts.seq;
   const tc = performance.now();
@@ -57,7 +58,6 @@ export async function stepGradient(g: PeerGroup, trainer: Trainer, s: number, o:
   if (acc && k > 1) for (let i = 0; i < acc.length; i++) acc[i] /= k;
   const te = performance.now();
   const vo = { bucketFloats: o.bucketFloats, screen: o.screen };
-  if (path.gpu && k !== 1) throw new Error('stepGradient: the GPU exchange takes one micro-batch per step');
   const r = path.gpu ? await reduceContributions(g, new GpuContributions(path.gpu), vo) : await reduceVerified(g, acc!, { ...vo, mode: o.mode });
   const ta = performance.now();
   if (r.out) path.grads.write(r.out);

@@ -10,7 +10,7 @@
  * fingerprint names the backend, so a group never mixes the two.
  */
 import { AGOQ_BLOCK, type GradWire } from '../engine/scheme/wire';
-import { type GradExchange } from '../engine/train/grad-exchange';
+import type { GradExchange } from '../engine/train/grad-exchange';
 import { wireBytes, wireChunk } from '../engine/train/exchange-wire';
 import type { Contributions, OpenedContributions } from './verified-reduce';
 import type { PeerId } from './transport';
