@@ -15,7 +15,7 @@
 import { parseArgs } from 'node:util';
 import { fail, num, UsageError } from '../src/cli/common';
 import { benchDataParallel } from '../src/peers/dp-bench';
-import type { AllReduceMode } from '../src/peers/allreduce';
+import type { GradWire } from '../src/engine/scheme/wire';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { PRESET_NAMES, type PresetName } from '../src/engine/model/config';
@@ -69,7 +69,7 @@ async function main(): Promise<void> {
   console.error(`adapter: ${JSON.stringify(gpu.adapterInfo)}; ${preset} ${scheme.name}, batch ${options.batch}×${options.seq} per peer, ${mbps} MB/s, ${latencyMs} ms`);
   const link = { bytesPerSecond: mbps * 1e6, latencyMs };
   const rows = await benchDataParallel({
-    rt, text, options, peers, modes: modes as AllReduceMode[], steps, warmup, link, accumulate: a.accumulate === undefined ? undefined : (num('accumulate', a.accumulate, { int: true, min: 1 }) ?? 1),
+    rt, text, options, peers, modes: modes as GradWire[], steps, warmup, link, accumulate: a.accumulate === undefined ? undefined : (num('accumulate', a.accumulate, { int: true, min: 1 }) ?? 1),
   });
   for (const r of rows) {
     console.error(`  ${r.peers} peers ${r.mode}: ${r.msPerStep.toFixed(1)} ms/step (compute ${r.computeMs.toFixed(1)}, comm ${r.commMs.toFixed(1)}), ${(r.exchangeBytesSent / 1e6).toFixed(3)} MB sent (${(100 * r.wireRatio).toFixed(1)}% of fp32)`);

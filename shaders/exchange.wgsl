@@ -26,6 +26,8 @@ struct XParams {
 @group(0) @binding(2) var<storage, read_write> flags: array<atomic<u32>>;
 // sumsq_int8: Σ code² per block, per contribution at [j·S + block]
 @group(0) @binding(2) var<storage, read_write> sumsq: array<u32>;
+// gram_int8: Σ c_j·c_k per block, per pair j ≤ k (pair index q in row order: (0,0), (0,1), …, (1,1), …) at [q·S + block]
+@group(0) @binding(2) var<storage, read_write> gram: array<i32>;
 
 const WG: u32 = 256u;
 
@@ -95,4 +97,33 @@ fn sumsq_int8(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
   }
   sumsq[j * p.nb + b] = s;
+}
+
+// One invocation per (block, pair j ≤ k): integer dot products, exact and order-free (|Σ| ≤ 256·128² = 2^22).
+@compute @workgroup_size(WG)
+fn gram_int8(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let b = gid.x;
+  if (b >= p.nb) { return; }
+  var j = 0u;
+  var r = gid.y;
+  while (j < p.count && r >= p.count - j) {
+    r -= p.count - j;
+    j++;
+  }
+  if (j >= p.count) { return; }
+  let bj = j * p.stride + p.nb;
+  let bk = (j + r) * p.stride + p.nb;
+  let w0 = b * 64u;
+  let w1 = min(w0 + 64u, (p.n + 3u) / 4u);
+  var s = 0i;
+  for (var k = w0; k < w1; k++) {
+    let wj = inbox[bj + k];
+    let wk = inbox[bk + k];
+    for (var e = 0u; e < 4u; e++) {
+      if (4u * k + e < p.n) {
+        s += (bitcast<i32>(wj << (24u - 8u * e)) >> 24u) * (bitcast<i32>(wk << (24u - 8u * e)) >> 24u);
+      }
+    }
+  }
+  gram[gid.y * p.nb + b] = s;
 }

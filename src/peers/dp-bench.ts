@@ -15,7 +15,7 @@ import type { Runtime } from '../engine/gpu/runtime';
 import type { TrainOptions } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer';
 import { type FlatTrainingState, Trainer } from '../engine/train/trainer';
-import type { AllReduceMode } from './allreduce';
+import type { GradWire } from '../engine/scheme/wire';
 import { DataParallel, type DpStepStats } from './dp';
 import { type LinkLimits, limitTransport } from './limiter';
 import { LoopbackHub } from './loopback';
@@ -27,7 +27,7 @@ export interface DpBenchOptions {
   options: TrainOptions;
   /** Group sizes to measure (2–8). */
   peers: number[];
-  modes: AllReduceMode[];
+  modes: GradWire[];
   /** Timed steps and untimed warm-up steps per (peers, mode). */
   steps: number;
   warmup: number;
@@ -38,7 +38,7 @@ export interface DpBenchOptions {
 
 export interface DpBenchRow {
   peers: number;
-  mode: AllReduceMode;
+  mode: GradWire;
   scheme: string;
   /** Median wall time of a group step (all peers done). */
   msPerStep: number;
@@ -82,7 +82,7 @@ export async function benchDataParallel(o: DpBenchOptions): Promise<DpBenchRow[]
   }
 }
 
-async function runGroup(o: DpBenchOptions, trainers: Trainer[], mode: AllReduceMode): Promise<DpBenchRow> {
+async function runGroup(o: DpBenchOptions, trainers: Trainer[], mode: GradWire): Promise<DpBenchRow> {
   const n = trainers.length;
   const { transports } = LoopbackHub.group(n);
   const links = transports.map((t) => limitTransport(t, o.link));

@@ -3,23 +3,78 @@
  * over the step reports, and the step's stats. Free functions of what they are given, so the driver
  * keeps only the group's life cycle.
  */
+import type { WireFormat } from '../engine/scheme/wire';
+import { inMemoryData } from '../engine/train/data';
+import type { GradExchange } from '../engine/train/grad-exchange';
+import type { Trainer } from '../engine/train/trainer';
 import type { AllReduceMode } from './allreduce';
+import type { GradientAccess } from './dp-grads';
 import type { Exclusion, ScreenOptions } from './dp-screen';
 import type { StepReport } from './dp-wire';
-import { type Applied, DpError, type DpEvent, type DpStepStats, type Reported, type StepBegin } from './dp-types';
+import { type Applied, DpError, type DpEvent, type DpStepStats, type Reported, type ResolvedOptions, type StepBegin } from './dp-types';
+import { GpuContributions } from './gpu-contributions';
 import { CollectiveError, type PeerGroup } from './group';
 import type { PeerId, Transport } from './transport';
-import { reduceVerified } from './verified-reduce';
+import { reduceContributions, reduceVerified } from './verified-reduce';
+
+/** Where a step's gradient is exchanged from: the GPU exchange over the model's storage, else the host's (read, JS codec, write). */
+export interface GradientPath {
+  grads: GradientAccess;
+  gpu: GradExchange | null;
+}
+
+export interface StepGradient {
+  /** This member's mean loss over its micro-batches. */
+  loss: number;
+  computeMs: number;
+  exchangeMs: number;
+  /** Writing the host's mean back (0 on the GPU path: the mean is already there). */
+  writeMs: number;
+  sent: number;
+  received: number;
+  fp32Bytes: number;
+  excluded: Exclusion[];
+}
 
 /**
- * Mean of `x` over the group, verified and screened (verified-reduce.ts), bucket by bucket; bytes
- * as sent, and as fp32 would have sent them; the contributions left out, named.
+ * Step s's gradient on this member: forward/backward on its micro-batches (rank r's j-th is rows
+ * [(r·k + j)·B, +B)), then the group's verified, screened mean (verified-reduce.ts, bucket by
+ * bucket) written where the optimizer reads the gradient.
  */
+/** Mean of `x` over the group (verified, optionally screened), bucket by bucket: DiLoCo's pseudo-gradients. */
 export async function exchangeMean(
-  g: PeerGroup, x: Float32Array, bucketFloats: number, mode: AllReduceMode, screen: ScreenOptions | null = null,
+  g: PeerGroup, x: Float32Array, bucketFloats: number, mode: WireFormat, screen: ScreenOptions | null = null,
 ): Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number; excluded: Exclusion[] }> {
   const r = await reduceVerified(g, x, { mode, bucketFloats, screen });
   return { out: r.out, sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, excluded: r.excluded };
+}
+
+export async function stepGradient(g: PeerGroup, trainer: Trainer, s: number, o: ResolvedOptions, path: GradientPath): Promise<StepGradient> {
+  const k = o.accumulate;
+  if (path.gpu && k !== 1) throw new Error('stepGradient: the GPU exchange takes one micro-batch per step');
+  const B = trainer.opts.batch;
+  const T = trainer.opts.seq;
+  const tc = performance.now();
+  let acc: Float32Array | null = null;
+  let lossSum = 0;
+  for (let j = 0; j < k; j++) {
+    const r0 = (g.rank * k + j) * B;
+    lossSum += await trainer.computeGradients(inMemoryData(trainer.data).rows(s, T, 'train', r0, r0 + B));
+    if (path.gpu) continue;
+    const grad = await path.grads.read();
+    if (!acc) acc = grad;
+    else for (let i = 0; i < acc.length; i++) acc[i] += grad[i];
+  }
+  if (acc && k > 1) for (let i = 0; i < acc.length; i++) acc[i] /= k;
+  const te = performance.now();
+  const vo = { bucketFloats: o.bucketFloats, screen: o.screen };
+  const r = path.gpu ? await reduceContributions(g, new GpuContributions(path.gpu), vo) : await reduceVerified(g, acc!, { ...vo, mode: o.mode });
+  const ta = performance.now();
+  if (r.out) path.grads.write(r.out);
+  return {
+    loss: lossSum / k, computeMs: te - tc, exchangeMs: ta - te, writeMs: performance.now() - ta,
+    sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, excluded: r.excluded,
+  };
 }
 
 /**

@@ -3,6 +3,7 @@
  * and per-step stats, and the records its parts hand each other. Apart so the step core, the state
  * hand-over and the driver share them without importing one another.
  */
+import type { GradWire } from '../engine/scheme/wire';
 import type { AllReduceMode } from './allreduce';
 import { resolveScreen, type ScreenOptions } from './dp-screen';
 import type { PeerGroup } from './group';
@@ -12,7 +13,7 @@ export interface DataParallelOptions {
   /** Names the run: peers of other runs on the same transport are ignored (reported). */
   run: string;
   /** Gradient exchange: 'fp32' or 'int8' (AGoQ's INT8 codes), all-gathered and reduced by every member. */
-  mode: AllReduceMode;
+  mode: GradWire;
   /**
    * The peers (self included) that start together. Omitted: start alone when no peer is connected,
    * else join the run's running group (HELLO → WELCOME at its next step).
@@ -38,6 +39,13 @@ export interface DataParallelOptions {
   stateRoundBytes?: number;
   /** Frame payload bytes (PeerGroup's chunkPayload). */
   chunkPayload?: number;
+  /**
+   * Where the gradient exchange's numbers live (part of the fingerprint: the two average fp32
+   * differently): 'gpu' (default with accumulate 1) encodes, screens and averages on the GPU over
+   * the model's gradient storage (gpu-contributions.ts); 'js' reads the gradient, codes and sums it
+   * on the host (the default with accumulate > 1, whose micro-batch mean is taken on the host).
+   */
+  exchange?: ExchangeBackend;
   /** Screening of the contributions before they are summed (dp-screen.ts; part of the fingerprint). */
   screen?: Partial<ScreenOptions>;
   /** A member's HELLO (a restart, which forces a regroup) is honoured at most once per this many ms (default 60 000). */
@@ -64,6 +72,8 @@ export interface OuterHooks {
   /** The outer state to `needy`, checked against `digest` (the vouched one) before it is applied. */
   handOver(g: PeerGroup, src: number, needy: number[], digest: Uint8Array): Promise<{ weightsHash: number; apply(): void } | null>;
 }
+
+export type ExchangeBackend = 'gpu' | 'js';
 
 export type DpErrorCode = 'diverged' | 'state-rejected' | 'config-mismatch' | 'refused' | 'no-group' | 'regroup-failed' | 'stopped' | 'removed';
 
@@ -145,6 +155,7 @@ export function resolveOptions(opts: DataParallelOptions, id: PeerId): ResolvedO
     run: opts.run,
     mode: opts.mode,
     accumulate: opts.accumulate ?? 1,
+    exchange: opts.exchange ?? ((opts.accumulate ?? 1) === 1 ? 'gpu' : 'js'),
     hashEvery: opts.hashEvery ?? 1,
     silenceMs,
     collectiveTimeoutMs: opts.collectiveTimeoutMs ?? 600_000,
@@ -162,6 +173,8 @@ export function resolveOptions(opts: DataParallelOptions, id: PeerId): ResolvedO
   for (const [k, v, min] of [['accumulate', o.accumulate, 1], ['hashEvery', o.hashEvery, 1], ['maxAttempts', o.maxAttempts, 1], ['stateRoundBytes', o.stateRoundBytes, 1]] as const) {
     if (!Number.isSafeInteger(v) || v < min) throw new Error(`DataParallel: ${k} must be an integer ≥ ${min}, got ${v}`);
   }
+  if (o.exchange !== 'gpu' && o.exchange !== 'js') throw new Error(`DataParallel: exchange must be 'gpu' or 'js', got ${String(o.exchange)}`);
+  if (o.exchange === 'gpu' && o.accumulate !== 1) throw new Error(`DataParallel: the 'gpu' exchange takes one micro-batch per step (accumulate ${o.accumulate}); use exchange 'js'`);
   if (!Number.isSafeInteger(o.bucketFloats) || o.bucketFloats < 256 || o.bucketFloats % 256 !== 0) throw new Error(`DataParallel: bucketFloats must be a positive multiple of 256, got ${o.bucketFloats}`);
   for (const [k, v] of [['silenceMs', o.silenceMs], ['collectiveTimeoutMs', o.collectiveTimeoutMs], ['joinTimeoutMs', o.joinTimeoutMs], ['heartbeatMs', o.heartbeatMs], ['restartIntervalMs', o.restartIntervalMs]] as const) {
     if (!(v > 0)) throw new Error(`DataParallel: ${k} must be > 0, got ${v}`);

@@ -5,8 +5,9 @@
  * itself (verified-reduce.ts, dp-screen.ts) — before the same optimizer step everywhere. After every
  * step (or every `hashEvery`) the peers compare a crc32 of their weights, judged by majority.
  *
- * A step: forward/backward on the peer's micro-batch(es) → the gradient as the engine stores it
- * (dp-grads.ts) → verified mean → written back → clipping + AdamW on the GPU (the same bytes in, so
+ * A step: forward/backward on the peer's micro-batch(es) → verified mean of the gradients, on the GPU
+ * over the model's gradient storage (gpu-contributions.ts) or read, reduced on the host and written
+ * back (dp-grads.ts) → clipping + AdamW on the GPU (the same bytes in, so
  * the same weights out) → a small all-gather of step reports (loss, weights hash, joiners). Members
  * whose contributions fault, keep failing the screen, or whose weights leave the majority's are
  * removed at the step's end, alike on every member.
@@ -27,14 +28,15 @@
 import type { MemReport } from '../engine/gpu/memory';
 import type { CheckpointFiles } from '../engine/io/checkpoint';
 import { inMemoryData } from '../engine/train/data';
+import { GradExchange } from '../engine/train/grad-exchange';
 import type { QuantErrorRecord } from '../engine/train/probe';
 import type { RunTrainer } from '../engine/train/run-trainer';
 import type { Trainer } from '../engine/train/trainer';
 import { crc32 } from './crc32';
 import { EpochChannels } from './dp-channels';
-import { gradientAccess, type GradientAccess } from './dp-grads';
+import { gradientAccess } from './dp-grads';
 import { MemberGuard } from './dp-screen';
-import { checkHashes, decodeMember, exchangeMean, stepStats } from './dp-step';
+import { checkHashes, decodeMember, type GradientPath, stepGradient, stepStats } from './dp-step';
 import { handOver, stateDigest, syncVerdict } from './dp-sync';
 import {
   type Applied, type DataParallelOptions, DpError, type DpEvent, type DpEventKind, type DpStepStats, type Plan, type Reported,
@@ -58,7 +60,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
   rejected = 0;
   private readonly o: ResolvedOptions;
   private readonly channels: EpochChannels;
-  private readonly grads: GradientAccess;
+  private readonly path: GradientPath;
   private readonly guard: MemberGuard;
   private group: PeerGroup | null = null;
   private plan: Plan | null = null;
@@ -92,14 +94,15 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     this.id = transport.id;
     this.o = resolveOptions(opts, this.id);
     const o = this.o;
-    this.grads = gradientAccess(trainer.model);
+    const grads = gradientAccess(trainer.model);
+    this.path = { grads, gpu: o.exchange === 'gpu' ? GradExchange.forModel(trainer.model, o.mode) : null };
     this.guard = new MemberGuard(o.screen.strikes, o.restartIntervalMs);
     const t = trainer.opts;
     const tokens = inMemoryData(trainer.data).tokens;
     this.fingerprint = fingerprintOf({
       protocol: DP_VERSION, run: o.run, mode: o.mode, screen: o.screen, accumulate: o.accumulate, bucketFloats: o.bucketFloats,
       model: t.model, batch: t.batch, seq: t.seq, seed: t.seed, optimizer: t.optimizer, scheme: t.scheme ?? null,
-      exchange: this.grads.length, storage: this.grads.storage, ...(opts.outer ? { outer: opts.outer.fingerprint } : {}),
+      exchange: grads.length, storage: grads.storage, backend: o.exchange, ...(opts.outer ? { outer: opts.outer.fingerprint } : {}),
       data: crc32(new Uint8Array(tokens.buffer, tokens.byteOffset, tokens.byteLength)),
     });
     const runTag = crc32(new TextEncoder().encode(`dp-run:${o.run}`)) >>> 16;
@@ -175,6 +178,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
       throw this.fatal;
     } finally {
       this.running = false;
+      if (this.fatal) this.releaseExchange();
     }
   }
 
@@ -250,33 +254,17 @@ export class DataParallel implements RunTrainer<DpStepStats> {
   /** Per-step data parallel: this member's gradient, the group's mean of it, the optimizer step. */
   private async gradientStep(g: PeerGroup, s: number): Promise<Applied> {
     const { trainer } = this;
-    const k = this.o.accumulate;
-    const B = trainer.opts.batch;
-    const T = trainer.opts.seq;
-    const tc = performance.now();
-    let acc: Float32Array | null = null;
-    let lossSum = 0;
-    for (let j = 0; j < k; j++) {
-      const r0 = (g.rank * k + j) * B;
-      lossSum += await trainer.computeGradients(inMemoryData(trainer.data).rows(s, T, 'train', r0, r0 + B));
-      const grad = await this.grads.read();
-      if (!acc) acc = grad;
-      else for (let i = 0; i < acc.length; i++) acc[i] += grad[i];
-    }
-    if (k > 1) for (let i = 0; i < acc!.length; i++) acc![i] /= k;
-    const loss = lossSum / k;
-    const te = performance.now();
-    const ex = await exchangeMean(g, acc!, this.o.bucketFloats, this.o.mode, this.o.screen);
+    const ex = await stepGradient(g, trainer, s, this.o, this.path);
+    const { loss } = ex;
     for (const e of ex.excluded) this.event('screened', [e.peer], `step ${s}: ${e.peer}'s contribution left out: ${e.why}`);
     const removed = this.guard.record(g.members, ex.excluded).map((e): [PeerId, string] => [e.peer, e.why]);
     const ta = performance.now();
-    this.grads.write(ex.out);
     const { lr, gradNorm } = await trainer.applyGradients();
     const hash = (s + 1) % this.o.hashEvery === 0 ? weightsHash(await trainer.model.readFlat('weights')) : null;
     const tr = performance.now();
     return {
       loss, lr, gradNorm, exchangeBytesSent: ex.sent, exchangeBytesReceived: ex.received, fp32ExchangeBytes: ex.fp32Bytes,
-      computeMs: te - tc, exchangeMs: ta - te, applyMs: tr - ta, weightsHash: hash,
+      computeMs: ex.computeMs, exchangeMs: ex.exchangeMs, applyMs: ex.writeMs + tr - ta, weightsHash: hash,
       removed,
     };
   }
@@ -545,5 +533,12 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     clearInterval(this.heartbeat);
     this.channels.close();
     for (const u of this.unsub) u();
+    if (!this.running) this.releaseExchange();
+  }
+
+  /** The GPU exchange's buffers go with the run (a step in flight releases them when it ends). */
+  private releaseExchange(): void {
+    this.path.gpu?.destroy();
+    this.path.gpu = null;
   }
 }

@@ -1,6 +1,6 @@
 /**
  * The verifiable all-reduce: no single member decides what the others sum. Every member all-gathers
- * every member's whole contribution (fp32, or AGoQ's INT8 codes and scales), then all-gathers a
+ * every member's whole contribution (fp32, AGoQ's INT8 codes and scales, or DiLoCo's INT4), then all-gathers a
  * SHA-256 digest of each contribution as it received it (the echo), and reduces the contributions
  * itself, in rank order, with the same arithmetic (a contribution's digest: SHA-256 of the
  * concatenated SHA-256s of its buckets; the echo: the N digests in rank order): so every member that received the same bytes
@@ -15,27 +15,30 @@
  * Limit: PeerGroup's full mesh (at most 8 members); every member sends N−1 copies of its whole
  * contribution (gatherWireBytes), against ≈ 2(N−1)/N of it for the two-shot scheme it replaces,
  * whose chunk owners could broadcast any "reduced" chunk they liked.
+ *
+ * The protocol (gather, echo, faults, screen) is apart from what holds the numbers (Contributions):
+ * the JS backend here, over a Float32Array, or the GPU one (gpu-contributions.ts), over the model's
+ * gradient storage. Both send the same bytes; their screening figures and means are each the same
+ * on every member using that backend (the data-parallel fingerprint names it).
  */
 import { AGOQ_BLOCK, DIGEST_BYTES, echoWireBytes, gatherWireBytes, type WireFormat } from '../engine/scheme/wire';
 import { decodeF32, decodeInt8Chunk, encodeF32, encodeInt8Chunk } from './chunk-codec';
 import { decodeInt4Chunk, encodeInt4Chunk } from './int4-chunk';
 import { digestOfParts, sameBytes } from './digest';
-import { type Exclusion, screen, type ScreenOptions } from './dp-screen';
+import { type Exclusion, screen, type ScreenData, type ScreenOptions } from './dp-screen';
 import { CollectiveError, type PeerGroup } from './group';
+import type { PeerId } from './transport';
 
 export interface VerifiedOptions {
-  mode: WireFormat;
-  /** INT8 block size (default 256). */
-  blockSize?: number;
   /** Floats per all-gather message (default: all of x in one): bounds message sizes. */
   bucketFloats?: number;
   /** Screening before the sum; null: only non-finite contributions are left out. */
   screen?: ScreenOptions | null;
 }
 
-export interface VerifiedResult {
-  /** Mean of the kept contributions; bit-identical on every member that received the same bytes. */
-  out: Float32Array;
+export interface VerifiedResult<R = Float32Array> {
+  /** The backend's mean of the kept contributions; bit-identical on every member that received the same bytes. */
+  out: R;
   /** Ranks whose contributions were summed (ascending), and the others with why. */
   kept: number[];
   excluded: Exclusion[];
@@ -45,24 +48,48 @@ export interface VerifiedResult {
   fp32Bytes: number;
 }
 
+/** The gathered contributions, as the screen sees them; `faults`: malformed ones (rank, why). */
+export interface OpenedContributions extends ScreenData {
+  faults: [number, string][];
+}
+
+/**
+ * What holds the numbers of one verified all-reduce, one call at a time: this member's
+ * contribution cut into the buckets' wire bytes, the gathered buckets' screening figures, and the
+ * mean of the kept ranks (R: where it goes).
+ */
+export interface Contributions<R> {
+  /** Floats in the exchanged vector. */
+  readonly length: number;
+  readonly mode: WireFormat;
+  encode(spans: [number, number][]): Promise<Uint8Array[]>;
+  /**
+   * pieces[b][r]: bucket b of rank r; only the `cand` ranks are looked at. `needDots`: whether the
+   * screen may ask for dots (a backend may then prepare them; without, it may refuse them).
+   */
+  open(pieces: Uint8Array[][], spans: [number, number][], cand: number[], members: readonly PeerId[], needDots: boolean): Promise<OpenedContributions>;
+  /** The mean of the kept ranks (ascending), in rank order. */
+  reduce(kept: number[]): Promise<R>;
+}
+
 /** Mean of `x` over the group, verified and screened; every rank must call it with the same length and options. */
-export async function reduceVerified(g: PeerGroup, x: Float32Array, o: VerifiedOptions): Promise<VerifiedResult> {
-  const block = o.blockSize ?? AGOQ_BLOCK;
-  if (!Number.isInteger(block) || block < 1) throw new Error(`allReduceMean: bad block size ${block}`);
-  for (let i = 0; i < x.length; i++) if (!Number.isFinite(x[i])) throw new Error(`allReduceMean: non-finite input at ${i}`);
-  const bucket = Math.max(1, o.bucketFloats ?? x.length);
+export async function reduceVerified(g: PeerGroup, x: Float32Array, o: VerifiedOptions & { mode: WireFormat; blockSize?: number }): Promise<VerifiedResult> {
+  return reduceContributions(g, new JsContributions(x, o.mode, o.blockSize ?? AGOQ_BLOCK), o);
+}
+
+/** The verified all-reduce over any backend; every rank must call it with the same length, mode and options. */
+export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, o: VerifiedOptions): Promise<VerifiedResult<R>> {
+  const bucket = Math.max(1, o.bucketFloats ?? c.length);
   const N = g.size;
   const t = g.transport.stats;
   const sent0 = t.bytesSent;
   const recv0 = t.bytesReceived;
-  // The quantized formats (INT8, DiLoCo's INT4) are summed alike, in fp32.
-  const int8 = o.mode !== 'fp32';
-  const enc = (v: Float32Array) => (o.mode === 'int4' ? encodeInt4Chunk(v, block) : int8 ? encodeInt8Chunk(v, block) : encodeF32(v));
   const spans: [number, number][] = [];
-  for (let a = 0; a < x.length || spans.length === 0; a += bucket) spans.push([a, Math.min(x.length, a + bucket)]);
+  for (let a = 0; a < c.length || spans.length === 0; a += bucket) spans.push([a, Math.min(c.length, a + bucket)]);
 
+  const mine = await c.encode(spans);
   const pieces: Uint8Array[][] = [];
-  for (const [a, b] of spans) pieces.push(await g.allGather(enc(x.subarray(a, b))));
+  for (const p of mine) pieces.push(await g.allGather(p));
   const digests = await Promise.all(g.members.map((_, r) => digestOfParts(pieces.map((p) => p[r]))));
   const echo = new Uint8Array(N * DIGEST_BYTES);
   digests.forEach((d, r) => echo.set(d, r * DIGEST_BYTES));
@@ -97,71 +124,114 @@ export async function reduceVerified(g: PeerGroup, x: Float32Array, o: VerifiedO
     }
   }
 
-  const dec = (b: number, r: number): Float32Array => {
-    const [lo, hi] = spans[b];
-    const who = g.members[r];
-    return o.mode === 'int4' ? decodeInt4Chunk(pieces[b][r], hi - lo, block, who) : int8 ? decodeInt8Chunk(pieces[b][r], hi - lo, block, who) : decodeF32(pieces[b][r], hi - lo, who);
-  };
   let cand = g.members.map((_, r) => r).filter((r) => !faulted.has(r));
-  const finite = new Array<boolean>(N).fill(true);
-  const norm2 = new Array<number>(N).fill(0);
-  for (let b = 0; b < spans.length; b++) {
-    for (const r of [...cand]) {
-      let v: Float32Array;
-      try {
-        v = dec(b, r);
-      } catch (e) {
-        fault(r, `malformed contribution: ${(e as Error).message}`);
-        cand = cand.filter((q) => q !== r);
-        continue;
-      }
-      let s = 0;
-      for (let i = 0; i < v.length; i++) s += v[i] * v[i];
-      if (!Number.isFinite(s)) finite[r] = false;
-      else norm2[r] += s;
-    }
+  const d = await c.open(pieces, spans, cand, g.members, !!o.screen && o.screen.minCosine !== null && cand.length >= 3);
+  for (const [r, why] of d.faults) {
+    fault(r, `malformed contribution: ${why}`);
+    cand = cand.filter((q) => q !== r);
   }
-  const dots = (set: number[]) => {
-    const dot = set.map(() => 0);
-    let sum2 = 0;
-    for (let b = 0; b < spans.length; b++) {
-      const vs = set.map((r) => dec(b, r));
-      const S = new Float64Array(spans[b][1] - spans[b][0]);
-      for (const v of vs) for (let i = 0; i < S.length; i++) S[i] += v[i];
-      for (let i = 0; i < S.length; i++) sum2 += S[i] * S[i];
-      vs.forEach((v, j) => {
-        let d = 0;
-        for (let i = 0; i < S.length; i++) d += v[i] * S[i];
-        dot[j] += d;
-      });
-    }
-    return { dot, sum2 };
-  };
   let kept: number[];
   if (o.screen) {
-    const sc = screen(g.members, cand, { finite, norm2, dots }, o.screen);
+    const sc = screen(g.members, cand, d, o.screen);
     kept = sc.kept;
     excluded.push(...sc.excluded);
   } else {
-    kept = cand.filter((r) => finite[r]);
-    for (const r of cand) if (!finite[r]) excluded.push({ peer: g.members[r], rank: r, why: 'non-finite values', fault: false });
+    kept = cand.filter((r) => d.finite[r]);
+    for (const r of cand) if (!d.finite[r]) excluded.push({ peer: g.members[r], rank: r, why: 'non-finite values', fault: false });
   }
   if (kept.length === 0) throw new CollectiveError('invalid-payload', `no contribution passed the checks: ${excluded.map((e) => `${e.peer}: ${e.why}`).join('; ')}`);
 
-  // Every member sums the same kept contributions in rank order: fp32 accumulation for INT8 (as
-  // AGoQ specifies), fp64 for fp32 (the mean rounded once).
-  const out = new Float32Array(x.length);
-  for (let b = 0; b < spans.length; b++) {
-    const [lo, hi] = spans[b];
-    const acc = int8 ? new Float32Array(hi - lo) : new Float64Array(hi - lo);
-    for (const r of kept) {
-      const v = dec(b, r);
-      for (let i = 0; i < acc.length; i++) acc[i] += v[i];
-    }
-    for (let i = 0; i < acc.length; i++) out[lo + i] = acc[i] / kept.length;
-  }
+  const out = await c.reduce(kept);
   const cp = g.chunkPayload;
   const fp32Bytes = spans.reduce((s, [a, b]) => s + gatherWireBytes(b - a, N, 'fp32', { chunkPayload: cp }), 0) + echoWireBytes(N, cp);
   excluded.sort((a, b) => a.rank - b.rank);
   return { out, kept, excluded, bytesSent: t.bytesSent - sent0, bytesReceived: t.bytesReceived - recv0, fp32Bytes };
+}
+
+/**
+ * The JS backend: x's buckets encoded on the host (encodeInt8Chunk / fp32 LE), decoded per bucket;
+ * norms and dots in fp64, the mean summed in rank order: fp32 accumulation for INT8 (as AGoQ
+ * specifies), fp64 for fp32 (the mean rounded once).
+ */
+class JsContributions implements Contributions<Float32Array> {
+  readonly length: number;
+  private pieces: Uint8Array[][] = [];
+  private spans: [number, number][] = [];
+  private members: readonly PeerId[] = [];
+
+  constructor(private readonly x: Float32Array, readonly mode: WireFormat, private readonly block: number) {
+    if (!Number.isInteger(block) || block < 1) throw new Error(`allReduceMean: bad block size ${block}`);
+    for (let i = 0; i < x.length; i++) if (!Number.isFinite(x[i])) throw new Error(`allReduceMean: non-finite input at ${i}`);
+    this.length = x.length;
+  }
+
+  encode(spans: [number, number][]): Promise<Uint8Array[]> {
+    const { x } = this;
+    const enc = (v: Float32Array) => (this.mode === 'int4' ? encodeInt4Chunk(v, this.block) : this.mode === 'int8' ? encodeInt8Chunk(v, this.block) : encodeF32(v));
+    return Promise.resolve(spans.map(([a, b]) => enc(x.subarray(a, b))));
+  }
+
+  private dec(b: number, r: number): Float32Array {
+    const [lo, hi] = this.spans[b];
+    const p = this.pieces[b][r];
+    const who = this.members[r];
+    return this.mode === 'int4' ? decodeInt4Chunk(p, hi - lo, this.block, who) : this.mode === 'int8' ? decodeInt8Chunk(p, hi - lo, this.block, who) : decodeF32(p, hi - lo, who);
+  }
+
+  open(pieces: Uint8Array[][], spans: [number, number][], cand: number[], members: readonly PeerId[]): Promise<OpenedContributions> {
+    Object.assign(this, { pieces, spans, members });
+    const N = members.length;
+    const faults: [number, string][] = [];
+    const finite = new Array<boolean>(N).fill(true);
+    const norm2 = new Array<number>(N).fill(0);
+    let live = [...cand];
+    for (let b = 0; b < spans.length; b++) {
+      for (const r of [...live]) {
+        let v: Float32Array;
+        try {
+          v = this.dec(b, r);
+        } catch (e) {
+          faults.push([r, (e as Error).message]);
+          live = live.filter((q) => q !== r);
+          continue;
+        }
+        let s = 0;
+        for (let i = 0; i < v.length; i++) s += v[i] * v[i];
+        if (!Number.isFinite(s)) finite[r] = false;
+        else norm2[r] += s;
+      }
+    }
+    const dots = (set: number[]) => {
+      const dot = set.map(() => 0);
+      let sum2 = 0;
+      for (let b = 0; b < spans.length; b++) {
+        const vs = set.map((r) => this.dec(b, r));
+        const S = new Float64Array(spans[b][1] - spans[b][0]);
+        for (const v of vs) for (let i = 0; i < S.length; i++) S[i] += v[i];
+        for (let i = 0; i < S.length; i++) sum2 += S[i] * S[i];
+        vs.forEach((v, j) => {
+          let d = 0;
+          for (let i = 0; i < S.length; i++) d += v[i] * S[i];
+          dot[j] += d;
+        });
+      }
+      return { dot, sum2 };
+    };
+    return Promise.resolve({ faults, finite, norm2, dots });
+  }
+
+  reduce(kept: number[]): Promise<Float32Array> {
+    const out = new Float32Array(this.length);
+    for (let b = 0; b < this.spans.length; b++) {
+      const [lo, hi] = this.spans[b];
+      // The quantized formats (INT8, DiLoCo's INT4) are summed in fp32 (as AGoQ specifies), fp32 in fp64.
+      const acc = this.mode !== 'fp32' ? new Float32Array(hi - lo) : new Float64Array(hi - lo);
+      for (const r of kept) {
+        const v = this.dec(b, r);
+        for (let i = 0; i < acc.length; i++) acc[i] += v[i];
+      }
+      for (let i = 0; i < acc.length; i++) out[lo + i] = acc[i] / kept.length;
+    }
+    return Promise.resolve(out);
+  }
 }

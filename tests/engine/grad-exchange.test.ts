@@ -6,11 +6,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chunkBounds, decodeInt8Chunk, encodeInt8Chunk } from '../../src/peers/allreduce';
 import { gradientAccess } from '../../src/peers/dp-grads';
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import { exchangeMeanRef, sumSquaresRef, wireScales } from '../../src/engine/kernels/exchange.ref';
+import { exchangeMeanRef, gramRef, sumSquaresRef, wireScales } from '../../src/engine/kernels/exchange.ref';
 import { quantizeRef } from '../../src/engine/quant/quantizer';
 import { parseScheme } from '../../src/engine/scheme/scheme';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
-import { int8Norm2, MAX_WIRE_SCALE, storedLayout, wireChunk } from '../../src/engine/train/exchange-wire';
+import { fp32Dot, int8Dot, int8Norm2, MAX_WIRE_SCALE, storedLayout, wireChunk } from '../../src/engine/train/exchange-wire';
 import { ContributionError, GradExchange } from '../../src/engine/train/grad-exchange';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { Trainer } from '../../src/engine/train/trainer';
@@ -174,6 +174,55 @@ describe('GradExchange over an fp32 buffer', () => {
     expect(await read(buf, n)).toEqual(jsMeanInt8(cs, n));
     ex.destroy();
     er.destroy();
+  });
+});
+
+describe('GradExchange.gram', () => {
+  it('INT8: per-block integer dots of every pair equal gramRef; G = Σ_b s_j s_k I_b (diagonal = stats’ norm); fp32: fp64 dots', async () => {
+    const n = 1234 + 3 * 256;
+    // Aligned and unaligned arrays, codes of both signs (a sign-flipped copy), a left-out member.
+    const xs = [1, 2, 3].map((s) => vector(n, 60 + s));
+    const cs = [...xs.map((x) => encodeInt8Chunk(x)), encodeInt8Chunk(xs[0].map((v) => -1000 * v))];
+    const odd = new Uint8Array(cs[1].length + 1).subarray(1);
+    odd.set(cs[1]);
+    const list = [cs[0], null, odd, cs[2], cs[3]];
+    const live = [cs[0], odd, cs[2], cs[3]];
+    const ex = GradExchange.forBuffer(rt, 'int8', up(rt, new Float32Array(n)), n);
+    const st = await ex.stats(list);
+    const G = await ex.gram(list);
+    const ints = gramRef(live, n);
+    const nb = Math.ceil(n / 256);
+    expect(ints.some((v) => v < 0)).toBe(true);
+    const idx = [0, 2, 3, 4];
+    let q = 0;
+    for (let a = 0; a < 4; a++) {
+      for (let b = a; b < 4; b++, q++) {
+        const want = int8Dot(wireScales(live[a], n), wireScales(live[b], n), ints.subarray(q * nb, (q + 1) * nb));
+        expect(G[idx[a]]![idx[b]]).toBe(want);
+        expect(G[idx[b]]![idx[a]]).toBe(want);
+      }
+      expect(G[idx[a]]![idx[a]]).toBe(st[idx[a]]!.norm2);
+    }
+    expect(G[1]).toBeNull();
+    // The Gram's ints are the plain dot of the codes (reference checked against a direct sum).
+    const c0 = new Int8Array(cs[0].buffer, 4 * nb, n);
+    const c3 = new Int8Array(cs[3].buffer, 4 * nb, n);
+    let direct = 0;
+    for (let i = 0; i < n; i++) direct += c0[i] * c3[i];
+    expect(Array.from(gramRef([cs[0], cs[3]], n).subarray(nb, 2 * nb)).reduce((a, v) => a + v, 0)).toBe(direct);
+    // The upload stays for a reduce of the same arrays.
+    const buf = up(rt, new Float32Array(n));
+    const er = GradExchange.forBuffer(rt, 'int8', buf, n);
+    await er.gram(cs);
+    await er.reduce(cs.slice(0, 3));
+    expect(await read(buf, n)).toEqual(jsMeanInt8(cs.slice(0, 3), n));
+    const ef = GradExchange.forBuffer(rt, 'fp32', up(rt, new Float32Array(n)), n);
+    const fs = xs.map(f32Bytes);
+    const F = await ef.gram([fs[0], fs[1], null, fs[2]]);
+    expect(F[0]![3]).toBe(fp32Dot(fs[0], fs[2], n));
+    expect(F[1]![1]).toBe(fp32Dot(fs[1], fs[1], n));
+    expect(F[2]).toBeNull();
+    [ex, er, ef].forEach((e) => e.destroy());
   });
 });
 

@@ -42,6 +42,21 @@ export function sumSquaresRef(bytes: Uint8Array, n: number): Uint32Array {
   return out;
 }
 
+/** Σ c_j·c_k per block of 256 for every pair j ≤ k of INT8 contributions, pairs in row order (exchangeGramInt8's layout). */
+export function gramRef(contributions: Uint8Array[], n: number): Int32Array {
+  const nb = Math.ceil(n / AGOQ_BLOCK);
+  const C = contributions.length;
+  const codes = contributions.map((b) => new Int8Array(b.buffer, b.byteOffset + 4 * nb, n));
+  const out = new Int32Array((nb * C * (C + 1)) / 2);
+  let q = 0;
+  for (let j = 0; j < C; j++) {
+    for (let k = j; k < C; k++, q++) {
+      for (let i = 0; i < n; i++) out[q * nb + Math.floor(i / AGOQ_BLOCK)] += codes[j][i] * codes[k][i];
+    }
+  }
+  return out;
+}
+
 /** Whether an fp32 contribution holds a NaN or ±Inf. */
 export function hasNonFiniteRef(bytes: Uint8Array, n: number): boolean {
   return decode(bytes, n, 'fp32').some((v) => !Number.isFinite(v));

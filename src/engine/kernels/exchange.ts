@@ -2,7 +2,7 @@
  * Kernels of the data-parallel exchange (shaders/exchange.wgsl; reference ./exchange.ref.ts): the
  * mean of C contributions laid out in one `inbox` buffer (contribution j at word stride·j, in the
  * wire's format), an fp32 non-finite check per contribution, and per-block integer sums of squares
- * of INT8 codes (screening). Built once per shape; the count is a 4-byte uniform write per call.
+ * and pairwise dot products of INT8 codes (screening). Built once per shape; the count is a 4-byte uniform write per call.
  */
 import exchangeWgsl from '../../../shaders/exchange.wgsl?raw';
 import { type Binding, type Dispatch, type Runtime, Uniforms } from '../gpu/runtime';
@@ -79,4 +79,21 @@ export function exchangeSumSquares(rt: Runtime, label: string, s: InboxShape, in
   const max = rt.device.limits.maxComputeWorkgroupsPerDimension;
   if (Math.ceil(nb / WG) > max || s.slots > max) throw new Error(`${label}: ${nb} blocks × ${s.slots} contributions exceed the grid`);
   return build(rt, `${label}.sumsq`, s, 'sumsq_int8', inbox, sums, [nb === 0 ? 0 : Math.ceil(nb / WG), s.slots]);
+}
+
+/** Pairs j ≤ k of `count` contributions (the Gram kernel's y extent). */
+export const gramPairs = (count: number): number => (count * (count + 1)) / 2;
+
+/**
+ * gram[q·S + b] = Σ c_j·c_k (i32) over block b, for pair q = (j, k), j ≤ k, in row order:
+ * (0,0), (0,1), …, (0,C−1), (1,1), … of the first `count` INT8 contributions.
+ */
+export function exchangeGramInt8(rt: Runtime, label: string, s: InboxShape, inbox: GPUBuffer, gram: Binding): ExchangeKernel {
+  if (s.wire !== 'int8') throw new Error(`${label}: the Gram kernel is for INT8 codes`);
+  const nb = inboxBlocks(s);
+  const pairs = gramPairs(s.slots);
+  requireBytes(label, 'gram', gram, Math.max(1, nb * pairs) * 4);
+  const max = rt.device.limits.maxComputeWorkgroupsPerDimension;
+  if (Math.ceil(nb / WG) > max || pairs > max) throw new Error(`${label}: ${nb} blocks × ${pairs} pairs exceed the grid`);
+  return build(rt, `${label}.gram`, s, 'gram_int8', inbox, gram, [nb === 0 ? 0 : Math.ceil(nb / WG), pairs]);
 }

@@ -48,21 +48,35 @@ export function checkContribution(bytes: Uint8Array, n: number, wire: GradWire, 
 }
 
 /**
- * ‖x‖² of an INT8 contribution: Σ_b s_b² · Σ_{i∈b} c_i², the inner sums exact integers, the outer
- * sum in fp64 in block order — the same double on every member for the same bytes.
+ * x_a·x_b of two INT8 contributions: Σ_b (s_a,b · s_b,b) · Σ_{i∈b} c_a,i c_b,i, the inner sums
+ * exact integers, the outer sum in fp64 in block order — the same double on every member for the
+ * same bytes. ‖x‖² is the dot of x with itself.
  */
-export function int8Norm2(scales: Float32Array, sums: Uint32Array): number {
+export function int8Dot(sa: Float32Array, sb: Float32Array, sums: ArrayLike<number>): number {
   let t = 0;
-  for (let b = 0; b < scales.length; b++) t += scales[b] * scales[b] * sums[b];
+  for (let b = 0; b < sa.length; b++) t += sa[b] * sb[b] * sums[b];
   return t;
 }
 
-/** ‖x‖² of an fp32 contribution in fp64, index order (host: the GPU has no fp64). */
-export function fp32Norm2(bytes: Uint8Array, n: number): number {
-  const x = bytes.byteOffset % 4 === 0 ? new Float32Array(bytes.buffer, bytes.byteOffset, n) : new Float32Array(bytes.slice(0, 4 * n).buffer);
+export function int8Norm2(scales: Float32Array, sums: Uint32Array): number {
+  return int8Dot(scales, scales, sums);
+}
+
+const f32View = (bytes: Uint8Array, n: number): Float32Array =>
+  bytes.byteOffset % 4 === 0 ? new Float32Array(bytes.buffer, bytes.byteOffset, n) : new Float32Array(bytes.slice(0, 4 * n).buffer);
+
+/** x_a·x_b of two fp32 contributions in fp64, index order (host: the GPU has no fp64). */
+export function fp32Dot(a: Uint8Array, b: Uint8Array, n: number): number {
+  const x = f32View(a, n);
+  const y = a === b ? x : f32View(b, n);
   let t = 0;
-  for (let i = 0; i < n; i++) t += x[i] * x[i];
+  for (let i = 0; i < n; i++) t += x[i] * y[i];
   return t;
+}
+
+/** ‖x‖² of an fp32 contribution in fp64, index order. */
+export function fp32Norm2(bytes: Uint8Array, n: number): number {
+  return fp32Dot(bytes, bytes, n);
 }
 
 /** One tensor of a model's quantized gradient storage, at `at` (a multiple of 256) in the exchange vector. */

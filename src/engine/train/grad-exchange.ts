@@ -21,18 +21,19 @@
  *   all-reduce's arithmetic for INT8), then re-quantized on the GPU into the storage, if any.
  * - reduceChunk / assign: the owner's step and the final step of the two-shot all-reduce.
  * - stats: screening figures of each contribution (‖x‖², finite), the same on every member.
+ * - gram: every pair's dot product x_j·x_k (the screen's cosines), the same on every member.
  *
  * Byte arrays returned by encode and reduceChunk are overwritten by the next call of the same
  * method: send or copy them first. One operation at a time (calls are awaited in turn).
  */
 import type { Binding, Runtime } from '../gpu/runtime';
-import { exchangeCheckFp32, type ExchangeKernel, exchangeMean, exchangeSumSquares, type InboxShape } from '../kernels/exchange';
+import { exchangeCheckFp32, exchangeGramInt8, type ExchangeKernel, exchangeMean, exchangeSumSquares, gramPairs, type InboxShape } from '../kernels/exchange';
 import { buildDequantize, buildQuantize, type QuantizeKernel } from '../kernels/quantize';
 import type { LlamaGpu } from '../model/llama';
 import { AGOQ_BLOCK, type GradWire } from '../scheme/wire';
 import { wireScales } from '../kernels/exchange.ref';
 import {
-  alignUp, checkContribution, ContributionError, contributionProblem, fp32Norm2, int8Norm2, Readback, type Step,
+  alignUp, checkContribution, ContributionError, contributionProblem, fp32Dot, fp32Norm2, int8Dot, int8Norm2, Readback, type Step,
   type StoredSlot, storedIsWire, storedLayout, submitSteps, wireBytes,
 } from './exchange-wire';
 
@@ -82,6 +83,7 @@ export class GradExchange {
   private flags: GPUBuffer | null = null;
   private chunkMean: GPUBuffer | null = null;
   private sums: GPUBuffer | null = null;
+  private gramBuf: GPUBuffer | null = null;
   private readonly cache = new Map<string, ExchangeKernel>();
   private readonly chunkQ = new Map<number, QuantizeKernel>();
   /**
@@ -429,14 +431,60 @@ export class GradExchange {
     return out;
   }
 
+  /**
+   * The Gram matrix G[j][k] = x_j·x_k of the given well-formed contributions (null entries: null
+   * rows). INT8: per-block integer dot products of every pair on the GPU, combined with the scales
+   * in fp64 in block order (int8Dot; the diagonal is stats' ‖x‖² exactly); the contributions stay
+   * uploaded for a reduce of the same arrays. fp32: fp64 on the host, index order.
+   */
+  async gram(contributions: (Uint8Array | null)[], n = this.n): Promise<(number[] | null)[]> {
+    const members = contributions.flatMap((b, i) => (b ? [i] : []));
+    const G: (number[] | null)[] = contributions.map((b) => (b ? new Array<number>(contributions.length).fill(NaN) : null));
+    const set = (j: number, k: number, v: number) => ((G[j]![k] = v), (G[k]![j] = v));
+    if (members.length === 0) return G;
+    if (this.wire === 'fp32') {
+      for (const m of members) checkContribution(contributions[m]!, n, this.wire, m);
+      members.forEach((j, a) => members.slice(a).forEach((k) => set(j, k, fp32Dot(contributions[j]!, contributions[k]!, n))));
+      return G;
+    }
+    this.upload(contributions, n, 'gram', true);
+    const nb = Math.ceil(n / AGOQ_BLOCK);
+    // Room for 8 members (the full mesh's limit) or this call's, not the inbox's every slot.
+    const full = this.shape(n);
+    const shape = { ...full, slots: Math.min(full.slots, Math.max(8, members.length)) };
+    const need = 4 * Math.max(1, nb * gramPairs(shape.slots));
+    if (!this.gramBuf || this.gramBuf.size < need) {
+      if (this.gramBuf) this.rt.mem.free(this.gramBuf);
+      this.dropCached('gram:');
+      this.gramBuf = this.rt.createBuffer('comm', 'exchange.gram', need);
+    }
+    const k = this.cached(`gram:${n}:${shape.slots}`, () => exchangeGramInt8(this.rt, 'exchange', shape, this.inbox!, this.gramBuf!));
+    k.setCount(members.length);
+    const bytes = 4 * nb * gramPairs(members.length);
+    const staging = this.smallBack.buffer(bytes);
+    submitSteps(this.rt, [[k.dispatch], (e) => e.copyBufferToBuffer(this.gramBuf!, 0, staging, 0, bytes)]);
+    const raw = await this.smallBack.read(bytes);
+    const sums = new Int32Array(raw.buffer, raw.byteOffset, bytes / 4);
+    const scales = members.map((m) => wireScales(contributions[m]!, n));
+    let q = 0;
+    for (let a = 0; a < members.length; a++) {
+      for (let b = a; b < members.length; b++, q++) set(members[a], members[b], int8Dot(scales[a], scales[b], sums.subarray(q * nb, (q + 1) * nb)));
+    }
+    return G;
+  }
+
+  private dropCached(prefix: string): void {
+    for (const [key, k] of this.cache) {
+      if (!key.startsWith(prefix)) continue;
+      k.destroy();
+      this.cache.delete(key);
+    }
+  }
+
   private sumsBuffer(bytes: number): GPUBuffer {
     if (!this.sums || this.sums.size < bytes) {
       if (this.sums) this.rt.mem.free(this.sums);
-      for (const [key, k] of this.cache) {
-        if (!key.startsWith('sumsq:')) continue;
-        k.destroy();
-        this.cache.delete(key);
-      }
+      this.dropCached('sumsq:');
       this.sums = this.rt.createBuffer('comm', 'exchange.sums', Math.max(bytes, 4 * this.nb * 4));
     }
     return this.sums;
@@ -446,7 +494,7 @@ export class GradExchange {
     for (const k of this.kernels) k.destroy();
     for (const k of this.cache.values()) k.destroy();
     this.cache.clear();
-    for (const b of [...this.owned, this.inbox, this.sums]) if (b) this.rt.mem.free(b);
+    for (const b of [...this.owned, this.inbox, this.sums, this.gramBuf]) if (b) this.rt.mem.free(b);
     this.encodeBack.destroy();
     this.smallBack.destroy();
     this.chunkBack.destroy();
