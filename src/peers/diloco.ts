@@ -19,10 +19,8 @@
  * boundary. A member lost during inner steps is noticed at the next outer step, which regroups and
  * exchanges with the survivors.
  */
-import type { MemReport } from '../engine/gpu/memory';
 import type { CheckpointFiles } from '../engine/io/checkpoint';
 import type { OuterHyper } from '../engine/optim/outer';
-import type { QuantErrorRecord } from '../engine/train/probe';
 import type { RunTrainer } from '../engine/train/run-trainer';
 import { inMemoryData } from '../engine/train/data';
 import type { Trainer } from '../engine/train/trainer';
@@ -30,6 +28,7 @@ import { WIRE_FORMATS, type WireFormat } from '../engine/scheme/wire';
 import { decodeOuterCheckpoint, encodeOuterCheckpoint, type OuterCheckpoint, outerDigest, OuterState, outerHash } from './diloco-outer';
 import { sameBytes } from './digest';
 import { DataParallel, type DataParallelOptions, type DpStepStats } from './dp';
+import { MemberTrainer } from './member-trainer';
 import { exchangeMean } from './dp-step';
 import type { Applied } from './dp-types';
 import { weightsHash } from './dp-wire';
@@ -96,7 +95,7 @@ interface InFlight {
 
 const BUCKET = 1 << 22;
 
-export class DiLoCo implements RunTrainer<DilocoStepStats> {
+export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats> {
   readonly config: ResolvedDiloco;
   readonly dp: DataParallel;
   readonly outer: OuterState;
@@ -109,7 +108,8 @@ export class DiLoCo implements RunTrainer<DilocoStepStats> {
   /** Bytes of the streamed exchange landed at this step (counted in its stats). */
   private streamed: { sent: number; received: number; fp32: number } | null = null;
 
-  constructor(readonly trainer: Trainer, transport: Transport, opts: DataParallelOptions & { diloco: DilocoConfig }) {
+  constructor(trainer: Trainer, transport: Transport, opts: DataParallelOptions & { diloco: DilocoConfig }) {
+    super(trainer);
     this.config = resolveDiloco(opts.diloco);
     const c = this.config;
     const hyper: OuterHyper = { lr: c.outerLr, momentum: c.outerMomentum, alpha: c.alpha };
@@ -125,10 +125,6 @@ export class DiLoCo implements RunTrainer<DilocoStepStats> {
         handOver: (g, src, needy, digest) => this.handOverOuter(g, src, needy, digest),
       },
     });
-  }
-
-  get stepIndex(): number {
-    return this.trainer.stepIndex;
   }
 
   get outerStepCount(): number {
@@ -316,26 +312,10 @@ export class DiLoCo implements RunTrainer<DilocoStepStats> {
     };
   }
 
-  // ---- RunTrainer: the rest is the member's own trainer ----
-
-  async settle(): Promise<null> {
-    return null;
-  }
-
-  evaluate(): Promise<number> {
-    return this.trainer.evaluate();
-  }
-
-  quantErrors(): Promise<QuantErrorRecord[]> {
-    return this.trainer.quantErrors();
-  }
-
-  sample(prompt: string, maxNew: number, temperature: number, seed: number): Promise<string> {
-    return this.trainer.sample(prompt, maxNew, temperature, seed);
-  }
+  // ---- RunTrainer: the rest is the member's own trainer (MemberTrainer) ----
 
   /** The member's checkpoint plus the outer state (outer.safetensors: θ_global, momentum, outer steps). */
-  async checkpoint(): Promise<CheckpointFiles & { 'outer.safetensors': Uint8Array }> {
+  override async checkpoint(): Promise<CheckpointFiles & { 'outer.safetensors': Uint8Array }> {
     const files = await this.trainer.checkpoint();
     return { ...files, 'outer.safetensors': encodeOuterCheckpoint({ ...(await this.outer.read()), outerSteps: this.outerSteps }) };
   }
@@ -352,10 +332,6 @@ export class DiLoCo implements RunTrainer<DilocoStepStats> {
   async outerHash(): Promise<number> {
     const { global, momentum } = await this.outer.read();
     return outerHash(global, momentum);
-  }
-
-  memory(): MemReport {
-    return this.trainer.memory();
   }
 
   stop(reason = 'stopped by the user'): void {

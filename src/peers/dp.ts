@@ -25,15 +25,13 @@
  * every member lists it in a step report the lowest-id member sends WELCOME and all form the next
  * epoch at the next step.
  */
-import type { MemReport } from '../engine/gpu/memory';
-import type { CheckpointFiles } from '../engine/io/checkpoint';
 import { inMemoryData } from '../engine/train/data';
 import { GradExchange } from '../engine/train/grad-exchange';
-import type { QuantErrorRecord } from '../engine/train/probe';
 import type { RunTrainer } from '../engine/train/run-trainer';
 import type { Trainer } from '../engine/train/trainer';
 import { crc32 } from './crc32';
 import { EpochChannels } from './dp-channels';
+import { MemberTrainer } from './member-trainer';
 import { gradientAccess } from './dp-grads';
 import { MemberGuard } from './dp-screen';
 import { checkHashes, decodeMember, type GradientPath, stepGradient, stepStats } from './dp-step';
@@ -52,7 +50,7 @@ import type { PeerId, Transport, Unsubscribe } from './transport';
 // The options, errors, events and stats live in dp-types.ts; callers keep importing them from here.
 export { type DataParallelOptions, DpError, type DpErrorCode, type DpEvent, type DpEventKind, type DpStepStats } from './dp-types';
 
-export class DataParallel implements RunTrainer<DpStepStats> {
+export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStats> {
   readonly id: PeerId;
   /** crc32 of everything that must agree for bit-identical training (model, optimizer, data, mode). */
   readonly fingerprint: number;
@@ -87,10 +85,11 @@ export class DataParallel implements RunTrainer<DpStepStats> {
   private readonly unsub: Unsubscribe[] = [];
 
   constructor(
-    readonly trainer: Trainer,
+    trainer: Trainer,
     readonly transport: Transport,
     private readonly opts: DataParallelOptions,
   ) {
+    super(trainer);
     this.id = transport.id;
     this.o = resolveOptions(opts, this.id);
     const o = this.o;
@@ -187,39 +186,7 @@ export class DataParallel implements RunTrainer<DpStepStats> {
     return stepStats({ id, members, epoch, mode: this.o.mode, transport, events }, s, begin, a, report);
   }
 
-  // ---- RunTrainer: the group's step; the rest is the member's own trainer (every member holds the same state) ----
-
-  /** The trainer's step index (a joiner's jumps to the group's when it receives the state). */
-  get stepIndex(): number {
-    return this.trainer.stepIndex;
-  }
-
-  /** A group step waits on the exchange, so nothing is submitted ahead and nothing is ever in flight. */
-  async settle(): Promise<null> {
-    return null;
-  }
-
-  /** This member's validation loss, which is the group's (not a collective). */
-  evaluate(): Promise<number> {
-    return this.trainer.evaluate();
-  }
-
-  quantErrors(): Promise<QuantErrorRecord[]> {
-    return this.trainer.quantErrors();
-  }
-
-  sample(prompt: string, maxNew: number, temperature: number, seed: number): Promise<string> {
-    return this.trainer.sample(prompt, maxNew, temperature, seed);
-  }
-
-  /** Saves the run (any member's checkpoint is the group's). */
-  checkpoint(): Promise<CheckpointFiles> {
-    return this.trainer.checkpoint();
-  }
-
-  memory(): MemReport {
-    return this.trainer.memory();
-  }
+  // ---- RunTrainer: the group's step; the rest is the member's own trainer (MemberTrainer) ----
 
   /** Leaves the group (members drop this peer at once) and stops; the transport stays open. */
   stop(reason = 'stopped by the user'): void {
