@@ -31,7 +31,7 @@ const useDev = args.includes('--dev');
 const headed = args.includes('--headed');
 const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : undefined;
 /** Whole-run watchdog: SwiftShader is slow, but a hang must still end the run. */
-const WATCHDOG_MS = Number(process.env.E2E_WATCHDOG_MS ?? 20 * 60_000);
+const WATCHDOG_MS = Number(process.env.E2E_WATCHDOG_MS ?? 45 * 60_000);
 
 const COMMON_FLAGS = [
   '--no-sandbox',
