@@ -11,7 +11,7 @@ import type { HfTokenizerJSON } from '../engine/train/tokenizer';
 import type { DataWorkerClient } from '../worker/data-client';
 import type { ImportedModel } from '../worker/data-protocol';
 import type { FileInfo, PreparedData, TokenizerChoice } from '../worker/prepare';
-import { BUNDLED_DATASET, DEFAULT_RUN_CONFIG, type RunConfig } from '../worker/protocol';
+import { BUNDLED_DATASET, type CheckpointBlob, DEFAULT_RUN_CONFIG, type RunConfig } from '../worker/protocol';
 import type { LabStore } from './lab';
 
 export interface DataPrepState {
@@ -93,6 +93,15 @@ export class DataController {
       return;
     }
     await this.prepare({ tokenizer: { kind: 'file', name: f.name, json: json as HfTokenizerJSON } });
+  }
+
+  /** The imported checkpoint's files as the workers take them (bytes; .json as text), or null without one. */
+  async importedFiles(): Promise<CheckpointBlob | null> {
+    const imp = this.state.getState().imported;
+    if (!imp) return null;
+    const out: CheckpointBlob = {};
+    for (const f of imp.files) out[f.name] = f.name.endsWith('.json') ? await f.text() : new Uint8Array(await f.arrayBuffer());
+    return out;
   }
 
   private async importCheckpoint(files: File[]): Promise<void> {

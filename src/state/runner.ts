@@ -121,8 +121,13 @@ export class RunController {
       return null;
     }
     const step = this.store.getState().runs[runId]?.checkpointStep ?? 'unknown';
+    return this.generateFrom(`${runId}@${step}`, files, params, on);
+  }
+
+  /** Generates from checkpoint files (an imported model); `key` names them, so the same ones are not rebuilt. */
+  generateFrom(key: string, files: CheckpointBlob, params: GenerateParams, on: (msg: FromGenerate) => void): Generation {
     this.generator ??= new GenerateClient(this.launch.createGenerateWorker);
-    return this.generator.generate(`${runId}@${step}`, files, params, on);
+    return this.generator.generate(key, files, params, on);
   }
 
   remove(runId: string): void {

@@ -5,6 +5,7 @@ import { DATA_EXTENSIONS } from '../engine/train/datasets';
 import { BUNDLED_DATASET } from '../worker/protocol';
 import { useLabApi } from './context';
 import { formatBytes, formatCount } from './format';
+import { ImportGeneratePanel } from './GeneratePanel';
 
 const ACCEPT = [...DATA_EXTENSIONS, '.safetensors'].join(',');
 
@@ -110,6 +111,7 @@ export function DataPanel() {
           <button type="button" className="small" disabled={busy} onClick={() => void data.forgetImport()}>forget</button>
         </span>
       )}
+      {s.imported && !busy && <ImportGeneratePanel name={s.imported.name} />}
       {s.job && (
         <span className="dataset-row small" data-testid="data-job">
           <progress max={s.job.total || 1} value={s.job.done} aria-label={s.job.phase} />

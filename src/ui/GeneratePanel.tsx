@@ -15,9 +15,34 @@ interface Out {
 
 const EMPTY: Out = { text: '', tokens: 0, tokensPerS: null, status: '', error: null };
 
+/** What to generate from: a run's latest checkpoint or an imported model (`id` names it in the page). */
+export interface GenerateSource {
+  id: string;
+  title: string;
+  generate(params: GenerateParams, on: (msg: FromGenerate) => void): Promise<Generation | null>;
+}
+
 /** Prompted generation from the run's latest checkpoint (KV cache, in the generation worker), streamed as it comes. */
-export function GeneratePanel({ runId, checkpointStep }: { runId: string; checkpointStep: number }) {
+export function RunGeneratePanel({ runId, checkpointStep }: { runId: string; checkpointStep: number }) {
   const { runs } = useLabApi();
+  return <GeneratePanel source={{ id: runId, title: `Generate from the checkpoint after step ${checkpointStep}`, generate: (p, on) => runs.generate(runId, p, on) }} />;
+}
+
+/** Prompted generation from the model imported for the next run, before any training. */
+export function ImportGeneratePanel({ name }: { name: string }) {
+  const { runs, data } = useLabApi();
+  const generate = async (p: GenerateParams, on: (msg: FromGenerate) => void) => {
+    const files = await data.importedFiles();
+    if (!files) {
+      on({ type: 'error', id: -1, message: 'no imported model' });
+      return null;
+    }
+    return runs.generateFrom(`import:${name}`, files, p, on);
+  };
+  return <GeneratePanel source={{ id: 'import', title: `Generate from the imported model (${name})`, generate }} />;
+}
+
+function GeneratePanel({ source }: { source: GenerateSource }) {
   const [p, setP] = useState<GenerateParams>(DEFAULT_GENERATE_PARAMS);
   const [out, setOut] = useState<Out>(EMPTY);
   const [running, setRunning] = useState(false);
@@ -45,12 +70,16 @@ export function GeneratePanel({ runId, checkpointStep }: { runId: string; checkp
   const start = async () => {
     setOut({ ...EMPTY, status: 'starting' });
     setRunning(true);
-    handle.current = await runs.generate(runId, p, onEvent);
+    try {
+      handle.current = await source.generate(p, onEvent);
+    } catch (e) {
+      onEvent({ type: 'error', id: -1, message: (e as Error).message });
+    }
   };
 
   return (
-    <section className="generate" aria-labelledby={`gen-${runId}`}>
-      <h3 id={`gen-${runId}`}>Generate from the checkpoint after step {checkpointStep}</h3>
+    <section className="generate" aria-labelledby={`gen-${source.id}`} data-testid="generate" data-source={source.id}>
+      <h3 id={`gen-${source.id}`}>{source.title}</h3>
       <label className="field">
         <span>Prompt</span>
         <textarea data-testid="gen-prompt" rows={2} value={p.prompt} onChange={(e) => set({ prompt: e.target.value })} />

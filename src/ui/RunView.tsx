@@ -6,7 +6,7 @@ import { formatCount } from './format';
 import { LossChart } from './LossChart';
 import { MemoryTable } from './MemoryTable';
 import { RunStats } from './RunStats';
-import { GeneratePanel } from './GeneratePanel';
+import { RunGeneratePanel } from './GeneratePanel';
 import { SamplePanel } from './SamplePanel';
 
 const ERROR_TITLES: Record<string, string> = {
@@ -136,7 +136,7 @@ export function RunView({ runId, color, selected, onSelect }: { runId: string; c
         <MemoryTable mem={run.latest?.mem ?? run.info?.memory ?? null} />
       </div>
       <SamplePanel samples={run.samples} />
-      {run.checkpointStep !== null && <GeneratePanel runId={run.id} checkpointStep={run.checkpointStep} />}
+      {run.checkpointStep !== null && <RunGeneratePanel runId={run.id} checkpointStep={run.checkpointStep} />}
     </section>
   );
 }

@@ -152,7 +152,7 @@ export function dataUiTests(check: Check): TestCase[] {
       },
     },
     {
-      name: 'import: the HF fixture checkpoint (bf16, sharded, tokenizer.json) dropped as files trains a step; rope scaling is refused by key',
+      name: 'import: the HF fixture checkpoint (bf16, sharded, tokenizer.json) dropped as files generates text and trains a step; rope scaling is refused by key',
       timeoutMs: 7 * 60_000,
       async fn(ctx, t) {
         const dir = await mkdtemp(path.join(os.tmpdir(), 'lab-import-'));
@@ -168,6 +168,19 @@ export function dataUiTests(check: Check): TestCase[] {
           check((await dataAfter(page, () => page.locator(byTestId('dataset-file')).setInputFiles([...model, ...tok]))) === null, `the fixture was not imported: ${await page.locator(byTestId('dataset-problem')).innerText().catch(() => '')}`);
           check((await page.locator(byTestId('imported-model')).innerText()).includes('vocabulary 320'), 'the imported model is not shown');
           check((await summary(page)).text.includes('tokenizer.json'), 'the bundled text is not tokenized with the imported tokenizer');
+          // Generation from the imported model itself, before any training (greedy, a few tokens).
+          const gen = page.locator(`${byTestId('generate')}[data-source="import"]`);
+          await gen.locator(byTestId('gen-prompt')).fill('Hello');
+          await gen.locator(byTestId('gen-temperature')).fill('0');
+          await gen.locator(byTestId('gen-max-tokens')).fill('6');
+          await gen.locator(byTestId('gen-start')).click();
+          const genStatus = gen.locator(byTestId('gen-status'));
+          await page.waitForFunction((el) => el?.getAttribute('data-running') === 'false', await genStatus.elementHandle(), { timeout: 3 * 60_000 });
+          const genError = gen.locator(byTestId('gen-error'));
+          check((await genError.count()) === 0, `generation from the imported model failed: ${await genError.innerText().catch(() => '')}`);
+          const genText = await gen.locator(byTestId('gen-output')).innerText();
+          t.log(`  imported model generated ${JSON.stringify(genText)}; ${await genStatus.innerText()}`);
+          check(/6 tokens/.test(await genStatus.innerText()), `generation status: ${await genStatus.innerText()}`);
           await page.locator(byTestId('steps')).fill('1');
           await page.locator(byTestId('eval-every')).fill('1');
           const card = await trainToEnd(page, t, check);
