@@ -180,7 +180,8 @@ export function dataUiTests(check: Check): TestCase[] {
           check((await genError.count()) === 0, `generation from the imported model failed: ${await genError.innerText().catch(() => '')}`);
           const genText = await gen.locator(byTestId('gen-output')).innerText();
           t.log(`  imported model generated ${JSON.stringify(genText)}; ${await genStatus.innerText()}`);
-          check(/6 tokens/.test(await genStatus.innerText()), `generation status: ${await genStatus.innerText()}`);
+          // A random model may pick its end-of-text token early; either way the run must have ended by itself.
+          check(/reached the token limit|end-of-text token/.test(await genStatus.innerText()), `generation status: ${await genStatus.innerText()}`);
           await page.locator(byTestId('steps')).fill('1');
           await page.locator(byTestId('eval-every')).fill('1');
           const card = await trainToEnd(page, t, check);
