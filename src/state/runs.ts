@@ -182,8 +182,23 @@ export function runAccounting(run: RunState): BitsAndWire {
  * and BPE runs compare; null where the page does not know the text's bytes (the bundled text).
  */
 export function valBpb(run: RunState, loss: number): number | null {
+  return lossBpb(run, loss, 'val');
+}
+
+/** A loss (nats per token) of the run's train or validation split in bits per byte of that split's text. */
+export function lossBpb(run: RunState, loss: number, split: 'train' | 'val'): number | null {
   const d = run.config.data;
-  return d && d.tokens.val > 0 && d.bytes.val > 0 ? bitsPerByte(loss, d.tokens.val, d.bytes.val) : null;
+  return d && d.tokens[split] > 0 && d.bytes[split] > 0 ? bitsPerByte(loss, d.tokens[split], d.bytes[split]) : null;
+}
+
+/** The run's train or validation points with the loss in bits per byte (none where the bytes are unknown). */
+export function pointsInBpb<P extends { loss: number }>(run: RunState, pts: readonly P[], split: 'train' | 'val'): P[] {
+  const out: P[] = [];
+  for (const p of pts) {
+    const b = lossBpb(run, p.loss, split);
+    if (b !== null) out.push({ ...p, loss: b });
+  }
+  return out;
 }
 
 /** `qerr_L<layer>_<kind>`: the CSV column of one (layer, kind)'s quantization error. */

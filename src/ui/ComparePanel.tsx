@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { Brush, CartesianGrid, Legend, Line, LineChart, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
 import { diffFromBaseline, type DiffMode, mergeSeries, sharedGpuRuns, smooth, type XKey } from '../state/compare';
-import type { RunState } from '../state/runs';
+import { pointsInBpb, type RunState } from '../state/runs';
 import { useLab } from './context';
 import { runColor } from './colors';
 import { formatLoss, formatRate } from './format';
@@ -19,6 +19,8 @@ interface View {
   smoothing: number;
   baseline: string | null;
   diff: DiffMode;
+  /** Loss in nats per token, or in bits per byte of the text (character and BPE runs compare). */
+  unit: 'nats' | 'bpb';
 }
 
 const signed = (v: number, digits: number) => `${v > 0 ? '+' : v < 0 ? '−' : ''}${Math.abs(v).toFixed(digits)}`;
@@ -31,7 +33,10 @@ const formatDiff = (v: number, mode: DiffMode) => (mode === 'percent' ? `${signe
  * chart zooms into an x range.
  */
 function LossCompare({ runs, x, testId, title, view }: { runs: RunState[]; x: XKey; testId: string; title: string; view: View }) {
-  const withPoints = runs.filter((r) => r.train.length > 0);
+  const bpb = view.unit === 'bpb';
+  // In bits per byte, a run whose text's bytes the page does not know has no curve.
+  const inUnit = (r: RunState): RunState => (bpb ? { ...r, train: pointsInBpb(r, r.train, 'train'), val: pointsInBpb(r, r.val, 'val') } : r);
+  const withPoints = runs.map(inUnit).filter((r) => r.train.length > 0);
   const base = x === 'step' && view.baseline ? withPoints.find((r) => r.id === view.baseline) : undefined;
   const curve = (pts: RunState['train'] | RunState['val'], basePts: RunState['train'] | RunState['val'] | undefined) => {
     const sm = smooth(pts, view.smoothing);
@@ -44,9 +49,10 @@ function LossCompare({ runs, x, testId, title, view }: { runs: RunState[]; x: XK
   const rows = mergeSeries(series, x);
   const fmtY = (v: number) => (base ? formatDiff(v, view.diff) : formatLoss(v));
   const fmtX = (v: number) => (x === 'step' ? `step ${v}` : `${Number(v).toFixed(1)} s`);
-  const caption = base ? `${title.split(' (')[0]}: difference from ${base.label} (${view.diff === 'percent' ? '% of its loss' : 'absolute'})` : title;
+  const unitText = bpb ? 'bits per byte' : 'nats per token';
+  const caption = `${base ? `${title.split(' (')[0]}: difference from ${base.label} (${view.diff === 'percent' ? '% of its loss' : 'absolute'})` : title}, ${unitText}`;
   return (
-    <figure className="chart" data-testid={testId} data-runs={withPoints.length} data-baseline={base?.id ?? ''}>
+    <figure className="chart" data-testid={testId} data-runs={withPoints.length} data-baseline={base?.id ?? ''} data-unit={view.unit}>
       <figcaption>{caption}</figcaption>
       {withPoints.length === 0 ? (
         <p className="muted">Curves appear here after the first step of a run.</p>
@@ -61,7 +67,7 @@ function LossCompare({ runs, x, testId, title, view }: { runs: RunState[]; x: XK
             <Legend />
             {base && <ReferenceLine y={0} stroke="currentColor" strokeOpacity={0.5} />}
             {withPoints.map((r) => {
-              const color = runColor(runs.indexOf(r));
+              const color = runColor(runs.findIndex((q) => q.id === r.id));
               return [
                 <Line key={`${r.id}-t`} dataKey={`t:${r.id}`} name={`${r.label} (train)`} stroke={color} dot={false} connectNulls isAnimationActive={false} />,
                 r.val.length > 0 && (
@@ -120,6 +126,13 @@ function ViewControls({ runs, view, setView }: { runs: RunState[]; view: View; s
   return (
     <div className="compare-controls" data-testid="compare-controls">
       <label className="field">
+        <span>Loss in</span>
+        <select data-testid="compare-unit" value={view.unit} onChange={(e) => setView({ ...view, unit: e.target.value as View['unit'] })}>
+          <option value="nats">nats per token</option>
+          <option value="bpb">bits per byte (compares tokenizers)</option>
+        </select>
+      </label>
+      <label className="field">
         <span>Difference from</span>
         <select data-testid="compare-baseline" value={view.baseline ?? ''} onChange={(e) => setView({ ...view, baseline: e.target.value || null })}>
           <option value="">none (plain loss)</option>
@@ -167,7 +180,7 @@ function MemoryCompare({ runs }: { runs: RunState[] }) {
 export function ComparePanel() {
   const runs = useRuns();
   const [open, setOpen] = useState(true);
-  const [view, setView] = useState<View>({ smoothing: 0, baseline: null, diff: 'absolute' });
+  const [view, setView] = useState<View>({ smoothing: 0, baseline: null, diff: 'absolute', unit: 'nats' });
   if (runs.length === 0) return null;
   return (
     <section className="compare" data-testid="compare">

@@ -4,6 +4,7 @@ import { emptyMemReport } from '../../src/engine/gpu/memory';
 import { diffFromBaseline, mergeSeries, sharedGpuRuns, smooth, uniqueLabel } from '../../src/state/compare';
 import { createLabStore } from '../../src/state/lab';
 import { runQueue, submitDraft } from '../../src/state/queue';
+import { lossBpb, newRun, pointsInBpb } from '../../src/state/runs';
 import { DEFAULT_RUN_CONFIG, type RunConfig } from '../../src/worker/protocol';
 
 const pts = (losses: number[]) => losses.map((loss, step) => ({ step, loss, elapsed_s: step * 2 }));
@@ -105,5 +106,19 @@ describe('status after the last step and time left', () => {
     m(3);
     expect(runPhase(s().runs[id])).toBe('final sample and checkpoint');
     expect(timeLeft(s().runs[id])).toBe(0);
+  });
+});
+
+describe('loss in bits per byte', () => {
+  it('converts each split with its own tokens and bytes, and leaves out runs whose bytes are unknown', () => {
+    const data = { key: 'a'.repeat(64), files: [{ name: 'x.jsonl', bytes: 1000 }], field: 'text', tokens: { train: 300, val: 50 }, bytes: { train: 900, val: 200 }, documents: { train: 9, val: 1 } };
+    const run = newRun('r1', { ...DEFAULT_RUN_CONFIG, data }, 0);
+    const pts = [{ step: 0, loss: 2 }, { step: 1, loss: 1.5 }];
+    expect(lossBpb(run, 2, 'train')).toBeCloseTo((2 * 300) / 900 / Math.LN2, 12);
+    expect(lossBpb(run, 2, 'val')).toBeCloseTo((2 * 50) / 200 / Math.LN2, 12);
+    expect(pointsInBpb(run, pts, 'val').map((p) => p.loss)).toEqual(pts.map((p) => lossBpb(run, p.loss, 'val')));
+    const bundled = newRun('r2', { ...DEFAULT_RUN_CONFIG }, 0);
+    expect(lossBpb(bundled, 2, 'train')).toBeNull();
+    expect(pointsInBpb(bundled, pts, 'train')).toEqual([]);
   });
 });
