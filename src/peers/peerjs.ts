@@ -25,6 +25,7 @@ import type { DataConnection, Peer } from 'peerjs';
 import { PerKeyRateLimit } from './log-limit';
 import { AdmissionLimits, type ControlHost, handleControl } from './peerjs-admission';
 import { listedMembers, newPeer, registered } from './peerjs-discovery';
+import { Liveness, peerErrorMeaning } from './peerjs-liveness';
 import { type DenyReason, guardLateCandidates, isArrayBuffer, type Link, linkRoster, loadPeerClass, MAX_BUSY_MS, newLink } from './peerjs-link';
 import { checkOptions, PEERJS_PROTOCOL_VERSION, type PeerJsTransportOptions, type PeerJsTunables, type PeerProblem, tunables } from './peerjs-options';
 import { bufferedOn, dataFrame, readFrame, SendQueues } from './peerjs-wire';
@@ -89,8 +90,7 @@ export class PeerJsTransport implements Transport {
   private closed = false;
   private readonly o: PeerJsTunables;
   private readonly out: SendQueues;
-  /** When heartbeat() last ran (a late tick means this thread was blocked). */
-  private lastTick = 0;
+  private readonly liveness: Liveness;
   private readonly controlHost: ControlHost;
 
   /** Registers with the PeerServer, reads its listing and dials the room's members. */
@@ -171,7 +171,7 @@ export class PeerJsTransport implements Transport {
       }, 1000);
       this.graceTimers.add(t);
     });
-    this.lastTick = Date.now();
+    this.liveness = new Liveness(this.o);
     this.timers.push(
       setInterval(() => this.heartbeat(), this.o.heartbeatMs),
       setInterval(() => {
@@ -426,24 +426,13 @@ export class PeerJsTransport implements Transport {
   }
 
   private heartbeat(): void {
-    const now = Date.now();
-    // This thread was blocked (the tick came late): the peers' messages are still queued behind
-    // this tick, so their silence is ours; count it from now instead of dropping them.
-    const late = now - this.lastTick > Math.max(4 * this.o.heartbeatMs, this.o.peerTimeoutMs / 2);
-    this.lastTick = now;
-    for (const link of [...this.links.values()]) {
-      if (late && link.lastSeen !== null) link.lastSeen = now;
-      if (link.state === 'admitted') {
-        const silent = now - (link.lastSeen ?? now);
-        if (silent > this.o.peerTimeoutMs && now > link.quietUntil) {
-          this.drop(link, { kind: 'timeout', peer: link.peer, message: `peer ${link.peer} silent for ${(silent / 1000).toFixed(1)} s: dropped` });
-          continue;
-        }
-        this.out.tryControl(link, { t: 'ping', n: link.pingSeq++, ts: performance.now() });
-      } else if (now - link.createdAt > this.o.handshakeTimeoutMs) {
-        const message = `no ${link.state === 'connecting' ? 'connection' : 'admission'} with ${link.peer} within ${this.o.handshakeTimeoutMs / 1000} s`;
-        this.problem({ kind: 'timeout', peer: link.peer, message });
-        if (link.state === 'authenticating') this.deny(link, 'timeout', message);
+    for (const a of this.liveness.tick([...this.links.values()])) {
+      const { link } = a;
+      if (a.act === 'ping') this.out.tryControl(link, { t: 'ping', n: link.pingSeq++, ts: performance.now() });
+      else if (a.act === 'silent') this.drop(link, { kind: 'timeout', peer: link.peer, message: a.message });
+      else {
+        this.problem({ kind: 'timeout', peer: link.peer, message: a.message });
+        if (link.state === 'authenticating') this.deny(link, 'timeout', a.message);
         else this.drop(link, null);
       }
     }
@@ -496,18 +485,14 @@ export class PeerJsTransport implements Transport {
 
   private peerError(type: string, message: string): void {
     if (this.closed) return;
-    if (type === 'peer-unavailable') {
-      // The listing named a member that is gone (the server expires ids a little later).
-      const id = /Could not connect to peer (\S+)/.exec(message)?.[1];
-      const link = id ? this.links.get(id) : undefined;
+    const m = peerErrorMeaning(type, message);
+    if (m.kind === 'gone') {
+      const link = this.links.get(m.peer);
       if (!link || link.state !== 'connecting') return;
       this.noRedial.add(link.peer);
-      return this.drop(link, { kind: 'connection', peer: id, message: `peer ${id} is not on the PeerServer any more` });
+      return this.drop(link, { kind: 'connection', peer: m.peer, message: `peer ${m.peer} is not on the PeerServer any more` });
     }
-    // A failing link is reported through the link itself (close, error, handshake timeout); PeerJS's
-    // Peer-level copy names no peer, and closing a duplicate dial mid-negotiation raises it harmlessly.
-    if (type === 'webrtc') return;
-    this.problem({ kind: 'server', message: `PeerServer ${this.server.url}: ${message} (${type})` });
+    if (m.kind === 'server') this.problem({ kind: 'server', message: `PeerServer ${this.server.url}: ${message} (${type})` });
   }
 
   /**
