@@ -27,81 +27,18 @@
  * every member stops at (its completed steps + 2, which no member can have passed: the message
  * travels on each channel ahead of the stopper's frames of its next step).
  */
-import { type DataParallelOptions, DpError } from '../peers/dp';
-import { CollectiveError } from '../peers/group';
 import { type IceConfig, parseIce } from '../peers/ice';
 import type { PeerProblem } from '../peers/peerjs';
 import { createRoomId, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer, serverForPage } from '../peers/room';
-import type { PeerRole, RosterEntry } from '../peers/roster';
-import type { PeerId, Transport, Unsubscribe } from '../peers/transport';
-import { DeviceLostError, WebGpuUnavailableError } from '../engine/gpu/device';
+import type { PeerId, Unsubscribe } from '../peers/transport';
+import { DeviceLostError } from '../engine/gpu/device';
 import type { Runtime } from '../engine/gpu/runtime';
 import { type GroupRunStatus, type GroupStore, isActiveRun, shortPeer } from './group';
 import { GROUP_MODES, groupConfigProblem, isTensorParallel } from './group-config';
+import type { GroupDeps, OpenRoomOptions, RoomTransport } from './group-deps';
+import { errorText, runError } from './group-errors';
 import { type GroupTrainingHost, type LiveRun, trainDp, trainTp } from './group-training';
 import { type RunMessage, SESSION_VERSION, type SessionMessage, type SplitTransport, splitTransport } from './group-wire';
-
-/** What the controller needs of a room's transport (PeerJsTransport has it all). */
-export interface RoomTransport extends Transport {
-  roster(): RosterEntry[];
-  onProblem(h: (p: PeerProblem) => void): Unsubscribe;
-  whenAdmitted(timeoutMs?: number): Promise<void>;
-  /** Asks the peers not to drop this member for up to `ms` of silence (PeerJsTransport.announceBusy). */
-  announceBusy?(ms: number): void;
-}
-
-export interface OpenRoomOptions {
-  room: string;
-  passphrase?: string;
-  server: PeerServerAddress;
-  role: PeerRole;
-  /** STUN/TURN servers and policy; absent: host candidates only. */
-  ice?: IceConfig;
-}
-
-export interface GroupDeps {
-  /** The page's URL (its ?room= and ?server=, and where links point). */
-  pageUrl: string;
-  openTransport(o: OpenRoomOptions): Promise<RoomTransport>;
-  /** The GPU runtime; asked for once and kept, so a second run of the same shapes compiles nothing. */
-  runtime(): Promise<Runtime>;
-  /** The training text (the bundled corpus). */
-  loadText(): Promise<string>;
-  /**
-   * Building a model blocks this thread for up to this long (Dawn in Node compiles pipelines
-   * synchronously; a page compiles in its GPU process): the peers are told first, so they wait.
-   */
-  buildBlocksMs?: number;
-  /** How long joining waits to be admitted (default 30 s). */
-  admitTimeoutMs?: number;
-  /** Roster refresh period (default 1 s). */
-  rosterEveryMs?: number;
-  /** Data-parallel driver timings (tests shorten them). */
-  dp?: Pick<DataParallelOptions, 'silenceMs' | 'joinTimeoutMs' | 'collectiveTimeoutMs' | 'heartbeatMs'>;
-  /** Longest wait of one tensor-parallel collective, the first one (every member's compile) included (default 600 s). */
-  tpTimeoutMs?: number;
-}
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message || e.name : String(e);
-}
-
-const DP_ERROR_TITLES: Record<string, string> = {
-  diverged: 'Weights diverged', 'state-rejected': 'Received state rejected', 'config-mismatch': 'Members disagree on the run',
-  refused: 'Refused by the group', 'no-group': 'Could not join the group', 'regroup-failed': 'The group could not re-form', removed: 'Removed by the group',
-};
-
-/** Why a run ended in error, as a title and the detail for the run's box. */
-export function runError(e: unknown, run: { failure: string | null; tensorParallel: boolean; completed: number }): { title: string; message: string } {
-  if (run.failure !== null) return { title: 'The run cannot continue', message: run.failure };
-  if (e instanceof DpError) return { title: DP_ERROR_TITLES[e.code] ?? 'Data-parallel run stopped', message: e.message };
-  if (e instanceof CollectiveError && e.code === 'peer-left' && run.tensorParallel) {
-    return { title: 'A member left', message: `${e.message}: tensor parallelism cannot continue without its shard; stopped after step ${run.completed} (each member keeps its shard of that step)` };
-  }
-  if (e instanceof WebGpuUnavailableError) return { title: 'WebGPU unavailable', message: e.message };
-  if (e instanceof DeviceLostError) return { title: 'GPU device lost', message: e.message };
-  return { title: 'Training failed', message: errorText(e) };
-}
 
 interface Session {
   t: RoomTransport;

@@ -15,7 +15,8 @@ import { defaultTrainOptions } from '../../src/engine/train/options';
 import { Trainer } from '../../src/engine/train/trainer';
 import { activeRun, createGroupStore, type GroupRun, type GroupStore, wireSummary } from '../../src/state/group';
 import type { GroupRunConfig } from '../../src/state/group-config';
-import { GroupController, type RoomTransport } from '../../src/state/group-controller';
+import { GroupController } from '../../src/state/group-controller';
+import type { RoomTransport } from '../../src/state/group-deps';
 import { testRuntime } from '../helpers/gpu';
 
 const text = readFileSync('public/data/tinyshakespeare.txt', 'utf8').slice(0, 100_000);

@@ -14,7 +14,7 @@ import { LoopbackHub } from '../../src/peers/loopback';
 import { parseRoomLink } from '../../src/peers/room';
 import { createGroupStore, hashTrail, inviteOf, MAX_POINTS, shortPeer, wireSummary, type GroupStepPoint } from '../../src/state/group';
 import { DEFAULT_DILOCO, DEFAULT_GROUP_CONFIG, dilocoOf, groupConfigProblem, groupRunLabel, groupSchemeFields, groupTrainOptions } from '../../src/state/group-config';
-import { runError } from '../../src/state/group-controller';
+import { runError } from '../../src/state/group-errors';
 import { decodeSession, encodeSession, isSessionBytes, MAX_SESSION_BYTES, type SessionMessage, splitTransport } from '../../src/state/group-wire';
 
 const RUN: SessionMessage = { t: 'run', v: 1, id: 'gabc123', config: DEFAULT_GROUP_CONFIG, members: ['p0', 'p1'], by: 'p0' };
