@@ -75,7 +75,7 @@ export function benchTests(check: Check): TestCase[] {
         t.log(`  ${(await adapter.innerText()).replace(/\s+/g, ' ')}`);
 
         // Quick gemm + qgemm + codec, fewer reps.
-        for (const s of ['step', 'allreduce']) await page.locator(byTestId(`suite-${s}`)).uncheck();
+        for (const s of ['step', 'allreduce', 'generate']) await page.locator(byTestId(`suite-${s}`)).uncheck();
         await page.locator(byTestId('size')).selectOption('quick');
         await page.locator(byTestId('reps')).fill('2');
         await page.locator(byTestId('warmup')).fill('1');
