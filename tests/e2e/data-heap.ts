@@ -93,9 +93,19 @@ export function dataHeapTests(check: Check): TestCase[] {
         const heap = await heapSampler(page);
         const t0 = Date.now();
         await page.locator(byTestId('dataset-file')).setInputFiles(file);
-        await page.locator(byTestId('dataset-summary')).waitFor({ timeout: 50 * 60_000 });
-        const prepS = (Date.now() - t0) / 1000;
         const problem = page.locator(byTestId('dataset-problem'));
+        // Polled, with the job's phase logged, so a stall says where it stands.
+        for (let reported = t0; ;) {
+          if ((await page.locator(byTestId('dataset-summary')).count()) > 0 || (await problem.count()) > 0) break;
+          check(Date.now() - t0 < 50 * 60_000, 'the preparation did not finish in 50 minutes');
+          if (Date.now() - reported > 60_000) {
+            reported = Date.now();
+            const peaks = Object.fromEntries([...heap.peak].map(([k, v]) => [k, Math.round(v / 2 ** 20)]));
+            t.log(`  … ${((Date.now() - t0) / 1000).toFixed(0)} s: ${(await page.locator(byTestId('data-job')).innerText().catch(() => '(no job shown)')).trim()}; heap MiB ${JSON.stringify(peaks)}`);
+          }
+          await page.waitForTimeout(2000);
+        }
+        const prepS = (Date.now() - t0) / 1000;
         check((await problem.count()) === 0, `preparation failed: ${await problem.innerText().catch(() => '')}`);
         const summary = await page.locator(byTestId('dataset-summary')).innerText();
         t.log(`  prepared in ${prepS.toFixed(1)} s: ${summary}`);

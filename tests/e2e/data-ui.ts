@@ -34,7 +34,12 @@ async function dataAfter(page: Page, act: () => Promise<unknown>, timeoutMs = 12
   const panel = page.locator(byTestId('dataset'));
   const before = Number(await panel.getAttribute('data-settled'));
   await act();
-  await page.waitForFunction(([sel, n]) => Number(document.querySelector(sel as string)?.getAttribute('data-settled')) > (n as number), [byTestId('dataset'), before], { timeout: timeoutMs });
+  // Interval polling: the default (requestAnimationFrame) stalls while SwiftShader's GPU process is busy.
+  await page.waitForFunction(([sel, n]) => Number(document.querySelector(sel as string)?.getAttribute('data-settled')) > (n as number), [byTestId('dataset'), before], { timeout: timeoutMs, polling: 250 })
+    .catch(async (e: Error) => {
+      const job = await page.locator(byTestId('data-job')).innerText({ timeout: 1000 }).catch(() => '(no job shown)');
+      throw new Error(`the data panel did not settle in ${timeoutMs / 1000} s; it shows: ${job.trim()} (${e.message.split('\n')[0]})`);
+    });
   const problem = page.locator(byTestId('dataset-problem'));
   return (await problem.count()) ? problem.innerText() : null;
 }
@@ -48,7 +53,7 @@ const summary = async (page: Page) => {
 async function trainToEnd(page: Page, t: TestHelpers, check: Check, timeoutMs = 6 * 60_000) {
   const before = await page.locator(byTestId('run')).count();
   await page.locator(byTestId('start')).dispatchEvent('click'); // the GPU process may be busy compiling: a DOM click
-  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="run"]').length > n, before, { timeout: 10_000 });
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="run"]').length > n, before, { timeout: 10_000, polling: 250 });
   const card = page.locator(byTestId('run')).last();
   const deadline = Date.now() + timeoutMs;
   let reported = 0;
@@ -175,7 +180,7 @@ export function dataUiTests(check: Check): TestCase[] {
           await gen.locator(byTestId('gen-max-tokens')).fill('6');
           await gen.locator(byTestId('gen-start')).click();
           const genStatus = gen.locator(byTestId('gen-status'));
-          await page.waitForFunction((el) => el?.getAttribute('data-running') === 'false', await genStatus.elementHandle(), { timeout: 3 * 60_000 });
+          await page.waitForFunction((el) => el?.getAttribute('data-running') === 'false', await genStatus.elementHandle(), { timeout: 3 * 60_000, polling: 250 });
           const genError = gen.locator(byTestId('gen-error'));
           check((await genError.count()) === 0, `generation from the imported model failed: ${await genError.innerText().catch(() => '')}`);
           const genText = await gen.locator(byTestId('gen-output')).innerText();

@@ -175,7 +175,7 @@ export function labUiTests(check: Check): TestCase[] {
         for (const [id, v] of [['steps', 2], ['batch', 2], ['seq', 16], ['eval-every', 0], ['sample-length', 0]] as const) await fill(id, v);
         const before = await page.locator(byTestId('run')).count();
         await page.locator(byTestId('start')).dispatchEvent('click');
-        await page.waitForFunction((n) => document.querySelectorAll('[data-testid="run"]').length > n, before, { timeout: 10_000 });
+        await page.waitForFunction((n) => document.querySelectorAll('[data-testid="run"]').length > n, before, { timeout: 10_000, polling: 250 });
         const card = page.locator(byTestId('run')).last();
         await card.locator(byTestId('gen-start')).waitFor({ timeout: 4 * 60_000 });
         const out = card.locator(byTestId('gen-output'));
@@ -188,7 +188,7 @@ export function labUiTests(check: Check): TestCase[] {
         const status = card.locator(byTestId('gen-status'));
         const generate = async () => {
           await card.locator(byTestId('gen-start')).click();
-          await page.waitForFunction((el) => el?.getAttribute('data-running') === 'false', await status.elementHandle(), { timeout: 2 * 60_000 });
+          await page.waitForFunction((el) => el?.getAttribute('data-running') === 'false', await status.elementHandle(), { timeout: 2 * 60_000, polling: 250 });
           const err = card.locator(byTestId('gen-error'));
           check((await err.count()) === 0, `generation failed: ${await err.innerText().catch(() => '')}`);
           return { text: await out.innerText(), status: await status.innerText() };
@@ -201,9 +201,9 @@ export function labUiTests(check: Check): TestCase[] {
         // Stop: a long generation ends early, saying so.
         await card.locator(byTestId('gen-max-tokens')).fill('10000');
         await card.locator(byTestId('gen-start')).click();
-        await page.waitForFunction((el) => (el?.textContent ?? '').length > 0, await out.elementHandle(), { timeout: 60_000 });
+        await page.waitForFunction((el) => (el?.textContent ?? '').length > 0, await out.elementHandle(), { timeout: 60_000, polling: 250 });
         await card.locator(byTestId('gen-stop')).dispatchEvent('click'); // disabled already if the context ended it
-        await page.waitForFunction((el) => el?.getAttribute('data-running') === 'false', await status.elementHandle(), { timeout: 60_000 });
+        await page.waitForFunction((el) => el?.getAttribute('data-running') === 'false', await status.elementHandle(), { timeout: 60_000, polling: 250 });
         const stopped = await status.innerText();
         check(/stopped( at the context length)?/.test(stopped), `status after Stop: ${stopped}`);
         await accessibility(page, t, check, 'generation panel');
@@ -272,7 +272,7 @@ export function labUiTests(check: Check): TestCase[] {
             await fill('sample-length', 16);
             const before = await page.locator(byTestId('run')).count();
             await page.locator(byTestId('start')).dispatchEvent('click');
-            await page.waitForFunction((n) => document.querySelectorAll('[data-testid="run"]').length > n, before, { timeout: 10_000 });
+            await page.waitForFunction((n) => document.querySelectorAll('[data-testid="run"]').length > n, before, { timeout: 10_000, polling: 250 });
             const card = page.locator(byTestId('run')).last();
             const id = (await card.getAttribute('data-run-id'))!;
             const deadline = Date.now() + 3 * 60_000;

@@ -47,7 +47,7 @@ export function relayTests(check: Check): TestCase[] {
 
           member = await PeerJsTransport.open({ room: parseRoomLink(link).room, server: sameOriginServer(link), ice: parseIce(spec, true) });
           await member.whenAdmitted(30_000);
-          await page.waitForFunction(() => document.querySelector('[data-testid="group-roster"]')?.getAttribute('data-members') === '2', undefined, { timeout: 30_000 });
+          await page.waitForFunction(() => document.querySelector('[data-testid="group-roster"]')?.getAttribute('data-members') === '2', undefined, { timeout: 30_000, polling: 250 });
           check(turn.allocations() >= 2, `the TURN server holds ${turn.allocations()} allocations; both members should have one`);
           t.log(`  page and headless member admitted through the relay (${turn.allocations()} TURN allocations)`);
         } finally {

@@ -196,7 +196,7 @@ async function waitForRun(page: Page, t: TestHelpers, timeoutMs: number, runId?:
 async function startRun(page: Page): Promise<string> {
   const before = await page.locator(byTestId('run')).count();
   await page.locator(byTestId('start')).dispatchEvent('click');
-  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="run"]').length > n, before, { timeout: 10_000 });
+  await page.waitForFunction((n) => document.querySelectorAll('[data-testid="run"]').length > n, before, { timeout: 10_000, polling: 250 });
   const id = await page.locator(byTestId('run')).last().getAttribute('data-run-id');
   check(id, 'new run card has no id');
   return id;
