@@ -75,6 +75,8 @@ export class PeerGroup {
   private reasm: Reassembler;
   private unsub: Unsubscribe[] = [];
   private closed = false;
+  /** Bytes of this group's own frames (collectives only: not the transport's heartbeats or other traffic). */
+  readonly traffic = { sent: 0, received: 0 };
   private readonly o: Required<Omit<PeerGroupOptions, 'members' | 'reassembly' | 'onReject'>>;
   private readonly rejectHandler: (peer: PeerId, reason: string) => void;
 
@@ -270,6 +272,7 @@ export class PeerGroup {
       if (aborted()) return;
       if (!this.transport.peers().includes(peer)) throw new CollectiveError('peer-left', `peer ${peer} left`, peer);
       this.transport.send(peer, f);
+      this.traffic.sent += f.length;
     }
   }
 
@@ -280,6 +283,7 @@ export class PeerGroup {
       if (from === this.rank) return this.onReject(peer, 'frame from self');
       const d = decodeFrame(bytes, HEADER_BYTES + this.o.chunkPayload);
       if (!d.ok) return this.onReject(peer, d.reason);
+      this.traffic.received += bytes.length;
       const why = this.unexpected(d.frame, from);
       if (why) return this.onReject(peer, why);
       const r = this.reasm.add(peer, d.frame);

@@ -42,7 +42,7 @@ export interface VerifiedResult<R = Float32Array> {
   /** Ranks whose contributions were summed (ascending), and the others with why. */
   kept: number[];
   excluded: Exclusion[];
-  /** Transport bytes this rank sent / received during the call; and what fp32 would have sent. */
+  /** Bytes of the group's frames this rank sent / received during the call (no heartbeats); and what fp32 would have sent. */
   bytesSent: number;
   bytesReceived: number;
   fp32Bytes: number;
@@ -81,9 +81,9 @@ export async function reduceVerified(g: PeerGroup, x: Float32Array, o: VerifiedO
 export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, o: VerifiedOptions): Promise<VerifiedResult<R>> {
   const bucket = Math.max(1, o.bucketFloats ?? c.length);
   const N = g.size;
-  const t = g.transport.stats;
-  const sent0 = t.bytesSent;
-  const recv0 = t.bytesReceived;
+  const t = g.traffic;
+  const sent0 = t.sent;
+  const recv0 = t.received;
   const spans: [number, number][] = [];
   for (let a = 0; a < c.length || spans.length === 0; a += bucket) spans.push([a, Math.min(c.length, a + bucket)]);
 
@@ -145,7 +145,7 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
   const cp = g.chunkPayload;
   const fp32Bytes = spans.reduce((s, [a, b]) => s + gatherWireBytes(b - a, N, 'fp32', { chunkPayload: cp }), 0) + echoWireBytes(N, cp);
   excluded.sort((a, b) => a.rank - b.rank);
-  return { out, kept, excluded, bytesSent: t.bytesSent - sent0, bytesReceived: t.bytesReceived - recv0, fp32Bytes };
+  return { out, kept, excluded, bytesSent: t.sent - sent0, bytesReceived: t.received - recv0, fp32Bytes };
 }
 
 /**

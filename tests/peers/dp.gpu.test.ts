@@ -120,8 +120,7 @@ describe('data-parallel training', () => {
           expect(st.map((x) => [x.rank, x.world])).toEqual([[0, 3], [1, 3], [2, 3]]);
           losses.push(st[0].groupLoss!);
           sent += st[0].exchangeBytesSent;
-          // (Heartbeats sent while the all-reduce runs count too.)
-          if (mode === 'fp32') expect(st[0].wireRatio).toBeCloseTo(1, 2);
+          if (mode === 'fp32') expect(st[0].wireRatio).toBeCloseTo(1, 6);
         }
       } finally {
         clearInterval(junk);
