@@ -12,7 +12,7 @@
 import { AGOQ_BLOCK, type GradWire } from '../engine/scheme/wire';
 import type { GradExchange } from '../engine/train/grad-exchange';
 import { wireBytes, wireChunk } from '../engine/train/exchange-wire';
-import type { Contributions, OpenedContributions } from './verified-reduce';
+import type { Contributions, OpenedContributions } from './contributions';
 import type { PeerId } from './transport';
 
 export class GpuContributions implements Contributions<null> {

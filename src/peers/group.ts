@@ -28,6 +28,25 @@ export class CollectiveError extends Error {
   }
 }
 
+/** Ranks a partial collective stops waiting for (allGatherSome, sendSome); adding one re-checks the waits. */
+export class Skips {
+  private readonly ranks = new Set<number>();
+  private readonly watchers = new Set<() => void>();
+  add(r: number): void {
+    if (this.ranks.has(r)) return;
+    this.ranks.add(r);
+    for (const w of [...this.watchers]) w();
+  }
+  has(r: number): boolean {
+    return this.ranks.has(r);
+  }
+  /** @internal */
+  watch(w: () => void): () => void {
+    this.watchers.add(w);
+    return () => this.watchers.delete(w);
+  }
+}
+
 export interface PeerGroupOptions {
   /** Identifies the training run; frames of other runs are rejected. u32. */
   runId: number;
@@ -74,6 +93,7 @@ export class PeerGroup {
   private failers = new Map<(e: CollectiveError) => void, Set<number>>();
   private reasm: Reassembler;
   private unsub: Unsubscribe[] = [];
+  private buffering = new Set<(tag: number, from: number, payload: Uint8Array) => void>();
   private closed = false;
   /** Bytes of this group's own frames (collectives only: not the transport's heartbeats or other traffic). */
   readonly traffic = { sent: 0, received: 0 };
@@ -120,6 +140,21 @@ export class PeerGroup {
   get step(): number {
     return this.cur;
   }
+  /** The tag the next collective of this step takes (the same on every member). */
+  get tag(): number {
+    return this.nextTag;
+  }
+
+  /** A message of this step already waiting for a later collective (tag), if `from` sent it. */
+  buffered(tag: number, from: number): Uint8Array | undefined {
+    return this.mailbox.get(this.key(this.cur, tag, from))?.payload;
+  }
+
+  /** Called for each message of this step that arrives before its collective (it waits in the mailbox). */
+  onBuffered(h: (tag: number, from: number, payload: Uint8Array) => void): Unsubscribe {
+    this.buffering.add(h);
+    return () => this.buffering.delete(h);
+  }
 
   /** Moves to a later step: tags restart at 0; buffered messages of older steps are dropped. */
   setStep(step: number): void {
@@ -152,6 +187,19 @@ export class PeerGroup {
     for (let r = 0; r < this.size; r++) if (r !== this.rank) sends.set(r, payload);
     const got = await this.exchange(FrameType.AllGather, sends, this.others());
     return this.members.map((_, r) => (r === this.rank ? payload : got.get(r)!));
+  }
+
+  /** allGather that stops waiting for the ranks in `skips` (null where nothing came from one). */
+  async allGatherSome(payload: Uint8Array, skips: Skips, onGot?: (from: number, payload: Uint8Array) => void): Promise<(Uint8Array | null)[]> {
+    const sends = new Map<number, Uint8Array>();
+    for (let r = 0; r < this.size; r++) if (r !== this.rank) sends.set(r, payload);
+    const got = await this.exchange(FrameType.AllGather, sends, this.others(), skips, onGot);
+    return this.members.map((_, r) => (r === this.rank ? payload : got.get(r) ?? null));
+  }
+
+  /** Point to point: `sends` go out, messages from `recvFrom` are awaited unless skipped. */
+  sendSome(sends: Map<number, Uint8Array>, recvFrom: number[], skips: Skips, onGot?: (from: number, payload: Uint8Array) => void): Promise<Map<number, Uint8Array>> {
+    return this.exchange(FrameType.AllToAll, sends, recvFrom, skips, onGot);
   }
 
   /** payloads[r] goes to rank r; result[r] is what rank r sent to this rank. */
@@ -189,7 +237,9 @@ export class PeerGroup {
     return `${step}/${tag}/${from}`;
   }
 
-  private async exchange(type: FrameType, sends: Map<number, Uint8Array>, recvFrom: number[]): Promise<Map<number, Uint8Array>> {
+  private async exchange(
+    type: FrameType, sends: Map<number, Uint8Array>, recvFrom: number[], skips?: Skips, onGot?: (from: number, payload: Uint8Array) => void,
+  ): Promise<Map<number, Uint8Array>> {
     if (this.closed) throw new CollectiveError('closed', 'peer group closed');
     const step = this.cur;
     const tag = this.nextTag++;
@@ -208,7 +258,7 @@ export class PeerGroup {
         reject(e);
       };
       finishIfDone = () => {
-        if (sent && got.size === recvFrom.length) resolve();
+        if (sent && recvFrom.every((f) => got.has(f) || skips?.has(f))) resolve();
       };
       for (const from of recvFrom) {
         const k = this.key(step, tag, from);
@@ -216,6 +266,7 @@ export class PeerGroup {
         if (m && m.type === type) {
           this.mailbox.delete(k);
           got.set(from, m.payload);
+          onGot?.(from, m.payload);
           continue;
         }
         if (m) {
@@ -228,6 +279,7 @@ export class PeerGroup {
           from,
           resolve: (b) => {
             got.set(from, b);
+            onGot?.(from, b);
             finishIfDone();
           },
         });
@@ -238,6 +290,7 @@ export class PeerGroup {
         fail(new CollectiveError('timeout', `${FrameType[type]} step ${step} tag ${tag}: timed out after ${this.o.timeoutMs} ms`));
       }, this.o.timeoutMs);
     });
+    const unwatch = skips?.watch(() => finishIfDone());
     this.failers.set(fail, new Set([...sends.keys(), ...recvFrom]));
     // Missing peers fail fast instead of waiting for the timeout.
     for (const r of new Set([...sends.keys(), ...recvFrom])) {
@@ -255,6 +308,7 @@ export class PeerGroup {
       return got;
     } finally {
       clearTimeout(timer);
+      unwatch?.();
       this.failers.delete(fail);
       for (const k of keys) this.waiters.delete(k);
     }
@@ -323,6 +377,7 @@ export class PeerGroup {
     for (const m of this.mailbox.values()) if (m.from === from) n++;
     if (n >= this.o.maxBufferedPerPeer) return this.onReject(peer, 'mailbox full');
     this.mailbox.set(k, { type, payload, from });
+    if (step === this.cur) for (const h of [...this.buffering]) h(tag, from, payload);
   }
 
   private peerLeft(peer: PeerId): void {

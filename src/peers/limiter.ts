@@ -29,6 +29,9 @@ export interface LinkLimits {
 
 export class LimitedTransport implements Transport {
   readonly stats: TransportStats = emptyStats();
+  get identity() {
+    return this.inner.identity;
+  }
   private queue: { peer: PeerId; bytes: Uint8Array }[] = [];
   private buffered = new Map<PeerId, number>();
   private readonly waiters = new BufferWaiters();

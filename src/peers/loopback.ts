@@ -5,6 +5,8 @@
  * Sent bytes are copied, so a sender reusing its buffer cannot alter a message in flight.
  */
 import { Rng } from '../engine/util/rng';
+import { sameBytes } from './digest';
+import { type Identity, identityOf, newKeyPair } from './identity';
 import {
   BufferWaiters,
   emptyStats,
@@ -33,6 +35,8 @@ export class LoopbackHub {
   private queue: Pending[] = [];
   private scheduled = false;
   private rng: Rng | null;
+  /** The hub is the tests' key directory: an id binds the key its endpoint was made with. */
+  private keys = new Map<PeerId, Uint8Array>();
 
   constructor(opts: LoopbackOptions = {}) {
     this.rng = opts.reorder ? new Rng(opts.reorder.seed) : null;
@@ -41,7 +45,9 @@ export class LoopbackHub {
   /** Adds an endpoint; existing endpoints see a join event for it (and it sees none for them). */
   endpoint(id: PeerId): LoopbackTransport {
     if (this.endpoints.has(id)) throw new Error(`loopback: duplicate peer id ${id}`);
-    const ep = new LoopbackTransport(this, id);
+    const keys = newKeyPair();
+    this.keys.set(id, keys.publicKey);
+    const ep = new LoopbackTransport(this, id, identityOf(keys, (peer, pk) => sameBytes(this.keys.get(peer) ?? new Uint8Array(0), pk)));
     const others = [...this.endpoints.values()];
     this.endpoints.set(id, ep);
     for (const o of others) o.joined(id);
@@ -117,6 +123,7 @@ export class LoopbackTransport implements Transport {
   constructor(
     private hub: LoopbackHub,
     readonly id: PeerId,
+    readonly identity: Identity,
   ) {
     for (const p of hub.ids()) if (p !== id) this.known.add(p);
   }

@@ -26,10 +26,11 @@ import { PerKeyRateLimit } from './log-limit';
 import { AdmissionLimits, type ControlHost, handleControl } from './peerjs-admission';
 import { listedMembers, newPeer, registered } from './peerjs-discovery';
 import { Liveness, peerErrorMeaning } from './peerjs-liveness';
+import { type Identity, identityOf, newKeyPair } from './identity';
 import { type DenyReason, guardLateCandidates, isArrayBuffer, type Link, linkRoster, loadPeerClass, MAX_BUSY_MS, newLink } from './peerjs-link';
 import { checkOptions, PEERJS_PROTOCOL_VERSION, type PeerJsTransportOptions, type PeerJsTunables, type PeerProblem, tunables } from './peerjs-options';
 import { bufferedOn, dataFrame, readFrame, SendQueues } from './peerjs-wire';
-import { deriveRoomKey, isMemberId, memberId, type PeerServerAddress, roomDiscoveryKey, tagOfDiscoveryKey, toBase64 } from './room';
+import { deriveRoomKey, isMemberId, memberId, memberIdBindsKey, type PeerServerAddress, roomDiscoveryKey, tagOfDiscoveryKey, toBase64 } from './room';
 import type { PeerRole, RosterEntry } from './roster';
 import { guardSignalling } from './signal-guard';
 import {
@@ -99,7 +100,8 @@ export class PeerJsTransport implements Transport {
     const passphrase = opts.passphrase ?? '';
     const [PeerClass, key] = await Promise.all([loadPeerClass(), deriveRoomKey(opts.room, passphrase)]);
     const discovery = roomDiscoveryKey(opts.room);
-    const id = memberId(discovery);
+    const keys = newKeyPair();
+    const id = memberId(discovery, keys.publicKey);
     const peer = newPeer(PeerClass, id, opts);
     // Installed before the socket delivers anything; the transport takes over once it exists.
     const gate: { t: PeerJsTransport | null } = { t: null };
@@ -113,7 +115,7 @@ export class PeerJsTransport implements Transport {
       peer.destroy();
       throw e;
     }
-    const t = new PeerJsTransport(peer, id, opts, key, discovery);
+    const t = new PeerJsTransport(peer, id, opts, key, discovery, identityOf(keys, memberIdBindsKey));
     gate.t = t;
     try {
       await t.discover();
@@ -132,6 +134,8 @@ export class PeerJsTransport implements Transport {
     private readonly key: Uint8Array,
     /** The room's discovery key (src/peers/room.ts): lists the room and checks member ids. */
     private readonly discovery: string,
+    /** The signing key this member's id commits to. */
+    readonly identity: Identity,
   ) {
     this.tag = tagOfDiscoveryKey(discovery);
     this.room = opts.room;

@@ -11,6 +11,7 @@
  * sent: the two sides run a PAKE on it (src/peers/pake.ts).
  */
 import { sha256 } from '@noble/hashes/sha2.js';
+import { keyCommitment } from './identity';
 
 /** Bytes of randomness in a room id (≥ 128 bits, as the issue asks). */
 export const ROOM_ID_BYTES = 16;
@@ -183,13 +184,20 @@ const MEMBER_ID_RE = /^([a-z2-7]{16})-([a-z2-7]{16})-([a-z2-7]{16})$/;
 export const MAX_PEER_ID_LENGTH = 50;
 
 /**
- * A member's PeerJS id: `<tag>-<random>-<mark>` ([a-z2-7] runs joined by '-', as PeerJS allows).
- * The mark binds the random part to the discovery key: ids under a room's tag that a stranger
+ * A member's PeerJS id: `<tag>-<key>-<mark>` ([a-z2-7] runs joined by '-', as PeerJS allows). The
+ * key part commits to the member's signing key (identity.ts), so a signature is checked against
+ * the id alone; the mark binds it to the discovery key: ids under a room's tag that a stranger
  * registers (it may know the tag from one id) fail isMemberId, so nobody lists or dials them.
  */
-export function memberId(discovery: string): string {
-  const random = base32(randomBytes(10));
-  return `${tagOfDiscoveryKey(discovery)}-${random}-${linkMark(discovery, random)}`;
+export function memberId(discovery: string, publicKey: Uint8Array): string {
+  const key = base32(keyCommitment(publicKey));
+  return `${tagOfDiscoveryKey(discovery)}-${key}-${linkMark(discovery, key)}`;
+}
+
+/** Whether member id `id` commits to `publicKey` (its key part); false for any other id. */
+export function memberIdBindsKey(id: string, publicKey: Uint8Array): boolean {
+  const m = MEMBER_ID_RE.exec(id);
+  return m !== null && publicKey.length === 32 && m[2] === base32(keyCommitment(publicKey));
 }
 
 /** The room tag of a member id, or null for an id that is not shaped like one. */

@@ -6,6 +6,8 @@
  * (reliable, ordered channels); callers keep each message ≤ MAX_TRANSPORT_MESSAGE bytes, well under
  * the 256 KiB SCTP message limit of browsers.
  */
+import type { Identity } from './identity';
+
 export type PeerId = string;
 
 /** Largest message a Transport must accept (framing chunks stay far below it). */
@@ -38,6 +40,8 @@ export interface Transport {
   onPeerLeave(h: PeerHandler): Unsubscribe;
   /** Live counters (payload bytes of messages, not counting lower-layer overhead). */
   readonly stats: Readonly<TransportStats>;
+  /** The signing key this endpoint's id commits to (the verified all-reduce needs it). */
+  readonly identity?: Identity;
   close(): void;
 }
 

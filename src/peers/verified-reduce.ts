@@ -1,39 +1,53 @@
 /**
  * The verifiable all-reduce: no single member decides what the others sum. Every member all-gathers
- * every member's whole contribution (fp32, AGoQ's INT8 codes and scales, or DiLoCo's INT4), then all-gathers a
- * SHA-256 digest of each contribution as it received it (the echo), and reduces the contributions
- * itself, in rank order, with the same arithmetic (a contribution's digest: SHA-256 of the
- * concatenated SHA-256s of its buckets; the echo: the N digests in rank order): so every member that received the same bytes
- * ends with bit-identical values, and a member that sent different bytes to different members is
- * seen by the others' echoes. Before summing, each contribution is
- *  - a fault (left out, and its sender removed): it was malformed (length, scales), or its digest
- *    differs between this member and another's echo (an equivocating sender; a member that lies
- *    about two or more contributions, or about this member's own, is faulted itself). With one
- *    lie about one other member's contribution the echo cannot tell liar from framed: see
- *    docs/peer-groups.md for what then holds (the weights hash, judged by majority);
- *  - screened (dp-screen.ts): non-finite, too large, or pointing away from the others.
- * Limit: PeerGroup's full mesh (at most 8 members); every member sends N−1 copies of its whole
- * contribution (gatherWireBytes), against ≈ 2(N−1)/N of it for the two-shot scheme it replaces,
- * whose chunk owners could broadcast any "reduced" chunk they liked.
+ * every member's whole contribution (fp32, AGoQ's INT8 codes and scales, or DiLoCo's INT4) with its
+ * sender's Ed25519 signature over its digest (signed-echo.ts: the digest is SHA-256 of the
+ * SHA-256s of its buckets), then all-gathers an echo: per sender, the signed digest it holds. From
+ * its own view and the echoes (one relay round of Dolev–Strong) every honest member, with at most
+ * one faulty member, decides alike:
+ *  - a sender with two validly signed digests (different contributions to different members), or
+ *    none, is a fault: left out and removed on every member;
+ *  - a lie in an echo (a signature that does not verify) changes nothing; it is named, not removed
+ *    (only its receiver saw it);
+ *  - a member lacking a contribution the others vouch for — withheld from it, garbled, or still
+ *    on its way a grace after the others had it — gets it relayed (relay.ts) and checks it against
+ *    the signed digest, so a withholding sender stalls nobody past the grace; it is named.
+ * Then each member reduces the agreed contributions itself, in rank order, with the same
+ * arithmetic, so all end bit-identical; before summing, contributions are checked (length, scales:
+ * malformed is a fault) and screened (dp-screen.ts: non-finite, too large, pointing away).
+ * Limits: PeerGroup's full mesh (at most 8 members); every member sends N−1 copies of its whole
+ * contribution (gatherWireBytes); with two or more colluding members agreement needs more relay
+ * rounds than the one built.
  *
- * The protocol (gather, echo, faults, screen) is apart from what holds the numbers (Contributions):
- * the JS backend here, over a Float32Array, or the GPU one (gpu-contributions.ts), over the model's
+ * The protocol is apart from what holds the numbers (contributions.ts): the JS backend
+ * (js-contributions.ts) over a Float32Array, or the GPU one (gpu-contributions.ts) over the model's
  * gradient storage. Both send the same bytes; their screening figures and means are each the same
  * on every member using that backend (the data-parallel fingerprint names it).
  */
-import { AGOQ_BLOCK, DIGEST_BYTES, echoWireBytes, gatherWireBytes, type WireFormat } from '../engine/scheme/wire';
-import { decodeF32, decodeInt8Chunk, encodeF32, encodeInt8Chunk } from './chunk-codec';
-import { decodeInt4Chunk, encodeInt4Chunk } from './int4-chunk';
+import { AGOQ_BLOCK, echoWireBytes, gatherWireBytes, type WireFormat } from '../engine/scheme/wire';
+import type { Contributions } from './contributions';
 import { digestOfParts, sameBytes } from './digest';
-import { type Exclusion, screen, type ScreenData, type ScreenOptions } from './dp-screen';
-import { CollectiveError, type PeerGroup } from './group';
+import { type Exclusion, screen, type ScreenOptions } from './dp-screen';
+import { CollectiveError, type PeerGroup, Skips } from './group';
+import { JsContributions } from './js-contributions';
+import { decodeRelay, encodeRelay, relays } from './relay';
+import { decide, decodeHeader, decodeRow, encodeHeader, encodeRow, exchangeContext, signedMessage, type Slot, slotVerifies } from './signed-echo';
+import { verifySignature } from './identity';
 import type { PeerId } from './transport';
+
+export type { Contributions, OpenedContributions } from './contributions';
 
 export interface VerifiedOptions {
   /** Floats per all-gather message (default: all of x in one): bounds message sizes. */
   bucketFloats?: number;
   /** Screening before the sum; null: only non-finite contributions are left out. */
   screen?: ScreenOptions | null;
+  /**
+   * Least wait (ms, default 2000) before a member stops waiting for a contribution the others
+   * already vouch for (it is relayed), or for the last echo row; longer when the exchange itself
+   * has taken longer (half of it for a contribution, all of it for a row).
+   */
+  graceMs?: number;
 }
 
 export interface VerifiedResult<R = Float32Array> {
@@ -42,34 +56,12 @@ export interface VerifiedResult<R = Float32Array> {
   /** Ranks whose contributions were summed (ascending), and the others with why. */
   kept: number[];
   excluded: Exclusion[];
+  /** What this member saw go wrong but cannot prove to the others (named, not removed): a lie in an echo, a withheld contribution. */
+  notices: { peer: PeerId; rank: number; why: string }[];
   /** Bytes of the group's frames this rank sent / received during the call (no heartbeats); and what fp32 would have sent. */
   bytesSent: number;
   bytesReceived: number;
   fp32Bytes: number;
-}
-
-/** The gathered contributions, as the screen sees them; `faults`: malformed ones (rank, why). */
-export interface OpenedContributions extends ScreenData {
-  faults: [number, string][];
-}
-
-/**
- * What holds the numbers of one verified all-reduce, one call at a time: this member's
- * contribution cut into the buckets' wire bytes, the gathered buckets' screening figures, and the
- * mean of the kept ranks (R: where it goes).
- */
-export interface Contributions<R> {
-  /** Floats in the exchanged vector. */
-  readonly length: number;
-  readonly mode: WireFormat;
-  encode(spans: [number, number][]): Promise<Uint8Array[]>;
-  /**
-   * pieces[b][r]: bucket b of rank r; only the `cand` ranks are looked at. `needDots`: whether the
-   * screen may ask for dots (a backend may then prepare them; without, it may refuse them).
-   */
-  open(pieces: Uint8Array[][], spans: [number, number][], cand: number[], members: readonly PeerId[], needDots: boolean): Promise<OpenedContributions>;
-  /** The mean of the kept ranks (ascending), in rank order. */
-  reduce(kept: number[]): Promise<R>;
 }
 
 /** Mean of `x` over the group, verified and screened; every rank must call it with the same length and options. */
@@ -79,65 +71,139 @@ export async function reduceVerified(g: PeerGroup, x: Float32Array, o: VerifiedO
 
 /** The verified all-reduce over any backend; every rank must call it with the same length, mode and options. */
 export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, o: VerifiedOptions): Promise<VerifiedResult<R>> {
+  const id = g.transport.identity;
+  if (!id) throw new Error('verified all-reduce: the transport has no signing identity');
   const bucket = Math.max(1, o.bucketFloats ?? c.length);
+  const grace = o.graceMs ?? 2000;
   const N = g.size;
+  const me = g.rank;
+  const t0 = performance.now();
   const t = g.traffic;
   const sent0 = t.sent;
   const recv0 = t.received;
   const spans: [number, number][] = [];
   for (let a = 0; a < c.length || spans.length === 0; a += bucket) spans.push([a, Math.min(c.length, a + bucket)]);
+  const notices: VerifiedResult['notices'] = [];
+  const notice = (r: number, why: string) => notices.push({ peer: g.members[r], rank: r, why });
 
   const mine = await c.encode(spans);
-  const pieces: Uint8Array[][] = [];
-  for (const p of mine) pieces.push(await g.allGather(p));
-  const digests = await Promise.all(g.members.map((_, r) => digestOfParts(pieces.map((p) => p[r]))));
-  const echo = new Uint8Array(N * DIGEST_BYTES);
-  digests.forEach((d, r) => echo.set(d, r * DIGEST_BYTES));
-  const rows = await g.allGather(echo);
+  const context = exchangeContext(g.runId, g.step, g.tag, g.members);
+  const own: Slot = { publicKey: id.publicKey, digest: await digestOfParts(mine), signature: new Uint8Array(0) };
+  own.signature = id.sign(signedMessage(context, own.digest));
+  const echoTag = g.tag + 1 + spans.length;
 
-  const excluded: Exclusion[] = [];
-  const fault = (r: number, why: string) => excluded.push({ peer: g.members[r], rank: r, why, fault: true });
-  const faulted = new Set<number>();
-  rows.forEach((row, k) => {
-    if (row.length === N * DIGEST_BYTES) return;
-    fault(k, `malformed echo (${row.length} B, expected ${N * DIGEST_BYTES})`);
-    faulted.add(k);
+  // Round 1: the signed header and the buckets. A sender the others already vouch for in their
+  // echo rows (a valid signed slot) is waited for a grace longer, then relayed instead.
+  const skip1 = new Skips();
+  const arrived = new Array<number>(N).fill(0);
+  const timers: ReturnType<typeof setTimeout>[] = [];
+  const vouched = (tag: number, from: number, payload: Uint8Array) => {
+    if (tag !== echoTag || from === me) return;
+    decodeRow(payload, N)?.forEach((s, r) => {
+      if (!s || r === me || r === from || arrived[r] === spans.length + 1 || !slotVerifies(id, g.members[r], context, s)) return;
+      timers.push(setTimeout(() => skip1.add(r), Math.max(grace, 0.5 * (performance.now() - t0))));
+    });
+  };
+  const unwatch = g.onBuffered(vouched);
+  const count = (r: number) => void arrived[r]++;
+  const pieces: (Uint8Array | null)[][] = [];
+  let headers: (Uint8Array | null)[];
+  try {
+    const headersP = g.allGatherSome(encodeHeader(own.publicKey, own.signature), skip1, count);
+    for (const p of mine) pieces.push(await g.allGatherSome(p, skip1, count));
+    headers = await headersP;
+  } finally {
+    unwatch();
+    timers.forEach(clearTimeout);
+  }
+
+  // What this member holds of each sender: a whole contribution whose signature verifies.
+  const view: (Slot | null)[] = await Promise.all(g.members.map(async (peer, r) => {
+    if (r === me) return own;
+    const h = headers[r] ? decodeHeader(headers[r]!) : null;
+    if (!headers[r] || pieces.some((p) => !p[r])) return null;
+    if (!h || !id.binds(peer, h.publicKey)) {
+      notice(r, h ? 'its header carries a key its id does not commit to' : `malformed header (${headers[r]!.length} B)`);
+      return null;
+    }
+    const digest = await digestOfParts(pieces.map((p) => p[r]!));
+    if (!verifySignature(h.signature, signedMessage(context, digest), h.publicKey)) {
+      notice(r, 'its signature does not match the contribution it sent to this member');
+      return null;
+    }
+    return { publicKey: h.publicKey, digest, signature: h.signature };
+  }));
+
+  // Round 2: the echo. The last row is waited for as long again as the exchange has taken (at least the grace).
+  const skip2 = new Skips();
+  let rowsIn = 0;
+  let lastRow: ReturnType<typeof setTimeout> | undefined;
+  const armLast = () => {
+    if (lastRow === undefined && N - 1 - rowsIn <= 1) lastRow = setTimeout(() => g.members.forEach((_, r) => skip2.add(r)), Math.max(grace, performance.now() - t0));
+  };
+  armLast();
+  let rawRows: (Uint8Array | null)[];
+  try {
+    rawRows = await g.allGatherSome(encodeRow(view), skip2, () => (rowsIn++, armLast()));
+  } finally {
+    clearTimeout(lastRow);
+  }
+  const rows = rawRows.map((b, k) => {
+    if (k === me || !b) return null;
+    const row = decodeRow(b, N);
+    if (!row) notice(k, `malformed echo (${b.length} B, expected ${N} slots)`);
+    return row;
   });
-  // Dissent: reporter k's digest of r's contribution differs from this member's. A reporter that
-  // dissents on two or more slots, or on this member's own (it knows what it sent), is the liar;
-  // otherwise the one slot's sender sent different contributions to different members.
-  const slot = (k: number, r: number) => rows[k].subarray(r * DIGEST_BYTES, (r + 1) * DIGEST_BYTES);
-  const me = g.rank;
-  const dissents = (k: number) => g.members.map((_, r) => r).filter((r) => r !== k && k !== me && !faulted.has(k) && !sameBytes(slot(k, r), digests[r]));
-  for (let k = 0; k < N; k++) {
-    const d = dissents(k);
-    if (d.length >= 2 || d.includes(me)) {
-      fault(k, `misreported ${d.map((r) => g.members[r]).join(', ')}'s contribution in its echo`);
-      faulted.add(k);
-    }
-  }
-  for (let k = 0; k < N; k++) {
-    for (const r of dissents(k)) {
-      if (faulted.has(r)) continue;
-      fault(r, `${g.members[k]} received another contribution from it than ${g.members[me]} did: it sent different contributions to different members (or ${g.members[k]} misreports)`);
-      faulted.add(r);
-    }
-  }
+  const d = decide(id, g.members, me, context, view, rows);
+  for (const [k, why] of d.notices) notice(k, why);
 
-  let cand = g.members.map((_, r) => r).filter((r) => !faulted.has(r));
-  const d = await c.open(pieces, spans, cand, g.members, !!o.screen && o.screen.minCosine !== null && cand.length >= 3);
-  for (const [r, why] of d.faults) {
-    fault(r, `malformed contribution: ${why}`);
+  // Round 3: relays. Each member sends a lacking member what it lacks, if among its two lowest holders.
+  const holds = (r: number) => (h: number) => (h === me ? view[r] : rows[h]?.[r]);
+  const sends = new Map<number, Uint8Array>();
+  for (let j = 0; j < N; j++) {
+    if (j === me || !rows[j]) continue;
+    const give = g.members.map((_, r) => r).filter((r) => {
+      const a = d.agreed[r];
+      const theirs = rows[j]![r];
+      return a && !(theirs && sameBytes(theirs.digest, a)) && relays(me, j, r, a, holds(r));
+    });
+    if (give.length) sends.set(j, encodeRelay(give.map((r) => ({ rank: r, pieces: pieces.map((p) => p[r]!) }))));
+  }
+  const need = new Set(g.members.map((_, r) => r).filter((r) => d.agreed[r] && !(view[r] && sameBytes(view[r]!.digest, d.agreed[r]!))));
+  const skip3 = new Skips();
+  const relayed = new Map<number, number>();
+  const takeRelay = async (from: number, m: Uint8Array) => {
+    const entries = decodeRelay(m, N, spans.length);
+    if (typeof entries === 'string') return void notice(from, `malformed relay: ${entries}`);
+    for (const e of entries) {
+      if (!need.has(e.rank) || !sameBytes(await digestOfParts(e.pieces), d.agreed[e.rank]!)) continue;
+      e.pieces.forEach((p, b) => (pieces[b][e.rank] = p));
+      need.delete(e.rank);
+      relayed.set(e.rank, from);
+    }
+    if (need.size === 0) g.members.forEach((_, r) => skip3.add(r));
+  };
+  const pending: Promise<void>[] = [];
+  await g.sendSome(sends, need.size ? g.members.map((_, r) => r).filter((r) => r !== me) : [], skip3, (from, m) => pending.push(takeRelay(from, m)));
+  await Promise.all(pending);
+  if (need.size) throw new CollectiveError('invalid-payload', `no member relayed ${[...need].map((r) => g.members[r]).join(', ')}'s contribution`);
+  for (const [r, from] of relayed) notice(r, `its contribution did not reach ${g.members[me]} whole and signed; ${g.members[from]} relayed it`);
+
+  const excluded: Exclusion[] = d.faults.map(([r, why]) => ({ peer: g.members[r], rank: r, why, fault: true }));
+  let cand = g.members.map((_, r) => r).filter((r) => d.agreed[r]);
+  const opened = await c.open(pieces as Uint8Array[][], spans, cand, g.members, !!o.screen && o.screen.minCosine !== null && cand.length >= 3);
+  for (const [r, why] of opened.faults) {
+    excluded.push({ peer: g.members[r], rank: r, why: `malformed contribution: ${why}`, fault: true });
     cand = cand.filter((q) => q !== r);
   }
   let kept: number[];
   if (o.screen) {
-    const sc = screen(g.members, cand, d, o.screen);
+    const sc = screen(g.members, cand, opened, o.screen);
     kept = sc.kept;
     excluded.push(...sc.excluded);
   } else {
-    kept = cand.filter((r) => d.finite[r]);
-    for (const r of cand) if (!d.finite[r]) excluded.push({ peer: g.members[r], rank: r, why: 'non-finite values', fault: false });
+    kept = cand.filter((r) => opened.finite[r]);
+    for (const r of cand) if (!opened.finite[r]) excluded.push({ peer: g.members[r], rank: r, why: 'non-finite values', fault: false });
   }
   if (kept.length === 0) throw new CollectiveError('invalid-payload', `no contribution passed the checks: ${excluded.map((e) => `${e.peer}: ${e.why}`).join('; ')}`);
 
@@ -145,93 +211,5 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
   const cp = g.chunkPayload;
   const fp32Bytes = spans.reduce((s, [a, b]) => s + gatherWireBytes(b - a, N, 'fp32', { chunkPayload: cp }), 0) + echoWireBytes(N, cp);
   excluded.sort((a, b) => a.rank - b.rank);
-  return { out, kept, excluded, bytesSent: t.sent - sent0, bytesReceived: t.received - recv0, fp32Bytes };
-}
-
-/**
- * The JS backend: x's buckets encoded on the host (encodeInt8Chunk / fp32 LE), decoded per bucket;
- * norms and dots in fp64, the mean summed in rank order: fp32 accumulation for INT8 (as AGoQ
- * specifies), fp64 for fp32 (the mean rounded once).
- */
-class JsContributions implements Contributions<Float32Array> {
-  readonly length: number;
-  private pieces: Uint8Array[][] = [];
-  private spans: [number, number][] = [];
-  private members: readonly PeerId[] = [];
-
-  constructor(private readonly x: Float32Array, readonly mode: WireFormat, private readonly block: number) {
-    if (!Number.isInteger(block) || block < 1) throw new Error(`allReduceMean: bad block size ${block}`);
-    for (let i = 0; i < x.length; i++) if (!Number.isFinite(x[i])) throw new Error(`allReduceMean: non-finite input at ${i}`);
-    this.length = x.length;
-  }
-
-  encode(spans: [number, number][]): Promise<Uint8Array[]> {
-    const { x } = this;
-    const enc = (v: Float32Array) => (this.mode === 'int4' ? encodeInt4Chunk(v, this.block) : this.mode === 'int8' ? encodeInt8Chunk(v, this.block) : encodeF32(v));
-    return Promise.resolve(spans.map(([a, b]) => enc(x.subarray(a, b))));
-  }
-
-  private dec(b: number, r: number): Float32Array {
-    const [lo, hi] = this.spans[b];
-    const p = this.pieces[b][r];
-    const who = this.members[r];
-    return this.mode === 'int4' ? decodeInt4Chunk(p, hi - lo, this.block, who) : this.mode === 'int8' ? decodeInt8Chunk(p, hi - lo, this.block, who) : decodeF32(p, hi - lo, who);
-  }
-
-  open(pieces: Uint8Array[][], spans: [number, number][], cand: number[], members: readonly PeerId[]): Promise<OpenedContributions> {
-    Object.assign(this, { pieces, spans, members });
-    const N = members.length;
-    const faults: [number, string][] = [];
-    const finite = new Array<boolean>(N).fill(true);
-    const norm2 = new Array<number>(N).fill(0);
-    let live = [...cand];
-    for (let b = 0; b < spans.length; b++) {
-      for (const r of [...live]) {
-        let v: Float32Array;
-        try {
-          v = this.dec(b, r);
-        } catch (e) {
-          faults.push([r, (e as Error).message]);
-          live = live.filter((q) => q !== r);
-          continue;
-        }
-        let s = 0;
-        for (let i = 0; i < v.length; i++) s += v[i] * v[i];
-        if (!Number.isFinite(s)) finite[r] = false;
-        else norm2[r] += s;
-      }
-    }
-    const dots = (set: number[]) => {
-      const dot = set.map(() => 0);
-      let sum2 = 0;
-      for (let b = 0; b < spans.length; b++) {
-        const vs = set.map((r) => this.dec(b, r));
-        const S = new Float64Array(spans[b][1] - spans[b][0]);
-        for (const v of vs) for (let i = 0; i < S.length; i++) S[i] += v[i];
-        for (let i = 0; i < S.length; i++) sum2 += S[i] * S[i];
-        vs.forEach((v, j) => {
-          let d = 0;
-          for (let i = 0; i < S.length; i++) d += v[i] * S[i];
-          dot[j] += d;
-        });
-      }
-      return { dot, sum2 };
-    };
-    return Promise.resolve({ faults, finite, norm2, dots });
-  }
-
-  reduce(kept: number[]): Promise<Float32Array> {
-    const out = new Float32Array(this.length);
-    for (let b = 0; b < this.spans.length; b++) {
-      const [lo, hi] = this.spans[b];
-      // The quantized formats (INT8, DiLoCo's INT4) are summed in fp32 (as AGoQ specifies), fp32 in fp64.
-      const acc = this.mode !== 'fp32' ? new Float32Array(hi - lo) : new Float64Array(hi - lo);
-      for (const r of kept) {
-        const v = this.dec(b, r);
-        for (let i = 0; i < acc.length; i++) acc[i] += v[i];
-      }
-      for (let i = 0; i < acc.length; i++) out[lo + i] = acc[i] / kept.length;
-    }
-    return Promise.resolve(out);
-  }
+  return { out, kept, excluded, notices, bytesSent: t.sent - sent0, bytesReceived: t.received - recv0, fp32Bytes };
 }

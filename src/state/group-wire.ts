@@ -86,6 +86,7 @@ export interface SplitTransport {
 export function splitTransport(t: Transport): SplitTransport {
   const training: Transport = {
     id: t.id,
+    identity: t.identity,
     peers: () => t.peers(),
     send: (peer, bytes) => t.send(peer, bytes),
     bufferedAmount: (peer) => t.bufferedAmount(peer),

@@ -6,13 +6,15 @@ import {
   chunkBounds,
   decodeInt8Chunk,
   encodeInt8Chunk,
+  echoWireBytes,
   int8PayloadBytes,
 } from '../../src/peers/allreduce';
 import { CollectiveError } from '../../src/peers/group';
 import { dequantizeRef, quantizeRef } from '../../src/engine/quant/quantizer';
 import { Rng } from '../../src/engine/util/rng';
 import { limitTransport } from '../../src/peers/limiter';
-import { makeGroups } from './helpers';
+import { webcrypto } from 'node:crypto';
+import { makeGroups, misbehave } from './helpers';
 
 /** Per-rank gradients with very different block magnitudes (outliers, a zero block, tiny values). */
 function grads(ranks: number, n: number, seed: number): Float32Array[] {
@@ -156,8 +158,8 @@ describe('allReduceMean over loopback', () => {
     const { groups } = makeGroups(N);
     const q = await Promise.all(groups.map((g, r) => allReduceMean(g, gs[r], { mode: 'int8' })));
     const f = await Promise.all(groups.map((g, r) => allReduceMean(g, gs[r], { mode: 'fp32' })));
-    // Each rank sends N−1 copies of its whole contribution, then N−1 copies of the N-digest echo.
-    const echo = (N - 1) * (N * 32 + 44);
+    // Each rank sends N−1 copies of its signed header and its whole contribution, then of the N-slot echo.
+    const echo = (N - 1) * (96 + 44 + N * 128 + 44);
     const payloadInt8 = (N - 1) * int8PayloadBytes(n) + echo;
     const payloadF32 = (N - 1) * 4 * n + echo;
     for (let r = 0; r < N; r++) {
@@ -169,7 +171,8 @@ describe('allReduceMean over loopback', () => {
       expect(f[r].bytesSent).toBeLessThan(payloadF32 * 1.01);
       expect(q[r].bytesReceived).toBe(q[r].bytesSent); // symmetric
     }
-    const ratio = q[0].bytesSent / f[0].bytesSent;
+    const fixed = echoWireBytes(N); // the signed headers and the echo: the same in both formats
+    const ratio = (q[0].bytesSent - fixed) / (f[0].bytesSent - fixed);
     expect(ratio).toBeGreaterThan(0.25 * (1 + 4 / 256) - 0.002);
     expect(ratio).toBeLessThan(0.25 * (1 + 4 / 256) + 0.002);
   });
@@ -195,7 +198,7 @@ describe('allReduceMean over loopback', () => {
     it('INT8 finishes in about a quarter of fp32\'s time at 1 MB/s', async () => {
       vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
       // The synchronous SHA-256: WebCrypto's runs on a real thread while the fake clock advances.
-      vi.stubGlobal('crypto', {});
+      vi.stubGlobal('crypto', { getRandomValues: <T extends ArrayBufferView>(a: T) => webcrypto.getRandomValues(a as unknown as Uint8Array<ArrayBuffer>) as unknown as T });
       const N = 3;
       const n = 3 * 16384;
       const gs = grads(N, n, 5);
@@ -229,12 +232,8 @@ describe('allReduceMean over loopback', () => {
       const { groups } = makeGroups(N, { timeoutMs: 2000 });
       const evil = groups[2];
       const honest = groups.slice(0, 2).map((g, r) => allReduceMean(g, gs[r], { mode }));
-      // The faulty rank sends the same bad contribution to both and an honest echo of what it saw.
-      const got = await evil.allGather(bad);
-      const { sha256 } = await import('@noble/hashes/sha2.js');
-      const echo = new Uint8Array(N * 32);
-      got.forEach((p, r) => echo.set(sha256(sha256(p)), 32 * r)); // one bucket: SHA-256 of its SHA-256
-      await evil.allGather(echo);
+      // The faulty rank sends the same bad contribution, signed, to both and an honest echo of what it saw.
+      await misbehave(evil, bad);
       const res = await Promise.all(honest);
       const want = (await Promise.all(makeGroups(2).groups.map((g, r) => allReduceMean(g, gs[r], { mode })))).map((x) => x.out);
       for (const x of res) {

@@ -1,4 +1,6 @@
-import { PeerGroup, type PeerGroupOptions } from '../../src/peers/group';
+import { digestOfParts } from '../../src/peers/digest';
+import { PeerGroup, type PeerGroupOptions, Skips } from '../../src/peers/group';
+import { decodeHeader, encodeHeader, encodeRow, exchangeContext, signedMessage, type Slot } from '../../src/peers/signed-echo';
 import { LoopbackHub, type LoopbackOptions } from '../../src/peers/loopback';
 import type { Transport } from '../../src/peers/transport';
 
@@ -36,4 +38,21 @@ export function bytesOf(...v: number[]): Uint8Array {
 /** Lets queued microtasks and zero-delay timers run. */
 export function settle(): Promise<void> {
   return new Promise((r) => setTimeout(r, 0));
+}
+
+/**
+ * One member's side of a verified all-reduce (one bucket) with a contribution of its choosing,
+ * signed, sent to all, and an honest echo: what a faulty but protocol-following member does.
+ */
+export async function misbehave(g: PeerGroup, contribution: Uint8Array): Promise<void> {
+  const id = g.transport.identity!;
+  const context = exchangeContext(g.runId, g.step, g.tag, g.members);
+  const digest = await digestOfParts([contribution]);
+  const own: Slot = { publicKey: id.publicKey, digest, signature: id.sign(signedMessage(context, digest)) };
+  const headers = g.allGather(encodeHeader(own.publicKey, own.signature));
+  const got = await g.allGather(contribution);
+  const hs = await headers;
+  const slots = await Promise.all(g.members.map(async (_, r) => (r === g.rank ? own : { ...decodeHeader(hs[r])!, digest: await digestOfParts([got[r]]) })));
+  await g.allGather(encodeRow(slots));
+  await g.sendSome(new Map(), [], new Skips());
 }

@@ -13,6 +13,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 import { attachPeerServer } from '../../src/server/peer-server';
 import { memberId } from '../../src/peers/room';
 import { resolveStatic } from '../../src/server/static';
+import { newKeyPair } from '../../src/peers/identity';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dist = mkdtempSync(path.join(tmpdir(), 'lab-dist-'));
@@ -67,7 +68,7 @@ describe('embedded PeerServer', () => {
       expect((await get(port, '/')).status).toBe(418);
       expect(await wsOpens(`ws://127.0.0.1:${port}/hmr`)).toBe(true);
       // A signalling client with a member id registers; other ids are refused.
-      expect(await wsOpens(`ws://127.0.0.1:${port}/peerjs/peerjs?key=peerjs&id=${memberId('a'.repeat(32))}&token=t1`)).toBe(true);
+      expect(await wsOpens(`ws://127.0.0.1:${port}/peerjs/peerjs?key=peerjs&id=${memberId('a'.repeat(32), newKeyPair().publicKey)}&token=t1`)).toBe(true);
       expect(await wsOpens(`ws://127.0.0.1:${port}/peerjs/peerjs?key=peerjs&id=abc&token=t1`)).toBe(false);
     } finally {
       peers.close();

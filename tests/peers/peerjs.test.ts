@@ -17,6 +17,7 @@ import { type PeerJsTransportOptions, type PeerProblem, PeerJsTransport } from '
 import { MAX_TRANSPORT_MESSAGE } from '../../src/peers/transport';
 import { createRoomId, memberId, parseServerUrl, type PeerServerAddress, roomDiscoveryKey, roomLink } from '../../src/peers/room';
 import { attachPeerServer, type EmbeddedPeerServer } from '../../src/server/peer-server';
+import { newKeyPair } from '../../src/peers/identity';
 
 installNodeWebRtc();
 
@@ -281,7 +282,7 @@ describe('PeerJsTransport (real PeerServer, wrtc data channels)', () => {
     // The stranger holds the link (so its id passes the room's mark) and speaks raw PeerJS only.
     const mod: { Peer?: typeof Peer; default?: unknown } = await import('peerjs');
     const PeerClass = mod.Peer ?? (mod.default as { Peer: typeof Peer }).Peer;
-    const stranger = new PeerClass(memberId(roomDiscoveryKey(room)), { host: address.host, port: address.port, path: address.path, key: address.key, secure: false, config: { iceServers: [] } });
+    const stranger = new PeerClass(memberId(roomDiscoveryKey(room), newKeyPair().publicKey), { host: address.host, port: address.port, path: address.path, key: address.key, secure: false, config: { iceServers: [] } });
     stranger.on('error', () => {});
     try {
       await new Promise((resolve) => stranger.once('open', resolve));

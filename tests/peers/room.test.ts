@@ -1,3 +1,4 @@
+import { newKeyPair } from '../../src/peers/identity';
 import { describe, expect, it } from 'vitest';
 import {
   base32,
@@ -6,6 +7,7 @@ import {
   fromBase64,
   isRoomId,
   memberId,
+  memberIdBindsKey,
   parseRoomLink,
   parseServerUrl,
   peerListUrl,
@@ -79,13 +81,18 @@ describe('member ids and the room key', () => {
     expect(tag).toMatch(/^[a-z2-7]{16}$/);
     expect(roomTag(room)).toBe(tag);
     expect(roomTag(createRoomId())).not.toBe(tag);
-    const id = memberId(d);
+    const keys = newKeyPair();
+    const id = memberId(d, keys.publicKey);
     expect(id).not.toContain(room);
     expect(id).not.toContain(d);
     expect(id).toMatch(/^[A-Za-z0-9]+(?:[ _-][A-Za-z0-9]+)*$/); // PeerJS validateId
     expect(tagOfMemberId(id)).toBe(tag);
     expect(isMemberId(id, d)).toBe(true);
-    expect(memberId(d)).not.toBe(id);
+    expect(memberId(d, newKeyPair().publicKey)).not.toBe(id);
+    // The id commits to its signing key: another key does not bind it.
+    expect(memberIdBindsKey(id, keys.publicKey)).toBe(true);
+    expect(memberIdBindsKey(id, newKeyPair().publicKey)).toBe(false);
+    expect(memberIdBindsKey('p0', keys.publicKey)).toBe(false);
     expect(isMemberId(id, roomDiscoveryKey(createRoomId()))).toBe(false);
     // A stranger who knows the tag (from one id) cannot make another id that passes.
     const [t, r, mark] = id.split('-');

@@ -68,9 +68,16 @@ export function gatherWireBytes(n: number, ranks: number, mode: WireFormat, opts
   return (ranks - 1) * messageWireBytes(chunkPayloadBytes(n, mode, opts.blockSize ?? AGOQ_BLOCK), opts.chunkPayload ?? DEFAULT_CHUNK_PAYLOAD);
 }
 
-/** Bytes one rank sends in the echo that follows the contributions: N digests to each of the N−1 others. */
+/** A contribution's signed header (Ed25519 public key + signature) and one echo slot (key + digest + signature). */
+export const SIGNED_HEADER_BYTES = 96;
+export const ECHO_SLOT_BYTES = 128;
+
+/**
+ * Bytes one rank sends besides its contribution's buckets: its signed header and its echo (one
+ * slot per rank) to each of the N−1 others. Relays, sent only when a contribution went missing, are not counted.
+ */
 export function echoWireBytes(ranks: number, chunkPayload = DEFAULT_CHUNK_PAYLOAD): number {
-  return ranks > 1 ? (ranks - 1) * messageWireBytes(ranks * DIGEST_BYTES, chunkPayload) : 0;
+  return ranks > 1 ? (ranks - 1) * (messageWireBytes(SIGNED_HEADER_BYTES, chunkPayload) + messageWireBytes(ranks * ECHO_SLOT_BYTES, chunkPayload)) : 0;
 }
 
 /**
