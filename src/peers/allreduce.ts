@@ -13,7 +13,7 @@
 import { AGOQ_BLOCK, chunkBounds, int8PayloadBytes, type WireFormat } from '../engine/scheme/wire';
 import type { Exclusion, ScreenOptions } from './dp-screen';
 import type { PeerGroup } from './group';
-import { reduceVerified } from './verified-reduce';
+import { reduceVerified, type VerifiedResult } from './verified-reduce';
 
 /** The wire format (engine/scheme/wire.ts, which also holds the byte formula); 'int4' like 'int8' with INT4 codes. */
 export type AllReduceMode = WireFormat;
@@ -27,6 +27,8 @@ export interface AllReduceOptions {
   blockSize?: number;
   /** Screening before the sum (dp-screen.ts); default none: only non-finite contributions are left out. */
   screen?: ScreenOptions | null;
+  /** How long to wait for a contribution the others already hold before asking for a relay (verified-reduce.ts). */
+  graceMs?: number;
 }
 
 export interface AllReduceResult {
@@ -36,10 +38,14 @@ export interface AllReduceResult {
   bytesReceived: number;
   /** Contributions left out of the mean (every member that got the same bytes leaves out the same). */
   excluded: Exclusion[];
+  /** Ranks summed (ascending). */
+  kept: number[];
+  /** What this member saw go wrong but cannot prove (named, not removed). */
+  notices: VerifiedResult['notices'];
 }
 
 /** Mean of `x` over the group's ranks; every rank must call it with the same length and options. */
 export async function allReduceMean(group: PeerGroup, x: Float32Array, opts: AllReduceOptions): Promise<AllReduceResult> {
-  const r = await reduceVerified(group, x, { mode: opts.mode, blockSize: opts.blockSize, screen: opts.screen ?? null });
-  return { out: r.out, bytesSent: r.bytesSent, bytesReceived: r.bytesReceived, excluded: r.excluded };
+  const r = await reduceVerified(group, x, { mode: opts.mode, blockSize: opts.blockSize, screen: opts.screen ?? null, graceMs: opts.graceMs });
+  return { out: r.out, bytesSent: r.bytesSent, bytesReceived: r.bytesReceived, excluded: r.excluded, kept: r.kept, notices: r.notices };
 }

@@ -33,7 +33,8 @@ import { exchangeMean } from './dp-step';
 import type { Applied } from './dp-types';
 import { weightsHash } from './dp-wire';
 import { CollectiveError, type PeerGroup } from './group';
-import type { Transport } from './transport';
+import type { PeerId, Transport } from './transport';
+import type { Exclusion } from './dp-screen';
 
 export interface DilocoConfig {
   /** Inner steps per outer step (per full rotation of the fragments when streaming). */
@@ -90,10 +91,13 @@ interface InFlight {
   /** Apply after the inner step of this index. */
   applyAfter: number;
   delta: Float32Array;
-  result: Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number } | { error: Error }>;
+  result: Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number; excluded: Exclusion[] } | { error: Error }>;
 }
 
 const BUCKET = 1 << 22;
+
+/** The senders a verified exchange faulted, as removals (the same on every member). */
+const faultsOf = (ex: Exclusion[]): [PeerId, string][] => ex.filter((e) => e.fault).map((e) => [e.peer, e.why]);
 
 export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats> {
   readonly config: ResolvedDiloco;
@@ -107,6 +111,8 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
   private lastInner = { loss: 0, lr: 0, gradNorm: 0 };
   /** Bytes of the streamed exchange landed at this step (counted in its stats). */
   private streamed: { sent: number; received: number; fp32: number } | null = null;
+  /** Senders the streamed exchanges faulted (removed at the rotation's report, on every member alike). */
+  private faulted: [PeerId, string][] = [];
 
   constructor(trainer: Trainer, transport: Transport, opts: DataParallelOptions & { diloco: DilocoConfig }) {
     super(trainer);
@@ -186,6 +192,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
       this.outer.apply(f.fragment, r.out);
       this.outerSteps++;
       this.streamed = { sent: r.sent, received: r.received, fp32: r.fp32Bytes };
+      this.faulted.push(...faultsOf(r.excluded));
       // A rotation is complete: the step report (θ_global hashes, joiners) and any regroup.
       if (f.fragment === this.config.fragments - 1) group = await this.groupStep(() => this.reportAction());
     }
@@ -232,7 +239,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
       const hash = await this.outer.hash();
       done = {
         ...this.lastInner, exchangeBytesSent: ex.sent, exchangeBytesReceived: ex.received, fp32ExchangeBytes: ex.fp32Bytes,
-        computeMs: te - tc, exchangeMs: ta - te, applyMs: performance.now() - ta, weightsHash: hash,
+        computeMs: te - tc, exchangeMs: ta - te, applyMs: performance.now() - ta, weightsHash: hash, removed: faultsOf(ex.excluded),
       };
       return done;
     };
@@ -244,7 +251,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
     const hash = await this.outer.hash();
     return {
       ...this.lastInner, exchangeBytesSent: 0, exchangeBytesReceived: 0, fp32ExchangeBytes: 0,
-      computeMs: 0, exchangeMs: 0, applyMs: performance.now() - t, weightsHash: hash,
+      computeMs: 0, exchangeMs: 0, applyMs: performance.now() - t, weightsHash: hash, removed: this.faulted.splice(0),
     };
   }
 

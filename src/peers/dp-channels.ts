@@ -118,6 +118,9 @@ export class EpochChannels {
     const isOpen = () => this.epoch === epoch;
     return {
       id: t.id,
+      get identity() {
+        return t.identity;
+      },
       peers: () => t.peers(),
       send: (peer, bytes) => t.send(peer, bytes),
       bufferedAmount: (peer) => t.bufferedAmount(peer),

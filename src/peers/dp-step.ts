@@ -15,7 +15,7 @@ import { type Applied, DpError, type DpEvent, type DpStepStats, type Reported, t
 import { GpuContributions } from './gpu-contributions';
 import { CollectiveError, type PeerGroup } from './group';
 import type { PeerId, Transport } from './transport';
-import { reduceContributions, reduceVerified } from './verified-reduce';
+import { reduceContributions, reduceVerified, type VerifiedResult } from './verified-reduce';
 
 /** Where a step's gradient is exchanged from: the GPU exchange over the model's storage, else the host's (read, JS codec, write). */
 export interface GradientPath {
@@ -34,6 +34,7 @@ export interface StepGradient {
   received: number;
   fp32Bytes: number;
   excluded: Exclusion[];
+  notices: VerifiedResult['notices'];
 }
 
 /**
@@ -44,9 +45,9 @@ export interface StepGradient {
 /** Mean of `x` over the group (verified, optionally screened), bucket by bucket: DiLoCo's pseudo-gradients. */
 export async function exchangeMean(
   g: PeerGroup, x: Float32Array, bucketFloats: number, mode: WireFormat, screen: ScreenOptions | null = null,
-): Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number; excluded: Exclusion[] }> {
+): Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number; excluded: Exclusion[]; notices: VerifiedResult['notices'] }> {
   const r = await reduceVerified(g, x, { mode, bucketFloats, screen });
-  return { out: r.out, sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, excluded: r.excluded };
+  return { out: r.out, sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, excluded: r.excluded, notices: r.notices };
 }
 
 export async function stepGradient(g: PeerGroup, trainer: Trainer, s: number, o: ResolvedOptions, path: GradientPath): Promise<StepGradient> {
@@ -73,7 +74,7 @@ export async function stepGradient(g: PeerGroup, trainer: Trainer, s: number, o:
   if (r.out) path.grads.write(r.out);
   return {
     loss: lossSum / k, computeMs: te - tc, exchangeMs: ta - te, writeMs: performance.now() - ta,
-    sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, excluded: r.excluded,
+    sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, excluded: r.excluded, notices: r.notices,
   };
 }
 

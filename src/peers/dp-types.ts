@@ -94,7 +94,9 @@ export type DpEventKind =
   | 'formed' | 'fault' | 'dropped' | 'admitted' | 'welcomed' | 'state-sent' | 'state-received' | 'state-rejected'
   | 'refused' | 'reject' | 'stopped'
   /** A contribution left out of a step's mean; a member removed (faults, strikes, divergence); a state outvoted at a sync. */
-  | 'screened' | 'removed' | 'outvoted';
+  | 'screened' | 'removed' | 'outvoted'
+  /** A member's message to this one was wrong or missing and was undone (an echo lie, a withheld contribution): named, not removed. */
+  | 'suspect';
 
 export interface DpEvent {
   kind: DpEventKind;

@@ -224,6 +224,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     const ex = await stepGradient(g, trainer, s, this.o, this.path);
     const { loss } = ex;
     for (const e of ex.excluded) this.event('screened', [e.peer], `step ${s}: ${e.peer}'s contribution left out: ${e.why}`);
+    for (const n of ex.notices) this.event('suspect', [n.peer], `step ${s}: ${n.peer} ${n.why}`);
     const removed = this.guard.record(g.members, ex.excluded).map((e): [PeerId, string] => [e.peer, e.why]);
     const ta = performance.now();
     const { lr, gradNorm } = await trainer.applyGradients();

@@ -110,6 +110,7 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
   let headers: (Uint8Array | null)[];
   try {
     const headersP = g.allGatherSome(encodeHeader(own.publicKey, own.signature), skip1, count);
+    headersP.catch(() => {}); // awaited below; a bucket's failure must not leave it unhandled
     for (const p of mine) pieces.push(await g.allGatherSome(p, skip1, count));
     headers = await headersP;
   } finally {
@@ -134,12 +135,13 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
     return { publicKey: h.publicKey, digest, signature: h.signature };
   }));
 
-  // Round 2: the echo. The last row is waited for as long again as the exchange has taken (at least the grace).
+  // Round 2: the echo. The last row is waited for twice as long as the exchange has taken (at least
+  // twice the grace): longer than a member waiting out a withheld contribution takes to send its row.
   const skip2 = new Skips();
   let rowsIn = 0;
   let lastRow: ReturnType<typeof setTimeout> | undefined;
   const armLast = () => {
-    if (lastRow === undefined && N - 1 - rowsIn <= 1) lastRow = setTimeout(() => g.members.forEach((_, r) => skip2.add(r)), Math.max(grace, performance.now() - t0));
+    if (lastRow === undefined && N - 1 - rowsIn <= 1) lastRow = setTimeout(() => g.members.forEach((_, r) => skip2.add(r)), 2 * Math.max(grace, performance.now() - t0));
   };
   armLast();
   let rawRows: (Uint8Array | null)[];

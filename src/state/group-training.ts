@@ -151,6 +151,7 @@ function dpEvent(host: GroupTrainingHost, live: LiveRun, e: DpEvent): void {
     case 'reject':
       return s.countRejected();
     case 'screened':
+    case 'suspect':
       return s.notice('warn', e.message);
     case 'removed':
       return s.notice('error', `${e.message}: the others go on without it`);

@@ -86,7 +86,9 @@ export interface SplitTransport {
 export function splitTransport(t: Transport): SplitTransport {
   const training: Transport = {
     id: t.id,
-    identity: t.identity,
+    get identity() {
+      return t.identity;
+    },
     peers: () => t.peers(),
     send: (peer, bytes) => t.send(peer, bytes),
     bufferedAmount: (peer) => t.bufferedAmount(peer),

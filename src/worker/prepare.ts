@@ -45,12 +45,19 @@ export interface PreparedData extends Omit<PreparedMeta, 'tokenizerJSON'> {
 export interface TokenCacheWriter {
   sinks: Record<Split, TokenSink>;
   commit(meta: PreparedMeta): Promise<void>;
+  /** Removes what was written (a preparation that failed leaves nothing taking storage). */
+  discard(): Promise<void>;
 }
 
 export interface TokenCache {
   meta(key: string): Promise<PreparedMeta | null>;
   create(key: string, width: 2 | 4): Promise<TokenCacheWriter>;
+  /** Bytes the cache may still take (the browser's quota less its usage), or null when unknown. */
+  free?(): Promise<number | null>;
 }
+
+const mib = (b: number) => `${(b / 2 ** 20).toFixed(0)} MiB`;
+const STORAGE_HINT = 'free some of this site\'s storage in the browser (site settings → storage: earlier token caches are kept there) or use less data';
 
 export type Progress = (phase: string, done: number, total: number) => void;
 
@@ -262,19 +269,32 @@ export async function prepareData(files: File[], o: { field?: string; tokenizer:
 
   const tokenizer = buildTokenizer(o.tokenizer, chars, sample, progress);
   const width = tokenWidth(tokenizer.vocabSize);
+  // A character tokenizer makes at most one token per byte: refused before writing when that cannot fit.
+  const free = await cache.free?.();
+  if (tokenizer.kind === 'char' && free != null && total * width > free) {
+    throw new Error(`the token cache of this data needs up to ${mib(total * width)} of this browser's storage and ${mib(free)} is free: ${STORAGE_HINT}`);
+  }
   const writer = await cache.create(key, width);
   const corpus = new CorpusWriter(tokenizer, writer.sinks);
-  read = 0;
-  for (const f of files) {
-    for await (const p of piecesOf(f, field, (b) => progress('tokenizing', (read += b.length), total))) await corpus.add(p.text, p.split, p.end);
+  let meta: PreparedMeta;
+  try {
+    read = 0;
+    for (const f of files) {
+      for await (const p of piecesOf(f, field, (b) => progress('tokenizing', (read += b.length), total))) await corpus.add(p.text, p.split, p.end);
+    }
+    if (corpus.stats.tokens.val === 0) throw new Error('the data leaves nothing to validate on: give a text file, or records files of two or more documents');
+    meta = {
+      key, files: files.map((f) => ({ name: f.name, bytes: f.size })), field,
+      tokenizer: { kind: tokenizer.kind, vocabSize: tokenizer.vocabSize, eosId: tokenizer.eosId, source: describeChoice(o.tokenizer) },
+      tokenizerJSON: tokenizer.toJSON(), width, stats: corpus.stats,
+    };
+    await writer.commit(meta);
+  } catch (e) {
+    await writer.discard().catch(() => {});
+    if ((e as Error).name !== 'QuotaExceededError') throw e;
+    const done = (corpus.stats.tokens.train + corpus.stats.tokens.val) * width;
+    throw new Error(`this browser's storage for the page ran out after ${mib(done)} of tokens (nothing was kept): ${STORAGE_HINT}`);
   }
-  if (corpus.stats.tokens.val === 0) throw new Error('the data leaves nothing to validate on: give a text file, or records files of two or more documents');
-  const meta: PreparedMeta = {
-    key, files: files.map((f) => ({ name: f.name, bytes: f.size })), field,
-    tokenizer: { kind: tokenizer.kind, vocabSize: tokenizer.vocabSize, eosId: tokenizer.eosId, source: describeChoice(o.tokenizer) },
-    tokenizerJSON: tokenizer.toJSON(), width, stats: corpus.stats,
-  };
-  await writer.commit(meta);
   const { tokenizerJSON: _t, ...shown } = meta;
   return { ...shown, cached: false };
 }

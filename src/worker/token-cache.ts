@@ -62,6 +62,15 @@ class FileSink {
     this.h.flush();
     this.h.close();
   }
+
+  /** Closes without writing what is buffered (the files are about to be removed). */
+  abandon(): void {
+    try {
+      this.h.close();
+    } catch {
+      // already closed
+    }
+  }
 }
 
 class FileTokenStore implements TokenStore {
@@ -113,7 +122,17 @@ export class OpfsTokenCache implements TokenCache {
         h.flush();
         h.close();
       },
+      discard: async () => {
+        sinks.train.abandon();
+        sinks.val.abandon();
+        for (const name of [`${key}.train`, `${key}.val`, `${key}.json`]) await d.removeEntry(name).catch(() => undefined);
+      },
     };
+  }
+
+  async free(): Promise<number | null> {
+    const e = await navigator.storage.estimate();
+    return e.quota !== undefined && e.usage !== undefined ? Math.max(0, e.quota - e.usage) : null;
   }
 
   /** The stores of a prepared corpus, and its meta (the tokenizer with it); close them when done. */

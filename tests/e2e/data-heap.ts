@@ -11,7 +11,7 @@ import { createWriteStream } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { CDPSession, Page } from 'playwright-core';
+import type { BrowserContext, CDPSession, Page } from 'playwright-core';
 import type { TestCase } from './run';
 
 type Check = (cond: unknown, message: string) => asserts cond;
@@ -80,10 +80,13 @@ export function dataHeapTests(check: Check): TestCase[] {
     timeoutMs: 60 * 60_000,
     async fn(ctx, t) {
       const dir = await mkdtemp(path.join(os.tmpdir(), 'lab-heap-'));
+      let context: BrowserContext | undefined;
       try {
         const file = path.join(dir, 'big.txt');
         await writeCorpus(file, mb);
-        const page = await t.page(await ctx.gpuBrowser());
+        // A profile on disk, as a user's: a fresh context's storage quota is too small for a 1 GiB corpus's tokens.
+        context = await ctx.persistentGpuContext(path.join(dir, 'profile'));
+        const page = context.pages()[0] ?? (await context.newPage());
         await page.goto(ctx.url);
         await page.locator(byTestId('webgpu-ok')).waitFor({ timeout: 30_000 });
         await page.locator(byTestId('preset')).selectOption('micro');
@@ -124,6 +127,7 @@ export function dataHeapTests(check: Check): TestCase[] {
         check(heap.peak.size >= 2, `only ${heap.peak.size} threads sampled (no worker heaps)`);
         for (const [who, bytes] of heap.peak) check(bytes < limit, `${who}: peak JS heap ${(bytes / 2 ** 20).toFixed(0)} MiB`);
       } finally {
+        await context?.close().catch(() => {});
         await rm(dir, { recursive: true, force: true });
       }
     },

@@ -15,7 +15,7 @@ class MemoryCache implements TokenCache {
   async meta(key: string) { return this.metas.get(key) ?? null; }
   async create(key: string) {
     const sink = { write: () => {} };
-    return { sinks: { train: sink, val: sink }, commit: async (m: PreparedMeta) => void this.metas.set(key, m) };
+    return { sinks: { train: sink, val: sink }, commit: async (m: PreparedMeta) => void this.metas.set(key, m), discard: async () => {} };
   }
 }
 

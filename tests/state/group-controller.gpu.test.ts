@@ -44,6 +44,9 @@ class LoopbackRoom implements RoomTransport {
   get stats() {
     return this.ep?.stats ?? this.empty;
   }
+  get identity() {
+    return this.ep?.identity;
+  }
   whenAdmitted(): Promise<void> {
     if (!this.ep) {
       const ep = this.hub.endpoint(this.id);

@@ -6,20 +6,28 @@ import { CHUNK_BYTES, inspectFile, prepareData, type PreparedMeta, type TokenCac
 import { readFileSync } from 'node:fs';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 
-/** The OPFS cache's contract in memory: tokens per split, meta written last. */
+/** The OPFS cache's contract in memory: tokens per split, meta written last; `room`: tokens it takes before storage runs out. */
 class MemoryCache implements TokenCache {
   metas = new Map<string, PreparedMeta>();
   tokens = new Map<string, { train: number[]; val: number[] }>();
   creates = 0;
+  constructor(private readonly room = Infinity, private readonly freeBytes: number | null = null) {}
   async meta(key: string) { return this.metas.get(key) ?? null; }
+  async free() { return this.freeBytes; }
   async create(key: string) {
     this.creates++;
     const t = { train: [] as number[], val: [] as number[] };
     this.tokens.set(key, t);
-    const sink = (to: number[]) => ({ write: (a: ArrayLike<number>) => { for (let i = 0; i < a.length; i++) to.push(a[i]); } });
+    const sink = (to: number[]) => ({
+      write: (a: ArrayLike<number>) => {
+        if (t.train.length + t.val.length + a.length > this.room) throw new DOMException('would exceed its storage quota', 'QuotaExceededError');
+        for (let i = 0; i < a.length; i++) to.push(a[i]);
+      },
+    });
     return {
       sinks: { train: sink(t.train), val: sink(t.val) },
       commit: async (m: PreparedMeta) => void this.metas.set(key, m),
+      discard: async () => void this.tokens.delete(key),
     };
   }
 }
@@ -80,6 +88,18 @@ describe('prepareData', () => {
     expect(p.stats.documents).toEqual({ train: 11, val: 2 });
     const tok = tokenizerFromJSON(cache.metas.get(p.key)!.tokenizerJSON);
     expect(tok.decode(cache.tokens.get(p.key)!.val)).toBe('row 9 of the table.' + shakespeare.slice(Math.floor(shakespeare.length * 0.9)));
+  });
+
+  it('storage: a character corpus that cannot fit is refused before anything is written; one that runs out mid-way keeps nothing and says so', async () => {
+    const f = file('a.txt', shakespeare);
+    const tight = new MemoryCache(Infinity, 1000);
+    await expect(prepareData([f], { tokenizer: { kind: 'char' } }, tight)).rejects.toThrow(/needs up to 0 MiB of this browser's storage and 0 MiB is free: free some of this site's storage/);
+    expect(tight.creates).toBe(0);
+    const full = new MemoryCache(5000);
+    await expect(prepareData([f], { tokenizer: { kind: 'bpe', vocabSize: 300 } }, full)).rejects.toThrow(/storage for the page ran out after .* \(nothing was kept\)/);
+    expect(full.creates).toBe(1);
+    expect(full.tokens.size).toBe(0); // discarded
+    expect(full.metas.size).toBe(0);
   });
 
   it('a binary file is refused with its name', async () => {

@@ -34,18 +34,25 @@ afterAll(() => ts.forEach((t) => t.destroy()));
 
 const hashOf = async (t: Trainer) => weightsHash(await t.model.readFlat('weights'));
 
-/** The insider's side of one training step of a group: contributions (tag 0), echo (tag 1), report (tag 2). */
+/**
+ * The insider's side of one training step of a group: signed header (tag 0), contribution (tag 1),
+ * echo (tag 2), the relay round (tag 3: it relays nothing), report (tag 4).
+ */
 async function memberStep(ev: Insider, epoch: number, gstep: number, mine: (seen: Float32Array[]) => Float32Array, before?: () => void): Promise<void> {
   const id = dp.runId(RUN, epoch);
-  const seen = await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 0)));
+  const heads = await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 0)));
+  const seen = await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 1)));
   if (before) return before();
   const c = f32.encode(mine(seen.map(f32.decode)));
-  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 0, c);
-  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 1, Insider.echo([...seen, c]));
-  const rep = await ev.recv('p0', id, gstep, 2);
+  const h = ev.header(Insider.context(id, gstep, 0, ['p0', 'p1', 'p2']), c);
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 0, h);
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 1, c);
+  const row = Insider.row([Insider.slot(heads[0], seen[0]), Insider.slot(heads[1], seen[1]), Insider.slot(h, c)]);
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 2, row);
+  const rep = await ev.recv('p0', id, gstep, 4);
   const dv = new DataView(rep.buffer, rep.byteOffset);
   const report = dp.report({ step: dv.getUint32(8, true), weightsHash: dv.getUint32(13, true), loss: dv.getFloat32(17, true) });
-  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 2, report);
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 4, report);
 }
 
 /** Waits for p0's WELCOME (control channel) and returns its epoch; then the sync with a forged state ahead. */

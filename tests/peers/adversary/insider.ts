@@ -170,12 +170,43 @@ export class Insider {
   }
 
   /**
-   * The verified all-reduce's echo: each member's contribution digest as this insider "saw" it,
-   * SHA-256 of the SHA-256s of its buckets (one bucket each here).
+   * The verified all-reduce's signed header for a contribution (signed-echo.ts's layout): the
+   * insider's Ed25519 public key ‖ its signature over context ‖ digest, the digest being SHA-256 of
+   * the SHA-256s of the buckets (one bucket each here).
    */
-  static echo(contributions: Uint8Array[]): Uint8Array {
-    const out = new Uint8Array(32 * contributions.length);
-    contributions.forEach((c, r) => out.set(sha256(sha256(c)), 32 * r));
+  header(context: Uint8Array, contribution: Uint8Array): Uint8Array {
+    const id = this.transport.identity!;
+    return Uint8Array.from([...id.publicKey, ...id.sign(Uint8Array.from([...context, ...Insider.digest(contribution)]))]);
+  }
+
+  static digest(contribution: Uint8Array): Uint8Array {
+    return sha256(sha256(contribution));
+  }
+
+  /** The context every signature of one exchange is over: 'wgpg-contrib-v1\0', run id, step, first tag (u32 LE), SHA-256 of the '\n'-joined members. */
+  static context(runId: number, step: number, tag: number, members: string[]): Uint8Array {
+    const out = new Uint8Array(16 + 12 + 32);
+    out.set(utf8.encode('wgpg-contrib-v1\0'));
+    const dv = new DataView(out.buffer);
+    [runId, step, tag].forEach((v, i) => dv.setUint32(16 + 4 * i, v >>> 0, true));
+    out.set(sha256(utf8.encode(members.join('\n'))), 28);
     return out;
+  }
+
+  /** An echo row: per rank, public key ‖ digest ‖ signature (128 B; zeros: none held). */
+  static row(slots: ({ key: Uint8Array; digest: Uint8Array; sig: Uint8Array } | null)[]): Uint8Array {
+    const out = new Uint8Array(128 * slots.length);
+    slots.forEach((x, r) => {
+      if (!x) return;
+      out.set(x.key, 128 * r);
+      out.set(x.digest, 128 * r + 32);
+      out.set(x.sig, 128 * r + 64);
+    });
+    return out;
+  }
+
+  /** A header as a slot for `contribution`. */
+  static slot(header: Uint8Array, contribution: Uint8Array) {
+    return { key: header.slice(0, 32), sig: header.slice(32, 96), digest: Insider.digest(contribution) };
   }
 }
