@@ -8,7 +8,6 @@
  */
 import { ed25519 } from '@noble/curves/ed25519.js';
 import { sha256 } from '@noble/hashes/sha2.js';
-import type { PeerId } from './transport';
 
 export const PUBLIC_KEY_BYTES = 32;
 export const SIGNATURE_BYTES = 64;
@@ -17,7 +16,7 @@ export interface Identity {
   readonly publicKey: Uint8Array;
   sign(message: Uint8Array): Uint8Array;
   /** Whether `publicKey` is member `peer`'s key under this transport's id scheme. */
-  binds(peer: PeerId, publicKey: Uint8Array): boolean;
+  binds(peer: string, publicKey: Uint8Array): boolean;
 }
 
 export interface KeyPair {
