@@ -23,26 +23,38 @@ let signalling: EmbeddedPeerServer;
 let origin: string;
 let closedPort: number;
 
+/** Starts the CLI; `out()` is its stdout so far, `exited` its exit status. */
+function start(...args: string[]) {
+  const child = spawn(process.execPath, [bundled(), ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_RUNTIME_DIR: dir } });
+  let out = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (status) => resolve(status)));
+  return { child, out: () => out, stderr: () => stderr, exited };
+}
+
 /**
  * Runs the CLI to its end (async: the in-process host must keep answering meanwhile); with
  * `interruptWhen`, sends one SIGINT once its stdout matches.
  */
-function peer(...args: (string | { interruptWhen: RegExp })[]): Promise<{ status: number | null; out: string; stderr: string }> {
+async function peer(...args: (string | { interruptWhen: RegExp })[]): Promise<{ status: number | null; out: string; stderr: string }> {
   const when = args.find((a): a is { interruptWhen: RegExp } => typeof a !== 'string')?.interruptWhen;
-  const child = spawn(process.execPath, [bundled(), ...args.filter((a) => typeof a === 'string')], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, XDG_RUNTIME_DIR: dir } });
-  let out = '';
-  let stderr = '';
+  const p = start(...args.filter((a): a is string => typeof a === 'string'));
   let signalled = false;
-  child.stdout.on('data', (d: Buffer) => {
-    out += d.toString();
-    if (when && !signalled && when.test(out)) signalled = child.kill('SIGINT');
-  });
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  return new Promise((resolve) => child.on('exit', (status) => {
-    clearTimeout(timer);
-    resolve({ status, out, stderr });
-  }));
+  if (when) p.child.stdout.on('data', () => void (!signalled && when.test(p.out()) && (signalled = p.child.kill('SIGINT'))));
+  const timer = setTimeout(() => p.child.kill('SIGKILL'), 60_000);
+  const status = await p.exited;
+  clearTimeout(timer);
+  return { status, out: p.out(), stderr: p.stderr() };
+}
+
+/** Resolves once `cond` holds (polled), or throws naming `what` after `ms`. */
+async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
+  for (const end = Date.now() + ms; !cond();) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms / 1000} s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 function errorLine(stderr: string): string {
@@ -170,4 +182,45 @@ describe('peer CLI', () => {
     expect(losses(cut)).toEqual(losses(whole));
     expect(readVerified(cut).step).toBe(5);
   }, 400_000);
+  it('a member process killed (SIGKILL) while the others wait in an exchange: they go on within the peer timeout, no step lost, equal weights', async () => {
+    const steps = 6;
+    const common = ['--train', '--min-members', '3', '--steps', String(steps), '--mode', 'int8', '--checkpoint-every', '0', '--cpu', '--peer-timeout', '5'];
+    const outs = ['kill-a', 'kill-b', 'kill-c'].map((d) => path.join(dir, d));
+    const host = start('--host', '--page', `${origin}/`, ...common, '--out', outs[0]);
+    const procs = [host];
+    try {
+      await until(() => /link: (\S+)/.test(host.out()), 60_000, 'the host\'s link');
+      const link = /link: (\S+)/.exec(host.out())![1];
+      procs.push(...outs.slice(1).map((o) => start('--join', link, ...common, '--out', o)));
+      const [a, b, victim] = procs;
+      const stepLines = (p: typeof host) => [...p.out().matchAll(/train: step (\d+) rank \d+\/(\d+) .* weights ([0-9a-f]{8})/g)].map((m) => ({ step: Number(m[1]), world: Number(m[2]), hash: m[3] }));
+      await until(() => stepLines(victim).some((l) => l.step === 1), 240_000, 'two steps of the group of 3');
+      // Frozen right after a step, the victim sends nothing of the next one: the others sit in its
+      // exchange, waiting for its contribution, when it is killed.
+      victim.child.kill('SIGSTOP');
+      const frozenAt = Math.max(...stepLines(victim).map((l) => l.step));
+      await new Promise((r) => setTimeout(r, 1500));
+      victim.child.kill('SIGKILL');
+      const killedAt = Date.now();
+      await until(() => stepLines(a).some((l) => l.step === frozenAt + 1), 60_000, 'the survivors\' next step');
+      const resumedMs = Date.now() - killedAt;
+      const [sa, sb] = await Promise.all([a.exited, b.exited]);
+      expect(sa, a.stderr()).toBe(0);
+      expect(sb, b.stderr()).toBe(0);
+      const la = stepLines(a);
+      const lb = stepLines(b);
+      // Every step exactly once, the ones after the kill with 2 members, the same weights on both.
+      expect(la.map((l) => l.step)).toEqual([...Array(steps).keys()]);
+      expect(lb.map((l) => l.step)).toEqual([...Array(steps).keys()]);
+      expect(la.map((l) => l.hash)).toEqual(lb.map((l) => l.hash));
+      expect(la.filter((l) => l.step > frozenAt).every((l) => l.world === 2)).toBe(true);
+      expect(la.filter((l) => l.step <= frozenAt).every((l) => l.world === 3)).toBe(true);
+      expect(resumedMs).toBeLessThan(30_000); // the collective timeout is 600 s
+      const steps0 = fs.readFileSync(path.join(outs[0], 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { step: number }).step);
+      expect(steps0).toEqual([...Array(steps).keys()]);
+      console.log(`killed after step ${frozenAt}; the survivors' next step came ${(resumedMs / 1000).toFixed(1)} s after the kill`);
+    } finally {
+      for (const p of procs) p.child.kill('SIGKILL');
+    }
+  }, 420_000);
 });
