@@ -50,7 +50,8 @@ const HELP = `usage: npm run peer -- --join LINK [options]
                        configuration, Start and Stop), joining a running one late, as a page does;
                        on this machine's GPU (--cpu: SwiftShader). Ctrl-C leaves the group
   --min-members N      wait until the group has N members (this one included) before going on
-                       (default 2 with --train, else 1)
+                       (default 2 with --train, else 1); with --train, the N members present then
+                       start together, and a member that finds more than N joins their running group
   --quorum-timeout S   seconds to wait for them (default 120)
   --train              once admitted, train data-parallel with the group (src/peers/dp.ts) on the
                        bundled corpus; every member must train the same configuration:
@@ -267,7 +268,7 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
  * the training between steps (the last completed step is then checkpointed).
  */
 export async function runGroupWork(transport: PeerJsTransport, work: PreparedTraining | null, stop: AbortSignal,
-  interrupted: () => boolean = () => false): Promise<boolean> {
+  interrupted: () => boolean = () => false, together?: string[]): Promise<boolean> {
   if (!work) {
     await new Promise<void>((resolve) => stop.addEventListener('abort', () => resolve(), { once: true }));
     return false;
@@ -277,7 +278,9 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
     run: train.run,
     mode: train.mode,
     onEvent: (e) => console.log(`train: ${e.kind} at step ${e.step} (epoch ${e.epoch}): ${e.message}`),
+    members: together,
   };
+  console.log(together ? `train: starting together with the ${together.length} members of the quorum` : 'train: joining the group (admitted at a step boundary)');
   const dp = train.diloco ? new DiLoCo(trainer, transport, { ...dpOptions, diloco: train.diloco }) : new DataParallel(trainer, transport, dpOptions);
   stop.addEventListener('abort', () => dp.stop(), { once: true });
   try {
@@ -408,7 +411,11 @@ async function main(): Promise<void> {
   t.onPeerJoin((p) => console.log(`peer: + ${p} joined\n${formatRoster(t.roster())}`));
   t.onPeerLeave((p) => console.log(`peer: - ${p} left\n${formatRoster(t.roster())}`));
   training = work !== null;
-  const wasInterrupted = await runGroupWork(t, work, stop.signal, () => signals > 0);
+  // Exactly the quorum present: they all start now, together (each asking the others to admit it
+  // would wait forever, none being in a group yet); more than it: a group is running, join it.
+  const present = [t.id, ...t.peers()].sort();
+  const together = o.minMembers > 1 && present.length === o.minMembers ? present : undefined;
+  const wasInterrupted = await runGroupWork(t, work, stop.signal, () => signals > 0, together);
   quit(wasInterrupted ? INTERRUPTED_EXIT : 0);
 }
 

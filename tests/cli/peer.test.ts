@@ -194,7 +194,9 @@ describe('peer CLI', () => {
       procs.push(...outs.slice(1).map((o) => start('--join', link, ...common, '--out', o)));
       const [a, b, victim] = procs;
       const stepLines = (p: typeof host) => [...p.out().matchAll(/train: step (\d+) rank \d+\/(\d+) .* weights ([0-9a-f]{8})/g)].map((m) => ({ step: Number(m[1]), world: Number(m[2]), hash: m[3] }));
-      await until(() => stepLines(victim).some((l) => l.step === 1), 240_000, 'two steps of the group of 3');
+      await until(() => stepLines(victim).some((l) => l.step === 1), 240_000, 'two steps of the group of 3').catch((e: Error) => {
+        throw new Error(`${e.message}\n${procs.map((p, i) => `--- member ${i}:\n${p.out()}\n${p.stderr()}`).join('\n')}`);
+      });
       // Frozen right after a step, the victim sends nothing of the next one: the others sit in its
       // exchange, waiting for its contribution, when it is killed.
       victim.child.kill('SIGSTOP');
