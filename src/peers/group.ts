@@ -52,6 +52,12 @@ export interface PeerGroupOptions {
   runId: number;
   /** All members including self (rank = index after sorting). Default: self + transport.peers(). */
   members?: PeerId[];
+  /**
+   * Most members (default 8). The product keeps 8: every member all-gathers every whole signed
+   * contribution (verified-reduce.ts) and a browser holds one data channel per member; only
+   * in-process simulations (bench/mesh-scaling.ts) form larger groups.
+   */
+  maxMembers?: number;
   /** Per-collective timeout in ms (default 30 000). */
   timeoutMs?: number;
   /** Payload bytes per frame (default 16 KiB − header). */
@@ -97,7 +103,7 @@ export class PeerGroup {
   private closed = false;
   /** Bytes of this group's own frames (collectives only: not the transport's heartbeats or other traffic). */
   readonly traffic = { sent: 0, received: 0 };
-  private readonly o: Required<Omit<PeerGroupOptions, 'members' | 'reassembly' | 'onReject'>>;
+  private readonly o: Required<Omit<PeerGroupOptions, 'members' | 'reassembly' | 'onReject' | 'maxMembers'>>;
   private readonly rejectHandler: (peer: PeerId, reason: string) => void;
 
   constructor(
@@ -106,7 +112,9 @@ export class PeerGroup {
   ) {
     const members = [...new Set(opts.members ?? [transport.id, ...transport.peers()])].sort();
     if (!members.includes(transport.id)) throw new Error(`PeerGroup: ${transport.id} is not among the members`);
-    if (members.length > 8) throw new Error(`PeerGroup: at most 8 members (got ${members.length})`);
+    const maxMembers = opts.maxMembers ?? 8;
+    if (!Number.isInteger(maxMembers) || maxMembers < 1) throw new Error(`PeerGroup: maxMembers ${maxMembers} is not a positive integer`);
+    if (members.length > maxMembers) throw new Error(`PeerGroup: at most ${maxMembers} members (got ${members.length})`);
     this.members = members;
     this.rank = members.indexOf(transport.id);
     this.runId = opts.runId >>> 0;

@@ -2,7 +2,7 @@ import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { CollectiveError, PeerGroup } from '../../src/peers/group';
 import { limitTransport } from '../../src/peers/limiter';
 import { Rng } from '../../src/engine/util/rng';
-import { makeGroups } from './helpers';
+import { bytesOf, makeGroups } from './helpers';
 
 const blob = (n: number, seed: number) => Uint8Array.from(new Rng(seed).uniformArray(n, 0, 256), Math.floor);
 
@@ -123,5 +123,15 @@ describe('collectives over loopback', () => {
     const { groups } = makeGroups(2);
     expect(() => new PeerGroup(groups[0].transport, { runId: 1, members: ['x', 'y'] })).toThrow(/not among/);
     expect(() => new PeerGroup(groups[0].transport, { runId: 1, members: ['p0', ...'abcdefgh'] })).toThrow(/at most 8/);
+    expect(() => new PeerGroup(groups[0].transport, { runId: 1, maxMembers: 0 })).toThrow(/maxMembers/);
+  });
+
+  it('maxMembers lets an in-process simulation form a larger group (16 members all-gather)', async () => {
+    expect(() => makeGroups(9)).toThrow(/at most 8 members \(got 9\)/);
+    const { groups } = makeGroups(16, { maxMembers: 16 });
+    expect(groups[5].size).toBe(16);
+    expect(() => new PeerGroup(groups[0].transport, { runId: 1, maxMembers: 16, members: ['p0', ...'abcdefghijklmnop'] })).toThrow(/at most 16 members \(got 17\)/);
+    const got = await Promise.all(groups.map((g) => g.allGather(bytesOf(g.rank))));
+    for (const rows of got) expect(rows.map((b) => b[0])).toEqual([...Array(16).keys()]);
   });
 });
