@@ -1,5 +1,5 @@
 /**
- * The full mesh against group size (src/peers/mesh-bench.ts): one DiLoCo outer exchange — the
+ * The full mesh against group size (bench/mesh-sim.ts): one DiLoCo outer exchange — the
  * verified all-reduce of a pseudo-gradient the size of a preset's parameters — among N in-process
  * members, every uplink behind the limiter. No GPU: the pseudo-gradients are random. A table on
  * stderr, one JSON object on stdout.
@@ -16,7 +16,7 @@ import { cpus } from 'node:os';
 import { fail, num, parseCliArgs, UsageError } from '../src/cli/common';
 import { countParams, PRESET_NAMES, PRESETS, type PresetName } from '../src/engine/model/config';
 import { WIRE_FORMATS, type WireFormat } from '../src/engine/scheme/wire';
-import { benchMesh, type MeshRow } from '../src/peers/mesh-bench';
+import { benchMesh, type MeshRow } from './mesh-sim';
 
 const fmt = (x: number | undefined, d = 0) => (x === undefined ? '-' : x.toFixed(d));
 

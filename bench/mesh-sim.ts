@@ -9,17 +9,17 @@
  * All members share one JS thread, so the wall time holds every member's host work in turn: it
  * grows with N × (one member's work) even where separate machines would overlap it.
  */
-import { median } from '../engine/gpu/timer';
-import { Rng } from '../engine/util/rng';
-import { AGOQ_BLOCK, allReduceWireBytes, gatherWireBytes, echoWireBytes, type WireFormat } from '../engine/scheme/wire';
-import { digestOfParts } from './digest';
-import { PeerGroup } from './group';
-import { identityOf, newKeyPair, verifySignature } from './identity';
-import { JsContributions } from './js-contributions';
-import { type LinkLimits, limitTransport } from './limiter';
-import { LoopbackHub } from './loopback';
-import { exchangeContext, signedMessage } from './signed-echo';
-import { reduceVerified } from './verified-reduce';
+import { median } from '../src/engine/gpu/timer';
+import { Rng } from '../src/engine/util/rng';
+import { AGOQ_BLOCK, allReduceWireBytes, gatherWireBytes, echoWireBytes, type WireFormat } from '../src/engine/scheme/wire';
+import { digestOfParts } from '../src/peers/digest';
+import { PeerGroup } from '../src/peers/group';
+import { identityOf, newKeyPair, verifySignature } from '../src/peers/identity';
+import { JsContributions } from '../src/peers/js-contributions';
+import { type LinkLimits, limitTransport } from '../src/peers/limiter';
+import { LoopbackHub } from '../src/peers/loopback';
+import { exchangeContext, signedMessage } from '../src/peers/signed-echo';
+import { reduceVerified } from '../src/peers/verified-reduce';
 
 export interface MeshBenchOptions {
   /** Group sizes, each run as its own group (≥ 2). */

@@ -3,7 +3,7 @@
 // is stopped and the larger ones skipped.
 import { describe, expect, it } from 'vitest';
 import { allReduceWireBytes } from '../../src/peers/allreduce';
-import { benchMesh } from '../../src/peers/mesh-bench';
+import { benchMesh } from '../../bench/mesh-sim';
 
 describe('benchMesh', () => {
   it('2, 4 and 16 members: bytes per member equal allReduceWireBytes, times positive', async () => {
