@@ -10,6 +10,7 @@ import { type GradWire, WIRE_FORMATS, type WireFormat } from '../engine/scheme/w
 import { type DilocoConfig, DiLoCo, resolveDiloco } from '../peers/diloco';
 import { DataParallel, type DataParallelOptions } from '../peers/dp';
 import { describeIce, type IceConfig, parseIce } from '../peers/ice';
+import { type LinkLimits, limitTransport } from '../peers/limiter';
 import { installNodeWebRtc } from '../peers/node-webrtc';
 import { type PeerProblem, PeerJsTransport } from '../peers/peerjs';
 import { createRoomId, type ParsedRoomLink, PEER_SERVER_PATH, parseRoomLink, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer } from '../peers/room';
@@ -68,7 +69,9 @@ const HELP = `usage: npm run peer -- --join LINK [options]
     --resume DIR                   continue this member's run in DIR from its last checkpoint (its options
                                    come from DIR/run.json; flags that differ are refused)
     --checkpoint-every N           commit DIR/checkpoints every N steps (default 100; 0 = only at the end)
-    --cpu                          use the SwiftShader CPU adapter even when a GPU is present`;
+    --cpu                          use the SwiftShader CPU adapter even when a GPU is present
+    --link MBPS[:MS]               send the training traffic through a link of MBPS MB/s and MS ms one
+                                   way (the project's limiter: to measure a group as over a slower network)`;
 
 interface TrainCliOptions {
   preset: PresetName;
@@ -79,6 +82,8 @@ interface TrainCliOptions {
   cpu: boolean;
   out: string;
   checkpointEvery: number;
+  /** --link: the training traffic through the limiter, as over a slower network. */
+  link?: LinkLimits;
   /** --resume: continue the run in `out` from its last checkpoint. */
   resume: boolean;
   /** --diloco H and its flags (absent: per-step data parallel). */
@@ -112,7 +117,7 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     'min-members': { type: 'string' }, 'quorum-timeout': { type: 'string' }, out: { type: 'string' }, 'checkpoint-every': { type: 'string' },
     resume: { type: 'string' }, ice: { type: 'string' }, 'ice-relay-only': { type: 'boolean' }, follow: { type: 'boolean' },
     diloco: { type: 'string' }, wire: { type: 'string' }, streaming: { type: 'string' },
-    'outer-lr': { type: 'string' }, 'outer-momentum': { type: 'string' },
+    'outer-lr': { type: 'string' }, 'outer-momentum': { type: 'string' }, link: { type: 'string' },
   });
   if (a.help) return null;
   if ((a.join === undefined) === !a.host) throw new UsageError('give exactly one of --join LINK or --host (see --help)');
@@ -126,6 +131,7 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
   const dilocoFlags = [a.wire, a.streaming, a['outer-lr'], a['outer-momentum']].some((v) => v !== undefined);
   if (dilocoFlags && a.diloco === undefined) throw new UsageError('--wire, --streaming, --outer-lr and --outer-momentum go with --diloco H');
   if (a.diloco !== undefined && (!a.train || a.resume !== undefined)) throw new UsageError('--diloco goes with --train, and a DiLoCo run cannot be resumed from the CLI yet');
+  if (a.link !== undefined && !a.train) throw new UsageError('--link goes with --train');
   if (a.train && a.resume !== undefined) {
     train = resumeOptions(a, a.resume);
   } else if (a.train) {
@@ -142,6 +148,7 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
   } else if (!a.follow && (a.model || a.steps || a.seed || a.mode || a.run || a.cpu || a.out || a['checkpoint-every'] || a.resume !== undefined)) {
     throw new UsageError('--model, --steps, --seed, --mode, --run, --cpu, --out, --checkpoint-every and --resume go with --train');
   }
+  if (train && a.link !== undefined) train.link = linkLimits(a.link);
   const minMembers = num('min-members', a['min-members'], { int: true, min: 1 }) ?? (train ? 2 : 1);
   const quorumTimeoutMs = (num('quorum-timeout', a['quorum-timeout'], { min: 0 }) ?? 120) * 1000;
   let ice: IceConfig;
@@ -191,6 +198,13 @@ function dilocoOptions(a: Record<string, string | boolean | undefined>): DilocoC
  * --resume DIR: the options of the peer run in DIR (its run.json); a flag that names another value is
  * refused, as npm run train's --resume does. --checkpoint-every and --cpu may change.
  */
+/** --link MBPS[:MS]: this member's egress as a link of MBPS megabytes per second and MS ms one way (src/peers/limiter.ts). */
+function linkLimits(spec: string): LinkLimits {
+  const m = /^(\d+(?:\.\d+)?)(?::(\d+(?:\.\d+)?))?$/.exec(spec.trim());
+  if (!m || !(Number(m[1]) > 0)) throw new UsageError(`--link must be MBPS[:LATENCY_MS] with MBPS > 0 (e.g. 20:20), got '${spec}'`);
+  return { bytesPerSecond: Number(m[1]) * 1e6, latencyMs: m[2] === undefined ? 0 : Number(m[2]) };
+}
+
 function resumeOptions(a: Record<string, string | boolean | undefined>, dir: string): TrainCliOptions {
   const runFile = path.join(dir, 'run.json');
   const run = readJsonObject('--resume', runFile, 'the run.json of a run started by npm run peer -- --train');
@@ -281,7 +295,8 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
     members: together,
   };
   console.log(together ? `train: starting together with the ${together.length} members of the quorum` : 'train: joining the group (admitted at a step boundary)');
-  const dp = train.diloco ? new DiLoCo(trainer, transport, { ...dpOptions, diloco: train.diloco }) : new DataParallel(trainer, transport, dpOptions);
+  const net = train.link ? limitTransport(transport, train.link) : transport;
+  const dp = train.diloco ? new DiLoCo(trainer, net, { ...dpOptions, diloco: train.diloco }) : new DataParallel(trainer, net, dpOptions);
   stop.addEventListener('abort', () => dp.stop(), { once: true });
   try {
     // The headless member reports each step's training loss; it does not evaluate.

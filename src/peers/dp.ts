@@ -150,6 +150,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     let s = this.trainer.stepIndex;
     const wasMember = this.established;
     let applied: Applied | null = null;
+    let appliedBy: readonly PeerId[] = [];
     try {
       for (let attempt = 1; ; attempt++) {
         try {
@@ -157,11 +158,12 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
           if (this.trainer.stepIndex !== s) {
             // A member's step was completed while regrouping (it had applied it before the failure,
             // or received the state after it); a joiner takes part in the group's current step.
-            if (wasMember) return this.stepStats(s, begin, applied, null);
+            // It counts for the group that trained it, not the one it regrouped into.
+            if (wasMember) return this.stepStats(s, begin, applied, null, appliedBy);
             s = this.trainer.stepIndex;
           }
           if (o.formOnly) return this.stepStats(s, begin, null, null);
-          const r = await this.trainOnce(s, (a) => (applied = a));
+          const r = await this.trainOnce(s, (a) => ((applied = a), (appliedBy = [...this.members])));
           return this.stepStats(s, begin, applied, r);
         } catch (e) {
           if (this.fatal) throw this.fatal;
@@ -181,9 +183,9 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     }
   }
 
-  private stepStats(s: number, begin: StepBegin, a: Applied | null, report: Reported | null): DpStepStats {
-    const { id, members, epoch, transport, events } = this;
-    return stepStats({ id, members, epoch, mode: this.o.mode, transport, events }, s, begin, a, report);
+  private stepStats(s: number, begin: StepBegin, a: Applied | null, report: Reported | null, by: readonly PeerId[] = this.members): DpStepStats {
+    const { id, epoch, transport, events } = this;
+    return stepStats({ id, members: by.length ? by : this.members, epoch, mode: this.o.mode, transport, events }, s, begin, a, report);
   }
 
   // ---- RunTrainer: the group's step; the rest is the member's own trainer (MemberTrainer) ----

@@ -112,6 +112,8 @@ describe('peer CLI', () => {
       [['--host', '--train', '--diloco', '10', '--wire', 'int2'], /--wire must be one of fp32, int8, int4/],
       [['--host', '--train', '--diloco', '10', '--streaming', '3'], /H = 10 is not a multiple of the 3 fragments/],
       [['--host', '--train', '--diloco', '10', '--outer-momentum', '1'], /outer momentum must be in \[0, 1\)/],
+      [['--host', '--link', '20:20'], /--link goes with --train/],
+      [['--host', '--train', '--link', '0:20'], /--link must be MBPS\[:LATENCY_MS\] with MBPS > 0/],
     ] as const) {
       const r = await peer(...args);
       expect(r.status, r.stderr).toBe(2);
@@ -184,7 +186,7 @@ describe('peer CLI', () => {
   }, 400_000);
   it('a member process killed (SIGKILL) while the others wait in an exchange: they go on within the peer timeout, no step lost, equal weights', async () => {
     const steps = 6;
-    const common = ['--train', '--min-members', '3', '--steps', String(steps), '--mode', 'int8', '--checkpoint-every', '0', '--cpu', '--peer-timeout', '5'];
+    const common = ['--train', '--min-members', '3', '--steps', String(steps), '--mode', 'int8', '--checkpoint-every', '0', '--cpu', '--peer-timeout', '5', '--link', '20:5'];
     const outs = ['kill-a', 'kill-b', 'kill-c'].map((d) => path.join(dir, d));
     const host = start('--host', '--page', `${origin}/`, ...common, '--out', outs[0]);
     const procs = [host];
@@ -215,8 +217,9 @@ describe('peer CLI', () => {
       expect(la.map((l) => l.step)).toEqual([...Array(steps).keys()]);
       expect(lb.map((l) => l.step)).toEqual([...Array(steps).keys()]);
       expect(la.map((l) => l.hash)).toEqual(lb.map((l) => l.hash));
-      expect(la.filter((l) => l.step > frozenAt).every((l) => l.world === 2)).toBe(true);
-      expect(la.filter((l) => l.step <= frozenAt).every((l) => l.world === 3)).toBe(true);
+      const worlds = `${JSON.stringify(la.map((l) => [l.step, l.world]))} / ${JSON.stringify(lb.map((l) => [l.step, l.world]))}\n${a.out().split('\n').filter((l) => l.startsWith('train')).join('\n')}`;
+      expect(la.filter((l) => l.step > frozenAt).every((l) => l.world === 2), `frozen after ${frozenAt}: ${worlds}`).toBe(true);
+      expect(la.filter((l) => l.step <= frozenAt).every((l) => l.world === 3), `frozen after ${frozenAt}: ${worlds}`).toBe(true);
       expect(resumedMs).toBeLessThan(30_000); // the collective timeout is 600 s
       const steps0 = fs.readFileSync(path.join(outs[0], 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { step: number }).step);
       expect(steps0).toEqual([...Array(steps).keys()]);
