@@ -10,7 +10,8 @@ import { newRun, reduceRun, type RunState } from './runs';
 
 export type GpuSupport =
   | { state: 'checking' }
-  | { state: 'available'; adapter: string; limits?: AdapterLimits }
+  /** i8TensorCores: the adapter offers the INT8 tensor-core path (the GEMM paths shown follow it). */
+  | { state: 'available'; adapter: string; limits?: AdapterLimits; i8TensorCores?: boolean }
   | { state: 'unavailable'; reason: 'no-api' | 'no-adapter' | 'error'; detail: string };
 
 export interface LabState {

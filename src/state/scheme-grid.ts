@@ -1,10 +1,15 @@
 /**
- * The scheme editor's logic, pure: the layer × saved-kind grid of storage formats, edits that keep
- * the scheme valid data, and the bits per element a scheme gives the saved activations of a model.
+ * The scheme editor's logic, pure: the layer × saved-kind grid of storage formats and each layer's
+ * GEMM compute formats, edits that keep the scheme valid data, the bits per element a scheme gives
+ * the saved activations of a model, and the GEMM path each layer would run on a device.
  */
 import type { ModelConfig } from '../engine/model/config';
+import { expectedComputePaths, type LayerPaths } from '../engine/model/int8-gemms';
+import { resolvePlan } from '../engine/model/run-plan';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
-import { FP32, parseScheme, savedSpec, SchemeSchema, type QuantSpec, type SavedKind, type Scheme } from '../engine/scheme/scheme';
+import {
+  type ComputeScheme, FP32, layerScheme, parseScheme, savedSpec, SchemeSchema, type QuantSpec, type SavedKind, type Scheme,
+} from '../engine/scheme/scheme';
 import { type BitsAndWire, bitsAndWire } from '../engine/train/probe-bits';
 import { explainIssues } from './explain';
 
@@ -51,11 +56,61 @@ export function commonCell(s: Scheme, layers: number, kind: SavedKind): string |
   return labels.size === 1 ? [...labels][0] : null;
 }
 
+/** dW's scale blocks the grid offers: tokens per block (powers of two the blocked kernel takes), or 'all' tokens. */
+export const DW_BLOCKS = [32, 64, 128, 256, 'all'] as const;
+
+const COMPUTE_FIELDS = ['forward', 'dx', 'dw', 'dw_block', 'grad_rounding'] as const satisfies readonly (keyof ComputeScheme)[];
+const sameCompute = (a: ComputeScheme, b: ComputeScheme) => COMPUTE_FIELDS.every((k) => a[k] === b[k]);
+
+/**
+ * Sets compute fields of layer `l`, or of every layer ('all': the default, applied to the layers'
+ * own compute settings too, which are dropped where they then equal it). Renames an edited preset as setCell does.
+ */
+export function setCompute(s: Scheme, l: number | 'all', patch: Partial<ComputeScheme>): Scheme {
+  if (l === 'all') {
+    const compute = { ...s.layer.compute, ...patch };
+    const layers: Scheme['layers'] = {};
+    for (const [k, o] of Object.entries(s.layers)) {
+      const { compute: own, ...rest } = o;
+      const c = own && { ...own, ...patch };
+      layers[k] = c && !sameCompute(c, compute) ? { ...rest, compute: c } : rest;
+    }
+    return parseScheme({ ...s, name: renamed(s), layer: { ...s.layer, compute }, layers });
+  }
+  const o = s.layers[String(l)] ?? {};
+  return parseScheme({ ...s, name: renamed(s), layers: { ...s.layers, [String(l)]: { ...o, compute: { ...layerScheme(s, l).compute, ...patch } } } });
+}
+
+/** A compute field's value shared by all `layers` layers (for the 'all' row), or null when they differ. */
+export function commonCompute<K extends keyof ComputeScheme>(s: Scheme, layers: number, field: K): ComputeScheme[K] | null {
+  const values = new Set(Array.from({ length: layers }, (_, l) => layerScheme(s, l).compute[field]));
+  return values.size === 1 ? [...values][0] : null;
+}
+
+/**
+ * The GEMM path each layer would run on a device with (`tensorCores`) or without the INT8
+ * tensor-core path, as the engine chooses it; null when the plan refuses the scheme (computeProblem says why).
+ */
+export function gemmPaths(s: Scheme | undefined, cfg: ModelConfig, B: number, T: number, tensorCores: boolean): LayerPaths[] | null {
+  try {
+    return expectedComputePaths(resolvePlan(cfg, B, T, { scheme: s }), tensorCores);
+  } catch {
+    return null;
+  }
+}
+
 export type SavedBits = BitsAndWire['saved'];
 
-/** Bits per element of the saved activations (overall, per layer, per kind): exact storage sizes from the engine's plan. */
-export function savedBits(s: Scheme | undefined, cfg: ModelConfig, B: number, T: number): SavedBits {
-  return bitsAndWire(cfg, B, T, s).saved;
+/**
+ * Bits per element of the saved activations (overall, per layer, per kind): exact storage sizes
+ * from the engine's plan; null when the plan refuses the scheme (its compute formats; computeProblem says why).
+ */
+export function savedBits(s: Scheme | undefined, cfg: ModelConfig, B: number, T: number): SavedBits | null {
+  try {
+    return bitsAndWire(cfg, B, T, s).saved;
+  } catch {
+    return null;
+  }
 }
 
 /** Parses scheme JSON text: the scheme, or the reasons it is invalid. */

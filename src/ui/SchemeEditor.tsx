@@ -1,10 +1,12 @@
 import { useMemo, useState } from 'react';
 import { PRESETS } from '../engine/model/config';
+import { computeProblem } from '../engine/model/run-plan';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
-import { SAVED_KIND_LABEL, SAVED_KINDS, savedSpec, unsupportedFeatures, type SavedKind, type Scheme } from '../engine/scheme/scheme';
+import { layerScheme, SAVED_KIND_LABEL, SAVED_KINDS, savedSpec, unsupportedFeatures, type SavedKind, type Scheme } from '../engine/scheme/scheme';
 import { planMemory } from '../engine/train/trainer';
-import { cellLabel, commonCell, GRID_FORMATS, parseSchemeText, savedBits, setCell, type GridFormat } from '../state/scheme-grid';
+import { cellLabel, commonCell, gemmPaths, GRID_FORMATS, parseSchemeText, savedBits, setCell, type GridFormat } from '../state/scheme-grid';
 import { tpMismatch, trainOptionsFor, type RunConfig } from '../worker/protocol';
+import { ComputeGrid, GemmDeviceNote } from './ComputeGrid';
 import { useLab, useLabApi } from './context';
 import { download, fileSlug } from './download';
 import { formatBytes } from './format';
@@ -17,6 +19,16 @@ function plan(draft: RunConfig): { mem: ReturnType<typeof planMemory>; fp32: Ret
     return { mem: planMemory(trainOptionsFor(draft)), fp32: planMemory(trainOptionsFor({ ...draft, scheme: undefined })) };
   } catch (e) {
     return { error: (e as Error).message };
+  }
+}
+
+/** The compute formats' problem at this shape (resolvePlan's own message) and the GEMM path of each layer on this device. */
+function computeView(draft: RunConfig, tensorCores: boolean): { problem: string | null; paths: ReturnType<typeof gemmPaths> } {
+  try {
+    const o = trainOptionsFor(draft);
+    return { problem: computeProblem(o.model, o.batch, o.seq, o.scheme), paths: gemmPaths(o.scheme, o.model, o.batch, o.seq, tensorCores) };
+  } catch {
+    return { problem: null, paths: null }; // the form's own problem, said by the run form
   }
 }
 
@@ -48,7 +60,14 @@ function schemeDescription(scheme: Scheme, layers: number): string {
   const cells = [...counts].map(([f, n]) => `${n} × ${f}`).join(', ');
   const base = scheme.name.replace(/-custom$/, '');
   const from = base !== scheme.name && SCHEME_PRESETS[base] ? `Edited from ${base}` : 'Custom scheme';
-  return `${from}: saved activations ${cells} (of ${layers * SAVED_KINDS.length} cells); gradients ${cellLabel(scheme.grads.storage)}, Adam moments ${cellLabel(scheme.adam.m)} / ${cellLabel(scheme.adam.v)}${scheme.tp.degree > 1 ? `, TP ${scheme.tp.degree} × ${scheme.tp.codec}` : ''}.`;
+  const compute = new Map<string, number>();
+  for (let l = 0; l < layers; l++) {
+    const c = layerScheme(scheme, l).compute;
+    const k = `${c.forward}/${c.dx}/${c.dw}${c.dw === 'int8' ? ` dW block ${c.dw_block}` : ''}${c.grad_rounding === 'stochastic' ? ' dY stochastic' : ''}`;
+    compute.set(k, (compute.get(k) ?? 0) + 1);
+  }
+  const gemms = compute.has('fp32/fp32/fp32') && compute.size === 1 ? '' : `; GEMMs fwd/dX/dW ${[...compute].map(([f, n]) => `${n} × ${f}`).join(', ')} (of ${layers} layers)`;
+  return `${from}: saved activations ${cells} (of ${layers * SAVED_KINDS.length} cells)${gemms}; gradients ${cellLabel(scheme.grads.storage)}, Adam moments ${cellLabel(scheme.adam.m)} / ${cellLabel(scheme.adam.v)}${scheme.tp.degree > 1 ? `, TP ${scheme.tp.degree} × ${scheme.tp.codec}` : ''}.`;
 }
 
 /**
@@ -66,6 +85,9 @@ export function SchemeEditor() {
   const cfg = draft.model ?? PRESETS[draft.preset];
   const L = cfg.num_hidden_layers;
   const predicted = useMemo(() => plan(draft), [draft]);
+  const gpu = useLab((s) => s.gpu);
+  const tensorCores = gpu.state === 'available' && !!gpu.i8TensorCores;
+  const compute = useMemo(() => computeView(draft, tensorCores), [draft, tensorCores]);
   const bits = useMemo(() => savedBits(scheme, cfg, draft.batch, draft.seq), [scheme, cfg, draft.batch, draft.seq]);
   const unsupported = unsupportedFeatures(scheme);
   const presetNames = Object.keys(SCHEME_PRESETS);
@@ -173,8 +195,15 @@ export function SchemeEditor() {
       <p className="muted small">
         int8 / int4: integer codes in groups of 128 with an fp32 scale per group, round to nearest. oproj_input shares attn_out&apos;s
         storage (the same tensor); head_input is the last layer&apos;s cell. Saved activations average{' '}
-        <b data-testid="plan-bits">{bits.overall.toFixed(2)}</b> bits per element.
+        <b data-testid="plan-bits">{bits ? bits.overall.toFixed(2) : '—'}</b> bits per element.
       </p>
+
+      <ComputeGrid scheme={scheme} layers={L} paths={compute.paths} onChange={setScheme} />
+      <GemmDeviceNote tensorCores={tensorCores} known={gpu.state === 'available'} refused={compute.problem !== null} />
+
+      {compute.problem && (
+        <pre className="error" role="alert" data-testid="scheme-compute-problem">{compute.problem}</pre>
+      )}
 
       {tp && (
         <div className="error" role="alert" data-testid="scheme-tp-problem" data-alternatives={tp.alternatives.join(' ')}>

@@ -12,6 +12,7 @@ import { z } from 'zod';
 import type { MemReport } from '../engine/gpu/memory';
 import { ModelConfigSchema, PRESET_NAMES, PRESETS } from '../engine/model/config';
 import { modelDims } from '../engine/model/plan';
+import { computeProblem } from '../engine/model/run-plan';
 import { tpActive, tpProblem } from '../engine/tp/tp';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { type Scheme, SchemeSchema, unsupportedFeatures } from '../engine/scheme/scheme';
@@ -188,7 +189,8 @@ export function checkRunConfig(raw: unknown): string | null {
   }
   const tp = tpMismatch(opts.scheme, opts);
   if (tp) return tp.message;
-  return null;
+  // The trainer's own check of the compute formats (resolvePlan's message), before minutes of compiling.
+  return computeProblem(opts.model, opts.batch, opts.seq, opts.scheme);
 }
 
 /**

@@ -132,6 +132,34 @@ export function labUiTests(check: Check): TestCase[] {
         await page.locator(byTestId('cell-0-swiglu')).selectOption('int4');
         const edited = await text('scheme-description');
         check(edited.startsWith('Edited from agoq') && edited !== presetText, `description after an edit: ${edited}`);
+        // Compute formats beside storage: int8 computes every GEMM in INT8, on the path this adapter
+        // would run (SwiftShader has no subgroup matrices: dot4); the plan follows a compute edit.
+        const value = (id: string) => page.locator(byTestId(id)).inputValue();
+        const planTotal = async () => Number(await page.locator(byTestId('plan-total')).getAttribute('data-value'));
+        await page.locator(byTestId('scheme-preset')).selectOption('int8');
+        for (const f of ['forward', 'dx', 'dw']) check((await value(`compute-all-${f}`)) === 'int8', `int8's ${f} compute reads ${await value(`compute-all-${f}`)}`);
+        check((await value('compute-1-dw_block')) === 'all', 'int8\'s dW block is not "all"');
+        const tensorCores = (await page.locator(byTestId('gemm-device')).getAttribute('data-tensor-cores')) === 'true';
+        const want = tensorCores ? 'int8-tensor-core' : 'int8-dot4';
+        for (const l of ['all', 0, 1]) check((await text(`gemm-path-${l}`)) === want, `GEMM path of layer ${l}: ${await text(`gemm-path-${l}`)}, expected ${want}`);
+        t.log(`  int8 GEMM path on this adapter: ${want}`);
+        const int8Plan = await planTotal();
+        await page.locator(byTestId('compute-all-dw')).selectOption('fp32');
+        check((await text('gemm-path-0')) === `${want} / ${want} / fp32`, `SwitchBack-style path: ${await text('gemm-path-0')}`);
+        check(await page.locator(byTestId('compute-all-dw_block')).isDisabled(), 'the dW block is editable with an fp32 dW');
+        check((await planTotal()) < int8Plan, `the plan did not drop dW's INT8 operand buffers: ${await planTotal()} vs ${int8Plan} B`);
+        // A combination the engine refuses: its message, and Start refused with it.
+        await page.locator(byTestId('compute-all-dx')).selectOption('fp32');
+        await page.locator(byTestId('compute-0-grad_rounding')).selectOption('stochastic');
+        const computeProblem = await text('scheme-compute-problem');
+        check(/^scheme 'int8-custom': compute formats this model cannot run:\s+layer 0 compute: grad_rounding 'stochastic'/.test(computeProblem), `compute problem: ${computeProblem}`);
+        check(await page.locator(byTestId('start')).isDisabled(), 'Start is enabled for compute formats the model cannot run');
+        check((await text('config-problem')).includes('grad_rounding \'stochastic\''), `the form does not say why: ${await text('config-problem')}`);
+        check((await text('gemm-path-0')) === '—' && (await text('gemm-path-all')) === '—', 'a refused scheme still shows GEMM paths');
+        await accessibility(page, t, check, 'scheme editor with a compute problem');
+        await page.locator(byTestId('scheme-editor')).screenshot({ path: t.path('scheme-compute-problem'), timeout: 20_000 });
+        await page.locator(byTestId('compute-0-grad_rounding')).selectOption('nearest');
+        check((await page.locator(byTestId('scheme-compute-problem')).count()) === 0 && (await page.locator(byTestId('start')).isEnabled()), 'the compute problem stays after the fix');
         // Every scheme column explains itself.
         for (const th of await page.locator('[data-testid^="col-"]').all()) check(((await th.getAttribute('title')) ?? '').includes(':'), 'a scheme column has no tooltip');
         // Scheme JSON in the grid's short form is refused with the accepted form.

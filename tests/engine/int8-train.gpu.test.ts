@@ -6,6 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
+import { i8TensorCoreSpec } from '../../src/engine/kernels/qgemm-tc';
+import { expectedComputePaths } from '../../src/engine/model/int8-gemms';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { resolvePlan } from '../../src/engine/model/run-plan';
@@ -75,6 +77,8 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
       expect(paths[0].forward).toBe('int8-dot4');
       expect(paths[0].dx).toBe('int8-dot4');
       expect(paths[0].dw).toBe(name === 'switchback' ? 'fp32' : 'int8-dot4');
+      // The paths the page shows before a run are the ones the model records.
+      expect(paths, `${name}: predicted GEMM paths`).toEqual(expectedComputePaths(r.model.plan, !!i8TensorCoreSpec(await testRuntime())));
       r.model.destroy();
     }
     expect(fp32.model.computePaths()[1]).toEqual({ layer: 1, forward: 'fp32', dx: 'fp32', dw: 'fp32' });

@@ -3,8 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { modelBufferPlan, modelDims, layerStorage } from '../../src/engine/model/llama';
 import { PRESETS } from '../../src/engine/model/config';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
-import { savedSpec, SAVED_KINDS } from '../../src/engine/scheme/scheme';
-import { cellLabel, commonCell, parseSchemeText, savedBits, setCell } from '../../src/state/scheme-grid';
+import { layerScheme, parseScheme, savedSpec, SAVED_KINDS } from '../../src/engine/scheme/scheme';
+import { cellLabel, commonCell, commonCompute, gemmPaths, parseSchemeText, savedBits, setCell, setCompute } from '../../src/state/scheme-grid';
+import { checkRunConfig, DEFAULT_RUN_CONFIG } from '../../src/worker/protocol';
 
 const fp32 = SCHEME_PRESETS.fp32;
 const agoq = SCHEME_PRESETS.agoq;
@@ -41,14 +42,14 @@ describe('scheme grid', () => {
 describe('saved bits per element', () => {
   it('is 32 for fp32 and matches the model plan\'s saved storage for AGoQ and a mixed grid', () => {
     const cfg = PRESETS.micro;
-    expect(savedBits(fp32, cfg, 4, 32).overall).toBe(32);
-    expect(savedBits(undefined, cfg, 4, 32).overall).toBe(32);
+    expect(savedBits(fp32, cfg, 4, 32)?.overall).toBe(32);
+    expect(savedBits(undefined, cfg, 4, 32)?.overall).toBe(32);
     const mixed = setCell(setCell(agoq, 0, 'attn_qkv', 'int8'), 1, 'swiglu', 'fp32');
     for (const s of [agoq, mixed]) {
       // Independent count from the engine's own storage table: codes + scales of every quantized
       // tensor, 32 bits for the rest, over the saved kinds' elements.
       const d = modelDims(cfg, 4, 32);
-      const fp = savedBits(fp32, cfg, 4, 32);
+      const fp = savedBits(fp32, cfg, 4, 32)!;
       let bits = 0;
       let n = 0;
       for (let l = 0; l <= cfg.num_hidden_layers; l++) {
@@ -62,10 +63,66 @@ describe('saved bits per element', () => {
         }
       }
       expect(fp.overall).toBe(32);
-      expect(savedBits(s, cfg, 4, 32).overall).toBeCloseTo(bits / n, 6);
+      expect(savedBits(s, cfg, 4, 32)?.overall).toBeCloseTo(bits / n, 6);
     }
-    expect(savedBits(agoq, cfg, 4, 32).overall).toBeLessThan(16);
+    expect(savedBits(agoq, cfg, 4, 32)?.overall).toBeLessThan(16);
     expect(SAVED_KINDS.length).toBeGreaterThan(0);
     expect(modelBufferPlan(cfg, 4, 32, { scheme: agoq }).length).toBeGreaterThan(0);
+  });
+});
+
+describe('scheme grid: compute formats', () => {
+  const int8 = SCHEME_PRESETS.int8;
+
+  it('edits one layer or all layers, keeping the other fields and dropping overrides equal to the default', () => {
+    const s1 = setCompute(int8, 1, { dw: 'fp32' });
+    expect(s1.name).toBe('int8-custom');
+    expect(layerScheme(s1, 1).compute).toEqual({ ...int8.layer.compute, dw: 'fp32' });
+    expect(layerScheme(s1, 0).compute).toEqual(int8.layer.compute);
+    expect(commonCompute(s1, 2, 'dw')).toBeNull();
+    expect(commonCompute(s1, 2, 'forward')).toBe('int8');
+    // Every layer's dW back to INT8: layer 1's override now equals the default and is dropped.
+    const s2 = setCompute(s1, 'all', { dw: 'int8' });
+    expect(commonCompute(s2, 2, 'dw')).toBe('int8');
+    expect(s2.layers['1']?.compute).toBeUndefined();
+    // An 'all' edit of another field reaches a layer's own settings without undoing them.
+    const s3 = setCompute(setCompute(int8, 0, { dx: 'fp32' }), 'all', { dw_block: 64 });
+    expect(layerScheme(s3, 0).compute).toMatchObject({ dx: 'fp32', dw_block: 64 });
+    expect(layerScheme(s3, 1).compute).toMatchObject({ dx: 'int8', dw_block: 64 });
+    expect(() => setCompute(int8, 'all', { dw_block: 48 })).toThrow(/power of two/);
+    expect(int8.layer.compute.dw).toBe('int8'); // the preset itself is untouched
+  });
+
+  it('a storage edit of one layer keeps its compute formats and GEMM operand cells (no defaults in a layer\'s own cells)', () => {
+    const s = setCell(int8, 0, 'swiglu', 'int4');
+    expect(layerScheme(s, 0).compute).toEqual(int8.layer.compute);
+    expect(s.layers['0']).toEqual({ saved: { swiglu: expect.objectContaining({ format: 'int4' }) } });
+    const w8 = setCell(SCHEME_PRESETS.w8, 1, 'swiglu', 'int8');
+    expect(layerScheme(w8, 1).weights).toEqual(SCHEME_PRESETS.w8.layer.weights);
+  });
+
+  it('predicts the GEMM path of each layer as the engine chooses it, with and without tensor cores', () => {
+    const micro = PRESETS.micro;
+    expect(gemmPaths(SCHEME_PRESETS.fp32, micro, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'fp32', dx: 'fp32', dw: 'fp32' });
+    expect(gemmPaths(int8, micro, 2, 8, false)?.[1]).toEqual({ layer: 1, forward: 'int8-dot4', dx: 'int8-dot4', dw: 'int8-dot4' });
+    expect(gemmPaths(int8, micro, 2, 8, true)?.[1]).toEqual({ layer: 1, forward: 'int8-tensor-core', dx: 'int8-tensor-core', dw: 'int8-tensor-core' });
+    // Blocked dW runs the dot4 blocked kernel even with tensor cores; SwitchBack keeps dW fp32.
+    expect(gemmPaths(SCHEME_PRESETS['int8-blockdw'], micro, 2, 16, true)?.[0].dw).toBe('int8-dot4');
+    expect(gemmPaths(SCHEME_PRESETS.switchback, micro, 2, 8, true)?.[0]).toMatchObject({ dx: 'int8-tensor-core', dw: 'fp32' });
+    // intermediate 68: down_proj's forward and gate/up's dX reduce over K = 68, not a multiple of 16 (dot4 for those).
+    const odd = { ...micro, intermediate_size: 68 };
+    expect(gemmPaths(int8, odd, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'int8-dot4+int8-tensor-core', dx: 'int8-dot4+int8-tensor-core', dw: 'int8-tensor-core' });
+    // A combination the model cannot run has no paths and no saved bits (the editor shows the engine's reason instead).
+    expect(gemmPaths(setCompute(int8, 'all', { dw_block: 256 }), micro, 2, 8, true)).toBeNull();
+    expect(savedBits(setCompute(int8, 'all', { dw_block: 256 }), micro, 2, 8)).toBeNull();
+  });
+
+  it('refuses a run whose compute formats the model cannot run, with the engine\'s message', () => {
+    const bad = parseScheme({ name: 'x', layer: { weights: { format: 'int8', granularity: 'row' }, compute: { forward: 'int8' } } });
+    const msg = checkRunConfig({ ...DEFAULT_RUN_CONFIG, scheme: bad });
+    expect(msg).toMatch(/^scheme 'x': compute formats this model cannot run:\n {2}layer 0 compute: .*set the weights cell to fp32/);
+    expect(checkRunConfig({ ...DEFAULT_RUN_CONFIG, scheme: setCompute(SCHEME_PRESETS.fp32, 'all', { grad_rounding: 'stochastic' }) })).toMatch(/grad_rounding 'stochastic'.*has none/);
+    expect(checkRunConfig({ ...DEFAULT_RUN_CONFIG, batch: 3, seq: 20, scheme: SCHEME_PRESETS['int8-blockdw'] })).toMatch(/dw_block 32 must divide the tokens per step \(batch·context = 60\)/);
+    expect(checkRunConfig({ ...DEFAULT_RUN_CONFIG, scheme: int8 })).toBeNull();
   });
 });

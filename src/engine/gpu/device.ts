@@ -70,7 +70,10 @@ const RAISED_LIMITS = [
   'maxStorageBuffersPerShaderStage',
 ] as const;
 
-const WANTED_FEATURES = ['subgroups', 'timestamp-query', 'shader-f16', 'chromium-experimental-subgroup-matrix'];
+/** Dawn's subgroup matrices (tensor-core tiles from WGSL). */
+export const SUBGROUP_MATRIX_FEATURE = 'chromium-experimental-subgroup-matrix';
+
+const WANTED_FEATURES = ['subgroups', 'timestamp-query', 'shader-f16', SUBGROUP_MATRIX_FEATURE];
 
 export async function acquireGpu(gpu: GPU | undefined | null, opts: AcquireOptions = {}): Promise<Gpu> {
   if (!gpu) throw new WebGpuUnavailableError('navigator.gpu is missing');
@@ -111,7 +114,7 @@ export async function acquireGpu(gpu: GPU | undefined | null, opts: AcquireOptio
       subgroups: device.features.has('subgroups'),
       timestampQuery: device.features.has('timestamp-query'),
       shaderF16: device.features.has('shader-f16'),
-      subgroupMatrix: device.features.has('chromium-experimental-subgroup-matrix' as GPUFeatureName),
+      subgroupMatrix: device.features.has(SUBGROUP_MATRIX_FEATURE as GPUFeatureName),
     },
     limits: device.limits,
     subgroupMatrixConfigs: [],
@@ -120,17 +123,20 @@ export async function acquireGpu(gpu: GPU | undefined | null, opts: AcquireOptio
     lost: device.lost,
     lostMessage: null,
   };
-  if (result.features.subgroupMatrix) {
-    const configs = (info as { subgroupMatrixConfigs?: Iterable<Gpu['subgroupMatrixConfigs'][number]> }).subgroupMatrixConfigs ?? [];
-    result.subgroupMatrixConfigs = [...configs].map((c) => ({
-      componentType: String(c.componentType), resultComponentType: String(c.resultComponentType),
-      M: Number(c.M), N: Number(c.N), K: Number(c.K),
-    }));
-  }
+  if (result.features.subgroupMatrix) result.subgroupMatrixConfigs = subgroupMatrixConfigsOf(info);
   device.lost.then((i) => {
     result.lostMessage = `${i.reason}: ${i.message}`;
   });
   return result;
+}
+
+/** An adapter's subgroup-matrix configurations (GPUAdapterInfo.subgroupMatrixConfigs) as plain objects. */
+export function subgroupMatrixConfigsOf(info: GPUAdapterInfo | undefined): Gpu['subgroupMatrixConfigs'] {
+  const configs = (info as { subgroupMatrixConfigs?: Iterable<Gpu['subgroupMatrixConfigs'][number]> } | undefined)?.subgroupMatrixConfigs ?? [];
+  return [...configs].map((c) => ({
+    componentType: String(c.componentType), resultComponentType: String(c.resultComponentType),
+    M: Number(c.M), N: Number(c.N), K: Number(c.K),
+  }));
 }
 
 /**

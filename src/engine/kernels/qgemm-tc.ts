@@ -18,6 +18,7 @@
  * The epilogue stores each i32 tile through workgroup memory (subgroup matrices have no element
  * access) and scales it while writing C.
  */
+import { SUBGROUP_MATRIX_FEATURE, subgroupMatrixConfigsOf } from '../gpu/device';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { wgslErrors } from '../gpu/pipelines';
 import { Uniforms } from '../gpu/runtime';
@@ -219,9 +220,22 @@ export const I8_TC_LAYOUTS: Pick<I8TcSpec, 'tilesM' | 'tilesN' | 'sgM' | 'sgN' |
 
 /** i8 → i32 configurations, largest tile first. */
 export function i8Configs(rt: Runtime): SubgroupMatrixConfig[] {
-  return subgroupMatrixConfigs(rt)
+  return i8ConfigsOf(subgroupMatrixConfigs(rt));
+}
+
+/** The i8 → i32 ones of an adapter's subgroup-matrix configurations, largest tile first (none: no INT8 tensor-core path). */
+export function i8ConfigsOf<C extends Pick<SubgroupMatrixConfig, 'M' | 'N' | 'K'> & { componentType: string; resultComponentType: string }>(configs: C[]): C[] {
+  return configs
     .filter((c) => c.componentType === 'i8' && c.resultComponentType === 'i32')
     .sort((a, b) => b.M * b.N * b.K - a.M * a.N * a.K);
+}
+
+/**
+ * Whether an adapter offers the INT8 tensor-core path: subgroup matrices with an i8 → i32
+ * configuration (what enableI8TensorCores tries; it still checks the results are exact first).
+ */
+export function adapterOffersI8TensorCores(adapter: { features: ReadonlySet<string>; info?: GPUAdapterInfo }): boolean {
+  return adapter.features.has(SUBGROUP_MATRIX_FEATURE) && i8ConfigsOf(subgroupMatrixConfigsOf(adapter.info)).length > 0;
 }
 
 /** Deterministic int8 test data (−128..127 spread) packed four to a word. */

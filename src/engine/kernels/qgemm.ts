@@ -63,9 +63,14 @@ function checkPositive(label: string, dims: Record<string, number>): void {
   }
 }
 
+/** The kernel qgemmI8 runs for a reduction length K, with or without the tensor-core path enabled (the page predicts with it). */
+export function i8GemmPath(tensorCores: boolean, K: number): 'int8-dot4' | 'int8-tensor-core' {
+  return tensorCores && i8TcShapeOk(K) ? 'int8-tensor-core' : 'int8-dot4';
+}
+
 /** The kernel qgemmI8 runs for a reduction length K on this runtime (without explicit tiles). */
 export function qgemmI8Path(rt: Runtime, K: number): 'int8-dot4' | 'int8-tensor-core' {
-  return i8TensorCoreSpec(rt) && i8TcShapeOk(K) ? 'int8-tensor-core' : 'int8-dot4';
+  return i8GemmPath(!!i8TensorCoreSpec(rt), K);
 }
 
 /**

@@ -12,11 +12,12 @@
  * B = Xᵀ. Blocked dW runs the dot4 blocked kernel. Every GEMM's path is recorded under its label.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
-import { qgemmI8, qgemmI8Path } from '../kernels/qgemm';
+import { i8GemmPath, qgemmI8, qgemmI8Path } from '../kernels/qgemm';
 import { qgemmI8Blocked, quantizeColumnsI8, quantizeTransposedI8 } from '../kernels/qgemm-block';
 import { buildQuantize } from '../kernels/quantize';
 import type { GemmPath, LayerCompute } from './compute-plan';
 import type { ModelDims } from './dims';
+import type { ParamLayout } from './params';
 
 export class Int8Gemms {
   /** The kernel each INT8 GEMM runs, by label. */
@@ -91,6 +92,8 @@ export class Int8Gemms {
   }
 }
 
+const joinPaths = (got: Iterable<GemmPath>) => [...new Set(got)].sort().join('+') || 'none';
+
 export interface LayerPaths {
   layer: number;
   forward: string;
@@ -106,15 +109,42 @@ export function computePaths(layers: { compute: LayerCompute }[], paths: Readonl
   return layers.map(({ compute: c }, l) => {
     const of = (fmt: 'fp32' | 'int8', suffix: string): string => {
       if (fmt === 'fp32') return 'fp32';
-      const got = new Set<GemmPath>();
-      for (const [label, path] of paths) if (label.startsWith(`L${l}.`) && label.endsWith(suffix)) got.add(path);
-      return [...got].sort().join('+') || 'none';
+      const got: GemmPath[] = [];
+      for (const [label, path] of paths) if (label.startsWith(`L${l}.`) && label.endsWith(suffix)) got.push(path);
+      return joinPaths(got);
     };
     return {
       layer: l,
       forward: of(c.forward, '_proj'),
       dx: training ? of(c.dx, '.dx') : 'none',
       dw: training ? of(c.dw, '.dw') : 'none',
+    };
+  });
+}
+
+/**
+ * The paths computePaths will report, before any GPU work (the page shows them): with the
+ * tensor-core path enabled or not, each linear [out, in] of a layer runs its forward with K = in
+ * (qgemmI8), its dX with K = out, and its dW with K = the step's tokens (over all of them: qgemmI8;
+ * in blocks: the dot4 blocked kernel), as Int8Gemms chooses them.
+ */
+export function expectedComputePaths(
+  plan: { layers: { compute: LayerCompute }[]; layout: ParamLayout; dims: ModelDims; training: boolean }, tensorCores: boolean,
+): LayerPaths[] {
+  return plan.layers.map(({ compute: c }, l) => {
+    const linears = plan.layout.views.filter((v) => v.name.startsWith(`model.layers.${l}.`) && v.shape.length === 2);
+    const of = (fmt: 'fp32' | 'int8', K: (out: number, inp: number) => number | 'blocked'): string => {
+      if (fmt === 'fp32') return 'fp32';
+      return joinPaths(linears.map(({ shape: [out, inp] }) => {
+        const k = K(out, inp);
+        return k === 'blocked' ? 'int8-dot4' : i8GemmPath(tensorCores, k);
+      }));
+    };
+    return {
+      layer: l,
+      forward: of(c.forward, (_, inp) => inp),
+      dx: plan.training ? of(c.dx, (out) => out) : 'none',
+      dw: plan.training ? of(c.dw, () => (c.dwBlock === 'all' ? plan.dims.N : 'blocked')) : 'none',
     };
   });
 }

@@ -74,19 +74,35 @@ export interface ResolveOptions extends PlanOptions {
   dpMembers?: number;
 }
 
+function planLayers(scheme: Scheme, L: number): LayerPlan[] {
+  return Array.from({ length: L }, (_, l) => {
+    const ls = layerScheme(scheme, l);
+    const savedSpecs = Object.fromEntries(SAVED_KINDS.map((k) => [k, savedSpec(scheme, l, k)])) as Record<SavedKind, QuantSpec>;
+    return { weights: ls.weights, gemmInputs: ls.gemm_inputs, gemmOutputGrads: ls.gemm_output_grads, compute: layerCompute(ls.compute), savedSpecs };
+  });
+}
+
+function computeProblemOf(scheme: Scheme, dims: ModelDims, layers: LayerPlan[], training: boolean): string | null {
+  const problems = computeErrors(scheme, dims, layers, training);
+  return problems.length ? `scheme '${scheme.name}': compute formats this model cannot run:\n  ${problems.join('\n  ')}` : null;
+}
+
+/** Why resolvePlan would refuse the scheme's compute formats at this shape (its message), or null: the page checks before Start. */
+export function computeProblem(cfg: ModelConfig, B: number, T: number, scheme: Scheme | undefined, training = true): string | null {
+  if (!scheme) return null;
+  const dims = modelDims(cfg, B, T);
+  return computeProblemOf(scheme, dims, planLayers(scheme, dims.L), training);
+}
+
 /** The one place a scheme is interpreted: everything a training (or forward-only) model of this shape does under it. */
 export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: ResolveOptions = {}): RunPlan {
   const training = opts.training ?? true;
   const scheme = opts.scheme ?? SCHEME_PRESETS.fp32;
   const dims = modelDims(cfg, B, T);
   const layout = paramLayout(cfg);
-  const layers: LayerPlan[] = Array.from({ length: dims.L }, (_, l) => {
-    const ls = layerScheme(scheme, l);
-    const savedSpecs = Object.fromEntries(SAVED_KINDS.map((k) => [k, savedSpec(scheme, l, k)])) as Record<SavedKind, QuantSpec>;
-    return { weights: ls.weights, gemmInputs: ls.gemm_inputs, gemmOutputGrads: ls.gemm_output_grads, compute: layerCompute(ls.compute), savedSpecs };
-  });
-  const computeProblems = computeErrors(scheme, dims, layers, training);
-  if (computeProblems.length) throw new Error(`scheme '${scheme.name}': compute formats this model cannot run:\n  ${computeProblems.join('\n  ')}`);
+  const layers = planLayers(scheme, dims.L);
+  const problem = computeProblemOf(scheme, dims, layers, training);
+  if (problem) throw new Error(problem);
   const saved = Array.from({ length: dims.L + 1 }, (_, l) => layerStorage(dims, training ? scheme : undefined, l));
   const fakeQuant = {
     weights: layers.some((l) => !isFp32(l.weights)),

@@ -85,13 +85,27 @@ export const LayerSchemeSchema = z
   .strict();
 export type LayerScheme = z.infer<typeof LayerSchemeSchema>;
 
+/**
+ * A layer's own cells: only those it sets, with no defaults (`.partial()` would fill every absent
+ * field with its default, and that fp32 default would override the scheme's `layer` cell).
+ */
+const LayerOverrideSchema = z
+  .object({
+    weights: QuantSpecSchema.optional(),
+    gemm_inputs: QuantSpecSchema.optional(),
+    gemm_output_grads: QuantSpecSchema.optional(),
+    saved: z.partialRecord(z.enum(SAVED_KINDS), QuantSpecSchema).optional(),
+    compute: ComputeSchema.optional(),
+  })
+  .strict();
+
 export const SchemeSchema = z
   .object({
     name: z.string().min(1).max(80),
     description: z.string().max(2000).default(''),
     /** Default for every layer; `layers[i]` overrides cells of layer i. */
     layer: LayerSchemeSchema.prefault({}),
-    layers: z.record(z.string().regex(/^\d+$/), LayerSchemeSchema.partial()).default({}),
+    layers: z.record(z.string().regex(/^\d+$/), LayerOverrideSchema).default({}),
     /**
      * Persistent gradient storage (per block) and what goes on the wire in data parallel: fp32, or
      * INT8 in groups of 256 with round to nearest (AGoQ's codes in the verifiable all-reduce; wire.ts).
