@@ -404,7 +404,8 @@ export class GroupController {
     this.live = live;
     this.past.add(m.id);
     const s = this.store.getState();
-    s.setDraft(m.config);
+    // The run's config whole: a field it leaves out (a custom model, DiLoCo's) is not kept from this page's draft.
+    s.setDraft({ ...m.config, model: m.config.model, diloco: m.config.diloco });
     s.addRun({ id: m.id, config: m.config, startedBy: m.by, members: live.members, joinedLate: role === 'joiner' });
     if (m.by !== this.selfId) s.notice('info', `${shortPeer(m.by)} started a run: ${GROUP_MODES[m.config.mode].label}, ${m.config.preset}, ${m.config.steps} steps`);
     void this.execute(live);

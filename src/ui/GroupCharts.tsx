@@ -33,7 +33,7 @@ function Plot({ testId, title, runs, children, yFormat, x = 'step', extra }: Plo
       <ResponsiveContainer width="100%" height={220}>
         <LineChart margin={{ top: 8, right: 16, bottom: 8, left: 8 }}>
           <CartesianGrid strokeDasharray="3 3" />
-          <XAxis dataKey={x} type="number" domain={['dataMin', 'dataMax']} allowDecimals={x !== 'step'} tick={{ fontSize: 11 }}
+          <XAxis dataKey={x} type="number" domain={[x === 'step' ? 'dataMin' : 0, 'dataMax']} allowDecimals={x !== 'step'} tick={{ fontSize: 11 }}
             tickFormatter={x === 'step' ? undefined : (v: number) => `${Number(v.toFixed(1))} s`} />
           <YAxis type="number" domain={['auto', 'auto']} tickFormatter={yFormat} width={68} tick={{ fontSize: 11 }} />
           <Tooltip formatter={(v) => (typeof v === 'number' ? yFormat(v) : String(v))} labelFormatter={(v) => (x === 'step' ? `step ${v}` : `${Number(v).toFixed(1)} s`)} />
@@ -155,7 +155,7 @@ function RunTable({ runs, color }: { runs: GroupRun[]; color(r: GroupRun): strin
     <table className="group-summary" data-testid="group-summary">
       <caption>Per run on this member (colours as in the plots)</caption>
       <thead>
-        <tr><th>run</th><th>steps</th><th>step time</th><th title="communication time / step time">waiting on network</th><th>exchange / step</th><th title="exchange bytes this member sent / tokens the group trained">bytes / token</th><th>vs fp32</th></tr>
+        <tr><th>run</th><th>steps</th><th>step time</th><th title="share of the step time spent waiting on the network (communication / step time)">network wait</th><th>exchange / step</th><th title="exchange bytes this member sent / tokens the group trained">bytes / token</th><th>vs fp32</th></tr>
       </thead>
       <tbody>
         {runs.map((r) => {

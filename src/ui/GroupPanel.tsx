@@ -3,7 +3,7 @@
  * this page's link names; then the roster, the group run's settings with Start/Stop, the run's
  * status and errors, and per-step plots comparing runs (fp32 against compressed exchange).
  */
-import { useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { useStore } from 'zustand';
 import { activeRun, groupRunCsv, groupRunJson, type GroupNotice, hashHex, hashTrail, shortPeer, type GroupRun, type GroupState } from '../state/group';
 import { ModelConfigSchema, PRESETS } from '../engine/model/config';
@@ -146,11 +146,13 @@ function CustomModel({ busy, problem, onProblem }: { busy: boolean; problem: str
   const model = useGroup((s) => s.draft.model);
   const [text, setText] = useState(() => JSON.stringify(model, null, 2));
   // A model set from elsewhere (a run another member started) replaces the text; one typed here does not.
-  const [typed, setTyped] = useState(model);
-  if (model !== typed) {
-    setTyped(model);
+  const typed = useRef(model);
+  useEffect(() => {
+    if (model === typed.current) return;
+    typed.current = model;
     setText(JSON.stringify(model, null, 2));
-  }
+    onProblem(null);
+  }, [model, onProblem]);
   const edit = (t: string) => {
     setText(t);
     let raw: unknown;
@@ -162,7 +164,7 @@ function CustomModel({ busy, problem, onProblem }: { busy: boolean; problem: str
     const r = ModelConfigSchema.safeParse(raw);
     if (!r.success) return onProblem(`custom model: ${r.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ')}`);
     onProblem(null);
-    setTyped(r.data);
+    typed.current = r.data;
     store.getState().setDraft({ model: r.data });
   };
   return (

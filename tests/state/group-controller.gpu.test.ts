@@ -11,6 +11,7 @@ import { LoopbackHub, type LoopbackTransport } from '../../src/peers/loopback';
 import { parseRoomLink } from '../../src/peers/room';
 import type { RosterEntry } from '../../src/peers/roster';
 import { emptyStats, Listeners, type PeerId } from '../../src/peers/transport';
+import { PRESETS } from '../../src/engine/model/config';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { Trainer } from '../../src/engine/train/trainer';
 import { activeRun, createGroupStore, type GroupRun, type GroupStore, wireSummary } from '../../src/state/group';
@@ -127,6 +128,8 @@ describe('group controller over loopback (micro on Dawn)', () => {
     expect(a.store.getState().phase).toBe('joined');
     expect(b.store.getState().room?.link).toBe(LINK);
     a.store.getState().setDraft(CONFIG);
+    // b's own draft (a custom model) gives way to the run a started, whole.
+    b.store.getState().setDraft({ model: { ...PRESETS.micro, hidden_size: 64 } });
     expect(a.ctl.start()).toBe(true);
     await until('two steps on a', () => lastRun(a).points.length >= 2);
     // b trains the run it was told about, with the same config.
