@@ -6,6 +6,7 @@
  * protocol (to validate a run announced by a peer) and by the controller.
  */
 import { z } from 'zod';
+import { type ModelConfig, ModelConfigSchema, PRESET_NAMES, PRESETS } from '../engine/model/config';
 import { modelDims } from '../engine/model/plan';
 import { tpProblem } from '../engine/tp/tp';
 import { dataParallelScheme } from '../engine/scheme/presets';
@@ -13,8 +14,8 @@ import { parseScheme, type Scheme } from '../engine/scheme/scheme';
 import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
 import { type DilocoConfig, resolveDiloco } from '../peers/diloco';
 
-/** Models a group offers: small enough for a tab on SwiftShader, with a TP split (2 KV heads → degree 2). */
-export const GROUP_PRESETS = ['micro', 'tiny'] as const;
+/** Models a group offers: every preset (micro and tiny fit a tab on SwiftShader; small and base want a real GPU), or a custom shape. */
+export const GROUP_PRESETS = PRESET_NAMES;
 /** Largest group (the collectives' full mesh). */
 export const MAX_GROUP_SIZE = 8;
 /** TACO's and the fp32 exchange's quantization group along a rank's chunk (the engine's TP presets use 128). */
@@ -42,6 +43,8 @@ export const GroupRunConfigSchema = z
   .object({
     mode: z.enum(MODE_NAMES),
     preset: z.enum(GROUP_PRESETS),
+    /** A custom model (Hugging Face keys) replacing the preset's shape; the preset still gives the recipe (as a lab run's). */
+    model: ModelConfigSchema.optional(),
     steps: z.number().int().min(1).max(1_000_000),
     /** Rows per member and step (data parallel: each member's share of the global batch). */
     batch: z.number().int().min(1).max(256),
@@ -114,7 +117,26 @@ export function groupTrainOptions(c: GroupRunConfig, world: number): TrainOption
     seed: c.seed,
     evalEvery: 0,
     scheme: groupScheme(c, world),
+    model: c.model && { ...c.model, max_position_embeddings: Math.max(c.model.max_position_embeddings, c.seq) },
   });
+}
+
+/** The model a run trains: its custom shape, else its preset's. */
+export function groupModel(c: Pick<GroupRunConfig, 'preset' | 'model'>): ModelConfig {
+  return c.model ?? PRESETS[c.preset];
+}
+
+/** The model's name in labels and messages: the preset, or "custom W×L". */
+export function groupModelName(c: Pick<GroupRunConfig, 'preset' | 'model'>): string {
+  return c.model ? `custom ${c.model.hidden_size}×${c.model.num_hidden_layers}` : c.preset;
+}
+
+/**
+ * Tokens the whole group trains in one step of a group of `world`: data parallel and DiLoCo, each
+ * member its own batch of rows; tensor parallel, one batch that the members' shards share.
+ */
+export function groupStepTokens(c: Pick<GroupRunConfig, 'mode' | 'batch' | 'seq'>, world: number): number {
+  return c.batch * c.seq * (isTensorParallel(c) ? 1 : world);
 }
 
 /** Why `raw` cannot run on a group of `world` members, in words a user can act on; null when it can. */
@@ -134,7 +156,8 @@ export function groupConfigProblem(raw: unknown, world: number): string | null {
     } catch (e) {
       return (e as Error).message;
     }
-    if (diloco.fragments! > modelDimsLayers(c)) return `DiLoCo: ${diloco.fragments} fragments for ${c.preset}, which has ${modelDimsLayers(c)} layers`;
+    const layers = groupModel(c).num_hidden_layers;
+    if (diloco.fragments! > layers) return `DiLoCo: ${diloco.fragments} fragments for ${groupModelName(c)}, which has ${layers} layers`;
   }
   let opts: TrainOptions;
   try {
@@ -144,20 +167,16 @@ export function groupConfigProblem(raw: unknown, world: number): string | null {
   }
   if (tp) {
     const problem = tpProblem(modelDims(opts.model, c.batch, c.seq), opts.scheme!.tp);
-    if (problem) return `${c.preset} cannot be split across ${world} members: ${problem}`;
+    if (problem) return `${groupModelName(c)} cannot be split across ${world} members: ${problem}`;
   }
   return null;
-}
-
-function modelDimsLayers(c: GroupRunConfig): number {
-  return defaultTrainOptions(c.preset).model.num_hidden_layers;
 }
 
 /** A short name for a run of `c`, e.g. "DP AGoQ int8 · micro". */
 export function groupRunLabel(c: GroupRunConfig): string {
   const d = dilocoOf(c);
-  if (d) return `DiLoCo H${d.innerSteps} ${d.wire}${d.fragments! > 1 ? ` streaming ×${d.fragments}` : ''} · ${c.preset}`;
+  if (d) return `DiLoCo H${d.innerSteps} ${d.wire}${d.fragments! > 1 ? ` streaming ×${d.fragments}` : ''} · ${groupModelName(c)}`;
   const m = GROUP_MODES[c.mode];
   const exchange = m.exchange === 'int8' ? 'AGoQ int8' : m.exchange === 'taco' ? 'TACO' : 'fp32';
-  return `${m.parallel.toUpperCase()} ${exchange} · ${c.preset}`;
+  return `${m.parallel.toUpperCase()} ${exchange} · ${groupModelName(c)}`;
 }

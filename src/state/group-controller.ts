@@ -14,7 +14,7 @@
  * compilation and readbacks run in the GPU process and are awaited, and WebRTC's network work runs
  * in the browser's network stack. What remains here per step is O(parameters) typed-array work —
  * the AGoQ INT8 codec of the gradient, its all-reduce sums, a crc32 of the weights — a few
- * milliseconds for micro and tiny (the group offers only those). The e2e test records the page's
+ * milliseconds for micro and tiny (small and base, also offered, want a real GPU). The e2e test records the page's
  * long tasks while training.
  *
  * A run: one member presses Start; it announces the run (config + members) to every peer, and each
@@ -397,14 +397,15 @@ export class GroupController {
     const live: LiveRun = {
       id: m.id, config: m.config, members: [...m.members].sort(), startedBy: m.by, role,
       ready: new Set(), quits: new Map(), stepping: false, looping: false, completed: 0,
-      stopAfter: Number.POSITIVE_INFINITY, stopReason: null, cancelled: null, failure: null, abort: null, wake: null,
+      stopAfter: Number.POSITIVE_INFINITY, stopReason: null, cancelled: null, failure: null, abort: null, wake: null, firstStepAt: null,
     };
     // A joiner whose group already reported steps may ask in at once.
     live.stepping = Object.entries(this.store.getState().reports).some(([p, r]) => r.runId === m.id && this.present(p));
     this.live = live;
     this.past.add(m.id);
     const s = this.store.getState();
-    s.setDraft(m.config);
+    // The run's config whole: a field it leaves out (a custom model, DiLoCo's) is not kept from this page's draft.
+    s.setDraft({ ...m.config, model: m.config.model, diloco: m.config.diloco });
     s.addRun({ id: m.id, config: m.config, startedBy: m.by, members: live.members, joinedLate: role === 'joiner' });
     if (m.by !== this.selfId) s.notice('info', `${shortPeer(m.by)} started a run: ${GROUP_MODES[m.config.mode].label}, ${m.config.preset}, ${m.config.steps} steps`);
     void this.execute(live);

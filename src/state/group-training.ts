@@ -16,7 +16,7 @@ import { type LoopControl, runTraining } from '../engine/train/loop';
 import type { RunTrainer } from '../engine/train/run-trainer';
 import { Trainer } from '../engine/train/trainer';
 import { type GroupRunStatus, type GroupStepPoint, type GroupStore, shortPeer } from './group';
-import { dilocoOf, type GroupRunConfig, groupTrainOptions } from './group-config';
+import { dilocoOf, type GroupRunConfig, groupStepTokens, groupTrainOptions } from './group-config';
 import type { SessionMessage } from './group-wire';
 
 /** What a run's training needs of the controller. */
@@ -63,7 +63,12 @@ export interface LiveRun {
   abort: ((reason: string) => void) | null;
   /** Wakes waitFor() to re-check its condition. */
   wake: (() => void) | null;
+  /** performance.now() when this member's first step of the run began (its points' time axis). */
+  firstStepAt: number | null;
 }
+
+/** A step's measurements, before record() adds the time axis and the group's token count. */
+type MeasuredStep = Omit<GroupStepPoint, 'elapsedMs' | 'tokens'>;
 
 async function waitFor(live: LiveRun, cond: () => boolean): Promise<void> {
   while (!cond() && live.cancelled === null) await new Promise<void>((resolve) => (live.wake = resolve));
@@ -205,7 +210,10 @@ function recordTp(host: GroupTrainingHost, live: LiveRun, m: TpStepMetrics, worl
   }, live.members);
 }
 
-function record(host: GroupTrainingHost, live: LiveRun, p: GroupStepPoint, members: PeerId[]): void {
+function record(host: GroupTrainingHost, live: LiveRun, m: MeasuredStep, members: PeerId[]): void {
+  const now = performance.now();
+  live.firstStepAt ??= now - m.stepMs;
+  const p: GroupStepPoint = { ...m, elapsedMs: now - live.firstStepAt, tokens: groupStepTokens(live.config, m.world) };
   const s = host.store.getState();
   const stopping = s.runs.find((r) => r.id === live.id)?.status === 'stopping';
   const phase = `step ${p.step + 1} / ${live.config.steps} · ${p.world} member${p.world === 1 ? '' : 's'}`;

@@ -54,6 +54,10 @@ export interface GroupStepPoint {
   commMs: number;
   computeMs: number;
   stepMs: number;
+  /** Wall-clock ms from the start of this member's first step of the run to the end of this one. */
+  elapsedMs: number;
+  /** Tokens the whole group trained in the step (groupStepTokens). */
+  tokens: number;
   /** crc32 of the weights after the step (data parallel; null for tensor parallel, whose members hold different shards). */
   hash: number | null;
 }
@@ -158,18 +162,33 @@ export function hashHex(h: number): string {
   return (h >>> 0).toString(16).padStart(8, '0');
 }
 
-/** Exchange bytes over a run's points against fp32's, per step on average. */
-export function wireSummary(points: readonly GroupStepPoint[]): { steps: number; wire: number; fp32: number; ratio: number | null; commShare: number | null } {
+export interface WireSummary {
+  steps: number;
+  /** Exchange bytes this member sent over the steps that measured them, and fp32's for the same steps. */
+  wire: number;
+  fp32: number;
+  ratio: number | null;
+  /** Exchange bytes this member sent per token the group trained, over every step (DiLoCo's inner steps send none). */
+  bytesPerToken: number | null;
+  /** Share of the steps' wall-clock time spent communicating (commMs / stepMs, summed). */
+  commShare: number | null;
+}
+
+/** A run's exchange against fp32's, per trained token, and its time waiting on the network. */
+export function wireSummary(points: readonly GroupStepPoint[]): WireSummary {
   const measured = points.filter((p) => p.fp32WireBytes > 0);
-  const wire = measured.reduce((a, p) => a + p.wireBytes, 0);
-  const fp32 = measured.reduce((a, p) => a + p.fp32WireBytes, 0);
-  const time = points.reduce((a, p) => a + p.commMs + p.computeMs, 0);
+  const sum = (ps: readonly GroupStepPoint[], f: (p: GroupStepPoint) => number) => ps.reduce((a, p) => a + f(p), 0);
+  const wire = sum(measured, (p) => p.wireBytes);
+  const fp32 = sum(measured, (p) => p.fp32WireBytes);
+  const tokens = sum(points, (p) => p.tokens);
+  const time = sum(points, (p) => p.stepMs);
   return {
     steps: points.length,
     wire,
     fp32,
     ratio: fp32 > 0 ? wire / fp32 : null,
-    commShare: time > 0 ? points.reduce((a, p) => a + p.commMs, 0) / time : null,
+    bytesPerToken: tokens > 0 ? sum(points, (p) => p.wireBytes) / tokens : null,
+    commShare: time > 0 ? Math.min(1, sum(points, (p) => p.commMs) / time) : null,
   };
 }
 
@@ -266,7 +285,7 @@ export function createGroupStore(init: { invite?: ParsedRoomLink | null; inviteE
   }));
 }
 
-const GROUP_CSV_COLUMNS = ['step', 'loss', 'world', 'wireBytes', 'fp32WireBytes', 'bytesSent', 'bytesReceived', 'commMs', 'computeMs', 'stepMs', 'hash'] as const;
+const GROUP_CSV_COLUMNS = ['step', 'loss', 'world', 'wireBytes', 'fp32WireBytes', 'bytesSent', 'bytesReceived', 'commMs', 'computeMs', 'stepMs', 'elapsedMs', 'tokens', 'hash'] as const;
 
 /** A group run's steps as CSV (this member's view), like a single run's export; the hash as hex. */
 export function groupRunCsv(run: GroupRun): string {

@@ -3,9 +3,10 @@
  * this page's link names; then the roster, the group run's settings with Start/Stop, the run's
  * status and errors, and per-step plots comparing runs (fp32 against compressed exchange).
  */
-import { useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { useStore } from 'zustand';
 import { activeRun, groupRunCsv, groupRunJson, type GroupNotice, hashHex, hashTrail, shortPeer, type GroupRun, type GroupState } from '../state/group';
+import { ModelConfigSchema, PRESETS } from '../engine/model/config';
 import { DEFAULT_DILOCO, dilocoOf, GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode, groupSchemeFields } from '../state/group-config';
 import { pageGroupLab } from '../state/group-page';
 import { useLab } from './context';
@@ -86,7 +87,8 @@ function RunForm({ run }: { run: GroupRun | null }) {
   const draft = useGroup((s) => s.draft);
   const world = useGroup((s) => s.roster.filter((e) => e.state === 'admitted').length);
   const gpu = useLab((s) => s.gpu);
-  const problem = groupConfigProblem(draft, Math.max(world, 1));
+  const [customError, setCustomError] = useState<string | null>(null);
+  const problem = customError ?? groupConfigProblem(draft, Math.max(world, 1));
   const set = store.getState().setDraft;
   const busy = run !== null;
   const noGpu = gpu.state === 'unavailable';
@@ -105,9 +107,17 @@ function RunForm({ run }: { run: GroupRun | null }) {
       <label className="field">
         <span>model</span>
         <select value={draft.preset} disabled={busy} data-testid="group-preset" onChange={(e) => set({ preset: e.target.value as GroupState['draft']['preset'] })}>
-          {GROUP_PRESETS.map((p) => <option key={p} value={p}>{p}</option>)}
+          {GROUP_PRESETS.map((p) => <option key={p} value={p}>{draft.model ? `custom (${p}'s recipe)` : p}</option>)}
         </select>
       </label>
+      <label className="field">
+        <span>custom model</span>
+        <input type="checkbox" data-testid="group-custom-model" checked={draft.model !== undefined} disabled={busy} onChange={(e) => {
+          setCustomError(null);
+          set({ model: e.target.checked ? PRESETS[draft.preset] : undefined });
+        }} />
+      </label>
+      {draft.model && <CustomModel busy={busy} onProblem={setCustomError} problem={customError} />}
       {(['steps', 'batch', 'seq', 'seed'] as const).map((k) => (
         <NumberField key={k} label={FIELD_LABELS[k]} value={draft[k]} min={k === 'seed' ? 0 : 1} integer disabled={busy} testId={`group-${k}`}
           onChange={(v) => v !== undefined && set({ [k]: v })} />
@@ -127,6 +137,42 @@ function RunForm({ run }: { run: GroupRun | null }) {
       {!busy && problem && <p className="form-problem" data-testid="group-config-problem">{problem}</p>}
       {!busy && noGpu && <p className="form-problem">This page has no WebGPU: it can stay in the group but not train.</p>}
     </div>
+  );
+}
+
+/** The custom model's config.json (Hugging Face keys); the draft takes it only when it is valid, Start waits otherwise. */
+function CustomModel({ busy, problem, onProblem }: { busy: boolean; problem: string | null; onProblem(p: string | null): void }) {
+  const { store } = pageGroupLab();
+  const model = useGroup((s) => s.draft.model);
+  const [text, setText] = useState(() => JSON.stringify(model, null, 2));
+  // A model set from elsewhere (a run another member started) replaces the text; one typed here does not.
+  const typed = useRef(model);
+  useEffect(() => {
+    if (model === typed.current) return;
+    typed.current = model;
+    setText(JSON.stringify(model, null, 2));
+    onProblem(null);
+  }, [model, onProblem]);
+  const edit = (t: string) => {
+    setText(t);
+    let raw: unknown;
+    try {
+      raw = JSON.parse(t);
+    } catch (e) {
+      return onProblem(`custom model: not JSON (${(e as Error).message})`);
+    }
+    const r = ModelConfigSchema.safeParse(raw);
+    if (!r.success) return onProblem(`custom model: ${r.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ')}`);
+    onProblem(null);
+    typed.current = r.data;
+    store.getState().setDraft({ model: r.data });
+  };
+  return (
+    <label className="field custom-config">
+      <span>model config (config.json keys)</span>
+      <textarea data-testid="group-custom-model-json" rows={7} spellCheck={false} value={text} disabled={busy} onChange={(e) => edit(e.target.value)}
+        aria-invalid={problem !== null} />
+    </label>
   );
 }
 

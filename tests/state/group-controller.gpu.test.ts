@@ -11,6 +11,7 @@ import { LoopbackHub, type LoopbackTransport } from '../../src/peers/loopback';
 import { parseRoomLink } from '../../src/peers/room';
 import type { RosterEntry } from '../../src/peers/roster';
 import { emptyStats, Listeners, type PeerId } from '../../src/peers/transport';
+import { PRESETS } from '../../src/engine/model/config';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { Trainer } from '../../src/engine/train/trainer';
 import { activeRun, createGroupStore, type GroupRun, type GroupStore, wireSummary } from '../../src/state/group';
@@ -127,6 +128,8 @@ describe('group controller over loopback (micro on Dawn)', () => {
     expect(a.store.getState().phase).toBe('joined');
     expect(b.store.getState().room?.link).toBe(LINK);
     a.store.getState().setDraft(CONFIG);
+    // b's own draft (a custom model) gives way to the run a started, whole.
+    b.store.getState().setDraft({ model: { ...PRESETS.micro, hidden_size: 64 } });
     expect(a.ctl.start()).toBe(true);
     await until('two steps on a', () => lastRun(a).points.length >= 2);
     // b trains the run it was told about, with the same config.
@@ -152,6 +155,13 @@ describe('group controller over loopback (micro on Dawn)', () => {
     for (const [step, h] of hb) expect(ha.get(step), `b at step ${step}`).toBe(h);
     for (const [step, h] of hc) expect(ha.get(step), `c at step ${step}`).toBe(h);
     expect(hc.size).toBe(CONFIG.steps - joinedAt);
+    // The time axis (from the start of this member's first step) and the tokens the group trained: each member's batch.
+    const pts = lastRun(a).points;
+    expect(pts[0].elapsedMs).toBeCloseTo(pts[0].stepMs, 6);
+    for (const [i, p] of pts.entries()) {
+      expect(p.tokens, `step ${p.step}`).toBe(CONFIG.batch * CONFIG.seq * p.world);
+      if (i > 0) expect(p.elapsedMs - pts[i - 1].elapsedMs, `step ${p.step}`).toBeGreaterThanOrEqual(p.stepMs);
+    }
     const worlds = lastRun(a).points.map((p) => p.world);
     expect(worlds).toContain(3);
     expect(worlds.at(-1)).toBe(2);
@@ -198,6 +208,8 @@ describe('group controller over loopback (micro on Dawn)', () => {
       expect(Math.abs(p.loss! - m.loss) / m.loss, `step ${s}`).toBeLessThan(1e-5);
       expect(lastRun(b).points[s].loss).toBe(p.loss);
       expect(p.wireBytes).toBe(p.fp32WireBytes);
+      // Tensor parallel: the two shards train one batch.
+      expect(p.tokens).toBe(CONFIG.batch * CONFIG.seq);
     }
     single.destroy();
 

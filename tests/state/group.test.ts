@@ -20,7 +20,7 @@ import { decodeSession, encodeSession, isSessionBytes, MAX_SESSION_BYTES, type S
 const RUN: SessionMessage = { t: 'run', v: 1, id: 'gabc123', config: DEFAULT_GROUP_CONFIG, members: ['p0', 'p1'], by: 'p0' };
 
 const point = (step: number, o: Partial<GroupStepPoint> = {}): GroupStepPoint => ({
-  step, loss: 4, world: 2, wireBytes: 250, fp32WireBytes: 1000, bytesSent: 300, bytesReceived: 300, commMs: 10, computeMs: 30, stepMs: 40, hash: step * 17, ...o,
+  step, loss: 4, world: 2, wireBytes: 250, fp32WireBytes: 1000, bytesSent: 300, bytesReceived: 300, commMs: 10, computeMs: 30, stepMs: 40, elapsedMs: 40 * (step + 1), tokens: 256, hash: step * 17, ...o,
 });
 
 describe('group run config', () => {
@@ -28,7 +28,7 @@ describe('group run config', () => {
     for (const n of [1, 2, 8]) expect(groupConfigProblem(DEFAULT_GROUP_CONFIG, n)).toBeNull();
     expect(groupConfigProblem(DEFAULT_GROUP_CONFIG, 9)).toMatch(/at most 8/);
     expect(groupConfigProblem({ ...DEFAULT_GROUP_CONFIG, batch: 0 }, 2)).toMatch(/batch/);
-    expect(groupConfigProblem({ ...DEFAULT_GROUP_CONFIG, preset: 'base' }, 2)).toMatch(/preset/);
+    expect(groupConfigProblem({ ...DEFAULT_GROUP_CONFIG, preset: 'huge' }, 2)).toMatch(/preset/);
     expect(groupConfigProblem({ ...DEFAULT_GROUP_CONFIG, extra: 1 }, 2)).not.toBeNull();
     const tp = { ...DEFAULT_GROUP_CONFIG, mode: 'tp-taco' as const };
     expect(groupConfigProblem(tp, 1)).toMatch(/at least 2/);
@@ -206,7 +206,11 @@ describe('group store', () => {
     const w = wireSummary(a.points);
     expect(w).toMatchObject({ steps: 3, wire: 850, fp32: 3000 });
     expect(w.ratio).toBeCloseTo(850 / 3000, 12);
-    expect(w.commShare).toBeCloseTo(50 / 140, 12);
+    // Waiting on the network: communication over the steps' wall-clock time.
+    expect(w.commShare).toBeCloseTo(50 / 120, 12);
+    // This member's exchange bytes per token the group trained (256 a step).
+    expect(w.bytesPerToken).toBeCloseTo(850 / 768, 12);
+    expect(wireSummary([point(0, { tokens: 0 })]).bytesPerToken).toBeNull();
     expect(wireSummary([]).ratio).toBeNull();
     for (let i = 0; i < 100; i++) s().notice('info', `n${i}`);
     expect(s().notices.length).toBe(60);
