@@ -37,6 +37,7 @@ import { type GroupRunStatus, type GroupStore, isActiveRun, shortPeer } from './
 import { GROUP_MODES, groupConfigProblem, isTensorParallel } from './group-config';
 import type { GroupDeps, OpenRoomOptions, RoomTransport } from './group-deps';
 import { errorText, runError } from './group-errors';
+import type { CheckpointFiles } from '../engine/io/checkpoint';
 import { type GroupTrainingHost, type LiveRun, trainDp, trainTp } from './group-training';
 import { type RunMessage, SESSION_VERSION, type SessionMessage, type SplitTransport, splitTransport } from './group-wire';
 
@@ -49,6 +50,9 @@ interface Session {
   reported: Set<PeerId>;
 }
 
+/** Group runs whose end checkpoint stays in memory for download. */
+const KEPT_CHECKPOINTS = 3;
+
 export class GroupController {
   private session: Session | null = null;
   private live: LiveRun | null = null;
@@ -59,6 +63,8 @@ export class GroupController {
   private opening = false;
   /** What a run's training (group-training.ts) uses of this controller. */
   private readonly host: GroupTrainingHost;
+  /** The end checkpoints of this session's runs, newest last (a few: they are whole models in memory). */
+  private readonly checkpoints = new Map<string, CheckpointFiles>();
 
   constructor(
     private readonly store: GroupStore,
@@ -72,6 +78,15 @@ export class GroupController {
       broadcast: (m) => this.broadcast(m),
       broadcastTo: (peers, m) => this.broadcastTo(peers, m),
       phase: (live, status, phase) => this.phase(live, status, phase),
+      keepCheckpoint: (live, step, files) => {
+        this.checkpoints.delete(live.id);
+        this.checkpoints.set(live.id, files);
+        for (const old of [...this.checkpoints.keys()].slice(0, -KEPT_CHECKPOINTS)) {
+          this.checkpoints.delete(old);
+          store.getState().updateRun(old, { checkpointStep: null });
+        }
+        store.getState().updateRun(live.id, { checkpointStep: step });
+      },
       beforeBuild: async () => {
         if (!deps.buildBlocksMs || !this.session?.t.announceBusy) return;
         this.session.t.announceBusy(deps.buildBlocksMs);
@@ -79,6 +94,11 @@ export class GroupController {
         await new Promise((resolve) => setTimeout(resolve, 100));
       },
     };
+  }
+
+  /** The checkpoint this page kept of a group run (model.safetensors + config.json among them), or null. */
+  checkpoint(runId: string): CheckpointFiles | null {
+    return this.checkpoints.get(runId) ?? null;
   }
 
   /** This member's id in the room (null outside one). */

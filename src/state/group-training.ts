@@ -12,6 +12,7 @@ import { createTpTrainer, tpStepWireBytes } from '../peers/tp';
 import type { PeerId, Transport } from '../peers/transport';
 import type { Runtime } from '../engine/gpu/runtime';
 import type { TpStepMetrics, TpTrainer } from '../engine/tp/tp-trainer';
+import type { CheckpointFiles } from '../engine/io/checkpoint';
 import { type LoopControl, runTraining } from '../engine/train/loop';
 import type { RunTrainer } from '../engine/train/run-trainer';
 import { Trainer } from '../engine/train/trainer';
@@ -29,6 +30,8 @@ export interface GroupTrainingHost {
   broadcast(m: SessionMessage): void;
   broadcastTo(peers: PeerId[], m: SessionMessage): void;
   phase(live: LiveRun, status: GroupRunStatus, phase: string): void;
+  /** The run's checkpoint at its end (the member's own weights: data parallel's are the group's; tensor parallel's gathered). */
+  keepCheckpoint(live: LiveRun, step: number, files: CheckpointFiles): void;
   /** Called before building a model, which may block this thread (GroupDeps.buildBlocksMs). */
   beforeBuild(): Promise<void>;
   readonly dp?: Pick<DataParallelOptions, 'silenceMs' | 'joinTimeoutMs' | 'collectiveTimeoutMs' | 'heartbeatMs'>;
@@ -105,8 +108,9 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
     live.abort = (why) => driver.stop(why);
     live.looping = true;
     const training = live.role === 'joiner' ? 'asking to join: the group admits newcomers at its next step' : 'training';
-    await runTraining(driver, { steps: config.steps, evalEvery: trainer.opts.evalEvery }, {
+    await runTraining(driver, { steps: config.steps, evalEvery: trainer.opts.evalEvery, checkpointAtEnd: true }, {
       onPhase: (p) => p === 'training' && host.phase(live, 'training', training),
+      onCheckpoint: (step, files) => host.keepCheckpoint(live, step, files),
       onStep: (st) => {
         live.completed = driver.stepIndex;
         recordDp(host, live, st);
@@ -187,8 +191,9 @@ export async function trainTp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
     live.looping = true;
     const rank = tp;
     const fp32Bytes = tpStepWireBytes(rank.model.dims, { ...rank.tp.tp, codec: 'fp32' });
-    await runTraining(rank, { steps: config.steps, evalEvery: rank.opts.evalEvery }, {
+    await runTraining(rank, { steps: config.steps, evalEvery: rank.opts.evalEvery, checkpointAtEnd: true }, {
       onPhase: (p) => p === 'training' && host.phase(live, 'training', 'training'),
+      onCheckpoint: (step, files) => host.keepCheckpoint(live, step, files),
       onStep: (m) => {
         live.completed = rank.stepIndex;
         recordTp(host, live, m, group.size, fp32Bytes);

@@ -81,6 +81,8 @@ export interface GroupRun {
   /** Step after which this member received the group's state (a late joiner catching up). */
   caughtUpAt: number | null;
   error: { title: string; message: string } | null;
+  /** The step of the checkpoint this page keeps of the run (its end; null: none). */
+  checkpointStep: number | null;
 }
 
 export type NoticeLevel = 'info' | 'warn' | 'error';
@@ -124,7 +126,7 @@ export interface GroupState {
   peerReport(from: PeerId, m: StepMessage): void;
   peerGone(peer: PeerId): void;
   addRun(r: Pick<GroupRun, 'id' | 'config' | 'startedBy' | 'members' | 'joinedLate'>): void;
-  updateRun(id: string, patch: Partial<Pick<GroupRun, 'status' | 'phase' | 'members' | 'caughtUpAt' | 'error'>>): void;
+  updateRun(id: string, patch: Partial<Pick<GroupRun, 'status' | 'phase' | 'members' | 'caughtUpAt' | 'error' | 'checkpointStep'>>): void;
   /** A step of run `id` with the run's members and phase after it, in one update (one render per step). */
   addPoint(id: string, p: GroupStepPoint, patch?: Partial<Pick<GroupRun, 'members' | 'phase'>>): void;
   notice(level: NoticeLevel, text: string): void;
@@ -268,7 +270,7 @@ export function createGroupStore(init: { invite?: ParsedRoomLink | null; inviteE
       set((s) => ({
         runs: [
           ...s.runs,
-          { ...r, label: `#${++runNumber} ${groupRunLabel(r.config)}`, status: 'preparing', phase: 'starting', points: [], caughtUpAt: null, error: null },
+          { ...r, label: `#${++runNumber} ${groupRunLabel(r.config)}`, status: 'preparing', phase: 'starting', points: [], caughtUpAt: null, error: null, checkpointStep: null },
         ],
       })),
     updateRun: (id, patch) => set((s) => mapRun(s, id, (r) => ({ ...r, ...patch }))),

@@ -10,7 +10,7 @@ import { ModelConfigSchema, PRESETS } from '../engine/model/config';
 import { DEFAULT_DILOCO, dilocoOf, GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode, groupSchemeFields } from '../state/group-config';
 import { pageGroupLab } from '../state/group-page';
 import { useLab } from './context';
-import { download, fileSlug } from './download';
+import { download, downloadCheckpoint, fileSlug } from './download';
 import { GroupCharts } from './GroupCharts';
 import { GroupRoster } from './GroupRoster';
 import { IceSettings } from './IceSettings';
@@ -201,6 +201,21 @@ function DilocoFields({ busy }: { busy: boolean }) {
   );
 }
 
+/** The run's end checkpoint (model.safetensors + config.json, as a lab run exports it), once this page holds one. */
+function CheckpointButton({ run }: { run: GroupRun }) {
+  const { controller } = pageGroupLab();
+  const save = () => {
+    const files = controller.checkpoint(run.id);
+    if (files) downloadCheckpoint(`group-${fileSlug(run.label)}`, files);
+  };
+  return (
+    <button type="button" className="small" data-testid="group-export-checkpoint" disabled={run.checkpointStep === null} onClick={save}
+      title={run.checkpointStep === null ? 'the checkpoint is kept when the run ends' : `model.safetensors + config.json after step ${run.checkpointStep} (Hugging Face)`}>
+      Checkpoint
+    </button>
+  );
+}
+
 /** The status of this page's latest run: phase, numbers, weights hash, errors. */
 function RunStatus({ run }: { run: GroupRun }) {
   const last = run.points.at(-1);
@@ -214,7 +229,8 @@ function RunStatus({ run }: { run: GroupRun }) {
       <h3>
         {run.label} <span className={`badge badge-${run.status}`} data-testid="group-run-status">{run.status}</span>{' '}
         <button type="button" className="small" data-testid="group-export-json" onClick={() => download(`group-${fileSlug(run.label)}.json`, groupRunJson(run), 'application/json')}>JSON</button>{' '}
-        <button type="button" className="small" data-testid="group-export-csv" onClick={() => download(`group-${fileSlug(run.label)}.csv`, groupRunCsv(run), 'text/csv')}>CSV</button>
+        <button type="button" className="small" data-testid="group-export-csv" onClick={() => download(`group-${fileSlug(run.label)}.csv`, groupRunCsv(run), 'text/csv')}>CSV</button>{' '}
+        <CheckpointButton run={run} />
       </h3>
       <p className="muted small" data-testid="group-run-phase">{run.phase}{run.joinedLate && ' · joined late'}{run.caughtUpAt !== null && ` · caught up at step ${run.caughtUpAt}`}</p>
       {run.error && (

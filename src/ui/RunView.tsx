@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { canContinue, isActive, runAccounting, runCsv, runJson, type RunState } from '../state/runs';
 import { useLab, useLabApi } from './context';
-import { download, fileSlug } from './download';
+import { download, downloadCheckpoint, fileSlug } from './download';
 import { formatCount } from './format';
 import { LossChart } from './LossChart';
 import { MemoryTable } from './MemoryTable';
@@ -26,11 +26,7 @@ function Controls({ run }: { run: RunState }) {
     try {
       const files = await runs.checkpoint(run.id);
       if (!files) throw new Error('no checkpoint yet');
-      const slug = fileSlug(run.label);
-      for (const name of ['model.safetensors', 'config.json'] as const) {
-        const f = files[name];
-        if (f !== undefined) download(`${slug}-${name}`, f, name.endsWith('.json') ? 'application/json' : 'application/octet-stream');
-      }
+      downloadCheckpoint(fileSlug(run.label), files);
     } finally {
       setBusy(null);
     }

@@ -14,3 +14,11 @@ export function download(name: string, data: Uint8Array | string, type: string):
 export function fileSlug(s: string): string {
   return s.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '').toLowerCase().slice(0, 60) || 'run';
 }
+
+/** A checkpoint's Hugging Face files (model.safetensors, config.json; those present) as downloads named after the run. */
+export function downloadCheckpoint(slug: string, files: Partial<Record<'model.safetensors' | 'config.json', Uint8Array | string>>): void {
+  for (const name of ['model.safetensors', 'config.json'] as const) {
+    const f = files[name];
+    if (f !== undefined) download(`${slug}-${name}`, f, name.endsWith('.json') ? 'application/json' : 'application/octet-stream');
+  }
+}

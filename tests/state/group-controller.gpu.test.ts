@@ -155,6 +155,12 @@ describe('group controller over loopback (micro on Dawn)', () => {
     for (const [step, h] of hb) expect(ha.get(step), `b at step ${step}`).toBe(h);
     for (const [step, h] of hc) expect(ha.get(step), `c at step ${step}`).toBe(h);
     expect(hc.size).toBe(CONFIG.steps - joinedAt);
+    // Each member keeps the run's end checkpoint for download, the same model on both.
+    for (const p of [a, c]) expect(lastRun(p).checkpointStep).toBe(CONFIG.steps);
+    const [ca, cc] = [a, c].map((p) => p.ctl.checkpoint(lastRun(p).id)!);
+    expect(JSON.parse(ca['config.json'])).toMatchObject({ hidden_size: PRESETS.micro.hidden_size });
+    expect(Buffer.from(ca['model.safetensors']).equals(Buffer.from(cc['model.safetensors']))).toBe(true);
+    expect(a.ctl.checkpoint('no-such-run')).toBeNull();
     // The time axis (from the start of this member's first step) and the tokens the group trained: each member's batch.
     const pts = lastRun(a).points;
     expect(pts[0].elapsedMs).toBeCloseTo(pts[0].stepMs, 6);
