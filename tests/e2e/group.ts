@@ -207,6 +207,14 @@ export function groupTests(check: Check): TestCase[] {
         const trainingUntil = await a.evaluate(() => performance.now());
         v = await waitRuns(t, { a, c }, 'DP run stopped on A and C', 2 * 60_000, (r) => r.a.status === 'stopped' && r.c.status === 'stopped');
         check(v.a.steps.at(-1)![0] === v.c.steps.at(-1)![0], `A stopped after step ${v.a.steps.at(-1)![0]}, C after ${v.c.steps.at(-1)![0]}`);
+        // The stopped run's checkpoint downloads as a lab run's does (model.safetensors + config.json).
+        const ckpt = a.locator(`${byTestId('group-run')} ${byTestId('group-export-checkpoint')}:enabled`);
+        await ckpt.waitFor({ timeout: 30_000 });
+        const names: string[] = [];
+        const both = new Promise<void>((resolve) => a.on('download', (d) => void (names.push(d.suggestedFilename()), names.length === 2 && resolve())));
+        await ckpt.click();
+        await Promise.race([both, a.waitForTimeout(15_000)]);
+        check(names.some((n) => n.endsWith('-model.safetensors')) && names.some((n) => n.endsWith('-config.json')), `checkpoint downloads: ${names.join(', ') || 'none'}`);
         const int8 = v.a.steps.filter(([, world, , wire, fp32]) => world === 2 && fp32 > 0 && wire > 0);
         const predicted = mean(int8.map(([, , , wire, fp32]) => wire / fp32));
 
