@@ -276,7 +276,7 @@ const tests: TestCase[] = [
   {
     // Also the single-run checks of the first page (loss falls from ~ln(vocab), validation, sample):
     // on the fp32 run, so SwiftShader compiles one model fewer.
-    name: `lab: micro fp32, agoq and taco (TP 2) train ${TRAIN_STEPS} steps side by side, pause/resume, restored after reload`,
+    name: `lab: micro fp32, agoq-int8 (INT8 GEMMs) and taco (TP 2) train ${TRAIN_STEPS} steps side by side, pause/resume, restored after reload`,
     timeoutMs: 14 * 60_000,
     async fn(ctx, t) {
       const LAB_STEPS = TRAIN_STEPS;
@@ -295,11 +295,12 @@ const tests: TestCase[] = [
 
       const planTotal = async () => Number(await page.locator(byTestId('plan-total')).getAttribute('data-value'));
       const presets = await page.locator(`${byTestId('scheme-preset')} option`).allTextContents();
-      check(presets.includes('fp32') && presets.includes('agoq'), `scheme presets offered: ${presets.join(', ')}`);
+      check(presets.includes('fp32') && presets.includes('agoq') && presets.includes('agoq-int8'), `scheme presets offered: ${presets.join(', ')}`);
       await page.locator(byTestId('scheme-preset')).selectOption('fp32');
       const fp32Plan = await planTotal();
       const fp32Id = await startRun(page);
-      await page.locator(byTestId('scheme-preset')).selectOption('agoq');
+      // AGoQ's storage with INT8 compute: SwiftShader has no subgroup matrices, so its GEMMs take dot4.
+      await page.locator(byTestId('scheme-preset')).selectOption('agoq-int8');
       const agoqPlan = await planTotal();
       check(agoqPlan < fp32Plan, `predicted memory: agoq ${agoqPlan} B is not below fp32 ${fp32Plan} B`);
       const agoqId = await startRun(page);
@@ -411,6 +412,9 @@ const tests: TestCase[] = [
       const sample = await cardOf(page, agoqId).locator(byTestId('sample')).innerText();
       check(sample.length > 0, 'no sample from the agoq run');
       check(await cardOf(page, agoqId).locator(byTestId('export-checkpoint')).isEnabled(), 'no checkpoint to export');
+      const paths = await cardOf(page, agoqId).locator(byTestId('run-gemm-paths')).innerText().catch(() => '(none shown)');
+      check(paths.includes('int8-dot4') && !paths.includes('tensor-core'), `the agoq-int8 run's GEMM paths: ${paths}`);
+      t.log(`  agoq-int8 GEMM paths: ${paths}`);
       await t.screenshot(page, 'three-runs');
       await page.locator(byTestId('compare')).screenshot({ path: t.path('compare-plots'), timeout: 20_000 });
 
