@@ -74,3 +74,21 @@ export function parseModelConfig(raw: unknown, good: ModelConfig): { model: Mode
   const r = ModelConfigSchema.safeParse(raw);
   return r.success ? { model: r.data } : { error: explainIssues(r.error.issues, good, 'config', raw).join('\n') };
 }
+
+const CONFIG_HINT = 'an object of Hugging Face LlamaConfig keys, e.g. {"hidden_size": 128, "num_hidden_layers": 4}';
+
+/**
+ * A custom model from the text of a config.json: keys not given come from `base`, keys the model
+ * does not take (architectures, model_type, ...) are dropped, the rest checked as parseModelConfig does.
+ */
+export function modelFromText(text: string, base: ModelConfig): { model: ModelConfig } | { error: string } {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    return { error: `not JSON: ${(e as Error).message}. Expected ${CONFIG_HINT}` };
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return { error: `expected ${CONFIG_HINT}` };
+  const keys = Object.keys(base);
+  return parseModelConfig(Object.fromEntries(Object.entries({ ...base, ...raw }).filter(([k]) => keys.includes(k))), base);
+}

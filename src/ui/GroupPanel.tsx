@@ -6,7 +6,8 @@
 import { useEffect, useRef, useState } from 'react';
 import { useStore } from 'zustand';
 import { activeRun, groupRunCsv, groupRunJson, type GroupNotice, hashHex, hashTrail, shortPeer, type GroupRun, type GroupState } from '../state/group';
-import { ModelConfigSchema, PRESETS } from '../engine/model/config';
+import { PRESETS } from '../engine/model/config';
+import { modelFromText } from '../state/explain';
 import { DEFAULT_DILOCO, dilocoOf, GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode, groupSchemeFields } from '../state/group-config';
 import { pageGroupLab } from '../state/group-page';
 import { useLab } from './context';
@@ -144,6 +145,7 @@ function RunForm({ run }: { run: GroupRun | null }) {
 function CustomModel({ busy, problem, onProblem }: { busy: boolean; problem: string | null; onProblem(p: string | null): void }) {
   const { store } = pageGroupLab();
   const model = useGroup((s) => s.draft.model);
+  const preset = useGroup((s) => s.draft.preset);
   const [text, setText] = useState(() => JSON.stringify(model, null, 2));
   // A model set from elsewhere (a run another member started) replaces the text; one typed here does not.
   const typed = useRef(model);
@@ -155,17 +157,11 @@ function CustomModel({ busy, problem, onProblem }: { busy: boolean; problem: str
   }, [model, onProblem]);
   const edit = (t: string) => {
     setText(t);
-    let raw: unknown;
-    try {
-      raw = JSON.parse(t);
-    } catch (e) {
-      return onProblem(`custom model: not JSON (${(e as Error).message})`);
-    }
-    const r = ModelConfigSchema.safeParse(raw);
-    if (!r.success) return onProblem(`custom model: ${r.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ')}`);
+    const r = modelFromText(t, PRESETS[preset]);
+    if ('error' in r) return onProblem(`custom model: ${r.error}`);
     onProblem(null);
-    typed.current = r.data;
-    store.getState().setDraft({ model: r.data });
+    typed.current = r.model;
+    store.getState().setDraft({ model: r.model });
   };
   return (
     <label className="field custom-config">

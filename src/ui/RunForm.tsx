@@ -1,7 +1,7 @@
 import { useMemo, useState } from 'react';
 import { useStore } from 'zustand';
 import { PRESET_NAMES, PRESETS, countParams, hfConfigJson, type PresetName } from '../engine/model/config';
-import { parseModelConfig, runConfigProblem } from '../state/explain';
+import { modelFromText, runConfigProblem } from '../state/explain';
 import { preflight } from '../state/preflight';
 import { submitDraft } from '../state/queue';
 import { runLabel } from '../state/runs';
@@ -52,21 +52,7 @@ export function RunForm() {
   };
   const onCustom = (text: string) => {
     setCustomText(text);
-    let raw: unknown;
-    try {
-      raw = JSON.parse(text);
-    } catch (e) {
-      setCustomError(`not JSON: ${(e as Error).message}. Expected an object of Hugging Face LlamaConfig keys, e.g. {"hidden_size": 128, "num_hidden_layers": 4}`);
-      return;
-    }
-    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
-      setCustomError('expected an object of Hugging Face LlamaConfig keys, e.g. {"hidden_size": 128, "num_hidden_layers": 4}');
-      return;
-    }
-    // HF config.json carries extra keys (architectures, model_type, ...): keep only the model's.
-    const keys = Object.keys(PRESETS.micro);
-    const picked = Object.fromEntries(Object.entries({ ...PRESETS[draft.preset], ...raw }).filter(([k]) => keys.includes(k)));
-    const r = parseModelConfig(picked, PRESETS[draft.preset]);
+    const r = modelFromText(text, PRESETS[draft.preset]);
     if ('error' in r) {
       setCustomError(r.error);
       return;

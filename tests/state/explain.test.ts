@@ -1,7 +1,7 @@
 /** Validation messages say what is expected, with an example of the accepted form. */
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
-import { parseModelConfig, runConfigProblem } from '../../src/state/explain';
+import { modelFromText, parseModelConfig, runConfigProblem } from '../../src/state/explain';
 import { parseSchemeText } from '../../src/state/scheme-grid';
 import { DEFAULT_RUN_CONFIG } from '../../src/worker/protocol';
 
@@ -23,5 +23,13 @@ describe('errors that teach', () => {
     const m = parseModelConfig({ ...PRESETS.micro, hidden_size: 'big' }, PRESETS.micro);
     expect('error' in m && m.error).toMatch(new RegExp(`hidden_size: expected a number, got a string \\("big"\\); e\\.g\\. ${PRESETS.micro.hidden_size}`));
     expect(parseModelConfig(PRESETS.micro, PRESETS.micro)).toEqual({ model: PRESETS.micro });
+  });
+
+  it('a custom model from config.json text: missing keys from the preset, foreign keys dropped, bad text taught', () => {
+    const r = modelFromText('{"hidden_size": 64, "architectures": ["LlamaForCausalLM"], "model_type": "llama"}', PRESETS.micro);
+    expect(r).toEqual({ model: { ...PRESETS.micro, hidden_size: 64 } });
+    expect(modelFromText('{"hidden_size": ', PRESETS.micro)).toMatchObject({ error: expect.stringMatching(/^not JSON: .*Expected an object of Hugging Face LlamaConfig keys/) });
+    expect(modelFromText('[1, 2]', PRESETS.micro)).toMatchObject({ error: expect.stringMatching(/^expected an object/) });
+    expect(modelFromText('{"hidden_size": "big"}', PRESETS.micro)).toMatchObject({ error: expect.stringMatching(/hidden_size: expected a number/) });
   });
 });
