@@ -43,19 +43,30 @@ export function encodeInt8Chunk(x: Float32Array, block = AGOQ_BLOCK): Uint8Array
   return out;
 }
 
+/**
+ * A block-scaled chunk's scales (⌈n/block⌉ fp32 LE at its start), after checking its length; a scale
+ * that is negative, NaN, or so large that a code of magnitude `maxCode` would decode to infinity is
+ * refused. Both integer decoders read their payloads through it.
+ */
+export function chunkScales(bytes: Uint8Array, n: number, block: number, expected: number, kind: string, maxCode: number, who: string): Float32Array {
+  if (bytes.length !== expected) throw new CollectiveError('invalid-payload', `${kind} chunk from ${who}: ${bytes.length} B, expected ${expected}`);
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const scales = new Float32Array(Math.ceil(n / block));
+  for (let k = 0; k < scales.length; k++) {
+    const s = dv.getFloat32(4 * k, true);
+    if (!(s >= 0 && s <= 3.4028234663852886e38 / maxCode)) throw new CollectiveError('invalid-payload', `${kind} chunk from ${who}: bad scale ${s}`);
+    scales[k] = s;
+  }
+  return scales;
+}
+
 /** Inverse of encodeInt8Chunk; throws CollectiveError('invalid-payload') on a wrong length or bad scale. */
 export function decodeInt8Chunk(bytes: Uint8Array, n: number, block = AGOQ_BLOCK, who = 'peer'): Float32Array {
-  const nb = Math.ceil(n / block);
-  if (bytes.length !== int8PayloadBytes(n, block)) {
-    throw new CollectiveError('invalid-payload', `int8 chunk from ${who}: ${bytes.length} B, expected ${int8PayloadBytes(n, block)}`);
-  }
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const codes = new Int8Array(bytes.buffer, bytes.byteOffset + 4 * nb, n);
+  const scales = chunkScales(bytes, n, block, int8PayloadBytes(n, block), 'int8', 128, who);
+  const codes = new Int8Array(bytes.buffer, bytes.byteOffset + 4 * scales.length, n);
   const out = new Float32Array(n);
-  for (let k = 0; k < nb; k++) {
-    const s = dv.getFloat32(4 * k, true);
-    // A scale above FLT_MAX/128 would decode code −128 to infinity.
-    if (!(s >= 0 && s <= 3.4028234663852886e38 / 128)) throw new CollectiveError('invalid-payload', `int8 chunk from ${who}: bad scale ${s}`);
+  for (let k = 0; k < scales.length; k++) {
+    const s = scales[k];
     const a1 = Math.min(n, (k + 1) * block);
     for (let i = k * block; i < a1; i++) out[i] = codes[i] * s;
   }

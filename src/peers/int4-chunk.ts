@@ -7,7 +7,7 @@
  */
 import { absmaxScale } from '../engine/quant/quantizer';
 import { AGOQ_BLOCK, int4PayloadBytes } from '../engine/scheme/wire';
-import { CollectiveError } from './group';
+import { chunkScales } from './chunk-codec';
 
 export function encodeInt4Chunk(x: Float32Array, block = AGOQ_BLOCK): Uint8Array {
   const n = x.length;
@@ -40,17 +40,11 @@ export function encodeInt4Chunk(x: Float32Array, block = AGOQ_BLOCK): Uint8Array
 
 /** Inverse of encodeInt4Chunk; throws CollectiveError('invalid-payload') on a wrong length or bad scale. */
 export function decodeInt4Chunk(bytes: Uint8Array, n: number, block = AGOQ_BLOCK, who = 'peer'): Float32Array {
-  const nb = Math.ceil(n / block);
-  if (bytes.length !== int4PayloadBytes(n, block)) {
-    throw new CollectiveError('invalid-payload', `int4 chunk from ${who}: ${bytes.length} B, expected ${int4PayloadBytes(n, block)}`);
-  }
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const codes = bytes.subarray(4 * nb);
+  const scales = chunkScales(bytes, n, block, int4PayloadBytes(n, block), 'int4', 8, who);
+  const codes = bytes.subarray(4 * scales.length);
   const out = new Float32Array(n);
-  for (let k = 0; k < nb; k++) {
-    const s = dv.getFloat32(4 * k, true);
-    // A scale above FLT_MAX/8 would decode code −8 to infinity.
-    if (!(s >= 0 && s <= 3.4028234663852886e38 / 8)) throw new CollectiveError('invalid-payload', `int4 chunk from ${who}: bad scale ${s}`);
+  for (let k = 0; k < scales.length; k++) {
+    const s = scales[k];
     const a1 = Math.min(n, (k + 1) * block);
     for (let i = k * block; i < a1; i++) {
       const c = (codes[i >> 1] >> ((i & 1) * 4)) & 0xf;
