@@ -14,38 +14,26 @@
  * --lone N lone-member steps timed (default 20; 0 skips) --dp-peers 2 also per-step DP with fp32
  * and int8 at --dp-mbps (default 100000: no limit) and 0 ms, B = --batch --dp-steps N (default 5) --cpu.
  */
-import { parseArgs } from 'node:util';
-import { fail, num, UsageError } from '../src/cli/common';
+import { fail, num, parseCliArgs, presetArg, UsageError } from '../src/cli/common';
 import { benchDiloco } from '../src/peers/diloco-bench';
 import { resolveDiloco } from '../src/peers/diloco';
 import { benchDataParallel } from '../src/peers/dp-bench';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
-import { PRESET_NAMES, type PresetName } from '../src/engine/model/config';
 import { WIRE_FORMATS, type WireFormat } from '../src/engine/scheme/wire';
 import { defaultTrainOptions } from '../src/engine/train/options';
 import { CharTokenizer } from '../src/engine/train/tokenizer';
 import { syntheticText } from '../src/lab/step';
 
 async function main(): Promise<void> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      options: {
-        model: { type: 'string' }, members: { type: 'string' }, diloco: { type: 'string' }, wire: { type: 'string' },
-        streaming: { type: 'string' }, 'outer-lr': { type: 'string' }, 'outer-momentum': { type: 'string' },
-        rounds: { type: 'string' }, warmup: { type: 'string' }, mbps: { type: 'string' }, latency: { type: 'string' },
-        batch: { type: 'string' }, seq: { type: 'string' }, lone: { type: 'string' }, 'dp-peers': { type: 'string' },
-        'dp-mbps': { type: 'string' }, 'dp-steps': { type: 'string' }, cpu: { type: 'boolean' },
-      },
-      strict: true,
-    });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  const a = parsed.values;
-  const preset = (a.model ?? 'small') as PresetName;
-  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}`);
+  const a = parseCliArgs(process.argv.slice(2), {
+    model: { type: 'string' }, members: { type: 'string' }, diloco: { type: 'string' }, wire: { type: 'string' },
+    streaming: { type: 'string' }, 'outer-lr': { type: 'string' }, 'outer-momentum': { type: 'string' },
+    rounds: { type: 'string' }, warmup: { type: 'string' }, mbps: { type: 'string' }, latency: { type: 'string' },
+    batch: { type: 'string' }, seq: { type: 'string' }, lone: { type: 'string' }, 'dp-peers': { type: 'string' },
+    'dp-mbps': { type: 'string' }, 'dp-steps': { type: 'string' }, cpu: { type: 'boolean' },
+  });
+  const preset = presetArg(a.model, 'small');
   const wire = a.wire ?? 'int8';
   if (!(WIRE_FORMATS as readonly string[]).includes(wire)) throw new UsageError(`--wire must be one of ${WIRE_FORMATS.join(', ')}`);
   const diloco = {

@@ -12,35 +12,23 @@
  * (default 5) --warmup N (default 1) --mbps MB/s per peer uplink (default 20) --latency ms one-way
  * (default 20) --batch B --seq T (default: the preset's recipe) --accumulate K --cpu.
  */
-import { parseArgs } from 'node:util';
-import { fail, num, UsageError } from '../src/cli/common';
+import { fail, num, parseCliArgs, presetArg, UsageError } from '../src/cli/common';
 import { benchDataParallel } from '../src/peers/dp-bench';
 import type { GradWire } from '../src/engine/scheme/wire';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
-import { PRESET_NAMES, type PresetName } from '../src/engine/model/config';
 import { schemePreset } from '../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../src/engine/train/options';
 import { CharTokenizer } from '../src/engine/train/tokenizer';
 import { syntheticText } from '../src/lab/step';
 
 async function main(): Promise<void> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      options: {
-        model: { type: 'string' }, scheme: { type: 'string' }, modes: { type: 'string' }, peers: { type: 'string' },
-        steps: { type: 'string' }, warmup: { type: 'string' }, mbps: { type: 'string' }, latency: { type: 'string' },
-        batch: { type: 'string' }, seq: { type: 'string' }, accumulate: { type: 'string' }, cpu: { type: 'boolean' },
-      },
-      strict: true,
-    });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  const a = parsed.values;
-  const preset = (a.model ?? 'tiny') as PresetName;
-  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}`);
+  const a = parseCliArgs(process.argv.slice(2), {
+    model: { type: 'string' }, scheme: { type: 'string' }, modes: { type: 'string' }, peers: { type: 'string' },
+    steps: { type: 'string' }, warmup: { type: 'string' }, mbps: { type: 'string' }, latency: { type: 'string' },
+    batch: { type: 'string' }, seq: { type: 'string' }, accumulate: { type: 'string' }, cpu: { type: 'boolean' },
+  });
+  const preset = presetArg(a.model, 'tiny');
   let scheme;
   try {
     scheme = schemePreset(a.scheme ?? 'fp32');

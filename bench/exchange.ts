@@ -12,30 +12,18 @@
  * --warmup N (default 2) --batch B --seq T (default: the preset's recipe; the batch only sets the
  * gradient's values, not the exchange's size) --cpu.
  */
-import { parseArgs } from 'node:util';
-import { fail, num, UsageError } from '../src/cli/common';
+import { fail, num, parseCliArgs, presetArg, UsageError } from '../src/cli/common';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
-import { PRESET_NAMES, type PresetName } from '../src/engine/model/config';
 import { schemePreset } from '../src/engine/scheme/presets';
 import { benchExchange, EXCHANGE_PATHS, type ExchangePath } from '../src/lab/exchange';
 
 async function main(): Promise<void> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      options: {
-        model: { type: 'string' }, scheme: { type: 'string' }, members: { type: 'string' }, paths: { type: 'string' },
-        steps: { type: 'string' }, warmup: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, cpu: { type: 'boolean' },
-      },
-      strict: true,
-    });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  const a = parsed.values;
-  const preset = (a.model ?? 'small') as PresetName;
-  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}`);
+  const a = parseCliArgs(process.argv.slice(2), {
+    model: { type: 'string' }, scheme: { type: 'string' }, members: { type: 'string' }, paths: { type: 'string' },
+    steps: { type: 'string' }, warmup: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, cpu: { type: 'boolean' },
+  });
+  const preset = presetArg(a.model, 'small');
   let scheme;
   try {
     scheme = schemePreset(a.scheme ?? 'agoq');

@@ -13,8 +13,8 @@
  * all-reduce's relay grace, default its own) --seed N.
  */
 import { cpus } from 'node:os';
-import { fail, num, parseCliArgs, UsageError } from '../src/cli/common';
-import { countParams, PRESET_NAMES, PRESETS, type PresetName } from '../src/engine/model/config';
+import { fail, num, parseCliArgs, presetArg, UsageError } from '../src/cli/common';
+import { countParams, PRESETS } from '../src/engine/model/config';
 import { WIRE_FORMATS, type WireFormat } from '../src/engine/scheme/wire';
 import { benchMesh, type MeshRow } from './mesh-sim';
 
@@ -36,8 +36,7 @@ async function main(): Promise<void> {
   });
   const sizes = (a.sizes ?? '2,4,8,16,32,64').split(',').map((s) => num('sizes', s.trim(), { int: true, min: 2 }) ?? 0);
   if (a.model !== undefined && a.floats !== undefined) throw new UsageError('--model and --floats: give one');
-  const preset = (a.model ?? 'micro') as PresetName;
-  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}`);
+  const preset = presetArg(a.model, 'micro');
   const floats = num('floats', a.floats, { int: true, min: 1 }) ?? countParams(PRESETS[preset]);
   const wire = a.wire ?? 'int8';
   if (!(WIRE_FORMATS as readonly string[]).includes(wire)) throw new UsageError(`--wire must be one of ${WIRE_FORMATS.join(', ')}`);

@@ -11,8 +11,7 @@
  * --batch B --seq T --cpu. As in dp_limiter: the ranks share one device, so compute takes turns
  * and a rank's commSeconds includes waiting for the others' segments; compare codecs at equal t.
  */
-import { parseArgs } from 'node:util';
-import { fail, num, UsageError } from '../src/cli/common';
+import { fail, num, parseCliArgs, presetArg, UsageError } from '../src/cli/common';
 import { PeerGroup } from '../src/peers/group';
 import { limitTransport } from '../src/peers/limiter';
 import { LoopbackHub } from '../src/peers/loopback';
@@ -20,7 +19,6 @@ import { createTpTrainer } from '../src/peers/tp';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { median } from '../src/engine/gpu/timer';
 import { Runtime } from '../src/engine/gpu/runtime';
-import { PRESET_NAMES, type PresetName } from '../src/engine/model/config';
 import { parseScheme } from '../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../src/engine/train/options';
 import { CharTokenizer } from '../src/engine/train/tokenizer';
@@ -32,21 +30,12 @@ function opt(name: string, v: string | undefined, def: number, min: number, int 
 }
 
 async function main(): Promise<void> {
-  let a;
-  try {
-    a = parseArgs({
-      options: {
-        model: { type: 'string' }, codecs: { type: 'string' }, degrees: { type: 'string' }, steps: { type: 'string' },
-        warmup: { type: 'string' }, mbps: { type: 'string' }, latency: { type: 'string' }, batch: { type: 'string' },
-        seq: { type: 'string' }, cpu: { type: 'boolean' },
-      },
-      strict: true,
-    }).values;
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  const preset = (a.model ?? 'tiny') as PresetName;
-  if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}`);
+  const a = parseCliArgs(process.argv.slice(2), {
+    model: { type: 'string' }, codecs: { type: 'string' }, degrees: { type: 'string' }, steps: { type: 'string' },
+    warmup: { type: 'string' }, mbps: { type: 'string' }, latency: { type: 'string' }, batch: { type: 'string' },
+    seq: { type: 'string' }, cpu: { type: 'boolean' },
+  });
+  const preset = presetArg(a.model, 'tiny');
   const codecs = (a.codecs ?? 'fp32,taco').split(',').map((s) => s.trim());
   if (!codecs.every((c) => c === 'fp32' || c === 'taco')) throw new UsageError(`--codecs takes fp32 and/or taco, got '${a.codecs}'`);
   const degrees = (a.degrees ?? '2,4').split(',').map((s) => opt('degrees', s.trim(), 0, 2));

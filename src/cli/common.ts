@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { suggestKey } from '../engine/util/keys';
 
 /** A user error: printed as one line, exit code 2, no stack trace. */
@@ -61,6 +62,13 @@ export function parseCliArgs<O extends Options>(argv: string[], options: O) {
     }
     throw new UsageError(oneLine(err.message));
   }
+}
+
+/** --model's value (a preset name), or `fallback` when it is not given. */
+export function presetArg(v: string | undefined, fallback: PresetName): PresetName {
+  if (v === undefined) return fallback;
+  if (!(PRESET_NAMES as readonly string[]).includes(v)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}, got '${v}'`);
+  return v as PresetName;
 }
 
 /** A file-system error in words a user reads (the errno code when there are none). */

@@ -26,7 +26,7 @@ import { Trainer } from '../engine/train/trainer';
 import { paramLayout } from '../engine/model/params';
 import { checkOutDir } from './checkpoint-store';
 import { followGroup } from './peer-follow';
-import { defaultCorpusPath, fail, num, parseCliArgs, readJsonObject, UsageError } from './common';
+import { defaultCorpusPath, fail, num, parseCliArgs, presetArg, readJsonObject, UsageError } from './common';
 import { INTERRUPTED_EXIT } from './interrupt';
 import { RunDir, runDiskBytes } from './run-dir';
 import { resumePoint } from './train-options';
@@ -135,8 +135,7 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
   if (a.train && a.resume !== undefined) {
     train = resumeOptions(a, a.resume);
   } else if (a.train) {
-    const preset = (a.model ?? 'micro') as PresetName;
-    if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model must be one of ${PRESET_NAMES.join(', ')}, got '${a.model}'`);
+    const preset = presetArg(a.model, 'micro');
     const mode = a.mode ?? 'int8';
     if (mode !== 'fp32' && mode !== 'int8') throw new UsageError(`--mode must be fp32 or int8, got '${mode}'`);
     const out = a.out ?? path.join('runs', `peer-${preset}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
