@@ -2,8 +2,7 @@
  * DiLoCo and streaming DiLoCo end to end on one Dawn device: micro trainers (batch 2 × 16) in one
  * process, each behind a loopback endpoint (some behind the link limiter) and a DiLoCo driver.
  */
-import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { inMemoryData } from '../../src/engine/train/data';
 import { DiLoCo, type DilocoConfig, type DilocoStepStats, resolveDiloco } from '../../src/peers/diloco';
 import { decodeOuterCheckpoint, encodeOuterCheckpoint, fragmentsOf, outerHash } from '../../src/peers/diloco-outer';
@@ -13,33 +12,12 @@ import { LoopbackHub } from '../../src/peers/loopback';
 import type { Transport } from '../../src/peers/transport';
 import { outerDispatches } from '../../src/engine/optim/outer';
 import { outerDeltaRef, outerStepRef } from '../../src/engine/optim/outer.ref';
-import { defaultTrainOptions, type TrainOptions } from '../../src/engine/train/options';
-import { CharTokenizer } from '../../src/engine/train/tokenizer';
 import { type FlatTrainingState, Trainer } from '../../src/engine/train/trainer';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
+import { microTrainerPool } from '../helpers/trainer-pool';
 
-const text = readFileSync('public/data/tinyshakespeare.txt', 'utf8').slice(0, 100_000);
-const tok = CharTokenizer.fromText(text);
-const B = 2;
-const optsFor = (): TrainOptions =>
-  defaultTrainOptions('micro', { steps: 40, warmup: 1, lr: 1e-2, batch: B, seq: 16, model: { vocab_size: tok.vocabSize } });
-
-const pool: Trainer[] = [];
-let initial: FlatTrainingState;
-
-beforeAll(async () => {
-  const rt = await testRuntime();
-  for (let i = 0; i < 3; i++) pool.push(await Trainer.create(rt, optsFor(), text, { tokenizer: tok }));
-  initial = await pool[0].trainingState();
-}, 300_000);
-afterAll(() => pool.forEach((t) => t.destroy()));
-
-function fresh(n: number): Trainer[] {
-  const ts = pool.slice(0, n);
-  for (const t of ts) t.restoreTrainingState(initial);
-  return ts;
-}
+const { B, pool, initial: initialState, fresh } = microTrainerPool(3, 300_000);
 
 const live: DiLoCo[] = [];
 function group(trainers: Trainer[], diloco: DilocoConfig, wrap: (t: Transport) => Transport = (t) => t) {
@@ -148,10 +126,10 @@ describe('DiLoCo over loopback', () => {
     // is per-step data parallel of the averaged gradient; with AdamW it is the average of the steps.
     const ts = fresh(2);
     const ref = pool[2];
-    ref.restoreTrainingState(initial);
+    ref.restoreTrainingState(initialState());
     const { ds } = group(ts, { innerSteps: 1, wire: 'fp32', outerLr: 1, outerMomentum: 0 });
-    const refStates: FlatTrainingState[] = [initial, initial].map((s) => ({ ...s, m: s.m.slice(), v: s.v.slice() }));
-    let theta = initial.weights.slice();
+    const refStates: FlatTrainingState[] = [initialState(), initialState()].map((s) => ({ ...s, m: s.m.slice(), v: s.v.slice() }));
+    let theta = initialState().weights.slice();
     let mom = new Float32Array(theta.length);
     for (let s = 0; s < 3; s++) {
       await stepAll(ds);

@@ -2,8 +2,7 @@
  * Data parallelism end to end on one Dawn device: several Trainers (micro, batch 2 × 16) in one
  * process, each behind its own loopback endpoint and DataParallel driver.
  */
-import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DataParallel, type DataParallelOptions, DpError, type DpStepStats } from '../../src/peers/dp';
 import { gradientAccess } from '../../src/peers/dp-grads';
 import { weightsHash } from '../../src/peers/dp-wire';
@@ -15,35 +14,13 @@ import type { Transport } from '../../src/peers/transport';
 import { loadCheckpoint } from '../../src/engine/io/checkpoint';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { inMemoryData } from '../../src/engine/train/data';
-import { defaultTrainOptions, type TrainOptions } from '../../src/engine/train/options';
-import { CharTokenizer } from '../../src/engine/train/tokenizer';
-import { type FlatTrainingState, Trainer } from '../../src/engine/train/trainer';
+import { Trainer } from '../../src/engine/train/trainer';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 import { testRuntime } from '../helpers/gpu';
+import { microTrainerPool } from '../helpers/trainer-pool';
 
-const text = readFileSync('public/data/tinyshakespeare.txt', 'utf8').slice(0, 100_000);
-const tok = CharTokenizer.fromText(text);
-const B = 2;
-const optsFor = (o: Parameters<typeof defaultTrainOptions>[1] = {}): TrainOptions =>
-  defaultTrainOptions('micro', { steps: 40, warmup: 1, lr: 1e-2, batch: B, seq: 16, model: { vocab_size: tok.vocabSize }, ...o });
-
-/** Three fp32 trainers reused by the tests (building one compiles shaders); reset to step 0 before each use. */
-const pool: Trainer[] = [];
-let initial: FlatTrainingState;
-
-beforeAll(async () => {
-  const rt = await testRuntime();
-  for (let i = 0; i < 3; i++) pool.push(await Trainer.create(rt, optsFor(), text, { tokenizer: tok }));
-  initial = await pool[0].trainingState();
-});
-afterAll(() => pool.forEach((t) => t.destroy()));
-
-function fresh(n: number): Trainer[] {
-  const ts = pool.slice(0, n);
-  for (const t of ts) t.restoreTrainingState(initial);
-  return ts;
-}
+const { text, tok, B, optsFor, initial: initialState, fresh } = microTrainerPool();
 
 interface Group {
   hub: LoopbackHub;
@@ -168,7 +145,7 @@ describe('data-parallel training', () => {
     // steps the weights agree to a small fraction of one lr-sized update.
     const sameWeights = async (t: Trainer) => expectClose(await t.model.readFlat('weights'), await single.model.readFlat('weights'), { atol: 2e-4, rtol: 1e-4, label: 'weights' });
     try {
-      single.restoreTrainingState(initial);
+      single.restoreTrainingState(initialState());
       const ts = fresh(2);
       const g = group(ts, 'fp32');
       for (let s = 0; s < 2; s++) {
@@ -180,7 +157,7 @@ describe('data-parallel training', () => {
         expect(b.loss).not.toBe(a.loss);
         expect(a.gradNorm!).toBeCloseTo(m.grad_norm, 4);
       }
-      expect((await ts[0].model.readFlat('weights')).some((v, i) => Math.abs(v - initial.weights[i]) > 1e-2)).toBe(true);
+      expect((await ts[0].model.readFlat('weights')).some((v, i) => Math.abs(v - initialState().weights[i]) > 1e-2)).toBe(true);
       await sameWeights(ts[0]);
       g.dps.forEach((d) => d.stop());
 
@@ -197,7 +174,7 @@ describe('data-parallel training', () => {
 
       // One peer alone, two accumulated micro-batches of B rows = the same batch of 2B rows.
       const [t] = fresh(1);
-      single.restoreTrainingState(initial);
+      single.restoreTrainingState(initialState());
       const { transports } = LoopbackHub.group(1);
       const alone = new DataParallel(t, transports[0], { run: 'acc', mode: 'fp32', accumulate: 2 });
       for (let s = 0; s < 2; s++) {
@@ -258,7 +235,7 @@ describe('data-parallel training', () => {
 
   it('a late joiner gets weights, Adam state and step the majority vouches for and trains bit-identically from the next step', async () => {
     const ts = fresh(3);
-    ts[2].restoreTrainingState({ ...initial, weights: initial.weights.map((v) => v * 0.5) });
+    ts[2].restoreTrainingState({ ...initialState(), weights: initialState().weights.map((v) => v * 0.5) });
     const g = group(ts.slice(0, 2), 'fp32');
     await stepAll(g.dps);
     const joinerEnd = g.hub.endpoint('p2');
