@@ -12,7 +12,8 @@ import { readSafetensors, writeSafetensors } from '../engine/io/safetensors';
 import { buildQuantize, type QuantizeKernel } from '../engine/kernels/quantize';
 import { type OuterDispatches, outerDispatches, type OuterHyper } from '../engine/optim/outer';
 import { AGOQ_BLOCK, type WireFormat } from '../engine/scheme/wire';
-import { crc32Update } from './crc32';
+import { hashBuffers } from '../engine/kernels/hash';
+import { floatsHash } from '../engine/kernels/hash.ref';
 import { digestOfParts } from './digest';
 import { decodeInt8Chunk } from './chunk-codec';
 import { decodeInt4Chunk } from './int4-chunk';
@@ -141,10 +142,10 @@ export class OuterState {
     this.model.rt.write(this.momentum, s.momentum);
   }
 
-  /** crc32 of θ_global then the momentum: what every member must hold alike. */
-  async hash(): Promise<number> {
-    const { global, momentum } = await this.read();
-    return outerHash(global, momentum);
+  /** outerHash of θ_global and the momentum, on the GPU: what every member must hold alike. */
+  hash(): Promise<number> {
+    const words = this.model.layout.totalFloats;
+    return hashBuffers(this.model.rt, 'outer.hash', [{ buffer: this.global, words }, { buffer: this.momentum, words }]);
   }
 
   destroy(): void {
@@ -154,9 +155,9 @@ export class OuterState {
   }
 }
 
+/** The weights hash (engine/kernels/hash.ref.ts) of θ_global then the momentum. */
 export function outerHash(global: Float32Array, momentum: Float32Array): number {
-  const bytes = (a: Float32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-  return crc32Update(crc32Update(0, bytes(global)), bytes(momentum)) >>> 0;
+  return floatsHash(global, momentum);
 }
 
 /** The outer state a checkpoint holds: θ_global, momentum, outer steps taken (per fragment). */
@@ -172,14 +173,14 @@ export interface OuterCheckpoint {
   global: Float32Array;
   momentum: Float32Array;
   outerSteps: number;
-  /** In a hand-over: crc32 of the sender's local weights (its trainer state follows). */
+  /** In a hand-over: weightsHash of the sender's local weights (its trainer state follows). */
   weightsHash?: number;
 }
 
 export function encodeOuterCheckpoint(s: OuterCheckpoint): Uint8Array {
   const t = (name: string, a: Float32Array) => ({ name, dtype: 'F32' as const, shape: [a.length], data: a });
   const meta: Record<string, string> = { format: 'diloco-outer', outer_steps: String(s.outerSteps) };
-  if (s.weightsHash !== undefined) meta.weights_crc32 = String(s.weightsHash >>> 0);
+  if (s.weightsHash !== undefined) meta.weights_hash = String(s.weightsHash >>> 0);
   return writeSafetensors([t('global', s.global), t('momentum', s.momentum)], meta);
 }
 
@@ -194,9 +195,9 @@ export function decodeOuterCheckpoint(bytes: Uint8Array, total: number): OuterCh
     if (!t || t.dtype !== 'F32' || t.shape.length !== 1 || t.shape[0] !== total) throw new Error(`outer.safetensors: ${name} must be F32 [${total}]`);
     return Float32Array.from(t.data as Float32Array);
   };
-  const crc = f.metadata.weights_crc32;
-  const weightsHash = crc === undefined ? undefined : Number(crc);
-  if (weightsHash !== undefined && !(Number.isSafeInteger(weightsHash) && weightsHash >= 0 && weightsHash < 2 ** 32)) throw new Error(`outer.safetensors: bad weights_crc32 '${crc}'`);
+  const h = f.metadata.weights_hash;
+  const weightsHash = h === undefined ? undefined : Number(h);
+  if (weightsHash !== undefined && !(Number.isSafeInteger(weightsHash) && weightsHash >= 0 && weightsHash < 2 ** 32)) throw new Error(`outer.safetensors: bad weights_hash '${h}'`);
   const out: OuterCheckpoint = { global: get('global'), momentum: get('momentum'), outerSteps };
   if (weightsHash !== undefined) out.weightsHash = weightsHash;
   return out;

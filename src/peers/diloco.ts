@@ -14,7 +14,7 @@
  *
  * Membership and integrity come from DataParallel (dp.ts) through its outer hooks: a group step is
  * one outer step (non-streaming) or the end of a rotation (streaming), with the step report that
- * compares every member's crc32 of θ_global and the momentum and admits joiners; the group then
+ * compares every member's hash of θ_global and the momentum and admits joiners; the group then
  * forms at once, so a late joiner receives the trainer state, θ_global and the momentum at an outer
  * boundary. A member lost during inner steps is noticed at the next outer step, which regroups and
  * exchanges with the survivors.
@@ -267,7 +267,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
 
   /**
    * The source's θ_global, momentum and outer step count to the members that receive its trainer
-   * state, with the crc32 of its local weights (which the trainer state is checked against);
+   * state, with the hash of its local weights (which the trainer state is checked against);
    * validated here, applied by `apply` once the trainer state was accepted.
    */
   private async handOverOuter(g: PeerGroup, src: number, needy: number[], digest: Uint8Array): Promise<{ weightsHash: number; apply(): void } | null> {
@@ -335,7 +335,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
     this.inflight = null;
   }
 
-  /** crc32 of θ_global and the momentum (what the step reports compare). */
+  /** The hash of θ_global and the momentum (what the step reports compare). */
   async outerHash(): Promise<number> {
     const { global, momentum } = await this.outer.read();
     return outerHash(global, momentum);

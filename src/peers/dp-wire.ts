@@ -18,6 +18,7 @@
  * Every decoder throws DpMessageError with the reason on any defect; nothing it returns is unchecked.
  */
 import { crc32, crc32Update } from './crc32';
+import { floatsHash } from '../engine/kernels/hash.ref';
 import type { PeerId } from './transport';
 
 export const DP_MAGIC = 0x31504457; // 'W','D','P','1'
@@ -286,7 +287,7 @@ export function decodeStatus(bytes: Uint8Array): GroupStatus {
 export interface StepReport {
   /** Steps taken after this one (the trainer's step index). */
   step: number;
-  /** crc32 of the weights after the step, when this step is a hash step. */
+  /** weightsHash of the weights after the step, when this step is a hash step. */
   weightsHash: number | null;
   /** This peer's loss on its shard (mean over its micro-batches). */
   loss: number;
@@ -330,9 +331,9 @@ function floatBytes(x: Float32Array): Uint8Array {
   return new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
 }
 
-/** crc32 of the weights' bytes: the hash all peers compare after a step. */
+/** The hash all peers compare after a step (engine/kernels/hash.ref.ts; Model.hashFlat computes it on the GPU). */
 export function weightsHash(weights: Float32Array): number {
-  return crc32(floatBytes(weights));
+  return floatsHash(weights);
 }
 
 export function encodeState(s: TrainingState): Uint8Array {

@@ -3,7 +3,7 @@
  * peer holds the whole model, trains on its own shard of each step's batch, and the peers average
  * their gradients — fp32 or AGoQ's INT8 codes, all-gathered, screened and reduced by every member
  * itself (verified-reduce.ts, dp-screen.ts) — before the same optimizer step everywhere. After every
- * step (or every `hashEvery`) the peers compare a crc32 of their weights, judged by majority.
+ * step (or every `hashEvery`) the peers compare a hash of their weights (computed on the GPU), judged by majority.
  *
  * A step: forward/backward on the peer's micro-batch(es) → verified mean of the gradients, on the GPU
  * over the model's gradient storage (gpu-contributions.ts) or read, reduced on the host and written
@@ -230,7 +230,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     const removed = this.guard.record(g.members, ex.excluded).map((e): [PeerId, string] => [e.peer, e.why]);
     const ta = performance.now();
     const { lr, gradNorm } = await trainer.applyGradients();
-    const hash = (s + 1) % this.o.hashEvery === 0 ? weightsHash(await trainer.model.readFlat('weights')) : null;
+    const hash = (s + 1) % this.o.hashEvery === 0 ? await trainer.model.hashFlat('weights') : null;
     const tr = performance.now();
     return {
       loss, lr, gradNorm, exchangeBytesSent: ex.sent, exchangeBytesReceived: ex.received, fp32ExchangeBytes: ex.fp32Bytes,

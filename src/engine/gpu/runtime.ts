@@ -65,6 +65,9 @@ export function toEntry(b: Binding, binding: number): GPUBindGroupEntry {
   return { binding, resource: { buffer: b as GPUBuffer } };
 }
 
+/** Readback buffers kept between reads at most (outside the memory ledger). */
+const STAGING_KEEP_BYTES = 128 * 2 ** 20;
+
 export class Runtime {
   readonly device: GPUDevice;
   readonly mem: GpuMemory;
@@ -165,19 +168,41 @@ export class Runtime {
   /** Copies `size` bytes at `offset` back to the CPU (a staging buffer outside the ledger). */
   async read(buffer: GPUBuffer, offset = 0, size = buffer.size - offset): Promise<ArrayBuffer> {
     assertAlive(this.gpu);
-    const staging = this.device.createBuffer({
-      label: 'readback',
-      size: Math.ceil(size / 4) * 4,
-      usage: GPUBufferUsage.COPY_DST | GPUBufferUsage.MAP_READ,
-    });
+    const staging = this.takeStaging(Math.ceil(size / 4) * 4);
     const enc = this.device.createCommandEncoder();
-    enc.copyBufferToBuffer(buffer, offset, staging, 0, staging.size);
+    enc.copyBufferToBuffer(buffer, offset, staging, 0, Math.ceil(size / 4) * 4);
     this.device.queue.submit([enc.finish()]);
-    await staging.mapAsync(GPUMapMode.READ);
-    const out = staging.getMappedRange().slice(0, size);
+    try {
+      await staging.mapAsync(GPUMapMode.READ, 0, Math.ceil(size / 4) * 4);
+    } catch (e) {
+      staging.destroy();
+      throw e;
+    }
+    const out = staging.getMappedRange(0, Math.ceil(size / 4) * 4).slice(0, size);
     staging.unmap();
-    staging.destroy();
+    this.giveStaging(staging);
     return out;
+  }
+
+  // Readback buffers are kept for reuse: creating (and zeroing) a mappable buffer per read cost more
+  // than the copy for a group's per-step readbacks. Sizes are powers of two, the pool is bounded.
+  private staging: GPUBuffer[] = [];
+
+  private takeStaging(bytes: number): GPUBuffer {
+    const size = Math.max(4096, 2 ** Math.ceil(Math.log2(Math.max(bytes, 1))));
+    const i = this.staging.findIndex((b) => b.size === size);
+    if (i >= 0) return this.staging.splice(i, 1)[0];
+    return this.device.createBuffer({ label: 'readback', size, usage: GPUBufferUsage.COPY_DST | GPUBufferUsage.MAP_READ });
+  }
+
+  private giveStaging(b: GPUBuffer): void {
+    this.staging.push(b);
+    let total = this.staging.reduce((a, x) => a + x.size, 0);
+    while (total > STAGING_KEEP_BYTES && this.staging.length > 0) {
+      const old = this.staging.shift()!;
+      total -= old.size;
+      old.destroy();
+    }
   }
 
   async readF32(buffer: GPUBuffer, offset = 0, count?: number): Promise<Float32Array> {
@@ -212,6 +237,7 @@ export class Runtime {
   }
 
   destroy(): void {
+    for (const b of this.staging.splice(0)) b.destroy();
     this.mem.freeAll();
   }
 }

@@ -12,6 +12,7 @@ import { crossEntropyForwardBackward } from '../kernels/crossentropy';
 import { copy } from '../kernels/elementwise';
 import { embeddingBackward, embeddingForward } from '../kernels/embedding';
 import { matmul } from '../kernels/matmul';
+import { hashBuffers } from '../kernels/hash';
 import { buildDequantize, buildQuantize, dequantizeRows } from '../kernels/quantize';
 import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce';
 import { rmsnormBackward, rmsnormForward } from '../kernels/rmsnorm';
@@ -446,6 +447,11 @@ export class LlamaGpu {
 
   async readFlat(key: 'weights' | 'grads' | 'adam.m' | 'adam.v'): Promise<Float32Array> {
     return this.rt.readF32(this.b(key), 0, this.layout.totalFloats);
+  }
+
+  /** floatsHash (kernels/hash.ref.ts) of readFlat(key), computed on the GPU: one word read back. */
+  hashFlat(key: 'weights' | 'grads' | 'adam.m' | 'adam.v'): Promise<number> {
+    return hashBuffers(this.rt, `hash.${key}`, [{ buffer: this.b(key), words: this.layout.totalFloats }]);
   }
 
   /** Forward without the loss kernels: logits stay logits (sampling). */
