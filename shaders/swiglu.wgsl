@@ -8,8 +8,9 @@ alias V = vec4<f32>;
 // #else
 alias V = f32;
 // #endif
-// cols: V elements per row (the row kernel swiglu_fwd_q; n then counts rows).
-struct Params { n: u32, cols: u32, _p1: u32, _p2: u32 }
+// cols: V elements per row (the row kernels swiglu_fwd_q, swiglu_bwd_q_*; n then counts rows);
+// row0: the first row's index in the backward's codes and scales (a block of rows of the whole).
+struct Params { n: u32, cols: u32, row0: u32, _p2: u32 }
 
 @group(0) @binding(2) var<uniform> p: Params;
 
@@ -119,5 +120,41 @@ fn swiglu_fwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
   let s = int8_scale(wg_max(m, lid));
   for (var c = lid; c < p.cols; c += WG) { q_codes[base + c] = int8_word(f_h[base + c], s); }
   if (lid == 0u) { q_scales[row] = s; }
+}
+
+// ---- backward that also writes the INT8 codes of [dgate | dup] per row, the dY of gate_proj's and
+// up_proj's input gradient as one GEMM over K = 2F: codes row r holds dgate's F codes, then dup's,
+// with one scale per row over both (quantizeRef 'row' semantics, rowLength 2F). One workgroup per
+// row, the arithmetic of swiglu_bwd_inplace per element. In place: dgate over gate, dup over up, or
+// over dh with OVER_DH (the blocked backward of a quantized `up`). Bindings gate/dgate, up, params,
+// dh, codes [rows, 2F/4] u32, scales; this block's rows start at row0 of codes and scales.
+override OVER_DH: bool = false;
+
+@compute @workgroup_size(WG)
+fn swiglu_bwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                @builtin(num_workgroups) nwg: vec3<u32>) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.n) { return; }
+  let base = row * p.cols;
+  var m = 0.0;
+  for (var c = lid; c < p.cols; c += WG) {
+    let i = base + c;
+    let g = i_gate[i];
+    let s = sigmoid(g);
+    let d = o_dh[i];
+    let du = d * (g * s);
+    let dg = d * i_up[i] * (s * (1.0 + g * (1.0 - s)));
+    if (OVER_DH) { o_dh[i] = du; } else { i_up[i] = du; }
+    i_gate[i] = dg;
+    m = max(m, max(finite_absmax4(dg), finite_absmax4(du)));
+  }
+  let s = int8_scale(wg_max(m, lid));
+  let out = (p.row0 + row) * 2u * p.cols;
+  for (var c = lid; c < p.cols; c += WG) {
+    let i = base + c;
+    q_codes[out + c] = int8_word(i_gate[i], s);
+    q_codes[out + p.cols + c] = int8_word(select(i_up[i], o_dh[i], OVER_DH), s);
+  }
+  if (lid == 0u) { q_scales[p.row0 + row] = s; }
 }
 // #endif

@@ -4,9 +4,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
+import { expectedComputePaths } from '../../src/engine/model/int8-gemms';
 import { resolvePlan } from '../../src/engine/model/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
-import { isFp32, layerScheme } from '../../src/engine/scheme/scheme';
+import { isFp32, layerScheme, parseScheme } from '../../src/engine/scheme/scheme';
 
 describe('resolvePlan', () => {
   it.each(Object.keys(SCHEME_PRESETS))('%s: fake-quant copies, storage and wire formats follow the scheme', (name) => {
@@ -43,5 +44,37 @@ describe('resolvePlan', () => {
       expect(p.wire.tp).toEqual(scheme.tp.degree > 1 ? scheme.tp : null);
       expect(p.wire.dp.format).toBe('fp32');
     }
+  });
+});
+
+describe('gate_proj and up_proj dX as one INT8 GEMM over K = 2F (gateUpDx)', () => {
+  const plan = (intermediate_size: number, hidden_size = 32, scheme = SCHEME_PRESETS.int8, training = true) =>
+    resolvePlan({ ...PRESETS.micro, intermediate_size, hidden_size }, 2, 16, { scheme, training });
+  const bytes = (p: ReturnType<typeof plan>, key: string) => p.buffers.find((b) => b.key === key)?.bytes;
+
+  it('where the SwiGLU backward writes the codes: INT8 dX rounding to nearest, weights back to back', () => {
+    const p = plan(64);
+    expect(p.gateUpDx).toEqual([true, true]);
+    // i8.a holds [N, 2F] codes, i8.w the [C, 2F] codes of [Wgate ; Wup]ᵀ.
+    expect([bytes(p, 'i8.a'), bytes(p, 'i8.w')]).toEqual([32 * 128, 32 * 128]);
+    expect(plan(64, 32, SCHEME_PRESETS.int8, false).gateUpDx).toEqual([false, false]);
+    const sr = parseScheme({ name: 'sr', layer: { compute: { forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 'all', grad_rounding: 'stochastic' } } });
+    expect(plan(64, 32, sr).gateUpDx).toEqual([false, false]);
+    expect(plan(64, 32, SCHEME_PRESETS.switchback).gateUpDx).toEqual([true, true]);
+    expect(plan(64, 32, SCHEME_PRESETS.fp32).gateUpDx).toEqual([false, false]);
+    // F·C = 800 floats is not a multiple of the 64-float alignment: up_proj does not follow gate_proj directly.
+    const apart = plan(20, 40);
+    expect(apart.gateUpDx).toEqual([false, false]);
+    expect([bytes(apart, 'i8.a'), bytes(apart, 'i8.w')]).toEqual([32 * 40, 40 * 40]);
+  });
+
+  it('the predicted dX path follows K = 2F (tensor cores need K % 16 == 0)', () => {
+    // F = 24: alone K = 24 runs dot4 on a tensor-core device, together K = 48 tensor cores.
+    const p = plan(24);
+    expect(p.gateUpDx).toEqual([true, true]);
+    expect(expectedComputePaths(p, true)[0].dx).toBe('int8-tensor-core');
+    const two = resolvePlan({ ...PRESETS.micro, intermediate_size: 24 }, 2, 16, { scheme: SCHEME_PRESETS.int8, fuseGateUpDx: false });
+    expect(two.gateUpDx).toEqual([false, false]);
+    expect(expectedComputePaths(two, true)[0].dx).toBe('int8-dot4+int8-tensor-core');
   });
 });

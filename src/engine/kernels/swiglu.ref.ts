@@ -3,6 +3,8 @@
  * "silu": down_proj(act_fn(gate_proj(x)) * up_proj(x))). All arrays are [N, F] flat.
  * silu'(z) = σ(z)·(1 + z·(1 − σ(z))).
  */
+import { type Quantized, quantizeRef } from '../quant/quantizer';
+
 type Arr = ArrayLike<number>;
 
 export function sigmoidRef(z: number): number {
@@ -25,4 +27,20 @@ export function swigluBackwardRef(gate: Arr, up: Arr, dh: Arr): { dgate: Float64
     dgate[i] = dh[i] * up[i] * s * (1 + g * (1 - s));
   }
   return { dgate, dup };
+}
+
+/**
+ * The INT8 codes swigluBackwardQuantized writes: per row r, [dgate row r | dup row r] (2F values)
+ * quantized with one scale over both (quantizeRef 'row', rowLength 2F): the dY of gate_proj's and
+ * up_proj's dX as one GEMM over K = 2F. dgate, dup: [N, F] fp32 as the backward wrote them.
+ */
+export function swigluBackwardCodesRef(dgate: Arr, dup: Arr, N: number, F: number): Quantized {
+  const cat = new Float32Array(N * 2 * F);
+  for (let r = 0; r < N; r++) {
+    for (let c = 0; c < F; c++) {
+      cat[r * 2 * F + c] = dgate[r * F + c];
+      cat[r * 2 * F + F + c] = dup[r * F + c];
+    }
+  }
+  return quantizeRef(cat, 'int8', { kind: 'row', rowLength: 2 * F });
 }

@@ -99,3 +99,36 @@ export function swigluBackward(rt: Runtime, o: {
     workgroups: grid2d(rt, Math.ceil(m / 256)),
   });
 }
+
+/**
+ * The backward in place (dgate over gate; dup over up, or over dh), also writing the INT8 codes of
+ * [dgate | dup] per row (codes [N, 2F/4] u32, scales [N]; swigluBackwardCodesRef): the dY operand of
+ * gate_proj's and up_proj's dX as one GEMM over K = 2F. `row0`: these N rows are rows row0.. of
+ * codes and scales (one block of the blocked backward). One dispatch; needs vec4 access (F % 4 == 0,
+ * 16-byte aligned bindings), which the model's INT8 layers always have.
+ */
+export function swigluBackwardQuantized(rt: Runtime, o: {
+  label: string; gate: Binding; up: Binding; dh: Binding; dgate: Binding; dup: Binding; dims: SwigluDims;
+  codes: GPUBuffer; scales: GPUBuffer; row0?: number;
+}): Dispatch {
+  const { N, F } = o.dims;
+  const n = count(o.label, o.dims);
+  const row0 = o.row0 ?? 0;
+  for (const [k, b] of [['gate', o.gate], ['up', o.up], ['dh', o.dh], ['dgate', o.dgate], ['dup', o.dup]] as const) requireBytes(o.label, k, b, n * 4);
+  const overDh = sameBinding(o.dh, o.dup);
+  if (!sameBinding(o.gate, o.dgate) || !(overDh || sameBinding(o.up, o.dup))) {
+    throw new Error(`${o.label}: the quantizing swiglu backward runs in place (dgate = gate, and dup = up or dup = dh)`);
+  }
+  if (F % 4 || !vec4Elementwise(n, [o.gate, o.up, o.dh])) {
+    throw new Error(`${o.label}: the quantizing swiglu backward needs F % 4 == 0 and 16-byte aligned bindings (F=${F})`);
+  }
+  if (!Number.isInteger(row0) || row0 < 0) throw new Error(`${o.label}: row0=${row0} must be a non-negative integer`);
+  requireBytes(o.label, 'codes', o.codes, (row0 + N) * 2 * F);
+  requireBytes(o.label, 'scales', o.scales, (row0 + N) * 4);
+  const u = rt.uniform(`${o.label}.swigluBwdQ`, new Uniforms().u32(N).u32(F / 4).u32(row0).u32(0));
+  return rt.kernel({
+    label: `${o.label}.swigluBwdQ`, code: srcQuant, entryPoint: 'swiglu_bwd_q',
+    constants: { WG: rowWorkgroupSize(Math.ceil(F / 16)), OVER_DH: overDh ? 1 : 0 },
+    bindings: [o.gate, o.up, u, o.dh, o.codes, o.scales], workgroups: grid2d(rt, N),
+  });
+}

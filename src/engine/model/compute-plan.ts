@@ -9,6 +9,7 @@ import type { ComputeFormat, ComputeScheme, QuantSpec, Scheme } from '../scheme/
 import { isFp32, layerScheme } from '../scheme/scheme';
 import { columnAbsmaxWords } from '../kernels/qgemm-block';
 import type { BufferSpec, ModelDims } from './dims';
+import { ALIGN_FLOATS } from './params';
 
 /** The kernel a GEMM ran: the fp32 matmul, INT8 with dot4I8Packed, or INT8 on tensor cores. */
 export type GemmPath = 'fp32' | 'int8-dot4' | 'int8-tensor-core';
@@ -73,6 +74,21 @@ export function computeErrors(scheme: Scheme, d: ModelDims, layers: LayerCells[]
   return out;
 }
 
+/**
+ * Whether the kernel producing a dY of an INT8 dX GEMM writes its codes itself (RMSNorm's dx, the
+ * SwiGLU backward's [dgate | dup]); with stochastic rounding the GEMM quantizes dY (the producers round to nearest).
+ */
+export const producerDyCodes = (c: LayerCompute) => c.dx === 'int8' && c.gradRounding === 'nearest';
+
+/**
+ * Whether gate_proj's and up_proj's dX run as one INT8 GEMM over K = 2F, dX = [dgate | dup]·[Wgate ; Wup],
+ * its dY codes written by the SwiGLU backward: where the producer writes codes and the two weights
+ * lie back to back in the parameter buffer (F·C a multiple of its alignment; gate_proj precedes
+ * up_proj), so that one binding spans [Wgate ; Wup]. Elsewhere the two GEMMs run, the second accumulating.
+ */
+export const gateUpDxFused = (d: ModelDims, c: LayerCompute, training: boolean) =>
+  training && producerDyCodes(c) && (d.F * d.C) % ALIGN_FLOATS === 0;
+
 /** Which INT8 GEMMs some layer runs (training: dX and dW exist only with a backward). */
 export function int8Use(layers: { compute: LayerCompute }[], training: boolean): { rows: boolean; dw: boolean } {
   const fwd = layers.some((l) => l.compute.forward === 'int8');
@@ -84,17 +100,19 @@ export function int8Use(layers: { compute: LayerCompute }[], training: boolean):
  * Operand buffers of the INT8 GEMMs, shared by every layer (each GEMM quantizes its operands right
  * before it runs): `i8.a` per-row codes of X (forward) or dY (dX) with scales `i8.as`; `i8.w` a
  * weight's codes (W, or Wᵀ for dX) with `i8.ws`; for dW, dYᵀ (`i8.gt`) and Xᵀ (`i8.xt`) in blocks
- * of tokens (or over all tokens, with the absmax scratch `i8.amax`) with their scales.
+ * of tokens (or over all tokens, with the absmax scratch `i8.amax`) with their scales. A layer in
+ * `gateUpDx` (gateUpDxFused) reduces over 2F in one dX GEMM: i8.a and i8.w hold K = 2F then.
  */
-export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], training: boolean): BufferSpec[] {
+export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], training: boolean, gateUpDx: readonly boolean[] = []): BufferSpec[] {
   const use = int8Use(layers, training);
   const out: BufferSpec[] = [];
   const ws = (key: string, bytes: number) => out.push({ key, category: 'workspace', bytes });
   const widest = Math.max(d.C, d.QC, d.KVC, d.F);
+  const gateUpK = gateUpDx.some(Boolean) ? 2 * d.F : 0;
   if (use.rows) {
-    ws('i8.a', d.N * widest);
+    ws('i8.a', d.N * Math.max(widest, gateUpK));
     ws('i8.as', d.N * 4);
-    ws('i8.w', d.C * Math.max(d.QC, d.KVC, d.F));
+    ws('i8.w', d.C * Math.max(d.QC, d.KVC, d.F, gateUpK));
     ws('i8.ws', widest * 4);
   }
   if (use.dw) {

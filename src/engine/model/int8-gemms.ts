@@ -125,25 +125,27 @@ export function computePaths(layers: { compute: LayerCompute }[], paths: Readonl
 /**
  * The paths computePaths will report, before any GPU work (the page shows them): with the
  * tensor-core path enabled or not, each linear [out, in] of a layer runs its forward with K = in
- * (qgemmI8), its dX with K = out, and its dW with K = the step's tokens (over all of them: qgemmI8;
- * in blocks: the dot4 blocked kernel), as Int8Gemms chooses them.
+ * (qgemmI8), its dX with K = out (gate_proj's and up_proj's together with K = 2F where
+ * plan.gateUpDx), and its dW with K = the step's tokens (over all of them: qgemmI8; in blocks: the
+ * dot4 blocked kernel), as Int8Gemms chooses them.
  */
 export function expectedComputePaths(
-  plan: { layers: { compute: LayerCompute }[]; layout: ParamLayout; dims: ModelDims; training: boolean }, tensorCores: boolean,
+  plan: { layers: { compute: LayerCompute }[]; layout: ParamLayout; dims: ModelDims; training: boolean; gateUpDx: readonly boolean[] }, tensorCores: boolean,
 ): LayerPaths[] {
   return plan.layers.map(({ compute: c }, l) => {
     const linears = plan.layout.views.filter((v) => v.name.startsWith(`model.layers.${l}.`) && v.shape.length === 2);
-    const of = (fmt: 'fp32' | 'int8', K: (out: number, inp: number) => number | 'blocked'): string => {
+    const gateUp = (name: string) => plan.gateUpDx[l] && /\.mlp\.(gate|up)_proj\.weight$/.test(name);
+    const of = (fmt: 'fp32' | 'int8', K: (out: number, inp: number, name: string) => number | 'blocked'): string => {
       if (fmt === 'fp32') return 'fp32';
-      return joinPaths(linears.map(({ shape: [out, inp] }) => {
-        const k = K(out, inp);
+      return joinPaths(linears.map(({ shape: [out, inp], name }) => {
+        const k = K(out, inp, name);
         return k === 'blocked' ? 'int8-dot4' : i8GemmPath(tensorCores, k);
       }));
     };
     return {
       layer: l,
       forward: of(c.forward, (_, inp) => inp),
-      dx: plan.training ? of(c.dx, (out) => out) : 'none',
+      dx: plan.training ? of(c.dx, (out, _, name) => (gateUp(name) ? 2 * out : out)) : 'none',
       dw: plan.training ? of(c.dw, () => (c.dwBlock === 'all' ? plan.dims.N : 'blocked')) : 'none',
     };
   });

@@ -12,6 +12,7 @@ import { rmsnormForward, rmsnormForwardQuantized } from '../kernels/rmsnorm';
 import { transposeMatrix } from '../kernels/slice';
 import { swigluForward, swigluForwardQuantized } from '../kernels/swiglu';
 import { isFp32, type QuantSpec } from '../scheme/scheme';
+import { producerDyCodes } from './compute-plan';
 import { computePaths, Int8Gemms, type LayerPaths } from './int8-gemms';
 import { linearsTransposed } from './plan';
 import type { ProbePoint } from './probe-point';
@@ -145,8 +146,25 @@ export class LinearGemms {
    * where that GEMM quantizes dY itself: an fp32 dX, or stochastic rounding (the producers round to nearest).
    */
   dyCodes(l: number): { codes: GPUBuffer; scales: GPUBuffer } | undefined {
-    const c = this.plan.layers[l].compute;
-    return c.dx === 'int8' && c.gradRounding === 'nearest' ? { codes: this.b('i8.a'), scales: this.b('i8.as') } : undefined;
+    return producerDyCodes(this.plan.layers[l].compute) ? { codes: this.b('i8.a'), scales: this.b('i8.as') } : undefined;
+  }
+
+  /** Where layer l's SwiGLU backward writes the codes of [dgate | dup] (i8.a [N, 2F]), or undefined where gate_proj's and up_proj's dX run as two GEMMs. */
+  gateUpCodes(l: number): { codes: GPUBuffer; scales: GPUBuffer } | undefined {
+    return this.plan.gateUpDx[l] ? this.dyCodes(l) : undefined;
+  }
+
+  /**
+   * dX = [dgate | dup]·[Wgate ; Wup] of layer l as one INT8 GEMM over K = 2F (plan.gateUpDx): dY's
+   * codes are in i8.a (gateUpCodes), W's per input channel over both weights, which lie back to back.
+   */
+  gateUpDxGemm(l: number, label: string, out: GPUBuffer): Dispatch[] {
+    const { N, C, F } = this.plan.dims;
+    const at = (s: string) => this.plan.layout.byName.get(`model.layers.${l}.${s}`)!;
+    const [gate, up] = [at('mlp.gate_proj.weight'), at('mlp.up_proj.weight')];
+    if (!this.plan.gateUpDx[l] || up.offset !== gate.offset + gate.size) throw new Error(`internal: ${label}: gate_proj and up_proj do not run as one dX GEMM`);
+    const w: Binding = { buffer: this.gemmWeights(l), offset: gate.offset * 4, size: 2 * gate.size * 4 };
+    return this.int8().dx(label, null, w, out, N, C, 2 * F, false, 'nearest');
   }
 
   /**

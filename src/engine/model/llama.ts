@@ -17,7 +17,7 @@ import { buildDequantize, buildQuantize, dequantizeRows } from '../kernels/quant
 import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce';
 import { rmsnormBackward, rmsnormForward } from '../kernels/rmsnorm';
 import { rope, ropeTablePacked } from '../kernels/rope';
-import { swigluBackward } from '../kernels/swiglu';
+import { swigluBackward, swigluBackwardQuantized } from '../kernels/swiglu';
 import { adamw } from '../optim/adamw';
 import { assertSupported, isFp32, type Scheme } from '../scheme/scheme';
 import { deriveSeed } from '../util/rng';
@@ -80,7 +80,7 @@ export class LlamaGpu {
       throw new Error(`context ${T} exceeds max_position_embeddings ${cfg.max_position_embeddings}`);
     }
     this.training = opts.training ?? true;
-    this.plan = resolvePlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: opts.scheme, swigluBlockRows: opts.swigluBlockRows, linearNnMinRows: opts.linearNnMinRows, tpRank: opts.tpRank });
+    this.plan = resolvePlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: opts.scheme, swigluBlockRows: opts.swigluBlockRows, linearNnMinRows: opts.linearNnMinRows, fuseGateUpDx: opts.fuseGateUpDx, tpRank: opts.tpRank });
     this.scheme = this.plan.scheme;
     assertSupported(this.scheme);
     this.layout = this.plan.layout;
@@ -148,7 +148,7 @@ export class LlamaGpu {
    * over the gate rows and dup over the dact rows. Afterwards gate's live copy holds dgate and dF1
    * holds dup. Same arithmetic per element as dequantizing up whole.
    */
-  private swigluBackwardBlocks(l: number, label: string): Dispatch[] {
+  private swigluBackwardBlocks(l: number, label: string, codes?: { codes: GPUBuffer; scales: GPUBuffer }): Dispatch[] {
     const { N, F } = this.dims;
     const st = this.storage[l].up!;
     const rows = this.plan.swigluRows;
@@ -161,7 +161,8 @@ export class LlamaGpu {
       out.push(dequantizeRows(this.rt, lab, st, F, r0, rows, this.b(`L${l}.up.codes`), this.b(`L${l}.up.scales`), block));
       const gate = at(liveKey('gate'));
       const dact = at('dF1');
-      out.push(swigluBackward(this.rt, { label: lab, gate, up: block, dh: dact, dgate: gate, dup: dact, dims: { N: rows, F } }));
+      const o = { label: lab, gate, up: block, dh: dact, dgate: gate, dup: dact, dims: { N: rows, F } };
+      out.push(codes ? swigluBackwardQuantized(this.rt, { ...o, ...codes, row0: r0 }) : swigluBackward(this.rt, o));
     }
     return out;
   }
@@ -321,10 +322,16 @@ export class LlamaGpu {
       push(this.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C, false, !!this.g.dyCodes(l)));
       load('gate');
       // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
-      // dF1 itself (dact) when up is stored quantized (swigluBackwardBlocks).
+      // dF1 itself (dact) when up is stored quantized (swigluBackwardBlocks). Where gate/up's dX is
+      // one INT8 GEMM over K = 2F, it also writes the codes of [dgate | dup] (gateUpCodes) into i8.a,
+      // which the dW GEMMs in between leave alone (theirs are i8.gt, i8.xt).
       const dup = this.storage[l].up ? dF1 : a('up');
-      if (this.storage[l].up) push(this.swigluBackwardBlocks(l, lab('swiglu.bwd')));
-      else push(swigluBackward(rt, { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } }));
+      const gateUpCodes = this.g.gateUpCodes(l);
+      if (this.storage[l].up) push(this.swigluBackwardBlocks(l, lab('swiglu.bwd'), gateUpCodes));
+      else {
+        const o = { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } };
+        push(gateUpCodes ? swigluBackwardQuantized(rt, { ...o, ...gateUpCodes }) : swigluBackward(rt, o));
+      }
       load('h2'); // live copy in dh
       this.g.dwGemm(l, lab('gate.dw'), a('gate'), F, a('h2'), C, gr('mlp.gate_proj.weight'), 'dq', push);
       storeL('mlp.gate_proj.weight');
@@ -335,6 +342,8 @@ export class LlamaGpu {
           { dy: a('gate'), ...this.g.weightAt(l, `model.layers.${l}.mlp.gate_proj.weight`), rows: F },
           { dy: dup, ...this.g.weightAt(l, `model.layers.${l}.mlp.up_proj.weight`), rows: F },
         ], dh));
+      } else if (gateUpCodes) {
+        push(this.g.gateUpDxGemm(l, lab('gate_up.dx'), dh));
       } else {
         push(this.g.dxGemm(l, lab('gate.dx'), a('gate'), 'mlp.gate_proj.weight', dh, N, C, F));
         push(this.g.dxGemm(l, lab('up.dx'), dup, 'mlp.up_proj.weight', dh, N, C, F, true));

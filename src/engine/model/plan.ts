@@ -38,6 +38,8 @@ export interface PlanOptions {
   swigluBlockRows?: number;
   /** Tests: the fewest tokens (B·T) for which the forward linears run NN on a transposed weight (LINEAR_NN_MIN_ROWS). */
   linearNnMinRows?: number;
+  /** Tests: false runs gate_proj's and up_proj's INT8 dX as two GEMMs even where one over K = 2F applies (gateUpDxFused). */
+  fuseGateUpDx?: boolean;
   /** The model is rank `tpRank` of a real tensor-parallel group (a shard config; TpPeer's buffers instead of TpSim's). */
   tpRank?: number;
 }
@@ -51,6 +53,8 @@ export interface ModelBuildOptions {
   swigluBlockRows?: number;
   /** Tests: the fewest tokens (B·T) for which the forward linears run NN on a transposed weight (LINEAR_NN_MIN_ROWS). */
   linearNnMinRows?: number;
+  /** Tests: false runs gate_proj's and up_proj's INT8 dX as two GEMMs even where one over K = 2F applies (gateUpDxFused). */
+  fuseGateUpDx?: boolean;
   /** This model is rank `tpRank` of a real tensor-parallel group of scheme.tp.degree peers; cfg is its shard config (tp-shard.ts). */
   tpRank?: number;
 }

@@ -19,7 +19,7 @@ import { isFp32, layerScheme, type QuantSpec, SAVED_KINDS, type SavedKind, saved
 import { type GradWire, gradWireOf } from '../scheme/wire';
 import { type TpConfig, tpBufferPlan } from '../tp/tp';
 import { tpPeerBufferPlan } from '../tp/tp-peer';
-import { computeErrors, int8Buffers, int8Use, type LayerCompute, layerCompute } from './compute-plan';
+import { computeErrors, gateUpDxFused, int8Buffers, int8Use, type LayerCompute, layerCompute } from './compute-plan';
 import type { ModelConfig } from './config';
 import { type BufferSpec, type ModelDims, modelDims } from './dims';
 import { type ParamLayout, paramLayout } from './params';
@@ -53,6 +53,8 @@ export interface RunPlan {
   adam: { m: QuantSpec; v: QuantSpec };
   /** Which INT8 GEMMs some layer runs: per-row operands (forward, dX) and blocked ones (dW). */
   int8: { rows: boolean; dw: boolean };
+  /** Per layer: gate_proj's and up_proj's dX run as one INT8 GEMM over K = 2F, dY's codes from the SwiGLU backward (gateUpDxFused). */
+  gateUpDx: boolean[];
   /** The fake-quantized copies the step keeps: of the weights (`wq`), GEMM inputs (`aq`), output gradients (`gq`). */
   fakeQuant: { weights: boolean; inputs: boolean; grads: boolean };
   /** Rows per block of the SwiGLU backward (swigluBlockRows; N when `up` is stored fp32). */
@@ -114,6 +116,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     grads: training ? gradStorage(layout, scheme) : null,
     adam: { m: scheme.adam.m, v: scheme.adam.v },
     int8: int8Use(layers, training),
+    gateUpDx: layers.map((l) => (opts.fuseGateUpDx ?? true) && gateUpDxFused(dims, l.compute, training)),
     fakeQuant,
     swigluRows: saved.some((s) => s.up) ? swigluBlockRows(dims, saved, opts.swigluBlockRows) : dims.N,
     wire: {
@@ -186,7 +189,7 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()); INT8 forwards read W's codes.
   const fp32Forward = p.layers.some((l) => l.compute.forward === 'fp32');
   if (fp32Forward && linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
-  out.push(...int8Buffers(d, p.layers, training));
+  out.push(...int8Buffers(d, p.layers, training, p.gateUpDx));
   ws('losses', d.N * f);
   ws('loss', 16);
   ws('ceWs', crossEntropyWorkspaceBytes());
