@@ -59,10 +59,16 @@ export interface LoneRun {
 
 export interface GroupPoint extends CurvePoint {
   outerStep: number;
-  /** Min over members of the round's time blocked on the network (the member that arrived last waited least for the others' compute). */
+  /**
+   * Min over members of the round's time outside inner steps: Δ computed and quantized, the exchange,
+   * the outer update, the step report, waiting for the slowest member (the member that arrived last
+   * waited least for the others' compute on the shared device).
+   */
   exposedMs: number;
-  /** Mean over members of the same (includes waiting for the others' compute on the shared device). */
-  meanWaitMs: number;
+  /** Mean over members of the same. */
+  meanExposedMs: number;
+  /** Min over members of the part of it blocked on the network (DilocoStepStats.waitMs). */
+  waitMs: number;
   /** Wall time of the round (all members' inner steps on the one device, and the exchange). */
   wallMs: number;
   /** Pseudo-gradient bytes one member sent in the round. */
@@ -226,16 +232,17 @@ async function groupRun(trainers: Trainer[], o: FidelityOptions, targetLoss: num
         inner.push(st.reduce((a, s) => a + s.innerMs, 0) / n);
       }
       const wallMs = performance.now() - t0;
-      const waits = drivers.map((_, m) => per.reduce((a, st) => a + st[m].waitMs, 0));
+      const sumOf = (f: (s: DilocoStepStats) => number) => drivers.map((_, m) => per.reduce((a, st) => a + f(st[m]), 0));
+      const exposed = sumOf((s) => s.stepMs - s.innerMs);
       const { global } = await drivers[0].outer.read();
       const valLoss = await val(global);
       const step = (r + 1) * H;
       curve.push({
         outerStep: r + 1, step, tokens: step * tokensPerStep, valLoss,
-        exposedMs: Math.min(...waits), meanWaitMs: waits.reduce((a, b) => a + b, 0) / n, wallMs,
+        exposedMs: Math.min(...exposed), meanExposedMs: exposed.reduce((a, b) => a + b, 0) / n, waitMs: Math.min(...sumOf((s) => s.waitMs)), wallMs,
         exchangeBytes: per.reduce((a, st) => a + st[0].exchangeBytesSent, 0),
       });
-      log(`  group of ${n} outer step ${r + 1} (step ${step}): val ${valLoss.toFixed(4)}, exposed ${Math.min(...waits).toFixed(1)} ms`);
+      log(`  group of ${n} outer step ${r + 1} (step ${step}): val ${valLoss.toFixed(4)}, exposed ${Math.min(...exposed).toFixed(1)} ms`);
     }
     const reach = curve.find((p) => p.valLoss <= targetLoss) ?? null;
     return {
