@@ -8,7 +8,7 @@
  * On the GPU machine (no Node modules there):
  *   BUNDLE_ALL=1 node scripts/bundle-node.mjs bench/diloco-limiter.ts dist-node/diloco-limiter.mjs
  * Options: --model P (default small) --members N (default 4) --diloco H (default 50) --wire
- * fp32|int8|int4 (default int8) --streaming F (default 1: off) --outer-lr X --outer-momentum M
+ * fp32|int8|int4 (default int8) --streaming F (default 1: off) --overlap τ (streaming: inner steps a fragment's exchange may take, default 1) --outer-lr X --outer-momentum M
  * --rounds R timed outer steps (default 2) --warmup W (default 1) --mbps MB/s per member uplink
  * (default 20) --latency ms one-way (default 20) --batch B --seq T (default: the preset's recipe)
  * --lone N lone-member steps timed (default 20; 0 skips) --dp-peers 2 also per-step DP with fp32
@@ -28,7 +28,7 @@ import { syntheticText } from '../src/lab/step';
 async function main(): Promise<void> {
   const a = parseCliArgs(process.argv.slice(2), {
     model: { type: 'string' }, members: { type: 'string' }, diloco: { type: 'string' }, wire: { type: 'string' },
-    streaming: { type: 'string' }, 'outer-lr': { type: 'string' }, 'outer-momentum': { type: 'string' },
+    streaming: { type: 'string' }, overlap: { type: 'string' }, 'outer-lr': { type: 'string' }, 'outer-momentum': { type: 'string' },
     rounds: { type: 'string' }, warmup: { type: 'string' }, mbps: { type: 'string' }, latency: { type: 'string' },
     batch: { type: 'string' }, seq: { type: 'string' }, lone: { type: 'string' }, 'dp-peers': { type: 'string' },
     'dp-mbps': { type: 'string' }, 'dp-steps': { type: 'string' }, cpu: { type: 'boolean' },
@@ -38,7 +38,7 @@ async function main(): Promise<void> {
   if (!(WIRE_FORMATS as readonly string[]).includes(wire)) throw new UsageError(`--wire must be one of ${WIRE_FORMATS.join(', ')}`);
   const diloco = {
     innerSteps: num('diloco', a.diloco, { int: true, min: 1 }) ?? 50, wire: wire as WireFormat,
-    fragments: num('streaming', a.streaming, { int: true, min: 1 }), outerLr: num('outer-lr', a['outer-lr'], { min: 0 }),
+    fragments: num('streaming', a.streaming, { int: true, min: 1 }), overlap: num('overlap', a.overlap, { int: true, min: 0 }), outerLr: num('outer-lr', a['outer-lr'], { min: 0 }),
     outerMomentum: num('outer-momentum', a['outer-momentum'], { min: 0 }),
   };
   try {

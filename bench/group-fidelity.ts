@@ -10,7 +10,7 @@
  * public/data/tinyshakespeare.txt)
  * --steps S (default 600) --eval-every E lone runs' validation interval (default 50) --eval-batches N
  * (default the recipe's) --members LIST (default 2,4) --diloco H (default 50) --wire fp32|int8|int4
- * (default int8) --streaming F (default 1: off) --outer-lr X --outer-momentum M --mbps MB/s and
+ * (default int8) --streaming F (default 1: off) --overlap τ (streaming: inner steps a fragment's exchange may take, default 1) --outer-lr X --outer-momentum M --mbps MB/s and
  * --latency ms per member uplink (default: no limiter) --batch B --seq T (default the preset's recipe)
  * --time-steps N inner steps timed alone (default 20) --cpu.
  */
@@ -36,7 +36,7 @@ async function main(): Promise<void> {
   const a = parseCliArgs(argv, {
     model: { type: 'string' }, data: { type: 'string' }, steps: { type: 'string' }, 'eval-every': { type: 'string' },
     'eval-batches': { type: 'string' }, members: { type: 'string' }, diloco: { type: 'string' }, wire: { type: 'string' },
-    streaming: { type: 'string' }, 'outer-lr': { type: 'string' }, 'outer-momentum': { type: 'string' }, mbps: { type: 'string' },
+    streaming: { type: 'string' }, overlap: { type: 'string' }, 'outer-lr': { type: 'string' }, 'outer-momentum': { type: 'string' }, mbps: { type: 'string' },
     latency: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, 'time-steps': { type: 'string' }, cpu: { type: 'boolean' },
   });
   const preset = presetArg(a.model, 'small');
@@ -44,7 +44,7 @@ async function main(): Promise<void> {
   if (!(WIRE_FORMATS as readonly string[]).includes(wire)) throw new UsageError(`--wire must be one of ${WIRE_FORMATS.join(', ')}`);
   const diloco = {
     innerSteps: num('diloco', a.diloco, { int: true, min: 1 }) ?? 50, wire: wire as WireFormat,
-    fragments: num('streaming', a.streaming, { int: true, min: 1 }), outerLr: num('outer-lr', a['outer-lr'], { min: 0 }),
+    fragments: num('streaming', a.streaming, { int: true, min: 1 }), overlap: num('overlap', a.overlap, { int: true, min: 0 }), outerLr: num('outer-lr', a['outer-lr'], { min: 0 }),
     outerMomentum: num('outer-momentum', a['outer-momentum'], { min: 0 }),
   };
   let resolved;
