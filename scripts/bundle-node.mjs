@@ -30,9 +30,9 @@ export async function bundle(entry, outfile, { external = true } = {}) {
     target: 'node20',
     sourcemap: 'inline',
     // Everything from node_modules stays external when running here; for the GPU machine only
-    // the native addon must stay outside the bundle.
+    // the native addons (Dawn, WebRTC) must stay outside the bundle.
     packages: external ? 'external' : undefined,
-    external: external ? undefined : ['webgpu'],
+    external: external ? undefined : ['webgpu', '@roamhq/wrtc'],
     banner: { js: "import { createRequire as __cr } from 'node:module'; const require = __cr(import.meta.url);" },
     plugins: [rawPlugin],
     logLevel: 'warning',
