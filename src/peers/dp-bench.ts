@@ -46,6 +46,8 @@ export interface DpBenchRow {
   computeMs: number;
   commMs: number;
   exchangeMs: number;
+  /** How much of the exchange ran behind backward (DpStepStats.overlapMs). */
+  overlapMs: number;
   /** Gradient all-reduce bytes one peer sends per step, and fp32's for the same gradient. */
   exchangeBytesSent: number;
   fp32ExchangeBytes: number;
@@ -109,6 +111,7 @@ async function runGroup(o: DpBenchOptions, trainers: Trainer[], mode: GradWire):
       computeMs: med((s) => s.busyMs),
       commMs: med((s) => s.commMs),
       exchangeMs: med((s) => s.exchangeMs),
+      overlapMs: med((s) => s.overlapMs),
       exchangeBytesSent: med((s) => s.exchangeBytesSent),
       fp32ExchangeBytes: med((s) => s.fp32ExchangeBytes),
       wireRatio: med((s) => s.wireRatio),

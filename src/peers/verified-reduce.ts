@@ -50,6 +50,8 @@ export interface VerifiedOptions {
   graceMs?: number;
   /** Called as bucket b's all-gather is issued (its bytes exist): how early the exchange started. */
   onBucketSent?: (b: number) => void;
+  /** The signed header (this member's commitment to its buckets) waits for it; a rejection fails the call. */
+  commitAfter?: Promise<unknown>;
 }
 
 export interface VerifiedResult<R = Float32Array> {
@@ -127,6 +129,7 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
     }));
     gathers.forEach((p) => p.catch(() => {})); // awaited below; an earlier failure must not leave them unhandled
     const mine = await Promise.all(mineP);
+    await o.commitAfter;
     own = { publicKey: id.publicKey, digest: await digestOfParts(mine), signature: new Uint8Array(0) };
     own.signature = id.sign(signedMessage(context, own.digest));
     headers = await g.allGatherSomeAt(base, encodeHeader(own.publicKey, own.signature), skip1, count);
