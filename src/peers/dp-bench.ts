@@ -33,6 +33,10 @@ export interface DpBenchOptions {
   warmup: number;
   link: LinkLimits;
   accumulate?: number;
+  /** DataParallelOptions.overlap (default on): buckets sent behind backward. */
+  overlap?: boolean;
+  /** DataParallelOptions.bucketFloats (default its default). */
+  bucketFloats?: number;
   silenceMs?: number;
 }
 
@@ -90,7 +94,7 @@ async function runGroup(o: DpBenchOptions, trainers: Trainer[], mode: GradWire):
   const links = transports.map((t) => limitTransport(t, o.link));
   const members = links.map((t) => t.id);
   const dps = trainers.map((t, i) => new DataParallel(t, links[i], {
-    run: `bench-${n}-${mode}`, mode, members, accumulate: o.accumulate, silenceMs: o.silenceMs ?? 60_000,
+    run: `bench-${n}-${mode}`, mode, members, accumulate: o.accumulate, overlap: o.overlap, bucketFloats: o.bucketFloats, silenceMs: o.silenceMs ?? 60_000,
   }));
   try {
     const samples: number[] = [];

@@ -2,7 +2,8 @@
  * A peer group over a full mesh: ranks, framing, and the collectives broadcast / all-gather /
  * all-to-all / barrier. Every member calls the same collectives in the same order; the k-th
  * collective of a step carries tag k, so messages of back-to-back collectives never mix (a fast
- * peer's messages for a later tag, or for the next step, wait in a bounded mailbox).
+ * peer's messages for a later tag, or for the next step, wait in a bounded mailbox). A block of
+ * tags reserved up front (reserveTags) lets collectives run at them in any order.
  *
  * The receive path validates every frame (structure, checksum, sender, run, step, tag window, type)
  * and reports rejects through onReject; it never throws and never changes state for a rejected frame.

@@ -22,6 +22,7 @@
  * - reduceChunk / assign: the owner's step and the final step of the two-shot all-reduce.
  * - stats: screening figures of each contribution (‖x‖², finite), the same on every member.
  * - gram: every pair's dot product x_j·x_k (the screen's cosines), the same on every member.
+ * - encodeRange / streamPlan: one bucket's bytes at a time behind backward (exchange-ranges.ts).
  *
  * Byte arrays returned by encode and reduceChunk are overwritten by the next call of the same
  * method: send or copy them first. One operation at a time (calls are awaited in turn).

@@ -314,6 +314,8 @@ export class Trainer implements RunTrainer<StepMetrics> {
    * Data parallelism, first half of a step: forward and backward on `batch` [B, T+1] at the current
    * step (same stochastic-rounding seeds as trainStep). The gradient stays in the model's gradient
    * storage for the caller to read (and replace with the group's mean); returns the loss.
+   * `segments`: backward as several command buffers with a hook after each submit (a data-parallel
+   * member reads finished gradients back while the rest runs); the same dispatches, the same result.
    */
   async computeGradients(batch: Int32Array, segments?: BackwardSegments): Promise<number> {
     await this.settle();
