@@ -348,6 +348,9 @@ describe('GradExchange streamed behind backward', () => {
       const grads = await gradientAccess(t.model).read();
       const whole = (await ex.encode()).slice();
       spans.forEach(([lo, hi], b) => expect(Buffer.from(got[b]).equals(Buffer.from(wireChunk(whole, ex.n, wire, lo, hi))), `${String(scheme)} ${wire} bucket ${b}`).toBe(true));
+      for (const cuts of [[5, 3], [t.model.backward.length + 1], [0]]) {
+        await expect(t.computeGradients(t.batchAt(0), { cuts, onSegment: () => {} })).rejects.toThrow(/ascend within/);
+      }
       expect(await t.computeGradients(t.batchAt(0))).toBe(loss);
       expect(await gradientAccess(t.model).read()).toEqual(grads);
       expect(Buffer.from(await ex.encode()).equals(Buffer.from(whole))).toBe(true);

@@ -370,11 +370,11 @@ export class Trainer implements RunTrainer<StepMetrics> {
   private async runSegments(o: BackwardSegments): Promise<[number, number]> {
     const { model } = this;
     const n = model.backward.length;
-    const ends = [...o.cuts.filter((c) => c < n), n];
-    ends.reduce((prev, c) => {
-      if (!(Number.isInteger(c) && c > prev)) throw new Error(`computeGradients: segment cuts must ascend within (0, ${n}], got ${o.cuts.join(', ')}`);
+    o.cuts.reduce((prev, c) => {
+      if (!(Number.isInteger(c) && c > prev && c <= n)) throw new Error(`computeGradients: segment cuts must ascend within (0, ${n}], got ${o.cuts.join(', ')}`);
       return c;
     }, 0);
+    const ends = o.cuts.at(-1) === n ? o.cuts : [...o.cuts, n];
     const readback = this.readbackFor(this.stepCount);
     let at = 0;
     ends.forEach((end, i) => {
