@@ -10,7 +10,9 @@
  * Options: --model P (micro|tiny|small|base, default tiny) --scheme fp32|agoq (default fp32: the
  * storage; the exchange mode is what --modes varies) --modes fp32,int8 --peers 2,3,4 --steps N
  * (default 5) --warmup N (default 1) --mbps MB/s per peer uplink (default 20) --latency ms one-way
- * (default 20) --batch B --seq T (default: the preset's recipe) --accumulate K --cpu.
+ * (default 20) --batch B --seq T (default: the preset's recipe) --accumulate K --bucket-floats N
+ * (floats per exchanged bucket, a multiple of 256) --no-overlap (one encode after the whole
+ * backward instead of buckets sent behind it) --cpu.
  */
 import { fail, num, parseCliArgs, presetArg, UsageError } from '../src/cli/common';
 import { benchDataParallel } from '../src/peers/dp-bench';
@@ -26,7 +28,7 @@ async function main(): Promise<void> {
   const a = parseCliArgs(process.argv.slice(2), {
     model: { type: 'string' }, scheme: { type: 'string' }, modes: { type: 'string' }, peers: { type: 'string' },
     steps: { type: 'string' }, warmup: { type: 'string' }, mbps: { type: 'string' }, latency: { type: 'string' },
-    batch: { type: 'string' }, seq: { type: 'string' }, accumulate: { type: 'string' }, cpu: { type: 'boolean' },
+    batch: { type: 'string' }, seq: { type: 'string' }, accumulate: { type: 'string' }, 'no-overlap': { type: 'boolean' }, 'bucket-floats': { type: 'string' }, cpu: { type: 'boolean' },
   });
   const preset = presetArg(a.model, 'tiny');
   let scheme;
@@ -58,9 +60,11 @@ async function main(): Promise<void> {
   const link = { bytesPerSecond: mbps * 1e6, latencyMs };
   const rows = await benchDataParallel({
     rt, text, options, peers, modes: modes as GradWire[], steps, warmup, link, accumulate: a.accumulate === undefined ? undefined : (num('accumulate', a.accumulate, { int: true, min: 1 }) ?? 1),
+    overlap: !a['no-overlap'],
+    bucketFloats: a['bucket-floats'] === undefined ? undefined : (num('bucket-floats', a['bucket-floats'], { int: true, min: 256 }) ?? 0),
   });
   for (const r of rows) {
-    console.error(`  ${r.peers} peers ${r.mode}: ${r.msPerStep.toFixed(1)} ms/step (compute ${r.computeMs.toFixed(1)}, comm ${r.commMs.toFixed(1)}), ${(r.exchangeBytesSent / 1e6).toFixed(3)} MB sent (${(100 * r.wireRatio).toFixed(1)}% of fp32)`);
+    console.error(`  ${r.peers} peers ${r.mode}: ${r.msPerStep.toFixed(1)} ms/step (compute ${r.computeMs.toFixed(1)}, comm ${r.commMs.toFixed(1)}, overlapped ${r.overlapMs.toFixed(1)}), ${(r.exchangeBytesSent / 1e6).toFixed(3)} MB sent (${(100 * r.wireRatio).toFixed(1)}% of fp32)`);
   }
   const speedup = rows.filter((r) => r.mode === 'int8').map((q) => {
     const f = rows.find((r) => r.mode === 'fp32' && r.peers === q.peers);

@@ -96,7 +96,7 @@ async function memberWork(n: number, floats: number, wire: WireFormat, seed: num
   const members = Array.from({ length: n }, (_, r) => `p${r}`);
   const context = exchangeContext(19, 0, 0, members);
   const t0 = performance.now();
-  const piece = (await own.encode(spans))[0];
+  const piece = await own.encode(spans)[0];
   const tEnc = performance.now();
   // Own: digest and sign; each received contribution: its digest, then its signature over it.
   const signature = id.sign(signedMessage(context, await digestOfParts([piece])));

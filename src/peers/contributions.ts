@@ -20,7 +20,8 @@ export interface Contributions<R> {
   /** Floats in the exchanged vector. */
   readonly length: number;
   readonly mode: WireFormat;
-  encode(spans: [number, number][]): Promise<Uint8Array[]>;
+  /** This member's buckets in wire bytes, one promise per span, each settling as its bytes exist (any order). */
+  encode(spans: [number, number][]): Promise<Uint8Array>[];
   /**
    * pieces[b][r]: bucket b of rank r; only the `cand` ranks are looked at. `needDots`: whether the
    * screen may ask for dots (a backend may then prepare them; without, it may refuse them).

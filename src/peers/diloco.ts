@@ -303,7 +303,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
       step: s, loss: this.lastInner.loss, groupLoss: null, lr: this.lastInner.lr, gradNorm: this.lastInner.gradNorm,
       rank: members.indexOf(this.dp.id), world: members.length, members, epoch: 0, mode: this.config.wire,
       bytesSent: 0, bytesReceived: 0, exchangeBytesSent: 0, exchangeBytesReceived: 0, fp32ExchangeBytes: 0, wireRatio: 0,
-      computeMs: innerMs, applyMs: 0, exchangeMs: 0, syncMs: 0, busyMs: innerMs, commMs: 0, stepMs, weightsHash: null, recovered: false, events: [],
+      computeMs: innerMs, applyMs: 0, exchangeMs: 0, overlapMs: 0, syncMs: 0, busyMs: innerMs, commMs: 0, stepMs, weightsHash: null, recovered: false, events: [],
     };
     const x = this.streamed;
     this.streamed = null;

@@ -33,6 +33,10 @@ export interface DpBenchOptions {
   warmup: number;
   link: LinkLimits;
   accumulate?: number;
+  /** DataParallelOptions.overlap (default on): buckets sent behind backward. */
+  overlap?: boolean;
+  /** DataParallelOptions.bucketFloats (default its default). */
+  bucketFloats?: number;
   silenceMs?: number;
 }
 
@@ -46,6 +50,8 @@ export interface DpBenchRow {
   computeMs: number;
   commMs: number;
   exchangeMs: number;
+  /** How much of the exchange ran behind backward (DpStepStats.overlapMs). */
+  overlapMs: number;
   /** Gradient all-reduce bytes one peer sends per step, and fp32's for the same gradient. */
   exchangeBytesSent: number;
   fp32ExchangeBytes: number;
@@ -88,7 +94,7 @@ async function runGroup(o: DpBenchOptions, trainers: Trainer[], mode: GradWire):
   const links = transports.map((t) => limitTransport(t, o.link));
   const members = links.map((t) => t.id);
   const dps = trainers.map((t, i) => new DataParallel(t, links[i], {
-    run: `bench-${n}-${mode}`, mode, members, accumulate: o.accumulate, silenceMs: o.silenceMs ?? 60_000,
+    run: `bench-${n}-${mode}`, mode, members, accumulate: o.accumulate, overlap: o.overlap, bucketFloats: o.bucketFloats, silenceMs: o.silenceMs ?? 60_000,
   }));
   try {
     const samples: number[] = [];
@@ -109,6 +115,7 @@ async function runGroup(o: DpBenchOptions, trainers: Trainer[], mode: GradWire):
       computeMs: med((s) => s.busyMs),
       commMs: med((s) => s.commMs),
       exchangeMs: med((s) => s.exchangeMs),
+      overlapMs: med((s) => s.overlapMs),
       exchangeBytesSent: med((s) => s.exchangeBytesSent),
       fp32ExchangeBytes: med((s) => s.fp32ExchangeBytes),
       wireRatio: med((s) => s.wireRatio),

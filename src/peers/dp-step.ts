@@ -15,7 +15,7 @@ import { type Applied, DpError, type DpEvent, type DpStepStats, type Reported, t
 import { GpuContributions } from './gpu-contributions';
 import { CollectiveError, type PeerGroup } from './group';
 import type { PeerId, Transport } from './transport';
-import { reduceContributions, reduceVerified, type VerifiedResult } from './verified-reduce';
+import { bucketSpans, reduceContributions, reduceVerified, type VerifiedOptions, type VerifiedResult } from './verified-reduce';
 
 /** Where a step's gradient is exchanged from: the GPU exchange over the model's storage, else the host's (read, JS codec, write). */
 export interface GradientPath {
@@ -27,7 +27,10 @@ export interface StepGradient {
   /** This member's mean loss over its micro-batches. */
   loss: number;
   computeMs: number;
+  /** The exchange after backward ended (what it did not overlap). */
   exchangeMs: number;
+  /** From the first bucket's send to the end of backward (0 when nothing was sent before it ended). */
+  overlapMs: number;
   /** Writing the host's mean back (0 on the GPU path: the mean is already there). */
   writeMs: number;
   sent: number;
@@ -55,6 +58,7 @@ export async function stepGradient(g: PeerGroup, trainer: Trainer, s: number, o:
   if (path.gpu && k !== 1) throw new Error('stepGradient: the GPU exchange takes one micro-batch per step');
   const B = trainer.opts.batch;
   const T = trainer.opts.seq;
+  if (path.gpu && o.overlap && path.gpu.streamable) return streamedStep(g, trainer, path.gpu, o, s);
   const tc = performance.now();
   let acc: Float32Array | null = null;
   let lossSum = 0;
@@ -73,7 +77,45 @@ export async function stepGradient(g: PeerGroup, trainer: Trainer, s: number, o:
   const ta = performance.now();
   if (r.out) path.grads.write(r.out);
   return {
-    loss: lossSum / k, computeMs: te - tc, exchangeMs: ta - te, writeMs: performance.now() - ta,
+    loss: lossSum / k, computeMs: te - tc, exchangeMs: ta - te, overlapMs: 0, writeMs: performance.now() - ta,
+    sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, excluded: r.excluded, notices: r.notices,
+  };
+}
+
+/**
+ * The GPU path with the exchange behind backward: backward runs in segments (one command buffer
+ * each); right after the segment that completes a bucket is submitted, the bucket is encoded on
+ * its own readback (GradExchange.encodeRange), and the verified all-reduce sends it as soon as its
+ * bytes are back — while the GPU runs the rest of backward. Same bytes, same mean as the whole encode.
+ */
+async function streamedStep(g: PeerGroup, trainer: Trainer, ex: GradExchange, o: ResolvedOptions, s: number): Promise<StepGradient> {
+  const tc = performance.now();
+  const B = trainer.opts.batch;
+  const r0 = g.rank * B;
+  const spans = bucketSpans(ex.n, o.bucketFloats);
+  const plan = ex.streamPlan(spans);
+  const slots = spans.map(() => {
+    let settle!: { resolve: (p: Promise<Uint8Array>) => void; reject: (e: unknown) => void };
+    const promise = new Promise<Uint8Array>((resolve, reject) => (settle = { resolve, reject }));
+    return { promise, ...settle };
+  });
+  let firstSend = Infinity;
+  const vo: VerifiedOptions = { bucketFloats: o.bucketFloats, screen: o.screen, onBucketSent: () => (firstSend = Math.min(firstSend, performance.now())) };
+  const lossP = trainer.computeGradients(inMemoryData(trainer.data).rows(s, trainer.opts.seq, 'train', r0, r0 + B), {
+    cuts: plan.cuts,
+    onSegment: (i) => plan.bySegment[i].forEach((b) => slots[b].resolve(ex.encodeRange(spans[b][0], spans[b][1], b))),
+  });
+  // A backward that fails before every bucket is encoded fails the exchange too (a slot resolved already is unaffected).
+  lossP.catch((e: unknown) => slots.forEach((sl) => sl.reject(e)));
+  // The signed header (the commitment) waits for a finite loss: a diverged member contributes nothing.
+  const rP = reduceContributions(g, new GpuContributions(ex, slots.map((sl) => sl.promise)), { ...vo, commitAfter: lossP });
+  rP.catch(() => {}); // awaited below, after the loss
+  const loss = await lossP;
+  const te = performance.now();
+  const r = await rP;
+  const ta = performance.now();
+  return {
+    loss, computeMs: te - tc, exchangeMs: ta - te, overlapMs: Math.max(0, te - firstSend), writeMs: 0,
     sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, excluded: r.excluded, notices: r.notices,
   };
 }
@@ -141,6 +183,7 @@ export function stepStats(c: StepContext, s: number, begin: StepBegin, a: Applie
     computeMs: a?.computeMs ?? 0,
     applyMs: a?.applyMs ?? 0,
     exchangeMs: a?.exchangeMs ?? 0,
+    overlapMs: a?.overlapMs ?? 0,
     syncMs: stepMs - busy - (a?.exchangeMs ?? 0),
     busyMs: busy,
     commMs: stepMs - busy,

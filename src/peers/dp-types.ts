@@ -37,6 +37,11 @@ export interface DataParallelOptions {
   bucketFloats?: number;
   /** Bytes of state per all-to-all round when handing state over (default 16 MiB). */
   stateRoundBytes?: number;
+  /**
+   * The GPU exchange sends each bucket as soon as backward has finished its layers, while the rest
+   * of backward runs (default true; false: one encode after the whole backward). Same bytes, same mean.
+   */
+  overlap?: boolean;
   /** Frame payload bytes (PeerGroup's chunkPayload). */
   chunkPayload?: number;
   /**
@@ -135,6 +140,8 @@ export interface DpStepStats {
   applyMs: number;
   /** The all-reduce (with its codec work); reports and any regrouping/state hand-over. */
   exchangeMs: number;
+  /** How much of the exchange ran behind backward: from the first bucket's send to backward's end (0: none). */
+  overlapMs: number;
   syncMs: number;
   /** computeMs + applyMs, and exchangeMs + syncMs. */
   busyMs: number;
@@ -165,6 +172,7 @@ export function resolveOptions(opts: DataParallelOptions, id: PeerId): ResolvedO
     heartbeatMs: opts.heartbeatMs ?? Math.max(10, silenceMs / 5),
     maxAttempts: opts.maxAttempts ?? 6,
     bucketFloats: opts.bucketFloats ?? 1 << 22,
+    overlap: opts.overlap ?? true,
     stateRoundBytes: opts.stateRoundBytes ?? 16 << 20,
     chunkPayload: opts.chunkPayload,
     screen: resolveScreen(opts.screen),
@@ -211,6 +219,8 @@ export interface Applied {
   computeMs: number;
   applyMs: number;
   exchangeMs: number;
+  /** See DpStepStats.overlapMs (0 where the exchange does not overlap compute). */
+  overlapMs?: number;
   weightsHash: number | null;
   /** Members the step's checks remove (repeatedly screened out, faulted), with why; alike on every member. */
   removed?: [PeerId, string][];

@@ -234,7 +234,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     const tr = performance.now();
     return {
       loss, lr, gradNorm, exchangeBytesSent: ex.sent, exchangeBytesReceived: ex.received, fp32ExchangeBytes: ex.fp32Bytes,
-      computeMs: ex.computeMs, exchangeMs: ex.exchangeMs, applyMs: ex.writeMs + tr - ta, weightsHash: hash,
+      computeMs: ex.computeMs, exchangeMs: ex.exchangeMs, overlapMs: ex.overlapMs, applyMs: ex.writeMs + tr - ta, weightsHash: hash,
       removed,
     };
   }

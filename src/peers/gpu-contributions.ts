@@ -1,7 +1,8 @@
 /**
  * The verified all-reduce's GPU backend (verified-reduce.ts's Contributions) over a GradExchange:
  * this member's contribution is encoded on the GPU (one readback, cut into the buckets' wire bytes:
- * the same bytes as the JS backend's encodeInt8Chunk / fp32 of the same gradient), the gathered
+ * the same bytes as the JS backend's encodeInt8Chunk / fp32 of the same gradient; or bucket by
+ * bucket behind backward, GradExchange.encodeRange: the same bytes again), the gathered
  * buckets are joined back into whole contributions with byte copies, screened from GPU figures
  * (GradExchange.stats: norms; GradExchange.gram: the dots, only when the cosine test can run), and
  * the kept ones averaged on the GPU straight into the model's gradient storage — no per-element
@@ -21,14 +22,19 @@ export class GpuContributions implements Contributions<null> {
   /** The gathered contributions of the current call, whole (null: faulted or not a candidate). */
   private whole: (Uint8Array | null)[] = [];
 
-  constructor(private readonly ex: GradExchange) {
+  /** `streamed`: the buckets already being encoded behind backward (GradExchange.encodeRange), one per span. */
+  constructor(private readonly ex: GradExchange, private readonly streamed: Promise<Uint8Array>[] | null = null) {
     this.length = ex.n;
     this.mode = ex.wire;
   }
 
-  async encode(spans: [number, number][]): Promise<Uint8Array[]> {
-    const bytes = await this.ex.encode();
-    return spans.map(([a, b]) => wireChunk(bytes, this.length, this.mode, a, b));
+  encode(spans: [number, number][]): Promise<Uint8Array>[] {
+    if (this.streamed) {
+      if (this.streamed.length !== spans.length) throw new Error(`GpuContributions: ${this.streamed.length} streamed buckets for ${spans.length} spans`);
+      return this.streamed;
+    }
+    const bytes = this.ex.encode();
+    return spans.map(([a, b]) => bytes.then((w) => wireChunk(w, this.length, this.mode, a, b)));
   }
 
   /** The buckets of one rank in one contribution's layout (INT8: every bucket's scales, then every bucket's codes). */

@@ -2,7 +2,8 @@
  * A peer group over a full mesh: ranks, framing, and the collectives broadcast / all-gather /
  * all-to-all / barrier. Every member calls the same collectives in the same order; the k-th
  * collective of a step carries tag k, so messages of back-to-back collectives never mix (a fast
- * peer's messages for a later tag, or for the next step, wait in a bounded mailbox).
+ * peer's messages for a later tag, or for the next step, wait in a bounded mailbox). A block of
+ * tags reserved up front (reserveTags) lets collectives run at them in any order.
  *
  * The receive path validates every frame (structure, checksum, sender, run, step, tag window, type)
  * and reports rejects through onReject; it never throws and never changes state for a rejected frame.
@@ -93,6 +94,8 @@ export class PeerGroup {
   readonly runId: number;
   private cur = 0;
   private nextTag = 0;
+  /** Tags of this step reserved by reserveTags whose collective has not started: their frames are admitted early. */
+  private reserved = new Set<number>();
   private seq = 0;
   private mailbox = new Map<string, { type: FrameType; payload: Uint8Array; from: number }>();
   private waiters = new Map<string, Waiter>();
@@ -170,6 +173,7 @@ export class PeerGroup {
     if (step === this.cur) return;
     this.cur = step;
     this.nextTag = 0;
+    this.reserved.clear();
     for (const k of this.mailbox.keys()) if (Number(k.split('/')[0]) < step) this.mailbox.delete(k);
   }
 
@@ -202,6 +206,29 @@ export class PeerGroup {
     const sends = new Map<number, Uint8Array>();
     for (let r = 0; r < this.size; r++) if (r !== this.rank) sends.set(r, payload);
     const got = await this.exchange(FrameType.AllGather, sends, this.others(), skips, onGot);
+    return this.members.map((_, r) => (r === this.rank ? payload : got.get(r) ?? null));
+  }
+
+  /**
+   * Reserves the next k tags of this step (the same on every member, as any k collectives would
+   * take), for collectives run at them in any order (allGatherSomeAt): a message for one is
+   * admitted until its collective starts, however far it is from the tag counter. The per-peer
+   * mailbox bound still caps what a peer can make this member hold, so k may not exceed it.
+   */
+  reserveTags(k: number): number {
+    if (!Number.isInteger(k) || k < 1 || k > this.o.maxBufferedPerPeer) throw new Error(`PeerGroup.reserveTags: ${k} tags, outside [1, ${this.o.maxBufferedPerPeer}] (the messages buffered per peer)`);
+    const base = this.nextTag;
+    for (let t = base; t < base + k; t++) this.reserved.add(t);
+    this.nextTag += k;
+    return base;
+  }
+
+  /** allGatherSome at a tag reserveTags reserved (each such tag once). */
+  async allGatherSomeAt(tag: number, payload: Uint8Array, skips: Skips, onGot?: (from: number, payload: Uint8Array) => void): Promise<(Uint8Array | null)[]> {
+    if (!this.reserved.delete(tag)) throw new Error(`PeerGroup.allGatherSomeAt: tag ${tag} of step ${this.cur} is not reserved (or already used)`);
+    const sends = new Map<number, Uint8Array>();
+    for (let r = 0; r < this.size; r++) if (r !== this.rank) sends.set(r, payload);
+    const got = await this.exchange(FrameType.AllGather, sends, this.others(), skips, onGot, tag);
     return this.members.map((_, r) => (r === this.rank ? payload : got.get(r) ?? null));
   }
 
@@ -246,11 +273,11 @@ export class PeerGroup {
   }
 
   private async exchange(
-    type: FrameType, sends: Map<number, Uint8Array>, recvFrom: number[], skips?: Skips, onGot?: (from: number, payload: Uint8Array) => void,
+    type: FrameType, sends: Map<number, Uint8Array>, recvFrom: number[], skips?: Skips, onGot?: (from: number, payload: Uint8Array) => void, reservedTag?: number,
   ): Promise<Map<number, Uint8Array>> {
     if (this.closed) throw new CollectiveError('closed', 'peer group closed');
     const step = this.cur;
-    const tag = this.nextTag++;
+    const tag = reservedTag ?? this.nextTag++;
     const got = new Map<number, Uint8Array>();
     const keys: string[] = [];
     let fail!: (e: CollectiveError) => void;
@@ -363,6 +390,7 @@ export class PeerGroup {
     const k = this.key(f.step, f.tag, from);
     const w = this.waiters.get(k);
     if (w) return w.type === f.type ? null : `type ${f.type} where ${w.type} was expected`;
+    if (f.step === this.cur && this.reserved.has(f.tag)) return this.mailbox.has(k) ? 'duplicate message' : null;
     const lo = f.step === this.cur ? this.nextTag : 0;
     if (f.tag < lo || f.tag >= lo + this.o.maxTagsAhead) return `tag ${f.tag} of step ${f.step} is stale or too far ahead`;
     if (this.mailbox.has(k)) return 'duplicate message';

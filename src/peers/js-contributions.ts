@@ -21,10 +21,10 @@ export class JsContributions implements Contributions<Float32Array> {
     this.length = x.length;
   }
 
-  encode(spans: [number, number][]): Promise<Uint8Array[]> {
+  encode(spans: [number, number][]): Promise<Uint8Array>[] {
     const { x } = this;
     const enc = (v: Float32Array) => (this.mode === 'int4' ? encodeInt4Chunk(v, this.block) : this.mode === 'int8' ? encodeInt8Chunk(v, this.block) : encodeF32(v));
-    return Promise.resolve(spans.map(([a, b]) => enc(x.subarray(a, b))));
+    return spans.map(([a, b]) => Promise.resolve(enc(x.subarray(a, b))));
   }
 
   private dec(b: number, r: number): Float32Array {

@@ -48,6 +48,10 @@ export interface VerifiedOptions {
    * has taken longer (half of it for a contribution, all of it for a row).
    */
   graceMs?: number;
+  /** Called as bucket b's all-gather is issued (its bytes exist): how early the exchange started. */
+  onBucketSent?: (b: number) => void;
+  /** The signed header (this member's commitment to its buckets) waits for it; a rejection fails the call. */
+  commitAfter?: Promise<unknown>;
 }
 
 export interface VerifiedResult<R = Float32Array> {
@@ -62,6 +66,13 @@ export interface VerifiedResult<R = Float32Array> {
   bytesSent: number;
   bytesReceived: number;
   fp32Bytes: number;
+}
+
+/** The buckets of a vector of n floats (at least one): every member cuts the same. */
+export function bucketSpans(n: number, bucket: number): [number, number][] {
+  const spans: [number, number][] = [];
+  for (let a = 0; a < n || spans.length === 0; a += bucket) spans.push([a, Math.min(n, a + bucket)]);
+  return spans;
 }
 
 /** Mean of `x` over the group, verified and screened; every rank must call it with the same length and options. */
@@ -81,19 +92,21 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
   const t = g.traffic;
   const sent0 = t.sent;
   const recv0 = t.received;
-  const spans: [number, number][] = [];
-  for (let a = 0; a < c.length || spans.length === 0; a += bucket) spans.push([a, Math.min(c.length, a + bucket)]);
+  const spans = bucketSpans(c.length, bucket);
   const notices: VerifiedResult['notices'] = [];
   const notice = (r: number, why: string) => notices.push({ peer: g.members[r], rank: r, why });
 
-  const mine = await c.encode(spans);
-  const context = exchangeContext(g.runId, g.step, g.tag, g.members);
-  const own: Slot = { publicKey: id.publicKey, digest: await digestOfParts(mine), signature: new Uint8Array(0) };
-  own.signature = id.sign(signedMessage(context, own.digest));
-  const echoTag = g.tag + 1 + spans.length;
+  // Tags: the header at `base`, bucket b at base + 1 + b, the echo after them; reserved up front,
+  // since the buckets go out as their bytes exist (backward's order) and the header last.
+  const base = g.reserveTags(spans.length + 2);
+  const context = exchangeContext(g.runId, g.step, base, g.members);
+  const mineP = c.encode(spans);
+  if (mineP.length !== spans.length) throw new Error(`verified all-reduce: the backend encoded ${mineP.length} buckets for ${spans.length} spans`);
+  const echoTag = base + 1 + spans.length;
 
-  // Round 1: the signed header and the buckets. A sender the others already vouch for in their
-  // echo rows (a valid signed slot) is waited for a grace longer, then relayed instead.
+  // Round 1: the buckets, each as soon as it is encoded, then the signed header (over the digest
+  // of them all). A sender the others already vouch for in their echo rows (a valid signed slot)
+  // is waited for a grace longer, then relayed instead.
   const skip1 = new Skips();
   const arrived = new Array<number>(N).fill(0);
   const timers: ReturnType<typeof setTimeout>[] = [];
@@ -106,13 +119,21 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
   };
   const unwatch = g.onBuffered(vouched);
   const count = (r: number) => void arrived[r]++;
-  const pieces: (Uint8Array | null)[][] = [];
+  let pieces: (Uint8Array | null)[][];
   let headers: (Uint8Array | null)[];
+  let own: Slot;
   try {
-    const headersP = g.allGatherSome(encodeHeader(own.publicKey, own.signature), skip1, count);
-    headersP.catch(() => {}); // awaited below; a bucket's failure must not leave it unhandled
-    for (const p of mine) pieces.push(await g.allGatherSome(p, skip1, count));
-    headers = await headersP;
+    const gathers = mineP.map((p, b) => p.then((bytes) => {
+      o.onBucketSent?.(b);
+      return g.allGatherSomeAt(base + 1 + b, bytes, skip1, count);
+    }));
+    gathers.forEach((p) => p.catch(() => {})); // awaited below; an earlier failure must not leave them unhandled
+    const mine = await Promise.all(mineP);
+    await o.commitAfter;
+    own = { publicKey: id.publicKey, digest: await digestOfParts(mine), signature: new Uint8Array(0) };
+    own.signature = id.sign(signedMessage(context, own.digest));
+    headers = await g.allGatherSomeAt(base, encodeHeader(own.publicKey, own.signature), skip1, count);
+    pieces = await Promise.all(gathers);
   } finally {
     unwatch();
     timers.forEach(clearTimeout);
@@ -146,7 +167,7 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
   armLast();
   let rawRows: (Uint8Array | null)[];
   try {
-    rawRows = await g.allGatherSome(encodeRow(view), skip2, () => (rowsIn++, armLast()));
+    rawRows = await g.allGatherSomeAt(echoTag, encodeRow(view), skip2, () => (rowsIn++, armLast()));
   } finally {
     clearTimeout(lastRow);
   }

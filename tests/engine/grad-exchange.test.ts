@@ -301,3 +301,60 @@ describe('GradExchange over a training model', () => {
     ex.destroy();
   });
 });
+
+describe('GradExchange streamed behind backward', () => {
+  const text = syntheticText(2, 16);
+  const trainers: Trainer[] = [];
+  afterAll(() => trainers.forEach((t) => t.destroy()));
+  const spansOf = (n: number, bucket: number): [number, number][] => {
+    const out: [number, number][] = [];
+    for (let a = 0; a < n; a += bucket) out.push([a, Math.min(n, a + bucket)]);
+    return out;
+  };
+
+  it('each bucket encoded right after the backward segment that completes it equals wireChunk of the whole encode (fp32, INT8, AGoQ storage, INT4 storage; tied and untied embeddings); the segmented backward gives the same gradient', async () => {
+    const int4 = parseScheme({ name: 'g4s', grads: { storage: { format: 'int4', granularity: 'group', group: 128, rounding: 'nearest' }, wire: { format: 'fp32' } } });
+    const cases = [['fp32', 'int8'], ['fp32', 'fp32'], ['agoq', 'int8'], [int4, 'int8'], [int4, 'fp32'], ['fp32-untied', 'int8']] as const;
+    for (const [scheme, wire] of cases) {
+      const untied = scheme === 'fp32-untied'; // micro ties its embeddings
+      const o = defaultTrainOptions('micro', { batch: 2, seq: 16, scheme: typeof scheme === 'string' ? SCHEME_PRESETS[untied ? 'fp32' : scheme] : scheme });
+      const t = await Trainer.create(rt, untied ? { ...o, model: { ...o.model, tie_word_embeddings: false } } : o, text);
+      trainers.push(t);
+      for (const v of t.model.layout.views) expect(t.model.gradFinal.get(v.name), v.name).toBeGreaterThan(0);
+      // A tied embedding is written twice (lm_head.dw, embed.bwd): final only after the last dispatch.
+      if (!untied) expect(t.model.gradFinal.get('model.embed_tokens.weight')).toBe(t.model.backward.length);
+      const ex = GradExchange.forModel(t.model, wire);
+      expect(ex.streamable).toBe(true);
+      const spans = spansOf(ex.n, 4096);
+      const plan = ex.streamPlan(spans);
+      expect(plan.cuts.length).toBeGreaterThan(2);
+      expect(plan.bySegment.flat().sort((a, b) => a - b)).toEqual(spans.map((_, b) => b));
+      const events: string[] = [];
+      const pieces: Promise<Uint8Array>[] = [];
+      const loss = await t.computeGradients(t.batchAt(0), {
+        cuts: plan.cuts,
+        onSegment: (i) => {
+          events.push(`segment ${i}`);
+          for (const b of plan.bySegment[i]) {
+            events.push(`bucket ${b}`);
+            pieces[b] = ex.encodeRange(spans[b][0], spans[b][1], b).then((p) => p.slice());
+          }
+        },
+      });
+      const got = await Promise.all(pieces);
+      // Buckets of the layout's tail are read back while later segments are still to run.
+      expect(events.indexOf('bucket 0')).toBeGreaterThan(events.indexOf(`bucket ${spans.length - 1}`));
+      expect(events.findIndex((e) => e.startsWith('bucket'))).toBeLessThan(events.indexOf(`segment ${plan.cuts.length - 1}`));
+      const grads = await gradientAccess(t.model).read();
+      const whole = (await ex.encode()).slice();
+      spans.forEach(([lo, hi], b) => expect(Buffer.from(got[b]).equals(Buffer.from(wireChunk(whole, ex.n, wire, lo, hi))), `${String(scheme)} ${wire} bucket ${b}`).toBe(true));
+      for (const cuts of [[5, 3], [t.model.backward.length + 1], [0]]) {
+        await expect(t.computeGradients(t.batchAt(0), { cuts, onSegment: () => {} })).rejects.toThrow(/ascend within/);
+      }
+      expect(await t.computeGradients(t.batchAt(0))).toBe(loss);
+      expect(await gradientAccess(t.model).read()).toEqual(grads);
+      expect(Buffer.from(await ex.encode()).equals(Buffer.from(whole))).toBe(true);
+      ex.destroy();
+    }
+  });
+});

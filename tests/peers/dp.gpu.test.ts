@@ -136,6 +136,46 @@ describe('data-parallel training', () => {
     }
   });
 
+  it('the exchange streams behind backward: buckets on the wire tail first and the signed header last, weights bit-identical to the one-encode path (2 and 3 peers)', async () => {
+    const bucketFloats = 2048; // several buckets, not aligned to the tensors
+    for (const [n, mode] of [[2, 'fp32'], [3, 'int8']] as const) {
+      const weights: Float32Array[][] = [];
+      let order: number[] = [];
+      let overlap: number[] = [];
+      for (const streamed of [false, true]) {
+        const ts = fresh(n);
+        // Rank 0's all-gather frames of training step 0 (group step 1; 0 is the sync) in wire order, first frame of each message: their tags.
+        const tags: number[] = [];
+        const g = group(ts, mode, { bucketFloats, overlap: streamed }, (t, i) => (i === 0 ? tampering(t, (_, f) => {
+          const d = decodeFrame(f, f.length);
+          if (d.ok && d.frame.type === FrameType.AllGather && d.frame.step === 1 && d.frame.chunkIndex === 0 && !tags.includes(d.frame.tag)) tags.push(d.frame.tag);
+          return f;
+        }) : t));
+        for (let s = 0; s < 2; s++) {
+          const st = await stepAll(g.dps);
+          await expectInStep(st, ts);
+          if (streamed && s === 1) overlap = st.map((x) => x.overlapMs);
+          if (!streamed) expect(st.every((x) => x.overlapMs === 0)).toBe(true);
+        }
+        weights.push(await Promise.all(ts.map((t) => t.model.readFlat('weights'))));
+        g.dps.forEach((d) => d.stop());
+        if (streamed) order = tags;
+        else expect(tags.slice(0, 3)).toEqual([1, 2, 3]); // the one-encode path: the buckets in layout order (then the header)
+      }
+      const spans = Math.ceil(fresh(1)[0].model.layout.totalFloats / bucketFloats);
+      expect(spans).toBeGreaterThan(4);
+      // Streamed: every bucket before the header (tag 0); the first out is a bucket of the layout's tail, bucket 0 (the embedding) among the last.
+      const buckets = order.filter((t) => t >= 1 && t <= spans);
+      expect(buckets.length).toBe(spans);
+      expect(order.indexOf(0)).toBeGreaterThan(Math.max(...buckets.map((t) => order.indexOf(t))));
+      expect(buckets[0]).toBeGreaterThan(1);
+      expect(buckets.indexOf(1)).toBeGreaterThan(spans / 2);
+      weights[1].forEach((w, r) => expect(Buffer.from(w.buffer).equals(Buffer.from(weights[0][r].buffer)), `${n} peers ${mode}: rank ${r}`).toBe(true));
+      console.log(`${n} peers ${mode}, ${spans} buckets: wire order ${order.join(' ')}; overlapMs ${overlap.map((x) => x.toFixed(1)).join(', ')}`);
+      expect(overlap.every((x) => x >= 0)).toBe(true);
+    }
+  });
+
   it('2 peers with fp32 exchange train like one peer on the concatenated batch; a group of one is trainStep bit for bit; accumulation', async () => {
     const rt = await testRuntime();
     const single = await Trainer.create(rt, optsFor({ batch: 2 * B }), text, { tokenizer: tok });

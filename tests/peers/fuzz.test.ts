@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { allReduceMean } from '../../src/peers/allreduce';
 import { crc32, crc32Update } from '../../src/peers/crc32';
 import { encodeFrame, FrameType, HEADER_BYTES } from '../../src/peers/framing';
-import { PeerGroup } from '../../src/peers/group';
+import { PeerGroup, Skips } from '../../src/peers/group';
 import { Rng } from '../../src/engine/util/rng';
 import { makeGroups, settle } from './helpers';
 
@@ -159,6 +159,39 @@ describe('fuzzed frames', () => {
     // Moving to the next step drops what was buffered for this one.
     g0.setStep(1);
     expect(g0.state()).toEqual({ step: 1, nextTag: 0, buffered: 0, inFlight: 0, waiting: 0 });
+  });
+
+  it('reserved tags: collectives at them run in any order; their early frames are admitted, bounded by the mailbox; used or unreserved tags stay stale', async () => {
+    const { hub, groups, rejects } = makeGroups(2, { maxBufferedPerPeer: 4, maxTagsAhead: 2 });
+    const [g0, g1] = groups;
+    const forge = (tag: number) => hub.inject('p1', 'p0', frame({ type: FrameType.AllGather, step: 0, tag }, Uint8Array.of(42)));
+    expect(() => g0.reserveTags(5)).toThrow(/outside \[1, 4\]/);
+    const base = [g0.reserveTags(4), g1.reserveTags(4)];
+    expect(base).toEqual([0, 0]);
+    expect(g0.state().nextTag).toBe(4);
+    await expect(g0.allGatherSomeAt(4, Uint8Array.of(0), new Skips())).rejects.toThrow(/not reserved/);
+    // p1 runs tag 3, then 1; rank 0 the other way round, later: p1's frames, below rank 0's counter, wait as reserved.
+    const p1 = Promise.all([3, 1].map((t) => g1.allGatherSomeAt(t, Uint8Array.of(10 + t), new Skips())));
+    await settle();
+    expect(g0.state().buffered).toBe(2);
+    const p0 = Promise.all([1, 3].map((t) => g0.allGatherSomeAt(t, Uint8Array.of(t), new Skips())));
+    const [a, b] = await Promise.all([p0, p1]);
+    expect(a.map((x) => x.map((m) => m![0]))).toEqual([[1, 11], [3, 13]]);
+    expect(b.map((x) => x.map((m) => m![0]))).toEqual([[3, 13], [1, 11]]);
+    expect(rejects.flat()).toEqual([]);
+    // A used reserved tag, an unreserved tag below the counter, and one past the window: stale. A
+    // still-reserved tag: admitted once (then a duplicate), within the mailbox's bound.
+    forge(1);
+    forge(9);
+    forge(2);
+    forge(2);
+    await settle();
+    expect(rejects[0].map((r) => r.reason)).toEqual([expect.stringMatching(/stale or too far/), expect.stringMatching(/stale or too far/), expect.stringMatching(/duplicate/)]);
+    expect(g0.state().buffered).toBe(1);
+    g0.setStep(1);
+    forge(2);
+    await settle();
+    expect(rejects[0].at(-1)!.reason).toMatch(/step 0 outside|stale/);
   });
 
   it('a throwing onReject handler or message listener cannot break the receive path', async () => {

@@ -40,8 +40,8 @@ function honest(seed: number): Float32Array[] {
 class Sender implements Contributions<null> {
   readonly length = n;
   constructor(readonly mode: GradWire, private readonly bytes: (a: number, b: number) => Uint8Array) {}
-  encode(spans: [number, number][]): Promise<Uint8Array[]> {
-    return Promise.resolve(spans.map(([a, b]) => this.bytes(a, b)));
+  encode(spans: [number, number][]): Promise<Uint8Array>[] {
+    return spans.map(([a, b]) => Promise.resolve(this.bytes(a, b)));
   }
   open() {
     return Promise.resolve({ faults: [], finite: [true, true, true], norm2: [1, 1, 1], dots: (s: number[]) => ({ dot: s.map(() => 0), sum2: 0 }) });

@@ -47,6 +47,12 @@ export class LlamaGpu {
   readonly forward: Dispatch[] = [];
   /** Backward, clipping and optimizer (after `forward` in a training step). */
   readonly backward: Dispatch[] = [];
+  /**
+   * Per parameter: how many of `backward`'s dispatches must have run for its gradient (storage
+   * included) to be final, nothing later in backward writing it (a tied embedding: after embed.bwd,
+   * not lm_head's). What lets data parallelism send a bucket while the rest of backward runs.
+   */
+  readonly gradFinal = new Map<string, number>();
   readonly optimizer: Dispatch[] = [];
   private readonly ownsWeights: boolean;
   private logitsEnd = 0;
@@ -293,7 +299,10 @@ export class LlamaGpu {
     const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? g.push(...d) : g.push(d));
     // Each gradient producer writes gradOut(name); store(name) then quantizes it (AGoQ storage).
     const gp = (name: string) => this.gradOut(name);
-    const store = (name: string) => push(this.storeGrad(name));
+    const store = (name: string) => {
+      push(this.storeGrad(name));
+      this.gradFinal.set(name, g.length);
+    };
     const dlogits = this.b('logits');
     const dh = this.b('dh');
     const dres = this.b('dres');

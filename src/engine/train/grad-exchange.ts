@@ -22,6 +22,7 @@
  * - reduceChunk / assign: the owner's step and the final step of the two-shot all-reduce.
  * - stats: screening figures of each contribution (‖x‖², finite), the same on every member.
  * - gram: every pair's dot product x_j·x_k (the screen's cosines), the same on every member.
+ * - encodeRange / streamPlan: one bucket's bytes at a time behind backward (exchange-ranges.ts).
  *
  * Byte arrays returned by encode and reduceChunk are overwritten by the next call of the same
  * method: send or copy them first. One operation at a time (calls are awaited in turn).
@@ -36,6 +37,7 @@ import {
   alignUp, checkContribution, ContributionError, contributionProblem, fp32Dot, fp32Norm2, int8Dot, int8Norm2, Readback, type Step,
   type StoredSlot, storedIsWire, storedLayout, submitSteps, wireBytes,
 } from './exchange-wire';
+import { type FinalRange, modelFinals, RangeEncoder, streamPlan, type StreamPlan } from './exchange-ranges';
 
 export { ContributionError } from './exchange-wire';
 
@@ -92,13 +94,43 @@ export class GradExchange {
    * an encode clears it too (encode's array is refilled in place).
    */
   private uploaded: { arrays: Uint8Array[]; n: number } | null = null;
+  /** Where each tensor lies in the vector and after which backward dispatch it is final (null: not a model's gradient). */
+  private finals: FinalRange[] | null = null;
+  private ranges: RangeEncoder | null = null;
 
   /** The exchange of a training model's gradient (flat `grads`, or its quantized storage). */
   static forModel(model: LlamaGpu, wire: GradWire): GradExchange {
     if (!model.training) throw new Error('GradExchange: the model was built without training buffers');
     const layout = storedLayout(model);
-    if (!layout) return new GradExchange(model.rt, wire, { buffer: model.b('grads'), n: model.layout.totalFloats });
-    return new GradExchange(model.rt, wire, { layout, stage: model.b('gradStage') });
+    const ex = layout ? new GradExchange(model.rt, wire, { layout, stage: model.b('gradStage') }) : new GradExchange(model.rt, wire, { buffer: model.b('grads'), n: model.layout.totalFloats });
+    ex.finals = modelFinals(model, layout?.slots ?? null);
+    return ex;
+  }
+
+  /** Whether buckets can be encoded one by one behind backward (a model's gradient; not fp32 over INT8 storage). */
+  get streamable(): boolean {
+    return this.finals !== null && !(this.stored?.direct && this.wire === 'fp32');
+  }
+
+  /** The backward segments that complete the given buckets (Trainer.computeGradients' cuts). */
+  streamPlan(spans: [number, number][]): StreamPlan {
+    if (!this.streamable) throw new Error('GradExchange: this exchange is not streamed behind backward');
+    return streamPlan(this.finals!, spans);
+  }
+
+  /**
+   * The wire bytes of bucket [lo, hi) alone: wireChunk's of the whole encode, with its own command
+   * buffer and readback (slot: the bucket's index; valid until the next encodeRange of that slot).
+   * Call it once the backward segment that completes the bucket is submitted.
+   */
+  encodeRange(lo: number, hi: number, slot: number): Promise<Uint8Array> {
+    if (!this.streamable) throw new Error('GradExchange: this exchange is not streamed behind backward');
+    this.uploaded = null;
+    const st = this.stored;
+    this.ranges ??= new RangeEncoder({
+      rt: this.rt, wire: this.wire, n: this.n, vec: this.vec, slots: st?.slots ?? null, direct: !!st?.direct, loadSlot: (i) => st!.load.slice(2 * i, 2 * i + 2),
+    });
+    return this.ranges.encode(lo, hi, slot);
   }
 
   /** The exchange of any fp32 buffer of n floats; the mean goes to `out` (default: the buffer itself). */
@@ -495,6 +527,7 @@ export class GradExchange {
     for (const k of this.cache.values()) k.destroy();
     this.cache.clear();
     for (const b of [...this.owned, this.inbox, this.sums, this.gramBuf]) if (b) this.rt.mem.free(b);
+    this.ranges?.destroy();
     this.encodeBack.destroy();
     this.smallBack.destroy();
     this.chunkBack.destroy();

@@ -146,6 +146,16 @@ export function stepMetrics(
   };
 }
 
+/**
+ * computeGradients in segments: backward cut before each dispatch index in `cuts` (ascending, in
+ * (0, backward.length]; LlamaGpu.gradFinal says which gradients each cut completes).
+ */
+export interface BackwardSegments {
+  cuts: number[];
+  /** Called right after segment i is submitted (the GPU may still be running it). */
+  onSegment: (i: number) => void;
+}
+
 let nextTrainerId = 0;
 
 /** A step whose command buffer is submitted: its index, lr, the readback its loss is copied into, and when it was submitted. */
@@ -304,13 +314,15 @@ export class Trainer implements RunTrainer<StepMetrics> {
    * Data parallelism, first half of a step: forward and backward on `batch` [B, T+1] at the current
    * step (same stochastic-rounding seeds as trainStep). The gradient stays in the model's gradient
    * storage for the caller to read (and replace with the group's mean); returns the loss.
+   * `segments`: backward as several command buffers with a hook after each submit (a data-parallel
+   * member reads finished gradients back while the rest runs); the same dispatches, the same result.
    */
-  async computeGradients(batch: Int32Array): Promise<number> {
+  async computeGradients(batch: Int32Array, segments?: BackwardSegments): Promise<number> {
     await this.settle();
     const { model } = this;
     model.setBatch(batch);
     model.setStepSeed(this.stepCount);
-    const [loss] = await this.runAndRead([...model.forward, ...model.backward], false);
+    const [loss] = segments ? await this.runSegments(segments) : await this.runAndRead([...model.forward, ...model.backward], false);
     if (!Number.isFinite(loss)) throw new Error(`loss is ${loss} at step ${this.stepCount}: training diverged`);
     return loss;
   }
@@ -348,6 +360,30 @@ export class Trainer implements RunTrainer<StepMetrics> {
     this.rt.write(this.model.b('adam.m'), s.m);
     this.rt.write(this.model.b('adam.v'), s.v);
     this.stepCount = s.step;
+  }
+
+  /**
+   * Forward and backward as one command buffer per segment (cut before backward dispatch `cuts[i]`),
+   * each submitted before the next is recorded, `onSegment(i)` called right after segment i's submit;
+   * the last segment copies the loss back.
+   */
+  private async runSegments(o: BackwardSegments): Promise<[number, number]> {
+    const { model } = this;
+    const n = model.backward.length;
+    o.cuts.reduce((prev, c) => {
+      if (!(Number.isInteger(c) && c > prev && c <= n)) throw new Error(`computeGradients: segment cuts must ascend within (0, ${n}], got ${o.cuts.join(', ')}`);
+      return c;
+    }, 0);
+    const ends = o.cuts.at(-1) === n ? o.cuts : [...o.cuts, n];
+    const readback = this.readbackFor(this.stepCount);
+    let at = 0;
+    ends.forEach((end, i) => {
+      const d = [...(i === 0 ? model.forward : []), ...model.backward.slice(at, end)];
+      this.rt.submit(end === n ? this.recordWithReadback(d, false, readback) : this.rt.record(d));
+      at = end;
+      o.onSegment(i);
+    });
+    return this.read(readback);
   }
 
   /** Encodes dispatches in one command buffer, then copies the loss (and grad norm) back and reads them. */
