@@ -15,37 +15,26 @@
  * and int8 at --dp-mbps (default 100000: no limit) and 0 ms, B = --batch --dp-steps N (default 5) --cpu.
  */
 import { fail, num, parseCliArgs, presetArg, UsageError } from '../src/cli/common';
+import { DILOCO_ARGS, dilocoArgs } from '../src/cli/diloco-args';
 import { benchDiloco } from '../src/peers/diloco-bench';
 import { resolveDiloco } from '../src/peers/diloco';
 import { benchDataParallel } from '../src/peers/dp-bench';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
-import { WIRE_FORMATS, type WireFormat } from '../src/engine/scheme/wire';
 import { defaultTrainOptions } from '../src/engine/train/options';
 import { CharTokenizer } from '../src/engine/train/tokenizer';
 import { syntheticText } from '../src/lab/step';
 
 async function main(): Promise<void> {
   const a = parseCliArgs(process.argv.slice(2), {
-    model: { type: 'string' }, members: { type: 'string' }, diloco: { type: 'string' }, wire: { type: 'string' },
-    streaming: { type: 'string' }, overlap: { type: 'string' }, 'outer-lr': { type: 'string' }, 'outer-momentum': { type: 'string' },
+    ...DILOCO_ARGS,
+    model: { type: 'string' }, members: { type: 'string' },
     rounds: { type: 'string' }, warmup: { type: 'string' }, mbps: { type: 'string' }, latency: { type: 'string' },
     batch: { type: 'string' }, seq: { type: 'string' }, lone: { type: 'string' }, 'dp-peers': { type: 'string' },
     'dp-mbps': { type: 'string' }, 'dp-steps': { type: 'string' }, cpu: { type: 'boolean' },
   });
   const preset = presetArg(a.model, 'small');
-  const wire = a.wire ?? 'int8';
-  if (!(WIRE_FORMATS as readonly string[]).includes(wire)) throw new UsageError(`--wire must be one of ${WIRE_FORMATS.join(', ')}`);
-  const diloco = {
-    innerSteps: num('diloco', a.diloco, { int: true, min: 1 }) ?? 50, wire: wire as WireFormat,
-    fragments: num('streaming', a.streaming, { int: true, min: 1 }), overlap: num('overlap', a.overlap, { int: true, min: 0 }), outerLr: num('outer-lr', a['outer-lr'], { min: 0 }),
-    outerMomentum: num('outer-momentum', a['outer-momentum'], { min: 0 }),
-  };
-  try {
-    resolveDiloco(diloco);
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const diloco = dilocoArgs(a, 50);
   const members = num('members', a.members, { int: true, min: 1 }) ?? 4;
   if (members > 8) throw new UsageError('--members: at most 8');
   const mbps = num('mbps', a.mbps, { min: 0 }) ?? 20;

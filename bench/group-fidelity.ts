@@ -15,10 +15,10 @@
  * --time-steps N inner steps timed alone (default 20) --cpu.
  */
 import { defaultCorpusPath, fail, num, parseCliArgs, presetArg, UsageError } from '../src/cli/common';
+import { DILOCO_ARGS, dilocoArgs } from '../src/cli/diloco-args';
 import { buildTokenizer, dataFiles, readData } from '../src/cli/data';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
-import { WIRE_FORMATS, type WireFormat } from '../src/engine/scheme/wire';
 import { datasetOf, tokenizeDocuments } from '../src/engine/train/datasets';
 import { defaultTrainOptions } from '../src/engine/train/options';
 import { resolveDiloco } from '../src/peers/diloco';
@@ -34,25 +34,14 @@ function members(v: string | undefined): number[] {
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const a = parseCliArgs(argv, {
+    ...DILOCO_ARGS,
     model: { type: 'string' }, data: { type: 'string' }, steps: { type: 'string' }, 'eval-every': { type: 'string' },
-    'eval-batches': { type: 'string' }, members: { type: 'string' }, diloco: { type: 'string' }, wire: { type: 'string' },
-    streaming: { type: 'string' }, overlap: { type: 'string' }, 'outer-lr': { type: 'string' }, 'outer-momentum': { type: 'string' }, mbps: { type: 'string' },
+    'eval-batches': { type: 'string' }, members: { type: 'string' }, mbps: { type: 'string' },
     latency: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, 'time-steps': { type: 'string' }, cpu: { type: 'boolean' },
   });
   const preset = presetArg(a.model, 'small');
-  const wire = a.wire ?? 'int8';
-  if (!(WIRE_FORMATS as readonly string[]).includes(wire)) throw new UsageError(`--wire must be one of ${WIRE_FORMATS.join(', ')}`);
-  const diloco = {
-    innerSteps: num('diloco', a.diloco, { int: true, min: 1 }) ?? 50, wire: wire as WireFormat,
-    fragments: num('streaming', a.streaming, { int: true, min: 1 }), overlap: num('overlap', a.overlap, { int: true, min: 0 }), outerLr: num('outer-lr', a['outer-lr'], { min: 0 }),
-    outerMomentum: num('outer-momentum', a['outer-momentum'], { min: 0 }),
-  };
-  let resolved;
-  try {
-    resolved = resolveDiloco(diloco);
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const diloco = dilocoArgs(a, 50);
+  const resolved = resolveDiloco(diloco);
   const steps = num('steps', a.steps, { int: true, min: 1 }) ?? 600;
   if (steps % resolved.innerSteps !== 0) throw new UsageError(`--steps ${steps} must be a multiple of --diloco ${resolved.innerSteps} (whole outer steps)`);
   const evalEvery = num('eval-every', a['eval-every'], { int: true, min: 1 }) ?? 50;

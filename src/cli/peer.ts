@@ -6,8 +6,9 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { type GradWire, WIRE_FORMATS, type WireFormat } from '../engine/scheme/wire';
-import { type DilocoConfig, DiLoCo, resolveDiloco } from '../peers/diloco';
+import type { GradWire } from '../engine/scheme/wire';
+import { type DilocoConfig, DiLoCo } from '../peers/diloco';
+import { DILOCO_ARGS, DILOCO_FLAGS, dilocoArgs } from './diloco-args';
 import { DataParallel, type DataParallelOptions } from '../peers/dp';
 import { describeIce, type IceConfig, parseIce } from '../peers/ice';
 import { type LinkLimits, limitTransport } from '../peers/limiter';
@@ -63,6 +64,7 @@ const HELP = `usage: npm run peer -- --join LINK [options]
       --wire fp32|int8|int4        the pseudo-gradients on the wire (default int8)
       --outer-lr X --outer-momentum M   the outer optimizer (default 0.7 and 0.9)
       --streaming F                streaming DiLoCo: F layer fragments on a rotation, overlapped
+      --overlap T                  with --streaming: inner steps a fragment's exchange may take (default 1)
     --run NAME                     run name shared by the members (default lab)
     --out DIR                      run.json, metrics.jsonl, checkpoints/ and the export, as npm run train
                                    writes them (default runs/peer-<model>-<time>; must be new or empty)
@@ -116,8 +118,7 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     mode: { type: 'string' }, run: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
     'min-members': { type: 'string' }, 'quorum-timeout': { type: 'string' }, out: { type: 'string' }, 'checkpoint-every': { type: 'string' },
     resume: { type: 'string' }, ice: { type: 'string' }, 'ice-relay-only': { type: 'boolean' }, follow: { type: 'boolean' },
-    diloco: { type: 'string' }, wire: { type: 'string' }, streaming: { type: 'string' },
-    'outer-lr': { type: 'string' }, 'outer-momentum': { type: 'string' }, link: { type: 'string' },
+    ...DILOCO_ARGS, link: { type: 'string' },
   });
   if (a.help) return null;
   if ((a.join === undefined) === !a.host) throw new UsageError('give exactly one of --join LINK or --host (see --help)');
@@ -128,8 +129,8 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
   if (a.follow && (a.model || a.steps || a.seed || a.mode || a.run || a.out || a['checkpoint-every'] || a.resume !== undefined)) {
     throw new UsageError('--follow trains what the group starts: --model, --steps, --seed, --mode, --run, --out, --checkpoint-every and --resume go with --train');
   }
-  const dilocoFlags = [a.wire, a.streaming, a['outer-lr'], a['outer-momentum']].some((v) => v !== undefined);
-  if (dilocoFlags && a.diloco === undefined) throw new UsageError('--wire, --streaming, --outer-lr and --outer-momentum go with --diloco H');
+  const dilocoFlags = DILOCO_FLAGS.some((k) => a[k] !== undefined);
+  if (dilocoFlags && a.diloco === undefined) throw new UsageError('--wire, --streaming, --overlap, --outer-lr and --outer-momentum go with --diloco H');
   if (a.diloco !== undefined && (!a.train || a.resume !== undefined)) throw new UsageError('--diloco goes with --train, and a DiLoCo run cannot be resumed from the CLI yet');
   if (a.link !== undefined && !a.train) throw new UsageError('--link goes with --train');
   if (a.train && a.resume !== undefined) {
@@ -142,7 +143,7 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     train = {
       preset, mode, steps: num('steps', a.steps, { int: true, min: 1 }), seed: num('seed', a.seed, { int: true, min: 0 }), run: a.run ?? 'lab', cpu: a.cpu ?? false,
       out, checkpointEvery: num('checkpoint-every', a['checkpoint-every'], { int: true, min: 0 }) ?? 100, resume: false,
-      diloco: a.diloco === undefined ? undefined : dilocoOptions(a),
+      diloco: a.diloco === undefined ? undefined : dilocoArgs(a, 1),
     };
   } else if (!a.follow && (a.model || a.steps || a.seed || a.mode || a.run || a.cpu || a.out || a['checkpoint-every'] || a.resume !== undefined)) {
     throw new UsageError('--model, --steps, --seed, --mode, --run, --cpu, --out, --checkpoint-every and --resume go with --train');
@@ -172,25 +173,6 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
   } catch (e) {
     throw new UsageError((e as Error).message);
   }
-}
-
-/** --diloco H with --wire, --streaming, --outer-lr, --outer-momentum, checked as the group checks them. */
-function dilocoOptions(a: Record<string, string | boolean | undefined>): DilocoConfig {
-  const wire = (a.wire as string | undefined) ?? 'int8';
-  if (!(WIRE_FORMATS as readonly string[]).includes(wire)) throw new UsageError(`--wire must be one of ${WIRE_FORMATS.join(', ')}, got '${wire}'`);
-  const c: DilocoConfig = {
-    innerSteps: num('diloco', a.diloco as string, { int: true, min: 1 }) ?? 1,
-    wire: wire as WireFormat,
-    fragments: num('streaming', a.streaming as string | undefined, { int: true, min: 1 }),
-    outerLr: num('outer-lr', a['outer-lr'] as string | undefined, { min: 0 }),
-    outerMomentum: num('outer-momentum', a['outer-momentum'] as string | undefined, { min: 0 }),
-  };
-  try {
-    resolveDiloco(c);
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
-  return c;
 }
 
 /**

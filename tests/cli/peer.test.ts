@@ -111,6 +111,7 @@ describe('peer CLI', () => {
       [['--host', '--diloco', '10'], /--diloco goes with --train/],
       [['--host', '--train', '--diloco', '10', '--wire', 'int2'], /--wire must be one of fp32, int8, int4/],
       [['--host', '--train', '--diloco', '10', '--streaming', '3'], /H = 10 is not a multiple of the 3 fragments/],
+      [['--host', '--train', '--diloco', '10', '--streaming', '2', '--overlap', '5'], /overlap τ must be an integer in \[0, H\/F = 5\)/],
       [['--host', '--train', '--diloco', '10', '--outer-momentum', '1'], /outer momentum must be in \[0, 1\)/],
       [['--host', '--link', '20:20'], /--link goes with --train/],
       [['--host', '--train', '--link', '0:20'], /--link must be MBPS\[:LATENCY_MS\] with MBPS > 0/],
