@@ -29,15 +29,16 @@
  */
 import type { Binding, Runtime } from '../gpu/runtime';
 import { exchangeCheckFp32, exchangeGramInt8, type ExchangeKernel, exchangeMean, exchangeSumSquares, gramPairs, type InboxShape } from '../kernels/exchange';
-import { buildDequantize, buildQuantize, type QuantizeKernel } from '../kernels/quantize';
+import { buildQuantize, type QuantizeKernel } from '../kernels/quantize';
 import type { LlamaGpu } from '../model/llama';
 import { AGOQ_BLOCK, type GradWire } from '../scheme/wire';
 import { wireScales } from '../kernels/exchange.ref';
 import {
   alignUp, checkContribution, ContributionError, contributionProblem, fp32Dot, fp32Norm2, int8Dot, int8Norm2, Readback, type Step,
-  type StoredSlot, storedIsWire, storedLayout, submitSteps, wireBytes,
+  type StoredSlot, storedLayout, submitSteps, wireBytes,
 } from './exchange-wire';
 import { type FinalRange, modelFinals, RangeEncoder, streamPlan, type StreamPlan } from './exchange-ranges';
+import { StoredGradients } from './exchange-stored';
 
 export { ContributionError } from './exchange-wire';
 
@@ -51,17 +52,6 @@ export interface ContributionStats {
   problem?: string;
 }
 
-interface Stored {
-  slots: StoredSlot[];
-  /** The model's fp32 gradient stage (free between backward and the optimizer). */
-  stage: GPUBuffer;
-  /** Every tensor in the wire's INT8 format: copied straight. */
-  direct: boolean;
-  /** Storage → the fp32 exchange vector; the exchange vector → storage. */
-  load: Step[];
-  store: Step[];
-}
-
 export class GradExchange {
   /** Floats in the exchange vector. */
   readonly n: number;
@@ -72,7 +62,7 @@ export class GradExchange {
   private readonly vec: GPUBuffer;
   /** Where the mean goes (flat: the source unless `out` was given). */
   private readonly out: GPUBuffer;
-  private readonly stored: Stored | null;
+  private readonly stored: StoredGradients | null;
   private readonly owned: GPUBuffer[] = [];
   private readonly kernels: { destroy(): void }[] = [];
   /** The whole vector quantized to the wire (int8 wire, or direct storage). */
@@ -158,7 +148,7 @@ export class GradExchange {
       this.n = src.layout.length;
       this.vec = this.own(rt.createBuffer('comm', 'exchange.vec', 4 * this.n));
       this.out = this.vec;
-      this.stored = this.buildStored(src.layout.slots, src.stage);
+      this.stored = new StoredGradients(rt, src.layout.slots, src.stage, this.vec);
     }
     this.nb = Math.ceil(this.n / AGOQ_BLOCK);
     this.bytes = wireBytes(this.n, wire);
@@ -181,47 +171,8 @@ export class GradExchange {
     return k;
   }
 
-  private buildStored(slots: StoredSlot[], stage: GPUBuffer): Stored {
-    const direct = slots.every((s) => storedIsWire(s.st));
-    const load: Step[] = [];
-    const store: Step[] = [];
-    if (!direct) {
-      // Tensor by tensor through the model's fp32 stage, in the storage's own format.
-      for (const s of slots) {
-        const spec = { format: s.st.format, granularity: s.st.granularity, n: s.st.n };
-        load.push(this.kernel(buildDequantize(this.rt, spec, s.words, s.scales, { out: stage })).dispatches);
-        load.push((e) => e.copyBufferToBuffer(stage, 0, this.vec, 4 * s.at, 4 * s.st.n));
-        store.push((e) => e.copyBufferToBuffer(this.vec, 4 * s.at, stage, 0, 4 * s.st.n));
-        store.push(this.kernel(buildQuantize(this.rt, spec, stage, { words: s.words, scales: s.scales })).dispatches);
-      }
-    }
-    return { slots, stage, direct, load, store };
-  }
-
-  /** Copies between the storage and the whole-vector wire buffers (direct storage: the same blocks). */
-  private storageCopies(toStorage: boolean): Step {
-    const q = this.wireQ!;
-    return (e) => {
-      for (const s of this.stored!.slots) {
-        const sb = 4 * Math.ceil(s.st.n / AGOQ_BLOCK);
-        const cb = 4 * s.st.words;
-        if (toStorage) {
-          e.copyBufferToBuffer(q.scales, 4 * (s.at / AGOQ_BLOCK), s.scales, 0, sb);
-          e.copyBufferToBuffer(q.words, s.at, s.words, 0, cb);
-        } else {
-          e.copyBufferToBuffer(s.scales, 0, q.scales, 4 * (s.at / AGOQ_BLOCK), sb);
-          e.copyBufferToBuffer(s.words, 0, q.words, s.at, cb);
-        }
-      }
-    };
-  }
-
   private loadSteps(): Step[] {
-    const st = this.stored;
-    if (!st) return [];
-    if (!st.direct) return st.load;
-    const deq = this.kernel(buildDequantize(this.rt, WIRE_SPEC(this.n), this.wireQ!.words, this.wireQ!.scales, { out: this.vec }));
-    return [this.storageCopies(false), deq.dispatches];
+    return this.stored ? this.stored.loadSteps(this.wireQ) : [];
   }
 
   private buildEncode(): Step[] {
@@ -230,12 +181,7 @@ export class GradExchange {
     if (this.wire === 'fp32') return [...this.loadSteps(), (e) => e.copyBufferToBuffer(this.vec, 0, staging, 0, 4 * this.n)];
     if (this.direct) {
       // Straight from the storage; the padding codes between tensors are never written (zero).
-      return [(e) => {
-        for (const s of this.stored!.slots) {
-          e.copyBufferToBuffer(s.scales, 0, staging, 4 * (s.at / AGOQ_BLOCK), 4 * Math.ceil(s.st.n / AGOQ_BLOCK));
-          e.copyBufferToBuffer(s.words, 0, staging, codesAt + s.at, 4 * s.st.words);
-        }
-      }];
+      return [this.stored!.toWire(staging, codesAt)];
     }
     const q = this.wireQ!;
     return [...this.loadSteps(), q.dispatches, (e) => {
@@ -332,17 +278,9 @@ export class GradExchange {
     return k;
   }
 
-  /** Where the optimizer reads: the mean's padding cleared, then re-quantized into the storage. */
+  /** Where the optimizer reads: the mean re-quantized into the storage, if any. */
   private storeSteps(): Step[] {
-    const st = this.stored;
-    if (!st) return [];
-    const clear: Step = (e) => {
-      for (const s of st.slots) {
-        const end = alignUp(s.st.n, AGOQ_BLOCK);
-        if (end > s.st.n) e.clearBuffer(this.vec, 4 * (s.at + s.st.n), 4 * (end - s.st.n));
-      }
-    };
-    return st.direct ? [clear, this.wireQ!.dispatches, this.storageCopies(true)] : [clear, ...st.store];
+    return this.stored ? this.stored.storeSteps(this.wireQ) : [];
   }
 
   /**
@@ -528,6 +466,7 @@ export class GradExchange {
     this.cache.clear();
     for (const b of [...this.owned, this.inbox, this.sums, this.gramBuf]) if (b) this.rt.mem.free(b);
     this.ranges?.destroy();
+    this.stored?.destroy();
     this.encodeBack.destroy();
     this.smallBack.destroy();
     this.chunkBack.destroy();
