@@ -9,7 +9,7 @@ import type { GradExchange } from '../engine/train/grad-exchange';
 import type { Trainer } from '../engine/train/trainer';
 import type { AllReduceMode } from './allreduce';
 import type { GradientAccess } from './dp-grads';
-import type { Exclusion, ScreenOptions } from './dp-screen';
+import type { Exclusion, MemberGuard, ScreenOptions } from './dp-screen';
 import type { StepReport } from './dp-wire';
 import { type Applied, DpError, type DpEvent, type DpStepStats, type Reported, type ResolvedOptions, type StepBegin } from './dp-types';
 import { GpuContributions } from './gpu-contributions';
@@ -117,6 +117,26 @@ async function streamedStep(g: PeerGroup, trainer: Trainer, ex: GradExchange, o:
   return {
     loss, computeMs: te - tc, exchangeMs: ta - te, overlapMs: Math.max(0, te - firstSend), writeMs: 0,
     sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, excluded: r.excluded, notices: r.notices,
+  };
+}
+
+/** Step s of per-step data parallel: stepGradient, what the screen and the echo saw (events, removals), then the optimizer step and the weights hash. */
+export async function applyGroupGradient(
+  g: PeerGroup, trainer: Trainer, s: number, o: ResolvedOptions, path: GradientPath, guard: MemberGuard,
+  event: (kind: 'screened' | 'suspect', peer: PeerId, message: string) => void,
+): Promise<Applied> {
+  const ex = await stepGradient(g, trainer, s, o, path);
+  for (const e of ex.excluded) event('screened', e.peer, `step ${s}: ${e.peer}'s contribution left out: ${e.why}`);
+  for (const n of ex.notices) event('suspect', n.peer, `step ${s}: ${n.peer} ${n.why}`);
+  const removed = guard.record(g.members, ex.excluded).map((e): [PeerId, string] => [e.peer, e.why]);
+  const ta = performance.now();
+  const { lr, gradNorm } = await trainer.applyGradients();
+  const hash = (s + 1) % o.hashEvery === 0 ? await trainer.model.hashFlat('weights') : null;
+  const tr = performance.now();
+  return {
+    loss: ex.loss, lr, gradNorm, exchangeBytesSent: ex.sent, exchangeBytesReceived: ex.received, fp32ExchangeBytes: ex.fp32Bytes,
+    computeMs: ex.computeMs, exchangeMs: ex.exchangeMs, overlapMs: ex.overlapMs, applyMs: ex.writeMs + tr - ta, weightsHash: hash,
+    removed,
   };
 }
 

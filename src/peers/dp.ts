@@ -34,7 +34,7 @@ import { EpochChannels } from './dp-channels';
 import { MemberTrainer } from './member-trainer';
 import { gradientAccess } from './dp-grads';
 import { MemberGuard } from './dp-screen';
-import { checkHashes, decodeMember, type GradientPath, stepGradient, stepStats } from './dp-step';
+import { applyGroupGradient, checkHashes, decodeMember, type GradientPath, stepStats } from './dp-step';
 import { handOver, stateDigest, syncVerdict } from './dp-sync';
 import {
   type Applied, type DataParallelOptions, DpError, type DpEvent, type DpEventKind, type DpStepStats, type Plan, type Reported,
@@ -221,22 +221,8 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
   }
 
   /** Per-step data parallel: this member's gradient, the group's mean of it, the optimizer step. */
-  private async gradientStep(g: PeerGroup, s: number): Promise<Applied> {
-    const { trainer } = this;
-    const ex = await stepGradient(g, trainer, s, this.o, this.path);
-    const { loss } = ex;
-    for (const e of ex.excluded) this.event('screened', [e.peer], `step ${s}: ${e.peer}'s contribution left out: ${e.why}`);
-    for (const n of ex.notices) this.event('suspect', [n.peer], `step ${s}: ${n.peer} ${n.why}`);
-    const removed = this.guard.record(g.members, ex.excluded).map((e): [PeerId, string] => [e.peer, e.why]);
-    const ta = performance.now();
-    const { lr, gradNorm } = await trainer.applyGradients();
-    const hash = (s + 1) % this.o.hashEvery === 0 ? await trainer.model.hashFlat('weights') : null;
-    const tr = performance.now();
-    return {
-      loss, lr, gradNorm, exchangeBytesSent: ex.sent, exchangeBytesReceived: ex.received, fp32ExchangeBytes: ex.fp32Bytes,
-      computeMs: ex.computeMs, exchangeMs: ex.exchangeMs, overlapMs: ex.overlapMs, applyMs: ex.writeMs + tr - ta, weightsHash: hash,
-      removed,
-    };
+  private gradientStep(g: PeerGroup, s: number): Promise<Applied> {
+    return applyGroupGradient(g, this.trainer, s, this.o, this.path, this.guard, (kind, peer, message) => this.event(kind, [peer], message));
   }
 
   /** Joiners every member can reach enter at the next step; the lowest-id member welcomes them. */
