@@ -94,17 +94,93 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
   }, 120_000);
 });
 
+describe('one set of codes for a saved tensor stored INT8 per row and the forward INT8 GEMM that reads it', () => {
+  const shareable = (compute: object) => parseScheme({
+    name: 'int8-row-saved',
+    layer: { saved: { norm_input: { ...q8row, format: 'int4', granularity: 'group' }, qkv_input: q8row, attn_out: q8row, mlp_input: q8row, down_input: q8row }, compute },
+  });
+  const quantizes = (ds: { label: string }[]) => ds.filter((d) => d.label.startsWith('quantize.')).length;
+  const INT8 = SCHEME_PRESETS.int8.layer.compute;
+
+  // The second: agoq-int8-shared (INT4 elsewhere, up stored too: SwiGLU in place) with fp32 gradients, to compare them.
+  const agoqShared = parseScheme({ ...SCHEME_PRESETS['agoq-int8-shared'], grads: { storage: { format: 'fp32' }, wire: { format: 'fp32' } } });
+  it.each([['int8 + INT8-row GEMM inputs', shareable(INT8)], ['agoq-int8-shared', agoqShared]] as const)('%s: the step equals quantizing storage and GEMM input separately, bit for bit, with fewer quantize dispatches', async (_, scheme) => {
+    const rt = await testRuntime();
+    const run = async (shareCodes: boolean) => {
+      const model = new LlamaGpu(rt, cfg, B, T, { scheme, shareCodes });
+      model.uploadParams(params);
+      model.setBatch(tokens);
+      rt.run([...model.forward, ...model.backward]);
+      const out = {
+        loss: (await rt.readF32(model.b('loss'), 0, 1))[0],
+        grads: Array.from(await model.readFlat('grads')),
+        codes: Array.from(await rt.readU32(model.b('L1.h2.codes'), 0, model.storage[1].h2!.words)),
+        quantizes: quantizes(model.forward),
+        forward: model.forward.length,
+        plan: model.plan,
+      };
+      model.destroy();
+      return out;
+    };
+    const [shared, separate] = [await run(true), await run(false)];
+    const want = scheme === agoqShared ? ['act', 'h1', 'h2'] : ['act', 'h1', 'h2', 'o'];
+    expect(shared.plan.sharedCodes.map((s) => [...s].sort())).toEqual([want, want]);
+    expect(separate.plan.sharedCodes.every((s) => s.size === 0)).toBe(true);
+    expect(shared.loss).toBe(separate.loss);
+    expect(shared.grads).toEqual(separate.grads);
+    expect(shared.codes).toEqual(separate.codes);
+    // Per layer: h1's, h2's and act's storage passes and o_proj's quantize into i8.a are gone; nothing else changes.
+    expect(separate.quantizes - shared.quantizes).toBeGreaterThanOrEqual(want.length * cfg.num_hidden_layers);
+    expect(separate.forward - shared.forward).toBe(separate.quantizes - shared.quantizes);
+  }, 120_000);
+
+  it('needs no i8.a when only forward GEMMs are INT8 and every X is a saved tensor\'s codes; otherwise plans as before', () => {
+    const keys = (scheme: Scheme, shareCodes: boolean) => resolvePlan(cfg, B, T, { scheme, shareCodes }).buffers.map((b) => b.key);
+    const fwdOnly = shareable({ forward: 'int8' });
+    expect(keys(fwdOnly, true)).not.toContain('i8.a');
+    expect(keys(fwdOnly, false)).toContain('i8.a');
+    // dX's dY still needs i8.a; so does a forward X stored otherwise (o at its default fp32).
+    expect(keys(shareable(INT8), true)).toEqual(keys(shareable(INT8), false));
+    const oFp32 = parseScheme({ ...fwdOnly, layer: { ...fwdOnly.layer, saved: { ...fwdOnly.layer.saved, attn_out: { ...q8row, format: 'fp32' } } } });
+    expect(keys(oFp32, true)).toContain('i8.a');
+    // Group granularity, stochastic rounding or an fp32 forward: separate codes.
+    for (const saved of [{ ...q8row, granularity: 'group' }, { ...q8row, rounding: 'stochastic' }] as const) {
+      const s = parseScheme({ name: 'x', layer: { saved: { qkv_input: saved }, compute: INT8 } });
+      expect(resolvePlan(cfg, B, T, { scheme: s }).sharedCodes[0].has('h1')).toBe(false);
+    }
+    expect(resolvePlan(cfg, B, T, { scheme: shareable({}) }).sharedCodes[0].size).toBe(0);
+    // Evaluation saves nothing, so shares nothing.
+    expect(resolvePlan(cfg, B, T, { scheme: shareable(INT8), training: false }).sharedCodes[0].size).toBe(0);
+  });
+
+  it('a forward-only INT8 model with shared codes trains the same step as without', async () => {
+    const rt = await testRuntime();
+    const grads = async (shareCodes: boolean) => {
+      const model = new LlamaGpu(rt, cfg, B, T, { scheme: shareable({ forward: 'int8' }), shareCodes });
+      model.uploadParams(params);
+      model.setBatch(tokens);
+      rt.run([...model.forward, ...model.backward]);
+      const g = Array.from(await model.readFlat('grads'));
+      model.destroy();
+      return g;
+    };
+    expect(await grads(true)).toEqual(await grads(false));
+  }, 120_000);
+});
+
 describe('a Trainer with INT8 compute', () => {
   it('allocates exactly its plan (the INT8 operand buffers included) and reports the GEMM paths', async () => {
     const rt = await testRuntime();
     const text = 'abcdefghij klmnopqrstuvwxyz\n'.repeat(200);
     const tok = CharTokenizer.fromText(text);
-    const opts = defaultTrainOptions('micro', { steps: 2, warmup: 1, batch: 2, model: { vocab_size: tok.vocabSize }, scheme: SCHEME_PRESETS['agoq-int8'] });
-    const trainer = await Trainer.create(rt, opts, text, { tokenizer: tok });
-    for (let s = 0; s < 2; s++) expect(Number.isFinite((await trainer.trainStep()).loss)).toBe(true);
-    expect(trainer.memory()).toEqual(planMemory(trainer.opts));
-    expect(trainer.computePaths().map((p) => p.dw)).toEqual(['int8-dot4', 'int8-dot4']);
-    trainer.destroy();
+    for (const name of ['agoq-int8', 'agoq-int8-shared']) {
+      const opts = defaultTrainOptions('micro', { steps: 2, warmup: 1, batch: 2, model: { vocab_size: tok.vocabSize }, scheme: SCHEME_PRESETS[name] });
+      const trainer = await Trainer.create(rt, opts, text, { tokenizer: tok });
+      for (let s = 0; s < 2; s++) expect(Number.isFinite((await trainer.trainStep()).loss)).toBe(true);
+      expect(trainer.memory(), name).toEqual(planMemory(trainer.opts));
+      expect(trainer.computePaths().map((p) => p.dw)).toEqual(['int8-dot4', 'int8-dot4']);
+      trainer.destroy();
+    }
   }, 120_000);
 });
 

@@ -29,6 +29,21 @@ describe('AGoQ memory budget → per-layer bits', () => {
       }
     }
   });
+  it('with an INT8 forward, stores the 8-bit GEMM inputs per row (one set of codes for storage and GEMM)', () => {
+    const scheme = parseScheme({ ...withBudget(Math.floor(fp32 * 0.7)), name: 'budget-int8', layer: { saved: { attn_qkv: { format: 'fp32' }, attn_out: { format: 'fp32' } }, compute: { forward: 'int8' } } });
+    const { opts: resolved, choice } = resolveBudgetOptions(defaultTrainOptions('small', { scheme }));
+    expect(planMemory(resolved).total).toBeLessThanOrEqual(Math.floor(fp32 * 0.7));
+    let rows = 0;
+    for (const [l, kinds] of Object.entries(choice!.bits)) {
+      for (const [kind, bits] of Object.entries(kinds)) {
+        const spec = resolved.scheme!.layers[l].saved![kind as 'qkv_input']!;
+        const gemmX = ['qkv_input', 'mlp_input', 'down_input'].includes(kind);
+        if (bits === 8) expect(spec.granularity, `layer ${l} ${kind}`).toBe(gemmX ? 'row' : 'group');
+        if (bits === 8 && gemmX) rows++;
+      }
+    }
+    expect(rows, 'the budget picks 8 bits for some GEMM input').toBeGreaterThan(0);
+  });
   it('explains an infeasible budget', () => {
     expect(() => resolveBudgetOptions(defaultTrainOptions('small', { scheme: withBudget(10_000_000) }))).toThrow(/infeasible.*at least/s);
   });

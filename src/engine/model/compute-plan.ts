@@ -10,6 +10,7 @@ import { isFp32, layerScheme } from '../scheme/scheme';
 import { columnAbsmaxWords } from '../kernels/qgemm-block';
 import type { BufferSpec, ModelDims } from './dims';
 import { ALIGN_FLOATS } from './params';
+import type { LayerSavedKey, SavedStorage } from './plan';
 
 /** The kernel a GEMM ran: the fp32 matmul, INT8 with dot4I8Packed, or INT8 on tensor cores. */
 export type GemmPath = 'fp32' | 'int8-dot4' | 'int8-tensor-core';
@@ -89,6 +90,24 @@ export const producerDyCodes = (c: LayerCompute) => c.dx === 'int8' && c.gradRou
 export const gateUpDxFused = (d: ModelDims, c: LayerCompute, training: boolean) =>
   training && producerDyCodes(c) && (d.F * d.C) % ALIGN_FLOATS === 0;
 
+/**
+ * The saved tensors that are also a forward GEMM's X operand: norm1's output (q/k/v), the attention
+ * output (o_proj), norm2's output (gate/up), SwiGLU's output (down_proj).
+ */
+export const GEMM_INPUT_SAVED = ['h1', 'o', 'h2', 'act'] as const satisfies readonly LayerSavedKey[];
+export type GemmInputSaved = (typeof GEMM_INPUT_SAVED)[number];
+
+/** Of those, the ones whose producer (RMSNorm, SwiGLU) writes the INT8 codes itself; o's come from its storage quantizer. */
+export const PRODUCER_CODED: readonly GemmInputSaved[] = ['h1', 'h2', 'act'];
+
+/**
+ * Whether one set of codes serves a saved tensor's storage and an INT8 forward GEMM's X: stored as
+ * INT8 per row (one scale per token) with round to nearest, which is the GEMM's X quantizer exactly
+ * (both are buildQuantize / quantizeRef 'row'; the producers' fused kernels match it bit for bit).
+ */
+export const sharesInputCodes = (c: LayerCompute, st: SavedStorage | undefined, spec: QuantSpec): boolean =>
+  c.forward === 'int8' && !!st && st.format === 'int8' && st.granularity.kind === 'row' && spec.rounding === 'nearest';
+
 /** Which INT8 GEMMs some layer runs (training: dX and dW exist only with a backward). */
 export function int8Use(layers: { compute: LayerCompute }[], training: boolean): { rows: boolean; dw: boolean } {
   const fwd = layers.some((l) => l.compute.forward === 'int8');
@@ -103,15 +122,21 @@ export function int8Use(layers: { compute: LayerCompute }[], training: boolean):
  * of tokens (or over all tokens, with the absmax scratch `i8.amax`) with their scales. A layer in
  * `gateUpDx` (gateUpDxFused) reduces over 2F in one dX GEMM: i8.a and i8.w hold K = 2F then.
  */
-export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], training: boolean, gateUpDx: readonly boolean[] = []): BufferSpec[] {
+export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], training: boolean, gateUpDx: readonly boolean[] = [],
+  sharedCodes: readonly ReadonlySet<GemmInputSaved>[] = []): BufferSpec[] {
   const use = int8Use(layers, training);
   const out: BufferSpec[] = [];
   const ws = (key: string, bytes: number) => out.push({ key, category: 'workspace', bytes });
   const widest = Math.max(d.C, d.QC, d.KVC, d.F);
   const gateUpK = gateUpDx.some(Boolean) ? 2 * d.F : 0;
-  if (use.rows) {
+  // i8.a holds dX's dY and every forward X whose codes are not the saved tensor's own (sharedCodes).
+  const needA = (training && layers.some((l) => l.compute.dx === 'int8'))
+    || layers.some((l, i) => l.compute.forward === 'int8' && GEMM_INPUT_SAVED.some((k) => !sharedCodes[i]?.has(k)));
+  if (use.rows && needA) {
     ws('i8.a', d.N * Math.max(widest, gateUpK));
     ws('i8.as', d.N * 4);
+  }
+  if (use.rows) {
     ws('i8.w', d.C * Math.max(d.QC, d.KVC, d.F, gateUpK));
     ws('i8.ws', widest * 4);
   }

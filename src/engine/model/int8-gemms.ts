@@ -39,11 +39,15 @@ export class Int8Gemms {
     return k.dispatches;
   }
 
-  /** out [M, N] (+)= X·Wᵀ with X's codes already in i8.a (quantizeRows) and W [N, K] fp32. */
-  forward(label: string, w: Binding, out: Binding, M: number, N: number, K: number, accumulate: boolean): Dispatch[] {
+  /**
+   * out [M, N] (+)= X·Wᵀ with X's codes already in i8.a (quantizeRows), or in the buffers keyed
+   * `xCodes` (a saved tensor's INT8-per-row storage), and W [N, K] fp32.
+   */
+  forward(label: string, w: Binding, out: Binding, M: number, N: number, K: number, accumulate: boolean,
+    [xq, sx]: [string, string] = ['i8.a', 'i8.as']): Dispatch[] {
     const qw = buildQuantize(this.rt, { format: 'int8', granularity: { kind: 'row', rowLength: K }, n: N * K }, w,
       { words: this.b('i8.w'), scales: this.b('i8.ws') });
-    return [...qw.dispatches, this.gemm(label, out, M, N, K, accumulate)];
+    return [...qw.dispatches, this.gemm(label, out, M, N, K, accumulate, [xq, sx, 'i8.w', 'i8.ws'])];
   }
 
   /**

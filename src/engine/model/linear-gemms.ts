@@ -12,9 +12,9 @@ import { rmsnormForward, rmsnormForwardQuantized } from '../kernels/rmsnorm';
 import { transposeMatrix } from '../kernels/slice';
 import { swigluForward, swigluForwardQuantized } from '../kernels/swiglu';
 import { isFp32, type QuantSpec } from '../scheme/scheme';
-import { producerDyCodes } from './compute-plan';
+import { type GemmInputSaved, PRODUCER_CODED, producerDyCodes } from './compute-plan';
 import { computePaths, Int8Gemms, type LayerPaths } from './int8-gemms';
-import { linearsTransposed } from './plan';
+import { type LayerSavedKey, linearsTransposed } from './plan';
 import type { ProbePoint } from './probe-point';
 import type { RunPlan } from './run-plan';
 
@@ -92,13 +92,27 @@ export class LinearGemms {
   }
 
   /**
+   * Where layer l's forward INT8 GEMMs read the X codes of saved tensor `key` from: its storage's
+   * codes and scales when one set serves both (plan.sharedCodes), else undefined (i8.a).
+   */
+  private sharedX(l: number, key: GemmInputSaved | undefined): [string, string] | undefined {
+    return key && this.plan.sharedCodes[l].has(key) ? [`L${l}.${key}.codes`, `L${l}.${key}.scales`] : undefined;
+  }
+
+  /** Whether the storage of layer l's saved `key` was written by its producer (inputNorm, inputSwiglu): no storage quantize pass. */
+  producerStored(l: number, key: LayerSavedKey): boolean {
+    return (PRODUCER_CODED as readonly string[]).includes(key) && this.plan.sharedCodes[l].has(key as GemmInputSaved);
+  }
+
+  /**
    * What the forward GEMMs of layer l read as input x (its gemm_inputs cell). With an INT8 forward
    * x is quantized per token here, once for all the GEMMs that read it (their codes in i8.a), unless
-   * `producerCodes`: the kernel that produced x wrote them (inputNorm, inputSwiglu).
+   * `producerCodes`: the kernel that produced x wrote them (inputNorm, inputSwiglu), or x is the
+   * saved tensor `key` whose storage codes the GEMMs read (plan.sharedCodes).
    */
-  gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void, producerCodes = false): Binding {
+  gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void, producerCodes = false, key?: GemmInputSaved): Binding {
     if (this.plan.layers[l].compute.forward === 'int8') {
-      if (!producerCodes) push(this.int8().quantizeRows(label, x, this.plan.dims.N, width));
+      if (!producerCodes && !this.sharedX(l, key)) push(this.int8().quantizeRows(label, x, this.plan.dims.N, width));
       return x;
     }
     const q = this.quantizedCopy(this.plan.layers[l].gemmInputs, 'aq', label, x, width, push);
@@ -106,16 +120,22 @@ export class LinearGemms {
     return q;
   }
 
-  /** An RMSNorm whose output feeds layer l's forward GEMMs: with an INT8 forward it also writes y's codes into i8.a (gemmInput's producerCodes). */
-  inputNorm(l: number, o: Parameters<typeof rmsnormForward>[1]): Dispatch[] {
-    if (this.plan.layers[l].compute.forward !== 'int8') return [rmsnormForward(this.rt, o)];
-    return rmsnormForwardQuantized(this.rt, { ...o, codes: this.b('i8.a'), scales: this.b('i8.as') });
+  /** Where a producer of layer l's forward X writes its INT8 codes: the saved tensor `key`'s storage where shared, else i8.a. */
+  private producerCodes(l: number, key: GemmInputSaved): { codes: GPUBuffer; scales: GPUBuffer } {
+    const [codes, scales] = this.sharedX(l, key) ?? ['i8.a', 'i8.as'];
+    return { codes: this.b(codes), scales: this.b(scales) };
   }
 
-  /** The SwiGLU whose output feeds down_proj: with an INT8 forward it also writes h's codes into i8.a. */
+  /** An RMSNorm whose output (saved as `key`) feeds layer l's forward GEMMs: with an INT8 forward it also writes y's codes (gemmInput's producerCodes). */
+  inputNorm(l: number, key: 'h1' | 'h2', o: Parameters<typeof rmsnormForward>[1]): Dispatch[] {
+    if (this.plan.layers[l].compute.forward !== 'int8') return [rmsnormForward(this.rt, o)];
+    return rmsnormForwardQuantized(this.rt, { ...o, ...this.producerCodes(l, key) });
+  }
+
+  /** The SwiGLU whose output feeds down_proj: with an INT8 forward it also writes h's codes. */
   inputSwiglu(l: number, o: Parameters<typeof swigluForward>[1]): Dispatch[] {
     if (this.plan.layers[l].compute.forward !== 'int8') return [swigluForward(this.rt, o)];
-    return swigluForwardQuantized(this.rt, { ...o, codes: this.b('i8.a'), scales: this.b('i8.as') });
+    return swigluForwardQuantized(this.rt, { ...o, ...this.producerCodes(l, 'act') });
   }
 
   /**
@@ -124,9 +144,10 @@ export class LinearGemms {
    * workgroup memory as loaded, while a k-minor one is transposed in registers by a quarter of the
    * GEMM's threads (matmul.wgsl); docs/benchmarks.md has what that costs at the model's shapes.
    * Short inputs (fewer than LINEAR_NN_MIN_ROWS tokens) read W as stored: the transpose would cost more.
+   * `key`: x is that saved tensor (an INT8 forward reads its storage codes where plan.sharedCodes).
    */
-  linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false): Dispatch[] {
-    if (this.plan.layers[l].compute.forward === 'int8') return this.int8().forward(label, this.lin(l, name), out, M, N, K, accumulate);
+  linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false, key?: GemmInputSaved): Dispatch[] {
+    if (this.plan.layers[l].compute.forward === 'int8') return this.int8().forward(label, this.lin(l, name), out, M, N, K, accumulate, this.sharedX(l, key));
     if (!linearsTransposed(M, this.linearNnMinRows)) {
       return [matmul(this.rt, { label, a: x, b: this.lin(l, name), c: out, M, N, K, transB: true, accumulate })];
     }

@@ -86,7 +86,7 @@ export class LlamaGpu {
       throw new Error(`context ${T} exceeds max_position_embeddings ${cfg.max_position_embeddings}`);
     }
     this.training = opts.training ?? true;
-    this.plan = resolvePlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: opts.scheme, swigluBlockRows: opts.swigluBlockRows, linearNnMinRows: opts.linearNnMinRows, fuseGateUpDx: opts.fuseGateUpDx, tpRank: opts.tpRank });
+    this.plan = resolvePlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: opts.scheme, swigluBlockRows: opts.swigluBlockRows, linearNnMinRows: opts.linearNnMinRows, fuseGateUpDx: opts.fuseGateUpDx, shareCodes: opts.shareCodes, tpRank: opts.tpRank });
     this.scheme = this.plan.scheme;
     assertSupported(this.scheme);
     this.layout = this.plan.layout;
@@ -129,14 +129,19 @@ export class LlamaGpu {
     return this.storage[l][key] ? this.b(liveKey(key)) : this.b(`L${l}.${key}`);
   }
 
-  /** Dispatches that quantize the live copy of (l, key) into its codes (nothing when fp32). */
+  /**
+   * Dispatches that quantize the live copy of (l, key) into its codes (nothing when fp32, or when
+   * the producer already wrote them there as the forward GEMM's X: LinearGemms.producerStored).
+   */
   private storeSaved(l: number, key: LayerSavedKey): Dispatch[] {
     const st = this.storage[l][key];
     if (!st) return [];
     const words = this.b(`L${l}.${key}.codes`);
     const scales = this.b(`L${l}.${key}.scales`);
-    const ds = buildQuantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n }, this.b(liveKey(key)), { words, scales }).dispatches;
-    this.probePoints.set(`L${l}.${key}`, { after: ds[ds.length - 1], x: this.b(liveKey(key)), n: st.n, stored: { storage: st, words, scales } });
+    const ds = l < this.dims.L && this.g.producerStored(l, key) ? []
+      : buildQuantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n }, this.b(liveKey(key)), { words, scales }).dispatches;
+    const after = ds.length ? ds[ds.length - 1] : this.forward[this.forward.length - 1];
+    this.probePoints.set(`L${l}.${key}`, { after, x: this.b(liveKey(key)), n: st.n, stored: { storage: st, words, scales } });
     return ds;
   }
 
@@ -241,14 +246,14 @@ export class LlamaGpu {
       const next = l + 1 < L ? this.saved(l + 1, 'xIn') : this.saved(L, 'xFinal');
       const store = (k: LayerSavedKey) => push(this.storeSaved(l, k));
       store('xIn');
-      push(this.g.inputNorm(l, { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps } }));
+      push(this.g.inputNorm(l, 'h1', { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps } }));
       // Residual copy first: xIn is dead after this (its live copy may be qRaw, written next).
       push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
       store('h1');
-      const h1 = this.g.gemmInput(l, lab('qkv_in'), a('h1'), C, push, true);
-      push(this.g.linear(lab('q_proj'), l, 'self_attn.q_proj.weight', h1, this.b('qRaw'), N, QC, C));
-      push(this.g.linear(lab('k_proj'), l, 'self_attn.k_proj.weight', h1, this.b('kRaw'), N, KVC, C));
-      push(this.g.linear(lab('v_proj'), l, 'self_attn.v_proj.weight', h1, a('v'), N, KVC, C));
+      const h1 = this.g.gemmInput(l, lab('qkv_in'), a('h1'), C, push, true, 'h1');
+      push(this.g.linear(lab('q_proj'), l, 'self_attn.q_proj.weight', h1, this.b('qRaw'), N, QC, C, false, 'h1'));
+      push(this.g.linear(lab('k_proj'), l, 'self_attn.k_proj.weight', h1, this.b('kRaw'), N, KVC, C, false, 'h1'));
+      push(this.g.linear(lab('v_proj'), l, 'self_attn.v_proj.weight', h1, a('v'), N, KVC, C, false, 'h1'));
       store('v');
       push(rope(rt, { label: lab('rope_q'), x: this.b('qRaw'), y: a('q'), table: this.b('rope'), B, T, nHeads: nH, D }));
       store('q');
@@ -256,24 +261,24 @@ export class LlamaGpu {
       store('k');
       push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
       store('o');
-      const oIn = this.g.gemmInput(l, lab('o_in'), a('o'), QC, push);
+      const oIn = this.g.gemmInput(l, lab('o_in'), a('o'), QC, push, false, 'o');
       // xMid = xIn + o·Woᵀ: the GEMM accumulates onto the residual copy.
       if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), oIn, this.g.lin(l, 'self_attn.o_proj.weight'), QC, a('xMid')));
-      else push(this.g.linear(lab('o_proj'), l, 'self_attn.o_proj.weight', oIn, a('xMid'), N, C, QC, true));
+      else push(this.g.linear(lab('o_proj'), l, 'self_attn.o_proj.weight', oIn, a('xMid'), N, C, QC, true, 'o'));
       store('xMid');
-      push(this.g.inputNorm(l, { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
+      push(this.g.inputNorm(l, 'h2', { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
       store('h2');
-      const h2 = this.g.gemmInput(l, lab('mlp_in'), a('h2'), C, push, true);
-      push(this.g.linear(lab('gate_proj'), l, 'mlp.gate_proj.weight', h2, a('gate'), N, F, C));
+      const h2 = this.g.gemmInput(l, lab('mlp_in'), a('h2'), C, push, true, 'h2');
+      push(this.g.linear(lab('gate_proj'), l, 'mlp.gate_proj.weight', h2, a('gate'), N, F, C, false, 'h2'));
       store('gate');
-      push(this.g.linear(lab('up_proj'), l, 'mlp.up_proj.weight', h2, a('up'), N, F, C));
+      push(this.g.linear(lab('up_proj'), l, 'mlp.up_proj.weight', h2, a('up'), N, F, C, false, 'h2'));
       store('up');
       push(this.g.inputSwiglu(l, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
       store('act');
-      const actIn = this.g.gemmInput(l, lab('down_in'), a('act'), F, push, true);
+      const actIn = this.g.gemmInput(l, lab('down_in'), a('act'), F, push, true, 'act');
       push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
       if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), actIn, this.g.lin(l, 'mlp.down_proj.weight'), F, next));
-      else push(this.g.linear(lab('down_proj'), l, 'mlp.down_proj.weight', actIn, next, N, C, F, true));
+      else push(this.g.linear(lab('down_proj'), l, 'mlp.down_proj.weight', actIn, next, N, C, F, true, 'act'));
     }
     push(this.storeSaved(L, 'xFinal'));
     push(rmsnormForward(rt, { label: 'normF', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), y: this.saved(L, 'hF'), rstd: this.b('rstdF'), dims: { N, C, eps } }));

@@ -40,6 +40,8 @@ export interface PlanOptions {
   linearNnMinRows?: number;
   /** Tests: false runs gate_proj's and up_proj's INT8 dX as two GEMMs even where one over K = 2F applies (gateUpDxFused). */
   fuseGateUpDx?: boolean;
+  /** Tests: false quantizes a saved tensor into its INT8-per-row storage and into i8.a separately even where one set of codes serves both (sharesInputCodes). */
+  shareCodes?: boolean;
   /** The model is rank `tpRank` of a real tensor-parallel group (a shard config; TpPeer's buffers instead of TpSim's). */
   tpRank?: number;
 }
@@ -55,6 +57,8 @@ export interface ModelBuildOptions {
   linearNnMinRows?: number;
   /** Tests: false runs gate_proj's and up_proj's INT8 dX as two GEMMs even where one over K = 2F applies (gateUpDxFused). */
   fuseGateUpDx?: boolean;
+  /** Tests: false quantizes a saved tensor into its INT8-per-row storage and into i8.a separately even where one set of codes serves both (sharesInputCodes). */
+  shareCodes?: boolean;
   /** This model is rank `tpRank` of a real tensor-parallel group of scheme.tp.degree peers; cfg is its shard config (tp-shard.ts). */
   tpRank?: number;
 }

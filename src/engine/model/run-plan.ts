@@ -19,12 +19,14 @@ import { isFp32, layerScheme, type QuantSpec, SAVED_KINDS, type SavedKind, saved
 import { type GradWire, gradWireOf } from '../scheme/wire';
 import { type TpConfig, tpBufferPlan } from '../tp/tp';
 import { tpPeerBufferPlan } from '../tp/tp-peer';
-import { computeErrors, gateUpDxFused, int8Buffers, int8Use, type LayerCompute, layerCompute } from './compute-plan';
+import {
+  computeErrors, GEMM_INPUT_SAVED, type GemmInputSaved, gateUpDxFused, int8Buffers, int8Use, type LayerCompute, layerCompute, sharesInputCodes,
+} from './compute-plan';
 import type { ModelConfig } from './config';
 import { type BufferSpec, type ModelDims, modelDims } from './dims';
 import { type ParamLayout, paramLayout } from './params';
 import {
-  FINAL_SAVED, gradStorage, LAYER_SAVED, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
+  FINAL_SAVED, gradStorage, LAYER_SAVED, SAVED_KIND_OF, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
   type PlanOptions, type SavedStorage, swigluBlockRows,
 } from './plan';
 
@@ -55,6 +57,12 @@ export interface RunPlan {
   int8: { rows: boolean; dw: boolean };
   /** Per layer: gate_proj's and up_proj's dX run as one INT8 GEMM over K = 2F, dY's codes from the SwiGLU backward (gateUpDxFused). */
   gateUpDx: boolean[];
+  /**
+   * Per layer: the saved tensors whose storage codes are also the forward INT8 GEMM's X codes
+   * (sharesInputCodes): the producer (or the storage quantizer, for o) writes them once into the
+   * storage, the GEMM reads them from there, and no copy goes to i8.a.
+   */
+  sharedCodes: Set<GemmInputSaved>[];
   /** The fake-quantized copies the step keeps: of the weights (`wq`), GEMM inputs (`aq`), output gradients (`gq`). */
   fakeQuant: { weights: boolean; inputs: boolean; grads: boolean };
   /** Rows per block of the SwiGLU backward (swigluBlockRows; N when `up` is stored fp32). */
@@ -117,6 +125,9 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     adam: { m: scheme.adam.m, v: scheme.adam.v },
     int8: int8Use(layers, training),
     gateUpDx: layers.map((l) => (opts.fuseGateUpDx ?? true) && gateUpDxFused(dims, l.compute, training)),
+    sharedCodes: layers.map((ly, l) => new Set((opts.shareCodes ?? true)
+      ? GEMM_INPUT_SAVED.filter((k) => sharesInputCodes(ly.compute, saved[l][k], ly.savedSpecs[SAVED_KIND_OF[k]!]))
+      : [])),
     fakeQuant,
     swigluRows: saved.some((s) => s.up) ? swigluBlockRows(dims, saved, opts.swigluBlockRows) : dims.N,
     wire: {
@@ -189,7 +200,7 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()); INT8 forwards read W's codes.
   const fp32Forward = p.layers.some((l) => l.compute.forward === 'fp32');
   if (fp32Forward && linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
-  out.push(...int8Buffers(d, p.layers, training, p.gateUpDx));
+  out.push(...int8Buffers(d, p.layers, training, p.gateUpDx, p.sharedCodes));
   ws('losses', d.N * f);
   ws('loss', 16);
   ws('ceWs', crossEntropyWorkspaceBytes());

@@ -68,6 +68,14 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
     layer: { saved: AGOQ_SAVED, compute: INT8_COMPUTE },
     grads: { storage: q('int8', 'group', 256), wire: FP32 },
   }),
+  // The tensors that are both saved and a forward GEMM's X at INT8 per row: one set of codes serves
+  // storage and GEMM (model/compute-plan.ts sharesInputCodes), at twice agoq-int8's bytes for those three.
+  'agoq-int8-shared': parseScheme({
+    name: 'agoq-int8-shared',
+    description: 'agoq-int8 with the QKV, MLP and down-proj inputs stored INT8 per token: the codes the RMSNorm/SwiGLU write for the INT8 forward GEMM are the stored activation (no second quantize pass); other activations INT4, attention fp32.',
+    layer: { saved: { ...AGOQ_SAVED, qkv_input: q('int8', 'row'), mlp_input: q('int8', 'row'), down_input: q('int8', 'row') }, compute: INT8_COMPUTE },
+    grads: { storage: q('int8', 'group', 256), wire: FP32 },
+  }),
   m8: parseScheme({ name: 'm8', description: 'Study: Adam first moment quantized to 8 bits per row each step.', adam: { m: q('int8', 'row'), v: FP32 } }),
   m4: parseScheme({ name: 'm4', description: 'Study: Adam first moment 4-bit per row.', adam: { m: q('int4', 'row'), v: FP32 } }),
   v8: parseScheme({ name: 'v8', description: 'Study: Adam second moment 8-bit linear per row (signed, as the study\'s code): small entries round to 0.', adam: { m: FP32, v: q('int8', 'row') } }),

@@ -11,7 +11,7 @@ import { LAYER_SAVED, FINAL_SAVED, type LayerSavedKey, layerSizes, SAVED_KIND_OF
 import { resolvePlan, type RunPlan } from '../model/run-plan';
 import type { ModelConfig } from '../model/config';
 import { allocateBits, type Bits, type BudgetEntry } from './budget';
-import { FP32, type QuantSpec, type SavedKind, type Scheme, SAVED_KINDS } from './scheme';
+import { FP32, layerScheme, type QuantSpec, type SavedKind, type Scheme, SAVED_KINDS } from './scheme';
 
 const PINNED_KINDS: SavedKind[] = ['attn_qkv', 'attn_out'];
 
@@ -23,8 +23,16 @@ export interface BudgetChoice {
   explanation: string;
 }
 
-function specFor(bits: number, group: number): QuantSpec {
+/**
+ * The allocated saved kinds that are also a forward GEMM's X (compute-plan.ts GEMM_INPUT_SAVED;
+ * attn_out is pinned): at 8 bits in a layer whose forward is INT8 they are stored per row, the
+ * GEMM's own X format, so one set of codes serves both.
+ */
+const GEMM_INPUT_KINDS: SavedKind[] = ['qkv_input', 'mlp_input', 'down_input'];
+
+function specFor(bits: number, group: number, gemmX = false): QuantSpec {
   if (bits >= 32) return FP32;
+  if (bits === 8 && gemmX) return { format: 'int8', granularity: 'row', group, rounding: 'nearest' };
   return { format: bits === 8 ? 'int8' : 'int4', granularity: 'group', group, rounding: 'nearest' };
 }
 
@@ -52,7 +60,8 @@ export function applyBits(scheme: Scheme, bits: BudgetChoice['bits'], group: num
   const layers: Scheme['layers'] = { ...scheme.layers };
   for (const [l, kinds] of Object.entries(bits)) {
     const saved: Partial<Record<SavedKind, QuantSpec>> = { ...(layers[l]?.saved ?? {}) };
-    for (const [kind, b] of Object.entries(kinds)) saved[kind as SavedKind] = specFor(b as number, group);
+    const int8Forward = layerScheme(scheme, Number(l)).compute.forward === 'int8';
+    for (const [kind, b] of Object.entries(kinds)) saved[kind as SavedKind] = specFor(b as number, group, int8Forward && GEMM_INPUT_KINDS.includes(kind as SavedKind));
     layers[l] = { ...(layers[l] ?? {}), saved };
   }
   return { ...scheme, layers, budget_bytes: undefined };
