@@ -202,11 +202,8 @@ export class PeerGroup {
   }
 
   /** allGather that stops waiting for the ranks in `skips` (null where nothing came from one). */
-  async allGatherSome(payload: Uint8Array, skips: Skips, onGot?: (from: number, payload: Uint8Array) => void): Promise<(Uint8Array | null)[]> {
-    const sends = new Map<number, Uint8Array>();
-    for (let r = 0; r < this.size; r++) if (r !== this.rank) sends.set(r, payload);
-    const got = await this.exchange(FrameType.AllGather, sends, this.others(), skips, onGot);
-    return this.members.map((_, r) => (r === this.rank ? payload : got.get(r) ?? null));
+  allGatherSome(payload: Uint8Array, skips: Skips, onGot?: (from: number, payload: Uint8Array) => void): Promise<(Uint8Array | null)[]> {
+    return this.gatherSome(payload, skips, onGot);
   }
 
   /**
@@ -226,6 +223,10 @@ export class PeerGroup {
   /** allGatherSome at a tag reserveTags reserved (each such tag once). */
   async allGatherSomeAt(tag: number, payload: Uint8Array, skips: Skips, onGot?: (from: number, payload: Uint8Array) => void): Promise<(Uint8Array | null)[]> {
     if (!this.reserved.delete(tag)) throw new Error(`PeerGroup.allGatherSomeAt: tag ${tag} of step ${this.cur} is not reserved (or already used)`);
+    return this.gatherSome(payload, skips, onGot, tag);
+  }
+
+  private async gatherSome(payload: Uint8Array, skips: Skips, onGot?: (from: number, payload: Uint8Array) => void, tag?: number): Promise<(Uint8Array | null)[]> {
     const sends = new Map<number, Uint8Array>();
     for (let r = 0; r < this.size; r++) if (r !== this.rank) sends.set(r, payload);
     const got = await this.exchange(FrameType.AllGather, sends, this.others(), skips, onGot, tag);

@@ -10,7 +10,8 @@ import type { Runtime } from '../gpu/runtime';
 import { buildQuantize, type QuantizeKernel } from '../kernels/quantize';
 import type { LlamaGpu } from '../model/llama';
 import { AGOQ_BLOCK, type GradWire } from '../scheme/wire';
-import { alignUp, Readback, type Step, type StoredSlot, submitSteps, wireBytes } from './exchange-wire';
+import { alignUp, int8WireSpec, Readback, type Step, type StoredSlot, submitSteps, wireBytes } from './exchange-wire';
+import type { StoredGradients } from './exchange-stored';
 
 /** A tensor's extent [lo, hi) in the exchange vector, final once `after` backward dispatches have run. */
 export interface FinalRange {
@@ -48,21 +49,15 @@ export function streamPlan(finals: FinalRange[], spans: [number, number][]): Str
   return { cuts, bySegment };
 }
 
-/** What the range encoder reads: the exchange vector, and over quantized storage its slots. */
+/** What the range encoder reads: the exchange vector, and over quantized storage the storage. */
 export interface RangeSource {
   rt: Runtime;
   wire: GradWire;
   n: number;
   vec: GPUBuffer;
   /** Quantized storage (null: `vec` is the gradient itself). */
-  slots: StoredSlot[] | null;
-  /** Stored blocks are the wire's own INT8 blocks (copied straight). */
-  direct: boolean;
-  /** Steps that bring slot i's gradient into `vec` (storage not in the wire's format). */
-  loadSlot: (i: number) => Step[];
+  stored: StoredGradients | null;
 }
-
-const WIRE_SPEC = (n: number) => ({ format: 'int8' as const, granularity: { kind: 'group' as const, size: AGOQ_BLOCK }, n });
 
 export class RangeEncoder {
   /** One readback per bucket index: the buckets of one contribution are in flight together. */
@@ -71,7 +66,7 @@ export class RangeEncoder {
   private readonly quant = new Map<number, { input: GPUBuffer; q: QuantizeKernel }>();
 
   constructor(private readonly s: RangeSource) {
-    if (s.slots && s.direct && s.wire === 'fp32') throw new Error('RangeEncoder: fp32 wire over INT8-stored gradients is not streamed');
+    if (s.stored?.direct && s.wire === 'fp32') throw new Error('RangeEncoder: fp32 wire over INT8-stored gradients is not streamed');
   }
 
   /** The wire bytes of [lo, hi) (valid until the next encode of the same slot). */
@@ -86,17 +81,13 @@ export class RangeEncoder {
     return back.read(bytes);
   }
 
-  private overlapping(lo: number, hi: number): number[] {
-    return (this.s.slots ?? []).flatMap((sl, i) => (sl.at < hi && sl.at + sl.st.n > lo ? [i] : []));
-  }
-
   private steps(lo: number, hi: number, staging: GPUBuffer): Step[] {
-    const { vec, wire, slots } = this.s;
+    const { vec, wire, stored } = this.s;
     const len = hi - lo;
     const nb = Math.ceil(len / AGOQ_BLOCK);
-    const touched = this.overlapping(lo, hi);
-    if (wire === 'int8' && slots && this.s.direct) return [(e) => this.copyStored(e, touched, lo, hi, staging)];
-    const loads = slots ? touched.flatMap((i) => this.s.loadSlot(i)) : [];
+    // The range's padding between tensors must read zero: the staging of a slot is reused.
+    if (wire === 'int8' && stored?.direct) return [(e) => e.clearBuffer(staging, 0, staging.size), stored.toWire(staging, lo, hi)];
+    const loads = stored ? stored.slotsIn(lo, hi).flatMap((i) => stored.loadSlot(i)) : [];
     if (wire === 'fp32') return [...loads, (e) => e.copyBufferToBuffer(vec, 4 * lo, staging, 0, 4 * len)];
     const { input, q } = this.quantizer(len);
     return [...loads, (e) => e.copyBufferToBuffer(vec, 4 * lo, input, 0, 4 * len), q.dispatches, (e) => {
@@ -105,28 +96,11 @@ export class RangeEncoder {
     }];
   }
 
-  /** Stored INT8 blocks straight into the bucket's wire layout; the padding between tensors stays zero (cleared first). */
-  private copyStored(e: GPUCommandEncoder, touched: number[], lo: number, hi: number, staging: GPUBuffer): void {
-    const nb = Math.ceil((hi - lo) / AGOQ_BLOCK);
-    const b0 = lo / AGOQ_BLOCK;
-    e.clearBuffer(staging, 0, staging.size);
-    for (const i of touched) {
-      const s = this.s.slots![i];
-      const sb0 = s.at / AGOQ_BLOCK;
-      const x0 = Math.max(b0, sb0);
-      const x1 = Math.min(b0 + nb, sb0 + Math.ceil(s.st.n / AGOQ_BLOCK));
-      if (x1 > x0) e.copyBufferToBuffer(s.scales, 4 * (x0 - sb0), staging, 4 * (x0 - b0), 4 * (x1 - x0));
-      const y0 = Math.max(lo, s.at);
-      const y1 = Math.min(hi, s.at + 4 * s.st.words);
-      if (y1 > y0) e.copyBufferToBuffer(s.words, y0 - s.at, staging, 4 * nb + (y0 - lo), y1 - y0);
-    }
-  }
-
   private quantizer(len: number): { input: GPUBuffer; q: QuantizeKernel } {
     let k = this.quant.get(len);
     if (!k) {
       const input = this.s.rt.createBuffer('comm', 'exchange.rangeIn', 4 * len);
-      k = { input, q: buildQuantize(this.s.rt, WIRE_SPEC(len), input, { category: 'comm' }) };
+      k = { input, q: buildQuantize(this.s.rt, int8WireSpec(len), input, { category: 'comm' }) };
       this.quant.set(len, k);
     }
     return k;

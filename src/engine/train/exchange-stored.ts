@@ -7,9 +7,8 @@
 import type { Runtime } from '../gpu/runtime';
 import { buildDequantize, buildQuantize, type QuantizeKernel } from '../kernels/quantize';
 import { AGOQ_BLOCK } from '../scheme/wire';
-import { alignUp, type Step, type StoredSlot, storedIsWire } from './exchange-wire';
+import { alignUp, int8WireSpec, type Step, type StoredSlot, storedIsWire } from './exchange-wire';
 
-const WIRE_SPEC = (n: number) => ({ format: 'int8' as const, granularity: { kind: 'group' as const, size: AGOQ_BLOCK }, n });
 
 export class StoredGradients {
   /** Every tensor in the wire's INT8 format: copied straight. */
@@ -56,7 +55,7 @@ export class StoredGradients {
   /** Storage → the exchange vector (direct: through the whole-vector wire quantizer `q`'s buffers). */
   loadSteps(q: QuantizeKernel | null): Step[] {
     if (!this.direct) return this.load;
-    const deq = this.kernel(buildDequantize(this.rt, WIRE_SPEC(q!.spec.n), q!.words, q!.scales, { out: this.vec }));
+    const deq = this.kernel(buildDequantize(this.rt, int8WireSpec(q!.spec.n), q!.words, q!.scales, { out: this.vec }));
     return [this.copies(q!, false), deq.dispatches];
   }
 
@@ -71,12 +70,33 @@ export class StoredGradients {
     return this.direct ? [clear, q!.dispatches, this.copies(q!, true)] : [clear, ...this.store];
   }
 
-  /** Direct storage straight into a wire-layout staging buffer (codes at `codesAt`); the padding codes stay zero. */
-  toWire(staging: GPUBuffer, codesAt: number): Step {
+  /** The slots holding any of [lo, hi) of the exchange vector. */
+  slotsIn(lo: number, hi: number): number[] {
+    return this.slots.flatMap((sl, i) => (sl.at < hi && sl.at + sl.st.n > lo ? [i] : []));
+  }
+
+  /** The steps that bring slot i's gradient into the exchange vector (storage not in the wire's format). */
+  loadSlot(i: number): Step[] {
+    return this.load.slice(2 * i, 2 * i + 2);
+  }
+
+  /**
+   * Direct storage's blocks of [lo, hi) of the vector straight into a wire-layout staging buffer
+   * (the range's scales, then its codes); the padding between tensors is not written.
+   */
+  toWire(staging: GPUBuffer, lo: number, hi: number): Step {
+    const nb = Math.ceil((hi - lo) / AGOQ_BLOCK);
+    const b0 = lo / AGOQ_BLOCK;
     return (e) => {
-      for (const s of this.slots) {
-        e.copyBufferToBuffer(s.scales, 0, staging, 4 * (s.at / AGOQ_BLOCK), 4 * Math.ceil(s.st.n / AGOQ_BLOCK));
-        e.copyBufferToBuffer(s.words, 0, staging, codesAt + s.at, 4 * s.st.words);
+      for (const i of this.slotsIn(lo, hi)) {
+        const s = this.slots[i];
+        const sb0 = s.at / AGOQ_BLOCK;
+        const x0 = Math.max(b0, sb0);
+        const x1 = Math.min(b0 + nb, sb0 + Math.ceil(s.st.n / AGOQ_BLOCK));
+        if (x1 > x0) e.copyBufferToBuffer(s.scales, 4 * (x0 - sb0), staging, 4 * (x0 - b0), 4 * (x1 - x0));
+        const y0 = Math.max(lo, s.at);
+        const y1 = Math.min(hi, s.at + 4 * s.st.words);
+        if (y1 > y0) e.copyBufferToBuffer(s.words, y0 - s.at, staging, 4 * nb + (y0 - lo), y1 - y0);
       }
     };
   }

@@ -22,6 +22,9 @@ export class ContributionError extends Error {
 
 export const alignUp = (n: number, a: number): number => Math.ceil(n / a) * a;
 
+/** The quantizer spec of the INT8 wire for n floats: absmax per block of 256 (AGoQ's gradient blocks). */
+export const int8WireSpec = (n: number) => ({ format: 'int8' as const, granularity: { kind: 'group' as const, size: AGOQ_BLOCK }, n });
+
 /** Wire bytes of a vector (or chunk) of n elements. */
 export function wireBytes(n: number, wire: GradWire): number {
   return chunkPayloadBytes(n, wire);

@@ -35,14 +35,13 @@ import { AGOQ_BLOCK, type GradWire } from '../scheme/wire';
 import { wireScales } from '../kernels/exchange.ref';
 import {
   alignUp, checkContribution, ContributionError, contributionProblem, fp32Dot, fp32Norm2, int8Dot, int8Norm2, Readback, type Step,
-  type StoredSlot, storedLayout, submitSteps, wireBytes,
+  int8WireSpec, type StoredSlot, storedLayout, submitSteps, wireBytes,
 } from './exchange-wire';
 import { type FinalRange, modelFinals, RangeEncoder, streamPlan, type StreamPlan } from './exchange-ranges';
 import { StoredGradients } from './exchange-stored';
 
 export { ContributionError } from './exchange-wire';
 
-const WIRE_SPEC = (n: number) => ({ format: 'int8' as const, granularity: { kind: 'group' as const, size: AGOQ_BLOCK }, n });
 
 /** Screening figures of one contribution; `problem` says why it could not be measured (then finite is false). */
 export interface ContributionStats {
@@ -116,10 +115,7 @@ export class GradExchange {
   encodeRange(lo: number, hi: number, slot: number): Promise<Uint8Array> {
     if (!this.streamable) throw new Error('GradExchange: this exchange is not streamed behind backward');
     this.uploaded = null;
-    const st = this.stored;
-    this.ranges ??= new RangeEncoder({
-      rt: this.rt, wire: this.wire, n: this.n, vec: this.vec, slots: st?.slots ?? null, direct: !!st?.direct, loadSlot: (i) => st!.load.slice(2 * i, 2 * i + 2),
-    });
+    this.ranges ??= new RangeEncoder({ rt: this.rt, wire: this.wire, n: this.n, vec: this.vec, stored: this.stored });
     return this.ranges.encode(lo, hi, slot);
   }
 
@@ -152,7 +148,7 @@ export class GradExchange {
     }
     this.nb = Math.ceil(this.n / AGOQ_BLOCK);
     this.bytes = wireBytes(this.n, wire);
-    this.wireQ = wire === 'int8' || this.stored?.direct ? this.kernel(buildQuantize(rt, WIRE_SPEC(this.n), this.vec, { category: 'comm' })) : null;
+    this.wireQ = wire === 'int8' || this.stored?.direct ? this.kernel(buildQuantize(rt, int8WireSpec(this.n), this.vec, { category: 'comm' })) : null;
     this.encodeSteps = this.buildEncode();
   }
 
@@ -181,7 +177,7 @@ export class GradExchange {
     if (this.wire === 'fp32') return [...this.loadSteps(), (e) => e.copyBufferToBuffer(this.vec, 0, staging, 0, 4 * this.n)];
     if (this.direct) {
       // Straight from the storage; the padding codes between tensors are never written (zero).
-      return [this.stored!.toWire(staging, codesAt)];
+      return [this.stored!.toWire(staging, 0, this.n)];
     }
     const q = this.wireQ!;
     return [...this.loadSteps(), q.dispatches, (e) => {
@@ -312,7 +308,7 @@ export class GradExchange {
       submitSteps(this.rt, [[mean.dispatch], (e) => e.copyBufferToBuffer(this.chunkMean!, 0, staging, 0, 4 * len)]);
     } else {
       let q = this.chunkQ.get(len);
-      if (!q) this.chunkQ.set(len, (q = this.kernel(buildQuantize(this.rt, WIRE_SPEC(len), this.chunkMean, { category: 'comm' }))));
+      if (!q) this.chunkQ.set(len, (q = this.kernel(buildQuantize(this.rt, int8WireSpec(len), this.chunkMean, { category: 'comm' }))));
       const nb = Math.ceil(len / AGOQ_BLOCK);
       submitSteps(this.rt, [[mean.dispatch], q.dispatches, (e) => {
         e.copyBufferToBuffer(q.scales, 0, staging, 0, 4 * nb);
