@@ -52,22 +52,48 @@ fn scale_of(a: u32) -> f32 {
   return select(div_rn(bitcast<f32>(a), 127.0), 0.0, a < TINY_BITS);
 }
 
-// Lane y encodes words y, y+LANES, ... of rows r0 .. r0 + G of column c with scale s.
-fn encode_tile(c: u32, r0: u32, s: f32, lane: u32) {
+// Word j (rows r0 + 4j .. r0 + 4j + 3) of column c's codes with scale s.
+fn encode_word(c: u32, r0: u32, j: u32, s: f32) -> u32 {
   let base = c * p.R + r0; // flat index of the tile's first element in xᵀ
-  for (var j = lane; j < p.G / 4u; j += LANES) {
-    var w = 0u;
-    for (var e = 0u; e < 4u; e++) {
-      let r = 4u * j + e;
-      let v = X[(r0 + r) * p.CN + c];
-      var code = 0u;
-      if (s != 0.0 && (bitcast<u32>(v) & 0x7fffffffu) < 0x7f800000u) {
-        let q = div_rn(v, s);
-        code = select(int_encode(q, 127.0), int_encode_sr(q, 127.0, sr_uniform(p.seed, base + r)), p.stochastic != 0u);
-      }
-      w = set_byte(w, e, code);
+  var w = 0u;
+  for (var e = 0u; e < 4u; e++) {
+    let r = 4u * j + e;
+    let v = X[(r0 + r) * p.CN + c];
+    var code = 0u;
+    if (s != 0.0 && (bitcast<u32>(v) & 0x7fffffffu) < 0x7f800000u) {
+      let q = div_rn(v, s);
+      code = select(int_encode(q, 127.0), int_encode_sr(q, 127.0, sr_uniform(p.seed, base + r)), p.stochastic != 0u);
     }
-    Q[base / 4u + j] = w;
+    w = set_byte(w, e, code);
+  }
+  return w;
+}
+
+// TW = G/4 words per column of a tile: the tile's words go through workgroup memory so that the
+// stores of xᵀ run along its rows (a warp writes consecutive words of one column) instead of one
+// word per column per lane, 4·R bytes apart. TW = 0: each lane stores its own words (long blocks).
+override TW: u32 = 0u;
+override WSTR: u32 = TW + 1u; // odd for even TW: the encode phase's lanes (columns) on different banks
+var<workgroup> wq: array<u32, COLS * WSTR>;
+
+// Columns c0 .. c0 + COLS of rows r0 .. r0 + G, column lid.x with scale s (unused past CN): lane y
+// encodes words y, y+LANES, ... Called in uniform control flow (the staged form has a barrier).
+fn encode_tile(c0: u32, r0: u32, s: f32, lid: vec3<u32>) {
+  let c = c0 + lid.x;
+  if (TW == 0u) {
+    if (c < p.CN) {
+      for (var j = lid.y; j < p.G / 4u; j += LANES) { Q[(c * p.R + r0) / 4u + j] = encode_word(c, r0, j, s); }
+    }
+    return;
+  }
+  if (c < p.CN) {
+    for (var j = lid.y; j < TW; j += LANES) { wq[lid.x * WSTR + j] = encode_word(c, r0, j, s); }
+  }
+  workgroupBarrier();
+  for (var i = lid.y * COLS + lid.x; i < COLS * TW; i += COLS * LANES) {
+    let col = i / TW;
+    let j = i % TW;
+    if (c0 + col < p.CN) { Q[((c0 + col) * p.R + r0) / 4u + j] = wq[col * WSTR + j]; }
   }
 }
 
@@ -75,10 +101,9 @@ fn encode_tile(c: u32, r0: u32, s: f32, lane: u32) {
 fn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let c = wid.x * COLS + lid.x;
   let a = tile_absmax(c, wid.y * p.G, lid);
-  if (c >= p.CN) { return; }
   let s = scale_of(a);
-  if (lid.y == 0u) { S[c * (p.R / p.G) + wid.y] = s; }
-  encode_tile(c, wid.y * p.G, s, lid.y);
+  if (c < p.CN && lid.y == 0u) { S[c * (p.R / p.G) + wid.y] = s; }
+  encode_tile(wid.x * COLS, wid.y * p.G, s, lid);
 }
 
 @compute @workgroup_size(COLS, LANES)
@@ -91,10 +116,11 @@ fn col_absmax(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
 @compute @workgroup_size(COLS, LANES)
 fn col_encode(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let c = wid.x * COLS + lid.x;
-  if (c >= p.CN) { return; }
   var a = 0u;
-  for (var t = 0u; t < p.R / p.G; t++) { a = max(a, A_r[t * p.CN + c]); }
+  if (c < p.CN) {
+    for (var t = 0u; t < p.R / p.G; t++) { a = max(a, A_r[t * p.CN + c]); }
+  }
   let s = scale_of(a);
-  if (wid.y == 0u && lid.y == 0u) { S[c] = s; }
-  encode_tile(c, wid.y * p.G, s, lid.y);
+  if (c < p.CN && wid.y == 0u && lid.y == 0u) { S[c] = s; }
+  encode_tile(wid.x * COLS, wid.y * p.G, s, lid);
 }

@@ -18,6 +18,8 @@ import { Uniforms } from '../gpu/runtime';
 const TQ_CODE = `${codecSrc}\n${tqSrc}`;
 /** Byte offset of `seed` in transpose-quant's Params (R, CN, G, seed, ...). */
 const TQ_SEED_OFFSET = 12;
+/** The longest block whose codes transpose-quant stages in workgroup memory (64 columns × G/4 + 1 words). */
+const STAGED_MAX_ROWS = 256;
 
 export interface TransposedQuantize {
   dispatch: Dispatch;
@@ -39,8 +41,9 @@ export function quantizeTransposedI8(rt: Runtime, a: {
   }
   if (R % G || G % 4) throw new Error(`${a.label}: block ${G} must be a multiple of 4 dividing R=${R}`);
   if (R / G > 65535) throw new Error(`${a.label}: ${R / G} blocks exceed one dispatch dimension`);
-  // Short blocks: many columns per workgroup; long ones (a whole weight column): more lanes per column.
-  const [COLS, LANES] = G <= 64 ? [64, 4] : [16, 16];
+  // Blocks up to 256 rows: 64 columns per workgroup, their codes staged for row-wise stores (TW);
+  // longer ones (a whole column: quantizeColumnsI8 is the fast form): more lanes per column.
+  const [COLS, LANES, TW] = G <= STAGED_MAX_ROWS ? [64, 4, G / 4] : [16, 16, 0];
   const u = new Uniforms().u32(R).u32(CN).u32(G).u32(a.seed ?? 0).u32(a.rounding === 'stochastic' ? 1 : 0).u32(0).u32(0).u32(0);
   const params = rt.uniform(`${a.label}.tq`, u);
   return {
@@ -48,7 +51,7 @@ export function quantizeTransposedI8(rt: Runtime, a: {
       label: `${a.label}.tq`,
       code: TQ_CODE,
       entryPoint: 'main',
-      constants: { COLS, LANES },
+      constants: { COLS, LANES, TW },
       bindings: [params, a.x, a.scales, a.codes],
       workgroups: [Math.ceil(CN / COLS), R / G],
     }),
@@ -86,7 +89,7 @@ export function quantizeColumnsI8(rt: Runtime, a: {
   const u = new Uniforms().u32(R).u32(CN).u32(G).u32(a.seed ?? 0).u32(a.rounding === 'stochastic' ? 1 : 0).u32(0).u32(0).u32(0);
   const params = rt.uniform(`${a.label}.cq`, u);
   const grid: [number, number] = [Math.ceil(CN / 64), R / G];
-  const constants = { COLS: 64, LANES: 4 };
+  const constants = { COLS: 64, LANES: 4, TW: G / 4 };
   return {
     dispatches: [
       rt.kernel({ label: `${a.label}.cq.absmax`, code: TQ_CODE, entryPoint: 'col_absmax', constants, bindings: [params, a.x, a.amax], workgroups: grid }),

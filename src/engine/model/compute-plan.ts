@@ -140,6 +140,7 @@ export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], t
     ws('i8.w', d.C * Math.max(d.QC, d.KVC, d.F, gateUpK));
     ws('i8.ws', widest * 4);
   }
+  let amaxWords = 0;
   if (use.dw) {
     const blocks = layers.filter((l) => l.compute.dw === 'int8').map((l) => l.compute.dwBlock);
     const block = Math.min(...blocks.map((b) => (b === 'all' ? d.N : b)));
@@ -150,7 +151,10 @@ export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], t
     ws('i8.xt', inW * d.N);
     ws('i8.xts', ((inW * d.N) / block) * 4);
     // Per channel over all tokens: the row tiles' absmax (quantizeColumnsI8), dYᵀ's and Xᵀ's in turn.
-    if (blocks.includes('all')) ws('i8.amax', columnAbsmaxWords(d.N, Math.max(outW, inW)) * 4);
+    if (blocks.includes('all')) amaxWords = columnAbsmaxWords(d.N, Math.max(outW, inW));
   }
+  // dX's Wᵀ per input channel over K = the layer's output width (quantizeColumnsI8 too).
+  if (training && layers.some((l) => l.compute.dx === 'int8')) amaxWords = Math.max(amaxWords, ...[d.QC, d.KVC, d.F, d.C, gateUpK].filter((k) => k > 0).map((k) => columnAbsmaxWords(k, widest)));
+  if (amaxWords) ws('i8.amax', amaxWords * 4);
   return out;
 }

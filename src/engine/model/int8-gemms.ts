@@ -55,8 +55,8 @@ export class Int8Gemms {
    * dy null: its codes are already in i8.a (written by the kernel that produced it).
    */
   dx(label: string, dy: Binding | null, w: Binding, out: Binding, M: number, N: number, K: number, accumulate: boolean, rounding: LayerCompute['gradRounding']): Dispatch[] {
-    const qw = quantizeTransposedI8(this.rt, { label: `${label}.wT`, x: w, R: K, CN: N, G: K, codes: this.b('i8.w'), scales: this.b('i8.ws') });
-    return [...(dy ? this.quantizeRows(label, dy, M, K, rounding) : []), qw.dispatch, this.gemm(label, out, M, N, K, accumulate)];
+    const qw = quantizeColumnsI8(this.rt, { label: `${label}.wT`, x: w, R: K, CN: N, codes: this.b('i8.w'), scales: this.b('i8.ws'), amax: this.b('i8.amax') });
+    return [...(dy ? this.quantizeRows(label, dy, M, K, rounding) : []), ...qw.dispatches, this.gemm(label, out, M, N, K, accumulate)];
   }
 
   /** Xᵀ codes of x [tokens, width] per channel (in blocks of G tokens, or over all) into i8.xt (several dW GEMMs of one input share them). */
