@@ -75,6 +75,18 @@ describe('INT8 tensor-core GEMM', () => {
     expect(t).toMatch(/\/ 4u/);
   });
 
+  it('stores the epilogue in strips of EPI tiles: fewer barriers, the same stores', () => {
+    // Two barriers in the k loop's body, then two per epilogue round.
+    const barriers = (code: string) => (code.match(/workgroupBarrier\(\)/g)?.length ?? 0) - 2;
+    const stores = (code: string) => code.match(/subgroupMatrixStore/g)?.length;
+    const one = qgemmI8TcCode(spec({ tilesM: 4, tilesN: 4, sgM: 2, sgN: 2 }));
+    const four = qgemmI8TcCode(spec({ tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, EPI: 4 }));
+    expect([barriers(one), stores(one)]).toEqual([32, 16]);
+    expect([barriers(four), stores(four)]).toEqual([8, 16]);
+    expect(four).toContain('e / 64u'); // a strip row is 4 tiles of 16 columns
+    expect(i8TcSpecError(spec({ tilesN: 4, EPI: 3 }))).toMatch(/EPI=3 must divide/);
+  });
+
   it('without subgroup matrices nothing is enabled and qgemmI8 keeps dot4', async () => {
     const rt = await testRuntime();
     const probe = await enableI8TensorCores(rt);

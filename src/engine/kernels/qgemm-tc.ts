@@ -40,7 +40,14 @@ export interface I8TcSpec {
   BK: number;
   /** Padding bytes per staged row (a multiple of 16). */
   PAD: number;
+  /**
+   * Result tiles of a tile row stored per epilogue round (divides tilesN; default 1): each round is
+   * two workgroup barriers, and a row strip of EPI tiles writes EPI·N consecutive floats of C.
+   */
+  EPI?: number;
 }
+
+const epiOf = (s: I8TcSpec) => s.EPI ?? 1;
 
 export const tcBlockM = (s: I8TcSpec) => s.cfg.M * s.tilesM * s.sgM;
 export const tcBlockN = (s: I8TcSpec) => s.cfg.N * s.tilesN * s.sgN;
@@ -57,7 +64,8 @@ export function i8TcSpecError(s: I8TcSpec, maxWorkgroupBytes = 49152, maxThreads
   if (((BM * s.BK) / 16) % T || ((BN * s.BK) / 16) % T) return `the ${BM}x${s.BK} and ${BN}x${s.BK} byte tiles do not split into whole vec4s per thread`;
   const words = ((BM + BN) * (s.BK + s.PAD)) / 4;
   if (words * 4 > maxWorkgroupBytes) return `${words * 4} bytes of workgroup memory`;
-  if (words < s.sgM * s.sgN * s.cfg.M * s.cfg.N) return 'epilogue scratch does not fit in the staging memory';
+  if (s.tilesN % epiOf(s)) return `EPI=${epiOf(s)} must divide tilesN=${s.tilesN}`;
+  if (words < s.sgM * s.sgN * epiOf(s) * s.cfg.M * s.cfg.N) return 'epilogue scratch does not fit in the staging memory';
   return null;
 }
 
@@ -113,18 +121,23 @@ export function qgemmI8TcCode(s: I8TcSpec, accumulate = false): string {
     for (const [i, j] of tiles) L.push(`    c${i}_${j} = subgroupMatrixMultiplyAccumulate(a${i}_${kk}, b${j}_${kk}, c${i}_${j});`);
   }
   L.push('    workgroupBarrier();', '  }');
-  // Epilogue: one i32 tile per subgroup at a time through the staging memory (done with it now).
-  const MN = cfg.M * cfg.N;
-  for (const [i, j] of tiles) {
-    L.push(`  ${sgmatStore(s, '&S', `sg * ${MN}u`, `c${i}_${j}`, `${cfg.N}u`)}`);
-    L.push('  workgroupBarrier();');
-    L.push(`  for (var e = lane; e < ${MN}u; e += ${s.sgSize}u) {`);
-    L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${cfg.N}u;`);
-    L.push(`    let col = n0 + bn + ${j * cfg.N}u + e % ${cfg.N}u;`);
-    const y = `f32(S[sg * ${MN}u + e]) * SX[row] * SW[col]`;
-    L.push(`    if (row < P.M && col < P.N) { C[row * P.N + col] = ${accumulate ? `C[row * P.N + col] + ${y}` : y}; }`);
-    L.push('  }');
-    L.push('  workgroupBarrier();');
+  // Epilogue: a strip of EPI i32 tiles of one tile row per subgroup at a time through the staging
+  // memory (done with it now), row-major M × EPI·N.
+  const EPI = epiOf(s);
+  const SN = EPI * cfg.N;
+  const SMN = cfg.M * SN;
+  for (let i = 0; i < s.tilesM; i++) {
+    for (let j0 = 0; j0 < s.tilesN; j0 += EPI) {
+      for (let jj = 0; jj < EPI; jj++) L.push(`  ${sgmatStore(s, '&S', `sg * ${SMN}u + ${jj * cfg.N}u`, `c${i}_${j0 + jj}`, `${SN}u`)}`);
+      L.push('  workgroupBarrier();');
+      L.push(`  for (var e = lane; e < ${SMN}u; e += ${s.sgSize}u) {`);
+      L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${SN}u;`);
+      L.push(`    let col = n0 + bn + ${j0 * cfg.N}u + e % ${SN}u;`);
+      const y = `f32(S[sg * ${SMN}u + e]) * SX[row] * SW[col]`;
+      L.push(`    if (row < P.M && col < P.N) { C[row * P.N + col] = ${accumulate ? `C[row * P.N + col] + ${y}` : y}; }`);
+      L.push('  }');
+      L.push('  workgroupBarrier();');
+    }
   }
   // Subgroup-matrix offsets must be uniform, and WGSL's analysis counts only workgroup-uniform
   // values: with one subgroup per workgroup they are; with several, each subgroup's offsets are
@@ -208,8 +221,13 @@ export function disableI8TensorCores(rt: Runtime): void {
  * Block shapes tried, best first, in the order bench/i8tc-tune.ts ranked them on an H200 (its
  * figures: docs/benchmarks.md). One subgroup per workgroup is slowest but needs no uniformity filter.
  */
-export const I8_TC_LAYOUTS: Pick<I8TcSpec, 'tilesM' | 'tilesN' | 'sgM' | 'sgN' | 'BK' | 'PAD'>[] = [
+export const I8_TC_LAYOUTS: Pick<I8TcSpec, 'tilesM' | 'tilesN' | 'sgM' | 'sgN' | 'BK' | 'PAD' | 'EPI'>[] = [
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16 },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 4 },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 128, PAD: 16, EPI: 4 },
+  { tilesM: 2, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 },
+  { tilesM: 4, tilesN: 2, sgM: 2, sgN: 2, BK: 128, PAD: 16, EPI: 2 },
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 128, PAD: 16 },
   { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 128, PAD: 16 },
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 64, PAD: 16 },
@@ -325,5 +343,5 @@ export async function enableI8TensorCores(rt: Runtime, layouts = I8_TC_LAYOUTS):
 }
 
 export function i8TcLabel(s: I8TcSpec): string {
-  return `i8 ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} ${s.syntax}/u${s.unitDiv} ${tcBlockM(s)}x${tcBlockN(s)} (${s.sgM}x${s.sgN} sg of ${s.tilesM}x${s.tilesN}) BK${s.BK}`;
+  return `i8 ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} ${s.syntax}/u${s.unitDiv} ${tcBlockM(s)}x${tcBlockN(s)} (${s.sgM}x${s.sgN} sg of ${s.tilesM}x${s.tilesN}) BK${s.BK}${epiOf(s) > 1 ? ` epi${epiOf(s)}` : ''}`;
 }
