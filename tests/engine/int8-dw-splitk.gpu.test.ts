@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { setI8SplitKMax } from '../../src/engine/kernels/qgemm-splitk';
 import { PRESETS } from '../../src/engine/model/config';
+import { gemmSplitSummary } from '../../src/engine/model/int8-gemms';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
@@ -44,7 +45,9 @@ async function step(scheme: Scheme, maxSplit: number | undefined) {
 
 describe('INT8 dW split over K in a training step', () => {
   const sr = parseScheme({ name: 'int8-sr-all', layer: { compute: { forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 'all', grad_rounding: 'stochastic' } } });
-  it.each([['int8', SCHEME_PRESETS.int8], ['int8 + stochastic rounding', sr]] as const)('%s: loss and gradients bit for bit as without the split', async (_, scheme) => {
+  // agoq-int8's quantized activation storage (live copies in the backward scratch) with flat fp32 gradients to compare.
+  const agoq = parseScheme({ ...SCHEME_PRESETS['agoq-int8'], grads: { storage: { format: 'fp32' }, wire: { format: 'fp32' } } });
+  it.each([['int8', SCHEME_PRESETS.int8], ['int8 + stochastic rounding', sr], ['agoq-int8 (fp32 gradients)', agoq]] as const)('%s: loss and gradients bit for bit as without the split', async (_, scheme) => {
     const one = await step(scheme, 1);
     const split = await step(scheme, undefined);
     expect(one.splits.size).toBe(0);
@@ -52,6 +55,9 @@ describe('INT8 dW split over K in a training step', () => {
     for (let l = 0; l < cfg.num_hidden_layers; l++) {
       for (const g of ['q', 'k', 'v', 'o', 'gate', 'up', 'down']) expect(split.splits.get(`L${l}.${g}.dw`), `L${l}.${g}.dw`).toBeGreaterThan(1);
     }
+    expect(gemmSplitSummary(one.splits)).toBe('none');
+    // 4 K steps of dot4: the attention's partials fit 4 slices in dF1, the MLP's 2 in dq.
+    expect(gemmSplitSummary(split.splits)).toBe('down.dw 2, gate.dw 2, up.dw 2, o.dw 4, q.dw 4, k.dw 4, v.dw 4');
     expect(split.loss).toBe(one.loss);
     expect(split.grads).toEqual(one.grads);
     // The path report is the same: split-K is recorded per GEMM, beside it.

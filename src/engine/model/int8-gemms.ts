@@ -171,6 +171,16 @@ export function expectedComputePaths(
   });
 }
 
+/** The split-K GEMMs by their label without the layer ('o.dw 7, down.dw 2'; slice counts that differ between layers joined by '/'), or 'none'. */
+export function gemmSplitSummary(splits: ReadonlyMap<string, number>): string {
+  const by = new Map<string, Set<number>>();
+  for (const [label, S] of splits) {
+    const g = label.replace(/^L\d+\./, '');
+    by.set(g, (by.get(g) ?? new Set()).add(S));
+  }
+  return [...by].map(([g, s]) => `${g} ${[...s].sort((x, y) => x - y).join('/')}`).join(', ') || 'none';
+}
+
 /** 'fwd X, dx Y, dw Z' for each distinct per-layer combination (one, usually), joined by '; '. */
 export function gemmPathSummary(paths: LayerPaths[]): string {
   return [...new Set(paths.map((p) => `fwd ${p.forward}, dx ${p.dx}, dw ${p.dw}`))].join('; ');
