@@ -4,7 +4,7 @@
 //   KW = K/4 packed words per row. X [M, K] and W [N, K] (HF [out, in]) are both K-contiguous
 //   int8 rows, 4 per u32 (byte j of word w is element 4w + j, two's complement), so one word of
 //   each feeds one dot4I8Packed. sx: per-row (per-token) scales, sw: per-output-channel scales.
-// Accumulation is exact in i32 while K·127·128 < 2^31 (K < 132 000); the i32 → f32 conversion is
+// Accumulation is exact in i32 while K·128·128 < 2^31 (K ≤ 131 071); the i32 → f32 conversion is
 // exact below 2^24 and the epilogue's two products are the only other roundings.
 //
 // Split-K (src/engine/kernels/qgemm-splitk.ts): workgroup z runs words [z·KC, min(KW, (z+1)·KC))
