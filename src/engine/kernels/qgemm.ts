@@ -122,10 +122,18 @@ export function qgemmI8(rt: Runtime, a: QgemmI8Args): Dispatch {
 }
 
 /** What split-K knows of the kernel a call runs (its block, threads, K units and step). */
-function splitShape(rt: Runtime, a: QgemmI8Args): I8SplitShape {
-  const k = i8Kernel(rt, a);
+function splitShape(a: QgemmI8Args, k: ReturnType<typeof i8Kernel>): I8SplitShape {
   if ('tc' in k) return i8TcSplitShape(k.tc, a.M, a.N, a.K);
   return { M: a.M, N: a.N, BM: k.t.BM, BN: k.t.BN, threads: (k.t.BM / k.t.TM) * (k.t.BN / k.t.TN), kUnits: a.K / 4, step: k.t.BK };
+}
+
+type SplitArgs = QgemmI8Args & { workspace?: Binding; splitK?: number };
+
+function splitCount(rt: Runtime, a: SplitArgs, k: ReturnType<typeof i8Kernel>): number {
+  const s = splitShape(a, k);
+  if (a.splitK !== undefined) return i8SplitPlan(s, a.splitK).parts;
+  if (!a.workspace || ('tc' in k && !i8TcSplitOk(rt))) return 1;
+  return chooseI8SplitK(s, bindingBytes(a.workspace), i8SplitKMax(rt));
 }
 
 /**
@@ -133,11 +141,8 @@ function splitShape(rt: Runtime, a: QgemmI8Args): I8SplitShape {
  * the workspace (none: 1) under the runtime's cap (setI8SplitKMax). Tensor cores split only where
  * enableI8TensorCores checked their split exact (i8TcSplitOk); a forced count is taken as asked.
  */
-export function qgemmI8SplitK(rt: Runtime, a: QgemmI8Args & { workspace?: Binding; splitK?: number }): number {
-  const s = splitShape(rt, a);
-  if (a.splitK !== undefined) return i8SplitPlan(s, a.splitK).parts;
-  if (!a.workspace || ('tc' in i8Kernel(rt, a) && !i8TcSplitOk(rt))) return 1;
-  return chooseI8SplitK(s, bindingBytes(a.workspace), i8SplitKMax(rt));
+export function qgemmI8SplitK(rt: Runtime, a: SplitArgs): number {
+  return splitCount(rt, a, i8Kernel(rt, a));
 }
 
 /**
@@ -145,14 +150,14 @@ export function qgemmI8SplitK(rt: Runtime, a: QgemmI8Args & { workspace?: Bindin
  * then their exact sum dequantized into C) where qgemmI8SplitK says so, else the one pass. The
  * result is the same bits either way. `splitK` forces the slice count (1: one pass).
  */
-export function qgemmI8Steps(rt: Runtime, a: QgemmI8Args & { workspace?: Binding; splitK?: number }): { dispatches: Dispatch[]; splitK: number } {
+export function qgemmI8Steps(rt: Runtime, a: SplitArgs): { dispatches: Dispatch[]; splitK: number } {
   const k = i8Kernel(rt, a);
-  const parts = qgemmI8SplitK(rt, a);
-  if (parts === 1) return { dispatches: [qgemmI8(rt, a)], splitK: 1 };
+  const parts = splitCount(rt, a, k);
+  if (parts === 1) return { dispatches: ['tc' in k ? qgemmI8Tc(rt, k.tc, a) : i8Dot4(rt, a, k.t)], splitK: 1 };
   const workspace = a.workspace;
   if (!workspace) throw new Error(`${a.label}: split-K of ${parts} needs a workspace`);
   checkI8Workspace(a.label, workspace, [a.xq, a.sx, a.wq, a.sw, a.c], a.M, a.N, parts);
-  const split: I8Slices = { ...i8SplitPlan(splitShape(rt, a), parts), workspace };
+  const split: I8Slices = { ...i8SplitPlan(splitShape(a, k), parts), workspace };
   const gemm = 'tc' in k ? qgemmI8Tc(rt, k.tc, a, split) : i8Dot4(rt, a, k.t, split);
   return { dispatches: [gemm, i8SplitReduce(rt, { ...a, workspace, parts })], splitK: parts };
 }
