@@ -94,7 +94,14 @@ for (const { M, N, names, workspace } of gemms.values()) {
     const one = await run(1);
     let oneMs = NaN;
     for (const S of [...new Set([1, ...splits, auto])]) {
-      const r = S === 1 ? one : await run(S);
+      let r: Awaited<ReturnType<typeof run>>;
+      try {
+        r = S === 1 ? one : await run(S);
+      } catch (e) {
+        rows.push({ gemms: names.join(','), M, N, K, path, S, auto, error: (e as Error).message });
+        console.log(`${M}x${N}x${K} [${names.join(',')}] ${path} S=${S}: ERROR ${(e as Error).message}`);
+        continue;
+      }
       const mismatches = r.bits.reduce((n, b, i) => n + (b !== one.bits[i] ? 1 : 0), 0);
       const row: Record<string, unknown> = { gemms: names.join(','), M, N, K, path, S, parts: r.g.splitK, auto, mismatches };
       if (mismatches === 0) {
