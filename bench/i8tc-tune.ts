@@ -43,7 +43,7 @@ for (const cfg of i8Configs(rt)) {
     const s: I8TcSpec = { ...base, cfg, ...layout };
     if (i8TcSpecError(s, rt.device.limits.maxComputeWorkgroupStorageSize)) continue;
     const c = await checkI8Tc(rt, s);
-    console.log(`check ${i8TcLabel(s)}: ${c.ok ? 'ok' : c.error ?? `${c.mismatches} mismatches`}`);
+    console.log(`check ${i8TcLabel(s)}: ${c.ok ? `ok, split-K ${c.splitOk ? 'ok' : c.splitError}` : c.error ?? `${c.mismatches} mismatches`}`);
     if (c.ok) specs.push(s);
   }
 }

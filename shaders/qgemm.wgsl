@@ -4,8 +4,12 @@
 //   KW = K/4 packed words per row. X [M, K] and W [N, K] (HF [out, in]) are both K-contiguous
 //   int8 rows, 4 per u32 (byte j of word w is element 4w + j, two's complement), so one word of
 //   each feeds one dot4I8Packed. sx: per-row (per-token) scales, sw: per-output-channel scales.
-// Accumulation is exact in i32 while K·127·128 < 2^31 (K < 132 000); the i32 → f32 conversion is
+// Accumulation is exact in i32 while K·128·128 < 2^31 (K ≤ 131 071); the i32 → f32 conversion is
 // exact below 2^24 and the epilogue's two products are the only other roundings.
+//
+// Split-K (src/engine/kernels/qgemm-splitk.ts): workgroup z runs words [z·KC, min(KW, (z+1)·KC))
+// of K (one pass: KC = KW, z = 0); with PART it writes the raw i32 sums to PARTS [S, M, N]
+// instead of dequantizing, and shaders/qgemm-splitk.wgsl adds them up and dequantizes.
 //
 // Block tile BM×BN, BKW words deep; each thread owns TM×TN outputs (TM, TN ∈ {4, 8}) as TM·TN/4
 // vec4<i32> accumulators. Its rows are ty*4 + g*(BM*4/TM) + {0..3}, its columns likewise, so a
@@ -26,14 +30,22 @@ override BNP: u32 = BN + 4u;
 override XS_LEN: u32 = BKW * BMP / 4u;
 override WS_LEN: u32 = BKW * BNP / 4u;
 
-struct Params { M: u32, N: u32, KW: u32, _pad: u32 }
+// KC: words of K per slice (workgroup z).
+struct Params { M: u32, N: u32, KW: u32, KC: u32 }
 
+// #if PART
+@group(0) @binding(0) var<storage, read> XQ: array<u32>;
+@group(0) @binding(1) var<storage, read> WQ: array<u32>;
+@group(0) @binding(2) var<storage, read_write> PARTS: array<i32>;
+@group(0) @binding(3) var<uniform> P: Params;
+// #else
 @group(0) @binding(0) var<storage, read> XQ: array<u32>;
 @group(0) @binding(1) var<storage, read> SX: array<f32>;
 @group(0) @binding(2) var<storage, read> WQ: array<u32>;
 @group(0) @binding(3) var<storage, read> SW: array<f32>;
 @group(0) @binding(4) var<storage, read_write> C: array<f32>;
 @group(0) @binding(5) var<uniform> P: Params;
+// #endif
 
 var<workgroup> Xs: array<vec4<u32>, XS_LEN>;
 var<workgroup> Ws: array<vec4<u32>, WS_LEN>;
@@ -47,15 +59,17 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let n0 = wid.x * BN;
   let tx = lid % (BN / TN);
   let ty = lid / (BN / TN);
+  let kb = wid.z * P.KC;
+  let ke = min(KW, kb + P.KC);
 
   var acc: array<vec4<i32>, 16>;   // TM*TN/4 used
-  for (var k0 = 0u; k0 < KW; k0 += BKW) {
+  for (var k0 = kb; k0 < ke; k0 += BKW) {
     // Coalesced loads: consecutive threads take consecutive words of a row.
     for (var l = lid; l < BM * BKW; l += WG) {
       let r = l / BKW;
       let c = l % BKW;
       var w = 0u;
-      if (m0 + r < M && k0 + c < KW) { w = XQ[(m0 + r) * KW + k0 + c]; }
+      if (m0 + r < M && k0 + c < ke) { w = XQ[(m0 + r) * KW + k0 + c]; }
       let f = c * BMP + r;
       Xs[f / 4u][f % 4u] = w;
     }
@@ -63,7 +77,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
       let r = l / BKW;
       let c = l % BKW;
       var w = 0u;
-      if (n0 + r < N && k0 + c < KW) { w = WQ[(n0 + r) * KW + k0 + c]; }
+      if (n0 + r < N && k0 + c < ke) { w = WQ[(n0 + r) * KW + k0 + c]; }
       let f = c * BNP + r;
       Ws[f / 4u][f % 4u] = w;
     }
@@ -89,14 +103,21 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     for (var e = 0u; e < 4u; e++) {
       let row = m0 + g * (BM * 4u / TM) + ty * 4u + e;
       if (row >= M) { continue; }
+// #if PART
+// #else
       let sx = SX[row];
+// #endif
       for (var h = 0u; h < TN / 4u; h++) {
         let v = acc[(g * 4u + e) * (TN / 4u) + h];
         for (var c = 0u; c < 4u; c++) {
           let col = n0 + h * (BN * 4u / TN) + tx * 4u + c;
           if (col < N) {
+// #if PART
+            PARTS[(wid.z * M + row) * N + col] = v[c];
+// #else
             let y = f32(v[c]) * sx * SW[col];
             C[row * N + col] = select(y, C[row * N + col] + y, ACC != 0u);
+// #endif
           }
         }
       }

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
+import { setI8SplitKMax } from '../engine/kernels/qgemm-splitk';
 import { enableI8TensorCores, i8TcLabel } from '../engine/kernels/qgemm-tc';
 import type { MatmulShape } from '../engine/kernels/matmul-plan';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
@@ -45,7 +46,8 @@ const HELP = `usage: npm run bench -- <suite> [options]
   --reps N --warmup N  timed repetitions (median) and untimed warm-up
   --quick              tiny shapes, few reps: seconds on SwiftShader (tests)
   --cpu                force the SwiftShader CPU adapter
-  --no-tensor-cores    leave Dawn's unsafe APIs off (no subgroup-matrix INT8 path)`;
+  --no-tensor-cores    leave Dawn's unsafe APIs off (no subgroup-matrix INT8 path)
+  --i8-split-max S     at most S K slices for the INT8 dW GEMMs' split-K (1: never split; default: the engine's choice)`;
 
 function list(name: string, v: string | undefined): string[] | undefined {
   if (v === undefined) return undefined;
@@ -107,7 +109,8 @@ async function main(): Promise<void> {
         json: { type: 'string' }, baseline: { type: 'string' }, input: { type: 'string' }, sizes: { type: 'string' }, shapes: { type: 'string' },
         model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
         variants: { type: 'string' }, ranks: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
-        quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'no-tensor-cores': { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+        quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'no-tensor-cores': { type: 'boolean' }, 'i8-split-max': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
       },
       strict: true,
       allowPositionals: true,
@@ -143,6 +146,7 @@ async function main(): Promise<void> {
   const ranks = num('ranks', a.ranks, { int: true, min: 1 }) ?? 4;
   const reps = num('reps', a.reps, { int: true, min: 1 });
   const warmup = num('warmup', a.warmup, { int: true, min: 0 });
+  const i8SplitMax = num('i8-split-max', a['i8-split-max'], { int: true, min: 1 });
   const variantsArg = list('variants', a.variants);
   const variants: GemmVariants = !variantsArg ? defaults.variants : variantsArg.includes('all') ? 'all' : variantsArg.includes('heuristic') ? 'heuristic' : variantsArg.includes('pick') ? 'pick' : variantsArg;
   const baseline = a.baseline ? loadBaseline(a.baseline) : null;
@@ -182,6 +186,7 @@ async function main(): Promise<void> {
       : 'disable-dawn-features=timestamp_quantization', ...(a['no-tensor-cores'] ? [] : ['enable-dawn-features=allow_unsafe_apis'])];
     const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags });
     const rt = new Runtime(gpu);
+    setI8SplitKMax(rt, i8SplitMax);
     const tensorCores = gpu.features.subgroupMatrix ? await enableI8TensorCores(rt) : undefined;
     if (tensorCores) console.error(`int8 tensor cores: ${tensorCores.chosen ? i8TcLabel(tensorCores.chosen) : `not used (${tensorCores.tried.map((t) => `${t.label}: ${t.error ?? `${t.mismatches} mismatches`}`).join('; ') || 'no i8 config'})`}`);
     Object.assign(out, {

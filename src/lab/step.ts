@@ -8,7 +8,7 @@
  */
 import type { Runtime } from '../engine/gpu/runtime';
 import type { MemReport } from '../engine/gpu/memory';
-import { gemmPathSummary, type LayerPaths } from '../engine/model/int8-gemms';
+import { gemmPathSummary, gemmSplitSummary, type LayerPaths } from '../engine/model/int8-gemms';
 import { median, timeDispatches } from '../engine/gpu/timer';
 import type { PresetName } from '../engine/model/config';
 import type { Scheme } from '../engine/scheme/scheme';
@@ -60,6 +60,8 @@ export interface StepBench {
   /** The kernel each layer's forward, dX and dW GEMMs ran, and the distinct combinations in words. */
   gemmPaths: LayerPaths[];
   gemmPathSummary: string;
+  /** The INT8 dW GEMMs that ran split over K and their slice counts (gemmSplitSummary). */
+  gemmSplits: string;
   /** The memory ledger of the run (bytes per category) and planMemory's prediction. */
   mem: MemReport;
   plan: MemReport;
@@ -97,6 +99,7 @@ export async function benchStep(rt: Runtime, o: StepBenchOptions): Promise<StepB
       tokensPerS: (opts.batch * opts.seq) / (ms / 1000), msPerStep: ms, samplesMs: samples,
       gpuMsPerStep: gpuMs, gpuTokensPerS: gpuMs === undefined ? undefined : (opts.batch * opts.seq) / (gpuMs / 1000),
       gemmPaths: trainer.computePaths(), gemmPathSummary: gemmPathSummary(trainer.computePaths()),
+      gemmSplits: gemmSplitSummary(trainer.gemmSplits()),
       mem: trainer.memory(), plan: planMemory(trainer.opts),
     };
   } finally {

@@ -203,7 +203,7 @@ export async function runStep(rt: Runtime, shapes: TrainShape[], schemes: Scheme
         key: stepKey(r.model, r.batch, r.seq), unit: 'tokens/s', value: r.tokensPerS, ms: r.msPerStep, method: 'wallclock', show: true,
         detail: {
           preset: s.preset, scheme: r.scheme, batch: r.batch, seq: r.seq, model: r.model, optimizer: r.optimizer, samplesMs: r.samplesMs, mem: r.mem, plan: r.plan,
-          gemmPaths: r.gemmPathSummary,
+          gemmPaths: r.gemmPathSummary, gemmSplits: r.gemmSplits,
         },
       };
       rows.push(row);

@@ -159,6 +159,7 @@ describe('bench CLI --quick on SwiftShader', () => {
       [['step', '--scheme', 'nope'], /--scheme: unknown preset 'nope'/],
       [['gemm', '--baseline', '/nonexistent/base.json'], /--baseline \/nonexistent\/base.json/],
       [['step', '--batch', '5000'], /invalid training options; batch: /],
+      [['step', '--i8-split-max', '0'], /--i8-split-max expects an integer >= 1/],
     ];
     // Concurrently: each is a process start (~1 s), none touches the GPU.
     const results = await Promise.all(cases.map(([args]) => benchAsync(...args)));

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { qgemmI8 } from '../../src/engine/kernels/qgemm';
 import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
 import {
-  enableI8TensorCores, I8_TC_LAYOUTS, i8TcSpecError, i8TensorCoreSpec, qgemmI8TcCode, tcBlockM, tcBlockN, type I8TcSpec,
+  enableI8TensorCores, I8_TC_LAYOUTS, i8TcSpecError, i8TcSplitOk, i8TensorCoreSpec, qgemmI8TcCode, tcBlockM, tcBlockN, type I8TcSpec,
 } from '../../src/engine/kernels/qgemm-tc';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
@@ -93,5 +93,6 @@ describe('INT8 tensor-core GEMM', () => {
     if (rt.gpu.features.subgroupMatrix) return; // a GPU with the feature: covered by the device run
     expect(probe.chosen).toBeUndefined();
     expect(i8TensorCoreSpec(rt)).toBeUndefined();
+    expect(i8TcSplitOk(rt)).toBe(false);
   });
 });

@@ -16,7 +16,8 @@
  * the next slice is fetched into registers while the current one is multiplied, and W's rows
  * stored k-contiguous are read as the right matrix in column-major order (that is Wᵀ, for free).
  * The epilogue stores each i32 tile through workgroup memory (subgroup matrices have no element
- * access) and scales it while writing C.
+ * access) and scales it while writing C, or, for a K slice of a split GEMM (./qgemm-splitk.ts),
+ * writes the raw i32 sums to the slice's part of the workspace.
  */
 import { SUBGROUP_MATRIX_FEATURE, subgroupMatrixConfigsOf } from '../gpu/device';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
@@ -24,6 +25,7 @@ import { wgslErrors } from '../gpu/pipelines';
 import { Uniforms } from '../gpu/runtime';
 import { Rng } from '../util/rng';
 import { qgemmI8ExactRef } from './qgemm.ref';
+import { checkI8Workspace, I8_MAX_K, type I8Slices, i8SplitPlan, i8SplitReduce } from './qgemm-splitk';
 import { sgmatLoad, sgmatStore, subgroupMatrixConfigs, subgroupSize, type SgmatSyntax, type SubgroupMatrixConfig } from './sgmat';
 
 export interface I8TcSpec {
@@ -69,8 +71,11 @@ export function i8TcSpecError(s: I8TcSpec, maxWorkgroupBytes = 49152, maxThreads
   return null;
 }
 
-/** The WGSL of one spec (subgroup-matrix sizes must be constants, so the code is generated). */
-export function qgemmI8TcCode(s: I8TcSpec, accumulate = false): string {
+/**
+ * The WGSL of one spec (subgroup-matrix sizes must be constants, so the code is generated).
+ * `parts`: one K slice per workgroup z (vec4s [z·KC, min(KV, (z+1)·KC))), raw i32 sums to PARTS [S, M, N].
+ */
+export function qgemmI8TcCode(s: I8TcSpec, accumulate = false, parts = false): string {
   const { cfg } = s;
   const BM = tcBlockM(s);
   const BN = tcBlockN(s);
@@ -81,6 +86,8 @@ export function qgemmI8TcCode(s: I8TcSpec, accumulate = false): string {
   const APT = (BM * BKV) / T; // vec4s per thread per step
   const BPT = (BN * BKV) / T;
   const u = (e: string) => (s.unitDiv === 1 ? e : `(${e}) / 4u`);
+  // The K range this workgroup runs: all of it, or its slice.
+  const [kb, ke] = parts ? ['kb', 'ke'] : ['0u', 'P.KV'];
   const tiles: [number, number][] = [];
   for (let i = 0; i < s.tilesM; i++) for (let j = 0; j < s.tilesN; j++) tiles.push([i, j]);
   const L: string[] = [];
@@ -94,20 +101,21 @@ export function qgemmI8TcCode(s: I8TcSpec, accumulate = false): string {
   const fetch = (reg: string, per: number, src: string, r0: string, lim: string, indent: string) => {
     for (let t = 0; t < per; t++) {
       L.push(`${indent}{ let l = lid + ${t * T}u; let r = ${r0} + l / ${BKV}u; let c = kv + l % ${BKV}u;`);
-      L.push(`${indent}  ${reg}[${t}] = select(vec4<u32>(), ${src}[min(r, ${lim} - 1u) * P.KV + min(c, P.KV - 1u)], r < ${lim} && c < P.KV); }`);
+      L.push(`${indent}  ${reg}[${t}] = select(vec4<u32>(), ${src}[min(r, ${lim} - 1u) * P.KV + min(c, P.KV - 1u)], r < ${lim} && c < ${ke}); }`);
     }
   };
   for (const [i, j] of tiles) L.push(`  var c${i}_${j} = CT();`);
   L.push(`  var ra: array<vec4<u32>, ${APT}>;`, `  var rb: array<vec4<u32>, ${BPT}>;`);
-  L.push('  {', '    let kv = 0u;');
+  if (parts) L.push('  let kb = wid.z * P.KC;', '  let ke = min(P.KV, kb + P.KC);');
+  L.push('  {', `    let kv = ${kb};`);
   fetch('ra', APT, 'XQ', 'm0', 'P.M', '    ');
   fetch('rb', BPT, 'WQ', 'n0', 'P.N', '    ');
   L.push('  }');
-  L.push(`  for (var k0 = 0u; k0 < P.KV; k0 += ${BKV}u) {`);
+  L.push(`  for (var k0 = ${kb}; k0 < ${ke}; k0 += ${BKV}u) {`);
   stage(0, 'ra', APT);
   stage(B0, 'rb', BPT);
   L.push('    workgroupBarrier();');
-  L.push(`    if (k0 + ${BKV}u < P.KV) {`, `      let kv = k0 + ${BKV}u;`);
+  L.push(`    if (k0 + ${BKV}u < ${ke}) {`, `      let kv = k0 + ${BKV}u;`);
   fetch('ra', APT, 'XQ', 'm0', 'P.M', '      ');
   fetch('rb', BPT, 'WQ', 'n0', 'P.N', '      ');
   L.push('    }');
@@ -134,7 +142,8 @@ export function qgemmI8TcCode(s: I8TcSpec, accumulate = false): string {
       L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${SN}u;`);
       L.push(`    let col = n0 + bn + ${j0 * cfg.N}u + e % ${SN}u;`);
       const y = `f32(S[sg * ${SMN}u + e]) * SX[row] * SW[col]`;
-      L.push(`    if (row < P.M && col < P.N) { C[row * P.N + col] = ${accumulate ? `C[row * P.N + col] + ${y}` : y}; }`);
+      if (parts) L.push(`    if (row < P.M && col < P.N) { PARTS[(wid.z * P.M + row) * P.N + col] = S[sg * ${SMN}u + e]; }`);
+      else L.push(`    if (row < P.M && col < P.N) { C[row * P.N + col] = ${accumulate ? `C[row * P.N + col] + ${y}` : y}; }`);
       L.push('  }');
       L.push('  workgroupBarrier();');
     }
@@ -153,13 +162,17 @@ ${one ? '' : 'diagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Genera
 alias LT = subgroup_matrix_left<i8, ${cfg.K}, ${cfg.M}>;
 alias RT = subgroup_matrix_right<i8, ${cfg.N}, ${cfg.K}>;
 alias CT = subgroup_matrix_result<i32, ${cfg.N}, ${cfg.M}>;
-struct Params { M: u32, N: u32, KV: u32, _p: u32 } // KV = K / 16 (vec4s per row)
+${parts ? `struct Params { M: u32, N: u32, KV: u32, KC: u32 } // KV = K / 16 (vec4s per row), KC vec4s per slice
+@group(0) @binding(0) var<storage, read> XQ: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read> WQ: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read_write> PARTS: array<i32>;
+@group(0) @binding(3) var<uniform> P: Params;` : `struct Params { M: u32, N: u32, KV: u32, _p: u32 } // KV = K / 16 (vec4s per row)
 @group(0) @binding(0) var<storage, read> XQ: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> SX: array<f32>;
 @group(0) @binding(2) var<storage, read> WQ: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> SW: array<f32>;
 @group(0) @binding(4) var<storage, read_write> C: array<f32>;
-@group(0) @binding(5) var<uniform> P: Params;
+@group(0) @binding(5) var<uniform> P: Params;`}
 var<workgroup> S: array<i32, ${((BM + BN) * SK) / 4}>; // X rows, then W rows
 
 @compute @workgroup_size(${T})
@@ -188,24 +201,38 @@ export interface I8GemmArgs {
 }
 
 /** Shapes the tensor-core path takes: K a multiple of 16 (vec4 rows); M, N free (partial blocks are masked). */
-export const i8TcShapeOk = (K: number) => K % 16 === 0 && K < 132_000;
+export const i8TcShapeOk = (K: number) => K % 16 === 0 && K <= I8_MAX_K;
 
-export function qgemmI8Tc(rt: Runtime, s: I8TcSpec, a: I8GemmArgs): Dispatch {
+/** What split-K needs to know of a spec's kernel: its block, threads, and K in vec4s with one K step of BK bytes. */
+export const i8TcSplitShape = (s: I8TcSpec, M: number, N: number, K: number) => ({
+  M, N, BM: tcBlockM(s), BN: tcBlockN(s), threads: threads(s), kUnits: K / 16, step: s.BK / 16,
+});
+
+/** The GEMM on a spec, or with `split` one K slice per workgroup z into its workspace (qgemmI8Steps adds the reduction). */
+export function qgemmI8Tc(rt: Runtime, s: I8TcSpec, a: I8GemmArgs, split?: I8Slices): Dispatch {
   if (!i8TcShapeOk(a.K)) throw new Error(`${a.label}: K=${a.K} must be a multiple of 16 for the tensor-core path`);
   const err = i8TcSpecError(s, rt.device.limits.maxComputeWorkgroupStorageSize, rt.device.limits.maxComputeInvocationsPerWorkgroup);
   if (err) throw new Error(`${a.label}: ${err}`);
-  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K / 16).u32(0);
+  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K / 16).u32(split ? split.kChunk : 0);
+  const ub = rt.uniform(a.label, u);
   return rt.kernel({
-    label: `${a.label}[tc ${tcBlockM(s)}x${tcBlockN(s)}]`,
-    code: qgemmI8TcCode(s, a.accumulate),
-    bindings: [a.xq, a.sx, a.wq, a.sw, a.c, rt.uniform(a.label, u)],
-    workgroups: [Math.ceil(a.N / tcBlockN(s)), Math.ceil(a.M / tcBlockM(s))],
+    label: `${a.label}[tc ${tcBlockM(s)}x${tcBlockN(s)}${split ? ` split-K ${split.parts}` : ''}]`,
+    code: qgemmI8TcCode(s, a.accumulate, !!split),
+    bindings: split ? [a.xq, a.wq, split.workspace, ub] : [a.xq, a.sx, a.wq, a.sw, a.c, ub],
+    workgroups: [Math.ceil(a.N / tcBlockN(s)), Math.ceil(a.M / tcBlockM(s)), split ? split.parts : 1],
   });
 }
 
 // ---- choosing the path on a device ------------------------------------------------------------
 
 const enabled = new WeakMap<Runtime, I8TcSpec>();
+/** Runtimes whose spec also ran split-K exactly in enableI8TensorCores's check (qgemmI8 splits on tensor cores only there). */
+const splitVerified = new WeakSet<Runtime>();
+
+/** Whether split-K on the enabled spec was checked exact on this device. */
+export function i8TcSplitOk(rt: Runtime): boolean {
+  return splitVerified.has(rt);
+}
 
 /** The spec qgemmI8 uses on this runtime (set by enableI8TensorCores), if any. */
 export function i8TensorCoreSpec(rt: Runtime): I8TcSpec | undefined {
@@ -215,6 +242,7 @@ export function i8TensorCoreSpec(rt: Runtime): I8TcSpec | undefined {
 /** Turns the path off again (benchmarks time both on one runtime). */
 export function disableI8TensorCores(rt: Runtime): void {
   enabled.delete(rt);
+  splitVerified.delete(rt);
 }
 
 /**
@@ -268,9 +296,15 @@ export interface I8TcCheck {
   ok: boolean;
   mismatches?: number;
   error?: string;
+  /** The same GEMM split over K in two slices (the second with a partial K step), bit for bit too. */
+  splitOk?: boolean;
+  splitError?: string;
 }
 
-/** Runs a spec on a shape with partial blocks in M and N and several K steps; compares bit for bit. */
+/**
+ * Runs a spec on a shape with partial blocks in M and N and several K steps; compares bit for bit.
+ * Where that passes, also split over K (./qgemm-splitk.ts), which must give the same bits.
+ */
 export async function checkI8Tc(rt: Runtime, s: I8TcSpec): Promise<I8TcCheck> {
   const M = tcBlockM(s) + 5;
   const N = tcBlockN(s) + 3;
@@ -294,11 +328,29 @@ export async function checkI8Tc(rt: Runtime, s: I8TcSpec): Promise<I8TcCheck> {
     rt.run([d]);
     const err = await rt.device.popErrorScope();
     if (err) return { spec: s, ok: false, error: err.message };
-    const got = new Uint32Array(await rt.read(args.c as GPUBuffer, 0, M * N * 4));
     const want = new Uint32Array(qgemmI8ExactRef(X.values, sx, W.values, sw, M, N, K).buffer);
-    let mismatches = 0;
-    for (let i = 0; i < want.length; i++) if (got[i] !== want[i]) mismatches++;
-    return { spec: s, ok: mismatches === 0, mismatches };
+    const mismatches = async () => {
+      const got = new Uint32Array(await rt.read(args.c as GPUBuffer, 0, M * N * 4));
+      return want.reduce((n, w, i) => n + (got[i] !== w ? 1 : 0), 0);
+    };
+    const m = await mismatches();
+    if (m) return { spec: s, ok: false, mismatches: m };
+    try {
+      const plan = i8SplitPlan(i8TcSplitShape(s, M, N, K), 2);
+      const workspace = up('ws', new Uint32Array(plan.parts * M * N));
+      checkI8Workspace('qgemm_tc.check', workspace, [args.c], M, N, plan.parts);
+      const cerr = await wgslErrors(rt.device, 'qgemm_tc.check.split', qgemmI8TcCode(s, false, true), true);
+      if (cerr.length) return { spec: s, ok: true, mismatches: 0, splitOk: false, splitError: cerr.join('; ') };
+      rt.device.queue.writeBuffer(args.c as GPUBuffer, 0, new Float32Array(M * N).fill(NaN));
+      rt.device.pushErrorScope('validation');
+      rt.run([qgemmI8Tc(rt, s, args, { ...plan, workspace }), i8SplitReduce(rt, { ...args, workspace, parts: plan.parts })]);
+      const serr = await rt.device.popErrorScope();
+      if (serr) return { spec: s, ok: true, mismatches: 0, splitOk: false, splitError: serr.message };
+      const sm = await mismatches();
+      return { spec: s, ok: true, mismatches: 0, splitOk: sm === 0, splitError: sm ? `${sm} mismatches` : undefined };
+    } catch (e) {
+      return { spec: s, ok: true, mismatches: 0, splitOk: false, splitError: (e as Error).message };
+    }
   } catch (e) {
     return { spec: s, ok: false, error: (e as Error).message };
   } finally {
@@ -309,7 +361,7 @@ export async function checkI8Tc(rt: Runtime, s: I8TcSpec): Promise<I8TcCheck> {
 export interface I8TcProbe {
   present: boolean;
   chosen?: I8TcSpec;
-  tried: { label: string; ok: boolean; error?: string; mismatches?: number }[];
+  tried: { label: string; ok: boolean; error?: string; mismatches?: number; splitOk?: boolean; splitError?: string }[];
 }
 
 /**
@@ -329,9 +381,11 @@ export async function enableI8TensorCores(rt: Runtime, layouts = I8_TC_LAYOUTS):
           const s: I8TcSpec = { cfg, syntax, unitDiv, sgSize, ...layout };
           if (i8TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup)) continue;
           const r = await checkI8Tc(rt, s);
-          out.tried.push({ label: i8TcLabel(s), ok: r.ok, error: r.error, mismatches: r.mismatches });
+          out.tried.push({ label: i8TcLabel(s), ok: r.ok, error: r.error, mismatches: r.mismatches, splitOk: r.splitOk, splitError: r.splitError });
           if (r.ok) {
             enabled.set(rt, s);
+            if (r.splitOk) splitVerified.add(rt);
+            else splitVerified.delete(rt);
             out.chosen = s;
             return out;
           }

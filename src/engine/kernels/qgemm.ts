@@ -4,14 +4,15 @@
  *   (a) qgemmI8       — INT8 X (per-row scales) × INT8 W (per-output-channel scales), dot4I8Packed,
  *                       dequantized in the epilogue (shaders/qgemm.wgsl), or on tensor cores where
  *                       enableI8TensorCores turned them on (./qgemm-tc.ts); quantizeRowsI8 makes the
- *                       packed X rows with the shared absmax quantizer (./quantize.ts).
+ *                       packed X rows with the shared absmax quantizer (./quantize.ts);
+ *                       qgemmI8Steps also splits K where that fills the GPU better (./qgemm-splitk.ts).
  *   (b) qgemmWeightOnly — fp32 X × W group-quantized along K (INT8 / INT4 / FP8), dequantized while
  *                       staged (shaders/qgemm-f32.wgsl + qgemm-io.wgsl `w_q`).
  *   (c) qgemmQuantOut — fp32 GEMM writing C INT4/INT8 group-quantized along N (`out_q`).
  * (b) and (c) are one kernel with two operand sections, so qgemmF32 also composes them.
  *
  * Shape requirements (checked here; callers pad the K axis with zeros, which changes no product):
- *   (a) K % 4 == 0 (packed int8 rows); K < 132 000 (exact i32 accumulation).
+ *   (a) K % 4 == 0 (packed int8 rows); K ≤ I8_MAX_K = 131 071 (exact i32 accumulation).
  *   (b) K % 4 == 0 (vec4 X rows), K % CPW == 0 (CPW = 4, or 8 for INT4), G % CPW == 0.
  *       W groups are per row: scales [N, ceil(K/G)]; equals quantizeRef's flat 'group' layout when
  *       G divides K (quantizeWeightsRef in qgemm.ref.ts builds either).
@@ -25,9 +26,13 @@ import i8Src from '../../../shaders/qgemm.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { Uniforms } from '../gpu/runtime';
 import { BITS, FORMAT_ID, type QuantFormat } from '../quant/formats';
-import { i8TcShapeOk, i8TensorCoreSpec, qgemmI8Tc } from './qgemm-tc';
+import { bindingBytes } from './launch';
+import {
+  checkI8SumFits, checkI8Workspace, chooseI8SplitK, type I8Slices, type I8SplitShape, i8SplitKMax, i8SplitPlan, i8SplitReduce,
+} from './qgemm-splitk';
+import { type I8TcSpec, i8TcShapeOk, i8TcSplitOk, i8TcSplitShape, i8TensorCoreSpec, qgemmI8Tc } from './qgemm-tc';
 import { buildQuantize, type QuantizeKernel } from './quantize';
-import { wgslSection } from './wgsl';
+import { wgslIf, wgslSection } from './wgsl';
 
 export interface GemmTiles {
   BM?: number;
@@ -73,29 +78,88 @@ export function qgemmI8Path(rt: Runtime, K: number): 'int8-dot4' | 'int8-tensor-
   return i8GemmPath(!!i8TensorCoreSpec(rt), K);
 }
 
-/**
- * (a) C (+)= diag(sx)·(QX·QWᵀ)·diag(sw). xq [M, K/4] u32, sx [M], wq [N, K/4] u32, sw [N], c [M, N] f32;
- * `accumulate` adds the product to C (the same f32 product, then one addition).
- */
-export function qgemmI8(rt: Runtime, a: {
+export interface QgemmI8Args {
   label: string; xq: Binding; sx: Binding; wq: Binding; sw: Binding; c: Binding;
-  M: number; N: number; K: number; tiles?: GemmTiles; accumulate?: boolean;
-}): Dispatch {
+  M: number; N: number; K: number;
+  /** dot4 tiles; given, the call runs dot4 even where tensor cores are enabled. */
+  tiles?: GemmTiles;
+  accumulate?: boolean;
+}
+
+/** The kernel a call runs: the enabled tensor-core spec where the shape allows, else dot4 with its tiles. */
+function i8Kernel(rt: Runtime, a: QgemmI8Args): { tc: I8TcSpec } | { t: Tiles } {
   checkPositive(a.label, { M: a.M, N: a.N, K: a.K });
   if (a.K % 4) throw new Error(`${a.label}: K=${a.K} must be a multiple of 4 (packed int8 rows)`);
-  if (a.K >= 132_000) throw new Error(`${a.label}: K=${a.K} risks i32 overflow`);
-  // Tensor cores where enableI8TensorCores found them exact on this device (same bits as below).
+  checkI8SumFits(a.label, a.K);
+  // Tensor cores where enableI8TensorCores found them exact on this device (same bits as dot4).
   const tc = a.tiles ? undefined : i8TensorCoreSpec(rt);
-  if (tc && i8TcShapeOk(a.K)) return qgemmI8Tc(rt, tc, a);
-  const t = tiles(rt, a.label, { BM: 64, BN: 64, BK: 8, TM: 4, TN: 4, ...a.tiles });
-  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K / 4).u32(0);
+  if (tc && i8TcShapeOk(a.K)) return { tc };
+  return { t: tiles(rt, a.label, { BM: 64, BN: 64, BK: 8, TM: 4, TN: 4, ...a.tiles }) };
+}
+
+/** The dot4 kernel, or with `split` one K slice per workgroup z into its workspace. */
+function i8Dot4(rt: Runtime, a: QgemmI8Args, t: Tiles, split?: I8Slices): Dispatch {
+  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K / 4).u32(split ? split.kChunk : a.K / 4);
+  const ub = rt.uniform(a.label, u);
+  const constants: Record<string, number> = { BM: t.BM, BN: t.BN, BKW: t.BK, TM: t.TM, TN: t.TN };
+  if (!split) constants.ACC = a.accumulate ? 1 : 0;
   return rt.kernel({
-    label: a.label,
-    code: i8Src,
-    constants: { BM: t.BM, BN: t.BN, BKW: t.BK, TM: t.TM, TN: t.TN, ACC: a.accumulate ? 1 : 0 },
-    bindings: [a.xq, a.sx, a.wq, a.sw, a.c, rt.uniform(a.label, u)],
-    workgroups: [Math.ceil(a.N / t.BN), Math.ceil(a.M / t.BM)],
+    label: split ? `${a.label}[split-K ${split.parts}]` : a.label,
+    code: wgslIf(i8Src, { PART: !!split }),
+    constants,
+    bindings: split ? [a.xq, a.wq, split.workspace, ub] : [a.xq, a.sx, a.wq, a.sw, a.c, ub],
+    workgroups: [Math.ceil(a.N / t.BN), Math.ceil(a.M / t.BM), split ? split.parts : 1],
   });
+}
+
+/**
+ * (a) C (+)= diag(sx)·(QX·QWᵀ)·diag(sw). xq [M, K/4] u32, sx [M], wq [N, K/4] u32, sw [N], c [M, N] f32;
+ * `accumulate` adds the product to C (the same f32 product, then one addition). One pass over K.
+ */
+export function qgemmI8(rt: Runtime, a: QgemmI8Args): Dispatch {
+  const k = i8Kernel(rt, a);
+  return 'tc' in k ? qgemmI8Tc(rt, k.tc, a) : i8Dot4(rt, a, k.t);
+}
+
+/** What split-K knows of the kernel a call runs (its block, threads, K units and step). */
+function splitShape(a: QgemmI8Args, k: ReturnType<typeof i8Kernel>): I8SplitShape {
+  if ('tc' in k) return i8TcSplitShape(k.tc, a.M, a.N, a.K);
+  return { M: a.M, N: a.N, BM: k.t.BM, BN: k.t.BN, threads: (k.t.BM / k.t.TM) * (k.t.BN / k.t.TN), kUnits: a.K / 4, step: k.t.BK };
+}
+
+type SplitArgs = QgemmI8Args & { workspace?: Binding; splitK?: number };
+
+function splitCount(rt: Runtime, a: SplitArgs, k: ReturnType<typeof i8Kernel>): number {
+  const s = splitShape(a, k);
+  if (a.splitK !== undefined) return i8SplitPlan(s, a.splitK).parts;
+  if (!a.workspace || ('tc' in k && !i8TcSplitOk(rt))) return 1;
+  return chooseI8SplitK(s, bindingBytes(a.workspace), i8SplitKMax(rt));
+}
+
+/**
+ * The slices qgemmI8Steps runs for a call: `splitK` when forced, else chooseI8SplitK's pick for
+ * the workspace (none: 1) under the runtime's cap (setI8SplitKMax). Tensor cores split only where
+ * enableI8TensorCores checked their split exact (i8TcSplitOk); a forced count is taken as asked.
+ */
+export function qgemmI8SplitK(rt: Runtime, a: SplitArgs): number {
+  return splitCount(rt, a, i8Kernel(rt, a));
+}
+
+/**
+ * qgemmI8 as one or two dispatches: split over K (the partials into `workspace`, [S, M, N] i32,
+ * then their exact sum dequantized into C) where qgemmI8SplitK says so, else the one pass. The
+ * result is the same bits either way. `splitK` forces the slice count (1: one pass).
+ */
+export function qgemmI8Steps(rt: Runtime, a: SplitArgs): { dispatches: Dispatch[]; splitK: number } {
+  const k = i8Kernel(rt, a);
+  const parts = splitCount(rt, a, k);
+  if (parts === 1) return { dispatches: ['tc' in k ? qgemmI8Tc(rt, k.tc, a) : i8Dot4(rt, a, k.t)], splitK: 1 };
+  const workspace = a.workspace;
+  if (!workspace) throw new Error(`${a.label}: split-K of ${parts} needs a workspace`);
+  checkI8Workspace(a.label, workspace, [a.xq, a.sx, a.wq, a.sw, a.c], a.M, a.N, parts);
+  const split: I8Slices = { ...i8SplitPlan(splitShape(a, k), parts), workspace };
+  const gemm = 'tc' in k ? qgemmI8Tc(rt, k.tc, a, split) : i8Dot4(rt, a, k.t, split);
+  return { dispatches: [gemm, i8SplitReduce(rt, { ...a, workspace, parts })], splitK: parts };
 }
 
 /**

@@ -8,6 +8,7 @@
 import type { ComputeFormat, ComputeScheme, QuantSpec, Scheme } from '../scheme/scheme';
 import { isFp32, layerScheme } from '../scheme/scheme';
 import { columnAbsmaxWords } from '../kernels/qgemm-block';
+import { I8_MAX_K } from '../kernels/qgemm-splitk';
 import type { BufferSpec, ModelDims } from './dims';
 import { ALIGN_FLOATS } from './params';
 import type { LayerSavedKey, SavedStorage } from './plan';
@@ -66,9 +67,9 @@ export function computeErrors(scheme: Scheme, d: ModelDims, layers: LayerCells[]
       if (c.dwBlock !== 'all') {
         if (d.N % c.dwBlock) out.push(`${at}: dw_block ${c.dwBlock} must divide the tokens per step (batch·context = ${d.N})`);
       } else {
-        // The tokens are dW's reduction: packed four to a word, summed exactly in i32 (127²·K < 2³¹).
+        // The tokens are dW's reduction: packed four to a word, summed exactly in i32 (128²·K < 2³¹, split over K or not).
         if (d.N % 4) out.push(`${at}: dw_block 'all' packs the tokens per step four to a word, and batch·context = ${d.N} is not a multiple of 4`);
-        if (d.N >= 132_000) out.push(`${at}: dw_block 'all' sums ${d.N} tokens in one i32 per output, which can overflow (at most 131999); use a block size`);
+        if (d.N > I8_MAX_K) out.push(`${at}: dw_block 'all' sums ${d.N} tokens in one i32 per output, which can overflow (at most ${I8_MAX_K}); use a block size`);
       }
     }
   });

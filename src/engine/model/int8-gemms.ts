@@ -10,9 +10,11 @@
  * Forward, dX and the dW over all tokens run qgemmI8 (tensor cores where enableI8TensorCores turned
  * them on, else dot4): row scales × column scales is exactly that GEMM's form, with A = dYᵀ and
  * B = Xᵀ. Blocked dW runs the dot4 blocked kernel. Every GEMM's path is recorded under its label.
+ * The dW over all tokens splits K into slices where that fills the GPU better and the caller lends
+ * a workspace (qgemmI8Steps: the same bits as one pass); the slice count is recorded too.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
-import { i8GemmPath, qgemmI8, qgemmI8Path } from '../kernels/qgemm';
+import { i8GemmPath, qgemmI8, qgemmI8Path, qgemmI8Steps } from '../kernels/qgemm';
 import { qgemmI8Blocked, quantizeColumnsI8, quantizeTransposedI8 } from '../kernels/qgemm-block';
 import { buildQuantize } from '../kernels/quantize';
 import type { GemmPath, LayerCompute } from './compute-plan';
@@ -22,6 +24,8 @@ import type { ParamLayout } from './params';
 export class Int8Gemms {
   /** The kernel each INT8 GEMM runs, by label. */
   readonly paths = new Map<string, GemmPath>();
+  /** The K slices of each dW GEMM that ran split (by label; absent: one pass). */
+  readonly splits = new Map<string, number>();
 
   constructor(
     private readonly rt: Runtime,
@@ -64,12 +68,24 @@ export class Int8Gemms {
     return this.transposed(`${label}.xT`, x, width, G, 'i8.xt', 'i8.xts', 'nearest').dispatches;
   }
 
-  /** dW [outW, inW] = dYᵀ·X over the tokens, X's codes already in i8.xt (dwInput). */
-  dw(label: string, dy: Binding, outW: number, inW: number, c: Binding, G: LayerCompute['dwBlock'], rounding: LayerCompute['gradRounding']): Dispatch[] {
+  /**
+   * dW [outW, inW] = dYᵀ·X over the tokens, X's codes already in i8.xt (dwInput). Over all tokens
+   * it may split K, its partials in `workspace` (a buffer dead at this point; none: one pass).
+   */
+  dw(label: string, dy: Binding, outW: number, inW: number, c: Binding, G: LayerCompute['dwBlock'], rounding: LayerCompute['gradRounding'],
+    workspace?: GPUBuffer): Dispatch[] {
     const q = this.transposed(`${label}.dyT`, dy, outW, G, 'i8.gt', 'i8.gts', rounding);
     if (rounding === 'stochastic') this.onSeed(`${label}.dyT`, q.setSeed);
     const K = this.dims.N;
-    if (G === 'all') return [...q.dispatches, this.gemm(label, c, outW, inW, K, false, ['i8.gt', 'i8.gts', 'i8.xt', 'i8.xts'])];
+    if (G === 'all') {
+      this.paths.set(label, qgemmI8Path(this.rt, K));
+      const g = qgemmI8Steps(this.rt, {
+        label, xq: this.b('i8.gt'), sx: this.b('i8.gts'), wq: this.b('i8.xt'), sw: this.b('i8.xts'), c, M: outW, N: inW, K, workspace,
+      });
+      if (g.splitK > 1) this.splits.set(label, g.splitK);
+      else this.splits.delete(label);
+      return [...q.dispatches, ...g.dispatches];
+    }
     this.paths.set(label, 'int8-dot4');
     return [...q.dispatches, qgemmI8Blocked(this.rt, {
       label, aq: this.b('i8.gt'), sa: this.b('i8.gts'), bq: this.b('i8.xt'), sb: this.b('i8.xts'), c, M: outW, N: inW, K, G,
@@ -153,6 +169,16 @@ export function expectedComputePaths(
       dw: plan.training ? of(c.dw, () => (c.dwBlock === 'all' ? plan.dims.N : 'blocked')) : 'none',
     };
   });
+}
+
+/** The split-K GEMMs by their label without the layer ('o.dw 7, down.dw 2'; slice counts that differ between layers joined by '/'), or 'none'. */
+export function gemmSplitSummary(splits: ReadonlyMap<string, number>): string {
+  const by = new Map<string, Set<number>>();
+  for (const [label, S] of splits) {
+    const g = label.replace(/^L\d+\./, '');
+    by.set(g, (by.get(g) ?? new Set()).add(S));
+  }
+  return [...by].map(([g, s]) => `${g} ${[...s].sort((x, y) => x - y).join('/')}`).join(', ') || 'none';
 }
 
 /** 'fwd X, dx Y, dw Z' for each distinct per-layer combination (one, usually), joined by '; '. */

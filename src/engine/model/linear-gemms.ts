@@ -50,7 +50,12 @@ export class LinearGemms {
    * (tests/peers/tp.gpu.test.ts).
    */
   dwMatmul(args: Omit<MatmulArgs, 'workspace'>, scratch: 'dq' | 'dF1'): Dispatch[] {
-    return matmulSteps(this.rt, { ...args, workspace: this.plan.wire.tp ? undefined : this.b(scratch) });
+    return matmulSteps(this.rt, { ...args, workspace: this.dwWorkspace(scratch) });
+  }
+
+  /** The split-K workspace of a dW GEMM (fp32 or INT8 over all tokens): `scratch`, or none when tensor-parallel (see dwMatmul). */
+  private dwWorkspace(scratch: 'dq' | 'dF1'): GPUBuffer | undefined {
+    return this.plan.wire.tp ? undefined : this.b(scratch);
   }
 
   /** The buffer the GEMMs read a weight from: the fake-quantized copy when layer l quantizes weights. */
@@ -211,7 +216,7 @@ export class LinearGemms {
       return;
     }
     if (!xShared) push(this.int8().dwInput(label, x, inW, cp.dwBlock));
-    push(this.int8().dw(label, dy, outW, inW, c, cp.dwBlock, cp.gradRounding));
+    push(this.int8().dw(label, dy, outW, inW, c, cp.dwBlock, cp.gradRounding, this.dwWorkspace(scratch)));
   }
 
   /** The output gradient a dW GEMM of layer l reads (its gemm_output_grads cell; dX uses dy as is). */
@@ -222,5 +227,10 @@ export class LinearGemms {
   /** The kernel each layer's forward, dX and dW GEMMs run on this device . */
   computePaths(): LayerPaths[] {
     return computePaths(this.plan.layers, this.i8?.paths ?? new Map(), this.plan.training);
+  }
+
+  /** The INT8 dW GEMMs that run split over K, by label: their slice counts. */
+  gemmSplits(): ReadonlyMap<string, number> {
+    return this.i8?.splits ?? new Map();
   }
 }

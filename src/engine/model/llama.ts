@@ -183,6 +183,11 @@ export class LlamaGpu {
     return this.g.computePaths();
   }
 
+  /** The INT8 dW GEMMs that run split over K (label → slices); the paths stay as computePaths says. */
+  gemmSplits(): ReadonlyMap<string, number> {
+    return this.g.gemmSplits();
+  }
+
   /** Where a gradient is produced: its slice of the flat fp32 buffer, or the fp32 stage before quantization. */
   private gradOut(name: string): Binding {
     const v = this.layout.byName.get(name);

@@ -469,6 +469,11 @@ export class Trainer implements RunTrainer<StepMetrics> {
     return this.model.computePaths();
   }
 
+  /** The INT8 dW GEMMs that run split over K (label → slices). */
+  gemmSplits(): ReadonlyMap<string, number> {
+    return this.model.gemmSplits();
+  }
+
   /** This run's allocated bytes per category (the ledger, not a formula). */
   memory(): MemReport {
     return this.rt.mem.report(this.id);
