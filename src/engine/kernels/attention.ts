@@ -1,6 +1,7 @@
 /**
  * Causal grouped-query attention (HF LlamaForCausalLM semantics), flash-attention style: the forward
  * saves o and lse only; the backward rebuilds P tile by tile. See attention.ref.ts for the maths.
+ * Given dead scratch, the backward's dK/dV pass also stores dS and dq comes from it (attention-ds.ts).
  *
  * Shapes: B batch, T sequence length, nH query heads, nKV KV heads (nH % nKV == 0), G = nH/nKV,
  * D head dim (even, 8..128 tested). q, o, dO, dq: [B, T, nH, D] (= [B·T, nH·D], the q_proj / o_proj
