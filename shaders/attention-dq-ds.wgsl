@@ -80,7 +80,11 @@ fn attn_dq_from_ds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
       let t = q0 + r;
       let key4 = k0 / 4u + j;
       var x = vec4<f32>(0.0);
-      if (t < T && 4u * key4 <= t) { x = dS[dsIndex(head, t, key4)]; }
+      if (t < T && 4u * key4 <= t) {
+        // select, not multiply: a key past t may be unwritten (attention-ds.wgsl), even NaN.
+        let keys = vec4<u32>(4u * key4) + vec4<u32>(0u, 1u, 2u, 3u);
+        x = select(vec4<f32>(0.0), dS[dsIndex(head, t, key4)], keys <= vec4<u32>(t));
+      }
       let o = 4u * j * SSTR + r / 4u;
       let e = r % 4u;
       dsT[o][e] = x.x;

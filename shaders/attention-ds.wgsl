@@ -2,8 +2,9 @@
 // the dK/dV pass writes dS = P∘(dP − Di) (unscaled, as attn_bwd_dq computes it) and
 // attn_dq_from_ds reads it for dq = scale·dS·K instead of rebuilding S, P and dP.
 // Layout, per head of a chunk (head index (pair − pair0)·G + hh, pair = b·nKV + g): the causal lower
-// triangle row by row, row t holding keys 0 .. 4·ceil((t+1)/4) − 1 as whole vec4s (keys past t are
-// 0, written as such), so a head takes dsRowStart(T) vec4s, about T²/2 floats.
+// triangle row by row, row t holding keys 0 .. 4·ceil((t+1)/4) − 1 as whole vec4s, so a head takes
+// dsRowStart(T) vec4s, about T²/2 floats. Keys past t in a row's last vec4 hold 0 (blocked writer)
+// or are left unwritten (row-per-thread writer): the reader masks them.
 // This preamble serves every shader; `vec4` / `scalar` are the dK/dV kernels' writers (blocked: a
 // vec4 of 4 keys per query row; row-per-thread: one key), appended with their binding.
 
@@ -30,7 +31,7 @@ fn storeDs4(pair: u32, hh: u32, t: u32, key0: u32, x: vec4<f32>) {
 //--- scalar
 @group(0) @binding(9) var<storage, read_write> dSw: array<f32>;
 
-// dS of one key against query t (the padding keys of t's last vec4 included: they hold 0).
+// dS of one key against query t.
 fn storeDs1(pair: u32, hh: u32, t: u32, key: u32, x: f32) {
-  if (t < p.T && key / 4u <= t / 4u) { dSw[4u * dsIndex((pair - p.pair0) * p.G + hh, t, 0u) + key] = x; }
+  if (t < p.T && key <= t) { dSw[4u * dsIndex((pair - p.pair0) * p.G + hh, t, 0u) + key] = x; }
 }

@@ -54,7 +54,8 @@ async function runBoth(s: Shape, seed: number, o: Opts = {}) {
   rt.run(attentionBackward(rt, { ...common, tiles: { dkdv: o.dkdv }, dqPath: 'recompute' }));
   const old = await read();
   // NaN in every output, so a gradient the stored path leaves unwritten cannot pass as the old one.
-  for (const [buf, n] of [[dq, nq], [dk, nk], [dv, nk]] as const) rt.write(buf, new Float32Array(n).fill(NaN));
+  // The scratch too: keys past t that a writer leaves alone must not reach dq.
+  for (const [buf, n] of [[dq, nq], [dk, nk], [dv, nk], [bufs.scratch, bufs.scratch.size / 4]] as const) rt.write(buf, new Float32Array(n).fill(NaN));
   const args = { ...common, dsScratch: bufs.scratch, tiles: { dkdv: o.dkdv, dqDs: o.dqDs } };
   const plan = attentionDqPlan(rt, args);
   rt.run(attentionBackward(rt, { ...args, dqPath: 'stored' }));
@@ -79,7 +80,18 @@ async function check(s: Shape, seed: number, o: Opts = {}) {
   // The last chunk's dS is what the scratch holds at the end.
   const last = g.plan.chunks[g.plan.chunks.length - 1];
   const ds = storedDsRef(g.host.q, g.host.k, g.host.v, g.o, g.lse, g.host.dO, s.B, s.T, s.nH, s.nKV, s.D, last.pair0, last.pairs);
-  expectClose(g.dS.subarray(0, ds.length), ds, { atol: 1e-5, rtol: 1e-4, label: `${tag} stored dS` });
+  const got = g.dS.slice(0, ds.length);
+  // Keys past t in a row's last vec4: 0 from the blocked writers, unwritten (NaN here) from the row one.
+  for (let head = 0; head < last.pairs * s.nH / s.nKV; head++) {
+    for (let t = 0; t < s.T; t++) {
+      const row = head * dsHeadFloats(s.T) + 4 * dsRowStart(t);
+      for (let j = t + 1; j < 4 * Math.ceil((t + 1) / 4); j++) {
+        if (o.dkdv?.blocked) expect(got[row + j] === 0, `padding at ${row + j}`).toBe(true); // ±0
+        got[row + j] = 0;
+      }
+    }
+  }
+  expectClose(got, ds, { atol: 1e-5, rtol: 1e-4, label: `${tag} stored dS` });
   return g;
 }
 
@@ -121,6 +133,7 @@ describe('stored-dS backward vs reference and the recompute path', () => {
   const cases: [Shape, Opts][] = [
     [{ B: 1, T: 1, nH: 2, nKV: 1, D: 8 }, {}],
     [{ B: 2, T: 7, nH: 4, nKV: 2, D: 8 }, {}],                                              // default dkdv tile (row-per-thread here)
+    [{ B: 1, T: 19, nH: 2, nKV: 1, D: 8 }, { dkdv: { BM: 6, BN: 6, NT: 12 } }],              // row-per-thread, key blocks off the vec4s
     [{ B: 1, T: 65, nH: 4, nKV: 1, D: 64 }, {}],                                            // G 4, T off the tiles
     [{ B: 1, T: 33, nH: 2, nKV: 1, D: 10 }, { dqDs: { BQ: 16, BK: 16, RG: 1, CV: 2 } }],    // half vec4 (vec2 access)
     [{ B: 1, T: 65, nH: 4, nKV: 2, D: 64 }, { dkdv: { BM: 16, BN: 32, NT: 64, blocked: true } }],

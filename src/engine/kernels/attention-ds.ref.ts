@@ -4,7 +4,8 @@
  *
  * Layout of a chunk of (b, KV head) pairs pair0 .. pair0 + pairs − 1 (pair = b·nKV + g): head
  * (pair − pair0)·G + hh (query head h = g·G + hh) takes dsHeadFloats(T) floats; in it, row t (query t)
- * starts at float 4·dsRowStart(t) and holds keys 0 .. 4·ceil((t+1)/4) − 1, those past t zero.
+ * starts at float 4·dsRowStart(t) and holds keys 0 .. 4·ceil((t+1)/4) − 1; those past t are not
+ * read (here 0; on the GPU 0 or unwritten).
  * dS[t, j] = P∘(dP − Di) exactly as attentionBackwardRef forms it (unscaled); dq = scale·Σ_j dS·K.
  */
 
