@@ -23,7 +23,7 @@
 // Register blocks are named vec4 / mat4x4 variables indexed only by constants, and every RS / CS
 // branch tests an override, so nothing can spill to local memory whether or not the driver
 // unrolls. RS ∈ {1, 2, 4} and CS ≤ 4 are checked in TS (attentionTileProblem).
-struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, nRows: u32, _p1: u32 }
+struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, nRows: u32, pair0: u32 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> k: array<f32>;
@@ -119,8 +119,13 @@ fn putQColumn(b: u32, h: u32, t0: u32, d4: u32, a: mat4x4<f32>) {
 fn attn_bwd_dkdv_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let T = p.T;
   let k0 = wid.x * OWNR;   // block 0 sees every query: heaviest first
-  let b = wid.y / p.nKV;
-  let g = wid.y % p.nKV;
+  // #if DS
+  let pair = wid.y + p.pair0;   // (b, KV head) pair: the stored-dS path runs a chunk of them
+  // #else
+  let pair = wid.y;
+  // #endif
+  let b = pair / p.nKV;
+  let g = pair % p.nKV;
   let to = lid / TS;
   let ts = lid % TS;
 
@@ -203,6 +208,11 @@ fn attn_bwd_dkdv_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         ds3 = pu * (dp3 - su.y);
         PT[(ts + 3u * TS) * PSTR + to] = pu;
       }
+      // #if DS
+      storeDs4(pair, hh, q0 + ts, keys.x, ds0);
+      if (RS > 1u) { storeDs4(pair, hh, q0 + ts + TS, keys.x, ds1); }
+      if (RS > 2u) { storeDs4(pair, hh, q0 + ts + 2u * TS, keys.x, ds2); storeDs4(pair, hh, q0 + ts + 3u * TS, keys.x, ds3); }
+      // #endif
       workgroupBarrier();
 
       // dV += Pᵀ·dO over the tile's query rows.
@@ -468,8 +478,13 @@ fn putStep(r: TileRows, step: u32, lid: u32, s: Staged) {
 fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let T = p.T;
   let k0 = wid.x * OWNR;   // block 0 sees every query: heaviest first
-  let b = wid.y / p.nKV;
-  let g = wid.y % p.nKV;
+  // #if DS
+  let pair = wid.y + p.pair0;   // (b, KV head) pair: the stored-dS path runs a chunk of them
+  // #else
+  let pair = wid.y;
+  // #endif
+  let b = pair / p.nKV;
+  let g = pair % p.nKV;
   let to = lid / TS;
   let ts = lid % TS;
   let keys = vec4<u32>(k0 + 4u * to) + vec4<u32>(0u, 1u, 2u, 3u);
@@ -526,6 +541,11 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
         p2 = probs(s2, vec4<f32>(st2.x), keys, vec4<u32>(q0 + ts + 2u * TS)); ds2 = p2 * (dp2 - st2.y);
         p3 = probs(s3, vec4<f32>(st3.x), keys, vec4<u32>(q0 + ts + 3u * TS)); ds3 = p3 * (dp3 - st3.y);
       }
+      // #if DS
+      storeDs4(pair, hh, q0 + ts, keys.x, ds0);
+      if (RS > 1u) { storeDs4(pair, hh, q0 + ts + TS, keys.x, ds1); }
+      if (RS > 2u) { storeDs4(pair, hh, q0 + ts + 2u * TS, keys.x, ds2); storeDs4(pair, hh, q0 + ts + 3u * TS, keys.x, ds3); }
+      // #endif
 
       if (!PREFETCH) { pf = fetchStep(rows, NCH, SRC_DO, lid); }
       workgroupBarrier();   // chunk reads are done: stage takes the full dO rows, PT takes P

@@ -9,7 +9,7 @@
 //                  g and their query tiles in a fixed order: dk = scale·Σ dSᵀ·Q, dv = Σ Pᵀ·dO
 // with P = exp(s − lse), dS = P∘(dO·Vᵀ − Di). Rows are vec4s with D zero-padded to DP·4.
 // nRows = B·nH·T (the Di pass's extent).
-struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, nRows: u32, _p1: u32 }
+struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, nRows: u32, pair0: u32 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> k: array<f32>;
@@ -197,7 +197,11 @@ fn attn_bwd_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
 fn attn_bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let T = p.T;
   let k0 = wid.x * BN;   // block 0 sees every query: heaviest first
+  // #if DS
+  let bg = wid.y + p.pair0;   // (b, KV head) pair: the stored-dS path runs a chunk of them
+  // #else
   let bg = wid.y;
+  // #endif
   let b = bg / p.nKV;
   let g = bg % p.nKV;
   let n = lid / TPK;
@@ -270,6 +274,9 @@ fn attn_bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         let pv = select(exp2(s[i] * p.c2 - rowL[mq]), 0.0, key > tq || tq >= T || key >= T);
         Ps[n * PSTR + mq] = pv;
         dSs[n * PSTR + mq] = pv * (dp[i] - rowD[mq]);
+        // #if DS
+        storeDs1(bg, hh, tq, key, dSs[n * PSTR + mq]);
+        // #endif
       }
       workgroupBarrier();
 

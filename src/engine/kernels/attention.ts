@@ -1,6 +1,7 @@
 /**
  * Causal grouped-query attention (HF LlamaForCausalLM semantics), flash-attention style: the forward
  * saves o and lse only; the backward rebuilds P tile by tile. See attention.ref.ts for the maths.
+ * Given dead scratch, the backward's dK/dV pass also stores dS and dq comes from it (attention-ds.ts).
  *
  * Shapes: B batch, T sequence length, nH query heads, nKV KV heads (nH % nKV == 0), G = nH/nKV,
  * D head dim (even, 8..128 tested). q, o, dO, dq: [B, T, nH, D] (= [B·T, nH·D], the q_proj / o_proj
@@ -18,16 +19,21 @@ import bwdBlockedBody from '../../../shaders/attention-bwd-blocked.wgsl?raw';
 import loadSrc from '../../../shaders/attention-load.wgsl?raw';
 import { adapterMatches } from '../gpu/device';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
+import { chooseDqDsTile, dqFromDs, type DqDsTile, type DqPath, dsChunks, type DsChunk, dsPairBytes, dsWriterSrc } from './attention-ds';
 import type { MeasuredTable } from './matmul-tables';
-import { unrollLoops, wgslSection } from './wgsl';
+import { unrollLoops, wgslIf, wgslSection } from './wgsl';
 
 const loadQkv = wgslSection(loadSrc, 'qkv');
 const loadBwd = `${loadQkv}\n${wgslSection(loadSrc, 'do')}`;
 const fwdSrc = `${loadQkv}\n${fwdBody}`;
 // The blocked forward's global access: 16-byte vec4s when D % 4 == 0, 8-byte halves otherwise.
 const fwdBlockedSrc = (D: number) => `${wgslSection(fwdBlockedIo, D % 4 === 0 ? 'vec4' : 'vec2')}\n${fwdBlockedBody}`;
-const bwdSrc = `${loadBwd}\n${bwdBody}`;
-const bwdBlockedSrc = `${loadBwd}\n${bwdBlockedBody}`;
+// The backward shaders as written (DS false) and in their stored-dS variant (DS: the dK/dV kernels
+// also write dS, attention-ds.ts), whose `// #if DS` blocks add nothing to the other's pipelines.
+const bwdSrc = wgslIf(`${loadBwd}\n${bwdBody}`, { DS: false });
+const bwdBlockedSrc = wgslIf(`${loadBwd}\n${bwdBlockedBody}`, { DS: false });
+const bwdDsSrc = `${wgslIf(`${loadBwd}\n${bwdBody}`, { DS: true })}\n${dsWriterSrc(false)}`;
+const bwdBlockedDsSrc = `${wgslIf(`${loadBwd}\n${bwdBlockedBody}`, { DS: true })}\n${dsWriterSrc(true)}`;
 
 // The blocked forward's inner loops (marked `// unroll`) written out for one pipeline's bounds:
 // they are override constants, which the NVIDIA driver keeps as loops (wgsl.ts). Only the forward:
@@ -296,13 +302,14 @@ function tileFor(rt: Runtime, label: string, pass: Pass, D: number, forced?: Att
 
 interface Shape { B: number; T: number; nH: number; nKV: number; D: number }
 
-function params(rt: Runtime, label: string, s: Shape): GPUBuffer {
+/** The kernels' Params uniform; pair0: the first (b, KV head) pair of a stored-dS chunk. */
+function params(rt: Runtime, label: string, s: Shape, pair0 = 0): GPUBuffer {
   if (s.D % 2 !== 0 || s.D < 2) throw new Error(`${label}: attention head dim ${s.D} must be even`);
   if (s.nH % s.nKV !== 0) throw new Error(`${label}: nH ${s.nH} not a multiple of nKV ${s.nKV}`);
   const scale = Math.fround(1 / Math.sqrt(s.D));
   return rt.uniform(`${label}.attn`, new Uniforms()
     .u32(s.T).u32(s.nH).u32(s.nKV).u32(s.nH / s.nKV).f32(scale).f32(scale * Math.LOG2E)
-    .u32(s.B * s.nH * s.T).u32(0));
+    .u32(s.B * s.nH * s.T).u32(pair0));
 }
 
 export interface AttentionForwardArgs extends Shape {
@@ -349,29 +356,67 @@ export interface AttentionBackwardArgs extends Shape {
   dv: Binding;
   /** attentionBackwardWorkspaceBytes(B, T, nH) bytes; allocated (charged to workspace) when absent. */
   workspace?: Binding;
-  tiles?: { dq?: AttnTile; dkdv?: AttnTile };
+  /**
+   * Scratch that is dead during this backward, of any size: the stored-dS path keeps dS there, a
+   * chunk of (b, KV head) pairs at a time (attention-ds.ts). Absent: the dq pass recomputes.
+   */
+  dsScratch?: Binding;
+  /** 'recompute' forces today's dq pass; 'stored' the stored-dS path (an error where it cannot run); absent: stored where it can. */
+  dqPath?: DqPath;
+  tiles?: { dq?: AttnTile; dkdv?: AttnTile; dqDs?: DqDsTile };
+}
+
+/** How a backward computes dq: the path, the stored-dS chunks (none when recomputing) and why it recomputes. */
+export interface AttentionDqPlan { path: DqPath; chunks: DsChunk[]; why?: string }
+
+function bindingBytes(b: Binding): number {
+  if ('mapAsync' in b) return b.size;
+  return b.size ?? b.buffer.size - (b.offset ?? 0);
+}
+
+/** Which dq path attentionBackward takes for these arguments. */
+export function attentionDqPlan(rt: Runtime, a: Shape & Pick<AttentionBackwardArgs, 'dsScratch' | 'dqPath' | 'tiles'>): AttentionDqPlan {
+  const recompute = (why: string): AttentionDqPlan => {
+    if (a.dqPath === 'stored') throw new Error(`attention backward: the stored-dS path cannot run: ${why}`);
+    return { path: 'recompute', chunks: [], why };
+  };
+  if (a.dqPath === 'recompute') return { path: 'recompute', chunks: [], why: 'forced' };
+  if (!a.dsScratch) return recompute('no dS scratch');
+  const G = a.nH / a.nKV;
+  const chunks = dsChunks(a.B, a.nKV, G, a.T, bindingBytes(a.dsScratch));
+  if (!chunks.length) return recompute(`one (b, KV head) pair's dS (${dsPairBytes(a.T, G)} B) exceeds the scratch (${bindingBytes(a.dsScratch)} B)`);
+  if (!a.tiles?.dqDs) {
+    try {
+      chooseDqDsTile(rt, a.D);
+    } catch (e) {
+      return recompute((e as Error).message);
+    }
+  }
+  return { path: 'stored', chunks };
 }
 
 /** Shader, entry point and constants of the dq or dk/dv pass for a tile (blocked or row-per-thread). */
-function backwardKernel(pass: 'dq' | 'dkdv', t: AttnTile, D: number): { code: string; entryPoint: string; constants: Record<string, number> } {
-  if (!t.blocked) return { code: bwdSrc, entryPoint: `attn_bwd_${pass}`, constants: { D, BM: t.BM, BN: t.BN, NT: t.NT } };
+function backwardKernel(pass: 'dq' | 'dkdv', t: AttnTile, D: number, ds = false): { code: string; entryPoint: string; constants: Record<string, number> } {
+  if (!t.blocked) return { code: ds ? bwdDsSrc : bwdSrc, entryPoint: `attn_bwd_${pass}`, constants: { D, BM: t.BM, BN: t.BN, NT: t.NT } };
   // The blocked kernels name tile sides by role: own rows (dq queries, dkdv keys) and other rows.
   const own = pass === 'dq' ? t.BM : t.BN;
   const other = pass === 'dq' ? t.BN : t.BM;
   const constants = { D, OWNR: own, OTHR: other, NT: t.NT };
   if (t.chunk) {
     const flags = { PREFETCH: t.prefetch ? 1 : 0, KEEP: t.keep ? 1 : 0, STAGE_FULL: streamedFullStep(pass, t) ? 1 : 0 };
-    return { code: bwdBlockedSrc, entryPoint: `attn_bwd_${pass}_stream`, constants: { ...constants, CH: t.chunk, ...flags } };
+    return { code: ds ? bwdBlockedDsSrc : bwdBlockedSrc, entryPoint: `attn_bwd_${pass}_stream`, constants: { ...constants, CH: t.chunk, ...flags } };
   }
-  return { code: bwdBlockedSrc, entryPoint: `attn_bwd_${pass}_blocked`, constants };
+  return { code: ds ? bwdBlockedDsSrc : bwdBlockedSrc, entryPoint: `attn_bwd_${pass}_blocked`, constants };
 }
 
 /**
- * dq, dk, dv (overwritten, not accumulated) from q, k, v, o, lse and dO: Di pass, dq pass, dk/dv pass.
- * dk/dv sum the G query heads of each KV head inside one workgroup, in a fixed order.
+ * dq, dk, dv (overwritten, not accumulated) from q, k, v, o, lse and dO: Di pass, then dq pass and
+ * dk/dv pass, or on the stored-dS path (attentionDqPlan) per chunk of (b, KV head) pairs a dk/dv pass
+ * that also stores dS and dq from it. dk/dv sum the G query heads of each KV head inside one
+ * workgroup, in a fixed order, the same on both paths.
  */
 export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispatch[] {
-  const tq = tileFor(rt, a.label, 'dq', a.D, a.tiles?.dq);
+  const plan = attentionDqPlan(rt, a);
   const tkv = tileFor(rt, a.label, 'dkdv', a.D, a.tiles?.dkdv);
   const u = params(rt, a.label, a);
   const ws = a.workspace ?? rt.createBuffer('workspace', `${a.label}.attnDi`,
@@ -380,15 +425,36 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
   const groups = Math.ceil(rows / 16); // attn_bwd_di: 16 rows per workgroup
   const gx = Math.max(1, Math.min(groups, 32768));
   const empty = a.T === 0 || a.B === 0;
+  const di = rt.kernel({
+    label: `${a.label}.attnBwdDi`,
+    code: bwdSrc,
+    entryPoint: 'attn_bwd_di',
+    constants: { D: a.D },
+    bindings: [a.o, a.dO, ws, u],
+    workgroups: [empty ? 0 : gx, Math.ceil(groups / gx)],
+  });
+  if (plan.path === 'stored') {
+    const tds = a.tiles?.dqDs ?? chooseDqDsTile(rt, a.D);
+    const G = a.nH / a.nKV;
+    const scratch = 'mapAsync' in a.dsScratch! ? { buffer: a.dsScratch as GPUBuffer } : a.dsScratch!;
+    return [di, ...plan.chunks.flatMap((c, i) => {
+      const lab = plan.chunks.length > 1 ? `${a.label}.c${i}` : a.label;
+      const uc = params(rt, lab, a, c.pair0);
+      const dS: Binding = { buffer: scratch.buffer, offset: scratch.offset ?? 0, size: c.pairs * dsPairBytes(a.T, G) };
+      return [
+        rt.kernel({
+          label: `${lab}.attnBwdDkDvDs`,
+          ...backwardKernel('dkdv', tkv, a.D, true),
+          bindings: [a.q, a.k, a.v, a.dO, a.lse, ws, uc, a.dk, a.dv, dS],
+          workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), c.pairs],
+        }),
+        dqFromDs(rt, { label: lab, dS, k: a.k, dq: a.dq, params: uc, T: a.T, G, D: a.D, pairs: c.pairs, tile: tds }),
+      ];
+    })];
+  }
+  const tq = tileFor(rt, a.label, 'dq', a.D, a.tiles?.dq);
   return [
-    rt.kernel({
-      label: `${a.label}.attnBwdDi`,
-      code: bwdSrc,
-      entryPoint: 'attn_bwd_di',
-      constants: { D: a.D },
-      bindings: [a.o, a.dO, ws, u],
-      workgroups: [empty ? 0 : gx, Math.ceil(groups / gx)],
-    }),
+    di,
     rt.kernel({
       label: `${a.label}.attnBwdDq`,
       ...backwardKernel('dq', tq, a.D),

@@ -378,7 +378,10 @@ export class LlamaGpu {
       load('q');
       load('k');
       load('v');
-      push(attentionBackward(rt, { label: lab('attn.bwd'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), dO: dh, dq: this.b('dq'), dk: this.b('dk'), dv: this.b('dv'), workspace: this.b('attnWs'), B, T, nH, nKV, D }));
+      // dS (stored-dS path) goes to dF1: dead from o.dw's split-K partials to q.dw's, under every
+      // scheme (no live copy aliases it then). Not under TP: ranks and the simulation must agree bit for bit.
+      const dsScratch = this.plan.wire.tp ? undefined : dF1;
+      push(attentionBackward(rt, { label: lab('attn.bwd'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), dO: dh, dq: this.b('dq'), dk: this.b('dk'), dv: this.b('dv'), workspace: this.b('attnWs'), dsScratch, dqPath: this.opts.attnDqPath, B, T, nH, nKV, D }));
       // Undo RoPE on dq, dk (qRaw/kRaw are free during backward and hold the results).
       push(rope(rt, { label: lab('rope_q.bwd'), x: this.b('dq'), y: this.b('qRaw'), table: this.b('rope'), B, T, nHeads: nH, D, inverse: true }));
       push(rope(rt, { label: lab('rope_k.bwd'), x: this.b('dk'), y: this.b('kRaw'), table: this.b('rope'), B, T, nHeads: nKV, D, inverse: true }));

@@ -6,6 +6,7 @@
  * Shapes: B batch, T context, N = B·T tokens, C hidden, F intermediate, nH/nKV query/KV heads,
  * D head dim, V vocab, L layers.
  */
+import type { DqPath } from '../kernels/attention-ds';
 import { dequantizeRowsAligned } from '../kernels/quantize';
 import { BITS, type QuantFormat } from '../quant/formats';
 import { type CodeBits, wordsFor } from '../quant/pack';
@@ -61,6 +62,8 @@ export interface ModelBuildOptions {
   shareCodes?: boolean;
   /** This model is rank `tpRank` of a real tensor-parallel group of scheme.tp.degree peers; cfg is its shard config (tp-shard.ts). */
   tpRank?: number;
+  /** Tests, benchmarks: force the attention backward's dq path (attentionDqPlan; default: stored dS where dF1 holds it). */
+  attnDqPath?: DqPath;
 }
 
 /** Saved-for-backward tensors of one layer (the schemes re-price these). */
