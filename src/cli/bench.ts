@@ -10,7 +10,9 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
 import { setI8SplitKMax } from '../engine/kernels/qgemm-splitk';
-import { enableI8TensorCores, i8TcLabel } from '../engine/kernels/qgemm-tc';
+import { enableI8TensorCores, I8_TC_LAYOUTS, i8TcLabel } from '../engine/kernels/qgemm-tc';
+import { setAttentionDqPath } from '../engine/kernels/attention';
+import type { DqPath } from '../engine/kernels/attention-ds';
 import type { MatmulShape } from '../engine/kernels/matmul-plan';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
@@ -47,7 +49,9 @@ const HELP = `usage: npm run bench -- <suite> [options]
   --quick              tiny shapes, few reps: seconds on SwiftShader (tests)
   --cpu                force the SwiftShader CPU adapter
   --no-tensor-cores    leave Dawn's unsafe APIs off (no subgroup-matrix INT8 path)
-  --i8-split-max S     at most S K slices for the INT8 dW GEMMs' split-K (1: never split; default: the engine's choice)`;
+  --i8-split-max S     at most S K slices for the INT8 dW GEMMs' split-K (1: never split; default: the engine's choice)
+  --i8tc-layout I      try I8_TC_LAYOUTS[I] first for the INT8 tensor-core GEMM (default 0)
+  --attn-dq PATH       the attention backward's dq: stored (from the dK/dV pass's dS) or recompute (default: the plan's choice)`;
 
 function list(name: string, v: string | undefined): string[] | undefined {
   if (v === undefined) return undefined;
@@ -109,7 +113,7 @@ async function main(): Promise<void> {
         json: { type: 'string' }, baseline: { type: 'string' }, input: { type: 'string' }, sizes: { type: 'string' }, shapes: { type: 'string' },
         model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
         variants: { type: 'string' }, ranks: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
-        quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'no-tensor-cores': { type: 'boolean' }, 'i8-split-max': { type: 'string' },
+        quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'no-tensor-cores': { type: 'boolean' }, 'i8-split-max': { type: 'string' }, 'i8tc-layout': { type: 'string' }, 'attn-dq': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -147,6 +151,10 @@ async function main(): Promise<void> {
   const reps = num('reps', a.reps, { int: true, min: 1 });
   const warmup = num('warmup', a.warmup, { int: true, min: 0 });
   const i8SplitMax = num('i8-split-max', a['i8-split-max'], { int: true, min: 1 });
+  const i8TcLayout = num('i8tc-layout', a['i8tc-layout'], { int: true, min: 0 }) ?? 0;
+  if (i8TcLayout >= I8_TC_LAYOUTS.length) throw new UsageError(`--i8tc-layout: ${i8TcLayout} is past the ${I8_TC_LAYOUTS.length} layouts`);
+  const attnDq = a['attn-dq'] as DqPath | undefined;
+  if (attnDq !== undefined && attnDq !== 'stored' && attnDq !== 'recompute') throw new UsageError(`--attn-dq: '${attnDq}' is not stored or recompute`);
   const variantsArg = list('variants', a.variants);
   const variants: GemmVariants = !variantsArg ? defaults.variants : variantsArg.includes('all') ? 'all' : variantsArg.includes('heuristic') ? 'heuristic' : variantsArg.includes('pick') ? 'pick' : variantsArg;
   const baseline = a.baseline ? loadBaseline(a.baseline) : null;
@@ -187,7 +195,9 @@ async function main(): Promise<void> {
     const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags });
     const rt = new Runtime(gpu);
     setI8SplitKMax(rt, i8SplitMax);
-    const tensorCores = gpu.features.subgroupMatrix ? await enableI8TensorCores(rt) : undefined;
+    setAttentionDqPath(rt, attnDq);
+    const layouts = [I8_TC_LAYOUTS[i8TcLayout], ...I8_TC_LAYOUTS.filter((_, i) => i !== i8TcLayout)];
+    const tensorCores = gpu.features.subgroupMatrix ? await enableI8TensorCores(rt, layouts) : undefined;
     if (tensorCores) console.error(`int8 tensor cores: ${tensorCores.chosen ? i8TcLabel(tensorCores.chosen) : `not used (${tensorCores.tried.map((t) => `${t.label}: ${t.error ?? `${t.mismatches} mismatches`}`).join('; ') || 'no i8 config'})`}`);
     Object.assign(out, {
       node: process.version,

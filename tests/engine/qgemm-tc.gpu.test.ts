@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { qgemmI8 } from '../../src/engine/kernels/qgemm';
 import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
 import {
-  enableI8TensorCores, I8_TC_LAYOUTS, i8TcSpecError, i8TcSplitOk, i8TensorCoreSpec, qgemmI8TcCode, tcBlockM, tcBlockN, type I8TcSpec,
+  enableI8TensorCores, I8_TC_LAYOUTS, i8TcSpecError, i8TensorCoreSpecFor, MEASURED_I8TC_LAYOUTS, i8TcSplitOk, i8TensorCoreSpec, qgemmI8TcCode, tcBlockM, tcBlockN, type I8TcSpec,
 } from '../../src/engine/kernels/qgemm-tc';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
@@ -73,6 +73,17 @@ describe('INT8 tensor-core GEMM', () => {
     const t = qgemmI8TcCode(spec({ syntax: 'template', unitDiv: 4 }));
     expect(t).toContain('subgroupMatrixLoad<RT, col_major>');
     expect(t).toMatch(/\/ 4u/);
+  });
+
+  it('measured per-shape layouts are valid specs of their configuration; without tensor cores none applies', async () => {
+    for (const t of MEASURED_I8TC_LAYOUTS) {
+      for (const [shape, e] of Object.entries(t.table)) {
+        expect(shape).toMatch(/^\d+x\d+x\d+$/);
+        const cfg = { ...CFG, M: e.cfg[0], N: e.cfg[1], K: e.cfg[2] };
+        expect(i8TcSpecError({ ...spec(), EPI: undefined, cfg, ...e.layout })).toBeNull();
+      }
+    }
+    expect(i8TensorCoreSpecFor(await testRuntime(), 8192, 768, 768)).toBeUndefined();
   });
 
   it('stores the epilogue in strips of EPI tiles: fewer barriers, the same stores', () => {

@@ -375,12 +375,21 @@ function bindingBytes(b: Binding): number {
 }
 
 /** Which dq path attentionBackward takes for these arguments. */
+const forcedDqPaths = new WeakMap<Runtime, DqPath>();
+
+/** The dq path every attention backward of this runtime takes unless its call names one (benchmarks time both); undefined: the plan's choice. */
+export function setAttentionDqPath(rt: Runtime, path: DqPath | undefined): void {
+  if (path === undefined) forcedDqPaths.delete(rt);
+  else forcedDqPaths.set(rt, path);
+}
+
 export function attentionDqPlan(rt: Runtime, a: Shape & Pick<AttentionBackwardArgs, 'dsScratch' | 'dqPath' | 'tiles'>): AttentionDqPlan {
+  const forced = a.dqPath ?? forcedDqPaths.get(rt);
   const recompute = (why: string): AttentionDqPlan => {
-    if (a.dqPath === 'stored') throw new Error(`attention backward: the stored-dS path cannot run: ${why}`);
+    if (forced === 'stored') throw new Error(`attention backward: the stored-dS path cannot run: ${why}`);
     return { path: 'recompute', chunks: [], why };
   };
-  if (a.dqPath === 'recompute') return { path: 'recompute', chunks: [], why: 'forced' };
+  if (forced === 'recompute') return { path: 'recompute', chunks: [], why: 'forced' };
   if (!a.dsScratch) return recompute('no dS scratch');
   const G = a.nH / a.nKV;
   const chunks = dsChunks(a.B, a.nKV, G, a.T, bindingBytes(a.dsScratch));

@@ -19,7 +19,8 @@
  * access) and scales it while writing C, or, for a K slice of a split GEMM (./qgemm-splitk.ts),
  * writes the raw i32 sums to the slice's part of the workspace.
  */
-import { SUBGROUP_MATRIX_FEATURE, subgroupMatrixConfigsOf } from '../gpu/device';
+import { adapterMatches, SUBGROUP_MATRIX_FEATURE, subgroupMatrixConfigsOf } from '../gpu/device';
+import type { MeasuredTable } from './matmul-tables';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { wgslErrors } from '../gpu/pipelines';
 import { Uniforms } from '../gpu/runtime';
@@ -239,17 +240,74 @@ export function i8TensorCoreSpec(rt: Runtime): I8TcSpec | undefined {
   return enabled.get(rt);
 }
 
+/** The spec for one unsplit GEMM shape: a measured layout checked on this device, else the enabled one. */
+export function i8TensorCoreSpecFor(rt: Runtime, M: number, N: number, K: number): I8TcSpec | undefined {
+  return shapeSpecs.get(rt)?.get(`${M}x${N}x${K}`) ?? enabled.get(rt);
+}
+
 /** Turns the path off again (benchmarks time both on one runtime). */
 export function disableI8TensorCores(rt: Runtime): void {
   enabled.delete(rt);
   splitVerified.delete(rt);
+  shapeSpecs.delete(rt);
+}
+
+type I8TcLayout = Pick<I8TcSpec, 'tilesM' | 'tilesN' | 'sgM' | 'sgN' | 'BK' | 'PAD' | 'EPI'>;
+
+/**
+ * Layouts per GEMM shape (M×N×K) that bench/i8tc-tune.ts measured faster than the first of
+ * I8_TC_LAYOUTS, with their subgroup-matrix configuration (M×N×K of the tile). Each is checked bit
+ * for bit on the device by enableI8TensorCores before any GEMM uses it.
+ */
+export const MEASURED_I8TC_LAYOUTS: { match: MeasuredTable['match']; source: string; table: Record<string, { cfg: [number, number, number]; layout: I8TcLayout }> }[] = [
+  {
+    match: { vendor: 'nvidia', device: 'h200' },
+    source: 'bench/i8tc-tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), the base model\'s forward, dX and dW shapes at 16×512 tokens',
+    table: {
+      '8192x768x768': { cfg: [16, 16, 32], layout: { tilesM: 2, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 } },
+      '8192x2560x768': { cfg: [16, 8, 32], layout: { tilesM: 2, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 } },
+      '8192x768x2560': { cfg: [16, 16, 32], layout: { tilesM: 2, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 } },
+      '8192x768x5120': { cfg: [16, 16, 32], layout: { tilesM: 2, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 } },
+      // dW of gate/up and down over 8192 tokens: one pass in this layout beats the first layout split
+      // over K (a shape with its own layout runs unsplit); q/k/v/o's 768×768 keep the split.
+      '2560x768x8192': { cfg: [16, 16, 32], layout: { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 128, PAD: 16 } },
+      '768x2560x8192': { cfg: [16, 16, 32], layout: { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 128, PAD: 16 } },
+    },
+  },
+];
+
+const shapeSpecs = new WeakMap<Runtime, Map<string, I8TcSpec>>();
+
+/** Checks the measured layouts of this adapter in the enabled spelling; the exact ones serve their shapes. */
+async function enableMeasuredShapes(rt: Runtime, base: I8TcSpec, out: I8TcProbe): Promise<void> {
+  const specs = new Map<string, I8TcSpec>();
+  const checked = new Map<string, boolean>();
+  const limits = rt.device.limits;
+  for (const t of MEASURED_I8TC_LAYOUTS) {
+    if (!adapterMatches(rt.gpu, t.match)) continue;
+    for (const [shape, e] of Object.entries(t.table)) {
+      const cfg = i8Configs(rt).find((c) => c.M === e.cfg[0] && c.N === e.cfg[1] && c.K === e.cfg[2]);
+      if (!cfg) continue;
+      const s: I8TcSpec = { ...base, EPI: undefined, cfg, ...e.layout };
+      if (i8TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup)) continue;
+      const label = i8TcLabel(s);
+      if (!checked.has(label)) {
+        const r = await checkI8Tc(rt, s);
+        checked.set(label, r.ok);
+        out.tried.push({ label, ok: r.ok, error: r.error, mismatches: r.mismatches });
+      }
+      if (checked.get(label)) specs.set(shape, s);
+    }
+  }
+  shapeSpecs.set(rt, specs);
+  out.shapeLayouts = Object.fromEntries([...specs].map(([k, v]) => [k, i8TcLabel(v)]));
 }
 
 /**
  * Block shapes tried, best first, in the order bench/i8tc-tune.ts ranked them on an H200 (its
  * figures: docs/benchmarks.md). One subgroup per workgroup is slowest but needs no uniformity filter.
  */
-export const I8_TC_LAYOUTS: Pick<I8TcSpec, 'tilesM' | 'tilesN' | 'sgM' | 'sgN' | 'BK' | 'PAD' | 'EPI'>[] = [
+export const I8_TC_LAYOUTS: I8TcLayout[] = [
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16 },
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 4 },
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 },
@@ -362,6 +420,8 @@ export interface I8TcProbe {
   present: boolean;
   chosen?: I8TcSpec;
   tried: { label: string; ok: boolean; error?: string; mismatches?: number; splitOk?: boolean; splitError?: string }[];
+  /** The GEMM shapes that run a measured layout of their own (MEASURED_I8TC_LAYOUTS), with it. */
+  shapeLayouts?: Record<string, string>;
 }
 
 /**
@@ -387,6 +447,7 @@ export async function enableI8TensorCores(rt: Runtime, layouts = I8_TC_LAYOUTS):
             if (r.splitOk) splitVerified.add(rt);
             else splitVerified.delete(rt);
             out.chosen = s;
+            await enableMeasuredShapes(rt, s, out);
             return out;
           }
         }

@@ -30,7 +30,7 @@ import { bindingBytes } from './launch';
 import {
   checkI8SumFits, checkI8Workspace, chooseI8SplitK, type I8Slices, type I8SplitShape, i8SplitKMax, i8SplitPlan, i8SplitReduce,
 } from './qgemm-splitk';
-import { type I8TcSpec, i8TcShapeOk, i8TcSplitOk, i8TcSplitShape, i8TensorCoreSpec, qgemmI8Tc } from './qgemm-tc';
+import { type I8TcSpec, i8TcShapeOk, i8TcSplitOk, i8TcSplitShape, i8TensorCoreSpec, i8TensorCoreSpecFor, qgemmI8Tc } from './qgemm-tc';
 import { buildQuantize, type QuantizeKernel } from './quantize';
 import { wgslIf, wgslSection } from './wgsl';
 
@@ -92,7 +92,7 @@ function i8Kernel(rt: Runtime, a: QgemmI8Args): { tc: I8TcSpec } | { t: Tiles } 
   if (a.K % 4) throw new Error(`${a.label}: K=${a.K} must be a multiple of 4 (packed int8 rows)`);
   checkI8SumFits(a.label, a.K);
   // Tensor cores where enableI8TensorCores found them exact on this device (same bits as dot4).
-  const tc = a.tiles ? undefined : i8TensorCoreSpec(rt);
+  const tc = a.tiles ? undefined : i8TensorCoreSpecFor(rt, a.M, a.N, a.K);
   if (tc && i8TcShapeOk(a.K)) return { tc };
   return { t: tiles(rt, a.label, { BM: 64, BN: 64, BK: 8, TM: 4, TN: 4, ...a.tiles }) };
 }
@@ -132,7 +132,8 @@ type SplitArgs = QgemmI8Args & { workspace?: Binding; splitK?: number };
 function splitCount(rt: Runtime, a: SplitArgs, k: ReturnType<typeof i8Kernel>): number {
   const s = splitShape(a, k);
   if (a.splitK !== undefined) return i8SplitPlan(s, a.splitK).parts;
-  if (!a.workspace || ('tc' in k && !i8TcSplitOk(rt))) return 1;
+  // Splits only with the spec whose split enableI8TensorCores checked (not a shape's measured one).
+  if (!a.workspace || ('tc' in k && (!i8TcSplitOk(rt) || k.tc !== i8TensorCoreSpec(rt)))) return 1;
   return chooseI8SplitK(s, bindingBytes(a.workspace), i8SplitKMax(rt));
 }
 
