@@ -52,47 +52,75 @@ fn scale_of(a: u32) -> f32 {
   return select(div_rn(bitcast<f32>(a), 127.0), 0.0, a < TINY_BITS);
 }
 
-// Word j (rows r0 + 4j .. r0 + 4j + 3) of column c's codes with scale s.
-fn encode_word(c: u32, r0: u32, j: u32, s: f32) -> u32 {
-  let base = c * p.R + r0; // flat index of the tile's first element in xᵀ
+// Rows r0 + 4j .. r0 + 4j + 3 of column c (word j of its codes).
+fn load_word(c: u32, r0: u32, j: u32) -> vec4<f32> {
+  let i = (r0 + 4u * j) * p.CN + c;
+  return vec4<f32>(X[i], X[i + p.CN], X[i + 2u * p.CN], X[i + 3u * p.CN]);
+}
+
+// Word j of column c's codes from its four values v with scale s.
+fn encode_word(v: vec4<f32>, c: u32, r0: u32, j: u32, s: f32) -> u32 {
+  let base = c * p.R + r0 + 4u * j; // flat index of the word's first element in xᵀ
   var w = 0u;
   for (var e = 0u; e < 4u; e++) {
-    let r = 4u * j + e;
-    let v = X[(r0 + r) * p.CN + c];
     var code = 0u;
-    if (s != 0.0 && (bitcast<u32>(v) & 0x7fffffffu) < 0x7f800000u) {
-      let q = div_rn(v, s);
-      code = select(int_encode(q, 127.0), int_encode_sr(q, 127.0, sr_uniform(p.seed, base + r)), p.stochastic != 0u);
+    if (s != 0.0 && (bitcast<u32>(v[e]) & 0x7fffffffu) < 0x7f800000u) {
+      let q = div_rn(v[e], s);
+      // A branch, not select: the SR draw's hashes are not computed for nearest rounding.
+      if (p.stochastic != 0u) { code = int_encode_sr(q, 127.0, sr_uniform(p.seed, base + e)); } else { code = int_encode(q, 127.0); }
     }
     w = set_byte(w, e, code);
   }
   return w;
 }
 
-// TW = G/4 words per column of a tile: the tile's words go through workgroup memory so that the
-// stores of xᵀ run along its rows (a warp writes consecutive words of one column) instead of one
-// word per column per lane, 4·R bytes apart. TW = 0: each lane stores its own words (long blocks).
+// TW = G/4 words per column of a tile. STAGE = 1: the tile's words go through workgroup memory so
+// that the stores of xᵀ run along its rows (a warp writes consecutive words of one column) instead
+// of one word per column per lane, 4·R bytes apart. LF = 4: a lane loads the rows of four words
+// before it encodes any (more loads in flight than load, encode, load). Both are measured choices.
 override TW: u32 = 0u;
+override STAGE: u32 = 0u;
+override LF: u32 = 1u;
 override WSTR: u32 = TW + 1u; // odd for even TW: the encode phase's lanes (columns) on different banks
 var<workgroup> wq: array<u32, COLS * WSTR>;
+
+fn put_word(c: u32, r0: u32, j: u32, w: u32, x: u32) {
+  if (STAGE != 0u) { wq[x * WSTR + j] = w; } else { Q[(c * p.R + r0) / 4u + j] = w; }
+}
 
 // Columns c0 .. c0 + COLS of rows r0 .. r0 + G, column lid.x with scale s (unused past CN): lane y
 // encodes words y, y+LANES, ... Called in uniform control flow (the staged form has a barrier).
 fn encode_tile(c0: u32, r0: u32, s: f32, lid: vec3<u32>) {
   let c = c0 + lid.x;
-  if (TW == 0u) {
-    if (c < p.CN) {
-      for (var j = lid.y; j < p.G / 4u; j += LANES) { Q[(c * p.R + r0) / 4u + j] = encode_word(c, r0, j, s); }
-    }
-    return;
-  }
+  let nw = p.G / 4u;
   if (c < p.CN) {
-    for (var j = lid.y; j < TW; j += LANES) { wq[lid.x * WSTR + j] = encode_word(c, r0, j, s); }
+    for (var j0 = lid.y; j0 < nw; j0 += LANES * LF) {
+      if (LF == 4u) {
+        let j1 = j0 + LANES;
+        let j2 = j1 + LANES;
+        let j3 = j2 + LANES;
+        let v0 = load_word(c, r0, j0);
+        var v1 = vec4<f32>();
+        var v2 = vec4<f32>();
+        var v3 = vec4<f32>();
+        if (j1 < nw) { v1 = load_word(c, r0, j1); }
+        if (j2 < nw) { v2 = load_word(c, r0, j2); }
+        if (j3 < nw) { v3 = load_word(c, r0, j3); }
+        put_word(c, r0, j0, encode_word(v0, c, r0, j0, s), lid.x);
+        if (j1 < nw) { put_word(c, r0, j1, encode_word(v1, c, r0, j1, s), lid.x); }
+        if (j2 < nw) { put_word(c, r0, j2, encode_word(v2, c, r0, j2, s), lid.x); }
+        if (j3 < nw) { put_word(c, r0, j3, encode_word(v3, c, r0, j3, s), lid.x); }
+      } else {
+        put_word(c, r0, j0, encode_word(load_word(c, r0, j0), c, r0, j0, s), lid.x);
+      }
+    }
   }
+  if (STAGE == 0u) { return; }
   workgroupBarrier();
+  let tw = max(TW, 1u); // TW = 0 (no staging) must still compile: a constant divisor of 0 is an error
   for (var i = lid.y * COLS + lid.x; i < COLS * TW; i += COLS * LANES) {
-    let col = i / TW;
-    let j = i % TW;
+    let col = i / tw;
+    let j = i % tw;
     if (c0 + col < p.CN) { Q[((c0 + col) * p.R + r0) / 4u + j] = wq[col * WSTR + j]; }
   }
 }

@@ -12,6 +12,7 @@ import { Runtime } from '../engine/gpu/runtime';
 import { setI8SplitKMax } from '../engine/kernels/qgemm-splitk';
 import { enableI8TensorCores, I8_TC_LAYOUTS, i8TcLabel } from '../engine/kernels/qgemm-tc';
 import { setAttentionDqPath } from '../engine/kernels/attention';
+import { setTransposeQuantVariant, TQ_VARIANTS } from '../engine/kernels/qgemm-block';
 import type { DqPath } from '../engine/kernels/attention-ds';
 import type { MatmulShape } from '../engine/kernels/matmul-plan';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
@@ -51,7 +52,8 @@ const HELP = `usage: npm run bench -- <suite> [options]
   --no-tensor-cores    leave Dawn's unsafe APIs off (no subgroup-matrix INT8 path)
   --i8-split-max S     at most S K slices for the INT8 dW GEMMs' split-K (1: never split; default: the engine's choice)
   --i8tc-layout I      try I8_TC_LAYOUTS[I] first for the INT8 tensor-core GEMM (default 0)
-  --attn-dq PATH       the attention backward's dq: stored (from the dK/dV pass's dS) or recompute (default: the plan's choice)`;
+  --attn-dq PATH       the attention backward's dq: stored (from the dK/dV pass's dS) or recompute (default: the plan's choice)
+  --tq-variant V       the INT8 transposed quantizers' form: direct1, direct4, staged1, staged4 (default: the engine's)`;
 
 function list(name: string, v: string | undefined): string[] | undefined {
   if (v === undefined) return undefined;
@@ -113,7 +115,7 @@ async function main(): Promise<void> {
         json: { type: 'string' }, baseline: { type: 'string' }, input: { type: 'string' }, sizes: { type: 'string' }, shapes: { type: 'string' },
         model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
         variants: { type: 'string' }, ranks: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
-        quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'no-tensor-cores': { type: 'boolean' }, 'i8-split-max': { type: 'string' }, 'i8tc-layout': { type: 'string' }, 'attn-dq': { type: 'string' },
+        quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'no-tensor-cores': { type: 'boolean' }, 'i8-split-max': { type: 'string' }, 'i8tc-layout': { type: 'string' }, 'attn-dq': { type: 'string' }, 'tq-variant': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -155,6 +157,8 @@ async function main(): Promise<void> {
   if (i8TcLayout >= I8_TC_LAYOUTS.length) throw new UsageError(`--i8tc-layout: ${i8TcLayout} is past the ${I8_TC_LAYOUTS.length} layouts`);
   const attnDq = a['attn-dq'] as DqPath | undefined;
   if (attnDq !== undefined && attnDq !== 'stored' && attnDq !== 'recompute') throw new UsageError(`--attn-dq: '${attnDq}' is not stored or recompute`);
+  const tqVariant = a['tq-variant'];
+  if (tqVariant !== undefined && !TQ_VARIANTS[tqVariant]) throw new UsageError(`--tq-variant: '${tqVariant}' is not one of ${Object.keys(TQ_VARIANTS).join(', ')}`);
   const variantsArg = list('variants', a.variants);
   const variants: GemmVariants = !variantsArg ? defaults.variants : variantsArg.includes('all') ? 'all' : variantsArg.includes('heuristic') ? 'heuristic' : variantsArg.includes('pick') ? 'pick' : variantsArg;
   const baseline = a.baseline ? loadBaseline(a.baseline) : null;
@@ -196,6 +200,7 @@ async function main(): Promise<void> {
     const rt = new Runtime(gpu);
     setI8SplitKMax(rt, i8SplitMax);
     setAttentionDqPath(rt, attnDq);
+    setTransposeQuantVariant(rt, tqVariant === undefined ? undefined : TQ_VARIANTS[tqVariant]);
     const layouts = [I8_TC_LAYOUTS[i8TcLayout], ...I8_TC_LAYOUTS.filter((_, i) => i !== i8TcLayout)];
     const tensorCores = gpu.features.subgroupMatrix ? await enableI8TensorCores(rt, layouts) : undefined;
     if (tensorCores) console.error(`int8 tensor cores: ${tensorCores.chosen ? i8TcLabel(tensorCores.chosen) : `not used (${tensorCores.tried.map((t) => `${t.label}: ${t.error ?? `${t.mismatches} mismatches`}`).join('; ') || 'no i8 config'})`}`);

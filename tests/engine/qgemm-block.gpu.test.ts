@@ -3,9 +3,9 @@
  * code for code (nearest and stochastic), the blocked dW GEMM and the accumulating dot4 GEMM bit for
  * bit (integer sums are exact; the references round the epilogue as the kernels do).
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { qgemmI8 } from '../../src/engine/kernels/qgemm';
-import { columnAbsmaxWords, columnTileRows, qgemmI8Blocked, quantizeColumnsI8, quantizeTransposedI8 } from '../../src/engine/kernels/qgemm-block';
+import { columnAbsmaxWords, columnTileRows, qgemmI8Blocked, quantizeColumnsI8, quantizeTransposedI8, setTransposeQuantVariant, TQ_VARIANTS } from '../../src/engine/kernels/qgemm-block';
 import { qgemmI8BlockedRef, quantizeTransposedI8Ref } from '../../src/engine/kernels/qgemm-block.ref';
 import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
 import { Rng } from '../../src/engine/util/rng';
@@ -18,9 +18,14 @@ describe('quantizeTransposedI8', () => {
   // [R, CN, G]: short blocks (64 columns per workgroup), a partial column tile, a whole column (G = R).
   const cases: [number, number, number, 'nearest' | 'stochastic'][] = [
     [64, 20, 32, 'nearest'], [96, 70, 32, 'stochastic'], [40, 9, 40, 'nearest'], [128, 17, 128, 'stochastic'],
+    [600, 5, 600, 'nearest'], // past a staged tile: lanes store their own words
   ];
-  it.each(cases)('R=%i CN=%i G=%i %s', async (R, CN, G, rounding) => {
+  // Every variant (staged or not, 1 or 4 words loaded ahead) gives the reference's bits.
+  const variants = Object.keys(TQ_VARIANTS);
+  it.each(cases.flatMap((c) => variants.map((v) => [...c, v] as const)))('R=%i CN=%i G=%i %s, %s', async (R, CN, G, rounding, variant) => {
     const rt = await testRuntime();
+    setTransposeQuantVariant(rt, TQ_VARIANTS[variant]);
+    onTestFinished(() => setTransposeQuantVariant(rt, undefined));
     const rng = new Rng(R + CN + G);
     const x = rng.normalArray(R * CN);
     x[5] = 30; // an outlier: its block's scale differs
@@ -46,8 +51,11 @@ describe('quantizeTransposedI8', () => {
 describe('quantizeColumnsI8 (one scale per column over all rows, in row tiles)', () => {
   // [R, CN]: one tile; 75 tiles of 8 rows with a partial column tile; 4 tiles of 256; 3 of 32.
   const cases: [number, number, 'nearest' | 'stochastic'][] = [[64, 20, 'nearest'], [600, 70, 'stochastic'], [1024, 9, 'nearest'], [96, 130, 'stochastic']];
-  it.each(cases)('R=%i CN=%i %s', async (R, CN, rounding) => {
+  const variants = Object.keys(TQ_VARIANTS);
+  it.each(cases.flatMap((c) => variants.map((v) => [...c, v] as const)))('R=%i CN=%i %s, %s', async (R, CN, rounding, variant) => {
     const rt = await testRuntime();
+    setTransposeQuantVariant(rt, TQ_VARIANTS[variant]);
+    onTestFinished(() => setTransposeQuantVariant(rt, undefined));
     const rng = new Rng(R + CN);
     const x = rng.normalArray(R * CN);
     x[(R - 3) * CN + 1] = 40; // an outlier in the last tile sets column 1's scale for every tile

@@ -21,6 +21,27 @@ const TQ_SEED_OFFSET = 12;
 /** The longest block whose codes transpose-quant stages in workgroup memory (64 columns × G/4 + 1 words). */
 const STAGED_MAX_ROWS = 256;
 
+/** How transpose-quant moves a tile: its codes staged in workgroup memory or stored by each lane; rows of 1 or 4 words loaded before encoding. */
+export interface TransposeQuantVariant { staged: boolean; loads: 1 | 4 }
+export const TQ_VARIANTS: Record<string, TransposeQuantVariant> = {
+  direct1: { staged: false, loads: 1 }, direct4: { staged: false, loads: 4 }, staged1: { staged: true, loads: 1 }, staged4: { staged: true, loads: 4 },
+};
+const DEFAULT_TQ: TransposeQuantVariant = TQ_VARIANTS.direct4;
+const tqVariants = new WeakMap<Runtime, TransposeQuantVariant>();
+
+/** The variant every transposed quantizer of this runtime builds (benchmarks time each); undefined: the default. */
+export function setTransposeQuantVariant(rt: Runtime, v: TransposeQuantVariant | undefined): void {
+  if (v) tqVariants.set(rt, v);
+  else tqVariants.delete(rt);
+}
+
+/** transpose-quant's override constants for a block of G rows (TW > 0 only where a staged tile fits). */
+function tqConstants(rt: Runtime, COLS: number, LANES: number, G: number): Record<string, number> {
+  const v = tqVariants.get(rt) ?? DEFAULT_TQ;
+  const TW = G <= STAGED_MAX_ROWS ? G / 4 : 0;
+  return { COLS, LANES, TW, STAGE: v.staged && TW > 0 ? 1 : 0, LF: v.loads };
+}
+
 export interface TransposedQuantize {
   dispatch: Dispatch;
   /** Rewrites the stochastic-rounding seed of the next runs (no-op for nearest). */
@@ -41,9 +62,9 @@ export function quantizeTransposedI8(rt: Runtime, a: {
   }
   if (R % G || G % 4) throw new Error(`${a.label}: block ${G} must be a multiple of 4 dividing R=${R}`);
   if (R / G > 65535) throw new Error(`${a.label}: ${R / G} blocks exceed one dispatch dimension`);
-  // Blocks up to 256 rows: 64 columns per workgroup, their codes staged for row-wise stores (TW);
-  // longer ones (a whole column: quantizeColumnsI8 is the fast form): more lanes per column.
-  const [COLS, LANES, TW] = G <= STAGED_MAX_ROWS ? [64, 4, G / 4] : [16, 16, 0];
+  // Blocks up to 256 rows: 64 columns per workgroup (a tile that may be staged, tqConstants); longer
+  // ones (a whole column: quantizeColumnsI8 is the fast form): more lanes per column.
+  const [COLS, LANES] = G <= STAGED_MAX_ROWS ? [64, 4] : [16, 16];
   const u = new Uniforms().u32(R).u32(CN).u32(G).u32(a.seed ?? 0).u32(a.rounding === 'stochastic' ? 1 : 0).u32(0).u32(0).u32(0);
   const params = rt.uniform(`${a.label}.tq`, u);
   return {
@@ -51,7 +72,7 @@ export function quantizeTransposedI8(rt: Runtime, a: {
       label: `${a.label}.tq`,
       code: TQ_CODE,
       entryPoint: 'main',
-      constants: { COLS, LANES, TW },
+      constants: tqConstants(rt, COLS, LANES, G),
       bindings: [params, a.x, a.scales, a.codes],
       workgroups: [Math.ceil(CN / COLS), R / G],
     }),
@@ -89,7 +110,7 @@ export function quantizeColumnsI8(rt: Runtime, a: {
   const u = new Uniforms().u32(R).u32(CN).u32(G).u32(a.seed ?? 0).u32(a.rounding === 'stochastic' ? 1 : 0).u32(0).u32(0).u32(0);
   const params = rt.uniform(`${a.label}.cq`, u);
   const grid: [number, number] = [Math.ceil(CN / 64), R / G];
-  const constants = { COLS: 64, LANES: 4, TW: G / 4 };
+  const constants = tqConstants(rt, 64, 4, G);
   return {
     dispatches: [
       rt.kernel({ label: `${a.label}.cq.absmax`, code: TQ_CODE, entryPoint: 'col_absmax', constants, bindings: [params, a.x, a.amax], workgroups: grid }),
