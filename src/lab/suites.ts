@@ -335,7 +335,7 @@ export function gpuReport(gpu: Gpu, tensorCores?: I8TcProbe) {
     adapter: gpu.adapterInfo,
     features: gpu.features,
     subgroupMatrixConfigs: gpu.subgroupMatrixConfigs,
-    i8TensorCores: tensorCores && { chosen: tensorCores.chosen && i8TcLabel(tensorCores.chosen), tried: tensorCores.tried },
+    i8TensorCores: tensorCores && { chosen: tensorCores.chosen && i8TcLabel(tensorCores.chosen), tried: tensorCores.tried, shapeLayouts: tensorCores.shapeLayouts },
     dawnFeatures: [...gpu.device.features].sort(),
     limits: {
       maxStorageBufferBindingSize: gpu.limits.maxStorageBufferBindingSize,
