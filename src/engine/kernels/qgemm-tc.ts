@@ -304,8 +304,9 @@ async function enableMeasuredShapes(rt: Runtime, base: I8TcSpec, out: I8TcProbe)
 }
 
 /**
- * Block shapes tried, best first, in the order bench/i8tc-tune.ts ranked them on an H200 (its
- * figures: docs/benchmarks.md). One subgroup per workgroup is slowest but needs no uniformity filter.
+ * Block shapes bench/i8tc-tune.ts tries; enableI8TensorCores takes the first that is exact. The first
+ * is the H200's best at 4096³ (the layout of every shape without one in MEASURED_I8TC_LAYOUTS). One
+ * subgroup per workgroup is slowest but needs no uniformity filter.
  */
 export const I8_TC_LAYOUTS: I8TcLayout[] = [
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16 },
