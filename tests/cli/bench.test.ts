@@ -160,6 +160,9 @@ describe('bench CLI --quick on SwiftShader', () => {
       [['gemm', '--baseline', '/nonexistent/base.json'], /--baseline \/nonexistent\/base.json/],
       [['step', '--batch', '5000'], /invalid training options; batch: /],
       [['step', '--i8-split-max', '0'], /--i8-split-max expects an integer >= 1/],
+      [['step', '--i8tc-layout', '99'], /--i8tc-layout: 99 is past the \d+ layouts/],
+      [['step', '--attn-dq', 'sideways'], /--attn-dq: 'sideways' is not stored or recompute/],
+      [['step', '--tq-variant', 'staged9'], /--tq-variant: 'staged9' is not one of direct1, direct4, staged1, staged4/],
     ];
     // Concurrently: each is a process start (~1 s), none touches the GPU.
     const results = await Promise.all(cases.map(([args]) => benchAsync(...args)));
