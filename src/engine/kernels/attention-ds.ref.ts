@@ -9,6 +9,8 @@
  * dS[t, j] = P∘(dP − Di) exactly as attentionBackwardRef forms it (unscaled); dq = scale·Σ_j dS·K.
  */
 
+import { forEachScoreRef } from './attention.ref';
+
 /** vec4 index of row t in one head of the stored dS: Σ_{r<t} ceil((r+1)/4). */
 export function dsRowStart(t: number): number {
   const a = Math.floor(t / 4);
@@ -28,30 +30,16 @@ export function storedDsRef(
   B: number, T: number, nH: number, nKV: number, D: number, pair0 = 0, pairs = B * nKV,
 ): Float64Array {
   const G = nH / nKV;
-  const scale = 1 / Math.sqrt(D);
   const out = new Float64Array(pairs * G * dsHeadFloats(T));
+  const a = { q, k, v, o, lse, dO, B, T, nH, nKV, D };
   for (let pr = pair0; pr < pair0 + pairs; pr++) {
     const b = Math.floor(pr / nKV);
     const g = pr % nKV;
     for (let hh = 0; hh < G; hh++) {
-      const h = g * G + hh;
       const base = ((pr - pair0) * G + hh) * dsHeadFloats(T);
-      for (let t = 0; t < T; t++) {
-        const qo = ((b * T + t) * nH + h) * D;
-        const L = lse[(b * nH + h) * T + t];
-        let di = 0;
-        for (let d = 0; d < D; d++) di += dO[qo + d] * o[qo + d];
-        for (let j = 0; j <= t; j++) {
-          const ko = ((b * T + j) * nKV + g) * D;
-          let sc = 0;
-          let dp = 0;
-          for (let d = 0; d < D; d++) {
-            sc += q[qo + d] * k[ko + d];
-            dp += dO[qo + d] * v[ko + d];
-          }
-          out[base + 4 * dsRowStart(t) + j] = Math.exp(sc * scale - L) * (dp - di);
-        }
-      }
+      forEachScoreRef(a, b, g * G + hh, (t, j, _p, ds) => {
+        out[base + 4 * dsRowStart(t) + j] = ds;
+      });
     }
   }
   return out;

@@ -52,41 +52,60 @@ export function attentionForwardRef(
  * Di = rowsum(dO∘O), dS = P∘(dP − Di) with dP = dO·Vᵀ; dq = scale·dS·K, dk = scale·dSᵀ·Q summed
  * over the G query heads sharing a KV head, dv = Pᵀ·dO likewise.
  */
+export interface AttentionRefInputs {
+  q: ArrayLike<number>; k: ArrayLike<number>; v: ArrayLike<number>; o: ArrayLike<number>;
+  lse: ArrayLike<number>; dO: ArrayLike<number>;
+  B: number; T: number; nH: number; nKV: number; D: number;
+}
+
+/**
+ * The backward's per-score quantities of query head h of batch row b: for every query t and visible
+ * key j ≤ t, P = exp(s·scale − lse) and dS = P∘(dP − Di) with Di = rowsum(dO∘O), in float64; qo and
+ * ko are the rows' offsets into q/o/dO and k/v. The one definition both backward references use.
+ */
+export function forEachScoreRef(a: AttentionRefInputs, b: number, h: number,
+  f: (t: number, j: number, p: number, ds: number, qo: number, ko: number) => void): void {
+  const { q, k, v, o, lse, dO, T, nH, nKV, D } = a;
+  const g = Math.floor(h / (nH / nKV));
+  const scale = 1 / Math.sqrt(D);
+  for (let t = 0; t < T; t++) {
+    const qo = ((b * T + t) * nH + h) * D;
+    const L = lse[(b * nH + h) * T + t];
+    let di = 0;
+    for (let d = 0; d < D; d++) di += dO[qo + d] * o[qo + d];
+    for (let j = 0; j <= t; j++) {
+      const ko = ((b * T + j) * nKV + g) * D;
+      let sc = 0;
+      let dp = 0;
+      for (let d = 0; d < D; d++) {
+        sc += q[qo + d] * k[ko + d];
+        dp += dO[qo + d] * v[ko + d];
+      }
+      const p = Math.exp(sc * scale - L);
+      f(t, j, p, p * (dp - di), qo, ko);
+    }
+  }
+}
+
 export function attentionBackwardRef(
   q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>, o: ArrayLike<number>,
   lse: ArrayLike<number>, dO: ArrayLike<number>,
   B: number, T: number, nH: number, nKV: number, D: number,
 ): { dq: Float64Array; dk: Float64Array; dv: Float64Array } {
-  const G = nH / nKV;
   const scale = 1 / Math.sqrt(D);
   const dq = new Float64Array(B * T * nH * D);
   const dk = new Float64Array(B * T * nKV * D);
   const dv = new Float64Array(B * T * nKV * D);
+  const a = { q, k, v, o, lse, dO, B, T, nH, nKV, D };
   for (let b = 0; b < B; b++) {
     for (let h = 0; h < nH; h++) {
-      const g = Math.floor(h / G);
-      for (let t = 0; t < T; t++) {
-        const qo = ((b * T + t) * nH + h) * D;
-        const L = lse[(b * nH + h) * T + t];
-        let di = 0;
-        for (let d = 0; d < D; d++) di += dO[qo + d] * o[qo + d];
-        for (let j = 0; j <= t; j++) {
-          const ko = ((b * T + j) * nKV + g) * D;
-          let sc = 0;
-          let dp = 0;
-          for (let d = 0; d < D; d++) {
-            sc += q[qo + d] * k[ko + d];
-            dp += dO[qo + d] * v[ko + d];
-          }
-          const p = Math.exp(sc * scale - L);
-          const ds = p * (dp - di);
-          for (let d = 0; d < D; d++) {
-            dq[qo + d] += scale * ds * k[ko + d];
-            dk[ko + d] += scale * ds * q[qo + d];
-            dv[ko + d] += p * dO[qo + d];
-          }
+      forEachScoreRef(a, b, h, (_t, _j, p, ds, qo, ko) => {
+        for (let d = 0; d < D; d++) {
+          dq[qo + d] += scale * ds * k[ko + d];
+          dk[ko + d] += scale * ds * q[qo + d];
+          dv[ko + d] += p * dO[qo + d];
         }
-      }
+      });
     }
   }
   return { dq, dk, dv };
