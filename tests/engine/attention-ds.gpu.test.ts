@@ -5,8 +5,6 @@
  * kernel kind, several dq-from-dS tiles, chunked dS and the fallback.
  */
 import { describe, expect, it } from 'vitest';
-import { acquireNodeGpu } from '../../src/engine/gpu/node';
-import { Runtime } from '../../src/engine/gpu/runtime';
 import {
   attentionBackward, attentionBackwardWorkspaceBytes, attentionDqPlan, attentionForward, type AttnTile,
 } from '../../src/engine/kernels/attention';
@@ -17,15 +15,9 @@ import { dqFromDsRef, dsHeadFloats, dsRowStart, storedDsRef } from '../../src/en
 import { attentionBackwardRef } from '../../src/engine/kernels/attention.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
+import { attentionTestRuntime } from '../helpers/gpu';
 
-// As in attention.gpu.test.ts: Tint's workgroup zero-init loop, which SwiftShader compiles fast.
-let rtPromise: Promise<Runtime> | null = null;
-function testRuntime(): Promise<Runtime> {
-  rtPromise ??= acquireNodeGpu({
-    dawnFlags: ['disable-dawn-features=use_vulkan_zero_initialize_workgroup_memory_extension'],
-  }).then((gpu) => new Runtime(gpu));
-  return rtPromise;
-}
+const testRuntime = attentionTestRuntime;
 
 interface Shape { B: number; T: number; nH: number; nKV: number; D: number }
 interface Opts { dkdv?: AttnTile; dqDs?: DqDsTile; scratchPairs?: number }

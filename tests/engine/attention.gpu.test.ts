@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { acquireNodeGpu } from '../../src/engine/gpu/node';
 import { Runtime } from '../../src/engine/gpu/runtime';
 import {
   ATTENTION_CANDIDATES, attentionBackward, attentionBackwardWorkspaceBytes, attentionForward, attentionTileProblem, type AttentionPass, attnTileName, attnTileOf, type AttnTile,
@@ -8,20 +7,9 @@ import {
 import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
+import { attentionTestRuntime } from '../helpers/gpu';
 
-/**
- * A runtime whose Dawn device zero-initialises workgroup memory with Tint's loop rather than Vulkan's
- * OpConstantNull extension: SwiftShader compiles the latter element by element (seconds per pipeline
- * with 16 KiB of tiles), the former in milliseconds. Same semantics; these kernels never read
- * workgroup memory they did not write.
- */
-let rtPromise: Promise<Runtime> | null = null;
-function testRuntime(): Promise<Runtime> {
-  rtPromise ??= acquireNodeGpu({
-    dawnFlags: ['disable-dawn-features=use_vulkan_zero_initialize_workgroup_memory_extension'],
-  }).then((gpu) => new Runtime(gpu));
-  return rtPromise;
-}
+const testRuntime = attentionTestRuntime;
 
 interface Shape { B: number; T: number; nH: number; nKV: number; D: number }
 interface Tiles { fwd?: AttnTile; dq?: AttnTile; dkdv?: AttnTile }

@@ -11,6 +11,21 @@ export function testRuntime(): Promise<Runtime> {
   return runtime;
 }
 
+let attnRuntime: Promise<Runtime> | null = null;
+
+/**
+ * A runtime whose Dawn device zero-initialises workgroup memory with Tint's loop rather than Vulkan's
+ * OpConstantNull extension: SwiftShader compiles the latter element by element (seconds per pipeline
+ * with 16 KiB of tiles), the former in milliseconds. Same semantics; the attention kernels never read
+ * workgroup memory they did not write.
+ */
+export function attentionTestRuntime(): Promise<Runtime> {
+  attnRuntime ??= acquireNodeGpu({
+    dawnFlags: ['disable-dawn-features=use_vulkan_zero_initialize_workgroup_memory_extension'],
+  }).then((gpu) => new Runtime(gpu));
+  return attnRuntime;
+}
+
 /**
  * Buffers a GPU test file uploads, freed after each test (the forced 2-D grid is reset too).
  * Call once at the top level of a test file.
