@@ -163,11 +163,9 @@ export class PeerJsTransport implements Transport {
       if (this.closed) return;
       // Lost the signalling server: links keep working, but nobody new can reach us until we are back.
       this.problem({ kind: 'server', message: `lost the PeerServer at ${this.server.url}; reconnecting` });
-      const t = setTimeout(() => {
-        this.graceTimers.delete(t);
+      this.later(() => {
         if (!this.closed && this.peer.disconnected && !this.peer.destroyed) this.peer.reconnect();
       }, 1000);
-      this.graceTimers.add(t);
     });
     this.liveness = new Liveness(this.o);
     this.timers.push(
