@@ -29,7 +29,7 @@ import { DialPolicy } from './peerjs-dial-policy';
 import { listedMembers, newPeer, registered } from './peerjs-discovery';
 import { Liveness, peerErrorMeaning } from './peerjs-liveness';
 import { type Identity, identityOf, newKeyPair } from './identity';
-import { type DenyReason, guardLateCandidates, isArrayBuffer, type Link, linkRoster, loadPeerClass, MAX_BUSY_MS, newLink } from './peerjs-link';
+import { type DenyReason, guardLateCandidates, isArrayBuffer, type Link, linkRoster, loadPeerClass, MAX_BUSY_MS, newLink, releaseLink } from './peerjs-link';
 import { checkOptions, PEERJS_PROTOCOL_VERSION, type PeerJsTransportOptions, type PeerJsTunables, type PeerProblem, tunables } from './peerjs-options';
 import { bufferedOn, dataFrame, readFrame, SendQueues } from './peerjs-wire';
 import { deriveRoomKey, isMemberId, memberId, memberIdBindsKey, type PeerServerAddress, roomDiscoveryKey, tagOfDiscoveryKey, toBase64 } from './room';
@@ -277,7 +277,7 @@ export class PeerJsTransport implements Transport {
     for (const link of this.links.values()) {
       // Best effort: the channel closing tells the peer anyway.
       if (link.state === 'admitted') this.out.tryControl(link, { t: 'bye' });
-      this.shut(link);
+      releaseLink(link);
     }
     this.links.clear();
     this.peer.destroy();
@@ -330,7 +330,7 @@ export class PeerJsTransport implements Transport {
       const keepNew = !existing.outgoing || peer < this.id;
       if (existing.state === 'admitted' || !keepNew) return this.later(() => conn.close(), 0);
       existing.closed = true;
-      this.shut(existing);
+      releaseLink(existing);
       this.links.delete(peer);
     }
     this.attach(conn, false);
@@ -438,25 +438,14 @@ export class PeerJsTransport implements Transport {
     link.closed = true;
     const wasAdmitted = link.state === 'admitted';
     if (this.links.get(link.peer) === link) this.links.delete(link.peer);
-    if (closeDelayMs > 0) this.later(() => this.shut(link), closeDelayMs);
-    else this.shut(link);
+    if (closeDelayMs > 0) this.later(() => releaseLink(link), closeDelayMs);
+    else releaseLink(link);
     if (this.closed) return;
     this.dials.ended(link.peer, wasAdmitted);
     this.waiters.wake((w) => w.peer === link.peer);
     if (problem) this.problem(problem);
     if (wasAdmitted) this.leave.emit(link.peer);
     this.changed.emit();
-  }
-
-  /** Closes a link's connection and releases what it holds. */
-  private shut(link: Link): void {
-    link.closed = true;
-    if (link.poll) clearTimeout(link.poll);
-    link.poll = null;
-    link.queue = [];
-    link.queuedBytes = 0;
-    link.lows = [];
-    link.conn.close();
   }
 
   private peerError(type: string, message: string): void {
