@@ -122,6 +122,17 @@ export function newLink(conn: DataConnection, outgoing: boolean): Link {
   };
 }
 
+/** Closes a link's connection and releases what it holds (its send queue, drain timer and waiters' marks). */
+export function releaseLink(link: Link): void {
+  link.closed = true;
+  if (link.poll) clearTimeout(link.poll);
+  link.poll = null;
+  link.queue = [];
+  link.queuedBytes = 0;
+  link.lows = [];
+  link.conn.close();
+}
+
 /** The roster: this member (`self`, with its bytes over all links, departed ones included) and each link, admitted or not yet. */
 export function linkRoster(self: PeerId, role: PeerRole, wire: { sent: number; received: number }, links: Iterable<Link>): RosterEntry[] {
   const all = [...links];

@@ -8,6 +8,7 @@
  * (src/peers/signal-guard.ts) before PeerJS sees it. Two members dialling each other at once keep the connection dialled by the
  * smaller id (both sides apply the same rule). No member is special for the mesh: the group survives
  * any member leaving, the room's creator included ('host' is only a role shown in the roster).
+ * Whom it dials (again, with backoff) and whose offers it takes: src/peers/peerjs-dial-policy.ts.
  *
  * Admission (src/peers/peerjs-admission.ts): a PAKE on the room key, then 'admit' both ways; only an
  * admitted link carries data or counts among peers().
@@ -24,10 +25,11 @@
 import type { DataConnection, Peer } from 'peerjs';
 import { PerKeyRateLimit } from './log-limit';
 import { AdmissionLimits, type ControlHost, handleControl } from './peerjs-admission';
+import { DialPolicy } from './peerjs-dial-policy';
 import { listedMembers, newPeer, registered } from './peerjs-discovery';
 import { Liveness, peerErrorMeaning } from './peerjs-liveness';
 import { type Identity, identityOf, newKeyPair } from './identity';
-import { type DenyReason, guardLateCandidates, isArrayBuffer, type Link, linkRoster, loadPeerClass, MAX_BUSY_MS, newLink } from './peerjs-link';
+import { type DenyReason, guardLateCandidates, isArrayBuffer, type Link, linkRoster, loadPeerClass, MAX_BUSY_MS, newLink, releaseLink } from './peerjs-link';
 import { checkOptions, PEERJS_PROTOCOL_VERSION, type PeerJsTransportOptions, type PeerJsTunables, type PeerProblem, tunables } from './peerjs-options';
 import { bufferedOn, dataFrame, readFrame, SendQueues } from './peerjs-wire';
 import { deriveRoomKey, isMemberId, memberId, memberIdBindsKey, type PeerServerAddress, roomDiscoveryKey, tagOfDiscoveryKey, toBase64 } from './room';
@@ -57,23 +59,14 @@ export {
   type PeerProblemKind,
 } from './peerjs-options';
 
-/** Failed connections to a listed member are retried this many times, after 2, 4, 8... s. */
-const MAX_DIAL_ATTEMPTS = 5;
 /** A denied peer gets this long to receive the 'deny' before the connection closes. */
 const DENY_GRACE_MS = 250;
 
 export class PeerJsTransport implements Transport {
   readonly stats: TransportStats = emptyStats();
   private readonly links = new Map<PeerId, Link>();
-  /** Peers that were admitted and then left: a returning member joins under a new id. */
-  private readonly departed = new Set<PeerId>();
-  /** Ids that refused us or that we refused (passphrase, protocol), or gone: not dialled again, their offers refused. */
-  private readonly noRedial = new Set<PeerId>();
-  /**
-   * Ids whose connection failed or timed out, with when they may be dialled again: a peer that was
-   * busy (e.g. compiling GPU pipelines, which blocks its event loop) gets more chances, with backoff.
-   */
-  private readonly redial = new Map<PeerId, { at: number; attempts: number }>();
+  /** Whom to dial, whose offers to take, and what a link's end means for the next dial. */
+  private readonly dials: DialPolicy;
   private readonly waiters = new BufferWaiters();
   private readonly msg = new Listeners<[PeerId, Uint8Array]>();
   private readonly join = new Listeners<[PeerId]>();
@@ -142,6 +135,7 @@ export class PeerJsTransport implements Transport {
     this.server = opts.server;
     this.role = opts.role ?? 'peer';
     this.o = tunables(opts);
+    this.dials = new DialPolicy(this.links, discovery, this.limits);
     this.out = new SendQueues(id, this.o.channelHighWater, this.waiters, this.wire);
     this.controlHost = {
       self: id,
@@ -157,7 +151,7 @@ export class PeerJsTransport implements Transport {
       },
       refused: (link, reason, message) => {
         if (reason === 'passphrase') this.lastAuthProblem = message;
-        if (reason !== 'timeout') this.noRedial.add(link.peer);
+        if (reason !== 'timeout') this.dials.refuse(link.peer);
         this.drop(link, { kind: 'denied', peer: link.peer, message });
       },
       maybeAdmit: (link) => this.maybeAdmit(link),
@@ -169,11 +163,9 @@ export class PeerJsTransport implements Transport {
       if (this.closed) return;
       // Lost the signalling server: links keep working, but nobody new can reach us until we are back.
       this.problem({ kind: 'server', message: `lost the PeerServer at ${this.server.url}; reconnecting` });
-      const t = setTimeout(() => {
-        this.graceTimers.delete(t);
+      this.later(() => {
         if (!this.closed && this.peer.disconnected && !this.peer.destroyed) this.peer.reconnect();
       }, 1000);
-      this.graceTimers.add(t);
     });
     this.liveness = new Liveness(this.o);
     this.timers.push(
@@ -257,7 +249,7 @@ export class PeerJsTransport implements Transport {
         if (this.lastAuthProblem !== null && this.links.size === 0) return finish(new Error(this.lastAuthProblem));
       };
       const timer = setTimeout(() => {
-        const found = new Set([...this.links.keys(), ...this.redial.keys()]).size;
+        const found = this.dials.found();
         const why = this.lastAuthProblem ?? (found === 0 ? 'no other member of the room was found on the PeerServer' : `${found} member(s) found, none completed the handshake`);
         finish(new Error(`not admitted to the room within ${timeoutMs / 1000} s: ${why}`));
       }, timeoutMs);
@@ -285,7 +277,7 @@ export class PeerJsTransport implements Transport {
     for (const link of this.links.values()) {
       // Best effort: the channel closing tells the peer anyway.
       if (link.state === 'admitted') this.out.tryControl(link, { t: 'bye' });
-      this.shut(link);
+      releaseLink(link);
     }
     this.links.clear();
     this.peer.destroy();
@@ -302,24 +294,15 @@ export class PeerJsTransport implements Transport {
     // Checked per id, not up front: each dial adds a link (so a repeated id is skipped and the cap holds).
     for (const id of await listedMembers(this.server, this.discovery, this.id)) {
       if (this.closed) return;
-      if (this.links.has(id) || this.departed.has(id) || this.noRedial.has(id)) continue;
-      if ((this.redial.get(id)?.at ?? 0) > Date.now()) continue;
-      if (!this.roomForLink()) return;
+      if (!this.dials.shouldDial(id)) continue;
+      if (!this.dials.roomForLink()) return;
       this.dial(id);
     }
   }
 
-  /** Whether another link not yet admitted may start now (capacity, failed-handshake rate). */
-  private roomForLink(): boolean {
-    return this.limits.roomForLink(this.links.values());
-  }
-
   /** The signalling guard's question: may an offer from `src` set up a connection now? */
   private acceptOffer(src: string): boolean {
-    if (this.closed || !isMemberId(src, this.discovery) || this.departed.has(src) || this.noRedial.has(src)) return false;
-    const existing = this.links.get(src);
-    if (existing?.state === 'admitted') return true; // a re-dial of a live link: incoming() decides
-    return existing !== undefined || this.roomForLink();
+    return !this.closed && this.dials.acceptOffer(src);
   }
 
   private dial(peer: PeerId): void {
@@ -338,7 +321,7 @@ export class PeerJsTransport implements Transport {
     };
     if (this.closed) return this.later(() => conn.close(), 0);
     if (!isMemberId(peer, this.discovery)) return refuse('not a member id of this room');
-    if (this.departed.has(peer)) return refuse('it left the group earlier');
+    if (this.dials.hasLeft(peer)) return refuse('it left the group earlier');
     if (conn.serialization !== 'raw' || !conn.reliable) return refuse(`it asked for ${conn.reliable ? '' : 'unreliable, '}'${conn.serialization}' serialization, not reliable 'raw'`);
     const existing = this.links.get(peer);
     if (existing) {
@@ -347,7 +330,7 @@ export class PeerJsTransport implements Transport {
       const keepNew = !existing.outgoing || peer < this.id;
       if (existing.state === 'admitted' || !keepNew) return this.later(() => conn.close(), 0);
       existing.closed = true;
-      this.shut(existing);
+      releaseLink(existing);
       this.links.delete(peer);
     }
     this.attach(conn, false);
@@ -407,7 +390,7 @@ export class PeerJsTransport implements Transport {
     if (link.closed || link.state === 'admitted' || !link.verified || !link.admittedUs) return;
     link.state = 'admitted';
     link.lastSeen = Date.now();
-    this.redial.delete(link.peer);
+    this.dials.admitted(link.peer);
     this.lastAuthProblem = null;
     this.join.emit(link.peer);
     this.changed.emit();
@@ -444,7 +427,7 @@ export class PeerJsTransport implements Transport {
 
   private deny(link: Link, reason: DenyReason, detail: string): void {
     this.out.tryControl(link, { t: 'deny', reason, detail: detail.slice(0, 300) });
-    if (reason !== 'timeout') this.noRedial.add(link.peer);
+    if (reason !== 'timeout') this.dials.refuse(link.peer);
     // Give the deny time to arrive before the channel closes.
     this.drop(link, null, DENY_GRACE_MS);
   }
@@ -455,36 +438,14 @@ export class PeerJsTransport implements Transport {
     link.closed = true;
     const wasAdmitted = link.state === 'admitted';
     if (this.links.get(link.peer) === link) this.links.delete(link.peer);
-    if (closeDelayMs > 0) this.later(() => this.shut(link), closeDelayMs);
-    else this.shut(link);
+    if (closeDelayMs > 0) this.later(() => releaseLink(link), closeDelayMs);
+    else releaseLink(link);
     if (this.closed) return;
-    if (wasAdmitted) this.departed.add(link.peer);
-    else if (!this.noRedial.has(link.peer)) this.scheduleRedial(link.peer);
+    this.dials.ended(link.peer, wasAdmitted);
     this.waiters.wake((w) => w.peer === link.peer);
     if (problem) this.problem(problem);
     if (wasAdmitted) this.leave.emit(link.peer);
     this.changed.emit();
-  }
-
-  private scheduleRedial(peer: PeerId): void {
-    const attempts = (this.redial.get(peer)?.attempts ?? 0) + 1;
-    if (attempts >= MAX_DIAL_ATTEMPTS) {
-      this.redial.delete(peer);
-      this.noRedial.add(peer);
-    } else {
-      this.redial.set(peer, { at: Date.now() + 1000 * 2 ** attempts, attempts });
-    }
-  }
-
-  /** Closes a link's connection and releases what it holds. */
-  private shut(link: Link): void {
-    link.closed = true;
-    if (link.poll) clearTimeout(link.poll);
-    link.poll = null;
-    link.queue = [];
-    link.queuedBytes = 0;
-    link.lows = [];
-    link.conn.close();
   }
 
   private peerError(type: string, message: string): void {
@@ -493,7 +454,7 @@ export class PeerJsTransport implements Transport {
     if (m.kind === 'gone') {
       const link = this.links.get(m.peer);
       if (!link || link.state !== 'connecting') return;
-      this.noRedial.add(link.peer);
+      this.dials.refuse(link.peer);
       return this.drop(link, { kind: 'connection', peer: m.peer, message: `peer ${m.peer} is not on the PeerServer any more` });
     }
     if (m.kind === 'server') this.problem({ kind: 'server', message: `PeerServer ${this.server.url}: ${message} (${type})` });

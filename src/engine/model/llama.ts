@@ -28,15 +28,13 @@ import {
 } from './plan';
 import type { LayerPaths } from './int8-gemms';
 import { LinearGemms } from './linear-gemms';
+import type { ProbePoint } from './probe-point';
 import { resolvePlan, type RunPlan } from './run-plan';
 import { type TensorParallel, TpSim } from '../tp/tp';
 import { TpPeer } from '../tp/tp-peer';
 
 export * from './plan';
 export * from './run-plan';
-
-import type { ProbePoint } from './probe-point';
-
 export type { ProbePoint };
 
 export class LlamaGpu {
@@ -95,7 +93,6 @@ export class LlamaGpu {
     for (const s of this.plan.buffers) this.buf.set(s.key, rt.createBuffer(s.category, s.key, s.bytes, s.usage));
     if (opts.sharedWeights) this.buf.set('weights', opts.sharedWeights);
     this.ownsWeights = !opts.sharedWeights;
-    const training = this.training;
     rt.write(this.b('rope'), ropeTablePacked(T, this.dims.D, cfg.rope_theta));
     this.gradStore = this.plan.grads;
     const b = (k: string) => this.b(k);
@@ -105,7 +102,7 @@ export class LlamaGpu {
       : tpRank === undefined ? new TpSim(rt, this.dims, tp, b)
         : new TpPeer(rt, this.dims, tp, tpRank, this.layout, b);
     this.buildForward();
-    if (training) {
+    if (this.training) {
       this.buildBackward();
       this.buildOptimizer();
     }
