@@ -66,6 +66,12 @@ describe('saved bits per element', () => {
       expect(savedBits(s, cfg, 4, 32)?.overall).toBeCloseTo(bits / n, 6);
     }
     expect(savedBits(agoq, cfg, 4, 32)?.overall).toBeLessThan(16);
+    // A bf16 cell: 16 bits per element exactly (two values a word, no scales), labelled bf16.
+    const bf = setCell(setCell(fp32, 'all', 'attn_qkv', 'bf16'), 'all', 'attn_out', 'bf16');
+    expect(commonCell(bf, cfg.num_hidden_layers, 'attn_qkv')).toBe('bf16');
+    expect(savedBits(bf, cfg, 4, 32)?.perKind.attn_qkv).toBe(16);
+    expect(savedBits(bf, cfg, 4, 32)?.perKind.attn_out).toBe(16);
+    expect(savedBits(SCHEME_PRESETS['agoq-int8'], cfg, 4, 32)?.perKind.attn_qkv).toBe(16);
     expect(SAVED_KINDS.length).toBeGreaterThan(0);
     expect(modelBufferPlan(cfg, 4, 32, { scheme: agoq }).length).toBeGreaterThan(0);
   });
