@@ -34,6 +34,10 @@ describe('scheme grid', () => {
     expect(parseSchemeText('{')).toHaveProperty('error');
     const bad = parseSchemeText(JSON.stringify({ name: 'x', layer: { saved: { swiglu: { format: 'int3' } } } }));
     expect('error' in bad && bad.error).toMatch(/swiglu/);
+    const bf16Weights = parseSchemeText(JSON.stringify({ name: 'x', layer: { weights: { format: 'bf16' } } }));
+    expect('error' in bf16Weights && bf16Weights.error).toMatch(/layer\.weights\.format: bf16 is a storage format for saved activations only/);
+    const bf16Saved = parseSchemeText(JSON.stringify({ name: 'x', layer: { saved: { attn_qkv: { format: 'bf16' } } } }));
+    expect('scheme' in bf16Saved && cellLabel(savedSpec(bf16Saved.scheme, 0, 'attn_qkv'))).toBe('bf16');
     const ok = parseSchemeText(JSON.stringify(agoq));
     expect('scheme' in ok && ok.scheme).toEqual(agoq);
   });
