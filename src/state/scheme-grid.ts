@@ -8,22 +8,22 @@ import { expectedComputePaths, type LayerPaths } from '../engine/model/int8-gemm
 import { resolvePlan } from '../engine/model/run-plan';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import {
-  type ComputeScheme, FP32, layerScheme, parseScheme, savedSpec, SchemeSchema, type QuantSpec, type SavedKind, type Scheme,
+  type ComputeScheme, FP32, layerScheme, parseScheme, savedSpec, SchemeSchema, type SavedKind, type SavedSpec, type Scheme,
 } from '../engine/scheme/scheme';
 import { type BitsAndWire, bitsAndWire } from '../engine/train/probe-bits';
 import { explainIssues } from './explain';
 
-/** What a grid cell offers: fp32, or INT8/INT4 in groups of 128 (round to nearest). */
-export const GRID_FORMATS = ['fp32', 'int8', 'int4'] as const;
+/** What a (saved-activation) grid cell offers: fp32, bf16, or INT8/INT4 in groups of 128 (round to nearest). */
+export const GRID_FORMATS = ['fp32', 'bf16', 'int8', 'int4'] as const;
 export type GridFormat = (typeof GRID_FORMATS)[number];
 
-export function gridSpec(f: GridFormat): QuantSpec {
+export function gridSpec(f: GridFormat): SavedSpec {
   return f === 'fp32' ? FP32 : { format: f, granularity: 'group', group: 128, rounding: 'nearest' };
 }
 
 /** A cell's label: the grid formats by name, anything else (fp8, other groups) spelled out. */
-export function cellLabel(q: QuantSpec): string {
-  if (q.format === 'fp32') return 'fp32';
+export function cellLabel(q: SavedSpec): string {
+  if (q.format === 'fp32' || q.format === 'bf16') return q.format;
   if (q.granularity === 'group' && q.group === 128 && q.rounding === 'nearest' && (q.format === 'int8' || q.format === 'int4')) return q.format;
   return `${q.format}/${q.granularity}${q.granularity === 'group' ? q.group : ''}${q.rounding === 'stochastic' ? '/sr' : ''}`;
 }

@@ -44,6 +44,19 @@ describe('AGoQ memory budget → per-layer bits', () => {
     }
     expect(rows, 'the budget picks 8 bits for some GEMM input').toBeGreaterThan(0);
   });
+  it('keeps bf16 attention cells bf16 (pinned at 16 bits) and still fits the budget', () => {
+    const budget = Math.floor(fp32 * 0.6);
+    const bf16 = { format: 'bf16' } as const;
+    const scheme = parseScheme({ name: 'budget-bf16', layer: { saved: { attn_qkv: bf16, attn_out: bf16 } }, budget_bytes: budget });
+    const { opts: resolved, choice } = resolveBudgetOptions(defaultTrainOptions('small', { scheme }));
+    expect(planMemory(resolved).total).toBeLessThanOrEqual(budget);
+    for (const [l, k] of Object.entries(choice!.bits)) {
+      expect([k.attn_qkv, k.attn_out], `layer ${l}`).toEqual([16, 16]);
+      const saved = resolved.scheme!.layers[l].saved!;
+      expect([saved.attn_qkv?.format, saved.attn_out?.format], `layer ${l}`).toEqual(['bf16', 'bf16']);
+      for (const [kind, b] of Object.entries(k)) if (kind !== 'attn_qkv' && kind !== 'attn_out') expect([4, 8, 32]).toContain(b);
+    }
+  });
   it('explains an infeasible budget', () => {
     expect(() => resolveBudgetOptions(defaultTrainOptions('small', { scheme: withBudget(10_000_000) }))).toThrow(/infeasible.*at least/s);
   });

@@ -36,10 +36,14 @@ describe('resolvePlan', () => {
       expect(['i8.gt', 'i8.gts', 'i8.xt', 'i8.xts'].map((k) => keys.has(k)), 'INT8 dW operands').toEqual([dw, dw, dw, dw]);
       expect(p.fakeQuant.weights).toBe(p.layers.some((l) => !isFp32(l.weights)));
       expect(p.grads !== null).toBe(training && !isFp32(scheme.grads.storage));
-      // Only training saves activations; every saved tensor's codes and scales are in the buffer list.
+      // Only training saves activations; every saved tensor's codes and scales (bf16: codes, two values a word, no scales) are in the buffer list.
       p.saved.forEach((st, l) => {
         if (!training) expect(st).toEqual({});
-        for (const key of Object.keys(st)) expect(keys.has(`L${l}.${key}.codes`) && keys.has(`L${l}.${key}.scales`), `L${l}.${key}`).toBe(true);
+        for (const [key, q] of Object.entries(st)) {
+          expect(keys.has(`L${l}.${key}.codes`), `L${l}.${key}.codes`).toBe(true);
+          expect(keys.has(`L${l}.${key}.scales`), `L${l}.${key}.scales`).toBe(q.format !== 'bf16');
+          if (q.format === 'bf16') expect(p.buffers.find((b) => b.key === `L${l}.${key}.codes`)!.bytes, `L${l}.${key} bf16 bytes`).toBe(Math.ceil(q.n / 2) * 4);
+        }
       });
       expect(p.wire.tp).toEqual(scheme.tp.degree > 1 ? scheme.tp : null);
       expect(p.wire.dp.format).toBe('fp32');

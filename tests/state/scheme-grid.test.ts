@@ -34,6 +34,10 @@ describe('scheme grid', () => {
     expect(parseSchemeText('{')).toHaveProperty('error');
     const bad = parseSchemeText(JSON.stringify({ name: 'x', layer: { saved: { swiglu: { format: 'int3' } } } }));
     expect('error' in bad && bad.error).toMatch(/swiglu/);
+    const bf16Weights = parseSchemeText(JSON.stringify({ name: 'x', layer: { weights: { format: 'bf16' } } }));
+    expect('error' in bf16Weights && bf16Weights.error).toMatch(/layer\.weights\.format: bf16 is a storage format for saved activations only/);
+    const bf16Saved = parseSchemeText(JSON.stringify({ name: 'x', layer: { saved: { attn_qkv: { format: 'bf16' } } } }));
+    expect('scheme' in bf16Saved && cellLabel(savedSpec(bf16Saved.scheme, 0, 'attn_qkv'))).toBe('bf16');
     const ok = parseSchemeText(JSON.stringify(agoq));
     expect('scheme' in ok && ok.scheme).toEqual(agoq);
   });
@@ -66,6 +70,12 @@ describe('saved bits per element', () => {
       expect(savedBits(s, cfg, 4, 32)?.overall).toBeCloseTo(bits / n, 6);
     }
     expect(savedBits(agoq, cfg, 4, 32)?.overall).toBeLessThan(16);
+    // A bf16 cell: 16 bits per element exactly (two values a word, no scales), labelled bf16.
+    const bf = setCell(setCell(fp32, 'all', 'attn_qkv', 'bf16'), 'all', 'attn_out', 'bf16');
+    expect(commonCell(bf, cfg.num_hidden_layers, 'attn_qkv')).toBe('bf16');
+    expect(savedBits(bf, cfg, 4, 32)?.perKind.attn_qkv).toBe(16);
+    expect(savedBits(bf, cfg, 4, 32)?.perKind.attn_out).toBe(16);
+    expect(savedBits(SCHEME_PRESETS['agoq-int8'], cfg, 4, 32)?.perKind.attn_qkv).toBe(16);
     expect(SAVED_KINDS.length).toBeGreaterThan(0);
     expect(modelBufferPlan(cfg, 4, 32, { scheme: agoq }).length).toBeGreaterThan(0);
   });

@@ -5,13 +5,13 @@
  * the step allocates. The GEMMs themselves: ./int8-gemms.ts; the GEMM path each ran (dot4 or
  * tensor cores) is only known on a device, so the model reports it (LlamaGpu.computePaths).
  */
-import type { ComputeFormat, ComputeScheme, QuantSpec, Scheme } from '../scheme/scheme';
+import type { ComputeFormat, ComputeScheme, QuantSpec, SavedSpec, Scheme } from '../scheme/scheme';
 import { isFp32, layerScheme } from '../scheme/scheme';
 import { columnAbsmaxWords } from '../kernels/qgemm-block';
 import { I8_MAX_K } from '../kernels/qgemm-splitk';
 import type { BufferSpec, ModelDims } from './dims';
 import { ALIGN_FLOATS } from './params';
-import type { LayerSavedKey, SavedStorage } from './plan';
+import type { ActivationStorage, LayerSavedKey } from './plan';
 
 /** The kernel a GEMM ran: the fp32 matmul, INT8 with dot4I8Packed, or INT8 on tensor cores. */
 export type GemmPath = 'fp32' | 'int8-dot4' | 'int8-tensor-core';
@@ -106,8 +106,8 @@ export const PRODUCER_CODED: readonly GemmInputSaved[] = ['h1', 'h2', 'act'];
  * INT8 per row (one scale per token) with round to nearest, which is the GEMM's X quantizer exactly
  * (both are buildQuantize / quantizeRef 'row'; the producers' fused kernels match it bit for bit).
  */
-export const sharesInputCodes = (c: LayerCompute, st: SavedStorage | undefined, spec: QuantSpec): boolean =>
-  c.forward === 'int8' && !!st && st.format === 'int8' && st.granularity.kind === 'row' && spec.rounding === 'nearest';
+export const sharesInputCodes = (c: LayerCompute, st: ActivationStorage | undefined, spec: SavedSpec): boolean =>
+  c.forward === 'int8' && st?.format === 'int8' && st.granularity.kind === 'row' && spec.rounding === 'nearest';
 
 /** Which INT8 GEMMs some layer runs (training: dX and dW exist only with a backward). */
 export function int8Use(layers: { compute: LayerCompute }[], training: boolean): { rows: boolean; dw: boolean } {

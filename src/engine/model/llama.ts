@@ -8,6 +8,7 @@
  */
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionBackward, attentionForward } from '../kernels/attention';
+import { packBf16, unpackBf16 } from '../kernels/bf16';
 import { crossEntropyForwardBackward } from '../kernels/crossentropy';
 import { copy } from '../kernels/elementwise';
 import { embeddingBackward, embeddingForward } from '../kernels/embedding';
@@ -24,7 +25,7 @@ import { deriveSeed } from '../util/rng';
 import { type ModelConfig } from './config';
 import type { ParamLayout } from './params';
 import {
-  type LayerSavedKey, LINEAR, liveKey, type ModelBuildOptions, type ModelDims, type SavedStorage,
+  type ActivationStorage, isBf16, type LayerSavedKey, LINEAR, liveKey, type ModelBuildOptions, type ModelDims, quantizedUp, type SavedStorage,
 } from './plan';
 import type { LayerPaths } from './int8-gemms';
 import { LinearGemms } from './linear-gemms';
@@ -61,8 +62,8 @@ export class LlamaGpu {
   readonly scheme: Scheme;
   /** The scheme resolved for this model's shape: what it allocates, stores and quantizes. */
   readonly plan: RunPlan;
-  /** Per layer: storage of the quantized saved tensors (absent = fp32). */
-  readonly storage: Partial<Record<LayerSavedKey, SavedStorage>>[];
+  /** Per layer: storage of the quantized (or bf16) saved tensors (absent = fp32). */
+  readonly storage: Partial<Record<LayerSavedKey, ActivationStorage>>[];
   /**
    * Tensor parallelism (scheme.tp.degree > 1), else null: simulated on this device (TpSim), or,
    * with opts.tpRank, this model is one peer's shard (TpPeer) and its dispatch lists must be run
@@ -133,6 +134,8 @@ export class LlamaGpu {
   private storeSaved(l: number, key: LayerSavedKey): Dispatch[] {
     const st = this.storage[l][key];
     if (!st) return [];
+    // bf16 keeps no probe point: the quantization-error probe reads codes + scales (train/probe.ts probeSites skips it too).
+    if (isBf16(st)) return packBf16(this.rt, { label: `L${l}.${key}.bf16`, x: this.b(liveKey(key)), words: this.b(`L${l}.${key}.codes`), n: st.n });
     const words = this.b(`L${l}.${key}.codes`);
     const scales = this.b(`L${l}.${key}.scales`);
     const ds = l < this.dims.L && this.g.producerStored(l, key) ? []
@@ -146,6 +149,7 @@ export class LlamaGpu {
   private loadSaved(l: number, key: LayerSavedKey): Dispatch[] {
     const st = this.storage[l][key];
     if (!st) return [];
+    if (isBf16(st)) return unpackBf16(this.rt, { label: `L${l}.${key}.bf16`, words: this.b(`L${l}.${key}.codes`), out: this.b(liveKey(key)), n: st.n });
     return buildDequantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n },
       this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), { out: this.b(liveKey(key)) }).dispatches;
   }
@@ -158,7 +162,7 @@ export class LlamaGpu {
    */
   private swigluBackwardBlocks(l: number, label: string, codes?: { codes: GPUBuffer; scales: GPUBuffer }): Dispatch[] {
     const { N, F } = this.dims;
-    const st = this.storage[l].up!;
+    const st = quantizedUp(this.storage[l].up!);
     const rows = this.plan.swigluRows;
     const bytes = rows * F * 4;
     const block: Binding = { buffer: this.b('swigluBlock'), offset: 0, size: bytes };

@@ -11,7 +11,8 @@ import { dequantizeRowsAligned } from '../kernels/quantize';
 import { BITS, type QuantFormat } from '../quant/formats';
 import { type CodeBits, wordsFor } from '../quant/pack';
 import { type Granularity, numScales } from '../quant/quantizer';
-import { isFp32, type QuantSpec, savedSpec, type SavedKind, type Scheme } from '../scheme/scheme';
+import { bf16Words } from '../kernels/bf16.ref';
+import { isFp32, type QuantSpec, type SavedSpec, savedSpec, type SavedKind, type Scheme } from '../scheme/scheme';
 import type { ModelDims } from './dims';
 import type { ParamLayout } from './params';
 
@@ -83,7 +84,7 @@ export const SAVED_KIND_OF: Partial<Record<LayerSavedKey, SavedKind>> = {
   xFinal: 'norm_input', hF: 'head_input',
 };
 
-/** Storage of one saved tensor: fp32, or packed codes + fp32 scales (a `Quantized` on the GPU). */
+/** Quantized storage of one saved tensor or gradient: packed codes + fp32 scales (a `Quantized` on the GPU). */
 export interface SavedStorage {
   format: QuantFormat;
   granularity: Granularity;
@@ -91,6 +92,19 @@ export interface SavedStorage {
   words: number;
   scales: number;
 }
+
+/** A saved activation kept as bfloat16: two per u32 word (kernels/bf16.ts), no scales. */
+export interface Bf16Storage {
+  format: 'bf16';
+  n: number;
+  words: number;
+  scales: 0;
+}
+
+/** Storage of one saved activation: quantized codes + scales, or bf16. */
+export type ActivationStorage = SavedStorage | Bf16Storage;
+
+export const isBf16 = (st: ActivationStorage | undefined): st is Bf16Storage => st?.format === 'bf16';
 
 export function savedStorage(spec: QuantSpec, n: number, rowLength: number): SavedStorage | null {
   if (spec.format === 'fp32') return null;
@@ -101,6 +115,12 @@ export function savedStorage(spec: QuantSpec, n: number, rowLength: number): Sav
           : { kind: 'group', size: spec.group };
   const format = spec.format as QuantFormat;
   return { format, granularity, n, words: wordsFor(n, BITS[format] as CodeBits), scales: numScales(granularity, n) };
+}
+
+/** A saved activation's storage under its cell (null = fp32). */
+export function activationStorage(spec: SavedSpec, n: number, rowLength: number): ActivationStorage | null {
+  if (spec.format === 'bf16') return { format: 'bf16', n, words: bf16Words(n), scales: 0 };
+  return savedStorage({ ...spec, format: spec.format }, n, rowLength);
 }
 
 /** Per-tensor storage of the gradients under a scheme's grads.storage (null = one fp32 flat buffer). */
@@ -126,8 +146,8 @@ export const LIVE_ALIAS: Partial<Record<LayerSavedKey, string>> = { act: 'dF1', 
  * over its (consumed) dact rows: one [N, F] fp32 buffer fewer than dequantizing up whole. Blocks
  * start at 256-byte-aligned offsets of the codes and scales (else fewer, larger blocks; 1 = whole).
  */
-export function swigluBlockRows(d: ModelDims, storages: Partial<Record<LayerSavedKey, SavedStorage>>[], force?: number): number {
-  const ups = storages.flatMap((s) => (s.up ? [s.up] : []));
+export function swigluBlockRows(d: ModelDims, storages: Partial<Record<LayerSavedKey, ActivationStorage>>[], force?: number): number {
+  const ups = storages.flatMap((s) => (s.up ? [quantizedUp(s.up)] : []));
   const fits = (rows: number) => rows === d.N || (Number.isInteger(d.N / rows) && (rows * d.F * 4) % 256 === 0
     && ups.every((st) => dequantizeRowsAligned(st, d.F, rows)));
   if (force !== undefined) {
@@ -136,6 +156,24 @@ export function swigluBlockRows(d: ModelDims, storages: Partial<Record<LayerSave
   }
   for (const blocks of [8, 4, 2]) if (fits(d.N / blocks)) return d.N / blocks;
   return d.N;
+}
+
+/**
+ * `up`'s storage as the blocked SwiGLU backward needs it: quantized. bf16 there would need a row-block
+ * unpack (the saved-activation path unpacks whole tensors); resolvePlan refuses it first (bf16Errors).
+ */
+export function quantizedUp(st: ActivationStorage): SavedStorage {
+  if (isBf16(st)) throw new Error('the SwiGLU backward dequantizes `up` a block of rows at a time from quantized codes; bf16 is not supported for the swiglu cell');
+  return st;
+}
+
+/** Every cell the engine cannot store as bf16 (empty: it can): the swiglu cell (quantizedUp). */
+export function bf16Errors(scheme: Scheme, layers: number): string[] {
+  const out: string[] = [];
+  for (let l = 0; l < layers; l++) {
+    if (savedSpec(scheme, l, 'swiglu').format === 'bf16') out.push(`layer ${l} saved.swiglu: bf16 is not supported there (the SwiGLU backward dequantizes \`up\` in blocks of rows from quantized codes); use fp32, int8 or int4`);
+  }
+  return out;
 }
 
 export function liveKey(k: LayerSavedKey): string {
@@ -156,8 +194,8 @@ export function layerSizes(d: ModelDims): Record<LayerSavedKey, [number, number]
  * The storage of every saved tensor of layer l under a scheme (absent = fp32); l = L holds the final
  * norm's tensors, priced by the last layer's cells. Only training saves.
  */
-export function layerStorage(d: ModelDims, scheme: Scheme | undefined, l: number): Partial<Record<LayerSavedKey, SavedStorage>> {
-  const out: Partial<Record<LayerSavedKey, SavedStorage>> = {};
+export function layerStorage(d: ModelDims, scheme: Scheme | undefined, l: number): Partial<Record<LayerSavedKey, ActivationStorage>> {
+  const out: Partial<Record<LayerSavedKey, ActivationStorage>> = {};
   if (!scheme) return out;
   const sizes = layerSizes(d);
   const keys = l < d.L ? LAYER_SAVED : FINAL_SAVED;
@@ -165,7 +203,7 @@ export function layerStorage(d: ModelDims, scheme: Scheme | undefined, l: number
   for (const key of keys) {
     const kind = SAVED_KIND_OF[key];
     if (!kind) continue;
-    const st = savedStorage(savedSpec(scheme, cellLayer, kind), sizes[key][0], sizes[key][1]);
+    const st = activationStorage(savedSpec(scheme, cellLayer, kind), sizes[key][0], sizes[key][1]);
     if (st) out[key] = st;
   }
   return out;

@@ -15,7 +15,7 @@ import { globalNormPartialsBytes } from '../kernels/reduce';
 import { rmsnormWorkspaceBytes } from '../kernels/rmsnorm';
 import { ADAMW_STEP_BYTES } from '../optim/adamw';
 import { SCHEME_PRESETS } from '../scheme/presets';
-import { isFp32, layerScheme, type QuantSpec, SAVED_KINDS, type SavedKind, savedSpec, type Scheme } from '../scheme/scheme';
+import { isFp32, layerScheme, type QuantSpec, SAVED_KINDS, type SavedKind, type SavedSpec, savedSpec, type Scheme } from '../scheme/scheme';
 import { type GradWire, gradWireOf } from '../scheme/wire';
 import { type TpConfig, tpBufferPlan } from '../tp/tp';
 import { tpPeerBufferPlan } from '../tp/tp-peer';
@@ -26,7 +26,7 @@ import type { ModelConfig } from './config';
 import { type BufferSpec, type ModelDims, modelDims } from './dims';
 import { type ParamLayout, paramLayout } from './params';
 import {
-  FINAL_SAVED, gradStorage, LAYER_SAVED, SAVED_KIND_OF, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
+  type ActivationStorage, bf16Errors, FINAL_SAVED, gradStorage, LAYER_SAVED, SAVED_KIND_OF, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
   type PlanOptions, type SavedStorage, swigluBlockRows,
 } from './plan';
 
@@ -38,7 +38,7 @@ export interface LayerPlan {
   /** What the linear layers' forward, dX and dW GEMMs compute in (compute-plan.ts). */
   compute: LayerCompute;
   /** The layer's cell per saved kind (fp32 where the scheme sets none). */
-  savedSpecs: Record<SavedKind, QuantSpec>;
+  savedSpecs: Record<SavedKind, SavedSpec>;
 }
 
 export interface RunPlan {
@@ -49,7 +49,7 @@ export interface RunPlan {
   training: boolean;
   layers: LayerPlan[];
   /** Storage of the saved tensors of layer l (index L: the final norm's, priced by the last layer's cells); absent = fp32. Only training saves. */
-  saved: Partial<Record<LayerSavedKey, SavedStorage>>[];
+  saved: Partial<Record<LayerSavedKey, ActivationStorage>>[];
   /** Quantized gradient storage per tensor, or null for one fp32 flat buffer. */
   grads: Map<string, SavedStorage> | null;
   adam: { m: QuantSpec; v: QuantSpec };
@@ -87,14 +87,16 @@ export interface ResolveOptions extends PlanOptions {
 function planLayers(scheme: Scheme, L: number): LayerPlan[] {
   return Array.from({ length: L }, (_, l) => {
     const ls = layerScheme(scheme, l);
-    const savedSpecs = Object.fromEntries(SAVED_KINDS.map((k) => [k, savedSpec(scheme, l, k)])) as Record<SavedKind, QuantSpec>;
+    const savedSpecs = Object.fromEntries(SAVED_KINDS.map((k) => [k, savedSpec(scheme, l, k)])) as Record<SavedKind, SavedSpec>;
     return { weights: ls.weights, gemmInputs: ls.gemm_inputs, gemmOutputGrads: ls.gemm_output_grads, compute: layerCompute(ls.compute), savedSpecs };
   });
 }
 
 function computeProblemOf(scheme: Scheme, dims: ModelDims, layers: LayerPlan[], training: boolean): string | null {
   const problems = computeErrors(scheme, dims, layers, training);
-  return problems.length ? `scheme '${scheme.name}': compute formats this model cannot run:\n  ${problems.join('\n  ')}` : null;
+  if (problems.length) return `scheme '${scheme.name}': compute formats this model cannot run:\n  ${problems.join('\n  ')}`;
+  const bf16 = training ? bf16Errors(scheme, dims.L) : [];
+  return bf16.length ? `scheme '${scheme.name}': storage this model cannot run:\n  ${bf16.join('\n  ')}` : null;
 }
 
 /** Why resolvePlan would refuse the scheme's compute formats at this shape (its message), or null: the page checks before Start. */
@@ -181,9 +183,9 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
         act(`L${l}.${k}`, sizes[k][0]);
         continue;
       }
-      // Quantized storage: codes and scales are what stays alive for backward.
+      // Quantized (or bf16) storage: codes and scales are what stays alive for backward; bf16 has no scales.
       out.push({ key: `L${l}.${k}.codes`, category: 'activations', bytes: q.words * 4 });
-      out.push({ key: `L${l}.${k}.scales`, category: 'activations', bytes: q.scales * 4 });
+      if (q.scales) out.push({ key: `L${l}.${k}.scales`, category: 'activations', bytes: q.scales * 4 });
       live.add(k);
     }
   }

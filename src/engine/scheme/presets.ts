@@ -2,15 +2,15 @@
  * Scheme presets. Only what the engine executes is offered: a scheme that asks for a feature the
  * engine does not implement yet is rejected by `unsupportedFeatures` (see docs/schemes.md).
  */
-import { FP32, parseScheme, type QuantSpec, type SavedKind, type Scheme } from './scheme';
+import { FP32, parseScheme, type QuantSpec, type SavedKind, type SavedSpec, type Scheme } from './scheme';
 import { type GradWire, INT8_WIRE } from './wire';
 
-const q = (format: QuantSpec['format'], granularity: QuantSpec['granularity'] = 'group', group = 128): QuantSpec => ({
-  format, granularity, group, rounding: 'nearest',
+const q = <F extends SavedSpec['format']>(format: F, granularity: QuantSpec['granularity'] = 'group', group = 128) => ({
+  format, granularity, group, rounding: 'nearest' as const,
 });
 
 /** AGoQ's layer-type rule: attention activations stay full precision, every other saved tensor INT4. */
-const AGOQ_SAVED: Partial<Record<SavedKind, QuantSpec>> = {
+const AGOQ_SAVED: Partial<Record<SavedKind, SavedSpec>> = {
   norm_input: q('int4'),
   qkv_input: q('int4'),
   attn_qkv: FP32,
@@ -28,6 +28,9 @@ const AGOQ_SAVED: Partial<Record<SavedKind, QuantSpec>> = {
  */
 const INT8_COMPUTE = { forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 'all', grad_rounding: 'nearest' } as const;
 const INT8_BLOCK_DW = { ...INT8_COMPUTE, dw_block: 32 } as const;
+
+/** AGoQ as its paper specifies it: the attention activations (Q/K/V, attention output) in BF16. */
+const AGOQ_BF16_SAVED: Partial<Record<SavedKind, SavedSpec>> = { ...AGOQ_SAVED, attn_qkv: q('bf16'), attn_out: q('bf16') };
 
 export const SCHEME_PRESETS: Record<string, Scheme> = {
   fp32: parseScheme({ name: 'fp32', description: 'The engine as is: everything fp32.' }),
@@ -64,16 +67,16 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
   }),
   'agoq-int8': parseScheme({
     name: 'agoq-int8',
-    description: 'AGoQ storage (INT4 non-attention activations, INT8 per-256 gradients) with every linear layer\'s forward, dX and dW computed as INT8 GEMMs.',
-    layer: { saved: AGOQ_SAVED, compute: INT8_COMPUTE },
+    description: 'AGoQ storage (INT4 non-attention activations, attention Q/K/V and output kept BF16 as AGoQ specifies, INT8 per-256 gradients) with every linear layer\'s forward, dX and dW computed as INT8 GEMMs.',
+    layer: { saved: AGOQ_BF16_SAVED, compute: INT8_COMPUTE },
     grads: { storage: q('int8', 'group', 256), wire: FP32 },
   }),
   // The tensors that are both saved and a forward GEMM's X at INT8 per row: one set of codes serves
   // storage and GEMM (model/compute-plan.ts sharesInputCodes), at twice agoq-int8's bytes for those three.
   'agoq-int8-shared': parseScheme({
     name: 'agoq-int8-shared',
-    description: 'agoq-int8 with the QKV, MLP and down-proj inputs stored INT8 per token: the codes the RMSNorm/SwiGLU write for the INT8 forward GEMM are the stored activation (no second quantize pass); other activations INT4, attention fp32.',
-    layer: { saved: { ...AGOQ_SAVED, qkv_input: q('int8', 'row'), mlp_input: q('int8', 'row'), down_input: q('int8', 'row') }, compute: INT8_COMPUTE },
+    description: 'agoq-int8 with the QKV, MLP and down-proj inputs stored INT8 per token: the codes the RMSNorm/SwiGLU write for the INT8 forward GEMM are the stored activation (no second quantize pass); other activations INT4, attention BF16 (as AGoQ specifies).',
+    layer: { saved: { ...AGOQ_BF16_SAVED, qkv_input: q('int8', 'row'), mlp_input: q('int8', 'row'), down_input: q('int8', 'row') }, compute: INT8_COMPUTE },
     grads: { storage: q('int8', 'group', 256), wire: FP32 },
   }),
   m8: parseScheme({ name: 'm8', description: 'Study: Adam first moment quantized to 8 bits per row each step.', adam: { m: q('int8', 'row'), v: FP32 } }),

@@ -6,21 +6,37 @@
 import { z } from 'zod';
 import { gradWireOf } from './wire';
 
-export const FORMATS = ['fp32', 'int8', 'int4', 'fp8-e4m3', 'fp8-e5m2'] as const;
+/** What a quantizer rounds to: every cell of a scheme takes these. */
+export const QUANT_SPEC_FORMATS = ['fp32', 'int8', 'int4', 'fp8-e4m3', 'fp8-e5m2'] as const;
+/** Every storage format: bf16 (no scales, round to nearest even) only stores saved activations. */
+export const FORMATS = [...QUANT_SPEC_FORMATS, 'bf16'] as const;
 export type StoreFormat = (typeof FORMATS)[number];
 
 export const GRANULARITIES = ['tensor', 'row', 'column', 'group'] as const;
 
+export const BF16_ONLY_SAVED = "bf16 is a storage format for saved activations only (layer.saved.* and layers.N.saved.*): GEMM operands, gradients, Adam moments and wires take fp32, int8, int4, fp8-e4m3 or fp8-e5m2";
+
+const SPEC_FIELDS = {
+  granularity: z.enum(GRANULARITIES).default('group'),
+  group: z.number().int().min(32).max(512).default(128),
+  rounding: z.enum(['nearest', 'stochastic']).default('nearest'),
+};
+
 /** One quantizer: format + granularity (+ group size) + rounding. fp32 = untouched. */
 export const QuantSpecSchema = z
   .object({
-    format: z.enum(FORMATS),
-    granularity: z.enum(GRANULARITIES).default('group'),
-    group: z.number().int().min(32).max(512).default(128),
-    rounding: z.enum(['nearest', 'stochastic']).default('nearest'),
+    format: z.enum(QUANT_SPEC_FORMATS, { error: (iss) => (iss.input === 'bf16' ? BF16_ONLY_SAVED : undefined) }),
+    ...SPEC_FIELDS,
   })
   .strict();
 export type QuantSpec = z.infer<typeof QuantSpecSchema>;
+
+/** A saved activation's cell: a quantizer, or bf16 (granularity and group do not apply; rounding is to nearest even). */
+export const SavedSpecSchema = z
+  .object({ format: z.enum(FORMATS), ...SPEC_FIELDS })
+  .strict()
+  .refine((q) => q.format !== 'bf16' || q.rounding === 'nearest', { message: 'bf16 rounds to nearest even; stochastic rounding is not implemented for it', path: ['rounding'] });
+export type SavedSpec = z.infer<typeof SavedSpecSchema>;
 
 export const FP32: QuantSpec = { format: 'fp32', granularity: 'group', group: 128, rounding: 'nearest' };
 
@@ -78,7 +94,7 @@ export const LayerSchemeSchema = z
     gemm_inputs: QuantSpecSchema.default(FP32),
     /** Output gradients on the weight-gradient path (dW = Q(dY)ᵀ·X). */
     gemm_output_grads: QuantSpecSchema.default(FP32),
-    saved: z.partialRecord(z.enum(SAVED_KINDS), QuantSpecSchema).default({}),
+    saved: z.partialRecord(z.enum(SAVED_KINDS), SavedSpecSchema).default({}),
     /** What the linear layers' GEMMs compute in (fp32 operands above are what they read). */
     compute: ComputeSchema.prefault({}),
   })
@@ -94,7 +110,7 @@ const LayerOverrideSchema = z
     weights: QuantSpecSchema.optional(),
     gemm_inputs: QuantSpecSchema.optional(),
     gemm_output_grads: QuantSpecSchema.optional(),
-    saved: z.partialRecord(z.enum(SAVED_KINDS), QuantSpecSchema).optional(),
+    saved: z.partialRecord(z.enum(SAVED_KINDS), SavedSpecSchema).optional(),
     compute: ComputeSchema.optional(),
   })
   .strict();
@@ -148,11 +164,11 @@ export function layerScheme(s: Scheme, l: number): LayerScheme {
   };
 }
 
-export function savedSpec(s: Scheme, l: number, kind: SavedKind): QuantSpec {
+export function savedSpec(s: Scheme, l: number, kind: SavedKind): SavedSpec {
   return layerScheme(s, l).saved[kind] ?? FP32;
 }
 
-export function isFp32(q: QuantSpec): boolean {
+export function isFp32(q: QuantSpec | SavedSpec): boolean {
   return q.format === 'fp32';
 }
 

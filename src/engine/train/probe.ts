@@ -53,7 +53,8 @@ export function probeSites(plan: RunPlan): ProbeSite[] {
     for (const key of l < d.L ? LAYER_SAVED : FINAL_SAVED) {
       const kind = SAVED_KIND_OF[key];
       const s = st[key];
-      if (kind && s) out.push({ key: `L${l}.${key}`, layer: Math.min(l, d.L - 1), kind, n: s.n });
+      // bf16 storage is no quantizer's codes + scales: nothing to probe (its error is ~2^-9 relative).
+      if (kind && s && s.format !== 'bf16') out.push({ key: `L${l}.${key}`, layer: Math.min(l, d.L - 1), kind, n: s.n });
     }
   }
   for (let l = 0; l < d.L; l++) {
