@@ -21,6 +21,7 @@ import { adapterMatches } from '../gpu/device';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { chooseDqDsTile, dqFromDs, type DqDsTile, type DqPath, dsChunks, type DsChunk, dsPairBytes, dsWriterSrc } from './attention-ds';
 import type { MeasuredTable } from './matmul-tables';
+import { asSlice, bindingBytes } from './launch';
 import { unrollLoops, wgslIf, wgslSection } from './wgsl';
 
 const loadQkv = wgslSection(loadSrc, 'qkv');
@@ -369,11 +370,6 @@ export interface AttentionBackwardArgs extends Shape {
 /** How a backward computes dq: the path, the stored-dS chunks (none when recomputing) and why it recomputes. */
 export interface AttentionDqPlan { path: DqPath; chunks: DsChunk[]; why?: string }
 
-function bindingBytes(b: Binding): number {
-  if ('mapAsync' in b) return b.size;
-  return b.size ?? b.buffer.size - (b.offset ?? 0);
-}
-
 /** Which dq path attentionBackward takes for these arguments. */
 const forcedDqPaths = new WeakMap<Runtime, DqPath>();
 
@@ -445,7 +441,7 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
   if (plan.path === 'stored') {
     const tds = a.tiles?.dqDs ?? chooseDqDsTile(rt, a.D);
     const G = a.nH / a.nKV;
-    const scratch = 'mapAsync' in a.dsScratch! ? { buffer: a.dsScratch as GPUBuffer } : a.dsScratch!;
+    const scratch = asSlice(a.dsScratch!);
     return [di, ...plan.chunks.flatMap((c, i) => {
       const lab = plan.chunks.length > 1 ? `${a.label}.c${i}` : a.label;
       const uc = params(rt, lab, a, c.pair0);
