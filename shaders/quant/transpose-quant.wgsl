@@ -2,8 +2,9 @@
 // codes of xᵀ [CN, R] packed four to a u32 along R, one scale per column c and block b of G rows,
 // scales [CN, R/G]. The same codes as quantizeRef(xᵀ, 'int8', group G) (R % G == 0, G % 4 == 0),
 // the SR draw indexed by the element's flat position in xᵀ. Prepended: quant/codec.wgsl.
-// Serves the weight-gradient GEMM's operands (dYᵀ, Xᵀ in blocks of tokens) and, with G = R, the
-// input-gradient GEMM's weight operand (Wᵀ per input channel).
+// Serves the weight-gradient GEMM's operands (dYᵀ, Xᵀ in blocks of tokens, or per channel over all
+// of them) and the input-gradient GEMM's weight operand (Wᵀ per input channel), the last two
+// through the row tiles of col_absmax / col_encode below.
 //
 // A workgroup is COLS columns × LANES lanes of rows: lane y of a column scans rows y, y+LANES, ...
 // (for a fixed row the COLS loads are consecutive), the lanes' absmax meet in workgroup memory, and

@@ -4,7 +4,8 @@
  *   quantizeTransposedI8 — INT8 codes of xᵀ read straight from x [R, CN] (no fp32 transposed copy),
  *                          one scale per column and block of G rows (shaders/quant/transpose-quant.wgsl);
  *   quantizeColumnsI8    — the same with one scale per column over all R rows, spread over tiles of
- *                          rows (two dispatches): the operands of dW on qgemmI8 (tensor cores);
+ *                          rows (two dispatches): the operands of dW on qgemmI8 (tensor cores) and
+ *                          dX's Wᵀ per input channel;
  *   qgemmI8Blocked       — C (+)= Σ_blocks diag(sa_b)·(QA_b·QB_bᵀ)·diag(sb_b), dot4I8Packed, scales
  *                          that change every G elements of K (shaders/qgemm-block.wgsl).
  * References: ./qgemm-block.ref.ts.

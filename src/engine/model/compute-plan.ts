@@ -130,8 +130,9 @@ export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], t
   const ws = (key: string, bytes: number) => out.push({ key, category: 'workspace', bytes });
   const widest = Math.max(d.C, d.QC, d.KVC, d.F);
   const gateUpK = gateUpDx.some(Boolean) ? 2 * d.F : 0;
+  const dxInt8 = training && layers.some((l) => l.compute.dx === 'int8');
   // i8.a holds dX's dY and every forward X whose codes are not the saved tensor's own (sharedCodes).
-  const needA = (training && layers.some((l) => l.compute.dx === 'int8'))
+  const needA = dxInt8
     || layers.some((l, i) => l.compute.forward === 'int8' && GEMM_INPUT_SAVED.some((k) => !sharedCodes[i]?.has(k)));
   if (use.rows && needA) {
     ws('i8.a', d.N * Math.max(widest, gateUpK));
@@ -154,8 +155,8 @@ export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], t
     // Per channel over all tokens: the row tiles' absmax (quantizeColumnsI8), dYᵀ's and Xᵀ's in turn.
     if (blocks.includes('all')) amaxWords = columnAbsmaxWords(d.N, Math.max(outW, inW));
   }
-  // dX's Wᵀ per input channel over K = the layer's output width (quantizeColumnsI8 too).
-  if (training && layers.some((l) => l.compute.dx === 'int8')) amaxWords = Math.max(amaxWords, ...[d.QC, d.KVC, d.F, d.C, gateUpK].filter((k) => k > 0).map((k) => columnAbsmaxWords(k, widest)));
+  // dX's Wᵀ per input channel over K = the layer's output width (quantizeColumnsI8 too), the same scratch.
+  if (dxInt8) amaxWords = Math.max(amaxWords, ...[d.QC, d.KVC, d.F, d.C, gateUpK].filter((k) => k > 0).map((k) => columnAbsmaxWords(k, widest)));
   if (amaxWords) ws('i8.amax', amaxWords * 4);
   return out;
 }
