@@ -30,37 +30,33 @@ export function linearsTransposed(tokens: number, minRows = LINEAR_NN_MIN_ROWS):
   return tokens >= minRows;
 }
 
-export interface PlanOptions {
+/** Choices the plan makes itself, which tests force (the planner and the model take the same ones). */
+export interface PlanOverrides {
+  /** Tests: force the SwiGLU backward's block rows (see swigluBlockRows). */
+  swigluBlockRows?: number;
+  /** Tests: the fewest tokens (B·T) for which the forward linears run NN on a transposed weight (LINEAR_NN_MIN_ROWS). */
+  linearNnMinRows?: number;
+  /** Tests: false runs gate_proj's and up_proj's INT8 dX as two GEMMs even where one over K = 2F applies (gateUpDxFused). */
+  fuseGateUpDx?: boolean;
+  /** Tests: false quantizes a saved tensor into its INT8-per-row storage and into i8.a separately even where one set of codes serves both (sharesInputCodes). */
+  shareCodes?: boolean;
+}
+
+export interface PlanOptions extends PlanOverrides {
   /** false: forward only (evaluation, sampling) — no grads, optimizer state or backward workspace. */
   training?: boolean;
   scheme?: Scheme;
   /** false: the weights belong to another model (a B=1 sampler beside the trainer). */
   ownWeights?: boolean;
-  /** Tests: force the SwiGLU backward's block rows (see swigluBlockRows). */
-  swigluBlockRows?: number;
-  /** Tests: the fewest tokens (B·T) for which the forward linears run NN on a transposed weight (LINEAR_NN_MIN_ROWS). */
-  linearNnMinRows?: number;
-  /** Tests: false runs gate_proj's and up_proj's INT8 dX as two GEMMs even where one over K = 2F applies (gateUpDxFused). */
-  fuseGateUpDx?: boolean;
-  /** Tests: false quantizes a saved tensor into its INT8-per-row storage and into i8.a separately even where one set of codes serves both (sharesInputCodes). */
-  shareCodes?: boolean;
   /** The model is rank `tpRank` of a real tensor-parallel group (a shard config; TpPeer's buffers instead of TpSim's). */
   tpRank?: number;
 }
 
-export interface ModelBuildOptions {
+export interface ModelBuildOptions extends PlanOverrides {
   training?: boolean;
   scheme?: Scheme;
   /** Bind another model's weights instead of allocating them. */
   sharedWeights?: GPUBuffer;
-  /** Tests: force the SwiGLU backward's block rows (see swigluBlockRows). */
-  swigluBlockRows?: number;
-  /** Tests: the fewest tokens (B·T) for which the forward linears run NN on a transposed weight (LINEAR_NN_MIN_ROWS). */
-  linearNnMinRows?: number;
-  /** Tests: false runs gate_proj's and up_proj's INT8 dX as two GEMMs even where one over K = 2F applies (gateUpDxFused). */
-  fuseGateUpDx?: boolean;
-  /** Tests: false quantizes a saved tensor into its INT8-per-row storage and into i8.a separately even where one set of codes serves both (sharesInputCodes). */
-  shareCodes?: boolean;
   /** This model is rank `tpRank` of a real tensor-parallel group of scheme.tp.degree peers; cfg is its shard config (tp-shard.ts). */
   tpRank?: number;
   /** Tests, benchmarks: force the attention backward's dq path (attentionDqPlan; default: stored dS where dF1 holds it). */
