@@ -8,13 +8,15 @@
  * (the GPU starts on the first chunk while the host encodes the rest).
  *
  *   node step-profile.mjs --model base --scheme fp32,agoq [--batch 16 --seq 512] [--json out.json]
- *                         [--host [--chunk 64,128]]
+ *                         [--host [--chunk 64,128]] [--no-tensor-cores]
+ * INT8 GEMMs run on tensor cores where the device has them (as `bench step` runs them).
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { median, profileDispatches } from '../src/engine/gpu/timer';
+import { enableI8TensorCores, i8TcLabel } from '../src/engine/kernels/qgemm-tc';
 import type { PresetName } from '../src/engine/model/config';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
 import { syntheticTrainer } from '../src/lab/step';
@@ -22,7 +24,7 @@ import { syntheticTrainer } from '../src/lab/step';
 const a = parseArgs({ options: {
   model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
   json: { type: 'string' }, reps: { type: 'string' }, cpu: { type: 'boolean' },
-  host: { type: 'boolean' }, chunk: { type: 'string' },
+  host: { type: 'boolean' }, chunk: { type: 'string' }, 'no-tensor-cores': { type: 'boolean' },
 } }).values;
 
 /** Kernel kind of a dispatch label: layer prefix and trailing numbers dropped. */
@@ -31,7 +33,7 @@ export function kindOf(label: string): string {
 }
 
 export function classOf(kind: string): string {
-  if (/quant|dequant|qdq|\.aq|\.gq|fake/.test(kind)) return 'quantization';
+  if (/quant|dequant|qdq|\.aq|\.gq|\.cq|\.tq|fake/.test(kind)) return 'quantization';
   if (/_proj|lm_head|\.dw$|\.dx$|matmul|splitk/.test(kind)) return 'gemm';
   if (/attn/.test(kind)) return 'attention';
   if (/adam|grad_norm|clip/.test(kind)) return 'optimizer';
@@ -81,9 +83,13 @@ async function hostTimes(trainer: Awaited<ReturnType<typeof syntheticTrainer>>, 
   return { dispatches: list.length, encodeMs: median(encode), waitMs: median(wait), wholeMs: median(whole), chunkedMs: chunked };
 }
 
-const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags: ['disable-dawn-features=timestamp_quantization'] });
+const dawnFlags = ['disable-dawn-features=timestamp_quantization', ...(a['no-tensor-cores'] ? [] : ['enable-dawn-features=allow_unsafe_apis'])];
+const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags });
 const rt = new Runtime(gpu);
-const out: Record<string, unknown> = { date: new Date().toISOString(), adapter: gpu.adapterInfo, runs: [] as unknown[] };
+const tensorCores = gpu.features.subgroupMatrix ? await enableI8TensorCores(rt) : undefined;
+const tcLabel = tensorCores?.chosen ? i8TcLabel(tensorCores.chosen) : 'not used';
+console.log(`int8 tensor cores: ${tcLabel}`);
+const out: Record<string, unknown> = { date: new Date().toISOString(), adapter: gpu.adapterInfo, i8TensorCores: tcLabel, runs: [] as unknown[] };
 for (const model of (a.model ?? 'base').split(',') as PresetName[]) {
   for (const schemeName of (a.scheme ?? 'fp32,agoq').split(',')) {
     const scheme = SCHEME_PRESETS[schemeName as keyof typeof SCHEME_PRESETS];

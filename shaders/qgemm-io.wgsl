@@ -108,6 +108,7 @@ fn store_out(acc: ptr<function, array<vec4<f32>, 16>>, r0: u32, c0: u32, tx: u32
     for (var j = 0u; j < tpg; j++) { m = max(m, pmax[(ty * TM + i) * (BN / TN) + t0 + j]); }
     var s = 0.0;
     if (m >= 7.703719777548943e-34) { s = div_rn(m, QMAX); }   // 2^-110
+    let inv = int_inv(s);
     if (row >= P.M) { continue; }
     for (var wd = 0u; wd < TN / OCPW; wd++) {
       let col0 = c0 + wd * OCPW;
@@ -116,7 +117,7 @@ fn store_out(acc: ptr<function, array<vec4<f32>, 16>>, r0: u32, c0: u32, tx: u32
       for (var e = 0u; e < OCPW; e++) {
         let v = cv[i * TN + wd * OCPW + e];
         var code = 0u;
-        if (s != 0.0 && abs(v) <= FMAX) { code = int_encode(div_rn(v, s), QMAX); }
+        if (s != 0.0 && abs(v) <= FMAX) { code = int_code_nearest(v, s, inv, QMAX); }
         w |= code << (OBITS * e);
       }
       CQ[(row * P.N + col0) / OCPW] = w;

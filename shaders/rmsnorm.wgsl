@@ -151,8 +151,9 @@ fn rmsnorm_fwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     m = max(m, finite_absmax4(y));
   }
   let s = int8_scale(wg_max(m, lid));
+  let inv = int_inv(s);
   for (var c = lid; c < cv; c += WG) {
-    q_codes[base + c] = int8_word(q_y[base + c], s); // this invocation's own stores: no barrier needed
+    q_codes[base + c] = int8_word(q_y[base + c], s, inv); // this invocation's own stores: no barrier needed
   }
   if (lid == 0u) {
     q_rstd[row] = r;
@@ -187,6 +188,7 @@ fn rmsnorm_bwd_dx_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     a = max(a, finite_absmax4(v));
   }
   let s = int8_scale(wg_max(a, lid));
-  for (var c = lid; c < cv; c += WG) { qb_codes[base + c] = int8_word(qb_dx[base + c], s); }
+  let inv = int_inv(s);
+  for (var c = lid; c < cv; c += WG) { qb_codes[base + c] = int8_word(qb_dx[base + c], s, inv); }
   if (lid == 0u) { qb_scales[row] = s; }
 }

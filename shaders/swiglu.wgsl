@@ -118,7 +118,8 @@ fn swiglu_fwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     m = max(m, finite_absmax4(h));
   }
   let s = int8_scale(wg_max(m, lid));
-  for (var c = lid; c < p.cols; c += WG) { q_codes[base + c] = int8_word(f_h[base + c], s); }
+  let inv = int_inv(s);
+  for (var c = lid; c < p.cols; c += WG) { q_codes[base + c] = int8_word(f_h[base + c], s, inv); }
   if (lid == 0u) { q_scales[row] = s; }
 }
 
@@ -149,11 +150,12 @@ fn swiglu_bwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     m = max(m, max(finite_absmax4(dg), finite_absmax4(du)));
   }
   let s = int8_scale(wg_max(m, lid));
+  let inv = int_inv(s);
   let out = (p.row0 + row) * 2u * p.cols;
   for (var c = lid; c < p.cols; c += WG) {
     let i = base + c;
-    q_codes[out + c] = int8_word(i_gate[i], s);
-    q_codes[out + p.cols + c] = int8_word(select(i_up[i], o_dh[i], OVER_DH), s);
+    q_codes[out + c] = int8_word(i_gate[i], s, inv);
+    q_codes[out + p.cols + c] = int8_word(select(i_up[i], o_dh[i], OVER_DH), s, inv);
   }
   if (lid == 0u) { q_scales[p.row0 + row] = s; }
 }

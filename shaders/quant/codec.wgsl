@@ -249,12 +249,54 @@ fn int8_scale(amax: f32) -> f32 {
   return select(div_rn(amax, 127.0), 0.0, bitcast<u32>(amax) < 0x08800000u);
 }
 
-fn int8_code_of(v: f32, s: f32) -> u32 {
-  if (s == 0.0 || (bitcast<u32>(v) & 0x7fffffffu) >= 0x7f800000u) { return 0u; }
-  return int_encode(div_rn(v, s), 127.0);
+// ---- division-free INT codes ---------------------------------------------------------------------
+// The code of RN(v/s) from q = v·(1/s), no division per element: q is within 6 ulps of v/s (1/s
+// within WGSL's 2.5 ulp, one rounded product), so outside a band of |q|·2^-19 (≥ 16 ulps) around a
+// boundary (the half-integers) v/s and RN(v/s) lie on q's side of it: the same code. Lanes in the
+// band (`tight`) are redone with div_rn. s must be normal (the scales are ≥ 2^-110 / QMAX).
+const TIGHT_REL: f32 = 1.9073486328125e-6;
+
+// Codes of four lanes, and which lanes sit too near a rounding boundary to trust.
+struct Coded {
+  codes: vec4<u32>,
+  tight: vec4<bool>,
 }
 
-// Four consecutive values' codes in one word (element j at byte j).
-fn int8_word(v: vec4<f32>, s: f32) -> u32 {
-  return int8_code_of(v.x, s) | (int8_code_of(v.y, s) << 8u) | (int8_code_of(v.z, s) << 16u) | (int8_code_of(v.w, s) << 24u);
+// INT8 / INT4 of q (≈ v/s, |q| ≲ qmax): round half to even, saturate, two's complement bits. The
+// fraction test is exact (q − round(q) is representable).
+fn int_nearest(q: vec4<f32>, qmax: f32) -> Coded {
+  let qc = clamp(q, vec4<f32>(-qmax - 1.0), vec4<f32>(qmax));
+  let r = round(qc);
+  let tight = abs(qc - r) >= vec4<f32>(0.5) - abs(qc) * TIGHT_REL;
+  return Coded(bitcast<vec4<u32>>(vec4<i32>(r)) & vec4<u32>(u32(2.0 * qmax + 1.0)), tight);
+}
+
+// 1/s for the division-free codes, 0 for s = 0.
+fn int_inv(s: f32) -> f32 {
+  return select(1.0 / s, 0.0, s == 0.0);
+}
+
+// One finite v's code with scale s ≠ 0 (inv = int_inv(s)): int_encode(div_rn(v, s), qmax).
+fn int_code_nearest(v: f32, s: f32, inv: f32, qmax: f32) -> u32 {
+  let c = int_nearest(vec4<f32>(v * inv), qmax);
+  if (c.tight.x) { return int_encode(div_rn(v, s), qmax); }
+  return c.codes.x;
+}
+
+// Four consecutive values' codes in one word (element j at byte j), inv = int_inv(s); non-finite
+// values and s = 0 give code 0.
+fn int8_word(v: vec4<f32>, s: f32, inv: f32) -> u32 {
+  let fin = (bitcast<vec4<u32>>(v) & vec4<u32>(0x7fffffffu)) < vec4<u32>(0x7f800000u);
+  let f = int_nearest(select(vec4<f32>(0.0), v, fin) * inv, 127.0);
+  var c = f.codes;
+  let redo = f.tight & fin;
+  // Lane by lane with constant indices (a loop would index the vectors dynamically).
+  if (any(redo) && s != 0.0) {
+    if (redo.x) { c.x = int_encode(div_rn(v.x, s), 127.0); }
+    if (redo.y) { c.y = int_encode(div_rn(v.y, s), 127.0); }
+    if (redo.z) { c.z = int_encode(div_rn(v.z, s), 127.0); }
+    if (redo.w) { c.w = int_encode(div_rn(v.w, s), 127.0); }
+  }
+  c = select(c, vec4<u32>(0u), !fin | vec4<bool>(s == 0.0));
+  return c.x | (c.y << 8u) | (c.z << 16u) | (c.w << 24u);
 }

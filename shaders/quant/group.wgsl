@@ -127,26 +127,6 @@ fn team_max(v: u32, lid: u32, sgs: u32) -> u32 {
   return m;
 }
 
-// Codes of four lanes, and which lanes sit too near a rounding boundary to trust.
-struct Coded {
-  codes: vec4<u32>,
-  tight: vec4<bool>,
-}
-
-// Where a lane counts as near a boundary: within |q|·2^-19 ≥ 16 ulps of q. The division-free q is
-// within 6 ulps of x/s (1/s within 2.5 ulp, one rounded product), so outside that band x/s, and
-// its rounding RN(x/s), lie strictly on q's side of every boundary: same code.
-const TIGHT_REL: f32 = 1.9073486328125e-6;
-
-// INT8 / INT4 of q (≈ x/s, |q| ≲ QMAX): round half to even, saturate, two's complement bits. The
-// boundaries are the half-integers; the fraction test is exact (q − round(q) is representable).
-fn int_nearest(q: vec4<f32>) -> Coded {
-  let qc = clamp(q, vec4<f32>(-p.qmax - 1.0), vec4<f32>(p.qmax));
-  let r = round(qc);
-  let tight = abs(qc - r) >= vec4<f32>(0.5) - abs(qc) * TIGHT_REL;
-  return Coded(bitcast<vec4<u32>>(vec4<i32>(r)) & vec4<u32>(u32(2.0 * p.qmax + 1.0)), tight);
-}
-
 // E4M3 / E5M2 of q with the sign bits `sign`, as codec.wgsl's e4m3_encode / e5m2_encode would
 // round RN(x/s). Normal range (|q| ≥ 2^(1−bias)): keep m mantissa bits of the pattern, adding half
 // of the dropped ones (no ties outside the band), and re-bias; the boundaries are the patterns whose
@@ -185,7 +165,7 @@ fn encode4(x: vec4<f32>, s: f32, inv: f32, i: u32) -> u32 {
   if (p.stochastic == 0u) {
     var f: Coded;
     if (FMT >= 2u) {
-      f = int_nearest(x * inv);
+      f = int_nearest(x * inv, p.qmax);
     } else {
       f = fp8_nearest(x * inv, (bitcast<vec4<u32>>(x) >> vec4<u32>(24u)) & vec4<u32>(0x80u));
     }

@@ -59,16 +59,16 @@ fn load_word(c: u32, r0: u32, j: u32) -> vec4<f32> {
   return vec4<f32>(X[i], X[i + p.CN], X[i + 2u * p.CN], X[i + 3u * p.CN]);
 }
 
-// Word j of column c's codes from its four values v with scale s.
-fn encode_word(v: vec4<f32>, c: u32, r0: u32, j: u32, s: f32) -> u32 {
+// Word j of column c's codes from its four values v with scale s (inv = int_inv(s)): nearest
+// rounding division-free (int8_word), stochastic through the exact quotient.
+fn encode_word(v: vec4<f32>, c: u32, r0: u32, j: u32, s: f32, inv: f32) -> u32 {
+  if (p.stochastic == 0u) { return int8_word(v, s, inv); }
   let base = c * p.R + r0 + 4u * j; // flat index of the word's first element in xᵀ
   var w = 0u;
   for (var e = 0u; e < 4u; e++) {
     var code = 0u;
     if (s != 0.0 && (bitcast<u32>(v[e]) & 0x7fffffffu) < 0x7f800000u) {
-      let q = div_rn(v[e], s);
-      // A branch, not select: the SR draw's hashes are not computed for nearest rounding.
-      if (p.stochastic != 0u) { code = int_encode_sr(q, 127.0, sr_uniform(p.seed, base + e)); } else { code = int_encode(q, 127.0); }
+      code = int_encode_sr(div_rn(v[e], s), 127.0, sr_uniform(p.seed, base + e));
     }
     w = set_byte(w, e, code);
   }
@@ -94,6 +94,7 @@ fn put_word(c: u32, r0: u32, j: u32, w: u32, x: u32) {
 fn encode_tile(c0: u32, r0: u32, s: f32, lid: vec3<u32>) {
   let c = c0 + lid.x;
   let nw = p.G / 4u;
+  let inv = int_inv(s);
   if (c < p.CN) {
     for (var j0 = lid.y; j0 < nw; j0 += LANES * LF) {
       if (LF == 4u) {
@@ -107,12 +108,12 @@ fn encode_tile(c0: u32, r0: u32, s: f32, lid: vec3<u32>) {
         if (j1 < nw) { v1 = load_word(c, r0, j1); }
         if (j2 < nw) { v2 = load_word(c, r0, j2); }
         if (j3 < nw) { v3 = load_word(c, r0, j3); }
-        put_word(c, r0, j0, encode_word(v0, c, r0, j0, s), lid.x);
-        if (j1 < nw) { put_word(c, r0, j1, encode_word(v1, c, r0, j1, s), lid.x); }
-        if (j2 < nw) { put_word(c, r0, j2, encode_word(v2, c, r0, j2, s), lid.x); }
-        if (j3 < nw) { put_word(c, r0, j3, encode_word(v3, c, r0, j3, s), lid.x); }
+        put_word(c, r0, j0, encode_word(v0, c, r0, j0, s, inv), lid.x);
+        if (j1 < nw) { put_word(c, r0, j1, encode_word(v1, c, r0, j1, s, inv), lid.x); }
+        if (j2 < nw) { put_word(c, r0, j2, encode_word(v2, c, r0, j2, s, inv), lid.x); }
+        if (j3 < nw) { put_word(c, r0, j3, encode_word(v3, c, r0, j3, s, inv), lid.x); }
       } else {
-        put_word(c, r0, j0, encode_word(load_word(c, r0, j0), c, r0, j0, s), lid.x);
+        put_word(c, r0, j0, encode_word(load_word(c, r0, j0), c, r0, j0, s, inv), lid.x);
       }
     }
   }

@@ -71,11 +71,46 @@ describe('quantizeColumnsI8 (one scale per column over all rows, in row tiles)',
     expect(Array.from(await rt.readU32(codes, 0, (R * CN) / 4))).toEqual(Array.from(ref.words));
   });
 
+  // Quotients within a few ulps of a half-integer: the lanes the division-free codes redo exactly.
+  it.each(Object.keys(TQ_VARIANTS))('values at rounding boundaries give the reference codes, %s', async (variant) => {
+    const rt = await testRuntime();
+    setTransposeQuantVariant(rt, TQ_VARIANTS[variant]);
+    onTestFinished(() => setTransposeQuantVariant(rt, undefined));
+    const R = 256;
+    const CN = 6;
+    const x = boundaryColumns(R, CN, new Rng(5));
+    const codes = track(rt.createBuffer('workspace', 'codes', R * CN));
+    const scales = track(rt.createBuffer('workspace', 'scales', CN * 4));
+    const amax = track(rt.createBuffer('workspace', 'amax', columnAbsmaxWords(R, CN) * 4));
+    rt.run(quantizeColumnsI8(rt, { label: 'cqb', x: up(rt, x), R, CN, codes, scales, amax }).dispatches);
+    const ref = quantizeTransposedI8Ref(x, R, CN, R, { rounding: 'nearest', seed: 0 });
+    expect(Array.from(await rt.readU32(codes, 0, (R * CN) / 4))).toEqual(Array.from(ref.words));
+  });
+
   it('tiles of at most 256 rows; rows not a multiple of 4 are rejected', () => {
     expect([64, 600, 1024, 8192, 96].map(columnTileRows)).toEqual([64, 8, 256, 256, 32]);
     expect(() => columnTileRows(30)).toThrow(/R=30 must be a positive multiple of 4/);
   });
 });
+
+/** x [R, CN]: column c's absmax A_c in row 0, every other row a value within ±3 ulps of (n + ½)·s_c. */
+function boundaryColumns(R: number, CN: number, rng: Rng): Float32Array {
+  const x = new Float32Array(R * CN);
+  const bits = new Uint32Array(x.buffer);
+  for (let c = 0; c < CN; c++) {
+    const a = Math.fround(0.37 + 1.9 * c + rng.next());
+    const sc = Math.fround(a / 127);
+    x[c] = c % 2 ? -a : a;
+    for (let r = 1; r < R; r++) {
+      const n = rng.int(254) - 127; // -127 .. 126: (n + ½) within ±127.5
+      const i = r * CN + c;
+      x[i] = Math.fround((n + 0.5) * sc);
+      if (x[i] !== 0) bits[i] += rng.int(7) - 3;
+      if (Math.abs(x[i]) > a) x[i] = Math.sign(x[i]) * a;
+    }
+  }
+  return x;
+}
 
 function randI8(n: number, rng: Rng): { v: Int8Array; words: Uint32Array } {
   const v = Int8Array.from({ length: n }, () => (rng.nextU32() >>> 24) - 128);
