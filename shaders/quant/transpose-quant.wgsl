@@ -154,3 +154,102 @@ fn col_encode(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
   if (c < p.CN && wid.y == 0u && lid.y == 0u) { S[c] = s; }
   encode_tile(wid.x * COLS, wid.y * p.G, s, lid);
 }
+
+// ---- register-transposed encode (col_encode's form for CN % 8 == 0) -------------------------------
+// A warp is 32 rows × 32 columns: lane t holds rows 4·(t/4) .. +3 of columns 8·(t%4) .. +7 (eight
+// vec4 loads; four lanes read a row's 128 bytes), transposes them in registers into its eight
+// columns' words, and a store instruction writes 32-byte runs of four columns. Eight warps stack to
+// 256 rows. The workgroup's 32 column scales come from the tiles' absmax in A_r.
+@group(0) @binding(1) var<storage, read> X4: array<vec4<f32>>;
+var<workgroup> cmax: array<u32, 256>;
+var<workgroup> cscale: array<f32, 32>;
+
+// Word of column c (rows r .. r + 3) from those rows' values; its scale from cscale[j].
+fn rt_word(v: vec4<f32>, c: u32, r: u32, j: u32) {
+  let s = cscale[j];
+  Q[(c * p.R + r) / 4u] = encode_word(v, c, r, 0u, s, int_inv(s));
+}
+
+@compute @workgroup_size(256)
+fn col_encode_rt(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let c0 = wid.x * 32u;
+  // Column c0 + li % 32's max over every 8th tile, then over the 8 partials.
+  var a = 0u;
+  if (c0 + li % 32u < p.CN) {
+    for (var t = li / 32u; t < p.R / p.G; t += 8u) { a = max(a, A_r[t * p.CN + c0 + li % 32u]); }
+  }
+  cmax[li] = a;
+  workgroupBarrier();
+  if (li < 32u) {
+    var m = 0u;
+    for (var y = 0u; y < 8u; y++) { m = max(m, cmax[y * 32u + li]); }
+    cscale[li] = scale_of(m);
+    if (wid.y == 0u && c0 + li < p.CN) { S[c0 + li] = cscale[li]; }
+  }
+  workgroupBarrier();
+  let lane = li % 32u;
+  let j = 8u * (lane % 4u); // first column within the workgroup's 32
+  let c = c0 + j;
+  let r = wid.y * 256u + (li / 32u) * 32u + 4u * (lane / 4u);
+  if (c >= p.CN || r >= p.R) { return; }
+  let i0 = (r * p.CN + c) / 4u;
+  let n4 = p.CN / 4u;
+  let a0 = X4[i0];
+  let a1 = X4[i0 + 1u];
+  let b0 = X4[i0 + n4];
+  let b1 = X4[i0 + n4 + 1u];
+  let d0 = X4[i0 + 2u * n4];
+  let d1 = X4[i0 + 2u * n4 + 1u];
+  let e0 = X4[i0 + 3u * n4];
+  let e1 = X4[i0 + 3u * n4 + 1u];
+  rt_word(vec4<f32>(a0.x, b0.x, d0.x, e0.x), c, r, j);
+  rt_word(vec4<f32>(a0.y, b0.y, d0.y, e0.y), c + 1u, r, j + 1u);
+  rt_word(vec4<f32>(a0.z, b0.z, d0.z, e0.z), c + 2u, r, j + 2u);
+  rt_word(vec4<f32>(a0.w, b0.w, d0.w, e0.w), c + 3u, r, j + 3u);
+  rt_word(vec4<f32>(a1.x, b1.x, d1.x, e1.x), c + 4u, r, j + 4u);
+  rt_word(vec4<f32>(a1.y, b1.y, d1.y, e1.y), c + 5u, r, j + 5u);
+  rt_word(vec4<f32>(a1.z, b1.z, d1.z, e1.z), c + 6u, r, j + 6u);
+  rt_word(vec4<f32>(a1.w, b1.w, d1.w, e1.w), c + 7u, r, j + 7u);
+}
+
+// col_absmax's form for G == 256 and CN % 8 == 0, one tile per workgroup: the lanes of
+// col_encode_rt's mapping take their eight columns' max over their four rows; the 64 row quads of
+// a column meet in workgroup memory.
+var<workgroup> qmax: array<u32, 2048>;
+
+fn abs_bits4(v: vec4<f32>) -> vec4<u32> {
+  let b = bitcast<vec4<u32>>(v) & vec4<u32>(0x7fffffffu);
+  return select(vec4<u32>(0u), b, b < vec4<u32>(0x7f800000u));
+}
+
+@compute @workgroup_size(256)
+fn col_absmax_rt(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let c0 = wid.x * 32u;
+  let lane = li % 32u;
+  let j = 8u * (lane % 4u);
+  let c = c0 + j;
+  let quad = (li / 32u) * 8u + lane / 4u; // 0 .. 63
+  let r = wid.y * 256u + 4u * quad;
+  var m0 = vec4<u32>(0u);
+  var m1 = vec4<u32>(0u);
+  if (c < p.CN) {
+    let i0 = (r * p.CN + c) / 4u;
+    let n4 = p.CN / 4u;
+    m0 = max(max(abs_bits4(X4[i0]), abs_bits4(X4[i0 + n4])), max(abs_bits4(X4[i0 + 2u * n4]), abs_bits4(X4[i0 + 3u * n4])));
+    m1 = max(max(abs_bits4(X4[i0 + 1u]), abs_bits4(X4[i0 + n4 + 1u])), max(abs_bits4(X4[i0 + 2u * n4 + 1u]), abs_bits4(X4[i0 + 3u * n4 + 1u])));
+  }
+  let o = quad * 32u + j;
+  qmax[o] = m0.x; qmax[o + 1u] = m0.y; qmax[o + 2u] = m0.z; qmax[o + 3u] = m0.w;
+  qmax[o + 4u] = m1.x; qmax[o + 5u] = m1.y; qmax[o + 6u] = m1.z; qmax[o + 7u] = m1.w;
+  workgroupBarrier();
+  // Column li % 32 over quads 8·(li / 32) .. +7, then over the 8 partials.
+  var a = 0u;
+  for (var q = (li / 32u) * 8u; q < (li / 32u) * 8u + 8u; q++) { a = max(a, qmax[q * 32u + li % 32u]); }
+  cmax[li] = a;
+  workgroupBarrier();
+  if (li < 32u && c0 + li < p.CN) {
+    var t = 0u;
+    for (var y = 0u; y < 8u; y++) { t = max(t, cmax[y * 32u + li]); }
+    A_w[wid.y * p.CN + c0 + li] = t;
+  }
+}

@@ -53,7 +53,7 @@ const HELP = `usage: npm run bench -- <suite> [options]
   --i8-split-max S     at most S K slices for the INT8 dW GEMMs' split-K (1: never split; default: the engine's choice)
   --i8tc-layout I      try I8_TC_LAYOUTS[I] first for the INT8 tensor-core GEMM (default 0)
   --attn-dq PATH       the attention backward's dq: stored (from the dK/dV pass's dS) or recompute (default: the plan's choice)
-  --tq-variant V       the INT8 transposed quantizers' form: direct1, direct4, staged1, staged4 (default: the engine's)`;
+  --tq-variant V       the INT8 transposed quantizers' form: direct1, direct4, staged1, staged4, regs (default: the engine's)`;
 
 function list(name: string, v: string | undefined): string[] | undefined {
   if (v === undefined) return undefined;

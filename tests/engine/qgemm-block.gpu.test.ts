@@ -49,8 +49,10 @@ describe('quantizeTransposedI8', () => {
 });
 
 describe('quantizeColumnsI8 (one scale per column over all rows, in row tiles)', () => {
-  // [R, CN]: one tile; 75 tiles of 8 rows with a partial column tile; 4 tiles of 256; 3 of 32.
-  const cases: [number, number, 'nearest' | 'stochastic'][] = [[64, 20, 'nearest'], [600, 70, 'stochastic'], [1024, 9, 'nearest'], [96, 130, 'stochastic']];
+  // [R, CN]: one tile; 75 tiles of 8 rows with a partial column tile; 4 tiles of 256; 3 of 32. CN % 8 == 0
+  // (the register-transposed encode under `regs`): rows past the last 256, a partial 32-column tile.
+  const cases: [number, number, 'nearest' | 'stochastic'][] = [[64, 20, 'nearest'], [600, 70, 'stochastic'], [1024, 9, 'nearest'], [96, 130, 'stochastic'],
+    [600, 72, 'stochastic'], [1024, 40, 'nearest'], [96, 136, 'nearest'], [512, 64, 'stochastic']];
   const variants = Object.keys(TQ_VARIANTS);
   it.each(cases.flatMap((c) => variants.map((v) => [...c, v] as const)))('R=%i CN=%i %s, %s', async (R, CN, rounding, variant) => {
     const rt = await testRuntime();
@@ -77,7 +79,7 @@ describe('quantizeColumnsI8 (one scale per column over all rows, in row tiles)',
     setTransposeQuantVariant(rt, TQ_VARIANTS[variant]);
     onTestFinished(() => setTransposeQuantVariant(rt, undefined));
     const R = 256;
-    const CN = 6;
+    const CN = 16; // CN % 8 == 0: under `regs` the register-transposed encode
     const x = boundaryColumns(R, CN, new Rng(5));
     const codes = track(rt.createBuffer('workspace', 'codes', R * CN));
     const scales = track(rt.createBuffer('workspace', 'scales', CN * 4));

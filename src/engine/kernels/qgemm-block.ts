@@ -22,12 +22,18 @@ const TQ_SEED_OFFSET = 12;
 /** The longest block whose codes transpose-quant stages in workgroup memory (64 columns × G/4 + 1 words). */
 const STAGED_MAX_ROWS = 256;
 
-/** How transpose-quant moves a tile: its codes staged in workgroup memory or stored by each lane; rows of 1 or 4 words loaded before encoding. */
-export interface TransposeQuantVariant { staged: boolean; loads: 1 | 4 }
+/**
+ * How transpose-quant moves a tile: its codes staged in workgroup memory or stored by each lane;
+ * rows of 1 or 4 words loaded before encoding; `registers`: quantizeColumnsI8 encodes with
+ * col_encode_rt (8 columns × 4 rows per lane, transposed in registers) where CN % 8 == 0, and takes
+ * the tiles' absmax the same way (col_absmax_rt) where the tiles are 256 rows.
+ */
+export interface TransposeQuantVariant { staged: boolean; loads: 1 | 4; registers?: boolean }
 export const TQ_VARIANTS: Record<string, TransposeQuantVariant> = {
   direct1: { staged: false, loads: 1 }, direct4: { staged: false, loads: 4 }, staged1: { staged: true, loads: 1 }, staged4: { staged: true, loads: 4 },
+  regs: { staged: false, loads: 4, registers: true },
 };
-const DEFAULT_TQ: TransposeQuantVariant = TQ_VARIANTS.direct4;
+const DEFAULT_TQ: TransposeQuantVariant = TQ_VARIANTS.regs;
 const tqVariants = new WeakMap<Runtime, TransposeQuantVariant>();
 
 /** The variant every transposed quantizer of this runtime builds (benchmarks time each); undefined: the default. */
@@ -112,10 +118,19 @@ export function quantizeColumnsI8(rt: Runtime, a: {
   const params = rt.uniform(`${a.label}.cq`, u);
   const grid: [number, number] = [Math.ceil(CN / 64), R / G];
   const constants = tqConstants(rt, 64, 4, G);
+  const inRegisters = (tqVariants.get(rt) ?? DEFAULT_TQ).registers === true && CN % 8 === 0;
+  const encodeGrid: [number, number] = inRegisters ? [Math.ceil(CN / 32), Math.ceil(R / 256)] : grid;
+  const absmaxRt = inRegisters && G === 256; // one 256-row tile per workgroup of col_absmax_rt
   return {
     dispatches: [
-      rt.kernel({ label: `${a.label}.cq.absmax`, code: TQ_CODE, entryPoint: 'col_absmax', constants, bindings: [params, a.x, a.amax], workgroups: grid }),
-      rt.kernel({ label: `${a.label}.cq`, code: TQ_CODE, entryPoint: 'col_encode', constants, bindings: [params, a.x, a.scales, a.codes, a.amax], workgroups: grid }),
+      rt.kernel({
+        label: `${a.label}.cq.absmax`, code: TQ_CODE, entryPoint: absmaxRt ? 'col_absmax_rt' : 'col_absmax', constants,
+        bindings: [params, a.x, a.amax], workgroups: absmaxRt ? encodeGrid : grid,
+      }),
+      rt.kernel({
+        label: `${a.label}.cq`, code: TQ_CODE, entryPoint: inRegisters ? 'col_encode_rt' : 'col_encode', constants,
+        bindings: [params, a.x, a.scales, a.codes, a.amax], workgroups: encodeGrid,
+      }),
     ],
     setSeed: (seed: number) => {
       if (a.rounding === 'stochastic') rt.write(params, Uint32Array.of(seed >>> 0), TQ_SEED_OFFSET);
