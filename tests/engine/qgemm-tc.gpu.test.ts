@@ -75,6 +75,21 @@ describe('INT8 tensor-core GEMM', () => {
     expect(t).toMatch(/\/ 4u/);
   });
 
+  it('the accumulating epilogue loads each strip\'s C into registers before storing its tiles', () => {
+    const s = spec({ tilesM: 2, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 });
+    const acc = qgemmI8TcCode(s, true);
+    const per = (CFG.M * 2 * CFG.N) / 32; // elements per lane of a strip of EPI = 2 tiles
+    const strips = s.tilesM * (s.tilesN / 2);
+    expect(acc).toContain(`var pc: array<f32, ${per}>;`);
+    expect(acc.match(/pc\[\d+\] = select\(0\.0, C\[/g)).toHaveLength(per * strips);
+    expect(acc.match(/C\[row \* P\.N \+ col\] = pc\[\d+\] \+ f32\(/g)).toHaveLength(per * strips);
+    // Each strip's loads come before its tile stores.
+    const firstLoad = acc.indexOf('pc[0] = select');
+    expect(firstLoad).toBeGreaterThan(0);
+    expect(firstLoad).toBeLessThan(acc.indexOf('subgroupMatrixStore'));
+    expect(qgemmI8TcCode(s)).not.toContain('var pc');
+  });
+
   it('measured per-shape layouts are valid specs of their configuration; without tensor cores none applies', async () => {
     for (const t of MEASURED_I8TC_LAYOUTS) {
       for (const [shape, e] of Object.entries(t.table)) {

@@ -135,17 +135,30 @@ export function qgemmI8TcCode(s: I8TcSpec, accumulate = false, parts = false): s
   const EPI = epiOf(s);
   const SN = EPI * cfg.N;
   const SMN = cfg.M * SN;
+  // Accumulating: the strip's C values are loaded into registers before its tiles are stored (all
+  // loads in flight at once, over the store and barrier), not one dependent load per element.
+  const NPER = accumulate && !parts && SMN % s.sgSize === 0 ? SMN / s.sgSize : 0;
+  const at = (e: string, i: number, j0: number) =>
+    `let e = ${e}; let row = m0 + am + ${i * cfg.M}u + e / ${SN}u; let col = n0 + bn + ${j0 * cfg.N}u + e % ${SN}u;`;
+  if (NPER) L.push(`  var pc: array<f32, ${NPER}>;`);
   for (let i = 0; i < s.tilesM; i++) {
     for (let j0 = 0; j0 < s.tilesN; j0 += EPI) {
+      for (let t = 0; t < NPER; t++) {
+        L.push(`  { ${at(`lane + ${t * s.sgSize}u`, i, j0)} pc[${t}] = select(0.0, C[min(row, P.M - 1u) * P.N + min(col, P.N - 1u)], row < P.M && col < P.N); }`);
+      }
       for (let jj = 0; jj < EPI; jj++) L.push(`  ${sgmatStore(s, '&S', `sg * ${SMN}u + ${jj * cfg.N}u`, `c${i}_${j0 + jj}`, `${SN}u`)}`);
       L.push('  workgroupBarrier();');
-      L.push(`  for (var e = lane; e < ${SMN}u; e += ${s.sgSize}u) {`);
-      L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${SN}u;`);
-      L.push(`    let col = n0 + bn + ${j0 * cfg.N}u + e % ${SN}u;`);
       const y = `f32(S[sg * ${SMN}u + e]) * SX[row] * SW[col]`;
-      if (parts) L.push(`    if (row < P.M && col < P.N) { PARTS[(wid.z * P.M + row) * P.N + col] = S[sg * ${SMN}u + e]; }`);
-      else L.push(`    if (row < P.M && col < P.N) { C[row * P.N + col] = ${accumulate ? `C[row * P.N + col] + ${y}` : y}; }`);
-      L.push('  }');
+      if (NPER) {
+        for (let t = 0; t < NPER; t++) L.push(`  { ${at(`lane + ${t * s.sgSize}u`, i, j0)} if (row < P.M && col < P.N) { C[row * P.N + col] = pc[${t}] + ${y}; } }`);
+      } else {
+        L.push(`  for (var e = lane; e < ${SMN}u; e += ${s.sgSize}u) {`);
+        L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${SN}u;`);
+        L.push(`    let col = n0 + bn + ${j0 * cfg.N}u + e % ${SN}u;`);
+        if (parts) L.push(`    if (row < P.M && col < P.N) { PARTS[(wid.z * P.M + row) * P.N + col] = S[sg * ${SMN}u + e]; }`);
+        else L.push(`    if (row < P.M && col < P.N) { C[row * P.N + col] = ${accumulate ? `C[row * P.N + col] + ${y}` : y}; }`);
+        L.push('  }');
+      }
       L.push('  workgroupBarrier();');
     }
   }
@@ -295,7 +308,7 @@ async function enableMeasuredShapes(rt: Runtime, base: I8TcSpec, out: I8TcProbe)
         // A shape's own layout runs unsplit (qgemm.ts splitCount), so its split is not checked.
         const r = await checkI8Tc(rt, s, { split: false });
         checked.set(label, r.ok);
-        out.tried.push({ label, ok: r.ok, error: r.error, mismatches: r.mismatches });
+        out.tried.push({ label, ok: r.ok, error: r.error, mismatches: r.mismatches, accumulateOk: r.accumulateOk, accumulateError: r.accumulateError });
       }
       if (checked.get(label)) specs.set(shape, s);
     }
@@ -359,6 +372,25 @@ export interface I8TcCheck {
   /** The same GEMM split over K in two slices (the second with a partial K step), bit for bit too. */
   splitOk?: boolean;
   splitError?: string;
+  /** The accumulating kernel: C0 + the product, bit for bit (fp32 add after the scaled product). */
+  accumulateOk?: boolean;
+  accumulateError?: string;
+}
+
+/** checkI8Tc's accumulate part: `args.c` filled with C0, the accumulating kernel run, compared with C0 + want. */
+async function checkAccumulate(rt: Runtime, s: I8TcSpec, args: I8GemmArgs, want: Float32Array): Promise<Pick<I8TcCheck, 'accumulateOk' | 'accumulateError'>> {
+  const errors = await wgslErrors(rt.device, 'qgemm_tc.check.acc', qgemmI8TcCode(s, true), true);
+  if (errors.length) return { accumulateOk: false, accumulateError: errors.join('; ') };
+  const c0 = Float32Array.from(want, (_, i) => ((i * 37) % 101) / 64 - 0.75);
+  rt.device.queue.writeBuffer(args.c as GPUBuffer, 0, c0);
+  rt.device.pushErrorScope('validation');
+  rt.run([qgemmI8Tc(rt, s, { ...args, accumulate: true })]);
+  const err = await rt.device.popErrorScope();
+  if (err) return { accumulateOk: false, accumulateError: err.message };
+  const expected = new Uint32Array(Float32Array.from(want, (v, i) => c0[i] + v).buffer);
+  const got = new Uint32Array(await rt.read(args.c as GPUBuffer, 0, want.length * 4));
+  const bad = expected.reduce((n, w, i) => n + (got[i] !== w ? 1 : 0), 0);
+  return bad ? { accumulateOk: false, accumulateError: `${bad} mismatches` } : { accumulateOk: true };
 }
 
 /**
@@ -396,22 +428,25 @@ export async function checkI8Tc(rt: Runtime, s: I8TcSpec, o: { split?: boolean }
     };
     const m = await mismatches();
     if (m) return { spec: s, ok: false, mismatches: m };
-    if (o.split === false) return { spec: s, ok: true, mismatches: 0 };
+    // The accumulating kernel (its own epilogue): C0 + the product, C0 what it held. Reported, not
+    // fatal: a compiler that fuses the add into an fma changes the last bit, not the kernel's use.
+    const acc = await checkAccumulate(rt, s, args, new Float32Array(want.buffer));
+    if (o.split === false) return { spec: s, ok: true, mismatches: 0, ...acc };
     try {
       const plan = i8SplitPlan(i8TcSplitShape(s, M, N, K), 2);
       const workspace = up('ws', new Uint32Array(plan.parts * M * N));
       checkI8Workspace('qgemm_tc.check', workspace, [args.c], M, N, plan.parts);
       const cerr = await wgslErrors(rt.device, 'qgemm_tc.check.split', qgemmI8TcCode(s, false, true), true);
-      if (cerr.length) return { spec: s, ok: true, mismatches: 0, splitOk: false, splitError: cerr.join('; ') };
+      if (cerr.length) return { spec: s, ok: true, mismatches: 0, ...acc, splitOk: false, splitError: cerr.join('; ') };
       rt.device.queue.writeBuffer(args.c as GPUBuffer, 0, new Float32Array(M * N).fill(NaN));
       rt.device.pushErrorScope('validation');
       rt.run([qgemmI8Tc(rt, s, args, { ...plan, workspace }), i8SplitReduce(rt, { ...args, workspace, parts: plan.parts })]);
       const serr = await rt.device.popErrorScope();
-      if (serr) return { spec: s, ok: true, mismatches: 0, splitOk: false, splitError: serr.message };
+      if (serr) return { spec: s, ok: true, mismatches: 0, ...acc, splitOk: false, splitError: serr.message };
       const sm = await mismatches();
-      return { spec: s, ok: true, mismatches: 0, splitOk: sm === 0, splitError: sm ? `${sm} mismatches` : undefined };
+      return { spec: s, ok: true, mismatches: 0, ...acc, splitOk: sm === 0, splitError: sm ? `${sm} mismatches` : undefined };
     } catch (e) {
-      return { spec: s, ok: true, mismatches: 0, splitOk: false, splitError: (e as Error).message };
+      return { spec: s, ok: true, mismatches: 0, ...acc, splitOk: false, splitError: (e as Error).message };
     }
   } catch (e) {
     return { spec: s, ok: false, error: (e as Error).message };
@@ -423,7 +458,7 @@ export async function checkI8Tc(rt: Runtime, s: I8TcSpec, o: { split?: boolean }
 export interface I8TcProbe {
   present: boolean;
   chosen?: I8TcSpec;
-  tried: { label: string; ok: boolean; error?: string; mismatches?: number; splitOk?: boolean; splitError?: string }[];
+  tried: { label: string; ok: boolean; error?: string; mismatches?: number; splitOk?: boolean; splitError?: string; accumulateOk?: boolean; accumulateError?: string }[];
   /** The GEMM shapes that run a measured layout of their own (MEASURED_I8TC_LAYOUTS), with it. */
   shapeLayouts?: Record<string, string>;
 }
@@ -445,7 +480,7 @@ export async function enableI8TensorCores(rt: Runtime, layouts = I8_TC_LAYOUTS):
           const s: I8TcSpec = { cfg, syntax, unitDiv, sgSize, ...layout };
           if (i8TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup)) continue;
           const r = await checkI8Tc(rt, s);
-          out.tried.push({ label: i8TcLabel(s), ok: r.ok, error: r.error, mismatches: r.mismatches, splitOk: r.splitOk, splitError: r.splitError });
+          out.tried.push({ label: i8TcLabel(s), ok: r.ok, error: r.error, mismatches: r.mismatches, splitOk: r.splitOk, splitError: r.splitError, accumulateOk: r.accumulateOk, accumulateError: r.accumulateError });
           if (r.ok) {
             enabled.set(rt, s);
             if (r.splitOk) splitVerified.add(rt);
