@@ -1,31 +1,31 @@
 /**
  * LLaMA on WebGPU: buffers from one plan (plan.ts), and the whole training step — forward, loss,
- * backward, global-norm clipping, AdamW — as one list of dispatches built once and encoded into one
- * command buffer per step.
+ * backward (backward.ts), global-norm clipping, AdamW — as one list of dispatches built once and
+ * encoded into one command buffer per step.
  *
  * Shapes: B batch, T context, N = B·T tokens, C hidden, F intermediate, nH/nKV query/KV heads,
  * D head dim, V vocab, L layers. Activations are row-major [N, ·]; weights are HF [out, in].
  */
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
-import { attentionBackward, attentionForward } from '../kernels/attention';
+import { attentionForward } from '../kernels/attention';
 import { packBf16, unpackBf16 } from '../kernels/bf16';
 import { crossEntropyForwardBackward } from '../kernels/crossentropy';
 import { copy } from '../kernels/elementwise';
-import { embeddingBackward, embeddingForward } from '../kernels/embedding';
+import { embeddingForward } from '../kernels/embedding';
 import { matmul } from '../kernels/matmul';
 import { hashBuffers } from '../kernels/hash';
-import { buildDequantize, buildQuantize, dequantizeRows } from '../kernels/quantize';
+import { buildDequantize, buildQuantize } from '../kernels/quantize';
 import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce';
-import { rmsnormBackward, rmsnormForward } from '../kernels/rmsnorm';
+import { rmsnormForward } from '../kernels/rmsnorm';
 import { rope, ropeTablePacked } from '../kernels/rope';
-import { swigluBackward, swigluBackwardQuantized } from '../kernels/swiglu';
 import { adamw } from '../optim/adamw';
 import { assertSupported, isFp32, type Scheme } from '../scheme/scheme';
 import { deriveSeed } from '../util/rng';
+import { buildBackward } from './backward';
 import { type ModelConfig } from './config';
 import type { ParamLayout } from './params';
 import {
-  type ActivationStorage, isBf16, type LayerSavedKey, LINEAR, liveKey, type ModelBuildOptions, type ModelDims, quantizedUp, type SavedStorage,
+  type ActivationStorage, isBf16, type LayerSavedKey, LINEAR, liveKey, type ModelBuildOptions, type ModelDims, type SavedStorage,
 } from './plan';
 import type { LayerPaths } from './int8-gemms';
 import { LinearGemms } from './linear-gemms';
@@ -104,7 +104,11 @@ export class LlamaGpu {
         : new TpPeer(rt, this.dims, tp, tpRank, this.layout, b);
     this.buildForward();
     if (this.training) {
-      this.buildBackward();
+      buildBackward({
+        rt, cfg, dims: this.dims, plan: this.plan, tp: this.tp, g: this.g, lmHead: this.lmHead(), attnDqPath: opts.attnDqPath,
+        b, param: (name) => this.param(name), saved: (l, key) => this.saved(l, key), loadSaved: (l, key) => this.loadSaved(l, key),
+        gradOut: (name) => this.gradOut(name), storeGrad: (name) => this.storeGrad(name),
+      }, this.backward, this.gradFinal);
       this.buildOptimizer();
     }
   }
@@ -152,31 +156,6 @@ export class LlamaGpu {
     if (isBf16(st)) return unpackBf16(this.rt, { label: `L${l}.${key}.bf16`, words: this.b(`L${l}.${key}.codes`), out: this.b(liveKey(key)), n: st.n });
     return buildDequantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n },
       this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), { out: this.b(liveKey(key)) }).dispatches;
-  }
-
-  /**
-   * SwiGLU backward of layer l with `up` stored quantized: dF1 holds dact and gate's live copy holds
-   * gate. Per block of rows: dequantize up's rows into `swigluBlock`, then the backward writes dgate
-   * over the gate rows and dup over the dact rows. Afterwards gate's live copy holds dgate and dF1
-   * holds dup. Same arithmetic per element as dequantizing up whole.
-   */
-  private swigluBackwardBlocks(l: number, label: string, codes?: { codes: GPUBuffer; scales: GPUBuffer }): Dispatch[] {
-    const { N, F } = this.dims;
-    const st = quantizedUp(this.storage[l].up!);
-    const rows = this.plan.swigluRows;
-    const bytes = rows * F * 4;
-    const block: Binding = { buffer: this.b('swigluBlock'), offset: 0, size: bytes };
-    const out: Dispatch[] = [];
-    for (let r0 = 0; r0 < N; r0 += rows) {
-      const at = (key: string): Binding => ({ buffer: this.b(key), offset: r0 * F * 4, size: bytes });
-      const lab = `${label}.rows${r0}`;
-      out.push(dequantizeRows(this.rt, lab, st, F, r0, rows, this.b(`L${l}.up.codes`), this.b(`L${l}.up.scales`), block));
-      const gate = at(liveKey('gate'));
-      const dact = at('dF1');
-      const o = { label: lab, gate, up: block, dh: dact, dgate: gate, dup: dact, dims: { N: rows, F } };
-      out.push(codes ? swigluBackwardQuantized(this.rt, { ...o, ...codes, row0: r0 }) : swigluBackward(this.rt, o));
-    }
-    return out;
   }
 
   /** The kernel each layer's forward, dX and dW GEMMs run on this device (fp32, int8-dot4, int8-tensor-core). */
@@ -294,122 +273,6 @@ export class LlamaGpu {
     // Fused CE forward+backward: per-row losses, their mean, and dlogits in place of the logits.
     const logits = this.b('logits');
     push(crossEntropyForwardBackward(rt, { label: 'xent', logits, dlogits: logits, targets: this.b('targets'), losses: this.b('losses'), loss: this.b('loss'), workspace: this.b('ceWs'), dims: { N, V } }));
-  }
-
-  /**
-   * The order matters for memory: a quantized tensor is dequantized into its live copy just before
-   * its consumers, and several live copies share backward scratch buffers (LIVE_ALIAS), so each
-   * scratch buffer's previous content must be dead by then. Weight gradients that read a live copy
-   * run before the input-gradient GEMM that overwrites the same scratch.
-   */
-  private buildBackward(): void {
-    const { rt } = this;
-    const { B, T, N, C, F, nH, nKV, D, QC, KVC, V, L } = this.dims;
-    const eps = this.cfg.rms_norm_eps;
-    const g = this.backward;
-    const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? g.push(...d) : g.push(d));
-    // Each gradient producer writes gradOut(name); store(name) then quantizes it (AGoQ storage).
-    const gp = (name: string) => this.gradOut(name);
-    const store = (name: string) => {
-      push(this.storeGrad(name));
-      this.gradFinal.set(name, g.length);
-    };
-    const dlogits = this.b('logits');
-    const dh = this.b('dh');
-    const dres = this.b('dres');
-    const dF1 = this.b('dF1');
-    const normWs = this.b('normWs');
-    // dW first: hF's live copy is dh, which lm_head.dx then overwrites.
-    push(this.loadSaved(L, 'hF'));
-    push(this.g.dwMatmul({ label: 'lm_head.dw', a: dlogits, b: this.saved(L, 'hF'), c: gp(this.lmHead()), M: V, N: C, K: N, transA: true }, 'dq'));
-    if (!this.cfg.tie_word_embeddings) store(this.lmHead());
-    push(matmul(rt, { label: 'lm_head.dx', a: dlogits, b: this.param(this.lmHead()), c: dh, M: N, N: C, K: V }));
-    push(this.loadSaved(L, 'xFinal'));
-    push(rmsnormBackward(rt, { label: 'normF.bwd', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), rstd: this.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false, dxCodes: this.g.dyCodes(L - 1) }));
-    store('model.norm.weight');
-    for (let l = L - 1; l >= 0; l--) {
-      const p = (s: string) => this.param(`model.layers.${l}.${s}`);
-      const gr = (s: string) => gp(`model.layers.${l}.${s}`);
-      const storeL = (s: string) => store(`model.layers.${l}.${s}`);
-      const a = (s: LayerSavedKey) => this.saved(l, s);
-      const load = (k: LayerSavedKey) => push(this.loadSaved(l, k));
-      const lab = (s: string) => `L${l}.${s}`;
-      // MLP. dWdown = dresᵀ·act first: act's live copy is dF1, which down.dx then overwrites with dact.
-      load('act');
-      this.g.dwGemm(l, lab('down.dw'), dres, C, a('act'), F, gr('mlp.down_proj.weight'), 'dq', push);
-      storeL('mlp.down_proj.weight');
-      // dres's codes come from the RMSNorm backward that produced it (normF's, or layer l+1's norm1).
-      push(this.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C, false, !!this.g.dyCodes(l)));
-      load('gate');
-      // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
-      // dF1 itself (dact) when up is stored quantized (swigluBackwardBlocks). Where gate/up's dX is
-      // one INT8 GEMM over K = 2F, it also writes the codes of [dgate | dup] (gateUpCodes) into i8.a,
-      // which the dW GEMMs in between leave alone (theirs are i8.gt, i8.xt).
-      const dup = this.storage[l].up ? dF1 : a('up');
-      const gateUpCodes = this.g.gateUpCodes(l);
-      if (this.storage[l].up) push(this.swigluBackwardBlocks(l, lab('swiglu.bwd'), gateUpCodes));
-      else {
-        const o = { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } };
-        push(gateUpCodes ? swigluBackwardQuantized(rt, { ...o, ...gateUpCodes }) : swigluBackward(rt, o));
-      }
-      load('h2'); // live copy in dh
-      this.g.dwGemm(l, lab('gate.dw'), a('gate'), F, a('h2'), C, gr('mlp.gate_proj.weight'), 'dq', push);
-      storeL('mlp.gate_proj.weight');
-      this.g.dwGemm(l, lab('up.dw'), dup, F, a('h2'), C, gr('mlp.up_proj.weight'), 'dq', push, true);
-      storeL('mlp.up_proj.weight');
-      if (this.tp) {
-        push(this.tp.columnParallelDx(lab('mlp.dx.tp'), [
-          { dy: a('gate'), ...this.g.weightAt(l, `model.layers.${l}.mlp.gate_proj.weight`), rows: F },
-          { dy: dup, ...this.g.weightAt(l, `model.layers.${l}.mlp.up_proj.weight`), rows: F },
-        ], dh));
-      } else if (gateUpCodes) {
-        push(this.g.gateUpDxGemm(l, lab('gate_up.dx'), dh));
-      } else {
-        push(this.g.dxGemm(l, lab('gate.dx'), a('gate'), 'mlp.gate_proj.weight', dh, N, C, F));
-        push(this.g.dxGemm(l, lab('up.dx'), dup, 'mlp.up_proj.weight', dh, N, C, F, true));
-      }
-      load('xMid'); // live copy in dq (free until the attention backward)
-      push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: this.g.dyCodes(l) }));
-      storeL('post_attention_layernorm.weight');
-      // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
-      load('o');
-      this.g.dwGemm(l, lab('o.dw'), dres, C, a('o'), QC, gr('self_attn.o_proj.weight'), 'dF1', push);
-      storeL('self_attn.o_proj.weight');
-      push(this.g.dxGemm(l, lab('o.dx'), dres, 'self_attn.o_proj.weight', dh, N, QC, C, false, !!this.g.dyCodes(l)));
-      load('q');
-      load('k');
-      load('v');
-      // dS (stored-dS path) goes to dF1: dead from o.dw's split-K partials to q.dw's, under every
-      // scheme (no live copy aliases it then). Not under TP: ranks and the simulation must agree bit for bit.
-      const dsScratch = this.plan.wire.tp ? undefined : dF1;
-      push(attentionBackward(rt, { label: lab('attn.bwd'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), dO: dh, dq: this.b('dq'), dk: this.b('dk'), dv: this.b('dv'), workspace: this.b('attnWs'), dsScratch, dqPath: this.opts.attnDqPath, B, T, nH, nKV, D }));
-      // Undo RoPE on dq, dk (qRaw/kRaw are free during backward and hold the results).
-      push(rope(rt, { label: lab('rope_q.bwd'), x: this.b('dq'), y: this.b('qRaw'), table: this.b('rope'), B, T, nHeads: nH, D, inverse: true }));
-      push(rope(rt, { label: lab('rope_k.bwd'), x: this.b('dk'), y: this.b('kRaw'), table: this.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
-      load('h1'); // live copy in dh (dO is consumed)
-      this.g.dwGemm(l, lab('q.dw'), this.b('qRaw'), QC, a('h1'), C, gr('self_attn.q_proj.weight'), 'dF1', push);
-      storeL('self_attn.q_proj.weight');
-      this.g.dwGemm(l, lab('k.dw'), this.b('kRaw'), KVC, a('h1'), C, gr('self_attn.k_proj.weight'), 'dF1', push, true);
-      storeL('self_attn.k_proj.weight');
-      this.g.dwGemm(l, lab('v.dw'), this.b('dv'), KVC, a('h1'), C, gr('self_attn.v_proj.weight'), 'dF1', push, true);
-      storeL('self_attn.v_proj.weight');
-      if (this.tp) {
-        push(this.tp.columnParallelDx(lab('qkv.dx.tp'), [
-          { dy: this.b('qRaw'), ...this.g.weightAt(l, `model.layers.${l}.self_attn.q_proj.weight`), rows: QC },
-          { dy: this.b('kRaw'), ...this.g.weightAt(l, `model.layers.${l}.self_attn.k_proj.weight`), rows: KVC },
-          { dy: this.b('dv'), ...this.g.weightAt(l, `model.layers.${l}.self_attn.v_proj.weight`), rows: KVC },
-        ], dh));
-      } else {
-        push(this.g.dxGemm(l, lab('q.dx'), this.b('qRaw'), 'self_attn.q_proj.weight', dh, N, C, QC));
-        push(this.g.dxGemm(l, lab('k.dx'), this.b('kRaw'), 'self_attn.k_proj.weight', dh, N, C, KVC, true));
-        push(this.g.dxGemm(l, lab('v.dx'), this.b('dv'), 'self_attn.v_proj.weight', dh, N, C, KVC, true));
-      }
-      load('xIn'); // live copy in qRaw (consumed by q.dx above)
-      push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: l > 0 ? this.g.dyCodes(l - 1) : undefined }));
-      storeL('input_layernorm.weight');
-    }
-    push(embeddingBackward(rt, { label: 'embed.bwd', ids: this.b('ids'), dout: dres, dW: gp('model.embed_tokens.weight'), workspace: this.b('embedWs'), dims: { N, V, C }, accumulate: this.cfg.tie_word_embeddings }));
-    store('model.embed_tokens.weight');
   }
 
   private buildOptimizer(): void {

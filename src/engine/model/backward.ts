@@ -1,0 +1,176 @@
+/**
+ * The backward pass of LlamaGpu (llama.ts) as one dispatch list: loss gradient through lm_head,
+ * the layers in reverse, the embedding; each weight gradient stored as it becomes final.
+ */
+import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
+import { attentionBackward } from '../kernels/attention';
+import { embeddingBackward } from '../kernels/embedding';
+import { matmul } from '../kernels/matmul';
+import { dequantizeRows } from '../kernels/quantize';
+import { rmsnormBackward } from '../kernels/rmsnorm';
+import { rope } from '../kernels/rope';
+import { swigluBackward, swigluBackwardQuantized } from '../kernels/swiglu';
+import { type TensorParallel } from '../tp/tp';
+import { type ModelConfig } from './config';
+import { type LinearGemms } from './linear-gemms';
+import { type LayerSavedKey, liveKey, type ModelBuildOptions, type ModelDims, quantizedUp } from './plan';
+import { type RunPlan } from './run-plan';
+
+/** What the backward reads of the model: its buffers, saved tensors, GEMMs and gradient outputs. */
+export interface BackwardModel {
+  readonly rt: Runtime;
+  readonly cfg: ModelConfig;
+  readonly dims: ModelDims;
+  readonly plan: RunPlan;
+  readonly tp: TensorParallel | null;
+  readonly g: LinearGemms;
+  /** The parameter lm_head multiplies by (the embedding when tied). */
+  readonly lmHead: string;
+  readonly attnDqPath: ModelBuildOptions['attnDqPath'];
+  b(key: string): GPUBuffer;
+  param(name: string): Binding;
+  saved(l: number, key: LayerSavedKey): GPUBuffer;
+  loadSaved(l: number, key: LayerSavedKey): Dispatch[];
+  gradOut(name: string): Binding;
+  storeGrad(name: string): Dispatch[];
+}
+
+/**
+ * The order matters for memory: a quantized tensor is dequantized into its live copy just before
+ * its consumers, and several live copies share backward scratch buffers (LIVE_ALIAS), so each
+ * scratch buffer's previous content must be dead by then. Weight gradients that read a live copy
+ * run before the input-gradient GEMM that overwrites the same scratch.
+ */
+export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<string, number>): void {
+  const { rt } = m;
+  const { B, T, N, C, F, nH, nKV, D, QC, KVC, V, L } = m.dims;
+  const eps = m.cfg.rms_norm_eps;
+  const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? g.push(...d) : g.push(d));
+  // Each gradient producer writes gradOut(name); store(name) then quantizes it (AGoQ storage).
+  const gp = (name: string) => m.gradOut(name);
+  const store = (name: string) => {
+    push(m.storeGrad(name));
+    gradFinal.set(name, g.length);
+  };
+  const dlogits = m.b('logits');
+  const dh = m.b('dh');
+  const dres = m.b('dres');
+  const dF1 = m.b('dF1');
+  const normWs = m.b('normWs');
+  // dW first: hF's live copy is dh, which lm_head.dx then overwrites.
+  push(m.loadSaved(L, 'hF'));
+  push(m.g.dwMatmul({ label: 'lm_head.dw', a: dlogits, b: m.saved(L, 'hF'), c: gp(m.lmHead), M: V, N: C, K: N, transA: true }, 'dq'));
+  if (!m.cfg.tie_word_embeddings) store(m.lmHead);
+  push(matmul(rt, { label: 'lm_head.dx', a: dlogits, b: m.param(m.lmHead), c: dh, M: N, N: C, K: V }));
+  push(m.loadSaved(L, 'xFinal'));
+  push(rmsnormBackward(rt, { label: 'normF.bwd', x: m.saved(L, 'xFinal'), w: m.param('model.norm.weight'), rstd: m.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false, dxCodes: m.g.dyCodes(L - 1) }));
+  store('model.norm.weight');
+  for (let l = L - 1; l >= 0; l--) {
+    const p = (s: string) => m.param(`model.layers.${l}.${s}`);
+    const gr = (s: string) => gp(`model.layers.${l}.${s}`);
+    const storeL = (s: string) => store(`model.layers.${l}.${s}`);
+    const a = (s: LayerSavedKey) => m.saved(l, s);
+    const load = (k: LayerSavedKey) => push(m.loadSaved(l, k));
+    const lab = (s: string) => `L${l}.${s}`;
+    // MLP. dWdown = dresᵀ·act first: act's live copy is dF1, which down.dx then overwrites with dact.
+    load('act');
+    m.g.dwGemm(l, lab('down.dw'), dres, C, a('act'), F, gr('mlp.down_proj.weight'), 'dq', push);
+    storeL('mlp.down_proj.weight');
+    // dres's codes come from the RMSNorm backward that produced it (normF's, or layer l+1's norm1).
+    push(m.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C, false, !!m.g.dyCodes(l)));
+    load('gate');
+    // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
+    // dF1 itself (dact) when up is stored quantized (swigluBackwardBlocks). Where gate/up's dX is
+    // one INT8 GEMM over K = 2F, it also writes the codes of [dgate | dup] (gateUpCodes) into i8.a,
+    // which the dW GEMMs in between leave alone (theirs are i8.gt, i8.xt).
+    const dup = m.plan.saved[l].up ? dF1 : a('up');
+    const gateUpCodes = m.g.gateUpCodes(l);
+    if (m.plan.saved[l].up) push(swigluBackwardBlocks(m, l, lab('swiglu.bwd'), gateUpCodes));
+    else {
+      const o = { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } };
+      push(gateUpCodes ? swigluBackwardQuantized(rt, { ...o, ...gateUpCodes }) : swigluBackward(rt, o));
+    }
+    load('h2'); // live copy in dh
+    m.g.dwGemm(l, lab('gate.dw'), a('gate'), F, a('h2'), C, gr('mlp.gate_proj.weight'), 'dq', push);
+    storeL('mlp.gate_proj.weight');
+    m.g.dwGemm(l, lab('up.dw'), dup, F, a('h2'), C, gr('mlp.up_proj.weight'), 'dq', push, true);
+    storeL('mlp.up_proj.weight');
+    if (m.tp) {
+      push(m.tp.columnParallelDx(lab('mlp.dx.tp'), [
+        { dy: a('gate'), ...m.g.weightAt(l, `model.layers.${l}.mlp.gate_proj.weight`), rows: F },
+        { dy: dup, ...m.g.weightAt(l, `model.layers.${l}.mlp.up_proj.weight`), rows: F },
+      ], dh));
+    } else if (gateUpCodes) {
+      push(m.g.gateUpDxGemm(l, lab('gate_up.dx'), dh));
+    } else {
+      push(m.g.dxGemm(l, lab('gate.dx'), a('gate'), 'mlp.gate_proj.weight', dh, N, C, F));
+      push(m.g.dxGemm(l, lab('up.dx'), dup, 'mlp.up_proj.weight', dh, N, C, F, true));
+    }
+    load('xMid'); // live copy in dq (free until the attention backward)
+    push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: m.g.dyCodes(l) }));
+    storeL('post_attention_layernorm.weight');
+    // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
+    load('o');
+    m.g.dwGemm(l, lab('o.dw'), dres, C, a('o'), QC, gr('self_attn.o_proj.weight'), 'dF1', push);
+    storeL('self_attn.o_proj.weight');
+    push(m.g.dxGemm(l, lab('o.dx'), dres, 'self_attn.o_proj.weight', dh, N, QC, C, false, !!m.g.dyCodes(l)));
+    load('q');
+    load('k');
+    load('v');
+    // dS (stored-dS path) goes to dF1: dead from o.dw's split-K partials to q.dw's, under every
+    // scheme (no live copy aliases it then). Not under TP: ranks and the simulation must agree bit for bit.
+    const dsScratch = m.plan.wire.tp ? undefined : dF1;
+    push(attentionBackward(rt, { label: lab('attn.bwd'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), dO: dh, dq: m.b('dq'), dk: m.b('dk'), dv: m.b('dv'), workspace: m.b('attnWs'), dsScratch, dqPath: m.attnDqPath, B, T, nH, nKV, D }));
+    // Undo RoPE on dq, dk (qRaw/kRaw are free during backward and hold the results).
+    push(rope(rt, { label: lab('rope_q.bwd'), x: m.b('dq'), y: m.b('qRaw'), table: m.b('rope'), B, T, nHeads: nH, D, inverse: true }));
+    push(rope(rt, { label: lab('rope_k.bwd'), x: m.b('dk'), y: m.b('kRaw'), table: m.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
+    load('h1'); // live copy in dh (dO is consumed)
+    m.g.dwGemm(l, lab('q.dw'), m.b('qRaw'), QC, a('h1'), C, gr('self_attn.q_proj.weight'), 'dF1', push);
+    storeL('self_attn.q_proj.weight');
+    m.g.dwGemm(l, lab('k.dw'), m.b('kRaw'), KVC, a('h1'), C, gr('self_attn.k_proj.weight'), 'dF1', push, true);
+    storeL('self_attn.k_proj.weight');
+    m.g.dwGemm(l, lab('v.dw'), m.b('dv'), KVC, a('h1'), C, gr('self_attn.v_proj.weight'), 'dF1', push, true);
+    storeL('self_attn.v_proj.weight');
+    if (m.tp) {
+      push(m.tp.columnParallelDx(lab('qkv.dx.tp'), [
+        { dy: m.b('qRaw'), ...m.g.weightAt(l, `model.layers.${l}.self_attn.q_proj.weight`), rows: QC },
+        { dy: m.b('kRaw'), ...m.g.weightAt(l, `model.layers.${l}.self_attn.k_proj.weight`), rows: KVC },
+        { dy: m.b('dv'), ...m.g.weightAt(l, `model.layers.${l}.self_attn.v_proj.weight`), rows: KVC },
+      ], dh));
+    } else {
+      push(m.g.dxGemm(l, lab('q.dx'), m.b('qRaw'), 'self_attn.q_proj.weight', dh, N, C, QC));
+      push(m.g.dxGemm(l, lab('k.dx'), m.b('kRaw'), 'self_attn.k_proj.weight', dh, N, C, KVC, true));
+      push(m.g.dxGemm(l, lab('v.dx'), m.b('dv'), 'self_attn.v_proj.weight', dh, N, C, KVC, true));
+    }
+    load('xIn'); // live copy in qRaw (consumed by q.dx above)
+    push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: l > 0 ? m.g.dyCodes(l - 1) : undefined }));
+    storeL('input_layernorm.weight');
+  }
+  push(embeddingBackward(rt, { label: 'embed.bwd', ids: m.b('ids'), dout: dres, dW: gp('model.embed_tokens.weight'), workspace: m.b('embedWs'), dims: { N, V, C }, accumulate: m.cfg.tie_word_embeddings }));
+  store('model.embed_tokens.weight');
+}
+
+/**
+ * SwiGLU backward of layer l with `up` stored quantized: dF1 holds dact and gate's live copy holds
+ * gate. Per block of rows: dequantize up's rows into `swigluBlock`, then the backward writes dgate
+ * over the gate rows and dup over the dact rows. Afterwards gate's live copy holds dgate and dF1
+ * holds dup. Same arithmetic per element as dequantizing up whole.
+ */
+function swigluBackwardBlocks(m: BackwardModel, l: number, label: string, codes?: { codes: GPUBuffer; scales: GPUBuffer }): Dispatch[] {
+  const { N, F } = m.dims;
+  const st = quantizedUp(m.plan.saved[l].up!);
+  const rows = m.plan.swigluRows;
+  const bytes = rows * F * 4;
+  const block: Binding = { buffer: m.b('swigluBlock'), offset: 0, size: bytes };
+  const out: Dispatch[] = [];
+  for (let r0 = 0; r0 < N; r0 += rows) {
+    const at = (key: string): Binding => ({ buffer: m.b(key), offset: r0 * F * 4, size: bytes });
+    const lab = `${label}.rows${r0}`;
+    out.push(dequantizeRows(m.rt, lab, st, F, r0, rows, m.b(`L${l}.up.codes`), m.b(`L${l}.up.scales`), block));
+    const gate = at(liveKey('gate'));
+    const dact = at('dF1');
+    const o = { label: lab, gate, up: block, dh: dact, dgate: gate, dup: dact, dims: { N: rows, F } };
+    out.push(codes ? swigluBackwardQuantized(m.rt, { ...o, ...codes, row0: r0 }) : swigluBackward(m.rt, o));
+  }
+  return out;
+}
