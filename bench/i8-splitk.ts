@@ -36,7 +36,7 @@ if (splits.some((s) => !(Number.isInteger(s) && s >= 2))) throw new Error(`--spl
 const paths = (a.paths ?? 'tc,dot4').split(',');
 const reps = Number(a.reps ?? 10);
 
-// The dW GEMMs of one layer (llama.ts buildBackward) and the backward scratch their split-K uses (linear-gemms.ts dwGemm).
+// The dW GEMMs of one layer (model/backward.ts buildBackward) and the backward scratch their split-K uses (linear-gemms.ts dwGemm).
 const dF1 = d.N * d.F * 4;
 const dq = d.N * Math.max(d.C, d.QC) * 4;
 const gemms = new Map<string, { M: number; N: number; names: string[]; workspace: number }>();
