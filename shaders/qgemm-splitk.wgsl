@@ -7,7 +7,8 @@
 
 override ACC: u32 = 0u;
 
-struct Params { M: u32, N: u32, parts: u32, _pad: u32 }
+// one = 1.0 at run time: C + y·one is RN(C + y) even where the compiler fuses the add (qgemm.wgsl).
+struct Params { M: u32, N: u32, parts: u32, one: f32 }
 
 @group(0) @binding(0) var<storage, read> PARTS: array<i32>;
 @group(0) @binding(1) var<storage, read> SX: array<f32>;
@@ -24,5 +25,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   var s = PARTS[i];
   for (var p = 1u; p < P.parts; p++) { s += PARTS[p * count + i]; }
   let y = f32(s) * SX[i / P.N] * SW[i % P.N];
-  C[i] = select(y, C[i] + y, ACC != 0u);
+  C[i] = select(y, C[i] + y * P.one, ACC != 0u);
 }

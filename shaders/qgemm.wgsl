@@ -30,8 +30,9 @@ override BNP: u32 = BN + 4u;
 override XS_LEN: u32 = BKW * BMP / 4u;
 override WS_LEN: u32 = BKW * BNP / 4u;
 
-// KC: words of K per slice (workgroup z).
-struct Params { M: u32, N: u32, KW: u32, KC: u32 }
+// KC: words of K per slice (workgroup z). one = 1.0 at run time: C + y·one is RN(C + y) whether or
+// not the compiler fuses that multiply with the add (y's own products stay rounded), as the reference.
+struct Params { M: u32, N: u32, KW: u32, KC: u32, one: f32 }
 
 // #if PART
 @group(0) @binding(0) var<storage, read> XQ: array<u32>;
@@ -116,7 +117,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
             PARTS[(wid.z * M + row) * N + col] = v[c];
 // #else
             let y = f32(v[c]) * sx * SW[col];
-            C[row * N + col] = select(y, C[row * N + col] + y, ACC != 0u);
+            C[row * N + col] = select(y, C[row * N + col] + y * P.one, ACC != 0u);
 // #endif
           }
         }

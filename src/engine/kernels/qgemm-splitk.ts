@@ -124,7 +124,7 @@ export function checkI8Workspace(label: string, ws: Binding, others: Binding[], 
 export function i8SplitReduce(rt: Runtime, a: {
   label: string; workspace: Binding; sx: Binding; sw: Binding; c: Binding; M: number; N: number; parts: number; accumulate?: boolean;
 }): Dispatch {
-  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.parts).u32(0);
+  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.parts).f32(1);
   return rt.kernel({
     label: `${a.label}[split-K reduce ${a.parts}]`,
     code: reduceSrc,

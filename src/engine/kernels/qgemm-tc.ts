@@ -150,13 +150,13 @@ export function qgemmI8TcCode(s: I8TcSpec, accumulate = false, parts = false): s
       L.push('  workgroupBarrier();');
       const y = `f32(S[sg * ${SMN}u + e]) * SX[row] * SW[col]`;
       if (NPER) {
-        for (let t = 0; t < NPER; t++) L.push(`  { ${at(`lane + ${t * s.sgSize}u`, i, j0)} if (row < P.M && col < P.N) { C[row * P.N + col] = pc[${t}] + ${y}; } }`);
+        for (let t = 0; t < NPER; t++) L.push(`  { ${at(`lane + ${t * s.sgSize}u`, i, j0)} if (row < P.M && col < P.N) { C[row * P.N + col] = pc[${t}] + ${y} * P.one; } }`);
       } else {
         L.push(`  for (var e = lane; e < ${SMN}u; e += ${s.sgSize}u) {`);
         L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${SN}u;`);
         L.push(`    let col = n0 + bn + ${j0 * cfg.N}u + e % ${SN}u;`);
         if (parts) L.push(`    if (row < P.M && col < P.N) { PARTS[(wid.z * P.M + row) * P.N + col] = S[sg * ${SMN}u + e]; }`);
-        else L.push(`    if (row < P.M && col < P.N) { C[row * P.N + col] = ${accumulate ? `C[row * P.N + col] + ${y}` : y}; }`);
+        else L.push(`    if (row < P.M && col < P.N) { C[row * P.N + col] = ${accumulate ? `C[row * P.N + col] + ${y} * P.one` : y}; }`);
         L.push('  }');
       }
       L.push('  workgroupBarrier();');
@@ -180,7 +180,7 @@ ${parts ? `struct Params { M: u32, N: u32, KV: u32, KC: u32 } // KV = K / 16 (ve
 @group(0) @binding(0) var<storage, read> XQ: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> WQ: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> PARTS: array<i32>;
-@group(0) @binding(3) var<uniform> P: Params;` : `struct Params { M: u32, N: u32, KV: u32, _p: u32 } // KV = K / 16 (vec4s per row)
+@group(0) @binding(3) var<uniform> P: Params;` : `struct Params { M: u32, N: u32, KV: u32, one: f32 } // KV = K / 16 (vec4s per row); one = 1.0 (qgemm.wgsl)
 @group(0) @binding(0) var<storage, read> XQ: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> SX: array<f32>;
 @group(0) @binding(2) var<storage, read> WQ: array<vec4<u32>>;
@@ -227,7 +227,9 @@ export function qgemmI8Tc(rt: Runtime, s: I8TcSpec, a: I8GemmArgs, split?: I8Sli
   if (!i8TcShapeOk(a.K)) throw new Error(`${a.label}: K=${a.K} must be a multiple of 16 for the tensor-core path`);
   const err = i8TcSpecError(s, rt.device.limits.maxComputeWorkgroupStorageSize, rt.device.limits.maxComputeInvocationsPerWorkgroup);
   if (err) throw new Error(`${a.label}: ${err}`);
-  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K / 16).u32(split ? split.kChunk : 0);
+  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K / 16);
+  if (split) u.u32(split.kChunk);
+  else u.f32(1);
   const ub = rt.uniform(a.label, u);
   return rt.kernel({
     label: `${a.label}[tc ${tcBlockM(s)}x${tcBlockN(s)}${split ? ` split-K ${split.parts}` : ''}]`,

@@ -99,7 +99,7 @@ function i8Kernel(rt: Runtime, a: QgemmI8Args): { tc: I8TcSpec } | { t: Tiles } 
 
 /** The dot4 kernel, or with `split` one K slice per workgroup z into its workspace. */
 function i8Dot4(rt: Runtime, a: QgemmI8Args, t: Tiles, split?: I8Slices): Dispatch {
-  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K / 4).u32(split ? split.kChunk : a.K / 4);
+  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K / 4).u32(split ? split.kChunk : a.K / 4).f32(1);
   const ub = rt.uniform(a.label, u);
   const constants: Record<string, number> = { BM: t.BM, BN: t.BN, BKW: t.BK, TM: t.TM, TN: t.TN };
   if (!split) constants.ACC = a.accumulate ? 1 : 0;
