@@ -202,8 +202,10 @@ async function main(): Promise<void> {
     setAttentionDqPath(rt, attnDq);
     setTransposeQuantVariant(rt, tqVariant === undefined ? undefined : TQ_VARIANTS[tqVariant]);
     const layouts = [I8_TC_LAYOUTS[i8TcLayout], ...I8_TC_LAYOUTS.filter((_, i) => i !== i8TcLayout)];
+    const tcStart = performance.now();
     const tensorCores = gpu.features.subgroupMatrix ? await enableI8TensorCores(rt, layouts) : undefined;
-    if (tensorCores) console.error(`int8 tensor cores: ${tensorCores.chosen ? i8TcLabel(tensorCores.chosen) : `not used (${tensorCores.tried.map((t) => `${t.label}: ${t.error ?? `${t.mismatches} mismatches`}`).join('; ') || 'no i8 config'})`}`);
+    const tcSeconds = ((performance.now() - tcStart) / 1000).toFixed(1);
+    if (tensorCores) console.error(`int8 tensor cores: ${tensorCores.chosen ? i8TcLabel(tensorCores.chosen) : `not used (${tensorCores.tried.map((t) => `${t.label}: ${t.error ?? `${t.mismatches} mismatches`}`).join('; ') || 'no i8 config'})`} (probed and checked in ${tcSeconds} s)`);
     Object.assign(out, {
       node: process.version,
       dawnFlags,
