@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { qgemmI8 } from '../../src/engine/kernels/qgemm';
 import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
 import {
-  enableI8TensorCores, I8_TC_LAYOUTS, i8TcSpecError, i8TensorCoreSpecFor, MEASURED_I8TC_LAYOUTS, i8TcSplitOk, i8TensorCoreSpec, qgemmI8TcCode, tcBlockM, tcBlockN, type I8TcSpec,
+  enableI8TensorCores, I8_TC_LAYOUTS, i8TcProbeOrder, i8TcSpecError, i8TensorCoreSpecFor, MEASURED_I8TC_LAYOUTS, i8TcSplitOk, i8TensorCoreSpec, qgemmI8TcCode, tcBlockM, tcBlockN, type I8TcSpec,
 } from '../../src/engine/kernels/qgemm-tc';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
@@ -88,6 +88,24 @@ describe('INT8 tensor-core GEMM', () => {
     expect(firstLoad).toBeGreaterThan(0);
     expect(firstLoad).toBeLessThan(acc.indexOf('subgroupMatrixStore'));
     expect(qgemmI8TcCode(s)).not.toContain('var pc');
+  });
+
+  it('probes every spelling with its first valid layout before any spelling\'s other layouts', () => {
+    const cfgs = [CFG, { ...CFG, N: 8 }];
+    const layouts = [I8_TC_LAYOUTS[0], I8_TC_LAYOUTS[3], I8_TC_LAYOUTS[4]];
+    const fields = ['tilesM', 'tilesN', 'sgM', 'sgN', 'BK', 'PAD', 'EPI'] as const;
+    const layoutOf = (s: I8TcSpec) => layouts.findIndex((l) => fields.every((f) => l[f] === s[f]));
+    // The second configuration cannot run the first layout: its first valid one is the second.
+    const valid = (s: I8TcSpec) => !(s.cfg.N === 8 && layoutOf(s) === 0);
+    const order = i8TcProbeOrder(cfgs, layouts, 32, valid);
+    const key = (s: I8TcSpec) => `${s.cfg.N}/${s.syntax}/u${s.unitDiv}/${layoutOf(s)}`;
+    expect(order.map(key).slice(0, 8)).toEqual([
+      '16/template/u4/0', '16/template/u1/0', '16/bool/u4/0', '16/bool/u1/0',
+      '8/template/u4/1', '8/template/u1/1', '8/bool/u4/1', '8/bool/u1/1',
+    ]);
+    expect(order).toHaveLength(4 * 3 + 4 * 2); // every valid candidate once
+    expect(new Set(order.map(key)).size).toBe(order.length);
+    expect(order.slice(8, 10).map(key)).toEqual(['16/template/u4/1', '16/template/u4/2']);
   });
 
   it('measured per-shape layouts are valid specs of their configuration; without tensor cores none applies', async () => {

@@ -466,33 +466,42 @@ export interface I8TcProbe {
 }
 
 /**
- * Finds a spelling (syntax, 8-bit units) and the first layout of `layouts` that computes qgemmI8
- * exactly on this device, and makes qgemmI8 use it. Without an i8 → i32 configuration (the usual
- * case) nothing changes.
+ * The order enableI8TensorCores checks candidates in: first every spelling (configuration, syntax,
+ * 8-bit units) with its first valid layout — a device that misreads a spelling fails every layout
+ * in it, so this finds the spelling in one check each — then the remaining layouts of each spelling
+ * in turn. `valid` filters specs the device cannot run.
+ */
+export function i8TcProbeOrder(cfgs: SubgroupMatrixConfig[], layouts: I8TcLayout[], sgSize: number, valid: (s: I8TcSpec) => boolean): I8TcSpec[] {
+  const spellings: I8TcSpec[][] = [];
+  for (const cfg of cfgs) {
+    for (const syntax of ['template', 'bool'] as const) { // bool: the older, now deprecated spelling
+      for (const unitDiv of [4, 1] as const) { // units of 4 bytes: what current Dawn does
+        spellings.push(layouts.map((layout): I8TcSpec => ({ cfg, syntax, unitDiv, sgSize, ...layout })).filter(valid));
+      }
+    }
+  }
+  return [...spellings.map((l) => l[0]).filter(Boolean), ...spellings.flatMap((l) => l.slice(1))];
+}
+
+/**
+ * Checks the candidates in i8TcProbeOrder and makes qgemmI8 use the first that computes exactly on
+ * this device (the shapes with a measured layout then check theirs). Without an i8 → i32
+ * configuration (the usual case) nothing changes.
  */
 export async function enableI8TensorCores(rt: Runtime, layouts = I8_TC_LAYOUTS): Promise<I8TcProbe> {
   const out: I8TcProbe = { present: rt.gpu.features.subgroupMatrix, tried: [] };
-  const cfgs = i8Configs(rt);
-  const sgSize = subgroupSize(rt);
   const limits = rt.device.limits;
-  for (const cfg of cfgs) {
-    for (const syntax of ['template', 'bool'] as const) { // bool: the older, now deprecated spelling
-      for (const unitDiv of [1, 4] as const) {
-        for (const layout of layouts) {
-          const s: I8TcSpec = { cfg, syntax, unitDiv, sgSize, ...layout };
-          if (i8TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup)) continue;
-          const r = await checkI8Tc(rt, s);
-          out.tried.push({ label: i8TcLabel(s), ok: r.ok, error: r.error, mismatches: r.mismatches, splitOk: r.splitOk, splitError: r.splitError, accumulateOk: r.accumulateOk, accumulateError: r.accumulateError });
-          if (r.ok) {
-            enabled.set(rt, s);
-            if (r.splitOk) splitVerified.add(rt);
-            else splitVerified.delete(rt);
-            out.chosen = s;
-            await enableMeasuredShapes(rt, s, out);
-            return out;
-          }
-        }
-      }
+  const valid = (s: I8TcSpec) => !i8TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup);
+  for (const s of i8TcProbeOrder(i8Configs(rt), layouts, subgroupSize(rt), valid)) {
+    const r = await checkI8Tc(rt, s);
+    out.tried.push({ label: i8TcLabel(s), ok: r.ok, error: r.error, mismatches: r.mismatches, splitOk: r.splitOk, splitError: r.splitError, accumulateOk: r.accumulateOk, accumulateError: r.accumulateError });
+    if (r.ok) {
+      enabled.set(rt, s);
+      if (r.splitOk) splitVerified.add(rt);
+      else splitVerified.delete(rt);
+      out.chosen = s;
+      await enableMeasuredShapes(rt, s, out);
+      return out;
     }
   }
   return out;
