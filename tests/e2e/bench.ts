@@ -11,7 +11,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Page } from 'playwright-core';
-import type { Ctx, TestCase, TestHelpers } from './run';
+import type { Ctx, TestCase, TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 

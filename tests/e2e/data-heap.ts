@@ -12,7 +12,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { BrowserContext, CDPSession, Page } from 'playwright-core';
-import type { TestCase } from './run';
+import type { TestCase } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 

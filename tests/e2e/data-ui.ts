@@ -11,7 +11,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
-import type { Ctx, TestCase, TestHelpers } from './run';
+import type { Ctx, TestCase, TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 

@@ -21,7 +21,7 @@ import { spawn } from 'node:child_process';
  *       engine's TP test uses the same bound).
  */
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import type { Ctx, TestCase, TestHelpers } from './run';
+import type { Ctx, TestCase, TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 

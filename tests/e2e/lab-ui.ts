@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { AxeBuilder } from '@axe-core/playwright';
 import type { Page } from 'playwright-core';
-import type { Ctx, TestCase, TestHelpers } from './run';
+import type { Ctx, TestCase, TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 

@@ -10,7 +10,7 @@ import { installNodeWebRtc } from '../../src/peers/node-webrtc';
 import { PeerJsTransport } from '../../src/peers/peerjs';
 import { parseRoomLink, sameOriginServer } from '../../src/peers/room';
 import { startTurn } from '../helpers/turn';
-import type { Ctx, TestCase, TestHelpers } from './run';
+import type { Ctx, TestCase, TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 const byTestId = (id: string) => `[data-testid="${id}"]`;
