@@ -11,11 +11,10 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Page } from 'playwright-core';
-import type { Ctx, TestCase, TestHelpers } from './harness';
+import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 
-const byTestId = (id: string) => `[data-testid="${id}"]`;
 const FIXTURE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'bench-baseline.json');
 const SUITES = ['gemm', 'qgemm', 'codec'];
 

@@ -12,11 +12,10 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { BrowserContext, CDPSession, Page } from 'playwright-core';
-import type { TestCase } from './harness';
+import { byTestId, type TestCase } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 
-const byTestId = (id: string) => `[data-testid="${id}"]`;
 
 /** Writes `mb` MiB of text: TinyShakespeare over and over, each copy numbered (so it is not one repeated string). */
 async function writeCorpus(file: string, mb: number): Promise<void> {

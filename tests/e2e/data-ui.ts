@@ -11,11 +11,10 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
-import type { Ctx, TestCase, TestHelpers } from './harness';
+import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 
-const byTestId = (id: string) => `[data-testid="${id}"]`;
 const FIXTURE = path.resolve('tests/fixtures/hf-llama');
 
 async function openLab(ctx: Ctx, t: TestHelpers): Promise<Page> {

@@ -21,11 +21,10 @@ import { spawn } from 'node:child_process';
  *       engine's TP test uses the same bound).
  */
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import type { Ctx, TestCase, TestHelpers } from './harness';
+import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 
-const byTestId = (id: string) => `[data-testid="${id}"]`;
 const PASSPHRASE = 'correct horse';
 /** Small shapes: a step is a few hundred ms of SwiftShader, the TP split of micro needs B·T·C/2 to fill groups of 128. */
 const SHAPE = { preset: 'micro', batch: 2, seq: 16, seed: 7 };

@@ -65,6 +65,9 @@ export interface TestHelpers {
   log(line: string): void;
 }
 
+/** The CSS selector of an element's data-testid. */
+export const byTestId = (id: string) => `[data-testid="${id}"]`;
+
 export class AssertionError extends Error {}
 export function check(cond: unknown, message: string): asserts cond {
   if (!cond) throw new AssertionError(message);

@@ -14,11 +14,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { AxeBuilder } from '@axe-core/playwright';
 import type { Page } from 'playwright-core';
-import type { Ctx, TestCase, TestHelpers } from './harness';
+import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 
-const byTestId = (id: string) => `[data-testid="${id}"]`;
 
 /** The run's record and whether a checkpoint is stored, read from the page's IndexedDB. */
 function storedRun(page: Page, id: string): Promise<{ status?: string; checkpointStep?: number | null; hasCheckpoint: boolean }> {

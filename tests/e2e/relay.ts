@@ -10,10 +10,9 @@ import { installNodeWebRtc } from '../../src/peers/node-webrtc';
 import { PeerJsTransport } from '../../src/peers/peerjs';
 import { parseRoomLink, sameOriginServer } from '../../src/peers/room';
 import { startTurn } from '../helpers/turn';
-import type { Ctx, TestCase, TestHelpers } from './harness';
+import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
-const byTestId = (id: string) => `[data-testid="${id}"]`;
 
 export function relayTests(check: Check): TestCase[] {
   return [

@@ -13,7 +13,7 @@ import type { Page } from 'playwright-core';
 import { adversaryTests } from './adversary';
 import { benchTests } from './bench';
 import { groupTests } from './group';
-import { AssertionError, check, runSuite, type TestCase, type TestHelpers } from './harness';
+import { byTestId, AssertionError, check, runSuite, type TestCase, type TestHelpers } from './harness';
 import { compareChecks, labUiTests } from './lab-ui';
 import { dataHeapTests } from './data-heap';
 import { dataUiTests } from './data-ui';
@@ -21,7 +21,6 @@ import { relayTests } from './relay';
 
 // ---------------------------------------------------------------------------------------------
 // Page helpers.
-const byTestId = (id: string) => `[data-testid="${id}"]`;
 
 async function fill(page: Page, id: string, value: string | number): Promise<void> {
   await page.locator(byTestId(id)).fill(String(value));
