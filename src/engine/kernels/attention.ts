@@ -15,7 +15,9 @@ import fwdBody from '../../../shaders/attention.wgsl?raw';
 import fwdBlockedBody from '../../../shaders/attention-fwd-blocked.wgsl?raw';
 import fwdBlockedIo from '../../../shaders/attention-fwd-blocked-io.wgsl?raw';
 import bwdBody from '../../../shaders/attention-bwd.wgsl?raw';
-import bwdBlockedBody from '../../../shaders/attention-bwd-blocked.wgsl?raw';
+import bwdBlockedShared from '../../../shaders/attention-bwd-blocked.wgsl?raw';
+import bwdBlockedResident from '../../../shaders/attention-bwd-blocked-resident.wgsl?raw';
+import bwdBlockedStream from '../../../shaders/attention-bwd-blocked-stream.wgsl?raw';
 import loadSrc from '../../../shaders/attention-load.wgsl?raw';
 import { adapterMatches } from '../gpu/device';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
@@ -29,6 +31,8 @@ const loadBwd = `${loadQkv}\n${wgslSection(loadSrc, 'do')}`;
 const fwdSrc = `${loadQkv}\n${fwdBody}`;
 // The blocked forward's global access: 16-byte vec4s when D % 4 == 0, 8-byte halves otherwise.
 const fwdBlockedSrc = (D: number) => `${wgslSection(fwdBlockedIo, D % 4 === 0 ? 'vec4' : 'vec2')}\n${fwdBlockedBody}`;
+// The register-blocked backward: shared part, resident and streamed kernels, one shader text.
+const bwdBlockedBody = `${bwdBlockedShared}\n${bwdBlockedResident}\n${bwdBlockedStream}`;
 // The backward shaders as written (DS false) and in their stored-dS variant (DS: the dK/dV kernels
 // also write dS, attention-ds.ts), whose `// #if DS` blocks add nothing to the other's pipelines.
 const bwdSrc = wgslIf(`${loadBwd}\n${bwdBody}`, { DS: false });
@@ -144,7 +148,7 @@ export function attentionTileBytes(pass: Pass, t: AttnTile, D: number): number {
     const pstr = (t.BM / 4) | 1;
     return (t.BM * dp + t.BN * (dp | 1) + t.BN * dp + t.BN * pstr + blockedForwardThreadsPerRowGroup(t) * pstr) * 16;
   }
-  // Blocked dq/dkdv (attention-bwd-blocked.wgsl): own and other row pairs, one P/dS tile PT.
+  // Blocked dq/dkdv (attention-bwd-blocked*.wgsl): own and other row pairs, one P/dS tile PT.
   if (t.blocked) {
     const g = blockedBackwardSplit(pass, t, D);
     const pt = g.other * g.pstr * 16;
