@@ -14,8 +14,9 @@ import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { matmul } from '../src/engine/kernels/matmul';
 import { qgemmI8 } from '../src/engine/kernels/qgemm';
 import {
-  checkI8Tc, enableI8TensorCores, I8_TC_LAYOUTS, i8Configs, i8TcLabel, i8TcSpecError, qgemmI8Tc, type I8TcSpec,
+  checkI8Tc, enableI8TensorCores, i8Configs, i8TcLabel, i8TcSpecError, qgemmI8Tc, type I8TcSpec,
 } from '../src/engine/kernels/qgemm-tc';
+import { I8_TC_LAYOUTS } from '../src/engine/kernels/qgemm-tc-tables';
 import { Rng } from '../src/engine/util/rng';
 import { msPer } from '../src/lab/quant';
 

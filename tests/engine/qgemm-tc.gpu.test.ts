@@ -9,8 +9,9 @@ import { describe, expect, it } from 'vitest';
 import { qgemmI8 } from '../../src/engine/kernels/qgemm';
 import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
 import {
-  enableI8TensorCores, I8_TC_LAYOUTS, i8TcProbeOrder, i8TcSpecError, i8TensorCoreSpecFor, MEASURED_I8TC_LAYOUTS, i8TcSplitOk, i8TensorCoreSpec, qgemmI8TcCode, tcBlockM, tcBlockN, type I8TcSpec,
+  enableI8TensorCores, i8TcProbeOrder, i8TcSpecError, i8TensorCoreSpecFor, i8TcSplitOk, i8TensorCoreSpec, qgemmI8TcCode, tcBlockM, tcBlockN, type I8TcSpec,
 } from '../../src/engine/kernels/qgemm-tc';
+import { I8_TC_LAYOUTS, MEASURED_I8TC_LAYOUTS } from '../../src/engine/kernels/qgemm-tc-tables';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
 

@@ -20,7 +20,7 @@
  * writes the raw i32 sums to the slice's part of the workspace.
  */
 import { adapterMatches, SUBGROUP_MATRIX_FEATURE, subgroupMatrixConfigsOf } from '../gpu/device';
-import type { MeasuredTable } from './matmul-tables';
+import { I8_TC_LAYOUTS, type I8TcLayout, MEASURED_I8TC_LAYOUTS } from './qgemm-tc-tables';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { wgslErrors } from '../gpu/pipelines';
 import { Uniforms } from '../gpu/runtime';
@@ -29,25 +29,12 @@ import { qgemmI8ExactRef } from './qgemm.ref';
 import { checkI8Workspace, I8_MAX_K, type I8Slices, i8SplitPlan, i8SplitReduce } from './qgemm-splitk';
 import { sgmatLoad, sgmatStore, subgroupMatrixConfigs, subgroupSize, type SgmatSyntax, type SubgroupMatrixConfig } from './sgmat';
 
-export interface I8TcSpec {
+export interface I8TcSpec extends I8TcLayout {
   cfg: SubgroupMatrixConfig;
   syntax: SgmatSyntax;
   /** 8-bit offsets/strides counted in elements (1, the spec) or in 32-bit words (4, older Dawn). */
   unitDiv: 1 | 4;
   sgSize: number;
-  tilesM: number;
-  tilesN: number;
-  sgM: number;
-  sgN: number;
-  /** Bytes of K staged per step: a multiple of the config's K and of 16 (vec4 loads). */
-  BK: number;
-  /** Padding bytes per staged row (a multiple of 16). */
-  PAD: number;
-  /**
-   * Result tiles of a tile row stored per epilogue round (divides tilesN; default 1): each round is
-   * two workgroup barriers, and a row strip of EPI tiles writes EPI·N consecutive floats of C.
-   */
-  EPI?: number;
 }
 
 const epiOf = (s: I8TcSpec) => s.EPI ?? 1;
@@ -267,30 +254,6 @@ export function disableI8TensorCores(rt: Runtime): void {
   shapeSpecs.delete(rt);
 }
 
-type I8TcLayout = Pick<I8TcSpec, 'tilesM' | 'tilesN' | 'sgM' | 'sgN' | 'BK' | 'PAD' | 'EPI'>;
-
-/**
- * Layouts per GEMM shape (M×N×K) that bench/i8tc-tune.ts measured faster than the first of
- * I8_TC_LAYOUTS, with their subgroup-matrix configuration (M×N×K of the tile). Each is checked bit
- * for bit on the device by enableI8TensorCores before any GEMM uses it.
- */
-export const MEASURED_I8TC_LAYOUTS: { match: MeasuredTable['match']; source: string; table: Record<string, { cfg: [number, number, number]; layout: I8TcLayout }> }[] = [
-  {
-    match: { vendor: 'nvidia', device: 'h200' },
-    source: 'bench/i8tc-tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), the base model\'s forward, dX and dW shapes at 16×512 tokens',
-    table: {
-      '8192x768x768': { cfg: [16, 16, 32], layout: { tilesM: 2, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 } },
-      '8192x2560x768': { cfg: [16, 8, 32], layout: { tilesM: 2, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 } },
-      '8192x768x2560': { cfg: [16, 16, 32], layout: { tilesM: 2, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 } },
-      '8192x768x5120': { cfg: [16, 16, 32], layout: { tilesM: 2, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 } },
-      // dW of gate/up and down over 8192 tokens: one pass in this layout beats the first layout split
-      // over K (a shape with its own layout runs unsplit); q/k/v/o's 768×768 keep the split.
-      '2560x768x8192': { cfg: [16, 16, 32], layout: { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 128, PAD: 16 } },
-      '768x2560x8192': { cfg: [16, 16, 32], layout: { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 128, PAD: 16 } },
-    },
-  },
-];
-
 const shapeSpecs = new WeakMap<Runtime, Map<string, I8TcSpec>>();
 
 /** Checks the measured layouts of this adapter in the enabled spelling; the exact ones serve their shapes. */
@@ -318,26 +281,6 @@ async function enableMeasuredShapes(rt: Runtime, base: I8TcSpec, out: I8TcProbe)
   shapeSpecs.set(rt, specs);
   out.shapeLayouts = Object.fromEntries([...specs].map(([k, v]) => [k, i8TcLabel(v)]));
 }
-
-/**
- * Block shapes bench/i8tc-tune.ts tries; enableI8TensorCores takes the first that is exact. The first
- * is the H200's best at 4096³ (the layout of every shape without one in MEASURED_I8TC_LAYOUTS). One
- * subgroup per workgroup is slowest but needs no uniformity filter.
- */
-export const I8_TC_LAYOUTS: I8TcLayout[] = [
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16 },
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 4 },
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 },
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 128, PAD: 16, EPI: 4 },
-  { tilesM: 2, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 16, EPI: 2 },
-  { tilesM: 4, tilesN: 2, sgM: 2, sgN: 2, BK: 128, PAD: 16, EPI: 2 },
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 128, PAD: 16 },
-  { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 128, PAD: 16 },
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 64, PAD: 16 },
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 32 },
-  // One subgroup per workgroup: offsets are workgroup-uniform, for a Dawn without the diagnostic rule.
-  { tilesM: 4, tilesN: 2, sgM: 1, sgN: 1, BK: 128, PAD: 16 },
-];
 
 /** i8 → i32 configurations, largest tile first. */
 export function i8Configs(rt: Runtime): SubgroupMatrixConfig[] {
@@ -475,7 +418,7 @@ export function i8TcProbeOrder(cfgs: SubgroupMatrixConfig[], layouts: I8TcLayout
   const spellings: I8TcSpec[][] = [];
   for (const cfg of cfgs) {
     for (const syntax of ['template', 'bool'] as const) { // bool: the older, now deprecated spelling
-      for (const unitDiv of [4, 1] as const) { // units of 4 bytes: what current Dawn does
+      for (const unitDiv of [4, 1] as const) { // both unit conventions, each with its first layout early
         spellings.push(layouts.map((layout): I8TcSpec => ({ cfg, syntax, unitDiv, sgSize, ...layout })).filter(valid));
       }
     }
