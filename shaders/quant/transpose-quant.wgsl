@@ -155,14 +155,48 @@ fn col_encode(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
   encode_tile(wid.x * COLS, wid.y * p.G, s, lid);
 }
 
-// ---- register-transposed encode (col_encode's form for CN % 8 == 0) -------------------------------
+// ---- register-transposed kernels (CN % 8 == 0) -------------------------------------------------------
 // A warp is 32 rows × 32 columns: lane t holds rows 4·(t/4) .. +3 of columns 8·(t%4) .. +7 (eight
-// vec4 loads; four lanes read a row's 128 bytes), transposes them in registers into its eight
-// columns' words, and a store instruction writes 32-byte runs of four columns. Eight warps stack to
-// 256 rows. The workgroup's 32 column scales come from the tiles' absmax in A_r.
+// vec4 loads; four lanes read a row's 128 bytes). Eight warps stack to 256 rows per workgroup.
+// col_encode_rt transposes them in registers into its eight columns' words (a store instruction
+// writes 32-byte runs of four columns), its 32 column scales from the tiles' absmax in A_r;
+// col_absmax_rt (tiles of 256 rows) takes each column's max over the block.
 @group(0) @binding(1) var<storage, read> X4: array<vec4<f32>>;
 var<workgroup> cmax: array<u32, 256>;
 var<workgroup> cscale: array<f32, 32>;
+
+// An invocation's block: `c` its first column, `j` that column within the workgroup's 32, `r` its
+// first row; rows r .. r + 3 as vec4s of columns c .. c + 3 (`*0`) and c + 4 .. c + 7 (`*1`).
+struct RtBlock {
+  c: u32, j: u32, r: u32,
+  a0: vec4<f32>, a1: vec4<f32>, b0: vec4<f32>, b1: vec4<f32>,
+  d0: vec4<f32>, d1: vec4<f32>, e0: vec4<f32>, e1: vec4<f32>,
+}
+
+fn rt_place(li: u32, wid: vec3<u32>) -> RtBlock {
+  var k: RtBlock;
+  let lane = li % 32u;
+  k.j = 8u * (lane % 4u);
+  k.c = wid.x * 32u + k.j;
+  k.r = wid.y * 256u + (li / 32u) * 32u + 4u * (lane / 4u);
+  return k;
+}
+
+// The block's values (k placed by rt_place, inside the matrix).
+fn rt_load(k0: RtBlock) -> RtBlock {
+  var k = k0;
+  let i0 = (k.r * p.CN + k.c) / 4u;
+  let n4 = p.CN / 4u;
+  k.a0 = X4[i0];
+  k.a1 = X4[i0 + 1u];
+  k.b0 = X4[i0 + n4];
+  k.b1 = X4[i0 + n4 + 1u];
+  k.d0 = X4[i0 + 2u * n4];
+  k.d1 = X4[i0 + 2u * n4 + 1u];
+  k.e0 = X4[i0 + 3u * n4];
+  k.e1 = X4[i0 + 3u * n4 + 1u];
+  return k;
+}
 
 // Word of column c (rows r .. r + 3) from those rows' values; its scale from cscale[j].
 fn rt_word(v: vec4<f32>, c: u32, r: u32, j: u32) {
@@ -187,34 +221,24 @@ fn col_encode_rt(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id
     if (wid.y == 0u && c0 + li < p.CN) { S[c0 + li] = cscale[li]; }
   }
   workgroupBarrier();
-  let lane = li % 32u;
-  let j = 8u * (lane % 4u); // first column within the workgroup's 32
-  let c = c0 + j;
-  let r = wid.y * 256u + (li / 32u) * 32u + 4u * (lane / 4u);
-  if (c >= p.CN || r >= p.R) { return; }
-  let i0 = (r * p.CN + c) / 4u;
-  let n4 = p.CN / 4u;
-  let a0 = X4[i0];
-  let a1 = X4[i0 + 1u];
-  let b0 = X4[i0 + n4];
-  let b1 = X4[i0 + n4 + 1u];
-  let d0 = X4[i0 + 2u * n4];
-  let d1 = X4[i0 + 2u * n4 + 1u];
-  let e0 = X4[i0 + 3u * n4];
-  let e1 = X4[i0 + 3u * n4 + 1u];
-  rt_word(vec4<f32>(a0.x, b0.x, d0.x, e0.x), c, r, j);
-  rt_word(vec4<f32>(a0.y, b0.y, d0.y, e0.y), c + 1u, r, j + 1u);
-  rt_word(vec4<f32>(a0.z, b0.z, d0.z, e0.z), c + 2u, r, j + 2u);
-  rt_word(vec4<f32>(a0.w, b0.w, d0.w, e0.w), c + 3u, r, j + 3u);
-  rt_word(vec4<f32>(a1.x, b1.x, d1.x, e1.x), c + 4u, r, j + 4u);
-  rt_word(vec4<f32>(a1.y, b1.y, d1.y, e1.y), c + 5u, r, j + 5u);
-  rt_word(vec4<f32>(a1.z, b1.z, d1.z, e1.z), c + 6u, r, j + 6u);
-  rt_word(vec4<f32>(a1.w, b1.w, d1.w, e1.w), c + 7u, r, j + 7u);
+  let at = rt_place(li, wid);
+  if (at.c >= p.CN || at.r >= p.R) { return; }
+  let k = rt_load(at);
+  let c = k.c;
+  let r = k.r;
+  let j = k.j;
+  rt_word(vec4<f32>(k.a0.x, k.b0.x, k.d0.x, k.e0.x), c, r, j);
+  rt_word(vec4<f32>(k.a0.y, k.b0.y, k.d0.y, k.e0.y), c + 1u, r, j + 1u);
+  rt_word(vec4<f32>(k.a0.z, k.b0.z, k.d0.z, k.e0.z), c + 2u, r, j + 2u);
+  rt_word(vec4<f32>(k.a0.w, k.b0.w, k.d0.w, k.e0.w), c + 3u, r, j + 3u);
+  rt_word(vec4<f32>(k.a1.x, k.b1.x, k.d1.x, k.e1.x), c + 4u, r, j + 4u);
+  rt_word(vec4<f32>(k.a1.y, k.b1.y, k.d1.y, k.e1.y), c + 5u, r, j + 5u);
+  rt_word(vec4<f32>(k.a1.z, k.b1.z, k.d1.z, k.e1.z), c + 6u, r, j + 6u);
+  rt_word(vec4<f32>(k.a1.w, k.b1.w, k.d1.w, k.e1.w), c + 7u, r, j + 7u);
 }
 
-// col_absmax's form for G == 256 and CN % 8 == 0, one tile per workgroup: the lanes of
-// col_encode_rt's mapping take their eight columns' max over their four rows; the 64 row quads of
-// a column meet in workgroup memory.
+// col_absmax's form for G == 256, one tile per workgroup: each invocation's eight columns' max over
+// its four rows; the 64 row quads of a column meet in workgroup memory.
 var<workgroup> qmax: array<u32, 2048>;
 
 fn abs_bits4(v: vec4<f32>) -> vec4<u32> {
@@ -225,20 +249,15 @@ fn abs_bits4(v: vec4<f32>) -> vec4<u32> {
 @compute @workgroup_size(256)
 fn col_absmax_rt(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let c0 = wid.x * 32u;
-  let lane = li % 32u;
-  let j = 8u * (lane % 4u);
-  let c = c0 + j;
-  let quad = (li / 32u) * 8u + lane / 4u; // 0 .. 63
-  let r = wid.y * 256u + 4u * quad;
+  let at = rt_place(li, wid);
   var m0 = vec4<u32>(0u);
   var m1 = vec4<u32>(0u);
-  if (c < p.CN) {
-    let i0 = (r * p.CN + c) / 4u;
-    let n4 = p.CN / 4u;
-    m0 = max(max(abs_bits4(X4[i0]), abs_bits4(X4[i0 + n4])), max(abs_bits4(X4[i0 + 2u * n4]), abs_bits4(X4[i0 + 3u * n4])));
-    m1 = max(max(abs_bits4(X4[i0 + 1u]), abs_bits4(X4[i0 + n4 + 1u])), max(abs_bits4(X4[i0 + 2u * n4 + 1u]), abs_bits4(X4[i0 + 3u * n4 + 1u])));
+  if (at.c < p.CN) {
+    let k = rt_load(at);
+    m0 = max(max(abs_bits4(k.a0), abs_bits4(k.b0)), max(abs_bits4(k.d0), abs_bits4(k.e0)));
+    m1 = max(max(abs_bits4(k.a1), abs_bits4(k.b1)), max(abs_bits4(k.d1), abs_bits4(k.e1)));
   }
-  let o = quad * 32u + j;
+  let o = ((at.r % 256u) / 4u) * 32u + at.j; // row quad 0 .. 63 of the tile, column j
   qmax[o] = m0.x; qmax[o + 1u] = m0.y; qmax[o + 2u] = m0.z; qmax[o + 3u] = m0.w;
   qmax[o + 4u] = m1.x; qmax[o + 5u] = m1.y; qmax[o + 6u] = m1.z; qmax[o + 7u] = m1.w;
   workgroupBarrier();

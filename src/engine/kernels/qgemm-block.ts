@@ -42,9 +42,11 @@ export function setTransposeQuantVariant(rt: Runtime, v: TransposeQuantVariant |
   else tqVariants.delete(rt);
 }
 
+const variantOf = (rt: Runtime): TransposeQuantVariant => tqVariants.get(rt) ?? DEFAULT_TQ;
+
 /** transpose-quant's override constants for a block of G rows (TW > 0 only where a staged tile fits). */
 function tqConstants(rt: Runtime, COLS: number, LANES: number, G: number): Record<string, number> {
-  const v = tqVariants.get(rt) ?? DEFAULT_TQ;
+  const v = variantOf(rt);
   const TW = G <= STAGED_MAX_ROWS ? G / 4 : 0;
   return { COLS, LANES, TW, STAGE: v.staged && TW > 0 ? 1 : 0, LF: v.loads };
 }
@@ -118,7 +120,7 @@ export function quantizeColumnsI8(rt: Runtime, a: {
   const params = rt.uniform(`${a.label}.cq`, u);
   const grid: [number, number] = [Math.ceil(CN / 64), R / G];
   const constants = tqConstants(rt, 64, 4, G);
-  const inRegisters = (tqVariants.get(rt) ?? DEFAULT_TQ).registers === true && CN % 8 === 0;
+  const inRegisters = variantOf(rt).registers === true && CN % 8 === 0;
   const encodeGrid: [number, number] = inRegisters ? [Math.ceil(CN / 32), Math.ceil(R / 256)] : grid;
   const absmaxRt = inRegisters && G === 256; // one 256-row tile per workgroup of col_absmax_rt
   return {
