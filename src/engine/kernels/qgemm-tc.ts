@@ -125,8 +125,9 @@ export function qgemmI8TcCode(s: I8TcSpec, accumulate = false, parts = false): s
   // Accumulating: the strip's C values are loaded into registers before its tiles are stored (all
   // loads in flight at once, over the store and barrier), not one dependent load per element.
   const NPER = accumulate && !parts && SMN % s.sgSize === 0 ? SMN / s.sgSize : 0;
-  const at = (e: string, i: number, j0: number) =>
-    `let e = ${e}; let row = m0 + am + ${i * cfg.M}u + e / ${SN}u; let col = n0 + bn + ${j0 * cfg.N}u + e % ${SN}u;`;
+  // Element e of the strip of tile row i from tile j0: its row and column of C.
+  const rowCol = (i: number, j0: number) => `let row = m0 + am + ${i * cfg.M}u + e / ${SN}u; let col = n0 + bn + ${j0 * cfg.N}u + e % ${SN}u;`;
+  const at = (e: string, i: number, j0: number) => `let e = ${e}; ${rowCol(i, j0)}`;
   if (NPER) L.push(`  var pc: array<f32, ${NPER}>;`);
   for (let i = 0; i < s.tilesM; i++) {
     for (let j0 = 0; j0 < s.tilesN; j0 += EPI) {
@@ -140,8 +141,7 @@ export function qgemmI8TcCode(s: I8TcSpec, accumulate = false, parts = false): s
         for (let t = 0; t < NPER; t++) L.push(`  { ${at(`lane + ${t * s.sgSize}u`, i, j0)} if (row < P.M && col < P.N) { C[row * P.N + col] = pc[${t}] + ${y} * P.one; } }`);
       } else {
         L.push(`  for (var e = lane; e < ${SMN}u; e += ${s.sgSize}u) {`);
-        L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${SN}u;`);
-        L.push(`    let col = n0 + bn + ${j0 * cfg.N}u + e % ${SN}u;`);
+        L.push(`    ${rowCol(i, j0)}`);
         if (parts) L.push(`    if (row < P.M && col < P.N) { PARTS[(wid.z * P.M + row) * P.N + col] = S[sg * ${SMN}u + e]; }`);
         else L.push(`    if (row < P.M && col < P.N) { C[row * P.N + col] = ${accumulate ? `C[row * P.N + col] + ${y} * P.one` : y}; }`);
         L.push('  }');
@@ -273,7 +273,7 @@ async function enableMeasuredShapes(rt: Runtime, base: I8TcSpec, out: I8TcProbe)
         // A shape's own layout runs unsplit (qgemm.ts splitCount), so its split is not checked.
         const r = await checkI8Tc(rt, s, { split: false });
         checked.set(label, r.ok);
-        out.tried.push({ label, ok: r.ok, error: r.error, mismatches: r.mismatches, accumulateOk: r.accumulateOk, accumulateError: r.accumulateError });
+        out.tried.push(triedOf(r));
       }
       if (checked.get(label)) specs.set(shape, s);
     }
@@ -373,25 +373,25 @@ export async function checkI8Tc(rt: Runtime, s: I8TcSpec, o: { split?: boolean }
     };
     const m = await mismatches();
     if (m) return { spec: s, ok: false, mismatches: m };
-    // The accumulating kernel (its own epilogue): C0 + the product, C0 what it held. Reported, not
-    // fatal: a compiler that fuses the add into an fma changes the last bit, not the kernel's use.
-    const acc = await checkAccumulate(rt, s, args, new Float32Array(want.buffer));
-    if (o.split === false) return { spec: s, ok: true, mismatches: 0, ...acc };
+    // The accumulating kernel (its own epilogue): C0 + the product, C0 what it held. Reported in
+    // accumulateOk, not a condition of `ok`.
+    const passed: I8TcCheck = { spec: s, ok: true, mismatches: 0, ...await checkAccumulate(rt, s, args, new Float32Array(want.buffer)) };
+    if (o.split === false) return passed;
     try {
       const plan = i8SplitPlan(i8TcSplitShape(s, M, N, K), 2);
       const workspace = up('ws', new Uint32Array(plan.parts * M * N));
       checkI8Workspace('qgemm_tc.check', workspace, [args.c], M, N, plan.parts);
       const cerr = await wgslErrors(rt.device, 'qgemm_tc.check.split', qgemmI8TcCode(s, false, true), true);
-      if (cerr.length) return { spec: s, ok: true, mismatches: 0, ...acc, splitOk: false, splitError: cerr.join('; ') };
+      if (cerr.length) return { ...passed, splitOk: false, splitError: cerr.join('; ') };
       rt.device.queue.writeBuffer(args.c as GPUBuffer, 0, new Float32Array(M * N).fill(NaN));
       rt.device.pushErrorScope('validation');
       rt.run([qgemmI8Tc(rt, s, args, { ...plan, workspace }), i8SplitReduce(rt, { ...args, workspace, parts: plan.parts })]);
       const serr = await rt.device.popErrorScope();
-      if (serr) return { spec: s, ok: true, mismatches: 0, ...acc, splitOk: false, splitError: serr.message };
+      if (serr) return { ...passed, splitOk: false, splitError: serr.message };
       const sm = await mismatches();
-      return { spec: s, ok: true, mismatches: 0, ...acc, splitOk: sm === 0, splitError: sm ? `${sm} mismatches` : undefined };
+      return { ...passed, splitOk: sm === 0, splitError: sm ? `${sm} mismatches` : undefined };
     } catch (e) {
-      return { spec: s, ok: true, mismatches: 0, ...acc, splitOk: false, splitError: (e as Error).message };
+      return { ...passed, splitOk: false, splitError: (e as Error).message };
     }
   } catch (e) {
     return { spec: s, ok: false, error: (e as Error).message };
@@ -400,10 +400,15 @@ export async function checkI8Tc(rt: Runtime, s: I8TcSpec, o: { split?: boolean }
   }
 }
 
+/** One checked candidate as a probe reports it: its label and the check's findings. */
+export type I8TcTried = Omit<I8TcCheck, 'spec'> & { label: string };
+
+const triedOf = ({ spec, ...r }: I8TcCheck): I8TcTried => ({ label: i8TcLabel(spec), ...r });
+
 export interface I8TcProbe {
   present: boolean;
   chosen?: I8TcSpec;
-  tried: { label: string; ok: boolean; error?: string; mismatches?: number; splitOk?: boolean; splitError?: string; accumulateOk?: boolean; accumulateError?: string }[];
+  tried: I8TcTried[];
   /** The GEMM shapes that run a measured layout of their own (MEASURED_I8TC_LAYOUTS), with it. */
   shapeLayouts?: Record<string, string>;
 }
@@ -437,7 +442,7 @@ export async function enableI8TensorCores(rt: Runtime, layouts = I8_TC_LAYOUTS):
   const valid = (s: I8TcSpec) => !i8TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup);
   for (const s of i8TcProbeOrder(i8Configs(rt), layouts, subgroupSize(rt), valid)) {
     const r = await checkI8Tc(rt, s);
-    out.tried.push({ label: i8TcLabel(s), ok: r.ok, error: r.error, mismatches: r.mismatches, splitOk: r.splitOk, splitError: r.splitError, accumulateOk: r.accumulateOk, accumulateError: r.accumulateError });
+    out.tried.push(triedOf(r));
     if (r.ok) {
       enabled.set(rt, s);
       if (r.splitOk) splitVerified.add(rt);
