@@ -24,6 +24,27 @@
 @group(0) @binding(7) var<storage, read_write> dk4: array<vec4<f32>>;   // attn_bwd_dkdv_stream
 @group(0) @binding(8) var<storage, read_write> dv4: array<vec4<f32>>;   // attn_bwd_dkdv_stream
 
+// I8 (attention-i8.ts; the dK/dV pass with stored dS only): S from Q's and K's INT8 codes per
+// (token, head) row as the INT8-score forward computes it, so P matches its lse bit for bit; dP, dV
+// and dK stay fp32. K's fp32 rows are not read (the own-A chunks stage zeros); K's codes stay
+// resident, Q's are staged per tile beside the first chunk, and S comes after the chunk loop: from
+// tensor cores through Sacc (TC), or per thread with dot4I8Packed.
+// #if I8
+@group(0) @binding(1) var<storage, read> kcw: array<u32>;
+@group(0) @binding(10) var<storage, read> qcw: array<u32>;
+@group(0) @binding(11) var<storage, read> qsc: array<f32>;
+@group(0) @binding(12) var<storage, read> ksc: array<f32>;
+override DW: u32 = D / 4u;                  // code words of a head row
+override CSTR: u32 = DW | 1u;               // staged code row stride in words (TC: 16-byte rows)
+override SSTR: u32 = OWNR + 4u;             // Sacc row stride
+override QPT: u32 = (OTHR * DW + NT - 1u) / NT;   // Q code words per thread and tile (<= 4)
+var<workgroup> KcO: array<i32, OWNR * CSTR>;      // the own keys' codes
+var<workgroup> QcT: array<i32, OTHR * CSTR>;      // the tile's query codes
+// #endif
+// #if TC
+var<workgroup> Sacc: array<i32, OTHR * SSTR>;     // Sacc[query·SSTR + key]: the tile's integer scores
+// #endif
+
 override CH: u32 = 4u;                 // vec4 columns of D per staging step
 override CHS: u32 = CH | 1u;           // odd chunk row stride (other rows of neighbouring ts on different banks)
 override NCH: u32 = (DP + CH - 1u) / CH;
@@ -42,14 +63,17 @@ const SRC_Q = 0u;
 const SRC_K = 1u;
 const SRC_V = 2u;
 const SRC_DO = 3u;
+const SRC_NONE = 4u;   // zeros without a load (the INT8-score kernel's own-A chunks)
 
 // vec4 column d4 of row t of batch b, head `head` of a q/dO-shaped (nH heads) or k/v-shaped (nKV)
 // tensor; zero past T or past D (a last chunk wider than what is left of D).
 fn ldRow4(src: u32, b: u32, t: u32, head: u32, d4: u32) -> vec4<f32> {
-  if (t >= p.T || d4 >= DP) { return vec4<f32>(0.0); }
+  if (t >= p.T || d4 >= DP || src == SRC_NONE) { return vec4<f32>(0.0); }
   if (src == SRC_Q) { return q4[((b * p.T + t) * p.nH + head) * DP + d4]; }
   if (src == SRC_DO) { return dO4[((b * p.T + t) * p.nH + head) * DP + d4]; }
+  // #if F32
   if (src == SRC_K) { return k4[((b * p.T + t) * p.nKV + head) * DP + d4]; }
+  // #endif
   return v4[((b * p.T + t) * p.nKV + head) * DP + d4];
 }
 
@@ -128,6 +152,51 @@ fn putStep(r: TileRows, step: u32, lid: u32, s: Staged) {
   if (PFN > 7u) { putItem(r, step, lid + 7u * NT, s.x7); }
 }
 
+// #if I8
+// A thread's code words of the query tile at q0 of head h (word lid + NT·u, u < QPT); 0 past T.
+fn fetchQc(lid: u32, b: u32, h: u32, q0: u32) -> vec4<u32> {
+  var r = vec4<u32>(0u);
+  for (var u = 0u; u < QPT; u++) {
+    let i = lid + NT * u;
+    let t = q0 + i / DW;
+    if (i < OTHR * DW && t < p.T) { r[u] = qcw[((b * p.T + t) * p.nH + h) * DW + i % DW]; }
+  }
+  return r;
+}
+
+fn putQc(lid: u32, r: vec4<u32>) {
+  for (var u = 0u; u < QPT; u++) {
+    let i = lid + NT * u;
+    if (i < OTHR * DW) { QcT[(i / DW) * CSTR + i % DW] = bitcast<i32>(r[u]); }
+  }
+}
+
+// Query row t's scale × c2 (0 past T, whose codes are 0 too).
+fn qScaleC2(b: u32, h: u32, t: u32) -> f32 {
+  if (t >= p.T) { return 0.0; }
+  return qsc[(b * p.T + t) * p.nH + h] * p.c2;
+}
+
+// The integer scores of query code row `qr` (a QcT index) against the 4 own keys' rows at kr (KcO).
+fn dotKeys(qr: u32, kr: u32) -> vec4<i32> {
+  var acc = vec4<i32>(0);
+  for (var w = 0u; w < DW; w++) {
+    let qw = bitcast<u32>(QcT[qr + w]);
+    acc += vec4<i32>(dot4I8Packed(qw, bitcast<u32>(KcO[kr + w])), dot4I8Packed(qw, bitcast<u32>(KcO[kr + CSTR + w])),
+      dot4I8Packed(qw, bitcast<u32>(KcO[kr + 2u * CSTR + w])), dot4I8Packed(qw, bitcast<u32>(KcO[kr + 3u * CSTR + w])));
+  }
+  return acc;
+}
+// #endif
+// #if TC
+
+// The 4 own keys' integer scores of query row m of the tile, from Sacc.
+fn saccRow(m: u32, to: u32) -> vec4<i32> {
+  let e = m * SSTR + 4u * to;
+  return vec4<i32>(Sacc[e], Sacc[e + 1u], Sacc[e + 2u], Sacc[e + 3u]);
+}
+// #endif
+
 @compute @workgroup_size(NT)
 fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let T = p.T;
@@ -147,7 +216,23 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
   var aV0 = mat4x4<f32>(); var aV1 = mat4x4<f32>(); var aV2 = mat4x4<f32>(); var aV3 = mat4x4<f32>();
   let nQT = (T + OTHR - 1u) / OTHR;
   let qt0 = k0 / OTHR;
+  // #if F32
   var rows = TileRows(b, SRC_K, SRC_V, g, k0, SRC_Q, SRC_DO, g * p.G, qt0 * OTHR);
+  // #endif
+  // #if I8
+  var rows = TileRows(b, SRC_NONE, SRC_V, g, k0, SRC_Q, SRC_DO, g * p.G, qt0 * OTHR);
+  for (var i = lid; i < OWNR * DW; i += NT) {
+    let key = k0 + i / DW;
+    var w = 0u;
+    if (key < T) { w = kcw[((b * T + key) * p.nKV + g) * DW + i % DW]; }
+    KcO[(i / DW) * CSTR + i % DW] = bitcast<i32>(w);
+  }
+  // The own keys' scales (0 past T).
+  var sk = vec4<f32>(0.0);
+  for (var i = 0u; i < 4u; i++) {
+    if (keys[i] < T) { sk[i] = ksc[(b * T + keys[i]) * p.nKV + g]; }
+  }
+  // #endif
   var pf = noStaged();
   if (PREFETCH) { pf = fetchStep(rows, 0u, 0u, lid); }
   for (var hh = 0u; hh < p.G; hh++) {
@@ -165,10 +250,16 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
 
       var s0 = vec4<f32>(0.0); var s1 = vec4<f32>(0.0); var s2 = vec4<f32>(0.0); var s3 = vec4<f32>(0.0);
       var dp0 = vec4<f32>(0.0); var dp1 = vec4<f32>(0.0); var dp2 = vec4<f32>(0.0); var dp3 = vec4<f32>(0.0);
+      // #if I8
+      let qcHere = fetchQc(lid, b, h, q0);
+      // #endif
       for (var c = 0u; c < NCH; c++) {
         if (!PREFETCH) { pf = fetchStep(rows, c, 0u, lid); }
         workgroupBarrier();   // the previous chunk's (or tile's) reads of stage are done
         putStep(rows, c, lid, pf);
+        // #if I8
+        if (c == 0u) { putQc(lid, qcHere); }   // the previous tile's score reads are done too
+        // #endif
         workgroupBarrier();
         if (PREFETCH) { pf = fetchStep(rows, c + 1u, SRC_DO, lid); }   // after the last chunk: the full dO rows
         for (var c4 = 0u; c4 < CH; c4++) {
@@ -177,14 +268,35 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
           let vm = mat4x4<f32>(stage[OWN_B + o], stage[OWN_B + o + CHS], stage[OWN_B + o + 2u * CHS], stage[OWN_B + o + 3u * CHS]);
           let ra = OTH_A + ts * OA_STR + select(0u, c * CH, KEEP) + c4;
           let rb = OTH_B + ts * CHS + c4;
-          s0 += stage[ra] * km; dp0 += stage[rb] * vm;
-          if (RS > 1u) { s1 += stage[ra + TS * OA_STR] * km; dp1 += stage[rb + TS * CHS] * vm; }
-          if (RS > 2u) {
-            s2 += stage[ra + 2u * TS * OA_STR] * km; dp2 += stage[rb + 2u * TS * CHS] * vm;
-            s3 += stage[ra + 3u * TS * OA_STR] * km; dp3 += stage[rb + 3u * TS * CHS] * vm;
-          }
+          // #if F32
+          s0 += stage[ra] * km;
+          if (RS > 1u) { s1 += stage[ra + TS * OA_STR] * km; }
+          if (RS > 2u) { s2 += stage[ra + 2u * TS * OA_STR] * km; s3 += stage[ra + 3u * TS * OA_STR] * km; }
+          // #endif
+          dp0 += stage[rb] * vm;
+          if (RS > 1u) { dp1 += stage[rb + TS * CHS] * vm; }
+          if (RS > 2u) { dp2 += stage[rb + 2u * TS * CHS] * vm; dp3 += stage[rb + 3u * TS * CHS] * vm; }
         }
       }
+      // #if TC
+      tcScores(lid);
+      workgroupBarrier();   // the tile's integer scores are in Sacc
+      var i0 = saccRow(ts, to); var i1 = vec4<i32>(0); var i2 = vec4<i32>(0); var i3 = vec4<i32>(0);
+      if (RS > 1u) { i1 = saccRow(ts + TS, to); }
+      if (RS > 2u) { i2 = saccRow(ts + 2u * TS, to); i3 = saccRow(ts + 3u * TS, to); }
+      // #endif
+      // #if DOT4
+      let kr = 4u * to * CSTR;
+      var i0 = dotKeys(ts * CSTR, kr); var i1 = vec4<i32>(0); var i2 = vec4<i32>(0); var i3 = vec4<i32>(0);
+      if (RS > 1u) { i1 = dotKeys((ts + TS) * CSTR, kr); }
+      if (RS > 2u) { i2 = dotKeys((ts + 2u * TS) * CSTR, kr); i3 = dotKeys((ts + 3u * TS) * CSTR, kr); }
+      // #endif
+      // #if I8
+      // The forward's scores bit for bit: f32(acc)·(sq·c2)·sk, in that order.
+      s0 = vec4<f32>(i0) * qScaleC2(b, h, q0 + ts) * sk;
+      if (RS > 1u) { s1 = vec4<f32>(i1) * qScaleC2(b, h, q0 + ts + TS) * sk; }
+      if (RS > 2u) { s2 = vec4<f32>(i2) * qScaleC2(b, h, q0 + ts + 2u * TS) * sk; s3 = vec4<f32>(i3) * qScaleC2(b, h, q0 + ts + 3u * TS) * sk; }
+      // #endif
 
       let p0 = probs(s0, vec4<f32>(st0.x), keys, vec4<u32>(q0 + ts));
       let ds0 = p0 * (dp0 - st0.y);
@@ -269,6 +381,7 @@ fn putQColumn4(b: u32, h: u32, t0: u32, d4: u32, a: mat4x4<f32>) {
   if (t0 + 3u < p.T) { dq4[base + 3u * rowStride] = a[3] * p.scale; }
 }
 
+// #if F32
 @compute @workgroup_size(NT)
 fn attn_bwd_dq_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let T = p.T;
@@ -359,3 +472,4 @@ fn attn_bwd_dq_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invo
   if (CS > 2u && ts + 2u * TS < DP) { putQColumn4(b, h, t0, ts + 2u * TS, aQ2); }
   if (CS > 3u && ts + 3u * TS < DP) { putQColumn4(b, h, t0, ts + 3u * TS, aQ3); }
 }
+// #endif

@@ -75,7 +75,12 @@ fn rowStats(bh: u32, t: u32) -> vec2<f32> {
 // inf, and inf·0 would be NaN. Masked: the key is after the query, or either is past T.
 fn probs(s: vec4<f32>, lse2: vec4<f32>, keys: vec4<u32>, queries: vec4<u32>) -> vec4<f32> {
   let T = vec4<u32>(p.T);
-  return select(exp2(s * p.c2 - lse2), vec4<f32>(0.0), (keys > queries) | (keys >= T) | (queries >= T));
+  // #if I8
+  let x = s - lse2;   // INT8 scores carry c2 in their scale
+  // #else
+  let x = s * p.c2 - lse2;
+  // #endif
+  return select(exp2(x), vec4<f32>(0.0), (keys > queries) | (keys >= T) | (queries >= T));
 }
 
 // Column i of the result is w[i]·x: the contribution of other row x to own row i.

@@ -1,5 +1,6 @@
 // Global-memory access of attention-fwd-blocked.wgsl, one section per head-dim parity;
-// src/engine/kernels/attention.ts prepends `vec4` when D % 4 == 0, else `vec2` (D is even).
+// src/engine/kernels/attention.ts prepends `vec4` when D % 4 == 0, else `vec2` (D is even), and
+// `i8` for the INT8-score kernel (attention-i8.ts: Q and K as codes and scales, D % 4 == 0).
 // `row` is a head row's index in its tensor (q, o: (b·T + t)·nH + h; k, v: (b·T + t)·nKV + g), so the
 // row starts at float row·D; `c4` is a vec4 column (floats 4·c4 .. 4·c4 + 3 of the row, c4 < DP).
 // Bindings are 256-byte aligned, so rows start 16-byte aligned (vec4) or 8-byte aligned (vec2).
@@ -45,3 +46,14 @@ fn stO4(row: u32, c4: u32, val: vec4<f32>) {
   o[i] = val.xy;
   if (inRow(c4)) { o[i + 1u] = val.zw; }
 }
+
+//--- i8
+// Q and K as INT8 codes per (token, head) row, 4 to a word (DW words a row), and one scale a row.
+@group(0) @binding(0) var<storage, read> qc: array<u32>;
+@group(0) @binding(1) var<storage, read> kc: array<u32>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> o: array<vec4<f32>>;
+@group(0) @binding(6) var<storage, read> qsc: array<f32>;
+@group(0) @binding(7) var<storage, read> ksc: array<f32>;
+fn ldV4(row: u32, c4: u32) -> vec4<f32> { return v[row * DP + c4]; }
+fn stO4(row: u32, c4: u32, val: vec4<f32>) { o[row * DP + c4] = val; }

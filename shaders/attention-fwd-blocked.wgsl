@@ -34,6 +34,12 @@
 // creation. attentionTileProblem (attention.ts) checks BQ % 4, NT % TY, TX % XL, BK % TX, RK ≤ 8,
 // OC ≤ 2, and attentionTileBytes mirrors the workgroup arrays below.
 // Loops marked `// unroll` are written out for each pipeline's bounds (attention.ts, wgsl.ts).
+//
+// I8 (attention-i8.ts): S = Q·Kᵀ from INT8 codes per (token, head) row, exactly in integers, then
+// f32(acc)·(sq·c2)·sk, as SageAttention does; softmax and P·V stay fp32. Q and K codes are staged
+// row-major (CSTR words a row) instead of Qs/Ks. TC: the subgroups compute the integer S tile on
+// tensor cores into Sacc (tcScores, generated) and the threads read their scores from it; without
+// TC each thread sums its 4 × RK block with dot4I8Packed. Both give the same integers, so the same bits.
 struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
 
 @group(0) @binding(4) var<storage, read_write> lse: array<f32>;
@@ -62,8 +68,23 @@ override RED_N: u32 = TX * PSTR;
 const NEG = -3.0e38;
 const LN2 = 0.6931471805599453;
 
+// #if I8
+override DW: u32 = D / 4u;                    // code words of a head row
+override CSTR: u32 = DW | 1u;                 // word stride of a staged code row (TC: 16-byte rows)
+override SSTR: u32 = BK + 4u;                 // Sacc row stride
+override QW4: u32 = BQ * DW / 4u;             // vec4<u32>s of the block's Q codes
+override KW4: u32 = BK * DW / 4u;             // of a K tile's codes (<= NT, attention-i8.ts checks)
+var<workgroup> Qc: array<i32, BQ * CSTR>;     // Qc[row·CSTR + w]: code word w of query row q0 + row
+var<workgroup> Kc: array<i32, BK * CSTR>;     // Kc[key·CSTR + w]
+override KPT: u32 = (BK * DW + NT - 1u) / NT; // K code words per thread and tile (<= 4)
+// #endif
+// #if TC
+var<workgroup> Sacc: array<i32, BQ * SSTR>;   // Sacc[row·SSTR + key]: the integer scores of the tile
+// #endif
+// #if F32
 var<workgroup> Qs: array<vec4<f32>, QS_N>;    // Qs[(4·d4 + i)·TY + ty]: column d4 of row 4·ty + i
 var<workgroup> Ks: array<vec4<f32>, KS_N>;    // Ks[key·KSTR + d4]
+// #endif
 var<workgroup> Vs: array<vec4<f32>, TILE_N>;  // Vs[key·DP + d4]
 var<workgroup> Ps: array<vec4<f32>, PS_N>;    // Ps[key·PSTR + ty]: P of rows 4·ty..4·ty+3
 var<workgroup> red: array<vec4<f32>, RED_N>;  // red[tx·PSTR + ty]: a thread's row maxima, then sums
@@ -74,13 +95,18 @@ fn fetchKV(isV: bool, i: u32, b: u32, g: u32, k0: u32) -> vec4<f32> {
   let key = k0 + i / DP;
   if (i >= TILE_N || key >= p.T) { return vec4<f32>(0.0); }
   let row = (b * p.T + key) * p.nKV + g;
-  if (isV) { return ldV4(row, i % DP); }
-  return ldK4(row, i % DP);
+  // #if F32
+  if (!isV) { return ldK4(row, i % DP); }
+  // #endif
+  return ldV4(row, i % DP);
 }
 
 fn putKV(isV: bool, i: u32, val: vec4<f32>) {
   if (i >= TILE_N) { return; }
-  if (isV) { Vs[i] = val; } else { Ks[(i / DP) * KSTR + i % DP] = val; }
+  // #if F32
+  if (!isV) { Ks[(i / DP) * KSTR + i % DP] = val; return; }
+  // #endif
+  Vs[i] = val;
 }
 
 // A thread's first 4 vec4s of a K or V tile (lid + NT·u, u < 4), held in registers from fetch to store.
@@ -105,6 +131,43 @@ fn putTile(isV: bool, lid: u32, b: u32, g: u32, k0: u32, s: Stage) {
   for (var u = 4u; u < UN; u++) { putKV(isV, lid + u * NT, fetchKV(isV, lid + u * NT, b, g, k0)); }
 }
 
+// #if I8
+// A thread's K code words of the tile at key k0 (word lid + NT·u of the tile, u < KPT); 0 past T.
+fn fetchKc(lid: u32, b: u32, g: u32, k0: u32) -> vec4<u32> {
+  var r = vec4<u32>(0u);
+  for (var u = 0u; u < KPT; u++) {
+    let i = lid + NT * u;
+    let key = k0 + i / DW;
+    if (i < BK * DW && key < p.T) { r[u] = kc[((b * p.T + key) * p.nKV + g) * DW + i % DW]; }
+  }
+  return r;
+}
+
+fn putKc(lid: u32, r: vec4<u32>) {
+  for (var u = 0u; u < KPT; u++) {
+    let i = lid + NT * u;
+    if (i < BK * DW) { Kc[(i / DW) * CSTR + i % DW] = bitcast<i32>(r[u]); }
+  }
+}
+
+// The scale of a K row (0 past T, whose codes are 0 too).
+fn kScale(b: u32, g: u32, key: u32) -> f32 {
+  if (key >= p.T) { return 0.0; }
+  return ksc[(b * p.T + key) * p.nKV + g];
+}
+
+// The integer scores of 4 Q code words (rows 4·ty .. +3) against one K code word.
+fn dq4(a0: u32, a1: u32, a2: u32, a3: u32, kw: i32) -> vec4<i32> {
+  let w = bitcast<u32>(kw);
+  return vec4<i32>(dot4I8Packed(a0, w), dot4I8Packed(a1, w), dot4I8Packed(a2, w), dot4I8Packed(a3, w));
+}
+
+// The 4 rows' scores of key `key` from their integer sums: f32(acc)·(sq·c2)·sk, in that order.
+fn scoreOf(acc: vec4<i32>, sq: vec4<f32>, b: u32, g: u32, key: u32) -> vec4<f32> {
+  return vec4<f32>(acc) * sq * kScale(b, g, key);
+}
+
+// #endif
 // s += the 4 rows' q · key for one d4 step; qx = (row0.x, row1.x, row2.x, row3.x), etc.
 fn qk(s: vec4<f32>, qx: vec4<f32>, qy: vec4<f32>, qz: vec4<f32>, qw: vec4<f32>, key: vec4<f32>) -> vec4<f32> {
   return s + qx * key.x + qy * key.y + qz * key.z + qw * key.w;
@@ -145,6 +208,20 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
   let c0 = min(tx, DP - 1u);
   let c1 = min(tx + TX, DP - 1u);
 
+  // #if I8
+  for (var i = lid; i < BQ * DW; i += NT) {
+    let rr = i / DW;
+    var w = 0u;
+    if (q0 + rr < T) { w = qc[((b * T + q0 + rr) * p.nH + h) * DW + i % DW]; }
+    Qc[rr * CSTR + i % DW] = bitcast<i32>(w);
+  }
+  putKc(lid, fetchKc(lid, b, g, 0u));
+  var sq = vec4<f32>(0.0);   // the 4 rows' Q scales × c2 (0 past T)
+  for (var i = 0u; i < 4u; i++) {
+    if (r0 + i < T) { sq[i] = qsc[(b * T + r0 + i) * p.nH + h] * p.c2; }
+  }
+  // #endif
+  // #if F32
   for (var i = lid; i < QS_N; i += NT) {
     let rr = i / DP;
     let d4 = i % DP;
@@ -153,6 +230,7 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     Qs[(4u * d4 + rr % 4u) * TY + rr / 4u] = val;
   }
   putTile(false, lid, b, g, 0u, fetchTile(false, lid, b, g, 0u));
+  // #endif
   workgroupBarrier();
 
   var m = vec4<f32>(NEG);
@@ -164,12 +242,67 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
   for (var kb = 0u; kb < nKB; kb++) {
     let k0 = kb * BK;
     let hasNext = kb + 1u < nKB;
+    // #if I8
+    var kcNext = vec4<u32>(0u);
+    if (hasNext) { kcNext = fetchKc(lid, b, g, k0 + BK); }
+    // #endif
+    // #if F32
     var kNext: Stage;
     if (hasNext) { kNext = fetchTile(false, lid, b, g, k0 + BK); }
+    // #endif
     let vHere = fetchTile(true, lid, b, g, k0);
 
     var s0 = vec4<f32>(0.0); var s1 = vec4<f32>(0.0); var s2 = vec4<f32>(0.0); var s3 = vec4<f32>(0.0);
     var s4 = vec4<f32>(0.0); var s5 = vec4<f32>(0.0); var s6 = vec4<f32>(0.0); var s7 = vec4<f32>(0.0);
+    // #if I8
+    var i0 = vec4<i32>(0); var i1 = vec4<i32>(0); var i2 = vec4<i32>(0); var i3 = vec4<i32>(0);
+    var i4 = vec4<i32>(0); var i5 = vec4<i32>(0); var i6 = vec4<i32>(0); var i7 = vec4<i32>(0);
+    // #endif
+    // #if DOT4
+    // unroll
+    for (var w = 0u; w < DW; w++) {
+      let qr = 4u * ty * CSTR + w;
+      let a0 = bitcast<u32>(Qc[qr]);
+      let a1 = bitcast<u32>(Qc[qr + CSTR]);
+      let a2 = bitcast<u32>(Qc[qr + 2u * CSTR]);
+      let a3 = bitcast<u32>(Qc[qr + 3u * CSTR]);
+      let kr = tx * CSTR + w;
+      let ks = TX * CSTR;   // K rows of consecutive key slots
+      i0 += dq4(a0, a1, a2, a3, Kc[kr]);
+      if (RK > 1u) { i1 += dq4(a0, a1, a2, a3, Kc[kr + ks]); }
+      if (RK > 2u) { i2 += dq4(a0, a1, a2, a3, Kc[kr + 2u * ks]); }
+      if (RK > 3u) { i3 += dq4(a0, a1, a2, a3, Kc[kr + 3u * ks]); }
+      if (RK > 4u) { i4 += dq4(a0, a1, a2, a3, Kc[kr + 4u * ks]); }
+      if (RK > 5u) { i5 += dq4(a0, a1, a2, a3, Kc[kr + 5u * ks]); }
+      if (RK > 6u) { i6 += dq4(a0, a1, a2, a3, Kc[kr + 6u * ks]); }
+      if (RK > 7u) { i7 += dq4(a0, a1, a2, a3, Kc[kr + 7u * ks]); }
+    }
+    // #endif
+    // #if TC
+    tcScores(lid);
+    workgroupBarrier();   // S: the tile's integer scores are in Sacc
+    let sr = 4u * ty * SSTR + tx;
+    i0 = vec4<i32>(Sacc[sr], Sacc[sr + SSTR], Sacc[sr + 2u * SSTR], Sacc[sr + 3u * SSTR]);
+    if (RK > 1u) { let e = sr + TX; i1 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
+    if (RK > 2u) { let e = sr + 2u * TX; i2 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
+    if (RK > 3u) { let e = sr + 3u * TX; i3 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
+    if (RK > 4u) { let e = sr + 4u * TX; i4 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
+    if (RK > 5u) { let e = sr + 5u * TX; i5 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
+    if (RK > 6u) { let e = sr + 6u * TX; i6 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
+    if (RK > 7u) { let e = sr + 7u * TX; i7 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
+    // #endif
+    // #if I8
+    let key0 = k0 + tx;
+    s0 = scoreOf(i0, sq, b, g, key0);
+    if (RK > 1u) { s1 = scoreOf(i1, sq, b, g, key0 + TX); }
+    if (RK > 2u) { s2 = scoreOf(i2, sq, b, g, key0 + 2u * TX); }
+    if (RK > 3u) { s3 = scoreOf(i3, sq, b, g, key0 + 3u * TX); }
+    if (RK > 4u) { s4 = scoreOf(i4, sq, b, g, key0 + 4u * TX); }
+    if (RK > 5u) { s5 = scoreOf(i5, sq, b, g, key0 + 5u * TX); }
+    if (RK > 6u) { s6 = scoreOf(i6, sq, b, g, key0 + 6u * TX); }
+    if (RK > 7u) { s7 = scoreOf(i7, sq, b, g, key0 + 7u * TX); }
+    // #endif
+    // #if F32
     // unroll
     for (var d4 = 0u; d4 < DP; d4++) {
       let a0 = Qs[4u * d4 * TY + ty];
@@ -191,6 +324,7 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
       if (RK > 6u) { s6 = qk(s6, qx, qy, qz, qw, Ks[kr + 6u * ks]); }
       if (RK > 7u) { s7 = qk(s7, qx, qy, qz, qw, Ks[kr + 7u * ks]); }
     }
+    // #endif
     // Only tiles reaching past the block's first row hide anything (keys ≥ T, zero-loaded, are past
     // every stored row, so the causal test hides them too).
     if (k0 + BK > q0 + 1u) {
@@ -233,7 +367,12 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     l = l * alpha + ls;
     o00 *= alpha.x; o01 *= alpha.y; o02 *= alpha.z; o03 *= alpha.w;
     if (OC > 1u) { o10 *= alpha.x; o11 *= alpha.y; o12 *= alpha.z; o13 *= alpha.w; }
+    // #if I8
+    if (hasNext) { putKc(lid, kcNext); }
+    // #endif
+    // #if F32
     if (hasNext) { putTile(false, lid, b, g, k0 + BK, kNext); }
+    // #endif
     putTile(true, lid, b, g, k0, vHere);
     workgroupBarrier();   // B
 

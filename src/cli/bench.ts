@@ -10,6 +10,7 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
 import { setI8SplitKMax } from '../engine/kernels/qgemm-splitk';
+import { attentionI8TcChecks } from '../engine/kernels/attention-i8-check';
 import { enableI8TensorCores, i8TcLabel } from '../engine/kernels/qgemm-tc';
 import { I8_TC_LAYOUTS } from '../engine/kernels/qgemm-tc-tables';
 import { setAttentionDqPath } from '../engine/kernels/attention';
@@ -219,6 +220,12 @@ async function main(): Promise<void> {
     const onRow = (row: BenchRow) => console.error(`  ${row.suite} ${row.name}: ${fmt(row.value)} ${row.unit}`);
     try {
       for (const s of SUITE_NAMES) if (suite === s || suite === 'all') rows.push(...(await runSuite(rt, s, plan, onRow)));
+      // The INT8 attention scores' tensor-core check, where a scheme asked for them.
+      const attn = attentionI8TcChecks(rt);
+      if (attn.length) {
+        out.attentionI8TensorCores = attn;
+        for (const c of attn) console.error(`int8 attention scores, D ${c.D}: ${c.ok ? `tensor cores (fwd ${c.fwdTile}, dK/dV ${c.dkdvTile})` : `dot4 (${c.error ?? `${c.mismatches} mismatches`})`}`);
+      }
     } finally {
       rt.destroy();
     }

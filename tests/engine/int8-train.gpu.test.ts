@@ -81,7 +81,7 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
       expect(paths, `${name}: predicted GEMM paths`).toEqual(expectedComputePaths(r.model.plan, !!i8TensorCoreSpec(await testRuntime())));
       r.model.destroy();
     }
-    expect(fp32.model.computePaths()[1]).toEqual({ layer: 1, forward: 'fp32', dx: 'fp32', dw: 'fp32' });
+    expect(fp32.model.computePaths()[1]).toEqual({ layer: 1, forward: 'fp32', dx: 'fp32', dw: 'fp32', attention: 'fp32' });
     fp32.model.destroy();
     sim.model.destroy();
   }, 240_000);
@@ -89,9 +89,32 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
   it('agoq-int8 trains with INT4 activation storage, INT8 gradient storage and INT8 GEMMs', async () => {
     const r = await lossAndGrads(SCHEME_PRESETS['agoq-int8']);
     expect(Number.isFinite(r.loss)).toBe(true);
-    expect(r.model.computePaths()[0]).toEqual({ layer: 0, forward: 'int8-dot4', dx: 'int8-dot4', dw: 'int8-dot4' });
+    expect(r.model.computePaths()[0]).toEqual({ layer: 0, forward: 'int8-dot4', dx: 'int8-dot4', dw: 'int8-dot4', attention: 'fp32' });
     r.model.destroy();
   }, 120_000);
+
+  it('int8-qk: INT8 attention scores move the loss a little from int8\'s, keep gradients within cosine 0.99 of fp32\'s, and report their path', async () => {
+    const fp32 = await lossAndGrads(SCHEME_PRESETS.fp32);
+    const int8 = await lossAndGrads(SCHEME_PRESETS.int8);
+    const qk = await lossAndGrads(SCHEME_PRESETS['int8-qk']);
+    expect(qk.loss).not.toBe(int8.loss);
+    expect(Math.abs(qk.loss - int8.loss) / int8.loss).toBeLessThan(1e-2);
+    for (const v of layout.views) {
+      const c = cosine(qk.grads!.subarray(v.offset, v.offset + v.size), fp32.grads!.subarray(v.offset, v.offset + v.size));
+      expect(c, `int8-qk: ${v.name} gradient cosine vs fp32`).toBeGreaterThanOrEqual(0.99);
+    }
+    const paths = qk.model.computePaths();
+    expect(paths.map((p) => p.attention)).toEqual(['int8-dot4', 'int8-dot4']);
+    expect(paths).toEqual(expectedComputePaths(qk.model.plan, !!i8TensorCoreSpec(await testRuntime()), false));
+    // Q's and K's codes per (token, head): N·(nH + nKV)·D bytes and a scale per row.
+    const keys = qk.model.plan.buffers.map((b) => b.key);
+    expect(keys.filter((k) => /^i8\.[qk][cs]$/.test(k)).sort()).toEqual(['i8.kc', 'i8.ks', 'i8.qc', 'i8.qs']);
+    for (const r of [fp32, int8, qk]) r.model.destroy();
+    const agoq = await lossAndGrads(SCHEME_PRESETS['agoq-int8-qk']);
+    expect(Number.isFinite(agoq.loss)).toBe(true);
+    expect(agoq.model.computePaths()[1].attention).toBe('int8-dot4');
+    agoq.model.destroy();
+  }, 240_000);
 });
 
 describe('one set of codes for a saved tensor stored INT8 per row and the forward INT8 GEMM that reads it', () => {

@@ -25,7 +25,7 @@ describe('resolvePlan', () => {
         const c = ls.compute;
         expect(lp).toMatchObject({
           weights: ls.weights, gemmInputs: ls.gemm_inputs, gemmOutputGrads: ls.gemm_output_grads,
-          compute: { forward: c.forward, dx: c.dx, dw: c.dw, dwBlock: c.dw_block, gradRounding: c.grad_rounding },
+          compute: { forward: c.forward, dx: c.dx, dw: c.dw, dwBlock: c.dw_block, gradRounding: c.grad_rounding, attentionQk: c.attention_qk },
         });
       });
       // INT8 operand buffers exactly where some layer's GEMM is INT8 (dX and dW only with a backward).
@@ -34,6 +34,9 @@ describe('resolvePlan', () => {
       expect(p.int8).toEqual({ rows, dw });
       expect(['i8.a', 'i8.as', 'i8.w', 'i8.ws'].map((k) => keys.has(k)), 'INT8 row operands').toEqual([rows, rows, rows, rows]);
       expect(['i8.gt', 'i8.gts', 'i8.xt', 'i8.xts'].map((k) => keys.has(k)), 'INT8 dW operands').toEqual([dw, dw, dw, dw]);
+      // Q's and K's codes where some layer's attention scores are INT8 (the forward quantizes them too).
+      const qk = p.layers.some((l) => l.compute.attentionQk === 'int8');
+      expect(['i8.qc', 'i8.qs', 'i8.kc', 'i8.ks'].map((k) => keys.has(k)), 'INT8 score operands').toEqual([qk, qk, qk, qk]);
       expect(p.fakeQuant.weights).toBe(p.layers.some((l) => !isFp32(l.weights)));
       expect(p.grads !== null).toBe(training && !isFp32(scheme.grads.storage));
       // Only training saves activations; every saved tensor's codes and scales (bf16: codes, two values a word, no scales) are in the buffer list.
@@ -48,6 +51,25 @@ describe('resolvePlan', () => {
       expect(p.wire.tp).toEqual(scheme.tp.degree > 1 ? scheme.tp : null);
       expect(p.wire.dp.format).toBe('fp32');
     }
+  });
+});
+
+describe('INT8 attention scores (compute.attention_qk)', () => {
+  const qk = (extra: object = {}) => parseScheme({ name: 'qk', layer: { compute: { attention_qk: 'int8' } }, ...extra });
+  it('plans Q and K codes per (token, head): N·nH·D and N·nKV·D bytes, a scale per row', () => {
+    const p = resolvePlan(PRESETS.micro, 2, 16, { scheme: qk() });
+    const bytes = (key: string) => p.buffers.find((b) => b.key === key)?.bytes;
+    // micro: 4 query heads, 2 KV heads of 8.
+    expect([bytes('i8.qc'), bytes('i8.qs'), bytes('i8.kc'), bytes('i8.ks')]).toEqual([32 * 32, 32 * 4 * 4, 32 * 16, 32 * 2 * 4]);
+    expect(expectedComputePaths(p, true).map((l) => l.attention)).toEqual(['int8-tensor-core', 'int8-tensor-core']);
+    expect(expectedComputePaths(p, true, false)[0].attention).toBe('int8-dot4');
+  });
+  it('refuses what it cannot run, by name: tensor parallelism, a head dim not a multiple of 4', () => {
+    expect(() => resolvePlan(PRESETS.micro, 2, 16, { scheme: qk({ tp: { degree: 2, codec: 'fp32', group: 128 } }) })).toThrow(/INT8 attention scores are not implemented with tensor parallelism/);
+    expect(() => resolvePlan({ ...PRESETS.micro, hidden_size: 24, intermediate_size: 48 }, 2, 16, { scheme: qk() })).toThrow(/head_dim = 6 is not a multiple of 4/);
+  });
+  it('rejects an unknown format in the scheme', () => {
+    expect(() => parseScheme({ name: 'bad', layer: { compute: { attention_qk: 'int4' } } })).toThrow(/attention_qk/);
   });
 });
 

@@ -85,9 +85,9 @@ describe('scheme grid: compute formats', () => {
   const int8 = SCHEME_PRESETS.int8;
 
   it('edits one layer or all layers, keeping the other fields and dropping overrides equal to the default', () => {
-    const s1 = setCompute(int8, 1, { dw: 'fp32' });
+    const s1 = setCompute(int8, 1, { dw: 'fp32', attention: 'fp32' });
     expect(s1.name).toBe('int8-custom');
-    expect(layerScheme(s1, 1).compute).toEqual({ ...int8.layer.compute, dw: 'fp32' });
+    expect(layerScheme(s1, 1).compute).toEqual({ ...int8.layer.compute, dw: 'fp32', attention: 'fp32' });
     expect(layerScheme(s1, 0).compute).toEqual(int8.layer.compute);
     expect(commonCompute(s1, 2, 'dw')).toBeNull();
     expect(commonCompute(s1, 2, 'forward')).toBe('int8');
@@ -113,15 +113,17 @@ describe('scheme grid: compute formats', () => {
 
   it('predicts the GEMM path of each layer as the engine chooses it, with and without tensor cores', () => {
     const micro = PRESETS.micro;
-    expect(gemmPaths(SCHEME_PRESETS.fp32, micro, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'fp32', dx: 'fp32', dw: 'fp32' });
-    expect(gemmPaths(int8, micro, 2, 8, false)?.[1]).toEqual({ layer: 1, forward: 'int8-dot4', dx: 'int8-dot4', dw: 'int8-dot4' });
-    expect(gemmPaths(int8, micro, 2, 8, true)?.[1]).toEqual({ layer: 1, forward: 'int8-tensor-core', dx: 'int8-tensor-core', dw: 'int8-tensor-core' });
+    expect(gemmPaths(SCHEME_PRESETS.fp32, micro, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'fp32', dx: 'fp32', dw: 'fp32', attention: 'fp32' });
+    expect(gemmPaths(int8, micro, 2, 8, false)?.[1]).toEqual({ layer: 1, forward: 'int8-dot4', dx: 'int8-dot4', dw: 'int8-dot4', attention: 'fp32' });
+    expect(gemmPaths(int8, micro, 2, 8, true)?.[1]).toEqual({ layer: 1, forward: 'int8-tensor-core', dx: 'int8-tensor-core', dw: 'int8-tensor-core', attention: 'fp32' });
     // Blocked dW runs the dot4 blocked kernel even with tensor cores; SwitchBack keeps dW fp32.
     expect(gemmPaths(SCHEME_PRESETS['int8-blockdw'], micro, 2, 16, true)?.[0].dw).toBe('int8-dot4');
-    expect(gemmPaths(SCHEME_PRESETS.switchback, micro, 2, 8, true)?.[0]).toMatchObject({ dx: 'int8-tensor-core', dw: 'fp32' });
+    expect(gemmPaths(SCHEME_PRESETS.switchback, micro, 2, 8, true)?.[0]).toMatchObject({ dx: 'int8-tensor-core', dw: 'fp32', attention: 'fp32' });
     // intermediate 68: down_proj's forward and gate/up's dX reduce over K = 68, not a multiple of 16 (dot4 for those).
     const odd = { ...micro, intermediate_size: 68 };
-    expect(gemmPaths(int8, odd, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'int8-dot4+int8-tensor-core', dx: 'int8-dot4+int8-tensor-core', dw: 'int8-tensor-core' });
+    expect(gemmPaths(int8, odd, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'int8-dot4+int8-tensor-core', dx: 'int8-dot4+int8-tensor-core', dw: 'int8-tensor-core', attention: 'fp32' });
+    expect(gemmPaths(SCHEME_PRESETS['int8-qk'], micro, 2, 8, true)?.[0].attention).toBe('int8-tensor-core');
+    expect(gemmPaths(SCHEME_PRESETS['int8-qk'], micro, 2, 8, false)?.[0].attention).toBe('int8-dot4');
     // A combination the model cannot run has no paths and no saved bits (the editor shows the engine's reason instead).
     expect(gemmPaths(setCompute(int8, 'all', { dw_block: 256 }), micro, 2, 8, true)).toBeNull();
     expect(savedBits(setCompute(int8, 'all', { dw_block: 256 }), micro, 2, 8)).toBeNull();

@@ -56,6 +56,8 @@ export interface AttentionRefInputs {
   q: ArrayLike<number>; k: ArrayLike<number>; v: ArrayLike<number>; o: ArrayLike<number>;
   lse: ArrayLike<number>; dO: ArrayLike<number>;
   B: number; T: number; nH: number; nKV: number; D: number;
+  /** The operands of the scores where they differ from q and k (INT8 scores: the dequantized codes). */
+  scores?: { q: ArrayLike<number>; k: ArrayLike<number> };
 }
 
 /**
@@ -65,7 +67,8 @@ export interface AttentionRefInputs {
  */
 export function forEachScoreRef(a: AttentionRefInputs, b: number, h: number,
   f: (t: number, j: number, p: number, ds: number, qo: number, ko: number) => void): void {
-  const { q, k, v, o, lse, dO, T, nH, nKV, D } = a;
+  const { v, o, lse, dO, T, nH, nKV, D } = a;
+  const { q, k } = a.scores ?? a;
   const g = Math.floor(h / (nH / nKV));
   const scale = 1 / Math.sqrt(D);
   for (let t = 0; t < T; t++) {
@@ -90,13 +93,13 @@ export function forEachScoreRef(a: AttentionRefInputs, b: number, h: number,
 export function attentionBackwardRef(
   q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>, o: ArrayLike<number>,
   lse: ArrayLike<number>, dO: ArrayLike<number>,
-  B: number, T: number, nH: number, nKV: number, D: number,
+  B: number, T: number, nH: number, nKV: number, D: number, scores?: AttentionRefInputs['scores'],
 ): { dq: Float64Array; dk: Float64Array; dv: Float64Array } {
   const scale = 1 / Math.sqrt(D);
   const dq = new Float64Array(B * T * nH * D);
   const dk = new Float64Array(B * T * nKV * D);
   const dv = new Float64Array(B * T * nKV * D);
-  const a = { q, k, v, o, lse, dO, B, T, nH, nKV, D };
+  const a = { q, k, v, o, lse, dO, B, T, nH, nKV, D, scores };
   for (let b = 0; b < B; b++) {
     for (let h = 0; h < nH; h++) {
       forEachScoreRef(a, b, h, (_t, _j, p, ds, qo, ko) => {

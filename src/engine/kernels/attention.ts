@@ -22,23 +22,30 @@ import loadSrc from '../../../shaders/attention-load.wgsl?raw';
 import { adapterMatches } from '../gpu/device';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { chooseDqDsTile, dqFromDs, type DqDsTile, type DqPath, dsChunks, type DsChunk, dsPairBytes, dsWriterSrc } from './attention-ds';
-import type { MeasuredTable } from './matmul-tables';
+import { ATTENTION_CANDIDATES, type AttentionPass, type AttnTile, attnTileOf, MEASURED_ATTENTION_TILES } from './attention-tables';
 import { asSlice, bindingBytes } from './launch';
 import { unrollLoops, wgslIf, wgslSection } from './wgsl';
 
 const loadQkv = wgslSection(loadSrc, 'qkv');
 const loadBwd = `${loadQkv}\n${wgslSection(loadSrc, 'do')}`;
 const fwdSrc = `${loadQkv}\n${fwdBody}`;
+// The blocked kernels' fp32 scores; their INT8-score variants (I8, TC, DOT4 blocks) are attention-i8.ts's.
+export const F32_SCORES = { F32: true, I8: false, TC: false, DOT4: false };
 // The blocked forward's global access: 16-byte vec4s when D % 4 == 0, 8-byte halves otherwise.
-const fwdBlockedSrc = (D: number) => `${wgslSection(fwdBlockedIo, D % 4 === 0 ? 'vec4' : 'vec2')}\n${fwdBlockedBody}`;
+const fwdBlockedSrc = (D: number) => `${wgslSection(fwdBlockedIo, D % 4 === 0 ? 'vec4' : 'vec2')}\n${wgslIf(fwdBlockedBody, F32_SCORES)}`;
 // The register-blocked backward: shared part, resident and streamed kernels, one shader text.
 const bwdBlockedBody = `${bwdBlockedShared}\n${bwdBlockedResident}\n${bwdBlockedStream}`;
+
+/** The streamed dK/dV kernel's shader with dS stored and these score flags (F32, I8, TC, DOT4): attention-i8.ts's variants. */
+export function streamDkdvDsSource(scores: Record<string, boolean>): string {
+  return `${wgslIf(`${loadBwd}\n${bwdBlockedShared}\n${bwdBlockedStream}`, { DS: true, ...scores })}\n${dsWriterSrc(true)}`;
+}
 // The backward shaders as written (DS false) and in their stored-dS variant (DS: the dK/dV kernels
 // also write dS, attention-ds.ts), whose `// #if DS` blocks add nothing to the other's pipelines.
 const bwdSrc = wgslIf(`${loadBwd}\n${bwdBody}`, { DS: false });
-const bwdBlockedSrc = wgslIf(`${loadBwd}\n${bwdBlockedBody}`, { DS: false });
+const bwdBlockedSrc = wgslIf(`${loadBwd}\n${bwdBlockedBody}`, { DS: false, ...F32_SCORES });
 const bwdDsSrc = `${wgslIf(`${loadBwd}\n${bwdBody}`, { DS: true })}\n${dsWriterSrc(false)}`;
-const bwdBlockedDsSrc = `${wgslIf(`${loadBwd}\n${bwdBlockedBody}`, { DS: true })}\n${dsWriterSrc(true)}`;
+const bwdBlockedDsSrc = `${wgslIf(`${loadBwd}\n${bwdBlockedBody}`, { DS: true, ...F32_SCORES })}\n${dsWriterSrc(true)}`;
 
 // The blocked forward's inner loops (marked `// unroll`) written out for one pipeline's bounds:
 // they are override constants, which the NVIDIA driver keeps as loops (wgsl.ts). Only the forward:
@@ -53,90 +60,12 @@ function unrolledForward(D: number, bounds: Record<string, number>): string {
 
 export { attentionBackwardRef, attentionForwardRef } from './attention.ref';
 
-export interface AttnTile {
-  /** Query rows per tile. */
-  BM: number;
-  /** Key rows per tile. */
-  BN: number;
-  /** Threads per workgroup. */
-  NT: number;
-  /**
-   * Register-blocked kernel (each thread owns a block of rows × columns of every tile product)
-   * instead of the row-per-thread one. Absent: the row-per-thread kernel.
-   */
-  blocked?: true;
-  /**
-   * Blocked dq/dkdv only: the streamed kernel (attn_bwd_*_stream), which re-stages both operand
-   * pairs `chunk` vec4 columns of D at a time every tile instead of keeping the own rows resident,
-   * so 64×64 tiles fit in 48 KiB. Needs D % 4 == 0 (whole-vec4 global access).
-   */
-  chunk?: number;
-  /** With chunk: fetch the next staging step into registers during the FMAs on the current one. */
-  prefetch?: true;
-  /**
-   * With chunk: stage the other pair's first operand (dq: K, dkdv: Q) chunk by chunk into full rows
-   * and keep them for the gradient product instead of staging them again. Needs D/4 % chunk == 0.
-   */
-  keep?: true;
-}
-type Pass = 'fwd' | 'dq' | 'dkdv';
-
 // Register arrays in the shaders (MAXC, MAXO).
 const MAXC = 16;
 const MAXO = 8;
 
-export type AttentionPass = Pass;
-
-/**
- * A tile as written in the tables: [BM, BN, NT], [BM, BN, NT, true] for the register-blocked kernel,
- * [BM, BN, NT, true, { chunk }] for a blocked variant.
- */
-export type AttnTileTuple = [number, number, number] | [number, number, number, true]
-  | [number, number, number, true, Omit<AttnTile, 'BM' | 'BN' | 'NT' | 'blocked'>];
-
-export function attnTileOf(e: AttnTileTuple): AttnTile {
-  return e[3] ? { BM: e[0], BN: e[1], NT: e[2], blocked: true, ...e[4] } : { BM: e[0], BN: e[1], NT: e[2] };
-}
-
-/** `BMxBN/NT`, with a `b` suffix for the register-blocked kernel (how benchmarks print a tile). */
-export function attnTileName(t: AttnTile): string {
-  return `${t.BM}x${t.BN}/${t.NT}${t.blocked ? 'b' : ''}${t.chunk ? `c${t.chunk}` : ''}${t.prefetch ? 'p' : ''}${t.keep ? 'k' : ''}`;
-}
-
-/** Tiles tried largest first by chooseAttentionTile (bench/attn-tune.ts times them all). */
-export const ATTENTION_CANDIDATES: Record<Pass, AttnTileTuple[]> = {
-  fwd: [[64, 64, 256], [64, 32, 256], [32, 64, 256], [32, 32, 256], [32, 32, 128], [32, 16, 128],
-    [16, 16, 128], [16, 16, 64], [16, 8, 64], [8, 8, 64], [8, 8, 32],
-    // Register-blocked: last until measured (MEASURED_ATTENTION_TILES picks them where faster). At D 64
-    // in 48 KiB: 64x32/256 (45 KiB), 64x32/128, 32x32/128, 64x16/256, 64x16/128 and the smaller ones;
-    // 64x64 and 32x64 only at D <= 32.
-    [64, 64, 256, true], [64, 32, 256, true], [64, 32, 128, true], [32, 64, 128, true], [32, 64, 64, true],
-    [32, 32, 128, true], [64, 16, 256, true], [64, 16, 128, true], [32, 32, 64, true], [32, 16, 64, true],
-    [16, 32, 64, true]],
-  dq: [[64, 32, 256], [32, 32, 256], [32, 32, 128], [32, 16, 128], [16, 16, 128], [16, 16, 64],
-    [8, 8, 64], [8, 8, 32],
-    // Register-blocked (4 × RS per thread): last until measured. In 48 KiB, D 64 fits BM + BN <= 80
-    // (64×64 needs 85 KiB), D 128 only 16×16/32.
-    [64, 64, 256, true], [64, 32, 128, true], [32, 64, 128, true], [64, 16, 64, true], [16, 64, 64, true],
-    [32, 32, 64, true], [32, 32, 128, true], [16, 32, 32, true], [16, 16, 32, true], [16, 16, 16, true],
-    // Streamed (D % 4 == 0; own rows re-staged each tile; p: prefetched, k: K kept): 64×64 takes 37 KiB
-    // at D 64 with chunk 4, 43 KiB kept with chunk 2. All fit the H200 at D 64.
-    [64, 64, 256, true, { chunk: 4 }], [64, 64, 256, true, { chunk: 4, prefetch: true }],
-    [64, 64, 256, true, { chunk: 2, prefetch: true }], [64, 64, 256, true, { chunk: 2, prefetch: true, keep: true }],
-    [64, 64, 256, true, { chunk: 2, keep: true }], [64, 32, 256, true, { chunk: 4, prefetch: true }],
-    [64, 32, 256, true, { chunk: 4, prefetch: true, keep: true }], [64, 32, 128, true, { chunk: 4, prefetch: true }],
-    [64, 32, 128, true, { chunk: 4, prefetch: true, keep: true }], [32, 64, 128, true, { chunk: 4, prefetch: true, keep: true }]],
-  dkdv: [[32, 64, 256], [32, 32, 256], [32, 32, 128], [16, 32, 128], [16, 16, 128], [16, 16, 64],
-    [8, 8, 64], [8, 8, 32],
-    [64, 64, 256, true], [64, 32, 128, true], [32, 64, 128, true], [64, 16, 64, true], [16, 64, 64, true],
-    [32, 32, 64, true], [32, 32, 128, true], [32, 16, 32, true], [16, 16, 32, true], [16, 16, 16, true],
-    // Streamed (k: Q kept; 64×64 kept does not fit 48 KiB at D 64).
-    [64, 64, 256, true, { chunk: 4 }], [64, 64, 256, true, { chunk: 4, prefetch: true }],
-    [64, 64, 256, true, { chunk: 2, prefetch: true }], [32, 64, 256, true, { chunk: 4, prefetch: true }],
-    [32, 64, 256, true, { chunk: 4, prefetch: true, keep: true }], [32, 64, 256, true, { chunk: 4, keep: true }],
-    [32, 64, 128, true, { chunk: 4, prefetch: true }], [32, 64, 128, true, { chunk: 4, prefetch: true, keep: true }],
-    [64, 32, 128, true, { chunk: 4, prefetch: true, keep: true }]],
-};
+export { ATTENTION_CANDIDATES, type AttentionPass, type AttnTile, attnTileName, attnTileOf, type AttnTileTuple, MEASURED_ATTENTION_TILES } from './attention-tables';
+type Pass = AttentionPass;
 
 /** Workgroup storage bytes of a pass (mirrors the var<workgroup> declarations). */
 export function attentionTileBytes(pass: Pass, t: AttnTile, D: number): number {
@@ -196,7 +125,7 @@ const BLOCKED_FWD_MAX_KEYS = 8;
 const BLOCKED_FWD_MAX_COLS = 2;
 
 /** TX of the blocked forward: the threads sharing one row group (4 query rows), NT / (BM/4). */
-function blockedForwardThreadsPerRowGroup(t: AttnTile): number {
+export function blockedForwardThreadsPerRowGroup(t: AttnTile): number {
   return Math.floor(t.NT / Math.floor(t.BM / 4));
 }
 
@@ -245,7 +174,7 @@ function blockedBackwardProblem(pass: Pass, t: AttnTile, D: number): string | nu
 }
 
 /** Why the register-blocked kernel of a pass cannot split a tile over its threads (null when it can). */
-function blockedSplitProblem(pass: Pass, t: AttnTile, D: number): string | null {
+export function blockedSplitProblem(pass: Pass, t: AttnTile, D: number): string | null {
   if (pass !== 'fwd') return blockedBackwardProblem(pass, t, D);
   // Threads form BM/4 row groups (4 query rows each) × TX threads splitting the keys and D.
   if (t.BM < 4 || t.BM % 4 !== 0) return `BM ${t.BM} not a multiple of 4`;
@@ -258,25 +187,6 @@ function blockedSplitProblem(pass: Pass, t: AttnTile, D: number): string | null 
   if (tx % Math.min(tx, 8) !== 0) return `${tx} threads per row group not a multiple of 8`;
   return null;
 }
-
-/**
- * Tiles measured fastest per GPU model (bench/attn-tune.ts), keyed `${pass}/D${D}`; an entry applies
- * where adapterMatches(match), as in matmul-tables.ts.
- */
-export const MEASURED_ATTENTION_TILES: {
-  match: MeasuredTable['match']; source: string; table: Record<string, AttnTileTuple>;
-}[] = [
-  {
-    match: { vendor: 'nvidia', device: 'h200' },
-    source: 'bench/attn-tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan) at 16×512×12×64 '
-      + '(base and small shapes agreed; the raw tune: docs/results/README.md)',
-    table: {
-      'fwd/D64': [64, 32, 256, true],
-      'dq/D64': [64, 32, 256, true, { chunk: 4, prefetch: true }],
-      'dkdv/D64': [32, 64, 256, true, { chunk: 4, prefetch: true }],
-    },
-  },
-];
 
 function measuredAttentionTile(rt: Runtime, pass: Pass, D: number): AttnTile | undefined {
   for (const t of MEASURED_ATTENTION_TILES) {
@@ -305,10 +215,10 @@ function tileFor(rt: Runtime, label: string, pass: Pass, D: number, forced?: Att
   return t;
 }
 
-interface Shape { B: number; T: number; nH: number; nKV: number; D: number }
+export interface Shape { B: number; T: number; nH: number; nKV: number; D: number }
 
 /** The kernels' Params uniform; pair0: the first (b, KV head) pair of a stored-dS chunk. */
-function params(rt: Runtime, label: string, s: Shape, pair0 = 0): GPUBuffer {
+export function attentionParams(rt: Runtime, label: string, s: Shape, pair0 = 0): GPUBuffer {
   if (s.D % 2 !== 0 || s.D < 2) throw new Error(`${label}: attention head dim ${s.D} must be even`);
   if (s.nH % s.nKV !== 0) throw new Error(`${label}: nH ${s.nH} not a multiple of nKV ${s.nKV}`);
   const scale = Math.fround(1 / Math.sqrt(s.D));
@@ -330,7 +240,7 @@ export interface AttentionForwardArgs extends Shape {
 /** o = softmax(q·kᵀ/√D + causal mask)·v per (b, h); lse saved for the backward. One dispatch. */
 export function attentionForward(rt: Runtime, a: AttentionForwardArgs): Dispatch[] {
   const t = tileFor(rt, a.label, 'fwd', a.D, a.tile);
-  const u = params(rt, a.label, a);
+  const u = attentionParams(rt, a.label, a);
   return [rt.kernel({
     label: `${a.label}.attnFwd`,
     code: t.blocked
@@ -368,6 +278,11 @@ export interface AttentionBackwardArgs extends Shape {
   dsScratch?: Binding;
   /** 'recompute' forces today's dq pass; 'stored' the stored-dS path (an error where it cannot run); absent: stored where it can. */
   dqPath?: DqPath;
+  /**
+   * INT8 scores (attention-i8.ts): the streamed dK/dV kernel's variant for `tile` (its code and
+   * extra constants) and Q's and K's codes and scales (bindings 1, 10, 11, 12). Stored-dS path only.
+   */
+  scores?: { tile: AttnTile; code: string; constants: Record<string, number>; qc: Binding; kc: Binding; qs: Binding; ks: Binding };
   tiles?: { dq?: AttnTile; dkdv?: AttnTile; dqDs?: DqDsTile };
 }
 
@@ -405,7 +320,7 @@ export function attentionDqPlan(rt: Runtime, a: Shape & Pick<AttentionBackwardAr
 }
 
 /** Shader, entry point and constants of the dq or dk/dv pass for a tile (blocked or row-per-thread). */
-function backwardKernel(pass: 'dq' | 'dkdv', t: AttnTile, D: number, ds = false): { code: string; entryPoint: string; constants: Record<string, number> } {
+export function backwardKernel(pass: 'dq' | 'dkdv', t: AttnTile, D: number, ds = false): { code: string; entryPoint: string; constants: Record<string, number> } {
   if (!t.blocked) return { code: ds ? bwdDsSrc : bwdSrc, entryPoint: `attn_bwd_${pass}`, constants: { D, BM: t.BM, BN: t.BN, NT: t.NT } };
   // The blocked kernels name tile sides by role: own rows (dq queries, dkdv keys) and other rows.
   const own = pass === 'dq' ? t.BM : t.BN;
@@ -426,8 +341,10 @@ function backwardKernel(pass: 'dq' | 'dkdv', t: AttnTile, D: number, ds = false)
  */
 export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispatch[] {
   const plan = attentionDqPlan(rt, a);
-  const tkv = tileFor(rt, a.label, 'dkdv', a.D, a.tiles?.dkdv);
-  const u = params(rt, a.label, a);
+  const sc = a.scores;
+  if (sc && plan.path !== 'stored') throw new Error(`${a.label}: INT8 attention scores need the stored-dS backward, which cannot run: ${plan.why}`);
+  const tkv = sc?.tile ?? tileFor(rt, a.label, 'dkdv', a.D, a.tiles?.dkdv);
+  const u = attentionParams(rt, a.label, a);
   const ws = a.workspace ?? rt.createBuffer('workspace', `${a.label}.attnDi`,
     attentionBackwardWorkspaceBytes(a.B, a.T, a.nH));
   const rows = a.B * a.nH * a.T;
@@ -448,15 +365,24 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
     const scratch = asSlice(a.dsScratch!);
     return [di, ...plan.chunks.flatMap((c, i) => {
       const lab = plan.chunks.length > 1 ? `${a.label}.c${i}` : a.label;
-      const uc = params(rt, lab, a, c.pair0);
+      const uc = attentionParams(rt, lab, a, c.pair0);
       const dS: Binding = { buffer: scratch.buffer, offset: scratch.offset ?? 0, size: c.pairs * dsPairBytes(a.T, G) };
       return [
-        rt.kernel({
-          label: `${lab}.attnBwdDkDvDs`,
-          ...backwardKernel('dkdv', tkv, a.D, true),
-          bindings: [a.q, a.k, a.v, a.dO, a.lse, ws, uc, a.dk, a.dv, dS],
-          workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), c.pairs],
-        }),
+        sc
+          ? rt.kernel({
+            label: `${lab}.attnBwdDkDvDsI8`,
+            entryPoint: 'attn_bwd_dkdv_stream',
+            code: sc.code,
+            constants: { ...backwardKernel('dkdv', tkv, a.D, true).constants, ...sc.constants },
+            bindings: [a.q, sc.kc, a.v, a.dO, a.lse, ws, uc, a.dk, a.dv, dS, sc.qc, sc.qs, sc.ks],
+            workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), c.pairs],
+          })
+          : rt.kernel({
+            label: `${lab}.attnBwdDkDvDs`,
+            ...backwardKernel('dkdv', tkv, a.D, true),
+            bindings: [a.q, a.k, a.v, a.dO, a.lse, ws, uc, a.dk, a.dv, dS],
+            workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), c.pairs],
+          }),
         dqFromDs(rt, { label: lab, dS, k: a.k, dq: a.dq, params: uc, T: a.T, G, D: a.D, pairs: c.pairs, tile: tds }),
       ];
     })];

@@ -4,6 +4,7 @@
  */
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionBackward } from '../kernels/attention';
+import { attentionBackwardI8 } from '../kernels/attention-i8';
 import { embeddingBackward } from '../kernels/embedding';
 import { matmul } from '../kernels/matmul';
 import { dequantizeRows } from '../kernels/quantize';
@@ -11,7 +12,9 @@ import { rmsnormBackward } from '../kernels/rmsnorm';
 import { rope } from '../kernels/rope';
 import { swigluBackward, swigluBackwardQuantized } from '../kernels/swiglu';
 import { type TensorParallel } from '../tp/tp';
+import { scoreCodes } from './attention-scores';
 import { type ModelConfig } from './config';
+import type { GemmPath } from './compute-plan';
 import { type LinearGemms } from './linear-gemms';
 import { type LayerSavedKey, liveKey, type ModelBuildOptions, type ModelDims, quantizedUp } from './plan';
 import { type RunPlan } from './run-plan';
@@ -27,6 +30,8 @@ export interface BackwardModel {
   /** The parameter lm_head multiplies by (the embedding when tied). */
   readonly lmHead: string;
   readonly attnDqPath: ModelBuildOptions['attnDqPath'];
+  /** The kernel each layer's INT8 attention scores ran on (attention-scores.ts). */
+  readonly attnPaths: Map<string, GemmPath>;
   b(key: string): GPUBuffer;
   param(name: string): Binding;
   saved(l: number, key: LayerSavedKey): GPUBuffer;
@@ -120,7 +125,14 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     // dS (stored-dS path) goes to dF1: dead from o.dw's split-K partials to q.dw's, under every
     // scheme (no live copy aliases it then). Not under TP: ranks and the simulation must agree bit for bit.
     const dsScratch = m.plan.wire.tp ? undefined : dF1;
-    push(attentionBackward(rt, { label: lab('attn.bwd'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), dO: dh, dq: m.b('dq'), dk: m.b('dk'), dv: m.b('dv'), workspace: m.b('attnWs'), dsScratch, dqPath: m.attnDqPath, B, T, nH, nKV, D }));
+    const attn = { label: lab('attn.bwd'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), dO: dh, dq: m.b('dq'), dk: m.b('dk'), dv: m.b('dv'), workspace: m.b('attnWs'), dsScratch, dqPath: m.attnDqPath, B, T, nH, nKV, D };
+    if (m.plan.layers[l].compute.attentionQk === 'int8') {
+      const sc = scoreCodes(rt, (key) => m.b(key), l, a('q'), a('k'), m.plan.dims, m.attnPaths);
+      push(sc.dispatches);
+      push(attentionBackwardI8(rt, { ...attn, ...sc.codes }));
+    } else {
+      push(attentionBackward(rt, attn));
+    }
     // Undo RoPE on dq, dk (qRaw/kRaw are free during backward and hold the results).
     push(rope(rt, { label: lab('rope_q.bwd'), x: m.b('dq'), y: m.b('qRaw'), table: m.b('rope'), B, T, nHeads: nH, D, inverse: true }));
     push(rope(rt, { label: lab('rope_k.bwd'), x: m.b('dk'), y: m.b('kRaw'), table: m.b('rope'), B, T, nHeads: nKV, D, inverse: true }));

@@ -24,17 +24,28 @@ export interface LayerCompute {
   dwBlock: number | 'all';
   /** Rounding of the dY operands of INT8 dX and dW. */
   gradRounding: 'nearest' | 'stochastic';
+  /** The attention scores S = Q·Kᵀ (kernels/attention-i8.ts for INT8). */
+  attentionQk: ComputeFormat;
 }
 
 export function layerCompute(c: ComputeScheme): LayerCompute {
-  return { forward: c.forward, dx: c.dx, dw: c.dw, dwBlock: c.dw_block, gradRounding: c.grad_rounding };
+  return { forward: c.forward, dx: c.dx, dw: c.dw, dwBlock: c.dw_block, gradRounding: c.grad_rounding, attentionQk: c.attention_qk };
 }
 
 export const usesInt8 = (c: LayerCompute) => c.forward === 'int8' || c.dx === 'int8' || c.dw === 'int8';
 
-/** Whether any of a model's `layers` layers runs an INT8 GEMM under `scheme` (before a plan exists: the device's INT8 path is chosen first). */
-export function schemeUsesInt8(scheme: Scheme | undefined, layers: number): boolean {
-  return !!scheme && Array.from({ length: layers }, (_, l) => layerCompute(layerScheme(scheme, l).compute)).some(usesInt8);
+/**
+ * Whether any of a model's `layers` layers runs an INT8 GEMM (or, with `scores`, INT8 attention
+ * scores) under `scheme` (before a plan exists: the device's INT8 path is chosen first).
+ */
+export function schemeUsesInt8(scheme: Scheme | undefined, layers: number, scores = false): boolean {
+  return !!scheme && Array.from({ length: layers }, (_, l) => layerCompute(layerScheme(scheme, l).compute))
+    .some((c) => usesInt8(c) || (scores && c.attentionQk === 'int8'));
+}
+
+/** Whether any layer computes its attention scores in INT8 under `scheme`. */
+export function schemeUsesInt8Scores(scheme: Scheme | undefined, layers: number): boolean {
+  return !!scheme && Array.from({ length: layers }, (_, l) => layerScheme(scheme, l).compute.attention_qk).includes('int8');
 }
 
 interface LayerCells {
@@ -52,6 +63,10 @@ export function computeErrors(scheme: Scheme, d: ModelDims, layers: LayerCells[]
     const at = `layer ${l} compute`;
     if (c.gradRounding === 'stochastic' && c.dx === 'fp32' && c.dw === 'fp32') {
       out.push(`${at}: grad_rounding 'stochastic' rounds the dY of INT8 dX/dW GEMMs, and this layer has none`);
+    }
+    if (c.attentionQk === 'int8') {
+      if (scheme.tp.degree > 1) out.push(`${at}: INT8 attention scores are not implemented with tensor parallelism (tp.degree ${scheme.tp.degree})`);
+      if (d.D % 4) out.push(`${at}: INT8 attention scores pack 4 values per word and head_dim = ${d.D} is not a multiple of 4`);
     }
     if (!usesInt8(c)) return;
     if (scheme.tp.degree > 1) out.push(`${at}: INT8 GEMMs are not implemented with tensor parallelism (tp.degree ${scheme.tp.degree})`);
@@ -158,5 +173,12 @@ export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], t
   // dX's Wᵀ per input channel over K = the layer's output width (quantizeColumnsI8 too), the same scratch.
   if (dxInt8) amaxWords = Math.max(amaxWords, ...[d.QC, d.KVC, d.F, d.C, gateUpK].filter((k) => k > 0).map((k) => columnAbsmaxWords(k, widest)));
   if (amaxWords) ws('i8.amax', amaxWords * 4);
+  // INT8 attention scores: Q's and K's codes and scales per (token, head), written again before the layer's backward.
+  if (layers.some((l) => l.compute.attentionQk === 'int8')) {
+    ws('i8.qc', d.N * d.QC);
+    ws('i8.qs', d.N * d.nH * 4);
+    ws('i8.kc', d.N * d.KVC);
+    ws('i8.ks', d.N * d.nKV * 4);
+  }
   return out;
 }

@@ -119,6 +119,8 @@ export interface LayerPaths {
   forward: string;
   dx: string;
   dw: string;
+  /** The attention scores' kernel (fp32, int8-dot4, int8-tensor-core), recorded under `L<l>.attn`. */
+  attention: string;
 }
 
 /**
@@ -138,6 +140,7 @@ export function computePaths(layers: { compute: LayerCompute }[], paths: Readonl
       forward: of(c.forward, '_proj'),
       dx: training ? of(c.dx, '.dx') : 'none',
       dw: training ? of(c.dw, '.dw') : 'none',
+      attention: c.attentionQk === 'fp32' ? 'fp32' : paths.get(`L${l}.attn`) ?? 'none',
     };
   });
 }
@@ -151,6 +154,8 @@ export function computePaths(layers: { compute: LayerCompute }[], paths: Readonl
  */
 export function expectedComputePaths(
   plan: { layers: { compute: LayerCompute }[]; layout: ParamLayout; dims: ModelDims; training: boolean; gateUpDx: readonly boolean[] }, tensorCores: boolean,
+  /** Whether the attention scores' tensor-core kernels passed their check (enableAttentionI8Tc); default: as the GEMMs. */
+  attnTensorCores = tensorCores,
 ): LayerPaths[] {
   return plan.layers.map(({ compute: c }, l) => {
     const linears = plan.layout.views.filter((v) => v.name.startsWith(`model.layers.${l}.`) && v.shape.length === 2);
@@ -167,6 +172,7 @@ export function expectedComputePaths(
       forward: of(c.forward, (_, inp) => inp),
       dx: plan.training ? of(c.dx, (out, _, name) => (gateUp(name) ? 2 * out : out)) : 'none',
       dw: plan.training ? of(c.dw, () => (c.dwBlock === 'all' ? plan.dims.N : 'blocked')) : 'none',
+      attention: c.attentionQk === 'fp32' ? 'fp32' : attnTensorCores ? 'int8-tensor-core' : 'int8-dot4',
     };
   });
 }
@@ -183,5 +189,5 @@ export function gemmSplitSummary(splits: ReadonlyMap<string, number>): string {
 
 /** 'fwd X, dx Y, dw Z' for each distinct per-layer combination (one, usually), joined by '; '. */
 export function gemmPathSummary(paths: LayerPaths[]): string {
-  return [...new Set(paths.map((p) => `fwd ${p.forward}, dx ${p.dx}, dw ${p.dw}`))].join('; ');
+  return [...new Set(paths.map((p) => `fwd ${p.forward}, dx ${p.dx}, dw ${p.dw}${p.attention === 'fp32' ? '' : `, qk ${p.attention}`}`))].join('; ');
 }

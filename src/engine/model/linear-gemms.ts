@@ -12,7 +12,7 @@ import { rmsnormForward, rmsnormForwardQuantized } from '../kernels/rmsnorm';
 import { transposeMatrix } from '../kernels/slice';
 import { swigluForward, swigluForwardQuantized } from '../kernels/swiglu';
 import { isFp32, type QuantSpec } from '../scheme/scheme';
-import { type GemmInputSaved, PRODUCER_CODED, producerDyCodes } from './compute-plan';
+import { type GemmInputSaved, type GemmPath, PRODUCER_CODED, producerDyCodes } from './compute-plan';
 import { computePaths, Int8Gemms, type LayerPaths } from './int8-gemms';
 import { type LayerSavedKey, linearsTransposed } from './plan';
 import type { ProbePoint } from './probe-point';
@@ -224,9 +224,9 @@ export class LinearGemms {
     return this.quantizedCopy(this.plan.layers[l].gemmOutputGrads, 'gq', label, dy, width, push);
   }
 
-  /** The kernel each layer's forward, dX and dW GEMMs run on this device . */
-  computePaths(): LayerPaths[] {
-    return computePaths(this.plan.layers, this.i8?.paths ?? new Map(), this.plan.training);
+  /** The kernel each layer's forward, dX and dW GEMMs (and, from `attn`, its attention scores) run on this device. */
+  computePaths(attn: ReadonlyMap<string, GemmPath> = new Map()): LayerPaths[] {
+    return computePaths(this.plan.layers, new Map([...(this.i8?.paths ?? []), ...attn]), this.plan.training);
   }
 
   /** The INT8 dW GEMMs that run split over K, by label: their slice counts. */

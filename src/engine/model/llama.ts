@@ -8,6 +8,7 @@
  */
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionForward } from '../kernels/attention';
+import { attentionForwardI8 } from '../kernels/attention-i8';
 import { packBf16, unpackBf16 } from '../kernels/bf16';
 import { crossEntropyForwardBackward } from '../kernels/crossentropy';
 import { copy } from '../kernels/elementwise';
@@ -21,7 +22,9 @@ import { rope, ropeTablePacked } from '../kernels/rope';
 import { adamw } from '../optim/adamw';
 import { assertSupported, isFp32, type Scheme } from '../scheme/scheme';
 import { deriveSeed } from '../util/rng';
+import { scoreCodes } from './attention-scores';
 import { buildBackward } from './backward';
+import type { GemmPath } from './compute-plan';
 import { type ModelConfig } from './config';
 import type { ParamLayout } from './params';
 import {
@@ -79,6 +82,8 @@ export class LlamaGpu {
    * sites of train/probe.ts (which measures ‖x − x̂‖/‖x‖ there on evaluation steps).
    */
   readonly probePoints = new Map<string, ProbePoint>();
+  /** The kernel each layer's INT8 attention scores run on, by `L<l>.attn`. */
+  readonly attnPaths = new Map<string, GemmPath>();
 
   constructor(readonly rt: Runtime, readonly cfg: ModelConfig, B: number, T: number, private readonly opts: ModelBuildOptions = {}) {
     if (T > cfg.max_position_embeddings) {
@@ -105,7 +110,7 @@ export class LlamaGpu {
     this.buildForward();
     if (this.training) {
       buildBackward({
-        rt, cfg, dims: this.dims, plan: this.plan, tp: this.tp, g: this.g, lmHead: this.lmHead(), attnDqPath: opts.attnDqPath,
+        rt, cfg, dims: this.dims, plan: this.plan, tp: this.tp, g: this.g, lmHead: this.lmHead(), attnDqPath: opts.attnDqPath, attnPaths: this.attnPaths,
         b, param: (name) => this.param(name), saved: (l, key) => this.saved(l, key), loadSaved: (l, key) => this.loadSaved(l, key),
         gradOut: (name) => this.gradOut(name), storeGrad: (name) => this.storeGrad(name),
       }, this.backward, this.gradFinal);
@@ -160,7 +165,7 @@ export class LlamaGpu {
 
   /** The kernel each layer's forward, dX and dW GEMMs run on this device (fp32, int8-dot4, int8-tensor-core). */
   computePaths(): LayerPaths[] {
-    return this.g.computePaths();
+    return this.g.computePaths(this.attnPaths);
   }
 
   /** The INT8 dW GEMMs that run split over K (label → slices); the paths stay as computePaths says. */
@@ -244,7 +249,13 @@ export class LlamaGpu {
       store('q');
       push(rope(rt, { label: lab('rope_k'), x: this.b('kRaw'), y: a('k'), table: this.b('rope'), B, T, nHeads: nKV, D }));
       store('k');
-      push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
+      if (this.plan.layers[l].compute.attentionQk === 'int8') {
+        const sc = scoreCodes(rt, (key) => this.b(key), l, a('q'), a('k'), this.plan.dims, this.attnPaths);
+        push(sc.dispatches);
+        push(attentionForwardI8(rt, { label: lab('attn'), ...sc.codes, v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
+      } else {
+        push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
+      }
       store('o');
       const oIn = this.g.gemmInput(l, lab('o_in'), a('o'), QC, push, false, 'o');
       // xMid = xIn + o·Woᵀ: the GEMM accumulates onto the residual copy.

@@ -27,6 +27,7 @@ const AGOQ_SAVED: Partial<Record<SavedKind, SavedSpec>> = {
  * which is qgemmI8's form (tensor cores). INT8_BLOCK_DW keeps Jetfire's blocks of 32 tokens (dot4).
  */
 const INT8_COMPUTE = { forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 'all', grad_rounding: 'nearest' } as const;
+const INT8_QK_COMPUTE = { ...INT8_COMPUTE, attention_qk: 'int8' } as const;
 const INT8_BLOCK_DW = { ...INT8_COMPUTE, dw_block: 32 } as const;
 
 /** AGoQ as its paper specifies it: the attention activations (Q/K/V, attention output) in BF16. */
@@ -55,6 +56,11 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
     description: 'W8A8G8 as real compute: every linear layer\'s forward (X per token, W per output channel), dX (dY per token, W per input channel) and dW (dY and X per channel over all the step\'s tokens) are INT8 GEMMs, dequantized in the epilogue.',
     layer: { compute: INT8_COMPUTE },
   }),
+  'int8-qk': parseScheme({
+    name: 'int8-qk',
+    description: 'int8 with the attention scores S = Q·Kᵀ in INT8 too (Q and K per token and head after RoPE, as SageAttention); softmax·V and the attention gradients stay fp32.',
+    layer: { compute: INT8_QK_COMPUTE },
+  }),
   'int8-blockdw': parseScheme({
     name: 'int8-blockdw',
     description: 'int8 with the Jetfire-style dW: dY and X per channel in blocks of 32 tokens, scales folded per block (the dot4 blocked kernel; no tensor cores).',
@@ -69,6 +75,12 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
     name: 'agoq-int8',
     description: 'AGoQ storage (INT4 non-attention activations, attention Q/K/V and output kept BF16 as AGoQ specifies, INT8 per-256 gradients) with every linear layer\'s forward, dX and dW computed as INT8 GEMMs.',
     layer: { saved: AGOQ_BF16_SAVED, compute: INT8_COMPUTE },
+    grads: { storage: q('int8', 'group', 256), wire: FP32 },
+  }),
+  'agoq-int8-qk': parseScheme({
+    name: 'agoq-int8-qk',
+    description: 'agoq-int8 with the attention scores S = Q·Kᵀ in INT8 (Q and K per token and head after RoPE, as SageAttention).',
+    layer: { saved: AGOQ_BF16_SAVED, compute: INT8_QK_COMPUTE },
     grads: { storage: q('int8', 'group', 256), wire: FP32 },
   }),
   // The tensors that are both saved and a forward GEMM's X at INT8 per row: one set of codes serves

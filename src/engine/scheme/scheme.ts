@@ -81,10 +81,15 @@ export const ComputeSchema = z
     ]).default(32),
     /** Rounding of the gradient operands (dY) of the INT8 dX and dW GEMMs. */
     grad_rounding: z.enum(['nearest', 'stochastic']).default('nearest'),
+    /**
+     * The attention scores S = Q·Kᵀ (forward and the backward's rebuilt S): fp32, or INT8 with Q and
+     * K per (token, head) row after RoPE (SageAttention); softmax·V and the gradient products stay fp32.
+     */
+    attention_qk: z.enum(COMPUTE_FORMATS).default('fp32'),
   })
   .strict();
 export type ComputeScheme = z.infer<typeof ComputeSchema>;
-export const FP32_COMPUTE: ComputeScheme = { forward: 'fp32', dx: 'fp32', dw: 'fp32', dw_block: 32, grad_rounding: 'nearest' };
+export const FP32_COMPUTE: ComputeScheme = { forward: 'fp32', dx: 'fp32', dw: 'fp32', dw_block: 32, grad_rounding: 'nearest', attention_qk: 'fp32' };
 
 export const LayerSchemeSchema = z
   .object({

@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+import type { Runtime } from '../../src/engine/gpu/runtime';
+import { attentionBackwardWorkspaceBytes, attentionForward } from '../../src/engine/kernels/attention';
+import { attentionBackwardI8, attentionForwardI8, attentionI8Path, quantizeHeadsI8 } from '../../src/engine/kernels/attention-i8';
+import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention.ref';
+import { dsPairBytes } from '../../src/engine/kernels/attention-ds';
+import { dequantizeRef, quantizeRef } from '../../src/engine/kernels/quantize.ref';
+import { Rng } from '../../src/engine/util/rng';
+import { expectClose } from '../helpers/compare';
+import { attentionTestRuntime } from '../helpers/gpu';
+
+interface Shape { B: number; T: number; nH: number; nKV: number; D: number }
+
+/** Per (token, head) row INT8 codes of x, dequantized: what the INT8 scores multiply. */
+function dequantRows(x: Float32Array, D: number): Float32Array {
+  return dequantizeRef(quantizeRef(x, 'int8', { kind: 'row', rowLength: D }));
+}
+
+async function forwardI8(rt: Runtime, s: Shape, host: { q: Float32Array; k: Float32Array; v: Float32Array; dO: Float32Array }) {
+  const nq = s.B * s.T * s.nH * s.D;
+  const nk = s.B * s.T * s.nKV * s.D;
+  const q = rt.upload('activations', 'q', host.q);
+  const k = rt.upload('activations', 'k', host.k);
+  const v = rt.upload('activations', 'v', host.v);
+  const qc = rt.createBuffer('workspace', 'qc', nq);
+  const kc = rt.createBuffer('workspace', 'kc', nk);
+  const qs = rt.createBuffer('workspace', 'qs', (nq / s.D) * 4);
+  const ks = rt.createBuffer('workspace', 'ks', (nk / s.D) * 4);
+  const o = rt.createBuffer('activations', 'o', nq * 4);
+  const lse = rt.createBuffer('activations', 'lse', s.B * s.nH * s.T * 4);
+  rt.run([
+    ...quantizeHeadsI8(rt, 'q', q, nq / s.D, s.D, qc, qs),
+    ...quantizeHeadsI8(rt, 'k', k, nk / s.D, s.D, kc, ks),
+    ...attentionForwardI8(rt, { label: 't', qc, qs, kc, ks, v, o, lse, ...s }),
+  ]);
+  const out = { o: await rt.readF32(o, 0, nq), lse: await rt.readF32(lse, 0, s.B * s.nH * s.T), qc: await rt.readU32(qc, 0, nq / 4) };
+  // The backward from the same codes (re-quantized from the same q and k, as the model does), dS
+  // stored in chunks of one (b, KV head) pair to cover the chunked path.
+  const dO = rt.upload('activations', 'dO', host.dO);
+  const dq = rt.createBuffer('grads', 'dq', nq * 4);
+  const dk = rt.createBuffer('grads', 'dk', nk * 4);
+  const dv = rt.createBuffer('grads', 'dv', nk * 4);
+  const ws = rt.createBuffer('workspace', 'di', attentionBackwardWorkspaceBytes(s.B, s.T, s.nH));
+  const dsScratch = rt.createBuffer('workspace', 'ds', dsPairBytes(s.T, s.nH / s.nKV));
+  rt.run([
+    ...quantizeHeadsI8(rt, 'q', q, nq / s.D, s.D, qc, qs),
+    ...quantizeHeadsI8(rt, 'k', k, nk / s.D, s.D, kc, ks),
+    ...attentionBackwardI8(rt, { label: 'tb', q, k, v, o, lse, dO, dq, dk, dv, workspace: ws, dsScratch, qc, qs, kc, ks, ...s }),
+  ]);
+  const grads = { dq: await rt.readF32(dq, 0, nq), dk: await rt.readF32(dk, 0, nk), dv: await rt.readF32(dv, 0, nk) };
+  for (const b of [dO, dq, dk, dv, ws, dsScratch]) rt.mem.free(b);
+  // The same inputs through the fp32 kernel, to show the INT8 scores are not fp32's.
+  const o32 = rt.createBuffer('activations', 'o32', nq * 4);
+  rt.run(attentionForward(rt, { label: 'f', q, k, v, o: o32, lse, ...s }));
+  const fp32 = await rt.readF32(o32, 0, nq);
+  for (const b of [q, k, v, qc, kc, qs, ks, o, lse, o32]) rt.mem.free(b);
+  return { ...out, ...grads, fp32 };
+}
+
+describe('attention with INT8 scores (dot4 on this device) vs the reference on dequantized Q, K', () => {
+  const cases: Shape[] = [
+    { B: 1, T: 1, nH: 2, nKV: 1, D: 8 },
+    { B: 2, T: 7, nH: 4, nKV: 2, D: 8 },
+    { B: 1, T: 70, nH: 2, nKV: 1, D: 16 },
+    { B: 1, T: 65, nH: 2, nKV: 2, D: 64 },
+    { B: 1, T: 9, nH: 2, nKV: 1, D: 12 },
+  ];
+  for (const [i, s] of cases.entries()) {
+    it(`B${s.B} T${s.T} nH${s.nH} nKV${s.nKV} D${s.D}`, async () => {
+      const rt = await attentionTestRuntime();
+      expect(attentionI8Path(rt, s.D)).toBe('int8-dot4');
+      const rng = new Rng(300 + i);
+      const n = (h: number) => s.B * s.T * h * s.D;
+      // Spread magnitudes per row so that per-row scales matter.
+      const host = {
+        q: rng.normalArray(n(s.nH)).map((x, j) => x * (1 + (j % 5))), k: rng.normalArray(n(s.nKV)), v: rng.normalArray(n(s.nKV)), dO: rng.normalArray(n(s.nH)),
+      };
+      const g = await forwardI8(rt, s, host);
+      expect(g.qc).toEqual(quantizeRef(host.q, 'int8', { kind: 'row', rowLength: s.D }).words);
+      const scores = { q: dequantRows(host.q, s.D), k: dequantRows(host.k, s.D) };
+      const ref = attentionForwardRef(scores.q, scores.k, host.v, s.B, s.T, s.nH, s.nKV, s.D);
+      expectClose(g.o, ref.o, { atol: 2e-5, rtol: 1e-4, label: 'o' });
+      expectClose(g.lse, ref.lse, { atol: 2e-5, rtol: 1e-5, label: 'lse' });
+      // P from the codes, the gradient products from fp32 q, k (straight through the quantizer).
+      const rb = attentionBackwardRef(host.q, host.k, host.v, g.o, g.lse, host.dO, s.B, s.T, s.nH, s.nKV, s.D, scores);
+      expectClose(g.dq, rb.dq, { atol: 1e-4, rtol: 1e-3, label: 'dq' });
+      expectClose(g.dk, rb.dk, { atol: 1e-4, rtol: 1e-3, label: 'dk' });
+      expectClose(g.dv, rb.dv, { atol: 1e-4, rtol: 1e-3, label: 'dv' });
+      if (s.T > 1) {
+        const diff = g.o.reduce((m, x, j) => Math.max(m, Math.abs(x - g.fp32[j])), 0);
+        expect(diff).toBeGreaterThan(1e-4);
+      }
+    });
+  }
+});
