@@ -85,9 +85,9 @@ describe('scheme grid: compute formats', () => {
   const int8 = SCHEME_PRESETS.int8;
 
   it('edits one layer or all layers, keeping the other fields and dropping overrides equal to the default', () => {
-    const s1 = setCompute(int8, 1, { dw: 'fp32', attention: 'fp32' });
+    const s1 = setCompute(int8, 1, { dw: 'fp32' });
     expect(s1.name).toBe('int8-custom');
-    expect(layerScheme(s1, 1).compute).toEqual({ ...int8.layer.compute, dw: 'fp32', attention: 'fp32' });
+    expect(layerScheme(s1, 1).compute).toEqual({ ...int8.layer.compute, dw: 'fp32' });
     expect(layerScheme(s1, 0).compute).toEqual(int8.layer.compute);
     expect(commonCompute(s1, 2, 'dw')).toBeNull();
     expect(commonCompute(s1, 2, 'forward')).toBe('int8');
