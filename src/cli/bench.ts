@@ -18,6 +18,7 @@ import type { DqPath } from '../engine/kernels/attention-ds';
 import type { MatmulShape } from '../engine/kernels/matmul-plan';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
+import { parseScheme, WEIGHT_CODES } from '../engine/scheme/scheme';
 import { fail, num, UsageError } from './common';
 import {
   type Baseline, type BenchRow, formatFigure as fmt, type GemmVariants, gpuReport, mergeBaseline, parseBaseline, planDefaults, presetShape, runSuite, SUITE_NAMES, type SuitePlan,
@@ -54,7 +55,9 @@ const HELP = `usage: npm run bench -- <suite> [options]
   --i8-split-max S     at most S K slices for the INT8 dW GEMMs' split-K (1: never split; default: the engine's choice)
   --i8tc-layout I      try I8_TC_LAYOUTS[I] first for the INT8 tensor-core GEMM (default 0)
   --attn-dq PATH       the attention backward's dq: stored (from the dK/dV pass's dS) or recompute (default: the plan's choice)
-  --tq-variant V       the INT8 transposed quantizers' form: direct1, direct4, staged1, staged4, regs (default: the engine's)`;
+  --tq-variant V       the INT8 transposed quantizers' form: direct1, direct4, staged1, staged4, regs (default: the engine's)
+  --weight-codes W     step: the INT8 GEMMs' weight codes per-gemm (quantized before each GEMM) or per-step
+                       (every weight once per step), for every --scheme (default: each scheme's weight_codes)`;
 
 function list(name: string, v: string | undefined): string[] | undefined {
   if (v === undefined) return undefined;
@@ -117,6 +120,7 @@ async function main(): Promise<void> {
         model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
         variants: { type: 'string' }, ranks: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
         quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'no-tensor-cores': { type: 'boolean' }, 'i8-split-max': { type: 'string' }, 'i8tc-layout': { type: 'string' }, 'attn-dq': { type: 'string' }, 'tq-variant': { type: 'string' },
+        'weight-codes': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -143,10 +147,14 @@ async function main(): Promise<void> {
   }
   const presets = models.filter((m) => m !== 'none') as PresetName[];
   const schemeNames = list('scheme', a.scheme) ?? defaults.schemes;
+  const weightCodes = a['weight-codes'];
+  if (weightCodes !== undefined && !(WEIGHT_CODES as readonly string[]).includes(weightCodes)) {
+    throw new UsageError(`--weight-codes: '${weightCodes}' is not one of ${WEIGHT_CODES.join(', ')}`);
+  }
   const schemes = (schemeNames.includes('all') ? Object.keys(SCHEME_PRESETS) : schemeNames).map((s) => {
     const sc = SCHEME_PRESETS[s];
     if (!sc) throw new UsageError(`--scheme: unknown preset '${s}' (${Object.keys(SCHEME_PRESETS).join(', ')}, all)`);
-    return sc;
+    return weightCodes === undefined ? sc : parseScheme({ ...sc, weight_codes: weightCodes });
   });
   const batch = num('batch', a.batch, { int: true, min: 1 });
   const seq = num('seq', a.seq, { int: true, min: 1 });
