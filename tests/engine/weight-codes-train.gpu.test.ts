@@ -13,7 +13,7 @@ import { resolvePlan } from '../../src/engine/model/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../../src/engine/train/options';
-import { writeAdamwStep } from '../../src/engine/train/trainer';
+import { planMemory, writeAdamwStep } from '../../src/engine/train/trainer';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
 
@@ -57,6 +57,7 @@ describe('INT8 weight codes once per step', () => {
     ['int8 (gate/up dX as one GEMM)', SCHEME_PRESETS.int8, {}],
     ['int8, gate/up dX apart', SCHEME_PRESETS.int8, { fuseGateUpDx: false }],
     ['agoq-int8 (INT8 gradient storage, INT4/BF16 activations)', SCHEME_PRESETS['agoq-int8'], {}],
+    ['agoq-int8-shared (X codes shared with storage)', SCHEME_PRESETS['agoq-int8-shared'], {}],
     ['switchback (fp32 dW)', SCHEME_PRESETS.switchback, {}],
     ['int8 + stochastic dY rounding', sr, {}],
   ] as const)('%s: losses, weights and moments equal the per-GEMM quantizers\' bit for bit', async (_, scheme, opts) => {
@@ -141,5 +142,17 @@ describe('INT8 weight codes once per step', () => {
     const fp32 = resolvePlan(cfg, B, T, { scheme: withCodes(SCHEME_PRESETS.fp32, 'per-step') });
     expect([fp32.weightCodes, fp32.wcodes]).toEqual(['per-gemm', null]);
     expect(() => parseScheme({ name: 'x', weight_codes: 'per-layer' })).toThrow(/weight_codes/);
+  });
+
+  it('the AGoQ INT8 presets keep their codes per step only within 45 % of fp32\'s memory (base, batch 16, context 512, as --plan)', () => {
+    const total = (scheme: Scheme) => planMemory(defaultTrainOptions('base', { batch: 16, seq: 512, scheme })).total;
+    const fp32 = total(SCHEME_PRESETS.fp32);
+    for (const name of ['agoq-int8', 'agoq-int8-shared']) {
+      const preset = SCHEME_PRESETS[name];
+      expect(total(preset) / fp32, name).toBeLessThanOrEqual(0.45);
+      // per-step where it fits, per-gemm where it would not.
+      expect(preset.weight_codes, name).toBe(total(withCodes(preset, 'per-step')) / fp32 <= 0.45 ? 'per-step' : 'per-gemm');
+    }
+    expect(SCHEME_PRESETS['agoq-int8'].weight_codes).toBe('per-step');
   });
 });

@@ -77,10 +77,10 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
   }),
   // The tensors that are both saved and a forward GEMM's X at INT8 per row: one set of codes serves
   // storage and GEMM (model/compute-plan.ts sharesInputCodes), at twice agoq-int8's bytes for those three.
+  // Its W codes stay per GEMM: kept per step they would take base (batch 16, context 512) past 45 % of fp32's memory.
   'agoq-int8-shared': parseScheme({
     name: 'agoq-int8-shared',
     description: 'agoq-int8 with the QKV, MLP and down-proj inputs stored INT8 per token: the codes the RMSNorm/SwiGLU write for the INT8 forward GEMM are the stored activation (no second quantize pass); other activations INT4, attention BF16 (as AGoQ specifies).',
-    weight_codes: 'per-step',
     layer: { saved: { ...AGOQ_BF16_SAVED, qkv_input: q('int8', 'row'), mlp_input: q('int8', 'row'), down_input: q('int8', 'row') }, compute: INT8_COMPUTE },
     grads: { storage: q('int8', 'group', 256), wire: FP32 },
   }),
