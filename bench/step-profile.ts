@@ -8,7 +8,7 @@
  * (the GPU starts on the first chunk while the host encodes the rest).
  *
  *   node step-profile.mjs --model base --scheme fp32,agoq [--batch 16 --seq 512] [--json out.json]
- *                         [--host [--chunk 64,128]] [--no-tensor-cores]
+ *                         [--host [--chunk 64,128]] [--no-tensor-cores] [--weight-codes per-gemm|per-step]
  * INT8 GEMMs run on tensor cores where the device has them (as `bench step` runs them).
  */
 import { writeFileSync } from 'node:fs';
@@ -19,12 +19,13 @@ import { median, profileDispatches } from '../src/engine/gpu/timer';
 import { enableI8TensorCores, i8TcLabel } from '../src/engine/kernels/qgemm-tc';
 import type { PresetName } from '../src/engine/model/config';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
+import { parseScheme } from '../src/engine/scheme/scheme';
 import { syntheticTrainer } from '../src/lab/step';
 
 const a = parseArgs({ options: {
   model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
   json: { type: 'string' }, reps: { type: 'string' }, cpu: { type: 'boolean' },
-  host: { type: 'boolean' }, chunk: { type: 'string' }, 'no-tensor-cores': { type: 'boolean' },
+  host: { type: 'boolean' }, chunk: { type: 'string' }, 'no-tensor-cores': { type: 'boolean' }, 'weight-codes': { type: 'string' },
 } }).values;
 
 /** Kernel kind of a dispatch label: layer prefix and trailing numbers dropped. */
@@ -33,7 +34,7 @@ export function kindOf(label: string): string {
 }
 
 export function classOf(kind: string): string {
-  if (/quant|dequant|qdq|\.aq|\.gq|\.cq|\.tq|fake/.test(kind)) return 'quantization';
+  if (/quant|dequant|qdq|\.aq|\.gq|\.cq|\.tq|fake|wcodes/.test(kind)) return 'quantization';
   if (/_proj|lm_head|\.dw$|\.dx$|matmul|splitk/.test(kind)) return 'gemm';
   if (/attn/.test(kind)) return 'attention';
   if (/adam|grad_norm|clip/.test(kind)) return 'optimizer';
@@ -92,8 +93,10 @@ console.log(`int8 tensor cores: ${tcLabel}`);
 const out: Record<string, unknown> = { date: new Date().toISOString(), adapter: gpu.adapterInfo, i8TensorCores: tcLabel, runs: [] as unknown[] };
 for (const model of (a.model ?? 'base').split(',') as PresetName[]) {
   for (const schemeName of (a.scheme ?? 'fp32,agoq').split(',')) {
-    const scheme = SCHEME_PRESETS[schemeName as keyof typeof SCHEME_PRESETS];
-    if (!scheme) throw new Error(`unknown scheme ${schemeName}`);
+    const preset = SCHEME_PRESETS[schemeName as keyof typeof SCHEME_PRESETS];
+    if (!preset) throw new Error(`unknown scheme ${schemeName}`);
+    // --weight-codes: the INT8 GEMMs' weight codes per GEMM or once per step (default: the scheme's).
+    const scheme = a['weight-codes'] === undefined ? preset : parseScheme({ ...preset, weight_codes: a['weight-codes'] });
     const batch = a.batch ? Number(a.batch) : undefined;
     const seq = a.seq ? Number(a.seq) : undefined;
     const trainer = await syntheticTrainer(rt, { preset: model, scheme, batch, seq, steps: 10 });

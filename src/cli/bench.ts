@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
 import { setI8SplitKMax } from '../engine/kernels/qgemm-splitk';
-import { attentionI8TcChecks } from '../engine/kernels/attention-i8-check';
+import { attentionI8TcChecks, setAttentionI8TcForced } from '../engine/kernels/attention-i8-check';
 import { enableI8TensorCores, i8TcLabel } from '../engine/kernels/qgemm-tc';
 import { I8_TC_LAYOUTS } from '../engine/kernels/qgemm-tc-tables';
 import { setAttentionDqPath } from '../engine/kernels/attention';
@@ -19,6 +19,7 @@ import type { DqPath } from '../engine/kernels/attention-ds';
 import type { MatmulShape } from '../engine/kernels/matmul-plan';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
+import { parseScheme, WEIGHT_CODES } from '../engine/scheme/scheme';
 import { fail, num, UsageError } from './common';
 import {
   type Baseline, type BenchRow, formatFigure as fmt, type GemmVariants, gpuReport, mergeBaseline, parseBaseline, planDefaults, presetShape, runSuite, SUITE_NAMES, type SuitePlan,
@@ -55,7 +56,10 @@ const HELP = `usage: npm run bench -- <suite> [options]
   --i8-split-max S     at most S K slices for the INT8 dW GEMMs' split-K (1: never split; default: the engine's choice)
   --i8tc-layout I      try I8_TC_LAYOUTS[I] first for the INT8 tensor-core GEMM (default 0)
   --attn-dq PATH       the attention backward's dq: stored (from the dK/dV pass's dS) or recompute (default: the plan's choice)
-  --tq-variant V       the INT8 transposed quantizers' form: direct1, direct4, staged1, staged4, regs (default: the engine's)`;
+  --tq-variant V       the INT8 transposed quantizers' form: direct1, direct4, staged1, staged4, regs (default: the engine's)
+  --weight-codes W     step: the INT8 GEMMs' weight codes per-gemm (quantized before each GEMM) or per-step
+  --attn-i8-tc force   step: keep the INT8 attention scores on tensor cores even where their check fails (to time them)
+                       (every weight once per step), for every --scheme (default: each scheme's weight_codes)`;
 
 function list(name: string, v: string | undefined): string[] | undefined {
   if (v === undefined) return undefined;
@@ -118,6 +122,7 @@ async function main(): Promise<void> {
         model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
         variants: { type: 'string' }, ranks: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
         quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'no-tensor-cores': { type: 'boolean' }, 'i8-split-max': { type: 'string' }, 'i8tc-layout': { type: 'string' }, 'attn-dq': { type: 'string' }, 'tq-variant': { type: 'string' },
+        'weight-codes': { type: 'string' }, 'attn-i8-tc': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -144,10 +149,14 @@ async function main(): Promise<void> {
   }
   const presets = models.filter((m) => m !== 'none') as PresetName[];
   const schemeNames = list('scheme', a.scheme) ?? defaults.schemes;
+  const weightCodes = a['weight-codes'];
+  if (weightCodes !== undefined && !(WEIGHT_CODES as readonly string[]).includes(weightCodes)) {
+    throw new UsageError(`--weight-codes: '${weightCodes}' is not one of ${WEIGHT_CODES.join(', ')}`);
+  }
   const schemes = (schemeNames.includes('all') ? Object.keys(SCHEME_PRESETS) : schemeNames).map((s) => {
     const sc = SCHEME_PRESETS[s];
     if (!sc) throw new UsageError(`--scheme: unknown preset '${s}' (${Object.keys(SCHEME_PRESETS).join(', ')}, all)`);
-    return sc;
+    return weightCodes === undefined ? sc : parseScheme({ ...sc, weight_codes: weightCodes });
   });
   const batch = num('batch', a.batch, { int: true, min: 1 });
   const seq = num('seq', a.seq, { int: true, min: 1 });
@@ -159,6 +168,7 @@ async function main(): Promise<void> {
   if (i8TcLayout >= I8_TC_LAYOUTS.length) throw new UsageError(`--i8tc-layout: ${i8TcLayout} is past the ${I8_TC_LAYOUTS.length} layouts`);
   const attnDq = a['attn-dq'] as DqPath | undefined;
   if (attnDq !== undefined && attnDq !== 'stored' && attnDq !== 'recompute') throw new UsageError(`--attn-dq: '${attnDq}' is not stored or recompute`);
+  if (a['attn-i8-tc'] !== undefined && a['attn-i8-tc'] !== 'force') throw new UsageError(`--attn-i8-tc: '${a['attn-i8-tc']}' is not 'force'`);
   const tqVariant = a['tq-variant'];
   if (tqVariant !== undefined && !TQ_VARIANTS[tqVariant]) throw new UsageError(`--tq-variant: '${tqVariant}' is not one of ${Object.keys(TQ_VARIANTS).join(', ')}`);
   const variantsArg = list('variants', a.variants);
@@ -203,6 +213,7 @@ async function main(): Promise<void> {
     setI8SplitKMax(rt, i8SplitMax);
     setAttentionDqPath(rt, attnDq);
     setTransposeQuantVariant(rt, tqVariant === undefined ? undefined : TQ_VARIANTS[tqVariant]);
+    if (a['attn-i8-tc'] === 'force') setAttentionI8TcForced(rt);
     const layouts = [I8_TC_LAYOUTS[i8TcLayout], ...I8_TC_LAYOUTS.filter((_, i) => i !== i8TcLayout)];
     const tcStart = performance.now();
     const tensorCores = gpu.features.subgroupMatrix ? await enableI8TensorCores(rt, layouts) : undefined;
@@ -224,7 +235,10 @@ async function main(): Promise<void> {
       const attn = attentionI8TcChecks(rt);
       if (attn.length) {
         out.attentionI8TensorCores = attn;
-        for (const c of attn) console.error(`int8 attention scores, D ${c.D}: ${c.ok ? `tensor cores (fwd ${c.fwdTile}, dK/dV ${c.dkdvTile})` : `dot4 (${c.error ?? `${c.mismatches} mismatches`})`}`);
+        for (const c of attn) {
+          const how = c.ok ? 'tensor cores' : c.forced ? `tensor cores, forced (${c.mismatches} mismatches)` : `dot4 (${c.error ?? `${c.mismatches} mismatches`})`;
+          console.error(`int8 attention scores, D ${c.D}: ${how}; fwd ${c.fwdTile}, dK/dV ${c.dkdvTile}; ${JSON.stringify({ parts: c.parts, ref: c.ref })}`);
+        }
       }
     } finally {
       rt.destroy();

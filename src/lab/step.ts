@@ -11,6 +11,7 @@ import type { MemReport } from '../engine/gpu/memory';
 import { gemmPathSummary, gemmSplitSummary, type LayerPaths } from '../engine/model/int8-gemms';
 import { median, timeDispatches } from '../engine/gpu/timer';
 import type { PresetName } from '../engine/model/config';
+import type { WeightCodesMode } from '../engine/model/weight-codes';
 import type { Scheme } from '../engine/scheme/scheme';
 import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer';
@@ -62,6 +63,8 @@ export interface StepBench {
   gemmPathSummary: string;
   /** The INT8 dW GEMMs that ran split over K and their slice counts (gemmSplitSummary). */
   gemmSplits: string;
+  /** When the INT8 GEMMs' weight codes were made (the plan's weightCodes). */
+  weightCodes: WeightCodesMode;
   /** The memory ledger of the run (bytes per category) and planMemory's prediction. */
   mem: MemReport;
   plan: MemReport;
@@ -100,6 +103,7 @@ export async function benchStep(rt: Runtime, o: StepBenchOptions): Promise<StepB
       gpuMsPerStep: gpuMs, gpuTokensPerS: gpuMs === undefined ? undefined : (opts.batch * opts.seq) / (gpuMs / 1000),
       gemmPaths: trainer.computePaths(), gemmPathSummary: gemmPathSummary(trainer.computePaths()),
       gemmSplits: gemmSplitSummary(trainer.gemmSplits()),
+      weightCodes: trainer.model.plan.weightCodes,
       mem: trainer.memory(), plan: planMemory(trainer.opts),
     };
   } finally {

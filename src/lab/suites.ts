@@ -199,11 +199,11 @@ export async function runStep(rt: Runtime, shapes: TrainShape[], schemes: Scheme
     for (const scheme of schemes) {
       const r = await benchStep(rt, { preset: s.preset, scheme, batch: s.batch, seq: s.seq, warmup: o.warmup, reps: o.reps });
       const row: BenchRow = {
-        suite: 'step', name: `${s.preset} ${r.scheme} B=${r.batch} T=${r.seq} (${(r.mem.total / 2 ** 20).toFixed(1)} MiB)${r.gemmPathSummary.includes('int8') ? ` [${r.gemmPathSummary}]` : ''}`,
+        suite: 'step', name: `${s.preset} ${r.scheme} B=${r.batch} T=${r.seq} (${(r.mem.total / 2 ** 20).toFixed(1)} MiB)${r.gemmPathSummary.includes('int8') ? ` [${r.gemmPathSummary}; W codes ${r.weightCodes}]` : ''}`,
         key: stepKey(r.model, r.batch, r.seq), unit: 'tokens/s', value: r.tokensPerS, ms: r.msPerStep, method: 'wallclock', show: true,
         detail: {
           preset: s.preset, scheme: r.scheme, batch: r.batch, seq: r.seq, model: r.model, optimizer: r.optimizer, samplesMs: r.samplesMs, mem: r.mem, plan: r.plan,
-          gemmPaths: r.gemmPathSummary, gemmSplits: r.gemmSplits,
+          gemmPaths: r.gemmPathSummary, gemmSplits: r.gemmSplits, weightCodes: r.weightCodes,
         },
       };
       rows.push(row);

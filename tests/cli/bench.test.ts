@@ -163,6 +163,7 @@ describe('bench CLI --quick on SwiftShader', () => {
       [['step', '--i8tc-layout', '99'], /--i8tc-layout: 99 is past the \d+ layouts/],
       [['step', '--attn-dq', 'sideways'], /--attn-dq: 'sideways' is not stored or recompute/],
       [['step', '--tq-variant', 'staged9'], /--tq-variant: 'staged9' is not one of direct1, direct4, staged1, staged4/],
+      [['step', '--weight-codes', 'per-layer'], /--weight-codes: 'per-layer' is not one of per-gemm, per-step/],
     ];
     // Concurrently: each is a process start (~1 s), none touches the GPU.
     const results = await Promise.all(cases.map(([args]) => benchAsync(...args)));

@@ -35,7 +35,9 @@ const upInt4: Scheme = parseScheme({
   name: 'int8-up-int4',
   layer: { saved: { swiglu: { format: 'int4', granularity: 'group', group: 128, rounding: 'nearest' } }, compute: SCHEME_PRESETS.int8.layer.compute },
 });
-const schemes: [string, Scheme][] = [['int8', SCHEME_PRESETS.int8], ['int8, up stored INT4 (blocked SwiGLU backward)', upInt4]];
+// W's codes per GEMM: the test reads the fused GEMM's operands from i8.w (per step they are the same codes, in wcodes.cols).
+const int8PerGemm = parseScheme({ ...SCHEME_PRESETS.int8, weight_codes: 'per-gemm' });
+const schemes: [string, Scheme][] = [['int8', int8PerGemm], ['int8, up stored INT4 (blocked SwiGLU backward)', upInt4]];
 
 const i8 = (w: Uint32Array) => new Int8Array(w.buffer.slice(0));
 

@@ -7,7 +7,7 @@ import { PRESETS } from '../../src/engine/model/config';
 import { expectedComputePaths } from '../../src/engine/model/int8-gemms';
 import { resolvePlan } from '../../src/engine/model/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
-import { isFp32, layerScheme, parseScheme } from '../../src/engine/scheme/scheme';
+import { isFp32, layerScheme, parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 
 describe('resolvePlan', () => {
   it.each(Object.keys(SCHEME_PRESETS))('%s: fake-quant copies, storage and wire formats follow the scheme', (name) => {
@@ -32,7 +32,11 @@ describe('resolvePlan', () => {
       const rows = p.layers.some((l) => l.compute.forward === 'int8' || (training && l.compute.dx === 'int8'));
       const dw = training && p.layers.some((l) => l.compute.dw === 'int8');
       expect(p.int8).toEqual({ rows, dw });
-      expect(['i8.a', 'i8.as', 'i8.w', 'i8.ws'].map((k) => keys.has(k)), 'INT8 row operands').toEqual([rows, rows, rows, rows]);
+      // W's codes per GEMM in i8.w, or per step in wcodes.* (the scheme's weight_codes).
+      const perStep = rows && scheme.weight_codes === 'per-step';
+      expect(p.weightCodes).toBe(perStep ? 'per-step' : 'per-gemm');
+      expect(['i8.a', 'i8.as', 'i8.w', 'i8.ws'].map((k) => keys.has(k)), 'INT8 row operands').toEqual([rows, rows, rows && !perStep, rows && !perStep]);
+      expect(['wcodes.rows', 'wcodes.cols'].map((k) => keys.has(k)), 'per-step weight codes').toEqual([perStep, perStep && training]);
       expect(['i8.gt', 'i8.gts', 'i8.xt', 'i8.xts'].map((k) => keys.has(k)), 'INT8 dW operands').toEqual([dw, dw, dw, dw]);
       // Q's and K's codes where some layer's attention scores are INT8 (the forward quantizes them too).
       const qk = p.layers.some((l) => l.compute.attentionQk === 'int8');
@@ -74,8 +78,10 @@ describe('INT8 attention scores (compute.attention_qk)', () => {
 });
 
 describe('gate_proj and up_proj dX as one INT8 GEMM over K = 2F (gateUpDx)', () => {
+  // Per GEMM: W's codes in the shared i8.w, whose size these check.
+  const perGemm = (s: Scheme) => parseScheme({ ...s, weight_codes: 'per-gemm' });
   const plan = (intermediate_size: number, hidden_size = 32, scheme = SCHEME_PRESETS.int8, training = true) =>
-    resolvePlan({ ...PRESETS.micro, intermediate_size, hidden_size }, 2, 16, { scheme, training });
+    resolvePlan({ ...PRESETS.micro, intermediate_size, hidden_size }, 2, 16, { scheme: perGemm(scheme), training });
   const bytes = (p: ReturnType<typeof plan>, key: string) => p.buffers.find((b) => b.key === key)?.bytes;
 
   it('where the SwiGLU backward writes the codes: INT8 dX rounding to nearest, weights back to back', () => {

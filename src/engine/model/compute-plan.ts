@@ -134,12 +134,13 @@ export function int8Use(layers: { compute: LayerCompute }[], training: boolean):
 /**
  * Operand buffers of the INT8 GEMMs, shared by every layer (each GEMM quantizes its operands right
  * before it runs): `i8.a` per-row codes of X (forward) or dY (dX) with scales `i8.as`; `i8.w` a
- * weight's codes (W, or Wᵀ for dX) with `i8.ws`; for dW, dYᵀ (`i8.gt`) and Xᵀ (`i8.xt`) in blocks
+ * weight's codes (W, or Wᵀ for dX) with `i8.ws`, unless the weights' codes are made once per step
+ * (`perStepWeights`: ./weight-codes.ts); for dW, dYᵀ (`i8.gt`) and Xᵀ (`i8.xt`) in blocks
  * of tokens (or over all tokens, with the absmax scratch `i8.amax`) with their scales. A layer in
  * `gateUpDx` (gateUpDxFused) reduces over 2F in one dX GEMM: i8.a and i8.w hold K = 2F then.
  */
 export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], training: boolean, gateUpDx: readonly boolean[] = [],
-  sharedCodes: readonly ReadonlySet<GemmInputSaved>[] = []): BufferSpec[] {
+  sharedCodes: readonly ReadonlySet<GemmInputSaved>[] = [], perStepWeights = false): BufferSpec[] {
   const use = int8Use(layers, training);
   const out: BufferSpec[] = [];
   const ws = (key: string, bytes: number) => out.push({ key, category: 'workspace', bytes });
@@ -153,7 +154,7 @@ export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], t
     ws('i8.a', d.N * Math.max(widest, gateUpK));
     ws('i8.as', d.N * 4);
   }
-  if (use.rows) {
+  if (use.rows && !perStepWeights) {
     ws('i8.w', d.C * Math.max(d.QC, d.KVC, d.F, gateUpK));
     ws('i8.ws', widest * 4);
   }
@@ -171,7 +172,7 @@ export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], t
     if (blocks.includes('all')) amaxWords = columnAbsmaxWords(d.N, Math.max(outW, inW));
   }
   // dX's Wᵀ per input channel over K = the layer's output width (quantizeColumnsI8 too), the same scratch.
-  if (dxInt8) amaxWords = Math.max(amaxWords, ...[d.QC, d.KVC, d.F, d.C, gateUpK].filter((k) => k > 0).map((k) => columnAbsmaxWords(k, widest)));
+  if (dxInt8 && !perStepWeights) amaxWords = Math.max(amaxWords, ...[d.QC, d.KVC, d.F, d.C, gateUpK].filter((k) => k > 0).map((k) => columnAbsmaxWords(k, widest)));
   if (amaxWords) ws('i8.amax', amaxWords * 4);
   // INT8 attention scores: Q's and K's codes and scales per (token, head), written again before the layer's backward.
   if (layers.some((l) => l.compute.attentionQk === 'int8')) {

@@ -1,7 +1,8 @@
 /**
  * The linear layers' GEMMs in INT8, as real compute (not fake quantization): each GEMM quantizes
  * its operands into the shared INT8 buffers of the plan (compute-plan.ts int8Buffers) right before
- * it runs, multiplies the codes exactly in integers and dequantizes in the epilogue (row scale ×
+ * it runs — W too, unless the plan makes every weight's codes once per step (./weight-codes.ts) —
+ * multiplies the codes exactly in integers and dequantizes in the epilogue (row scale ×
  * column scale, fp32 out, added to C where the model accumulates).
  *   forward  Y (+)= X·Wᵀ  X per token (row), W per output channel (row of W [out, in]);
  *   dX       dX (+)= dY·W  dY per token, W per input channel (rows of Wᵀ, quantized from W directly);
@@ -20,6 +21,11 @@ import { buildQuantize } from '../kernels/quantize';
 import type { GemmPath, LayerCompute } from './compute-plan';
 import type { ModelDims } from './dims';
 import type { ParamLayout } from './params';
+import type { I8Operand } from './weight-codes';
+
+/** A GEMM's weight: fp32 (quantized right before the GEMM) or its codes made earlier in the step (./weight-codes.ts). */
+export type GemmWeight = Binding | I8Operand;
+const isCoded = (w: GemmWeight): w is I8Operand => 'codes' in w;
 
 export class Int8Gemms {
   /** The kernel each INT8 GEMM runs, by label. */
@@ -45,22 +51,27 @@ export class Int8Gemms {
 
   /**
    * out [M, N] (+)= X·Wᵀ with X's codes already in i8.a (quantizeRows), or in the buffers keyed
-   * `xCodes` (a saved tensor's INT8-per-row storage), and W [N, K] fp32.
+   * `xCodes` (a saved tensor's INT8-per-row storage), and W [N, K]: fp32, quantized here per output
+   * channel into i8.w, or its codes.
    */
-  forward(label: string, w: Binding, out: Binding, M: number, N: number, K: number, accumulate: boolean,
+  forward(label: string, w: GemmWeight, out: Binding, M: number, N: number, K: number, accumulate: boolean,
     [xq, sx]: [string, string] = ['i8.a', 'i8.as']): Dispatch[] {
+    const x = { codes: this.b(xq), scales: this.b(sx) };
+    if (isCoded(w)) return [this.gemm(label, out, M, N, K, accumulate, x, w)];
     const qw = buildQuantize(this.rt, { format: 'int8', granularity: { kind: 'row', rowLength: K }, n: N * K }, w,
       { words: this.b('i8.w'), scales: this.b('i8.ws') });
-    return [...qw.dispatches, this.gemm(label, out, M, N, K, accumulate, [xq, sx, 'i8.w', 'i8.ws'])];
+    return [...qw.dispatches, this.gemm(label, out, M, N, K, accumulate, x)];
   }
 
   /**
-   * dX [M, N] (+)= dY·W: dY [M, K] per token, W [K, N] (HF [out, in], K = out) per input channel.
-   * dy null: its codes are already in i8.a (written by the kernel that produced it).
+   * dX [M, N] (+)= dY·W: dY [M, K] per token, W [K, N] (HF [out, in], K = out) per input channel
+   * (fp32, quantized here into i8.w, or the codes of Wᵀ). dy null: its codes are already in i8.a
+   * (written by the kernel that produced it).
    */
-  dx(label: string, dy: Binding | null, w: Binding, out: Binding, M: number, N: number, K: number, accumulate: boolean, rounding: LayerCompute['gradRounding']): Dispatch[] {
-    const qw = quantizeColumnsI8(this.rt, { label: `${label}.wT`, x: w, R: K, CN: N, codes: this.b('i8.w'), scales: this.b('i8.ws'), amax: this.b('i8.amax') });
-    return [...(dy ? this.quantizeRows(label, dy, M, K, rounding) : []), ...qw.dispatches, this.gemm(label, out, M, N, K, accumulate)];
+  dx(label: string, dy: Binding | null, w: GemmWeight, out: Binding, M: number, N: number, K: number, accumulate: boolean, rounding: LayerCompute['gradRounding']): Dispatch[] {
+    const qw = isCoded(w) ? []
+      : quantizeColumnsI8(this.rt, { label: `${label}.wT`, x: w, R: K, CN: N, codes: this.b('i8.w'), scales: this.b('i8.ws'), amax: this.b('i8.amax') }).dispatches;
+    return [...(dy ? this.quantizeRows(label, dy, M, K, rounding) : []), ...qw, this.gemm(label, out, M, N, K, accumulate, undefined, isCoded(w) ? w : undefined)];
   }
 
   /** Xᵀ codes of x [tokens, width] per channel (in blocks of G tokens, or over all) into i8.xt (several dW GEMMs of one input share them). */
@@ -102,13 +113,13 @@ export class Int8Gemms {
   }
 
   /**
-   * out (+)= diag(sa)·(A·Bᵀ)·diag(sb) on qgemmI8 (its path, tensor cores or dot4, recorded), operands
-   * [codes A, scales A, codes B, scales B] by buffer key: X (or dY) and W by default, dYᵀ and Xᵀ for dW.
+   * out (+)= diag(sa)·(A·Bᵀ)·diag(sb) on qgemmI8 (its path, tensor cores or dot4, recorded): A's
+   * codes and scales X (or dY) in i8.a by default, B's W in i8.w by default.
    */
   private gemm(label: string, out: Binding, M: number, N: number, K: number, accumulate: boolean,
-    [xq, sx, wq, sw]: [string, string, string, string] = ['i8.a', 'i8.as', 'i8.w', 'i8.ws']): Dispatch {
+    x: I8Operand = { codes: this.b('i8.a'), scales: this.b('i8.as') }, w: I8Operand = { codes: this.b('i8.w'), scales: this.b('i8.ws') }): Dispatch {
     this.paths.set(label, qgemmI8Path(this.rt, K));
-    return qgemmI8(this.rt, { label, xq: this.b(xq), sx: this.b(sx), wq: this.b(wq), sw: this.b(sw), c: out, M, N, K, accumulate });
+    return qgemmI8(this.rt, { label, xq: x.codes, sx: x.scales, wq: w.codes, sw: w.scales, c: out, M, N, K, accumulate });
   }
 }
 

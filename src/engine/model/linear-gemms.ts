@@ -13,16 +13,19 @@ import { transposeMatrix } from '../kernels/slice';
 import { swigluForward, swigluForwardQuantized } from '../kernels/swiglu';
 import { isFp32, type QuantSpec } from '../scheme/scheme';
 import { type GemmInputSaved, type GemmPath, PRODUCER_CODED, producerDyCodes } from './compute-plan';
-import { computePaths, Int8Gemms, type LayerPaths } from './int8-gemms';
+import { computePaths, type GemmWeight, Int8Gemms, type LayerPaths } from './int8-gemms';
 import { type LayerSavedKey, linearsTransposed } from './plan';
 import type { ProbePoint } from './probe-point';
 import type { RunPlan } from './run-plan';
+import { gateUpKey, WeightCodes } from './weight-codes';
 
 export class LinearGemms {
   /** Quantizers (fake or real) whose stochastic-rounding seed changes every step. */
   readonly srKernels: { label: string; setSeed: (seed: number) => void }[] = [];
   /** The INT8 GEMMs (null when every layer computes in fp32). */
   private readonly i8: Int8Gemms | null;
+  /** The INT8 weights' codes made once per step (plan.weightCodes 'per-step'), else null. */
+  private readonly wcodes: WeightCodes | null;
 
   constructor(
     private readonly rt: Runtime,
@@ -36,6 +39,17 @@ export class LinearGemms {
     this.i8 = plan.int8.rows || plan.int8.dw
       ? new Int8Gemms(rt, plan.dims, b, (label, setSeed) => this.srKernels.push({ label, setSeed }))
       : null;
+    this.wcodes = plan.wcodes ? new WeightCodes(rt, plan.wcodes, b) : null;
+  }
+
+  /** The dispatches that make this step's weight codes (the forward's first; none per GEMM). */
+  weightCodes(): Dispatch[] {
+    return this.wcodes?.dispatches(this.b('weights')) ?? [];
+  }
+
+  /** Layer l's linear `name` as an INT8 forward GEMM reads it: its per-step codes, else fp32 (quantized by the GEMM). */
+  private forwardW(l: number, name: string): GemmWeight {
+    return this.wcodes?.rows(`model.layers.${l}.${name}`) ?? this.lin(l, name);
   }
 
   /**
@@ -152,7 +166,7 @@ export class LinearGemms {
    * `key`: x is that saved tensor (an INT8 forward reads its storage codes where plan.sharedCodes).
    */
   linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false, key?: GemmInputSaved): Dispatch[] {
-    if (this.plan.layers[l].compute.forward === 'int8') return this.int8().forward(label, this.lin(l, name), out, M, N, K, accumulate, this.sharedX(l, key));
+    if (this.plan.layers[l].compute.forward === 'int8') return this.int8().forward(label, this.forwardW(l, name), out, M, N, K, accumulate, this.sharedX(l, key));
     if (!linearsTransposed(M, this.linearNnMinRows)) {
       return [matmul(this.rt, { label, a: x, b: this.lin(l, name), c: out, M, N, K, transB: true, accumulate })];
     }
@@ -189,7 +203,7 @@ export class LinearGemms {
     const at = (s: string) => this.plan.layout.byName.get(`model.layers.${l}.${s}`)!;
     const [gate, up] = [at('mlp.gate_proj.weight'), at('mlp.up_proj.weight')];
     if (!this.plan.gateUpDx[l] || up.offset !== gate.offset + gate.size) throw new Error(`internal: ${label}: gate_proj and up_proj do not run as one dX GEMM`);
-    const w: Binding = { buffer: this.gemmWeights(l), offset: gate.offset * 4, size: 2 * gate.size * 4 };
+    const w = this.wcodes?.cols(gateUpKey(l)) ?? { buffer: this.gemmWeights(l), offset: gate.offset * 4, size: 2 * gate.size * 4 };
     return this.int8().dx(label, null, w, out, N, C, 2 * F, false, 'nearest');
   }
 
@@ -199,7 +213,10 @@ export class LinearGemms {
    */
   dxGemm(l: number, label: string, dy: GPUBuffer, name: string, out: GPUBuffer, M: number, N: number, K: number, accumulate = false, producerCodes = false): Dispatch[] {
     const c = this.plan.layers[l].compute;
-    if (c.dx === 'int8') return this.int8().dx(label, producerCodes ? null : dy, this.lin(l, name), out, M, N, K, accumulate, c.gradRounding);
+    if (c.dx === 'int8') {
+      const w = this.wcodes?.cols(`model.layers.${l}.${name}`) ?? this.lin(l, name);
+      return this.int8().dx(label, producerCodes ? null : dy, w, out, M, N, K, accumulate, c.gradRounding);
+    }
     return [matmul(this.rt, { label, a: dy, b: this.lin(l, name), c: out, M, N, K, accumulate })];
   }
 

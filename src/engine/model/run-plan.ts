@@ -25,6 +25,7 @@ import {
 import type { ModelConfig } from './config';
 import { type BufferSpec, type ModelDims, modelDims } from './dims';
 import { type ParamLayout, paramLayout } from './params';
+import { weightCodesBuffers, type WeightCodesMode, type WeightCodesPlan, weightCodesPlan } from './weight-codes';
 import {
   type ActivationStorage, bf16Errors, FINAL_SAVED, gradStorage, LAYER_SAVED, SAVED_KIND_OF, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
   type PlanOptions, type SavedStorage, swigluBlockRows,
@@ -55,6 +56,12 @@ export interface RunPlan {
   adam: { m: QuantSpec; v: QuantSpec };
   /** Which INT8 GEMMs some layer runs: per-row operands (forward, dX) and blocked ones (dW). */
   int8: { rows: boolean; dw: boolean };
+  /**
+   * When the INT8 GEMMs' weight codes are made (the scheme's weight_codes; 'per-gemm' where no
+   * forward or dX GEMM is INT8), and with 'per-step' which ones the step keeps and where.
+   */
+  weightCodes: WeightCodesMode;
+  wcodes: WeightCodesPlan | null;
   /** Per layer: gate_proj's and up_proj's dX run as one INT8 GEMM over K = 2F, dY's codes from the SwiGLU backward (gateUpDxFused). */
   gateUpDx: boolean[];
   /**
@@ -121,12 +128,17 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     inputs: layers.some((l) => !isFp32(l.gemmInputs)),
     grads: training && layers.some((l) => !isFp32(l.gemmOutputGrads)),
   };
+  const int8 = int8Use(layers, training);
+  const gateUpDx = layers.map((l) => (opts.fuseGateUpDx ?? true) && gateUpDxFused(dims, l.compute, training));
+  const weightCodes = int8.rows ? scheme.weight_codes : 'per-gemm';
   const plan: RunPlan = {
     cfg, dims, layout, scheme, training, layers, saved,
     grads: training ? gradStorage(layout, scheme) : null,
     adam: { m: scheme.adam.m, v: scheme.adam.v },
-    int8: int8Use(layers, training),
-    gateUpDx: layers.map((l) => (opts.fuseGateUpDx ?? true) && gateUpDxFused(dims, l.compute, training)),
+    int8,
+    weightCodes,
+    wcodes: weightCodesPlan(weightCodes, dims, layout, layers, training, gateUpDx),
+    gateUpDx,
     sharedCodes: layers.map((ly, l) => new Set((opts.shareCodes ?? true)
       ? GEMM_INPUT_SAVED.filter((k) => sharesInputCodes(ly.compute, saved[l][k], ly.savedSpecs[SAVED_KIND_OF[k]!]))
       : [])),
@@ -202,7 +214,8 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()); INT8 forwards read W's codes.
   const fp32Forward = p.layers.some((l) => l.compute.forward === 'fp32');
   if (fp32Forward && linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
-  out.push(...int8Buffers(d, p.layers, training, p.gateUpDx, p.sharedCodes));
+  out.push(...int8Buffers(d, p.layers, training, p.gateUpDx, p.sharedCodes, p.wcodes !== null));
+  out.push(...weightCodesBuffers(p.wcodes));
   ws('losses', d.N * f);
   ws('loss', 16);
   ws('ceWs', crossEntropyWorkspaceBytes());

@@ -54,37 +54,44 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
   int8: parseScheme({
     name: 'int8',
     description: 'W8A8G8 as real compute: every linear layer\'s forward (X per token, W per output channel), dX (dY per token, W per input channel) and dW (dY and X per channel over all the step\'s tokens) are INT8 GEMMs, dequantized in the epilogue.',
+    weight_codes: 'per-step',
     layer: { compute: INT8_COMPUTE },
   }),
   'int8-qk': parseScheme({
     name: 'int8-qk',
     description: 'int8 with the attention scores S = Q·Kᵀ in INT8 too (Q and K per token and head after RoPE, as SageAttention); softmax·V and the attention gradients stay fp32.',
+    weight_codes: 'per-step',
     layer: { compute: INT8_QK_COMPUTE },
   }),
   'int8-blockdw': parseScheme({
     name: 'int8-blockdw',
     description: 'int8 with the Jetfire-style dW: dY and X per channel in blocks of 32 tokens, scales folded per block (the dot4 blocked kernel; no tensor cores).',
+    weight_codes: 'per-step',
     layer: { compute: INT8_BLOCK_DW },
   }),
   switchback: parseScheme({
     name: 'switchback',
     description: 'SwitchBack: INT8 forward and dX GEMMs (per-token X and dY, per-channel W), the weight-gradient GEMM in fp32.',
+    weight_codes: 'per-step',
     layer: { compute: { ...INT8_COMPUTE, dw: 'fp32' } },
   }),
   'agoq-int8': parseScheme({
     name: 'agoq-int8',
     description: 'AGoQ storage (INT4 non-attention activations, attention Q/K/V and output kept BF16 as AGoQ specifies, INT8 per-256 gradients) with every linear layer\'s forward, dX and dW computed as INT8 GEMMs.',
+    weight_codes: 'per-step',
     layer: { saved: AGOQ_BF16_SAVED, compute: INT8_COMPUTE },
     grads: { storage: q('int8', 'group', 256), wire: FP32 },
   }),
   'agoq-int8-qk': parseScheme({
     name: 'agoq-int8-qk',
     description: 'agoq-int8 with the attention scores S = Q·Kᵀ in INT8 (Q and K per token and head after RoPE, as SageAttention).',
+    weight_codes: 'per-step',
     layer: { saved: AGOQ_BF16_SAVED, compute: INT8_QK_COMPUTE },
     grads: { storage: q('int8', 'group', 256), wire: FP32 },
   }),
   // The tensors that are both saved and a forward GEMM's X at INT8 per row: one set of codes serves
   // storage and GEMM (model/compute-plan.ts sharesInputCodes), at twice agoq-int8's bytes for those three.
+  // Its W codes stay per GEMM: kept per step they would take base (batch 16, context 512) past 45 % of fp32's memory.
   'agoq-int8-shared': parseScheme({
     name: 'agoq-int8-shared',
     description: 'agoq-int8 with the QKV, MLP and down-proj inputs stored INT8 per token: the codes the RMSNorm/SwiGLU write for the INT8 forward GEMM are the stored activation (no second quantize pass); other activations INT4, attention BF16 (as AGoQ specifies).',

@@ -91,6 +91,8 @@ export const ComputeSchema = z
 export type ComputeScheme = z.infer<typeof ComputeSchema>;
 export const FP32_COMPUTE: ComputeScheme = { forward: 'fp32', dx: 'fp32', dw: 'fp32', dw_block: 32, grad_rounding: 'nearest', attention_qk: 'fp32' };
 
+export const WEIGHT_CODES = ['per-gemm', 'per-step'] as const;
+
 export const LayerSchemeSchema = z
   .object({
     /** Weights as used by the forward GEMMs (fake-quantized copy; fp32 master weights). */
@@ -143,6 +145,12 @@ export const SchemeSchema = z
       })
       .strict()
       .default({ degree: 1, codec: 'fp32', group: 128 }),
+    /**
+     * When the INT8 GEMMs' weight operands are quantized: 'per-gemm' right before each GEMM (into
+     * shared scratch), 'per-step' every INT8 weight once at the start of the step into buffers kept
+     * for the step (model/weight-codes.ts; the same codes, more memory, far fewer dispatches).
+     */
+    weight_codes: z.enum(WEIGHT_CODES).default('per-gemm'),
     /** AGoQ memory budget in bytes: when set, per-layer bit-widths are chosen to fit it. */
     budget_bytes: z.number().int().positive().optional(),
   })
