@@ -26,9 +26,9 @@
 
 // I8 (attention-i8.ts; the dK/dV pass with stored dS only): S from Q's and K's INT8 codes per
 // (token, head) row as the INT8-score forward computes it, so P matches its lse bit for bit; dP, dV
-// and dK stay fp32. K's fp32 rows are not read (the own-A chunks stage zeros); K's codes stay
-// resident, Q's are staged per tile beside the first chunk, and S comes after the chunk loop: from
-// tensor cores through Sacc (TC), or per thread with dot4I8Packed.
+// and dK stay fp32. The chunks stage only V and dO (for dP; no KEEP), K's codes stay resident, Q's
+// are staged per tile beside the first chunk, and S comes after the chunk loop: from tensor cores
+// through Sacc (TC), or per thread with dot4I8Packed.
 // #if I8
 @group(0) @binding(1) var<storage, read> kcw: array<u32>;
 @group(0) @binding(10) var<storage, read> qcw: array<u32>;
@@ -52,10 +52,16 @@ override KEEP: bool = false;
 override STAGE_FULL: bool = true;      // a full step's rows (at CB) share stage with the chunks
 override CB: u32 = select(0u, OTHR * KSTR, KEEP);   // chunk area (and full-step rows) base
 override OWN_A: u32 = CB;              // chunk sections: own A, own B, other A (unless kept), other B
-override OWN_B: u32 = CB + OWNR * CHS;
 override OTH_A: u32 = select(CB + 2u * OWNR * CHS, 0u, KEEP);
 override OA_STR: u32 = select(CHS, KSTR, KEEP);     // row stride of other A rows
+// #if I8
+// The scores come from the codes: a chunk stages only V (own B) and dO (other B), for dP.
+override OWN_B: u32 = CB;
+override OTH_B: u32 = CB + OWNR * CHS;
+// #else
+override OWN_B: u32 = CB + OWNR * CHS;
 override OTH_B: u32 = select(OTH_A + OTHR * CHS, CB + 2u * OWNR * CHS, KEEP);
+// #endif
 override STAGE_N: u32 = max(OTH_B + OTHR * CHS, select(0u, CB + OTHR * KSTR, STAGE_FULL));
 var<workgroup> stage: array<vec4<f32>, STAGE_N>;
 
@@ -63,12 +69,11 @@ const SRC_Q = 0u;
 const SRC_K = 1u;
 const SRC_V = 2u;
 const SRC_DO = 3u;
-const SRC_NONE = 4u;   // zeros without a load (the INT8-score kernel's own-A chunks)
 
 // vec4 column d4 of row t of batch b, head `head` of a q/dO-shaped (nH heads) or k/v-shaped (nKV)
 // tensor; zero past T or past D (a last chunk wider than what is left of D).
 fn ldRow4(src: u32, b: u32, t: u32, head: u32, d4: u32) -> vec4<f32> {
-  if (t >= p.T || d4 >= DP || src == SRC_NONE) { return vec4<f32>(0.0); }
+  if (t >= p.T || d4 >= DP) { return vec4<f32>(0.0); }
   if (src == SRC_Q) { return q4[((b * p.T + t) * p.nH + head) * DP + d4]; }
   if (src == SRC_DO) { return dO4[((b * p.T + t) * p.nH + head) * DP + d4]; }
   // #if F32
@@ -84,7 +89,11 @@ fn ldRow4(src: u32, b: u32, t: u32, head: u32, d4: u32) -> vec4<f32> {
 // current one (global latency hidden behind them, PFN more live vec4s); without it a step is
 // fetched just before the barrier that precedes its put.
 override PREFETCH: bool = false;
+// #if I8
+override CHUNK_ITEMS: u32 = (OWNR + OTHR) * CH;
+// #else
 override CHUNK_ITEMS: u32 = 2u * (OWNR + OTHR) * CH;
+// #endif
 override FULL_ITEMS: u32 = OTHR * DP;
 override PFN: u32 = (max(CHUNK_ITEMS, FULL_ITEMS) + NT - 1u) / NT;   // <= 8, checked in TS
 
@@ -99,6 +108,12 @@ fn stepItem(r: TileRows, step: u32, fullSrc: u32, i: u32) -> Item {
     return Item(CB + (i / DP) * KSTR + i % DP, fullSrc, r.othHead, r.oth0 + i / DP, i % DP);
   }
   let d0 = step * CH;
+  // #if I8
+  if (i < OWNR * CH) { return Item(OWN_B + (i / CH) * CHS + i % CH, r.ownB, r.ownHead, r.own0 + i / CH, d0 + i % CH); }
+  let j = i - OWNR * CH;
+  return Item(OTH_B + (j / CH) * CHS + j % CH, r.othB, r.othHead, r.oth0 + j / CH, d0 + j % CH);
+  // #endif
+  // #if F32
   if (i < 2u * OWNR * CH) {
     let sec = i / (OWNR * CH);
     let j = i % (OWNR * CH);
@@ -109,6 +124,7 @@ fn stepItem(r: TileRows, step: u32, fullSrc: u32, i: u32) -> Item {
     return Item(OTH_A + (j / CH) * OA_STR + select(0u, d0, KEEP) + j % CH, r.othA, r.othHead, r.oth0 + j / CH, d0 + j % CH);
   }
   return Item(OTH_B + (j / CH) * CHS + j % CH, r.othB, r.othHead, r.oth0 + j / CH, d0 + j % CH);
+  // #endif
 }
 
 fn stepItems(step: u32) -> u32 { return select(CHUNK_ITEMS, FULL_ITEMS, step >= NCH); }
@@ -180,6 +196,7 @@ fn qScaleC2(b: u32, h: u32, t: u32) -> f32 {
 // The integer scores of query code row `qr` (a QcT index) against the 4 own keys' rows at kr (KcO).
 fn dotKeys(qr: u32, kr: u32) -> vec4<i32> {
   var acc = vec4<i32>(0);
+  // unroll
   for (var w = 0u; w < DW; w++) {
     let qw = bitcast<u32>(QcT[qr + w]);
     acc += vec4<i32>(dot4I8Packed(qw, bitcast<u32>(KcO[kr + w])), dot4I8Packed(qw, bitcast<u32>(KcO[kr + CSTR + w])),
@@ -220,7 +237,7 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
   var rows = TileRows(b, SRC_K, SRC_V, g, k0, SRC_Q, SRC_DO, g * p.G, qt0 * OTHR);
   // #endif
   // #if I8
-  var rows = TileRows(b, SRC_NONE, SRC_V, g, k0, SRC_Q, SRC_DO, g * p.G, qt0 * OTHR);
+  var rows = TileRows(b, SRC_V, SRC_V, g, k0, SRC_Q, SRC_DO, g * p.G, qt0 * OTHR);   // own A unused
   for (var i = lid; i < OWNR * DW; i += NT) {
     let key = k0 + i / DW;
     var w = 0u;
@@ -264,11 +281,11 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
         if (PREFETCH) { pf = fetchStep(rows, c + 1u, SRC_DO, lid); }   // after the last chunk: the full dO rows
         for (var c4 = 0u; c4 < CH; c4++) {
           let o = 4u * to * CHS + c4;
-          let km = mat4x4<f32>(stage[OWN_A + o], stage[OWN_A + o + CHS], stage[OWN_A + o + 2u * CHS], stage[OWN_A + o + 3u * CHS]);
           let vm = mat4x4<f32>(stage[OWN_B + o], stage[OWN_B + o + CHS], stage[OWN_B + o + 2u * CHS], stage[OWN_B + o + 3u * CHS]);
-          let ra = OTH_A + ts * OA_STR + select(0u, c * CH, KEEP) + c4;
           let rb = OTH_B + ts * CHS + c4;
           // #if F32
+          let km = mat4x4<f32>(stage[OWN_A + o], stage[OWN_A + o + CHS], stage[OWN_A + o + 2u * CHS], stage[OWN_A + o + 3u * CHS]);
+          let ra = OTH_A + ts * OA_STR + select(0u, c * CH, KEEP) + c4;
           s0 += stage[ra] * km;
           if (RS > 1u) { s1 += stage[ra + TS * OA_STR] * km; }
           if (RS > 2u) { s2 += stage[ra + 2u * TS * OA_STR] * km; s3 += stage[ra + 3u * TS * OA_STR] * km; }

@@ -13,7 +13,7 @@ import fwdBody from '../../../shaders/attention-fwd-blocked.wgsl?raw';
 import fwdIo from '../../../shaders/attention-fwd-blocked-io.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import {
-  attentionBackward, type AttentionBackwardArgs, attentionParams, attentionTileBytes, type AttnTile, attnTileOf, ATTENTION_CANDIDATES,
+  attentionBackward, type AttentionBackwardArgs, attentionParams, type AttnTile, attnTileOf, ATTENTION_CANDIDATES,
   blockedForwardThreadsPerRowGroup, blockedSplitProblem, chooseAttentionTile, type Shape, streamDkdvDsSource,
 } from './attention';
 import { i8TensorCoreSpec, type I8TcSpec } from './qgemm-tc';
@@ -177,14 +177,21 @@ export function attentionI8Path(rt: Runtime, D: number): AttnScorePath {
   return enabled.get(rt)?.has(D) && i8TensorCoreSpec(rt) ? 'int8-tensor-core' : 'int8-dot4';
 }
 
-/** Workgroup bytes of the INT8-score dK/dV kernel: the streamed kernel's, the resident key codes, the tile's query codes, Sacc. */
+/**
+ * Workgroup bytes of the INT8-score dK/dV kernel (mirrors its I8 stage, PT, KcO, QcT and Sacc):
+ * chunks of V and dO only, or the full rows of one other operand; the key and query codes; Sacc.
+ */
 export function attentionI8DkdvBytes(t: AttnTile, D: number, tc: boolean): number {
-  return attentionTileBytes('dkdv', t, D) + (t.BN + t.BM) * codeStride(D, tc) * 4 + (tc ? t.BM * scoreStride(t.BN) * 4 : 0);
+  const dp = Math.ceil(D / 4);
+  const stage = Math.max((t.BN + t.BM) * ((t.chunk ?? 1) | 1), t.BM * (dp | 1));
+  const pt = t.BM * ((t.BN / 4) | 1);
+  return (stage + pt) * 16 + (t.BN + t.BM) * codeStride(D, tc) * 4 + (tc ? t.BM * scoreStride(t.BN) * 4 : 0);
 }
 
 /** Why the INT8-score dK/dV kernel (streamed, dS stored) cannot run a tile (null when it can). */
 export function attentionI8DkdvTileProblem(rt: Runtime, t: AttnTile, D: number, tc?: AttnTc): string | null {
   if (!t.blocked || !t.chunk) return 'the INT8-score dK/dV pass is the streamed kernel';
+  if (t.keep) return 'the INT8-score dK/dV pass stages no Q chunks to keep';
   if (D % 4) return `head dim ${D} is not a multiple of 4`;
   const lim = rt.device.limits;
   if (t.NT > lim.maxComputeInvocationsPerWorkgroup || t.NT > lim.maxComputeWorkgroupSizeX) return 'too many threads';
@@ -216,7 +223,8 @@ export function attentionDkdvI8Code(D: number, t: AttnTile, tc?: AttnTc): string
   const key = `dkdv:${D}:${JSON.stringify(t)}:${JSON.stringify(tc ?? null)}`;
   let code = codeCache.get(key);
   if (code) return code;
-  const body = streamDkdvDsSource({ F32: false, I8: true, TC: !!tc, DOT4: !tc });
+  // dot4's score loop written out (attention.ts says why the fp32 backward's are not).
+  const body = unrollLoops(streamDkdvDsSource({ F32: false, I8: true, TC: !!tc, DOT4: !tc }), { DW: D / 4 });
   code = tc ? `${tcHeader(tc)}${body}\n${tcScoresFn(tc, t.BM, t.BN, t.NT, D, { a: 'QcT', b: 'KcO', out: 'Sacc' })}\n` : body;
   codeCache.set(key, code);
   return code;
