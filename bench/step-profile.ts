@@ -18,7 +18,6 @@ import { Runtime } from '../src/engine/gpu/runtime';
 import { median, profileDispatches } from '../src/engine/gpu/timer';
 import { enableI8TensorCores, i8TcLabel } from '../src/engine/kernels/qgemm-tc';
 import type { PresetName } from '../src/engine/model/config';
-import { setAttentionI8TcForced } from '../src/engine/kernels/attention-i8-check';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
 import { parseScheme } from '../src/engine/scheme/scheme';
 import { syntheticTrainer } from '../src/lab/step';
@@ -26,7 +25,7 @@ import { syntheticTrainer } from '../src/lab/step';
 const a = parseArgs({ options: {
   model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
   json: { type: 'string' }, reps: { type: 'string' }, cpu: { type: 'boolean' },
-  host: { type: 'boolean' }, chunk: { type: 'string' }, 'no-tensor-cores': { type: 'boolean' }, 'weight-codes': { type: 'string' }, 'attn-i8-tc': { type: 'string' },
+  host: { type: 'boolean' }, chunk: { type: 'string' }, 'no-tensor-cores': { type: 'boolean' }, 'weight-codes': { type: 'string' },
 } }).values;
 
 /** Kernel kind of a dispatch label: layer prefix and trailing numbers dropped. */
@@ -89,8 +88,6 @@ const dawnFlags = ['disable-dawn-features=timestamp_quantization', ...(a['no-ten
 const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags });
 const rt = new Runtime(gpu);
 const tensorCores = gpu.features.subgroupMatrix ? await enableI8TensorCores(rt) : undefined;
-// --attn-i8-tc force: the INT8 attention scores on tensor cores even where their check fails (bench.ts says the same).
-if (a['attn-i8-tc'] === 'force') setAttentionI8TcForced(rt);
 const tcLabel = tensorCores?.chosen ? i8TcLabel(tensorCores.chosen) : 'not used';
 console.log(`int8 tensor cores: ${tcLabel}`);
 const out: Record<string, unknown> = { date: new Date().toISOString(), adapter: gpu.adapterInfo, i8TensorCores: tcLabel, runs: [] as unknown[] };

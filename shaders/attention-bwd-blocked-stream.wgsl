@@ -27,22 +27,17 @@
 // I8 (attention-i8.ts; the dK/dV pass with stored dS only): S from Q's and K's INT8 codes per
 // (token, head) row as the INT8-score forward computes it, so P matches its lse bit for bit; dP, dV
 // and dK stay fp32. The chunks stage only V and dO (for dP; no KEEP), K's codes stay resident, Q's
-// are staged per tile beside the first chunk, and S comes after the chunk loop: from tensor cores
-// through Sacc (TC), or per thread with dot4I8Packed.
+// are staged per tile beside the first chunk, and S comes after the chunk loop, per thread with dot4I8Packed.
 // #if I8
 @group(0) @binding(1) var<storage, read> kcw: array<u32>;
 @group(0) @binding(10) var<storage, read> qcw: array<u32>;
 @group(0) @binding(11) var<storage, read> qsc: array<f32>;
 @group(0) @binding(12) var<storage, read> ksc: array<f32>;
 override DW: u32 = D / 4u;                  // code words of a head row
-override CSTR: u32 = DW | 1u;               // staged code row stride in words (TC: 16-byte rows)
-override SSTR: u32 = OWNR + 4u;             // Sacc row stride
+override CSTR: u32 = DW | 1u;               // staged code row stride in words (odd)
 override QPT: u32 = (OTHR * DW + NT - 1u) / NT;   // Q code words per thread and tile (<= 4)
 var<workgroup> KcO: array<i32, OWNR * CSTR>;      // the own keys' codes
 var<workgroup> QcT: array<i32, OTHR * CSTR>;      // the tile's query codes
-// #endif
-// #if TC
-var<workgroup> Sacc: array<i32, OTHR * SSTR>;     // Sacc[query·SSTR + key]: the tile's integer scores
 // #endif
 
 override CH: u32 = 4u;                 // vec4 columns of D per staging step
@@ -205,14 +200,6 @@ fn dotKeys(qr: u32, kr: u32) -> vec4<i32> {
   return acc;
 }
 // #endif
-// #if TC
-
-// The 4 own keys' integer scores of query row m of the tile, from Sacc.
-fn saccRow(m: u32, to: u32) -> vec4<i32> {
-  let e = m * SSTR + 4u * to;
-  return vec4<i32>(Sacc[e], Sacc[e + 1u], Sacc[e + 2u], Sacc[e + 3u]);
-}
-// #endif
 
 @compute @workgroup_size(NT)
 fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -295,20 +282,11 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
           if (RS > 2u) { dp2 += stage[rb + 2u * TS * CHS] * vm; dp3 += stage[rb + 3u * TS * CHS] * vm; }
         }
       }
-      // #if TC
-      tcScores(lid);
-      workgroupBarrier();   // the tile's integer scores are in Sacc
-      var i0 = saccRow(ts, to); var i1 = vec4<i32>(0); var i2 = vec4<i32>(0); var i3 = vec4<i32>(0);
-      if (RS > 1u) { i1 = saccRow(ts + TS, to); }
-      if (RS > 2u) { i2 = saccRow(ts + 2u * TS, to); i3 = saccRow(ts + 3u * TS, to); }
-      // #endif
-      // #if DOT4
+      // #if I8
       let kr = 4u * to * CSTR;
       var i0 = dotKeys(ts * CSTR, kr); var i1 = vec4<i32>(0); var i2 = vec4<i32>(0); var i3 = vec4<i32>(0);
       if (RS > 1u) { i1 = dotKeys((ts + TS) * CSTR, kr); }
       if (RS > 2u) { i2 = dotKeys((ts + 2u * TS) * CSTR, kr); i3 = dotKeys((ts + 3u * TS) * CSTR, kr); }
-      // #endif
-      // #if I8
       // The forward's scores bit for bit: f32(acc)·(sq·c2)·sk, in that order.
       s0 = vec4<f32>(i0) * qScaleC2(b, h, q0 + ts) * sk;
       if (RS > 1u) { s1 = vec4<f32>(i1) * qScaleC2(b, h, q0 + ts + TS) * sk; }

@@ -35,11 +35,9 @@
 // OC ≤ 2, and attentionTileBytes mirrors the workgroup arrays below.
 // Loops marked `// unroll` are written out for each pipeline's bounds (attention.ts, wgsl.ts).
 //
-// I8 (attention-i8.ts): S = Q·Kᵀ from INT8 codes per (token, head) row, exactly in integers, then
-// f32(acc)·(sq·c2)·sk, as SageAttention does; softmax and P·V stay fp32. Q and K codes are staged
-// row-major (CSTR words a row) instead of Qs/Ks. TC: the subgroups compute the integer S tile on
-// tensor cores into Sacc (tcScores, generated) and the threads read their scores from it; without
-// TC each thread sums its 4 × RK block with dot4I8Packed. Both give the same integers, so the same bits.
+// I8 (attention-i8.ts): S = Q·Kᵀ from INT8 codes per (token, head) row, exactly in integers with
+// dot4I8Packed (each thread its 4 × RK block), then f32(acc)·(sq·c2)·sk, as SageAttention does;
+// softmax and P·V stay fp32. Q and K codes are staged row-major (CSTR words a row, odd) instead of Qs/Ks.
 struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
 
 @group(0) @binding(4) var<storage, read_write> lse: array<f32>;
@@ -70,16 +68,12 @@ const LN2 = 0.6931471805599453;
 
 // #if I8
 override DW: u32 = D / 4u;                    // code words of a head row
-override CSTR: u32 = DW | 1u;                 // word stride of a staged code row (TC: 16-byte rows)
-override SSTR: u32 = BK + 4u;                 // Sacc row stride
+override CSTR: u32 = DW | 1u;                 // word stride of a staged code row
 override QW4: u32 = BQ * DW / 4u;             // vec4<u32>s of the block's Q codes
 override KW4: u32 = BK * DW / 4u;             // of a K tile's codes (<= NT, attention-i8.ts checks)
 var<workgroup> Qc: array<i32, BQ * CSTR>;     // Qc[row·CSTR + w]: code word w of query row q0 + row
 var<workgroup> Kc: array<i32, BK * CSTR>;     // Kc[key·CSTR + w]
 override KPT: u32 = (BK * DW + NT - 1u) / NT; // K code words per thread and tile (<= 4)
-// #endif
-// #if TC
-var<workgroup> Sacc: array<i32, BQ * SSTR>;   // Sacc[row·SSTR + key]: the integer scores of the tile
 // #endif
 // #if F32
 var<workgroup> Qs: array<vec4<f32>, QS_N>;    // Qs[(4·d4 + i)·TY + ty]: column d4 of row 4·ty + i
@@ -257,8 +251,6 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     // #if I8
     var i0 = vec4<i32>(0); var i1 = vec4<i32>(0); var i2 = vec4<i32>(0); var i3 = vec4<i32>(0);
     var i4 = vec4<i32>(0); var i5 = vec4<i32>(0); var i6 = vec4<i32>(0); var i7 = vec4<i32>(0);
-    // #endif
-    // #if DOT4
     // unroll
     for (var w = 0u; w < DW; w++) {
       let qr = 4u * ty * CSTR + w;
@@ -277,21 +269,6 @@ fn attn_fwd_blocked(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
       if (RK > 6u) { i6 += dq4(a0, a1, a2, a3, Kc[kr + 6u * ks]); }
       if (RK > 7u) { i7 += dq4(a0, a1, a2, a3, Kc[kr + 7u * ks]); }
     }
-    // #endif
-    // #if TC
-    tcScores(lid);
-    workgroupBarrier();   // S: the tile's integer scores are in Sacc
-    let sr = 4u * ty * SSTR + tx;
-    i0 = vec4<i32>(Sacc[sr], Sacc[sr + SSTR], Sacc[sr + 2u * SSTR], Sacc[sr + 3u * SSTR]);
-    if (RK > 1u) { let e = sr + TX; i1 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
-    if (RK > 2u) { let e = sr + 2u * TX; i2 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
-    if (RK > 3u) { let e = sr + 3u * TX; i3 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
-    if (RK > 4u) { let e = sr + 4u * TX; i4 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
-    if (RK > 5u) { let e = sr + 5u * TX; i5 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
-    if (RK > 6u) { let e = sr + 6u * TX; i6 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
-    if (RK > 7u) { let e = sr + 7u * TX; i7 = vec4<i32>(Sacc[e], Sacc[e + SSTR], Sacc[e + 2u * SSTR], Sacc[e + 3u * SSTR]); }
-    // #endif
-    // #if I8
     let key0 = k0 + tx;
     s0 = scoreOf(i0, sq, b, g, key0);
     if (RK > 1u) { s1 = scoreOf(i1, sq, b, g, key0 + TX); }

@@ -10,7 +10,6 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
 import { setI8SplitKMax } from '../engine/kernels/qgemm-splitk';
-import { attentionI8TcChecks, setAttentionI8TcForced } from '../engine/kernels/attention-i8-check';
 import { enableI8TensorCores, i8TcLabel } from '../engine/kernels/qgemm-tc';
 import { I8_TC_LAYOUTS } from '../engine/kernels/qgemm-tc-tables';
 import { setAttentionDqPath } from '../engine/kernels/attention';
@@ -58,7 +57,6 @@ const HELP = `usage: npm run bench -- <suite> [options]
   --attn-dq PATH       the attention backward's dq: stored (from the dK/dV pass's dS) or recompute (default: the plan's choice)
   --tq-variant V       the INT8 transposed quantizers' form: direct1, direct4, staged1, staged4, regs (default: the engine's)
   --weight-codes W     step: the INT8 GEMMs' weight codes per-gemm (quantized before each GEMM) or per-step
-  --attn-i8-tc force   step: keep the INT8 attention scores on tensor cores even where their check fails (to time them)
                        (every weight once per step), for every --scheme (default: each scheme's weight_codes)`;
 
 function list(name: string, v: string | undefined): string[] | undefined {
@@ -122,7 +120,7 @@ async function main(): Promise<void> {
         model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
         variants: { type: 'string' }, ranks: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
         quick: { type: 'boolean' }, cpu: { type: 'boolean' }, 'no-tensor-cores': { type: 'boolean' }, 'i8-split-max': { type: 'string' }, 'i8tc-layout': { type: 'string' }, 'attn-dq': { type: 'string' }, 'tq-variant': { type: 'string' },
-        'weight-codes': { type: 'string' }, 'attn-i8-tc': { type: 'string' },
+        'weight-codes': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -168,7 +166,6 @@ async function main(): Promise<void> {
   if (i8TcLayout >= I8_TC_LAYOUTS.length) throw new UsageError(`--i8tc-layout: ${i8TcLayout} is past the ${I8_TC_LAYOUTS.length} layouts`);
   const attnDq = a['attn-dq'] as DqPath | undefined;
   if (attnDq !== undefined && attnDq !== 'stored' && attnDq !== 'recompute') throw new UsageError(`--attn-dq: '${attnDq}' is not stored or recompute`);
-  if (a['attn-i8-tc'] !== undefined && a['attn-i8-tc'] !== 'force') throw new UsageError(`--attn-i8-tc: '${a['attn-i8-tc']}' is not 'force'`);
   const tqVariant = a['tq-variant'];
   if (tqVariant !== undefined && !TQ_VARIANTS[tqVariant]) throw new UsageError(`--tq-variant: '${tqVariant}' is not one of ${Object.keys(TQ_VARIANTS).join(', ')}`);
   const variantsArg = list('variants', a.variants);
@@ -213,7 +210,6 @@ async function main(): Promise<void> {
     setI8SplitKMax(rt, i8SplitMax);
     setAttentionDqPath(rt, attnDq);
     setTransposeQuantVariant(rt, tqVariant === undefined ? undefined : TQ_VARIANTS[tqVariant]);
-    if (a['attn-i8-tc'] === 'force') setAttentionI8TcForced(rt);
     const layouts = [I8_TC_LAYOUTS[i8TcLayout], ...I8_TC_LAYOUTS.filter((_, i) => i !== i8TcLayout)];
     const tcStart = performance.now();
     const tensorCores = gpu.features.subgroupMatrix ? await enableI8TensorCores(rt, layouts) : undefined;
@@ -231,15 +227,6 @@ async function main(): Promise<void> {
     const onRow = (row: BenchRow) => console.error(`  ${row.suite} ${row.name}: ${fmt(row.value)} ${row.unit}`);
     try {
       for (const s of SUITE_NAMES) if (suite === s || suite === 'all') rows.push(...(await runSuite(rt, s, plan, onRow)));
-      // The INT8 attention scores' tensor-core check, where a scheme asked for them.
-      const attn = attentionI8TcChecks(rt);
-      if (attn.length) {
-        out.attentionI8TensorCores = attn;
-        for (const c of attn) {
-          const how = c.ok ? 'tensor cores' : c.forced ? `tensor cores, forced (${c.mismatches} mismatches)` : `dot4 (${c.error ?? `${c.mismatches} mismatches`})`;
-          console.error(`int8 attention scores, D ${c.D}: ${how}; fwd ${c.fwdTile}, dK/dV ${c.dkdvTile}; ${JSON.stringify({ parts: c.parts, ref: c.ref })}`);
-        }
-      }
     } finally {
       rt.destroy();
     }

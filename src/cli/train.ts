@@ -58,7 +58,7 @@ async function main(): Promise<number> {
   let bar: cliProgress.SingleBar | null = null;
   const interrupt = interruptOnSignals(() => bar?.stop());
   // Dawn exposes subgroup matrices (the INT8 GEMMs' tensor-core path) only behind its unsafe APIs.
-  const int8 = schemeUsesInt8(opts.scheme, opts.model.num_hidden_layers, true);
+  const int8 = schemeUsesInt8(opts.scheme, opts.model.num_hidden_layers);
   const gpu = await acquireNodeGpu({ forceSwiftShader: p.cpu, dawnFlags: int8 ? ['enable-dawn-features=allow_unsafe_apis'] : undefined });
   const ai = gpu.adapterInfo;
   console.error(`adapter: ${[ai.vendor, ai.architecture, ai.device, ai.description].filter(Boolean).join(' / ') || 'unknown'}`);

@@ -105,7 +105,7 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
     }
     const paths = qk.model.computePaths();
     expect(paths.map((p) => p.attention)).toEqual(['int8-dot4', 'int8-dot4']);
-    expect(paths).toEqual(expectedComputePaths(qk.model.plan, !!i8TensorCoreSpec(await testRuntime()), false));
+    expect(paths).toEqual(expectedComputePaths(qk.model.plan, !!i8TensorCoreSpec(await testRuntime())));
     // Q's and K's codes per (token, head): N·(nH + nKV)·D bytes and a scale per row.
     const keys = qk.model.plan.buffers.map((b) => b.key);
     expect(keys.filter((k) => /^i8\.[qk][cs]$/.test(k)).sort()).toEqual(['i8.kc', 'i8.ks', 'i8.qc', 'i8.qs']);

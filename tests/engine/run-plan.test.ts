@@ -65,8 +65,8 @@ describe('INT8 attention scores (compute.attention_qk)', () => {
     const bytes = (key: string) => p.buffers.find((b) => b.key === key)?.bytes;
     // micro: 4 query heads, 2 KV heads of 8.
     expect([bytes('i8.qc'), bytes('i8.qs'), bytes('i8.kc'), bytes('i8.ks')]).toEqual([32 * 32, 32 * 4 * 4, 32 * 16, 32 * 2 * 4]);
-    expect(expectedComputePaths(p, true).map((l) => l.attention)).toEqual(['int8-tensor-core', 'int8-tensor-core']);
-    expect(expectedComputePaths(p, true, false)[0].attention).toBe('int8-dot4');
+    // dot4 with or without tensor cores (attention-i8.ts says why).
+    expect(expectedComputePaths(p, true).map((l) => l.attention)).toEqual(['int8-dot4', 'int8-dot4']);
   });
   it('refuses what it cannot run, by name: tensor parallelism, a head dim not a multiple of 4', () => {
     expect(() => resolvePlan(PRESETS.micro, 2, 16, { scheme: qk({ tp: { degree: 2, codec: 'fp32', group: 128 } }) })).toThrow(/INT8 attention scores are not implemented with tensor parallelism/);

@@ -122,7 +122,7 @@ describe('scheme grid: compute formats', () => {
     // intermediate 68: down_proj's forward and gate/up's dX reduce over K = 68, not a multiple of 16 (dot4 for those).
     const odd = { ...micro, intermediate_size: 68 };
     expect(gemmPaths(int8, odd, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'int8-dot4+int8-tensor-core', dx: 'int8-dot4+int8-tensor-core', dw: 'int8-tensor-core', attention: 'fp32' });
-    expect(gemmPaths(SCHEME_PRESETS['int8-qk'], micro, 2, 8, true)?.[0].attention).toBe('int8-tensor-core');
+    expect(gemmPaths(SCHEME_PRESETS['int8-qk'], micro, 2, 8, true)?.[0].attention).toBe('int8-dot4');
     expect(gemmPaths(SCHEME_PRESETS['int8-qk'], micro, 2, 8, false)?.[0].attention).toBe('int8-dot4');
     // A combination the model cannot run has no paths and no saved bits (the editor shows the engine's reason instead).
     expect(gemmPaths(setCompute(int8, 'all', { dw_block: 256 }), micro, 2, 8, true)).toBeNull();

@@ -29,14 +29,14 @@ import { unrollLoops, wgslIf, wgslSection } from './wgsl';
 const loadQkv = wgslSection(loadSrc, 'qkv');
 const loadBwd = `${loadQkv}\n${wgslSection(loadSrc, 'do')}`;
 const fwdSrc = `${loadQkv}\n${fwdBody}`;
-// The blocked kernels' fp32 scores; their INT8-score variants (I8, TC, DOT4 blocks) are attention-i8.ts's.
-export const F32_SCORES = { F32: true, I8: false, TC: false, DOT4: false };
+// The blocked kernels' fp32 scores; their INT8-score variant (the I8 blocks) is attention-i8.ts's.
+export const F32_SCORES = { F32: true, I8: false };
 // The blocked forward's global access: 16-byte vec4s when D % 4 == 0, 8-byte halves otherwise.
 const fwdBlockedSrc = (D: number) => `${wgslSection(fwdBlockedIo, D % 4 === 0 ? 'vec4' : 'vec2')}\n${wgslIf(fwdBlockedBody, F32_SCORES)}`;
 // The register-blocked backward: shared part, resident and streamed kernels, one shader text.
 const bwdBlockedBody = `${bwdBlockedShared}\n${bwdBlockedResident}\n${bwdBlockedStream}`;
 
-/** The streamed dK/dV kernel's shader with dS stored and these score flags (F32, I8, TC, DOT4): attention-i8.ts's variants. */
+/** The streamed dK/dV kernel's shader with dS stored and these score flags (F32, I8): attention-i8.ts's variant. */
 export function streamDkdvDsSource(scores: Record<string, boolean>): string {
   return `${wgslIf(`${loadBwd}\n${bwdBlockedShared}\n${bwdBlockedStream}`, { DS: true, ...scores })}\n${dsWriterSrc(true)}`;
 }

@@ -5,7 +5,7 @@
  * forward's scores), and the kernel the scores ran on, recorded under `L<l>.attn`.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
-import { attentionI8Path, quantizeHeadsI8 } from '../kernels/attention-i8';
+import { ATTN_SCORE_PATH, quantizeHeadsI8 } from '../kernels/attention-i8';
 import type { GemmPath } from './compute-plan';
 import type { ModelDims } from './dims';
 
@@ -14,7 +14,7 @@ export interface ScoreCodes { qc: GPUBuffer; qs: GPUBuffer; kc: GPUBuffer; ks: G
 export function scoreCodes(rt: Runtime, b: (key: string) => GPUBuffer, l: number, q: Binding, k: Binding, d: ModelDims,
   paths: Map<string, GemmPath>): { dispatches: Dispatch[]; codes: ScoreCodes } {
   const codes = { qc: b('i8.qc'), qs: b('i8.qs'), kc: b('i8.kc'), ks: b('i8.ks') };
-  paths.set(`L${l}.attn`, attentionI8Path(rt, d.D));
+  paths.set(`L${l}.attn`, ATTN_SCORE_PATH);
   return {
     dispatches: [
       ...quantizeHeadsI8(rt, `L${l}.attn.qc`, q, d.N * d.nH, d.D, codes.qc, codes.qs),

@@ -34,18 +34,9 @@ export function layerCompute(c: ComputeScheme): LayerCompute {
 
 export const usesInt8 = (c: LayerCompute) => c.forward === 'int8' || c.dx === 'int8' || c.dw === 'int8';
 
-/**
- * Whether any of a model's `layers` layers runs an INT8 GEMM (or, with `scores`, INT8 attention
- * scores) under `scheme` (before a plan exists: the device's INT8 path is chosen first).
- */
-export function schemeUsesInt8(scheme: Scheme | undefined, layers: number, scores = false): boolean {
-  return !!scheme && Array.from({ length: layers }, (_, l) => layerCompute(layerScheme(scheme, l).compute))
-    .some((c) => usesInt8(c) || (scores && c.attentionQk === 'int8'));
-}
-
-/** Whether any layer computes its attention scores in INT8 under `scheme`. */
-export function schemeUsesInt8Scores(scheme: Scheme | undefined, layers: number): boolean {
-  return !!scheme && Array.from({ length: layers }, (_, l) => layerScheme(scheme, l).compute.attention_qk).includes('int8');
+/** Whether any of a model's `layers` layers runs an INT8 GEMM under `scheme` (before a plan exists: the device's INT8 path is chosen first). */
+export function schemeUsesInt8(scheme: Scheme | undefined, layers: number): boolean {
+  return !!scheme && Array.from({ length: layers }, (_, l) => layerCompute(layerScheme(scheme, l).compute)).some(usesInt8);
 }
 
 interface LayerCells {

@@ -15,6 +15,7 @@
  * a workspace (qgemmI8Steps: the same bits as one pass); the slice count is recorded too.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
+import { ATTN_SCORE_PATH } from '../kernels/attention-i8';
 import { i8GemmPath, qgemmI8, qgemmI8Path, qgemmI8Steps } from '../kernels/qgemm';
 import { qgemmI8Blocked, quantizeColumnsI8, quantizeTransposedI8 } from '../kernels/qgemm-block';
 import { buildQuantize } from '../kernels/quantize';
@@ -165,8 +166,6 @@ export function computePaths(layers: { compute: LayerCompute }[], paths: Readonl
  */
 export function expectedComputePaths(
   plan: { layers: { compute: LayerCompute }[]; layout: ParamLayout; dims: ModelDims; training: boolean; gateUpDx: readonly boolean[] }, tensorCores: boolean,
-  /** Whether the attention scores' tensor-core kernels passed their check (enableAttentionI8Tc); default: as the GEMMs. */
-  attnTensorCores = tensorCores,
 ): LayerPaths[] {
   return plan.layers.map(({ compute: c }, l) => {
     const linears = plan.layout.views.filter((v) => v.name.startsWith(`model.layers.${l}.`) && v.shape.length === 2);
@@ -183,7 +182,7 @@ export function expectedComputePaths(
       forward: of(c.forward, (_, inp) => inp),
       dx: plan.training ? of(c.dx, (out, _, name) => (gateUp(name) ? 2 * out : out)) : 'none',
       dw: plan.training ? of(c.dw, () => (c.dwBlock === 'all' ? plan.dims.N : 'blocked')) : 'none',
-      attention: c.attentionQk === 'fp32' ? 'fp32' : attnTensorCores ? 'int8-tensor-core' : 'int8-dot4',
+      attention: c.attentionQk === 'fp32' ? 'fp32' : ATTN_SCORE_PATH,
     };
   });
 }

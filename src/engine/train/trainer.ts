@@ -7,9 +7,7 @@ import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
 import type { Dispatch, Runtime } from '../gpu/runtime';
 import { saveCheckpoint, type CheckpointFiles, type HfTokenizerFiles } from '../io/checkpoint';
 import { enableI8TensorCores, i8TensorCoreSpec } from '../kernels/qgemm-tc';
-import { enableAttentionI8Tc, attentionI8TcCheck } from '../kernels/attention-i8-check';
-import { schemeUsesInt8, schemeUsesInt8Scores } from '../model/compute-plan';
-import { headDim } from '../model/config';
+import { schemeUsesInt8 } from '../model/compute-plan';
 import type { LayerPaths } from '../model/int8-gemms';
 import { type BufferSpec, LlamaGpu, resolvePlan } from '../model/llama';
 import { Decoder, decoderBufferPlan } from '../model/decode';
@@ -211,10 +209,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     const data = init.data ?? new TextDataset(text, tokenizer, opts.seed);
     const owner = `run${nextTrainerId++}`;
     // INT8 GEMMs run on tensor cores where the device has them and computes them exactly (checked once per runtime).
-    if (schemeUsesInt8(opts.scheme, opts.model.num_hidden_layers, true) && rt.gpu.features.subgroupMatrix && !i8TensorCoreSpec(rt)) await enableI8TensorCores(rt);
-    // INT8 attention scores take tensor cores where those kernels give dot4's bits too (checked once per head dim).
-    const D = headDim(opts.model);
-    if (schemeUsesInt8Scores(opts.scheme, opts.model.num_hidden_layers) && i8TensorCoreSpec(rt) && !attentionI8TcCheck(rt, D)) await enableAttentionI8Tc(rt, D);
+    if (schemeUsesInt8(opts.scheme, opts.model.num_hidden_layers) && rt.gpu.features.subgroupMatrix && !i8TensorCoreSpec(rt)) await enableI8TensorCores(rt);
     const model = await rt.checked('building the model', () =>
       rt.mem.withOwner(owner, () => new LlamaGpu(rt, opts.model, opts.batch, opts.seq, { scheme: opts.scheme })));
     const flat = init.params ? flatten(init.params, model.layout) : initParams(opts.model, model.layout, opts.seed);
