@@ -12,7 +12,7 @@ import fwdIo from '../../../shaders/attention-fwd-blocked-io.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import {
   attentionBackward, type AttentionBackwardArgs, attentionParams, type AttnTile, attnTileOf, ATTENTION_CANDIDATES,
-  blockedForwardThreadsPerRowGroup, blockedSplitProblem, chooseAttentionTile, type Shape, streamDkdvDsSource,
+  blockedForwardThreadsPerRowGroup, blockedSplitProblem, chooseAttentionTile, measuredAttentionTile, type Shape, streamDkdvDsSource,
 } from './attention';
 import { buildQuantize } from './quantize';
 import { unrollLoops, wgslIf, wgslSection } from './wgsl';
@@ -50,9 +50,10 @@ export function attentionI8FwdTileProblem(rt: Runtime, t: AttnTile, D: number): 
   return null;
 }
 
-/** The fp32 forward's tile where the INT8 kernel can run it, else the first blocked candidate that fits. */
+/** The measured INT8 forward tile, else the fp32 forward's where the INT8 kernel can run it, else the first blocked candidate that fits. */
 export function chooseAttentionI8Tile(rt: Runtime, D: number): AttnTile {
-  const tiles = [chooseAttentionTile(rt, 'fwd', D), ...ATTENTION_CANDIDATES.fwd.map(attnTileOf)];
+  const measured = measuredAttentionTile(rt, 'fwdI8', D);
+  const tiles = [...(measured ? [measured] : []), chooseAttentionTile(rt, 'fwd', D), ...ATTENTION_CANDIDATES.fwd.map(attnTileOf)];
   const t = tiles.find((c) => !attentionI8FwdTileProblem(rt, c, D));
   if (!t) throw new Error(`attention with INT8 scores: no forward tile fits head dim ${D} on this device`);
   return t;
@@ -124,9 +125,10 @@ export function attentionI8DkdvTileProblem(rt: Runtime, t: AttnTile, D: number):
   return null;
 }
 
-/** The fp32 dK/dV tile where the INT8 kernel can run it, else the first streamed candidate that fits. */
+/** The measured INT8 dK/dV tile, else the fp32 one where the INT8 kernel can run it, else the first streamed candidate that fits. */
 export function chooseAttentionI8DkdvTile(rt: Runtime, D: number): AttnTile {
-  const tiles = [chooseAttentionTile(rt, 'dkdv', D), ...ATTENTION_CANDIDATES.dkdv.map(attnTileOf)];
+  const measured = measuredAttentionTile(rt, 'dkdvI8', D);
+  const tiles = [...(measured ? [measured] : []), chooseAttentionTile(rt, 'dkdv', D), ...ATTENTION_CANDIDATES.dkdv.map(attnTileOf)];
   const t = tiles.find((c) => !attentionI8DkdvTileProblem(rt, c, D));
   if (!t) throw new Error(`attention with INT8 scores: no dK/dV tile fits head dim ${D} on this device`);
   return t;

@@ -188,10 +188,11 @@ export function blockedSplitProblem(pass: Pass, t: AttnTile, D: number): string 
   return null;
 }
 
-function measuredAttentionTile(rt: Runtime, pass: Pass, D: number): AttnTile | undefined {
+/** The measured tile of a kernel (a pass, or attention-i8.ts's fwdI8 / dkdvI8) at head dim D for this GPU model. */
+export function measuredAttentionTile(rt: Runtime, kernel: Pass | 'fwdI8' | 'dkdvI8', D: number): AttnTile | undefined {
   for (const t of MEASURED_ATTENTION_TILES) {
     if (!adapterMatches(rt.gpu, t.match)) continue;
-    const e = t.table[`${pass}/D${D}`];
+    const e = t.table[`${kernel}/D${D}`];
     if (e) return attnTileOf(e);
   }
   return undefined;

@@ -1,0 +1,89 @@
+/**
+ * Tile tuning for the INT8-score attention kernels (kernels/attention-i8.ts): every forward tile and
+ * every streamed dK/dV tile that fits the device, timed on a model's attention shape (GPU
+ * timestamps), each checked against the default tile's outputs first (other tiles sum in another
+ * order: within 1e-5 relative). The fastest per kernel is what MEASURED_ATTENTION_TILES' `fwdI8` /
+ * `dkdvI8` entries hold for a GPU model.
+ *
+ *   node attn-i8-tune.mjs [--shape 16x512x12x64] [--ff 2560] [--reps 10] [--json out.json]
+ */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { acquireNodeGpu } from '../src/engine/gpu/node';
+import { Runtime, type Dispatch } from '../src/engine/gpu/runtime';
+import { timeDispatches } from '../src/engine/gpu/timer';
+import { ATTENTION_CANDIDATES, attentionBackwardWorkspaceBytes, attnTileName, attnTileOf, type AttnTile } from '../src/engine/kernels/attention';
+import {
+  attentionBackwardI8, attentionForwardI8, attentionI8DkdvTileProblem, attentionI8FwdTileProblem, chooseAttentionI8DkdvTile,
+  chooseAttentionI8Tile, quantizeHeadsI8,
+} from '../src/engine/kernels/attention-i8';
+import { Rng } from '../src/engine/util/rng';
+
+const a = parseArgs({ options: { shape: { type: 'string' }, json: { type: 'string' }, reps: { type: 'string' }, ff: { type: 'string' } } }).values;
+const [B, T, nH, D] = (a.shape ?? '16x512x12x64').split('x').map(Number);
+const nKV = nH;
+const reps = Number(a.reps ?? 10);
+const ff = Number(a.ff ?? 2560);
+const gpu = await acquireNodeGpu({ dawnFlags: ['disable-dawn-features=timestamp_quantization'] });
+const rt = new Runtime(gpu);
+const n = B * T * nH * D;
+const rng = new Rng(n);
+const up = (len: number, scale = 1) => rt.upload('workspace', 'tune', rng.normalArray(len, scale));
+const [q, k, v, dO] = [up(n), up(n), up(n), up(n, 0.1)];
+const buf = (bytes: number) => rt.createBuffer('workspace', 'tune', bytes);
+const [qc, kc, qs, ks] = [buf(n), buf(n), buf((n / D) * 4), buf((n / D) * 4)];
+const [o, lse, dq, dk, dv] = [buf(n * 4), buf(B * nH * T * 4), buf(n * 4), buf(n * 4), buf(n * 4)];
+const ws = buf(attentionBackwardWorkspaceBytes(B, T, nH));
+const dsScratch = buf(B * T * ff * 4);
+const shape = { B, T, nH, nKV, D };
+rt.run([...quantizeHeadsI8(rt, 'q', q, n / D, D, qc, qs), ...quantizeHeadsI8(rt, 'k', k, n / D, D, kc, ks)]);
+const codes = { qc, qs, kc, ks };
+const time = async (ds: Dispatch[]) => (await timeDispatches(rt, ds, { warmup: 2, reps, warmupMs: 200 })).medianMs;
+
+function rel(got: Float32Array, want: Float32Array): number {
+  let d = 0;
+  let m = 0;
+  for (let i = 0; i < want.length; i++) {
+    const e = Math.abs(got[i] - want[i]);
+    if (!(e <= d)) d = e; // NaN sticks
+    m = Math.max(m, Math.abs(want[i]));
+  }
+  return d / (m || 1);
+}
+
+const rows: Record<string, unknown>[] = [];
+const best: Record<string, { tile: AttnTile; ms: number; defaultMs: number }> = {};
+const defaultMs: Record<string, number> = {};
+console.log(`adapter ${JSON.stringify(gpu.adapterInfo)}; ${B}x${T}x${nH}x${D}`);
+for (const kernel of ['fwd', 'dkdv'] as const) {
+  const def = kernel === 'fwd' ? chooseAttentionI8Tile(rt, D) : chooseAttentionI8DkdvTile(rt, D);
+  const run = (tile: AttnTile) => kernel === 'fwd'
+    ? attentionForwardI8(rt, { label: 'tune', ...shape, ...codes, v, o, lse, tile })
+    : attentionBackwardI8(rt, { label: 'tune', ...shape, ...codes, q, k, v, o, lse, dO, dq, dk, dv, workspace: ws, dsScratch, tile });
+  const outputs = async () => (kernel === 'fwd' ? [await rt.readF32(o, 0, n)] : [await rt.readF32(dk, 0, n), await rt.readF32(dv, 0, n)]);
+  rt.run(attentionForwardI8(rt, { label: 'tune', ...shape, ...codes, v, o, lse })); // the backward's o and lse
+  rt.run(run(def));
+  const want = await outputs();
+  for (const tile of [def, ...ATTENTION_CANDIDATES[kernel].map(attnTileOf)]) {
+    const problem = kernel === 'fwd' ? attentionI8FwdTileProblem(rt, tile, D) : attentionI8DkdvTileProblem(rt, tile, D);
+    if (problem || (tile !== def && attnTileName(tile) === attnTileName(def))) continue;
+    const ds = run(tile);
+    rt.run(ds);
+    const err = Math.max(...(await outputs()).map((g, i) => rel(g, want[i])));
+    if (kernel === 'fwd') rt.run(attentionForwardI8(rt, { label: 'tune', ...shape, ...codes, v, o, lse }));
+    if (!(err <= 1e-5)) {
+      console.log(`${kernel} ${attnTileName(tile)}: WRONG (rel ${err}), not timed`);
+      continue;
+    }
+    // The dK/dV kernel alone: the backward's dispatches are Di, then per dS chunk dK/dV and dq.
+    const ms = await time(kernel === 'fwd' ? ds : ds.filter((d) => d.label.includes('attnBwdDkDvDsI8')));
+    const isDefault = tile === def;
+    rows.push({ kernel, tile, ms, err, isDefault });
+    console.log(`${kernel} ${attnTileName(tile)}${isDefault ? ' (default)' : ''}: ${ms.toFixed(3)} ms (rel ${err.toExponential(1)})`);
+    if (isDefault) defaultMs[kernel] = ms;
+    if (!best[kernel] || ms < best[kernel].ms) best[kernel] = { tile, ms, defaultMs: defaultMs[kernel] };
+  }
+}
+for (const [key, b] of Object.entries(best)) console.log(`best ${key}: ${JSON.stringify(b.tile)} ${b.ms.toFixed(3)} ms (default ${b.defaultMs.toFixed(3)} ms)`);
+if (a.json) writeFileSync(a.json, JSON.stringify({ date: new Date().toISOString(), adapter: gpu.adapterInfo, shape, rows, best }, null, 1));
+process.exit(0);
