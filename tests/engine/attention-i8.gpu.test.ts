@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import { attentionBackwardWorkspaceBytes, attentionForward } from '../../src/engine/kernels/attention';
-import { attentionBackwardI8, attentionForwardI8, quantizeHeadsI8 } from '../../src/engine/kernels/attention-i8';
+import { attentionBackwardWorkspaceBytes, attentionForward, type AttnTileTuple, MEASURED_ATTENTION_TILES } from '../../src/engine/kernels/attention';
+import {
+  attentionBackwardI8, attentionForwardI8, attentionI8DkdvTileProblem, attentionI8FwdTileProblem, chooseAttentionI8DkdvTile, chooseAttentionI8Tile, quantizeHeadsI8,
+} from '../../src/engine/kernels/attention-i8';
 import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention.ref';
 import { dsPairBytes } from '../../src/engine/kernels/attention-ds';
 import { dequantizeRef, quantizeRef } from '../../src/engine/kernels/quantize.ref';
@@ -91,4 +93,25 @@ describe('attention with INT8 scores vs the reference on dequantized Q, K', () =
       }
     });
   }
+});
+
+describe('INT8-score attention tiles', () => {
+  it('a measured fwdI8 / dkdvI8 entry is taken first; tiles the kernels cannot run are refused by name', async () => {
+    const rt = await attentionTestRuntime();
+    const entry = {
+      match: { vendor: rt.gpu.adapterInfo.vendor.toUpperCase() }, source: 'test',
+      table: { 'fwdI8/D16': [32, 16, 64, true] as AttnTileTuple, 'dkdvI8/D16': [32, 32, 128, true, { chunk: 2, prefetch: true }] as AttnTileTuple },
+    };
+    MEASURED_ATTENTION_TILES.push(entry);
+    try {
+      expect(chooseAttentionI8Tile(rt, 16)).toEqual({ BM: 32, BN: 16, NT: 64, blocked: true });
+      expect(chooseAttentionI8DkdvTile(rt, 16)).toEqual({ BM: 32, BN: 32, NT: 128, blocked: true, chunk: 2, prefetch: true });
+    } finally {
+      MEASURED_ATTENTION_TILES.splice(MEASURED_ATTENTION_TILES.indexOf(entry), 1);
+    }
+    expect(attentionI8FwdTileProblem(rt, { BM: 32, BN: 32, NT: 64 }, 16)).toMatch(/register-blocked/);
+    expect(attentionI8FwdTileProblem(rt, { BM: 16, BN: 32, NT: 32, blocked: true }, 64)).toMatch(/more than 4 words per thread/);
+    expect(attentionI8DkdvTileProblem(rt, { BM: 32, BN: 64, NT: 256, blocked: true }, 64)).toMatch(/streamed kernel/);
+    expect(attentionI8DkdvTileProblem(rt, { BM: 32, BN: 64, NT: 256, blocked: true, chunk: 4, keep: true }, 64)).toMatch(/no Q chunks to keep/);
+  });
 });

@@ -98,6 +98,9 @@ export const MEASURED_ATTENTION_TILES: {
       'fwd/D64': [64, 32, 256, true],
       'dq/D64': [64, 32, 256, true, { chunk: 4, prefetch: true }],
       'dkdv/D64': [32, 64, 256, true, { chunk: 4, prefetch: true }],
+      // The INT8-score kernels (attention-i8.ts; bench/attn-i8-tune.ts, base and small shapes agreed).
+      'fwdI8/D64': [64, 16, 128, true],
+      'dkdvI8/D64': [32, 64, 256, true, { chunk: 4, prefetch: true }],
     },
   },
 ];
