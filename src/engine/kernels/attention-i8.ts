@@ -36,27 +36,38 @@ export function attentionI8FwdBytes(t: AttnTile, D: number): number {
   return (t.BM + t.BN) * codeStride(D) * 4 + (t.BN * dp + t.BN * pstr + blockedForwardThreadsPerRowGroup(t) * pstr) * 16;
 }
 
-/** Why the INT8-score forward cannot run a tile (null when it can). */
-export function attentionI8FwdTileProblem(rt: Runtime, t: AttnTile, D: number): string | null {
-  if (!t.blocked || t.chunk) return 'the INT8-score forward is the register-blocked kernel';
+/**
+ * What both INT8-score kernels need of a tile: packed rows, the device's limits, the fp32 kernel's
+ * thread split, at most 4 code words per thread for the tile staged each step (`staged` rows), `bytes`.
+ */
+function i8TileProblem(rt: Runtime, pass: 'fwd' | 'dkdv', t: AttnTile, D: number, staged: { rows: number; what: string }, bytes: number): string | null {
   if (D % 4) return `head dim ${D} is not a multiple of 4`;
   const lim = rt.device.limits;
   if (t.NT > lim.maxComputeInvocationsPerWorkgroup || t.NT > lim.maxComputeWorkgroupSizeX) return 'too many threads';
-  const split = blockedSplitProblem('fwd', t, D);
+  const split = blockedSplitProblem(pass, t, D);
   if (split) return split;
-  if (t.BN * (D / 4) > 4 * t.NT) return `a ${t.BN}-key tile's codes are more than 4 words per thread`;
-  const bytes = attentionI8FwdBytes(t, D);
+  if (staged.rows * (D / 4) > 4 * t.NT) return `a ${staged.rows}-${staged.what} tile's codes are more than 4 words per thread`;
   if (bytes > lim.maxComputeWorkgroupStorageSize) return `${bytes} B workgroup storage`;
   return null;
 }
 
-/** The measured INT8 forward tile, else the fp32 forward's where the INT8 kernel can run it, else the first blocked candidate that fits. */
-export function chooseAttentionI8Tile(rt: Runtime, D: number): AttnTile {
-  const measured = measuredAttentionTile(rt, 'fwdI8', D);
-  const tiles = [...(measured ? [measured] : []), chooseAttentionTile(rt, 'fwd', D), ...ATTENTION_CANDIDATES.fwd.map(attnTileOf)];
-  const t = tiles.find((c) => !attentionI8FwdTileProblem(rt, c, D));
-  if (!t) throw new Error(`attention with INT8 scores: no forward tile fits head dim ${D} on this device`);
+/** The measured tile of an INT8-score kernel, else the fp32 pass's where the kernel can run it, else the first candidate that fits. */
+function chooseI8Tile(rt: Runtime, pass: 'fwd' | 'dkdv', D: number, problem: (t: AttnTile) => string | null): AttnTile {
+  const measured = measuredAttentionTile(rt, pass === 'fwd' ? 'fwdI8' : 'dkdvI8', D);
+  const tiles = [...(measured ? [measured] : []), chooseAttentionTile(rt, pass, D), ...ATTENTION_CANDIDATES[pass].map(attnTileOf)];
+  const t = tiles.find((c) => !problem(c));
+  if (!t) throw new Error(`attention with INT8 scores: no ${pass === 'fwd' ? 'forward' : 'dK/dV'} tile fits head dim ${D} on this device`);
   return t;
+}
+
+/** Why the INT8-score forward cannot run a tile (null when it can). */
+export function attentionI8FwdTileProblem(rt: Runtime, t: AttnTile, D: number): string | null {
+  if (!t.blocked || t.chunk) return 'the INT8-score forward is the register-blocked kernel';
+  return i8TileProblem(rt, 'fwd', t, D, { rows: t.BN, what: 'key' }, attentionI8FwdBytes(t, D));
+}
+
+export function chooseAttentionI8Tile(rt: Runtime, D: number): AttnTile {
+  return chooseI8Tile(rt, 'fwd', D, (t) => attentionI8FwdTileProblem(rt, t, D));
 }
 
 // The blocked kernels' INT8-score variant (attention.ts F32_SCORES is the fp32 one).
@@ -114,24 +125,11 @@ export function attentionI8DkdvBytes(t: AttnTile, D: number): number {
 export function attentionI8DkdvTileProblem(rt: Runtime, t: AttnTile, D: number): string | null {
   if (!t.blocked || !t.chunk) return 'the INT8-score dK/dV pass is the streamed kernel';
   if (t.keep) return 'the INT8-score dK/dV pass stages no Q chunks to keep';
-  if (D % 4) return `head dim ${D} is not a multiple of 4`;
-  const lim = rt.device.limits;
-  if (t.NT > lim.maxComputeInvocationsPerWorkgroup || t.NT > lim.maxComputeWorkgroupSizeX) return 'too many threads';
-  const split = blockedSplitProblem('dkdv', t, D);
-  if (split) return split;
-  if (t.BM * (D / 4) > 4 * t.NT) return `a ${t.BM}-query tile's codes are more than 4 words per thread`;
-  const bytes = attentionI8DkdvBytes(t, D);
-  if (bytes > lim.maxComputeWorkgroupStorageSize) return `${bytes} B workgroup storage`;
-  return null;
+  return i8TileProblem(rt, 'dkdv', t, D, { rows: t.BM, what: 'query' }, attentionI8DkdvBytes(t, D));
 }
 
-/** The measured INT8 dK/dV tile, else the fp32 one where the INT8 kernel can run it, else the first streamed candidate that fits. */
 export function chooseAttentionI8DkdvTile(rt: Runtime, D: number): AttnTile {
-  const measured = measuredAttentionTile(rt, 'dkdvI8', D);
-  const tiles = [...(measured ? [measured] : []), chooseAttentionTile(rt, 'dkdv', D), ...ATTENTION_CANDIDATES.dkdv.map(attnTileOf)];
-  const t = tiles.find((c) => !attentionI8DkdvTileProblem(rt, c, D));
-  if (!t) throw new Error(`attention with INT8 scores: no dK/dV tile fits head dim ${D} on this device`);
-  return t;
+  return chooseI8Tile(rt, 'dkdv', D, (t) => attentionI8DkdvTileProblem(rt, t, D));
 }
 
 /** The INT8-score dK/dV kernel's WGSL, its score loop written out (attention.ts says why the fp32 backward's are not). */
