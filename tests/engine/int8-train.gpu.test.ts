@@ -17,6 +17,7 @@ import { CharTokenizer } from '../../src/engine/train/tokenizer';
 import { planMemory, Trainer } from '../../src/engine/train/trainer';
 import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { Rng } from '../../src/engine/util/rng';
+import { quantizeRef } from '../../src/engine/kernels/quantize.ref';
 import { testRuntime } from '../helpers/gpu';
 
 const cfg = { ...PRESETS.micro };
@@ -110,6 +111,21 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
     const keys = qk.model.plan.buffers.map((b) => b.key);
     expect(keys.filter((k) => /^i8\.[qk][cs]$/.test(k)).sort()).toEqual(['i8.kc', 'i8.ks', 'i8.qc', 'i8.qs']);
     for (const r of [fp32, int8, qk]) r.model.destroy();
+    // The forward's RoPE wrote the last layer's Q and K codes: quantizeRef's per (token, head) row of the saved q and k.
+    const rt = await testRuntime();
+    const fwd = new LlamaGpu(rt, cfg, B, T, { scheme: SCHEME_PRESETS['int8-qk'] });
+    fwd.uploadParams(params);
+    fwd.setBatch(tokens);
+    rt.run(fwd.forward);
+    const D = cfg.hidden_size / cfg.num_attention_heads;
+    for (const [saved, codes, scales] of [['q', 'i8.qc', 'i8.qs'], ['k', 'i8.kc', 'i8.ks']] as const) {
+      const x = await rt.readF32(fwd.saved(1, saved));
+      const want = quantizeRef(x, 'int8', { kind: 'row', rowLength: D });
+      expect(await rt.readU32(fwd.b(codes), 0, want.words.length), `${saved} codes`).toEqual(want.words);
+      expect(await rt.readF32(fwd.b(scales), 0, want.scales.length), `${saved} scales`).toEqual(want.scales);
+    }
+    expect(fwd.forward.some((d) => d.label.endsWith('.ropeQ8'))).toBe(true);
+    fwd.destroy();
     const agoq = await lossAndGrads(SCHEME_PRESETS['agoq-int8-qk']);
     expect(Number.isFinite(agoq.loss)).toBe(true);
     expect(agoq.model.computePaths()[1].attention).toBe('int8-dot4');

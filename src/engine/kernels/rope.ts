@@ -6,6 +6,8 @@
  * uploadRopeTable and charge it to 'workspace').
  */
 import ropeSrc from '../../../shaders/rope.wgsl?raw';
+import ropeQ8Body from '../../../shaders/rope-q8.wgsl?raw';
+import codecSrc from '../../../shaders/quant/codec.wgsl?raw';
 import { Uniforms, type Binding, type BufSlice, type Dispatch, type Runtime } from '../gpu/runtime';
 import { ropeTablePacked } from './rope.ref';
 
@@ -66,5 +68,35 @@ export function rope(rt: Runtime, a: RopeArgs): Dispatch {
     entryPoint: inPlace ? 'rope_inplace' : 'rope',
     bindings: inPlace ? [a.x, a.table, u] : [a.x, a.y, a.table, u],
     workgroups: [n === 0 ? 0 : gx, n === 0 ? 1 : gy],
+  });
+}
+
+const ropeQ8Src = `${codecSrc}\n${ropeQ8Body}`;
+
+/** Whether ropeQuantized runs at head dim D: whole vec4s in each half of a row, rows that tile a 256-wide workgroup. */
+export const ropeQuantizedFits = (D: number) => D % 8 === 0 && 256 % (D / 4) === 0;
+
+/**
+ * y = rope(x) (forward only) and y's INT8 codes per (token, head) row of D values into `codes`
+ * (D/4 words a row) and `scales` (one a row): the codes and scale quantizeRef 'row' gives y.
+ */
+export function ropeQuantized(rt: Runtime, a: Omit<RopeArgs, 'inverse'> & { codes: Binding; scales: Binding }): Dispatch {
+  const { B, T, nHeads, D } = a;
+  if (!ropeQuantizedFits(D)) throw new Error(`${a.label}: rope with INT8 codes needs D a multiple of 8 and D/4 dividing 256, not D ${D}`);
+  const P = D / 2;
+  const tableT = a.tableT ?? T;
+  if (tableT < T) throw new Error(`${a.label}: rope table has ${tableT} rows < T = ${T}`);
+  const rows = B * T * nHeads;
+  const groups = Math.ceil(rows / (256 / (D / 4)));
+  const gx = Math.max(1, Math.min(groups, 32768));
+  const gy = Math.ceil(groups / gx);
+  const u = rt.uniform(`${a.label}.ropeQ8`, new Uniforms().u32(rows).u32(T).u32(nHeads).u32(P).u32(tableT * P).u32(0).u32(gx).u32(0));
+  return rt.kernel({
+    label: `${a.label}.ropeQ8`,
+    code: ropeQ8Src,
+    entryPoint: 'rope_q8',
+    constants: { DW: D / 4 },
+    bindings: [a.x, a.y, a.table, u, a.codes, a.scales],
+    workgroups: [rows === 0 ? 0 : gx, rows === 0 ? 1 : gy],
   });
 }

@@ -22,7 +22,7 @@ import { rope, ropeTablePacked } from '../kernels/rope';
 import { adamw } from '../optim/adamw';
 import { assertSupported, isFp32, type Scheme } from '../scheme/scheme';
 import { deriveSeed } from '../util/rng';
-import { scoreCodes } from './attention-scores';
+import { forwardScoreCodes, ropeWithCodes } from './attention-scores';
 import { buildBackward } from './backward';
 import type { GemmPath } from './compute-plan';
 import { type ModelConfig } from './config';
@@ -247,12 +247,18 @@ export class LlamaGpu {
       push(this.g.linear(lab('k_proj'), l, 'self_attn.k_proj.weight', h1, this.b('kRaw'), N, KVC, C, false, 'h1'));
       push(this.g.linear(lab('v_proj'), l, 'self_attn.v_proj.weight', h1, a('v'), N, KVC, C, false, 'h1'));
       store('v');
-      push(rope(rt, { label: lab('rope_q'), x: this.b('qRaw'), y: a('q'), table: this.b('rope'), B, T, nHeads: nH, D }));
+      // INT8 attention scores: the rotations write Q's and K's codes too (attention-scores.ts).
+      const i8Scores = this.plan.layers[l].compute.attentionQk === 'int8';
+      const ropeOf = (which: 'q' | 'k', x: GPUBuffer, y: GPUBuffer, nHeads: number) => {
+        const args = { label: lab(`rope_${which}`), x, y, table: this.b('rope'), B, T, nHeads, D };
+        return i8Scores ? ropeWithCodes(rt, (key) => this.b(key), which, args) : rope(rt, args);
+      };
+      push(ropeOf('q', this.b('qRaw'), a('q'), nH));
       store('q');
-      push(rope(rt, { label: lab('rope_k'), x: this.b('kRaw'), y: a('k'), table: this.b('rope'), B, T, nHeads: nKV, D }));
+      push(ropeOf('k', this.b('kRaw'), a('k'), nKV));
       store('k');
-      if (this.plan.layers[l].compute.attentionQk === 'int8') {
-        const sc = scoreCodes(rt, (key) => this.b(key), l, a('q'), a('k'), this.plan.dims, this.attnPaths);
+      if (i8Scores) {
+        const sc = forwardScoreCodes(rt, (key) => this.b(key), l, a('q'), a('k'), this.plan.dims, this.attnPaths);
         push(sc.dispatches);
         push(attentionForwardI8(rt, { label: lab('attn'), ...sc.codes, v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
       } else {
