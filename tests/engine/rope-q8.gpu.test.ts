@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { quantizeHeadsI8 } from '../../src/engine/kernels/attention-i8';
+import { setGridMaxX } from '../../src/engine/kernels/launch';
 import { quantizeRef } from '../../src/engine/kernels/quantize.ref';
 import { rope, ropeQuantized, ropeQuantizedFits, uploadRopeTable } from '../../src/engine/kernels/rope';
 import { Rng } from '../../src/engine/util/rng';
@@ -14,7 +15,7 @@ describe('ropeQuantized', () => {
   const cases = [
     { B: 2, T: 5, H: 3, D: 8, tableT: 5 },
     { B: 1, T: 7, H: 2, D: 16, tableT: 12 },
-    { B: 1, T: 33, H: 4, D: 64, tableT: 33 },
+    { B: 1, T: 33, H: 4, D: 64, tableT: 33, gridMaxX: 3 },   // 9 workgroups on a 3 × 3 grid
     { B: 2, T: 3, H: 1, D: 128, tableT: 3 },
   ];
   for (const [i, c] of cases.entries()) {
@@ -34,9 +35,12 @@ describe('ropeQuantized', () => {
       const codes2 = rt.createBuffer('workspace', 'codes2', n);
       const scales2 = rt.createBuffer('workspace', 'scales2', rows * 4);
       const shape = { B: c.B, T: c.T, nHeads: c.H, D: c.D, tableT: c.tableT };
+      setGridMaxX(c.gridMaxX ?? null);
+      const fused = ropeQuantized(rt, { label: 'rq', x, y, table, codes, scales, ...shape });
+      setGridMaxX(null);
       rt.run([
         rope(rt, { label: 'r', x, y: yRef, table, ...shape }),
-        ropeQuantized(rt, { label: 'rq', x, y, table, codes, scales, ...shape }),
+        fused,
         ...quantizeHeadsI8(rt, 'qh', y, rows, c.D, codes2, scales2),
       ]);
       const got = await rt.readF32(y, 0, n);

@@ -364,26 +364,20 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
     const tds = a.tiles?.dqDs ?? chooseDqDsTile(rt, a.D);
     const G = a.nH / a.nKV;
     const scratch = asSlice(a.dsScratch!);
+    // The dK/dV pass that stores dS, or its INT8-score variant, which reads K's codes (binding 1) and Q's codes and scales.
+    const fp32Dkdv = backwardKernel('dkdv', tkv, a.D, true);
+    const dkdv = sc ? { entryPoint: fp32Dkdv.entryPoint, code: sc.code, constants: { ...fp32Dkdv.constants, ...sc.constants } } : fp32Dkdv;
     return [di, ...plan.chunks.flatMap((c, i) => {
       const lab = plan.chunks.length > 1 ? `${a.label}.c${i}` : a.label;
       const uc = attentionParams(rt, lab, a, c.pair0);
       const dS: Binding = { buffer: scratch.buffer, offset: scratch.offset ?? 0, size: c.pairs * dsPairBytes(a.T, G) };
       return [
-        sc
-          ? rt.kernel({
-            label: `${lab}.attnBwdDkDvDsI8`,
-            entryPoint: 'attn_bwd_dkdv_stream',
-            code: sc.code,
-            constants: { ...backwardKernel('dkdv', tkv, a.D, true).constants, ...sc.constants },
-            bindings: [a.q, sc.kc, a.v, a.dO, a.lse, ws, uc, a.dk, a.dv, dS, sc.qc, sc.qs, sc.ks],
-            workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), c.pairs],
-          })
-          : rt.kernel({
-            label: `${lab}.attnBwdDkDvDs`,
-            ...backwardKernel('dkdv', tkv, a.D, true),
-            bindings: [a.q, a.k, a.v, a.dO, a.lse, ws, uc, a.dk, a.dv, dS],
-            workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), c.pairs],
-          }),
+        rt.kernel({
+          label: `${lab}.attnBwdDkDvDs${sc ? 'I8' : ''}`,
+          ...dkdv,
+          bindings: [a.q, sc ? sc.kc : a.k, a.v, a.dO, a.lse, ws, uc, a.dk, a.dv, dS, ...(sc ? [sc.qc, sc.qs, sc.ks] : [])],
+          workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), c.pairs],
+        }),
         dqFromDs(rt, { label: lab, dS, k: a.k, dq: a.dq, params: uc, T: a.T, G, D: a.D, pairs: c.pairs, tile: tds }),
       ];
     })];

@@ -8,7 +8,8 @@
 import ropeSrc from '../../../shaders/rope.wgsl?raw';
 import ropeQ8Body from '../../../shaders/rope-q8.wgsl?raw';
 import codecSrc from '../../../shaders/quant/codec.wgsl?raw';
-import { Uniforms, type Binding, type BufSlice, type Dispatch, type Runtime } from '../gpu/runtime';
+import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
+import { grid2d, sameBinding } from './launch';
 import { ropeTablePacked } from './rope.ref';
 
 export { ropeTable, ropeTablePacked } from './rope.ref';
@@ -33,16 +34,6 @@ export interface RopeArgs {
 /** Uploads the packed cos/sin table for (T, D, theta), charged to workspace. */
 export function uploadRopeTable(rt: Runtime, label: string, T: number, D: number, theta: number): GPUBuffer {
   return rt.upload('workspace', `${label}.ropeTable`, ropeTablePacked(T, D, theta));
-}
-
-function asSlice(b: Binding): BufSlice {
-  return typeof (b as GPUBuffer).mapAsync === 'function' ? { buffer: b as GPUBuffer } : (b as BufSlice);
-}
-
-function sameBinding(a: Binding, b: Binding): boolean {
-  const sa = asSlice(a);
-  const sb = asSlice(b);
-  return sa.buffer === sb.buffer && (sa.offset ?? 0) === (sb.offset ?? 0) && sa.size === sb.size;
 }
 
 /**
@@ -87,9 +78,7 @@ export function ropeQuantized(rt: Runtime, a: Omit<RopeArgs, 'inverse'> & { code
   const tableT = a.tableT ?? T;
   if (tableT < T) throw new Error(`${a.label}: rope table has ${tableT} rows < T = ${T}`);
   const rows = B * T * nHeads;
-  const groups = Math.ceil(rows / (256 / (D / 4)));
-  const gx = Math.max(1, Math.min(groups, 32768));
-  const gy = Math.ceil(groups / gx);
+  const [gx, gy] = grid2d(rt, Math.ceil(rows / (256 / (D / 4))));
   const u = rt.uniform(`${a.label}.ropeQ8`, new Uniforms().u32(rows).u32(T).u32(nHeads).u32(P).u32(tableT * P).u32(0).u32(gx).u32(0));
   return rt.kernel({
     label: `${a.label}.ropeQ8`,
@@ -97,6 +86,6 @@ export function ropeQuantized(rt: Runtime, a: Omit<RopeArgs, 'inverse'> & { code
     entryPoint: 'rope_q8',
     constants: { DW: D / 4 },
     bindings: [a.x, a.y, a.table, u, a.codes, a.scales],
-    workgroups: [rows === 0 ? 0 : gx, rows === 0 ? 1 : gy],
+    workgroups: [gx, gy],
   });
 }
