@@ -3,7 +3,7 @@
  * every streamed dK/dV tile that fits the device, timed on a model's attention shape (GPU
  * timestamps), each checked against the default tile's outputs first (other tiles sum in another
  * order: within 1e-5 relative). The fastest per kernel is what MEASURED_ATTENTION_TILES' `fwdI8` /
- * `dkdvI8` entries hold for a GPU model.
+ * `dkdvI8` / `dkdvDp8` (INT8 dP too) entries hold for a GPU model.
  *
  *   node attn-i8-tune.mjs [--shape 16x512x12x64] [--ff 2560] [--reps 10] [--json out.json]
  */
@@ -15,7 +15,7 @@ import { timeDispatches } from '../src/engine/gpu/timer';
 import { ATTENTION_CANDIDATES, attentionBackwardWorkspaceBytes, attnTileName, attnTileOf, type AttnTile } from '../src/engine/kernels/attention';
 import {
   attentionBackwardI8, attentionForwardI8, attentionI8DkdvTileProblem, attentionI8FwdTileProblem, chooseAttentionI8DkdvTile,
-  chooseAttentionI8Tile, quantizeHeadsI8,
+  chooseAttentionI8Tile, headCodesLayout, quantizeHeadsI8,
 } from '../src/engine/kernels/attention-i8';
 import { Rng } from '../src/engine/util/rng';
 
@@ -31,13 +31,14 @@ const rng = new Rng(n);
 const up = (len: number, scale = 1) => rt.upload('workspace', 'tune', rng.normalArray(len, scale));
 const [q, k, v, dO] = [up(n), up(n), up(n), up(n, 0.1)];
 const buf = (bytes: number) => rt.createBuffer('workspace', 'tune', bytes);
-const [qc, kc, qs, ks] = [buf(n), buf(n), buf((n / D) * 4), buf((n / D) * 4)];
+const [qc, kc, oc, vc] = [0, 0, 0, 0].map(() => buf(headCodesLayout(n / D, D).bytes));
 const [o, lse, dq, dk, dv] = [buf(n * 4), buf(B * nH * T * 4), buf(n * 4), buf(n * 4), buf(n * 4)];
 const ws = buf(attentionBackwardWorkspaceBytes(B, T, nH));
 const dsScratch = buf(B * T * ff * 4);
 const shape = { B, T, nH, nKV, D };
-rt.run([...quantizeHeadsI8(rt, 'q', q, n / D, D, qc, qs), ...quantizeHeadsI8(rt, 'k', k, n / D, D, kc, ks)]);
-const codes = { qc, qs, kc, ks };
+rt.run([...quantizeHeadsI8(rt, 'q', q, n / D, D, qc), ...quantizeHeadsI8(rt, 'k', k, n / D, D, kc),
+  ...quantizeHeadsI8(rt, 'dO', dO, n / D, D, oc), ...quantizeHeadsI8(rt, 'v', v, n / D, D, vc)]);
+const codes = { qc, kc };
 const time = async (ds: Dispatch[]) => (await timeDispatches(rt, ds, { warmup: 2, reps, warmupMs: 200 })).medianMs;
 
 function rel(got: Float32Array, want: Float32Array): number {
@@ -55,17 +56,19 @@ const rows: Record<string, unknown>[] = [];
 const best: Record<string, { tile: AttnTile; ms: number; defaultMs: number }> = {};
 const defaultMs: Record<string, number> = {};
 console.log(`adapter ${JSON.stringify(gpu.adapterInfo)}; ${B}x${T}x${nH}x${D}`);
-for (const kernel of ['fwd', 'dkdv'] as const) {
-  const def = kernel === 'fwd' ? chooseAttentionI8Tile(rt, D) : chooseAttentionI8DkdvTile(rt, D);
+for (const kernel of ['fwd', 'dkdv', 'dkdvDp8'] as const) {
+  const int8Dp = kernel === 'dkdvDp8';
+  const def = kernel === 'fwd' ? chooseAttentionI8Tile(rt, D) : chooseAttentionI8DkdvTile(rt, D, int8Dp);
+  const dp = int8Dp ? { oc, vc } : undefined;
   const run = (tile: AttnTile) => kernel === 'fwd'
     ? attentionForwardI8(rt, { label: 'tune', ...shape, ...codes, v, o, lse, tile })
-    : attentionBackwardI8(rt, { label: 'tune', ...shape, ...codes, q, k, v, o, lse, dO, dq, dk, dv, workspace: ws, dsScratch, tile });
+    : attentionBackwardI8(rt, { label: 'tune', ...shape, ...codes, dp, q, k, v, o, lse, dO, dq, dk, dv, workspace: ws, dsScratch, tile });
   const outputs = async () => (kernel === 'fwd' ? [await rt.readF32(o, 0, n)] : [await rt.readF32(dk, 0, n), await rt.readF32(dv, 0, n)]);
   rt.run(attentionForwardI8(rt, { label: 'tune', ...shape, ...codes, v, o, lse })); // the backward's o and lse
   rt.run(run(def));
   const want = await outputs();
-  for (const tile of [def, ...ATTENTION_CANDIDATES[kernel].map(attnTileOf)]) {
-    const problem = kernel === 'fwd' ? attentionI8FwdTileProblem(rt, tile, D) : attentionI8DkdvTileProblem(rt, tile, D);
+  for (const tile of [def, ...ATTENTION_CANDIDATES[kernel === 'fwd' ? 'fwd' : 'dkdv'].map(attnTileOf)]) {
+    const problem = kernel === 'fwd' ? attentionI8FwdTileProblem(rt, tile, D) : attentionI8DkdvTileProblem(rt, tile, D, int8Dp);
     if (problem || (tile !== def && attnTileName(tile) === attnTileName(def))) continue;
     const ds = run(tile);
     rt.run(ds);

@@ -28,17 +28,30 @@
 // (token, head) row as the INT8-score forward computes it, so P matches its lse bit for bit; dP, dV
 // and dK stay fp32. The chunks stage only V and dO (for dP; no KEEP), K's codes stay resident, Q's
 // are staged per tile beside the first chunk, and S comes after the chunk loop, per thread with dot4I8Packed.
+// Each code buffer holds its rows' codes and then their scales, from word scaleBase(rows)
+// (attention-i8.ts headCodesLayout): one binding each, as the bindings per stage are few (12 on SwiftShader).
 // #if I8
 @group(0) @binding(1) var<storage, read> kcw: array<u32>;
 @group(0) @binding(10) var<storage, read> qcw: array<u32>;
-@group(0) @binding(11) var<storage, read> qsc: array<f32>;
-@group(0) @binding(12) var<storage, read> ksc: array<f32>;
+fn scaleBase(rows: u32) -> u32 { return (rows * DW + 63u) / 64u * 64u; }
 override DW: u32 = D / 4u;                  // code words of a head row
 override CSTR: u32 = DW | 1u;               // staged code row stride in words (odd)
 override QPT: u32 = (OTHR * DW + NT - 1u) / NT;   // Q code words per thread and tile (<= 4)
 var<workgroup> KcO: array<i32, OWNR * CSTR>;      // the own keys' codes
 var<workgroup> QcT: array<i32, OTHR * CSTR>;      // the tile's query codes
 // #endif
+// DP8 (I8 too; compute.attention_dp 'int8'): dP = dO·Vᵀ from dO's and V's INT8 codes per (token,
+// head) row as well, f32(acc)·s_dO·s_V (codes then scales, as Q's and K's). No chunks are staged at
+// all: V's codes stay resident beside K's, dO's are staged per tile beside Q's, fp32 V is not read.
+// #if DP8
+@group(0) @binding(2) var<storage, read> vcs: array<u32>;
+@group(0) @binding(11) var<storage, read> ocs: array<u32>;
+var<workgroup> VcO: array<i32, OWNR * CSTR>;      // the own values' codes
+var<workgroup> OcT: array<i32, OTHR * CSTR>;      // the tile's dO codes
+// #endif
+override DP8_ON: bool = false;              // set with the DP8 text (no chunk steps)
+override NCH_RUN: u32 = select(NCH, 0u, DP8_ON);   // chunk steps per tile
+override FIRST_STEP: u32 = select(0u, NCH, DP8_ON); // a tile's first staging step
 
 override CH: u32 = 4u;                 // vec4 columns of D per staging step
 override CHS: u32 = CH | 1u;           // odd chunk row stride (other rows of neighbouring ts on different banks)
@@ -74,7 +87,11 @@ fn ldRow4(src: u32, b: u32, t: u32, head: u32, d4: u32) -> vec4<f32> {
   // #if F32
   if (src == SRC_K) { return k4[((b * p.T + t) * p.nKV + head) * DP + d4]; }
   // #endif
+  // #if DP8
+  return vec4<f32>(0.0);   // V is never staged
+  // #else
   return v4[((b * p.T + t) * p.nKV + head) * DP + d4];
+  // #endif
 }
 
 // Staging. A tile is staged in steps: step c < NCH is vec4 columns c·CH .. c·CH+CH-1 of all four
@@ -182,10 +199,50 @@ fn putQc(lid: u32, r: vec4<u32>) {
   }
 }
 
+// #endif
+// #if DP8
+// As fetchQc / putQc, for dO's codes.
+fn fetchOc(lid: u32, b: u32, h: u32, q0: u32) -> vec4<u32> {
+  var r = vec4<u32>(0u);
+  for (var u = 0u; u < QPT; u++) {
+    let i = lid + NT * u;
+    let t = q0 + i / DW;
+    if (i < OTHR * DW && t < p.T) { r[u] = ocs[((b * p.T + t) * p.nH + h) * DW + i % DW]; }
+  }
+  return r;
+}
+
+fn putOc(lid: u32, r: vec4<u32>) {
+  for (var u = 0u; u < QPT; u++) {
+    let i = lid + NT * u;
+    if (i < OTHR * DW) { OcT[(i / DW) * CSTR + i % DW] = bitcast<i32>(r[u]); }
+  }
+}
+
+// dO row t's scale (0 past T, whose codes are 0 too).
+fn oScale(b: u32, h: u32, t: u32) -> f32 {
+  if (t >= p.T) { return 0.0; }
+  return bitcast<f32>(ocs[scaleBase(p.nRows) + (b * p.T + t) * p.nH + h]);
+}
+
+// The integer dP of dO code row `orow` (an OcT index) against the 4 own values' rows at vr (VcO).
+fn dotValues(orow: u32, vr: u32) -> vec4<i32> {
+  var acc = vec4<i32>(0);
+  // unroll
+  for (var w = 0u; w < DW; w++) {
+    let ow = bitcast<u32>(OcT[orow + w]);
+    acc += vec4<i32>(dot4I8Packed(ow, bitcast<u32>(VcO[vr + w])), dot4I8Packed(ow, bitcast<u32>(VcO[vr + CSTR + w])),
+      dot4I8Packed(ow, bitcast<u32>(VcO[vr + 2u * CSTR + w])), dot4I8Packed(ow, bitcast<u32>(VcO[vr + 3u * CSTR + w])));
+  }
+  return acc;
+}
+// #endif
+// #if I8
+
 // Query row t's scale × c2 (0 past T, whose codes are 0 too).
 fn qScaleC2(b: u32, h: u32, t: u32) -> f32 {
   if (t >= p.T) { return 0.0; }
-  return qsc[(b * p.T + t) * p.nH + h] * p.c2;
+  return bitcast<f32>(qcw[scaleBase(p.nRows) + (b * p.T + t) * p.nH + h]) * p.c2;
 }
 
 // The integer scores of query code row `qr` (a QcT index) against the 4 own keys' rows at kr (KcO).
@@ -233,12 +290,26 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
   }
   // The own keys' scales (0 past T).
   var sk = vec4<f32>(0.0);
+  let ksBase = scaleBase(p.nRows / p.G);
   for (var i = 0u; i < 4u; i++) {
-    if (keys[i] < T) { sk[i] = ksc[(b * T + keys[i]) * p.nKV + g]; }
+    if (keys[i] < T) { sk[i] = bitcast<f32>(kcw[ksBase + (b * T + keys[i]) * p.nKV + g]); }
+  }
+  // #endif
+  // #if DP8
+  for (var i = lid; i < OWNR * DW; i += NT) {
+    let key = k0 + i / DW;
+    var w = 0u;
+    if (key < T) { w = vcs[((b * T + key) * p.nKV + g) * DW + i % DW]; }
+    VcO[(i / DW) * CSTR + i % DW] = bitcast<i32>(w);
+  }
+  var sv = vec4<f32>(0.0);
+  let vsBase = scaleBase(p.nRows / p.G);
+  for (var i = 0u; i < 4u; i++) {
+    if (keys[i] < T) { sv[i] = bitcast<f32>(vcs[vsBase + (b * T + keys[i]) * p.nKV + g]); }
   }
   // #endif
   var pf = noStaged();
-  if (PREFETCH) { pf = fetchStep(rows, 0u, 0u, lid); }
+  if (PREFETCH) { pf = fetchStep(rows, FIRST_STEP, SRC_DO, lid); }
   for (var hh = 0u; hh < p.G; hh++) {
     let h = g * p.G + hh;
     let bh = b * p.nH + h;
@@ -257,7 +328,14 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
       // #if I8
       let qcHere = fetchQc(lid, b, h, q0);
       // #endif
-      for (var c = 0u; c < NCH; c++) {
+      // #if DP8
+      let ocHere = fetchOc(lid, b, h, q0);
+      workgroupBarrier();   // the previous tile's reads of the codes (and of stage and PT) are done
+      putQc(lid, qcHere);
+      putOc(lid, ocHere);
+      workgroupBarrier();
+      // #endif
+      for (var c = 0u; c < NCH_RUN; c++) {
         if (!PREFETCH) { pf = fetchStep(rows, c, 0u, lid); }
         workgroupBarrier();   // the previous chunk's (or tile's) reads of stage are done
         putStep(rows, c, lid, pf);
@@ -291,6 +369,14 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
       s0 = vec4<f32>(i0) * qScaleC2(b, h, q0 + ts) * sk;
       if (RS > 1u) { s1 = vec4<f32>(i1) * qScaleC2(b, h, q0 + ts + TS) * sk; }
       if (RS > 2u) { s2 = vec4<f32>(i2) * qScaleC2(b, h, q0 + ts + 2u * TS) * sk; s3 = vec4<f32>(i3) * qScaleC2(b, h, q0 + ts + 3u * TS) * sk; }
+      // #endif
+      // #if DP8
+      var j0 = dotValues(ts * CSTR, kr); var j1 = vec4<i32>(0); var j2 = vec4<i32>(0); var j3 = vec4<i32>(0);
+      if (RS > 1u) { j1 = dotValues((ts + TS) * CSTR, kr); }
+      if (RS > 2u) { j2 = dotValues((ts + 2u * TS) * CSTR, kr); j3 = dotValues((ts + 3u * TS) * CSTR, kr); }
+      dp0 = vec4<f32>(j0) * oScale(b, h, q0 + ts) * sv;
+      if (RS > 1u) { dp1 = vec4<f32>(j1) * oScale(b, h, q0 + ts + TS) * sv; }
+      if (RS > 2u) { dp2 = vec4<f32>(j2) * oScale(b, h, q0 + ts + 2u * TS) * sv; dp3 = vec4<f32>(j3) * oScale(b, h, q0 + ts + 3u * TS) * sv; }
       // #endif
 
       let p0 = probs(s0, vec4<f32>(st0.x), keys, vec4<u32>(q0 + ts));
@@ -336,7 +422,7 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
       if (RS > 2u) { PT[(ts + 2u * TS) * PSTR + to] = ds2; PT[(ts + 3u * TS) * PSTR + to] = ds3; }
       if (!KEEP) { putStep(rows, NCH, lid, pf); }   // Q rows at 0, where KEEP already has them
       workgroupBarrier();
-      if (PREFETCH && !KEEP && hasNext) { pf = fetchStep(next, 0u, 0u, lid); }
+      if (PREFETCH && !KEEP && hasNext) { pf = fetchStep(next, FIRST_STEP, SRC_DO, lid); }
       // dK += dSᵀ·Q (scale applied at the end).
       for (var m = 0u; m < OTHR; m++) {
         let w = PT[m * PSTR + to];

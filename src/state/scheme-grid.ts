@@ -59,7 +59,7 @@ export function commonCell(s: Scheme, layers: number, kind: SavedKind): string |
 /** dW's scale blocks the grid offers: tokens per block (powers of two the blocked kernel takes), or 'all' tokens. */
 export const DW_BLOCKS = [32, 64, 128, 256, 'all'] as const;
 
-const COMPUTE_FIELDS = ['forward', 'dx', 'dw', 'dw_block', 'grad_rounding', 'attention_qk'] as const satisfies readonly (keyof ComputeScheme)[];
+const COMPUTE_FIELDS = ['forward', 'dx', 'dw', 'dw_block', 'grad_rounding', 'attention_qk', 'attention_dp'] as const satisfies readonly (keyof ComputeScheme)[];
 const sameCompute = (a: ComputeScheme, b: ComputeScheme) => COMPUTE_FIELDS.every((k) => a[k] === b[k]);
 
 /**

@@ -17,6 +17,7 @@ const COLUMNS = [
   { field: 'dw_block', head: 'dW block', title: 'dW block: tokens per scale block of an INT8 dW\'s operands (Jetfire-style), or one scale per channel over all tokens', choices: DW_BLOCKS },
   { field: 'grad_rounding', head: 'dY rounding', title: 'dY rounding: how the gradient operands of INT8 dX and dW GEMMs round (stochastic: unbiased)', choices: ROUNDINGS },
   { field: 'attention_qk', head: 'QKᵀ', title: 'QKᵀ: the attention scores (INT8: Q and K per token and head after RoPE, as SageAttention; softmax·V stays fp32)', choices: COMPUTE_FORMATS },
+  { field: 'attention_dp', head: 'dOVᵀ', title: 'dOVᵀ: the attention backward\'s dP = dO·Vᵀ (INT8: dO and V per token and head; needs QKᵀ INT8; dV and dK keep fp32 dO)', choices: COMPUTE_FORMATS },
 ] as const satisfies readonly { field: keyof ComputeScheme; head: string; title: string; choices: readonly (string | number)[] }[];
 
 const PATH_TITLE = 'GEMM path: the kernel each GEMM would run on this device (fp32, int8-dot4, int8-tensor-core), as forward / dX / dW when they differ, then the attention scores\' when not fp32';
@@ -38,7 +39,9 @@ function ComputeHeads() {
 
 function pathText(p: LayerPaths): string {
   const gemms = p.forward === p.dx && p.dx === p.dw ? p.forward : `${p.forward} / ${p.dx} / ${p.dw}`;
-  return p.attention === 'fp32' ? gemms : `${gemms}, QKᵀ ${p.attention}`;
+  const qk = p.attention === 'fp32' ? '' : `, QKᵀ ${p.attention}`;
+  const dp = p.attentionDp === 'fp32' || p.attentionDp === 'none' ? '' : `, dOVᵀ ${p.attentionDp}`;
+  return `${gemms}${qk}${dp}`;
 }
 
 /**

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import { attentionBackwardWorkspaceBytes, attentionForward, type AttnTileTuple, MEASURED_ATTENTION_TILES } from '../../src/engine/kernels/attention';
+import { attentionBackwardWorkspaceBytes, attentionForward, type AttnTile, type AttnTileTuple, MEASURED_ATTENTION_TILES } from '../../src/engine/kernels/attention';
 import {
-  attentionBackwardI8, attentionForwardI8, attentionI8DkdvTileProblem, attentionI8FwdTileProblem, chooseAttentionI8DkdvTile, chooseAttentionI8Tile, quantizeHeadsI8,
+  attentionBackwardI8, attentionForwardI8, attentionI8DkdvTileProblem, attentionI8FwdTileProblem, chooseAttentionI8DkdvTile, chooseAttentionI8Tile,
+  headCodesLayout, quantizeHeadsI8,
 } from '../../src/engine/kernels/attention-i8';
 import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention.ref';
 import { dsPairBytes } from '../../src/engine/kernels/attention-ds';
@@ -24,16 +25,14 @@ async function forwardI8(rt: Runtime, s: Shape, host: { q: Float32Array; k: Floa
   const q = rt.upload('activations', 'q', host.q);
   const k = rt.upload('activations', 'k', host.k);
   const v = rt.upload('activations', 'v', host.v);
-  const qc = rt.createBuffer('workspace', 'qc', nq);
-  const kc = rt.createBuffer('workspace', 'kc', nk);
-  const qs = rt.createBuffer('workspace', 'qs', (nq / s.D) * 4);
-  const ks = rt.createBuffer('workspace', 'ks', (nk / s.D) * 4);
+  const qc = rt.createBuffer('workspace', 'qc', headCodesLayout(nq / s.D, s.D).bytes);
+  const kc = rt.createBuffer('workspace', 'kc', headCodesLayout(nk / s.D, s.D).bytes);
   const o = rt.createBuffer('activations', 'o', nq * 4);
   const lse = rt.createBuffer('activations', 'lse', s.B * s.nH * s.T * 4);
   rt.run([
-    ...quantizeHeadsI8(rt, 'q', q, nq / s.D, s.D, qc, qs),
-    ...quantizeHeadsI8(rt, 'k', k, nk / s.D, s.D, kc, ks),
-    ...attentionForwardI8(rt, { label: 't', qc, qs, kc, ks, v, o, lse, ...s }),
+    ...quantizeHeadsI8(rt, 'q', q, nq / s.D, s.D, qc),
+    ...quantizeHeadsI8(rt, 'k', k, nk / s.D, s.D, kc),
+    ...attentionForwardI8(rt, { label: 't', qc, kc, v, o, lse, ...s }),
   ]);
   const out = { o: await rt.readF32(o, 0, nq), lse: await rt.readF32(lse, 0, s.B * s.nH * s.T), qc: await rt.readU32(qc, 0, nq / 4) };
   // The backward from the same codes (re-quantized from the same q and k, as the model does), dS
@@ -45,19 +44,38 @@ async function forwardI8(rt: Runtime, s: Shape, host: { q: Float32Array; k: Floa
   const ws = rt.createBuffer('workspace', 'di', attentionBackwardWorkspaceBytes(s.B, s.T, s.nH));
   const dsScratch = rt.createBuffer('workspace', 'ds', dsPairBytes(s.T, s.nH / s.nKV));
   rt.run([
-    ...quantizeHeadsI8(rt, 'q', q, nq / s.D, s.D, qc, qs),
-    ...quantizeHeadsI8(rt, 'k', k, nk / s.D, s.D, kc, ks),
-    ...attentionBackwardI8(rt, { label: 'tb', q, k, v, o, lse, dO, dq, dk, dv, workspace: ws, dsScratch, qc, qs, kc, ks, ...s }),
+    ...quantizeHeadsI8(rt, 'q', q, nq / s.D, s.D, qc),
+    ...quantizeHeadsI8(rt, 'k', k, nk / s.D, s.D, kc),
+    ...attentionBackwardI8(rt, { label: 'tb', q, k, v, o, lse, dO, dq, dk, dv, workspace: ws, dsScratch, qc, kc, ...s }),
   ]);
-  const grads = { dq: await rt.readF32(dq, 0, nq), dk: await rt.readF32(dk, 0, nk), dv: await rt.readF32(dv, 0, nk) };
-  for (const b of [dO, dq, dk, dv, ws, dsScratch]) rt.mem.free(b);
+  const read = async () => ({ dq: await rt.readF32(dq, 0, nq), dk: await rt.readF32(dk, 0, nk), dv: await rt.readF32(dv, 0, nk) });
+  const grads = await read();
+  // INT8 dP too (DP8): dO's and V's codes, each buffer with its scales after the codes; the
+  // default tile and a prefetching one (the kernel's two staging orders).
+  const oc = rt.createBuffer('workspace', 'oc', headCodesLayout(nq / s.D, s.D).bytes);
+  const vc = rt.createBuffer('workspace', 'vc', headCodesLayout(nk / s.D, s.D).bytes);
+  const dp8: Awaited<ReturnType<typeof read>>[] = [];
+  for (const tile of [undefined, DP8_PREFETCH_TILE]) {
+    rt.run([
+      ...quantizeHeadsI8(rt, 'q', q, nq / s.D, s.D, qc),
+      ...quantizeHeadsI8(rt, 'k', k, nk / s.D, s.D, kc),
+      ...quantizeHeadsI8(rt, 'dO', dO, nq / s.D, s.D, oc),
+      ...quantizeHeadsI8(rt, 'v', v, nk / s.D, s.D, vc),
+      ...attentionBackwardI8(rt, { label: 'tb8', q, k, v, o, lse, dO, dq, dk, dv, workspace: ws, dsScratch, qc, kc, dp: { vc, oc }, tile, ...s }),
+    ]);
+    dp8.push(await read());
+  }
+  for (const b of [dO, dq, dk, dv, ws, dsScratch, oc, vc]) rt.mem.free(b);
   // The same inputs through the fp32 kernel, to show the INT8 scores are not fp32's.
   const o32 = rt.createBuffer('activations', 'o32', nq * 4);
   rt.run(attentionForward(rt, { label: 'f', q, k, v, o: o32, lse, ...s }));
   const fp32 = await rt.readF32(o32, 0, nq);
-  for (const b of [q, k, v, qc, kc, qs, ks, o, lse, o32]) rt.mem.free(b);
-  return { ...out, ...grads, fp32 };
+  for (const b of [q, k, v, qc, kc, o, lse, o32]) rt.mem.free(b);
+  return { ...out, ...grads, dp8, fp32 };
 }
+
+// A prefetching streamed tile the DP8 variant must run as well as the default one.
+const DP8_PREFETCH_TILE: AttnTile = { BM: 32, BN: 32, NT: 128, blocked: true, chunk: 2, prefetch: true };
 
 describe('attention with INT8 scores vs the reference on dequantized Q, K', () => {
   const cases: Shape[] = [
@@ -90,6 +108,20 @@ describe('attention with INT8 scores vs the reference on dequantized Q, K', () =
       if (s.T > 1) {
         const diff = g.o.reduce((m, x, j) => Math.max(m, Math.abs(x - g.fp32[j])), 0);
         expect(diff).toBeGreaterThan(1e-4);
+      }
+      // INT8 dP: dP from dO's and V's dequantized codes; Di and dV from fp32 dO.
+      const dpOps = { dO: dequantRows(host.dO, s.D), v: dequantRows(host.v, s.D) };
+      const r8 = attentionBackwardRef(host.q, host.k, host.v, g.o, g.lse, host.dO, s.B, s.T, s.nH, s.nKV, s.D, scores, dpOps);
+      for (const [j, d] of g.dp8.entries()) {
+        expectClose(d.dq, r8.dq, { atol: 1e-4, rtol: 1e-3, label: `dq (INT8 dP, tile ${j})` });
+        expectClose(d.dk, r8.dk, { atol: 1e-4, rtol: 1e-3, label: `dk (INT8 dP, tile ${j})` });
+        expectClose(d.dv, r8.dv, { atol: 1e-4, rtol: 1e-3, label: `dv (INT8 dP, tile ${j})` });
+        // dV = Pᵀ·dO does not see dP: the same as with fp32 dP up to summation order.
+        expectClose(d.dv, g.dv, { atol: 1e-5, rtol: 1e-5, label: `dv (INT8 dP vs fp32 dP, tile ${j})` });
+      }
+      if (s.T > 1) {
+        const diff = g.dp8[0].dq.reduce((m, x, j) => Math.max(m, Math.abs(x - g.dq[j])), 0);
+        expect(diff).toBeGreaterThan(1e-6);
       }
     });
   }

@@ -24,7 +24,7 @@ describe('Int8Gemms (forward, dX, dW) against the fake-quant simulation', async 
   const rt = await testRuntime();
   const dims = modelDims(PRESETS.micro, 2, 32); // N = 64 tokens, C 32, F 64
   const { N, C, F } = dims;
-  const compute = { forward: 'int8', dx: 'int8', dw: 'int8', dwBlock: 32, gradRounding: 'nearest', attentionQk: 'fp32' } as const;
+  const compute = { forward: 'int8', dx: 'int8', dw: 'int8', dwBlock: 32, gradRounding: 'nearest', attentionQk: 'fp32', attentionDp: 'fp32' } as const;
   // Shared by the tests (trackBuffers frees only per-test uploads); one layer per dW granularity.
   const bufs = new Map(int8Buffers(dims, [{ compute }, { compute: { ...compute, dwBlock: 'all' as const } }], true).map((s) => [s.key, rt.createBuffer('workspace', s.key, s.bytes)]));
   afterAll(() => bufs.forEach((b) => rt.mem.free(b)));

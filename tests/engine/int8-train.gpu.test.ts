@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
 import { i8TensorCoreSpec } from '../../src/engine/kernels/qgemm-tc';
+import { headCodesLayout } from '../../src/engine/kernels/head-codes';
 import { expectedComputePaths } from '../../src/engine/model/int8-gemms';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
@@ -107,9 +108,10 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
     const paths = qk.model.computePaths();
     expect(paths.map((p) => p.attention)).toEqual(['int8-dot4', 'int8-dot4']);
     expect(paths).toEqual(expectedComputePaths(qk.model.plan, !!i8TensorCoreSpec(await testRuntime())));
-    // Q's and K's codes per (token, head): N·(nH + nKV)·D bytes and a scale per row.
+    // Q's and K's codes per (token, head) and a scale per row, in head-codes buffers; no dO/V codes.
     const keys = qk.model.plan.buffers.map((b) => b.key);
-    expect(keys.filter((k) => /^i8\.[qk][cs]$/.test(k)).sort()).toEqual(['i8.kc', 'i8.ks', 'i8.qc', 'i8.qs']);
+    expect(keys.filter((k) => /^i8\.[qkov][cs]$/.test(k)).sort()).toEqual(['i8.kc', 'i8.qc']);
+    expect(paths.map((p) => p.attentionDp)).toEqual(['fp32', 'fp32']);
     for (const r of [fp32, int8, qk]) r.model.destroy();
     // The forward's RoPE wrote the last layer's Q and K codes: quantizeRef's per (token, head) row of the saved q and k.
     const rt = await testRuntime();
@@ -118,11 +120,12 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
     fwd.setBatch(tokens);
     rt.run(fwd.forward);
     const D = cfg.hidden_size / cfg.num_attention_heads;
-    for (const [saved, codes, scales] of [['q', 'i8.qc', 'i8.qs'], ['k', 'i8.kc', 'i8.ks']] as const) {
+    for (const [saved, codes] of [['q', 'i8.qc'], ['k', 'i8.kc']] as const) {
       const x = await rt.readF32(fwd.saved(1, saved));
       const want = quantizeRef(x, 'int8', { kind: 'row', rowLength: D });
       expect(await rt.readU32(fwd.b(codes), 0, want.words.length), `${saved} codes`).toEqual(want.words);
-      expect(await rt.readF32(fwd.b(scales), 0, want.scales.length), `${saved} scales`).toEqual(want.scales);
+      const at = headCodesLayout(want.scales.length, D).scaleOffset;
+      expect(await rt.readF32(fwd.b(codes), at, want.scales.length), `${saved} scales`).toEqual(want.scales);
     }
     expect(fwd.forward.some((d) => d.label.endsWith('.ropeQ8'))).toBe(true);
     fwd.destroy();
@@ -130,6 +133,27 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
     expect(Number.isFinite(agoq.loss)).toBe(true);
     expect(agoq.model.computePaths()[1].attention).toBe('int8-dot4');
     agoq.model.destroy();
+  }, 240_000);
+
+  it('int8-attn: INT8 dP as well keeps the loss (forward unchanged) and gradients within cosine 0.99 of fp32\'s, moves them from int8-qk\'s, and reports its path', async () => {
+    const fp32 = await lossAndGrads(SCHEME_PRESETS.fp32);
+    const qk = await lossAndGrads(SCHEME_PRESETS['int8-qk']);
+    const attn = await lossAndGrads(SCHEME_PRESETS['int8-attn']);
+    // dP is the backward's: the forward, hence the loss, is int8-qk's bit for bit.
+    expect(attn.loss).toBe(qk.loss);
+    let moved = 0;
+    for (const v of layout.views) {
+      const g = attn.grads!.subarray(v.offset, v.offset + v.size);
+      const c = cosine(g, fp32.grads!.subarray(v.offset, v.offset + v.size));
+      expect(c, `int8-attn: ${v.name} gradient cosine vs fp32`).toBeGreaterThanOrEqual(0.99);
+      if (/self_attn\.(q|k)_proj/.test(v.name)) moved = Math.max(moved, ...g.map((x, i) => Math.abs(x - qk.grads![v.offset + i])));
+    }
+    expect(moved, 'q/k projection gradients differ from int8-qk\'s').toBeGreaterThan(0);
+    const paths = attn.model.computePaths();
+    expect(paths.map((p) => p.attentionDp)).toEqual(['int8-dot4', 'int8-dot4']);
+    expect(paths).toEqual(expectedComputePaths(attn.model.plan, !!i8TensorCoreSpec(await testRuntime())));
+    expect(attn.model.plan.buffers.map((b) => b.key).filter((k) => /^i8\.[qkov]c$/.test(k)).sort()).toEqual(['i8.kc', 'i8.oc', 'i8.qc', 'i8.vc']);
+    for (const r of [fp32, qk, attn]) r.model.destroy();
   }, 240_000);
 });
 

@@ -25,7 +25,7 @@ describe('resolvePlan', () => {
         const c = ls.compute;
         expect(lp).toMatchObject({
           weights: ls.weights, gemmInputs: ls.gemm_inputs, gemmOutputGrads: ls.gemm_output_grads,
-          compute: { forward: c.forward, dx: c.dx, dw: c.dw, dwBlock: c.dw_block, gradRounding: c.grad_rounding, attentionQk: c.attention_qk },
+          compute: { forward: c.forward, dx: c.dx, dw: c.dw, dwBlock: c.dw_block, gradRounding: c.grad_rounding, attentionQk: c.attention_qk, attentionDp: c.attention_dp },
         });
       });
       // INT8 operand buffers exactly where some layer's GEMM is INT8 (dX and dW only with a backward).
@@ -38,9 +38,10 @@ describe('resolvePlan', () => {
       expect(['i8.a', 'i8.as', 'i8.w', 'i8.ws'].map((k) => keys.has(k)), 'INT8 row operands').toEqual([rows, rows, rows && !perStep, rows && !perStep]);
       expect(['wcodes.rows', 'wcodes.cols'].map((k) => keys.has(k)), 'per-step weight codes').toEqual([perStep, perStep && training]);
       expect(['i8.gt', 'i8.gts', 'i8.xt', 'i8.xts'].map((k) => keys.has(k)), 'INT8 dW operands').toEqual([dw, dw, dw, dw]);
-      // Q's and K's codes where some layer's attention scores are INT8 (the forward quantizes them too).
+      // Q's and K's codes where some layer's attention scores are INT8 (the forward quantizes them too), dO's and V's where its dP is.
       const qk = p.layers.some((l) => l.compute.attentionQk === 'int8');
-      expect(['i8.qc', 'i8.qs', 'i8.kc', 'i8.ks'].map((k) => keys.has(k)), 'INT8 score operands').toEqual([qk, qk, qk, qk]);
+      const dp = p.layers.some((l) => l.compute.attentionDp === 'int8');
+      expect(['i8.qc', 'i8.kc', 'i8.oc', 'i8.vc'].map((k) => keys.has(k)), 'INT8 attention operands').toEqual([qk, qk, dp, dp]);
       expect(p.fakeQuant.weights).toBe(p.layers.some((l) => !isFp32(l.weights)));
       expect(p.grads !== null).toBe(training && !isFp32(scheme.grads.storage));
       // Only training saves activations; every saved tensor's codes and scales (bf16: codes, two values a word, no scales) are in the buffer list.
@@ -60,20 +61,30 @@ describe('resolvePlan', () => {
 
 describe('INT8 attention scores (compute.attention_qk)', () => {
   const qk = (extra: object = {}) => parseScheme({ name: 'qk', layer: { compute: { attention_qk: 'int8' } }, ...extra });
-  it('plans Q and K codes per (token, head): N·nH·D and N·nKV·D bytes, a scale per row', () => {
+  it('plans Q and K codes per (token, head): N·nH·D and N·nKV·D bytes, then a scale per row from a 256-byte boundary', () => {
     const p = resolvePlan(PRESETS.micro, 2, 16, { scheme: qk() });
     const bytes = (key: string) => p.buffers.find((b) => b.key === key)?.bytes;
-    // micro: 4 query heads, 2 KV heads of 8.
-    expect([bytes('i8.qc'), bytes('i8.qs'), bytes('i8.kc'), bytes('i8.ks')]).toEqual([32 * 32, 32 * 4 * 4, 32 * 16, 32 * 2 * 4]);
+    // micro: 4 query heads, 2 KV heads of 8; N = 32 tokens.
+    expect([bytes('i8.qc'), bytes('i8.kc'), bytes('i8.oc')]).toEqual([32 * 32 + 32 * 4 * 4, 512 + 32 * 2 * 4, undefined]);
     // dot4 with or without tensor cores (attention-i8.ts says why).
     expect(expectedComputePaths(p, true).map((l) => l.attention)).toEqual(['int8-dot4', 'int8-dot4']);
+    expect(expectedComputePaths(p, true).map((l) => l.attentionDp)).toEqual(['fp32', 'fp32']);
+    // INT8 dP too: dO's codes as Q's, V's as K's; no backward, no dP.
+    const dp = resolvePlan(PRESETS.micro, 2, 16, { scheme: parseScheme({ name: 'dp', layer: { compute: { attention_qk: 'int8', attention_dp: 'int8' } } }) });
+    expect(['i8.oc', 'i8.vc'].map((k) => dp.buffers.find((b) => b.key === k)?.bytes)).toEqual([bytes('i8.qc'), bytes('i8.kc')]);
+    expect(expectedComputePaths(dp, false).map((l) => l.attentionDp)).toEqual(['int8-dot4', 'int8-dot4']);
+    const inference = resolvePlan(PRESETS.micro, 2, 16, { scheme: dp.scheme, training: false });
+    expect(expectedComputePaths(inference, false).map((l) => l.attentionDp)).toEqual(['none', 'none']);
   });
-  it('refuses what it cannot run, by name: tensor parallelism, a head dim not a multiple of 4', () => {
+  it('refuses what it cannot run, by name: tensor parallelism, a head dim not a multiple of 4, INT8 dP without INT8 scores', () => {
     expect(() => resolvePlan(PRESETS.micro, 2, 16, { scheme: qk({ tp: { degree: 2, codec: 'fp32', group: 128 } }) })).toThrow(/INT8 attention scores are not implemented with tensor parallelism/);
     expect(() => resolvePlan({ ...PRESETS.micro, hidden_size: 24, intermediate_size: 48 }, 2, 16, { scheme: qk() })).toThrow(/head_dim = 6 is not a multiple of 4/);
+    const dpOnly = parseScheme({ name: 'dp', layer: { compute: { attention_dp: 'int8' } } });
+    expect(() => resolvePlan(PRESETS.micro, 2, 16, { scheme: dpOnly })).toThrow(/attention_dp 'int8' runs in the INT8-score dK\/dV kernel; set attention_qk to 'int8' too/);
   });
   it('rejects an unknown format in the scheme', () => {
     expect(() => parseScheme({ name: 'bad', layer: { compute: { attention_qk: 'int4' } } })).toThrow(/attention_qk/);
+    expect(() => parseScheme({ name: 'bad', layer: { compute: { attention_dp: 'fp8' } } })).toThrow(/attention_dp/);
   });
 });
 

@@ -113,17 +113,19 @@ describe('scheme grid: compute formats', () => {
 
   it('predicts the GEMM path of each layer as the engine chooses it, with and without tensor cores', () => {
     const micro = PRESETS.micro;
-    expect(gemmPaths(SCHEME_PRESETS.fp32, micro, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'fp32', dx: 'fp32', dw: 'fp32', attention: 'fp32' });
-    expect(gemmPaths(int8, micro, 2, 8, false)?.[1]).toEqual({ layer: 1, forward: 'int8-dot4', dx: 'int8-dot4', dw: 'int8-dot4', attention: 'fp32' });
-    expect(gemmPaths(int8, micro, 2, 8, true)?.[1]).toEqual({ layer: 1, forward: 'int8-tensor-core', dx: 'int8-tensor-core', dw: 'int8-tensor-core', attention: 'fp32' });
+    const f = { attention: 'fp32', attentionDp: 'fp32' };
+    expect(gemmPaths(SCHEME_PRESETS.fp32, micro, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'fp32', dx: 'fp32', dw: 'fp32', ...f });
+    expect(gemmPaths(int8, micro, 2, 8, false)?.[1]).toEqual({ layer: 1, forward: 'int8-dot4', dx: 'int8-dot4', dw: 'int8-dot4', ...f });
+    expect(gemmPaths(int8, micro, 2, 8, true)?.[1]).toEqual({ layer: 1, forward: 'int8-tensor-core', dx: 'int8-tensor-core', dw: 'int8-tensor-core', ...f });
     // Blocked dW runs the dot4 blocked kernel even with tensor cores; SwitchBack keeps dW fp32.
     expect(gemmPaths(SCHEME_PRESETS['int8-blockdw'], micro, 2, 16, true)?.[0].dw).toBe('int8-dot4');
     expect(gemmPaths(SCHEME_PRESETS.switchback, micro, 2, 8, true)?.[0]).toMatchObject({ dx: 'int8-tensor-core', dw: 'fp32', attention: 'fp32' });
     // intermediate 68: down_proj's forward and gate/up's dX reduce over K = 68, not a multiple of 16 (dot4 for those).
     const odd = { ...micro, intermediate_size: 68 };
-    expect(gemmPaths(int8, odd, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'int8-dot4+int8-tensor-core', dx: 'int8-dot4+int8-tensor-core', dw: 'int8-tensor-core', attention: 'fp32' });
+    expect(gemmPaths(int8, odd, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'int8-dot4+int8-tensor-core', dx: 'int8-dot4+int8-tensor-core', dw: 'int8-tensor-core', ...f });
     expect(gemmPaths(SCHEME_PRESETS['int8-qk'], micro, 2, 8, true)?.[0].attention).toBe('int8-dot4');
     expect(gemmPaths(SCHEME_PRESETS['int8-qk'], micro, 2, 8, false)?.[0].attention).toBe('int8-dot4');
+    expect(gemmPaths(SCHEME_PRESETS['int8-attn'], micro, 2, 8, true)?.[0]).toMatchObject({ attention: 'int8-dot4', attentionDp: 'int8-dot4' });
     // A combination the model cannot run has no paths and no saved bits (the editor shows the engine's reason instead).
     expect(gemmPaths(setCompute(int8, 'all', { dw_block: 256 }), micro, 2, 8, true)).toBeNull();
     expect(savedBits(setCompute(int8, 'all', { dw_block: 256 }), micro, 2, 8)).toBeNull();

@@ -10,20 +10,24 @@
 import fwdBody from '../../../shaders/attention-fwd-blocked.wgsl?raw';
 import fwdIo from '../../../shaders/attention-fwd-blocked-io.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
+import { headCodesSlices } from './head-codes';
 import {
   attentionBackward, type AttentionBackwardArgs, attentionParams, type AttnTile, attnTileOf, ATTENTION_CANDIDATES,
   blockedForwardThreadsPerRowGroup, blockedSplitProblem, chooseAttentionTile, measuredAttentionTile, type Shape, streamDkdvDsSource,
 } from './attention';
-import { buildQuantize } from './quantize';
+import { quantizeInto } from './quantize';
 import { unrollLoops, wgslIf, wgslSection } from './wgsl';
 
 /** The kernel attention's INT8 scores run on. */
 export const ATTN_SCORE_PATH = 'int8-dot4';
 
-/** INT8 codes of every D-long (token, head) row of x [rows·D] into codes (rows·D/4 words) and scales (rows floats). */
-export function quantizeHeadsI8(rt: Runtime, label: string, x: Binding, rows: number, D: number, codes: GPUBuffer, scales: GPUBuffer): Dispatch[] {
-  if (D % 4) throw new Error(`${label}: INT8 attention scores pack 4 values per word; head dim ${D} is not a multiple of 4`);
-  return buildQuantize(rt, { format: 'int8', granularity: { kind: 'row', rowLength: D }, n: rows * D }, x, { words: codes, scales }).dispatches;
+export { headCodesLayout, headCodesSlices } from './head-codes';
+
+/** INT8 codes and scales of every D-long (token, head) row of x [rows·D] into the head-codes buffer `buf`. */
+export function quantizeHeadsI8(rt: Runtime, label: string, x: Binding, rows: number, D: number, buf: GPUBuffer): Dispatch[] {
+  if (D % 4) throw new Error(`${label}: INT8 attention packs 4 values per word; head dim ${D} is not a multiple of 4`);
+  const s = headCodesSlices(buf, rows, D);
+  return quantizeInto(rt, { format: 'int8', granularity: { kind: 'row', rowLength: D }, n: rows * D }, x, s.codes, s.scales).dispatches;
 }
 
 // Word stride of the staged code rows: odd, so that neighbouring rows fall on different banks.
@@ -52,8 +56,9 @@ function i8TileProblem(rt: Runtime, pass: 'fwd' | 'dkdv', t: AttnTile, D: number
 }
 
 /** The measured tile of an INT8-score kernel, else the fp32 pass's where the kernel can run it, else the first candidate that fits. */
-function chooseI8Tile(rt: Runtime, pass: 'fwd' | 'dkdv', D: number, problem: (t: AttnTile) => string | null): AttnTile {
-  const measured = measuredAttentionTile(rt, pass === 'fwd' ? 'fwdI8' : 'dkdvI8', D);
+function chooseI8Tile(rt: Runtime, kernel: 'fwd' | 'dkdv' | 'dkdvDp8', D: number, problem: (t: AttnTile) => string | null): AttnTile {
+  const pass = kernel === 'fwd' ? 'fwd' : 'dkdv';
+  const measured = measuredAttentionTile(rt, kernel === 'fwd' ? 'fwdI8' : kernel === 'dkdv' ? 'dkdvI8' : 'dkdvDp8', D);
   const tiles = [...(measured ? [measured] : []), chooseAttentionTile(rt, pass, D), ...ATTENTION_CANDIDATES[pass].map(attnTileOf)];
   const t = tiles.find((c) => !problem(c));
   if (!t) throw new Error(`attention with INT8 scores: no ${pass === 'fwd' ? 'forward' : 'dK/dV'} tile fits head dim ${D} on this device`);
@@ -70,8 +75,9 @@ export function chooseAttentionI8Tile(rt: Runtime, D: number): AttnTile {
   return chooseI8Tile(rt, 'fwd', D, (t) => attentionI8FwdTileProblem(rt, t, D));
 }
 
-// The blocked kernels' INT8-score variant (attention.ts F32_SCORES is the fp32 one).
-const I8_SCORES = { F32: false, I8: true };
+// The blocked kernels' INT8-score variant (attention.ts F32_SCORES is the fp32 one), and with INT8 dP.
+const I8_SCORES = { F32: false, I8: true, DP8: false };
+const I8_SCORES_DP = { F32: false, I8: true, DP8: true };
 const codeCache = new Map<string, string>();
 
 /** The INT8-score forward's WGSL for a tile, its loops written out as the fp32 forward's are. */
@@ -87,8 +93,8 @@ export function attentionForwardI8Code(D: number, t: AttnTile): string {
 
 export interface AttentionForwardI8Args extends Shape {
   label: string;
-  /** Q's and K's INT8 codes and scales per (token, head) row (quantizeHeadsI8). */
-  qc: Binding; qs: Binding; kc: Binding; ks: Binding;
+  /** Q's and K's INT8 codes and scales per (token, head) row, head-codes buffers (quantizeHeadsI8). */
+  qc: GPUBuffer; kc: GPUBuffer;
   v: Binding; o: Binding; lse: Binding;
   tile?: AttnTile;
 }
@@ -100,63 +106,68 @@ export function attentionForwardI8(rt: Runtime, a: AttentionForwardI8Args): Disp
   if (problem) throw new Error(`${a.label}: INT8-score attention tile ${JSON.stringify(t)}: ${problem}`);
   const u = attentionParams(rt, a.label, a);
   const dw = a.D / 4;
+  const q = headCodesSlices(a.qc, a.B * a.T * a.nH, a.D);
+  const k = headCodesSlices(a.kc, a.B * a.T * a.nKV, a.D);
   return [rt.kernel({
     label: `${a.label}.attnFwdI8`,
     code: attentionForwardI8Code(a.D, t),
     entryPoint: 'attn_fwd_blocked',
     constants: { D: a.D, BQ: t.BM, BK: t.BN, NT: t.NT, CSTR: codeStride(a.D), DW: dw },
-    bindings: [a.qc, a.kc, a.v, a.o, a.lse, u, a.qs, a.ks],
+    bindings: [q.codes, k.codes, a.v, a.o, a.lse, u, q.scales, k.scales],
     workgroups: [a.T === 0 ? 0 : Math.ceil(a.T / t.BM), a.B * a.nH],
   })];
 }
 
 /**
- * Workgroup bytes of the INT8-score dK/dV kernel (mirrors its I8 stage, PT, KcO and QcT):
- * chunks of V and dO only, or the full rows of one other operand; the key and query codes.
+ * Workgroup bytes of the INT8-score dK/dV kernel (mirrors its I8 stage, PT, KcO and QcT, and with
+ * INT8 dP VcO and OcT): chunks of V and dO only, or the full rows of one other operand; the codes.
  */
-export function attentionI8DkdvBytes(t: AttnTile, D: number): number {
+export function attentionI8DkdvBytes(t: AttnTile, D: number, int8Dp = false): number {
   const dp = Math.ceil(D / 4);
   const stage = Math.max((t.BN + t.BM) * ((t.chunk ?? 1) | 1), t.BM * (dp | 1));
   const pt = t.BM * ((t.BN / 4) | 1);
-  return (stage + pt) * 16 + (t.BN + t.BM) * codeStride(D) * 4;
+  return (stage + pt) * 16 + (int8Dp ? 2 : 1) * (t.BN + t.BM) * codeStride(D) * 4;
 }
 
 /** Why the INT8-score dK/dV kernel (streamed, dS stored) cannot run a tile (null when it can). */
-export function attentionI8DkdvTileProblem(rt: Runtime, t: AttnTile, D: number): string | null {
+export function attentionI8DkdvTileProblem(rt: Runtime, t: AttnTile, D: number, int8Dp = false): string | null {
   if (!t.blocked || !t.chunk) return 'the INT8-score dK/dV pass is the streamed kernel';
   if (t.keep) return 'the INT8-score dK/dV pass stages no Q chunks to keep';
-  return i8TileProblem(rt, 'dkdv', t, D, { rows: t.BM, what: 'query' }, attentionI8DkdvBytes(t, D));
+  return i8TileProblem(rt, 'dkdv', t, D, { rows: t.BM, what: 'query' }, attentionI8DkdvBytes(t, D, int8Dp));
 }
 
-export function chooseAttentionI8DkdvTile(rt: Runtime, D: number): AttnTile {
-  return chooseI8Tile(rt, 'dkdv', D, (t) => attentionI8DkdvTileProblem(rt, t, D));
+export function chooseAttentionI8DkdvTile(rt: Runtime, D: number, int8Dp = false): AttnTile {
+  return chooseI8Tile(rt, int8Dp ? 'dkdvDp8' : 'dkdv', D, (t) => attentionI8DkdvTileProblem(rt, t, D, int8Dp));
 }
 
-/** The INT8-score dK/dV kernel's WGSL, its score loop written out (attention.ts says why the fp32 backward's are not). */
-export function attentionDkdvI8Code(D: number): string {
-  const key = `dkdv:${D}`;
+/** The INT8-score dK/dV kernel's WGSL (with INT8 dP or not), its code loops written out (attention.ts says why the fp32 backward's are not). */
+export function attentionDkdvI8Code(D: number, int8Dp = false): string {
+  const key = `dkdv:${D}:${int8Dp}`;
   let code = codeCache.get(key);
   if (!code) {
-    code = unrollLoops(streamDkdvDsSource(I8_SCORES), { DW: D / 4 });
+    code = unrollLoops(streamDkdvDsSource(int8Dp ? I8_SCORES_DP : I8_SCORES), { DW: D / 4 });
     codeCache.set(key, code);
   }
   return code;
 }
 
 export interface AttentionBackwardI8Args extends Omit<AttentionBackwardArgs, 'scores' | 'tiles'> {
-  /** Q's and K's INT8 codes and scales per (token, head) row, as the forward had them (quantizeHeadsI8). */
-  qc: Binding; qs: Binding; kc: Binding; ks: Binding;
+  /** Q's and K's INT8 codes and scales per (token, head) row as the forward had them: head-codes buffers (quantizeHeadsI8). */
+  qc: GPUBuffer; kc: GPUBuffer;
+  /** INT8 dP = dO·Vᵀ too: V's and dO's head-codes buffers. */
+  dp?: { vc: GPUBuffer; oc: GPUBuffer };
   tile?: AttnTile;
 }
 
-/** attentionBackward with the forward's INT8 scores: the stored-dS path, its dK/dV pass rebuilding S from the codes. */
+/** attentionBackward with the forward's INT8 scores: the stored-dS path, its dK/dV pass rebuilding S from the codes (and dP from theirs). */
 export function attentionBackwardI8(rt: Runtime, a: AttentionBackwardI8Args): Dispatch[] {
-  const t = a.tile ?? chooseAttentionI8DkdvTile(rt, a.D);
-  const problem = attentionI8DkdvTileProblem(rt, t, a.D);
+  const int8Dp = !!a.dp;
+  const t = a.tile ?? chooseAttentionI8DkdvTile(rt, a.D, int8Dp);
+  const problem = attentionI8DkdvTileProblem(rt, t, a.D, int8Dp);
   if (problem) throw new Error(`${a.label}: INT8-score attention dK/dV tile ${JSON.stringify(t)}: ${problem}`);
-  const constants = { CSTR: codeStride(a.D), DW: a.D / 4 };
+  const constants = { CSTR: codeStride(a.D), DW: a.D / 4, ...(int8Dp ? { DP8_ON: 1 } : {}) };
   return attentionBackward(rt, {
     ...a, dqPath: 'stored',
-    scores: { tile: t, code: attentionDkdvI8Code(a.D), constants, qc: a.qc, kc: a.kc, qs: a.qs, ks: a.ks },
+    scores: { tile: t, code: attentionDkdvI8Code(a.D, int8Dp), constants, qc: a.qc, kc: a.kc, dp: a.dp },
   });
 }

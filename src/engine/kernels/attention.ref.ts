@@ -58,6 +58,8 @@ export interface AttentionRefInputs {
   B: number; T: number; nH: number; nKV: number; D: number;
   /** The operands of the scores where they differ from q and k (INT8 scores: the dequantized codes). */
   scores?: { q: ArrayLike<number>; k: ArrayLike<number> };
+  /** The operands of dP = dO·Vᵀ where they differ from dO and v (INT8 dP: the dequantized codes); Di and dV keep dO. */
+  dp?: { dO: ArrayLike<number>; v: ArrayLike<number> };
 }
 
 /**
@@ -67,8 +69,9 @@ export interface AttentionRefInputs {
  */
 export function forEachScoreRef(a: AttentionRefInputs, b: number, h: number,
   f: (t: number, j: number, p: number, ds: number, qo: number, ko: number) => void): void {
-  const { v, o, lse, dO, T, nH, nKV, D } = a;
+  const { o, lse, dO, T, nH, nKV, D } = a;
   const { q, k } = a.scores ?? a;
+  const dpOps = a.dp ?? a;
   const g = Math.floor(h / (nH / nKV));
   const scale = 1 / Math.sqrt(D);
   for (let t = 0; t < T; t++) {
@@ -82,7 +85,7 @@ export function forEachScoreRef(a: AttentionRefInputs, b: number, h: number,
       let dp = 0;
       for (let d = 0; d < D; d++) {
         sc += q[qo + d] * k[ko + d];
-        dp += dO[qo + d] * v[ko + d];
+        dp += dpOps.dO[qo + d] * dpOps.v[ko + d];
       }
       const p = Math.exp(sc * scale - L);
       f(t, j, p, p * (dp - di), qo, ko);
@@ -94,12 +97,13 @@ export function attentionBackwardRef(
   q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>, o: ArrayLike<number>,
   lse: ArrayLike<number>, dO: ArrayLike<number>,
   B: number, T: number, nH: number, nKV: number, D: number, scores?: AttentionRefInputs['scores'],
+  dp?: AttentionRefInputs['dp'],
 ): { dq: Float64Array; dk: Float64Array; dv: Float64Array } {
   const scale = 1 / Math.sqrt(D);
   const dq = new Float64Array(B * T * nH * D);
   const dk = new Float64Array(B * T * nKV * D);
   const dv = new Float64Array(B * T * nKV * D);
-  const a = { q, k, v, o, lse, dO, B, T, nH, nKV, D, scores };
+  const a = { q, k, v, o, lse, dO, B, T, nH, nKV, D, scores, dp };
   for (let b = 0; b < B; b++) {
     for (let h = 0; h < nH; h++) {
       forEachScoreRef(a, b, h, (_t, _j, p, ds, qo, ko) => {

@@ -30,7 +30,7 @@ const loadQkv = wgslSection(loadSrc, 'qkv');
 const loadBwd = `${loadQkv}\n${wgslSection(loadSrc, 'do')}`;
 const fwdSrc = `${loadQkv}\n${fwdBody}`;
 // The blocked kernels' fp32 scores; their INT8-score variant (the I8 blocks) is attention-i8.ts's.
-export const F32_SCORES = { F32: true, I8: false };
+export const F32_SCORES = { F32: true, I8: false, DP8: false };
 // The blocked forward's global access: 16-byte vec4s when D % 4 == 0, 8-byte halves otherwise.
 const fwdBlockedSrc = (D: number) => `${wgslSection(fwdBlockedIo, D % 4 === 0 ? 'vec4' : 'vec2')}\n${wgslIf(fwdBlockedBody, F32_SCORES)}`;
 // The register-blocked backward: shared part, resident and streamed kernels, one shader text.
@@ -189,7 +189,7 @@ export function blockedSplitProblem(pass: Pass, t: AttnTile, D: number): string 
 }
 
 /** The measured tile of a kernel (a pass, or attention-i8.ts's fwdI8 / dkdvI8) at head dim D for this GPU model. */
-export function measuredAttentionTile(rt: Runtime, kernel: Pass | 'fwdI8' | 'dkdvI8', D: number): AttnTile | undefined {
+export function measuredAttentionTile(rt: Runtime, kernel: Pass | 'fwdI8' | 'dkdvI8' | 'dkdvDp8', D: number): AttnTile | undefined {
   for (const t of MEASURED_ATTENTION_TILES) {
     if (!adapterMatches(rt.gpu, t.match)) continue;
     const e = t.table[`${kernel}/D${D}`];
@@ -281,9 +281,14 @@ export interface AttentionBackwardArgs extends Shape {
   dqPath?: DqPath;
   /**
    * INT8 scores (attention-i8.ts): the streamed dK/dV kernel's variant for `tile` (its code and
-   * extra constants) and Q's and K's codes and scales (bindings 1, 10, 11, 12). Stored-dS path only.
+   * extra constants) and Q's and K's head-codes buffers (codes, then scales; bindings 10 and 1).
+   * Stored-dS path only.
    */
-  scores?: { tile: AttnTile; code: string; constants: Record<string, number>; qc: Binding; kc: Binding; qs: Binding; ks: Binding };
+  scores?: {
+    tile: AttnTile; code: string; constants: Record<string, number>; qc: Binding; kc: Binding;
+    /** INT8 dP too (the kernel's DP8 variant): V's and dO's head-codes buffers (bindings 2 and 11). */
+    dp?: { vc: Binding; oc: Binding };
+  };
   tiles?: { dq?: AttnTile; dkdv?: AttnTile; dqDs?: DqDsTile };
 }
 
@@ -375,7 +380,8 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
         rt.kernel({
           label: `${lab}.attnBwdDkDvDs${sc ? 'I8' : ''}`,
           ...dkdv,
-          bindings: [a.q, sc ? sc.kc : a.k, a.v, a.dO, a.lse, ws, uc, a.dk, a.dv, dS, ...(sc ? [sc.qc, sc.qs, sc.ks] : [])],
+          bindings: [a.q, sc ? sc.kc : a.k, sc?.dp ? sc.dp.vc : a.v, a.dO, a.lse, ws, uc, a.dk, a.dv, dS,
+            ...(sc ? [sc.qc] : []), ...(sc?.dp ? [sc.dp.oc] : [])],
           workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), c.pairs],
         }),
         dqFromDs(rt, { label: lab, dS, k: a.k, dq: a.dq, params: uc, T: a.T, G, D: a.D, pairs: c.pairs, tile: tds }),

@@ -210,59 +210,35 @@ function checkSpec(spec: QuantizeSpec): void {
   if (spec.n >= 2 ** 32 - 8) throw new Error(`quantize: ${spec.n} elements exceed u32 indexing`);
 }
 
+type QuantizeBuildOptions = QuantizeOptions & QuantizePathOptions & {
+  /** Testing hook: ulps added to the fused kernel's 1/s (a stand-in for a GPU with a 2.5-ulp division). */
+  invSkewUlps?: number;
+};
+
 export function buildQuantize(
   rt: Runtime,
   spec: QuantizeSpec,
   x: Binding,
-  opts: QuantizeOptions & QuantizePathOptions & {
-    words?: GPUBuffer;
-    scales?: GPUBuffer;
-    category?: MemCategory;
-    /** Testing hook: ulps added to the fused kernel's 1/s (a stand-in for a GPU with a 2.5-ulp division). */
-    invSkewUlps?: number;
-  } = {},
+  opts: QuantizeBuildOptions & { words?: GPUBuffer; scales?: GPUBuffer; category?: MemCategory } = {},
 ): QuantizeKernel {
   checkSpec(spec);
-  const { format, granularity, n } = spec;
-  const label = `quantize.${format}.${granularityLabel(granularity)}`;
-  const numWords = wordsFor(n, BITS[format] as CodeBits);
-  const nScales = numScales(granularity, n);
-  const layout = resolvePath(label, opts.path, fusedQuantizeLayout(spec, opts.regs));
+  const numWords = wordsFor(spec.n, BITS[spec.format] as CodeBits);
+  const nScales = numScales(spec.granularity, spec.n);
   const category = opts.category ?? 'workspace';
+  const label = `quantize.${spec.format}.${granularityLabel(spec.granularity)}`;
   const owned: GPUBuffer[] = [];
-  const words = opts.words ?? rt.createBuffer(category, `${label}.words`, Math.max(numWords, 1) * 4);
-  const scales = opts.scales ?? rt.createBuffer(category, `${label}.scales`, Math.max(nScales, 1) * 4);
-  if (!opts.words) owned.push(words);
-  if (!opts.scales) owned.push(scales);
-
-  let params: GPUBuffer;
-  let dispatches: Dispatch[];
-  if (layout) {
-    const tiles = Math.ceil(nScales / (GROUP_WG / layout.team));
-    params = rt.uniform(label, paramsFor(spec, 1, opts, tiles));
-    const skew = opts.invSkewUlps ?? 0;
-    if (!Number.isInteger(skew) || Math.abs(skew) > 64) throw new Error(`${label}: invSkewUlps ${skew} must be an integer within ±64`);
-    dispatches = [rt.kernel({
-      label: `${label}.fused`,
-      code: groupShader('quantize', {
-        subgroups: (opts.subgroups ?? true) && rt.gpu.features.subgroups,
-        vec4Io: n > 0 && n % 4 === 0,
-        regs: layout.regs,
-      }),
-      entryPoint: 'quantize_group',
-      constants: { FMT: FORMAT_ID[format], T: layout.team, ...(skew ? { INV_SKEW: skew } : {}) },
-      bindings: [params, x, scales, words],
-      workgroups: n === 0 ? [0] : fusedGrid(rt, label, tiles, opts),
-    })];
-  } else {
-    const built = quantizePasses(rt, label, spec, x, words, scales, opts);
-    params = built.params;
-    dispatches = built.dispatches;
-  }
+  const own = (what: string, count: number) => {
+    const b = rt.createBuffer(category, `${label}.${what}`, Math.max(count, 1) * 4);
+    owned.push(b);
+    return b;
+  };
+  const words = opts.words ?? own('words', numWords);
+  const scales = opts.scales ?? own('scales', nScales);
+  const { path, params, dispatches } = quantizeInto(rt, spec, x, words, scales, opts);
   owned.push(params);
   return {
     spec,
-    path: layout ? 'fused' : 'passes',
+    path,
     numWords,
     numScales: nScales,
     words,
@@ -278,8 +254,42 @@ export function buildQuantize(
   };
 }
 
+/**
+ * The dispatches that quantize x into `words` and `scales`, which may be slices of larger buffers
+ * (offsets multiples of 256 bytes); `params` is the uniform they read (the caller's to free).
+ */
+export function quantizeInto(rt: Runtime, spec: QuantizeSpec, x: Binding, words: Binding, scales: Binding,
+  opts: QuantizeBuildOptions = {}): { path: QuantizePath; params: GPUBuffer; dispatches: Dispatch[] } {
+  checkSpec(spec);
+  const { format, granularity, n } = spec;
+  const label = `quantize.${format}.${granularityLabel(granularity)}`;
+  const nScales = numScales(granularity, n);
+  const layout = resolvePath(label, opts.path, fusedQuantizeLayout(spec, opts.regs));
+  if (!layout) return { path: 'passes', ...quantizePasses(rt, label, spec, x, words, scales, opts) };
+  const tiles = Math.ceil(nScales / (GROUP_WG / layout.team));
+  const params = rt.uniform(label, paramsFor(spec, 1, opts, tiles));
+  const skew = opts.invSkewUlps ?? 0;
+  if (!Number.isInteger(skew) || Math.abs(skew) > 64) throw new Error(`${label}: invSkewUlps ${skew} must be an integer within ±64`);
+  return {
+    path: 'fused',
+    params,
+    dispatches: [rt.kernel({
+      label: `${label}.fused`,
+      code: groupShader('quantize', {
+        subgroups: (opts.subgroups ?? true) && rt.gpu.features.subgroups,
+        vec4Io: n > 0 && n % 4 === 0,
+        regs: layout.regs,
+      }),
+      entryPoint: 'quantize_group',
+      constants: { FMT: FORMAT_ID[format], T: layout.team, ...(skew ? { INV_SKEW: skew } : {}) },
+      bindings: [params, x, scales, words],
+      workgroups: n === 0 ? [0] : fusedGrid(rt, label, tiles, opts),
+    })],
+  };
+}
+
 /** The four-pass quantizer (every granularity): clear → absmax → scales → encode. */
-function quantizePasses(rt: Runtime, label: string, spec: QuantizeSpec, x: Binding, words: GPUBuffer, scales: GPUBuffer,
+function quantizePasses(rt: Runtime, label: string, spec: QuantizeSpec, x: Binding, words: Binding, scales: Binding,
   rounding: QuantizeOptions): { params: GPUBuffer; dispatches: Dispatch[] } {
   const { format, granularity, n } = spec;
   const nScales = numScales(granularity, n);

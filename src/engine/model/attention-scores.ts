@@ -1,20 +1,21 @@
 /**
- * A layer's INT8 attention scores (compute.attention_qk 'int8', kernels/attention-i8.ts): Q's and K's
- * codes and scales per (token, head) row in the plan's i8.qc / i8.qs / i8.kc / i8.ks. The forward's
- * RoPE writes them (ropeQuantized) where the head dim allows, else a quantizer follows it; the
- * backward quantizes the saved q and k again, which gives the same codes, so it rebuilds the
- * forward's scores. The kernel the scores ran on is recorded under `L<l>.attn`.
+ * A layer's INT8 attention (kernels/attention-i8.ts): with compute.attention_qk 'int8', Q's and K's
+ * codes and scales per (token, head) row in the plan's head-codes buffers i8.qc / i8.kc. The
+ * forward's RoPE writes them (ropeQuantized) where the head dim allows, else a quantizer follows it;
+ * the backward quantizes the saved q and k again, which gives the same codes, so it rebuilds the
+ * forward's scores. With attention_dp 'int8' too, the backward also quantizes dO and v (i8.oc /
+ * i8.vc) for dP. The kernels are recorded under `L<l>.attn` and `L<l>.attnDp`.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
-import { ATTN_SCORE_PATH, quantizeHeadsI8 } from '../kernels/attention-i8';
+import { ATTN_SCORE_PATH, headCodesSlices, quantizeHeadsI8 } from '../kernels/attention-i8';
 import { rope, ropeQuantized, ropeQuantizedFits } from '../kernels/rope';
 import type { GemmPath } from './compute-plan';
 import type { ModelDims } from './dims';
 
-export interface ScoreCodes { qc: GPUBuffer; qs: GPUBuffer; kc: GPUBuffer; ks: GPUBuffer }
+export interface ScoreCodes { qc: GPUBuffer; kc: GPUBuffer }
 
 function buffers(b: (key: string) => GPUBuffer): ScoreCodes {
-  return { qc: b('i8.qc'), qs: b('i8.qs'), kc: b('i8.kc'), ks: b('i8.ks') };
+  return { qc: b('i8.qc'), kc: b('i8.kc') };
 }
 
 /** The codes of q and k (already rotated) into the plan's buffers: the backward's, or the forward's where RoPE cannot write them. */
@@ -24,8 +25,22 @@ export function scoreCodes(rt: Runtime, b: (key: string) => GPUBuffer, l: number
   paths.set(`L${l}.attn`, ATTN_SCORE_PATH);
   return {
     dispatches: [
-      ...quantizeHeadsI8(rt, `L${l}.attn.qc`, q, d.N * d.nH, d.D, codes.qc, codes.qs),
-      ...quantizeHeadsI8(rt, `L${l}.attn.kc`, k, d.N * d.nKV, d.D, codes.kc, codes.ks),
+      ...quantizeHeadsI8(rt, `L${l}.attn.qc`, q, d.N * d.nH, d.D, codes.qc),
+      ...quantizeHeadsI8(rt, `L${l}.attn.kc`, k, d.N * d.nKV, d.D, codes.kc),
+    ],
+    codes,
+  };
+}
+
+/** The backward's codes of dO and v for an INT8 dP, in the plan's i8.oc / i8.vc. */
+export function dpCodes(rt: Runtime, b: (key: string) => GPUBuffer, l: number, dO: Binding, v: Binding, d: ModelDims,
+  paths: Map<string, GemmPath>): { dispatches: Dispatch[]; codes: { oc: GPUBuffer; vc: GPUBuffer } } {
+  const codes = { oc: b('i8.oc'), vc: b('i8.vc') };
+  paths.set(`L${l}.attnDp`, ATTN_SCORE_PATH);
+  return {
+    dispatches: [
+      ...quantizeHeadsI8(rt, `L${l}.attn.oc`, dO, d.N * d.nH, d.D, codes.oc),
+      ...quantizeHeadsI8(rt, `L${l}.attn.vc`, v, d.N * d.nKV, d.D, codes.vc),
     ],
     codes,
   };
@@ -36,7 +51,8 @@ export function ropeWithCodes(rt: Runtime, b: (key: string) => GPUBuffer, which:
   a: { label: string; x: Binding; y: Binding; table: Binding; B: number; T: number; nHeads: number; D: number }): Dispatch {
   if (!ropeQuantizedFits(a.D)) return rope(rt, a);
   const c = buffers(b);
-  return ropeQuantized(rt, { ...a, codes: which === 'q' ? c.qc : c.kc, scales: which === 'q' ? c.qs : c.ks });
+  const s = headCodesSlices(which === 'q' ? c.qc : c.kc, a.B * a.T * a.nHeads, a.D);
+  return ropeQuantized(rt, { ...a, codes: s.codes, scales: s.scales });
 }
 
 /** The forward's codes: none to add where RoPE wrote them, else the quantizers after it. */

@@ -12,7 +12,7 @@ import { rmsnormBackward } from '../kernels/rmsnorm';
 import { rope } from '../kernels/rope';
 import { swigluBackward, swigluBackwardQuantized } from '../kernels/swiglu';
 import { type TensorParallel } from '../tp/tp';
-import { scoreCodes } from './attention-scores';
+import { dpCodes, scoreCodes } from './attention-scores';
 import { type ModelConfig } from './config';
 import type { GemmPath } from './compute-plan';
 import { type LinearGemms } from './linear-gemms';
@@ -126,10 +126,13 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     // scheme (no live copy aliases it then). Not under TP: ranks and the simulation must agree bit for bit.
     const dsScratch = m.plan.wire.tp ? undefined : dF1;
     const attn = { label: lab('attn.bwd'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), dO: dh, dq: m.b('dq'), dk: m.b('dk'), dv: m.b('dv'), workspace: m.b('attnWs'), dsScratch, dqPath: m.attnDqPath, B, T, nH, nKV, D };
-    if (m.plan.layers[l].compute.attentionQk === 'int8') {
+    const lc = m.plan.layers[l].compute;
+    if (lc.attentionQk === 'int8') {
       const sc = scoreCodes(rt, (key) => m.b(key), l, a('q'), a('k'), m.plan.dims, m.attnPaths);
       push(sc.dispatches);
-      push(attentionBackwardI8(rt, { ...attn, ...sc.codes }));
+      const dp = lc.attentionDp === 'int8' ? dpCodes(rt, (key) => m.b(key), l, dh, a('v'), m.plan.dims, m.attnPaths) : undefined;
+      if (dp) push(dp.dispatches);
+      push(attentionBackwardI8(rt, { ...attn, ...sc.codes, dp: dp?.codes }));
     } else {
       push(attentionBackward(rt, attn));
     }

@@ -7,6 +7,7 @@
  */
 import type { ComputeFormat, ComputeScheme, QuantSpec, SavedSpec, Scheme } from '../scheme/scheme';
 import { isFp32, layerScheme } from '../scheme/scheme';
+import { headCodesLayout } from '../kernels/head-codes';
 import { columnAbsmaxWords } from '../kernels/qgemm-block';
 import { I8_MAX_K } from '../kernels/qgemm-splitk';
 import type { BufferSpec, ModelDims } from './dims';
@@ -26,10 +27,12 @@ export interface LayerCompute {
   gradRounding: 'nearest' | 'stochastic';
   /** The attention scores S = Q·Kᵀ (kernels/attention-i8.ts for INT8). */
   attentionQk: ComputeFormat;
+  /** The attention backward's dP = dO·Vᵀ (INT8: in the INT8-score dK/dV kernel). */
+  attentionDp: ComputeFormat;
 }
 
 export function layerCompute(c: ComputeScheme): LayerCompute {
-  return { forward: c.forward, dx: c.dx, dw: c.dw, dwBlock: c.dw_block, gradRounding: c.grad_rounding, attentionQk: c.attention_qk };
+  return { forward: c.forward, dx: c.dx, dw: c.dw, dwBlock: c.dw_block, gradRounding: c.grad_rounding, attentionQk: c.attention_qk, attentionDp: c.attention_dp };
 }
 
 export const usesInt8 = (c: LayerCompute) => c.forward === 'int8' || c.dx === 'int8' || c.dw === 'int8';
@@ -59,6 +62,7 @@ export function computeErrors(scheme: Scheme, d: ModelDims, layers: LayerCells[]
       if (scheme.tp.degree > 1) out.push(`${at}: INT8 attention scores are not implemented with tensor parallelism (tp.degree ${scheme.tp.degree})`);
       if (d.D % 4) out.push(`${at}: INT8 attention scores pack 4 values per word and head_dim = ${d.D} is not a multiple of 4`);
     }
+    if (c.attentionDp === 'int8' && c.attentionQk !== 'int8') out.push(`${at}: attention_dp 'int8' runs in the INT8-score dK/dV kernel; set attention_qk to 'int8' too`);
     if (!usesInt8(c)) return;
     if (scheme.tp.degree > 1) out.push(`${at}: INT8 GEMMs are not implemented with tensor parallelism (tp.degree ${scheme.tp.degree})`);
     // The INT8 GEMMs quantize their operands themselves; a fake-quantized copy in front of them would be a second quantizer.
@@ -165,12 +169,15 @@ export function int8Buffers(d: ModelDims, layers: { compute: LayerCompute }[], t
   // dX's Wᵀ per input channel over K = the layer's output width (quantizeColumnsI8 too), the same scratch.
   if (dxInt8 && !perStepWeights) amaxWords = Math.max(amaxWords, ...[d.QC, d.KVC, d.F, d.C, gateUpK].filter((k) => k > 0).map((k) => columnAbsmaxWords(k, widest)));
   if (amaxWords) ws('i8.amax', amaxWords * 4);
-  // INT8 attention scores: Q's and K's codes and scales per (token, head), written again before the layer's backward.
+  // INT8 attention scores: Q's and K's codes and scales per (token, head) (head-codes buffers),
+  // written again before the layer's backward; with INT8 dP dO's and V's as well.
   if (layers.some((l) => l.compute.attentionQk === 'int8')) {
-    ws('i8.qc', d.N * d.QC);
-    ws('i8.qs', d.N * d.nH * 4);
-    ws('i8.kc', d.N * d.KVC);
-    ws('i8.ks', d.N * d.nKV * 4);
+    ws('i8.qc', headCodesLayout(d.N * d.nH, d.D).bytes);
+    ws('i8.kc', headCodesLayout(d.N * d.nKV, d.D).bytes);
+  }
+  if (layers.some((l) => l.compute.attentionDp === 'int8')) {
+    ws('i8.oc', headCodesLayout(d.N * d.nH, d.D).bytes);
+    ws('i8.vc', headCodesLayout(d.N * d.nKV, d.D).bytes);
   }
   return out;
 }

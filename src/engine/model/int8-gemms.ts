@@ -133,6 +133,8 @@ export interface LayerPaths {
   dw: string;
   /** The attention scores' kernel (fp32, int8-dot4, int8-tensor-core), recorded under `L<l>.attn`. */
   attention: string;
+  /** The attention backward's dP = dO·Vᵀ kernel (fp32, int8-dot4; 'none' without a backward), under `L<l>.attnDp`. */
+  attentionDp: string;
 }
 
 /**
@@ -153,6 +155,7 @@ export function computePaths(layers: { compute: LayerCompute }[], paths: Readonl
       dx: training ? of(c.dx, '.dx') : 'none',
       dw: training ? of(c.dw, '.dw') : 'none',
       attention: c.attentionQk === 'fp32' ? 'fp32' : paths.get(`L${l}.attn`) ?? 'none',
+      attentionDp: !training ? 'none' : c.attentionDp === 'fp32' ? 'fp32' : paths.get(`L${l}.attnDp`) ?? 'none',
     };
   });
 }
@@ -183,6 +186,7 @@ export function expectedComputePaths(
       dx: plan.training ? of(c.dx, (out, _, name) => (gateUp(name) ? 2 * out : out)) : 'none',
       dw: plan.training ? of(c.dw, () => (c.dwBlock === 'all' ? plan.dims.N : 'blocked')) : 'none',
       attention: c.attentionQk === 'fp32' ? 'fp32' : ATTN_SCORE_PATH,
+      attentionDp: !plan.training ? 'none' : c.attentionDp === 'fp32' ? 'fp32' : ATTN_SCORE_PATH,
     };
   });
 }
@@ -199,5 +203,6 @@ export function gemmSplitSummary(splits: ReadonlyMap<string, number>): string {
 
 /** 'fwd X, dx Y, dw Z' for each distinct per-layer combination (one, usually), joined by '; '. */
 export function gemmPathSummary(paths: LayerPaths[]): string {
-  return [...new Set(paths.map((p) => `fwd ${p.forward}, dx ${p.dx}, dw ${p.dw}${p.attention === 'fp32' ? '' : `, qk ${p.attention}`}`))].join('; ');
+  const attn = (p: LayerPaths) => `${p.attention === 'fp32' ? '' : `, qk ${p.attention}`}${p.attentionDp === 'fp32' || p.attentionDp === 'none' ? '' : `, dp ${p.attentionDp}`}`;
+  return [...new Set(paths.map((p) => `fwd ${p.forward}, dx ${p.dx}, dw ${p.dw}${attn(p)}`))].join('; ');
 }

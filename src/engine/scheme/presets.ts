@@ -28,6 +28,7 @@ const AGOQ_SAVED: Partial<Record<SavedKind, SavedSpec>> = {
  */
 const INT8_COMPUTE = { forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 'all', grad_rounding: 'nearest' } as const;
 const INT8_QK_COMPUTE = { ...INT8_COMPUTE, attention_qk: 'int8' } as const;
+const INT8_ATTN_COMPUTE = { ...INT8_QK_COMPUTE, attention_dp: 'int8' } as const;
 const INT8_BLOCK_DW = { ...INT8_COMPUTE, dw_block: 32 } as const;
 
 /** AGoQ as its paper specifies it: the attention activations (Q/K/V, attention output) in BF16. */
@@ -63,6 +64,12 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
     weight_codes: 'per-step',
     layer: { compute: INT8_QK_COMPUTE },
   }),
+  'int8-attn': parseScheme({
+    name: 'int8-attn',
+    description: 'int8-qk with the attention backward\'s dP = dO·Vᵀ in INT8 too (dO and V per token and head); dV, dK and dq stay fp32.',
+    weight_codes: 'per-step',
+    layer: { compute: INT8_ATTN_COMPUTE },
+  }),
   'int8-blockdw': parseScheme({
     name: 'int8-blockdw',
     description: 'int8 with the Jetfire-style dW: dY and X per channel in blocks of 32 tokens, scales folded per block (the dot4 blocked kernel; no tensor cores).',
@@ -87,6 +94,13 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
     description: 'agoq-int8 with the attention scores S = Q·Kᵀ in INT8 (Q and K per token and head after RoPE, as SageAttention).',
     weight_codes: 'per-step',
     layer: { saved: AGOQ_BF16_SAVED, compute: INT8_QK_COMPUTE },
+    grads: { storage: q('int8', 'group', 256), wire: FP32 },
+  }),
+  'agoq-int8-attn': parseScheme({
+    name: 'agoq-int8-attn',
+    description: 'agoq-int8-qk with the attention backward\'s dP = dO·Vᵀ in INT8 too (dO and V per token and head).',
+    weight_codes: 'per-step',
+    layer: { saved: AGOQ_BF16_SAVED, compute: INT8_ATTN_COMPUTE },
     grads: { storage: q('int8', 'group', 256), wire: FP32 },
   }),
   // The tensors that are both saved and a forward GEMM's X at INT8 per row: one set of codes serves

@@ -86,10 +86,15 @@ export const ComputeSchema = z
      * K per (token, head) row after RoPE (SageAttention); softmax·V and the gradient products stay fp32.
      */
     attention_qk: z.enum(COMPUTE_FORMATS).default('fp32'),
+    /**
+     * The attention backward's dP = dO·Vᵀ: fp32, or INT8 with dO and V per (token, head) row, in the
+     * INT8-score dK/dV kernel (needs attention_qk 'int8'); Di, dV and dK keep fp32 dO.
+     */
+    attention_dp: z.enum(COMPUTE_FORMATS).default('fp32'),
   })
   .strict();
 export type ComputeScheme = z.infer<typeof ComputeSchema>;
-export const FP32_COMPUTE: ComputeScheme = { forward: 'fp32', dx: 'fp32', dw: 'fp32', dw_block: 32, grad_rounding: 'nearest', attention_qk: 'fp32' };
+export const FP32_COMPUTE: ComputeScheme = { forward: 'fp32', dx: 'fp32', dw: 'fp32', dw_block: 32, grad_rounding: 'nearest', attention_qk: 'fp32', attention_dp: 'fp32' };
 
 export const WEIGHT_CODES = ['per-gemm', 'per-step'] as const;
 
