@@ -83,7 +83,7 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
       expect(paths, `${name}: predicted GEMM paths`).toEqual(expectedComputePaths(r.model.plan, !!i8TensorCoreSpec(await testRuntime())));
       r.model.destroy();
     }
-    expect(fp32.model.computePaths()[1]).toEqual({ layer: 1, forward: 'fp32', dx: 'fp32', dw: 'fp32', attention: 'fp32' });
+    expect(fp32.model.computePaths()[1]).toEqual({ layer: 1, forward: 'fp32', dx: 'fp32', dw: 'fp32', attention: 'fp32', attentionDp: 'fp32' });
     fp32.model.destroy();
     sim.model.destroy();
   }, 240_000);
@@ -91,7 +91,7 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
   it('agoq-int8 trains with INT4 activation storage, INT8 gradient storage and INT8 GEMMs', async () => {
     const r = await lossAndGrads(SCHEME_PRESETS['agoq-int8']);
     expect(Number.isFinite(r.loss)).toBe(true);
-    expect(r.model.computePaths()[0]).toEqual({ layer: 0, forward: 'int8-dot4', dx: 'int8-dot4', dw: 'int8-dot4', attention: 'fp32' });
+    expect(r.model.computePaths()[0]).toEqual({ layer: 0, forward: 'int8-dot4', dx: 'int8-dot4', dw: 'int8-dot4', attention: 'fp32', attentionDp: 'fp32' });
     r.model.destroy();
   }, 120_000);
 
