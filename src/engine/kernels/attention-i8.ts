@@ -9,6 +9,7 @@
  */
 import fwdBody from '../../../shaders/attention-fwd-blocked.wgsl?raw';
 import fwdIo from '../../../shaders/attention-fwd-blocked-io.wgsl?raw';
+import dkdvCodes from '../../../shaders/attention-bwd-i8-codes.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { headCodesSlices } from './head-codes';
 import {
@@ -145,7 +146,7 @@ export function attentionDkdvI8Code(D: number, int8Dp = false): string {
   const key = `dkdv:${D}:${int8Dp}`;
   let code = codeCache.get(key);
   if (!code) {
-    code = unrollLoops(streamDkdvDsSource(int8Dp ? I8_SCORES_DP : I8_SCORES), { DW: D / 4 });
+    code = unrollLoops(streamDkdvDsSource(int8Dp ? I8_SCORES_DP : I8_SCORES, dkdvCodes), { DW: D / 4 });
     codeCache.set(key, code);
   }
   return code;

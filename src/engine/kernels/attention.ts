@@ -36,9 +36,9 @@ const fwdBlockedSrc = (D: number) => `${wgslSection(fwdBlockedIo, D % 4 === 0 ? 
 // The register-blocked backward: shared part, resident and streamed kernels, one shader text.
 const bwdBlockedBody = `${bwdBlockedShared}\n${bwdBlockedResident}\n${bwdBlockedStream}`;
 
-/** The streamed dK/dV kernel's shader with dS stored and these score flags (F32, I8): attention-i8.ts's variant. */
-export function streamDkdvDsSource(scores: Record<string, boolean>): string {
-  return `${wgslIf(`${loadBwd}\n${bwdBlockedShared}\n${bwdBlockedStream}`, { DS: true, ...scores })}\n${dsWriterSrc(true)}`;
+/** The streamed dK/dV kernel's shader with dS stored, these score flags (F32, I8, DP8) and `extra` text after it: attention-i8.ts's variants. */
+export function streamDkdvDsSource(scores: Record<string, boolean>, extra = ''): string {
+  return `${wgslIf(`${loadBwd}\n${bwdBlockedShared}\n${bwdBlockedStream}\n${extra}`, { DS: true, ...scores })}\n${dsWriterSrc(true)}`;
 }
 // The backward shaders as written (DS false) and in their stored-dS variant (DS: the dK/dV kernels
 // also write dS, attention-ds.ts), whose `// #if DS` blocks add nothing to the other's pipelines.

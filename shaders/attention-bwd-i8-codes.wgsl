@@ -1,0 +1,100 @@
+// The INT8 dK/dV kernel's code rows (attention-i8.ts appends this file to attention-bwd-blocked-stream.wgsl
+// for its I8 variants): bindings, workgroup arrays and helpers of the `// #if I8` blocks there.
+
+// I8 (attention-i8.ts; the dK/dV pass with stored dS only): S from Q's and K's INT8 codes per
+// (token, head) row as the INT8-score forward computes it, so P matches its lse bit for bit; dP, dV
+// and dK stay fp32. The chunks stage only V and dO (for dP; no KEEP), K's codes stay resident, Q's
+// are staged per tile beside the first chunk, and S comes after the chunk loop, per thread with dot4I8Packed.
+// Each code buffer holds its rows' codes and then their scales, from word scaleBase(rows)
+// (attention-i8.ts headCodesLayout): one binding each, as the bindings per stage are few (12 on SwiftShader).
+@group(0) @binding(1) var<storage, read> kcw: array<u32>;
+@group(0) @binding(10) var<storage, read> qcw: array<u32>;
+fn scaleBase(rows: u32) -> u32 { return (rows * DW + 63u) / 64u * 64u; }
+override DW: u32 = D / 4u;                  // code words of a head row
+override CSTR: u32 = DW | 1u;               // staged code row stride in words (odd)
+override QPT: u32 = (OTHR * DW + NT - 1u) / NT;   // Q code words per thread and tile (<= 4)
+var<workgroup> KcO: array<i32, OWNR * CSTR>;      // the own keys' codes
+var<workgroup> QcT: array<i32, OTHR * CSTR>;      // the tile's query codes
+// DP8 (I8 too; compute.attention_dp 'int8'): dP = dO·Vᵀ from dO's and V's INT8 codes per (token,
+// head) row as well, f32(acc)·s_dO·s_V (codes then scales, as Q's and K's). No chunks are staged at
+// all: V's codes stay resident beside K's, dO's are staged per tile beside Q's, fp32 V is not read.
+// #if DP8
+@group(0) @binding(2) var<storage, read> vcs: array<u32>;
+@group(0) @binding(11) var<storage, read> ocs: array<u32>;
+var<workgroup> VcO: array<i32, OWNR * CSTR>;      // the own values' codes
+var<workgroup> OcT: array<i32, OTHR * CSTR>;      // the tile's dO codes
+// #endif
+
+// A thread's code words of the query tile at q0 of head h (word lid + NT·u, u < QPT); 0 past T.
+fn fetchQc(lid: u32, b: u32, h: u32, q0: u32) -> vec4<u32> {
+  var r = vec4<u32>(0u);
+  for (var u = 0u; u < QPT; u++) {
+    let i = lid + NT * u;
+    let t = q0 + i / DW;
+    if (i < OTHR * DW && t < p.T) { r[u] = qcw[((b * p.T + t) * p.nH + h) * DW + i % DW]; }
+  }
+  return r;
+}
+
+fn putQc(lid: u32, r: vec4<u32>) {
+  for (var u = 0u; u < QPT; u++) {
+    let i = lid + NT * u;
+    if (i < OTHR * DW) { QcT[(i / DW) * CSTR + i % DW] = bitcast<i32>(r[u]); }
+  }
+}
+
+// #if DP8
+// As fetchQc / putQc, for dO's codes.
+fn fetchOc(lid: u32, b: u32, h: u32, q0: u32) -> vec4<u32> {
+  var r = vec4<u32>(0u);
+  for (var u = 0u; u < QPT; u++) {
+    let i = lid + NT * u;
+    let t = q0 + i / DW;
+    if (i < OTHR * DW && t < p.T) { r[u] = ocs[((b * p.T + t) * p.nH + h) * DW + i % DW]; }
+  }
+  return r;
+}
+
+fn putOc(lid: u32, r: vec4<u32>) {
+  for (var u = 0u; u < QPT; u++) {
+    let i = lid + NT * u;
+    if (i < OTHR * DW) { OcT[(i / DW) * CSTR + i % DW] = bitcast<i32>(r[u]); }
+  }
+}
+
+// dO row t's scale (0 past T, whose codes are 0 too).
+fn oScale(b: u32, h: u32, t: u32) -> f32 {
+  if (t >= p.T) { return 0.0; }
+  return bitcast<f32>(ocs[scaleBase(p.nRows) + (b * p.T + t) * p.nH + h]);
+}
+
+// The integer dP of dO code row `orow` (an OcT index) against the 4 own values' rows at vr (VcO).
+fn dotValues(orow: u32, vr: u32) -> vec4<i32> {
+  var acc = vec4<i32>(0);
+  // unroll
+  for (var w = 0u; w < DW; w++) {
+    let ow = bitcast<u32>(OcT[orow + w]);
+    acc += vec4<i32>(dot4I8Packed(ow, bitcast<u32>(VcO[vr + w])), dot4I8Packed(ow, bitcast<u32>(VcO[vr + CSTR + w])),
+      dot4I8Packed(ow, bitcast<u32>(VcO[vr + 2u * CSTR + w])), dot4I8Packed(ow, bitcast<u32>(VcO[vr + 3u * CSTR + w])));
+  }
+  return acc;
+}
+// #endif
+
+// Query row t's scale × c2 (0 past T, whose codes are 0 too).
+fn qScaleC2(b: u32, h: u32, t: u32) -> f32 {
+  if (t >= p.T) { return 0.0; }
+  return bitcast<f32>(qcw[scaleBase(p.nRows) + (b * p.T + t) * p.nH + h]) * p.c2;
+}
+
+// The integer scores of query code row `qr` (a QcT index) against the 4 own keys' rows at kr (KcO).
+fn dotKeys(qr: u32, kr: u32) -> vec4<i32> {
+  var acc = vec4<i32>(0);
+  // unroll
+  for (var w = 0u; w < DW; w++) {
+    let qw = bitcast<u32>(QcT[qr + w]);
+    acc += vec4<i32>(dot4I8Packed(qw, bitcast<u32>(KcO[kr + w])), dot4I8Packed(qw, bitcast<u32>(KcO[kr + CSTR + w])),
+      dot4I8Packed(qw, bitcast<u32>(KcO[kr + 2u * CSTR + w])), dot4I8Packed(qw, bitcast<u32>(KcO[kr + 3u * CSTR + w])));
+  }
+  return acc;
+}
