@@ -226,13 +226,13 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
       var s0 = vec4<f32>(0.0); var s1 = vec4<f32>(0.0); var s2 = vec4<f32>(0.0); var s3 = vec4<f32>(0.0);
       var dp0 = vec4<f32>(0.0); var dp1 = vec4<f32>(0.0); var dp2 = vec4<f32>(0.0); var dp3 = vec4<f32>(0.0);
       // #if I8
-      let qcHere = fetchQc(lid, b, h, q0);
+      let qcHere = fetchTileCodes(SRC_Q, lid, b, h, q0);
       // #endif
       // #if DP8
-      let ocHere = fetchOc(lid, b, h, q0);
+      let ocHere = fetchTileCodes(SRC_DO, lid, b, h, q0);
       workgroupBarrier();   // the previous tile's reads of the codes (and of stage and PT) are done
-      putQc(lid, qcHere);
-      putOc(lid, ocHere);
+      putTileCodes(SRC_Q, lid, qcHere);
+      putTileCodes(SRC_DO, lid, ocHere);
       workgroupBarrier();
       // #endif
       for (var c = 0u; c < NCH_RUN; c++) {
@@ -240,7 +240,7 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
         workgroupBarrier();   // the previous chunk's (or tile's) reads of stage are done
         putStep(rows, c, lid, pf);
         // #if I8
-        if (c == 0u) { putQc(lid, qcHere); }   // the previous tile's score reads are done too
+        if (c == 0u) { putTileCodes(SRC_Q, lid, qcHere); }   // the previous tile's score reads are done too
         // #endif
         workgroupBarrier();
         if (PREFETCH) { pf = fetchStep(rows, c + 1u, SRC_DO, lid); }   // after the last chunk: the full dO rows

@@ -25,50 +25,47 @@ var<workgroup> VcO: array<i32, OWNR * CSTR>;      // the own values' codes
 var<workgroup> OcT: array<i32, OTHR * CSTR>;      // the tile's dO codes
 // #endif
 
-// A thread's code words of the query tile at q0 of head h (word lid + NT·u, u < QPT); 0 past T.
-fn fetchQc(lid: u32, b: u32, h: u32, q0: u32) -> vec4<u32> {
+// Code word i of a query-shaped tensor: Q's (SRC_Q) or, with DP8, dO's (SRC_DO).
+fn tileWord(src: u32, i: u32) -> u32 {
+  // #if DP8
+  if (src == SRC_DO) { return ocs[i]; }
+  // #endif
+  return qcw[i];
+}
+
+// A thread's code words of src's tile at q0 of head h (word lid + NT·u, u < QPT); 0 past T.
+fn fetchTileCodes(src: u32, lid: u32, b: u32, h: u32, q0: u32) -> vec4<u32> {
   var r = vec4<u32>(0u);
   for (var u = 0u; u < QPT; u++) {
     let i = lid + NT * u;
     let t = q0 + i / DW;
-    if (i < OTHR * DW && t < p.T) { r[u] = qcw[((b * p.T + t) * p.nH + h) * DW + i % DW]; }
+    if (i < OTHR * DW && t < p.T) { r[u] = tileWord(src, ((b * p.T + t) * p.nH + h) * DW + i % DW); }
   }
   return r;
 }
 
-fn putQc(lid: u32, r: vec4<u32>) {
+// Those words into QcT (Q) or OcT (dO).
+fn putTileCodes(src: u32, lid: u32, r: vec4<u32>) {
   for (var u = 0u; u < QPT; u++) {
     let i = lid + NT * u;
-    if (i < OTHR * DW) { QcT[(i / DW) * CSTR + i % DW] = bitcast<i32>(r[u]); }
+    if (i >= OTHR * DW) { continue; }
+    let at = (i / DW) * CSTR + i % DW;
+    // #if DP8
+    if (src == SRC_DO) { OcT[at] = bitcast<i32>(r[u]); continue; }
+    // #endif
+    QcT[at] = bitcast<i32>(r[u]);
   }
 }
 
 // #if DP8
-// As fetchQc / putQc, for dO's codes.
-fn fetchOc(lid: u32, b: u32, h: u32, q0: u32) -> vec4<u32> {
-  var r = vec4<u32>(0u);
-  for (var u = 0u; u < QPT; u++) {
-    let i = lid + NT * u;
-    let t = q0 + i / DW;
-    if (i < OTHR * DW && t < p.T) { r[u] = ocs[((b * p.T + t) * p.nH + h) * DW + i % DW]; }
-  }
-  return r;
-}
-
-fn putOc(lid: u32, r: vec4<u32>) {
-  for (var u = 0u; u < QPT; u++) {
-    let i = lid + NT * u;
-    if (i < OTHR * DW) { OcT[(i / DW) * CSTR + i % DW] = bitcast<i32>(r[u]); }
-  }
-}
-
 // dO row t's scale (0 past T, whose codes are 0 too).
 fn oScale(b: u32, h: u32, t: u32) -> f32 {
   if (t >= p.T) { return 0.0; }
   return bitcast<f32>(ocs[scaleBase(p.nRows) + (b * p.T + t) * p.nH + h]);
 }
 
-// The integer dP of dO code row `orow` (an OcT index) against the 4 own values' rows at vr (VcO).
+// The integer dP of dO code row `orow` (an OcT index) against the 4 own values' rows at vr (VcO);
+// dotKeys' loop on other arrays, kept apart so that each inner loop reads fixed arrays.
 fn dotValues(orow: u32, vr: u32) -> vec4<i32> {
   var acc = vec4<i32>(0);
   // unroll
