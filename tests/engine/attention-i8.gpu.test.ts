@@ -132,12 +132,16 @@ describe('INT8-score attention tiles', () => {
     const rt = await attentionTestRuntime();
     const entry = {
       match: { vendor: rt.gpu.adapterInfo.vendor.toUpperCase() }, source: 'test',
-      table: { 'fwdI8/D16': [32, 16, 64, true] as AttnTileTuple, 'dkdvI8/D16': [32, 32, 128, true, { chunk: 2, prefetch: true }] as AttnTileTuple },
+      table: {
+        'fwdI8/D16': [32, 16, 64, true] as AttnTileTuple, 'dkdvI8/D16': [32, 32, 128, true, { chunk: 2, prefetch: true }] as AttnTileTuple,
+        'dkdvDp8/D16': [32, 32, 128, true, { chunk: 4 }] as AttnTileTuple,
+      },
     };
     MEASURED_ATTENTION_TILES.push(entry);
     try {
       expect(chooseAttentionI8Tile(rt, 16)).toEqual({ BM: 32, BN: 16, NT: 64, blocked: true });
       expect(chooseAttentionI8DkdvTile(rt, 16)).toEqual({ BM: 32, BN: 32, NT: 128, blocked: true, chunk: 2, prefetch: true });
+      expect(chooseAttentionI8DkdvTile(rt, 16, true)).toEqual({ BM: 32, BN: 32, NT: 128, blocked: true, chunk: 4 });
     } finally {
       MEASURED_ATTENTION_TILES.splice(MEASURED_ATTENTION_TILES.indexOf(entry), 1);
     }

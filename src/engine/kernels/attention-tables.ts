@@ -101,6 +101,8 @@ export const MEASURED_ATTENTION_TILES: {
       // The INT8-score kernels (attention-i8.ts; bench/attn-i8-tune.ts, base and small shapes agreed).
       'fwdI8/D64': [64, 16, 128, true],
       'dkdvI8/D64': [32, 64, 256, true, { chunk: 4, prefetch: true }],
+      // With INT8 dP too (compute.attention_dp; bench/attn-i8-tune.ts at base's shape): the fastest tile it can run.
+      'dkdvDp8/D64': [32, 64, 256, true, { chunk: 4, prefetch: true }],
     },
   },
 ];
