@@ -182,31 +182,12 @@ fn attn_bwd_dkdv_stream(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_in
   // #endif
   // #if I8
   var rows = TileRows(b, SRC_V, SRC_V, g, k0, SRC_Q, SRC_DO, g * p.G, qt0 * OTHR);   // own A unused
-  for (var i = lid; i < OWNR * DW; i += NT) {
-    let key = k0 + i / DW;
-    var w = 0u;
-    if (key < T) { w = kcw[((b * T + key) * p.nKV + g) * DW + i % DW]; }
-    KcO[(i / DW) * CSTR + i % DW] = bitcast<i32>(w);
-  }
-  // The own keys' scales (0 past T).
-  var sk = vec4<f32>(0.0);
-  let ksBase = scaleBase(p.nRows / p.G);
-  for (var i = 0u; i < 4u; i++) {
-    if (keys[i] < T) { sk[i] = bitcast<f32>(kcw[ksBase + (b * T + keys[i]) * p.nKV + g]); }
-  }
+  putOwnCodes(SRC_K, lid, b, g, k0);
+  let sk = ownScales(SRC_K, b, g, keys);
   // #endif
   // #if DP8
-  for (var i = lid; i < OWNR * DW; i += NT) {
-    let key = k0 + i / DW;
-    var w = 0u;
-    if (key < T) { w = vcs[((b * T + key) * p.nKV + g) * DW + i % DW]; }
-    VcO[(i / DW) * CSTR + i % DW] = bitcast<i32>(w);
-  }
-  var sv = vec4<f32>(0.0);
-  let vsBase = scaleBase(p.nRows / p.G);
-  for (var i = 0u; i < 4u; i++) {
-    if (keys[i] < T) { sv[i] = bitcast<f32>(vcs[vsBase + (b * T + keys[i]) * p.nKV + g]); }
-  }
+  putOwnCodes(SRC_V, lid, b, g, k0);
+  let sv = ownScales(SRC_V, b, g, keys);
   // #endif
   var pf = noStaged();
   if (PREFETCH) { pf = fetchStep(rows, FIRST_STEP, SRC_DO, lid); }

@@ -25,6 +25,38 @@ var<workgroup> VcO: array<i32, OWNR * CSTR>;      // the own values' codes
 var<workgroup> OcT: array<i32, OTHR * CSTR>;      // the tile's dO codes
 // #endif
 
+// Code word i of a key-shaped tensor: K's (SRC_K) or, with DP8, V's (SRC_V).
+fn ownWord(src: u32, i: u32) -> u32 {
+  // #if DP8
+  if (src == SRC_V) { return vcs[i]; }
+  // #endif
+  return kcw[i];
+}
+
+// The own rows' codes (keys k0 .. k0+OWNR-1 of KV head g) into KcO (K) or VcO (V); 0 past T.
+fn putOwnCodes(src: u32, lid: u32, b: u32, g: u32, k0: u32) {
+  for (var i = lid; i < OWNR * DW; i += NT) {
+    let key = k0 + i / DW;
+    var w = 0u;
+    if (key < p.T) { w = ownWord(src, ((b * p.T + key) * p.nKV + g) * DW + i % DW); }
+    let at = (i / DW) * CSTR + i % DW;
+    // #if DP8
+    if (src == SRC_V) { VcO[at] = bitcast<i32>(w); continue; }
+    // #endif
+    KcO[at] = bitcast<i32>(w);
+  }
+}
+
+// The scales of this thread's 4 own keys (0 past T).
+fn ownScales(src: u32, b: u32, g: u32, keys: vec4<u32>) -> vec4<f32> {
+  var s = vec4<f32>(0.0);
+  let base = scaleBase(p.nRows / p.G);
+  for (var i = 0u; i < 4u; i++) {
+    if (keys[i] < p.T) { s[i] = bitcast<f32>(ownWord(src, base + (b * p.T + keys[i]) * p.nKV + g)); }
+  }
+  return s;
+}
+
 // Code word i of a query-shaped tensor: Q's (SRC_Q) or, with DP8, dO's (SRC_DO).
 fn tileWord(src: u32, i: u32) -> u32 {
   // #if DP8
