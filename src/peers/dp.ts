@@ -76,6 +76,8 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
   private broken: string | null = null;
   private established = false;
   private readonly pending = new Set<PeerId>();
+  /** When each joiner was admitted: a hello of its that crossed the welcome is neither a request nor a restart. */
+  private readonly admittedAt = new Map<PeerId, number>();
   private readonly excluded = new Set<PeerId>();
   private welcome: { resolve: (p: Plan) => void; reject: (e: Error) => void } | null = null;
   private fatal: Error | null = null;
@@ -108,6 +110,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     this.channels = new EpochChannels(transport, runTag, (from, p) => this.control(from, p), (from, why) => this.reject(from, why));
     this.unsub.push(transport.onPeerLeave((p) => {
       this.pending.delete(p);
+      this.admittedAt.delete(p);
       if (this.members.includes(p)) this.breakGroup(`${p} left`);
     }));
     this.heartbeat = setInterval(() => this.beat(), o.heartbeatMs);
@@ -238,6 +241,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     }
     for (const p of everyone) {
       this.pending.delete(p);
+      this.admittedAt.set(p, Date.now());
       this.excluded.delete(p); // a peer that left or restarted earlier is back with a fresh hello
     }
     this.event('admitted', everyone, `${everyone.join(', ')} join at step ${this.trainer.stepIndex}`);
@@ -322,10 +326,14 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     const greet = (p: PeerId) => this.sendControl(p, hello);
     for (const p of this.transport.peers()) greet(p);
     const unsub = this.transport.onPeerJoin(greet);
+    // Again every heartbeat until welcomed: a member whose driver was not listening yet (still
+    // building its model) dropped the first one, and admission needs every member's.
+    const again = setInterval(() => this.transport.peers().forEach(greet), this.o.heartbeatMs);
     return new Promise<Plan>((resolve, reject) => {
       const timer = setTimeout(() => reject(new DpError('no-group', `no group of run '${this.o.run}' admitted this peer within ${this.o.joinTimeoutMs} ms`, this.trainer.stepIndex)), this.o.joinTimeoutMs);
       const done = () => {
         clearTimeout(timer);
+        clearInterval(again);
         unsub();
         this.welcome = null;
       };
@@ -404,6 +412,8 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
           this.event('refused', [from], `${from} asked to join with another configuration`);
           return;
         }
+        // A joiner says hello every heartbeat until welcomed: one sent before the welcome reached it is stale.
+        if (Date.now() - (this.admittedAt.get(from) ?? -Infinity) < Math.max(2 * this.o.heartbeatMs, 1000)) return;
         if (this.members.includes(from) && from !== this.id) {
           // A member that says hello again has restarted: its state is gone, it joins afresh. A
           // regroup each time would let one member stall the group, so at most one per interval.

@@ -295,6 +295,33 @@ describe('data-parallel training', () => {
     [...g.dps, joiner].forEach((d) => d.stop());
   });
 
+  it('a joiner whose hello one member missed (its driver not listening yet) says hello again until the group admits it', async () => {
+    const ts = fresh(3);
+    const g = group(ts.slice(0, 2), 'fp32');
+    await stepAll(g.dps);
+    // p1 never sees p2's first hello, as when p1 was still building its model.
+    let toP1 = 0;
+    const joinerEnd = tampering(g.hub.endpoint('p2'), (to, f) => (to === 'p1' && toP1++ === 0 ? null : f));
+    const joiner = new DataParallel(ts[2], joinerEnd, { run: 'test', mode: 'fp32', silenceMs: 5_000, heartbeatMs: 20 });
+    const joined = joiner.step();
+    let admitted = false;
+    for (let i = 0; i < 20 && !admitted; i++) {
+      await new Promise((r) => setTimeout(r, 30)); // a heartbeat: the hello again
+      admitted = (await stepAll(g.dps))[0].events.some((e) => e.kind === 'admitted');
+    }
+    expect(toP1, 'p2 said hello to p1 more than once').toBeGreaterThan(1);
+    expect(admitted).toBe(true);
+    const [a, b, c] = await Promise.all([...g.dps.map((d) => d.step()), joined]);
+    expect([a, b, c].map((s) => [s.world, s.rank])).toEqual([[3, 0], [3, 1], [3, 2]]);
+    // Hellos that crossed the welcome neither restart p2 nor ask again: the next steps stay at 3.
+    await new Promise((r) => setTimeout(r, 60));
+    const next = await stepAll([...g.dps, joiner]);
+    expect(next.map((s) => s.world)).toEqual([3, 3, 3]);
+    expect(next.flatMap((s) => s.events.map((e) => e.kind))).not.toContain('fault');
+    await expectInStep(next, ts);
+    [...g.dps, joiner].forEach((d) => d.stop());
+  });
+
   it('a corrupted state hand-over is rejected and never applied; the group goes on without the joiner', async () => {
     const ts = fresh(3);
     let flipped = 0;
