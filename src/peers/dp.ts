@@ -76,8 +76,12 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
   private broken: string | null = null;
   private established = false;
   private readonly pending = new Set<PeerId>();
-  /** When each joiner was admitted: a hello of its that crossed the welcome is neither a request nor a restart. */
-  private readonly admittedAt = new Map<PeerId, number>();
+  /**
+   * Joiners admitted since the last group sync: a hello of theirs crossed the welcome (a joiner says
+   * hello every heartbeat until welcomed) and is neither a request nor a restart. Ordered channels
+   * deliver it before the joiner's part of the sync, which clears the set.
+   */
+  private readonly admittedUnsynced = new Set<PeerId>();
   private readonly excluded = new Set<PeerId>();
   private welcome: { resolve: (p: Plan) => void; reject: (e: Error) => void } | null = null;
   private fatal: Error | null = null;
@@ -110,7 +114,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     this.channels = new EpochChannels(transport, runTag, (from, p) => this.control(from, p), (from, why) => this.reject(from, why));
     this.unsub.push(transport.onPeerLeave((p) => {
       this.pending.delete(p);
-      this.admittedAt.delete(p);
+      this.admittedUnsynced.delete(p);
       if (this.members.includes(p)) this.breakGroup(`${p} left`);
     }));
     this.heartbeat = setInterval(() => this.beat(), o.heartbeatMs);
@@ -241,7 +245,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     }
     for (const p of everyone) {
       this.pending.delete(p);
-      this.admittedAt.set(p, Date.now());
+      this.admittedUnsynced.add(p);
       this.excluded.delete(p); // a peer that left or restarted earlier is back with a fresh hello
     }
     this.event('admitted', everyone, `${everyone.join(', ')} join at step ${this.trainer.stepIndex}`);
@@ -287,6 +291,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     this.members = [...g.members];
     this.plan = null;
     await this.sync(g);
+    this.admittedUnsynced.clear();
     this.established = true;
     this.epochBase = this.trainer.stepIndex;
     this.outerGroupSteps = 0;
@@ -412,8 +417,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
           this.event('refused', [from], `${from} asked to join with another configuration`);
           return;
         }
-        // A joiner says hello every heartbeat until welcomed: one sent before the welcome reached it is stale.
-        if (Date.now() - (this.admittedAt.get(from) ?? -Infinity) < Math.max(2 * this.o.heartbeatMs, 1000)) return;
+        if (this.admittedUnsynced.has(from)) return;
         if (this.members.includes(from) && from !== this.id) {
           // A member that says hello again has restarted: its state is gone, it joins afresh. A
           // regroup each time would let one member stall the group, so at most one per interval.
