@@ -56,10 +56,13 @@ function i8TileProblem(rt: Runtime, pass: 'fwd' | 'dkdv', t: AttnTile, D: number
   return null;
 }
 
+// Each INT8 kernel's key in MEASURED_ATTENTION_TILES.
+const MEASURED_KEY = { fwd: 'fwdI8', dkdv: 'dkdvI8', dkdvDp8: 'dkdvDp8' } as const;
+
 /** The measured tile of an INT8-score kernel, else the fp32 pass's where the kernel can run it, else the first candidate that fits. */
-function chooseI8Tile(rt: Runtime, kernel: 'fwd' | 'dkdv' | 'dkdvDp8', D: number, problem: (t: AttnTile) => string | null): AttnTile {
+function chooseI8Tile(rt: Runtime, kernel: keyof typeof MEASURED_KEY, D: number, problem: (t: AttnTile) => string | null): AttnTile {
   const pass = kernel === 'fwd' ? 'fwd' : 'dkdv';
-  const measured = measuredAttentionTile(rt, kernel === 'fwd' ? 'fwdI8' : kernel === 'dkdv' ? 'dkdvI8' : 'dkdvDp8', D);
+  const measured = measuredAttentionTile(rt, MEASURED_KEY[kernel], D);
   const tiles = [...(measured ? [measured] : []), chooseAttentionTile(rt, pass, D), ...ATTENTION_CANDIDATES[pass].map(attnTileOf)];
   const t = tiles.find((c) => !problem(c));
   if (!t) throw new Error(`attention with INT8 scores: no ${pass === 'fwd' ? 'forward' : 'dK/dV'} tile fits head dim ${D} on this device`);

@@ -18,32 +18,28 @@ function buffers(b: (key: string) => GPUBuffer): ScoreCodes {
   return { qc: b('i8.qc'), kc: b('i8.kc') };
 }
 
+/** The codes of a query-shaped and a KV-shaped tensor of layer l into two head-codes buffers, the kernel recorded under `L<l>.<path>`. */
+function pairCodes(rt: Runtime, l: number, path: 'attn' | 'attnDp', qShaped: [string, Binding, GPUBuffer], kvShaped: [string, Binding, GPUBuffer],
+  d: ModelDims, paths: Map<string, GemmPath>): Dispatch[] {
+  paths.set(`L${l}.${path}`, ATTN_SCORE_PATH);
+  return [
+    ...quantizeHeadsI8(rt, `L${l}.attn.${qShaped[0]}`, qShaped[1], d.N * d.nH, d.D, qShaped[2]),
+    ...quantizeHeadsI8(rt, `L${l}.attn.${kvShaped[0]}`, kvShaped[1], d.N * d.nKV, d.D, kvShaped[2]),
+  ];
+}
+
 /** The codes of q and k (already rotated) into the plan's buffers: the backward's, or the forward's where RoPE cannot write them. */
 export function scoreCodes(rt: Runtime, b: (key: string) => GPUBuffer, l: number, q: Binding, k: Binding, d: ModelDims,
   paths: Map<string, GemmPath>): { dispatches: Dispatch[]; codes: ScoreCodes } {
   const codes = buffers(b);
-  paths.set(`L${l}.attn`, ATTN_SCORE_PATH);
-  return {
-    dispatches: [
-      ...quantizeHeadsI8(rt, `L${l}.attn.qc`, q, d.N * d.nH, d.D, codes.qc),
-      ...quantizeHeadsI8(rt, `L${l}.attn.kc`, k, d.N * d.nKV, d.D, codes.kc),
-    ],
-    codes,
-  };
+  return { dispatches: pairCodes(rt, l, 'attn', ['qc', q, codes.qc], ['kc', k, codes.kc], d, paths), codes };
 }
 
 /** The backward's codes of dO and v for an INT8 dP, in the plan's i8.oc / i8.vc. */
 export function dpCodes(rt: Runtime, b: (key: string) => GPUBuffer, l: number, dO: Binding, v: Binding, d: ModelDims,
   paths: Map<string, GemmPath>): { dispatches: Dispatch[]; codes: { oc: GPUBuffer; vc: GPUBuffer } } {
   const codes = { oc: b('i8.oc'), vc: b('i8.vc') };
-  paths.set(`L${l}.attnDp`, ATTN_SCORE_PATH);
-  return {
-    dispatches: [
-      ...quantizeHeadsI8(rt, `L${l}.attn.oc`, dO, d.N * d.nH, d.D, codes.oc),
-      ...quantizeHeadsI8(rt, `L${l}.attn.vc`, v, d.N * d.nKV, d.D, codes.vc),
-    ],
-    codes,
-  };
+  return { dispatches: pairCodes(rt, l, 'attnDp', ['oc', dO, codes.oc], ['vc', v, codes.vc], d, paths), codes };
 }
 
 /** One of the forward's two rotations (q or k), writing its codes too where ropeQuantized runs at this head dim. */
