@@ -5,7 +5,8 @@
  * order: within 1e-5 relative). The fastest per kernel is what MEASURED_ATTENTION_TILES' `fwdI8` /
  * `dkdvI8` / `dkdvDp8` (INT8 dP too) entries hold for a GPU model.
  *
- *   node attn-i8-tune.mjs [--shape 16x512x12x64] [--ff 2560] [--reps 10] [--json out.json]
+ *   node attn-i8-tune.mjs [--shape 16x512x12x64] [--ff 2560] [--reps 10] [--kernels fwd,dkdv,dkdvDp8] [--default-only] [--json out.json]
+ *   (--default-only: time each kernel's default tile only, and for the backward also all its dispatches)
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -19,7 +20,7 @@ import {
 } from '../src/engine/kernels/attention-i8';
 import { Rng } from '../src/engine/util/rng';
 
-const a = parseArgs({ options: { shape: { type: 'string' }, json: { type: 'string' }, reps: { type: 'string' }, ff: { type: 'string' } } }).values;
+const a = parseArgs({ options: { shape: { type: 'string' }, json: { type: 'string' }, reps: { type: 'string' }, ff: { type: 'string' }, kernels: { type: 'string' }, 'default-only': { type: 'boolean' } } }).values;
 const [B, T, nH, D] = (a.shape ?? '16x512x12x64').split('x').map(Number);
 const nKV = nH;
 const reps = Number(a.reps ?? 10);
@@ -56,7 +57,8 @@ const rows: Record<string, unknown>[] = [];
 const best: Record<string, { tile: AttnTile; ms: number; defaultMs: number }> = {};
 const defaultMs: Record<string, number> = {};
 console.log(`adapter ${JSON.stringify(gpu.adapterInfo)}; ${B}x${T}x${nH}x${D}`);
-for (const kernel of ['fwd', 'dkdv', 'dkdvDp8'] as const) {
+const kernels = (a.kernels ?? 'fwd,dkdv,dkdvDp8').split(',');
+for (const kernel of (['fwd', 'dkdv', 'dkdvDp8'] as const).filter((k) => kernels.includes(k))) {
   const int8Dp = kernel === 'dkdvDp8';
   const def = kernel === 'fwd' ? chooseAttentionI8Tile(rt, D) : chooseAttentionI8DkdvTile(rt, D, int8Dp);
   const dp = int8Dp ? { oc, vc } : undefined;
@@ -67,7 +69,7 @@ for (const kernel of ['fwd', 'dkdv', 'dkdvDp8'] as const) {
   rt.run(attentionForwardI8(rt, { label: 'tune', ...shape, ...codes, v, o, lse })); // the backward's o and lse
   rt.run(run(def));
   const want = await outputs();
-  for (const tile of [def, ...ATTENTION_CANDIDATES[kernel === 'fwd' ? 'fwd' : 'dkdv'].map(attnTileOf)]) {
+  for (const tile of [def, ...(a['default-only'] ? [] : ATTENTION_CANDIDATES[kernel === 'fwd' ? 'fwd' : 'dkdv'].map(attnTileOf))]) {
     const problem = kernel === 'fwd' ? attentionI8FwdTileProblem(rt, tile, D) : attentionI8DkdvTileProblem(rt, tile, D, int8Dp);
     if (problem || (tile !== def && attnTileName(tile) === attnTileName(def))) continue;
     const ds = run(tile);
@@ -81,8 +83,11 @@ for (const kernel of ['fwd', 'dkdv', 'dkdvDp8'] as const) {
     // The dK/dV kernel alone: the backward's dispatches are Di, then per dS chunk dK/dV and dq.
     const ms = await time(kernel === 'fwd' ? ds : ds.filter((d) => d.label.includes('attnBwdDkDvDsI8')));
     const isDefault = tile === def;
-    rows.push({ kernel, tile, ms, err, isDefault });
-    console.log(`${kernel} ${attnTileName(tile)}${isDefault ? ' (default)' : ''}: ${ms.toFixed(3)} ms (rel ${err.toExponential(1)})`);
+    // The whole backward (Di, and per chunk dK/dV and dq) where only the default runs.
+    const allMs = kernel !== 'fwd' && a['default-only'] ? await time(ds) : undefined;
+    rows.push({ kernel, tile, ms, err, isDefault, allMs, dispatches: ds.length });
+    console.log(`${kernel} ${attnTileName(tile)}${isDefault ? ' (default)' : ''}: ${ms.toFixed(3)} ms (rel ${err.toExponential(1)})`
+      + (allMs !== undefined ? `; whole backward ${allMs.toFixed(3)} ms in ${ds.length} dispatches` : ''));
     if (isDefault) defaultMs[kernel] = ms;
     if (!best[kernel] || ms < best[kernel].ms) best[kernel] = { tile, ms, defaultMs: defaultMs[kernel] };
   }

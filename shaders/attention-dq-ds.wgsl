@@ -8,10 +8,10 @@
 // CV K vec4s for 16·RG·CV FMAs. Neighbouring lanes take neighbouring columns (coalesced K loads and
 // dq stores). Named accumulators and override-tested branches, as in attention-bwd-blocked.wgsl.
 // Needs (checked in TS): BQ % (4·RG) == 0, BK % 4 == 0, RG ∈ {1, 2}, CV ∈ {1, 2, 4}.
-// The io section (vec4 when D % 4 == 0, else vec2) declares k (binding 1), dq (binding 3), ldK4, stDq4.
+// The io section (vec4 when D % 4 == 0, else vec2) declares k (binding 1), dq (binding 3), ldK4, stDq4;
+// attention-ds.wgsl's read_f32 / read_bf16 section dS (binding 0) and ldDsAt.
 struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, nRows: u32, pair0: u32 }
 
-@group(0) @binding(0) var<storage, read> dS: array<vec4<f32>>;
 @group(0) @binding(2) var<uniform> p: Params;
 
 override D: u32;
@@ -47,6 +47,88 @@ fn putQ(b: u32, h: u32, t0: u32, c4: u32, a: mat4x4<f32>) {
   if (t0 + 3u < p.T) { stDq4(row + 3u * p.nH, c4, a[3] * p.scale); }
 }
 
+// Staging. A step is BK K rows (K_ITEMS vec4s) and the BQ × BK block of dS (DS_ITEMS vec4s of 4
+// keys of a query row), scattered transposed into dsT. A thread's items are lid + NT·j. PREFETCH
+// holds them in a Staged value from one step's FMAs to the next step's put (at most 4 K and 4 dS
+// vec4s per thread: checked in TS); 4 × 4 blocks transposed in registers instead of the scatter
+// measured slower on the H200.
+override PREFETCH: bool = false;
+override K_ITEMS: u32 = BK * DP;
+override DS_ITEMS: u32 = BQ * BK4;
+struct Staged { x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>, y0: vec4<f32>, y1: vec4<f32>, y2: vec4<f32>, y3: vec4<f32> }
+
+fn noStaged() -> Staged {
+  let z = vec4<f32>(0.0);
+  return Staged(z, z, z, z, z, z, z, z);
+}
+
+fn fetchK(b: u32, g: u32, k0: u32, i: u32) -> vec4<f32> {
+  if (i >= K_ITEMS || k0 + i / DP >= p.T) { return vec4<f32>(0.0); }
+  return ldK4((b * p.T + k0 + i / DP) * p.nKV + g, i % DP);
+}
+
+fn fetchKs(b: u32, g: u32, k0: u32, lid: u32) -> Staged {
+  var s = noStaged();
+  s.x0 = fetchK(b, g, k0, lid);
+  if (K_ITEMS > NT) { s.x1 = fetchK(b, g, k0, lid + NT); }
+  if (K_ITEMS > 2u * NT) { s.x2 = fetchK(b, g, k0, lid + 2u * NT); }
+  if (K_ITEMS > 3u * NT) { s.x3 = fetchK(b, g, k0, lid + 3u * NT); }
+  return s;
+}
+
+fn putK(i: u32, x: vec4<f32>) {
+  if (i < K_ITEMS) { Ks[(i / DP) * KSTR + i % DP] = x; }
+}
+
+fn putKs(lid: u32, s: Staged) {
+  putK(lid, s.x0);
+  if (K_ITEMS > NT) { putK(lid + NT, s.x1); }
+  if (K_ITEMS > 2u * NT) { putK(lid + 2u * NT, s.x2); }
+  if (K_ITEMS > 3u * NT) { putK(lid + 3u * NT, s.x3); }
+}
+
+// dS of query t, keys 4·key4 .. 4·key4 + 3 (zero past t or T).
+fn ldDs(head: u32, t: u32, key4: u32) -> vec4<f32> {
+  if (t >= p.T || 4u * key4 > t) { return vec4<f32>(0.0); }
+  // select, not multiply: a key past t may be unwritten (attention-ds.wgsl), even NaN.
+  let keys = vec4<u32>(4u * key4) + vec4<u32>(0u, 1u, 2u, 3u);
+  return select(vec4<f32>(0.0), ldDsAt(dsIndex(head, t, key4)), keys <= vec4<u32>(t));
+}
+
+// Item i: query row i / BK4 of the step, keys 4·(i % BK4) .. +3.
+fn fetchDsItem(head: u32, q0: u32, k0: u32, i: u32) -> vec4<f32> {
+  if (i >= DS_ITEMS) { return vec4<f32>(0.0); }
+  return ldDs(head, q0 + i / BK4, k0 / 4u + i % BK4);
+}
+
+fn fetchDsT(head: u32, q0: u32, k0: u32, lid: u32) -> Staged {
+  var s = noStaged();
+  s.y0 = fetchDsItem(head, q0, k0, lid);
+  if (DS_ITEMS > NT) { s.y1 = fetchDsItem(head, q0, k0, lid + NT); }
+  if (DS_ITEMS > 2u * NT) { s.y2 = fetchDsItem(head, q0, k0, lid + 2u * NT); }
+  if (DS_ITEMS > 3u * NT) { s.y3 = fetchDsItem(head, q0, k0, lid + 3u * NT); }
+  return s;
+}
+
+// One vec4 of query row r (r < BQ), keys 4·j .. 4·j + 3 of the step, scattered into dsT.
+fn putDs1(i: u32, x: vec4<f32>) {
+  if (i >= DS_ITEMS) { return; }
+  let r = i / BK4;
+  let o = 4u * (i % BK4) * SSTR + r / 4u;
+  let e = r % 4u;
+  dsT[o][e] = x.x;
+  dsT[o + SSTR][e] = x.y;
+  dsT[o + 2u * SSTR][e] = x.z;
+  dsT[o + 3u * SSTR][e] = x.w;
+}
+
+fn putDsT(lid: u32, s: Staged) {
+  putDs1(lid, s.y0);
+  if (DS_ITEMS > NT) { putDs1(lid + NT, s.y1); }
+  if (DS_ITEMS > 2u * NT) { putDs1(lid + 2u * NT, s.y2); }
+  if (DS_ITEMS > 3u * NT) { putDs1(lid + 3u * NT, s.y3); }
+}
+
 @compute @workgroup_size(NT)
 fn attn_dq_from_ds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let T = p.T;
@@ -64,35 +146,23 @@ fn attn_dq_from_ds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocat
   var a00 = mat4x4<f32>(); var a01 = mat4x4<f32>(); var a02 = mat4x4<f32>(); var a03 = mat4x4<f32>();
   var a10 = mat4x4<f32>(); var a11 = mat4x4<f32>(); var a12 = mat4x4<f32>(); var a13 = mat4x4<f32>();
   let nKB = (min(T, q0 + BQ) + BK - 1u) / BK;
+  var pk = noStaged();
+  var ps = noStaged();
+  if (PREFETCH) { pk = fetchKs(b, g, 0u, lid); ps = fetchDsT(head, q0, 0u, lid); }
   for (var kb = 0u; kb < nKB; kb++) {
     let k0 = kb * BK;
     workgroupBarrier();   // the previous step's reads of Ks and dsT are done
-    for (var i = lid; i < BK * DP; i += NT) {
-      let r = i / DP;
-      let c4 = i % DP;
-      var x = vec4<f32>(0.0);
-      if (k0 + r < T) { x = ldK4((b * T + k0 + r) * p.nKV + g, c4); }
-      Ks[r * KSTR + c4] = x;
-    }
-    for (var i = lid; i < BQ * BK4; i += NT) {
-      let r = i / BK4;
-      let j = i % BK4;
-      let t = q0 + r;
-      let key4 = k0 / 4u + j;
-      var x = vec4<f32>(0.0);
-      if (t < T && 4u * key4 <= t) {
-        // select, not multiply: a key past t may be unwritten (attention-ds.wgsl), even NaN.
-        let keys = vec4<u32>(4u * key4) + vec4<u32>(0u, 1u, 2u, 3u);
-        x = select(vec4<f32>(0.0), dS[dsIndex(head, t, key4)], keys <= vec4<u32>(t));
-      }
-      let o = 4u * j * SSTR + r / 4u;
-      let e = r % 4u;
-      dsT[o][e] = x.x;
-      dsT[o + SSTR][e] = x.y;
-      dsT[o + 2u * SSTR][e] = x.z;
-      dsT[o + 3u * SSTR][e] = x.w;
+    if (PREFETCH) {
+      putKs(lid, pk);
+      putDsT(lid, ps);
+    } else {
+      for (var i = lid; i < K_ITEMS; i += NT) { putK(i, fetchK(b, g, k0, i)); }
+      for (var i = lid; i < DS_ITEMS; i += NT) { putDs1(i, fetchDsItem(head, q0, k0, i)); }
     }
     workgroupBarrier();
+    // PREFETCH: the next step's global loads are in flight during this step's FMAs.
+    if (PREFETCH && kb + 1u < nKB) { pk = fetchKs(b, g, k0 + BK, lid); ps = fetchDsT(head, q0, k0 + BK, lid); }
+    // unroll
     for (var kk = 0u; kk < BK; kk++) {
       let w0 = dsT[kk * SSTR + tr];
       var w1 = vec4<f32>(0.0);

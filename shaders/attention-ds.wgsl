@@ -6,7 +6,9 @@
 // dsRowStart(T) vec4s, about T²/2 floats. Keys past t in a row's last vec4 hold 0 (blocked writer)
 // or are left unwritten (row-per-thread writer): the reader masks them.
 // This preamble serves every shader; `vec4` / `scalar` are the dK/dV kernels' writers (blocked: a
-// vec4 of 4 keys per query row; row-per-thread: one key), appended with their binding.
+// vec4 of 4 keys per query row; row-per-thread: one key), appended with their binding; `vec4_bf16`
+// the blocked writer of dS as bf16 (4 keys in a vec2<u32>, same indices: half the bytes), and
+// `read_f32` / `read_bf16` the dq pass's reader of either.
 
 // vec4 index of row t's first vec4 in one head: Σ_{r<t} ceil((r+1)/4) = 2a(a+1) + c(a+1), t = 4a + c.
 fn dsRowStart(t: u32) -> u32 {
@@ -34,4 +36,30 @@ fn storeDs4(pair: u32, hh: u32, t: u32, key0: u32, x: vec4<f32>) {
 // dS of one key against query t.
 fn storeDs1(pair: u32, hh: u32, t: u32, key: u32, x: f32) {
   if (t < p.T && key <= t) { dSw[4u * dsIndex((pair - p.pair0) * p.G + hh, t, 0u) + key] = x; }
+}
+
+//--- vec4_bf16
+@group(0) @binding(9) var<storage, read_write> dSw: array<vec2<u32>>;
+
+// Round to nearest, ties to even (dS is finite: no NaN case, unlike quant/bf16.wgsl's encoder).
+fn dsBf16(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
+
+fn storeDs4(pair: u32, hh: u32, t: u32, key0: u32, x: vec4<f32>) {
+  if (t < p.T && key0 <= t) {
+    dSw[dsIndex((pair - p.pair0) * p.G + hh, t, key0 / 4u)] = vec2<u32>(dsBf16(x.x) | (dsBf16(x.y) << 16u), dsBf16(x.z) | (dsBf16(x.w) << 16u));
+  }
+}
+
+//--- read_f32
+@group(0) @binding(0) var<storage, read> dS: array<vec4<f32>>;
+fn ldDsAt(i: u32) -> vec4<f32> { return dS[i]; }
+
+//--- read_bf16
+@group(0) @binding(0) var<storage, read> dS: array<vec2<u32>>;
+fn ldDsAt(i: u32) -> vec4<f32> {
+  let w = dS[i];
+  return bitcast<vec4<f32>>(vec4<u32>(w.x << 16u, w.x & 0xffff0000u, w.y << 16u, w.y & 0xffff0000u));
 }

@@ -118,6 +118,10 @@ describe('stored-dS layout and chunks (CPU)', () => {
     expect(dsChunks(5, 1, 2, 64, 2 * unit + 5)).toEqual([{ pair0: 0, pairs: 2 }, { pair0: 2, pairs: 2 }, { pair0: 4, pairs: 1 }]);
     expect(dsChunks(4, 2, 2, 64, 7 * unit)).toEqual([{ pair0: 0, pairs: 4 }, { pair0: 4, pairs: 4 }]);
     expect(dsChunks(4, 2, 2, 64, unit - 4)).toEqual([]);
+    // bf16 dS (the INT8-dP backward): half the bytes, twice the pairs per chunk.
+    expect(dsPairBytes(64, 2, 'bf16')).toBe(unit / 2);
+    expect(dsChunks(4, 2, 2, 64, 4 * unit, 'bf16')).toEqual([{ pair0: 0, pairs: 8 }]);
+    expect(dsChunks(5, 1, 2, 64, unit, 'bf16')).toEqual([{ pair0: 0, pairs: 2 }, { pair0: 2, pairs: 2 }, { pair0: 4, pairs: 1 }]);
   });
 });
 
@@ -134,6 +138,10 @@ describe('stored-dS backward vs reference and the recompute path', () => {
     [{ B: 1, T: 130, nH: 2, nKV: 2, D: 64 }, { dkdv: { BM: 32, BN: 64, NT: 256, blocked: true, chunk: 4, keep: true }, dqDs: { BQ: 128, BK: 16, RG: 2, CV: 1 } }],
     [{ B: 1, T: 33, nH: 2, nKV: 1, D: 40 }, { dkdv: { BM: 16, BN: 32, NT: 64, blocked: true, chunk: 4 }, dqDs: { BQ: 16, BK: 16, RG: 1, CV: 4 } }], // DP 10 over TC 3
     [{ B: 1, T: 20, nH: 2, nKV: 1, D: 128 }, { dkdv: { BM: 16, BN: 8, NT: 16, blocked: true }, dqDs: { BQ: 8, BK: 8, RG: 1, CV: 4 } }],
+    // Prefetched and written-out key loops (several key steps, T off the tiles, GQA).
+    [{ B: 1, T: 130, nH: 4, nKV: 2, D: 16 }, { dqDs: { BQ: 32, BK: 16, RG: 1, CV: 1, prefetch: true } }],
+    [{ B: 1, T: 97, nH: 2, nKV: 1, D: 24 }, { dqDs: { BQ: 32, BK: 16, RG: 2, CV: 1, unroll: true } }],
+    [{ B: 2, T: 70, nH: 2, nKV: 1, D: 16 }, { dqDs: { BQ: 32, BK: 16, RG: 1, CV: 1, prefetch: true, unroll: true } }],
   ];
   for (const [i, [s, o]] of cases.entries()) {
     it(`B${s.B} T${s.T} nH${s.nH} nKV${s.nKV} D${s.D}${o.dqDs ? ` dqDs ${dqDsTileName(o.dqDs)}` : ''}`, () => check(s, 700 + i, o));
@@ -173,6 +181,7 @@ describe('stored-dS backward vs reference and the recompute path', () => {
     expect(dqDsTileProblem(rt, { BQ: 12, BK: 32, RG: 2, CV: 1 }, 64)).toMatch(/BQ 12 not a multiple of 8/);
     expect(dqDsTileProblem(rt, { BQ: 64, BK: 6, RG: 1, CV: 1 }, 64)).toMatch(/BK 6/);
     expect(dqDsTileProblem(rt, { BQ: 64, BK: 32, RG: 1, CV: 1 }, 64)).toBeNull();
+    expect(dqDsTileProblem(rt, { BQ: 8, BK: 8, RG: 1, CV: 4, prefetch: true }, 64)).toMatch(/prefetch holds more/);
     expect(DQDS_CANDIDATES.some((t) => !dqDsTileProblem(rt, t, 64))).toBe(true);
   });
 });

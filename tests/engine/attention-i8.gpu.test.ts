@@ -54,6 +54,8 @@ async function forwardI8(rt: Runtime, s: Shape, host: { q: Float32Array; k: Floa
   // default tile and a prefetching one (the kernel's two staging orders).
   const oc = rt.createBuffer('workspace', 'oc', headCodesLayout(nq / s.D, s.D).bytes);
   const vc = rt.createBuffer('workspace', 'vc', headCodesLayout(nk / s.D, s.D).bytes);
+  // Its dS is bf16: one pair's worth of that per chunk, so the chunked path is covered here too.
+  const dsScratch8 = rt.createBuffer('workspace', 'ds8', dsPairBytes(s.T, s.nH / s.nKV, 'bf16'));
   const dp8: Awaited<ReturnType<typeof read>>[] = [];
   for (const tile of [undefined, DP8_PREFETCH_TILE]) {
     rt.run([
@@ -61,11 +63,11 @@ async function forwardI8(rt: Runtime, s: Shape, host: { q: Float32Array; k: Floa
       ...quantizeHeadsI8(rt, 'k', k, nk / s.D, s.D, kc),
       ...quantizeHeadsI8(rt, 'dO', dO, nq / s.D, s.D, oc),
       ...quantizeHeadsI8(rt, 'v', v, nk / s.D, s.D, vc),
-      ...attentionBackwardI8(rt, { label: 'tb8', q, k, v, o, lse, dO, dq, dk, dv, workspace: ws, dsScratch, qc, kc, dp: { vc, oc }, tile, ...s }),
+      ...attentionBackwardI8(rt, { label: 'tb8', q, k, v, o, lse, dO, dq, dk, dv, workspace: ws, dsScratch: dsScratch8, qc, kc, dp: { vc, oc }, tile, ...s }),
     ]);
     dp8.push(await read());
   }
-  for (const b of [dO, dq, dk, dv, ws, dsScratch, oc, vc]) rt.mem.free(b);
+  for (const b of [dO, dq, dk, dv, ws, dsScratch, dsScratch8, oc, vc]) rt.mem.free(b);
   // The same inputs through the fp32 kernel, to show the INT8 scores are not fp32's.
   const o32 = rt.createBuffer('activations', 'o32', nq * 4);
   rt.run(attentionForward(rt, { label: 'f', q, k, v, o: o32, lse, ...s }));
@@ -109,9 +111,9 @@ describe('attention with INT8 scores vs the reference on dequantized Q, K', () =
         const diff = g.o.reduce((m, x, j) => Math.max(m, Math.abs(x - g.fp32[j])), 0);
         expect(diff).toBeGreaterThan(1e-4);
       }
-      // INT8 dP: dP from dO's and V's dequantized codes; Di and dV from fp32 dO.
+      // INT8 dP: dP from dO's and V's dequantized codes; Di and dV from fp32 dO; dq from dS stored as bf16.
       const dpOps = { dO: dequantRows(host.dO, s.D), v: dequantRows(host.v, s.D) };
-      const r8 = attentionBackwardRef(host.q, host.k, host.v, g.o, g.lse, host.dO, s.B, s.T, s.nH, s.nKV, s.D, scores, dpOps);
+      const r8 = attentionBackwardRef(host.q, host.k, host.v, g.o, g.lse, host.dO, s.B, s.T, s.nH, s.nKV, s.D, scores, dpOps, 'bf16');
       for (const [j, d] of g.dp8.entries()) {
         expectClose(d.dq, r8.dq, { atol: 1e-4, rtol: 1e-3, label: `dq (INT8 dP, tile ${j})` });
         expectClose(d.dk, r8.dk, { atol: 1e-4, rtol: 1e-3, label: `dk (INT8 dP, tile ${j})` });

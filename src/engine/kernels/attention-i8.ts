@@ -149,7 +149,7 @@ export function attentionDkdvI8Code(D: number, int8Dp = false): string {
   const key = `dkdv:${D}:${int8Dp}`;
   let code = codeCache.get(key);
   if (!code) {
-    code = unrollLoops(streamDkdvDsSource(int8Dp ? I8_SCORES_DP : I8_SCORES, dkdvCodes), { DW: D / 4 });
+    code = unrollLoops(streamDkdvDsSource(int8Dp ? I8_SCORES_DP : I8_SCORES, dkdvCodes, int8Dp ? 'bf16' : 'f32'), { DW: D / 4 });
     codeCache.set(key, code);
   }
   return code;

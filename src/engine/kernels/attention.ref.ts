@@ -7,6 +7,7 @@
  * Query head h reads KV head floor(h / G); scores are scaled by 1/sqrt(D); key j is visible to
  * query t iff j <= t. lse[b,h,t] = log Σ_j exp(s_tj) is all the backward needs to rebuild P.
  */
+import { roundBf16 } from './bf16.ref';
 
 export function attentionForwardRef(
   q: ArrayLike<number>, k: ArrayLike<number>, v: ArrayLike<number>,
@@ -98,6 +99,8 @@ export function attentionBackwardRef(
   lse: ArrayLike<number>, dO: ArrayLike<number>,
   B: number, T: number, nH: number, nKV: number, D: number, scores?: AttentionRefInputs['scores'],
   dp?: AttentionRefInputs['dp'],
+  /** 'bf16': dq from dS rounded to fp32 then bf16 (the INT8-dP backward stores dS so); dK keeps it exact. */
+  dqDs?: 'bf16',
 ): { dq: Float64Array; dk: Float64Array; dv: Float64Array } {
   const scale = 1 / Math.sqrt(D);
   const dq = new Float64Array(B * T * nH * D);
@@ -107,8 +110,9 @@ export function attentionBackwardRef(
   for (let b = 0; b < B; b++) {
     for (let h = 0; h < nH; h++) {
       forEachScoreRef(a, b, h, (_t, _j, p, ds, qo, ko) => {
+        const dsq = dqDs ? roundBf16(ds) : ds;
         for (let d = 0; d < D; d++) {
-          dq[qo + d] += scale * ds * k[ko + d];
+          dq[qo + d] += scale * dsq * k[ko + d];
           dk[ko + d] += scale * ds * q[qo + d];
           dv[ko + d] += p * dO[qo + d];
         }

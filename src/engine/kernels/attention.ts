@@ -21,7 +21,7 @@ import bwdBlockedStream from '../../../shaders/attention-bwd-blocked-stream.wgsl
 import loadSrc from '../../../shaders/attention-load.wgsl?raw';
 import { adapterMatches } from '../gpu/device';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
-import { chooseDqDsTile, dqFromDs, type DqDsTile, type DqPath, dsChunks, type DsChunk, dsPairBytes, dsWriterSrc } from './attention-ds';
+import { chooseDqDsTile, dqFromDs, type DqDsTile, type DqPath, dsChunks, type DsChunk, type DsFormat, dsPairBytes, dsWriterSrc } from './attention-ds';
 import { ATTENTION_CANDIDATES, type AttentionPass, type AttnTile, attnTileOf, MEASURED_ATTENTION_TILES } from './attention-tables';
 import { asSlice, bindingBytes } from './launch';
 import { unrollLoops, wgslIf, wgslSection } from './wgsl';
@@ -36,9 +36,9 @@ const fwdBlockedSrc = (D: number) => `${wgslSection(fwdBlockedIo, D % 4 === 0 ? 
 // The register-blocked backward: shared part, resident and streamed kernels, one shader text.
 const bwdBlockedBody = `${bwdBlockedShared}\n${bwdBlockedResident}\n${bwdBlockedStream}`;
 
-/** The streamed dK/dV kernel's shader with dS stored, these score flags (F32, I8, DP8) and `extra` text after it: attention-i8.ts's variants. */
-export function streamDkdvDsSource(scores: Record<string, boolean>, extra = ''): string {
-  return `${wgslIf(`${loadBwd}\n${bwdBlockedShared}\n${bwdBlockedStream}\n${extra}`, { DS: true, ...scores })}\n${dsWriterSrc(true)}`;
+/** The streamed dK/dV kernel's shader with dS stored (as `format`), these score flags (F32, I8, DP8) and `extra` text after it: attention-i8.ts's variants. */
+export function streamDkdvDsSource(scores: Record<string, boolean>, extra = '', format: DsFormat = 'f32'): string {
+  return `${wgslIf(`${loadBwd}\n${bwdBlockedShared}\n${bwdBlockedStream}\n${extra}`, { DS: true, ...scores })}\n${dsWriterSrc(true, format)}`;
 }
 // The backward shaders as written (DS false) and in their stored-dS variant (DS: the dK/dV kernels
 // also write dS, attention-ds.ts), whose `// #if DS` blocks add nothing to the other's pipelines.
@@ -286,14 +286,17 @@ export interface AttentionBackwardArgs extends Shape {
    */
   scores?: {
     tile: AttnTile; code: string; constants: Record<string, number>; qc: Binding; kc: Binding;
-    /** INT8 dP too (the kernel's DP8 variant): V's and dO's head-codes buffers (bindings 2 and 11). */
+    /** INT8 dP too (the kernel's DP8 variant): V's and dO's head-codes buffers (bindings 2 and 11); its dS is stored as bf16. */
     dp?: { vc: Binding; oc: Binding };
   };
   tiles?: { dq?: AttnTile; dkdv?: AttnTile; dqDs?: DqDsTile };
 }
 
-/** How a backward computes dq: the path, the stored-dS chunks (none when recomputing) and why it recomputes. */
-export interface AttentionDqPlan { path: DqPath; chunks: DsChunk[]; why?: string }
+/** How a backward computes dq: the path, the stored-dS chunks (none when recomputing) and their format, and why it recomputes. */
+export interface AttentionDqPlan { path: DqPath; chunks: DsChunk[]; format: DsFormat; why?: string }
+
+/** The stored dS's format: bf16 under INT8 dP (attention-ds.ts DsFormat), else fp32. */
+export const dsFormatOf = (scores: AttentionBackwardArgs['scores']): DsFormat => (scores?.dp ? 'bf16' : 'f32');
 
 /** Which dq path attentionBackward takes for these arguments. */
 const forcedDqPaths = new WeakMap<Runtime, DqPath>();
@@ -304,17 +307,18 @@ export function setAttentionDqPath(rt: Runtime, path: DqPath | undefined): void 
   else forcedDqPaths.set(rt, path);
 }
 
-export function attentionDqPlan(rt: Runtime, a: Shape & Pick<AttentionBackwardArgs, 'dsScratch' | 'dqPath' | 'tiles'>): AttentionDqPlan {
+export function attentionDqPlan(rt: Runtime, a: Shape & Pick<AttentionBackwardArgs, 'dsScratch' | 'dqPath' | 'tiles' | 'scores'>): AttentionDqPlan {
   const forced = a.dqPath ?? forcedDqPaths.get(rt);
+  const format = dsFormatOf(a.scores);
   const recompute = (why: string): AttentionDqPlan => {
     if (forced === 'stored') throw new Error(`attention backward: the stored-dS path cannot run: ${why}`);
-    return { path: 'recompute', chunks: [], why };
+    return { path: 'recompute', chunks: [], format, why };
   };
-  if (forced === 'recompute') return { path: 'recompute', chunks: [], why: 'forced' };
+  if (forced === 'recompute') return { path: 'recompute', chunks: [], format, why: 'forced' };
   if (!a.dsScratch) return recompute('no dS scratch');
   const G = a.nH / a.nKV;
-  const chunks = dsChunks(a.B, a.nKV, G, a.T, bindingBytes(a.dsScratch));
-  if (!chunks.length) return recompute(`one (b, KV head) pair's dS (${dsPairBytes(a.T, G)} B) exceeds the scratch (${bindingBytes(a.dsScratch)} B)`);
+  const chunks = dsChunks(a.B, a.nKV, G, a.T, bindingBytes(a.dsScratch), format);
+  if (!chunks.length) return recompute(`one (b, KV head) pair's dS (${dsPairBytes(a.T, G, format)} B) exceeds the scratch (${bindingBytes(a.dsScratch)} B)`);
   if (!a.tiles?.dqDs) {
     try {
       chooseDqDsTile(rt, a.D);
@@ -322,7 +326,7 @@ export function attentionDqPlan(rt: Runtime, a: Shape & Pick<AttentionBackwardAr
       return recompute((e as Error).message);
     }
   }
-  return { path: 'stored', chunks };
+  return { path: 'stored', chunks, format };
 }
 
 /** Shader, entry point and constants of the dq or dk/dv pass for a tile (blocked or row-per-thread). */
@@ -375,7 +379,7 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
     return [di, ...plan.chunks.flatMap((c, i) => {
       const lab = plan.chunks.length > 1 ? `${a.label}.c${i}` : a.label;
       const uc = attentionParams(rt, lab, a, c.pair0);
-      const dS: Binding = { buffer: scratch.buffer, offset: scratch.offset ?? 0, size: c.pairs * dsPairBytes(a.T, G) };
+      const dS: Binding = { buffer: scratch.buffer, offset: scratch.offset ?? 0, size: c.pairs * dsPairBytes(a.T, G, plan.format) };
       return [
         rt.kernel({
           label: `${lab}.attnBwdDkDvDs${sc ? 'I8' : ''}`,
@@ -384,7 +388,7 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
             ...(sc ? [sc.qc] : []), ...(sc?.dp ? [sc.dp.oc] : [])],
           workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), c.pairs],
         }),
-        dqFromDs(rt, { label: lab, dS, k: a.k, dq: a.dq, params: uc, T: a.T, G, D: a.D, pairs: c.pairs, tile: tds }),
+        dqFromDs(rt, { label: lab, dS, k: a.k, dq: a.dq, params: uc, T: a.T, G, D: a.D, pairs: c.pairs, tile: tds, format: plan.format }),
       ];
     })];
   }

@@ -12,6 +12,14 @@ export function bf16Encode(bits: number): number {
   return ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
 }
 
+/** A number rounded to fp32, then to bf16 (round to nearest, ties to even), as a number. */
+export function roundBf16(x: number): number {
+  const f = new Float32Array([x]);
+  const u = new Uint32Array(f.buffer);
+  u[0] = bf16Encode(u[0]) << 16;
+  return f[0];
+}
+
 /** Words needed for n bf16 values. */
 export const bf16Words = (n: number): number => Math.ceil(n / 2);
 
