@@ -33,6 +33,7 @@ import { crc32 } from './crc32';
 import { EpochChannels } from './dp-channels';
 import { MemberTrainer } from './member-trainer';
 import { gradientAccess } from './dp-grads';
+import { JoinRequests } from './dp-joins';
 import { MemberGuard } from './dp-screen';
 import { applyGroupGradient, checkHashes, decodeMember, type GradientPath, stepStats } from './dp-step';
 import { handOver, stateDigest, syncVerdict } from './dp-sync';
@@ -75,14 +76,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
   /** Why the current group can no longer complete a collective (null: it can). */
   private broken: string | null = null;
   private established = false;
-  private readonly pending = new Set<PeerId>();
-  /**
-   * Joiners admitted since the last group sync: a hello of theirs crossed the welcome (a joiner says
-   * hello every heartbeat until welcomed) and is neither a request nor a restart. Ordered channels
-   * deliver it before the joiner's part of the sync, which clears the set.
-   */
-  private readonly admittedUnsynced = new Set<PeerId>();
-  private readonly excluded = new Set<PeerId>();
+  private readonly joins = new JoinRequests();
   private welcome: { resolve: (p: Plan) => void; reject: (e: Error) => void } | null = null;
   private fatal: Error | null = null;
   private running = false;
@@ -113,8 +107,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     const runTag = crc32(new TextEncoder().encode(`dp-run:${o.run}`)) >>> 16;
     this.channels = new EpochChannels(transport, runTag, (from, p) => this.control(from, p), (from, why) => this.reject(from, why));
     this.unsub.push(transport.onPeerLeave((p) => {
-      this.pending.delete(p);
-      this.admittedUnsynced.delete(p);
+      this.joins.gone(p);
       if (this.members.includes(p)) this.breakGroup(`${p} left`);
     }));
     this.heartbeat = setInterval(() => this.beat(), o.heartbeatMs);
@@ -215,7 +208,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     const { loss, weightsHash: hash } = applied;
     const hashed = hash !== null;
 
-    const joiners = [...this.pending].filter((p) => !g.members.includes(p) && this.transport.peers().includes(p));
+    const joiners = this.joins.joiners(g.members, this.transport.peers());
     const raw = await g.allGather(encodeReport({ step: s + 1, weightsHash: hash, loss, joiners }));
     const reports = raw.map((b, r) => decodeMember(g, r, () => decodeReport(b)));
     reports.forEach((rep, r) => {
@@ -243,11 +236,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
       for (const p of everyone) this.sendControl(p, msg);
       this.event('welcomed', everyone, `welcomed into epoch ${epoch}`);
     }
-    for (const p of everyone) {
-      this.pending.delete(p);
-      this.admittedUnsynced.add(p);
-      this.excluded.delete(p); // a peer that left or restarted earlier is back with a fresh hello
-    }
+    this.joins.admitted(everyone);
     this.event('admitted', everyone, `${everyone.join(', ')} join at step ${this.trainer.stepIndex}`);
     this.endGroup();
     this.plan = { epoch, members };
@@ -258,7 +247,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     if (out.length === 0) return;
     for (const [p, why] of out) {
       this.guard.ban(p, why);
-      this.pending.delete(p);
+      this.joins.gone(p);
       this.event('removed', [p], `${p} removed: ${why}`);
     }
     if (out.some(([p]) => p === this.id)) throw new DpError('removed', `this peer was removed by the group: ${out.find(([p]) => p === this.id)![1]}`, this.trainer.stepIndex, [this.id]);
@@ -291,7 +280,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     this.members = [...g.members];
     this.plan = null;
     await this.sync(g);
-    this.admittedUnsynced.clear();
+    this.joins.synced();
     this.established = true;
     this.epochBase = this.trainer.stepIndex;
     this.outerGroupSteps = 0;
@@ -366,7 +355,7 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
     }
     const connected = new Set(this.transport.peers());
     const gone = old.filter((p) => p !== this.id && (
-      !connected.has(p) || this.excluded.has(p) || silent.includes(p) || (e.code === 'invalid-payload' && e.peer === p)));
+      !connected.has(p) || this.joins.isExcluded(p) || silent.includes(p) || (e.code === 'invalid-payload' && e.peer === p)));
     const members = old.filter((p) => !gone.includes(p));
     this.event('fault', old, `step ${this.trainer.stepIndex} failed: ${why}`);
     if (gone.length) this.event('dropped', gone, `dropped ${gone.join(', ')}`);
@@ -417,33 +406,25 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
           this.event('refused', [from], `${from} asked to join with another configuration`);
           return;
         }
-        if (this.admittedUnsynced.has(from)) return;
-        if (this.members.includes(from) && from !== this.id) {
-          // A member that says hello again has restarted: its state is gone, it joins afresh. A
-          // regroup each time would let one member stall the group, so at most one per interval.
-          if (!this.guard.allowRestart(from)) return this.reject(from, `hello again within ${this.o.restartIntervalMs} ms: ignored`);
-          this.excluded.add(from);
-          this.breakGroup(`${from} restarted`);
+        switch (this.joins.hello(from, this.members.includes(from) && from !== this.id, () => this.guard.allowRestart(from))) {
+          case 'too-soon': return this.reject(from, `hello again within ${this.o.restartIntervalMs} ms: ignored`);
+          case 'restart': return this.breakGroup(`${from} restarted`);
+          default: return;
         }
-        this.pending.add(from);
-        return;
       case DpKind.Welcome:
         if (!this.welcome) return this.reject(from, 'unexpected welcome');
         if (m.fingerprint !== this.fingerprint || !m.members.includes(this.id) || !m.members.includes(from)) {
           return this.reject(from, 'welcome for another configuration or membership');
         }
-        this.excluded.clear();
+        this.joins.welcomed();
         return this.welcome.resolve({ epoch: m.epoch, members: [...m.members].sort() });
       case DpKind.Refuse:
         if (!this.welcome) return this.reject(from, 'unexpected refusal');
         this.event('refused', [from], m.reason);
         return this.welcome.reject(new DpError('refused', `${from} refused this peer: ${m.reason}`, this.trainer.stepIndex, [from]));
       case DpKind.Bye:
-        this.pending.delete(from);
-        if (this.members.includes(from)) {
-          this.excluded.add(from);
-          this.breakGroup(`${from} left the group: ${m.reason}`);
-        }
+        this.joins.bye(from, this.members.includes(from));
+        if (this.members.includes(from)) this.breakGroup(`${from} left the group: ${m.reason}`);
         return;
       case DpKind.Heartbeat:
         return; // the channels noted the time
