@@ -76,6 +76,8 @@ export class PeerJsTransport implements Transport {
   private readonly changed = new Listeners<[]>();
   private readonly timers: ReturnType<typeof setInterval>[] = [];
   private readonly graceTimers = new Set<ReturnType<typeof setTimeout>>();
+  /** Links set up since opening, dialled or taken (whenAdmitted's timeout names it). */
+  private linksMade = 0;
   private lastAuthProblem: string | null = null;
   private readonly limits = new AdmissionLimits();
   private readonly reports = new PerKeyRateLimit();
@@ -250,7 +252,11 @@ export class PeerJsTransport implements Transport {
       };
       const timer = setTimeout(() => {
         const found = this.dials.found();
-        const why = this.lastAuthProblem ?? (found === 0 ? 'no other member of the room was found on the PeerServer' : `${found} member(s) found, none completed the handshake`);
+        // Where each link stands, and how many were set up: tells a slow peer from links that keep being replaced.
+        const now = Date.now();
+        const links = [...this.links.values()].map((l) => `${l.peer}: ${l.state} for ${((now - l.createdAt) / 1000).toFixed(1)} s`);
+        const detail = `${links.length ? `links ${links.join(', ')}; ` : 'no link open; '}${this.linksMade} set up since opening`;
+        const why = this.lastAuthProblem ?? (found === 0 ? 'no other member of the room was found on the PeerServer' : `${found} member(s) found, none completed the handshake (${detail})`);
         finish(new Error(`not admitted to the room within ${timeoutMs / 1000} s: ${why}`));
       }, timeoutMs);
       const unsubscribe = this.changed.add(check);
@@ -338,6 +344,7 @@ export class PeerJsTransport implements Transport {
 
   private attach(conn: DataConnection, outgoing: boolean): void {
     const link = newLink(conn, outgoing);
+    this.linksMade++;
     this.links.set(link.peer, link);
     conn.on('open', () => this.opened(link));
     conn.on('data', (d) => this.received(link, d));
