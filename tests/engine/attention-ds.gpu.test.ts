@@ -6,10 +6,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  attentionBackward, attentionBackwardWorkspaceBytes, attentionDqPlan, attentionForward, type AttnTile,
+  attentionBackward, attentionBackwardWorkspaceBytes, attentionDqPlan, attentionForward, type AttnTile, MEASURED_ATTENTION_TILES,
 } from '../../src/engine/kernels/attention';
 import {
-  DQDS_CANDIDATES, dqDsTileName, dqDsTileProblem, type DqDsTile, dsChunks, dsPairBytes,
+  chooseDqDsTile, DQDS_CANDIDATES, dqDsTileName, dqDsTileProblem, type DqDsTile, dsChunks, dsPairBytes,
 } from '../../src/engine/kernels/attention-ds';
 import { dqFromDsRef, dsHeadFloats, dsRowStart, storedDsRef } from '../../src/engine/kernels/attention-ds.ref';
 import { attentionBackwardRef } from '../../src/engine/kernels/attention.ref';
@@ -183,5 +183,24 @@ describe('stored-dS backward vs reference and the recompute path', () => {
     expect(dqDsTileProblem(rt, { BQ: 64, BK: 32, RG: 1, CV: 1 }, 64)).toBeNull();
     expect(dqDsTileProblem(rt, { BQ: 8, BK: 8, RG: 1, CV: 4, prefetch: true }, 64)).toMatch(/prefetch holds more/);
     expect(DQDS_CANDIDATES.some((t) => !dqDsTileProblem(rt, t, 64))).toBe(true);
+  });
+
+  it('a measured dq tile (MEASURED_ATTENTION_TILES\' dqDs) is chosen where it applies and fits, else the first candidate that fits', async () => {
+    const rt = await testRuntime();
+    const first = chooseDqDsTile(rt, 16);
+    const entry = { match: { vendor: rt.gpu.adapterInfo.vendor.toUpperCase() }, source: 'test', table: {}, dqDs: { D16: '64x16r1c1p' } };
+    MEASURED_ATTENTION_TILES.push(entry);
+    try {
+      expect(dqDsTileName(first)).not.toBe('64x16r1c1p');
+      expect(dqDsTileName(chooseDqDsTile(rt, 16))).toBe('64x16r1c1p');
+      // A candidate this head dim cannot run (prefetch holds too much), and a name that is none.
+      entry.dqDs.D16 = '32x32r1c1p';
+      expect(dqDsTileProblem(rt, DQDS_CANDIDATES.find((t) => dqDsTileName(t) === '32x32r1c1p')!, 16)).toMatch(/prefetch holds more/);
+      expect(chooseDqDsTile(rt, 16)).toEqual(first);
+      entry.dqDs.D16 = 'no-such-tile';
+      expect(chooseDqDsTile(rt, 16)).toEqual(first);
+    } finally {
+      MEASURED_ATTENTION_TILES.splice(MEASURED_ATTENTION_TILES.indexOf(entry), 1);
+    }
   });
 });

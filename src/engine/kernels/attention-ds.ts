@@ -11,10 +11,9 @@
  */
 import dsSrc from '../../../shaders/attention-ds.wgsl?raw';
 import dqDsBody from '../../../shaders/attention-dq-ds.wgsl?raw';
-import { adapterMatches } from '../gpu/device';
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { dsHeadFloats } from './attention-ds.ref';
-import type { MeasuredTable } from './matmul-tables';
+import { measuredFor } from './attention-tables';
 import { unrollLoops, wgslPreamble, wgslSection } from './wgsl';
 
 export { dsHeadFloats, dqFromDsRef, storedDsRef } from './attention-ds.ref';
@@ -34,7 +33,7 @@ export interface DqDsTile {
   unroll?: true;
 }
 
-/** Tried in order by chooseDqDsTile (bench/attn-tune.ts times them all against the recompute path). */
+/** Tried in order by chooseDqDsTile after the measured one (MEASURED_ATTENTION_TILES' `dqDs`; bench/attn-tune.ts times them all against the recompute path). */
 export const DQDS_CANDIDATES: DqDsTile[] = [
   { BQ: 64, BK: 32, RG: 1, CV: 1 }, { BQ: 64, BK: 64, RG: 1, CV: 1 }, { BQ: 64, BK: 32, RG: 2, CV: 1 },
   { BQ: 64, BK: 32, RG: 1, CV: 2 }, { BQ: 64, BK: 64, RG: 2, CV: 1 }, { BQ: 64, BK: 32, RG: 2, CV: 2 },
@@ -82,20 +81,8 @@ export function dqDsTileProblem(rt: Runtime, t: DqDsTile, D: number): string | n
   return null;
 }
 
-/**
- * The dq-from-dS tile measured fastest per GPU model (bench/attn-tune.ts --passes ds), by
- * dqDsTileName and keyed `D${D}`; an entry applies where adapterMatches(match).
- */
-export const MEASURED_DQDS_TILES: { match: MeasuredTable['match']; source: string; table: Record<string, string> }[] = [
-  {
-    match: { vendor: 'nvidia', device: 'h200' },
-    source: 'bench/attn-tune.ts --passes ds on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan) at 16×512×12×64 with dS in 2 and in 3 chunks',
-    table: { D64: '64x16r1c1p' },
-  },
-];
-
 export function chooseDqDsTile(rt: Runtime, D: number): DqDsTile {
-  const named = MEASURED_DQDS_TILES.find((m) => adapterMatches(rt.gpu, m.match))?.table[`D${D}`];
+  const named = measuredFor(rt.gpu, (t) => t.dqDs?.[`D${D}`]);
   const measured = DQDS_CANDIDATES.find((c) => dqDsTileName(c) === named);
   if (measured && !dqDsTileProblem(rt, measured, D)) return measured;
   const t = DQDS_CANDIDATES.find((c) => !dqDsTileProblem(rt, c, D));

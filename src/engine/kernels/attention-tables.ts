@@ -2,6 +2,7 @@
  * The attention kernels' tiles (attention.ts): how a tile is written, the candidates tried in order,
  * and the tiles measured fastest per GPU model (bench/attn-tune.ts), as matmul-tables.ts holds the GEMM's.
  */
+import { adapterMatches, type Gpu } from '../gpu/device';
 import type { MeasuredTable } from './matmul-tables';
 
 export interface AttnTile {
@@ -84,11 +85,12 @@ export const ATTENTION_CANDIDATES: Record<AttentionPass, AttnTileTuple[]> = {
 };
 
 /**
- * Tiles measured fastest per GPU model (bench/attn-tune.ts), keyed `${pass}/D${D}`; an entry applies
+ * Tiles measured fastest per GPU model (bench/attn-tune.ts), keyed `${pass}/D${D}`; `dqDs` the
+ * stored-dS backward's dq tile by dqDsTileName (attention-ds.ts), keyed `D${D}`. An entry applies
  * where adapterMatches(match), as in matmul-tables.ts.
  */
 export const MEASURED_ATTENTION_TILES: {
-  match: MeasuredTable['match']; source: string; table: Record<string, AttnTileTuple>;
+  match: MeasuredTable['match']; source: string; table: Record<string, AttnTileTuple>; dqDs?: Record<string, string>;
 }[] = [
   {
     match: { vendor: 'nvidia', device: 'h200' },
@@ -104,6 +106,18 @@ export const MEASURED_ATTENTION_TILES: {
       // With INT8 dP too (compute.attention_dp; bench/attn-i8-tune.ts at base's shape): the fastest tile it can run.
       'dkdvDp8/D64': [32, 64, 256, true, { chunk: 4, prefetch: true }],
     },
+    // bench/attn-tune.ts --passes ds at 16×512×12×64, the fastest with dS in 2 and in 3 chunks.
+    dqDs: { D64: '64x16r1c1p' },
   },
 ];
+
+/** The first value `pick` finds in the measured tables that apply to this GPU (in table order). */
+export function measuredFor<T>(gpu: Gpu, pick: (t: (typeof MEASURED_ATTENTION_TILES)[number]) => T | undefined): T | undefined {
+  for (const t of MEASURED_ATTENTION_TILES) {
+    if (!adapterMatches(gpu, t.match)) continue;
+    const v = pick(t);
+    if (v !== undefined) return v;
+  }
+  return undefined;
+}
 

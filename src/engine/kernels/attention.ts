@@ -19,10 +19,9 @@ import bwdBlockedShared from '../../../shaders/attention-bwd-blocked.wgsl?raw';
 import bwdBlockedResident from '../../../shaders/attention-bwd-blocked-resident.wgsl?raw';
 import bwdBlockedStream from '../../../shaders/attention-bwd-blocked-stream.wgsl?raw';
 import loadSrc from '../../../shaders/attention-load.wgsl?raw';
-import { adapterMatches } from '../gpu/device';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { chooseDqDsTile, dqFromDs, type DqDsTile, type DqPath, dsChunks, type DsChunk, type DsFormat, dsPairBytes, dsWriterSrc } from './attention-ds';
-import { ATTENTION_CANDIDATES, type AttentionPass, type AttnTile, attnTileOf, MEASURED_ATTENTION_TILES } from './attention-tables';
+import { ATTENTION_CANDIDATES, type AttentionPass, type AttnTile, attnTileOf, measuredFor } from './attention-tables';
 import { asSlice, bindingBytes } from './launch';
 import { unrollLoops, wgslIf, wgslSection } from './wgsl';
 
@@ -190,12 +189,8 @@ export function blockedSplitProblem(pass: Pass, t: AttnTile, D: number): string 
 
 /** The measured tile of a kernel (a pass, or attention-i8.ts's fwdI8 / dkdvI8) at head dim D for this GPU model. */
 export function measuredAttentionTile(rt: Runtime, kernel: Pass | 'fwdI8' | 'dkdvI8' | 'dkdvDp8', D: number): AttnTile | undefined {
-  for (const t of MEASURED_ATTENTION_TILES) {
-    if (!adapterMatches(rt.gpu, t.match)) continue;
-    const e = t.table[`${kernel}/D${D}`];
-    if (e) return attnTileOf(e);
-  }
-  return undefined;
+  const e = measuredFor(rt.gpu, (t) => t.table[`${kernel}/D${D}`]);
+  return e && attnTileOf(e);
 }
 
 /** The measured tile for this GPU model if one fits, else the first candidate that fits, for a pass at head dim D. */
