@@ -13,11 +13,11 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime, type Dispatch } from '../src/engine/gpu/runtime';
 import { timeDispatches } from '../src/engine/gpu/timer';
-import { ATTENTION_CANDIDATES, attentionBackwardWorkspaceBytes, attnTileName, attnTileOf, type AttnTile } from '../src/engine/kernels/attention';
+import { ATTENTION_CANDIDATES, attentionBackwardWorkspaceBytes, attnTileName, attnTileOf, type AttnTile } from '../src/engine/kernels/attention/attention';
 import {
   attentionBackwardI8, attentionForwardI8, attentionI8DkdvTileProblem, attentionI8FwdTileProblem, chooseAttentionI8DkdvTile,
   chooseAttentionI8Tile, headCodesLayout, quantizeHeadsI8,
-} from '../src/engine/kernels/attention-i8';
+} from '../src/engine/kernels/attention/i8';
 import { Rng } from '../src/engine/util/rng';
 
 const a = parseArgs({ options: { shape: { type: 'string' }, json: { type: 'string' }, reps: { type: 'string' }, ff: { type: 'string' }, kernels: { type: 'string' }, 'default-only': { type: 'boolean' } } }).values;

@@ -21,8 +21,8 @@ import { timeDispatches } from '../src/engine/gpu/timer';
 import {
   ATTENTION_CANDIDATES, attentionBackward, attentionBackwardWorkspaceBytes, attentionDqPlan, attentionForward, attentionTileProblem,
   attnTileName, attnTileOf, chooseAttentionTile, type AttentionPass, type AttnTile,
-} from '../src/engine/kernels/attention';
-import { chooseDqDsTile, DQDS_CANDIDATES, dqDsTileName, dqDsTileProblem, type DqDsTile } from '../src/engine/kernels/attention-ds';
+} from '../src/engine/kernels/attention/attention';
+import { chooseDqDsTile, DQDS_CANDIDATES, dqDsTileName, dqDsTileProblem, type DqDsTile } from '../src/engine/kernels/attention/ds';
 import { Rng } from '../src/engine/util/rng';
 
 const a = parseArgs({

@@ -5,10 +5,10 @@
  * picks (matmul-choice.ts).
  */
 import type { Runtime } from '../src/engine/gpu/runtime';
-import { buildMatmul } from '../src/engine/kernels/matmul';
-import { setTunedVariant } from '../src/engine/kernels/matmul-choice';
-import { choiceName, type MatmulShape, matmulWorkspaceBytes, parseChoice, splitCandidates } from '../src/engine/kernels/matmul-plan';
-import { availableVariants, variantFits } from '../src/engine/kernels/matmul-variants';
+import { buildMatmul } from '../src/engine/kernels/matmul/matmul';
+import { setTunedVariant } from '../src/engine/kernels/matmul/choice';
+import { choiceName, type MatmulShape, matmulWorkspaceBytes, parseChoice, splitCandidates } from '../src/engine/kernels/matmul/plan';
+import { availableVariants, variantFits } from '../src/engine/kernels/matmul/variants';
 import { gemmOperands, timeMatmul } from '../src/lab/gemm';
 
 export interface AutotuneOptions {

@@ -1,6 +1,6 @@
 /**
- * DiLoCo over emulated slow links (src/peers/diloco-bench.ts), and optionally per-step data parallel
- * on the same device (src/peers/dp-bench.ts) beside a lone member's step: one JSON object on stdout,
+ * DiLoCo over emulated slow links (src/parallel/diloco/bench.ts), and optionally per-step data parallel
+ * on the same device (src/parallel/dp/bench.ts) beside a lone member's step: one JSON object on stdout,
  * progress on stderr.
  *
  *   node scripts/run-node.mjs bench/diloco-limiter.ts --model small --members 4 --diloco 50 --wire int8 --mbps 20 --latency 20
@@ -16,13 +16,13 @@
  */
 import { fail, num, parseCliArgs, presetArg, UsageError } from '../src/cli/common';
 import { DILOCO_ARGS, dilocoArgs } from '../src/cli/diloco-args';
-import { benchDiloco } from '../src/peers/diloco-bench';
-import { resolveDiloco } from '../src/peers/diloco';
-import { benchDataParallel } from '../src/peers/dp-bench';
+import { benchDiloco } from '../src/parallel/diloco/bench';
+import { resolveDiloco } from '../src/parallel/diloco/diloco';
+import { benchDataParallel } from '../src/parallel/dp/bench';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { defaultTrainOptions } from '../src/engine/train/options';
-import { CharTokenizer } from '../src/engine/train/tokenizer';
+import { CharTokenizer } from '../src/engine/train/tokenizer/tokenizer';
 import { syntheticText } from '../src/lab/step';
 
 async function main(): Promise<void> {

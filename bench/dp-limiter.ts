@@ -1,6 +1,6 @@
 /**
  * Data-parallel time per step over emulated slow links, fp32 against AGoQ's INT8 gradient exchange
- * (src/peers/dp-bench.ts): prints one JSON object (command, date, adapter, link, rows) on stdout,
+ * (src/parallel/dp/bench.ts): prints one JSON object (command, date, adapter, link, rows) on stdout,
  * progress on stderr.
  *
  *   node scripts/run-node.mjs bench/dp-limiter.ts --model tiny --peers 2,3,4 --mbps 20 --latency 20
@@ -15,13 +15,13 @@
  * backward instead of buckets sent behind it) --cpu.
  */
 import { fail, num, parseCliArgs, presetArg, UsageError } from '../src/cli/common';
-import { benchDataParallel } from '../src/peers/dp-bench';
+import { benchDataParallel } from '../src/parallel/dp/bench';
 import type { GradWire } from '../src/engine/scheme/wire';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { schemePreset } from '../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../src/engine/train/options';
-import { CharTokenizer } from '../src/engine/train/tokenizer';
+import { CharTokenizer } from '../src/engine/train/tokenizer/tokenizer';
 import { syntheticText } from '../src/lab/step';
 
 async function main(): Promise<void> {

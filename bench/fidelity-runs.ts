@@ -12,15 +12,15 @@
  */
 import { median } from '../src/engine/gpu/timer';
 import type { Runtime } from '../src/engine/gpu/runtime';
-import type { BatchSource } from '../src/engine/train/data';
-import { inMemoryData } from '../src/engine/train/data';
+import type { BatchSource } from '../src/engine/train/data/data';
+import { inMemoryData } from '../src/engine/train/data/data';
 import type { TrainOptions } from '../src/engine/train/options';
-import type { Tokenizer } from '../src/engine/train/tokenizer';
+import type { Tokenizer } from '../src/engine/train/tokenizer/tokenizer';
 import { type FlatTrainingState, Trainer } from '../src/engine/train/trainer';
-import { DiLoCo, type DilocoConfig, type DilocoStepStats } from '../src/peers/diloco';
-import { type LinkLimits, limitTransport } from '../src/peers/limiter';
-import { LoopbackHub } from '../src/peers/loopback';
-import type { Transport } from '../src/peers/transport';
+import { DiLoCo, type DilocoConfig, type DilocoStepStats } from '../src/parallel/diloco/diloco';
+import { type LinkLimits, limitTransport } from '../src/peers/transport/limiter';
+import { LoopbackHub } from '../src/peers/transport/loopback';
+import type { Transport } from '../src/peers/transport/transport';
 
 export interface FidelityOptions {
   rt: Runtime;

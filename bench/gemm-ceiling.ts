@@ -29,9 +29,9 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { type Dispatch, Runtime, Uniforms } from '../src/engine/gpu/runtime';
 import { median, warmUntilSteady } from '../src/engine/gpu/timer';
-import { matmul } from '../src/engine/kernels/matmul';
-import { getVariant } from '../src/engine/kernels/matmul-variants';
-import { matmulCode } from '../src/engine/kernels/matmul-wgsl';
+import { matmul } from '../src/engine/kernels/matmul/matmul';
+import { getVariant } from '../src/engine/kernels/matmul/variants';
+import { matmulCode } from '../src/engine/kernels/matmul/wgsl';
 import { Rng } from '../src/engine/util/rng';
 import { msPer, timeInterleaved } from '../src/lab/quant';
 

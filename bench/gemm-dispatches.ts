@@ -11,8 +11,8 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { profileDispatches, warmUntilSteady } from '../src/engine/gpu/timer';
-import { buildMatmul, matmulFlops } from '../src/engine/kernels/matmul';
-import { type MatmulShape, matmulWorkspaceBytes } from '../src/engine/kernels/matmul-plan';
+import { buildMatmul, matmulFlops } from '../src/engine/kernels/matmul/matmul';
+import { type MatmulShape, matmulWorkspaceBytes } from '../src/engine/kernels/matmul/plan';
 import { gemmOperands } from '../src/lab/gemm';
 
 const a = parseArgs({ options: { shape: { type: 'string' }, choices: { type: 'string' }, reps: { type: 'string' }, cpu: { type: 'boolean' } } }).values;

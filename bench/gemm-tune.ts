@@ -20,16 +20,16 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
-import { buildMatmul, matmulFlops } from '../src/engine/kernels/matmul';
-import { chooseMatmulVariant } from '../src/engine/kernels/matmul-choice';
-import { type MatmulShape, matmulWorkspaceBytes, MAX_STREAM_K, parseChoice, shapeKey } from '../src/engine/kernels/matmul-plan';
-import { availableVariants, getVariant } from '../src/engine/kernels/matmul-variants';
+import { buildMatmul, matmulFlops } from '../src/engine/kernels/matmul/matmul';
+import { chooseMatmulVariant } from '../src/engine/kernels/matmul/choice';
+import { type MatmulShape, matmulWorkspaceBytes, MAX_STREAM_K, parseChoice, shapeKey } from '../src/engine/kernels/matmul/plan';
+import { availableVariants, getVariant } from '../src/engine/kernels/matmul/variants';
 import { fillPattern, gemmOperands, timeMatmul } from '../src/lab/gemm';
-import { matmulRef } from '../src/engine/kernels/matmul.ref';
+import { matmulRef } from '../src/engine/kernels/matmul/matmul.ref';
 import {
   blockM, blockN, buildSgmat, checkSgmat, configLabel, isEightBit, subgroupMatrixConfigs, subgroupSize,
   type SgmatKernel, type SgmatType,
-} from '../src/engine/kernels/sgmat';
+} from '../src/engine/kernels/qgemm/sgmat';
 import { defaultTrainOptions } from '../src/engine/train/options';
 import { Rng } from '../src/engine/util/rng';
 import type { PresetName } from '../src/engine/model/config';

@@ -19,9 +19,9 @@ import { DILOCO_ARGS, dilocoArgs } from '../src/cli/diloco-args';
 import { buildTokenizer, dataFiles, readData } from '../src/cli/data';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
-import { datasetOf, tokenizeDocuments } from '../src/engine/train/datasets';
+import { datasetOf, tokenizeDocuments } from '../src/engine/train/data/datasets';
 import { defaultTrainOptions } from '../src/engine/train/options';
-import { resolveDiloco } from '../src/peers/diloco';
+import { resolveDiloco } from '../src/parallel/diloco/diloco';
 import { runFidelity } from './fidelity-runs';
 
 function members(v: string | undefined): number[] {

@@ -1,5 +1,5 @@
 /**
- * Split-K of the INT8 weight-gradient GEMMs (src/engine/kernels/qgemm-splitk.ts) at a preset's dW
+ * Split-K of the INT8 weight-gradient GEMMs (src/engine/kernels/qgemm/splitk.ts) at a preset's dW
  * shapes (dW = dYᵀ·X: M×N per linear, K = the step's tokens): per kernel path (tensor cores where
  * enableI8TensorCores finds them, and dot4), the one-pass GEMM and each forced slice count, every
  * split checked bit for bit against the one pass before it is timed (GPU timestamps, median).
@@ -12,8 +12,8 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
-import { type GemmTiles, qgemmI8SplitK, qgemmI8Steps } from '../src/engine/kernels/qgemm';
-import { enableI8TensorCores, i8TcLabel } from '../src/engine/kernels/qgemm-tc';
+import { type GemmTiles, qgemmI8SplitK, qgemmI8Steps } from '../src/engine/kernels/qgemm/qgemm';
+import { enableI8TensorCores, i8TcLabel } from '../src/engine/kernels/qgemm/tc';
 import { PRESET_NAMES, type PresetName } from '../src/engine/model/config';
 import { modelDims } from '../src/engine/model/dims';
 import { defaultTrainOptions } from '../src/engine/train/options';

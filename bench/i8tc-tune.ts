@@ -1,5 +1,5 @@
 /**
- * Tuning run for the tensor-core INT8 GEMM (src/engine/kernels/qgemm-tc.ts) on a GPU with
+ * Tuning run for the tensor-core INT8 GEMM (src/engine/kernels/qgemm/tc.ts) on a GPU with
  * subgroup matrices: checks every layout of I8_TC_LAYOUTS bit for bit, then times each correct one
  * next to the dot4I8Packed kernel and our fp32 GEMM on the same shapes (GPU timestamps, median).
  *
@@ -11,12 +11,12 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
-import { matmul } from '../src/engine/kernels/matmul';
-import { qgemmI8 } from '../src/engine/kernels/qgemm';
+import { matmul } from '../src/engine/kernels/matmul/matmul';
+import { qgemmI8 } from '../src/engine/kernels/qgemm/qgemm';
 import {
   checkI8Tc, enableI8TensorCores, i8Configs, i8TcLabel, i8TcSpecError, qgemmI8Tc, type I8TcSpec,
-} from '../src/engine/kernels/qgemm-tc';
-import { I8_TC_LAYOUTS } from '../src/engine/kernels/qgemm-tc-tables';
+} from '../src/engine/kernels/qgemm/tc';
+import { I8_TC_LAYOUTS } from '../src/engine/kernels/qgemm/tc-tables';
 import { Rng } from '../src/engine/util/rng';
 import { msPer } from '../src/lab/quant';
 

@@ -12,14 +12,14 @@
 import { median } from '../src/engine/gpu/timer';
 import { Rng } from '../src/engine/util/rng';
 import { AGOQ_BLOCK, allReduceWireBytes, gatherWireBytes, echoWireBytes, type WireFormat } from '../src/engine/scheme/wire';
-import { digestOfParts } from '../src/peers/digest';
-import { PeerGroup } from '../src/peers/group';
-import { identityOf, newKeyPair, verifySignature } from '../src/peers/identity';
-import { JsContributions } from '../src/peers/js-contributions';
-import { type LinkLimits, limitTransport } from '../src/peers/limiter';
-import { LoopbackHub } from '../src/peers/loopback';
-import { exchangeContext, signedMessage } from '../src/peers/signed-echo';
-import { reduceVerified } from '../src/peers/verified-reduce';
+import { digestOfParts } from '../src/peers/collectives/digest';
+import { PeerGroup } from '../src/peers/collectives/group';
+import { identityOf, newKeyPair, verifySignature } from '../src/peers/room/identity';
+import { JsContributions } from '../src/peers/collectives/js-contributions';
+import { type LinkLimits, limitTransport } from '../src/peers/transport/limiter';
+import { LoopbackHub } from '../src/peers/transport/loopback';
+import { exchangeContext, signedMessage } from '../src/peers/collectives/signed-echo';
+import { reduceVerified } from '../src/peers/collectives/verified-reduce';
 
 export interface MeshBenchOptions {
   /** Group sizes, each run as its own group (≥ 2). */

@@ -19,8 +19,8 @@
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime, Uniforms } from '../src/engine/gpu/runtime';
 import { timeDispatches } from '../src/engine/gpu/timer';
-import { buildDequantize, buildQuantize, CODEC_WGSL, fusedQuantizeLayout, type QuantizePath } from '../src/engine/kernels/quantize';
-import { quantizeGpu } from '../src/engine/kernels/quantize-readback';
+import { buildDequantize, buildQuantize, CODEC_WGSL, fusedQuantizeLayout, type QuantizePath } from '../src/engine/kernels/quantize/quantize';
+import { quantizeGpu } from '../src/engine/kernels/quantize/readback';
 import { benchQuantize } from '../src/lab/quant';
 import { encodeE4M3, encodeE5M2 } from '../src/engine/quant/fp8';
 import { encodeInt, QUANT_FORMATS, type QuantFormat } from '../src/engine/quant/formats';

@@ -1,12 +1,12 @@
 /**
  * Finds, on the device at hand, how its subgroup matrices are spelled and addressed: for each
  * usable configuration the WGSL layout argument (template or bool) and, for 8-bit types, whether
- * offsets count elements or 32-bit words (src/engine/kernels/sgmat.ts says why both vary).
+ * offsets count elements or 32-bit words (src/engine/kernels/qgemm/sgmat.ts says why both vary).
  */
 import type { Runtime } from '../src/engine/gpu/runtime';
 import {
   checkSgmat, isEightBit, type SgmatKernel, type SgmatSyntax, type SubgroupMatrixConfig, subgroupMatrixConfigs, subgroupSize, usableConfig,
-} from '../src/engine/kernels/sgmat';
+} from '../src/engine/kernels/qgemm/sgmat';
 
 export interface SgmatProbe {
   present: boolean;

@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { median, profileDispatches } from '../src/engine/gpu/timer';
-import { enableI8TensorCores, i8TcLabel } from '../src/engine/kernels/qgemm-tc';
+import { enableI8TensorCores, i8TcLabel } from '../src/engine/kernels/qgemm/tc';
 import type { PresetName } from '../src/engine/model/config';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
 import { parseScheme } from '../src/engine/scheme/scheme';

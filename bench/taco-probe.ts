@@ -29,7 +29,7 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { type Binding, type Dispatch, Runtime, Uniforms } from '../src/engine/gpu/runtime';
 import { median } from '../src/engine/gpu/timer';
-import { TACO_WG, tacoCompress, tacoDecompress, tacoShader, tacoWordsPerInvocation } from '../src/engine/kernels/taco';
+import { TACO_WG, tacoCompress, tacoDecompress, tacoShader, tacoWordsPerInvocation } from '../src/engine/kernels/taco/taco';
 import { rsqrtF32 } from '../src/engine/quant/hadamard';
 import { tacoCompressRef, tacoDecompressRef, tacoLayout, tacoPayload, tacoPayloadBytes } from '../src/engine/quant/taco';
 import { Rng } from '../src/engine/util/rng';

@@ -1,6 +1,6 @@
 /**
  * Tensor-parallel time per step over emulated slow links, fp32 against TACO exchange at the four
- * Megatron all-reduces of every layer (src/peers/tp.ts): t in-process ranks on a loopback hub, each
+ * Megatron all-reduces of every layer (src/parallel/tp/group.ts): t in-process ranks on a loopback hub, each
  * endpoint behind a LimitedTransport (its own egress bandwidth and one-way latency). Prints one
  * JSON object (command, date, adapter, link, rows) on stdout, progress on stderr.
  *
@@ -12,16 +12,16 @@
  * and a rank's commSeconds includes waiting for the others' segments; compare codecs at equal t.
  */
 import { fail, num, parseCliArgs, presetArg, UsageError } from '../src/cli/common';
-import { PeerGroup } from '../src/peers/group';
-import { limitTransport } from '../src/peers/limiter';
-import { LoopbackHub } from '../src/peers/loopback';
-import { createTpTrainer } from '../src/peers/tp';
+import { PeerGroup } from '../src/peers/collectives/group';
+import { limitTransport } from '../src/peers/transport/limiter';
+import { LoopbackHub } from '../src/peers/transport/loopback';
+import { createTpTrainer } from '../src/parallel/tp/group';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { median } from '../src/engine/gpu/timer';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { parseScheme } from '../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../src/engine/train/options';
-import { CharTokenizer } from '../src/engine/train/tokenizer';
+import { CharTokenizer } from '../src/engine/train/tokenizer/tokenizer';
 import { syntheticText } from '../src/lab/step';
 
 /** An integer or number option ≥ min (UsageError, exit 2, otherwise). */

@@ -4,8 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { Tokenizer as HfLib } from '@huggingface/tokenizers';
-import { trainByteBpe } from '../src/engine/train/bpe-train';
-import { tokenizerFromJSON } from '../src/engine/train/hf-tokenizer';
+import { trainByteBpe } from '../src/engine/train/tokenizer/bpe-train';
+import { tokenizerFromJSON } from '../src/engine/train/tokenizer/hf-tokenizer';
 
 const file = process.argv[2] ?? 'public/data/tinyshakespeare.txt';
 const vocab = Number(process.argv[3] ?? 4096);

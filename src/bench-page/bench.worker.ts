@@ -8,7 +8,7 @@
 /// <reference lib="webworker" />
 import { acquireGpu, DeviceLostError, type Gpu, WebGpuUnavailableError } from '../engine/gpu/device';
 import { Runtime } from '../engine/gpu/runtime';
-import { enableI8TensorCores, type I8TcProbe } from '../engine/kernels/qgemm-tc';
+import { enableI8TensorCores, type I8TcProbe } from '../engine/kernels/qgemm/tc';
 import { gpuReport, runSuite, type SuitePlan } from '../lab/suites';
 import { type BenchErrorKind, type BenchRequest, type FromBenchWorker, suitePlan, ToBenchWorkerSchema } from './protocol';
 

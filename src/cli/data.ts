@@ -7,11 +7,11 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { isCheckpointFile, loadCheckpoint, type Checkpoint } from '../engine/io/checkpoint';
-import { trainByteBpe } from '../engine/train/bpe-train';
-import { EOS_TOKEN } from '../engine/train/byte-bpe';
-import { DATA_EXTENSIONS, readDocuments, readTokenFile, tokenizeDocuments, writeTokenFile, type TokenCorpus } from '../engine/train/datasets';
-import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
-import { CharTokenizer, type Tokenizer } from '../engine/train/tokenizer';
+import { trainByteBpe } from '../engine/train/tokenizer/bpe-train';
+import { EOS_TOKEN } from '../engine/train/tokenizer/byte-bpe';
+import { DATA_EXTENSIONS, readDocuments, readTokenFile, tokenizeDocuments, writeTokenFile, type TokenCorpus } from '../engine/train/data/datasets';
+import { tokenizerFromJSON } from '../engine/train/tokenizer/hf-tokenizer';
+import { CharTokenizer, type Tokenizer } from '../engine/train/tokenizer/tokenizer';
 import { errnoWords, UsageError } from './common';
 
 const sha256 = (b: Uint8Array | string) => createHash('sha256').update(b).digest('hex');

@@ -2,7 +2,7 @@
  * --diloco H with --wire, --streaming, --overlap, --outer-lr, --outer-momentum: one parser for the
  * headless peer and the DiLoCo benches, checked as the group checks them (resolveDiloco).
  */
-import { type DilocoConfig, resolveDiloco } from '../peers/diloco';
+import { type DilocoConfig, resolveDiloco } from '../parallel/diloco/diloco';
 import { WIRE_FORMATS, type WireFormat } from '../engine/scheme/wire';
 import { num, UsageError } from './common';
 

@@ -12,8 +12,8 @@ import { DEFAULT_DECODE_CTX, Decoder, defaultDecodeCtx } from '../engine/model/d
 import { stopReasonText } from '../engine/model/generate';
 import { checkSampling, DEFAULT_SAMPLING } from '../engine/model/sampling';
 import { streamText } from '../engine/train/generate-text';
-import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
-import type { Tokenizer } from '../engine/train/tokenizer';
+import { tokenizerFromJSON } from '../engine/train/tokenizer/hf-tokenizer';
+import type { Tokenizer } from '../engine/train/tokenizer/tokenizer';
 import { CheckpointError, readLatestCheckpoint } from './checkpoint-store';
 import { fail, num, parseCliArgs, UsageError } from './common';
 import { readInit } from './data';

@@ -1,6 +1,6 @@
 /**
  * `npm run peer -- --join LINK --follow`: a headless member of a browser group. It runs the page's own
- * group controller (src/state/group-controller.ts) in Node — the same session protocol, so it takes
+ * group controller (src/state/group/controller.ts) in Node — the same session protocol, so it takes
  * the group's Start, Stop and configuration from whichever panel presses them, joins a running run
  * late as a page does, and trains on this machine's GPU (Dawn; SwiftShader with --cpu or without a
  * GPU). The store's notices, run phases and steps are printed as lines; Ctrl-C leaves the group.
@@ -8,11 +8,11 @@
 import { readFileSync } from 'node:fs';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
-import type { IceConfig } from '../peers/ice';
-import { PeerJsTransport } from '../peers/peerjs';
-import { type ParsedRoomLink, type PeerServerAddress, sameOriginServer } from '../peers/room';
-import { createGroupStore, type GroupRun, type GroupState, hashHex } from '../state/group';
-import { GroupController } from '../state/group-controller';
+import type { IceConfig } from '../peers/transport/ice';
+import { PeerJsTransport } from '../peers/peerjs/peerjs';
+import { type ParsedRoomLink, type PeerServerAddress, sameOriginServer } from '../peers/room/room';
+import { createGroupStore, type GroupRun, type GroupState, hashHex } from '../state/group/group';
+import { GroupController } from '../state/group/controller';
 import { defaultCorpusPath } from './common';
 
 export interface FollowOptions {

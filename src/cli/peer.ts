@@ -7,22 +7,22 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { GradWire } from '../engine/scheme/wire';
-import { type DilocoConfig, DiLoCo } from '../peers/diloco';
+import { type DilocoConfig, DiLoCo } from '../parallel/diloco/diloco';
 import { DILOCO_ARGS, DILOCO_FLAGS, dilocoArgs } from './diloco-args';
-import { DataParallel, type DataParallelOptions } from '../peers/dp';
-import { describeIce, type IceConfig, parseIce } from '../peers/ice';
-import { type LinkLimits, limitTransport } from '../peers/limiter';
-import { installNodeWebRtc } from '../peers/node-webrtc';
-import { type PeerProblem, PeerJsTransport } from '../peers/peerjs';
-import { createRoomId, type ParsedRoomLink, PEER_SERVER_PATH, parseRoomLink, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer } from '../peers/room';
-import { formatRoster } from '../peers/roster';
+import { DataParallel, type DataParallelOptions } from '../parallel/dp/dp';
+import { describeIce, type IceConfig, parseIce } from '../peers/transport/ice';
+import { type LinkLimits, limitTransport } from '../peers/transport/limiter';
+import { installNodeWebRtc } from '../peers/transport/node-webrtc';
+import { type PeerProblem, PeerJsTransport } from '../peers/peerjs/peerjs';
+import { createRoomId, type ParsedRoomLink, PEER_SERVER_PATH, parseRoomLink, parseServerUrl, type PeerServerAddress, roomLink, sameOriginServer } from '../peers/room/room';
+import { formatRoster } from '../peers/room/roster';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { dataParallelScheme } from '../engine/scheme/presets';
 import { runTraining } from '../engine/train/loop';
 import { defaultTrainOptions } from '../engine/train/options';
-import { CharTokenizer } from '../engine/train/tokenizer';
+import { CharTokenizer } from '../engine/train/tokenizer/tokenizer';
 import { Trainer } from '../engine/train/trainer';
 import { paramLayout } from '../engine/model/params';
 import { checkOutDir } from './checkpoint-store';
@@ -55,11 +55,11 @@ const HELP = `usage: npm run peer -- --join LINK [options]
                        (default 2 with --train, else 1); with --train, the N members present then
                        start together, and a member that finds more than N joins their running group
   --quorum-timeout S   seconds to wait for them (default 120)
-  --train              once admitted, train data-parallel with the group (src/peers/dp.ts) on the
+  --train              once admitted, train data-parallel with the group (src/parallel/dp/dp.ts) on the
                        bundled corpus; every member must train the same configuration:
     --model P --steps N --seed S   preset (default micro), steps and seed (preset's defaults)
     --mode fp32|int8               gradient exchange (default int8: AGoQ's 8-bit all-reduce)
-    --diloco H                     DiLoCo instead (src/peers/diloco.ts): H local AdamW steps, then the
+    --diloco H                     DiLoCo instead (src/parallel/diloco/diloco.ts): H local AdamW steps, then the
                                    pseudo-gradients' all-reduce and a Nesterov outer step
       --wire fp32|int8|int4        the pseudo-gradients on the wire (default int8)
       --outer-lr X --outer-momentum M   the outer optimizer (default 0.7 and 0.9)
@@ -179,7 +179,7 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
  * --resume DIR: the options of the peer run in DIR (its run.json); a flag that names another value is
  * refused, as npm run train's --resume does. --checkpoint-every and --cpu may change.
  */
-/** --link MBPS[:MS]: this member's egress as a link of MBPS megabytes per second and MS ms one way (src/peers/limiter.ts). */
+/** --link MBPS[:MS]: this member's egress as a link of MBPS megabytes per second and MS ms one way (src/peers/transport/limiter.ts). */
 function linkLimits(spec: string): LinkLimits {
   const m = /^(\d+(?:\.\d+)?)(?::(\d+(?:\.\d+)?))?$/.exec(spec.trim());
   if (!m || !(Number(m[1]) > 0)) throw new UsageError(`--link must be MBPS[:LATENCY_MS] with MBPS > 0 (e.g. 20:20), got '${spec}'`);
@@ -258,7 +258,7 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
 
 /**
  * The group's work once this member is admitted: with --train, data-parallel training with the
- * group (src/peers/dp.ts: DataParallel over this transport) for the configured steps; otherwise it
+ * group (src/parallel/dp/dp.ts: DataParallel over this transport) for the configured steps; otherwise it
  * only stays in the group. Resolves when the member should leave: true when `interrupted()` stopped
  * the training between steps (the last completed step is then checkpointed).
  */

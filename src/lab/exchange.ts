@@ -11,14 +11,14 @@
  * CPU time (Dawn's threads too: on SwiftShader that is the GPU's work); gc = GC pauses meanwhile.
  * A step's backward is not included (the gradient is computed once). Node only (process.cpuUsage, GC entries).
  */
-import { chunkBounds, decodeInt8Chunk, encodeInt8Chunk } from '../peers/allreduce';
-import { gradientAccess } from '../peers/dp-grads';
+import { chunkBounds, decodeInt8Chunk, encodeInt8Chunk } from '../peers/collectives/allreduce';
+import { gradientAccess } from '../parallel/dp/grads';
 import type { Runtime } from '../engine/gpu/runtime';
 import { median } from '../engine/gpu/timer';
 import type { PresetName } from '../engine/model/config';
 import type { Scheme } from '../engine/scheme/scheme';
-import { wireChunk } from '../engine/train/exchange-wire';
-import { GradExchange } from '../engine/train/grad-exchange';
+import { wireChunk } from '../parallel/exchange/wire';
+import { GradExchange } from '../parallel/exchange/grad-exchange';
 import { defaultTrainOptions } from '../engine/train/options';
 import { Trainer } from '../engine/train/trainer';
 import { Rng } from '../engine/util/rng';

@@ -6,10 +6,10 @@
  */
 import type { Dispatch, Runtime } from '../engine/gpu/runtime';
 import { timeDispatches } from '../engine/gpu/timer';
-import { buildMatmul, matmulFlops } from '../engine/kernels/matmul';
-import { chooseMatmulVariant } from '../engine/kernels/matmul-choice';
-import { type MatmulShape, matmulWorkspaceBytes } from '../engine/kernels/matmul-plan';
-import { availableVariants } from '../engine/kernels/matmul-variants';
+import { buildMatmul, matmulFlops } from '../engine/kernels/matmul/matmul';
+import { chooseMatmulVariant } from '../engine/kernels/matmul/choice';
+import { type MatmulShape, matmulWorkspaceBytes } from '../engine/kernels/matmul/plan';
+import { availableVariants } from '../engine/kernels/matmul/variants';
 
 /** Deterministic non-zero operand data (zeros can run faster than real data on some GPUs). */
 export function fillPattern(n: number, seed: number): Float32Array {

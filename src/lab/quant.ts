@@ -1,17 +1,17 @@
 /**
  * Benchmarks of the TACO kernels and the quantized GEMMs, each against a baseline timed in the same
- * run: TACO vs the plain per-group FP8 quantizer (src/engine/kernels/quantize.ts), the quantized
- * GEMMs vs the fp32 matmul (src/engine/kernels/matmul.ts). No CLI: call from a script or the bench
+ * run: TACO vs the plain per-group FP8 quantizer (src/engine/kernels/quantize/quantize.ts), the quantized
+ * GEMMs vs the fp32 matmul (src/engine/kernels/matmul/matmul.ts). No CLI: call from a script or the bench
  * entry point with a Runtime. Figures are GPU pass times (timestamp queries) where available,
  * otherwise wall clock; never assert on them.
  */
 import type { Dispatch, Runtime } from '../engine/gpu/runtime';
 import { median, type SteadyWarmup, timeDispatches, warmUntilSteady } from '../engine/gpu/timer';
-import { matmul } from '../engine/kernels/matmul';
-import { qgemmI8, qgemmQuantOut, qgemmWeightOnly, quantizeRowsI8 } from '../engine/kernels/qgemm';
-import { i8TensorCoreSpec } from '../engine/kernels/qgemm-tc';
-import { buildQuantize, type QuantizePath } from '../engine/kernels/quantize';
-import { tacoCompress, tacoDecompress, type TacoOptions } from '../engine/kernels/taco';
+import { matmul } from '../engine/kernels/matmul/matmul';
+import { qgemmI8, qgemmQuantOut, qgemmWeightOnly, quantizeRowsI8 } from '../engine/kernels/qgemm/qgemm';
+import { i8TensorCoreSpec } from '../engine/kernels/qgemm/tc';
+import { buildQuantize, type QuantizePath } from '../engine/kernels/quantize/quantize';
+import { tacoCompress, tacoDecompress, type TacoOptions } from '../engine/kernels/taco/taco';
 import { BITS, type QuantFormat } from '../engine/quant/formats';
 import { type Granularity, payloadBytes } from '../engine/quant/quantizer';
 import { tacoCompressRef, tacoLayout, tacoPayload, tacoPayloadBytes } from '../engine/quant/taco';

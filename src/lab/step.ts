@@ -14,7 +14,7 @@ import type { PresetName } from '../engine/model/config';
 import type { WeightCodesMode } from '../engine/model/weight-codes';
 import type { Scheme } from '../engine/scheme/scheme';
 import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
-import { CharTokenizer } from '../engine/train/tokenizer';
+import { CharTokenizer } from '../engine/train/tokenizer/tokenizer';
 import { planMemory, Trainer } from '../engine/train/trainer';
 import { Rng } from '../engine/util/rng';
 

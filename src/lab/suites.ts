@@ -7,15 +7,15 @@
  * input width Cin, output width Cout and M = B·T tokens: forward Y = X·Wᵀ is (M, Cout, Cin, NT),
  * dX = dY·W is (M, Cin, Cout, NN), dW = dYᵀ·X is (Cout, Cin, M, TN).
  */
-import { allReduceMean } from '../peers/allreduce';
-import { PeerGroup } from '../peers/group';
-import { LoopbackHub } from '../peers/loopback';
+import { allReduceMean } from '../peers/collectives/allreduce';
+import { PeerGroup } from '../peers/collectives/group';
+import { LoopbackHub } from '../peers/transport/loopback';
 import type { Gpu } from '../engine/gpu/device';
 import type { Runtime } from '../engine/gpu/runtime';
 import { benchQuantize } from './quant';
-import { chooseMatmulVariant, matmulChoice } from '../engine/kernels/matmul-choice';
-import { type MatmulShape } from '../engine/kernels/matmul-plan';
-import { i8TcLabel, type I8TcProbe } from '../engine/kernels/qgemm-tc';
+import { chooseMatmulVariant, matmulChoice } from '../engine/kernels/matmul/choice';
+import { type MatmulShape } from '../engine/kernels/matmul/plan';
+import { i8TcLabel, type I8TcProbe } from '../engine/kernels/qgemm/tc';
 import type { ModelConfig, PresetName } from '../engine/model/config';
 import type { QuantFormat } from '../engine/quant/formats';
 import type { Scheme } from '../engine/scheme/scheme';

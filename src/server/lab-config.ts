@@ -4,12 +4,12 @@
  * when the server starts, so a typo fails there and not in every page.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { parseIce } from '../peers/ice';
+import { parseIce } from '../peers/transport/ice';
 
 export const LAB_CONFIG_PATH = '/lab-config.json';
 
 export interface LabServerConfig {
-  /** An ICE spec (src/peers/ice.ts), '' for none. */
+  /** An ICE spec (src/peers/transport/ice.ts), '' for none. */
   ice: string;
   relayOnly: boolean;
 }

@@ -5,7 +5,7 @@
  *
  * Hardened against whoever can reach it: the global peer listing is off; members find their room
  * through GET <path>/peerjs/rooms/<discovery key>, which lists only ids of that room with a valid
- * mark (src/peers/room.ts), so the listing proves the link and enumerates nobody to a stranger.
+ * mark (src/peers/room/room.ts), so the listing proves the link and enumerates nobody to a stranger.
  * Registrations are refused (before the websocket opens) for ids that are not member ids, bad
  * tokens or keys, a foreign page's Origin, more sockets than the per-address limit, or more ids
  * than the per-room limit; signalling messages are capped in size; no CORS headers are sent, so
@@ -18,7 +18,7 @@ import type { IncomingMessage, Server as HttpServer, ServerResponse } from 'node
 import type { Duplex } from 'node:stream';
 import { ExpressPeerServer } from 'peer';
 import { WebSocketServer } from 'ws';
-import { isMemberId, MAX_PEER_ID_LENGTH, PEER_SERVER_KEY, PEER_SERVER_PATH, tagOfMemberId } from '../peers/room';
+import { isMemberId, MAX_PEER_ID_LENGTH, PEER_SERVER_KEY, PEER_SERVER_PATH, tagOfMemberId } from '../peers/room/room';
 
 /** Defaults of the per-address and per-room registration limits. */
 export const MAX_SOCKETS_PER_ADDRESS = 32;

@@ -7,7 +7,7 @@
  * File objects and a worker.
  */
 import { createStore, type StoreApi } from 'zustand/vanilla';
-import type { HfTokenizerJSON } from '../engine/train/tokenizer';
+import type { HfTokenizerJSON } from '../engine/train/tokenizer/tokenizer';
 import type { DataWorkerClient } from '../worker/data-client';
 import type { ImportedModel } from '../worker/data-protocol';
 import type { FileInfo, PreparedData, TokenizerChoice } from '../worker/prepare';

@@ -4,7 +4,7 @@
  */
 import { PRESETS } from '../engine/model/config';
 import type { QuantErrorRecord } from '../engine/train/probe';
-import { bitsPerByte } from '../engine/train/datasets';
+import { bitsPerByte } from '../engine/train/data/datasets';
 import { type BitsAndWire, bitsAndWire } from '../engine/train/probe-bits';
 import type { FromWorker, RunConfig, RunInfo, StepReport } from '../worker/protocol';
 

@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { useStore } from 'zustand';
 import type { DataController } from '../state/data-prep';
-import { DATA_EXTENSIONS } from '../engine/train/datasets';
+import { DATA_EXTENSIONS } from '../engine/train/data/datasets';
 import { BUNDLED_DATASET } from '../worker/protocol';
 import { useLabApi } from './context';
 import { formatBytes, formatCount } from './format';

@@ -7,9 +7,9 @@
  */
 import { memo, type ReactNode, useEffect, useRef, useState } from 'react';
 import { CartesianGrid, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
-import { type GroupRun, type GroupStepPoint, wireSummary } from '../state/group';
-import { GROUP_MODES } from '../state/group-config';
-import { loneReference, loneReferenceHint, lonePoints } from '../state/group-reference';
+import { type GroupRun, type GroupStepPoint, wireSummary } from '../state/group/group';
+import { GROUP_MODES } from '../state/group/config';
+import { loneReference, loneReferenceHint, lonePoints } from '../state/group/reference';
 import type { RunState } from '../state/runs';
 import { runColor } from './colors';
 import { useLab } from './context';

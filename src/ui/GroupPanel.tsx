@@ -5,11 +5,11 @@
  */
 import { useEffect, useRef, useState } from 'react';
 import { useStore } from 'zustand';
-import { activeRun, groupRunCsv, groupRunJson, type GroupNotice, hashHex, hashTrail, shortPeer, type GroupRun, type GroupState } from '../state/group';
+import { activeRun, groupRunCsv, groupRunJson, type GroupNotice, hashHex, hashTrail, shortPeer, type GroupRun, type GroupState } from '../state/group/group';
 import { PRESETS } from '../engine/model/config';
 import { modelFromText } from '../state/explain';
-import { DEFAULT_DILOCO, dilocoOf, GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode, groupSchemeFields } from '../state/group-config';
-import { pageGroupLab } from '../state/group-page';
+import { DEFAULT_DILOCO, dilocoOf, GROUP_MODES, GROUP_PRESETS, groupConfigProblem, type GroupMode, groupSchemeFields } from '../state/group/config';
+import { pageGroupLab } from '../state/group/page';
 import { useLab } from './context';
 import { download, downloadCheckpoint, fileSlug } from './download';
 import { GroupCharts } from './GroupCharts';

@@ -4,9 +4,9 @@
  * step (time, communication share, weights hash) from its step reports.
  */
 import { useStore } from 'zustand';
-import type { RosterEntry } from '../peers/roster';
-import { type GroupRun, hashHex, type PeerReport, shortPeer } from '../state/group';
-import { pageGroupLab } from '../state/group-page';
+import type { RosterEntry } from '../peers/room/roster';
+import { type GroupRun, hashHex, type PeerReport, shortPeer } from '../state/group/group';
+import { pageGroupLab } from '../state/group/page';
 import { formatBytes } from './format';
 
 function stepCell(r: Pick<PeerReport, 'step' | 'stepMs' | 'commMs' | 'hash'> | null) {

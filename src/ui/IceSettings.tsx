@@ -1,12 +1,12 @@
 /**
- * The group's network settings: STUN/TURN servers for members on different networks (src/peers/ice.ts
+ * The group's network settings: STUN/TURN servers for members on different networks (src/peers/transport/ice.ts
  * spec), prefilled from the page link (?ice=, ?relay=1) or the server (npm start --ice). Collapsed:
  * on one machine or a LAN nothing is needed, and nothing outside is contacted unless set here.
  */
 import { useMemo } from 'react';
 import { useStore } from 'zustand';
-import { iceCheck } from '../state/group';
-import { pageGroupLab } from '../state/group-page';
+import { iceCheck } from '../state/group/group';
+import { pageGroupLab } from '../state/group/page';
 
 export function IceSettings() {
   const { store } = pageGroupLab();

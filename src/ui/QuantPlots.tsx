@@ -4,7 +4,7 @@
  * (exact counts from the scheme and the model's dimensions, labelled as such).
  */
 import { Bar, BarChart, CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
-import { tpActive } from '../engine/tp/tp';
+import { tpActive } from '../engine/model/tp/tp';
 import { isFp32, type Scheme } from '../engine/scheme/scheme';
 import { PROBE_KINDS, type QuantErrorRecord } from '../engine/train/probe';
 import { runAccounting, type RunState } from '../state/runs';

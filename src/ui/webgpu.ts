@@ -2,7 +2,7 @@
  * Page-side WebGPU probe, only to decide what to show: the worker acquires its own device. An
  * adapter found here is released at once (nothing is created on it).
  */
-import { adapterOffersI8TensorCores } from '../engine/kernels/qgemm-tc';
+import { adapterOffersI8TensorCores } from '../engine/kernels/qgemm/tc';
 import type { GpuSupport } from '../state/lab';
 
 export async function detectWebGpu(gpu: GPU | undefined = navigator.gpu): Promise<GpuSupport> {

@@ -5,7 +5,7 @@
  */
 import { type Checkpoint, isCheckpointFile, loadCheckpoint } from '../engine/io/checkpoint';
 import { countParams } from '../engine/model/config';
-import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
+import { tokenizerFromJSON } from '../engine/train/tokenizer/hf-tokenizer';
 import type { ImportedModel } from './data-protocol';
 
 export async function checkpointOfFiles(files: File[]): Promise<Checkpoint> {

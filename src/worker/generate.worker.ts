@@ -9,8 +9,8 @@ import { Runtime } from '../engine/gpu/runtime';
 import { loadCheckpoint } from '../engine/io/checkpoint';
 import { Decoder } from '../engine/model/decode';
 import { streamText } from '../engine/train/generate-text';
-import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
-import type { Tokenizer } from '../engine/train/tokenizer';
+import { tokenizerFromJSON } from '../engine/train/tokenizer/hf-tokenizer';
+import type { Tokenizer } from '../engine/train/tokenizer/tokenizer';
 import { type FromGenerate, type ToGenerate, ToGenerateSchema } from './generate-protocol';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;

@@ -7,13 +7,13 @@
  * for .json and .parquet files, which their readers take whole (up to WHOLE_FILE_LIMIT).
  */
 import { parquetMetadata, parquetSchema } from 'hyparquet';
-import { trainByteBpe } from '../engine/train/bpe-train';
-import { EOS_TOKEN } from '../engine/train/byte-bpe';
-import { DATA_EXTENSIONS, extOf, readDocuments, TEXT_EXTENSIONS, TextChunks, textOf } from '../engine/train/datasets';
-import { tokenizerFromJSON } from '../engine/train/hf-tokenizer';
-import { CharTokenizer, type HfTokenizerJSON, type Tokenizer } from '../engine/train/tokenizer';
-import { type CorpusStats, CorpusWriter, type TokenSink, tokenWidth, VAL_EVERY } from '../engine/train/token-stream';
-import type { Split } from '../engine/train/data';
+import { trainByteBpe } from '../engine/train/tokenizer/bpe-train';
+import { EOS_TOKEN } from '../engine/train/tokenizer/byte-bpe';
+import { DATA_EXTENSIONS, extOf, readDocuments, TEXT_EXTENSIONS, TextChunks, textOf } from '../engine/train/data/datasets';
+import { tokenizerFromJSON } from '../engine/train/tokenizer/hf-tokenizer';
+import { CharTokenizer, type HfTokenizerJSON, type Tokenizer } from '../engine/train/tokenizer/tokenizer';
+import { type CorpusStats, CorpusWriter, type TokenSink, tokenWidth, VAL_EVERY } from '../engine/train/data/token-stream';
+import type { Split } from '../engine/train/data/data';
 
 export const CHUNK_BYTES = 4 << 20;
 export const WHOLE_FILE_LIMIT = 256 << 20;

@@ -13,7 +13,7 @@ import type { MemReport } from '../engine/gpu/memory';
 import { ModelConfigSchema, PRESET_NAMES, PRESETS } from '../engine/model/config';
 import { modelDims } from '../engine/model/plan';
 import { computeProblem } from '../engine/model/run-plan';
-import { tpActive, tpProblem } from '../engine/tp/tp';
+import { tpActive, tpProblem } from '../engine/model/tp/tp';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { type Scheme, SchemeSchema, unsupportedFeatures } from '../engine/scheme/scheme';
 import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';

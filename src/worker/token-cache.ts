@@ -5,8 +5,8 @@
  * tokens) and KEY.json (PreparedMeta), written last, so a key with a .json is complete.
  */
 /// <reference lib="webworker" />
-import type { Split } from '../engine/train/data';
-import type { TokenArray, TokenStore } from '../engine/train/token-stream';
+import type { Split } from '../engine/train/data/data';
+import type { TokenArray, TokenStore } from '../engine/train/data/token-stream';
 import type { PreparedMeta, TokenCache, TokenCacheWriter } from './prepare';
 
 const DIR = 'token-cache';

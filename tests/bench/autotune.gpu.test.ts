@@ -2,9 +2,9 @@
 // pick it caches, the table it exports and loads, and the calls that then use the pick are not.
 import { describe, expect, it } from 'vitest';
 import { autotuneMatmul } from '../../bench/autotune';
-import { buildMatmul } from '../../src/engine/kernels/matmul';
-import { chooseMatmulVariant, loadTunedTable, tunedTable, tunedVariant } from '../../src/engine/kernels/matmul-choice';
-import type { MatmulShape } from '../../src/engine/kernels/matmul-plan';
+import { buildMatmul } from '../../src/engine/kernels/matmul/matmul';
+import { chooseMatmulVariant, loadTunedTable, tunedTable, tunedVariant } from '../../src/engine/kernels/matmul/choice';
+import type { MatmulShape } from '../../src/engine/kernels/matmul/plan';
 import { testRuntime } from '../helpers/gpu';
 
 const SMALL = '32x32k16_4x4';

@@ -2,7 +2,7 @@
 // bytes each member sends are the wire formula's, times are measured, a size past its deadline
 // is stopped and the larger ones skipped.
 import { describe, expect, it } from 'vitest';
-import { allReduceWireBytes } from '../../src/peers/allreduce';
+import { allReduceWireBytes } from '../../src/peers/collectives/allreduce';
 import { benchMesh } from '../../bench/mesh-sim';
 
 describe('benchMesh', () => {

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { matmulWorkspaceBytes, parseChoice, shapeKey } from '../../src/engine/kernels/matmul-plan';
+import { matmulWorkspaceBytes, parseChoice, shapeKey } from '../../src/engine/kernels/matmul/plan';
 import { bundleForTests, ROOT } from '../helpers/bundle';
 
 // bench/gemm-tune.ts is carried to the GPU machine for one device call: its --quick path on

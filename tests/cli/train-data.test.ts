@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { trainByteBpe } from '../../src/engine/train/bpe-train';
-import { tokenizerFromJSON } from '../../src/engine/train/hf-tokenizer';
+import { trainByteBpe } from '../../src/engine/train/tokenizer/bpe-train';
+import { tokenizerFromJSON } from '../../src/engine/train/tokenizer/hf-tokenizer';
 import { bundleForTests, ROOT } from '../helpers/bundle';
 import { hfConfig, hfFixtureFiles } from '../helpers/hf-fixture';
 

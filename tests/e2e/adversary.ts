@@ -6,9 +6,9 @@
  * +50 MB, and still admit an honest member (and refuse a wrong passphrase). Run by tests/e2e/run.ts
  * (`npm run test:e2e -- --only adversary` runs it alone). No WebGPU needed: nothing trains.
  */
-import { installNodeWebRtc } from '../../src/peers/node-webrtc';
-import { PeerJsTransport } from '../../src/peers/peerjs';
-import { parseRoomLink, sameOriginServer } from '../../src/peers/room';
+import { installNodeWebRtc } from '../../src/peers/transport/node-webrtc';
+import { PeerJsTransport } from '../../src/peers/peerjs/peerjs';
+import { parseRoomLink, sameOriginServer } from '../../src/peers/room/room';
 import { discoveryOf, linkHolderId, RawSignal, sleep, strangerId } from '../peers/adversary/stranger';
 import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
 

@@ -5,10 +5,10 @@
  * a relay is tests/peers/turn.gpu.test.ts (Node members); here the page's ICE setting is what is
  * checked, from its link, through the panel, to a working link. No WebGPU needed.
  */
-import { parseIce } from '../../src/peers/ice';
-import { installNodeWebRtc } from '../../src/peers/node-webrtc';
-import { PeerJsTransport } from '../../src/peers/peerjs';
-import { parseRoomLink, sameOriginServer } from '../../src/peers/room';
+import { parseIce } from '../../src/peers/transport/ice';
+import { installNodeWebRtc } from '../../src/peers/transport/node-webrtc';
+import { PeerJsTransport } from '../../src/peers/peerjs/peerjs';
+import { parseRoomLink, sameOriginServer } from '../../src/peers/room/room';
 import { startTurn } from '../helpers/turn';
 import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
 

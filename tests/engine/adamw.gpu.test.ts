@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { globalNorm, globalNormPartialsBytes } from '../../src/engine/kernels/reduce';
-import { globalNormRef } from '../../src/engine/kernels/reduce.ref';
+import { globalNorm, globalNormPartialsBytes } from '../../src/engine/kernels/reduce/reduce';
+import { globalNormRef } from '../../src/engine/kernels/reduce/reduce.ref';
 import { adamw, createAdamwStepBuffer, writeAdamwStep } from '../../src/engine/optim/adamw';
 import { adamwRef, clipCoefRef } from '../../src/engine/optim/adamw.ref';
 import { Rng } from '../../src/engine/util/rng';

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
-import { dsChunks } from '../../src/engine/kernels/attention-ds';
+import { dsChunks } from '../../src/engine/kernels/attention/ds';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';

@@ -7,12 +7,12 @@
 import { describe, expect, it } from 'vitest';
 import {
   attentionBackward, attentionBackwardWorkspaceBytes, attentionDqPlan, attentionForward, type AttnTile, MEASURED_ATTENTION_TILES,
-} from '../../src/engine/kernels/attention';
+} from '../../src/engine/kernels/attention/attention';
 import {
   chooseDqDsTile, DQDS_CANDIDATES, dqDsTileName, dqDsTileProblem, type DqDsTile, dsChunks, dsPairBytes,
-} from '../../src/engine/kernels/attention-ds';
-import { dqFromDsRef, dsHeadFloats, dsRowStart, storedDsRef } from '../../src/engine/kernels/attention-ds.ref';
-import { attentionBackwardRef } from '../../src/engine/kernels/attention.ref';
+} from '../../src/engine/kernels/attention/ds';
+import { dqFromDsRef, dsHeadFloats, dsRowStart, storedDsRef } from '../../src/engine/kernels/attention/ds.ref';
+import { attentionBackwardRef } from '../../src/engine/kernels/attention/attention.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 import { attentionTestRuntime } from '../helpers/gpu';

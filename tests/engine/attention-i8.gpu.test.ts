@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import { attentionBackwardWorkspaceBytes, attentionForward, type AttnTile, type AttnTileTuple, MEASURED_ATTENTION_TILES } from '../../src/engine/kernels/attention';
+import { attentionBackwardWorkspaceBytes, attentionForward, type AttnTile, type AttnTileTuple, MEASURED_ATTENTION_TILES } from '../../src/engine/kernels/attention/attention';
 import {
   attentionBackwardI8, attentionForwardI8, attentionI8DkdvTileProblem, attentionI8FwdTileProblem, chooseAttentionI8DkdvTile, chooseAttentionI8Tile,
   headCodesLayout, quantizeHeadsI8,
-} from '../../src/engine/kernels/attention-i8';
-import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention.ref';
-import { dsPairBytes } from '../../src/engine/kernels/attention-ds';
-import { dequantizeRef, quantizeRef } from '../../src/engine/kernels/quantize.ref';
+} from '../../src/engine/kernels/attention/i8';
+import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention/attention.ref';
+import { dsPairBytes } from '../../src/engine/kernels/attention/ds';
+import { dequantizeRef, quantizeRef } from '../../src/engine/kernels/quantize/quantize.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 import { attentionTestRuntime } from '../helpers/gpu';

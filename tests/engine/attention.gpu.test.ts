@@ -3,8 +3,8 @@ import { Runtime } from '../../src/engine/gpu/runtime';
 import {
   ATTENTION_CANDIDATES, attentionBackward, attentionBackwardWorkspaceBytes, attentionForward, attentionTileProblem, type AttentionPass, attnTileName, attnTileOf, type AttnTile,
   type AttnTileTuple, chooseAttentionTile, MEASURED_ATTENTION_TILES,
-} from '../../src/engine/kernels/attention';
-import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention.ref';
+} from '../../src/engine/kernels/attention/attention';
+import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention/attention.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 import { attentionTestRuntime } from '../helpers/gpu';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention.ref';
+import { attentionBackwardRef, attentionForwardRef } from '../../src/engine/kernels/attention/attention.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 

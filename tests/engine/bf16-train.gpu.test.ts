@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
-import { packBf16Ref } from '../../src/engine/kernels/bf16.ref';
+import { packBf16Ref } from '../../src/engine/kernels/bf16/bf16.ref';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import { packBf16, unpackBf16 } from '../../src/engine/kernels/bf16';
-import { bf16Encode, bf16Words, packBf16Ref, roundBf16Ref, unpackBf16Ref } from '../../src/engine/kernels/bf16.ref';
+import { packBf16, unpackBf16 } from '../../src/engine/kernels/bf16/bf16';
+import { bf16Encode, bf16Words, packBf16Ref, roundBf16Ref, unpackBf16Ref } from '../../src/engine/kernels/bf16/bf16.ref';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime, trackBuffers } from '../helpers/gpu';

@@ -2,10 +2,10 @@ import { readFileSync } from 'node:fs';
 import { Tokenizer as HfLib } from '@huggingface/tokenizers';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { trainByteBpe } from '../../src/engine/train/bpe-train';
-import { ByteBpeTokenizer, byteBpeSpecOf, EOS_TOKEN } from '../../src/engine/train/byte-bpe';
-import { HfTokenizer, tokenizerFromJSON } from '../../src/engine/train/hf-tokenizer';
-import { CharTokenizer, type HfTokenizerJSON } from '../../src/engine/train/tokenizer';
+import { trainByteBpe } from '../../src/engine/train/tokenizer/bpe-train';
+import { ByteBpeTokenizer, byteBpeSpecOf, EOS_TOKEN } from '../../src/engine/train/tokenizer/byte-bpe';
+import { HfTokenizer, tokenizerFromJSON } from '../../src/engine/train/tokenizer/hf-tokenizer';
+import { CharTokenizer, type HfTokenizerJSON } from '../../src/engine/train/tokenizer/tokenizer';
 
 const corpus = readFileSync(new URL('../../public/data/tinyshakespeare.txt', import.meta.url), 'utf8');
 const libOf = (j: HfTokenizerJSON) => new HfLib(JSON.parse(JSON.stringify(j)), {});

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { crossEntropyForward, crossEntropyForwardBackward, crossEntropyWorkspaceBytes } from '../../src/engine/kernels/crossentropy';
-import { crossEntropyBackwardRef, crossEntropyForwardRef } from '../../src/engine/kernels/crossentropy.ref';
+import { crossEntropyForward, crossEntropyForwardBackward, crossEntropyWorkspaceBytes } from '../../src/engine/kernels/crossentropy/crossentropy';
+import { crossEntropyBackwardRef, crossEntropyForwardRef } from '../../src/engine/kernels/crossentropy/crossentropy.ref';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';

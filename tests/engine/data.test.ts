@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { TextDataset } from '../../src/engine/train/data';
-import { CharTokenizer } from '../../src/engine/train/tokenizer';
+import { TextDataset } from '../../src/engine/train/data/data';
+import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 
 const corpus = readFileSync(new URL('../../public/data/tinyshakespeare.txt', import.meta.url), 'utf8');
 const tok = CharTokenizer.fromText(corpus);

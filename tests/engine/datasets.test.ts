@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import { describe, expect, it } from 'vitest';
-import { trainByteBpe } from '../../src/engine/train/bpe-train';
-import { TextDataset } from '../../src/engine/train/data';
-import { bitsPerByte, datasetOf, decodeText, readDocuments, readTokenFile, tokenizeDocuments, valBitsPerByte, writeTokenFile, type SourceFile } from '../../src/engine/train/datasets';
-import { CharTokenizer } from '../../src/engine/train/tokenizer';
+import { trainByteBpe } from '../../src/engine/train/tokenizer/bpe-train';
+import { TextDataset } from '../../src/engine/train/data/data';
+import { bitsPerByte, datasetOf, decodeText, readDocuments, readTokenFile, tokenizeDocuments, valBitsPerByte, writeTokenFile, type SourceFile } from '../../src/engine/train/data/datasets';
+import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 
 const corpus = readFileSync(new URL('../../public/data/tinyshakespeare.txt', import.meta.url), 'utf8');
 const file = (name: string, content: string | Uint8Array): SourceFile => ({ name, bytes: typeof content === 'string' ? new TextEncoder().encode(content) : content });

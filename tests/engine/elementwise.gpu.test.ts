@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { add, axpy, copy, fill, scale } from '../../src/engine/kernels/elementwise';
-import { addRef, axpyRef, fillRef, scaleRef } from '../../src/engine/kernels/elementwise.ref';
+import { add, axpy, copy, fill, scale } from '../../src/engine/kernels/elementwise/elementwise';
+import { addRef, axpyRef, fillRef, scaleRef } from '../../src/engine/kernels/elementwise/elementwise.ref';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';

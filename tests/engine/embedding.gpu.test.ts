@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { embeddingBackward, embeddingForward, embeddingWorkspaceBytes } from '../../src/engine/kernels/embedding';
-import { embeddingBackwardRef, embeddingForwardRef } from '../../src/engine/kernels/embedding.ref';
+import { embeddingBackward, embeddingForward, embeddingWorkspaceBytes } from '../../src/engine/kernels/embedding/embedding';
+import { embeddingBackwardRef, embeddingForwardRef } from '../../src/engine/kernels/embedding/embedding.ref';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { embeddingBackwardRef, embeddingForwardRef } from '../../src/engine/kernels/embedding.ref';
-import { embeddingWorkspaceBytes } from '../../src/engine/kernels/embedding';
+import { embeddingBackwardRef, embeddingForwardRef } from '../../src/engine/kernels/embedding/embedding.ref';
+import { embeddingWorkspaceBytes } from '../../src/engine/kernels/embedding/embedding';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { hashBuffers } from '../../src/engine/kernels/hash';
-import { finishHash, fmix32, floatsHash, hashWordsSum } from '../../src/engine/kernels/hash.ref';
+import { hashBuffers } from '../../src/engine/kernels/hash/hash';
+import { finishHash, fmix32, floatsHash, hashWordsSum } from '../../src/engine/kernels/hash/hash.ref';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime, trackBuffers } from '../helpers/gpu';

@@ -5,9 +5,9 @@ import { loadCheckpoint, modelConfigFromHf, type CheckpointFilesIn } from '../..
 import { writeSafetensors, type SafeTensorIn } from '../../src/engine/io/safetensors';
 import { bf16Params, config, hfConfig, sharded } from '../helpers/hf-fixture';
 import { paramSpecs, type ModelConfig } from '../../src/engine/model/config';
-import { trainByteBpe } from '../../src/engine/train/bpe-train';
-import { tokenizerFromJSON } from '../../src/engine/train/hf-tokenizer';
-import { CharTokenizer } from '../../src/engine/train/tokenizer';
+import { trainByteBpe } from '../../src/engine/train/tokenizer/bpe-train';
+import { tokenizerFromJSON } from '../../src/engine/train/tokenizer/hf-tokenizer';
+import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import { hfTokenizerFiles, runCheckpoint } from '../../src/engine/train/trainer';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { Rng } from '../../src/engine/util/rng';

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../src/engine/io/checkpoint';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { flatten } from '../../src/engine/model/params';
-import { tokenizerFromJSON } from '../../src/engine/train/hf-tokenizer';
+import { tokenizerFromJSON } from '../../src/engine/train/tokenizer/hf-tokenizer';
 import { testRuntime } from '../helpers/gpu';
 
 const FIX = path.resolve(__dirname, '../fixtures/hf-llama');

@@ -5,7 +5,7 @@
  * long enough a K for the choice to split on SwiftShader's dot4 path.
  */
 import { describe, expect, it } from 'vitest';
-import { setI8SplitKMax } from '../../src/engine/kernels/qgemm-splitk';
+import { setI8SplitKMax } from '../../src/engine/kernels/qgemm/splitk';
 import { PRESETS } from '../../src/engine/model/config';
 import { gemmSplitSummary } from '../../src/engine/model/int8-gemms';
 import { LlamaGpu } from '../../src/engine/model/llama';

@@ -8,10 +8,10 @@
  * before the last layer's MLP dX bit for bit, the rest close.
  */
 import { describe, expect, it } from 'vitest';
-import { i8TensorCoreSpec } from '../../src/engine/kernels/qgemm-tc';
-import { quantizeTransposedI8Ref } from '../../src/engine/kernels/qgemm-block.ref';
-import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
-import { swigluBackwardCodesRef } from '../../src/engine/kernels/swiglu.ref';
+import { i8TensorCoreSpec } from '../../src/engine/kernels/qgemm/tc';
+import { quantizeTransposedI8Ref } from '../../src/engine/kernels/qgemm/block.ref';
+import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm/qgemm.ref';
+import { swigluBackwardCodesRef } from '../../src/engine/kernels/swiglu/swiglu.ref';
 import { PRESETS } from '../../src/engine/model/config';
 import { expectedComputePaths } from '../../src/engine/model/int8-gemms';
 import { LlamaGpu } from '../../src/engine/model/llama';

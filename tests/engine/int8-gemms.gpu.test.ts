@@ -5,8 +5,8 @@
  * of the epilogue and of the block sums.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { quantizeTransposedI8Ref, transposeRef } from '../../src/engine/kernels/qgemm-block.ref';
-import { gemmNTRef, qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
+import { quantizeTransposedI8Ref, transposeRef } from '../../src/engine/kernels/qgemm/block.ref';
+import { gemmNTRef, qgemmI8ExactRef } from '../../src/engine/kernels/qgemm/qgemm.ref';
 import { modelDims } from '../../src/engine/model/dims';
 import { int8Buffers } from '../../src/engine/model/compute-plan';
 import { Int8Gemms } from '../../src/engine/model/int8-gemms';

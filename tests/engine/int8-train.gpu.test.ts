@@ -6,19 +6,19 @@
  */
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
-import { i8TensorCoreSpec } from '../../src/engine/kernels/qgemm-tc';
-import { headCodesLayout } from '../../src/engine/kernels/head-codes';
+import { i8TensorCoreSpec } from '../../src/engine/kernels/qgemm/tc';
+import { headCodesLayout } from '../../src/engine/kernels/attention/head-codes';
 import { expectedComputePaths } from '../../src/engine/model/int8-gemms';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { resolvePlan } from '../../src/engine/model/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../../src/engine/train/options';
-import { CharTokenizer } from '../../src/engine/train/tokenizer';
+import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import { planMemory, Trainer } from '../../src/engine/train/trainer';
 import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { Rng } from '../../src/engine/util/rng';
-import { quantizeRef } from '../../src/engine/kernels/quantize.ref';
+import { quantizeRef } from '../../src/engine/kernels/quantize/quantize.ref';
 import { testRuntime } from '../helpers/gpu';
 
 const cfg = { ...PRESETS.micro };

@@ -4,9 +4,9 @@
  * tests can check that the path they meant to cover is the one that ran.
  */
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import { buildMatmul } from '../../src/engine/kernels/matmul';
-import { type MatmulShape, matmulWorkspaceBytes } from '../../src/engine/kernels/matmul-plan';
-import { matmulRef } from '../../src/engine/kernels/matmul.ref';
+import { buildMatmul } from '../../src/engine/kernels/matmul/matmul';
+import { type MatmulShape, matmulWorkspaceBytes } from '../../src/engine/kernels/matmul/plan';
+import { matmulRef } from '../../src/engine/kernels/matmul/matmul.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 

@@ -6,13 +6,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { profileDispatches, timeDispatches, warmUntilSteady } from '../../src/engine/gpu/timer';
-import { buildMatmul, matmul, matmulSteps } from '../../src/engine/kernels/matmul';
-import { chooseMatmulVariant, measuredVariant, setTunedVariant } from '../../src/engine/kernels/matmul-choice';
-import { type MatmulShape, matmulWorkspaceBytes, shapeKey } from '../../src/engine/kernels/matmul-plan';
-import { getVariant, variantFits } from '../../src/engine/kernels/matmul-variants';
-import { MEASURED_TABLES, type MeasuredTable } from '../../src/engine/kernels/matmul-tables';
+import { buildMatmul, matmul, matmulSteps } from '../../src/engine/kernels/matmul/matmul';
+import { chooseMatmulVariant, measuredVariant, setTunedVariant } from '../../src/engine/kernels/matmul/choice';
+import { type MatmulShape, matmulWorkspaceBytes, shapeKey } from '../../src/engine/kernels/matmul/plan';
+import { getVariant, variantFits } from '../../src/engine/kernels/matmul/variants';
+import { MEASURED_TABLES, type MeasuredTable } from '../../src/engine/kernels/matmul/tables';
 import { checkMatmuls, type MatmulCase, TRANS } from './matmul.cases';
-import { matmulRef } from '../../src/engine/kernels/matmul.ref';
+import { matmulRef } from '../../src/engine/kernels/matmul/matmul.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 import { testRuntime } from '../helpers/gpu';

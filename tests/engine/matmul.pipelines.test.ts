@@ -5,10 +5,10 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { KernelCall, Runtime, Uniforms } from '../../src/engine/gpu/runtime';
-import { buildMatmul, type MatmulArgs } from '../../src/engine/kernels/matmul';
-import { type MatmulShape, matmulWorkspaceBytes } from '../../src/engine/kernels/matmul-plan';
-import { MATMUL_VARIANTS } from '../../src/engine/kernels/matmul-variants';
-import { MEASURED_TABLES } from '../../src/engine/kernels/matmul-tables';
+import { buildMatmul, type MatmulArgs } from '../../src/engine/kernels/matmul/matmul';
+import { type MatmulShape, matmulWorkspaceBytes } from '../../src/engine/kernels/matmul/plan';
+import { MATMUL_VARIANTS } from '../../src/engine/kernels/matmul/variants';
+import { MEASURED_TABLES } from '../../src/engine/kernels/matmul/tables';
 
 const LIMITS = {
   maxComputeWorkgroupStorageSize: 65536, maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupSizeX: 1024,

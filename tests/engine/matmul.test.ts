@@ -1,14 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { chooseMatmulVariant } from '../../src/engine/kernels/matmul-choice';
+import { chooseMatmulVariant } from '../../src/engine/kernels/matmul/choice';
 import {
   matmulWorkspaceBytes, MAX_SPLIT_K, parseChoice, shapeKey, splitPlan, streamKPlan, vectorFlags,
-} from '../../src/engine/kernels/matmul-plan';
+} from '../../src/engine/kernels/matmul/plan';
 import {
   availableVariants, getVariant, MATMUL_VARIANTS, variantFits, variantIsWellFormed, variantName, variantSharedBytes,
-} from '../../src/engine/kernels/matmul-variants';
-import { matmulCode, nextBufferByModulo, streamKMain, unrollKSteps } from '../../src/engine/kernels/matmul-wgsl';
-import { matmulRef, transposeRef } from '../../src/engine/kernels/matmul.ref';
+} from '../../src/engine/kernels/matmul/variants';
+import { matmulCode, nextBufferByModulo, streamKMain, unrollKSteps } from '../../src/engine/kernels/matmul/wgsl';
+import { matmulRef, transposeRef } from '../../src/engine/kernels/matmul/matmul.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 

@@ -5,7 +5,7 @@
  * independent code covered in matmul.gpu.test.ts.
  */
 import { describe, it } from 'vitest';
-import { availableVariants, getVariant } from '../../src/engine/kernels/matmul-variants';
+import { availableVariants, getVariant } from '../../src/engine/kernels/matmul/variants';
 import { testRuntime } from '../helpers/gpu';
 import { checkMatmuls, type MatmulCase, TRANS } from './matmul.cases';
 

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { qdqRef } from '../../src/engine/kernels/qdq.ref';
+import { qdqRef } from '../../src/engine/kernels/qdq/qdq.ref';
 import { LINEAR } from '../../src/engine/model/plan';
 import { resolvePlan } from '../../src/engine/model/run-plan';
 import { dequantizeRef, quantizeRef } from '../../src/engine/quant/quantizer';
@@ -13,7 +13,7 @@ import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { layerScheme } from '../../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { probeSites, quantProbeBufferPlan, type QuantErrorRecord } from '../../src/engine/train/probe';
-import { CharTokenizer } from '../../src/engine/train/tokenizer';
+import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import { planMemory, Trainer, trainerBufferPlan } from '../../src/engine/train/trainer';
 import { testRuntime } from '../helpers/gpu';
 

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import { qdq, type QdqDispatches } from '../../src/engine/kernels/qdq';
-import { qdqRef } from '../../src/engine/kernels/qdq.ref';
+import { qdq, type QdqDispatches } from '../../src/engine/kernels/qdq/qdq';
+import { qdqRef } from '../../src/engine/kernels/qdq/qdq.ref';
 import type { QuantSpec } from '../../src/engine/scheme/scheme';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';

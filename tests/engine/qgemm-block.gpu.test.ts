@@ -4,10 +4,10 @@
  * bit (integer sums are exact; the references round the epilogue as the kernels do).
  */
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { qgemmI8 } from '../../src/engine/kernels/qgemm';
-import { columnAbsmaxWords, columnTileRows, qgemmI8Blocked, quantizeColumnsI8, quantizeTransposedI8, setTransposeQuantVariant, TQ_VARIANTS } from '../../src/engine/kernels/qgemm-block';
-import { qgemmI8BlockedRef, quantizeTransposedI8Ref } from '../../src/engine/kernels/qgemm-block.ref';
-import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
+import { qgemmI8 } from '../../src/engine/kernels/qgemm/qgemm';
+import { columnAbsmaxWords, columnTileRows, qgemmI8Blocked, quantizeColumnsI8, quantizeTransposedI8, setTransposeQuantVariant, TQ_VARIANTS } from '../../src/engine/kernels/qgemm/block';
+import { qgemmI8BlockedRef, quantizeTransposedI8Ref } from '../../src/engine/kernels/qgemm/block.ref';
+import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm/qgemm.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime, trackBuffers } from '../helpers/gpu';
 

@@ -3,8 +3,8 @@
  * GEMM, then quantizeRef"; plus the plain fp32 path of the same kernel.
  */
 import { describe, expect, it } from 'vitest';
-import { type GemmTiles, qgemmF32, qgemmQuantOut } from '../../src/engine/kernels/qgemm';
-import { gemmNTRef, qgemmQuantOutRef } from '../../src/engine/kernels/qgemm.ref';
+import { type GemmTiles, qgemmF32, qgemmQuantOut } from '../../src/engine/kernels/qgemm/qgemm';
+import { gemmNTRef, qgemmQuantOutRef } from '../../src/engine/kernels/qgemm/qgemm.ref';
 import { quantizeRef } from '../../src/engine/quant/quantizer';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';

@@ -1,13 +1,13 @@
 /**
- * Split-K of qgemmI8 (src/engine/kernels/qgemm-splitk.ts) on the dot4 kernel, which SwiftShader
+ * Split-K of qgemmI8 (src/engine/kernels/qgemm/splitk.ts) on the dot4 kernel, which SwiftShader
  * runs: the split result must be the unsplit one bit for bit (the i32 partials add up exactly and
  * the epilogue is the same), for K not a multiple of the slices or the K step, M and N not
  * multiples of the block, and the accumulate mode; the choice, the cap and the checks.
  */
 import { describe, expect, it } from 'vitest';
-import { type GemmTiles, qgemmI8, qgemmI8SplitK, qgemmI8Steps } from '../../src/engine/kernels/qgemm';
-import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
-import { I8_MAX_K, setI8SplitKMax } from '../../src/engine/kernels/qgemm-splitk';
+import { type GemmTiles, qgemmI8, qgemmI8SplitK, qgemmI8Steps } from '../../src/engine/kernels/qgemm/qgemm';
+import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm/qgemm.ref';
+import { I8_MAX_K, setI8SplitKMax } from '../../src/engine/kernels/qgemm/splitk';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime, trackBuffers } from '../helpers/gpu';
 

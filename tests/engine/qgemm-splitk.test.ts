@@ -1,8 +1,8 @@
-/** The split-K choice and slicing of qgemmI8 (src/engine/kernels/qgemm-splitk.ts) and the tensor-core kernel's split code: pure TS. */
+/** The split-K choice and slicing of qgemmI8 (src/engine/kernels/qgemm/splitk.ts) and the tensor-core kernel's split code: pure TS. */
 import { describe, expect, it } from 'vitest';
-import { chooseI8SplitK, I8_MAX_K, i8SplitPlan, i8SplitWorkspaceBytes, type I8SplitShape } from '../../src/engine/kernels/qgemm-splitk';
-import { i8TcShapeOk, i8TcSplitShape, qgemmI8TcCode, type I8TcSpec } from '../../src/engine/kernels/qgemm-tc';
-import { I8_TC_LAYOUTS } from '../../src/engine/kernels/qgemm-tc-tables';
+import { chooseI8SplitK, I8_MAX_K, i8SplitPlan, i8SplitWorkspaceBytes, type I8SplitShape } from '../../src/engine/kernels/qgemm/splitk';
+import { i8TcShapeOk, i8TcSplitShape, qgemmI8TcCode, type I8TcSpec } from '../../src/engine/kernels/qgemm/tc';
+import { I8_TC_LAYOUTS } from '../../src/engine/kernels/qgemm/tc-tables';
 
 const CFG = { componentType: 'i8', resultComponentType: 'i32', M: 16, N: 16, K: 32 } as const;
 const spec: I8TcSpec = { cfg: CFG, syntax: 'template', unitDiv: 1, sgSize: 32, ...I8_TC_LAYOUTS[0] };

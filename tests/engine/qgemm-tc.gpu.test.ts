@@ -1,17 +1,17 @@
 /**
- * The tensor-core INT8 GEMM path (src/engine/kernels/qgemm-tc.ts). SwiftShader has no subgroup
+ * The tensor-core INT8 GEMM path (src/engine/kernels/qgemm/tc.ts). SwiftShader has no subgroup
  * matrices, so what runs here: the exact reference the device check relies on (it must equal the
  * dot4 kernel bit for bit, or the check would reject a correct tensor-core kernel or accept a wrong
  * one), the layout validation, the generated code's shape, and the fallback when the feature is absent.
  * The tensor-core kernel itself is checked on the GPU by enableI8TensorCores (bench/i8tc-tune.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { qgemmI8 } from '../../src/engine/kernels/qgemm';
-import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm.ref';
+import { qgemmI8 } from '../../src/engine/kernels/qgemm/qgemm';
+import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm/qgemm.ref';
 import {
   enableI8TensorCores, i8TcProbeOrder, i8TcSpecError, i8TensorCoreSpecFor, i8TcSplitOk, i8TensorCoreSpec, qgemmI8TcCode, tcBlockM, tcBlockN, type I8TcSpec,
-} from '../../src/engine/kernels/qgemm-tc';
-import { I8_TC_LAYOUTS, MEASURED_I8TC_LAYOUTS } from '../../src/engine/kernels/qgemm-tc-tables';
+} from '../../src/engine/kernels/qgemm/tc';
+import { I8_TC_LAYOUTS, MEASURED_I8TC_LAYOUTS } from '../../src/engine/kernels/qgemm/tc-tables';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
 

@@ -5,8 +5,8 @@
  * K loop.
  */
 import { describe, expect, it } from 'vitest';
-import { type GemmTiles, qgemmI8, qgemmWeightOnly, quantizeRowsI8 } from '../../src/engine/kernels/qgemm';
-import { gemmNTRef, qgemmI8Ref, qgemmWeightOnlyRef, quantizeRowGroupsRef } from '../../src/engine/kernels/qgemm.ref';
+import { type GemmTiles, qgemmI8, qgemmWeightOnly, quantizeRowsI8 } from '../../src/engine/kernels/qgemm/qgemm';
+import { gemmNTRef, qgemmI8Ref, qgemmWeightOnlyRef, quantizeRowGroupsRef } from '../../src/engine/kernels/qgemm/qgemm.ref';
 import type { QuantFormat } from '../../src/engine/quant/formats';
 import { dequantizeRef, quantizeRef } from '../../src/engine/quant/quantizer';
 import { Rng } from '../../src/engine/util/rng';

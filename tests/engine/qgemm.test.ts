@@ -1,8 +1,8 @@
-/** References of the quantized GEMMs (src/engine/kernels/qgemm.ref.ts): pure TS. */
+/** References of the quantized GEMMs (src/engine/kernels/qgemm/qgemm.ref.ts): pure TS. */
 import { describe, expect, it } from 'vitest';
 import {
   dequantizeRowGroupsRef, gemmNTRef, qgemmI8Ref, qgemmQuantOutRef, qgemmWeightOnlyRef, quantizeRowGroupsRef,
-} from '../../src/engine/kernels/qgemm.ref';
+} from '../../src/engine/kernels/qgemm/qgemm.ref';
 import { QUANT_FORMATS } from '../../src/engine/quant/formats';
 import { dequantizeRef, quantizeRef } from '../../src/engine/quant/quantizer';
 import { Rng } from '../../src/engine/util/rng';

@@ -1,5 +1,5 @@
 /**
- * The one-dispatch quantizer / dequantizer (shaders/quant/group.wgsl) against quantizeRef and
+ * The one-dispatch quantizer / dequantizer (src/engine/kernels/quantize/group.wgsl) against quantizeRef and
  * dequantizeRef, code for code: every format, groups of 32..256 and rows, tails that cut a group,
  * a word and a workgroup tile, zero and sub-threshold groups, huge and tiny values, values on and
  * next to every rounding boundary, with subgroup shuffles and with the workgroup-memory exchange.
@@ -13,7 +13,7 @@ import {
   fusedQuantizeLayout,
   type QuantizePathOptions,
   type QuantizeSpec,
-} from '../../src/engine/kernels/quantize';
+} from '../../src/engine/kernels/quantize/quantize';
 import { decodeE4M3, decodeE5M2 } from '../../src/engine/quant/fp8';
 import { QMAX, QUANT_FORMATS, type QuantFormat } from '../../src/engine/quant/formats';
 import { dequantizeRef, type Granularity, type QuantizeOptions, quantizeRef } from '../../src/engine/quant/quantizer';

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type Runtime, Uniforms } from '../../src/engine/gpu/runtime';
-import { buildDequantize, buildQuantize, CODEC_WGSL, dequantizeRows, dequantizeRowsAligned } from '../../src/engine/kernels/quantize';
-import { dequantizeGpu, quantizeGpu } from '../../src/engine/kernels/quantize-readback';
+import { buildDequantize, buildQuantize, CODEC_WGSL, dequantizeRows, dequantizeRowsAligned } from '../../src/engine/kernels/quantize/quantize';
+import { dequantizeGpu, quantizeGpu } from '../../src/engine/kernels/quantize/readback';
 import { decodeE4M3, decodeE5M2, encodeE4M3, encodeE5M2 } from '../../src/engine/quant/fp8';
 import { decodeInt4, decodeInt8, encodeInt, encodeScalar, QUANT_FORMATS, type QuantFormat } from '../../src/engine/quant/formats';
 import { dequantizeRef, type Granularity, quantizeRef } from '../../src/engine/quant/quantizer';

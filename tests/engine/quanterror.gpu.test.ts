@@ -1,7 +1,7 @@
 /** The quantization-error probe kernels (quant_error, diff_partials) + normFinalize against a float64 count. */
 import { describe, expect, it } from 'vitest';
-import { buildQuantize, quantErrorPartials } from '../../src/engine/kernels/quantize';
-import { normFinalize, sumSquaresPartialCount } from '../../src/engine/kernels/reduce';
+import { buildQuantize, quantErrorPartials } from '../../src/engine/kernels/quantize/quantize';
+import { normFinalize, sumSquaresPartialCount } from '../../src/engine/kernels/reduce/reduce';
 import type { QuantFormat } from '../../src/engine/quant/formats';
 import { dequantizeRef, type Granularity, quantizeRef } from '../../src/engine/quant/quantizer';
 import { Rng } from '../../src/engine/util/rng';

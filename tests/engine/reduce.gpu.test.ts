@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { globalNorm, globalNormMulti, globalNormPartialsBytes, SUMSQ_MAX_PARTIALS } from '../../src/engine/kernels/reduce';
-import { globalNormRef } from '../../src/engine/kernels/reduce.ref';
+import { globalNorm, globalNormMulti, globalNormPartialsBytes, SUMSQ_MAX_PARTIALS } from '../../src/engine/kernels/reduce/reduce';
+import { globalNormRef } from '../../src/engine/kernels/reduce/reduce.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime, trackBuffers } from '../helpers/gpu';
 

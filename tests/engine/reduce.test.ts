@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { globalNormPartialsBytes, SUMSQ_MAX_PARTIALS, sumSquaresPartialCount } from '../../src/engine/kernels/reduce';
-import { globalNormRef, sumSquaresRef } from '../../src/engine/kernels/reduce.ref';
+import { globalNormPartialsBytes, SUMSQ_MAX_PARTIALS, sumSquaresPartialCount } from '../../src/engine/kernels/reduce/reduce';
+import { globalNormRef, sumSquaresRef } from '../../src/engine/kernels/reduce/reduce.ref';
 
 describe('reduce helpers', () => {
   it('partial counts grow with n up to the cap and never hit zero', () => {

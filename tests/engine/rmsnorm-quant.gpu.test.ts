@@ -1,6 +1,6 @@
 /** RMSNorm that writes its output's INT8 codes (the INT8 GEMMs' X operand): y as the plain forward, codes as quantizeRef. */
 import { describe, expect, it } from 'vitest';
-import { rmsnormBackward, rmsnormForward, rmsnormForwardQuantized, rmsnormWorkspaceBytes } from '../../src/engine/kernels/rmsnorm';
+import { rmsnormBackward, rmsnormForward, rmsnormForwardQuantized, rmsnormWorkspaceBytes } from '../../src/engine/kernels/rmsnorm/rmsnorm';
 import { quantizeRef } from '../../src/engine/quant/quantizer';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime, trackBuffers } from '../helpers/gpu';

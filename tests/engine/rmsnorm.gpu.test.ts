@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
-import { rmsnormBackward, rmsnormForward, rmsnormWorkspaceBytes } from '../../src/engine/kernels/rmsnorm';
-import { rmsnormBackwardRef, rmsnormForwardRef } from '../../src/engine/kernels/rmsnorm.ref';
+import { rmsnormBackward, rmsnormForward, rmsnormWorkspaceBytes } from '../../src/engine/kernels/rmsnorm/rmsnorm';
+import { rmsnormBackwardRef, rmsnormForwardRef } from '../../src/engine/kernels/rmsnorm/rmsnorm.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 import { testRuntime, trackBuffers } from '../helpers/gpu';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { rmsnormBackwardRef, rmsnormForwardRef } from '../../src/engine/kernels/rmsnorm.ref';
-import { rmsnormChunking } from '../../src/engine/kernels/rmsnorm';
+import { rmsnormBackwardRef, rmsnormForwardRef } from '../../src/engine/kernels/rmsnorm/rmsnorm.ref';
+import { rmsnormChunking } from '../../src/engine/kernels/rmsnorm/rmsnorm';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 

@@ -4,10 +4,10 @@
  * quantizeHeadsI8 recomputes from the saved y.
  */
 import { describe, expect, it } from 'vitest';
-import { headCodesLayout, quantizeHeadsI8 } from '../../src/engine/kernels/attention-i8';
+import { headCodesLayout, quantizeHeadsI8 } from '../../src/engine/kernels/attention/i8';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
-import { quantizeRef } from '../../src/engine/kernels/quantize.ref';
-import { rope, ropeQuantized, ropeQuantizedFits, uploadRopeTable } from '../../src/engine/kernels/rope';
+import { quantizeRef } from '../../src/engine/kernels/quantize/quantize.ref';
+import { rope, ropeQuantized, ropeQuantizedFits, uploadRopeTable } from '../../src/engine/kernels/rope/rope';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
 

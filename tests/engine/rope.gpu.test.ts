@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { rope, uploadRopeTable } from '../../src/engine/kernels/rope';
-import { ropeRef } from '../../src/engine/kernels/rope.ref';
+import { rope, uploadRopeTable } from '../../src/engine/kernels/rope/rope';
+import { ropeRef } from '../../src/engine/kernels/rope/rope.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 import { testRuntime } from '../helpers/gpu';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ropeRef, ropeTable, ropeTablePacked } from '../../src/engine/kernels/rope.ref';
+import { ropeRef, ropeTable, ropeTablePacked } from '../../src/engine/kernels/rope/rope.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import elementwise from '../../shaders/elementwise.wgsl?raw';
+import elementwise from '../../src/engine/kernels/elementwise/elementwise.wgsl?raw';
 import { wgslErrors } from '../../src/engine/gpu/pipelines';
 import { Uniforms } from '../../src/engine/gpu/runtime';
 import { testRuntime } from '../helpers/gpu';

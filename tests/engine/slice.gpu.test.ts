@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Runtime } from '../../src/engine/gpu/runtime';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
-import { gatherColumns, scatterColumns, transposeMatrix } from '../../src/engine/kernels/slice';
-import { gatherColumnsRef, scatterColumnsRef, transposeRef } from '../../src/engine/kernels/slice.ref';
+import { gatherColumns, scatterColumns, transposeMatrix } from '../../src/engine/kernels/slice/slice';
+import { gatherColumnsRef, scatterColumnsRef, transposeRef } from '../../src/engine/kernels/slice/slice.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
 

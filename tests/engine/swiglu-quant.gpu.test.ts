@@ -4,8 +4,8 @@
  * dup as the plain backward, codes as swigluBackwardCodesRef.
  */
 import { describe, expect, it } from 'vitest';
-import { swigluBackward, swigluBackwardQuantized, swigluForward, swigluForwardQuantized } from '../../src/engine/kernels/swiglu';
-import { swigluBackwardCodesRef } from '../../src/engine/kernels/swiglu.ref';
+import { swigluBackward, swigluBackwardQuantized, swigluForward, swigluForwardQuantized } from '../../src/engine/kernels/swiglu/swiglu';
+import { swigluBackwardCodesRef } from '../../src/engine/kernels/swiglu/swiglu.ref';
 import { quantizeRef } from '../../src/engine/quant/quantizer';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime, trackBuffers } from '../helpers/gpu';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
-import { swigluBackward, swigluForward } from '../../src/engine/kernels/swiglu';
-import { swigluBackwardRef, swigluForwardRef } from '../../src/engine/kernels/swiglu.ref';
+import { swigluBackward, swigluForward } from '../../src/engine/kernels/swiglu/swiglu';
+import { swigluBackwardRef, swigluForwardRef } from '../../src/engine/kernels/swiglu/swiglu.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 import { testRuntime, trackBuffers } from '../helpers/gpu';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sigmoidRef, swigluBackwardRef, swigluForwardRef } from '../../src/engine/kernels/swiglu.ref';
+import { sigmoidRef, swigluBackwardRef, swigluForwardRef } from '../../src/engine/kernels/swiglu/swiglu.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 

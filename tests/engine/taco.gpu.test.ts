@@ -13,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import type { Runtime } from '../../src/engine/gpu/runtime';
 import {
   tacoCompress, tacoDecompress, tacoShader, tacoWordsPerInvocation, type TacoDecode, type TacoEncode, type TacoOptions,
-} from '../../src/engine/kernels/taco';
+} from '../../src/engine/kernels/taco/taco';
 import { Uniforms } from '../../src/engine/gpu/runtime';
 import { decodeE4M3, encodeE4M3 } from '../../src/engine/quant/fp8';
 import { butterfliesF32, fwhtF32, rsqrtF32 } from '../../src/engine/quant/hadamard';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CharTokenizer } from '../../src/engine/train/tokenizer';
+import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 
 const corpus = readFileSync(new URL('../../public/data/tinyshakespeare.txt', import.meta.url), 'utf8');
 

@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { headDim, paramSpecs, PRESETS } from '../../src/engine/model/config';
 import { initParams, paramLayout, unflatten } from '../../src/engine/model/params';
 import { modelDims } from '../../src/engine/model/plan';
-import { tpChunkProblem, tpPeerProblem } from '../../src/engine/tp/tp-peer';
-import { shardConfig, shardKind, shardParams, shardTensor, unshardParams, unshardTensor } from '../../src/engine/tp/tp-shard';
+import { tpChunkProblem, tpPeerProblem } from '../../src/engine/model/tp/peer';
+import { shardConfig, shardKind, shardParams, shardTensor, unshardParams, unshardTensor } from '../../src/engine/model/tp/shard';
 import { tacoCompressRef, tacoPayload } from '../../src/engine/quant/taco';
 
 const micro = PRESETS.micro;

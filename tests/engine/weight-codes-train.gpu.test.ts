@@ -5,7 +5,7 @@
  * weights after every update (stale ones would change the second step's loss).
  */
 import { describe, expect, it } from 'vitest';
-import { buildQuantize } from '../../src/engine/kernels/quantize';
+import { buildQuantize } from '../../src/engine/kernels/quantize/quantize';
 import { PRESETS } from '../../src/engine/model/config';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';

@@ -5,12 +5,12 @@
  * code for code, and to the CPU reference; bytes between the entries stay untouched.
  */
 import { describe, expect, it } from 'vitest';
-import { columnAbsmaxWords, quantizeColumnsI8 } from '../../src/engine/kernels/qgemm-block';
-import { buildQuantize } from '../../src/engine/kernels/quantize';
+import { columnAbsmaxWords, quantizeColumnsI8 } from '../../src/engine/kernels/qgemm/block';
+import { buildQuantize } from '../../src/engine/kernels/quantize/quantize';
 import {
   type ColCodesEntry, colCodes, colCodesAmaxWords, colCodesTable, type RowCodesEntry, rowCodes, rowCodesTable,
-} from '../../src/engine/kernels/weight-codes';
-import { weightCodesRef } from '../../src/engine/kernels/weight-codes.ref';
+} from '../../src/engine/kernels/weight-codes/weight-codes';
+import { weightCodesRef } from '../../src/engine/kernels/weight-codes/weight-codes.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime, trackBuffers } from '../helpers/gpu';
 

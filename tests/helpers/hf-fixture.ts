@@ -7,7 +7,7 @@
 import { writeSafetensors, type SafeTensorIn } from '../../src/engine/io/safetensors';
 import { modelConfigFromHf } from '../../src/engine/io/checkpoint';
 import { paramSpecs, type ModelConfig } from '../../src/engine/model/config';
-import { trainByteBpe } from '../../src/engine/train/bpe-train';
+import { trainByteBpe } from '../../src/engine/train/tokenizer/bpe-train';
 import { Rng } from '../../src/engine/util/rng';
 
 /** A config as transformers writes it for a small GQA Llama saved in bf16 (extra keys it always has). */

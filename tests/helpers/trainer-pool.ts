@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll } from 'vitest';
 import { defaultTrainOptions, type TrainOptions } from '../../src/engine/train/options';
-import { CharTokenizer } from '../../src/engine/train/tokenizer';
+import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import { type FlatTrainingState, Trainer } from '../../src/engine/train/trainer';
 import { testRuntime } from './gpu';
 

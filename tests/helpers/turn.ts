@@ -1,6 +1,6 @@
 /**
  * A TURN server from npm (node-turn, long-term credentials) on loopback for the relay tests: a free
- * UDP port, relay ports beside it, the spec members pass as ICE (src/peers/ice.ts).
+ * UDP port, relay ports beside it, the spec members pass as ICE (src/peers/transport/ice.ts).
  */
 import { createSocket } from 'node:dgram';
 import TurnServer from 'node-turn';

@@ -8,11 +8,11 @@ import {
   encodeInt8Chunk,
   echoWireBytes,
   int8PayloadBytes,
-} from '../../src/peers/allreduce';
-import { CollectiveError } from '../../src/peers/group';
+} from '../../src/peers/collectives/allreduce';
+import { CollectiveError } from '../../src/peers/collectives/group';
 import { dequantizeRef, quantizeRef } from '../../src/engine/quant/quantizer';
 import { Rng } from '../../src/engine/util/rng';
-import { limitTransport } from '../../src/peers/limiter';
+import { limitTransport } from '../../src/peers/transport/limiter';
 import { webcrypto } from 'node:crypto';
 import { makeGroups, misbehave } from './helpers';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
-import { CollectiveError, PeerGroup } from '../../src/peers/group';
-import { limitTransport } from '../../src/peers/limiter';
+import { CollectiveError, PeerGroup } from '../../src/peers/collectives/group';
+import { limitTransport } from '../../src/peers/transport/limiter';
 import { Rng } from '../../src/engine/util/rng';
 import { bytesOf, makeGroups } from './helpers';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SCREEN, MemberGuard, resolveScreen, screen, type ScreenData } from '../../src/peers/dp-screen';
+import { DEFAULT_SCREEN, MemberGuard, resolveScreen, screen, type ScreenData } from '../../src/peers/collectives/screen';
 
 /** ScreenData of explicit vectors, summed in double as verified-reduce.ts does. */
 function data(vs: number[][]): ScreenData {

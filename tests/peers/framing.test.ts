@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { crc32 } from '../../src/peers/crc32';
+import { crc32 } from '../../src/peers/collectives/crc32';
 import {
   decodeFrame,
   encodeFrame,
@@ -9,7 +9,7 @@ import {
   FrameType,
   HEADER_BYTES,
   Reassembler,
-} from '../../src/peers/framing';
+} from '../../src/peers/collectives/framing';
 import { Rng } from '../../src/engine/util/rng';
 
 const hdr = { type: FrameType.AllGather, runId: 7, step: 3, tag: 2, seq: 11 };

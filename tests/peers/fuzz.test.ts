@@ -1,8 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
-import { allReduceMean } from '../../src/peers/allreduce';
-import { crc32, crc32Update } from '../../src/peers/crc32';
-import { encodeFrame, FrameType, HEADER_BYTES } from '../../src/peers/framing';
-import { PeerGroup, Skips } from '../../src/peers/group';
+import { allReduceMean } from '../../src/peers/collectives/allreduce';
+import { crc32, crc32Update } from '../../src/peers/collectives/crc32';
+import { encodeFrame, FrameType, HEADER_BYTES } from '../../src/peers/collectives/framing';
+import { PeerGroup, Skips } from '../../src/peers/collectives/group';
 import { Rng } from '../../src/engine/util/rng';
 import { makeGroups, settle } from './helpers';
 

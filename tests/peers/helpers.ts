@@ -1,8 +1,8 @@
-import { digestOfParts } from '../../src/peers/digest';
-import { PeerGroup, type PeerGroupOptions, Skips } from '../../src/peers/group';
-import { decodeHeader, encodeHeader, encodeRow, exchangeContext, signedMessage, type Slot } from '../../src/peers/signed-echo';
-import { LoopbackHub, type LoopbackOptions } from '../../src/peers/loopback';
-import type { Transport } from '../../src/peers/transport';
+import { digestOfParts } from '../../src/peers/collectives/digest';
+import { PeerGroup, type PeerGroupOptions, Skips } from '../../src/peers/collectives/group';
+import { decodeHeader, encodeHeader, encodeRow, exchangeContext, signedMessage, type Slot } from '../../src/peers/collectives/signed-echo';
+import { LoopbackHub, type LoopbackOptions } from '../../src/peers/transport/loopback';
+import type { Transport } from '../../src/peers/transport/transport';
 
 export interface TestGroup {
   hub: LoopbackHub;

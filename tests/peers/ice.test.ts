@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { describeIce, parseIce, rtcConfiguration } from '../../src/peers/ice';
+import { describeIce, parseIce, rtcConfiguration } from '../../src/peers/transport/ice';
 
 describe('ICE spec', () => {
   it('parses STUN and TURN entries, credentials percent-decoded', () => {

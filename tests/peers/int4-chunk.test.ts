@@ -1,8 +1,8 @@
 /** The INT4 wire codec of the two-shot all-reduce (DiLoCo's pseudo-gradients) and its all-reduce over loopback. */
 import { describe, expect, it } from 'vitest';
-import { allReduceMean, allReduceWireBytes, echoWireBytes } from '../../src/peers/allreduce';
-import { decodeInt4Chunk, encodeInt4Chunk } from '../../src/peers/int4-chunk';
-import { CollectiveError } from '../../src/peers/group';
+import { allReduceMean, allReduceWireBytes, echoWireBytes } from '../../src/peers/collectives/allreduce';
+import { decodeInt4Chunk, encodeInt4Chunk } from '../../src/peers/collectives/int4-chunk';
+import { CollectiveError } from '../../src/peers/collectives/group';
 import { dequantizeRef, quantizeRef } from '../../src/engine/quant/quantizer';
 import { codeBytes } from '../../src/engine/quant/pack';
 import { int4PayloadBytes } from '../../src/engine/scheme/wire';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PerKeyRateLimit } from '../../src/peers/log-limit';
+import { PerKeyRateLimit } from '../../src/peers/peerjs/log-limit';
 
 describe('PerKeyRateLimit', () => {
   it('passes a burst per key and window, then counts the rest into the next report that passes', () => {

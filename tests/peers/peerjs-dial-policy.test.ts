@@ -1,11 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { newKeyPair } from '../../src/peers/identity';
-import { AdmissionLimits } from '../../src/peers/peerjs-admission';
-import { DialPolicy } from '../../src/peers/peerjs-dial-policy';
-import type { Link } from '../../src/peers/peerjs-link';
-import { MAX_UNADMITTED_LINKS } from '../../src/peers/peerjs-options';
-import { createRoomId, memberId, roomDiscoveryKey } from '../../src/peers/room';
-import type { PeerId } from '../../src/peers/transport';
+import { newKeyPair } from '../../src/peers/room/identity';
+import { AdmissionLimits } from '../../src/peers/peerjs/admission';
+import { DialPolicy } from '../../src/peers/peerjs/dial-policy';
+import type { Link } from '../../src/peers/peerjs/link';
+import { MAX_UNADMITTED_LINKS } from '../../src/peers/peerjs/options';
+import { createRoomId, memberId, roomDiscoveryKey } from '../../src/peers/room/room';
+import type { PeerId } from '../../src/peers/transport/transport';
 
 const discovery = roomDiscoveryKey(createRoomId());
 const member = () => memberId(discovery, newKeyPair().publicKey);

@@ -11,9 +11,9 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { attachPeerServer } from '../../src/server/peer-server';
-import { memberId } from '../../src/peers/room';
+import { memberId } from '../../src/peers/room/room';
 import { resolveStatic } from '../../src/server/static';
-import { newKeyPair } from '../../src/peers/identity';
+import { newKeyPair } from '../../src/peers/room/identity';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dist = mkdtempSync(path.join(tmpdir(), 'lab-dist-'));

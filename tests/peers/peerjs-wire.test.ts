@@ -1,8 +1,8 @@
 import type { DataConnection } from 'peerjs';
 import { describe, expect, it } from 'vitest';
-import { newLink } from '../../src/peers/peerjs-link';
-import { readFrame, SendQueues } from '../../src/peers/peerjs-wire';
-import { BufferWaiters } from '../../src/peers/transport';
+import { newLink } from '../../src/peers/peerjs/link';
+import { readFrame, SendQueues } from '../../src/peers/peerjs/wire';
+import { BufferWaiters } from '../../src/peers/transport/transport';
 
 /** A link over a fake connection that records what it is handed. */
 function fakeLink() {

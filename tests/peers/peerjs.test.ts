@@ -10,14 +10,14 @@ import { fileURLToPath } from 'node:url';
 import type { Peer } from 'peerjs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/engine/util/rng';
-import { encodeFrame, FrameType } from '../../src/peers/framing';
-import { PeerGroup } from '../../src/peers/group';
-import { installNodeWebRtc } from '../../src/peers/node-webrtc';
-import { type PeerJsTransportOptions, type PeerProblem, PeerJsTransport } from '../../src/peers/peerjs';
-import { MAX_TRANSPORT_MESSAGE } from '../../src/peers/transport';
-import { createRoomId, memberId, parseServerUrl, type PeerServerAddress, roomDiscoveryKey, roomLink } from '../../src/peers/room';
+import { encodeFrame, FrameType } from '../../src/peers/collectives/framing';
+import { PeerGroup } from '../../src/peers/collectives/group';
+import { installNodeWebRtc } from '../../src/peers/transport/node-webrtc';
+import { type PeerJsTransportOptions, type PeerProblem, PeerJsTransport } from '../../src/peers/peerjs/peerjs';
+import { MAX_TRANSPORT_MESSAGE } from '../../src/peers/transport/transport';
+import { createRoomId, memberId, parseServerUrl, type PeerServerAddress, roomDiscoveryKey, roomLink } from '../../src/peers/room/room';
 import { attachPeerServer, type EmbeddedPeerServer } from '../../src/server/peer-server';
-import { newKeyPair } from '../../src/peers/identity';
+import { newKeyPair } from '../../src/peers/room/identity';
 
 installNodeWebRtc();
 

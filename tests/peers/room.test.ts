@@ -1,4 +1,4 @@
-import { newKeyPair } from '../../src/peers/identity';
+import { newKeyPair } from '../../src/peers/room/identity';
 import { describe, expect, it } from 'vitest';
 import {
   base32,
@@ -21,9 +21,9 @@ import {
   serverForPage,
   tagOfMemberId,
   toBase64,
-} from '../../src/peers/room';
-import { PakeSession } from '../../src/peers/pake';
-import { formatRoster, ranksOf, type RosterEntry, RttEstimator } from '../../src/peers/roster';
+} from '../../src/peers/room/room';
+import { PakeSession } from '../../src/peers/room/pake';
+import { formatRoster, ranksOf, type RosterEntry, RttEstimator } from '../../src/peers/room/roster';
 
 describe('room ids and links', () => {
   it('base32 follows RFC 4648 (lowercase, unpadded)', () => {

@@ -1,6 +1,6 @@
 import type { Peer } from 'peerjs';
 import { describe, expect, it } from 'vitest';
-import { guardSignalling, MAX_CANDIDATES_PER_CONNECTION, MAX_OFFERS_PER_MINUTE, MAX_STORED_CONNECTIONS, MAX_STORED_PER_CONNECTION } from '../../src/peers/signal-guard';
+import { guardSignalling, MAX_CANDIDATES_PER_CONNECTION, MAX_OFFERS_PER_MINUTE, MAX_STORED_CONNECTIONS, MAX_STORED_PER_CONNECTION } from '../../src/peers/peerjs/signal-guard';
 
 /** The slice of PeerJS 1.5.5's Peer the guard wraps: its handler stores messages for unknown connections. */
 function fakePeer(known: Set<string> = new Set()) {

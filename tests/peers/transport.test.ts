@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { limitTransport } from '../../src/peers/limiter';
-import { LoopbackHub } from '../../src/peers/loopback';
+import { limitTransport } from '../../src/peers/transport/limiter';
+import { LoopbackHub } from '../../src/peers/transport/loopback';
 import { bytesOf, settle } from './helpers';
 
 describe('LoopbackHub', () => {

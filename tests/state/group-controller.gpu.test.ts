@@ -7,17 +7,17 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { LoopbackHub, type LoopbackTransport } from '../../src/peers/loopback';
-import { parseRoomLink } from '../../src/peers/room';
-import type { RosterEntry } from '../../src/peers/roster';
-import { emptyStats, Listeners, type PeerId } from '../../src/peers/transport';
+import { LoopbackHub, type LoopbackTransport } from '../../src/peers/transport/loopback';
+import { parseRoomLink } from '../../src/peers/room/room';
+import type { RosterEntry } from '../../src/peers/room/roster';
+import { emptyStats, Listeners, type PeerId } from '../../src/peers/transport/transport';
 import { PRESETS } from '../../src/engine/model/config';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { Trainer } from '../../src/engine/train/trainer';
-import { activeRun, createGroupStore, type GroupRun, type GroupStore, wireSummary } from '../../src/state/group';
-import type { GroupRunConfig } from '../../src/state/group-config';
-import { GroupController } from '../../src/state/group-controller';
-import type { RoomTransport } from '../../src/state/group-deps';
+import { activeRun, createGroupStore, type GroupRun, type GroupStore, wireSummary } from '../../src/state/group/group';
+import type { GroupRunConfig } from '../../src/state/group/config';
+import { GroupController } from '../../src/state/group/controller';
+import type { RoomTransport } from '../../src/state/group/deps';
 import { testRuntime } from '../helpers/gpu';
 
 const text = readFileSync('public/data/tinyshakespeare.txt', 'utf8').slice(0, 100_000);

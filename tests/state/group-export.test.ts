@@ -1,6 +1,6 @@
 /** Group runs export like single runs: CSV per step, JSON with the run. */
 import { describe, expect, it } from 'vitest';
-import { type GroupRun, groupRunCsv, groupRunJson } from '../../src/state/group';
+import { type GroupRun, groupRunCsv, groupRunJson } from '../../src/state/group/group';
 
 const run = {
   id: 'g1', label: '#1 DP · micro', config: { steps: 2 }, startedBy: 'a', members: ['a', 'b'], joinedLate: false, status: 'done', phase: 'done',

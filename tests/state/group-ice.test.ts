@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createGroupStore, iceCheck, iceOf } from '../../src/state/group';
-import { GroupController } from '../../src/state/group-controller';
-import type { OpenRoomOptions } from '../../src/state/group-deps';
+import { createGroupStore, iceCheck, iceOf } from '../../src/state/group/group';
+import { GroupController } from '../../src/state/group/controller';
+import type { OpenRoomOptions } from '../../src/state/group/deps';
 
 const PAGE = 'http://127.0.0.1:5173/';
 

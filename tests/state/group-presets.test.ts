@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { type ModelConfig, PRESET_NAMES, PRESETS } from '../../src/engine/model/config';
-import { DEFAULT_DILOCO, DEFAULT_GROUP_CONFIG, GROUP_PRESETS, type GroupRunConfig, groupConfigProblem, groupRunLabel, groupStepTokens, groupTrainOptions } from '../../src/state/group-config';
-import { decodeSession, encodeSession } from '../../src/state/group-wire';
+import { DEFAULT_DILOCO, DEFAULT_GROUP_CONFIG, GROUP_PRESETS, type GroupRunConfig, groupConfigProblem, groupRunLabel, groupStepTokens, groupTrainOptions } from '../../src/state/group/config';
+import { decodeSession, encodeSession } from '../../src/state/group/wire';
 
 const CUSTOM: ModelConfig = { ...PRESETS.micro, hidden_size: 64, intermediate_size: 160, num_hidden_layers: 3, num_attention_heads: 4, num_key_value_heads: 4 };
 

@@ -2,8 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
-import { DEFAULT_DILOCO, DEFAULT_GROUP_CONFIG, type GroupRunConfig } from '../../src/state/group-config';
-import { loneReference, loneReferenceHint, lonePoints } from '../../src/state/group-reference';
+import { DEFAULT_DILOCO, DEFAULT_GROUP_CONFIG, type GroupRunConfig } from '../../src/state/group/config';
+import { loneReference, loneReferenceHint, lonePoints } from '../../src/state/group/reference';
 import { newRun, type RunState } from '../../src/state/runs';
 import { DEFAULT_RUN_CONFIG, type RunConfig } from '../../src/worker/protocol';
 

@@ -8,14 +8,14 @@ import { describe, expect, it } from 'vitest';
 import { modelBufferPlan } from '../../src/engine/model/run-plan';
 import { unsupportedFeatures } from '../../src/engine/scheme/scheme';
 import { gradWireOf } from '../../src/engine/scheme/wire';
-import { DpError } from '../../src/peers/dp';
-import { CollectiveError } from '../../src/peers/group';
-import { LoopbackHub } from '../../src/peers/loopback';
-import { parseRoomLink } from '../../src/peers/room';
-import { createGroupStore, hashTrail, inviteOf, MAX_POINTS, shortPeer, wireSummary, type GroupStepPoint } from '../../src/state/group';
-import { DEFAULT_DILOCO, DEFAULT_GROUP_CONFIG, dilocoOf, groupConfigProblem, groupRunLabel, groupSchemeFields, groupTrainOptions } from '../../src/state/group-config';
-import { runError } from '../../src/state/group-errors';
-import { decodeSession, encodeSession, isSessionBytes, MAX_SESSION_BYTES, type SessionMessage, splitTransport } from '../../src/state/group-wire';
+import { DpError } from '../../src/parallel/dp/dp';
+import { CollectiveError } from '../../src/peers/collectives/group';
+import { LoopbackHub } from '../../src/peers/transport/loopback';
+import { parseRoomLink } from '../../src/peers/room/room';
+import { createGroupStore, hashTrail, inviteOf, MAX_POINTS, shortPeer, wireSummary, type GroupStepPoint } from '../../src/state/group/group';
+import { DEFAULT_DILOCO, DEFAULT_GROUP_CONFIG, dilocoOf, groupConfigProblem, groupRunLabel, groupSchemeFields, groupTrainOptions } from '../../src/state/group/config';
+import { runError } from '../../src/state/group/errors';
+import { decodeSession, encodeSession, isSessionBytes, MAX_SESSION_BYTES, type SessionMessage, splitTransport } from '../../src/state/group/wire';
 
 const RUN: SessionMessage = { t: 'run', v: 1, id: 'gabc123', config: DEFAULT_GROUP_CONFIG, members: ['p0', 'p1'], by: 'p0' };
 

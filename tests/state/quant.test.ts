@@ -5,11 +5,11 @@
 import { describe, expect, it } from 'vitest';
 import { emptyMemReport } from '../../src/engine/gpu/memory';
 import { PRESETS } from '../../src/engine/model/config';
-import { tpWireBytes } from '../../src/engine/tp/tp';
+import { tpWireBytes } from '../../src/engine/model/tp/tp';
 import { modelDims } from '../../src/engine/model/plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { bitsAndWire } from '../../src/engine/train/probe-bits';
-import { allReduceWireBytes } from '../../src/peers/allreduce';
+import { allReduceWireBytes } from '../../src/peers/collectives/allreduce';
 import { createLabStore } from '../../src/state/lab';
 import { newRun, restoredRun, runAccounting, runCsv, runJson, type RunState } from '../../src/state/runs';
 import { checkRunConfig, DEFAULT_RUN_CONFIG, type FromWorker, tpMismatch } from '../../src/worker/protocol';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { tokenizerFromJSON } from '../../src/engine/train/hf-tokenizer';
-import { ArrayTokenStore, StreamDataset } from '../../src/engine/train/token-stream';
-import { TextDataset } from '../../src/engine/train/data';
+import { tokenizerFromJSON } from '../../src/engine/train/tokenizer/hf-tokenizer';
+import { ArrayTokenStore, StreamDataset } from '../../src/engine/train/data/token-stream';
+import { TextDataset } from '../../src/engine/train/data/data';
 import { CHUNK_BYTES, inspectFile, prepareData, type PreparedMeta, type TokenCache } from '../../src/worker/prepare';
 import { readFileSync } from 'node:fs';
 import { parquetWriteBuffer } from 'hyparquet-writer';

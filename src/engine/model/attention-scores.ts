@@ -7,8 +7,8 @@
  * i8.vc) for dP. The kernels are recorded under `L<l>.attn` and `L<l>.attnDp`.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
-import { ATTN_SCORE_PATH, headCodesSlices, quantizeHeadsI8 } from '../kernels/attention-i8';
-import { rope, ropeQuantized, ropeQuantizedFits } from '../kernels/rope';
+import { ATTN_SCORE_PATH, headCodesSlices, quantizeHeadsI8 } from '../kernels/attention/i8';
+import { rope, ropeQuantized, ropeQuantizedFits } from '../kernels/rope/rope';
 import type { GemmPath } from './compute-plan';
 import type { ModelDims } from './dims';
 

@@ -3,15 +3,15 @@
  * the layers in reverse, the embedding; each weight gradient stored as it becomes final.
  */
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
-import { attentionBackward } from '../kernels/attention';
-import { attentionBackwardI8 } from '../kernels/attention-i8';
-import { embeddingBackward } from '../kernels/embedding';
-import { matmul } from '../kernels/matmul';
-import { dequantizeRows } from '../kernels/quantize';
-import { rmsnormBackward } from '../kernels/rmsnorm';
-import { rope } from '../kernels/rope';
-import { swigluBackward, swigluBackwardQuantized } from '../kernels/swiglu';
-import { type TensorParallel } from '../tp/tp';
+import { attentionBackward } from '../kernels/attention/attention';
+import { attentionBackwardI8 } from '../kernels/attention/i8';
+import { embeddingBackward } from '../kernels/embedding/embedding';
+import { matmul } from '../kernels/matmul/matmul';
+import { dequantizeRows } from '../kernels/quantize/quantize';
+import { rmsnormBackward } from '../kernels/rmsnorm/rmsnorm';
+import { rope } from '../kernels/rope/rope';
+import { swigluBackward, swigluBackwardQuantized } from '../kernels/swiglu/swiglu';
+import { type TensorParallel } from './tp/tp';
 import { dpCodes, scoreCodes } from './attention-scores';
 import { type ModelConfig } from './config';
 import type { GemmPath } from './compute-plan';

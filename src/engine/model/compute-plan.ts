@@ -7,9 +7,9 @@
  */
 import type { ComputeFormat, ComputeScheme, QuantSpec, SavedSpec, Scheme } from '../scheme/scheme';
 import { isFp32, layerScheme } from '../scheme/scheme';
-import { headCodesLayout } from '../kernels/head-codes';
-import { columnAbsmaxWords } from '../kernels/qgemm-block';
-import { I8_MAX_K } from '../kernels/qgemm-splitk';
+import { headCodesLayout } from '../kernels/attention/head-codes';
+import { columnAbsmaxWords } from '../kernels/qgemm/block';
+import { I8_MAX_K } from '../kernels/qgemm/splitk';
 import type { BufferSpec, ModelDims } from './dims';
 import { ALIGN_FLOATS } from './params';
 import type { ActivationStorage, LayerSavedKey } from './plan';

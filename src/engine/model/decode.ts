@@ -10,13 +10,13 @@
  */
 import type { Dispatch, Runtime } from '../gpu/runtime';
 import { BUFFER_USAGE } from '../gpu/memory';
-import { attentionForward } from '../kernels/attention';
-import { attend, gemv, ropeAt } from '../kernels/decode';
-import { embeddingForward } from '../kernels/embedding';
-import { matmul } from '../kernels/matmul';
-import { rmsnormForward } from '../kernels/rmsnorm';
-import { rope, ropeTablePacked } from '../kernels/rope';
-import { swigluForward } from '../kernels/swiglu';
+import { attentionForward } from '../kernels/attention/attention';
+import { attend, gemv, ropeAt } from '../kernels/decode/decode';
+import { embeddingForward } from '../kernels/embedding/embedding';
+import { matmul } from '../kernels/matmul/matmul';
+import { rmsnormForward } from '../kernels/rmsnorm/rmsnorm';
+import { rope, ropeTablePacked } from '../kernels/rope/rope';
+import { swigluForward } from '../kernels/swiglu/swiglu';
 import type { ModelConfig } from './config';
 import { type BufferSpec, type ModelDims, modelDims } from './dims';
 import { flatten, type ParamLayout, paramLayout } from './params';

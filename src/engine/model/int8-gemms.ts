@@ -15,10 +15,10 @@
  * a workspace (qgemmI8Steps: the same bits as one pass); the slice count is recorded too.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
-import { ATTN_SCORE_PATH } from '../kernels/attention-i8';
-import { i8GemmPath, qgemmI8, qgemmI8Path, qgemmI8Steps } from '../kernels/qgemm';
-import { qgemmI8Blocked, quantizeColumnsI8, quantizeTransposedI8 } from '../kernels/qgemm-block';
-import { buildQuantize } from '../kernels/quantize';
+import { ATTN_SCORE_PATH } from '../kernels/attention/i8';
+import { i8GemmPath, qgemmI8, qgemmI8Path, qgemmI8Steps } from '../kernels/qgemm/qgemm';
+import { qgemmI8Blocked, quantizeColumnsI8, quantizeTransposedI8 } from '../kernels/qgemm/block';
+import { buildQuantize } from '../kernels/quantize/quantize';
 import type { GemmPath, LayerCompute } from './compute-plan';
 import type { ModelDims } from './dims';
 import type { ParamLayout } from './params';

@@ -5,12 +5,12 @@
  * model (llama.ts) calls these while it builds its dispatch lists.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
-import { copy } from '../kernels/elementwise';
-import { matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul';
-import { qdq } from '../kernels/qdq';
-import { rmsnormForward, rmsnormForwardQuantized } from '../kernels/rmsnorm';
-import { transposeMatrix } from '../kernels/slice';
-import { swigluForward, swigluForwardQuantized } from '../kernels/swiglu';
+import { copy } from '../kernels/elementwise/elementwise';
+import { matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul/matmul';
+import { qdq } from '../kernels/qdq/qdq';
+import { rmsnormForward, rmsnormForwardQuantized } from '../kernels/rmsnorm/rmsnorm';
+import { transposeMatrix } from '../kernels/slice/slice';
+import { swigluForward, swigluForwardQuantized } from '../kernels/swiglu/swiglu';
 import { isFp32, type QuantSpec } from '../scheme/scheme';
 import { type GemmInputSaved, type GemmPath, PRODUCER_CODED, producerDyCodes } from './compute-plan';
 import { computePaths, type GemmWeight, Int8Gemms, type LayerPaths } from './int8-gemms';
@@ -61,7 +61,7 @@ export class LinearGemms {
    * slices (a small fixed buffer would cap their slice count). Tensor-parallel models run them in one pass: a rank's dW GEMM is a slice of
    * the rows of the single-device simulation's, whose slice count, chosen for its own shape and
    * buffers, would sum in another order, and the ranks must reproduce the simulation bit for bit
-   * (tests/peers/tp.gpu.test.ts).
+   * (tests/parallel/tp.gpu.test.ts).
    */
   dwMatmul(args: Omit<MatmulArgs, 'workspace'>, scratch: 'dq' | 'dF1'): Dispatch[] {
     return matmulSteps(this.rt, { ...args, workspace: this.dwWorkspace(scratch) });

@@ -3,13 +3,13 @@
  * layout as the GPU model, composed from the per-kernel references. This is the specification the
  * GPU training step is tested against, step by step.
  */
-import { attentionBackwardRef, attentionForwardRef } from '../kernels/attention.ref';
-import { crossEntropyBackwardRef, crossEntropyForwardRef } from '../kernels/crossentropy.ref';
-import { embeddingBackwardRef, embeddingForwardRef } from '../kernels/embedding.ref';
-import { matmulRef } from '../kernels/matmul.ref';
-import { rmsnormBackwardRef, rmsnormForwardRef } from '../kernels/rmsnorm.ref';
-import { ropeRef } from '../kernels/rope.ref';
-import { swigluBackwardRef, swigluForwardRef } from '../kernels/swiglu.ref';
+import { attentionBackwardRef, attentionForwardRef } from '../kernels/attention/attention.ref';
+import { crossEntropyBackwardRef, crossEntropyForwardRef } from '../kernels/crossentropy/crossentropy.ref';
+import { embeddingBackwardRef, embeddingForwardRef } from '../kernels/embedding/embedding.ref';
+import { matmulRef } from '../kernels/matmul/matmul.ref';
+import { rmsnormBackwardRef, rmsnormForwardRef } from '../kernels/rmsnorm/rmsnorm.ref';
+import { ropeRef } from '../kernels/rope/rope.ref';
+import { swigluBackwardRef, swigluForwardRef } from '../kernels/swiglu/swiglu.ref';
 import { adamwRef, clipCoefRef } from '../optim/adamw.ref';
 import { lrAt } from '../optim/schedule';
 import { headDim, type ModelConfig } from './config';

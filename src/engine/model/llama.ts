@@ -7,18 +7,18 @@
  * D head dim, V vocab, L layers. Activations are row-major [N, ·]; weights are HF [out, in].
  */
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
-import { attentionForward } from '../kernels/attention';
-import { attentionForwardI8 } from '../kernels/attention-i8';
-import { packBf16, unpackBf16 } from '../kernels/bf16';
-import { crossEntropyForwardBackward } from '../kernels/crossentropy';
-import { copy } from '../kernels/elementwise';
-import { embeddingForward } from '../kernels/embedding';
-import { matmul } from '../kernels/matmul';
-import { hashBuffers } from '../kernels/hash';
-import { buildDequantize, buildQuantize } from '../kernels/quantize';
-import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce';
-import { rmsnormForward } from '../kernels/rmsnorm';
-import { rope, ropeTablePacked } from '../kernels/rope';
+import { attentionForward } from '../kernels/attention/attention';
+import { attentionForwardI8 } from '../kernels/attention/i8';
+import { packBf16, unpackBf16 } from '../kernels/bf16/bf16';
+import { crossEntropyForwardBackward } from '../kernels/crossentropy/crossentropy';
+import { copy } from '../kernels/elementwise/elementwise';
+import { embeddingForward } from '../kernels/embedding/embedding';
+import { matmul } from '../kernels/matmul/matmul';
+import { hashBuffers } from '../kernels/hash/hash';
+import { buildDequantize, buildQuantize } from '../kernels/quantize/quantize';
+import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce/reduce';
+import { rmsnormForward } from '../kernels/rmsnorm/rmsnorm';
+import { rope, ropeTablePacked } from '../kernels/rope/rope';
 import { adamw } from '../optim/adamw';
 import { assertSupported, isFp32, type Scheme } from '../scheme/scheme';
 import { deriveSeed } from '../util/rng';
@@ -34,8 +34,8 @@ import type { LayerPaths } from './int8-gemms';
 import { LinearGemms } from './linear-gemms';
 import type { ProbePoint } from './probe-point';
 import { resolvePlan, type RunPlan } from './run-plan';
-import { type TensorParallel, TpSim } from '../tp/tp';
-import { TpPeer } from '../tp/tp-peer';
+import { type TensorParallel, TpSim } from './tp/tp';
+import { TpPeer } from './tp/peer';
 
 export * from './plan';
 export * from './run-plan';
@@ -70,7 +70,7 @@ export class LlamaGpu {
   /**
    * Tensor parallelism (scheme.tp.degree > 1), else null: simulated on this device (TpSim), or,
    * with opts.tpRank, this model is one peer's shard (TpPeer) and its dispatch lists must be run
-   * segment by segment with the all-reduces in between (src/peers/tp.ts), never whole.
+   * segment by segment with the all-reduces in between (src/parallel/tp/group.ts), never whole.
    */
   readonly tp: TensorParallel | null;
   /** Quantized gradient storage per tensor, or null for the fp32 flat gradient buffer. */

@@ -6,12 +6,12 @@
  * Shapes: B batch, T context, N = B·T tokens, C hidden, F intermediate, nH/nKV query/KV heads,
  * D head dim, V vocab, L layers.
  */
-import type { DqPath } from '../kernels/attention-ds';
-import { dequantizeRowsAligned } from '../kernels/quantize';
+import type { DqPath } from '../kernels/attention/ds';
+import { dequantizeRowsAligned } from '../kernels/quantize/quantize';
 import { BITS, type QuantFormat } from '../quant/formats';
 import { type CodeBits, wordsFor } from '../quant/pack';
 import { type Granularity, numScales } from '../quant/quantizer';
-import { bf16Words } from '../kernels/bf16.ref';
+import { bf16Words } from '../kernels/bf16/bf16.ref';
 import { isFp32, type QuantSpec, type SavedSpec, savedSpec, type SavedKind, type Scheme } from '../scheme/scheme';
 import type { ModelDims } from './dims';
 import type { ParamLayout } from './params';

@@ -8,17 +8,17 @@
  * (train/probe-bits.ts) and the peers (the data- and tensor-parallel wire formats).
  */
 import { BUFFER_USAGE } from '../gpu/memory';
-import { attentionBackwardWorkspaceBytes } from '../kernels/attention';
-import { crossEntropyWorkspaceBytes } from '../kernels/crossentropy';
-import { embeddingWorkspaceBytes } from '../kernels/embedding';
-import { globalNormPartialsBytes } from '../kernels/reduce';
-import { rmsnormWorkspaceBytes } from '../kernels/rmsnorm';
+import { attentionBackwardWorkspaceBytes } from '../kernels/attention/attention';
+import { crossEntropyWorkspaceBytes } from '../kernels/crossentropy/crossentropy';
+import { embeddingWorkspaceBytes } from '../kernels/embedding/embedding';
+import { globalNormPartialsBytes } from '../kernels/reduce/reduce';
+import { rmsnormWorkspaceBytes } from '../kernels/rmsnorm/rmsnorm';
 import { ADAMW_STEP_BYTES } from '../optim/adamw';
 import { SCHEME_PRESETS } from '../scheme/presets';
 import { isFp32, layerScheme, type QuantSpec, SAVED_KINDS, type SavedKind, type SavedSpec, savedSpec, type Scheme } from '../scheme/scheme';
 import { type GradWire, gradWireOf } from '../scheme/wire';
-import { type TpConfig, tpBufferPlan } from '../tp/tp';
-import { tpPeerBufferPlan } from '../tp/tp-peer';
+import { type TpConfig, tpBufferPlan } from './tp/tp';
+import { tpPeerBufferPlan } from './tp/peer';
 import {
   computeErrors, GEMM_INPUT_SAVED, type GemmInputSaved, gateUpDxFused, int8Buffers, int8Use, type LayerCompute, layerCompute, sharesInputCodes,
 } from './compute-plan';

@@ -9,7 +9,7 @@
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import {
   type ColCodesEntry, colCodes, colCodesAmaxWords, colCodesTable, type RowCodesEntry, rowCodes, rowCodesTable, weightCodesTableBytes,
-} from '../kernels/weight-codes';
+} from '../kernels/weight-codes/weight-codes';
 import type { LayerCompute } from './compute-plan';
 import type { BufferSpec, ModelDims } from './dims';
 import type { ParamLayout } from './params';

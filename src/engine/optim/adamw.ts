@@ -12,7 +12,7 @@
  *  16 step_size = lr/(1 − β1^t)   20 bc2_sqrt = sqrt(1 − β2^t)  24 eps         28 max_norm (≤ 0: no clip)
  *  32 lr (informational)          36 t (u32, informational)     40, 44 zero padding
  */
-import src from '../../../shaders/adamw.wgsl?raw';
+import src from './adamw.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { grid2d, requireBytes } from '../kernels/launch';
 

@@ -1,11 +1,11 @@
 /**
- * DiLoCo's outer step on the GPU (shaders/outer.wgsl; outer.ref.ts is its reference): over one
+ * DiLoCo's outer step on the GPU (src/engine/optim/outer.wgsl; outer.ref.ts is its reference): over one
  * fragment [off, off + n) of the flat parameter buffers, `delta` writes the pseudo-gradient
  * θ_global − θ_local into `d` (what the block quantizer then encodes), and `apply` takes the group's
  * mean from `d` and runs Nesterov momentum on θ_global, then sets or mixes the local weights.
  * w, global, momentum: the flat [total] buffers; d: [≥ n] fp32.
  */
-import src from '../../../shaders/outer.wgsl?raw';
+import src from './outer.wgsl?raw';
 import { type Dispatch, type Runtime, Uniforms } from '../gpu/runtime';
 import { grid2d, requireBytes } from '../kernels/launch';
 import type { OuterHyper } from './outer.ref';

@@ -1,5 +1,5 @@
 /**
- * Absmax quantizers — the reference the GPU kernels (src/engine/kernels/quantize.ts) match code for
+ * Absmax quantizers — the reference the GPU kernels (src/engine/kernels/quantize/quantize.ts) match code for
  * code. For each scale group g (per tensor, per row, per column, or per G contiguous elements):
  *   s_g = fp32(max|x_g| / QMAX)          (correctly rounded fp32 division)
  *   code_i = encode(fp32(x_i / s_g))      (correctly rounded, then RNE or stochastic rounding)

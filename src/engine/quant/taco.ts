@@ -1,6 +1,6 @@
 /**
  * TACO compression (Adaptive Scale-Hadamard + dual-scale FP8 E4M3), the plain-TS specification
- * the GPU kernels (shaders/taco.wgsl) reproduce code for code. From the authors' COCCL code
+ * the GPU kernels (src/engine/kernels/taco/taco.wgsl) reproduce code for code. From the authors' COCCL code
  * (src/device/compress/taco/taco.cu, fused_ash_compress_kernel); see docs brief §2.3.
  *
  * Per contiguous group of G elements (G ∈ {32..512}, a power of two; the last group zero-padded):

@@ -4,7 +4,7 @@
  */
 import type { Decoder } from '../model/decode';
 import { type GenerateOptions, type GenerateSummary, generateTokens, TextStream } from '../model/generate';
-import type { Tokenizer } from './tokenizer';
+import type { Tokenizer } from './tokenizer/tokenizer';
 
 /** The prompt's ids: its last `ctx` tokens when longer; an empty prompt starts from the end-of-text token (else id 0). */
 export function promptIds(tokenizer: Tokenizer, prompt: string, ctx: number): number[] {

@@ -12,7 +12,7 @@
 import type { ModelConfig } from '../model/config';
 import { FINAL_SAVED, LAYER_SAVED, layerSizes, SAVED_KIND_OF } from '../model/plan';
 import { resolvePlan } from '../model/run-plan';
-import { tpWireBytes } from '../tp/tp';
+import { tpWireBytes } from '../model/tp/tp';
 import { SAVED_KINDS, type SavedKind, type Scheme } from '../scheme/scheme';
 import { allReduceWireBytes } from '../scheme/wire';
 

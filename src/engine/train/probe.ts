@@ -17,8 +17,8 @@
  * The buffers are part of the trainer's memory plan (`quantProbeBufferPlan`), so plan = allocation.
  */
 import type { Dispatch, Runtime } from '../gpu/runtime';
-import { quantErrorPartials } from '../kernels/quantize';
-import { normFinalize, sumSquaresPartialCount } from '../kernels/reduce';
+import { quantErrorPartials } from '../kernels/quantize/quantize';
+import { normFinalize, sumSquaresPartialCount } from '../kernels/reduce/reduce';
 import { type BufferSpec, FINAL_SAVED, LAYER_SAVED, LINEAR, type LlamaGpu, type RunPlan, SAVED_KIND_OF } from '../model/llama';
 import { isFp32, SAVED_KINDS } from '../scheme/scheme';
 

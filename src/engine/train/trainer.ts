@@ -6,7 +6,7 @@
 import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
 import type { Dispatch, Runtime } from '../gpu/runtime';
 import { saveCheckpoint, type CheckpointFiles, type HfTokenizerFiles } from '../io/checkpoint';
-import { enableI8TensorCores, i8TensorCoreSpec } from '../kernels/qgemm-tc';
+import { enableI8TensorCores, i8TensorCoreSpec } from '../kernels/qgemm/tc';
 import { schemeUsesInt8 } from '../model/compute-plan';
 import type { LayerPaths } from '../model/int8-gemms';
 import { type BufferSpec, LlamaGpu, resolvePlan } from '../model/llama';
@@ -15,12 +15,12 @@ import { flatten, initParams, unflatten } from '../model/params';
 import { packAdamwStep } from '../optim/adamw';
 import { lrAt } from '../optim/schedule';
 import { type BudgetChoice, resolveBudget } from '../scheme/resolve';
-import { type BatchSource, TextDataset } from './data';
+import { type BatchSource, TextDataset } from './data/data';
 import { streamText } from './generate-text';
 import { QuantErrorProbe, quantProbeBufferPlan, type QuantErrorRecord } from './probe';
 import { type OptimizerConfig, type TrainOptions, validateTrainOptions } from './options';
 import type { RunTrainer } from './run-trainer';
-import { CharTokenizer, type Tokenizer } from './tokenizer';
+import { CharTokenizer, type Tokenizer } from './tokenizer/tokenizer';
 
 export type { OptimizerConfig, TrainOptions } from './options';
 export { defaultTrainOptions } from './options';

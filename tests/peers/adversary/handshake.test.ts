@@ -8,9 +8,9 @@
 import { createServer, type Server } from 'node:http';
 import type { DataConnection, Peer } from 'peerjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { installNodeWebRtc } from '../../../src/peers/node-webrtc';
-import { MAX_AUTH_FAILURES_PER_MINUTE, type PeerProblem, PeerJsTransport } from '../../../src/peers/peerjs';
-import { createRoomId, parseServerUrl } from '../../../src/peers/room';
+import { installNodeWebRtc } from '../../../src/peers/transport/node-webrtc';
+import { MAX_AUTH_FAILURES_PER_MINUTE, type PeerProblem, PeerJsTransport } from '../../../src/peers/peerjs/peerjs';
+import { createRoomId, parseServerUrl } from '../../../src/peers/room/room';
 import { attachPeerServer, type EmbeddedPeerServer } from '../../../src/server/peer-server';
 import { discoveryOf, linkHolderId, PakeAttacker, sleep, until } from './stranger';
 

@@ -8,11 +8,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DataParallel, type DpEvent } from '../../../src/peers/dp';
-import { weightsHash } from '../../../src/peers/dp-wire';
-import { LoopbackHub } from '../../../src/peers/loopback';
+import { DataParallel, type DpEvent } from '../../../src/parallel/dp/dp';
+import { weightsHash } from '../../../src/parallel/dp/wire';
+import { LoopbackHub } from '../../../src/peers/transport/loopback';
 import { defaultTrainOptions } from '../../../src/engine/train/options';
-import { CharTokenizer } from '../../../src/engine/train/tokenizer';
+import { CharTokenizer } from '../../../src/engine/train/tokenizer/tokenizer';
 import { type FlatTrainingState, Trainer } from '../../../src/engine/train/trainer';
 import { testRuntime } from '../../helpers/gpu';
 import { dp, f32, FRAME, Insider } from './insider';

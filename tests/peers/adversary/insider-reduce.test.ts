@@ -4,10 +4,10 @@
  * contribution after it has seen the honest ones, so it can aim at them.
  */
 import { describe, expect, it } from 'vitest';
-import { allReduceMean } from '../../../src/peers/allreduce';
-import { DEFAULT_SCREEN } from '../../../src/peers/dp-screen';
-import { PeerGroup } from '../../../src/peers/group';
-import { LoopbackHub } from '../../../src/peers/loopback';
+import { allReduceMean } from '../../../src/peers/collectives/allreduce';
+import { DEFAULT_SCREEN } from '../../../src/peers/collectives/screen';
+import { PeerGroup } from '../../../src/peers/collectives/group';
+import { LoopbackHub } from '../../../src/peers/transport/loopback';
 import { Rng } from '../../../src/engine/util/rng';
 import { f32, FRAME, Insider } from './insider';
 

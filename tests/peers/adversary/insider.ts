@@ -1,12 +1,12 @@
 /**
  * An insider's client: an admitted member that speaks the group's protocol from its description
- * (src/peers/framing.ts's frame layout, src/peers/dp-wire.ts's message layouts, dp-channels.ts's run
+ * (src/peers/collectives/framing.ts's frame layout, src/parallel/dp/wire.ts's message layouts, dp-channels.ts's run
  * ids, verified-reduce.ts's contribution + echo order), not from the project's sending code, and
  * sends whatever it likes to whomever it likes. It runs over any Transport (a loopback endpoint in
  * the tests): the transport is the link, not the client. Only SHA-256 comes from a library.
  */
 import { sha256 } from '@noble/hashes/sha2.js';
-import type { PeerId, Transport } from '../../../src/peers/transport';
+import type { PeerId, Transport } from '../../../src/peers/transport/transport';
 
 const CRC = (() => {
   const t = new Uint32Array(256);

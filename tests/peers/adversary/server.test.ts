@@ -5,9 +5,9 @@
  */
 import { createServer, request, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { installNodeWebRtc } from '../../../src/peers/node-webrtc';
-import { PeerJsTransport } from '../../../src/peers/peerjs';
-import { createRoomId, parseServerUrl, type PeerServerAddress } from '../../../src/peers/room';
+import { installNodeWebRtc } from '../../../src/peers/transport/node-webrtc';
+import { PeerJsTransport } from '../../../src/peers/peerjs/peerjs';
+import { createRoomId, parseServerUrl, type PeerServerAddress } from '../../../src/peers/room/room';
 import { attachPeerServer, type EmbeddedPeerServer } from '../../../src/server/peer-server';
 import { discoveryOf, linkHolderId, RawSignal, sleep, strangerId } from './stranger';
 

@@ -6,9 +6,9 @@
  */
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { installNodeWebRtc } from '../../../src/peers/node-webrtc';
-import { PeerJsTransport } from '../../../src/peers/peerjs';
-import { parseServerUrl } from '../../../src/peers/room';
+import { installNodeWebRtc } from '../../../src/peers/transport/node-webrtc';
+import { PeerJsTransport } from '../../../src/peers/peerjs/peerjs';
+import { parseServerUrl } from '../../../src/peers/room/room';
 import { attachPeerServer, type EmbeddedPeerServer } from '../../../src/server/peer-server';
 import { CliPeer, discoveryOf, linkHolderId, RawSignal, sleep, strangerId } from './stranger';
 

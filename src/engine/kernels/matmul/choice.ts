@@ -1,0 +1,140 @@
+/**
+ * Which choice a GEMM call runs: forced by name, else one set for this device (setTunedVariant,
+ * loadTunedTable: bench/autotune.ts fills them), else the measured table for this GPU model
+ * (matmul-tables.ts), else the heuristic's cost model.
+ */
+import { adapterMatches } from '../../gpu/device';
+import type { Runtime } from '../../gpu/runtime';
+import { MEASURED_TABLES } from './tables';
+import {
+  choiceName, type MatmulChoice, type MatmulShape, matmulWorkspaceBytes, parseChoice, shapeKey, splitCandidates, splitPlan, tryParseChoice,
+} from './plan';
+import { availableVariants, type LimitsLike, variantFits, variantThreads } from './variants';
+
+/** WebGPU's guaranteed minimum limits: the heuristic's default when no device is at hand. */
+const DEFAULT_LIMITS: LimitsLike = {
+  maxComputeWorkgroupStorageSize: 16384,
+  maxComputeInvocationsPerWorkgroup: 256,
+  maxComputeWorkgroupSizeX: 256,
+};
+
+export interface HeuristicOptions {
+  /** Threads resident on the GPU at once (65536 ≈ an H100/H200 with an 8×8 micro tile's registers). */
+  parallelThreads?: number;
+  /** Split-K workspace available to the call (default 0: one pass only). */
+  workspaceBytes?: number;
+}
+
+/**
+ * Cost model, in units of one thread's FMA time: the GPU holds `parallelThreads` resident threads
+ * and runs the tiles (times the K slices) in waves; a wave costs one tile's per-thread work over
+ * the variant's efficiency. Big tiles win on big problems (fewer bytes per FLOP), small tiles when
+ * big ones would leave the GPU idle or pad an awkward N (the vocab-65 GEMMs pick 128×32), and
+ * split-K when even small tiles are few and K is long (the dW GEMMs). A split pays for writing the
+ * partials and reading them back, ~0.001 units per float at an H200's ratio of FMA rate to memory
+ * bandwidth (16896 FMA and ~2000 B per clock, 65536 threads), plus ~900 units (about 2 µs: one more
+ * dispatch and its barrier).
+ */
+export function chooseMatmulVariant(shape: MatmulShape, limits: LimitsLike = DEFAULT_LIMITS, opts: HeuristicOptions = {}): string {
+  const P = opts.parallelThreads ?? 65536;
+  let best = '';
+  let bestCost = Infinity;
+  for (const v of availableVariants(limits)) {
+    const threads = variantThreads(v);
+    const tiles = Math.ceil(shape.M / v.BM) * Math.ceil(shape.N / v.BN);
+    for (const S of [1, ...splitCandidates(shape, v, opts.workspaceBytes ?? 0, P)]) {
+      const { kChunk, parts } = splitPlan(shape.K, v.BK, S);
+      const waves = Math.ceil((tiles * parts) / Math.max(1, Math.floor(P / threads)));
+      const reduce = parts > 1 ? 0.001 * (parts + 1) * shape.M * shape.N + 900 : 0;
+      const cost = (waves * v.BM * v.BN * Math.min(kChunk, Math.max(shape.K, v.BK))) / threads / v.eff + reduce;
+      if (cost < bestCost * (1 - 1e-9)) {
+        bestCost = cost;
+        best = choiceName(v.name, parts);
+      }
+    }
+  }
+  if (!best) throw new Error('matmul: no variant fits this device\'s limits');
+  return best;
+}
+
+// ---- picks set for this device ---------------------------------------------------------------
+
+const tuned = new WeakMap<GPUDevice, Map<string, string>>();
+
+/** The choice bench/autotune.ts (or a loaded table) picked for this shape on this device, if any. */
+export function tunedVariant(rt: Runtime, s: MatmulShape): string | undefined {
+  return tuned.get(rt.device)?.get(shapeKey(s));
+}
+
+export function setTunedVariant(rt: Runtime, s: MatmulShape, name: string): void {
+  setTunedKey(rt, shapeKey(s), name);
+}
+
+function setTunedKey(rt: Runtime, key: string, name: string): void {
+  parseChoice(name);
+  let m = tuned.get(rt.device);
+  if (!m) tuned.set(rt.device, (m = new Map()));
+  m.set(key, name);
+}
+
+/** The picks so far as plain JSON (shapeKey → choice), to save next to a run's config. */
+export function tunedTable(rt: Runtime): Record<string, string> {
+  return Object.fromEntries(tuned.get(rt.device) ?? []);
+}
+
+/**
+ * The pick of a measured table (matmul-tables.ts) for this device's adapter, if one matches: its
+ * best, else the fastest of its ranked choices that `fits` (the workspace the call has).
+ */
+export function measuredVariant(rt: Runtime, s: MatmulShape, fits: (choice: string) => boolean = () => true): string | undefined {
+  const key = shapeKey(s);
+  for (const t of MEASURED_TABLES) {
+    if (!adapterMatches(rt.gpu, t.match)) continue;
+    const name = [t.table[key], ...(t.ranked?.[key] ?? [])].find((c) => c !== undefined && fits(c));
+    if (name !== undefined) return name;
+  }
+  return undefined;
+}
+
+/** Restores saved picks; names that parse and fit this device's limits only (a table from another GPU). */
+export function loadTunedTable(rt: Runtime, table: Record<string, string>): void {
+  for (const [key, name] of Object.entries(table)) {
+    const c = tryParseChoice(name);
+    if (c && variantFits(c.variant, rt.device.limits)) setTunedKey(rt, key, name);
+  }
+}
+
+/**
+ * The choice for a call: forced (args.variant), else the pick tuned on this device, else a measured
+ * table's for this GPU model (the fastest measured choice whose workspace the call has), else the
+ * heuristic. A split choice needs the workspace: forced without
+ * enough of it is an error; a tuned or measured one is passed over for the next source (a table
+ * tuned with a workspace, used without one).
+ */
+export function pickChoice(rt: Runtime, args: MatmulShape & { label: string; variant?: string }, wsBytes: number): MatmulChoice {
+  const fits = (name: string) => matmulWorkspaceBytes(args, name) <= wsBytes;
+  if (args.variant !== undefined) {
+    const c = parseChoice(args.variant);
+    if (!fits(args.variant)) {
+      throw new Error(`${args.label}: ${args.variant} needs a workspace of ${matmulWorkspaceBytes(args, args.variant)} bytes, have ${wsBytes}`);
+    }
+    return c;
+  }
+  const usable = (name: string) => {
+    const c = tryParseChoice(name);
+    return c !== undefined && fits(name) && variantFits(c.variant, rt.device.limits);
+  };
+  // A stale table entry (a variant since renamed) or one over this device's limits is passed over.
+  for (const t of [tunedVariant(rt, args), measuredVariant(rt, args, usable)]) {
+    if (t !== undefined && usable(t)) return parseChoice(t);
+  }
+  return parseChoice(chooseMatmulVariant(args, rt.device.limits, { workspaceBytes: wsBytes }));
+}
+
+/**
+ * The choice a call of this shape runs with `workspaceBytes` of split-K workspace (0: what a plain
+ * matmul() runs): tuned on this device, else the measured table's, else the heuristic's.
+ */
+export function matmulChoice(rt: Runtime, s: MatmulShape, workspaceBytes = 0): string {
+  return pickChoice(rt, { label: 'matmulChoice', ...s }, workspaceBytes).name;
+}

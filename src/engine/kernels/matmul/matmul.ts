@@ -1,0 +1,196 @@
+/**
+ * fp32 GEMM dispatches:  C[M,N] (+)= alpha · op(A)[M,K] · op(B)[K,N]   (src/engine/kernels/matmul/matmul.wgsl).
+ *   M = rows of C (tokens B·T in the model), N = columns of C, K = reduction length.
+ *   op(A) = A stored row-major [M,K], or [K,M] when transA; op(B) = B stored [K,N], or [N,K] when transB.
+ * The model's three forms: Y = X·Wᵀ (transB, W is HF [out,in]), dX = dY·W (NN), dW = dYᵀ·X (transA,
+ * accumulate for tied embeddings).
+ *
+ * Tile shapes: matmul-variants.ts; which one a call runs: matmul-choice.ts; how split-K and
+ * stream-K cut the work: matmul-plan.ts; the WGSL text: matmul-wgsl.ts. Transposes and accumulate
+ * are overrides (folded at pipeline creation); vec4 vs scalar global access and the
+ * bounds-check-free path for shapes the tile divides (FULL_TILES) are chosen per call from the
+ * shape (see src/engine/kernels/matmul/io.wgsl).
+ *
+ * Split-K: a choice named `<variant>_sk<S>` cuts K into S slices run side by side (grid z) into a
+ * caller-provided workspace of S·M·N floats, then sums them in order (src/engine/kernels/matmul/splitk.wgsl):
+ * what the dW GEMMs need, whose M×N (e.g. 384×384) gives a handful of tiles while K = B·T is huge.
+ * Split choices need two dispatches, so only matmulSteps() / buildMatmul() with a workspace use them.
+ */
+import splitKSrc from './splitk.wgsl?raw';
+import streamKFixupSrc from './streamk.wgsl?raw';
+import type { Binding, Dispatch, Runtime } from '../../gpu/runtime';
+import { Uniforms } from '../../gpu/runtime';
+import { asSlice, bindingBytes, grid2d, vec4Aligned } from '../launch';
+import { pickChoice } from './choice';
+import { choiceName, type MatmulChoice, type MatmulShape, splitPlan, type StreamKPlan, streamKPlan, vectorFlags } from './plan';
+import { type MatmulVariant, variantFits } from './variants';
+import { matmulCode } from './wgsl';
+
+export interface MatmulArgs extends MatmulShape {
+  label: string;
+  a: Binding;
+  b: Binding;
+  c: Binding;
+  alpha?: number;
+  accumulate?: boolean;
+  /**
+   * Force a choice by name (a variant, or `<variant>_sk<S>` for split-K); default: the autotuned
+   * pick for this shape, else the heuristic.
+   */
+  variant?: string;
+  /**
+   * Split-K partials (S·M·N floats; a different buffer from c). Without it, or when it is too
+   * small for a choice, the GEMM runs in one pass.
+   */
+  workspace?: Binding;
+  /**
+   * Default true: transposes, accumulate and BK are compile-time constants. false: read from the
+   * uniform block, so one pipeline per (variant, vec4 flags) serves every combination (tests).
+   */
+  specialize?: boolean;
+}
+
+// ---- dispatch building -----------------------------------------------------------------------
+
+function checkArgs(args: MatmulArgs): void {
+  const { label, M, N, K } = args;
+  for (const [n, v] of [['M', M], ['N', N], ['K', K]] as const) {
+    if (!Number.isInteger(v) || v < 1) throw new Error(`${label}: ${n} must be an integer ≥ 1, got ${v}`);
+  }
+  for (const [n, b, elems] of [['a', args.a, M * K], ['b', args.b, K * N], ['c', args.c, M * N]] as const) {
+    const have = bindingBytes(b);
+    if (have < elems * 4) throw new Error(`${label}: binding ${n} has ${have} bytes, needs ${elems * 4}`);
+  }
+  if (args.workspace) {
+    const ws = asSlice(args.workspace).buffer;
+    for (const [n, b] of [['a', args.a], ['b', args.b], ['c', args.c]] as const) {
+      // WebGPU forbids one buffer as read-only and writable storage in the same dispatch.
+      if (asSlice(b).buffer === ws) throw new Error(`${label}: the split-K workspace must be a different buffer from ${n}`);
+    }
+  }
+}
+
+export interface BuiltMatmul {
+  /** The GEMM, then for split-K the reduction of its partials: run them in this order. */
+  dispatches: Dispatch[];
+  /** The per-call uniform blocks and tables (free them with rt.mem.free when the dispatches are dropped). */
+  uniforms: GPUBuffer[];
+  /** The choice used (`<variant>`, `<variant>_sk<S>` or `<variant>_st<W>`). */
+  variant: string;
+  /** Whether the shape let the bounds-check-free path run (FULL_TILES). */
+  fullTiles: boolean;
+}
+
+/** matmulSteps() plus the uniform buffers it allocated (benchmarks and the autotuner free them). */
+export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
+  checkArgs(args);
+  const { M, N, K } = args;
+  const choice = pickChoice(rt, args, args.workspace ? bindingBytes(args.workspace) : 0);
+  const v = choice.variant;
+  if (!variantFits(v, rt.device.limits)) throw new Error(`${args.label}: variant ${v.name} exceeds this device's limits`);
+  if (choice.streamK > 0) {
+    const plan = streamKPlan(args, v, choice.streamK);
+    // Without shared tiles every tile is one workgroup's, as in the plain GEMM: that runs.
+    if (plan.workspaceFloats > 0) return buildStreamK(rt, args, choice, plan);
+  }
+  const { kChunk, parts } = splitPlan(K, v.BK, choice.splitK);
+  const accumulate = args.accumulate ?? false;
+  const alpha = args.alpha ?? 1;
+  const name = choiceName(v.name, parts);
+  // Split-K partials are raw sums; the reduction applies alpha and accumulate.
+  const { gemm, uniform, fullTiles } = gemmDispatch(rt, args, v, {
+    name, out: parts > 1 ? args.workspace as Binding : args.c, kChunk, accumulate: parts > 1 ? false : accumulate, alpha: parts > 1 ? 1 : alpha,
+    workgroups: [Math.ceil(N / v.BN), Math.ceil(M / v.BM), parts],
+  });
+  if (parts === 1) return { dispatches: [gemm], uniforms: [uniform], variant: name, fullTiles };
+  const ru = rt.uniform(`${args.label}.splitk`, new Uniforms().u32(M * N).u32(parts).f32(alpha).u32(accumulate ? 1 : 0));
+  const reduce = rt.kernel({
+    label: `${args.label}[matmul split-K reduce ${parts}]`,
+    code: splitKSrc,
+    entryPoint: 'main',
+    bindings: [args.workspace as Binding, args.c, ru],
+    workgroups: grid2d(rt, Math.ceil((M * N) / 256)),
+  });
+  return { dispatches: [gemm, reduce], uniforms: [uniform, ru], variant: name, fullTiles };
+}
+
+/**
+ * The GEMM dispatch of a choice (buildMatmul checked the arguments): C, split-K's partials (grid z =
+ * slices) or, with `streamK`, the stream-K GEMM (its extra bindings and grid).
+ */
+function gemmDispatch(rt: Runtime, args: MatmulArgs, v: MatmulVariant, o: {
+  name: string; out: Binding; kChunk: number; accumulate: boolean; alpha: number; workgroups: [number, number, number];
+  streamK?: Binding[];
+}): { gemm: Dispatch; uniform: GPUBuffer; fullTiles: boolean } {
+  const { M, N, K, transA = false, transB = false } = args;
+  // vec4 bindings also need 16-byte offsets (the convention is 256; checked, not assumed).
+  const vf = vectorFlags(args);
+  const [vecA, vecB, vecC] = [vf.vecA && vec4Aligned(args.a), vf.vecB && vec4Aligned(args.b), vf.vecC && vec4Aligned(o.out)];
+  const fullTiles = vecA && vecB && vecC && M % v.BM === 0 && N % v.BN === 0 && K % v.BK === 0;
+  const specialize = args.specialize ?? true;
+  const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (o.accumulate ? 4 : 0);
+  const uniform = rt.uniform(args.label, new Uniforms().u32(M).u32(N).u32(K).f32(o.alpha).u32(flags).u32(v.BK).u32(o.kChunk).u32(0));
+  // A dynamic pipeline must not differ by the flags, or it would not be shared.
+  const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +o.accumulate } : {};
+  const gemm = rt.kernel({
+    label: `${args.label}[matmul ${o.name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
+    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !o.accumulate, o.streamK !== undefined, v.lean),
+    entryPoint: 'main',
+    constants: {
+      ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: o.streamK ? 0 : v.swizzle,
+      BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN,
+    },
+    bindings: [args.a, args.b, o.out, uniform, ...(o.streamK ?? [])],
+    workgroups: o.workgroups,
+  });
+  return { gemm, uniform, fullTiles };
+}
+
+/** The two dispatches of a stream-K choice whose plan shares tiles (buildMatmul checked the arguments). */
+function buildStreamK(rt: Runtime, args: MatmulArgs, choice: MatmulChoice, plan: StreamKPlan): BuiltMatmul {
+  const { M, N, K } = args;
+  const v = choice.variant;
+  const ws = args.workspace as Binding;
+  // The plain GEMM's grid of tiles, cut after the whole waves, then rows enough for the stream-K workgroups.
+  const nParts = plan.parts.length / 4;
+  const rows = Math.ceil((plan.dpTiles + nParts) / plan.tilesX);
+  if (rows > rt.device.limits.maxComputeWorkgroupsPerDimension) {
+    throw new Error(`${args.label}: ${choice.name} needs ${rows} rows of workgroups, the device allows ${rt.device.limits.maxComputeWorkgroupsPerDimension}`);
+  }
+  const accumulate = args.accumulate ?? false;
+  const alpha = args.alpha ?? 1;
+  const su = rt.uniform(`${args.label}.streamk`, new Uniforms().u32(plan.tilesX).u32(plan.dpTiles).u32(nParts).u32(0));
+  const table = rt.upload('workspace', `${args.label}.streamk.parts`, plan.parts);
+  // Whole tiles go to C with alpha and accumulate; the parts' raw sums get them in the summing pass.
+  const { gemm, uniform, fullTiles } = gemmDispatch(rt, args, v, {
+    name: choice.name, out: args.c, kChunk: K, accumulate, alpha, workgroups: [plan.tilesX, rows, 1], streamK: [su, ws, table],
+  });
+  const fu = rt.uniform(`${args.label}.streamk.fixup`, new Uniforms().u32(M).u32(N).u32(plan.tilesX).u32(plan.dpTiles).u32(plan.ipt)
+    .u32(plan.skQ).u32(plan.skR).u32(accumulate ? 1 : 0).f32(alpha).u32(v.BM).u32(v.BN).u32(0));
+  const fixup = rt.kernel({
+    label: `${args.label}[matmul stream-K fixup ${plan.skTiles} tiles]`,
+    code: streamKFixupSrc,
+    entryPoint: 'main',
+    bindings: [ws, args.c, fu],
+    workgroups: [Math.ceil((v.BM * v.BN) / 1024), plan.skTiles, 1],
+  });
+  return { dispatches: [gemm, fixup], uniforms: [uniform, su, table, fu], variant: choice.name, fullTiles };
+}
+
+/**
+ * C (+)= alpha·op(A)·op(B) as one or two dispatches (two for split-K, which needs `workspace`),
+ * built once and re-run with rt.run.
+ */
+export function matmulSteps(rt: Runtime, args: MatmulArgs): Dispatch[] {
+  return buildMatmul(rt, args).dispatches;
+}
+
+/** C (+)= alpha·op(A)·op(B) as one Dispatch (never split-K), built once and re-run with rt.run. */
+export function matmul(rt: Runtime, args: Omit<MatmulArgs, 'workspace'>): Dispatch {
+  const d = buildMatmul(rt, { ...args, workspace: undefined }).dispatches;
+  return d[0];
+}
+
+export function matmulFlops(s: MatmulShape): number {
+  return 2 * s.M * s.N * s.K;
+}

@@ -1,0 +1,158 @@
+/**
+ * RMSNorm forward/backward on the GPU (HF LlamaRMSNorm, fp32; the maths is in rmsnorm.ref.ts).
+ *
+ * Shapes: N rows (tokens), C channels. x, y, dy, dx: [N, C]; w, dw: [C]; rstd: [N] (saved by the
+ * forward for the backward). The dw reduction needs a workspace of K·C floats
+ * (rmsnormWorkspaceBytes), K = ceil(N / R) row chunks of R rows.
+ */
+import codecSrc from '../../../../shaders/quant/codec.wgsl?raw';
+import body from './rmsnorm.wgsl?raw';
+import wgSum from '../../../../shaders/wg-sum.wgsl?raw';
+import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
+import { grid2d, requireBytes, rowWorkgroupSize, vec4Elementwise } from '../launch';
+import { buildQuantize } from '../quantize/quantize';
+import { wgslPreamble, wgslSection } from '../wgsl';
+
+const shared = `${wgSum}\n${wgslPreamble(body)}`;
+const rowsScalar = `${shared}\n${wgslSection(body, 'elem_f32')}\n${wgslSection(body, 'rows')}`;
+const rowsVec4 = `${shared}\n${wgslSection(body, 'elem_vec4')}\n${wgslSection(body, 'rows')}`;
+const dwSrc = `${shared}\n${wgslSection(body, 'dw')}`;
+const rowsQuant = `${codecSrc}\n${shared}\n${wgslSection(body, 'elem_vec4')}\n${wgslSection(body, 'rows_q')}`;
+
+/**
+ * The row kernels' shader and workgroup size: vec4 elements when C and every binding's offset allow
+ * 16-byte access, ~4 of them per thread (base, C = 768: 64 threads of 3 vec4 instead of 256 of 3
+ * floats); else scalars, one per thread up to 256. `vectorize: false` forces scalars (tests).
+ */
+function rowKernel(C: number, bindings: Binding[], vectorize = true): { code: string; WG: number } {
+  const vec4 = vectorize && vec4Elementwise(C, bindings);
+  return vec4 ? { code: rowsVec4, WG: rowWorkgroupSize(Math.ceil(C / 16)) } : { code: rowsScalar, WG: rowWorkgroupSize(C) };
+}
+
+export interface RmsNormDims {
+  N: number;
+  C: number;
+  eps: number;
+}
+
+/**
+ * Rows per dw chunk: at least 32 (amortises the partials round trip), and at most 256 chunks in
+ * total so the second stage stays short and the workspace small (256·C floats).
+ */
+export function rmsnormChunking(N: number): { R: number; K: number } {
+  const R = Math.max(32, Math.ceil(N / 256));
+  return { R, K: Math.max(1, Math.ceil(N / R)) };
+}
+
+export function rmsnormWorkspaceBytes(d: { N: number; C: number }): number {
+  return rmsnormChunking(d.N).K * d.C * 4;
+}
+
+function params(d: RmsNormDims, accumulate: boolean): Uniforms {
+  const { R, K } = rmsnormChunking(d.N);
+  return new Uniforms().u32(d.N).u32(d.C).f32(d.eps).u32(accumulate ? 1 : 0).u32(R).u32(K).u32(0).u32(0);
+}
+
+function check(label: string, d: RmsNormDims): void {
+  if (!(d.N >= 1 && d.C >= 1 && Number.isInteger(d.N) && Number.isInteger(d.C))) {
+    throw new Error(`${label}: invalid rmsnorm dims N=${d.N} C=${d.C}`);
+  }
+}
+
+/** y = w ⊙ (x · rstd); also writes rstd [N]. */
+export function rmsnormForward(rt: Runtime, o: { label: string; x: Binding; w: Binding; y: Binding; rstd: Binding; dims: RmsNormDims; vectorize?: boolean }): Dispatch {
+  const d = o.dims;
+  check(o.label, d);
+  requireBytes(o.label, 'x', o.x, d.N * d.C * 4);
+  requireBytes(o.label, 'y', o.y, d.N * d.C * 4);
+  requireBytes(o.label, 'w', o.w, d.C * 4);
+  requireBytes(o.label, 'rstd', o.rstd, d.N * 4);
+  const u = rt.uniform(`${o.label}.rmsnormFwd`, params(d, false));
+  const { code, WG } = rowKernel(d.C, [o.x, o.w, o.y], o.vectorize);
+  return rt.kernel({
+    label: `${o.label}.rmsnormFwd`, code, entryPoint: 'rmsnorm_fwd', constants: { WG },
+    bindings: [o.x, o.w, u, o.y, o.rstd], workgroups: grid2d(rt, d.N),
+  });
+}
+
+/**
+ * The forward, also writing y's INT8 codes per row (codes [N, C/4] u32, scales [N]: quantizeRef
+ * 'row' semantics, the INT8 GEMMs' X operand) from the values it has in registers, so the GEMMs'
+ * quantizer does not read y again. One dispatch where C and the bindings allow vec4 access; else the
+ * plain forward and the shared quantizer.
+ */
+export function rmsnormForwardQuantized(rt: Runtime, o: {
+  label: string; x: Binding; w: Binding; y: Binding; rstd: Binding; dims: RmsNormDims; codes: GPUBuffer; scales: GPUBuffer; fused?: boolean;
+}): Dispatch[] {
+  const d = o.dims;
+  if ((o.fused ?? true) && vec4Elementwise(d.C, [o.x, o.w, o.y])) {
+    check(o.label, d);
+    requireBytes(o.label, 'x', o.x, d.N * d.C * 4);
+    requireBytes(o.label, 'y', o.y, d.N * d.C * 4);
+    requireBytes(o.label, 'w', o.w, d.C * 4);
+    requireBytes(o.label, 'rstd', o.rstd, d.N * 4);
+    requireBytes(o.label, 'codes', o.codes, d.N * d.C);
+    requireBytes(o.label, 'scales', o.scales, d.N * 4);
+    const u = rt.uniform(`${o.label}.rmsnormFwdQ`, params(d, false));
+    return [rt.kernel({
+      label: `${o.label}.rmsnormFwdQ`, code: rowsQuant, entryPoint: 'rmsnorm_fwd_q', constants: { WG: rowWorkgroupSize(Math.ceil(d.C / 16)) },
+      bindings: [o.x, o.w, u, o.y, o.rstd, o.codes, o.scales], workgroups: grid2d(rt, d.N),
+    })];
+  }
+  const q = buildQuantize(rt, { format: 'int8', granularity: { kind: 'row', rowLength: d.C }, n: d.N * d.C }, o.y, { words: o.codes, scales: o.scales });
+  return [rmsnormForward(rt, o), ...q.dispatches];
+}
+
+/**
+ * dx (= or += when `accumulate`, for the residual stream) and dw (= or += when `accumulateDw`, for
+ * gradient accumulation across micro-batches). Three dispatches: dx rows, dw partials, dw final.
+ */
+export function rmsnormBackward(rt: Runtime, o: {
+  label: string; x: Binding; w: Binding; rstd: Binding; dy: Binding; dx: Binding; dw: Binding; workspace: Binding;
+  dims: RmsNormDims; accumulate?: boolean; accumulateDw?: boolean; vectorize?: boolean;
+  /** Also write dx's INT8 codes per row (codes [N, C/4] u32, scales [N]; in the dx kernel where vec4 access applies). */
+  dxCodes?: { codes: GPUBuffer; scales: GPUBuffer };
+}): Dispatch[] {
+  const d = o.dims;
+  check(o.label, d);
+  for (const [k, b] of [['x', o.x], ['dy', o.dy], ['dx', o.dx]] as const) requireBytes(o.label, k, b, d.N * d.C * 4);
+  requireBytes(o.label, 'w', o.w, d.C * 4);
+  requireBytes(o.label, 'dw', o.dw, d.C * 4);
+  requireBytes(o.label, 'rstd', o.rstd, d.N * 4);
+  requireBytes(o.label, 'workspace', o.workspace, rmsnormWorkspaceBytes(d));
+  const WG = rowWorkgroupSize(d.C);
+  const rows = rowKernel(d.C, [o.x, o.w, o.dy, o.dx], o.vectorize);
+  const { K } = rmsnormChunking(d.N);
+  const colGroups = Math.ceil(d.C / WG);
+  const uDx = rt.uniform(`${o.label}.rmsnormBwdDx`, params(d, !!o.accumulate));
+  const uDw = rt.uniform(`${o.label}.rmsnormBwdDw`, params(d, !!o.accumulateDw));
+  const q = o.dxCodes;
+  if (q) {
+    requireBytes(o.label, 'codes', q.codes, d.N * d.C);
+    requireBytes(o.label, 'scales', q.scales, d.N * 4);
+  }
+  const fused = q && rows.code === rowsVec4;
+  const dx: Dispatch[] = fused
+    ? [rt.kernel({
+      label: `${o.label}.rmsnormBwdDxQ`, code: rowsQuant, entryPoint: 'rmsnorm_bwd_dx_q', constants: { WG: rows.WG },
+      bindings: [o.x, o.w, uDx, o.dy, o.rstd, o.dx, q.codes, q.scales], workgroups: grid2d(rt, d.N),
+    })]
+    : [rt.kernel({
+      label: `${o.label}.rmsnormBwdDx`, code: rows.code, entryPoint: 'rmsnorm_bwd_dx', constants: { WG: rows.WG },
+      bindings: [o.x, o.w, uDx, o.dy, o.rstd, o.dx], workgroups: grid2d(rt, d.N),
+    })];
+  if (q && !fused) {
+    dx.push(...buildQuantize(rt, { format: 'int8', granularity: { kind: 'row', rowLength: d.C }, n: d.N * d.C }, o.dx, { words: q.codes, scales: q.scales }).dispatches);
+  }
+  return [
+    ...dx,
+    rt.kernel({
+      label: `${o.label}.rmsnormBwdDwPartial`, code: dwSrc, entryPoint: 'rmsnorm_bwd_dw_partial', constants: { WG },
+      bindings: [o.x, o.dy, uDw, o.rstd, o.workspace], workgroups: [colGroups, K],
+    }),
+    rt.kernel({
+      label: `${o.label}.rmsnormBwdDwFinal`, code: dwSrc, entryPoint: 'rmsnorm_bwd_dw_final', constants: { WG },
+      bindings: [o.workspace, o.dw, uDw], workgroups: [colGroups],
+    }),
+  ];
+}

@@ -1,0 +1,134 @@
+/**
+ * SwiGLU activation of the LLaMA MLP on the GPU: h = silu(gate) ⊙ up (maths in swiglu.ref.ts).
+ *
+ * Shapes: N rows (tokens), F intermediate size; gate, up, h, dh, dgate, dup: [N, F] fp32.
+ * The forward may run in place (h is up) and the backward too (dgate is gate and dup is up), saving
+ * [N, F] buffers.
+ */
+import codecSrc from '../../../../shaders/quant/codec.wgsl?raw';
+import src from './swiglu.wgsl?raw';
+import wgSum from '../../../../shaders/wg-sum.wgsl?raw';
+import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
+import { grid2d, requireBytes, rowWorkgroupSize, sameBinding, vec4Elementwise } from '../launch';
+import { buildQuantize } from '../quantize/quantize';
+import { wgslIf } from '../wgsl';
+
+const srcScalar = wgslIf(src, { VEC4: false, QUANT: false });
+/** The same shader on vec4 elements: 16-byte loads and stores, fewer memory instructions per element. */
+const srcVec4 = wgslIf(src, { VEC4: true, QUANT: false });
+/** vec4, with the row kernel that also writes h's INT8 codes. */
+const srcQuant = `${codecSrc}\n${wgSum}\n${wgslIf(src, { VEC4: true, QUANT: true })}`;
+
+/**
+ * vec4 elements when the count and every binding's offset allow 16-byte access (always in the
+ * model: F is a multiple of 4 and buffers are 256-aligned), else scalars; `vectorize: false` forces
+ * scalars (tests compare the two).
+ */
+function access(n: number, bindings: Binding[], vectorize = true): { code: string; count: number } {
+  const ok = vectorize && vec4Elementwise(n, bindings);
+  return ok ? { code: srcVec4, count: n / 4 } : { code: srcScalar, count: n };
+}
+
+export interface SwigluDims {
+  N: number;
+  F: number;
+}
+
+function count(label: string, d: SwigluDims): number {
+  if (!(Number.isInteger(d.N) && Number.isInteger(d.F) && d.N >= 0 && d.F >= 0)) {
+    throw new Error(`${label}: invalid swiglu dims N=${d.N} F=${d.F}`);
+  }
+  return d.N * d.F;
+}
+
+export function swigluForward(rt: Runtime, o: { label: string; gate: Binding; up: Binding; h: Binding; dims: SwigluDims; vectorize?: boolean }): Dispatch {
+  const n = count(o.label, o.dims);
+  for (const [k, b] of [['gate', o.gate], ['up', o.up], ['h', o.h]] as const) requireBytes(o.label, k, b, n * 4);
+  const { code, count: m } = access(n, [o.gate, o.up, o.h], o.vectorize);
+  const u = rt.uniform(`${o.label}.swigluFwd`, new Uniforms().u32(m));
+  const inPlace = sameBinding(o.up, o.h);
+  return rt.kernel({
+    label: `${o.label}.swigluFwd`, code, entryPoint: inPlace ? 'swiglu_fwd_inplace' : 'swiglu_fwd',
+    bindings: inPlace ? [o.gate, o.up, u] : [o.gate, o.up, u, o.h], workgroups: grid2d(rt, Math.ceil(m / 256)),
+  });
+}
+
+/**
+ * The forward, also writing h's INT8 codes per row (codes [N, F/4] u32, scales [N]: quantizeRef 'row'
+ * semantics, down_proj's X operand for an INT8 forward) so its quantizer does not read h again. One
+ * dispatch where vec4 access applies and h is not up; else the plain forward and the shared quantizer.
+ */
+export function swigluForwardQuantized(rt: Runtime, o: {
+  label: string; gate: Binding; up: Binding; h: Binding; dims: SwigluDims; codes: GPUBuffer; scales: GPUBuffer; fused?: boolean;
+}): Dispatch[] {
+  const { N, F } = o.dims;
+  const n = count(o.label, o.dims);
+  if ((o.fused ?? true) && F % 4 === 0 && vec4Elementwise(n, [o.gate, o.up, o.h]) && !sameBinding(o.up, o.h)) {
+    for (const [k, b] of [['gate', o.gate], ['up', o.up], ['h', o.h]] as const) requireBytes(o.label, k, b, n * 4);
+    requireBytes(o.label, 'codes', o.codes, n);
+    requireBytes(o.label, 'scales', o.scales, N * 4);
+    const u = rt.uniform(`${o.label}.swigluFwdQ`, new Uniforms().u32(N).u32(F / 4).u32(0).u32(0));
+    return [rt.kernel({
+      label: `${o.label}.swigluFwdQ`, code: srcQuant, entryPoint: 'swiglu_fwd_q', constants: { WG: rowWorkgroupSize(Math.ceil(F / 16)) },
+      bindings: [o.gate, o.up, u, o.h, o.codes, o.scales], workgroups: grid2d(rt, N),
+    })];
+  }
+  const q = buildQuantize(rt, { format: 'int8', granularity: { kind: 'row', rowLength: F }, n }, o.h, { words: o.codes, scales: o.scales });
+  return [swigluForward(rt, o), ...q.dispatches];
+}
+
+/** dgate, dup from dh. In place when dgate is gate and dup is up (both, or neither). */
+export function swigluBackward(rt: Runtime, o: {
+  label: string; gate: Binding; up: Binding; dh: Binding; dgate: Binding; dup: Binding; dims: SwigluDims; vectorize?: boolean;
+}): Dispatch {
+  const n = count(o.label, o.dims);
+  for (const [k, b] of [['gate', o.gate], ['up', o.up], ['dh', o.dh], ['dgate', o.dgate], ['dup', o.dup]] as const) requireBytes(o.label, k, b, n * 4);
+  // In place: dgate over gate, and dup over up or over dh.
+  const inPlace = sameBinding(o.gate, o.dgate);
+  const overUp = sameBinding(o.up, o.dup);
+  const overDh = sameBinding(o.dh, o.dup);
+  if (inPlace !== (overUp || overDh)) {
+    throw new Error(`${o.label}: swiglu backward in place needs dgate = gate together with dup = up or dup = dh`);
+  }
+  const { code, count: m } = access(n, [o.gate, o.up, o.dh, o.dgate, o.dup], o.vectorize);
+  const u = rt.uniform(`${o.label}.swigluBwd`, new Uniforms().u32(m));
+  const [entryPoint, bindings] = !inPlace ? ['swiglu_bwd', [o.gate, o.up, u, o.dh, o.dgate, o.dup]]
+    : overUp ? ['swiglu_bwd_inplace', [o.gate, o.up, u, o.dh]] : ['swiglu_bwd_over_dh', [o.gate, o.up, u, o.dh]];
+  return rt.kernel({
+    label: `${o.label}.swigluBwd`, code, entryPoint, bindings,
+    workgroups: grid2d(rt, Math.ceil(m / 256)),
+  });
+}
+
+/**
+ * The backward in place (dgate over gate; dup over up, or over dh), also writing the INT8 codes of
+ * [dgate | dup] per row (codes [N, 2F/4] u32, scales [N]; swigluBackwardCodesRef): the dY operand of
+ * gate_proj's and up_proj's dX as one GEMM over K = 2F. `row0`: these N rows are rows row0.. of
+ * codes and scales (one block of the blocked backward). One dispatch; needs vec4 access (F % 4 == 0,
+ * 16-byte aligned bindings), which the model's INT8 layers always have.
+ */
+export function swigluBackwardQuantized(rt: Runtime, o: {
+  label: string; gate: Binding; up: Binding; dh: Binding; dgate: Binding; dup: Binding; dims: SwigluDims;
+  codes: GPUBuffer; scales: GPUBuffer; row0?: number;
+}): Dispatch {
+  const { N, F } = o.dims;
+  const n = count(o.label, o.dims);
+  const row0 = o.row0 ?? 0;
+  for (const [k, b] of [['gate', o.gate], ['up', o.up], ['dh', o.dh], ['dgate', o.dgate], ['dup', o.dup]] as const) requireBytes(o.label, k, b, n * 4);
+  const overDh = sameBinding(o.dh, o.dup);
+  if (!sameBinding(o.gate, o.dgate) || !(overDh || sameBinding(o.up, o.dup))) {
+    throw new Error(`${o.label}: the quantizing swiglu backward runs in place (dgate = gate, and dup = up or dup = dh)`);
+  }
+  if (F % 4 || !vec4Elementwise(n, [o.gate, o.up, o.dh])) {
+    throw new Error(`${o.label}: the quantizing swiglu backward needs F % 4 == 0 and 16-byte aligned bindings (F=${F})`);
+  }
+  if (!Number.isInteger(row0) || row0 < 0) throw new Error(`${o.label}: row0=${row0} must be a non-negative integer`);
+  requireBytes(o.label, 'codes', o.codes, (row0 + N) * 2 * F);
+  requireBytes(o.label, 'scales', o.scales, (row0 + N) * 4);
+  const u = rt.uniform(`${o.label}.swigluBwdQ`, new Uniforms().u32(N).u32(F / 4).u32(row0).u32(0));
+  return rt.kernel({
+    label: `${o.label}.swigluBwdQ`, code: srcQuant, entryPoint: 'swiglu_bwd_q',
+    constants: { WG: rowWorkgroupSize(Math.ceil(F / 16)), OVER_DH: overDh ? 1 : 0 },
+    bindings: [o.gate, o.up, u, o.dh, o.codes, o.scales], workgroups: grid2d(rt, N),
+  });
+}

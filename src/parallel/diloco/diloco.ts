@@ -1,0 +1,351 @@
+/**
+ * DiLoCo (Douillard et al. 2023) over a peer group: each member runs H inner AdamW steps on its own
+ * rows (rank r of world W takes rows [r·B, (r+1)·B) of step s's global batch — a function of seed,
+ * step, rank and world, as in per-step data parallel), then the group averages the pseudo-gradients
+ * Δ = θ_global − θ_local through the two-shot all-reduce (fp32, INT8 or INT4 on the wire) and every
+ * member applies the same Nesterov outer step to θ_global (diloco-outer.ts, on the GPU) and starts
+ * the next round from it. Adam moments stay with each member.
+ *
+ * Streaming (Douillard et al. 2025), `fragments` F > 1: the model is cut into F layer fragments;
+ * after every H/F inner steps the next fragment in rotation computes its Δ and starts its exchange
+ * in the background; `overlap` τ inner steps later its outer step is applied and the local weights
+ * of that fragment become α·θ_local + (1 − α)·θ_global. Nothing waits on the network unless the
+ * exchange took longer than τ inner steps.
+ *
+ * Membership and integrity come from DataParallel (dp.ts) through its outer hooks: a group step is
+ * one outer step (non-streaming) or the end of a rotation (streaming), with the step report that
+ * compares every member's hash of θ_global and the momentum and admits joiners; the group then
+ * forms at once, so a late joiner receives the trainer state, θ_global and the momentum at an outer
+ * boundary. A member lost during inner steps is noticed at the next outer step, which regroups and
+ * exchanges with the survivors.
+ */
+import type { CheckpointFiles } from '../../engine/io/checkpoint';
+import type { OuterHyper } from '../../engine/optim/outer';
+import type { RunTrainer } from '../../engine/train/run-trainer';
+import { inMemoryData } from '../../engine/train/data/data';
+import type { Trainer } from '../../engine/train/trainer';
+import { WIRE_FORMATS, type WireFormat } from '../../engine/scheme/wire';
+import { decodeOuterCheckpoint, encodeOuterCheckpoint, type OuterCheckpoint, outerDigest, OuterState, outerHash } from './outer';
+import { sameBytes } from '../../peers/collectives/digest';
+import { DataParallel, type DataParallelOptions, type DpStepStats } from '../dp/dp';
+import { MemberTrainer } from '../member-trainer';
+import { exchangeMean } from '../dp/step';
+import type { Applied } from '../dp/types';
+import { weightsHash } from '../dp/wire';
+import { CollectiveError, type PeerGroup } from '../../peers/collectives/group';
+import type { PeerId, Transport } from '../../peers/transport/transport';
+import type { Exclusion } from '../../peers/collectives/screen';
+
+export interface DilocoConfig {
+  /** Inner steps per outer step (per full rotation of the fragments when streaming). */
+  innerSteps: number;
+  wire: WireFormat;
+  /** Outer learning rate and Nesterov momentum (DiLoCo's defaults 0.7 and 0.9). */
+  outerLr?: number;
+  outerMomentum?: number;
+  /** Streaming DiLoCo's fragments (1: plain DiLoCo). */
+  fragments?: number;
+  /** Inner steps between a fragment's exchange starting and its outer step being applied (streaming; default 1, 0 when H/F = 1). */
+  overlap?: number;
+  /** Share of the local weights kept when a fragment's θ_global is applied (streaming; default 0.5, plain DiLoCo 0). */
+  alpha?: number;
+}
+
+export type ResolvedDiloco = Required<DilocoConfig>;
+
+/** Fills in the defaults and checks every field; a bad one throws a message naming it. */
+export function resolveDiloco(c: DilocoConfig): ResolvedDiloco {
+  const fragments = c.fragments ?? 1;
+  const r: ResolvedDiloco = {
+    innerSteps: c.innerSteps, wire: c.wire, outerLr: c.outerLr ?? 0.7, outerMomentum: c.outerMomentum ?? 0.9,
+    fragments, overlap: c.overlap ?? (fragments > 1 && c.innerSteps / fragments > 1 ? 1 : 0), alpha: c.alpha ?? (fragments > 1 ? 0.5 : 0),
+  };
+  if (!Number.isSafeInteger(r.innerSteps) || r.innerSteps < 1) throw new Error(`DiLoCo: inner steps H must be an integer ≥ 1, got ${r.innerSteps}`);
+  if (!WIRE_FORMATS.includes(r.wire)) throw new Error(`DiLoCo: wire must be one of ${WIRE_FORMATS.join(', ')}, got ${String(r.wire)}`);
+  if (!(r.outerLr > 0 && r.outerLr <= 10)) throw new Error(`DiLoCo: outer lr must be in (0, 10], got ${r.outerLr}`);
+  if (!(r.outerMomentum >= 0 && r.outerMomentum < 1)) throw new Error(`DiLoCo: outer momentum must be in [0, 1), got ${r.outerMomentum}`);
+  if (!Number.isSafeInteger(fragments) || fragments < 1) throw new Error(`DiLoCo: fragments must be an integer ≥ 1, got ${fragments}`);
+  if (r.innerSteps % fragments !== 0) throw new Error(`DiLoCo: H = ${r.innerSteps} is not a multiple of the ${fragments} fragments`);
+  const per = r.innerSteps / fragments;
+  if (fragments > 1 && !(Number.isSafeInteger(r.overlap) && r.overlap >= 0 && r.overlap < per)) {
+    throw new Error(`DiLoCo: overlap τ must be an integer in [0, H/F = ${per}), got ${r.overlap}`);
+  }
+  if (fragments === 1 && r.overlap !== 0) throw new Error('DiLoCo: overlap needs streaming (fragments > 1)');
+  if (!(r.alpha >= 0 && r.alpha < 1)) throw new Error(`DiLoCo: alpha must be in [0, 1), got ${r.alpha}`);
+  return r;
+}
+
+export interface DilocoStepStats extends DpStepStats {
+  /** Outer steps (fragment syncs when streaming) applied so far. */
+  outerSteps: number;
+  /** The fragment whose outer step was applied after this inner step (null: none). */
+  fragment: number | null;
+  /** Time this step spent blocked on the network (exchange, reports, regrouping), ms. */
+  waitMs: number;
+  /** The inner step's own time (forward, backward, AdamW), ms. */
+  innerMs: number;
+}
+
+interface InFlight {
+  fragment: number;
+  /** Apply after the inner step of this index. */
+  applyAfter: number;
+  delta: Float32Array;
+  result: Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number; excluded: Exclusion[] } | { error: Error }>;
+}
+
+const BUCKET = 1 << 22;
+
+/** The senders a verified exchange faulted, as removals (the same on every member). */
+const faultsOf = (ex: Exclusion[]): [PeerId, string][] => ex.filter((e) => e.fault).map((e) => [e.peer, e.why]);
+
+export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats> {
+  readonly config: ResolvedDiloco;
+  readonly dp: DataParallel;
+  readonly outer: OuterState;
+  private outerSteps = 0;
+  private formed = false;
+  /** The group step's action (set before each dp.step; re-run on a retry after a regroup). */
+  private action: (g: PeerGroup) => Promise<Applied> = () => Promise.reject(new Error('DiLoCo: no outer action'));
+  private inflight: InFlight | null = null;
+  private lastInner = { loss: 0, lr: 0, gradNorm: 0 };
+  /** Bytes of the streamed exchange landed at this step (counted in its stats). */
+  private streamed: { sent: number; received: number; fp32: number } | null = null;
+  /** Senders the streamed exchanges faulted (removed at the rotation's report, on every member alike). */
+  private faulted: [PeerId, string][] = [];
+
+  constructor(trainer: Trainer, transport: Transport, opts: DataParallelOptions & { diloco: DilocoConfig }) {
+    super(trainer);
+    this.config = resolveDiloco(opts.diloco);
+    const c = this.config;
+    const hyper: OuterHyper = { lr: c.outerLr, momentum: c.outerMomentum, alpha: c.alpha };
+    this.outer = new OuterState(trainer.model, c.fragments, c.wire, hyper);
+    this.dp = new DataParallel(trainer, transport, {
+      ...opts,
+      mode: c.wire === 'int4' ? 'int8' : c.wire, // the per-step mode is unused; the wire is in the fingerprint
+      outer: {
+        fingerprint: { diloco: c },
+        step: (g) => this.action(g),
+        stateHash: () => this.outer.hash(),
+        stateDigest: async () => outerDigest({ ...(await this.outer.read()), outerSteps: this.outerSteps }),
+        handOver: (g, src, needy, digest) => this.handOverOuter(g, src, needy, digest),
+      },
+    });
+  }
+
+  get outerStepCount(): number {
+    return this.outerSteps;
+  }
+
+  /** One inner step, and the outer work due after it. */
+  async step(): Promise<DilocoStepStats> {
+    const t0 = performance.now();
+    let waitMs = 0;
+    if (!this.formed) {
+      const tw = performance.now();
+      await this.dp.formGroup();
+      waitMs += performance.now() - tw;
+      this.formed = true;
+    }
+    const s = this.trainer.stepIndex;
+    const ti = performance.now();
+    await this.innerStep(s);
+    const innerMs = performance.now() - ti;
+    const c = this.config;
+    let group: DpStepStats | null = null;
+    let fragment: number | null = null;
+    if (c.fragments === 1) {
+      if ((s + 1) % c.innerSteps === 0) {
+        fragment = 0;
+        group = await this.groupStep(this.outerAction(0, null));
+        waitMs += group.commMs;
+      }
+    } else {
+      const f = this.inflight;
+      if (f && s === f.applyAfter) ({ group, waitMs, fragment } = await this.land(f, waitMs));
+      const per = c.innerSteps / c.fragments;
+      if ((s + 1) % per === 0) {
+        await this.startFragment(((s + 1) / per - 1) % c.fragments, s + c.overlap);
+        // τ = 0: applied after this same step (the exchange is waited for).
+        if (c.overlap === 0) ({ group, waitMs, fragment } = await this.land(this.inflight!, waitMs));
+      }
+    }
+    return this.stats(s, t0, innerMs, waitMs, group, fragment);
+  }
+
+  /**
+   * Applies a streamed fragment's outer step once its exchange is done (waiting for it only if it
+   * is not); a failed exchange is redone with the next group. After the rotation's last fragment,
+   * the step report.
+   */
+  private async land(f: InFlight, waitMs: number): Promise<{ group: DpStepStats | null; waitMs: number; fragment: number }> {
+    this.inflight = null;
+    const tw = performance.now();
+    const r = await f.result;
+    let wait = waitMs + performance.now() - tw;
+    let group: DpStepStats | null = null;
+    if ('error' in r) {
+      if (!(r.error instanceof CollectiveError)) throw r.error;
+      this.dp.invalidate(`fragment ${f.fragment}'s exchange failed: ${r.error.message}`);
+      group = await this.groupStep(this.outerAction(f.fragment, f.delta));
+    } else {
+      this.outer.apply(f.fragment, r.out);
+      this.outerSteps++;
+      this.streamed = { sent: r.sent, received: r.received, fp32: r.fp32Bytes };
+      this.faulted.push(...faultsOf(r.excluded));
+      // A rotation is complete: the step report (θ_global hashes, joiners) and any regroup.
+      if (f.fragment === this.config.fragments - 1) group = await this.groupStep(() => this.reportAction());
+    }
+    if (group) wait += group.commMs;
+    return { group, waitMs: wait, fragment: f.fragment };
+  }
+
+  /** An inner AdamW step on this member's rows of step s's batch. */
+  private async innerStep(s: number): Promise<void> {
+    const { trainer } = this;
+    const members = this.dp.currentMembers;
+    const rank = Math.max(0, members.indexOf(this.dp.id));
+    const B = trainer.opts.batch;
+    const loss = await trainer.computeGradients(inMemoryData(trainer.data).rows(s, trainer.opts.seq, 'train', rank * B, (rank + 1) * B));
+    const { lr, gradNorm } = await trainer.applyGradients();
+    this.lastInner = { loss, lr, gradNorm };
+  }
+
+  /** A group step with `action`, then the group planned by its report (joiners) forms at once. */
+  private async groupStep(action: (g: PeerGroup) => Promise<Applied>): Promise<DpStepStats> {
+    this.action = action;
+    const st = await this.dp.step();
+    const t = performance.now();
+    await this.dp.formGroup();
+    return { ...st, commMs: st.commMs + performance.now() - t };
+  }
+
+  /**
+   * The outer step of fragment f with the current group: Δ (computed once: a retry after a regroup
+   * exchanges the same Δ with the survivors), the all-reduce, the outer update; θ_global's hash.
+   */
+  private outerAction(f: number, given: Float32Array | null): (g: PeerGroup) => Promise<Applied> {
+    let delta = given;
+    let done: Applied | null = null;
+    return async (g) => {
+      if (done) return done; // applied already; only the report is retried
+      const tc = performance.now();
+      delta ??= await this.outer.delta(f);
+      const te = performance.now();
+      const ex = await exchangeMean(g, delta, BUCKET, this.config.wire);
+      const ta = performance.now();
+      this.outer.apply(f, ex.out);
+      this.outerSteps++;
+      const hash = await this.outer.hash();
+      done = {
+        ...this.lastInner, exchangeBytesSent: ex.sent, exchangeBytesReceived: ex.received, fp32ExchangeBytes: ex.fp32Bytes,
+        computeMs: te - tc, exchangeMs: ta - te, applyMs: performance.now() - ta, weightsHash: hash, removed: faultsOf(ex.excluded),
+      };
+      return done;
+    };
+  }
+
+  /** The end of a streaming rotation: no exchange, the report with θ_global's hash. */
+  private async reportAction(): Promise<Applied> {
+    const t = performance.now();
+    const hash = await this.outer.hash();
+    return {
+      ...this.lastInner, exchangeBytesSent: 0, exchangeBytesReceived: 0, fp32ExchangeBytes: 0,
+      computeMs: 0, exchangeMs: 0, applyMs: performance.now() - t, weightsHash: hash, removed: this.faulted.splice(0),
+    };
+  }
+
+  /** Computes fragment f's Δ now and starts its all-reduce in the background. */
+  private async startFragment(f: number, applyAfter: number): Promise<void> {
+    const delta = await this.outer.delta(f);
+    const g = this.dp.activeGroup;
+    const result = g
+      ? exchangeMean(g, delta, BUCKET, this.config.wire).catch((e: unknown) => ({ error: e instanceof Error ? e : new Error(String(e)) }))
+      : Promise.resolve({ error: new CollectiveError('closed', 'no group') as Error });
+    this.inflight = { fragment: f, applyAfter, delta, result };
+  }
+
+  /**
+   * The source's θ_global, momentum and outer step count to the members that receive its trainer
+   * state, with the hash of its local weights (which the trainer state is checked against);
+   * validated here, applied by `apply` once the trainer state was accepted.
+   */
+  private async handOverOuter(g: PeerGroup, src: number, needy: number[], digest: Uint8Array): Promise<{ weightsHash: number; apply(): void } | null> {
+    let mine: Uint8Array = new Uint8Array(0);
+    if (g.rank === src) {
+      const local = weightsHash(await this.trainer.model.readFlat('weights'));
+      mine = encodeOuterCheckpoint({ ...(await this.outer.read()), outerSteps: this.outerSteps, weightsHash: local });
+    }
+    const got = await g.allToAll(g.members.map((_, r) => (g.rank === src && needy.includes(r) ? mine : new Uint8Array(0))));
+    if (!needy.includes(g.rank)) return null;
+    let s: OuterCheckpoint;
+    try {
+      s = decodeOuterCheckpoint(got[src], this.outer.total);
+      if (s.weightsHash === undefined) throw new Error('no weights hash');
+      if (!sameBytes(await outerDigest(s), digest)) throw new Error('the outer state differs from the one the majority vouched for');
+    } catch (e) {
+      throw new CollectiveError('invalid-payload', `outer state from ${g.members[src]}: ${(e as Error).message}`, g.members[src]);
+    }
+    return {
+      weightsHash: s.weightsHash,
+      apply: () => {
+        this.outer.write(s);
+        this.outerSteps = s.outerSteps;
+        this.inflight = null;
+      },
+    };
+  }
+
+  private stats(s: number, t0: number, innerMs: number, waitMs: number, group: DpStepStats | null, fragment: number | null): DilocoStepStats {
+    const stepMs = performance.now() - t0;
+    const members = [...this.dp.currentMembers];
+    const base: DpStepStats = group ?? {
+      step: s, loss: this.lastInner.loss, groupLoss: null, lr: this.lastInner.lr, gradNorm: this.lastInner.gradNorm,
+      rank: members.indexOf(this.dp.id), world: members.length, members, epoch: 0, mode: this.config.wire,
+      bytesSent: 0, bytesReceived: 0, exchangeBytesSent: 0, exchangeBytesReceived: 0, fp32ExchangeBytes: 0, wireRatio: 0,
+      computeMs: innerMs, applyMs: 0, exchangeMs: 0, overlapMs: 0, syncMs: 0, busyMs: innerMs, commMs: 0, stepMs, weightsHash: null, recovered: false, events: [],
+    };
+    const x = this.streamed;
+    this.streamed = null;
+    const sent = base.exchangeBytesSent + (x?.sent ?? 0);
+    const fp32 = base.fp32ExchangeBytes + (x?.fp32 ?? 0);
+    const ex = {
+      exchangeBytesSent: sent, exchangeBytesReceived: base.exchangeBytesReceived + (x?.received ?? 0), fp32ExchangeBytes: fp32,
+      wireRatio: fp32 > 0 ? sent / fp32 : 0,
+    };
+    return {
+      ...base, ...ex, step: s, loss: this.lastInner.loss, lr: this.lastInner.lr, gradNorm: this.lastInner.gradNorm, mode: this.config.wire,
+      stepMs, outerSteps: this.outerSteps, fragment, waitMs, innerMs,
+    };
+  }
+
+  // ---- RunTrainer: the rest is the member's own trainer (MemberTrainer) ----
+
+  /** The member's checkpoint plus the outer state (outer.safetensors: θ_global, momentum, outer steps). */
+  override async checkpoint(): Promise<CheckpointFiles & { 'outer.safetensors': Uint8Array }> {
+    const files = await this.trainer.checkpoint();
+    return { ...files, 'outer.safetensors': encodeOuterCheckpoint({ ...(await this.outer.read()), outerSteps: this.outerSteps }) };
+  }
+
+  /** Restores the outer state of a checkpoint (the trainer's own state comes through Trainer.create). */
+  restoreOuter(bytes: Uint8Array): void {
+    const s = decodeOuterCheckpoint(bytes, this.outer.total);
+    this.outer.write(s);
+    this.outerSteps = s.outerSteps;
+    this.inflight = null;
+  }
+
+  /** The hash of θ_global and the momentum (what the step reports compare). */
+  async outerHash(): Promise<number> {
+    const { global, momentum } = await this.outer.read();
+    return outerHash(global, momentum);
+  }
+
+  stop(reason = 'stopped by the user'): void {
+    this.dp.stop(reason);
+  }
+
+  destroy(): void {
+    this.outer.destroy();
+  }
+}

@@ -1,0 +1,119 @@
+/**
+ * A new group's sync (dp.ts): from every member's status, who holds the state the group goes on
+ * from and who must receive it; then the hand-over itself. Apart from the driver because it is the
+ * membership's one decision and its one bulk transfer, and neither needs the driver's own state.
+ */
+import type { FlatTrainingState, Trainer } from '../../engine/train/trainer';
+import { digestOfParts, sameBytes } from '../../peers/collectives/digest';
+import { decodeState, encodeState, type GroupStatus, stateBytes } from './wire';
+import { DpError, type DpEventKind } from './types';
+import type { PeerGroup } from '../../peers/collectives/group';
+import type { PeerId } from '../../peers/transport/transport';
+
+const EMPTY = new Uint8Array(0);
+
+/** What a member vouches for at a sync: SHA-256 of the SHA-256s of step (u32 LE), weights, m and v. */
+export async function stateDigest(s: FlatTrainingState): Promise<Uint8Array> {
+  const f = (x: Float32Array) => new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
+  const step = new Uint8Array(4);
+  new DataView(step.buffer).setUint32(0, s.step >>> 0, true);
+  return digestOfParts([step, f(s.weights), f(s.m), f(s.v)]);
+}
+
+const hex = (b: Uint8Array) => [...b.subarray(0, 4)].map((x) => x.toString(16).padStart(2, '0')).join('');
+
+/** Who sends the state (a rank) to which ranks; or, when the members' views differ, the peers all of them saw. */
+export type SyncVerdict = { src: number; needy: number[]; outvoted: PeerId[] } | { agreedView: PeerId[]; why: string };
+
+/**
+ * The sync's verdict from the members' statuses, alike on every member. Throws DpError when the run
+ * must stop: a member trains another configuration, or no majority of the established members
+ * vouches for one state (step and state digest). `outvoted`: established members whose state the majority does not hold
+ * (they receive the majority's; a forged "ahead" state is never adopted).
+ */
+export function syncVerdict(g: PeerGroup, st: GroupStatus[], fingerprint: number, epoch: number, stepIndex: number): SyncVerdict {
+  const alien = g.members.filter((_, r) => st[r].fingerprint !== fingerprint);
+  if (alien.length) {
+    throw new DpError('config-mismatch', `${alien.join(', ')} train${alien.length === 1 ? 's' : ''} with another configuration (model, optimizer, data, seed, batch or mode): a group needs the same run on every peer`, stepIndex, alien);
+  }
+  const same = (x: GroupStatus) => x.epoch === epoch && x.members.length === g.size && x.members.every((p, i) => p === g.members[i]);
+  const other = st.findIndex((x) => !same(x));
+  if (other >= 0) {
+    // Views differ (a leave not yet seen everywhere, an admission half done): all retry with the
+    // peers that every view holds, which every member computes alike from these statuses.
+    return {
+      agreedView: g.members.filter((p) => st.every((x) => x.members.includes(p))),
+      why: `${g.members[other]} sees another group (epoch ${st[other].epoch}: ${st[other].members.join(', ')})`,
+    };
+  }
+  const ranks = g.members.map((_, r) => r);
+  const est = ranks.filter((r) => st[r].established);
+  if (est.length === 0) {
+    // A group starting together (nothing trained in a group yet): the highest step, e.g. a member resumed from a checkpoint.
+    const top = Math.max(...ranks.map((r) => st[r].step));
+    const src = ranks.find((r) => st[r].step === top)!;
+    return { src, needy: ranks.filter((r) => st[r].step !== top || !sameBytes(st[r].stateDigest, st[src].stateDigest)), outvoted: [] };
+  }
+  // State adoption by majority: the (step, state digest) that a strict majority of the established
+  // members vouch for; never the state of the one that claims the highest step.
+  const votes = new Map<string, number[]>();
+  for (const r of est) {
+    const k = `${st[r].step}:${[...st[r].stateDigest].join(',')}`;
+    votes.set(k, [...(votes.get(k) ?? []), r]);
+  }
+  const best = [...votes.values()].sort((a, b) => b.length - a.length)[0];
+  const show = [...votes.values()].map((rs) => `step ${st[rs[0]].step} state ${hex(st[rs[0]].stateDigest)}… on ${rs.map((r) => g.members[r]).join(', ')}`).join('; ');
+  if (best.length * 2 <= est.length) {
+    const all = est.map((r) => g.members[r]);
+    throw new DpError('diverged', `no majority of the established members vouches for one state when forming epoch ${epoch} (${show}); nothing adopted. The run stops on this peer, its weights as they are.`, stepIndex, all);
+  }
+  const src = best[0];
+  const outvoted = est.filter((r) => !best.includes(r)).map((r) => g.members[r]);
+  const needy = ranks.filter((r) => !best.includes(r));
+  return { src, needy, outvoted };
+}
+
+type OnEvent = (kind: DpEventKind, peers: PeerId[], message: string) => void;
+
+/** The source's state to the needy ranks, in rounds of `roundBytes`; validated before use. */
+export async function handOver(
+  g: PeerGroup, trainer: Trainer, src: number, needy: number[], announced: GroupStatus, roundBytes: number, event: OnEvent,
+  o: { checkDigest: boolean } = { checkDigest: true },
+): Promise<void> {
+  const n = trainer.model.layout.totalFloats;
+  const total = stateBytes(n);
+  const R = roundBytes;
+  const rounds = Math.ceil(total / R);
+  const payload = g.rank === src ? encodeState(await trainer.trainingState()) : null;
+  const iNeed = needy.includes(g.rank);
+  const got = iNeed ? new Uint8Array(total) : null;
+  for (let i = 0; i < rounds; i++) {
+    const piece = payload ? payload.subarray(i * R, Math.min(total, (i + 1) * R)) : EMPTY;
+    const recv = await g.allToAll(g.members.map((_, r) => (needy.includes(r) ? piece : EMPTY)));
+    if (got) {
+      const want = Math.min(total, (i + 1) * R) - i * R;
+      if (recv[src].length !== want) {
+        rejectState(g, trainer, src, `round ${i} carried ${recv[src].length} B, expected ${want}`, event);
+      }
+      got.set(recv[src], i * R);
+    }
+  }
+  if (g.rank === src) event('state-sent', needy.map((r) => g.members[r]), `state of step ${announced.step} (${total} B)`);
+  if (!got) return;
+  let state;
+  try {
+    state = decodeState(got, { n, step: announced.step, weightsHash: announced.weightsHash });
+  } catch (e) {
+    rejectState(g, trainer, src, (e as Error).message, event);
+  }
+  // The weights hash is checked by decodeState; the digest covers the Adam moments and the step too.
+  if (o.checkDigest && !sameBytes(await stateDigest(state), announced.stateDigest)) rejectState(g, trainer, src, 'state digest differs from the one the majority vouched for', event);
+  trainer.restoreTrainingState(state);
+  event('state-received', [g.members[src]], `state of step ${state.step} from ${g.members[src]}`);
+}
+
+function rejectState(g: PeerGroup, trainer: Trainer, src: number, why: string, event: OnEvent): never {
+  const from = g.members[src];
+  event('state-rejected', [from], why);
+  throw new DpError('state-rejected', `state from ${from} rejected, nothing applied: ${why}`, trainer.stepIndex, [from]);
+}
