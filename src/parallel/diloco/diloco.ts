@@ -22,13 +22,13 @@
 import type { CheckpointFiles } from '../../engine/io/checkpoint';
 import type { OuterHyper } from '../../engine/optim/outer';
 import type { RunTrainer } from '../../engine/train/run-trainer';
-import { inMemoryData } from '../../engine/train/data/data';
 import type { Trainer } from '../../engine/train/trainer';
 import { WIRE_FORMATS, type WireFormat } from '../../engine/scheme/wire';
 import { decodeOuterCheckpoint, encodeOuterCheckpoint, type OuterCheckpoint, outerDigest, OuterState, outerHash } from './outer';
 import { sameBytes } from '../../peers/collectives/digest';
 import { DataParallel, type DataParallelOptions, type DpStepStats } from '../dp/dp';
 import { MemberTrainer } from '../member-trainer';
+import { rankGradients } from '../rank';
 import { exchangeMean } from '../dp/step';
 import type { Applied } from '../dp/types';
 import { weightsHash } from '../dp/wire';
@@ -200,13 +200,12 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
     return { group, waitMs: wait, fragment: f.fragment };
   }
 
-  /** An inner AdamW step on this member's rows of step s's batch. */
+  /** An inner AdamW step on this member's rows of step s's batch (rank.ts's slice, as per-step data parallel's). */
   private async innerStep(s: number): Promise<void> {
     const { trainer } = this;
     const members = this.dp.currentMembers;
     const rank = Math.max(0, members.indexOf(this.dp.id));
-    const B = trainer.opts.batch;
-    const loss = await trainer.computeGradients(inMemoryData(trainer.data).rows(s, trainer.opts.seq, 'train', rank * B, (rank + 1) * B));
+    const loss = await rankGradients(trainer, s, { rank, world: Math.max(members.length, rank + 1) });
     const { lr, gradNorm } = await trainer.applyGradients();
     this.lastInner = { loss, lr, gradNorm };
   }

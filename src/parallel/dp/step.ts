@@ -4,7 +4,6 @@
  * keeps only the group's life cycle.
  */
 import type { WireFormat } from '../../engine/scheme/wire';
-import { inMemoryData } from '../../engine/train/data/data';
 import type { GradExchange } from '../exchange/grad-exchange';
 import type { Trainer } from '../../engine/train/trainer';
 import type { AllReduceMode } from '../../peers/collectives/allreduce';
@@ -13,6 +12,7 @@ import type { Exclusion, MemberGuard, ScreenOptions } from '../../peers/collecti
 import type { StepReport } from './wire';
 import { type Applied, DpError, type DpEvent, type DpStepStats, type Reported, type ResolvedOptions, type StepBegin } from './types';
 import { GpuContributions } from '../exchange/gpu-contributions';
+import { rankGradients } from '../rank';
 import { CollectiveError, type PeerGroup } from '../../peers/collectives/group';
 import type { PeerId, Transport } from '../../peers/transport/transport';
 import { bucketSpans, reduceContributions, reduceVerified, type VerifiedOptions, type VerifiedResult } from '../../peers/collectives/verified-reduce';
@@ -40,11 +40,6 @@ export interface StepGradient {
   notices: VerifiedResult['notices'];
 }
 
-/**
- * Step s's gradient on this member: forward/backward on its micro-batches (rank r's j-th is rows
- * [(r·k + j)·B, +B)), then the group's verified, screened mean (verified-reduce.ts, bucket by
- * bucket) written where the optimizer reads the gradient.
- */
 /** Mean of `x` over the group (verified, optionally screened), bucket by bucket: DiLoCo's pseudo-gradients. */
 export async function exchangeMean(
   g: PeerGroup, x: Float32Array, bucketFloats: number, mode: WireFormat, screen: ScreenOptions | null = null,
@@ -53,18 +48,20 @@ export async function exchangeMean(
   return { out: r.out, sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, excluded: r.excluded, notices: r.notices };
 }
 
+/**
+ * Step s's gradient on this member: forward/backward on its micro-batches (rank.ts's slice), then
+ * the group's verified, screened mean (verified-reduce.ts, bucket by bucket) written where the
+ * optimizer reads the gradient.
+ */
 export async function stepGradient(g: PeerGroup, trainer: Trainer, s: number, o: ResolvedOptions, path: GradientPath): Promise<StepGradient> {
   const k = o.accumulate;
   if (path.gpu && k !== 1) throw new Error('stepGradient: the GPU exchange takes one micro-batch per step');
-  const B = trainer.opts.batch;
-  const T = trainer.opts.seq;
   if (path.gpu && o.overlap && path.gpu.streamable) return streamedStep(g, trainer, path.gpu, o, s);
   const tc = performance.now();
   let acc: Float32Array | null = null;
   let lossSum = 0;
   for (let j = 0; j < k; j++) {
-    const r0 = (g.rank * k + j) * B;
-    lossSum += await trainer.computeGradients(inMemoryData(trainer.data).rows(s, T, 'train', r0, r0 + B));
+    lossSum += await rankGradients(trainer, s, { rank: g.rank, world: g.size, micro: j, accumulate: k });
     if (path.gpu) continue;
     const grad = await path.grads.read();
     if (!acc) acc = grad;
@@ -90,8 +87,6 @@ export async function stepGradient(g: PeerGroup, trainer: Trainer, s: number, o:
  */
 async function streamedStep(g: PeerGroup, trainer: Trainer, ex: GradExchange, o: ResolvedOptions, s: number): Promise<StepGradient> {
   const tc = performance.now();
-  const B = trainer.opts.batch;
-  const r0 = g.rank * B;
   const spans = bucketSpans(ex.n, o.bucketFloats);
   const plan = ex.streamPlan(spans);
   const slots = spans.map(() => {
@@ -101,7 +96,7 @@ async function streamedStep(g: PeerGroup, trainer: Trainer, ex: GradExchange, o:
   });
   let firstSend = Infinity;
   const vo: VerifiedOptions = { bucketFloats: o.bucketFloats, screen: o.screen, onBucketSent: () => (firstSend = Math.min(firstSend, performance.now())) };
-  const lossP = trainer.computeGradients(inMemoryData(trainer.data).rows(s, trainer.opts.seq, 'train', r0, r0 + B), {
+  const lossP = rankGradients(trainer, s, { rank: g.rank, world: g.size }, {
     cuts: plan.cuts,
     onSegment: (i) => plan.bySegment[i].forEach((b) => slots[b].resolve(ex.encodeRange(spans[b][0], spans[b][1], b))),
   });

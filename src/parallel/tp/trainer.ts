@@ -33,6 +33,7 @@ import { CharTokenizer, type Tokenizer } from '../../engine/train/tokenizer/toke
 import { optionsForTokenizer, runCheckpoint, stepMetrics, type StepMetrics, type TrainerInit, writeAdamwStep } from '../../engine/train/trainer';
 import { crc32, crc32Update } from '../../engine/util/crc32';
 import type { TpCollective } from './collective';
+import { rankBatch } from '../rank';
 import { tpActive } from '../../engine/model/tp/tp';
 import { TpPeer, tpPeerProblem, type TpSegment } from '../../engine/model/tp/peer';
 import { shardConfig, shardKind, shardParams, unshardTensor } from '../../engine/model/tp/shard';
@@ -192,9 +193,9 @@ export class TpTrainer implements RunTrainer<TpStepMetrics> {
     return this.stepCount;
   }
 
-  /** The batch [B, T+1] of `step` (the same on every rank). */
+  /** The batch [B, T+1] of `step`: every rank feeds the same rows, data-parallel rank 0 of 1 (rank.ts). */
   batchAt(step: number): Int32Array {
-    return this.data.batch(step, this.opts.batch, this.opts.seq, 'train');
+    return rankBatch(this.data, this.opts, step, { rank: 0, world: 1 });
   }
 
   /** Runs segments, all-reducing after each one that ends at a communication point. */
