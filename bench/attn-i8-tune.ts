@@ -5,10 +5,11 @@
  * order: within 1e-5 relative). The fastest per kernel is what MEASURED_ATTENTION_TILES' `fwdI8` /
  * `dkdvI8` / `dkdvDp8` (INT8 dP too) entries hold for a GPU model.
  *
- *   node attn-i8-tune.mjs [--shape 16x512x12x64] [--ff 2560] [--reps 10] [--kernels fwd,dkdv,dkdvDp8] [--default-only] [--json out.json]
+ *   node attn-i8-tune.mjs [--shape 16x512x12x64] [--ff 2560] [--reps 10] [--kernels fwd,dkdv,dkdvDp8] [--default-only] [--json out.json] [--record rec.json]
  *   (--default-only: time each kernel's default tile only, and for the backward also all its dispatches)
  */
 import { writeFileSync } from 'node:fs';
+import { commandLine, gpuOf, writeRecord } from './record';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime, type Dispatch } from '../src/engine/gpu/runtime';
@@ -20,7 +21,7 @@ import {
 } from '../src/engine/kernels/attention/i8';
 import { Rng } from '../src/engine/util/rng';
 
-const a = parseArgs({ options: { shape: { type: 'string' }, json: { type: 'string' }, reps: { type: 'string' }, ff: { type: 'string' }, kernels: { type: 'string' }, 'default-only': { type: 'boolean' } } }).values;
+const a = parseArgs({ options: { shape: { type: 'string' }, json: { type: 'string' }, record: { type: 'string' }, reps: { type: 'string' }, ff: { type: 'string' }, kernels: { type: 'string' }, 'default-only': { type: 'boolean' } } }).values;
 const [B, T, nH, D] = (a.shape ?? '16x512x12x64').split('x').map(Number);
 const nKV = nH;
 const reps = Number(a.reps ?? 10);
@@ -94,4 +95,8 @@ for (const kernel of (['fwd', 'dkdv', 'dkdvDp8'] as const).filter((k) => kernels
 }
 for (const [key, b] of Object.entries(best)) console.log(`best ${key}: ${JSON.stringify(b.tile)} ${b.ms.toFixed(3)} ms (default ${b.defaultMs.toFixed(3)} ms)`);
 if (a.json) writeFileSync(a.json, JSON.stringify({ date: new Date().toISOString(), adapter: gpu.adapterInfo, shape, rows, best }, null, 1));
+// --record: the compact record a doc cites (bench/record.ts): the best tile per kernel and each default tile's times.
+if (a.record) writeRecord(a.record, { command: commandLine('attn-i8-tune'), gpu: gpuOf(gpu.adapterInfo), baseline: null, figures: {
+  shape, best, defaults: rows.filter((r) => r.isDefault).map((r) => ({ kernel: r.kernel, ms: r.ms, wholeBackwardMs: r.allMs })),
+} });
 process.exit(0);

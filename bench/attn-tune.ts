@@ -10,10 +10,11 @@
  * path's gradients before it is timed: every dq-from-dS tile with the default dK/dV tile, then every
  * dK/dV tile (DS variant) with the best of those.
  *
- *   node attn-tune.mjs [--shapes 16x512x12x64,64x256x6x64] [--passes fwd,dq,dkdv,ds] [--ff 2560] [--json out.json]
+ *   node attn-tune.mjs [--shapes 16x512x12x64,64x256x6x64] [--passes fwd,dq,dkdv,ds] [--ff 2560] [--json out.json] [--record rec.json]
  *   (shapes B x T x heads x D [x KV heads]; --ff: the MLP width F that sizes the dS scratch)
  */
 import { writeFileSync } from 'node:fs';
+import { commandLine, gpuOf, writeRecord } from './record';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime, type Dispatch } from '../src/engine/gpu/runtime';
@@ -26,7 +27,7 @@ import { chooseDqDsTile, DQDS_CANDIDATES, dqDsTileName, dqDsTileProblem, type Dq
 import { Rng } from '../src/engine/util/rng';
 
 const a = parseArgs({
-  options: { shapes: { type: 'string' }, json: { type: 'string' }, reps: { type: 'string' }, passes: { type: 'string' }, ff: { type: 'string' } },
+  options: { shapes: { type: 'string' }, json: { type: 'string' }, record: { type: 'string' }, reps: { type: 'string' }, passes: { type: 'string' }, ff: { type: 'string' } },
 }).values;
 const shapes = (a.shapes ?? '16x512x12x64,64x256x6x64').split(',').map((s) => s.split('x').map(Number));
 const reps = Number(a.reps ?? 10);
@@ -83,6 +84,11 @@ for (const [B, T, nH, D, kvHeads] of shapes) {
 }
 for (const [key, b] of Object.entries(best)) console.log(`best ${key}: ${JSON.stringify(b.tile)} ${b.ms.toFixed(3)} ms (default ${b.defaultMs.toFixed(3)} ms)`);
 if (a.json) writeFileSync(a.json, JSON.stringify({ date: new Date().toISOString(), adapter: gpu.adapterInfo, rows, best, dqPaths }, null, 1));
+// --record: the compact record a doc cites (bench/record.ts): the best tile per pass and the per-layer dq paths.
+if (a.record) writeRecord(a.record, { command: commandLine('attn-tune'), gpu: gpuOf(gpu.adapterInfo), baseline: null, figures: {
+  best: Object.fromEntries(Object.entries(best).map(([k, b]) => [k, { tile: b.tile, ms: b.ms, defaultMs: b.defaultMs }])),
+  dqPaths: dqPaths.map(({ shape, ff: f, chunks, diMs, recompute, best: bestDs, layer }) => ({ shape, ff: f, chunks, diMs, recompute, best: bestDs, layer })),
+} });
 process.exit(0);
 
 type Bufs = Record<'q' | 'k' | 'v' | 'o' | 'lse' | 'dO' | 'dq' | 'dk' | 'dv', GPUBuffer>;

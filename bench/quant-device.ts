@@ -14,7 +14,7 @@
  * QD_AB_REGS=1,2,4,8,16 adds rows for the fused kernels with those vec4 registers per invocation
  * (the `regs` option; the quantizer's team size follows from it, see fusedQuantizeLayout): the
  * data for choosing the defaults. QD_AB_REPS: timed repetitions (default 20). What it found on
- * the GPU is in docs/results/.
+ * the GPU is in git history (`git log -- docs/results`, docs/records/README.md).
  */
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime, Uniforms } from '../src/engine/gpu/runtime';

@@ -7,12 +7,13 @@
  * timed in parts, against the same step submitted in chunks of --chunk dispatches as they are encoded
  * (the GPU starts on the first chunk while the host encodes the rest).
  *
- *   node step-profile.mjs --model base --scheme fp32,agoq [--batch 16 --seq 512] [--json out.json]
+ *   node step-profile.mjs --model base --scheme fp32,agoq [--batch 16 --seq 512] [--json out.json] [--record rec.json]
  *                         [--host [--chunk 64,128]] [--no-tensor-cores] [--weight-codes per-gemm|per-step]
  * INT8 GEMMs run on tensor cores where the device has them (as `bench step` runs them).
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { commandLine, gpuOf, writeRecord } from './record';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { median, profileDispatches } from '../src/engine/gpu/timer';
@@ -24,7 +25,7 @@ import { syntheticTrainer } from '../src/lab/step';
 
 const a = parseArgs({ options: {
   model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' },
-  json: { type: 'string' }, reps: { type: 'string' }, cpu: { type: 'boolean' },
+  json: { type: 'string' }, record: { type: 'string' }, reps: { type: 'string' }, cpu: { type: 'boolean' },
   host: { type: 'boolean' }, chunk: { type: 'string' }, 'no-tensor-cores': { type: 'boolean' }, 'weight-codes': { type: 'string' },
 } }).values;
 
@@ -136,4 +137,10 @@ for (const model of (a.model ?? 'base').split(',') as PresetName[]) {
   }
 }
 if (a.json) writeFileSync(a.json, JSON.stringify(out, null, 1));
+// --record: the compact record a doc cites (bench/record.ts): per run, the step's GPU time per class.
+if (a.record) {
+  const runs = out.runs as { model: string; scheme: string; batch: number; seq: number; totalMs: number; classes: Record<string, number> }[];
+  writeRecord(a.record, { command: commandLine('step-profile'), gpu: gpuOf(gpu.adapterInfo), baseline: null, figures: Object.fromEntries(runs.map((r) => [
+    `${r.model} ${r.scheme} B${r.batch}xT${r.seq} ms summed`, { total: r.totalMs, ...r.classes }])) });
+}
 process.exit(0);

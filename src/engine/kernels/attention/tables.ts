@@ -95,7 +95,7 @@ export const MEASURED_ATTENTION_TILES: {
   {
     match: { vendor: 'nvidia', device: 'h200' },
     source: 'bench/attn-tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan) at 16×512×12×64 '
-      + '(base and small shapes agreed; the raw tune: docs/results/README.md)',
+      + '(base and small shapes agreed; the tunes: docs/records/README.md)',
     table: {
       'fwd/D64': [64, 32, 256, true],
       'dq/D64': [64, 32, 256, true, { chunk: 4, prefetch: true }],

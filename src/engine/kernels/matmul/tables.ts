@@ -26,7 +26,7 @@ export const MEASURED_TABLES: MeasuredTable[] = [
     match: { vendor: 'nvidia', device: 'h200' },
     source: 'bench/gemm-tune.ts --json on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), the base model\'s shapes and the squares '
       + 'with the LEAN (_ia) variants and stream-K over 264 workgroups; the 65-wide (vocabulary) shapes keep an earlier tune\'s picks, '
-      + 'because a later tune timed them at the GPU\'s idle clock (the raw tunes: docs/results/README.md)',
+      + 'because a later tune timed them at the GPU\'s idle clock (the tunes: docs/records/README.md)',
     table: {
       '4096x4096x4096NN': '128x128k8_8x16_ia_st264',
       '4096x4096x4096NT': '128x256k8_8x16',

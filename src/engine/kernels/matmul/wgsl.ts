@@ -32,7 +32,7 @@ const H_LINE = '    let h = t % 2u;                        // buffer of tile t; 
  * for the specialized pipelines of TN 16 tiles that do not accumulate. The two are equal, but the
  * NVIDIA Vulkan driver makes different code of them: faster for those tiles, slower for
  * accumulating ones and for the 8-wide tiles, and the same form as a branch on TN in the shader
- * gains nothing, hence a text edit for the one case (figures: docs/results/).
+ * gains nothing, hence a text edit for the one case (figures: docs/records/README.md).
  */
 export function nextBufferByModulo(src: string): string {
   const uses = src.split('1u - h').length - 1;
@@ -56,7 +56,7 @@ function mainBody(src: string): { head: string; body: string } {
  * dpTiles tiles in row order), with the STREAM_K main() body as a branch before it for the
  * workgroups after them, one part each. Running every workgroup through the stream-K text slowed
  * the whole waves' tiles, and one workgroup running both parts of its range was slower than two;
- * this form keeps the whole waves at the plain GEMM's speed (figures: docs/results/).
+ * this form keeps the whole waves at the plain GEMM's speed (figures: docs/records/README.md).
  */
 export function streamKMain(skText: string, plainText: string): string {
   const sk = mainBody(skText);

@@ -33,7 +33,7 @@ import { wgslSection } from '../wgsl';
 /**
  * Invocations per workgroup, per kernel. Small keeps tiles small (2048 elements per workgroup at 16
  * words and 32 invocations), so a few-million-element chunk still spreads evenly over a big GPU's
- * SMs. These sizes were the fastest in interleaved runs of each candidate (docs/results/README.md).
+ * SMs. These sizes were the fastest in interleaved runs of each candidate (docs/records/README.md).
  */
 export const TACO_WG: Record<TacoEntry, number> = { compress: 32, decompress: 64 };
 
