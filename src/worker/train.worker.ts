@@ -4,8 +4,9 @@
  * between the page and a worker). Stop and pause are cooperative: the flags are checked between
  * steps, since a step in flight is one submitted command buffer that cannot be cancelled anyway.
  * Pause keeps the trainer (and its GPU state) alive and waits; a checkpoint is posted on pause, on
- * stop, at the end and with every evaluation, so the page can persist it and resume after a reload.
- * The cadence is the engine's training loop (runTraining); this file only turns it into messages.
+ * stop, at the end and every spec.cadence.checkpointEvery steps, so the page can persist it and resume
+ * after a reload. The cadence is the run spec's (cadenceOf) run by the engine's training loop
+ * (runTraining); this file only turns it into messages.
  */
 /// <reference lib="webworker" />
 import { acquireGpu, WebGpuUnavailableError } from '../engine/gpu/device';
@@ -21,7 +22,8 @@ import { StreamDataset } from '../engine/train/data/token-stream';
 import { Trainer, type TrainerInit } from '../engine/train/trainer';
 import { checkpointOfFiles } from './checkpoint-files';
 import { OpfsTokenCache } from './token-cache';
-import { ToWorkerSchema, trainOptionsFor, type CheckpointBlob, type ErrorKind, type FromWorker, type ToWorker } from './protocol';
+import { cadenceOf, trainOptionsOf } from '../engine/run/spec';
+import { runSpecOfConfig, ToWorkerSchema, type CheckpointBlob, type ErrorKind, type FromWorker, type ToWorker } from './protocol';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 let activeRun: string | null = null;
@@ -48,6 +50,7 @@ function describe(e: unknown): string {
 async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
   const { runId, config } = msg;
   activeRun = runId;
+  const spec = runSpecOfConfig(config);
   stopRequested = false;
   pauseRequested = false;
   let trainer: Trainer | null = null;
@@ -111,7 +114,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
       });
     };
     try {
-      trainer = await Trainer.create(rt, trainOptionsFor(config), text, init);
+      trainer = await Trainer.create(rt, trainOptionsOf(spec), text, init);
     } finally {
       rt.pipelines.onCreate = null;
     }
@@ -134,10 +137,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     // Training time excluding pauses, continued from the checkpoint's.
     let elapsed = msg.resume?.elapsed_s ?? 0;
     let lastStepS = 0;
-    const result = await runTraining(trainer, {
-      steps: config.steps, evalEvery: config.evalEvery, checkpointEvery: config.evalEvery, checkpointAtEnd: true, resumed: msg.resume !== undefined,
-      sample: { every: config.sampleEvery, length: config.sampleLength, atEnd: true, prompt: newlinePrompt(trainer.tokenizer), temperature: 0.8, seed: (s) => config.seed + s },
-    }, {
+    const result = await runTraining(trainer, cadenceOf(spec, { resumed: msg.resume !== undefined, prompt: newlinePrompt(trainer.tokenizer) }), {
       // On a slow device (SwiftShader: seconds per step) say which step is in flight.
       beforeStep: (s) => {
         if (lastStepS > 2) post({ type: 'status', runId, phase: `step ${s + 1} / ${config.steps} in flight (last took ${lastStepS.toFixed(1)} s)` });

@@ -5,9 +5,9 @@
 // A [M, K] and B [N, K] K-contiguous int8 rows packed four to a u32 (KW = K/4 words per row),
 // sa [M, K/G], sb [N, K/G]. Each block's integer sum is exact (i32, dot4I8Packed); the blocks are
 // summed in f32 in block order: the tile loop steps BKW words, and every GW = G/4 words (a multiple
-// of BKW) the block's i32 sums are folded into the f32 accumulators. Tiling as shaders/qgemm.wgsl,
+// of BKW) the block's i32 sums are folded into the f32 accumulators. Tiling as qgemm.wgsl,
 // whose tile step is repeated inline: as a shared function taking the accumulators by pointer it
-// compiles to slower code on NVIDIA (docs/results/bench-2026-12-01-s14/qgemm-tile-function/).
+// compiles to slower code on NVIDIA (session 14's measurement, in git history under docs/results).
 
 override BM: u32 = 64u;
 override BN: u32 = 64u;
