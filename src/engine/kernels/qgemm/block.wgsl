@@ -1,6 +1,6 @@
 // INT8 × INT8 GEMM whose scales vary along the reduction: the weight gradient dW = dYᵀ·X, whose
 // reduction runs over tokens, with both operands quantized per channel in blocks of G tokens
-// (Jetfire-style; shaders/quant/transpose-quant.wgsl writes them):
+// (Jetfire-style; src/engine/kernels/qgemm/transpose-quant.wgsl writes them):
 //   C[m, n] (+)= Σ_b (f32(Σ_{k ∈ block b} qa[m, k] · qb[n, k]) · sa[m, b]) · sb[n, b]
 // A [M, K] and B [N, K] K-contiguous int8 rows packed four to a u32 (KW = K/4 words per row),
 // sa [M, K/G], sb [N, K/G]. Each block's integer sum is exact (i32, dot4I8Packed); the blocks are

@@ -9,7 +9,7 @@
 //
 // Split-K (src/engine/kernels/qgemm-splitk.ts): workgroup z runs words [z·KC, min(KW, (z+1)·KC))
 // of K (one pass: KC = KW, z = 0); with PART it writes the raw i32 sums to PARTS [S, M, N]
-// instead of dequantizing, and shaders/qgemm-splitk.wgsl adds them up and dequantizes.
+// instead of dequantizing, and src/engine/kernels/qgemm/splitk.wgsl adds them up and dequantizes.
 //
 // Block tile BM×BN, BKW words deep; each thread owns TM×TN outputs (TM, TN ∈ {4, 8}) as TM·TN/4
 // vec4<i32> accumulators. Its rows are ty*4 + g*(BM*4/TM) + {0..3}, its columns likewise, so a
