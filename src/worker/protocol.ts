@@ -16,11 +16,12 @@ import { computeProblem } from '../engine/model/run-plan';
 import { tpActive, tpProblem } from '../engine/model/tp/tp';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { type Scheme, SchemeSchema, unsupportedFeatures } from '../engine/scheme/scheme';
-import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
+import { BUNDLED_DATASET, defaultRunSpec, type RunSpec, schemaProblems, trainOptionsOf } from '../engine/run/spec';
+import type { TrainOptions } from '../engine/train/options';
 import type { QuantErrorRecord } from '../engine/train/probe';
 import type { BitsAndWire } from '../engine/train/probe-bits';
 
-export const BUNDLED_DATASET = 'tinyshakespeare';
+export { BUNDLED_DATASET };
 
 const Splits = z.object({ train: z.number().int().min(0), val: z.number().int().min(0) });
 
@@ -63,6 +64,8 @@ export const RunConfigSchema = z
     sampleEvery: z.number().int().min(0),
     /** Characters generated per sample (0 = no samples). */
     sampleLength: z.number().int().min(0).max(4000),
+    /** Post a checkpoint every N steps (0 = only on pause, stop and at the end); absent = the run spec's default. */
+    checkpointEvery: z.number().int().min(0).optional(),
     /** Quantization scheme (absent = fp32). */
     scheme: SchemeSchema.optional(),
     /** The tokenizer (absent = the characters of the bundled text); its vocabulary sizes the embedding and logits. */
@@ -89,23 +92,32 @@ export const DEFAULT_RUN_CONFIG: RunConfig = {
   sampleLength: 200,
 };
 
-/** The engine's training options for a run config (pure: no GPU; used by the worker and the memory plan). */
-export function trainOptionsFor(c: RunConfig): TrainOptions {
+/**
+ * The page's form as a run spec (engine/run/spec.ts): the one place a page run's settings become
+ * the spec the worker trains and the memory plan reads. Throws the spec's validation error.
+ */
+export function runSpecOfConfig(c: RunConfig): RunSpec {
   // The tokenizer's vocabulary sizes the model, except an imported model's (it may pad its embedding).
   const vocab = c.tokenizer && !c.init ? { vocab_size: c.tokenizer.vocabSize } : {};
   const base = c.model ?? (c.tokenizer ? PRESETS[c.preset] : undefined);
   const model = base ? { ...base, ...vocab, max_position_embeddings: Math.max(base.max_position_embeddings, c.seq) } : undefined;
-  return defaultTrainOptions(c.preset, {
+  return defaultRunSpec(c.preset, {
     steps: c.steps,
     batch: c.batch,
     seq: c.seq,
     lr: c.lr,
     seed: c.seed,
-    evalEvery: c.evalEvery,
-    evalBatches: c.evalBatches,
     model,
     scheme: c.scheme,
+    data: { source: c.dataset, ...(c.data?.field ? { textField: c.data.field } : {}), ...(c.data ? { prepared: c.data.key } : {}) },
+    ...(c.tokenizer ? { tokenizer: { kind: c.tokenizer.kind, source: c.tokenizer.source, vocabSize: c.tokenizer.vocabSize } } : {}),
+    cadence: { evalEvery: c.evalEvery, evalBatches: c.evalBatches, sampleEvery: c.sampleEvery, sampleLength: c.sampleLength, checkpointEvery: c.checkpointEvery },
   });
+}
+
+/** The engine's training options for a run config (pure: no GPU; used by the worker and the memory plan). */
+export function trainOptionsFor(c: RunConfig): TrainOptions {
+  return trainOptionsOf(runSpecOfConfig(c));
 }
 
 /** Checkpoint files as they travel (structured clone) and are stored: bytes or JSON text. */
@@ -174,7 +186,7 @@ export type FromWorker =
 /** Human-readable list of what is wrong with a config, or null when it is valid and runnable. */
 export function checkRunConfig(raw: unknown): string | null {
   const r = RunConfigSchema.safeParse(raw);
-  if (!r.success) return r.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ');
+  if (!r.success) return schemaProblems(RunConfigSchema, raw, r.error, 'config').join('; ');
   const c = r.data;
   if (c.init && !c.model) return `the run starts from ${c.init.name}, but has no model config of its own (forget the import to train a preset)`;
   if (c.scheme) {

@@ -50,12 +50,12 @@ function describe(e: unknown): string {
 async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
   const { runId, config } = msg;
   activeRun = runId;
-  const spec = runSpecOfConfig(config);
   stopRequested = false;
   pauseRequested = false;
   let trainer: Trainer | null = null;
   let closeData = () => {};
   try {
+    const spec = runSpecOfConfig(config);
     let text = msg.text;
     let init: TrainerInit = {};
     if (config.data) {
