@@ -19,8 +19,8 @@ export const LAYERS = {
   engine: { imports: [], packages: [], dom: false },
   peers: { imports: ['engine'], packages: [], dom: false },
   parallel: { imports: ['engine', 'peers'], packages: [], dom: false },
-  // The page's training adapter: runs one engine run off the main thread.
-  worker: { imports: ['engine'], packages: [], dom: false },
+  // The page's training adapter: runs a run off the main thread, getting its trainer from parallel's factory.
+  worker: { imports: ['engine', 'parallel'], packages: [], dom: false },
   state: { imports: ['engine', 'peers', 'parallel', 'worker'], packages: ['zustand'], dom: true },
   // The view reaches parallel training only through state.
   ui: { imports: ['engine', 'peers', 'state', 'worker'], packages: UI_PACKAGES, dom: true },
