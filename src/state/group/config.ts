@@ -9,17 +9,15 @@ import { z } from 'zod';
 import { type ModelConfig, ModelConfigSchema, PRESET_NAMES, PRESETS } from '../../engine/model/config';
 import { modelDims } from '../../engine/model/plan';
 import { tpProblem } from '../../engine/model/tp/tp';
-import { dataParallelScheme } from '../../engine/scheme/presets';
-import { parseScheme, type Scheme } from '../../engine/scheme/scheme';
-import { defaultTrainOptions, type TrainOptions } from '../../engine/train/options';
+import { defaultRunSpec, type RunSpec, schemaProblems, type Strategy, strategyScheme, trainOptionsOf } from '../../engine/run/spec';
+import type { Scheme } from '../../engine/scheme/scheme';
+import type { TrainOptions } from '../../engine/train/options';
 import { type DilocoConfig, resolveDiloco } from '../../parallel/diloco/diloco';
 
 /** Models a group offers: every preset (micro and tiny fit a tab on SwiftShader; small and base want a real GPU), or a custom shape. */
 export const GROUP_PRESETS = PRESET_NAMES;
 /** Largest group (the collectives' full mesh). */
 export const MAX_GROUP_SIZE = 8;
-/** TACO's and the fp32 exchange's quantization group along a rank's chunk (the engine's TP presets use 128). */
-const TP_GROUP = 128;
 
 /**
  * 'dp': data parallel, gradients averaged every step, in fp32 or with AGoQ's INT8 codes (verifiable all-reduce).
@@ -79,20 +77,18 @@ export function isTensorParallel(c: Pick<GroupRunConfig, 'mode'>): boolean {
   return GROUP_MODES[c.mode].parallel === 'tp';
 }
 
-/** The scheme of a tensor-parallel run over `degree` members (fp32 everywhere else). */
-export function tpScheme(c: GroupRunConfig, degree: number): Scheme {
-  const codec = GROUP_MODES[c.mode].exchange === 'taco' ? 'taco' : 'fp32';
-  return parseScheme({ name: `tp${degree}-${codec}`, tp: { degree, codec, group: TP_GROUP } });
+/** A mode's parallel strategy in a group of `world` (the run spec's strategy field). */
+export function groupStrategy(c: GroupRunConfig, world: number): Strategy {
+  const m = GROUP_MODES[c.mode];
+  if (m.parallel === 'tp') return { kind: 'tp', size: world, codec: m.exchange === 'taco' ? 'taco' : 'fp32' };
+  const diloco = dilocoOf(c);
+  if (diloco) return { kind: 'diloco', ...diloco };
+  return { kind: 'dp', wire: m.exchange === 'int8' ? 'int8' : 'fp32' };
 }
 
-/** The scheme of a data-parallel run: the mode's exchange as the gradient wire format (fp32 everywhere else). */
-export function dpScheme(c: GroupRunConfig): Scheme {
-  return dataParallelScheme(GROUP_MODES[c.mode].exchange === 'int8' ? 'int8' : 'fp32');
-}
-
-/** A group mode's scheme: what the mode names, as the scheme fields the engine and the scheme editor read. */
+/** A group mode's scheme: what the mode names, as the scheme fields the engine and the scheme editor read (the strategy's scheme). */
 export function groupScheme(c: GroupRunConfig, world: number): Scheme {
-  return isTensorParallel(c) ? tpScheme(c, world) : dpScheme(c);
+  return strategyScheme(groupStrategy(c, world))!;
 }
 
 /** The scheme fields a mode sets, as the scheme editor names them, for a group of `world`. */
@@ -106,19 +102,25 @@ export function groupSchemeFields(c: GroupRunConfig, world: number): string {
 }
 
 /**
- * The engine's options for a member of a group of `world` (the tokenizer fixes vocab_size later).
- * No evaluation: a group run reports the training loss of each step's global batch.
+ * The run spec of a member of a group of `world` (the tokenizer fixes vocab_size later): the panel's
+ * form as the spec every entry point builds. No evaluation (the panel plots the training loss of each
+ * step's global batch and has no validation curve); periodic checkpoints at the spec's default.
  */
-export function groupTrainOptions(c: GroupRunConfig, world: number): TrainOptions {
-  return defaultTrainOptions(c.preset, {
+export function groupRunSpec(c: GroupRunConfig, world: number): RunSpec {
+  return defaultRunSpec(c.preset, {
     steps: c.steps,
     batch: c.batch,
     seq: c.seq,
     seed: c.seed,
-    evalEvery: 0,
-    scheme: groupScheme(c, world),
+    strategy: groupStrategy(c, world),
+    cadence: { evalEvery: 0 },
     model: c.model && { ...c.model, max_position_embeddings: Math.max(c.model.max_position_embeddings, c.seq) },
   });
+}
+
+/** The engine's options for a member of a group of `world`: its run spec's. */
+export function groupTrainOptions(c: GroupRunConfig, world: number): TrainOptions {
+  return trainOptionsOf(groupRunSpec(c, world));
 }
 
 /** The model a run trains: its custom shape, else its preset's. */
@@ -142,7 +144,7 @@ export function groupStepTokens(c: Pick<GroupRunConfig, 'mode' | 'batch' | 'seq'
 /** Why `raw` cannot run on a group of `world` members, in words a user can act on; null when it can. */
 export function groupConfigProblem(raw: unknown, world: number): string | null {
   const r = GroupRunConfigSchema.safeParse(raw);
-  if (!r.success) return r.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('; ');
+  if (!r.success) return schemaProblems(GroupRunConfigSchema, raw, r.error, 'config').join('; ');
   const c = r.data;
   if (!Number.isInteger(world) || world < 1) return `a group has at least one member (got ${world})`;
   if (world > MAX_GROUP_SIZE) return `a group has at most ${MAX_GROUP_SIZE} members (this one has ${world})`;

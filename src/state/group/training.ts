@@ -13,11 +13,12 @@ import type { PeerId, Transport } from '../../peers/transport/transport';
 import type { Runtime } from '../../engine/gpu/runtime';
 import type { TpStepMetrics, TpTrainer } from '../../parallel/tp/trainer';
 import type { CheckpointFiles } from '../../engine/io/checkpoint';
+import { cadenceOf } from '../../engine/run/spec';
 import { type LoopControl, runTraining } from '../../engine/train/loop';
 import type { RunTrainer } from '../../engine/train/run-trainer';
 import { Trainer } from '../../engine/train/trainer';
 import { type GroupRunStatus, type GroupStepPoint, type GroupStore, shortPeer } from './group';
-import { dilocoOf, type GroupRunConfig, groupStepTokens, groupTrainOptions } from './config';
+import { dilocoOf, type GroupRunConfig, groupRunSpec, groupStepTokens, groupTrainOptions } from './config';
 import type { SessionMessage } from './wire';
 
 /** What a run's training needs of the controller. */
@@ -108,7 +109,7 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
     live.abort = (why) => driver.stop(why);
     live.looping = true;
     const training = live.role === 'joiner' ? 'asking to join: the group admits newcomers at its next step' : 'training';
-    await runTraining(driver, { steps: config.steps, evalEvery: trainer.opts.evalEvery, checkpointAtEnd: true }, {
+    await runTraining(driver, cadenceOf(groupRunSpec(config, 1)), {
       onPhase: (p) => p === 'training' && host.phase(live, 'training', training),
       onCheckpoint: (step, files) => host.keepCheckpoint(live, step, files),
       onStep: (st) => {
@@ -191,7 +192,7 @@ export async function trainTp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
     live.looping = true;
     const rank = tp;
     const fp32Bytes = tpStepWireBytes(rank.model.dims, { ...rank.tp.tp, codec: 'fp32' });
-    await runTraining(rank, { steps: config.steps, evalEvery: rank.opts.evalEvery, checkpointAtEnd: true }, {
+    await runTraining(rank, cadenceOf(groupRunSpec(config, members.length)), {
       onPhase: (p) => p === 'training' && host.phase(live, 'training', 'training'),
       onCheckpoint: (step, files) => host.keepCheckpoint(live, step, files),
       onStep: (m) => {
