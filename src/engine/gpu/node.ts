@@ -58,6 +58,26 @@ export interface NodeGpuOptions extends AcquireOptions {
   dawnFlags?: string[];
   /** Force the SwiftShader CPU adapter even when a GPU is present. */
   forceSwiftShader?: boolean;
+  /**
+   * Default true: enable Dawn's `vulkan_enable_f16_on_nvidia`, without which Dawn hides `shader-f16`
+   * (and the f16 subgroup-matrix configurations) on every NVIDIA GPU under Vulkan (crbug 42251215).
+   * No effect on other adapters. false: leave it off (to test the fp32 fallback).
+   */
+  f16?: boolean;
+}
+
+/** Dawn's toggle that exposes shader-f16 on NVIDIA under Vulkan. */
+export const F16_ON_NVIDIA_TOGGLE = 'vulkan_enable_f16_on_nvidia';
+
+/**
+ * `flags` with `toggle` added to its `<key>=a,b` entry (e.g. enable-dawn-features), or a new entry
+ * when there is none; unchanged when the toggle is already there.
+ */
+export function withDawnToggle(flags: string[], key: 'enable-dawn-features' | 'disable-dawn-features', toggle: string): string[] {
+  const i = flags.findIndex((f) => f.startsWith(`${key}=`));
+  if (i < 0) return [...flags, `${key}=${toggle}`];
+  if (flags[i].slice(key.length + 1).split(',').includes(toggle)) return flags;
+  return flags.map((f, j) => (j === i ? `${f},${toggle}` : f));
 }
 
 export async function acquireNodeGpu(opts: NodeGpuOptions = {}): Promise<Gpu> {
@@ -68,7 +88,7 @@ export async function acquireNodeGpu(opts: NodeGpuOptions = {}): Promise<Gpu> {
   }
   const dawn = await loadDawn();
   Object.assign(globalThis, dawn.globals);
-  const flags = opts.dawnFlags ?? [];
+  const flags = opts.f16 === false ? opts.dawnFlags ?? [] : withDawnToggle(opts.dawnFlags ?? [], 'enable-dawn-features', F16_ON_NVIDIA_TOGGLE);
   if (!opts.forceSwiftShader && hasVulkanDriver()) {
     const gpu = createInstance(dawn, flags);
     const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
@@ -84,10 +104,6 @@ export async function acquireNodeGpu(opts: NodeGpuOptions = {}): Promise<Gpu> {
   process.env.VK_DRIVER_FILES = SWIFTSHADER_ICD;
   // Dawn's Vulkan path to zero workgroup memory makes SwiftShader compile each tiled pipeline in
   // seconds; Dawn's own (shader-side) zeroing is kept, so memory is still zeroed, in ~0.2 s.
-  const ZERO_INIT = 'use_vulkan_zero_initialize_workgroup_memory_extension';
-  const i = flags.findIndex((f) => f.startsWith('disable-dawn-features='));
-  const swFlags = i < 0
-    ? [...flags, `disable-dawn-features=${ZERO_INIT}`]
-    : flags.map((f, j) => (j === i && !f.includes(ZERO_INIT) ? `${f},${ZERO_INIT}` : f));
+  const swFlags = withDawnToggle(flags, 'disable-dawn-features', 'use_vulkan_zero_initialize_workgroup_memory_extension');
   return acquireGpu(createInstance(dawn, swFlags), opts);
 }

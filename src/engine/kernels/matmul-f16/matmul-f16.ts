@@ -1,0 +1,304 @@
+/**
+ * f16 GEMMs with f32 accumulation:  C[M,N] (+)= alpha · op(A)[M,K] · op(B)[K,N],  A and B f16 in
+ * storage (`array<f16>`, two bytes an element), C f32. Layouts and forms: ./plan.ts.
+ *
+ * Paths, per device: tensor cores (./tc.ts) where a layout for the GEMM's form passed
+ * enableF16TensorCores's check on this device; else the SIMT kernel (./simt.ts) where the device
+ * has `shader-f16`; else none — matmulF16 throws and the caller keeps the fp32 GEMM
+ * (kernels/matmul). `f16PathFor` says which a GEMM gets, for run.json and the run view.
+ *
+ * Dawn exposes `shader-f16` on NVIDIA under Vulkan only with the toggle vulkan_enable_f16_on_nvidia
+ * (gpu/node.ts passes it), and subgroup matrices only with allow_unsafe_apis.
+ */
+import splitKSrc from '../matmul/splitk.wgsl?raw';
+import type { Binding, Dispatch, Runtime } from '../../gpu/runtime';
+import { wgslErrors } from '../../gpu/pipelines';
+import { Uniforms } from '../../gpu/runtime';
+import { f32ArrayToF16, roundF16 } from '../../quant/f16';
+import { Rng } from '../../util/rng';
+import { asSlice, bindingBytes, grid2d } from '../launch';
+import { subgroupMatrixConfigs, subgroupSize } from '../qgemm/sgmat';
+import { compareF16Gemm, type F16GemmComparison, matmulF16Ref } from './matmul-f16.ref';
+import {
+  chooseF16SplitK, F16_TC_LAYOUTS, f16ConfigsOf, f16KernelFor, f16SplitPlan, f16SplitWorkspaceBytes, f16TcBlockM, f16TcBlockN,
+  f16TcCandidates, f16TcLabel, f16TcSpecError, f16TcThreads, type F16Path, type F16TcLayout, type F16TcSpec, formOf, type GemmForm,
+  GEMM_FORMS, SIMT_F16, vec4Operands,
+} from './plan';
+import { simtF16Code } from './simt';
+import { f16TcCode } from './tc';
+
+/** A buffer of f16 values (each rounded to nearest even), padded to whole vec4s. */
+export function uploadF16(rt: Runtime, label: string, values: ArrayLike<number>): GPUBuffer {
+  const bits = new Uint16Array(Math.max(4, Math.ceil(values.length / 4) * 4));
+  bits.set(f32ArrayToF16(values));
+  return rt.upload('workspace', label, bits);
+}
+
+export interface MatmulF16Args {
+  label: string;
+  M: number;
+  N: number;
+  K: number;
+  /** f16 operands (uploadF16), C f32. */
+  a: Binding;
+  b: Binding;
+  c: Binding;
+  transA?: boolean;
+  transB?: boolean;
+  alpha?: number;
+  accumulate?: boolean;
+  /** Split-K partials (S·M·N f32, a buffer of its own): thin grids split over K when given. */
+  workspace?: Binding;
+  /** Force a kernel (tests and benchmarks): 'f16-simt', or 'f16-tensor-core' with `spec`. */
+  path?: Exclude<F16Path, 'fp32'>;
+  spec?: F16TcSpec;
+  /** Force the slice count (1: one pass). Default: chooseF16SplitK when a workspace is given. */
+  split?: number;
+  /**
+   * 'f32': the SIMT kernel's twin over f32 storage holding f16 values (every index and bound of the
+   * generated code, runnable without shader-f16: how CI tests it). Default 'f16'.
+   */
+  elem?: 'f16' | 'f32';
+}
+
+export interface BuiltMatmulF16 {
+  /** The GEMM, then for split-K the sum of its slices: run in this order. */
+  dispatches: Dispatch[];
+  uniforms: GPUBuffer[];
+  path: Exclude<F16Path, 'fp32'>;
+  /** The tensor-core layout used, or 'simt'. */
+  kernel: string;
+  parts: number;
+}
+
+function checkArgs(a: MatmulF16Args): GemmForm {
+  for (const [n, v] of [['M', a.M], ['N', a.N], ['K', a.K]] as const) {
+    if (!Number.isInteger(v) || v < 1) throw new Error(`${a.label}: ${n} must be an integer ≥ 1, got ${v}`);
+  }
+  const form = formOf(!!a.transA, !!a.transB);
+  if (!form) throw new Error(`${a.label}: both operands transposed is not a form the f16 GEMM runs`);
+  const e = a.elem === 'f32' ? 4 : 2;
+  for (const [n, b, bytes] of [['a', a.a, a.M * a.K * e], ['b', a.b, a.K * a.N * e], ['c', a.c, a.M * a.N * 4]] as const) {
+    if (bindingBytes(b) < bytes) throw new Error(`${a.label}: binding ${n} has ${bindingBytes(b)} bytes, needs ${bytes}`);
+  }
+  if (a.workspace) {
+    const ws = asSlice(a.workspace).buffer;
+    if ([a.a, a.b, a.c].some((b) => asSlice(b).buffer === ws)) throw new Error(`${a.label}: the split-K workspace must be a buffer of its own`);
+  }
+  return form;
+}
+
+/** The kernel a GEMM runs on this runtime (fp32: no f16 GEMM here, keep the fp32 one). */
+export function f16PathFor(rt: Runtime, transA: boolean, transB: boolean, shape: { M: number; N: number; K: number }): F16Path {
+  const form = formOf(transA, transB);
+  if (!form) return 'fp32';
+  return f16KernelFor({ shaderF16: rt.gpu.features.shaderF16, tensorCoreForm: !!f16TensorCoreSpec(rt, form), form, shape });
+}
+
+interface ResolvedF16 {
+  form: GemmForm;
+  path: Exclude<F16Path, 'fp32'>;
+  tc?: F16TcSpec;
+  vec: { a: boolean; b: boolean };
+  code: string;
+}
+
+/** The kernel and WGSL one GEMM runs (throws where it has none). */
+function resolveF16(rt: Runtime, a: MatmulF16Args): ResolvedF16 {
+  const form = checkArgs(a);
+  const vec = vec4Operands(form, a);
+  if (a.elem === 'f32') {
+    if (a.path === 'f16-tensor-core') throw new Error(`${a.label}: the f32 twin is the SIMT kernel's only`);
+    return { form, path: 'f16-simt', vec, code: simtF16Code({ form, vecA: vec.a, vecB: vec.b, elem: 'f32' }) };
+  }
+  const path = a.path ?? f16PathFor(rt, !!a.transA, !!a.transB, a);
+  if (path === 'fp32') throw new Error(`${a.label}: this device has no shader-f16: use the fp32 GEMM`);
+  if (path === 'f16-simt') return { form, path, vec, code: simtF16Code({ form, vecA: vec.a, vecB: vec.b }) };
+  const tc = a.spec ?? f16TensorCoreSpec(rt, form);
+  if (!tc) throw new Error(`${a.label}: no tensor-core layout for ${form} on this device`);
+  if (!vec.a || !vec.b) throw new Error(`${a.label}: the tensor-core f16 GEMM needs the operands' rows in whole vec4s`);
+  if (tc.transA !== !!a.transA || tc.transB !== !!a.transB) throw new Error(`${a.label}: spec ${f16TcLabel(tc)} is for another form`);
+  const err = f16TcSpecError(tc, rt.device.limits.maxComputeWorkgroupStorageSize, rt.device.limits.maxComputeInvocationsPerWorkgroup);
+  if (err) throw new Error(`${a.label}: ${err}`);
+  return { form, path, tc, vec, code: f16TcCode(tc) };
+}
+
+/** Builds the f16 GEMM's dispatches (free `uniforms` with rt.mem.free when they are dropped). */
+export function buildMatmulF16(rt: Runtime, a: MatmulF16Args): BuiltMatmulF16 {
+  const { form, path, tc, vec, code } = resolveF16(rt, a);
+  const BM = tc ? f16TcBlockM(tc) : SIMT_F16.BM;
+  const BN = tc ? f16TcBlockN(tc) : SIMT_F16.BN;
+  const BK = tc ? tc.BK : SIMT_F16.BK;
+  const threads = tc ? f16TcThreads(tc) : SIMT_F16.threads;
+  const wsBytes = a.workspace ? bindingBytes(a.workspace) : 0;
+  const S = a.split ?? (a.workspace ? chooseF16SplitK({ M: a.M, N: a.N, K: a.K, BM, BN, BK, threads }, wsBytes) : 1);
+  const { kChunk, parts } = f16SplitPlan(a, BK, S);
+  if (parts > 1 && (!a.workspace || wsBytes < f16SplitWorkspaceBytes(a, parts))) {
+    throw new Error(`${a.label}: split-K of ${parts} needs a workspace of ${f16SplitWorkspaceBytes(a, parts)} bytes`);
+  }
+  const split = parts > 1;
+  const alpha = split ? 1 : a.alpha ?? 1;
+  const accumulate = !split && !!a.accumulate;
+  const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K).f32(alpha).u32(accumulate ? 1 : 0).u32(split ? kChunk : a.K)
+    .u32(alpha === 1 && !accumulate ? 1 : 0).u32(0);
+  const ub = rt.uniform(`${a.label}.f16`, u);
+  const uniforms = [ub];
+  const kernel = tc ? f16TcLabel(tc) : `simt ${form} ${vec.a ? 'v' : 's'}${vec.b ? 'v' : 's'}`;
+  const dispatches: Dispatch[] = [rt.kernel({
+    label: `${a.label}[f16 ${kernel}${split ? ` split-K ${parts}` : ''}]`,
+    code,
+    bindings: [a.a, a.b, split ? a.workspace! : a.c, ub],
+    workgroups: [Math.ceil(a.N / BN), Math.ceil(a.M / BM), parts],
+  })];
+  if (split) {
+    const count = a.M * a.N;
+    const ru = rt.uniform(`${a.label}.f16.splitk`, new Uniforms().u32(count).u32(parts).f32(a.alpha ?? 1).u32(a.accumulate ? 1 : 0));
+    uniforms.push(ru);
+    dispatches.push(rt.kernel({ label: `${a.label}[f16 split-K reduce ${parts}]`, code: splitKSrc, bindings: [a.workspace!, a.c, ru], workgroups: grid2d(rt, Math.ceil(count / 256)) }));
+  }
+  return { dispatches, uniforms, path, kernel, parts };
+}
+
+// ---- checking a kernel on the device ---------------------------------------------------------------
+
+export interface F16GemmCase {
+  M: number;
+  N: number;
+  K: number;
+  transA: boolean;
+  transB: boolean;
+  alpha?: number;
+  accumulate?: boolean;
+  split?: number;
+}
+
+export interface F16GemmCheck extends F16GemmComparison {
+  error?: string;
+}
+
+/**
+ * Runs one GEMM on seeded f16 data (values in ±1, C0 for accumulate) and compares with
+ * matmulF16Ref within f16GemmTolerance. Compile and validation errors come back as `error`.
+ */
+export async function checkMatmulF16(rt: Runtime, c: F16GemmCase, o: { path?: Exclude<F16Path, 'fp32'>; spec?: F16TcSpec; seed?: number; elem?: 'f16' | 'f32' } = {}): Promise<F16GemmCheck> {
+  const rng = new Rng(o.seed ?? c.M * 7 + c.N * 13 + c.K);
+  const A = rng.uniformArray(c.M * c.K);
+  const B = rng.uniformArray(c.K * c.N);
+  const c0 = c.accumulate ? rng.uniformArray(c.M * c.N) : undefined;
+  const bufs: GPUBuffer[] = [];
+  const fail = (error: string): F16GemmCheck => ({ ok: false, maxAbsErr: NaN, worstRatio: NaN, bad: c.M * c.N, error });
+  try {
+    // The f32 twin reads the same f16 values from f32 storage (padded to whole vec4s likewise).
+    const up = (label: string, x: Float32Array) => (o.elem === 'f32'
+      ? rt.upload('workspace', label, Float32Array.from({ length: Math.max(4, Math.ceil(x.length / 4) * 4) }, (_, i) => (i < x.length ? roundF16(x[i]) : 0)))
+      : uploadF16(rt, label, x));
+    const a = up('f16.check.a', A);
+    const b = up('f16.check.b', B);
+    const out = rt.upload('workspace', 'f16.check.c', c0 ?? new Float32Array(c.M * c.N).fill(NaN));
+    bufs.push(a, b, out);
+    const parts = c.split ?? 1;
+    if (parts > 1) bufs.push(rt.createBuffer('workspace', 'f16.check.ws', parts * c.M * c.N * 4));
+    const args: MatmulF16Args = {
+      label: 'f16.check', ...c, a, b, c: out, path: o.path, spec: o.spec, elem: o.elem, split: parts, workspace: parts > 1 ? bufs[3] : undefined,
+    };
+    const { code } = resolveF16(rt, args);
+    // A layout this device rejects is expected while probing: keep its error out of the console.
+    const errors = await wgslErrors(rt.device, 'f16.check', code, true);
+    if (errors.length) return fail(errors.join('; '));
+    const built = await rt.checked('f16.check', () => buildMatmulF16(rt, args));
+    bufs.push(...built.uniforms);
+    rt.device.pushErrorScope('validation');
+    rt.run(built.dispatches);
+    const err = await rt.device.popErrorScope();
+    if (err) return fail(err.message);
+    const got = new Float32Array(await rt.read(out, 0, c.M * c.N * 4));
+    const ref = matmulF16Ref(A, B, c.M, c.N, c.K, { transA: c.transA, transB: c.transB, alpha: c.alpha, c0 });
+    return compareF16Gemm(got, ref, c.K);
+  } catch (e) {
+    return fail((e as Error).message);
+  } finally {
+    bufs.forEach((x) => rt.mem.free(x));
+  }
+}
+
+/**
+ * The cases a tensor-core spec must pass: partial blocks in M and N and a partial last K step (the
+ * dimensions a form leaves free of the vec4 rule made odd), whole blocks (the direct store), alpha
+ * with accumulate, and split over K in two slices.
+ */
+export function f16TcCheckCases(s: F16TcSpec): { name: string; c: F16GemmCase }[] {
+  const BM = f16TcBlockM(s);
+  const BN = f16TcBlockN(s);
+  const t = { transA: s.transA, transB: s.transB };
+  const odd = { ...t, M: BM + (s.transA ? 4 : 5), N: BN + (s.transB ? 3 : 4), K: 3 * s.BK + (s.transA ? 5 : 4) };
+  return [
+    { name: 'partial', c: odd },
+    { name: 'whole', c: { ...t, M: 2 * BM, N: BN, K: 2 * s.BK } },
+    { name: 'alpha+accumulate', c: { ...odd, alpha: 0.5, accumulate: true } },
+    { name: 'split-K', c: { ...odd, split: 2 } },
+  ];
+}
+
+// ---- choosing the path on a device -------------------------------------------------------------------
+
+const enabled = new WeakMap<Runtime, Partial<Record<GemmForm, F16TcSpec>>>();
+
+/** The tensor-core spec verified for a form on this runtime (enableF16TensorCores), if any. */
+export function f16TensorCoreSpec(rt: Runtime, form: GemmForm): F16TcSpec | undefined {
+  return enabled.get(rt)?.[form];
+}
+
+/** Turns the path off again (benchmarks time both on one runtime). */
+export function disableF16TensorCores(rt: Runtime): void {
+  enabled.delete(rt);
+}
+
+export interface F16TcTried {
+  label: string;
+  ok: boolean;
+  /** The first failing case and what it found. */
+  failed?: string;
+}
+
+export interface F16TcProbe {
+  /** shader-f16, subgroup matrices, and an f16 → f32 configuration. */
+  present: boolean;
+  chosen: Partial<Record<GemmForm, F16TcSpec>>;
+  tried: F16TcTried[];
+}
+
+/** Runs every case of f16TcCheckCases on a spec; the first failure stops it. */
+export async function checkF16Tc(rt: Runtime, s: F16TcSpec): Promise<F16TcTried> {
+  for (const { name, c } of f16TcCheckCases(s)) {
+    const r = await checkMatmulF16(rt, c, { path: 'f16-tensor-core', spec: s });
+    if (!r.ok) return { label: f16TcLabel(s), ok: false, failed: `${name}: ${r.error ?? `${r.bad} elements off, max error ${r.maxAbsErr}, ${r.worstRatio.toPrecision(3)}× tolerance`}` };
+  }
+  return { label: f16TcLabel(s), ok: true };
+}
+
+/**
+ * For each GEMM form, checks the candidates (every f16 → f32 configuration with each layout,
+ * f16TcCandidates's order) against the reference and makes buildMatmulF16 use the first that
+ * passes every case. A form none passes keeps the SIMT kernel; a device without shader-f16 or
+ * subgroup matrices changes nothing.
+ */
+export async function enableF16TensorCores(rt: Runtime, layouts: F16TcLayout[] = F16_TC_LAYOUTS): Promise<F16TcProbe> {
+  const cfgs = rt.gpu.features.shaderF16 ? f16ConfigsOf(subgroupMatrixConfigs(rt)) : [];
+  const out: F16TcProbe = { present: cfgs.length > 0, chosen: {}, tried: [] };
+  const limits = rt.device.limits;
+  const valid = (s: F16TcSpec) => !f16TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup);
+  const chosen: Partial<Record<GemmForm, F16TcSpec>> = {};
+  for (const form of GEMM_FORMS) {
+    for (const s of f16TcCandidates(form, cfgs, layouts, subgroupSize(rt), valid)) {
+      const r = await checkF16Tc(rt, s);
+      out.tried.push(r);
+      if (r.ok) {
+        chosen[form] = s;
+        break;
+      }
+    }
+  }
+  enabled.set(rt, chosen);
+  out.chosen = chosen;
+  return out;
+}

@@ -1,0 +1,196 @@
+/**
+ * The f16 GEMM's choices, kept free of GPU calls so CI can test them: which path a device gets
+ * (tensor cores, SIMT, or none: the caller keeps fp32), the operand layouts of the model's three
+ * GEMM forms, which operands can be read as vec4<f16>, the tensor-core block layouts to try, and
+ * split-K for thin grids.
+ *
+ *   C[M,N] (+)= alpha · op(A)[M,K] · op(B)[K,N], A and B f16 in storage, C f32, f32 accumulation.
+ *   op(A) = A stored [M,K], or [K,M] when transA; op(B) = B stored [K,N], or [N,K] when transB.
+ * The model's forms (kernels/matmul/matmul.ts): forward Y = X·Wᵀ (NT), dX = dY·W (NN),
+ * dW = dYᵀ·X (TN).
+ */
+import { chooseI8SplitK } from '../qgemm/splitk';
+import { splitPlan } from '../matmul/plan';
+
+export type GemmForm = 'NT' | 'NN' | 'TN';
+export const GEMM_FORMS: GemmForm[] = ['NT', 'NN', 'TN'];
+
+export const FORM_TRANS: Record<GemmForm, { transA: boolean; transB: boolean }> = {
+  NT: { transA: false, transB: true },
+  NN: { transA: false, transB: false },
+  TN: { transA: true, transB: false },
+};
+
+/** The form of a transposition pair; TT is not one the model runs. */
+export function formOf(transA: boolean, transB: boolean): GemmForm | null {
+  if (transA && transB) return null;
+  return transA ? 'TN' : transB ? 'NT' : 'NN';
+}
+
+export interface GemmShape {
+  M: number;
+  N: number;
+  K: number;
+}
+
+/** Row lengths (the contiguous dimension) of A and B as stored. */
+export function contiguousDims(form: GemmForm, s: GemmShape): { a: number; b: number } {
+  const { transA, transB } = FORM_TRANS[form];
+  return { a: transA ? s.M : s.K, b: transB ? s.K : s.N };
+}
+
+/** Which operands can be read four f16 at a time: their rows are whole vec4s (and start 8-byte aligned). */
+export function vec4Operands(form: GemmForm, s: GemmShape): { a: boolean; b: boolean } {
+  const d = contiguousDims(form, s);
+  return { a: d.a % 4 === 0, b: d.b % 4 === 0 };
+}
+
+/** The f16 GEMM a device can run: 'fp32' means none (no shader-f16): the caller keeps the fp32 GEMM. */
+export type F16Path = 'f16-tensor-core' | 'f16-simt' | 'fp32';
+
+export interface F16Capabilities {
+  shaderF16: boolean;
+  subgroupMatrix: boolean;
+  subgroupMatrixConfigs: { componentType: string; resultComponentType: string; M: number; N: number; K: number }[];
+}
+
+/** f16 → f32 subgroup-matrix configurations, largest tile first (the ones the tensor-core kernel uses). */
+export function f16ConfigsOf<C extends F16Capabilities['subgroupMatrixConfigs'][number]>(configs: C[]): C[] {
+  return configs
+    .filter((c) => c.componentType === 'f16' && c.resultComponentType === 'f32')
+    .sort((a, b) => b.M * b.N * b.K - a.M * a.N * a.K);
+}
+
+/**
+ * The path a device offers before anything is checked: tensor cores need shader-f16, subgroup
+ * matrices and an f16 → f32 configuration; SIMT needs shader-f16; else fp32. enableF16TensorCores
+ * still verifies each layout on the device before the tensor-core path is used.
+ */
+export function offeredF16Path(c: F16Capabilities): F16Path {
+  if (!c.shaderF16) return 'fp32';
+  if (c.subgroupMatrix && f16ConfigsOf(c.subgroupMatrixConfigs).length > 0) return 'f16-tensor-core';
+  return 'f16-simt';
+}
+
+/**
+ * The kernel one GEMM runs: the tensor-core spec verified for its form when its operands' rows are
+ * whole vec4s (the tensor-core kernel stages vec4s only), else SIMT (vec4 or scalar loads per
+ * operand), or fp32 without shader-f16.
+ */
+export function f16KernelFor(o: { shaderF16: boolean; tensorCoreForm: boolean; form: GemmForm; shape: GemmShape }): F16Path {
+  if (!o.shaderF16) return 'fp32';
+  const v = vec4Operands(o.form, o.shape);
+  return o.tensorCoreForm && v.a && v.b ? 'f16-tensor-core' : 'f16-simt';
+}
+
+// ---- tensor-core layouts -------------------------------------------------------------------------
+
+/** How a workgroup of the f16 tensor-core GEMM covers its block (as I8TcLayout, in f16 elements). */
+export interface F16TcLayout {
+  tilesM: number;
+  tilesN: number;
+  sgM: number;
+  sgN: number;
+  /** f16 elements of K staged per step: a multiple of the config's K and of 4. */
+  BK: number;
+  /** Padding elements per staged row (a multiple of 4): spreads the 16 rows a tile load reads over banks. */
+  PAD: number;
+  /** Whole blocks store their result tiles straight to C (subgroupMatrixStore); partial ones go through workgroup memory. */
+  direct: boolean;
+}
+
+/**
+ * Block shapes enableF16TensorCores tries, first valid and correct first (bench/f16-device.ts
+ * times each; the fastest should go first). 128×128 blocks of 4×4 tiles on 2×2 subgroups, as the
+ * INT8 kernel's best; one subgroup per workgroup last (no uniformity diagnostic needed).
+ */
+export const F16_TC_LAYOUTS: F16TcLayout[] = [
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 8, direct: true },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: false },
+  { tilesM: 2, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true },
+  { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 32, PAD: 8, direct: true },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 32, PAD: 8, direct: true },
+  { tilesM: 2, tilesN: 2, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true },
+  { tilesM: 4, tilesN: 2, sgM: 1, sgN: 1, BK: 32, PAD: 8, direct: false },
+];
+
+export interface F16TcSpec extends F16TcLayout {
+  cfg: { M: number; N: number; K: number };
+  transA: boolean;
+  transB: boolean;
+  /** Invocations per subgroup (the adapter's subgroupMaxSize). */
+  sgSize: number;
+}
+
+export const f16TcBlockM = (s: Pick<F16TcSpec, 'cfg' | 'tilesM' | 'sgM'>) => s.cfg.M * s.tilesM * s.sgM;
+export const f16TcBlockN = (s: Pick<F16TcSpec, 'cfg' | 'tilesN' | 'sgN'>) => s.cfg.N * s.tilesN * s.sgN;
+export const f16TcThreads = (s: Pick<F16TcSpec, 'sgSize' | 'sgM' | 'sgN'>) => s.sgSize * s.sgM * s.sgN;
+
+/** Elements of each staged operand tile: A's [BM][BK+PAD] (or [BK][BM+PAD] when transA), B's likewise. */
+export function f16TcStaging(s: F16TcSpec): { strideA: number; strideB: number; elemsA: number; elemsB: number } {
+  const BM = f16TcBlockM(s);
+  const BN = f16TcBlockN(s);
+  const strideA = s.transA ? BM + s.PAD : s.BK + s.PAD;
+  const strideB = s.transB ? s.BK + s.PAD : BN + s.PAD;
+  return { strideA, strideB, elemsA: (s.transA ? s.BK : BM) * strideA, elemsB: (s.transB ? BN : s.BK) * strideB };
+}
+
+/** Bytes of workgroup memory a spec uses: the f16 staging, then the f32 epilogue scratch (one tile per subgroup). */
+export function f16TcWorkgroupBytes(s: F16TcSpec): number {
+  const st = f16TcStaging(s);
+  const staging = Math.ceil(((st.elemsA + st.elemsB) * 2) / 4) * 4;
+  return staging + s.sgM * s.sgN * s.cfg.M * s.cfg.N * 4;
+}
+
+/** Why a spec cannot be built (null when it can). */
+export function f16TcSpecError(s: F16TcSpec, maxWorkgroupBytes = 49152, maxThreads = 1024): string | null {
+  if (s.transA && s.transB) return 'TT is not a form the model runs';
+  if (s.BK % 4 || s.BK % s.cfg.K) return `BK=${s.BK} must be a multiple of 4 and of K=${s.cfg.K}`;
+  if (s.PAD % 4) return `PAD=${s.PAD} must be a multiple of 4`;
+  const T = f16TcThreads(s);
+  if (T > maxThreads) return `${T} threads per workgroup`;
+  const BM = f16TcBlockM(s);
+  const BN = f16TcBlockN(s);
+  if (((BM * s.BK) / 4) % T || ((BN * s.BK) / 4) % T) return `the ${BM}x${s.BK} and ${BN}x${s.BK} tiles do not split into whole vec4s per thread`;
+  const bytes = f16TcWorkgroupBytes(s);
+  if (bytes > maxWorkgroupBytes) return `${bytes} bytes of workgroup memory`;
+  return null;
+}
+
+export function f16TcLabel(s: F16TcSpec): string {
+  const form = formOf(s.transA, s.transB) ?? 'TT';
+  return `f16 ${form} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} ${f16TcBlockM(s)}x${f16TcBlockN(s)} (${s.sgM}x${s.sgN} sg of ${s.tilesM}x${s.tilesN}) BK${s.BK} pad${s.PAD}${s.direct ? ' direct' : ''}`;
+}
+
+/** Candidates for one form: every configuration with each valid layout, the configurations' first layouts first. */
+export function f16TcCandidates(form: GemmForm, cfgs: F16TcSpec['cfg'][], layouts: F16TcLayout[], sgSize: number, valid: (s: F16TcSpec) => boolean): F16TcSpec[] {
+  const per = cfgs.map((cfg) => layouts.map((l): F16TcSpec => ({ cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, ...FORM_TRANS[form], sgSize, ...l })).filter(valid));
+  return [...per.map((l) => l[0]).filter(Boolean), ...per.flatMap((l) => l.slice(1))];
+}
+
+// ---- SIMT ----------------------------------------------------------------------------------------
+
+/** The SIMT kernel's block: 64×64 outputs, 16×16 threads of 4×4, K steps of 16. */
+export const SIMT_F16 = { BM: 64, BN: 64, BK: 16, threads: 256 } as const;
+
+// ---- split-K -------------------------------------------------------------------------------------
+
+/**
+ * Slices of K for a GEMM whose output blocks leave the GPU idle (the dW GEMMs: M×N a few hundred
+ * square, K the step's tokens): the INT8 GEMM's cost model (qgemm/splitk.ts chooseI8SplitK) in
+ * f16 elements, at most what the workspace holds (S·M·N f32 partials).
+ */
+export function chooseF16SplitK(s: GemmShape & { BM: number; BN: number; BK: number; threads: number }, workspaceBytes: number, maxSplit = Infinity): number {
+  return chooseI8SplitK({ M: s.M, N: s.N, BM: s.BM, BN: s.BN, threads: s.threads, kUnits: s.K, step: s.BK }, workspaceBytes, maxSplit);
+}
+
+/** K elements per slice (a whole number of K steps) and the slices actually run for S requested. */
+export function f16SplitPlan(s: GemmShape, BK: number, S: number): { kChunk: number; parts: number } {
+  if (!Number.isInteger(S) || S < 1) throw new Error(`f16 split-K: slice count ${S} must be a positive integer`);
+  const p = splitPlan(s.K, BK, S);
+  if (p.parts * s.M * s.N >= 2 ** 32) throw new Error(`f16 split-K: ${p.parts} slices of ${s.M}x${s.N} overflow u32 indices`);
+  return p;
+}
+
+export const f16SplitWorkspaceBytes = (s: GemmShape, parts: number) => (parts > 1 ? parts * s.M * s.N * 4 : 0);

@@ -1,0 +1,148 @@
+/**
+ * The f16 GEMM on tensor cores: subgroup matrices (Dawn's `chromium-experimental-subgroup-matrix`)
+ * with an f16 → f32 configuration, laid out like the INT8 tensor-core GEMM (kernels/qgemm/tc.ts):
+ *
+ * - a workgroup covers BM × BN outputs with sgM × sgN subgroups of tilesM × tilesN result tiles;
+ * - each K step stages BK elements of A's and B's row blocks in workgroup memory, as stored (vec4<f16>
+ *   copies, no transposition), rows padded by PAD elements so a tile load's 16 rows spread over banks;
+ *   the transpositions are the tensor-core loads' layout: A stored [K,M] (dW's dYᵀ) is the left
+ *   matrix read col_major, B stored [N,K] (the forward's Wᵀ) the right matrix read col_major;
+ * - the next K step's tiles are fetched into registers while the current one is multiplied (prefetch);
+ * - epilogue: a whole block stores its f32 tiles straight to C (subgroupMatrixStore) when the layout
+ *   allows and no alpha or accumulate applies; otherwise each tile goes through a per-subgroup f32
+ *   scratch (subgroup matrices have no element access) and is written masked, scaled, accumulated;
+ * - split-K: workgroup z runs K slice z (kChunk elements) into the workspace's slice z (the output
+ *   binding is the workspace then; kernels/matmul/splitk.wgsl sums the slices into C).
+ *
+ * Both operands' stored rows must be whole vec4s (the contiguous dimension a multiple of 4); other
+ * shapes take the SIMT kernel. Every layout is checked on the device (./matmul-f16.ts
+ * enableF16TensorCores) before any GEMM uses it.
+ */
+import { sgmatLoad, sgmatStore } from '../qgemm/sgmat';
+import { f16TcBlockM, f16TcBlockN, f16TcStaging, f16TcThreads, type F16TcSpec, formOf } from './plan';
+
+/** The layout spelling this kernel writes: subgroupMatrixLoad<T, row_major|col_major>(p, off, stride). */
+const SYNTAX = { syntax: 'template' } as const;
+
+/** The WGSL of one spec. Params as the SIMT kernel's, plus `direct` (whole blocks store tiles straight to C). */
+export function f16TcCode(s: F16TcSpec): string {
+  const { cfg } = s;
+  const BM = f16TcBlockM(s);
+  const BN = f16TcBlockN(s);
+  const T = f16TcThreads(s);
+  const st = f16TcStaging(s);
+  const OB = st.elemsA; // B's staging follows A's
+  const APT = (BM * s.BK) / 4 / T;
+  const BPT = (BN * s.BK) / 4 / T;
+  const L: string[] = [];
+  // Operand X's staged copy, in its stored orientation: `rows` stored rows of `cols` elements.
+  const op = (isA: boolean) => {
+    const trans = isA ? s.transA : s.transB;
+    const kContig = isA ? !trans : trans; // stored [outer][K]
+    const outer = isA ? BM : BN;
+    return {
+      name: isA ? 'A' : 'B', reg: isA ? 'ra' : 'rb', per: isA ? APT : BPT, kContig,
+      perRow: (kContig ? s.BK : outer) / 4,
+      stride: isA ? st.strideA : st.strideB, off: isA ? 0 : OB,
+      dim: isA ? 'P.M' : 'P.N', base: isA ? 'm0' : 'n0',
+    };
+  };
+  const fetch = (isA: boolean, indent: string) => {
+    const o = op(isA);
+    for (let t = 0; t < o.per; t++) {
+      L.push(`${indent}{ let l = lid + ${t * T}u; let r = l / ${o.perRow}u; let c = (l % ${o.perRow}u) * 4u;`);
+      if (o.kContig) L.push(`${indent}  let x = ${o.base} + r; let k = kv + c; let ok = x < ${o.dim} && k < ke; let i = x * P.K + k;`);
+      else L.push(`${indent}  let k = kv + r; let x = ${o.base} + c; let ok = k < ke && x < ${o.dim}; let i = k * ${o.dim} + x;`);
+      L.push(`${indent}  ${o.reg}[${t}] = select(vec4<f16>(), ${o.name}[select(0u, i / 4u, ok)], ok); }`);
+    }
+  };
+  const stage = (isA: boolean) => {
+    const o = op(isA);
+    for (let t = 0; t < o.per; t++) {
+      L.push(`    { let l = lid + ${t * T}u; let s0 = ${o.off}u + (l / ${o.perRow}u) * ${o.stride}u + (l % ${o.perRow}u) * 4u; let v = ${o.reg}[${t}];`);
+      L.push('      S[s0] = v.x; S[s0 + 1u] = v.y; S[s0 + 2u] = v.z; S[s0 + 3u] = v.w; }');
+    }
+  };
+  const tiles: [number, number][] = [];
+  for (let i = 0; i < s.tilesM; i++) for (let j = 0; j < s.tilesN; j++) tiles.push([i, j]);
+  for (const [i, j] of tiles) L.push(`  var c${i}_${j} = CT();`);
+  L.push(`  var ra: array<vec4<f16>, ${APT}>;`, `  var rb: array<vec4<f16>, ${BPT}>;`);
+  L.push('  {', '    let kv = kb;');
+  fetch(true, '    ');
+  fetch(false, '    ');
+  L.push('  }');
+  L.push(`  for (var k0 = kb; k0 < ke; k0 += ${s.BK}u) {`);
+  stage(true);
+  stage(false);
+  L.push('    workgroupBarrier();');
+  L.push(`    if (k0 + ${s.BK}u < ke) {`, `      let kv = k0 + ${s.BK}u;`);
+  fetch(true, '      ');
+  fetch(false, '      ');
+  L.push('    }');
+  const SA = st.strideA;
+  const SB = st.strideB;
+  for (let kk = 0; kk < s.BK; kk += cfg.K) {
+    for (let i = 0; i < s.tilesM; i++) {
+      const off = s.transA ? `${kk * SA}u + am + ${i * cfg.M}u` : `(am + ${i * cfg.M}u) * ${SA}u + ${kk}u`;
+      L.push(`    let a${i}_${kk} = ${sgmatLoad(SYNTAX, 'LT', '&S', off, s.transA, `${SA}u`)};`);
+    }
+    for (let j = 0; j < s.tilesN; j++) {
+      const off = s.transB ? `${OB}u + (bn + ${j * cfg.N}u) * ${SB}u + ${kk}u` : `${OB + kk * SB}u + bn + ${j * cfg.N}u`;
+      L.push(`    let b${j}_${kk} = ${sgmatLoad(SYNTAX, 'RT', '&S', off, s.transB, `${SB}u`)};`);
+    }
+    for (const [i, j] of tiles) L.push(`    c${i}_${j} = subgroupMatrixMultiplyAccumulate(a${i}_${kk}, b${j}_${kk}, c${i}_${j});`);
+  }
+  L.push('    workgroupBarrier();', '  }');
+  // Epilogue.
+  const MN = cfg.M * cfg.N;
+  L.push('  let base = wid.z * P.M * P.N;');
+  if (s.direct) {
+    L.push(`  if (P.direct != 0u && m0 + ${BM}u <= P.M && n0 + ${BN}u <= P.N) {`);
+    for (const [i, j] of tiles) {
+      L.push(`    ${sgmatStore(SYNTAX, '&C', `base + (m0 + am + ${i * cfg.M}u) * P.N + n0 + bn + ${j * cfg.N}u`, `c${i}_${j}`, 'P.N')}`);
+    }
+    L.push('    return;', '  }');
+  }
+  for (const [i, j] of tiles) {
+    L.push(`  ${sgmatStore(SYNTAX, '&R', `sg * ${MN}u`, `c${i}_${j}`, `${cfg.N}u`)}`);
+    L.push('  workgroupBarrier();');
+    L.push(`  for (var e = lane; e < ${MN}u; e += ${s.sgSize}u) {`);
+    L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${cfg.N}u; let col = n0 + bn + ${j * cfg.N}u + e % ${cfg.N}u;`);
+    L.push('    if (row < P.M && col < P.N) {');
+    L.push(`      let o = base + row * P.N + col; var v = P.alpha * R[sg * ${MN}u + e];`);
+    L.push('      if (P.accumulate != 0u) { v = C[o] + v; }');
+    L.push('      C[o] = v;');
+    L.push('    }', '  }', '  workgroupBarrier();');
+  }
+  const one = s.sgM * s.sgN === 1;
+  const ids = one
+    ? '  let sg = 0u;\n  let am = 0u;\n  let bn = 0u;'
+    : `  let sg = lid / ${s.sgSize}u;
+  let am = (sg / ${s.sgN}u) * ${s.tilesM * cfg.M}u; // this subgroup's rows within the block
+  let bn = (sg % ${s.sgN}u) * ${s.tilesN * cfg.N}u; // and columns`;
+  return `enable f16;
+enable chromium_experimental_subgroup_matrix;
+${one ? '' : 'diagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/matmul-f16/tc.ts: ${formOf(s.transA, s.transB)}, ${BM}x${BN} block, ${s.sgM}x${s.sgN} subgroups of ${s.tilesM}x${s.tilesN} ${cfg.M}x${cfg.N}x${cfg.K} tiles, BK ${s.BK}.
+alias LT = subgroup_matrix_left<f16, ${cfg.K}, ${cfg.M}>;
+alias RT = subgroup_matrix_right<f16, ${cfg.N}, ${cfg.K}>;
+alias CT = subgroup_matrix_result<f32, ${cfg.N}, ${cfg.M}>;
+struct Params { M: u32, N: u32, K: u32, alpha: f32, accumulate: u32, kChunk: u32, direct: u32, _p0: u32 }
+@group(0) @binding(0) var<storage, read> A: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> B: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> C: array<f32>;
+@group(0) @binding(3) var<uniform> P: Params;
+var<workgroup> S: array<f16, ${st.elemsA + st.elemsB}>; // A's rows, then B's, as stored
+var<workgroup> R: array<f32, ${s.sgM * s.sgN * MN}>; // one result tile per subgroup (epilogue)
+
+@compute @workgroup_size(${T})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+${ids}
+  let lane = lid % ${s.sgSize}u;
+  let m0 = wid.y * ${BM}u;
+  let n0 = wid.x * ${BN}u;
+  let kb = wid.z * P.kChunk;
+  let ke = min(P.K, kb + P.kChunk);
+${L.join('\n')}
+}
+`;
+}

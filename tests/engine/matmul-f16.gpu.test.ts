@@ -1,0 +1,105 @@
+/**
+ * The f16 GEMMs on the test device. SwiftShader has no `shader-f16` (nor subgroup matrices), so
+ * what runs here: the SIMT kernel's f32 twin (the same generated code over f32 storage holding f16
+ * values: every index, bound, form, split and epilogue) against the f16 reference, and the
+ * fallback (no shader-f16 → no f16 path, callers keep fp32). The f16 kernels themselves compile and
+ * run only where the feature is present (the lent GPU: bench/f16-device.ts); those tests skip here.
+ */
+import { describe, expect, it } from 'vitest';
+import { wgslErrors } from '../../src/engine/gpu/pipelines';
+import {
+  buildMatmulF16, checkMatmulF16, enableF16TensorCores, f16PathFor, f16TensorCoreSpec, uploadF16,
+} from '../../src/engine/kernels/matmul-f16/matmul-f16';
+import { F16_TC_LAYOUTS, f16ConfigsOf, FORM_TRANS, GEMM_FORMS, vec4Operands } from '../../src/engine/kernels/matmul-f16/plan';
+import { simtF16Code } from '../../src/engine/kernels/matmul-f16/simt';
+import { f16TcCode } from '../../src/engine/kernels/matmul-f16/tc';
+import { testRuntime } from '../helpers/gpu';
+
+const rt = await testRuntime();
+const hasF16 = rt.gpu.features.shaderF16;
+const hasF16Tc = hasF16 && rt.gpu.features.subgroupMatrix && f16ConfigsOf(rt.gpu.subgroupMatrixConfigs).length > 0;
+
+describe('f16 SIMT GEMM (its f32 twin, runnable without shader-f16)', () => {
+  it('matches the f16 reference for each form on awkward shapes (vec4 and scalar loads)', async () => {
+    const dims = [1, 7, 63, 65];
+    const shapes = [...dims.map((d) => [d, 65 - d + 1, 63]), [65, 63, 7], [7, 65, 1], [64, 68, 72], [63, 64, 65]];
+    for (const form of GEMM_FORMS) {
+      for (const [M, N, K] of shapes) {
+        const r = await checkMatmulF16(rt, { M, N, K, ...FORM_TRANS[form] }, { path: 'f16-simt', elem: 'f32' });
+        expect([form, M, N, K, r.error, r.bad]).toEqual([form, M, N, K, undefined, 0]);
+      }
+    }
+    // Both load kinds ran: shapes with whole-vec4 rows and without.
+    expect(vec4Operands('NN', { M: 64, N: 68, K: 72 })).toEqual({ a: true, b: true });
+    expect(vec4Operands('NN', { M: 1, N: 65, K: 63 })).toEqual({ a: false, b: false });
+  });
+
+  it('alpha, accumulate and split-K', async () => {
+    for (const form of GEMM_FORMS) {
+      const base = { M: 65, N: 68, K: 100, ...FORM_TRANS[form] };
+      for (const c of [{ ...base, alpha: 0.25 }, { ...base, alpha: -2, accumulate: true }, { ...base, split: 3 }, { ...base, split: 2, alpha: 0.5, accumulate: true }]) {
+        const r = await checkMatmulF16(rt, c, { path: 'f16-simt', elem: 'f32' });
+        expect([form, c, r.error, r.bad]).toEqual([form, c, undefined, 0]);
+      }
+    }
+  });
+
+  it('splits a thin grid over K when given a workspace', async () => {
+    const M = 64;
+    const N = 64;
+    const K = 8192;
+    const a = rt.upload('workspace', 'a', new Float32Array(M * K));
+    const b = rt.upload('workspace', 'b', new Float32Array(K * N));
+    const c = rt.createBuffer('workspace', 'c', M * N * 4);
+    const ws = rt.createBuffer('workspace', 'ws', 16 * M * N * 4);
+    try {
+      const built = buildMatmulF16(rt, { label: 'thin', M, N, K, a, b, c, transA: true, workspace: ws, elem: 'f32' });
+      expect(built.parts).toBeGreaterThan(1);
+      expect(built.dispatches).toHaveLength(2);
+      built.uniforms.forEach((u) => rt.mem.free(u));
+    } finally {
+      [a, b, c, ws].forEach((x) => rt.mem.free(x));
+    }
+  });
+});
+
+describe('f16 GEMM feature detection', () => {
+  it.skipIf(hasF16)('without shader-f16 there is no f16 path: callers keep fp32 (this device has shader-f16)', async () => {
+    for (const form of GEMM_FORMS) {
+      const { transA, transB } = FORM_TRANS[form];
+      expect(f16PathFor(rt, transA, transB, { M: 64, N: 64, K: 64 })).toBe('fp32');
+    }
+    const probe = await enableF16TensorCores(rt);
+    expect(probe).toEqual({ present: false, chosen: {}, tried: [] });
+    expect(f16TensorCoreSpec(rt, 'NT')).toBeUndefined();
+    const a = uploadF16(rt, 'a', new Float32Array(16));
+    const c = rt.createBuffer('workspace', 'c', 64);
+    try {
+      expect(() => buildMatmulF16(rt, { label: 'nof16', M: 4, N: 4, K: 4, a, b: a, c })).toThrow(/no shader-f16: use the fp32 GEMM/);
+      const r = await checkMatmulF16(rt, { M: 4, N: 4, K: 4, transA: false, transB: true });
+      expect(r.ok).toBe(false);
+      expect(r.error).toMatch(/no shader-f16/);
+    } finally {
+      rt.mem.free(a);
+      rt.mem.free(c);
+    }
+  });
+
+  it.skipIf(!hasF16)('compiles every SIMT variant (needs shader-f16, which SwiftShader lacks)', async () => {
+    for (const form of GEMM_FORMS) {
+      for (const [vecA, vecB] of [[true, true], [false, true], [true, false], [false, false]]) {
+        expect(await wgslErrors(rt.device, 'simt', simtF16Code({ form, vecA, vecB }), true)).toEqual([]);
+      }
+      const r = await checkMatmulF16(rt, { M: 65, N: 63, K: 68, ...FORM_TRANS[form] }, { path: 'f16-simt' });
+      expect([form, r.error, r.bad]).toEqual([form, undefined, 0]);
+    }
+  });
+
+  it.skipIf(!hasF16Tc)('compiles the tensor-core layouts and enables a checked one per form (needs shader-f16 and f16 subgroup matrices)', async () => {
+    const cfg = f16ConfigsOf(rt.gpu.subgroupMatrixConfigs)[0];
+    const errors = await wgslErrors(rt.device, 'tc', f16TcCode({ cfg, ...FORM_TRANS.NT, sgSize: rt.gpu.subgroupMaxSize || 32, ...F16_TC_LAYOUTS[0] }), true);
+    expect(errors).toEqual([]);
+    const probe = await enableF16TensorCores(rt);
+    expect(Object.keys(probe.chosen).sort()).toEqual(['NN', 'NT', 'TN']);
+  });
+});
