@@ -6,7 +6,7 @@ import type { Server as HttpServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import react from '@vitejs/plugin-react';
 import { type Connect, defineConfig, type Plugin } from 'vite';
-import { labConfigFromEnv, labConfigHandler } from './src/server/lab-config';
+import { labConfigFromEnv, labConfigHandler, turnIssuer } from './src/server/lab-config';
 import { attachPeerServer } from './src/server/peer-server';
 
 /**
@@ -17,9 +17,10 @@ import { attachPeerServer } from './src/server/peer-server';
 function peerServer(): Plugin {
   const attach = (httpServer: unknown, middlewares: Connect.Server) => {
     if (!httpServer) return; // middleware mode: the embedding server owns the sockets
-    const peers = attachPeerServer(httpServer as HttpServer);
+    const config = labConfigFromEnv();
+    const peers = attachPeerServer(httpServer as HttpServer, { turn: turnIssuer(config) });
     middlewares.use(peers.handle);
-    middlewares.use(labConfigHandler(labConfigFromEnv()));
+    middlewares.use(labConfigHandler(config));
     (httpServer as HttpServer).on('close', () => peers.close());
   };
   return {

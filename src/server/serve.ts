@@ -11,14 +11,18 @@ import { networkInterfaces } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { fail, num, UsageError } from '../cli/common';
-import { checkLabConfig, labConfigHandler } from './lab-config';
+import { checkLabConfig, labConfigHandler, turnIssuer } from './lab-config';
 import { attachPeerServer } from './peer-server';
 import { serveStatic } from './static';
 
-const USAGE = `usage: npm start [-- --port 5173 --host 0.0.0.0 --dir dist --ice SPEC --ice-relay-only]
-  --ice SPEC        ICE servers the pages use for their groups: [USER:SECRET@]stun:|turn:HOST:PORT[,...]
-                    or a JSON array of RTCIceServer (default none: nothing outside is contacted)
-  --ice-relay-only  the pages use relayed candidates only (through the TURN server of --ice)`;
+const USAGE = `usage: npm start [-- --port 5173 --host 0.0.0.0 --dir dist --ice SPEC --ice-relay-only --turn URL --turn-secret S]
+  --ice SPEC          ICE servers the pages use for their groups: [USER:SECRET@]stun:|turn:HOST:PORT[,...]
+                      or a JSON array of RTCIceServer (default none: nothing outside is contacted);
+                      TURN entries are handed only to registered members of a room, never in /lab-config.json
+  --ice-relay-only    the pages use relayed candidates only (through the TURN server of --ice or --turn)
+  --turn URL[,URL]    a TURN server with REST credentials (coturn use-auth-secret): each member gets
+                      its own, derived from --turn-secret, valid --turn-ttl seconds (default 43200)
+  --turn-secret S     that TURN server's static-auth-secret (or LAB_TURN_SECRET; never sent anywhere)`;
 
 function lanUrls(port: number): string[] {
   const urls: string[] = [];
@@ -31,7 +35,7 @@ function lanUrls(port: number): string[] {
 async function main(): Promise<void> {
   let a;
   try {
-    a = parseArgs({ options: { port: { type: 'string' }, host: { type: 'string' }, dir: { type: 'string' }, ice: { type: 'string' }, 'ice-relay-only': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true }).values;
+    a = parseArgs({ options: { port: { type: 'string' }, host: { type: 'string' }, dir: { type: 'string' }, ice: { type: 'string' }, 'ice-relay-only': { type: 'boolean' }, turn: { type: 'string' }, 'turn-secret': { type: 'string' }, 'turn-ttl': { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true }).values;
   } catch (e) {
     throw new UsageError(`${(e as Error).message}\n${USAGE}`);
   }
@@ -46,13 +50,16 @@ async function main(): Promise<void> {
 
   let config;
   try {
-    config = checkLabConfig({ ice: a.ice ?? '', relayOnly: a['ice-relay-only'] ?? false });
+    const ttl = num('turn-ttl', a['turn-ttl'], { int: true, min: 60 });
+    const secret = a['turn-secret'] ?? process.env.LAB_TURN_SECRET;
+    config = checkLabConfig({ ice: a.ice ?? '', relayOnly: a['ice-relay-only'] ?? false, ...(a.turn ? { turn: a.turn } : {}), ...(secret ? { turnSecret: secret } : {}), ...(ttl ? { turnTtlS: ttl } : {}) });
   } catch (e) {
+    if (e instanceof UsageError) throw e;
     throw new UsageError(`--ice: ${(e as Error).message}`);
   }
   const server = createServer();
   const labConfig = labConfigHandler(config);
-  const peers = attachPeerServer(server);
+  const peers = attachPeerServer(server, { turn: turnIssuer(config) });
   const files = serveStatic(root);
   server.on('request', (req, res) => peers.handle(req, res, () => labConfig(req, res, () => files(req, res))));
   await new Promise<void>((resolve, reject) => {

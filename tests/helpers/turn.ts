@@ -9,6 +9,8 @@ export interface LocalTurn {
   port: number;
   /** The ICE spec for user `lab` with `secret` (percent-encoded). */
   spec(secret?: string): string;
+  /** Adds a long-term user (as coturn, given a TURN REST credential, checks its HMAC: the same check). */
+  addUser(name: string, secret: string): void;
   /** Allocations the server holds (one per member that got a relayed candidate). */
   allocations(): number;
   /** Stops it once relayed traffic has settled: node-turn answers in a callback and throws on a closed socket. */
@@ -39,6 +41,7 @@ export async function startTurn(): Promise<LocalTurn> {
   return {
     port,
     spec: (secret = TURN_SECRET) => `lab:${encodeURIComponent(secret)}@turn:127.0.0.1:${port}?transport=udp`,
+    addUser: (name, secret) => (turn as unknown as { addUser(u: string, p: string): void }).addUser(name, secret),
     allocations: () => Object.keys((turn as unknown as { allocations: Record<string, unknown> }).allocations).length,
     stop: async () => {
       await new Promise((r) => setTimeout(r, 1500));

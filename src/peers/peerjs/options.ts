@@ -36,6 +36,11 @@ export interface PeerJsTransportOptions {
    * machine or a LAN and contacting nothing outside; add STUN/TURN servers for peers behind NATs.
    */
   ice?: IceConfig;
+  /**
+   * Ask the PeerServer for TURN credentials once registered (its /lab-config.json said `turn`:
+   * src/peers/peerjs/server-turn.ts) and use them beside `ice`. Default false.
+   */
+  turnFromServer?: boolean;
   /** How long open() waits for the PeerServer (default 10 000 ms). */
   connectTimeoutMs?: number;
   /** PeerJS log level 0–3 (default 0). */

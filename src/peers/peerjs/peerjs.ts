@@ -27,6 +27,7 @@ import { PerKeyRateLimit } from './log-limit';
 import { AdmissionLimits, type ControlHost, handleControl } from './admission';
 import { DialPolicy } from './dial-policy';
 import { listedMembers, newPeer, registered } from './discovery';
+import { useServerTurn } from './server-turn';
 import { Liveness, peerErrorMeaning } from './liveness';
 import { type Identity, identityOf, newKeyPair } from '../room/identity';
 import { type DenyReason, guardLateCandidates, isArrayBuffer, type Link, linkRoster, loadPeerClass, MAX_BUSY_MS, newLink, releaseLink } from './link';
@@ -106,6 +107,8 @@ export class PeerJsTransport implements Transport {
     });
     try {
       await registered(peer, opts.server, opts.connectTimeoutMs ?? 10_000);
+      // Before the transport exists, so that no offer is taken without the server's TURN.
+      if (opts.turnFromServer) await useServerTurn(peer, opts.server, discovery, id, opts.ice);
     } catch (e) {
       peer.destroy();
       throw e;

@@ -17,6 +17,12 @@ export interface PageGroup {
 
 let pageGroup: PageGroup | null = null;
 
+/**
+ * Whether the server said it has TURN: its credentials are never in /lab-config.json; the transport
+ * asks the PeerServer for them once registered (src/peers/peerjs/server-turn.ts).
+ */
+let serverHasTurn = false;
+
 /** The server's ICE setting (npm start --ice), unless the user typed one meanwhile; a server without one answers 404. */
 async function serverIce(store: GroupStore, pageUrl: string): Promise<void> {
   let body: unknown;
@@ -27,9 +33,10 @@ async function serverIce(store: GroupStore, pageUrl: string): Promise<void> {
   } catch {
     return;
   }
-  const c = body as { ice?: unknown; relayOnly?: unknown };
+  const c = body as { ice?: unknown; relayOnly?: unknown; turn?: unknown };
   if (typeof c?.ice !== 'string' || c.ice.length > 8192) return;
   if (store.getState().ice.from !== null) return;
+  serverHasTurn = c.turn === true;
   store.getState().setIce({ spec: c.ice, relayOnly: c.relayOnly === true, from: 'server' });
 }
 
@@ -41,7 +48,7 @@ export function pageGroupLab(): PageGroup {
   if (!linkIce) void serverIce(store, pageUrl);
   const controller = new GroupController(store, {
     pageUrl,
-    openTransport: (o) => PeerJsTransport.open(o),
+    openTransport: (o) => PeerJsTransport.open({ ...o, turnFromServer: serverHasTurn && store.getState().ice.from === 'server' }),
     runtime: async () => new Runtime(await acquireGpu(navigator.gpu)),
     loadText: async () => {
       const url = new URL(`${import.meta.env.BASE_URL}data/tinyshakespeare.txt`, pageUrl).href;

@@ -4,7 +4,8 @@
  * signalling client over `ws`, ids shaped like member ids, and the headless CLI peer as a victim.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createHash, pbkdf2Sync, randomBytes } from 'node:crypto';
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
+import { request } from 'node:http';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,10 +50,15 @@ export const strangerId = (tag = rand16()) => `${tag}-${rand16()}-${rand16()}`;
 /** A raw PeerServer client: registers an id and sends whatever JSON it likes to whomever it likes. */
 export class RawSignal {
   readonly received: { type?: string }[] = [];
+  /** Set when the server closed or cut the socket. */
+  closedBy: number | null = null;
   private constructor(
     readonly id: string,
     private readonly ws: WebSocket,
+    /** The token it registered with (it proves the id is its own). */
+    readonly token: string,
   ) {
+    ws.on('close', (code) => (this.closedBy = code));
     ws.on('message', (d) => {
       try {
         this.received.push(JSON.parse(String(d)) as { type?: string });
@@ -63,11 +69,12 @@ export class RawSignal {
   }
 
   /** Resolves once the server said OPEN; rejects with the HTTP status if it refused the registration. */
-  static connect(port: number, id: string, headers: Record<string, string> = {}): Promise<RawSignal> {
-    const url = `ws://127.0.0.1:${port}/peerjs/peerjs?key=peerjs&id=${encodeURIComponent(id)}&token=${b32(randomBytes(5))}`;
+  static connect(port: number, id: string, headers: Record<string, string> = {}, from?: string): Promise<RawSignal> {
+    const token = b32(randomBytes(5));
+    const url = `ws://127.0.0.1:${port}/peerjs/peerjs?key=peerjs&id=${encodeURIComponent(id)}&token=${token}`;
     return new Promise((resolve, reject) => {
-      const ws = new WebSocket(url, { headers });
-      const s = new RawSignal(id, ws);
+      const ws = new WebSocket(url, { headers, ...(from ? { localAddress: from } : {}) });
+      const s = new RawSignal(id, ws, token);
       ws.on('unexpected-response', (_req, res) => reject(new Error(`refused: HTTP ${res.statusCode}`)));
       ws.on('error', (e) => reject(e));
       ws.on('message', (d) => {
@@ -80,9 +87,28 @@ export class RawSignal {
     this.ws.send(typeof m === 'string' ? m : JSON.stringify(m));
   }
 
+  /** Stops reading: what the server sends piles up in the kernel's buffers, then in the server's. */
+  stopReading(): void {
+    this.ws.pause();
+  }
+
+  /** Sends as fast as the socket takes it (waiting only for its own buffer), until `n` messages or the socket closes. */
+  async flood(n: number, m: (i: number) => string): Promise<number> {
+    let sent = 0;
+    for (; sent < n && this.ws.readyState === WebSocket.OPEN; sent++) {
+      this.ws.send(m(sent));
+      if (this.ws.bufferedAmount > 4 * 1024 * 1024) await new Promise((r) => setTimeout(r, 1));
+    }
+    return sent;
+  }
+
+  get open(): boolean {
+    return this.ws.readyState === WebSocket.OPEN;
+  }
+
   /** Resolves once everything sent so far has left the socket. */
   async flushed(): Promise<void> {
-    while (this.ws.bufferedAmount > 0) await new Promise((r) => setTimeout(r, 5));
+    while (this.ws.readyState === WebSocket.OPEN && this.ws.bufferedAmount > 0) await new Promise((r) => setTimeout(r, 5));
   }
 
   close(): void {
@@ -120,6 +146,28 @@ export class CliPeer {
   kill(): void {
     this.child.kill('SIGKILL');
   }
+}
+
+/** A raw HTTP GET (no URL normalisation), optionally from another local address. */
+export function httpGet(port: number, path: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, headers }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/**
+ * Whether a TURN REST credential (coturn use-auth-secret) is one the TURN server takes at `nowS`:
+ * username `<expiry unix s>:<anything>`, credential base64(HMAC-SHA1(secret, username)), not expired.
+ */
+export function turnServerAccepts(secret: string, username: string, credential: string, nowS = Date.now() / 1000): boolean {
+  const expiry = Number(username.split(':')[0]);
+  return Number.isFinite(expiry) && expiry > nowS && createHmac('sha1', secret).update(username).digest('base64') === credential;
 }
 
 export async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
