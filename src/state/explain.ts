@@ -5,7 +5,7 @@
 import type { z } from 'zod';
 import { ModelConfigSchema, type ModelConfig } from '../engine/model/config';
 import { BF16_ONLY_SAVED } from '../engine/scheme/scheme';
-import { checkRunConfig, DEFAULT_RUN_CONFIG, RunConfigSchema } from '../worker/protocol';
+import { checkRunConfig, DEFAULT_RUN_CONFIG, RunConfigSchema, type RunConfig } from '../worker/protocol';
 
 type Issue = z.core.$ZodIssue;
 
@@ -69,7 +69,21 @@ export function explainIssues(issues: readonly Issue[], good: unknown, root: str
 export function runConfigProblem(raw: unknown): string | null {
   const r = RunConfigSchema.safeParse(raw);
   if (!r.success) return explainIssues(r.error.issues, DEFAULT_RUN_CONFIG, 'settings', raw).join('; ');
-  return checkRunConfig(r.data);
+  return checkRunConfig(r.data) ?? dataProblem(r.data);
+}
+
+/**
+ * Prepared data too short for one sequence of the context (T + 1 tokens: inputs and their next
+ * tokens) in the split a run reads: refused before Start, not after minutes of compiling.
+ */
+export function dataProblem(c: RunConfig): string | null {
+  const d = c.data;
+  if (!d) return null;
+  const need = c.seq + 1;
+  const short = (['train', 'val'] as const).filter((s) => (s === 'train' || c.evalEvery > 0) && d.tokens[s] < need);
+  if (short.length === 0) return null;
+  const have = short.map((s) => `${d.tokens[s]} token${d.tokens[s] === 1 ? '' : 's'} to ${s === 'train' ? 'train' : 'validate'} on`).join(' and ');
+  return `the data is too short: it has ${have}, and one sequence of context ${c.seq} needs ${need}; use a longer text or a shorter context`;
 }
 
 /** A custom model config (Hugging Face keys), or what is wrong with it taught against `good`. */

@@ -18,6 +18,10 @@ describe('errors that teach', () => {
 
   it('run settings and model configs say the bound and give an example', () => {
     expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, batch: 0 })).toBe('batch: must be at least 1; e.g. 8');
+    // Data too short for one sequence is refused before Start (an 11-character file: 9 tokens to train on, 2 to validate).
+    const tiny = { key: 'a'.repeat(64), files: [{ name: 'tiny.txt', bytes: 11 }], field: 'text', tokens: { train: 9, val: 2 }, bytes: { train: 9, val: 2 }, documents: { train: 1, val: 1 } };
+    expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, data: tiny })).toBe('the data is too short: it has 9 tokens to train on and 2 tokens to validate on, and one sequence of context 32 needs 33; use a longer text or a shorter context');
+    expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, seq: 8, evalEvery: 0, data: tiny })).toBeNull();
     expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, steps: 2.5 })).toMatch(/^steps: .*; e\.g\. 200$/);
     expect(runConfigProblem(DEFAULT_RUN_CONFIG)).toBeNull();
     const m = parseModelConfig({ ...PRESETS.micro, hidden_size: 'big' }, PRESETS.micro);
