@@ -3,7 +3,7 @@
  * shown as the difference from a baseline run, and whether runs shared the GPU (so their
  * times compete). Kept out of React so it is tested in Node.
  */
-import type { LossPoint, RunState } from './runs';
+import { busySpans, type LossPoint, type RunState } from './runs';
 
 export type XKey = 'step' | 'elapsed_s';
 export type DiffMode = 'absolute' | 'percent';
@@ -61,22 +61,24 @@ export function diffFromBaseline(points: readonly LossPoint[], baseline: readonl
 }
 
 /**
- * Groups of runs whose training overlapped in wall-clock time (each group ≥ 2 runs): their
- * times and throughput include waiting for one another on the one GPU.
+ * Runs whose time on the GPU overlapped another's (their workers' wall-clock spans; an interrupted
+ * run's end at its last message, not now): their times and throughput include waiting for one
+ * another on the one GPU. Only runs that took a step count.
  */
-export function sharedGpuRuns(runs: readonly (Pick<RunState, 'id' | 'startedAt' | 'finishedAt'> & { train: readonly unknown[] })[], now: number): string[] {
+export function sharedGpuRuns(runs: readonly (Pick<RunState, 'id' | 'status' | 'startedAt' | 'finishedAt' | 'spans'> & { train: readonly unknown[] })[], now: number): string[] {
   const spans = runs
     .filter((r) => r.train.length > 0)
-    .map((r) => ({ id: r.id, from: r.startedAt, to: r.finishedAt ?? now }))
+    .flatMap((r) => busySpans(r, now).map((s) => ({ id: r.id, ...s })))
     .sort((a, b) => a.from - b.from);
   const shared = new Set<string>();
   for (let i = 0; i < spans.length; i++) {
     for (let j = i + 1; j < spans.length && spans[j].from < spans[i].to; j++) {
+      if (spans[i].id === spans[j].id) continue;
       shared.add(spans[i].id);
       shared.add(spans[j].id);
     }
   }
-  return spans.filter((s) => shared.has(s.id)).map((s) => s.id);
+  return runs.filter((r) => shared.has(r.id)).map((r) => r.id);
 }
 
 /** `label`, or `label #2`, `#3`… so that no two runs read the same. */

@@ -128,7 +128,10 @@ export function createLabStore(now: () => number = Date.now): LabStore {
     markContinuing: (runId) => {
       const run = get().runs[runId];
       if (!run) return;
-      set((s) => patchRun(s, runId, { status: 'starting', phase: 'continuing from the checkpoint', error: null, finishedAt: null }));
+      const t = now();
+      // A new span: the time it lay interrupted is not time it shared the GPU.
+      const spans = [...(run.spans ?? [{ from: run.startedAt, to: run.finishedAt ?? run.startedAt }]), { from: t, to: t }];
+      set((s) => patchRun(s, runId, { status: 'starting', phase: 'continuing from the checkpoint', error: null, finishedAt: null, spans }));
     },
     renameRun: (runId, label) => {
       const run = get().runs[runId];

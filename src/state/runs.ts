@@ -48,6 +48,11 @@ export interface RunState {
   checkpointStep: number | null;
   /** Why the run's latest state could not be saved in the browser (null = saved). */
   storageError: string | null;
+  /**
+   * Wall-clock spans in which a worker ran it (one per start or continue; `to` = its last message),
+   * so an interrupted run is not counted as busy until now. Absent in runs saved before.
+   */
+  spans?: { from: number; to: number }[];
 }
 
 export interface QuantSnapshot {
@@ -78,11 +83,27 @@ export function newRun(id: string, config: RunConfig, now: number): RunState {
     finishedAt: null,
     checkpointStep: null,
     storageError: null,
+    spans: [{ from: now, to: now }],
   };
 }
 
+/** The run with its current span ended at `now` (a worker message arrived). */
+function touched(run: RunState, now: number): RunState {
+  const spans = run.spans ?? [{ from: run.startedAt, to: now }];
+  const last = spans.at(-1);
+  if (!last || last.to >= now) return run.spans ? run : { ...run, spans };
+  return { ...run, spans: [...spans.slice(0, -1), { from: last.from, to: now }] };
+}
+
+/** The wall-clock spans the run occupied the GPU: its worker's spans, and the live one until `now`. */
+export function busySpans(run: Pick<RunState, 'status' | 'startedAt' | 'finishedAt' | 'spans'>, now: number): { from: number; to: number }[] {
+  const spans = run.spans ?? [{ from: run.startedAt, to: run.finishedAt ?? run.startedAt }];
+  if (!isActive(run) || spans.length === 0) return spans;
+  return [...spans.slice(0, -1), { from: spans.at(-1)!.from, to: now }];
+}
+
 /** A worker is (or should be) attached. */
-export function isActive(run: RunState): boolean {
+export function isActive(run: Pick<RunState, 'status'>): boolean {
   return run.status === 'starting' || run.status === 'running' || run.status === 'stopping' || run.status === 'pausing' || run.status === 'paused';
 }
 
@@ -94,6 +115,11 @@ export function canContinue(run: RunState): boolean {
 /** Folds one worker message into a run; messages after the run ended are ignored. */
 export function reduceRun(run: RunState, msg: FromWorker, now: number): RunState {
   if (!isActive(run)) return run;
+  const next = applyToRun(run, msg, now);
+  return touched(next, now);
+}
+
+function applyToRun(run: RunState, msg: FromWorker, now: number): RunState {
   switch (msg.type) {
     case 'status':
       // "pausing/stopping after this step" says more than which step is in flight.
@@ -129,24 +155,36 @@ export function reduceRun(run: RunState, msg: FromWorker, now: number): RunState
 }
 
 /**
- * What the run is doing, in words: the worker's phase, except after the last step, when the
- * worker only evaluates, samples and checkpoints (it reports no phase for those).
+ * What the run is doing, in words: the worker's phase (it names each: compiling, training,
+ * evaluating, sampling, saving), except in the moment after the last step's metrics, before the
+ * worker names what follows.
  */
 export function runPhase(run: RunState): string {
   const done = run.latest ? run.latest.step + 1 : 0;
-  if (run.status === 'running' && done >= run.config.steps && run.phase === 'training') return 'final sample and checkpoint';
+  if (run.status === 'running' && done >= run.config.steps && run.phase === 'training') return 'finishing after the last step';
   return run.phase;
 }
 
-/** Seconds of training left, from the mean time of the last (up to 20) steps; null before two steps or when not training. */
+/**
+ * Seconds of training left: the steps left times the median time of the last (up to 10) measured
+ * steps. The first step of a worker (it also compiles the backward pass) and steps beside runs that
+ * were still compiling are slow outliers; a median of three or more steps is not moved by them.
+ * Null before three measured steps or when not training.
+ */
 export function timeLeft(run: RunState): number | null {
-  if (run.status !== 'running' || run.train.length < 2) return null;
-  const recent = run.train.slice(-21);
-  const a = recent[0].elapsed_s;
-  const b = recent.at(-1)!.elapsed_s;
-  if (a === undefined || b === undefined || b <= a) return null;
-  const perStep = (b - a) / (recent.length - 1);
-  const left = run.config.steps - (recent.at(-1)!.step + 1);
+  if (run.status !== 'running') return null;
+  const times: number[] = [];
+  const pts = run.train.slice(-11);
+  for (let i = 1; i < pts.length; i++) {
+    const a = pts[i - 1].elapsed_s;
+    const b = pts[i].elapsed_s;
+    if (a !== undefined && b !== undefined && b > a && pts[i].step === pts[i - 1].step + 1) times.push(b - a);
+  }
+  if (times.length < 3) return null;
+  times.sort((x, y) => x - y);
+  const mid = times.length >> 1;
+  const perStep = times.length % 2 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
+  const left = run.config.steps - (run.train.at(-1)!.step + 1);
   return Math.max(0, left) * perStep;
 }
 
@@ -165,7 +203,10 @@ export function restoredRun(saved: RunState): RunState {
   if (run.checkpointStep !== null && run.checkpointStep >= run.config.steps) {
     return { ...run, status: 'done', phase: 'completed' };
   }
-  return { ...run, status: 'interrupted', phase: 'interrupted by a page reload' };
+  // The page was closed or reloaded (the browser may have been closed: nothing tells the two apart).
+  const at = run.latest ? run.latest.step + 1 : 0;
+  const kept = run.checkpointStep === null ? 'no checkpoint was kept' : at > run.checkpointStep ? `the last checkpoint is of step ${run.checkpointStep}` : `checkpoint of step ${run.checkpointStep} kept`;
+  return { ...run, status: 'interrupted', phase: `the page was closed after step ${at} (${kept})` };
 }
 
 /**

@@ -23,7 +23,9 @@ export function RunStats({ run }: { run: RunState }) {
     <div className="stats">
       <Stat label="status" testId="run-status" value={run.status === "running" || run.status === "starting" || run.status === "paused" || run.status === "interrupted" ? `${run.status}: ${runPhase(run)}` : run.status} />
       {/* Steps are 0-based in the engine and on the chart; the counter shows steps completed. */}
-      <Stat label="steps done" testId="step" value={`${m ? m.step + 1 : 0} / ${run.config.steps}`} raw={m ? m.step + 1 : null} />
+      {/* An interrupted run names its checkpoint beside the steps it took: it continues from there. */}
+      <Stat label="steps done" testId="step" raw={m ? m.step + 1 : null}
+        value={`${m ? m.step + 1 : 0} / ${run.config.steps}${run.status === 'interrupted' && run.checkpointStep !== null && (m ? m.step + 1 : 0) > run.checkpointStep ? ` (checkpoint: ${run.checkpointStep})` : ''}`} />
       <Stat label="loss" testId="loss-value" value={formatLoss(m?.loss)} raw={m?.loss ?? null} />
       <Stat label="first loss" testId="loss-first" value={formatLoss(start)} raw={start} />
       <Stat label="val loss" testId="val-loss" value={formatLoss(lastVal?.loss)} raw={lastVal?.loss ?? null} />

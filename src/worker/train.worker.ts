@@ -101,17 +101,26 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     });
     const rt = new Runtime(gpu);
 
-    post({ type: 'status', runId, phase: 'building model (compiling shaders)' });
-    // Compiling takes minutes on a software GPU: say how many pipelines are in the works. Posted from a
-    // microtask, so at the model build's next await, with the count of every pipeline created before it.
+    post({ type: 'status', runId, phase: 'compiling GPU pipelines' });
+    // Compiling takes minutes on a software GPU: say how many pipelines are in the works and how many
+    // are ready. The GPU process compiles in submission order, so the queue's done-promise after a
+    // pipeline's creation resolves once that pipeline is compiled. Posted from a microtask, batched.
     let pending = false;
-    rt.pipelines.onCreate = () => {
+    let ready = 0;
+    const compiling = () => {
       if (pending) return;
       pending = true;
       queueMicrotask(() => {
         pending = false;
-        post({ type: 'status', runId, phase: `building model: compiling ${rt.pipelines.size} GPU pipelines` });
+        if (ready < rt.pipelines.size) post({ type: 'status', runId, phase: `compiling ${rt.pipelines.size} GPU pipelines, ${ready} ready` });
       });
+    };
+    rt.pipelines.onCreate = () => {
+      compiling();
+      void gpu.device.queue.onSubmittedWorkDone().then(() => {
+        ready++;
+        compiling();
+      }, () => {});
     };
     try {
       trainer = await Trainer.create(rt, trainOptionsOf(spec), text, init);
@@ -139,8 +148,13 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     let lastStepS = 0;
     const result = await runTraining(trainer, cadenceOf(spec, { resumed: msg.resume !== undefined, prompt: newlinePrompt(trainer.tokenizer) }), {
       // On a slow device (SwiftShader: seconds per step) say which step is in flight.
+      // The first step also compiles what only training uses (backward kernels): said, not a bare "training".
       beforeStep: (s) => {
-        if (lastStepS > 2) post({ type: 'status', runId, phase: `step ${s + 1} / ${config.steps} in flight (last took ${lastStepS.toFixed(1)} s)` });
+        if (s === startStep) post({ type: 'status', runId, phase: `training: step ${s + 1} / ${config.steps} in flight (the first also compiles the backward pass)` });
+        else if (lastStepS > 2) post({ type: 'status', runId, phase: `training: step ${s + 1} / ${config.steps} in flight (last took ${lastStepS.toFixed(1)} s)` });
+      },
+      onPhase: (p) => {
+        if (p !== 'done' && p !== 'paused') post({ type: 'status', runId, phase: p === 'saving checkpoint' ? 'saving the checkpoint' : p });
       },
       onStep: (m, seconds) => {
         lastStepS = seconds;

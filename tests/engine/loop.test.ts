@@ -107,7 +107,7 @@ describe('runTraining', () => {
       'checkpoint @7', '> checkpoint 7 end',
     ]);
     expect(result).toEqual({ stopped: false, lastStep: 6, lastEval: 0.07 });
-    expect(phases).toEqual(['training', 'final evaluation', 'saving checkpoint', 'done']);
+    expect(phases).toEqual(['training', 'evaluating', 'training', 'evaluating', 'training', 'final evaluation', 'saving checkpoint', 'done']);
   });
 
   it('a last step on the period is evaluated once; evalEvery 0 never evaluates', async () => {

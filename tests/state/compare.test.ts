@@ -35,10 +35,17 @@ describe('compare', () => {
   });
 
   it('finds runs whose training overlapped in time', () => {
-    const r = (id: string, startedAt: number, finishedAt: number | null) => ({ id, startedAt, finishedAt, train: pts([1]) });
+    const r = (id: string, startedAt: number, finishedAt: number | null) => ({ id, startedAt, finishedAt, status: finishedAt === null ? 'running' as const : 'done' as const, train: pts([1]) });
     expect(sharedGpuRuns([r('a', 0, 10), r('b', 10, 20), r('c', 20, null)], 30)).toEqual([]);
     expect(sharedGpuRuns([r('a', 0, 10), r('b', 5, 20), r('c', 30, null)], 40)).toEqual(['a', 'b']);
     expect(sharedGpuRuns([{ ...r('a', 0, 10), train: [] }, r('b', 5, 20)], 40)).toEqual([]);
+    // An interrupted run ends at its last message, not now: a later run did not share the GPU with it.
+    const cut = { ...r('a', 0, null), status: 'interrupted' as const, spans: [{ from: 0, to: 10 }] };
+    expect(sharedGpuRuns([cut, r('b', 20, 30), r('c', 25, null)], 100)).toEqual(['b', 'c']);
+    // Continued later, its second span counts (and the gap does not).
+    const continued = { ...cut, status: 'running' as const, spans: [{ from: 0, to: 10 }, { from: 50, to: 50 }] };
+    expect(sharedGpuRuns([continued, r('b', 20, 30)], 100)).toEqual([]);
+    expect(sharedGpuRuns([continued, r('b', 20, 60)], 100)).toEqual(['a', 'b']);
   });
 
   it('makes labels unique, in the store too, and renames keep them unique', () => {
@@ -94,17 +101,21 @@ describe('status after the last step and time left', () => {
     const { runPhase, timeLeft } = await import('../../src/state/runs');
     const store = createLabStore();
     const s = () => store.getState();
-    const id = s().addRun({ ...DEFAULT_RUN_CONFIG, steps: 4 });
+    const id = s().addRun({ ...DEFAULT_RUN_CONFIG, steps: 8 });
     s().applyMessage({ type: 'ready', runId: id, info: { adapter: 'x', params: 1, vocabSize: 65, memory: emptyMemReport() }, startStep: 0 });
-    const m = (step: number) => s().applyMessage({ type: 'metrics', runId: id, metrics: { step, loss: 4, lr: 1e-3, grad_norm: 1, tokens_per_s: 10, mem: emptyMemReport(), elapsed_s: 2 * (step + 1) } });
-    m(0);
-    expect(timeLeft(s().runs[id])).toBeNull();
-    m(1);
-    expect(timeLeft(s().runs[id])).toBe(4); // 2 steps left at 2 s each
+    const m = (step: number, elapsed_s: number) => s().applyMessage({ type: 'metrics', runId: id, metrics: { step, loss: 4, lr: 1e-3, grad_norm: 1, tokens_per_s: 10, mem: emptyMemReport(), elapsed_s } });
+    // The first step compiles the backward pass (30 s); then 2 s a step, one of them 14 s (a run beside it compiling).
+    m(0, 30);
+    m(1, 32);
+    m(2, 34);
+    expect(timeLeft(s().runs[id])).toBeNull(); // two measured steps are not enough
+    m(3, 36);
+    expect(timeLeft(s().runs[id])).toBe(8); // 4 steps left at 2 s each
+    m(4, 50);
+    expect(timeLeft(s().runs[id])).toBe(6); // the outlier does not move the median
     expect(runPhase(s().runs[id])).toBe('training');
-    m(2);
-    m(3);
-    expect(runPhase(s().runs[id])).toBe('final sample and checkpoint');
+    for (const [step, t] of [[5, 52], [6, 54], [7, 56]]) m(step, t);
+    expect(runPhase(s().runs[id])).toBe('finishing after the last step');
     expect(timeLeft(s().runs[id])).toBe(0);
   });
 });

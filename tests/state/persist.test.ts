@@ -67,6 +67,8 @@ describe('RunJournal', () => {
     await journal.settled();
     const mid = restoredRun(repo.runs.get(id)!);
     expect(mid.status).toBe('interrupted');
+    // Said as it happened: closed (a browser closed or a reload), after which step, what was kept.
+    expect(mid.phase).toBe('the page was closed after step 2 (checkpoint of step 2 kept)');
     expect(canContinue(mid)).toBe(true);
     expect(mid.checkpointStep).toBe(2);
     journal.receive(metrics(id, 2));

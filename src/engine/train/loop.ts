@@ -18,7 +18,7 @@ import type { CheckpointFiles } from '../io/checkpoint';
 import type { QuantErrorRecord } from './probe';
 import type { RunTrainer } from './run-trainer';
 
-export type LoopPhase = 'training' | 'final evaluation' | 'paused' | 'final sample' | 'saving checkpoint' | 'done';
+export type LoopPhase = 'training' | 'evaluating' | 'final evaluation' | 'sampling' | 'paused' | 'final sample' | 'saving checkpoint' | 'done';
 
 export interface LoopSample {
   /** Sample after every this many steps (0: never in between). */
@@ -129,14 +129,17 @@ export async function runTraining<M extends { step: number }>(
   /** What the cadence does after step s. */
   const afterStep = async (s: number) => {
     if (evalAfter(s)) {
-      if (isLast(s)) phase('final evaluation');
+      phase(isLast(s) ? 'final evaluation' : 'evaluating');
       lastEval = await trainer.evaluate();
       await hooks.onEval?.(s, lastEval);
       const errors = trainer.quantErrors ? await trainer.quantErrors() : [];
       if (errors.length) await hooks.onQuantErrors?.(s, errors);
     }
     if (checkpointAfter(s)) await checkpoint('every');
-    if (sampleAfter(s)) await drawSample(s);
+    if (sampleAfter(s)) {
+      phase('sampling');
+      await drawSample(s);
+    }
   };
 
   while (trainer.stepIndex < steps && !control.stopRequested()) {
