@@ -13,7 +13,10 @@ import { tpProblem } from '../engine/model/tp/tp';
 import { unknownKeys } from '../engine/util/keys';
 import { datasetOf, type TokenCorpus } from '../engine/train/data/datasets';
 import { tokenizerFromJSON } from '../engine/train/tokenizer/hf-tokenizer';
-import { defaultTrainOptions, type TrainOptions, validateTrainOptions } from '../engine/train/options';
+import { type TrainOptions, validateTrainOptions } from '../engine/train/options';
+import {
+  BUNDLED_DATASET, type CadenceSpec, DEFAULT_CHECKPOINT_EVERY, DEFAULT_SAMPLE_TEMPERATURE, defaultRunSpec, type RunSpec, trainOptionsOf, validateRunSpec,
+} from '../engine/run/spec';
 import type { Tokenizer } from '../engine/train/tokenizer/tokenizer';
 import { resolveBudgetOptions } from '../engine/train/trainer';
 import { CheckpointError, checkOutDir, readLatestCheckpoint } from './checkpoint-store';
@@ -22,8 +25,7 @@ import { buildTokenizer, cachedCorpus, dataFiles, type LoadedData, readData, rea
 import { runDiskBytes } from './run-dir';
 import { schemeKeyProblems } from './scheme-keys';
 
-/** Periodic checkpoints when --checkpoint-every is not given (one at the end and on an interrupt always). */
-export const DEFAULT_CHECKPOINT_EVERY = 100;
+export { DEFAULT_CHECKPOINT_EVERY };
 
 export const TRAIN_HELP = `usage: npm run train -- [options]
   --model micro|tiny|small|base   preset (default micro)
@@ -87,6 +89,9 @@ export interface ResumePoint {
 
 export interface TrainPlan {
   preset: PresetName;
+  /** The run spec (engine/run/spec.ts): the one source of the options and of the cadence (eval, sample, checkpoint). */
+  spec: RunSpec;
+  /** trainOptionsOf(spec). */
   opts: TrainOptions;
   scheme: Scheme;
   /** The data files as read, and their token corpus (train, then validation). */
@@ -103,10 +108,6 @@ export interface TrainPlan {
   cpu: boolean;
   exportInit: boolean;
   dumpBatches: boolean;
-  sampleChars: number;
-  /** --sample-prompt: what the end-of-run sample continues (null: a newline where the vocabulary has one). */
-  samplePrompt: string | null;
-  checkpointEvery: number;
   overwrite: boolean;
   /** Set for --resume: null when the run committed no checkpoint yet (it starts again from step 0). */
   resume: { point: ResumePoint | null } | null;
@@ -121,8 +122,12 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
   const sampleChars = num('sample', a.sample, { int: true, min: 0 }) ?? 0;
   if (a['sample-prompt'] !== undefined && !sampleChars) throw new UsageError('--sample-prompt needs --sample N (how many tokens to generate)');
   const everyFlag = num('checkpoint-every', a['checkpoint-every'], { int: true, min: 0 });
-  const common = { cpu: a.cpu ?? false, exportInit: a['export-init'] ?? false, dumpBatches: a['dump-batches'] ?? false, sampleChars, samplePrompt: a['sample-prompt'] ?? null, plan: a.plan ?? false };
-  if (a.resume !== undefined) return { ...common, ...(await resumePlan(a, a.resume)), ...(everyFlag !== undefined ? { checkpointEvery: everyFlag } : {}) };
+  // What this command line asks of the cadence, new run or resumed: a sample at the end, the checkpoints' period.
+  const cadence: Partial<CadenceSpec> = {
+    sampleLength: sampleChars, ...(a['sample-prompt'] !== undefined ? { samplePrompt: a['sample-prompt'] } : {}), ...(everyFlag !== undefined ? { checkpointEvery: everyFlag } : {}),
+  };
+  const common = { cpu: a.cpu ?? false, exportInit: a['export-init'] ?? false, dumpBatches: a['dump-batches'] ?? false, plan: a.plan ?? false };
+  if (a.resume !== undefined) return { ...common, ...(await resumePlan(a, a.resume, cadence)) };
   if (a.overwrite && a.out === undefined) throw new UsageError('--overwrite needs --out DIR (the directory to replace)');
 
   const preset = (a.model ?? 'micro') as PresetName;
@@ -140,18 +145,24 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
     seq: num('seq', a.seq, { int: true, min: 1 }), lr: num('lr', a.lr, { min: 0 }), minLr: num('min-lr', a['min-lr'], { min: 0 }),
     warmup: num('warmup', a.warmup, { int: true, min: 0 }), weightDecay: num('weight-decay', a['weight-decay'], { min: 0 }),
     gradClip: num('grad-clip', a['grad-clip'], { min: 0 }), seed: num('seed', a.seed, { int: true, min: 0 }),
-    evalEvery: num('eval-every', a['eval-every'], { int: true, min: 0 }), evalBatches: num('eval-batches', a['eval-batches'], { int: true, min: 1 }),
   };
-  const seq = overrides.seq ?? defaultTrainOptions(preset).seq;
+  cadence.evalEvery = num('eval-every', a['eval-every'], { int: true, min: 0 });
+  cadence.evalBatches = num('eval-batches', a['eval-batches'], { int: true, min: 1 });
+  const seq = overrides.seq ?? defaultRunSpec(preset).seq;
   const model = { ...(a.config ? configOverride(a.config, preset, seq) : {}), ...init?.config, vocab_size: init?.config.vocab_size ?? tokenizer.vocabSize };
   const schemeArg = a.scheme ?? 'fp32';
   const scheme = loadScheme(schemeArg, model.num_hidden_layers ?? PRESETS[preset].num_hidden_layers);
-  let opts: TrainOptions;
+  let spec: RunSpec;
   try {
-    opts = defaultTrainOptions(preset, { ...overrides, model, scheme });
+    spec = defaultRunSpec(preset, {
+      ...overrides, model, scheme, cadence,
+      data: { source: a.data ?? BUNDLED_DATASET, ...(a['text-field'] ? { textField: a['text-field'] } : {}) },
+      tokenizer: { kind: tokenizer.kind, source: a.tokenizer ?? (init?.extra?.tokenizer ? `--init ${a.init}` : 'char'), vocabSize: tokenizer.vocabSize },
+    });
   } catch (e) {
     throw new UsageError(namingFlags((e as Error).message));
   }
+  const opts = trainOptionsOf(spec);
   const out = a.out ?? path.join('runs', `${preset}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   if (!common.plan) outDirCheck(out, opts, { overwrite: a.overwrite });
   const { corpus, cached } = cachedCorpus(data, tokenizer, { field: a['text-field'], cacheDir: path.join('.cache', 'tokens') });
@@ -159,7 +170,7 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
   return {
     ...common, preset, opts, scheme, data, textField: a['text-field'], corpus, cached, tokenizer,
     init: init && a.init ? { dir: path.resolve(a.init), params: init.params } : null, out, overwrite: a.overwrite ?? false,
-    checkpointEvery: everyFlag ?? DEFAULT_CHECKPOINT_EVERY, resume: null,
+    spec, resume: null,
   };
 }
 
@@ -168,10 +179,12 @@ const FLAG_OF: Record<string, string> = {
   'optimizer.lr': '--lr', 'optimizer.min_lr': '--min-lr', 'optimizer.warmup_steps': '--warmup', 'optimizer.total_steps': '--steps',
   'optimizer.weight_decay': '--weight-decay', 'optimizer.grad_clip': '--grad-clip', batch: '--batch', seq: '--seq', seed: '--seed',
   evalEvery: '--eval-every', evalBatches: '--eval-batches', min_lr: '--min-lr', 'seq ': '--seq ',
+  'cadence.evalEvery': '--eval-every', 'cadence.evalBatches': '--eval-batches', 'cadence.checkpointEvery': '--checkpoint-every',
+  'cadence.sampleLength': '--sample', 'tokenizer.vocabSize': '--tokenizer',
 };
 
 function namingFlags(msg: string): string {
-  let out = msg.replace(/^invalid training options:\s*/, '');
+  let out = msg.replace(/^invalid (training options|run spec):\s*/, '');
   for (const [k, flag] of Object.entries(FLAG_OF)) out = out.replace(new RegExp(`(^|\\s)${k.replace('.', '\\.')}(:| )`, 'g'), `$1${flag.trim()} (${k.trim()})$2`);
   return `the training options are invalid: ${out}`;
 }
@@ -265,7 +278,7 @@ const RUN_FLAGS: [keyof Flags, (o: TrainOptions) => number][] = [
 ];
 
 /** --resume DIR: the run's own options, its data (unchanged) and its last checkpoint (verified). */
-async function resumePlan(a: Flags, dir: string): Promise<Omit<TrainPlan, 'cpu' | 'exportInit' | 'dumpBatches' | 'sampleChars' | 'samplePrompt' | 'plan'>> {
+async function resumePlan(a: Flags, dir: string, cadence: Partial<CadenceSpec>): Promise<Omit<TrainPlan, 'cpu' | 'exportInit' | 'dumpBatches' | 'plan'>> {
   for (const f of ['config', 'scheme', 'overwrite', 'export-init', 'dump-batches', 'plan', 'tokenizer', 'init', 'text-field'] as const) {
     if (a[f] !== undefined) throw new UsageError(`--${f} cannot be combined with --resume (a resumed run keeps the options of ${path.join(dir, 'run.json')})`);
   }
@@ -273,14 +286,17 @@ async function resumePlan(a: Flags, dir: string): Promise<Omit<TrainPlan, 'cpu' 
   const runFile = path.join(dir, 'run.json');
   const run = readJsonObject('--resume', runFile, 'the run.json of a run started by npm run train');
   const bad = (why: string) => new UsageError(`--resume ${dir}: ${runFile} ${why}`);
-  const ev = run.eval as { every?: unknown; batches?: unknown } | undefined;
-  let opts: TrainOptions;
+  let stored: RunSpec;
   try {
-    opts = validateTrainOptions({ model: run.model, optimizer: run.optimizer, batch: run.batch, seq: run.seq, seed: run.seed, evalEvery: ev?.every, evalBatches: ev?.batches, scheme: run.scheme });
+    stored = run.spec !== undefined ? validateRunSpec(run.spec) : legacySpec(run);
   } catch (e) {
     throw bad(`does not hold a run's options: ${(e as Error).message}`);
   }
-  const preset = (typeof run.preset === 'string' && PRESET_NAMES.includes(run.preset as PresetName) ? run.preset : 'micro') as PresetName;
+  // The sample and the checkpoints' period are this command line's; everything else is the run's.
+  const { samplePrompt: _prompt, ...kept } = stored.cadence;
+  const spec: RunSpec = { ...stored, cadence: { ...kept, ...cadence } };
+  const opts = trainOptionsOf(spec);
+  const preset = spec.preset;
   if (a.model !== undefined && a.model !== run.preset) throw new UsageError(`--model ${a.model} conflicts with the run being resumed (model ${String(run.preset ?? 'unrecorded')} in ${runFile}); drop it or start a new run`);
   for (const [flag, get] of RUN_FLAGS) {
     const v = a[flag] as string | undefined;
@@ -307,12 +323,37 @@ async function resumePlan(a: Flags, dir: string): Promise<Omit<TrainPlan, 'cpu' 
   }
   outDirCheck(dir, opts, { resume: true });
   const { corpus, cached } = cachedCorpus(data, tokenizer, { field: textField, cacheDir: path.join('.cache', 'tokens') });
-  const every = run.checkpoint_every;
   return {
     preset, opts, scheme: opts.scheme ?? SCHEME_PRESETS.fp32, data, textField, corpus, cached, tokenizer, init: null, out: dir, overwrite: false,
-    checkpointEvery: typeof every === 'number' && Number.isInteger(every) && every >= 0 ? every : DEFAULT_CHECKPOINT_EVERY,
+    spec,
     resume: { point: resumePoint(dir, opts) },
   };
+}
+
+/**
+ * The spec a run.json written before it held one describes (npm run train's runs on one device):
+ * its options, eval settings, checkpoint period, data and tokenizer.
+ */
+function legacySpec(run: Record<string, unknown>): RunSpec {
+  const ev = run.eval as { every?: unknown; batches?: unknown } | undefined;
+  const opts = validateTrainOptions({ model: run.model, optimizer: run.optimizer, batch: run.batch, seq: run.seq, seed: run.seed, evalEvery: ev?.every, evalBatches: ev?.batches, scheme: run.scheme });
+  const preset = (typeof run.preset === 'string' && PRESET_NAMES.includes(run.preset as PresetName) ? run.preset : 'micro') as PresetName;
+  const every = run.checkpoint_every;
+  const data = run.data as { files?: { path?: unknown }[]; text_field?: unknown } | undefined;
+  const files = Array.isArray(data?.files) ? data.files.map((f) => f?.path).filter((p): p is string => typeof p === 'string') : [];
+  const kind = (run.tokenizer as { kind?: unknown } | undefined)?.kind;
+  const tokenizer = kind === 'bpe' || kind === 'hf' ? kind : 'char';
+  return validateRunSpec({
+    preset, model: opts.model, optimizer: opts.optimizer, batch: opts.batch, seq: opts.seq, seed: opts.seed, ...(opts.scheme ? { scheme: opts.scheme } : {}),
+    data: { source: files.length ? files.join(',') : BUNDLED_DATASET, ...(typeof data?.text_field === 'string' && data.text_field ? { textField: data.text_field } : {}) },
+    tokenizer: { kind: tokenizer, source: tokenizer },
+    cadence: {
+      evalEvery: opts.evalEvery, evalBatches: opts.evalBatches,
+      checkpointEvery: typeof every === 'number' && Number.isInteger(every) && every >= 0 ? every : DEFAULT_CHECKPOINT_EVERY,
+      sampleEvery: 0, sampleLength: 0, sampleAtEnd: true, temperature: DEFAULT_SAMPLE_TEMPERATURE,
+    },
+    strategy: { kind: 'single' },
+  });
 }
 
 /** The run's last committed checkpoint, verified against its manifest and the run's options (train's and the peer's --resume). */

@@ -15,6 +15,7 @@ import { datasetOf, valBitsPerByte } from '../engine/train/data/datasets';
 import { newlinePrompt } from '../engine/train/tokenizer/tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
+import { cadenceOf, specWithOptions } from '../engine/run/spec';
 import { planMemory, resolveBudgetOptions, Trainer } from '../engine/train/trainer';
 import { fail } from './common';
 import { INTERRUPTED_EXIT, interruptOnSignals } from './interrupt';
@@ -86,11 +87,8 @@ async function main(): Promise<number> {
   let lastVal = '-';
   let result;
   try {
-    result = await runTraining(trainer, {
-      steps, evalEvery: opts.evalEvery, checkpointEvery: p.checkpointEvery, checkpointAtEnd: true, resumed: point !== null,
-      // The prompt must be in the vocabulary: a text without a newline samples from token 0.
-      sample: { every: 0, length: p.sampleChars, atEnd: true, prompt: samplePrompt(p), temperature: 0.8, seed: () => opts.seed },
-    }, {
+    // The prompt must be in the vocabulary (--sample-prompt, else a newline where it has one): a text without a newline samples from token 0.
+    result = await runTraining(trainer, cadenceOf(p.spec, { resumed: point !== null, prompt: newlinePrompt(p.tokenizer) }), {
       onStep: (m) => {
         const s = m.step;
         run.metric(m);
@@ -128,16 +126,14 @@ async function main(): Promise<number> {
   return 0;
 }
 
-/** --sample-prompt, else a prompt in the vocabulary (a newline where the tokenizer has one). */
-function samplePrompt(p: TrainPlan): string {
-  return p.samplePrompt ?? newlinePrompt(p.tokenizer);
-}
-
 /** A new run's run.json (every resolved setting, what --resume reads back) and the optional init and batch dumps. */
 function writeStartFiles(p: TrainPlan, run: RunDir, trainer: Trainer, device: unknown): void {
   const { opts } = p;
   const steps = opts.optimizer.total_steps;
   run.writeRunInfo({
+    // The run spec as the trainer runs it (its resolved options): what --resume reads back. The fields
+    // beside it say the same for readers of older runs and add what the run found (data, device).
+    spec: specWithOptions(p.spec, trainer.opts),
     preset: p.preset,
     model: trainer.opts.model,
     optimizer: trainer.opts.optimizer,
@@ -145,7 +141,7 @@ function writeStartFiles(p: TrainPlan, run: RunDir, trainer: Trainer, device: un
     seq: opts.seq,
     seed: opts.seed,
     eval: { every: opts.evalEvery, batches: opts.evalBatches },
-    checkpoint_every: p.checkpointEvery,
+    checkpoint_every: p.spec.cadence.checkpointEvery,
     data: {
       files: p.data.files, text_field: p.textField ?? 'text', documents: p.corpus.documents, tokens: p.corpus.tokens.length,
       train_tokens: p.corpus.trainTokens, bytes: p.corpus.bytes, cached: p.cached,

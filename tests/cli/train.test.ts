@@ -196,4 +196,17 @@ describe('train CLI: interrupt and resume (SwiftShader)', () => {
     expect(r.stderr).toMatch(/is complete \(20 of 20 steps\)/);
     expect(Buffer.from(readVerified(run).files['model.safetensors']).equals(model)).toBe(true);
   });
+
+  it('run.json holds the run spec; one written before the spec existed still resumes (no GPU)', () => {
+    const run = f('legacy');
+    fs.cpSync(f('whole'), run, { recursive: true });
+    const info = JSON.parse(fs.readFileSync(path.join(run, 'run.json'), 'utf8')) as Record<string, unknown>;
+    expect(info.spec).toMatchObject({ preset: 'micro', batch: 2, seq: 16, cadence: { evalEvery: 10, evalBatches: 2, checkpointEvery: 100 }, strategy: { kind: 'single' } });
+    delete info.spec;
+    fs.writeFileSync(path.join(run, 'run.json'), JSON.stringify(info));
+    const r = train('--resume', run);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/is complete \(20 of 20 steps\)/);
+    expect(errorLine(train('--resume', run, '--eval-every', '5').stderr)).toMatch(/--eval-every 5 conflicts with the run being resumed/);
+  });
 });
