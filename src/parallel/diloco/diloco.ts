@@ -12,8 +12,8 @@
  * of that fragment become α·θ_local + (1 − α)·θ_global. Nothing waits on the network unless the
  * exchange took longer than τ inner steps.
  *
- * Membership and integrity come from DataParallel (dp.ts) through its outer hooks: a group step is
- * one outer step (non-streaming) or the end of a rotation (streaming), with the step report that
+ * Membership and integrity come from the data-parallel members' group (dp/member-group.ts), whose
+ * stepper this is: a group step is one outer step (non-streaming) or the end of a rotation (streaming), with the step report that
  * compares every member's hash of θ_global and the momentum and admits joiners; the group then
  * forms at once, so a late joiner receives the trainer state, θ_global and the momentum at an outer
  * boundary. A member lost during inner steps is noticed at the next outer step, which regroups and
@@ -23,10 +23,11 @@ import type { CheckpointFiles } from '../../engine/io/checkpoint';
 import type { OuterHyper } from '../../engine/optim/outer';
 import type { RunTrainer } from '../../engine/train/run-trainer';
 import type { Trainer } from '../../engine/train/trainer';
-import { WIRE_FORMATS, type WireFormat } from '../../engine/scheme/wire';
+import { type GradWire, WIRE_FORMATS, type WireFormat } from '../../engine/scheme/wire';
 import { decodeOuterCheckpoint, encodeOuterCheckpoint, type OuterCheckpoint, outerDigest, OuterState, outerHash } from './outer';
 import { sameBytes } from '../../peers/collectives/digest';
-import { DataParallel, type DataParallelOptions, type DpStepStats } from '../dp/dp';
+import type { DataParallelOptions, DpStepStats } from '../dp/dp';
+import { MemberGroup } from '../dp/member-group';
 import { MemberTrainer } from '../member-trainer';
 import { rankGradients } from '../rank';
 import { exchangeMean } from '../dp/step';
@@ -101,11 +102,12 @@ const faultsOf = (ex: Exclusion[]): [PeerId, string][] => ex.filter((e) => e.fau
 
 export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats> {
   readonly config: ResolvedDiloco;
-  readonly dp: DataParallel;
+  /** The group this member trains in (its membership, syncs and step reports). */
+  readonly dp: MemberGroup;
   readonly outer: OuterState;
   private outerSteps = 0;
   private formed = false;
-  /** The group step's action (set before each dp.step; re-run on a retry after a regroup). */
+  /** The group step's action (set before each group step; re-run on a retry after a regroup). */
   private action: (g: PeerGroup) => Promise<Applied> = () => Promise.reject(new Error('DiLoCo: no outer action'));
   private inflight: InFlight | null = null;
   private lastInner = { loss: 0, lr: 0, gradNorm: 0 };
@@ -114,20 +116,20 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
   /** Senders the streamed exchanges faulted (removed at the rotation's report, on every member alike). */
   private faulted: [PeerId, string][] = [];
 
-  constructor(trainer: Trainer, transport: Transport, opts: DataParallelOptions & { diloco: DilocoConfig }) {
+  /** `opts.mode` is not read: the group's mode follows the pseudo-gradients' wire (diloco.wire). */
+  constructor(trainer: Trainer, transport: Transport, opts: Omit<DataParallelOptions, 'mode'> & { mode?: GradWire; diloco: DilocoConfig }) {
     super(trainer);
     this.config = resolveDiloco(opts.diloco);
     const c = this.config;
     const hyper: OuterHyper = { lr: c.outerLr, momentum: c.outerMomentum, alpha: c.alpha };
     this.outer = new OuterState(trainer.model, c.fragments, c.wire, hyper);
-    this.dp = new DataParallel(trainer, transport, {
-      ...opts,
-      mode: c.wire === 'int4' ? 'int8' : c.wire, // the per-step mode is unused; the wire is in the fingerprint
-      outer: {
-        fingerprint: { diloco: c },
-        step: (g) => this.action(g),
-        stateHash: () => this.outer.hash(),
-        stateDigest: async () => outerDigest({ ...(await this.outer.read()), outerSteps: this.outerSteps }),
+    // The group's mode enters its fingerprint only (the wire is there too: the outer configuration).
+    this.dp = new MemberGroup(trainer, transport, { ...opts, mode: c.wire === 'int4' ? 'int8' : c.wire }, {
+      fingerprint: { outer: { diloco: c } },
+      step: (g) => this.action(g),
+      shared: {
+        hash: () => this.outer.hash(),
+        digest: async () => outerDigest({ ...(await this.outer.read()), outerSteps: this.outerSteps }),
         handOver: (g, src, needy, digest) => this.handOverOuter(g, src, needy, digest),
       },
     });

@@ -2,494 +2,96 @@
  * Data-parallel training over any Transport (loopback in tests, PeerJS/WebRTC in the lab): every
  * peer holds the whole model, trains on its own shard of each step's batch, and the peers average
  * their gradients — fp32 or AGoQ's INT8 codes, all-gathered, screened and reduced by every member
- * itself (verified-reduce.ts, dp-screen.ts) — before the same optimizer step everywhere. After every
+ * itself (verified-reduce.ts, screen.ts) — before the same optimizer step everywhere. After every
  * step (or every `hashEvery`) the peers compare a hash of their weights (computed on the GPU), judged by majority.
  *
  * A step: forward/backward on the peer's micro-batch(es) → verified mean of the gradients, on the GPU
  * over the model's gradient storage (gpu-contributions.ts) or read, reduced on the host and written
- * back (dp-grads.ts) → clipping + AdamW on the GPU (the same bytes in, so
- * the same weights out) → a small all-gather of step reports (loss, weights hash, joiners). Members
- * whose contributions fault, keep failing the screen, or whose weights leave the majority's are
- * removed at the step's end, alike on every member.
+ * back (grads.ts) → clipping + AdamW on the GPU (the same bytes in, so the same weights out) → the
+ * group's step report (member-group.ts).
  *
- * Data: step s has a global batch of world·accumulate·B rows (TextDataset.rows of the seed and s);
- * rank r's micro-batch j is rows [(r·accumulate + j)·B, +B): a function of (seed, step, rank,
- * world) only, so the rows re-shard by themselves when the membership changes.
+ * Data: step s has a global batch of world·accumulate·B rows; rank r's micro-batch j is rows
+ * [(r·accumulate + j)·B, +B) (src/parallel/rank.ts): a function of (seed, step, rank, world) only,
+ * so the rows re-shard by themselves when the membership changes.
  *
- * Membership (dp-channels.ts): one PeerGroup per epoch. A new group begins with a sync: an
- * all-gather of each peer's (step, weights hash, established?); the state a strict majority of the
- * established members vouches for is handed to whoever differs (dp-sync.ts), validated whole before
- * anything is applied. A group ends when a member is gone (leave, BYE), silent for `silenceMs`, or a
- * collective fails (the survivors retry the step in the next epoch; a slow but heartbeating member is
- * waited for up to the collective timeout); or when joiners are admitted: a joiner sends HELLO, once
- * every member lists it in a step report the lowest-id member sends WELCOME and all form the next
- * epoch at the next step.
+ * Membership, joins, state hand-over and the step reports are the group's (member-group.ts), which
+ * DiLoCo's members run on too; this file is the per-step gradient exchange over it.
  */
-import { inMemoryData } from '../../engine/train/data/data';
 import { GradExchange } from '../exchange/grad-exchange';
 import type { RunTrainer } from '../../engine/train/run-trainer';
 import type { Trainer } from '../../engine/train/trainer';
-import { crc32 } from '../../peers/collectives/crc32';
-import { EpochChannels } from './channels';
 import { MemberTrainer } from '../member-trainer';
 import { gradientAccess } from './grads';
-import { JoinRequests } from './joins';
-import { MemberGuard } from '../../peers/collectives/screen';
-import { applyGroupGradient, checkHashes, decodeMember, type GradientPath, stepStats } from './step';
-import { handOver, stateDigest, syncVerdict } from './sync';
-import {
-  type Applied, type DataParallelOptions, DpError, type DpEvent, type DpEventKind, type DpStepStats, type Plan, type Reported,
-  resolveOptions, type ResolvedOptions, type StepBegin,
-} from './types';
-import {
-  type ControlMessage, decodeControl, decodeReport, decodeStatus, DpKind, DP_VERSION, encodeControl, encodeReport,
-  encodeStatus, fingerprintOf, type GroupStatus, MAX_EPOCH, type StepReport, weightsHash,
-} from './wire';
-import { CollectiveError, PeerGroup } from '../../peers/collectives/group';
-import type { PeerId, Transport, Unsubscribe } from '../../peers/transport/transport';
+import { MemberGroup } from './member-group';
+import { applyGroupGradient, type GradientPath } from './step';
+import { type DataParallelOptions, type DpStepStats, resolveOptions } from './types';
+import type { PeerGroup } from '../../peers/collectives/group';
+import type { PeerId, Transport } from '../../peers/transport/transport';
 
-// The options, errors, events and stats live in dp-types.ts; callers keep importing them from here.
+// The options, errors, events and stats live in types.ts; callers keep importing them from here.
 export { type DataParallelOptions, DpError, type DpErrorCode, type DpEvent, type DpEventKind, type DpStepStats } from './types';
 
 export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStats> {
-  readonly id: PeerId;
-  /** crc32 of everything that must agree for bit-identical training (model, optimizer, data, mode). */
-  readonly fingerprint: number;
-  /** Messages rejected so far (bad frames, bad control messages). */
-  rejected = 0;
-  private readonly o: ResolvedOptions;
-  private readonly channels: EpochChannels;
+  readonly group: MemberGroup;
   private readonly path: GradientPath;
-  private readonly guard: MemberGuard;
-  private group: PeerGroup | null = null;
-  private plan: Plan | null = null;
-  private epoch = 0;
-  /** When the current group formed (Date.now): silence is counted from here at the earliest. */
-  private groupSince = 0;
-  /** Trainer step at which the current group formed (group steps count from it). */
-  private epochBase = 0;
-  /** DiLoCo: group steps taken by the current group. */
-  private outerGroupSteps = 0;
-  private members: PeerId[] = [];
-  /** When members saw different groups at a sync: the peers all of them saw (the next group's). */
-  private agreedView: PeerId[] | null = null;
-  /** Why the current group can no longer complete a collective (null: it can). */
-  private broken: string | null = null;
-  private established = false;
-  private readonly joins = new JoinRequests();
-  private welcome: { resolve: (p: Plan) => void; reject: (e: Error) => void } | null = null;
-  private fatal: Error | null = null;
-  private running = false;
-  private events: DpEvent[] = [];
-  private readonly heartbeat: ReturnType<typeof setInterval>;
-  private readonly unsub: Unsubscribe[] = [];
 
-  constructor(
-    trainer: Trainer,
-    readonly transport: Transport,
-    private readonly opts: DataParallelOptions,
-  ) {
+  constructor(trainer: Trainer, transport: Transport, opts: DataParallelOptions) {
     super(trainer);
-    this.id = transport.id;
-    this.o = resolveOptions(opts, this.id);
-    const o = this.o;
-    const grads = gradientAccess(trainer.model);
-    this.path = { grads, gpu: o.exchange === 'gpu' ? GradExchange.forModel(trainer.model, o.mode) : null };
-    this.guard = new MemberGuard(o.screen.strikes, o.restartIntervalMs);
-    const t = trainer.opts;
-    const tokens = inMemoryData(trainer.data).tokens;
-    this.fingerprint = fingerprintOf({
-      protocol: DP_VERSION, run: o.run, mode: o.mode, screen: o.screen, accumulate: o.accumulate, bucketFloats: o.bucketFloats,
-      model: t.model, batch: t.batch, seq: t.seq, seed: t.seed, optimizer: t.optimizer, scheme: t.scheme ?? null,
-      exchange: grads.length, storage: grads.storage, backend: o.exchange, ...(opts.outer ? { outer: opts.outer.fingerprint } : {}),
-      data: crc32(new Uint8Array(tokens.buffer, tokens.byteOffset, tokens.byteLength)),
+    // Resolved here first: a bad option throws before the exchange's buffers are allocated.
+    const o = resolveOptions(opts, transport.id);
+    this.path = { grads: gradientAccess(trainer.model), gpu: o.exchange === 'gpu' ? GradExchange.forModel(trainer.model, o.mode) : null };
+    this.group = new MemberGroup(trainer, transport, opts, {
+      step: (g, s) => this.gradientStep(g, s),
+      // The GPU exchange's buffers go with the run.
+      release: () => {
+        this.path.gpu?.destroy();
+        this.path.gpu = null;
+      },
     });
-    const runTag = crc32(new TextEncoder().encode(`dp-run:${o.run}`)) >>> 16;
-    this.channels = new EpochChannels(transport, runTag, (from, p) => this.control(from, p), (from, why) => this.reject(from, why));
-    this.unsub.push(transport.onPeerLeave((p) => {
-      this.joins.gone(p);
-      if (this.members.includes(p)) this.breakGroup(`${p} left`);
-    }));
-    this.heartbeat = setInterval(() => this.beat(), o.heartbeatMs);
-    (this.heartbeat as { unref?: () => void }).unref?.();
   }
 
-  /**
-   * Forms the planned group now, if there is one to form (joining first when this peer has none):
-   * DiLoCo forms it right after an outer step, where every member holds θ_global.
-   */
-  async formGroup(): Promise<void> {
-    await this.step({ formOnly: true });
+  get id(): PeerId {
+    return this.group.id;
   }
 
-  /** The formed group while it can still run collectives (DiLoCo's streamed fragments use it between steps). */
-  get activeGroup(): PeerGroup | null {
-    return this.broken ? null : this.group;
+  get transport(): Transport {
+    return this.group.transport;
   }
 
-  /** A collective run outside a step failed: the next step regroups first. */
-  invalidate(reason: string): void {
-    this.breakGroup(reason);
+  /** crc32 of everything that must agree for bit-identical training (model, optimizer, data, mode). */
+  get fingerprint(): number {
+    return this.group.fingerprint;
+  }
+
+  /** Messages rejected so far (bad frames, bad control messages). */
+  get rejected(): number {
+    return this.group.rejected;
   }
 
   /** The current group's members (empty before the first group formed). */
   get currentMembers(): readonly PeerId[] {
-    return this.members;
+    return this.group.currentMembers;
   }
 
   /**
    * Trains one step with the group: joins or forms a group first if needed, retries on a new group
    * when a peer leaves or stalls. Throws DpError when the run must stop on this peer.
    */
-  async step(o: { next?: boolean; formOnly?: boolean } = {}): Promise<DpStepStats> {
-    if (this.fatal) throw this.fatal;
-    if (this.running) throw new Error('DataParallel.step: the previous step has not finished');
-    this.running = true;
-    this.events = [];
-    const begin = { t0: performance.now(), sent: this.transport.stats.bytesSent, received: this.transport.stats.bytesReceived };
-    let s = this.trainer.stepIndex;
-    const wasMember = this.established;
-    let applied: Applied | null = null;
-    let appliedBy: readonly PeerId[] = [];
-    try {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          if (!this.group) await this.regroup();
-          if (this.trainer.stepIndex !== s) {
-            // A member's step was completed while regrouping (it had applied it before the failure,
-            // or received the state after it); a joiner takes part in the group's current step.
-            // It counts for the group that trained it, not the one it regrouped into.
-            if (wasMember) return this.stepStats(s, begin, applied, null, appliedBy);
-            s = this.trainer.stepIndex;
-          }
-          if (o.formOnly) return this.stepStats(s, begin, null, null);
-          const r = await this.trainOnce(s, (a) => ((applied = a), (appliedBy = [...this.members])));
-          return this.stepStats(s, begin, applied, r);
-        } catch (e) {
-          if (this.fatal) throw this.fatal;
-          if (!(e instanceof CollectiveError)) throw e;
-          if (attempt >= this.o.maxAttempts) {
-            throw new DpError('regroup-failed', `step ${s}: gave up after ${attempt} attempts; last failure: ${e.message}`, s, this.members);
-          }
-          this.fault(e);
-        }
-      }
-    } catch (e) {
-      this.stopWith(e instanceof Error ? e : new Error(String(e)));
-      throw this.fatal;
-    } finally {
-      this.running = false;
-      if (this.fatal) this.releaseExchange();
-    }
+  step(o: { next?: boolean } = {}): Promise<DpStepStats> {
+    return this.group.step(o);
   }
-
-  private stepStats(s: number, begin: StepBegin, a: Applied | null, report: Reported | null, by: readonly PeerId[] = this.members): DpStepStats {
-    const { id, epoch, transport, events } = this;
-    return stepStats({ id, members: by.length ? by : this.members, epoch, mode: this.o.mode, transport, events }, s, begin, a, report);
-  }
-
-  // ---- RunTrainer: the group's step; the rest is the member's own trainer (MemberTrainer) ----
 
   /** Leaves the group (members drop this peer at once) and stops; the transport stays open. */
   stop(reason = 'stopped by the user'): void {
-    this.stopWith(new DpError('stopped', reason, this.trainer.stepIndex, [this.id]));
+    this.group.stop(reason);
   }
 
-  // ---- one step in a formed group ----
-
-  private async trainOnce(s: number, onApplied: (a: Applied) => void): Promise<Reported> {
-    if (this.broken) throw new CollectiveError('closed', this.broken);
-    const g = this.group!;
-    // Group step 0 is the sync. DiLoCo's group steps are H trainer steps apart, and a frame may be
-    // at most one group step ahead of its receiver: they are counted one by one instead.
-    g.setStep(this.opts.outer ? ++this.outerGroupSteps : s - this.epochBase + 1);
-    const applied = this.opts.outer ? await this.opts.outer.step(g) : await this.gradientStep(g, s);
-    onApplied(applied);
-    const { loss, weightsHash: hash } = applied;
-    const hashed = hash !== null;
-
-    const joiners = this.joins.joiners(g.members, this.transport.peers());
-    const raw = await g.allGather(encodeReport({ step: s + 1, weightsHash: hash, loss, joiners }));
-    const reports = raw.map((b, r) => decodeMember(g, r, () => decodeReport(b)));
-    reports.forEach((rep, r) => {
-      if (rep.step !== s + 1) throw new CollectiveError('invalid-payload', `${g.members[r]} reports step ${rep.step}, expected ${s + 1}`, g.members[r]);
-    });
-    const odd = hashed ? checkHashes(g, reports, s) : [];
-    this.admit(g, reports);
-    this.remove(g, [...(applied.removed ?? []), ...odd.map((p): [PeerId, string] => [p, `weights diverged from the majority's after step ${s}`])]);
-    return { groupLoss: reports.reduce((a, r) => a + r.loss, 0) / reports.length, weightsHash: hash };
-  }
+  /** Nothing of its own to free once stopped (the exchange goes with the group's stop). */
+  destroy(): void {}
 
   /** Per-step data parallel: this member's gradient, the group's mean of it, the optimizer step. */
-  private gradientStep(g: PeerGroup, s: number): Promise<Applied> {
-    return applyGroupGradient(g, this.trainer, s, this.o, this.path, this.guard, (kind, peer, message) => this.event(kind, [peer], message));
-  }
-
-  /** Joiners every member can reach enter at the next step; the lowest-id member welcomes them. */
-  private admit(g: PeerGroup, reports: StepReport[]): void {
-    const everyone = reports[0].joiners.filter((p) => reports.every((r) => r.joiners.includes(p)) && !g.members.includes(p));
-    const members = [...g.members, ...everyone].sort();
-    if (everyone.length === 0 || members.length > 8) return;
-    const epoch = this.nextEpoch(g.members);
-    if (g.members[0] === this.id) {
-      const msg = encodeControl({ kind: DpKind.Welcome, fingerprint: this.fingerprint, epoch, members });
-      for (const p of everyone) this.sendControl(p, msg);
-      this.event('welcomed', everyone, `welcomed into epoch ${epoch}`);
-    }
-    this.joins.admitted(everyone);
-    this.event('admitted', everyone, `${everyone.join(', ')} join at step ${this.trainer.stepIndex}`);
-    this.endGroup();
-    this.plan = { epoch, members };
-  }
-
-  /** Members removed by the step's checks (alike on every member) leave the group now, for good. */
-  private remove(g: PeerGroup, out: [PeerId, string][]): void {
-    if (out.length === 0) return;
-    for (const [p, why] of out) {
-      this.guard.ban(p, why);
-      this.joins.gone(p);
-      this.event('removed', [p], `${p} removed: ${why}`);
-    }
-    if (out.some(([p]) => p === this.id)) throw new DpError('removed', `this peer was removed by the group: ${out.find(([p]) => p === this.id)![1]}`, this.trainer.stepIndex, [this.id]);
-    const members = (this.plan?.members ?? g.members).filter((p) => !out.some(([q]) => q === p));
-    const epoch = this.plan?.epoch ?? this.nextEpoch(g.members);
-    this.endGroup();
-    this.plan = { epoch, members };
-  }
-
-  // ---- forming groups ----
-
-  private async regroup(): Promise<void> {
-    if (!this.plan) {
-      if (this.established) throw new Error('DataParallel: no group and no plan (internal)');
-      if (this.opts.members) this.plan = { epoch: 1, members: [...new Set(this.opts.members)].sort() };
-      else if (this.transport.peers().length === 0) this.plan = { epoch: 1, members: [this.id] };
-      else this.plan = await this.join();
-    }
-    const { epoch, members } = this.plan;
-    this.endGroup();
-    const view = this.channels.open(epoch);
-    const g = new PeerGroup(view, {
-      runId: this.channels.runId(epoch), members, timeoutMs: this.o.collectiveTimeoutMs, chunkPayload: this.o.chunkPayload,
-      onReject: (p, why) => this.reject(p, why),
-    });
-    this.channels.release();
-    this.group = g;
-    this.groupSince = Date.now();
-    this.epoch = epoch;
-    this.members = [...g.members];
-    this.plan = null;
-    await this.sync(g);
-    this.joins.synced();
-    this.established = true;
-    this.epochBase = this.trainer.stepIndex;
-    this.outerGroupSteps = 0;
-    this.event('formed', this.members, `epoch ${epoch}: ${this.members.join(', ')}`);
-  }
-
-  /** The new group's first collective: agree on the state, hand it to whoever differs. */
-  private async sync(g: PeerGroup): Promise<void> {
-    const { trainer } = this;
-    const state = await trainer.trainingState();
-    const mine: GroupStatus = {
-      fingerprint: this.fingerprint, epoch: this.epoch, members: [...g.members], step: state.step,
-      established: this.established,
-      // DiLoCo's members share θ_global and the outer momentum, not their local weights and Adam moments.
-      weightsHash: this.opts.outer ? await this.opts.outer.stateHash() : weightsHash(state.weights),
-      stateDigest: this.opts.outer ? await this.opts.outer.stateDigest() : await stateDigest(state),
-    };
-    const raw = await g.allGather(encodeStatus(mine));
-    const st = raw.map((b, r) => decodeMember(g, r, () => decodeStatus(b)));
-    const v = syncVerdict(g, st, this.fingerprint, this.epoch, trainer.stepIndex);
-    if ('agreedView' in v) {
-      this.agreedView = v.agreedView;
-      throw new CollectiveError('invalid-payload', v.why);
-    }
-    if (v.outvoted.length) this.event('outvoted', v.outvoted, `${v.outvoted.join(', ')}: state not vouched for by the majority; resynced`);
-    if (v.needy.length) {
-      // DiLoCo: the outer state is checked against the vouched digest; the trainer state against the source's local weights hash.
-      const outer = await this.opts.outer?.handOver(g, v.src, v.needy, st[v.src].stateDigest);
-      const announced = outer ? { ...st[v.src], weightsHash: outer.weightsHash } : st[v.src];
-      await handOver(g, trainer, v.src, v.needy, announced, this.o.stateRoundBytes, (k, p, m) => this.event(k, p, m), { checkDigest: !outer });
-      outer?.apply();
-    }
-  }
-
-  private join(): Promise<Plan> {
-    const hello = encodeControl({ kind: DpKind.Hello, fingerprint: this.fingerprint });
-    const greet = (p: PeerId) => this.sendControl(p, hello);
-    for (const p of this.transport.peers()) greet(p);
-    const unsub = this.transport.onPeerJoin(greet);
-    // Again every heartbeat until welcomed: a member whose driver was not listening yet (still
-    // building its model) dropped the first one, and admission needs every member's.
-    const again = setInterval(() => this.transport.peers().forEach(greet), this.o.heartbeatMs);
-    return new Promise<Plan>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new DpError('no-group', `no group of run '${this.o.run}' admitted this peer within ${this.o.joinTimeoutMs} ms`, this.trainer.stepIndex)), this.o.joinTimeoutMs);
-      const done = () => {
-        clearTimeout(timer);
-        clearInterval(again);
-        unsub();
-        this.welcome = null;
-      };
-      this.welcome = {
-        resolve: (p) => (done(), resolve(p)),
-        reject: (e) => (done(), reject(e)),
-      };
-    });
-  }
-
-  // ---- faults ----
-
-  /** A collective failed: close the group and plan the next one without the peers that are gone. */
-  private fault(e: CollectiveError): void {
-    const old = this.agreedView ?? this.members;
-    this.agreedView = null;
-    const silent = this.silentMembers();
-    const why = this.broken ?? e.message;
-    this.endGroup();
-    if (!this.established && !this.opts.members) {
-      // A welcomed joiner whose first group failed asks again rather than guess the membership.
-      this.event('fault', old, `joining failed: ${why}; asking again`);
-      this.plan = null;
-      return;
-    }
-    const connected = new Set(this.transport.peers());
-    const gone = old.filter((p) => p !== this.id && (
-      !connected.has(p) || this.joins.isExcluded(p) || silent.includes(p) || (e.code === 'invalid-payload' && e.peer === p)));
-    const members = old.filter((p) => !gone.includes(p));
-    this.event('fault', old, `step ${this.trainer.stepIndex} failed: ${why}`);
-    if (gone.length) this.event('dropped', gone, `dropped ${gone.join(', ')}`);
-    this.plan = { epoch: this.nextEpoch(members), members };
-  }
-
-  /** Past the current epoch and any epoch a member has already moved to (so failed peers meet again). */
-  private nextEpoch(members: readonly PeerId[]): number {
-    const e = Math.max(this.epoch + 1, ...members.filter((p) => p !== this.id).map((p) => this.channels.epochOf(p)));
-    if (e > MAX_EPOCH) throw new DpError('regroup-failed', `run '${this.o.run}' used up its ${MAX_EPOCH} group epochs`, this.trainer.stepIndex);
-    return e;
-  }
-
-  /**
-   * The group lost a member: a collective in flight fails now (instead of at its timeout), and the
-   * next step regroups before computing anything.
-   */
-  private breakGroup(reason: string): void {
-    if (!this.group) return;
-    this.broken ??= reason;
-    this.group.close();
-  }
-
-  private endGroup(): void {
-    this.broken = null;
-    this.group?.close();
-    this.group = null;
-    this.channels.closeEpoch();
-  }
-
-  // ---- control channel ----
-
-  private control(from: PeerId, payload: Uint8Array): void {
-    let m: ControlMessage;
-    try {
-      m = decodeControl(payload);
-    } catch (e) {
-      return this.reject(from, `control message: ${(e as Error).message}`);
-    }
-    switch (m.kind) {
-      case DpKind.Hello:
-        if (this.guard.bannedWhy(from) !== null) {
-          this.sendControl(from, encodeControl({ kind: DpKind.Refuse, reason: `removed from run '${this.o.run}': ${this.guard.bannedWhy(from)}` }));
-          return this.reject(from, 'hello from a removed member');
-        }
-        if (m.fingerprint !== this.fingerprint) {
-          this.sendControl(from, encodeControl({ kind: DpKind.Refuse, reason: `run '${this.o.run}' trains with another configuration (model, optimizer, data, seed, batch or mode)` }));
-          this.event('refused', [from], `${from} asked to join with another configuration`);
-          return;
-        }
-        switch (this.joins.hello(from, this.members.includes(from) && from !== this.id, () => this.guard.allowRestart(from))) {
-          case 'too-soon': return this.reject(from, `hello again within ${this.o.restartIntervalMs} ms: ignored`);
-          case 'restart': return this.breakGroup(`${from} restarted`);
-          default: return;
-        }
-      case DpKind.Welcome:
-        if (!this.welcome) return this.reject(from, 'unexpected welcome');
-        if (m.fingerprint !== this.fingerprint || !m.members.includes(this.id) || !m.members.includes(from)) {
-          return this.reject(from, 'welcome for another configuration or membership');
-        }
-        this.joins.welcomed();
-        return this.welcome.resolve({ epoch: m.epoch, members: [...m.members].sort() });
-      case DpKind.Refuse:
-        if (!this.welcome) return this.reject(from, 'unexpected refusal');
-        this.event('refused', [from], m.reason);
-        return this.welcome.reject(new DpError('refused', `${from} refused this peer: ${m.reason}`, this.trainer.stepIndex, [from]));
-      case DpKind.Bye:
-        this.joins.bye(from, this.members.includes(from));
-        if (this.members.includes(from)) this.breakGroup(`${from} left the group: ${m.reason}`);
-        return;
-      case DpKind.Heartbeat:
-        return; // the channels noted the time
-    }
-  }
-
-  /** Heartbeats to the members, and the watchdog: a silent member fails the group now. */
-  private beat(): void {
-    if (!this.group) return;
-    const msg = encodeControl({ kind: DpKind.Heartbeat });
-    for (const p of this.members) if (p !== this.id) this.sendControl(p, msg);
-    const silent = this.silentMembers();
-    if (silent.length) this.breakGroup(`${silent.join(', ')} silent for ${this.o.silenceMs} ms`);
-  }
-
-  private silentMembers(): PeerId[] {
-    const cut = Date.now() - this.o.silenceMs;
-    return this.members.filter((p) => p !== this.id && Math.max(this.channels.lastHeard(p), this.groupSince) < cut);
-  }
-
-  private sendControl(peer: PeerId, msg: Uint8Array): void {
-    if (!this.transport.peers().includes(peer)) return;
-    try {
-      this.channels.sendControl(peer, msg);
-    } catch (e) {
-      this.reject(peer, `could not send: ${(e as Error).message}`);
-    }
-  }
-
-  // ---- helpers ----
-
-  private reject(peer: PeerId, reason: string): void {
-    this.rejected++;
-    this.event('reject', [peer], reason);
-  }
-
-  private event(kind: DpEventKind, peers: PeerId[], message: string): void {
-    const e: DpEvent = { kind, step: this.trainer.stepIndex, epoch: this.epoch, peers, message };
-    this.events.push(e);
-    if (this.events.length > 1000) this.events.splice(0, this.events.length - 1000);
-    try {
-      this.opts.onEvent?.(e);
-    } catch (err) {
-      console.error('DataParallel onEvent handler threw', err);
-    }
-  }
-
-  /** Stops this peer: says BYE to the members, closes the group and the channels; later steps throw `e`. */
-  private stopWith(e: Error): void {
-    if (this.fatal) return;
-    this.fatal = e;
-    const bye = encodeControl({ kind: DpKind.Bye, reason: e.message });
-    for (const p of this.members) if (p !== this.id) this.sendControl(p, bye);
-    this.event('stopped', [this.id], e.message);
-    this.endGroup();
-    this.welcome?.reject(e);
-    clearInterval(this.heartbeat);
-    this.channels.close();
-    for (const u of this.unsub) u();
-    if (!this.running) this.releaseExchange();
-  }
-
-  /** The GPU exchange's buffers go with the run (a step in flight releases them when it ends). */
-  private releaseExchange(): void {
-    this.path.gpu?.destroy();
-    this.path.gpu = null;
+  private gradientStep(g: PeerGroup, s: number) {
+    const { group } = this;
+    return applyGroupGradient(g, this.trainer, s, group.o, this.path, group.guard, (kind, peer, message) => group.event(kind, [peer], message));
   }
 }

@@ -6,7 +6,6 @@
 import type { GradWire } from '../../engine/scheme/wire';
 import type { AllReduceMode } from '../../peers/collectives/allreduce';
 import { resolveScreen, type ScreenOptions } from '../../peers/collectives/screen';
-import type { PeerGroup } from '../../peers/collectives/group';
 import type { PeerId } from '../../peers/transport/transport';
 
 export interface DataParallelOptions {
@@ -56,26 +55,6 @@ export interface DataParallelOptions {
   /** A member's HELLO (a restart, which forces a regroup) is honoured at most once per this many ms (default 60 000). */
   restartIntervalMs?: number;
   onEvent?: (e: DpEvent) => void;
-  /** DiLoCo (diloco.ts): what a group step does instead of the per-step gradient exchange, and its state. */
-  outer?: OuterHooks;
-}
-
-/**
- * How DiLoCo (diloco.ts) drives the group: a group step runs `step` (the outer exchange; it must be
- * re-runnable after a regroup), the syncs and step reports compare `stateHash` (θ_global and the
- * outer momentum, which every member holds alike, instead of the local weights), and a member that
- * receives the state also receives the outer state through `handOver`: first, because it names the
- * hash of the source's local weights that the trainer state is checked against; applied after it.
- */
-export interface OuterHooks {
-  /** Enters the run's fingerprint (the outer configuration must agree). */
-  fingerprint: unknown;
-  step(g: PeerGroup): Promise<Applied>;
-  stateHash(): Promise<number>;
-  /** SHA-256 of the state every member holds alike (θ_global, momentum, outer steps): what a sync's majority vouches for. */
-  stateDigest(): Promise<Uint8Array>;
-  /** The outer state to `needy`, checked against `digest` (the vouched one) before it is applied. */
-  handOver(g: PeerGroup, src: number, needy: number[], digest: Uint8Array): Promise<{ weightsHash: number; apply(): void } | null>;
 }
 
 export type ExchangeBackend = 'gpu' | 'js';
@@ -155,7 +134,7 @@ export interface DpStepStats {
 }
 
 /** The options with their defaults filled in (members and onEvent stay with the raw options). */
-export type ResolvedOptions = Required<Omit<DataParallelOptions, 'members' | 'onEvent' | 'chunkPayload' | 'screen' | 'outer'>> & Pick<DataParallelOptions, 'chunkPayload'> & { screen: ScreenOptions };
+export type ResolvedOptions = Required<Omit<DataParallelOptions, 'members' | 'onEvent' | 'chunkPayload' | 'screen'>> & Pick<DataParallelOptions, 'chunkPayload'> & { screen: ScreenOptions };
 
 /** Fills in the defaults and checks every option; a bad one throws before anything is set up. */
 export function resolveOptions(opts: DataParallelOptions, id: PeerId): ResolvedOptions {
