@@ -29,6 +29,9 @@ describe('f16 SIMT GEMM (its f32 twin, runnable without shader-f16)', () => {
         expect([form, M, N, K, r.error, r.bad]).toEqual([form, M, N, K, undefined, 0]);
       }
     }
+    // Sampled comparison (what the device bundle uses on the model's shapes).
+    const sampled = await checkMatmulF16(rt, { M: 130, N: 68, K: 96, transA: true, transB: false }, { path: 'f16-simt', elem: 'f32', samples: 200 });
+    expect([sampled.error, sampled.bad]).toEqual([undefined, 0]);
     // Both load kinds ran: shapes with whole-vec4 rows and without.
     expect(vec4Operands('NN', { M: 64, N: 68, K: 72 })).toEqual({ a: true, b: true });
     expect(vec4Operands('NN', { M: 1, N: 65, K: 63 })).toEqual({ a: false, b: false });

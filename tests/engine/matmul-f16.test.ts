@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { F16_ON_NVIDIA_TOGGLE, withDawnToggle } from '../../src/engine/gpu/node';
 import { matmulRef } from '../../src/engine/kernels/matmul/matmul.ref';
-import { compareF16Gemm, f16GemmTolerance, matmulF16Ref } from '../../src/engine/kernels/matmul-f16/matmul-f16.ref';
+import { compareF16Gemm, f16GemmTolerance, matmulF16Ref, matmulF16RefAt } from '../../src/engine/kernels/matmul-f16/matmul-f16.ref';
 import { f16TcCheckCases } from '../../src/engine/kernels/matmul-f16/matmul-f16';
 import {
   chooseF16SplitK, contiguousDims, F16_TC_LAYOUTS, f16ConfigsOf, f16KernelFor, f16SplitPlan, f16TcBlockM, f16TcBlockN, f16TcCandidates,
@@ -40,6 +40,23 @@ describe('f16 GEMM reference', () => {
       // Not the unrounded product.
       const raw = matmulRef(a, b, M, N, K, { transA, transB, alpha: 0.5 });
       expect(Array.from(r.c)).not.toEqual(Array.from(raw));
+    }
+  });
+
+  it('computes sampled outputs the same as the whole product', () => {
+    const rng = new Rng(5);
+    for (const form of GEMM_FORMS) {
+      const { transA, transB } = FORM_TRANS[form];
+      const [M, N, K] = [9, 6, 11];
+      const a = rng.uniformArray(M * K);
+      const b = rng.uniformArray(K * N);
+      const c0 = rng.uniformArray(M * N);
+      const o = { transA, transB, alpha: 3, c0 };
+      const whole = matmulF16Ref(a, b, M, N, K, o);
+      const at = [0, 5, 17, 53, M * N - 1];
+      const part = matmulF16RefAt(a, b, M, N, K, at, o);
+      expect(Array.from(part.c)).toEqual(at.map((i) => whole.c[i]));
+      expect(Array.from(part.absSum)).toEqual(at.map((i) => whole.absSum[i]));
     }
   });
 

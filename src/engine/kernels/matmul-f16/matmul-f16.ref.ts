@@ -49,6 +49,33 @@ export function matmulF16Ref(a: ArrayLike<number>, b: ArrayLike<number>, M: numb
 }
 
 /**
+ * The reference at some outputs only (flat indices m·N + n), for shapes too big to multiply
+ * whole in TypeScript: `c` and `absSum` hold those elements, in `at`'s order.
+ */
+export function matmulF16RefAt(a: ArrayLike<number>, b: ArrayLike<number>, M: number, N: number, K: number, at: ArrayLike<number>, o: MatmulF16RefOptions = {}): MatmulF16RefResult {
+  const { transA = false, transB = false, alpha = 1, c0 } = o;
+  const [sam, sak] = transA ? [1, M] : [K, 1];
+  const [sbk, sbn] = transB ? [1, K] : [N, 1];
+  const r = (x: number) => (o.roundedInputs ? x : roundF16(x));
+  const c = new Float64Array(at.length);
+  const absSum = new Float64Array(at.length);
+  for (let i = 0; i < at.length; i++) {
+    const m = Math.floor(at[i] / N);
+    const n = at[i] % N;
+    let s = 0;
+    let t = 0;
+    for (let k = 0; k < K; k++) {
+      const p = r(a[m * sam + k * sak]) * r(b[k * sbk + n * sbn]);
+      s += p;
+      t += Math.abs(p);
+    }
+    c[i] = alpha * s + (c0 ? c0[at[i]] : 0);
+    absSum[i] = Math.abs(alpha) * t;
+  }
+  return { c, absSum };
+}
+
+/**
  * Largest error allowed for an element of an f32-accumulated f16 GEMM: K f32 roundings of partial
  * sums (γ_K ≈ K·2^-24 of Σ|products|) with room for a tensor core's own summation order and
  * alignment (×4), plus the final alpha and c0 roundings. An f16 accumulator (error ~2^-11 of the

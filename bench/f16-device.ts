@@ -1,0 +1,217 @@
+/**
+ * Device test and benchmark of the f16 GEMMs (src/engine/kernels/matmul-f16/) for the lent GPU,
+ * where `shader-f16` exists (SwiftShader has none, so CI cannot run these kernels):
+ *
+ *  1. what the device offers: shader-f16 with and without Dawn's vulkan_enable_f16_on_nvidia, the
+ *     subgroup-matrix configurations, and whether the global-norm reduction propagates inf and NaN
+ *     (the loss scaler's found-inf check, optim/loss-scale.ts, relies on it);
+ *  2. enableF16TensorCores: every tensor-core layout per form, checked against the reference;
+ *  3. correctness, PASS/FAIL per case with the max error: SIMT and tensor cores (each form's
+ *     chosen layout), awkward shapes (1, 7, 63, 65), alpha/accumulate, split-K, and the base
+ *     model's GEMM shapes (sampled outputs);
+ *  4. timing (GPU timestamps, median): 4096³ NT for the SIMT kernel, every tensor-core layout that
+ *     passed its check, and our fp32 GEMM; the base model's shapes on the chosen kernels.
+ * bench/torch_f16_gemm.py times cuBLAS fp16 on the same shapes in the same device call.
+ *
+ *   node f16-device.mjs [--json out.json] [--reps 10] [--sizes 4096] [--no-model] [--no-tune]
+ * Exit status 1 when any correctness case fails. `--twin` (a device without shader-f16, e.g.
+ * SwiftShader): runs this script's flow on the SIMT kernel's f32 twin, to test the script itself.
+ */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { acquireNodeGpu } from '../src/engine/gpu/node';
+import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
+import { matmul } from '../src/engine/kernels/matmul/matmul';
+import {
+  buildMatmulF16, checkF16Tc, checkMatmulF16, enableF16TensorCores, f16PathFor, f16TensorCoreSpec, type F16GemmCase, uploadF16,
+} from '../src/engine/kernels/matmul-f16/matmul-f16';
+import {
+  F16_TC_LAYOUTS, f16ConfigsOf, f16TcCandidates, f16TcLabel, f16TcSpecError, type F16TcSpec, FORM_TRANS, formOf, type GemmForm, GEMM_FORMS,
+  vec4Operands,
+} from '../src/engine/kernels/matmul-f16/plan';
+import { globalNorm, globalNormPartialsBytes } from '../src/engine/kernels/reduce/reduce';
+import { subgroupSize } from '../src/engine/kernels/qgemm/sgmat';
+import { Rng } from '../src/engine/util/rng';
+import { msPer } from '../src/lab/quant';
+
+const a = parseArgs({
+  options: {
+    json: { type: 'string' }, reps: { type: 'string' }, sizes: { type: 'string' },
+    'no-model': { type: 'boolean' }, 'no-tune': { type: 'boolean' }, twin: { type: 'boolean' },
+  },
+}).values;
+const reps = Number(a.reps ?? 10);
+const sizes = (a.sizes ?? '4096').split(',').map(Number);
+const T0 = Date.now();
+const log = (s: string) => console.log(`[${((Date.now() - T0) / 1000).toFixed(1)}s] ${s}`);
+
+// The base model at 16 × 512 tokens (hidden 768, intermediate 2560): forward Y = X·Wᵀ (NT),
+// dX = dY·W (NN), dW = dYᵀ·X (TN); gate and up fused where the engine fuses them.
+const T = 8192;
+const MODEL: { name: string; form: GemmForm; M: number; N: number; K: number }[] = [
+  { name: 'fwd qkvo', form: 'NT', M: T, N: 768, K: 768 },
+  { name: 'fwd gate|up', form: 'NT', M: T, N: 2560, K: 768 },
+  { name: 'fwd down', form: 'NT', M: T, N: 768, K: 2560 },
+  { name: 'dX qkvo', form: 'NN', M: T, N: 768, K: 768 },
+  { name: 'dX gate+up', form: 'NN', M: T, N: 768, K: 5120 },
+  { name: 'dX down', form: 'NN', M: T, N: 2560, K: 768 },
+  { name: 'dW qkvo', form: 'TN', M: 768, N: 768, K: T },
+  { name: 'dW gate|up', form: 'TN', M: 2560, N: 768, K: T },
+  { name: 'dW down', form: 'TN', M: 768, N: 2560, K: T },
+];
+
+const flags = ['enable-dawn-features=allow_unsafe_apis', 'disable-dawn-features=timestamp_quantization'];
+const out: Record<string, unknown> = { date: new Date().toISOString() };
+let failures = 0;
+
+// 1. The toggle's effect: the same adapter without it (NVIDIA hides shader-f16 under Vulkan).
+{
+  const plain = await acquireNodeGpu({ dawnFlags: flags, f16: false });
+  out.withoutToggle = { shaderF16: plain.features.shaderF16, configs: plain.subgroupMatrixConfigs };
+  log(`without vulkan_enable_f16_on_nvidia: shader-f16 ${plain.features.shaderF16}, ${f16ConfigsOf(plain.subgroupMatrixConfigs).length} f16->f32 configs`);
+  plain.device.destroy();
+}
+const gpu = await acquireNodeGpu({ dawnFlags: flags });
+const rt = new Runtime(gpu);
+out.adapter = gpu.adapterInfo;
+out.features = gpu.features;
+out.configs = gpu.subgroupMatrixConfigs;
+out.limits = { maxComputeWorkgroupStorageSize: gpu.limits.maxComputeWorkgroupStorageSize, subgroupMaxSize: gpu.subgroupMaxSize };
+log(`adapter ${JSON.stringify(gpu.adapterInfo)}`);
+log(`features ${JSON.stringify(gpu.features)}; configs ${gpu.subgroupMatrixConfigs.map((c) => `${c.componentType}->${c.resultComponentType} ${c.M}x${c.N}x${c.K}`).join(', ')}`);
+
+// The loss scaler reads found-inf from the global norm: an inf or NaN gradient must make it non-finite.
+{
+  const n = 100_000;
+  const rows: Record<string, number> = {};
+  for (const [name, v] of [['inf', Infinity], ['-inf', -Infinity], ['nan', NaN], ['finite', 1]] as const) {
+    const x = new Float32Array(n).fill(1e-3);
+    x[n - 17] = v;
+    const xb = rt.upload('workspace', 'norm.x', x);
+    const partials = rt.createBuffer('workspace', 'norm.p', globalNormPartialsBytes(n));
+    const o = rt.createBuffer('workspace', 'norm.o', 16);
+    rt.run(globalNorm(rt, { x: xb, n, partials, out: o }));
+    rows[name] = new Float32Array(await rt.read(o, 0, 4))[0];
+    [xb, partials, o].forEach((b) => rt.mem.free(b));
+  }
+  const ok = !Number.isFinite(rows.inf) && !Number.isFinite(rows['-inf']) && Number.isNaN(rows.nan) && Number.isFinite(rows.finite);
+  if (!ok) failures++;
+  out.normPropagation = { ...rows, ok };
+  log(`${ok ? 'PASS' : 'FAIL'} global norm with one inf / -inf / NaN gradient: ${rows.inf} / ${rows['-inf']} / ${rows.nan} (finite: ${rows.finite})`);
+}
+
+const twin = !!a.twin;
+if (!gpu.features.shaderF16 && !twin) {
+  log('no shader-f16 on this device: nothing f16 to test (the engine keeps fp32)');
+  if (a.json) writeFileSync(a.json, JSON.stringify(out, null, 1));
+  process.exit(0);
+}
+
+// 2. Tensor-core layouts per form.
+const probe = await enableF16TensorCores(rt);
+out.probe = { present: probe.present, chosen: Object.fromEntries(Object.entries(probe.chosen).map(([f, s]) => [f, f16TcLabel(s)])), tried: probe.tried };
+for (const t of probe.tried) log(`probe ${t.ok ? 'ok  ' : 'FAIL'} ${t.label}${t.failed ? `: ${t.failed}` : ''}`);
+for (const f of GEMM_FORMS) log(`chosen ${f}: ${probe.chosen[f] ? f16TcLabel(probe.chosen[f]) : 'none (SIMT)'}`);
+
+// 3. Correctness.
+const rows: unknown[] = [];
+out.checks = rows;
+async function check(name: string, c: F16GemmCase, path: 'f16-simt' | 'f16-tensor-core', samples?: number): Promise<void> {
+  const r = await checkMatmulF16(rt, c, { path, samples, elem: twin ? 'f32' : undefined });
+  rows.push({ name, path, ...c, ...r });
+  if (!r.ok) failures++;
+  const form = formOf(c.transA, c.transB);
+  log(`${r.ok ? 'PASS' : 'FAIL'} ${path} ${form} ${c.M}x${c.N}x${c.K}${c.alpha !== undefined ? ` alpha ${c.alpha}` : ''}${c.accumulate ? ' acc' : ''}${c.split ? ` split ${c.split}` : ''} ${name}: max err ${r.maxAbsErr.toExponential(2)}, ${r.worstRatio.toPrecision(3)}x tol${r.error ? ` (${r.error})` : ''}`);
+}
+const odd = [1, 7, 63, 65];
+for (const form of GEMM_FORMS) {
+  const t = FORM_TRANS[form];
+  const paths: ('f16-simt' | 'f16-tensor-core')[] = probe.chosen[form] ? ['f16-simt', 'f16-tensor-core'] : ['f16-simt'];
+  for (const path of paths) {
+    for (const M of odd) {
+      for (const N of odd) {
+        for (const K of [1, 63, 65, 200]) {
+          const c = { M, N, K, ...t };
+          if (path === 'f16-tensor-core' && !Object.values(vec4Operands(form, c)).every(Boolean)) continue; // SIMT's
+          if (M === N || K === 200) await check('awkward', c, path);
+        }
+      }
+    }
+    const tc = path === 'f16-tensor-core';
+    const big = { M: tc ? 260 : 257, N: 252, K: tc && !t.transA ? 516 : 515, ...t };
+    await check('alpha', { ...big, alpha: 0.125 }, path);
+    await check('accumulate', { ...big, alpha: -1.5, accumulate: true }, path);
+    await check('split-K', { ...big, split: 3 }, path);
+    await check('split-K accumulate', { ...big, split: 2, alpha: 2, accumulate: true }, path);
+  }
+}
+if (!a['no-model']) {
+  for (const s of MODEL) {
+    const path = twin ? 'f16-simt' : f16PathFor(rt, FORM_TRANS[s.form].transA, FORM_TRANS[s.form].transB, s);
+    if (path === 'fp32') continue;
+    await check(`model ${s.name}`, { M: s.M, N: s.N, K: s.K, ...FORM_TRANS[s.form] }, path, 2048);
+    if (s.form === 'TN') await check(`model ${s.name}`, { M: s.M, N: s.N, K: s.K, ...FORM_TRANS[s.form], split: 4 }, path, 2048);
+  }
+}
+log(`correctness: ${failures} failures`);
+
+// 4. Timing.
+const timings: unknown[] = [];
+out.timings = timings;
+async function time(name: string, shape: { M: number; N: number; K: number }, ds: Dispatch[]): Promise<number> {
+  const { ms, method } = await msPer(rt, ds, { inner: 5, warmup: 2, reps, warmupMs: 200 });
+  const tflops = (2 * shape.M * shape.N * shape.K) / (ms * 1e9);
+  timings.push({ name, ...shape, ms, tflops, method });
+  log(`time ${shape.M}x${shape.N}x${shape.K} ${name}: ${tflops.toFixed(1)} TFLOP/s (${ms.toFixed(3)} ms, ${method})`);
+  return tflops;
+}
+const rng = new Rng(7);
+async function timeShape(label: string, form: GemmForm, M: number, N: number, K: number, tune: boolean): Promise<void> {
+  const t = FORM_TRANS[form];
+  const A = uploadF16(rt, 'A', rng.uniformArray(M * K));
+  const B = uploadF16(rt, 'B', rng.uniformArray(K * N));
+  const A32 = rt.upload('workspace', 'A32', rng.uniformArray(M * K));
+  const B32 = rt.upload('workspace', 'B32', rng.uniformArray(K * N));
+  const C = rt.createBuffer('workspace', 'C', M * N * 4);
+  const ws = rt.createBuffer('workspace', 'ws', 8 * M * N * 4);
+  const shape = { M, N, K };
+  const free: GPUBuffer[] = [A, B, A32, B32, C, ws];
+  const run = async (name: string, path: 'f16-simt' | 'f16-tensor-core', spec?: F16TcSpec, workspace?: GPUBuffer) => {
+    try {
+      const b = buildMatmulF16(rt, { label: name, M, N, K, a: twin ? A32 : A, b: twin ? B32 : B, c: C, ...t, path, spec, workspace, elem: twin ? 'f32' : undefined });
+      free.push(...b.uniforms);
+      await time(`${label} ${name}${b.parts > 1 ? ` split ${b.parts}` : ''}`, shape, b.dispatches);
+    } catch (e) {
+      log(`time ${label} ${name}: ${(e as Error).message}`);
+    }
+  };
+  await time(`${label} fp32 ${form}`, shape, [matmul(rt, { label: 'fp32', a: A32, b: B32, c: C, M, N, K, ...t })]);
+  await run(`f16-simt ${form}`, 'f16-simt');
+  const chosen = f16TensorCoreSpec(rt, form);
+  if (chosen) {
+    await run(`f16-tc ${f16TcLabel(chosen)}`, 'f16-tensor-core', chosen);
+    if (form === 'TN') await run(`f16-tc ${f16TcLabel(chosen)}`, 'f16-tensor-core', chosen, ws);
+  }
+  if (tune && chosen) {
+    // Every other layout of every configuration that passes its check: tuning data for F16_TC_LAYOUTS' order.
+    const limits = rt.device.limits;
+    const valid = (s: F16TcSpec) => !f16TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup);
+    for (const s of f16TcCandidates(form, f16ConfigsOf(gpu.subgroupMatrixConfigs), F16_TC_LAYOUTS, subgroupSize(rt), valid)) {
+      if (f16TcLabel(s) === f16TcLabel(chosen)) continue;
+      const c = await checkF16Tc(rt, s);
+      if (!c.ok) {
+        log(`tune skip ${c.label}: ${c.failed}`);
+        continue;
+      }
+      await run(`f16-tc ${f16TcLabel(s)}`, 'f16-tensor-core', s);
+    }
+  }
+  free.forEach((b) => rt.mem.free(b));
+}
+for (const n of sizes) await timeShape(`${n}^3`, 'NT', n, n, n, !a['no-tune']);
+if (!a['no-model']) for (const s of MODEL) await timeShape(s.name, s.form, s.M, s.N, s.K, false);
+
+out.failures = failures;
+if (a.json) writeFileSync(a.json, JSON.stringify(out, null, 1));
+log(`done: ${failures} correctness failures`);
+process.exit(failures ? 1 : 0);
