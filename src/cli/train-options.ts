@@ -18,7 +18,7 @@ import {
   BUNDLED_DATASET, type CadenceSpec, DEFAULT_CHECKPOINT_EVERY, DEFAULT_SAMPLE_TEMPERATURE, defaultRunSpec, type RunSpec, trainOptionsOf, validateRunSpec,
 } from '../engine/run/spec';
 import type { Tokenizer } from '../engine/train/tokenizer/tokenizer';
-import { resolveBudgetOptions } from '../engine/train/trainer';
+import { resolveTrainingPlan, type TrainingPlan } from '../engine/plan/train-plan';
 import { CheckpointError, checkOutDir, readLatestCheckpoint } from './checkpoint-store';
 import { defaultCorpusPath, num, parseCliArgs, readJsonObject, UsageError } from './common';
 import { buildTokenizer, cachedCorpus, dataFiles, type LoadedData, readData, readInit } from './data';
@@ -111,6 +111,8 @@ export interface TrainPlan {
   overwrite: boolean;
   /** Set for --resume: null when the run committed no checkpoint yet (it starts again from step 0). */
   resume: { point: ResumePoint | null } | null;
+  /** The options resolved once (the memory budget solved), for --plan and the trainer; null: resolve them (a resumed run). */
+  resolved: TrainingPlan | null;
 }
 
 type Flags = ReturnType<typeof parseCliArgs<typeof OPTIONS>>;
@@ -166,11 +168,11 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
   const out = a.out ?? path.join('runs', `${preset}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
   if (!common.plan) outDirCheck(out, opts, { overwrite: a.overwrite });
   const { corpus, cached } = cachedCorpus(data, tokenizer, { field: a['text-field'], cacheDir: path.join('.cache', 'tokens') });
-  checkFeasible(opts, schemeArg, corpus, a.data ?? 'the bundled corpus');
+  const resolved = checkFeasible(opts, schemeArg, corpus, a.data ?? 'the bundled corpus');
   return {
     ...common, preset, opts, scheme, data, textField: a['text-field'], corpus, cached, tokenizer,
     init: init && a.init ? { dir: path.resolve(a.init), params: init.params } : null, out, overwrite: a.overwrite ?? false,
-    spec, resume: null,
+    spec, resume: null, resolved,
   };
 }
 
@@ -240,18 +242,18 @@ function loadScheme(arg: string, numLayers: number): Scheme {
  * What the trainer would refuse once the GPU is up, checked here so that --plan says no too: the
  * budget's resolution, features the engine does not execute, the tensor-parallel split, the data's length.
  */
-function checkFeasible(opts: TrainOptions, schemeArg: string, corpus: TokenCorpus, dataArg: string): void {
-  let resolved: TrainOptions;
+function checkFeasible(opts: TrainOptions, schemeArg: string, corpus: TokenCorpus, dataArg: string): TrainingPlan {
+  const tp = opts.scheme?.tp;
+  if (tp && tp.degree > 1) {
+    const p = tpProblem(modelDims(opts.model, opts.batch, opts.seq), tp);
+    if (p) throw new UsageError(`--scheme ${schemeArg} cannot split this model: ${p}`);
+  }
+  let plan: TrainingPlan;
   try {
-    resolved = resolveBudgetOptions(opts).opts;
-    if (resolved.scheme) assertSupported(resolved.scheme);
+    plan = resolveTrainingPlan(opts);
+    assertSupported(plan.scheme);
   } catch (e) {
     throw new UsageError(`--scheme ${schemeArg}: ${(e as Error).message}`);
-  }
-  const tp = resolved.scheme?.tp;
-  if (tp && tp.degree > 1) {
-    const p = tpProblem(modelDims(resolved.model, resolved.batch, resolved.seq), tp);
-    if (p) throw new UsageError(`--scheme ${schemeArg} cannot split this model: ${p}`);
   }
   try {
     const data = datasetOf(corpus, opts.seed);
@@ -260,6 +262,7 @@ function checkFeasible(opts: TrainOptions, schemeArg: string, corpus: TokenCorpu
   } catch (e) {
     throw new UsageError(`--data ${dataArg} with --seq ${opts.seq}: ${(e as Error).message}`);
   }
+  return plan;
 }
 
 function outDirCheck(out: string, opts: TrainOptions, o: { overwrite?: boolean; resume?: boolean }): void {
@@ -326,7 +329,7 @@ async function resumePlan(a: Flags, dir: string, cadence: Partial<CadenceSpec>):
   return {
     preset, opts, scheme: opts.scheme ?? SCHEME_PRESETS.fp32, data, textField, corpus, cached, tokenizer, init: null, out: dir, overwrite: false,
     spec,
-    resume: { point: resumePoint(dir, opts) },
+    resume: { point: resumePoint(dir, opts) }, resolved: null,
   };
 }
 

@@ -6,7 +6,6 @@
 import path from 'node:path';
 import cliProgress from 'cli-progress';
 import { acquireNodeGpu } from '../engine/gpu/node';
-import { schemeUsesInt8 } from '../engine/model/compute-plan';
 import { Runtime } from '../engine/gpu/runtime';
 import { saveCheckpoint } from '../engine/io/checkpoint';
 import { writeNpy } from '../engine/io/npy';
@@ -16,21 +15,22 @@ import { newlinePrompt } from '../engine/train/tokenizer/tokenizer';
 import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
 import { cadenceOf, specWithOptions } from '../engine/run/spec';
-import { planMemory, resolveBudgetOptions, Trainer } from '../engine/train/trainer';
+import { resolveTrainingPlan, type TrainingPlan } from '../engine/plan/train-plan';
+import { Trainer } from '../engine/train/trainer';
 import { fail } from './common';
 import { INTERRUPTED_EXIT, interruptOnSignals } from './interrupt';
 import { RunDir } from './run-dir';
 import { parseTrainArgs, TRAIN_HELP, type TrainPlan } from './train-options';
 
-/** --plan: the memory plan of the checked options, as JSON. */
-function printPlan(p: TrainPlan): void {
+/** --plan: the memory plan of the checked options (resolved once, `plan`), as JSON. */
+function printPlan(p: TrainPlan, plan: TrainingPlan): void {
   const { opts } = p;
-  const { opts: resolved, choice } = resolveBudgetOptions(opts);
+  const choice = plan.budget;
   console.log(JSON.stringify({
     model: p.preset, scheme: p.scheme.name, params: paramLayout(opts.model).count, vocab_size: opts.model.vocab_size, tokenizer: p.tokenizer.kind,
-    batch: opts.batch, seq: opts.seq, bytes: planMemory(opts),
+    batch: opts.batch, seq: opts.seq, bytes: plan.memory,
     ...(choice ? { budget: choice.budget, bits: choice.bits } : {}),
-    bits_and_wire: bitsAndWire(resolved.model, resolved.batch, resolved.seq, resolved.scheme),
+    bits_and_wire: bitsAndWire(plan.model),
   }, null, 2));
 }
 
@@ -40,8 +40,10 @@ async function main(): Promise<number> {
     console.log(TRAIN_HELP);
     return 0;
   }
+  // The run resolved once: --plan prints it, the trainer builds it.
+  const plan = p.resolved ?? resolveTrainingPlan(p.opts);
   if (p.plan) {
-    printPlan(p);
+    printPlan(p, plan);
     return 0;
   }
   const { opts, out } = p;
@@ -59,13 +61,12 @@ async function main(): Promise<number> {
   let bar: cliProgress.SingleBar | null = null;
   const interrupt = interruptOnSignals(() => bar?.stop());
   // Dawn exposes subgroup matrices (the INT8 GEMMs' tensor-core path) only behind its unsafe APIs.
-  const int8 = schemeUsesInt8(opts.scheme, opts.model.num_hidden_layers);
-  const gpu = await acquireNodeGpu({ forceSwiftShader: p.cpu, dawnFlags: int8 ? ['enable-dawn-features=allow_unsafe_apis'] : undefined });
+  const gpu = await acquireNodeGpu({ forceSwiftShader: p.cpu, dawnFlags: plan.int8TensorCores ? ['enable-dawn-features=allow_unsafe_apis'] : undefined });
   const ai = gpu.adapterInfo;
   console.error(`adapter: ${[ai.vendor, ai.architecture, ai.device, ai.description].filter(Boolean).join(' / ') || 'unknown'}`);
   const rt = new Runtime(gpu);
   const trainer = await Trainer.create(rt, opts, '', {
-    tokenizer: p.tokenizer, data: datasetOf(p.corpus, opts.seed), params: point?.params ?? p.init?.params, optimizer: point?.optimizer,
+    tokenizer: p.tokenizer, data: datasetOf(p.corpus, opts.seed), params: point?.params ?? p.init?.params, optimizer: point?.optimizer, plan,
   });
   // Only once the model is built: a run the GPU cannot hold leaves no directory behind.
   run.create({ overwrite: p.overwrite });
@@ -151,9 +152,9 @@ function writeStartFiles(p: TrainPlan, run: RunDir, trainer: Trainer, device: un
       : { kind: p.tokenizer.kind, vocab_size: p.tokenizer.vocabSize, eos_id: p.tokenizer.eosId, file: 'tokenizer.json' },
     ...(p.init ? { init: p.init.dir } : {}),
     // As the trainer runs it (a memory budget already turned into per-layer bits).
-    scheme: trainer.opts.scheme ?? p.scheme,
+    scheme: trainer.plan.scheme,
     // Exact bits per element and wire bytes of this scheme and model (not measured).
-    bits_and_wire: bitsAndWire(trainer.opts.model, trainer.opts.batch, trainer.opts.seq, trainer.opts.scheme),
+    bits_and_wire: bitsAndWire(trainer.plan.model),
     // The kernel each layer's forward, dX and dW GEMMs run on this device (fp32, int8-dot4, int8-tensor-core).
     gemm_paths: trainer.computePaths(),
     device,

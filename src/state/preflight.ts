@@ -5,7 +5,7 @@
  * after minutes of compiling: the page says so before Start instead.
  */
 import type { BufferSpec } from '../engine/model/plan';
-import { resolveBudgetOptions, trainerBufferPlan } from '../engine/train/trainer';
+import { resolveTrainingPlan } from '../engine/plan/train-plan';
 import type { TrainOptions } from '../engine/train/options';
 
 export interface AdapterLimits {
@@ -25,7 +25,7 @@ export interface Preflight {
 const mib = (n: number) => (n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(n < 2 ** 34 ? 2 : 0)} GiB` : `${(n / 2 ** 20).toFixed(n < 2 ** 24 ? 1 : 0)} MiB`);
 
 export function preflight(opts: TrainOptions, limits: AdapterLimits | undefined): Preflight {
-  const plan = trainerBufferPlan(resolveBudgetOptions(opts).opts);
+  const plan = resolveTrainingPlan(opts).buffers;
   const largest = plan.reduce<BufferSpec | null>((a, b) => (a === null || b.bytes > a.bytes ? b : a), null);
   if (!limits || !largest) return { largest, problem: null };
   const tooBig = plan.filter((b) => b.bytes > limits.maxBufferSize).sort((a, b) => b.bytes - a.bytes);

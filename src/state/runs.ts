@@ -3,6 +3,7 @@
  * Kept free of zustand and React so it can be tested in Node.
  */
 import { PRESETS } from '../engine/model/config';
+import { resolveTrainingPlan } from '../engine/plan/train-plan';
 import type { QuantErrorRecord } from '../engine/train/probe';
 import { bitsPerByte } from '../engine/train/data/datasets';
 import { type BitsAndWire, bitsAndWire } from '../engine/train/probe-bits';
@@ -215,7 +216,7 @@ export function restoredRun(saved: RunState): RunState {
  */
 export function runAccounting(run: RunState): BitsAndWire {
   const c = run.config;
-  return run.info?.accounting ?? bitsAndWire(c.model ?? PRESETS[c.preset], c.batch, c.seq, c.scheme);
+  return run.info?.accounting ?? bitsAndWire(resolveTrainingPlan({ model: c.model ?? PRESETS[c.preset], batch: c.batch, seq: c.seq, scheme: c.scheme }).model);
 }
 
 /**

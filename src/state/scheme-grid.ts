@@ -5,7 +5,8 @@
  */
 import type { ModelConfig } from '../engine/model/config';
 import { expectedComputePaths, type LayerPaths } from '../engine/model/int8-gemms';
-import { resolvePlan } from '../engine/model/run-plan';
+import type { RunPlan } from '../engine/model/run-plan';
+import { resolveTrainingPlan } from '../engine/plan/train-plan';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import {
   type ComputeScheme, FP32, layerScheme, parseScheme, savedSpec, SchemeSchema, type SavedKind, type SavedSpec, type Scheme,
@@ -88,29 +89,31 @@ export function commonCompute<K extends keyof ComputeScheme>(s: Scheme, layers: 
 }
 
 /**
- * The GEMM path each layer would run on a device with (`tensorCores`) or without the INT8
- * tensor-core path, as the engine chooses it; null when the plan refuses the scheme (computeProblem says why).
+ * A scheme resolved for a model at batch B and context T by the run's own resolver (engine/plan: a
+ * memory budget solved as the run would), once for every view of it; null when the resolver refuses
+ * the scheme (computeProblem says why for compute formats).
  */
-export function gemmPaths(s: Scheme | undefined, cfg: ModelConfig, B: number, T: number, tensorCores: boolean): LayerPaths[] | null {
+export function schemePlan(s: Scheme | undefined, cfg: ModelConfig, B: number, T: number): RunPlan | null {
   try {
-    return expectedComputePaths(resolvePlan(cfg, B, T, { scheme: s }), tensorCores);
+    return resolveTrainingPlan({ model: cfg, batch: B, seq: T, scheme: s }).model;
   } catch {
     return null;
   }
 }
 
+/**
+ * The GEMM path each layer of a resolved plan would run on a device with (`tensorCores`) or without
+ * the INT8 tensor-core path, as the engine chooses it; null without a plan.
+ */
+export function gemmPaths(plan: RunPlan | null, tensorCores: boolean): LayerPaths[] | null {
+  return plan && expectedComputePaths(plan, tensorCores);
+}
+
 export type SavedBits = BitsAndWire['saved'];
 
-/**
- * Bits per element of the saved activations (overall, per layer, per kind): exact storage sizes
- * from the engine's plan; null when the plan refuses the scheme (its compute formats; computeProblem says why).
- */
-export function savedBits(s: Scheme | undefined, cfg: ModelConfig, B: number, T: number): SavedBits | null {
-  try {
-    return bitsAndWire(cfg, B, T, s).saved;
-  } catch {
-    return null;
-  }
+/** Bits per element of the saved activations (overall, per layer, per kind): exact storage sizes of a resolved plan; null without one. */
+export function savedBits(plan: RunPlan | null): SavedBits | null {
+  return plan && bitsAndWire(plan).saved;
 }
 
 /** Parses scheme JSON text: the scheme, or the reasons it is invalid. */

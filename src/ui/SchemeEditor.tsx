@@ -3,7 +3,8 @@ import { PRESETS } from '../engine/model/config';
 import { computeProblem } from '../engine/model/run-plan';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { layerScheme, SAVED_KIND_LABEL, SAVED_KINDS, savedSpec, unsupportedFeatures, type SavedKind, type Scheme } from '../engine/scheme/scheme';
-import { planMemory } from '../engine/train/trainer';
+import type { MemReport } from '../engine/gpu/memory';
+import { planMemory, resolveTrainingPlan, type TrainingPlan } from '../engine/plan/train-plan';
 import { cellLabel, commonCell, gemmPaths, GRID_FORMATS, parseSchemeText, savedBits, setCell, type GridFormat } from '../state/scheme-grid';
 import { tpMismatch, trainOptionsFor, type RunConfig } from '../worker/protocol';
 import { ComputeGrid, GemmDeviceNote } from './ComputeGrid';
@@ -14,19 +15,21 @@ import { MemoryBar, MemoryLegend } from './MemoryBar';
 
 const FP32_SCHEME = (): Scheme => SCHEME_PRESETS.fp32 ?? Object.values(SCHEME_PRESETS)[0];
 
-function plan(draft: RunConfig): { mem: ReturnType<typeof planMemory>; fp32: ReturnType<typeof planMemory> } | { error: string } {
+/** The draft resolved once (the run's resolver: budget solved, buffers planned) and the fp32 run's memory beside it, or why it cannot be. */
+function resolveDraft(draft: RunConfig): { plan: TrainingPlan; mem: MemReport; fp32: MemReport } | { error: string } {
   try {
-    return { mem: planMemory(trainOptionsFor(draft)), fp32: planMemory(trainOptionsFor({ ...draft, scheme: undefined })) };
+    const plan = resolveTrainingPlan(trainOptionsFor(draft));
+    return { plan, mem: plan.memory, fp32: planMemory(trainOptionsFor({ ...draft, scheme: undefined })) };
   } catch (e) {
     return { error: (e as Error).message };
   }
 }
 
-/** The compute formats' problem at this shape (resolvePlan's own message) and the GEMM path of each layer on this device. */
-function computeView(draft: RunConfig, tensorCores: boolean): { problem: string | null; paths: ReturnType<typeof gemmPaths> } {
+/** The compute formats' problem at this shape (the resolver's own message) and the GEMM path of each layer of the resolved draft on this device. */
+function computeView(draft: RunConfig, plan: TrainingPlan | null, tensorCores: boolean): { problem: string | null; paths: ReturnType<typeof gemmPaths> } {
   try {
     const o = trainOptionsFor(draft);
-    return { problem: computeProblem(o.model, o.batch, o.seq, o.scheme), paths: gemmPaths(o.scheme, o.model, o.batch, o.seq, tensorCores) };
+    return { problem: computeProblem(o.model, o.batch, o.seq, o.scheme), paths: gemmPaths(plan?.model ?? null, tensorCores) };
   } catch {
     return { problem: null, paths: null }; // the form's own problem, said by the run form
   }
@@ -72,7 +75,7 @@ function schemeDescription(scheme: Scheme, layers: number): string {
 
 /**
  * The next run's scheme: a preset, or edited cell by cell (layer × saved activation kind), imported
- * or exported as JSON; the predicted memory per category follows every edit (planMemory, no GPU).
+ * or exported as JSON; the predicted memory per category follows every edit (the draft's resolved plan, no GPU).
  */
 export function SchemeEditor() {
   const { store } = useLabApi();
@@ -84,11 +87,12 @@ export function SchemeEditor() {
   const [jsonError, setJsonError] = useState<string | null>(null);
   const cfg = draft.model ?? PRESETS[draft.preset];
   const L = cfg.num_hidden_layers;
-  const predicted = useMemo(() => plan(draft), [draft]);
+  const predicted = useMemo(() => resolveDraft(draft), [draft]);
+  const resolved = 'plan' in predicted ? predicted.plan : null;
   const gpu = useLab((s) => s.gpu);
   const tensorCores = gpu.state === 'available' && !!gpu.i8TensorCores;
-  const compute = useMemo(() => computeView(draft, tensorCores), [draft, tensorCores]);
-  const bits = useMemo(() => savedBits(scheme, cfg, draft.batch, draft.seq), [scheme, cfg, draft.batch, draft.seq]);
+  const compute = useMemo(() => computeView(draft, resolved, tensorCores), [draft, resolved, tensorCores]);
+  const bits = useMemo(() => savedBits(resolved?.model ?? null), [resolved]);
   const unsupported = unsupportedFeatures(scheme);
   const presetNames = Object.keys(SCHEME_PRESETS);
   // A TP degree must divide the model's heads (and more): say so, and offer the presets that fit.

@@ -138,7 +138,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
         params: countParams(trainer.opts.model),
         vocabSize: trainer.tokenizer.vocabSize,
         memory: trainer.memory(),
-        accounting: bitsAndWire(trainer.opts.model, trainer.opts.batch, trainer.opts.seq, trainer.opts.scheme),
+        accounting: bitsAndWire(trainer.plan.model),
         gemmPaths: gemmPathSummary(trainer.computePaths()),
       },
     });

@@ -7,13 +7,13 @@
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
 import { dsChunks } from '../../src/engine/kernels/attention/ds';
-import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 import { testRuntime } from '../helpers/gpu';
+import { buildModel } from '../helpers/model';
 
 const cfg = { ...PRESETS.micro };
 const params = initParams(cfg, paramLayout(cfg), 3);
@@ -25,7 +25,7 @@ async function step(scheme: Scheme, B: number, T: number, attnDqPath: 'stored' |
   const rt = await testRuntime();
   const rng = new Rng(9);
   const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size));
-  const model = new LlamaGpu(rt, cfg, B, T, { scheme, attnDqPath });
+  const model = buildModel(rt, cfg, B, T, { scheme, attnDqPath });
   model.uploadParams(params);
   model.setBatch(tokens);
   model.setStepSeed(0);
@@ -74,7 +74,7 @@ describe('stored-dS attention backward in the training step', () => {
 
   it('takes the stored path by default where dF1 holds a pair\'s dS', async () => {
     const rt = await testRuntime();
-    const model = new LlamaGpu(rt, cfg, 2, 32, {});
+    const model = buildModel(rt, cfg, 2, 32, {});
     expect(model.backward.filter((d) => d.label.endsWith('attnDqDs')).length).toBe(cfg.num_hidden_layers * chunksOf(2, 32));
     model.destroy();
   });

@@ -7,13 +7,14 @@
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
 import { packBf16Ref } from '../../src/engine/kernels/bf16/bf16.ref';
-import { LlamaGpu } from '../../src/engine/model/llama';
+import type { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { QuantErrorProbe } from '../../src/engine/train/probe';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
+import { buildModel } from '../helpers/model';
 
 const cfg = { ...PRESETS.micro };
 const [B, T] = [2, 32];
@@ -26,7 +27,7 @@ const ATTN_BF16 = parseScheme({ name: 'attn-bf16', layer: { saved: { attn_qkv: b
 
 async function step(scheme: Scheme): Promise<{ loss: number; grads: Float32Array; model: LlamaGpu }> {
   const rt = await testRuntime();
-  const model = new LlamaGpu(rt, cfg, B, T, { scheme });
+  const model = buildModel(rt, cfg, B, T, { scheme });
   model.uploadParams(params);
   model.setBatch(tokens);
   rt.run([...model.forward, ...model.backward]);

@@ -7,11 +7,11 @@ import { ropeTablePacked } from '../../src/engine/kernels/rope/rope';
 import { type ModelConfig, PRESETS } from '../../src/engine/model/config';
 import { Decoder } from '../../src/engine/model/decode';
 import { generateTokens } from '../../src/engine/model/generate';
-import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
 import { testRuntime, trackBuffers } from '../helpers/gpu';
+import { buildModel } from '../helpers/model';
 
 const { up, track } = trackBuffers();
 
@@ -87,7 +87,7 @@ async function setup(cfg: ModelConfig, T: number) {
   const rt = await testRuntime();
   const layout = paramLayout(cfg);
   const flat = initParams(cfg, layout, 5).map((v) => v * 3);
-  const full = new LlamaGpu(rt, cfg, 1, T, { training: false });
+  const full = buildModel(rt, cfg, 1, T, { training: false });
   full.uploadParams(flat);
   const dec = new Decoder(rt, cfg, full.b('weights'), T);
   const tokens = Array.from({ length: T + 1 }, (_, i) => (i * 7 + 3) % cfg.vocab_size);

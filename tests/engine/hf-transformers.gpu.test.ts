@@ -7,10 +7,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../src/engine/io/checkpoint';
-import { LlamaGpu } from '../../src/engine/model/llama';
 import { flatten } from '../../src/engine/model/params';
 import { tokenizerFromJSON } from '../../src/engine/train/tokenizer/hf-tokenizer';
 import { testRuntime } from '../helpers/gpu';
+import { buildModel } from '../helpers/model';
 
 const FIX = path.resolve(__dirname, '../fixtures/hf-llama');
 const readDir = (d: string) => Object.fromEntries(readdirSync(d).filter((n) => /\.(json|safetensors)$/.test(n) && n !== 'logits.json')
@@ -37,7 +37,7 @@ describe('Hugging Face fixtures made by transformers', () => {
     for (let i = 0; i < ref.inputs.length; i++) {
       const ids = ref.inputs[i];
       const T = ids.length;
-      const model = new LlamaGpu(rt, ck.config, 1, T, { training: false });
+      const model = buildModel(rt, ck.config, 1, T, { training: false });
       try {
         model.uploadParams(flatten(ck.params, model.layout));
         const tokens = new Int32Array(T + 1);

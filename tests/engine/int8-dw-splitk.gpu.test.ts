@@ -8,12 +8,12 @@ import { describe, expect, it } from 'vitest';
 import { setI8SplitKMax } from '../../src/engine/kernels/qgemm/splitk';
 import { PRESETS } from '../../src/engine/model/config';
 import { gemmSplitSummary } from '../../src/engine/model/int8-gemms';
-import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
+import { buildModel } from '../helpers/model';
 
 const cfg = { ...PRESETS.micro };
 const [B, T] = [4, 32];
@@ -25,7 +25,7 @@ async function step(scheme: Scheme, maxSplit: number | undefined) {
   const rt = await testRuntime();
   setI8SplitKMax(rt, maxSplit);
   try {
-    const model = new LlamaGpu(rt, cfg, B, T, { scheme });
+    const model = buildModel(rt, cfg, B, T, { scheme });
     model.uploadParams(params);
     model.setBatch(tokens);
     model.setStepSeed(7);

@@ -14,13 +14,14 @@ import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm/qgemm.ref';
 import { swigluBackwardCodesRef } from '../../src/engine/kernels/swiglu/swiglu.ref';
 import { PRESETS } from '../../src/engine/model/config';
 import { expectedComputePaths } from '../../src/engine/model/int8-gemms';
-import { LlamaGpu } from '../../src/engine/model/llama';
+import type { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { resolvePlan } from '../../src/engine/model/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
+import { buildModel } from '../helpers/model';
 
 const cfg = { ...PRESETS.micro };
 // N = 256 tokens: an INT4-stored `up` runs the SwiGLU backward in two blocks of 128 rows.
@@ -42,7 +43,7 @@ const schemes: [string, Scheme][] = [['int8', int8PerGemm], ['int8, up stored IN
 const i8 = (w: Uint32Array) => new Int8Array(w.buffer.slice(0));
 
 async function model(scheme: Scheme, fuseGateUpDx = true): Promise<LlamaGpu> {
-  const m = new LlamaGpu(await testRuntime(), cfg, B, T, { scheme, fuseGateUpDx });
+  const m = buildModel(await testRuntime(), cfg, B, T, { scheme, fuseGateUpDx });
   m.uploadParams(params);
   m.setBatch(tokens);
   m.setStepSeed(0);

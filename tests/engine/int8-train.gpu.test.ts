@@ -9,7 +9,7 @@ import { PRESETS } from '../../src/engine/model/config';
 import { i8TensorCoreSpec } from '../../src/engine/kernels/qgemm/tc';
 import { headCodesLayout } from '../../src/engine/kernels/attention/head-codes';
 import { expectedComputePaths } from '../../src/engine/model/int8-gemms';
-import { LlamaGpu } from '../../src/engine/model/llama';
+import type { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { resolvePlan } from '../../src/engine/model/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
@@ -20,6 +20,7 @@ import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { Rng } from '../../src/engine/util/rng';
 import { quantizeRef } from '../../src/engine/kernels/quantize/quantize.ref';
 import { testRuntime } from '../helpers/gpu';
+import { buildModel } from '../helpers/model';
 
 const cfg = { ...PRESETS.micro };
 const [B, T] = [2, 32];
@@ -31,7 +32,7 @@ const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_
 /** Loss and flat gradients of one forward + backward at `params` under `scheme`. */
 async function lossAndGrads(scheme: Scheme): Promise<{ loss: number; grads: Float32Array | null; model: LlamaGpu }> {
   const rt = await testRuntime();
-  const model = new LlamaGpu(rt, cfg, B, T, { scheme });
+  const model = buildModel(rt, cfg, B, T, { scheme });
   model.uploadParams(params);
   model.setBatch(tokens);
   model.setStepSeed(0);
@@ -115,7 +116,7 @@ describe('INT8 GEMMs in the training step (micro, dot4 on SwiftShader)', () => {
     for (const r of [fp32, int8, qk]) r.model.destroy();
     // The forward's RoPE wrote the last layer's Q and K codes: quantizeRef's per (token, head) row of the saved q and k.
     const rt = await testRuntime();
-    const fwd = new LlamaGpu(rt, cfg, B, T, { scheme: SCHEME_PRESETS['int8-qk'] });
+    const fwd = buildModel(rt, cfg, B, T, { scheme: SCHEME_PRESETS['int8-qk'] });
     fwd.uploadParams(params);
     fwd.setBatch(tokens);
     rt.run(fwd.forward);
@@ -170,7 +171,7 @@ describe('one set of codes for a saved tensor stored INT8 per row and the forwar
   it.each([['int8 + INT8-row GEMM inputs', shareable(INT8)], ['agoq-int8-shared', agoqShared]] as const)('%s: the step equals quantizing storage and GEMM input separately, bit for bit, with fewer quantize dispatches', async (_, scheme) => {
     const rt = await testRuntime();
     const run = async (shareCodes: boolean) => {
-      const model = new LlamaGpu(rt, cfg, B, T, { scheme, shareCodes });
+      const model = buildModel(rt, cfg, B, T, { scheme, shareCodes });
       model.uploadParams(params);
       model.setBatch(tokens);
       rt.run([...model.forward, ...model.backward]);
@@ -219,7 +220,7 @@ describe('one set of codes for a saved tensor stored INT8 per row and the forwar
   it('a forward-only INT8 model with shared codes trains the same step as without', async () => {
     const rt = await testRuntime();
     const grads = async (shareCodes: boolean) => {
-      const model = new LlamaGpu(rt, cfg, B, T, { scheme: shareable({ forward: 'int8' }), shareCodes });
+      const model = buildModel(rt, cfg, B, T, { scheme: shareable({ forward: 'int8' }), shareCodes });
       model.uploadParams(params);
       model.setBatch(tokens);
       rt.run([...model.forward, ...model.backward]);

@@ -14,7 +14,7 @@ import { layerScheme } from '../../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { probeSites, quantProbeBufferPlan, type QuantErrorRecord } from '../../src/engine/train/probe';
 import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
-import { planMemory, Trainer, trainerBufferPlan } from '../../src/engine/train/trainer';
+import { planMemory, Trainer } from '../../src/engine/train/trainer';
 import { testRuntime } from '../helpers/gpu';
 
 const text = readFileSync('public/data/tinyshakespeare.txt', 'utf8').slice(0, 100_000);
@@ -48,7 +48,7 @@ describe('quantization-error probe', () => {
     const fp32 = await Trainer.create(rt, opts(), text, { tokenizer: tok });
     try {
       expect(agoq.memory()).toEqual(planMemory(agoq.opts));
-      expect(trainerBufferPlan(agoq.opts).some((b) => b.key === 'probe.partials')).toBe(true);
+      expect(agoq.plan.buffers.some((b) => b.key === 'probe.partials')).toBe(true);
       const got = byKey(await agoq.quantErrors());
       fp32.model.setBatch(fp32.data.valBatches(1, 4, 32)[0]);
       rt.run(fp32.model.forward);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseScheme } from '../../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../../src/engine/train/options';
-import { planMemory, resolveBudgetOptions } from '../../src/engine/train/trainer';
+import { planMemory, resolveTrainingPlan } from '../../src/engine/plan/train-plan';
 
 const withBudget = (budget: number) => parseScheme({
   name: 'budget',
@@ -15,7 +15,7 @@ describe('AGoQ memory budget → per-layer bits', () => {
     let prevBits = -1;
     for (const frac of [0.5, 0.6, 0.7, 0.85, 1.0]) {
       const opts = defaultTrainOptions('small', { scheme: withBudget(Math.floor(fp32 * frac)) });
-      const { opts: resolved, choice } = resolveBudgetOptions(opts);
+      const { opts: resolved, budget: choice } = resolveTrainingPlan(opts);
       expect(choice).not.toBeNull();
       expect(planMemory(resolved).total).toBeLessThanOrEqual(Math.floor(fp32 * frac));
       expect(choice!.planned).toEqual(planMemory(resolved));
@@ -31,7 +31,7 @@ describe('AGoQ memory budget → per-layer bits', () => {
   });
   it('with an INT8 forward, stores the 8-bit GEMM inputs per row (one set of codes for storage and GEMM)', () => {
     const scheme = parseScheme({ ...withBudget(Math.floor(fp32 * 0.7)), name: 'budget-int8', layer: { saved: { attn_qkv: { format: 'fp32' }, attn_out: { format: 'fp32' } }, compute: { forward: 'int8' } } });
-    const { opts: resolved, choice } = resolveBudgetOptions(defaultTrainOptions('small', { scheme }));
+    const { opts: resolved, budget: choice } = resolveTrainingPlan(defaultTrainOptions('small', { scheme }));
     expect(planMemory(resolved).total).toBeLessThanOrEqual(Math.floor(fp32 * 0.7));
     let rows = 0;
     for (const [l, kinds] of Object.entries(choice!.bits)) {
@@ -48,7 +48,7 @@ describe('AGoQ memory budget → per-layer bits', () => {
     const budget = Math.floor(fp32 * 0.6);
     const bf16 = { format: 'bf16' } as const;
     const scheme = parseScheme({ name: 'budget-bf16', layer: { saved: { attn_qkv: bf16, attn_out: bf16 } }, budget_bytes: budget });
-    const { opts: resolved, choice } = resolveBudgetOptions(defaultTrainOptions('small', { scheme }));
+    const { opts: resolved, budget: choice } = resolveTrainingPlan(defaultTrainOptions('small', { scheme }));
     expect(planMemory(resolved).total).toBeLessThanOrEqual(budget);
     for (const [l, k] of Object.entries(choice!.bits)) {
       expect([k.attn_qkv, k.attn_out], `layer ${l}`).toEqual([16, 16]);
@@ -58,6 +58,6 @@ describe('AGoQ memory budget → per-layer bits', () => {
     }
   });
   it('explains an infeasible budget', () => {
-    expect(() => resolveBudgetOptions(defaultTrainOptions('small', { scheme: withBudget(10_000_000) }))).toThrow(/infeasible.*at least/s);
+    expect(() => resolveTrainingPlan(defaultTrainOptions('small', { scheme: withBudget(10_000_000) }))).toThrow(/infeasible.*at least/s);
   });
 });

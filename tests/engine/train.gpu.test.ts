@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
-import { LlamaGpu } from '../../src/engine/model/llama';
 import { RefLlama } from '../../src/engine/model/llama.ref';
 import { modelDims, swigluBlockRows } from '../../src/engine/model/plan';
 import { tpSharesOf } from '../../src/engine/model/tp/tp';
@@ -12,6 +11,7 @@ import { planMemory, Trainer } from '../../src/engine/train/trainer';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { parseScheme } from '../../src/engine/scheme/scheme';
 import { testRuntime } from '../helpers/gpu';
+import { buildModel } from '../helpers/model';
 
 const text = readFileSync('public/data/tinyshakespeare.txt', 'utf8').slice(0, 200_000);
 
@@ -112,8 +112,8 @@ describe('forward linears', () => {
     const tokens = new Int32Array(B * (T + 1)).map((_, i) => (i * 5 + (i >> 2)) % cfg.vocab_size);
     for (const scheme of [undefined, parseScheme({ name: 'tp2', tp: { degree: 2, codec: 'fp32', group: 128 } })]) {
       const tag = scheme ? 'TP-2' : 'unsplit';
-      const nt = new LlamaGpu(rt, cfg, B, T, { scheme });
-      const nn = new LlamaGpu(rt, cfg, B, T, { scheme, linearNnMinRows: B * T });
+      const nt = buildModel(rt, cfg, B, T, { scheme });
+      const nn = buildModel(rt, cfg, B, T, { scheme, linearNnMinRows: B * T });
       // micro at 128 tokens is under LINEAR_NN_MIN_ROWS: the default model reads W as stored.
       expect(nt.forward.some((d) => d.label.endsWith('.wT')), tag).toBe(false);
       expect(() => nt.b('wT')).toThrow();
@@ -143,8 +143,8 @@ describe('AGoQ storage', () => {
     const [B, T] = [8, 32];
     // AGoQ's activation storage with fp32 gradients, so that the gradients can be read and compared.
     const scheme = parseScheme({ ...SCHEME_PRESETS.agoq, name: 'agoq-fp32-grads', grads: { storage: { format: 'fp32' }, wire: { format: 'fp32' } } });
-    const whole = new LlamaGpu(rt, cfg, B, T, { scheme, swigluBlockRows: B * T });
-    const blocked = new LlamaGpu(rt, cfg, B, T, { scheme });
+    const whole = buildModel(rt, cfg, B, T, { scheme, swigluBlockRows: B * T });
+    const blocked = buildModel(rt, cfg, B, T, { scheme });
     // micro's F = 64 with INT4 groups of 128: blocks of 128 rows keep the scales' offsets 256-aligned.
     expect(swigluBlockRows(modelDims(cfg, B, T), whole.storage)).toBe(128);
     const params = initParams(cfg, paramLayout(cfg), 3);

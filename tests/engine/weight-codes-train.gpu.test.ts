@@ -7,7 +7,6 @@
 import { describe, expect, it } from 'vitest';
 import { buildQuantize } from '../../src/engine/kernels/quantize/quantize';
 import { PRESETS } from '../../src/engine/model/config';
-import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
 import { resolvePlan } from '../../src/engine/model/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
@@ -16,6 +15,7 @@ import { defaultTrainOptions } from '../../src/engine/train/options';
 import { planMemory, writeAdamwStep } from '../../src/engine/train/trainer';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
+import { buildModel } from '../helpers/model';
 
 const cfg = { ...PRESETS.micro };
 const [B, T] = [2, 32];
@@ -29,7 +29,7 @@ const withCodes = (s: Scheme, weight_codes: 'per-gemm' | 'per-step') => parseSch
 /** STEPS training steps (forward, backward, AdamW) from `params`: each step's loss, the final weights and moments. */
 async function train(scheme: Scheme, opts: { fuseGateUpDx?: boolean } = {}) {
   const rt = await testRuntime();
-  const model = new LlamaGpu(rt, cfg, B, T, { scheme, ...opts });
+  const model = buildModel(rt, cfg, B, T, { scheme, ...opts });
   model.uploadParams(params);
   const losses: number[] = [];
   for (let s = 0; s < STEPS; s++) {
@@ -79,7 +79,7 @@ describe('INT8 weight codes once per step', () => {
   it('the codes follow the weights: after each AdamW update they are the new weights\' codes', async () => {
     const rt = await testRuntime();
     const scheme = withCodes(SCHEME_PRESETS.int8, 'per-step');
-    const model = new LlamaGpu(rt, cfg, B, T, { scheme });
+    const model = buildModel(rt, cfg, B, T, { scheme });
     model.uploadParams(params);
     const name = 'model.layers.1.mlp.down_proj.weight';
     const e = model.plan.wcodes!.rows.find((r) => r.name === name)!;

@@ -7,6 +7,7 @@ import { emptyMemReport } from '../../src/engine/gpu/memory';
 import { PRESETS } from '../../src/engine/model/config';
 import { tpWireBytes } from '../../src/engine/model/tp/tp';
 import { modelDims } from '../../src/engine/model/plan';
+import { resolvePlan } from '../../src/engine/model/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { bitsAndWire } from '../../src/engine/train/probe-bits';
 import { allReduceWireBytes } from '../../src/peers/collectives/allreduce';
@@ -53,9 +54,9 @@ describe('quantization error in the store and exports', () => {
 describe('bits per element and wire bytes', () => {
   it('are the exact storage and protocol counts, and the worker\'s figures win over the config\'s', () => {
     const cfg = PRESETS.micro;
-    const fp = bitsAndWire(cfg, 4, 32, SCHEME_PRESETS.fp32);
-    const agoq = bitsAndWire(cfg, 4, 32, SCHEME_PRESETS.agoq);
-    const taco = bitsAndWire(cfg, 4, 32, SCHEME_PRESETS['taco-tp2']);
+    const fp = bitsAndWire(resolvePlan(cfg, 4, 32, { scheme: SCHEME_PRESETS.fp32 }));
+    const agoq = bitsAndWire(resolvePlan(cfg, 4, 32, { scheme: SCHEME_PRESETS.agoq }));
+    const taco = bitsAndWire(resolvePlan(cfg, 4, 32, { scheme: SCHEME_PRESETS['taco-tp2'] }));
     expect(fp.saved.overall).toBe(32);
     expect(fp.saved.perLayer.map((l) => l.bits)).toEqual([32, 32]);
     expect(fp.grads.bits).toBe(32);

@@ -4,7 +4,7 @@ import { modelBufferPlan, modelDims, layerStorage } from '../../src/engine/model
 import { PRESETS } from '../../src/engine/model/config';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { layerScheme, parseScheme, savedSpec, SAVED_KINDS } from '../../src/engine/scheme/scheme';
-import { cellLabel, commonCell, commonCompute, gemmPaths, parseSchemeText, savedBits, setCell, setCompute } from '../../src/state/scheme-grid';
+import { cellLabel, commonCell, commonCompute, gemmPaths, parseSchemeText, savedBits, schemePlan, setCell, setCompute } from '../../src/state/scheme-grid';
 import { checkRunConfig, DEFAULT_RUN_CONFIG } from '../../src/worker/protocol';
 
 const fp32 = SCHEME_PRESETS.fp32;
@@ -46,14 +46,14 @@ describe('scheme grid', () => {
 describe('saved bits per element', () => {
   it('is 32 for fp32 and matches the model plan\'s saved storage for AGoQ and a mixed grid', () => {
     const cfg = PRESETS.micro;
-    expect(savedBits(fp32, cfg, 4, 32)?.overall).toBe(32);
-    expect(savedBits(undefined, cfg, 4, 32)?.overall).toBe(32);
+    expect(savedBits(schemePlan(fp32, cfg, 4, 32))?.overall).toBe(32);
+    expect(savedBits(schemePlan(undefined, cfg, 4, 32))?.overall).toBe(32);
     const mixed = setCell(setCell(agoq, 0, 'attn_qkv', 'int8'), 1, 'swiglu', 'fp32');
     for (const s of [agoq, mixed]) {
       // Independent count from the engine's own storage table: codes + scales of every quantized
       // tensor, 32 bits for the rest, over the saved kinds' elements.
       const d = modelDims(cfg, 4, 32);
-      const fp = savedBits(fp32, cfg, 4, 32)!;
+      const fp = savedBits(schemePlan(fp32, cfg, 4, 32))!;
       let bits = 0;
       let n = 0;
       for (let l = 0; l <= cfg.num_hidden_layers; l++) {
@@ -67,15 +67,15 @@ describe('saved bits per element', () => {
         }
       }
       expect(fp.overall).toBe(32);
-      expect(savedBits(s, cfg, 4, 32)?.overall).toBeCloseTo(bits / n, 6);
+      expect(savedBits(schemePlan(s, cfg, 4, 32))?.overall).toBeCloseTo(bits / n, 6);
     }
-    expect(savedBits(agoq, cfg, 4, 32)?.overall).toBeLessThan(16);
+    expect(savedBits(schemePlan(agoq, cfg, 4, 32))?.overall).toBeLessThan(16);
     // A bf16 cell: 16 bits per element exactly (two values a word, no scales), labelled bf16.
     const bf = setCell(setCell(fp32, 'all', 'attn_qkv', 'bf16'), 'all', 'attn_out', 'bf16');
     expect(commonCell(bf, cfg.num_hidden_layers, 'attn_qkv')).toBe('bf16');
-    expect(savedBits(bf, cfg, 4, 32)?.perKind.attn_qkv).toBe(16);
-    expect(savedBits(bf, cfg, 4, 32)?.perKind.attn_out).toBe(16);
-    expect(savedBits(SCHEME_PRESETS['agoq-int8'], cfg, 4, 32)?.perKind.attn_qkv).toBe(16);
+    expect(savedBits(schemePlan(bf, cfg, 4, 32))?.perKind.attn_qkv).toBe(16);
+    expect(savedBits(schemePlan(bf, cfg, 4, 32))?.perKind.attn_out).toBe(16);
+    expect(savedBits(schemePlan(SCHEME_PRESETS['agoq-int8'], cfg, 4, 32))?.perKind.attn_qkv).toBe(16);
     expect(SAVED_KINDS.length).toBeGreaterThan(0);
     expect(modelBufferPlan(cfg, 4, 32, { scheme: agoq }).length).toBeGreaterThan(0);
   });
@@ -114,21 +114,21 @@ describe('scheme grid: compute formats', () => {
   it('predicts the GEMM path of each layer as the engine chooses it, with and without tensor cores', () => {
     const micro = PRESETS.micro;
     const f = { attention: 'fp32', attentionDp: 'fp32' };
-    expect(gemmPaths(SCHEME_PRESETS.fp32, micro, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'fp32', dx: 'fp32', dw: 'fp32', ...f });
-    expect(gemmPaths(int8, micro, 2, 8, false)?.[1]).toEqual({ layer: 1, forward: 'int8-dot4', dx: 'int8-dot4', dw: 'int8-dot4', ...f });
-    expect(gemmPaths(int8, micro, 2, 8, true)?.[1]).toEqual({ layer: 1, forward: 'int8-tensor-core', dx: 'int8-tensor-core', dw: 'int8-tensor-core', ...f });
+    expect(gemmPaths(schemePlan(SCHEME_PRESETS.fp32, micro, 2, 8), true)?.[0]).toEqual({ layer: 0, forward: 'fp32', dx: 'fp32', dw: 'fp32', ...f });
+    expect(gemmPaths(schemePlan(int8, micro, 2, 8), false)?.[1]).toEqual({ layer: 1, forward: 'int8-dot4', dx: 'int8-dot4', dw: 'int8-dot4', ...f });
+    expect(gemmPaths(schemePlan(int8, micro, 2, 8), true)?.[1]).toEqual({ layer: 1, forward: 'int8-tensor-core', dx: 'int8-tensor-core', dw: 'int8-tensor-core', ...f });
     // Blocked dW runs the dot4 blocked kernel even with tensor cores; SwitchBack keeps dW fp32.
-    expect(gemmPaths(SCHEME_PRESETS['int8-blockdw'], micro, 2, 16, true)?.[0].dw).toBe('int8-dot4');
-    expect(gemmPaths(SCHEME_PRESETS.switchback, micro, 2, 8, true)?.[0]).toMatchObject({ dx: 'int8-tensor-core', dw: 'fp32', attention: 'fp32' });
+    expect(gemmPaths(schemePlan(SCHEME_PRESETS['int8-blockdw'], micro, 2, 16), true)?.[0].dw).toBe('int8-dot4');
+    expect(gemmPaths(schemePlan(SCHEME_PRESETS.switchback, micro, 2, 8), true)?.[0]).toMatchObject({ dx: 'int8-tensor-core', dw: 'fp32', attention: 'fp32' });
     // intermediate 68: down_proj's forward and gate/up's dX reduce over K = 68, not a multiple of 16 (dot4 for those).
     const odd = { ...micro, intermediate_size: 68 };
-    expect(gemmPaths(int8, odd, 2, 8, true)?.[0]).toEqual({ layer: 0, forward: 'int8-dot4+int8-tensor-core', dx: 'int8-dot4+int8-tensor-core', dw: 'int8-tensor-core', ...f });
-    expect(gemmPaths(SCHEME_PRESETS['int8-qk'], micro, 2, 8, true)?.[0].attention).toBe('int8-dot4');
-    expect(gemmPaths(SCHEME_PRESETS['int8-qk'], micro, 2, 8, false)?.[0].attention).toBe('int8-dot4');
-    expect(gemmPaths(SCHEME_PRESETS['int8-attn'], micro, 2, 8, true)?.[0]).toMatchObject({ attention: 'int8-dot4', attentionDp: 'int8-dot4' });
+    expect(gemmPaths(schemePlan(int8, odd, 2, 8), true)?.[0]).toEqual({ layer: 0, forward: 'int8-dot4+int8-tensor-core', dx: 'int8-dot4+int8-tensor-core', dw: 'int8-tensor-core', ...f });
+    expect(gemmPaths(schemePlan(SCHEME_PRESETS['int8-qk'], micro, 2, 8), true)?.[0].attention).toBe('int8-dot4');
+    expect(gemmPaths(schemePlan(SCHEME_PRESETS['int8-qk'], micro, 2, 8), false)?.[0].attention).toBe('int8-dot4');
+    expect(gemmPaths(schemePlan(SCHEME_PRESETS['int8-attn'], micro, 2, 8), true)?.[0]).toMatchObject({ attention: 'int8-dot4', attentionDp: 'int8-dot4' });
     // A combination the model cannot run has no paths and no saved bits (the editor shows the engine's reason instead).
-    expect(gemmPaths(setCompute(int8, 'all', { dw_block: 256 }), micro, 2, 8, true)).toBeNull();
-    expect(savedBits(setCompute(int8, 'all', { dw_block: 256 }), micro, 2, 8)).toBeNull();
+    expect(gemmPaths(schemePlan(setCompute(int8, 'all', { dw_block: 256 }), micro, 2, 8), true)).toBeNull();
+    expect(savedBits(schemePlan(setCompute(int8, 'all', { dw_block: 256 }), micro, 2, 8))).toBeNull();
   });
 
   it('refuses a run whose compute formats the model cannot run, with the engine\'s message', () => {

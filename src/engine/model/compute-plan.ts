@@ -6,7 +6,7 @@
  * tensor cores) is only known on a device, so the model reports it (LlamaGpu.computePaths).
  */
 import type { ComputeFormat, ComputeScheme, QuantSpec, SavedSpec, Scheme } from '../scheme/scheme';
-import { isFp32, layerScheme } from '../scheme/scheme';
+import { isFp32 } from '../scheme/scheme';
 import { headCodesLayout } from '../kernels/attention/head-codes';
 import { columnAbsmaxWords } from '../kernels/qgemm/block';
 import { I8_MAX_K } from '../kernels/qgemm/splitk';
@@ -36,11 +36,6 @@ export function layerCompute(c: ComputeScheme): LayerCompute {
 }
 
 export const usesInt8 = (c: LayerCompute) => c.forward === 'int8' || c.dx === 'int8' || c.dw === 'int8';
-
-/** Whether any of a model's `layers` layers runs an INT8 GEMM under `scheme` (before a plan exists: the device's INT8 path is chosen first). */
-export function schemeUsesInt8(scheme: Scheme | undefined, layers: number): boolean {
-  return !!scheme && Array.from({ length: layers }, (_, l) => layerCompute(layerScheme(scheme, l).compute)).some(usesInt8);
-}
 
 interface LayerCells {
   weights: QuantSpec;

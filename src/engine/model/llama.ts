@@ -33,7 +33,7 @@ import {
 import type { LayerPaths } from './int8-gemms';
 import { LinearGemms } from './linear-gemms';
 import type { ProbePoint } from './probe-point';
-import { resolvePlan, type RunPlan } from './run-plan';
+import type { RunPlan } from './run-plan';
 import { type TensorParallel, TpSim } from './tp/tp';
 import { TpPeer } from './tp/peer';
 
@@ -85,12 +85,24 @@ export class LlamaGpu {
   /** The kernel each layer's INT8 attention scores run on, by `L<l>.attn`. */
   readonly attnPaths = new Map<string, GemmPath>();
 
-  constructor(readonly rt: Runtime, readonly cfg: ModelConfig, B: number, T: number, private readonly opts: ModelBuildOptions = {}) {
-    if (T > cfg.max_position_embeddings) {
-      throw new Error(`context ${T} exceeds max_position_embeddings ${cfg.max_position_embeddings}`);
+  readonly cfg: ModelConfig;
+
+  /**
+   * Builds what `plan` says (engine/plan resolves it once; the model never interprets a scheme).
+   * A plan made without its own weights (ownWeights: false) binds `opts.sharedWeights`.
+   */
+  constructor(readonly rt: Runtime, plan: RunPlan, opts: ModelBuildOptions = {}) {
+    const { cfg, dims } = plan;
+    if (dims.T > cfg.max_position_embeddings) {
+      throw new Error(`context ${dims.T} exceeds max_position_embeddings ${cfg.max_position_embeddings}`);
     }
-    this.training = opts.training ?? true;
-    this.plan = resolvePlan(cfg, B, T, { training: this.training, ownWeights: !opts.sharedWeights, scheme: opts.scheme, swigluBlockRows: opts.swigluBlockRows, linearNnMinRows: opts.linearNnMinRows, fuseGateUpDx: opts.fuseGateUpDx, shareCodes: opts.shareCodes, tpRank: opts.tpRank });
+    if (plan.ownWeights === !!opts.sharedWeights) {
+      throw new Error(plan.ownWeights ? 'LlamaGpu: the plan allocates its own weights; sharedWeights would be ignored' : 'LlamaGpu: the plan has no weights of its own; pass sharedWeights');
+    }
+    this.cfg = cfg;
+    const T = dims.T;
+    this.training = plan.training;
+    this.plan = plan;
     this.scheme = this.plan.scheme;
     assertSupported(this.scheme);
     this.layout = this.plan.layout;
@@ -102,7 +114,7 @@ export class LlamaGpu {
     rt.write(this.b('rope'), ropeTablePacked(T, this.dims.D, cfg.rope_theta));
     this.gradStore = this.plan.grads;
     const b = (k: string) => this.b(k);
-    this.g = new LinearGemms(rt, this.plan, b, this.forward, this.probePoints, opts.linearNnMinRows);
+    this.g = new LinearGemms(rt, this.plan, b, this.forward, this.probePoints, plan.linearNnMinRows);
     const { tp, tpRank } = this.plan.wire;
     this.tp = !tp ? null
       : tpRank === undefined ? new TpSim(rt, this.dims, tp, b)

@@ -52,13 +52,10 @@ export interface PlanOptions extends PlanOverrides {
   tpRank?: number;
 }
 
-export interface ModelBuildOptions extends PlanOverrides {
-  training?: boolean;
-  scheme?: Scheme;
-  /** Bind another model's weights instead of allocating them. */
+/** What building a model takes beside its plan (run-plan.ts): the GPU objects and kernel choices a plan does not price. */
+export interface ModelBuildOptions {
+  /** Bind another model's weights instead of allocating them (the plan was resolved with ownWeights: false). */
   sharedWeights?: GPUBuffer;
-  /** This model is rank `tpRank` of a real tensor-parallel group of scheme.tp.degree peers; cfg is its shard config (tp-shard.ts). */
-  tpRank?: number;
   /** Tests, benchmarks: force the attention backward's dq path (attentionDqPlan; default: stored dS where dF1 holds it). */
   attnDqPath?: DqPath;
 }

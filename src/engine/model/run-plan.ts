@@ -82,6 +82,10 @@ export interface RunPlan {
     /** This model's rank in a real tensor-parallel group; undefined: TP is simulated on this device. */
     tpRank?: number;
   };
+  /** false: the weights belong to another model (the model binds them instead of allocating `weights`). */
+  ownWeights: boolean;
+  /** Tests' override of the fewest tokens for which the forward linears run NN on a transposed weight (LINEAR_NN_MIN_ROWS). */
+  linearNnMinRows?: number;
   /** Every buffer the model allocates, in bytes. */
   buffers: BufferSpec[];
 }
@@ -149,6 +153,8 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
       tp: scheme.tp.degree > 1 ? { degree: scheme.tp.degree, codec: scheme.tp.codec, group: scheme.tp.group } : null,
       tpRank: opts.tpRank,
     },
+    ownWeights: opts.ownWeights ?? true,
+    linearNnMinRows: opts.linearNnMinRows,
     buffers: [],
   };
   plan.buffers = planBuffers(plan, opts);

@@ -10,8 +10,8 @@ import type { MemReport } from '../gpu/memory';
 import { LAYER_SAVED, FINAL_SAVED, type LayerSavedKey, layerSizes, SAVED_KIND_OF } from '../model/plan';
 import { resolvePlan, type RunPlan } from '../model/run-plan';
 import type { ModelConfig } from '../model/config';
-import { allocateBits, type Bits, type BudgetEntry } from './budget';
-import { FP32, layerScheme, type QuantSpec, type SavedKind, type SavedSpec, savedSpec, type Scheme, SAVED_KINDS } from './scheme';
+import { allocateBits, type Bits, type BudgetEntry } from '../scheme/budget';
+import { FP32, layerScheme, type QuantSpec, type SavedKind, type SavedSpec, savedSpec, type Scheme } from '../scheme/scheme';
 
 const PINNED_KINDS: SavedKind[] = ['attn_qkv', 'attn_out'];
 
@@ -119,4 +119,3 @@ export function resolveBudget(
   throw new Error(`memory budget ${budget} bytes cannot be met even with every non-attention activation at 4 bits`);
 }
 
-export { SAVED_KINDS };

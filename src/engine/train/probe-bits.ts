@@ -1,7 +1,7 @@
 /**
  * Bits per element and bytes on the wire of a training run, from its scheme and model dimensions.
  * These are exact byte counts of the storage layouts (plan.ts: packed codes + fp32 scales) and of
- * the transfer protocols (scheme/wire.ts, tp/tp.ts), read off the run's resolved plan, not measurements:
+ * the transfer protocols (scheme/wire.ts, tp/tp.ts), read off the run's resolved plan (engine/plan), not measurements:
  *  - saved activations: bits per element per layer and per kind, as stored for backward;
  *  - gradient storage: bits per element of the gradients kept between backward and the optimizer;
  *  - data parallel: bytes one peer sends per step for the gradient all-reduce, fp32 against AGoQ's
@@ -9,11 +9,10 @@
  *  - tensor parallel: bytes one rank sends per training step for the four all-reduces of every
  *    layer under the scheme's TP codec, and what fp32 all-reduces would send.
  */
-import type { ModelConfig } from '../model/config';
 import { FINAL_SAVED, LAYER_SAVED, layerSizes, SAVED_KIND_OF } from '../model/plan';
-import { resolvePlan } from '../model/run-plan';
+import type { RunPlan } from '../model/run-plan';
 import { tpWireBytes } from '../model/tp/tp';
-import { SAVED_KINDS, type SavedKind, type Scheme } from '../scheme/scheme';
+import { SAVED_KINDS, type SavedKind } from '../scheme/scheme';
 import { allReduceWireBytes } from '../scheme/wire';
 
 /** The data-parallel group the wire figures assume: the smallest one, two peers. */
@@ -42,8 +41,8 @@ export interface BitsAndWire {
   tp: { degree: number; codec: string; perAllReduceBytes: number; stepBytes: number; fp32StepBytes: number } | null;
 }
 
-export function bitsAndWire(cfg: ModelConfig, B: number, T: number, scheme: Scheme | undefined, dpPeers = DP_REFERENCE_PEERS): BitsAndWire {
-  const plan = resolvePlan(cfg, B, T, { scheme, dpMembers: dpPeers });
+/** The figures of a resolved plan (a TrainingPlan's `model`); the data-parallel ones for a group of `dpPeers`. */
+export function bitsAndWire(plan: RunPlan, dpPeers = DP_REFERENCE_PEERS): BitsAndWire {
   const d = plan.dims;
   const sizes = layerSizes(d);
   const perLayer: LayerBits[] = Array.from({ length: d.L }, (_, layer) => ({ layer, bits: 0, bytes: 0, elements: 0 }));
@@ -90,7 +89,7 @@ export function bitsAndWire(cfg: ModelConfig, B: number, T: number, scheme: Sche
   return {
     saved: { overall: savedElements > 0 ? (8 * savedBytes) / savedElements : 32, perLayer, perKind },
     grads: { bits: (8 * gradBytes) / params, bytes: gradBytes, elements: params },
-    dp: { peers: plan.wire.dp.members, fp32Bytes: allReduceWireBytes(params, plan.wire.dp.members, 0, 'fp32'), int8Bytes: allReduceWireBytes(params, plan.wire.dp.members, 0, 'int8') },
+    dp: { peers: dpPeers, fp32Bytes: allReduceWireBytes(params, dpPeers, 0, 'fp32'), int8Bytes: allReduceWireBytes(params, dpPeers, 0, 'int8') },
     tp,
   };
 }

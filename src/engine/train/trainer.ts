@@ -3,27 +3,27 @@
  * worker and the tests alike. A step is one command buffer (forward, loss, backward, clipping, AdamW);
  * the only data coming back is the loss and the gradient norm (8 bytes) after it completes.
  */
-import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
+import type { MemReport } from '../gpu/memory';
 import type { Dispatch, Runtime } from '../gpu/runtime';
 import { saveCheckpoint, type CheckpointFiles, type HfTokenizerFiles } from '../io/checkpoint';
 import { enableI8TensorCores, i8TensorCoreSpec } from '../kernels/qgemm/tc';
-import { schemeUsesInt8 } from '../model/compute-plan';
 import type { LayerPaths } from '../model/int8-gemms';
-import { type BufferSpec, LlamaGpu, resolvePlan } from '../model/llama';
-import { Decoder, decoderBufferPlan } from '../model/decode';
+import { LlamaGpu } from '../model/llama';
+import { Decoder } from '../model/decode';
 import { flatten, initParams, unflatten } from '../model/params';
 import { packAdamwStep } from '../optim/adamw';
 import { lrAt } from '../optim/schedule';
-import { type BudgetChoice, resolveBudget } from '../scheme/resolve';
+import { type BudgetChoice, resolveTrainingPlan, type TrainingPlan } from '../plan/train-plan';
 import { type BatchSource, TextDataset } from './data/data';
 import { streamText } from './generate-text';
-import { QuantErrorProbe, quantProbeBufferPlan, type QuantErrorRecord } from './probe';
+import { QuantErrorProbe, type QuantErrorRecord } from './probe';
 import { type OptimizerConfig, type TrainOptions, validateTrainOptions } from './options';
 import type { RunTrainer } from './run-trainer';
 import { CharTokenizer, type Tokenizer } from './tokenizer/tokenizer';
 
 export type { OptimizerConfig, TrainOptions } from './options';
 export { defaultTrainOptions } from './options';
+export { planMemory } from '../plan/train-plan';
 
 export interface StepMetrics {
   step: number;
@@ -51,31 +51,11 @@ export interface TrainerInit {
   tokenizer?: Tokenizer;
   /** Pre-tokenized data (datasets.ts, or streamed from token stores: token-stream.ts); the text argument is then unused. */
   data?: BatchSource;
-}
-
-/** All buffers a training run allocates: the model at (B, T) plus a decoder of context T sharing its weights. */
-export function trainerBufferPlan(opts: TrainOptions): BufferSpec[] {
-  const plan = resolvePlan(opts.model, opts.batch, opts.seq, { scheme: opts.scheme });
-  return [
-    ...plan.buffers,
-    ...decoderBufferPlan(opts.model, opts.seq).map((s) => ({ ...s, key: `decoder.${s.key}` })),
-    ...quantProbeBufferPlan(plan),
-  ];
-}
-
-/**
- * A scheme with `budget_bytes` becomes a scheme with per-layer bits that fit it (AGoQ's allocation);
- * returns the options to build with and the choice (null without a budget).
- */
-export function resolveBudgetOptions(opts: TrainOptions): { opts: TrainOptions; choice: BudgetChoice | null } {
-  if (opts.scheme?.budget_bytes === undefined) return { opts, choice: null };
-  const { scheme, choice } = resolveBudget(opts.scheme, opts.model, opts.batch, opts.seq,
-    (s) => planResolved({ ...opts, scheme: s }));
-  return { opts: { ...opts, scheme }, choice };
-}
-
-export function planMemory(opts: TrainOptions): MemReport {
-  return planResolved(resolveBudgetOptions(opts).opts);
+  /**
+   * The run's plan, already resolved (resolveTrainingPlan) from these options with the tokenizer's
+   * vocabulary: the trainer builds from it instead of resolving again.
+   */
+  plan?: TrainingPlan;
 }
 
 /**
@@ -116,16 +96,6 @@ export function runCheckpoint(opts: TrainOptions, tokenizer: Tokenizer, step: nu
 export function hfTokenizerFiles(tokenizer: Tokenizer): HfTokenizerFiles {
   const id = tokenizer.eosId;
   return { json: tokenizer.hfJSON(), eos: id === null ? null : { id, content: tokenizer.decode([id]) } };
-}
-
-function planResolved(opts: TrainOptions): MemReport {
-  const r = emptyMemReport();
-  for (const s of trainerBufferPlan(opts)) {
-    const bytes = roundBufferSize(s.bytes);
-    r[s.category] += bytes;
-    r.total += bytes;
-  }
-  return r;
 }
 
 /** A finished step's metrics (trainers of every kind); a non-finite loss stops the run. */
@@ -169,8 +139,6 @@ interface SubmittedStep {
 export class Trainer implements RunTrainer<StepMetrics> {
   /** Owner tag of this run's allocations in the device's memory ledger. */
   readonly id: string;
-  /** The per-layer bits chosen for a memory budget (null without one). */
-  budgetChoice: BudgetChoice | null = null;
   private stepCount = 0;
   private startTime = performance.now();
   /**
@@ -188,34 +156,45 @@ export class Trainer implements RunTrainer<StepMetrics> {
   /** Per-layer quantization error of the forward's quantized tensors (null when nothing is quantized there). */
   private probe: QuantErrorProbe | null;
 
+  /** The options as resolved into the plan (a memory budget already turned into per-layer bits). */
+  readonly opts: TrainOptions;
+
   private constructor(
     readonly rt: Runtime,
-    readonly opts: TrainOptions,
+    /** The run's plan, resolved once: what the model allocates and runs, the predicted memory, the wire formats. */
+    readonly plan: TrainingPlan,
     readonly model: LlamaGpu,
     readonly data: BatchSource,
     readonly tokenizer: Tokenizer,
     owner: string,
   ) {
     this.id = owner;
+    const opts = plan.opts;
+    this.opts = opts;
     this.decoder = rt.mem.withOwner(owner, () => new Decoder(rt, opts.model, model.b('weights'), opts.seq));
     this.probe = rt.mem.withOwner(owner, () => QuantErrorProbe.create(rt, model));
   }
 
+  /**
+   * Builds a run from its options (resolved here, once, into a TrainingPlan) or from `init.plan`,
+   * resolved by the caller from the same options (then nothing is resolved again).
+   */
   static async create(rt: Runtime, rawOpts: TrainOptions, text: string, init: TrainerInit = {}): Promise<Trainer> {
     const tokenizer = init.tokenizer ?? CharTokenizer.fromText(text);
-    let opts = optionsForTokenizer(rawOpts, tokenizer, { keepLarger: init.params !== undefined });
-    const resolved = resolveBudgetOptions(opts);
-    opts = resolved.opts;
-    const data = init.data ?? new TextDataset(text, tokenizer, opts.seed);
+    const opts = optionsForTokenizer(rawOpts, tokenizer, { keepLarger: init.params !== undefined });
+    if (init.plan && init.plan.opts.model.vocab_size !== opts.model.vocab_size) {
+      throw new Error(`Trainer.create: the plan is for a vocabulary of ${init.plan.opts.model.vocab_size}, the tokenizer's is ${opts.model.vocab_size}`);
+    }
+    const plan = init.plan ?? resolveTrainingPlan(opts);
+    const data = init.data ?? new TextDataset(text, tokenizer, plan.opts.seed);
     const owner = `run${nextTrainerId++}`;
     // INT8 GEMMs run on tensor cores where the device has them and computes them exactly (checked once per runtime).
-    if (schemeUsesInt8(opts.scheme, opts.model.num_hidden_layers) && rt.gpu.features.subgroupMatrix && !i8TensorCoreSpec(rt)) await enableI8TensorCores(rt);
+    if (plan.int8TensorCores && rt.gpu.features.subgroupMatrix && !i8TensorCoreSpec(rt)) await enableI8TensorCores(rt);
     const model = await rt.checked('building the model', () =>
-      rt.mem.withOwner(owner, () => new LlamaGpu(rt, opts.model, opts.batch, opts.seq, { scheme: opts.scheme })));
-    const flat = init.params ? flatten(init.params, model.layout) : initParams(opts.model, model.layout, opts.seed);
+      rt.mem.withOwner(owner, () => new LlamaGpu(rt, plan.model)));
+    const flat = init.params ? flatten(init.params, model.layout) : initParams(plan.opts.model, model.layout, plan.opts.seed);
     model.uploadParams(flat);
-    const t = new Trainer(rt, opts, model, data, tokenizer, owner);
-    t.budgetChoice = resolved.choice;
+    const t = new Trainer(rt, plan, model, data, tokenizer, owner);
     if (init.optimizer) {
       rt.write(model.b('adam.m'), flatten(init.optimizer.m, model.layout));
       rt.write(model.b('adam.v'), flatten(init.optimizer.v, model.layout));
@@ -223,6 +202,11 @@ export class Trainer implements RunTrainer<StepMetrics> {
     }
     await rt.sync();
     return t;
+  }
+
+  /** The per-layer bits chosen for a memory budget (null without one). */
+  get budgetChoice(): BudgetChoice | null {
+    return this.plan.budget;
   }
 
   get stepIndex(): number {

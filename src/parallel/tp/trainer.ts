@@ -24,8 +24,7 @@ import type { CheckpointFiles } from '../../engine/io/checkpoint';
 import { paramSpecs } from '../../engine/model/config';
 import { LlamaGpu } from '../../engine/model/llama';
 import { flatten, initParams, paramLayout, unflatten } from '../../engine/model/params';
-import { modelDims } from '../../engine/model/plan';
-import { isFp32 } from '../../engine/scheme/scheme';
+import { resolveTrainingPlan } from '../../engine/plan/train-plan';
 import { TextDataset } from '../../engine/train/data/data';
 import type { TrainOptions } from '../../engine/train/options';
 import type { RunTrainer } from '../../engine/train/run-trainer';
@@ -34,9 +33,8 @@ import { optionsForTokenizer, runCheckpoint, stepMetrics, type StepMetrics, type
 import { crc32, crc32Update } from '../../engine/util/crc32';
 import type { TpCollective } from './collective';
 import { rankBatch } from '../rank';
-import { tpActive } from '../../engine/model/tp/tp';
 import { TpPeer, tpPeerProblem, type TpSegment } from '../../engine/model/tp/peer';
-import { shardConfig, shardKind, shardParams, unshardTensor } from '../../engine/model/tp/shard';
+import { shardKind, shardParams, unshardTensor } from '../../engine/model/tp/shard';
 
 /** Communication of one step (or evaluation) of one rank. */
 export interface TpCommStats {
@@ -156,14 +154,16 @@ export class TpTrainer implements RunTrainer<TpStepMetrics> {
   static async create(rt: Runtime, group: TpCollective, rawOpts: TrainOptions, text: string, init: TrainerInit = {}): Promise<TpTrainer> {
     const tokenizer = init.tokenizer ?? CharTokenizer.fromText(text);
     const opts = optionsForTokenizer(rawOpts, tokenizer);
-    const scheme = opts.scheme;
-    if (!tpActive(scheme) || scheme.tp.degree !== group.size) {
-      throw new Error(`tensor parallelism over ${group.size} peers needs a scheme with tp.degree ${group.size} (got ${scheme?.tp.degree ?? 1})`);
-    }
-    if (!isFp32(scheme.grads.storage)) throw new Error('tensor parallelism across peers keeps fp32 gradients (scheme grads.storage must be fp32)');
     const t = group.size;
-    const cfg = shardConfig(opts.model, t);
-    const problem = tpPeerProblem(modelDims(cfg, opts.batch, opts.seq), scheme.tp, group.rank);
+    // This rank's shard resolved once (engine/plan); the checks and the model read the plan.
+    const plan = resolveTrainingPlan(opts, { tpShard: { rank: group.rank, degree: t } });
+    const tp = plan.wire.tp;
+    if (!tp || tp.degree !== t) {
+      throw new Error(`tensor parallelism over ${t} peers needs a scheme with tp.degree ${t} (got ${tp?.degree ?? 1})`);
+    }
+    if (plan.model.grads) throw new Error('tensor parallelism across peers keeps fp32 gradients (scheme grads.storage must be fp32)');
+    const cfg = plan.model.cfg;
+    const problem = tpPeerProblem(plan.model.dims, tp, group.rank);
     if (problem) throw new Error(problem);
     const differ = await membersDiffering(group, tpRunFingerprint(opts, tokenizer, text));
     if (differ.length) throw new Error(`tensor parallelism: peers ${differ.join(', ')} have other options, tokenizer or data than ${group.members[group.rank]}`);
@@ -176,7 +176,7 @@ export class TpTrainer implements RunTrainer<TpStepMetrics> {
     const resume = init.optimizer ? { m: shard(init.optimizer.m), v: shard(init.optimizer.v), step: init.optimizer.step } : null;
     const owner = `tp${nextTpTrainerId++}.rank${group.rank}`;
     const model = await rt.checked('building the tensor-parallel shard', () =>
-      rt.mem.withOwner(owner, () => new LlamaGpu(rt, cfg, opts.batch, opts.seq, { scheme, tpRank: group.rank })));
+      rt.mem.withOwner(owner, () => new LlamaGpu(rt, plan.model)));
     if (!(model.tp instanceof TpPeer)) throw new Error('a TP rank model must hold a TpPeer');
     model.uploadParams(weights);
     const trainer = new TpTrainer(rt, group, opts, model, model.tp, new TextDataset(text, tokenizer, opts.seed), tokenizer, owner);
