@@ -7,9 +7,10 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { GradWire } from '../engine/scheme/wire';
-import { type DilocoConfig, DiLoCo } from '../parallel/diloco/diloco';
+import type { DilocoConfig } from '../parallel/diloco/diloco';
+import type { DpEvent } from '../parallel/dp/dp';
 import { DILOCO_ARGS, DILOCO_FLAGS, dilocoArgs } from './diloco-args';
-import { DataParallel, type DataParallelOptions } from '../parallel/dp/dp';
+import { createParallelTrainer, memberStrategy } from '../parallel/factory';
 import { describeIce, type IceConfig, parseIce } from '../peers/transport/ice';
 import { type LinkLimits, limitTransport } from '../peers/transport/limiter';
 import { installNodeWebRtc } from '../peers/transport/node-webrtc';
@@ -23,7 +24,7 @@ import { dataParallelScheme } from '../engine/scheme/presets';
 import { runTraining } from '../engine/train/loop';
 import { defaultTrainOptions } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer/tokenizer';
-import { Trainer } from '../engine/train/trainer';
+import type { Trainer } from '../engine/train/trainer';
 import { paramLayout } from '../engine/model/params';
 import { checkOutDir } from './checkpoint-store';
 import { followGroup } from './peer-follow';
@@ -243,7 +244,8 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
     return null;
   }
   const rt = new Runtime(await acquireNodeGpu({ forceSwiftShader: train.cpu }));
-  const trainer = await Trainer.create(rt, opts, text, { tokenizer, params: point?.params, optimizer: point?.optimizer });
+  // This member's own trainer; the group's member wraps it once admitted (runGroupWork).
+  const trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts, text, init: { tokenizer, params: point?.params, optimizer: point?.optimizer } });
   run.create();
   if (train.resume) {
     console.error(`resuming ${train.out} at step ${trainer.stepIndex} of ${opts.optimizer.total_steps}`);
@@ -269,15 +271,15 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
     return false;
   }
   const { train, trainer, rt, run } = work;
-  const dpOptions: DataParallelOptions = {
+  const options = {
     run: train.run,
-    mode: train.mode,
-    onEvent: (e) => console.log(`train: ${e.kind} at step ${e.step} (epoch ${e.epoch}): ${e.message}`),
+    onEvent: (e: DpEvent) => console.log(`train: ${e.kind} at step ${e.step} (epoch ${e.epoch}): ${e.message}`),
     members: together,
   };
   console.log(together ? `train: starting together with the ${together.length} members of the quorum` : 'train: joining the group (admitted at a step boundary)');
   const net = train.link ? limitTransport(transport, train.link) : transport;
-  const dp = train.diloco ? new DiLoCo(trainer, net, { ...dpOptions, diloco: train.diloco }) : new DataParallel(trainer, net, dpOptions);
+  // --mode is the scheme's grads.wire (prepareTraining), which the member sends.
+  const dp = await createParallelTrainer({ strategy: memberStrategy(train.mode, train.diloco), trainer, transport: net, options });
   stop.addEventListener('abort', () => dp.stop(), { once: true });
   try {
     // The headless member reports each step's training loss; it does not evaluate.
@@ -303,7 +305,7 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
     return true;
   } finally {
     dp.stop('this member is done');
-    if (dp instanceof DiLoCo) dp.destroy();
+    dp.destroy();
     trainer.destroy();
     rt.destroy();
   }

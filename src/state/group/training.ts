@@ -4,21 +4,20 @@
  * training loop (runTraining); what they report goes to the group store and the other members.
  * The controller (group-controller.ts) owns the room, the session messages and the run's life.
  */
-import { DataParallel, type DataParallelOptions, type DpEvent, DpError, type DpStepStats } from '../../parallel/dp/dp';
+import { type DataParallelOptions, type DpEvent, DpError, type DpStepStats } from '../../parallel/dp/dp';
 import { crc32 } from '../../peers/collectives/crc32';
-import { DiLoCo } from '../../parallel/diloco/diloco';
+import { createParallelTrainer, type GroupMember } from '../../parallel/factory';
 import { CollectiveError, PeerGroup } from '../../peers/collectives/group';
-import { createTpTrainer, tpStepWireBytes } from '../../parallel/tp/group';
+import { tpStepWireBytes } from '../../parallel/tp/group';
 import type { PeerId, Transport } from '../../peers/transport/transport';
 import type { Runtime } from '../../engine/gpu/runtime';
 import type { TpStepMetrics, TpTrainer } from '../../parallel/tp/trainer';
 import type { CheckpointFiles } from '../../engine/io/checkpoint';
-import { cadenceOf } from '../../engine/run/spec';
+import { cadenceOf, trainOptionsOf } from '../../engine/run/spec';
 import { type LoopControl, runTraining } from '../../engine/train/loop';
 import type { RunTrainer } from '../../engine/train/run-trainer';
-import { Trainer } from '../../engine/train/trainer';
 import { type GroupRunStatus, type GroupStepPoint, type GroupStore, shortPeer } from './group';
-import { dilocoOf, type GroupRunConfig, groupRunSpec, groupStepTokens, groupTrainOptions } from './config';
+import { type GroupRunConfig, groupRunSpec, groupStepTokens } from './config';
 import type { SessionMessage } from './wire';
 
 /** What a run's training needs of the controller. */
@@ -84,8 +83,10 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
   const self = host.selfId()!;
   host.phase(live, 'preparing', 'building the model (compiling GPU pipelines)');
   await host.beforeBuild();
-  const trainer = await Trainer.create(rt, groupTrainOptions(config, 1), text);
-  let dp: DataParallel | DiLoCo | null = null;
+  const spec = groupRunSpec(config, 1);
+  // This member's own trainer, built before joining (compiling blocks); the group's member wraps it below.
+  const trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts: trainOptionsOf(spec), text });
+  let dp: GroupMember | null = null;
   try {
     if (live.role === 'member') {
       live.ready.add(self);
@@ -99,17 +100,14 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
     const transport = host.training();
     if (live.cancelled !== null || !transport) return;
     const members = live.role === 'member' ? live.members.filter((p) => p === self || (host.present(p) && !live.quits.has(p))) : undefined;
-    // The gradient wire format is the scheme's (grads.wire), as the model's plan resolved it.
-    const mode = trainer.model.plan.wire.dp.format;
-    if (!mode) throw new Error(`scheme '${trainer.model.scheme.name}' asks for a gradient wire format no all-reduce carries`);
-    const dpOptions: DataParallelOptions = { ...host.dp, run: live.id, mode, members, onEvent: (e) => dpEvent(host, live, e) };
-    const diloco = dilocoOf(config);
-    const driver = diloco ? new DiLoCo(trainer, transport, { ...dpOptions, diloco }) : new DataParallel(trainer, transport, dpOptions);
+    // Data parallel or DiLoCo, as the spec's strategy says; the gradient wire format is the trainer's plan's.
+    const options = { ...host.dp, run: live.id, members, onEvent: (e: DpEvent) => dpEvent(host, live, e) };
+    const driver = await createParallelTrainer({ strategy: spec.strategy, trainer, transport, options });
     dp = driver;
     live.abort = (why) => driver.stop(why);
     live.looping = true;
     const training = live.role === 'joiner' ? 'asking to join: the group admits newcomers at its next step' : 'training';
-    await runTraining(driver, cadenceOf(groupRunSpec(config, 1)), {
+    await runTraining(driver, cadenceOf(spec), {
       onPhase: (p) => p === 'training' && host.phase(live, 'training', training),
       onCheckpoint: (step, files) => host.keepCheckpoint(live, step, files),
       onStep: (st) => {
@@ -122,7 +120,7 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
     if (!(live.cancelled !== null && live.failure === null && e instanceof DpError && e.code === 'stopped')) throw e;
   } finally {
     dp?.stop(live.cancelled ?? live.stopReason ?? 'the run is over on this member');
-    if (dp instanceof DiLoCo) dp.destroy();
+    dp?.destroy();
     trainer.destroy();
   }
 }
@@ -187,12 +185,14 @@ export async function trainTp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
   try {
     host.phase(live, 'preparing', "building this member's shard (compiling GPU pipelines); the first exchange waits for every member");
     await host.beforeBuild();
-    tp = await createTpTrainer(rt, group, groupTrainOptions(config, members.length), text);
+    const spec = groupRunSpec(config, members.length);
+    if (spec.strategy.kind !== 'tp') throw new Error(`a tensor-parallel run of mode '${config.mode}' has strategy ${spec.strategy.kind}`);
+    tp = await createParallelTrainer({ strategy: spec.strategy, rt, opts: trainOptionsOf(spec), text, group });
     if (live.cancelled !== null) return;
     live.looping = true;
     const rank = tp;
     const fp32Bytes = tpStepWireBytes(rank.model.dims, { ...rank.tp.tp, codec: 'fp32' });
-    await runTraining(rank, cadenceOf(groupRunSpec(config, members.length)), {
+    await runTraining(rank, cadenceOf(spec), {
       onPhase: (p) => p === 'training' && host.phase(live, 'training', 'training'),
       onCheckpoint: (step, files) => host.keepCheckpoint(live, step, files),
       onStep: (m) => {
