@@ -22,7 +22,7 @@ import { Runtime } from '../engine/gpu/runtime';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { dataParallelScheme } from '../engine/scheme/presets';
 import { runTraining } from '../engine/train/loop';
-import { defaultTrainOptions } from '../engine/train/options';
+import { defaultRunSpec, type RunSpec, specWithOptions, stepsOf, trainOptionsOf, cadenceOf, validateRunSpec } from '../engine/run/spec';
 import { CharTokenizer } from '../engine/train/tokenizer/tokenizer';
 import type { Trainer } from '../engine/train/trainer';
 import { paramLayout } from '../engine/model/params';
@@ -78,13 +78,12 @@ const HELP = `usage: npm run peer -- --join LINK [options]
 
 interface TrainCliOptions {
   preset: PresetName;
-  steps?: number;
-  seed?: number;
   mode: GradWire;
+  /** The run spec: options, cadence and strategy (dp over --mode, or --diloco's). */
+  spec: RunSpec;
   run: string;
   cpu: boolean;
   out: string;
-  checkpointEvery: number;
   /** --link: the training traffic through the limiter, as over a slower network. */
   link?: LinkLimits;
   /** --resume: continue the run in `out` from its last checkpoint. */
@@ -141,11 +140,12 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     const mode = a.mode ?? 'int8';
     if (mode !== 'fp32' && mode !== 'int8') throw new UsageError(`--mode must be fp32 or int8, got '${mode}'`);
     const out = a.out ?? path.join('runs', `peer-${preset}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
-    train = {
-      preset, mode, steps: num('steps', a.steps, { int: true, min: 1 }), seed: num('seed', a.seed, { int: true, min: 0 }), run: a.run ?? 'lab', cpu: a.cpu ?? false,
-      out, checkpointEvery: num('checkpoint-every', a['checkpoint-every'], { int: true, min: 0 }) ?? 100, resume: false,
-      diloco: a.diloco === undefined ? undefined : dilocoArgs(a, 1),
-    };
+    const diloco = a.diloco === undefined ? undefined : dilocoArgs(a, 1);
+    const spec = peerRunSpec(preset, mode, diloco, {
+      steps: num('steps', a.steps, { int: true, min: 1 }), seed: num('seed', a.seed, { int: true, min: 0 }),
+      checkpointEvery: num('checkpoint-every', a['checkpoint-every'], { int: true, min: 0 }),
+    });
+    train = { preset, mode, spec, run: a.run ?? 'lab', cpu: a.cpu ?? false, out, resume: false, diloco };
   } else if (!a.follow && (a.model || a.steps || a.seed || a.mode || a.run || a.cpu || a.out || a['checkpoint-every'] || a.resume !== undefined)) {
     throw new UsageError('--model, --steps, --seed, --mode, --run, --cpu, --out, --checkpoint-every and --resume go with --train');
   }
@@ -187,11 +187,40 @@ function linkLimits(spec: string): LinkLimits {
   return { bytesPerSecond: Number(m[1]) * 1e6, latencyMs: m[2] === undefined ? 0 : Number(m[2]) };
 }
 
+/**
+ * The headless member's run spec: the preset's recipe on the bundled corpus's characters, data
+ * parallel over --mode's wire (the scheme's grads.wire) or DiLoCo, with the spec's cadence.
+ */
+function peerRunSpec(preset: PresetName, mode: GradWire, diloco: DilocoConfig | undefined, o: { steps?: number; seed?: number; checkpointEvery?: number }): RunSpec {
+  const vocab = CharTokenizer.fromText(readFileSync(defaultCorpusPath(), 'utf8')).vocabSize;
+  const defined = <T extends object>(x: T) => Object.fromEntries(Object.entries(x).filter(([, v]) => v !== undefined)) as T;
+  try {
+    return defaultRunSpec(preset, {
+      steps: o.steps, seed: o.seed, model: { vocab_size: vocab }, scheme: dataParallelScheme(mode),
+      tokenizer: { kind: 'char', source: 'char', vocabSize: vocab },
+      strategy: diloco ? { kind: 'diloco', ...defined({ ...diloco, alpha: undefined }) } : { kind: 'dp', wire: mode },
+      cadence: defined({ checkpointEvery: o.checkpointEvery }),
+    });
+  } catch (e) {
+    throw new UsageError((e as Error).message.replace(/\n\s*/g, ' '));
+  }
+}
+
 function resumeOptions(a: Record<string, string | boolean | undefined>, dir: string): TrainCliOptions {
   const runFile = path.join(dir, 'run.json');
   const run = readJsonObject('--resume', runFile, 'the run.json of a run started by npm run peer -- --train');
+  // run.json holds the run spec since it existed; an older one its options' fields.
+  let stored: RunSpec | null = null;
+  try {
+    if (run.spec !== undefined) stored = validateRunSpec(run.spec);
+  } catch (e) {
+    throw new UsageError(`--resume ${dir}: ${runFile} does not hold a peer run's spec: ${(e as Error).message.replace(/\n\s*/g, ' ')}`);
+  }
+  if (stored && stored.strategy.kind !== 'dp') throw new UsageError(`--resume ${dir}: a ${stored.strategy.kind} run cannot be resumed from the CLI yet`);
   const optimizer = run.optimizer as { total_steps?: unknown } | undefined;
-  const recorded = { model: run.preset, steps: optimizer?.total_steps, seed: run.seed, mode: run.mode, run: run.peer_run };
+  const recorded = stored
+    ? { model: stored.preset, steps: stepsOf(stored), seed: stored.seed, mode: run.mode, run: run.peer_run }
+    : { model: run.preset, steps: optimizer?.total_steps, seed: run.seed, mode: run.mode, run: run.peer_run };
   if (!PRESET_NAMES.includes(recorded.model as PresetName) || (recorded.mode !== 'fp32' && recorded.mode !== 'int8') || typeof recorded.run !== 'string' ||
     !Number.isInteger(recorded.steps) || !Number.isInteger(recorded.seed)) {
     throw new UsageError(`--resume ${dir}: ${runFile} does not hold a peer run's options (preset, mode, peer_run, optimizer.total_steps, seed)`);
@@ -204,10 +233,12 @@ function resumeOptions(a: Record<string, string | boolean | undefined>, dir: str
   }
   if (a.out !== undefined && path.resolve(a.out as string) !== path.resolve(dir)) throw new UsageError(`--out ${a.out} conflicts with --resume ${dir}: a resumed run writes to its own directory`);
   const every = num('checkpoint-every', a['checkpoint-every'] as string | undefined, { int: true, min: 0 }) ?? run.checkpoint_every;
-  return {
-    preset: recorded.model as PresetName, steps: recorded.steps as number, seed: recorded.seed as number, mode: recorded.mode, run: recorded.run,
-    cpu: a.cpu === true, out: dir, checkpointEvery: typeof every === 'number' && Number.isInteger(every) && every >= 0 ? every : 100, resume: true,
-  };
+  const checkpointEvery = typeof every === 'number' && Number.isInteger(every) && every >= 0 ? every : undefined;
+  const preset = recorded.model as PresetName;
+  const spec = stored
+    ? { ...stored, cadence: { ...stored.cadence, ...(checkpointEvery !== undefined ? { checkpointEvery } : {}) } }
+    : peerRunSpec(preset, recorded.mode, undefined, { steps: recorded.steps as number, seed: recorded.seed as number, checkpointEvery });
+  return { preset, mode: recorded.mode, spec, run: recorded.run, cpu: a.cpu === true, out: dir, resume: true };
 }
 
 /** A trainer ready to step: built before joining, because compiling its GPU pipelines blocks the event loop for seconds. */
@@ -225,9 +256,8 @@ interface PreparedTraining {
 async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining | null> {
   const text = readFileSync(defaultCorpusPath(), 'utf8');
   const tokenizer = CharTokenizer.fromText(text);
-  // --mode is the scheme's gradient wire format (grads.wire), as in the lab's group panel.
-  const scheme = dataParallelScheme(train.mode);
-  const opts = defaultTrainOptions(train.preset, { steps: train.steps, seed: train.seed, model: { vocab_size: tokenizer.vocabSize }, scheme });
+  // --mode is the scheme's gradient wire format (grads.wire), as in the lab's group panel (peerRunSpec).
+  const opts = trainOptionsOf(train.spec);
   try {
     checkOutDir(train.out, {
       resume: train.resume, needBytes: runDiskBytes(paramLayout(opts.model).count),
@@ -252,8 +282,10 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
     run.openMetrics(trainer.stepIndex);
     return { train, rt, trainer, totalSteps: opts.optimizer.total_steps, run, resumed: true };
   }
-  run.writeRunInfo({ preset: train.preset, peer_run: train.run, mode: train.mode, model: trainer.opts.model, optimizer: trainer.opts.optimizer,
-    batch: opts.batch, seq: opts.seq, seed: opts.seed, checkpoint_every: train.checkpointEvery, tokenizer: tokenizer.toJSON(), started: new Date().toISOString() });
+  // The run spec as the trainer runs it (what --resume reads back); the fields beside it for readers of older runs.
+  run.writeRunInfo({ spec: specWithOptions(train.spec, trainer.opts), preset: train.preset, peer_run: train.run, mode: train.mode, model: trainer.opts.model,
+    optimizer: trainer.opts.optimizer, batch: opts.batch, seq: opts.seq, seed: opts.seed, checkpoint_every: train.spec.cadence.checkpointEvery,
+    tokenizer: tokenizer.toJSON(), started: new Date().toISOString() });
   run.openMetrics(null);
   return { train, rt, trainer, totalSteps: opts.optimizer.total_steps, run, resumed: false };
 }
@@ -282,8 +314,12 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
   const dp = await createParallelTrainer({ strategy: memberStrategy(train.mode, train.diloco), trainer, transport: net, options });
   stop.addEventListener('abort', () => dp.stop(), { once: true });
   try {
-    // The headless member reports each step's training loss; it does not evaluate.
-    await runTraining(dp, { steps: work.totalSteps, evalEvery: 0, checkpointEvery: train.checkpointEvery, checkpointAtEnd: true, resumed: work.resumed }, {
+    // The spec's cadence, as every run's: the headless member evaluates (its own weights: no collective) and checkpoints.
+    await runTraining(dp, cadenceOf(train.spec, { resumed: work.resumed }), {
+      onEval: (s, loss) => {
+        run.metric({ step: s + 1, val_loss: loss });
+        console.log(`train: step ${s + 1} val_loss ${loss.toFixed(4)}`);
+      },
       onStep: (st) => {
         const loss = st.groupLoss ?? st.loss;
         run.metric({ step: st.step, loss, own_loss: st.loss, lr: st.lr, grad_norm: st.gradNorm, rank: st.rank, world: st.world, epoch: st.epoch,

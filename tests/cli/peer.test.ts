@@ -144,12 +144,17 @@ describe('peer CLI', () => {
     const out = path.join(dir, 'peer-run');
     const r = await peer('--host', '--page', `${origin}/`, '--train', '--min-members', '1', '--steps', '3', '--checkpoint-every', '2', '--cpu', '--out', out);
     expect(r.status, r.stderr + r.out).toBe(0);
-    const lines = fs.readFileSync(path.join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; loss: number });
+    const metrics = fs.readFileSync(path.join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; loss?: number; val_loss?: number });
+    const lines = metrics.filter((m) => m.val_loss === undefined);
     expect(lines.map((m) => m.step)).toEqual([0, 1, 2]);
     expect(lines.every((m) => Number.isFinite(m.loss))).toBe(true);
+    // The run spec's cadence, as every run's: the headless member evaluates after its last step.
+    expect(metrics.filter((m) => m.val_loss !== undefined).map((m) => [m.step, Number.isFinite(m.val_loss)])).toEqual([[3, true]]);
     expect(readLatestCheckpoint(out)!.step).toBe(3);
     expect(readVerified(out).step).toBe(3);
-    expect(JSON.parse(fs.readFileSync(path.join(out, 'run.json'), 'utf8'))).toMatchObject({ preset: 'micro', checkpoint_every: 2 });
+    expect(JSON.parse(fs.readFileSync(path.join(out, 'run.json'), 'utf8'))).toMatchObject({
+      preset: 'micro', checkpoint_every: 2, spec: { preset: 'micro', strategy: { kind: 'dp', wire: 'int8' }, cadence: { checkpointEvery: 2 } },
+    });
   }, 300_000);
 
   it('--resume continues an interrupted run to the end with the losses of an uninterrupted one; a conflicting flag is exit 2', async () => {
