@@ -15,7 +15,7 @@ import type { WeightCodesMode } from '../engine/model/weight-codes';
 import type { Scheme } from '../engine/scheme/scheme';
 import { defaultTrainOptions, type TrainOptions } from '../engine/train/options';
 import { CharTokenizer } from '../engine/train/tokenizer/tokenizer';
-import { planMemory, Trainer } from '../engine/train/trainer';
+import { Trainer } from '../engine/train/trainer';
 import { Rng } from '../engine/util/rng';
 
 export const SYNTHETIC_VOCAB = 65;
@@ -65,7 +65,7 @@ export interface StepBench {
   gemmSplits: string;
   /** When the INT8 GEMMs' weight codes were made (the plan's weightCodes). */
   weightCodes: WeightCodesMode;
-  /** The memory ledger of the run (bytes per category) and planMemory's prediction. */
+  /** The memory ledger of the run (bytes per category) and the plan's prediction (trainer.plan.memory). */
   mem: MemReport;
   plan: MemReport;
 }
@@ -104,7 +104,7 @@ export async function benchStep(rt: Runtime, o: StepBenchOptions): Promise<StepB
       gemmPaths: trainer.computePaths(), gemmPathSummary: gemmPathSummary(trainer.computePaths()),
       gemmSplits: gemmSplitSummary(trainer.gemmSplits()),
       weightCodes: trainer.model.plan.weightCodes,
-      mem: trainer.memory(), plan: planMemory(trainer.opts),
+      mem: trainer.memory(), plan: trainer.plan.memory,
     };
   } finally {
     trainer.destroy();
