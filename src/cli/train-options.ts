@@ -4,18 +4,18 @@
  */
 import path from 'node:path';
 import { loadCheckpoint, modelConfigFromHf, type OptimizerState } from '../engine/io/checkpoint';
-import { hfConfigJson, ModelConfigSchema, PRESETS, PRESET_NAMES, type PresetName } from '../engine/model/config';
+import { hfConfigJson, PRESETS, PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { modelDims } from '../engine/model/plan';
 import { paramLayout } from '../engine/model/params';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { assertSupported, parseScheme, type Scheme } from '../engine/scheme/scheme';
 import { tpProblem } from '../engine/model/tp/tp';
-import { unknownKeys } from '../engine/util/keys';
 import { datasetOf, type TokenCorpus } from '../engine/train/data/datasets';
 import { tokenizerFromJSON } from '../engine/train/tokenizer/hf-tokenizer';
 import { type TrainOptions, validateTrainOptions } from '../engine/train/options';
 import {
-  BUNDLED_DATASET, type CadenceSpec, DEFAULT_CHECKPOINT_EVERY, DEFAULT_SAMPLE_TEMPERATURE, defaultRunSpec, type RunSpec, trainOptionsOf, validateRunSpec,
+  BUNDLED_DATASET, type CadenceSpec, DEFAULT_CHECKPOINT_EVERY, DEFAULT_SAMPLE_TEMPERATURE, defaultRunSpec, modelConfigKeyProblems, type RunSpec,
+  trainOptionsOf, validateRunSpec,
 } from '../engine/run/spec';
 import type { Tokenizer } from '../engine/train/tokenizer/tokenizer';
 import { resolveTrainingPlan, type TrainingPlan } from '../engine/plan/train-plan';
@@ -70,13 +70,6 @@ const OPTIONS = {
   scheme: { type: 'string' }, resume: { type: 'string' }, overwrite: { type: 'boolean' }, 'checkpoint-every': { type: 'string' },
   tokenizer: { type: 'string' }, init: { type: 'string' }, 'text-field': { type: 'string' },
 } as const;
-
-/** HF config.json keys that describe nothing this lab trains differently (written by transformers, read as is). */
-const HF_HARMLESS_KEYS = [
-  'architectures', 'model_type', 'torch_dtype', 'dtype', 'transformers_version', 'bos_token_id', 'eos_token_id',
-  'pad_token_id', 'use_cache', 'attention_dropout', 'pretraining_tp', 'hidden_act', 'attention_bias', 'mlp_bias',
-  'rope_scaling', 'head_dim', 'rope_parameters',
-];
 
 /** The checkpoint a resumed run starts from. */
 export interface ResumePoint {
@@ -210,8 +203,7 @@ function bpeProgress(): (done: number, total: number) => void {
 /** A partial HF config over the preset's: the keys given replace the preset's, the rest stay. */
 function configOverride(file: string, preset: PresetName, seq: number) {
   const raw = readJsonObject('--config', file, 'a JSON object of HF config.json keys');
-  const valid = [...Object.keys(ModelConfigSchema.shape), ...HF_HARMLESS_KEYS];
-  const unknown = unknownKeys(raw, valid, `--config ${file}`);
+  const unknown = modelConfigKeyProblems(raw, `--config ${file}`);
   if (unknown.length) throw new UsageError(unknown[0] + (unknown.length > 1 ? ` (and ${unknown.length - 1} more unknown key(s))` : ''));
   if (raw.attention_dropout !== undefined && raw.attention_dropout !== 0) {
     throw new UsageError(`--config ${file}: attention_dropout expects 0 (this lab trains without dropout), got ${JSON.stringify(raw.attention_dropout)}`);

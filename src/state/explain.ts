@@ -4,7 +4,9 @@
  */
 import type { z } from 'zod';
 import { ModelConfigSchema, type ModelConfig } from '../engine/model/config';
+import { modelConfigKeyProblems } from '../engine/run/spec';
 import { BF16_ONLY_SAVED } from '../engine/scheme/scheme';
+import { suggestKey } from '../engine/util/keys';
 import { checkRunConfig, DEFAULT_RUN_CONFIG, RunConfigSchema, type RunConfig } from '../worker/protocol';
 
 type Issue = z.core.$ZodIssue;
@@ -56,12 +58,18 @@ function what(issue: Issue, input: unknown): string {
   }
 }
 
+/** The valid keys nearest to unknown ones, among the keys of `good` at the same place (the CLI's suggestion). */
+function nearestKeys(keys: readonly string[], good: unknown): string {
+  if (good === null || typeof good !== 'object' || Array.isArray(good)) return '';
+  return keys.map((k) => suggestKey(k, Object.keys(good))).join('');
+}
+
 /** One line per issue: `path: what is wrong; e.g. <example>`. `good` is a valid object of the same shape, `input` what was checked. */
 export function explainIssues(issues: readonly Issue[], good: unknown, root: string, input: unknown): string[] {
   return issues.map((issue) => {
     const where = issue.path.length ? issue.path.map(String).join('.') : root;
     const ex = issue.code === 'unrecognized_keys' ? undefined : exampleFor(issue.path, good);
-    return `${where}: ${what(issue, input)}${ex ? `; e.g. ${ex}` : ''}`;
+    return `${where}: ${what(issue, input)}${issue.code === 'unrecognized_keys' ? nearestKeys(issue.keys, valueAt(good, issue.path)) : ''}${ex ? `; e.g. ${ex}` : ''}`;
   });
 }
 
@@ -95,8 +103,9 @@ export function parseModelConfig(raw: unknown, good: ModelConfig): { model: Mode
 const CONFIG_HINT = 'an object of Hugging Face LlamaConfig keys, e.g. {"hidden_size": 128, "num_hidden_layers": 4}';
 
 /**
- * A custom model from the text of a config.json: keys not given come from `base`, keys the model
- * does not take (architectures, model_type, ...) are dropped, the rest checked as parseModelConfig does.
+ * A custom model from the text of a config.json: keys not given come from `base`, Hugging Face keys
+ * the model does not take (architectures, model_type, ...) are dropped, an unknown key is refused
+ * naming the nearest valid one (the CLI's check), the rest checked as parseModelConfig does.
  */
 export function modelFromText(text: string, base: ModelConfig): { model: ModelConfig } | { error: string } {
   let raw: unknown;
@@ -106,6 +115,9 @@ export function modelFromText(text: string, base: ModelConfig): { model: ModelCo
     return { error: `not JSON: ${(e as Error).message}. Expected ${CONFIG_HINT}` };
   }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return { error: `expected ${CONFIG_HINT}` };
+  // A misspelt key is refused with the nearest valid one, as the CLI's --config does; HF's own extras are dropped.
+  const unknown = modelConfigKeyProblems(raw as Record<string, unknown>, 'config');
+  if (unknown.length) return { error: unknown.join('\n') };
   const keys = Object.keys(base);
   return parseModelConfig(Object.fromEntries(Object.entries({ ...base, ...raw }).filter(([k]) => keys.includes(k))), base);
 }

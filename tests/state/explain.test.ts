@@ -24,6 +24,7 @@ describe('errors that teach', () => {
     expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, seq: 8, evalEvery: 0, data: tiny })).toBeNull();
     expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, steps: 2.5 })).toMatch(/^steps: .*; e\.g\. 200$/);
     expect(runConfigProblem(DEFAULT_RUN_CONFIG)).toBeNull();
+    expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, evalEvry: 5 })).toMatch(/^settings: unknown key "evalEvry" .* \(did you mean 'evalEvery'\?\)/);
     const m = parseModelConfig({ ...PRESETS.micro, hidden_size: 'big' }, PRESETS.micro);
     expect('error' in m && m.error).toMatch(new RegExp(`hidden_size: expected a number, got a string \\("big"\\); e\\.g\\. ${PRESETS.micro.hidden_size}`));
     expect(parseModelConfig(PRESETS.micro, PRESETS.micro)).toEqual({ model: PRESETS.micro });
@@ -35,5 +36,7 @@ describe('errors that teach', () => {
     expect(modelFromText('{"hidden_size": ', PRESETS.micro)).toMatchObject({ error: expect.stringMatching(/^not JSON: .*Expected an object of Hugging Face LlamaConfig keys/) });
     expect(modelFromText('[1, 2]', PRESETS.micro)).toMatchObject({ error: expect.stringMatching(/^expected an object/) });
     expect(modelFromText('{"hidden_size": "big"}', PRESETS.micro)).toMatchObject({ error: expect.stringMatching(/hidden_size: expected a number/) });
+    // A misspelt key is refused as the CLI refuses it (the same check), not dropped.
+    expect(modelFromText('{"hiden_size": 64}', PRESETS.micro)).toMatchObject({ error: expect.stringMatching(/^config: unknown key 'hiden_size' \(did you mean 'hidden_size'\?\)/) });
   });
 });

@@ -16,7 +16,7 @@ import { parseScheme, type Scheme, SchemeSchema } from '../scheme/scheme';
 import { gradWireOf, WIRE_FORMATS } from '../scheme/wire';
 import type { LoopCadence } from '../train/loop';
 import { defaultTrainOptions, OptimizerConfigSchema, type TrainOptions, type TrainOverrides } from '../train/options';
-import { suggestKey } from '../util/keys';
+import { suggestKey, unknownKeys } from '../util/keys';
 
 /** The corpus bundled with the lab (TinyShakespeare): the data of a run that names none. */
 export const BUNDLED_DATASET = 'tinyshakespeare';
@@ -210,6 +210,22 @@ export function schemaProblems(schema: z.ZodType, raw: unknown, error: z.ZodErro
     const valid = keysAt(schema, i.path, raw);
     return i.keys.map((k) => `${where}: unknown key '${k}'${suggestKey(k, valid)}${valid.length ? `; expected one of ${valid.join(', ')}` : ''}`);
   });
+}
+
+/** Hugging Face config.json keys that describe nothing this lab trains differently (written by transformers, read as is). */
+export const HF_HARMLESS_KEYS = [
+  'architectures', 'model_type', 'torch_dtype', 'dtype', 'transformers_version', 'bos_token_id', 'eos_token_id',
+  'pad_token_id', 'use_cache', 'attention_dropout', 'pretraining_tp', 'hidden_act', 'attention_bias', 'mlp_bias',
+  'rope_scaling', 'head_dim', 'rope_parameters',
+] as const;
+
+/**
+ * One line per key of a user's model config (config.json keys) that is neither a model key nor a
+ * harmless Hugging Face one, naming the nearest valid key: the CLI's --config and the page's custom
+ * model refuse "hiden_size" alike (did you mean 'hidden_size'?).
+ */
+export function modelConfigKeyProblems(raw: Record<string, unknown>, where: string): string[] {
+  return unknownKeys(raw, [...Object.keys(ModelConfigSchema.shape), ...HF_HARMLESS_KEYS], where);
 }
 
 /** What the fields say together that the schema cannot check one by one (empty when consistent). */
