@@ -13,7 +13,9 @@
  *     passed its check, and our fp32 GEMM; the base model's shapes on the chosen kernels.
  * bench/torch_f16_gemm.py times cuBLAS fp16 on the same shapes in the same device call.
  *
- *   node f16-device.mjs [--json out.json] [--reps 10] [--sizes 4096] [--no-model] [--no-tune]
+ *   node f16-device.mjs [--json out.json] [--reps 10] [--sizes 4096] [--no-model] [--no-tune] [--tune-model]
+ * --tune-model times every passing layout on the model's shapes too and prints the fastest per
+ * shape as MEASURED_F16TC_LAYOUTS entries (kernels/matmul-f16/plan.ts).
  * Exit status 1 when any correctness case fails. `--twin` (a device without shader-f16, e.g.
  * SwiftShader): runs this script's flow on the SIMT kernel's f32 twin, to test the script itself.
  */
@@ -23,10 +25,10 @@ import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { matmul } from '../src/engine/kernels/matmul/matmul';
 import {
-  buildMatmulF16, checkF16Tc, checkMatmulF16, enableF16TensorCores, f16PathFor, f16TensorCoreSpec, type F16GemmCase, uploadF16,
+  buildMatmulF16, checkF16Tc, checkMatmulF16, enableF16TensorCores, f16PathFor, f16TensorCoreSpecFor, type F16GemmCase, uploadF16,
 } from '../src/engine/kernels/matmul-f16/matmul-f16';
 import {
-  F16_TC_LAYOUTS, f16ConfigsOf, f16TcCandidates, f16TcLabel, f16TcSpecError, type F16TcSpec, FORM_TRANS, formOf, type GemmForm, GEMM_FORMS,
+  F16_TC_LAYOUTS, f16ConfigsOf, f16ShapeKey, f16TcCandidates, f16TcLabel, f16TcSpecError, type F16TcSpec, FORM_TRANS, formOf, type GemmForm, GEMM_FORMS,
   vec4Operands,
 } from '../src/engine/kernels/matmul-f16/plan';
 import { globalNorm, globalNormPartialsBytes } from '../src/engine/kernels/reduce/reduce';
@@ -37,7 +39,7 @@ import { msPer } from '../src/lab/quant';
 const a = parseArgs({
   options: {
     json: { type: 'string' }, reps: { type: 'string' }, sizes: { type: 'string' },
-    'no-model': { type: 'boolean' }, 'no-tune': { type: 'boolean' }, twin: { type: 'boolean' },
+    'no-model': { type: 'boolean' }, 'no-tune': { type: 'boolean' }, 'tune-model': { type: 'boolean' }, twin: { type: 'boolean' },
   },
 }).values;
 const reps = Number(a.reps ?? 10);
@@ -109,7 +111,7 @@ if (!gpu.features.shaderF16 && !twin) {
 
 // 2. Tensor-core layouts per form.
 const probe = await enableF16TensorCores(rt);
-out.probe = { present: probe.present, chosen: Object.fromEntries(Object.entries(probe.chosen).map(([f, s]) => [f, f16TcLabel(s)])), tried: probe.tried };
+out.probe = { present: probe.present, chosen: Object.fromEntries(Object.entries(probe.chosen).map(([f, s]) => [f, f16TcLabel(s)])), tried: probe.tried, shapeLayouts: probe.shapeLayouts };
 for (const t of probe.tried) log(`probe ${t.ok ? 'ok  ' : 'FAIL'} ${t.label}${t.failed ? `: ${t.failed}` : ''}`);
 for (const f of GEMM_FORMS) log(`chosen ${f}: ${probe.chosen[f] ? f16TcLabel(probe.chosen[f]) : 'none (SIMT)'}`);
 
@@ -166,6 +168,9 @@ async function time(name: string, shape: { M: number; N: number; K: number }, ds
   return tflops;
 }
 const rng = new Rng(7);
+const checkedLayouts = new Map<string, boolean>();
+/** Per GEMM key (MxNxK + form): the fastest tensor-core layout timed, for MEASURED_F16TC_LAYOUTS. */
+const best = new Map<string, { tflops: number; spec: F16TcSpec }>();
 async function timeShape(label: string, form: GemmForm, M: number, N: number, K: number, tune: boolean): Promise<void> {
   const t = FORM_TRANS[form];
   const A = uploadF16(rt, 'A', rng.uniformArray(M * K));
@@ -180,14 +185,16 @@ async function timeShape(label: string, form: GemmForm, M: number, N: number, K:
     try {
       const b = buildMatmulF16(rt, { label: name, M, N, K, a: twin ? A32 : A, b: twin ? B32 : B, c: C, ...t, path, spec, workspace, elem: twin ? 'f32' : undefined });
       free.push(...b.uniforms);
-      await time(`${label} ${name}${b.parts > 1 ? ` split ${b.parts}` : ''}`, shape, b.dispatches);
+      const tflops = await time(`${label} ${name}${b.parts > 1 ? ` split ${b.parts}` : ''}`, shape, b.dispatches);
+      const key = f16ShapeKey(form, shape);
+      if (spec && b.parts === 1 && tflops > (best.get(key)?.tflops ?? 0)) best.set(key, { tflops, spec });
     } catch (e) {
       log(`time ${label} ${name}: ${(e as Error).message}`);
     }
   };
   await time(`${label} fp32 ${form}`, shape, [matmul(rt, { label: 'fp32', a: A32, b: B32, c: C, M, N, K, ...t })]);
   await run(`f16-simt ${form}`, 'f16-simt');
-  const chosen = f16TensorCoreSpec(rt, form);
+  const chosen = f16TensorCoreSpecFor(rt, form, shape);
   if (chosen) {
     await run(`f16-tc ${f16TcLabel(chosen)}`, 'f16-tensor-core', chosen);
     if (form === 'TN') await run(`f16-tc ${f16TcLabel(chosen)}`, 'f16-tensor-core', chosen, ws);
@@ -197,19 +204,29 @@ async function timeShape(label: string, form: GemmForm, M: number, N: number, K:
     const limits = rt.device.limits;
     const valid = (s: F16TcSpec) => !f16TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup);
     for (const s of f16TcCandidates(form, f16ConfigsOf(gpu.subgroupMatrixConfigs), F16_TC_LAYOUTS, subgroupSize(rt), valid)) {
-      if (f16TcLabel(s) === f16TcLabel(chosen)) continue;
-      const c = await checkF16Tc(rt, s);
-      if (!c.ok) {
-        log(`tune skip ${c.label}: ${c.failed}`);
-        continue;
+      const l = f16TcLabel(s);
+      if (l === f16TcLabel(chosen)) continue;
+      if (!checkedLayouts.has(l)) {
+        const c = await checkF16Tc(rt, s);
+        checkedLayouts.set(l, c.ok);
+        if (!c.ok) log(`tune skip ${c.label}: ${c.failed}`);
       }
+      if (!checkedLayouts.get(l)) continue;
       await run(`f16-tc ${f16TcLabel(s)}`, 'f16-tensor-core', s);
     }
   }
   free.forEach((b) => rt.mem.free(b));
 }
 for (const n of sizes) await timeShape(`${n}^3`, 'NT', n, n, n, !a['no-tune']);
-if (!a['no-model']) for (const s of MODEL) await timeShape(s.name, s.form, s.M, s.N, s.K, false);
+if (!a['no-model']) for (const s of MODEL) await timeShape(s.name, s.form, s.M, s.N, s.K, !!a['tune-model']);
+if (best.size) {
+  // Paste into MEASURED_F16TC_LAYOUTS (the entries that beat the form's first layout).
+  const table = Object.fromEntries([...best].map(([k, { spec: x }]) => [k, {
+    cfg: [x.cfg.M, x.cfg.N, x.cfg.K], layout: { tilesM: x.tilesM, tilesN: x.tilesN, sgM: x.sgM, sgN: x.sgN, BK: x.BK, PAD: x.PAD, direct: x.direct },
+  }]));
+  out.bestLayouts = table;
+  log(`fastest tensor-core layout per GEMM: ${JSON.stringify(table)}`);
+}
 
 out.failures = failures;
 if (a.json) writeFileSync(a.json, JSON.stringify(out, null, 1));

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { wgslErrors } from '../../src/engine/gpu/pipelines';
 import {
-  buildMatmulF16, checkMatmulF16, enableF16TensorCores, f16PathFor, f16TensorCoreSpec, uploadF16,
+  buildMatmulF16, checkMatmulF16, enableF16TensorCores, f16PathFor, f16TensorCoreSpec, f16TensorCoreSpecFor, uploadF16,
 } from '../../src/engine/kernels/matmul-f16/matmul-f16';
 import { F16_TC_LAYOUTS, f16ConfigsOf, FORM_TRANS, GEMM_FORMS, vec4Operands } from '../../src/engine/kernels/matmul-f16/plan';
 import { simtF16Code } from '../../src/engine/kernels/matmul-f16/simt';
@@ -73,8 +73,9 @@ describe('f16 GEMM feature detection', () => {
       expect(f16PathFor(rt, transA, transB, { M: 64, N: 64, K: 64 })).toBe('fp32');
     }
     const probe = await enableF16TensorCores(rt);
-    expect(probe).toEqual({ present: false, chosen: {}, tried: [] });
+    expect(probe).toEqual({ present: false, chosen: {}, tried: [], shapeLayouts: {} });
     expect(f16TensorCoreSpec(rt, 'NT')).toBeUndefined();
+    expect(f16TensorCoreSpecFor(rt, 'NT', { M: 8192, N: 768, K: 768 })).toBeUndefined();
     const a = uploadF16(rt, 'a', new Float32Array(16));
     const c = rt.createBuffer('workspace', 'c', 64);
     try {

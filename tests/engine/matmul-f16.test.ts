@@ -8,7 +8,7 @@ import { matmulRef } from '../../src/engine/kernels/matmul/matmul.ref';
 import { compareF16Gemm, f16GemmTolerance, matmulF16Ref, matmulF16RefAt } from '../../src/engine/kernels/matmul-f16/matmul-f16.ref';
 import { f16TcCheckCases } from '../../src/engine/kernels/matmul-f16/matmul-f16';
 import {
-  chooseF16SplitK, contiguousDims, F16_TC_LAYOUTS, f16ConfigsOf, f16KernelFor, f16SplitPlan, f16TcBlockM, f16TcBlockN, f16TcCandidates,
+  chooseF16SplitK, contiguousDims, F16_TC_LAYOUTS, f16ConfigsOf, f16ShapeKey, MEASURED_F16TC_LAYOUTS, f16KernelFor, f16SplitPlan, f16TcBlockM, f16TcBlockN, f16TcCandidates,
   f16TcSpecError, f16TcWorkgroupBytes, FORM_TRANS, formOf, GEMM_FORMS, offeredF16Path, type F16TcSpec, vec4Operands,
 } from '../../src/engine/kernels/matmul-f16/plan';
 import { simtF16Code } from '../../src/engine/kernels/matmul-f16/simt';
@@ -134,6 +134,17 @@ describe('f16 GEMM choices', () => {
     // 128×128 block, BK 32, pad 8: two staged tiles of 128 × 40 f16 and four 16×16 f32 scratch tiles.
     expect(f16TcWorkgroupBytes(spec())).toBe(2 * 128 * 40 * 2 + 4 * 256 * 4);
     expect([f16TcBlockM(spec()), f16TcBlockN(spec())]).toEqual([128, 128]);
+  });
+
+  it('measured per-shape layouts are valid specs of their form and configuration', () => {
+    expect(f16ShapeKey('TN', { M: 768, N: 2560, K: 8192 })).toBe('768x2560x8192TN');
+    for (const t of MEASURED_F16TC_LAYOUTS) {
+      for (const [key, e] of Object.entries(t.table)) {
+        expect(key).toMatch(/^\d+x\d+x\d+(NT|NN|TN)$/);
+        const form = key.slice(-2) as keyof typeof FORM_TRANS;
+        expect(f16TcSpecError({ ...spec(FORM_TRANS[form]), cfg: { M: e.cfg[0], N: e.cfg[1], K: e.cfg[2] }, ...e.layout })).toBeNull();
+      }
+    }
   });
 
   it('orders candidates: each configuration\'s first valid layout, then the rest', () => {

@@ -16,13 +16,14 @@ import { wgslErrors } from '../../gpu/pipelines';
 import { Uniforms } from '../../gpu/runtime';
 import { f32ArrayToF16, roundF16 } from '../../quant/f16';
 import { Rng } from '../../util/rng';
+import { adapterMatches } from '../../gpu/device';
 import { asSlice, bindingBytes, grid2d } from '../launch';
 import { subgroupMatrixConfigs, subgroupSize } from '../qgemm/sgmat';
 import { compareF16Gemm, type F16GemmComparison, matmulF16Ref, matmulF16RefAt } from './matmul-f16.ref';
 import {
   chooseF16SplitK, F16_TC_LAYOUTS, f16ConfigsOf, f16KernelFor, f16SplitPlan, f16SplitWorkspaceBytes, f16TcBlockM, f16TcBlockN,
   f16TcCandidates, f16TcLabel, f16TcSpecError, f16TcThreads, type F16Path, type F16TcLayout, type F16TcSpec, formOf, type GemmForm,
-  GEMM_FORMS, SIMT_F16, vec4Operands,
+  GEMM_FORMS, type GemmShape, MEASURED_F16TC_LAYOUTS, f16ShapeKey, SIMT_F16, vec4Operands,
 } from './plan';
 import { simtF16Code } from './simt';
 import { f16TcCode } from './tc';
@@ -92,7 +93,7 @@ function checkArgs(a: MatmulF16Args): GemmForm {
 export function f16PathFor(rt: Runtime, transA: boolean, transB: boolean, shape: { M: number; N: number; K: number }): F16Path {
   const form = formOf(transA, transB);
   if (!form) return 'fp32';
-  return f16KernelFor({ shaderF16: rt.gpu.features.shaderF16, tensorCoreForm: !!f16TensorCoreSpec(rt, form), form, shape });
+  return f16KernelFor({ shaderF16: rt.gpu.features.shaderF16, tensorCoreForm: !!f16TensorCoreSpecFor(rt, form, shape), form, shape });
 }
 
 interface ResolvedF16 {
@@ -114,7 +115,7 @@ function resolveF16(rt: Runtime, a: MatmulF16Args): ResolvedF16 {
   const path = a.path ?? f16PathFor(rt, !!a.transA, !!a.transB, a);
   if (path === 'fp32') throw new Error(`${a.label}: this device has no shader-f16: use the fp32 GEMM`);
   if (path === 'f16-simt') return { form, path, vec, code: simtF16Code({ form, vecA: vec.a, vecB: vec.b }) };
-  const tc = a.spec ?? f16TensorCoreSpec(rt, form);
+  const tc = a.spec ?? f16TensorCoreSpecFor(rt, form, a);
   if (!tc) throw new Error(`${a.label}: no tensor-core layout for ${form} on this device`);
   if (!vec.a || !vec.b) throw new Error(`${a.label}: the tensor-core f16 GEMM needs the operands' rows in whole vec4s`);
   if (tc.transA !== !!a.transA || tc.transB !== !!a.transB) throw new Error(`${a.label}: spec ${f16TcLabel(tc)} is for another form`);
@@ -258,9 +259,44 @@ export function f16TensorCoreSpec(rt: Runtime, form: GemmForm): F16TcSpec | unde
   return enabled.get(rt)?.[form];
 }
 
+/** The spec for one GEMM: its measured layout where one passed the device check, else its form's. */
+export function f16TensorCoreSpecFor(rt: Runtime, form: GemmForm, shape: GemmShape): F16TcSpec | undefined {
+  return shapeSpecs.get(rt)?.get(f16ShapeKey(form, shape)) ?? f16TensorCoreSpec(rt, form);
+}
+
+const shapeSpecs = new WeakMap<Runtime, Map<string, F16TcSpec>>();
+
 /** Turns the path off again (benchmarks time both on one runtime). */
 export function disableF16TensorCores(rt: Runtime): void {
   enabled.delete(rt);
+  shapeSpecs.delete(rt);
+}
+
+/** Checks this adapter's measured per-shape layouts (forms with a verified spec only); the passing ones serve their shapes. */
+async function enableMeasuredShapes(rt: Runtime, cfgs: F16TcSpec['cfg'][], out: F16TcProbe, tables = MEASURED_F16TC_LAYOUTS): Promise<void> {
+  const specs = new Map<string, F16TcSpec>();
+  const checked = new Map<string, boolean>();
+  const limits = rt.device.limits;
+  for (const t of tables) {
+    if (!adapterMatches(rt.gpu, t.match)) continue;
+    for (const [key, e] of Object.entries(t.table)) {
+      const form = key.slice(-2) as GemmForm;
+      const base = out.chosen[form];
+      const cfg = cfgs.find((c) => c.M === e.cfg[0] && c.N === e.cfg[1] && c.K === e.cfg[2]);
+      if (!base || !cfg || !GEMM_FORMS.includes(form)) continue;
+      const s: F16TcSpec = { ...base, cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, ...e.layout };
+      if (f16TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup)) continue;
+      const label = f16TcLabel(s);
+      if (!checked.has(label)) {
+        const r = await checkF16Tc(rt, s);
+        checked.set(label, r.ok);
+        out.tried.push(r);
+      }
+      if (checked.get(label)) specs.set(key, s);
+    }
+  }
+  shapeSpecs.set(rt, specs);
+  out.shapeLayouts = Object.fromEntries([...specs].map(([k, v]) => [k, f16TcLabel(v)]));
 }
 
 export interface F16TcTried {
@@ -275,6 +311,8 @@ export interface F16TcProbe {
   present: boolean;
   chosen: Partial<Record<GemmForm, F16TcSpec>>;
   tried: F16TcTried[];
+  /** The GEMMs that run a measured layout of their own (MEASURED_F16TC_LAYOUTS), with it. */
+  shapeLayouts?: Record<string, string>;
 }
 
 /** Runs every case of f16TcCheckCases on a spec; the first failure stops it. */
@@ -310,5 +348,6 @@ export async function enableF16TensorCores(rt: Runtime, layouts: F16TcLayout[] =
   }
   enabled.set(rt, chosen);
   out.chosen = chosen;
+  await enableMeasuredShapes(rt, cfgs, out);
   return out;
 }

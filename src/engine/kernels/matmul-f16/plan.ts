@@ -115,6 +115,21 @@ export const F16_TC_LAYOUTS: F16TcLayout[] = [
   { tilesM: 4, tilesN: 2, sgM: 1, sgN: 1, BK: 32, PAD: 8, direct: false },
 ];
 
+/**
+ * Layouts per GEMM (`MxNxK` + form, e.g. '8192x768x768NT') measured faster than the form's chosen
+ * one on a GPU model, with their configuration (M×N×K of the tile); each is checked on the device
+ * by enableF16TensorCores before a GEMM uses it. Empty until bench/f16-device.ts --tune-model has
+ * run on the GPU: its `tune` rows give the fastest passing layout per shape.
+ */
+export const MEASURED_F16TC_LAYOUTS: {
+  match: { vendor?: string; architecture?: string; device?: string; description?: string };
+  source: string;
+  table: Record<string, { cfg: [number, number, number]; layout: F16TcLayout }>;
+}[] = [];
+
+/** The key of a GEMM in MEASURED_F16TC_LAYOUTS. */
+export const f16ShapeKey = (form: GemmForm, s: GemmShape) => `${s.M}x${s.N}x${s.K}${form}`;
+
 export interface F16TcSpec extends F16TcLayout {
   cfg: { M: number; N: number; K: number };
   transA: boolean;
