@@ -8,6 +8,7 @@
  */
 import { createStore, type StoreApi } from 'zustand/vanilla';
 import type { HfTokenizerJSON } from '../engine/train/tokenizer/tokenizer';
+import { isZip, unpackZips } from '../worker/checkpoint-archive';
 import type { DataWorkerClient } from '../worker/data-client';
 import type { ImportedModel } from '../worker/data-protocol';
 import type { FileInfo, PreparedData, TokenizerChoice } from '../worker/prepare';
@@ -61,10 +62,18 @@ export class DataController {
   }
 
   /** Files dropped or picked: a checkpoint, a tokenizer.json, or data replacing the current data. */
-  async drop(files: File[]): Promise<void> {
-    if (files.length === 0) return;
+  async drop(dropped: File[]): Promise<void> {
+    if (dropped.length === 0) return;
+    let files: File[];
+    try {
+      // An exported checkpoint (or any HF model folder) may come zipped.
+      files = await unpackZips(dropped);
+    } catch (e) {
+      this.settle({ error: (e as Error).message });
+      return;
+    }
     const kind = classifyDrop(files);
-    if (kind === 'checkpoint') return this.importCheckpoint(files);
+    if (kind === 'checkpoint') return this.importCheckpoint(files, dropped.length === 1 && isZip(dropped[0]) ? dropped[0].name : undefined);
     if (kind === 'tokenizer') return this.tokenizerFile(files[0]);
     let infos: FileInfo[];
     try {
@@ -104,8 +113,8 @@ export class DataController {
     return out;
   }
 
-  private async importCheckpoint(files: File[]): Promise<void> {
-    const name = files.find((f) => f.name === 'config.json') ? `${files.length} checkpoint files` : files[0].name;
+  private async importCheckpoint(files: File[], archive?: string): Promise<void> {
+    const name = archive ?? (files.find((f) => f.name === 'config.json') ? `${files.length} checkpoint files` : files[0].name);
     let model: ImportedModel;
     try {
       this.set({ job: { what: 'import', phase: 'reading the checkpoint', done: 0, total: files.length } });

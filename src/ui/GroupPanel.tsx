@@ -197,7 +197,7 @@ function DilocoFields({ busy }: { busy: boolean }) {
   );
 }
 
-/** The run's end checkpoint (model.safetensors + config.json, as a lab run exports it), once this page holds one. */
+/** The run's end checkpoint (one zip of its Hugging Face folder, as a lab run exports it), once this page holds one. */
 function CheckpointButton({ run }: { run: GroupRun }) {
   const { controller } = pageGroupLab();
   const save = () => {
@@ -206,7 +206,7 @@ function CheckpointButton({ run }: { run: GroupRun }) {
   };
   return (
     <button type="button" className="small" data-testid="group-export-checkpoint" disabled={run.checkpointStep === null} onClick={save}
-      title={run.checkpointStep === null ? 'the checkpoint is kept when the run ends' : `model.safetensors + config.json after step ${run.checkpointStep} (Hugging Face)`}>
+      title={run.checkpointStep === null ? 'the checkpoint is kept when the run ends' : `a zip of the Hugging Face folder (model.safetensors, config.json, tokenizer) after step ${run.checkpointStep}`}>
       Checkpoint
     </button>
   );

@@ -1,3 +1,5 @@
+import { checkpointArchive, type HfExportFiles } from '../worker/checkpoint-archive';
+
 /** Offers bytes or text as a file download (an object URL on a temporary link). */
 export function download(name: string, data: Uint8Array | string, type: string): void {
   const part: BlobPart = typeof data === 'string' ? data : new Uint8Array(data);
@@ -15,10 +17,11 @@ export function fileSlug(s: string): string {
   return s.replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '').toLowerCase().slice(0, 60) || 'run';
 }
 
-/** A checkpoint's Hugging Face files (model.safetensors, config.json; those present) as downloads named after the run. */
-export function downloadCheckpoint(slug: string, files: Partial<Record<'model.safetensors' | 'config.json', Uint8Array | string>>): void {
-  for (const name of ['model.safetensors', 'config.json'] as const) {
-    const f = files[name];
-    if (f !== undefined) download(`${slug}-${name}`, f, name.endsWith('.json') ? 'application/json' : 'application/octet-stream');
-  }
+/**
+ * A checkpoint as one zip named after the run, holding the folder `<slug>/` with its Hugging Face
+ * files under their own names (model.safetensors, config.json, tokenizer files): unzipped it loads
+ * with from_pretrained, and dropped back on the data panel it is a model to start from.
+ */
+export function downloadCheckpoint(slug: string, files: HfExportFiles): void {
+  download(`${slug}.zip`, checkpointArchive(slug, files), 'application/zip');
 }

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 /**
  * End-to-end test of the peer-group panel: Chromium pages (each in a browser of its own, so their
  * GPU processes compile in parallel) meet on the PeerServer embedded in `vite preview`, join by
@@ -20,6 +21,7 @@ import { spawn } from 'node:child_process';
  *       the engine's loopback test sees < 1e-6), TACO within 1 % (the FP8 exchange's error; the
  *       engine's TP test uses the same bound).
  */
+import { unzipSync } from 'fflate';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
 
@@ -206,14 +208,15 @@ export function groupTests(check: Check): TestCase[] {
         const trainingUntil = await a.evaluate(() => performance.now());
         v = await waitRuns(t, { a, c }, 'DP run stopped on A and C', 2 * 60_000, (r) => r.a.status === 'stopped' && r.c.status === 'stopped');
         check(v.a.steps.at(-1)![0] === v.c.steps.at(-1)![0], `A stopped after step ${v.a.steps.at(-1)![0]}, C after ${v.c.steps.at(-1)![0]}`);
-        // The stopped run's checkpoint downloads as a lab run's does (model.safetensors + config.json).
+        // The stopped run's checkpoint downloads as a lab run's does: one zip of its Hugging Face folder.
         const ckpt = a.locator(`${byTestId('group-run')} ${byTestId('group-export-checkpoint')}:enabled`);
         await ckpt.waitFor({ timeout: 30_000 });
-        const names: string[] = [];
-        const both = new Promise<void>((resolve) => a.on('download', (d) => void (names.push(d.suggestedFilename()), names.length === 2 && resolve())));
+        const got = a.waitForEvent('download', { timeout: 15_000 });
         await ckpt.click();
-        await Promise.race([both, a.waitForTimeout(15_000)]);
-        check(names.some((n) => n.endsWith('-model.safetensors')) && names.some((n) => n.endsWith('-config.json')), `checkpoint downloads: ${names.join(', ') || 'none'}`);
+        const zipped = await got;
+        const names = Object.keys(unzipSync(new Uint8Array(await readFile((await zipped.path())!)))).map((n) => n.slice(n.indexOf('/') + 1)).sort();
+        check(zipped.suggestedFilename().endsWith('.zip') && ['config.json', 'model.safetensors', 'tokenizer.json'].every((n) => names.includes(n)),
+          `checkpoint download ${zipped.suggestedFilename()}: ${names.join(', ')}`);
         const int8 = v.a.steps.filter(([, world, , wire, fp32]) => world === 2 && fp32 > 0 && wire > 0);
         const predicted = mean(int8.map(([, , , wire, fp32]) => wire / fp32));
 

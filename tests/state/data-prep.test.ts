@@ -8,6 +8,12 @@ import { importModel } from '../../src/worker/checkpoint-files';
 import { planMemory } from '../../src/engine/train/trainer';
 import { checkRunConfig, trainOptionsFor } from '../../src/worker/protocol';
 import { readFileSync, readdirSync } from 'node:fs';
+import { unzipSync } from 'fflate';
+import { checkpointArchive } from '../../src/worker/checkpoint-archive';
+import { saveCheckpoint } from '../../src/engine/io/checkpoint';
+import { paramSpecs, PRESETS } from '../../src/engine/model/config';
+import { hfTokenizerFiles } from '../../src/engine/train/trainer';
+import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import path from 'node:path';
 
 class MemoryCache implements TokenCache {
@@ -132,5 +138,30 @@ describe('DataController', () => {
     expect(lab.getState().draft.model).toEqual(d.model);
     await data.forgetImport();
     expect(lab.getState().draft).toMatchObject({ model: undefined, init: undefined, tokenizer: undefined });
+  });
+
+  it('a run’s export (one zip: its HF folder) dropped back becomes the draft’s model, tokenizer and init', async () => {
+    const { lab, data } = setup();
+    const tok = new CharTokenizer([...new Set(text)].sort());
+    const config = { ...PRESETS.micro, vocab_size: tok.vocabSize };
+    const params = new Map(paramSpecs(config).map((p) => [p.name, Float32Array.from({ length: p.shape.reduce((a, b) => a * b, 1) }, (_, i) => Math.sin(i) / 10)]));
+    const files = saveCheckpoint({ config, params, extra: { tokenizer: tok.toJSON(), hfTokenizer: hfTokenizerFiles(tok) } });
+    const zip = checkpointArchive('micro-fp32-b8-t32', files);
+    // Hugging Face's names in the run's folder; the lab's own state stays out.
+    expect(Object.keys(unzipSync(zip)).sort()).toEqual(['config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'].map((n) => `micro-fp32-b8-t32/${n}`));
+    await data.drop([file('micro-fp32-b8-t32.zip', zip)]);
+    expect(data.state.getState().error).toBeNull();
+    const d = lab.getState().draft;
+    expect(d.init?.name).toBe('micro-fp32-b8-t32.zip');
+    expect(d.model).toMatchObject({ hidden_size: config.hidden_size, vocab_size: tok.vocabSize });
+    expect(d.tokenizer).toMatchObject({ kind: 'hf', vocabSize: tok.vocabSize });
+    expect(checkRunConfig(d)).toBeNull();
+    const init = data.initFiles(d)!;
+    const weights = new Uint8Array(await init.find((f) => f.name === 'model.safetensors')!.arrayBuffer());
+    expect(weights).toEqual(files['model.safetensors']);
+    // A zip that is not one is refused by name; what was loaded stays.
+    await data.drop([file('broken.zip', 'not a zip')]);
+    expect(data.state.getState().error).toMatch(/broken\.zip/);
+    expect(lab.getState().draft.init?.name).toBe('micro-fp32-b8-t32.zip');
   });
 });
