@@ -5,7 +5,7 @@
  */
 import type { ModelConfig } from '../engine/model/config';
 import { expectedComputePaths, type LayerPaths } from '../engine/model/int8-gemms';
-import type { RunPlan } from '../engine/model/run-plan';
+import type { RunPlan } from '../engine/plan/run-plan';
 import { resolveTrainingPlan } from '../engine/plan/train-plan';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import {

@@ -1,6 +1,6 @@
 import { useMemo, useState } from 'react';
 import { PRESETS } from '../engine/model/config';
-import { computeProblem } from '../engine/model/run-plan';
+import { computeProblem } from '../engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { layerScheme, SAVED_KIND_LABEL, SAVED_KINDS, savedSpec, unsupportedFeatures, type SavedKind, type Scheme } from '../engine/scheme/scheme';
 import type { MemReport } from '../engine/gpu/memory';

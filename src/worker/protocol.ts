@@ -12,7 +12,7 @@ import { z } from 'zod';
 import type { MemReport } from '../engine/gpu/memory';
 import { ModelConfigSchema, PRESET_NAMES, PRESETS } from '../engine/model/config';
 import { modelDims } from '../engine/model/plan';
-import { computeProblem } from '../engine/model/run-plan';
+import { computeProblem } from '../engine/plan/run-plan';
 import { tpActive, tpProblem } from '../engine/model/tp/tp';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { type Scheme, SchemeSchema, unsupportedFeatures } from '../engine/scheme/scheme';

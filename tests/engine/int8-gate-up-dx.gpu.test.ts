@@ -16,7 +16,7 @@ import { PRESETS } from '../../src/engine/model/config';
 import { expectedComputePaths } from '../../src/engine/model/int8-gemms';
 import type { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
-import { resolvePlan } from '../../src/engine/model/run-plan';
+import { resolvePlan } from '../../src/engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { Rng } from '../../src/engine/util/rng';

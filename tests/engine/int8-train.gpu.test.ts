@@ -11,7 +11,7 @@ import { headCodesLayout } from '../../src/engine/kernels/attention/head-codes';
 import { expectedComputePaths } from '../../src/engine/model/int8-gemms';
 import type { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';
-import { resolvePlan } from '../../src/engine/model/run-plan';
+import { resolvePlan } from '../../src/engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { qdqRef } from '../../src/engine/kernels/qdq/qdq.ref';
 import { LINEAR } from '../../src/engine/model/plan';
-import { resolvePlan } from '../../src/engine/model/run-plan';
+import { resolvePlan } from '../../src/engine/plan/run-plan';
 import { dequantizeRef, quantizeRef } from '../../src/engine/quant/quantizer';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { layerScheme } from '../../src/engine/scheme/scheme';

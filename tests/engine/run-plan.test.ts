@@ -1,11 +1,11 @@
 /**
- * The resolved plan (model/run-plan.ts) against the scheme it resolves: the fields the model reads
+ * The resolved plan (plan/run-plan.ts) against the scheme it resolves: the fields the model reads
  * instead of probing its buffers agree with the buffer list, for every preset, training or not.
  */
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
 import { expectedComputePaths } from '../../src/engine/model/int8-gemms';
-import { resolvePlan } from '../../src/engine/model/run-plan';
+import { resolvePlan } from '../../src/engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { isFp32, layerScheme, parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 

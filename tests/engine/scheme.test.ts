@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
-import { computeProblem, resolvePlan } from '../../src/engine/model/run-plan';
+import { computeProblem, resolvePlan } from '../../src/engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { parseScheme, savedSpec } from '../../src/engine/scheme/scheme';
 

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { buildQuantize } from '../../src/engine/kernels/quantize/quantize';
 import { PRESETS } from '../../src/engine/model/config';
 import { initParams, paramLayout } from '../../src/engine/model/params';
-import { resolvePlan } from '../../src/engine/model/run-plan';
+import { resolvePlan } from '../../src/engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../../src/engine/train/options';

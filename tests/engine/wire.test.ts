@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
-import { resolvePlan } from '../../src/engine/model/run-plan';
+import { resolvePlan } from '../../src/engine/plan/run-plan';
 import { FP32, parseScheme, unsupportedFeatures } from '../../src/engine/scheme/scheme';
 import { allReduceWireBytes, gradWireOf, INT8_WIRE } from '../../src/engine/scheme/wire';
 

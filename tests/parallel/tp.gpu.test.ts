@@ -5,7 +5,7 @@ import { type TpStepMetrics, TpTrainer } from '../../src/parallel/tp/trainer';
 import { createTpTrainer, tpStepWireBytes } from '../../src/parallel/tp/group';
 import { roundBufferSize } from '../../src/engine/gpu/memory';
 import { loadCheckpoint } from '../../src/engine/io/checkpoint';
-import { modelBufferPlan } from '../../src/engine/model/run-plan';
+import { modelBufferPlan } from '../../src/engine/plan/run-plan';
 import { shardConfig, shardKind } from '../../src/engine/model/tp/shard';
 import { unflatten } from '../../src/engine/model/params';
 import { parseScheme } from '../../src/engine/scheme/scheme';

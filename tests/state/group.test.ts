@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { modelBufferPlan } from '../../src/engine/model/run-plan';
+import { modelBufferPlan } from '../../src/engine/plan/run-plan';
 import { unsupportedFeatures } from '../../src/engine/scheme/scheme';
 import { gradWireOf } from '../../src/engine/scheme/wire';
 import { DpError } from '../../src/parallel/dp/dp';

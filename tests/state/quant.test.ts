@@ -7,7 +7,7 @@ import { emptyMemReport } from '../../src/engine/gpu/memory';
 import { PRESETS } from '../../src/engine/model/config';
 import { tpWireBytes } from '../../src/engine/model/tp/tp';
 import { modelDims } from '../../src/engine/model/plan';
-import { resolvePlan } from '../../src/engine/model/run-plan';
+import { resolvePlan } from '../../src/engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { bitsAndWire } from '../../src/engine/train/probe-bits';
 import { allReduceWireBytes } from '../../src/peers/collectives/allreduce';

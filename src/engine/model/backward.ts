@@ -17,7 +17,7 @@ import { type ModelConfig } from './config';
 import type { GemmPath } from './compute-plan';
 import { type LinearGemms } from './linear-gemms';
 import { type LayerSavedKey, liveKey, type ModelBuildOptions, type ModelDims, quantizedUp } from './plan';
-import { type RunPlan } from './run-plan';
+import { type RunPlan } from '../plan/run-plan';
 
 /** What the backward reads of the model: its buffers, saved tensors, GEMMs and gradient outputs. */
 export interface BackwardModel {

@@ -16,7 +16,7 @@ import { type GemmInputSaved, type GemmPath, PRODUCER_CODED, producerDyCodes } f
 import { computePaths, type GemmWeight, Int8Gemms, type LayerPaths } from './int8-gemms';
 import { type LayerSavedKey, linearsTransposed } from './plan';
 import type { ProbePoint } from './probe-point';
-import type { RunPlan } from './run-plan';
+import type { RunPlan } from '../plan/run-plan';
 import { gateUpKey, WeightCodes } from './weight-codes';
 
 export class LinearGemms {

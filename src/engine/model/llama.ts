@@ -33,12 +33,12 @@ import {
 import type { LayerPaths } from './int8-gemms';
 import { LinearGemms } from './linear-gemms';
 import type { ProbePoint } from './probe-point';
-import type { RunPlan } from './run-plan';
+import type { RunPlan } from '../plan/run-plan';
 import { type TensorParallel, TpSim } from './tp/tp';
 import { TpPeer } from './tp/peer';
 
 export * from './plan';
-export * from './run-plan';
+export * from '../plan/run-plan';
 export type { ProbePoint };
 
 export class LlamaGpu {

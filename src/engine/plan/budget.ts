@@ -8,7 +8,7 @@
  */
 import type { MemReport } from '../gpu/memory';
 import { LAYER_SAVED, FINAL_SAVED, type LayerSavedKey, layerSizes, SAVED_KIND_OF } from '../model/plan';
-import { resolvePlan, type RunPlan } from '../model/run-plan';
+import { resolvePlan, type RunPlan } from './run-plan';
 import type { ModelConfig } from '../model/config';
 import { allocateBits, type Bits, type BudgetEntry } from '../scheme/budget';
 import { FP32, layerScheme, type QuantSpec, type SavedKind, type SavedSpec, savedSpec, type Scheme } from '../scheme/scheme';

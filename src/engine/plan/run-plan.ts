@@ -1,10 +1,11 @@
 /**
- * The scheme resolved once: (scheme, model config, batch, context, parallel layout) → one RunPlan.
+ * The model's plan: (scheme, model config, batch, context, parallel layout) → one RunPlan, made by
+ * the run's resolver (train-plan.ts: resolveTrainingPlan, which hands it down inside its TrainingPlan).
  * Every reader of a scheme takes its answer from here instead of interpreting the scheme itself:
  * the model (llama.ts: which buffers exist, which GEMM operands are fake-quantized, how saved
  * activations and gradients are stored), the memory plan and ledger (`buffers`: the model allocates
  * exactly this list and `--plan` sums it, so prediction and allocation agree by construction), the
- * budget allocator (scheme/resolve.ts), the probes (train/probe.ts), the bit accounting
+ * budget allocator (budget.ts), the probes (train/probe.ts), the bit accounting
  * (train/probe-bits.ts) and the peers (the data- and tensor-parallel wire formats).
  */
 import { BUFFER_USAGE } from '../gpu/memory';
@@ -17,19 +18,19 @@ import { ADAMW_STEP_BYTES } from '../optim/adamw';
 import { SCHEME_PRESETS } from '../scheme/presets';
 import { isFp32, layerScheme, type QuantSpec, SAVED_KINDS, type SavedKind, type SavedSpec, savedSpec, type Scheme } from '../scheme/scheme';
 import { type GradWire, gradWireOf } from '../scheme/wire';
-import { type TpConfig, tpBufferPlan } from './tp/tp';
-import { tpPeerBufferPlan } from './tp/peer';
+import { type TpConfig, tpBufferPlan } from '../model/tp/tp';
+import { tpPeerBufferPlan } from '../model/tp/peer';
 import {
   computeErrors, GEMM_INPUT_SAVED, type GemmInputSaved, gateUpDxFused, int8Buffers, int8Use, type LayerCompute, layerCompute, sharesInputCodes,
-} from './compute-plan';
-import type { ModelConfig } from './config';
-import { type BufferSpec, type ModelDims, modelDims } from './dims';
-import { type ParamLayout, paramLayout } from './params';
-import { weightCodesBuffers, type WeightCodesMode, type WeightCodesPlan, weightCodesPlan } from './weight-codes';
+} from '../model/compute-plan';
+import type { ModelConfig } from '../model/config';
+import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
+import { type ParamLayout, paramLayout } from '../model/params';
+import { weightCodesBuffers, type WeightCodesMode, type WeightCodesPlan, weightCodesPlan } from '../model/weight-codes';
 import {
   type ActivationStorage, bf16Errors, FINAL_SAVED, gradStorage, LAYER_SAVED, SAVED_KIND_OF, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
   type PlanOptions, type SavedStorage, swigluBlockRows,
-} from './plan';
+} from '../model/plan';
 
 export interface LayerPlan {
   /** The GEMM operands as the GEMMs see them (fp32 = as is; else a fake-quantized copy). */

@@ -8,7 +8,7 @@ import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
 import { usesInt8 } from '../model/compute-plan';
 import { decoderBufferPlan } from '../model/decode';
 import type { BufferSpec } from '../model/dims';
-import { resolvePlan, type RunPlan } from '../model/run-plan';
+import { resolvePlan, type RunPlan } from './run-plan';
 import type { TpConfig } from '../model/tp/tp';
 import { shardConfig } from '../model/tp/shard';
 import { SCHEME_PRESETS } from '../scheme/presets';

@@ -10,7 +10,7 @@
  *    layer under the scheme's TP codec, and what fp32 all-reduces would send.
  */
 import { FINAL_SAVED, LAYER_SAVED, layerSizes, SAVED_KIND_OF } from '../model/plan';
-import type { RunPlan } from '../model/run-plan';
+import type { RunPlan } from '../plan/run-plan';
 import { tpWireBytes } from '../model/tp/tp';
 import { SAVED_KINDS, type SavedKind } from '../scheme/scheme';
 import { allReduceWireBytes } from '../scheme/wire';
