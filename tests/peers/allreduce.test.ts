@@ -158,8 +158,8 @@ describe('allReduceMean over loopback', () => {
     const { groups } = makeGroups(N);
     const q = await Promise.all(groups.map((g, r) => allReduceMean(g, gs[r], { mode: 'int8' })));
     const f = await Promise.all(groups.map((g, r) => allReduceMean(g, gs[r], { mode: 'fp32' })));
-    // Each rank sends N−1 copies of its signed header and its whole contribution, then of the N-slot echo.
-    const echo = (N - 1) * (96 + 44 + N * 128 + 44);
+    // Each rank sends N−1 copies of its signed commitment (one slot), its N-slot commitment row, its whole contribution and its N-slot echo.
+    const echo = (N - 1) * (128 + 44 + 2 * (N * 128 + 44));
     const payloadInt8 = (N - 1) * int8PayloadBytes(n) + echo;
     const payloadF32 = (N - 1) * 4 * n + echo;
     for (let r = 0; r < N; r++) {
@@ -171,7 +171,7 @@ describe('allReduceMean over loopback', () => {
       expect(f[r].bytesSent).toBeLessThan(payloadF32 * 1.01);
       expect(q[r].bytesReceived).toBe(q[r].bytesSent); // symmetric
     }
-    const fixed = echoWireBytes(N); // the signed headers and the echo: the same in both formats
+    const fixed = echoWireBytes(N); // the commitments, commitment rows and the echo: the same in both formats
     const ratio = (q[0].bytesSent - fixed) / (f[0].bytesSent - fixed);
     expect(ratio).toBeGreaterThan(0.25 * (1 + 4 / 256) - 0.002);
     expect(ratio).toBeLessThan(0.25 * (1 + 4 / 256) + 0.002);

@@ -1,6 +1,6 @@
 import { digestOfParts } from '../../src/peers/collectives/digest';
 import { PeerGroup, type PeerGroupOptions, Skips } from '../../src/peers/collectives/group';
-import { decodeHeader, encodeHeader, encodeRow, exchangeContext, signedMessage, type Slot } from '../../src/peers/collectives/signed-echo';
+import { decodeRow, encodeRow, exchangeContext, signedMessage, type Slot } from '../../src/peers/collectives/signed-echo';
 import { LoopbackHub, type LoopbackOptions } from '../../src/peers/transport/loopback';
 import type { Transport } from '../../src/peers/transport/transport';
 
@@ -42,17 +42,17 @@ export function settle(): Promise<void> {
 
 /**
  * One member's side of a verified all-reduce (one bucket) with a contribution of its choosing,
- * signed, sent to all, and an honest echo: what a faulty but protocol-following member does.
+ * committed (signed), revealed to all, and an honest echo: what a faulty but protocol-following
+ * member does. Tags in order: commitment, commitment row, the bucket, the echo, the relay round.
  */
 export async function misbehave(g: PeerGroup, contribution: Uint8Array): Promise<void> {
   const id = g.transport.identity!;
   const context = exchangeContext(g.runId, g.step, g.tag, g.members);
   const digest = await digestOfParts([contribution]);
   const own: Slot = { publicKey: id.publicKey, digest, signature: id.sign(signedMessage(context, digest)) };
-  const headers = g.allGather(encodeHeader(own.publicKey, own.signature));
-  const got = await g.allGather(contribution);
-  const hs = await headers;
-  const slots = await Promise.all(g.members.map(async (_, r) => (r === g.rank ? own : { ...decodeHeader(hs[r])!, digest: await digestOfParts([got[r]]) })));
-  await g.allGather(encodeRow(slots));
+  const commits = (await g.allGather(encodeRow([own]))).map((b, r) => (r === g.rank ? own : decodeRow(b, 1)![0]));
+  await g.allGather(encodeRow(commits));
+  await g.allGather(contribution);
+  await g.allGather(encodeRow(commits));
   await g.sendSome(new Map(), [], new Skips());
 }

@@ -73,11 +73,12 @@ export const SIGNED_HEADER_BYTES = 96;
 export const ECHO_SLOT_BYTES = 128;
 
 /**
- * Bytes one rank sends besides its contribution's buckets: its signed header and its echo (one
- * slot per rank) to each of the N−1 others. Relays, sent only when a contribution went missing, are not counted.
+ * Bytes one rank sends besides its contribution's buckets (commit, then reveal): its signed
+ * commitment (one slot), its commitment row and its echo (one slot per rank each) to each of the
+ * N−1 others. Relays, sent only when a contribution went missing, are not counted.
  */
 export function echoWireBytes(ranks: number, chunkPayload = DEFAULT_CHUNK_PAYLOAD): number {
-  return ranks > 1 ? (ranks - 1) * (messageWireBytes(SIGNED_HEADER_BYTES, chunkPayload) + messageWireBytes(ranks * ECHO_SLOT_BYTES, chunkPayload)) : 0;
+  return ranks > 1 ? (ranks - 1) * (messageWireBytes(ECHO_SLOT_BYTES, chunkPayload) + 2 * messageWireBytes(ranks * ECHO_SLOT_BYTES, chunkPayload)) : 0;
 }
 
 /**

@@ -232,6 +232,18 @@ export class Reassembler {
     return n;
   }
 
+  /** Whether a message of `peer` with this seq is being reassembled. */
+  holds(peer: string, seq: number): boolean {
+    return this.partials.get(peer)?.has(seq) ?? false;
+  }
+
+  /** Bytes the partial messages of `peer` will take once whole (their declared lengths). */
+  bytesInFlight(peer: string): number {
+    let n = 0;
+    for (const p of this.partials.get(peer)?.values() ?? []) n += p.total;
+    return n;
+  }
+
   dropPeer(peer: string): void {
     this.partials.delete(peer);
   }

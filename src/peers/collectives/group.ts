@@ -69,6 +69,14 @@ export interface PeerGroupOptions {
   reassembly?: Partial<ReassemblyLimits>;
   /** Completed messages waiting for their collective, per peer (default 64). */
   maxBufferedPerPeer?: number;
+  /**
+   * Bytes a peer may make this member hold for collectives that have not started and were not
+   * reserved with a size (future tags, the next step; completed or still being reassembled;
+   * default 64 MiB). Beyond it its messages are refused and it is reported through onAbuse.
+   */
+  maxBufferedBytesPerPeer?: number;
+  /** A peer that overran a bound (bytes, messages, a reserved tag's size): named; the caller decides what follows. */
+  onAbuse?: (peer: PeerId, why: string) => void;
   /** How many tags ahead of the current one a message may be (default 64). */
   maxTagsAhead?: number;
   onReject?: (peer: PeerId, reason: string) => void;
@@ -96,8 +104,12 @@ export class PeerGroup {
   private nextTag = 0;
   /** Tags of this step reserved by reserveTags whose collective has not started: their frames are admitted early. */
   private reserved = new Set<number>();
+  /** Largest message (bytes) a reserved tag of this step takes, where its reserver said. */
+  private tagLimit = new Map<number, number>();
+  /** Refusals for overrun bounds, per peer (diagnostics; onAbuse names each). */
+  readonly abuse = new Map<PeerId, number>();
   private seq = 0;
-  private mailbox = new Map<string, { type: FrameType; payload: Uint8Array; from: number }>();
+  private mailbox = new Map<string, { type: FrameType; payload: Uint8Array; from: number; sized?: boolean }>();
   private waiters = new Map<string, Waiter>();
   private failers = new Map<(e: CollectiveError) => void, Set<number>>();
   private reasm: Reassembler;
@@ -106,7 +118,8 @@ export class PeerGroup {
   private closed = false;
   /** Bytes of this group's own frames (collectives only: not the transport's heartbeats or other traffic). */
   readonly traffic = { sent: 0, received: 0 };
-  private readonly o: Required<Omit<PeerGroupOptions, 'members' | 'reassembly' | 'onReject' | 'maxMembers'>>;
+  private readonly o: Required<Omit<PeerGroupOptions, 'members' | 'reassembly' | 'onReject' | 'maxMembers' | 'onAbuse'>>;
+  private readonly abuseHandler: (peer: PeerId, why: string) => void;
   private readonly rejectHandler: (peer: PeerId, reason: string) => void;
 
   constructor(
@@ -129,12 +142,14 @@ export class PeerGroup {
       lowWaterBytes: opts.lowWaterBytes ?? 1 << 18,
       maxBufferedPerPeer: opts.maxBufferedPerPeer ?? 64,
       maxTagsAhead: opts.maxTagsAhead ?? 64,
+      maxBufferedBytesPerPeer: opts.maxBufferedBytesPerPeer ?? 64 << 20,
     };
     if (!Number.isInteger(this.o.chunkPayload) || this.o.chunkPayload < 1 || this.o.chunkPayload + HEADER_BYTES > MAX_TRANSPORT_MESSAGE) {
       throw new Error(`PeerGroup: chunkPayload ${this.o.chunkPayload} outside [1, ${MAX_TRANSPORT_MESSAGE - HEADER_BYTES}]`);
     }
     this.reasm = new Reassembler({ maxChunkPayload: this.o.chunkPayload, ...opts.reassembly });
     this.rejectHandler = opts.onReject ?? (() => {});
+    this.abuseHandler = opts.onAbuse ?? (() => {});
     this.unsub.push(
       transport.onMessage((from, bytes) => this.receive(from, bytes)),
       transport.onPeerLeave((p) => this.peerLeft(p)),
@@ -174,7 +189,16 @@ export class PeerGroup {
     this.cur = step;
     this.nextTag = 0;
     this.reserved.clear();
+    this.tagLimit.clear();
     for (const k of this.mailbox.keys()) if (Number(k.split('/')[0]) < step) this.mailbox.delete(k);
+  }
+
+  /** Bytes held for `peer`'s messages that wait for their collective (whole or being reassembled). */
+  heldBytes(peer: PeerId): number {
+    const from = this.members.indexOf(peer);
+    let n = this.reasm.bytesInFlight(peer);
+    for (const m of this.mailbox.values()) if (m.from === from) n += m.payload.length;
+    return n;
   }
 
   state(): GroupState {
@@ -210,12 +234,17 @@ export class PeerGroup {
    * Reserves the next k tags of this step (the same on every member, as any k collectives would
    * take), for collectives run at them in any order (allGatherSomeAt): a message for one is
    * admitted until its collective starts, however far it is from the tag counter. The per-peer
-   * mailbox bound still caps what a peer can make this member hold, so k may not exceed it.
+   * mailbox bound still caps what a peer can make this member hold, so k may not exceed it;
+   * `maxBytes(i)`: the largest message the i-th tag takes (a larger one is refused at its first
+   * frame and its sender reported); without it the tags count against maxBufferedBytesPerPeer.
    */
-  reserveTags(k: number): number {
+  reserveTags(k: number, maxBytes?: (i: number) => number): number {
     if (!Number.isInteger(k) || k < 1 || k > this.o.maxBufferedPerPeer) throw new Error(`PeerGroup.reserveTags: ${k} tags, outside [1, ${this.o.maxBufferedPerPeer}] (the messages buffered per peer)`);
     const base = this.nextTag;
-    for (let t = base; t < base + k; t++) this.reserved.add(t);
+    for (let t = base; t < base + k; t++) {
+      this.reserved.add(t);
+      if (maxBytes) this.tagLimit.set(t, maxBytes(t - base));
+    }
     this.nextTag += k;
     return base;
   }
@@ -376,6 +405,8 @@ export class PeerGroup {
       this.traffic.received += bytes.length;
       const why = this.unexpected(d.frame, from);
       if (why) return this.onReject(peer, why);
+      const over = this.overBudget(d.frame, from);
+      if (over) return this.abused(peer, over);
       const r = this.reasm.add(peer, d.frame);
       if (r.kind === 'reject') return this.onReject(peer, r.reason);
       if (r.kind === 'complete') this.accept(from, r.message.type, r.message.step, r.message.tag, r.message.payload);
@@ -412,8 +443,8 @@ export class PeerGroup {
     if (this.mailbox.has(k)) return this.onReject(peer, 'duplicate message');
     let n = 0;
     for (const m of this.mailbox.values()) if (m.from === from) n++;
-    if (n >= this.o.maxBufferedPerPeer) return this.onReject(peer, 'mailbox full');
-    this.mailbox.set(k, { type, payload, from });
+    if (n >= this.o.maxBufferedPerPeer) return this.abused(peer, `mailbox full (${n} messages waiting)`);
+    this.mailbox.set(k, { type, payload, from, sized: step === this.cur && this.tagLimit.has(tag) });
     if (step === this.cur) for (const h of [...this.buffering]) h(tag, from, payload);
   }
 
@@ -423,6 +454,34 @@ export class PeerGroup {
     this.reasm.dropPeer(peer);
     const e = new CollectiveError('peer-left', `peer ${peer} left`, peer);
     for (const [f, ranks] of [...this.failers]) if (ranks.has(r)) f(e);
+  }
+
+  /**
+   * Whether taking this frame would let its sender make this member hold more than it may: a
+   * message above its reserved tag's size, or (a message for no running collective and no sized
+   * reservation) more than maxBufferedBytesPerPeer with what it already holds from that sender.
+   * Checked when a message starts (its first frame seen), from the length its header declares.
+   */
+  private overBudget(f: Frame, from: number): string | null {
+    const peer = this.members[from];
+    const limit = f.step === this.cur ? this.tagLimit.get(f.tag) : undefined;
+    if (limit !== undefined) return f.totalLength > limit ? `a ${f.totalLength} B message for tag ${f.tag}, which takes at most ${limit} B` : null;
+    if (this.waiters.has(this.key(f.step, f.tag, from)) || (f.chunkCount > 1 && this.reasm.holds(peer, f.seq))) return null;
+    let held = this.reasm.bytesInFlight(peer);
+    for (const m of this.mailbox.values()) if (m.from === from && m.sized !== true) held += m.payload.length;
+    const max = this.o.maxBufferedBytesPerPeer;
+    return held + f.totalLength > max ? `${held + f.totalLength} B held for collectives not started, above ${max} B` : null;
+  }
+
+  /** A peer overran a bound: its frame is refused and it is named. */
+  private abused(peer: PeerId, why: string): void {
+    this.abuse.set(peer, (this.abuse.get(peer) ?? 0) + 1);
+    this.onReject(peer, why);
+    try {
+      this.abuseHandler(peer, why);
+    } catch (e) {
+      console.error('PeerGroup onAbuse handler threw', e);
+    }
   }
 
   /** Reports a rejected frame; a throwing handler must not escape into the transport. */

@@ -46,19 +46,6 @@ export function signedMessage(context: Uint8Array, digest: Uint8Array): Uint8Arr
   return m;
 }
 
-export function encodeHeader(publicKey: Uint8Array, signature: Uint8Array): Uint8Array {
-  const h = new Uint8Array(HEADER_BYTES);
-  h.set(publicKey);
-  h.set(signature, PUBLIC_KEY_BYTES);
-  return h;
-}
-
-/** A header as received: null when its length is wrong. */
-export function decodeHeader(h: Uint8Array): { publicKey: Uint8Array; signature: Uint8Array } | null {
-  if (h.length !== HEADER_BYTES) return null;
-  return { publicKey: h.subarray(0, PUBLIC_KEY_BYTES), signature: h.subarray(PUBLIC_KEY_BYTES) };
-}
-
 /** Whether `slot` is member `peer`'s own signature over `digest` in this exchange. */
 export function slotVerifies(id: Identity, peer: PeerId, context: Uint8Array, slot: Slot): boolean {
   return id.binds(peer, slot.publicKey) && verifySignature(slot.signature, signedMessage(context, slot.digest), slot.publicKey);
@@ -88,35 +75,47 @@ export function decodeRow(row: Uint8Array, n: number): (Slot | null)[] | null {
 export interface Decision {
   /** Per rank: the one digest every honest member holds signed (null: none, or the sender signed two). */
   agreed: (Uint8Array | null)[];
-  /** Ranks left out and removed, with why (the same on every honest member). */
+  /** Ranks left out and removed, with why (the same on every honest member): two signed digests. */
   faults: [number, string][];
+  /** Ranks of which no member holds a signed digest (no commitment in time): left out, not proof. */
+  absent: number[];
   /** What this member saw go wrong but cannot prove to the others: named, not removed. */
   notices: [number, string][];
 }
 
 /**
  * The decision of one member from its own view (the slot it verified per sender, null where it has
- * none) and the echo rows it received (null: not received or malformed). A sender's own slot in
- * its row is no relay, so it cannot add a second digest of its own.
+ * none), the echo rows it received (null: not received or malformed) and, with commit-then-reveal,
+ * the commitments it holds and the commitment rows it received. A sender's own slot in its rows is
+ * no relay, so it cannot add a second digest of its own.
  */
-export function decide(id: Identity, members: readonly PeerId[], me: number, context: Uint8Array, view: readonly (Slot | null)[], rows: readonly ((Slot | null)[] | null)[]): Decision {
+export function decide(
+  id: Identity, members: readonly PeerId[], me: number, context: Uint8Array, view: readonly (Slot | null)[], rows: readonly ((Slot | null)[] | null)[],
+  commitRows: readonly ((Slot | null)[] | null)[] = [], commits: readonly (Slot | null)[] = [],
+): Decision {
   const faults: [number, string][] = [];
   const notices: [number, string][] = [];
+  const absent: number[] = [];
   const agreed = members.map((peer, r) => {
-    const held: Uint8Array[] = view[r] ? [view[r]!.digest] : [];
-    rows.forEach((row, k) => {
-      const s = row?.[r];
-      if (!s || k === r || k === me) return;
-      if (held.some((d) => sameBytes(d, s.digest)) && view[r]) return; // what this member verified itself
-      if (!slotVerifies(id, peer, context, s)) {
-        notices.push([k, `echoed a signature for ${peer}'s contribution that does not verify (ignored)`]);
-        return;
-      }
-      if (!held.some((d) => sameBytes(d, s.digest))) held.push(s.digest);
-    });
+    const mine = [view[r], commits[r]].filter((s): s is Slot => !!s); // verified by this member already
+    const held: Uint8Array[] = [];
+    for (const s of mine) if (!held.some((d) => sameBytes(d, s.digest))) held.push(s.digest);
+    for (const set of [rows, commitRows]) {
+      set.forEach((row, k) => {
+        const s = row?.[r];
+        if (!s || k === r || k === me) return;
+        if (held.some((d) => sameBytes(d, s.digest)) && mine.length) return; // what this member verified itself
+        if (!slotVerifies(id, peer, context, s)) {
+          notices.push([k, `echoed a signature for ${peer}'s contribution that does not verify (ignored)`]);
+          return;
+        }
+        if (!held.some((d) => sameBytes(d, s.digest))) held.push(s.digest);
+      });
+    }
     if (held.length === 1) return held[0];
-    faults.push([r, held.length === 0 ? 'no member received a validly signed contribution from it' : 'signed two different contributions for the same exchange (sent different ones to different members)']);
+    if (held.length === 0) absent.push(r);
+    else faults.push([r, 'signed two different contributions for the same exchange (sent different ones to different members)']);
     return null;
   });
-  return { agreed, faults, notices };
+  return { agreed, faults, absent, notices };
 }

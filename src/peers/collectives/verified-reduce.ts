@@ -31,8 +31,7 @@ import { type Exclusion, screen, type ScreenOptions } from './screen';
 import { CollectiveError, type PeerGroup, Skips } from './group';
 import { JsContributions } from './js-contributions';
 import { decodeRelay, encodeRelay, relays } from './relay';
-import { decide, decodeHeader, decodeRow, encodeHeader, encodeRow, exchangeContext, signedMessage, type Slot, slotVerifies } from './signed-echo';
-import { verifySignature } from '../room/identity';
+import { decide, decodeRow, encodeRow, SLOT_BYTES, exchangeContext, signedMessage, type Slot, slotVerifies } from './signed-echo';
 import type { PeerId } from '../transport/transport';
 
 export type { Contributions, OpenedContributions } from './contributions';
@@ -75,6 +74,21 @@ export function bucketSpans(n: number, bucket: number): [number, number][] {
   return spans;
 }
 
+/**
+ * Waits out the last missing sender of a round: once at most one other member has not delivered,
+ * it is waited for `factor` times as long as the exchange has taken since t0 (at least `factor`
+ * graces), then skipped. A member that withholds from everyone so stalls nobody for long; an
+ * honest member up to factor + 1 times slower than the others is still waited for.
+ */
+function lastOne(skips: Skips, missing: () => number[], grace: number, t0: number, factor: number): { check: () => void; stop: () => void } {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const check = () => {
+    if (timer !== undefined || missing().length > 1) return;
+    timer = setTimeout(() => missing().forEach((r) => skips.add(r)), factor * Math.max(grace, performance.now() - t0));
+  };
+  return { check, stop: () => clearTimeout(timer) };
+}
+
 /** Mean of `x` over the group, verified and screened; every rank must call it with the same length and options. */
 export async function reduceVerified(g: PeerGroup, x: Float32Array, o: VerifiedOptions & { mode: WireFormat; blockSize?: number }): Promise<VerifiedResult> {
   return reduceContributions(g, new JsContributions(x, o.mode, o.blockSize ?? AGOQ_BLOCK), o);
@@ -96,67 +110,102 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
   const notices: VerifiedResult['notices'] = [];
   const notice = (r: number, why: string) => notices.push({ peer: g.members[r], rank: r, why });
 
-  // Tags: the header at `base`, bucket b at base + 1 + b, the echo after them; reserved up front,
-  // since the buckets go out as their bytes exist (backward's order) and the header last.
-  const base = g.reserveTags(spans.length + 2);
+  // Tags: the commitment at `base`, the commitment row at base + 1, bucket b at base + 2 + b, the
+  // echo after them; reserved up front, since commitments and rows may arrive before their collective.
+  // Each tag's largest message: a slot, two rows, the buckets (at most 8 B an element in any
+  // format: fp32 is 4, the quantized ones less plus their scales). A larger one names its sender.
+  const slots = N * SLOT_BYTES;
+  const base = g.reserveTags(spans.length + 3, (i) => (i === 0 ? SLOT_BYTES : i === 1 || i === spans.length + 2 ? slots : 8 * (spans[i - 2][1] - spans[i - 2][0]) + 64));
   const context = exchangeContext(g.runId, g.step, base, g.members);
   const mineP = c.encode(spans);
   if (mineP.length !== spans.length) throw new Error(`verified all-reduce: the backend encoded ${mineP.length} buckets for ${spans.length} spans`);
-  const echoTag = base + 1 + spans.length;
+  mineP.forEach((p) => p.catch(() => {})); // awaited below
+  const rowTag = base + 1;
+  const echoTag = base + 2 + spans.length;
 
-  // Round 1: the buckets, each as soon as it is encoded, then the signed header (over the digest
-  // of them all). A sender the others already vouch for in their echo rows (a valid signed slot)
-  // is waited for a grace longer, then relayed instead.
+  // Round 1: commit. Each member signs the digest of its whole contribution and all-gathers that
+  // commitment; nobody reveals a byte of its contribution before it holds every member's
+  // commitment, so none can be shaped after seeing the others'. A commitment withheld from this
+  // member is taken from another member's commitment row (it is signed: whoever forwards it cannot
+  // alter it).
+  const commits: (Slot | null)[] = new Array<Slot | null>(N).fill(null);
+  const skipC = new Skips();
+  const takeCommit = (r: number, s: Slot | null | undefined, from: number) => {
+    if (!s || r === me || commits[r]) return;
+    if (!slotVerifies(id, g.members[r], context, s)) {
+      if (from === r) notice(r, 'its commitment does not verify');
+      return;
+    }
+    commits[r] = { publicKey: s.publicKey.slice(), digest: s.digest.slice(), signature: s.signature.slice() };
+    skipC.add(r);
+  };
+  const takeRow = (from: number, payload: Uint8Array) => decodeRow(payload, N)?.forEach((s, r) => r !== from && takeCommit(r, s, from));
   const skip1 = new Skips();
   const arrived = new Array<number>(N).fill(0);
   const timers: ReturnType<typeof setTimeout>[] = [];
-  const vouched = (tag: number, from: number, payload: Uint8Array) => {
-    if (tag !== echoTag || from === me) return;
+  // A sender the others already vouch for in their echo rows (its reveal reached them whole) is
+  // waited for a grace longer, then relayed instead.
+  const watch = (tag: number, from: number, payload: Uint8Array) => {
+    if (from === me) return;
+    if (tag === rowTag) return takeRow(from, payload);
+    if (tag !== echoTag) return;
     decodeRow(payload, N)?.forEach((s, r) => {
       if (!s || r === me || r === from || arrived[r] === spans.length + 1 || !slotVerifies(id, g.members[r], context, s)) return;
       timers.push(setTimeout(() => skip1.add(r), Math.max(grace, 0.5 * (performance.now() - t0))));
     });
   };
-  const unwatch = g.onBuffered(vouched);
+  const unwatch = g.onBuffered(watch);
   const count = (r: number) => void arrived[r]++;
   let pieces: (Uint8Array | null)[][];
-  let headers: (Uint8Array | null)[];
+  let commitRows: ((Slot | null)[] | null)[];
   let own: Slot;
+  let waitR: ReturnType<typeof lastOne> | undefined;
   try {
-    const gathers = mineP.map((p, b) => p.then((bytes) => {
-      o.onBucketSent?.(b);
-      return g.allGatherSomeAt(base + 1 + b, bytes, skip1, count);
-    }));
-    gathers.forEach((p) => p.catch(() => {})); // awaited below; an earlier failure must not leave them unhandled
     const mine = await Promise.all(mineP);
     await o.commitAfter;
     own = { publicKey: id.publicKey, digest: await digestOfParts(mine), signature: new Uint8Array(0) };
     own.signature = id.sign(signedMessage(context, own.digest));
-    headers = await g.allGatherSomeAt(base, encodeHeader(own.publicKey, own.signature), skip1, count);
+    commits[me] = own;
+    const waitC = lastOne(skipC, () => g.members.map((_, r) => r).filter((r) => !commits[r]), grace, t0, 4);
+    try {
+      waitC.check();
+      await g.allGatherSomeAt(base, encodeRow([own]), skipC, (from, b) => (takeCommit(from, decodeRow(b, 1)?.[0], from), waitC.check()));
+    } finally {
+      waitC.stop();
+    }
+
+    // Round 2: reveal, once every commitment is held: the commitment row (what this member holds,
+    // so a member lacking one gets it), then the buckets.
+    waitR = lastOne(skip1, () => g.members.map((_, r) => r).filter((r) => r !== me && arrived[r] < spans.length + 1 && !skip1.has(r)), grace, performance.now(), 2);
+    const got = (r: number) => (count(r), waitR!.check());
+    const rowsP = g.allGatherSomeAt(rowTag, encodeRow(commits), skip1, (from, b) => (takeRow(from, b), got(from)));
+    const gathers = mine.map((bytes, b) => {
+      o.onBucketSent?.(b);
+      return g.allGatherSomeAt(base + 2 + b, bytes, skip1, got);
+    });
+    waitR.check();
+    gathers.forEach((p) => p.catch(() => {})); // awaited below; an earlier failure must not leave them unhandled
+    commitRows = (await rowsP).map((b, k) => (k === me || !b ? null : decodeRow(b, N)));
     pieces = await Promise.all(gathers);
   } finally {
     unwatch();
     timers.forEach(clearTimeout);
+    waitR?.stop();
   }
 
-  // What this member holds of each sender: a whole contribution whose signature verifies.
-  const view: (Slot | null)[] = await Promise.all(g.members.map(async (peer, r) => {
+  // What this member holds of each sender: a whole contribution matching the sender's commitment.
+  const view: (Slot | null)[] = await Promise.all(g.members.map(async (_, r) => {
     if (r === me) return own;
-    const h = headers[r] ? decodeHeader(headers[r]!) : null;
-    if (!headers[r] || pieces.some((p) => !p[r])) return null;
-    if (!h || !id.binds(peer, h.publicKey)) {
-      notice(r, h ? 'its header carries a key its id does not commit to' : `malformed header (${headers[r]!.length} B)`);
-      return null;
-    }
+    if (!commits[r] || pieces.some((p) => !p[r])) return null;
     const digest = await digestOfParts(pieces.map((p) => p[r]!));
-    if (!verifySignature(h.signature, signedMessage(context, digest), h.publicKey)) {
-      notice(r, 'its signature does not match the contribution it sent to this member');
+    if (!sameBytes(digest, commits[r]!.digest)) {
+      notice(r, 'its reveal does not match its commitment');
       return null;
     }
-    return { publicKey: h.publicKey, digest, signature: h.signature };
+    return commits[r];
   }));
 
-  // Round 2: the echo. The last row is waited for twice as long as the exchange has taken (at least
+  // Round 3: the echo. The last row is waited for twice as long as the exchange has taken (at least
   // twice the grace): longer than a member waiting out a withheld contribution takes to send its row.
   const skip2 = new Skips();
   let rowsIn = 0;
@@ -177,10 +226,24 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
     if (!row) notice(k, `malformed echo (${b.length} B, expected ${N} slots)`);
     return row;
   });
-  const d = decide(id, g.members, me, context, view, rows);
+  const unrevealed: number[] = [];
+  const d = decide(id, g.members, me, context, view, rows, commitRows, commits);
+  for (const r of d.absent) if (r !== me) unrevealed.push(r);
   for (const [k, why] of d.notices) notice(k, why);
 
-  // Round 3: relays. Each member sends a lacking member what it lacks, if among its two lowest holders.
+  // A committed contribution that reached no member whole (its reveal matched its commitment
+  // nowhere: withheld from all, or garbled for all) is its sender's fault, decided alike by every
+  // honest member from the same echo rows; the sender's own claim to hold it counts for nothing.
+  for (let r = 0; r < N; r++) {
+    const a = d.agreed[r];
+    if (!a || r === me) continue;
+    const mineOk = !!view[r] && sameBytes(view[r]!.digest, a);
+    if (mineOk || rows.some((row, k) => k !== r && !!row?.[r] && sameBytes(row[r]!.digest, a))) continue;
+    d.agreed[r] = null;
+    unrevealed.push(r);
+  }
+
+  // Round 4: relays. Each member sends a lacking member what it lacks, if among its two lowest holders.
   const holds = (r: number) => (h: number) => (h === me ? view[r] : rows[h]?.[r]);
   const sends = new Map<number, Uint8Array>();
   for (let j = 0; j < N; j++) {
@@ -213,6 +276,9 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
   for (const [r, from] of relayed) notice(r, `its contribution did not reach ${g.members[me]} whole and signed; ${g.members[from]} relayed it`);
 
   const excluded: Exclusion[] = d.faults.map(([r, why]) => ({ peer: g.members[r], rank: r, why, fault: true }));
+  // Withheld from everyone (or garbled for everyone, or too slow for everyone): left out and counted
+  // as a strike, so withholding repeated past the bound removes the member; once is no proof.
+  for (const r of unrevealed) excluded.push({ peer: g.members[r], rank: r, why: 'no member holds its contribution whole and matching its commitment (withheld, garbled or too late for everyone)', fault: false });
   let cand = g.members.map((_, r) => r).filter((r) => d.agreed[r]);
   const opened = await c.open(pieces as Uint8Array[][], spans, cand, g.members, !!o.screen && o.screen.minCosine !== null && cand.length >= 3);
   for (const [r, why] of opened.faults) {

@@ -1,7 +1,7 @@
 /**
  * An insider's client: an admitted member that speaks the group's protocol from its description
  * (src/peers/collectives/framing.ts's frame layout, src/parallel/dp/wire.ts's message layouts, dp-channels.ts's run
- * ids, verified-reduce.ts's contribution + echo order), not from the project's sending code, and
+ * ids, verified-reduce.ts's commitment, commitment row, contribution and echo order), not from the project's sending code, and
  * sends whatever it likes to whomever it likes. It runs over any Transport (a loopback endpoint in
  * the tests): the transport is the link, not the client. Only SHA-256 comes from a library.
  */
@@ -170,13 +170,19 @@ export class Insider {
   }
 
   /**
-   * The verified all-reduce's signed header for a contribution (signed-echo.ts's layout): the
-   * insider's Ed25519 public key ‖ its signature over context ‖ digest, the digest being SHA-256 of
-   * the SHA-256s of the buckets (one bucket each here).
+   * The verified all-reduce's signed commitment to a contribution (signed-echo.ts's slot layout,
+   * 128 B): the insider's Ed25519 public key ‖ the digest ‖ its signature over context ‖ digest,
+   * the digest being SHA-256 of the SHA-256s of the buckets (one bucket each here).
    */
-  header(context: Uint8Array, contribution: Uint8Array): Uint8Array {
+  commitment(context: Uint8Array, contribution: Uint8Array): Uint8Array {
     const id = this.transport.identity!;
-    return Uint8Array.from([...id.publicKey, ...id.sign(Uint8Array.from([...context, ...Insider.digest(contribution)]))]);
+    const digest = Insider.digest(contribution);
+    return Uint8Array.from([...id.publicKey, ...digest, ...id.sign(Uint8Array.from([...context, ...digest]))]);
+  }
+
+  /** Whether a message from `from` for (run id, step, tag) has arrived (it stays to be received). */
+  has(from: PeerId, runId: number, step: number, tag: number): boolean {
+    return (this.got.get(`${runId}/${step}/${tag}/${from}`)?.length ?? 0) > 0;
   }
 
   static digest(contribution: Uint8Array): Uint8Array {
@@ -193,7 +199,7 @@ export class Insider {
     return out;
   }
 
-  /** An echo row: per rank, public key ‖ digest ‖ signature (128 B; zeros: none held). */
+  /** An echo or commitment row: per rank, public key ‖ digest ‖ signature (128 B; zeros: none held). */
   static row(slots: ({ key: Uint8Array; digest: Uint8Array; sig: Uint8Array } | null)[]): Uint8Array {
     const out = new Uint8Array(128 * slots.length);
     slots.forEach((x, r) => {
@@ -205,8 +211,8 @@ export class Insider {
     return out;
   }
 
-  /** A header as a slot for `contribution`. */
-  static slot(header: Uint8Array, contribution: Uint8Array) {
-    return { key: header.slice(0, 32), sig: header.slice(32, 96), digest: Insider.digest(contribution) };
+  /** A 128-byte commitment as a slot. */
+  static slot(commitment: Uint8Array) {
+    return { key: commitment.slice(0, 32), digest: commitment.slice(32, 64), sig: commitment.slice(64, 128) };
   }
 }
