@@ -18,7 +18,7 @@ import type { RunTrainer } from '../engine/train/run-trainer';
 import { Trainer, type TrainerInit } from '../engine/train/trainer';
 import type { PeerGroup } from '../peers/collectives/group';
 import type { Transport } from '../peers/transport/transport';
-import { type DilocoConfig, DiLoCo } from './diloco/diloco';
+import { DiLoCo } from './diloco/diloco';
 import { DataParallel, type DataParallelOptions, type DpStepStats } from './dp/dp';
 import { createTpTrainer } from './tp/group';
 import type { TpTrainer } from './tp/trainer';
@@ -73,21 +73,13 @@ export async function createParallelTrainer(
     return new DiLoCo(trainer, transport, { ...options, diloco });
   }
   const mode = dpWireOf(trainer);
-  if (s.wire !== mode) throw new Error(`strategy dp sends gradients as ${s.wire}, but scheme '${trainer.opts.scheme?.name ?? 'fp32'}' as ${mode}`);
+  if (s.wire !== mode) throw new Error(`strategy dp sends gradients as ${s.wire}, but scheme '${trainer.plan.scheme.name}' as ${mode}`);
   return new DataParallel(trainer, transport, { ...options, mode });
 }
 
 /** The gradient wire format of a data-parallel member: its trainer's plan's (the scheme's grads.wire). */
 function dpWireOf(trainer: Trainer): GradWire {
-  const mode = trainer.model.plan.wire.dp.format;
-  if (!mode) throw new Error(`scheme '${trainer.model.scheme.name}' asks for a gradient wire format no all-reduce carries`);
+  const mode = trainer.plan.wire.dp.format;
+  if (!mode) throw new Error(`scheme '${trainer.plan.scheme.name}' asks for a gradient wire format no all-reduce carries`);
   return mode;
-}
-
-/**
- * A group member's strategy from the headless peer's flags (--mode, --diloco H): until its options
- * carry a run spec's strategy, the DiLoCo-or-DP choice of its flags is made here too.
- */
-export function memberStrategy(wire: GradWire, diloco: DilocoConfig | null | undefined): MemberStrategy {
-  return diloco ? { kind: 'diloco', ...diloco } : { kind: 'dp', wire };
 }

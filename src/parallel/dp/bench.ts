@@ -110,7 +110,7 @@ async function runGroup(o: DpBenchOptions, trainers: Trainer[], mode: GradWire):
     return {
       peers: n,
       mode,
-      scheme: o.options.scheme?.name ?? 'fp32',
+      scheme: trainers[0].plan.scheme.name,
       msPerStep: median(samples),
       computeMs: med((s) => s.busyMs),
       commMs: med((s) => s.commMs),
