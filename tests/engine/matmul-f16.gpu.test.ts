@@ -8,9 +8,11 @@
 import { describe, expect, it } from 'vitest';
 import { wgslErrors } from '../../src/engine/gpu/pipelines';
 import {
-  buildMatmulF16, checkMatmulF16, enableF16TensorCores, f16PathFor, f16TensorCoreSpec, f16TensorCoreSpecFor, uploadF16,
+  buildMatmulF16, checkF16Tc, checkMatmulF16, enableF16TensorCores, f16PathFor, f16TensorCoreSpec, f16TensorCoreSpecFor, uploadF16,
 } from '../../src/engine/kernels/matmul-f16/matmul-f16';
-import { F16_TC_LAYOUTS, f16ConfigsOf, FORM_TRANS, GEMM_FORMS, vec4Operands } from '../../src/engine/kernels/matmul-f16/plan';
+import {
+  F16_TC_LAYOUTS, f16ConfigsOf, f16TcSpecError, type F16TcSpec, FORM_TRANS, GEMM_FORMS, vec4Operands,
+} from '../../src/engine/kernels/matmul-f16/plan';
 import { simtF16Code } from '../../src/engine/kernels/matmul-f16/simt';
 import { f16TcCode } from '../../src/engine/kernels/matmul-f16/tc';
 import { testRuntime } from '../helpers/gpu';
@@ -62,6 +64,24 @@ describe('f16 SIMT GEMM (its f32 twin, runnable without shader-f16)', () => {
       built.uniforms.forEach((u) => rt.mem.free(u));
     } finally {
       [a, b, c, ws].forEach((x) => rt.mem.free(x));
+    }
+  });
+});
+
+describe('f16 tensor-core GEMM with emulated subgroup matrices (f32, runnable without them)', () => {
+  it('passes every device-check case per form: staging, prefetch, col_major operands, direct and scratch epilogues, split-K', async () => {
+    const specs: Omit<F16TcSpec, 'transA' | 'transB'>[] = [
+      { cfg: { M: 8, N: 8, K: 8 }, sgSize: 16, tilesM: 2, tilesN: 1, sgM: 2, sgN: 1, BK: 16, PAD: 4, direct: true },
+      { cfg: { M: 8, N: 8, K: 8 }, sgSize: 16, tilesM: 1, tilesN: 2, sgM: 1, sgN: 2, BK: 16, PAD: 4, direct: false },
+      { cfg: { M: 16, N: 8, K: 8 }, sgSize: 8, tilesM: 1, tilesN: 2, sgM: 1, sgN: 1, BK: 8, PAD: 8, direct: true },
+    ];
+    for (const form of GEMM_FORMS) {
+      for (const base of specs) {
+        const s: F16TcSpec = { ...base, ...FORM_TRANS[form] };
+        expect(f16TcSpecError(s)).toBeNull();
+        const r = await checkF16Tc(rt, s, 'f32');
+        expect([r.label, r.failed]).toEqual([r.label, undefined]);
+      }
     }
   });
 });

@@ -210,6 +210,11 @@ describe('f16 GEMM code', () => {
     // Direct stores for whole blocks when the layout has them; the scratch path otherwise.
     expect(code.match(/subgroupMatrixStore<row_major>\(&C/g)).toHaveLength(16);
     expect(f16TcCode(spec({ direct: false }))).not.toContain('&C');
+    // The emulated twin: the same staging and epilogue, plain functions for the matrix operations, f32 storage.
+    const emu = f16TcCode(s, { emulate: true });
+    expect(emu).not.toMatch(/subgroupMatrix|enable |<f16|, f16/);
+    expect(emu.match(/emuMMA\(/g)).toHaveLength(s.tilesM * s.tilesN * steps + 1); // the calls and the definition
+    expect(emu.match(/emuLoadRT\([^;]*, true\)/g)).toHaveLength(s.tilesN * steps);
     const one = f16TcCode(spec({ sgM: 1, sgN: 1, tilesM: 4, tilesN: 2, direct: false }));
     expect(one).not.toContain('diagnostic(off');
     expect(one).toContain('let am = 0u;');

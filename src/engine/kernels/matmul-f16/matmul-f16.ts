@@ -56,8 +56,9 @@ export interface MatmulF16Args {
   /** Force the slice count (1: one pass). Default: chooseF16SplitK when a workspace is given. */
   split?: number;
   /**
-   * 'f32': the SIMT kernel's twin over f32 storage holding f16 values (every index and bound of the
-   * generated code, runnable without shader-f16: how CI tests it). Default 'f16'.
+   * 'f32': the kernel's twin over f32 storage holding f16 values, runnable without shader-f16 (how CI
+   * tests every index and bound of the generated code): the SIMT kernel, or with path
+   * 'f16-tensor-core' and a spec the tensor-core kernel with emulated subgroup matrices. Default 'f16'.
    */
   elem?: 'f16' | 'f32';
 }
@@ -109,8 +110,12 @@ function resolveF16(rt: Runtime, a: MatmulF16Args): ResolvedF16 {
   const form = checkArgs(a);
   const vec = vec4Operands(form, a);
   if (a.elem === 'f32') {
-    if (a.path === 'f16-tensor-core') throw new Error(`${a.label}: the f32 twin is the SIMT kernel's only`);
-    return { form, path: 'f16-simt', vec, code: simtF16Code({ form, vecA: vec.a, vecB: vec.b, elem: 'f32' }) };
+    if (a.path !== 'f16-tensor-core') return { form, path: 'f16-simt', vec, code: simtF16Code({ form, vecA: vec.a, vecB: vec.b, elem: 'f32' }) };
+    // The tensor-core kernel with emulated matrices (tests without subgroup matrices): a spec is required.
+    if (!a.spec) throw new Error(`${a.label}: the emulated tensor-core kernel needs a spec`);
+    if (!vec.a || !vec.b) throw new Error(`${a.label}: the tensor-core f16 GEMM needs the operands' rows in whole vec4s`);
+    if (a.spec.transA !== !!a.transA || a.spec.transB !== !!a.transB) throw new Error(`${a.label}: spec ${f16TcLabel(a.spec)} is for another form`);
+    return { form, path: 'f16-tensor-core', tc: a.spec, vec, code: f16TcCode(a.spec, { emulate: true }) };
   }
   const path = a.path ?? f16PathFor(rt, !!a.transA, !!a.transB, a);
   if (path === 'fp32') throw new Error(`${a.label}: this device has no shader-f16: use the fp32 GEMM`);
@@ -315,10 +320,10 @@ export interface F16TcProbe {
   shapeLayouts?: Record<string, string>;
 }
 
-/** Runs every case of f16TcCheckCases on a spec; the first failure stops it. */
-export async function checkF16Tc(rt: Runtime, s: F16TcSpec): Promise<F16TcTried> {
+/** Runs every case of f16TcCheckCases on a spec; the first failure stops it. `elem: 'f32'`: the emulated kernel. */
+export async function checkF16Tc(rt: Runtime, s: F16TcSpec, elem?: 'f16' | 'f32'): Promise<F16TcTried> {
   for (const { name, c } of f16TcCheckCases(s)) {
-    const r = await checkMatmulF16(rt, c, { path: 'f16-tensor-core', spec: s });
+    const r = await checkMatmulF16(rt, c, { path: 'f16-tensor-core', spec: s, elem });
     if (!r.ok) return { label: f16TcLabel(s), ok: false, failed: `${name}: ${r.error ?? `${r.bad} elements off, max error ${r.maxAbsErr}, ${r.worstRatio.toPrecision(3)}× tolerance`}` };
   }
   return { label: f16TcLabel(s), ok: true };

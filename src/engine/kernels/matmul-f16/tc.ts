@@ -24,8 +24,16 @@ import { f16TcBlockM, f16TcBlockN, f16TcStaging, f16TcThreads, type F16TcSpec, f
 /** The layout spelling this kernel writes: subgroupMatrixLoad<T, row_major|col_major>(p, off, stride). */
 const SYNTAX = { syntax: 'template' } as const;
 
-/** The WGSL of one spec. Params as the SIMT kernel's, plus `direct` (whole blocks store tiles straight to C). */
-export function f16TcCode(s: F16TcSpec): string {
+/**
+ * The WGSL of one spec. Params as the SIMT kernel's, plus `direct` (whole blocks store tiles straight to C).
+ * `emulate`: the same kernel over f32 storage with each subgroup-matrix operation replaced by a plain
+ * function every lane runs in full (row_major/col_major loads, multiply-accumulate, stores) — slow,
+ * but it runs where there are no subgroup matrices and no f16 (CI), so the staging, prefetch, layouts,
+ * epilogue and split-K of the generated code are tested there; only the matrix operations differ.
+ */
+export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean } = {}): string {
+  const emu = !!o.emulate;
+  const E = emu ? 'f32' : 'f16';
   const { cfg } = s;
   const BM = f16TcBlockM(s);
   const BN = f16TcBlockN(s);
@@ -35,6 +43,10 @@ export function f16TcCode(s: F16TcSpec): string {
   const APT = (BM * s.BK) / 4 / T;
   const BPT = (BN * s.BK) / 4 / T;
   const L: string[] = [];
+  const load = (T: 'LT' | 'RT', off: string, colMajor: boolean, stride: string) =>
+    (emu ? `emuLoad${T}(${off}, ${stride}, ${colMajor})` : sgmatLoad(SYNTAX, T, '&S', off, colMajor, stride));
+  const store = (dst: 'C' | 'R', off: string, v: string, stride: string) =>
+    (emu ? `emuStore${dst}(${off}, ${v}, ${stride});` : sgmatStore(SYNTAX, `&${dst}`, off, v, stride));
   // Operand X's staged copy, in its stored orientation: `rows` stored rows of `cols` elements.
   const op = (isA: boolean) => {
     const trans = isA ? s.transA : s.transB;
@@ -53,7 +65,7 @@ export function f16TcCode(s: F16TcSpec): string {
       L.push(`${indent}{ let l = lid + ${t * T}u; let r = l / ${o.perRow}u; let c = (l % ${o.perRow}u) * 4u;`);
       if (o.kContig) L.push(`${indent}  let x = ${o.base} + r; let k = kv + c; let ok = x < ${o.dim} && k < ke; let i = x * P.K + k;`);
       else L.push(`${indent}  let k = kv + r; let x = ${o.base} + c; let ok = k < ke && x < ${o.dim}; let i = k * ${o.dim} + x;`);
-      L.push(`${indent}  ${o.reg}[${t}] = select(vec4<f16>(), ${o.name}[select(0u, i / 4u, ok)], ok); }`);
+      L.push(`${indent}  ${o.reg}[${t}] = select(vec4<${E}>(), ${o.name}[select(0u, i / 4u, ok)], ok); }`);
     }
   };
   const stage = (isA: boolean) => {
@@ -66,7 +78,7 @@ export function f16TcCode(s: F16TcSpec): string {
   const tiles: [number, number][] = [];
   for (let i = 0; i < s.tilesM; i++) for (let j = 0; j < s.tilesN; j++) tiles.push([i, j]);
   for (const [i, j] of tiles) L.push(`  var c${i}_${j} = CT();`);
-  L.push(`  var ra: array<vec4<f16>, ${APT}>;`, `  var rb: array<vec4<f16>, ${BPT}>;`);
+  L.push(`  var ra: array<vec4<${E}>, ${APT}>;`, `  var rb: array<vec4<${E}>, ${BPT}>;`);
   L.push('  {', '    let kv = kb;');
   fetch(true, '    ');
   fetch(false, '    ');
@@ -84,13 +96,13 @@ export function f16TcCode(s: F16TcSpec): string {
   for (let kk = 0; kk < s.BK; kk += cfg.K) {
     for (let i = 0; i < s.tilesM; i++) {
       const off = s.transA ? `${kk * SA}u + am + ${i * cfg.M}u` : `(am + ${i * cfg.M}u) * ${SA}u + ${kk}u`;
-      L.push(`    let a${i}_${kk} = ${sgmatLoad(SYNTAX, 'LT', '&S', off, s.transA, `${SA}u`)};`);
+      L.push(`    let a${i}_${kk} = ${load('LT', off, s.transA, `${SA}u`)};`);
     }
     for (let j = 0; j < s.tilesN; j++) {
       const off = s.transB ? `${OB}u + (bn + ${j * cfg.N}u) * ${SB}u + ${kk}u` : `${OB + kk * SB}u + bn + ${j * cfg.N}u`;
-      L.push(`    let b${j}_${kk} = ${sgmatLoad(SYNTAX, 'RT', '&S', off, s.transB, `${SB}u`)};`);
+      L.push(`    let b${j}_${kk} = ${load('RT', off, s.transB, `${SB}u`)};`);
     }
-    for (const [i, j] of tiles) L.push(`    c${i}_${j} = subgroupMatrixMultiplyAccumulate(a${i}_${kk}, b${j}_${kk}, c${i}_${j});`);
+    for (const [i, j] of tiles) L.push(`    c${i}_${j} = ${emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate'}(a${i}_${kk}, b${j}_${kk}, c${i}_${j});`);
   }
   L.push('    workgroupBarrier();', '  }');
   // Epilogue.
@@ -99,12 +111,12 @@ export function f16TcCode(s: F16TcSpec): string {
   if (s.direct) {
     L.push(`  if (P.direct != 0u && m0 + ${BM}u <= P.M && n0 + ${BN}u <= P.N) {`);
     for (const [i, j] of tiles) {
-      L.push(`    ${sgmatStore(SYNTAX, '&C', `base + (m0 + am + ${i * cfg.M}u) * P.N + n0 + bn + ${j * cfg.N}u`, `c${i}_${j}`, 'P.N')}`);
+      L.push(`    ${store('C', `base + (m0 + am + ${i * cfg.M}u) * P.N + n0 + bn + ${j * cfg.N}u`, `c${i}_${j}`, 'P.N')}`);
     }
     L.push('    return;', '  }');
   }
   for (const [i, j] of tiles) {
-    L.push(`  ${sgmatStore(SYNTAX, '&R', `sg * ${MN}u`, `c${i}_${j}`, `${cfg.N}u`)}`);
+    L.push(`  ${store('R', `sg * ${MN}u`, `c${i}_${j}`, `${cfg.N}u`)}`);
     L.push('  workgroupBarrier();');
     L.push(`  for (var e = lane; e < ${MN}u; e += ${s.sgSize}u) {`);
     L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${cfg.N}u; let col = n0 + bn + ${j * cfg.N}u + e % ${cfg.N}u;`);
@@ -120,20 +132,23 @@ export function f16TcCode(s: F16TcSpec): string {
     : `  let sg = lid / ${s.sgSize}u;
   let am = (sg / ${s.sgN}u) * ${s.tilesM * cfg.M}u; // this subgroup's rows within the block
   let bn = (sg % ${s.sgN}u) * ${s.tilesN * cfg.N}u; // and columns`;
-  return `enable f16;
-enable chromium_experimental_subgroup_matrix;
-${one ? '' : 'diagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/matmul-f16/tc.ts: ${formOf(s.transA, s.transB)}, ${BM}x${BN} block, ${s.sgM}x${s.sgN} subgroups of ${s.tilesM}x${s.tilesN} ${cfg.M}x${cfg.N}x${cfg.K} tiles, BK ${s.BK}.
-alias LT = subgroup_matrix_left<f16, ${cfg.K}, ${cfg.M}>;
+  const types = emu
+    ? `alias LT = array<f32, ${cfg.M * cfg.K}>; // emulated: row-major M × K, every lane holds all of it
+alias RT = array<f32, ${cfg.K * cfg.N}>;
+alias CT = array<f32, ${cfg.M * cfg.N}>;`
+    : `alias LT = subgroup_matrix_left<f16, ${cfg.K}, ${cfg.M}>;
 alias RT = subgroup_matrix_right<f16, ${cfg.N}, ${cfg.K}>;
-alias CT = subgroup_matrix_result<f32, ${cfg.N}, ${cfg.M}>;
+alias CT = subgroup_matrix_result<f32, ${cfg.N}, ${cfg.M}>;`;
+  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\n'}${one || emu ? '' : 'diagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/matmul-f16/tc.ts: ${formOf(s.transA, s.transB)}, ${BM}x${BN} block, ${s.sgM}x${s.sgN} subgroups of ${s.tilesM}x${s.tilesN} ${cfg.M}x${cfg.N}x${cfg.K} tiles, BK ${s.BK}${emu ? ' (emulated matrices, f32)' : ''}.
+${types}
 struct Params { M: u32, N: u32, K: u32, alpha: f32, accumulate: u32, kChunk: u32, direct: u32, _p0: u32 }
-@group(0) @binding(0) var<storage, read> A: array<vec4<f16>>;
-@group(0) @binding(1) var<storage, read> B: array<vec4<f16>>;
+@group(0) @binding(0) var<storage, read> A: array<vec4<${E}>>;
+@group(0) @binding(1) var<storage, read> B: array<vec4<${E}>>;
 @group(0) @binding(2) var<storage, read_write> C: array<f32>;
 @group(0) @binding(3) var<uniform> P: Params;
-var<workgroup> S: array<f16, ${st.elemsA + st.elemsB}>; // A's rows, then B's, as stored
+var<workgroup> S: array<${E}, ${st.elemsA + st.elemsB}>; // A's rows, then B's, as stored
 var<workgroup> R: array<f32, ${s.sgM * s.sgN * MN}>; // one result tile per subgroup (epilogue)
-
+${emu ? emulation(cfg) : ''}
 @compute @workgroup_size(${T})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
 ${ids}
@@ -143,6 +158,39 @@ ${ids}
   let kb = wid.z * P.kChunk;
   let ke = min(P.K, kb + P.kChunk);
 ${L.join('\n')}
+}
+`;
+}
+
+/** Plain-WGSL stand-ins for the subgroup-matrix operations (f16TcCode's `emulate`), element (r, c) of a row_major matrix at off + r·stride + c, col_major at off + c·stride + r. */
+function emulation(cfg: F16TcSpec['cfg']): string {
+  const { M, N, K } = cfg;
+  return `fn emuLoadLT(off: u32, stride: u32, col: bool) -> LT {
+  var m: LT;
+  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${K}u; c++) { m[r * ${K}u + c] = S[select(off + r * stride + c, off + c * stride + r, col)]; } }
+  return m;
+}
+fn emuLoadRT(off: u32, stride: u32, col: bool) -> RT {
+  var m: RT;
+  for (var r = 0u; r < ${K}u; r++) { for (var c = 0u; c < ${N}u; c++) { m[r * ${N}u + c] = S[select(off + r * stride + c, off + c * stride + r, col)]; } }
+  return m;
+}
+fn emuMMA(a: LT, b: RT, acc: CT) -> CT {
+  var o = acc;
+  for (var i = 0u; i < ${M}u; i++) {
+    for (var j = 0u; j < ${N}u; j++) {
+      var s = o[i * ${N}u + j];
+      for (var k = 0u; k < ${K}u; k++) { s = fma(a[i * ${K}u + k], b[k * ${N}u + j], s); }
+      o[i * ${N}u + j] = s;
+    }
+  }
+  return o;
+}
+fn emuStoreC(off: u32, v: CT, stride: u32) {
+  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { C[off + r * stride + c] = v[r * ${N}u + c]; } }
+}
+fn emuStoreR(off: u32, v: CT, stride: u32) {
+  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { R[off + r * stride + c] = v[r * ${N}u + c]; } }
 }
 `;
 }
