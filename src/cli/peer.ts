@@ -10,7 +10,7 @@ import type { GradWire } from '../engine/scheme/wire';
 import type { DilocoConfig } from '../parallel/diloco/diloco';
 import type { DpEvent } from '../parallel/dp/dp';
 import { DILOCO_ARGS, DILOCO_FLAGS, dilocoArgs } from './diloco-args';
-import { createParallelTrainer, memberStrategy } from '../parallel/factory';
+import { createParallelTrainer } from '../parallel/factory';
 import { describeIce, type IceConfig, parseIce } from '../peers/transport/ice';
 import { type LinkLimits, limitTransport } from '../peers/transport/limiter';
 import { installNodeWebRtc } from '../peers/transport/node-webrtc';
@@ -310,8 +310,8 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
   };
   console.log(together ? `train: starting together with the ${together.length} members of the quorum` : 'train: joining the group (admitted at a step boundary)');
   const net = train.link ? limitTransport(transport, train.link) : transport;
-  // --mode is the scheme's grads.wire (prepareTraining), which the member sends.
-  const dp = await createParallelTrainer({ strategy: memberStrategy(train.mode, train.diloco), trainer, transport: net, options });
+  // Data parallel over --mode (the scheme's grads.wire) or DiLoCo, as the run spec's strategy says.
+  const dp = await createParallelTrainer({ strategy: train.spec.strategy, trainer, transport: net, options });
   stop.addEventListener('abort', () => dp.stop(), { once: true });
   try {
     // The spec's cadence, as every run's: the headless member evaluates (its own weights: no collective) and checkpoints.

@@ -24,7 +24,6 @@ import { createTpTrainer } from './tp/group';
 import type { TpTrainer } from './tp/trainer';
 
 type Of<K extends Strategy['kind']> = Extract<Strategy, { kind: K }>;
-export type MemberStrategy = Of<'dp'> | Of<'diloco'>;
 
 /** What a trainer of its own is built from. */
 export interface TrainerBuild {

@@ -6,7 +6,7 @@ import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import { Trainer } from '../../src/engine/train/trainer';
 import { DiLoCo } from '../../src/parallel/diloco/diloco';
 import { DataParallel } from '../../src/parallel/dp/dp';
-import { createParallelTrainer, memberStrategy } from '../../src/parallel/factory';
+import { createParallelTrainer } from '../../src/parallel/factory';
 import { TpTrainer } from '../../src/parallel/tp/trainer';
 import { LoopbackHub } from '../../src/peers/transport/loopback';
 import { testRuntime } from '../helpers/gpu';
@@ -51,9 +51,4 @@ describe('the parallel factory: one call per strategy (src/parallel/factory.ts)'
     }
     await expect(createParallelTrainer({ strategy: { kind: 'tp', size: 3, codec: 'fp32' }, rt, opts: tpOpts, text, group: groups[0] })).rejects.toThrow(/tp over 3 members, but the group has 2/);
   }, 900_000);
-
-  it('the headless peer\'s flags: --diloco H makes a DiLoCo member, else data parallel with --mode', () => {
-    expect(memberStrategy('int8', undefined)).toEqual({ kind: 'dp', wire: 'int8' });
-    expect(memberStrategy('fp32', { innerSteps: 8, wire: 'int4' })).toEqual({ kind: 'diloco', innerSteps: 8, wire: 'int4' });
-  });
 });
