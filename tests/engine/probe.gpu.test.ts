@@ -14,7 +14,8 @@ import { layerScheme } from '../../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { probeSites, quantProbeBufferPlan, type QuantErrorRecord } from '../../src/engine/train/probe';
 import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
-import { planMemory, Trainer } from '../../src/engine/train/trainer';
+import { planMemory } from '../../src/engine/plan/train-plan';
+import { Trainer } from '../../src/engine/train/trainer';
 import { testRuntime } from '../helpers/gpu';
 
 const text = readFileSync('public/data/tinyshakespeare.txt', 'utf8').slice(0, 100_000);

@@ -5,7 +5,7 @@ import { CancelledError } from '../../src/worker/data-client';
 import type { ToDataWorker } from '../../src/worker/data-protocol';
 import { inspectFile, prepareData, type PreparedMeta, type TokenCache } from '../../src/worker/prepare';
 import { importModel } from '../../src/worker/checkpoint-files';
-import { planMemory } from '../../src/engine/train/trainer';
+import { planMemory } from '../../src/engine/plan/train-plan';
 import { checkRunConfig, trainOptionsFor } from '../../src/worker/protocol';
 import { readFileSync, readdirSync } from 'node:fs';
 import { unzipSync } from 'fflate';

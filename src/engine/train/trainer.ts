@@ -23,7 +23,6 @@ import { CharTokenizer, type Tokenizer } from './tokenizer/tokenizer';
 
 export type { OptimizerConfig, TrainOptions } from './options';
 export { defaultTrainOptions } from './options';
-export { planMemory } from '../plan/train-plan';
 
 export interface StepMetrics {
   step: number;
