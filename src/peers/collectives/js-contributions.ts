@@ -73,7 +73,23 @@ export class JsContributions implements Contributions<Float32Array> {
       }
       return { dot, sum2 };
     };
-    return Promise.resolve({ faults, finite, norm2, dots });
+    const gram = (set: number[]) => {
+      const G = set.map(() => set.map(() => 0));
+      for (let b = 0; b < spans.length; b++) {
+        const vs = set.map((r) => this.dec(b, r));
+        for (let i = 0; i < vs.length; i++) {
+          for (let j = i; j < vs.length; j++) {
+            let d = 0;
+            const [x, y] = [vs[i], vs[j]];
+            for (let k = 0; k < x.length; k++) d += x[k] * y[k];
+            G[i][j] += d;
+            if (j !== i) G[j][i] += d;
+          }
+        }
+      }
+      return G;
+    };
+    return Promise.resolve({ faults, finite, norm2, dots, gram });
   }
 
   reduce(kept: number[]): Promise<Float32Array> {

@@ -69,6 +69,8 @@ export interface ScreenData {
   norm2: number[];
   /** For the ranks of `set`: g_i · Σ_{j∈set} g_j, and |Σ_{j∈set} g_j|². */
   dots(set: number[]): { dot: number[]; sum2: number };
+  /** Optional: G[i][j] = g_set[i] · g_set[j] in one pass (the pairwise screen's figures); else from dots over each pair. */
+  gram?(set: number[]): number[][];
 }
 
 /** The figures the screen judged by, per pair (for calibration and reports): norm ratio and cosine. */
@@ -97,7 +99,10 @@ export function screen(members: readonly PeerId[], candidates: number[], d: Scre
   // Pairwise cosines from dots over each pair: g_i·(g_i + g_j) − |g_i|² = g_i·g_j.
   const dotOf = new Map<string, number>();
   const minProj = o.minProjection === undefined ? DEFAULT_SCREEN.minProjection! : o.minProjection;
-  if ((o.minCosine !== null || minProj !== null) && n >= 3) {
+  if ((o.minCosine !== null || minProj !== null) && n >= 3 && d.gram) {
+    const G = d.gram(finite);
+    for (let i = 0; i < n; i++) for (let j = i + 1; j < n; j++) dotOf.set(`${finite[i]}/${finite[j]}`, G[i][j]);
+  } else if ((o.minCosine !== null || minProj !== null) && n >= 3) {
     for (let i = 0; i < n; i++) {
       for (let j = i + 1; j < n; j++) {
         const [a, b] = [finite[i], finite[j]];
