@@ -8,7 +8,8 @@
 import { describe, expect, it } from 'vitest';
 import { wgslErrors } from '../../src/engine/gpu/pipelines';
 import {
-  buildMatmulF16, checkF16Tc, checkMatmulF16, enableF16TensorCores, f16PathFor, f16TensorCoreSpec, f16TensorCoreSpecFor, uploadF16,
+  buildMatmulF16, checkF16Tc, checkMatmulF16, enableF16TensorCores, f16PathFor, f16TcSpecForOutput, f16TensorCoreSpec, f16TensorCoreSpecFor,
+  uploadF16,
 } from '../../src/engine/kernels/matmul-f16/matmul-f16';
 import {
   F16_TC_LAYOUTS, f16ConfigsOf, f16TcSpecError, type F16TcSpec, FORM_TRANS, GEMM_FORMS, vec4Operands,
@@ -83,6 +84,38 @@ describe('f16 tensor-core GEMM with emulated subgroup matrices (f32, runnable wi
         expect([r.label, r.failed]).toEqual([r.label, undefined]);
       }
     }
+  });
+});
+
+describe('f16 tensor-core GEMM on small outputs (the H100 refused a 16-byte C: its direct tile store needs 1024)', () => {
+  const direct: F16TcSpec = {
+    cfg: { M: 16, N: 16, K: 16 }, sgSize: 32, tilesM: 2, tilesN: 2, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, transA: false, transB: true,
+  };
+  it('drops the direct store to C where the grid has no whole block, keeps it where it has', () => {
+    for (const [M, N] of [[1, 7], [1, 64], [64, 4], [63, 64]]) {
+      expect(f16TcSpecForOutput(direct, { M, N }).direct).toBe(false);
+      expect(f16TcCode(f16TcSpecForOutput(direct, { M, N }))).not.toContain('(&C');
+    }
+    expect(f16TcSpecForOutput(direct, { M: 64, N: 64 })).toBe(direct);
+    expect(f16TcCode(direct)).toContain('(&C');
+  });
+  it('the emulated twin matches the reference on 1×7×200 and other thin outputs, each form', async () => {
+    const shapes = [[1, 7, 200], [1, 8, 200], [7, 1, 200], [4, 8, 200], [8, 4, 36], [4, 4, 4], [2, 12, 48]];
+    const base = { cfg: { M: 8, N: 8, K: 8 }, sgSize: 16, tilesM: 2, tilesN: 1, sgM: 2, sgN: 1, BK: 16, PAD: 4, direct: true };
+    let ran = 0;
+    for (const form of GEMM_FORMS) {
+      const s: F16TcSpec = { ...base, ...FORM_TRANS[form] };
+      for (const [M, N, K] of shapes) {
+        const v = vec4Operands(form, { M, N, K });
+        if (!v.a || !v.b) continue;
+        for (const extra of [{}, { alpha: 0.5, accumulate: true }]) {
+          const r = await checkMatmulF16(rt, { M, N, K, ...FORM_TRANS[form], ...extra }, { path: 'f16-tensor-core', spec: s, elem: 'f32' });
+          expect([form, M, N, K, r.ok, r.error]).toEqual([form, M, N, K, true, undefined]);
+          ran++;
+        }
+      }
+    }
+    expect(ran).toBeGreaterThanOrEqual(12);
   });
 });
 

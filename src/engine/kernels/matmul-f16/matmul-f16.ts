@@ -105,6 +105,15 @@ interface ResolvedF16 {
   code: string;
 }
 
+/**
+ * The spec without its direct epilogue where the grid has no whole block (the direct store never runs
+ * there). A subgroupMatrixStore to C makes Dawn require C's binding to hold one result tile (16×16 f32:
+ * 1024 bytes), which a small output (1×7) has not; the scratch epilogue writes C element by element.
+ */
+export function f16TcSpecForOutput(s: F16TcSpec, shape: { M: number; N: number }): F16TcSpec {
+  return s.direct && (shape.M < f16TcBlockM(s) || shape.N < f16TcBlockN(s)) ? { ...s, direct: false } : s;
+}
+
 /** The kernel and WGSL one GEMM runs (throws where it has none). */
 function resolveF16(rt: Runtime, a: MatmulF16Args): ResolvedF16 {
   const form = checkArgs(a);
@@ -115,12 +124,14 @@ function resolveF16(rt: Runtime, a: MatmulF16Args): ResolvedF16 {
     if (!a.spec) throw new Error(`${a.label}: the emulated tensor-core kernel needs a spec`);
     if (!vec.a || !vec.b) throw new Error(`${a.label}: the tensor-core f16 GEMM needs the operands' rows in whole vec4s`);
     if (a.spec.transA !== !!a.transA || a.spec.transB !== !!a.transB) throw new Error(`${a.label}: spec ${f16TcLabel(a.spec)} is for another form`);
-    return { form, path: 'f16-tensor-core', tc: a.spec, vec, code: f16TcCode(a.spec, { emulate: true }) };
+    const spec = f16TcSpecForOutput(a.spec, a);
+    return { form, path: 'f16-tensor-core', tc: spec, vec, code: f16TcCode(spec, { emulate: true }) };
   }
   const path = a.path ?? f16PathFor(rt, !!a.transA, !!a.transB, a);
   if (path === 'fp32') throw new Error(`${a.label}: this device has no shader-f16: use the fp32 GEMM`);
   if (path === 'f16-simt') return { form, path, vec, code: simtF16Code({ form, vecA: vec.a, vecB: vec.b }) };
-  const tc = a.spec ?? f16TensorCoreSpecFor(rt, form, a);
+  const chosen = a.spec ?? f16TensorCoreSpecFor(rt, form, a);
+  const tc = chosen && f16TcSpecForOutput(chosen, a);
   if (!tc) throw new Error(`${a.label}: no tensor-core layout for ${form} on this device`);
   if (!vec.a || !vec.b) throw new Error(`${a.label}: the tensor-core f16 GEMM needs the operands' rows in whole vec4s`);
   if (tc.transA !== !!a.transA || tc.transB !== !!a.transB) throw new Error(`${a.label}: spec ${f16TcLabel(tc)} is for another form`);
