@@ -1,9 +1,9 @@
 /**
  * An insider against data-parallel training (two honest DataParallel members, micro on one Dawn
  * device, loopback): the insider (insider.ts, from the protocol description) joins with HELLO,
- * claims a forged "established" state one step ahead at every sync, sends a −1000× poisoned
- * contribution, spams HELLO to force regroups, then NaN and sign-flipped contributions until it
- * is removed, and asks to come back. The honest members must end bit-identical to a run of the two
+ * claims a forged "established" state one step ahead at every sync, commits to and reveals a huge
+ * contribution, spams HELLO to force regroups, then NaN and −1000 × last step's mean until it is
+ * removed, and asks to come back. The honest members must end bit-identical to a run of the two
  * of them alone: every contribution of the insider left out, its state never adopted.
  */
 import { readFileSync } from 'node:fs';
@@ -34,25 +34,31 @@ afterAll(() => ts.forEach((t) => t.destroy()));
 
 const hashOf = async (t: Trainer) => weightsHash(await t.model.readFlat('weights'));
 
+/** The honest contributions the insider last received (it commits before it sees this step's). */
+let lastSeen: Float32Array[] | null = null;
+
 /**
- * The insider's side of one training step of a group: signed header (tag 0), contribution (tag 1),
- * echo (tag 2), the relay round (tag 3: it relays nothing), report (tag 4).
+ * The insider's side of one training step of a group, commit then reveal: the honest commitments
+ * (tag 0), its own commitment, its commitment row (tag 1), its contribution (tag 2), the honest
+ * ones, its echo (tag 3), the relay round (tag 4: it relays nothing), the report (tag 5). It must
+ * commit before it sees anything of this step, so it aims with what it saw last step.
  */
-async function memberStep(ev: Insider, epoch: number, gstep: number, mine: (seen: Float32Array[]) => Float32Array, before?: () => void): Promise<void> {
+async function memberStep(ev: Insider, epoch: number, gstep: number, mine: (last: Float32Array[] | null) => Float32Array, before?: () => void): Promise<void> {
   const id = dp.runId(RUN, epoch);
-  const heads = await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 0)));
-  const seen = await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 1)));
+  const commits = await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 0)));
   if (before) return before();
-  const c = f32.encode(mine(seen.map(f32.decode)));
-  const h = ev.header(Insider.context(id, gstep, 0, ['p0', 'p1', 'p2']), c);
-  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 0, h);
-  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 1, c);
-  const row = Insider.row([Insider.slot(heads[0], seen[0]), Insider.slot(heads[1], seen[1]), Insider.slot(h, c)]);
-  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 2, row);
-  const rep = await ev.recv('p0', id, gstep, 4);
+  const c = f32.encode(mine(lastSeen));
+  const cm = ev.commitment(Insider.context(id, gstep, 0, ['p0', 'p1', 'p2']), c);
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 0, cm);
+  const row = Insider.row([Insider.slot(commits[0]), Insider.slot(commits[1]), Insider.slot(cm)]);
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 1, row);
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 2, c);
+  lastSeen = (await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 2)))).map(f32.decode);
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 3, row);
+  const rep = await ev.recv('p0', id, gstep, 5);
   const dv = new DataView(rep.buffer, rep.byteOffset);
   const report = dp.report({ step: dv.getUint32(8, true), weightsHash: dv.getUint32(13, true), loss: dv.getFloat32(17, true) });
-  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 4, report);
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 5, report);
 }
 
 /** Waits for p0's WELCOME (control channel) and returns its epoch; then the sync with a forged state ahead. */
@@ -93,14 +99,15 @@ describe('an insider in a data-parallel group', () => {
     const insider = (async () => {
       for (const p of ['p0', 'p1']) ev.control(p, RUN, dp.hello(fp));
       const e1 = await joinWithForgedState(ev, fp, 1, stateBytes); // admitted after step 0
-      await memberStep(ev, e1, 1, (s) => s[0].map((v, i) => (-1000 * (v + s[1][i])) / 2)); // step 1: −1000 × the mean
+      const n = ts[0].model.layout.totalFloats;
+      await memberStep(ev, e1, 1, () => new Float32Array(n).fill(1000)); // step 1: a huge vector (nothing of this step seen)
       // Step 2: twenty HELLOs while the members wait on its contribution: one regroup, the rest ignored.
       await memberStep(ev, e1, 2, () => new Float32Array(0), () => {
         for (let k = 0; k < 20; k++) for (const p of ['p0', 'p1']) ev.control(p, RUN, dp.hello(fp));
       });
       const e2 = await joinWithForgedState(ev, fp, 3, stateBytes); // re-admitted after step 2
-      await memberStep(ev, e2, 1, (s) => s[0].map(() => NaN)); // step 3
-      await memberStep(ev, e2, 2, (s) => s[0].map((v, i) => -(v + s[1][i]) / 2)); // step 4: sign-flipped → third strike
+      await memberStep(ev, e2, 1, () => new Float32Array(n).fill(NaN)); // step 3
+      await memberStep(ev, e2, 2, (s) => s![0].map((v, i) => (-1000 * (v + s![1][i])) / 2)); // step 4: −1000 × last step's mean → third strike
       for (const p of ['p0', 'p1']) ev.control(p, RUN, dp.hello(fp)); // asks to come back
     })();
     for (let s = 0; s < STEPS; s++) await Promise.all(dps.map((d) => d.step()));
@@ -113,7 +120,7 @@ describe('an insider in a data-parallel group', () => {
       const kinds = (k: string) => ev.filter((e) => e.kind === k);
       expect(kinds('outvoted').map((e) => e.peers)).toEqual([['p2'], ['p2']]);
       expect(kinds('screened').map((e) => [e.step, e.peers[0]])).toEqual([[1, 'p2'], [3, 'p2'], [4, 'p2']]);
-      expect(kinds('screened').map((e) => e.message).join('\n')).toMatch(/norm [\s\S]*non-finite[\s\S]*cosine/);
+      expect(kinds('screened').map((e) => e.message).join('\n')).toMatch(/norm [\s\S]*non-finite[\s\S]*norm /);
       expect(kinds('removed').map((e) => e.peers)).toEqual([['p2']]);
       expect(kinds('removed')[0].message).toMatch(/screened out 3 steps in a row/);
       expect(kinds('reject').filter((e) => /hello again within/.test(e.message)).length).toBeGreaterThanOrEqual(19);
