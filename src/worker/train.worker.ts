@@ -19,7 +19,8 @@ import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
 import { newlinePrompt } from '../engine/train/tokenizer/tokenizer';
 import { StreamDataset } from '../engine/train/data/token-stream';
-import { Trainer, type TrainerInit } from '../engine/train/trainer';
+import type { Trainer, TrainerInit } from '../engine/train/trainer';
+import { createParallelTrainer } from '../parallel/factory';
 import { checkpointOfFiles } from './checkpoint-files';
 import { OpfsTokenCache } from './token-cache';
 import { cadenceOf, trainOptionsOf } from '../engine/run/spec';
@@ -123,7 +124,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
       }, () => {});
     };
     try {
-      trainer = await Trainer.create(rt, trainOptionsOf(spec), text, init);
+      trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts: trainOptionsOf(spec), text, init });
     } finally {
       rt.pipelines.onCreate = null;
     }
