@@ -22,6 +22,8 @@ import { fail } from './common';
 import { INTERRUPTED_EXIT, interruptOnSignals } from './interrupt';
 import { RunDir } from './run-dir';
 import { parseTrainArgs, TRAIN_HELP, type TrainPlan } from './train-options';
+import { prepareRunKernels, type RunTuning, runTuneCache, runTuning } from './tune-cache';
+import { runTuningStatus } from '../engine/tune';
 
 /** --plan: the memory plan of the checked options (resolved once, `plan`), as JSON. */
 function printPlan(p: TrainPlan, plan: TrainingPlan): void {
@@ -59,6 +61,8 @@ async function main(): Promise<number> {
     return 0;
   }
 
+  // The tuning cache is read before the GPU starts (with --tune a malformed one is bad input).
+  const tuneCache = runTuneCache(p.tune !== null);
   let bar: cliProgress.SingleBar | null = null;
   const interrupt = interruptOnSignals(() => bar?.stop());
   // Dawn exposes subgroup matrices (the INT8 GEMMs' tensor-core path) only behind its unsafe APIs.
@@ -66,16 +70,20 @@ async function main(): Promise<number> {
   const ai = gpu.adapterInfo;
   console.error(`adapter: ${[ai.vendor, ai.architecture, ai.device, ai.description].filter(Boolean).join(' / ') || 'unknown'}`);
   const rt = new Runtime(gpu);
+  const tuned = await prepareRunKernels(rt, opts, tuneCache, p.tune);
   const trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts, text: '', init: {
     tokenizer: p.tokenizer, data: datasetOf(p.corpus, opts.seed), params: point?.params ?? p.init?.params, optimizer: point?.optimizer, plan,
   } });
   // Only once the model is built: a run the GPU cannot hold leaves no directory behind.
   run.create({ overwrite: p.overwrite });
+  // Where this run's kernel choices came from (tuned on this GPU, partly, or defaults: shipped table, heuristic).
+  const tuning = runTuning(runTuningStatus(rt), tuned);
+  console.error(`kernels: ${tuning.label}`);
   if (trainer.budgetChoice) {
     console.error(`memory budget ${trainer.budgetChoice.budget} B: bits per layer and kind ${JSON.stringify(trainer.budgetChoice.bits)}`);
   }
   if (p.resume) console.error(`resuming ${out} at step ${trainer.stepIndex} of ${steps}`);
-  else writeStartFiles(p, run, trainer, gpu.adapterInfo);
+  else writeStartFiles(p, run, trainer, gpu.adapterInfo, tuning);
   run.openMetrics(p.resume ? trainer.stepIndex : null);
 
   const tty = process.stderr.isTTY;
@@ -129,7 +137,7 @@ async function main(): Promise<number> {
 }
 
 /** A new run's run.json (every resolved setting, what --resume reads back) and the optional init and batch dumps. */
-function writeStartFiles(p: TrainPlan, run: RunDir, trainer: Trainer, device: unknown): void {
+function writeStartFiles(p: TrainPlan, run: RunDir, trainer: Trainer, device: unknown, tuning: RunTuning): void {
   const { opts } = p;
   const steps = opts.optimizer.total_steps;
   run.writeRunInfo({
@@ -159,6 +167,8 @@ function writeStartFiles(p: TrainPlan, run: RunDir, trainer: Trainer, device: un
     // The kernel each layer's forward, dX and dW GEMMs run on this device (fp32, int8-dot4, int8-tensor-core).
     gemm_paths: trainer.computePaths(),
     device,
+    // Where the kernel choices came from: tuned on this GPU, partly, or defaults (cli/tune-cache.ts RunTuning).
+    tuning,
     params: paramLayout(opts.model).count,
     started: new Date().toISOString(),
   });
