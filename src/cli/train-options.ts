@@ -57,6 +57,9 @@ export const TRAIN_HELP = `usage: npm run train -- [options]
   --sample-prompt TEXT            the prompt they continue (default a newline)
   --plan                          check everything, print the memory plan (bytes per category) as JSON and exit
   --cpu                           force the SwiftShader CPU adapter
+  --tune                          first tune the kernel choices this run makes that the tuning cache lacks
+                                  on this GPU (npm run tune; every run uses what the cache holds)
+  --tune-budget-s N               seconds the tune may start timings in (default 90)
 exit status: 0 done, 2 bad input (one 'error:' line, nothing written), 1 a failure during the run,
 130 interrupted (the last completed step is checkpointed: continue with --resume DIR)`;
 
@@ -69,6 +72,7 @@ const OPTIONS = {
   sample: { type: 'string' }, 'sample-prompt': { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
   scheme: { type: 'string' }, resume: { type: 'string' }, overwrite: { type: 'boolean' }, 'checkpoint-every': { type: 'string' },
   tokenizer: { type: 'string' }, init: { type: 'string' }, 'text-field': { type: 'string' },
+  tune: { type: 'boolean' }, 'tune-budget-s': { type: 'string' },
 } as const;
 
 /** The checkpoint a resumed run starts from. */
@@ -106,6 +110,8 @@ export interface TrainPlan {
   resume: { point: ResumePoint | null } | null;
   /** The options resolved once (the memory budget solved), for --plan and the trainer; null: resolve them (a resumed run). */
   resolved: TrainingPlan | null;
+  /** --tune: tune what the cache lacks before the model is built, within budgetS seconds (cli/tune-cache.ts). */
+  tune: { budgetS: number } | null;
 }
 
 type Flags = ReturnType<typeof parseCliArgs<typeof OPTIONS>>;
@@ -121,7 +127,12 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
   const cadence: Partial<CadenceSpec> = {
     sampleLength: sampleChars, ...(a['sample-prompt'] !== undefined ? { samplePrompt: a['sample-prompt'] } : {}), ...(everyFlag !== undefined ? { checkpointEvery: everyFlag } : {}),
   };
-  const common = { cpu: a.cpu ?? false, exportInit: a['export-init'] ?? false, dumpBatches: a['dump-batches'] ?? false, plan: a.plan ?? false };
+  const tuneBudget = num('tune-budget-s', a['tune-budget-s'], { min: 1 });
+  if (tuneBudget !== undefined && !a.tune) throw new UsageError('--tune-budget-s goes with --tune');
+  const common = {
+    cpu: a.cpu ?? false, exportInit: a['export-init'] ?? false, dumpBatches: a['dump-batches'] ?? false, plan: a.plan ?? false,
+    tune: a.tune ? { budgetS: tuneBudget ?? 90 } : null,
+  };
   if (a.resume !== undefined) return { ...common, ...(await resumePlan(a, a.resume, cadence)) };
   if (a.overwrite && a.out === undefined) throw new UsageError('--overwrite needs --out DIR (the directory to replace)');
 
@@ -273,7 +284,7 @@ const RUN_FLAGS: [keyof Flags, (o: TrainOptions) => number][] = [
 ];
 
 /** --resume DIR: the run's own options, its data (unchanged) and its last checkpoint (verified). */
-async function resumePlan(a: Flags, dir: string, cadence: Partial<CadenceSpec>): Promise<Omit<TrainPlan, 'cpu' | 'exportInit' | 'dumpBatches' | 'plan'>> {
+async function resumePlan(a: Flags, dir: string, cadence: Partial<CadenceSpec>): Promise<Omit<TrainPlan, 'cpu' | 'exportInit' | 'dumpBatches' | 'plan' | 'tune'>> {
   for (const f of ['config', 'scheme', 'overwrite', 'export-init', 'dump-batches', 'plan', 'tokenizer', 'init', 'text-field'] as const) {
     if (a[f] !== undefined) throw new UsageError(`--${f} cannot be combined with --resume (a resumed run keeps the options of ${path.join(dir, 'run.json')})`);
   }

@@ -4,52 +4,15 @@
  * figures measured separately); this module only measures.
  *   M, N, K: C[M,N] = op(A)[M,K]·op(B)[K,N]; FLOPs counted as 2·M·N·K.
  */
-import type { Dispatch, Runtime } from '../engine/gpu/runtime';
-import { timeDispatches } from '../engine/gpu/timer';
+import type { Runtime } from '../engine/gpu/runtime';
 import { buildMatmul, matmulFlops } from '../engine/kernels/matmul/matmul';
 import { chooseMatmulVariant } from '../engine/kernels/matmul/choice';
 import { type MatmulShape, matmulWorkspaceBytes } from '../engine/kernels/matmul/plan';
 import { availableVariants } from '../engine/kernels/matmul/variants';
 
-/** Deterministic non-zero operand data (zeros can run faster than real data on some GPUs). */
-export function fillPattern(n: number, seed: number): Float32Array {
-  const x = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    x[i] = (s >>> 8) / 16777216 - 0.5;
-  }
-  return x;
-}
-
-export interface GemmOperands {
-  a: GPUBuffer;
-  b: GPUBuffer;
-  c: GPUBuffer;
-  /** Split-K partials, when asked for. */
-  workspace?: GPUBuffer;
-  free(): void;
-}
-
-/** Workspace buffers for timing one shape (filled with a fixed pattern). */
-export function gemmOperands(rt: Runtime, s: MatmulShape, label = 'gemm', workspaceBytes = 0): GemmOperands {
-  const a = rt.upload('workspace', `${label}.a`, fillPattern(s.M * s.K, 1));
-  const b = rt.upload('workspace', `${label}.b`, fillPattern(s.K * s.N, 2));
-  const c = rt.createBuffer('workspace', `${label}.c`, s.M * s.N * 4);
-  const workspace = workspaceBytes > 0 ? rt.createBuffer('workspace', `${label}.splitk`, workspaceBytes) : undefined;
-  const all = [a, b, c, ...(workspace ? [workspace] : [])];
-  return { a, b, c, workspace, free: () => all.forEach((x) => rt.mem.free(x)) };
-}
-
-/** Times one built GEMM (its one or two dispatches): median ms per GEMM, repeated `inner` times per pass. */
-export async function timeMatmul(
-  rt: Runtime, dispatches: Dispatch[], s: MatmulShape, opts: { warmup?: number; reps?: number; inner?: number; warmupMs?: number } = {},
-): Promise<{ ms: number; method: 'timestamp' | 'wallclock' }> {
-  const inner = opts.inner ?? Math.min(20, Math.max(1, Math.round(1e9 / matmulFlops(s))));
-  const pass = Array.from({ length: inner }, () => dispatches).flat();
-  const r = await timeDispatches(rt, pass, { warmup: opts.warmup, reps: opts.reps ?? 5, warmupMs: opts.warmupMs });
-  return { ms: r.medianMs / inner, method: r.method };
-}
+// Operands and timing live with the tuner (engine/tune/measure.ts); the benchmarks use the same.
+export { fillPattern, type GemmOperands, gemmOperands, timeMatmul } from '../engine/tune/measure';
+import { gemmOperands, timeMatmul } from '../engine/tune/measure';
 
 export interface GemmBenchRow {
   M: number;

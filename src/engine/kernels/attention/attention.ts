@@ -21,7 +21,8 @@ import bwdBlockedStream from './bwd-blocked-stream.wgsl?raw';
 import loadSrc from './load.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
 import { chooseDqDsTile, dqFromDs, type DqDsTile, type DqPath, dsChunks, type DsChunk, type DsFormat, dsPairBytes, dsWriterSrc } from './ds';
-import { ATTENTION_CANDIDATES, type AttentionPass, type AttnTile, attnTileOf, measuredFor } from './tables';
+import { ATTENTION_CANDIDATES, type AttentionPass, type AttnTile, attnTileNamed, attnTileOf, measuredWithSource } from './tables';
+import { type ChoiceSource, noteChoice, tunedPicks } from '../../tune/store';
 import { asSlice, bindingBytes } from '../launch';
 import { unrollLoops, wgslIf, wgslSection } from '../wgsl';
 
@@ -187,24 +188,47 @@ export function blockedSplitProblem(pass: Pass, t: AttnTile, D: number): string 
   return null;
 }
 
-/** The measured tile of a kernel (a pass, or attention-i8.ts's fwdI8 / dkdvI8) at head dim D for this GPU model. */
+/** The measured tile of a kernel (a pass, or attention-i8.ts's fwdI8 / dkdvI8) at head dim D for this GPU model (or seeded by its architecture). */
 export function measuredAttentionTile(rt: Runtime, kernel: Pass | 'fwdI8' | 'dkdvI8' | 'dkdvDp8', D: number): AttnTile | undefined {
-  const e = measuredFor(rt.gpu, (t) => t.table[`${kernel}/D${D}`]);
-  return e && attnTileOf(e);
+  return measuredAttentionTileWithSource(rt, kernel, D)?.tile;
 }
 
-/** The measured tile for this GPU model if one fits, else the first candidate that fits, for a pass at head dim D. */
+function measuredAttentionTileWithSource(rt: Runtime, kernel: Pass | 'fwdI8' | 'dkdvI8' | 'dkdvDp8', D: number): { tile: AttnTile; source: 'table' | 'seed' } | undefined {
+  const e = measuredWithSource(rt.gpu, (t) => t.table[`${kernel}/D${D}`]);
+  return e && { tile: attnTileOf(e.value), source: e.source };
+}
+
+/** The tuning key of a pass's tile choice (engine/tune): per pass and head dim, as the shipped tables key them. */
+export function attentionTuneKey(pass: Pass, D: number): string {
+  return `${pass}/D${D}`;
+}
+
+/**
+ * The tile for a pass at head dim D: tuned on this device (engine/tune), else the shipped table's
+ * for this GPU model or its architecture, if it fits, else the first candidate that fits. Notes its
+ * source (engine/tune/store.ts).
+ */
 export function chooseAttentionTile(rt: Runtime, pass: Pass, D: number): AttnTile {
-  const measured = measuredAttentionTile(rt, pass, D);
-  if (measured && !attentionTileProblem(rt, pass, measured, D)) return measured;
+  const key = attentionTuneKey(pass, D);
+  const made = (t: AttnTile, source: ChoiceSource) => {
+    noteChoice(rt.device, 'attention', key, source);
+    return t;
+  };
+  for (const name of tunedPicks(rt.device, 'attention', key) ?? []) {
+    const t = attnTileNamed(pass, name);
+    if (t && !attentionTileProblem(rt, pass, t, D)) return made(t, 'tuned');
+  }
+  const measured = measuredAttentionTileWithSource(rt, pass, D);
+  if (measured && !attentionTileProblem(rt, pass, measured.tile, D)) return made(measured.tile, measured.source);
   for (const e of ATTENTION_CANDIDATES[pass]) {
     const t = attnTileOf(e);
-    if (!attentionTileProblem(rt, pass, t, D)) return t;
+    if (!attentionTileProblem(rt, pass, t, D)) return made(t, 'heuristic');
   }
   throw new Error(`attention ${pass}: no tile fits head dim ${D} on this device`);
 }
 
 function tileFor(rt: Runtime, label: string, pass: Pass, D: number, forced?: AttnTile): AttnTile {
+  if (forced) noteChoice(rt.device, 'attention', attentionTuneKey(pass, D), 'forced');
   const t = forced ?? chooseAttentionTile(rt, pass, D);
   const problem = attentionTileProblem(rt, pass, t, D);
   if (problem) throw new Error(`${label}: attention ${pass} tile ${JSON.stringify(t)}: ${problem}`);

@@ -14,8 +14,11 @@ import type { Binding, Dispatch, Runtime } from '../../gpu/runtime';
 import { headCodesSlices } from './head-codes';
 import {
   attentionBackward, type AttentionBackwardArgs, attentionParams, type AttnTile, attnTileOf, ATTENTION_CANDIDATES,
-  blockedForwardThreadsPerRowGroup, blockedSplitProblem, chooseAttentionTile, measuredAttentionTile, type Shape, streamDkdvDsSource,
+  blockedForwardThreadsPerRowGroup, blockedSplitProblem, chooseAttentionTile, MEASURED_ATTENTION_TILES, measuredAttentionTile, type Shape, streamDkdvDsSource,
 } from './attention';
+import { attnTileNamed } from './tables';
+import { adapterMatches } from '../../gpu/device';
+import { noteChoice, tunedPicks } from '../../tune/store';
 import { quantizeInto } from '../quantize/quantize';
 import { unrollLoops, wgslIf, wgslSection } from '../wgsl';
 
@@ -62,11 +65,24 @@ const MEASURED_KEY = { fwd: 'fwdI8', dkdv: 'dkdvI8', dkdvDp8: 'dkdvDp8' } as con
 /** The measured tile of an INT8-score kernel, else the fp32 pass's where the kernel can run it, else the first candidate that fits. */
 function chooseI8Tile(rt: Runtime, kernel: keyof typeof MEASURED_KEY, D: number, problem: (t: AttnTile) => string | null): AttnTile {
   const pass = kernel === 'fwd' ? 'fwd' : 'dkdv';
+  // Tuned on this device first (engine/tune, keyed as the shipped tables are), and the source noted.
+  const key = `${MEASURED_KEY[kernel]}/D${D}`;
+  const tuned = (tunedPicks(rt.device, 'attention', key) ?? []).map((n) => attnTileNamed(pass, n)).find((c) => c && !problem(c));
+  if (tuned) {
+    noteChoice(rt.device, 'attention', key, 'tuned');
+    return tuned;
+  }
   const measured = measuredAttentionTile(rt, MEASURED_KEY[kernel], D);
   const tiles = [...(measured ? [measured] : []), chooseAttentionTile(rt, pass, D), ...ATTENTION_CANDIDATES[pass].map(attnTileOf)];
   const t = tiles.find((c) => !problem(c));
   if (!t) throw new Error(`attention with INT8 scores: no ${pass === 'fwd' ? 'forward' : 'dK/dV'} tile fits head dim ${D} on this device`);
+  noteChoice(rt.device, 'attention', key, t === measured ? (adapterMatchesMeasured(rt, MEASURED_KEY[kernel], D) ? 'table' : 'seed') : 'heuristic');
   return t;
+}
+
+/** Whether a measured tile of this kernel comes from a table of this GPU model (not a seed of its architecture). */
+function adapterMatchesMeasured(rt: Runtime, kernel: string, D: number): boolean {
+  return MEASURED_ATTENTION_TILES.some((t) => adapterMatches(rt.gpu, t.match) && t.table[`${kernel}/D${D}`] !== undefined);
 }
 
 /** Why the INT8-score forward cannot run a tile (null when it can). */

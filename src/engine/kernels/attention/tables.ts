@@ -3,6 +3,7 @@
  * and the tiles measured fastest per GPU model (bench/attn-tune.ts), as matmul-tables.ts holds the GEMM's.
  */
 import { adapterMatches, type Gpu } from '../../gpu/device';
+import { adapterFamily } from '../../tune/adapter';
 import type { MeasuredTable } from '../matmul/tables';
 
 export interface AttnTile {
@@ -90,10 +91,11 @@ export const ATTENTION_CANDIDATES: Record<AttentionPass, AttnTileTuple[]> = {
  * where adapterMatches(match), as in matmul-tables.ts.
  */
 export const MEASURED_ATTENTION_TILES: {
-  match: MeasuredTable['match']; source: string; table: Record<string, AttnTileTuple>; dqDs?: Record<string, string>;
+  match: MeasuredTable['match']; seeds?: string; source: string; table: Record<string, AttnTileTuple>; dqDs?: Record<string, string>;
 }[] = [
   {
     match: { vendor: 'nvidia', device: 'h200' },
+    seeds: 'nvidia/hopper',
     source: 'bench/attn-tune.ts on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan) at 16×512×12×64 '
       + '(base and small shapes agreed; the tunes: docs/records/README.md)',
     table: {
@@ -113,10 +115,31 @@ export const MEASURED_ATTENTION_TILES: {
 
 /** The first value `pick` finds in the measured tables that apply to this GPU (in table order). */
 export function measuredFor<T>(gpu: Gpu, pick: (t: (typeof MEASURED_ATTENTION_TILES)[number]) => T | undefined): T | undefined {
-  for (const t of MEASURED_ATTENTION_TILES) {
-    if (!adapterMatches(gpu, t.match)) continue;
-    const v = pick(t);
-    if (v !== undefined) return v;
+  return measuredWithSource(gpu, pick)?.value;
+}
+
+/**
+ * measuredFor with where the value came from: a table measured on this GPU model (`table`), else
+ * one that seeds this adapter's vendor and architecture (`seed`, MeasuredTable.seeds).
+ */
+export function measuredWithSource<T>(gpu: Gpu, pick: (t: (typeof MEASURED_ATTENTION_TILES)[number]) => T | undefined): { value: T; source: 'table' | 'seed' } | undefined {
+  const family = adapterFamily(gpu.adapterInfo);
+  for (const source of ['table', 'seed'] as const) {
+    for (const t of MEASURED_ATTENTION_TILES) {
+      const applies = source === 'table' ? adapterMatches(gpu, t.match) : family !== null && t.seeds === family && !adapterMatches(gpu, t.match);
+      if (!applies) continue;
+      const value = pick(t);
+      if (value !== undefined) return { value, source };
+    }
+  }
+  return undefined;
+}
+
+/** The candidate tile of a pass whose name (attnTileName) is `name`, if any (a tuned pick read back). */
+export function attnTileNamed(pass: AttentionPass, name: string): AttnTile | undefined {
+  for (const e of ATTENTION_CANDIDATES[pass]) {
+    const t = attnTileOf(e);
+    if (attnTileName(t) === name) return t;
   }
   return undefined;
 }

@@ -1,10 +1,14 @@
 /**
- * Which choice a GEMM call runs: forced by name, else one set for this device (setTunedVariant,
- * loadTunedTable: bench/autotune.ts fills them), else the measured table for this GPU model
- * (matmul-tables.ts), else the heuristic's cost model.
+ * Which choice a GEMM call runs: forced by name, else the picks tuned on this device (engine/tune:
+ * the in-product tuner, a loaded cache, setTunedVariant), else the shipped table measured on this
+ * GPU model (tables.ts), else one measured on another GPU of its vendor and architecture (a seed),
+ * else the heuristic's cost model. Each call notes its source (engine/tune/store.ts), so a run can
+ * say whether it ran tuned.
  */
 import { adapterMatches } from '../../gpu/device';
 import type { Runtime } from '../../gpu/runtime';
+import { adapterFamily } from '../../tune/adapter';
+import { type ChoiceSource, noteChoice, setTunedPicks, tunedEntries, tunedPicks } from '../../tune/store';
 import { MEASURED_TABLES } from './tables';
 import {
   choiceName, type MatmulChoice, type MatmulShape, matmulWorkspaceBytes, parseChoice, shapeKey, splitCandidates, splitPlan, tryParseChoice,
@@ -36,9 +40,22 @@ export interface HeuristicOptions {
  * dispatch and its barrier).
  */
 export function chooseMatmulVariant(shape: MatmulShape, limits: LimitsLike = DEFAULT_LIMITS, opts: HeuristicOptions = {}): string {
-  const P = opts.parallelThreads ?? 65536;
   let best = '';
   let bestCost = Infinity;
+  for (const c of heuristicCosts(shape, limits, opts)) {
+    if (c.cost < bestCost * (1 - 1e-9)) {
+      bestCost = c.cost;
+      best = c.name;
+    }
+  }
+  if (!best) throw new Error('matmul: no variant fits this device\'s limits');
+  return best;
+}
+
+/** The cost model's figure for every one-pass and split-K choice that fits (in variant order). */
+export function heuristicCosts(shape: MatmulShape, limits: LimitsLike = DEFAULT_LIMITS, opts: HeuristicOptions = {}): { name: string; cost: number }[] {
+  const P = opts.parallelThreads ?? 65536;
+  const out: { name: string; cost: number }[] = [];
   for (const v of availableVariants(limits)) {
     const threads = variantThreads(v);
     const tiles = Math.ceil(shape.M / v.BM) * Math.ceil(shape.N / v.BN);
@@ -47,60 +64,59 @@ export function chooseMatmulVariant(shape: MatmulShape, limits: LimitsLike = DEF
       const waves = Math.ceil((tiles * parts) / Math.max(1, Math.floor(P / threads)));
       const reduce = parts > 1 ? 0.001 * (parts + 1) * shape.M * shape.N + 900 : 0;
       const cost = (waves * v.BM * v.BN * Math.min(kChunk, Math.max(shape.K, v.BK))) / threads / v.eff + reduce;
-      if (cost < bestCost * (1 - 1e-9)) {
-        bestCost = cost;
-        best = choiceName(v.name, parts);
-      }
+      out.push({ name: choiceName(v.name, parts), cost });
     }
   }
-  if (!best) throw new Error('matmul: no variant fits this device\'s limits');
-  return best;
+  return out;
 }
 
 // ---- picks set for this device ---------------------------------------------------------------
 
-const tuned = new WeakMap<GPUDevice, Map<string, string>>();
-
-/** The choice bench/autotune.ts (or a loaded table) picked for this shape on this device, if any. */
+/** The choice tuned for this shape on this device (its best, with any workspace), if any. */
 export function tunedVariant(rt: Runtime, s: MatmulShape): string | undefined {
-  return tuned.get(rt.device)?.get(shapeKey(s));
+  return tunedPicks(rt.device, 'matmul', shapeKey(s))?.[0];
 }
 
+/** Sets one choice as this device's pick for a shape (a ladder of one). */
 export function setTunedVariant(rt: Runtime, s: MatmulShape, name: string): void {
-  setTunedKey(rt, shapeKey(s), name);
-}
-
-function setTunedKey(rt: Runtime, key: string, name: string): void {
   parseChoice(name);
-  let m = tuned.get(rt.device);
-  if (!m) tuned.set(rt.device, (m = new Map()));
-  m.set(key, name);
+  setTunedPicks(rt.device, 'matmul', shapeKey(s), [name]);
 }
 
-/** The picks so far as plain JSON (shapeKey → choice), to save next to a run's config. */
+/** The picks so far as plain JSON (shapeKey → best choice), to save next to a run's config. */
 export function tunedTable(rt: Runtime): Record<string, string> {
-  return Object.fromEntries(tuned.get(rt.device) ?? []);
+  return Object.fromEntries(Object.entries(tunedEntries(rt.device, 'matmul')).map(([k, v]) => [k, v[0]]));
 }
 
 /**
- * The pick of a measured table (matmul-tables.ts) for this device's adapter, if one matches: its
- * best, else the fastest of its ranked choices that `fits` (the workspace the call has).
+ * The pick of a shipped table for this device's adapter: one measured on this GPU model (`table`),
+ * else one whose `seeds` names this adapter's vendor and architecture (`seed`); its best, else the
+ * fastest of its ranked choices that `fits` (the workspace the call has).
  */
-export function measuredVariant(rt: Runtime, s: MatmulShape, fits: (choice: string) => boolean = () => true): string | undefined {
+export function measuredChoice(rt: Runtime, s: MatmulShape, fits: (choice: string) => boolean = () => true): { name: string; source: 'table' | 'seed' } | undefined {
   const key = shapeKey(s);
-  for (const t of MEASURED_TABLES) {
-    if (!adapterMatches(rt.gpu, t.match)) continue;
-    const name = [t.table[key], ...(t.ranked?.[key] ?? [])].find((c) => c !== undefined && fits(c));
-    if (name !== undefined) return name;
+  const family = adapterFamily(rt.gpu.adapterInfo);
+  for (const source of ['table', 'seed'] as const) {
+    for (const t of MEASURED_TABLES) {
+      const applies = source === 'table' ? adapterMatches(rt.gpu, t.match) : family !== null && t.seeds === family && !adapterMatches(rt.gpu, t.match);
+      if (!applies) continue;
+      const name = [t.table[key], ...(t.ranked?.[key] ?? [])].find((c) => c !== undefined && fits(c));
+      if (name !== undefined) return { name, source };
+    }
   }
   return undefined;
+}
+
+/** measuredChoice's name. */
+export function measuredVariant(rt: Runtime, s: MatmulShape, fits: (choice: string) => boolean = () => true): string | undefined {
+  return measuredChoice(rt, s, fits)?.name;
 }
 
 /** Restores saved picks; names that parse and fit this device's limits only (a table from another GPU). */
 export function loadTunedTable(rt: Runtime, table: Record<string, string>): void {
   for (const [key, name] of Object.entries(table)) {
     const c = tryParseChoice(name);
-    if (c && variantFits(c.variant, rt.device.limits)) setTunedKey(rt, key, name);
+    if (c && variantFits(c.variant, rt.device.limits)) setTunedPicks(rt.device, 'matmul', key, [name]);
   }
 }
 
@@ -113,22 +129,28 @@ export function loadTunedTable(rt: Runtime, table: Record<string, string>): void
  */
 export function pickChoice(rt: Runtime, args: MatmulShape & { label: string; variant?: string }, wsBytes: number): MatmulChoice {
   const fits = (name: string) => matmulWorkspaceBytes(args, name) <= wsBytes;
+  const key = shapeKey(args);
+  const made = (name: string, source: ChoiceSource) => {
+    noteChoice(rt.device, 'matmul', key, source);
+    return parseChoice(name);
+  };
   if (args.variant !== undefined) {
-    const c = parseChoice(args.variant);
+    parseChoice(args.variant);
     if (!fits(args.variant)) {
       throw new Error(`${args.label}: ${args.variant} needs a workspace of ${matmulWorkspaceBytes(args, args.variant)} bytes, have ${wsBytes}`);
     }
-    return c;
+    return made(args.variant, 'forced');
   }
   const usable = (name: string) => {
     const c = tryParseChoice(name);
     return c !== undefined && fits(name) && variantFits(c.variant, rt.device.limits);
   };
-  // A stale table entry (a variant since renamed) or one over this device's limits is passed over.
-  for (const t of [tunedVariant(rt, args), measuredVariant(rt, args, usable)]) {
-    if (t !== undefined && usable(t)) return parseChoice(t);
-  }
-  return parseChoice(chooseMatmulVariant(args, rt.device.limits, { workspaceBytes: wsBytes }));
+  // A stale entry (a variant since renamed) or one over this device's limits is passed over.
+  const tuned = tunedPicks(rt.device, 'matmul', key)?.find(usable);
+  if (tuned !== undefined) return made(tuned, 'tuned');
+  const measured = measuredChoice(rt, args, usable);
+  if (measured) return made(measured.name, measured.source);
+  return made(chooseMatmulVariant(args, rt.device.limits, { workspaceBytes: wsBytes }), 'heuristic');
 }
 
 /**

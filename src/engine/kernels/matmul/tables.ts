@@ -11,6 +11,12 @@ export interface MeasuredTable {
   match: { vendor?: string; architecture?: string; device?: string; description?: string };
   /** Where the figures come from: command, GPU, date. */
   source: string;
+  /**
+   * `vendor/architecture` (engine/tune/adapter.ts adapterFamily) of the GPUs this table seeds when
+   * they have no table of their own and nothing tuned: the same chip family runs the same picks
+   * well enough to start from (the H200's for an H100). Tuning on the GPU replaces them.
+   */
+  seeds?: string;
   table: Record<string, string>;
   /**
    * Where `table`'s pick is split-K: the choices a call with less workspace should take, fastest
@@ -24,6 +30,7 @@ export interface MeasuredTable {
 export const MEASURED_TABLES: MeasuredTable[] = [
   {
     match: { vendor: 'nvidia', device: 'h200' },
+    seeds: 'nvidia/hopper',
     source: 'bench/gemm-tune.ts --json on an NVIDIA H200 (driver 580.159.04, Dawn/Vulkan), the base model\'s shapes and the squares '
       + 'with the LEAN (_ia) variants and stream-K over 264 workgroups; the 65-wide (vocabulary) shapes keep an earlier tune\'s picks, '
       + 'because a later tune timed them at the GPU\'s idle clock (the tunes: docs/records/README.md)',

@@ -1,0 +1,116 @@
+/**
+ * The tuning cache on disk (engine/tune/cache.ts's JSON): `$LAB_TUNE_CACHE`, else
+ * `$XDG_CACHE_HOME/webgpu-quant-lab/tune.json`, else `~/.cache/webgpu-quant-lab/tune.json`; and the
+ * tune a `train --tune` / `peer --tune` run does before it builds its model.
+ */
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import path from 'node:path';
+import type { Runtime } from '../engine/gpu/runtime';
+import type { TrainOptions } from '../engine/train/options';
+import { adapterKeyOf, pendingTune, resetRunChoices, TuneCache, TuneCacheError, tuneForTraining, type TuningStatus } from '../engine/tune';
+import { errnoWords, UsageError } from './common';
+
+/** Where the cache file lives (see the module comment). */
+export function tuneCachePath(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.LAB_TUNE_CACHE) return path.resolve(env.LAB_TUNE_CACHE);
+  const base = env.XDG_CACHE_HOME && path.isAbsolute(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : path.join(homedir(), '.cache');
+  return path.join(base, 'webgpu-quant-lab', 'tune.json');
+}
+
+function readCache(file: string, what: string, hint = ''): TuneCache {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`${what}: ${errnoWords(e)}`);
+  }
+  try {
+    return TuneCache.parse(text, what);
+  } catch (e) {
+    if (e instanceof TuneCacheError) throw new UsageError(`${e.message}${hint}`);
+    throw e;
+  }
+}
+
+/** Reads the user's tuning cache file: empty when absent; a malformed one is a UsageError naming it. */
+export function readTuneCacheFile(file: string): TuneCache {
+  if (!existsSync(file)) return new TuneCache();
+  return readCache(file, `tuning cache ${file}`, ' (delete it to start a new cache, or point LAB_TUNE_CACHE elsewhere)');
+}
+
+/** Reads a file to import: it must exist and be a tuning cache (a malformed or foreign file is refused). */
+export function readImportFile(file: string): TuneCache {
+  if (!existsSync(file)) throw new UsageError(`--import ${file}: no such file`);
+  return readCache(file, `--import ${file}`);
+}
+
+/** Writes the cache atomically (a temporary file renamed over it), creating its folder. */
+export function writeTuneCacheFile(file: string, cache: TuneCache): void {
+  mkdirSync(path.dirname(file), { recursive: true });
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, cache.serialize());
+  renameSync(tmp, file);
+}
+
+/** What run.json records of a run's tuning. */
+export interface RunTuning {
+  /** tuned / partly tuned / defaults, and whether a shipped table was used (TuningStatus). */
+  status: TuningStatus['status'];
+  label: string;
+  shipped_table: boolean;
+  counts: TuningStatus['counts'];
+  /** With --tune: what the tune before the run did. */
+  tune?: { cache: string; tuned: number; cached: number; unfinished: number; seconds: number; budget_s: number };
+}
+
+export function runTuning(status: TuningStatus, tune?: RunTuning['tune']): RunTuning {
+  return { status: status.status, label: status.label, shipped_table: status.shippedTable, counts: status.counts, ...(tune ? { tune } : {}) };
+}
+
+/**
+ * The cache a run reads, before the GPU starts. With --tune a malformed cache file is refused (exit 2);
+ * without, the run warns and goes on with the shipped tables and the heuristic.
+ */
+export function runTuneCache(tune: boolean): TuneCache {
+  try {
+    return readTuneCacheFile(tuneCachePath());
+  } catch (e) {
+    if (tune || !(e instanceof UsageError)) throw e;
+    console.error(`warning: ${e.message}; running on the default kernel choices`);
+    return new TuneCache();
+  }
+}
+
+/**
+ * Before a run builds its model: with `tune` (--tune), tunes what this run needs and the cache
+ * lacks on this device within the budget and saves the cache; then the cache's entries for this
+ * adapter apply (the picks stay on the device for the model built next) and the device's record of
+ * choices starts afresh, so runTuningStatus(rt) after the build describes this run's model.
+ */
+export async function prepareRunKernels(rt: Runtime, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache,
+  tune: { budgetS: number } | null, log: (line: string) => void = (l) => console.error(l)): Promise<RunTuning['tune'] | undefined> {
+  let summary: RunTuning['tune'];
+  if (tune) {
+    const { budgetS } = tune;
+    const file = tuneCachePath();
+    const pending = pendingTune(rt, opts, cache, { budgetS });
+    log(`tune: ${pending.jobs.length} kernel choices to tune on this GPU (${pending.candidates} candidates, up to ~${Math.ceil(pending.seconds)} s; cache ${file})`);
+    let last = 0;
+    const outcome = await tuneForTraining(rt, opts, cache, {
+      budgetS,
+      onProgress: (p) => {
+        if (p.phase === 'done' || performance.now() - last < 2000) return;
+        last = performance.now();
+        log(`tune: ${p.jobsDone}/${p.jobs} ${p.job}${p.candidate ? ` ${p.candidate}` : ''} (${p.elapsedS.toFixed(0)} s, ~${Math.ceil(p.remainingS)} s left)`);
+      },
+    });
+    if (outcome.tuned.length) writeTuneCacheFile(file, cache);
+    log(`tune: ${outcome.tuned.length} tuned, ${outcome.cached.length} from the cache, ${outcome.unfinished.length} unfinished`
+      + `${outcome.outOfBudget ? ` (the ${budgetS} s budget ran out)` : ''} in ${outcome.elapsedS.toFixed(1)} s`);
+    summary = { cache: file, tuned: outcome.tuned.length, cached: outcome.cached.length, unfinished: outcome.unfinished.length, seconds: Number(outcome.elapsedS.toFixed(2)), budget_s: budgetS };
+  }
+  cache.applyTo(rt.device, adapterKeyOf(rt.gpu.adapterInfo));
+  resetRunChoices(rt);
+  return summary;
+}

@@ -1,0 +1,120 @@
+/**
+ * `npm run tune`: tunes the kernel choices a training run makes on this machine's GPU (engine/tune)
+ * and keeps them in the user's tuning cache (cli/tune-cache.ts), which `train --tune`, `peer --tune`
+ * and every later run on this adapter read. --import merges a file into the cache first (validated:
+ * a malformed or foreign file is refused before the GPU starts), --export writes the cache after.
+ */
+import { acquireNodeGpu } from '../engine/gpu/node';
+import { Runtime } from '../engine/gpu/runtime';
+import { adapterKeyOf, adapterLabel, pendingTune, tuneForTraining } from '../engine/tune';
+import { fail, num, parseCliArgs, UsageError } from './common';
+import { INTERRUPTED_EXIT } from './interrupt';
+import { parseTrainArgs } from './train-options';
+import { readImportFile, readTuneCacheFile, tuneCachePath, writeTuneCacheFile } from './tune-cache';
+
+export const TUNE_HELP = `usage: npm run tune -- [options]
+  --model micro|tiny|small|base   the run to tune for (default micro); with --scheme, --batch, --seq,
+  --scheme NAME|FILE.json         --config, --data, --tokenizer, --text-field as train takes them
+  --budget-s N                    stop starting new timings after N seconds (default 90); a choice cut
+                                  short keeps the best of what it timed
+  --force                         time again what the cache already holds for this adapter
+  --import FILE                   merge a tuning cache file (e.g. another member's export) into the cache
+                                  first; refused with an error if it is not a valid tuning cache
+  --export FILE                   write the cache (every adapter) to FILE at the end
+  --cpu                           force the SwiftShader CPU adapter
+With only --import and/or --export (no model option) nothing is tuned and no GPU is used.
+The cache: $LAB_TUNE_CACHE, else $XDG_CACHE_HOME/webgpu-quant-lab/tune.json, else ~/.cache/webgpu-quant-lab/tune.json.
+exit status: 0 done, 2 bad input (nothing written), 1 a failure during the tune, 130 interrupted (what was tuned is saved)`;
+
+const OWN = { 'budget-s': { type: 'string' }, force: { type: 'boolean' }, import: { type: 'string' }, export: { type: 'string' }, help: { type: 'boolean', short: 'h' } } as const;
+const PASSED = ['model', 'scheme', 'batch', 'seq', 'config', 'data', 'tokenizer', 'text-field', 'cpu'] as const;
+const MODEL_OPTIONS = PASSED.filter((k) => k !== 'cpu');
+
+async function main(): Promise<number> {
+  const argv = process.argv.slice(2);
+  const a = parseCliArgs(argv, {
+    ...OWN, model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, config: { type: 'string' },
+    data: { type: 'string' }, tokenizer: { type: 'string' }, 'text-field': { type: 'string' }, cpu: { type: 'boolean' },
+  });
+  if (a.help) {
+    console.log(TUNE_HELP);
+    return 0;
+  }
+  const budgetS = num('budget-s', a['budget-s'], { min: 1 }) ?? 90;
+  const file = tuneCachePath();
+  // Every input is checked before the GPU starts: the import, the cache, the run's options.
+  const imported = a.import !== undefined ? readImportFile(a.import) : null;
+  const cache = readTuneCacheFile(file);
+  const tuneRun = MODEL_OPTIONS.some((k) => a[k] !== undefined) || (a.import === undefined && a.export === undefined);
+  const trainArgv = PASSED.flatMap((k) => (a[k] === undefined ? [] : a[k] === true ? [`--${k}`] : [`--${k}`, String(a[k])]));
+  const plan = tuneRun ? await parseTrainArgs(trainArgv) : null;
+  if (tuneRun && !plan) throw new UsageError('nothing to tune');
+  if (imported) {
+    const { added } = cache.merge(imported);
+    writeTuneCacheFile(file, cache);
+    console.error(`imported ${a.import}: ${added} entries merged into ${file}`);
+  }
+  let summary: Record<string, unknown> = { cache: file };
+  let interrupted = false;
+  if (plan) {
+    const flags = ['disable-dawn-features=timestamp_quantization'];
+    // A CPU adapter compiles each pipeline for seconds with Vulkan's zero-initialization extension; Tint's own loop is the same semantics.
+    if (plan.cpu) flags.push('disable-dawn-features=use_vulkan_zero_initialize_workgroup_memory_extension');
+    const gpu = await acquireNodeGpu({ forceSwiftShader: plan.cpu, dawnFlags: flags });
+    const rt = new Runtime(gpu);
+    const adapter = adapterKeyOf(gpu.adapterInfo);
+    const pending = pendingTune(rt, plan.opts, cache, { budgetS, force: a.force });
+    console.error(`adapter: ${adapterLabel(adapter)}`);
+    console.error(`tune ${plan.preset} (${plan.scheme.name}, batch ${plan.opts.batch}, seq ${plan.opts.seq}): ${pending.jobs.length} kernel choices to tune, `
+      + `${pending.candidates} candidates, up to ~${Math.ceil(pending.seconds)} s`);
+    const abort = new AbortController();
+    const onSignal = () => {
+      interrupted = true;
+      console.error('\ninterrupted: stopping after the candidate in flight and saving what was tuned');
+      abort.abort();
+    };
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    let last = 0;
+    try {
+      const outcome = await tuneForTraining(rt, plan.opts, cache, {
+        budgetS, force: a.force, signal: abort.signal,
+        onProgress: (p) => {
+          if (p.phase === 'done' || performance.now() - last < 1000) return;
+          last = performance.now();
+          console.error(`  [${p.done}/${p.total}] ${p.job}${p.candidate ? `: ${p.candidate}` : ''} (${p.elapsedS.toFixed(0)} s, ~${Math.ceil(p.remainingS)} s left)`);
+        },
+      });
+      for (const t of outcome.tuned) console.error(`  ${t.label}: ${t.pick} ${t.ms.toFixed(4)} ms (${t.candidates} candidates)`);
+      for (const u of outcome.unfinished) console.error(`  ${u.key}: not tuned (${u.why})`);
+      writeTuneCacheFile(file, cache);
+      summary = {
+        adapter, cache: file, tuned: outcome.tuned.length, cached: outcome.cached.length, unfinished: outcome.unfinished.length,
+        rejected: outcome.rejected.length, elapsed_s: Number(outcome.elapsedS.toFixed(2)), out_of_budget: outcome.outOfBudget, cancelled: outcome.cancelled,
+        entries: cache.counts(adapter),
+      };
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      rt.destroy();
+    }
+  }
+  if (a.export !== undefined) {
+    try {
+      writeTuneCacheFile(a.export, cache);
+    } catch (e) {
+      throw new Error(`--export ${a.export}: ${(e as Error).message}`);
+    }
+    console.error(`exported the cache to ${a.export}`);
+    summary.exported = a.export;
+  }
+  console.log(JSON.stringify(summary));
+  return interrupted ? INTERRUPTED_EXIT : 0;
+}
+
+// Dawn in plain Node: keep the event loop alive while GPU callbacks are pending.
+const keepAlive = setInterval(() => {}, 1000);
+main().then((code) => {
+  clearInterval(keepAlive);
+  process.exit(code);
+}, fail);

@@ -1,0 +1,55 @@
+/**
+ * The code hash of each tuned kernel family: its WGSL (as the pipelines get it, for a few
+ * representative specializations) and its candidate parameters. A tuning cache entry carries the
+ * hash of its family at tuning time; a changed kernel (or a changed candidate list) has a new hash,
+ * so its entries stop applying while the other families' stay.
+ */
+import attnFwd from '../kernels/attention/attention.wgsl?raw';
+import attnBwdResident from '../kernels/attention/bwd-blocked-resident.wgsl?raw';
+import attnBwdStream from '../kernels/attention/bwd-blocked-stream.wgsl?raw';
+import attnBwdBlocked from '../kernels/attention/bwd-blocked.wgsl?raw';
+import attnBwdI8 from '../kernels/attention/bwd-i8-codes.wgsl?raw';
+import attnBwd from '../kernels/attention/bwd.wgsl?raw';
+import attnDqDs from '../kernels/attention/dq-ds.wgsl?raw';
+import attnDs from '../kernels/attention/ds.wgsl?raw';
+import attnFwdBlockedIo from '../kernels/attention/fwd-blocked-io.wgsl?raw';
+import attnFwdBlocked from '../kernels/attention/fwd-blocked.wgsl?raw';
+import attnLoad from '../kernels/attention/load.wgsl?raw';
+import splitKSrc from '../kernels/matmul/splitk.wgsl?raw';
+import streamKSrc from '../kernels/matmul/streamk.wgsl?raw';
+import { ATTENTION_CANDIDATES } from '../kernels/attention/tables';
+import { MATMUL_VARIANTS } from '../kernels/matmul/variants';
+import { matmulCode } from '../kernels/matmul/wgsl';
+import { hashText } from './hash';
+import type { KernelFamily } from './store';
+
+/**
+ * Bumped by hand when a family's host code changes what a tuned pick means without its WGSL or
+ * candidates changing (e.g. how a split-K choice cuts K).
+ */
+const HOST_VERSION: Record<KernelFamily, number> = { matmul: 1, attention: 1 };
+
+function familyText(family: KernelFamily): string {
+  if (family === 'matmul') {
+    // The generated text: plain, vec4 with the k loop written out, the 8x16 and stream-K edits, the LEAN text.
+    const codes = [matmulCode(false, false, false), matmulCode(true, true, true, 8, true, false, false),
+      matmulCode(true, true, true, 16, false, true, true), matmulCode(true, false, true, 8, false, false, true)];
+    return [...codes, splitKSrc, streamKSrc, JSON.stringify(MATMUL_VARIANTS)].join('\n--\n');
+  }
+  return [attnFwd, attnBwdResident, attnBwdStream, attnBwdBlocked, attnBwdI8, attnBwd, attnDqDs, attnDs, attnFwdBlockedIo, attnFwdBlocked,
+    attnLoad, JSON.stringify(ATTENTION_CANDIDATES)].join('\n--\n');
+}
+
+const hashes = new Map<KernelFamily, string>();
+
+/** The code hash of a kernel family (computed once). */
+export function codeHash(family: KernelFamily): string {
+  let h = hashes.get(family);
+  if (!h) hashes.set(family, (h = `${HOST_VERSION[family]}-${hashText(familyText(family))}`));
+  return h;
+}
+
+/** Every family's code hash. */
+export function codeHashes(): Record<KernelFamily, string> {
+  return { matmul: codeHash('matmul'), attention: codeHash('attention') };
+}

@@ -1,0 +1,46 @@
+/**
+ * Tuning in the product (issue 36): the kernel choices a run makes, timed on the user's GPU and
+ * kept per adapter and kernel code. Entry points: `npm run tune` and `train --tune` (cli/tune.ts),
+ * the page's "Tune this GPU" (state/tune-store.ts). The kernels read the picks from ./store.ts.
+ */
+import type { Runtime } from '../gpu/runtime';
+import { resolveTrainingPlan } from '../plan/train-plan';
+import type { TrainOptions } from '../train/options';
+import { adapterKeyOf } from './adapter';
+import type { TuneCache } from './cache';
+import { planTuneJobs, type TuneJob } from './jobs';
+import { madeChoices, resetChoices, tuningStatus, type TuningStatus } from './store';
+import { missingJobs, type TuneOptions, type TuneOutcome, tuneEstimate, tuneJobs } from './tuner';
+
+export { adapterFamily, adapterId, type AdapterKey, adapterKeyOf, adapterLabel } from './adapter';
+export { emptyTuneCache, parseTuneCache, TuneCache, TuneCacheError, type TuneCacheData, type TuneEntry } from './cache';
+export { codeHash, codeHashes } from './families';
+export { planTuneJobs, type TuneJob } from './jobs';
+export { type ChoiceSource, KERNEL_FAMILIES, type KernelFamily, madeChoices, resetChoices, tuningStatus, type TuningStatus } from './store';
+export { attentionCandidates, matmulCandidateProblem, matmulCandidates, missingJobs, type TuneOptions, type TuneOutcome, type TuneProgress, tuneEstimate, tuneJobs } from './tuner';
+
+/** The tuning jobs of a training run (its model, batch, context and scheme). */
+export function trainingTuneJobs(opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>): TuneJob[] {
+  return planTuneJobs(resolveTrainingPlan(opts).model);
+}
+
+/** Tunes what a training run needs and the cache lacks on this device; the cache's entries for this adapter apply afterwards. */
+export function tuneForTraining(rt: Runtime, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache, o: TuneOptions = {}): Promise<TuneOutcome> {
+  return tuneJobs(rt, trainingTuneJobs(opts), cache, o);
+}
+
+/** What a tune of this run would still do on this device: jobs the cache lacks, their candidates and a first estimate of the seconds. */
+export function pendingTune(rt: Runtime, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache, o: TuneOptions = {}) {
+  const jobs = missingJobs(trainingTuneJobs(opts), cache, adapterKeyOf(rt.gpu.adapterInfo), o.force);
+  return { jobs, ...tuneEstimate(rt, jobs, o) };
+}
+
+/** How the choices made on this device since resetChoices were sourced (tuned, partly, defaults; shipped table). */
+export function runTuningStatus(rt: Runtime): TuningStatus {
+  return tuningStatus(madeChoices(rt.device));
+}
+
+/** Starts a fresh record of this device's choices (call before building a model whose status is wanted). */
+export function resetRunChoices(rt: Runtime): void {
+  resetChoices(rt.device);
+}

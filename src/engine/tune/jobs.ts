@@ -1,0 +1,89 @@
+/**
+ * The kernel choices a training run makes, as tuning jobs: each linear layer's forward, dX and dW
+ * GEMM that runs in fp32 (with the split-K workspace the model gives its dW GEMMs), the LM head's,
+ * and the attention tiles of each pass at the model's head dim (the INT8-score kernels' where the
+ * scheme computes attention scores in INT8). Mirrors how the model calls the kernels
+ * (model/linear-gemms.ts, llama.ts, backward.ts); a choice it misses is reported by the run as
+ * not tuned (store.ts), never silently.
+ */
+import type { AttentionPass } from '../kernels/attention/tables';
+import { type MatmulShape, shapeKey } from '../kernels/matmul/plan';
+import { linearsTransposed } from '../model/plan';
+import type { RunPlan } from '../plan/run-plan';
+import type { KernelFamily } from './store';
+
+export interface MatmulJob {
+  family: 'matmul';
+  key: string;
+  /** What a person reads: the shape and the layers that run it. */
+  label: string;
+  shape: MatmulShape;
+  /** Split-K workspace the model's call has (0: one pass only). */
+  workspaceBytes: number;
+}
+
+/** The attention kernels whose tiles are tuned: the fp32 passes and the INT8-score ones. */
+export type AttentionKernel = AttentionPass | 'fwdI8' | 'dkdvI8' | 'dkdvDp8';
+
+export interface AttentionJob {
+  family: 'attention';
+  key: string;
+  label: string;
+  kernel: AttentionKernel;
+  shape: { B: number; T: number; nH: number; nKV: number; D: number };
+}
+
+export type TuneJob = MatmulJob | AttentionJob;
+
+export function jobFamily(j: TuneJob): KernelFamily {
+  return j.family;
+}
+
+/** The tuning jobs of a resolved model plan (plan/run-plan.ts), one per distinct choice key. */
+export function planTuneJobs(plan: RunPlan): TuneJob[] {
+  const { N, C, F, V, QC, KVC, B, T, nH, nKV, D } = plan.dims;
+  const bytes = (key: string) => plan.buffers.find((b) => b.key === key)?.bytes ?? 0;
+  // dW GEMMs split K into a dead backward scratch (linear-gemms.ts dwWorkspace); none under tensor parallelism.
+  const ws = (scratch: 'dq' | 'dF1') => (plan.wire.tp ? 0 : bytes(scratch));
+  const gemms = new Map<string, MatmulJob>();
+  const add = (shape: MatmulShape, workspaceBytes: number, what: string) => {
+    const key = shapeKey(shape);
+    const have = gemms.get(key);
+    if (have) {
+      have.workspaceBytes = Math.max(have.workspaceBytes, workspaceBytes);
+      if (!have.label.includes(what)) have.label += `, ${what}`;
+    } else {
+      gemms.set(key, { family: 'matmul', key, label: `${shape.M}x${shape.N}x${shape.K} ${shape.transA ? 'T' : 'N'}${shape.transB ? 'T' : 'N'}: ${what}`, shape, workspaceBytes });
+    }
+  };
+  // [name, in, out, dW scratch]
+  const linears: [string, number, number, 'dq' | 'dF1'][] = [
+    ['q', C, QC, 'dF1'], ['k', C, KVC, 'dF1'], ['v', C, KVC, 'dF1'], ['o', QC, C, 'dF1'],
+    ['gate', C, F, 'dq'], ['up', C, F, 'dq'], ['down', F, C, 'dq'],
+  ];
+  const nn = linearsTransposed(N, plan.linearNnMinRows);
+  const int8Attention = { qk: false, dp: false };
+  for (const layer of plan.layers) {
+    const c = layer.compute;
+    for (const [name, cin, cout, scratch] of linears) {
+      if (c.forward === 'fp32') add({ M: N, N: cout, K: cin, transA: false, transB: !nn }, 0, `${name} forward`);
+      if (c.dx === 'fp32') add({ M: N, N: cin, K: cout }, 0, `${name} dX`);
+      if (c.dw === 'fp32') add({ M: cout, N: cin, K: N, transA: true }, ws(scratch), `${name} dW`);
+    }
+    if (c.attentionQk === 'int8') int8Attention.qk = true;
+    if (c.attentionDp === 'int8') int8Attention.dp = true;
+  }
+  add({ M: N, N: V, K: C, transB: true }, 0, 'lm_head forward');
+  if (plan.training) {
+    add({ M: N, N: C, K: V }, 0, 'lm_head dX');
+    add({ M: V, N: C, K: N, transA: true }, ws('dq'), 'lm_head dW');
+  }
+  const shape = { B, T, nH, nKV, D };
+  const kernels: AttentionKernel[] = ['fwd', ...(plan.training ? ['dq', 'dkdv'] as const : [])];
+  if (int8Attention.qk) kernels.push('fwdI8', ...(plan.training ? ['dkdvI8'] as const : []));
+  if (int8Attention.dp && plan.training) kernels.push('dkdvDp8');
+  const attention: AttentionJob[] = kernels.map((kernel) => ({
+    family: 'attention', key: `${kernel}/D${D}`, label: `attention ${kernel} at head dim ${D} (${B}x${T}x${nH}x${D})`, kernel, shape,
+  }));
+  return [...gemms.values(), ...attention];
+}
