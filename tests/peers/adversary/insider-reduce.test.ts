@@ -17,9 +17,9 @@ const RUN = 7;
 const n = 3000;
 
 /** Honest gradients of one direction plus per-member noise (cosine ≈ 0.6 between members). */
-function honest(seed: number): Float32Array[] {
+function honest(seed: number, k = 2): Float32Array[] {
   const base = new Rng(seed).normalArray(n, 1);
-  return [1, 2].map((k) => {
+  return Array.from({ length: k }, (_, i) => i + 1).map((k) => {
     const noise = new Rng(seed * 10 + k).normalArray(n, 0.8);
     return base.map((v, i) => v + noise[i]);
   });
@@ -27,7 +27,7 @@ function honest(seed: number): Float32Array[] {
 
 /** The 2-member run without the insider: what the honest members must end with when it is left out. */
 async function reference(gs: Float32Array[]): Promise<Float32Array> {
-  const { transports } = LoopbackHub.group(2);
+  const { transports } = LoopbackHub.group(gs.length);
   const groups = transports.map((t) => new PeerGroup(t, { runId: RUN, timeoutMs: 5000 }));
   return (await Promise.all(groups.map((g, r) => allReduceMean(g, gs[r], { mode: 'fp32', screen: DEFAULT_SCREEN }))))[0].out;
 }
@@ -51,35 +51,39 @@ type Attack = (honest: Float32Array[]) => Plan;
 
 const MEMBERS = ['p0', 'p1', 'p2'];
 
-async function attack(a: Attack, opts: { graceMs?: number } = {}) {
+/** `k` honest members p0..p{k−1} and the insider p{k} (it sorts last: the honest ranks are as in the reference). */
+async function attack(a: Attack, opts: { graceMs?: number; k?: number } = {}) {
+  const k = opts.k ?? 2;
+  const HONEST = Array.from({ length: k }, (_, i) => `p${i}`);
+  const MEMBERS = [...HONEST, `p${k}`];
   const hub = new LoopbackHub();
-  const t = ['p0', 'p1'].map((id) => hub.endpoint(id));
-  const evil = new Insider(hub.endpoint('p2')); // sorts last: the honest ranks are 0 and 1, as in the reference
+  const t = HONEST.map((id) => hub.endpoint(id));
+  const evil = new Insider(hub.endpoint(`p${k}`));
   const groups = t.map((x) => new PeerGroup(x, { runId: RUN, timeoutMs: 3000, members: MEMBERS }));
-  const gs = honest(5);
+  const gs = honest(5, k);
   const t0 = Date.now();
   const runs = groups.map((g, r) => allReduceMean(g, gs[r], { mode: 'fp32', screen: DEFAULT_SCREEN, graceMs: opts.graceMs }));
-  const commits = await Promise.all(['p0', 'p1'].map((p) => evil.recv(p, RUN, 0, 0)));
+  const commits = await Promise.all(HONEST.map((p) => evil.recv(p, RUN, 0, 0)));
   // It waits to see a contribution before committing: none comes.
   await new Promise((r) => setTimeout(r, 200));
-  const peeked = ['p0', 'p1'].some((p) => [1, 2].some((tag) => evil.has(p, RUN, 0, tag)));
+  const peeked = HONEST.some((p) => [1, 2].some((tag) => evil.has(p, RUN, 0, tag)));
   const plan = a(gs);
   const ctx = Insider.context(RUN, 0, 0, MEMBERS);
   const pick = (v: Float32Array[] | Float32Array, i: number) => f32.encode(Array.isArray(v) ? v[i] : v);
   const mine = (i: number) => pick(plan.to, i);
   const revealed = (i: number) => pick(plan.reveal ?? plan.to, i);
   const myCommit = (i: number) => evil.commitment(ctx, mine(i));
-  ['p0', 'p1'].forEach((p, i) => evil.send(p, FRAME.allGather, RUN, 0, 0, myCommit(i)));
-  const seen = await Promise.all(['p0', 'p1'].map((p) => evil.recv(p, RUN, 0, 2)));
-  ['p0', 'p1'].forEach((p, i) => {
-    evil.send(p, FRAME.allGather, RUN, 0, 1, Insider.row([Insider.slot(commits[0]), Insider.slot(commits[1]), Insider.slot(myCommit(i))]));
+  HONEST.forEach((p, i) => evil.send(p, FRAME.allGather, RUN, 0, 0, myCommit(i)));
+  const seen = await Promise.all(HONEST.map((p) => evil.recv(p, RUN, 0, 2)));
+  const slotsFor = (i: number) => [...commits.map((c) => Insider.slot(c)), Insider.slot(myCommit(i))];
+  HONEST.forEach((p, i) => {
+    evil.send(p, FRAME.allGather, RUN, 0, 1, Insider.row(slotsFor(i)));
     if (!plan.withhold?.includes(p)) evil.send(p, FRAME.allGather, RUN, 0, 2, revealed(i));
   });
-  ['p0', 'p1'].forEach((p, i) => {
+  HONEST.forEach((p, i) => {
     if (plan.withholdEcho?.includes(p)) return;
-    const got = [seen[0], seen[1], mine(i)];
-    const slots = [Insider.slot(commits[0]), Insider.slot(commits[1]), Insider.slot(myCommit(i))];
-    evil.send(p, FRAME.allGather, RUN, 0, 3, plan.echo ? plan.echo(got, p, slots) : Insider.row(slots));
+    const got = [...seen, mine(i)];
+    evil.send(p, FRAME.allGather, RUN, 0, 3, plan.echo ? plan.echo(got, p, slotsFor(i)) : Insider.row(slotsFor(i)));
   });
   const settled = await Promise.allSettled(runs);
   for (const x of settled) if (x.status === 'rejected') throw x.reason;
@@ -109,6 +113,15 @@ describe('an insider against the verifiable all-reduce (3 members, fp32, default
     expect(peeked).toBe(false); // nothing was revealed to it before it committed
     for (const r of res) {
       expect(r.excluded.map((e) => [e.peer, e.fault])).toEqual([['p2', fault]]);
+      expect(r.excluded[0].why).toMatch(why);
+      expect(same(r.out, ref)).toBe(true);
+    }
+  });
+
+  it.each(cases.slice(0, 3))('a group of 4 (three honest): %s is left out on all three, the mean equals the three alone', async (_, a, why, fault) => {
+    const { res, ref } = await attack(a, { k: 3 });
+    for (const r of res) {
+      expect(r.excluded.map((e) => [e.peer, e.fault])).toEqual([['p3', fault]]);
       expect(r.excluded[0].why).toMatch(why);
       expect(same(r.out, ref)).toBe(true);
     }
