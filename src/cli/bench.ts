@@ -8,6 +8,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../engine/gpu/node';
+import { adapterKeyOf, runTuningStatus } from '../engine/tune';
+import { runTuneCache, tuneCachePath } from './tune-cache';
 import { Runtime } from '../engine/gpu/runtime';
 import { setI8SplitKMax } from '../engine/kernels/qgemm/splitk';
 import { enableI8TensorCores, i8TcLabel } from '../engine/kernels/qgemm/tc';
@@ -207,6 +209,9 @@ async function main(): Promise<void> {
       : 'disable-dawn-features=timestamp_quantization', ...(a['no-tensor-cores'] ? [] : ['enable-dawn-features=allow_unsafe_apis'])];
     const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags });
     const rt = new Runtime(gpu);
+    // What the user's tuning cache holds for this adapter applies, as in every run (npm run tune; empty: shipped tables, heuristic).
+    const tuneApplied = runTuneCache(false).applyTo(rt.device, adapterKeyOf(gpu.adapterInfo));
+    if (tuneApplied) console.error(`tuning cache ${tuneCachePath()}: ${tuneApplied} tuned choices for this adapter`);
     setI8SplitKMax(rt, i8SplitMax);
     setAttentionDqPath(rt, attnDq);
     setTransposeQuantVariant(rt, tqVariant === undefined ? undefined : TQ_VARIANTS[tqVariant]);
@@ -227,6 +232,10 @@ async function main(): Promise<void> {
     const onRow = (row: BenchRow) => console.error(`  ${row.suite} ${row.name}: ${fmt(row.value)} ${row.unit}`);
     try {
       for (const s of SUITE_NAMES) if (suite === s || suite === 'all') rows.push(...(await runSuite(rt, s, plan, onRow)));
+      // Whether the figures ran on tuned kernels, partly, or defaults (shipped table, heuristic): docs/benchmarks.md says which.
+      const tuning = runTuningStatus(rt);
+      Object.assign(out, { tuning: { cache: tuneCachePath(), applied: tuneApplied, status: tuning.status, label: tuning.label, counts: tuning.counts } });
+      console.error(`kernels: ${tuning.label}`);
     } finally {
       rt.destroy();
     }
