@@ -119,7 +119,9 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
   const context = exchangeContext(g.runId, g.step, base, g.members);
   const mineP = c.encode(spans);
   if (mineP.length !== spans.length) throw new Error(`verified all-reduce: the backend encoded ${mineP.length} buckets for ${spans.length} spans`);
-  mineP.forEach((p) => p.catch(() => {})); // awaited below
+  // The order the buckets' bytes came to exist in (backward's, when streamed): they go out in it.
+  const ready: number[] = [];
+  mineP.forEach((p, b) => p.then(() => ready.push(b), () => {})); // awaited below
   const rowTag = base + 1;
   const echoTag = base + 2 + spans.length;
 
@@ -179,10 +181,11 @@ export async function reduceContributions<R>(g: PeerGroup, c: Contributions<R>, 
     waitR = lastOne(skip1, () => g.members.map((_, r) => r).filter((r) => r !== me && arrived[r] < spans.length + 1 && !skip1.has(r)), grace, performance.now(), 2);
     const got = (r: number) => (count(r), waitR!.check());
     const rowsP = g.allGatherSomeAt(rowTag, encodeRow(commits), skip1, (from, b) => (takeRow(from, b), got(from)));
-    const gathers = mine.map((bytes, b) => {
+    const gathers: Promise<(Uint8Array | null)[]>[] = new Array(spans.length);
+    for (const b of ready) {
       o.onBucketSent?.(b);
-      return g.allGatherSomeAt(base + 2 + b, bytes, skip1, got);
-    });
+      gathers[b] = g.allGatherSomeAt(base + 2 + b, mine[b], skip1, got);
+    }
     waitR.check();
     gathers.forEach((p) => p.catch(() => {})); // awaited below; an earlier failure must not leave them unhandled
     commitRows = (await rowsP).map((b, k) => (k === me || !b ? null : decodeRow(b, N)));
