@@ -23,10 +23,14 @@ describe('resolvePlan', () => {
       p.layers.forEach((lp, l) => {
         const ls = layerScheme(scheme, l);
         const c = ls.compute;
+        // An f16 GEMM executes as fp32 until its path is an f16 one; the f16 request is kept in compute.f16.
+        const x = (f: typeof c.forward) => (f === 'f16' ? 'fp32' : f);
         expect(lp).toMatchObject({
           weights: ls.weights, gemmInputs: ls.gemm_inputs, gemmOutputGrads: ls.gemm_output_grads,
-          compute: { forward: c.forward, dx: c.dx, dw: c.dw, dwBlock: c.dw_block, gradRounding: c.grad_rounding, attentionQk: c.attention_qk, attentionDp: c.attention_dp },
+          compute: { forward: x(c.forward), dx: x(c.dx), dw: x(c.dw), dwBlock: c.dw_block, gradRounding: c.grad_rounding, attentionQk: x(c.attention_qk), attentionDp: x(c.attention_dp) },
         });
+        const f16 = { forward: c.forward === 'f16', dx: c.dx === 'f16', dw: c.dw === 'f16', attention: c.attention_qk === 'f16' || c.attention_dp === 'f16' };
+        expect(lp.compute.f16).toEqual(Object.values(f16).some(Boolean) ? f16 : undefined);
       });
       // INT8 operand buffers exactly where some layer's GEMM is INT8 (dX and dW only with a backward).
       const rows = p.layers.some((l) => l.compute.forward === 'int8' || (training && l.compute.dx === 'int8'));

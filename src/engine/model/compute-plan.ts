@@ -14,25 +14,109 @@ import type { BufferSpec, ModelDims } from './dims';
 import { ALIGN_FLOATS } from './params';
 import type { ActivationStorage, LayerSavedKey } from './plan';
 
-/** The kernel a GEMM ran: the fp32 matmul, INT8 with dot4I8Packed, or INT8 on tensor cores. */
-export type GemmPath = 'fp32' | 'int8-dot4' | 'int8-tensor-core';
+/** The kernel an f16 GEMM runs (kernels/matmul-f16): tensor cores, the SIMT kernel, or the fp32 GEMM where neither can. */
+export type F16GemmPath = 'f16-tensor-core' | 'f16-simt' | 'fp32';
+
+/** The kernel a GEMM ran: the fp32 matmul, INT8 with dot4I8Packed, INT8 on tensor cores, or an f16 kernel. */
+export type GemmPath = 'fp32' | 'int8-dot4' | 'int8-tensor-core' | F16GemmPath;
+
+/** The formats the model's kernels execute: an f16 GEMM is recorded in LayerCompute.f16 and executes as fp32 until its path is an f16 one. */
+export type ExecFormat = Exclude<ComputeFormat, 'f16'>;
+
+/** Which of a layer's GEMMs the scheme asks to compute in f16 (absent: none). */
+export interface LayerF16 {
+  forward: boolean;
+  dx: boolean;
+  dw: boolean;
+  /** attention_qk or attention_dp 'f16': runs fp32 attention for now (no f16 attention kernel yet). */
+  attention: boolean;
+}
 
 export interface LayerCompute {
-  forward: ComputeFormat;
-  dx: ComputeFormat;
-  dw: ComputeFormat;
+  forward: ExecFormat;
+  dx: ExecFormat;
+  dw: ExecFormat;
   /** Tokens per scale block of the INT8 dW operands; 'all': per channel over all tokens (qgemmI8). */
   dwBlock: number | 'all';
   /** Rounding of the dY operands of INT8 dX and dW. */
   gradRounding: 'nearest' | 'stochastic';
   /** The attention scores S = Q·Kᵀ (kernels/attention-i8.ts for INT8). */
-  attentionQk: ComputeFormat;
+  attentionQk: ExecFormat;
   /** The attention backward's dP = dO·Vᵀ (INT8: in the INT8-score dK/dV kernel). */
-  attentionDp: ComputeFormat;
+  attentionDp: ExecFormat;
+  /** The GEMMs the scheme asks for in f16 (their fields above say fp32, what runs without an f16 path). */
+  f16?: LayerF16;
 }
 
+const exec = (f: ComputeFormat): ExecFormat => (f === 'f16' ? 'fp32' : f);
+
 export function layerCompute(c: ComputeScheme): LayerCompute {
-  return { forward: c.forward, dx: c.dx, dw: c.dw, dwBlock: c.dw_block, gradRounding: c.grad_rounding, attentionQk: c.attention_qk, attentionDp: c.attention_dp };
+  const out: LayerCompute = {
+    forward: exec(c.forward), dx: exec(c.dx), dw: exec(c.dw), dwBlock: c.dw_block, gradRounding: c.grad_rounding,
+    attentionQk: exec(c.attention_qk), attentionDp: exec(c.attention_dp),
+  };
+  const f16 = { forward: c.forward === 'f16', dx: c.dx === 'f16', dw: c.dw === 'f16', attention: c.attention_qk === 'f16' || c.attention_dp === 'f16' };
+  if (Object.values(f16).some(Boolean)) out.f16 = f16;
+  return out;
+}
+
+/** Some GEMM of the layer is f16 (attention included). */
+export const usesF16 = (c: LayerCompute) => !!c.f16 && Object.values(c.f16).some(Boolean);
+
+/** What the device offers f16 GEMMs (gpu features.shaderF16; a tensor-core layout verified by enableF16TensorCores). */
+export interface F16Features {
+  shaderF16: boolean;
+  tensorCores: boolean;
+}
+
+/**
+ * Whether the model's linear layers run f16 GEMMs on an f16 path (issue 35 step 3: f16 operand
+ * copies, cast kernels, the trainer's loss scaling). Until they do, every f16 GEMM runs fp32 and the
+ * plan says why: a path must name what runs.
+ */
+export const MODEL_RUNS_F16_GEMMS = false;
+
+export interface F16Resolution {
+  /** The path every linear f16 GEMM of the run takes. */
+  path: F16GemmPath;
+  /** Why 'fp32' (each reason that applies), or null. */
+  why: string | null;
+}
+
+/** The path of the run's f16 GEMMs on a device (null: not known, e.g. a plan made before the device): fp32 with the reasons where it cannot run f16. */
+export function f16GemmPath(dev: F16Features | null, o: { tp?: boolean; modelRuns?: boolean } = {}): F16Resolution {
+  const why: string[] = [];
+  if (!dev) why.push('no device features were given to the plan');
+  else if (!dev.shaderF16) why.push('this device has no shader-f16');
+  if (!(o.modelRuns ?? MODEL_RUNS_F16_GEMMS)) why.push('the model does not run f16 GEMMs yet (their operands\' f16 copies are not built)');
+  if (o.tp) why.push('the tensor-parallel layers run fp32 GEMMs');
+  if (why.length) return { path: 'fp32', why: why.join('; ') };
+  return { path: dev!.tensorCores ? 'f16-tensor-core' : 'f16-simt', why: null };
+}
+
+/** Per layer, the path of each GEMM the scheme asks for in f16 (null: not f16); attention f16 runs fp32 attention for now. */
+export interface LayerF16Paths {
+  layer: number;
+  forward: F16GemmPath | null;
+  dx: F16GemmPath | null;
+  dw: F16GemmPath | null;
+  attention: 'fp32' | null;
+  /** One line for the run's output: what was asked in f16 and what runs. */
+  note: string | null;
+}
+
+export function layerF16Paths(layers: { compute: LayerCompute }[], training: boolean, r: F16Resolution): LayerF16Paths[] {
+  return layers.map(({ compute: c }, layer) => {
+    const f = c.f16;
+    const at = (on: boolean | undefined, backward = false) => (on && (!backward || training) ? r.path : null);
+    const p: LayerF16Paths = { layer, forward: at(f?.forward), dx: at(f?.dx, true), dw: at(f?.dw, true), attention: f?.attention ? 'fp32' : null, note: null };
+    const gemms = (['forward', 'dx', 'dw'] as const).filter((g) => p[g]);
+    const parts: string[] = [];
+    if (gemms.length) parts.push(`${gemms.join(', ')} f16 → ${r.path}${r.why ? ` (${r.why})` : ''}`);
+    if (p.attention) parts.push('attention f16 → fp32 attention (no f16 attention kernel yet)');
+    p.note = parts.length ? parts.join('; ') : null;
+    return p;
+  });
 }
 
 export const usesInt8 = (c: LayerCompute) => c.forward === 'int8' || c.dx === 'int8' || c.dw === 'int8';
@@ -58,6 +142,13 @@ export function computeErrors(scheme: Scheme, d: ModelDims, layers: LayerCells[]
       if (d.D % 4) out.push(`${at}: INT8 attention scores pack 4 values per word and head_dim = ${d.D} is not a multiple of 4`);
     }
     if (c.attentionDp === 'int8' && c.attentionQk !== 'int8') out.push(`${at}: attention_dp 'int8' runs in the INT8-score dK/dV kernel; set attention_qk to 'int8' too`);
+    // An f16 GEMM rounds its operands to f16 itself; a fake-quantized copy in front of it would be a second quantizer.
+    const f = c.f16;
+    if (f && (f.forward || f.dx) && !isFp32(ly.weights)) {
+      out.push(`${at}: an f16 forward or dX GEMM reads an f16 copy of the fp32 master weights; the weights cell (${ly.weights.format}) cannot feed it: set weights to fp32`);
+    }
+    if (f?.forward && !isFp32(ly.gemmInputs)) out.push(`${at}: an f16 forward GEMM casts X to f16 itself; gemm_inputs ${ly.gemmInputs.format} cannot feed it: set gemm_inputs to fp32`);
+    if (f?.dw && !isFp32(ly.gemmOutputGrads)) out.push(`${at}: an f16 dW GEMM casts dY to f16 itself; gemm_output_grads ${ly.gemmOutputGrads.format} cannot feed it: set gemm_output_grads to fp32`);
     if (!usesInt8(c)) return;
     if (scheme.tp.degree > 1) out.push(`${at}: INT8 GEMMs are not implemented with tensor parallelism (tp.degree ${scheme.tp.degree})`);
     // The INT8 GEMMs quantize their operands themselves; a fake-quantized copy in front of them would be a second quantizer.

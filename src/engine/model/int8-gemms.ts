@@ -135,13 +135,18 @@ export interface LayerPaths {
   attention: string;
   /** The attention backward's dP = dO·Vᵀ kernel (fp32, int8-dot4; 'none' without a backward), under `L<l>.attnDp`. */
   attentionDp: string;
+  /** Only where the scheme asks this layer for f16: what was asked and what runs (the plan's LayerF16Paths note). */
+  f16?: string;
 }
+
+const withF16 = (p: LayerPaths, note: string | null | undefined): LayerPaths => (note ? { ...p, f16: note } : p);
 
 /**
  * Per layer, the kernel its forward, dX and dW GEMMs ran ('fp32', 'int8-dot4', 'int8-tensor-core';
  * several joined by '+' where a layer's GEMMs differ, e.g. by K; 'none' without a backward).
  */
-export function computePaths(layers: { compute: LayerCompute }[], paths: ReadonlyMap<string, GemmPath>, training: boolean): LayerPaths[] {
+export function computePaths(layers: { compute: LayerCompute }[], paths: ReadonlyMap<string, GemmPath>, training: boolean,
+  f16Notes: readonly (string | null)[] = []): LayerPaths[] {
   return layers.map(({ compute: c }, l) => {
     const of = (fmt: 'fp32' | 'int8', suffix: string): string => {
       if (fmt === 'fp32') return 'fp32';
@@ -149,14 +154,14 @@ export function computePaths(layers: { compute: LayerCompute }[], paths: Readonl
       for (const [label, path] of paths) if (label.startsWith(`L${l}.`) && label.endsWith(suffix)) got.push(path);
       return joinPaths(got);
     };
-    return {
+    return withF16({
       layer: l,
       forward: of(c.forward, '_proj'),
       dx: training ? of(c.dx, '.dx') : 'none',
       dw: training ? of(c.dw, '.dw') : 'none',
       attention: c.attentionQk === 'fp32' ? 'fp32' : paths.get(`L${l}.attn`) ?? 'none',
       attentionDp: !training ? 'none' : c.attentionDp === 'fp32' ? 'fp32' : paths.get(`L${l}.attnDp`) ?? 'none',
-    };
+    }, f16Notes[l]);
   });
 }
 
@@ -168,7 +173,10 @@ export function computePaths(layers: { compute: LayerCompute }[], paths: Readonl
  * dot4 blocked kernel), as Int8Gemms chooses them.
  */
 export function expectedComputePaths(
-  plan: { layers: { compute: LayerCompute }[]; layout: ParamLayout; dims: ModelDims; training: boolean; gateUpDx: readonly boolean[] }, tensorCores: boolean,
+  plan: {
+    layers: { compute: LayerCompute }[]; layout: ParamLayout; dims: ModelDims; training: boolean; gateUpDx: readonly boolean[];
+    f16?: { layers: readonly { note: string | null }[] } | null;
+  }, tensorCores: boolean,
 ): LayerPaths[] {
   return plan.layers.map(({ compute: c }, l) => {
     const linears = plan.layout.views.filter((v) => v.name.startsWith(`model.layers.${l}.`) && v.shape.length === 2);
@@ -180,14 +188,14 @@ export function expectedComputePaths(
         return k === 'blocked' ? 'int8-dot4' : i8GemmPath(tensorCores, k);
       }));
     };
-    return {
+    return withF16({
       layer: l,
       forward: of(c.forward, (_, inp) => inp),
       dx: plan.training ? of(c.dx, (out, _, name) => (gateUp(name) ? 2 * out : out)) : 'none',
       dw: plan.training ? of(c.dw, () => (c.dwBlock === 'all' ? plan.dims.N : 'blocked')) : 'none',
       attention: c.attentionQk === 'fp32' ? 'fp32' : ATTN_SCORE_PATH,
       attentionDp: !plan.training ? 'none' : c.attentionDp === 'fp32' ? 'fp32' : ATTN_SCORE_PATH,
-    };
+    }, plan.f16?.layers[l]?.note);
   });
 }
 
@@ -204,5 +212,5 @@ export function gemmSplitSummary(splits: ReadonlyMap<string, number>): string {
 /** 'fwd X, dx Y, dw Z' for each distinct per-layer combination (one, usually), joined by '; '. */
 export function gemmPathSummary(paths: LayerPaths[]): string {
   const attn = (p: LayerPaths) => `${p.attention === 'fp32' ? '' : `, qk ${p.attention}`}${p.attentionDp === 'fp32' || p.attentionDp === 'none' ? '' : `, dp ${p.attentionDp}`}`;
-  return [...new Set(paths.map((p) => `fwd ${p.forward}, dx ${p.dx}, dw ${p.dw}${attn(p)}`))].join('; ');
+  return [...new Set(paths.map((p) => `fwd ${p.forward}, dx ${p.dx}, dw ${p.dw}${attn(p)}${p.f16 ? ` [${p.f16}]` : ''}`))].join('; ');
 }

@@ -243,7 +243,7 @@ export class LinearGemms {
 
   /** The kernel each layer's forward, dX and dW GEMMs (and, from `attn`, its attention scores) run on this device. */
   computePaths(attn: ReadonlyMap<string, GemmPath> = new Map()): LayerPaths[] {
-    return computePaths(this.plan.layers, new Map([...(this.i8?.paths ?? []), ...attn]), this.plan.training);
+    return computePaths(this.plan.layers, new Map([...(this.i8?.paths ?? []), ...attn]), this.plan.training, this.plan.f16?.layers.map((p) => p.note));
   }
 
   /** The INT8 dW GEMMs that run split over K, by label: their slice counts. */

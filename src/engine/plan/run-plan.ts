@@ -21,7 +21,8 @@ import { type GradWire, gradWireOf } from '../scheme/wire';
 import { type TpConfig, tpBufferPlan } from '../model/tp/tp';
 import { tpPeerBufferPlan } from '../model/tp/peer';
 import {
-  computeErrors, GEMM_INPUT_SAVED, type GemmInputSaved, gateUpDxFused, int8Buffers, int8Use, type LayerCompute, layerCompute, sharesInputCodes,
+  computeErrors, type F16Features, type F16Resolution, f16GemmPath, GEMM_INPUT_SAVED, type GemmInputSaved, gateUpDxFused, int8Buffers, int8Use,
+  type LayerCompute, layerCompute, type LayerF16Paths, layerF16Paths, sharesInputCodes, usesF16,
 } from '../model/compute-plan';
 import type { ModelConfig } from '../model/config';
 import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
@@ -89,11 +90,27 @@ export interface RunPlan {
   linearNnMinRows?: number;
   /** Every buffer the model allocates, in bytes. */
   buffers: BufferSpec[];
+  /**
+   * Where some layer asks for f16 compute: the path its f16 GEMMs take on this device (fp32 with the
+   * reasons where they cannot run f16), per layer, and whether dynamic loss scaling is on (the scheme
+   * asks for it and some GEMM runs f16: fp32 gradients need none). null: no f16 in the scheme.
+   */
+  f16: { resolution: F16Resolution; layers: LayerF16Paths[]; lossScaling: boolean } | null;
 }
 
 export interface ResolveOptions extends PlanOptions {
   /** Data-parallel members the wire figures are for (1: a single device). */
   dpMembers?: number;
+  /** The device's f16 features (null or absent: unknown, so f16 GEMMs resolve to fp32 and say why). */
+  f16Device?: F16Features | null;
+}
+
+function resolveF16(scheme: Scheme, layers: LayerPlan[], training: boolean, dev: F16Features | null): RunPlan['f16'] {
+  if (!layers.some((l) => usesF16(l.compute))) return null;
+  const resolution = f16GemmPath(dev, { tp: scheme.tp.degree > 1 });
+  const paths = layerF16Paths(layers, training, resolution);
+  const runsF16 = paths.some((p) => [p.forward, p.dx, p.dw].some((g) => g !== null && g !== 'fp32'));
+  return { resolution, layers: paths, lossScaling: training && scheme.loss_scaling === 'dynamic' && runsF16 };
 }
 
 function planLayers(scheme: Scheme, L: number): LayerPlan[] {
@@ -157,6 +174,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     ownWeights: opts.ownWeights ?? true,
     linearNnMinRows: opts.linearNnMinRows,
     buffers: [],
+    f16: resolveF16(scheme, layers, training, opts.f16Device ?? null),
   };
   plan.buffers = planBuffers(plan, opts);
   return plan;

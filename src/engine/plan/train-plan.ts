@@ -5,7 +5,7 @@
  * downstream interprets the raw scheme again: each reads its answer off the plan.
  */
 import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
-import { usesInt8 } from '../model/compute-plan';
+import { type F16Features, usesInt8 } from '../model/compute-plan';
 import { decoderBufferPlan } from '../model/decode';
 import type { BufferSpec } from '../model/dims';
 import { resolvePlan, type RunPlan } from './run-plan';
@@ -34,6 +34,8 @@ export interface TrainingPlanOptions {
    * its buffers alone (a TP rank builds no decoder or probe).
    */
   tpShard?: { rank: number; degree: number };
+  /** The device's f16 features: the f16 GEMMs' path is resolved from them (absent: unknown, fp32, said so in `f16`). */
+  device?: F16Features;
 }
 
 export interface TrainingPlan<O extends PlanInput = TrainOptions> {
@@ -51,6 +53,10 @@ export interface TrainingPlan<O extends PlanInput = TrainOptions> {
   readonly memory: MemReport;
   /** Some layer runs an INT8 GEMM: the device's INT8 tensor-core path (and Dawn's unsafe APIs) are wanted. */
   readonly int8TensorCores: boolean;
+  /** The f16 GEMMs' path per layer with the reasons where it is fp32 (model.f16; null: the scheme has no f16). */
+  readonly f16: RunPlan['f16'];
+  /** Dynamic loss scaling is on: the scheme asks for it and some GEMM runs f16. */
+  readonly lossScaling: boolean;
   readonly wire: {
     /** Data parallel: the gradient all-reduce's format (the scheme's grads.wire; null: no all-reduce carries it) over `members`. */
     readonly dp: { readonly members: number; readonly format: GradWire | null };
@@ -75,10 +81,10 @@ export function memoryOf(buffers: readonly BufferSpec[]): MemReport {
 /** The model's plan and every buffer a single-device run allocates under `scheme`. */
 function planUnder(opts: PlanInput, scheme: Scheme | undefined, o: TrainingPlanOptions): { model: RunPlan; buffers: BufferSpec[] } {
   if (o.tpShard) {
-    const model = resolvePlan(shardConfig(opts.model, o.tpShard.degree), opts.batch, opts.seq, { scheme, tpRank: o.tpShard.rank, dpMembers: o.dpMembers });
+    const model = resolvePlan(shardConfig(opts.model, o.tpShard.degree), opts.batch, opts.seq, { scheme, tpRank: o.tpShard.rank, dpMembers: o.dpMembers, f16Device: o.device });
     return { model, buffers: model.buffers };
   }
-  const model = resolvePlan(opts.model, opts.batch, opts.seq, { scheme, dpMembers: o.dpMembers });
+  const model = resolvePlan(opts.model, opts.batch, opts.seq, { scheme, dpMembers: o.dpMembers, f16Device: o.device });
   return {
     model,
     buffers: [
@@ -113,6 +119,8 @@ export function resolveTrainingPlan<O extends PlanInput>(opts: O, o: TrainingPla
     buffers,
     memory: memoryOf(buffers),
     int8TensorCores: model.training && model.layers.some((l) => usesInt8(l.compute)),
+    f16: model.f16,
+    lossScaling: model.f16?.lossScaling ?? false,
     wire: { dp: model.wire.dp, diloco: o.diloco?.wire ?? null, tp: model.wire.tp },
   };
   return deepFreeze(plan);

@@ -31,6 +31,15 @@ const INT8_QK_COMPUTE = { ...INT8_COMPUTE, attention_qk: 'int8' } as const;
 const INT8_ATTN_COMPUTE = { ...INT8_QK_COMPUTE, attention_dp: 'int8' } as const;
 const INT8_BLOCK_DW = { ...INT8_COMPUTE, dw_block: 32 } as const;
 
+/**
+ * Mixed precision: every linear layer's forward, dX and dW GEMMs and the attention in f16 (f32
+ * accumulation; f32 master weights, AdamW state, norms, softmax statistics and loss), with dynamic
+ * loss scaling. Each GEMM runs f16 only where the plan resolves an f16 path for it, else fp32, and
+ * the plan's per-layer paths say which (model/compute-plan.ts f16GemmPath); attention runs fp32 for now.
+ */
+const F16_COMPUTE = { forward: 'f16', dx: 'f16', dw: 'f16', attention_qk: 'f16', attention_dp: 'f16' } as const;
+const F16_NOTE = ' GEMMs run f16 only where the plan resolves an f16 path (shader-f16, the model\'s f16 GEMMs): its per-layer paths say which; attention runs fp32 for now.';
+
 /** AGoQ as its paper specifies it: the attention activations (Q/K/V, attention output) in BF16. */
 const AGOQ_BF16_SAVED: Partial<Record<SavedKind, SavedSpec>> = { ...AGOQ_SAVED, attn_qkv: q('bf16'), attn_out: q('bf16') };
 
@@ -111,6 +120,33 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
     description: 'agoq-int8 with the QKV, MLP and down-proj inputs stored INT8 per token: the codes the RMSNorm/SwiGLU write for the INT8 forward GEMM are the stored activation (no second quantize pass); other activations INT4, attention BF16 (as AGoQ specifies).',
     layer: { saved: { ...AGOQ_BF16_SAVED, qkv_input: q('int8', 'row'), mlp_input: q('int8', 'row'), down_input: q('int8', 'row') }, compute: INT8_COMPUTE },
     grads: { storage: q('int8', 'group', 256), wire: FP32 },
+  }),
+  f16: parseScheme({
+    name: 'f16',
+    description: 'Mixed precision (the baseline PyTorch users train with): f16 operands with f32 accumulation in every linear layer\'s forward, dX and dW, f32 master weights and AdamW state, dynamic loss scaling.' + F16_NOTE,
+    layer: { compute: F16_COMPUTE },
+    loss_scaling: 'dynamic',
+  }),
+  'agoq-f16': parseScheme({
+    name: 'agoq-f16',
+    description: 'AGoQ storage and gradients (INT4 non-attention activations, attention fp32, INT8 per-256 gradients) over the f16 mixed-precision baseline.' + F16_NOTE,
+    layer: { saved: AGOQ_SAVED, compute: F16_COMPUTE },
+    grads: { storage: q('int8', 'group', 256), wire: FP32 },
+    loss_scaling: 'dynamic',
+  }),
+  'taco-f16': parseScheme({
+    name: 'taco-f16',
+    description: 'TACO\'s exchange (simulated TP degree 4, ASH + dual-scale FP8 all-reduces) over the f16 mixed-precision baseline (the tensor-parallel layers\' GEMMs run fp32 for now).' + F16_NOTE,
+    layer: { compute: F16_COMPUTE },
+    tp: { degree: 4, codec: 'taco', group: 128 },
+    loss_scaling: 'dynamic',
+  }),
+  'int8-f16': parseScheme({
+    name: 'int8-f16',
+    description: 'INT8 GEMMs where int8 has them (every linear layer\'s forward, dX and dW) over the f16 mixed-precision baseline: attention f16, dynamic loss scaling.' + F16_NOTE,
+    weight_codes: 'per-step',
+    layer: { compute: { ...INT8_COMPUTE, attention_qk: 'f16', attention_dp: 'f16' } },
+    loss_scaling: 'dynamic',
   }),
   m8: parseScheme({ name: 'm8', description: 'Study: Adam first moment quantized to 8 bits per row each step.', adam: { m: q('int8', 'row'), v: FP32 } }),
   m4: parseScheme({ name: 'm4', description: 'Study: Adam first moment 4-bit per row.', adam: { m: q('int4', 'row'), v: FP32 } }),

@@ -55,8 +55,13 @@ export const SAVED_KIND_LABEL: Record<SavedKind, string> = {
   head_input: 'lm_head input (final norm out; the last layer\'s cell)',
 };
 
-/** The arithmetic of a GEMM: fp32, or INT8 codes multiplied exactly in integers and dequantized in the epilogue. */
-export const COMPUTE_FORMATS = ['fp32', 'int8'] as const;
+/**
+ * The arithmetic of a GEMM: fp32, INT8 codes multiplied exactly in integers and dequantized in the
+ * epilogue, or f16 operands with f32 accumulation (mixed precision; f32 master weights). Where the
+ * device or the model cannot run an f16 GEMM it runs fp32, and the plan's paths say so
+ * (model/compute-plan.ts f16GemmPath). Attention in f16 runs fp32 attention for now.
+ */
+export const COMPUTE_FORMATS = ['fp32', 'int8', 'f16'] as const;
 export type ComputeFormat = (typeof COMPUTE_FORMATS)[number];
 
 /**
@@ -156,6 +161,11 @@ export const SchemeSchema = z
      * for the step (model/weight-codes.ts; the same codes, more memory, far fewer dispatches).
      */
     weight_codes: z.enum(WEIGHT_CODES).default('per-gemm'),
+    /**
+     * Dynamic loss scaling (torch.amp.GradScaler's rules, optim/loss-scale.ts) for f16 GEMMs' gradients:
+     * 'dynamic' or 'off' (absent: off). It applies only where some GEMM runs f16 (TrainingPlan.lossScaling).
+     */
+    loss_scaling: z.enum(['off', 'dynamic']).optional(),
     /** AGoQ memory budget in bytes: when set, per-layer bit-widths are chosen to fit it. */
     budget_bytes: z.number().int().positive().optional(),
   })

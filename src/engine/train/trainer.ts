@@ -7,6 +7,7 @@ import type { MemReport } from '../gpu/memory';
 import type { Dispatch, Runtime } from '../gpu/runtime';
 import { saveCheckpoint, type CheckpointFiles, type HfTokenizerFiles } from '../io/checkpoint';
 import { enableI8TensorCores, i8TensorCoreSpec } from '../kernels/qgemm/tc';
+import { f16TensorCoreSpec } from '../kernels/matmul-f16/matmul-f16';
 import type { LayerPaths } from '../model/int8-gemms';
 import { LlamaGpu } from '../model/llama';
 import { Decoder } from '../model/decode';
@@ -184,7 +185,8 @@ export class Trainer implements RunTrainer<StepMetrics> {
     if (init.plan && init.plan.opts.model.vocab_size !== opts.model.vocab_size) {
       throw new Error(`Trainer.create: the plan is for a vocabulary of ${init.plan.opts.model.vocab_size}, the tokenizer's is ${opts.model.vocab_size}`);
     }
-    const plan = init.plan ?? resolveTrainingPlan(opts);
+    // The f16 GEMMs' path comes from the device's features (a tensor-core layout counts once enableF16TensorCores verified it).
+    const plan = init.plan ?? resolveTrainingPlan(opts, { device: { shaderF16: rt.gpu.features.shaderF16, tensorCores: !!f16TensorCoreSpec(rt, 'NT') } });
     const data = init.data ?? new TextDataset(text, tokenizer, plan.opts.seed);
     const owner = `run${nextTrainerId++}`;
     // INT8 GEMMs run on tensor cores where the device has them and computes them exactly (checked once per runtime).
