@@ -11,6 +11,7 @@ import { BenchTable } from './BenchTable';
 import { type BenchHandle, launchBench } from './client';
 import { GemmChart } from './GemmChart';
 import { GpuInfo } from './GpuInfo';
+import { TunePanel } from './TunePanel';
 import { type GpuProbe, probeGpu } from './probe';
 import { BenchRequestSchema, type SizePreset } from './protocol';
 import { benchJson, benchReducer, gemmSeries, IDLE, type LoadedBaseline, readBaselineFile, type SuiteState, withBaseline } from './state';
@@ -97,6 +98,7 @@ export function BenchApp() {
 
       <ErrorBoundary where="GPU information">
         <GpuInfo probe={probe} measured={state.gpu} />
+        <TunePanel />
       </ErrorBoundary>
 
       <section className="bench-form" data-testid="bench-form">

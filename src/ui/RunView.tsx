@@ -102,6 +102,10 @@ export function RunView({ runId, color, selected, onSelect }: { runId: string; c
         {run.config.init && <> · from <span data-testid="run-init">{run.config.init.name}</span></>} · scheme {run.config.scheme?.name ?? 'fp32'}: saved activations <b data-testid="run-bits" data-value={acc.saved.overall}>{acc.saved.overall.toFixed(2)}</b> bits/element,
         gradients {acc.grads.bits.toFixed(2)}{acc.tp && `, TP ${acc.tp.degree} × ${acc.tp.codec}`}
         {run.info?.gemmPaths?.includes('int8') && <> · GEMMs <span data-testid="run-gemm-paths">{run.info.gemmPaths}</span></>}
+        {run.info?.tuning && (
+          <> · kernels <span data-testid="run-tuning" data-status={run.info.tuning.status}>{run.info.tuning.label}</span>
+            {run.info.tuning.status !== 'tuned' && <> (<a href="bench.html#tune">tune this GPU</a>)</>}</>
+        )}
         {lastQuant && (
           <>
             {' '}· quantization error after step {lastQuant.step + 1}:{' '}

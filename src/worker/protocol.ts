@@ -164,6 +164,8 @@ export interface RunInfo {
   accounting?: BitsAndWire;
   /** The kernels the linear layers' GEMMs run on this device, in words (gemmPathSummary; absent in older runs). */
   gemmPaths?: string;
+  /** Where the kernel choices came from: tuned on this GPU (the bench page's "Tune this GPU"), partly, or defaults (engine/tune). */
+  tuning?: { status: 'tuned' | 'partly tuned' | 'defaults'; label: string };
 }
 
 /** webgpu: no API/adapter; gpu: a validation error from the device; oom: out of GPU memory. */

@@ -21,6 +21,8 @@ import { newlinePrompt } from '../engine/train/tokenizer/tokenizer';
 import { StreamDataset } from '../engine/train/data/token-stream';
 import type { Trainer, TrainerInit } from '../engine/train/trainer';
 import { createParallelTrainer } from '../parallel/factory';
+import { adapterKeyOf, resetRunChoices, runTuningStatus } from '../engine/tune';
+import { loadTuneCacheIdb } from '../engine/tune/idb';
 import { checkpointOfFiles } from './checkpoint-files';
 import { OpfsTokenCache } from './token-cache';
 import { cadenceOf, trainOptionsOf } from '../engine/run/spec';
@@ -123,6 +125,10 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
         compiling();
       }, () => {});
     };
+    // The tuning cache in IndexedDB (the bench page's "Tune this GPU") applies to this adapter's kernel choices.
+    const tuneCache = await loadTuneCacheIdb();
+    tuneCache.cache.applyTo(rt.device, adapterKeyOf(gpu.adapterInfo));
+    resetRunChoices(rt);
     try {
       trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts: trainOptionsOf(spec), text, init });
     } finally {
@@ -141,6 +147,7 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
         memory: trainer.memory(),
         accounting: bitsAndWire(trainer.plan.model),
         gemmPaths: gemmPathSummary(trainer.computePaths()),
+        tuning: (({ status, label }) => ({ status, label }))(runTuningStatus(rt)),
       },
     });
 

@@ -1,0 +1,69 @@
+/**
+ * "Tune this GPU": times the kernel choices of a preset's training run on this GPU (engine/tune, in
+ * its own worker: tune.worker.ts) and keeps them in IndexedDB, where every later run on this adapter
+ * takes them (its run view then says "tuned"). Progress with an estimate; Cancel keeps what was tuned.
+ */
+import { useEffect, useRef, useState } from 'react';
+import { PRESET_NAMES, type PresetName } from '../engine/model/config';
+import type { FromTuneWorker, ToTuneWorker } from './tune.worker';
+
+type Phase = { kind: 'idle' } | { kind: 'running'; text: string; fraction: number } | { kind: 'done'; text: string } | { kind: 'error'; text: string };
+
+export function TunePanel() {
+  const [preset, setPreset] = useState<PresetName>('micro');
+  const [budget, setBudget] = useState('90');
+  const [phase, setPhase] = useState<Phase>({ kind: 'idle' });
+  const worker = useRef<Worker | null>(null);
+  useEffect(() => () => worker.current?.terminate(), []);
+
+  const start = () => {
+    worker.current?.terminate();
+    const w = new Worker(new URL('./tune.worker.ts', import.meta.url), { type: 'module', name: 'tune' });
+    worker.current = w;
+    setPhase({ kind: 'running', text: 'acquiring the GPU', fraction: 0 });
+    w.onmessage = (ev: MessageEvent<FromTuneWorker>) => {
+      const m = ev.data;
+      if (m.type === 'started') setPhase({ kind: 'running', text: `${m.adapter}: ${m.jobs} kernel choices to tune (${m.candidates} candidates, up to ~${Math.ceil(m.estimateS)} s)`, fraction: 0 });
+      else if (m.type === 'progress') {
+        const p = m.progress;
+        setPhase({ kind: 'running', fraction: p.total ? p.done / p.total : 0, text: `${p.jobsDone} / ${p.jobs} choices: ${p.job}${p.candidate ? ` — ${p.candidate}` : ''} (~${Math.ceil(p.remainingS)} s left)` });
+      } else if (m.type === 'done') {
+        w.terminate();
+        const what = m.tuned + m.cached === 0 ? 'nothing tuned' : `tuned: ${m.tuned} new, ${m.cached} already in the cache`;
+        setPhase({ kind: 'done', text: `${m.cancelled ? 'cancelled; ' : ''}${what}${m.unfinished ? `, ${m.unfinished} not finished` : ''} (${m.seconds.toFixed(1)} s) on ${m.adapter}` });
+      } else {
+        w.terminate();
+        setPhase({ kind: 'error', text: m.message });
+      }
+    };
+    w.onerror = (ev) => {
+      ev.preventDefault();
+      setPhase({ kind: 'error', text: `tune worker failed: ${ev.message || 'could not load the worker script'}` });
+    };
+    w.postMessage({ type: 'tune', preset, budgetS: Math.max(1, Number(budget) || 90) } satisfies ToTuneWorker);
+  };
+
+  const running = phase.kind === 'running';
+  return (
+    <section className="tune-panel" aria-label="Tune this GPU">
+      <h2>Tune this GPU</h2>
+      <p>Times the kernel choices a training run of the model makes on this GPU and keeps the fastest; every later run on this GPU uses them.</p>
+      <label>model{' '}
+        <select value={preset} disabled={running} onChange={(e) => setPreset(e.target.value as PresetName)} data-testid="tune-model">
+          {PRESET_NAMES.map((p) => <option key={p} value={p}>{p}</option>)}
+        </select>
+      </label>{' '}
+      <label>budget (s){' '}
+        <input type="number" min={1} value={budget} disabled={running} onChange={(e) => setBudget(e.target.value)} data-testid="tune-budget" style={{ width: '5em' }} />
+      </label>{' '}
+      {running
+        ? <button type="button" onClick={() => worker.current?.postMessage({ type: 'cancel' } satisfies ToTuneWorker)} data-testid="tune-cancel">Cancel</button>
+        : <button type="button" onClick={start} data-testid="tune-start">Tune this GPU</button>}
+      {phase.kind !== 'idle' && (
+        <p role="status" data-testid="tune-status" className={phase.kind === 'error' ? 'error' : undefined}>
+          {phase.kind === 'running' && <progress value={phase.fraction} max={1} />} {phase.text}
+        </p>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,73 @@
+/**
+ * "Tune this GPU" (the bench page): tunes the kernel choices of a preset's training run on this
+ * browser's GPU (engine/tune), with progress, and stores the cache in IndexedDB, where every later
+ * run's worker finds it. Cancel: the page posts `cancel` (the candidate in flight finishes; what was
+ * tuned is kept).
+ *   page → worker: { type: 'tune', preset, budgetS } | { type: 'cancel' }
+ *   worker → page: progress* → done | error
+ */
+import { z } from 'zod';
+import { acquireGpu } from '../engine/gpu/device';
+import { Runtime } from '../engine/gpu/runtime';
+import { PRESET_NAMES } from '../engine/model/config';
+import { defaultTrainOptions } from '../engine/train/options';
+import { adapterKeyOf, adapterLabel, pendingTune, tuneForTraining, type TuneProgress } from '../engine/tune';
+import { loadTuneCacheIdb, saveTuneCacheIdb } from '../engine/tune/idb';
+
+export const TuneRequestSchema = z.discriminatedUnion('type', [
+  z.strictObject({ type: z.literal('tune'), preset: z.enum(PRESET_NAMES), budgetS: z.number().min(1).max(3600) }),
+  z.strictObject({ type: z.literal('cancel') }),
+]);
+export type ToTuneWorker = z.infer<typeof TuneRequestSchema>;
+export type FromTuneWorker =
+  | { type: 'started'; adapter: string; jobs: number; candidates: number; estimateS: number }
+  | { type: 'progress'; progress: TuneProgress }
+  | { type: 'done'; adapter: string; tuned: number; cached: number; unfinished: number; seconds: number; cancelled: boolean }
+  | { type: 'error'; message: string };
+
+const scope = self as unknown as DedicatedWorkerGlobalScope;
+const post = (m: FromTuneWorker) => scope.postMessage(m);
+let abort: AbortController | null = null;
+
+async function tune(preset: (typeof PRESET_NAMES)[number], budgetS: number): Promise<void> {
+  const gpu = await acquireGpu(scope.navigator.gpu);
+  const rt = new Runtime(gpu);
+  try {
+    const { cache, problem } = await loadTuneCacheIdb();
+    if (problem) console.warn(`tuning cache: ${problem}; starting a new one`);
+    const opts = defaultTrainOptions(preset);
+    const adapter = adapterLabel(adapterKeyOf(gpu.adapterInfo));
+    const pending = pendingTune(rt, opts, cache, { budgetS });
+    post({ type: 'started', adapter, jobs: pending.jobs.length, candidates: pending.candidates, estimateS: pending.seconds });
+    abort = new AbortController();
+    let last = 0;
+    const outcome = await tuneForTraining(rt, opts, cache, {
+      budgetS, signal: abort.signal,
+      onProgress: (p) => {
+        if (performance.now() - last < 200 && p.phase !== 'done') return;
+        last = performance.now();
+        post({ type: 'progress', progress: p });
+      },
+    });
+    if (outcome.tuned.length) await saveTuneCacheIdb(cache);
+    post({
+      type: 'done', adapter, tuned: outcome.tuned.length, cached: outcome.cached.length, unfinished: outcome.unfinished.length,
+      seconds: outcome.elapsedS, cancelled: outcome.cancelled,
+    });
+  } finally {
+    rt.destroy();
+  }
+}
+
+scope.onmessage = (ev: MessageEvent<unknown>) => {
+  const m = TuneRequestSchema.safeParse(ev.data);
+  if (!m.success) {
+    post({ type: 'error', message: `bad request: ${m.error.issues[0]?.message}` });
+    return;
+  }
+  if (m.data.type === 'cancel') {
+    abort?.abort();
+    return;
+  }
+  tune(m.data.preset, m.data.budgetS).catch((e: unknown) => post({ type: 'error', message: e instanceof Error ? e.message : String(e) }));
+};
