@@ -58,7 +58,7 @@ function LossCompare({ runs, x, testId, title, view }: { runs: RunState[]; x: XK
         <p className="muted">Curves appear here after the first step of a run.</p>
       ) : (
         <ResponsiveContainer width="100%" height={290}>
-          <LineChart data={rows} margin={{ top: 8, right: 16, bottom: 8, left: 8 }}>
+          <LineChart data={rows} margin={{ top: 8, right: 36, bottom: 8, left: 8 }}>
             <CartesianGrid strokeDasharray="3 3" />
             <XAxis dataKey="x" type="number" domain={['dataMin', 'dataMax']} allowDecimals={x === 'elapsed_s'}
               tickFormatter={(v: number) => (x === 'step' ? String(v) : `${v.toFixed(0)} s`)} />
@@ -75,7 +75,8 @@ function LossCompare({ runs, x, testId, title, view }: { runs: RunState[]; x: XK
                 ),
               ];
             })}
-            {rows.length > 2 && <Brush dataKey="x" height={18} travellerWidth={8} tickFormatter={(v: number) => (x === 'step' ? String(v) : `${Number(v).toFixed(0)} s`)} />}
+            {/* See-through, so dark mode keeps its background; the right margin leaves room for the end label. */}
+            {rows.length > 2 && <Brush dataKey="x" height={18} travellerWidth={8} fill="transparent" stroke="#9ca3af" tickFormatter={(v: number) => (x === 'step' ? String(v) : `${Number(v).toFixed(0)} s`)} />}
           </LineChart>
         </ResponsiveContainer>
       )}

@@ -4,10 +4,11 @@ import type { DataController } from '../state/data-prep';
 import { DATA_EXTENSIONS } from '../engine/train/data/datasets';
 import { BUNDLED_DATASET } from '../worker/protocol';
 import { useLabApi } from './context';
+import { FilePicker } from './FilePicker';
 import { formatBytes, formatCount } from './format';
 import { ImportGeneratePanel } from './GeneratePanel';
 
-const ACCEPT = [...DATA_EXTENSIONS, '.safetensors'].join(',');
+const ACCEPT = [...DATA_EXTENSIONS, '.safetensors', '.zip'].join(',');
 
 /** Every file of a drop, folders walked (a dropped folder arrives as one entry). */
 async function droppedFiles(dt: DataTransfer): Promise<File[]> {
@@ -58,16 +59,11 @@ export function DataPanel() {
         <b data-testid="dataset-name">
           {s.files.length === 0 ? `${BUNDLED_DATASET} (bundled)` : s.files.map((f) => f.name).join(', ')}
         </b>
-        <label className="button-like small">
+        <FilePicker testId="dataset-file" className="small" multiple accept={ACCEPT} disabled={busy} onFiles={drop}
+          title="text, .jsonl, .json or .parquet data; or a model to start from (an exported .zip, or config.json + .safetensors + tokenizer.json)">
           pick / drop files
-          <input type="file" multiple accept={ACCEPT} hidden data-testid="dataset-file" disabled={busy}
-            onChange={(e) => { drop([...(e.target.files ?? [])]); e.target.value = ''; }} />
-        </label>
-        <label className="button-like small">
-          folder
-          <input type="file" hidden data-testid="dataset-folder" disabled={busy} {...{ webkitdirectory: '' }}
-            onChange={(e) => { drop([...(e.target.files ?? [])]); e.target.value = ''; }} />
-        </label>
+        </FilePicker>
+        <FilePicker testId="dataset-folder" className="small" folder disabled={busy} onFiles={drop}>folder</FilePicker>
         {s.files.length > 0 && (
           <button type="button" className="small" disabled={busy} onClick={() => void data.useBundled()}>use bundled</button>
         )}
@@ -99,11 +95,9 @@ export function DataPanel() {
           onClick={() => void data.setTokenizer({ kind: 'bpe', vocabSize: vocab })}>
           train BPE
         </button>
-        <label className="button-like small">
+        <FilePicker testId="tokenizer-file" className="small" accept=".json" disabled={busy || s.imported !== null} onFiles={(f) => { if (f[0]) void data.tokenizerFile(f[0]); }}>
           tokenizer.json
-          <input type="file" accept=".json" hidden data-testid="tokenizer-file" disabled={busy || s.imported !== null}
-            onChange={(e) => { const f = e.target.files?.[0]; if (f) void data.tokenizerFile(f); e.target.value = ''; }} />
-        </label>
+        </FilePicker>
       </span>
       {s.imported && (
         <span className="dataset-row small" data-testid="imported-model">

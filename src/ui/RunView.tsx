@@ -1,4 +1,4 @@
-import { useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import { canContinue, isActive, runAccounting, runCsv, runJson, type RunState } from '../state/runs';
 import { useLab, useLabApi } from './context';
 import { download, downloadCheckpoint, fileSlug } from './download';
@@ -37,8 +37,9 @@ function Controls({ run }: { run: RunState }) {
       {s === 'pausing' && <button type="button" data-testid="pause" disabled>Pausing…</button>}
       {s === 'paused' && <button type="button" data-testid="resume" onClick={() => void runs.resume(run.id)}>Resume</button>}
       {canContinue(run) && (
-        <button type="button" data-testid="resume" onClick={() => void runs.resume(run.id)} title={`from the checkpoint after step ${run.checkpointStep}`}>
-          Resume from step {run.checkpointStep}
+        <button type="button" data-testid="resume" onClick={() => void runs.resume(run.id)}
+          title={`from the checkpoint after step ${run.checkpointStep}${(run.latest?.step ?? -1) + 1 > run.checkpointStep! ? `: steps ${run.checkpointStep! + 1}–${run.latest!.step + 1} are trained again` : ''}`}>
+          Resume from step {run.checkpointStep}&apos;s checkpoint
         </button>
       )}
       {isActive(run) && (
@@ -49,7 +50,7 @@ function Controls({ run }: { run: RunState }) {
       <button type="button" data-testid="export-json" onClick={() => download(`${fileSlug(run.label)}.json`, runJson(run) + '\n', 'application/json')}>JSON</button>
       <button type="button" data-testid="export-csv" onClick={() => download(`${fileSlug(run.label)}.csv`, runCsv(run), 'text/csv')}>CSV</button>
       <button type="button" data-testid="export-checkpoint" disabled={run.checkpointStep === null || busy !== null} onClick={() => void exportCheckpoint()}
-        title="model.safetensors + config.json (Hugging Face)">
+        title="a zip of the Hugging Face folder: model.safetensors, config.json, tokenizer.json (drop it on Data to start from it)">
         Checkpoint
       </button>
       {!isActive(run) && (
@@ -84,11 +85,24 @@ function RunLabel({ run }: { run: RunState }) {
 /** Everything about one run: controls, numbers, its loss curve, memory, samples, and its error if it failed. */
 export function RunView({ runId, color, selected, onSelect }: { runId: string; color: string; selected: boolean; onSelect(on: boolean): void }) {
   const run = useLab((s) => s.runs[runId]);
+  const card = useRef<HTMLElement>(null);
+  // A run just started here (not one restored or continued): its card comes into view and takes the
+  // focus, so the next Tab reaches its controls. Instant: a smooth scroll costs frames a software GPU needs.
+  const justStarted = useLab((s) => s.activeRunId === runId) && run?.status === 'starting' && run.train.length === 0 && Date.now() - run.startedAt < 5000;
+  const fresh = useRef(justStarted);
+  useEffect(() => {
+    if (!fresh.current || !card.current) return;
+    // Not when a queued run starts while the user works elsewhere: only from the form (Start, Enter in a field) or nothing focused.
+    const at = document.activeElement;
+    if (at && at !== document.body && !at.closest('[data-testid="run-form"]')) return;
+    card.current.scrollIntoView({ block: 'start' });
+    card.current.focus({ preventScroll: true });
+  }, []);
   if (!run) return null;
   const acc = runAccounting(run);
   const lastQuant = run.quant.at(-1);
   return (
-    <section className="run" data-testid="run" data-run-id={run.id} data-status={run.status} data-checkpoint-step={run.checkpointStep ?? ''} style={{ borderTopColor: color }}>
+    <section ref={card} tabIndex={-1} aria-label={`Run ${run.label}`} className="run" data-testid="run" data-run-id={run.id} data-status={run.status} data-checkpoint-step={run.checkpointStep ?? ''} style={{ borderTopColor: color }}>
       <h2>
         {!isActive(run) && (
           <input type="checkbox" className="run-select" data-testid="run-select" aria-label={`Select ${run.label}`} checked={selected} onChange={(e) => onSelect(e.target.checked)} />

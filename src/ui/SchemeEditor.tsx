@@ -7,6 +7,7 @@ import type { MemReport } from '../engine/gpu/memory';
 import { planMemory, resolveTrainingPlan, type TrainingPlan } from '../engine/plan/train-plan';
 import { cellLabel, commonCell, gemmPaths, GRID_FORMATS, parseSchemeText, savedBits, setCell, type GridFormat } from '../state/scheme-grid';
 import { tpMismatch, trainOptionsFor, type RunConfig } from '../worker/protocol';
+import { FilePicker } from './FilePicker';
 import { ComputeGrid, GemmDeviceNote } from './ComputeGrid';
 import { useLab, useLabApi } from './context';
 import { download, fileSlug } from './download';
@@ -141,24 +142,16 @@ export function SchemeEditor() {
         <button type="button" data-testid="scheme-export" onClick={() => download(`scheme-${fileSlug(scheme.name)}.json`, JSON.stringify(scheme, null, 2) + '\n', 'application/json')}>
           Export JSON
         </button>
-        <label className="button-like">
+        <FilePicker testId="scheme-import" accept=".json,application/json"
+          onFiles={async ([f]) => {
+            if (f) {
+              const text = await f.text();
+              setJsonText(text);
+              applyJson(text);
+            }
+          }}>
           Import JSON
-          <input
-            type="file"
-            accept=".json,application/json"
-            data-testid="scheme-import"
-            hidden
-            onChange={async (e) => {
-              const f = e.target.files?.[0];
-              e.target.value = '';
-              if (f) {
-                const text = await f.text();
-                setJsonText(text);
-                applyJson(text);
-              }
-            }}
-          />
-        </label>
+        </FilePicker>
       </div>
       <p className="muted small" data-testid="scheme-description">{schemeDescription(scheme, L)}</p>
 
@@ -266,13 +259,20 @@ export function SchemeEditor() {
           <p className="form-problem" data-testid="plan-error">{predicted.error}</p>
         ) : (
           <div className={stale ? 'stale' : undefined}>
-            <MemoryBar mem={predicted.mem} scale={Math.max(predicted.mem.total, predicted.fp32.total)} testId="plan-bar" label={scheme.name} />
-            <MemoryBar mem={predicted.fp32} scale={Math.max(predicted.mem.total, predicted.fp32.total)} testId="plan-bar-fp32" label="fp32" />
+            <MemoryBar mem={predicted.mem} scale={Math.max(predicted.mem.total, predicted.fp32.total)} testId="plan-bar" label={`this scheme (${scheme.name})`} />
+            <MemoryBar mem={predicted.fp32} scale={Math.max(predicted.mem.total, predicted.fp32.total)} testId="plan-bar-fp32" label="fp32 baseline" />
             <MemoryLegend />
             <p className="small">
               Total <b data-testid="plan-total" data-value={predicted.mem.total}>{formatBytes(predicted.mem.total)}</b> ({((predicted.mem.total / predicted.fp32.total) * 100).toFixed(1)} % of fp32); activations{' '}
               {formatBytes(predicted.mem.activations)}, workspace {formatBytes(predicted.mem.workspace)}.
             </p>
+            {/* Said where the growth shows, not only in the collapsed notes below. */}
+            {predicted.mem.workspace > predicted.fp32.workspace && (
+              <p className="small" data-testid="plan-workspace-note">
+                Workspace is {formatBytes(predicted.mem.workspace - predicted.fp32.workspace)} above fp32&apos;s: each quantized activation kind keeps
+                one fp32 working copy, shared by all layers{predicted.mem.total > predicted.fp32.total ? ', which on this model costs more than its codes save' : ''}.
+              </p>
+            )}
             <details className="small" data-testid="plan-explain">
               <summary>What the categories are</summary>
               <ul className="plot-notes">

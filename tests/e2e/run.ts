@@ -18,6 +18,7 @@ import { compareChecks, labUiTests } from './lab-ui';
 import { dataHeapTests } from './data-heap';
 import { dataUiTests } from './data-ui';
 import { relayTests } from './relay';
+import { workplaceTests } from './workplace';
 
 // ---------------------------------------------------------------------------------------------
 // Page helpers.
@@ -340,6 +341,7 @@ const tests: TestCase[] = [
     },
   },
   ...labUiTests(check),
+  ...workplaceTests(check),
   ...dataUiTests(check),
   ...dataHeapTests(check),
   ...groupTests(check),
