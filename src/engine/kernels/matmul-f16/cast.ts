@@ -1,0 +1,51 @@
+/**
+ * f32 → f16 operand copies for the f16 GEMMs (./matmul-f16.ts reads `array<vec4<f16>>`, two bytes an
+ * element): each invocation packs two values into one u32 with pack2x16float, so the kernel needs no
+ * shader-f16 and runs (and is tested) on SwiftShader. WGSL leaves pack2x16float of a value outside
+ * f16's range indeterminate, so overflow is decided here as IEEE round-to-nearest does it: |x| ≥ 65520
+ * becomes ±Inf (the loss scaler must see it), NaN stays NaN. A standalone pass over the tensor: the
+ * weights' copies are made once per step after the optimizer; the activations' and dY's casts are
+ * the thing to fuse into their producers next (RMSNorm, SwiGLU, the attention output, the backward).
+ */
+import { type Binding, type Dispatch, type Runtime, Uniforms } from '../../gpu/runtime';
+import { grid2d, requireBytes } from '../launch';
+
+const WG = 256;
+
+const CODE = /* wgsl */ `
+struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<uniform> P: Params;
+
+fn half(v: f32) -> u32 {
+  let b = bitcast<u32>(v);
+  let sign = (b >> 16u) & 0x8000u;
+  let mag = b & 0x7fffffffu;
+  if (mag > 0x7f800000u) { return sign | 0x7e00u; } // NaN
+  if (mag >= 0x477ff000u) { return sign | 0x7c00u; } // |v| >= 65520 rounds to Inf
+  return pack2x16float(vec2<f32>(clamp(v, -65504.0, 65504.0), 0.0)) & 0xffffu;
+}
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let w = gid.x + gid.y * nwg.x * ${WG}u;
+  let i = 2u * w;
+  if (i >= P.n) { return; }
+  var hi = 0u;
+  if (i + 1u < P.n) { hi = half(x[i + 1u]); }
+  out[w] = half(x[i]) | (hi << 16u);
+}
+`;
+
+/** Bytes of n f16 values packed two to a u32 word. */
+export const f16Bytes = (n: number): number => Math.ceil(n / 2) * 4;
+
+/** out[0 .. ⌈n/2⌉ words) = x[0 .. n) as f16 (element i in bits 16·(i % 2) of word i/2); an odd n's last high half is 0. */
+export function castF32ToF16(rt: Runtime, o: { label: string; x: Binding; out: Binding; n: number }): Dispatch {
+  if (!Number.isInteger(o.n) || o.n < 1) throw new Error(`${o.label}: invalid element count ${o.n}`);
+  requireBytes(o.label, 'x', o.x, o.n * 4);
+  requireBytes(o.label, 'out', o.out, f16Bytes(o.n));
+  const u = rt.uniform(`${o.label}.f16cast`, new Uniforms().u32(o.n).u32(0).u32(0).u32(0));
+  return rt.kernel({ label: `${o.label}[f32→f16]`, code: CODE, bindings: [o.x, o.out, u], workgroups: grid2d(rt, Math.ceil(Math.ceil(o.n / 2) / WG)) });
+}
