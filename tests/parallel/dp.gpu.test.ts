@@ -136,7 +136,7 @@ describe('data-parallel training', () => {
     }
   });
 
-  it('the exchange streams behind backward: buckets on the wire tail first and the signed header last, weights bit-identical to the one-encode path (2 and 3 peers)', async () => {
+  it('the exchange is encoded behind backward and revealed after every commitment: the commitment first, then the commitment row, then the buckets tail first; weights bit-identical to the one-encode path (2 and 3 peers)', async () => {
     const bucketFloats = 2048; // several buckets, not aligned to the tensors
     for (const [n, mode] of [[2, 'fp32'], [3, 'int8']] as const) {
       const weights: Float32Array[][] = [];
@@ -160,16 +160,18 @@ describe('data-parallel training', () => {
         weights.push(await Promise.all(ts.map((t) => t.model.readFlat('weights'))));
         g.dps.forEach((d) => d.stop());
         if (streamed) order = tags;
-        else expect(tags.slice(0, 3)).toEqual([1, 2, 3]); // the one-encode path: the buckets in layout order (then the header)
+        else expect(tags.slice(0, 4)).toEqual([0, 1, 2, 3]); // the one-encode path: commitment, commitment row, the buckets in layout order
       }
       const spans = Math.ceil(fresh(1)[0].model.layout.totalFloats / bucketFloats);
       expect(spans).toBeGreaterThan(4);
-      // Streamed: every bucket before the header (tag 0); the first out is a bucket of the layout's tail, bucket 0 (the embedding) among the last.
-      const buckets = order.filter((t) => t >= 1 && t <= spans);
+      // Streamed: the commitment (tag 0) and the commitment row (1) before every bucket (tags 2..spans+1, revealed only
+      // once every commitment is in); the first bucket out is one of the layout's tail, bucket 0 (the embedding) among the last.
+      const buckets = order.filter((t) => t >= 2 && t <= spans + 1);
       expect(buckets.length).toBe(spans);
-      expect(order.indexOf(0)).toBeGreaterThan(Math.max(...buckets.map((t) => order.indexOf(t))));
-      expect(buckets[0]).toBeGreaterThan(1);
-      expect(buckets.indexOf(1)).toBeGreaterThan(spans / 2);
+      expect(order.indexOf(0)).toBe(0);
+      expect(order.indexOf(1)).toBeLessThan(Math.min(...buckets.map((t) => order.indexOf(t))));
+      expect(buckets[0]).toBeGreaterThan(2);
+      expect(buckets.indexOf(2)).toBeGreaterThan(spans / 2);
       weights[1].forEach((w, r) => expect(Buffer.from(w.buffer).equals(Buffer.from(weights[0][r].buffer)), `${n} peers ${mode}: rank ${r}`).toBe(true));
       console.log(`${n} peers ${mode}, ${spans} buckets: wire order ${order.join(' ')}; overlapMs ${overlap.map((x) => x.toFixed(1)).join(', ')}`);
       expect(overlap.every((x) => x >= 0)).toBe(true);
