@@ -231,6 +231,7 @@ describe('the jobs of a run', () => {
     expect(keys).toContain('128x32x32NN'); // q dX
     expect(keys).toContain('32x32x128TN'); // q dW
     expect(keys).toContain('128x65x32NT'); // lm_head
+    expect(keys).toContain('32x64x32NT'); // gate in the decoder's prefill of 32 tokens
     expect(keys.filter((k) => k.includes('/'))).toEqual(['fwd/D8', 'dq/D8', 'dkdv/D8']);
     const dw = jobs.find((j) => j.key === '32x32x128TN');
     expect(dw?.family === 'matmul' && dw.workspaceBytes).toBeGreaterThan(0);

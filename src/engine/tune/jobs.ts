@@ -74,6 +74,8 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
     if (c.attentionDp === 'int8') int8Attention.dp = true;
   }
   add({ M: N, N: V, K: C, transB: true }, 0, 'lm_head forward');
+  // The trainer's KV-cache decoder (model/decode.ts) prefills a context of T tokens with fp32 GEMMs on the stored weights.
+  if (plan.training) for (const [name, cin, cout] of linears) add({ M: T, N: cout, K: cin, transB: true }, 0, `${name} decoder prefill`);
   if (plan.training) {
     add({ M: N, N: C, K: V }, 0, 'lm_head dX');
     add({ M: V, N: C, K: N, transA: true }, ws('dq'), 'lm_head dW');

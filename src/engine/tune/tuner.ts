@@ -276,7 +276,10 @@ function prepareMatmul(rt: Runtime, job: MatmulJob, o: TuneOptions): PreparedJob
       }
       return ladder;
     },
-    free: () => ops?.free(),
+    free: () => {
+      ops?.free();
+      ops = null;
+    },
   };
 }
 
@@ -443,7 +446,10 @@ function prepareAttention(rt: Runtime, job: AttentionJob, o: TuneOptions): Prepa
       },
     })),
     picks: (times) => [...times].sort((a, b) => a[1] - b[1]).map(([n]) => n).filter((n) => byName.has(n)).slice(0, 1),
-    free: () => bufs?.free(),
+    free: () => {
+      bufs?.free();
+      bufs = null;
+    },
   };
 }
 
@@ -489,64 +495,82 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
   let done = 0;
   let spent = 0;
   const perCandidate = () => (done > 0 ? spent / done : GUESS_S);
-  // Each job gets an equal share of what is left of the budget, and at least its first candidate
-  // (the shipped or heuristic pick) checked and timed: a slow device (a CPU adapter compiling each
-  // pipeline for seconds) tunes fewer candidates per job rather than fewer jobs. Past the whole
-  // budget no candidate starts; a job that timed none is left unfinished.
+  // Two rounds. First every job's first candidate (the shipped or heuristic pick: what the run would
+  // compile anyway), so a slow device (a CPU adapter compiling each pipeline for seconds) covers
+  // every choice before any gets a second look; then each job's other candidates within an equal
+  // share of what is left of the budget. Past the whole budget no candidate starts.
+  const times = prepared.map(() => new Map<string, number>());
   const shareS = (jobsLeft: number) => Math.max(0, budgetS - elapsed()) / Math.max(1, jobsLeft);
-  const planned = (from: number) => prepared.slice(from)
-    .reduce((n, p) => n + Math.min(p.candidates.length, Math.max(1, Math.floor(shareS(prepared.length - from) / perCandidate()))), 0);
-  let total = planned(0);
+  let total = prepared.reduce((n, p) => n + Math.min(1, p.candidates.length), 0);
   const progress = (phase: TuneProgress['phase'], jobIndex: number, candidate?: string) => {
     o.onProgress?.({
       phase, job: prepared[jobIndex]?.job.label ?? '', jobsDone: jobIndex, jobs: prepared.length, candidate, done, total,
       elapsedS: elapsed(), remainingS: Math.max(0, Math.min((total - done) * perCandidate(), budgetS - elapsed())),
     });
   };
-  for (const [i, p] of prepared.entries()) {
-    for (const r of p.rejected) outcome.rejected.push({ job: p.job.key, ...r });
-    const times = new Map<string, number>();
-    let stop: string | null = null;
-    const deadline = elapsed() + shareS(prepared.length - i);
-    total = done + planned(i);
-    try {
-      for (const c of p.candidates) {
-        if (o.signal?.aborted) stop = 'cancelled';
-        else if (elapsed() > budgetS) stop = `out of the ${budgetS} s budget`;
-        if (stop || (times.size > 0 && elapsed() + perCandidate() > deadline)) break;
-        const c0 = performance.now();
-        progress('check', i, c.name);
-        const problem = await c.check();
-        if (problem) outcome.rejected.push({ job: p.job.key, candidate: c.name, why: problem });
-        else {
-          progress('time', i, c.name);
-          try {
-            times.set(c.name, await c.time());
-          } catch (e) {
-            outcome.rejected.push({ job: p.job.key, candidate: c.name, why: `does not build: ${(e as Error).message}` });
-          }
-        }
-        done++;
-        spent += (performance.now() - c0) / 1000;
+  let stop: string | null = null;
+  const attempt = async (i: number, c: Candidate) => {
+    const p = prepared[i];
+    const c0 = performance.now();
+    progress('check', i, c.name);
+    const problem = await c.check();
+    if (problem) outcome.rejected.push({ job: p.job.key, candidate: c.name, why: problem });
+    else {
+      progress('time', i, c.name);
+      try {
+        times[i].set(c.name, await c.time());
+      } catch (e) {
+        outcome.rejected.push({ job: p.job.key, candidate: c.name, why: `does not build: ${(e as Error).message}` });
       }
-    } finally {
+    }
+    done++;
+    spent += (performance.now() - c0) / 1000;
+  };
+  const stopped = () => {
+    if (o.signal?.aborted) stop = 'cancelled';
+    else if (elapsed() > budgetS) stop = `out of the ${budgetS} s budget`;
+    return stop !== null;
+  };
+  try {
+    for (const [i, p] of prepared.entries()) {
+      for (const r of p.rejected) outcome.rejected.push({ job: p.job.key, ...r });
+      // A first candidate that fails its check hands the first round to the next one.
+      for (const c of p.candidates) {
+        if (stopped()) break;
+        await attempt(i, c);
+        if (times[i].size > 0) break;
+      }
+      p.free(); // a job's operands live while it is timed only
+    }
+    total = done + prepared.reduce((n, p, i) => n + p.candidates.length - Math.min(p.candidates.length, times[i].size), 0);
+    for (const [i, p] of prepared.entries()) {
+      const deadline = elapsed() + shareS(prepared.length - i);
+      for (const c of p.candidates) {
+        if (times[i].has(c.name) || outcome.rejected.some((r) => r.job === p.job.key && r.candidate === c.name)) continue;
+        if (stopped() || elapsed() + perCandidate() > deadline) break;
+        await attempt(i, c);
+      }
       p.free();
     }
-    if (stop === 'cancelled') outcome.cancelled = true;
-    else if (stop) outcome.outOfBudget = true;
-    // Cancelled: nothing more is recorded. Out of budget: a job keeps the best of what it timed.
-    if (stop === 'cancelled' || times.size === 0) {
+  } finally {
+    for (const p of prepared) p.free();
+  }
+  if (stop === 'cancelled') outcome.cancelled = true;
+  else if (stop) outcome.outOfBudget = true;
+  for (const [i, p] of prepared.entries()) {
+    // A job keeps the best of what it timed (cancelled or out of budget alike); one that timed none is unfinished.
+    if (times[i].size === 0) {
       outcome.unfinished.push({ key: p.job.key, why: stop ?? 'no candidate passed its check' });
       continue;
     }
-    const picks = p.picks(times);
+    const picks = p.picks(times[i]);
     const entry: TuneEntry = {
-      picks, ms: times.get(picks[0])!, candidates: times.size, at: new Date().toISOString(),
+      picks, ms: times[i].get(picks[0])!, candidates: times[i].size, at: new Date().toISOString(),
       ...(p.job.family === 'matmul' ? { workspaceBytes: p.job.workspaceBytes } : {}),
     };
     cache.put(adapter, p.job.family, p.job.key, entry);
     setTunedPicks(rt.device, p.job.family, p.job.key, picks);
-    outcome.tuned.push({ key: p.job.key, label: p.job.label, pick: picks[0], ms: entry.ms, candidates: times.size });
+    outcome.tuned.push({ key: p.job.key, label: p.job.label, pick: picks[0], ms: entry.ms, candidates: times[i].size });
   }
   outcome.elapsedS = elapsed();
   progress('done', prepared.length);

@@ -1,0 +1,48 @@
+// The tuner on SwiftShader (times say nothing here; what is checked is the flow): a GEMM job is
+// checked against the reference, timed, recorded in the cache and set as the device's pick, which
+// the next GEMM of that shape runs (source 'tuned'); a second tune finds it in the cache and times
+// nothing (incremental); a cancelled tune records nothing.
+import { describe, expect, it } from 'vitest';
+import { buildMatmul } from '../../src/engine/kernels/matmul/matmul';
+import { adapterKeyOf, madeChoices, TuneCache, tuneJobs } from '../../src/engine/tune';
+import type { MatmulJob } from '../../src/engine/tune/jobs';
+import { attentionTestRuntime } from '../helpers/gpu';
+
+const job: MatmulJob = { family: 'matmul', key: '37x44x52NT', label: 'a small GEMM', shape: { M: 37, N: 44, K: 52, transB: true }, workspaceBytes: 0 };
+
+describe('tuneJobs', () => {
+  it('checks, times and records a GEMM job; the GEMM then runs the pick; a second tune is incremental', async () => {
+    const rt = await attentionTestRuntime();
+    const cache = new TuneCache();
+    const seen: string[] = [];
+    const out = await tuneJobs(rt, [job], cache, { budgetS: 120, maxGemmCandidates: 2, onProgress: (p) => seen.push(p.phase) });
+    expect(out.unfinished).toEqual([]);
+    expect(out.tuned).toHaveLength(1);
+    expect(out.tuned[0].candidates).toBeGreaterThanOrEqual(1);
+    expect(seen).toContain('check');
+    expect(seen).toContain('time');
+    expect(seen.at(-1)).toBe('done');
+    const entry = cache.get(adapterKeyOf(rt.gpu.adapterInfo), 'matmul', job.key);
+    expect(entry?.picks[0]).toBe(out.tuned[0].pick);
+    const buf = rt.createBuffer('workspace', 'x', 4 * 52 * 44);
+    const built = buildMatmul(rt, { label: 'after', ...job.shape, a: buf, b: buf, c: buf });
+    expect(built.variant).toBe(out.tuned[0].pick);
+    expect(madeChoices(rt.device).find((c) => c.key === job.key)?.source).toBe('tuned');
+    [buf, ...built.uniforms].forEach((x) => rt.mem.free(x));
+    const again = await tuneJobs(rt, [job], cache, { budgetS: 120 });
+    expect(again.tuned).toEqual([]);
+    expect(again.cached).toEqual([job.key]);
+  }, 300_000);
+
+  it('a cancelled tune records nothing', async () => {
+    const rt = await attentionTestRuntime();
+    const cache = new TuneCache();
+    const abort = new AbortController();
+    abort.abort();
+    const other = { ...job, key: '37x44x52NN', shape: { M: 37, N: 44, K: 52 } };
+    const out = await tuneJobs(rt, [other], cache, { budgetS: 120, signal: abort.signal });
+    expect(out.cancelled).toBe(true);
+    expect(out.unfinished).toEqual([{ key: other.key, why: 'cancelled' }]);
+    expect(cache.counts(adapterKeyOf(rt.gpu.adapterInfo))).toEqual({ current: 0, stale: 0 });
+  });
+});
