@@ -30,6 +30,8 @@ import { checkOutDir } from './checkpoint-store';
 import { followGroup } from './peer-follow';
 import { defaultCorpusPath, fail, num, parseCliArgs, presetArg, readJsonObject, UsageError } from './common';
 import { INTERRUPTED_EXIT } from './interrupt';
+import { prepareRunKernels, runTuneCache, runTuning } from './tune-cache';
+import { runTuningStatus } from '../engine/tune';
 import { RunDir, runDiskBytes } from './run-dir';
 import { resumePoint } from './train-options';
 
@@ -73,6 +75,8 @@ const HELP = `usage: npm run peer -- --join LINK [options]
                                    come from DIR/run.json; flags that differ are refused)
     --checkpoint-every N           commit DIR/checkpoints every N steps (default 100; 0 = only at the end)
     --cpu                          use the SwiftShader CPU adapter even when a GPU is present
+    --tune                         first tune the kernel choices this run makes that the tuning cache lacks
+                                   on this GPU (npm run tune; every run uses what the cache holds)
     --link MBPS[:MS]               send the training traffic through a link of MBPS MB/s and MS ms one
                                    way (the project's limiter: to measure a group as over a slower network)`;
 
@@ -88,6 +92,8 @@ interface TrainCliOptions {
   link?: LinkLimits;
   /** --resume: continue the run in `out` from its last checkpoint. */
   resume: boolean;
+  /** --tune: tune what the tuning cache lacks before the model is built (cli/tune-cache.ts). */
+  tune?: boolean;
   /** --diloco H and its flags (absent: per-step data parallel). */
   diloco?: DilocoConfig;
 }
@@ -118,7 +124,7 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     mode: { type: 'string' }, run: { type: 'string' }, cpu: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
     'min-members': { type: 'string' }, 'quorum-timeout': { type: 'string' }, out: { type: 'string' }, 'checkpoint-every': { type: 'string' },
     resume: { type: 'string' }, ice: { type: 'string' }, 'ice-relay-only': { type: 'boolean' }, follow: { type: 'boolean' },
-    ...DILOCO_ARGS, link: { type: 'string' },
+    ...DILOCO_ARGS, link: { type: 'string' }, tune: { type: 'boolean' },
   });
   if (a.help) return null;
   if ((a.join === undefined) === !a.host) throw new UsageError('give exactly one of --join LINK or --host (see --help)');
@@ -150,6 +156,8 @@ function parseOptions(argv: string[]): PeerCliOptions | null {
     throw new UsageError('--model, --steps, --seed, --mode, --run, --cpu, --out, --checkpoint-every and --resume go with --train');
   }
   if (train && a.link !== undefined) train.link = linkLimits(a.link);
+  if (a.tune && !train) throw new UsageError('--tune goes with --train');
+  if (train && a.tune) train.tune = true;
   const minMembers = num('min-members', a['min-members'], { int: true, min: 1 }) ?? (train ? 2 : 1);
   const quorumTimeoutMs = (num('quorum-timeout', a['quorum-timeout'], { min: 0 }) ?? 120) * 1000;
   let ice: IceConfig;
@@ -273,10 +281,14 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
     console.error(`the run in ${train.out} is complete (${point.step} of ${opts.optimizer.total_steps} steps); its export is written`);
     return null;
   }
+  const tuneCache = runTuneCache(train.tune === true);
   const rt = new Runtime(await acquireNodeGpu({ forceSwiftShader: train.cpu }));
+  const tuned = await prepareRunKernels(rt, opts, tuneCache, train.tune ? { budgetS: 90 } : null);
   // This member's own trainer; the group's member wraps it once admitted (runGroupWork).
   const trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts, text, init: { tokenizer, params: point?.params, optimizer: point?.optimizer } });
   run.create();
+  const tuning = runTuning(runTuningStatus(rt), tuned);
+  console.error(`kernels: ${tuning.label}`);
   if (train.resume) {
     console.error(`resuming ${train.out} at step ${trainer.stepIndex} of ${opts.optimizer.total_steps}`);
     run.openMetrics(trainer.stepIndex);
@@ -285,7 +297,7 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
   // The run spec as the trainer runs it (what --resume reads back); the fields beside it for readers of older runs.
   run.writeRunInfo({ spec: specWithOptions(train.spec, trainer.opts), preset: train.preset, peer_run: train.run, mode: train.mode, model: trainer.opts.model,
     optimizer: trainer.opts.optimizer, batch: opts.batch, seq: opts.seq, seed: opts.seed, checkpoint_every: train.spec.cadence.checkpointEvery,
-    tokenizer: tokenizer.toJSON(), started: new Date().toISOString() });
+    tokenizer: tokenizer.toJSON(), tuning, started: new Date().toISOString() });
   run.openMetrics(null);
   return { train, rt, trainer, totalSteps: opts.optimizer.total_steps, run, resumed: false };
 }
