@@ -12,6 +12,7 @@
 import type { Page } from 'playwright-core';
 import { adversaryTests } from './adversary';
 import { benchTests } from './bench';
+import { tuneTests } from './tune';
 import { groupTests } from './group';
 import { byTestId, AssertionError, check, runSuite, type TestCase, type TestHelpers } from './harness';
 import { compareChecks, labUiTests } from './lab-ui';
@@ -348,6 +349,7 @@ const tests: TestCase[] = [
   ...adversaryTests(check),
   ...relayTests(check),
   ...benchTests(check),
+  ...tuneTests(check),
 ];
 
 await runSuite(tests);
