@@ -121,7 +121,7 @@ export function BenchApp() {
           <label className="field">
             Sizes
             <select data-testid="size" value={size} disabled={running} onChange={(e) => setSize(e.target.value as SizePreset)}>
-              <option value="quick">quick: micro shapes (seconds, even on a software GPU)</option>
+              <option value="quick">quick: micro shapes (seconds on a GPU; minutes on a software GPU, mostly compiling shaders)</option>
               <option value="full">full: the CLI&apos;s defaults (up to 8192³, small and base)</option>
             </select>
           </label>

@@ -6,7 +6,8 @@ export function BenchTable({ rows }: { rows: BenchRow[] }) {
   const shown = rows.filter((r) => r.show);
   if (rows.length === 0) return <p className="muted" data-testid="bench-empty">Rows appear here as each measurement finishes.</p>;
   return (
-    <div className="bench-table-wrap">
+    // Focusable, so a keyboard can scroll the table where it is wider than the screen (phones).
+    <div className="bench-table-wrap" tabIndex={0} role="region" aria-label="Benchmark results">
       <table className="bench-table" data-testid="bench-table" data-rows={shown.length}>
         <thead>
           <tr>

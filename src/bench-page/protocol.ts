@@ -18,7 +18,7 @@ export type SizePreset = (typeof SIZE_PRESETS)[number];
 export const BenchRequestSchema = z
   .object({
     suites: z.array(z.enum(SUITE_NAMES)).min(1, 'pick at least one suite'),
-    /** quick: `npm run bench -- --quick`'s micro shapes (seconds on a software GPU); full: the CLI's defaults. */
+    /** quick: `npm run bench -- --quick`'s micro shapes (seconds on a GPU, minutes on a software one); full: the CLI's defaults. */
     size: z.enum(SIZE_PRESETS),
     /** Timed repetitions (median) and untimed warm-up; absent: each suite's default for the size. */
     reps: z.number().int().min(1).max(1000).optional(),

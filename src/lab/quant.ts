@@ -443,6 +443,15 @@ export async function benchQuantize(
   n: number,
   opts: { format?: QuantFormat; granularity?: Granularity; reps?: number; path?: QuantizePath; warmupMs?: number } = {},
 ): Promise<number> {
+  return (await benchQuantizeTimed(rt, n, opts)).GBs;
+}
+
+/** benchQuantize's figure with the median time it came from and the timer that measured it (the bench table shows both). */
+export async function benchQuantizeTimed(
+  rt: Runtime,
+  n: number,
+  opts: { format?: QuantFormat; granularity?: Granularity; reps?: number; path?: QuantizePath; warmupMs?: number } = {},
+): Promise<{ GBs: number; ms: number; method: 'timestamp' | 'wallclock' }> {
   const format = opts.format ?? 'int8';
   const granularity = opts.granularity ?? { kind: 'group', size: 128 };
   const x = new Rng(1).normalArray(n);
@@ -450,7 +459,7 @@ export async function benchQuantize(
   const k = buildQuantize(rt, { format, granularity, n }, xb, { path: opts.path });
   try {
     const t = await timeDispatches(rt, k.dispatches, { warmup: 2, reps: opts.reps ?? 10, warmupMs: opts.warmupMs });
-    return (4 * n + payloadBytes(format, n, k.numScales)) / t.medianMs / 1e6;
+    return { GBs: (4 * n + payloadBytes(format, n, k.numScales)) / t.medianMs / 1e6, ms: t.medianMs, method: t.method };
   } finally {
     k.destroy();
     rt.mem.free(xb);

@@ -12,7 +12,6 @@ import { PeerGroup } from '../peers/collectives/group';
 import { LoopbackHub } from '../peers/transport/loopback';
 import type { Gpu } from '../engine/gpu/device';
 import type { Runtime } from '../engine/gpu/runtime';
-import { benchQuantize } from './quant';
 import { chooseMatmulVariant, matmulChoice } from '../engine/kernels/matmul/choice';
 import { type MatmulShape } from '../engine/kernels/matmul/plan';
 import { i8TcLabel, type I8TcProbe } from '../engine/kernels/qgemm/tc';
@@ -22,7 +21,7 @@ import type { Scheme } from '../engine/scheme/scheme';
 import { defaultTrainOptions } from '../engine/train/options';
 import { Rng } from '../engine/util/rng';
 import { benchGemm, type GemmBenchOptions, type GemmBenchRow } from './gemm';
-import { benchQgemm, benchTaco, type GemmShape } from './quant';
+import { benchQgemm, benchQuantizeTimed, benchTaco, type GemmShape } from './quant';
 import { benchGenerate } from './generate';
 import { benchStep, SYNTHETIC_VOCAB } from './step';
 
@@ -148,8 +147,8 @@ export async function runCodec(rt: Runtime, sizes: number[], o: SuiteOptions): P
     push({ suite: 'codec', name: `taco round trip fp32 n=${n} G=${G}`, unit: 'GB/s', value: t.roundTripFp32GBs, ms: t.roundTripMs, method: t.method, show: true, detail: d });
     push({ suite: 'codec', name: `fp8-e4m3 quantize (taco's in-run baseline) n=${n} G=${G}`, unit: 'GB/s', value: t.baselineFp8GBs, ms: t.baselineFp8Ms, method: t.method, show: true, detail: d });
     for (const format of ['fp8-e4m3', 'int4', 'int8'] as QuantFormat[]) {
-      const gbs = await benchQuantize(rt, n, { format, granularity: { kind: 'group', size: G }, reps: o.reps, warmupMs: o.warmupMs });
-      push({ suite: 'codec', name: `quantize ${format} n=${n} G=${G}`, unit: 'GB/s', value: gbs, show: true, detail: { n, G, format } });
+      const q = await benchQuantizeTimed(rt, n, { format, granularity: { kind: 'group', size: G }, reps: o.reps, warmupMs: o.warmupMs });
+      push({ suite: 'codec', name: `quantize ${format} n=${n} G=${G}`, unit: 'GB/s', value: q.GBs, ms: q.ms, method: q.method, show: true, detail: { n, G, format } });
     }
   }
   return rows;

@@ -152,7 +152,7 @@ function Charts({ runs, lab }: { runs: GroupRun[]; lab: Record<string, RunState>
 
 function RunTable({ runs, color }: { runs: GroupRun[]; color(r: GroupRun): string }) {
   return (
-    <table className="group-summary" data-testid="group-summary">
+    <table className="group-summary" data-testid="group-summary" tabIndex={0}>
       <caption>Per run on this member (colours as in the plots)</caption>
       <thead>
         <tr><th>run</th><th>steps</th><th>step time</th><th title="share of the step time spent waiting on the network (communication / step time)">network wait</th><th>exchange / step</th><th title="exchange bytes this member sent / tokens the group trained">bytes / token</th><th>vs fp32</th></tr>

@@ -30,7 +30,7 @@ export function GroupRoster({ run }: { run: GroupRun | null }) {
   const mine = run?.points.at(-1) ?? null;
   const rows = [...roster].sort((a, b) => (rankOf(a) < 0 ? 99 : rankOf(a)) - (rankOf(b) < 0 ? 99 : rankOf(b)) || a.id.localeCompare(b.id));
   return (
-    <table className="group-roster" data-testid="group-roster" data-members={roster.filter((e) => e.state === 'admitted').length}>
+    <table className="group-roster" tabIndex={0} data-testid="group-roster" data-members={roster.filter((e) => e.state === 'admitted').length}>
       <caption>Members</caption>
       <thead>
         <tr>

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Page } from 'playwright-core';
 import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
+import { accessibility } from './lab-ui';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 
@@ -51,8 +52,8 @@ export function benchTests(check: Check): TestCase[] {
 
   return [
     {
-      name: 'bench page: quick gemm + qgemm + codec on SwiftShader, baseline ratio, JSON download, Stop',
-      timeoutMs: 3 * 60_000,
+      name: 'bench page: quick gemm + qgemm + codec on SwiftShader, baseline ratio, JSON download, Stop, 390 px and dark',
+      timeoutMs: 4 * 60_000,
       async fn(ctx: Ctx, t: TestHelpers) {
         const t0 = Date.now();
         const page = await t.page(await ctx.gpuBrowser());
@@ -110,6 +111,24 @@ export function benchTests(check: Check): TestCase[] {
         check((await page.locator(byTestId('baseline-status')).getAttribute('data-matched')) === '1', 'baseline status does not say 1 matched');
         check((await page.locator(`${byTestId('gemm-chart')} svg .recharts-line`).count()) === 2, 'GEMM chart draws no baseline line');
         await t.screenshot(page, 'bench-page');
+        // Every codec row says its time and its timer (no "–").
+        const codecCells = await page.locator(`${byTestId('bench-row')}[data-suite="codec"]`).evaluateAll((els) => els.map((e) => [e.children[3].textContent, e.children[4].textContent, e.children[1].textContent]));
+        const blank = codecCells.filter(([ms, timer]) => ms === '–' || timer === '–');
+        check(blank.length === 0, `codec rows without time or timer: ${blank.map((c) => c[2]).join(', ')}`);
+        // Phones and dark mode: nothing wider than the screen; no serious axe finding.
+        for (const scheme of ['light', 'dark'] as const) {
+          await page.emulateMedia({ colorScheme: scheme });
+          for (const width of [1400, 390]) {
+            await page.setViewportSize({ width, height: 844 });
+            await page.waitForTimeout(200);
+            const wide = Number(await page.evaluate('document.documentElement.scrollWidth'));
+            check(wide <= width, `bench.html at ${width} px ${scheme} is ${wide} px wide`);
+            await t.screenshot(page, `bench-${width}-${scheme}`);
+          }
+          await accessibility(page, t, check, `bench page, ${scheme}`);
+        }
+        await page.emulateMedia({ colorScheme: 'light' });
+        await page.setViewportSize({ width: 1200, height: 900 });
 
         // The download: the CLI's JSON shape, with every row of the table and the merged ratio.
         const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 10_000 }), page.locator(byTestId('download-json')).click()]);
