@@ -1,15 +1,16 @@
 /**
- * The GEMM autotuner: times every candidate choice per shape on the GPU at hand and sets the
- * fastest as this device's pick (setTunedVariant), so later matmul()/matmulSteps() calls of the
- * same shape run it. bench/gemm-tune.ts builds on its candidates; the engine itself only reads the
- * picks (matmul-choice.ts).
+ * The bench's exhaustive GEMM autotuner: times every candidate choice per shape (no pruning, no
+ * budget) and sets the fastest as this device's pick (setTunedVariant). The product's tuner, which
+ * runs tuned runs (npm run tune, train --tune, the page), is src/engine/tune: its limits check,
+ * reference check, operands and timing are what this file and bench/gemm-tune.ts use too.
  */
 import type { Runtime } from '../src/engine/gpu/runtime';
 import { buildMatmul } from '../src/engine/kernels/matmul/matmul';
 import { setTunedVariant } from '../src/engine/kernels/matmul/choice';
-import { choiceName, type MatmulShape, matmulWorkspaceBytes, parseChoice, splitCandidates } from '../src/engine/kernels/matmul/plan';
-import { availableVariants, variantFits } from '../src/engine/kernels/matmul/variants';
-import { gemmOperands, timeMatmul } from '../src/lab/gemm';
+import { choiceName, type MatmulShape, matmulWorkspaceBytes, splitCandidates } from '../src/engine/kernels/matmul/plan';
+import { availableVariants } from '../src/engine/kernels/matmul/variants';
+import { gemmOperands, timeMatmul } from '../src/engine/tune/measure';
+import { matmulCandidateProblem } from '../src/engine/tune/tuner';
 
 export interface AutotuneOptions {
   /** Candidate choices (default: every variant that fits the device, plus its split-K choices). */
@@ -61,8 +62,8 @@ export async function autotuneMatmul(rt: Runtime, shapes: MatmulShape[], opts: A
   const wsBytes = opts.workspaceBytes ?? 0;
   const results: AutotuneResult[] = [];
   for (const shape of shapes) {
-    const candidates = (opts.variants ?? autotuneCandidates(rt, shape, wsBytes))
-      .filter((n) => variantFits(parseChoice(n).variant, rt.device.limits) && matmulWorkspaceBytes(shape, n) <= wsBytes);
+    // The product's check of a choice against the adapter's limits and the call's workspace, before compiling.
+    const candidates = (opts.variants ?? autotuneCandidates(rt, shape, wsBytes)).filter((n) => matmulCandidateProblem(rt.device.limits, shape, n, wsBytes) === null);
     if (candidates.length === 0) throw new Error('autotuneMatmul: no candidate variant fits this device');
     const need = Math.max(0, ...candidates.map((n) => matmulWorkspaceBytes(shape, n)));
     const ops = gemmOperands(rt, shape, 'autotune', need);
