@@ -40,35 +40,47 @@ export function syncVerdict(g: PeerGroup, st: GroupStatus[], fingerprint: number
   const other = st.findIndex((x) => !same(x));
   if (other >= 0) {
     // Views differ (a leave not yet seen everywhere, an admission half done): all retry with the
-    // peers that every view holds, which every member computes alike from these statuses.
+    // peers a strict majority of the views holds, which every member computes alike from these
+    // statuses; one status that leaves a member out evicts nobody (issue 38) and is named.
+    const agreedView = g.members.filter((p) => st.filter((x) => x.members.includes(p)).length * 2 > st.length);
+    const omits = g.members.filter((_, r) => agreedView.some((p) => !st[r].members.includes(p)));
     return {
-      agreedView: g.members.filter((p) => st.every((x) => x.members.includes(p))),
-      why: `${g.members[other]} sees another group (epoch ${st[other].epoch}: ${st[other].members.join(', ')})`,
+      agreedView,
+      why: `${g.members[other]} sees another group (epoch ${st[other].epoch}: ${st[other].members.join(', ')})${omits.length ? `; ${omits.join(', ')} left out members the majority holds` : ''}`,
     };
   }
   const ranks = g.members.map((_, r) => r);
   const est = ranks.filter((r) => st[r].established);
+  // A group starting together (nothing trained in a group yet) votes among all its members, the
+  // others among the established ones: the state a strict majority holds, never the state of the
+  // one that claims the furthest step (issue 38: an insider in the starting quorum set the start).
+  // Starting together without a majority (e.g. two members, one resumed from a checkpoint): the
+  // highest step, as nothing trained in a group can be erased there — one member's word, so an
+  // insider among two can still set the start.
+  const voters = est.length === 0 ? ranks : est;
   if (est.length === 0) {
-    // A group starting together (nothing trained in a group yet): the highest step, e.g. a member resumed from a checkpoint.
-    const top = Math.max(...ranks.map((r) => st[r].step));
-    const src = ranks.find((r) => st[r].step === top)!;
-    return { src, needy: ranks.filter((r) => st[r].step !== top || !sameBytes(st[r].stateDigest, st[src].stateDigest)), outvoted: [] };
+    const n = (r: number) => voters.filter((q) => st[q].step === st[r].step && sameBytes(st[q].stateDigest, st[r].stateDigest)).length;
+    if (!voters.some((r) => n(r) * 2 > voters.length)) {
+      const top = Math.max(...ranks.map((r) => st[r].step));
+      const src = ranks.find((r) => st[r].step === top)!;
+      return { src, needy: ranks.filter((r) => st[r].step !== top || !sameBytes(st[r].stateDigest, st[src].stateDigest)), outvoted: [] };
+    }
   }
   // State adoption by majority: the (step, state digest) that a strict majority of the established
   // members vouch for; never the state of the one that claims the highest step.
   const votes = new Map<string, number[]>();
-  for (const r of est) {
+  for (const r of voters) {
     const k = `${st[r].step}:${[...st[r].stateDigest].join(',')}`;
     votes.set(k, [...(votes.get(k) ?? []), r]);
   }
   const best = [...votes.values()].sort((a, b) => b.length - a.length)[0];
   const show = [...votes.values()].map((rs) => `step ${st[rs[0]].step} state ${hex(st[rs[0]].stateDigest)}… on ${rs.map((r) => g.members[r]).join(', ')}`).join('; ');
-  if (best.length * 2 <= est.length) {
-    const all = est.map((r) => g.members[r]);
+  if (best.length * 2 <= voters.length) {
+    const all = voters.map((r) => g.members[r]);
     throw new DpError('diverged', `no majority of the established members vouches for one state when forming epoch ${epoch} (${show}); nothing adopted. The run stops on this peer, its weights as they are.`, stepIndex, all);
   }
   const src = best[0];
-  const outvoted = est.filter((r) => !best.includes(r)).map((r) => g.members[r]);
+  const outvoted = voters.filter((r) => !best.includes(r)).map((r) => g.members[r]);
   const needy = ranks.filter((r) => !best.includes(r));
   return { src, needy, outvoted };
 }
