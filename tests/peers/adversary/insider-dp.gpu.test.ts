@@ -77,7 +77,7 @@ async function joinWithForgedState(ev: Insider, fingerprint: number, step: numbe
 }
 
 describe('an insider in a data-parallel group', () => {
-  it('forged ahead-state, poisoned / NaN / sign-flipped contributions, HELLO spam: named, removed, the honest weights equal a run without it', async () => {
+  it('forged ahead-state, huge / NaN / −1000 × last-mean contributions (committed blind), HELLO spam: named, removed, the honest weights equal a run without it', async () => {
     // The run without the insider.
     for (const t of ts) t.restoreTrainingState(initial);
     const ref = LoopbackHub.group(2);
