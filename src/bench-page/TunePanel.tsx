@@ -45,7 +45,7 @@ export function TunePanel() {
 
   const running = phase.kind === 'running';
   return (
-    <section className="tune-panel" aria-label="Tune this GPU">
+    <section id="tune" className="tune-panel" aria-label="Tune this GPU">
       <h2>Tune this GPU</h2>
       <p>Times the kernel choices a training run of the model makes on this GPU and keeps the fastest; every later run on this GPU uses them.</p>
       <label>model{' '}
