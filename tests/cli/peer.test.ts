@@ -227,7 +227,9 @@ describe('peer CLI', () => {
       expect(la.filter((l) => l.step > frozenAt).every((l) => l.world === 2), `frozen after ${frozenAt}: ${worlds}`).toBe(true);
       expect(la.filter((l) => l.step <= frozenAt).every((l) => l.world === 3), `frozen after ${frozenAt}: ${worlds}`).toBe(true);
       expect(resumedMs).toBeLessThan(30_000); // the collective timeout is 600 s
-      const steps0 = fs.readFileSync(path.join(outs[0], 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { step: number }).step);
+      // The end-of-run evaluation's line (val_loss) is not a step.
+      const steps0 = fs.readFileSync(path.join(outs[0], 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; val_loss?: number })
+        .filter((m) => m.val_loss === undefined).map((m) => m.step);
       expect(steps0).toEqual([...Array(steps).keys()]);
       console.log(`killed after step ${frozenAt}; the survivors' next step came ${(resumedMs / 1000).toFixed(1)} s after the kill`);
     } finally {
