@@ -8,7 +8,7 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import type { Runtime } from '../engine/gpu/runtime';
 import type { TrainOptions } from '../engine/train/options';
-import { adapterKeyOf, pendingTune, resetRunChoices, TuneCache, TuneCacheError, tuneForTraining, type TuningStatus } from '../engine/tune';
+import { adapterKeyOf, pendingTune, setShippedSeeds, resetRunChoices, TuneCache, TuneCacheError, tuneForTraining, type TuningStatus } from '../engine/tune';
 import { errnoWords, UsageError } from './common';
 
 /** Where the cache file lives (see the module comment). */
@@ -73,6 +73,8 @@ export function runTuning(status: TuningStatus, tune?: RunTuning['tune']): RunTu
  * without, the run warns and goes on with the shipped tables and the heuristic.
  */
 export function runTuneCache(tune: boolean): TuneCache {
+  // LAB_SHIPPED_SEEDS=0: no architecture seeds, so an untabled GPU measures the heuristic alone.
+  if (process.env.LAB_SHIPPED_SEEDS === '0') setShippedSeeds(false);
   try {
     return readTuneCacheFile(tuneCachePath());
   } catch (e) {

@@ -11,6 +11,7 @@ import {
   adapterFamily, adapterId, codeHash, madeChoices, parseTuneCache, resetChoices, TuneCache, TuneCacheError, trainingTuneJobs, tuningStatus,
 } from '../../src/engine/tune';
 import { setTunedPicks } from '../../src/engine/tune/store';
+import { setShippedSeeds } from '../../src/engine/tune/adapter';
 import { attentionCandidates, checkShape, matmulCandidateProblem, matmulCandidates } from '../../src/engine/tune/tuner';
 import type { MatmulJob } from '../../src/engine/tune/jobs';
 import { getVariant } from '../../src/engine/kernels/matmul/variants';
@@ -190,6 +191,20 @@ describe('where a choice comes from', () => {
       expect(madeChoices(rt.device)[0].source).toBe('tuned');
       expect(pickChoice(rt, { ...shape, variant: '32x32k16_4x4' }, 0).name).toBe('32x32k16_4x4');
       expect(madeChoices(rt.device)[0].source).toBe('forced');
+    }
+  });
+
+  it('with the seeds off (LAB_SHIPPED_SEEDS=0) an H100 runs the heuristic, the H200 still its own table', () => {
+    setShippedSeeds(false);
+    try {
+      for (const [adapter, source] of [[H200, 'table'], [H100, 'heuristic']] as const) {
+        const rt = fakeRt(adapter);
+        pickChoice(rt, shape, 0);
+        chooseAttentionTile(rt, 'fwd', 64);
+        expect(madeChoices(rt.device).map((c) => c.source)).toEqual([source, source]);
+      }
+    } finally {
+      setShippedSeeds(true);
     }
   });
 

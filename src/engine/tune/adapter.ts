@@ -38,6 +38,21 @@ const HOPPER = /\b(g?h100|h200|gh200|h800|h20)\b/;
  * (then no other GPU's table seeds it). An NVIDIA adapter without an architecture but named like a
  * Hopper part counts as one.
  */
+let seedsOn = true;
+
+/**
+ * Whether a shipped table may seed another GPU of its vendor and architecture (default on). Off, a
+ * GPU runs its own table, else the heuristic: what "no tuning at all" measures (LAB_SHIPPED_SEEDS=0).
+ */
+export function setShippedSeeds(on: boolean): void {
+  seedsOn = on;
+}
+
+/** The family whose shipped tables seed this adapter: adapterFamily, or null with seeds off. */
+export function seedFamily(a: AdapterKey): string | null {
+  return seedsOn ? adapterFamily(a) : null;
+}
+
 export function adapterFamily(a: AdapterKey): string | null {
   const vendor = a.vendor.trim().toLowerCase();
   let arch = a.architecture.trim().toLowerCase();

@@ -12,7 +12,7 @@ import { planTuneJobs, type TuneJob } from './jobs';
 import { madeChoices, resetChoices, tuningStatus, type TuningStatus } from './store';
 import { missingJobs, type TuneOptions, type TuneOutcome, tuneEstimate, tuneJobs } from './tuner';
 
-export { adapterFamily, adapterId, type AdapterKey, adapterKeyOf, adapterLabel } from './adapter';
+export { adapterFamily, adapterId, seedFamily, setShippedSeeds, type AdapterKey, adapterKeyOf, adapterLabel } from './adapter';
 export { emptyTuneCache, parseTuneCache, TuneCache, TuneCacheError, type TuneCacheData, type TuneEntry } from './cache';
 export { codeHash, codeHashes } from './families';
 export { planTuneJobs, type TuneJob } from './jobs';

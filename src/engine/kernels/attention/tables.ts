@@ -3,7 +3,7 @@
  * and the tiles measured fastest per GPU model (bench/attn-tune.ts), as matmul-tables.ts holds the GEMM's.
  */
 import { adapterMatches, type Gpu } from '../../gpu/device';
-import { adapterFamily } from '../../tune/adapter';
+import { seedFamily } from '../../tune/adapter';
 import type { MeasuredTable } from '../matmul/tables';
 
 export interface AttnTile {
@@ -123,7 +123,7 @@ export function measuredFor<T>(gpu: Gpu, pick: (t: (typeof MEASURED_ATTENTION_TI
  * one that seeds this adapter's vendor and architecture (`seed`, MeasuredTable.seeds).
  */
 export function measuredWithSource<T>(gpu: Gpu, pick: (t: (typeof MEASURED_ATTENTION_TILES)[number]) => T | undefined): { value: T; source: 'table' | 'seed' } | undefined {
-  const family = adapterFamily(gpu.adapterInfo);
+  const family = seedFamily(gpu.adapterInfo);
   for (const source of ['table', 'seed'] as const) {
     for (const t of MEASURED_ATTENTION_TILES) {
       const applies = source === 'table' ? adapterMatches(gpu, t.match) : family !== null && t.seeds === family && !adapterMatches(gpu, t.match);

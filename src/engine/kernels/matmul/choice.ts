@@ -7,7 +7,7 @@
  */
 import { adapterMatches } from '../../gpu/device';
 import type { Runtime } from '../../gpu/runtime';
-import { adapterFamily } from '../../tune/adapter';
+import { seedFamily } from '../../tune/adapter';
 import { type ChoiceSource, noteChoice, setTunedPicks, tunedEntries, tunedPicks } from '../../tune/store';
 import { MEASURED_TABLES } from './tables';
 import {
@@ -95,7 +95,7 @@ export function tunedTable(rt: Runtime): Record<string, string> {
  */
 export function measuredChoice(rt: Runtime, s: MatmulShape, fits: (choice: string) => boolean = () => true): { name: string; source: 'table' | 'seed' } | undefined {
   const key = shapeKey(s);
-  const family = adapterFamily(rt.gpu.adapterInfo);
+  const family = seedFamily(rt.gpu.adapterInfo);
   for (const source of ['table', 'seed'] as const) {
     for (const t of MEASURED_TABLES) {
       const applies = source === 'table' ? adapterMatches(rt.gpu, t.match) : family !== null && t.seeds === family && !adapterMatches(rt.gpu, t.match);
