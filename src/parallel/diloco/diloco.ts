@@ -98,7 +98,6 @@ interface InFlight {
 const BUCKET = 1 << 22;
 
 /** The senders a verified exchange faulted, as removals (the same on every member). */
-const faultsOf = (ex: Exclusion[]): [PeerId, string][] => ex.filter((e) => e.fault).map((e) => [e.peer, e.why]);
 
 export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats> {
   readonly config: ResolvedDiloco;
@@ -194,7 +193,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
       this.outer.apply(f.fragment, r.out);
       this.outerSteps++;
       this.streamed = { sent: r.sent, received: r.received, fp32: r.fp32Bytes };
-      this.faulted.push(...faultsOf(r.excluded));
+      this.faulted.push(...this.judge(this.dp.currentMembers, r.excluded, `fragment ${f.fragment}`));
       // A rotation is complete: the step report (θ_global hashes, joiners) and any regroup.
       if (f.fragment === this.config.fragments - 1) group = await this.groupStep(() => this.reportAction());
     }
@@ -233,14 +232,14 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
       const tc = performance.now();
       delta ??= await this.outer.delta(f);
       const te = performance.now();
-      const ex = await exchangeMean(g, delta, BUCKET, this.config.wire);
+      const ex = await exchangeMean(g, delta, BUCKET, this.config.wire, this.dp.o.screen);
       const ta = performance.now();
       this.outer.apply(f, ex.out);
       this.outerSteps++;
       const hash = await this.outer.hash();
       done = {
         ...this.lastInner, exchangeBytesSent: ex.sent, exchangeBytesReceived: ex.received, fp32ExchangeBytes: ex.fp32Bytes,
-        computeMs: te - tc, exchangeMs: ta - te, applyMs: performance.now() - ta, weightsHash: hash, removed: faultsOf(ex.excluded),
+        computeMs: te - tc, exchangeMs: ta - te, applyMs: performance.now() - ta, weightsHash: hash, removed: this.judge(g.members, ex.excluded, `outer step of fragment ${f}`),
       };
       return done;
     };
@@ -256,12 +255,21 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
     };
   }
 
+  /**
+   * The exchange's exclusions (pseudo-gradients screened as data parallel's gradients are: issue 38)
+   * as events and strikes: the members to remove, alike on every member.
+   */
+  private judge(members: readonly PeerId[], excluded: Exclusion[], what: string): [PeerId, string][] {
+    for (const e of excluded) this.dp.event('screened', [e.peer], `${what}: ${e.peer}'s pseudo-gradient left out: ${e.why}`);
+    return this.dp.guard.record(members, excluded).map((e): [PeerId, string] => [e.peer, e.why]);
+  }
+
   /** Computes fragment f's Δ now and starts its all-reduce in the background. */
   private async startFragment(f: number, applyAfter: number): Promise<void> {
     const delta = await this.outer.delta(f);
     const g = this.dp.activeGroup;
     const result = g
-      ? exchangeMean(g, delta, BUCKET, this.config.wire).catch((e: unknown) => ({ error: e instanceof Error ? e : new Error(String(e)) }))
+      ? exchangeMean(g, delta, BUCKET, this.config.wire, this.dp.o.screen).catch((e: unknown) => ({ error: e instanceof Error ? e : new Error(String(e)) }))
       : Promise.resolve({ error: new CollectiveError('closed', 'no group') as Error });
     this.inflight = { fragment: f, applyAfter, delta, result };
   }
