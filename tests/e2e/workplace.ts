@@ -155,6 +155,9 @@ export function workplaceTests(check: Check): TestCase[] {
         const note = await page.locator(byTestId('plan-workspace-note')).innerText().catch(() => '');
         check(/Workspace is .* above fp32/.test(note), `no workspace note for agoq: ${note}`);
         t.log(`  agoq: ${note}`);
+        // The two predicted-memory bars never read the same.
+        const barLabels = [await page.locator(`${byTestId('plan-bar')} .mem-bar-label`).innerText(), await page.locator(`${byTestId('plan-bar-fp32')} .mem-bar-label`).innerText()];
+        check(barLabels[0] === 'this scheme (agoq)' && barLabels[1] === 'fp32 baseline', `predicted-memory bar labels: ${barLabels.join(' | ')}`);
         await page.locator(byTestId('scheme-preset')).selectOption('fp32');
         check((await page.locator(byTestId('plan-workspace-note')).count()) === 0, 'a workspace note for fp32');
 
@@ -189,9 +192,10 @@ export function workplaceTests(check: Check): TestCase[] {
         const tabs = await tabTo(page, ['stop', 'pause'], 8);
         check(tabs > 0, 'Tab from the new card does not reach its Stop/Pause within 8 presses');
         t.log(`  comparison at ${compareTop} px; Stop/Pause ${tabs} Tab(s) from the card`);
-        await t.screenshot(page, 'started-1400-light');
 
         check((await waitDone(page, a, t, 7 * 60_000)) === 'done', `run A failed: ${await page.locator(`${a} ${byTestId('run-error')}`).innerText().catch(() => '')}`);
+        // Screenshots only once a run is done: while one compiles, the GPU process that composites the page is busy.
+        await t.screenshot(page, 'run-a-1400-light');
         const statuses = await page.evaluate(() => (window as unknown as { __statuses: string[] }).__statuses);
         const counts = statuses.map((s) => /compiling (\d+) GPU pipelines, (\d+) ready/.exec(s)).filter((m) => m !== null).map((m) => Number(m![2]));
         t.log(`  statuses: ${statuses.filter((s) => !/compiling/.test(s)).join(' | ')}`);
@@ -234,8 +238,8 @@ export function workplaceTests(check: Check): TestCase[] {
         t.log(`  390×844 after Start: card top ${phone.top} px (scrolled ${phone.scrollY} px), focused ${phone.focused}`);
         check(phone.focused && phone.top >= 0 && phone.top < 844 - 100, `390×844: the new run is not in view with the focus (top ${phone.top}, focused ${phone.focused})`);
         check(await page.locator(byTestId('setup-summary')).isVisible(), 'the settings did not fold away on the phone');
-        await t.screenshot(page, 'started-390-dark');
         check((await waitDone(page, b, t, 7 * 60_000)) === 'done', `run B failed: ${await page.locator(`${b} ${byTestId('run-error')}`).innerText().catch(() => '')}`);
+        await t.screenshot(page, 'run-b-390-dark');
         const valB = await num(page, b, 'val-loss');
         const firstB = await num(page, b, 'loss-first');
         const firstA = await num(page, a, 'loss-first');
