@@ -10,7 +10,7 @@ import type { GradWire } from '../engine/scheme/wire';
 import type { DilocoConfig } from '../parallel/diloco/diloco';
 import type { DpEvent } from '../parallel/dp/dp';
 import { DILOCO_ARGS, DILOCO_FLAGS, dilocoArgs } from './diloco-args';
-import { createParallelTrainer } from '../parallel/factory';
+import { createParallelTrainer, memberInit } from '../parallel/factory';
 import { describeIce, type IceConfig, parseIce } from '../peers/transport/ice';
 import { type LinkLimits, limitTransport } from '../peers/transport/limiter';
 import { installNodeWebRtc } from '../peers/transport/node-webrtc';
@@ -285,7 +285,7 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
   const rt = new Runtime(await acquireNodeGpu({ forceSwiftShader: train.cpu }));
   const tuned = await prepareRunKernels(rt, opts, tuneCache, train.tune ? { budgetS: 90 } : null);
   // This member's own trainer; the group's member wraps it once admitted (runGroupWork).
-  const trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts, text, init: { tokenizer, params: point?.params, optimizer: point?.optimizer } });
+  const trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts, text, init: { tokenizer, params: point?.params, optimizer: point?.optimizer, ...memberInit(train.spec.strategy) } });
   run.create();
   const tuning = runTuning(runTuningStatus(rt), tuned);
   console.error(`kernels: ${tuning.label}`);

@@ -69,11 +69,19 @@ export async function createParallelTrainer(
   // The DiLoCo-or-DP choice, made here once.
   if (s.kind === 'diloco') {
     const { kind: _kind, ...diloco } = s;
-    return new DiLoCo(trainer, transport, { ...options, diloco });
+    // The pseudo-gradients' wire format is the member's plan's, as data parallel's gradient wire is.
+    const wire = trainer.plan.wire.diloco;
+    if (wire !== s.wire) throw new Error(`strategy diloco sends pseudo-gradients as ${s.wire}, but this member's plan as ${wire ?? 'nothing (its trainer was not built for DiLoCo: memberInit)'}`);
+    return new DiLoCo(trainer, transport, { ...options, diloco: { ...diloco, wire } });
   }
   const mode = dpWireOf(trainer);
   if (s.wire !== mode) throw new Error(`strategy dp sends gradients as ${s.wire}, but scheme '${trainer.plan.scheme.name}' as ${mode}`);
   return new DataParallel(trainer, transport, { ...options, mode });
+}
+
+/** What a member's own Trainer must be built with for the strategy it will train in (DiLoCo's wire in its plan). */
+export function memberInit(s: Strategy): Pick<TrainerInit, 'diloco'> {
+  return s.kind === 'diloco' ? { diloco: { wire: s.wire } } : {};
 }
 
 /** The gradient wire format of a data-parallel member: its trainer's plan's (the scheme's grads.wire). */

@@ -6,7 +6,7 @@ import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import { Trainer } from '../../src/engine/train/trainer';
 import { DiLoCo } from '../../src/parallel/diloco/diloco';
 import { DataParallel } from '../../src/parallel/dp/dp';
-import { createParallelTrainer } from '../../src/parallel/factory';
+import { createParallelTrainer, memberInit } from '../../src/parallel/factory';
 import { TpTrainer } from '../../src/parallel/tp/trainer';
 import { LoopbackHub } from '../../src/peers/transport/loopback';
 import { testRuntime } from '../helpers/gpu';
@@ -31,11 +31,16 @@ describe('the parallel factory: one call per strategy (src/parallel/factory.ts)'
     // The gradient wire format is the scheme's: a strategy naming another is refused.
     await expect(createParallelTrainer({ strategy: { kind: 'dp', wire: 'int8' }, trainer, transport: transports[0], options: { run: 'x' } }))
       .rejects.toThrow(/strategy dp sends gradients as int8, but scheme .* as fp32/);
-    const diloco = await createParallelTrainer({ strategy: { kind: 'diloco', innerSteps: 4, wire: 'int4', fragments: 2 }, trainer, transport: transports[1], options: { run: 'factory' } });
+    const strategy = { kind: 'diloco', innerSteps: 4, wire: 'int4', fragments: 2 } as const;
+    await expect(createParallelTrainer({ strategy, trainer, transport: transports[1], options: { run: 'x' } })).rejects.toThrow(/not built for DiLoCo/);
+    const member = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts, text, init: { tokenizer, ...memberInit(strategy) } });
+    expect(member.plan.wire.diloco).toBe('int4');
+    const diloco = await createParallelTrainer({ strategy, trainer: member, transport: transports[1], options: { run: 'factory' } });
     expect(diloco).toBeInstanceOf(DiLoCo);
     expect((diloco as DiLoCo).config).toMatchObject({ innerSteps: 4, wire: 'int4', fragments: 2, outerLr: 0.7 });
     diloco.stop('done');
     diloco.destroy();
+    member.destroy();
     // A member wraps a trainer; a trainer of its own is built from options.
     await expect(createParallelTrainer({ strategy: { kind: 'single' }, trainer, transport: transports[0], options: { run: 'x' } })).rejects.toThrow(/built from options/);
     trainer.destroy();

@@ -15,6 +15,7 @@ import { flatten, initParams, unflatten } from '../model/params';
 import { packAdamwStep } from '../optim/adamw';
 import { lrAt } from '../optim/schedule';
 import { type BudgetChoice, resolveTrainingPlan, type TrainingPlan } from '../plan/train-plan';
+import type { WireFormat } from '../scheme/wire';
 import { type BatchSource, TextDataset } from './data/data';
 import { streamText } from './generate-text';
 import { QuantErrorProbe, type QuantErrorRecord } from './probe';
@@ -56,6 +57,8 @@ export interface TrainerInit {
    * vocabulary: the trainer builds from it instead of resolving again.
    */
   plan?: TrainingPlan;
+  /** The member will train in DiLoCo: its pseudo-gradients' wire format goes into the plan (plan.wire.diloco). */
+  diloco?: { wire: WireFormat };
 }
 
 /**
@@ -186,7 +189,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
       throw new Error(`Trainer.create: the plan is for a vocabulary of ${init.plan.opts.model.vocab_size}, the tokenizer's is ${opts.model.vocab_size}`);
     }
     // The f16 GEMMs' path comes from the device's features (a tensor-core layout counts once enableF16TensorCores verified it).
-    const plan = init.plan ?? resolveTrainingPlan(opts, { device: { shaderF16: rt.gpu.features.shaderF16, tensorCores: !!f16TensorCoreSpec(rt, 'NT') } });
+    const plan = init.plan ?? resolveTrainingPlan(opts, { diloco: init.diloco ?? null, device: { shaderF16: rt.gpu.features.shaderF16, tensorCores: !!f16TensorCoreSpec(rt, 'NT') } });
     const data = init.data ?? new TextDataset(text, tokenizer, plan.opts.seed);
     const owner = `run${nextTrainerId++}`;
     // INT8 GEMMs run on tensor cores where the device has them and computes them exactly (checked once per runtime).

@@ -6,7 +6,7 @@
  */
 import { type DataParallelOptions, type DpEvent, DpError, type DpStepStats } from '../../parallel/dp/dp';
 import { crc32 } from '../../peers/collectives/crc32';
-import { createParallelTrainer, type GroupMember } from '../../parallel/factory';
+import { createParallelTrainer, type GroupMember, memberInit } from '../../parallel/factory';
 import { CollectiveError, PeerGroup } from '../../peers/collectives/group';
 import { tpStepWireBytes } from '../../parallel/tp/group';
 import type { PeerId, Transport } from '../../peers/transport/transport';
@@ -85,7 +85,7 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
   await host.beforeBuild();
   const spec = groupRunSpec(config, 1);
   // This member's own trainer, built before joining (compiling blocks); the group's member wraps it below.
-  const trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts: trainOptionsOf(spec), text });
+  const trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts: trainOptionsOf(spec), text, init: memberInit(spec.strategy) });
   let dp: GroupMember | null = null;
   try {
     if (live.role === 'member') {
