@@ -20,6 +20,7 @@ import {
   chooseAttentionI8Tile, headCodesLayout, quantizeHeadsI8,
 } from '../src/engine/kernels/attention/i8';
 import { Rng } from '../src/engine/util/rng';
+import { relErr } from '../src/engine/tune/tuner';
 
 const a = parseArgs({ options: { shape: { type: 'string' }, json: { type: 'string' }, record: { type: 'string' }, reps: { type: 'string' }, ff: { type: 'string' }, kernels: { type: 'string' }, 'default-only': { type: 'boolean' } } }).values;
 const [B, T, nH, D] = (a.shape ?? '16x512x12x64').split('x').map(Number);
@@ -43,16 +44,7 @@ rt.run([...quantizeHeadsI8(rt, 'q', q, n / D, D, qc), ...quantizeHeadsI8(rt, 'k'
 const codes = { qc, kc };
 const time = async (ds: Dispatch[]) => (await timeDispatches(rt, ds, { warmup: 2, reps, warmupMs: 200 })).medianMs;
 
-function rel(got: Float32Array, want: Float32Array): number {
-  let d = 0;
-  let m = 0;
-  for (let i = 0; i < want.length; i++) {
-    const e = Math.abs(got[i] - want[i]);
-    if (!(e <= d)) d = e; // NaN sticks
-    m = Math.max(m, Math.abs(want[i]));
-  }
-  return d / (m || 1);
-}
+const rel = relErr;
 
 const rows: Record<string, unknown>[] = [];
 const best: Record<string, { tile: AttnTile; ms: number; defaultMs: number }> = {};

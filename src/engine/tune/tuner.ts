@@ -372,7 +372,8 @@ function attentionDispatches(rt: Runtime, kernel: AttentionKernel, s: AttentionJ
   return [all[kernel === 'dq' ? 1 : 2]];
 }
 
-function relErr(got: Float32Array, want: ArrayLike<number>): number {
+/** The largest absolute error relative to the reference's largest magnitude; NaN anywhere gives NaN. */
+export function relErr(got: Float32Array, want: ArrayLike<number>): number {
   let d = 0;
   let m = 0;
   for (let i = 0; i < want.length; i++) {
