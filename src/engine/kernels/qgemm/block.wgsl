@@ -7,7 +7,7 @@
 // summed in f32 in block order: the tile loop steps BKW words, and every GW = G/4 words (a multiple
 // of BKW) the block's i32 sums are folded into the f32 accumulators. Tiling as qgemm.wgsl,
 // whose tile step is repeated inline: as a shared function taking the accumulators by pointer it
-// compiles to slower code on NVIDIA (session 14's measurement, in git history under docs/results).
+// compiles to slower code on NVIDIA.
 
 override BM: u32 = 64u;
 override BN: u32 = 64u;

@@ -262,7 +262,7 @@ fn has_tie(r: vec4<u32>) -> bool {
 // must stay in registers (an array indexed dynamically anywhere lives in local memory everywhere).
 // Its form matters to every invocation, not just the few that take it: the registers a kernel
 // gets are those of its largest part: with this form 16 words per invocation is the fastest layout
-// (bench/taco-probe.ts); other fix-up forms made 8 words several times slower (measured in session 6; `git log -- docs/results`).
+// (bench/taco-probe.ts); other fix-up forms made 8 words several times slower.
 fn fix_ties(v: array<vec4<f32>, V>, s: f32, inv: f32, q0: u32) {
   var ys = v;
   for (var j = 0u; j < V; j++) {
