@@ -35,7 +35,7 @@ describe('data-parallel messages', () => {
     for (const c of controls) expect(decodeControl(encodeControl(c))).toEqual(c);
     const st = { fingerprint: 5, epoch: 3, members: ['p0', 'p1'], step: 12, weightsHash: 0xffffffff, established: true, stateDigest: new Uint8Array(32).fill(7) };
     expect(decodeStatus(encodeStatus(st))).toEqual(st);
-    const rep = { step: 4, weightsHash: null, loss: 2.5, joiners: ['x'] };
+    const rep = { step: 4, weightsHash: null, loss: 2.5, joiners: ['x'], accused: ['p9'] };
     expect(decodeReport(encodeReport(rep))).toEqual(rep);
     expect(decodeReport(encodeReport({ ...rep, weightsHash: 0 })).weightsHash).toBe(0);
     const s = state(300, 1);
@@ -88,7 +88,7 @@ describe('data-parallel messages', () => {
     const samples = [
       encodeControl({ kind: DpKind.Welcome, fingerprint: 1, epoch: 2, members: ['p0', 'p1'] }),
       encodeStatus({ fingerprint: 1, epoch: 2, members: ['p0'], step: 1, weightsHash: 2, established: false, stateDigest: new Uint8Array(32) }),
-      encodeReport({ step: 1, weightsHash: 3, loss: 1, joiners: ['p2', 'p3'] }),
+      encodeReport({ step: 1, weightsHash: 3, loss: 1, joiners: ['p2', 'p3'], accused: [] }),
     ];
     let rejected = 0;
     for (let i = 0; i < 3000; i++) {

@@ -92,6 +92,6 @@ export class DataParallel extends MemberTrainer implements RunTrainer<DpStepStat
   /** Per-step data parallel: this member's gradient, the group's mean of it, the optimizer step. */
   private gradientStep(g: PeerGroup, s: number) {
     const { group } = this;
-    return applyGroupGradient(g, this.trainer, s, group.o, this.path, group.guard, (kind, peer, message) => group.event(kind, [peer], message));
+    return applyGroupGradient(g, this.trainer, s, group.o, this.path, group.guard, (kind, peer, message) => (kind === 'suspect' ? group.accuse(peer, message) : group.event(kind, [peer], message)));
   }
 }

@@ -5,6 +5,43 @@
  */
 import type { PeerId } from '../../peers/transport/transport';
 
+/**
+ * The joiners a group admits after a step: those a strict majority of the step reports list (issue
+ * 38: one report leaving a joiner out vetoed it). Alike on every member, as the reports are. With
+ * two members that is both; `omitted` names the members whose report left out an admitted joiner.
+ */
+export function admitByMajority(members: readonly PeerId[], lists: readonly (readonly PeerId[])[]): { admitted: PeerId[]; omitted: PeerId[] } {
+  const named = [...new Set(lists.flat())].filter((p) => !members.includes(p)).sort();
+  const admitted = named.filter((p) => lists.filter((l) => l.includes(p)).length * 2 > lists.length);
+  const omitted = members.filter((_, r) => admitted.some((p) => !lists[r].includes(p)));
+  return { admitted, omitted };
+}
+
+/**
+ * A joiner's side of a WELCOME: every member of the admitting group sends one (a welcomer that
+ * withholds it stalls nobody), and the joiner enters once identical welcomes (epoch and member list)
+ * came from a strict majority of the listed members other than itself and the other joiners it
+ * heard HELLO from; a lone forged welcome naming a real group is not enough.
+ */
+export class WelcomeVotes {
+  private readonly votes = new Map<string, Set<PeerId>>();
+
+  /** A welcome from `from`; the plan once a majority sent it, else null. */
+  add(from: PeerId, self: PeerId, epoch: number, members: readonly PeerId[], joiners: ReadonlySet<PeerId>): { epoch: number; members: PeerId[] } | null {
+    const sorted = [...members].sort();
+    const key = `${epoch}:${sorted.join(',')}`;
+    const got = this.votes.get(key) ?? new Set<PeerId>();
+    got.add(from);
+    this.votes.set(key, got);
+    const voters = sorted.filter((p) => p !== self && (!joiners.has(p) || p === from || got.has(p)));
+    return [...got].filter((p) => voters.includes(p)).length * 2 > voters.length ? { epoch, members: sorted } : null;
+  }
+
+  clear(): void {
+    this.votes.clear();
+  }
+}
+
 /** What a hello with the run's fingerprint means (dp.ts acts on it). */
 export type HelloVerdict =
   /** A crossed hello of a joiner already admitted: neither a request nor a restart. */
@@ -76,7 +113,41 @@ export class JoinRequests {
     this.admittedUnsynced.clear();
   }
 
+  /** Peers that said HELLO and wait to be admitted (a joiner hears the other joiners'). */
+  pendingPeers(): ReadonlySet<PeerId> {
+    return this.pending;
+  }
+
   isExcluded(p: PeerId): boolean {
     return this.excluded.has(p);
+  }
+}
+
+/**
+ * Removal for abuse one member alone cannot prove (issue 38: a flood over the mailbox bound, a
+ * contribution withheld from some members): each report lists whom its sender saw abuse from;
+ * a member that a strict majority of the other members accuse, `strikes` steps in a row, is
+ * removed (with three members or more). Alike on every member, as the reports are; one member's word removes nobody.
+ */
+export class Accusations {
+  private readonly run = new Map<PeerId, number>();
+
+  constructor(private readonly strikes: number) {}
+
+  /** One step's reports (`lists[r]`: whom member r accuses); returns the members to remove now. */
+  record(members: readonly PeerId[], lists: readonly (readonly PeerId[])[]): PeerId[] {
+    const out: PeerId[] = [];
+    for (const p of members) {
+      const by = lists.filter((l, r) => members[r] !== p && l.includes(p)).length;
+      // A strict majority of the others (of two members, one word against the other: never).
+      if (members.length < 3 || by * 2 <= members.length - 1) {
+        this.run.delete(p);
+        continue;
+      }
+      const c = (this.run.get(p) ?? 0) + 1;
+      this.run.set(p, c);
+      if (c >= this.strikes) out.push(p);
+    }
+    return out;
   }
 }

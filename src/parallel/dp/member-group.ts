@@ -13,15 +13,15 @@
  * anything is applied. A group ends when a member is gone (leave, BYE), silent for `silenceMs`, or a
  * collective fails (the survivors retry the step in the next epoch; a slow but heartbeating member is
  * waited for up to the collective timeout); or when joiners are admitted: a joiner sends HELLO, once
- * every member lists it in a step report the lowest-id member sends WELCOME and all form the next
- * epoch at the next step.
+ * a strict majority of the step reports list it every member sends WELCOME (the joiner enters on a
+ * majority's) and all form the next epoch at the next step.
  */
 import { inMemoryData } from '../../engine/train/data/data';
 import type { Trainer } from '../../engine/train/trainer';
 import { crc32 } from '../../peers/collectives/crc32';
 import { EpochChannels } from './channels';
 import { gradientAccess } from './grads';
-import { JoinRequests } from './joins';
+import { Accusations, admitByMajority, JoinRequests, WelcomeVotes } from './joins';
 import { MemberGuard } from '../../peers/collectives/screen';
 import { checkHashes, decodeMember, stepStats } from './step';
 import { handOver, stateDigest, syncVerdict } from './sync';
@@ -90,6 +90,12 @@ export class MemberGroup {
   private broken: string | null = null;
   private established = false;
   private readonly joins = new JoinRequests();
+  private readonly welcomes = new WelcomeVotes();
+  /** Members this peer saw abuse from since its last report (flood over the mailbox bound, withholding). */
+  private accusing = new Set<PeerId>();
+  private readonly accusations: Accusations;
+  /** The plan this peer last entered by WELCOME: the others' identical welcomes after it are no fault. */
+  private welcomedAs = '';
   private welcome: { resolve: (p: Plan) => void; reject: (e: Error) => void } | null = null;
   private fatal: Error | null = null;
   private running = false;
@@ -108,6 +114,7 @@ export class MemberGroup {
     const o = this.o;
     const grads = gradientAccess(trainer.model);
     this.guard = new MemberGuard(o.screen.strikes, o.restartIntervalMs);
+    this.accusations = new Accusations(o.screen.strikes);
     const t = trainer.opts;
     const tokens = inMemoryData(trainer.data).tokens;
     this.fingerprint = fingerprintOf({
@@ -220,28 +227,35 @@ export class MemberGroup {
     const hashed = hash !== null;
 
     const joiners = this.joins.joiners(g.members, this.transport.peers());
-    const raw = await g.allGather(encodeReport({ step: s + 1, weightsHash: hash, loss, joiners }));
+    const accused = [...this.accusing].filter((p) => g.members.includes(p) && p !== this.id).sort();
+    this.accusing.clear();
+    const raw = await g.allGather(encodeReport({ step: s + 1, weightsHash: hash, loss, joiners, accused }));
     const reports = raw.map((b, r) => decodeMember(g, r, () => decodeReport(b)));
     reports.forEach((rep, r) => {
       if (rep.step !== s + 1) throw new CollectiveError('invalid-payload', `${g.members[r]} reports step ${rep.step}, expected ${s + 1}`, g.members[r]);
     });
     const odd = hashed ? checkHashes(g, reports, s) : [];
     this.admit(g, reports);
-    this.remove(g, [...(applied.removed ?? []), ...odd.map((p): [PeerId, string] => [p, `weights diverged from the majority's after step ${s}`])]);
+    const abusers = this.accusations.record(g.members, reports.map((r) => r.accused))
+      .map((p): [PeerId, string] => [p, `accused of flooding or withholding by a majority, ${this.o.screen.strikes} steps in a row`]);
+    this.remove(g, [...(applied.removed ?? []), ...odd.map((p): [PeerId, string] => [p, `weights diverged from the majority's after step ${s}`]), ...abusers]);
     return { groupLoss: reports.reduce((a, r) => a + r.loss, 0) / reports.length, weightsHash: hash };
   }
 
-  /** Joiners every member can reach enter at the next step; the lowest-id member welcomes them. */
+  /**
+   * Joiners a strict majority of the reports list enter at the next step (one report leaving a
+   * joiner out vetoes nobody, and its sender is named); every member welcomes them, so a welcomer
+   * that withholds its WELCOME stalls nobody.
+   */
   private admit(g: PeerGroup, reports: StepReport[]): void {
-    const everyone = reports[0].joiners.filter((p) => reports.every((r) => r.joiners.includes(p)) && !g.members.includes(p));
+    const { admitted: everyone, omitted } = admitByMajority(g.members, reports.map((r) => r.joiners));
     const members = [...g.members, ...everyone].sort();
     if (everyone.length === 0 || members.length > 8) return;
     const epoch = this.nextEpoch(g.members);
-    if (g.members[0] === this.id) {
-      const msg = encodeControl({ kind: DpKind.Welcome, fingerprint: this.fingerprint, epoch, members });
-      for (const p of everyone) this.sendControl(p, msg);
-      this.event('welcomed', everyone, `welcomed into epoch ${epoch}`);
-    }
+    const msg = encodeControl({ kind: DpKind.Welcome, fingerprint: this.fingerprint, epoch, members });
+    for (const p of everyone) this.sendControl(p, msg);
+    if (g.members[0] === this.id) this.event('welcomed', everyone, `welcomed into epoch ${epoch}`);
+    if (omitted.length) this.event('suspect', omitted, `${omitted.join(', ')} left out joiners the majority lists (${everyone.join(', ')})`);
     this.joins.admitted(everyone);
     this.event('admitted', everyone, `${everyone.join(', ')} join at step ${this.trainer.stepIndex}`);
     this.endGroup();
@@ -278,6 +292,7 @@ export class MemberGroup {
     const g = new PeerGroup(view, {
       runId: this.channels.runId(epoch), members, timeoutMs: this.o.collectiveTimeoutMs, chunkPayload: this.o.chunkPayload,
       onReject: (p, why) => this.reject(p, why),
+      onAbuse: (p, why) => this.accuse(p, why),
     });
     this.channels.release();
     this.group = g;
@@ -417,13 +432,19 @@ export class MemberGroup {
           case 'restart': return this.breakGroup(`${from} restarted`);
           default: return;
         }
-      case DpKind.Welcome:
-        if (!this.welcome) return this.reject(from, 'unexpected welcome');
+      case DpKind.Welcome: {
+        const key = `${m.epoch}:${[...m.members].sort().join(',')}`;
+        if (!this.welcome) return key === this.welcomedAs ? undefined : this.reject(from, 'unexpected welcome');
         if (m.fingerprint !== this.fingerprint || !m.members.includes(this.id) || !m.members.includes(from)) {
           return this.reject(from, 'welcome for another configuration or membership');
         }
+        const plan = this.welcomes.add(from, this.id, m.epoch, m.members, this.joins.pendingPeers());
+        if (!plan) return;
         this.joins.welcomed();
-        return this.welcome.resolve({ epoch: m.epoch, members: [...m.members].sort() });
+        this.welcomes.clear();
+        this.welcomedAs = key;
+        return this.welcome.resolve(plan);
+      }
       case DpKind.Refuse:
         if (!this.welcome) return this.reject(from, 'unexpected refusal');
         this.event('refused', [from], m.reason);
@@ -465,6 +486,15 @@ export class MemberGroup {
   private reject(peer: PeerId, reason: string): void {
     this.rejected++;
     this.event('reject', [peer], reason);
+  }
+
+  /**
+   * Abuse this peer saw from `peer` (a flood over its mailbox bound, a contribution withheld from
+   * it): named now, and listed in this peer's next report, where a majority's accusation removes.
+   */
+  accuse(peer: PeerId, why: string): void {
+    this.accusing.add(peer);
+    this.event('suspect', [peer], why);
   }
 
   /** Records an event (a stepper's too: screened contributions, suspects) and hands it to onEvent. */

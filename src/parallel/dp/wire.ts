@@ -12,7 +12,7 @@
  *  in a group (the payloads of collectives):
  *   STATUS     fingerprint, epoch, step, weightsHash u32, flags u8 (1 = established), members,
  *              state digest (32 B: SHA-256 of the SHA-256s of step u32, weights, m, v; dp-sync.ts)
- *   REPORT     step u32, flags u8 (1 = hashed), weightsHash u32, loss f32, joiners
+ *   REPORT     step u32, flags u8 (1 = hashed), weightsHash u32, loss f32, joiners, accused
  *   STATE      step u32, n u32, crc u32 of the 12n array bytes, then weights, m, v (n floats each)
  *
  * Every decoder throws DpMessageError with the reason on any defect; nothing it returns is unchecked.
@@ -293,10 +293,12 @@ export interface StepReport {
   loss: number;
   /** Peers that asked to join and that this peer can reach. */
   joiners: PeerId[];
+  /** Members this peer saw abuse from since its last report: over its mailbox bound (a flood) or withholding. */
+  accused: PeerId[];
 }
 
 export function encodeReport(r: StepReport): Uint8Array {
-  return new Writer(DpKind.Report).u32(r.step).u8(r.weightsHash === null ? 0 : 1).u32(r.weightsHash ?? 0).f32(r.loss).ids(r.joiners).finish();
+  return new Writer(DpKind.Report).u32(r.step).u8(r.weightsHash === null ? 0 : 1).u32(r.weightsHash ?? 0).f32(r.loss).ids(r.joiners).ids(r.accused).finish();
 }
 
 export function decodeReport(bytes: Uint8Array): StepReport {
@@ -308,8 +310,9 @@ export function decodeReport(bytes: Uint8Array): StepReport {
   const loss = r.f32('loss');
   if (!Number.isFinite(loss)) throw new DpMessageError(`Report: loss ${loss}`);
   const joiners = r.ids('joiners');
+  const accused = r.ids('accused');
   r.end();
-  return { step, weightsHash: flags === 1 ? hash : null, loss, joiners };
+  return { step, weightsHash: flags === 1 ? hash : null, loss, joiners, accused };
 }
 
 // ---- training state (model, optimizer, step) for late joiners and partial steps ----

@@ -74,8 +74,8 @@ export const dp = {
   hello: (fingerprint: number) => dpMessage(1, [['u32', fingerprint]]),
   status: (s: { fingerprint: number; epoch: number; step: number; weightsHash: number; established: boolean; members: string[]; stateDigest: Uint8Array }) =>
     Uint8Array.from([...dpMessage(6, [['u32', s.fingerprint], ['u32', s.epoch], ['u32', s.step], ['u32', s.weightsHash], ['u8', s.established ? 1 : 0], ['ids', s.members]]), ...s.stateDigest]),
-  report: (r: { step: number; weightsHash: number | null; loss: number; joiners?: string[] }) =>
-    dpMessage(7, [['u32', r.step], ['u8', r.weightsHash === null ? 0 : 1], ['u32', r.weightsHash ?? 0], ['f32', r.loss], ['ids', r.joiners ?? []]]),
+  report: (r: { step: number; weightsHash: number | null; loss: number; joiners?: string[]; accused?: string[] }) =>
+    dpMessage(7, [['u32', r.step], ['u8', r.weightsHash === null ? 0 : 1], ['u32', r.weightsHash ?? 0], ['f32', r.loss], ['ids', r.joiners ?? []], ['ids', r.accused ?? []]]),
   /** The run tag of dp-channels.ts: crc32('dp-run:' + run) >>> 16; frame run id = tag << 16 | epoch. */
   runId: (run: string, epoch: number) => (((crc(utf8.encode(`dp-run:${run}`)) >>> 16) << 16) | epoch) >>> 0,
 };
