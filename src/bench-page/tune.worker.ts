@@ -1,21 +1,23 @@
 /**
- * "Tune this GPU" (the bench page): tunes the kernel choices of a preset's training run on this
- * browser's GPU (engine/tune), with progress, and stores the cache in IndexedDB, where every later
- * run's worker finds it. Cancel: the page posts `cancel` (the candidate in flight finishes; what was
+ * "Tune this GPU" (the bench page): tunes the kernel choices of the lab page's run of a preset at a
+ * batch and context (engine/tune labRunOptions: the shapes that run trains) on this browser's GPU,
+ * with progress, and stores the cache in IndexedDB, where every later run's worker finds it. Cancel: the page posts `cancel` (the candidate in flight finishes; what was
  * tuned is kept).
- *   page → worker: { type: 'tune', preset, budgetS } | { type: 'cancel' }
+ *   page → worker: { type: 'tune', preset, batch, seq, budgetS } | { type: 'cancel' }
  *   worker → page: progress* → done | error
  */
 import { z } from 'zod';
 import { acquireGpu } from '../engine/gpu/device';
 import { Runtime } from '../engine/gpu/runtime';
 import { PRESET_NAMES } from '../engine/model/config';
-import { defaultTrainOptions } from '../engine/train/options';
-import { adapterKeyOf, adapterLabel, pendingTune, tuneForTraining, type TuneProgress } from '../engine/tune';
+import { adapterKeyOf, adapterLabel, labRunOptions, pendingTune, tuneForTraining, type TuneProgress } from '../engine/tune';
 import { loadTuneCacheIdb, saveTuneCacheIdb } from '../engine/tune/idb';
 
 export const TuneRequestSchema = z.discriminatedUnion('type', [
-  z.strictObject({ type: z.literal('tune'), preset: z.enum(PRESET_NAMES), budgetS: z.number().min(1).max(3600) }),
+  z.strictObject({
+    type: z.literal('tune'), preset: z.enum(PRESET_NAMES), batch: z.number().int().min(1).max(4096), seq: z.number().int().min(2).max(65536),
+    budgetS: z.number().min(1).max(3600),
+  }),
   z.strictObject({ type: z.literal('cancel') }),
 ]);
 export type ToTuneWorker = z.infer<typeof TuneRequestSchema>;
@@ -29,13 +31,13 @@ const scope = self as unknown as DedicatedWorkerGlobalScope;
 const post = (m: FromTuneWorker) => scope.postMessage(m);
 let abort: AbortController | null = null;
 
-async function tune(preset: (typeof PRESET_NAMES)[number], budgetS: number): Promise<void> {
+async function tune({ preset, batch, seq, budgetS }: Extract<ToTuneWorker, { type: 'tune' }>): Promise<void> {
   const gpu = await acquireGpu(scope.navigator.gpu);
   const rt = new Runtime(gpu);
   try {
     const { cache, problem } = await loadTuneCacheIdb();
     if (problem) console.warn(`tuning cache: ${problem}; starting a new one`);
-    const opts = defaultTrainOptions(preset);
+    const opts = labRunOptions(preset, batch, seq);
     const adapter = adapterLabel(adapterKeyOf(gpu.adapterInfo));
     const pending = pendingTune(rt, opts, cache, { budgetS });
     post({ type: 'started', adapter, jobs: pending.jobs.length, candidates: pending.candidates, estimateS: pending.seconds });
@@ -69,5 +71,5 @@ scope.onmessage = (ev: MessageEvent<unknown>) => {
     abort?.abort();
     return;
   }
-  tune(m.data.preset, m.data.budgetS).catch((e: unknown) => post({ type: 'error', message: e instanceof Error ? e.message : String(e) }));
+  tune(m.data).catch((e: unknown) => post({ type: 'error', message: e instanceof Error ? e.message : String(e) }));
 };

@@ -18,6 +18,7 @@ import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { type Scheme, SchemeSchema, unsupportedFeatures } from '../engine/scheme/scheme';
 import { BUNDLED_DATASET, defaultRunSpec, type RunSpec, schemaProblems, trainOptionsOf } from '../engine/run/spec';
 import type { TrainOptions } from '../engine/train/options';
+import { LAB_RUN_SHAPE } from '../engine/tune/lab-run';
 import type { QuantErrorRecord } from '../engine/train/probe';
 import type { BitsAndWire } from '../engine/train/probe-bits';
 
@@ -83,8 +84,9 @@ export const DEFAULT_RUN_CONFIG: RunConfig = {
   preset: 'micro',
   dataset: BUNDLED_DATASET,
   steps: 200,
-  batch: 8,
-  seq: 32,
+  // The shapes "Tune this GPU" tunes by default (engine/tune).
+  batch: LAB_RUN_SHAPE.batch,
+  seq: LAB_RUN_SHAPE.seq,
   seed: 1337,
   evalEvery: 50,
   evalBatches: 8,

@@ -16,6 +16,7 @@ export { adapterFamily, adapterId, seedFamily, setShippedSeeds, type AdapterKey,
 export { emptyTuneCache, parseTuneCache, TuneCache, TuneCacheError, type TuneCacheData, type TuneEntry } from './cache';
 export { codeHash, codeHashes } from './families';
 export { planTuneJobs, type TuneJob } from './jobs';
+export { LAB_RUN_SHAPE, labRunOptions } from './lab-run';
 export { type ChoiceSource, KERNEL_FAMILIES, type KernelFamily, madeChoices, resetChoices, tuningStatus, type TuningStatus } from './store';
 export { attentionCandidates, matmulCandidateProblem, matmulCandidates, missingJobs, type TuneOptions, type TuneOutcome, type TuneProgress, tuneEstimate, tuneJobs } from './tuner';
 
