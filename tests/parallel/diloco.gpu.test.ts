@@ -186,14 +186,15 @@ describe('DiLoCo over loopback', () => {
   });
 
   it('streaming: fragments sync on a rotation, overlapped; less exposed wait than plain DiLoCo over a 20 MB/s, 50 ms link', async () => {
-    // H = 8, F = 2: fragment k starts after every 4th step and lands τ = 3 steps later, by which
-    // time its two-phase exchange (≈ 2 × 50 ms) is done; plain DiLoCo waits for the exchange and its report.
-    const H = 8;
+    // H = 4, F = 2: fragment k starts after every 2nd step and lands τ = 1 step later, by which
+    // time its two-phase exchange (≈ 2 × 50 ms) is done (a micro step takes ~1 s here); plain DiLoCo
+    // waits for the exchange and its report.
+    const [H, tau] = [4, 1];
     const link = { bytesPerSecond: 20e6, latencyMs: 50 };
     const waits: Record<string, number> = {};
     for (const fragments of [1, 2]) {
       const ts = fresh(2);
-      const { ds } = group(ts, { innerSteps: H, wire: 'int8', fragments, overlap: fragments > 1 ? 3 : 0 }, (t) => limitTransport(t, link));
+      const { ds } = group(ts, { innerSteps: H, wire: 'int8', fragments, overlap: fragments > 1 ? tau : 0 }, (t) => limitTransport(t, link));
       let wait = 0;
       const landed: (number | null)[] = [];
       for (let i = 0; i < 3 * H; i++) {
@@ -206,9 +207,11 @@ describe('DiLoCo over loopback', () => {
           expect(st[1].weightsHash).toBe(h[0]);
         }
       }
+      // Streaming: the first fragment starts after step H/F − 1 and lands τ steps later, then one every H/F steps, fragments in turn.
+      const [per, first] = [H / 2, H / 2 - 1 + tau];
       const want = landed.map((_, i) => (fragments === 1
         ? ((i + 1) % H === 0 ? 0 : null)
-        : (i >= 6 && (i - 6) % 4 === 0 ? ((i - 6) / 4) % 2 : null)));
+        : (i >= first && (i - first) % per === 0 ? ((i - first) / per) % 2 : null)));
       expect(landed).toEqual(want);
       waits[fragments] = wait;
       done();
