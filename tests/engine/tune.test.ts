@@ -8,11 +8,13 @@ import { pickChoice } from '../../src/engine/kernels/matmul/choice';
 import { chooseAttentionTile } from '../../src/engine/kernels/attention/attention';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import {
-  adapterFamily, adapterId, codeHash, madeChoices, parseTuneCache, resetChoices, TuneCache, TuneCacheError, trainingTuneJobs, tuningStatus,
+  adapterFamily, adapterId, codeHash, LAB_RUN_SHAPE, labRunOptions, madeChoices, parseTuneCache, resetChoices, TuneCache, TuneCacheError, trainingTuneJobs,
+  tuningStatus,
 } from '../../src/engine/tune';
+import { DEFAULT_RUN_CONFIG, trainOptionsFor } from '../../src/worker/protocol';
 import { setTunedPicks } from '../../src/engine/tune/store';
 import { setShippedSeeds } from '../../src/engine/tune/adapter';
-import { attentionCandidates, checkShape, matmulCandidateProblem, matmulCandidates } from '../../src/engine/tune/tuner';
+import { attentionCandidates, checkShape, deviceTuneOptions, matmulCandidateProblem, matmulCandidates } from '../../src/engine/tune/tuner';
 import type { MatmulJob } from '../../src/engine/tune/jobs';
 import { getVariant } from '../../src/engine/kernels/matmul/variants';
 
@@ -166,6 +168,16 @@ describe('limits before compiling', () => {
     for (const c of tiny) expect(getVariant(c.replace(/_(sk|st)\d+$/, '')).BN).toBeLessThanOrEqual(64);
   });
 
+  it('a CPU adapter times the first two candidates of each choice, the shipped or heuristic pick first; a GPU all', () => {
+    const cpu = fakeRt({ vendor: 'google', architecture: 'swiftshader', device: 'swiftshader-device-subzero-', description: 'SwiftShader driver 5.0.0' });
+    expect(deviceTuneOptions(cpu)).toMatchObject({ maxGemmCandidates: 2, maxAttentionCandidates: 2, reps: 2, warmupMs: 0 });
+    expect(deviceTuneOptions(cpu, { maxGemmCandidates: 5 }).maxGemmCandidates).toBe(5);
+    expect(deviceTuneOptions(fakeRt(RADEON))).toEqual({});
+    const all = attentionCandidates(fakeRt(RADEON), 'fwd', 8, 32).candidates;
+    expect(all.length).toBeGreaterThan(2);
+    expect(attentionCandidates(fakeRt(RADEON), 'fwd', 8, 32, 2).candidates).toEqual(all.slice(0, 2));
+  });
+
   it('attention tiles over the storage limit are refused; the check shape keeps the timed pipeline\'s remainders', () => {
     const rt = fakeRt(RADEON, { maxComputeWorkgroupStorageSize: 16384 });
     const { candidates, rejected } = attentionCandidates(rt, 'fwd', 64, 512);
@@ -251,6 +263,16 @@ describe('the jobs of a run', () => {
     const dw = jobs.find((j) => j.key === '32x32x128TN');
     expect(dw?.family === 'matmul' && dw.workspaceBytes).toBeGreaterThan(0);
     expect(new Set(keys).size).toBe(keys.length);
+  });
+
+  it('"Tune this GPU" tunes the choices of the lab page\'s run: its form\'s defaults, or the batch and context given', () => {
+    expect([DEFAULT_RUN_CONFIG.batch, DEFAULT_RUN_CONFIG.seq]).toEqual([LAB_RUN_SHAPE.batch, LAB_RUN_SHAPE.seq]);
+    const keys = (o: Parameters<typeof trainingTuneJobs>[0]) => trainingTuneJobs(o).map((j) => j.key).sort();
+    for (const preset of ['micro', 'tiny'] as const) {
+      expect(keys(labRunOptions(preset))).toEqual(keys(trainOptionsFor({ ...DEFAULT_RUN_CONFIG, preset })));
+      expect(keys(labRunOptions(preset, 3, 16))).toEqual(keys(trainOptionsFor({ ...DEFAULT_RUN_CONFIG, preset, batch: 3, seq: 16 })));
+    }
+    expect(keys(labRunOptions('micro'))).toContain('256x32x32NT'); // batch 8 x 32 tokens, not the recipe's batch 4
   });
 
   it('base: the forward linears run NN on a transposed weight (8192 tokens)', () => {

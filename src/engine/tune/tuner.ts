@@ -38,8 +38,14 @@ export interface TuneOptions {
   reps?: number;
   /** Run each candidate until its time per run is steady, at least this many ms (default 30). */
   warmupMs?: number;
-  /** Most GEMM candidates timed per shape, ranked by the cost model with the shipped picks first (default 14). */
+  /** Runs of the candidate before timing (default 2). */
+  warmup?: number;
+  /** GEMMs per timed pass (default: timeMatmul's, up to 20 for a small GEMM on a GPU's clock). */
+  gemmInner?: number;
+  /** Most GEMM candidates timed per shape, ranked by the cost model with the shipped picks first (default 14; 2 on a CPU adapter). */
   maxGemmCandidates?: number;
+  /** Most attention tiles timed per kernel, the shipped and default tile first (default all that fit; 2 on a CPU adapter). */
+  maxAttentionCandidates?: number;
   /**
    * Stream-K workgroup counts to try (WebGPU does not say how many workgroups a GPU holds at once);
    * default: the counts the shipped picks for this shape name.
@@ -255,7 +261,7 @@ function prepareMatmul(rt: Runtime, job: MatmulJob, o: TuneOptions): PreparedJob
         const x = operands();
         const built = await rt.checked(name, () => buildMatmul(rt, { label: 'tune', ...s, a: x.a, b: x.b, c: x.c, workspace: x.workspace, variant: name }));
         try {
-          return (await timeMatmul(rt, built.dispatches, s, { warmup: 2, reps: o.reps ?? 5, warmupMs: o.warmupMs ?? 30 })).ms;
+          return (await timeMatmul(rt, built.dispatches, s, { warmup: o.warmup ?? 2, reps: o.reps ?? 5, warmupMs: o.warmupMs ?? 30, inner: o.gemmInner })).ms;
         } finally {
           built.uniforms.forEach((u) => rt.mem.free(u));
         }
@@ -298,7 +304,7 @@ function attentionProblem(rt: Runtime, kernel: AttentionKernel, t: AttnTile, D: 
  * register blocks), the shipped table's tile and the default first; tiles longer than the sequence
  * (mostly padding) only where nothing shorter fits.
  */
-export function attentionCandidates(rt: Runtime, kernel: AttentionKernel, D: number, T = Infinity): { candidates: AttnTile[]; rejected: { candidate: string; why: string }[] } {
+export function attentionCandidates(rt: Runtime, kernel: AttentionKernel, D: number, T = Infinity, max = Infinity): { candidates: AttnTile[]; rejected: { candidate: string; why: string }[] } {
   const fits: AttnTile[] = [];
   const rejected: { candidate: string; why: string }[] = [];
   for (const e of ATTENTION_CANDIDATES[PASS_OF[kernel]]) {
@@ -314,7 +320,7 @@ export function attentionCandidates(rt: Runtime, kernel: AttentionKernel, D: num
   const first = [shipped, pool[0]].filter((t): t is AttnTile => t !== undefined && fits.some((f) => attnTileName(f) === attnTileName(t)));
   const names = new Set<string>();
   const candidates = [...first, ...pool].filter((t) => !names.has(attnTileName(t)) && names.add(attnTileName(t)) !== undefined);
-  return { candidates, rejected };
+  return { candidates: candidates.slice(0, Math.max(1, max)), rejected };
 }
 
 interface AttnBuffers {
@@ -429,7 +435,7 @@ function checkAttention(rt: Runtime, kernel: AttentionKernel, s: AttentionJob['s
 }
 
 function prepareAttention(rt: Runtime, job: AttentionJob, o: TuneOptions): PreparedJob {
-  const { candidates, rejected } = attentionCandidates(rt, job.kernel, job.shape.D, job.shape.T);
+  const { candidates, rejected } = attentionCandidates(rt, job.kernel, job.shape.D, job.shape.T, o.maxAttentionCandidates);
   const i8 = job.kernel.includes('I8') || job.kernel === 'dkdvDp8';
   let bufs: AttnBuffers | null = null;
   const byName = new Map(candidates.map((t) => [attnTileName(t), t]));
@@ -443,7 +449,7 @@ function prepareAttention(rt: Runtime, job: AttentionJob, o: TuneOptions): Prepa
         const all = await rt.checked(attnTileName(tile), () => attentionDispatches(rt, job.kernel, job.shape, bufs!, tile));
         // The INT8 backward's dK/dV kernel alone (its dispatches: Di, then per dS chunk dK/dV and dq).
         const ds = job.kernel === 'dkdvI8' || job.kernel === 'dkdvDp8' ? all.filter((d) => d.label.includes('DkDv')) : all;
-        return (await timeDispatches(rt, ds.length ? ds : all, { warmup: 2, reps: o.reps ?? 5, warmupMs: o.warmupMs ?? 30 })).medianMs;
+        return (await timeDispatches(rt, ds.length ? ds : all, { warmup: o.warmup ?? 2, reps: o.reps ?? 5, warmupMs: o.warmupMs ?? 30 })).medianMs;
       },
     })),
     picks: (times) => [...times].sort((a, b) => a[1] - b[1]).map(([n]) => n).filter((n) => byName.has(n)).slice(0, 1),
@@ -471,6 +477,17 @@ export function isCpuAdapter(a: AdapterKey): boolean {
   return /swiftshader|llvmpipe|lavapipe|warp|software|cpu/i.test(`${a.vendor} ${a.architecture} ${a.device} ${a.description}`);
 }
 
+/**
+ * The options a tune runs with on this device: on a CPU adapter (SwiftShader: seconds to compile
+ * each GEMM pipeline, and times that say nothing about a GPU) the first two candidates of each
+ * choice (the shipped or heuristic pick first), one warm-up run and no wait for a steady clock, two
+ * repetitions of 4 GEMMs (a small GEMM takes ~1 ms there, far above the wall clock's resolution).
+ */
+export function deviceTuneOptions(rt: Runtime, o: TuneOptions = {}): TuneOptions {
+  if (!isCpuAdapter(adapterKeyOf(rt.gpu.adapterInfo))) return o;
+  return { maxGemmCandidates: 2, maxAttentionCandidates: 2, warmup: 1, warmupMs: 0, reps: 2, gemmInner: 4, ...o };
+}
+
 /** First guess of one candidate's seconds (compile, check, warm-up, timing) before any is measured. */
 const GUESS_S = 0.25;
 
@@ -484,8 +501,7 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
   const elapsed = () => (performance.now() - t0) / 1000;
   const budgetS = o.budgetS ?? 90;
   const adapter = adapterKeyOf(rt.gpu.adapterInfo);
-  // On a CPU adapter times say nothing about a GPU: no warm-up to a steady clock, two repetitions.
-  if (isCpuAdapter(adapter)) o = { warmupMs: 0, reps: 2, ...o };
+  o = deviceTuneOptions(rt, o);
   cache.applyTo(rt.device, adapter);
   const todo = missingJobs(jobs, cache, adapter, o.force);
   const outcome: TuneOutcome = {
@@ -580,10 +596,11 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
 
 /** Candidates and a first estimate of the seconds a tune of these jobs takes on this device (before any is timed). */
 export function tuneEstimate(rt: Runtime, jobs: readonly TuneJob[], o: TuneOptions = {}): { candidates: number; seconds: number } {
+  o = deviceTuneOptions(rt, o);
   let candidates = 0;
   for (const j of jobs) {
     candidates += j.family === 'matmul' ? matmulCandidates(rt, j, { max: o.maxGemmCandidates, streamK: o.streamK }).candidates.length
-      : attentionCandidates(rt, j.kernel, j.shape.D, j.shape.T).candidates.length;
+      : attentionCandidates(rt, j.kernel, j.shape.D, j.shape.T, o.maxAttentionCandidates).candidates.length;
   }
   return { candidates, seconds: Math.min(candidates * GUESS_S, o.budgetS ?? 90) };
 }
