@@ -99,8 +99,9 @@ describe('variants and heuristic', () => {
   });
 
   it('picks big tiles for big GEMMs and narrow ones for the vocab-65 logits', () => {
-    expect(chooseMatmulVariant({ M: 4096, N: 4096, K: 4096 }, H200_LIKE)).toBe('128x128k8_8x8');
-    expect(chooseMatmulVariant({ M: 16384, N: 3072, K: 768, transB: true }, H200_LIKE)).toBe('128x128k8_8x8');
+    // The 8×16 micro tile Hopper's tuning picks (tables.ts, the H100's tune) on the big shapes.
+    expect(chooseMatmulVariant({ M: 4096, N: 4096, K: 4096 }, H200_LIKE)).toBe('128x128k8_8x16_ia');
+    expect(chooseMatmulVariant({ M: 16384, N: 3072, K: 768, transB: true }, H200_LIKE)).toBe('128x128k8_8x16_ia');
     expect(chooseMatmulVariant({ M: 16384, N: 65, K: 768, transB: true }, H200_LIKE)).toBe('128x32k16_8x4');
     // A tiny GEMM is one wave whatever the tile: the least work per thread (a small micro tile) wins.
     const tiny = getVariant(chooseMatmulVariant({ M: 1, N: 1, K: 1 }, H200_LIKE));

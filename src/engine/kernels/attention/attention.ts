@@ -21,7 +21,7 @@ import bwdBlockedStream from './bwd-blocked-stream.wgsl?raw';
 import loadSrc from './load.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
 import { chooseDqDsTile, dqFromDs, type DqDsTile, type DqPath, dsChunks, type DsChunk, type DsFormat, dsPairBytes, dsWriterSrc } from './ds';
-import { ATTENTION_CANDIDATES, type AttentionPass, type AttnTile, attnTileNamed, attnTileOf, measuredWithSource } from './tables';
+import { ATTENTION_CANDIDATES, type AttentionPass, HEURISTIC_ATTENTION_FIRST, type AttnTile, attnTileNamed, attnTileOf, measuredWithSource } from './tables';
 import { type ChoiceSource, noteChoice, tunedPicks } from '../../tune/store';
 import { asSlice, bindingBytes } from '../launch';
 import { unrollLoops, wgslIf, wgslSection } from '../wgsl';
@@ -220,7 +220,7 @@ export function chooseAttentionTile(rt: Runtime, pass: Pass, D: number): AttnTil
   }
   const measured = measuredAttentionTileWithSource(rt, pass, D);
   if (measured && !attentionTileProblem(rt, pass, measured.tile, D)) return made(measured.tile, measured.source);
-  for (const e of ATTENTION_CANDIDATES[pass]) {
+  for (const e of [...HEURISTIC_ATTENTION_FIRST[pass], ...ATTENTION_CANDIDATES[pass]]) {
     const t = attnTileOf(e);
     if (!attentionTileProblem(rt, pass, t, D)) return made(t, 'heuristic');
   }

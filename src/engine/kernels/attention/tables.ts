@@ -86,6 +86,19 @@ export const ATTENTION_CANDIDATES: Record<AttentionPass, AttnTileTuple[]> = {
 };
 
 /**
+ * The heuristic's order where nothing was tuned and no table applies: the register-blocked and
+ * streamed tiles that won every tune so far (H200 table, H100 tune, SwiftShader's micro tune) first,
+ * largest first, then ATTENTION_CANDIDATES' order. chooseAttentionTile takes the first that fits.
+ */
+export const HEURISTIC_ATTENTION_FIRST: Record<AttentionPass, AttnTileTuple[]> = {
+  fwd: [[64, 32, 256, true], [64, 32, 128, true], [32, 32, 128, true], [32, 32, 64, true], [16, 32, 64, true]],
+  dq: [[64, 32, 256, true, { chunk: 4, prefetch: true }], [64, 64, 256, true, { chunk: 4, prefetch: true }],
+    [32, 32, 64, true], [16, 16, 32, true], [16, 16, 16, true]],
+  dkdv: [[32, 64, 256, true, { chunk: 4, prefetch: true }], [64, 64, 256, true, { chunk: 4, prefetch: true }],
+    [32, 32, 128, true], [32, 32, 64, true], [16, 16, 32, true]],
+};
+
+/**
  * Tiles measured fastest per GPU model (bench/attn-tune.ts), keyed `${pass}/D${D}`; `dqDs` the
  * stored-dS backward's dq tile by dqDsTileName (attention-ds.ts), keyed `D${D}`. An entry applies
  * where adapterMatches(match), as in matmul-tables.ts.

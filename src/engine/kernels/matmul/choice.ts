@@ -57,7 +57,9 @@ export function heuristicCosts(shape: MatmulShape, limits: LimitsLike = DEFAULT_
   const P = opts.parallelThreads ?? 65536;
   const out: { name: string; cost: number }[] = [];
   for (const v of availableVariants(limits)) {
-    const threads = variantThreads(v);
+    // Register slots: a micro tile wider than 8×8 holds as many accumulators per tile as the 8×8
+    // one and feeds the FMA units from its extra independent sums (Hopper's tuned picks are 8×16).
+    const threads = Math.max(variantThreads(v), (v.BM * v.BN) / 64);
     const tiles = Math.ceil(shape.M / v.BM) * Math.ceil(shape.N / v.BN);
     for (const S of [1, ...splitCandidates(shape, v, opts.workspaceBytes ?? 0, P)]) {
       const { kChunk, parts } = splitPlan(shape.K, v.BK, S);
