@@ -18,6 +18,7 @@ import {
   trainOptionsOf, validateRunSpec,
 } from '../engine/run/spec';
 import type { Tokenizer } from '../engine/train/tokenizer/tokenizer';
+import type { LossScaleCheckpoint } from '../engine/train/trainer';
 import { resolveTrainingPlan, type TrainingPlan } from '../engine/plan/train-plan';
 import { CheckpointError, checkOutDir, readLatestCheckpoint } from './checkpoint-store';
 import { defaultCorpusPath, num, parseCliArgs, readJsonObject, UsageError } from './common';
@@ -79,7 +80,7 @@ const OPTIONS = {
 export interface ResumePoint {
   step: number;
   params: Map<string, Float32Array>;
-  optimizer: OptimizerState;
+  optimizer: OptimizerState & { lossScale?: LossScaleCheckpoint };
   /** The checkpoint's files as committed (a finished run's export is written again from them). */
   files: Record<string, Uint8Array>;
 }
@@ -379,11 +380,13 @@ export function resumePoint(dir: string, opts: TrainOptions): ResumePoint | null
   } catch (e) {
     throw refuse(`cannot be loaded: ${(e as Error).message}`);
   }
-  const train = ck.extra?.train as { options?: unknown; step?: unknown } | undefined;
+  const train = ck.extra?.train as { options?: unknown; step?: unknown; lossScale?: LossScaleCheckpoint } | undefined;
   if (!ck.extra?.optimizer) throw refuse('has no optimizer state');
   if (ck.extra.optimizer.step !== got.step || train?.step !== got.step) throw refuse(`mixes steps (manifest ${got.step}, optimizer ${ck.extra.optimizer.step}, lab.json ${String(train?.step)})`);
   if (canonical(train.options) !== canonical(opts)) throw refuse('was written with other options than run.json records');
-  return { step: got.step, params: ck.params, optimizer: ck.extra.optimizer, files: got.files };
+  // The loss scaler's state (runs with loss scaling) rides in lab.json's train entry; the trainer checks it against its plan.
+  const optimizer = train.lossScale ? { ...ck.extra.optimizer, lossScale: train.lossScale } : ck.extra.optimizer;
+  return { step: got.step, params: ck.params, optimizer, files: got.files };
 }
 
 /** JSON with sorted keys: the same value whatever order its objects were built in. */

@@ -16,7 +16,7 @@ import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
 import { cadenceOf, specWithOptions } from '../engine/run/spec';
 import { resolveTrainingPlan, type TrainingPlan } from '../engine/plan/train-plan';
-import type { Trainer } from '../engine/train/trainer';
+import { f16DeviceFeatures, type Trainer } from '../engine/train/trainer';
 import { createParallelTrainer } from '../parallel/factory';
 import { fail } from './common';
 import { INTERRUPTED_EXIT, interruptOnSignals } from './interrupt';
@@ -44,7 +44,7 @@ async function main(): Promise<number> {
     return 0;
   }
   // The run resolved once: --plan prints it, the trainer builds it.
-  const plan = p.resolved ?? resolveTrainingPlan(p.opts);
+  let plan = p.resolved ?? resolveTrainingPlan(p.opts);
   if (p.plan) {
     printPlan(p, plan);
     return 0;
@@ -66,11 +66,14 @@ async function main(): Promise<number> {
   let bar: cliProgress.SingleBar | null = null;
   const interrupt = interruptOnSignals(() => bar?.stop());
   // Dawn exposes subgroup matrices (the INT8 GEMMs' tensor-core path) only behind its unsafe APIs.
-  const gpu = await acquireNodeGpu({ forceSwiftShader: p.cpu, dawnFlags: plan.int8TensorCores ? ['enable-dawn-features=allow_unsafe_apis'] : undefined });
+  // f16 GEMMs' tensor-core path is subgroup matrices too (acquireNodeGpu adds the toggle that exposes shader-f16 on NVIDIA).
+  const gpu = await acquireNodeGpu({ forceSwiftShader: p.cpu, dawnFlags: plan.int8TensorCores || plan.f16 ? ['enable-dawn-features=allow_unsafe_apis'] : undefined });
   const ai = gpu.adapterInfo;
   console.error(`adapter: ${[ai.vendor, ai.architecture, ai.device, ai.description].filter(Boolean).join(' / ') || 'unknown'}`);
   const rt = new Runtime(gpu);
   const tuned = await prepareRunKernels(rt, opts, tuneCache, p.tune);
+  // f16 GEMMs: their path is this device's (shader-f16, verified tensor-core layouts), so the plan is resolved again with its features.
+  if (plan.f16) plan = resolveTrainingPlan(plan.opts, { device: await f16DeviceFeatures(rt, { probe: true }) });
   const trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts, text: '', init: {
     tokenizer: p.tokenizer, data: datasetOf(p.corpus, opts.seed), params: point?.params ?? p.init?.params, optimizer: point?.optimizer, plan,
   } });
@@ -164,8 +167,10 @@ function writeStartFiles(p: TrainPlan, run: RunDir, trainer: Trainer, device: un
     scheme: trainer.plan.scheme,
     // Exact bits per element and wire bytes of this scheme and model (not measured).
     bits_and_wire: bitsAndWire(trainer.plan.model),
-    // The kernel each layer's forward, dX and dW GEMMs run on this device (fp32, int8-dot4, int8-tensor-core).
+    // The kernel each layer's forward, dX and dW GEMMs run on this device (fp32, int8-dot4, int8-tensor-core, f16-*).
     gemm_paths: trainer.computePaths(),
+    // Dynamic loss scaling's configuration (GradScaler's arguments), null when the run does not scale.
+    loss_scaling: trainer.plan.model.lossScale,
     device,
     // Where the kernel choices came from: tuned on this GPU, partly, or defaults (cli/tune-cache.ts RunTuning).
     tuning,

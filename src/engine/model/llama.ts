@@ -20,6 +20,8 @@ import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } 
 import { rmsnormForward } from '../kernels/rmsnorm/rmsnorm';
 import { rope, ropeTablePacked } from '../kernels/rope/rope';
 import { adamw } from '../optim/adamw';
+import { adamwScaled, lossScaleCheck, lossScaleSeed, lossScaleUpdate, packLossScaleState } from '../optim/loss-scale-gpu';
+import { LossScaler } from '../optim/loss-scale';
 import { assertSupported, isFp32, type Scheme } from '../scheme/scheme';
 import { deriveSeed } from '../util/rng';
 import { forwardScoreCodes, ropeWithCodes } from './attention-scores';
@@ -121,6 +123,11 @@ export class LlamaGpu {
         : new TpPeer(rt, this.dims, tp, tpRank, this.layout, b);
     this.buildForward();
     if (this.training) {
+      if (plan.lossScale) {
+        rt.write(this.b('lossScale'), new Uint8Array(packLossScaleState(new LossScaler(plan.lossScale).state())));
+        // Backward of scale·loss: the loss gradient (dlogits, in place of the logits) times the scale.
+        this.backward.push(lossScaleSeed(rt, { label: 'xent', x: this.b('logits'), n: this.dims.N * this.dims.V, state: this.b('lossScale') }));
+      }
       buildBackward({
         rt, cfg, dims: this.dims, plan: this.plan, tp: this.tp, g: this.g, lmHead: this.lmHead(), attnDqPath: opts.attnDqPath, attnPaths: this.attnPaths,
         b, param: (name) => this.param(name), saved: (l, key) => this.saved(l, key), loadSaved: (l, key) => this.loadSaved(l, key),
@@ -323,6 +330,12 @@ export class LlamaGpu {
       o.push(normFinalize(rt, { label: 'grad_norm', partials: this.b('normPartials'), count: base, out: this.b('gradNorm') }));
     }
     this.normEnd = o.length;
+    // Loss scaling: found_inf and the unscaled norm from the scaled gradients' norm; AdamW then skips or unscales.
+    const ls = this.plan.lossScale;
+    const state = ls ? this.b('lossScale') : null;
+    if (state) o.push(lossScaleCheck(rt, { label: 'grad_norm', gradNorm: this.b('gradNorm'), state }));
+    const step = (a: { label: string; param: Binding; grad: Binding; m: Binding; v: Binding; n: number; decay: boolean }): Dispatch =>
+      (state ? adamwScaled(rt, { ...a, stepParams: this.b('stepParams'), state }) : adamw(rt, { ...a, stepParams: this.b('stepParams'), gradNorm: this.b('gradNorm') }));
     // The study's optimizer: m ← Q(m), v ← Q(v) (per row of each tensor) before the full-precision update.
     for (const [key, spec] of [['adam.m', this.plan.adam.m], ['adam.v', this.plan.adam.v]] as const) {
       if (isFp32(spec)) continue;
@@ -335,16 +348,17 @@ export class LlamaGpu {
       const sl = (k: string, v: { offset: number; size: number }): Binding => ({ buffer: this.b(k), offset: v.offset * 4, size: v.size * 4 });
       for (const v of this.layout.views) {
         o.push(...this.loadGrad(v.name));
-        o.push(adamw(rt, { label: `adamw.${v.name}`, param: sl('weights', v), grad: { buffer: this.b('gradStage'), offset: 0, size: v.size * 4 }, m: sl('adam.m', v), v: sl('adam.v', v), n: v.size, decay: v.decay, stepParams: this.b('stepParams'), gradNorm: this.b('gradNorm') }));
+        o.push(step({ label: `adamw.${v.name}`, param: sl('weights', v), grad: { buffer: this.b('gradStage'), offset: 0, size: v.size * 4 }, m: sl('adam.m', v), v: sl('adam.v', v), n: v.size, decay: v.decay }));
       }
-      return;
+    } else {
+      for (const [range, decay] of [[this.layout.decayRange, true], [this.layout.noDecayRange, false]] as const) {
+        const [s, e] = range;
+        if (e <= s) continue;
+        const sl = (k: string): Binding => ({ buffer: this.b(k), offset: s * 4, size: (e - s) * 4 });
+        o.push(step({ label: decay ? 'adamw.decay' : 'adamw.nodecay', param: sl('weights'), grad: sl('grads'), m: sl('adam.m'), v: sl('adam.v'), n: e - s, decay }));
+      }
     }
-    for (const [range, decay] of [[this.layout.decayRange, true], [this.layout.noDecayRange, false]] as const) {
-      const [s, e] = range;
-      if (e <= s) continue;
-      const sl = (k: string): Binding => ({ buffer: this.b(k), offset: s * 4, size: (e - s) * 4 });
-      o.push(adamw(rt, { label: decay ? 'adamw.decay' : 'adamw.nodecay', param: sl('weights'), grad: sl('grads'), m: sl('adam.m'), v: sl('adam.v'), n: e - s, decay, stepParams: this.b('stepParams'), gradNorm: this.b('gradNorm') }));
-    }
+    if (state && ls) o.push(lossScaleUpdate(rt, { label: 'grad_norm', state, cfg: ls }));
   }
 
   /** Writes a batch [B, T+1] of token ids: inputs = [:, :T], targets = [:, 1:]. */

@@ -15,6 +15,8 @@ import { embeddingWorkspaceBytes } from '../kernels/embedding/embedding';
 import { globalNormPartialsBytes } from '../kernels/reduce/reduce';
 import { rmsnormWorkspaceBytes } from '../kernels/rmsnorm/rmsnorm';
 import { ADAMW_STEP_BYTES } from '../optim/adamw';
+import { LOSS_SCALE_DEFAULTS, LossScaler } from '../optim/loss-scale';
+import { LOSS_SCALE_STATE_BYTES } from '../optim/loss-scale-gpu';
 import { SCHEME_PRESETS } from '../scheme/presets';
 import { isFp32, layerScheme, type QuantSpec, SAVED_KINDS, type SavedKind, type SavedSpec, savedSpec, type Scheme } from '../scheme/scheme';
 import { type GradWire, gradWireOf } from '../scheme/wire';
@@ -96,6 +98,25 @@ export interface RunPlan {
    * asks for it and some GEMM runs f16: fp32 gradients need none). null: no f16 in the scheme.
    */
   f16: { resolution: F16Resolution; layers: LayerF16Paths[]; lossScaling: boolean } | null;
+  /**
+   * Dynamic loss scaling's configuration when the training step scales (f16.lossScaling, or forced
+   * by ResolveOptions.lossScale.always on any plan), else null: the model then keeps the scaler's
+   * state in `lossScale` and the optimizer skips steps with inf/NaN gradients.
+   */
+  lossScale: LossScaleConfig | null;
+}
+
+/** GradScaler's constructor arguments as the plan resolves them (optim/loss-scale.ts LossScalerOptions). */
+export interface LossScaleConfig {
+  initScale: number;
+  growthFactor: number;
+  backoffFactor: number;
+  growthInterval: number;
+}
+
+export interface LossScaleOptions extends Partial<LossScaleConfig> {
+  /** Scale even where no GEMM runs f16 (an fp32 plan): the scaler's behaviour on any device, tests and comparisons. */
+  always?: boolean;
 }
 
 export interface ResolveOptions extends PlanOptions {
@@ -103,6 +124,21 @@ export interface ResolveOptions extends PlanOptions {
   dpMembers?: number;
   /** The device's f16 features (null or absent: unknown, so f16 GEMMs resolve to fp32 and say why). */
   f16Device?: F16Features | null;
+  /** Loss scaling's configuration (GradScaler's defaults where absent), and `always` to scale without f16. */
+  lossScale?: LossScaleOptions;
+}
+
+function resolveLossScale(training: boolean, f16: RunPlan['f16'], o: LossScaleOptions | undefined): LossScaleConfig | null {
+  if (!training || !(f16?.lossScaling || o?.always)) return null;
+  const c: LossScaleConfig = {
+    initScale: o?.initScale ?? LOSS_SCALE_DEFAULTS.initScale,
+    growthFactor: o?.growthFactor ?? LOSS_SCALE_DEFAULTS.growthFactor,
+    backoffFactor: o?.backoffFactor ?? LOSS_SCALE_DEFAULTS.backoffFactor,
+    growthInterval: o?.growthInterval ?? LOSS_SCALE_DEFAULTS.growthInterval,
+  };
+  // The LossScaler checks what a state may hold (throws with the field's name).
+  new LossScaler(c);
+  return c;
 }
 
 function resolveF16(scheme: Scheme, layers: LayerPlan[], training: boolean, dev: F16Features | null): RunPlan['f16'] {
@@ -175,7 +211,9 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     linearNnMinRows: opts.linearNnMinRows,
     buffers: [],
     f16: resolveF16(scheme, layers, training, opts.f16Device ?? null),
+    lossScale: null,
   };
+  plan.lossScale = resolveLossScale(training, plan.f16, opts.lossScale);
   plan.buffers = planBuffers(plan, opts);
   return plan;
 }
@@ -269,6 +307,8 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
     ws('embedWs', embeddingWorkspaceBytes({ N: d.N, V: d.V }));
     ws('normPartials', gradStore ? globalNormPartialsBytes(layout.views.map((v) => v.size)) : globalNormPartialsBytes(layout.totalFloats));
     ws('gradNorm', 16);
+    // Loss scaling's state (optim/loss-scale-gpu.ts): scale, growth tracker, skipped steps, the unscaled norm.
+    if (p.lossScale) ws('lossScale', LOSS_SCALE_STATE_BYTES);
     out.push({ key: 'stepParams', category: 'workspace', bytes: ADAMW_STEP_BYTES, usage: BUFFER_USAGE.UNIFORM | BUFFER_USAGE.COPY_DST });
   }
   return out;

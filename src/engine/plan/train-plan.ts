@@ -8,7 +8,7 @@ import { emptyMemReport, type MemReport, roundBufferSize } from '../gpu/memory';
 import { type F16Features, usesInt8 } from '../model/compute-plan';
 import { decoderBufferPlan } from '../model/decode';
 import type { BufferSpec } from '../model/dims';
-import { resolvePlan, type RunPlan } from './run-plan';
+import { type LossScaleOptions, resolvePlan, type RunPlan } from './run-plan';
 import type { TpConfig } from '../model/tp/tp';
 import { shardConfig } from '../model/tp/shard';
 import { SCHEME_PRESETS } from '../scheme/presets';
@@ -36,6 +36,8 @@ export interface TrainingPlanOptions {
   tpShard?: { rank: number; degree: number };
   /** The device's f16 features: the f16 GEMMs' path is resolved from them (absent: unknown, fp32, said so in `f16`). */
   device?: F16Features;
+  /** Loss scaling's configuration, and `always` to scale an fp32 run too (run-plan.ts LossScaleOptions). */
+  lossScale?: LossScaleOptions;
 }
 
 export interface TrainingPlan<O extends PlanInput = TrainOptions> {
@@ -55,7 +57,7 @@ export interface TrainingPlan<O extends PlanInput = TrainOptions> {
   readonly int8TensorCores: boolean;
   /** The f16 GEMMs' path per layer with the reasons where it is fp32 (model.f16; null: the scheme has no f16). */
   readonly f16: RunPlan['f16'];
-  /** Dynamic loss scaling is on: the scheme asks for it and some GEMM runs f16. */
+  /** Dynamic loss scaling is on: the scheme asks for it and some GEMM runs f16 (or the options force it: model.lossScale). */
   readonly lossScaling: boolean;
   readonly wire: {
     /** Data parallel: the gradient all-reduce's format (the scheme's grads.wire; null: no all-reduce carries it) over `members`. */
@@ -81,10 +83,10 @@ export function memoryOf(buffers: readonly BufferSpec[]): MemReport {
 /** The model's plan and every buffer a single-device run allocates under `scheme`. */
 function planUnder(opts: PlanInput, scheme: Scheme | undefined, o: TrainingPlanOptions): { model: RunPlan; buffers: BufferSpec[] } {
   if (o.tpShard) {
-    const model = resolvePlan(shardConfig(opts.model, o.tpShard.degree), opts.batch, opts.seq, { scheme, tpRank: o.tpShard.rank, dpMembers: o.dpMembers, f16Device: o.device });
+    const model = resolvePlan(shardConfig(opts.model, o.tpShard.degree), opts.batch, opts.seq, { scheme, tpRank: o.tpShard.rank, dpMembers: o.dpMembers, f16Device: o.device, lossScale: o.lossScale });
     return { model, buffers: model.buffers };
   }
-  const model = resolvePlan(opts.model, opts.batch, opts.seq, { scheme, dpMembers: o.dpMembers, f16Device: o.device });
+  const model = resolvePlan(opts.model, opts.batch, opts.seq, { scheme, dpMembers: o.dpMembers, f16Device: o.device, lossScale: o.lossScale });
   return {
     model,
     buffers: [
@@ -120,7 +122,7 @@ export function resolveTrainingPlan<O extends PlanInput>(opts: O, o: TrainingPla
     memory: memoryOf(buffers),
     int8TensorCores: model.training && model.layers.some((l) => usesInt8(l.compute)),
     f16: model.f16,
-    lossScaling: model.f16?.lossScaling ?? false,
+    lossScaling: model.lossScale !== null,
     wire: { dp: model.wire.dp, diloco: o.diloco?.wire ?? null, tp: model.wire.tp },
   };
   return deepFreeze(plan);

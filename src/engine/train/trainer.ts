@@ -7,12 +7,15 @@ import type { MemReport } from '../gpu/memory';
 import type { Dispatch, Runtime } from '../gpu/runtime';
 import { saveCheckpoint, type CheckpointFiles, type HfTokenizerFiles } from '../io/checkpoint';
 import { enableI8TensorCores, i8TensorCoreSpec } from '../kernels/qgemm/tc';
-import { f16TensorCoreSpec } from '../kernels/matmul-f16/matmul-f16';
+import { enableF16TensorCores, f16TensorCoreSpec } from '../kernels/matmul-f16/matmul-f16';
+import type { F16Features } from '../model/compute-plan';
 import type { LayerPaths } from '../model/int8-gemms';
 import { LlamaGpu } from '../model/llama';
 import { Decoder } from '../model/decode';
 import { flatten, initParams, unflatten } from '../model/params';
 import { packAdamwStep } from '../optim/adamw';
+import { type LossScalerState } from '../optim/loss-scale';
+import { type GpuLossScaleState, packLossScaleState, readLossScaleState } from '../optim/loss-scale-gpu';
 import { lrAt } from '../optim/schedule';
 import { type BudgetChoice, resolveTrainingPlan, type TrainingPlan } from '../plan/train-plan';
 import type { WireFormat } from '../scheme/wire';
@@ -34,6 +37,15 @@ export interface StepMetrics {
   tokens_per_s: number;
   mem: MemReport;
   elapsed_s: number;
+  /** Loss scaling (plan.lossScaling): the scale the step's gradients were seeded with … after its update. */
+  loss_scale?: number;
+  /** Loss scaling: steps skipped for inf/NaN gradients so far in the run (this one included). */
+  skipped_steps?: number;
+}
+
+/** The loss scaler's state as a checkpoint keeps it: GradScaler's state_dict and the run's skipped steps. */
+export interface LossScaleCheckpoint extends LossScalerState {
+  skipped: number;
 }
 
 /** A run's state in the model's flat layout (data parallelism hands it to late joiners). */
@@ -48,7 +60,7 @@ export interface TrainerInit {
   /** Initial flat parameters (default: seeded HF init). */
   params?: Map<string, Float32Array>;
   /** Resume: optimizer moments and step. */
-  optimizer?: { m: Map<string, Float32Array>; v: Map<string, Float32Array>; step: number };
+  optimizer?: { m: Map<string, Float32Array>; v: Map<string, Float32Array>; step: number; lossScale?: LossScaleCheckpoint };
   tokenizer?: Tokenizer;
   /** Pre-tokenized data (datasets.ts, or streamed from token stores: token-stream.ts); the text argument is then unused. */
   data?: BatchSource;
@@ -71,25 +83,40 @@ export function optionsForTokenizer(raw: TrainOptions, tokenizer: Tokenizer, o: 
   return validateTrainOptions({ ...opts, model: { ...opts.model, vocab_size: tokenizer.vocabSize } });
 }
 
-/** Writes a model's AdamW step parameters (lr of the schedule, bias-correction step, clip norm); returns the lr. */
-export function writeAdamwStep(rt: Runtime, model: LlamaGpu, step: number, o: OptimizerConfig): number {
+/**
+ * Writes a model's AdamW step parameters (lr of the schedule, bias-correction step, clip norm); returns
+ * the lr. `skipped`: steps the loss scaler skipped before this one — Adam's own step count (the bias
+ * correction) advances on applied steps only, as torch's does when GradScaler skips optimizer.step().
+ */
+export function writeAdamwStep(rt: Runtime, model: LlamaGpu, step: number, o: OptimizerConfig, skipped = 0): number {
   const lr = lrAt(step, o);
   rt.write(model.b('stepParams'), new Uint8Array(packAdamwStep({
-    lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weight_decay, step: step + 1, maxNorm: o.grad_clip,
+    lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, weightDecay: o.weight_decay, step: step + 1 - skipped, maxNorm: o.grad_clip,
   })));
   return lr;
 }
 
+/**
+ * The runtime's f16 features as a plan resolves the f16 GEMMs' path from them; `probe`: verify the
+ * f16 tensor-core layouts first (once per runtime, as enableI8TensorCores), where the device has
+ * shader-f16 and subgroup matrices, so a layout that passed counts.
+ */
+export async function f16DeviceFeatures(rt: Runtime, o: { probe?: boolean } = {}): Promise<F16Features> {
+  const f = rt.gpu.features;
+  if (o.probe && f.shaderF16 && f.subgroupMatrix && !f16TensorCoreSpec(rt, 'NT')) await enableF16TensorCores(rt);
+  return { shaderF16: f.shaderF16, tensorCores: !!f16TensorCoreSpec(rt, 'NT') };
+}
+
 /** The checkpoint files of a run at `step`: full tensors of the weights and Adam moments. */
 export function runCheckpoint(opts: TrainOptions, tokenizer: Tokenizer, step: number,
-  state: { params: Map<string, Float32Array>; m: Map<string, Float32Array>; v: Map<string, Float32Array> }): CheckpointFiles {
+  state: { params: Map<string, Float32Array>; m: Map<string, Float32Array>; v: Map<string, Float32Array>; lossScale?: LossScaleCheckpoint }): CheckpointFiles {
   return saveCheckpoint({
     config: opts.model,
     params: state.params,
     extra: {
       optimizer: { m: state.m, v: state.v, step },
       tokenizer: tokenizer.toJSON(),
-      train: { options: opts, step },
+      train: { options: opts, step, ...(state.lossScale ? { lossScale: state.lossScale } : {}) },
       hfTokenizer: hfTokenizerFiles(tokenizer),
     },
   });
@@ -104,7 +131,7 @@ export function hfTokenizerFiles(tokenizer: Tokenizer): HfTokenizerFiles {
 /** A finished step's metrics (trainers of every kind); a non-finite loss stops the run. */
 export function stepMetrics(
   opts: TrainOptions,
-  s: { step: number; loss: number; lr: number; gradNorm: number; t0: number; startTime: number; mem: MemReport },
+  s: { step: number; loss: number; lr: number; gradNorm: number; t0: number; startTime: number; mem: MemReport; lossScale?: { scale: number; skipped: number } },
 ): StepMetrics {
   const now = performance.now();
   if (!Number.isFinite(s.loss)) throw new Error(`loss is ${s.loss} at step ${s.step}: training diverged`);
@@ -116,6 +143,7 @@ export function stepMetrics(
     tokens_per_s: (opts.batch * opts.seq) / ((now - s.t0) / 1000),
     mem: s.mem,
     elapsed_s: (now - s.startTime) / 1000,
+    ...(s.lossScale ? { loss_scale: s.lossScale.scale, skipped_steps: s.lossScale.skipped } : {}),
   };
 }
 
@@ -153,6 +181,12 @@ export class Trainer implements RunTrainer<StepMetrics> {
   private ahead?: SubmittedStep;
   /** When the last step's loss was read: a step submitted before then started on the GPU no earlier. */
   private lastFinish = 0;
+  /**
+   * Loss scaling: steps skipped so far as the last readback told (AdamW's bias-correction step is
+   * step + 1 − skipped). A step submitted ahead of that readback uses the count before it: after a
+   * skip, one pipelined step's bias correction is one step ahead (skips are rare after the first few steps).
+   */
+  private skipped = 0;
 
   /** Generation with a KV cache over the model's weights (samples during training and on request). */
   readonly decoder: Decoder;
@@ -189,7 +223,10 @@ export class Trainer implements RunTrainer<StepMetrics> {
       throw new Error(`Trainer.create: the plan is for a vocabulary of ${init.plan.opts.model.vocab_size}, the tokenizer's is ${opts.model.vocab_size}`);
     }
     // The f16 GEMMs' path comes from the device's features (a tensor-core layout counts once enableF16TensorCores verified it).
-    const plan = init.plan ?? resolveTrainingPlan(opts, { diloco: init.diloco ?? null, device: { shaderF16: rt.gpu.features.shaderF16, tensorCores: !!f16TensorCoreSpec(rt, 'NT') } });
+    let plan = init.plan ?? resolveTrainingPlan(opts, { diloco: init.diloco ?? null, device: await f16DeviceFeatures(rt) });
+    if (!init.plan && plan.f16 && rt.gpu.features.shaderF16 && !f16TensorCoreSpec(rt, 'NT')) {
+      plan = resolveTrainingPlan(opts, { diloco: init.diloco ?? null, device: await f16DeviceFeatures(rt, { probe: true }) });
+    }
     const data = init.data ?? new TextDataset(text, tokenizer, plan.opts.seed);
     const owner = `run${nextTrainerId++}`;
     // INT8 GEMMs run on tensor cores where the device has them and computes them exactly (checked once per runtime).
@@ -203,6 +240,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
       rt.write(model.b('adam.m'), flatten(init.optimizer.m, model.layout));
       rt.write(model.b('adam.v'), flatten(init.optimizer.v, model.layout));
       t.stepCount = init.optimizer.step;
+      if (init.optimizer.lossScale) t.restoreLossScale(init.optimizer.lossScale);
     }
     await rt.sync();
     return t;
@@ -285,17 +323,44 @@ export class Trainer implements RunTrainer<StepMetrics> {
   }
 
   private async finishStep(cur: SubmittedStep): Promise<StepMetrics> {
-    const [loss, gradNorm] = await this.read(cur.readback);
+    const [loss, gradNorm, scale, skipped] = await this.read(cur.readback);
     this.stepCount = cur.step + 1;
     // A step submitted ahead waited in the queue for the one before: its time starts when that one's ended.
     const t0 = Math.max(cur.t0, this.lastFinish);
     this.lastFinish = performance.now();
-    return stepMetrics(this.opts, { step: cur.step, loss, lr: cur.lr, gradNorm, t0, startTime: this.startTime, mem: this.memory() });
+    if (this.plan.lossScaling) this.skipped = skipped;
+    const lossScale = this.plan.lossScaling ? { scale, skipped } : undefined;
+    return stepMetrics(this.opts, { step: cur.step, loss, lr: cur.lr, gradNorm, t0, startTime: this.startTime, mem: this.memory(), lossScale });
   }
 
   /** Writes AdamW's per-step parameters (lr of the schedule, bias-correction step, clip norm); returns the lr. */
   private writeStepParams(step: number): number {
-    return writeAdamwStep(this.rt, this.model, step, this.opts.optimizer);
+    return writeAdamwStep(this.rt, this.model, step, this.opts.optimizer, this.skipped);
+  }
+
+  /** The loss scaler's state on the GPU (null without loss scaling). */
+  async lossScaleState(): Promise<GpuLossScaleState | null> {
+    const ls = this.plan.model.lossScale;
+    if (!ls) return null;
+    await this.settle();
+    return readLossScaleState(this.rt, this.model.b('lossScale'), ls);
+  }
+
+  /** Writes a checkpoint's scaler state (scale, growth tracker, skipped steps) back to the GPU (resume does at create). */
+  restoreLossScale(s: LossScaleCheckpoint): void {
+    const ls = this.plan.model.lossScale;
+    if (!ls) throw new Error('the checkpoint has a loss scaler state; this run does not scale its loss');
+    for (const k of ['growthFactor', 'backoffFactor', 'growthInterval'] as const) {
+      if (s[k] !== ls[k]) throw new Error(`the checkpoint's loss scaler has ${k} ${s[k]}; this run's plan ${ls[k]}`);
+    }
+    if (!(Number.isFinite(s.scale) && s.scale > 0 && Number.isInteger(s.growthTracker) && s.growthTracker >= 0
+      && s.growthTracker < ls.growthInterval && Number.isInteger(s.skipped) && s.skipped >= 0 && s.skipped <= this.stepCount)) {
+      throw new Error(`the checkpoint's loss scaler state is invalid: ${JSON.stringify(s)}`);
+    }
+    // A step submitted ahead runs before this write (queue order) and is overwritten by it.
+    this.ahead = undefined;
+    this.rt.write(this.model.b('lossScale'), new Uint8Array(packLossScaleState(s, s.skipped)));
+    this.skipped = s.skipped;
   }
 
   /**
@@ -322,7 +387,8 @@ export class Trainer implements RunTrainer<StepMetrics> {
   async applyGradients(): Promise<{ lr: number; gradNorm: number }> {
     await this.settle();
     const lr = this.writeStepParams(this.stepCount);
-    const [, gradNorm] = await this.runAndRead(this.model.optimizer, true);
+    const [, gradNorm, , skipped] = await this.runAndRead(this.model.optimizer, true);
+    if (this.plan.lossScaling) this.skipped = skipped;
     this.stepCount++;
     return { lr, gradNorm };
   }
@@ -355,7 +421,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
    * each submitted before the next is recorded, `onSegment(i)` called right after segment i's submit;
    * the last segment copies the loss back.
    */
-  private async runSegments(o: BackwardSegments): Promise<[number, number]> {
+  private async runSegments(o: BackwardSegments): Promise<[number, number, number, number]> {
     const { model } = this;
     const n = model.backward.length;
     o.cuts.reduce((prev, c) => {
@@ -375,7 +441,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
   }
 
   /** Encodes dispatches in one command buffer, then copies the loss (and grad norm) back and reads them. */
-  private async runAndRead(dispatches: Dispatch[], withNorm: boolean): Promise<[number, number]> {
+  private async runAndRead(dispatches: Dispatch[], withNorm: boolean): Promise<[number, number, number, number]> {
     await this.settle();
     const readback = this.readbackFor(this.stepCount);
     this.rt.submit(this.recordWithReadback(dispatches, withNorm, readback));
@@ -389,18 +455,28 @@ export class Trainer implements RunTrainer<StepMetrics> {
 
   private recordWithReadback(dispatches: Dispatch[], withNorm: boolean, readback: GPUBuffer): GPUCommandBuffer {
     const { rt, model } = this;
+    const scaled = this.plan.lossScaling;
     return rt.record(dispatches, (enc) => {
       enc.copyBufferToBuffer(model.b('loss'), 0, readback, 0, 4);
-      if (withNorm) enc.copyBufferToBuffer(model.b('gradNorm'), 0, readback, 4, 4);
+      if (withNorm && scaled) {
+        // The unscaled norm (state word 0, non-finite on a skipped step), the scale and the skipped count (words 3, 5).
+        enc.copyBufferToBuffer(model.b('lossScale'), 0, readback, 4, 4);
+        enc.copyBufferToBuffer(model.b('lossScale'), 12, readback, 8, 4);
+        enc.copyBufferToBuffer(model.b('lossScale'), 20, readback, 12, 4);
+      } else if (withNorm) enc.copyBufferToBuffer(model.b('gradNorm'), 0, readback, 4, 4);
     });
   }
 
-  /** The loss and grad norm a submitted command buffer copied into `readback`, once the GPU is done with it. */
-  private async read(readback: GPUBuffer): Promise<[number, number]> {
+  /**
+   * The loss and grad norm a submitted command buffer copied into `readback`, once the GPU is done
+   * with it; with loss scaling also the scale after the step and the skipped steps so far.
+   */
+  private async read(readback: GPUBuffer): Promise<[number, number, number, number]> {
     await readback.mapAsync(GPUMapMode.READ);
-    const r = new Float32Array(readback.getMappedRange().slice(0, 8));
+    const bytes = readback.getMappedRange().slice(0, 16);
     readback.unmap();
-    return [r[0], r[1]];
+    const f = new Float32Array(bytes);
+    return [f[0], f[1], f[2], new Uint32Array(bytes)[3]];
   }
 
   /** Mean validation loss over `evalBatches` fixed batches. */
@@ -443,8 +519,10 @@ export class Trainer implements RunTrainer<StepMetrics> {
   async checkpoint(): Promise<CheckpointFiles> {
     const { model } = this;
     const { weights: w, m, v } = await this.trainingState();
+    const ls = await this.lossScaleState();
+    const lossScale = ls ? { scale: ls.scale, growthFactor: ls.growthFactor, backoffFactor: ls.backoffFactor, growthInterval: ls.growthInterval, growthTracker: ls.growthTracker, skipped: ls.skipped } : undefined;
     return runCheckpoint(this.opts, this.tokenizer, this.stepCount,
-      { params: unflatten(w, model.layout), m: unflatten(m, model.layout), v: unflatten(v, model.layout) });
+      { params: unflatten(w, model.layout), m: unflatten(m, model.layout), v: unflatten(v, model.layout), lossScale });
   }
 
   async parameters(): Promise<Map<string, Float32Array>> {
