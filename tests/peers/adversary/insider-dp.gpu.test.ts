@@ -82,7 +82,8 @@ describe('an insider in a data-parallel group', () => {
     for (const t of ts) t.restoreTrainingState(initial);
     const ref = LoopbackHub.group(2);
     const alone = ts.map((t, i) => new DataParallel(t, ref.transports[i], { run: RUN, mode: 'fp32', members: ['p0', 'p1'] }));
-    for (let s = 0; s < STEPS; s++) await Promise.all(alone.map((d) => d.step()));
+    let wantLoss: (number | null)[] = [];
+    for (let s = 0; s < STEPS; s++) wantLoss = (await Promise.all(alone.map((d) => d.step()))).map((x) => x.loss);
     const want = await hashOf(ts[0]);
     alone.forEach((d) => d.stop());
 
@@ -110,12 +111,15 @@ describe('an insider in a data-parallel group', () => {
       await memberStep(ev, e2, 2, (s) => s![0].map((v, i) => (-1000 * (v + s![1][i])) / 2)); // step 4: −1000 × last step's mean → third strike
       for (const p of ['p0', 'p1']) ev.control(p, RUN, dp.hello(fp)); // asks to come back
     })();
-    for (let s = 0; s < STEPS; s++) await Promise.all(dps.map((d) => d.step()));
+    let lastLoss: (number | null)[] = [];
+    for (let s = 0; s < STEPS; s++) lastLoss = (await Promise.all(dps.map((d) => d.step()))).map((x) => x.loss);
     await insider;
     const ms = performance.now() - t0;
 
     const hashes = await Promise.all(ts.map(hashOf));
     expect(hashes).toEqual([want, want]);
+    // The honest loss is not merely within noise of the run without the insider: it is that run's.
+    expect(lastLoss).toEqual(wantLoss);
     for (const ev of events) {
       const kinds = (k: string) => ev.filter((e) => e.kind === k);
       expect(kinds('outvoted').map((e) => e.peers)).toEqual([['p2'], ['p2']]);

@@ -5,7 +5,8 @@
  * neither keep it out by omission or by withholding its WELCOME, nor pull it into a forged group.
  */
 import { describe, expect, it } from 'vitest';
-import { admitByMajority, WelcomeVotes } from '../../../src/parallel/dp/joins';
+import { admitByMajority, JoinRequests, WelcomeVotes } from '../../../src/parallel/dp/joins';
+import { MemberGuard } from '../../../src/peers/collectives/screen';
 
 const GROUP = ['a', 'b', 'c', 'i'];
 
@@ -36,5 +37,25 @@ describe('an insider against a late joiner', () => {
     expect(w.add('a', 'j', 3, both, new Set(['k']))).toBeNull();
     expect(w.add('b', 'j', 3, both, new Set(['k']))).toBeNull();
     expect(w.add('c', 'j', 3, both, new Set(['k']))).toEqual({ epoch: 3, members: both });
+  });
+
+  it('a member dropped honestly (its link fell, or silent) asks again and is admitted at the next step, twice in a minute too; only a removed member stays out', () => {
+    const guard = new MemberGuard(3, 60_000, () => 0);
+    const j = new JoinRequests();
+    // Dropped: the transport reported it gone; the regrouped members no longer list it.
+    j.gone('c');
+    expect(j.hello('c', false, () => guard.allowRestart('c'))).toBe('request');
+    expect(admitByMajority(['a', 'b'], [j.joiners(['a', 'b'], ['a', 'b', 'c']), ['c']]).admitted).toEqual(['c']);
+    j.admitted(['c']);
+    j.synced();
+    // Dropped again at once: its HELLO while still listed is a restart at most once a minute, but
+    // once the group regrouped without it, a plain request again; no ban.
+    expect(j.hello('c', true, () => guard.allowRestart('c'))).toBe('restart');
+    expect(j.hello('c', true, () => guard.allowRestart('c'))).toBe('too-soon');
+    j.gone('c');
+    expect(j.hello('c', false, () => guard.allowRestart('c'))).toBe('request');
+    expect(guard.bannedWhy('c')).toBeNull();
+    guard.ban('c', 'screened out 3 steps in a row');
+    expect(guard.bannedWhy('c')).toMatch(/screened/); // the member group refuses its HELLO for the run
   });
 });
