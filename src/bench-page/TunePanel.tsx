@@ -1,23 +1,33 @@
 /**
  * "Tune this GPU": times the kernel choices of the lab page's run of a preset at a batch and context
- * (the lab form's defaults unless set here or by the run view's link: ?preset=&batch=&seq=) on this
+ * and scheme (the lab form's defaults unless set here or by the run view's link: ?preset=&batch=&seq=&scheme=) on this
  * GPU (engine/tune, in its own worker: tune.worker.ts) and keeps them in IndexedDB, where every later
  * run on this adapter takes them (its run view then says "tuned"). Progress with an estimate; Cancel
  * keeps what was tuned.
  */
 import { useEffect, useRef, useState } from 'react';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
+import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { LAB_RUN_SHAPE } from '../engine/tune/lab-run';
 import type { FromTuneWorker, ToTuneWorker } from './tune.worker';
 
 type Phase = { kind: 'idle' } | { kind: 'running'; text: string; fraction: number } | { kind: 'done'; text: string } | { kind: 'error'; text: string };
 
-/** The run the page was linked for (the run view's "tune this GPU": ?preset=micro&batch=8&seq=32), else the lab form's defaults. */
-function linkedRun(): { preset: PresetName; batch: string; seq: string } {
+const SCHEMES = Object.keys(SCHEME_PRESETS);
+
+/**
+ * The run the page was linked for (the run view's "tune this GPU": ?preset=micro&batch=8&seq=32&scheme=fp32),
+ * else the lab form's defaults; a scheme that is no preset (an imported one) is named, and fp32 offered.
+ */
+function linkedRun(): { preset: PresetName; batch: string; seq: string; scheme: string; unknownScheme?: string } {
   const q = new URLSearchParams(location.search);
   const p = q.get('preset');
+  const sc = q.get('scheme');
   const int = (k: string, d: number) => (/^\d+$/.test(q.get(k) ?? '') ? q.get(k)! : String(d));
-  return { preset: PRESET_NAMES.includes(p as PresetName) ? p as PresetName : 'micro', batch: int('batch', LAB_RUN_SHAPE.batch), seq: int('seq', LAB_RUN_SHAPE.seq) };
+  return {
+    preset: PRESET_NAMES.includes(p as PresetName) ? p as PresetName : 'micro', batch: int('batch', LAB_RUN_SHAPE.batch), seq: int('seq', LAB_RUN_SHAPE.seq),
+    scheme: sc && SCHEMES.includes(sc) ? sc : 'fp32', ...(sc && !SCHEMES.includes(sc) ? { unknownScheme: sc } : {}),
+  };
 }
 
 export function TunePanel() {
@@ -25,6 +35,7 @@ export function TunePanel() {
   const [preset, setPreset] = useState<PresetName>(linked.preset);
   const [batch, setBatch] = useState(linked.batch);
   const [seq, setSeq] = useState(linked.seq);
+  const [scheme, setScheme] = useState(linked.scheme);
   const [budget, setBudget] = useState('90');
   const [phase, setPhase] = useState<Phase>({ kind: 'idle' });
   const worker = useRef<Worker | null>(null);
@@ -37,7 +48,7 @@ export function TunePanel() {
       setPhase({ kind: 'error', text: `batch and sequence length must be whole numbers (batch ≥ 1, sequence ≥ 2), got ${batch} and ${seq}` });
       return;
     }
-    const what = `${preset} at batch ${b} × seq ${t}`;
+    const what = `${preset} at batch ${b} × seq ${t}${scheme === 'fp32' ? '' : ` (${scheme})`}`;
     worker.current?.terminate();
     const w = new Worker(new URL('./tune.worker.ts', import.meta.url), { type: 'module', name: 'tune' });
     worker.current = w;
@@ -61,7 +72,7 @@ export function TunePanel() {
       ev.preventDefault();
       setPhase({ kind: 'error', text: `tune worker failed: ${ev.message || 'could not load the worker script'}` });
     };
-    w.postMessage({ type: 'tune', preset, batch: b, seq: t, budgetS: Math.max(1, Number(budget) || 90) } satisfies ToTuneWorker);
+    w.postMessage({ type: 'tune', preset, batch: b, seq: t, scheme, budgetS: Math.max(1, Number(budget) || 90) } satisfies ToTuneWorker);
   };
 
   const running = phase.kind === 'running';
@@ -80,12 +91,20 @@ export function TunePanel() {
       <label>sequence length{' '}
         <input type="number" min={2} value={seq} disabled={running} onChange={(e) => setSeq(e.target.value)} data-testid="tune-seq" style={{ width: '4em' }} />
       </label>{' '}
+      <label>scheme{' '}
+        <select value={scheme} disabled={running} onChange={(e) => setScheme(e.target.value)} data-testid="tune-scheme">
+          {SCHEMES.map((k) => <option key={k} value={k}>{k}</option>)}
+        </select>
+      </label>{' '}
       <label>budget (s){' '}
         <input type="number" min={1} value={budget} disabled={running} onChange={(e) => setBudget(e.target.value)} data-testid="tune-budget" style={{ width: '5em' }} />
       </label>{' '}
       {running
         ? <button type="button" onClick={() => worker.current?.postMessage({ type: 'cancel' } satisfies ToTuneWorker)} data-testid="tune-cancel">Cancel</button>
         : <button type="button" onClick={start} data-testid="tune-start">Tune this GPU</button>}
+      {linked.unknownScheme && phase.kind === 'idle' && (
+        <p className="muted small">The run used scheme {linked.unknownScheme}, which is not a preset here: pick the preset it matches, or tune it with <code>npm run tune -- --scheme FILE.json</code>.</p>
+      )}
       {phase.kind !== 'idle' && (
         <p role="status" data-testid="tune-status" className={phase.kind === 'error' ? 'error' : undefined}>
           {phase.kind === 'running' && <progress value={phase.fraction} max={1} />} {phase.text}

@@ -3,19 +3,21 @@
  * batch and context (engine/tune labRunOptions: the shapes that run trains) on this browser's GPU,
  * with progress, and stores the cache in IndexedDB, where every later run's worker finds it. Cancel: the page posts `cancel` (the candidate in flight finishes; what was
  * tuned is kept).
- *   page → worker: { type: 'tune', preset, batch, seq, budgetS } | { type: 'cancel' }
+ *   page → worker: { type: 'tune', preset, batch, seq, scheme (a preset's name), budgetS } | { type: 'cancel' }
  *   worker → page: progress* → done | error
  */
 import { z } from 'zod';
 import { acquireGpu } from '../engine/gpu/device';
 import { Runtime } from '../engine/gpu/runtime';
 import { PRESET_NAMES } from '../engine/model/config';
+import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { adapterKeyOf, adapterLabel, labRunOptions, pendingTune, tuneForTraining, type TuneProgress } from '../engine/tune';
 import { loadTuneCacheIdb, saveTuneCacheIdb } from '../engine/tune/idb';
 
 export const TuneRequestSchema = z.discriminatedUnion('type', [
   z.strictObject({
     type: z.literal('tune'), preset: z.enum(PRESET_NAMES), batch: z.number().int().min(1).max(4096), seq: z.number().int().min(2).max(65536),
+    scheme: z.string().refine((k) => Object.hasOwn(SCHEME_PRESETS, k), 'not a scheme preset'),
     budgetS: z.number().min(1).max(3600),
   }),
   z.strictObject({ type: z.literal('cancel') }),
@@ -31,13 +33,13 @@ const scope = self as unknown as DedicatedWorkerGlobalScope;
 const post = (m: FromTuneWorker) => scope.postMessage(m);
 let abort: AbortController | null = null;
 
-async function tune({ preset, batch, seq, budgetS }: Extract<ToTuneWorker, { type: 'tune' }>): Promise<void> {
+async function tune({ preset, batch, seq, scheme, budgetS }: Extract<ToTuneWorker, { type: 'tune' }>): Promise<void> {
   const gpu = await acquireGpu(scope.navigator.gpu);
   const rt = new Runtime(gpu);
   try {
     const { cache, problem } = await loadTuneCacheIdb();
     if (problem) console.warn(`tuning cache: ${problem}; starting a new one`);
-    const opts = labRunOptions(preset, batch, seq);
+    const opts = labRunOptions(preset, batch, seq, SCHEME_PRESETS[scheme]);
     const adapter = adapterLabel(adapterKeyOf(gpu.adapterInfo));
     const pending = pendingTune(rt, opts, cache, { budgetS });
     post({ type: 'started', adapter, jobs: pending.jobs.length, candidates: pending.candidates, estimateS: pending.seconds });

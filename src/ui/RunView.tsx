@@ -118,7 +118,7 @@ export function RunView({ runId, color, selected, onSelect }: { runId: string; c
         {run.info?.gemmPaths?.includes('int8') && <> · GEMMs <span data-testid="run-gemm-paths">{run.info.gemmPaths}</span></>}
         {run.info?.tuning && (
           <> · kernels <span data-testid="run-tuning" data-status={run.info.tuning.status}>{run.info.tuning.label}</span>
-            {run.info.tuning.status !== 'tuned' && <> (<a href={`bench.html?preset=${run.config.preset}&batch=${run.config.batch}&seq=${run.config.seq}#tune`} data-testid="run-tune-link">tune this GPU</a>)</>}</>
+            {run.info.tuning.status !== 'tuned' && <> (<a href={`bench.html?preset=${run.config.preset}&batch=${run.config.batch}&seq=${run.config.seq}&scheme=${encodeURIComponent(run.config.scheme?.name ?? 'fp32')}#tune`} data-testid="run-tune-link">tune this GPU</a>)</>}</>
         )}
         {lastQuant && (
           <>

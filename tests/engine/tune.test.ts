@@ -12,6 +12,7 @@ import {
   tuningStatus,
 } from '../../src/engine/tune';
 import { DEFAULT_RUN_CONFIG, trainOptionsFor } from '../../src/worker/protocol';
+import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { setTunedPicks } from '../../src/engine/tune/store';
 import { setShippedSeeds } from '../../src/engine/tune/adapter';
 import { attentionCandidates, checkShape, deviceTuneOptions, matmulCandidateProblem, matmulCandidates } from '../../src/engine/tune/tuner';
@@ -273,6 +274,9 @@ describe('the jobs of a run', () => {
       expect(keys(labRunOptions(preset, 3, 16))).toEqual(keys(trainOptionsFor({ ...DEFAULT_RUN_CONFIG, preset, batch: 3, seq: 16 })));
     }
     expect(keys(labRunOptions('micro'))).toContain('256x32x32NT'); // batch 8 x 32 tokens, not the recipe's batch 4
+    const int8 = SCHEME_PRESETS.int8;
+    expect(keys(labRunOptions('micro', 8, 32, int8))).toEqual(keys(trainOptionsFor({ ...DEFAULT_RUN_CONFIG, scheme: int8 })));
+    expect(keys(labRunOptions('micro', 8, 32, int8))).not.toEqual(keys(labRunOptions('micro')));
   });
 
   it('base: the forward linears run NN on a transposed weight (8192 tokens)', () => {

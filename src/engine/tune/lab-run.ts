@@ -5,6 +5,7 @@
  */
 import type { PresetName } from '../model/config';
 import { defaultRunSpec, trainOptionsOf } from '../run/spec';
+import type { Scheme } from '../scheme/scheme';
 import type { TrainOptions } from '../train/options';
 
 /**
@@ -13,7 +14,7 @@ import type { TrainOptions } from '../train/options';
  */
 export const LAB_RUN_SHAPE = { batch: 8, seq: 32 } as const;
 
-/** The training options of the lab page's run of a preset at this batch and context (the spec its form makes: protocol.ts runSpecOfConfig). */
-export function labRunOptions(preset: PresetName, batch: number = LAB_RUN_SHAPE.batch, seq: number = LAB_RUN_SHAPE.seq): TrainOptions {
-  return trainOptionsOf(defaultRunSpec(preset, { batch, seq }));
+/** The training options of the lab page's run of a preset at this batch and context and scheme (the spec its form makes: protocol.ts runSpecOfConfig). */
+export function labRunOptions(preset: PresetName, batch: number = LAB_RUN_SHAPE.batch, seq: number = LAB_RUN_SHAPE.seq, scheme?: Scheme): TrainOptions {
+  return trainOptionsOf(defaultRunSpec(preset, { batch, seq, scheme }));
 }

@@ -488,8 +488,10 @@ export function deviceTuneOptions(rt: Runtime, o: TuneOptions = {}): TuneOptions
   return { maxGemmCandidates: 2, maxAttentionCandidates: 2, warmup: 1, warmupMs: 0, reps: 2, gemmInner: 4, ...o };
 }
 
-/** First guess of one candidate's seconds (compile, check, warm-up, timing) before any is measured. */
-const GUESS_S = 0.25;
+/** First guess of one candidate's seconds (compile, check, warm-up, timing) before any is measured; a CPU adapter compiles a GEMM for seconds. */
+function guessS(rt: Runtime): number {
+  return isCpuAdapter(adapterKeyOf(rt.gpu.adapterInfo)) ? 2.5 : 0.25;
+}
 
 /**
  * Tunes the jobs the cache lacks on this device: writes each finished job into the cache and the
@@ -511,7 +513,8 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
   const prepared = todo.map((j) => (j.family === 'matmul' ? prepareMatmul(rt, j, o) : prepareAttention(rt, j, o)));
   let done = 0;
   let spent = 0;
-  const perCandidate = () => (done > 0 ? spent / done : GUESS_S);
+  const guess = guessS(rt);
+  const perCandidate = () => (done > 0 ? spent / done : guess);
   // Two rounds. First every job's first candidate (the shipped or heuristic pick: what the run would
   // compile anyway), so a slow device (a CPU adapter compiling each pipeline for seconds) covers
   // every choice before any gets a second look; then each job's other candidates within an equal
@@ -602,6 +605,6 @@ export function tuneEstimate(rt: Runtime, jobs: readonly TuneJob[], o: TuneOptio
     candidates += j.family === 'matmul' ? matmulCandidates(rt, j, { max: o.maxGemmCandidates, streamK: o.streamK }).candidates.length
       : attentionCandidates(rt, j.kernel, j.shape.D, j.shape.T, o.maxAttentionCandidates).candidates.length;
   }
-  return { candidates, seconds: Math.min(candidates * GUESS_S, o.budgetS ?? 90) };
+  return { candidates, seconds: Math.min(candidates * guessS(rt), o.budgetS ?? 90) };
 }
 
