@@ -92,7 +92,7 @@ interface InFlight {
   /** Apply after the inner step of this index. */
   applyAfter: number;
   delta: Float32Array;
-  result: Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number; excluded: Exclusion[] } | { error: Error }>;
+  result: Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number; excluded: Exclusion[]; notices: { peer: PeerId; why: string }[] } | { error: Error }>;
 }
 
 const BUCKET = 1 << 22;
@@ -193,7 +193,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
       this.outer.apply(f.fragment, r.out);
       this.outerSteps++;
       this.streamed = { sent: r.sent, received: r.received, fp32: r.fp32Bytes };
-      this.faulted.push(...this.judge(this.dp.currentMembers, r.excluded, `fragment ${f.fragment}`));
+      this.faulted.push(...this.judge(this.dp.currentMembers, r.excluded, `fragment ${f.fragment}`, r.notices));
       // A rotation is complete: the step report (θ_global hashes, joiners) and any regroup.
       if (f.fragment === this.config.fragments - 1) group = await this.groupStep(() => this.reportAction());
     }
@@ -239,7 +239,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
       const hash = await this.outer.hash();
       done = {
         ...this.lastInner, exchangeBytesSent: ex.sent, exchangeBytesReceived: ex.received, fp32ExchangeBytes: ex.fp32Bytes,
-        computeMs: te - tc, exchangeMs: ta - te, applyMs: performance.now() - ta, weightsHash: hash, removed: this.judge(g.members, ex.excluded, `outer step of fragment ${f}`),
+        computeMs: te - tc, exchangeMs: ta - te, applyMs: performance.now() - ta, weightsHash: hash, removed: this.judge(g.members, ex.excluded, `outer step of fragment ${f}`, ex.notices),
       };
       return done;
     };
@@ -257,10 +257,12 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
 
   /**
    * The exchange's exclusions (pseudo-gradients screened as data parallel's gradients are: issue 38)
-   * as events and strikes: the members to remove, alike on every member.
+   * as events and strikes: the members to remove, alike on every member; its notices as accusations.
    */
-  private judge(members: readonly PeerId[], excluded: Exclusion[], what: string): [PeerId, string][] {
+  private judge(members: readonly PeerId[], excluded: Exclusion[], what: string, notices: readonly { peer: PeerId; why: string }[] = []): [PeerId, string][] {
     for (const e of excluded) this.dp.event('screened', [e.peer], `${what}: ${e.peer}'s pseudo-gradient left out: ${e.why}`);
+    // Withheld or unverifiable parts of the exchange: named, and accused in the next report.
+    for (const n of notices) this.dp.accuse(n.peer, `${what}: ${n.peer} ${n.why}`);
     return this.dp.guard.record(members, excluded).map((e): [PeerId, string] => [e.peer, e.why]);
   }
 
