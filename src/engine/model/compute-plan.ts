@@ -70,11 +70,10 @@ export interface F16Features {
 }
 
 /**
- * Whether the model's linear layers run f16 GEMMs on an f16 path (issue 35 step 3: f16 operand
- * copies, cast kernels, the trainer's loss scaling). Until they do, every f16 GEMM runs fp32 and the
- * plan says why: a path must name what runs.
+ * Whether the model's linear layers run f16 GEMMs on an f16 path (f16 operand copies: model/f16-operands.ts,
+ * LinearGemms; the trainer's loss scaling). false would resolve every f16 GEMM to fp32 with the reason.
  */
-export const MODEL_RUNS_F16_GEMMS = false;
+export const MODEL_RUNS_F16_GEMMS = true;
 
 export interface F16Resolution {
   /** The path every linear f16 GEMM of the run takes. */

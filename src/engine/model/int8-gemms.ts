@@ -149,9 +149,10 @@ export function computePaths(layers: { compute: LayerCompute }[], paths: Readonl
   f16Notes: readonly (string | null)[] = []): LayerPaths[] {
   return layers.map(({ compute: c }, l) => {
     const of = (fmt: 'fp32' | 'int8', suffix: string): string => {
-      if (fmt === 'fp32') return 'fp32';
       const got: GemmPath[] = [];
       for (const [label, path] of paths) if (label.startsWith(`L${l}.`) && label.endsWith(suffix)) got.push(path);
+      // An f16 GEMM executes as 'fp32' in LayerCompute; its recorded path says what ran.
+      if (fmt === 'fp32') return got.some((p) => p.startsWith('f16-')) ? joinPaths(got) : 'fp32';
       return joinPaths(got);
     };
     return withF16({

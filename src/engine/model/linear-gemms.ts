@@ -6,6 +6,8 @@
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { copy } from '../kernels/elementwise/elementwise';
+import { castF32ToF16, f16Bytes } from '../kernels/matmul-f16/cast';
+import { buildMatmulF16, f16PathFor } from '../kernels/matmul-f16/matmul-f16';
 import { matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul/matmul';
 import { qdq } from '../kernels/qdq/qdq';
 import { rmsnormForward, rmsnormForwardQuantized } from '../kernels/rmsnorm/rmsnorm';
@@ -14,6 +16,7 @@ import { swigluForward, swigluForwardQuantized } from '../kernels/swiglu/swiglu'
 import { isFp32, type QuantSpec } from '../scheme/scheme';
 import { type GemmInputSaved, type GemmPath, PRODUCER_CODED, producerDyCodes } from './compute-plan';
 import { computePaths, type GemmWeight, Int8Gemms, type LayerPaths } from './int8-gemms';
+import { type F16Operands, f16Operands } from './f16-operands';
 import { type LayerSavedKey, linearsTransposed } from './plan';
 import type { ProbePoint } from './probe-point';
 import type { RunPlan } from '../plan/run-plan';
@@ -26,6 +29,10 @@ export class LinearGemms {
   private readonly i8: Int8Gemms | null;
   /** The INT8 weights' codes made once per step (plan.weightCodes 'per-step'), else null. */
   private readonly wcodes: WeightCodes | null;
+  /** The f16 GEMMs' operand copies (null: no GEMM runs f16). */
+  private readonly f16: F16Operands | null;
+  /** The kernel each f16 GEMM runs, by label (computePaths reports them). */
+  private readonly f16Paths = new Map<string, GemmPath>();
 
   constructor(
     private readonly rt: Runtime,
@@ -40,6 +47,45 @@ export class LinearGemms {
       ? new Int8Gemms(rt, plan.dims, b, (label, setSeed) => this.srKernels.push({ label, setSeed }))
       : null;
     this.wcodes = plan.wcodes ? new WeightCodes(rt, plan.wcodes, b) : null;
+    this.f16 = f16Operands(plan.f16?.layers, plan.layout, plan.dims);
+  }
+
+  /** Whether layer l's GEMM of this kind runs f16 (the plan's path for this device is an f16 one). */
+  private runsF16(l: number, kind: 'forward' | 'dx' | 'dw'): boolean {
+    const p = this.plan.f16?.layers[l]?.[kind];
+    return !!p && p !== 'fp32';
+  }
+
+  /**
+   * The weights' f16 copies from the fp32 master weights (the forward's first dispatches): after
+   * every optimizer step, at init and after a load alike, once per step.
+   */
+  f16WeightCasts(): Dispatch[] {
+    if (!this.f16) return [];
+    return [...this.f16.weights].map(([name, slot]) => {
+      const v = this.plan.layout.byName.get(name)!;
+      return castF32ToF16(this.rt, { label: `f16.w.${name}`, x: { buffer: this.b('weights'), offset: v.offset * 4, size: v.size * 4 }, out: this.f16W(name), n: slot.n });
+    });
+  }
+
+  private f16W(name: string): Binding {
+    const slot = this.f16?.weights.get(name);
+    if (!slot) throw new Error(`internal: ${name} has no f16 copy`);
+    return { buffer: this.b('f16.w'), offset: slot.offset, size: f16Bytes(slot.n) };
+  }
+
+  /** x [n] cast into the f16 scratch `key` (a standalone pass until the producers write f16). */
+  private castTo(key: 'f16.a' | 'f16.x', label: string, x: Binding, n: number): { d: Dispatch; out: Binding } {
+    const out = { buffer: this.b(key), offset: 0, size: f16Bytes(n) };
+    return { d: castF32ToF16(this.rt, { label: `${label}.${key}`, x, out, n }), out };
+  }
+
+  /** One f16 GEMM (its path recorded under `label`). */
+  private f16Gemm(label: string, a: Parameters<typeof buildMatmulF16>[1]): Dispatch[] {
+    const path = f16PathFor(this.rt, !!a.transA, !!a.transB, a);
+    if (path === 'fp32') throw new Error(`${label}: the plan runs this GEMM f16 but the device has no f16 path for it`);
+    this.f16Paths.set(label, path);
+    return buildMatmulF16(this.rt, { ...a, label, path }).dispatches;
   }
 
   /** The dispatches that make this step's weight codes (the forward's first; none per GEMM). */
@@ -130,6 +176,11 @@ export class LinearGemms {
    * saved tensor `key` whose storage codes the GEMMs read (plan.sharedCodes).
    */
   gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void, producerCodes = false, key?: GemmInputSaved): Binding {
+    if (this.runsF16(l, 'forward')) {
+      // Cast once for every GEMM that reads x (q/k/v, gate/up): linear() reads f16.a.
+      push(this.castTo('f16.a', label, x, this.plan.dims.N * width).d);
+      return x;
+    }
     if (this.plan.layers[l].compute.forward === 'int8') {
       if (!producerCodes && !this.sharedX(l, key)) push(this.int8().quantizeRows(label, x, this.plan.dims.N, width));
       return x;
@@ -166,6 +217,11 @@ export class LinearGemms {
    * `key`: x is that saved tensor (an INT8 forward reads its storage codes where plan.sharedCodes).
    */
   linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false, key?: GemmInputSaved): Dispatch[] {
+    if (this.runsF16(l, 'forward')) {
+      // NT: W [out, in] as stored, read column-major; X's f16 copy is gemmInput's.
+      const a = { buffer: this.b('f16.a'), offset: 0, size: f16Bytes(M * K) };
+      return this.f16Gemm(label, { label, a, b: this.f16W(`model.layers.${l}.${name}`), c: out, M, N, K, transB: true, accumulate });
+    }
     if (this.plan.layers[l].compute.forward === 'int8') return this.int8().forward(label, this.forwardW(l, name), out, M, N, K, accumulate, this.sharedX(l, key));
     if (!linearsTransposed(M, this.linearNnMinRows)) {
       return [matmul(this.rt, { label, a: x, b: this.lin(l, name), c: out, M, N, K, transB: true, accumulate })];
@@ -213,6 +269,11 @@ export class LinearGemms {
    */
   dxGemm(l: number, label: string, dy: GPUBuffer, name: string, out: GPUBuffer, M: number, N: number, K: number, accumulate = false, producerCodes = false): Dispatch[] {
     const c = this.plan.layers[l].compute;
+    if (this.runsF16(l, 'dx')) {
+      // NN: dY [M, K] cast to f16, W [K, N] = [out, in] as stored.
+      const { d, out: dy16 } = this.castTo('f16.a', label, dy, M * K);
+      return [d, ...this.f16Gemm(label, { label, a: dy16, b: this.f16W(`model.layers.${l}.${name}`), c: out, M, N, K, accumulate })];
+    }
     if (c.dx === 'int8') {
       const w = this.wcodes?.cols(`model.layers.${l}.${name}`) ?? this.lin(l, name);
       return this.int8().dx(label, producerCodes ? null : dy, w, out, M, N, K, accumulate, c.gradRounding);
@@ -228,6 +289,15 @@ export class LinearGemms {
   dwGemm(l: number, label: string, dy: GPUBuffer, outW: number, x: GPUBuffer, inW: number, c: Binding, scratch: 'dq' | 'dF1',
     push: (d: Dispatch | Dispatch[]) => void, xShared = false): void {
     const cp = this.plan.layers[l].compute;
+    if (this.runsF16(l, 'dw')) {
+      // TN: dW [outW, inW] = dYᵀ·X over the step's tokens, both cast to f16; split-K partials in `scratch` as the fp32 GEMM's.
+      const K = this.plan.dims.N;
+      const dy16 = this.castTo('f16.a', label, dy, K * outW);
+      const x16 = this.castTo('f16.x', label, x, K * inW);
+      const ws = this.dwWorkspace(scratch);
+      push([dy16.d, x16.d, ...this.f16Gemm(label, { label, a: dy16.out, b: x16.out, c, M: outW, N: inW, K, transA: true, workspace: ws })]);
+      return;
+    }
     if (cp.dw === 'fp32') {
       push(this.dwMatmul({ label, a: this.dwGrad(l, label, dy, outW, push), b: x, c, M: outW, N: inW, K: this.plan.dims.N, transA: true }, scratch));
       return;
@@ -243,7 +313,7 @@ export class LinearGemms {
 
   /** The kernel each layer's forward, dX and dW GEMMs (and, from `attn`, its attention scores) run on this device. */
   computePaths(attn: ReadonlyMap<string, GemmPath> = new Map()): LayerPaths[] {
-    return computePaths(this.plan.layers, new Map([...(this.i8?.paths ?? []), ...attn]), this.plan.training, this.plan.f16?.layers.map((p) => p.note));
+    return computePaths(this.plan.layers, new Map([...(this.i8?.paths ?? []), ...this.f16Paths, ...attn]), this.plan.training, this.plan.f16?.layers.map((p) => p.note));
   }
 
   /** The INT8 dW GEMMs that run split over K, by label: their slice counts. */

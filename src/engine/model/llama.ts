@@ -235,6 +235,8 @@ export class LlamaGpu {
     const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? f.push(...d) : f.push(d));
     // The INT8 GEMMs' weight codes for this step (plan.weightCodes 'per-step'): the weights last changed in AdamW.
     push(this.g.weightCodes());
+    // The f16 GEMMs' weight copies, from the weights as the last AdamW (or an upload) left them.
+    push(this.g.f16WeightCasts());
     if (this.plan.fakeQuant.weights) {
       // Fake-quantized weights for this step's GEMMs, per output channel (row of W [out, in]).
       push(copy(rt, { label: 'wq', src: this.b('weights'), dst: this.b('wq'), n: this.layout.totalFloats }));

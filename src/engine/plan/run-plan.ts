@@ -29,6 +29,7 @@ import {
 import type { ModelConfig } from '../model/config';
 import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
 import { type ParamLayout, paramLayout } from '../model/params';
+import { f16Operands } from '../model/f16-operands';
 import { weightCodesBuffers, type WeightCodesMode, type WeightCodesPlan, weightCodesPlan } from '../model/weight-codes';
 import {
   type ActivationStorage, bf16Errors, FINAL_SAVED, gradStorage, LAYER_SAVED, SAVED_KIND_OF, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
@@ -274,8 +275,16 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   // qRaw and dq also hold [N, C] live copies (LIVE_ALIAS), wider than q in a tensor-parallel shard.
   ws('qRaw', d.N * Math.max(d.C, d.QC) * f);
   ws('kRaw', d.N * d.KVC * f);
-  // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()); INT8 forwards read W's codes.
-  const fp32Forward = p.layers.some((l) => l.compute.forward === 'fp32');
+  // f16 GEMMs' operands: the weights' f16 copy and the cast activations (model/f16-operands.ts).
+  const f16 = f16Operands(p.f16?.layers, layout, d);
+  if (f16) {
+    ws('f16.w', f16.weightBytes);
+    ws('f16.a', f16.actBytes);
+    if (f16.dw && training) ws('f16.x', f16.actBytes);
+  }
+  const f16Forward = (l: number) => { const q = p.f16?.layers[l]?.forward; return !!q && q !== 'fp32'; };
+  // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()); INT8 and f16 forwards read W's codes or f16 copy.
+  const fp32Forward = p.layers.some((l, i) => l.compute.forward === 'fp32' && !f16Forward(i));
   if (fp32Forward && linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
   out.push(...int8Buffers(d, p.layers, training, p.gateUpDx, p.sharedCodes, p.wcodes !== null));
   out.push(...weightCodesBuffers(p.wcodes));

@@ -1,0 +1,123 @@
+/**
+ * The model's f16 training step on the lent GPU (issue 35), one command:
+ *
+ *  (a) step benchmark, tokens/s (wall clock, pipelined steps; GPU timestamps where the device has
+ *      them): `micro` and `base` (B16×T512) under fp32, f16 and int8-f16, each with the GEMM path
+ *      every layer ran and the predicted (plan) vs allocated (ledger) memory;
+ *  (b) fidelity: `tiny` on TinyShakespeare (or synthetic text without --data), fp32 against f16 over
+ *      --fidelity-steps steps from the same init and batches: per-step loss difference, the final
+ *      losses, the loss scale and the skipped steps;
+ *  (c) memory: (a)'s plan vs ledger bytes per category (the ledger is what the run allocated).
+ *
+ *   node f16-train-device.mjs [--json out.json] [--data tinyshakespeare.txt] [--reps 10] [--warmup 3]
+ *        [--models micro,base] [--schemes fp32,f16,int8-f16] [--fidelity-steps 80] [--no-bench] [--no-fidelity] [--cpu]
+ * `--cpu` (SwiftShader: no shader-f16, so the f16 runs resolve to fp32 and say so) tests the script's
+ * flow; the numbers are meaningless there. Exit 1 when the f16 run diverges or misses the fidelity bound.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { acquireNodeGpu } from '../src/engine/gpu/node';
+import { Runtime } from '../src/engine/gpu/runtime';
+import type { PresetName } from '../src/engine/model/config';
+import { gemmPathSummary } from '../src/engine/model/int8-gemms';
+import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
+import { defaultTrainOptions } from '../src/engine/train/options';
+import { CharTokenizer } from '../src/engine/train/tokenizer/tokenizer';
+import { f16DeviceFeatures, Trainer } from '../src/engine/train/trainer';
+import { benchStep, syntheticText } from '../src/lab/step';
+
+const a = parseArgs({
+  options: {
+    json: { type: 'string' }, data: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
+    models: { type: 'string' }, schemes: { type: 'string' }, 'fidelity-steps': { type: 'string' },
+    'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' },
+  },
+}).values;
+const T0 = Date.now();
+const log = (s: string) => console.log(`[${((Date.now() - T0) / 1000).toFixed(1)}s] ${s}`);
+const out: Record<string, unknown> = { date: new Date().toISOString() };
+const save = () => { if (a.json) writeFileSync(a.json, JSON.stringify(out, null, 2)); };
+
+const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags: ['enable-dawn-features=allow_unsafe_apis', 'disable-dawn-features=timestamp_quantization'] });
+const rt = new Runtime(gpu);
+out.adapter = gpu.adapterInfo;
+out.features = gpu.features;
+const f16 = await f16DeviceFeatures(rt, { probe: true });
+out.f16 = f16;
+log(`adapter ${JSON.stringify(gpu.adapterInfo)}; shader-f16 ${f16.shaderF16}, f16 tensor cores ${f16.tensorCores}`);
+let failed = false;
+
+// (a) + (c): step benchmark and memory.
+if (!a['no-bench']) {
+  const models = (a.models ?? 'micro,base').split(',') as PresetName[];
+  const schemes = (a.schemes ?? 'fp32,f16,int8-f16').split(',');
+  const shape: Partial<Record<PresetName, { batch: number; seq: number }>> = { micro: { batch: 4, seq: 32 }, base: { batch: 16, seq: 512 } };
+  const rows: unknown[] = [];
+  out.bench = rows;
+  for (const preset of models) {
+    for (const name of schemes) {
+      const scheme = SCHEME_PRESETS[name];
+      if (!scheme) throw new Error(`unknown scheme ${name}`);
+      try {
+        const r = await benchStep(rt, { preset, scheme, ...shape[preset], warmup: Number(a.warmup ?? 3), reps: Number(a.reps ?? 10) });
+        rows.push(r);
+        const gpuPart = r.gpuTokensPerS === undefined ? '' : `, GPU ${Math.round(r.gpuTokensPerS)} tok/s (${r.gpuMsPerStep!.toFixed(2)} ms)`;
+        log(`step ${preset} B${r.batch}xT${r.seq} ${name}: ${Math.round(r.tokensPerS)} tok/s (${r.msPerStep.toFixed(2)} ms/step)${gpuPart}`);
+        log(`  paths ${r.gemmPathSummary}`);
+        log(`  memory plan ${r.plan.total} B vs ledger ${r.mem.total} B (${JSON.stringify(r.plan)} vs ${JSON.stringify(r.mem)})`);
+      } catch (e) {
+        failed = true;
+        rows.push({ preset, scheme: name, error: String(e) });
+        log(`step ${preset} ${name}: FAIL ${String(e)}`);
+      }
+      save();
+    }
+  }
+}
+
+// (b) fidelity: fp32 vs f16 from the same init and batches.
+if (!a['no-fidelity']) {
+  const steps = Number(a['fidelity-steps'] ?? 80);
+  const text = a.data ? readFileSync(a.data, 'utf8') : syntheticText(64, 512);
+  const tokenizer = CharTokenizer.fromText(text);
+  const losses: Record<string, number[]> = {};
+  const info: Record<string, unknown> = {};
+  for (const name of ['fp32', 'f16']) {
+    const opts = defaultTrainOptions('tiny', { batch: 16, seq: 128, steps, evalEvery: 0, model: { vocab_size: tokenizer.vocabSize }, scheme: SCHEME_PRESETS[name] });
+    const t = await Trainer.create(rt, opts, text, { tokenizer });
+    try {
+      const l: number[] = [];
+      let last;
+      for (let s = 0; s < steps; s++) {
+        last = await t.trainStep({ next: s + 1 < steps });
+        l.push(last.loss);
+      }
+      losses[name] = l;
+      info[name] = { paths: gemmPathSummary(t.computePaths()), lossScaling: t.plan.lossScaling, loss_scale: last?.loss_scale, skipped_steps: last?.skipped_steps, val: await t.evaluate() };
+      log(`fidelity tiny ${name}: loss ${l[0].toFixed(4)} -> ${l[steps - 1].toFixed(4)}, val ${(info[name] as { val: number }).val.toFixed(4)}; ${JSON.stringify(info[name])}`);
+    } catch (e) {
+      failed = true;
+      info[name] = { error: String(e) };
+      log(`fidelity ${name}: FAIL ${String(e)}`);
+    } finally {
+      t.destroy();
+    }
+  }
+  if (losses.fp32 && losses.f16) {
+    const rel = losses.f16.map((x, i) => Math.abs(x - losses.fp32[i]) / losses.fp32[i]);
+    const lastTen = (xs: number[]) => xs.slice(-10).reduce((p, q) => p + q, 0) / Math.min(10, xs.length);
+    const final = { fp32: lastTen(losses.fp32), f16: lastTen(losses.f16) };
+    const finalRel = Math.abs(final.f16 - final.fp32) / final.fp32;
+    // The issue's bound for `small` is 0.5 % of validation loss; over a short run the step losses are noisier: 2 %.
+    const ok = finalRel <= 0.02 && losses.f16.every(Number.isFinite);
+    if (!ok) failed = true;
+    out.fidelity = { steps, losses, info, maxRel: Math.max(...rel), finalMeanLast10: final, finalRel, ok };
+    log(`fidelity ${ok ? 'PASS' : 'FAIL'}: max per-step rel diff ${(Math.max(...rel) * 100).toFixed(3)} %, mean of last 10 fp32 ${final.fp32.toFixed(4)} f16 ${final.f16.toFixed(4)} (${(finalRel * 100).toFixed(3)} %)`);
+  } else {
+    out.fidelity = { steps, info, ok: false };
+  }
+  save();
+}
+save();
+log(failed ? 'done: FAILURES above' : 'done');
+process.exit(failed ? 1 : 0);

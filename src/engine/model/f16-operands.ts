@@ -1,0 +1,40 @@
+/**
+ * The f16 operand copies of a model whose linear GEMMs run f16 (plan.f16 with an f16 path): the
+ * linear weights' f16 copy `f16.w` (made from the fp32 master weights at the start of each forward,
+ * so after every optimizer step, at init and after a checkpoint load alike), and two activation
+ * scratches, `f16.a` (X of a forward GEMM, dY of a dX or dW GEMM) and `f16.x` (X of a dW GEMM).
+ * Each weight's slot starts at a 256-byte boundary (a storage binding's offset alignment); the fp32
+ * layout's 64-float alignment is only 128 bytes in f16.
+ */
+import { f16Bytes } from '../kernels/matmul-f16/cast';
+import type { F16GemmPath, LayerF16Paths } from './compute-plan';
+import type { ModelDims } from './dims';
+import type { ParamLayout } from './params';
+
+export interface F16Operands {
+  /** Per linear weight name: its f16 copy's byte offset in `f16.w` and its element count. */
+  weights: Map<string, { offset: number; n: number }>;
+  weightBytes: number;
+  /** Bytes of `f16.a` (and of `f16.x` when `dw`). */
+  actBytes: number;
+  /** Some dW GEMM runs f16 (it needs `f16.x`). */
+  dw: boolean;
+}
+
+const runs = (p: F16GemmPath | null): boolean => p !== null && p !== 'fp32';
+
+/** The f16 copies a plan's f16 GEMMs need, or null where none runs f16. */
+export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout: ParamLayout, d: ModelDims): F16Operands | null {
+  if (!layers?.some((p) => runs(p.forward) || runs(p.dx) || runs(p.dw))) return null;
+  const weights = new Map<string, { offset: number; n: number }>();
+  let at = 0;
+  for (const p of layers) {
+    if (!runs(p.forward) && !runs(p.dx)) continue;
+    for (const v of layout.views) {
+      if (!v.name.startsWith(`model.layers.${p.layer}.`) || v.shape.length !== 2) continue;
+      weights.set(v.name, { offset: at, n: v.size });
+      at += Math.ceil(f16Bytes(v.size) / 256) * 256;
+    }
+  }
+  return { weights, weightBytes: Math.max(at, 4), actBytes: f16Bytes(d.N * Math.max(d.C, d.F, d.QC, d.KVC)), dw: layers.some((p) => runs(p.dw)) };
+}
