@@ -33,6 +33,8 @@ export function RunStats({ run }: { run: RunState }) {
       <Stat label="tokens/s" testId="tokens-per-s" value={formatRate(m?.tokens_per_s)} raw={m?.tokens_per_s ?? null} />
       <Stat label="lr" testId="lr-value" value={m ? m.lr.toExponential(2) : '–'} raw={m?.lr ?? null} />
       <Stat label="grad norm" testId="grad-norm" value={m ? m.grad_norm.toFixed(3) : '–'} raw={m?.grad_norm ?? null} />
+      {m?.loss_scale !== undefined && <Stat label="loss scale" testId="loss-scale" value={m.loss_scale.toExponential(0)} raw={m.loss_scale} />}
+      {m?.skipped_steps !== undefined && <Stat label="skipped steps" testId="skipped-steps" value={String(m.skipped_steps)} raw={m.skipped_steps} />}
       <Stat label="params" testId="params" value={run.info ? formatCount(run.info.params) : '–'} raw={run.info?.params ?? null} />
       <Stat label="elapsed" testId="elapsed" value={m ? `${m.elapsed_s.toFixed(1)} s` : '–'} raw={m?.elapsed_s ?? null} />
       {left !== null && <Stat label="time left (est.)" testId="time-left" value={formatDuration(left)} raw={left} />}

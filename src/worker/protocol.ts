@@ -155,6 +155,9 @@ export interface StepReport {
   mem: MemReport;
   /** Training time of the run so far (pauses excluded, continued across resumes). */
   elapsed_s: number;
+  /** Loss scaling (f16 runs): the scale after this step, and the steps skipped so far for inf/NaN gradients. */
+  loss_scale?: number;
+  skipped_steps?: number;
 }
 
 export interface RunInfo {
