@@ -140,30 +140,26 @@ describe('peer CLI', () => {
     }
   }, 120_000);
 
-  it('--train writes run.json, metrics.jsonl, checkpoints and the export like npm run train (one member, SwiftShader)', async () => {
-    const out = path.join(dir, 'peer-run');
-    const r = await peer('--host', '--page', `${origin}/`, '--train', '--min-members', '1', '--steps', '3', '--checkpoint-every', '2', '--cpu', '--out', out);
-    expect(r.status, r.stderr + r.out).toBe(0);
-    const metrics = fs.readFileSync(path.join(out, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; loss?: number; val_loss?: number });
-    const lines = metrics.filter((m) => m.val_loss === undefined);
-    expect(lines.map((m) => m.step)).toEqual([0, 1, 2]);
-    expect(lines.every((m) => Number.isFinite(m.loss))).toBe(true);
-    // The run spec's cadence, as every run's: the headless member evaluates after its last step.
-    expect(metrics.filter((m) => m.val_loss !== undefined).map((m) => [m.step, Number.isFinite(m.val_loss)])).toEqual([[3, true]]);
-    expect(readLatestCheckpoint(out)!.step).toBe(3);
-    expect(readVerified(out).step).toBe(3);
-    expect(JSON.parse(fs.readFileSync(path.join(out, 'run.json'), 'utf8'))).toMatchObject({
-      preset: 'micro', checkpoint_every: 2, spec: { preset: 'micro', strategy: { kind: 'dp', wire: 'int8' }, cadence: { checkpointEvery: 2 } },
-    });
-  }, 300_000);
-
-  it('--resume continues an interrupted run to the end with the losses of an uninterrupted one; a conflicting flag is exit 2', async () => {
+  // The uninterrupted run is also the check of --train's output (one run fewer: each compiles the model).
+  it('--train writes run.json, metrics.jsonl, checkpoints and the export like npm run train (one member, SwiftShader); --resume continues an interrupted run to the end with the losses of an uninterrupted one; a conflicting flag is exit 2', async () => {
     const train = ['--host', '--page', `${origin}/`, '--train', '--min-members', '1', '--cpu'];
     const losses = (out: string) => fs.readFileSync(path.join(out, 'metrics.jsonl'), 'utf8').trim().split('\n')
       .map((l) => JSON.parse(l) as { step: number; loss: number }).map((m) => [m.step, m.loss]);
     const whole = path.join(dir, 'peer-whole');
-    const ref = await peer(...train, '--steps', '5', '--checkpoint-every', '1', '--out', whole);
+    // Checkpoints every 2 steps of 5: the last one comes from the end of the run, off the cadence.
+    const ref = await peer(...train, '--steps', '5', '--checkpoint-every', '2', '--out', whole);
     expect(ref.status, ref.stderr + ref.out).toBe(0);
+    const metrics = fs.readFileSync(path.join(whole, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; loss?: number; val_loss?: number });
+    const lines = metrics.filter((m) => m.val_loss === undefined);
+    expect(lines.map((m) => m.step)).toEqual([0, 1, 2, 3, 4]);
+    expect(lines.every((m) => Number.isFinite(m.loss))).toBe(true);
+    // The run spec's cadence, as every run's: the headless member evaluates after its last step.
+    expect(metrics.filter((m) => m.val_loss !== undefined).map((m) => [m.step, Number.isFinite(m.val_loss)])).toEqual([[5, true]]);
+    expect(readLatestCheckpoint(whole)!.step).toBe(5);
+    expect(readVerified(whole).step).toBe(5);
+    expect(JSON.parse(fs.readFileSync(path.join(whole, 'run.json'), 'utf8'))).toMatchObject({
+      preset: 'micro', checkpoint_every: 2, spec: { preset: 'micro', strategy: { kind: 'dp', wire: 'int8' }, cadence: { checkpointEvery: 2 } },
+    });
 
     const cut = path.join(dir, 'peer-cut');
     const first = await peer(...train, '--steps', '5', '--checkpoint-every', '1', '--out', cut, { interruptWhen: /train: step 0 / });
