@@ -21,7 +21,7 @@ describe('an insider flooding the mailbox', () => {
     const evil = new Insider(hub.endpoint('p2'));
     const abuse: [string, string][][] = [[], []];
     const groups = ['p0', 'p1'].map((id, i) => new PeerGroup(hub.endpoint(id), {
-      runId: RUN, timeoutMs: 5000, members: MEMBERS, maxBufferedBytesPerPeer: MiB / 2, onAbuse: (p, why) => abuse[i].push([p, why]),
+      runId: RUN, timeoutMs: 15_000, members: MEMBERS, maxBufferedBytesPerPeer: MiB / 2, onAbuse: (p, why) => abuse[i].push([p, why]),
     }));
     const junk = new Uint8Array(MiB / 4).fill(7);
     let peak = 0;
