@@ -269,6 +269,39 @@ export function groupTests(check: Check): TestCase[] {
         await a.waitForTimeout(2000); // the plots redraw at most every 1.5 s
         await t.screenshot(a, 'all-runs-a');
         await a.locator(byTestId('group-charts')).screenshot({ path: t.path('group-plots'), timeout: 20_000 });
+
+        // At 390 px (issue 37: the run table was cut at "vs fp3…"): the roster and the run table stay
+        // inside the screen, the page does not scroll sideways, and each table's last column can be
+        // scrolled fully into the table's own box.
+        await a.setViewportSize({ width: 390, height: 844 });
+        await a.waitForTimeout(2000); // the charts follow their container's width after a redraw (at most every 1.5 s)
+        for (const id of ['group-summary', 'group-roster']) {
+          const m = await a.locator(byTestId(id)).first().evaluate((el) => {
+            el.scrollIntoView();
+            el.scrollLeft = el.scrollWidth;
+            const box = el.getBoundingClientRect();
+            const ths = [...el.querySelectorAll('thead th')];
+            const last = ths.at(-1)!.getBoundingClientRect();
+            // What sticks out of the screen, unclipped (the innermost last), to name it if the page scrolls sideways.
+            // (No named functions in here: the bundler would wrap them in a helper the page lacks.)
+            const vw = window.innerWidth + 1;
+            const out = [...document.body.querySelectorAll('*')].filter((e) => {
+              if (e.getBoundingClientRect().right <= vw) return false;
+              for (let p = e.parentElement; p && p !== document.body; p = p.parentElement) if (getComputedStyle(p).overflowX !== 'visible') return false;
+              return true;
+            }).slice(-6).map((e) => `${e.tagName.toLowerCase()}${e.className && typeof e.className === 'string' ? `.${e.className.split(' ').join('.')}` : ''}${e.getAttribute('data-testid') ? `[${e.getAttribute('data-testid')}]` : ''} to ${e.getBoundingClientRect().right.toFixed(0)} px`);
+            return { left: box.left, right: box.right, vw: window.innerWidth, pageW: document.documentElement.scrollWidth, out, lastLeft: last.left, lastRight: last.right,
+              lastText: ths.at(-1)!.textContent, cols: ths.length, rows: el.querySelectorAll('tbody tr').length, overflowX: getComputedStyle(el).overflowX, scrollW: el.scrollWidth, clientW: el.clientWidth };
+          });
+          t.log(`  390 px ${id}: box ${m.left.toFixed(0)}–${m.right.toFixed(0)} px, ${m.cols} columns, ${m.rows} rows, scroll width ${m.scrollW} in ${m.clientW} (overflow-x ${m.overflowX}); last column "${m.lastText}" at ${m.lastLeft.toFixed(0)}–${m.lastRight.toFixed(0)} px`);
+          check(m.rows > 0, `390 px: ${id} has no rows`);
+          check(m.left >= 0 && m.right <= m.vw + 0.5, `390 px: ${id} spans ${m.left}–${m.right} px, beyond the ${m.vw} px screen`);
+          check(m.pageW <= m.vw, `390 px: the page is ${m.pageW} px wide (scrolls sideways): ${m.out.join(', ')}`);
+          check(m.scrollW <= m.clientW || m.overflowX === 'auto' || m.overflowX === 'scroll', `390 px: ${id} is wider than its box (${m.scrollW} > ${m.clientW}) and cannot scroll (overflow-x ${m.overflowX})`);
+          check(m.lastLeft >= m.left - 0.5 && m.lastRight <= m.right + 0.5, `390 px: ${id}'s last column "${m.lastText}" (${m.lastLeft}–${m.lastRight} px) is cut by its box (${m.left}–${m.right} px) even scrolled to the end`);
+        }
+        check((await a.locator(`${byTestId('group-summary')} thead th`).last().innerText()) === 'vs fp32', 'the run table\'s last column is not "vs fp32"');
+        await t.screenshot(a, 'all-runs-390-a');
       },
     },
     {
