@@ -123,6 +123,25 @@ const tests: TestCase[] = [
       // Wait for the first step, so the stop lands in the training loop, not in setup.
       const second = page.locator(byTestId('run')).last();
       await second.locator(`${byTestId('loss-chart')}:not([data-points="0"])`).waitFor({ timeout: 4 * 60_000 });
+
+      // The time-left estimate (shown from the fourth step) against the step time that follows it:
+      // its per-step rate must not be off by 5× (issue: a first estimate of 17 min with ~3 min left).
+      const points = async () => Number(await second.locator(byTestId('loss-chart')).getAttribute('data-points'));
+      const left = second.locator(`${byTestId('time-left')}:not([data-value=""])`);
+      await left.waitFor({ timeout: 2 * 60_000 });
+      const [estimateS, n1, t1] = [Number(await left.getAttribute('data-value')), await points(), Date.now()];
+      let n2 = n1;
+      while (n2 < n1 + 4 && Date.now() - t1 < 60_000) {
+        await page.waitForTimeout(250);
+        n2 = await points();
+      }
+      const actualPerStep = (Date.now() - t1) / 1000 / Math.max(1, n2 - n1);
+      const predictedPerStep = estimateS / (100_000 - n1);
+      t.log(`  time left: ${predictedPerStep.toFixed(3)} s/step predicted, ${actualPerStep.toFixed(3)} s/step over the next ${n2 - n1} steps`);
+      check(n2 > n1, 'no step in the minute after the time-left estimate');
+      const ratio = predictedPerStep / actualPerStep;
+      check(ratio > 1 / 5 && ratio < 5, `the time-left estimate is off by ${ratio.toFixed(2)}× the step time that followed`);
+
       await second.locator(byTestId('stop')).dispatchEvent('click'); // GPU process busy with steps: as above
       const status = await waitForRun(page, t, 90_000);
       check(status === 'stopped', `run ended as ${status}, expected stopped`);
