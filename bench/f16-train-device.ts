@@ -10,7 +10,7 @@
  *  (c) memory: (a)'s plan vs ledger bytes per category (the ledger is what the run allocated).
  *
  *   node f16-train-device.mjs [--json out.json] [--data tinyshakespeare.txt] [--reps 10] [--warmup 3]
- *        [--models micro,base] [--schemes fp32,f16,int8-f16] [--fidelity-steps 80] [--no-bench] [--no-fidelity] [--cpu]
+ *        [--models micro,base] [--schemes fp32,f16,int8-f16] [--fidelity-steps 80] [--fidelity-model tiny] [--no-bench] [--no-fidelity] [--cpu]
  * `--cpu` (SwiftShader: no shader-f16, so the f16 runs resolve to fp32 and say so) tests the script's
  * flow; the numbers are meaningless there. Exit 1 when the f16 run diverges or misses the fidelity bound.
  */
@@ -29,7 +29,7 @@ import { benchStep, syntheticText } from '../src/lab/step';
 const a = parseArgs({
   options: {
     json: { type: 'string' }, data: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
-    models: { type: 'string' }, schemes: { type: 'string' }, 'fidelity-steps': { type: 'string' },
+    models: { type: 'string' }, schemes: { type: 'string' }, 'fidelity-steps': { type: 'string' }, 'fidelity-model': { type: 'string' },
     'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' },
   },
 }).values;
@@ -83,7 +83,8 @@ if (!a['no-fidelity']) {
   const losses: Record<string, number[]> = {};
   const info: Record<string, unknown> = {};
   for (const name of ['fp32', 'f16']) {
-    const opts = defaultTrainOptions('tiny', { batch: 16, seq: 128, steps, evalEvery: 0, model: { vocab_size: tokenizer.vocabSize }, scheme: SCHEME_PRESETS[name] });
+    const fm = (a['fidelity-model'] ?? 'tiny') as PresetName;
+    const opts = defaultTrainOptions(fm, { batch: fm === 'micro' ? 2 : 16, seq: fm === 'micro' ? 16 : 128, steps, evalEvery: 0, model: { vocab_size: tokenizer.vocabSize }, scheme: SCHEME_PRESETS[name] });
     const t = await Trainer.create(rt, opts, text, { tokenizer });
     try {
       const l: number[] = [];
@@ -94,7 +95,7 @@ if (!a['no-fidelity']) {
       }
       losses[name] = l;
       info[name] = { paths: gemmPathSummary(t.computePaths()), lossScaling: t.plan.lossScaling, loss_scale: last?.loss_scale, skipped_steps: last?.skipped_steps, val: await t.evaluate() };
-      log(`fidelity tiny ${name}: loss ${l[0].toFixed(4)} -> ${l[steps - 1].toFixed(4)}, val ${(info[name] as { val: number }).val.toFixed(4)}; ${JSON.stringify(info[name])}`);
+      log(`fidelity ${fm} ${name}: loss ${l[0].toFixed(4)} -> ${l[steps - 1].toFixed(4)}, val ${(info[name] as { val: number }).val.toFixed(4)}; ${JSON.stringify(info[name])}`);
     } catch (e) {
       failed = true;
       info[name] = { error: String(e) };

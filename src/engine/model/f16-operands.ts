@@ -24,7 +24,9 @@ export interface F16Operands {
 const runs = (p: F16GemmPath | null): boolean => p !== null && p !== 'fp32';
 
 /** The f16 copies a plan's f16 GEMMs need, or null where none runs f16. */
-export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout: ParamLayout, d: ModelDims): F16Operands | null {
+/** `twin`: the f32 twin's copies (f32 storage holding f16 values: RunPlan.f16Twin), 4 bytes an element. */
+export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout: ParamLayout, d: ModelDims, twin = false): F16Operands | null {
+  const bytes = (n: number) => (twin ? n * 4 : f16Bytes(n));
   if (!layers?.some((p) => runs(p.forward) || runs(p.dx) || runs(p.dw))) return null;
   const weights = new Map<string, { offset: number; n: number }>();
   let at = 0;
@@ -33,8 +35,8 @@ export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout
     for (const v of layout.views) {
       if (!v.name.startsWith(`model.layers.${p.layer}.`) || v.shape.length !== 2) continue;
       weights.set(v.name, { offset: at, n: v.size });
-      at += Math.ceil(f16Bytes(v.size) / 256) * 256;
+      at += Math.ceil(bytes(v.size) / 256) * 256;
     }
   }
-  return { weights, weightBytes: Math.max(at, 4), actBytes: f16Bytes(d.N * Math.max(d.C, d.F, d.QC, d.KVC)), dw: layers.some((p) => runs(p.dw)) };
+  return { weights, weightBytes: Math.max(at, 4), actBytes: bytes(d.N * Math.max(d.C, d.F, d.QC, d.KVC)), dw: layers.some((p) => runs(p.dw)) };
 }

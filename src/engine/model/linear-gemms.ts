@@ -47,7 +47,7 @@ export class LinearGemms {
       ? new Int8Gemms(rt, plan.dims, b, (label, setSeed) => this.srKernels.push({ label, setSeed }))
       : null;
     this.wcodes = plan.wcodes ? new WeightCodes(rt, plan.wcodes, b) : null;
-    this.f16 = f16Operands(plan.f16?.layers, plan.layout, plan.dims);
+    this.f16 = f16Operands(plan.f16?.layers, plan.layout, plan.dims, plan.f16Twin);
   }
 
   /** Whether layer l's GEMM of this kind runs f16 (the plan's path for this device is an f16 one). */
@@ -64,28 +64,38 @@ export class LinearGemms {
     if (!this.f16) return [];
     return [...this.f16.weights].map(([name, slot]) => {
       const v = this.plan.layout.byName.get(name)!;
-      return castF32ToF16(this.rt, { label: `f16.w.${name}`, x: { buffer: this.b('weights'), offset: v.offset * 4, size: v.size * 4 }, out: this.f16W(name), n: slot.n });
+      return castF32ToF16(this.rt, { label: `f16.w.${name}`, x: { buffer: this.b('weights'), offset: v.offset * 4, size: v.size * 4 }, out: this.f16W(name), n: slot.n, elem: this.elem });
     });
   }
 
   private f16W(name: string): Binding {
     const slot = this.f16?.weights.get(name);
     if (!slot) throw new Error(`internal: ${name} has no f16 copy`);
-    return { buffer: this.b('f16.w'), offset: slot.offset, size: f16Bytes(slot.n) };
+    return { buffer: this.b('f16.w'), offset: slot.offset, size: this.opBytes(slot.n) };
+  }
+
+  /** The f16 operands' element storage: f16, or f32 in the twin (plan.f16Twin). */
+  private get elem(): 'f16' | 'f32' {
+    return this.plan.f16Twin ? 'f32' : 'f16';
+  }
+
+  private opBytes(n: number): number {
+    return this.plan.f16Twin ? n * 4 : f16Bytes(n);
   }
 
   /** x [n] cast into the f16 scratch `key` (a standalone pass until the producers write f16). */
   private castTo(key: 'f16.a' | 'f16.x', label: string, x: Binding, n: number): { d: Dispatch; out: Binding } {
-    const out = { buffer: this.b(key), offset: 0, size: f16Bytes(n) };
-    return { d: castF32ToF16(this.rt, { label: `${label}.${key}`, x, out, n }), out };
+    const out = { buffer: this.b(key), offset: 0, size: this.opBytes(n) };
+    return { d: castF32ToF16(this.rt, { label: `${label}.${key}`, x, out, n, elem: this.elem }), out };
   }
 
   /** One f16 GEMM (its path recorded under `label`). */
   private f16Gemm(label: string, a: Parameters<typeof buildMatmulF16>[1]): Dispatch[] {
-    const path = f16PathFor(this.rt, !!a.transA, !!a.transB, a);
+    // The twin runs the SIMT kernel over f32 storage (no shader-f16 needed).
+    const path = this.plan.f16Twin ? 'f16-simt' : f16PathFor(this.rt, !!a.transA, !!a.transB, a);
     if (path === 'fp32') throw new Error(`${label}: the plan runs this GEMM f16 but the device has no f16 path for it`);
     this.f16Paths.set(label, path);
-    return buildMatmulF16(this.rt, { ...a, label, path }).dispatches;
+    return buildMatmulF16(this.rt, { ...a, label, path, elem: this.elem }).dispatches;
   }
 
   /** The dispatches that make this step's weight codes (the forward's first; none per GEMM). */
@@ -219,7 +229,7 @@ export class LinearGemms {
   linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false, key?: GemmInputSaved): Dispatch[] {
     if (this.runsF16(l, 'forward')) {
       // NT: W [out, in] as stored, read column-major; X's f16 copy is gemmInput's.
-      const a = { buffer: this.b('f16.a'), offset: 0, size: f16Bytes(M * K) };
+      const a = { buffer: this.b('f16.a'), offset: 0, size: this.opBytes(M * K) };
       return this.f16Gemm(label, { label, a, b: this.f16W(`model.layers.${l}.${name}`), c: out, M, N, K, transB: true, accumulate });
     }
     if (this.plan.layers[l].compute.forward === 'int8') return this.int8().forward(label, this.forwardW(l, name), out, M, N, K, accumulate, this.sharedX(l, key));

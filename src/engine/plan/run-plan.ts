@@ -105,6 +105,11 @@ export interface RunPlan {
    * state in `lossScale` and the optimizer skips steps with inf/NaN gradients.
    */
   lossScale: LossScaleConfig | null;
+  /**
+   * Tests on a device without shader-f16: the f16 GEMMs run their f32 twins (f32 storage holding
+   * f16-rounded values, the SIMT kernel), so the model's f16 branch runs on SwiftShader.
+   */
+  f16Twin?: boolean;
 }
 
 /** GradScaler's constructor arguments as the plan resolves them (optim/loss-scale.ts LossScalerOptions). */
@@ -127,6 +132,8 @@ export interface ResolveOptions extends PlanOptions {
   f16Device?: F16Features | null;
   /** Loss scaling's configuration (GradScaler's defaults where absent), and `always` to scale without f16. */
   lossScale?: LossScaleOptions;
+  /** RunPlan.f16Twin (tests). */
+  f16Twin?: boolean;
 }
 
 function resolveLossScale(training: boolean, f16: RunPlan['f16'], o: LossScaleOptions | undefined): LossScaleConfig | null {
@@ -213,6 +220,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     buffers: [],
     f16: resolveF16(scheme, layers, training, opts.f16Device ?? null),
     lossScale: null,
+    ...(opts.f16Twin ? { f16Twin: true } : {}),
   };
   plan.lossScale = resolveLossScale(training, plan.f16, opts.lossScale);
   plan.buffers = planBuffers(plan, opts);
@@ -276,7 +284,7 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   ws('qRaw', d.N * Math.max(d.C, d.QC) * f);
   ws('kRaw', d.N * d.KVC * f);
   // f16 GEMMs' operands: the weights' f16 copy and the cast activations (model/f16-operands.ts).
-  const f16 = f16Operands(p.f16?.layers, layout, d);
+  const f16 = f16Operands(p.f16?.layers, layout, d, p.f16Twin);
   if (f16) {
     ws('f16.w', f16.weightBytes);
     ws('f16.a', f16.actBytes);

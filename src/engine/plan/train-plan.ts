@@ -38,6 +38,8 @@ export interface TrainingPlanOptions {
   device?: F16Features;
   /** Loss scaling's configuration, and `always` to scale an fp32 run too (run-plan.ts LossScaleOptions). */
   lossScale?: LossScaleOptions;
+  /** Tests: the f16 GEMMs' f32 twins (RunPlan.f16Twin). */
+  f16Twin?: boolean;
 }
 
 export interface TrainingPlan<O extends PlanInput = TrainOptions> {
@@ -83,10 +85,10 @@ export function memoryOf(buffers: readonly BufferSpec[]): MemReport {
 /** The model's plan and every buffer a single-device run allocates under `scheme`. */
 function planUnder(opts: PlanInput, scheme: Scheme | undefined, o: TrainingPlanOptions): { model: RunPlan; buffers: BufferSpec[] } {
   if (o.tpShard) {
-    const model = resolvePlan(shardConfig(opts.model, o.tpShard.degree), opts.batch, opts.seq, { scheme, tpRank: o.tpShard.rank, dpMembers: o.dpMembers, f16Device: o.device, lossScale: o.lossScale });
+    const model = resolvePlan(shardConfig(opts.model, o.tpShard.degree), opts.batch, opts.seq, { scheme, tpRank: o.tpShard.rank, dpMembers: o.dpMembers, f16Device: o.device, lossScale: o.lossScale, f16Twin: o.f16Twin });
     return { model, buffers: model.buffers };
   }
-  const model = resolvePlan(opts.model, opts.batch, opts.seq, { scheme, dpMembers: o.dpMembers, f16Device: o.device, lossScale: o.lossScale });
+  const model = resolvePlan(opts.model, opts.batch, opts.seq, { scheme, dpMembers: o.dpMembers, f16Device: o.device, lossScale: o.lossScale, f16Twin: o.f16Twin });
   return {
     model,
     buffers: [

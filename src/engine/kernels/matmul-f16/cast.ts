@@ -38,14 +38,22 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }
 `;
 
+// The f32 twin (elem 'f32'): the same rounding, each value stored as the f32 it rounds to (what the
+// GEMMs' f32 twins read: tests of the model's f16 branch on a device without shader-f16).
+const TWIN = CODE.replace('var<storage, read_write> out: array<u32>;', 'var<storage, read_write> out: array<f32>;')
+  .replace('out[w] = half(x[i]) | (hi << 16u);', `out[i] = unpack2x16float(half(x[i])).x;
+  if (i + 1u < P.n) { out[i + 1u] = unpack2x16float(hi).x; }`);
+if (TWIN === CODE || TWIN.includes('out[w]')) throw new Error('cast.ts: the f32 twin no longer derives from the kernel');
+
 /** Bytes of n f16 values packed two to a u32 word. */
 export const f16Bytes = (n: number): number => Math.ceil(n / 2) * 4;
 
 /** out[0 .. ⌈n/2⌉ words) = x[0 .. n) as f16 (element i in bits 16·(i % 2) of word i/2); an odd n's last high half is 0. */
-export function castF32ToF16(rt: Runtime, o: { label: string; x: Binding; out: Binding; n: number }): Dispatch {
+export function castF32ToF16(rt: Runtime, o: { label: string; x: Binding; out: Binding; n: number; elem?: 'f16' | 'f32' }): Dispatch {
   if (!Number.isInteger(o.n) || o.n < 1) throw new Error(`${o.label}: invalid element count ${o.n}`);
   requireBytes(o.label, 'x', o.x, o.n * 4);
-  requireBytes(o.label, 'out', o.out, f16Bytes(o.n));
+  const twin = o.elem === 'f32';
+  requireBytes(o.label, 'out', o.out, twin ? o.n * 4 : f16Bytes(o.n));
   const u = rt.uniform(`${o.label}.f16cast`, new Uniforms().u32(o.n).u32(0).u32(0).u32(0));
-  return rt.kernel({ label: `${o.label}[f32→f16]`, code: CODE, bindings: [o.x, o.out, u], workgroups: grid2d(rt, Math.ceil(Math.ceil(o.n / 2) / WG)) });
+  return rt.kernel({ label: `${o.label}[f32→f16]`, code: twin ? TWIN : CODE, bindings: [o.x, o.out, u], workgroups: grid2d(rt, Math.ceil(Math.ceil(o.n / 2) / WG)) });
 }
