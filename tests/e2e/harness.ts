@@ -38,7 +38,10 @@ const COMMON_FLAGS = [
  * are named explicitly so the choice does not depend on the machine. Without the flag, Linux
  * Chromium exposes navigator.gpu but returns no adapter: that is the "WebGPU disabled" browser.
  */
-const WEBGPU_FLAGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader'];
+const WEBGPU_FLAGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader', '--use-webgpu-adapter=swiftshader',
+  // As the Node tests' SwiftShader device (src/engine/gpu/node.ts): Dawn's Vulkan path to zero workgroup
+  // memory makes SwiftShader compile each tiled pipeline in seconds; Dawn's shader-side zeroing stays.
+  '--disable-dawn-features=use_vulkan_zero_initialize_workgroup_memory_extension'];
 
 export interface Ctx {
   url: string;
