@@ -83,6 +83,9 @@ describe('loss scaling in the trainer', () => {
       const lab = JSON.parse(ck['lab.json']!) as { train: { lossScale: LossScaleCheckpoint } };
       expect(lab.train.lossScale).toEqual({ scale: 2 ** 119, growthFactor: 2, backoffFactor: 0.5, growthInterval: 2, growthTracker: 0, skipped: 1 });
       expect(loadCheckpoint(ck as unknown as CheckpointFilesIn).extra?.optimizer?.step).toBe(4);
+      // A data-parallel late joiner's state carries it too (restoreTrainingState restores it).
+      expect((await sc.trainingState()).lossScale).toEqual(lab.train.lossScale);
+      expect((await ref.trainingState()).lossScale).toBeUndefined();
       // Resume (Trainer.create with optimizer.lossScale) restores it so; a bad state is refused.
       expect(() => sc.restoreLossScale({ ...lab.train.lossScale, growthInterval: 3 })).toThrow(/growthInterval 3/);
       expect(() => sc.restoreLossScale({ ...lab.train.lossScale, skipped: 9 })).toThrow(/invalid/);

@@ -48,12 +48,18 @@ export interface LossScaleCheckpoint extends LossScalerState {
   skipped: number;
 }
 
+const lossScaleCheckpoint = (s: GpuLossScaleState): LossScaleCheckpoint => ({
+  scale: s.scale, growthFactor: s.growthFactor, backoffFactor: s.backoffFactor, growthInterval: s.growthInterval, growthTracker: s.growthTracker, skipped: s.skipped,
+});
+
 /** A run's state in the model's flat layout (data parallelism hands it to late joiners). */
 export interface FlatTrainingState {
   weights: Float32Array;
   m: Float32Array;
   v: Float32Array;
   step: number;
+  /** The loss scaler's state (runs with loss scaling): members of a group must seed with the same scale. */
+  lossScale?: LossScaleCheckpoint;
 }
 
 export interface TrainerInit {
@@ -398,7 +404,8 @@ export class Trainer implements RunTrainer<StepMetrics> {
     await this.settle();
     const { model } = this;
     const [weights, m, v] = await Promise.all([model.readFlat('weights'), model.readFlat('adam.m'), model.readFlat('adam.v')]);
-    return { weights, m, v, step: this.stepCount };
+    const ls = await this.lossScaleState();
+    return { weights, m, v, step: this.stepCount, ...(ls ? { lossScale: lossScaleCheckpoint(ls) } : {}) };
   }
 
   /** Replaces the run's state (a late joiner taking a peer's state); sizes are checked, values are the caller's to validate. */
@@ -414,6 +421,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     this.rt.write(this.model.b('adam.m'), s.m);
     this.rt.write(this.model.b('adam.v'), s.v);
     this.stepCount = s.step;
+    if (s.lossScale) this.restoreLossScale(s.lossScale);
   }
 
   /**
@@ -518,9 +526,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
 
   async checkpoint(): Promise<CheckpointFiles> {
     const { model } = this;
-    const { weights: w, m, v } = await this.trainingState();
-    const ls = await this.lossScaleState();
-    const lossScale = ls ? { scale: ls.scale, growthFactor: ls.growthFactor, backoffFactor: ls.backoffFactor, growthInterval: ls.growthInterval, growthTracker: ls.growthTracker, skipped: ls.skipped } : undefined;
+    const { weights: w, m, v, lossScale } = await this.trainingState();
     return runCheckpoint(this.opts, this.tokenizer, this.stepCount,
       { params: unflatten(w, model.layout), m: unflatten(m, model.layout), v: unflatten(v, model.layout), lossScale });
   }
