@@ -354,19 +354,24 @@ export class Trainer implements RunTrainer<StepMetrics> {
 
   /** Writes a checkpoint's scaler state (scale, growth tracker, skipped steps) back to the GPU (resume does at create). */
   restoreLossScale(s: LossScaleCheckpoint): void {
+    this.checkLossScale(s, this.stepCount);
+    // A step submitted ahead runs before this write (queue order) and is overwritten by it.
+    this.ahead = undefined;
+    this.rt.write(this.model.b('lossScale'), new Uint8Array(packLossScaleState(s, s.skipped)));
+    this.skipped = s.skipped;
+  }
+
+  /** Throws unless `s` is a scaler state this run's plan can take at step `step`. */
+  private checkLossScale(s: LossScaleCheckpoint, step: number): void {
     const ls = this.plan.model.lossScale;
     if (!ls) throw new Error('the checkpoint has a loss scaler state; this run does not scale its loss');
     for (const k of ['growthFactor', 'backoffFactor', 'growthInterval'] as const) {
       if (s[k] !== ls[k]) throw new Error(`the checkpoint's loss scaler has ${k} ${s[k]}; this run's plan ${ls[k]}`);
     }
     if (!(Number.isFinite(s.scale) && s.scale > 0 && Number.isInteger(s.growthTracker) && s.growthTracker >= 0
-      && s.growthTracker < ls.growthInterval && Number.isInteger(s.skipped) && s.skipped >= 0 && s.skipped <= this.stepCount)) {
+      && s.growthTracker < ls.growthInterval && Number.isInteger(s.skipped) && s.skipped >= 0 && s.skipped <= step)) {
       throw new Error(`the checkpoint's loss scaler state is invalid: ${JSON.stringify(s)}`);
     }
-    // A step submitted ahead runs before this write (queue order) and is overwritten by it.
-    this.ahead = undefined;
-    this.rt.write(this.model.b('lossScale'), new Uint8Array(packLossScaleState(s, s.skipped)));
-    this.skipped = s.skipped;
   }
 
   /**
@@ -415,6 +420,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
       if (a.length !== n) throw new Error(`restoreTrainingState: ${k} has ${a.length} floats, the model ${n}`);
     }
     if (!Number.isSafeInteger(s.step) || s.step < 0) throw new Error(`restoreTrainingState: bad step ${s.step}`);
+    if (s.lossScale) this.checkLossScale(s.lossScale, s.step);
     // A step submitted ahead runs before these writes (queue order) and is overwritten by them.
     this.ahead = undefined;
     this.model.uploadParams(s.weights);
