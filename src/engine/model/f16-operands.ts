@@ -6,7 +6,7 @@
  * Each weight's slot starts at a 256-byte boundary (a storage binding's offset alignment); the fp32
  * layout's 64-float alignment is only 128 bytes in f16.
  */
-import { f16Bytes } from '../kernels/matmul-f16/cast';
+import { f16OperandBytes } from '../kernels/matmul-f16/cast';
 import type { F16GemmPath, LayerF16Paths } from './compute-plan';
 import type { ModelDims } from './dims';
 import type { ParamLayout } from './params';
@@ -21,22 +21,25 @@ export interface F16Operands {
   dw: boolean;
 }
 
-const runs = (p: F16GemmPath | null): boolean => p !== null && p !== 'fp32';
+/** Whether a GEMM's f16 path runs f16 (a path resolved to fp32 does not). */
+export const runsF16 = (p: F16GemmPath | null | undefined): boolean => !!p && p !== 'fp32';
 
-/** The f16 copies a plan's f16 GEMMs need, or null where none runs f16. */
-/** `twin`: the f32 twin's copies (f32 storage holding f16 values: RunPlan.f16Twin), 4 bytes an element. */
+/**
+ * The f16 copies a plan's f16 GEMMs need, or null where none runs f16. `twin`: the f32 twin's copies
+ * (f32 storage holding f16 values: RunPlan.f16Twin), 4 bytes an element.
+ */
 export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout: ParamLayout, d: ModelDims, twin = false): F16Operands | null {
-  const bytes = (n: number) => (twin ? n * 4 : f16Bytes(n));
-  if (!layers?.some((p) => runs(p.forward) || runs(p.dx) || runs(p.dw))) return null;
+  const bytes = (n: number) => f16OperandBytes(n, twin);
+  if (!layers?.some((p) => runsF16(p.forward) || runsF16(p.dx) || runsF16(p.dw))) return null;
   const weights = new Map<string, { offset: number; n: number }>();
   let at = 0;
   for (const p of layers) {
-    if (!runs(p.forward) && !runs(p.dx)) continue;
+    if (!runsF16(p.forward) && !runsF16(p.dx)) continue;
     for (const v of layout.views) {
       if (!v.name.startsWith(`model.layers.${p.layer}.`) || v.shape.length !== 2) continue;
       weights.set(v.name, { offset: at, n: v.size });
       at += Math.ceil(bytes(v.size) / 256) * 256;
     }
   }
-  return { weights, weightBytes: Math.max(at, 4), actBytes: bytes(d.N * Math.max(d.C, d.F, d.QC, d.KVC)), dw: layers.some((p) => runs(p.dw)) };
+  return { weights, weightBytes: Math.max(at, 4), actBytes: bytes(d.N * Math.max(d.C, d.F, d.QC, d.KVC)), dw: layers.some((p) => runsF16(p.dw)) };
 }

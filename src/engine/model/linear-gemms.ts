@@ -6,7 +6,7 @@
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { copy } from '../kernels/elementwise/elementwise';
-import { castF32ToF16, f16Bytes } from '../kernels/matmul-f16/cast';
+import { castF32ToF16, f16OperandBytes } from '../kernels/matmul-f16/cast';
 import { buildMatmulF16, f16PathFor } from '../kernels/matmul-f16/matmul-f16';
 import { matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul/matmul';
 import { qdq } from '../kernels/qdq/qdq';
@@ -16,7 +16,7 @@ import { swigluForward, swigluForwardQuantized } from '../kernels/swiglu/swiglu'
 import { isFp32, type QuantSpec } from '../scheme/scheme';
 import { type GemmInputSaved, type GemmPath, PRODUCER_CODED, producerDyCodes } from './compute-plan';
 import { computePaths, type GemmWeight, Int8Gemms, type LayerPaths } from './int8-gemms';
-import { type F16Operands, f16Operands } from './f16-operands';
+import { type F16Operands, f16Operands, runsF16 } from './f16-operands';
 import { type LayerSavedKey, linearsTransposed } from './plan';
 import type { ProbePoint } from './probe-point';
 import type { RunPlan } from '../plan/run-plan';
@@ -52,8 +52,7 @@ export class LinearGemms {
 
   /** Whether layer l's GEMM of this kind runs f16 (the plan's path for this device is an f16 one). */
   private runsF16(l: number, kind: 'forward' | 'dx' | 'dw'): boolean {
-    const p = this.plan.f16?.layers[l]?.[kind];
-    return !!p && p !== 'fp32';
+    return runsF16(this.plan.f16?.layers[l]?.[kind]);
   }
 
   /**
@@ -80,7 +79,7 @@ export class LinearGemms {
   }
 
   private opBytes(n: number): number {
-    return this.plan.f16Twin ? n * 4 : f16Bytes(n);
+    return f16OperandBytes(n, !!this.plan.f16Twin);
   }
 
   /** x [n] cast into the f16 scratch `key` (a standalone pass until the producers write f16). */

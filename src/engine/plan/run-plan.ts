@@ -29,7 +29,7 @@ import {
 import type { ModelConfig } from '../model/config';
 import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
 import { type ParamLayout, paramLayout } from '../model/params';
-import { f16Operands } from '../model/f16-operands';
+import { f16Operands, runsF16 } from '../model/f16-operands';
 import { weightCodesBuffers, type WeightCodesMode, type WeightCodesPlan, weightCodesPlan } from '../model/weight-codes';
 import {
   type ActivationStorage, bf16Errors, FINAL_SAVED, gradStorage, LAYER_SAVED, SAVED_KIND_OF, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
@@ -290,9 +290,8 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
     ws('f16.a', f16.actBytes);
     if (f16.dw && training) ws('f16.x', f16.actBytes);
   }
-  const f16Forward = (l: number) => { const q = p.f16?.layers[l]?.forward; return !!q && q !== 'fp32'; };
   // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()); INT8 and f16 forwards read W's codes or f16 copy.
-  const fp32Forward = p.layers.some((l, i) => l.compute.forward === 'fp32' && !f16Forward(i));
+  const fp32Forward = p.layers.some((l, i) => l.compute.forward === 'fp32' && !runsF16(p.f16?.layers[i]?.forward));
   if (fp32Forward && linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
   out.push(...int8Buffers(d, p.layers, training, p.gateUpDx, p.sharedCodes, p.wcodes !== null));
   out.push(...weightCodesBuffers(p.wcodes));

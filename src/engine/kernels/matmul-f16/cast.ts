@@ -48,12 +48,15 @@ if (TWIN === CODE || TWIN.includes('out[w]')) throw new Error('cast.ts: the f32 
 /** Bytes of n f16 values packed two to a u32 word. */
 export const f16Bytes = (n: number): number => Math.ceil(n / 2) * 4;
 
+/** Bytes of n f16 operands as stored: packed f16, or one f32 each in the twin (elem 'f32'). */
+export const f16OperandBytes = (n: number, twin: boolean): number => (twin ? n * 4 : f16Bytes(n));
+
 /** out[0 .. ⌈n/2⌉ words) = x[0 .. n) as f16 (element i in bits 16·(i % 2) of word i/2); an odd n's last high half is 0. */
 export function castF32ToF16(rt: Runtime, o: { label: string; x: Binding; out: Binding; n: number; elem?: 'f16' | 'f32' }): Dispatch {
   if (!Number.isInteger(o.n) || o.n < 1) throw new Error(`${o.label}: invalid element count ${o.n}`);
   requireBytes(o.label, 'x', o.x, o.n * 4);
   const twin = o.elem === 'f32';
-  requireBytes(o.label, 'out', o.out, twin ? o.n * 4 : f16Bytes(o.n));
+  requireBytes(o.label, 'out', o.out, f16OperandBytes(o.n, twin));
   const u = rt.uniform(`${o.label}.f16cast`, new Uniforms().u32(o.n).u32(0).u32(0).u32(0));
   return rt.kernel({ label: `${o.label}[f32→f16]`, code: twin ? TWIN : CODE, bindings: [o.x, o.out, u], workgroups: grid2d(rt, Math.ceil(Math.ceil(o.n / 2) / WG)) });
 }
