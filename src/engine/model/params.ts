@@ -31,7 +31,11 @@ export interface ParamLayout {
 const alignUp = (n: number, a: number) => Math.ceil(n / a) * a;
 
 export function paramLayout(c: ModelConfig): ParamLayout {
-  const specs = paramSpecs(c);
+  return layoutOf(paramSpecs(c));
+}
+
+/** The flat layout of any list of tensors (the model's parameters, or LoRA adapters: engine/lora). */
+export function layoutOf(specs: readonly ParamSpec[]): ParamLayout {
   const ordered = [...specs.filter((s) => s.decay), ...specs.filter((s) => !s.decay)];
   const views: ParamView[] = [];
   let off = 0;
