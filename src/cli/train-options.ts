@@ -23,6 +23,7 @@ import { resolveTrainingPlan, type TrainingPlan } from '../engine/plan/train-pla
 import { CheckpointError, checkOutDir, readLatestCheckpoint } from './checkpoint-store';
 import { defaultCorpusPath, num, parseCliArgs, readJsonObject, UsageError } from './common';
 import { buildTokenizer, cachedCorpus, dataFiles, type LoadedData, readData, readInit } from './data';
+import { fetchHubInit } from './hub-cache';
 import { runDiskBytes } from './run-dir';
 import { schemeKeyProblems } from './scheme-keys';
 
@@ -42,8 +43,10 @@ export const TRAIN_HELP = `usage: npm run train -- [options]
   --text-field NAME               the text field of .jsonl/.json objects and .parquet rows (default text)
   --tokenizer char|bpe:N|FILE.json  characters of the data (default), byte-level BPE of N tokens trained on
                                   the data (written to DIR/tokenizer.json), or an existing tokenizer.json
-  --init DIR                      start from a Hugging Face Llama checkpoint or a lab checkpoint (its
-                                  config, weights and tokenizer; a --tokenizer given replaces the latter)
+  --init DIR|hf:ID[@REV]          start from a Hugging Face Llama checkpoint or a lab checkpoint (its
+                                  config, weights and tokenizer; a --tokenizer given replaces the latter);
+                                  hf:ID downloads a Hub model (e.g. hf:HuggingFaceTB/SmolLM2-135M) into the
+                                  cache first (HF_TOKEN for gated models, HF_ENDPOINT for a mirror)
   --eval-every N --eval-batches N validation cadence and size
   --out DIR                       output directory (default runs/<model>-<time>); must be new or empty
   --overwrite                     replace the run files in a non-empty --out
@@ -140,7 +143,9 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
   const preset = (a.model ?? 'micro') as PresetName;
   if (!PRESET_NAMES.includes(preset)) throw new UsageError(`--model expects one of ${PRESET_NAMES.join(', ')}, got '${a.model}'`);
   const data = await loadData(a.data ?? defaultCorpusPath(), a['text-field']);
-  const init = a.init ? readInit(a.init) : undefined;
+  // hf:ID[@REV] is downloaded into the user's cache (cli/hub-cache.ts) and read from there like a directory.
+  const initDir = a.init?.startsWith('hf:') ? await fetchHubInit(a.init.slice(3)) : a.init;
+  const init = initDir ? readInit(initDir, a.init === initDir ? '--init' : `--init ${a.init}, downloaded to`) : undefined;
   const tokenizer = a.tokenizer || !init?.extra?.tokenizer
     ? buildTokenizer(a.tokenizer ?? 'char', data.documents, bpeProgress())
     : tokenizerFromJSON(init.extra.tokenizer, init.extra.tokenizerConfig);
@@ -176,7 +181,7 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
   const resolved = checkFeasible(opts, schemeArg, corpus, a.data ?? 'the bundled corpus');
   return {
     ...common, preset, opts, scheme, data, textField: a['text-field'], corpus, cached, tokenizer,
-    init: init && a.init ? { dir: path.resolve(a.init), params: init.params } : null, out, overwrite: a.overwrite ?? false,
+    init: init && initDir ? { dir: path.resolve(initDir), params: init.params } : null, out, overwrite: a.overwrite ?? false,
     spec, resume: null, resolved,
   };
 }

@@ -11,11 +11,16 @@ import type { TrainOptions } from '../engine/train/options';
 import { adapterKeyOf, pendingTune, setShippedSeeds, resetRunChoices, TuneCache, TuneCacheError, tuneForTraining, type TuningStatus } from '../engine/tune';
 import { errnoWords, UsageError } from './common';
 
+/** The lab's folder in the user's cache: `$XDG_CACHE_HOME/webgpu-quant-lab`, else `~/.cache/webgpu-quant-lab` (the Hub's downloads live there too). */
+export function labCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  const base = env.XDG_CACHE_HOME && path.isAbsolute(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : path.join(homedir(), '.cache');
+  return path.join(base, 'webgpu-quant-lab');
+}
+
 /** Where the cache file lives (see the module comment). */
 export function tuneCachePath(env: NodeJS.ProcessEnv = process.env): string {
   if (env.LAB_TUNE_CACHE) return path.resolve(env.LAB_TUNE_CACHE);
-  const base = env.XDG_CACHE_HOME && path.isAbsolute(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : path.join(homedir(), '.cache');
-  return path.join(base, 'webgpu-quant-lab', 'tune.json');
+  return path.join(labCacheDir(env), 'tune.json');
 }
 
 function readCache(file: string, what: string, hint = ''): TuneCache {
