@@ -18,6 +18,7 @@ import type { GemmPath } from './compute-plan';
 import { type LinearGemms } from './linear-gemms';
 import { type LayerSavedKey, liveKey, type ModelBuildOptions, type ModelDims, quantizedUp } from './plan';
 import { type RunPlan } from '../plan/run-plan';
+import type { LoraGemms } from '../lora/gemms';
 
 /** What the backward reads of the model: its buffers, saved tensors, GEMMs and gradient outputs. */
 export interface BackwardModel {
@@ -27,6 +28,8 @@ export interface BackwardModel {
   readonly plan: RunPlan;
   readonly tp: TensorParallel | null;
   readonly g: LinearGemms;
+  /** LoRA adapters over a frozen base (plan.lora): the base's dW GEMMs give way to the adapters' gradients. */
+  readonly lora: LoraGemms | null;
   /** The parameter lm_head multiplies by (the embedding when tied). */
   readonly lmHead: string;
   readonly attnDqPath: ModelBuildOptions['attnDqPath'];
@@ -51,11 +54,33 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
   const { B, T, N, C, F, nH, nKV, D, QC, KVC, V, L } = m.dims;
   const eps = m.cfg.rms_norm_eps;
   const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? g.push(...d) : g.push(d));
+  // A frozen base (LoRA) produces no weight gradient: its norms' go to a scratch, its dW GEMMs do not run.
+  const frozen = !!m.plan.lora;
   // Each gradient producer writes gradOut(name); store(name) then quantizes it (AGoQ storage).
-  const gp = (name: string) => m.gradOut(name);
+  const gp = (name: string): Binding => (frozen ? m.b('frozenDw') : m.gradOut(name));
   const store = (name: string) => {
+    if (frozen) return;
     push(m.storeGrad(name));
     gradFinal.set(name, g.length);
+  };
+  /**
+   * Layer l's linear `name`'s weight gradient from dY [N, outW] and its input x [N, inW] (live
+   * here): the base dW GEMM, or with a frozen base its LoRA adapter's dA, dB (none without one).
+   */
+  const dW = (l: number, label: string, dy: GPUBuffer, outW: number, x: GPUBuffer, inW: number, name: string, scratch: 'dq' | 'dF1', xShared = false) => {
+    const full = `model.layers.${l}.${name}`;
+    if (!frozen) {
+      m.g.dwGemm(l, label, dy, outW, x, inW, gp(full), scratch, push, xShared);
+      store(full);
+      return;
+    }
+    const ad = m.lora?.on(full);
+    if (ad) push(m.lora!.grads(ad, label, dy, x, m.plan.wire.tp ? undefined : m.b(scratch)));
+  };
+  /** dX += the adapter's term, after the base dX GEMM of layer l's linear `name` wrote dx. */
+  const loraDx = (l: number, label: string, name: string, dx: GPUBuffer) => {
+    const ad = m.lora?.on(`model.layers.${l}.${name}`);
+    if (ad) push(m.lora!.dx(ad, label, dx));
   };
   const dlogits = m.b('logits');
   const dh = m.b('dh');
@@ -64,7 +89,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
   const normWs = m.b('normWs');
   // dW first: hF's live copy is dh, which lm_head.dx then overwrites.
   push(m.loadSaved(L, 'hF'));
-  push(m.g.dwMatmul({ label: 'lm_head.dw', a: dlogits, b: m.saved(L, 'hF'), c: gp(m.lmHead), M: V, N: C, K: N, transA: true }, 'dq'));
+  if (!frozen) push(m.g.dwMatmul({ label: 'lm_head.dw', a: dlogits, b: m.saved(L, 'hF'), c: gp(m.lmHead), M: V, N: C, K: N, transA: true }, 'dq'));
   if (!m.cfg.tie_word_embeddings) store(m.lmHead);
   push(matmul(rt, { label: 'lm_head.dx', a: dlogits, b: m.param(m.lmHead), c: dh, M: N, N: C, K: V }));
   push(m.loadSaved(L, 'xFinal'));
@@ -79,10 +104,10 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     const lab = (s: string) => `L${l}.${s}`;
     // MLP. dWdown = dresᵀ·act first: act's live copy is dF1, which down.dx then overwrites with dact.
     load('act');
-    m.g.dwGemm(l, lab('down.dw'), dres, C, a('act'), F, gr('mlp.down_proj.weight'), 'dq', push);
-    storeL('mlp.down_proj.weight');
+    dW(l, lab('down.dw'), dres, C, a('act'), F, 'mlp.down_proj.weight', 'dq');
     // dres's codes come from the RMSNorm backward that produced it (normF's, or layer l+1's norm1).
     push(m.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C, false, !!m.g.dyCodes(l)));
+    loraDx(l, lab('down.dx'), 'mlp.down_proj.weight', dF1);
     load('gate');
     // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
     // dF1 itself (dact) when up is stored quantized (swigluBackwardBlocks). Where gate/up's dX is
@@ -96,10 +121,8 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
       push(gateUpCodes ? swigluBackwardQuantized(rt, { ...o, ...gateUpCodes }) : swigluBackward(rt, o));
     }
     load('h2'); // live copy in dh
-    m.g.dwGemm(l, lab('gate.dw'), a('gate'), F, a('h2'), C, gr('mlp.gate_proj.weight'), 'dq', push);
-    storeL('mlp.gate_proj.weight');
-    m.g.dwGemm(l, lab('up.dw'), dup, F, a('h2'), C, gr('mlp.up_proj.weight'), 'dq', push, true);
-    storeL('mlp.up_proj.weight');
+    dW(l, lab('gate.dw'), a('gate'), F, a('h2'), C, 'mlp.gate_proj.weight', 'dq');
+    dW(l, lab('up.dw'), dup, F, a('h2'), C, 'mlp.up_proj.weight', 'dq', true);
     if (m.tp) {
       push(m.tp.columnParallelDx(lab('mlp.dx.tp'), [
         { dy: a('gate'), ...m.g.weightAt(l, `model.layers.${l}.mlp.gate_proj.weight`), rows: F },
@@ -111,14 +134,16 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
       push(m.g.dxGemm(l, lab('gate.dx'), a('gate'), 'mlp.gate_proj.weight', dh, N, C, F));
       push(m.g.dxGemm(l, lab('up.dx'), dup, 'mlp.up_proj.weight', dh, N, C, F, true));
     }
+    loraDx(l, lab('gate.dx'), 'mlp.gate_proj.weight', dh);
+    loraDx(l, lab('up.dx'), 'mlp.up_proj.weight', dh);
     load('xMid'); // live copy in dq (free until the attention backward)
     push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: m.g.dyCodes(l) }));
     storeL('post_attention_layernorm.weight');
     // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
     load('o');
-    m.g.dwGemm(l, lab('o.dw'), dres, C, a('o'), QC, gr('self_attn.o_proj.weight'), 'dF1', push);
-    storeL('self_attn.o_proj.weight');
+    dW(l, lab('o.dw'), dres, C, a('o'), QC, 'self_attn.o_proj.weight', 'dF1');
     push(m.g.dxGemm(l, lab('o.dx'), dres, 'self_attn.o_proj.weight', dh, N, QC, C, false, !!m.g.dyCodes(l)));
+    loraDx(l, lab('o.dx'), 'self_attn.o_proj.weight', dh);
     load('q');
     load('k');
     load('v');
@@ -140,12 +165,9 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     push(rope(rt, { label: lab('rope_q.bwd'), x: m.b('dq'), y: m.b('qRaw'), table: m.b('rope'), B, T, nHeads: nH, D, inverse: true }));
     push(rope(rt, { label: lab('rope_k.bwd'), x: m.b('dk'), y: m.b('kRaw'), table: m.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
     load('h1'); // live copy in dh (dO is consumed)
-    m.g.dwGemm(l, lab('q.dw'), m.b('qRaw'), QC, a('h1'), C, gr('self_attn.q_proj.weight'), 'dF1', push);
-    storeL('self_attn.q_proj.weight');
-    m.g.dwGemm(l, lab('k.dw'), m.b('kRaw'), KVC, a('h1'), C, gr('self_attn.k_proj.weight'), 'dF1', push, true);
-    storeL('self_attn.k_proj.weight');
-    m.g.dwGemm(l, lab('v.dw'), m.b('dv'), KVC, a('h1'), C, gr('self_attn.v_proj.weight'), 'dF1', push, true);
-    storeL('self_attn.v_proj.weight');
+    dW(l, lab('q.dw'), m.b('qRaw'), QC, a('h1'), C, 'self_attn.q_proj.weight', 'dF1');
+    dW(l, lab('k.dw'), m.b('kRaw'), KVC, a('h1'), C, 'self_attn.k_proj.weight', 'dF1', true);
+    dW(l, lab('v.dw'), m.b('dv'), KVC, a('h1'), C, 'self_attn.v_proj.weight', 'dF1', true);
     if (m.tp) {
       push(m.tp.columnParallelDx(lab('qkv.dx.tp'), [
         { dy: m.b('qRaw'), ...m.g.weightAt(l, `model.layers.${l}.self_attn.q_proj.weight`), rows: QC },
@@ -157,11 +179,14 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
       push(m.g.dxGemm(l, lab('k.dx'), m.b('kRaw'), 'self_attn.k_proj.weight', dh, N, C, KVC, true));
       push(m.g.dxGemm(l, lab('v.dx'), m.b('dv'), 'self_attn.v_proj.weight', dh, N, C, KVC, true));
     }
+    loraDx(l, lab('q.dx'), 'self_attn.q_proj.weight', dh);
+    loraDx(l, lab('k.dx'), 'self_attn.k_proj.weight', dh);
+    loraDx(l, lab('v.dx'), 'self_attn.v_proj.weight', dh);
     load('xIn'); // live copy in qRaw (consumed by q.dx above)
     push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: l > 0 ? m.g.dyCodes(l - 1) : undefined }));
     storeL('input_layernorm.weight');
   }
-  push(embeddingBackward(rt, { label: 'embed.bwd', ids: m.b('ids'), dout: dres, dW: gp('model.embed_tokens.weight'), workspace: m.b('embedWs'), dims: { N, V, C }, accumulate: m.cfg.tie_word_embeddings }));
+  if (!frozen) push(embeddingBackward(rt, { label: 'embed.bwd', ids: m.b('ids'), dout: dres, dW: gp('model.embed_tokens.weight'), workspace: m.b('embedWs'), dims: { N, V, C }, accumulate: m.cfg.tie_word_embeddings }));
   store('model.embed_tokens.weight');
 }
 

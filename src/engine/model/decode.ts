@@ -20,9 +20,14 @@ import { swigluForward } from '../kernels/swiglu/swiglu';
 import type { ModelConfig } from './config';
 import { type BufferSpec, type ModelDims, modelDims } from './dims';
 import { flatten, type ParamLayout, paramLayout } from './params';
+import { scale } from '../kernels/elementwise/elementwise';
+import type { LoraPlan } from '../lora/plan';
+
+/** LoRA adapters the decoder adds to the frozen base's linears: their plan and their weights (a trainer's lora.weights). */
+export interface DecoderLora { plan: LoraPlan; weights: GPUBuffer }
 
 /** Every buffer a decoder of context `ctx` allocates (the KV cache, prefill activations, logits). */
-export function decoderBufferPlan(cfg: ModelConfig, ctx: number): BufferSpec[] {
+export function decoderBufferPlan(cfg: ModelConfig, ctx: number, lora?: LoraPlan | null): BufferSpec[] {
   const { C, F, nH, D, QC, KVC, V, L } = modelDims(cfg, 1, ctx);
   const f = 4;
   const out: BufferSpec[] = [];
@@ -48,6 +53,8 @@ export function decoderBufferPlan(cfg: ModelConfig, ctx: number): BufferSpec[] {
     { key: 'rope', category: 'workspace', bytes: ctx * D * f },
     { key: 'logitsRead', category: 'workspace', bytes: V * f, usage: BUFFER_USAGE.MAP_READ | BUFFER_USAGE.COPY_DST },
   );
+  // LoRA adapters' x·Aᵀ for ctx rows (engine/lora).
+  if (lora) out.push({ key: 'lora.u', category: 'workspace', bytes: ctx * lora.spec.rank * f });
   return out;
 }
 
@@ -85,13 +92,15 @@ export class Decoder {
   }
 
   /** `ctx`: positions the cache holds (default max_position_embeddings). */
-  constructor(readonly rt: Runtime, readonly cfg: ModelConfig, private readonly weights: GPUBuffer, readonly ctx = cfg.max_position_embeddings) {
+  constructor(readonly rt: Runtime, readonly cfg: ModelConfig, private readonly weights: GPUBuffer, readonly ctx = cfg.max_position_embeddings,
+    private readonly lora: DecoderLora | null = null) {
     if (!Number.isInteger(ctx) || ctx < 1) throw new Error(`decoder context must be an integer ≥ 1, got ${ctx}`);
     if (ctx > cfg.max_position_embeddings) throw new Error(`context ${ctx} exceeds max_position_embeddings ${cfg.max_position_embeddings}`);
     this.dims = modelDims(cfg, 1, ctx);
     this.layout = paramLayout(cfg);
     if (weights.size < this.layout.totalFloats * 4) throw new Error(`decoder: weights buffer has ${weights.size} bytes, the model needs ${this.layout.totalFloats * 4}`);
-    for (const s of decoderBufferPlan(cfg, ctx)) this.buf.set(s.key, rt.createBuffer(s.category, `decoder.${s.key}`, s.bytes, s.usage));
+    if (lora && lora.weights.size < lora.plan.layout.totalFloats * 4) throw new Error('decoder: the LoRA weights buffer is smaller than its layout');
+    for (const s of decoderBufferPlan(cfg, ctx, lora?.plan)) this.buf.set(s.key, rt.createBuffer(s.category, `decoder.${s.key}`, s.bytes, s.usage));
     rt.write(this.b('rope'), ropeTablePacked(ctx, this.dims.D, cfg.rope_theta));
     this.prefillPass = this.build(ctx);
     this.stepPass = this.build(1);
@@ -114,6 +123,11 @@ export class Decoder {
     return { buffer: this.weights, offset: v.offset * 4, size: v.size * 4 };
   }
 
+  private lw(name: string): { buffer: GPUBuffer; offset: number; size: number } {
+    const v = this.lora!.plan.layout.byName.get(name)!;
+    return { buffer: this.lora!.weights, offset: v.offset * 4, size: v.size * 4 };
+  }
+
   /**
    * The forward over M rows: M = ctx is the prefill (GEMMs, the causal attention, K and V written
    * whole into the cache), M = 1 a decode step at position step[1] (GEMVs, attention over the cache).
@@ -128,10 +142,25 @@ export class Decoder {
     const x = this.b('x');
     const h = this.b('h');
     const out: Dispatch[] = [];
-    const linear = (label: string, name: string, a: GPUBuffer, c: GPUBuffer, N: number, K: number, o: { accumulate?: boolean; atPos?: boolean } = {}) =>
+    const linear = (label: string, name: string, a: GPUBuffer, c: GPUBuffer, N: number, K: number, o: { accumulate?: boolean; atPos?: boolean } = {}) => {
       out.push(one
         ? gemv(rt, { label, x: a, w: this.w(name), y: c, step, N, K, ...o })
         : matmul(rt, { label, a, b: this.w(name), c, M, N, K, transB: true, accumulate: o.accumulate }));
+      const ad = this.lora?.plan.byBase.get(name);
+      if (!ad) return;
+      // y += s·(x·Aᵀ)·Bᵀ after the base product (PEFT's unmerged forward).
+      const r = this.lora!.plan.spec.rank;
+      const u = { buffer: this.b('lora.u'), offset: 0, size: M * r * 4 };
+      const sc = this.lora!.plan.scale;
+      if (one) {
+        out.push(gemv(rt, { label: `${label}.lora_A`, x: a, w: this.lw(ad.a), y: u, step, N: r, K }));
+        out.push(scale(rt, { label: `${label}.lora_s`, out: u, alpha: sc, n: r }));
+        out.push(gemv(rt, { label: `${label}.lora_B`, x: u, w: this.lw(ad.b), y: c, step, N, K: r, accumulate: true, atPos: o.atPos }));
+      } else {
+        out.push(matmul(rt, { label: `${label}.lora_A`, a, b: this.lw(ad.a), c: u, M, N: r, K, transB: true }));
+        out.push(matmul(rt, { label: `${label}.lora_B`, a: u, b: this.lw(ad.b), c, M, N, K: r, transB: true, accumulate: true, alpha: sc }));
+      }
+    };
     out.push(embeddingForward(rt, { label: 'dec.embed', ids: one ? step : this.b('ids'), W: this.w('model.embed_tokens.weight'), out: x, dims: { N: M, V, C } }));
     for (let l = 0; l < L; l++) {
       const p = (s: string) => `model.layers.${l}.${s}`;

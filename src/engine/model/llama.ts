@@ -26,7 +26,7 @@ import { assertSupported, isFp32, type Scheme } from '../scheme/scheme';
 import { deriveSeed } from '../util/rng';
 import { forwardScoreCodes, ropeWithCodes } from './attention-scores';
 import { buildBackward } from './backward';
-import type { GemmPath } from './compute-plan';
+import type { GemmInputSaved, GemmPath } from './compute-plan';
 import { type ModelConfig } from './config';
 import type { ParamLayout } from './params';
 import {
@@ -38,6 +38,7 @@ import type { ProbePoint } from './probe-point';
 import type { RunPlan } from '../plan/run-plan';
 import { type TensorParallel, TpSim } from './tp/tp';
 import { TpPeer } from './tp/peer';
+import { LoraGemms } from '../lora/gemms';
 
 export * from './plan';
 export * from '../plan/run-plan';
@@ -88,6 +89,8 @@ export class LlamaGpu {
   readonly attnPaths = new Map<string, GemmPath>();
 
   readonly cfg: ModelConfig;
+  /** The LoRA adapters' GEMMs (plan.lora), null when every parameter trains. */
+  readonly lora: LoraGemms | null;
 
   /**
    * Builds what `plan` says (engine/plan resolves it once; the model never interprets a scheme).
@@ -117,6 +120,7 @@ export class LlamaGpu {
     this.gradStore = this.plan.grads;
     const b = (k: string) => this.b(k);
     this.g = new LinearGemms(rt, this.plan, b, this.forward, this.probePoints, plan.linearNnMinRows);
+    this.lora = plan.lora ? new LoraGemms(rt, plan.lora, this.dims, b) : null;
     const { tp, tpRank } = this.plan.wire;
     this.tp = !tp ? null
       : tpRank === undefined ? new TpSim(rt, this.dims, tp, b)
@@ -129,7 +133,7 @@ export class LlamaGpu {
         this.backward.push(lossScaleSeed(rt, { label: 'xent', x: this.b('logits'), n: this.dims.N * this.dims.V, state: this.b('lossScale') }));
       }
       buildBackward({
-        rt, cfg, dims: this.dims, plan: this.plan, tp: this.tp, g: this.g, lmHead: this.lmHead(), attnDqPath: opts.attnDqPath, attnPaths: this.attnPaths,
+        rt, cfg, dims: this.dims, plan: this.plan, tp: this.tp, g: this.g, lora: this.lora, lmHead: this.lmHead(), attnDqPath: opts.attnDqPath, attnPaths: this.attnPaths,
         b, param: (name) => this.param(name), saved: (l, key) => this.saved(l, key), loadSaved: (l, key) => this.loadSaved(l, key),
         gradOut: (name) => this.gradOut(name), storeGrad: (name) => this.storeGrad(name),
       }, this.backward, this.gradFinal);
@@ -221,6 +225,27 @@ export class LlamaGpu {
   /** Rewrites the stochastic-rounding seeds of the fake quantizers (once per step). */
   setStepSeed(step: number): void {
     for (const { label, setSeed } of this.g.srKernels) setSeed(deriveSeed(step, label));
+    this.lora?.setStepSeed(step);
+  }
+
+  /** What the optimizer trains: every parameter (the model's flat buffers), or only the LoRA adapters. */
+  get trainable(): { layout: ParamLayout; weights: string; grads: string; m: string; v: string } {
+    return this.plan.lora
+      ? { layout: this.plan.lora.layout, weights: 'lora.weights', grads: 'lora.grads', m: 'lora.m', v: 'lora.v' }
+      : { layout: this.layout, weights: 'weights', grads: 'grads', m: 'adam.m', v: 'adam.v' };
+  }
+
+  /** The trainable tensors' flat buffer `which` (trainable's layout). */
+  readTrainable(which: 'weights' | 'grads' | 'm' | 'v'): Promise<Float32Array> {
+    const t = this.trainable;
+    return this.rt.readF32(this.b(t[which]), 0, t.layout.totalFloats);
+  }
+
+  /** Writes the trainable tensors' flat buffer `which` (trainable's layout). */
+  writeTrainable(which: 'weights' | 'm' | 'v', flat: Float32Array): void {
+    const t = this.trainable;
+    if (flat.length !== t.layout.totalFloats) throw new Error(`${t[which]} has ${t.layout.totalFloats} floats, got ${flat.length}`);
+    this.rt.write(this.b(t[which]), flat);
   }
 
   private lmHead(): string {
@@ -263,10 +288,17 @@ export class LlamaGpu {
       // Residual copy first: xIn is dead after this (its live copy may be qRaw, written next).
       push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
       store('h1');
+      // A base linear, with its LoRA adapter around it where it has one (x: the fp32 input the adapter reads).
+      const linear = (label: string, name: string, x: GPUBuffer, gx: Binding, out: GPUBuffer, n: number, k: number, acc: boolean, key: GemmInputSaved) => {
+        const ad = this.lora?.on(`model.layers.${l}.${name}`);
+        if (ad) push(this.lora!.down(ad, label, x));
+        push(this.g.linear(label, l, name, gx, out, N, n, k, acc, key));
+        if (ad) push(this.lora!.up(ad, label, { buffer: out, offset: 0, size: N * n * 4 }));
+      };
       const h1 = this.g.gemmInput(l, lab('qkv_in'), a('h1'), C, push, true, 'h1');
-      push(this.g.linear(lab('q_proj'), l, 'self_attn.q_proj.weight', h1, this.b('qRaw'), N, QC, C, false, 'h1'));
-      push(this.g.linear(lab('k_proj'), l, 'self_attn.k_proj.weight', h1, this.b('kRaw'), N, KVC, C, false, 'h1'));
-      push(this.g.linear(lab('v_proj'), l, 'self_attn.v_proj.weight', h1, a('v'), N, KVC, C, false, 'h1'));
+      linear(lab('q_proj'), 'self_attn.q_proj.weight', a('h1'), h1, this.b('qRaw'), QC, C, false, 'h1');
+      linear(lab('k_proj'), 'self_attn.k_proj.weight', a('h1'), h1, this.b('kRaw'), KVC, C, false, 'h1');
+      linear(lab('v_proj'), 'self_attn.v_proj.weight', a('h1'), h1, a('v'), KVC, C, false, 'h1');
       store('v');
       // INT8 attention scores: the rotations write Q's and K's codes too (attention-scores.ts).
       const i8Scores = this.plan.layers[l].compute.attentionQk === 'int8';
@@ -289,21 +321,21 @@ export class LlamaGpu {
       const oIn = this.g.gemmInput(l, lab('o_in'), a('o'), QC, push, false, 'o');
       // xMid = xIn + o·Woᵀ: the GEMM accumulates onto the residual copy.
       if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), oIn, this.g.lin(l, 'self_attn.o_proj.weight'), QC, a('xMid')));
-      else push(this.g.linear(lab('o_proj'), l, 'self_attn.o_proj.weight', oIn, a('xMid'), N, C, QC, true, 'o'));
+      else linear(lab('o_proj'), 'self_attn.o_proj.weight', a('o'), oIn, a('xMid'), C, QC, true, 'o');
       store('xMid');
       push(this.g.inputNorm(l, 'h2', { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
       store('h2');
       const h2 = this.g.gemmInput(l, lab('mlp_in'), a('h2'), C, push, true, 'h2');
-      push(this.g.linear(lab('gate_proj'), l, 'mlp.gate_proj.weight', h2, a('gate'), N, F, C, false, 'h2'));
+      linear(lab('gate_proj'), 'mlp.gate_proj.weight', a('h2'), h2, a('gate'), F, C, false, 'h2');
       store('gate');
-      push(this.g.linear(lab('up_proj'), l, 'mlp.up_proj.weight', h2, a('up'), N, F, C, false, 'h2'));
+      linear(lab('up_proj'), 'mlp.up_proj.weight', a('h2'), h2, a('up'), F, C, false, 'h2');
       store('up');
       push(this.g.inputSwiglu(l, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
       store('act');
       const actIn = this.g.gemmInput(l, lab('down_in'), a('act'), F, push, true, 'act');
       push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
       if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), actIn, this.g.lin(l, 'mlp.down_proj.weight'), F, next));
-      else push(this.g.linear(lab('down_proj'), l, 'mlp.down_proj.weight', actIn, next, N, C, F, true, 'act'));
+      else linear(lab('down_proj'), 'mlp.down_proj.weight', a('act'), actIn, next, C, F, true, 'act');
     }
     push(this.storeSaved(L, 'xFinal'));
     push(rmsnormForward(rt, { label: 'normF', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), y: this.saved(L, 'hF'), rstd: this.b('rstdF'), dims: { N, C, eps } }));
@@ -318,9 +350,11 @@ export class LlamaGpu {
   private buildOptimizer(): void {
     const { rt } = this;
     const o = this.optimizer;
-    const n = this.layout.totalFloats;
+    // What trains: every parameter, or (LoRA) only the adapters, in their own flat buffers.
+    const t = this.trainable;
+    const n = t.layout.totalFloats;
     if (!this.gradStore) {
-      o.push(...globalNorm(rt, { label: 'grad_norm', x: this.b('grads'), n, partials: this.b('normPartials'), out: this.b('gradNorm') }));
+      o.push(...globalNorm(rt, { label: 'grad_norm', x: this.b(t.grads), n, partials: this.b('normPartials'), out: this.b('gradNorm') }));
     } else {
       // The norm of the stored (dequantized) gradients, tensor by tensor into one partials array.
       let base = 0;
@@ -339,9 +373,9 @@ export class LlamaGpu {
     const step = (a: { label: string; param: Binding; grad: Binding; m: Binding; v: Binding; n: number; decay: boolean }): Dispatch =>
       (state ? adamwScaled(rt, { ...a, stepParams: this.b('stepParams'), state }) : adamw(rt, { ...a, stepParams: this.b('stepParams'), gradNorm: this.b('gradNorm') }));
     // The study's optimizer: m ← Q(m), v ← Q(v) (per row of each tensor) before the full-precision update.
-    for (const [key, spec] of [['adam.m', this.plan.adam.m], ['adam.v', this.plan.adam.v]] as const) {
+    for (const [key, spec] of [[t.m, this.plan.adam.m], [t.v, this.plan.adam.v]] as const) {
       if (isFp32(spec)) continue;
-      for (const v of this.layout.views) {
+      for (const v of t.layout.views) {
         const rowLength = v.shape.length > 1 ? v.shape[v.shape.length - 1] : v.size;
         o.push(...this.g.fakeQuant(`${key}.${v.name}`, { buffer: this.b(key), offset: v.offset * 4, size: v.size * 4 }, v.size, rowLength, spec));
       }
@@ -353,11 +387,11 @@ export class LlamaGpu {
         o.push(step({ label: `adamw.${v.name}`, param: sl('weights', v), grad: { buffer: this.b('gradStage'), offset: 0, size: v.size * 4 }, m: sl('adam.m', v), v: sl('adam.v', v), n: v.size, decay: v.decay }));
       }
     } else {
-      for (const [range, decay] of [[this.layout.decayRange, true], [this.layout.noDecayRange, false]] as const) {
+      for (const [range, decay] of [[t.layout.decayRange, true], [t.layout.noDecayRange, false]] as const) {
         const [s, e] = range;
         if (e <= s) continue;
         const sl = (k: string): Binding => ({ buffer: this.b(k), offset: s * 4, size: (e - s) * 4 });
-        o.push(step({ label: decay ? 'adamw.decay' : 'adamw.nodecay', param: sl('weights'), grad: sl('grads'), m: sl('adam.m'), v: sl('adam.v'), n: e - s, decay }));
+        o.push(step({ label: decay ? 'adamw.decay' : 'adamw.nodecay', param: sl(t.weights), grad: sl(t.grads), m: sl(t.m), v: sl(t.v), n: e - s, decay }));
       }
     }
     if (state && ls) o.push(lossScaleUpdate(rt, { label: 'grad_norm', state, cfg: ls }));

@@ -30,6 +30,8 @@ import type { ModelConfig } from '../model/config';
 import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
 import { type ParamLayout, paramLayout } from '../model/params';
 import { f16Operands, runsF16 } from '../model/f16-operands';
+import { type LoraPlan, loraBuffers, resolveLoraPlan } from '../lora/plan';
+import type { LoraSpec } from '../lora/spec';
 import { weightCodesBuffers, type WeightCodesMode, type WeightCodesPlan, weightCodesPlan } from '../model/weight-codes';
 import {
   type ActivationStorage, bf16Errors, FINAL_SAVED, gradStorage, LAYER_SAVED, SAVED_KIND_OF, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
@@ -110,6 +112,11 @@ export interface RunPlan {
    * f16-rounded values, the SIMT kernel), so the model's f16 branch runs on SwiftShader.
    */
   f16Twin?: boolean;
+  /**
+   * LoRA adapters (engine/lora): the base model is frozen — no gradients, optimizer state or dW
+   * GEMMs of its own — and only the adapters train (lora.* buffers). null: every parameter trains.
+   */
+  lora: LoraPlan | null;
 }
 
 /** GradScaler's constructor arguments as the plan resolves them (optim/loss-scale.ts LossScalerOptions). */
@@ -134,6 +141,13 @@ export interface ResolveOptions extends PlanOptions {
   lossScale?: LossScaleOptions;
   /** RunPlan.f16Twin (tests). */
   f16Twin?: boolean;
+  /** Train LoRA adapters over a frozen base (RunPlan.lora). */
+  lora?: LoraSpec;
+}
+
+/** A frozen base runs no dW GEMM: its layers' dW compute is moot (fp32, no f16 or INT8 dW buffers). */
+function freezeBase(layers: LayerPlan[]): LayerPlan[] {
+  return layers.map((l) => ({ ...l, compute: { ...l.compute, dw: 'fp32', ...(l.compute.f16 ? { f16: { ...l.compute.f16, dw: false } } : {}) } }));
 }
 
 function resolveLossScale(training: boolean, f16: RunPlan['f16'], o: LossScaleOptions | undefined): LossScaleConfig | null {
@@ -185,21 +199,25 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   const scheme = opts.scheme ?? SCHEME_PRESETS.fp32;
   const dims = modelDims(cfg, B, T);
   const layout = paramLayout(cfg);
-  const layers = planLayers(scheme, dims.L);
+  const lora = opts.lora ? resolveLoraPlan(cfg, opts.lora) : null;
+  if (lora && scheme.tp.degree > 1) throw new Error('LoRA adapters with tensor parallelism are not supported (train them on one device, or data-parallel)');
+  const layers = lora ? freezeBase(planLayers(scheme, dims.L)) : planLayers(scheme, dims.L);
   const problem = computeProblemOf(scheme, dims, layers, training);
   if (problem) throw new Error(problem);
   const saved = Array.from({ length: dims.L + 1 }, (_, l) => layerStorage(dims, training ? scheme : undefined, l));
   const fakeQuant = {
     weights: layers.some((l) => !isFp32(l.weights)),
     inputs: layers.some((l) => !isFp32(l.gemmInputs)),
-    grads: training && layers.some((l) => !isFp32(l.gemmOutputGrads)),
+    // gemm_output_grads fake-quantizes dY on the dW path, which a frozen base does not run.
+    grads: training && !lora && layers.some((l) => !isFp32(l.gemmOutputGrads)),
   };
   const int8 = int8Use(layers, training);
   const gateUpDx = layers.map((l) => (opts.fuseGateUpDx ?? true) && gateUpDxFused(dims, l.compute, training));
   const weightCodes = int8.rows ? scheme.weight_codes : 'per-gemm';
   const plan: RunPlan = {
     cfg, dims, layout, scheme, training, layers, saved,
-    grads: training ? gradStorage(layout, scheme) : null,
+    // A frozen base has no gradients to store (the adapters' are fp32).
+    grads: training && !lora ? gradStorage(layout, scheme) : null,
     adam: { m: scheme.adam.m, v: scheme.adam.v },
     int8,
     weightCodes,
@@ -221,6 +239,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     f16: resolveF16(scheme, layers, training, opts.f16Device ?? null),
     lossScale: null,
     ...(opts.f16Twin ? { f16Twin: true } : {}),
+    lora,
   };
   plan.lossScale = resolveLossScale(training, plan.f16, opts.lossScale);
   plan.buffers = planBuffers(plan, opts);
@@ -239,7 +258,9 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   const out: BufferSpec[] = [];
   if (opts.ownWeights ?? true) out.push({ key: 'weights', category: 'weights', bytes: P });
   const gradStore = p.grads;
-  if (training) {
+  const frozen = !!p.lora;
+  if (p.lora) out.push(...loraBuffers(p.lora, d, training));
+  if (training && !frozen) {
     if (!gradStore) out.push({ key: 'grads', category: 'grads', bytes: P });
     else {
       // AGoQ's 8-bit gradient storage: codes + scales per tensor; each gradient is produced in fp32
@@ -320,8 +341,12 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
     ws('dv', d.N * d.KVC * f);
     ws('attnWs', attentionBackwardWorkspaceBytes(d.B, d.T, d.nH));
     ws('normWs', rmsnormWorkspaceBytes({ N: d.N, C: d.C }));
-    ws('embedWs', embeddingWorkspaceBytes({ N: d.N, V: d.V }));
-    ws('normPartials', gradStore ? globalNormPartialsBytes(layout.views.map((v) => v.size)) : globalNormPartialsBytes(layout.totalFloats));
+    if (frozen) {
+      // The frozen norms' weight gradients go nowhere: the RMSNorm backward writes them here.
+      ws('frozenDw', d.C * f);
+    } else ws('embedWs', embeddingWorkspaceBytes({ N: d.N, V: d.V }));
+    const normed = p.lora ? p.lora.layout.totalFloats : layout.totalFloats;
+    ws('normPartials', gradStore ? globalNormPartialsBytes(layout.views.map((v) => v.size)) : globalNormPartialsBytes(normed));
     ws('gradNorm', 16);
     // Loss scaling's state (optim/loss-scale-gpu.ts): scale, growth tracker, skipped steps, the unscaled norm.
     if (p.lossScale) ws('lossScale', LOSS_SCALE_STATE_BYTES);

@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { type ModelConfig, ModelConfigSchema, PRESETS, type PresetName, validateModelConfig } from '../model/config';
 import { SchemeSchema } from '../scheme/scheme';
+import { LoraSpecSchema } from '../lora/spec';
 
 export const OptimizerConfigSchema = z
   .object({
@@ -29,6 +30,8 @@ export const TrainOptionsSchema = z
     evalBatches: z.number().int().min(1),
     /** Quantization scheme (default fp32). */
     scheme: SchemeSchema.optional(),
+    /** Fine-tune LoRA adapters over a frozen base (engine/lora); absent: every parameter trains. */
+    lora: LoraSpecSchema.optional(),
   })
   .strict();
 export type TrainOptions = z.infer<typeof TrainOptionsSchema>;

@@ -12,6 +12,7 @@ import type { F16Features } from '../model/compute-plan';
 import type { LayerPaths } from '../model/int8-gemms';
 import { LlamaGpu } from '../model/llama';
 import { Decoder } from '../model/decode';
+import { initLoraTensors } from '../lora/spec';
 import { flatten, initParams, unflatten } from '../model/params';
 import { packAdamwStep } from '../optim/adamw';
 import { type LossScalerState } from '../optim/loss-scale';
@@ -63,8 +64,10 @@ export interface FlatTrainingState {
 }
 
 export interface TrainerInit {
-  /** Initial flat parameters (default: seeded HF init). */
+  /** Initial flat parameters (default: seeded HF init); with LoRA, the frozen base. */
   params?: Map<string, Float32Array>;
+  /** LoRA runs: the adapters to continue from (default: PEFT's init from the run's seed). Names as engine/lora/spec.ts. */
+  adapters?: Map<string, Float32Array>;
   /** Resume: optimizer moments and step. */
   optimizer?: { m: Map<string, Float32Array>; v: Map<string, Float32Array>; step: number; lossScale?: LossScaleCheckpoint };
   tokenizer?: Tokenizer;
@@ -214,7 +217,8 @@ export class Trainer implements RunTrainer<StepMetrics> {
     this.id = owner;
     const opts = plan.opts;
     this.opts = opts;
-    this.decoder = rt.mem.withOwner(owner, () => new Decoder(rt, opts.model, model.b('weights'), opts.seq));
+    const lora = model.plan.lora ? { plan: model.plan.lora, weights: model.b('lora.weights') } : null;
+    this.decoder = rt.mem.withOwner(owner, () => new Decoder(rt, opts.model, model.b('weights'), opts.seq, lora));
     this.probe = rt.mem.withOwner(owner, () => QuantErrorProbe.create(rt, model));
   }
 
@@ -241,10 +245,16 @@ export class Trainer implements RunTrainer<StepMetrics> {
       rt.mem.withOwner(owner, () => new LlamaGpu(rt, plan.model)));
     const flat = init.params ? flatten(init.params, model.layout) : initParams(plan.opts.model, model.layout, plan.opts.seed);
     model.uploadParams(flat);
+    const lora = plan.opts.lora;
+    if (lora) {
+      // PEFT's init (A Kaiming-uniform, B zero) unless adapters to continue were given.
+      const tensors = init.adapters ?? initLoraTensors(plan.opts.model, lora, plan.opts.seed);
+      model.writeTrainable('weights', flatten(tensors, model.trainable.layout));
+    } else if (init.adapters) throw new Error('Trainer.create: adapters were given but the options have no lora');
     const t = new Trainer(rt, plan, model, data, tokenizer, owner);
     if (init.optimizer) {
-      rt.write(model.b('adam.m'), flatten(init.optimizer.m, model.layout));
-      rt.write(model.b('adam.v'), flatten(init.optimizer.v, model.layout));
+      model.writeTrainable('m', flatten(init.optimizer.m, model.trainable.layout));
+      model.writeTrainable('v', flatten(init.optimizer.v, model.trainable.layout));
       t.stepCount = init.optimizer.step;
       if (init.optimizer.lossScale) t.restoreLossScale(init.optimizer.lossScale);
     }
@@ -404,18 +414,21 @@ export class Trainer implements RunTrainer<StepMetrics> {
     return { lr, gradNorm };
   }
 
-  /** Weights, Adam moments and step as flat arrays (the model's layout): all a run's state on the GPU. */
+  /**
+   * Weights, Adam moments and step as flat arrays in the trainable layout (the model's; with LoRA the
+   * adapters', the frozen base being the run's input): all a run's changing state on the GPU.
+   */
   async trainingState(): Promise<FlatTrainingState> {
     await this.settle();
     const { model } = this;
-    const [weights, m, v] = await Promise.all([model.readFlat('weights'), model.readFlat('adam.m'), model.readFlat('adam.v')]);
+    const [weights, m, v] = await Promise.all([model.readTrainable('weights'), model.readTrainable('m'), model.readTrainable('v')]);
     const ls = await this.lossScaleState();
     return { weights, m, v, step: this.stepCount, ...(ls ? { lossScale: lossScaleCheckpoint(ls) } : {}) };
   }
 
   /** Replaces the run's state (a late joiner taking a peer's state); sizes are checked, values are the caller's to validate. */
   restoreTrainingState(s: FlatTrainingState): void {
-    const n = this.model.layout.totalFloats;
+    const n = this.model.trainable.layout.totalFloats;
     for (const [k, a] of [['weights', s.weights], ['m', s.m], ['v', s.v]] as const) {
       if (a.length !== n) throw new Error(`restoreTrainingState: ${k} has ${a.length} floats, the model ${n}`);
     }
@@ -423,9 +436,9 @@ export class Trainer implements RunTrainer<StepMetrics> {
     if (s.lossScale) this.checkLossScale(s.lossScale, s.step);
     // A step submitted ahead runs before these writes (queue order) and is overwritten by them.
     this.ahead = undefined;
-    this.model.uploadParams(s.weights);
-    this.rt.write(this.model.b('adam.m'), s.m);
-    this.rt.write(this.model.b('adam.v'), s.v);
+    this.model.writeTrainable('weights', s.weights);
+    this.model.writeTrainable('m', s.m);
+    this.model.writeTrainable('v', s.v);
     this.stepCount = s.step;
     if (s.lossScale) this.restoreLossScale(s.lossScale);
   }
@@ -499,10 +512,16 @@ export class Trainer implements RunTrainer<StepMetrics> {
     const { opts, model } = this;
     let sum = 0;
     const batches = this.data.valBatches(opts.evalBatches, opts.batch, opts.seq);
-    for (const b of batches) {
-      model.setBatch(b);
-      const [loss] = await this.runAndRead(model.forward, false);
-      sum += loss;
+    // Evaluation sees the model without dropout (PEFT's eval mode); training steps turn it back on.
+    model.lora?.setDropoutActive(false);
+    try {
+      for (const b of batches) {
+        model.setBatch(b);
+        const [loss] = await this.runAndRead(model.forward, false);
+        sum += loss;
+      }
+    } finally {
+      model.lora?.setDropoutActive(true);
     }
     return sum / batches.length;
   }
@@ -537,9 +556,17 @@ export class Trainer implements RunTrainer<StepMetrics> {
       { params: unflatten(w, model.layout), m: unflatten(m, model.layout), v: unflatten(v, model.layout), lossScale });
   }
 
+  /** The model's parameters (with LoRA: the frozen base; `adapters()` has the adapters). */
   async parameters(): Promise<Map<string, Float32Array>> {
     await this.settle();
     return unflatten(await this.model.readFlat('weights'), this.model.layout);
+  }
+
+  /** The LoRA adapters as trained so far (names as engine/lora/spec.ts); throws for a run without LoRA. */
+  async adapters(): Promise<Map<string, Float32Array>> {
+    if (!this.model.plan.lora) throw new Error('this run trains no LoRA adapters');
+    await this.settle();
+    return unflatten(await this.model.readTrainable('weights'), this.model.trainable.layout);
   }
 
   /** The kernel each layer's GEMMs run: 'fp32', 'int8-dot4' or 'int8-tensor-core' per forward, dX, dW. */
