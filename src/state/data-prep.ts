@@ -113,6 +113,13 @@ export class DataController {
     return out;
   }
 
+  /** A model fetched from the Hub (hub-import.ts): imported as a dropped checkpoint folder, named by its id. Returns whether it took. */
+  async importModel(files: File[], name: string): Promise<boolean> {
+    await this.importCheckpoint(files, name);
+    const s = this.state.getState();
+    return s.error === null && s.imported?.name === name;
+  }
+
   private async importCheckpoint(files: File[], archive?: string): Promise<void> {
     const name = archive ?? (files.find((f) => f.name === 'config.json') ? `${files.length} checkpoint files` : files[0].name);
     let model: ImportedModel;

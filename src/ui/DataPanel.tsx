@@ -7,6 +7,7 @@ import { useLabApi } from './context';
 import { FilePicker } from './FilePicker';
 import { formatBytes, formatCount } from './format';
 import { ImportGeneratePanel } from './GeneratePanel';
+import { HubImport } from './HubImport';
 
 const ACCEPT = [...DATA_EXTENSIONS, '.safetensors', '.zip'].join(',');
 
@@ -68,6 +69,7 @@ export function DataPanel() {
           <button type="button" className="small" disabled={busy} onClick={() => void data.useBundled()}>use bundled</button>
         )}
       </span>
+      <HubImport disabled={busy} />
       {s.infos.some((i) => i.fields.length > 0) && (
         <label className="dataset-row small">
           text field
