@@ -122,6 +122,9 @@ export class MemberGroup {
       model: t.model, batch: t.batch, seq: t.seq, seed: t.seed, optimizer: t.optimizer, scheme: t.scheme ?? null,
       exchange: grads.length, storage: grads.storage, backend: o.exchange, ...stepper.fingerprint,
       data: crc32(new Uint8Array(tokens.buffer, tokens.byteOffset, tokens.byteLength)),
+      // Loss scaling hangs on the device too (an f16 scheme scales only where shader-f16 runs it): members must
+      // agree, or they would average differently scaled gradients. Absent without it: fp32 runs' fingerprint as before.
+      ...(trainer.plan.model.lossScale ? { lossScale: trainer.plan.model.lossScale } : {}),
     });
     const runTag = crc32(new TextEncoder().encode(`dp-run:${o.run}`)) >>> 16;
     this.channels = new EpochChannels(transport, runTag, (from, p) => this.control(from, p), (from, why) => this.reject(from, why));

@@ -5,19 +5,23 @@
  */
 import type { FlatTrainingState, Trainer } from '../../engine/train/trainer';
 import { digestOfParts, sameBytes } from '../../peers/collectives/digest';
-import { decodeState, encodeState, type GroupStatus, stateBytes } from './wire';
+import { decodeState, encodeState, type GroupStatus, lossScaleBytes, stateBytes } from './wire';
 import { DpError, type DpEventKind } from './types';
 import type { PeerGroup } from '../../peers/collectives/group';
 import type { PeerId } from '../../peers/transport/transport';
 
 const EMPTY = new Uint8Array(0);
 
-/** What a member vouches for at a sync: SHA-256 of the SHA-256s of step (u32 LE), weights, m and v. */
+/**
+ * What a member vouches for at a sync: SHA-256 of the SHA-256s of step (u32 LE), weights, m and v, and
+ * with loss scaling of the scaler's state (the state message's trailer): members whose scalers
+ * diverged would average differently scaled gradients, so they must not count as agreeing.
+ */
 export async function stateDigest(s: FlatTrainingState): Promise<Uint8Array> {
   const f = (x: Float32Array) => new Uint8Array(x.buffer, x.byteOffset, x.byteLength);
   const step = new Uint8Array(4);
   new DataView(step.buffer).setUint32(0, s.step >>> 0, true);
-  return digestOfParts([step, f(s.weights), f(s.m), f(s.v)]);
+  return digestOfParts([step, f(s.weights), f(s.m), f(s.v), ...(s.lossScale ? [lossScaleBytes(s.lossScale)] : [])]);
 }
 
 const hex = (b: Uint8Array) => [...b.subarray(0, 4)].map((x) => x.toString(16).padStart(2, '0')).join('');
@@ -93,7 +97,9 @@ export async function handOver(
   o: { checkDigest: boolean } = { checkDigest: true },
 ): Promise<void> {
   const n = trainer.model.layout.totalFloats;
-  const total = stateBytes(n);
+  // Same plan on every member (the fingerprint), so all agree whether the state carries the scaler.
+  const lossScaled = Boolean(trainer.plan.model.lossScale);
+  const total = stateBytes(n, lossScaled);
   const R = roundBytes;
   const rounds = Math.ceil(total / R);
   const payload = g.rank === src ? encodeState(await trainer.trainingState()) : null;
@@ -114,7 +120,7 @@ export async function handOver(
   if (!got) return;
   let state;
   try {
-    state = decodeState(got, { n, step: announced.step, weightsHash: announced.weightsHash });
+    state = decodeState(got, { n, step: announced.step, weightsHash: announced.weightsHash, lossScaled });
   } catch (e) {
     rejectState(g, trainer, src, (e as Error).message, event);
   }

@@ -20,6 +20,7 @@
 import { crc32, crc32Update } from '../../peers/collectives/crc32';
 import { floatsHash } from '../../engine/kernels/hash/hash.ref';
 import type { PeerId } from '../../peers/transport/transport';
+import type { LossScaleCheckpoint } from '../../engine/train/trainer';
 
 export const DP_MAGIC = 0x31504457; // 'W','D','P','1'
 export const DP_VERSION = 1;
@@ -322,12 +323,43 @@ export interface TrainingState {
   m: Float32Array;
   v: Float32Array;
   step: number;
+  /** The loss scaler's state, in runs with loss scaling (every member must seed backward with one scale). */
+  lossScale?: LossScaleCheckpoint;
 }
 
 const STATE_FIXED = DP_HEADER_BYTES + 12;
+/** The loss scaler's trailer: scale, growth and backoff factors (f64, exact), interval, tracker, skipped (u32). */
+export const LOSS_SCALE_BYTES = 36;
 
-export function stateBytes(n: number): number {
-  return STATE_FIXED + 12 * n;
+/** A state message's size; `lossScaled`: the run scales its loss (its plan decides, alike on every member). */
+export function stateBytes(n: number, lossScaled = false): number {
+  return STATE_FIXED + 12 * n + (lossScaled ? LOSS_SCALE_BYTES : 0);
+}
+
+/** The loss scaler's state as bytes: the state message's trailer, and a part of the members' state digest. */
+export function lossScaleBytes(s: LossScaleCheckpoint): Uint8Array {
+  const b = new Uint8Array(LOSS_SCALE_BYTES);
+  const dv = new DataView(b.buffer);
+  dv.setFloat64(0, s.scale, true);
+  dv.setFloat64(8, s.growthFactor, true);
+  dv.setFloat64(16, s.backoffFactor, true);
+  dv.setUint32(24, s.growthInterval >>> 0, true);
+  dv.setUint32(28, s.growthTracker >>> 0, true);
+  dv.setUint32(32, s.skipped >>> 0, true);
+  return b;
+}
+
+function readLossScale(b: Uint8Array): LossScaleCheckpoint {
+  const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const s = {
+    scale: dv.getFloat64(0, true), growthFactor: dv.getFloat64(8, true), backoffFactor: dv.getFloat64(16, true),
+    growthInterval: dv.getUint32(24, true), growthTracker: dv.getUint32(28, true), skipped: dv.getUint32(32, true),
+  };
+  // The trainer checks it against its plan (restoreTrainingState); here only what no plan could accept.
+  if (!(Number.isFinite(s.scale) && s.scale > 0 && Number.isFinite(s.growthFactor) && Number.isFinite(s.backoffFactor))) {
+    throw new DpMessageError(`State: invalid loss scaler state ${JSON.stringify(s)}`);
+  }
+  return s;
 }
 
 function floatBytes(x: Float32Array): Uint8Array {
@@ -342,8 +374,10 @@ export function weightsHash(weights: Float32Array): number {
 export function encodeState(s: TrainingState): Uint8Array {
   const n = s.weights.length;
   if (s.m.length !== n || s.v.length !== n) throw new Error(`encodeState: weights ${n}, m ${s.m.length}, v ${s.v.length} floats`);
-  const crc = [s.weights, s.m, s.v].reduce((c, a) => crc32Update(c, floatBytes(a)), 0);
-  return new Writer(DpKind.State).u32(s.step).u32(n).u32(crc).floats(s.weights).floats(s.m).floats(s.v).finish();
+  // The scaler's trailer follows the arrays, under the same checksum.
+  const tail = s.lossScale ? lossScaleBytes(s.lossScale) : new Uint8Array(0);
+  const crc = crc32Update([s.weights, s.m, s.v].reduce((c, a) => crc32Update(c, floatBytes(a)), 0), tail);
+  return new Writer(DpKind.State).u32(s.step).u32(n).u32(crc).floats(s.weights).floats(s.m).floats(s.v).raw(tail).finish();
 }
 
 export interface StateExpectation {
@@ -352,6 +386,8 @@ export interface StateExpectation {
   /** The step and weights hash the sender announced in its status. */
   step: number;
   weightsHash: number;
+  /** The run scales its loss: the state must carry the scaler's trailer (and a run without must not). */
+  lossScaled?: boolean;
 }
 
 /**
@@ -360,7 +396,8 @@ export interface StateExpectation {
  */
 export function decodeState(bytes: Uint8Array, want: StateExpectation): TrainingState {
   const r = reader(bytes, DpKind.State);
-  if (bytes.length !== stateBytes(want.n)) throw new DpMessageError(`State: ${bytes.length} B, expected ${stateBytes(want.n)} B for ${want.n} floats per array`);
+  const size = stateBytes(want.n, want.lossScaled);
+  if (bytes.length !== size) throw new DpMessageError(`State: ${bytes.length} B, expected ${size} B for ${want.n} floats per array${want.lossScaled ? ' and the loss scaler' : ''}`);
   const step = r.u32('step');
   const n = r.u32('n');
   const crc = r.u32('crc');
@@ -370,7 +407,8 @@ export function decodeState(bytes: Uint8Array, want: StateExpectation): Training
   if (crc32(body) !== crc) throw new DpMessageError('State: checksum mismatch (corrupted in transit or by the sender)');
   // Copy into aligned arrays (the body may sit at any byte offset of a reassembled message).
   const all = new Float32Array(3 * n);
-  new Uint8Array(all.buffer).set(body);
+  new Uint8Array(all.buffer).set(body.subarray(0, 12 * n));
+  const lossScale = want.lossScaled ? readLossScale(body.subarray(12 * n)) : undefined;
   const weights = all.subarray(0, n);
   const m = all.subarray(n, 2 * n);
   const v = all.subarray(2 * n);
@@ -382,7 +420,7 @@ export function decodeState(bytes: Uint8Array, want: StateExpectation): Training
     }
   }
   for (let i = 0; i < n; i++) if (v[i] < 0) throw new DpMessageError(`State: negative second moment v[${i}] = ${v[i]}`);
-  return { weights, m, v, step };
+  return { weights, m, v, step, ...(lossScale ? { lossScale } : {}) };
 }
 
 /** JSON with sorted object keys: the same options give the same bytes whatever their construction order. */
