@@ -225,6 +225,7 @@ const OPTION_CHECKS: Record<string, ((v: unknown) => string | null) | null> = {
   arrow_config: (v) => (isEmpty(v) ? null : 'arrow_config (Arrow routing is not supported)'),
   velora_config: (v) => (isEmpty(v) ? null : 'velora_config is not supported'),
   monteclora_config: (v) => (isEmpty(v) ? null : 'monteclora_config is not supported'),
+  kasa_config: (v) => (isEmpty(v) ? null : 'kasa_config (KaSA adapters are not supported)'),
   // Init-time only: they shape the starting adapter, not what the saved one computes.
   loftq_config: null, eva_config: null, corda_config: null, lora_ga_config: null,
   // Inits that also rewrite the base weights: such an adapter only works on the rewritten base.
