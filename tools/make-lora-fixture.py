@@ -42,6 +42,9 @@ base whose weights were merged by hand in torch (W + alpha/r · B @ A, from expe
 adapter_config.json) and with PEFT's merge_and_unload. Prints the max abs differences; exit 1 above 1e-5.
 """
 import argparse, copy, json, os, sys
+# Everything is local; offline also stops PEFT's save_pretrained from asking the Hub whether
+# base_model_name_or_path ("base") names a repo there (its vocab-size check for embedding layers).
+os.environ.setdefault('HF_HUB_OFFLINE', '1')
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
