@@ -27,7 +27,8 @@ describe('data-parallel messages', () => {
   it('round-trip every kind', () => {
     const controls: ControlMessage[] = [
       { kind: DpKind.Hello, fingerprint: 0xdeadbeef },
-      { kind: DpKind.Welcome, fingerprint: 1, epoch: 9, members: ['a', 'b', 'ü-peer'] },
+      { kind: DpKind.Welcome, fingerprint: 1, epoch: 9, members: ['a', 'b', 'ü-peer'], publicKey: new Uint8Array(32).fill(1), signature: new Uint8Array(64).fill(2) },
+      { kind: DpKind.Claim, fingerprint: 1, epoch: 9, members: ['a'], publicKey: new Uint8Array(32).fill(3), signature: new Uint8Array(64).fill(4) },
       { kind: DpKind.Refuse, reason: 'nope' },
       { kind: DpKind.Bye, reason: '' },
       { kind: DpKind.Heartbeat },
@@ -56,7 +57,7 @@ describe('data-parallel messages', () => {
       ['empty', new Uint8Array(0), /short/],
       ['not a state', encodeControl({ kind: DpKind.Heartbeat }), /Heartbeat where State/],
       ['bit flip in m', (() => { const b = good.slice(); b[20 + 4 * n + 17] ^= 4; return b; })(), /checksum/],
-      ['wrong version', (() => { const b = good.slice(); b[5] = 2; return b; })(), /version/],
+      ['wrong version (a version-1 peer)', (() => { const b = good.slice(); b[5] = 1; return b; })(), /unsupported version 1/],
       ['another step', good, /announced 8/, { step: 8 }],
       ['another model size', good, /expected/, { n: n - 1 }],
       ['weights other than announced', good, /weights hash/, { weightsHash: want.weightsHash ^ 1 }],
@@ -86,7 +87,7 @@ describe('data-parallel messages', () => {
   it('random and mutated bytes never decode to something unchecked (fuzz)', () => {
     const rng = new Rng(11);
     const samples = [
-      encodeControl({ kind: DpKind.Welcome, fingerprint: 1, epoch: 2, members: ['p0', 'p1'] }),
+      encodeControl({ kind: DpKind.Welcome, fingerprint: 1, epoch: 2, members: ['p0', 'p1'], publicKey: new Uint8Array(32), signature: new Uint8Array(64) }),
       encodeStatus({ fingerprint: 1, epoch: 2, members: ['p0'], step: 1, weightsHash: 2, established: false, stateDigest: new Uint8Array(32) }),
       encodeReport({ step: 1, weightsHash: 3, loss: 1, joiners: ['p2', 'p3'], accused: [] }),
     ];

@@ -18,23 +18,41 @@ export function admitByMajority(members: readonly PeerId[], lists: readonly (rea
 }
 
 /**
- * A joiner's side of a WELCOME: every member of the admitting group sends one (a welcomer that
- * withholds it stalls nobody), and the joiner enters once identical welcomes (epoch and member list)
- * came from a strict majority of the listed members other than itself and the other joiners it
- * heard HELLO from; a lone forged welcome naming a real group is not enough.
+ * A joiner's side of a WELCOME: every member of the admitting group sends one, signed (a welcomer
+ * that withholds it stalls nobody), and the joiner enters once identical welcomes (epoch and member
+ * list) came from a strict majority of its *voters*: the listed members and every peer that CLAIMed
+ * membership of the run in answer to its HELLO, less itself and the other joiners it heard HELLO
+ * from (issue 38: a forged welcome listing only the insider and the joiner was a majority of its own
+ * list; the real members' claims make them voters, so it is one voice of several).
  */
 export class WelcomeVotes {
   private readonly votes = new Map<string, Set<PeerId>>();
 
-  /** A welcome from `from`; the plan once a majority sent it, else null. */
-  add(from: PeerId, self: PeerId, epoch: number, members: readonly PeerId[], joiners: ReadonlySet<PeerId>): { epoch: number; members: PeerId[] } | null {
-    const sorted = [...members].sort();
-    const key = `${epoch}:${sorted.join(',')}`;
+  /** A welcome from `from`; then the plan a majority of the voters sent, if any (decide). */
+  add(from: PeerId, self: PeerId, epoch: number, members: readonly PeerId[], joiners: ReadonlySet<PeerId>, claimers: ReadonlySet<PeerId> = new Set()): { epoch: number; members: PeerId[] } | null {
+    const key = `${epoch}:${[...members].sort().join(',')}`;
     const got = this.votes.get(key) ?? new Set<PeerId>();
     got.add(from);
     this.votes.set(key, got);
-    const voters = sorted.filter((p) => p !== self && (!joiners.has(p) || p === from || got.has(p)));
-    return [...got].filter((p) => voters.includes(p)).length * 2 > voters.length ? { epoch, members: sorted } : null;
+    return this.decide(self, joiners, claimers);
+  }
+
+  /** The plan with the most welcomes among those a strict majority of its voters sent (ties: the lower key). */
+  decide(self: PeerId, joiners: ReadonlySet<PeerId>, claimers: ReadonlySet<PeerId>): { epoch: number; members: PeerId[] } | null {
+    let best: { key: string; n: number } | null = null;
+    for (const [key, got] of [...this.votes].sort(([a], [b]) => (a < b ? -1 : 1))) {
+      const members = key.slice(key.indexOf(':') + 1).split(',');
+      const voters = [...new Set([...members, ...claimers])].filter((p) => p !== self && (!joiners.has(p) || got.has(p)));
+      const n = [...got].filter((p) => voters.includes(p)).length;
+      if (n * 2 > voters.length && (!best || n > best.n)) best = { key, n };
+    }
+    if (!best) return null;
+    return { epoch: Number(best.key.slice(0, best.key.indexOf(':'))), members: best.key.slice(best.key.indexOf(':') + 1).split(',') };
+  }
+
+  /** What was received, for a joiner's timeout message. */
+  describe(): string {
+    return [...this.votes].map(([k, got]) => `epoch ${k.replace(':', ' [')}] from ${[...got].join(', ')}`).join('; ') || 'none';
   }
 
   clear(): void {

@@ -24,7 +24,8 @@ import { gradientAccess } from './grads';
 import { Accusations, admitByMajority, JoinRequests, WelcomeVotes } from './joins';
 import { MemberGuard } from '../../peers/collectives/screen';
 import { checkHashes, decodeMember, stepStats } from './step';
-import { handOver, stateDigest, syncVerdict } from './sync';
+import { handOver, stateDigest } from './sync';
+import { agreedSyncVerdict, agreeStatements, membersSignedBy, signMembers } from './agreement';
 import {
   type Applied, type DataParallelOptions, DpError, type DpEvent, type DpEventKind, type DpStepStats, type Plan, type Reported,
   resolveOptions, type ResolvedOptions, type StepBegin,
@@ -35,6 +36,7 @@ import {
 } from './wire';
 import { CollectiveError, PeerGroup } from '../../peers/collectives/group';
 import type { PeerId, Transport, Unsubscribe } from '../../peers/transport/transport';
+import type { Identity } from '../../peers/room/identity';
 
 /**
  * What a group step does, and what else the members hold alike: data parallel's gradient step
@@ -97,6 +99,13 @@ export class MemberGroup {
   /** The plan this peer last entered by WELCOME: the others' identical welcomes after it are no fault. */
   private welcomedAs = '';
   private welcome: { resolve: (p: Plan) => void; reject: (e: Error) => void } | null = null;
+  /** While joining: peers that claimed membership of the run (voters on the welcomes), and every peer heard from. */
+  private claimers = new Set<PeerId>();
+  private heard = new Set<PeerId>();
+  /** Welcomes are weighed once every connected peer was heard from, or this long after joining began. */
+  private settleAt = 0;
+  /** When this member last answered a peer's HELLO with a CLAIM (one per heartbeat per peer). */
+  private readonly claimed = new Map<PeerId, number>();
   private fatal: Error | null = null;
   private running = false;
   private events: DpEvent[] = [];
@@ -142,6 +151,13 @@ export class MemberGroup {
    */
   async formGroup(): Promise<void> {
     await this.step({ formOnly: true });
+  }
+
+  /** This member's signing key (the transport's: its id commits to it). */
+  private get identity(): Identity {
+    const id = this.transport.identity;
+    if (!id) throw new Error('MemberGroup: the transport has no signing identity');
+    return id;
   }
 
   /** The formed group while it can still run collectives (DiLoCo's streamed fragments use it between steps). */
@@ -255,7 +271,7 @@ export class MemberGroup {
     const members = [...g.members, ...everyone].sort();
     if (everyone.length === 0 || members.length > 8) return;
     const epoch = this.nextEpoch(g.members);
-    const msg = encodeControl({ kind: DpKind.Welcome, fingerprint: this.fingerprint, epoch, members });
+    const msg = encodeControl({ kind: DpKind.Welcome, fingerprint: this.fingerprint, epoch, members, ...signMembers(this.identity, 'welcome', this.fingerprint, epoch, members) });
     for (const p of everyone) this.sendControl(p, msg);
     if (g.members[0] === this.id) this.event('welcomed', everyone, `welcomed into epoch ${epoch}`);
     if (omitted.length) this.event('suspect', omitted, `${omitted.join(', ')} left out joiners the majority lists (${everyone.join(', ')})`);
@@ -322,9 +338,17 @@ export class MemberGroup {
       weightsHash: shared ? await shared.hash() : weightsHash(state.weights),
       stateDigest: shared ? await shared.digest() : await stateDigest(state),
     };
-    const raw = await g.allGather(encodeStatus(mine));
-    const st = raw.map((b, r) => decodeMember(g, r, () => decodeStatus(b)));
-    const v = syncVerdict(g, st, this.fingerprint, this.epoch, trainer.stepIndex);
+    // Signed and echoed (agreement.ts): every honest member decides from the same signed statuses,
+    // and a member that signed two different ones is proven to and removed by all (issue 38).
+    const agreed = await agreeStatements(g, encodeStatus(mine), { domain: 'status' });
+    const { verdict: v, removed, suspects } = agreedSyncVerdict(g, agreed, this.fingerprint, this.epoch, trainer.stepIndex);
+    for (const [p, why] of suspects) this.event('suspect', [p], why);
+    for (const [p, why] of removed) {
+      this.guard.ban(p, why);
+      this.joins.gone(p);
+      this.event('removed', [p], `${p} removed: ${why}`);
+    }
+    const st = agreed.bodies.map((b) => (b ? decodeStatus(b) : null));
     if ('agreedView' in v) {
       this.agreedView = v.agreedView;
       throw new CollectiveError('invalid-payload', v.why);
@@ -332,8 +356,9 @@ export class MemberGroup {
     if (v.outvoted.length) this.event('outvoted', v.outvoted, `${v.outvoted.join(', ')}: state not vouched for by the majority; resynced`);
     if (v.needy.length) {
       // A shared state is checked against the vouched digest; the trainer state then against the source's local weights hash.
-      const outer = await shared?.handOver(g, v.src, v.needy, st[v.src].stateDigest);
-      const announced = outer ? { ...st[v.src], weightsHash: outer.weightsHash } : st[v.src];
+      const src = st[v.src]!;
+      const outer = await shared?.handOver(g, v.src, v.needy, src.stateDigest);
+      const announced = outer ? { ...src, weightsHash: outer.weightsHash } : src;
       await handOver(g, trainer, v.src, v.needy, announced, this.o.stateRoundBytes, (k, p, m) => this.event(k, p, m), { checkDigest: !outer });
       outer?.apply();
     }
@@ -347,10 +372,15 @@ export class MemberGroup {
     // Again every heartbeat until welcomed: a member whose driver was not listening yet (still
     // building its model) dropped the first one, and admission needs every member's.
     const again = setInterval(() => this.transport.peers().forEach(greet), this.o.heartbeatMs);
+    this.claimers = new Set();
+    this.heard = new Set();
+    this.settleAt = Date.now() + 2 * this.o.heartbeatMs;
     return new Promise<Plan>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new DpError('no-group', `no group of run '${this.o.run}' admitted this peer within ${this.o.joinTimeoutMs} ms`, this.trainer.stepIndex)), this.o.joinTimeoutMs);
+      const timer = setTimeout(() => reject(new DpError('no-group', `no group of run '${this.o.run}' admitted this peer within ${this.o.joinTimeoutMs} ms (welcomes: ${this.welcomes.describe()}; members that claimed the run: ${[...this.claimers].join(', ') || 'none'}; a welcome needs a majority of both)`, this.trainer.stepIndex)), this.o.joinTimeoutMs);
+      const settle = setTimeout(() => this.weighWelcomes(), 2 * this.o.heartbeatMs);
       const done = () => {
         clearTimeout(timer);
+        clearTimeout(settle);
         clearInterval(again);
         unsub();
         this.welcome = null;
@@ -430,26 +460,34 @@ export class MemberGroup {
           this.event('refused', [from], `${from} asked to join with another configuration`);
           return;
         }
+        this.heard.add(from);
         switch (this.joins.hello(from, this.members.includes(from) && from !== this.id, () => this.guard.allowRestart(from))) {
           case 'too-soon': return this.reject(from, `hello again within ${this.o.restartIntervalMs} ms: ignored`);
           case 'restart': return this.breakGroup(`${from} restarted`);
+          case 'request': return this.claim(from);
           default: return;
         }
+      case DpKind.Claim:
+        // Only a joiner weighs claims; one arriving after its welcome is no fault.
+        if (!this.welcome) return;
+        if (m.fingerprint !== this.fingerprint || !m.members.includes(from) || !membersSignedBy(this.identity, from, 'claim', m)) return this.reject(from, 'claim for another configuration, or not signed by its sender');
+        this.heard.add(from);
+        this.claimers.add(from);
+        return this.weighWelcomes();
       case DpKind.Welcome: {
         const key = `${m.epoch}:${[...m.members].sort().join(',')}`;
         if (!this.welcome) return key === this.welcomedAs ? undefined : this.reject(from, 'unexpected welcome');
         if (m.fingerprint !== this.fingerprint || !m.members.includes(this.id) || !m.members.includes(from)) {
           return this.reject(from, 'welcome for another configuration or membership');
         }
-        const plan = this.welcomes.add(from, this.id, m.epoch, m.members, this.joins.pendingPeers());
-        if (!plan) return;
-        this.joins.welcomed();
-        this.welcomes.clear();
-        this.welcomedAs = key;
-        return this.welcome.resolve(plan);
+        if (!membersSignedBy(this.identity, from, 'welcome', m)) return this.reject(from, 'welcome not signed by its sender');
+        this.heard.add(from);
+        this.welcomes.add(from, this.id, m.epoch, m.members, this.joins.pendingPeers(), this.claimers);
+        return this.weighWelcomes();
       }
       case DpKind.Refuse:
         if (!this.welcome) return this.reject(from, 'unexpected refusal');
+        this.heard.add(from);
         this.event('refused', [from], m.reason);
         return this.welcome.reject(new DpError('refused', `${from} refused this peer: ${m.reason}`, this.trainer.stepIndex, [from]));
       case DpKind.Bye:
@@ -459,6 +497,32 @@ export class MemberGroup {
       case DpKind.Heartbeat:
         return; // the channels noted the time
     }
+  }
+
+  /**
+   * A joiner enters the plan a majority of its voters welcomed (WelcomeVotes), weighed only once
+   * every connected peer was heard from or the settle time passed: members answer HELLO with a
+   * CLAIM at once, so a forged welcome sent first is weighed against the real members' votes.
+   */
+  private weighWelcomes(): void {
+    if (!this.welcome) return;
+    if (Date.now() < this.settleAt && !this.transport.peers().every((p) => this.heard.has(p))) return;
+    const plan = this.welcomes.decide(this.id, this.joins.pendingPeers(), this.claimers);
+    if (!plan) return;
+    this.joins.welcomed();
+    this.welcomes.clear();
+    this.welcomedAs = `${plan.epoch}:${plan.members.join(',')}`;
+    this.welcome.resolve(plan);
+  }
+
+  /** Answers a joiner's HELLO with this member's signed group (at most once a heartbeat per peer): it makes this member a voter on its welcomes. */
+  private claim(to: PeerId): void {
+    if (!this.established || this.members.length === 0) return;
+    const now = Date.now();
+    if (now - (this.claimed.get(to) ?? -Infinity) < this.o.heartbeatMs) return;
+    this.claimed.set(to, now);
+    const { epoch, members, fingerprint } = this;
+    this.sendControl(to, encodeControl({ kind: DpKind.Claim, fingerprint, epoch, members, ...signMembers(this.identity, 'claim', fingerprint, epoch, members) }));
   }
 
   /** Heartbeats to the members, and the watchdog: a silent member fails the group now. */

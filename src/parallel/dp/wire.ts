@@ -5,13 +5,17 @@
  *
  *  control (one frame of the run's control channel, outside any group):
  *   HELLO      fingerprint u32                           a peer asks to join
- *   WELCOME    fingerprint u32, epoch u32, members       the designated member admits it
+ *   WELCOME    fingerprint u32, epoch u32, members, key  every member of the admitting group admits it
+ *   CLAIM      fingerprint u32, epoch u32, members, key  a member's answer to HELLO: the group it is in
  *   REFUSE     reason                                    its configuration differs
  *   BYE        reason                                    a member leaves the group
  *   HEARTBEAT  —                                         liveness while collectives wait
+ *  (key: the sender's Ed25519 public key 32 B ‖ signature 64 B over statementContext('welcome' or
+ *  'claim', fingerprint, epoch, members) — agreement.ts; a joiner counts only signed ones.)
  *  in a group (the payloads of collectives):
  *   STATUS     fingerprint, epoch, step, weightsHash u32, flags u8 (1 = established), members,
- *              state digest (32 B: SHA-256 of the SHA-256s of step u32, weights, m, v; dp-sync.ts)
+ *              state digest (32 B: SHA-256 of the SHA-256s of step u32, weights, m, v; dp-sync.ts);
+ *              sent signed and echoed (agreement.ts: body ‖ key ‖ signature, then an echo round)
  *   REPORT     step u32, flags u8 (1 = hashed), weightsHash u32, loss f32, joiners, accused
  *   STATE      step u32, n u32, crc u32 of the 12n array bytes, then weights, m, v (n floats each)
  *
@@ -23,7 +27,8 @@ import type { PeerId } from '../../peers/transport/transport';
 import type { LossScaleCheckpoint } from '../../engine/train/trainer';
 
 export const DP_MAGIC = 0x31504457; // 'W','D','P','1'
-export const DP_VERSION = 1;
+// 2: signed, echoed STATUS (agreement.ts), signed WELCOME, CLAIM. A version-1 peer's messages are refused.
+export const DP_VERSION = 2;
 export const DP_HEADER_BYTES = 8;
 export const MAX_ID_BYTES = 128;
 const MAX_MEMBERS = 8;
@@ -38,6 +43,7 @@ export enum DpKind {
   Status = 6,
   Report = 7,
   State = 8,
+  Claim = 9,
 }
 
 export class DpMessageError extends Error {
@@ -197,9 +203,18 @@ function reader(bytes: Uint8Array, want: DpKind): Reader {
 
 // ---- control ----
 
+/** A signed membership statement of the control channel (agreement.ts's statementContext covers it). */
+export interface SignedMembers {
+  fingerprint: number;
+  epoch: number;
+  members: PeerId[];
+  publicKey: Uint8Array;
+  signature: Uint8Array;
+}
+
 export type ControlMessage =
   | { kind: DpKind.Hello; fingerprint: number }
-  | { kind: DpKind.Welcome; fingerprint: number; epoch: number; members: PeerId[] }
+  | ({ kind: DpKind.Welcome | DpKind.Claim } & SignedMembers)
   | { kind: DpKind.Refuse; reason: string }
   | { kind: DpKind.Bye; reason: string }
   | { kind: DpKind.Heartbeat };
@@ -210,7 +225,9 @@ export function encodeControl(m: ControlMessage): Uint8Array {
     case DpKind.Hello:
       return w.u32(m.fingerprint).finish();
     case DpKind.Welcome:
-      return w.u32(m.fingerprint).u32(m.epoch).ids(m.members).finish();
+    case DpKind.Claim:
+      if (m.publicKey.length !== 32 || m.signature.length !== 64) throw new Error('dp message: a key of 32 B and a signature of 64 B');
+      return w.u32(m.fingerprint).u32(m.epoch).ids(m.members).raw(m.publicKey).raw(m.signature).finish();
     case DpKind.Refuse:
     case DpKind.Bye:
       return w.text(m.reason.slice(0, MAX_REASON_BYTES / 4), MAX_REASON_BYTES).finish();
@@ -227,12 +244,14 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
     case DpKind.Hello:
       m = { kind, fingerprint: r.u32('fingerprint') };
       break;
-    case DpKind.Welcome: {
+    case DpKind.Welcome:
+    case DpKind.Claim: {
       const fingerprint = r.u32('fingerprint');
       const epoch = r.u32('epoch');
-      if (epoch < 1 || epoch > MAX_EPOCH) throw new DpMessageError(`Welcome: epoch ${epoch} outside [1, ${MAX_EPOCH}]`);
-      m = { kind, fingerprint, epoch, members: r.ids('members') };
-      if (m.members.length === 0) throw new DpMessageError('Welcome: no members');
+      if (epoch < 1 || epoch > MAX_EPOCH) throw new DpMessageError(`${DpKind[kind]}: epoch ${epoch} outside [1, ${MAX_EPOCH}]`);
+      const members = r.ids('members');
+      if (members.length === 0) throw new DpMessageError(`${DpKind[kind]}: no members`);
+      m = { kind, fingerprint, epoch, members, publicKey: r.raw(32, 'public key'), signature: r.raw(64, 'signature') };
       break;
     }
     case DpKind.Refuse:

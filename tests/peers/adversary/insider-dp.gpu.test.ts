@@ -55,12 +55,16 @@ async function joinWithForgedState(ev: Insider, fingerprint: number, step: numbe
   const w = await ev.recvControl('p0', RUN, 2); // WELCOME
   const epoch = new DataView(w.buffer, w.byteOffset).getUint32(12, true);
   const id = dp.runId(RUN, epoch);
-  const forged = dp.status({ fingerprint, epoch, step: step + 1, weightsHash: 0x02020202, established: true, members: ['p0', 'p1', 'p2'], stateDigest: new Uint8Array(32).fill(2) });
+  const members = ['p0', 'p1', 'p2'];
+  // Signed (the sync's statuses are signed and echoed: tag 0, then the echo row at tag 1).
+  const forged = ev.statement('status', id, 0, members, dp.status({ fingerprint, epoch, step: step + 1, weightsHash: 0x02020202, established: true, members, stateDigest: new Uint8Array(32).fill(2) }));
   for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, 0, 0, forged);
-  // Outvoted, it is handed the group's state (all-to-all rounds of 16 MiB): it takes part, sending nothing.
+  const got = await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, 0, 0)));
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, 0, 1, Insider.echo([...got, forged]));
+  // Outvoted, it is handed the group's state (all-to-all rounds of 16 MiB, from tag 2): it takes part, sending nothing.
   for (let r = 0; r < Math.ceil(stateBytes / (16 << 20)); r++) {
-    for (const p of ['p0', 'p1']) ev.send(p, FRAME.allToAll, id, 0, 1 + r, new Uint8Array(0));
-    await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, 0, 1 + r)));
+    for (const p of ['p0', 'p1']) ev.send(p, FRAME.allToAll, id, 0, 2 + r, new Uint8Array(0));
+    await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, 0, 2 + r)));
   }
   return epoch;
 }
@@ -182,10 +186,12 @@ describe('an insider in a DiLoCo group', () => {
     live.push(...ds);
     const n = ts[0].model.layout.totalFloats; // the run's model, which an insider builds too
     const insider = (async () => {
-      // The sync (group step 0, tag 0): p0's status as its own, so it is handed nothing.
+      // The sync (group step 0, tag 0, echo at tag 1): p0's status signed as its own, so it is handed nothing.
       const id = dp.runId(DL_RUN, 1);
-      const st = await ev.recv('p0', id, 0, 0, 120_000);
+      const got = await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, 0, 0, 120_000)));
+      const st = ev.statement('status', id, 0, ['p0', 'p1', 'p2'], got[0].subarray(0, got[0].length - 96));
       for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, 0, 0, st);
+      for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, 0, 1, Insider.echo([...got, st]));
       await outerStep(ev, 1, () => new Float32Array(n).fill(1000));
       await outerStep(ev, 2, (s) => s![0].map((v, i) => (-1000 * (v + s![1][i])) / 2));
       await outerStep(ev, 3, () => new Float32Array(n).fill(NaN));

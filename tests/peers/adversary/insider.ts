@@ -39,7 +39,7 @@ export function frame(type: number, runId: number, step: number, tag: number, se
   return out;
 }
 
-// dp-wire.ts: 8-byte header 'WDP1' kind version=1 reserved=0; u32 LE fields; ids as u8 count + (u16 len + UTF-8).
+// dp-wire.ts: 8-byte header 'WDP1' kind version=2 reserved=0; u32 LE fields; ids as u8 count + (u16 len + UTF-8).
 const utf8 = new TextEncoder();
 type Field = ['u8' | 'u32' | 'f32', number] | ['ids', string[]];
 function dpMessage(kind: number, fields: Field[]): Uint8Array {
@@ -55,7 +55,7 @@ function dpMessage(kind: number, fields: Field[]): Uint8Array {
   };
   put(4, 0x31504457);
   put(1, kind);
-  put(1, 1);
+  put(1, 2);
   put(2, 0);
   for (const f of fields) {
     if (f[0] !== 'ids') put(f[0] === 'u8' ? 1 : 4, f[1], f[0] === 'f32');
@@ -183,6 +183,41 @@ export class Insider {
   /** Whether a message from `from` for (run id, step, tag) has arrived (it stays to be received). */
   has(from: PeerId, runId: number, step: number, tag: number): boolean {
     return (this.got.get(`${runId}/${step}/${tag}/${from}`)?.length ?? 0) > 0;
+  }
+
+  /**
+   * A signed statement of the membership agreement (agreement.ts's layout): body ‖ public key ‖
+   * Ed25519 signature over 'wgpg-<domain>-v1\0' ‖ run id u32 ‖ group step u32 ‖ SHA-256 of the
+   * '\n'-joined members ‖ body. `body` may be anything the insider likes: it signs what it sends.
+   */
+  statement(domain: string, runId: number, step: number, members: string[], body: Uint8Array): Uint8Array {
+    const id = this.transport.identity!;
+    const prefix = utf8.encode(`wgpg-${domain}-v1\0`);
+    const ctx = new Uint8Array(prefix.length + 8 + 32);
+    ctx.set(prefix);
+    new DataView(ctx.buffer).setUint32(prefix.length, runId >>> 0, true);
+    new DataView(ctx.buffer).setUint32(prefix.length + 4, step >>> 0, true);
+    ctx.set(sha256(utf8.encode(members.join('\n'))), prefix.length + 8);
+    return Uint8Array.from([...body, ...id.publicKey, ...id.sign(Uint8Array.from([...ctx, ...body]))]);
+  }
+
+  /** A signed WELCOME or CLAIM (control): fingerprint, epoch, members, key, signature over the 'welcome'/'claim' context of (fingerprint, epoch, sorted members). */
+  signedMembers(kind: 'welcome' | 'claim', fingerprint: number, epoch: number, members: string[]): Uint8Array {
+    const sorted = [...members].sort();
+    const head = dpMessage(kind === 'welcome' ? 2 : 9, [['u32', fingerprint], ['u32', epoch], ['ids', sorted]]);
+    const sig = this.statement(kind, fingerprint, epoch, sorted, new Uint8Array(0)).subarray(0);
+    return Uint8Array.from([...head, ...sig]);
+  }
+
+  /** An echo row of the membership agreement: per rank, u32 LE length ‖ the statement held (0: none). */
+  static echo(held: (Uint8Array | null)[]): Uint8Array {
+    const parts: number[] = [];
+    for (const b of held) {
+      const len = new Uint8Array(4);
+      new DataView(len.buffer).setUint32(0, b?.length ?? 0, true);
+      parts.push(...len, ...(b ?? []));
+    }
+    return Uint8Array.from(parts);
   }
 
   static digest(contribution: Uint8Array): Uint8Array {
