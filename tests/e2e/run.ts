@@ -18,6 +18,7 @@ import { byTestId, AssertionError, check, runSuite, type TestCase, type TestHelp
 import { compareChecks, labUiTests } from './lab-ui';
 import { dataHeapTests } from './data-heap';
 import { dataUiTests } from './data-ui';
+import { hubTests } from './hub';
 import { relayTests } from './relay';
 import { workplaceTests } from './workplace';
 
@@ -363,6 +364,7 @@ const tests: TestCase[] = [
   ...labUiTests(check),
   ...workplaceTests(check),
   ...dataUiTests(check),
+  ...hubTests(check),
   ...dataHeapTests(check),
   ...groupTests(check),
   ...adversaryTests(check),

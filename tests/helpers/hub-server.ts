@@ -3,14 +3,16 @@
  * served by node:http in the test process (nothing downloads from the internet in CI). It answers GET
  * and HEAD with Content-Length, honours `Range: bytes=N-` (206), logs every request, and can be told
  * to misbehave per path: refuse with a status and the Hub's X-Error-Code, cut a body short, or
- * require a bearer token.
+ * require a bearer token. CORS is open (the page's e2e test fetches it from another origin); preflights are not logged.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 
-export const FIXTURE_ROOT = path.resolve(__dirname, '../fixtures');
+// From import.meta.url: the e2e runner (tsx, ESM) has no __dirname.
+export const FIXTURE_ROOT = fileURLToPath(new URL('../fixtures', import.meta.url));
 
 export interface Fault {
   status?: number;
@@ -50,6 +52,13 @@ export async function startHubServer(): Promise<HubServer> {
   const tokens = new Map<string, string>();
   const server: Server = createServer((req, res) => {
     const range = req.headers.range;
+    // The page fetches it cross-origin, as it does huggingface.co: CORS, with the Hub's error headers readable.
+    res.setHeader('Access-Control-Allow-Origin', '*');
+    res.setHeader('Access-Control-Expose-Headers', 'X-Error-Code, X-Error-Message, Content-Length, Content-Range');
+    if (req.method === 'OPTIONS') {
+      res.writeHead(204, { 'Access-Control-Allow-Headers': 'Authorization, Range', 'Access-Control-Allow-Methods': 'GET, HEAD' });
+      return res.end();
+    }
     log.push(`${req.method} ${req.url}${range ? ` ${range}` : ''}`);
     const m = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(req.url ?? '');
     const refuse = (status: number, code?: string, msg?: string) => {
