@@ -4,14 +4,18 @@
  */
 import { createStore, type StoreApi } from 'zustand/vanilla';
 import { DEFAULT_RUN_CONFIG, type FromWorker, type RunConfig } from '../worker/protocol';
+import type { BaselineChoice } from './baseline';
 import { uniqueLabel } from './compare';
 import type { AdapterLimits } from './preflight';
 import { newRun, reduceRun, type RunState } from './runs';
 
 export type GpuSupport =
   | { state: 'checking' }
-  /** i8TensorCores: the adapter offers the INT8 tensor-core path (the GEMM paths shown follow it). */
-  | { state: 'available'; adapter: string; limits?: AdapterLimits; i8TensorCores?: boolean }
+  /**
+   * i8TensorCores: the adapter offers the INT8 tensor-core path (the GEMM paths shown follow it);
+   * shaderF16: it offers shader-f16, so f16 runs are mixed precision (the comparison's default baseline).
+   */
+  | { state: 'available'; adapter: string; limits?: AdapterLimits; i8TensorCores?: boolean; shaderF16?: boolean }
   | { state: 'unavailable'; reason: 'no-api' | 'no-adapter' | 'error'; detail: string };
 
 export interface LabState {
@@ -31,9 +35,12 @@ export interface LabState {
   queueRuns: boolean;
   /** Runs waiting for their turn (see queue.ts). */
   queued: QueuedRun[];
+  /** The run every other is compared against: fp32, f16 mixed precision, or auto (f16 where the device has shader-f16); a lab setting (settings.ts). */
+  baseline: BaselineChoice;
 
   setGpu(gpu: GpuSupport): void;
   setQueueRuns(on: boolean): void;
+  setBaseline(choice: BaselineChoice): void;
   enqueueRun(config: RunConfig, text?: string): void;
   /** Takes a queued run out (the first one if no key): to start it, or because the user dropped it. */
   takeQueued(key?: string): QueuedRun | undefined;
@@ -85,9 +92,11 @@ export function createLabStore(now: () => number = Date.now): LabStore {
     appErrors: [],
     queueRuns: false,
     queued: [],
+    baseline: 'auto',
 
     setGpu: (gpu) => set({ gpu }),
     setQueueRuns: (on) => set({ queueRuns: on }),
+    setBaseline: (choice) => set({ baseline: choice }),
     enqueueRun: (config, text) => set((s) => ({ queued: [...s.queued, { key: `q-${++counter}`, config, text }] })),
     takeQueued: (key) => {
       const q = get().queued;

@@ -29,9 +29,15 @@ export class RunController {
     this.journal = new RunJournal(store, repo);
   }
 
-  /** Starts a run with `config` (default: the form's draft and its text); returns its id, or null if invalid. */
-  start(config: RunConfig = this.store.getState().draft, text: string | undefined = this.store.getState().draftText?.text): string | null {
+  /**
+   * Starts a run with `config` and its picked `text` (none: the bundled text or prepared data), by
+   * default the form's draft and its text; returns its id, or null if invalid.
+   */
+  start(config?: RunConfig, text?: string): string | null {
     const s = this.store.getState();
+    // The draft's text goes only with the draft: a queued run or a baseline on the bundled text must
+    // not train on a file picked since.
+    if (config === undefined) [config, text] = [s.draft, s.draftText?.text];
     const problem = checkRunConfig(config);
     if (problem) {
       s.reportAppError(`Cannot start: ${problem}`);
