@@ -17,11 +17,13 @@ import type { Tokenizer } from '../engine/train/tokenizer/tokenizer';
 import { CheckpointError, readLatestCheckpoint } from './checkpoint-store';
 import { fail, num, parseCliArgs, UsageError } from './common';
 import { readInit } from './data';
+import { fetchHubInit } from './hub-cache';
 
 const GENERATE_HELP = `usage: npm run generate -- (--checkpoint PATH | --init DIR) --prompt TEXT [options]
 
   --checkpoint PATH   a run directory of npm run train (its latest checkpoint) or a checkpoint folder
-  --init DIR          a Hugging Face model directory (config.json, safetensors, tokenizer.json)
+  --init DIR|hf:ID    a Hugging Face model directory (config.json, safetensors, tokenizer.json), or a Hub
+                      model id downloaded into the cache first (HF_TOKEN, HF_ENDPOINT as for train)
   --prompt TEXT       the text to continue ('' starts from the end-of-text token)
   --max-tokens N      tokens to generate (default 200; generation also stops at the context length)
   --temperature T     softmax temperature, 0 = greedy (default ${DEFAULT_SAMPLING.temperature})
@@ -67,7 +69,7 @@ function readCheckpointArg(p: string): Checkpoint {
 }
 
 /** The checked plan, or null for --help. Every error is a UsageError naming the flag. */
-function parseGenerateArgs(argv: string[]): GeneratePlan | null {
+async function parseGenerateArgs(argv: string[]): Promise<GeneratePlan | null> {
   const a = parseCliArgs(argv, OPTIONS);
   if (a.help) return null;
   if ((a.checkpoint === undefined) === (a.init === undefined)) throw new UsageError('give one of --checkpoint PATH or --init DIR (see --help)');
@@ -85,7 +87,9 @@ function parseGenerateArgs(argv: string[]): GeneratePlan | null {
   const maxTokens = num('max-tokens', a['max-tokens'], { int: true, min: 1 }) ?? 200;
   const seed = num('seed', a.seed, { int: true, min: 0 }) ?? 0;
   const ctxArg = num('ctx', a.ctx, { int: true, min: 1 });
-  const model = a.checkpoint !== undefined ? readCheckpointArg(a.checkpoint) : readInit(a.init!);
+  // hf:ID[@REV]: downloaded into the user's cache first, as train's --init does (cli/hub-cache.ts).
+  const initDir = a.init?.startsWith('hf:') ? await fetchHubInit(a.init.slice(3)) : a.init;
+  const model = a.checkpoint !== undefined ? readCheckpointArg(a.checkpoint) : readInit(initDir!, initDir === a.init ? '--init' : `--init ${a.init}, downloaded to`);
   const flag = a.checkpoint !== undefined ? `--checkpoint ${a.checkpoint}` : `--init ${a.init}`;
   const json = model.extra?.tokenizer;
   if (!json) throw new UsageError(`${flag}: no tokenizer (lab.json's or a tokenizer.json) to encode the prompt with`);
@@ -103,7 +107,7 @@ function parseGenerateArgs(argv: string[]): GeneratePlan | null {
 async function main(): Promise<number> {
   let p: GeneratePlan | null;
   try {
-    p = parseGenerateArgs(process.argv.slice(2));
+    p = await parseGenerateArgs(process.argv.slice(2));
   } catch (e) {
     if (e instanceof CheckpointError) throw new UsageError(e.message);
     throw e;

@@ -13,13 +13,14 @@ import { bundleForTests, ROOT } from '../helpers/bundle';
 import { fixtureRepo, FIXTURE_ROOT, startHubServer, type HubServer } from '../helpers/hub-server';
 
 const bundled = bundleForTests('src/cli/train.ts');
+const generate = bundleForTests('src/cli/generate.ts');
 let dir: string;
 let hub: HubServer;
 
 /** Async: the server answers from this process, so the CLI cannot be waited for synchronously. */
-function train(args: string[], env: Record<string, string> = {}): Promise<{ status: number | null; stdout: string; stderr: string; error: string }> {
+function train(args: string[], env: Record<string, string> = {}, entry = bundled): Promise<{ status: number | null; stdout: string; stderr: string; error: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bundled(), ...args], {
+    const child = spawn(process.execPath, [entry(), ...args], {
       cwd: ROOT, env: { ...process.env, XDG_RUNTIME_DIR: path.join(dir, 'xdg'), XDG_CACHE_HOME: path.join(dir, 'cache'), HF_ENDPOINT: hub.endpoint, HF_TOKEN: '', ...env },
     });
     let stdout = '';
@@ -68,7 +69,16 @@ describe('train CLI: --init hf:ID', () => {
     expect(b.status, b.stderr).toBe(0);
     expect(losses(path.join(dir, 'a'))).toEqual(losses(path.join(dir, 'b')));
     expect(JSON.parse(readFileSync(path.join(dir, 'a', 'run.json'), 'utf8')).init).toBe(cached);
-  });
+
+    // npm run generate takes hf:ID too (from the cache here): greedy text equal to the folder's.
+    const gen = ['--prompt', 'First Citizen', '--max-tokens', '6', '--temperature', '0', '--cpu'];
+    const g1 = await train(['--init', 'hf:lab/hf-llama', ...gen], {}, generate);
+    const g2 = await train(['--init', path.join(dir, 'folder'), ...gen], {}, generate);
+    expect(g1.status, g1.stderr).toBe(0);
+    expect(g2.status, g2.stderr).toBe(0);
+    expect(g1.stdout).toBe(g2.stdout);
+    expect(hub.log.length).toBe(requests);
+  }, 600_000); // six CLI processes, four of them compiling GPU pipelines on SwiftShader
 
   it('refusals are one error line, exit 2, before the GPU: a missing model, a gated one without a token (then with HF_TOKEN it downloads), a bad id', async () => {
     const missing = await train(['--init', 'hf:lab/nope', '--plan']);
