@@ -2,9 +2,13 @@
  * `npm run train`'s command line: every flag, file and resumed run checked before the GPU starts and
  * before anything is written, each problem one UsageError naming the option and what it expects.
  */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { loadCheckpoint, modelConfigFromHf, type OptimizerState } from '../engine/io/checkpoint';
-import { hfConfigJson, PRESETS, PRESET_NAMES, type PresetName } from '../engine/model/config';
+import { type Checkpoint, loadCheckpoint, modelConfigFromHf, type OptimizerState } from '../engine/io/checkpoint';
+import { mergeLora } from '../engine/lora/merge';
+import { importPeftAdapter, type PeftAdapter } from '../engine/lora/peft';
+import { defaultLoraSpec, type LoraSpec, type LoraTarget, parseLoraTargets } from '../engine/lora/spec';
+import { hfConfigJson, type ModelConfig, PRESETS, PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { modelDims } from '../engine/model/plan';
 import { paramLayout } from '../engine/model/params';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
@@ -47,6 +51,13 @@ export const TRAIN_HELP = `usage: npm run train -- [options]
                                   config, weights and tokenizer; a --tokenizer given replaces the latter);
                                   hf:ID downloads a Hub model (e.g. hf:HuggingFaceTB/SmolLM2-135M) into the
                                   cache first (HF_TOKEN for gated models, HF_ENDPOINT for a mirror)
+  --lora R                        fine-tune LoRA adapters of rank R over the frozen model (PEFT's conventions;
+                                  DIR/adapter_config.json + adapter_model.safetensors load with PeftModel)
+  --lora-alpha A                  the adapters' alpha (scale alpha/R; default 2R)
+  --lora-dropout P                dropout on the adapters' input (default 0)
+  --lora-targets LIST             the linear layers that get adapters: q,k,v,o,gate,up,down (default all)
+  --adapter DIR                   continue the PEFT LoRA adapter in DIR (its rank, alpha, targets) over --init's model
+  --merge                         also write DIR/merged: the model with the adapters merged in (a full HF checkpoint)
   --eval-every N --eval-batches N validation cadence and size
   --out DIR                       output directory (default runs/<model>-<time>); must be new or empty
   --overwrite                     replace the run files in a non-empty --out
@@ -77,12 +88,16 @@ const OPTIONS = {
   scheme: { type: 'string' }, resume: { type: 'string' }, overwrite: { type: 'boolean' }, 'checkpoint-every': { type: 'string' },
   tokenizer: { type: 'string' }, init: { type: 'string' }, 'text-field': { type: 'string' },
   tune: { type: 'boolean' }, 'tune-budget-s': { type: 'string' },
+  lora: { type: 'string' }, 'lora-alpha': { type: 'string' }, 'lora-dropout': { type: 'string' }, 'lora-targets': { type: 'string' },
+  adapter: { type: 'string' }, merge: { type: 'boolean' },
 } as const;
 
 /** The checkpoint a resumed run starts from. */
 export interface ResumePoint {
   step: number;
   params: Map<string, Float32Array>;
+  /** A LoRA run's adapters as of the checkpoint. */
+  adapters?: Map<string, Float32Array>;
   optimizer: OptimizerState & { lossScale?: LossScaleCheckpoint };
   /** The checkpoint's files as committed (a finished run's export is written again from them). */
   files: Record<string, Uint8Array>;
@@ -104,6 +119,10 @@ export interface TrainPlan {
   tokenizer: Tokenizer;
   /** --init DIR: the directory and its weights (full tensors). */
   init: { dir: string; params: Map<string, Float32Array> } | null;
+  /** LoRA adapters to start from (--adapter DIR, or --init's own with --lora); null: PEFT's init. */
+  adapters: Map<string, Float32Array> | null;
+  /** --merge: write the merged model beside the adapters at the end. */
+  merge: boolean;
   out: string;
   plan: boolean;
   cpu: boolean;
@@ -135,9 +154,14 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
   if (tuneBudget !== undefined && !a.tune) throw new UsageError('--tune-budget-s goes with --tune');
   const common = {
     cpu: a.cpu ?? false, exportInit: a['export-init'] ?? false, dumpBatches: a['dump-batches'] ?? false, plan: a.plan ?? false,
-    tune: a.tune ? { budgetS: tuneBudget ?? 90 } : null,
+    tune: a.tune ? { budgetS: tuneBudget ?? 90 } : null, merge: a.merge ?? false,
   };
-  if (a.resume !== undefined) return { ...common, ...(await resumePlan(a, a.resume, cadence)) };
+  if (a.resume !== undefined) {
+    const r = await resumePlan(a, a.resume, cadence);
+    if (common.merge && !r.opts.lora) throw new UsageError(`--merge goes with a LoRA run; the run in ${a.resume} trains every parameter`);
+    return { ...common, ...r };
+  }
+  if (common.merge && a.lora === undefined && a.adapter === undefined) throw new UsageError('--merge goes with --lora R or --adapter DIR (it writes the model with the adapters merged in)');
   if (a.overwrite && a.out === undefined) throw new UsageError('--overwrite needs --out DIR (the directory to replace)');
 
   const preset = (a.model ?? 'micro') as PresetName;
@@ -146,6 +170,12 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
   // hf:ID[@REV] is downloaded into the user's cache (cli/hub-cache.ts) and read from there like a directory.
   const initDir = a.init?.startsWith('hf:') ? await fetchHubInit(a.init.slice(3)) : a.init;
   const init = initDir ? readInit(initDir, a.init === initDir ? '--init' : `--init ${a.init}, downloaded to`) : undefined;
+  const lora = loraFlags(a, init);
+  if (init?.adapters && !lora) {
+    // A LoRA run's export trains on as the model it is: its adapters merged into the base.
+    console.error(`--init ${a.init}: merging its LoRA adapters (rank ${init.adapters.spec.rank}) into the model; pass --lora R to train them as adapters instead`);
+    init.params = mergeLora(init.config, init.adapters.spec, init.params, init.adapters.tensors);
+  }
   const tokenizer = a.tokenizer || !init?.extra?.tokenizer
     ? buildTokenizer(a.tokenizer ?? 'char', data.documents, bpeProgress())
     : tokenizerFromJSON(init.extra.tokenizer, init.extra.tokenizerConfig);
@@ -170,6 +200,7 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
       ...overrides, model, scheme, cadence,
       data: { source: a.data ?? BUNDLED_DATASET, ...(a['text-field'] ? { textField: a['text-field'] } : {}) },
       tokenizer: { kind: tokenizer.kind, source: a.tokenizer ?? (init?.extra?.tokenizer ? `--init ${a.init}` : 'char'), vocabSize: tokenizer.vocabSize },
+      ...(lora ? { lora: lora.spec } : {}),
     });
   } catch (e) {
     throw new UsageError(namingFlags((e as Error).message));
@@ -182,8 +213,63 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
   return {
     ...common, preset, opts, scheme, data, textField: a['text-field'], corpus, cached, tokenizer,
     init: init && initDir ? { dir: path.resolve(initDir), params: init.params } : null, out, overwrite: a.overwrite ?? false,
-    spec, resume: null, resolved,
+    adapters: lora?.tensors ?? null, spec, resume: null, resolved,
   };
+}
+
+/**
+ * The LoRA settings of a command line: --lora R with its alpha, dropout and targets, or the PEFT
+ * adapter of --adapter DIR (or of --init's directory) to continue; null: every parameter trains.
+ */
+function loraFlags(a: Flags, init: Checkpoint | undefined): { spec: LoraSpec; tensors: Map<string, Float32Array> | null } | null {
+  const rank = num('lora', a.lora, { int: true, min: 1 });
+  const alpha = num('lora-alpha', a['lora-alpha'], { min: 0 });
+  const dropout = num('lora-dropout', a['lora-dropout'], { min: 0 });
+  const named = (['lora-alpha', 'lora-dropout', 'lora-targets'] as const).filter((f) => a[f] !== undefined);
+  if (a.adapter !== undefined) {
+    if (!init) throw new UsageError('--adapter DIR needs --init DIR|hf:ID: the model the adapter was trained on');
+    if (rank !== undefined || named.length) throw new UsageError(`--adapter ${a.adapter} brings its own rank, alpha, dropout and targets; drop ${rank !== undefined ? '--lora' : `--${named[0]}`}`);
+    const got = readAdapter(a.adapter, init.config);
+    return { spec: got.spec, tensors: got.tensors };
+  }
+  if (rank === undefined) {
+    if (named.length) throw new UsageError(`--${named[0]} goes with --lora R (the adapters' rank)`);
+    return null;
+  }
+  let targets: LoraTarget[] | undefined;
+  try {
+    targets = a['lora-targets'] !== undefined ? parseLoraTargets(a['lora-targets']) : undefined;
+  } catch (e) {
+    throw new UsageError(`--lora-targets: ${(e as Error).message}`);
+  }
+  if (dropout !== undefined && dropout >= 1) throw new UsageError(`--lora-dropout expects a probability below 1, got ${dropout}`);
+  if (alpha === 0) throw new UsageError('--lora-alpha expects a positive number, got 0');
+  const spec = defaultLoraSpec(rank, { alpha, dropout, targets });
+  // --init's own adapters (a LoRA run's export) continue when their settings are these.
+  const own = init?.adapters;
+  if (own) {
+    if (canonical(own.spec) !== canonical(spec)) throw new UsageError(`--init's adapter is rank ${own.spec.rank}, alpha ${own.spec.alpha}, targets ${own.spec.targets.join(',')}: pass the same --lora settings to continue it, or drop --lora to train the merged model`);
+    return { spec, tensors: own.tensors };
+  }
+  return { spec, tensors: null };
+}
+
+function readAdapter(dir: string, config: ModelConfig): PeftAdapter {
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => statSync(path.join(dir, n)).isFile());
+  } catch (e) {
+    throw new UsageError(`--adapter ${dir}: ${(e as Error).message}`);
+  }
+  const files = Object.fromEntries(names.filter((n) => /\.(json|safetensors|bin)$/.test(n)).map((n) => [n, new Uint8Array(readFileSync(path.join(dir, n)))]));
+  let got: PeftAdapter;
+  try {
+    got = importPeftAdapter(config, files);
+  } catch (e) {
+    throw new UsageError(`--adapter ${dir}: ${(e as Error).message}`);
+  }
+  if (got.ignoredKeys.length) console.error(`--adapter ${dir}: ignoring adapter_config.json keys this lab does not know: ${got.ignoredKeys.join(', ')}`);
+  return got;
 }
 
 /** Option paths of the training options' validation messages, as the flags that set them. */
@@ -290,8 +376,8 @@ const RUN_FLAGS: [keyof Flags, (o: TrainOptions) => number][] = [
 ];
 
 /** --resume DIR: the run's own options, its data (unchanged) and its last checkpoint (verified). */
-async function resumePlan(a: Flags, dir: string, cadence: Partial<CadenceSpec>): Promise<Omit<TrainPlan, 'cpu' | 'exportInit' | 'dumpBatches' | 'plan' | 'tune'>> {
-  for (const f of ['config', 'scheme', 'overwrite', 'export-init', 'dump-batches', 'plan', 'tokenizer', 'init', 'text-field'] as const) {
+async function resumePlan(a: Flags, dir: string, cadence: Partial<CadenceSpec>): Promise<Omit<TrainPlan, 'cpu' | 'exportInit' | 'dumpBatches' | 'plan' | 'tune' | 'merge'>> {
+  for (const f of ['config', 'scheme', 'overwrite', 'export-init', 'dump-batches', 'plan', 'tokenizer', 'init', 'text-field', 'lora', 'lora-alpha', 'lora-dropout', 'lora-targets', 'adapter'] as const) {
     if (a[f] !== undefined) throw new UsageError(`--${f} cannot be combined with --resume (a resumed run keeps the options of ${path.join(dir, 'run.json')})`);
   }
   if (a.out !== undefined && path.resolve(a.out) !== path.resolve(dir)) throw new UsageError(`--out ${a.out} conflicts with --resume ${dir}: a resumed run writes to its own directory`);
@@ -338,7 +424,7 @@ async function resumePlan(a: Flags, dir: string, cadence: Partial<CadenceSpec>):
   return {
     preset, opts, scheme: opts.scheme ?? SCHEME_PRESETS.fp32, data, textField, corpus, cached, tokenizer, init: null, out: dir, overwrite: false,
     spec,
-    resume: { point: resumePoint(dir, opts) }, resolved: null,
+    adapters: null, resume: { point: resumePoint(dir, opts) }, resolved: null,
   };
 }
 
@@ -391,7 +477,8 @@ export function resumePoint(dir: string, opts: TrainOptions): ResumePoint | null
   if (canonical(train.options) !== canonical(opts)) throw refuse('was written with other options than run.json records');
   // The loss scaler's state (runs with loss scaling) rides in lab.json's train entry; the trainer checks it against its plan.
   const optimizer = train.lossScale ? { ...ck.extra.optimizer, lossScale: train.lossScale } : ck.extra.optimizer;
-  return { step: got.step, params: ck.params, optimizer, files: got.files };
+  if (!!ck.adapters !== !!opts.lora) throw refuse(opts.lora ? 'has no LoRA adapters, but the run trains them' : 'holds LoRA adapters, but the run trains every parameter');
+  return { step: got.step, params: ck.params, ...(ck.adapters ? { adapters: ck.adapters.tensors } : {}), optimizer, files: got.files };
 }
 
 /** JSON with sorted keys: the same value whatever order its objects were built in. */

@@ -7,7 +7,10 @@ import path from 'node:path';
 import cliProgress from 'cli-progress';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
-import { saveCheckpoint } from '../engine/io/checkpoint';
+import { type CheckpointFiles, loadCheckpoint, saveCheckpoint } from '../engine/io/checkpoint';
+import { mergeLora } from '../engine/lora/merge';
+import type { Tokenizer } from '../engine/train/tokenizer/tokenizer';
+import { writeExport } from './checkpoint-store';
 import { writeNpy } from '../engine/io/npy';
 import { initParams, paramLayout, unflatten } from '../engine/model/params';
 import { datasetOf, valBitsPerByte } from '../engine/train/data/datasets';
@@ -16,7 +19,7 @@ import { bitsAndWire } from '../engine/train/probe-bits';
 import { runTraining } from '../engine/train/loop';
 import { cadenceOf, specWithOptions } from '../engine/run/spec';
 import { resolveTrainingPlan, type TrainingPlan } from '../engine/plan/train-plan';
-import { f16DeviceFeatures, type Trainer } from '../engine/train/trainer';
+import { f16DeviceFeatures, hfTokenizerFiles, type Trainer } from '../engine/train/trainer';
 import { createParallelTrainer } from '../parallel/factory';
 import { fail } from './common';
 import { INTERRUPTED_EXIT, interruptOnSignals } from './interrupt';
@@ -32,6 +35,7 @@ function printPlan(p: TrainPlan, plan: TrainingPlan): void {
   console.log(JSON.stringify({
     model: p.preset, scheme: p.scheme.name, params: paramLayout(opts.model).count, vocab_size: opts.model.vocab_size, tokenizer: p.tokenizer.kind,
     batch: opts.batch, seq: opts.seq, bytes: plan.memory,
+    ...(plan.model.lora ? { lora: { ...plan.model.lora.spec, trainable_params: plan.model.lora.layout.count } } : {}),
     ...(choice ? { budget: choice.budget, bits: choice.bits } : {}),
     bits_and_wire: bitsAndWire(plan.model),
   }, null, 2));
@@ -56,6 +60,7 @@ async function main(): Promise<number> {
   if (point && point.step >= steps) {
     // Trained to the end: only the export may be missing (a full disk after the last checkpoint).
     run.export(point.step, point.files);
+    if (p.merge) writeMerged(out, point.step, point.files, p.tokenizer);
     console.error(`the run in ${out} is complete (${point.step} of ${steps} steps); its export is written`);
     console.log(JSON.stringify({ out, steps, final_val_loss: null, resumed_from: point.step }));
     return 0;
@@ -76,6 +81,7 @@ async function main(): Promise<number> {
   if (plan.f16) plan = resolveTrainingPlan(plan.opts, { device: await f16DeviceFeatures(rt, { probe: true }) });
   const trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts, text: '', init: {
     tokenizer: p.tokenizer, data: datasetOf(p.corpus, opts.seed), params: point?.params ?? p.init?.params, optimizer: point?.optimizer, plan,
+    adapters: point?.adapters ?? p.adapters ?? undefined,
   } });
   // Only once the model is built: a run the GPU cannot hold leaves no directory behind.
   run.create({ overwrite: p.overwrite });
@@ -120,7 +126,11 @@ async function main(): Promise<number> {
       // Per-layer ‖x − x̂‖/‖x‖ of what the scheme quantizes in the forward pass (none under fp32 or TACO).
       onQuantErrors: (s, quantError) => run.metric({ step: s + 1, quant_error: quantError }),
       onSample: (_s, text) => void (sampled = text),
-      onCheckpoint: (step, files) => (step >= steps ? run.finish(step, files) : run.checkpoint(step, files)),
+      onCheckpoint: (step, files) => {
+        if (step < steps) return run.checkpoint(step, files);
+        run.finish(step, files);
+        if (p.merge) writeMerged(out, step, files, p.tokenizer);
+      },
     }, { stopRequested: () => interrupt.requested() });
   } finally {
     bar?.stop();
@@ -137,6 +147,16 @@ async function main(): Promise<number> {
     return INTERRUPTED_EXIT;
   }
   return 0;
+}
+
+/** --merge: DIR/merged, a full HF checkpoint of the model with the run's LoRA adapters merged in (PEFT's merge_and_unload). */
+function writeMerged(out: string, step: number, files: CheckpointFiles | Record<string, Uint8Array>, tokenizer: Tokenizer): void {
+  const ck = loadCheckpoint(files as Record<string, Uint8Array>);
+  if (!ck.adapters) throw new Error('--merge: the run\'s checkpoint holds no adapters');
+  const params = mergeLora(ck.config, ck.adapters.spec, ck.params, ck.adapters.tensors);
+  const dir = path.join(out, 'merged');
+  writeExport(dir, step, { ...saveCheckpoint({ config: ck.config, params, extra: { hfTokenizer: hfTokenizerFiles(tokenizer) } }) });
+  console.error(`merged model written to ${dir}`);
 }
 
 /** A new run's run.json (every resolved setting, what --resume reads back) and the optional init and batch dumps. */

@@ -10,12 +10,17 @@
  *   tokenizer.json, tokenizer_config.json, generation_config.json
  *                          the run's tokenizer as transformers' PreTrainedTokenizerFast reads it, and its
  *                          end-of-text token for generation (when the run has a tokenizer).
+ * A LoRA run's checkpoint adds its adapters as PEFT writes them (adapter_config.json,
+ * adapter_model.safetensors: engine/lora/peft.ts); its model.safetensors is then the frozen base and
+ * optimizer.safetensors holds the adapters' moments.
  * Loading checks every name, shape and dtype against the config and lists all problems at once. It
  * reads Hugging Face model directories too: weights in one model.safetensors or sharded with
  * model.safetensors.index.json, in F32, F16 or BF16 (widened exactly), with their tokenizer.json.
  */
 import { hfConfigJson, ModelConfigSchema, paramSpecs, validateModelConfig, type ModelConfig } from '../model/config';
 import { bf16ToF32, f16ToF32, readSafetensors, writeSafetensors, type SafeTensor, type SafeTensorIn } from './safetensors';
+import { exportPeftAdapter, importPeftAdapter, PEFT_CONFIG } from '../lora/peft';
+import { loraParamSpecs, type LoraSpec } from '../lora/spec';
 
 export const OPTIMIZER_FORMAT = 'lab-adamw-v1';
 export const LAB_FORMAT = 'webgpu-lab-checkpoint';
@@ -45,9 +50,19 @@ export interface CheckpointExtra {
   hfTokenizer?: HfTokenizerFiles;
 }
 
+/** A LoRA run's adapters (names as engine/lora/spec.ts): the optimizer's moments are theirs. */
+export interface CheckpointAdapters {
+  spec: LoraSpec;
+  tensors: Map<string, Float32Array>;
+  /** adapter_config.json's base_model_name_or_path (where the frozen base came from). */
+  baseModel?: string;
+}
+
 export interface Checkpoint {
   config: ModelConfig;
+  /** Every parameter (with adapters: the frozen base). */
   params: Map<string, Float32Array>;
+  adapters?: CheckpointAdapters;
   extra?: CheckpointExtra;
 }
 
@@ -59,6 +74,8 @@ export interface CheckpointFiles {
   'tokenizer.json'?: string;
   'tokenizer_config.json'?: string;
   'generation_config.json'?: string;
+  'adapter_config.json'?: string;
+  'adapter_model.safetensors'?: Uint8Array;
 }
 
 /** Files as read from disk or a zip: JSON may come as bytes, safetensors must. */
@@ -92,9 +109,12 @@ export function saveCheckpoint(ck: Checkpoint): CheckpointFiles {
   const config = validateModelConfig(ck.config);
   const specs = paramSpecs(config);
   const problems = checkTensorSet('params', specs, ck.params);
+  // What the optimizer trains: every parameter, or the adapters.
+  const trained = ck.adapters ? loraParamSpecs(config, ck.adapters.spec) : specs;
+  if (ck.adapters) problems.push(...checkTensorSet('adapters', trained, ck.adapters.tensors));
   const opt = ck.extra?.optimizer;
   if (opt) {
-    problems.push(...checkTensorSet('optimizer m', specs, opt.m), ...checkTensorSet('optimizer v', specs, opt.v));
+    problems.push(...checkTensorSet('optimizer m', trained, opt.m), ...checkTensorSet('optimizer v', trained, opt.v));
     if (!Number.isSafeInteger(opt.step) || opt.step < 0) problems.push(`optimizer step ${opt.step} is not a non-negative integer`);
   }
   if (problems.length) throw new Error(`cannot save checkpoint:\n  ${problems.join('\n  ')}`);
@@ -118,9 +138,10 @@ export function saveCheckpoint(ck: Checkpoint): CheckpointFiles {
   }
   if (opt) {
     const t: SafeTensorIn[] = [];
-    for (const s of specs) t.push(f32(`exp_avg.${s.name}`, s.shape, opt.m.get(s.name)!), f32(`exp_avg_sq.${s.name}`, s.shape, opt.v.get(s.name)!));
+    for (const s of trained) t.push(f32(`exp_avg.${s.name}`, s.shape, opt.m.get(s.name)!), f32(`exp_avg_sq.${s.name}`, s.shape, opt.v.get(s.name)!));
     files['optimizer.safetensors'] = writeSafetensors(t, { format: OPTIMIZER_FORMAT, step: String(opt.step) });
   }
+  if (ck.adapters) Object.assign(files, exportPeftAdapter(config, ck.adapters.spec, ck.adapters.tensors, { baseModel: ck.adapters.baseModel }));
   if (ck.extra?.tokenizer !== undefined || ck.extra?.train !== undefined) {
     const lab = { format: LAB_FORMAT, version: LAB_VERSION, tokenizer: ck.extra?.tokenizer, train: ck.extra?.train };
     files['lab.json'] = JSON.stringify(lab, null, 2) + '\n';
@@ -293,6 +314,13 @@ export function loadCheckpoint(files: CheckpointFilesIn): Checkpoint {
   const params = collect(model.file, model.tensors, specs, (n) => n, problems);
   if (tied && model.tensors.has('lm_head.weight')) problems.push(`${model.file}: lm_head.weight present but config has tie_word_embeddings = true`);
 
+  // A LoRA run's adapters: the optimizer's moments are then theirs.
+  let adapters: CheckpointAdapters | undefined;
+  if (files[PEFT_CONFIG] !== undefined) {
+    const a = importPeftAdapter(config, files);
+    adapters = { spec: a.spec, tensors: a.tensors, ...(a.baseModel !== null ? { baseModel: a.baseModel } : {}) };
+  }
+  const trained = adapters ? loraParamSpecs(config, adapters.spec) : specs;
   const extra: CheckpointExtra = {};
   const optBytes = files['optimizer.safetensors'];
   if (optBytes !== undefined) {
@@ -309,8 +337,8 @@ export function loadCheckpoint(files: CheckpointFilesIn): Checkpoint {
     const byPrefix = (p: string) => (n: string) => (n.startsWith(p) ? n.slice(p.length) : null);
     const mTensors = new Map([...os.tensors].filter(([n]) => !n.startsWith('exp_avg_sq.')));
     const vTensors = new Map([...os.tensors].filter(([n]) => n.startsWith('exp_avg_sq.')));
-    const m = collect('optimizer.safetensors (exp_avg)', mTensors, specs, byPrefix('exp_avg.'), problems);
-    const v = collect('optimizer.safetensors (exp_avg_sq)', vTensors, specs, byPrefix('exp_avg_sq.'), problems);
+    const m = collect('optimizer.safetensors (exp_avg)', mTensors, trained, byPrefix('exp_avg.'), problems);
+    const v = collect('optimizer.safetensors (exp_avg_sq)', vTensors, trained, byPrefix('exp_avg_sq.'), problems);
     extra.optimizer = { m, v, step };
   }
   const labText = asText('lab.json', files['lab.json']);
@@ -326,7 +354,7 @@ export function loadCheckpoint(files: CheckpointFilesIn): Checkpoint {
   const tokCfg = asText('tokenizer_config.json', files['tokenizer_config.json']);
   if (tokCfg !== undefined) extra.tokenizerConfig = parseJson('tokenizer_config.json', tokCfg);
   if (problems.length) throw new Error(`checkpoint does not match its config (${describe(config)}):\n  ${problems.join('\n  ')}`);
-  return { config, params, extra: Object.keys(extra).length ? extra : undefined };
+  return { config, params, ...(adapters ? { adapters } : {}), extra: Object.keys(extra).length ? extra : undefined };
 }
 
 function describe(c: ModelConfig): string {

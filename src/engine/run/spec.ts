@@ -15,6 +15,7 @@ import { dataParallelScheme } from '../scheme/presets';
 import { parseScheme, type Scheme, SchemeSchema } from '../scheme/scheme';
 import { gradWireOf, WIRE_FORMATS } from '../scheme/wire';
 import type { LoopCadence } from '../train/loop';
+import { LoraSpecSchema, type LoraSpec } from '../lora/spec';
 import { defaultTrainOptions, OptimizerConfigSchema, type TrainOptions, type TrainOverrides } from '../train/options';
 import { suggestKey, unknownKeys } from '../util/keys';
 
@@ -113,6 +114,8 @@ export const RunSpecSchema = z
     seed: z.number().int().min(0).max(0xffffffff),
     cadence: CadenceSpecSchema,
     strategy: StrategySchema,
+    /** Fine-tune LoRA adapters over a frozen base (absent: every parameter trains). */
+    lora: LoraSpecSchema.optional(),
   })
   .strict();
 export type RunSpec = z.infer<typeof RunSpecSchema>;
@@ -123,6 +126,7 @@ export interface RunSpecOverrides extends Omit<TrainOverrides, 'evalEvery' | 'ev
   tokenizer?: TokenizerSpec;
   cadence?: Partial<CadenceSpec>;
   strategy?: Strategy;
+  lora?: LoraSpec;
 }
 
 export class RunSpecError extends Error {
@@ -167,6 +171,7 @@ export function defaultRunSpec(preset: PresetName, o: RunSpecOverrides = {}): Ru
       temperature: c.temperature ?? DEFAULT_SAMPLE_TEMPERATURE,
     },
     strategy,
+    ...(o.lora ? { lora: o.lora } : {}),
   });
 }
 
@@ -248,6 +253,7 @@ function crossFieldProblems(s: RunSpec): string[] {
   } else if (strategy.kind !== 'single' && scheme && scheme.tp.degree > 1) {
     out.push(`strategy.kind: ${strategy.kind} replicates the model, but scheme '${scheme.name}' splits it (tp.degree ${scheme.tp.degree})`);
   }
+  if (s.lora && strategy.kind !== 'single') out.push(`lora: adapters train on one device for now, not under strategy ${strategy.kind}`);
   if (strategy.kind === 'diloco') {
     const f = strategy.fragments ?? 1;
     if (strategy.innerSteps % f !== 0) out.push(`strategy.innerSteps: H = ${strategy.innerSteps} is not a multiple of the ${f} fragments`);
@@ -283,6 +289,7 @@ export function trainOptionsOf(s: RunSpec): TrainOptions {
   return {
     model: s.model, optimizer: s.optimizer, batch: s.batch, seq: s.seq, seed: s.seed,
     evalEvery: s.cadence.evalEvery, evalBatches: s.cadence.evalBatches, ...(s.scheme ? { scheme: s.scheme } : {}),
+    ...(s.lora ? { lora: s.lora } : {}),
   };
 }
 

@@ -118,10 +118,12 @@ export async function f16DeviceFeatures(rt: Runtime, o: { probe?: boolean } = {}
 
 /** The checkpoint files of a run at `step`: full tensors of the weights and Adam moments. */
 export function runCheckpoint(opts: TrainOptions, tokenizer: Tokenizer, step: number,
-  state: { params: Map<string, Float32Array>; m: Map<string, Float32Array>; v: Map<string, Float32Array>; lossScale?: LossScaleCheckpoint }): CheckpointFiles {
+  state: { params: Map<string, Float32Array>; m: Map<string, Float32Array>; v: Map<string, Float32Array>; lossScale?: LossScaleCheckpoint; adapters?: Map<string, Float32Array> }): CheckpointFiles {
+  if (!!opts.lora !== !!state.adapters) throw new Error(opts.lora ? 'runCheckpoint: a LoRA run needs its adapters' : 'runCheckpoint: adapters given for a run without LoRA');
   return saveCheckpoint({
     config: opts.model,
     params: state.params,
+    ...(opts.lora && state.adapters ? { adapters: { spec: opts.lora, tensors: state.adapters } } : {}),
     extra: {
       optimizer: { m: state.m, v: state.v, step },
       tokenizer: tokenizer.toJSON(),
@@ -552,8 +554,10 @@ export class Trainer implements RunTrainer<StepMetrics> {
   async checkpoint(): Promise<CheckpointFiles> {
     const { model } = this;
     const { weights: w, m, v, lossScale } = await this.trainingState();
-    return runCheckpoint(this.opts, this.tokenizer, this.stepCount,
-      { params: unflatten(w, model.layout), m: unflatten(m, model.layout), v: unflatten(v, model.layout), lossScale });
+    // w, m, v are the trainable tensors': with LoRA the adapters', the frozen base read beside them.
+    const t = model.trainable.layout;
+    const lora = model.plan.lora ? { params: await this.parameters(), adapters: unflatten(w, t) } : { params: unflatten(w, t) };
+    return runCheckpoint(this.opts, this.tokenizer, this.stepCount, { ...lora, m: unflatten(m, t), v: unflatten(v, t), lossScale });
   }
 
   /** The model's parameters (with LoRA: the frozen base; `adapters()` has the adapters). */
