@@ -89,11 +89,13 @@ function freeBytes(dir: string): number | undefined {
 
 /**
  * Downloads `hf:ID[@REV]` (without the prefix) into the cache, or finds it there; returns its folder.
- * Every refusal (a bad id, 401/403, 404, not Llama, too big, a corrupt or truncated file) is a
- * UsageError naming the option; progress goes to stderr in tenths.
+ * Every refusal (a bad id, 401/403, 404, not Llama, too big, a corrupt file) is a UsageError naming
+ * the option; a download that broke off is a plain Error (exit 1); progress goes to stderr in tenths.
  */
 export async function fetchHubInit(spec: string, option = '--init', env: NodeJS.ProcessEnv = process.env): Promise<string> {
   const fail = (e: unknown): never => {
+    // A download that broke off (network, truncated, a server error) is a failure (exit 1, the .part kept to resume); the rest is bad input (exit 2).
+    if (e instanceof HubError && ['network', 'truncated', 'http', 'cancelled'].includes(e.kind)) throw new Error(`${option} hf:${spec}: ${e.message}`);
     if (e instanceof HubError) throw new UsageError(`${option} hf:${spec}: ${e.message}`);
     throw e;
   };

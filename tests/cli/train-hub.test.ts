@@ -96,4 +96,20 @@ describe('train CLI: --init hf:ID', () => {
     expect(bad.error).toMatch(/^error: --init hf:not a model: 'not a model' is not a Hugging Face model id/);
     expect(existsSync(path.join(dir, 'cache', 'webgpu-quant-lab', 'hub', 'models--lab--nope'))).toBe(false);
   });
+
+  it('a download cut short fails (exit 1) keeping its .part; the next run resumes it with a Range request', async () => {
+    hub.repos.set('lab/flaky', fixtureRepo('hf-llama/model', 'hf-llama/tokenizer'));
+    hub.faults.set('lab/flaky/model-00003-of-00003.safetensors', { cutAt: 30_000 });
+    const cut = await train(['--init', 'hf:lab/flaky', '--plan', '--data', path.join(dir, 'text.txt')]);
+    expect(cut.status).toBe(1);
+    expect(cut.error).toMatch(/^error: --init hf:lab\/flaky: lab\/flaky\/model-00003-of-00003.safetensors: the download (stopped|ended) at \d+ of 82912 bytes.*run it again to resume/);
+    const part = path.join(dir, 'cache', 'webgpu-quant-lab', 'hub', 'models--lab--flaky', 'main', 'model-00003-of-00003.safetensors.part');
+    expect(existsSync(part)).toBe(true);
+    hub.faults.clear();
+    const again = await train(['--init', 'hf:lab/flaky', '--plan', '--data', path.join(dir, 'text.txt')]);
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stderr).toMatch(/resuming with .* held/);
+    expect(hub.log.some((l) => /^GET \/lab\/flaky\/resolve\/main\/model-00003-of-00003.safetensors bytes=\d+-$/.test(l))).toBe(true);
+    expect(existsSync(part)).toBe(false);
+  });
 });
