@@ -1,6 +1,6 @@
 /**
  * Membership by agreement (issue 38): the statements that decide a group's membership and start —
- * every member's STATUS at a sync — are signed by their sender and echoed, so every honest member
+ * every member's STATUS at a sync, its end-of-step REPORT (joiners, accusations, weights hash) — are signed by their sender and echoed, so every honest member
  * decides from the same set of signed statements, never from what one member told it alone.
  *
  * Two rounds (Dolev–Strong with one relay round, as the verified all-reduce's echo):
@@ -17,11 +17,12 @@
  */
 import { sha256 } from '@noble/hashes/sha2.js';
 import { sameBytes } from '../../peers/collectives/digest';
-import { type PeerGroup, Skips } from '../../peers/collectives/group';
+import { CollectiveError, type PeerGroup, Skips } from '../../peers/collectives/group';
 import { type Identity, PUBLIC_KEY_BYTES, SIGNATURE_BYTES, verifySignature } from '../../peers/room/identity';
 import type { PeerId } from '../../peers/transport/transport';
+import { decodeMember } from './step';
 import { syncVerdict, type SyncVerdict } from './sync';
-import { decodeStatus, type GroupStatus } from './wire';
+import { decodeReport, decodeStatus, type GroupStatus, type StepReport } from './wire';
 
 export const STATEMENT_SIG_BYTES = PUBLIC_KEY_BYTES + SIGNATURE_BYTES;
 const utf8 = new TextEncoder();
@@ -246,4 +247,33 @@ export function agreedSyncVerdict(g: PeerGroup, a: Agreed, fingerprint: number, 
   const absent = out.filter((p) => !removed.some(([q]) => q === p));
   const why = [removed.length ? `${removed.map(([p]) => p).join(', ')} signed two different statuses` : '', absent.length ? `no signed status of ${absent.join(', ')}` : ''].filter(Boolean).join('; ');
   return { verdict: { agreedView, why: `sync of epoch ${epoch}: ${why}` }, removed, suspects };
+}
+
+/** A step's end-of-step reports as every honest member holds them, and who equivocated. */
+export interface AgreedReports {
+  /** Per rank (null: an equivocator's, left out of this step's decisions). */
+  reports: (StepReport | null)[];
+  /** Members proven to have signed two different reports: removed by every honest member alike. */
+  removed: [PeerId, string][];
+  suspects: [PeerId, string][];
+}
+
+/**
+ * The reports (joiners, accusations, weights hash, loss) decided from the signed, echoed set, so an
+ * insider telling members different things (a joiner listed to some only, to split an admission
+ * at the exact majority) is proven by its two signatures and removed. A report nobody holds, or a
+ * malformed or wrong-step one, fails the step naming its sender, as an unsigned one did.
+ */
+export function agreedReports(g: PeerGroup, a: Agreed, s: number): AgreedReports {
+  const removed = a.equivocators.map((r): [PeerId, string] => [g.members[r], `signed two different reports after step ${s}`]);
+  const suspects = a.suspects.map(([r, why]): [PeerId, string] => [g.members[r], why]);
+  const reports = a.bodies.map((b, r) => {
+    if (a.equivocators.includes(r)) return null;
+    const p = g.members[r];
+    if (!b) throw new CollectiveError('invalid-payload', `no signed report of ${p} after step ${s}`, p);
+    const rep = decodeMember(g, r, () => decodeReport(b));
+    if (rep.step !== s + 1) throw new CollectiveError('invalid-payload', `${p} reports step ${rep.step}, expected ${s + 1}`, p);
+    return rep;
+  });
+  return { reports, removed, suspects };
 }

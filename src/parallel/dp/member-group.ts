@@ -23,15 +23,15 @@ import { EpochChannels } from './channels';
 import { gradientAccess } from './grads';
 import { Accusations, admitByMajority, JoinRequests, WelcomeVotes } from './joins';
 import { MemberGuard } from '../../peers/collectives/screen';
-import { checkHashes, decodeMember, stepStats } from './step';
+import { checkHashes, stepStats } from './step';
 import { handOver, stateDigest } from './sync';
-import { agreedSyncVerdict, agreeStatements, membersSignedBy, signMembers } from './agreement';
+import { agreedReports, agreedSyncVerdict, agreeStatements, membersSignedBy, signMembers } from './agreement';
 import {
   type Applied, type DataParallelOptions, DpError, type DpEvent, type DpEventKind, type DpStepStats, type Plan, type Reported,
   resolveOptions, type ResolvedOptions, type StepBegin,
 } from './types';
 import {
-  type ControlMessage, decodeControl, decodeReport, decodeStatus, DpKind, DP_VERSION, encodeControl, encodeReport,
+  type ControlMessage, decodeControl, decodeStatus, DpKind, DP_VERSION, encodeControl, encodeReport,
   encodeStatus, fingerprintOf, type GroupStatus, MAX_EPOCH, type StepReport, weightsHash,
 } from './wire';
 import { CollectiveError, PeerGroup } from '../../peers/collectives/group';
@@ -248,11 +248,18 @@ export class MemberGroup {
     const joiners = this.joins.joiners(g.members, this.transport.peers());
     const accused = [...this.accusing].filter((p) => g.members.includes(p) && p !== this.id).sort();
     this.accusing.clear();
-    const raw = await g.allGather(encodeReport({ step: s + 1, weightsHash: hash, loss, joiners, accused }));
-    const reports = raw.map((b, r) => decodeMember(g, r, () => decodeReport(b)));
-    reports.forEach((rep, r) => {
-      if (rep.step !== s + 1) throw new CollectiveError('invalid-payload', `${g.members[r]} reports step ${rep.step}, expected ${s + 1}`, g.members[r]);
-    });
+    // Signed and echoed as the sync's statuses: admission, accusations and the hash check are
+    // decided from the same reports on every honest member; one that signed two is removed.
+    const agreed = await agreeStatements(g, encodeReport({ step: s + 1, weightsHash: hash, loss, joiners, accused }), { domain: 'report' });
+    const { reports: signed, removed: liars, suspects } = agreedReports(g, agreed, s);
+    for (const [p, why] of suspects) this.event('suspect', [p], why);
+    if (liars.length) {
+      // The step itself is applied alike; its admissions, accusations and hash check wait for the next group's step.
+      const kept = signed.filter((r): r is StepReport => r !== null);
+      this.remove(g, [...(applied.removed ?? []), ...liars]);
+      return { groupLoss: kept.reduce((a, r) => a + r.loss, 0) / kept.length, weightsHash: hash };
+    }
+    const reports = signed as StepReport[];
     const odd = hashed ? checkHashes(g, reports, s) : [];
     this.admit(g, reports);
     const abusers = this.accusations.record(g.members, reports.map((r) => r.accused))

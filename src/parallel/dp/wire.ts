@@ -17,6 +17,7 @@
  *              state digest (32 B: SHA-256 of the SHA-256s of step u32, weights, m, v; dp-sync.ts);
  *              sent signed and echoed (agreement.ts: body ‖ key ‖ signature, then an echo round)
  *   REPORT     step u32, flags u8 (1 = hashed), weightsHash u32, loss f32, joiners, accused
+ *              sent signed and echoed too (agreement.ts, domain 'report')
  *   STATE      step u32, n u32, crc u32 of the 12n array bytes, then weights, m, v (n floats each)
  *
  * Every decoder throws DpMessageError with the reason on any defect; nothing it returns is unchecked.
@@ -27,8 +28,8 @@ import type { PeerId } from '../../peers/transport/transport';
 import type { LossScaleCheckpoint } from '../../engine/train/trainer';
 
 export const DP_MAGIC = 0x31504457; // 'W','D','P','1'
-// 2: signed, echoed STATUS (agreement.ts), signed WELCOME, CLAIM. A version-1 peer's messages are refused.
-export const DP_VERSION = 2;
+// 2: signed, echoed STATUS (agreement.ts), signed WELCOME, CLAIM; 3: signed, echoed REPORT. Other versions' messages are refused.
+export const DP_VERSION = 3;
 export const DP_HEADER_BYTES = 8;
 export const MAX_ID_BYTES = 128;
 const MAX_MEMBERS = 8;

@@ -29,7 +29,7 @@ let lastSeen: Float32Array[] | null = null;
 /**
  * The insider's side of one training step of a group, commit then reveal: the honest commitments
  * (tag 0), its own commitment, its commitment row (tag 1), its contribution (tag 2), the honest
- * ones, its echo (tag 3), the relay round (tag 4: it relays nothing), the report (tag 5). It must
+ * ones, its echo (tag 3), the relay round (tag 4: it relays nothing), the report (tag 5) and its echo (tag 6). It must
  * commit before it sees anything of this step, so it aims with what it saw last step.
  */
 async function memberStep(ev: Insider, epoch: number, gstep: number, mine: (last: Float32Array[] | null) => Float32Array, before?: () => void): Promise<void> {
@@ -44,10 +44,12 @@ async function memberStep(ev: Insider, epoch: number, gstep: number, mine: (last
   for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 2, c);
   lastSeen = (await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 2)))).map(f32.decode);
   for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 3, row);
-  const rep = await ev.recv('p0', id, gstep, 5);
-  const dv = new DataView(rep.buffer, rep.byteOffset);
-  const report = dp.report({ step: dv.getUint32(8, true), weightsHash: dv.getUint32(13, true), loss: dv.getFloat32(17, true) });
+  // The report, signed and echoed (tags 5 and 6): p0's step, hash and loss under its own signature.
+  const reps = await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 5)));
+  const dv = new DataView(reps[0].buffer, reps[0].byteOffset);
+  const report = ev.statement('report', id, gstep, ['p0', 'p1', 'p2'], dp.report({ step: dv.getUint32(8, true), weightsHash: dv.getUint32(13, true), loss: dv.getFloat32(17, true) }));
   for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 5, report);
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 6, Insider.echo([...reps, report]));
 }
 
 /** Waits for p0's WELCOME (control channel) and returns its epoch; then the sync with a forged state ahead. */
@@ -147,7 +149,7 @@ afterAll(() => live.forEach((d) => (d.stop('test done'), d.destroy())));
 
 let dlLastSeen: Float32Array[] | null = null;
 
-/** One outer exchange, commit then reveal (tags 0 commitment, 1 row, 2 the Δ, 3 echo, 4 relays), then the report (tag 5) copied from p0's. */
+/** One outer exchange, commit then reveal (tags 0 commitment, 1 row, 2 the Δ, 3 echo, 4 relays), then the report (tag 5, its echo 6) copied from p0's. */
 async function outerStep(ev: Insider, gstep: number, mine: (last: Float32Array[] | null) => Float32Array): Promise<void> {
   const id = dp.runId(DL_RUN, 1);
   const commits = await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 0, 120_000)));
@@ -161,8 +163,10 @@ async function outerStep(ev: Insider, gstep: number, mine: (last: Float32Array[]
   }
   dlLastSeen = (await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 2)))).map(f32.decode);
   for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 3, row);
-  const rep = await ev.recv('p0', id, gstep, 5);
+  const reps = await Promise.all(['p0', 'p1'].map((p) => ev.recv(p, id, gstep, 5)));
+  const rep = ev.statement('report', id, gstep, ['p0', 'p1', 'p2'], reps[0].subarray(0, reps[0].length - 96));
   for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 5, rep);
+  for (const p of ['p0', 'p1']) ev.send(p, FRAME.allGather, id, gstep, 6, Insider.echo([...reps, rep]));
 }
 
 describe('an insider in a DiLoCo group', () => {

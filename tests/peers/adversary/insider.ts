@@ -39,7 +39,7 @@ export function frame(type: number, runId: number, step: number, tag: number, se
   return out;
 }
 
-// dp-wire.ts: 8-byte header 'WDP1' kind version=2 reserved=0; u32 LE fields; ids as u8 count + (u16 len + UTF-8).
+// dp-wire.ts: 8-byte header 'WDP1' kind version=3 reserved=0; u32 LE fields; ids as u8 count + (u16 len + UTF-8).
 const utf8 = new TextEncoder();
 type Field = ['u8' | 'u32' | 'f32', number] | ['ids', string[]];
 function dpMessage(kind: number, fields: Field[]): Uint8Array {
@@ -55,7 +55,7 @@ function dpMessage(kind: number, fields: Field[]): Uint8Array {
   };
   put(4, 0x31504457);
   put(1, kind);
-  put(1, 2);
+  put(1, 3);
   put(2, 0);
   for (const f of fields) {
     if (f[0] !== 'ids') put(f[0] === 'u8' ? 1 : 4, f[1], f[0] === 'f32');

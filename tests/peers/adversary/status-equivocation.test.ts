@@ -7,9 +7,10 @@
  * signatures of it over different statuses are proof, and all three remove it.
  */
 import { describe, expect, it } from 'vitest';
-import { type AgreedSync, agreedSyncVerdict, agreeStatements } from '../../../src/parallel/dp/agreement';
+import { type AgreedSync, agreedReports, agreedSyncVerdict, agreeStatements } from '../../../src/parallel/dp/agreement';
+import { admitByMajority } from '../../../src/parallel/dp/joins';
 import { syncVerdict } from '../../../src/parallel/dp/sync';
-import { encodeStatus, type GroupStatus } from '../../../src/parallel/dp/wire';
+import { encodeReport, encodeStatus, type GroupStatus, type StepReport } from '../../../src/parallel/dp/wire';
 import { PeerGroup } from '../../../src/peers/collectives/group';
 import { LoopbackHub } from '../../../src/peers/transport/loopback';
 import { dp, FRAME, Insider } from './insider';
@@ -142,5 +143,37 @@ describe('an insider equivocating its STATUS at a sync', () => {
       expect(r.removed).toEqual([]);
     }
     expect((res[1] as AgreedSync).suspects).toEqual([['p3', expect.stringMatching(/does not verify/)]]);
+  }, 20_000);
+});
+
+describe('an insider equivocating its end-of-step REPORT', () => {
+  it('a joiner listed to p0 and left out to p1, p2 (an admission at the exact majority of four): before, p0 admitted it and the others did not; now all three remove the insider and decide alike', async () => {
+    // p0 and p1 reach joiner j, p2 does not yet: j's admission is the insider's call.
+    const rep = (joiners: string[]): StepReport => ({ step: STEP + 1, weightsHash: 7, loss: 2.5, joiners, accused: [] });
+    const honest = { p0: rep(['j']), p1: rep(['j']), p2: rep([]) };
+    const before = [rep(['j']), rep([]), rep([])].map((mine) => admitByMajority(MEMBERS, [...Object.values(honest).map((r) => r.joiners), mine.joiners]).admitted);
+    expect(before).toEqual([['j'], [], []]);
+
+    const hub = new LoopbackHub();
+    const ev = new Insider(hub.endpoint('p3'));
+    const groups = HONEST.map((id) => new PeerGroup(endpoint(hub, id), { runId: RUN, members: MEMBERS, timeoutMs: 10_000 }));
+    groups.forEach((g) => g.setStep(1));
+    const insider = (async () => {
+      const got = await Promise.all(HONEST.map((p) => ev.recv(p, RUN, 1, 0)));
+      const to = (joiners: string[]) => ev.statement('report', RUN, 1, MEMBERS, dp.report({ ...rep(joiners) }));
+      const signed = { p0: to(['j']), p1: to([]), p2: to([]) } as Record<string, Uint8Array>;
+      for (const p of HONEST) ev.send(p, FRAME.allGather, RUN, 1, 0, signed[p]);
+      for (const p of HONEST) ev.send(p, FRAME.allGather, RUN, 1, 1, Insider.echo([...got, signed[p]]));
+    })();
+    const [res] = await Promise.all([Promise.all(groups.map(async (g, r) => {
+      const a = await agreeStatements(g, encodeReport(honest[HONEST[r] as keyof typeof honest]), { domain: 'report', graceMs: 200 });
+      return agreedReports(g, a, STEP);
+    })), insider]);
+    groups.forEach((g) => g.close());
+    for (const r of res) {
+      expect(r).toEqual(res[0]);
+      expect(r.removed).toEqual([['p3', expect.stringMatching(/signed two different reports/)]]);
+      expect(r.reports[3]).toBeNull();
+    }
   }, 20_000);
 });
