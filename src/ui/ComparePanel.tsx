@@ -1,8 +1,13 @@
 import { useState } from 'react';
 import { Brush, CartesianGrid, Legend, Line, LineChart, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis } from 'recharts';
+import {
+  BASELINE_CHOICES, type BaselineChoice, type BaselineKind, type BaselineRow, baselineRows, deviceRunsF16, f16BaselineCaveat, findBaseline, resolveBaseline,
+} from '../state/baseline';
 import { diffFromBaseline, type DiffMode, mergeSeries, sharedGpuRuns, smooth, type XKey } from '../state/compare';
+import { submitRun } from '../state/queue';
 import { pointsInBpb, type RunState } from '../state/runs';
-import { useLab } from './context';
+import { BUNDLED_DATASET } from '../worker/protocol';
+import { useLab, useLabApi } from './context';
 import { runColor } from './colors';
 import { formatLoss, formatRate } from './format';
 import { MemoryBar, MemoryLegend } from './MemoryBar';
@@ -14,10 +19,16 @@ function useRuns(): RunState[] {
   return order.map((id) => runs[id]).filter((r): r is RunState => r !== undefined);
 }
 
+/** "Difference from" each run's own baseline run (the lab's baseline setting), rather than one run. */
+const PER_RUN_BASELINE = '@baseline';
+
 /** How the loss charts are drawn: smoothing, and the run the others are shown against. */
 interface View {
   smoothing: number;
+  /** A run's id, PER_RUN_BASELINE, or null (plain loss). */
   baseline: string | null;
+  /** The baseline setting, resolved (fp32 or f16): what PER_RUN_BASELINE means. */
+  kind: BaselineKind;
   diff: DiffMode;
   /** Loss in nats per token, or in bits per byte of the text (character and BPE runs compare). */
   unit: 'nats' | 'bpb';
@@ -36,23 +47,29 @@ function LossCompare({ runs, x, testId, title, view }: { runs: RunState[]; x: XK
   const bpb = view.unit === 'bpb';
   // In bits per byte, a run whose text's bytes the page does not know has no curve.
   const inUnit = (r: RunState): RunState => (bpb ? { ...r, train: pointsInBpb(r, r.train, 'train'), val: pointsInBpb(r, r.val, 'val') } : r);
-  const withPoints = runs.map(inUnit).filter((r) => r.train.length > 0);
-  const base = x === 'step' && view.baseline ? withPoints.find((r) => r.id === view.baseline) : undefined;
+  const all = runs.map(inUnit).filter((r) => r.train.length > 0);
+  const perRun = x === 'step' && view.baseline === PER_RUN_BASELINE;
+  const single = x === 'step' && view.baseline && !perRun ? all.find((r) => r.id === view.baseline) : undefined;
+  // Against each run's own baseline: a run without one (the baseline runs themselves among them) has no curve.
+  const baseOf = (r: RunState): RunState | undefined => (perRun ? findBaseline(r, all, view.kind) ?? undefined : single);
+  const withPoints = perRun ? all.filter((r) => baseOf(r)) : all;
+  const diffing = perRun || single !== undefined;
   const curve = (pts: RunState['train'] | RunState['val'], basePts: RunState['train'] | RunState['val'] | undefined) => {
     const sm = smooth(pts, view.smoothing);
-    return base && basePts ? diffFromBaseline(sm, smooth(basePts, view.smoothing), view.diff) : sm;
+    return diffing && basePts ? diffFromBaseline(sm, smooth(basePts, view.smoothing), view.diff) : sm;
   };
   const series = withPoints.flatMap((r) => [
-    { key: `t:${r.id}`, points: curve(r.train, base?.train) },
-    { key: `v:${r.id}`, points: curve(r.val, base?.val) },
+    { key: `t:${r.id}`, points: curve(r.train, baseOf(r)?.train) },
+    { key: `v:${r.id}`, points: curve(r.val, baseOf(r)?.val) },
   ]);
   const rows = mergeSeries(series, x);
-  const fmtY = (v: number) => (base ? formatDiff(v, view.diff) : formatLoss(v));
+  const fmtY = (v: number) => (diffing ? formatDiff(v, view.diff) : formatLoss(v));
   const fmtX = (v: number) => (x === 'step' ? `step ${v}` : `${Number(v).toFixed(1)} s`);
   const unitText = bpb ? 'bits per byte' : 'nats per token';
-  const caption = `${base ? `${title.split(' (')[0]}: difference from ${base.label} (${view.diff === 'percent' ? '% of its loss' : 'absolute'})` : title}, ${unitText}`;
+  const against = perRun ? `each run's ${view.kind} baseline (the same run under ${view.kind}; runs without one are left out)` : single?.label;
+  const caption = `${diffing ? `${title.split(' (')[0]}: difference from ${against} (${view.diff === 'percent' ? '% of its loss' : 'absolute'})` : title}, ${unitText}`;
   return (
-    <figure className="chart" data-testid={testId} data-runs={withPoints.length} data-baseline={base?.id ?? ''} data-unit={view.unit}>
+    <figure className="chart" data-testid={testId} data-runs={withPoints.length} data-baseline={perRun ? PER_RUN_BASELINE : single?.id ?? ''} data-unit={view.unit}>
       <figcaption>{caption}</figcaption>
       {withPoints.length === 0 ? (
         <p className="muted">Curves appear here after the first step of a run.</p>
@@ -62,10 +79,10 @@ function LossCompare({ runs, x, testId, title, view }: { runs: RunState[]; x: XK
             <CartesianGrid strokeDasharray="3 3" />
             <XAxis dataKey="x" type="number" domain={['dataMin', 'dataMax']} allowDecimals={x === 'elapsed_s'}
               tickFormatter={(v: number) => (x === 'step' ? String(v) : `${v.toFixed(0)} s`)} />
-            <YAxis type="number" domain={['auto', 'auto']} tickFormatter={fmtY} width={base ? 80 : 60} tick={{ fontSize: 12 }} />
+            <YAxis type="number" domain={['auto', 'auto']} tickFormatter={fmtY} width={diffing ? 80 : 60} tick={{ fontSize: 12 }} />
             <Tooltip formatter={(v) => (typeof v === 'number' ? fmtY(v) : String(v))} labelFormatter={(v) => fmtX(Number(v))} />
             <Legend />
-            {base && <ReferenceLine y={0} stroke="currentColor" strokeOpacity={0.5} />}
+            {diffing && <ReferenceLine y={0} stroke="currentColor" strokeOpacity={0.5} />}
             {withPoints.map((r) => {
               const color = runColor(runs.findIndex((q) => q.id === r.id));
               return [
@@ -137,6 +154,7 @@ function ViewControls({ runs, view, setView }: { runs: RunState[]; view: View; s
         <span>Difference from</span>
         <select data-testid="compare-baseline" value={view.baseline ?? ''} onChange={(e) => setView({ ...view, baseline: e.target.value || null })}>
           <option value="">none (plain loss)</option>
+          <option value={PER_RUN_BASELINE}>each run&apos;s {view.kind} baseline</option>
           {runs.filter((r) => r.train.length > 0).map((r) => <option key={r.id} value={r.id}>{r.label}</option>)}
         </select>
       </label>
@@ -152,6 +170,84 @@ function ViewControls({ runs, view, setView }: { runs: RunState[]; view: View; s
         <input type="range" data-testid="compare-smoothing" min={0} max={0.95} step={0.05} value={view.smoothing}
           onChange={(e) => setView({ ...view, smoothing: Number(e.target.value) })} />
       </label>
+    </div>
+  );
+}
+
+const CHOICE_TEXT: Record<BaselineChoice, string> = { auto: 'auto', fp32: 'fp32', f16: 'f16 mixed precision' };
+const signedPct = (v: number | null, digits = 1) => (v === null ? '–' : `${signed(v, digits)}\u00a0%`);
+
+/** Where a missing baseline's text comes from: none (bundled or prepared data), the form's picked file of that name, or nowhere. */
+function baselineText(row: BaselineRow, draftText: { name: string; text: string } | null): { text?: string } | null {
+  const c = row.missing!.config;
+  if (c.dataset === BUNDLED_DATASET || c.data) return {};
+  return draftText?.name === c.dataset ? { text: draftText.text } : null;
+}
+
+/**
+ * Every run against its baseline — the same run under fp32 or f16 mixed precision (the lab's
+ * baseline setting, auto: f16 where the device has shader-f16) — in loss, memory and speed; a
+ * missing baseline can be started from here.
+ */
+function BaselineTable({ runs }: { runs: RunState[] }) {
+  const { store, runs: controller } = useLabApi();
+  const choice = useLab((s) => s.baseline);
+  const gpu = useLab((s) => s.gpu);
+  const queued = useLab((s) => s.queued);
+  const draftText = useLab((s) => s.draftText);
+  const kind = resolveBaseline(choice, gpu);
+  const rows = baselineRows(runs, kind, queued.map((q) => q.config));
+  const caveat = f16BaselineCaveat(kind, gpu);
+  const offered = new Set<string>();
+  return (
+    <div className="baseline" data-testid="baseline" data-kind={kind} data-choice={choice}>
+      <label className="field">
+        <span>Baseline</span>
+        <select data-testid="baseline-choice" value={choice} onChange={(e) => store.getState().setBaseline(e.target.value as BaselineChoice)}>
+          {BASELINE_CHOICES.map((c) => (
+            <option key={c} value={c}>{c === 'auto' ? `auto (${deviceRunsF16(gpu) ? 'f16: this GPU has shader-f16' : 'fp32: no shader-f16 here'})` : CHOICE_TEXT[c]}</option>
+          ))}
+        </select>
+      </label>
+      {caveat && <p className="notice warn small" data-testid="baseline-twin-note">f16 baseline: {caveat}</p>}
+      {rows.length > 0 && (
+        <table className="plot-table baseline-table" data-testid="baseline-table" data-kind={kind} tabIndex={0}>
+          <caption>
+            Against the {kind} baseline: the same model, data, batch, context, learning rate and seed trained under {kind === 'f16' ? 'f16 mixed precision (preset f16)' : 'fp32'}
+          </caption>
+          <thead>
+            <tr><th>run</th><th>{kind} baseline</th><th title="validation loss at the last step both evaluated, else the mean train loss of the last 10 common steps">loss vs {kind}</th><th>memory vs {kind}</th><th>tokens/s vs {kind}</th></tr>
+          </thead>
+          <tbody>
+            {rows.map((row) => {
+              const d = row.delta;
+              const source = row.missing ? baselineText(row, draftText) : null;
+              // Runs sharing one missing baseline: the button on the first row only, so it starts once.
+              const first = row.missing !== null && !offered.has(row.missing.key);
+              if (row.missing) offered.add(row.missing.key);
+              return (
+                <tr key={row.run.id} data-testid="baseline-row" data-run-id={row.run.id} data-base-id={row.base?.id ?? ''}
+                  data-loss-pct={d?.lossPct ?? ''} data-memory-pct={d?.memoryPct ?? ''} data-speed-ratio={d?.speedRatio ?? ''}>
+                  <td>{row.run.label}</td>
+                  <td>
+                    {row.base ? row.base.label : row.missing ? (
+                      source && first ? (
+                        <button type="button" className="small" data-testid="start-baseline"
+                          onClick={() => submitRun(store, controller, row.missing!.config, source.text)}>
+                          start the {kind} run
+                        </button>
+                      ) : source ? 'none yet (button above)' : `none yet: pick ${row.missing.config.dataset} in the form to start it`
+                    ) : 'queued'}
+                  </td>
+                  <td>{d && d.lossPct !== null ? `${signedPct(d.lossPct, 2)} (${d.lossOn} @ ${d.lossStep})` : '–'}</td>
+                  <td>{signedPct(d?.memoryPct ?? null)}</td>
+                  <td>{d && d.speedRatio !== null ? `${d.speedRatio.toFixed(2)}×` : '–'}</td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      )}
     </div>
   );
 }
@@ -181,7 +277,9 @@ function MemoryCompare({ runs }: { runs: RunState[] }) {
 export function ComparePanel() {
   const runs = useRuns();
   const [open, setOpen] = useState(true);
-  const [view, setView] = useState<View>({ smoothing: 0, baseline: null, diff: 'absolute', unit: 'nats' });
+  const [local, setView] = useState<Omit<View, 'kind'>>({ smoothing: 0, baseline: null, diff: 'absolute', unit: 'nats' });
+  const kind = resolveBaseline(useLab((s) => s.baseline), useLab((s) => s.gpu));
+  const view: View = { ...local, kind };
   if (runs.length === 0) return null;
   return (
     <section className="compare" data-testid="compare">
@@ -191,6 +289,7 @@ export function ComparePanel() {
       </h2>
       {open && <ViewControls runs={runs} view={view} setView={setView} />}
       {open && <SharedGpuNote runs={runs} />}
+      {open && <BaselineTable runs={runs} />}
       {open && (
         <div className="compare-grid">
           <LossCompare runs={runs} x="step" testId="loss-vs-step" title="Loss vs step (solid: train, dashed: validation)" view={view} />

@@ -8,6 +8,7 @@ import { createLabStore } from '../state/lab';
 import { IdbRepo, openDb } from '../state/idb';
 import { persistRuns, requestPersistentStorage, restoreRuns, type RunRepo } from '../state/persist';
 import { runQueue } from '../state/queue';
+import { persistSettings } from '../state/settings';
 import { DataController } from '../state/data-prep';
 import { RunController } from '../state/runner';
 import { DataWorkerClient } from '../worker/data-client';
@@ -18,6 +19,14 @@ import { detectWebGpu } from './webgpu';
 
 const store = createLabStore();
 const report = (m: string) => store.getState().reportAppError(m);
+// Lab settings (the comparison's baseline, one run at a time); reading localStorage throws where storage is blocked.
+persistSettings(store, (() => {
+  try {
+    return window.localStorage;
+  } catch {
+    return null;
+  }
+})(), report);
 
 window.addEventListener('error', (e) => report(`Uncaught error: ${e.message}`));
 window.addEventListener('unhandledrejection', (e) => {

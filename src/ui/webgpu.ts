@@ -14,7 +14,7 @@ export async function detectWebGpu(gpu: GPU | undefined = navigator.gpu): Promis
     const i = adapter.info;
     const name = [i?.vendor, i?.architecture, i?.device, i?.description].filter(Boolean).join(' ');
     const limits = { maxBufferSize: adapter.limits.maxBufferSize, maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize };
-    return { state: 'available', adapter: name || 'WebGPU adapter', limits, i8TensorCores: adapterOffersI8TensorCores(adapter) };
+    return { state: 'available', adapter: name || 'WebGPU adapter', limits, i8TensorCores: adapterOffersI8TensorCores(adapter), shaderF16: adapter.features.has('shader-f16') };
   } catch (e) {
     return { state: 'unavailable', reason: 'error', detail: `requestAdapter failed: ${(e as Error).message}` };
   }

@@ -62,6 +62,37 @@ export async function accessibility(page: Page, t: TestHelpers, check: Check, wh
   check(bad.length === 0, `${when}: ${bad.length} serious accessibility violations: ${bad.map((v) => `${v.id} (${v.nodes.length})`).join(', ')}`);
 }
 
+/**
+ * The comparison's baseline (issue 35) on the lab test's runs (ids[0] fp32, then two schemes of the
+ * same problem): SwiftShader has no shader-f16, so auto is fp32; f16 offers to start its run, says what
+ * an f16 run is on this device, and the choice survives a reload.
+ */
+async function baselineChecks(page: Page, check: Check, ids: string[]): Promise<void> {
+  const table = page.locator(byTestId('baseline-table'));
+  check((await table.getAttribute('data-kind')) === 'fp32', `auto baseline on SwiftShader: ${await table.getAttribute('data-kind')}`);
+  check((await table.locator('thead').innerText()).includes('vs fp32'), 'the table does not say its baseline');
+  const rows = table.locator(byTestId('baseline-row'));
+  const bases = await rows.evaluateAll((rs) => rs.map((r) => [r.getAttribute('data-run-id'), r.getAttribute('data-base-id'), r.getAttribute('data-memory-pct')]));
+  check(bases.length === ids.length - 1 && bases.every(([, b]) => b === ids[0]), `rows against the fp32 run: ${JSON.stringify(bases)}`);
+  const agoqMem = Number(bases.find(([r]) => r === ids[1])?.[2]);
+  check(agoqMem < 0, `agoq's memory vs fp32: ${agoqMem} %`);
+  // Each run against its own baseline: the fp32 run has none of its own, so two curves' runs.
+  const chart = page.locator(byTestId('loss-vs-step'));
+  await page.locator(byTestId('compare-baseline')).selectOption('@baseline');
+  check((await chart.getAttribute('data-runs')) === String(ids.length - 1), `per-run baseline view shows ${await chart.getAttribute('data-runs')} runs`);
+  check((await chart.locator('figcaption').innerText()).includes('fp32 baseline'), 'the per-run view does not name its baseline');
+  await page.locator(byTestId('compare-baseline')).selectOption('');
+  await page.locator(byTestId('baseline-choice')).selectOption('f16');
+  check((await table.getAttribute('data-kind')) === 'f16', 'the table did not follow the f16 choice');
+  check((await page.locator(byTestId('baseline-twin-note')).innerText()).includes('no shader-f16'), 'no note that f16 runs fp32 here');
+  check((await page.locator(byTestId('start-baseline')).count()) === 1, 'not one offer to start the f16 run the three runs share');
+  await page.waitForTimeout(300);
+  await page.reload();
+  await page.locator(byTestId('baseline-table')).waitFor({ timeout: 30_000 });
+  check((await page.locator(byTestId('baseline-choice')).inputValue()) === 'f16', 'the baseline choice did not survive a reload');
+  await page.locator(byTestId('baseline-choice')).selectOption('auto');
+}
+
 /** On the lab test's finished runs: the comparison views and run management. */
 export async function compareChecks(page: Page, t: TestHelpers, check: Check, ids: string[]): Promise<void> {
   const chart = page.locator(byTestId('loss-vs-step'));
@@ -88,6 +119,7 @@ export async function compareChecks(page: Page, t: TestHelpers, check: Check, id
   await layoutShots(page, t, check, 'runs');
   await accessibility(page, t, check, 'three finished runs');
   await page.locator(byTestId('compare-baseline')).selectOption('');
+  await baselineChecks(page, check, ids);
 
   // Rename: the new name shows; taking a name in use gets a suffix.
   const rename = async (id: string, name: string) => {
