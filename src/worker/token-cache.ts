@@ -58,9 +58,13 @@ class FileSink {
   }
 
   close(): void {
-    this.flush();
-    this.h.flush();
-    this.h.close();
+    try {
+      this.flush();
+      this.h.flush();
+    } finally {
+      // Closed even when a write fails: an open handle would refuse every later preparation of this key.
+      this.h.close();
+    }
   }
 
   /** Closes without writing what is buffered (the files are about to be removed). */
@@ -110,17 +114,34 @@ export class OpfsTokenCache implements TokenCache {
     // A stale meta from an earlier, interrupted preparation must not vouch for the new files.
     await d.removeEntry(`${key}.json`).catch(() => undefined);
     const sinks = {} as Record<Split, FileSink>;
-    for (const split of ['train', 'val'] as const) sinks[split] = new FileSink(await openHandle(await d.getFileHandle(`${key}.${split}`, { create: true }), false));
+    try {
+      for (const split of ['train', 'val'] as const) {
+        const h = await openHandle(await d.getFileHandle(`${key}.${split}`, { create: true }), false);
+        try {
+          sinks[split] = new FileSink(h);
+        } catch (e) {
+          h.close();
+          throw e;
+        }
+      }
+    } catch (e) {
+      // The handles opened so far are closed: left open, they would refuse the next try at this key.
+      for (const sink of Object.values(sinks)) sink.abandon();
+      throw e;
+    }
     return {
       sinks,
       commit: async (meta) => {
         sinks.train.close();
         sinks.val.close();
         const h = await openHandle(await d.getFileHandle(`${key}.json`, { create: true }), false);
-        h.truncate(0);
-        h.write(new TextEncoder().encode(JSON.stringify(meta)), { at: 0 });
-        h.flush();
-        h.close();
+        try {
+          h.truncate(0);
+          h.write(new TextEncoder().encode(JSON.stringify(meta)), { at: 0 });
+          h.flush();
+        } finally {
+          h.close();
+        }
       },
       discard: async () => {
         sinks.train.abandon();
