@@ -3,8 +3,8 @@
  * the scaler skips must leave m and v bit for bit as they were, as torch's GradScaler never calls
  * optimizer.step() on a skipped step. buildOptimizer (engine/model/llama.ts) runs m ← Q(m), v ← Q(v)
  * before AdamW unconditionally, and AdamW's update leaves m, v off the quantization grid, so a skipped
- * step still moves them to Q(m), Q(v). Known bug (issue 35, /work/coord/F16-UI.md): marked `it.fails`
- * until the fake-quant passes skip with the scaler's found_inf; then it fails here and drops `.fails`.
+ * step would move them to Q(m), Q(v): the fake-quant passes take the scaler's state (qdq skipIf) and
+ * store nothing when found_inf is set.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { packLossScaleState } from '../../src/engine/optim/loss-scale-gpu';
@@ -50,14 +50,13 @@ describe('loss scaling with fake-quantized Adam moments', () => {
     }
   }, 600_000);
 
-  // The setup's own checks, apart, so the expected failure below can only be the moments'.
+  // The setup's own checks, apart from the moments'.
   it('the overflowing step is skipped and leaves the weights alone', () => {
     expect(skipped).toBe(1);
     expect(bits(after.weights)).toEqual(bits(before.weights));
   });
 
-  // Fails today (about 99 % of m and v move to Q(m), Q(v) on SwiftShader); drop `.fails` with the fix.
-  it.fails('a skipped step leaves the quantized moments m, v bit-identical', () => {
+  it('a skipped step leaves the quantized moments m, v bit-identical', () => {
     // How many moments moved first (a short failure message), then bit for bit.
     expect({ m: differing(after.m, before.m), v: differing(after.v, before.v) }).toEqual({ m: 0, v: 0 });
     expect(bits(after.m)).toEqual(bits(before.m));

@@ -239,3 +239,27 @@ describe('qdq (fused fake quantization)', () => {
     rt.mem.free(buf);
   });
 });
+
+describe('qdq skipIf (a step the loss scaler skips)', () => {
+  it('quantizes as usual when found_inf (word 2) is 0 and leaves x bit-identical when it is set, row and tensor granularity', async () => {
+    const rt = await testRuntime();
+    const rng = new Rng(9);
+    for (const [g, rowLength] of [['row', 64], ['tensor', undefined]] as const) {
+      const x = data(rng, 64 * 40);
+      const s = spec('int8', g);
+      const want = qdqRef(x, x.length, s, rowLength);
+      for (const found of [0, 1]) {
+        const buf = rt.upload('workspace', 'test.qdq.skip.x', x);
+        const state = rt.upload('workspace', 'test.qdq.skip.state', Uint32Array.of(0, 0, found, 0, 0, 0, 0, 0));
+        const k = qdq(rt, { label: 'test.qdq.skip', x: buf, n: x.length, rowLength, spec: s, skipIf: state });
+        rt.run([...k]);
+        const got = await rt.readF32(buf, 0, x.length);
+        const expected = found ? x : want;
+        expect(new Uint32Array(got.buffer), `${g} found_inf ${found}`).toEqual(new Uint32Array(Float32Array.from(expected).buffer));
+        k.destroy();
+        rt.mem.free(buf);
+        rt.mem.free(state);
+      }
+    }
+  });
+});

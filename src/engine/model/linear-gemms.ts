@@ -146,8 +146,8 @@ export class LinearGemms {
     return { w: this.gemmWeights(l), wOffset: v.offset * 4 };
   }
 
-  fakeQuant(label: string, x: Binding, n: number, rowLength: number, spec: QuantSpec): Dispatch[] {
-    const k = qdq(this.rt, { label, x, n, rowLength, spec });
+  fakeQuant(label: string, x: Binding, n: number, rowLength: number, spec: QuantSpec, skipIf?: Binding): Dispatch[] {
+    const k = qdq(this.rt, { label, x, n, rowLength, spec, skipIf });
     if (spec.rounding === 'stochastic') this.srKernels.push({ label, setSeed: (seed) => k.setSeed(seed) });
     return [...k];
   }

@@ -372,12 +372,13 @@ export class LlamaGpu {
     if (state) o.push(lossScaleCheck(rt, { label: 'grad_norm', gradNorm: this.b('gradNorm'), state }));
     const step = (a: { label: string; param: Binding; grad: Binding; m: Binding; v: Binding; n: number; decay: boolean }): Dispatch =>
       (state ? adamwScaled(rt, { ...a, stepParams: this.b('stepParams'), state }) : adamw(rt, { ...a, stepParams: this.b('stepParams'), gradNorm: this.b('gradNorm') }));
-    // The study's optimizer: m ← Q(m), v ← Q(v) (per row of each tensor) before the full-precision update.
+    // The study's optimizer: m ← Q(m), v ← Q(v) (per row of each tensor) before the full-precision update;
+    // not on a step the loss scaler skips (the moments stay as they were, as AdamW leaves them).
     for (const [key, spec] of [[t.m, this.plan.adam.m], [t.v, this.plan.adam.v]] as const) {
       if (isFp32(spec)) continue;
       for (const v of t.layout.views) {
         const rowLength = v.shape.length > 1 ? v.shape[v.shape.length - 1] : v.size;
-        o.push(...this.g.fakeQuant(`${key}.${v.name}`, { buffer: this.b(key), offset: v.offset * 4, size: v.size * 4 }, v.size, rowLength, spec));
+        o.push(...this.g.fakeQuant(`${key}.${v.name}`, { buffer: this.b(key), offset: v.offset * 4, size: v.size * 4 }, v.size, rowLength, spec, state ?? undefined));
       }
     }
     if (this.gradStore) {

@@ -55,7 +55,20 @@ fn st(i: u32, v: f32) { y[i] = v; }
 fn touch_out() { _ = arrayLength(&y); }
 `;
 
+// In place, skipped when word 2 of `skip_state` (the loss scaler's found_inf) is set: a step the
+// scaler skips must leave what it quantizes bit-identical. A guarded store rather than an early
+// return keeps the barriers in uniform control flow.
+const IN_PLACE_GUARDED_HEADER = `
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<storage, read> skip_state: array<u32>;
+@group(0) @binding(3) var<storage, read_write> part: array<u32>;
+fn ld(i: u32) -> f32 { return y[i]; }
+fn st(i: u32, v: f32) { if (skip_state[2] == 0u) { y[i] = v; } }
+fn touch_out() { _ = skip_state[2]; }
+`;
+
 export const QDQ_WGSL_IN_PLACE = `${codecWgsl}\n${IN_PLACE_HEADER}\n${qdqWgsl}`;
+const QDQ_WGSL_IN_PLACE_GUARDED = `${codecWgsl}\n${IN_PLACE_GUARDED_HEADER}\n${qdqWgsl}`;
 export const QDQ_WGSL_OUT_OF_PLACE = `${codecWgsl}\n${OUT_OF_PLACE_HEADER}\n${qdqWgsl}`;
 
 export interface QdqOptions {
@@ -76,6 +89,11 @@ export interface QdqOptions {
   seed?: number;
   /** Ledger category of the scratch partials (tensor / column). Default 'workspace'. */
   category?: MemCategory;
+  /**
+   * In place only: leave x unchanged when word 2 of this buffer is nonzero (the loss scaler's state,
+   * optim/loss-scale-gpu.ts: found_inf) — the study's fake-quantized Adam moments on a skipped step.
+   */
+  skipIf?: Binding;
 }
 
 /** The dispatches, plus the handles of the one uniform (and scratch) they share. */
@@ -108,6 +126,7 @@ export function qdq(rt: Runtime, o: QdqOptions): QdqDispatches {
   if (!inPlace) requireBytes(label, 'out', out, n * 4);
   const identity = spec.format === 'fp32';
   if (identity && inPlace) return withHandles([], () => {}, [], rt);
+  if (o.skipIf && !inPlace) throw new Error(`${label}: skipIf needs an in-place qdq`);
   const fmt = spec.format === 'fp32' ? null : spec.format;
   const gran: Granularity = identity ? { kind: 'group', size: WG } : specGranularity(spec, o.rowLength);
   validateGranularity(gran, n);
@@ -153,8 +172,8 @@ export function qdq(rt: Runtime, o: QdqOptions): QdqDispatches {
   );
   const owned: GPUBuffer[] = [params];
   const setSeed = (seed: number) => rt.write(params, Uint32Array.of(seed >>> 0), SEED_OFFSET);
-  const code = inPlace ? QDQ_WGSL_IN_PLACE : QDQ_WGSL_OUT_OF_PLACE;
-  const data: Binding[] = inPlace ? [params, o.x] : [params, o.x, out];
+  const code = o.skipIf ? QDQ_WGSL_IN_PLACE_GUARDED : inPlace ? QDQ_WGSL_IN_PLACE : QDQ_WGSL_OUT_OF_PLACE;
+  const data: Binding[] = o.skipIf ? [params, o.x, o.skipIf] : inPlace ? [params, o.x] : [params, o.x, out];
   const tag = `${label}.qdq.${spec.format}.${identity ? 'copy' : gran.kind}`;
 
   if (!twoPass) {
