@@ -2,7 +2,7 @@
  * Loss scaling with the study's fake-quantized Adam moments (scheme adam.m / adam.v not fp32): a step
  * the scaler skips must leave m and v bit for bit as they were, as torch's GradScaler never calls
  * optimizer.step() on a skipped step. buildOptimizer (engine/model/llama.ts) runs m ← Q(m), v ← Q(v)
- * before AdamW unconditionally, and AdamW's update leaves m, v off the quantization grid, so a skipped
+ * before AdamW, and AdamW's update leaves m, v off the quantization grid, so unguarded a skipped
  * step would move them to Q(m), Q(v): the fake-quant passes take the scaler's state (qdq skipIf) and
  * store nothing when found_inf is set.
  */
