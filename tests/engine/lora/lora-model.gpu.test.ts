@@ -8,6 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { loadCheckpoint } from '../../../src/engine/io/checkpoint';
 import { initParams, paramLayout, unflatten } from '../../../src/engine/model/params';
 import { defaultTrainOptions, type TrainOptions } from '../../../src/engine/train/options';
 import { CharTokenizer } from '../../../src/engine/train/tokenizer/tokenizer';
@@ -110,14 +111,28 @@ describe('LoRA adapters on the GPU', () => {
 
       // Training moves only the adapters: the base is bit-identical after steps, the loss falls.
       const before = await lora.parameters();
-      const first = (await lora.trainStep()).loss;
-      let last = first;
-      for (let i = 1; i < 8; i++) last = (await lora.trainStep()).loss;
+      const losses: number[] = [];
+      let files;
+      for (let i = 0; i < 8; i++) {
+        if (i === 4) files = await lora.checkpoint();
+        losses.push((await lora.trainStep()).loss);
+      }
+      const [first, last] = [losses[0], losses[7]];
       const after = await lora.parameters();
       for (const [k, v] of before) expect(Buffer.from(after.get(k)!.buffer).equals(Buffer.from(v.buffer)), k).toBe(true);
       const trained = await lora.adapters();
       expect(maxRel(trained.get(loraAdapters(o.model, spec)[0].b)!, ad.get(loraAdapters(o.model, spec)[0].b)!)).toBeGreaterThan(1e-3);
       expect(last).toBeLessThan(first);
+
+      // A checkpoint (the frozen base, the adapters as PEFT writes them, their moments) resumes bit for bit.
+      const ck = loadCheckpoint(files as unknown as Record<string, Uint8Array>);
+      expect(ck.adapters?.spec).toEqual(spec);
+      const resumed = await Trainer.create(rt, o, text, { tokenizer: tok, params: ck.params, adapters: ck.adapters!.tensors, optimizer: ck.extra!.optimizer });
+      try {
+        for (let i = 4; i < 8; i++) expect((await resumed.trainStep()).loss, `step ${i}`).toBe(losses[i]);
+      } finally {
+        resumed.destroy();
+      }
 
       // Generation goes through the adapters: greedy samples of the adapted model equal the merged model's.
       const fullNow = await Trainer.create(rt, options(), text, { tokenizer: tok, params: merged(o, spec, base, trained) });

@@ -1,0 +1,148 @@
+/**
+ * LoRA fine-tuning on the lent GPU (issue 39), one command:
+ *
+ *  (a) step and memory: a SmolLM2-135M-shaped model (30 layers, d 576, 9/3 heads, F 1536, vocab
+ *      49,152, tied embeddings; random weights, random tokens) at B×T (default 8×512): full
+ *      fine-tuning against LoRA r16 on all linear layers, under fp32 and f16 compute — tokens/s
+ *      (median of --reps pipelined steps after --warmup, and GPU timestamps of one step), plan vs
+ *      ledger bytes per category;
+ *  (b) fidelity on TinyShakespeare (--data): `small` trained --pre steps from its init, then --more
+ *      steps of full fine-tuning and of LoRA r16 (all linear layers; each at the lrs in --lora-lrs) from
+ *      those weights, each with a fresh AdamW and the recipe's schedule; validation loss at the end.
+ *
+ *   node lora-device.mjs --json out.json --data tinyshakespeare.txt [--batch 8 --seq 512] [--reps 10 --warmup 3]
+ *        [--schemes fp32,f16] [--pre 300 --more 300] [--lora-lrs 1e-3,2e-3] [--no-bench] [--no-fidelity] [--cpu]
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { acquireNodeGpu } from '../src/engine/gpu/node';
+import { Runtime } from '../src/engine/gpu/runtime';
+import { timeDispatches } from '../src/engine/gpu/timer';
+import { defaultLoraSpec, type LoraSpec } from '../src/engine/lora/spec';
+import { validateModelConfig } from '../src/engine/model/config';
+import { initParams, paramLayout, unflatten } from '../src/engine/model/params';
+import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
+import type { BatchSource } from '../src/engine/train/data/data';
+import { defaultTrainOptions, type TrainOptions } from '../src/engine/train/options';
+import { CharTokenizer } from '../src/engine/train/tokenizer/tokenizer';
+import { f16DeviceFeatures, Trainer } from '../src/engine/train/trainer';
+import { Rng } from '../src/engine/util/rng';
+
+const a = parseArgs({
+  options: {
+    json: { type: 'string' }, data: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
+    schemes: { type: 'string' }, pre: { type: 'string' }, more: { type: 'string' }, 'lora-lrs': { type: 'string' },
+    'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' }, layers: { type: 'string' }, shrink: { type: 'boolean' },
+  },
+}).values;
+const T0 = Date.now();
+const log = (s: string) => console.log(`[${((Date.now() - T0) / 1000).toFixed(1)}s] ${s}`);
+const out: Record<string, unknown> = { date: new Date().toISOString(), argv: process.argv.slice(2) };
+const save = () => { if (a.json) writeFileSync(a.json, JSON.stringify(out, null, 2)); };
+const median = (xs: number[]) => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)];
+
+const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags: ['enable-dawn-features=allow_unsafe_apis', 'disable-dawn-features=timestamp_quantization'] });
+const rt = new Runtime(gpu);
+out.adapter = gpu.adapterInfo;
+const f16 = await f16DeviceFeatures(rt, { probe: true });
+log(`adapter ${JSON.stringify(gpu.adapterInfo)}; shader-f16 ${f16.shaderF16}, f16 tensor cores ${f16.tensorCores}`);
+const lora16 = defaultLoraSpec(16);
+
+/** Random tokens below V: the step's cost does not depend on the text. */
+function randomBatches(V: number): BatchSource {
+  const draw = (seed: number, B: number, T: number) => {
+    const rng = new Rng(seed);
+    return Int32Array.from({ length: B * (T + 1) }, () => rng.int(V));
+  };
+  return { batch: (step, B, T) => draw(step + 1, B, T), valBatches: (count, B, T) => Array.from({ length: count }, (_, i) => draw(1_000_000 + i, B, T)) };
+}
+
+if (!a['no-bench']) {
+  const B = Number(a.batch ?? 8);
+  const T = Number(a.seq ?? 512);
+  const model = validateModelConfig({
+    // --shrink: the same shape family at a size SwiftShader runs (the script's own test).
+    vocab_size: a.shrink ? 512 : 49152, hidden_size: a.shrink ? 72 : 576, intermediate_size: a.shrink ? 192 : 1536, num_hidden_layers: Number(a.layers ?? 30), num_attention_heads: 9, num_key_value_heads: 3,
+    max_position_embeddings: 2048, rms_norm_eps: 1e-5, rope_theta: 100000, tie_word_embeddings: true, initializer_range: 0.041666666666666664,
+  });
+  const params = unflatten(initParams(model, paramLayout(model), 1), paramLayout(model));
+  const tokenizer = CharTokenizer.fromText('abcdefgh');
+  const rows: unknown[] = [];
+  out.bench = rows;
+  const reps = Number(a.reps ?? 10);
+  const warmup = Number(a.warmup ?? 3);
+  for (const scheme of (a.schemes ?? 'fp32,f16').split(',')) {
+    for (const lora of [undefined, lora16] as (LoraSpec | undefined)[]) {
+      const label = `${scheme} ${lora ? 'lora-r16-all' : 'full'}`;
+      const base = defaultTrainOptions('base', { batch: B, seq: T, steps: 1000, evalEvery: 0, scheme: SCHEME_PRESETS[scheme] });
+      const opts: TrainOptions = { ...base, model, ...(lora ? { lora } : {}) };
+      let t: Trainer | undefined;
+      try {
+        t = await Trainer.create(rt, opts, '', { tokenizer, params, data: randomBatches(model.vocab_size) });
+        const samples: number[] = [];
+        for (let i = 0; i < warmup + reps; i++) {
+          const t0 = performance.now();
+          await t.trainStep({ next: i + 1 < warmup + reps });
+          if (i >= warmup) samples.push(performance.now() - t0);
+        }
+        const ms = median(samples);
+        const g = rt.gpu.features.timestampQuery ? await timeDispatches(rt, t.stepDispatches(), { warmup: 1, reps: 5 }) : undefined;
+        const row = {
+          label, scheme, lora: lora ?? null, batch: B, seq: T, msPerStep: ms, tokensPerS: (B * T) / (ms / 1000), samplesMs: samples,
+          gpuMsPerStep: g?.method === 'timestamp' ? g.medianMs : undefined, plan: t.plan.memory, mem: t.memory(),
+          trainable: lora ? t.model.trainable.layout.count : paramLayout(model).count,
+        };
+        rows.push(row);
+        log(`${label} B${B}xT${T}: ${Math.round(row.tokensPerS)} tok/s (${ms.toFixed(1)} ms; GPU ${row.gpuMsPerStep?.toFixed(1)} ms); plan ${(row.plan.total / 2 ** 20).toFixed(1)} MiB, ledger ${(row.mem.total / 2 ** 20).toFixed(1)} MiB ${JSON.stringify(row.mem)}`);
+      } catch (e) {
+        rows.push({ label, error: String(e) });
+        log(`${label}: FAIL ${String((e as Error).stack ?? e)}`);
+      } finally {
+        t?.destroy();
+      }
+      save();
+    }
+  }
+}
+
+if (!a['no-fidelity']) {
+  const text = a.data ? readFileSync(a.data, 'utf8') : readFileSync('tinyshakespeare.txt', 'utf8');
+  const tokenizer = CharTokenizer.fromText(text);
+  const pre = Number(a.pre ?? 300);
+  const more = Number(a.more ?? 300);
+  const small = (steps: number, o: Partial<TrainOptions> = {}, lr?: number): TrainOptions => ({
+    ...defaultTrainOptions(a.shrink ? 'micro' : 'small', { steps, evalEvery: 0, evalBatches: 20, model: { vocab_size: tokenizer.vocabSize }, ...(lr ? { lr, minLr: lr / 10 } : {}) }), ...o,
+  });
+  const run = async (name: string, opts: TrainOptions, params?: Map<string, Float32Array>) => {
+    const t = await Trainer.create(rt, opts, text, { tokenizer, params });
+    try {
+      const t0 = performance.now();
+      const losses: number[] = [];
+      const n = opts.optimizer.total_steps;
+      for (let s = 0; s < n; s++) losses.push((await t.trainStep({ next: s + 1 < n })).loss);
+      const val = await t.evaluate();
+      const r = { name, steps: n, lr: opts.optimizer.lr, val, firstLoss: losses[0], lastLoss: losses[n - 1], seconds: (performance.now() - t0) / 1000, mem: t.memory() };
+      log(`fidelity ${name}: loss ${losses[0].toFixed(4)} -> ${losses[n - 1].toFixed(4)}, val ${val.toFixed(4)} (${r.seconds.toFixed(1)} s)`);
+      return { r, params: await t.parameters() };
+    } finally {
+      t.destroy();
+    }
+  };
+  const fid: Record<string, unknown> = {};
+  out.fidelity = fid;
+  const p0 = await run(`small pre ${pre}`, small(pre));
+  fid.pre = p0.r;
+  const full = await run(`full +${more}`, small(more), p0.params);
+  fid.full = full.r;
+  const loras: unknown[] = [];
+  fid.lora = loras;
+  for (const lr of (a['lora-lrs'] ?? '1e-3,2e-3').split(',').map(Number)) {
+    const l = await run(`lora r16 all +${more} lr ${lr}`, small(more, { lora: lora16 }, lr), p0.params);
+    loras.push({ ...l.r, relToFull: (l.r.val - full.r.val) / full.r.val });
+    log(`  LoRA lr ${lr}: val ${l.r.val.toFixed(4)} vs full ${full.r.val.toFixed(4)} (${(((l.r.val - full.r.val) / full.r.val) * 100).toFixed(2)} %)`);
+    save();
+  }
+}
+save();
+log('done');
+process.exit(0);
