@@ -283,6 +283,8 @@ export async function prepareData(files: File[], o: { field?: string; tokenizer:
       for await (const p of piecesOf(f, field, (b) => progress('tokenizing', (read += b.length), total))) await corpus.add(p.text, p.split, p.end);
     }
     if (corpus.stats.tokens.val === 0) throw new Error('the data leaves nothing to validate on: give a text file, or records files of two or more documents');
+    // Said apart from tokenizing: a small corpus is written to the cache only here, and "tokenizing 100%" came with the last read.
+    progress('saving the tokens', total, total);
     meta = {
       key, files: files.map((f) => ({ name: f.name, bytes: f.size })), field,
       tokenizer: { kind: tokenizer.kind, vocabSize: tokenizer.vocabSize, eosId: tokenizer.eosId, source: describeChoice(o.tokenizer) },

@@ -36,6 +36,21 @@ const file = (name: string, body: string | Uint8Array) => new File([body as Blob
 const shakespeare = readFileSync('public/data/tinyshakespeare.txt', 'utf8').slice(0, 20_000);
 
 describe('prepareData', () => {
+  it('the last progress before the cache is written says so (tokenizing reaches 100% with the last read)', async () => {
+    const seen: string[] = [];
+    const cache = new MemoryCache();
+    let committedAfter = -1;
+    const create = cache.create.bind(cache);
+    cache.create = async (key: string) => {
+      const w = await create(key);
+      return { ...w, commit: async (m: PreparedMeta) => { committedAfter = seen.length; await w.commit(m); } };
+    };
+    await prepareData([file('s.txt', shakespeare)], { tokenizer: { kind: 'char' } }, cache, (phase, done, total) => seen.push(`${phase} ${done}/${total}`));
+    const n = shakespeare.length;
+    expect(seen.slice(-2)).toEqual([`tokenizing ${n}/${n}`, `saving the tokens ${n}/${n}`]);
+    expect(committedAfter).toBe(seen.length);
+  });
+
   it('char: the characters of the text, split by bytes (last tenth validates), cached by content', async () => {
     const cache = new MemoryCache();
     const f = file('a.txt', shakespeare);
