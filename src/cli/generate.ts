@@ -8,6 +8,7 @@ import path from 'node:path';
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { Runtime } from '../engine/gpu/runtime';
 import { type Checkpoint, loadCheckpoint } from '../engine/io/checkpoint';
+import { mergeLora } from '../engine/lora/merge';
 import { DEFAULT_DECODE_CTX, Decoder, defaultDecodeCtx } from '../engine/model/decode';
 import { stopReasonText } from '../engine/model/generate';
 import { checkSampling, DEFAULT_SAMPLING } from '../engine/model/sampling';
@@ -89,7 +90,9 @@ async function parseGenerateArgs(argv: string[]): Promise<GeneratePlan | null> {
   const ctxArg = num('ctx', a.ctx, { int: true, min: 1 });
   // hf:ID[@REV]: downloaded into the user's cache first, as train's --init does (cli/hub-cache.ts).
   const initDir = a.init?.startsWith('hf:') ? await fetchHubInit(a.init.slice(3)) : a.init;
-  const model = a.checkpoint !== undefined ? readCheckpointArg(a.checkpoint) : readInit(initDir!, initDir === a.init ? '--init' : `--init ${a.init}, downloaded to`);
+  const read = a.checkpoint !== undefined ? readCheckpointArg(a.checkpoint) : readInit(initDir!, initDir === a.init ? '--init' : `--init ${a.init}, downloaded to`);
+  // A LoRA run's checkpoint generates as the model it trained: its adapters merged into the base.
+  const model = read.adapters ? { ...read, params: mergeLora(read.config, read.adapters.spec, read.params, read.adapters.tensors) } : read;
   const flag = a.checkpoint !== undefined ? `--checkpoint ${a.checkpoint}` : `--init ${a.init}`;
   const json = model.extra?.tokenizer;
   if (!json) throw new UsageError(`${flag}: no tokenizer (lab.json's or a tokenizer.json) to encode the prompt with`);

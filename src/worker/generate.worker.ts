@@ -7,6 +7,7 @@
 import { acquireGpu, type Gpu } from '../engine/gpu/device';
 import { Runtime } from '../engine/gpu/runtime';
 import { loadCheckpoint } from '../engine/io/checkpoint';
+import { mergeLora } from '../engine/lora/merge';
 import { Decoder } from '../engine/model/decode';
 import { streamText } from '../engine/train/generate-text';
 import { tokenizerFromJSON } from '../engine/train/tokenizer/hf-tokenizer';
@@ -39,7 +40,9 @@ async function model(msg: Extract<ToGenerate, { type: 'generate' }>): Promise<No
   post({ type: 'status', id: msg.id, phase: 'acquiring GPU' });
   const r = await runtime();
   post({ type: 'status', id: msg.id, phase: 'building the decoder (compiling shaders)' });
-  const decoder = await r.checked('building the decoder', () => Decoder.withParams(r, ck.config, ck.params));
+  // A LoRA run's checkpoint generates as the model it trained: its adapters merged into the base.
+  const params = ck.adapters ? mergeLora(ck.config, ck.adapters.spec, ck.params, ck.adapters.tensors) : ck.params;
+  const decoder = await r.checked('building the decoder', () => Decoder.withParams(r, ck.config, params));
   built = { key: msg.key, decoder, tokenizer };
   return built;
 }

@@ -14,6 +14,7 @@ import { mergeLora } from '../../src/engine/lora/merge';
 import { bundleForTests, ROOT } from '../helpers/bundle';
 
 const bundled = bundleForTests('src/cli/train.ts');
+const generateBundle = bundleForTests('src/cli/generate.ts');
 let dir: string;
 const f = (name: string) => path.join(dir, name);
 
@@ -82,6 +83,11 @@ describe('train CLI: LoRA', () => {
     const bytes = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
     for (const [k, v] of want) expect(bytes(merged.params.get(k)!).equals(bytes(v)), k).toBe(true);
     expect(fs.existsSync(path.join(run, 'merged', 'tokenizer.json'))).toBe(true);
+    // Generation from the LoRA run is the merged model's (greedy: the same text).
+    const gen = (...g: string[]) => spawnSync(process.execPath, [generateBundle(), ...g, '--prompt', 'the ', '--max-tokens', '12', '--temperature', '0', '--cpu'], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+    const [fromRun, fromMerged] = [gen('--checkpoint', run), gen('--init', path.join(run, 'merged'))];
+    expect(fromRun.status, fromRun.stderr).toBe(0);
+    expect(fromRun.stdout).toBe(fromMerged.stdout);
 
     // --init of a LoRA run's export with its --lora settings continues the adapters; without, trains the merged model.
     const more = train(...small, '--steps', '2', '--init', run, '--lora', '4', '--lora-targets', 'q,v,down', '--out', f('more'));
