@@ -46,9 +46,12 @@ export function trainsAs(c: RunConfig, kind: BaselineKind): boolean {
   return schemeBody(c.scheme) === schemeBody(baselineScheme(kind));
 }
 
-/** What must agree between a run and its baseline: everything that shapes training but the scheme (steps and cadence may differ). */
+/**
+ * What must agree between a run and its baseline: everything that shapes training but the scheme
+ * (steps and cadence may differ). LoRA included: a LoRA run's baseline is the same LoRA in fp32/f16, not full fine-tuning.
+ */
 function problemKey(c: RunConfig): string {
-  return JSON.stringify([c.preset, c.model ?? null, c.dataset, c.tokenizer ?? null, c.data?.key ?? null, c.data?.field ?? null, c.init ?? null, c.batch, c.seq, c.lr ?? null, c.seed]);
+  return JSON.stringify([c.preset, c.model ?? null, c.dataset, c.tokenizer ?? null, c.data?.key ?? null, c.data?.field ?? null, c.init ?? null, c.batch, c.seq, c.lr ?? null, c.seed, c.lora ?? null]);
 }
 
 /** The config that starts `c`'s baseline: the same run under the baseline's scheme. */

@@ -35,7 +35,7 @@ export type DataPrepStore = StoreApi<DataPrepState>;
 
 export type DataJobs = Pick<DataWorkerClient, 'run' | 'cancel'>;
 
-const CHECKPOINT_NAME = /^(config\.json|model\.safetensors\.index\.json|.*\.safetensors|tokenizer_config\.json|generation_config\.json)$/;
+const CHECKPOINT_NAME = /^(config\.json|adapter_config\.json|model\.safetensors\.index\.json|.*\.safetensors|tokenizer_config\.json|generation_config\.json)$/;
 
 /** A drop is a checkpoint when it holds a config.json or weights; a lone tokenizer.json is a tokenizer. */
 export function classifyDrop(files: File[]): 'checkpoint' | 'tokenizer' | 'data' {

@@ -7,7 +7,7 @@ import { ModelConfigSchema, type ModelConfig } from '../engine/model/config';
 import { modelConfigKeyProblems } from '../engine/run/spec';
 import { BF16_ONLY_SAVED } from '../engine/scheme/scheme';
 import { suggestKey } from '../engine/util/keys';
-import { checkRunConfig, DEFAULT_RUN_CONFIG, RunConfigSchema, type RunConfig } from '../worker/protocol';
+import { checkRunConfig, DEFAULT_RUN_CONFIG, loraConfigProblem, RunConfigSchema, type RunConfig } from '../worker/protocol';
 
 type Issue = z.core.$ZodIssue;
 
@@ -75,6 +75,8 @@ export function explainIssues(issues: readonly Issue[], good: unknown, root: str
 
 /** What is wrong with a run config, taught (schema problems), else the engine's own check; null when runnable. */
 export function runConfigProblem(raw: unknown): string | null {
+  const lora = loraConfigProblem(raw);
+  if (lora) return lora;
   const r = RunConfigSchema.safeParse(raw);
   if (!r.success) return explainIssues(r.error.issues, DEFAULT_RUN_CONFIG, 'settings', raw).join('; ');
   return checkRunConfig(r.data) ?? dataProblem(r.data);

@@ -3,11 +3,12 @@
  * Kept free of zustand and React so it can be tested in Node.
  */
 import { PRESETS } from '../engine/model/config';
-import { resolveTrainingPlan } from '../engine/plan/train-plan';
+import { planMemory, resolveTrainingPlan } from '../engine/plan/train-plan';
+import type { MemReport } from '../engine/gpu/memory';
 import type { QuantErrorRecord } from '../engine/train/probe';
 import { bitsPerByte } from '../engine/train/data/datasets';
 import { type BitsAndWire, bitsAndWire } from '../engine/train/probe-bits';
-import type { FromWorker, RunConfig, RunInfo, StepReport } from '../worker/protocol';
+import { type FromWorker, loraLabel, type RunConfig, type RunInfo, type StepReport, trainOptionsFor } from '../worker/protocol';
 
 /**
  * pausing/paused: the worker keeps its state and waits; interrupted: the page was reloaded while
@@ -63,7 +64,7 @@ export interface QuantSnapshot {
 
 export function runLabel(config: RunConfig): string {
   const model = config.model ? `custom ${config.model.hidden_size}×${config.model.num_hidden_layers}` : config.preset;
-  return `${model} · ${config.scheme?.name ?? 'fp32'} · b${config.batch} · t${config.seq}`;
+  return `${model} · ${config.scheme?.name ?? 'fp32'}${config.lora ? ` · ${loraLabel(config.lora)}` : ''} · b${config.batch} · t${config.seq}`;
 }
 
 export function newRun(id: string, config: RunConfig, now: number): RunState {
@@ -214,9 +215,21 @@ export function restoredRun(saved: RunState): RunState {
  * Bits per element and wire bytes of a run: as the worker computed them for the model it built (the
  * vocabulary follows the data), else from the config before the model exists.
  */
+/**
+ * The memory the engine's plan predicts for a run's config, per category (a LoRA run's frozen base:
+ * weights only, its grads and optimizer the adapters'); null for a config the plan refuses.
+ */
+export function runPlannedMemory(config: RunConfig): MemReport | null {
+  try {
+    return planMemory(trainOptionsFor(config));
+  } catch {
+    return null;
+  }
+}
+
 export function runAccounting(run: RunState): BitsAndWire {
   const c = run.config;
-  return run.info?.accounting ?? bitsAndWire(resolveTrainingPlan({ model: c.model ?? PRESETS[c.preset], batch: c.batch, seq: c.seq, scheme: c.scheme }).model);
+  return run.info?.accounting ?? bitsAndWire(resolveTrainingPlan({ model: c.model ?? PRESETS[c.preset], batch: c.batch, seq: c.seq, scheme: c.scheme, lora: c.lora }).model);
 }
 
 /**

@@ -6,9 +6,14 @@
  * start from, as any HF Llama folder is.
  */
 import { strToU8, unzipSync, zipSync, type Zippable } from 'fflate';
+import { loadCheckpoint, saveCheckpoint } from '../engine/io/checkpoint';
+import { mergeLora } from '../engine/lora/merge';
 
-/** The files of an HF export, in the order written; those a checkpoint lacks are left out. */
-export const HF_EXPORT_FILES = ['config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors'] as const;
+/**
+ * The files of an HF export, in the order written; those a checkpoint lacks are left out. A LoRA
+ * run's adds its adapter as PEFT's directory files (its model.safetensors is then the frozen base).
+ */
+export const HF_EXPORT_FILES = ['config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json', 'model.safetensors', 'adapter_config.json', 'adapter_model.safetensors'] as const;
 
 export type HfExportFiles = Partial<Record<(typeof HF_EXPORT_FILES)[number], Uint8Array | string>>;
 
@@ -24,6 +29,21 @@ export function checkpointArchive(folder: string, files: HfExportFiles): Uint8Ar
   }
   if (!z[`${folder}/model.safetensors`] || !z[`${folder}/config.json`]) throw new Error('the checkpoint has no model.safetensors or config.json');
   return zipSync(z);
+}
+
+/**
+ * A LoRA run's checkpoint as the full model with its adapters merged in (PEFT's merge_and_unload):
+ * model.safetensors = W + (alpha/r)·B·A, the config and tokenizer files as they are, no adapter files.
+ */
+export function mergedExportFiles(files: HfExportFiles): HfExportFiles {
+  const ck = loadCheckpoint(files as Record<string, Uint8Array | string>);
+  if (!ck.adapters) throw new Error('the checkpoint has no LoRA adapters to merge');
+  const params = mergeLora(ck.config, ck.adapters.spec, ck.params, ck.adapters.tensors);
+  // The HF files only: the optimizer's moments and the adapter files belong to the adapters, not to this model.
+  const out: HfExportFiles = {};
+  for (const name of HF_EXPORT_FILES) if (files[name] !== undefined && !name.startsWith('adapter_')) out[name] = files[name];
+  out['model.safetensors'] = saveCheckpoint({ config: ck.config, params })['model.safetensors'];
+  return out;
 }
 
 export const isZip = (f: File): boolean => /\.zip$/i.test(f.name);

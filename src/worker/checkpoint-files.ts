@@ -4,7 +4,11 @@
  * which refuses config keys the engine does not run with the key named.
  */
 import { type Checkpoint, isCheckpointFile, loadCheckpoint } from '../engine/io/checkpoint';
+import { mergeLora } from '../engine/lora/merge';
+import type { LoraSpec } from '../engine/lora/spec';
 import { countParams } from '../engine/model/config';
+import type { TrainerInit } from '../engine/train/trainer';
+import { sameLoraSpec } from './protocol';
 import { tokenizerFromJSON } from '../engine/train/tokenizer/hf-tokenizer';
 import type { ImportedModel } from './data-protocol';
 
@@ -24,5 +28,22 @@ export async function importModel(files: File[]): Promise<ImportedModel> {
     config: ck.config,
     params: countParams(ck.config),
     tokenizer: json && tok ? { json, config: ck.extra?.tokenizerConfig, vocabSize: tok.vocabSize } : null,
+    ...(ck.adapters ? { adapters: ck.adapters.spec } : {}),
   };
+}
+
+/**
+ * What a run starting from an imported checkpoint trains from. A LoRA export (frozen base +
+ * adapters) continues its adapters when the run asks for the same LoRA; otherwise the run trains on
+ * the model it is, adapters merged into the base (with fresh adapters if it asks for other LoRA).
+ */
+export function initOfImport(ck: Checkpoint, lora: LoraSpec | undefined): Pick<TrainerInit, 'params' | 'adapters'> {
+  if (!ck.adapters) return { params: ck.params };
+  if (lora && sameLoraSpec(lora, ck.adapters.spec)) return { params: ck.params, adapters: ck.adapters.tensors };
+  return { params: mergeLora(ck.config, ck.adapters.spec, ck.params, ck.adapters.tensors) };
+}
+
+/** What a run resuming from its own checkpoint continues: params (a LoRA run's: the frozen base), moments, and its adapters. */
+export function initOfResume(ck: Checkpoint): Pick<TrainerInit, 'params' | 'optimizer' | 'adapters'> {
+  return { params: ck.params, optimizer: ck.extra?.optimizer, ...(ck.adapters ? { adapters: ck.adapters.tensors } : {}) };
 }

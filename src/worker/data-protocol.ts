@@ -6,6 +6,7 @@
  *   page → worker: inspect (files dropped: their kinds and record fields) | prepare | import
  *   worker → page: inspected | progress* → prepared | imported, or failed
  */
+import type { LoraSpec } from '../engine/lora/spec';
 import type { ModelConfig } from '../engine/model/config';
 import type { FileInfo, PreparedData, TokenizerChoice } from './prepare';
 
@@ -20,6 +21,8 @@ export interface ImportedModel {
   params: number;
   /** Its tokenizer.json and tokenizer_config.json, when the checkpoint has them. */
   tokenizer: { json: object; config?: Record<string, unknown>; vocabSize: number } | null;
+  /** A LoRA run's export: its adapters' settings (the run form offers to continue them, or to train the merged model). */
+  adapters?: LoraSpec;
 }
 
 export type FromDataWorker =

@@ -19,6 +19,7 @@ import { type Scheme, SchemeSchema, unsupportedFeatures } from '../engine/scheme
 import { BUNDLED_DATASET, defaultRunSpec, type RunSpec, schemaProblems, trainOptionsOf } from '../engine/run/spec';
 import type { TrainOptions } from '../engine/train/options';
 import { LAB_RUN_SHAPE } from '../engine/tune/lab-run';
+import { LORA_TARGETS, loraAdapters, type LoraSpec, LoraSpecSchema } from '../engine/lora/spec';
 import type { QuantErrorRecord } from '../engine/train/probe';
 import type { BitsAndWire } from '../engine/train/probe-bits';
 
@@ -75,6 +76,8 @@ export const RunConfigSchema = z
     data: PreparedDataSchema.optional(),
     /** A checkpoint the run starts from (its files travel beside the config, as `init` of start). */
     init: z.object({ name: z.string().min(1).max(200), params: z.number().int().min(1) }).optional(),
+    /** Fine-tune LoRA adapters over the frozen model (absent: every parameter trains); the run spec's lora. */
+    lora: LoraSpecSchema.optional(),
   })
   .strict();
 
@@ -114,6 +117,7 @@ export function runSpecOfConfig(c: RunConfig): RunSpec {
     data: { source: c.dataset, ...(c.data?.field ? { textField: c.data.field } : {}), ...(c.data ? { prepared: c.data.key } : {}) },
     ...(c.tokenizer ? { tokenizer: { kind: c.tokenizer.kind, source: c.tokenizer.source, vocabSize: c.tokenizer.vocabSize } } : {}),
     cadence: { evalEvery: c.evalEvery, evalBatches: c.evalBatches, sampleEvery: c.sampleEvery, sampleLength: c.sampleLength, checkpointEvery: c.checkpointEvery },
+    ...(c.lora ? { lora: c.lora } : {}),
   });
 }
 
@@ -190,8 +194,34 @@ export type FromWorker =
   | { type: 'error'; runId: string; kind: ErrorKind; message: string }
   | { type: 'done'; runId: string; step: number; reason: 'completed' | 'stopped' };
 
+/** The run form's LoRA when picked: PEFT's usual recipe, rank 16, alpha 2·rank, no dropout, every linear layer. */
+export const DEFAULT_LORA: LoraSpec = { rank: 16, alpha: 32, dropout: 0, targets: [...LORA_TARGETS] };
+
+/** Whether two LoRA settings make the same adapters (targets in any order): an imported adapter then continues. */
+export function sameLoraSpec(a: LoraSpec, b: LoraSpec): boolean {
+  return a.rank === b.rank && a.alpha === b.alpha && a.dropout === b.dropout && a.targets.length === b.targets.length && a.targets.every((t) => b.targets.includes(t));
+}
+
+/** A LoRA setting in a run's label: "LoRA r16 · q,k,v,o,gate,up,down" (targets in the layer's order). */
+export function loraLabel(l: LoraSpec): string {
+  return `LoRA r${l.rank}${l.alpha !== 2 * l.rank ? ` α${l.alpha}` : ''}${l.dropout ? ` drop ${l.dropout}` : ''} · ${LORA_TARGETS.filter((t) => l.targets.includes(t)).join(',')}`;
+}
+
+/** The LoRA settings' problems in LoRA's own words, before the schema's (whose "targets: too small" says less). */
+export function loraConfigProblem(raw: unknown): string | null {
+  const lora = (raw as { lora?: { targets?: unknown; rank?: unknown; alpha?: unknown; dropout?: unknown } } | null)?.lora;
+  if (!lora) return null;
+  if (Array.isArray(lora.targets) && lora.targets.length === 0) return `LoRA needs at least one target layer (${LORA_TARGETS.join(', ')})`;
+  if (!(Number.isInteger(lora.rank) && (lora.rank as number) >= 1)) return 'the LoRA rank must be a whole number ≥ 1';
+  if (!(typeof lora.alpha === 'number' && lora.alpha > 0)) return 'the LoRA alpha must be a number > 0';
+  if (!(typeof lora.dropout === 'number' && lora.dropout >= 0 && lora.dropout < 1)) return 'the LoRA dropout must be in [0, 1)';
+  return null;
+}
+
 /** Human-readable list of what is wrong with a config, or null when it is valid and runnable. */
 export function checkRunConfig(raw: unknown): string | null {
+  const lp = loraConfigProblem(raw);
+  if (lp) return lp;
   const r = RunConfigSchema.safeParse(raw);
   if (!r.success) return schemaProblems(RunConfigSchema, raw, r.error, 'config').join('; ');
   const c = r.data;
@@ -203,6 +233,8 @@ export function checkRunConfig(raw: unknown): string | null {
   let opts: TrainOptions;
   try {
     opts = trainOptionsFor(c);
+    // A rank larger than a targeted layer's smaller side (loraAdapters names the layer).
+    if (opts.lora) loraAdapters(opts.model, opts.lora);
   } catch (e) {
     return (e as Error).message.replace(/\n\s*/g, ' ');
   }

@@ -23,7 +23,7 @@ import type { Trainer, TrainerInit } from '../engine/train/trainer';
 import { createParallelTrainer } from '../parallel/factory';
 import { adapterKeyOf, resetRunChoices, runTuningStatus } from '../engine/tune';
 import { loadTuneCacheIdb } from '../engine/tune/idb';
-import { checkpointOfFiles } from './checkpoint-files';
+import { checkpointOfFiles, initOfImport, initOfResume } from './checkpoint-files';
 import { OpfsTokenCache } from './token-cache';
 import { cadenceOf, trainOptionsOf } from '../engine/run/spec';
 import { runSpecOfConfig, ToWorkerSchema, type CheckpointBlob, type ErrorKind, type FromWorker, type ToWorker } from './protocol';
@@ -78,15 +78,15 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
 
     if (msg.init && !msg.resume) {
       post({ type: 'status', runId, phase: 'reading the imported checkpoint' });
-      init.params = (await checkpointOfFiles(msg.init as File[])).params;
+      init = { ...init, ...initOfImport(await checkpointOfFiles(msg.init as File[]), config.lora) };
     }
     if (msg.resume) {
       post({ type: 'status', runId, phase: 'reading checkpoint' });
       const ck = loadCheckpoint(msg.resume.files);
       init = {
         ...init,
-        params: ck.params,
-        optimizer: ck.extra?.optimizer,
+        // A LoRA run's: the frozen base, its adapters and their moments.
+        ...initOfResume(ck),
         tokenizer: ck.extra?.tokenizer ? tokenizerFromJSON(ck.extra.tokenizer, ck.extra.tokenizerConfig) : init.tokenizer,
       };
     }
