@@ -5,8 +5,9 @@ import {
 } from '../state/baseline';
 import { diffFromBaseline, type DiffMode, mergeSeries, sharedGpuRuns, smooth, type XKey } from '../state/compare';
 import { submitRun } from '../state/queue';
-import { pointsInBpb, type RunState } from '../state/runs';
-import { BUNDLED_DATASET } from '../worker/protocol';
+import type { MemReport } from '../engine/gpu/memory';
+import { pointsInBpb, runPlannedMemory, type RunState } from '../state/runs';
+import { BUNDLED_DATASET, type RunConfig } from '../worker/protocol';
 import { useLab, useLabApi } from './context';
 import { runColor } from './colors';
 import { formatLoss, formatRate } from './format';
@@ -273,6 +274,32 @@ function MemoryCompare({ runs }: { runs: RunState[] }) {
   );
 }
 
+// A run's config never changes: its plan is resolved once, not on every metrics message.
+const plans = new WeakMap<RunConfig, MemReport | null>();
+function plannedOf(c: RunConfig): MemReport | null {
+  if (!plans.has(c)) plans.set(c, runPlannedMemory(c));
+  return plans.get(c)!;
+}
+
+/**
+ * The memory the plan predicts per category, one bar per run (from the config, so before a run has
+ * built anything): fine-tuning schemes side by side, a LoRA run's frozen base without grads or moments.
+ */
+function PlannedMemoryCompare({ runs }: { runs: RunState[] }) {
+  const planned = runs.map((r) => ({ r, mem: plannedOf(r.config) })).filter((x) => x.mem !== null);
+  if (planned.length === 0) return null;
+  const scale = Math.max(0, ...planned.map((x) => x.mem!.total));
+  return (
+    <figure className="chart bars" data-testid="planned-memory-compare">
+      <figcaption>GPU memory per category (predicted by the plan)</figcaption>
+      {planned.map(({ r, mem }) => (
+        <MemoryBar key={r.id} mem={mem!} scale={scale} testId={`mem-plan-${r.id}`} label={r.label} />
+      ))}
+      <MemoryLegend />
+    </figure>
+  );
+}
+
 /** All runs overlaid: losses, memory, throughput, quantization error, bits per element and wire bytes. */
 export function ComparePanel() {
   const runs = useRuns();
@@ -295,6 +322,7 @@ export function ComparePanel() {
           <LossCompare runs={runs} x="step" testId="loss-vs-step" title="Loss vs step (solid: train, dashed: validation)" view={view} />
           <LossCompare runs={runs} x="elapsed_s" testId="loss-vs-time" title="Loss vs training time (pauses excluded)" view={{ ...view, baseline: null }} />
           <MemoryCompare runs={runs} />
+          <PlannedMemoryCompare runs={runs} />
           <ThroughputCompare runs={runs} />
           <QuantErrorCompare runs={runs} />
           <BitsCompare runs={runs} />

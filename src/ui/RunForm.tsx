@@ -8,6 +8,7 @@ import { runLabel } from '../state/runs';
 import { trainOptionsFor } from '../worker/protocol';
 import { useLab, useLabApi } from './context';
 import { DataPanel } from './DataPanel';
+import { FineTune } from './FineTune';
 import { formatCount } from './format';
 import { NumberField } from './NumberField';
 
@@ -82,6 +83,7 @@ export function RunForm() {
         <input type="checkbox" data-testid="custom-model" checked={draft.model !== undefined} onChange={(e) => toggleCustom(e.target.checked)} />
       </label>
       <DataPanel />
+      <FineTune />
       <NumberField label="Steps" testId="steps" integer min={1} value={draft.steps} onChange={(v) => v !== undefined && setDraft({ steps: v })} />
       <NumberField label="Batch" testId="batch" integer min={1} value={draft.batch} onChange={(v) => v !== undefined && setDraft({ batch: v })} />
       <NumberField label="Context" testId="seq" integer min={2} value={draft.seq} onChange={(v) => v !== undefined && setDraft({ seq: v })} />

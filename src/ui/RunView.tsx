@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'react';
 import { canContinue, isActive, runAccounting, runCsv, runJson, type RunState } from '../state/runs';
 import { useLab, useLabApi } from './context';
+import { mergedExportFiles } from '../worker/checkpoint-archive';
 import { download, downloadCheckpoint, fileSlug } from './download';
 import { formatCount } from './format';
 import { LossChart } from './LossChart';
@@ -21,12 +22,14 @@ function Controls({ run }: { run: RunState }) {
   const { runs } = useLabApi();
   const [busy, setBusy] = useState<string | null>(null);
   const s = run.status;
-  const exportCheckpoint = async () => {
+  const exportCheckpoint = async (merged: boolean) => {
     setBusy('checkpoint');
     try {
       const files = await runs.checkpoint(run.id);
       if (!files) throw new Error('no checkpoint yet');
-      downloadCheckpoint(fileSlug(run.label), files);
+      // Merging runs on this thread: a few seconds at most for the models a page fine-tunes.
+      if (merged) downloadCheckpoint(`${fileSlug(run.label)}-merged`, mergedExportFiles(files));
+      else downloadCheckpoint(fileSlug(run.label), files);
     } finally {
       setBusy(null);
     }
@@ -49,10 +52,18 @@ function Controls({ run }: { run: RunState }) {
       )}
       <button type="button" data-testid="export-json" onClick={() => download(`${fileSlug(run.label)}.json`, runJson(run) + '\n', 'application/json')}>JSON</button>
       <button type="button" data-testid="export-csv" onClick={() => download(`${fileSlug(run.label)}.csv`, runCsv(run), 'text/csv')}>CSV</button>
-      <button type="button" data-testid="export-checkpoint" disabled={run.checkpointStep === null || busy !== null} onClick={() => void exportCheckpoint()}
-        title="a zip of the Hugging Face folder: model.safetensors, config.json, tokenizer.json (drop it on Data to start from it)">
+      <button type="button" data-testid="export-checkpoint" disabled={run.checkpointStep === null || busy !== null} onClick={() => void exportCheckpoint(false)}
+        title={run.config.lora
+          ? 'a zip of the frozen base model (model.safetensors, config.json, tokenizer.json) with the LoRA adapter as PEFT writes it (adapter_config.json, adapter_model.safetensors); drop it on Data to continue'
+          : 'a zip of the Hugging Face folder: model.safetensors, config.json, tokenizer.json (drop it on Data to start from it)'}>
         Checkpoint
       </button>
+      {run.config.lora && (
+        <button type="button" data-testid="export-merged" disabled={run.checkpointStep === null || busy !== null} onClick={() => void exportCheckpoint(true)}
+          title="a zip of the full Hugging Face model with the LoRA adapters merged in (W + α/r·B·A): runs without PEFT">
+          Merged model
+        </button>
+      )}
       {!isActive(run) && (
         <button type="button" data-testid="remove" onClick={() => runs.remove(run.id)}>Remove</button>
       )}

@@ -19,6 +19,7 @@ import { compareChecks, labUiTests } from './lab-ui';
 import { dataHeapTests } from './data-heap';
 import { dataUiTests } from './data-ui';
 import { hubTests } from './hub';
+import { loraUiTests } from './lora-ui';
 import { relayTests } from './relay';
 import { workplaceTests } from './workplace';
 
@@ -365,6 +366,7 @@ const tests: TestCase[] = [
   ...workplaceTests(check),
   ...dataUiTests(check),
   ...hubTests(check),
+  ...loraUiTests(check),
   ...dataHeapTests(check),
   ...groupTests(check),
   ...adversaryTests(check),
