@@ -61,6 +61,12 @@ export class DataWorkerClient {
       if (m.type === 'failed') p.reject(new Error(m.message));
       else p.resolve(m);
     };
+    // A reply that cannot be deserialized would otherwise leave the job pending for ever.
+    w.onmessageerror = () => {
+      const p = this.pending;
+      this.pending = null;
+      p?.reject(new Error('the data worker sent a message the page could not read'));
+    };
     w.onerror = (ev) => {
       ev.preventDefault();
       const p = this.pending;

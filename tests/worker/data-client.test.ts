@@ -8,6 +8,7 @@ class FakeWorker {
   terminated = false;
   onmessage: ((ev: MessageEvent<FromDataWorker>) => void) | null = null;
   onerror: ((ev: ErrorEvent) => void) | null = null;
+  onmessageerror: (() => void) | null = null;
   postMessage(m: ToDataWorker) { this.posted.push(m); }
   terminate() { this.terminated = true; }
   reply(m: FromDataWorker) { this.onmessage?.({ data: m } as MessageEvent<FromDataWorker>); }
@@ -52,6 +53,14 @@ describe('DataWorkerClient', () => {
     expect(workers).toHaveLength(2);
     workers[1].reply({ type: 'inspected', id: workers[1].posted[0].id, files: [] });
     await expect(next).resolves.toMatchObject({ type: 'inspected' });
+  });
+
+  it('a reply the page cannot read rejects the job instead of leaving it pending', async () => {
+    const { client, workers } = setup();
+    const job = client.run({ type: 'prepare', files: [], tokenizer: { kind: 'char' } });
+    workers[0].onmessageerror?.();
+    await expect(job).rejects.toThrow('the data worker sent a message the page could not read');
+    expect(client.busy).toBe(false);
   });
 
   it('a worker that fails to load rejects the job in words', async () => {
