@@ -10,11 +10,10 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../src/engine/io/checkpoint';
 import { fetchHubModel, parseHubRef, type HubManifest, type HubStore } from '../../src/engine/io/hub/hub';
-import { flatten } from '../../src/engine/model/params';
 import { tokenizerFromJSON } from '../../src/engine/train/tokenizer/hf-tokenizer';
 import { testRuntime } from '../helpers/gpu';
 import { fixtureRepo, FIXTURE_ROOT, startHubServer, type HubServer } from '../helpers/hub-server';
-import { buildModel } from '../helpers/model';
+import { logitsOf } from '../helpers/model';
 
 const FIX = path.join(FIXTURE_ROOT, 'hf-smollm2');
 let hub: HubServer;
@@ -65,37 +64,27 @@ describe.skipIf(!existsSync(path.join(FIX, 'config.json')))('the SmolLM2-shaped 
     for (let i = 0; i < ref.inputs.length; i++) {
       const ids = ref.inputs[i];
       const T = ids.length;
-      const model = buildModel(rt, ck.config, 1, T, { training: false });
-      try {
-        model.uploadParams(flatten(ck.params, model.layout));
-        const tokens = new Int32Array(T + 1);
-        tokens.set(ids);
-        model.setBatch(tokens);
-        rt.run(model.forwardLogits);
-        const got = await rt.readF32(model.b('logits'), 0, T * V);
-        let maxErr = 0;
-        let maxRef = 0;
-        let loss = 0;
-        for (let t = 0; t < T; t++) {
-          let max = -Infinity;
-          for (let v = 0; v < V; v++) {
-            maxErr = Math.max(maxErr, Math.abs(got[t * V + v] - ref.logits[i][t][v]));
-            maxRef = Math.max(maxRef, Math.abs(ref.logits[i][t][v]));
-            max = Math.max(max, got[t * V + v]);
-          }
-          if (t < T - 1) {
-            let sum = 0;
-            for (let v = 0; v < V; v++) sum += Math.exp(got[t * V + v] - max);
-            loss += max + Math.log(sum) - got[t * V + ids[t + 1]];
-          }
+      const got = await logitsOf(rt, ck.config, ck.params, ids);
+      let maxErr = 0;
+      let maxRef = 0;
+      let loss = 0;
+      for (let t = 0; t < T; t++) {
+        let max = -Infinity;
+        for (let v = 0; v < V; v++) {
+          maxErr = Math.max(maxErr, Math.abs(got[t * V + v] - ref.logits[i][t][v]));
+          maxRef = Math.max(maxRef, Math.abs(ref.logits[i][t][v]));
+          max = Math.max(max, got[t * V + v]);
         }
-        // fp32 on both sides, other summation orders: relative to the logits' scale.
-        expect(maxErr / maxRef, `sequence ${i}`).toBeLessThan(1e-4);
-        // transformers' loss: mean next-token cross-entropy over the T-1 predicted positions.
-        expect(Math.abs(loss / (T - 1) - ref.loss[i]) / ref.loss[i], `sequence ${i} loss`).toBeLessThan(1e-4);
-      } finally {
-        model.destroy();
+        if (t < T - 1) {
+          let sum = 0;
+          for (let v = 0; v < V; v++) sum += Math.exp(got[t * V + v] - max);
+          loss += max + Math.log(sum) - got[t * V + ids[t + 1]];
+        }
       }
+      // fp32 on both sides, other summation orders: relative to the logits' scale.
+      expect(maxErr / maxRef, `sequence ${i}`).toBeLessThan(1e-4);
+      // transformers' loss: mean next-token cross-entropy over the T-1 predicted positions.
+      expect(Math.abs(loss / (T - 1) - ref.loss[i]) / ref.loss[i], `sequence ${i} loss`).toBeLessThan(1e-4);
     }
   });
 });

@@ -7,10 +7,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadCheckpoint } from '../../src/engine/io/checkpoint';
-import { flatten } from '../../src/engine/model/params';
 import { tokenizerFromJSON } from '../../src/engine/train/tokenizer/hf-tokenizer';
 import { testRuntime } from '../helpers/gpu';
-import { buildModel } from '../helpers/model';
+import { logitsOf } from '../helpers/model';
 
 const FIX = path.resolve(__dirname, '../fixtures/hf-llama');
 const readDir = (d: string) => Object.fromEntries(readdirSync(d).filter((n) => /\.(json|safetensors)$/.test(n) && n !== 'logits.json')
@@ -37,28 +36,18 @@ describe('Hugging Face fixtures made by transformers', () => {
     for (let i = 0; i < ref.inputs.length; i++) {
       const ids = ref.inputs[i];
       const T = ids.length;
-      const model = buildModel(rt, ck.config, 1, T, { training: false });
-      try {
-        model.uploadParams(flatten(ck.params, model.layout));
-        const tokens = new Int32Array(T + 1);
-        tokens.set(ids);
-        model.setBatch(tokens);
-        rt.run(model.forwardLogits);
-        const V = ck.config.vocab_size;
-        const got = await rt.readF32(model.b('logits'), 0, T * V);
-        let maxErr = 0;
-        let maxRef = 0;
-        for (let t = 0; t < T; t++) {
-          for (let v = 0; v < V; v++) {
-            maxErr = Math.max(maxErr, Math.abs(got[t * V + v] - ref.logits[i][t][v]));
-            maxRef = Math.max(maxRef, Math.abs(ref.logits[i][t][v]));
-          }
+      const V = ck.config.vocab_size;
+      const got = await logitsOf(rt, ck.config, ck.params, ids);
+      let maxErr = 0;
+      let maxRef = 0;
+      for (let t = 0; t < T; t++) {
+        for (let v = 0; v < V; v++) {
+          maxErr = Math.max(maxErr, Math.abs(got[t * V + v] - ref.logits[i][t][v]));
+          maxRef = Math.max(maxRef, Math.abs(ref.logits[i][t][v]));
         }
-        // Relative to the logits' scale: fp32 throughout on both sides, other summation orders.
-        expect(maxErr / maxRef, `sequence ${i}`).toBeLessThan(1e-4);
-      } finally {
-        model.destroy();
       }
+      // Relative to the logits' scale: fp32 throughout on both sides, other summation orders.
+      expect(maxErr / maxRef, `sequence ${i}`).toBeLessThan(1e-4);
     }
   });
 });
