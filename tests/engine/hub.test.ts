@@ -64,10 +64,7 @@ beforeAll(async () => {
 });
 afterAll(() => hub.close());
 beforeEach(() => {
-  hub.log.length = 0;
-  hub.repos.clear();
-  hub.faults.clear();
-  hub.tokens.clear();
+  hub.reset();
   hub.repos.set('lab/hf-llama', llama);
 });
 

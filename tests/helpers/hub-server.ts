@@ -32,6 +32,8 @@ export interface HubServer {
   faults: Map<string, Fault>;
   /** Repos that answer only with `Authorization: Bearer <token>`. */
   tokens: Map<string, string>;
+  /** Empties the log, repos, faults and tokens (between tests sharing one server). */
+  reset(): void;
   close(): Promise<void>;
 }
 
@@ -97,6 +99,10 @@ export async function startHubServer(): Promise<HubServer> {
   const { port } = server.address() as AddressInfo;
   return {
     endpoint: `http://127.0.0.1:${port}`, log, repos, faults, tokens,
+    reset: () => {
+      log.length = 0;
+      for (const m of [repos, faults, tokens]) m.clear();
+    },
     close: () => new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());
