@@ -91,18 +91,23 @@ export function buildTokenizer(arg: string, documents: string[], progress?: (don
 
 /** --init DIR: a Hugging Face model directory or a lab checkpoint (every file of the folder is offered); `option` names the flag in errors. */
 export function readInit(dir: string, option = '--init'): Checkpoint {
+  const files = readFolderFiles(dir, option, isCheckpointFile);
+  try {
+    return loadCheckpoint(files);
+  } catch (e) {
+    throw new UsageError(`${option} ${dir}: ${(e as Error).message}`);
+  }
+}
+
+/** The files of folder `dir` whose names `keep` accepts, as bytes by name; an unreadable folder is a UsageError naming `option`. */
+export function readFolderFiles(dir: string, option: string, keep: (name: string) => boolean): Record<string, Uint8Array> {
   let names: string[];
   try {
     names = readdirSync(dir).filter((n) => statSync(path.join(dir, n)).isFile());
   } catch (e) {
     throw new UsageError(`${option} ${dir}: ${(e as Error).message}`);
   }
-  const files = Object.fromEntries(names.filter(isCheckpointFile).map((n) => [n, new Uint8Array(readFileSync(path.join(dir, n)))]));
-  try {
-    return loadCheckpoint(files);
-  } catch (e) {
-    throw new UsageError(`${option} ${dir}: ${(e as Error).message}`);
-  }
+  return Object.fromEntries(names.filter(keep).map((n) => [n, new Uint8Array(readFileSync(path.join(dir, n)))]));
 }
 
 /** The token corpus of the documents, from the disk cache when these files were tokenized so before. */

@@ -2,7 +2,6 @@
  * `npm run train`'s command line: every flag, file and resumed run checked before the GPU starts and
  * before anything is written, each problem one UsageError naming the option and what it expects.
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { type Checkpoint, loadCheckpoint, modelConfigFromHf, type OptimizerState } from '../engine/io/checkpoint';
 import { mergeLora } from '../engine/lora/merge';
@@ -26,7 +25,7 @@ import type { LossScaleCheckpoint } from '../engine/train/trainer';
 import { resolveTrainingPlan, type TrainingPlan } from '../engine/plan/train-plan';
 import { CheckpointError, checkOutDir, readLatestCheckpoint } from './checkpoint-store';
 import { defaultCorpusPath, num, parseCliArgs, readJsonObject, UsageError } from './common';
-import { buildTokenizer, cachedCorpus, dataFiles, type LoadedData, readData, readInit } from './data';
+import { buildTokenizer, cachedCorpus, dataFiles, type LoadedData, readData, readFolderFiles, readInit } from './data';
 import { fetchHubInit } from './hub-cache';
 import { runDiskBytes } from './run-dir';
 import { schemeKeyProblems } from './scheme-keys';
@@ -255,13 +254,8 @@ function loraFlags(a: Flags, init: Checkpoint | undefined): { spec: LoraSpec; te
 }
 
 function readAdapter(dir: string, config: ModelConfig): PeftAdapter {
-  let names: string[];
-  try {
-    names = readdirSync(dir).filter((n) => statSync(path.join(dir, n)).isFile());
-  } catch (e) {
-    throw new UsageError(`--adapter ${dir}: ${(e as Error).message}`);
-  }
-  const files = Object.fromEntries(names.filter((n) => /\.(json|safetensors|bin)$/.test(n)).map((n) => [n, new Uint8Array(readFileSync(path.join(dir, n)))]));
+  // .bin too: importPeftAdapter names a pickle-only adapter rather than reporting it missing.
+  const files = readFolderFiles(dir, '--adapter', (n) => /\.(json|safetensors|bin)$/.test(n));
   let got: PeftAdapter;
   try {
     got = importPeftAdapter(config, files);

@@ -1,6 +1,7 @@
 /**
  * LoRA in the engine against two independent routes: the adapted model equals the base with merged
- * weights W' = W + s·B·A (forward loss), and the adapters' gradients equal what the full model's
+ * weights W' = W + s·B·A (forward loss; mergeLora is checked against a naive loop in merge.test.ts),
+ * and the adapters' gradients equal what the full model's
  * gradient of W' implies (dB = s·G·Aᵀ, dA = s·Bᵀ·G, G = ∂L/∂W'), which the fp32 path computes and is
  * itself checked against a float64 reference (train.gpu.test.ts). Then: the base stays frozen bit
  * for bit, no base gradient or optimizer buffer exists, dropout's mask agrees between forward and
@@ -13,6 +14,7 @@ import { initParams, paramLayout, unflatten } from '../../../src/engine/model/pa
 import { defaultTrainOptions, type TrainOptions } from '../../../src/engine/train/options';
 import { CharTokenizer } from '../../../src/engine/train/tokenizer/tokenizer';
 import { Trainer } from '../../../src/engine/train/trainer';
+import { mergeLora } from '../../../src/engine/lora/merge';
 import { defaultLoraSpec, initLoraTensors, loraAdapters, loraScale, type LoraSpec } from '../../../src/engine/lora/spec';
 import { Rng } from '../../../src/engine/util/rng';
 import { testRuntime } from '../../helpers/gpu';
@@ -33,26 +35,6 @@ function adapters(o: TrainOptions, spec: LoraSpec, seed: number): Map<string, Fl
   return t;
 }
 
-/** W' = W + s·B·A for every adapter (float64 sums). */
-function merged(o: TrainOptions, spec: LoraSpec, base: Map<string, Float32Array>, ad: Map<string, Float32Array>): Map<string, Float32Array> {
-  const out = new Map([...base].map(([k, v]) => [k, v.slice()]));
-  const s = loraScale(spec);
-  const r = spec.rank;
-  for (const a of loraAdapters(o.model, spec)) {
-    const W = out.get(a.base)!;
-    const A = ad.get(a.a)!;
-    const B = ad.get(a.b)!;
-    for (let i = 0; i < a.out; i++) {
-      for (let j = 0; j < a.in; j++) {
-        let acc = 0;
-        for (let k = 0; k < r; k++) acc += B[i * r + k] * A[k * a.in + j];
-        W[i * a.in + j] += s * acc;
-      }
-    }
-  }
-  return out;
-}
-
 function maxRel(a: Float32Array, b: Float64Array | Float32Array): number {
   let num = 0;
   let den = 0;
@@ -71,7 +53,7 @@ describe('LoRA adapters on the GPU', () => {
     const base = unflatten(initParams(o.model, paramLayout(o.model), 7), paramLayout(o.model));
     const ad = adapters(o, spec, 11);
     const lora = await Trainer.create(rt, o, text, { tokenizer: tok, params: base, adapters: ad });
-    const full = await Trainer.create(rt, options(), text, { tokenizer: tok, params: merged(o, spec, base, ad) });
+    const full = await Trainer.create(rt, options(), text, { tokenizer: tok, params: mergeLora(o.model, spec, base, ad) });
     try {
       const keys = [...lora.model.buf.keys()];
       expect(keys).not.toContain('grads');
@@ -135,7 +117,7 @@ describe('LoRA adapters on the GPU', () => {
       }
 
       // Generation goes through the adapters: greedy samples of the adapted model equal the merged model's.
-      const fullNow = await Trainer.create(rt, options(), text, { tokenizer: tok, params: merged(o, spec, base, trained) });
+      const fullNow = await Trainer.create(rt, options(), text, { tokenizer: tok, params: mergeLora(o.model, spec, base, trained) });
       try {
         expect(await lora.sample('ROMEO:', 12, 0)).toBe(await fullNow.sample('ROMEO:', 12, 0));
       } finally {
