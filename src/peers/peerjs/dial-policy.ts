@@ -72,6 +72,11 @@ export class DialPolicy {
     else if (!this.noRedial.has(peer)) this.scheduleRedial(peer);
   }
 
+  /** How many listed ids this one gave up on (refused, refusing, or gone from the PeerServer). */
+  givenUp(): number {
+    return this.noRedial.size;
+  }
+
   /** How many members this one has a link with or will dial again. */
   found(): number {
     return new Set([...this.links.keys(), ...this.redial.keys()]).size;

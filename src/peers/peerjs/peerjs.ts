@@ -80,6 +80,8 @@ export class PeerJsTransport implements Transport {
   /** Links set up since opening, dialled or taken (whenAdmitted's timeout names it). */
   private linksMade = 0;
   private lastAuthProblem: string | null = null;
+  /** The last problem other than a bad message: a failed admission's timeout message names it. */
+  private lastProblem: string | null = null;
   private readonly limits = new AdmissionLimits();
   private readonly reports = new PerKeyRateLimit();
   /** Bytes on all data channels, departed peers included (the roster's own line). */
@@ -259,7 +261,10 @@ export class PeerJsTransport implements Transport {
         const now = Date.now();
         const links = [...this.links.values()].map((l) => `${l.peer}: ${l.state} for ${((now - l.createdAt) / 1000).toFixed(1)} s`);
         const detail = `${links.length ? `links ${links.join(', ')}; ` : 'no link open; '}${this.linksMade} set up since opening`;
-        const why = this.lastAuthProblem ?? (found === 0 ? 'no other member of the room was found on the PeerServer' : `${found} member(s) found, none completed the handshake (${detail})`);
+        const givenUp = this.dials.givenUp();
+        const none = givenUp > 0 ? `no member left to dial (${givenUp} listed id(s) refused or gone)` : 'no other member of the room was found on the PeerServer';
+        const last = this.lastProblem !== null ? `; last problem: ${this.lastProblem}` : '';
+        const why = this.lastAuthProblem ?? `${found === 0 ? none : `${found} member(s) found, none completed the handshake (${detail})`}${last}`;
         finish(new Error(`not admitted to the room within ${timeoutMs / 1000} s: ${why}`));
       }, timeoutMs);
       const unsubscribe = this.changed.add(check);
@@ -476,7 +481,10 @@ export class PeerJsTransport implements Transport {
    * offer and handshake limits already.
    */
   private problem(p: PeerProblem): void {
-    if (p.kind !== 'bad-message') return this.problems.emit(p);
+    if (p.kind !== 'bad-message') {
+      this.lastProblem = p.message.slice(0, 300);
+      return this.problems.emit(p);
+    }
     const { pass, suppressed } = this.reports.take(p.peer ?? '');
     if (!pass) return;
     this.problems.emit(suppressed > 0 ? { ...p, message: `${p.message} (${suppressed} more from ${p.peer ?? 'the server'} not shown)` } : p);
