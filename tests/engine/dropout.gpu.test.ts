@@ -31,4 +31,13 @@ describe('dropout kernels', () => {
       for (const b of [bx, out, sum]) rt.mem.free(b);
     }
   });
+
+  it('destroy frees its parameter block (a model destroyed with LoRA dropout left one per adapter behind)', async () => {
+    const rt = await testRuntime();
+    const before = rt.mem.uniformBytes();
+    const k = dropoutKernels(rt, 'test.drop.free', 64, 0.1);
+    expect(rt.mem.uniformBytes()).toBeGreaterThan(before);
+    k.destroy();
+    expect(rt.mem.uniformBytes()).toBe(before);
+  });
 });

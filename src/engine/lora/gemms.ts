@@ -112,4 +112,10 @@ export class LoraGemms {
   setDropoutActive(on: boolean): void {
     for (const d of this.drop.values()) d.setActive(on);
   }
+
+  /** Frees the dropout kernels' parameter blocks (the model's destroy; they outlived it before). */
+  destroy(): void {
+    for (const d of this.drop.values()) d.destroy();
+    this.drop.clear();
+  }
 }

@@ -444,5 +444,6 @@ export class LlamaGpu {
   destroy(): void {
     for (const [k, b] of this.buf) if (k !== 'weights' || this.ownsWeights) this.rt.mem.free(b);
     this.buf.clear();
+    this.lora?.destroy();
   }
 }

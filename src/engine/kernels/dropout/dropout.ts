@@ -20,6 +20,8 @@ export interface DropoutKernels {
   setSeed(seed: number): void;
   /** false: keep every value unscaled (evaluation); true: drop with probability p. */
   setActive(on: boolean): void;
+  /** Frees the parameter block (the uniform buffer every dispatch made here binds). */
+  destroy(): void;
 }
 
 /** Dropout over n elements with probability p; every dispatch made here shares one seed. */
@@ -47,5 +49,6 @@ export function dropoutKernels(rt: Runtime, label: string, n: number, p: number)
       active = on;
       rt.write(u, new Uint8Array(params(on, seed)));
     },
+    destroy: () => rt.mem.free(u),
   };
 }
