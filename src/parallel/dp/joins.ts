@@ -50,6 +50,11 @@ export class WelcomeVotes {
     return { epoch: Number(best.key.slice(0, best.key.indexOf(':'))), members: best.key.slice(best.key.indexOf(':') + 1).split(',') };
   }
 
+  /** Every peer a welcome came from (each a member of the run by its own signature). */
+  senders(): Set<PeerId> {
+    return new Set([...this.votes.values()].flatMap((s) => [...s]));
+  }
+
   /** What was received, for a joiner's timeout message. */
   describe(): string {
     return [...this.votes].map(([k, got]) => `epoch ${k.replace(':', ' [')}] from ${[...got].join(', ')}`).join('; ') || 'none';
@@ -58,6 +63,23 @@ export class WelcomeVotes {
   clear(): void {
     this.votes.clear();
   }
+}
+
+/**
+ * How many heartbeats a joiner waits at most for every connected peer to answer its HELLO before it
+ * weighs welcomes (it weighs at once when all did): long enough that the real members' claims come
+ * in before a forged welcome could be taken alone (issue 38: two heartbeats were too few).
+ */
+export const SETTLE_HEARTBEATS = 10;
+
+/**
+ * A joiner stops on refusals only when the refusers are a strict majority of the run's members it
+ * heard from (refusers, claimers, welcome senders): one insider's REFUSE is named and outvoted.
+ * Returns the refuser to name (the last one), or null.
+ */
+export function refusedByMajority(refusers: ReadonlyMap<PeerId, string>, claimers: ReadonlySet<PeerId>, welcomers: ReadonlySet<PeerId>): PeerId | null {
+  const heard = new Set([...refusers.keys(), ...claimers, ...welcomers]);
+  return refusers.size * 2 > heard.size ? [...refusers.keys()].at(-1)! : null;
 }
 
 /** What a hello with the run's fingerprint means (dp.ts acts on it). */

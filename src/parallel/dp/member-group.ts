@@ -21,7 +21,7 @@ import type { Trainer } from '../../engine/train/trainer';
 import { crc32 } from '../../peers/collectives/crc32';
 import { EpochChannels } from './channels';
 import { gradientAccess } from './grads';
-import { Accusations, admitByMajority, JoinRequests, WelcomeVotes } from './joins';
+import { Accusations, admitByMajority, JoinRequests, refusedByMajority, SETTLE_HEARTBEATS, WelcomeVotes } from './joins';
 import { MemberGuard } from '../../peers/collectives/screen';
 import { checkHashes, stepStats } from './step';
 import { handOver, stateDigest } from './sync';
@@ -102,6 +102,8 @@ export class MemberGroup {
   /** While joining: peers that claimed membership of the run (voters on the welcomes), and every peer heard from. */
   private claimers = new Set<PeerId>();
   private heard = new Set<PeerId>();
+  /** While joining: peers that refused this peer, with their reasons (it stops only on a majority's). */
+  private refusers = new Map<PeerId, string>();
   /** Welcomes are weighed once every connected peer was heard from, or this long after joining began. */
   private settleAt = 0;
   /** When this member last answered a peer's HELLO with a CLAIM (one per heartbeat per peer). */
@@ -381,10 +383,15 @@ export class MemberGroup {
     const again = setInterval(() => this.transport.peers().forEach(greet), this.o.heartbeatMs);
     this.claimers = new Set();
     this.heard = new Set();
-    this.settleAt = Date.now() + 2 * this.o.heartbeatMs;
+    this.refusers = new Map();
+    // Issue 38: a welcome weighed before the real members' claims came could be an insider's alone, so
+    // the joiner waits for every connected peer; the cap only serves a linked peer that runs nothing.
+    const settleMs = Math.min(SETTLE_HEARTBEATS * this.o.heartbeatMs, this.o.joinTimeoutMs / 2);
+    this.settleAt = Date.now() + settleMs;
     return new Promise<Plan>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new DpError('no-group', `no group of run '${this.o.run}' admitted this peer within ${this.o.joinTimeoutMs} ms (welcomes: ${this.welcomes.describe()}; members that claimed the run: ${[...this.claimers].join(', ') || 'none'}; a welcome needs a majority of both)`, this.trainer.stepIndex)), this.o.joinTimeoutMs);
-      const settle = setTimeout(() => this.weighWelcomes(), 2 * this.o.heartbeatMs);
+      const refusals = () => [...this.refusers].map(([p, why]) => `${p}: ${why}`).join('; ') || 'none';
+      const timer = setTimeout(() => reject(new DpError('no-group', `no group of run '${this.o.run}' admitted this peer within ${this.o.joinTimeoutMs} ms (welcomes: ${this.welcomes.describe()}; members that claimed the run: ${[...this.claimers].join(', ') || 'none'}; a welcome needs a majority of both; refusals: ${refusals()})`, this.trainer.stepIndex)), this.o.joinTimeoutMs);
+      const settle = setTimeout(() => this.weighWelcomes(), settleMs);
       const done = () => {
         clearTimeout(timer);
         clearTimeout(settle);
@@ -494,9 +501,11 @@ export class MemberGroup {
       }
       case DpKind.Refuse:
         if (!this.welcome) return this.reject(from, 'unexpected refusal');
+        // One refusal is named, not obeyed (issue 38: one insider's REFUSE stopped a joiner); weighWelcomes stops on a majority's.
         this.heard.add(from);
+        this.refusers.set(from, m.reason);
         this.event('refused', [from], m.reason);
-        return this.welcome.reject(new DpError('refused', `${from} refused this peer: ${m.reason}`, this.trainer.stepIndex, [from]));
+        return this.weighWelcomes();
       case DpKind.Bye:
         this.joins.bye(from, this.members.includes(from));
         if (this.members.includes(from)) this.breakGroup(`${from} left the group: ${m.reason}`);
@@ -509,13 +518,18 @@ export class MemberGroup {
   /**
    * A joiner enters the plan a majority of its voters welcomed (WelcomeVotes), weighed only once
    * every connected peer was heard from or the settle time passed: members answer HELLO with a
-   * CLAIM at once, so a forged welcome sent first is weighed against the real members' votes.
+   * CLAIM at once, so a forged welcome sent first is weighed against the real members' votes, and
+   * a refusal stops the joiner only when a majority of the members heard refused.
    */
   private weighWelcomes(): void {
     if (!this.welcome) return;
     if (Date.now() < this.settleAt && !this.transport.peers().every((p) => this.heard.has(p))) return;
     const plan = this.welcomes.decide(this.id, this.joins.pendingPeers(), this.claimers);
-    if (!plan) return;
+    if (!plan) {
+      const refused = refusedByMajority(this.refusers, this.claimers, this.welcomes.senders());
+      if (refused) this.welcome.reject(new DpError('refused', `refused by a majority of the run's members heard (${[...this.refusers].map(([p, why]) => `${p}: ${why}`).join('; ')})`, this.trainer.stepIndex, [refused]));
+      return;
+    }
     this.joins.welcomed();
     this.welcomes.clear();
     this.welcomedAs = `${plan.epoch}:${plan.members.join(',')}`;

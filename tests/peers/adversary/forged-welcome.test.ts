@@ -11,7 +11,7 @@ import { TextDataset } from '../../../src/engine/train/data/data';
 import type { Trainer } from '../../../src/engine/train/trainer';
 import { WelcomeVotes } from '../../../src/parallel/dp/joins';
 import { MemberGroup } from '../../../src/parallel/dp/member-group';
-import { DpError } from '../../../src/parallel/dp/types';
+import { DpError, type DpEvent } from '../../../src/parallel/dp/types';
 import { LoopbackHub } from '../../../src/peers/transport/loopback';
 import { dp, Insider } from './insider';
 
@@ -34,21 +34,22 @@ function standIn(n = 64): Trainer {
   } as unknown as Trainer;
 }
 
-function setup(o: { realWelcome: boolean }) {
+function setup(o: { realWelcome: boolean; claimDelayMs?: number; insiderRefuses?: boolean; onEvent?: (e: DpEvent) => void; joinTimeoutMs?: number }) {
   const hub = new LoopbackHub();
   const clients = Object.fromEntries(GROUP.map((id) => [id, new Insider(hub.endpoint(id))]));
-  const joiner = new MemberGroup(standIn(), hub.endpoint('j'), { run: RUN, mode: 'fp32', heartbeatMs: 1000, silenceMs: 5000, joinTimeoutMs: 4000 }, { step: async () => { throw new Error('no steps here'); } });
+  const joiner = new MemberGroup(standIn(), hub.endpoint('j'), { run: RUN, mode: 'fp32', heartbeatMs: 1000, silenceMs: 5000, joinTimeoutMs: o.joinTimeoutMs ?? 6000, onEvent: o.onEvent }, { step: async () => { throw new Error('no steps here'); } });
   const fp = joiner.fingerprint;
   const done = { stop: false };
   // The insider: a welcome into a "group" of itself and the joiner, at the joiner's first HELLO.
   const insider = (async () => {
     await clients.i.recvControl('j', RUN, 1);
-    clients.i.control('j', RUN, clients.i.signedMembers('welcome', fp, FORGED_EPOCH, ['i', 'j']));
+    if (o.insiderRefuses) clients.i.control('j', RUN, Insider.refuse(`removed from run '${RUN}': screened out 3 steps in a row`));
+    else clients.i.control('j', RUN, clients.i.signedMembers('welcome', fp, FORGED_EPOCH, ['i', 'j']));
   })();
   // The real members: a signed CLAIM of their group at once; the welcome at their step's end.
   const members = ['a', 'b', 'c'].map(async (id) => {
     await clients[id].recvControl('j', RUN, 1);
-    await new Promise((r) => setTimeout(r, 30)); // a member answers a moment after the insider
+    await new Promise((r) => setTimeout(r, o.claimDelayMs ?? 30)); // a member answers a moment after the insider
     clients[id].control('j', RUN, clients[id].signedMembers('claim', fp, REAL_EPOCH - 1, GROUP));
     if (!o.realWelcome) return;
     await new Promise((r) => setTimeout(r, 300));
@@ -82,8 +83,49 @@ describe('a forged WELCOME to a joiner', () => {
     expect(await joining).toBeInstanceOf(DpError);
   }, 20_000);
 
+  it('the real members\' claims come 2.5 heartbeats after it: the joiner waits for every connected peer, and enters the real group', async () => {
+    // Before, the joiner weighed welcomes two heartbeats after its HELLO and took the forged one alone.
+    const { clients, joiner, ready, done } = setup({ realWelcome: true, claimDelayMs: 2500 });
+    const joining = joiner.formGroup().catch((e) => e);
+    await ready;
+    const st = await Promise.all(['a', 'b', 'c', 'i'].map((p) => clients[p].recv('j', dp.runId(RUN, REAL_EPOCH), 0, 0, 5000)));
+    expect(st.every((s) => s.length > 96 && s[4] === 6)).toBe(true);
+    expect(clients.i.has('j', dp.runId(RUN, FORGED_EPOCH), 0, 0)).toBe(false);
+    done.stop = true;
+    joiner.stop('test done');
+    expect(await joining).toBeInstanceOf(DpError);
+  }, 20_000);
+
+  it('one insider\'s REFUSE is named, not obeyed: the joiner enters the group the real members welcome it into', async () => {
+    const events: string[] = [];
+    const { clients, joiner, ready, done } = setup({ realWelcome: true, insiderRefuses: true, onEvent: (e) => events.push(`${e.kind} ${e.peers.join(',')}`) });
+    const joining = joiner.formGroup().catch((e) => e);
+    await ready;
+    const st = await Promise.all(['a', 'b', 'c', 'i'].map((p) => clients[p].recv('j', dp.runId(RUN, REAL_EPOCH), 0, 0, 5000)));
+    expect(st.every((s) => s.length > 96 && s[4] === 6)).toBe(true);
+    expect(events).toContain('refused i');
+    done.stop = true;
+    joiner.stop('test done');
+    expect(await joining).toBeInstanceOf(DpError);
+  }, 20_000);
+
+  it('refused by a majority of the members it heard (each refuses: removed from the run), the joiner stops, naming them', async () => {
+    const hub = new LoopbackHub();
+    const clients = Object.fromEntries(GROUP.map((id) => [id, new Insider(hub.endpoint(id))]));
+    const joiner = new MemberGroup(standIn(), hub.endpoint('j'), { run: RUN, mode: 'fp32', heartbeatMs: 1000, silenceMs: 5000, joinTimeoutMs: 8000 }, { step: async () => { throw new Error('no steps here'); } });
+    // a, b, c refuse (the joiner was removed from the run); the insider claims, to keep it waiting.
+    void Promise.all(GROUP.map(async (id) => {
+      await clients[id].recvControl('j', RUN, 1);
+      clients[id].control('j', RUN, id === 'i' ? clients.i.signedMembers('claim', joiner.fingerprint, REAL_EPOCH - 1, GROUP) : Insider.refuse(`removed from run '${RUN}': withheld its report`));
+    }));
+    const err = await joiner.formGroup().catch((e) => e);
+    expect(err).toBeInstanceOf(DpError);
+    expect(err.code).toBe('refused');
+    expect(err.message).toMatch(/majority.*a: removed.*b: removed.*c: removed/);
+  }, 20_000);
+
   it('with no real welcome, it is still refused: the joiner times out naming what it saw', async () => {
-    const { joiner, ready } = setup({ realWelcome: false });
+    const { joiner, ready } = setup({ realWelcome: false, joinTimeoutMs: 3000 });
     const err = await joiner.formGroup().catch((e) => e);
     await ready;
     expect(err).toBeInstanceOf(DpError);

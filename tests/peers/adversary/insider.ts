@@ -41,7 +41,7 @@ export function frame(type: number, runId: number, step: number, tag: number, se
 
 // dp-wire.ts: 8-byte header 'WDP1' kind version=3 reserved=0; u32 LE fields; ids as u8 count + (u16 len + UTF-8).
 const utf8 = new TextEncoder();
-type Field = ['u8' | 'u32' | 'f32', number] | ['ids', string[]];
+type Field = ['u8' | 'u32' | 'f32', number] | ['ids', string[]] | ['text', string];
 function dpMessage(kind: number, fields: Field[]): Uint8Array {
   const parts: number[] = [];
   const put = (n: number, v: number, f = false) => {
@@ -58,7 +58,11 @@ function dpMessage(kind: number, fields: Field[]): Uint8Array {
   put(1, 3);
   put(2, 0);
   for (const f of fields) {
-    if (f[0] !== 'ids') put(f[0] === 'u8' ? 1 : 4, f[1], f[0] === 'f32');
+    if (f[0] === 'text') {
+      const b = utf8.encode(f[1]);
+      put(2, b.length);
+      parts.push(...b);
+    } else if (f[0] !== 'ids') put(f[0] === 'u8' ? 1 : 4, f[1], f[0] === 'f32');
     else {
       put(1, f[1].length);
       for (const id of f[1]) {
@@ -207,6 +211,11 @@ export class Insider {
     const head = dpMessage(kind === 'welcome' ? 2 : 9, [['u32', fingerprint], ['u32', epoch], ['ids', sorted]]);
     const sig = this.statement(kind, fingerprint, epoch, sorted, new Uint8Array(0)).subarray(0);
     return Uint8Array.from([...head, ...sig]);
+  }
+
+  /** A REFUSE (control, kind 3): a reason, u16 length + UTF-8. */
+  static refuse(reason: string): Uint8Array {
+    return dpMessage(3, [['text', reason]]);
   }
 
   /** An echo row of the membership agreement: per rank, u32 LE length ‖ the statement held (0: none). */
