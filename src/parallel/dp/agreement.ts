@@ -139,12 +139,27 @@ export interface AgreeOptions {
   domain: string;
   /** Least wait for the last echo row once every other arrived, ms (default 2000; twice the round so far when longer). */
   graceMs?: number;
+  /**
+   * Least wait for the last statement of round 1 once every other arrived or is vouched for, ms
+   * (default graceMs): twice this or twice the median arrival so far, whichever is longer; then the
+   * member goes on without it (issue 38: one member withholding from everyone stalled the group).
+   */
+  lastSenderMs?: number;
+}
+
+function median(xs: readonly number[]): number {
+  if (xs.length === 0) return 0;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
 /**
  * Runs both rounds on `g` at its next two tags (reserved: a faster member's echo may arrive during
- * round 1) and decides. Round 1 waits for every member, as an unsigned all-gather did, except a
- * sender whose statement an echo already carries (withheld from this member only). Round 2 waits
+ * round 1) and decides. Round 1 waits for every member except a sender whose statement an echo
+ * already carries (withheld from this member only), and for the last one only 2 × max(lastSenderMs,
+ * median arrival so far): a statement withheld from everyone then is absent on every honest member
+ * alike (a late one that reached another member in time comes relayed in its echo). Round 2 waits
  * for the last row twice as long as the round has taken (at least twice the grace), then goes on:
  * with one faulty member, the rows that decide are the honest ones, which come.
  */
@@ -166,11 +181,25 @@ export async function agreeStatements(g: PeerGroup, body: Uint8Array, o: AgreeOp
     const row = decodeEcho(payload, N);
     row?.forEach((st, s) => st && s !== from && s !== me && open(s, st) && skip1.add(s));
   });
+  // The last sender is waited for a bounded time; a later statement counts only as another's relay.
+  const t1 = performance.now();
+  const arrived = new Map<number, number>();
+  let last1: ReturnType<typeof setTimeout> | undefined;
+  const arm1 = () => {
+    const waiting = g.members.filter((_, r) => r !== me && !skip1.has(r) && !arrived.has(r)).length;
+    if (last1 === undefined && waiting <= 1) {
+      last1 = setTimeout(() => g.members.forEach((_, r) => skip1.add(r)), 2 * Math.max(o.lastSenderMs ?? grace, median([...arrived.values()])));
+    }
+  };
+  const unwatch = skip1.watch(arm1);
+  arm1();
   let direct: (Uint8Array | null)[];
   try {
-    direct = await g.allGatherSomeAt(base, mine, skip1);
+    direct = await g.allGatherSomeAt(base, mine, skip1, (from) => (arrived.set(from, performance.now() - t1), arm1()));
   } finally {
     early();
+    unwatch();
+    clearTimeout(last1);
   }
 
   // Round 2: the echo of what round 1 brought.

@@ -191,3 +191,26 @@ export class Accusations {
     return out;
   }
 }
+
+/**
+ * Withholding from everyone (issue 38): a member whose signed STATUS or REPORT no honest member
+ * received within the bounded wait is absent on all of them alike (agreement.ts) and left out of
+ * the next group; one that is absent `strikes` times in the run is removed for it (a slow honest
+ * member that misses the bound that often goes too: the price of not waiting for it).
+ */
+export class Withholding {
+  private readonly count = new Map<PeerId, number>();
+
+  constructor(private readonly strikes: number) {}
+
+  /** The members absent from one agreement; returns those to remove now, with how often. */
+  record(absent: readonly PeerId[]): [PeerId, number][] {
+    const out: [PeerId, number][] = [];
+    for (const p of absent) {
+      const c = (this.count.get(p) ?? 0) + 1;
+      this.count.set(p, c);
+      if (c >= this.strikes) out.push([p, c]);
+    }
+    return out;
+  }
+}

@@ -21,7 +21,7 @@ import type { Trainer } from '../../engine/train/trainer';
 import { crc32 } from '../../peers/collectives/crc32';
 import { EpochChannels } from './channels';
 import { gradientAccess } from './grads';
-import { Accusations, admitByMajority, JoinRequests, refusedByMajority, SETTLE_HEARTBEATS, WelcomeVotes } from './joins';
+import { Accusations, admitByMajority, JoinRequests, refusedByMajority, SETTLE_HEARTBEATS, WelcomeVotes, Withholding } from './joins';
 import { MemberGuard } from '../../peers/collectives/screen';
 import { checkHashes, stepStats } from './step';
 import { handOver, stateDigest } from './sync';
@@ -96,6 +96,8 @@ export class MemberGroup {
   /** Members this peer saw abuse from since its last report (flood over the mailbox bound, withholding). */
   private accusing = new Set<PeerId>();
   private readonly accusations: Accusations;
+  /** Agreed absences (a STATUS or REPORT no honest member received in time) per member, for removal. */
+  private readonly withholding: Withholding;
   /** The plan this peer last entered by WELCOME: the others' identical welcomes after it are no fault. */
   private welcomedAs = '';
   private welcome: { resolve: (p: Plan) => void; reject: (e: Error) => void } | null = null;
@@ -126,6 +128,7 @@ export class MemberGroup {
     const grads = gradientAccess(trainer.model);
     this.guard = new MemberGuard(o.screen.strikes, o.restartIntervalMs);
     this.accusations = new Accusations(o.screen.strikes);
+    this.withholding = new Withholding(o.screen.strikes);
     const t = trainer.opts;
     const tokens = inMemoryData(trainer.data).tokens;
     this.fingerprint = fingerprintOf({
@@ -253,6 +256,7 @@ export class MemberGroup {
     // Signed and echoed as the sync's statuses: admission, accusations and the hash check are
     // decided from the same reports on every honest member; one that signed two is removed.
     const agreed = await agreeStatements(g, encodeReport({ step: s + 1, weightsHash: hash, loss, joiners, accused }), { domain: 'report' });
+    this.noteWithheld(g, agreed.absent, `after step ${s}`);
     const { reports: signed, removed: liars, suspects } = agreedReports(g, agreed, s);
     for (const [p, why] of suspects) this.event('suspect', [p], why);
     if (liars.length) {
@@ -288,6 +292,23 @@ export class MemberGroup {
     this.event('admitted', everyone, `${everyone.join(', ')} join at step ${this.trainer.stepIndex}`);
     this.endGroup();
     this.plan = { epoch, members };
+  }
+
+  /**
+   * Members whose signed statement no honest member holds (agreement.ts: alike on all of them) are
+   * named; the decision then leaves them out of the next group, and `strikes` such absences in the
+   * run remove them for it.
+   */
+  private noteWithheld(g: PeerGroup, absent: readonly number[], when: string): void {
+    const peers = absent.map((r) => g.members[r]).filter((p) => p !== this.id);
+    if (peers.length === 0) return;
+    this.event('suspect', peers, `${peers.join(', ')} withheld ${when} from every member (nobody holds its signed statement)`);
+    for (const [p, n] of this.withholding.record(peers)) {
+      const why = `withheld its signed status or report from every member ${n} times`;
+      this.guard.ban(p, why);
+      this.joins.gone(p);
+      this.event('removed', [p], `${p} removed: ${why}`);
+    }
   }
 
   /** Members removed by the step's checks (alike on every member) leave the group now, for good. */
@@ -338,6 +359,7 @@ export class MemberGroup {
   /** The new group's first collective: agree on the state, hand it to whoever differs. */
   private async sync(g: PeerGroup): Promise<void> {
     const { trainer } = this;
+    const t0 = performance.now();
     const state = await trainer.trainingState();
     const { shared } = this.stepper;
     const mine: GroupStatus = {
@@ -349,7 +371,10 @@ export class MemberGroup {
     };
     // Signed and echoed (agreement.ts): every honest member decides from the same signed statuses,
     // and a member that signed two different ones is proven to and removed by all (issue 38).
-    const agreed = await agreeStatements(g, encodeStatus(mine), { domain: 'status' });
+    // The last status is waited for at least 4 × what this member's own took (reading back and hashing the
+    // state), at least 2 s: a slower device is no withholder; one sent to nobody is absent alike everywhere.
+    const agreed = await agreeStatements(g, encodeStatus(mine), { domain: 'status', lastSenderMs: Math.max(2000, 4 * (performance.now() - t0)) });
+    this.noteWithheld(g, agreed.absent, `at the sync of epoch ${this.epoch}`);
     const { verdict: v, removed, suspects } = agreedSyncVerdict(g, agreed, this.fingerprint, this.epoch, trainer.stepIndex);
     for (const [p, why] of suspects) this.event('suspect', [p], why);
     for (const [p, why] of removed) {
@@ -423,7 +448,7 @@ export class MemberGroup {
     }
     const connected = new Set(this.transport.peers());
     const gone = old.filter((p) => p !== this.id && (
-      !connected.has(p) || this.joins.isExcluded(p) || silent.includes(p) || (e.code === 'invalid-payload' && e.peer === p)));
+      !connected.has(p) || this.joins.isExcluded(p) || silent.includes(p) || this.guard.bannedWhy(p) !== null || (e.code === 'invalid-payload' && e.peer === p)));
     const members = old.filter((p) => !gone.includes(p));
     this.event('fault', old, `step ${this.trainer.stepIndex} failed: ${why}`);
     if (gone.length) this.event('dropped', gone, `dropped ${gone.join(', ')}`);
