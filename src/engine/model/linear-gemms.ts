@@ -21,6 +21,7 @@ import { type LayerSavedKey, linearsTransposed } from './plan';
 import type { ProbePoint } from './probe-point';
 import type { RunPlan } from '../plan/run-plan';
 import { gateUpKey, WeightCodes } from './weight-codes';
+import { QloraBase } from '../lora/qlora/base';
 
 export class LinearGemms {
   /** Quantizers (fake or real) whose stochastic-rounding seed changes every step. */
@@ -33,6 +34,8 @@ export class LinearGemms {
   private readonly f16: F16Operands | null;
   /** The kernel each f16 GEMM runs, by label (computePaths reports them). */
   private readonly f16Paths = new Map<string, GemmPath>();
+  /** QLoRA's quantized frozen base (plan.qlora): its linears' forward and dX GEMMs, else null. */
+  readonly qbase: QloraBase | null;
 
   constructor(
     private readonly rt: Runtime,
@@ -48,6 +51,7 @@ export class LinearGemms {
       : null;
     this.wcodes = plan.wcodes ? new WeightCodes(rt, plan.wcodes, b) : null;
     this.f16 = f16Operands(plan.f16?.layers, plan.layout, plan.dims, plan.f16Twin);
+    this.qbase = plan.qlora ? new QloraBase(rt, plan.qlora, b) : null;
   }
 
   /** Whether layer l's GEMM of this kind runs f16 (the plan's path for this device is an f16 one). */
@@ -226,6 +230,7 @@ export class LinearGemms {
    * `key`: x is that saved tensor (an INT8 forward reads its storage codes where plan.sharedCodes).
    */
   linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false, key?: GemmInputSaved): Dispatch[] {
+    if (this.qbase) return [this.qbase.forward(label, `model.layers.${l}.${name}`, x, out, M, N, K, accumulate)];
     if (this.runsF16(l, 'forward')) {
       // NT: W [out, in] as stored, read column-major; X's f16 copy is gemmInput's.
       const a = { buffer: this.b('f16.a'), offset: 0, size: this.opBytes(M * K) };
@@ -277,6 +282,7 @@ export class LinearGemms {
    * `producerCodes`: dY's INT8 codes are already in i8.a (dyCodes).
    */
   dxGemm(l: number, label: string, dy: GPUBuffer, name: string, out: GPUBuffer, M: number, N: number, K: number, accumulate = false, producerCodes = false): Dispatch[] {
+    if (this.qbase) return this.qbase.dx(label, `model.layers.${l}.${name}`, dy, out, M, N, K, accumulate);
     const c = this.plan.layers[l].compute;
     if (this.runsF16(l, 'dx')) {
       // NN: dY [M, K] cast to f16, W [K, N] = [out, in] as stored.

@@ -149,7 +149,8 @@ export class LlamaGpu {
 
   /** A parameter (or its gradient) as a binding slice of the flat buffer. */
   param(name: string, which: 'weights' | 'grads' = 'weights'): Binding {
-    const v = this.layout.byName.get(name);
+    // QLoRA: `weights` holds the dense tensors only (the block linears are codes: LinearGemms.qbase).
+    const v = (which === 'weights' && this.plan.qlora ? this.plan.qlora.dense : this.layout).byName.get(name);
     if (!v) throw new Error(`no parameter ${name}`);
     return { buffer: this.b(which), offset: v.offset * 4, size: v.size * 4 };
   }
@@ -419,10 +420,13 @@ export class LlamaGpu {
 
   uploadParams(flat: Float32Array): void {
     if (flat.length !== this.layout.totalFloats) throw new Error('parameter buffer size mismatch');
-    this.rt.write(this.b('weights'), flat);
+    if (this.g.qbase) this.g.qbase.upload(flat, this.layout);
+    else this.rt.write(this.b('weights'), flat);
   }
 
+  /** A flat buffer in the full model's layout; QLoRA's `weights` come back with the linears dequantized (what the GEMMs compute with). */
   async readFlat(key: 'weights' | 'grads' | 'adam.m' | 'adam.v'): Promise<Float32Array> {
+    if (key === 'weights' && this.g.qbase) return this.g.qbase.read(this.layout);
     return this.rt.readF32(this.b(key), 0, this.layout.totalFloats);
   }
 
@@ -442,6 +446,7 @@ export class LlamaGpu {
   }
 
   destroy(): void {
+    this.g.qbase?.destroy();
     for (const [k, b] of this.buf) if (k !== 'weights' || this.ownsWeights) this.rt.mem.free(b);
     this.buf.clear();
     this.lora?.destroy();

@@ -32,6 +32,7 @@ import { type ParamLayout, paramLayout } from '../model/params';
 import { f16Operands, runsF16 } from '../model/f16-operands';
 import { type LoraPlan, loraBuffers, resolveLoraPlan } from '../lora/plan';
 import type { LoraSpec } from '../lora/spec';
+import { qloraBuffers, type QloraPlan, type QloraSpec, resolveQloraPlan } from '../lora/qlora/plan';
 import { weightCodesBuffers, type WeightCodesMode, type WeightCodesPlan, weightCodesPlan } from '../model/weight-codes';
 import {
   type ActivationStorage, bf16Errors, FINAL_SAVED, gradStorage, LAYER_SAVED, SAVED_KIND_OF, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
@@ -117,6 +118,11 @@ export interface RunPlan {
    * GEMMs of its own — and only the adapters train (lora.* buffers). null: every parameter trains.
    */
   lora: LoraPlan | null;
+  /**
+   * QLoRA (lora/qlora): the frozen base's block linears are INT4/INT8 codes only; `weights` holds the
+   * rest in qlora.dense's layout (`layout` stays the full model's, the layout of uploads and reads). null: fp32 base.
+   */
+  qlora: QloraPlan | null;
 }
 
 /** GradScaler's constructor arguments as the plan resolves them (optim/loss-scale.ts LossScalerOptions). */
@@ -143,6 +149,19 @@ export interface ResolveOptions extends PlanOptions {
   f16Twin?: boolean;
   /** Train LoRA adapters over a frozen base (RunPlan.lora). */
   lora?: LoraSpec;
+  /** ... over a base quantized so (RunPlan.qlora; needs lora). */
+  qlora?: QloraSpec;
+}
+
+/** Why a frozen base cannot run quantized under these layers (its GEMMs are the weight-only fp32-activation kernels), or null. */
+function qloraProblem(scheme: Scheme, layers: LayerPlan[]): string | null {
+  for (const [l, ly] of layers.entries()) {
+    if (ly.compute.forward !== 'fp32' || ly.compute.dx !== 'fp32' || ly.compute.f16?.forward || ly.compute.f16?.dx) {
+      return `QLoRA runs the quantized base's GEMMs in fp32 with weight-only codes; scheme '${scheme.name}' asks layer ${l} for ${ly.compute.f16?.forward || ly.compute.f16?.dx ? 'f16' : 'INT8'} forward/dX compute`;
+    }
+    if (!isFp32(ly.weights)) return `QLoRA stores the base quantized already; scheme '${scheme.name}' also fake-quantizes layer ${l}'s weights`;
+  }
+  return null;
 }
 
 /** A frozen base runs no dW GEMM: its layers' dW compute is moot (fp32, no f16 or INT8 dW buffers). */
@@ -202,6 +221,10 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   const lora = opts.lora ? resolveLoraPlan(cfg, opts.lora) : null;
   if (lora && scheme.tp.degree > 1) throw new Error('LoRA adapters with tensor parallelism are not supported (train them on one device, or data-parallel)');
   const layers = lora ? freezeBase(planLayers(scheme, dims.L)) : planLayers(scheme, dims.L);
+  if (opts.qlora && !lora) throw new Error('QLoRA quantizes a frozen base: it goes with LoRA adapters');
+  const qlora = opts.qlora ? resolveQloraPlan(cfg, opts.qlora) : null;
+  const qProblem = qlora ? qloraProblem(scheme, layers) : null;
+  if (qProblem) throw new Error(qProblem);
   const problem = computeProblemOf(scheme, dims, layers, training);
   if (problem) throw new Error(problem);
   const saved = Array.from({ length: dims.L + 1 }, (_, l) => layerStorage(dims, training ? scheme : undefined, l));
@@ -240,6 +263,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     lossScale: null,
     ...(opts.f16Twin ? { f16Twin: true } : {}),
     lora,
+    qlora,
   };
   plan.lossScale = resolveLossScale(training, plan.f16, opts.lossScale);
   plan.buffers = planBuffers(plan, opts);
@@ -256,7 +280,9 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   const f = 4;
   const P = layout.totalFloats * f;
   const out: BufferSpec[] = [];
-  if (opts.ownWeights ?? true) out.push({ key: 'weights', category: 'weights', bytes: P });
+  // QLoRA: `weights` holds the dense tensors only, the block linears their codes and scales.
+  if (opts.ownWeights ?? true) out.push({ key: 'weights', category: 'weights', bytes: p.qlora ? p.qlora.dense.totalFloats * f : P });
+  if (p.qlora) out.push(...qloraBuffers(p.qlora));
   const gradStore = p.grads;
   const frozen = !!p.lora;
   if (p.lora) out.push(...loraBuffers(p.lora, d, training));
@@ -312,7 +338,7 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
     if (f16.dw && training) ws('f16.x', f16.actBytes);
   }
   // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()); INT8 and f16 forwards read W's codes or f16 copy.
-  const fp32Forward = p.layers.some((l, i) => l.compute.forward === 'fp32' && !runsF16(p.f16?.layers[i]?.forward));
+  const fp32Forward = !p.qlora && p.layers.some((l, i) => l.compute.forward === 'fp32' && !runsF16(p.f16?.layers[i]?.forward));
   if (fp32Forward && linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);
   out.push(...int8Buffers(d, p.layers, training, p.gateUpDx, p.sharedCodes, p.wcodes !== null));
   out.push(...weightCodesBuffers(p.wcodes));

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { type ModelConfig, ModelConfigSchema, PRESETS, type PresetName, validateModelConfig } from '../model/config';
 import { SchemeSchema } from '../scheme/scheme';
 import { LoraSpecSchema } from '../lora/spec';
+import { QloraSpecSchema } from '../lora/qlora/plan';
 
 export const OptimizerConfigSchema = z
   .object({
@@ -32,6 +33,8 @@ export const TrainOptionsSchema = z
     scheme: SchemeSchema.optional(),
     /** Fine-tune LoRA adapters over a frozen base (engine/lora); absent: every parameter trains. */
     lora: LoraSpecSchema.optional(),
+    /** QLoRA: the frozen base's block linears stored INT4/INT8 (engine/lora/qlora); needs lora. */
+    qlora: QloraSpecSchema.optional(),
   })
   .strict();
 export type TrainOptions = z.infer<typeof TrainOptionsSchema>;

@@ -13,6 +13,7 @@ import type { LayerPaths } from '../model/int8-gemms';
 import { LlamaGpu } from '../model/llama';
 import { Decoder } from '../model/decode';
 import { initLoraTensors } from '../lora/spec';
+import { mergeLora } from '../lora/merge';
 import { flatten, initParams, unflatten } from '../model/params';
 import { packAdamwStep } from '../optim/adamw';
 import { type LossScalerState } from '../optim/loss-scale';
@@ -199,8 +200,8 @@ export class Trainer implements RunTrainer<StepMetrics> {
    */
   private skipped = 0;
 
-  /** Generation with a KV cache over the model's weights (samples during training and on request). */
-  readonly decoder: Decoder;
+  /** Generation with a KV cache over the model's weights (samples during training and on request); null for QLoRA (sample() makes one). */
+  readonly decoder: Decoder | null;
   /** Per-layer quantization error of the forward's quantized tensors (null when nothing is quantized there). */
   private probe: QuantErrorProbe | null;
 
@@ -220,7 +221,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     const opts = plan.opts;
     this.opts = opts;
     const lora = model.plan.lora ? { plan: model.plan.lora, weights: model.b('lora.weights') } : null;
-    this.decoder = rt.mem.withOwner(owner, () => new Decoder(rt, opts.model, model.b('weights'), opts.seq, lora));
+    this.decoder = model.plan.qlora ? null : rt.mem.withOwner(owner, () => new Decoder(rt, opts.model, model.b('weights'), opts.seq, lora));
     this.probe = rt.mem.withOwner(owner, () => QuantErrorProbe.create(rt, model));
   }
 
@@ -547,8 +548,16 @@ export class Trainer implements RunTrainer<StepMetrics> {
    */
   async sample(prompt: string, maxNew: number, temperature = 1, seed = 0): Promise<string> {
     await this.settle();
-    const r = await streamText(this.decoder, this.tokenizer, prompt, { maxTokens: maxNew, temperature, topK: 0, topP: 1, seed }, () => {});
-    return r.text;
+    const o = { maxTokens: maxNew, temperature, topK: 0, topP: 1, seed };
+    if (this.decoder) return (await streamText(this.decoder, this.tokenizer, prompt, o, () => {})).text;
+    // QLoRA: the dequantized base with the adapters merged in, on the GPU only while sampling.
+    const merged = mergeLora(this.opts.model, this.opts.lora!, await this.parameters(), await this.adapters());
+    const d = this.rt.mem.withOwner(this.id, () => Decoder.withParams(this.rt, this.opts.model, merged, this.opts.seq));
+    try {
+      return (await streamText(d, this.tokenizer, prompt, o, () => {})).text;
+    } finally {
+      d.destroy();
+    }
   }
 
   async checkpoint(): Promise<CheckpointFiles> {
@@ -592,7 +601,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     this.recordedStep = undefined; // references the model's buffers; never submitted now
     this.ahead = undefined;
     this.probe?.destroy();
-    this.decoder.destroy();
+    this.decoder?.destroy();
     this.model.destroy();
   }
 }

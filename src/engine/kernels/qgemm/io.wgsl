@@ -51,6 +51,8 @@ fn load_w_tile(n0: u32, k0: u32, lid: u32) {
 }
 
 //--- out_f32
+// ACC 1: C += the product (QLoRA's o/down projections add onto the residual), 0: C = the product.
+override ACC: u32 = 0u;
 @group(0) @binding(@C) var<storage, read_write> C: array<f32>;
 fn store_out(acc: ptr<function, array<vec4<f32>, 16>>, r0: u32, c0: u32, tx: u32, ty: u32) {
   for (var i = 0u; i < TM; i++) {
@@ -59,7 +61,10 @@ fn store_out(acc: ptr<function, array<vec4<f32>, 16>>, r0: u32, c0: u32, tx: u32
     for (var h = 0u; h < TN / 4u; h++) {
       for (var e = 0u; e < 4u; e++) {
         let col = c0 + 4u * h + e;
-        if (col < P.N) { C[row * P.N + col] = (*acc)[i * (TN / 4u) + h][e]; }
+        if (col < P.N) {
+          let v = (*acc)[i * (TN / 4u) + h][e];
+          C[row * P.N + col] = select(v, C[row * P.N + col] + v, ACC != 0u);
+        }
       }
     }
   }

@@ -199,6 +199,8 @@ export function qgemmF32Shader(w: WeightOperand['kind'], out: OutputOperand['kin
 /** fp32 X [M, K] × (fp32 | quantized) W [N, K]ᵀ → (fp32 | quantized) C [M, N]. */
 export function qgemmF32(rt: Runtime, a: {
   label: string; x: Binding; w: WeightOperand; out: OutputOperand; M: number; N: number; K: number; tiles?: GemmTiles;
+  /** fp32 C only: add the product to C. */
+  accumulate?: boolean;
 }): Dispatch {
   const { label, M, N, K } = a;
   checkPositive(label, { M, N, K });
@@ -228,7 +230,9 @@ export function qgemmF32(rt: Runtime, a: {
   let NG = 0;
   if (a.out.kind === 'f32') {
     bindings.push(a.out.c);
+    if (a.accumulate) constants.ACC = 1;
   } else {
+    if (a.accumulate) throw new Error(`${label}: accumulate needs an fp32 output`);
     const { bits, G } = a.out;
     const cpw = 32 / bits;
     if (N % cpw) throw new Error(`${label}: N=${N} must be a multiple of ${cpw} for ${bits}-bit output rows`);
@@ -252,13 +256,13 @@ export function qgemmF32(rt: Runtime, a: {
   });
 }
 
-/** (b) fp32 X × group-quantized W → fp32 C. */
+/** (b) fp32 X × group-quantized W → fp32 C (`accumulate`: C += the product). */
 export function qgemmWeightOnly(rt: Runtime, a: {
   label: string; x: Binding; wq: Binding; ws: Binding; c: Binding; format: QuantFormat; G: number;
-  M: number; N: number; K: number; tiles?: GemmTiles;
+  M: number; N: number; K: number; tiles?: GemmTiles; accumulate?: boolean;
 }): Dispatch {
   return qgemmF32(rt, {
-    label: a.label, x: a.x, M: a.M, N: a.N, K: a.K, tiles: a.tiles,
+    label: a.label, x: a.x, M: a.M, N: a.N, K: a.K, tiles: a.tiles, accumulate: a.accumulate,
     w: { kind: 'q', codes: a.wq, scales: a.ws, format: a.format, G: a.G },
     out: { kind: 'f32', c: a.c },
   });
