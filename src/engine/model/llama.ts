@@ -59,6 +59,11 @@ export class LlamaGpu {
    */
   readonly gradFinal = new Map<string, number>();
   readonly optimizer: Dispatch[] = [];
+  /**
+   * A frozen base's derived copies (LoRA: the f16 weight copies, the INT8 weight codes): run once per
+   * upload (uploadParams, baseChanged) instead of at the start of every forward. Empty when the base trains.
+   */
+  readonly baseDerive: Dispatch[] = [];
   private readonly ownsWeights: boolean;
   private logitsEnd = 0;
   /** Where the optimizer list's gradient-norm dispatches end (a TP rank computes the norm across peers instead). */
@@ -139,6 +144,8 @@ export class LlamaGpu {
       }, this.backward, this.gradFinal);
       this.buildOptimizer();
     }
+    // Shared weights are already written by their owner.
+    if (opts.sharedWeights) this.baseChanged();
   }
 
   b(key: string): GPUBuffer {
@@ -259,10 +266,11 @@ export class LlamaGpu {
     const eps = cfg.rms_norm_eps;
     const f = this.forward;
     const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? f.push(...d) : f.push(d));
-    // The INT8 GEMMs' weight codes for this step (plan.weightCodes 'per-step'): the weights last changed in AdamW.
-    push(this.g.weightCodes());
-    // The f16 GEMMs' weight copies, from the weights as the last AdamW (or an upload) left them.
-    push(this.g.f16WeightCasts());
+    // The INT8 GEMMs' weight codes for this step (plan.weightCodes 'per-step') and the f16 GEMMs' weight
+    // copies, from the weights as the last AdamW left them; a frozen base's (LoRA) only change on upload.
+    const derived = [...this.g.weightCodes(), ...this.g.f16WeightCasts()];
+    if (this.plan.lora) this.baseDerive.push(...derived);
+    else push(derived);
     if (this.plan.fakeQuant.weights) {
       // Fake-quantized weights for this step's GEMMs, per output channel (row of W [out, in]).
       push(copy(rt, { label: 'wq', src: this.b('weights'), dst: this.b('wq'), n: this.layout.totalFloats }));
@@ -422,6 +430,12 @@ export class LlamaGpu {
     if (flat.length !== this.layout.totalFloats) throw new Error('parameter buffer size mismatch');
     if (this.g.qbase) this.g.qbase.upload(flat, this.layout);
     else this.rt.write(this.b('weights'), flat);
+    this.baseChanged();
+  }
+
+  /** Remakes a frozen base's derived copies after its fp32 weights were written (nothing when the base trains). */
+  baseChanged(): void {
+    if (this.baseDerive.length) this.rt.run(this.baseDerive);
   }
 
   /** A flat buffer in the full model's layout; QLoRA's `weights` come back with the linears dequantized (what the GEMMs compute with). */
