@@ -145,6 +145,12 @@ export interface AgreeOptions {
    * member goes on without it (issue 38: one member withholding from everyone stalled the group).
    */
   lastSenderMs?: number;
+  /**
+   * When a member was last heard from (any frame, heartbeats too; Date.now ms). Given, the last
+   * sender is given up on only once heard since the round began: a member that is alive and
+   * silent in the round withholds, a silent one (still starting) is the silence watchdog's.
+   */
+  lastHeard?: (peer: PeerId) => number;
 }
 
 function median(xs: readonly number[]): number {
@@ -185,11 +191,16 @@ export async function agreeStatements(g: PeerGroup, body: Uint8Array, o: AgreeOp
   const t1 = performance.now();
   const arrived = new Map<number, number>();
   let last1: ReturnType<typeof setTimeout> | undefined;
+  const since = Date.now();
+  const missing = () => g.members.filter((_, r) => r !== me && !skip1.has(r) && !arrived.has(r));
+  const giveUp = (ms: number) => {
+    last1 = setTimeout(() => {
+      if (o.lastHeard && missing().some((p) => o.lastHeard!(p) < since)) return giveUp(ms);
+      g.members.forEach((_, r) => skip1.add(r));
+    }, ms);
+  };
   const arm1 = () => {
-    const waiting = g.members.filter((_, r) => r !== me && !skip1.has(r) && !arrived.has(r)).length;
-    if (last1 === undefined && waiting <= 1) {
-      last1 = setTimeout(() => g.members.forEach((_, r) => skip1.add(r)), 2 * Math.max(o.lastSenderMs ?? grace, median([...arrived.values()])));
-    }
+    if (last1 === undefined && missing().length <= 1) giveUp(2 * Math.max(o.lastSenderMs ?? grace, median([...arrived.values()])));
   };
   const unwatch = skip1.watch(arm1);
   arm1();

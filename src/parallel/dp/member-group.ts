@@ -255,7 +255,7 @@ export class MemberGroup {
     this.accusing.clear();
     // Signed and echoed as the sync's statuses: admission, accusations and the hash check are
     // decided from the same reports on every honest member; one that signed two is removed.
-    const agreed = await agreeStatements(g, encodeReport({ step: s + 1, weightsHash: hash, loss, joiners, accused }), { domain: 'report' });
+    const agreed = await agreeStatements(g, encodeReport({ step: s + 1, weightsHash: hash, loss, joiners, accused }), { domain: 'report', lastHeard: (p) => this.channels.lastHeard(p) });
     this.noteWithheld(g, agreed.absent, `after step ${s}`);
     const { reports: signed, removed: liars, suspects } = agreedReports(g, agreed, s);
     for (const [p, why] of suspects) this.event('suspect', [p], why);
@@ -373,7 +373,7 @@ export class MemberGroup {
     // and a member that signed two different ones is proven to and removed by all (issue 38).
     // The last status is waited for at least 4 × what this member's own took (reading back and hashing the
     // state), at least 2 s: a slower device is no withholder; one sent to nobody is absent alike everywhere.
-    const agreed = await agreeStatements(g, encodeStatus(mine), { domain: 'status', lastSenderMs: Math.max(2000, 4 * (performance.now() - t0)) });
+    const agreed = await agreeStatements(g, encodeStatus(mine), { domain: 'status', lastSenderMs: Math.max(2000, 4 * (performance.now() - t0)), lastHeard: (p) => this.channels.lastHeard(p) });
     this.noteWithheld(g, agreed.absent, `at the sync of epoch ${this.epoch}`);
     const { verdict: v, removed, suspects } = agreedSyncVerdict(g, agreed, this.fingerprint, this.epoch, trainer.stepIndex);
     for (const [p, why] of suspects) this.event('suspect', [p], why);

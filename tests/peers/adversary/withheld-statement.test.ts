@@ -56,6 +56,27 @@ describe('an insider withholding its signed statement from every member', () => 
     }, 10_000);
   }
 
+  it('a member not heard from since the round began (still starting, say) is waited for: given up on only once it shows it is alive', async () => {
+    const honest = ['p0', 'p1', 'p2'];
+    const members = [...honest, 'p3'];
+    const hub = new LoopbackHub();
+    const ev = new Insider(hub.endpoint('p3'));
+    const groups = honest.map((id) => new PeerGroup(hub.endpoint(id), { runId: RUN, members, timeoutMs: 30_000 }));
+    let p3Heard = -Infinity;
+    setTimeout(() => (p3Heard = Date.now()), 1500); // its first heartbeat
+    const own = ev.statement('status', RUN, 0, members, dp.status(status(members)));
+    const t0 = performance.now();
+    const [res] = await Promise.all([Promise.all(groups.map(async (g) => {
+      const a = await agreeStatements(g, encodeStatus(status(members)), { domain: 'status', graceMs: 200, lastHeard: (p) => (p === 'p3' ? p3Heard : Date.now()) });
+      return a.absent;
+    })), withholder(ev, members, 0, own)]);
+    const ms = performance.now() - t0;
+    groups.forEach((g) => g.close());
+    expect(ms).toBeGreaterThan(1500);
+    expect(ms).toBeLessThan(5000);
+    expect(res).toEqual(honest.map(() => [3]));
+  }, 10_000);
+
   it('its REPORT, 4 members: the step ends after a bounded wait on every honest member alike, naming it', async () => {
     const honest = ['p0', 'p1', 'p2'];
     const members = [...honest, 'p3'];
