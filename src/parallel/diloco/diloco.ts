@@ -23,14 +23,16 @@ import type { CheckpointFiles } from '../../engine/io/checkpoint';
 import type { OuterHyper } from '../../engine/optim/outer';
 import type { RunTrainer } from '../../engine/train/run-trainer';
 import type { Trainer } from '../../engine/train/trainer';
-import { type GradWire, WIRE_FORMATS, type WireFormat } from '../../engine/scheme/wire';
+import { AGOQ_BLOCK, type GradWire, WIRE_FORMATS, type WireFormat } from '../../engine/scheme/wire';
 import { decodeOuterCheckpoint, encodeOuterCheckpoint, type OuterCheckpoint, outerDigest, OuterState, outerHash } from './outer';
 import { sameBytes } from '../../peers/collectives/digest';
 import type { DataParallelOptions, DpStepStats } from '../dp/dp';
 import { MemberGroup } from '../dp/member-group';
 import { MemberTrainer } from '../member-trainer';
 import { rankGradients } from '../rank';
-import { exchangeMean } from '../dp/step';
+import { JsContributions } from '../../peers/collectives/js-contributions';
+import { reduceContributions } from '../../peers/collectives/verified-reduce';
+import { DEFAULT_HELD_OUT_BATCHES, DEFAULT_MAX_RISE, type HeldOutEvaluator, type HeldOutFigures, judgeHeldOut } from './held-out';
 import type { Applied } from '../dp/types';
 import { weightsHash } from '../dp/wire';
 import { CollectiveError, type PeerGroup } from '../../peers/collectives/group';
@@ -50,6 +52,14 @@ export interface DilocoConfig {
   overlap?: number;
   /** Share of the local weights kept when a fragment's θ_global is applied (streaming; default 0.5, plain DiLoCo 0). */
   alpha?: number;
+  /**
+   * The held-out check (held-out.ts): largest rise of the held-out loss, relative to θ_global's, that
+   * one candidate's pseudo-gradient applied alone may cause before it is left out and its sender
+   * accused (default DEFAULT_MAX_RISE); null: off.
+   */
+  heldOut?: number | null;
+  /** Held-out batches (the trainer's B × T each) per evaluation (default DEFAULT_HELD_OUT_BATCHES). */
+  heldOutBatches?: number;
 }
 
 export type ResolvedDiloco = Required<DilocoConfig>;
@@ -60,7 +70,10 @@ export function resolveDiloco(c: DilocoConfig): ResolvedDiloco {
   const r: ResolvedDiloco = {
     innerSteps: c.innerSteps, wire: c.wire, outerLr: c.outerLr ?? 0.7, outerMomentum: c.outerMomentum ?? 0.9,
     fragments, overlap: c.overlap ?? (fragments > 1 && c.innerSteps / fragments > 1 ? 1 : 0), alpha: c.alpha ?? (fragments > 1 ? 0.5 : 0),
+    heldOut: c.heldOut === undefined ? DEFAULT_MAX_RISE : c.heldOut, heldOutBatches: c.heldOutBatches ?? DEFAULT_HELD_OUT_BATCHES,
   };
+  if (!(Number.isSafeInteger(r.heldOutBatches) && r.heldOutBatches >= 1 && r.heldOutBatches <= 64)) throw new Error(`DiLoCo: held-out batches must be an integer in [1, 64], got ${r.heldOutBatches}`);
+  if (r.heldOut !== null && !(r.heldOut > 0 && Number.isFinite(r.heldOut))) throw new Error(`DiLoCo: the held-out check's largest rise must be a finite number > 0 or null (off), got ${r.heldOut}`);
   if (!Number.isSafeInteger(r.innerSteps) || r.innerSteps < 1) throw new Error(`DiLoCo: inner steps H must be an integer ≥ 1, got ${r.innerSteps}`);
   if (!WIRE_FORMATS.includes(r.wire)) throw new Error(`DiLoCo: wire must be one of ${WIRE_FORMATS.join(', ')}, got ${String(r.wire)}`);
   if (!(r.outerLr > 0 && r.outerLr <= 10)) throw new Error(`DiLoCo: outer lr must be in (0, 10], got ${r.outerLr}`);
@@ -85,6 +98,8 @@ export interface DilocoStepStats extends DpStepStats {
   waitMs: number;
   /** The inner step's own time (forward, backward, AdamW), ms. */
   innerMs: number;
+  /** Time this step spent on the held-out check (forwards on the held-out batch), ms. */
+  heldOutMs: number;
 }
 
 interface InFlight {
@@ -92,7 +107,19 @@ interface InFlight {
   /** Apply after the inner step of this index. */
   applyAfter: number;
   delta: Float32Array;
-  result: Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number; excluded: Exclusion[]; notices: { peer: PeerId; why: string }[] } | { error: Error }>;
+  result: Promise<Exchanged | { error: Error }>;
+}
+
+/** An outer exchange's result, with the gathered candidates (for the held-out check's re-mean). */
+interface Exchanged {
+  out: Float32Array;
+  sent: number;
+  received: number;
+  fp32Bytes: number;
+  kept: number[];
+  excluded: Exclusion[];
+  notices: { peer: PeerId; why: string }[];
+  c: JsContributions;
 }
 
 const BUCKET = 1 << 22;
@@ -114,6 +141,12 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
   private streamed: { sent: number; received: number; fp32: number } | null = null;
   /** Senders the streamed exchanges faulted (removed at the rotation's report, on every member alike). */
   private faulted: [PeerId, string][] = [];
+  /** The held-out check's evaluator (null: the check is off); public for calibration (bench/diloco-heldout-calibration.ts). */
+  readonly heldOut: HeldOutEvaluator | null;
+  /** Called with every held-out evaluation's figures and the candidates it judged (calibration, tests). */
+  onHeldOut: ((x: { outerStep: number; fragment: number; figures: HeldOutFigures; candidates: Map<number, Float32Array> }) => void) | null = null;
+  /** Held-out check time since the last step's stats. */
+  private heldOutMs = 0;
 
   /** `opts.mode` is not read: the group's mode follows the pseudo-gradients' wire (diloco.wire). */
   constructor(trainer: Trainer, transport: Transport, opts: Omit<DataParallelOptions, 'mode'> & { mode?: GradWire; diloco: DilocoConfig }) {
@@ -122,6 +155,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
     const c = this.config;
     const hyper: OuterHyper = { lr: c.outerLr, momentum: c.outerMomentum, alpha: c.alpha };
     this.outer = new OuterState(trainer.model, c.fragments, c.wire, hyper);
+    this.heldOut = c.heldOut === null ? null : this.outer.evaluator(trainer);
     // The group's mode enters its fingerprint only (the wire is there too: the outer configuration).
     this.dp = new MemberGroup(trainer, transport, { ...opts, mode: c.wire === 'int4' ? 'int8' : c.wire }, {
       fingerprint: { outer: { diloco: c } },
@@ -190,10 +224,12 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
       this.dp.invalidate(`fragment ${f.fragment}'s exchange failed: ${r.error.message}`);
       group = await this.groupStep(this.outerAction(f.fragment, f.delta));
     } else {
-      this.outer.apply(f.fragment, r.out);
+      const members = this.dp.currentMembers;
+      const out = await this.checkHeldOut(members, f.fragment, r, `fragment ${f.fragment}`);
+      this.outer.apply(f.fragment, out);
       this.outerSteps++;
       this.streamed = { sent: r.sent, received: r.received, fp32: r.fp32Bytes };
-      this.faulted.push(...this.judge(this.dp.currentMembers, r.excluded, `fragment ${f.fragment}`, r.notices));
+      this.faulted.push(...this.judge(members, r.excluded, `fragment ${f.fragment}`, r.notices));
       // A rotation is complete: the step report (θ_global hashes, joiners) and any regroup.
       if (f.fragment === this.config.fragments - 1) group = await this.groupStep(() => this.reportAction());
     }
@@ -232,9 +268,10 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
       const tc = performance.now();
       delta ??= await this.outer.delta(f);
       const te = performance.now();
-      const ex = await exchangeMean(g, delta, BUCKET, this.config.wire, this.dp.o.screen);
+      const ex = await this.exchange(g, delta);
+      const out = await this.checkHeldOut(g.members, f, ex, `outer step of fragment ${f}`);
       const ta = performance.now();
-      this.outer.apply(f, ex.out);
+      this.outer.apply(f, out);
       this.outerSteps++;
       const hash = await this.outer.hash();
       done = {
@@ -266,12 +303,46 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
     return this.dp.guard.record(members, excluded).map((e): [PeerId, string] => [e.peer, e.why]);
   }
 
+  /** The verified, screened mean of the members' Δ (as dp/step.ts's exchangeMean), keeping the candidates for the held-out check. */
+  private async exchange(g: PeerGroup, delta: Float32Array): Promise<Exchanged> {
+    const c = new JsContributions(delta, this.config.wire, AGOQ_BLOCK);
+    const r = await reduceContributions(g, c, { bucketFloats: BUCKET, screen: this.dp.o.screen });
+    return { out: r.out, sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, kept: r.kept, excluded: r.excluded, notices: r.notices, c };
+  }
+
+  /**
+   * The held-out check (held-out.ts) of the candidates the screen kept: each one's loss alone on
+   * the outer step's held-out batch; those above the bound are left out of the mean (alike on every
+   * member), named, and accused in this member's next report (a majority's accusations remove).
+   * Returns the mean to apply (zeros when every candidate failed: θ_global moves by momentum only).
+   */
+  private async checkHeldOut(members: readonly PeerId[], f: number, ex: Exchanged, what: string): Promise<Float32Array> {
+    const limit = this.config.heldOut;
+    if (!this.heldOut || limit === null) return ex.out;
+    const t = performance.now();
+    try {
+      const cand = new Map<number, Float32Array>();
+      for (const r of ex.kept) cand.set(r, await ex.c.reduce([r])); // one rank's mean is its own Δ, as decoded
+      const figures = await this.heldOut.evaluate(this.outerSteps, this.outer.fragments[f], cand, this.config.heldOutBatches);
+      this.onHeldOut?.({ outerStep: this.outerSteps, fragment: f, figures, candidates: cand });
+      const v = judgeHeldOut(members, ex.kept, figures, limit);
+      if (v.excluded.length === 0) return ex.out;
+      for (const e of v.excluded) {
+        this.dp.event('screened', [e.peer], `${what}: ${e.peer}'s pseudo-gradient left out: ${e.why}`);
+        this.dp.accuse(e.peer, `${what}: ${e.peer}'s pseudo-gradient failed the held-out check`);
+      }
+      return v.kept.length ? await ex.c.reduce(v.kept) : new Float32Array(ex.out.length);
+    } finally {
+      this.heldOutMs += performance.now() - t;
+    }
+  }
+
   /** Computes fragment f's Δ now and starts its all-reduce in the background. */
   private async startFragment(f: number, applyAfter: number): Promise<void> {
     const delta = await this.outer.delta(f);
     const g = this.dp.activeGroup;
     const result = g
-      ? exchangeMean(g, delta, BUCKET, this.config.wire, this.dp.o.screen).catch((e: unknown) => ({ error: e instanceof Error ? e : new Error(String(e)) }))
+      ? this.exchange(g, delta).catch((e: unknown) => ({ error: e instanceof Error ? e : new Error(String(e)) }))
       : Promise.resolve({ error: new CollectiveError('closed', 'no group') as Error });
     this.inflight = { fragment: f, applyAfter, delta, result };
   }
@@ -326,8 +397,14 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
     };
     return {
       ...base, ...ex, step: s, loss: this.lastInner.loss, lr: this.lastInner.lr, gradNorm: this.lastInner.gradNorm, mode: this.config.wire,
-      stepMs, outerSteps: this.outerSteps, fragment, waitMs, innerMs,
+      stepMs, outerSteps: this.outerSteps, fragment, waitMs, innerMs, heldOutMs: this.takeHeldOutMs(),
     };
+  }
+
+  private takeHeldOutMs(): number {
+    const ms = this.heldOutMs;
+    this.heldOutMs = 0;
+    return ms;
   }
 
   // ---- RunTrainer: the rest is the member's own trainer (MemberTrainer) ----
@@ -357,6 +434,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
   }
 
   destroy(): void {
+    this.heldOut?.destroy();
     this.outer.destroy();
   }
 }

@@ -17,6 +17,8 @@ import { floatsHash } from '../../engine/kernels/hash/hash.ref';
 import { digestOfParts } from '../../peers/collectives/digest';
 import { decodeInt8Chunk } from '../../peers/collectives/chunk-codec';
 import { decodeInt4Chunk } from '../../peers/collectives/int4-chunk';
+import type { Trainer } from '../../engine/train/trainer';
+import { HeldOutEvaluator } from './held-out';
 
 /** A contiguous range [off, off + n) of the flat layout holding whole tensors. */
 export interface Fragment {
@@ -89,6 +91,12 @@ export class OuterState {
       quantize: wire === 'fp32' ? null : buildQuantize(rt, { format: wire, granularity: { kind: 'group', size: AGOQ_BLOCK }, n: f.n }, this.d),
     }));
     this.resetFromWeights();
+  }
+
+  /** The held-out check's evaluator over this state's θ_global (held-out.ts), for `trainer`'s model. */
+  evaluator(trainer: Trainer): HeldOutEvaluator {
+    if (trainer.model !== this.model) throw new Error('DiLoCo: the held-out evaluator needs the outer state\'s own model');
+    return new HeldOutEvaluator(trainer, this.global, this.d);
   }
 
   /** θ_global := the model's weights, momentum := 0 (a run's start). */
