@@ -7,6 +7,7 @@ import { type Checkpoint, loadCheckpoint, modelConfigFromHf, type OptimizerState
 import { mergeLora } from '../engine/lora/merge';
 import { importPeftAdapter, type PeftAdapter } from '../engine/lora/peft';
 import { defaultLoraSpec, type LoraSpec, type LoraTarget, parseLoraTargets } from '../engine/lora/spec';
+import { defaultQloraSpec, QLORA_FORMATS, type QloraFormat, type QloraSpec } from '../engine/lora/qlora/plan';
 import { hfConfigJson, type ModelConfig, PRESETS, PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { modelDims } from '../engine/model/plan';
 import { paramLayout } from '../engine/model/params';
@@ -57,6 +58,8 @@ export const TRAIN_HELP = `usage: npm run train -- [options]
   --lora-targets LIST             the linear layers that get adapters: q,k,v,o,gate,up,down (default all)
   --adapter DIR                   continue the PEFT LoRA adapter in DIR (its rank, alpha, targets) over --init's model
   --merge                         also write DIR/merged: the model with the adapters merged in (a full HF checkpoint)
+  --qlora int4|int8               QLoRA: the frozen base's block linears stored on the GPU only as INT4/INT8
+                                  codes (a scale per 64 inputs), no fp32 copy; needs --lora R or --adapter DIR
   --eval-every N --eval-batches N validation cadence and size
   --out DIR                       output directory (default runs/<model>-<time>); must be new or empty
   --overwrite                     replace the run files in a non-empty --out
@@ -88,7 +91,7 @@ const OPTIONS = {
   tokenizer: { type: 'string' }, init: { type: 'string' }, 'text-field': { type: 'string' },
   tune: { type: 'boolean' }, 'tune-budget-s': { type: 'string' },
   lora: { type: 'string' }, 'lora-alpha': { type: 'string' }, 'lora-dropout': { type: 'string' }, 'lora-targets': { type: 'string' },
-  adapter: { type: 'string' }, merge: { type: 'boolean' },
+  adapter: { type: 'string' }, merge: { type: 'boolean' }, qlora: { type: 'string' },
 } as const;
 
 /** The checkpoint a resumed run starts from. */
@@ -170,6 +173,7 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
   const initDir = a.init?.startsWith('hf:') ? await fetchHubInit(a.init.slice(3)) : a.init;
   const init = initDir ? readInit(initDir, a.init === initDir ? '--init' : `--init ${a.init}, downloaded to`) : undefined;
   const lora = loraFlags(a, init);
+  const qlora = qloraFlag(a.qlora, !!lora);
   if (init?.adapters && !lora) {
     // A LoRA run's export trains on as the model it is: its adapters merged into the base.
     console.error(`--init ${a.init}: merging its LoRA adapters (rank ${init.adapters.spec.rank}) into the model; pass --lora R to train them as adapters instead`);
@@ -200,6 +204,7 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
       data: { source: a.data ?? BUNDLED_DATASET, ...(a['text-field'] ? { textField: a['text-field'] } : {}) },
       tokenizer: { kind: tokenizer.kind, source: a.tokenizer ?? (init?.extra?.tokenizer ? `--init ${a.init}` : 'char'), vocabSize: tokenizer.vocabSize },
       ...(lora ? { lora: lora.spec } : {}),
+      ...(qlora ? { qlora } : {}),
     });
   } catch (e) {
     throw new UsageError(namingFlags((e as Error).message));
@@ -251,6 +256,14 @@ function loraFlags(a: Flags, init: Checkpoint | undefined): { spec: LoraSpec; te
     return { spec, tensors: own.tensors };
   }
   return { spec, tensors: null };
+}
+
+/** --qlora int4|int8: the frozen base's storage (QLoRA's block size, 64 inputs per scale); undefined without the flag. */
+function qloraFlag(v: string | undefined, lora: boolean): QloraSpec | undefined {
+  if (v === undefined) return undefined;
+  if (!(QLORA_FORMATS as readonly string[]).includes(v)) throw new UsageError(`--qlora expects ${QLORA_FORMATS.join(' or ')}, got '${v}'`);
+  if (!lora) throw new UsageError('--qlora goes with --lora R or --adapter DIR (it quantizes the frozen base under the adapters)');
+  return defaultQloraSpec(v as QloraFormat);
 }
 
 function readAdapter(dir: string, config: ModelConfig): PeftAdapter {
@@ -371,7 +384,7 @@ const RUN_FLAGS: [keyof Flags, (o: TrainOptions) => number][] = [
 
 /** --resume DIR: the run's own options, its data (unchanged) and its last checkpoint (verified). */
 async function resumePlan(a: Flags, dir: string, cadence: Partial<CadenceSpec>): Promise<Omit<TrainPlan, 'cpu' | 'exportInit' | 'dumpBatches' | 'plan' | 'tune' | 'merge'>> {
-  for (const f of ['config', 'scheme', 'overwrite', 'export-init', 'dump-batches', 'plan', 'tokenizer', 'init', 'text-field', 'lora', 'lora-alpha', 'lora-dropout', 'lora-targets', 'adapter'] as const) {
+  for (const f of ['config', 'scheme', 'overwrite', 'export-init', 'dump-batches', 'plan', 'tokenizer', 'init', 'text-field', 'lora', 'lora-alpha', 'lora-dropout', 'lora-targets', 'adapter', 'qlora'] as const) {
     if (a[f] !== undefined) throw new UsageError(`--${f} cannot be combined with --resume (a resumed run keeps the options of ${path.join(dir, 'run.json')})`);
   }
   if (a.out !== undefined && path.resolve(a.out) !== path.resolve(dir)) throw new UsageError(`--out ${a.out} conflicts with --resume ${dir}: a resumed run writes to its own directory`);

@@ -36,6 +36,7 @@ function printPlan(p: TrainPlan, plan: TrainingPlan): void {
     model: p.preset, scheme: p.scheme.name, params: paramLayout(opts.model).count, vocab_size: opts.model.vocab_size, tokenizer: p.tokenizer.kind,
     batch: opts.batch, seq: opts.seq, bytes: plan.memory,
     ...(plan.model.lora ? { lora: { ...plan.model.lora.spec, trainable_params: plan.model.lora.layout.count } } : {}),
+    ...(plan.model.qlora ? { qlora: { ...plan.model.qlora.spec, quantized_params: plan.model.qlora.linears.reduce((s, l) => s + l.rows * l.cols, 0) } } : {}),
     ...(choice ? { budget: choice.budget, bits: choice.bits } : {}),
     bits_and_wire: bitsAndWire(plan.model),
   }, null, 2));

@@ -16,6 +16,7 @@ import { parseScheme, type Scheme, SchemeSchema } from '../scheme/scheme';
 import { gradWireOf, WIRE_FORMATS } from '../scheme/wire';
 import type { LoopCadence } from '../train/loop';
 import { LoraSpecSchema, type LoraSpec } from '../lora/spec';
+import { QloraSpecSchema, type QloraSpec } from '../lora/qlora/plan';
 import { defaultTrainOptions, OptimizerConfigSchema, type TrainOptions, type TrainOverrides } from '../train/options';
 import { suggestKey, unknownKeys } from '../util/keys';
 
@@ -116,6 +117,8 @@ export const RunSpecSchema = z
     strategy: StrategySchema,
     /** Fine-tune LoRA adapters over a frozen base (absent: every parameter trains). */
     lora: LoraSpecSchema.optional(),
+    /** QLoRA: the frozen base's block linears stored INT4/INT8 (needs lora). */
+    qlora: QloraSpecSchema.optional(),
   })
   .strict();
 export type RunSpec = z.infer<typeof RunSpecSchema>;
@@ -127,6 +130,7 @@ export interface RunSpecOverrides extends Omit<TrainOverrides, 'evalEvery' | 'ev
   cadence?: Partial<CadenceSpec>;
   strategy?: Strategy;
   lora?: LoraSpec;
+  qlora?: QloraSpec;
 }
 
 export class RunSpecError extends Error {
@@ -172,6 +176,7 @@ export function defaultRunSpec(preset: PresetName, o: RunSpecOverrides = {}): Ru
     },
     strategy,
     ...(o.lora ? { lora: o.lora } : {}),
+    ...(o.qlora ? { qlora: o.qlora } : {}),
   });
 }
 
@@ -253,6 +258,7 @@ function crossFieldProblems(s: RunSpec): string[] {
   } else if (strategy.kind !== 'single' && scheme && scheme.tp.degree > 1) {
     out.push(`strategy.kind: ${strategy.kind} replicates the model, but scheme '${scheme.name}' splits it (tp.degree ${scheme.tp.degree})`);
   }
+  if (s.qlora && !s.lora) out.push('qlora: quantizes a frozen base, so it goes with lora (the adapters)');
   if (s.lora && strategy.kind !== 'single') out.push(`lora: adapters train on one device for now, not under strategy ${strategy.kind}`);
   if (strategy.kind === 'diloco') {
     const f = strategy.fragments ?? 1;
@@ -290,6 +296,7 @@ export function trainOptionsOf(s: RunSpec): TrainOptions {
     model: s.model, optimizer: s.optimizer, batch: s.batch, seq: s.seq, seed: s.seed,
     evalEvery: s.cadence.evalEvery, evalBatches: s.cadence.evalBatches, ...(s.scheme ? { scheme: s.scheme } : {}),
     ...(s.lora ? { lora: s.lora } : {}),
+    ...(s.qlora ? { qlora: s.qlora } : {}),
   };
 }
 

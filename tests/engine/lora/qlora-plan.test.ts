@@ -1,0 +1,53 @@
+/**
+ * QLoRA's plan (engine/lora/qlora/plan.ts) without a GPU: the base's block linears leave `weights`
+ * for their codes and scales, so the planned weights shrink to what INT4/INT8 costs; groups follow
+ * each row's width; and the codec is idempotent on the base it dequantizes (a checkpoint holds the
+ * dequantized base, and a resumed run quantizes it back to the same codes).
+ */
+import { describe, expect, it } from 'vitest';
+import { dequantizeRowGroupsRef, quantizeRowGroupsRef } from '../../../src/engine/kernels/qgemm/qgemm.ref';
+import { PRESETS } from '../../../src/engine/model/config';
+import { initParams, paramLayout, unflatten } from '../../../src/engine/model/params';
+import { defaultQloraSpec, resolveQloraPlan } from '../../../src/engine/lora/qlora/plan';
+import { defaultLoraSpec } from '../../../src/engine/lora/spec';
+import { resolvePlan } from '../../../src/engine/plan/run-plan';
+
+const sum = (p: ReturnType<typeof resolvePlan>, cat: string) => p.buffers.filter((b) => b.category === cat).reduce((s, b) => s + b.bytes, 0);
+
+describe('QLoRA plan', () => {
+  it('prices the block linears as codes and scales instead of fp32', () => {
+    const cfg = PRESETS.small;
+    const lora = defaultLoraSpec(8);
+    const p16 = resolvePlan(cfg, 4, 64, { lora });
+    const p4 = resolvePlan(cfg, 4, 64, { lora, qlora: defaultQloraSpec('int4') });
+    const p8 = resolvePlan(cfg, 4, 64, { lora, qlora: defaultQloraSpec('int8') });
+    const q = p4.qlora!;
+    const linear = q.linears.reduce((s, l) => s + l.rows * l.cols, 0);
+    expect(q.linears).toHaveLength(7 * cfg.num_hidden_layers);
+    expect(q.linears.every((l) => l.G === 64)).toBe(true);
+    // fp32 base − linears + INT4 codes (½ byte) + a 4-byte scale per 64.
+    const lw = sum(p16, 'weights');
+    expect(sum(p4, 'weights')).toBe(lw - (paramLayout(cfg).totalFloats - q.dense.totalFloats) * 4 + linear / 2 + linear / 16);
+    expect(sum(p8, 'weights')).toBe(lw - (paramLayout(cfg).totalFloats - q.dense.totalFloats) * 4 + linear + linear / 16);
+    expect(p4.buffers.find((b) => b.key === 'wT')).toBeUndefined();
+  });
+
+  it('uses gcd(group, width) where the group does not divide a row (micro: 32)', () => {
+    const p = resolveQloraPlan(PRESETS.micro, defaultQloraSpec('int4'));
+    expect(new Set(p.linears.map((l) => `${l.cols}:${l.G}`))).toEqual(new Set(['32:32', '64:64']));
+  });
+
+  it('quantizes its own dequantized base back to the same codes and scales', () => {
+    const cfg = PRESETS.tiny;
+    const layout = paramLayout(cfg);
+    const params = unflatten(initParams(cfg, layout, 3), layout);
+    for (const format of ['int4', 'int8'] as const) {
+      for (const l of resolveQloraPlan(cfg, defaultQloraSpec(format)).linears.slice(0, 7)) {
+        const a = quantizeRowGroupsRef(params.get(l.name)!, l.rows, l.cols, format, l.G);
+        const b = quantizeRowGroupsRef(dequantizeRowGroupsRef(a.codes, a.scales, l.rows, l.cols, format, l.G), l.rows, l.cols, format, l.G);
+        expect(Buffer.from(b.codes.buffer).equals(Buffer.from(a.codes.buffer)), `${format} ${l.name} codes`).toBe(true);
+        expect(Buffer.from(b.scales.buffer).equals(Buffer.from(a.scales.buffer)), `${format} ${l.name} scales`).toBe(true);
+      }
+    }
+  });
+});
