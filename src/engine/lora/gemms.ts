@@ -5,18 +5,58 @@
  * skips; its input x is live there): x̃ and u again from the same seed, dB = s·dYᵀ·u, v = dY·B,
  * dA = s·vᵀ·x̃; after the base dX GEMM: dX += s·v·A (through the dropout mask). u is recomputed
  * rather than saved: N·r floats per adapter would be most of what LoRA saves at small ranks.
+ *
+ * Adapters whose linears share an input (q/k/v, gate/up: a group, LORA_SHARED_INPUT) and no dropout
+ * run their A-side GEMMs as one: their A's lie back to back in the layout ([g·r, in]), so u of the
+ * group, dA of the group and the group's dX term are one GEMM each instead of g (the step's thin
+ * GEMMs were its cost: docs/benchmarks.md). u and v are kept transposed ([r, N] per adapter) so each
+ * member's rows of the group's [g·r, N] are a contiguous slice for its own B GEMMs.
  * Reference: ./lora.ref.ts.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { type DropoutKernels, dropoutKernels } from '../kernels/dropout/dropout';
 import { matmul, matmulSteps } from '../kernels/matmul/matmul';
 import type { ModelDims } from '../model/dims';
+import { ALIGN_FLOATS } from '../model/params';
 import { deriveSeed } from '../util/rng';
-import { type LoraPlan, loraRankKey } from './plan';
+import { LORA_SHARED_INPUT, type LoraPlan, loraRankSlots, loraStacks } from './plan';
 import type { LoraAdapter } from './spec';
+
+/** Adapters of one layer whose A-side GEMMs run as one (a single adapter where they cannot). */
+export interface LoraGroup {
+  /** In layout order: their A's back to back. */
+  adapters: LoraAdapter[];
+  /** The first member's slot in lora.t (the others' follow). */
+  slot: number;
+}
+
+/**
+ * The plan's groups: adapters of a layer that share an input, stacked where their A's are adjacent
+ * (r·in a whole number of 256-byte blocks), each member's [r, N] rows start at a 256-byte boundary
+ * and there is no dropout; single adapters otherwise.
+ */
+export function loraGroups(plan: LoraPlan, dims: ModelDims): LoraGroup[] {
+  const { index } = loraRankSlots(plan, dims);
+  const at = (name: string) => plan.layout.byName.get(name)!;
+  const out: LoraGroup[] = [];
+  for (const l of [...new Set(plan.adapters.map((a) => a.layer))]) {
+    for (const ts of LORA_SHARED_INPUT) {
+      const m = plan.adapters.filter((a) => a.layer === l && ts.includes(a.target));
+      if (!m.length) continue;
+      const adjacent = m.every((a, i) => i === 0 || (at(a.a).offset === at(m[i - 1].a).offset + at(m[i - 1].a).size && index.get(a.target) === index.get(m[i - 1].target)! + 1));
+      if (m.length > 1 && loraStacks(plan) && adjacent && (dims.N * plan.spec.rank) % ALIGN_FLOATS === 0) out.push({ adapters: m, slot: index.get(m[0].target)! });
+      else out.push(...m.map((a) => ({ adapters: [a], slot: index.get(a.target)! })));
+    }
+  }
+  return out;
+}
 
 export class LoraGemms {
   private readonly drop = new Map<string, DropoutKernels>();
+  readonly groups: LoraGroup[];
+  private readonly groupOf = new Map<string, LoraGroup>();
+  /** Floats per lora.t slot. */
+  private readonly slot: number;
 
   constructor(
     private readonly rt: Runtime,
@@ -27,6 +67,9 @@ export class LoraGemms {
     if (plan.spec.dropout > 0) {
       for (const a of plan.adapters) this.drop.set(a.base, dropoutKernels(rt, `lora.${a.base}`, dims.N * a.in, plan.spec.dropout));
     }
+    this.groups = loraGroups(plan, dims);
+    for (const g of this.groups) for (const a of g.adapters) this.groupOf.set(a.base, g);
+    this.slot = loraRankSlots(plan, dims).slot;
   }
 
   /** The adapter on base weight `name` (undefined: that linear has none). */
@@ -34,13 +77,27 @@ export class LoraGemms {
     return this.plan.byBase.get(name);
   }
 
-  private t(key: 'lora.weights' | 'lora.grads', name: string): Binding {
-    const v = this.plan.layout.byName.get(name)!;
-    return { buffer: this.b(key), offset: v.offset * 4, size: v.size * 4 };
+  private group(a: LoraAdapter): { g: LoraGroup; i: number; first: boolean; last: boolean } {
+    const g = this.groupOf.get(a.base)!;
+    const i = g.adapters.indexOf(a);
+    return { g, i, first: i === 0, last: i === g.adapters.length - 1 };
   }
 
-  private rows(key: string, width: number): Binding {
-    return { buffer: this.b(key), offset: 0, size: this.dims.N * width * 4 };
+  /** A tensor, or (`rows` of them from `name` on) a group's stacked A's, in lora.weights or lora.grads. */
+  private t(key: 'lora.weights' | 'lora.grads', name: string, count = 1): Binding {
+    const v = this.plan.layout.byName.get(name)!;
+    return { buffer: this.b(key), offset: v.offset * 4, size: v.size * count * 4 };
+  }
+
+  /** Member i's (x̃·Aᵀ)ᵀ [r, N] in lora.u, or (count) the group's [count·r, N]. */
+  private u(i: number, count = 1): Binding {
+    const n = this.dims.N * this.plan.spec.rank;
+    return { buffer: this.b('lora.u'), offset: i * n * 4, size: count * n * 4 };
+  }
+
+  /** (dY·B)ᵀ [r, N] of the adapter in slot s of lora.t, or (count) the group's [count·r, N]. */
+  private v(s: number, count = 1): Binding {
+    return { buffer: this.b('lora.t'), offset: s * this.slot * 4, size: count * this.dims.N * this.plan.spec.rank * 4 };
   }
 
   /** x̃: x itself, or its dropped copy in lora.xd (written by the returned dispatches). */
@@ -48,59 +105,74 @@ export class LoraGemms {
     const x0 = { buffer: x, offset: 0, size: this.dims.N * a.in * 4 };
     const d = this.drop.get(a.base);
     if (!d) return x0;
-    const xd = this.rows('lora.xd', a.in);
+    const xd = { buffer: this.b('lora.xd'), offset: 0, size: this.dims.N * a.in * 4 };
     out.push(d.apply(`${label}.drop`, x0, xd));
     return xd;
   }
 
-  /** u = x̃·Aᵀ into lora.u (before the base GEMM of `a`, whose input x is). */
+  /** uᵀ = A·x̃ᵀ of a whole group [g·r, N] into lora.u. */
+  private uGemm(g: LoraGroup, label: string, xd: Binding): Dispatch {
+    const a0 = g.adapters[0];
+    const rows = g.adapters.length * this.plan.spec.rank;
+    return matmul(this.rt, { label: `${label}.lora_A`, a: this.t('lora.weights', a0.a, g.adapters.length), b: xd, c: this.u(0, g.adapters.length), M: rows, N: this.dims.N, K: a0.in, transB: true });
+  }
+
+  /** The group's uᵀ, from its first member's call (before the base GEMM of `a`, whose input x is); nothing from the others. */
   down(a: LoraAdapter, label: string, x: GPUBuffer): Dispatch[] {
+    const { g, first } = this.group(a);
+    if (!first) return [];
     const out: Dispatch[] = [];
     const xd = this.input(a, label, x, out);
-    const { N } = this.dims;
-    out.push(matmul(this.rt, { label: `${label}.lora_A`, a: xd, b: this.t('lora.weights', a.a), c: this.rows('lora.u', this.plan.spec.rank), M: N, N: this.plan.spec.rank, K: a.in, transB: true }));
+    out.push(this.uGemm(g, label, xd));
     return out;
   }
 
   /** y += s·u·Bᵀ (after the base GEMM wrote or accumulated y). */
   up(a: LoraAdapter, label: string, y: Binding): Dispatch {
-    const { N } = this.dims;
-    return matmul(this.rt, { label: `${label}.lora_B`, a: this.rows('lora.u', this.plan.spec.rank), b: this.t('lora.weights', a.b), c: y, M: N, N: a.out, K: this.plan.spec.rank, transB: true, accumulate: true, alpha: this.plan.scale });
+    const { i } = this.group(a);
+    return matmul(this.rt, { label: `${label}.lora_B`, a: this.u(i), b: this.t('lora.weights', a.b), c: y, M: this.dims.N, N: a.out, K: this.plan.spec.rank, transA: true, transB: true, accumulate: true, alpha: this.plan.scale });
   }
 
   /**
-   * dA and dB of adapter `a` from dY [N, out] and the base GEMM's input x [N, in] (live here), and
-   * v = dY·B kept for `dx`. `workspace`: split-K partials, a buffer dead at this point (the base dW's).
+   * dB of adapter `a` and vᵀ = (dY·B)ᵀ kept for `dx`, from dY [N, out] and the base GEMM's input x
+   * [N, in] (live here); the group's uᵀ first (its first member), its stacked dA last (its last
+   * member: every member's vᵀ is there). `workspace`: split-K partials, a buffer dead at this point (the base dW's).
    */
   grads(a: LoraAdapter, label: string, dy: GPUBuffer, x: GPUBuffer, workspace?: Binding): Dispatch[] {
     const out: Dispatch[] = [];
     const { N } = this.dims;
     const r = this.plan.spec.rank;
     const s = this.plan.scale;
-    const xd = this.input(a, label, x, out);
-    const u = this.rows('lora.u', r);
-    const v = this.rows(loraRankKey(a.target), r);
+    const { g, i, first, last } = this.group(a);
     const dY = { buffer: dy, offset: 0, size: N * a.out * 4 };
+    // A stacked group has no dropout: x̃ = x for every member, so the last member's x serves.
+    const xd = first || last ? this.input(g.adapters[0], label, x, out) : undefined;
+    if (first) out.push(this.uGemm(g, label, xd!));
     out.push(
-      matmul(this.rt, { label: `${label}.lora_A.u`, a: xd, b: this.t('lora.weights', a.a), c: u, M: N, N: r, K: a.in, transB: true }),
-      ...matmulSteps(this.rt, { label: `${label}.lora_B.dw`, a: dY, b: u, c: this.t('lora.grads', a.b), M: a.out, N: r, K: N, transA: true, alpha: s, workspace }),
-      matmul(this.rt, { label: `${label}.lora_B.dx`, a: dY, b: this.t('lora.weights', a.b), c: v, M: N, N: r, K: a.out }),
-      ...matmulSteps(this.rt, { label: `${label}.lora_A.dw`, a: v, b: xd, c: this.t('lora.grads', a.a), M: r, N: a.in, K: N, transA: true, alpha: s, workspace }),
+      ...matmulSteps(this.rt, { label: `${label}.lora_B.dw`, a: dY, b: this.u(i), c: this.t('lora.grads', a.b), M: a.out, N: r, K: N, transA: true, transB: true, alpha: s, workspace }),
+      matmul(this.rt, { label: `${label}.lora_B.dx`, a: this.t('lora.weights', a.b), b: dY, c: this.v(g.slot + i), M: r, N, K: a.out, transA: true, transB: true }),
     );
+    if (last) {
+      const k = g.adapters.length;
+      out.push(...matmulSteps(this.rt, { label: `${label}.lora_A.dw`, a: this.v(g.slot, k), b: xd!, c: this.t('lora.grads', g.adapters[0].a, k), M: k * r, N: g.adapters[0].in, K: N, alpha: s, workspace }));
+    }
     return out;
   }
 
-  /** dX += s·v·A (masked like the forward's x̃), after the base dX GEMM wrote dX. */
+  /** dX += s·v·A over the group (masked like the forward's x̃), from its first member's call, after the base dX GEMMs wrote dX. */
   dx(a: LoraAdapter, label: string, dx: GPUBuffer): Dispatch[] {
+    const { g, first } = this.group(a);
+    if (!first) return [];
     const { N } = this.dims;
-    const r = this.plan.spec.rank;
-    const v = this.rows(loraRankKey(a.target), r);
+    const k = g.adapters.length;
     const dX = { buffer: dx, offset: 0, size: N * a.in * 4 };
     const d = this.drop.get(a.base);
-    const mm = (c: Binding, accumulate: boolean) => matmul(this.rt, { label: `${label}.lora_A.dx`, a: v, b: this.t('lora.weights', a.a), c, M: N, N: a.in, K: r, accumulate, alpha: this.plan.scale });
+    const mm = (c: Binding, accumulate: boolean) => matmul(this.rt, {
+      label: `${label}.lora_A.dx`, a: this.v(g.slot, k), b: this.t('lora.weights', a.a, k), c, M: N, N: a.in, K: k * this.plan.spec.rank, transA: true, accumulate, alpha: this.plan.scale,
+    });
     if (!d) return [mm(dX, true)];
-    const g = this.rows('lora.xd', a.in);
-    return [mm(g, false), d.accumulateMasked(`${label}.drop.dx`, g, dX)];
+    const gx = { buffer: this.b('lora.xd'), offset: 0, size: N * a.in * 4 };
+    return [mm(gx, false), d.accumulateMasked(`${label}.drop.dx`, gx, dX)];
   }
 
   /** One dropout seed per adapter and step (forward and backward of a step agree). */

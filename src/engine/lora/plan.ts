@@ -6,8 +6,8 @@
  */
 import { type BufferSpec, type ModelDims } from '../model/dims';
 import type { ModelConfig } from '../model/config';
-import { layoutOf, type ParamLayout } from '../model/params';
-import { type LoraAdapter, loraAdapters, loraParamSpecs, loraScale, type LoraSpec, LoraSpecSchema, type LoraTarget } from './spec';
+import { ALIGN_FLOATS, layoutOf, type ParamLayout } from '../model/params';
+import { LORA_TARGETS, type LoraAdapter, loraAdapters, loraParamSpecs, loraScale, type LoraSpec, LoraSpecSchema, type LoraTarget } from './spec';
 
 export interface LoraPlan {
   spec: LoraSpec;
@@ -18,27 +18,53 @@ export interface LoraPlan {
   byBase: ReadonlyMap<string, LoraAdapter>;
   /** The adapters' tensors in one flat buffer (lora.weights; lora.grads, lora.m, lora.v alike). */
   layout: ParamLayout;
+  /** false: every adapter runs its own GEMMs, none stacked with those sharing its input (tests compare the two). */
+  stack?: boolean;
 }
+
+/** Targets whose linears read one input (the attention's h1, o, the MLP's h2, act): adapters stacked into one GEMM (gemms.ts). */
+export const LORA_SHARED_INPUT: readonly (readonly LoraTarget[])[] = [['q', 'k', 'v'], ['o'], ['gate', 'up'], ['down']];
 
 export function resolveLoraPlan(cfg: ModelConfig, spec: LoraSpec): LoraPlan {
   const s = LoraSpecSchema.parse(spec);
   const adapters = loraAdapters(cfg, s);
-  return { spec: s, scale: loraScale(s), adapters, byBase: new Map(adapters.map((a) => [a.base, a])), layout: layoutOf(loraParamSpecs(cfg, s)) };
+  // Per layer and shared input, the A's back to back (one [g·r, in] matrix where r·in fills whole
+  // 256-byte blocks), then the B's; a layout order only (files and checkpoints go by name).
+  const specs = new Map(loraParamSpecs(cfg, s).map((p) => [p.name, p]));
+  const ordered = LORA_SHARED_INPUT.flatMap((ts) => [0, 1].map((ab) => [ts, ab] as const));
+  const order = [...new Set(adapters.map((a) => a.layer))].flatMap((l) => ordered.flatMap(([ts, ab]) =>
+    adapters.filter((a) => a.layer === l && ts.includes(a.target)).map((a) => specs.get(ab ? a.b : a.a)!)));
+  return { spec: s, scale: loraScale(s), adapters, byBase: new Map(adapters.map((a) => [a.base, a])), layout: layoutOf(order) };
 }
 
-/** Scratch of the adapters' low-rank products: X·Aᵀ (lora.u) and, per target, dY·B kept from the dW place to the dX place. */
-export const loraRankKey = (t: LoraTarget): string => `lora.t.${t}`;
+/**
+ * Scratch of the adapters' low-rank products, transposed ([r, N] per adapter, so a group's stack
+ * [g·r, N] is one matrix and each member's rows a slice): (x·Aᵀ)ᵀ in lora.u (a group at a time), and
+ * (dY·B)ᵀ in lora.t, one slot per target (in LORA_TARGETS order, a group's slots adjacent), kept
+ * from the dW place to the dX place. `slot`: the slot's floats, 256-byte aligned.
+ */
+export function loraRankSlots(p: LoraPlan, d: ModelDims): { slot: number; index: ReadonlyMap<LoraTarget, number> } {
+  const index = new Map(LORA_TARGETS.filter((t) => p.spec.targets.includes(t)).map((t, i) => [t, i]));
+  return { slot: Math.ceil((d.N * p.spec.rank) / ALIGN_FLOATS) * ALIGN_FLOATS, index };
+}
+
+/** Whether adapters sharing an input may run as one GEMM: not with dropout (each adapter drops its own mask of x). */
+export const loraStacks = (p: LoraPlan): boolean => p.stack !== false && p.spec.dropout === 0;
+
+/** The most adapters one GEMM serves (lora.u holds that many [r, N] products). */
+export const loraMaxGroup = (p: LoraPlan): number =>
+  (loraStacks(p) ? Math.max(...LORA_SHARED_INPUT.map((ts) => ts.filter((t) => p.spec.targets.includes(t)).length)) : 1);
 
 export function loraBuffers(p: LoraPlan, d: ModelDims, training: boolean): BufferSpec[] {
   const P = p.layout.totalFloats * 4;
   const r = p.spec.rank;
   const out: BufferSpec[] = [{ key: 'lora.weights', category: 'weights', bytes: P }];
-  out.push({ key: 'lora.u', category: 'workspace', bytes: d.N * r * 4 });
+  out.push({ key: 'lora.u', category: 'workspace', bytes: d.N * r * 4 * loraMaxGroup(p) });
   // The dropped copy of an adapter's input (recomputed in backward from the same seed; backward also forms dX's masked term here).
   if (p.spec.dropout > 0) out.push({ key: 'lora.xd', category: 'workspace', bytes: d.N * Math.max(...p.adapters.map((a) => a.in)) * 4 });
   if (!training) return out;
   out.push({ key: 'lora.grads', category: 'grads', bytes: P });
   out.push({ key: 'lora.m', category: 'optimizer', bytes: P }, { key: 'lora.v', category: 'optimizer', bytes: P });
-  for (const t of p.spec.targets) out.push({ key: loraRankKey(t), category: 'workspace', bytes: d.N * r * 4 });
+  out.push({ key: 'lora.t', category: 'workspace', bytes: loraRankSlots(p, d).slot * p.spec.targets.length * 4 });
   return out;
 }

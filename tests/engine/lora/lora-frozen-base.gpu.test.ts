@@ -72,11 +72,11 @@ async function check(opts: Omit<ResolveOptions, 'lora'>, prefix: string, count: 
 describe('a frozen base (LoRA) derives its copies once per upload', () => {
   it('f16 (twin): the weights\' f16 copies', async () => {
     await check({ scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: true, tensorCores: false }, f16Twin: true }, 'f16.w.', 7 * cfg.num_hidden_layers);
-  }, 60_000);
+  }, 240_000);
 
   it('INT8 per-step weight codes', async () => {
     const scheme: Scheme = parseScheme({ ...SCHEME_PRESETS.int8, weight_codes: 'per-step' });
     // One dispatch for the rows, two for the columns (model/weight-codes.ts).
     await check({ scheme }, 'wcodes', 3);
-  }, 60_000);
+  }, 240_000);
 });
