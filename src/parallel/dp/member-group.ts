@@ -548,9 +548,13 @@ export class MemberGroup {
    */
   private weighWelcomes(): void {
     if (!this.welcome) return;
-    if (Date.now() < this.settleAt && !this.transport.peers().every((p) => this.heard.has(p))) return;
-    const plan = this.welcomes.decide(this.id, this.joins.pendingPeers(), this.claimers);
+    const settled = Date.now() >= this.settleAt || this.transport.peers().every((p) => this.heard.has(p));
+    // Before then, only a plan that a strict majority of every linked peer welcomed (no answer still
+    // to come could outvote it), so a quiet insider delays nobody.
+    const voters = settled ? this.claimers : new Set([...this.claimers, ...this.transport.peers()]);
+    const plan = this.welcomes.decide(this.id, this.joins.pendingPeers(), voters);
     if (!plan) {
+      if (!settled) return;
       const refused = refusedByMajority(this.refusers, this.claimers, this.welcomes.senders());
       if (refused) this.welcome.reject(new DpError('refused', `refused by a majority of the run's members heard (${[...this.refusers].map(([p, why]) => `${p}: ${why}`).join('; ')})`, this.trainer.stepIndex, [refused]));
       return;

@@ -34,7 +34,7 @@ function standIn(n = 64): Trainer {
   } as unknown as Trainer;
 }
 
-function setup(o: { realWelcome: boolean; claimDelayMs?: number; insiderRefuses?: boolean; onEvent?: (e: DpEvent) => void; joinTimeoutMs?: number }) {
+function setup(o: { realWelcome: boolean; claimDelayMs?: number; insiderRefuses?: boolean; insiderQuiet?: boolean; onEvent?: (e: DpEvent) => void; joinTimeoutMs?: number }) {
   const hub = new LoopbackHub();
   const clients = Object.fromEntries(GROUP.map((id) => [id, new Insider(hub.endpoint(id))]));
   const joiner = new MemberGroup(standIn(), hub.endpoint('j'), { run: RUN, mode: 'fp32', heartbeatMs: 1000, silenceMs: 5000, joinTimeoutMs: o.joinTimeoutMs ?? 6000, onEvent: o.onEvent }, { step: async () => { throw new Error('no steps here'); } });
@@ -43,6 +43,7 @@ function setup(o: { realWelcome: boolean; claimDelayMs?: number; insiderRefuses?
   // The insider: a welcome into a "group" of itself and the joiner, at the joiner's first HELLO.
   const insider = (async () => {
     await clients.i.recvControl('j', RUN, 1);
+    if (o.insiderQuiet) return;
     if (o.insiderRefuses) clients.i.control('j', RUN, Insider.refuse(`removed from run '${RUN}': screened out 3 steps in a row`));
     else clients.i.control('j', RUN, clients.i.signedMembers('welcome', fp, FORGED_EPOCH, ['i', 'j']));
   })();
@@ -104,6 +105,19 @@ describe('a forged WELCOME to a joiner', () => {
     const st = await Promise.all(['a', 'b', 'c', 'i'].map((p) => clients[p].recv('j', dp.runId(RUN, REAL_EPOCH), 0, 0, 5000)));
     expect(st.every((s) => s.length > 96 && s[4] === 6)).toBe(true);
     expect(events).toContain('refused i');
+    done.stop = true;
+    joiner.stop('test done');
+    expect(await joining).toBeInstanceOf(DpError);
+  }, 20_000);
+
+  it('an insider that keeps quiet delays nobody: the welcomes of a majority of every linked peer are taken at once', async () => {
+    // The joiner waits for every linked peer's answer only where one could still outvote what it has.
+    const { clients, joiner, ready, done } = setup({ realWelcome: true, insiderQuiet: true });
+    const t0 = performance.now();
+    const joining = joiner.formGroup().catch((e) => e);
+    await ready;
+    await Promise.all(['a', 'b', 'c'].map((p) => clients[p].recv('j', dp.runId(RUN, REAL_EPOCH), 0, 0, 5000)));
+    expect(performance.now() - t0).toBeLessThan(2000); // the cap is 3 s here
     done.stop = true;
     joiner.stop('test done');
     expect(await joining).toBeInstanceOf(DpError);
