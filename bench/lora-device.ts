@@ -6,12 +6,17 @@
  *      fine-tuning against LoRA r16 on all linear layers, under fp32 and f16 compute — tokens/s
  *      (median of --reps pipelined steps after --warmup, and GPU timestamps of one step), plan vs
  *      ledger bytes per category;
+ *      --variants picks the rows: full, lora (r16, fp32 base), qlora-int4 / qlora-int8 (r16 over the
+ *      base's block linears stored INT4/INT8, group 64; fp32 compute only, so skipped under f16);
+ *      --shape 360m: SmolLM2-360M's shape (32 layers, d 960, 15/5 heads, F 2560), the issue's 2 GiB target;
  *  (b) fidelity on TinyShakespeare (--data): `small` trained --pre steps from its init, then --more
- *      steps of full fine-tuning and of LoRA r16 (all linear layers; each at the lrs in --lora-lrs) from
- *      those weights, each with a fresh AdamW and the recipe's schedule; validation loss at the end.
+ *      steps of full fine-tuning, of LoRA r16 (all linear layers; each at the lrs in --lora-lrs) and of
+ *      QLoRA r16 over the --fidelity-qlora formats at the same lrs (relToLora: against LoRA at that lr)
+ *      from those weights, each with a fresh AdamW and the recipe's schedule; validation loss at the end.
  *
  *   node lora-device.mjs --json out.json --data tinyshakespeare.txt [--batch 8 --seq 512] [--reps 10 --warmup 3]
- *        [--schemes fp32,f16] [--pre 300 --more 300] [--lora-lrs 1e-3,2e-3] [--no-bench] [--no-fidelity] [--cpu]
+ *        [--schemes fp32,f16] [--variants full,lora,qlora-int4,qlora-int8] [--shape 135m|360m]
+ *        [--pre 300 --more 300] [--lora-lrs 1e-3,2e-3] [--fidelity-qlora int4] [--no-bench] [--no-fidelity] [--cpu] [--shrink]
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -19,6 +24,7 @@ import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { timeDispatches } from '../src/engine/gpu/timer';
 import { defaultLoraSpec, type LoraSpec } from '../src/engine/lora/spec';
+import { defaultQloraSpec, type QloraFormat, type QloraSpec } from '../src/engine/lora/qlora/plan';
 import { validateModelConfig } from '../src/engine/model/config';
 import { initParams, paramLayout, unflatten } from '../src/engine/model/params';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
@@ -33,6 +39,7 @@ const a = parseArgs({
     json: { type: 'string' }, data: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
     schemes: { type: 'string' }, pre: { type: 'string' }, more: { type: 'string' }, 'lora-lrs': { type: 'string' },
     'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' }, layers: { type: 'string' }, shrink: { type: 'boolean' },
+    variants: { type: 'string' }, shape: { type: 'string' }, 'fidelity-qlora': { type: 'string' },
   },
 }).values;
 const T0 = Date.now();
@@ -60,9 +67,12 @@ function randomBatches(V: number): BatchSource {
 if (!a['no-bench']) {
   const B = Number(a.batch ?? 8);
   const T = Number(a.seq ?? 512);
+  const m360 = a.shape === '360m';
+  if (a.shape !== undefined && !['135m', '360m'].includes(a.shape)) throw new Error(`--shape expects 135m or 360m, got ${a.shape}`);
   const model = validateModelConfig({
     // --shrink: the same shape family at a size SwiftShader runs (the script's own test).
-    vocab_size: a.shrink ? 512 : 49152, hidden_size: a.shrink ? 72 : 576, intermediate_size: a.shrink ? 192 : 1536, num_hidden_layers: Number(a.layers ?? 30), num_attention_heads: 9, num_key_value_heads: 3,
+    vocab_size: a.shrink ? 512 : 49152, hidden_size: a.shrink ? 72 : m360 ? 960 : 576, intermediate_size: a.shrink ? 192 : m360 ? 2560 : 1536,
+    num_hidden_layers: Number(a.layers ?? (m360 ? 32 : 30)), num_attention_heads: m360 ? 15 : 9, num_key_value_heads: m360 ? 5 : 3,
     max_position_embeddings: 2048, rms_norm_eps: 1e-5, rope_theta: 100000, tie_word_embeddings: true, initializer_range: 0.041666666666666664,
   });
   const params = unflatten(initParams(model, paramLayout(model), 1), paramLayout(model));
@@ -71,11 +81,17 @@ if (!a['no-bench']) {
   out.bench = rows;
   const reps = Number(a.reps ?? 10);
   const warmup = Number(a.warmup ?? 3);
+  const variants = (a.variants ?? 'full,lora,qlora-int4,qlora-int8').split(',');
   for (const scheme of (a.schemes ?? 'fp32,f16').split(',')) {
-    for (const lora of [undefined, lora16] as (LoraSpec | undefined)[]) {
-      const label = `${scheme} ${lora ? 'lora-r16-all' : 'full'}`;
+    for (const variant of variants) {
+      if (!['full', 'lora', 'qlora-int4', 'qlora-int8'].includes(variant)) throw new Error(`--variants: unknown ${variant}`);
+      const lora: LoraSpec | undefined = variant === 'full' ? undefined : lora16;
+      const qlora: QloraSpec | undefined = variant.startsWith('qlora-') ? defaultQloraSpec(variant.slice(6) as QloraFormat) : undefined;
+      const label = `${scheme} ${variant === 'full' ? 'full' : `${variant}-r16-all`}`;
+      // QLoRA's base GEMMs compute fp32 (the plan refuses f16 compute with it).
+      if (qlora && scheme !== 'fp32') continue;
       const base = defaultTrainOptions('base', { batch: B, seq: T, steps: 1000, evalEvery: 0, scheme: SCHEME_PRESETS[scheme] });
-      const opts: TrainOptions = { ...base, model, ...(lora ? { lora } : {}) };
+      const opts: TrainOptions = { ...base, model, ...(lora ? { lora } : {}), ...(qlora ? { qlora } : {}) };
       let t: Trainer | undefined;
       try {
         t = await Trainer.create(rt, opts, '', { tokenizer, params, data: randomBatches(model.vocab_size) });
@@ -88,7 +104,7 @@ if (!a['no-bench']) {
         const ms = median(samples);
         const g = rt.gpu.features.timestampQuery ? await timeDispatches(rt, t.stepDispatches(), { warmup: 1, reps: 5 }) : undefined;
         const row = {
-          label, scheme, lora: lora ?? null, batch: B, seq: T, msPerStep: ms, tokensPerS: (B * T) / (ms / 1000), samplesMs: samples,
+          label, scheme, lora: lora ?? null, qlora: qlora ?? null, batch: B, seq: T, msPerStep: ms, tokensPerS: (B * T) / (ms / 1000), samplesMs: samples,
           gpuMsPerStep: g?.method === 'timestamp' ? g.medianMs : undefined, plan: t.plan.memory, mem: t.memory(),
           trainable: lora ? t.model.trainable.layout.count : paramLayout(model).count,
         };
@@ -141,6 +157,12 @@ if (!a['no-fidelity']) {
     loras.push({ ...l.r, relToFull: (l.r.val - full.r.val) / full.r.val });
     log(`  LoRA lr ${lr}: val ${l.r.val.toFixed(4)} vs full ${full.r.val.toFixed(4)} (${(((l.r.val - full.r.val) / full.r.val) * 100).toFixed(2)} %)`);
     save();
+    for (const fmt of (a['fidelity-qlora'] ?? 'int4').split(',').filter(Boolean)) {
+      const q = await run(`qlora-${fmt} r16 all +${more} lr ${lr}`, small(more, { lora: lora16, qlora: defaultQloraSpec(fmt as QloraFormat) }, lr), p0.params);
+      loras.push({ ...q.r, qlora: fmt, relToFull: (q.r.val - full.r.val) / full.r.val, relToLora: (q.r.val - l.r.val) / l.r.val });
+      log(`  QLoRA-${fmt} lr ${lr}: val ${q.r.val.toFixed(4)} vs LoRA ${l.r.val.toFixed(4)} (${(((q.r.val - l.r.val) / l.r.val) * 100).toFixed(2)} %)`);
+      save();
+    }
   }
 }
 save();
