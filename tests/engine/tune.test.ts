@@ -15,7 +15,8 @@ import { DEFAULT_RUN_CONFIG, trainOptionsFor } from '../../src/worker/protocol';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { setTunedPicks } from '../../src/engine/tune/store';
 import { setShippedSeeds } from '../../src/engine/tune/adapter';
-import { attentionCandidates, checkShape, deviceTuneOptions, matmulCandidateProblem, matmulCandidates } from '../../src/engine/tune/tuner';
+import { attentionCandidates, checkShape, deviceTuneOptions, matmulCandidateProblem, matmulCandidates, tileCannotWin } from '../../src/engine/tune/tuner';
+import { timeAgainstLeader } from '../../src/engine/tune/measure';
 import type { MatmulJob } from '../../src/engine/tune/jobs';
 import { getVariant } from '../../src/engine/kernels/matmul/variants';
 
@@ -169,9 +170,47 @@ describe('limits before compiling', () => {
     for (const c of tiny) expect(getVariant(c.replace(/_(sk|st)\d+$/, '')).BN).toBeLessThanOrEqual(64);
   });
 
+  it('a tile longer than the problem in M or N is left out where another choice pads less', () => {
+    // micro's q forward at batch 8 x seq 32: N = 32, so a 64-wide tile runs half its threads past the edge.
+    const job: MatmulJob = { family: 'matmul', key: '256x32x32NT', label: 'q', shape: { M: 256, N: 32, K: 32, transB: true }, workspaceBytes: 0 };
+    const { candidates } = matmulCandidates(fakeRt(RADEON), job, { max: 50 });
+    expect(candidates.length).toBeGreaterThan(1);
+    for (const c of candidates) expect(getVariant(c.replace(/_(sk|st)\d+$/, '')).BN).toBeLessThanOrEqual(32);
+    expect(candidates).toContain('32x32k16_4x4');
+    expect(candidates).not.toContain('64x64k16_4x4'); // the cost model's pick before
+    expect(tileCannotWin(job.shape, '64x64k16_4x4', ['32x32k16_4x4'])).toBe(true);
+    // N = 16: every tile is longer; none pads less than 32 wide, so both stay.
+    const narrow = { M: 256, N: 16, K: 32, transB: true };
+    expect(tileCannotWin(narrow, '128x32k16_8x4', ['32x32k16_4x4'])).toBe(false);
+    expect(tileCannotWin(narrow, '32x32k16_4x4', ['128x32k16_8x4'])).toBe(false);
+    // A tile longer than M pads more than the one that fits (65 rows: 128 vs 96).
+    expect(tileCannotWin({ M: 65, N: 32, K: 256, transA: true }, '128x32k16_8x4_sk3', ['32x32k16_4x4_sk3'])).toBe(true);
+    expect(tileCannotWin({ M: 256, N: 64, K: 32 }, '64x64k16_4x4', ['32x32k16_4x4'])).toBe(false);
+  });
+
+  it('a candidate clearly behind the leader after one sample gets no more (early stop)', async () => {
+    const calls: number[] = [];
+    const sampler = (ms: number[]) => async (reps: number) => {
+      calls.push(reps);
+      return ms.splice(0, reps);
+    };
+    expect(await timeAgainstLeader(sampler([4, 3]), 2, undefined, 1.5)).toEqual({ ms: 3.5, samples: [4, 3], early: false });
+    expect(calls).toEqual([2]);
+    calls.length = 0;
+    expect(await timeAgainstLeader(sampler([2.1, 9]), 2, 1, 1.5)).toEqual({ ms: 2.1, samples: [2.1], early: true });
+    expect(calls).toEqual([1]);
+    calls.length = 0;
+    expect(await timeAgainstLeader(sampler([1.4, 0.8, 1]), 3, 1, 1.5)).toEqual({ ms: 1, samples: [1.4, 0.8, 1], early: false });
+    expect(calls).toEqual([1, 2]);
+    calls.length = 0;
+    // No margin: every candidate gets all its reps.
+    expect((await timeAgainstLeader(sampler([5, 6]), 2, 1, Infinity)).samples).toEqual([5, 6]);
+    expect(calls).toEqual([1, 1]);
+  });
+
   it('a CPU adapter times the first two candidates of each choice, the shipped or heuristic pick first; a GPU all', () => {
     const cpu = fakeRt({ vendor: 'google', architecture: 'swiftshader', device: 'swiftshader-device-subzero-', description: 'SwiftShader driver 5.0.0' });
-    expect(deviceTuneOptions(cpu)).toMatchObject({ maxGemmCandidates: 2, maxAttentionCandidates: 2, reps: 2, warmupMs: 0 });
+    expect(deviceTuneOptions(cpu)).toMatchObject({ maxGemmCandidates: 2, maxAttentionCandidates: 2, reps: 2, warmupMs: 0, earlyStopMargin: 1.5 });
     expect(deviceTuneOptions(cpu, { maxGemmCandidates: 5 }).maxGemmCandidates).toBe(5);
     expect(deviceTuneOptions(fakeRt(RADEON))).toEqual({});
     const all = attentionCandidates(fakeRt(RADEON), 'fwd', 8, 32).candidates;

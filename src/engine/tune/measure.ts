@@ -3,7 +3,7 @@
  * non-zero pattern and the time of one GEMM, warmed until steady.
  */
 import type { Dispatch, Runtime } from '../gpu/runtime';
-import { timeDispatches } from '../gpu/timer';
+import { median, timeDispatches } from '../gpu/timer';
 import type { MatmulShape } from '../kernels/matmul/plan';
 
 /** Deterministic non-zero operand data (zeros can run faster than real data on some GPUs). */
@@ -36,12 +36,34 @@ export function gemmOperands(rt: Runtime, s: MatmulShape, label = 'gemm', worksp
   return { a, b, c, workspace, free: () => all.forEach((x) => rt.mem.free(x)) };
 }
 
+/** GEMMs per timed pass by default: up to 20 of a small GEMM, so a pass is well above a GPU clock's resolution. */
+export function gemmInner(s: MatmulShape): number {
+  return Math.min(20, Math.max(1, Math.round(1e9 / (2 * s.M * s.N * s.K))));
+}
+
 /** Times one built GEMM (its one or two dispatches): median ms per GEMM, repeated `inner` times per pass. */
 export async function timeMatmul(
   rt: Runtime, dispatches: Dispatch[], s: MatmulShape, opts: { warmup?: number; reps?: number; inner?: number; warmupMs?: number } = {},
 ): Promise<{ ms: number; method: 'timestamp' | 'wallclock' }> {
-  const inner = opts.inner ?? Math.min(20, Math.max(1, Math.round(1e9 / (2 * s.M * s.N * s.K))));
+  const inner = opts.inner ?? gemmInner(s);
   const pass = Array.from({ length: inner }, () => dispatches).flat();
   const r = await timeDispatches(rt, pass, { warmup: opts.warmup, reps: opts.reps ?? 5, warmupMs: opts.warmupMs });
   return { ms: r.medianMs / inner, method: r.method };
+}
+
+/**
+ * Times a candidate against the job's leader so far: one timed sample first, and the rest of `reps`
+ * only when that sample is not clearly behind, i.e. not over `margin` × the leader's time (a clear
+ * loser keeps its one sample: nothing more would make it the pick). Without a leader, all `reps`.
+ * `sample(n)` times n repetitions and returns their ms each. Returns the median.
+ */
+export async function timeAgainstLeader(
+  sample: (reps: number) => Promise<number[]>, reps: number, leaderMs: number | undefined, margin: number,
+): Promise<{ ms: number; samples: number[]; early: boolean }> {
+  const first = await sample(leaderMs === undefined ? reps : 1);
+  if (first.length >= reps || (leaderMs !== undefined && first[0] > margin * leaderMs)) {
+    return { ms: median(first), samples: first, early: first.length < reps };
+  }
+  const all = [...first, ...(await sample(reps - first.length))];
+  return { ms: median(all), samples: all, early: false };
 }

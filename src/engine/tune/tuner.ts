@@ -26,7 +26,7 @@ import { Rng } from '../util/rng';
 import { type AdapterKey, adapterKeyOf } from './adapter';
 import { type TuneCache, type TuneEntry } from './cache';
 import type { AttentionJob, AttentionKernel, MatmulJob, TuneJob } from './jobs';
-import { gemmOperands, timeMatmul } from './measure';
+import { gemmInner, gemmOperands, timeAgainstLeader } from './measure';
 import { setTunedPicks } from './store';
 
 export interface TuneOptions {
@@ -53,6 +53,11 @@ export interface TuneOptions {
   streamK?: readonly number[];
   /** Re-time jobs the cache already holds. */
   force?: boolean;
+  /**
+   * A candidate whose first timed sample is over this many times the job's fastest so far gets no
+   * more samples (default: every candidate gets `reps`; 1.5 on a CPU adapter).
+   */
+  earlyStopMargin?: number;
 }
 
 export interface TuneProgress {
@@ -88,7 +93,8 @@ interface Candidate {
   name: string;
   /** Null when it passes; a problem otherwise. Shared checks are memoized per device. */
   check(): Promise<string | null>;
-  time(): Promise<number>;
+  /** Its ms on the run's shape; `leaderMs`, the job's fastest so far, lets a clear loser stop early. */
+  time(leaderMs?: number): Promise<number>;
 }
 
 interface PreparedJob {
@@ -135,6 +141,24 @@ export function matmulCandidateProblem(limits: GPUSupportedLimits, s: MatmulShap
   const tiles = Math.ceil(s.N / v.BN);
   if (tiles > limits.maxComputeWorkgroupsPerDimension) return `${tiles} workgroups across (limit ${limits.maxComputeWorkgroupsPerDimension})`;
   return null;
+}
+
+/** C's elements a choice's tiles cover on a shape (M×N rounded up to whole tiles). */
+function tiledArea(s: MatmulShape, choice: string): number {
+  const v = parseChoice(choice).variant;
+  return Math.ceil(s.M / v.BM) * v.BM * Math.ceil(s.N / v.BN) * v.BN;
+}
+
+/**
+ * Whether a GEMM choice cannot win on a shape against the others (the tiny models' GEMMs): a tile
+ * that would be mostly padding (more than twice C's elements), or one longer than the problem in M
+ * or N (its threads past the edge compute nothing) while another choice pads less.
+ */
+export function tileCannotWin(s: MatmulShape, choice: string, others: readonly string[]): boolean {
+  const area = tiledArea(s, choice);
+  if (area / (s.M * s.N) > 2) return true;
+  const v = parseChoice(choice).variant;
+  return (v.BM > s.M || v.BN > s.N) && others.some((o) => tiledArea(s, o) < area);
 }
 
 /**
@@ -184,13 +208,8 @@ export function matmulCandidates(rt: Runtime, job: MatmulJob, o: { max?: number;
     if (p) rejected.push({ candidate: c, why: p });
     return !p;
   };
-  // A tile that would be mostly padding on this shape is dominated by a smaller one (the tiny models' GEMMs).
-  const padded = (c: string) => {
-    const v = parseChoice(c).variant;
-    return (Math.ceil(shape.M / v.BM) * v.BM * Math.ceil(shape.N / v.BN) * v.BN) / (shape.M * shape.N) > 2;
-  };
   const within = [...all].filter(ok);
-  const lean = within.filter((c) => !padded(c));
+  const lean = within.filter((c) => !tileCannotWin(shape, c, within));
   const ranked = (lean.length ? lean : within).sort((a, b) => (cost.get(a) ?? Infinity) - (cost.get(b) ?? Infinity));
   const heuristic = ranked[0];
   const max = o.max ?? 14;
@@ -257,11 +276,12 @@ function prepareMatmul(rt: Runtime, job: MatmulJob, o: TuneOptions): PreparedJob
     candidates: candidates.map((name) => ({
       name,
       check: () => checkMatmulChoice(rt, name, s),
-      time: async () => {
+      time: async (leaderMs) => {
         const x = operands();
         const built = await rt.checked(name, () => buildMatmul(rt, { label: 'tune', ...s, a: x.a, b: x.b, c: x.c, workspace: x.workspace, variant: name }));
         try {
-          return (await timeMatmul(rt, built.dispatches, s, { warmup: o.warmup ?? 2, reps: o.reps ?? 5, warmupMs: o.warmupMs ?? 30, inner: o.gemmInner })).ms;
+          const inner = o.gemmInner ?? gemmInner(s);
+          return await timeCandidate(rt, Array.from({ length: inner }, () => built.dispatches).flat(), inner, o, leaderMs);
         } finally {
           built.uniforms.forEach((u) => rt.mem.free(u));
         }
@@ -358,8 +378,19 @@ function attentionBuffers(rt: Runtime, s: AttentionJob['shape'], seed: number, i
   return r;
 }
 
+/**
+ * The tiles of the fp32 passes a backward pass's check and timing build beside it (the forward that
+ * makes o and lse, the other backward pass, built but not run): each pass's first candidate, which
+ * its own job compiles anyway, rather than the heuristic's tile, a pipeline nothing else compiles
+ * (a second or so each on a CPU adapter).
+ */
+function sideTiles(rt: Runtime, s: AttentionJob['shape']): Record<'fwd' | 'dq' | 'dkdv', AttnTile> {
+  const first = (k: 'fwd' | 'dq' | 'dkdv') => attentionCandidates(rt, k, s.D, s.T, 1).candidates[0];
+  return { fwd: first('fwd'), dq: first('dq'), dkdv: first('dkdv') };
+}
+
 /** The dispatches of one attention kernel with a tile (the backward's pass alone; Di and o/lse are run first). */
-function attentionDispatches(rt: Runtime, kernel: AttentionKernel, s: AttentionJob['shape'], b: AttnBuffers, tile: AttnTile): Dispatch[] {
+function attentionDispatches(rt: Runtime, kernel: AttentionKernel, s: AttentionJob['shape'], b: AttnBuffers, tile: AttnTile, side: Partial<Record<'fwd' | 'dq' | 'dkdv', AttnTile>> = {}): Dispatch[] {
   const base = { label: 'tune', ...s, q: b.q, k: b.k, v: b.v, o: b.o, lse: b.lse };
   if (kernel === 'fwd') return attentionForward(rt, { ...base, tile });
   const c = b.codes;
@@ -372,8 +403,9 @@ function attentionDispatches(rt: Runtime, kernel: AttentionKernel, s: AttentionJ
     });
     return all;
   }
-  rt.run(attentionForward(rt, base));
-  const all = attentionBackward(rt, { ...base, dO: b.dO, dq: b.dq, dk: b.dk, dv: b.dv, workspace: b.ws, dqPath: 'recompute', tiles: { [kernel]: tile } });
+  rt.run(attentionForward(rt, { ...base, tile: side.fwd }));
+  const tiles = { dq: side.dq, dkdv: side.dkdv, [kernel]: tile };
+  const all = attentionBackward(rt, { ...base, dO: b.dO, dq: b.dq, dk: b.dk, dv: b.dv, workspace: b.ws, dqPath: 'recompute', tiles });
   rt.run(all.slice(0, 1)); // Di, which the dQ and dK/dV passes read
   return [all[kernel === 'dq' ? 1 : 2]];
 }
@@ -423,7 +455,7 @@ function checkAttention(rt: Runtime, kernel: AttentionKernel, s: AttentionJob['s
           want = kernel === 'dq' ? [g.dq] : [g.dk, g.dv];
         }
       }
-      const ds = await rt.checked(attnTileName(tile), () => attentionDispatches(rt, kernel, small, b, tile));
+      const ds = await rt.checked(attnTileName(tile), () => attentionDispatches(rt, kernel, small, b, tile, i8 ? {} : sideTiles(rt, s)));
       rt.run(ds);
       const got = await outputs();
       const err = Math.max(...got.map((g, i) => relErr(g, want[i])));
@@ -444,12 +476,12 @@ function prepareAttention(rt: Runtime, job: AttentionJob, o: TuneOptions): Prepa
     candidates: candidates.map((tile) => ({
       name: attnTileName(tile),
       check: () => checkAttention(rt, job.kernel, job.shape, tile),
-      time: async () => {
+      time: async (leaderMs) => {
         bufs ??= attentionBuffers(rt, job.shape, 5, i8);
-        const all = await rt.checked(attnTileName(tile), () => attentionDispatches(rt, job.kernel, job.shape, bufs!, tile));
+        const all = await rt.checked(attnTileName(tile), () => attentionDispatches(rt, job.kernel, job.shape, bufs!, tile, i8 ? {} : sideTiles(rt, job.shape)));
         // The INT8 backward's dK/dV kernel alone (its dispatches: Di, then per dS chunk dK/dV and dq).
         const ds = job.kernel === 'dkdvI8' || job.kernel === 'dkdvDp8' ? all.filter((d) => d.label.includes('DkDv')) : all;
-        return (await timeDispatches(rt, ds.length ? ds : all, { warmup: o.warmup ?? 2, reps: o.reps ?? 5, warmupMs: o.warmupMs ?? 30 })).medianMs;
+        return timeCandidate(rt, ds.length ? ds : all, 1, o, leaderMs);
       },
     })),
     picks: (times) => [...times].sort((a, b) => a[1] - b[1]).map(([n]) => n).filter((n) => byName.has(n)).slice(0, 1),
@@ -458,6 +490,21 @@ function prepareAttention(rt: Runtime, job: AttentionJob, o: TuneOptions): Prepa
       bufs = null;
     },
   };
+}
+
+/**
+ * Times a candidate's dispatches (`inner` runs of the kernel each): warmed as the options say, then
+ * `reps` samples, or one when that one is clearly behind the job's leader (earlyStopMargin). Median ms per run.
+ */
+async function timeCandidate(rt: Runtime, dispatches: Dispatch[], inner: number, o: TuneOptions, leaderMs: number | undefined): Promise<number> {
+  let warm = true;
+  const sample = async (reps: number) => {
+    const r = await timeDispatches(rt, dispatches, warm ? { warmup: o.warmup ?? 2, reps, warmupMs: o.warmupMs ?? 30 } : { warmup: 0, reps });
+    warm = false;
+    return r.samplesMs.map((ms) => ms / inner);
+  };
+  const margin = o.earlyStopMargin;
+  return (await timeAgainstLeader(sample, o.reps ?? 5, margin === undefined ? undefined : leaderMs, margin ?? Infinity)).ms;
 }
 
 // ---- the tuner ----------------------------------------------------------------------------------
@@ -481,11 +528,12 @@ export function isCpuAdapter(a: AdapterKey): boolean {
  * The options a tune runs with on this device: on a CPU adapter (SwiftShader: seconds to compile
  * each GEMM pipeline, and times that say nothing about a GPU) the first two candidates of each
  * choice (the shipped or heuristic pick first), one warm-up run and no wait for a steady clock, two
- * repetitions of 4 GEMMs (a small GEMM takes ~1 ms there, far above the wall clock's resolution).
+ * repetitions of 4 GEMMs (a small GEMM takes ~1 ms there, far above the wall clock's resolution),
+ * and one for a candidate whose first is over 1.5× the job's fastest so far.
  */
 export function deviceTuneOptions(rt: Runtime, o: TuneOptions = {}): TuneOptions {
   if (!isCpuAdapter(adapterKeyOf(rt.gpu.adapterInfo))) return o;
-  return { maxGemmCandidates: 2, maxAttentionCandidates: 2, warmup: 1, warmupMs: 0, reps: 2, gemmInner: 4, ...o };
+  return { maxGemmCandidates: 2, maxAttentionCandidates: 2, warmup: 1, warmupMs: 0, reps: 2, gemmInner: 4, earlyStopMargin: 1.5, ...o };
 }
 
 /** First guess of one candidate's seconds (compile, check, warm-up, timing) before any is measured; a CPU adapter compiles a GEMM for seconds. */
@@ -538,7 +586,7 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     else {
       progress('time', i, c.name);
       try {
-        times[i].set(c.name, await c.time());
+        times[i].set(c.name, await c.time(times[i].size ? Math.min(...times[i].values()) : undefined));
       } catch (e) {
         outcome.rejected.push({ job: p.job.key, candidate: c.name, why: `does not build: ${(e as Error).message}` });
       }
