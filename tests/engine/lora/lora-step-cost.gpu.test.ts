@@ -1,0 +1,147 @@
+/**
+ * What a LoRA step costs beside the adapters' arithmetic (one file: its models share pipelines, whose
+ * compiles dominate GPU tests on SwiftShader).
+ *
+ * Stacked GEMMs: adapters sharing an input (q/k/v, gate/up) run their A-side GEMMs as one (lora/gemms.ts):
+ * one x̃·Aᵀ, one dA and one dX term per group. Against the same model with every adapter's GEMMs apart
+ * (LoraPlan.stack false): the loss, every adapter gradient and the input gradient (through every dX
+ * term) within float rounding, in fewer dispatches.
+ *
+ * A frozen base's derived copies (the f16 weight copies, the INT8 per-step weight codes) are made once
+ * per upload (LlamaGpu.baseDerive), not at the start of every forward: over 3 training steps no cast or
+ * weight-code dispatch is encoded, and the losses equal bit for bit those of the same model remaking
+ * its copies before every step (what the forward did before).
+ */
+import { describe, expect, it, vi } from 'vitest';
+import type { Dispatch } from '../../../src/engine/gpu/runtime';
+import { loraGroups } from '../../../src/engine/lora/gemms';
+import { defaultLoraSpec, initLoraTensors, loraAdapters } from '../../../src/engine/lora/spec';
+import { PRESETS } from '../../../src/engine/model/config';
+import { LlamaGpu } from '../../../src/engine/model/llama';
+import { flatten, initParams, paramLayout } from '../../../src/engine/model/params';
+import { resolvePlan, type ResolveOptions } from '../../../src/engine/plan/run-plan';
+import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
+import { parseScheme, type Scheme } from '../../../src/engine/scheme/scheme';
+import { defaultTrainOptions } from '../../../src/engine/train/options';
+import { writeAdamwStep } from '../../../src/engine/train/trainer';
+import { Rng } from '../../../src/engine/util/rng';
+import { testRuntime } from '../../helpers/gpu';
+
+const cfg = { ...PRESETS.micro, num_hidden_layers: 1 };
+const [B, T, STEPS] = [2, 16, 3];
+const spec = defaultLoraSpec(4, { alpha: 8 });
+const params = initParams(cfg, paramLayout(cfg), 5);
+const rng = new Rng(21);
+const batches = Array.from({ length: STEPS }, () => Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size)));
+const optimizer = defaultTrainOptions('micro', { steps: STEPS, warmup: 0, lr: 1e-2 }).optimizer;
+const adapters = (() => {
+  const t = initLoraTensors(cfg, spec, 3);
+  const r = new Rng(4);
+  for (const a of loraAdapters(cfg, spec)) t.set(a.b, r.uniformArray(a.out * spec.rank, -0.05, 0.05));
+  return t;
+})();
+
+/** STEPS LoRA steps (`everyStep`: baseDerive before each): the losses and the labels of every dispatch encoded while they ran. */
+async function train(opts: Omit<ResolveOptions, 'lora'>, everyStep = false) {
+  const rt = await testRuntime();
+  const model = new LlamaGpu(rt, resolvePlan(cfg, B, T, { ...opts, lora: spec }));
+  const encode = vi.spyOn(rt, 'encode');
+  try {
+    model.uploadParams(params);
+    model.writeTrainable('weights', flatten(adapters, model.trainable.layout));
+    encode.mockClear();
+    const losses: number[] = [];
+    for (let s = 0; s < STEPS; s++) {
+      model.setBatch(batches[s]);
+      model.setStepSeed(s);
+      writeAdamwStep(rt, model, s, optimizer);
+      rt.run([...(everyStep ? model.baseDerive : []), ...model.forward, ...model.backward, ...model.optimizer]);
+      losses.push((await rt.readF32(model.b('loss'), 0, 1))[0]);
+    }
+    const labels = encode.mock.calls.flatMap((c) => (c[1] as Dispatch[]).map((d) => d.label));
+    return { losses, labels, derive: model.baseDerive.map((d) => d.label) };
+  } finally {
+    encode.mockRestore();
+    model.destroy();
+  }
+}
+
+function maxRel(a: Float32Array, b: Float32Array): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < a.length; i++) {
+    num = Math.max(num, Math.abs(a[i] - b[i]));
+    den = Math.max(den, Math.abs(b[i]));
+  }
+  return num / den;
+}
+
+/** Forward and backward of one batch: the loss, the adapters' gradients, dX at the first layer's input, the dispatches. */
+async function gradients(stack: boolean) {
+  const rt = await testRuntime();
+  const p = resolvePlan(cfg, B, T, { lora: spec });
+  const model = new LlamaGpu(rt, { ...p, lora: { ...p.lora!, stack } });
+  try {
+    model.uploadParams(params);
+    model.writeTrainable('weights', flatten(adapters, model.trainable.layout));
+    model.setBatch(batches[0]);
+    model.setStepSeed(0);
+    const steps: Dispatch[] = [...model.forward, ...model.backward];
+    rt.run(steps);
+    const N = B * T;
+    return {
+      loss: (await rt.readF32(model.b('loss'), 0, 1))[0],
+      grads: await model.readTrainable('grads'),
+      dres: await rt.readF32(model.b('dres'), 0, N * cfg.hidden_size),
+      dispatches: steps.length + model.optimizer.length,
+      groups: model.lora!.groups.map((g) => g.adapters.map((a) => a.target).join('')),
+    };
+  } finally {
+    model.destroy();
+  }
+}
+
+describe('stacked LoRA GEMMs', () => {
+  it('equal every adapter\'s own GEMMs: loss, adapter gradients and dX within float rounding, at least 12 fewer dispatches a layer', async () => {
+    const one = await gradients(true);
+    const apart = await gradients(false);
+    console.log(`LoRA micro (1 layer, all targets, r4): ${one.dispatches} dispatches a step stacked, ${apart.dispatches} apart`);
+    expect(one.groups).toEqual(['qkv', 'o', 'gateup', 'down']);
+    expect(apart.groups).toEqual(['q', 'k', 'v', 'o', 'gate', 'up', 'down']);
+    expect(Math.abs(one.loss - apart.loss) / apart.loss).toBeLessThan(1e-6);
+    expect(maxRel(one.grads, apart.grads)).toBeLessThan(1e-5);
+    expect(maxRel(one.dres, apart.dres)).toBeLessThan(1e-5);
+    // Per layer: x̃·Aᵀ in the forward and again in the backward, dA (one or two dispatches) and dX: 3 adapters in 1, 2 in 1.
+    expect(apart.dispatches - one.dispatches).toBeGreaterThanOrEqual(4 * 3 * cfg.num_hidden_layers);
+  }, 240_000);
+
+  it('stack nothing where they cannot: dropout (each adapter its own mask)', () => {
+    const p = resolvePlan(cfg, B, T, { lora: { ...spec, dropout: 0.1 } });
+    expect(loraGroups(p.lora!, p.dims).every((g) => g.adapters.length === 1)).toBe(true);
+    const q = resolvePlan(cfg, B, T, { lora: spec });
+    expect(loraGroups(q.lora!, q.dims).map((g) => g.adapters.length)).toEqual([3, 1, 2, 1]);
+  });
+});
+
+/** Made once, the copies give the same steps as remade before each; the steps encode none of them. */
+async function check(opts: Omit<ResolveOptions, 'lora'>, prefix: string, count: number) {
+  const once = await train(opts);
+  const each = await train(opts, true);
+  expect(once.derive.filter((x) => x.startsWith(prefix))).toHaveLength(count);
+  expect(once.labels.filter((x) => x.startsWith(prefix))).toEqual([]);
+  expect(each.labels.filter((x) => x.startsWith(prefix))).toHaveLength(STEPS * count);
+  expect(once.losses).toEqual(each.losses);
+  expect(once.losses[0]).not.toBe(once.losses[STEPS - 1]); // the adapters do train
+}
+
+describe('a frozen base (LoRA) derives its copies once per upload', () => {
+  it('f16 (twin): the weights\' f16 copies', async () => {
+    await check({ scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: true, tensorCores: false }, f16Twin: true }, 'f16.w.', 7 * cfg.num_hidden_layers);
+  }, 240_000);
+
+  it('INT8 per-step weight codes', async () => {
+    const scheme: Scheme = parseScheme({ ...SCHEME_PRESETS.int8, weight_codes: 'per-step' });
+    // One dispatch for the rows, two for the columns (model/weight-codes.ts).
+    await check({ scheme }, 'wcodes', 3);
+  }, 240_000);
+});
