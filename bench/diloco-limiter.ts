@@ -12,7 +12,8 @@
  * --rounds R timed outer steps (default 2) --warmup W (default 1) --mbps MB/s per member uplink
  * (default 20) --latency ms one-way (default 20) --batch B --seq T (default: the preset's recipe)
  * --lone N lone-member steps timed (default 20; 0 skips) --dp-peers 2 also per-step DP with fp32
- * and int8 at --dp-mbps (default 100000: no limit) and 0 ms, B = --batch --dp-steps N (default 5) --cpu.
+ * and int8 at --dp-mbps (default 100000: no limit) and 0 ms, B = --batch --dp-steps N (default 5) --cpu
+ * --held-out X|off (DiLoCo's held-out check: its largest rise, or off; default the driver's).
  */
 import { fail, num, parseCliArgs, presetArg, UsageError } from '../src/cli/common';
 import { DILOCO_ARGS, dilocoArgs } from '../src/cli/diloco-args';
@@ -31,10 +32,12 @@ async function main(): Promise<void> {
     model: { type: 'string' }, members: { type: 'string' },
     rounds: { type: 'string' }, warmup: { type: 'string' }, mbps: { type: 'string' }, latency: { type: 'string' },
     batch: { type: 'string' }, seq: { type: 'string' }, lone: { type: 'string' }, 'dp-peers': { type: 'string' },
-    'dp-mbps': { type: 'string' }, 'dp-steps': { type: 'string' }, cpu: { type: 'boolean' },
+    'dp-mbps': { type: 'string' }, 'dp-steps': { type: 'string' }, cpu: { type: 'boolean' }, 'held-out': { type: 'string' },
   });
   const preset = presetArg(a.model, 'small');
-  const diloco = dilocoArgs(a, 50);
+  // The held-out check's cost (issue 38): 'off' runs DiLoCo without it, a number sets its largest rise.
+  const heldOut = a['held-out'] === undefined ? undefined : a['held-out'] === 'off' ? null : num('held-out', a['held-out'], { min: 0 });
+  const diloco = { ...dilocoArgs(a, 50), ...(heldOut !== undefined ? { heldOut } : {}) };
   const members = num('members', a.members, { int: true, min: 1 }) ?? 4;
   if (members > 8) throw new UsageError('--members: at most 8');
   const mbps = num('mbps', a.mbps, { min: 0 }) ?? 20;
@@ -56,7 +59,7 @@ async function main(): Promise<void> {
   const link = { bytesPerSecond: mbps * 1e6, latencyMs };
   console.error(`adapter: ${JSON.stringify(gpu.adapterInfo)}; ${preset}, batch ${options.batch}×${options.seq} per member, ${members} members, ${mbps} MB/s, ${latencyMs} ms, DiLoCo ${JSON.stringify(diloco)}`);
   const result = await benchDiloco({ rt, text, options, members, diloco, rounds, warmup, link, loneSteps: lone });
-  console.error(`  DiLoCo: ${result.bytesPerToken.toFixed(2)} B/token vs per-step fp32 DP ${result.fp32DpBytesPerToken.toFixed(1)} (${result.reduction.toFixed(0)}× fewer); waiting ${(100 * result.waitShare).toFixed(1)} % of inner-step time; ${result.msPerGroupStep.toFixed(1)} ms per group step, lone ${result.loneMsPerStep?.toFixed(1) ?? '-'} ms`);
+  console.error(`  DiLoCo: ${result.bytesPerToken.toFixed(2)} B/token vs per-step fp32 DP ${result.fp32DpBytesPerToken.toFixed(1)} (${result.reduction.toFixed(0)}× fewer); waiting ${(100 * result.waitShare).toFixed(1)} % of inner-step time; held-out check ${result.heldOutMsPerRound.toFixed(1)} ms per outer step; ${result.msPerGroupStep.toFixed(1)} ms per group step, lone ${result.loneMsPerStep?.toFixed(1) ?? '-'} ms`);
   let dp = null;
   if (dpPeers) {
     const dpLink = { bytesPerSecond: dpMbps * 1e6, latencyMs: 0 };

@@ -47,6 +47,10 @@ export interface DilocoBenchResult {
   innerMs: number;
   /** waitMs / innerMs: the share of compute time spent waiting on the network. */
   waitShare: number;
+  /** Members' mean per outer step (rotation): time in the held-out check (0 when it is off). */
+  heldOutMsPerRound: number;
+  /** Members' mean per outer step: the held-out check's forwards (0 with the check off). */
+  heldOutMsPerRound: number;
   /** Median wall time of a group inner step (all members done), and of a lone member's trainStep. */
   msPerGroupStep: number;
   loneMsPerStep: number | null;
@@ -101,12 +105,13 @@ export async function benchDiloco(o: DilocoBenchOptions): Promise<DilocoBenchRes
     const fp32DpBytesPerToken = allReduceWireBytes(n, o.members, 0, 'fp32') / tokens;
     const waitMs = sum((s) => s.waitMs);
     const innerMs = sum((s) => s.innerMs);
+    const heldOutMsPerRound = sum((s) => s.heldOutMs) / o.rounds;
     const losses = per.map((st) => meanOf(st.map((s) => s.loss ?? NaN)));
     return {
       members: o.members, params: n, tokensPerMemberStep: tokens,
       exchangeBytesPerRound: sent / o.rounds, bytesPerToken, fp32DpBytesPerToken,
       reduction: bytesPerToken > 0 ? fp32DpBytesPerToken / bytesPerToken : Infinity,
-      waitMs, innerMs, waitShare: innerMs > 0 ? waitMs / innerMs : 0,
+      waitMs, innerMs, waitShare: innerMs > 0 ? waitMs / innerMs : 0, heldOutMsPerRound: sum((s) => s.heldOutMs) / o.rounds, heldOutMsPerRound,
       msPerGroupStep: median(wall), loneMsPerStep,
       lossFirst: losses[0], lossLast: losses[losses.length - 1],
     };
