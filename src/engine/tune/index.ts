@@ -18,7 +18,9 @@ export { codeHash, codeHashes } from './families';
 export { planTuneJobs, type TuneJob } from './jobs';
 export { LAB_RUN_SHAPE, labRunOptions } from './lab-run';
 export { type ChoiceSource, KERNEL_FAMILIES, type KernelFamily, madeChoices, resetChoices, tuningStatus, type TuningStatus } from './store';
-export { attentionCandidates, matmulCandidateProblem, matmulCandidates, missingJobs, type TuneOptions, type TuneOutcome, type TuneProgress, tuneEstimate, tuneJobs } from './tuner';
+export { attentionCandidates } from './attention';
+export { matmulCandidateProblem, matmulCandidates } from './gemm';
+export { missingJobs, type TuneOptions, type TuneOutcome, type TuneProgress, tuneEstimate, tuneJobs } from './tuner';
 
 /** The tuning jobs of a training run (its model, batch, context and scheme). */
 export function trainingTuneJobs(opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>): TuneJob[] {
