@@ -47,8 +47,6 @@ export interface DilocoBenchResult {
   innerMs: number;
   /** waitMs / innerMs: the share of compute time spent waiting on the network. */
   waitShare: number;
-  /** Members' mean per outer step (rotation): time in the held-out check (0 when it is off). */
-  heldOutMsPerRound: number;
   /** Members' mean per outer step: the held-out check's forwards (0 with the check off). */
   heldOutMsPerRound: number;
   /** Median wall time of a group inner step (all members done), and of a lone member's trainStep. */
@@ -111,7 +109,7 @@ export async function benchDiloco(o: DilocoBenchOptions): Promise<DilocoBenchRes
       members: o.members, params: n, tokensPerMemberStep: tokens,
       exchangeBytesPerRound: sent / o.rounds, bytesPerToken, fp32DpBytesPerToken,
       reduction: bytesPerToken > 0 ? fp32DpBytesPerToken / bytesPerToken : Infinity,
-      waitMs, innerMs, waitShare: innerMs > 0 ? waitMs / innerMs : 0, heldOutMsPerRound: sum((s) => s.heldOutMs) / o.rounds, heldOutMsPerRound,
+      waitMs, innerMs, waitShare: innerMs > 0 ? waitMs / innerMs : 0, heldOutMsPerRound,
       msPerGroupStep: median(wall), loneMsPerStep,
       lossFirst: losses[0], lossLast: losses[losses.length - 1],
     };
