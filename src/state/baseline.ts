@@ -43,6 +43,8 @@ function schemeBody(s: Scheme | undefined): string {
 
 /** The run trains under the baseline's scheme (a renamed copy of the preset counts). */
 export function trainsAs(c: RunConfig, kind: BaselineKind): boolean {
+  // A QLoRA run's baseline is the same LoRA over the fp32 base (what the quantized base costs in loss).
+  if (c.lora && c.qlora) return false;
   return schemeBody(c.scheme) === schemeBody(baselineScheme(kind));
 }
 
@@ -56,7 +58,7 @@ function problemKey(c: RunConfig): string {
 
 /** The config that starts `c`'s baseline: the same run under the baseline's scheme. */
 export function baselineConfig(c: RunConfig, kind: BaselineKind): RunConfig {
-  const { scheme: _s, ...rest } = c;
+  const { scheme: _s, qlora: _q, ...rest } = c;
   const scheme = baselineScheme(kind);
   return scheme ? { ...rest, scheme } : rest;
 }

@@ -1,5 +1,6 @@
 import { useStore } from 'zustand';
 import { LORA_TARGETS, type LoraSpec, type LoraTarget } from '../engine/lora/spec';
+import { defaultQloraSpec, QLORA_FORMATS, type QloraFormat } from '../engine/lora/qlora/plan';
 import { DEFAULT_LORA, loraLabel, sameLoraSpec } from '../worker/protocol';
 import { useLab, useLabApi } from './context';
 import { NumberField } from './NumberField';
@@ -41,6 +42,14 @@ export function FineTune() {
           <NumberField label="Rank" testId="lora-rank" integer min={1} value={lora.rank} onChange={onRank} />
           <NumberField label="Alpha (scale α/r)" testId="lora-alpha" min={0} value={lora.alpha} onChange={(alpha) => alpha !== undefined && set({ alpha })} />
           <NumberField label="Dropout" testId="lora-dropout" min={0} value={lora.dropout} onChange={(dropout) => dropout !== undefined && set({ dropout })} />
+          <label className="field" title="QLoRA: the frozen base's q/k/v/o/gate/up/down weights kept on the GPU only as INT4 or INT8 codes (a scale per 64 inputs); fp32 compute">
+            <span>Base weights</span>
+            <select data-testid="lora-base" value={draft.qlora?.format ?? 'fp32'}
+              onChange={(e) => setDraft({ qlora: e.target.value === 'fp32' ? undefined : defaultQloraSpec(e.target.value as QloraFormat) })}>
+              <option value="fp32">fp32</option>
+              {QLORA_FORMATS.map((f) => <option key={f} value={f}>{f.toUpperCase()} (QLoRA)</option>)}
+            </select>
+          </label>
           <span className="field">
             <span>Target layers</span>
             <span>

@@ -12,7 +12,7 @@ import { z } from 'zod';
 import type { MemReport } from '../engine/gpu/memory';
 import { ModelConfigSchema, PRESET_NAMES, PRESETS } from '../engine/model/config';
 import { modelDims } from '../engine/model/plan';
-import { computeProblem } from '../engine/plan/run-plan';
+import { computeProblem, resolvePlan } from '../engine/plan/run-plan';
 import { tpActive, tpProblem } from '../engine/model/tp/tp';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { type Scheme, SchemeSchema, unsupportedFeatures } from '../engine/scheme/scheme';
@@ -20,6 +20,7 @@ import { BUNDLED_DATASET, defaultRunSpec, type RunSpec, schemaProblems, trainOpt
 import type { TrainOptions } from '../engine/train/options';
 import { LAB_RUN_SHAPE } from '../engine/tune/lab-run';
 import { LORA_TARGETS, loraAdapters, type LoraSpec, LoraSpecSchema } from '../engine/lora/spec';
+import { QloraSpecSchema } from '../engine/lora/qlora/plan';
 import type { QuantErrorRecord } from '../engine/train/probe';
 import type { BitsAndWire } from '../engine/train/probe-bits';
 
@@ -78,6 +79,8 @@ export const RunConfigSchema = z
     init: z.object({ name: z.string().min(1).max(200), params: z.number().int().min(1) }).optional(),
     /** Fine-tune LoRA adapters over the frozen model (absent: every parameter trains); the run spec's lora. */
     lora: LoraSpecSchema.optional(),
+    /** QLoRA: the frozen base's block linears stored INT4/INT8 (used only with lora); the run spec's qlora. */
+    qlora: QloraSpecSchema.optional(),
   })
   .strict();
 
@@ -118,6 +121,8 @@ export function runSpecOfConfig(c: RunConfig): RunSpec {
     ...(c.tokenizer ? { tokenizer: { kind: c.tokenizer.kind, source: c.tokenizer.source, vocabSize: c.tokenizer.vocabSize } } : {}),
     cadence: { evalEvery: c.evalEvery, evalBatches: c.evalBatches, sampleEvery: c.sampleEvery, sampleLength: c.sampleLength, checkpointEvery: c.checkpointEvery },
     ...(c.lora ? { lora: c.lora } : {}),
+    // A quantized base only under adapters (the form keeps the choice while LoRA is off).
+    ...(c.lora && c.qlora ? { qlora: c.qlora } : {}),
   });
 }
 
@@ -235,6 +240,8 @@ export function checkRunConfig(raw: unknown): string | null {
     opts = trainOptionsFor(c);
     // A rank larger than a targeted layer's smaller side (loraAdapters names the layer).
     if (opts.lora) loraAdapters(opts.model, opts.lora);
+    // QLoRA's own refusals (f16 or INT8 compute, a group that splits words) come from its plan.
+    if (opts.qlora) resolvePlan(opts.model, opts.batch, opts.seq, { scheme: opts.scheme, lora: opts.lora, qlora: opts.qlora });
   } catch (e) {
     return (e as Error).message.replace(/\n\s*/g, ' ');
   }
