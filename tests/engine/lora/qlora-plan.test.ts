@@ -11,6 +11,7 @@ import { initParams, paramLayout, unflatten } from '../../../src/engine/model/pa
 import { defaultQloraSpec, resolveQloraPlan } from '../../../src/engine/lora/qlora/plan';
 import { defaultLoraSpec } from '../../../src/engine/lora/spec';
 import { resolvePlan } from '../../../src/engine/plan/run-plan';
+import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
 
 const sum = (p: ReturnType<typeof resolvePlan>, cat: string) => p.buffers.filter((b) => b.category === cat).reduce((s, b) => s + b.bytes, 0);
 
@@ -35,6 +36,16 @@ describe('QLoRA plan', () => {
   it('uses gcd(group, width) where the group does not divide a row (micro: 32)', () => {
     const p = resolveQloraPlan(PRESETS.micro, defaultQloraSpec('int4'));
     expect(new Set(p.linears.map((l) => `${l.cols}:${l.G}`))).toEqual(new Set(['32:32', '64:64']));
+  });
+
+  it('refuses INT8 or f16 compute and the study\'s fake-quantized weights over the quantized base, and QLoRA without LoRA', () => {
+    const cfg = PRESETS.micro;
+    const o = { lora: defaultLoraSpec(2), qlora: defaultQloraSpec('int4') };
+    expect(() => resolvePlan(cfg, 2, 16, { ...o, scheme: SCHEME_PRESETS.int8 })).toThrow(/asks layer 0 for INT8 forward\/dX compute/);
+    expect(() => resolvePlan(cfg, 2, 16, { ...o, scheme: SCHEME_PRESETS.f16 })).toThrow(/asks layer 0 for f16 forward\/dX compute/);
+    expect(() => resolvePlan(cfg, 2, 16, { ...o, scheme: SCHEME_PRESETS.w4 })).toThrow(/also fake-quantizes layer 0's weights/);
+    expect(() => resolvePlan(cfg, 2, 16, { qlora: o.qlora })).toThrow(/goes with LoRA adapters/);
+    expect(resolvePlan(cfg, 2, 16, { ...o, scheme: SCHEME_PRESETS.agoq }).qlora).not.toBeNull();
   });
 
   it('quantizes its own dequantized base back to the same codes and scales', () => {
