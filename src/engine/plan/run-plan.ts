@@ -222,6 +222,8 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   if (lora && scheme.tp.degree > 1) throw new Error('LoRA adapters with tensor parallelism are not supported (train them on one device, or data-parallel)');
   const layers = lora ? freezeBase(planLayers(scheme, dims.L)) : planLayers(scheme, dims.L);
   if (opts.qlora && !lora) throw new Error('QLoRA quantizes a frozen base: it goes with LoRA adapters');
+  // Another model's weights are fp32 in the full layout; a QLoRA model's `weights` hold the dense tensors only.
+  if (opts.qlora && opts.ownWeights === false) throw new Error('a QLoRA model cannot bind another model\'s weights');
   const qlora = opts.qlora ? resolveQloraPlan(cfg, opts.qlora) : null;
   const qProblem = qlora ? qloraProblem(scheme, layers) : null;
   if (qProblem) throw new Error(qProblem);
