@@ -269,7 +269,7 @@ export class MemberGroup {
     const odd = hashed ? checkHashes(g, reports, s) : [];
     this.admit(g, reports);
     const abusers = this.accusations.record(g.members, reports.map((r) => r.accused))
-      .map((p): [PeerId, string] => [p, `accused of flooding or withholding by a majority, ${this.o.screen.strikes} steps in a row`]);
+      .map((p): [PeerId, string] => [p, `accused by a majority (flooding, withholding, or a DiLoCo pseudo-gradient that failed the held-out check), ${this.o.screen.strikes} steps in a row`]);
     this.remove(g, [...(applied.removed ?? []), ...odd.map((p): [PeerId, string] => [p, `weights diverged from the majority's after step ${s}`]), ...abusers]);
     return { groupLoss: reports.reduce((a, r) => a + r.loss, 0) / reports.length, weightsHash: hash };
   }
