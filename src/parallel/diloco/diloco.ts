@@ -32,7 +32,7 @@ import { MemberTrainer } from '../member-trainer';
 import { rankGradients } from '../rank';
 import { JsContributions } from '../../peers/collectives/js-contributions';
 import { reduceContributions } from '../../peers/collectives/verified-reduce';
-import { DEFAULT_HELD_OUT_BATCHES, DEFAULT_MAX_RISE, type HeldOutEvaluator, type HeldOutFigures, judgeHeldOut } from './held-out';
+import { DEFAULT_HELD_OUT_BATCHES, DEFAULT_MAX_RISE, heldOutBatch, type HeldOutEvaluator, type HeldOutFigures, judgeHeldOut } from './held-out';
 import type { Applied } from '../dp/types';
 import { weightsHash } from '../dp/wire';
 import { CollectiveError, type PeerGroup } from '../../peers/collectives/group';
@@ -124,6 +124,16 @@ interface Exchanged {
 
 const BUCKET = 1 << 22;
 
+/** Whether the held-out rows can be drawn (a validation split of at least T + 1 tokens); alike on every member (same data). */
+function heldOutDrawable(trainer: Trainer): boolean {
+  try {
+    heldOutBatch(trainer, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The senders a verified exchange faulted, as removals (the same on every member). */
 
 export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats> {
@@ -155,7 +165,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
     const c = this.config;
     const hyper: OuterHyper = { lr: c.outerLr, momentum: c.outerMomentum, alpha: c.alpha };
     this.outer = new OuterState(trainer.model, c.fragments, c.wire, hyper);
-    this.heldOut = c.heldOut === null ? null : this.outer.evaluator(trainer);
+    this.heldOut = c.heldOut === null || !heldOutDrawable(trainer) ? null : this.outer.evaluator(trainer);
     // The group's mode enters its fingerprint only (the wire is there too: the outer configuration).
     this.dp = new MemberGroup(trainer, transport, { ...opts, mode: c.wire === 'int4' ? 'int8' : c.wire }, {
       fingerprint: { outer: { diloco: c } },

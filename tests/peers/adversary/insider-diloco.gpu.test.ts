@@ -139,6 +139,7 @@ describe('an insider in a DiLoCo group, INT8 wire', () => {
   }, 120_000);
 
   it('−k × the honest mean it saw last (sign-flipped, k just inside the pairwise screen): the held-out check leaves it out, both accuse, removed at the third', async () => {
+    // Two held-out batches: with one, the third flip's rise is within the bound (noise at 32 tokens a batch).
     const diloco: DilocoConfig = { innerSteps: H, wire: 'int8', heldOutBatches: 2 };
     const want = await alone('dl-i8-flip', 4, diloco);
     const got = await attacked('dl-i8-flip', 4, diloco, (step, last, n) => {
