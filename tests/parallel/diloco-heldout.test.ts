@@ -22,7 +22,7 @@ describe('the held-out verdict', () => {
   });
 
   it('judges each candidate on its own figure: one huge candidate changes nobody else\'s verdict', () => {
-    const a = judgeHeldOut(members, [0, 1, 2], { before: 3, after: new Map([[0, 2.9], [1, 2.95], [2, 3.1]]) }, DEFAULT_MAX_RISE);
+    const a = judgeHeldOut(members, [0, 1, 2], { before: 3, after: new Map([[0, 2.9], [1, 2.95], [2, 3.05]]) }, DEFAULT_MAX_RISE);
     const b = judgeHeldOut(members, [0, 1, 2], { before: 3, after: new Map([[0, 2.9], [1, 2.95], [2, 1e30]]) }, DEFAULT_MAX_RISE);
     expect(a.kept).toEqual([0, 1, 2]);
     expect(b.kept).toEqual([0, 1]);
