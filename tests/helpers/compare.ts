@@ -36,3 +36,14 @@ export function maxAbsDiff(a: Arr, b: Arr): number {
   for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i] - b[i]));
   return m;
 }
+
+/** The largest elementwise difference relative to b's largest magnitude (one figure for a whole tensor). */
+export function maxRel(a: Arr, b: Arr): number {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < a.length; i++) {
+    num = Math.max(num, Math.abs(a[i] - b[i]));
+    den = Math.max(den, Math.abs(b[i]));
+  }
+  return num / den;
+}

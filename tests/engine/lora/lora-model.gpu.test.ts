@@ -18,6 +18,7 @@ import { mergeLora } from '../../../src/engine/lora/merge';
 import { defaultLoraSpec, initLoraTensors, loraAdapters, loraScale, type LoraSpec } from '../../../src/engine/lora/spec';
 import { Rng } from '../../../src/engine/util/rng';
 import { testRuntime } from '../../helpers/gpu';
+import { maxRel } from '../../helpers/compare';
 
 const text = readFileSync('public/data/tinyshakespeare.txt', 'utf8').slice(0, 50_000);
 const tok = CharTokenizer.fromText(text);
@@ -35,15 +36,6 @@ function adapters(o: TrainOptions, spec: LoraSpec, seed: number): Map<string, Fl
   return t;
 }
 
-function maxRel(a: Float32Array, b: Float64Array | Float32Array): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num = Math.max(num, Math.abs(a[i] - b[i]));
-    den = Math.max(den, Math.abs(b[i]));
-  }
-  return num / den;
-}
 
 describe('LoRA adapters on the GPU', () => {
   it('equal the merged model forward and its gradients backward; the base stays frozen and owns no gradient or moments', async () => {

@@ -26,6 +26,7 @@ import { defaultTrainOptions } from '../../../src/engine/train/options';
 import { writeAdamwStep } from '../../../src/engine/train/trainer';
 import { Rng } from '../../../src/engine/util/rng';
 import { testRuntime } from '../../helpers/gpu';
+import { maxRel } from '../../helpers/compare';
 
 const cfg = { ...PRESETS.micro, num_hidden_layers: 1 };
 const [B, T, STEPS] = [2, 16, 3];
@@ -66,15 +67,6 @@ async function train(opts: Omit<ResolveOptions, 'lora'>, everyStep = false) {
   }
 }
 
-function maxRel(a: Float32Array, b: Float32Array): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num = Math.max(num, Math.abs(a[i] - b[i]));
-    den = Math.max(den, Math.abs(b[i]));
-  }
-  return num / den;
-}
 
 /** Forward and backward of one batch: the loss, the adapters' gradients, dX at the first layer's input, the dispatches. */
 async function gradients(stack: boolean) {

@@ -20,6 +20,7 @@ import { defaultQloraSpec, type QloraSpec, resolveQloraPlan } from '../../../src
 import { defaultLoraSpec, initLoraTensors, loraAdapters, type LoraSpec } from '../../../src/engine/lora/spec';
 import { Rng } from '../../../src/engine/util/rng';
 import { testRuntime } from '../../helpers/gpu';
+import { maxRel } from '../../helpers/compare';
 
 const text = readFileSync('public/data/tinyshakespeare.txt', 'utf8').slice(0, 20_000);
 const tok = CharTokenizer.fromText(text);
@@ -29,15 +30,6 @@ function options(lora: LoraSpec, qlora?: QloraSpec): TrainOptions {
   return { ...o, lora, ...(qlora ? { qlora } : {}) };
 }
 
-function maxRel(a: Float32Array, b: Float32Array): number {
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num = Math.max(num, Math.abs(a[i] - b[i]));
-    den = Math.max(den, Math.abs(b[i]));
-  }
-  return num / den;
-}
 
 /** A QLoRA model's codes and scales of one base linear (LinearGemms.qbase, private to the model). */
 function codesOf(t: Trainer, name: string): Promise<{ codes: Uint32Array; scales: Float32Array }> {
