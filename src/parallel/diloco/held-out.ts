@@ -25,9 +25,10 @@ import { inMemoryData } from '../../engine/train/data/data';
 
 /**
  * Largest relative rise of the held-out loss a candidate may cause. bench/diloco-heldout-calibration.ts
- * (micro, 2 honest members, H = 2, 4 held-out batches): honest candidates rose at most 1.96 %
- * (none above 2 %); −1 × the last honest mean rose +1.1 % at the median (within honest noise:
- * not decidable here), −4 × it above 5 % in 22 of 40 outer steps; ×−1000 and huge scales by orders of magnitude.
+ * (micro, H = 2, 4 held-out batches, all honest): 2 members, 200 evaluations, at most +1.96 %; 3 members,
+ * 180, one at +4.65 %: 1 of 380 above this bound (an exclusion and one accusation; removal needs three
+ * in a row). −1 × the last honest mean rose +0.3–0.5 % at the median (within honest noise: not
+ * decidable here), −4 × it above 3 % in 32 of 60; ×−1000 and huge scales by orders of magnitude.
  */
 export const DEFAULT_MAX_RISE = 0.03;
 
