@@ -313,7 +313,7 @@ export class DiLoCo extends MemberTrainer implements RunTrainer<DilocoStepStats>
     return this.dp.guard.record(members, excluded).map((e): [PeerId, string] => [e.peer, e.why]);
   }
 
-  /** The verified, screened mean of the members' Δ (as dp/step.ts's exchangeMean), keeping the candidates for the held-out check. */
+  /** The verified, screened mean of the members' Δ (verified-reduce.ts, bucket by bucket), keeping the candidates for the held-out check. */
   private async exchange(g: PeerGroup, delta: Float32Array): Promise<Exchanged> {
     const c = new JsContributions(delta, this.config.wire, AGOQ_BLOCK);
     const r = await reduceContributions(g, c, { bucketFloats: BUCKET, screen: this.dp.o.screen });

@@ -3,12 +3,11 @@
  * over the step reports, and the step's stats. Free functions of what they are given, so the driver
  * keeps only the group's life cycle.
  */
-import type { WireFormat } from '../../engine/scheme/wire';
 import type { GradExchange } from '../exchange/grad-exchange';
 import type { Trainer } from '../../engine/train/trainer';
 import type { AllReduceMode } from '../../peers/collectives/allreduce';
 import type { GradientAccess } from './grads';
-import type { Exclusion, MemberGuard, ScreenOptions } from '../../peers/collectives/screen';
+import type { Exclusion, MemberGuard } from '../../peers/collectives/screen';
 import type { StepReport } from './wire';
 import { type Applied, DpError, type DpEvent, type DpStepStats, type Reported, type ResolvedOptions, type StepBegin } from './types';
 import { GpuContributions } from '../exchange/gpu-contributions';
@@ -38,14 +37,6 @@ export interface StepGradient {
   fp32Bytes: number;
   excluded: Exclusion[];
   notices: VerifiedResult['notices'];
-}
-
-/** Mean of `x` over the group (verified, optionally screened), bucket by bucket: DiLoCo's pseudo-gradients. */
-export async function exchangeMean(
-  g: PeerGroup, x: Float32Array, bucketFloats: number, mode: WireFormat, screen: ScreenOptions | null = null,
-): Promise<{ out: Float32Array; sent: number; received: number; fp32Bytes: number; excluded: Exclusion[]; notices: VerifiedResult['notices'] }> {
-  const r = await reduceVerified(g, x, { mode, bucketFloats, screen });
-  return { out: r.out, sent: r.bytesSent, received: r.bytesReceived, fp32Bytes: r.fp32Bytes, excluded: r.excluded, notices: r.notices };
 }
 
 /**
