@@ -12,7 +12,8 @@ import { z } from 'zod';
 import type { MemReport } from '../engine/gpu/memory';
 import { ModelConfigSchema, PRESET_NAMES, PRESETS } from '../engine/model/config';
 import { modelDims } from '../engine/model/plan';
-import { computeProblem, resolvePlan } from '../engine/plan/run-plan';
+import { computeProblem } from '../engine/plan/run-plan';
+import { resolveTrainingPlan } from '../engine/plan/train-plan';
 import { tpActive, tpProblem } from '../engine/model/tp/tp';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { type Scheme, SchemeSchema, unsupportedFeatures } from '../engine/scheme/scheme';
@@ -240,8 +241,8 @@ export function checkRunConfig(raw: unknown): string | null {
     opts = trainOptionsFor(c);
     // A rank larger than a targeted layer's smaller side (loraAdapters names the layer).
     if (opts.lora) loraAdapters(opts.model, opts.lora);
-    // QLoRA's own refusals (f16 or INT8 compute, a group that splits words) come from its plan.
-    if (opts.qlora) resolvePlan(opts.model, opts.batch, opts.seq, { scheme: opts.scheme, lora: opts.lora, qlora: opts.qlora });
+    // QLoRA's own refusals (f16 or INT8 compute, a group that splits words) come from its plan, resolved as the trainer will.
+    if (opts.qlora) resolveTrainingPlan(opts);
   } catch (e) {
     return (e as Error).message.replace(/\n\s*/g, ' ');
   }
