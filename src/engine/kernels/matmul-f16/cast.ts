@@ -12,12 +12,8 @@ import { grid2d, requireBytes } from '../launch';
 
 const WG = 256;
 
-const CODE = /* wgsl */ `
-struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> out: array<u32>;
-@group(0) @binding(2) var<uniform> P: Params;
-
+/** `half(v)`: v's f16 bits (round to nearest, overflow and NaN as above), for other kernels that write packed f16. */
+export const F16_HALF_WGSL = /* wgsl */ `
 fn half(v: f32) -> u32 {
   let b = bitcast<u32>(v);
   let sign = (b >> 16u) & 0x8000u;
@@ -26,6 +22,14 @@ fn half(v: f32) -> u32 {
   if (mag >= 0x477ff000u) { return sign | 0x7c00u; } // |v| >= 65520 rounds to Inf
   return pack2x16float(vec2<f32>(clamp(v, -65504.0, 65504.0), 0.0)) & 0xffffu;
 }
+`;
+
+const CODE = /* wgsl */ `
+struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<uniform> P: Params;
+${F16_HALF_WGSL}
 
 @compute @workgroup_size(${WG})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
