@@ -262,7 +262,7 @@ export class LlamaGpu {
 
   private buildForward(): void {
     const { rt, cfg } = this;
-    const { B, T, N, C, F, nH, nKV, D, QC, KVC, V, L } = this.dims;
+    const { N, C, V, L } = this.dims;
     const eps = cfg.rms_norm_eps;
     const f = this.forward;
     const push = (d: Dispatch | Dispatch[]) => (Array.isArray(d) ? f.push(...d) : f.push(d));
@@ -286,66 +286,7 @@ export class LlamaGpu {
       }
     }
     push(embeddingForward(rt, { label: 'embed', ids: this.b('ids'), W: this.param('model.embed_tokens.weight'), out: this.saved(0, 'xIn'), dims: { N, V, C } }));
-    for (let l = 0; l < L; l++) {
-      const p = (s: string) => this.param(`model.layers.${l}.${s}`);
-      const a = (s: LayerSavedKey) => this.saved(l, s);
-      const lab = (s: string) => `L${l}.${s}`;
-      const next = l + 1 < L ? this.saved(l + 1, 'xIn') : this.saved(L, 'xFinal');
-      const store = (k: LayerSavedKey) => push(this.storeSaved(l, k));
-      store('xIn');
-      push(this.g.inputNorm(l, 'h1', { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps } }));
-      // Residual copy first: xIn is dead after this (its live copy may be qRaw, written next).
-      push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
-      store('h1');
-      // A base linear, with its LoRA adapter around it where it has one (x: the fp32 input the adapter reads).
-      const linear = (label: string, name: string, x: GPUBuffer, gx: Binding, out: GPUBuffer, n: number, k: number, acc: boolean, key: GemmInputSaved) => {
-        const ad = this.lora?.on(`model.layers.${l}.${name}`);
-        if (ad) push(this.lora!.down(ad, label, x));
-        push(this.g.linear(label, l, name, gx, out, N, n, k, acc, key));
-        if (ad) push(this.lora!.up(ad, label, { buffer: out, offset: 0, size: N * n * 4 }));
-      };
-      const h1 = this.g.gemmInput(l, lab('qkv_in'), a('h1'), C, push, true, 'h1');
-      linear(lab('q_proj'), 'self_attn.q_proj.weight', a('h1'), h1, this.b('qRaw'), QC, C, false, 'h1');
-      linear(lab('k_proj'), 'self_attn.k_proj.weight', a('h1'), h1, this.b('kRaw'), KVC, C, false, 'h1');
-      linear(lab('v_proj'), 'self_attn.v_proj.weight', a('h1'), h1, a('v'), KVC, C, false, 'h1');
-      store('v');
-      // INT8 attention scores: the rotations write Q's and K's codes too (attention-scores.ts).
-      const i8Scores = this.plan.layers[l].compute.attentionQk === 'int8';
-      const ropeOf = (which: 'q' | 'k', x: GPUBuffer, y: GPUBuffer, nHeads: number) => {
-        const args = { label: lab(`rope_${which}`), x, y, table: this.b('rope'), B, T, nHeads, D };
-        return i8Scores ? ropeWithCodes(rt, (key) => this.b(key), which, args) : rope(rt, args);
-      };
-      push(ropeOf('q', this.b('qRaw'), a('q'), nH));
-      store('q');
-      push(ropeOf('k', this.b('kRaw'), a('k'), nKV));
-      store('k');
-      if (i8Scores) {
-        const sc = forwardScoreCodes(rt, (key) => this.b(key), l, a('q'), a('k'), this.plan.dims, this.attnPaths);
-        push(sc.dispatches);
-        push(attentionForwardI8(rt, { label: lab('attn'), ...sc.codes, v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
-      } else {
-        push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
-      }
-      store('o');
-      const oIn = this.g.gemmInput(l, lab('o_in'), a('o'), QC, push, false, 'o');
-      // xMid = xIn + o·Woᵀ: the GEMM accumulates onto the residual copy.
-      if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), oIn, this.g.lin(l, 'self_attn.o_proj.weight'), QC, a('xMid')));
-      else linear(lab('o_proj'), 'self_attn.o_proj.weight', a('o'), oIn, a('xMid'), C, QC, true, 'o');
-      store('xMid');
-      push(this.g.inputNorm(l, 'h2', { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
-      store('h2');
-      const h2 = this.g.gemmInput(l, lab('mlp_in'), a('h2'), C, push, true, 'h2');
-      linear(lab('gate_proj'), 'mlp.gate_proj.weight', a('h2'), h2, a('gate'), F, C, false, 'h2');
-      store('gate');
-      linear(lab('up_proj'), 'mlp.up_proj.weight', a('h2'), h2, a('up'), F, C, false, 'h2');
-      store('up');
-      push(this.g.inputSwiglu(l, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
-      store('act');
-      const actIn = this.g.gemmInput(l, lab('down_in'), a('act'), F, push, true, 'act');
-      push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
-      if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), actIn, this.g.lin(l, 'mlp.down_proj.weight'), F, next));
-      else linear(lab('down_proj'), 'mlp.down_proj.weight', a('act'), actIn, next, C, F, true, 'act');
-    }
+    for (let l = 0; l < L; l++) this.buildLayer(l, push);
     push(this.storeSaved(L, 'xFinal'));
     push(rmsnormForward(rt, { label: 'normF', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), y: this.saved(L, 'hF'), rstd: this.b('rstdF'), dims: { N, C, eps } }));
     push(this.storeSaved(L, 'hF'));
@@ -354,6 +295,78 @@ export class LlamaGpu {
     // Fused CE forward+backward: per-row losses, their mean, and dlogits in place of the logits.
     const logits = this.b('logits');
     push(crossEntropyForwardBackward(rt, { label: 'xent', logits, dlogits: logits, targets: this.b('targets'), losses: this.b('losses'), loss: this.b('loss'), workspace: this.b('ceWs'), dims: { N, V } }));
+  }
+
+  /**
+   * Layer l's forward. `recompute`: activation checkpointing's re-run at the start of the layer's
+   * backward (plan.checkpoint): the same dispatches from the layer's saved input up to the SwiGLU,
+   * refilling the shared set its backward reads; no down projection, no storage, no probes.
+   */
+  private buildLayer(l: number, push: (d: Dispatch | Dispatch[]) => void, recompute = false): void {
+    const { rt, cfg } = this;
+    const { B, T, N, C, F, nH, nKV, D, QC, KVC, L } = this.dims;
+    const eps = cfg.rms_norm_eps;
+    const p = (s: string) => this.param(`model.layers.${l}.${s}`);
+    const a = (s: LayerSavedKey) => this.saved(l, s);
+    const lab = (s: string) => `L${l}.${s}`;
+    const next = l + 1 < L ? this.saved(l + 1, 'xIn') : this.saved(L, 'xFinal');
+    // A recompute stores and probes nothing: the checkpointed plan keeps these tensors fp32 (checkpointProblem).
+    const store = (k: LayerSavedKey) => { if (!recompute) push(this.storeSaved(l, k)); };
+    store('xIn');
+    push(this.g.inputNorm(l, 'h1', { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps } }));
+    // Residual copy first: xIn is dead after this (its live copy may be qRaw, written next).
+    push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
+    store('h1');
+    // A base linear, with its LoRA adapter around it where it has one (x: the fp32 input the adapter reads).
+    const linear = (label: string, name: string, x: GPUBuffer, gx: Binding, out: GPUBuffer, n: number, k: number, acc: boolean, key: GemmInputSaved) => {
+      const ad = this.lora?.on(`model.layers.${l}.${name}`);
+      if (ad) push(this.lora!.down(ad, label, x));
+      push(this.g.linear(label, l, name, gx, out, N, n, k, acc, key));
+      if (ad) push(this.lora!.up(ad, label, { buffer: out, offset: 0, size: N * n * 4 }));
+    };
+    const h1 = this.g.gemmInput(l, lab('qkv_in'), a('h1'), C, push, true, 'h1');
+    linear(lab('q_proj'), 'self_attn.q_proj.weight', a('h1'), h1, this.b('qRaw'), QC, C, false, 'h1');
+    linear(lab('k_proj'), 'self_attn.k_proj.weight', a('h1'), h1, this.b('kRaw'), KVC, C, false, 'h1');
+    linear(lab('v_proj'), 'self_attn.v_proj.weight', a('h1'), h1, a('v'), KVC, C, false, 'h1');
+    store('v');
+    // INT8 attention scores: the rotations write Q's and K's codes too (attention-scores.ts).
+    const i8Scores = this.plan.layers[l].compute.attentionQk === 'int8';
+    const ropeOf = (which: 'q' | 'k', x: GPUBuffer, y: GPUBuffer, nHeads: number) => {
+      const args = { label: lab(`rope_${which}`), x, y, table: this.b('rope'), B, T, nHeads, D };
+      return i8Scores ? ropeWithCodes(rt, (key) => this.b(key), which, args) : rope(rt, args);
+    };
+    push(ropeOf('q', this.b('qRaw'), a('q'), nH));
+    store('q');
+    push(ropeOf('k', this.b('kRaw'), a('k'), nKV));
+    store('k');
+    if (i8Scores) {
+      const sc = forwardScoreCodes(rt, (key) => this.b(key), l, a('q'), a('k'), this.plan.dims, this.attnPaths);
+      push(sc.dispatches);
+      push(attentionForwardI8(rt, { label: lab('attn'), ...sc.codes, v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
+    } else {
+      push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
+    }
+    store('o');
+    const oIn = this.g.gemmInput(l, lab('o_in'), a('o'), QC, push, false, 'o');
+    // xMid = xIn + o·Woᵀ: the GEMM accumulates onto the residual copy.
+    if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), oIn, this.g.lin(l, 'self_attn.o_proj.weight'), QC, a('xMid')));
+    else linear(lab('o_proj'), 'self_attn.o_proj.weight', a('o'), oIn, a('xMid'), C, QC, true, 'o');
+    store('xMid');
+    push(this.g.inputNorm(l, 'h2', { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
+    store('h2');
+    const h2 = this.g.gemmInput(l, lab('mlp_in'), a('h2'), C, push, true, 'h2');
+    linear(lab('gate_proj'), 'mlp.gate_proj.weight', a('h2'), h2, a('gate'), F, C, false, 'h2');
+    store('gate');
+    linear(lab('up_proj'), 'mlp.up_proj.weight', a('h2'), h2, a('up'), F, C, false, 'h2');
+    store('up');
+    push(this.g.inputSwiglu(l, { label: lab('swiglu'), gate: a('gate'), up: a('up'), h: a('act'), dims: { N, F } }));
+    store('act');
+    // The layer's backward reads nothing past here: a recompute leaves the next layer's input alone.
+    if (recompute) return;
+    const actIn = this.g.gemmInput(l, lab('down_in'), a('act'), F, push, true, 'act');
+    push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
+    if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), actIn, this.g.lin(l, 'mlp.down_proj.weight'), F, next));
+    else linear(lab('down_proj'), 'mlp.down_proj.weight', a('act'), actIn, next, C, F, true, 'act');
   }
 
   private buildOptimizer(): void {
