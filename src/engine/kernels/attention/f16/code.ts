@@ -1,0 +1,252 @@
+/**
+ * Causal grouped-query flash attention, forward, on subgroup matrices with f16 operands and f32
+ * accumulation (Dawn's `chromium-experimental-subgroup-matrix`, an f16 → f32 configuration). The
+ * maths and layouts are the fp32 kernel's (../attention.ts, ../attention.ref.ts): q, o [B, T, nH, D],
+ * k, v [B, T, nKV, D], lse [B, nH, T] (natural log), so the fp32 backward consumes o and lse as is.
+ *
+ * A workgroup takes BQ = sgCount·M query rows of one (b, h); subgroup s owns rows s·M .. s·M+M-1.
+ * - Q, then each block of BKV keys' K and V, are read as fp32 and written to workgroup memory as f16
+ *   (the cast is in the staging: no f16 copy of q, k, v exists); Q's D/K left tiles are loaded once
+ *   into subgroup matrices kept across the key loop.
+ * - S = Q·Kᵀ per N-key tile (K read col_major), stored f32 to the subgroup's scratch rows (subgroup
+ *   matrices have no element access); the softmax is SIMT: LPR = sgSize/M lanes per query row, each
+ *   holding the row's running max (log2 domain, fp32), its share of the row sum, and D/LPR columns
+ *   of the fp32 O. P = exp2(s·scale·log2e − m) is written as f16.
+ * - P·V per N-column tile of D into a fresh result matrix per key block, stored to the same scratch
+ *   and folded into the lanes' O after the rescale by exp2(m_old − m_new).
+ * - Tiles wholly above the diagonal for a subgroup are skipped (the test is per subgroup, so
+ *   subgroup-uniform; Dawn's uniformity diagnostic cannot see that and is turned off).
+ *
+ * `emulate`: the same kernel over f32 workgroup storage with each subgroup-matrix operation a plain
+ * function every lane runs in full and each f16 cast rounded to f16 to nearest even in f32 (rne16:
+ * the GPU's f32 → f16 conversion and quant/f16.ts's; SwiftShader's quantizeToF16 truncates), so CI
+ * (SwiftShader: no f16, no subgroup matrices) tests the generated kernel's staging, masking, online
+ * softmax, tiling and GQA indexing; only the matrix instructions differ.
+ */
+import { sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
+
+export interface F16AttnSpec {
+  /** The f16 → f32 subgroup-matrix configuration (M×N×K of a tile). */
+  cfg: { M: number; N: number; K: number };
+  /** Head dim: a multiple of 4, of cfg.N and of cfg.K. */
+  D: number;
+  /** Subgroups per workgroup; BQ = sgCount·cfg.M query rows. */
+  sgCount: number;
+  /** Keys per block: a multiple of cfg.N and cfg.K. */
+  BKV: number;
+  /** Invocations per subgroup (the adapter's subgroupMaxSize); a multiple of cfg.M. */
+  sgSize: number;
+  /** Padding elements per staged f16 row (a multiple of 8: rows stay 16-byte aligned). */
+  PAD: number;
+}
+
+export const f16AttnBlockQ = (s: Pick<F16AttnSpec, 'cfg' | 'sgCount'>) => s.cfg.M * s.sgCount;
+export const f16AttnThreads = (s: Pick<F16AttnSpec, 'sgCount' | 'sgSize'>) => s.sgCount * s.sgSize;
+
+/** Row strides and element counts of the workgroup arrays (f16 elements for KV and Ps, f32 for Ss). */
+export function f16AttnStaging(s: F16AttnSpec) {
+  const BQ = f16AttnBlockQ(s);
+  const KST = s.D + s.PAD;
+  const PST = s.BKV + s.PAD;
+  const SST = Math.max(s.BKV, s.D) + 4;
+  // Q is staged once through the K/V area before the loop: it must hold BQ rows too.
+  const kvElems = Math.max(2 * s.BKV, BQ) * KST;
+  const pElems = s.sgCount * s.cfg.M * PST;
+  const sElems = s.sgCount * s.cfg.M * SST;
+  return { KST, PST, SST, VOFF: s.BKV * KST, kvElems, pElems, sElems };
+}
+
+/** Bytes of workgroup memory (f16 operand arrays, the f32 scratch; twice the f16 part when emulated over f32). */
+export function f16AttnWorkgroupBytes(s: F16AttnSpec, emulate = false): number {
+  const st = f16AttnStaging(s);
+  const e = emulate ? 4 : 2;
+  return Math.ceil((st.kvElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + st.sElems * 4;
+}
+
+/** Why a spec cannot be built (null when it can). */
+export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false): string | null {
+  const { cfg } = s;
+  if (s.D % 4 || s.D % cfg.N || s.D % cfg.K) return `head dim ${s.D} must be a multiple of 4, N=${cfg.N} and K=${cfg.K}`;
+  if (s.BKV % cfg.N || s.BKV % cfg.K) return `BKV=${s.BKV} must be a multiple of N=${cfg.N} and K=${cfg.K}`;
+  if (s.sgSize % cfg.M) return `subgroup size ${s.sgSize} must be a multiple of M=${cfg.M}`;
+  const lpr = s.sgSize / cfg.M;
+  if (s.D % lpr || s.BKV % lpr) return `D=${s.D} and BKV=${s.BKV} must split over ${lpr} lanes per row`;
+  if (s.PAD % 8) return `PAD=${s.PAD} must be a multiple of 8`;
+  const T = f16AttnThreads(s);
+  if (T > maxThreads) return `${T} threads per workgroup`;
+  const bytes = f16AttnWorkgroupBytes(s, emulate);
+  if (bytes > maxWorkgroupBytes) return `${bytes} bytes of workgroup memory`;
+  return null;
+}
+
+export function f16AttnLabel(s: F16AttnSpec): string {
+  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}`;
+}
+
+/** The layout spelling this kernel writes: subgroupMatrixLoad<T, row_major|col_major>(p, off, stride). */
+const SYNTAX = { syntax: 'template' } as const;
+
+/**
+ * The forward's WGSL. Bindings: q, k, v (fp32), o, lse (fp32), the fp32 kernels' Params uniform
+ * (attentionParams). Grid: x = query block (heaviest causal block first), y = b·nH + h.
+ */
+export function f16AttnForwardCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): string {
+  const emu = !!o.emulate;
+  const E = emu ? 'f32' : 'f16';
+  const { cfg, D, BKV, sgSize } = s;
+  const { M, N, K } = cfg;
+  const BQ = f16AttnBlockQ(s);
+  const NT = f16AttnThreads(s);
+  const LPR = sgSize / M;
+  const st = f16AttnStaging(s);
+  const { KST, PST, SST, VOFF } = st;
+  const DV = D / 4; // vec4s per head row
+  const cast = (x: string) => (emu ? `rne16v(${x})` : `vec4<f16>(${x})`);
+  const scast = (x: string) => (emu ? `rne16(${x})` : `f16(${x})`);
+  const load = (arr: 'KV' | 'Ps', T: 'LT' | 'RT', off: string, colMajor: boolean, stride: number) =>
+    (emu ? `emuLoad${T}_${arr}(${off}, ${stride}u, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, `${stride}u`));
+  const storeS = (off: string, v: string) => (emu ? `emuStoreS(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, '&Ss', off, v, `${SST}u`));
+  const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
+  const L: string[] = [];
+  // Staging: `rows` head rows starting at row0 of `src` (q: nH heads, head h; k/v: nKV, head g), each
+  // D/4 vec4s, into KV at element `dst`; rows past T are zero (their scores are masked, their P is 0).
+  const stage = (src: 'q' | 'k' | 'v', rows: number, row0: string, dst: number, indent: string) => {
+    const per = Math.ceil((rows * DV) / NT);
+    for (let t = 0; t < per; t++) {
+      L.push(`${indent}{ let e = lid + ${t * NT}u; let rr = e / ${DV}u; let c = e % ${DV}u; let j = ${row0} + rr;`);
+      const heads = src === 'q' ? 'P.nH' : 'P.nKV';
+      const head = src === 'q' ? 'h' : 'g';
+      const guard = (t + 1) * NT > rows * DV ? `e < ${rows * DV}u` : 'true';
+      L.push(`${indent}  if (${guard}) { let ok = j < P.T; let x = ${cast(`select(vec4<f32>(), ${src}[select(0u, ((b * P.T + j) * ${heads} + ${head}) * ${DV}u + c, ok)], ok)`)};`);
+      L.push(`${indent}    let s0 = ${dst}u + rr * ${KST}u + c * 4u; KV[s0] = x.x; KV[s0 + 1u] = x.y; KV[s0 + 2u] = x.z; KV[s0 + 3u] = x.w; } }`);
+    }
+  };
+  // Q: staged, then its D/K left tiles per subgroup held in matrices across the key loop.
+  stage('q', BQ, 'q0', 0, '  ');
+  L.push('  workgroupBarrier();');
+  for (let kd = 0; kd < D / K; kd++) L.push(`  let qm${kd} = ${load('KV', 'LT', `sg * ${M * KST}u + ${kd * K}u`, false, KST)};`);
+  L.push('  workgroupBarrier();');
+  L.push(`  for (var kb = 0u; kb < kEnd; kb += ${BKV}u) {`);
+  stage('k', BKV, 'kb', 0, '    ');
+  stage('v', BKV, 'kb', VOFF, '    ');
+  L.push('    workgroupBarrier();');
+  // S = Q·Kᵀ, one N-key tile at a time; a tile whose first key is past the subgroup's last row is skipped.
+  for (let j = 0; j < BKV / N; j++) {
+    L.push(`    if (kb + ${j * N}u <= rmax) {`, '      var acc = CT();');
+    for (let kd = 0; kd < D / K; kd++) L.push(`      acc = ${mma}(qm${kd}, ${load('KV', 'RT', `${j * N * KST + kd * K}u`, true, KST)}, acc);`);
+    L.push(`      ${storeS(`sbase + ${j * N}u`, 'acc')}`, '    }');
+  }
+  L.push('    workgroupBarrier();');
+  // Online softmax: the row's visible keys in this block are kb .. kb+cnt-1.
+  L.push('    let cnt = select(0u, min(' + BKV + 'u, t + 1u - kb), t >= kb);');
+  L.push('    var mx = m;');
+  L.push(`    for (var c = 0u; c < cnt; c++) { mx = max(mx, Ss[srow + c] * P.c2); }`);
+  L.push('    let alpha = exp2(m - mx);', '    m = mx;', '    var ls = 0.0;');
+  for (let i = 0; i < BKV / LPR; i++) {
+    const c = `${i * LPR}u + part`;
+    L.push(`    { let c = ${c}; let p = select(0.0, exp2(Ss[srow + c] * P.c2 - mx), c < cnt); Ps[prow + c] = ${scast('p')}; ls += p; }`);
+  }
+  L.push('    l = l * alpha + ls;');
+  for (let i = 0; i < D / LPR; i++) L.push(`    o${i} *= alpha;`);
+  L.push('    workgroupBarrier();');
+  // O_block = P·V, one N-column tile of D at a time, into the scratch rows S came from.
+  for (let kk = 0; kk < BKV / K; kk++) L.push(`    let pm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, PST)};`);
+  for (let dn = 0; dn < D / N; dn++) {
+    L.push('    {', '      var acc = CT();');
+    for (let kk = 0; kk < BKV / K; kk++) {
+      L.push(`      if (kb + ${kk * K}u <= rmax) { acc = ${mma}(pm${kk}, ${load('KV', 'RT', `${VOFF + kk * K * KST + dn * N}u`, false, KST)}, acc); }`);
+    }
+    L.push(`      ${storeS(`sbase + ${dn * N}u`, 'acc')}`, '    }');
+  }
+  L.push('    workgroupBarrier();');
+  for (let i = 0; i < D / LPR; i++) L.push(`    o${i} += Ss[srow + ${i * LPR}u + part];`);
+  L.push('  }');
+  // The row sum is split over the row's LPR lanes: gathered through the scratch.
+  L.push('  workgroupBarrier();', '  Ss[srow + part] = l;', '  workgroupBarrier();', '  var lt = 0.0;');
+  L.push(`  for (var i = 0u; i < ${LPR}u; i++) { lt += Ss[srow + i]; }`);
+  L.push('  if (t < P.T) {', '    let inv = 1.0 / lt;', `    let ob = ((b * P.T + t) * P.nH + h) * ${D}u + part;`);
+  for (let i = 0; i < D / LPR; i++) L.push(`    O[ob + ${i * LPR}u] = o${i} * inv;`);
+  L.push('    if (part == 0u) { LSE[(b * P.nH + h) * P.T + t] = (m + log2(lt)) * LN2; }', '  }');
+
+  const types = emu
+    ? `alias LT = array<f32, ${M * K}>; // emulated: row-major M × K, every lane holds all of it
+alias RT = array<f32, ${K * N}>;
+alias CT = array<f32, ${M * N}>;`
+    : `alias LT = subgroup_matrix_left<f16, ${K}, ${M}>;
+alias RT = subgroup_matrix_right<f16, ${N}, ${K}>;
+alias CT = subgroup_matrix_result<f32, ${N}, ${M}>;`;
+  const oDecl = Array.from({ length: D / LPR }, (_, i) => `o${i}`);
+  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code.ts: ${f16AttnLabel(s)}${emu ? ' (emulated matrices, f32)' : ''}.
+${types}
+struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
+@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> O: array<f32>;
+@group(0) @binding(4) var<storage, read_write> LSE: array<f32>;
+@group(0) @binding(5) var<uniform> P: Params;
+var<workgroup> KV: array<${E}, ${st.kvElems}>; // Q once, then per key block K's rows [0, BKV) and V's from ${VOFF}
+var<workgroup> Ps: array<${E}, ${st.pElems}>; // P, M rows of BKV per subgroup
+var<workgroup> Ss: array<f32, ${st.sElems}>; // per subgroup M rows: S, then the block's P·V
+const NEG = -3.0e38; // finite −inf: key 0 is visible to every row, so m is finite after the first block
+const LN2 = 0.6931471805599453;
+${emu ? emulation(s) : ''}
+@compute @workgroup_size(${NT})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let nQB = (P.T + ${BQ - 1}u) / ${BQ}u;
+  let q0 = (nQB - 1u - wid.x) * ${BQ}u;
+  let b = wid.y / P.nH;
+  let h = wid.y % P.nH;
+  let g = h / P.G;
+  let sg = lid / ${sgSize}u;
+  let lane = lid % ${sgSize}u;
+  let r = lane / ${LPR}u; // this lane's query row within the subgroup's M
+  let part = lane % ${LPR}u; // and its share: columns part, part + ${LPR}, ...
+  let t = q0 + sg * ${M}u + r;
+  let rmax = q0 + sg * ${M}u + ${M - 1}u; // the subgroup's last row: keys past it are masked for all its rows
+  let kEnd = min(P.T, q0 + ${BQ}u);
+  let sbase = sg * ${M * SST}u;
+  let srow = sbase + r * ${SST}u;
+  let prow = sg * ${M * PST}u + r * ${PST}u;
+  var m = NEG;
+  var l = 0.0;
+  var ${oDecl.join(' = 0.0;\n  var ')} = 0.0;
+${L.join('\n')}
+}
+`;
+}
+
+/** Plain-WGSL stand-ins for the subgroup-matrix operations (emulate): element (r, c) of a row_major matrix at off + r·stride + c, col_major at off + c·stride + r. */
+function emulation(s: F16AttnSpec): string {
+  const { M, N, K } = s.cfg;
+  const ld = (arr: string, T: string, R: number, C: number) => `fn emuLoad${T}_${arr}(off: u32, stride: u32, col: bool) -> ${T} {
+  var m: ${T};
+  for (var r = 0u; r < ${R}u; r++) { for (var c = 0u; c < ${C}u; c++) { m[r * ${C}u + c] = ${arr}[select(off + r * stride + c, off + c * stride + r, col)]; } }
+  return m;
+}`;
+  return `${ld('KV', 'LT', M, K)}
+${ld('KV', 'RT', K, N)}
+${ld('Ps', 'LT', M, K)}
+// f32 → f16 → f32, round to nearest even (normals: 10 mantissa bits; below 2^-14: multiples of 2^-24).
+fn rne16(x: f32) -> f32 {
+  if (abs(x) < 6.103515625e-5) { return round(x * 16777216.0) / 16777216.0; }
+  let u = bitcast<u32>(x);
+  return bitcast<f32>((u + 0xfffu + ((u >> 13u) & 1u)) & 0xffffe000u);
+}
+fn rne16v(x: vec4<f32>) -> vec4<f32> { return vec4<f32>(rne16(x.x), rne16(x.y), rne16(x.z), rne16(x.w)); }
+fn emuMMA(a: LT, b: RT, acc: CT) -> CT {
+  var o = acc;
+  for (var i = 0u; i < ${M}u; i++) {
+    for (var j = 0u; j < ${N}u; j++) {
+      var s = o[i * ${N}u + j];
+      for (var k = 0u; k < ${K}u; k++) { s = fma(a[i * ${K}u + k], b[k * ${N}u + j], s); }
+      o[i * ${N}u + j] = s;
+    }
+  }
+  return o;
+}
+fn emuStoreS(off: u32, v: CT, stride: u32) {
+  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { Ss[off + r * stride + c] = v[r * ${N}u + c]; } }
+}
+`;
+}

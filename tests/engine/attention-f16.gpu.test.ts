@@ -1,0 +1,66 @@
+/**
+ * The f16 flash-attention forward (kernels/attention/f16). SwiftShader has neither shader-f16 nor
+ * subgroup matrices, so what runs here is the generated kernel's emulated twin (every f16 cast a
+ * quantizeToF16, every subgroup-matrix op a plain function) against the float64 reference on
+ * f16-rounded q, k, v, within F16_ATTN_TOL; and the fallback (no verified kernel: the caller keeps
+ * fp32 attention). The kernel itself runs on the lent GPU: bench/f16-attn-device.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  attentionForwardF16, checkAttentionF16, checkF16AttnSpec, enableF16Attention, f16AttentionHeadDims, f16AttentionSpec,
+} from '../../src/engine/kernels/attention/f16/attention-f16';
+import { f16AttnForwardCode, f16AttnSpecError, type F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';
+import { attentionTestRuntime } from '../helpers/gpu';
+
+const rt = await attentionTestRuntime();
+
+// Micro specs (SwiftShader compiles the unrolled twin slowly: a few call sites each): two subgroups
+// (BQ 16) of 8×8×8 tiles, two lanes per row, key blocks of 8 (several per query block); one
+// subgroup of 8×4×8 tiles (M ≠ N ≠ K like the device's 16×8×16), one lane per row, key blocks of 16 (> BQ).
+const small: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8 };
+const odd: F16AttnSpec = { cfg: { M: 8, N: 4, K: 8 }, D: 8, sgCount: 1, BKV: 16, sgSize: 8, PAD: 8 };
+
+describe('f16 attention forward, emulated subgroup matrices', () => {
+  it('matches the reference: causal mask, online softmax over several key blocks, partial blocks, GQA', async () => {
+    for (const s of [small, odd]) {
+      expect(f16AttnSpecError(s, rt.device.limits.maxComputeWorkgroupStorageSize, 1024, true)).toBeNull();
+      const r = await checkF16AttnSpec(rt, s, true);
+      expect(r).toEqual({ label: r.label, ok: true });
+    }
+    // G = 3 (three query heads on one KV head).
+    const r = await checkAttentionF16(rt, small, { B: 1, T: 29, nH: 3, nKV: 1 }, { emulate: true });
+    expect([r.error, r.ok]).toEqual([undefined, true]);
+    expect(r.maxErrO).toBeLessThan(1e-3);
+  });
+
+  it('the real kernel is written with subgroup matrices and f16 staging', () => {
+    const code = f16AttnForwardCode(small);
+    expect(code).toContain('enable chromium_experimental_subgroup_matrix;');
+    expect(code).toContain('subgroupMatrixMultiplyAccumulate(');
+    expect(code).toContain('vec4<f16>(');
+    expect(code).not.toContain('emuMMA');
+  });
+
+  it('rejects specs it cannot build and head dims with no verified kernel', () => {
+    expect(f16AttnSpecError({ ...small, D: 20 })).toMatch(/head dim 20/);
+    expect(f16AttnSpecError({ ...small, BKV: 12 })).toMatch(/BKV=12/);
+    expect(f16AttnSpecError({ ...small, PAD: 4 })).toMatch(/PAD=4/);
+    expect(f16AttnSpecError({ ...small, sgSize: 12 })).toMatch(/subgroup size 12/);
+    const b = rt.createBuffer('workspace', 'x', 64);
+    try {
+      expect(() => attentionForwardF16(rt, { label: 'L0.attn', B: 1, T: 4, nH: 1, nKV: 1, D: 48, q: b, k: b, v: b, o: b, lse: b }))
+        .toThrow(/no verified f16 attention kernel for head dim 48/);
+    } finally {
+      rt.mem.free(b);
+    }
+  });
+
+  it('enableF16Attention verifies nothing without shader-f16 and subgroup matrices (fp32 attention stays)', async () => {
+    if (rt.gpu.features.shaderF16 && rt.gpu.features.subgroupMatrix) return; // a real GPU: bench/f16-attn-device.ts
+    const p = await enableF16Attention(rt);
+    expect(p.present).toBe(false);
+    expect(p.why).toMatch(/no shader-f16|no subgroup matrices/);
+    expect(f16AttentionSpec(rt, 64)).toBeUndefined();
+    expect(f16AttentionHeadDims(rt)).toEqual([]);
+  });
+});
