@@ -87,6 +87,25 @@ describe('f16 tensor-core GEMM with emulated subgroup matrices (f32, runnable wi
   });
 });
 
+describe('f16 tensor-core GEMM forms aimed at the H100 (emulated matrices): two stages, streamed B tiles, 8-element copies, swizzled grid', () => {
+  // Two workgroup buffers (one barrier a K step), B tiles streamed, pairs of vec4s per copy, strips of 2 block rows.
+  const all: Omit<F16TcSpec, 'transA' | 'transB'> = {
+    cfg: { M: 8, N: 8, K: 8 }, sgSize: 8, tilesM: 1, tilesN: 2, sgM: 2, sgN: 1, BK: 16, PAD: 8, direct: true, stages: 2, loop: 'streamB', copy: 8, swizzle: 2,
+  };
+  it('passes every device-check case per form, and a grid whose last strip is partial', async () => {
+    for (const form of GEMM_FORMS) {
+      const s: F16TcSpec = { ...all, ...FORM_TRANS[form] };
+      expect(f16TcSpecError(s)).toBeNull();
+      const r = await checkF16Tc(rt, s, 'f32');
+      expect([r.label, r.failed]).toEqual([r.label, undefined]);
+      // 3 block rows in strips of 2, 4 block columns, K ending mid-step.
+      const c = { M: 2 * 16 + 4, N: 3 * 16 + 4, K: 5 * 16 + 4, ...FORM_TRANS[form] };
+      const g = await checkMatmulF16(rt, c, { path: 'f16-tensor-core', spec: s, elem: 'f32' });
+      expect([form, g.error, g.bad]).toEqual([form, undefined, 0]);
+    }
+  });
+});
+
 describe('f16 tensor-core GEMM on small outputs (the H100 refused a 16-byte C: its direct tile store needs 1024)', () => {
   const direct: F16TcSpec = {
     cfg: { M: 16, N: 16, K: 16 }, sgSize: 32, tilesM: 2, tilesN: 2, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, transA: false, transB: true,

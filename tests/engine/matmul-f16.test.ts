@@ -9,7 +9,7 @@ import { compareF16Gemm, f16GemmTolerance, matmulF16Ref, matmulF16RefAt } from '
 import { f16TcCheckCases } from '../../src/engine/kernels/matmul-f16/matmul-f16';
 import {
   chooseF16SplitK, contiguousDims, F16_TC_LAYOUTS, f16ConfigsOf, f16ShapeKey, MEASURED_F16TC_LAYOUTS, f16KernelFor, f16SplitPlan, f16TcBlockM, f16TcBlockN, f16TcCandidates,
-  f16TcSpecError, f16TcWorkgroupBytes, FORM_TRANS, formOf, GEMM_FORMS, offeredF16Path, type F16TcSpec, vec4Operands,
+  f16TcLabel, f16TcLayoutOf, f16TcSpecError, f16TcWorkgroupBytes, FORM_TRANS, formOf, GEMM_FORMS, offeredF16Path, type F16TcSpec, vec4Operands,
 } from '../../src/engine/kernels/matmul-f16/plan';
 import { simtF16Code } from '../../src/engine/kernels/matmul-f16/simt';
 import { f16TcCode } from '../../src/engine/kernels/matmul-f16/tc';
@@ -218,6 +218,39 @@ describe('f16 GEMM code', () => {
     const one = f16TcCode(spec({ sgM: 1, sgN: 1, tilesM: 4, tilesN: 2, direct: false }));
     expect(one).not.toContain('diagnostic(off');
     expect(one).toContain('let am = 0u;');
+  });
+
+  it('forms aimed at the H100: one barrier a K step with two stages, B tiles streamed, 8-element copies, swizzled grid', () => {
+    const loopOf = (code: string) => code.slice(code.indexOf('for (var k0'), code.indexOf('let base = wid.z'));
+    const barriers = (code: string) => (loopOf(code).match(/workgroupBarrier\(\)/g) ?? []).length;
+    expect(barriers(f16TcCode(spec()))).toBe(2);
+    const two = f16TcCode(spec({ stages: 2 }));
+    expect(barriers(two)).toBe(1);
+    expect(two).toContain(`var<workgroup> S: array<f16, ${2 * 2 * 128 * 40}>`);
+    expect(f16TcWorkgroupBytes(spec({ stages: 2 }))).toBe(2 * 2 * 128 * 40 * 2 + 4 * 256 * 4);
+    // The next step is staged into the other buffer after the multiplies (its global loads were issued before them).
+    const loop = loopOf(two);
+    expect(loop.indexOf('let nxt')).toBeGreaterThan(loop.lastIndexOf('subgroupMatrixMultiplyAccumulate'));
+    expect(loop.indexOf('let kv = k0 + 32u')).toBeLessThan(loop.indexOf('subgroupMatrixMultiplyAccumulate'));
+    // streamB: each B tile's load is followed by its tilesM multiplies before the next B tile is loaded.
+    const sb = loopOf(f16TcCode(spec({ loop: 'streamB' })));
+    expect(sb.indexOf('let b1_0')).toBeGreaterThan(sb.indexOf('c3_0 = subgroupMatrixMultiplyAccumulate(a3_0, b0_0'));
+    expect(sb.indexOf('let b1_0')).toBeLessThan(sb.indexOf('c0_1 = subgroupMatrixMultiplyAccumulate'));
+    expect(sb.match(/subgroupMatrixMultiplyAccumulate/g)).toHaveLength(16 * 2);
+    // copy 8: half the copies per thread, each two vec4s to consecutive staged elements.
+    const c8 = f16TcCode(spec({ copy: 8 }));
+    expect(c8).toContain('var ra: array<vec4<f16>, 8>;');
+    expect(c8).toContain('S[s0 + 7u] = ra[1].w;');
+    expect(f16TcSpecError(spec({ copy: 8, PAD: 4 }))).toMatch(/copy=8 needs BK and PAD multiples of 8/);
+    const sw = f16TcCode(spec({ swizzle: 8 }));
+    expect(sw).toContain('@builtin(num_workgroups) nwg');
+    expect(sw).toContain('let strip = pid / (8u * nwg.x);');
+    expect(f16TcCode(spec())).not.toContain('num_workgroups');
+    // Labels: the first layouts' as before (records name them), the new forms' marked.
+    expect(f16TcLabel(spec())).toBe('f16 NT 16x16x16 128x128 (2x2 sg of 4x4) BK32 pad8 direct');
+    expect(f16TcLabel(spec({ stages: 2, loop: 'streamB', copy: 8, swizzle: 8 }))).toBe('f16 NT 16x16x16 128x128 (2x2 sg of 4x4) BK32 pad8 direct 2stage streamB copy8 swz8');
+    expect(f16TcLayoutOf(spec({ stages: 1, copy: 4, swizzle: 1 }))).toEqual(F16_TC_LAYOUTS[0]);
+    expect(f16TcSpecError(spec({ stages: 3 as 2 }))).toMatch(/stages/);
   });
 
   it('SIMT kernel: vec4<f16> loads where rows are whole vec4s, scalar loads otherwise, f32 accumulation', () => {

@@ -300,7 +300,8 @@ async function enableMeasuredShapes(rt: Runtime, cfgs: F16TcSpec['cfg'][], out: 
       const base = out.chosen[form];
       const cfg = cfgs.find((c) => c.M === e.cfg[0] && c.N === e.cfg[1] && c.K === e.cfg[2]);
       if (!base || !cfg || !GEMM_FORMS.includes(form)) continue;
-      const s: F16TcSpec = { ...base, cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, ...e.layout };
+      // The form and subgroup size of the verified spec, the layout the table names (none of the base's optional fields).
+      const s: F16TcSpec = { transA: base.transA, transB: base.transB, sgSize: base.sgSize, cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, ...e.layout };
       if (f16TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup)) continue;
       const label = f16TcLabel(s);
       if (!checked.has(label)) {

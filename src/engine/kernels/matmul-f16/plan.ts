@@ -97,6 +97,21 @@ export interface F16TcLayout {
   PAD: number;
   /** Whole blocks store their result tiles straight to C (subgroupMatrixStore); partial ones go through workgroup memory. */
   direct: boolean;
+  /**
+   * Workgroup staging buffers (default 1). 2: K step k+1 is staged into the other buffer while step k
+   * is multiplied, so one barrier per K step instead of two (twice the staging memory).
+   */
+  stages?: 1 | 2;
+  /**
+   * Inner loop (default 'tiles': every A and B tile of a k slice loaded, then all multiplies).
+   * 'streamB': the A tiles, then each B tile loaded and multiplied into its column of accumulators:
+   * tilesM + 1 operand matrices live instead of tilesM + tilesN (fewer registers).
+   */
+  loop?: 'tiles' | 'streamB';
+  /** f16 elements each staging copy moves per thread (default 4: one vec4). 8: two adjacent vec4s to a 16-byte-aligned index. */
+  copy?: 4 | 8;
+  /** Workgroup grid walked in strips of this many block rows along M, down M first (L2 reuse of B's columns); 0 or 1: row by row. */
+  swizzle?: number;
 }
 
 /**
@@ -113,7 +128,31 @@ export const F16_TC_LAYOUTS: F16TcLayout[] = [
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 32, PAD: 8, direct: true },
   { tilesM: 2, tilesN: 2, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true },
   { tilesM: 4, tilesN: 2, sgM: 1, sgN: 1, BK: 32, PAD: 8, direct: false },
+  // Aimed at the H100's limits of the first (173 TFLOP/s at 4096³, cuBLAS 707): the second barrier per
+  // K step, register pressure, staging copies, L2 reuse, and 8 subgroups a workgroup.
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, stages: 2 },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, loop: 'streamB' },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, stages: 2, loop: 'streamB' },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, stages: 2, copy: 8 },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, swizzle: 8 },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, stages: 2, loop: 'streamB', copy: 8, swizzle: 8 },
+  { tilesM: 4, tilesN: 4, sgM: 4, sgN: 2, BK: 32, PAD: 8, direct: true },
+  { tilesM: 4, tilesN: 4, sgM: 4, sgN: 2, BK: 32, PAD: 8, direct: true, loop: 'streamB', swizzle: 8 },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 16, PAD: 8, direct: true, stages: 2 },
+  { tilesM: 4, tilesN: 4, sgM: 4, sgN: 2, BK: 16, PAD: 8, direct: true, stages: 2 },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 16, PAD: 8, direct: true, stages: 2, loop: 'streamB', copy: 8, swizzle: 8 },
+  { tilesM: 4, tilesN: 4, sgM: 4, sgN: 2, BK: 16, PAD: 8, direct: true, stages: 2, loop: 'streamB', swizzle: 8 },
 ];
+
+/** The layout fields of a spec (what MEASURED_F16TC_LAYOUTS and the tuner's picks store), the defaults left out. */
+export function f16TcLayoutOf(s: F16TcLayout): F16TcLayout {
+  const l: F16TcLayout = { tilesM: s.tilesM, tilesN: s.tilesN, sgM: s.sgM, sgN: s.sgN, BK: s.BK, PAD: s.PAD, direct: s.direct };
+  if ((s.stages ?? 1) !== 1) l.stages = s.stages;
+  if ((s.loop ?? 'tiles') !== 'tiles') l.loop = s.loop;
+  if ((s.copy ?? 4) !== 4) l.copy = s.copy;
+  if ((s.swizzle ?? 0) > 1) l.swizzle = s.swizzle;
+  return l;
+}
 
 /**
  * Layouts per GEMM (`MxNxK` + form, e.g. '8192x768x768NT') measured faster than the form's chosen
@@ -154,7 +193,7 @@ export function f16TcStaging(s: F16TcSpec): { strideA: number; strideB: number; 
 /** Bytes of workgroup memory a spec uses: the f16 staging, then the f32 epilogue scratch (one tile per subgroup). */
 export function f16TcWorkgroupBytes(s: F16TcSpec): number {
   const st = f16TcStaging(s);
-  const staging = Math.ceil(((st.elemsA + st.elemsB) * 2) / 4) * 4;
+  const staging = Math.ceil(((st.elemsA + st.elemsB) * 2 * (s.stages ?? 1)) / 4) * 4;
   return staging + s.sgM * s.sgN * s.cfg.M * s.cfg.N * 4;
 }
 
@@ -163,11 +202,19 @@ export function f16TcSpecError(s: F16TcSpec, maxWorkgroupBytes = 49152, maxThrea
   if (s.transA && s.transB) return 'TT is not a form the model runs';
   if (s.BK % 4 || s.BK % s.cfg.K) return `BK=${s.BK} must be a multiple of 4 and of K=${s.cfg.K}`;
   if (s.PAD % 4) return `PAD=${s.PAD} must be a multiple of 4`;
+  const stages = s.stages ?? 1;
+  if (stages !== 1 && stages !== 2) return `stages=${stages} must be 1 or 2`;
+  const loop = s.loop ?? 'tiles';
+  if (loop !== 'tiles' && loop !== 'streamB') return `loop '${loop}' must be 'tiles' or 'streamB'`;
+  const copy = s.copy ?? 4;
+  if (copy !== 4 && copy !== 8) return `copy=${copy} must be 4 or 8`;
+  if (copy === 8 && (s.PAD % 8 || s.BK % 8)) return `copy=8 needs BK and PAD multiples of 8 (16-byte-aligned staged rows), got BK=${s.BK} PAD=${s.PAD}`;
+  if (s.swizzle !== undefined && (!Number.isInteger(s.swizzle) || s.swizzle < 0)) return `swizzle=${s.swizzle} must be a whole number ≥ 0`;
   const T = f16TcThreads(s);
   if (T > maxThreads) return `${T} threads per workgroup`;
   const BM = f16TcBlockM(s);
   const BN = f16TcBlockN(s);
-  if (((BM * s.BK) / 4) % T || ((BN * s.BK) / 4) % T) return `the ${BM}x${s.BK} and ${BN}x${s.BK} tiles do not split into whole vec4s per thread`;
+  if (((BM * s.BK) / copy) % T || ((BN * s.BK) / copy) % T) return `the ${BM}x${s.BK} and ${BN}x${s.BK} tiles do not split into whole ${copy === 4 ? 'vec4s' : 'pairs of vec4s (copy=8)'} per thread`;
   const bytes = f16TcWorkgroupBytes(s);
   if (bytes > maxWorkgroupBytes) return `${bytes} bytes of workgroup memory`;
   return null;
@@ -175,7 +222,9 @@ export function f16TcSpecError(s: F16TcSpec, maxWorkgroupBytes = 49152, maxThrea
 
 export function f16TcLabel(s: F16TcSpec): string {
   const form = formOf(s.transA, s.transB) ?? 'TT';
-  return `f16 ${form} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} ${f16TcBlockM(s)}x${f16TcBlockN(s)} (${s.sgM}x${s.sgN} sg of ${s.tilesM}x${s.tilesN}) BK${s.BK} pad${s.PAD}${s.direct ? ' direct' : ''}`;
+  const extra = [(s.stages ?? 1) > 1 ? ` ${s.stages}stage` : '', s.loop === 'streamB' ? ' streamB' : '', (s.copy ?? 4) !== 4 ? ` copy${s.copy}` : '',
+    (s.swizzle ?? 0) > 1 ? ` swz${s.swizzle}` : ''].join('');
+  return `f16 ${form} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} ${f16TcBlockM(s)}x${f16TcBlockN(s)} (${s.sgM}x${s.sgN} sg of ${s.tilesM}x${s.tilesN}) BK${s.BK} pad${s.PAD}${s.direct ? ' direct' : ''}${extra}`;
 }
 
 /** Candidates for one form: every configuration with each valid layout, the configurations' first layouts first. */

@@ -8,6 +8,11 @@
  *   the transpositions are the tensor-core loads' layout: A stored [K,M] (dW's dYᵀ) is the left
  *   matrix read col_major, B stored [N,K] (the forward's Wᵀ) the right matrix read col_major;
  * - the next K step's tiles are fetched into registers while the current one is multiplied (prefetch);
+ *   with two stages they are then staged into the other half of workgroup memory, so a K step needs
+ *   one barrier, not two; each thread copies runs of 4 or 8 stored elements (8: 16-byte aligned);
+ * - inner loop: all A and B tiles of a k slice, then the multiplies; or (streamB) the A tiles, then
+ *   one B tile at a time into its column of accumulators (fewer live matrices);
+ * - the grid is walked row by row, or in strips of `swizzle` block rows down M (L2 reuse of B);
  * - epilogue: a whole block stores its f32 tiles straight to C (subgroupMatrixStore) when the layout
  *   allows and no alpha or accumulate applies; otherwise each tile goes through a per-subgroup f32
  *   scratch (subgroup matrices have no element access) and is written masked, scaled, accumulated;
@@ -40,8 +45,12 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean } = {}): string {
   const T = f16TcThreads(s);
   const st = f16TcStaging(s);
   const OB = st.elemsA; // B's staging follows A's
-  const APT = (BM * s.BK) / 4 / T;
-  const BPT = (BN * s.BK) / 4 / T;
+  const STAGE = st.elemsA + st.elemsB; // one buffer; two stages: the second follows the first
+  const stages = s.stages ?? 1;
+  const W = s.copy ?? 4; // elements per staging copy
+  const V = W / 4; // vec4s per copy
+  const APT = (BM * s.BK) / W / T;
+  const BPT = (BN * s.BK) / W / T;
   const L: string[] = [];
   const load = (T: 'LT' | 'RT', off: string, colMajor: boolean, stride: string) =>
     (emu ? `emuLoad${T}(${off}, ${stride}, ${colMajor})` : sgmatLoad(SYNTAX, T, '&S', off, colMajor, stride));
@@ -54,57 +63,102 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean } = {}): string {
     const outer = isA ? BM : BN;
     return {
       name: isA ? 'A' : 'B', reg: isA ? 'ra' : 'rb', per: isA ? APT : BPT, kContig,
-      perRow: (kContig ? s.BK : outer) / 4,
+      perRow: (kContig ? s.BK : outer) / W,
       stride: isA ? st.strideA : st.strideB, off: isA ? 0 : OB,
       dim: isA ? 'P.M' : 'P.N', base: isA ? 'm0' : 'n0',
     };
   };
+  // Each thread copies `per` runs of W consecutive stored elements (V vec4s) a K step.
   const fetch = (isA: boolean, indent: string) => {
     const o = op(isA);
     for (let t = 0; t < o.per; t++) {
-      L.push(`${indent}{ let l = lid + ${t * T}u; let r = l / ${o.perRow}u; let c = (l % ${o.perRow}u) * 4u;`);
-      if (o.kContig) L.push(`${indent}  let x = ${o.base} + r; let k = kv + c; let ok = x < ${o.dim} && k < ke; let i = x * P.K + k;`);
-      else L.push(`${indent}  let k = kv + r; let x = ${o.base} + c; let ok = k < ke && x < ${o.dim}; let i = k * ${o.dim} + x;`);
-      L.push(`${indent}  ${o.reg}[${t}] = select(vec4<${E}>(), ${o.name}[select(0u, i / 4u, ok)], ok); }`);
+      L.push(`${indent}{ let l = lid + ${t * T}u; let r = l / ${o.perRow}u; let c = (l % ${o.perRow}u) * ${W}u;`);
+      for (let h = 0; h < V; h++) {
+        const c = h ? `c + ${4 * h}u` : 'c';
+        if (o.kContig) L.push(`${indent}  { let x = ${o.base} + r; let k = kv + ${c}; let ok = x < ${o.dim} && k < ke; let i = x * P.K + k;`);
+        else L.push(`${indent}  { let k = kv + r; let x = ${o.base} + ${c}; let ok = k < ke && x < ${o.dim}; let i = k * ${o.dim} + x;`);
+        L.push(`${indent}    ${o.reg}[${t * V + h}] = select(vec4<${E}>(), ${o.name}[select(0u, i / 4u, ok)], ok); }`);
+      }
+      L.push(`${indent}}`);
     }
   };
-  const stage = (isA: boolean) => {
+  // Writes the registers to the staging buffer at `buf` (an expression: 0, or the other stage's offset).
+  const stage = (isA: boolean, buf: string, indent: string) => {
     const o = op(isA);
     for (let t = 0; t < o.per; t++) {
-      L.push(`    { let l = lid + ${t * T}u; let s0 = ${o.off}u + (l / ${o.perRow}u) * ${o.stride}u + (l % ${o.perRow}u) * 4u; let v = ${o.reg}[${t}];`);
-      L.push('      S[s0] = v.x; S[s0 + 1u] = v.y; S[s0 + 2u] = v.z; S[s0 + 3u] = v.w; }');
+      L.push(`${indent}{ let l = lid + ${t * T}u; let s0 = ${buf}${o.off}u + (l / ${o.perRow}u) * ${o.stride}u + (l % ${o.perRow}u) * ${W}u;`);
+      for (let h = 0; h < V; h++) {
+        const v = `${o.reg}[${t * V + h}]`;
+        const d = (e: number) => `s0 + ${4 * h + e}u`.replace(' + 0u', '');
+        L.push(`${indent}  S[${d(0)}] = ${v}.x; S[${d(1)}] = ${v}.y; S[${d(2)}] = ${v}.z; S[${d(3)}] = ${v}.w;`);
+      }
+      L.push(`${indent}}`);
     }
   };
   const tiles: [number, number][] = [];
   for (let i = 0; i < s.tilesM; i++) for (let j = 0; j < s.tilesN; j++) tiles.push([i, j]);
+  const SA = st.strideA;
+  const SB = st.strideB;
+  // The multiplies of one staged K step from the buffer at `buf` (an expression ending in ' + ', or '').
+  const multiply = (buf: string) => {
+    const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
+    for (let kk = 0; kk < s.BK; kk += cfg.K) {
+      for (let i = 0; i < s.tilesM; i++) {
+        const off = s.transA ? `${buf}${kk * SA}u + am + ${i * cfg.M}u` : `${buf}(am + ${i * cfg.M}u) * ${SA}u + ${kk}u`;
+        L.push(`    let a${i}_${kk} = ${load('LT', off, s.transA, `${SA}u`)};`);
+      }
+      const bLoad = (j: number) => {
+        const off = s.transB ? `${buf}${OB}u + (bn + ${j * cfg.N}u) * ${SB}u + ${kk}u` : `${buf}${OB + kk * SB}u + bn + ${j * cfg.N}u`;
+        L.push(`    let b${j}_${kk} = ${load('RT', off, s.transB, `${SB}u`)};`);
+      };
+      if (s.loop === 'streamB') {
+        // One B tile live at a time: load it, multiply it into its column of accumulators.
+        for (let j = 0; j < s.tilesN; j++) {
+          bLoad(j);
+          for (let i = 0; i < s.tilesM; i++) L.push(`    c${i}_${j} = ${mma}(a${i}_${kk}, b${j}_${kk}, c${i}_${j});`);
+        }
+      } else {
+        for (let j = 0; j < s.tilesN; j++) bLoad(j);
+        for (const [i, j] of tiles) L.push(`    c${i}_${j} = ${mma}(a${i}_${kk}, b${j}_${kk}, c${i}_${j});`);
+      }
+    }
+  };
   for (const [i, j] of tiles) L.push(`  var c${i}_${j} = CT();`);
-  L.push(`  var ra: array<vec4<${E}>, ${APT}>;`, `  var rb: array<vec4<${E}>, ${BPT}>;`);
+  L.push(`  var ra: array<vec4<${E}>, ${APT * V}>;`, `  var rb: array<vec4<${E}>, ${BPT * V}>;`);
   L.push('  {', '    let kv = kb;');
   fetch(true, '    ');
   fetch(false, '    ');
   L.push('  }');
-  L.push(`  for (var k0 = kb; k0 < ke; k0 += ${s.BK}u) {`);
-  stage(true);
-  stage(false);
-  L.push('    workgroupBarrier();');
-  L.push(`    if (k0 + ${s.BK}u < ke) {`, `      let kv = k0 + ${s.BK}u;`);
-  fetch(true, '      ');
-  fetch(false, '      ');
-  L.push('    }');
-  const SA = st.strideA;
-  const SB = st.strideB;
-  for (let kk = 0; kk < s.BK; kk += cfg.K) {
-    for (let i = 0; i < s.tilesM; i++) {
-      const off = s.transA ? `${kk * SA}u + am + ${i * cfg.M}u` : `(am + ${i * cfg.M}u) * ${SA}u + ${kk}u`;
-      L.push(`    let a${i}_${kk} = ${load('LT', off, s.transA, `${SA}u`)};`);
-    }
-    for (let j = 0; j < s.tilesN; j++) {
-      const off = s.transB ? `${OB}u + (bn + ${j * cfg.N}u) * ${SB}u + ${kk}u` : `${OB + kk * SB}u + bn + ${j * cfg.N}u`;
-      L.push(`    let b${j}_${kk} = ${load('RT', off, s.transB, `${SB}u`)};`);
-    }
-    for (const [i, j] of tiles) L.push(`    c${i}_${j} = ${emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate'}(a${i}_${kk}, b${j}_${kk}, c${i}_${j});`);
+  if (stages === 1) {
+    // Stage, barrier, fetch the next step into registers, multiply, barrier (before the next stage overwrites).
+    L.push(`  for (var k0 = kb; k0 < ke; k0 += ${s.BK}u) {`);
+    stage(true, '', '    ');
+    stage(false, '', '    ');
+    L.push('    workgroupBarrier();');
+    L.push(`    if (k0 + ${s.BK}u < ke) {`, `      let kv = k0 + ${s.BK}u;`);
+    fetch(true, '      ');
+    fetch(false, '      ');
+    L.push('    }');
+    multiply('');
+    L.push('    workgroupBarrier();', '  }');
+  } else {
+    // Two buffers: step k is multiplied from `cur` while step k+1 (fetched before the multiplies) is
+    // staged into the other; the one barrier per step also guards the buffer read the step before.
+    stage(true, '', '  ');
+    stage(false, '', '  ');
+    L.push('  workgroupBarrier();', '  var cur = 0u;');
+    L.push(`  for (var k0 = kb; k0 < ke; k0 += ${s.BK}u) {`);
+    L.push(`    let more = k0 + ${s.BK}u < ke;`);
+    L.push('    if (more) {', `      let kv = k0 + ${s.BK}u;`);
+    fetch(true, '      ');
+    fetch(false, '      ');
+    L.push('    }');
+    multiply('cur + ');
+    L.push('    if (more) {', `      let nxt = ${STAGE}u - cur;`);
+    stage(true, 'nxt + ', '      ');
+    stage(false, 'nxt + ', '      ');
+    L.push('    }', '    workgroupBarrier();', `    cur = ${STAGE}u - cur;`, '  }');
   }
-  L.push('    workgroupBarrier();', '  }');
   // Epilogue.
   const MN = cfg.M * cfg.N;
   L.push('  let base = wid.z * P.M * P.N;');
@@ -132,6 +186,18 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean } = {}): string {
     : `  let sg = lid / ${s.sgSize}u;
   let am = (sg / ${s.sgN}u) * ${s.tilesM * cfg.M}u; // this subgroup's rows within the block
   let bn = (sg % ${s.sgN}u) * ${s.tilesN * cfg.N}u; // and columns`;
+  const G = s.swizzle ?? 0;
+  // The block this workgroup computes: its grid position, or with a swizzle the grid walked in strips
+  // of G block rows, down M first, so the workgroups running together share B's columns in L2.
+  const block = G > 1
+    ? `  let pid = wid.y * nwg.x + wid.x;
+  let strip = pid / (${G}u * nwg.x);
+  let rows = min(nwg.y - strip * ${G}u, ${G}u);
+  let within = pid - strip * ${G}u * nwg.x;
+  let m0 = (strip * ${G}u + within % rows) * ${BM}u;
+  let n0 = (within / rows) * ${BN}u;`
+    : `  let m0 = wid.y * ${BM}u;
+  let n0 = wid.x * ${BN}u;`;
   const types = emu
     ? `alias LT = array<f32, ${cfg.M * cfg.K}>; // emulated: row-major M × K, every lane holds all of it
 alias RT = array<f32, ${cfg.K * cfg.N}>;
@@ -139,22 +205,21 @@ alias CT = array<f32, ${cfg.M * cfg.N}>;`
     : `alias LT = subgroup_matrix_left<f16, ${cfg.K}, ${cfg.M}>;
 alias RT = subgroup_matrix_right<f16, ${cfg.N}, ${cfg.K}>;
 alias CT = subgroup_matrix_result<f32, ${cfg.N}, ${cfg.M}>;`;
-  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\n'}${one || emu ? '' : 'diagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/matmul-f16/tc.ts: ${formOf(s.transA, s.transB)}, ${BM}x${BN} block, ${s.sgM}x${s.sgN} subgroups of ${s.tilesM}x${s.tilesN} ${cfg.M}x${cfg.N}x${cfg.K} tiles, BK ${s.BK}${emu ? ' (emulated matrices, f32)' : ''}.
+  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\n'}${one || emu ? '' : 'diagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/matmul-f16/tc.ts: ${formOf(s.transA, s.transB)}, ${BM}x${BN} block, ${s.sgM}x${s.sgN} subgroups of ${s.tilesM}x${s.tilesN} ${cfg.M}x${cfg.N}x${cfg.K} tiles, BK ${s.BK}${stages > 1 ? ', two stages' : ''}${s.loop === 'streamB' ? ', B streamed' : ''}${W !== 4 ? `, ${W}-element copies` : ''}${G > 1 ? `, strips of ${G}` : ''}${emu ? ' (emulated matrices, f32)' : ''}.
 ${types}
 struct Params { M: u32, N: u32, K: u32, alpha: f32, accumulate: u32, kChunk: u32, direct: u32, _p0: u32 }
 @group(0) @binding(0) var<storage, read> A: array<vec4<${E}>>;
 @group(0) @binding(1) var<storage, read> B: array<vec4<${E}>>;
 @group(0) @binding(2) var<storage, read_write> C: array<f32>;
 @group(0) @binding(3) var<uniform> P: Params;
-var<workgroup> S: array<${E}, ${st.elemsA + st.elemsB}>; // A's rows, then B's, as stored
+var<workgroup> S: array<${E}, ${stages * STAGE}>; // A's rows, then B's, as stored${stages > 1 ? ' (two stages)' : ''}
 var<workgroup> R: array<f32, ${s.sgM * s.sgN * MN}>; // one result tile per subgroup (epilogue)
 ${emu ? emulation(cfg) : ''}
 @compute @workgroup_size(${T})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32${G > 1 ? ', @builtin(num_workgroups) nwg: vec3<u32>' : ''}) {
 ${ids}
   let lane = lid % ${s.sgSize}u;
-  let m0 = wid.y * ${BM}u;
-  let n0 = wid.x * ${BN}u;
+${block}
   let kb = wid.z * P.kChunk;
   let ke = min(P.K, kb + P.kChunk);
 ${L.join('\n')}
