@@ -1,0 +1,146 @@
+/**
+ * Device test and benchmark of the f16 flash-attention forward (src/engine/kernels/attention/f16/)
+ * for the lent GPU, where `shader-f16` and subgroup matrices exist (SwiftShader has neither):
+ *
+ *  1. enableF16Attention: every candidate spec per head dim (32, 64), checked against the reference;
+ *  2. correctness, PASS/FAIL with the max error of o and lse against the float64 reference on
+ *     f16-rounded q, k, v: base's shape (B16 T512, 12 heads, head dim 64; the first 2 heads
+ *     compared), a GQA case (12 query heads on 4 KV heads) and head dim 32 — for the chosen spec and
+ *     every other candidate that passed;
+ *  3. timing (GPU timestamps, median) at base's shape: the f16 forward (each passing spec) beside the
+ *     fp32 forward and backward of src/engine/kernels/attention, and the per-step estimate for 12
+ *     layers (f16 forward + fp32 backward; the issue's target: attention ≤ 5 ms per base step).
+ *
+ *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin]
+ * Exit status 1 when a correctness case fails or no spec passes for head dim 64.
+ * `--twin` (a device without shader-f16, e.g. SwiftShader): the same flow on the kernel's emulated
+ * twin with a micro spec and micro shapes, to test the script itself.
+ */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { acquireNodeGpu } from '../src/engine/gpu/node';
+import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
+import { attentionBackward, attentionBackwardWorkspaceBytes, attentionForward } from '../src/engine/kernels/attention/attention';
+import {
+  attentionForwardF16, checkAttentionF16, checkF16AttnSpec, enableF16Attention, f16AttentionSpec, f16AttnCandidates, type F16AttnCase, f16AttnLabel,
+  type F16AttnSpec,
+} from '../src/engine/kernels/attention/f16/attention-f16';
+import { f16AttnSpecError } from '../src/engine/kernels/attention/f16/code';
+import { f16ConfigsOf } from '../src/engine/kernels/matmul-f16/plan';
+import { subgroupMatrixConfigs, subgroupSize } from '../src/engine/kernels/qgemm/sgmat';
+import { Rng } from '../src/engine/util/rng';
+import { msPer } from '../src/lab/quant';
+
+const a = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string' }, twin: { type: 'boolean' } } }).values;
+const reps = Number(a.reps ?? 10);
+const twin = !!a.twin;
+const T0 = Date.now();
+const log = (s: string) => console.log(`[${((Date.now() - T0) / 1000).toFixed(1)}s] ${s}`);
+
+const gpu = await acquireNodeGpu({ dawnFlags: ['enable-dawn-features=allow_unsafe_apis', 'disable-dawn-features=timestamp_quantization'] });
+const rt = new Runtime(gpu);
+const out: Record<string, unknown> = { date: new Date().toISOString(), adapter: gpu.adapterInfo, features: gpu.features, twin };
+log(`adapter ${JSON.stringify(gpu.adapterInfo)}; shader-f16 ${gpu.features.shaderF16}; subgroup matrices ${gpu.features.subgroupMatrix}; maxComputeWorkgroupStorageSize ${gpu.limits.maxComputeWorkgroupStorageSize}`);
+let failures = 0;
+
+// Shapes: base's (B16 T512, 12 heads of 64), GQA, head dim 32; micro ones on the twin.
+interface Shape extends F16AttnCase { D: number; name: string; heads?: number }
+const SHAPES: Shape[] = twin
+  ? [
+    { name: 'base (micro)', B: 2, T: 40, nH: 2, nKV: 2, D: 16 },
+    { name: 'GQA (micro)', B: 1, T: 40, nH: 6, nKV: 2, D: 16, heads: 3 },
+  ]
+  : [
+    { name: 'base', B: 16, T: 512, nH: 12, nKV: 12, D: 64, heads: 2 },
+    { name: 'GQA', B: 2, T: 512, nH: 12, nKV: 4, D: 64, heads: 6 },
+    { name: 'D32', B: 2, T: 256, nH: 8, nKV: 8, D: 32, heads: 4 },
+  ];
+const TWIN_SPEC: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8 };
+
+// 1. Verify-before-use.
+let specsByD = new Map<number, F16AttnSpec[]>();
+if (twin) {
+  specsByD.set(16, [TWIN_SPEC]);
+} else {
+  if (!gpu.features.shaderF16 || !gpu.features.subgroupMatrix) {
+    log('FAIL no shader-f16 or no subgroup matrices on this device: the engine keeps fp32 attention (run with --twin to test this script)');
+    process.exit(1);
+  }
+  const probe = await enableF16Attention(rt);
+  out.probe = probe;
+  for (const t of probe.tried) log(`probe ${t.ok ? 'ok  ' : 'FAIL'} ${t.label}${t.failed ? `: ${t.failed}` : ''}`);
+  for (const D of [32, 64]) log(`chosen D${D}: ${probe.chosen[D] ?? 'none (fp32 attention)'}`);
+  if (!f16AttentionSpec(rt, 64)) failures++;
+  // Every candidate that passed (the chosen one first): the others are timed too.
+  const lim = rt.device.limits;
+  const valid = (s: F16AttnSpec) => !f16AttnSpecError(s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup);
+  const cfgs = f16ConfigsOf(subgroupMatrixConfigs(rt));
+  specsByD = new Map();
+  for (const D of [32, 64]) {
+    const chosen = f16AttentionSpec(rt, D);
+    const list = chosen ? [chosen] : [];
+    for (const s of f16AttnCandidates(cfgs, D, subgroupSize(rt), valid)) {
+      if (chosen && f16AttnLabel(s) === f16AttnLabel(chosen)) continue;
+      const r = probe.tried.find((t) => t.label === f16AttnLabel(s)) ?? await checkF16AttnSpec(rt, s);
+      if (r.ok) list.push(s);
+      else log(`skip ${r.label}: ${r.failed ?? 'failed'}`);
+    }
+    specsByD.set(D, list);
+  }
+}
+
+// 2. Correctness.
+const checks: unknown[] = [];
+out.checks = checks;
+for (const s of SHAPES) {
+  for (const spec of specsByD.get(s.D) ?? []) {
+    const r = await checkAttentionF16(rt, spec, s, { emulate: twin, heads: s.heads });
+    checks.push({ shape: s, spec: f16AttnLabel(spec), ...r });
+    if (!r.ok) failures++;
+    log(`${r.ok ? 'PASS' : 'FAIL'} fwd ${s.name} B${s.B} T${s.T} nH${s.nH} nKV${s.nKV} D${s.D} ${f16AttnLabel(spec)}: max err o ${r.maxErrO.toExponential(2)}, lse ${r.maxErrLse.toExponential(2)}${r.error ? ` (${r.error})` : ''}`);
+  }
+}
+log(`correctness: ${failures} failures`);
+
+// 3. Timing at base's shape (the twin: its micro shape, reps 1).
+const timings: Record<string, unknown>[] = [];
+out.timings = timings;
+async function time(name: string, ds: Dispatch[], flops: number): Promise<number> {
+  const { ms, method } = await msPer(rt, ds, { inner: twin ? 1 : 5, warmup: twin ? 0 : 2, reps: twin ? 1 : reps, warmupMs: twin ? 0 : 200 });
+  timings.push({ name, ms, tflops: flops / (ms * 1e9), method });
+  log(`time ${name}: ${ms.toFixed(3)} ms, ${(flops / (ms * 1e9)).toFixed(1)} TFLOP/s (${method})`);
+  return ms;
+}
+{
+  const s = SHAPES[0];
+  const { B, T, nH, nKV, D } = s;
+  const rng = new Rng(3);
+  const nq = B * T * nH * D;
+  const nk = B * T * nKV * D;
+  const buf = (n: number, label: string) => rt.upload('workspace', label, rng.uniformArray(n));
+  const [q, k, v, dO] = [buf(nq, 'q'), buf(nk, 'k'), buf(nk, 'v'), buf(nq, 'dO')];
+  const o = rt.createBuffer('workspace', 'o', nq * 4);
+  const lse = rt.createBuffer('workspace', 'lse', B * nH * T * 4);
+  const [dq, dk, dv] = [rt.createBuffer('workspace', 'dq', nq * 4), rt.createBuffer('workspace', 'dk', nk * 4), rt.createBuffer('workspace', 'dv', nk * 4)];
+  const ws = rt.createBuffer('workspace', 'di', attentionBackwardWorkspaceBytes(B, T, nH));
+  // Causal: half of the T² scores; forward 2 GEMMs (QKᵀ, PV), backward 5 (with the recomputed S).
+  const fwdFlops = (2 * 2 * B * nH * T * T * D) / 2;
+  const shape = { label: 'bench', B, T, nH, nKV, D, q, k, v, o, lse };
+  const fp32Fwd = await time(`${s.name} fp32 fwd`, attentionForward(rt, shape), fwdFlops);
+  const fp32Bwd = await time(`${s.name} fp32 bwd`, attentionBackward(rt, { ...shape, dO, dq, dk, dv, workspace: ws }), 2.5 * fwdFlops);
+  let best = Infinity;
+  for (const spec of specsByD.get(D) ?? []) {
+    const ms = await time(`${s.name} f16 fwd ${f16AttnLabel(spec)}`, attentionForwardF16(rt, { ...shape, spec, emulate: twin }), fwdFlops);
+    best = Math.min(best, ms);
+  }
+  const L = 12;
+  const perStep = { fp32: L * (fp32Fwd + fp32Bwd), f16FwdFp32Bwd: L * (best + fp32Bwd), targetMs: 5 };
+  out.perStep = perStep;
+  log(`per base step (${L} layers): fp32 attention ${perStep.fp32.toFixed(2)} ms; f16 forward + fp32 backward ${perStep.f16FwdFp32Bwd.toFixed(2)} ms (target ≤ 5 ms${twin ? '; twin: micro shape, not a measurement' : ''})`);
+  [q, k, v, dO, o, lse, dq, dk, dv, ws].forEach((b) => rt.mem.free(b));
+}
+
+out.failures = failures;
+if (a.json) writeFileSync(a.json, JSON.stringify(out, null, 1));
+log(`done: ${failures} failures`);
+process.exit(failures ? 1 : 0);
