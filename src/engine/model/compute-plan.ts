@@ -28,7 +28,7 @@ export interface LayerF16 {
   forward: boolean;
   dx: boolean;
   dw: boolean;
-  /** attention_qk or attention_dp 'f16': runs fp32 attention for now (no f16 attention kernel yet). */
+  /** attention_qk or attention_dp 'f16': the f16 attention forward where verified on the device (f16AttentionPath), else fp32; the backward is fp32. */
   attention: boolean;
 }
 
@@ -67,6 +67,8 @@ export const usesF16 = (c: LayerCompute) => !!c.f16 && Object.values(c.f16).some
 export interface F16Features {
   shaderF16: boolean;
   tensorCores: boolean;
+  /** Head dims with an f16 attention kernel verified on the device (kernels/attention/f16 enableF16Attention). */
+  attentionHeadDims?: number[];
 }
 
 /**
@@ -93,26 +95,42 @@ export function f16GemmPath(dev: F16Features | null, o: { tp?: boolean; modelRun
   return { path: dev!.tensorCores ? 'f16-tensor-core' : 'f16-simt', why: null };
 }
 
-/** Per layer, the path of each GEMM the scheme asks for in f16 (null: not f16); attention f16 runs fp32 attention for now. */
+/** The path of the run's f16 attention: the forward on tensor cores (kernels/attention/f16) where verified for this head dim, else fp32 with the reason. */
+export interface F16AttentionResolution {
+  path: 'f16-tensor-core' | 'fp32';
+  why: string | null;
+}
+
+export function f16AttentionPath(dev: F16Features | null, D: number): F16AttentionResolution {
+  if (!dev) return { path: 'fp32', why: 'no device features were given to the plan' };
+  if (dev.attentionHeadDims?.includes(D)) return { path: 'f16-tensor-core', why: null };
+  if (!dev.shaderF16) return { path: 'fp32', why: 'this device has no shader-f16' };
+  if (!dev.attentionHeadDims?.length) return { path: 'fp32', why: 'no f16 attention kernel passed its check on this device' };
+  return { path: 'fp32', why: `head dim ${D}: the f16 attention kernel is verified for head dims ${dev.attentionHeadDims.join(', ')}` };
+}
+
+/** Per layer, the path of each GEMM the scheme asks for in f16 (null: not f16); attention: its forward's path (the backward is fp32). */
 export interface LayerF16Paths {
   layer: number;
   forward: F16GemmPath | null;
   dx: F16GemmPath | null;
   dw: F16GemmPath | null;
-  attention: 'fp32' | null;
+  attention: 'f16-tensor-core' | 'fp32' | null;
   /** One line for the run's output: what was asked in f16 and what runs. */
   note: string | null;
 }
 
-export function layerF16Paths(layers: { compute: LayerCompute }[], training: boolean, r: F16Resolution): LayerF16Paths[] {
+export function layerF16Paths(layers: { compute: LayerCompute }[], training: boolean, r: F16Resolution,
+  attn: F16AttentionResolution = { path: 'fp32', why: 'no f16 attention kernel was verified' }): LayerF16Paths[] {
   return layers.map(({ compute: c }, layer) => {
     const f = c.f16;
     const at = (on: boolean | undefined, backward = false) => (on && (!backward || training) ? r.path : null);
-    const p: LayerF16Paths = { layer, forward: at(f?.forward), dx: at(f?.dx, true), dw: at(f?.dw, true), attention: f?.attention ? 'fp32' : null, note: null };
+    const p: LayerF16Paths = { layer, forward: at(f?.forward), dx: at(f?.dx, true), dw: at(f?.dw, true), attention: f?.attention ? attn.path : null, note: null };
     const gemms = (['forward', 'dx', 'dw'] as const).filter((g) => p[g]);
     const parts: string[] = [];
     if (gemms.length) parts.push(`${gemms.join(', ')} f16 → ${r.path}${r.why ? ` (${r.why})` : ''}`);
-    if (p.attention) parts.push('attention f16 → fp32 attention (no f16 attention kernel yet)');
+    if (p.attention === 'fp32') parts.push(`attention f16 → fp32 attention (${attn.why})`);
+    else if (p.attention) parts.push(`attention f16 → ${p.attention} forward${training ? ', fp32 backward' : ''}`);
     p.note = parts.length ? parts.join('; ') : null;
     return p;
   });

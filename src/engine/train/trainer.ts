@@ -8,6 +8,7 @@ import type { Dispatch, Runtime } from '../gpu/runtime';
 import { saveCheckpoint, type CheckpointFiles, type HfTokenizerFiles } from '../io/checkpoint';
 import { enableI8TensorCores, i8TensorCoreSpec } from '../kernels/qgemm/tc';
 import { enableF16TensorCores, f16TensorCoreSpec } from '../kernels/matmul-f16/matmul-f16';
+import { enableF16Attention, f16AttentionHeadDims, f16AttentionProbed } from '../kernels/attention/f16/attention-f16';
 import type { F16Features } from '../model/compute-plan';
 import type { LayerPaths } from '../model/int8-gemms';
 import { LlamaGpu } from '../model/llama';
@@ -107,14 +108,15 @@ export function writeAdamwStep(rt: Runtime, model: LlamaGpu, step: number, o: Op
 }
 
 /**
- * The runtime's f16 features as a plan resolves the f16 GEMMs' path from them; `probe`: verify the
- * f16 tensor-core layouts first (once per runtime, as enableI8TensorCores), where the device has
- * shader-f16 and subgroup matrices, so a layout that passed counts.
+ * The runtime's f16 features as a plan resolves the f16 GEMMs' and attention's paths from them;
+ * `probe`: verify the f16 tensor-core layouts and the f16 attention kernels first (once per runtime,
+ * as enableI8TensorCores), where the device has shader-f16 and subgroup matrices, so what passed counts.
  */
 export async function f16DeviceFeatures(rt: Runtime, o: { probe?: boolean } = {}): Promise<F16Features> {
   const f = rt.gpu.features;
   if (o.probe && f.shaderF16 && f.subgroupMatrix && !f16TensorCoreSpec(rt, 'NT')) await enableF16TensorCores(rt);
-  return { shaderF16: f.shaderF16, tensorCores: !!f16TensorCoreSpec(rt, 'NT') };
+  if (o.probe && f.shaderF16 && f.subgroupMatrix && !f16AttentionProbed(rt)) await enableF16Attention(rt);
+  return { shaderF16: f.shaderF16, tensorCores: !!f16TensorCoreSpec(rt, 'NT'), attentionHeadDims: f16AttentionHeadDims(rt) };
 }
 
 /** The checkpoint files of a run at `step`: full tensors of the weights and Adam moments. */
@@ -237,7 +239,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     }
     // The f16 GEMMs' path comes from the device's features (a tensor-core layout counts once enableF16TensorCores verified it).
     let plan = init.plan ?? resolveTrainingPlan(opts, { diloco: init.diloco ?? null, device: await f16DeviceFeatures(rt) });
-    if (!init.plan && plan.f16 && rt.gpu.features.shaderF16 && !f16TensorCoreSpec(rt, 'NT')) {
+    if (!init.plan && plan.f16 && rt.gpu.features.shaderF16 && (!f16TensorCoreSpec(rt, 'NT') || !f16AttentionProbed(rt))) {
       plan = resolveTrainingPlan(opts, { diloco: init.diloco ?? null, device: await f16DeviceFeatures(rt, { probe: true }) });
     }
     const data = init.data ?? new TextDataset(text, tokenizer, plan.opts.seed);

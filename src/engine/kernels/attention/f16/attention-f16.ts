@@ -187,6 +187,11 @@ export function f16AttentionHeadDims(rt: Runtime): number[] {
   return [...(enabled.get(rt)?.keys() ?? [])].sort((x, y) => x - y);
 }
 
+/** Whether enableF16Attention has run on this runtime (whatever it found). */
+export function f16AttentionProbed(rt: Runtime): boolean {
+  return enabled.has(rt);
+}
+
 /** Turns the path off again (benchmarks time both on one runtime). */
 export function disableF16Attention(rt: Runtime): void {
   enabled.delete(rt);
