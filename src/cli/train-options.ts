@@ -60,6 +60,9 @@ export const TRAIN_HELP = `usage: npm run train -- [options]
   --merge                         also write DIR/merged: the model with the adapters merged in (a full HF checkpoint)
   --qlora int4|int8               QLoRA: the frozen base's block linears stored on the GPU only as INT4/INT8
                                   codes (a scale per 64 inputs), no fp32 copy; needs --lora R or --adapter DIR
+  --checkpoint-activations        keep only each layer's input for the backward and recompute the layer's
+                                  forward there (less activation memory, about one more forward per step;
+                                  the same losses and gradients); fp32 or f16 compute, fp32 saved cells
   --eval-every N --eval-batches N validation cadence and size
   --out DIR                       output directory (default runs/<model>-<time>); must be new or empty
   --overwrite                     replace the run files in a non-empty --out
@@ -91,7 +94,7 @@ const OPTIONS = {
   tokenizer: { type: 'string' }, init: { type: 'string' }, 'text-field': { type: 'string' },
   tune: { type: 'boolean' }, 'tune-budget-s': { type: 'string' },
   lora: { type: 'string' }, 'lora-alpha': { type: 'string' }, 'lora-dropout': { type: 'string' }, 'lora-targets': { type: 'string' },
-  adapter: { type: 'string' }, merge: { type: 'boolean' }, qlora: { type: 'string' },
+  adapter: { type: 'string' }, merge: { type: 'boolean' }, qlora: { type: 'string' }, 'checkpoint-activations': { type: 'boolean' },
 } as const;
 
 /** The checkpoint a resumed run starts from. */
@@ -205,6 +208,7 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
       tokenizer: { kind: tokenizer.kind, source: a.tokenizer ?? (init?.extra?.tokenizer ? `--init ${a.init}` : 'char'), vocabSize: tokenizer.vocabSize },
       ...(lora ? { lora: lora.spec } : {}),
       ...(qlora ? { qlora } : {}),
+      ...(a['checkpoint-activations'] ? { checkpointActivations: true } : {}),
     });
   } catch (e) {
     throw new UsageError(namingFlags((e as Error).message));
@@ -399,7 +403,8 @@ async function resumePlan(a: Flags, dir: string, cadence: Partial<CadenceSpec>):
   }
   // The sample and the checkpoints' period are this command line's; everything else is the run's.
   const { samplePrompt: _prompt, ...kept } = stored.cadence;
-  const spec: RunSpec = { ...stored, cadence: { ...kept, ...cadence } };
+  // Checkpointing changes memory, not the arithmetic: a resumed run may switch it on.
+  const spec: RunSpec = { ...stored, cadence: { ...kept, ...cadence }, ...(a['checkpoint-activations'] ? { checkpointActivations: true } : {}) };
   const opts = trainOptionsOf(spec);
   const preset = spec.preset;
   if (a.model !== undefined && a.model !== run.preset) throw new UsageError(`--model ${a.model} conflicts with the run being resumed (model ${String(run.preset ?? 'unrecorded')} in ${runFile}); drop it or start a new run`);

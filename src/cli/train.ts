@@ -37,6 +37,7 @@ function printPlan(p: TrainPlan, plan: TrainingPlan): void {
     batch: opts.batch, seq: opts.seq, bytes: plan.memory,
     ...(plan.model.lora ? { lora: { ...plan.model.lora.spec, trainable_params: plan.model.lora.layout.count } } : {}),
     ...(plan.model.qlora ? { qlora: { ...plan.model.qlora.spec, quantized_params: plan.model.qlora.linears.reduce((s, l) => s + l.rows * l.cols, 0) } } : {}),
+    ...(plan.model.checkpoint ? { checkpoint_activations: true } : {}),
     ...(choice ? { budget: choice.budget, bits: choice.bits } : {}),
     bits_and_wire: bitsAndWire(plan.model),
   }, null, 2));

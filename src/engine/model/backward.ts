@@ -41,6 +41,8 @@ export interface BackwardModel {
   loadSaved(l: number, key: LayerSavedKey): Dispatch[];
   gradOut(name: string): Binding;
   storeGrad(name: string): Dispatch[];
+  /** Layer l's forward again, up to what its backward reads (plan.checkpoint: into the layers' shared saved set). */
+  recompute(l: number): Dispatch[];
 }
 
 /**
@@ -102,6 +104,8 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     const a = (s: LayerSavedKey) => m.saved(l, s);
     const load = (k: LayerSavedKey) => push(m.loadSaved(l, k));
     const lab = (s: string) => `L${l}.${s}`;
+    // Checkpointing: refill the shared saved set from layer l's input (the last layer's is still there from the forward).
+    if (m.plan.checkpoint && l < L - 1) push(m.recompute(l));
     // MLP. dWdown = dresᵀ·act first: act's live copy is dF1, which down.dx then overwrites with dact.
     load('act');
     dW(l, lab('down.dw'), dres, C, a('act'), F, 'mlp.down_proj.weight', 'dq');

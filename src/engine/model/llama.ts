@@ -30,7 +30,7 @@ import type { GemmInputSaved, GemmPath } from './compute-plan';
 import { type ModelConfig } from './config';
 import type { ParamLayout } from './params';
 import {
-  type ActivationStorage, isBf16, type LayerSavedKey, LINEAR, liveKey, type ModelBuildOptions, type ModelDims, type SavedStorage,
+  type ActivationStorage, isBf16, type LayerSavedKey, LINEAR, liveKey, type ModelBuildOptions, type ModelDims, savedKey, type SavedStorage,
 } from './plan';
 import type { LayerPaths } from './int8-gemms';
 import { LinearGemms } from './linear-gemms';
@@ -141,6 +141,11 @@ export class LlamaGpu {
         rt, cfg, dims: this.dims, plan: this.plan, tp: this.tp, g: this.g, lora: this.lora, lmHead: this.lmHead(), attnDqPath: opts.attnDqPath, attnPaths: this.attnPaths,
         b, param: (name) => this.param(name), saved: (l, key) => this.saved(l, key), loadSaved: (l, key) => this.loadSaved(l, key),
         gradOut: (name) => this.gradOut(name), storeGrad: (name) => this.storeGrad(name),
+        recompute: (l) => {
+          const ds: Dispatch[] = [];
+          this.buildLayer(l, (d) => (Array.isArray(d) ? ds.push(...d) : ds.push(d)), true);
+          return ds;
+        },
       }, this.backward, this.gradFinal);
       this.buildOptimizer();
     }
@@ -164,7 +169,7 @@ export class LlamaGpu {
 
   /** The fp32 binding of a layer's saved tensor: its own buffer, or the shared live copy when stored quantized. */
   saved(l: number, key: LayerSavedKey): GPUBuffer {
-    return this.storage[l][key] ? this.b(liveKey(key)) : this.b(`L${l}.${key}`);
+    return this.storage[l][key] ? this.b(liveKey(key)) : this.b(savedKey(l, key, this.dims.L, this.plan.checkpoint));
   }
 
   /**

@@ -67,6 +67,18 @@ export const FINAL_SAVED = ['xFinal', 'hF'] as const;
 export type LayerSavedKey = (typeof LAYER_SAVED)[number] | (typeof FINAL_SAVED)[number];
 
 /**
+ * Activation checkpointing (RunPlan.checkpoint): each layer keeps only its input (xIn) of its own;
+ * its other saved tensors live in one shared set (`ckpt.<key>`) that the forward overwrites layer
+ * by layer and the backward refills by re-running layer l's forward before layer l's backward.
+ */
+export const CHECKPOINT_KEPT: readonly LayerSavedKey[] = ['xIn'];
+
+/** The buffer of layer l's fp32 saved tensor `key` (l = L: the final norm's): its own, or the shared set's under checkpointing. */
+export function savedKey(l: number, key: LayerSavedKey, L: number, checkpoint: boolean): string {
+  return checkpoint && l < L && !CHECKPOINT_KEPT.includes(key) ? `ckpt.${key}` : `L${l}.${key}`;
+}
+
+/**
  * Which scheme column prices each saved tensor. `o` is both the attention output (its backward
  * needs it) and the O-proj input; it is stored once, at the `attn_out` setting. rstd and lse are
  * per-row statistics and stay fp32.

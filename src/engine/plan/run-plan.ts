@@ -36,7 +36,7 @@ import { qloraBuffers, type QloraPlan, type QloraSpec, resolveQloraPlan } from '
 import { weightCodesBuffers, type WeightCodesMode, type WeightCodesPlan, weightCodesPlan } from '../model/weight-codes';
 import {
   type ActivationStorage, bf16Errors, FINAL_SAVED, gradStorage, LAYER_SAVED, SAVED_KIND_OF, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
-  type PlanOptions, type SavedStorage, swigluBlockRows,
+  type PlanOptions, type SavedStorage, savedKey, swigluBlockRows,
 } from '../model/plan';
 
 export interface LayerPlan {
@@ -123,6 +123,11 @@ export interface RunPlan {
    * rest in qlora.dense's layout (`layout` stays the full model's, the layout of uploads and reads). null: fp32 base.
    */
   qlora: QloraPlan | null;
+  /**
+   * Activation checkpointing: each layer saves only its input; the backward re-runs layer l's forward
+   * into one shared set of the other saved tensors (model/plan.ts savedKey) before layer l's backward.
+   */
+  checkpoint: boolean;
 }
 
 /** GradScaler's constructor arguments as the plan resolves them (optim/loss-scale.ts LossScalerOptions). */
@@ -151,6 +156,27 @@ export interface ResolveOptions extends PlanOptions {
   lora?: LoraSpec;
   /** ... over a base quantized so (RunPlan.qlora; needs lora). */
   qlora?: QloraSpec;
+  /** Recompute each layer's activations in the backward instead of saving them (RunPlan.checkpoint; training only). */
+  checkpointActivations?: boolean;
+}
+
+/**
+ * Why activation checkpointing cannot run under this scheme, or null. The re-run forward must write
+ * exactly what the first one did, into buffers nothing else holds at that point of the backward.
+ */
+function checkpointProblem(scheme: Scheme, layers: LayerPlan[], saved: RunPlan['saved']): string | null {
+  const why = (s: string) => `activation checkpointing: ${s}`;
+  if (scheme.tp.degree > 1) return why(`scheme '${scheme.name}' splits the model over ${scheme.tp.degree} peers (tensor parallelism), whose layer exchanges the re-run would repeat; train it without --checkpoint-activations`);
+  for (const [l, ly] of layers.entries()) {
+    const stored = Object.entries(saved[l]).map(([k, st]) => `${k} (${st!.format})`);
+    if (stored.length) return why(`scheme '${scheme.name}' stores layer ${l}'s saved activations ${stored.join(', ')} quantized; checkpointing keeps only each layer's input, in fp32, and recomputes the rest — use fp32 saved cells (layer.saved) with it`);
+    const c = ly.compute;
+    if (c.forward === 'int8' || c.dx === 'int8' || c.dw === 'int8' || c.attentionQk === 'int8' || c.attentionDp === 'int8') {
+      return why(`scheme '${scheme.name}' runs layer ${l}'s GEMMs in INT8, whose operand codes (i8.a) hold the backward's dY between layers and would be overwritten by the re-run forward; use fp32 or f16 compute with it`);
+    }
+    if (!isFp32(ly.gemmInputs)) return why(`scheme '${scheme.name}' fake-quantizes layer ${l}'s GEMM inputs (gemm_inputs), whose copies and probes the re-run forward would make again; use fp32 gemm_inputs with it`);
+  }
+  return null;
 }
 
 /** Why a frozen base cannot run quantized under these layers (its GEMMs are the weight-only fp32-activation kernels), or null. */
@@ -230,6 +256,10 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   const problem = computeProblemOf(scheme, dims, layers, training);
   if (problem) throw new Error(problem);
   const saved = Array.from({ length: dims.L + 1 }, (_, l) => layerStorage(dims, training ? scheme : undefined, l));
+  // A forward-only model saves nothing, so has nothing to recompute.
+  const checkpoint = training && !!opts.checkpointActivations;
+  const ckProblem = checkpoint ? checkpointProblem(scheme, layers, saved) : null;
+  if (ckProblem) throw new Error(ckProblem);
   const fakeQuant = {
     weights: layers.some((l) => !isFp32(l.weights)),
     inputs: layers.some((l) => !isFp32(l.gemmInputs)),
@@ -266,6 +296,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     ...(opts.f16Twin ? { f16Twin: true } : {}),
     lora,
     qlora,
+    checkpoint,
   };
   plan.lossScale = resolveLossScale(training, plan.f16, opts.lossScale);
   plan.buffers = planBuffers(plan, opts);
@@ -313,7 +344,9 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
     for (const k of l < d.L ? LAYER_SAVED : FINAL_SAVED) {
       const q = st[k];
       if (!q) {
-        act(`L${l}.${k}`, sizes[k][0]);
+        // Under checkpointing the layers' shared set is allocated once (with layer 0's).
+        const key = savedKey(l, k, d.L, p.checkpoint);
+        if (l === 0 || key === `L${l}.${k}`) act(key, sizes[k][0]);
         continue;
       }
       // Quantized (or bf16) storage: codes and scales are what stays alive for backward; bf16 has no scales.

@@ -21,7 +21,7 @@ import { type BudgetChoice, resolveBudget } from './budget';
 export type { BudgetChoice } from './budget';
 
 /** What resolving reads of a run's options: the model, the step's shape and the scheme. */
-export type PlanInput = Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme' | 'lora' | 'qlora'>;
+export type PlanInput = Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme' | 'lora' | 'qlora' | 'checkpointActivations'>;
 
 export interface TrainingPlanOptions {
   /** Data-parallel members the DP wire figures are for (1: a single device). */
@@ -85,11 +85,13 @@ export function memoryOf(buffers: readonly BufferSpec[]): MemReport {
 /** The model's plan and every buffer a single-device run allocates under `scheme`. */
 function planUnder(opts: PlanInput, scheme: Scheme | undefined, o: TrainingPlanOptions): { model: RunPlan; buffers: BufferSpec[] } {
   if (o.tpShard) {
-    const model = resolvePlan(shardConfig(opts.model, o.tpShard.degree), opts.batch, opts.seq, { scheme, tpRank: o.tpShard.rank, dpMembers: o.dpMembers, f16Device: o.device, lossScale: o.lossScale, f16Twin: o.f16Twin, lora: opts.lora, qlora: opts.qlora });
+    const model = resolvePlan(shardConfig(opts.model, o.tpShard.degree), opts.batch, opts.seq, { scheme, tpRank: o.tpShard.rank, dpMembers: o.dpMembers, f16Device: o.device, lossScale: o.lossScale, f16Twin: o.f16Twin, lora: opts.lora, qlora: opts.qlora, checkpointActivations: opts.checkpointActivations });
     return { model, buffers: model.buffers };
   }
   if (opts.lora && ((o.dpMembers ?? 1) > 1 || o.diloco)) throw new Error('LoRA adapters train on one device for now: data-parallel and DiLoCo runs exchange the full model\'s gradients');
-  const model = resolvePlan(opts.model, opts.batch, opts.seq, { scheme, dpMembers: o.dpMembers, f16Device: o.device, lossScale: o.lossScale, f16Twin: o.f16Twin, lora: opts.lora, qlora: opts.qlora });
+  const model = resolvePlan(opts.model, opts.batch, opts.seq, {
+    scheme, dpMembers: o.dpMembers, f16Device: o.device, lossScale: o.lossScale, f16Twin: o.f16Twin, lora: opts.lora, qlora: opts.qlora, checkpointActivations: opts.checkpointActivations,
+  });
   return {
     model,
     buffers: [

@@ -119,6 +119,8 @@ export const RunSpecSchema = z
     lora: LoraSpecSchema.optional(),
     /** QLoRA: the frozen base's block linears stored INT4/INT8 (needs lora). */
     qlora: QloraSpecSchema.optional(),
+    /** Activation checkpointing: recompute each layer's activations in the backward (less memory, one more forward per layer). */
+    checkpointActivations: z.boolean().optional(),
   })
   .strict();
 export type RunSpec = z.infer<typeof RunSpecSchema>;
@@ -131,6 +133,7 @@ export interface RunSpecOverrides extends Omit<TrainOverrides, 'evalEvery' | 'ev
   strategy?: Strategy;
   lora?: LoraSpec;
   qlora?: QloraSpec;
+  checkpointActivations?: boolean;
 }
 
 export class RunSpecError extends Error {
@@ -177,6 +180,7 @@ export function defaultRunSpec(preset: PresetName, o: RunSpecOverrides = {}): Ru
     strategy,
     ...(o.lora ? { lora: o.lora } : {}),
     ...(o.qlora ? { qlora: o.qlora } : {}),
+    ...(o.checkpointActivations ? { checkpointActivations: true } : {}),
   });
 }
 
@@ -297,6 +301,7 @@ export function trainOptionsOf(s: RunSpec): TrainOptions {
     evalEvery: s.cadence.evalEvery, evalBatches: s.cadence.evalBatches, ...(s.scheme ? { scheme: s.scheme } : {}),
     ...(s.lora ? { lora: s.lora } : {}),
     ...(s.qlora ? { qlora: s.qlora } : {}),
+    ...(s.checkpointActivations ? { checkpointActivations: true } : {}),
   };
 }
 

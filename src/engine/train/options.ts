@@ -35,6 +35,8 @@ export const TrainOptionsSchema = z
     lora: LoraSpecSchema.optional(),
     /** QLoRA: the frozen base's block linears stored INT4/INT8 (engine/lora/qlora); needs lora. */
     qlora: QloraSpecSchema.optional(),
+    /** Activation checkpointing: recompute each layer's activations in the backward instead of saving them (RunPlan.checkpoint). */
+    checkpointActivations: z.boolean().optional(),
   })
   .strict();
 export type TrainOptions = z.infer<typeof TrainOptionsSchema>;
