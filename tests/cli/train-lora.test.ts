@@ -43,6 +43,7 @@ describe('train CLI: LoRA', () => {
     ['a rank above the layers', ['--lora', '999'], /LoRA rank 999 exceeds/],
     ['--adapter without --init', ['--adapter', 'x'], /--adapter DIR needs --init/],
     ['--merge without adapters', ['--merge'], /--merge goes with --lora R or --adapter DIR/],
+    ['checkpointing over quantized saved activations', ['--lora', '4', '--checkpoint-activations', '--scheme', 'agoq'], /activation checkpointing: scheme 'agoq' stores layer 0's saved activations .* quantized/],
   ];
   it.each(cases)('%s: exit 2, one error line, before the GPU', (_what, args, want) => {
     const r = train(...small, ...args, '--out', f('never'));
@@ -65,6 +66,19 @@ describe('train CLI: LoRA', () => {
     expect(lora.grads).toBeLessThan(full.grads / 4);
     expect(lora.optimizer).toBeLessThan(full.optimizer / 4);
     expect(lora.total).toBeLessThan(full.total);
+  });
+
+  it('--plan with --checkpoint-activations: marked, and only the activations shrink', () => {
+    const plan = (...a: string[]) => {
+      const r = train(...small, '--plan', '--lora', '4', ...a);
+      expect(r.status, r.stderr).toBe(0);
+      return JSON.parse(r.stdout) as { bytes: Record<string, number>; checkpoint_activations?: boolean };
+    };
+    const [plain, ck] = [plan(), plan('--checkpoint-activations')];
+    expect(plain.checkpoint_activations).toBeUndefined();
+    expect(ck.checkpoint_activations).toBe(true);
+    expect(ck.bytes.activations).toBeLessThan(plain.bytes.activations);
+    expect(ck.bytes.total - ck.bytes.activations).toBe(plain.bytes.total - plain.bytes.activations);
   });
 
   it('writes the adapters as PEFT does beside the untouched base, the merged model on request, and continues either way', () => {
