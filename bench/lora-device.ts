@@ -7,15 +7,18 @@
  *      (median of --reps pipelined steps after --warmup, and GPU timestamps of one step), plan vs
  *      ledger bytes per category;
  *      --variants picks the rows: full, lora (r16, fp32 base), qlora-int4 / qlora-int8 (r16 over the
- *      base's block linears stored INT4/INT8, group 64; fp32 compute only, so skipped under f16);
+ *      base's block linears stored INT4/INT8, group 64; under f16 each linear is dequantized to f16 into
+ *      one linear's scratch right before its GEMM); each row records layer 0's GEMM paths;
  *      --shape 360m: SmolLM2-360M's shape (32 layers, d 960, 15/5 heads, F 2560), the issue's 2 GiB target;
+ *      --checkpoint on|both: the rows with activation checkpointing (each layer's forward re-run in its
+ *      backward; labels end in ` ckpt`), or each row both ways; a variant `NAME+ckpt` asks for one row;
  *  (b) fidelity on TinyShakespeare (--data): `small` trained --pre steps from its init, then --more
  *      steps of full fine-tuning, of LoRA r16 (all linear layers; each at the lrs in --lora-lrs) and of
  *      QLoRA r16 over the --fidelity-qlora formats at the same lrs (relToLora: against LoRA at that lr)
  *      from those weights, each with a fresh AdamW and the recipe's schedule; validation loss at the end.
  *
  *   node lora-device.mjs --json out.json --data tinyshakespeare.txt [--batch 8 --seq 512] [--reps 10 --warmup 3]
- *        [--schemes fp32,f16] [--variants full,lora,qlora-int4,qlora-int8] [--shape 135m|360m]
+ *        [--schemes fp32,f16] [--variants full,lora,qlora-int4,qlora-int8] [--shape 135m|360m] [--checkpoint off|on|both]
  *        [--pre 300 --more 300] [--lora-lrs 1e-3,2e-3] [--fidelity-qlora int4] [--no-bench] [--no-fidelity] [--cpu] [--shrink]
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -39,7 +42,7 @@ const a = parseArgs({
     json: { type: 'string' }, data: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
     schemes: { type: 'string' }, pre: { type: 'string' }, more: { type: 'string' }, 'lora-lrs': { type: 'string' },
     'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' }, layers: { type: 'string' }, shrink: { type: 'boolean' },
-    variants: { type: 'string' }, shape: { type: 'string' }, 'fidelity-qlora': { type: 'string' },
+    variants: { type: 'string' }, shape: { type: 'string' }, 'fidelity-qlora': { type: 'string' }, checkpoint: { type: 'string' },
   },
 }).values;
 const T0 = Date.now();
@@ -81,17 +84,20 @@ if (!a['no-bench']) {
   out.bench = rows;
   const reps = Number(a.reps ?? 10);
   const warmup = Number(a.warmup ?? 3);
-  const variants = (a.variants ?? 'full,lora,qlora-int4,qlora-int8').split(',');
+  if (a.checkpoint !== undefined && !['off', 'on', 'both'].includes(a.checkpoint)) throw new Error(`--checkpoint expects off, on or both, got ${a.checkpoint}`);
+  const variants = (a.variants ?? 'full,lora,qlora-int4,qlora-int8').split(',')
+    .flatMap((v) => (a.checkpoint === 'both' ? [v, `${v}+ckpt`] : a.checkpoint === 'on' && !v.endsWith('+ckpt') ? [`${v}+ckpt`] : [v]));
   for (const scheme of (a.schemes ?? 'fp32,f16').split(',')) {
-    for (const variant of variants) {
+    for (const name of variants) {
+      // `+ckpt`: train with activation checkpointing (RunPlan.checkpoint).
+      const ck = name.endsWith('+ckpt');
+      const variant = name.replace(/\+ckpt$/, '');
       if (!['full', 'lora', 'qlora-int4', 'qlora-int8'].includes(variant)) throw new Error(`--variants: unknown ${variant}`);
       const lora: LoraSpec | undefined = variant === 'full' ? undefined : lora16;
       const qlora: QloraSpec | undefined = variant.startsWith('qlora-') ? defaultQloraSpec(variant.slice(6) as QloraFormat) : undefined;
-      const label = `${scheme} ${variant === 'full' ? 'full' : `${variant}-r16-all`}`;
-      // QLoRA's base GEMMs compute fp32 (the plan refuses f16 compute with it).
-      if (qlora && scheme !== 'fp32') continue;
+      const label = `${scheme} ${variant === 'full' ? 'full' : `${variant}-r16-all`}${ck ? ' ckpt' : ''}`;
       const base = defaultTrainOptions('base', { batch: B, seq: T, steps: 1000, evalEvery: 0, scheme: SCHEME_PRESETS[scheme] });
-      const opts: TrainOptions = { ...base, model, ...(lora ? { lora } : {}), ...(qlora ? { qlora } : {}) };
+      const opts: TrainOptions = { ...base, model, ...(lora ? { lora } : {}), ...(qlora ? { qlora } : {}), ...(ck ? { checkpointActivations: true } : {}) };
       let t: Trainer | undefined;
       try {
         t = await Trainer.create(rt, opts, '', { tokenizer, params, data: randomBatches(model.vocab_size) });
@@ -104,12 +110,12 @@ if (!a['no-bench']) {
         const ms = median(samples);
         const g = rt.gpu.features.timestampQuery ? await timeDispatches(rt, t.stepDispatches(), { warmup: 1, reps: 5 }) : undefined;
         const row = {
-          label, scheme, lora: lora ?? null, qlora: qlora ?? null, batch: B, seq: T, msPerStep: ms, tokensPerS: (B * T) / (ms / 1000), samplesMs: samples,
+          label, scheme, checkpoint: ck, lora: lora ?? null, qlora: qlora ?? null, batch: B, seq: T, msPerStep: ms, tokensPerS: (B * T) / (ms / 1000), samplesMs: samples,
           gpuMsPerStep: g?.method === 'timestamp' ? g.medianMs : undefined, plan: t.plan.memory, mem: t.memory(),
-          trainable: lora ? t.model.trainable.layout.count : paramLayout(model).count,
+          trainable: lora ? t.model.trainable.layout.count : paramLayout(model).count, paths: t.computePaths()[0],
         };
         rows.push(row);
-        log(`${label} B${B}xT${T}: ${Math.round(row.tokensPerS)} tok/s (${ms.toFixed(1)} ms; GPU ${row.gpuMsPerStep?.toFixed(1)} ms); plan ${(row.plan.total / 2 ** 20).toFixed(1)} MiB, ledger ${(row.mem.total / 2 ** 20).toFixed(1)} MiB ${JSON.stringify(row.mem)}`);
+        log(`${label} B${B}xT${T}: ${Math.round(row.tokensPerS)} tok/s (${ms.toFixed(1)} ms; GPU ${row.gpuMsPerStep?.toFixed(1)} ms); plan ${(row.plan.total / 2 ** 20).toFixed(1)} MiB, ledger ${(row.mem.total / 2 ** 20).toFixed(1)} MiB ${JSON.stringify(row.mem)}; layer 0 ${JSON.stringify(row.paths)}`);
       } catch (e) {
         rows.push({ label, error: String(e) });
         log(`${label}: FAIL ${String((e as Error).stack ?? e)}`);

@@ -59,7 +59,8 @@ export const TRAIN_HELP = `usage: npm run train -- [options]
   --adapter DIR                   continue the PEFT LoRA adapter in DIR (its rank, alpha, targets) over --init's model
   --merge                         also write DIR/merged: the model with the adapters merged in (a full HF checkpoint)
   --qlora int4|int8               QLoRA: the frozen base's block linears stored on the GPU only as INT4/INT8
-                                  codes (a scale per 64 inputs), no fp32 copy; needs --lora R or --adapter DIR
+                                  codes (a scale per 64 inputs), no fp32 copy; needs --lora R or --adapter DIR;
+                                  fp32 compute, or f16 with --scheme f16 (each linear dequantized to f16 before its GEMM)
   --checkpoint-activations        keep only each layer's input for the backward and recompute the layer's
                                   forward there (less activation memory, about one more forward per step;
                                   the same losses and gradients); fp32 or f16 compute, fp32 saved cells

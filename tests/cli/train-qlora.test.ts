@@ -39,7 +39,7 @@ describe('train CLI: QLoRA', () => {
   const cases: [string, string[], RegExp][] = [
     ['an unknown format', ['--lora', '4', '--qlora', 'nf3'], /--qlora expects int4 or int8, got 'nf3'/],
     ['no adapters', ['--qlora', 'int4'], /--qlora goes with --lora R or --adapter DIR/],
-    ['f16 compute', ['--lora', '4', '--qlora', 'int4', '--scheme', 'f16'], /QLoRA runs the quantized base's GEMMs in fp32/],
+    ['INT8 compute', ['--lora', '4', '--qlora', 'int4', '--scheme', 'int8'], /QLoRA runs the quantized base's GEMMs in fp32 or f16 .* asks layer 0 for INT8/],
   ];
   it.each(cases)('%s: exit 2, one error line', (_what, args, want) => {
     const r = train(...small, ...args, '--plan');

@@ -17,6 +17,8 @@ import {
 import { decodeE4M3, decodeE5M2 } from '../../src/engine/quant/fp8';
 import { QMAX, QUANT_FORMATS, type QuantFormat } from '../../src/engine/quant/formats';
 import { dequantizeRef, type Granularity, type QuantizeOptions, quantizeRef } from '../../src/engine/quant/quantizer';
+import { dequantizeF16Ref } from '../../src/engine/kernels/quantize/quantize.ref';
+import { f16BitsToF32, f32ToF16Bits } from '../../src/engine/quant/f16';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime } from '../helpers/gpu';
 
@@ -248,6 +250,38 @@ describe('fused group quantizer: codes, scales and values equal the reference', 
     expect(r.bad).toEqual([]);
     const empty = await roundTrip(new Float32Array(0), 'int4', { kind: 'group', size: 32 });
     expect(empty.bad).toEqual([]);
+  });
+
+  it('dequantizes to f16 (packed halves and the f32 twin) as the reference rounds code × scale, overflow to Inf included', async () => {
+    const bad: string[] = [];
+    for (const format of QUANT_FORMATS) {
+      for (const G of [32, 64]) {
+        const n = 9 * G;
+        const x = troubleData(n, G, format, 5 * G);
+        const spec: QuantizeSpec = { format, granularity: { kind: 'group', size: G }, n };
+        const want = quantizeRef(x, format, spec.granularity);
+        const ref = dequantizeF16Ref(want);
+        const words = rt.upload('workspace', 'f16dq.w', want.words);
+        const scales = rt.upload('workspace', 'f16dq.s', want.scales);
+        const packed = buildDequantize(rt, spec, words, scales, { f16: 'packed' });
+        const twin = buildDequantize(rt, spec, words, scales, { f16: 'twin' });
+        rt.run([...packed.dispatches, ...twin.dispatches]);
+        const halves = new Uint16Array((await rt.readU32(packed.out, 0, n / 2)).buffer);
+        const tag = `${format} G=${G}`;
+        // Bits compared, NaN as any NaN (the reference's NaN pattern is its own).
+        const dp = Array.from(ref).filter((v, i) => (Number.isNaN(v) ? !Number.isNaN(f16BitsToF32(halves[i])) : f32ToF16Bits(v) !== halves[i])).length;
+        const dt = countDiff(await rt.readF32(twin.out, 0, n), ref);
+        if (dp || dt) bad.push(`${tag}: ${dp} packed, ${dt} twin values differ`);
+        expect(packed.out.size, tag).toBe(2 * n);
+        for (const b of [words, scales]) rt.mem.free(b);
+        packed.destroy();
+        twin.destroy();
+      }
+    }
+    expect(bad).toEqual([]);
+    // Sanity: some value overflowed to Inf and some rounded (the cases the packing must get right).
+    const big = dequantizeF16Ref(quantizeRef(troubleData(256, 32, 'int8', 1), 'int8', { kind: 'group', size: 32 }));
+    expect(big.some((v) => v === Infinity || v === -Infinity)).toBe(true);
   });
 });
 

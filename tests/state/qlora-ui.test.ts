@@ -21,9 +21,10 @@ describe('QLoRA in the run form', () => {
     expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, qlora: int4 })).toBeNull();
   });
 
-  it('refuses f16 compute over a quantized base, in words', () => {
+  it('takes fp32 or f16 compute over a quantized base and refuses INT8 compute, in words', () => {
     expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, lora: lora4, qlora: int4 })).toBeNull();
-    expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, lora: lora4, qlora: int4, scheme: SCHEME_PRESETS.f16 })).toMatch(/QLoRA runs the quantized base's GEMMs in fp32/);
+    expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, lora: lora4, qlora: int4, scheme: SCHEME_PRESETS.f16 })).toBeNull();
+    expect(runConfigProblem({ ...DEFAULT_RUN_CONFIG, lora: lora4, qlora: int4, scheme: SCHEME_PRESETS.int8 })).toMatch(/QLoRA runs the quantized base's GEMMs in fp32 or f16 .* INT8/);
   });
 
   it('labels the base, takes LoRA over the fp32 base as its baseline, and plans smaller weights', () => {

@@ -50,8 +50,9 @@ export class LinearGemms {
       ? new Int8Gemms(rt, plan.dims, b, (label, setSeed) => this.srKernels.push({ label, setSeed }))
       : null;
     this.wcodes = plan.wcodes ? new WeightCodes(rt, plan.wcodes, b) : null;
-    this.f16 = f16Operands(plan.f16?.layers, plan.layout, plan.dims, plan.f16Twin);
-    this.qbase = plan.qlora ? new QloraBase(rt, plan.qlora, b) : null;
+    // QLoRA's block linears have no f16 copy (f16Weight dequantizes each before its GEMM).
+    this.f16 = f16Operands(plan.f16?.layers, plan.qlora?.dense ?? plan.layout, plan.dims, plan.f16Twin);
+    this.qbase = plan.qlora ? new QloraBase(rt, plan.qlora, b, !!plan.f16Twin) : null;
   }
 
   /** Whether layer l's GEMM of this kind runs f16 (the plan's path for this device is an f16 one). */
@@ -69,6 +70,13 @@ export class LinearGemms {
       const v = this.plan.layout.byName.get(name)!;
       return castF32ToF16(this.rt, { label: `f16.w.${name}`, x: { buffer: this.b('weights'), offset: v.offset * 4, size: v.size * 4 }, out: this.f16W(name), n: slot.n, elem: this.elem });
     });
+  }
+
+  /** An f16 GEMM's weight: its f16 copy, or QLoRA's linear dequantized to f16 by `pre` right before the GEMM. */
+  private f16Weight(name: string): { pre: Dispatch[]; w: Binding } {
+    if (!this.qbase) return { pre: [], w: this.f16W(name) };
+    const { dispatches, w } = this.qbase.dequantizeF16(name);
+    return { pre: dispatches, w };
   }
 
   private f16W(name: string): Binding {
@@ -230,12 +238,13 @@ export class LinearGemms {
    * `key`: x is that saved tensor (an INT8 forward reads its storage codes where plan.sharedCodes).
    */
   linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false, key?: GemmInputSaved): Dispatch[] {
-    if (this.qbase) return [this.qbase.forward(label, `model.layers.${l}.${name}`, x, out, M, N, K, accumulate)];
     if (this.runsF16(l, 'forward')) {
       // NT: W [out, in] as stored, read column-major; X's f16 copy is gemmInput's.
       const a = { buffer: this.b('f16.a'), offset: 0, size: this.opBytes(M * K) };
-      return this.f16Gemm(label, { label, a, b: this.f16W(`model.layers.${l}.${name}`), c: out, M, N, K, transB: true, accumulate });
+      const { pre, w } = this.f16Weight(`model.layers.${l}.${name}`);
+      return [...pre, ...this.f16Gemm(label, { label, a, b: w, c: out, M, N, K, transB: true, accumulate })];
     }
+    if (this.qbase) return [this.qbase.forward(label, `model.layers.${l}.${name}`, x, out, M, N, K, accumulate)];
     if (this.plan.layers[l].compute.forward === 'int8') return this.int8().forward(label, this.forwardW(l, name), out, M, N, K, accumulate, this.sharedX(l, key));
     if (!linearsTransposed(M, this.linearNnMinRows)) {
       return [matmul(this.rt, { label, a: x, b: this.lin(l, name), c: out, M, N, K, transB: true, accumulate })];
@@ -282,13 +291,14 @@ export class LinearGemms {
    * `producerCodes`: dY's INT8 codes are already in i8.a (dyCodes).
    */
   dxGemm(l: number, label: string, dy: GPUBuffer, name: string, out: GPUBuffer, M: number, N: number, K: number, accumulate = false, producerCodes = false): Dispatch[] {
-    if (this.qbase) return this.qbase.dx(label, `model.layers.${l}.${name}`, dy, out, M, N, K, accumulate);
     const c = this.plan.layers[l].compute;
     if (this.runsF16(l, 'dx')) {
       // NN: dY [M, K] cast to f16, W [K, N] = [out, in] as stored.
       const { d, out: dy16 } = this.castTo('f16.a', label, dy, M * K);
-      return [d, ...this.f16Gemm(label, { label, a: dy16, b: this.f16W(`model.layers.${l}.${name}`), c: out, M, N, K, accumulate })];
+      const { pre, w } = this.f16Weight(`model.layers.${l}.${name}`);
+      return [d, ...pre, ...this.f16Gemm(label, { label, a: dy16, b: w, c: out, M, N, K, accumulate })];
     }
+    if (this.qbase) return this.qbase.dx(label, `model.layers.${l}.${name}`, dy, out, M, N, K, accumulate);
     if (c.dx === 'int8') {
       const w = this.wcodes?.cols(`model.layers.${l}.${name}`) ?? this.lin(l, name);
       return this.int8().dx(label, producerCodes ? null : dy, w, out, M, N, K, accumulate, c.gradRounding);

@@ -179,11 +179,14 @@ function checkpointProblem(scheme: Scheme, layers: LayerPlan[], saved: RunPlan['
   return null;
 }
 
-/** Why a frozen base cannot run quantized under these layers (its GEMMs are the weight-only fp32-activation kernels), or null. */
+/**
+ * Why a frozen base cannot run quantized under these layers, or null: its GEMMs dequantize the codes
+ * into fp32 (the weight-only kernels) or f16 (the f16 GEMMs), never into INT8 operands.
+ */
 function qloraProblem(scheme: Scheme, layers: LayerPlan[]): string | null {
   for (const [l, ly] of layers.entries()) {
-    if (ly.compute.forward !== 'fp32' || ly.compute.dx !== 'fp32' || ly.compute.f16?.forward || ly.compute.f16?.dx) {
-      return `QLoRA runs the quantized base's GEMMs in fp32 with weight-only codes; scheme '${scheme.name}' asks layer ${l} for ${ly.compute.f16?.forward || ly.compute.f16?.dx ? 'f16' : 'INT8'} forward/dX compute`;
+    if (ly.compute.forward !== 'fp32' || ly.compute.dx !== 'fp32') {
+      return `QLoRA runs the quantized base's GEMMs in fp32 or f16 from its dequantized codes; scheme '${scheme.name}' asks layer ${l} for INT8 forward/dX compute`;
     }
     if (!isFp32(ly.weights)) return `QLoRA stores the base quantized already; scheme '${scheme.name}' also fake-quantizes layer ${l}'s weights`;
   }
@@ -366,9 +369,10 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   ws('qRaw', d.N * Math.max(d.C, d.QC) * f);
   ws('kRaw', d.N * d.KVC * f);
   // f16 GEMMs' operands: the weights' f16 copy and the cast activations (model/f16-operands.ts).
-  const f16 = f16Operands(p.f16?.layers, layout, d, p.f16Twin);
+  // QLoRA's block linears have no f16 copy: each is dequantized to f16 into qlora.w before its GEMM.
+  const f16 = f16Operands(p.f16?.layers, p.qlora?.dense ?? layout, d, p.f16Twin);
   if (f16) {
-    ws('f16.w', f16.weightBytes);
+    if (!p.qlora) ws('f16.w', f16.weightBytes);
     ws('f16.a', f16.actBytes);
     if (f16.dw && training) ws('f16.x', f16.actBytes);
   }

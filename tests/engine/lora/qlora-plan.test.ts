@@ -38,14 +38,31 @@ describe('QLoRA plan', () => {
     expect(new Set(p.linears.map((l) => `${l.cols}:${l.G}`))).toEqual(new Set(['32:32', '64:64']));
   });
 
-  it('refuses INT8 or f16 compute and the study\'s fake-quantized weights over the quantized base, and QLoRA without LoRA', () => {
+  it('refuses INT8 compute and the study\'s fake-quantized weights over the quantized base, and QLoRA without LoRA', () => {
     const cfg = PRESETS.micro;
     const o = { lora: defaultLoraSpec(2), qlora: defaultQloraSpec('int4') };
     expect(() => resolvePlan(cfg, 2, 16, { ...o, scheme: SCHEME_PRESETS.int8 })).toThrow(/asks layer 0 for INT8 forward\/dX compute/);
-    expect(() => resolvePlan(cfg, 2, 16, { ...o, scheme: SCHEME_PRESETS.f16 })).toThrow(/asks layer 0 for f16 forward\/dX compute/);
     expect(() => resolvePlan(cfg, 2, 16, { ...o, scheme: SCHEME_PRESETS.w4 })).toThrow(/also fake-quantizes layer 0's weights/);
     expect(() => resolvePlan(cfg, 2, 16, { qlora: o.qlora })).toThrow(/goes with LoRA adapters/);
     expect(resolvePlan(cfg, 2, 16, { ...o, scheme: SCHEME_PRESETS.agoq }).qlora).not.toBeNull();
+  });
+
+  it('f16 compute adds the activations\' f16 scratch and the loss scale only: the base is dequantized to f16 into qlora.w, no f16 copy', () => {
+    const o = { lora: defaultLoraSpec(8), qlora: defaultQloraSpec('int4') };
+    const f16 = { scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: true, tensorCores: false } };
+    const fp32 = resolvePlan(PRESETS.small, 4, 64, o);
+    const q16 = resolvePlan(PRESETS.small, 4, 64, { ...o, ...f16 });
+    const l16 = resolvePlan(PRESETS.small, 4, 64, { lora: o.lora, ...f16 });
+    const before = new Map(fp32.buffers.map((b) => [b.key, b.bytes]));
+    const added = q16.buffers.filter((b) => before.get(b.key) !== b.bytes).map((b) => b.key);
+    expect(added.sort()).toEqual(['f16.a', 'lossScale']);
+    expect(q16.buffers.length).toBe(fp32.buffers.length + 2);
+    // LoRA over an fp32 base keeps an f16 copy of every block linear; QLoRA's f16 weight is one linear in qlora.w.
+    expect(l16.buffers.find((b) => b.key === 'f16.w')!.bytes).toBeGreaterThanOrEqual(2 * q16.qlora!.linears.reduce((s, l) => s + l.rows * l.cols, 0));
+    expect(q16.buffers.find((b) => b.key === 'qlora.w')!.bytes).toBe(4 * q16.qlora!.maxFloats);
+    // Without shader-f16 the f16 GEMMs resolve to fp32: the plan is the fp32 one's.
+    const noF16 = resolvePlan(PRESETS.small, 4, 64, { ...o, scheme: SCHEME_PRESETS.f16 });
+    expect(noF16.buffers.filter((b) => b.key.startsWith('f16.'))).toEqual([]);
   });
 
   it('quantizes its own dequantized base back to the same codes and scales', () => {

@@ -3,13 +3,15 @@
  * quantized on upload equals the codec's reference (codes, scales, and the dequantized base read
  * back); a QLoRA model equals LoRA over that dequantized base (loss, adapter gradients), keeps no
  * fp32 copy of its block linears (smaller planned and allocated weights), leaves the codes unchanged
- * while training, and its loss falls.
+ * while training, and its loss falls. Under f16 compute (the f16 GEMMs' f32 twin) it equals LoRA-f16
+ * over that base: each linear dequantized to f16 right before its GEMM equals the base's f16 copy.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { qgemmWeightOnly } from '../../../src/engine/kernels/qgemm/qgemm';
 import { dequantizeRowGroupsRef, qgemmWeightOnlyRef, quantizeRowGroupsRef } from '../../../src/engine/kernels/qgemm/qgemm.ref';
 import { resolvePlan } from '../../../src/engine/plan/run-plan';
+import { resolveTrainingPlan } from '../../../src/engine/plan/train-plan';
 import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
 import { initParams, paramLayout, unflatten } from '../../../src/engine/model/params';
 import { defaultTrainOptions, type TrainOptions } from '../../../src/engine/train/options';
@@ -117,10 +119,55 @@ describe('QLoRA', () => {
     }
   });
 
-  it('refuses a group that leaves INT4 words split, QLoRA without LoRA, and f16 compute, in words', () => {
+  it('f16 compute: equals LoRA-f16 over the dequantized base, with one linear\'s f16 scratch instead of an f16 copy of the base', async () => {
+    const rt = await testRuntime();
+    const spec = defaultLoraSpec(4, { alpha: 8 });
+    const qspec = defaultQloraSpec('int4');
+    const f16 = (o: TrainOptions): TrainOptions => ({ ...o, scheme: SCHEME_PRESETS.f16, model: { ...o.model, num_hidden_layers: 1 } });
+    const oq = f16(options(spec, qspec));
+    const ol = f16(options(spec));
+    const layout = paramLayout(oq.model);
+    const base = unflatten(initParams(oq.model, layout, 7), layout);
+    const deq = new Map(base);
+    for (const l of resolveQloraPlan(oq.model, qspec).linears) {
+      const r = quantizeRowGroupsRef(base.get(l.name)!, l.rows, l.cols, 'int4', l.G);
+      deq.set(l.name, dequantizeRowGroupsRef(r.codes, r.scales, l.rows, l.cols, 'int4', l.G));
+    }
+    const ad = initLoraTensors(oq.model, spec, 11);
+    const rng = new Rng(12);
+    for (const a of loraAdapters(oq.model, spec)) ad.set(a.b, rng.uniformArray(a.out * spec.rank, -0.05, 0.05));
+    const o16 = { device: { shaderF16: true, tensorCores: false }, f16Twin: true, lossScale: { initScale: 2 ** 10 } };
+    const pq = resolveTrainingPlan(oq, o16);
+    const q = await Trainer.create(rt, oq, text, { tokenizer: tok, params: base, adapters: ad, plan: pq });
+    const l = await Trainer.create(rt, ol, text, { tokenizer: tok, params: deq, adapters: ad, plan: resolveTrainingPlan(ol, o16) });
+    try {
+      expect(q.computePaths()[0]).toMatchObject({ forward: 'f16-simt', dx: 'f16-simt' });
+      // No f16 copy of the base: the f16 weight is dequantized into qlora.w, one linear's scratch; the plan is what was allocated.
+      const keys = pq.model.buffers.map((b) => b.key);
+      expect(keys).not.toContain('f16.w');
+      expect(pq.model.buffers.find((b) => b.key === 'qlora.w')!.bytes).toBe(pq.model.qlora!.maxFloats * 4);
+      expect(q.memory()).toEqual(expect.objectContaining({ total: q.plan.memory.total }));
+
+      const batch = q.batchAt(0);
+      const lossQ = await q.computeGradients(batch);
+      const lossL = await l.computeGradients(batch);
+      const gq = unflatten(await q.model.readTrainable('grads'), q.model.trainable.layout);
+      const gl = unflatten(await l.model.readTrainable('grads'), l.model.trainable.layout);
+      let worst = 0;
+      for (const [k, v] of gl) worst = Math.max(worst, maxRel(gq.get(k)!, v));
+      console.log(`QLoRA int4 f16-twin micro: loss ${lossQ} vs LoRA-f16 on the dequantized base ${lossL}; worst adapter-gradient relative difference ${worst.toExponential(2)}`);
+      expect(lossQ).toBe(lossL);
+      expect(worst).toBe(0);
+    } finally {
+      q.destroy();
+      l.destroy();
+    }
+  });
+
+  it('refuses a group that leaves INT4 words split, QLoRA without LoRA, and INT8 compute, in words', () => {
     const o = options(defaultLoraSpec(2));
     expect(() => resolveQloraPlan(o.model, defaultQloraSpec('int4', 12))).toThrow(/group/);
     expect(() => resolvePlan(o.model, 2, 16, { qlora: defaultQloraSpec('int4') })).toThrow(/LoRA/);
-    expect(() => resolvePlan(o.model, 2, 16, { lora: o.lora, qlora: defaultQloraSpec('int4'), scheme: SCHEME_PRESETS.f16 })).toThrow(/f16/);
+    expect(() => resolvePlan(o.model, 2, 16, { lora: o.lora, qlora: defaultQloraSpec('int4'), scheme: SCHEME_PRESETS.int8 })).toThrow(/INT8/);
   });
 });

@@ -35,6 +35,7 @@ import {
   type QuantizeOptions,
   validateGranularity,
 } from '../../quant/quantizer';
+import { F16_HALF_WGSL } from '../matmul-f16/cast';
 import { sumSquaresPartialCount } from '../reduce/reduce';
 import { wgslSection } from '../wgsl';
 
@@ -92,6 +93,13 @@ export interface QuantizeKernel {
   /** Frees the uniform and the buffers this build allocated (not ones passed in). */
   destroy(): void;
 }
+
+/**
+ * A dequantize that writes f16 (the f16 GEMMs' operand): 'packed' two halves a u32 word (2 bytes an
+ * element), 'twin' the f32 each value rounds to (4 bytes, RunPlan.f16Twin). Each value is the f32
+ * code × scale rounded to nearest f16: dequantizeF16Ref.
+ */
+export type DequantizeF16 = 'packed' | 'twin';
 
 export interface DequantizeKernel {
   spec: QuantizeSpec;
@@ -176,7 +184,7 @@ function fusedGrid(rt: Runtime, label: string, tiles: number, opts: QuantizePath
 }
 
 /** A fused kernel's module: the group.wgsl sections for `entry` behind the shared snippets. */
-function groupShader(entry: 'quantize' | 'dequantize', o: { subgroups: boolean; vec4Io: boolean; regs: number }): string {
+function groupShader(entry: 'quantize' | 'dequantize', o: { subgroups: boolean; vec4Io: boolean; regs: number; f16?: DequantizeF16 }): string {
   const body = wgslSection(groupWgsl, entry);
   const subgroups = o.subgroups && entry === 'quantize';
   return [
@@ -186,7 +194,8 @@ function groupShader(entry: 'quantize' | 'dequantize', o: { subgroups: boolean; 
     codecWgsl,
     wgslSection(quantizeWgsl, 'common'),
     entry === 'quantize' ? wgslSection(groupWgsl, subgroups ? 'xchg_sg' : 'xchg_wg') : '',
-    wgslSection(groupWgsl, `${entry === 'quantize' ? 'load' : 'store'}_${o.vec4Io ? 'vec4' : 'scalar'}`),
+    o.f16 ? F16_HALF_WGSL : '',
+    wgslSection(groupWgsl, o.f16 ? `store_f16${o.f16 === 'twin' ? '_twin' : ''}` : `${entry === 'quantize' ? 'load' : 'store'}_${o.vec4Io ? 'vec4' : 'scalar'}`),
     subgroups ? body.replaceAll('/*SG*/', ', @builtin(subgroup_size) sg: u32') : body,
   ].join('\n');
 }
@@ -338,8 +347,10 @@ function quantizePasses(rt: Runtime, label: string, spec: QuantizeSpec, x: Bindi
  * on the fused kernel where it applies; `params` is the uniform it allocated.
  */
 function dequantizeDispatch(rt: Runtime, label: string, spec: QuantizeSpec, words: Binding, scales: Binding, out: Binding,
-  opts: QuantizePathOptions): { dispatch: Dispatch; params: GPUBuffer; path: QuantizePath } {
-  const seg = resolvePath(label, opts.path, fusedDequantizeSegment(spec));
+  opts: QuantizePathOptions & { f16?: DequantizeF16 }): { dispatch: Dispatch; params: GPUBuffer; path: QuantizePath } {
+  const seg = resolvePath(label, opts.f16 ? 'fused' : opts.path, fusedDequantizeSegment(spec));
+  // The f16 stores write whole vec4s (two packed words).
+  if (opts.f16 && spec.n % 4 !== 0) throw new Error(`${label}: an f16 dequantize needs a multiple of 4 elements, got ${spec.n}`);
   const constants = { FMT: FORMAT_ID[spec.format] };
   if (seg === null) {
     const params = rt.uniform(label, paramsFor(spec, 1, {}));
@@ -358,8 +369,8 @@ function dequantizeDispatch(rt: Runtime, label: string, spec: QuantizeSpec, word
   const tiles = Math.ceil(Math.ceil(spec.n / 4) / (GROUP_WG * regs));
   const params = rt.uniform(label, paramsFor(spec, 1, {}, tiles));
   const dispatch = rt.kernel({
-    label: `${label}.fused`,
-    code: groupShader('dequantize', { subgroups: false, vec4Io: spec.n > 0 && spec.n % 4 === 0, regs }),
+    label: `${label}.fused${opts.f16 ? '.f16' : ''}`,
+    code: groupShader('dequantize', { subgroups: false, vec4Io: spec.n > 0 && spec.n % 4 === 0, regs, f16: opts.f16 }),
     entryPoint: 'dequantize_group',
     // One pipeline for every single-scale tensor: 4·k / 0xffffffff = 0 (n < 2^32 − 8, checkSpec).
     constants: { ...constants, SEG: numScales(spec.granularity, spec.n) <= 1 ? 0xffffffff : seg },
@@ -374,12 +385,14 @@ export function buildDequantize(
   spec: QuantizeSpec,
   words: GPUBuffer,
   scales: GPUBuffer,
-  opts: { out?: GPUBuffer; category?: MemCategory } & QuantizePathOptions = {},
+  opts: { out?: GPUBuffer; category?: MemCategory; f16?: DequantizeF16 } & QuantizePathOptions = {},
 ): DequantizeKernel {
   checkSpec(spec);
   const label = `dequantize.${spec.format}.${granularityLabel(spec.granularity)}`;
   const owned: GPUBuffer[] = [];
-  const out = opts.out ?? rt.createBuffer(opts.category ?? 'workspace', `${label}.out`, Math.max(spec.n, 1) * 4);
+  const bytes = Math.max(spec.n, 1) * (opts.f16 === 'packed' ? 2 : 4);
+  if (opts.out && opts.out.size < bytes) throw new Error(`${label}: out has ${opts.out.size} bytes, the dequantized tensor needs ${bytes}`);
+  const out = opts.out ?? rt.createBuffer(opts.category ?? 'workspace', `${label}.out`, bytes);
   if (!opts.out) owned.push(out);
   const d = dequantizeDispatch(rt, label, spec, words, scales, out, opts);
   owned.push(d.params);

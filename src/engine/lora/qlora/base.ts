@@ -3,10 +3,14 @@
  * as they are, each block linear staged fp32 in `qlora.w` and quantized there by the project's GPU
  * quantizer, so no fp32 copy of it stays), its forward GEMMs (weight-only: codes dequantized while
  * staged, kernels/qgemm), its dX GEMMs (the linear dequantized into `qlora.w`, then the fp32
- * matmul) and its read-back (the dequantized base, what the model computes with).
+ * matmul) and its read-back (the dequantized base, what the model computes with). Under f16 compute
+ * the linear is dequantized to f16 into `qlora.w` right before each of its GEMMs (forward and dX), as
+ * bitsandbytes does: one linear's scratch shared by all, never an f16 copy of the whole base
+ * (LinearGemms runs the f16 GEMM on it).
  */
 import type { Binding, Dispatch, Runtime } from '../../gpu/runtime';
 import { qgemmWeightOnly } from '../../kernels/qgemm/qgemm';
+import { f16OperandBytes } from '../../kernels/matmul-f16/cast';
 import { buildDequantize, quantizeInto, type QuantizeSpec } from '../../kernels/quantize/quantize';
 import { matmul } from '../../kernels/matmul/matmul';
 import type { ParamLayout } from '../../model/params';
@@ -16,6 +20,7 @@ export class QloraBase {
   /** Per linear: its quantize-from-qlora.w dispatch (upload) and dequantize-into-qlora.w dispatch (dX, read-back), built once. */
   private readonly quant = new Map<string, Dispatch[]>();
   private readonly dequant = new Map<string, Dispatch[]>();
+  private readonly dequantF16 = new Map<string, Dispatch[]>();
   private readonly uniforms: GPUBuffer[] = [];
   private readonly owned: { destroy(): void }[] = [];
 
@@ -23,6 +28,8 @@ export class QloraBase {
     private readonly rt: Runtime,
     readonly plan: QloraPlan,
     private readonly b: (key: string) => GPUBuffer,
+    /** The f16 GEMMs run their f32 twins (RunPlan.f16Twin): the f16 base is stored as f16-rounded f32. */
+    private readonly f16Twin = false,
   ) {}
 
   private lin(name: string): QloraLinear {
@@ -58,6 +65,22 @@ export class QloraBase {
       this.dequant.set(name, d);
     }
     return d;
+  }
+
+  /**
+   * W dequantized to f16 into qlora.w (row-major [out, in]; packed halves, or f16-rounded f32 in the
+   * twin): the dispatches, to run right before the GEMM that reads `w`.
+   */
+  dequantizeF16(name: string): { dispatches: Dispatch[]; w: Binding } {
+    const q = this.lin(name);
+    let d = this.dequantF16.get(name);
+    if (!d) {
+      const k = buildDequantize(this.rt, this.spec(q), this.b(q.codesKey), this.b(q.scalesKey), { out: this.b('qlora.w'), f16: this.f16Twin ? 'twin' : 'packed' });
+      this.owned.push(k);
+      d = k.dispatches;
+      this.dequantF16.set(name, d);
+    }
+    return { dispatches: d, w: { buffer: this.b('qlora.w'), offset: 0, size: f16OperandBytes(q.rows * q.cols, this.f16Twin) } };
   }
 
   /** dX (+)= dY · W (dY [M, K], W [K, N] = [out, in]) through W's dequantized copy. */
