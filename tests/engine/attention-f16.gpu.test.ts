@@ -2,13 +2,16 @@
  * The f16 flash-attention forward (kernels/attention/f16). SwiftShader has neither shader-f16 nor
  * subgroup matrices, so what runs here is the generated kernel's emulated twin (every f16 cast a
  * quantizeToF16, every subgroup-matrix op a plain function) against the float64 reference on
- * f16-rounded q, k, v, within F16_ATTN_TOL; and the fallback (no verified kernel: the caller keeps
+ * f16-rounded q, k, v, within F16_ATTN_TOL (the backward: attentionBackwardRef on f16-rounded q, k, v,
+ * dO within F16_ATTN_BWD_TOL); and the fallback (no verified kernel: the caller keeps
  * fp32 attention). The kernel itself runs on the lent GPU: bench/f16-attn-device.ts.
  */
 import { describe, expect, it } from 'vitest';
 import {
-  attentionForwardF16, checkAttentionF16, checkF16AttnSpec, enableF16Attention, f16AttentionHeadDims, f16AttentionSpec,
+  attentionBackwardF16, attentionForwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention, f16AttentionBackwardSpecs,
+  f16AttentionHeadDims, f16AttentionSpec, f16AttnBwdCandidates,
 } from '../../src/engine/kernels/attention/f16/attention-f16';
+import { f16AttnBwdSpecError } from '../../src/engine/kernels/attention/f16/code-bwd';
 import { f16AttnForwardCode, f16AttnSpecError, type F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';
 import { attentionTestRuntime } from '../helpers/gpu';
 
@@ -33,6 +36,18 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(r.maxErrO).toBeLessThan(1e-3);
   });
 
+  it('backward (dq kernel with Di, then dk/dv summing the group\'s heads) matches the reference', async () => {
+    // 8×4×8 tiles, two subgroups of 8 lanes, blocks of 8: several blocks each way, partial ones, G = 2.
+    const s: F16AttnSpec = { ...odd, sgCount: 2, BKV: 8 };
+    for (const k of ['dq', 'dkdv'] as const) expect(f16AttnBwdSpecError(k, s, rt.device.limits.maxComputeWorkgroupStorageSize, 1024, true)).toBeNull();
+    const r = await checkF16AttnBwdSpecs(rt, { dq: s, dkdv: s }, true);
+    expect(r).toEqual({ label: r.label, ok: true });
+    // Candidates are the layouts both kernels fit: at 48 KiB all four at D 64, at 32 KiB the two-subgroup ones.
+    const lim = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024 };
+    expect(f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, lim).map((c) => [c.dq.sgCount, c.dq.BKV])).toEqual([[4, 32], [2, 32], [4, 16], [2, 16]]);
+    expect(f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, { ...lim, maxComputeWorkgroupStorageSize: 32768 }).map((c) => [c.dq.sgCount, c.dq.BKV])).toEqual([[2, 32], [2, 16]]);
+  });
+
   it('the real kernel is written with subgroup matrices and f16 staging', () => {
     const code = f16AttnForwardCode(small);
     expect(code).toContain('enable chromium_experimental_subgroup_matrix;');
@@ -50,6 +65,8 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     try {
       expect(() => attentionForwardF16(rt, { label: 'L0.attn', B: 1, T: 4, nH: 1, nKV: 1, D: 48, q: b, k: b, v: b, o: b, lse: b }))
         .toThrow(/no verified f16 attention kernel for head dim 48/);
+      expect(() => attentionBackwardF16(rt, { label: 'L0.attn', B: 1, T: 4, nH: 1, nKV: 1, D: 64, q: b, k: b, v: b, o: b, lse: b, dO: b, dq: b, dk: b, dv: b, workspace: b }))
+        .toThrow(/no verified f16 attention backward for head dim 64/);
     } finally {
       rt.mem.free(b);
     }
@@ -61,6 +78,7 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(p.present).toBe(false);
     expect(p.why).toMatch(/no shader-f16|no subgroup matrices/);
     expect(f16AttentionSpec(rt, 64)).toBeUndefined();
+    expect(f16AttentionBackwardSpecs(rt, 64)).toBeUndefined();
     expect(f16AttentionHeadDims(rt)).toEqual([]);
   });
 });

@@ -12,8 +12,9 @@ import { Rng } from '../../../util/rng';
 import { f16ConfigsOf } from '../../matmul-f16/plan';
 import { subgroupMatrixConfigs, subgroupSize } from '../../qgemm/sgmat';
 import { attentionParams, type Shape } from '../attention';
-import { attentionForwardRef } from '../attention.ref';
+import { attentionBackwardRef, attentionForwardRef } from '../attention.ref';
 import { f16AttnBlockQ, f16AttnForwardCode, f16AttnLabel, f16AttnSpecError, type F16AttnSpec } from './code';
+import { f16AttnBwdSpecError, f16AttnDkdvCode, f16AttnDqCode } from './code-bwd';
 
 export { f16AttnLabel, type F16AttnSpec } from './code';
 
@@ -182,6 +183,13 @@ export function f16AttentionSpec(rt: Runtime, D: number): F16AttnSpec | undefine
   return enabled.get(rt)?.get(D);
 }
 
+const bwdEnabled = new WeakMap<Runtime, Map<number, F16AttnBwdSpecs>>();
+
+/** The backward specs verified for head dim D on this runtime (enableF16Attention), if any. */
+export function f16AttentionBackwardSpecs(rt: Runtime, D: number): F16AttnBwdSpecs | undefined {
+  return bwdEnabled.get(rt)?.get(D);
+}
+
 /** The head dims with a verified f16 attention kernel on this runtime. */
 export function f16AttentionHeadDims(rt: Runtime): number[] {
   return [...(enabled.get(rt)?.keys() ?? [])].sort((x, y) => x - y);
@@ -195,6 +203,7 @@ export function f16AttentionProbed(rt: Runtime): boolean {
 /** Turns the path off again (benchmarks time both on one runtime). */
 export function disableF16Attention(rt: Runtime): void {
   enabled.delete(rt);
+  bwdEnabled.delete(rt);
 }
 
 export interface F16AttnProbe {
@@ -203,6 +212,8 @@ export interface F16AttnProbe {
   /** Why nothing was tried (present false). */
   why?: string;
   chosen: Record<number, string>;
+  /** Per head dim, the backward's dq and dk/dv specs that passed (absent: the fp32 backward). */
+  chosenBackward: Record<number, string>;
   tried: { label: string; ok: boolean; failed?: string }[];
 }
 
@@ -231,7 +242,7 @@ export async function checkF16AttnSpec(rt: Runtime, s: F16AttnSpec, emulate?: bo
 export async function enableF16Attention(rt: Runtime, dims: number[] = F16_ATTENTION_HEAD_DIMS): Promise<F16AttnProbe> {
   const f = rt.gpu.features;
   const cfgs = f.shaderF16 ? f16ConfigsOf(subgroupMatrixConfigs(rt)) : [];
-  const out: F16AttnProbe = { present: cfgs.length > 0, chosen: {}, tried: [] };
+  const out: F16AttnProbe = { present: cfgs.length > 0, chosen: {}, chosenBackward: {}, tried: [] };
   const chosen = enabled.get(rt) ?? new Map<number, F16AttnSpec>();
   enabled.set(rt, chosen);
   if (!cfgs.length) {
@@ -252,5 +263,173 @@ export async function enableF16Attention(rt: Runtime, dims: number[] = F16_ATTEN
     }
   }
   for (const [D, s] of chosen) out.chosen[D] = f16AttnLabel(s);
+  // The backward, per head dim with a forward: both kernels of a layout checked together.
+  const bwd = bwdEnabled.get(rt) ?? new Map<number, F16AttnBwdSpecs>();
+  bwdEnabled.set(rt, bwd);
+  for (const D of dims) {
+    if (bwd.has(D) || !chosen.has(D)) continue;
+    for (const specs of f16AttnBwdCandidates(cfgs, D, subgroupSize(rt), lim)) {
+      const r = await checkF16AttnBwdSpecs(rt, specs);
+      out.tried.push(r);
+      if (r.ok) {
+        bwd.set(D, specs);
+        break;
+      }
+    }
+  }
+  for (const [D, s] of bwd) out.chosenBackward[D] = f16AttnBwdLabel(s);
   return out;
+}
+
+export const f16AttnBwdLabel = (s: F16AttnBwdSpecs) => `backward dq ${f16AttnLabel(s.dq)}; dkdv ${f16AttnLabel(s.dkdv)}`;
+
+/** Backward candidates for head dim D: each configuration with each layout both kernels fit. */
+export function f16AttnBwdCandidates(cfgs: F16AttnSpec['cfg'][], D: number, sgSize: number, lim: { maxComputeWorkgroupStorageSize: number; maxComputeInvocationsPerWorkgroup: number },
+  layouts = F16_ATTN_BWD_LAYOUTS, emulate = false): F16AttnBwdSpecs[] {
+  const fits = (s: F16AttnSpec) => (['dq', 'dkdv'] as const).every((k) => !f16AttnBwdSpecError(k, s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, emulate));
+  return cfgs.flatMap((cfg) => layouts.map((l): F16AttnSpec => ({ cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, D, sgSize, ...l }))).filter(fits).map((s) => ({ dq: s, dkdv: s }));
+}
+
+/** The backward's check cases (the forward's: GQA with partial blocks, one head per KV head); the first failure stops it. */
+export async function checkF16AttnBwdSpecs(rt: Runtime, s: F16AttnBwdSpecs, emulate?: boolean): Promise<{ label: string; ok: boolean; failed?: string }> {
+  const bq = Math.max(f16AttnBlockQ(s.dq), f16AttnBlockQ(s.dkdv), s.dq.BKV, s.dkdv.BKV);
+  for (const c of [{ B: 1, T: 2 * bq + 5, nH: 4, nKV: 2 }, { B: 2, T: bq, nH: 2, nKV: 2 }]) {
+    const r = await checkAttentionBackwardF16(rt, s, c, { emulate });
+    if (!r.ok) {
+      const what = r.error ?? `relative error dq ${r.relErr.dq.toExponential(2)}, dk ${r.relErr.dk.toExponential(2)}, dv ${r.relErr.dv.toExponential(2)} (tol ${F16_ATTN_BWD_TOL})`;
+      return { label: f16AttnBwdLabel(s), ok: false, failed: `B${c.B} T${c.T} nH${c.nH} nKV${c.nKV}: ${what}` };
+    }
+  }
+  return { label: f16AttnBwdLabel(s), ok: true };
+}
+
+// ---- backward ----------------------------------------------------------------------------------------
+
+/** The backward's two kernels' specs (./code-bwd.ts): dq (own rows queries, BKV keys a step) and dk/dv (own rows keys, BKV queries a step). */
+export interface F16AttnBwdSpecs { dq: F16AttnSpec; dkdv: F16AttnSpec }
+
+/** Backward layouts tried per configuration (both kernels), first that passes wins. */
+export const F16_ATTN_BWD_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD'>[] = [
+  { sgCount: 4, BKV: 32, PAD: 8 },
+  { sgCount: 2, BKV: 32, PAD: 8 },
+  { sgCount: 4, BKV: 16, PAD: 8 },
+  { sgCount: 2, BKV: 16, PAD: 8 },
+];
+
+export interface AttentionBackwardF16Args extends Shape {
+  label: string;
+  /** fp32 q, k, v, o, lse, dO as the fp32 backward takes them; dq, dk, dv fp32, overwritten. */
+  q: Binding;
+  k: Binding;
+  v: Binding;
+  o: Binding;
+  lse: Binding;
+  dO: Binding;
+  dq: Binding;
+  dk: Binding;
+  dv: Binding;
+  /** Di ([B, nH, T] fp32, attentionBackwardWorkspaceBytes): written by the dq kernel, read by dk/dv. */
+  workspace: Binding;
+  specs?: F16AttnBwdSpecs;
+  emulate?: boolean;
+}
+
+/** dq, dk, dv from q, k, v, o, lse, dO with f16 operands on subgroup matrices: the dq kernel (writes Di), then the dk/dv kernel. */
+export function attentionBackwardF16(rt: Runtime, a: AttentionBackwardF16Args): Dispatch[] {
+  const specs = a.specs ?? f16AttentionBackwardSpecs(rt, a.D);
+  if (!specs) throw new Error(`${a.label}: no verified f16 attention backward for head dim ${a.D} on this device (enableF16Attention): use the fp32 backward`);
+  const lim = rt.device.limits;
+  for (const kind of ['dq', 'dkdv'] as const) {
+    checkShape(a.label, a, specs[kind]);
+    const err = f16AttnBwdSpecError(kind, specs[kind], lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, a.emulate);
+    if (err) throw new Error(`${a.label}: f16 attention ${kind} ${f16AttnLabel(specs[kind])}: ${err}`);
+  }
+  const u = attentionParams(rt, a.label, a);
+  const empty = a.T === 0 || a.B === 0;
+  return [
+    rt.kernel({
+      label: `${a.label}.attnBwdDqF16`,
+      code: f16AttnDqCode(specs.dq, { emulate: a.emulate }),
+      bindings: [a.q, a.k, a.v, a.o, a.dO, a.lse, a.workspace, a.dq, u],
+      workgroups: [empty ? 0 : Math.ceil(a.T / f16AttnBlockQ(specs.dq)), a.B * a.nH],
+    }),
+    rt.kernel({
+      label: `${a.label}.attnBwdDkDvF16`,
+      code: f16AttnDkdvCode(specs.dkdv, { emulate: a.emulate }),
+      bindings: [a.q, a.k, a.v, a.dO, a.lse, a.workspace, a.dk, a.dv, u],
+      workgroups: [empty ? 0 : Math.ceil(a.T / f16AttnBlockQ(specs.dkdv)), a.B * a.nKV],
+    }),
+  ];
+}
+
+export interface F16AttnBwdCheck {
+  ok: boolean;
+  /** Max error of dq, dk, dv over the max magnitude of the reference's (the tolerance's unit). */
+  relErr: { dq: number; dk: number; dv: number };
+  error?: string;
+}
+
+/**
+ * Tolerance of the backward, relative to each gradient's largest reference magnitude: P and dS are
+ * rounded to f16 before their products (2^-11 relative each), the rest as the forward.
+ */
+export const F16_ATTN_BWD_TOL = 4e-3;
+
+/**
+ * Runs the backward on seeded data (q ×3 as in checkAttentionF16) with o and lse from the float64
+ * forward of the f16-rounded inputs, against attentionBackwardRef on f16-rounded q, k, v, dO.
+ */
+export async function checkAttentionBackwardF16(rt: Runtime, specs: F16AttnBwdSpecs, c: F16AttnCase, o: { emulate?: boolean; seed?: number } = {}): Promise<F16AttnBwdCheck> {
+  const { B, T, nH, nKV } = c;
+  const D = specs.dq.D;
+  const rng = new Rng(o.seed ?? T * 17 + nH * 5 + nKV);
+  const q = roundF16Array(rng.uniformArray(B * T * nH * D).map((x) => 3 * x));
+  const k = roundF16Array(rng.uniformArray(B * T * nKV * D));
+  const v = roundF16Array(rng.uniformArray(B * T * nKV * D));
+  const dO = roundF16Array(rng.uniformArray(B * T * nH * D));
+  const fwd = attentionForwardRef(q, k, v, B, T, nH, nKV, D);
+  const of32 = Float32Array.from(fwd.o);
+  const lf32 = Float32Array.from(fwd.lse);
+  const bufs: GPUBuffer[] = [];
+  const fail = (error: string): F16AttnBwdCheck => ({ ok: false, relErr: { dq: NaN, dk: NaN, dv: NaN }, error });
+  try {
+    for (const [kind, code] of [['dq', f16AttnDqCode(specs.dq, { emulate: o.emulate })], ['dkdv', f16AttnDkdvCode(specs.dkdv, { emulate: o.emulate })]] as const) {
+      const errors = await wgslErrors(rt.device, `f16attn.check.${kind}`, code, true);
+      if (errors.length) return fail(`${kind}: ${errors.join('; ')}`);
+    }
+    const up = (x: Float32Array) => {
+      const b = rt.upload('workspace', 'f16attn.bwd.in', x);
+      bufs.push(b);
+      return b;
+    };
+    const nq = B * T * nH * D;
+    const nk = B * T * nKV * D;
+    const args: AttentionBackwardF16Args = {
+      label: 'f16attn.bwd', B, T, nH, nKV, D, q: up(q), k: up(k), v: up(v), o: up(of32), lse: up(lf32), dO: up(dO),
+      dq: up(new Float32Array(nq).fill(NaN)), dk: up(new Float32Array(nk).fill(NaN)), dv: up(new Float32Array(nk).fill(NaN)),
+      workspace: up(new Float32Array(B * nH * T)), specs, emulate: o.emulate,
+    };
+    const ds = await rt.checked('f16attn.bwd', () => attentionBackwardF16(rt, args));
+    rt.device.pushErrorScope('validation');
+    rt.run(ds);
+    const err = await rt.device.popErrorScope();
+    if (err) return fail(err.message);
+    const ref = attentionBackwardRef(q, k, v, of32, lf32, dO, B, T, nH, nKV, D);
+    const rel = async (b: Binding, want: Float64Array) => {
+      const got = new Float32Array(await rt.read(b as GPUBuffer, 0, want.length * 4));
+      let mag = 0;
+      let e = 0;
+      for (let i = 0; i < want.length; i++) {
+        mag = Math.max(mag, Math.abs(want[i]));
+        e = Math.max(e, Number.isNaN(got[i]) ? Infinity : Math.abs(got[i] - want[i]));
+      }
+      return e / Math.max(mag, 1e-30);
+    };
+    const relErr = { dq: await rel(args.dq, ref.dq), dk: await rel(args.dk, ref.dk), dv: await rel(args.dv, ref.dv) };
+    return { ok: Object.values(relErr).every((x) => x <= F16_ATTN_BWD_TOL), relErr };
+  } catch (e) {
+    return fail((e as Error).message);
+  } finally {
+    bufs.forEach((x) => rt.mem.free(x));
+  }
 }

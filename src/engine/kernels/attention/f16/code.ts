@@ -105,7 +105,7 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: { emulate?: boolean } = {}
   const scast = (x: string) => (emu ? `rne16(${x})` : `f16(${x})`);
   const load = (arr: 'KV' | 'Ps', T: 'LT' | 'RT', off: string, colMajor: boolean, stride: number) =>
     (emu ? `emuLoad${T}_${arr}(${off}, ${stride}u, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, `${stride}u`));
-  const storeS = (off: string, v: string) => (emu ? `emuStoreS(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, '&Ss', off, v, `${SST}u`));
+  const storeS = (off: string, v: string) => (emu ? `emuStore_Ss(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, '&Ss', off, v, `${SST}u`));
   const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
   const L: string[] = [];
   // Staging: `rows` head rows starting at row0 of `src` (q: nH heads, head h; k/v: nKV, head g), each
@@ -190,7 +190,7 @@ var<workgroup> Ps: array<${E}, ${st.pElems}>; // P, M rows of BKV per subgroup
 var<workgroup> Ss: array<f32, ${st.sElems}>; // per subgroup M rows: S, then the block's P·V
 const NEG = -3.0e38; // finite −inf: key 0 is visible to every row, so m is finite after the first block
 const LN2 = 0.6931471805599453;
-${emu ? emulation(s) : ''}
+${emu ? emulation(cfg, [['KV', 'LT'], ['KV', 'RT'], ['Ps', 'LT']], ['Ss']) : ''}
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let nQB = (P.T + ${BQ - 1}u) / ${BQ}u;
@@ -216,17 +216,25 @@ ${L.join('\n')}
 `;
 }
 
-/** Plain-WGSL stand-ins for the subgroup-matrix operations (emulate): element (r, c) of a row_major matrix at off + r·stride + c, col_major at off + c·stride + r. */
-function emulation(s: F16AttnSpec): string {
-  const { M, N, K } = s.cfg;
-  const ld = (arr: string, T: string, R: number, C: number) => `fn emuLoad${T}_${arr}(off: u32, stride: u32, col: bool) -> ${T} {
+/**
+ * Plain-WGSL stand-ins for the subgroup-matrix operations (emulate): element (r, c) of a row_major
+ * matrix at off + r·stride + c, col_major at off + c·stride + r; `loads`: the [array, matrix type]
+ * pairs the kernel loads (emuLoad<T>_<array>), `stores`: the f32 arrays it stores to (emuStore_<array>).
+ */
+export function emulation(cfg: F16AttnSpec['cfg'], loads: [string, 'LT' | 'RT'][], stores: string[]): string {
+  const { M, N, K } = cfg;
+  const ld = (arr: string, T: string) => {
+    const [R, C] = T === 'LT' ? [M, K] : [K, N];
+    return `fn emuLoad${T}_${arr}(off: u32, stride: u32, col: bool) -> ${T} {
   var m: ${T};
   for (var r = 0u; r < ${R}u; r++) { for (var c = 0u; c < ${C}u; c++) { m[r * ${C}u + c] = ${arr}[select(off + r * stride + c, off + c * stride + r, col)]; } }
   return m;
 }`;
-  return `${ld('KV', 'LT', M, K)}
-${ld('KV', 'RT', K, N)}
-${ld('Ps', 'LT', M, K)}
+  };
+  const st = (arr: string) => `fn emuStore_${arr}(off: u32, v: CT, stride: u32) {
+  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { ${arr}[off + r * stride + c] = v[r * ${N}u + c]; } }
+}`;
+  return `${loads.map(([a, T]) => ld(a, T)).join('\n')}
 // f32 → f16 → f32, round to nearest even (normals: 10 mantissa bits; below 2^-14: multiples of 2^-24).
 fn rne16(x: f32) -> f32 {
   if (abs(x) < 6.103515625e-5) { return round(x * 16777216.0) / 16777216.0; }
@@ -245,8 +253,6 @@ fn emuMMA(a: LT, b: RT, acc: CT) -> CT {
   }
   return o;
 }
-fn emuStoreS(off: u32, v: CT, stride: u32) {
-  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { Ss[off + r * stride + c] = v[r * ${N}u + c]; } }
-}
+${stores.map(st).join('\n')}
 `;
 }

@@ -1,0 +1,296 @@
+/**
+ * Causal grouped-query flash attention, backward, on subgroup matrices: f16 operands, f32
+ * accumulation, fp32 statistics (lse from the forward, Di = rowsum(dO∘O) in fp32). The maths is
+ * ../attention.ref.ts attentionBackwardRef: P = exp(s − lse), dS = P∘(dP − Di), dP = dO·Vᵀ,
+ * dq = scale·dS·K, dk = scale·dSᵀ·Q and dv = Pᵀ·dO summed over the G query heads of a KV head.
+ * Two kernels, both reading fp32 tensors and staging them as f16 (as the forward, ./code.ts):
+ *
+ * - dq (runs first): a workgroup owns BQ = sgCount·M query rows of one (b, h); it writes Di for its
+ *   rows (the dk/dv kernel reads it), holds Q's and dO's left tiles, and per key block of BKV keys
+ *   computes S = Q·Kᵀ and dP = dO·Vᵀ into f32 scratch, dS in SIMT (written f16), and accumulates
+ *   dq += dS·K in result matrices kept across the key loop (no rescale in the backward).
+ * - dk/dv: a workgroup owns sgCount·M keys of one (b, KV head); it holds K's and V's left tiles and
+ *   per query head of the group and block of BKV queries computes Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, Pᵀ and
+ *   dSᵀ in SIMT (f16), and accumulates dv += Pᵀ·dO, dk += dSᵀ·Q in result matrices.
+ * Tiles wholly masked for a subgroup are skipped. `emulate`: the f32 twin, as the forward's.
+ */
+import { sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
+import { emulation, f16AttnSpecError, type F16AttnSpec } from './code';
+
+const SYNTAX = { syntax: 'template' } as const;
+
+export type F16AttnBwdKernel = 'dq' | 'dkdv';
+
+/** Strides and element counts of a backward kernel's workgroup arrays (f16 elements for A and P, f32 for S). */
+export function f16AttnBwdStaging(kind: F16AttnBwdKernel, s: F16AttnSpec) {
+  const own = s.sgCount * s.cfg.M;
+  const KST = s.D + s.PAD;
+  const PST = s.BKV + s.PAD;
+  // Per subgroup row: the S block and the dP block side by side; the final D-wide result after.
+  const SST = Math.max(2 * s.BKV, s.D) + 4;
+  const aElems = Math.max(2 * own, 2 * s.BKV) * KST;
+  const pElems = (kind === 'dkdv' ? 2 : 1) * own * PST;
+  const sElems = own * SST;
+  const extra = kind === 'dkdv' ? 2 * s.BKV : 0; // lse and Di of the query block
+  return { own, KST, PST, SST, aElems, pElems, sElems, extra };
+}
+
+export function f16AttnBwdWorkgroupBytes(kind: F16AttnBwdKernel, s: F16AttnSpec, emulate = false): number {
+  const st = f16AttnBwdStaging(kind, s);
+  const e = emulate ? 4 : 2;
+  return Math.ceil((st.aElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + (st.sElems + st.extra) * 4;
+}
+
+/** Why a spec cannot run a backward kernel (null when it can). */
+export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false): string | null {
+  const base = f16AttnSpecError(s, Infinity, maxThreads);
+  if (base) return base;
+  const lpr = s.sgSize / s.cfg.M;
+  if ((s.D / 4) % lpr) return `D/4 = ${s.D / 4} must split over ${lpr} lanes per row`;
+  const bytes = f16AttnBwdWorkgroupBytes(kind, s, emulate);
+  if (bytes > maxWorkgroupBytes) return `${bytes} bytes of workgroup memory`;
+  return null;
+}
+
+interface Gen {
+  L: string[];
+  emu: boolean;
+  s: F16AttnSpec;
+  NT: number;
+}
+
+/** Stages `rows` head rows from fp32 `src` (rows row0.., head `head` of `heads`) as f16 into A at element `dst`; rows past T are zero. */
+function stage(g: Gen, src: string, heads: string, head: string, rows: number, row0: string, dst: string, KST: number, indent: string): void {
+  const DV = g.s.D / 4;
+  const per = Math.ceil((rows * DV) / g.NT);
+  const cast = (x: string) => (g.emu ? `rne16v(${x})` : `vec4<f16>(${x})`);
+  for (let t = 0; t < per; t++) {
+    g.L.push(`${indent}{ let e = lid + ${t * g.NT}u; let rr = e / ${DV}u; let c = e % ${DV}u; let j = ${row0} + rr;`);
+    const guard = (t + 1) * g.NT > rows * DV ? `e < ${rows * DV}u` : 'true';
+    g.L.push(`${indent}  if (${guard}) { let ok = j < P.T; let x = ${cast(`select(vec4<f32>(), ${src}[select(0u, ((b * P.T + j) * ${heads} + ${head}) * ${DV}u + c, ok)], ok)`)};`);
+    g.L.push(`${indent}    let s0 = ${dst} + rr * ${KST}u + c * 4u; A[s0] = x.x; A[s0 + 1u] = x.y; A[s0 + 2u] = x.z; A[s0 + 3u] = x.w; } }`);
+  }
+}
+
+function header(kind: F16AttnBwdKernel, s: F16AttnSpec, emu: boolean): string {
+  const { M, N, K } = s.cfg;
+  const E = emu ? 'f32' : 'f16';
+  const st = f16AttnBwdStaging(kind, s);
+  const types = emu
+    ? `alias LT = array<f32, ${M * K}>; // emulated: row-major M × K, every lane holds all of it
+alias RT = array<f32, ${K * N}>;
+alias CT = array<f32, ${M * N}>;`
+    : `alias LT = subgroup_matrix_left<f16, ${K}, ${M}>;
+alias RT = subgroup_matrix_right<f16, ${N}, ${K}>;
+alias CT = subgroup_matrix_result<f32, ${N}, ${M}>;`;
+  const bindings = kind === 'dq'
+    ? `@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> o: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> dO: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> LSE: array<f32>;
+@group(0) @binding(6) var<storage, read_write> DI: array<f32>;
+@group(0) @binding(7) var<storage, read_write> DQ: array<f32>;
+@group(0) @binding(8) var<uniform> P: Params;`
+    : `@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> dO: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> LSE: array<f32>;
+@group(0) @binding(5) var<storage, read> DI: array<f32>;
+@group(0) @binding(6) var<storage, read_write> DK: array<f32>;
+@group(0) @binding(7) var<storage, read_write> DV: array<f32>;
+@group(0) @binding(8) var<uniform> P: Params;`;
+  const pArrays = kind === 'dq'
+    ? `var<workgroup> Ps: array<${E}, ${st.pElems}>; // dS, M rows of BKV per subgroup`
+    : `var<workgroup> Pt: array<${E}, ${st.pElems / 2}>; // Pᵀ, M key rows of BKV queries per subgroup
+var<workgroup> Dt: array<${E}, ${st.pElems / 2}>; // dSᵀ
+var<workgroup> LS: array<f32, ${s.BKV}>; // the query block's lse·log2 e
+var<workgroup> DS: array<f32, ${s.BKV}>; // and Di`;
+  const loads: [string, 'LT' | 'RT'][] = kind === 'dq' ? [['A', 'LT'], ['A', 'RT'], ['Ps', 'LT']] : [['A', 'LT'], ['A', 'RT'], ['Pt', 'LT'], ['Dt', 'LT']];
+  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code-bwd.ts: ${kind}, ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} tiles, ${st.own} own rows (${s.sgCount} sg), BKV ${s.BKV}, D ${s.D}${emu ? ' (emulated matrices, f32)' : ''}.
+${types}
+struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
+${bindings}
+var<workgroup> A: array<${E}, ${st.aElems}>; // staged operand rows (f16)
+${pArrays}
+var<workgroup> Ss: array<f32, ${st.sElems}>; // per subgroup M rows: S | dP, then a D-wide result
+const LOG2E = 1.4426950408889634;
+${emu ? emulation(s.cfg, loads, ['Ss']) : ''}`;
+}
+
+/** The dq kernel (and Di). Bindings: q, k, v, o, dO, lse, Di (written), dq, Params. Grid: x = query block (heaviest first), y = b·nH + h. */
+export function f16AttnDqCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): string {
+  const emu = !!o.emulate;
+  const { cfg, D, BKV, sgSize } = s;
+  const { M, N, K } = cfg;
+  const NT = s.sgCount * sgSize;
+  const LPR = sgSize / M;
+  const st = f16AttnBwdStaging('dq', s);
+  const { own: BQ, KST, PST, SST } = st;
+  const VOFF = BKV * KST;
+  const DOFF = BQ * KST;
+  const DV = D / 4;
+  const g: Gen = { L: [], emu, s, NT };
+  const L = g.L;
+  const load = (arr: string, T: 'LT' | 'RT', off: string, colMajor: boolean, stride: number) =>
+    (emu ? `emuLoad${T}_${arr}(${off}, ${stride}u, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, `${stride}u`));
+  const storeS = (off: string, v: string) => (emu ? `emuStore_Ss(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, '&Ss', off, v, `${SST}u`));
+  const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
+  const h16 = (x: string) => (emu ? `rne16(${x})` : `f16(${x})`);
+  // Di = rowsum(dO∘O) in fp32, this lane's share, gathered through the scratch.
+  L.push('  var dpart = 0.0;');
+  L.push(`  if (t < P.T) { let r4 = ((b * P.T + t) * P.nH + h) * ${DV}u;`);
+  for (let i = 0; i < DV / LPR; i++) L.push(`    { let c = r4 + ${i * LPR}u + part; dpart += dot(dO[c], o[c]); }`);
+  L.push('  }', '  Ss[srow + part] = dpart;');
+  stage(g, 'q', 'P.nH', 'h', BQ, 'q0', '0u', KST, '  ');
+  stage(g, 'dO', 'P.nH', 'h', BQ, 'q0', `${DOFF}u`, KST, '  ');
+  L.push('  workgroupBarrier();', '  var di = 0.0;', `  for (var i = 0u; i < ${LPR}u; i++) { di += Ss[srow + i]; }`);
+  L.push('  let lse2 = select(0.0, LSE[(b * P.nH + h) * P.T + min(t, P.T - 1u)] * LOG2E, t < P.T);');
+  L.push('  if (part == 0u && t < P.T) { DI[(b * P.nH + h) * P.T + t] = di; }');
+  for (let kd = 0; kd < D / K; kd++) {
+    L.push(`  let qm${kd} = ${load('A', 'LT', `sg * ${M * KST}u + ${kd * K}u`, false, KST)};`);
+    L.push(`  let dm${kd} = ${load('A', 'LT', `${DOFF}u + sg * ${M * KST}u + ${kd * K}u`, false, KST)};`);
+  }
+  for (let dn = 0; dn < D / N; dn++) L.push(`  var dq${dn} = CT();`);
+  L.push('  workgroupBarrier();');
+  L.push(`  for (var kb = 0u; kb < kEnd; kb += ${BKV}u) {`);
+  stage(g, 'k', 'P.nKV', 'g', BKV, 'kb', '0u', KST, '    ');
+  stage(g, 'v', 'P.nKV', 'g', BKV, 'kb', `${VOFF}u`, KST, '    ');
+  L.push('    workgroupBarrier();');
+  for (let j = 0; j < BKV / N; j++) {
+    L.push(`    if (kb + ${j * N}u <= rmax) {`, '      var acc = CT();', '      var acd = CT();');
+    for (let kd = 0; kd < D / K; kd++) {
+      L.push(`      acc = ${mma}(qm${kd}, ${load('A', 'RT', `${j * N * KST + kd * K}u`, true, KST)}, acc);`);
+      L.push(`      acd = ${mma}(dm${kd}, ${load('A', 'RT', `${VOFF + j * N * KST + kd * K}u`, true, KST)}, acd);`);
+    }
+    L.push(`      ${storeS(`sbase + ${j * N}u`, 'acc')}`, `      ${storeS(`sbase + ${BKV + j * N}u`, 'acd')}`, '    }');
+  }
+  L.push('    workgroupBarrier();');
+  L.push(`    let cnt = select(0u, min(${BKV}u, t + 1u - kb), t >= kb);`);
+  for (let i = 0; i < BKV / LPR; i++) {
+    L.push(`    { let c = ${i * LPR}u + part; let p = exp2(Ss[srow + c] * P.c2 - lse2); Ps[prow + c] = ${h16(`select(0.0, p * (Ss[srow + ${BKV}u + c] - di), c < cnt)`)}; }`);
+  }
+  L.push('    workgroupBarrier();');
+  for (let kk = 0; kk < BKV / K; kk++) L.push(`    let sm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, PST)};`);
+  for (let dn = 0; dn < D / N; dn++) {
+    for (let kk = 0; kk < BKV / K; kk++) {
+      L.push(`    if (kb + ${kk * K}u <= rmax) { dq${dn} = ${mma}(sm${kk}, ${load('A', 'RT', `${kk * K * KST + dn * N}u`, false, KST)}, dq${dn}); }`);
+    }
+  }
+  L.push('    workgroupBarrier();', '  }');
+  for (let dn = 0; dn < D / N; dn++) L.push(`  ${storeS(`sbase + ${dn * N}u`, `dq${dn}`)}`);
+  L.push('  workgroupBarrier();', '  if (t < P.T) {', `    let ob = ((b * P.T + t) * P.nH + h) * ${D}u + part;`);
+  for (let i = 0; i < D / LPR; i++) L.push(`    DQ[ob + ${i * LPR}u] = P.scale * Ss[srow + ${i * LPR}u + part];`);
+  L.push('  }');
+  return `${header('dq', s, emu)}
+@compute @workgroup_size(${NT})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let nQB = (P.T + ${BQ - 1}u) / ${BQ}u;
+  let q0 = (nQB - 1u - wid.x) * ${BQ}u;
+  let b = wid.y / P.nH;
+  let h = wid.y % P.nH;
+  let g = h / P.G;
+  let sg = lid / ${sgSize}u;
+  let lane = lid % ${sgSize}u;
+  let r = lane / ${LPR}u;
+  let part = lane % ${LPR}u;
+  let t = q0 + sg * ${M}u + r;
+  let rmax = q0 + sg * ${M}u + ${M - 1}u;
+  let kEnd = min(P.T, q0 + ${BQ}u);
+  let sbase = sg * ${M * SST}u;
+  let srow = sbase + r * ${SST}u;
+  let prow = sg * ${M * PST}u + r * ${PST}u;
+${L.join('\n')}
+}
+`;
+}
+
+/** The dk/dv kernel (reads the dq kernel's Di). Bindings: q, k, v, dO, lse, Di, dk, dv, Params. Grid: x = key block, y = b·nKV + KV head. */
+export function f16AttnDkdvCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): string {
+  const emu = !!o.emulate;
+  const { cfg, D, BKV: BQo, sgSize } = s;
+  const { M, N, K } = cfg;
+  const NT = s.sgCount * sgSize;
+  const LPR = sgSize / M;
+  const st = f16AttnBwdStaging('dkdv', s);
+  const { own: BKo, KST, PST, SST } = st;
+  const g: Gen = { L: [], emu, s, NT };
+  const L = g.L;
+  const load = (arr: string, T: 'LT' | 'RT', off: string, colMajor: boolean, stride: number) =>
+    (emu ? `emuLoad${T}_${arr}(${off}, ${stride}u, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, `${stride}u`));
+  const storeS = (off: string, v: string) => (emu ? `emuStore_Ss(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, '&Ss', off, v, `${SST}u`));
+  const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
+  const h16 = (x: string) => (emu ? `rne16(${x})` : `f16(${x})`);
+  const VOFF = BKo * KST;
+  const QOFF = 0;
+  const OOFF = BQo * KST;
+  stage(g, 'k', 'P.nKV', 'g', BKo, 'k0', '0u', KST, '  ');
+  stage(g, 'v', 'P.nKV', 'g', BKo, 'k0', `${VOFF}u`, KST, '  ');
+  L.push('  workgroupBarrier();');
+  for (let kd = 0; kd < D / K; kd++) {
+    L.push(`  let km${kd} = ${load('A', 'LT', `sg * ${M * KST}u + ${kd * K}u`, false, KST)};`);
+    L.push(`  let vm${kd} = ${load('A', 'LT', `${VOFF}u + sg * ${M * KST}u + ${kd * K}u`, false, KST)};`);
+  }
+  for (let dn = 0; dn < D / N; dn++) L.push(`  var dk${dn} = CT();`, `  var dv${dn} = CT();`);
+  L.push('  workgroupBarrier();');
+  L.push('  for (var hh = 0u; hh < P.G; hh++) {', '    let h = g * P.G + hh;');
+  L.push(`    for (var qs = k0; qs < P.T; qs += ${BQo}u) {`);
+  stage(g, 'q', 'P.nH', 'h', BQo, 'qs', `${QOFF}u`, KST, '      ');
+  stage(g, 'dO', 'P.nH', 'h', BQo, 'qs', `${OOFF}u`, KST, '      ');
+  L.push(`      for (var e = lid; e < ${BQo}u; e += ${NT}u) { let tq = qs + e; let ok = tq < P.T; let i = (b * P.nH + h) * P.T + select(0u, tq, ok);`);
+  L.push('        LS[e] = select(0.0, LSE[i] * LOG2E, ok); DS[e] = select(0.0, DI[i], ok); }');
+  L.push('      workgroupBarrier();');
+  for (let j = 0; j < BQo / N; j++) {
+    L.push(`      if (qs + ${j * N + N - 1}u >= kmin) {`, '        var acc = CT();', '        var acd = CT();');
+    for (let kd = 0; kd < D / K; kd++) {
+      L.push(`        acc = ${mma}(km${kd}, ${load('A', 'RT', `${QOFF + j * N * KST + kd * K}u`, true, KST)}, acc);`);
+      L.push(`        acd = ${mma}(vm${kd}, ${load('A', 'RT', `${OOFF + j * N * KST + kd * K}u`, true, KST)}, acd);`);
+    }
+    L.push(`        ${storeS(`sbase + ${j * N}u`, 'acc')}`, `        ${storeS(`sbase + ${BQo + j * N}u`, 'acd')}`, '      }');
+  }
+  L.push('      workgroupBarrier();');
+  for (let i = 0; i < BQo / LPR; i++) {
+    L.push(`      { let c = ${i * LPR}u + part; let tq = qs + c; let vis = tq >= key && tq < P.T;`);
+    L.push(`        let p = select(0.0, exp2(Ss[srow + c] * P.c2 - LS[c]), vis); Pt[prow + c] = ${h16('p')};`);
+    L.push(`        Dt[prow + c] = ${h16(`select(0.0, p * (Ss[srow + ${BQo}u + c] - DS[c]), vis)`)}; }`);
+  }
+  L.push('      workgroupBarrier();');
+  for (let kk = 0; kk < BQo / K; kk++) {
+    L.push(`      let pm${kk} = ${load('Pt', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, PST)};`);
+    L.push(`      let sm${kk} = ${load('Dt', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, PST)};`);
+  }
+  for (let dn = 0; dn < D / N; dn++) {
+    for (let kk = 0; kk < BQo / K; kk++) {
+      L.push(`      if (qs + ${kk * K + K - 1}u >= kmin) {`);
+      L.push(`        dv${dn} = ${mma}(pm${kk}, ${load('A', 'RT', `${OOFF + kk * K * KST + dn * N}u`, false, KST)}, dv${dn});`);
+      L.push(`        dk${dn} = ${mma}(sm${kk}, ${load('A', 'RT', `${QOFF + kk * K * KST + dn * N}u`, false, KST)}, dk${dn});`, '      }');
+    }
+  }
+  L.push('      workgroupBarrier();', '    }', '  }');
+  for (const [acc, out, scale] of [['dk', 'DK', 'P.scale * '], ['dv', 'DV', '']]) {
+    for (let dn = 0; dn < D / N; dn++) L.push(`  ${storeS(`sbase + ${dn * N}u`, `${acc}${dn}`)}`);
+    L.push('  workgroupBarrier();', '  if (key < P.T) {', `    let ob = ((b * P.T + key) * P.nKV + g) * ${D}u + part;`);
+    for (let i = 0; i < D / LPR; i++) L.push(`    ${out}[ob + ${i * LPR}u] = ${scale}Ss[srow + ${i * LPR}u + part];`);
+    L.push('  }', '  workgroupBarrier();');
+  }
+  return `${header('dkdv', s, emu)}
+@compute @workgroup_size(${NT})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let k0 = wid.x * ${BKo}u;
+  let b = wid.y / P.nKV;
+  let g = wid.y % P.nKV;
+  let sg = lid / ${sgSize}u;
+  let lane = lid % ${sgSize}u;
+  let r = lane / ${LPR}u;
+  let part = lane % ${LPR}u;
+  let kmin = k0 + sg * ${M}u; // the subgroup's first key: queries before it see none of its keys
+  let key = kmin + r;
+  let sbase = sg * ${M * SST}u;
+  let srow = sbase + r * ${SST}u;
+  let prow = sg * ${M * PST}u + r * ${PST}u;
+${L.join('\n')}
+}
+`;
+}
