@@ -1,15 +1,17 @@
 /**
- * Device test and benchmark of the f16 flash-attention forward (src/engine/kernels/attention/f16/)
+ * Device test and benchmark of the f16 flash attention, forward and backward (src/engine/kernels/attention/f16/)
  * for the lent GPU, where `shader-f16` and subgroup matrices exist (SwiftShader has neither):
  *
- *  1. enableF16Attention: every candidate spec per head dim (32, 64), checked against the reference;
- *  2. correctness, PASS/FAIL with the max error of o and lse against the float64 reference on
- *     f16-rounded q, k, v: base's shape (B16 T512, 12 heads, head dim 64; the first 2 heads
- *     compared), a GQA case (12 query heads on 4 KV heads) and head dim 32 — for the chosen spec and
- *     every other candidate that passed;
- *  3. timing (GPU timestamps, median) at base's shape: the f16 forward (each passing spec) beside the
- *     fp32 forward and backward of src/engine/kernels/attention, and the per-step estimate for 12
- *     layers (f16 forward + fp32 backward; the issue's target: attention ≤ 5 ms per base step).
+ *  1. enableF16Attention: every candidate spec per head dim (32, 64), forward and backward, checked
+ *     against the reference;
+ *  2. correctness, PASS/FAIL with the max error against the float64 reference on f16-rounded inputs:
+ *     the forward (o, lse) at base's shape (B16 T512, 12 heads, head dim 64; the first 2 heads
+ *     compared), a GQA case (12 query heads on 4 KV heads) and head dim 32, for the chosen spec and
+ *     every other candidate that passed; the backward (dq, dk, dv relative to their largest
+ *     magnitude) at T512 with 4 heads of 64, GQA, and head dim 32;
+ *  3. timing (GPU timestamps, median) at base's shape: the f16 forward (each passing spec) and
+ *     backward beside the fp32 forward and backward of src/engine/kernels/attention, and the per-step
+ *     figure for 12 layers (the issue's target: attention fwd+bwd ≤ 5 ms per base step).
  *
  *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin]
  * Exit status 1 when a correctness case fails or no spec passes for head dim 64.
@@ -22,8 +24,8 @@ import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { attentionBackward, attentionBackwardWorkspaceBytes, attentionForward } from '../src/engine/kernels/attention/attention';
 import {
-  attentionForwardF16, checkAttentionF16, checkF16AttnSpec, enableF16Attention, f16AttentionSpec, f16AttnCandidates, type F16AttnCase, f16AttnLabel,
-  type F16AttnSpec,
+  attentionBackwardF16, attentionForwardF16, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnSpec, enableF16Attention, f16AttentionBackwardSpecs,
+  f16AttentionSpec, type F16AttnBwdSpecs, f16AttnBwdLabel, f16AttnCandidates, type F16AttnCase, f16AttnLabel, type F16AttnSpec,
 } from '../src/engine/kernels/attention/f16/attention-f16';
 import { f16AttnSpecError } from '../src/engine/kernels/attention/f16/code';
 import { f16ConfigsOf } from '../src/engine/kernels/matmul-f16/plan';
@@ -56,11 +58,21 @@ const SHAPES: Shape[] = twin
     { name: 'D32', B: 2, T: 256, nH: 8, nKV: 8, D: 32, heads: 4 },
   ];
 const TWIN_SPEC: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8 };
+// The backward's reference is O(B·nH·T²·D) over every head: smaller shapes than the forward's.
+const BWD_SHAPES: Shape[] = twin
+  ? [{ name: 'bwd GQA (micro)', B: 1, T: 40, nH: 4, nKV: 2, D: 16 }]
+  : [
+    { name: 'bwd T512', B: 2, T: 512, nH: 4, nKV: 4, D: 64 },
+    { name: 'bwd GQA', B: 1, T: 512, nH: 12, nKV: 4, D: 64 },
+    { name: 'bwd D32', B: 2, T: 256, nH: 4, nKV: 4, D: 32 },
+  ];
+const bwdByD = new Map<number, F16AttnBwdSpecs>();
 
 // 1. Verify-before-use.
 let specsByD = new Map<number, F16AttnSpec[]>();
 if (twin) {
   specsByD.set(16, [TWIN_SPEC]);
+  bwdByD.set(16, { dq: TWIN_SPEC, dkdv: TWIN_SPEC });
 } else {
   if (!gpu.features.shaderF16 || !gpu.features.subgroupMatrix) {
     log('FAIL no shader-f16 or no subgroup matrices on this device: the engine keeps fp32 attention (run with --twin to test this script)');
@@ -69,8 +81,13 @@ if (twin) {
   const probe = await enableF16Attention(rt);
   out.probe = probe;
   for (const t of probe.tried) log(`probe ${t.ok ? 'ok  ' : 'FAIL'} ${t.label}${t.failed ? `: ${t.failed}` : ''}`);
-  for (const D of [32, 64]) log(`chosen D${D}: ${probe.chosen[D] ?? 'none (fp32 attention)'}`);
+  for (const D of [32, 64]) log(`chosen D${D}: ${probe.chosen[D] ?? 'none (fp32 attention)'}; ${probe.chosenBackward[D] ?? 'no f16 backward (fp32 backward)'}`);
   if (!f16AttentionSpec(rt, 64)) failures++;
+  if (!f16AttentionBackwardSpecs(rt, 64)) failures++;
+  for (const D of [32, 64]) {
+    const b = f16AttentionBackwardSpecs(rt, D);
+    if (b) bwdByD.set(D, b);
+  }
   // Every candidate that passed (the chosen one first): the others are timed too.
   const lim = rt.device.limits;
   const valid = (s: F16AttnSpec) => !f16AttnSpecError(s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup);
@@ -99,6 +116,14 @@ for (const s of SHAPES) {
     if (!r.ok) failures++;
     log(`${r.ok ? 'PASS' : 'FAIL'} fwd ${s.name} B${s.B} T${s.T} nH${s.nH} nKV${s.nKV} D${s.D} ${f16AttnLabel(spec)}: max err o ${r.maxErrO.toExponential(2)}, lse ${r.maxErrLse.toExponential(2)}${r.error ? ` (${r.error})` : ''}`);
   }
+}
+for (const s of BWD_SHAPES) {
+  const specs = bwdByD.get(s.D);
+  if (!specs) continue;
+  const r = await checkAttentionBackwardF16(rt, specs, s, { emulate: twin });
+  checks.push({ shape: s, spec: f16AttnBwdLabel(specs), ...r });
+  if (!r.ok) failures++;
+  log(`${r.ok ? 'PASS' : 'FAIL'} ${s.name} B${s.B} T${s.T} nH${s.nH} nKV${s.nKV} D${s.D}: relative error dq ${r.relErr.dq.toExponential(2)}, dk ${r.relErr.dk.toExponential(2)}, dv ${r.relErr.dv.toExponential(2)}${r.error ? ` (${r.error})` : ''}`);
 }
 log(`correctness: ${failures} failures`);
 
@@ -133,10 +158,13 @@ async function time(name: string, ds: Dispatch[], flops: number): Promise<number
     const ms = await time(`${s.name} f16 fwd ${f16AttnLabel(spec)}`, attentionForwardF16(rt, { ...shape, spec, emulate: twin }), fwdFlops);
     best = Math.min(best, ms);
   }
+  let f16Bwd = Infinity;
+  const specs = bwdByD.get(D);
+  if (specs) f16Bwd = await time(`${s.name} f16 bwd ${f16AttnBwdLabel(specs)}`, attentionBackwardF16(rt, { ...shape, dO, dq, dk, dv, workspace: ws, specs, emulate: twin }), 2.5 * fwdFlops);
   const L = 12;
-  const perStep = { fp32: L * (fp32Fwd + fp32Bwd), f16FwdFp32Bwd: L * (best + fp32Bwd), targetMs: 5 };
+  const perStep = { fp32: L * (fp32Fwd + fp32Bwd), f16FwdFp32Bwd: L * (best + fp32Bwd), f16: L * (best + f16Bwd), targetMs: 5 };
   out.perStep = perStep;
-  log(`per base step (${L} layers): fp32 attention ${perStep.fp32.toFixed(2)} ms; f16 forward + fp32 backward ${perStep.f16FwdFp32Bwd.toFixed(2)} ms (target ≤ 5 ms${twin ? '; twin: micro shape, not a measurement' : ''})`);
+  log(`per base step (${L} layers): fp32 attention ${perStep.fp32.toFixed(2)} ms; f16 forward + fp32 backward ${perStep.f16FwdFp32Bwd.toFixed(2)} ms; f16 forward + f16 backward ${perStep.f16.toFixed(2)} ms (target ≤ 5 ms${twin ? '; twin: micro shape, not a measurement' : ''})`);
   [q, k, v, dO, o, lse, dq, dk, dv, ws].forEach((b) => rt.mem.free(b));
 }
 
