@@ -29,12 +29,18 @@ const a = parseArgs({ options: {
   host: { type: 'boolean' }, chunk: { type: 'string' }, 'no-tensor-cores': { type: 'boolean' }, 'weight-codes': { type: 'string' },
 } }).values;
 
-/** Kernel kind of a dispatch label: layer prefix and trailing numbers dropped. */
+/**
+ * Kernel kind of a dispatch label: layer prefix and trailing numbers dropped. Standalone f32 → f16
+ * casts (matmul-f16/cast.ts, `…[f32→f16]`) are kinds of their own, `cast <operand>`, the weights'
+ * copies (once per step) as one `cast f16.w`: what fusing casts into producers left is visible.
+ */
 export function kindOf(label: string): string {
+  if (label.endsWith('[f32→f16]')) return label.startsWith('f16.w.') ? 'cast f16.w' : `cast ${label.replace(/^L\d+\./, '').replace(/\[.*\]$/, '')}`;
   return label.replace(/^L\d+\./, '').replace(/\d+/g, '').replace(/\[.*\]$/, '');
 }
 
 export function classOf(kind: string): string {
+  if (kind.startsWith('cast ')) return 'cast';
   if (/quant|dequant|qdq|\.aq|\.gq|\.cq|\.tq|fake|wcodes/.test(kind)) return 'quantization';
   if (/_proj|lm_head|\.dw$|\.dx$|matmul|splitk/.test(kind)) return 'gemm';
   if (/attn/.test(kind)) return 'attention';

@@ -40,8 +40,10 @@ describe('f16 GEMMs in the model plan', () => {
     expect(ops.weightBytes).toBeGreaterThanOrEqual(end);
     expect(ops.weightBytes).toBeLessThan(end + 256);
     expect(bytes('f16.w')).toBe(ops.weightBytes);
-    expect(bytes('f16.a')).toBe(f16Bytes(d.N * Math.max(d.C, d.F)));
-    expect(bytes('f16.x')).toBe(bytes('f16.a'));
+    // f16.a: the widest input, or the backward's dY copies side by side (dgate | dup; dq | dk | dv), 256-byte aligned.
+    expect(ops.slots).toEqual({ dup: f16Bytes(d.N * d.F), dk: f16Bytes(d.N * d.QC), dv: f16Bytes(d.N * d.QC) + f16Bytes(d.N * d.KVC) });
+    expect(bytes('f16.a')).toBe(Math.max(2 * f16Bytes(d.N * d.F), f16Bytes(d.N * d.QC) + 2 * f16Bytes(d.N * d.KVC)));
+    expect(bytes('f16.x')).toBe(f16Bytes(d.N * Math.max(d.C, d.F)));
     expect(bytes('lossScale')).toBe(32);
     expect(bytes('wT')).toBeUndefined();
     // The same run on fp32: no f16 buffers, the transposed-weight scratch back.
@@ -62,6 +64,9 @@ describe('f16 GEMMs in the model plan', () => {
     expect(withF16.memory.workspace).toBeGreaterThan(0);
     const fwd = resolvePlan(PRESETS.micro, 2, 16, { scheme: SCHEME_PRESETS.f16, f16Device: SIMT, training: false });
     expect(fwd.buffers.map((b) => b.key).filter((k) => k.startsWith('f16.')).sort()).toEqual(['f16.a', 'f16.w']);
+    // Forward only: f16.a holds one GEMM input at a time (no backward dY slots).
+    const d = fwd.dims;
+    expect(fwd.buffers.find((b) => b.key === 'f16.a')!.bytes).toBe(f16Bytes(d.N * Math.max(d.C, d.F)));
     expect(fwd.lossScale).toBeNull();
   });
 

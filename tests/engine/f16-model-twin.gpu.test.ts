@@ -2,7 +2,8 @@
  * The model's f16 branch on SwiftShader through its f32 twin (RunPlan.f16Twin: the casts round to f16
  * and store f32, the SIMT f16 GEMM's twin reads them): a micro run under the f16 preset, as if the
  * device had shader-f16, against the fp32 run from the same init and batches — forward, dX and dW of
- * every layer on the f16 path, loss scaling on, losses and norms within f16 rounding of fp32's.
+ * every layer on the f16 path, loss scaling on, losses and norms within f16 rounding of fp32's; and
+ * the step's standalone casts are only the counted ones (producers write the other f16 operands).
  */
 import { describe, expect, it } from 'vitest';
 import { castF32ToF16 } from '../../src/engine/kernels/matmul-f16/cast';
@@ -56,4 +57,25 @@ describe('the model f16 GEMMs (f32 twin)', () => {
       f16.destroy();
     }
   }, 600_000);
+
+  it('casts on the step only what no producer writes in f16: the weights once, and per layer o, dv and the dW GEMMs\' X', async () => {
+    // Two layers: layer 1's norm1 backward hands its dres copy to layer 0's down_proj GEMMs. After the
+    // run above, whose pipelines it reuses (the runtime caches them by code): a build costs little more.
+    const rt = await testRuntime();
+    const opts = { ...defaultTrainOptions('micro', { steps: 10, batch: 2, seq: 16, model: { vocab_size: tok.vocabSize, num_hidden_layers: 2 } }), scheme: SCHEME_PRESETS.f16 };
+    const plan = resolveTrainingPlan(opts, { device: { shaderF16: true, tensorCores: false }, f16Twin: true });
+    const t = await Trainer.create(rt, opts, text, { tokenizer: tok, plan });
+    try {
+      const labels = t.stepDispatches().map((d) => d.label);
+      const casts = labels.filter((l) => l.endsWith('[f32→f16]')).map((l) => l.replace('[f32→f16]', ''));
+      expect(casts.filter((l) => l.startsWith('f16.w.')).length, 'one copy per linear weight').toBe(7 * 2);
+      // The counted casts (model/linear-gemms.ts): the attention output o (fwd) and dv (bwd), whose
+      // kernels write fp32 only, and the saved fp32 X of the dW GEMMs, once per shared input.
+      const counted = (l: number) => ['o_in.f16.a', 'dv.f16.a', 'down.dw.f16.x', 'gate.dw.f16.x', 'o.dw.f16.x', 'q.dw.f16.x'].map((s) => `L${l}.${s}`);
+      expect(casts.filter((l) => !l.startsWith('f16.w.')).sort()).toEqual([...counted(0), ...counted(1)].sort());
+      for (const k of ['rmsnormFwdH', 'swigluFwdH', 'rmsnormBwdDxH', 'swigluBwdH', 'ropeBwdH']) expect(labels.some((l) => l.endsWith(k)), k).toBe(true);
+    } finally {
+      t.destroy();
+    }
+  });
 });

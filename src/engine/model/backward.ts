@@ -9,8 +9,7 @@ import { embeddingBackward } from '../kernels/embedding/embedding';
 import { matmul } from '../kernels/matmul/matmul';
 import { dequantizeRows } from '../kernels/quantize/quantize';
 import { rmsnormBackward } from '../kernels/rmsnorm/rmsnorm';
-import { rope } from '../kernels/rope/rope';
-import { swigluBackward, swigluBackwardQuantized } from '../kernels/swiglu/swiglu';
+import { swigluBackward, swigluBackwardF16, swigluBackwardQuantized } from '../kernels/swiglu/swiglu';
 import { type TensorParallel } from './tp/tp';
 import { dpCodes, scoreCodes } from './attention-scores';
 import { type ModelConfig } from './config';
@@ -95,7 +94,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
   if (!m.cfg.tie_word_embeddings) store(m.lmHead);
   push(matmul(rt, { label: 'lm_head.dx', a: dlogits, b: m.param(m.lmHead), c: dh, M: N, N: C, K: V }));
   push(m.loadSaved(L, 'xFinal'));
-  push(rmsnormBackward(rt, { label: 'normF.bwd', x: m.saved(L, 'xFinal'), w: m.param('model.norm.weight'), rstd: m.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false, dxCodes: m.g.dyCodes(L - 1) }));
+  push(rmsnormBackward(rt, { label: 'normF.bwd', x: m.saved(L, 'xFinal'), w: m.param('model.norm.weight'), rstd: m.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false, dxCodes: m.g.dyCodes(L - 1), dx16: m.g.dyOut(L - 1, 'dres', dres, C) }));
   store('model.norm.weight');
   for (let l = L - 1; l >= 0; l--) {
     const p = (s: string) => m.param(`model.layers.${l}.${s}`);
@@ -119,10 +118,12 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     // which the dW GEMMs in between leave alone (theirs are i8.gt, i8.xt).
     const dup = m.plan.saved[l].up ? dF1 : a('up');
     const gateUpCodes = m.g.gateUpCodes(l);
-    if (m.plan.saved[l].up) push(swigluBackwardBlocks(m, l, lab('swiglu.bwd'), gateUpCodes));
+    // Where gate/up's GEMMs run f16, it also writes the f16 copies of dgate and dup they read (gateUpF16).
+    const gateUp16 = m.g.gateUpF16(l, a('gate'), dup);
+    if (m.plan.saved[l].up) push(swigluBackwardBlocks(m, l, lab('swiglu.bwd'), gateUpCodes, gateUp16));
     else {
       const o = { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } };
-      push(gateUpCodes ? swigluBackwardQuantized(rt, { ...o, ...gateUpCodes }) : swigluBackward(rt, o));
+      push(gateUpCodes ? [swigluBackwardQuantized(rt, { ...o, ...gateUpCodes })] : gateUp16 ? swigluBackwardF16(rt, { ...o, ...gateUp16 }) : [swigluBackward(rt, o)]);
     }
     load('h2'); // live copy in dh
     dW(l, lab('gate.dw'), a('gate'), F, a('h2'), C, 'mlp.gate_proj.weight', 'dq');
@@ -141,7 +142,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     loraDx(l, lab('gate.dx'), 'mlp.gate_proj.weight', dh);
     loraDx(l, lab('up.dx'), 'mlp.up_proj.weight', dh);
     load('xMid'); // live copy in dq (free until the attention backward)
-    push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: m.g.dyCodes(l) }));
+    push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: m.g.dyCodes(l), dx16: m.g.dyOut(l, 'dres', dres, C) }));
     storeL('post_attention_layernorm.weight');
     // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
     load('o');
@@ -166,8 +167,10 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
       push(attentionBackward(rt, attn));
     }
     // Undo RoPE on dq, dk (qRaw/kRaw are free during backward and hold the results).
-    push(rope(rt, { label: lab('rope_q.bwd'), x: m.b('dq'), y: m.b('qRaw'), table: m.b('rope'), B, T, nHeads: nH, D, inverse: true }));
-    push(rope(rt, { label: lab('rope_k.bwd'), x: m.b('dk'), y: m.b('kRaw'), table: m.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
+    // Where q/k/v's GEMMs run f16, the rotations write dq's and dk's f16 copies too, and dv is cast (counted).
+    push(m.g.ropeBackward(l, 'dq', { label: lab('rope_q.bwd'), x: m.b('dq'), y: m.b('qRaw'), table: m.b('rope'), B, T, nHeads: nH, D, inverse: true }));
+    push(m.g.ropeBackward(l, 'dk', { label: lab('rope_k.bwd'), x: m.b('dk'), y: m.b('kRaw'), table: m.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
+    push(m.g.dvCast(l, lab('dv'), m.b('dv')));
     load('h1'); // live copy in dh (dO is consumed)
     dW(l, lab('q.dw'), m.b('qRaw'), QC, a('h1'), C, 'self_attn.q_proj.weight', 'dF1');
     dW(l, lab('k.dw'), m.b('kRaw'), KVC, a('h1'), C, 'self_attn.k_proj.weight', 'dF1', true);
@@ -187,7 +190,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     loraDx(l, lab('k.dx'), 'self_attn.k_proj.weight', dh);
     loraDx(l, lab('v.dx'), 'self_attn.v_proj.weight', dh);
     load('xIn'); // live copy in qRaw (consumed by q.dx above)
-    push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: l > 0 ? m.g.dyCodes(l - 1) : undefined }));
+    push(rmsnormBackward(rt, { label: lab('norm1.bwd'), x: a('xIn'), w: p('input_layernorm.weight'), rstd: a('rstd1'), dy: dh, dx: dres, dw: gr('input_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: l > 0 ? m.g.dyCodes(l - 1) : undefined, dx16: m.g.dyOut(l - 1, 'dres', dres, C) }));
     storeL('input_layernorm.weight');
   }
   if (!frozen) push(embeddingBackward(rt, { label: 'embed.bwd', ids: m.b('ids'), dout: dres, dW: gp('model.embed_tokens.weight'), workspace: m.b('embedWs'), dims: { N, V, C }, accumulate: m.cfg.tie_word_embeddings }));
@@ -200,7 +203,8 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
  * over the gate rows and dup over the dact rows. Afterwards gate's live copy holds dgate and dF1
  * holds dup. Same arithmetic per element as dequantizing up whole.
  */
-function swigluBackwardBlocks(m: BackwardModel, l: number, label: string, codes?: { codes: GPUBuffer; scales: GPUBuffer }): Dispatch[] {
+function swigluBackwardBlocks(m: BackwardModel, l: number, label: string, codes?: { codes: GPUBuffer; scales: GPUBuffer },
+  f16?: ReturnType<LinearGemms['gateUpF16']>): Dispatch[] {
   const { N, F } = m.dims;
   const st = quantizedUp(m.plan.saved[l].up!);
   const rows = m.plan.swigluRows;
@@ -214,7 +218,8 @@ function swigluBackwardBlocks(m: BackwardModel, l: number, label: string, codes?
     const gate = at(liveKey('gate'));
     const dact = at('dF1');
     const o = { label: lab, gate, up: block, dh: dact, dgate: gate, dup: dact, dims: { N: rows, F } };
-    out.push(codes ? swigluBackwardQuantized(m.rt, { ...o, ...codes, row0: r0 }) : swigluBackward(m.rt, o));
+    if (codes) out.push(swigluBackwardQuantized(m.rt, { ...o, ...codes, row0: r0 }));
+    else out.push(...(f16 ? swigluBackwardF16(m.rt, { ...o, ...f16, row0: r0 }) : [swigluBackward(m.rt, o)]));
   }
   return out;
 }

@@ -2,7 +2,8 @@
  * The f16 operand copies of a model whose linear GEMMs run f16 (plan.f16 with an f16 path): the
  * linear weights' f16 copy `f16.w` (made from the fp32 master weights at the start of each forward,
  * so after every optimizer step, at init and after a checkpoint load alike), and two activation
- * scratches, `f16.a` (X of a forward GEMM, dY of a dX or dW GEMM) and `f16.x` (X of a dW GEMM).
+ * scratches, `f16.a` (X of a forward GEMM, dY of a dX or dW GEMM: written by their producers, side by
+ * side where several live at once, `slots`) and `f16.x` (X of a dW GEMM).
  * Each weight's slot starts at a 256-byte boundary (a storage binding's offset alignment); the fp32
  * layout's 64-float alignment is only 128 bytes in f16.
  */
@@ -15,8 +16,15 @@ export interface F16Operands {
   /** Per linear weight name: its f16 copy's byte offset in `f16.w` and its element count. */
   weights: Map<string, { offset: number; n: number }>;
   weightBytes: number;
-  /** Bytes of `f16.a` (and of `f16.x` when `dw`). */
+  /** Bytes of `f16.a`: N × the widest layer input, or the backward's dY slots side by side where wider. */
   actBytes: number;
+  /** Bytes of `f16.x` (when `dw`): N × the widest layer input. */
+  xBytes: number;
+  /**
+   * Byte offsets in `f16.a` of the backward's dY copies that live at once (dgate and dup for the MLP's
+   * four GEMMs, dq, dk, dv for q/k/v's six); every other copy starts at 0.
+   */
+  slots: { dup: number; dk: number; dv: number };
   /** Some dW GEMM runs f16 (it needs `f16.x`). */
   dw: boolean;
 }
@@ -28,7 +36,7 @@ export const runsF16 = (p: F16GemmPath | null | undefined): boolean => !!p && p 
  * The f16 copies a plan's f16 GEMMs need, or null where none runs f16. `twin`: the f32 twin's copies
  * (f32 storage holding f16 values: RunPlan.f16Twin), 4 bytes an element.
  */
-export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout: ParamLayout, d: ModelDims, twin = false): F16Operands | null {
+export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout: ParamLayout, d: ModelDims, twin = false, training = true): F16Operands | null {
   const bytes = (n: number) => f16OperandBytes(n, twin);
   if (!layers?.some((p) => runsF16(p.forward) || runsF16(p.dx) || runsF16(p.dw))) return null;
   const weights = new Map<string, { offset: number; n: number }>();
@@ -41,5 +49,10 @@ export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout
       at += Math.ceil(bytes(v.size) / 256) * 256;
     }
   }
-  return { weights, weightBytes: Math.max(at, 4), actBytes: bytes(d.N * Math.max(d.C, d.F, d.QC, d.KVC)), dw: layers.some((p) => runsF16(p.dw)) };
+  const widest = bytes(d.N * Math.max(d.C, d.F, d.QC, d.KVC));
+  const al = (b: number) => Math.ceil(b / 256) * 256; // a storage binding's offset alignment
+  const slots = { dup: al(bytes(d.N * d.F)), dk: al(bytes(d.N * d.QC)), dv: al(bytes(d.N * d.QC)) + al(bytes(d.N * d.KVC)) };
+  const backward = training && layers.some((p) => runsF16(p.dx) || runsF16(p.dw));
+  const actBytes = backward ? Math.max(widest, slots.dup + bytes(d.N * d.F), slots.dv + bytes(d.N * d.KVC)) : widest;
+  return { weights, weightBytes: Math.max(at, 4), actBytes, xBytes: widest, slots, dw: layers.some((p) => runsF16(p.dw)) };
 }

@@ -7,12 +7,14 @@
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { copy } from '../kernels/elementwise/elementwise';
 import { castF32ToF16, f16OperandBytes } from '../kernels/matmul-f16/cast';
+import { ropeF16, type RopeArgs } from '../kernels/rope/rope';
 import { buildMatmulF16, f16PathFor } from '../kernels/matmul-f16/matmul-f16';
 import { matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul/matmul';
 import { qdq } from '../kernels/qdq/qdq';
-import { rmsnormForward, rmsnormForwardQuantized } from '../kernels/rmsnorm/rmsnorm';
+import { type F16Out, rmsnormForward, rmsnormForwardF16, rmsnormForwardQuantized } from '../kernels/rmsnorm/rmsnorm';
 import { transposeMatrix } from '../kernels/slice/slice';
-import { swigluForward, swigluForwardQuantized } from '../kernels/swiglu/swiglu';
+import { rope } from '../kernels/rope/rope';
+import { swigluForward, swigluForwardF16, swigluForwardQuantized } from '../kernels/swiglu/swiglu';
 import { isFp32, type QuantSpec } from '../scheme/scheme';
 import { type GemmInputSaved, type GemmPath, PRODUCER_CODED, producerDyCodes } from './compute-plan';
 import { computePaths, type GemmWeight, Int8Gemms, type LayerPaths } from './int8-gemms';
@@ -32,6 +34,12 @@ export class LinearGemms {
   private readonly wcodes: WeightCodes | null;
   /** The f16 GEMMs' operand copies (null: no GEMM runs f16). */
   private readonly f16: F16Operands | null;
+  /**
+   * The f16 copies `f16.a` holds at this point of the build (build order is run order), by the fp32
+   * buffer each copies: written by the buffer's producer (RMSNorm, SwiGLU, RoPE) or, where none can,
+   * by a counted cast; a write over a slot drops the copies it overlaps.
+   */
+  private readonly held = new Map<GPUBuffer, { offset: number; size: number }>();
   /** The kernel each f16 GEMM runs, by label (computePaths reports them). */
   private readonly f16Paths = new Map<string, GemmPath>();
   /** QLoRA's quantized frozen base (plan.qlora): its linears' forward and dX GEMMs, else null. */
@@ -51,7 +59,7 @@ export class LinearGemms {
       : null;
     this.wcodes = plan.wcodes ? new WeightCodes(rt, plan.wcodes, b) : null;
     // QLoRA's block linears have no f16 copy (f16Weight dequantizes each before its GEMM).
-    this.f16 = f16Operands(plan.f16?.layers, plan.qlora?.dense ?? plan.layout, plan.dims, plan.f16Twin);
+    this.f16 = f16Operands(plan.f16?.layers, plan.qlora?.dense ?? plan.layout, plan.dims, plan.f16Twin, plan.training);
     this.qbase = plan.qlora ? new QloraBase(rt, plan.qlora, b, !!plan.f16Twin) : null;
   }
 
@@ -94,10 +102,69 @@ export class LinearGemms {
     return f16OperandBytes(n, !!this.plan.f16Twin);
   }
 
-  /** x [n] cast into the f16 scratch `key` (a standalone pass until the producers write f16). */
-  private castTo(key: 'f16.a' | 'f16.x', label: string, x: Binding, n: number): { d: Dispatch; out: Binding } {
-    const out = { buffer: this.b(key), offset: 0, size: this.opBytes(n) };
+  /**
+   * x [n] cast into the f16 scratch `key` at 0: a standalone pass, for the operands no producer writes
+   * in f16 (the counted ones: f16-producers.gpu.test.ts), and the weights' copies once per step.
+   */
+  private castTo(key: 'f16.a' | 'f16.x', label: string, x: GPUBuffer, n: number): { d: Dispatch; out: Binding } {
+    const out = key === 'f16.a' ? this.hold(x, 0, n) : { buffer: this.b(key), offset: 0, size: this.opBytes(n) };
     return { d: castF32ToF16(this.rt, { label: `${label}.${key}`, x, out, n, elem: this.elem }), out };
+  }
+
+  /** Records that f16.a from byte `offset` will hold src's n values as f16 (dropping the copies that slot overlaps); the slot's binding. */
+  private hold(src: GPUBuffer, offset: number, n: number): Binding {
+    const size = this.opBytes(n);
+    for (const [k, v] of this.held) if (k === src || (v.offset < offset + size && offset < v.offset + v.size)) this.held.delete(k);
+    this.held.set(src, { offset, size });
+    return { buffer: this.b('f16.a'), offset, size };
+  }
+
+  /** The f16 copy of x's first n values that f16.a holds now, else undefined. */
+  private heldCopy(x: Binding, n: number): Binding | undefined {
+    const h = this.held.get(x as GPUBuffer);
+    return h && h.size >= this.opBytes(n) ? { buffer: this.b('f16.a'), offset: h.offset, size: this.opBytes(n) } : undefined;
+  }
+
+  /** dY [n]'s f16 copy: its producer's where it wrote one (dyOut), else cast into f16.a (counted). */
+  private dyCopy(label: string, dy: GPUBuffer, n: number): { d: Dispatch[]; out: Binding } {
+    const held = this.heldCopy(dy, n);
+    if (held) return { d: [], out: held };
+    const { d, out } = this.castTo('f16.a', label, dy, n);
+    return { d: [d], out };
+  }
+
+  /**
+   * Where the producer of `dst` ([N, width], a dY of layer l's dX and dW GEMMs) writes dst's f16 copy:
+   * `site`'s slot of f16.a (F16Operands.slots), or undefined where neither GEMM runs f16 (dst's old
+   * copy, if any, is dropped: the producer is about to change dst).
+   */
+  dyOut(l: number, site: 'dres' | 'dgate' | 'dup' | 'dq' | 'dk' | 'dv', dst: GPUBuffer, width: number): F16Out | undefined {
+    this.held.delete(dst);
+    if (!this.f16 || !(this.runsF16(l, 'dx') || this.runsF16(l, 'dw'))) return undefined;
+    const at = { dres: 0, dgate: 0, dup: this.f16.slots.dup, dq: 0, dk: this.f16.slots.dk, dv: this.f16.slots.dv }[site];
+    return { out: this.hold(dst, at, this.plan.dims.N * width), elem: this.elem };
+  }
+
+  /** The f16 copies of layer l's [dgate, dup] that the SwiGLU backward writes (swigluBackwardF16), or undefined where no f16 GEMM reads them. */
+  gateUpF16(l: number, dgate: GPUBuffer, dup: GPUBuffer): { dgate16: F16Out; dup16: F16Out } | undefined {
+    const g = this.dyOut(l, 'dgate', dgate, this.plan.dims.F);
+    const u = this.dyOut(l, 'dup', dup, this.plan.dims.F);
+    return g && u ? { dgate16: g, dup16: u } : undefined;
+  }
+
+  /** The backward's RoPE (dq or dk un-rotated into `a.y`), writing y's f16 copy too where layer l's q/k GEMMs run f16. */
+  ropeBackward(l: number, site: 'dq' | 'dk', a: RopeArgs): Dispatch[] {
+    const y16 = this.dyOut(l, site, a.y as GPUBuffer, a.nHeads * a.D);
+    return y16 ? ropeF16(this.rt, { ...a, y16 }) : [rope(this.rt, a)];
+  }
+
+  /**
+   * dv's f16 copy for v_proj's dX and dW GEMMs: a cast (counted), as the attention backward
+   * (kernels/attention) writes fp32 only; nothing where neither GEMM runs f16.
+   */
+  dvCast(l: number, label: string, dv: GPUBuffer): Dispatch[] {
+    const out = this.dyOut(l, 'dv', dv, this.plan.dims.KVC);
+    return out ? [castF32ToF16(this.rt, { label: `${label}.f16.a`, x: dv, out: out.out, n: this.plan.dims.N * this.plan.dims.KVC, elem: this.elem })] : [];
   }
 
   /** One f16 GEMM (its path recorded under `label`). */
@@ -198,8 +265,9 @@ export class LinearGemms {
    */
   gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void, producerCodes = false, key?: GemmInputSaved): Binding {
     if (this.runsF16(l, 'forward')) {
-      // Cast once for every GEMM that reads x (q/k/v, gate/up): linear() reads f16.a.
-      push(this.castTo('f16.a', label, x, this.plan.dims.N * width).d);
+      // x's f16 copy for every GEMM that reads it (q/k/v, gate/up): its producer's (inputNorm,
+      // inputSwiglu), else a cast here (counted: the attention output o, whose kernel writes fp32 only).
+      if (!this.heldCopy(x, this.plan.dims.N * width)) push(this.castTo('f16.a', label, x, this.plan.dims.N * width).d);
       return x;
     }
     if (this.plan.layers[l].compute.forward === 'int8') {
@@ -219,12 +287,19 @@ export class LinearGemms {
 
   /** An RMSNorm whose output (saved as `key`) feeds layer l's forward GEMMs: with an INT8 forward it also writes y's codes (gemmInput's producerCodes). */
   inputNorm(l: number, key: 'h1' | 'h2', o: Parameters<typeof rmsnormForward>[1]): Dispatch[] {
+    if (this.runsF16(l, 'forward')) return rmsnormForwardF16(this.rt, { ...o, y16: this.xOut(o.y as GPUBuffer, o.dims.N * o.dims.C) });
     if (this.plan.layers[l].compute.forward !== 'int8') return [rmsnormForward(this.rt, o)];
     return rmsnormForwardQuantized(this.rt, { ...o, ...this.producerCodes(l, key) });
   }
 
+  /** Where a producer writes its output x's f16 copy for layer l's f16 forward GEMMs (f16.a from 0). */
+  private xOut(x: GPUBuffer, n: number): F16Out {
+    return { out: this.hold(x, 0, n), elem: this.elem };
+  }
+
   /** The SwiGLU whose output feeds down_proj: with an INT8 forward it also writes h's codes. */
   inputSwiglu(l: number, o: Parameters<typeof swigluForward>[1]): Dispatch[] {
+    if (this.runsF16(l, 'forward')) return swigluForwardF16(this.rt, { ...o, h16: this.xOut(o.h as GPUBuffer, o.dims.N * o.dims.F) });
     if (this.plan.layers[l].compute.forward !== 'int8') return [swigluForward(this.rt, o)];
     return swigluForwardQuantized(this.rt, { ...o, ...this.producerCodes(l, 'act') });
   }
@@ -239,8 +314,9 @@ export class LinearGemms {
    */
   linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false, key?: GemmInputSaved): Dispatch[] {
     if (this.runsF16(l, 'forward')) {
-      // NT: W [out, in] as stored, read column-major; X's f16 copy is gemmInput's.
-      const a = { buffer: this.b('f16.a'), offset: 0, size: this.opBytes(M * K) };
+      // NT: W [out, in] as stored, read column-major; X's f16 copy is its producer's or gemmInput's.
+      const a = this.heldCopy(x, M * K);
+      if (!a) throw new Error(`internal: ${label}: no f16 copy of X (gemmInput makes one)`);
       const { pre, w } = this.f16Weight(`model.layers.${l}.${name}`);
       return [...pre, ...this.f16Gemm(label, { label, a, b: w, c: out, M, N, K, transB: true, accumulate })];
     }
@@ -293,10 +369,10 @@ export class LinearGemms {
   dxGemm(l: number, label: string, dy: GPUBuffer, name: string, out: GPUBuffer, M: number, N: number, K: number, accumulate = false, producerCodes = false): Dispatch[] {
     const c = this.plan.layers[l].compute;
     if (this.runsF16(l, 'dx')) {
-      // NN: dY [M, K] cast to f16, W [K, N] = [out, in] as stored.
-      const { d, out: dy16 } = this.castTo('f16.a', label, dy, M * K);
+      // NN: dY [M, K] in f16 (its producer's copy where it wrote one), W [K, N] = [out, in] as stored.
+      const { d, out: dy16 } = this.dyCopy(label, dy, M * K);
       const { pre, w } = this.f16Weight(`model.layers.${l}.${name}`);
-      return [d, ...pre, ...this.f16Gemm(label, { label, a: dy16, b: w, c: out, M, N, K, accumulate })];
+      return [...d, ...pre, ...this.f16Gemm(label, { label, a: dy16, b: w, c: out, M, N, K, accumulate })];
     }
     if (this.qbase) return this.qbase.dx(label, `model.layers.${l}.${name}`, dy, out, M, N, K, accumulate);
     if (c.dx === 'int8') {
@@ -315,12 +391,13 @@ export class LinearGemms {
     push: (d: Dispatch | Dispatch[]) => void, xShared = false): void {
     const cp = this.plan.layers[l].compute;
     if (this.runsF16(l, 'dw')) {
-      // TN: dW [outW, inW] = dYᵀ·X over the step's tokens, both cast to f16; split-K partials in `scratch` as the fp32 GEMM's.
+      // TN: dW [outW, inW] = dYᵀ·X over the step's tokens in f16; split-K partials in `scratch` as the fp32 GEMM's.
       const K = this.plan.dims.N;
-      const dy16 = this.castTo('f16.a', label, dy, K * outW);
-      const x16 = this.castTo('f16.x', label, x, K * inW);
+      const dy16 = this.dyCopy(label, dy, K * outW);
+      // X is a saved fp32 activation: cast here (counted), once for the dW GEMMs that share it (xShared: q/k/v, gate/up).
+      const x16 = xShared ? { d: [], out: { buffer: this.b('f16.x'), offset: 0, size: this.opBytes(K * inW) } } : (({ d, out }) => ({ d: [d], out }))(this.castTo('f16.x', label, x, K * inW));
       const ws = this.dwWorkspace(scratch);
-      push([dy16.d, x16.d, ...this.f16Gemm(label, { label, a: dy16.out, b: x16.out, c, M: outW, N: inW, K, transA: true, workspace: ws })]);
+      push([...dy16.d, ...x16.d, ...this.f16Gemm(label, { label, a: dy16.out, b: x16.out, c, M: outW, N: inW, K, transA: true, workspace: ws })]);
       return;
     }
     if (cp.dw === 'fp32') {

@@ -370,11 +370,11 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   ws('kRaw', d.N * d.KVC * f);
   // f16 GEMMs' operands: the weights' f16 copy and the cast activations (model/f16-operands.ts).
   // QLoRA's block linears have no f16 copy: each is dequantized to f16 into qlora.w before its GEMM.
-  const f16 = f16Operands(p.f16?.layers, p.qlora?.dense ?? layout, d, p.f16Twin);
+  const f16 = f16Operands(p.f16?.layers, p.qlora?.dense ?? layout, d, p.f16Twin, training);
   if (f16) {
     if (!p.qlora) ws('f16.w', f16.weightBytes);
     ws('f16.a', f16.actBytes);
-    if (f16.dw && training) ws('f16.x', f16.actBytes);
+    if (f16.dw && training) ws('f16.x', f16.xBytes);
   }
   // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()); INT8 and f16 forwards read W's codes or f16 copy.
   const fp32Forward = !p.qlora && p.layers.some((l, i) => l.compute.forward === 'fp32' && !runsF16(p.f16?.layers[i]?.forward));

@@ -4,8 +4,8 @@
  * shader-f16 and runs (and is tested) on SwiftShader. WGSL leaves pack2x16float of a value outside
  * f16's range indeterminate, so overflow is decided here as IEEE round-to-nearest does it: |x| ≥ 65520
  * becomes ±Inf (the loss scaler must see it), NaN stays NaN. A standalone pass over the tensor: the
- * weights' copies are made once per step after the optimizer; the activations' and dY's casts are
- * the thing to fuse into their producers next (RMSNorm, SwiGLU, the attention output, the backward).
+ * weights' copies once per step after the optimizer, and the few operands no producer writes in f16
+ * (model/linear-gemms.ts counts them); RMSNorm, SwiGLU and RoPE write theirs through f16OutWgsl.
  */
 import { type Binding, type Dispatch, type Runtime, Uniforms } from '../../gpu/runtime';
 import { grid2d, requireBytes } from '../launch';
@@ -23,6 +23,26 @@ fn half(v: f32) -> u32 {
   return pack2x16float(vec2<f32>(clamp(v, -65504.0, 65504.0), 0.0)) & 0xffffu;
 }
 `;
+
+/**
+ * WGSL of a producer's f16 output `name` at @binding(binding) (the module also needs F16_HALF_WGSL):
+ * `name_store4(i, v)` writes elements 4i..4i+3 (width 4), `name_store2(i, a, b)` elements 2i, 2i+1
+ * (width 2). Packed pairs in u32 words (castF32ToF16's layout), or in the twin (elem 'f32') each value
+ * as the f32 its f16 rounds to (castF32ToF16's twin): the same bits as casting the producer's f32 output.
+ */
+export function f16OutWgsl(name: string, binding: number, width: 2 | 4, elem: 'f16' | 'f32'): string {
+  const r = (v: string) => `unpack2x16float(half(${v})).x`;
+  const w = (a: string, b: string) => `half(${a}) | (half(${b}) << 16u)`;
+  const decl = (t: string) => `@group(0) @binding(${binding}) var<storage, read_write> ${name}: array<${t}>;`;
+  if (width === 4) {
+    return elem === 'f32'
+      ? `${decl('vec4<f32>')}\nfn ${name}_store4(i: u32, v: vec4<f32>) { ${name}[i] = vec4<f32>(${r('v.x')}, ${r('v.y')}, ${r('v.z')}, ${r('v.w')}); }\n`
+      : `${decl('vec2<u32>')}\nfn ${name}_store4(i: u32, v: vec4<f32>) { ${name}[i] = vec2<u32>(${w('v.x', 'v.y')}, ${w('v.z', 'v.w')}); }\n`;
+  }
+  return elem === 'f32'
+    ? `${decl('vec2<f32>')}\nfn ${name}_store2(i: u32, a: f32, b: f32) { ${name}[i] = vec2<f32>(${r('a')}, ${r('b')}); }\n`
+    : `${decl('u32')}\nfn ${name}_store2(i: u32, a: f32, b: f32) { ${name}[i] = ${w('a', 'b')}; }\n`;
+}
 
 const CODE = /* wgsl */ `
 struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }

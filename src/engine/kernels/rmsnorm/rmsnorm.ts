@@ -10,6 +10,7 @@ import body from './rmsnorm.wgsl?raw';
 import wgSum from '../../../../shaders/wg-sum.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
 import { grid2d, requireBytes, rowWorkgroupSize, vec4Elementwise } from '../launch';
+import { castF32ToF16, F16_HALF_WGSL, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
 import { buildQuantize } from '../quantize/quantize';
 import { wgslPreamble, wgslSection } from '../wgsl';
 
@@ -18,6 +19,14 @@ const rowsScalar = `${shared}\n${wgslSection(body, 'elem_f32')}\n${wgslSection(b
 const rowsVec4 = `${shared}\n${wgslSection(body, 'elem_vec4')}\n${wgslSection(body, 'rows')}`;
 const dwSrc = `${shared}\n${wgslSection(body, 'dw')}`;
 const rowsQuant = `${codecSrc}\n${shared}\n${wgslSection(body, 'elem_vec4')}\n${wgslSection(body, 'rows_q')}`;
+/** vec4 rows whose forward and backward dx also write their output's f16 copy (packed, or the twin's f32: elem). */
+const rowsF16 = (elem: 'f16' | 'f32') => `${rowsVec4}\n${F16_HALF_WGSL}\n${f16OutWgsl('h_y', 5, 4, elem)}\n${f16OutWgsl('h_dx', 6, 4, elem)}\n${wgslSection(body, 'rows_h')}`;
+
+/** Where a kernel also writes its output's f16 copy: `out` holds n f16 (f16OperandBytes), f32 storage in the twin (elem 'f32'). */
+export interface F16Out {
+  out: Binding;
+  elem: 'f16' | 'f32';
+}
 
 /**
  * The row kernels' shader and workgroup size: vec4 elements when C and every binding's offset allow
@@ -104,6 +113,30 @@ export function rmsnormForwardQuantized(rt: Runtime, o: {
 }
 
 /**
+ * The forward, also writing y's f16 copy into `y16` (the X operand of f16 GEMMs; the cast's rounding,
+ * matmul-f16/cast.ts) from the values it has in registers. One dispatch where C and the bindings
+ * allow vec4 access; else the plain forward and the standalone cast.
+ */
+export function rmsnormForwardF16(rt: Runtime, o: { label: string; x: Binding; w: Binding; y: Binding; rstd: Binding; dims: RmsNormDims; y16: F16Out; fused?: boolean }): Dispatch[] {
+  const d = o.dims;
+  const n = d.N * d.C;
+  if (!((o.fused ?? true) && vec4Elementwise(d.C, [o.x, o.w, o.y, o.y16.out]))) {
+    return [rmsnormForward(rt, o), castF32ToF16(rt, { label: o.label, x: o.y, out: o.y16.out, n, elem: o.y16.elem })];
+  }
+  check(o.label, d);
+  requireBytes(o.label, 'x', o.x, n * 4);
+  requireBytes(o.label, 'y', o.y, n * 4);
+  requireBytes(o.label, 'w', o.w, d.C * 4);
+  requireBytes(o.label, 'rstd', o.rstd, d.N * 4);
+  requireBytes(o.label, 'y16', o.y16.out, f16OperandBytes(n, o.y16.elem === 'f32'));
+  const u = rt.uniform(`${o.label}.rmsnormFwdH`, params(d, false));
+  return [rt.kernel({
+    label: `${o.label}.rmsnormFwdH`, code: rowsF16(o.y16.elem), entryPoint: 'rmsnorm_fwd_h', constants: { WG: rowWorkgroupSize(Math.ceil(d.C / 16)) },
+    bindings: [o.x, o.w, u, o.y, o.rstd, o.y16.out], workgroups: grid2d(rt, d.N),
+  })];
+}
+
+/**
  * dx (= or += when `accumulate`, for the residual stream) and dw (= or += when `accumulateDw`, for
  * gradient accumulation across micro-batches). Three dispatches: dx rows, dw partials, dw final.
  */
@@ -112,9 +145,13 @@ export function rmsnormBackward(rt: Runtime, o: {
   dims: RmsNormDims; accumulate?: boolean; accumulateDw?: boolean; vectorize?: boolean;
   /** Also write dx's INT8 codes per row (codes [N, C/4] u32, scales [N]; in the dx kernel where vec4 access applies). */
   dxCodes?: { codes: GPUBuffer; scales: GPUBuffer };
+  /** Also write dx's f16 copy (the dY operand of f16 GEMMs; in the dx kernel where vec4 access applies, else a cast after it). */
+  dx16?: F16Out;
 }): Dispatch[] {
   const d = o.dims;
   check(o.label, d);
+  if (o.dxCodes && o.dx16) throw new Error(`${o.label}: dx's INT8 codes and its f16 copy are for different GEMMs; ask for one`);
+  if (o.dx16) requireBytes(o.label, 'dx16', o.dx16.out, f16OperandBytes(d.N * d.C, o.dx16.elem === 'f32'));
   for (const [k, b] of [['x', o.x], ['dy', o.dy], ['dx', o.dx]] as const) requireBytes(o.label, k, b, d.N * d.C * 4);
   requireBytes(o.label, 'w', o.w, d.C * 4);
   requireBytes(o.label, 'dw', o.dw, d.C * 4);
@@ -132,7 +169,14 @@ export function rmsnormBackward(rt: Runtime, o: {
     requireBytes(o.label, 'scales', q.scales, d.N * 4);
   }
   const fused = q && rows.code === rowsVec4;
-  const dx: Dispatch[] = fused
+  const h = o.dx16;
+  const fusedH = h && rows.code === rowsVec4 && vec4Elementwise(d.C, [h.out]);
+  const dx: Dispatch[] = fusedH
+    ? [rt.kernel({
+      label: `${o.label}.rmsnormBwdDxH`, code: rowsF16(h.elem), entryPoint: 'rmsnorm_bwd_dx_h', constants: { WG: rows.WG },
+      bindings: [o.x, o.w, uDx, o.dy, o.rstd, o.dx, h.out], workgroups: grid2d(rt, d.N),
+    })]
+    : fused
     ? [rt.kernel({
       label: `${o.label}.rmsnormBwdDxQ`, code: rowsQuant, entryPoint: 'rmsnorm_bwd_dx_q', constants: { WG: rows.WG },
       bindings: [o.x, o.w, uDx, o.dy, o.rstd, o.dx, q.codes, q.scales], workgroups: grid2d(rt, d.N),
@@ -144,6 +188,7 @@ export function rmsnormBackward(rt: Runtime, o: {
   if (q && !fused) {
     dx.push(...buildQuantize(rt, { format: 'int8', granularity: { kind: 'row', rowLength: d.C }, n: d.N * d.C }, o.dx, { words: q.codes, scales: q.scales }).dispatches);
   }
+  if (h && !fusedH) dx.push(castF32ToF16(rt, { label: o.label, x: o.dx, out: h.out, n: d.N * d.C, elem: h.elem }));
   return [
     ...dx,
     rt.kernel({

@@ -192,3 +192,44 @@ fn rmsnorm_bwd_dx_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
   for (var c = lid; c < cv; c += WG) { qb_codes[base + c] = int8_word(qb_dx[base + c], s, inv); }
   if (lid == 0u) { qb_scales[row] = s; }
 }
+
+//--- rows_h
+// The forward and the backward dx of `rows` (appended to it, vec4 elements) that also write their
+// output's f16 copy, the operand of the f16 GEMM that reads it next: h_y, h_dx (and half) come from
+// matmul-f16/cast.ts (f16OutWgsl: packed pairs, or the twin's f32), rounded as the cast rounds.
+@compute @workgroup_size(WG)
+fn rmsnorm_fwd_h(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                 @builtin(num_workgroups) nwg: vec3<u32>) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.N) { return; }
+  let cv = p.C / VW;
+  let base = row * cv;
+  var acc = 0.0;
+  for (var c = lid; c < cv; c += WG) { let v = f_x[base + c]; acc += hsum(v * v); }
+  let r = inverseSqrt(wg_sum(acc, lid) / f32(p.C) + p.eps);
+  for (var c = lid; c < cv; c += WG) {
+    let y = f_w[c] * (f_x[base + c] * r);
+    f_y[base + c] = y;
+    h_y_store4(base + c, y);
+  }
+  if (lid == 0u) { f_rstd[row] = r; }
+}
+
+@compute @workgroup_size(WG)
+fn rmsnorm_bwd_dx_h(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                    @builtin(num_workgroups) nwg: vec3<u32>) {
+  let row = wid.x + wid.y * nwg.x;
+  if (row >= p.N) { return; }
+  let cv = p.C / VW;
+  let base = row * cv;
+  let r = b_rstd[row];
+  var acc = 0.0;
+  for (var c = lid; c < cv; c += WG) { acc += hsum((b_dy[base + c] * f_w[c]) * (f_x[base + c] * r)); }
+  let m = wg_sum(acc, lid) / f32(p.C);
+  for (var c = lid; c < cv; c += WG) {
+    let g = r * (b_dy[base + c] * f_w[c] - (f_x[base + c] * r) * m);
+    let v = select(g, b_dx[base + c] + g, p.accumulate != 0u);
+    b_dx[base + c] = v;
+    h_dx_store4(base + c, v);
+  }
+}

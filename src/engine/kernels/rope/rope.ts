@@ -5,14 +5,19 @@
  * x, y: [B, T, H, D] fp32; table: cos [T, P] then sin [T, P] (build it once with ropeTablePacked or
  * uploadRopeTable and charge it to 'workspace').
  */
-import ropeSrc from './rope.wgsl?raw';
+import ropeFile from './rope.wgsl?raw';
 import ropeQ8Body from './q8.wgsl?raw';
 import codecSrc from '../../../../shaders/quant/codec.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
-import { grid2d, sameBinding } from '../launch';
+import { grid2d, requireBytes, sameBinding } from '../launch';
+import { castF32ToF16, F16_HALF_WGSL, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
+import { wgslPreamble, wgslSection } from '../wgsl';
+import type { F16Out } from '../rmsnorm/rmsnorm';
 import { ropeTablePacked } from './rope.ref';
 
 export { ropeTable, ropeTablePacked } from './rope.ref';
+
+const ropeSrc = wgslPreamble(ropeFile);
 
 export interface RopeArgs {
   label: string;
@@ -60,6 +65,35 @@ export function rope(rt: Runtime, a: RopeArgs): Dispatch {
     bindings: inPlace ? [a.x, a.table, u] : [a.x, a.y, a.table, u],
     workgroups: [n === 0 ? 0 : gx, n === 0 ? 1 : gy],
   });
+}
+
+/** The rotation that also writes y's f16 copy (packed, or the twin's f32: elem). */
+const ropeHalfSrc = (elem: 'f16' | 'f32') => `${ropeSrc}\n${F16_HALF_WGSL}\n${f16OutWgsl('h_y', 4, 2, elem)}\n${wgslSection(ropeFile, 'half')}`;
+
+/**
+ * y = rope(x) (or its inverse) and y's f16 copy into `y16` (the backward's dq, dk as the dY operand of
+ * f16 GEMMs; the cast's rounding, matmul-f16/cast.ts). One dispatch when the head dim is a multiple
+ * of 4 and y is not x; else the plain rotation and the standalone cast.
+ */
+export function ropeF16(rt: Runtime, a: RopeArgs & { y16: F16Out }): Dispatch[] {
+  const { B, T, nHeads, D } = a;
+  const n = B * T * nHeads * D;
+  requireBytes(a.label, 'y16', a.y16.out, f16OperandBytes(n, a.y16.elem === 'f32'));
+  if (D % 4 !== 0 || sameBinding(a.x, a.y) || n === 0) return [rope(rt, a), castF32ToF16(rt, { label: a.label, x: a.y, out: a.y16.out, n, elem: a.y16.elem })];
+  requireBytes(a.label, 'x', a.x, n * 4);
+  requireBytes(a.label, 'y', a.y, n * 4);
+  const P = D / 2;
+  const tableT = a.tableT ?? T;
+  if (tableT < T) throw new Error(`${a.label}: rope table has ${tableT} rows < T = ${T}`);
+  const groups = Math.ceil(n / 4 / 256);
+  const gx = Math.max(1, Math.min(groups, 32768));
+  const gy = Math.ceil(groups / gx);
+  const u = rt.uniform(`${a.label}.ropeH`, new Uniforms()
+    .u32(n / 2).u32(T).u32(nHeads).u32(P).u32(tableT * P).f32(a.inverse ? -1 : 1).u32(gx * 256).u32(0));
+  return [rt.kernel({
+    label: `${a.label}.rope${a.inverse ? 'Bwd' : ''}H`, code: ropeHalfSrc(a.y16.elem), entryPoint: 'rope_h',
+    bindings: [a.x, a.y, a.table, u, a.y16.out], workgroups: [gx, gy],
+  })];
 }
 
 const ropeQ8Src = `${codecSrc}\n${ropeQ8Body}`;

@@ -10,14 +10,21 @@ import src from './swiglu.wgsl?raw';
 import wgSum from '../../../../shaders/wg-sum.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
 import { grid2d, requireBytes, rowWorkgroupSize, sameBinding, vec4Elementwise } from '../launch';
+import { castF32ToF16, F16_HALF_WGSL, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
 import { buildQuantize } from '../quantize/quantize';
+import type { F16Out } from '../rmsnorm/rmsnorm';
 import { wgslIf } from '../wgsl';
 
-const srcScalar = wgslIf(src, { VEC4: false, QUANT: false });
+const srcScalar = wgslIf(src, { VEC4: false, QUANT: false, HALF: false });
 /** The same shader on vec4 elements: 16-byte loads and stores, fewer memory instructions per element. */
-const srcVec4 = wgslIf(src, { VEC4: true, QUANT: false });
+const srcVec4 = wgslIf(src, { VEC4: true, QUANT: false, HALF: false });
 /** vec4, with the row kernel that also writes h's INT8 codes. */
-const srcQuant = `${codecSrc}\n${wgSum}\n${wgslIf(src, { VEC4: true, QUANT: true })}`;
+const srcQuant = `${codecSrc}\n${wgSum}\n${wgslIf(src, { VEC4: true, QUANT: true, HALF: false })}`;
+/** vec4, with the kernels that also write their outputs' f16 copies (packed, or the twin's f32: elem). */
+const srcHalf = (elem: 'f16' | 'f32') => [
+  F16_HALF_WGSL, f16OutWgsl('h_h', 4, 4, elem), f16OutWgsl('h_dg', 4, 4, elem), f16OutWgsl('h_du', 5, 4, elem),
+  wgslIf(src, { VEC4: true, QUANT: false, HALF: true }),
+].join('\n');
 
 /**
  * vec4 elements when the count and every binding's offset allow 16-byte access (always in the
@@ -75,6 +82,58 @@ export function swigluForwardQuantized(rt: Runtime, o: {
   }
   const q = buildQuantize(rt, { format: 'int8', granularity: { kind: 'row', rowLength: F }, n }, o.h, { words: o.codes, scales: o.scales });
   return [swigluForward(rt, o), ...q.dispatches];
+}
+
+/**
+ * The forward, also writing h's f16 copy into `h16` (down_proj's X for an f16 forward; the cast's
+ * rounding, matmul-f16/cast.ts). One dispatch where vec4 access applies and h is not up; else the
+ * plain forward and the standalone cast.
+ */
+export function swigluForwardF16(rt: Runtime, o: { label: string; gate: Binding; up: Binding; h: Binding; dims: SwigluDims; h16: F16Out; fused?: boolean }): Dispatch[] {
+  const n = count(o.label, o.dims);
+  requireBytes(o.label, 'h16', o.h16.out, f16OperandBytes(n, o.h16.elem === 'f32'));
+  if (!((o.fused ?? true) && vec4Elementwise(n, [o.gate, o.up, o.h, o.h16.out]) && !sameBinding(o.up, o.h))) {
+    return [swigluForward(rt, o), castF32ToF16(rt, { label: o.label, x: o.h, out: o.h16.out, n, elem: o.h16.elem })];
+  }
+  for (const [k, b] of [['gate', o.gate], ['up', o.up], ['h', o.h]] as const) requireBytes(o.label, k, b, n * 4);
+  const u = rt.uniform(`${o.label}.swigluFwdH`, new Uniforms().u32(n / 4).u32(0).u32(0).u32(0));
+  return [rt.kernel({
+    label: `${o.label}.swigluFwdH`, code: srcHalf(o.h16.elem), entryPoint: 'swiglu_fwd_h',
+    bindings: [o.gate, o.up, u, o.h, o.h16.out], workgroups: grid2d(rt, Math.ceil(n / 4 / 256)),
+  })];
+}
+
+/**
+ * The backward in place (dgate over gate; dup over up, or over dh), also writing the f16 copies of
+ * dgate and dup (gate_proj's and up_proj's dY for f16 GEMMs; the cast's rounding). `row0`: these N
+ * rows are rows row0.. of the copies (one block of the blocked backward). One dispatch where vec4
+ * access applies; else the plain backward and two standalone casts (whole copies only: row0 0).
+ */
+export function swigluBackwardF16(rt: Runtime, o: {
+  label: string; gate: Binding; up: Binding; dh: Binding; dgate: Binding; dup: Binding; dims: SwigluDims;
+  dgate16: F16Out; dup16: F16Out; row0?: number; fused?: boolean;
+}): Dispatch[] {
+  const { N, F } = o.dims;
+  const n = count(o.label, o.dims);
+  const row0 = o.row0 ?? 0;
+  if (!Number.isInteger(row0) || row0 < 0) throw new Error(`${o.label}: row0=${row0} must be a non-negative integer`);
+  if (o.dgate16.elem !== o.dup16.elem) throw new Error(`${o.label}: dgate16 and dup16 must have one element type`);
+  for (const [k, b] of [['dgate16', o.dgate16], ['dup16', o.dup16]] as const) requireBytes(o.label, k, b.out, f16OperandBytes((row0 + N) * F, b.elem === 'f32'));
+  const overDh = sameBinding(o.dh, o.dup);
+  if (!sameBinding(o.gate, o.dgate) || !(overDh || sameBinding(o.up, o.dup))) {
+    throw new Error(`${o.label}: the swiglu backward with f16 copies runs in place (dgate = gate, and dup = up or dup = dh)`);
+  }
+  if (!((o.fused ?? true) && F % 4 === 0 && vec4Elementwise(n, [o.gate, o.up, o.dh, o.dgate16.out, o.dup16.out]))) {
+    if (row0) throw new Error(`${o.label}: a block of rows (row0 ${row0}) needs the fused kernel: F % 4 == 0 and 16-byte aligned bindings`);
+    const cast = (x: Binding, h: F16Out, which: string) => castF32ToF16(rt, { label: `${o.label}.${which}`, x, out: h.out, n, elem: h.elem });
+    return [swigluBackward(rt, o), cast(o.dgate, o.dgate16, 'dgate'), cast(o.dup, o.dup16, 'dup')];
+  }
+  for (const [k, b] of [['gate', o.gate], ['up', o.up], ['dh', o.dh]] as const) requireBytes(o.label, k, b, n * 4);
+  const u = rt.uniform(`${o.label}.swigluBwdH`, new Uniforms().u32(n / 4).u32(0).u32(row0 * F / 4).u32(0));
+  return [rt.kernel({
+    label: `${o.label}.swigluBwdH`, code: srcHalf(o.dgate16.elem), entryPoint: 'swiglu_bwd_h', constants: { OVER_DH_H: overDh ? 1 : 0 },
+    bindings: [o.gate, o.up, u, o.dh, o.dgate16.out, o.dup16.out], workgroups: grid2d(rt, Math.ceil(n / 4 / 256)),
+  })];
 }
 
 /** dgate, dup from dh. In place when dgate is gate and dup is up (both, or neither). */

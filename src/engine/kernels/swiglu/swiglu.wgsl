@@ -160,3 +160,40 @@ fn swiglu_bwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
   if (lid == 0u) { q_scales[p.row0 + row] = s; }
 }
 // #endif
+
+// #if HALF
+// The forward and the in-place backward that also write their outputs' f16 copies, the operands of
+// the f16 GEMMs that read them next (down_proj's X; gate_proj's and up_proj's dY): h_h, h_dg, h_du
+// (and half) come from matmul-f16/cast.ts (f16OutWgsl: packed, or the twin's f32), rounded as the
+// cast rounds. VEC4 only; flat like swiglu_fwd / swiglu_bwd_inplace, whose arithmetic they repeat.
+// p.row0: where these n vec4s start in the f16 copies (a block of rows of the blocked backward).
+@compute @workgroup_size(256)
+fn swiglu_fwd_h(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i >= p.n) { return; }
+  let g = f_gate[i];
+  let h = (g * sigmoid(g)) * f_up[i];
+  f_h[i] = h;
+  h_h_store4(p.row0 + i, h);
+}
+
+// In place: dgate over gate, dup over up, or over dh with OVER_DH (each element is read before the
+// same invocation writes it). Bindings gate/dgate, up, params, dh, dgate16, dup16.
+override OVER_DH_H: bool = false;
+
+@compute @workgroup_size(256)
+fn swiglu_bwd_h(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i >= p.n) { return; }
+  let g = i_gate[i];
+  let u = i_up[i];
+  let s = sigmoid(g);
+  let d = o_dh[i];
+  let du = d * (g * s);
+  let dg = d * u * (s * (1.0 + g * (1.0 - s)));
+  if (OVER_DH_H) { o_dh[i] = du; } else { i_up[i] = du; }
+  i_gate[i] = dg;
+  h_dg_store4(p.row0 + i, dg);
+  h_du_store4(p.row0 + i, du);
+}
+// #endif

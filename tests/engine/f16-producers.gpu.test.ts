@@ -1,0 +1,151 @@
+/**
+ * The producers that write the f16 GEMMs' operands themselves (issue 35 item 4): RMSNorm's forward and
+ * backward dx, SwiGLU's forward and backward, RoPE's backward each write an f16 copy of their output
+ * beside the fp32 one. Checked against the kernels they extend (fp32 bit for bit), the standalone cast
+ * of that fp32 output (packed f16, bit for bit: no behaviour change) and the TS reference
+ * (quant/f16.ts roundF16, exactly, in the twin's f32 storage); values past 65504 become Inf. Also the
+ * fallback (the plain kernel and the cast) where vec4 access does not apply.
+ */
+import { describe, expect, it } from 'vitest';
+import type { Dispatch, Runtime } from '../../src/engine/gpu/runtime';
+import { castF32ToF16, f16OperandBytes } from '../../src/engine/kernels/matmul-f16/cast';
+import { type F16Out, rmsnormBackward, rmsnormForward, rmsnormForwardF16, rmsnormWorkspaceBytes } from '../../src/engine/kernels/rmsnorm/rmsnorm';
+import { rope, ropeF16, ropeTablePacked } from '../../src/engine/kernels/rope/rope';
+import { swigluBackward, swigluBackwardF16, swigluForward, swigluForwardF16 } from '../../src/engine/kernels/swiglu/swiglu';
+import { roundF16 } from '../../src/engine/quant/f16';
+import { Rng } from '../../src/engine/util/rng';
+import { testRuntime, trackBuffers } from '../helpers/gpu';
+
+const { track, up } = trackBuffers();
+
+function randn(rng: Rng, n: number, scale = 1): Float32Array {
+  return Float32Array.from({ length: n }, () => (rng.next() * 2 - 1) * scale);
+}
+
+const buf = (rt: Runtime, bytes: number) => track(rt.createBuffer('workspace', 'f16prod', bytes));
+const out16 = (rt: Runtime, n: number, elem: 'f16' | 'f32'): F16Out => ({ out: buf(rt, f16OperandBytes(n, elem === 'f32')), elem });
+
+/** The f16 copy `h` of fp32 `y` [n] is what the cast makes of y (packed: word for word) and, in the twin, roundF16(y) exactly. */
+async function expectCopy(rt: Runtime, y: GPUBuffer, h: F16Out, n: number, what: string) {
+  const yv = await rt.readF32(y, 0, n);
+  const ref = buf(rt, f16OperandBytes(n, h.elem === 'f32'));
+  rt.run([castF32ToF16(rt, { label: 'ref', x: y, out: ref, n, elem: h.elem })]);
+  const words = Math.ceil(f16OperandBytes(n, h.elem === 'f32') / 4);
+  expect(Array.from(await rt.readU32(h.out as GPUBuffer, 0, words)), `${what}: the cast's bits`).toEqual(Array.from(await rt.readU32(ref, 0, words)));
+  if (h.elem === 'f32') {
+    const got = await rt.readF32(h.out as GPUBuffer, 0, n);
+    const bad = Array.from(yv).flatMap((v, i) => (Object.is(got[i], roundF16(v)) || (got[i] === 0 && roundF16(v) === 0) ? [] : [`${i}: ${v} -> ${got[i]}`]));
+    expect(bad, `${what}: roundF16`).toEqual([]);
+  }
+  return yv;
+}
+
+/** fp32 outputs a and b agree bit for bit, and the kernels ran (a changed from `before`, zeros where absent: a failed submit runs nothing). */
+async function expectSameF32(rt: Runtime, a: GPUBuffer, b: GPUBuffer, n: number, what: string, before: ArrayLike<number> = new Float32Array(n)) {
+  const got = await rt.readF32(a, 0, n);
+  expect(got.some((v, i) => !Object.is(v, before[i])), `${what}: the kernel wrote its output`).toBe(true);
+  expect(Array.from(new Uint32Array(got.buffer)), `${what}: fp32 output bit for bit`).toEqual(Array.from(await rt.readU32(b, 0, n)));
+}
+
+describe.each(['f16', 'f32'] as const)('producers writing f16 copies (elem %s)', (elem) => {
+  it('RMSNorm forward and backward dx (accumulating), fused and through the fallback; overflow is Inf', async () => {
+    const rt = await testRuntime();
+    const rng = new Rng(11);
+    const N = 6;
+    const C = 24;
+    const dims = { N, C, eps: 1e-5 };
+    const w = randn(rng, C);
+    w[3] = 2e5; // y past f16's range in column 3
+    const [x, wb, dy] = [up(rt, randn(rng, N * C, 3)), up(rt, w), up(rt, randn(rng, N * C))];
+    const [y, yRef, rstd] = [buf(rt, N * C * 4), buf(rt, N * C * 4), buf(rt, N * 4)];
+    const fwd = (fused: boolean, y16: F16Out) => rmsnormForwardF16(rt, { label: 'n', x, w: wb, y, rstd, dims, y16, fused });
+    const h = out16(rt, N * C, elem);
+    const fused = fwd(true, h);
+    expect(fused.length).toBe(1);
+    rt.run([rmsnormForward(rt, { label: 'n', x, w: wb, y: yRef, rstd, dims }), ...fused]);
+    await expectSameF32(rt, y, yRef, N * C, 'forward');
+    const yv = await expectCopy(rt, y, h, N * C, 'forward');
+    expect(yv[3]).toBeGreaterThan(65520);
+    const hf = out16(rt, N * C, elem);
+    const fallback = fwd(false, hf);
+    expect(fallback.length).toBe(2);
+    rt.run(fallback);
+    await expectCopy(rt, y, hf, N * C, 'forward fallback');
+
+    const dx0 = randn(rng, N * C);
+    const [dx, dxRef] = [up(rt, dx0), up(rt, dx0)];
+    const common = { label: 'nb', x, w: wb, rstd, dy, workspace: buf(rt, rmsnormWorkspaceBytes(dims)), dims, accumulate: true };
+    const hb = out16(rt, N * C, elem);
+    const bwd: Dispatch[] = rmsnormBackward(rt, { ...common, dx, dw: buf(rt, C * 4), dx16: hb });
+    expect(bwd.map((d) => d.label)).toContain('nb.rmsnormBwdDxH');
+    rt.run([...rmsnormBackward(rt, { ...common, dx: dxRef, dw: buf(rt, C * 4) }), ...bwd]);
+    await expectSameF32(rt, dx, dxRef, N * C, 'backward dx', dx0);
+    await expectCopy(rt, dx, hb, N * C, 'backward dx');
+  });
+
+  it('SwiGLU forward and in-place backward (over up; over dh a block of rows at a time)', async () => {
+    const rt = await testRuntime();
+    const rng = new Rng(12);
+    const N = 4;
+    const F = 32; // a block of two rows is 256 bytes: a storage binding's offset alignment
+    const n = N * F;
+    const g0 = randn(rng, n, 4);
+    const u0 = randn(rng, n, 4);
+    [g0[5], u0[5]] = [2, 3e5]; // h past f16's range
+    const [gate, upB, h, hRef] = [up(rt, g0), up(rt, u0), buf(rt, n * 4), buf(rt, n * 4)];
+    const h16 = out16(rt, n, elem);
+    const fwd = swigluForwardF16(rt, { label: 's', gate, up: upB, h, dims: { N, F }, h16 });
+    expect(fwd.length).toBe(1);
+    rt.run([swigluForward(rt, { label: 's', gate, up: upB, h: hRef, dims: { N, F } }), ...fwd]);
+    await expectSameF32(rt, h, hRef, n, 'forward');
+    expect(Math.abs((await expectCopy(rt, h, h16, n, 'forward'))[5])).toBeGreaterThan(65520);
+
+    // Over up, whole: the plain in-place backward on copies gives the fp32 reference.
+    const dh0 = randn(rng, n);
+    const [g1, u1, gR, uR, dh] = [up(rt, g0), up(rt, u0), up(rt, g0), up(rt, u0), up(rt, dh0)];
+    const [dg16, du16] = [out16(rt, n, elem), out16(rt, n, elem)];
+    const o = { label: 'sb', dims: { N, F }, dh };
+    rt.run([
+      swigluBackward(rt, { ...o, gate: gR, up: uR, dgate: gR, dup: uR }),
+      ...swigluBackwardF16(rt, { ...o, gate: g1, up: u1, dgate: g1, dup: u1, dgate16: dg16, dup16: du16 }),
+    ]);
+    await expectSameF32(rt, g1, gR, n, 'dgate', g0);
+    await expectSameF32(rt, u1, uR, n, 'dup', u0);
+    await expectCopy(rt, g1, dg16, n, 'dgate');
+    await expectCopy(rt, u1, du16, n, 'dup');
+
+    // Over dh, two blocks of two rows (row0 0 and 2) into one pair of whole copies.
+    const [g2, dh2, gR2, dhR2] = [up(rt, g0), up(rt, dh0), up(rt, g0), up(rt, dh0)];
+    const [bg16, bu16] = [out16(rt, n, elem), out16(rt, n, elem)];
+    const blocks: Dispatch[] = [];
+    for (const r0 of [0, 2]) {
+      const at = (b: GPUBuffer) => ({ buffer: b, offset: r0 * F * 4, size: 2 * F * 4 });
+      blocks.push(...swigluBackwardF16(rt, { label: `sb${r0}`, dims: { N: 2, F }, gate: at(g2), up: at(upB), dh: at(dh2), dgate: at(g2), dup: at(dh2), dgate16: bg16, dup16: bu16, row0: r0 }));
+    }
+    expect(blocks.length).toBe(2);
+    rt.run([swigluBackward(rt, { label: 'sbr', dims: { N, F }, gate: gR2, up: upB, dh: dhR2, dgate: gR2, dup: dhR2 }), ...blocks]);
+    await expectSameF32(rt, g2, gR2, n, 'blocked dgate', g0);
+    await expectSameF32(rt, dh2, dhR2, n, 'blocked dup', dh0);
+    await expectCopy(rt, g2, bg16, n, 'blocked dgate');
+    await expectCopy(rt, dh2, bu16, n, 'blocked dup');
+  });
+
+  it('RoPE backward (inverse) with two pairs an invocation, and the fallback at a head dim not a multiple of 4', async () => {
+    const rt = await testRuntime();
+    const rng = new Rng(13);
+    for (const D of [8, 6]) {
+      const [B, T, H] = [2, 3, 2];
+      const n = B * T * H * D;
+      const x0 = randn(rng, n, 2);
+      x0[1] = 9e4; // past f16's range
+      const [x, y, yRef, table] = [up(rt, x0), buf(rt, n * 4), buf(rt, n * 4), up(rt, ropeTablePacked(T, D, 10000))];
+      const y16 = out16(rt, n, elem);
+      const a = { label: 'r', x, table, B, T, nHeads: H, D, inverse: true };
+      const ds = ropeF16(rt, { ...a, y: y, y16 });
+      expect(ds.length).toBe(D % 4 === 0 ? 1 : 2);
+      rt.run([rope(rt, { ...a, y: yRef }), ...ds]);
+      await expectSameF32(rt, y, yRef, n, `D ${D}`);
+      await expectCopy(rt, y, y16, n, `D ${D}`);
+    }
+  });
+});
