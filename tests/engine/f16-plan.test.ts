@@ -5,7 +5,7 @@
  * GEMM here resolves to fp32, and the plan and the run's reported paths say why.
  */
 import { describe, expect, it } from 'vitest';
-import { f16GemmPath, layerCompute, MODEL_RUNS_F16_GEMMS } from '../../src/engine/model/compute-plan';
+import { f16AttentionPath, f16GemmPath, layerCompute, MODEL_RUNS_F16_GEMMS } from '../../src/engine/model/compute-plan';
 import { computePaths, gemmPathSummary } from '../../src/engine/model/int8-gemms';
 import { resolvePlan } from '../../src/engine/plan/run-plan';
 import { resolveTrainingPlan } from '../../src/engine/plan/train-plan';
@@ -105,5 +105,25 @@ describe('f16 with operand cells it cannot read', () => {
     expect(() => resolvePlan(PRESETS.micro, 2, 16, { scheme: g })).toThrow(/an f16 dW GEMM casts dY .*set gemm_output_grads to fp32/);
     // The same cells in front of fp32 GEMMs are the study's fake quantization and stay allowed.
     expect(() => resolvePlan(PRESETS.micro, 2, 16, { scheme: parseScheme({ name: 'ok', layer: { weights: q, compute: { dw: 'f16' } } }) })).not.toThrow();
+  });
+});
+
+describe('the f16 attention path', () => {
+  it('is the tensor-core forward only where a kernel was verified for the model\'s head dim, else fp32 with the reason', () => {
+    const dev = { shaderF16: true, tensorCores: true, attentionHeadDims: [32, 64], attentionBackwardHeadDims: [64] };
+    const tiny = resolvePlan(PRESETS.tiny, 2, 16, { scheme: SCHEME_PRESETS.f16, f16Device: dev }); // head dim 32
+    expect(tiny.f16!.layers.map((p) => p.attention)).toEqual(Array(6).fill('f16-tensor-core'));
+    expect(tiny.f16!.layers[0].note).toMatch(/attention f16 → f16-tensor-core forward, fp32 backward/);
+    const both = resolvePlan(PRESETS.tiny, 2, 16, { scheme: SCHEME_PRESETS.f16, f16Device: { ...dev, attentionBackwardHeadDims: [32] } });
+    expect([both.f16!.layers[0].attention, both.f16!.layers[0].attentionBackward]).toEqual(['f16-tensor-core', 'f16-tensor-core']);
+    expect(both.f16!.layers[0].note).toMatch(/attention f16 → f16-tensor-core forward, f16-tensor-core backward/);
+    const inference = resolvePlan(PRESETS.tiny, 2, 16, { scheme: SCHEME_PRESETS.f16, f16Device: dev, training: false });
+    expect([inference.f16!.layers[0].attention, inference.f16!.layers[0].attentionBackward]).toEqual(['f16-tensor-core', null]);
+    const micro = resolvePlan(PRESETS.micro, 2, 16, { scheme: SCHEME_PRESETS.f16, f16Device: dev }); // head dim 8
+    expect(micro.f16!.layers.map((p) => p.attention)).toEqual(['fp32', 'fp32']);
+    expect(micro.f16!.layers[0].note).toMatch(/attention f16 → fp32 attention \(head dim 8: the f16 attention kernel is verified for head dims 32, 64\)/);
+    expect(f16AttentionPath({ shaderF16: true, tensorCores: true }, 64).why).toMatch(/no f16 attention kernel passed its check/);
+    expect(f16AttentionPath(NO_F16, 64)).toEqual({ path: 'fp32', why: 'this device has no shader-f16', backward: 'fp32' });
+    expect(f16AttentionPath(null, 64).why).toMatch(/no device features/);
   });
 });

@@ -5,6 +5,7 @@
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionBackward } from '../kernels/attention/attention';
 import { attentionBackwardI8 } from '../kernels/attention/i8';
+import { attentionBackwardF16 } from '../kernels/attention/f16/attention-f16';
 import { embeddingBackward } from '../kernels/embedding/embedding';
 import { matmul } from '../kernels/matmul/matmul';
 import { dequantizeRows } from '../kernels/quantize/quantize';
@@ -163,6 +164,9 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
       const dp = lc.attentionDp === 'int8' ? dpCodes(rt, (key) => m.b(key), l, dh, a('v'), m.plan.dims, m.attnPaths) : undefined;
       if (dp) push(dp.dispatches);
       push(attentionBackwardI8(rt, { ...attn, ...sc.codes, dp: dp?.codes }));
+    } else if (m.plan.f16?.layers[l].attentionBackward === 'f16-tensor-core') {
+      // f16 operands on tensor cores (verified on this device): dq (writing Di to attnWs), then dk/dv.
+      push(attentionBackwardF16(rt, attn));
     } else {
       push(attentionBackward(rt, attn));
     }

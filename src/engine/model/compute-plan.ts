@@ -67,8 +67,10 @@ export const usesF16 = (c: LayerCompute) => !!c.f16 && Object.values(c.f16).some
 export interface F16Features {
   shaderF16: boolean;
   tensorCores: boolean;
-  /** Head dims with an f16 attention kernel verified on the device (kernels/attention/f16 enableF16Attention). */
+  /** Head dims with an f16 attention forward verified on the device (kernels/attention/f16 enableF16Attention). */
   attentionHeadDims?: number[];
+  /** ... and with its backward verified too. */
+  attentionBackwardHeadDims?: number[];
 }
 
 /**
@@ -99,14 +101,17 @@ export function f16GemmPath(dev: F16Features | null, o: { tp?: boolean; modelRun
 export interface F16AttentionResolution {
   path: 'f16-tensor-core' | 'fp32';
   why: string | null;
+  /** The backward's path (f16 only where its kernels were verified too, and the forward is f16). */
+  backward: 'f16-tensor-core' | 'fp32';
 }
 
 export function f16AttentionPath(dev: F16Features | null, D: number): F16AttentionResolution {
-  if (!dev) return { path: 'fp32', why: 'no device features were given to the plan' };
-  if (dev.attentionHeadDims?.includes(D)) return { path: 'f16-tensor-core', why: null };
-  if (!dev.shaderF16) return { path: 'fp32', why: 'this device has no shader-f16' };
-  if (!dev.attentionHeadDims?.length) return { path: 'fp32', why: 'no f16 attention kernel passed its check on this device' };
-  return { path: 'fp32', why: `head dim ${D}: the f16 attention kernel is verified for head dims ${dev.attentionHeadDims.join(', ')}` };
+  const fp32 = (why: string): F16AttentionResolution => ({ path: 'fp32', why, backward: 'fp32' });
+  if (!dev) return fp32('no device features were given to the plan');
+  if (dev.attentionHeadDims?.includes(D)) return { path: 'f16-tensor-core', why: null, backward: dev.attentionBackwardHeadDims?.includes(D) ? 'f16-tensor-core' : 'fp32' };
+  if (!dev.shaderF16) return fp32('this device has no shader-f16');
+  if (!dev.attentionHeadDims?.length) return fp32('no f16 attention kernel passed its check on this device');
+  return fp32(`head dim ${D}: the f16 attention kernel is verified for head dims ${dev.attentionHeadDims.join(', ')}`);
 }
 
 /** Per layer, the path of each GEMM the scheme asks for in f16 (null: not f16); attention: its forward's path (the backward is fp32). */
@@ -116,21 +121,26 @@ export interface LayerF16Paths {
   dx: F16GemmPath | null;
   dw: F16GemmPath | null;
   attention: 'f16-tensor-core' | 'fp32' | null;
+  /** The attention backward's path (training only). */
+  attentionBackward: 'f16-tensor-core' | 'fp32' | null;
   /** One line for the run's output: what was asked in f16 and what runs. */
   note: string | null;
 }
 
 export function layerF16Paths(layers: { compute: LayerCompute }[], training: boolean, r: F16Resolution,
-  attn: F16AttentionResolution = { path: 'fp32', why: 'no f16 attention kernel was verified' }): LayerF16Paths[] {
+  attn: F16AttentionResolution = { path: 'fp32', why: 'no f16 attention kernel was verified', backward: 'fp32' }): LayerF16Paths[] {
   return layers.map(({ compute: c }, layer) => {
     const f = c.f16;
     const at = (on: boolean | undefined, backward = false) => (on && (!backward || training) ? r.path : null);
-    const p: LayerF16Paths = { layer, forward: at(f?.forward), dx: at(f?.dx, true), dw: at(f?.dw, true), attention: f?.attention ? attn.path : null, note: null };
+    const p: LayerF16Paths = {
+      layer, forward: at(f?.forward), dx: at(f?.dx, true), dw: at(f?.dw, true),
+      attention: f?.attention ? attn.path : null, attentionBackward: f?.attention && training ? attn.backward : null, note: null,
+    };
     const gemms = (['forward', 'dx', 'dw'] as const).filter((g) => p[g]);
     const parts: string[] = [];
     if (gemms.length) parts.push(`${gemms.join(', ')} f16 → ${r.path}${r.why ? ` (${r.why})` : ''}`);
     if (p.attention === 'fp32') parts.push(`attention f16 → fp32 attention (${attn.why})`);
-    else if (p.attention) parts.push(`attention f16 → ${p.attention} forward${training ? ', fp32 backward' : ''}`);
+    else if (p.attention) parts.push(`attention f16 → ${p.attention} forward${p.attentionBackward ? `, ${p.attentionBackward} backward` : ''}`);
     p.note = parts.length ? parts.join('; ') : null;
     return p;
   });

@@ -9,6 +9,7 @@
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionForward } from '../kernels/attention/attention';
 import { attentionForwardI8 } from '../kernels/attention/i8';
+import { attentionForwardF16 } from '../kernels/attention/f16/attention-f16';
 import { packBf16, unpackBf16 } from '../kernels/bf16/bf16';
 import { crossEntropyForwardBackward } from '../kernels/crossentropy/crossentropy';
 import { copy } from '../kernels/elementwise/elementwise';
@@ -348,6 +349,9 @@ export class LlamaGpu {
       const sc = forwardScoreCodes(rt, (key) => this.b(key), l, a('q'), a('k'), this.plan.dims, this.attnPaths);
       push(sc.dispatches);
       push(attentionForwardI8(rt, { label: lab('attn'), ...sc.codes, v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
+    } else if (this.plan.f16?.layers[l].attention === 'f16-tensor-core') {
+      // f16 operands on tensor cores (verified on this device); o and lse as the fp32 backward reads them.
+      push(attentionForwardF16(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
     } else {
       push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
     }

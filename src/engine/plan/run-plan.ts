@@ -23,7 +23,7 @@ import { type GradWire, gradWireOf } from '../scheme/wire';
 import { type TpConfig, tpBufferPlan } from '../model/tp/tp';
 import { tpPeerBufferPlan } from '../model/tp/peer';
 import {
-  computeErrors, type F16Features, type F16Resolution, f16GemmPath, GEMM_INPUT_SAVED, type GemmInputSaved, gateUpDxFused, int8Buffers, int8Use,
+  computeErrors, f16AttentionPath, type F16Features, type F16Resolution, f16GemmPath, GEMM_INPUT_SAVED, type GemmInputSaved, gateUpDxFused, int8Buffers, int8Use,
   type LayerCompute, layerCompute, type LayerF16Paths, layerF16Paths, sharesInputCodes, usesF16,
 } from '../model/compute-plan';
 import type { ModelConfig } from '../model/config';
@@ -211,10 +211,10 @@ function resolveLossScale(training: boolean, f16: RunPlan['f16'], o: LossScaleOp
   return c;
 }
 
-function resolveF16(scheme: Scheme, layers: LayerPlan[], training: boolean, dev: F16Features | null): RunPlan['f16'] {
+function resolveF16(scheme: Scheme, layers: LayerPlan[], training: boolean, dev: F16Features | null, D: number): RunPlan['f16'] {
   if (!layers.some((l) => usesF16(l.compute))) return null;
   const resolution = f16GemmPath(dev, { tp: scheme.tp.degree > 1 });
-  const paths = layerF16Paths(layers, training, resolution);
+  const paths = layerF16Paths(layers, training, resolution, f16AttentionPath(dev, D));
   const runsF16 = paths.some((p) => [p.forward, p.dx, p.dw].some((g) => g !== null && g !== 'fp32'));
   return { resolution, layers: paths, lossScaling: training && scheme.loss_scaling === 'dynamic' && runsF16 };
 }
@@ -294,7 +294,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     ownWeights: opts.ownWeights ?? true,
     linearNnMinRows: opts.linearNnMinRows,
     buffers: [],
-    f16: resolveF16(scheme, layers, training, opts.f16Device ?? null),
+    f16: resolveF16(scheme, layers, training, opts.f16Device ?? null, dims.D),
     lossScale: null,
     ...(opts.f16Twin ? { f16Twin: true } : {}),
     lora,

@@ -8,7 +8,7 @@ import type { Dispatch, Runtime } from '../gpu/runtime';
 import { saveCheckpoint, type CheckpointFiles, type HfTokenizerFiles } from '../io/checkpoint';
 import { enableI8TensorCores, i8TensorCoreSpec } from '../kernels/qgemm/tc';
 import { enableF16TensorCores, f16TensorCoreSpec } from '../kernels/matmul-f16/matmul-f16';
-import { enableF16Attention, f16AttentionHeadDims, f16AttentionProbed } from '../kernels/attention/f16/attention-f16';
+import { enableF16Attention, f16AttentionBackwardHeadDims, f16AttentionHeadDims, f16AttentionProbed } from '../kernels/attention/f16/attention-f16';
 import type { F16Features } from '../model/compute-plan';
 import type { LayerPaths } from '../model/int8-gemms';
 import { LlamaGpu } from '../model/llama';
@@ -116,7 +116,7 @@ export async function f16DeviceFeatures(rt: Runtime, o: { probe?: boolean } = {}
   const f = rt.gpu.features;
   if (o.probe && f.shaderF16 && f.subgroupMatrix && !f16TensorCoreSpec(rt, 'NT')) await enableF16TensorCores(rt);
   if (o.probe && f.shaderF16 && f.subgroupMatrix && !f16AttentionProbed(rt)) await enableF16Attention(rt);
-  return { shaderF16: f.shaderF16, tensorCores: !!f16TensorCoreSpec(rt, 'NT'), attentionHeadDims: f16AttentionHeadDims(rt) };
+  return { shaderF16: f.shaderF16, tensorCores: !!f16TensorCoreSpec(rt, 'NT'), attentionHeadDims: f16AttentionHeadDims(rt), attentionBackwardHeadDims: f16AttentionBackwardHeadDims(rt) };
 }
 
 /** The checkpoint files of a run at `step`: full tensors of the weights and Adam moments. */

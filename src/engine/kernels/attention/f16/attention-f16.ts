@@ -190,6 +190,11 @@ export function f16AttentionBackwardSpecs(rt: Runtime, D: number): F16AttnBwdSpe
   return bwdEnabled.get(rt)?.get(D);
 }
 
+/** The head dims with a verified f16 attention backward on this runtime. */
+export function f16AttentionBackwardHeadDims(rt: Runtime): number[] {
+  return [...(bwdEnabled.get(rt)?.keys() ?? [])].sort((x, y) => x - y);
+}
+
 /** The head dims with a verified f16 attention kernel on this runtime. */
 export function f16AttentionHeadDims(rt: Runtime): number[] {
   return [...(enabled.get(rt)?.keys() ?? [])].sort((x, y) => x - y);
