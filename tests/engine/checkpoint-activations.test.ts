@@ -8,12 +8,13 @@ import { roundBufferSize } from '../../src/engine/gpu/memory';
 import { defaultLoraSpec } from '../../src/engine/lora/spec';
 import { defaultQloraSpec } from '../../src/engine/lora/qlora/plan';
 import { PRESETS, validateModelConfig } from '../../src/engine/model/config';
-import { LAYER_SAVED, layerSizes, modelDims } from '../../src/engine/model/plan';
+import { LAYER_SAVED, layerSizes, modelDims, SAVED_KIND_OF } from '../../src/engine/model/plan';
 import { resolvePlan } from '../../src/engine/plan/run-plan';
 import { resolveTrainingPlan } from '../../src/engine/plan/train-plan';
 import { defaultRunSpec, trainOptionsOf } from '../../src/engine/run/spec';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { defaultTrainOptions, type TrainOptions } from '../../src/engine/train/options';
+import { bitsAndWire } from '../../src/engine/train/probe-bits';
 
 // SmolLM2-135M's shape (bench/lora-device.ts), priced at the B8×T512.
 const smol = validateModelConfig({
@@ -38,6 +39,11 @@ describe('activation checkpointing: the plan', () => {
       expect(keys.has('ckpt.h1')).toBe(true);
       expect(keys.has('L0.h1') || keys.has('L1.gate')).toBe(false);
       expect(ck.model.buffers.filter((b) => b.key === 'ckpt.gate')).toHaveLength(1);
+      // The bit accounting's saved bytes (activations only: rstd and lse are statistics) drop alike; fp32 stays 32 bits.
+      const savedBytes = (p: typeof plain) => bitsAndWire(p.model).saved.perLayer.reduce((s, r) => s + r.bytes, 0);
+      const kinded = LAYER_SAVED.filter((k) => k !== 'xIn' && SAVED_KIND_OF[k]).reduce((s, k) => s + sizes[k][0] * 4, 0);
+      expect(savedBytes(plain) - savedBytes(ck)).toBe((d.L - 1) * kinded);
+      expect(bitsAndWire(ck.model).saved.overall).toBe(32);
     }
   });
 

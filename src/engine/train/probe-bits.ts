@@ -9,7 +9,7 @@
  *  - tensor parallel: bytes one rank sends per training step for the four all-reduces of every
  *    layer under the scheme's TP codec, and what fp32 all-reduces would send.
  */
-import { FINAL_SAVED, LAYER_SAVED, layerSizes, SAVED_KIND_OF } from '../model/plan';
+import { FINAL_SAVED, LAYER_SAVED, layerSizes, SAVED_KIND_OF, savedKey } from '../model/plan';
 import type { RunPlan } from '../plan/run-plan';
 import { tpWireBytes } from '../model/tp/tp';
 import { SAVED_KINDS, type SavedKind } from '../scheme/scheme';
@@ -53,6 +53,8 @@ export function bitsAndWire(plan: RunPlan, dpPeers = DP_REFERENCE_PEERS): BitsAn
     for (const key of l < d.L ? LAYER_SAVED : FINAL_SAVED) {
       const kind = SAVED_KIND_OF[key];
       if (!kind) continue; // rstd, lse: per-row statistics, not activations
+      // Checkpointing keeps one shared set of a layer's recomputed tensors: counted once, with layer 0 (as the plan allocates it).
+      if (l > 0 && savedKey(l, key, d.L, plan.checkpoint).startsWith('ckpt.')) continue;
       const q = st[key];
       const n = sizes[key][0];
       const bytes = q ? (q.words + q.scales) * 4 : n * 4;
