@@ -14,8 +14,14 @@
  * bench/torch_f16_gemm.py times cuBLAS fp16 on the same shapes in the same device call.
  *
  *   node f16-device.mjs [--json out.json] [--reps 10] [--sizes 4096] [--no-model] [--no-tune] [--tune-model]
- * --tune-model times every passing layout on the model's shapes too and prints the fastest per
- * shape as MEASURED_F16TC_LAYOUTS entries (kernels/matmul-f16/plan.ts).
+ *                       [--budget-s 180] [--layout-s 20] [--model-top 6]
+ * The tune at 4096³ checks and times every layout of F16_TC_LAYOUTS with every f16 → f32
+ * configuration (the largest tile first, the layouts after the form's first one first). Each layout
+ * gets --layout-s seconds for its compile, check and timing (past that it is dropped, so one bad
+ * layout cannot eat the device call), and no layout starts past --budget-s seconds from the start.
+ * --tune-model times the --model-top fastest layouts at 4096³ (and each form's first) on the model's
+ * shapes too and prints the fastest per shape as MEASURED_F16TC_LAYOUTS entries
+ * (kernels/matmul-f16/plan.ts). The end prints the fastest layout per form and shape.
  * Exit status 1 when any correctness case fails. `--twin` (a device without shader-f16, e.g.
  * SwiftShader): runs this script's flow on the SIMT kernel's f32 twin, to test the script itself.
  */
@@ -28,7 +34,7 @@ import {
   buildMatmulF16, checkF16Tc, checkMatmulF16, enableF16TensorCores, f16PathFor, f16TensorCoreSpecFor, type F16GemmCase, uploadF16,
 } from '../src/engine/kernels/matmul-f16/matmul-f16';
 import {
-  F16_TC_LAYOUTS, f16ConfigsOf, f16ShapeKey, f16TcCandidates, f16TcLabel, f16TcSpecError, type F16TcSpec, FORM_TRANS, formOf, type GemmForm, GEMM_FORMS,
+  F16_TC_LAYOUTS, f16ConfigsOf, f16ShapeKey, f16TcLabel, f16TcLayoutOf, f16TcSpecError, type F16TcSpec, FORM_TRANS, formOf, type GemmForm, GEMM_FORMS,
   vec4Operands,
 } from '../src/engine/kernels/matmul-f16/plan';
 import { globalNorm, globalNormPartialsBytes } from '../src/engine/kernels/reduce/reduce';
@@ -40,8 +46,15 @@ const a = parseArgs({
   options: {
     json: { type: 'string' }, reps: { type: 'string' }, sizes: { type: 'string' },
     'no-model': { type: 'boolean' }, 'no-tune': { type: 'boolean' }, 'tune-model': { type: 'boolean' }, twin: { type: 'boolean' },
+    'budget-s': { type: 'string' }, 'layout-s': { type: 'string' }, 'model-top': { type: 'string' },
   },
 }).values;
+const budgetS = Number(a['budget-s'] ?? 180);
+const layoutS = Number(a['layout-s'] ?? 20);
+const modelTop = Number(a['model-top'] ?? 6);
+for (const [n, v] of [['--budget-s', budgetS], ['--layout-s', layoutS], ['--model-top', modelTop]] as const) {
+  if (!(v > 0)) throw new Error(`${n} must be a positive number, got ${v}`);
+}
 const reps = Number(a.reps ?? 10);
 const sizes = (a.sizes ?? '4096').split(',').map(Number);
 const T0 = Date.now();
@@ -172,10 +185,39 @@ async function time(name: string, shape: { M: number; N: number; K: number }, ds
   return tflops;
 }
 const rng = new Rng(7);
+const elapsedS = () => (Date.now() - T0) / 1000;
+/** Label → passed its check (false also for a layout dropped past its deadline: not tried again). */
 const checkedLayouts = new Map<string, boolean>();
 /** Per GEMM key (MxNxK + form): the fastest tensor-core layout timed, for MEASURED_F16TC_LAYOUTS. */
-const best = new Map<string, { tflops: number; spec: F16TcSpec }>();
-async function timeShape(label: string, form: GemmForm, M: number, N: number, K: number, tune: boolean): Promise<void> {
+const best = new Map<string, { tflops: number; spec: F16TcSpec; label: string }>();
+/** The layout part of a label (without 'f16 NT'): the same layout in each form. */
+const layoutKey = (s: F16TcSpec) => f16TcLabel(s).split(' ').slice(2).join(' ');
+/** Layout key → TFLOP/s at the first size (ranks the layouts the model's shapes get). */
+const cubeRank = new Map<string, number>();
+const ORIGINAL = 8; // F16_TC_LAYOUTS' first eight (measured in the 2026-12-06 record); the rest are the newer forms
+
+class Deadline extends Error {}
+/** Rejects once the layout's deadline passes (the work itself keeps running on the device; its result is dropped). */
+function within<T>(p: Promise<T>, until: number, what: string): Promise<T> {
+  if (until === Infinity) return p;
+  const left = until - Date.now();
+  if (left <= 0) return Promise.reject(new Deadline(`${what}: past the ${layoutS} s layout deadline`));
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const t = new Promise<never>((_, rej) => { timer = setTimeout(() => rej(new Deadline(`${what}: past the ${layoutS} s layout deadline`)), left); });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
+
+/** The layouts to tune on a form: largest configuration first; in each, the newer forms before the original ones (measured already). */
+function tuneCandidates(form: GemmForm): F16TcSpec[] {
+  const limits = rt.device.limits;
+  const valid = (s: F16TcSpec) => !f16TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup);
+  const order = F16_TC_LAYOUTS.map((_, i) => i).sort((x, y) => Number(x < ORIGINAL) - Number(y < ORIGINAL) || x - y);
+  return f16ConfigsOf(gpu.subgroupMatrixConfigs).flatMap((cfg) => order.map((i): F16TcSpec => ({
+    cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, ...FORM_TRANS[form], sgSize: subgroupSize(rt), ...F16_TC_LAYOUTS[i],
+  })).filter(valid));
+}
+
+async function timeShape(label: string, form: GemmForm, M: number, N: number, K: number, tune: 'all' | 'top' | 'none'): Promise<void> {
   const t = FORM_TRANS[form];
   const A = uploadF16(rt, 'A', rng.uniformArray(M * K));
   const B = uploadF16(rt, 'B', rng.uniformArray(K * N));
@@ -184,15 +226,19 @@ async function timeShape(label: string, form: GemmForm, M: number, N: number, K:
   const C = rt.createBuffer('workspace', 'C', M * N * 4);
   const ws = rt.createBuffer('workspace', 'ws', 8 * M * N * 4);
   const shape = { M, N, K };
+  const key = f16ShapeKey(form, shape);
   const free: GPUBuffer[] = [A, B, A32, B32, C, ws];
-  const run = async (name: string, path: 'f16-simt' | 'f16-tensor-core', spec?: F16TcSpec, workspace?: GPUBuffer) => {
+  const run = async (name: string, path: 'f16-simt' | 'f16-tensor-core', spec?: F16TcSpec, workspace?: GPUBuffer, until = Infinity) => {
     try {
       const b = buildMatmulF16(rt, { label: name, M, N, K, a: twin ? A32 : A, b: twin ? B32 : B, c: C, ...t, path, spec, workspace, elem: twin ? 'f32' : undefined });
       free.push(...b.uniforms);
-      const tflops = await time(`${label} ${name}${b.parts > 1 ? ` split ${b.parts}` : ''}`, shape, b.dispatches);
-      const key = f16ShapeKey(form, shape);
-      if (spec && b.parts === 1 && tflops > (best.get(key)?.tflops ?? 0)) best.set(key, { tflops, spec });
+      const tflops = await within(time(`${label} ${name}${b.parts > 1 ? ` split ${b.parts}` : ''}`, shape, b.dispatches), until, name);
+      if (spec && b.parts === 1) {
+        if (tflops > (best.get(key)?.tflops ?? 0)) best.set(key, { tflops, spec, label: f16TcLabel(spec) });
+        if (label === `${sizes[0]}^3` && !cubeRank.has(layoutKey(spec))) cubeRank.set(layoutKey(spec), tflops);
+      }
     } catch (e) {
+      if (e instanceof Deadline && spec) checkedLayouts.set(f16TcLabel(spec), false);
       log(`time ${label} ${name}: ${(e as Error).message}`);
     }
   };
@@ -203,34 +249,54 @@ async function timeShape(label: string, form: GemmForm, M: number, N: number, K:
     await run(`f16-tc ${f16TcLabel(chosen)}`, 'f16-tensor-core', chosen);
     if (form === 'TN') await run(`f16-tc ${f16TcLabel(chosen)}`, 'f16-tensor-core', chosen, ws);
   }
-  if (tune && chosen) {
-    // Every other layout of every configuration that passes its check: tuning data for F16_TC_LAYOUTS' order.
-    const limits = rt.device.limits;
-    const valid = (s: F16TcSpec) => !f16TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup);
-    for (const s of f16TcCandidates(form, f16ConfigsOf(gpu.subgroupMatrixConfigs), F16_TC_LAYOUTS, subgroupSize(rt), valid)) {
+  if (tune !== 'none' && chosen) {
+    // 'all': every layout of every configuration; 'top': the fastest at the first size (and the form's first layout).
+    const top = new Set([...cubeRank].sort((x, y) => y[1] - x[1]).slice(0, modelTop).map(([k]) => k));
+    const cands = tuneCandidates(form).filter((s) => f16TcLabel(s) !== f16TcLabel(chosen) && (tune === 'all' || top.has(layoutKey(s))));
+    log(`tune ${label} ${form}: ${cands.length} layouts, ${layoutS} s each at most, ${Math.max(0, budgetS - elapsedS()).toFixed(0)} s of the budget left`);
+    for (const [i, s] of cands.entries()) {
       const l = f16TcLabel(s);
-      if (l === f16TcLabel(chosen)) continue;
+      if (elapsedS() > budgetS) {
+        log(`tune ${label}: past the ${budgetS} s budget, ${cands.length - i} layouts not timed`);
+        break;
+      }
+      const until = Date.now() + layoutS * 1000;
       if (!checkedLayouts.has(l)) {
-        const c = await checkF16Tc(rt, s);
-        checkedLayouts.set(l, c.ok);
-        if (!c.ok) log(`tune skip ${c.label}: ${c.failed}`);
+        try {
+          const c = await within(checkF16Tc(rt, s), until, `check ${l}`);
+          checkedLayouts.set(l, c.ok);
+          if (!c.ok) log(`tune skip ${c.label}: ${c.failed}`);
+        } catch (e) {
+          checkedLayouts.set(l, false);
+          log(`tune skip ${l}: ${(e as Error).message}`);
+        }
       }
       if (!checkedLayouts.get(l)) continue;
-      await run(`f16-tc ${f16TcLabel(s)}`, 'f16-tensor-core', s);
+      await run(`f16-tc ${l}`, 'f16-tensor-core', s, undefined, until);
     }
   }
   free.forEach((b) => rt.mem.free(b));
 }
-for (const n of sizes) await timeShape(`${n}^3`, 'NT', n, n, n, !a['no-tune']);
-if (!a['no-model']) for (const s of MODEL) await timeShape(s.name, s.form, s.M, s.N, s.K, !!a['tune-model']);
+for (const [i, n] of sizes.entries()) await timeShape(`${n}^3`, 'NT', n, n, n, a['no-tune'] ? 'none' : i === 0 ? 'all' : 'top');
+if (!a['no-model']) for (const s of MODEL) await timeShape(s.name, s.form, s.M, s.N, s.K, a['tune-model'] ? 'top' : 'none');
 if (best.size) {
   // Paste into MEASURED_F16TC_LAYOUTS (the entries that beat the form's first layout).
-  const table = Object.fromEntries([...best].map(([k, { spec: x }]) => [k, {
-    cfg: [x.cfg.M, x.cfg.N, x.cfg.K], layout: { tilesM: x.tilesM, tilesN: x.tilesN, sgM: x.sgM, sgN: x.sgN, BK: x.BK, PAD: x.PAD, direct: x.direct },
-  }]));
+  const table = Object.fromEntries([...best].map(([k, { spec: x }]) => [k, { cfg: [x.cfg.M, x.cfg.N, x.cfg.K], layout: f16TcLayoutOf(x) }]));
   out.bestLayouts = table;
   log(`fastest tensor-core layout per GEMM: ${JSON.stringify(table)}`);
+  for (const form of GEMM_FORMS) {
+    for (const [k, b] of best) if (k.endsWith(form)) log(`best ${form} ${k.slice(0, -2)}: ${b.tflops.toFixed(1)} TFLOP/s ${b.label}`);
+  }
+  // The fastest of each kind of layout at the first size: what each new form gained over the first layout.
+  const kinds = new Map<string, [string, number]>();
+  for (const [k, v] of cubeRank) {
+    const kind = k.split(/ direct ?/)[1] || (k.includes('(2x2 sg') ? 'original' : 'original, bigger block');
+    if (v > (kinds.get(kind)?.[1] ?? 0)) kinds.set(kind, [k, v]);
+  }
+  out.bestPerKind = Object.fromEntries(kinds);
+  for (const [kind, [k, v]] of kinds) log(`best of kind '${kind}' at ${sizes[0]}^3: ${v.toFixed(1)} TFLOP/s ${k}`);
 }
+log(`elapsed ${elapsedS().toFixed(0)} s`);
 
 out.failures = failures;
 if (a.json) writeFileSync(a.json, JSON.stringify(out, null, 1));

@@ -19,6 +19,8 @@ import splitKSrc from '../kernels/matmul/splitk.wgsl?raw';
 import streamKSrc from '../kernels/matmul/streamk.wgsl?raw';
 import { ATTENTION_CANDIDATES } from '../kernels/attention/tables';
 import { MATMUL_VARIANTS } from '../kernels/matmul/variants';
+import { F16_TC_LAYOUTS, FORM_TRANS } from '../kernels/matmul-f16/plan';
+import { f16TcCode } from '../kernels/matmul-f16/tc';
 import { matmulCode } from '../kernels/matmul/wgsl';
 import { hashText } from './hash';
 import type { KernelFamily } from './store';
@@ -27,9 +29,15 @@ import type { KernelFamily } from './store';
  * Bumped by hand when a family's host code changes what a tuned pick means without its WGSL or
  * candidates changing (e.g. how a split-K choice cuts K).
  */
-const HOST_VERSION: Record<KernelFamily, number> = { matmul: 1, attention: 1 };
+const HOST_VERSION: Record<KernelFamily, number> = { matmul: 1, attention: 1, f16gemm: 1 };
 
 function familyText(family: KernelFamily): string {
+  if (family === 'f16gemm') {
+    // The generated tensor-core kernel (the first layout and one with every newer form, each form of GEMM) and the layouts tried.
+    const all = F16_TC_LAYOUTS.find((l) => l.stages === 2 && l.loop === 'streamB' && l.copy === 8 && l.swizzle) ?? F16_TC_LAYOUTS[0];
+    const codes = (['NT', 'NN', 'TN'] as const).flatMap((form) => [F16_TC_LAYOUTS[0], all].map((l) => f16TcCode({ cfg: { M: 16, N: 16, K: 16 }, ...FORM_TRANS[form], sgSize: 32, ...l })));
+    return [...codes, splitKSrc, JSON.stringify(F16_TC_LAYOUTS)].join('\n--\n');
+  }
   if (family === 'matmul') {
     // The generated text: plain, vec4 with the k loop written out, the 8x16 and stream-K edits, the LEAN text.
     const codes = [matmulCode(false, false, false), matmulCode(true, true, true, 8, true, false, false),
@@ -51,5 +59,5 @@ export function codeHash(family: KernelFamily): string {
 
 /** Every family's code hash. */
 export function codeHashes(): Record<KernelFamily, string> {
-  return { matmul: codeHash('matmul'), attention: codeHash('attention') };
+  return { matmul: codeHash('matmul'), attention: codeHash('attention'), f16gemm: codeHash('f16gemm') };
 }

@@ -1,6 +1,7 @@
 /**
  * The kernel choices a training run makes, as tuning jobs: each linear layer's forward, dX and dW
- * GEMM that runs in fp32 (with the split-K workspace the model gives its dW GEMMs), the LM head's,
+ * GEMM that runs in fp32 (with the split-K workspace the model gives its dW GEMMs), the tensor-core
+ * layout of each one the scheme runs in f16 (./f16-gemm.ts), the LM head's,
  * and the attention tiles of each pass at the model's head dim (the INT8-score kernels' where the
  * scheme computes attention scores in INT8). Mirrors how the model calls the kernels
  * (model/linear-gemms.ts, llama.ts, backward.ts); a choice it misses is reported by the run as
@@ -10,6 +11,7 @@ import type { AttentionPass } from '../kernels/attention/tables';
 import { type MatmulShape, shapeKey } from '../kernels/matmul/plan';
 import { linearsTransposed } from '../model/plan';
 import type { RunPlan } from '../plan/run-plan';
+import { f16ShapeKey, type GemmForm, type GemmShape } from '../kernels/matmul-f16/plan';
 import type { KernelFamily } from './store';
 
 export interface MatmulJob {
@@ -33,7 +35,16 @@ export interface AttentionJob {
   shape: { B: number; T: number; nH: number; nKV: number; D: number };
 }
 
-export type TuneJob = MatmulJob | AttentionJob;
+/** An f16 GEMM run on tensor cores: its layout (tune/f16-gemm.ts); the key is its shape and form (matmul-f16 f16ShapeKey). */
+export interface F16GemmJob {
+  family: 'f16gemm';
+  key: string;
+  label: string;
+  form: GemmForm;
+  shape: GemmShape;
+}
+
+export type TuneJob = MatmulJob | AttentionJob | F16GemmJob;
 
 export function jobFamily(j: TuneJob): KernelFamily {
   return j.family;
@@ -62,6 +73,16 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
     ['gate', C, F, 'dq'], ['up', C, F, 'dq'], ['down', F, C, 'dq'],
   ];
   const nn = linearsTransposed(N, plan.linearNnMinRows);
+  // The GEMMs a scheme asks in f16 (model/linear-gemms.ts): forward Y = X·Wᵀ (NT), dX = dY·W (NN),
+  // dW = dYᵀ·X (TN). Whether they run on tensor cores is the device's: the job kind skips them where not.
+  const f16 = new Map<string, F16GemmJob>();
+  const addF16 = (form: GemmForm, shape: GemmShape, what: string) => {
+    const key = f16ShapeKey(form, shape);
+    const have = f16.get(key);
+    if (have) {
+      if (!have.label.includes(what)) have.label += `, ${what}`;
+    } else f16.set(key, { family: 'f16gemm', key, label: `f16 ${shape.M}x${shape.N}x${shape.K} ${form}: ${what}`, form, shape });
+  };
   const int8Attention = { qk: false, dp: false };
   for (const layer of plan.layers) {
     const c = layer.compute;
@@ -69,6 +90,9 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
       if (c.forward === 'fp32') add({ M: N, N: cout, K: cin, transA: false, transB: !nn }, 0, `${name} forward`);
       if (c.dx === 'fp32') add({ M: N, N: cin, K: cout }, 0, `${name} dX`);
       if (c.dw === 'fp32') add({ M: cout, N: cin, K: N, transA: true }, ws(scratch), `${name} dW`);
+      if (c.f16?.forward) addF16('NT', { M: N, N: cout, K: cin }, `${name} forward`);
+      if (c.f16?.dx && plan.training) addF16('NN', { M: N, N: cin, K: cout }, `${name} dX`);
+      if (c.f16?.dw && plan.training) addF16('TN', { M: cout, N: cin, K: N }, `${name} dW`);
     }
     if (c.attentionQk === 'int8') int8Attention.qk = true;
     if (c.attentionDp === 'int8') int8Attention.dp = true;
@@ -87,5 +111,5 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   const attention: AttentionJob[] = kernels.map((kernel) => ({
     family: 'attention', key: `${kernel}/D${D}`, label: `attention ${kernel} at head dim ${D} (${B}x${T}x${nH}x${D})`, kernel, shape,
   }));
-  return [...gemms.values(), ...attention];
+  return [...gemms.values(), ...f16.values(), ...attention];
 }

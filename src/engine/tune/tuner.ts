@@ -12,6 +12,7 @@ import { type AdapterKey, adapterKeyOf } from './adapter';
 import { attentionCandidates, prepareAttention } from './attention';
 import { type TuneCache, type TuneEntry } from './cache';
 import type { Candidate, CandidateOptions } from './candidate';
+import { f16GemmCandidates, prepareF16Gemm } from './f16-gemm';
 import { matmulCandidates, prepareMatmul } from './gemm';
 import type { TuneJob } from './jobs';
 import { setTunedPicks } from './store';
@@ -64,8 +65,8 @@ export function missingJobs(jobs: readonly TuneJob[], cache: TuneCache, adapter:
   return jobs.filter((j) => {
     if (force) return true;
     const e = cache.get(adapter, j.family, j.key);
-    // A GEMM tuned with less workspace than this call has may miss a faster split; a member's shared pick gives way to this device's own tune.
-    return !e || e.sharedBy !== undefined || (j.family === 'matmul' && (e.workspaceBytes ?? 0) < j.workspaceBytes);
+    // A GEMM tuned with less workspace than this call has may miss a faster split.
+    return !e || (j.family === 'matmul' && (e.workspaceBytes ?? 0) < j.workspaceBytes);
   });
 }
 
@@ -108,7 +109,7 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     adapter, tuned: [], cached: jobs.filter((j) => !todo.includes(j)).map((j) => j.key), unfinished: [], rejected: [],
     elapsedS: 0, cancelled: false, outOfBudget: false,
   };
-  const prepared = todo.map((j) => (j.family === 'matmul' ? prepareMatmul(rt, j, o) : prepareAttention(rt, j, o)));
+  const prepared = todo.map((j) => (j.family === 'matmul' ? prepareMatmul(rt, j, o) : j.family === 'f16gemm' ? prepareF16Gemm(rt, j, o) : prepareAttention(rt, j, o)));
   let done = 0;
   let spent = 0;
   const guess = guessS(rt);
@@ -201,6 +202,7 @@ export function tuneEstimate(rt: Runtime, jobs: readonly TuneJob[], o: TuneOptio
   let candidates = 0;
   for (const j of jobs) {
     candidates += j.family === 'matmul' ? matmulCandidates(rt, j, { max: o.maxGemmCandidates, streamK: o.streamK }).candidates.length
+      : j.family === 'f16gemm' ? f16GemmCandidates(rt, j, o.maxGemmCandidates).candidates.length
       : attentionCandidates(rt, j.kernel, j.shape.D, j.shape.T, o.maxAttentionCandidates).candidates.length;
   }
   return { candidates, seconds: Math.min(candidates * guessS(rt), o.budgetS ?? 90) };

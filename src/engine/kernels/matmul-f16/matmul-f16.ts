@@ -22,10 +22,11 @@ import { subgroupMatrixConfigs, subgroupSize } from '../qgemm/sgmat';
 import { compareF16Gemm, type F16GemmComparison, matmulF16Ref, matmulF16RefAt } from './matmul-f16.ref';
 import {
   chooseF16SplitK, F16_TC_LAYOUTS, f16ConfigsOf, f16KernelFor, f16SplitPlan, f16SplitWorkspaceBytes, f16TcBlockM, f16TcBlockN,
-  f16TcCandidates, f16TcLabel, f16TcSpecError, f16TcThreads, type F16Path, type F16TcLayout, type F16TcSpec, formOf, type GemmForm,
+  f16TcCandidates, f16TcLabel, f16TcSpecError, f16TcSpecOfPick, f16TcThreads, type F16Path, type F16TcLayout, type F16TcSpec, formOf, type GemmForm,
   GEMM_FORMS, type GemmShape, MEASURED_F16TC_LAYOUTS, f16ShapeKey, SIMT_F16, vec4Operands,
 } from './plan';
 import { simtF16Code } from './simt';
+import { noteChoice, tunedEntries, tunedPicks } from '../../tune/store';
 import { f16TcCode } from './tc';
 
 /** A buffer of f16 values (each rounded to nearest even), padded to whole vec4s. */
@@ -275,9 +276,58 @@ export function f16TensorCoreSpec(rt: Runtime, form: GemmForm): F16TcSpec | unde
   return enabled.get(rt)?.[form];
 }
 
-/** The spec for one GEMM: its measured layout where one passed the device check, else its form's. */
+/**
+ * The spec for one GEMM: the layout tuned for it on this device (tune/f16-gemm.ts) once verified on
+ * this runtime, else its measured layout where one passed the device check, else its form's. The
+ * source is noted for the run's tuning status (tune/store.ts, family 'f16gemm').
+ */
 export function f16TensorCoreSpecFor(rt: Runtime, form: GemmForm, shape: GemmShape): F16TcSpec | undefined {
-  return shapeSpecs.get(rt)?.get(f16ShapeKey(form, shape)) ?? f16TensorCoreSpec(rt, form);
+  const key = f16ShapeKey(form, shape);
+  const base = f16TensorCoreSpec(rt, form);
+  if (!base) return undefined;
+  const tuned = tunedF16Spec(rt, form, shape);
+  const table = shapeSpecs.get(rt)?.get(key);
+  noteChoice(rt.device, 'f16gemm', key, tuned ? 'tuned' : table ? 'table' : 'heuristic');
+  return tuned ?? table ?? base;
+}
+
+/** Labels of the tensor-core specs that passed checkF16Tc on a runtime (only those serve a GEMM). */
+const verified = new WeakMap<Runtime, Set<string>>();
+
+/** The first tuned pick for this GEMM (plan.ts f16TcPick names) that passed its check on this runtime. */
+function tunedF16Spec(rt: Runtime, form: GemmForm, shape: GemmShape): F16TcSpec | undefined {
+  const ok = verified.get(rt);
+  for (const pick of tunedPicks(rt.device, 'f16gemm', f16ShapeKey(form, shape)) ?? []) {
+    const s = f16TcSpecOfPick(pick, subgroupSize(rt));
+    if (s && ok?.has(f16TcLabel(s)) && formOf(s.transA, s.transB) === form) return s;
+  }
+  return undefined;
+}
+
+/**
+ * Checks the tuned f16 layouts this device holds (a cache applied after enableF16TensorCores, or
+ * picks from an earlier session) that this runtime has not checked yet, so those that pass serve
+ * their GEMMs. Returns the labels checked and whether each passed.
+ */
+export async function verifyTunedF16Layouts(rt: Runtime): Promise<F16TcTried[]> {
+  const out: F16TcTried[] = [];
+  if (!rt.gpu.features.shaderF16 || !rt.gpu.features.subgroupMatrix) return out;
+  const limits = rt.device.limits;
+  const done = new Set([...(verified.get(rt) ?? [])]);
+  for (const picks of Object.values(tunedEntries(rt.device, 'f16gemm'))) {
+    for (const pick of picks) {
+      const s = f16TcSpecOfPick(pick, subgroupSize(rt));
+      const label = s ? f16TcLabel(s) : pick;
+      if (done.has(label)) continue;
+      done.add(label);
+      if (!s || f16TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup)) {
+        out.push({ label, ok: false, failed: 'not a layout this build and device can run' });
+        continue;
+      }
+      out.push(await checkF16Tc(rt, s));
+    }
+  }
+  return out;
 }
 
 const shapeSpecs = new WeakMap<Runtime, Map<string, F16TcSpec>>();
@@ -338,6 +388,11 @@ export async function checkF16Tc(rt: Runtime, s: F16TcSpec, elem?: 'f16' | 'f32'
     const r = await checkMatmulF16(rt, c, { path: 'f16-tensor-core', spec: s, elem });
     if (!r.ok) return { label: f16TcLabel(s), ok: false, failed: `${name}: ${r.error ?? `${r.bad} elements off, max error ${r.maxAbsErr}, ${r.worstRatio.toPrecision(3)}× tolerance`}` };
   }
+  if (elem !== 'f32') {
+    let ok = verified.get(rt);
+    if (!ok) verified.set(rt, (ok = new Set()));
+    ok.add(f16TcLabel(s));
+  }
   return { label: f16TcLabel(s), ok: true };
 }
 
@@ -366,5 +421,6 @@ export async function enableF16TensorCores(rt: Runtime, layouts: F16TcLayout[] =
   enabled.set(rt, chosen);
   out.chosen = chosen;
   await enableMeasuredShapes(rt, cfgs, out);
+  if (cfgs.length) out.tried.push(...await verifyTunedF16Layouts(rt));
   return out;
 }

@@ -227,6 +227,36 @@ export function f16TcLabel(s: F16TcSpec): string {
   return `f16 ${form} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} ${f16TcBlockM(s)}x${f16TcBlockN(s)} (${s.sgM}x${s.sgN} sg of ${s.tilesM}x${s.tilesN}) BK${s.BK} pad${s.PAD}${s.direct ? ' direct' : ''}${extra}`;
 }
 
+/**
+ * A spec's name as a tuned pick (the tuning cache's picks are short names of [A-Za-z0-9_/.]):
+ * form, configuration, tiles, subgroups, BK, PAD, then the options set, e.g.
+ * 'NT.16x16x16.4x4.2x2.bk32.p8.d.s2.sb.c8.z8'. The subgroup size is the device's at use.
+ */
+export function f16TcPick(s: F16TcSpec): string {
+  const form = formOf(s.transA, s.transB) ?? 'TT';
+  const opts = [s.direct ? 'd' : '', (s.stages ?? 1) > 1 ? `s${s.stages}` : '', s.loop === 'streamB' ? 'sb' : '', (s.copy ?? 4) !== 4 ? `c${s.copy}` : '',
+    (s.swizzle ?? 0) > 1 ? `z${s.swizzle}` : ''].filter(Boolean);
+  return [form, `${s.cfg.M}x${s.cfg.N}x${s.cfg.K}`, `${s.tilesM}x${s.tilesN}`, `${s.sgM}x${s.sgN}`, `bk${s.BK}`, `p${s.PAD}`, ...opts].join('.');
+}
+
+const PICK_RE = /^(NT|NN|TN)\.(\d{1,3})x(\d{1,3})x(\d{1,3})\.(\d{1,2})x(\d{1,2})\.(\d{1,2})x(\d{1,2})\.bk(\d{1,3})\.p(\d{1,3})(\.d)?(\.s2)?(\.sb)?(\.c8)?(?:\.z(\d{1,3}))?$/;
+
+/** The spec a pick names (f16TcPick's inverse) with this device's subgroup size; null for a name this build cannot run. */
+export function f16TcSpecOfPick(pick: string, sgSize: number): F16TcSpec | null {
+  const m = PICK_RE.exec(pick);
+  if (!m) return null;
+  const n = (i: number) => Number(m[i]);
+  const s: F16TcSpec = {
+    cfg: { M: n(2), N: n(3), K: n(4) }, ...FORM_TRANS[m[1] as GemmForm], sgSize, tilesM: n(5), tilesN: n(6), sgM: n(7), sgN: n(8), BK: n(9), PAD: n(10), direct: !!m[11],
+  };
+  if (m[12]) s.stages = 2;
+  if (m[13]) s.loop = 'streamB';
+  if (m[14]) s.copy = 8;
+  if (m[15]) s.swizzle = n(15);
+  if (f16TcSpecError(s, Infinity, Infinity) || f16TcPick(s) !== pick) return null;
+  return s;
+}
+
 /** Candidates for one form: every configuration with each valid layout, the configurations' first layouts first. */
 export function f16TcCandidates(form: GemmForm, cfgs: F16TcSpec['cfg'][], layouts: F16TcLayout[], sgSize: number, valid: (s: F16TcSpec) => boolean): F16TcSpec[] {
   const per = cfgs.map((cfg) => layouts.map((l): F16TcSpec => ({ cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, ...FORM_TRANS[form], sgSize, ...l })).filter(valid));
