@@ -114,6 +114,7 @@ describe('peer CLI', () => {
       [['--host', '--train', '--diloco', '10', '--streaming', '2', '--overlap', '5'], /overlap τ must be an integer in \[0, H\/F = 5\)/],
       [['--host', '--train', '--diloco', '10', '--outer-momentum', '1'], /outer momentum must be in \[0, 1\)/],
       [['--host', '--link', '20:20'], /--link goes with --train/],
+      [['--host', '--tune'], /--tune goes with --train/],
       [['--host', '--train', '--link', '0:20'], /--link must be MBPS\[:LATENCY_MS\] with MBPS > 0/],
     ] as const) {
       const r = await peer(...args);
