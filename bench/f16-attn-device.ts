@@ -9,8 +9,8 @@
  *     compared), a GQA case (12 query heads on 4 KV heads) and head dim 32, for the chosen spec and
  *     every other candidate that passed; the backward (dq, dk, dv relative to their largest
  *     magnitude) at T512 with 4 heads of 64, GQA, and head dim 32;
- *  3. timing (GPU timestamps, median) at base's shape: the f16 forward (each passing spec) and
- *     backward beside the fp32 forward and backward of src/engine/kernels/attention, and the per-step
+ *  3. timing (GPU timestamps, median) at base's shape: the f16 forward and backward (each passing
+ *     spec; the per-step figure takes the fastest of each) beside the fp32 forward and backward of src/engine/kernels/attention, and the per-step
  *     figure for 12 layers (the issue's target: attention fwd+bwd ≤ 5 ms per base step).
  *
  *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin]
@@ -24,8 +24,8 @@ import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { attentionBackward, attentionBackwardWorkspaceBytes, attentionForward } from '../src/engine/kernels/attention/attention';
 import {
-  attentionBackwardF16, attentionForwardF16, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnSpec, enableF16Attention, f16AttentionBackwardSpecs,
-  f16AttentionSpec, type F16AttnBwdSpecs, f16AttnBwdLabel, f16AttnCandidates, type F16AttnCase, f16AttnLabel, type F16AttnSpec,
+  attentionBackwardF16, attentionForwardF16, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention,
+  f16AttentionBackwardSpecs, f16AttentionSpec, f16AttnBwdCandidates, type F16AttnBwdSpecs, f16AttnBwdLabel, f16AttnCandidates, type F16AttnCase, f16AttnLabel, type F16AttnSpec,
 } from '../src/engine/kernels/attention/f16/attention-f16';
 import { f16AttnSpecError } from '../src/engine/kernels/attention/f16/code';
 import { f16ConfigsOf } from '../src/engine/kernels/matmul-f16/plan';
@@ -159,8 +159,22 @@ async function time(name: string, ds: Dispatch[], flops: number): Promise<number
     best = Math.min(best, ms);
   }
   let f16Bwd = Infinity;
-  const specs = bwdByD.get(D);
-  if (specs) f16Bwd = await time(`${s.name} f16 bwd ${f16AttnBwdLabel(specs)}`, attentionBackwardF16(rt, { ...shape, dO, dq, dk, dv, workspace: ws, specs, emulate: twin }), 2.5 * fwdFlops);
+  const chosenBwd = bwdByD.get(D);
+  // The chosen backward, then every other candidate that passes its check (tuning data for F16_ATTN_BWD_LAYOUTS' order).
+  const bwdList = chosenBwd ? [chosenBwd] : [];
+  if (!twin && chosenBwd) {
+    const lim = rt.device.limits;
+    for (const c of f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim)) {
+      if (f16AttnBwdLabel(c) === f16AttnBwdLabel(chosenBwd)) continue;
+      const r = await checkF16AttnBwdSpecs(rt, c);
+      if (r.ok) bwdList.push(c);
+      else log(`skip ${r.label}: ${r.failed}`);
+    }
+  }
+  for (const specs of bwdList) {
+    const ms = await time(`${s.name} f16 bwd ${f16AttnBwdLabel(specs)}`, attentionBackwardF16(rt, { ...shape, dO, dq, dk, dv, workspace: ws, specs, emulate: twin }), 2.5 * fwdFlops);
+    f16Bwd = Math.min(f16Bwd, ms);
+  }
   const L = 12;
   const perStep = { fp32: L * (fp32Fwd + fp32Bwd), f16FwdFp32Bwd: L * (best + fp32Bwd), f16: L * (best + f16Bwd), targetMs: 5 };
   out.perStep = perStep;

@@ -30,8 +30,8 @@ import { checkOutDir } from './checkpoint-store';
 import { followGroup } from './peer-follow';
 import { defaultCorpusPath, fail, num, parseCliArgs, presetArg, readJsonObject, UsageError } from './common';
 import { INTERRUPTED_EXIT } from './interrupt';
-import { prepareRunKernels, runTuneCache, runTuning } from './tune-cache';
-import { runTuningStatus } from '../engine/tune';
+import { groupTuneShare, prepareRunKernels, runTuneCache, runTuning } from './tune-cache';
+import { runTuningStatus, type TuneCache } from '../engine/tune';
 import { RunDir, runDiskBytes } from './run-dir';
 import { resumePoint } from './train-options';
 
@@ -258,6 +258,8 @@ interface PreparedTraining {
   run: RunDir;
   /** Continued from a checkpoint (the loop then writes no end checkpoint when it takes no step). */
   resumed: boolean;
+  /** The tuning cache the model was built with: this member's table for the group, and where the group's go. */
+  tuneCache: TuneCache;
 }
 
 /** Null when the resumed run had already finished (its export is then written again). */
@@ -292,14 +294,14 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
   if (train.resume) {
     console.error(`resuming ${train.out} at step ${trainer.stepIndex} of ${opts.optimizer.total_steps}`);
     run.openMetrics(trainer.stepIndex);
-    return { train, rt, trainer, totalSteps: opts.optimizer.total_steps, run, resumed: true };
+    return { train, rt, trainer, totalSteps: opts.optimizer.total_steps, run, resumed: true, tuneCache };
   }
   // The run spec as the trainer runs it (what --resume reads back); the fields beside it for readers of older runs.
   run.writeRunInfo({ spec: specWithOptions(train.spec, trainer.opts), preset: train.preset, peer_run: train.run, mode: train.mode, model: trainer.opts.model,
     optimizer: trainer.opts.optimizer, batch: opts.batch, seq: opts.seq, seed: opts.seed, checkpoint_every: train.spec.cadence.checkpointEvery,
     tokenizer: tokenizer.toJSON(), tuning, started: new Date().toISOString() });
   run.openMetrics(null);
-  return { train, rt, trainer, totalSteps: opts.optimizer.total_steps, run, resumed: false };
+  return { train, rt, trainer, totalSteps: opts.optimizer.total_steps, run, resumed: false, tuneCache };
 }
 
 /**
@@ -319,6 +321,8 @@ export async function runGroupWork(transport: PeerJsTransport, work: PreparedTra
     run: train.run,
     onEvent: (e: DpEvent) => console.log(`train: ${e.kind} at step ${e.step} (epoch ${e.epoch}): ${e.message}`),
     members: together,
+    // Its kernel tuning to the members on the same GPU model and driver; theirs into the cache for its next run (checked on this GPU before use).
+    tuneShare: groupTuneShare(rt, work.tuneCache),
   };
   console.log(together ? `train: starting together with the ${together.length} members of the quorum` : 'train: joining the group (admitted at a step boundary)');
   const net = train.link ? limitTransport(transport, train.link) : transport;

@@ -8,7 +8,11 @@ import { homedir } from 'node:os';
 import path from 'node:path';
 import type { Runtime } from '../engine/gpu/runtime';
 import type { TrainOptions } from '../engine/train/options';
-import { adapterKeyOf, pendingTune, setShippedSeeds, resetRunChoices, TuneCache, TuneCacheError, tuneForTraining, type TuningStatus } from '../engine/tune';
+import type { Runtime as Rt } from '../engine/gpu/runtime';
+import {
+  adapterKeyOf, adoptSharedTable, applySharedForTraining, KERNEL_FAMILIES, type KernelFamily, pendingTune, setShippedSeeds, resetRunChoices, shareableTable,
+  type SharedTableOutcome, type SharedTuneTable, TuneCache, TuneCacheError, tuneForTraining, type TuningStatus,
+} from '../engine/tune';
 import { errnoWords, UsageError } from './common';
 
 /** The lab's folder in the user's cache: `$XDG_CACHE_HOME/webgpu-quant-lab`, else `~/.cache/webgpu-quant-lab` (the Hub's downloads live there too). */
@@ -65,12 +69,17 @@ export interface RunTuning {
   label: string;
   shipped_table: boolean;
   counts: TuningStatus['counts'];
+  /** Kernel choices whose picks a group member shared (checked on this device first), and those members. */
+  shared?: { choices: number; by: string[] };
   /** With --tune: what the tune before the run did. */
   tune?: { cache: string; tuned: number; cached: number; unfinished: number; seconds: number; budget_s: number };
 }
 
 export function runTuning(status: TuningStatus, tune?: RunTuning['tune']): RunTuning {
-  return { status: status.status, label: status.label, shipped_table: status.shippedTable, counts: status.counts, ...(tune ? { tune } : {}) };
+  return {
+    status: status.status, label: status.label, shipped_table: status.shippedTable, counts: status.counts,
+    ...(status.shared ? { shared: { choices: status.shared, by: status.sharedBy } } : {}), ...(tune ? { tune } : {}),
+  };
 }
 
 /**
@@ -118,6 +127,51 @@ export async function prepareRunKernels(rt: Runtime, opts: Pick<TrainOptions, 'm
     summary = { cache: file, tuned: outcome.tuned.length, cached: outcome.cached.length, unfinished: outcome.unfinished.length, seconds: Number(outcome.elapsedS.toFixed(2)), budget_s: budgetS };
   }
   cache.applyTo(rt.device, adapterKeyOf(rt.gpu.adapterInfo));
+  // Picks a group member shared are checked on this device before this run's model uses them.
+  const shared = await applySharedForTraining(rt, opts, cache);
+  if (shared.applied.length) log(`tune: ${shared.applied.length} kernel choices from picks shared by ${[...new Set(shared.applied.map((a) => a.from))].join(', ')} (checked on this GPU)`);
+  for (const f of shared.failed) log(`tune: the pick for ${f.key} shared by ${f.from} failed its check on this GPU and is dropped: ${f.why}`);
+  if (shared.failed.length) keepSharedChange(cache, tuneCachePath(), log);
   resetRunChoices(rt);
   return summary;
+}
+
+/** Writes the cache after a change to its shared entries; a file that is malformed now is left alone (said). */
+function keepSharedChange(cache: TuneCache, file: string, log: (line: string) => void, added: { family: KernelFamily; key: string }[] = []): void {
+  try {
+    // The file as it is now (a tune in another process may have written it), with the change applied.
+    const disk = readTuneCacheFile(file);
+    for (const { adapter: a } of cache.data.adapters) {
+      // Shared entries this run dropped (failed their check here) go from the file too; those it took are added.
+      for (const f of KERNEL_FAMILIES) {
+        for (const [k, e] of Object.entries(disk.current(a, f))) if (e.sharedBy !== undefined && !cache.get(a, f, k)) disk.drop(a, f, k);
+      }
+      for (const { family, key } of added) {
+        const e = cache.get(a, family, key);
+        if (e?.sharedBy !== undefined) disk.putShared(a, family, key, { ...e, sharedBy: e.sharedBy });
+      }
+    }
+    writeTuneCacheFile(file, disk);
+  } catch (e) {
+    log(`tune: the tuning cache ${file} was not updated: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * The group side of a member's tuning (parallel/dp/tune-share.ts): its own table for this GPU, and
+ * a peer's table taken into the run's cache (judged entry by entry) and the cache file, for the
+ * next run on this GPU, which checks each shared pick on the device before it uses it.
+ */
+export function groupTuneShare(rt: Rt, cache: TuneCache, log: (line: string) => void = (l) => console.error(l)): {
+  table: SharedTuneTable; accept(from: string, t: SharedTuneTable): SharedTableOutcome;
+} {
+  return {
+    table: shareableTable(cache, adapterKeyOf(rt.gpu.adapterInfo)),
+    accept: (from, t) => {
+      const out = adoptSharedTable(rt, cache, t, from);
+      const added = out.added.map((s) => ({ family: s.slice(0, s.indexOf(' ')) as KernelFamily, key: s.slice(s.indexOf(' ') + 1) }));
+      if (added.length) keepSharedChange(cache, tuneCachePath(), log, added);
+      return out;
+    },
+  };
 }

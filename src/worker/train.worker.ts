@@ -21,8 +21,8 @@ import { newlinePrompt } from '../engine/train/tokenizer/tokenizer';
 import { StreamDataset } from '../engine/train/data/token-stream';
 import type { Trainer, TrainerInit } from '../engine/train/trainer';
 import { createParallelTrainer } from '../parallel/factory';
-import { adapterKeyOf, resetRunChoices, runTuningStatus } from '../engine/tune';
-import { loadTuneCacheIdb } from '../engine/tune/idb';
+import { adapterKeyOf, applySharedForTraining, resetRunChoices, runTuningStatus } from '../engine/tune';
+import { loadTuneCacheIdb, saveTuneCacheIdb } from '../engine/tune/idb';
 import { checkpointOfFiles, initOfImport, initOfResume } from './checkpoint-files';
 import { OpfsTokenCache } from './token-cache';
 import { cadenceOf, trainOptionsOf } from '../engine/run/spec';
@@ -128,6 +128,9 @@ async function run(msg: Extract<ToWorker, { type: 'start' }>): Promise<void> {
     // The tuning cache in IndexedDB (the bench page's "Tune this GPU") applies to this adapter's kernel choices.
     const tuneCache = await loadTuneCacheIdb();
     tuneCache.cache.applyTo(rt.device, adapterKeyOf(gpu.adapterInfo));
+    // Picks a group member shared (state/group) are checked on this device first; one that fails is dropped from the cache.
+    const shared = await applySharedForTraining(rt, trainOptionsOf(spec), tuneCache.cache);
+    if (shared.failed.length && !tuneCache.problem) await saveTuneCacheIdb(tuneCache.cache).catch(() => {});
     resetRunChoices(rt);
     try {
       trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts: trainOptionsOf(spec), text, init });

@@ -18,7 +18,8 @@ import type { AttentionJob, AttentionKernel } from './jobs';
 
 const PASS_OF: Record<AttentionKernel, 'fwd' | 'dq' | 'dkdv'> = { fwd: 'fwd', dq: 'dq', dkdv: 'dkdv', fwdI8: 'fwd', dkdvI8: 'dkdv', dkdvDp8: 'dkdv' };
 
-function attentionProblem(rt: Runtime, kernel: AttentionKernel, t: AttnTile, D: number): string | null {
+/** Why a tile cannot run a kernel at head dim D on this adapter (its limits), or null. */
+export function attentionProblem(rt: Runtime, kernel: AttentionKernel, t: AttnTile, D: number): string | null {
   if (kernel === 'fwdI8') return attentionI8FwdTileProblem(rt, t, D);
   if (kernel === 'dkdvI8' || kernel === 'dkdvDp8') return attentionI8DkdvTileProblem(rt, t, D, kernel === 'dkdvDp8');
   return attentionTileProblem(rt, kernel, t, D);
@@ -131,9 +132,9 @@ export function relErr(got: Float32Array, want: ArrayLike<number>): number {
  * Checks an attention tile on a small shape of the job's heads and head dim: the fp32 passes against
  * the float64 reference (attention.ref.ts); the INT8-score kernels, whose scores the reference would
  * have to quantize alike, against the default tile's outputs on the device (another tile only sums
- * in another order), as bench/attn-i8-tune.ts does.
+ * in another order), as bench/attn-i8-tune.ts does. Memoized per device.
  */
-function checkAttention(rt: Runtime, kernel: AttentionKernel, s: AttentionJob['shape'], tile: AttnTile): Promise<string | null> {
+export function checkAttention(rt: Runtime, kernel: AttentionKernel, s: AttentionJob['shape'], tile: AttnTile): Promise<string | null> {
   return memoCheck(rt, `attention:${kernel}:${attnTileName(tile)}:${s.nH}/${s.nKV}/${s.D}`, async () => {
     const small = { B: 1, T: Math.min(s.T, Math.max(2 * tile.BM, 2 * tile.BN) + 5), nH: s.nH, nKV: s.nKV, D: s.D };
     const n = small.T * small.nH * small.D;

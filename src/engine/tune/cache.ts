@@ -5,7 +5,8 @@
  * state/tune-store.ts), exportable and importable: an imported file is validated as hostile input
  * (structure, sizes, key and name spellings) and refused whole with one clear error when malformed.
  * Picks whose kernel code changed since (another code hash) are kept but not applied, and replaced
- * when tuned again.
+ * when tuned again. An entry a group member shared (`sharedBy`, ./shared.ts) fills only a shape the
+ * cache lacked, is applied only after its check on the device, and is replaced by this member's own tune.
  */
 import { z } from 'zod';
 import { parseChoice } from '../kernels/matmul/plan';
@@ -30,6 +31,8 @@ export interface TuneEntry {
   workspaceBytes?: number;
   /** When it was tuned (ISO). */
   at: string;
+  /** The group member whose table gave it (not tuned here): verified on the device before each use, replaced by a tune. */
+  sharedBy?: string;
 }
 
 export interface TuneFamilyEntries {
@@ -55,6 +58,8 @@ const MAX_ENTRIES = 4096;
 const MATMUL_KEY = /^\d{1,7}x\d{1,7}x\d{1,8}[NT]{2}$/;
 const ATTN_KEY = /^(fwd|dq|dkdv|fwdI8|dkdvI8|dkdvDp8)\/D\d{1,4}$/;
 const PICK = /^[A-Za-z0-9_/.]{1,64}$/;
+/** A group member's id as the peers name it (src/peers/room/room.ts), in a shared entry. */
+export const MEMBER_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 const text = (max: number) => z.string().max(max);
 const EntrySchema = z.strictObject({
@@ -63,6 +68,7 @@ const EntrySchema = z.strictObject({
   candidates: z.number().int().nonnegative().max(100000),
   workspaceBytes: z.number().int().nonnegative().max(2 ** 40).optional(),
   at: text(40),
+  sharedBy: z.string().regex(MEMBER_ID, 'a member id').optional(),
 });
 const FamilySchema = z.strictObject({
   codeHash: z.string().regex(/^[0-9a-z-]{1,40}$/, 'a code hash'),
@@ -80,7 +86,8 @@ const CacheSchema = z.strictObject({
 
 export class TuneCacheError extends Error {}
 
-function keyProblem(family: KernelFamily, key: string): string | null {
+/** Why a key is not spelled as a choice key of the family (null: it is). */
+export function keyProblem(family: KernelFamily, key: string): string | null {
   return (family === 'attention' ? ATTN_KEY : MATMUL_KEY).test(key) ? null : `'${key.slice(0, 40)}' is not a ${family} choice key`;
 }
 
@@ -146,7 +153,7 @@ function rebuild(d: TuneCacheData): TuneCacheData {
       families: Object.fromEntries(KERNEL_FAMILIES.filter((f) => a.families[f]).map((f) => {
         const fam = a.families[f]!;
         const entries: Record<string, TuneEntry> = Object.create(null);
-        for (const [k, e] of Object.entries(fam.entries)) entries[k] = { ...e, picks: [...e.picks] };
+        for (const [k, e] of Object.entries(fam.entries)) entries[k] = { ...e, picks: [...e.picks] } as TuneEntry;
         return [f, { codeHash: fam.codeHash, entries }];
       })),
     })),
@@ -219,6 +226,22 @@ export class TuneCache {
     f.entries[key] = entry;
   }
 
+  /**
+   * Records a group member's entry (./shared.ts, after its checks) for a choice this cache lacks under
+   * the current code: never replaces an entry, tuned here or shared. Returns whether it was recorded.
+   */
+  putShared(adapter: AdapterKey, family: KernelFamily, key: string, entry: TuneEntry & { sharedBy: string }): boolean {
+    if (this.get(adapter, family, key)) return false;
+    this.put(adapter, family, key, entry);
+    return true;
+  }
+
+  /** Forgets one entry (a shared pick that failed its check on the device). */
+  drop(adapter: AdapterKey, family: KernelFamily, key: string): void {
+    const f = this.adapterEntry(adapter, false)?.families[family];
+    if (f && Object.hasOwn(f.entries, key)) delete f.entries[key];
+  }
+
   /** Entries per family for this adapter: current (this code) and stale (tuned for other code). */
   counts(adapter: AdapterKey): { current: number; stale: number } {
     let current = 0;
@@ -265,12 +288,14 @@ export class TuneCache {
 
   /**
    * Hands this adapter's current entries to a device (engine/tune/store.ts), where the kernels'
-   * choosers read them: returns how many were applied. Picks this build does not know are dropped.
+   * choosers read them: returns how many were applied. Picks this build does not know are dropped;
+   * entries a member shared wait for their check on the device (./shared.ts applySharedPicks).
    */
   applyTo(device: object, adapter: AdapterKey): number {
     let n = 0;
     for (const f of KERNEL_FAMILIES) {
       for (const [key, e] of Object.entries(this.current(adapter, f))) {
+        if (e.sharedBy !== undefined) continue;
         const picks = e.picks.filter((p) => pickKnown(f, key, p));
         if (picks.length === 0) continue;
         setTunedPicks(device, f, key, picks);

@@ -156,7 +156,7 @@ async function checkMatmulOn(rt: Runtime, choice: string, s: MatmulShape, seed: 
 }
 
 /** Checks a GEMM choice against the reference on its job's check shape (memoized per device and shape). */
-function checkMatmulChoice(rt: Runtime, choice: string, s: MatmulShape): Promise<string | null> {
+export function checkMatmulChoice(rt: Runtime, choice: string, s: MatmulShape): Promise<string | null> {
   const cs = checkShape(s, parseChoice(choice).variant);
   return memoCheck(rt, `matmul:${choice}:${shapeKey(cs)}`, () => checkMatmulOn(rt, choice, cs, 7));
 }

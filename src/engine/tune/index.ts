@@ -10,6 +10,7 @@ import { adapterKeyOf } from './adapter';
 import type { TuneCache } from './cache';
 import { planTuneJobs, type TuneJob } from './jobs';
 import { madeChoices, resetChoices, tuningStatus, type TuningStatus } from './store';
+import { applySharedPicks, type SharedPicksOutcome } from './shared';
 import { missingJobs, type TuneOptions, type TuneOutcome, tuneEstimate, tuneJobs } from './tuner';
 
 export { adapterFamily, adapterId, seedFamily, setShippedSeeds, type AdapterKey, adapterKeyOf, adapterLabel } from './adapter';
@@ -20,6 +21,10 @@ export { LAB_RUN_SHAPE, labRunOptions } from './lab-run';
 export { type ChoiceSource, KERNEL_FAMILIES, type KernelFamily, madeChoices, resetChoices, tuningStatus, type TuningStatus } from './store';
 export { attentionCandidates } from './attention';
 export { matmulCandidateProblem, matmulCandidates } from './gemm';
+export {
+  adapterDigest, adoptSharedTable, applySharedPicks, MAX_SHARED_PICKS, shareableTable, sharedEntryProblem, type SharedPicksOutcome,
+  type SharedTableOutcome, type SharedTuneEntry, type SharedTuneFamily, type SharedTuneTable,
+} from './shared';
 export { missingJobs, type TuneOptions, type TuneOutcome, type TuneProgress, tuneEstimate, tuneJobs } from './tuner';
 
 /** The tuning jobs of a training run (its model, batch, context and scheme). */
@@ -36,6 +41,11 @@ export function tuneForTraining(rt: Runtime, opts: Pick<TrainOptions, 'model' | 
 export function pendingTune(rt: Runtime, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache, o: TuneOptions = {}) {
   const jobs = missingJobs(trainingTuneJobs(opts), cache, adapterKeyOf(rt.gpu.adapterInfo), o.force);
   return { jobs, ...tuneEstimate(rt, jobs, o) };
+}
+
+/** The cache's entries shared by group members for this run's choices, checked on the device and applied where they pass (shared.ts). */
+export function applySharedForTraining(rt: Runtime, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache): Promise<SharedPicksOutcome> {
+  return applySharedPicks(rt, cache, trainingTuneJobs(opts));
 }
 
 /** How the choices made on this device since resetChoices were sourced (tuned, partly, defaults; shipped table). */

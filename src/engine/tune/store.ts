@@ -20,13 +20,15 @@ interface DeviceStore {
   tuned: Map<string, readonly string[]>;
   /** `${family}:${key}` → the source of the choice last made for it. */
   made: Map<string, ChoiceSource>;
+  /** `${family}:${key}` → the member whose shared table gave its tuned picks (verified here first: tune/shared.ts). */
+  sharedBy: Map<string, string>;
 }
 
 const stores = new WeakMap<object, DeviceStore>();
 
 function storeOf(device: object): DeviceStore {
   let s = stores.get(device);
-  if (!s) stores.set(device, (s = { tuned: new Map(), made: new Map() }));
+  if (!s) stores.set(device, (s = { tuned: new Map(), made: new Map(), sharedBy: new Map() }));
   return s;
 }
 
@@ -35,9 +37,13 @@ export function tunedPicks(device: object, family: KernelFamily, key: string): r
   return stores.get(device)?.tuned.get(`${family}:${key}`);
 }
 
-export function setTunedPicks(device: object, family: KernelFamily, key: string, picks: readonly string[]): void {
+/** Sets a choice's tuned picks; `sharedBy`: they came from that group member's table (verified on this device first). */
+export function setTunedPicks(device: object, family: KernelFamily, key: string, picks: readonly string[], sharedBy?: string): void {
   if (picks.length === 0) throw new Error(`tune: no picks for ${family} ${key}`);
-  storeOf(device).tuned.set(`${family}:${key}`, [...picks]);
+  const s = storeOf(device);
+  s.tuned.set(`${family}:${key}`, [...picks]);
+  if (sharedBy === undefined) s.sharedBy.delete(`${family}:${key}`);
+  else s.sharedBy.set(`${family}:${key}`, sharedBy);
 }
 
 /** Every tuned pick of a family on this device: key → picks. */
@@ -51,7 +57,12 @@ export function tunedEntries(device: object, family: KernelFamily): Record<strin
 export function clearTuned(device: object, family?: KernelFamily): void {
   const s = stores.get(device);
   if (!s) return;
-  for (const k of [...s.tuned.keys()]) if (!family || k.startsWith(`${family}:`)) s.tuned.delete(k);
+  for (const k of [...s.tuned.keys()]) {
+    if (!family || k.startsWith(`${family}:`)) {
+      s.tuned.delete(k);
+      s.sharedBy.delete(k);
+    }
+  }
 }
 
 /** Called by a chooser each time it settles a choice. */
@@ -63,13 +74,17 @@ export interface MadeChoice {
   family: KernelFamily;
   key: string;
   source: ChoiceSource;
+  /** A tuned choice whose picks came from this group member's shared table. */
+  sharedBy?: string;
 }
 
 /** The choices made on this device since the last resetChoices (one per family and key, the last). */
 export function madeChoices(device: object): MadeChoice[] {
-  return [...(stores.get(device)?.made ?? [])].map(([k, source]) => {
+  const s = stores.get(device);
+  return [...(s?.made ?? [])].map(([k, source]) => {
     const i = k.indexOf(':');
-    return { family: k.slice(0, i) as KernelFamily, key: k.slice(i + 1), source };
+    const by = source === 'tuned' ? s?.sharedBy.get(k) : undefined;
+    return { family: k.slice(0, i) as KernelFamily, key: k.slice(i + 1), source, ...(by !== undefined ? { sharedBy: by } : {}) };
   });
 }
 
@@ -87,20 +102,36 @@ export interface TuningStatus {
   status: 'tuned' | 'partly tuned' | 'defaults';
   counts: Record<ChoiceSource, number>;
   shippedTable: boolean;
-  /** One line for a person: "tuned", "partly tuned (5 of 9 choices; the rest: shipped table, heuristic)", "defaults (shipped table)". */
+  /** Tuned choices whose picks a group member shared (verified on this device), and those members. */
+  shared: number;
+  sharedBy: string[];
+  /**
+   * One line for a person: "tuned", "tuned (3 of 9 shared by peer X)", "partly tuned (5 of 9
+   * choices; the rest: shipped table, heuristic)", "defaults (shipped table)".
+   */
   label: string;
 }
 
 export function tuningStatus(choices: readonly MadeChoice[]): TuningStatus {
   const counts: Record<ChoiceSource, number> = { forced: 0, tuned: 0, table: 0, seed: 0, heuristic: 0 };
-  for (const c of choices) counts[c.source]++;
+  const sharedBy = new Set<string>();
+  let shared = 0;
+  for (const c of choices) {
+    counts[c.source]++;
+    if (c.sharedBy !== undefined) {
+      shared++;
+      sharedBy.add(c.sharedBy);
+    }
+  }
   const free = counts.tuned + counts.table + counts.seed + counts.heuristic;
   const status = free > 0 && counts.tuned === free ? 'tuned' : counts.tuned > 0 ? 'partly tuned' : 'defaults';
   const shippedTable = counts.table + counts.seed > 0;
   const rest = [counts.table ? 'shipped table' : '', counts.seed ? 'shipped table of this architecture' : '', counts.heuristic ? 'heuristic' : '']
     .filter(Boolean).join(', ');
-  const label = status === 'tuned' ? 'tuned'
-    : status === 'partly tuned' ? `partly tuned (${counts.tuned} of ${free} choices; the rest: ${rest})`
+  const peers = `shared by peer ${[...sharedBy].join(', ')}`;
+  const sharedPart = shared === 0 ? '' : shared === free ? peers : `${shared} of ${free} ${peers}`;
+  const label = status === 'tuned' ? `tuned${sharedPart ? ` (${sharedPart})` : ''}`
+    : status === 'partly tuned' ? `partly tuned (${counts.tuned} of ${free} choices${shared ? `, ${shared} ${peers}` : ''}; the rest: ${rest})`
       : `defaults${rest ? ` (${rest})` : ''}`;
-  return { status, counts, shippedTable, label };
+  return { status, counts, shippedTable, shared, sharedBy: [...sharedBy], label };
 }

@@ -65,8 +65,8 @@ export function missingJobs(jobs: readonly TuneJob[], cache: TuneCache, adapter:
   return jobs.filter((j) => {
     if (force) return true;
     const e = cache.get(adapter, j.family, j.key);
-    // A GEMM tuned with less workspace than this call has may miss a faster split.
-    return !e || (j.family === 'matmul' && (e.workspaceBytes ?? 0) < j.workspaceBytes);
+    // A GEMM tuned with less workspace than this call has may miss a faster split; a member's shared pick gives way to this device's own tune.
+    return !e || e.sharedBy !== undefined || (j.family === 'matmul' && (e.workspaceBytes ?? 0) < j.workspaceBytes);
   });
 }
 

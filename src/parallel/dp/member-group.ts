@@ -25,6 +25,7 @@ import { Accusations, admitByMajority, JoinRequests, refusedByMajority, SETTLE_H
 import { MemberGuard } from '../../peers/collectives/screen';
 import { checkHashes, stepStats } from './step';
 import { handOver, stateDigest } from './sync';
+import { encodeTuneTable, TuneShareInbox } from './tune-share';
 import { agreedReports, agreedSyncVerdict, agreeStatements, membersSignedBy, signMembers } from './agreement';
 import {
   type Applied, type DataParallelOptions, DpError, type DpEvent, type DpEventKind, type DpStepStats, type Plan, type Reported,
@@ -110,6 +111,10 @@ export class MemberGroup {
   private settleAt = 0;
   /** When this member last answered a peer's HELLO with a CLAIM (one per heartbeat per peer). */
   private readonly claimed = new Map<PeerId, number>();
+  /** Tuning tables (tune-share.ts): this member's own, as messages, sent once per peer in the run; the peers' as they come. */
+  private readonly tuneOut: Uint8Array[];
+  private readonly tuneSentTo = new Set<PeerId>();
+  private readonly tuneIn: TuneShareInbox | null;
   private fatal: Error | null = null;
   private running = false;
   private events: DpEvent[] = [];
@@ -140,6 +145,9 @@ export class MemberGroup {
       // agree, or they would average differently scaled gradients. Absent without it: fp32 runs' fingerprint as before.
       ...(trainer.plan.model.lossScale ? { lossScale: trainer.plan.model.lossScale } : {}),
     });
+    const share = opts.tuneShare;
+    this.tuneOut = share && share.table.families.length ? encodeTuneTable(share.table) : [];
+    this.tuneIn = share ? new TuneShareInbox((from, t) => share.accept(from, t), (from, why) => this.reject(from, why), (from, m) => this.event('tuning', [from], m)) : null;
     const runTag = crc32(new TextEncoder().encode(`dp-run:${o.run}`)) >>> 16;
     this.channels = new EpochChannels(transport, runTag, (from, p) => this.control(from, p), (from, why) => this.reject(from, why));
     this.unsub.push(transport.onPeerLeave((p) => {
@@ -354,6 +362,17 @@ export class MemberGroup {
     this.established = true;
     this.groupSteps = 0;
     this.event('formed', this.members, `epoch ${epoch}: ${this.members.join(', ')}`);
+    this.shareTuning();
+  }
+
+  /** Sends this member's tuning table to the group's members it has not sent it to in this run. */
+  private shareTuning(): void {
+    if (this.tuneOut.length === 0) return;
+    for (const p of this.members) {
+      if (p === this.id || this.tuneSentTo.has(p)) continue;
+      this.tuneSentTo.add(p);
+      for (const m of this.tuneOut) this.sendControl(p, m);
+    }
   }
 
   /** The new group's first collective: agree on the state, hand it to whoever differs. */
@@ -537,6 +556,10 @@ export class MemberGroup {
         return;
       case DpKind.Heartbeat:
         return; // the channels noted the time
+      case DpKind.TuneShare:
+        if (!this.tuneIn) return; // this member takes no tables (its caller did not ask)
+        if (!this.members.includes(from) || from === this.id) return this.reject(from, 'tuning table from a peer outside the group');
+        return this.tuneIn.receive(from, m, payload.length);
     }
   }
 

@@ -7,6 +7,7 @@ import type { GradWire } from '../../engine/scheme/wire';
 import type { AllReduceMode } from '../../peers/collectives/allreduce';
 import { resolveScreen, type ScreenOptions } from '../../peers/collectives/screen';
 import type { PeerId } from '../../peers/transport/transport';
+import type { TuneShareOptions } from './tune-share';
 
 export interface DataParallelOptions {
   /** Names the run: peers of other runs on the same transport are ignored (reported). */
@@ -54,6 +55,8 @@ export interface DataParallelOptions {
   screen?: Partial<ScreenOptions>;
   /** A member's HELLO (a restart, which forces a regroup) is honoured at most once per this many ms (default 60 000). */
   restartIntervalMs?: number;
+  /** Kernel tuning tables shared with the members on the same adapter (tune-share.ts); absent: none sent or taken. */
+  tuneShare?: TuneShareOptions;
   onEvent?: (e: DpEvent) => void;
 }
 
@@ -80,7 +83,9 @@ export type DpEventKind =
   /** A contribution left out of a step's mean; a member removed (faults, strikes, divergence); a state outvoted at a sync. */
   | 'screened' | 'removed' | 'outvoted'
   /** A member's message to this one was wrong or missing and was undone (an echo lie, a withheld contribution): named, not removed. */
-  | 'suspect';
+  | 'suspect'
+  /** A member's kernel tuning table taken (or not used: another adapter) (tune-share.ts). */
+  | 'tuning';
 
 export interface DpEvent {
   kind: DpEventKind;
@@ -134,7 +139,7 @@ export interface DpStepStats {
 }
 
 /** The options with their defaults filled in (members and onEvent stay with the raw options). */
-export type ResolvedOptions = Required<Omit<DataParallelOptions, 'members' | 'onEvent' | 'chunkPayload' | 'screen'>> & Pick<DataParallelOptions, 'chunkPayload'> & { screen: ScreenOptions };
+export type ResolvedOptions = Required<Omit<DataParallelOptions, 'members' | 'onEvent' | 'chunkPayload' | 'screen' | 'tuneShare'>> & Pick<DataParallelOptions, 'chunkPayload'> & { screen: ScreenOptions };
 
 /** Fills in the defaults and checks every option; a bad one throws before anything is set up. */
 export function resolveOptions(opts: DataParallelOptions, id: PeerId): ResolvedOptions {

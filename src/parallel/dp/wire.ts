@@ -10,6 +10,10 @@
  *   REFUSE     reason                                    its configuration differs
  *   BYE        reason                                    a member leaves the group
  *   HEARTBEAT  —                                         liveness while collectives wait
+ *   TUNE       part u8, parts u8, adapter, then per      one part of a member's kernel tuning table,
+ *              family: name, codeHash, u8 n, n entries   sent to the group's members on the same adapter
+ *              (key, ms f32, u8 k, k picks); texts u16-prefixed; entries' contents judged by the
+ *              receiver (engine/tune/shared.ts), the bounds per peer in tune-share.ts
  *  (key: the sender's Ed25519 public key 32 B ‖ signature 64 B over statementContext('welcome' or
  *  'claim', fingerprint, epoch, members) — agreement.ts; a joiner counts only signed ones.)
  *  in a group (the payloads of collectives):
@@ -45,6 +49,7 @@ export enum DpKind {
   Report = 7,
   State = 8,
   Claim = 9,
+  TuneShare = 10,
 }
 
 export class DpMessageError extends Error {
@@ -213,8 +218,24 @@ export interface SignedMembers {
   signature: Uint8Array;
 }
 
+/** One part of a member's tuning table (TUNE): `part` of `parts`, each family's entries in it. */
+export interface TuneSharePart {
+  part: number;
+  parts: number;
+  adapter: string;
+  families: { family: string; codeHash: string; entries: { key: string; ms: number; picks: string[] }[] }[];
+}
+
+/** Most parts of one member's table (with control messages of 4 KiB: 64 KiB per peer). */
+export const MAX_TUNE_PARTS = 16;
+const MAX_TUNE_FAMILIES = 8;
+const MAX_TUNE_ENTRIES = 255;
+const MAX_TUNE_PICKS = 8;
+const TUNE_TEXT = { adapter: 64, family: 32, codeHash: 64, key: 64, pick: 64 };
+
 export type ControlMessage =
   | { kind: DpKind.Hello; fingerprint: number }
+  | ({ kind: DpKind.TuneShare } & TuneSharePart)
   | ({ kind: DpKind.Welcome | DpKind.Claim } & SignedMembers)
   | { kind: DpKind.Refuse; reason: string }
   | { kind: DpKind.Bye; reason: string }
@@ -234,7 +255,46 @@ export function encodeControl(m: ControlMessage): Uint8Array {
       return w.text(m.reason.slice(0, MAX_REASON_BYTES / 4), MAX_REASON_BYTES).finish();
     case DpKind.Heartbeat:
       return w.finish();
+    case DpKind.TuneShare: {
+      w.u8(m.part).u8(m.parts).text(m.adapter, TUNE_TEXT.adapter).u8(m.families.length);
+      for (const f of m.families) {
+        w.text(f.family, TUNE_TEXT.family).text(f.codeHash, TUNE_TEXT.codeHash).u8(f.entries.length);
+        for (const e of f.entries) {
+          w.text(e.key, TUNE_TEXT.key).f32(e.ms).u8(e.picks.length);
+          for (const p of e.picks) w.text(p, TUNE_TEXT.pick);
+        }
+      }
+      return w.finish();
+    }
   }
+}
+
+function decodeTuneShare(r: Reader): TuneSharePart {
+  const part = r.u8('part');
+  const parts = r.u8('parts');
+  if (parts < 1 || parts > MAX_TUNE_PARTS || part >= parts) throw new DpMessageError(`TuneShare: part ${part} of ${parts} (at most ${MAX_TUNE_PARTS} parts)`);
+  const adapter = r.text('adapter', TUNE_TEXT.adapter);
+  const nf = r.u8('family count');
+  if (nf > MAX_TUNE_FAMILIES) throw new DpMessageError(`TuneShare: ${nf} families, at most ${MAX_TUNE_FAMILIES}`);
+  const families: TuneSharePart['families'] = [];
+  for (let i = 0; i < nf; i++) {
+    const family = r.text('family', TUNE_TEXT.family);
+    const codeHash = r.text('code hash', TUNE_TEXT.codeHash);
+    const n = r.u8('entry count');
+    if (n > MAX_TUNE_ENTRIES) throw new DpMessageError(`TuneShare: ${n} entries, at most ${MAX_TUNE_ENTRIES}`);
+    const entries: TuneSharePart['families'][number]['entries'] = [];
+    for (let j = 0; j < n; j++) {
+      const key = r.text('key', TUNE_TEXT.key);
+      const ms = r.f32('ms');
+      const k = r.u8('pick count');
+      if (k > MAX_TUNE_PICKS) throw new DpMessageError(`TuneShare: ${k} picks, at most ${MAX_TUNE_PICKS}`);
+      const picks: string[] = [];
+      for (let q = 0; q < k; q++) picks.push(r.text('pick', TUNE_TEXT.pick));
+      entries.push({ key, ms, picks });
+    }
+    families.push({ family, codeHash, entries });
+  }
+  return { part, parts, adapter, families };
 }
 
 export function decodeControl(bytes: Uint8Array): ControlMessage {
@@ -261,6 +321,9 @@ export function decodeControl(bytes: Uint8Array): ControlMessage {
       break;
     case DpKind.Heartbeat:
       m = { kind };
+      break;
+    case DpKind.TuneShare:
+      m = { kind, ...decodeTuneShare(r) };
       break;
     default:
       throw new DpMessageError(`${DpKind[kind]} is not a control message`);

@@ -19,6 +19,8 @@ import type { RunTrainer } from '../../engine/train/run-trainer';
 import { type GroupRunStatus, type GroupStepPoint, type GroupStore, shortPeer } from './group';
 import { type GroupRunConfig, groupRunSpec, groupStepTokens } from './config';
 import type { SessionMessage } from './wire';
+import { adapterKeyOf, adoptSharedTable, applySharedForTraining, resetRunChoices, shareableTable, type TuneCache } from '../../engine/tune';
+import { loadTuneCacheIdb, saveTuneCacheIdb } from '../../engine/tune/idb';
 
 /** What a run's training needs of the controller. */
 export interface GroupTrainingHost {
@@ -84,6 +86,7 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
   host.phase(live, 'preparing', 'building the model (compiling GPU pipelines)');
   await host.beforeBuild();
   const spec = groupRunSpec(config, 1);
+  const tuning = await groupTuning(rt, trainOptionsOf(spec));
   // This member's own trainer, built before joining (compiling blocks); the group's member wraps it below.
   const trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts: trainOptionsOf(spec), text, init: memberInit(spec.strategy) });
   let dp: GroupMember | null = null;
@@ -101,7 +104,7 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
     if (live.cancelled !== null || !transport) return;
     const members = live.role === 'member' ? live.members.filter((p) => p === self || (host.present(p) && !live.quits.has(p))) : undefined;
     // Data parallel or DiLoCo, as the spec's strategy says; the gradient wire format is the trainer's plan's.
-    const options = { ...host.dp, run: live.id, members, onEvent: (e: DpEvent) => dpEvent(host, live, e) };
+    const options = { ...host.dp, run: live.id, members, onEvent: (e: DpEvent) => dpEvent(host, live, e), tuneShare: tuning };
     const driver = await createParallelTrainer({ strategy: spec.strategy, trainer, transport, options });
     dp = driver;
     live.abort = (why) => driver.stop(why);
@@ -123,6 +126,30 @@ export async function trainDp(host: GroupTrainingHost, live: LiveRun, rt: Runtim
     dp?.destroy();
     trainer.destroy();
   }
+}
+
+/**
+ * This member's kernel tuning for a group run (engine/tune): the page's cache (IndexedDB) applies to
+ * the model about to be built, a group member's shared picks only after their check on this device;
+ * its own table goes to the group (parallel/dp/tune-share.ts), and the members' tables are taken
+ * into the cache (entry by entry) for the next run on this GPU.
+ */
+async function groupTuning(rt: Runtime, opts: ReturnType<typeof trainOptionsOf>): Promise<NonNullable<DataParallelOptions['tuneShare']>> {
+  const { cache, problem } = await loadTuneCacheIdb();
+  const adapter = adapterKeyOf(rt.gpu.adapterInfo);
+  cache.applyTo(rt.device, adapter);
+  const shared = await applySharedForTraining(rt, opts, cache);
+  const keep = (c: TuneCache) => (problem ? Promise.resolve() : saveTuneCacheIdb(c).catch(() => {}));
+  if (shared.failed.length) await keep(cache);
+  resetRunChoices(rt);
+  return {
+    table: shareableTable(cache, adapter),
+    accept: (from, t) => {
+      const out = adoptSharedTable(rt, cache, t, from);
+      if (out.added.length) void keep(cache);
+      return out;
+    },
+  };
 }
 
 /** A group-wide stop ends the loop at its step; leaving or a failure at once. */
@@ -165,6 +192,8 @@ function dpEvent(host: GroupTrainingHost, live: LiveRun, e: DpEvent): void {
       return s.notice('error', `${e.message}: the others go on without it`);
     case 'outvoted':
       return s.notice('warn', `${who}: a state the majority does not vouch for was offered at step ${e.step}; not adopted`);
+    case 'tuning':
+      return s.notice('info', e.message);
     case 'formed':
     case 'welcomed':
     case 'stopped':
