@@ -90,23 +90,6 @@ fn store4(k: u32, v: vec4<f32>) {
   }
 }
 
-//--- store_f16
-// f16 output (QLoRA's base for the f16 GEMMs): four values as two words of packed halves, each
-// rounded by half() (matmul-f16/cast.ts's, prepended), so no shader-f16 is needed.
-@group(0) @binding(3) var<storage, read_write> y2: array<vec2<u32>>;
-
-fn store4(k: u32, v: vec4<f32>) {
-  y2[k] = vec2<u32>(half(v.x) | (half(v.y) << 16u), half(v.z) | (half(v.w) << 16u));
-}
-
-//--- store_f16_twin
-// Its f32 twin (RunPlan.f16Twin): each value stored as the f32 its f16 rounds to.
-@group(0) @binding(3) var<storage, read_write> y4: array<vec4<f32>>;
-
-fn store4(k: u32, v: vec4<f32>) {
-  y4[k] = vec4<f32>(unpack2x16float(half(v.x) | (half(v.y) << 16u)), unpack2x16float(half(v.z) | (half(v.w) << 16u)));
-}
-
 //--- quantize
 override T: u32 = 4u;
 override LOG_T: u32 = countTrailingZeros(T);

@@ -35,7 +35,7 @@ import {
   type QuantizeOptions,
   validateGranularity,
 } from '../../quant/quantizer';
-import { F16_HALF_WGSL } from '../matmul-f16/cast';
+import { F16_HALF_WGSL, f16OutWgsl } from '../matmul-f16/cast';
 import { sumSquaresPartialCount } from '../reduce/reduce';
 import { wgslSection } from '../wgsl';
 
@@ -194,8 +194,10 @@ function groupShader(entry: 'quantize' | 'dequantize', o: { subgroups: boolean; 
     codecWgsl,
     wgslSection(quantizeWgsl, 'common'),
     entry === 'quantize' ? wgslSection(groupWgsl, subgroups ? 'xchg_sg' : 'xchg_wg') : '',
-    o.f16 ? F16_HALF_WGSL : '',
-    wgslSection(groupWgsl, o.f16 ? `store_f16${o.f16 === 'twin' ? '_twin' : ''}` : `${entry === 'quantize' ? 'load' : 'store'}_${o.vec4Io ? 'vec4' : 'scalar'}`),
+    // An f16 dequantize stores through the f16 producers' writer (packed halves, or the twin's f32).
+    o.f16
+      ? `${F16_HALF_WGSL}\n${f16OutWgsl('y16', 3, 4, o.f16 === 'twin' ? 'f32' : 'f16')}\nfn store4(k: u32, v: vec4<f32>) { y16_store4(k, v); }`
+      : wgslSection(groupWgsl, `${entry === 'quantize' ? 'load' : 'store'}_${o.vec4Io ? 'vec4' : 'scalar'}`),
     subgroups ? body.replaceAll('/*SG*/', ', @builtin(subgroup_size) sg: u32') : body,
   ].join('\n');
 }
