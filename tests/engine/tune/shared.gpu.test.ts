@@ -4,7 +4,8 @@
 import { describe, expect, it } from 'vitest';
 import { buildMatmul } from '../../../src/engine/kernels/matmul/matmul';
 import { adapterKeyOf, applySharedPicks, madeChoices, resetChoices, TuneCache, tuningStatus } from '../../../src/engine/tune';
-import { matmulCandidates } from '../../../src/engine/tune/gemm';
+import { MATMUL_VARIANTS } from '../../../src/engine/kernels/matmul/variants';
+import { matmulCandidateProblem, matmulCandidates } from '../../../src/engine/tune/gemm';
 import type { MatmulJob } from '../../../src/engine/tune/jobs';
 import { attentionTestRuntime } from '../../helpers/gpu';
 
@@ -15,9 +16,9 @@ describe('applySharedPicks', () => {
     const rt = await attentionTestRuntime();
     const adapter = adapterKeyOf(rt.gpu.adapterInfo);
     // Not the heuristic's first choice, so the GEMM below can only run it because it was applied.
-    const { candidates } = matmulCandidates(rt, job, { max: 4 });
-    const pick = candidates.at(-1)!;
-    expect(pick).not.toBe(candidates[0]);
+    const heuristic = matmulCandidates(rt, job).candidates[0];
+    const pick = MATMUL_VARIANTS.map((v) => v.name).find((n) => n !== heuristic && matmulCandidateProblem(rt.device.limits, job.shape, n, 0) === null)!;
+    expect(pick).toBeDefined();
     const cache = new TuneCache();
     cache.putShared(adapter, 'matmul', job.key, { picks: [pick], ms: 0.1, candidates: 0, at: '2026-12-06T00:00:00.000Z', sharedBy: 'peer-x' });
     const out = await applySharedPicks(rt, cache, [job]);
