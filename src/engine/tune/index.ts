@@ -10,7 +10,7 @@ import { adapterKeyOf } from './adapter';
 import type { TuneCache } from './cache';
 import { planTuneJobs, type TuneJob } from './jobs';
 import { madeChoices, resetChoices, tuningStatus, type TuningStatus } from './store';
-import { applySharedPicks, type SharedPicksOutcome } from './shared';
+import { applySharedPicks, hasSharedEntries, type SharedPicksOutcome } from './shared';
 import { missingJobs, type TuneOptions, type TuneOutcome, tuneEstimate, tuneJobs } from './tuner';
 
 export { adapterFamily, adapterId, seedFamily, setShippedSeeds, type AdapterKey, adapterKeyOf, adapterLabel } from './adapter';
@@ -44,7 +44,9 @@ export function pendingTune(rt: Runtime, opts: Pick<TrainOptions, 'model' | 'bat
 }
 
 /** The cache's entries shared by group members for this run's choices, checked on the device and applied where they pass (shared.ts). */
-export function applySharedForTraining(rt: Runtime, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache): Promise<SharedPicksOutcome> {
+export async function applySharedForTraining(rt: Runtime, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache): Promise<SharedPicksOutcome> {
+  // Most caches hold none: then the run's jobs (a plan of its own) are not worked out at all.
+  if (!hasSharedEntries(cache, adapterKeyOf(rt.gpu.adapterInfo))) return { applied: [], failed: [] };
   return applySharedPicks(rt, cache, trainingTuneJobs(opts));
 }
 

@@ -167,6 +167,11 @@ export function adoptSharedTable(rt: Runtime, cache: TuneCache, table: SharedTun
   return out;
 }
 
+/** Whether the cache holds any entry a member shared for this adapter (under the current code). */
+export function hasSharedEntries(cache: TuneCache, adapter: AdapterKey): boolean {
+  return SHARED_FAMILIES.some((f) => Object.values(cache.current(adapter, f)).some((e) => e.sharedBy !== undefined));
+}
+
 export interface SharedPicksOutcome {
   /** Choices whose shared picks passed their check and now apply on this device, with the member that shared them. */
   applied: { key: string; from: string }[];

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { Runtime } from '../../../src/engine/gpu/runtime';
 import { attnTileName } from '../../../src/engine/kernels/attention/tables';
 import {
-  adapterDigest, adapterKeyOf, adoptSharedTable, applySharedPicks, codeHash, parseTuneCache, shareableTable, type SharedTuneTable, TuneCache, TuneCacheError,
+  adapterDigest, adapterKeyOf, adoptSharedTable, applySharedForTraining, applySharedPicks, codeHash, parseTuneCache, shareableTable, type SharedTuneTable, TuneCache, TuneCacheError,
   tuningStatus,
 } from '../../../src/engine/tune';
 import { attentionCandidates } from '../../../src/engine/tune/attention';
@@ -132,5 +132,15 @@ describe('applySharedPicks before a run', () => {
     expect(out).toEqual({ applied: [], failed: [{ key: job.key, from: 'p1', why: expect.stringMatching(/workgroup storage/) }] });
     expect(c.get(GPU, 'matmul', job.key)).toBeUndefined();
     expect(tunedPicks(rt.device, 'matmul', job.key)).toBeUndefined();
+  });
+
+  it('a run whose cache holds no shared entry works out no plan for them', async () => {
+    const c = new TuneCache();
+    c.put(GPU, 'matmul', KEY, own(['64x64k16_8x8']));
+    // Options no plan could be resolved from: only reached when there is something to check.
+    const bogus = {} as Parameters<typeof applySharedForTraining>[1];
+    await expect(applySharedForTraining(fakeRt(), bogus, c)).resolves.toEqual({ applied: [], failed: [] });
+    c.putShared(GPU, 'matmul', '64x64x64NN', { ...own(['32x32k16_4x4']), sharedBy: 'p1' });
+    await expect(applySharedForTraining(fakeRt(), bogus, c)).rejects.toThrow();
   });
 });
