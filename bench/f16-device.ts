@@ -14,11 +14,13 @@
  * bench/torch_f16_gemm.py times cuBLAS fp16 on the same shapes in the same device call.
  *
  *   node f16-device.mjs [--json out.json] [--reps 10] [--sizes 4096] [--no-model] [--no-tune] [--tune-model]
- *                       [--budget-s 180] [--layout-s 20] [--model-top 6]
+ *                       [--budget-s 180] [--layout-s 20] [--model-top 6] [--cfgs 16x16x16,16x8x16]
  * The tune at 4096³ checks and times every layout of F16_TC_LAYOUTS with every f16 → f32
  * configuration (the largest tile first, the layouts after the form's first one first). Each layout
  * gets --layout-s seconds for its compile, check and timing (past that it is dropped, so one bad
- * layout cannot eat the device call), and no layout starts past --budget-s seconds from the start.
+ * layout cannot eat the device call), and no layout starts past --budget-s seconds from the start
+ * (past 55% of it at 4096³ when --tune-model leaves the rest to the model's shapes). --cfgs limits the
+ * configurations tried.
  * --tune-model times the --model-top fastest layouts at 4096³ (and each form's first) on the model's
  * shapes too and prints the fastest per shape as MEASURED_F16TC_LAYOUTS entries
  * (kernels/matmul-f16/plan.ts). The end prints the fastest layout per form and shape.
@@ -46,7 +48,7 @@ const a = parseArgs({
   options: {
     json: { type: 'string' }, reps: { type: 'string' }, sizes: { type: 'string' },
     'no-model': { type: 'boolean' }, 'no-tune': { type: 'boolean' }, 'tune-model': { type: 'boolean' }, twin: { type: 'boolean' },
-    'budget-s': { type: 'string' }, 'layout-s': { type: 'string' }, 'model-top': { type: 'string' },
+    'budget-s': { type: 'string' }, 'layout-s': { type: 'string' }, 'model-top': { type: 'string' }, cfgs: { type: 'string' },
   },
 }).values;
 const budgetS = Number(a['budget-s'] ?? 180);
@@ -55,6 +57,13 @@ const modelTop = Number(a['model-top'] ?? 6);
 for (const [n, v] of [['--budget-s', budgetS], ['--layout-s', layoutS], ['--model-top', modelTop]] as const) {
   if (!(v > 0)) throw new Error(`${n} must be a positive number, got ${v}`);
 }
+/** --cfgs 16x16x16,16x8x16: the f16 → f32 configurations the tune tries (default all the device offers). */
+const cfgFilter = a.cfgs?.split(',').map((c) => {
+  if (!/^\d+x\d+x\d+$/.test(c)) throw new Error(`--cfgs: '${c}' is not MxNxK (e.g. 16x16x16)`);
+  return c;
+});
+// With --tune-model the 4096³ tune stops at 55% of the budget, so the model's shapes get the rest.
+const cubeBudgetS = a['tune-model'] && !a['no-model'] ? budgetS * 0.55 : budgetS;
 const reps = Number(a.reps ?? 10);
 const sizes = (a.sizes ?? '4096').split(',').map(Number);
 const T0 = Date.now();
@@ -212,7 +221,8 @@ function tuneCandidates(form: GemmForm): F16TcSpec[] {
   const limits = rt.device.limits;
   const valid = (s: F16TcSpec) => !f16TcSpecError(s, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup);
   const order = F16_TC_LAYOUTS.map((_, i) => i).sort((x, y) => Number(x < ORIGINAL) - Number(y < ORIGINAL) || x - y);
-  return f16ConfigsOf(gpu.subgroupMatrixConfigs).flatMap((cfg) => order.map((i): F16TcSpec => ({
+  const cfgs = f16ConfigsOf(gpu.subgroupMatrixConfigs).filter((c) => !cfgFilter || cfgFilter.includes(`${c.M}x${c.N}x${c.K}`));
+  return cfgs.flatMap((cfg) => order.map((i): F16TcSpec => ({
     cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, ...FORM_TRANS[form], sgSize: subgroupSize(rt), ...F16_TC_LAYOUTS[i],
   })).filter(valid));
 }
@@ -254,10 +264,11 @@ async function timeShape(label: string, form: GemmForm, M: number, N: number, K:
     const top = new Set([...cubeRank].sort((x, y) => y[1] - x[1]).slice(0, modelTop).map(([k]) => k));
     const cands = tuneCandidates(form).filter((s) => f16TcLabel(s) !== f16TcLabel(chosen) && (tune === 'all' || top.has(layoutKey(s))));
     log(`tune ${label} ${form}: ${cands.length} layouts, ${layoutS} s each at most, ${Math.max(0, budgetS - elapsedS()).toFixed(0)} s of the budget left`);
+    const stopS = tune === 'all' ? cubeBudgetS : budgetS;
     for (const [i, s] of cands.entries()) {
       const l = f16TcLabel(s);
-      if (elapsedS() > budgetS) {
-        log(`tune ${label}: past the ${budgetS} s budget, ${cands.length - i} layouts not timed`);
+      if (elapsedS() > stopS) {
+        log(`tune ${label}: past ${stopS.toFixed(0)} s of the ${budgetS} s budget, ${cands.length - i} layouts not timed`);
         break;
       }
       const until = Date.now() + layoutS * 1000;
@@ -290,7 +301,7 @@ if (best.size) {
   // The fastest of each kind of layout at the first size: what each new form gained over the first layout.
   const kinds = new Map<string, [string, number]>();
   for (const [k, v] of cubeRank) {
-    const kind = k.split(/ direct ?/)[1] || (k.includes('(2x2 sg') ? 'original' : 'original, bigger block');
+    const kind = k.split(/ direct ?/)[1] || `no options, ${/\((\d+x\d+) sg/.exec(k)?.[1] ?? '?'} subgroups`;
     if (v > (kinds.get(kind)?.[1] ?? 0)) kinds.set(kind, [k, v]);
   }
   out.bestPerKind = Object.fromEntries(kinds);
