@@ -64,7 +64,7 @@ export interface QuantSnapshot {
 
 export function runLabel(config: RunConfig): string {
   const model = config.model ? `custom ${config.model.hidden_size}×${config.model.num_hidden_layers}` : config.preset;
-  return `${model} · ${config.scheme?.name ?? 'fp32'}${config.lora ? ` · ${loraLabel(config.lora)}${config.qlora ? ` · ${config.qlora.format} base` : ''}` : ''} · b${config.batch} · t${config.seq}`;
+  return `${model} · ${config.scheme?.name ?? 'fp32'}${config.lora ? ` · ${loraLabel(config.lora)}${config.qlora ? ` · ${config.qlora.format} base` : ''}` : ''}${config.checkpointActivations ? ' · recompute' : ''} · b${config.batch} · t${config.seq}`;
 }
 
 export function newRun(id: string, config: RunConfig, now: number): RunState {
@@ -229,7 +229,7 @@ export function runPlannedMemory(config: RunConfig): MemReport | null {
 
 export function runAccounting(run: RunState): BitsAndWire {
   const c = run.config;
-  return run.info?.accounting ?? bitsAndWire(resolveTrainingPlan({ model: c.model ?? PRESETS[c.preset], batch: c.batch, seq: c.seq, scheme: c.scheme, lora: c.lora, ...(c.lora && c.qlora ? { qlora: c.qlora } : {}) }).model);
+  return run.info?.accounting ?? bitsAndWire(resolveTrainingPlan({ model: c.model ?? PRESETS[c.preset], batch: c.batch, seq: c.seq, scheme: c.scheme, lora: c.lora, ...(c.lora && c.qlora ? { qlora: c.qlora } : {}), ...(c.checkpointActivations ? { checkpointActivations: true } : {}) }).model);
 }
 
 /**

@@ -87,6 +87,10 @@ export function RunForm() {
       <NumberField label="Steps" testId="steps" integer min={1} value={draft.steps} onChange={(v) => v !== undefined && setDraft({ steps: v })} />
       <NumberField label="Batch" testId="batch" integer min={1} value={draft.batch} onChange={(v) => v !== undefined && setDraft({ batch: v })} />
       <NumberField label="Context" testId="seq" integer min={2} value={draft.seq} onChange={(v) => v !== undefined && setDraft({ seq: v })} />
+      <label className="field check" title="Activation checkpointing: each layer keeps only its input and runs its forward again in the backward — far less activation memory for about one more forward a step (fp32 or f16 compute with unquantized saved activations)">
+        <span>Recompute activations</span>
+        <input type="checkbox" data-testid="checkpoint-activations" checked={!!draft.checkpointActivations} onChange={(e) => setDraft({ checkpointActivations: e.target.checked || undefined })} />
+      </label>
       <NumberField label="Learning rate" testId="lr" optional placeholder="preset default" value={draft.lr} onChange={(lr) => setDraft({ lr })} />
       <NumberField label="Seed" testId="seed" integer min={0} value={draft.seed} onChange={(v) => v !== undefined && setDraft({ seed: v })} />
       <NumberField label="Eval every" testId="eval-every" integer min={0} value={draft.evalEvery} onChange={(v) => v !== undefined && setDraft({ evalEvery: v })} />

@@ -82,6 +82,8 @@ export const RunConfigSchema = z
     lora: LoraSpecSchema.optional(),
     /** QLoRA: the frozen base's block linears stored INT4/INT8 (used only with lora); the run spec's qlora. */
     qlora: QloraSpecSchema.optional(),
+    /** Activation checkpointing: each layer keeps only its input and its forward runs again in the backward; the run spec's checkpointActivations. */
+    checkpointActivations: z.boolean().optional(),
   })
   .strict();
 
@@ -124,6 +126,7 @@ export function runSpecOfConfig(c: RunConfig): RunSpec {
     ...(c.lora ? { lora: c.lora } : {}),
     // A quantized base only under adapters (the form keeps the choice while LoRA is off).
     ...(c.lora && c.qlora ? { qlora: c.qlora } : {}),
+    ...(c.checkpointActivations ? { checkpointActivations: true } : {}),
   });
 }
 
@@ -241,8 +244,8 @@ export function checkRunConfig(raw: unknown): string | null {
     opts = trainOptionsFor(c);
     // A rank larger than a targeted layer's smaller side (loraAdapters names the layer).
     if (opts.lora) loraAdapters(opts.model, opts.lora);
-    // QLoRA's own refusals (f16 or INT8 compute, a group that splits words) come from its plan, resolved as the trainer will.
-    if (opts.qlora) resolveTrainingPlan(opts);
+    // QLoRA's and activation checkpointing's own refusals (INT8 compute, quantized saved activations, a group that splits words) come from the plan, resolved as the trainer will.
+    if (opts.qlora || opts.checkpointActivations) resolveTrainingPlan(opts);
   } catch (e) {
     return (e as Error).message.replace(/\n\s*/g, ' ');
   }
