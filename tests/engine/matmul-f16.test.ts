@@ -214,7 +214,7 @@ describe('f16 GEMM code', () => {
     const emu = f16TcCode(s, { emulate: true });
     expect(emu).not.toMatch(/subgroupMatrix|enable |<f16|, f16/);
     expect(emu.match(/emuMMA\(/g)).toHaveLength(s.tilesM * s.tilesN * steps + 1); // the calls and the definition
-    expect(emu.match(/emuLoadRT\([^;]*, true\)/g)).toHaveLength(s.tilesN * steps);
+    expect(emu.match(/emuLoadRT_S\([^;]*, true\)/g)).toHaveLength(s.tilesN * steps);
     const one = f16TcCode(spec({ sgM: 1, sgN: 1, tilesM: 4, tilesN: 2, direct: false }));
     expect(one).not.toContain('diagnostic(off');
     expect(one).toContain('let am = 0u;');

@@ -23,7 +23,7 @@
  * shapes take the SIMT kernel. Every layout is checked on the device (./matmul-f16.ts
  * enableF16TensorCores) before any GEMM uses it.
  */
-import { sgmatLoad, sgmatStore } from '../qgemm/sgmat';
+import { emulatedSgmatWgsl, sgmatLoad, sgmatStore } from '../qgemm/sgmat';
 import { f16TcBlockM, f16TcBlockN, f16TcStaging, f16TcThreads, type F16TcSpec, formOf } from './plan';
 
 /** The layout spelling this kernel writes: subgroupMatrixLoad<T, row_major|col_major>(p, off, stride). */
@@ -53,9 +53,9 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean } = {}): string {
   const BPT = (BN * s.BK) / W / T;
   const L: string[] = [];
   const load = (T: 'LT' | 'RT', off: string, colMajor: boolean, stride: string) =>
-    (emu ? `emuLoad${T}(${off}, ${stride}, ${colMajor})` : sgmatLoad(SYNTAX, T, '&S', off, colMajor, stride));
+    (emu ? `emuLoad${T}_S(${off}, ${stride}, ${colMajor})` : sgmatLoad(SYNTAX, T, '&S', off, colMajor, stride));
   const store = (dst: 'C' | 'R', off: string, v: string, stride: string) =>
-    (emu ? `emuStore${dst}(${off}, ${v}, ${stride});` : sgmatStore(SYNTAX, `&${dst}`, off, v, stride));
+    (emu ? `emuStore_${dst}(${off}, ${v}, ${stride});` : sgmatStore(SYNTAX, `&${dst}`, off, v, stride));
   // Operand X's staged copy, in its stored orientation: `rows` stored rows of `cols` elements.
   const op = (isA: boolean) => {
     const trans = isA ? s.transA : s.transB;
@@ -214,7 +214,7 @@ struct Params { M: u32, N: u32, K: u32, alpha: f32, accumulate: u32, kChunk: u32
 @group(0) @binding(3) var<uniform> P: Params;
 var<workgroup> S: array<${E}, ${stages * STAGE}>; // A's rows, then B's, as stored${stages > 1 ? ' (two stages)' : ''}
 var<workgroup> R: array<f32, ${s.sgM * s.sgN * MN}>; // one result tile per subgroup (epilogue)
-${emu ? emulation(cfg) : ''}
+${emu ? emulatedSgmatWgsl(cfg, [['S', 'LT'], ['S', 'RT']], ['C', 'R']) : ''}
 @compute @workgroup_size(${T})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32${G > 1 ? ', @builtin(num_workgroups) nwg: vec3<u32>' : ''}) {
 ${ids}
@@ -223,39 +223,6 @@ ${block}
   let kb = wid.z * P.kChunk;
   let ke = min(P.K, kb + P.kChunk);
 ${L.join('\n')}
-}
-`;
-}
-
-/** Plain-WGSL stand-ins for the subgroup-matrix operations (f16TcCode's `emulate`), element (r, c) of a row_major matrix at off + r·stride + c, col_major at off + c·stride + r. */
-function emulation(cfg: F16TcSpec['cfg']): string {
-  const { M, N, K } = cfg;
-  return `fn emuLoadLT(off: u32, stride: u32, col: bool) -> LT {
-  var m: LT;
-  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${K}u; c++) { m[r * ${K}u + c] = S[select(off + r * stride + c, off + c * stride + r, col)]; } }
-  return m;
-}
-fn emuLoadRT(off: u32, stride: u32, col: bool) -> RT {
-  var m: RT;
-  for (var r = 0u; r < ${K}u; r++) { for (var c = 0u; c < ${N}u; c++) { m[r * ${N}u + c] = S[select(off + r * stride + c, off + c * stride + r, col)]; } }
-  return m;
-}
-fn emuMMA(a: LT, b: RT, acc: CT) -> CT {
-  var o = acc;
-  for (var i = 0u; i < ${M}u; i++) {
-    for (var j = 0u; j < ${N}u; j++) {
-      var s = o[i * ${N}u + j];
-      for (var k = 0u; k < ${K}u; k++) { s = fma(a[i * ${K}u + k], b[k * ${N}u + j], s); }
-      o[i * ${N}u + j] = s;
-    }
-  }
-  return o;
-}
-fn emuStoreC(off: u32, v: CT, stride: u32) {
-  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { C[off + r * stride + c] = v[r * ${N}u + c]; } }
-}
-fn emuStoreR(off: u32, v: CT, stride: u32) {
-  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { R[off + r * stride + c] = v[r * ${N}u + c]; } }
 }
 `;
 }

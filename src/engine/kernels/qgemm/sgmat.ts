@@ -236,3 +236,39 @@ export async function checkSgmat(rt: Runtime, k: SgmatKernel, s: { M: number; N:
     bufs.forEach((x) => rt.mem.free(x));
   }
 }
+
+/**
+ * Plain-WGSL stand-ins for the subgroup-matrix operations, for a kernel's `emulate` twin (f32 storage
+ * on devices without subgroup matrices, e.g. CI's SwiftShader): element (r, c) of a row_major matrix
+ * at off + r·stride + c, col_major at off + c·stride + r. `loads`: the [array, matrix type] pairs the
+ * kernel loads (emuLoad<T>_<array>); `stores`: the f32 arrays it stores to (emuStore_<array>); emuMMA
+ * multiplies. The kernel declares LT, RT and CT as row-major f32 arrays of M×K, K×N and M×N.
+ */
+export function emulatedSgmatWgsl(cfg: { M: number; N: number; K: number }, loads: [string, 'LT' | 'RT'][], stores: string[]): string {
+  const { M, N, K } = cfg;
+  const ld = (arr: string, T: string) => {
+    const [R, C] = T === 'LT' ? [M, K] : [K, N];
+    return `fn emuLoad${T}_${arr}(off: u32, stride: u32, col: bool) -> ${T} {
+  var m: ${T};
+  for (var r = 0u; r < ${R}u; r++) { for (var c = 0u; c < ${C}u; c++) { m[r * ${C}u + c] = ${arr}[select(off + r * stride + c, off + c * stride + r, col)]; } }
+  return m;
+}`;
+  };
+  const st = (arr: string) => `fn emuStore_${arr}(off: u32, v: CT, stride: u32) {
+  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { ${arr}[off + r * stride + c] = v[r * ${N}u + c]; } }
+}`;
+  return `${loads.map(([a, T]) => ld(a, T)).join('\n')}
+fn emuMMA(a: LT, b: RT, acc: CT) -> CT {
+  var o = acc;
+  for (var i = 0u; i < ${M}u; i++) {
+    for (var j = 0u; j < ${N}u; j++) {
+      var s = o[i * ${N}u + j];
+      for (var k = 0u; k < ${K}u; k++) { s = fma(a[i * ${K}u + k], b[k * ${N}u + j], s); }
+      o[i * ${N}u + j] = s;
+    }
+  }
+  return o;
+}
+${stores.map(st).join('\n')}
+`;
+}

@@ -23,7 +23,7 @@
  * (SwiftShader: no f16, no subgroup matrices) tests the generated kernel's staging, masking, online
  * softmax, tiling and GQA indexing; only the matrix instructions differ.
  */
-import { sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
+import { emulatedSgmatWgsl, sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
 
 export interface F16AttnSpec {
   /** The f16 → f32 subgroup-matrix configuration (M×N×K of a tile). */
@@ -217,24 +217,11 @@ ${L.join('\n')}
 }
 
 /**
- * Plain-WGSL stand-ins for the subgroup-matrix operations (emulate): element (r, c) of a row_major
- * matrix at off + r·stride + c, col_major at off + c·stride + r; `loads`: the [array, matrix type]
- * pairs the kernel loads (emuLoad<T>_<array>), `stores`: the f32 arrays it stores to (emuStore_<array>).
+ * The emulate twin's stand-ins for the subgroup-matrix operations (qgemm/sgmat.ts emulatedSgmatWgsl),
+ * plus the f16 rounding (rne16) the twin applies where the real kernel holds f16.
  */
 export function emulation(cfg: F16AttnSpec['cfg'], loads: [string, 'LT' | 'RT'][], stores: string[]): string {
-  const { M, N, K } = cfg;
-  const ld = (arr: string, T: string) => {
-    const [R, C] = T === 'LT' ? [M, K] : [K, N];
-    return `fn emuLoad${T}_${arr}(off: u32, stride: u32, col: bool) -> ${T} {
-  var m: ${T};
-  for (var r = 0u; r < ${R}u; r++) { for (var c = 0u; c < ${C}u; c++) { m[r * ${C}u + c] = ${arr}[select(off + r * stride + c, off + c * stride + r, col)]; } }
-  return m;
-}`;
-  };
-  const st = (arr: string) => `fn emuStore_${arr}(off: u32, v: CT, stride: u32) {
-  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { ${arr}[off + r * stride + c] = v[r * ${N}u + c]; } }
-}`;
-  return `${loads.map(([a, T]) => ld(a, T)).join('\n')}
+  return `${emulatedSgmatWgsl(cfg, loads, stores)}
 // f32 → f16 → f32, round to nearest even (normals: 10 mantissa bits; below 2^-14: multiples of 2^-24).
 fn rne16(x: f32) -> f32 {
   if (abs(x) < 6.103515625e-5) { return round(x * 16777216.0) / 16777216.0; }
@@ -242,17 +229,5 @@ fn rne16(x: f32) -> f32 {
   return bitcast<f32>((u + 0xfffu + ((u >> 13u) & 1u)) & 0xffffe000u);
 }
 fn rne16v(x: vec4<f32>) -> vec4<f32> { return vec4<f32>(rne16(x.x), rne16(x.y), rne16(x.z), rne16(x.w)); }
-fn emuMMA(a: LT, b: RT, acc: CT) -> CT {
-  var o = acc;
-  for (var i = 0u; i < ${M}u; i++) {
-    for (var j = 0u; j < ${N}u; j++) {
-      var s = o[i * ${N}u + j];
-      for (var k = 0u; k < ${K}u; k++) { s = fma(a[i * ${K}u + k], b[k * ${N}u + j], s); }
-      o[i * ${N}u + j] = s;
-    }
-  }
-  return o;
-}
-${stores.map(st).join('\n')}
 `;
 }
