@@ -77,6 +77,14 @@ describe('f16 presets', () => {
     expect(paths[0]).toMatchObject({ forward: 'fp32', dx: 'fp32', dw: 'fp32', attention: 'fp32', f16: expect.stringMatching(/no shader-f16/) });
     expect(gemmPathSummary(paths)).toMatch(/fwd fp32, dx fp32, dw fp32 \[forward, dx, dw f16 → fp32 \(this device has no shader-f16/);
   });
+  it('a layer whose f16 attention kernels ran reports them (the model records L<l>.attn and L<l>.attnDp), the others fp32', () => {
+    const plan = resolvePlan(PRESETS.micro, 2, 16, { scheme: SCHEME_PRESETS.f16, f16Device: NO_F16 });
+    const ran = new Map([['L0.attn', 'f16-tensor-core'], ['L0.attnDp', 'f16-tensor-core']] as const);
+    const paths = computePaths(plan.layers, ran, true);
+    expect(paths[0]).toMatchObject({ attention: 'f16-tensor-core', attentionDp: 'f16-tensor-core' });
+    expect(paths[1]).toMatchObject({ attention: 'fp32', attentionDp: 'fp32' });
+    expect(computePaths(plan.layers, ran, false)[0].attentionDp).toBe('none');
+  });
 });
 
 describe('the f16 GEMM path from the device', () => {

@@ -166,6 +166,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
       push(attentionBackwardI8(rt, { ...attn, ...sc.codes, dp: dp?.codes }));
     } else if (m.plan.f16?.layers[l].attentionBackward === 'f16-tensor-core') {
       // f16 operands on tensor cores (verified on this device): dq (writing Di to attnWs), then dk/dv.
+      m.attnPaths.set(`L${l}.attnDp`, 'f16-tensor-core');
       push(attentionBackwardF16(rt, attn));
     } else {
       push(attentionBackward(rt, attn));

@@ -131,9 +131,9 @@ export interface LayerPaths {
   forward: string;
   dx: string;
   dw: string;
-  /** The attention scores' kernel (fp32, int8-dot4, int8-tensor-core), recorded under `L<l>.attn`. */
+  /** The attention scores' kernel (fp32, int8-dot4, int8-tensor-core, f16-tensor-core), recorded under `L<l>.attn`. */
   attention: string;
-  /** The attention backward's dP = dO·Vᵀ kernel (fp32, int8-dot4; 'none' without a backward), under `L<l>.attnDp`. */
+  /** The attention backward's dP = dO·Vᵀ kernel (fp32, int8-dot4, f16-tensor-core; 'none' without a backward), under `L<l>.attnDp`. */
   attentionDp: string;
   /** Only where the scheme asks this layer for f16: what was asked and what runs (the plan's LayerF16Paths note). */
   f16?: string;
@@ -160,8 +160,9 @@ export function computePaths(layers: { compute: LayerCompute }[], paths: Readonl
       forward: of(c.forward, '_proj'),
       dx: training ? of(c.dx, '.dx') : 'none',
       dw: training ? of(c.dw, '.dw') : 'none',
-      attention: c.attentionQk === 'fp32' ? 'fp32' : paths.get(`L${l}.attn`) ?? 'none',
-      attentionDp: !training ? 'none' : c.attentionDp === 'fp32' ? 'fp32' : paths.get(`L${l}.attnDp`) ?? 'none',
+      // An f16 attention executes as 'fp32' in LayerCompute; where its f16 kernels ran, their path is recorded.
+      attention: paths.get(`L${l}.attn`) ?? (c.attentionQk === 'fp32' ? 'fp32' : 'none'),
+      attentionDp: !training ? 'none' : paths.get(`L${l}.attnDp`) ?? (c.attentionDp === 'fp32' ? 'fp32' : 'none'),
     }, f16Notes[l]);
   });
 }

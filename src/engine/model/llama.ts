@@ -351,6 +351,7 @@ export class LlamaGpu {
       push(attentionForwardI8(rt, { label: lab('attn'), ...sc.codes, v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
     } else if (this.plan.f16?.layers[l].attention === 'f16-tensor-core') {
       // f16 operands on tensor cores (verified on this device); o and lse as the fp32 backward reads them.
+      this.attnPaths.set(`L${l}.attn`, 'f16-tensor-core');
       push(attentionForwardF16(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
     } else {
       push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
