@@ -83,3 +83,40 @@ fn storeC4(r: u32, c: u32, v: vec4<f32>, rows: u32, cols: u32) {
     }
   }
 }
+//--- lr_u_vec4
+// The low-rank epilogue's U [LR_R, M] (matmul.wgsl LOW_RANK): rows r..r+3 of C are U[j, r..r+3].
+// vec4 needs M % 4 == 0 (so r < M covers all four) and a 16-byte binding offset.
+@group(0) @binding(4) var<storage, read> LRU: array<vec4<f32>>;
+fn lrU4(j: u32, r: u32, M: u32) -> vec4<f32> {
+  if (FULL_TILES || r < M) { return LRU[(j * M + r) / 4u]; }
+  return vec4<f32>(0.0);
+}
+
+//--- lr_u_scalar
+@group(0) @binding(4) var<storage, read> LRU: array<f32>;
+fn lrU4(j: u32, r: u32, M: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  for (var e = 0u; e < 4u; e++) {
+    if (r + e < M) { v[e] = LRU[j * M + r + e]; }
+  }
+  return v;
+}
+
+//--- lr_v_vec4
+// The low-rank epilogue's V [LR_R, N]: columns c..c+3 of C are V[j, c..c+3] (N % 4 == 0).
+@group(0) @binding(5) var<storage, read> LRV: array<vec4<f32>>;
+fn lrV4(j: u32, c: u32, N: u32) -> vec4<f32> {
+  if (FULL_TILES || c < N) { return LRV[(j * N + c) / 4u]; }
+  return vec4<f32>(0.0);
+}
+
+//--- lr_v_scalar
+// V [LR_R, N], or [N, LR_R] when LR_TRANS_V (LoRA's B as PEFT stores it, [out, r]).
+@group(0) @binding(5) var<storage, read> LRV: array<f32>;
+fn lrV4(j: u32, c: u32, N: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  for (var e = 0u; e < 4u; e++) {
+    if (c + e < N) { v[e] = LRV[select(j * N + c + e, (c + e) * LR_R + j, LR_TRANS_V)]; }
+  }
+  return v;
+}

@@ -48,7 +48,25 @@ export interface MatmulArgs extends MatmulShape {
    * uniform block, so one pipeline per (variant, vec4 flags) serves every combination (tests).
    */
   specialize?: boolean;
+  /**
+   * The low-rank epilogue: C (+)= alpha·op(A)·op(B) + scale·Uᵀ·op(V) in the GEMM's one pass (LoRA's
+   * y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ and dX = dY·W + s·(dY·B)·A without a GEMM and a read-add-write of C of
+   * their own). U stored [rank, M]; V stored [rank, N], or [N, rank] when transV. One pass only
+   * (no split-K or stream-K: their partials are raw sums).
+   */
+  lowRank?: LowRank;
 }
+
+export interface LowRank {
+  u: Binding;
+  v: Binding;
+  rank: number;
+  scale: number;
+  transV?: boolean;
+}
+
+/** Most rows of U a low-rank epilogue takes (a stacked group's: 3 adapters of rank 64 at most, and some). */
+export const MAX_LOW_RANK = 256;
 
 // ---- dispatch building -----------------------------------------------------------------------
 
@@ -60,6 +78,20 @@ function checkArgs(args: MatmulArgs): void {
   for (const [n, b, elems] of [['a', args.a, M * K], ['b', args.b, K * N], ['c', args.c, M * N]] as const) {
     const have = bindingBytes(b);
     if (have < elems * 4) throw new Error(`${label}: binding ${n} has ${have} bytes, needs ${elems * 4}`);
+  }
+  const lr = args.lowRank;
+  if (lr) {
+    if (!Number.isInteger(lr.rank) || lr.rank < 1 || lr.rank > MAX_LOW_RANK) throw new Error(`${label}: lowRank.rank must be an integer in 1..${MAX_LOW_RANK}, got ${lr.rank}`);
+    if (!Number.isFinite(lr.scale)) throw new Error(`${label}: lowRank.scale must be a finite number, got ${lr.scale}`);
+    // The epilogue adds scale/alpha to the unscaled sums (matmul.wgsl LOW_RANK).
+    if ((args.alpha ?? 1) === 0) throw new Error(`${label}: a low-rank epilogue needs alpha ≠ 0 (it is folded into the sums alpha scales)`);
+    if (args.workspace) throw new Error(`${label}: a low-rank epilogue runs in one pass: pass no split-K workspace`);
+    for (const [n, b, elems] of [['lowRank.u', lr.u, lr.rank * M], ['lowRank.v', lr.v, lr.rank * N]] as const) {
+      const have = bindingBytes(b);
+      if (have < elems * 4) throw new Error(`${label}: binding ${n} has ${have} bytes, needs ${elems * 4}`);
+      // Read-only here, C is written: WebGPU forbids one buffer as both in a dispatch.
+      if (asSlice(b).buffer === asSlice(args.c).buffer) throw new Error(`${label}: ${n} must be a different buffer from c`);
+    }
   }
   if (args.workspace) {
     const ws = asSlice(args.workspace).buffer;
@@ -90,6 +122,7 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
   if (!variantFits(v, rt.device.limits)) throw new Error(`${args.label}: variant ${v.name} exceeds this device's limits`);
   if (choice.streamK > 0) {
     const plan = streamKPlan(args, v, choice.streamK);
+    if (plan.workspaceFloats > 0 && args.lowRank) throw new Error(`internal: ${args.label}: stream-K picked for a low-rank epilogue`);
     // Without shared tiles every tile is one workgroup's, as in the plain GEMM: that runs.
     if (plan.workspaceFloats > 0) return buildStreamK(rt, args, choice, plan);
   }
@@ -129,18 +162,23 @@ function gemmDispatch(rt: Runtime, args: MatmulArgs, v: MatmulVariant, o: {
   const fullTiles = vecA && vecB && vecC && M % v.BM === 0 && N % v.BN === 0 && K % v.BK === 0;
   const specialize = args.specialize ?? true;
   const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (o.accumulate ? 4 : 0);
-  const uniform = rt.uniform(args.label, new Uniforms().u32(M).u32(N).u32(K).f32(o.alpha).u32(flags).u32(v.BK).u32(o.kChunk).u32(0));
+  const lr = args.lowRank;
+  // The last word is padding, or the low-rank epilogue's scale (the shader bitcasts it).
+  const u = new Uniforms().u32(M).u32(N).u32(K).f32(o.alpha).u32(flags).u32(v.BK).u32(o.kChunk);
+  const uniform = rt.uniform(args.label, lr ? u.f32(lr.scale) : u.u32(0));
+  const lrCode = lr ? { vecU: M % 4 === 0 && vec4Aligned(lr.u), vecV: !lr.transV && N % 4 === 0 && vec4Aligned(lr.v) } : undefined;
   // A dynamic pipeline must not differ by the flags, or it would not be shared.
   const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +o.accumulate } : {};
   const gemm = rt.kernel({
-    label: `${args.label}[matmul ${o.name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}]`,
-    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !o.accumulate, o.streamK !== undefined, v.lean),
+    label: `${args.label}[matmul ${o.name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}${lr ? ` +lr${lr.rank}` : ''}]`,
+    code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !o.accumulate, o.streamK !== undefined, v.lean, lrCode),
     entryPoint: 'main',
     constants: {
       ...f, SPECIALIZE: +specialize, FULL_TILES: +fullTiles, PREFETCH: +v.prefetch, SWIZZLE: o.streamK ? 0 : v.swizzle,
       BM: v.BM, BN: v.BN, BK: v.BK, TM: v.TM, TN: v.TN,
+      ...(lr ? { LR_R: lr.rank, LR_TRANS_V: +(lr.transV ?? false) } : {}),
     },
-    bindings: [args.a, args.b, o.out, uniform, ...(o.streamK ?? [])],
+    bindings: [args.a, args.b, o.out, uniform, ...(o.streamK ?? []), ...(lr ? [lr.u, lr.v] : [])],
     workgroups: o.workgroups,
   });
   return { gemm, uniform, fullTiles };

@@ -103,6 +103,13 @@ fn storeRowSK(r: u32, q0: u32, v0: vec4<f32>, v1: vec4<f32>, v2: vec4<f32>, v3: 
   if (TN == 16u) { SKW[o + 2u * dq] = v2; SKW[o + 3u * dq] = v3; }
 }
 // #endif
+// #if LOW_RANK
+// The low-rank epilogue (LoRA, matmul.ts `lowRank`): C (+)= alpha·op(A)·op(B) + s·Uᵀ·op(V) in one
+// pass, U stored [LR_R, M] at binding 4, V stored [LR_R, N] (or [N, LR_R] when LR_TRANS_V) at
+// binding 5 (io.wgsl's lr_* sections), s = bitcast<f32>(P._p0). Never with split-K or stream-K.
+override LR_R: u32 = 16u;
+override LR_TRANS_V: bool = false;
+// #endif
 
 fn transA() -> bool { if (SPECIALIZE) { return TRANS_A; } return (P.flags & 1u) != 0u; }
 fn transB() -> bool { if (SPECIALIZE) { return TRANS_B; } return (P.flags & 2u) != 0u; }
@@ -449,6 +456,39 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     }
   }
 
+// #if LOW_RANK
+  // s·Σ_j U[j, m]·V[j, n] onto the accumulators, which storeRow scales by alpha: hence s / alpha.
+  // Per j one vec4 of U per 4 rows and one of V per 4 columns: r FMAs per output element.
+  {
+    let lrS = bitcast<f32>(P._p0) / P.alpha;
+    let ur0 = m0 + ty * 4u;
+    let ur1 = ur0 + BM * 4u / TM;
+    let vq0 = n0 + tx * 4u;
+    let vdq = BN * 4u / TN;
+    for (var j = 0u; j < LR_R; j++) {
+      let u0 = lrS * lrU4(j, ur0, M);
+      let v0 = lrV4(j, vq0, N);
+      var v1 = v0; var v2 = v0; var v3 = v0;
+      if (TN >= 8u) { v1 = lrV4(j, vq0 + vdq, N); }
+      if (TN == 16u) { v2 = lrV4(j, vq0 + 2u * vdq, N); v3 = lrV4(j, vq0 + 3u * vdq, N); }
+      c00 += u0.x * v0; c10 += u0.y * v0; c20 += u0.z * v0; c30 += u0.w * v0;
+      if (TN >= 8u) { c01 += u0.x * v1; c11 += u0.y * v1; c21 += u0.z * v1; c31 += u0.w * v1; }
+      if (TN == 16u) {
+        c02 += u0.x * v2; c12 += u0.y * v2; c22 += u0.z * v2; c32 += u0.w * v2;
+        c03 += u0.x * v3; c13 += u0.y * v3; c23 += u0.z * v3; c33 += u0.w * v3;
+      }
+      if (TM == 8u) {
+        let u1 = lrS * lrU4(j, ur1, M);
+        c40 += u1.x * v0; c50 += u1.y * v0; c60 += u1.z * v0; c70 += u1.w * v0;
+        if (TN >= 8u) { c41 += u1.x * v1; c51 += u1.y * v1; c61 += u1.z * v1; c71 += u1.w * v1; }
+        if (TN == 16u) {
+          c42 += u1.x * v2; c52 += u1.y * v2; c62 += u1.z * v2; c72 += u1.w * v2;
+          c43 += u1.x * v3; c53 += u1.y * v3; c63 += u1.z * v3; c73 += u1.w * v3;
+        }
+      }
+    }
+  }
+// #endif
   let zRows = wid.z * M;                   // split-K partial z lives in rows z·M .. z·M + M - 1
   let bound = zRows + M;
   let r0 = zRows + m0 + ty * 4u;
