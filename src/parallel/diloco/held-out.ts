@@ -21,7 +21,10 @@ import type { Dispatch, Runtime } from '../../engine/gpu/runtime';
 import { Uniforms } from '../../engine/gpu/runtime';
 import { grid2d } from '../../engine/kernels/launch';
 import type { Trainer } from '../../engine/train/trainer';
-import { inMemoryData } from '../../engine/train/data/data';
+import { DEFAULT_HELD_OUT_BATCHES, heldOutBatches, heldOutBatchStep, heldOutLoss, MAX_HELD_OUT_BATCHES } from '../held-out';
+
+// The batches and the loss are the group's (../held-out.ts, data parallel's sync uses them too); DiLoCo's importers take them from here.
+export { DEFAULT_HELD_OUT_BATCHES, heldOutBatch, heldOutBatchStep } from '../held-out';
 
 /**
  * Largest relative rise of the held-out loss a candidate may cause. bench/diloco-heldout-calibration.ts
@@ -31,18 +34,6 @@ import { inMemoryData } from '../../engine/train/data/data';
  * decidable here), −4 × it above 3 % in 32 of 60; ×−1000 and huge scales by orders of magnitude.
  */
 export const DEFAULT_MAX_RISE = 0.03;
-
-/** Held-out batches per evaluation (each the trainer's B × T): more batches, less noise, more forwards. */
-export const DEFAULT_HELD_OUT_BATCHES = 4;
-const MAX_BATCHES = 64;
-
-/** Validation-split step of outer step t's held-out batch j: far from the evaluation's fixed batches 0..k−1. */
-export const heldOutBatchStep = (outerStep: number, j = 0, batches = 1): number => 0x40000000 + (((outerStep >>> 0) * batches + j) % 0x3fffffff);
-
-/** Held-out batch j of outer step t: rows [B, T+1] (the trainer's batch and context, its data seed). */
-export function heldOutBatch(trainer: Trainer, outerStep: number, j = 0, batches = 1): Int32Array {
-  return inMemoryData(trainer.data).rows(heldOutBatchStep(outerStep, j, batches), trainer.opts.seq, 'val', 0, trainer.opts.batch);
-}
 
 export interface HeldOutFigures {
   /** Loss of θ_global on the held-out batch. */
@@ -105,16 +96,10 @@ export class HeldOutEvaluator {
     return this.trainer.model.rt;
   }
 
-  /** Mean loss of the model as it stands over the held-out batches (each batch's forward, read back once at the end). */
-  private async forwardLoss(batches: Int32Array[]): Promise<number> {
-    const { model } = this.trainer;
-    const out = this.losses ??= this.rt.createBuffer('workspace', 'diloco.heldout.losses', 4 * MAX_BATCHES);
-    batches.forEach((b, j) => {
-      model.setBatch(b);
-      this.rt.run(model.forward, (enc) => enc.copyBufferToBuffer(model.b('loss'), 0, out, 4 * j, 4));
-    });
-    const l = new Float32Array(await this.rt.read(out, 0, 4 * batches.length));
-    return l.reduce((a, x) => a + x, 0) / l.length;
+  /** Mean loss of the model as it stands over the held-out batches (of outer step t: its step seed). */
+  private forwardLoss(batches: Int32Array[], outerStep: number): Promise<number> {
+    const out = this.losses ??= this.rt.createBuffer('workspace', 'diloco.heldout.losses', 4 * MAX_HELD_OUT_BATCHES);
+    return heldOutLoss(this.trainer, batches, heldOutBatchStep(outerStep), out);
   }
 
   /** Losses of θ_global and of θ_global − Δ_r (fragment [off, off + n)) for each candidate given. */
@@ -126,12 +111,9 @@ export class HeldOutEvaluator {
     const bytes = model.layout.totalFloats * 4;
     this.saved ??= rt.createBuffer('workspace', 'diloco.heldout.saved', bytes);
     const copy = (from: GPUBuffer, to: GPUBuffer) => rt.run([], (enc) => enc.copyBufferToBuffer(from, 0, to, 0, bytes));
+    const held = heldOutBatches(trainer, outerStep, batches); // checks the count before the weights move
     copy(w, this.saved);
     copy(this.global, w);
-    if (!(Number.isSafeInteger(batches) && batches >= 1 && batches <= MAX_BATCHES)) throw new Error(`DiLoCo: held-out batches must be an integer in [1, ${MAX_BATCHES}], got ${batches}`);
-    const held = Array.from({ length: batches }, (_, j) => heldOutBatch(trainer, outerStep, j, batches));
-    model.setStepSeed(heldOutBatchStep(outerStep)); // the training step sets its own again
-    model.lora?.setDropoutActive(false);
     const key = `${frag.off}:${frag.n}`;
     if (!this.kernels.has(key)) {
       const u = rt.uniform('diloco.heldout', new Uniforms().u32(frag.n).u32(frag.off));
@@ -139,16 +121,15 @@ export class HeldOutEvaluator {
     }
     const { k } = this.kernels.get(key)!;
     try {
-      const before = await this.forwardLoss(held);
+      const before = await this.forwardLoss(held, outerStep);
       const after = new Map<number, number>();
       for (const [r, delta] of candidates) {
         rt.write(this.d, delta);
         rt.run([k]);
-        after.set(r, await this.forwardLoss(held));
+        after.set(r, await this.forwardLoss(held, outerStep));
       }
       return { before, after };
     } finally {
-      model.lora?.setDropoutActive(true);
       copy(this.saved, w);
     }
   }

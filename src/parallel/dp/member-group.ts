@@ -10,7 +10,8 @@
  * Membership (channels.ts): one PeerGroup per epoch. A new group begins with a sync: an
  * all-gather of each peer's (step, weights hash, established?); the state a strict majority of the
  * established members vouches for is handed to whoever differs (sync.ts), validated whole before
- * anything is applied. A group ends when a member is gone (leave, BYE), silent for `silenceMs`, or a
+ * anything is applied (at a start without a majority, adopted only where its held-out loss is no
+ * worse than the receiver's own). A group ends when a member is gone (leave, BYE), silent for `silenceMs`, or a
  * collective fails (the survivors retry the step in the next epoch; a slow but heartbeating member is
  * waited for up to the collective timeout); or when joiners are admitted: a joiner sends HELLO, once
  * a strict majority of the step reports list it every member sends WELCOME (the joiner enters on a
@@ -412,7 +413,7 @@ export class MemberGroup {
       const src = st[v.src]!;
       const outer = await shared?.handOver(g, v.src, v.needy, src.stateDigest);
       const announced = outer ? { ...src, weightsHash: outer.weightsHash } : src;
-      await handOver(g, trainer, v.src, v.needy, announced, this.o.stateRoundBytes, (k, p, m) => this.event(k, p, m), { checkDigest: !outer });
+      await handOver(g, trainer, v.src, v.needy, announced, this.o.stateRoundBytes, (k, p, m) => this.event(k, p, m), { checkDigest: !outer, unvouched: v.unvouched });
       outer?.apply();
     }
   }

@@ -9,6 +9,7 @@ import { decodeState, encodeState, type GroupStatus, lossScaleBytes, stateBytes 
 import { DpError, type DpEventKind } from './types';
 import type { PeerGroup } from '../../peers/collectives/group';
 import type { PeerId } from '../../peers/transport/transport';
+import { compareHeldOut } from '../held-out';
 
 const EMPTY = new Uint8Array(0);
 
@@ -26,8 +27,12 @@ export async function stateDigest(s: FlatTrainingState): Promise<Uint8Array> {
 
 const hex = (b: Uint8Array) => [...b.subarray(0, 4)].map((x) => x.toString(16).padStart(2, '0')).join('');
 
-/** Who sends the state (a rank) to which ranks; or, when the members' views differ, the peers all of them saw. */
-export type SyncVerdict = { src: number; needy: number[]; outvoted: PeerId[] } | { agreedView: PeerId[]; why: string };
+/**
+ * Who sends the state (a rank) to which ranks; or, when the members' views differ, the peers all of
+ * them saw. `unvouched`: no majority vouched for the source's state (a group starting together
+ * without one), so each receiver adopts it only if it is no worse than its own (checkClaimedState).
+ */
+export type SyncVerdict = { src: number; needy: number[]; outvoted: PeerId[]; unvouched?: true } | { agreedView: PeerId[]; why: string };
 
 /**
  * The sync's verdict from the members' statuses, alike on every member. Throws DpError when the run
@@ -59,15 +64,15 @@ export function syncVerdict(g: PeerGroup, st: GroupStatus[], fingerprint: number
   // others among the established ones: the state a strict majority holds, never the state of the
   // one that claims the furthest step (issue 38: an insider in the starting quorum set the start).
   // Starting together without a majority (e.g. two members, one resumed from a checkpoint): the
-  // highest step, as nothing trained in a group can be erased there — one member's word, so an
-  // insider among two can still set the start.
+  // highest step is offered, one member's word only, so every receiver checks it against its own
+  // state on the held-out batches before adopting it, and refuses a worse one (handOver).
   const voters = est.length === 0 ? ranks : est;
   if (est.length === 0) {
     const n = (r: number) => voters.filter((q) => st[q].step === st[r].step && sameBytes(st[q].stateDigest, st[r].stateDigest)).length;
     if (!voters.some((r) => n(r) * 2 > voters.length)) {
       const top = Math.max(...ranks.map((r) => st[r].step));
       const src = ranks.find((r) => st[r].step === top)!;
-      return { src, needy: ranks.filter((r) => st[r].step !== top || !sameBytes(st[r].stateDigest, st[src].stateDigest)), outvoted: [] };
+      return { src, needy: ranks.filter((r) => st[r].step !== top || !sameBytes(st[r].stateDigest, st[src].stateDigest)), outvoted: [], unvouched: true };
     }
   }
   // State adoption by majority: the (step, state digest) that a strict majority of the established
@@ -91,10 +96,30 @@ export function syncVerdict(g: PeerGroup, st: GroupStatus[], fingerprint: number
 
 type OnEvent = (kind: DpEventKind, peers: PeerId[], message: string) => void;
 
+/**
+ * How much higher than its own held-out loss an unvouched starting state's may be and still be
+ * adopted (relative). Small, not zero: two honest checkpoints of one run a few steps apart can
+ * measure within a fraction of a percent of each other on a few batches, and refusing then would
+ * stop a run for noise; a state worse by more is refused, and an insider gains at most this much.
+ */
+export const START_LOSS_TOLERANCE = 0.01;
+
+/**
+ * Whether a receiver adopts an unvouched state, from both held-out losses (the same batches, so
+ * alike on members holding the same own state): a finite claimed loss at most
+ * `tolerance` × |own| above its own (any finite one when its own is not finite). Null: adopt; else why not.
+ */
+export function judgeClaimedState(own: number, claimed: number, tolerance = START_LOSS_TOLERANCE): string | null {
+  if (!Number.isFinite(claimed)) return `its held-out loss is ${claimed}`;
+  if (!Number.isFinite(own)) return null;
+  const bound = own + tolerance * Math.abs(own);
+  return claimed <= bound ? null : `its held-out loss ${claimed.toPrecision(5)} is above this peer's own ${own.toPrecision(5)} (+${(100 * tolerance).toFixed(1)} % allowed)`;
+}
+
 /** The source's state to the needy ranks, in rounds of `roundBytes`; validated before use. */
 export async function handOver(
   g: PeerGroup, trainer: Trainer, src: number, needy: number[], announced: GroupStatus, roundBytes: number, event: OnEvent,
-  o: { checkDigest: boolean } = { checkDigest: true },
+  o: { checkDigest: boolean; unvouched?: boolean } = { checkDigest: true },
 ): Promise<void> {
   const n = trainer.model.layout.totalFloats;
   // Same plan on every member (the fingerprint), so all agree whether the state carries the scaler.
@@ -126,8 +151,23 @@ export async function handOver(
   }
   // The weights hash is checked by decodeState; the digest covers the Adam moments and the step too.
   if (o.checkDigest && !sameBytes(await stateDigest(state), announced.stateDigest)) rejectState(g, trainer, src, 'state digest differs from the one the majority vouched for', event);
+  let how = '';
+  if (o.unvouched) {
+    // One member's word (no majority at a start): compared on the run's held-out batches with this
+    // member's own weights, which are put back as they were; a worse state stops this member.
+    const l = await compareHeldOut(trainer, state.weights, 0);
+    const why = judgeClaimedState(l.own, l.other);
+    const on = `on ${l.split === 'val' ? 'the held-out batches' : 'fixed training batches (the run has no validation split)'}`;
+    if (why) {
+      const from = g.members[src];
+      const msg = `state of step ${state.step} that ${from} claims, which no majority vouched for, refused ${on}: ${why}. Nothing adopted; the run stops on this peer, its weights as they are.`;
+      event('state-rejected', [from], msg);
+      throw new DpError('state-rejected', msg, trainer.stepIndex, [from]);
+    }
+    how = ` (no majority vouched for it: held-out loss ${l.other.toPrecision(5)}, this peer's own ${l.own.toPrecision(5)}, ${on})`;
+  }
   trainer.restoreTrainingState(state);
-  event('state-received', [g.members[src]], `state of step ${state.step} from ${g.members[src]}`);
+  event('state-received', [g.members[src]], `state of step ${state.step} from ${g.members[src]}${how}`);
 }
 
 function rejectState(g: PeerGroup, trainer: Trainer, src: number, why: string, event: OnEvent): never {

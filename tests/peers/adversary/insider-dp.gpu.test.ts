@@ -9,6 +9,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { DataParallel, type DpEvent } from '../../../src/parallel/dp/dp';
+import type { DpError } from '../../../src/parallel/dp/types';
 import { DiLoCo } from '../../../src/parallel/diloco/diloco';
 import { weightsHash } from '../../../src/parallel/dp/wire';
 import { LoopbackHub } from '../../../src/peers/transport/loopback';
@@ -129,6 +130,63 @@ describe('an insider in a data-parallel group', () => {
     expect(dps.map((d) => d.currentMembers)).toEqual([['p0', 'p1'], ['p0', 'p1']]);
     expect(ms).toBeLessThan(60_000);
     dps.forEach((d) => d.stop());
+  }, 120_000);
+});
+
+/**
+ * A group of two starting together with no majority for one state (issue 38: an insider claiming
+ * step 35 with every weight 0.05 set the start, loss 4.17 against 3.43). The furthest claim is
+ * offered, and each receiver adopts it only if its held-out loss is not above its own: a member
+ * resumed from trained steps refuses the insider's and stops with its weights as they were; a fresh
+ * member adopts a resumed one's, whose loss is lower. The insider is a real member with a forged
+ * state: what it claims, not how it talks, is the attack here.
+ */
+describe('a starting state no majority vouches for', () => {
+  const K = 4;
+  it('a trained member refuses an insider\'s "step 35, every weight 0.05" and keeps its weights; a fresh member adopts a resumed member\'s state', async () => {
+    let [a, b] = fresh(2);
+    for (let s = 0; s < K; s++) await a.trainStep();
+    const trained = await a.trainingState();
+    const trainedHash = weightsHash(trained.weights);
+
+    [a, b] = fresh(2);
+    a.restoreTrainingState(trained);
+    const n = trained.weights.length;
+    b.restoreTrainingState({ weights: new Float32Array(n).fill(0.05), m: new Float32Array(n), v: new Float32Array(n), step: 35 });
+    let hub = LoopbackHub.group(2);
+    const events: DpEvent[] = [];
+    const honest = new DataParallel(a, hub.transports[0], { run: 'start', mode: 'fp32', members: ['p0', 'p1'], onEvent: (e) => events.push(e) });
+    const insider = new DataParallel(b, hub.transports[1], { run: 'start', mode: 'fp32', members: ['p0', 'p1'] });
+    const other = insider.step().catch((e: unknown) => e);
+    const refusal = await honest.step().then(() => null, (e: unknown) => e as DpError);
+    expect(refusal).toMatchObject({ name: 'DpError', code: 'state-rejected', peers: ['p1'] });
+    expect(refusal!.message).toMatch(/state of step 35 that p1 claims, which no majority vouched for, refused on the held-out batches: its held-out loss (\d\.\d+) is above this peer's own (\d\.\d+)/);
+    const [, claimed, own] = refusal!.message.match(/loss (\d\.\d+) is above this peer's own (\d\.\d+)/)!.map(Number);
+    expect(claimed).toBeGreaterThan(own * 1.01);
+    expect(events.filter((e) => e.kind === 'state-rejected').map((e) => e.peers)).toEqual([['p1']]);
+    expect(events.filter((e) => e.kind === 'state-received')).toEqual([]);
+    // Nothing adopted: its weights, moments and step are the trained ones, bit for bit.
+    expect(await hashOf(a)).toBe(trainedHash);
+    const kept = await a.trainingState();
+    expect([kept.step, weightsHash(kept.m), weightsHash(kept.v)]).toEqual([K, weightsHash(trained.m), weightsHash(trained.v)]);
+    insider.stop();
+    await other;
+
+    // A member resumed from the same trained steps and a fresh one: the fresh one adopts (lower loss).
+    [a, b] = fresh(2);
+    a.restoreTrainingState(trained);
+    hub = LoopbackHub.group(2);
+    const got: DpEvent[] = [];
+    const pair = [a, b].map((t, i) => new DataParallel(t, hub.transports[i], { run: 'start', mode: 'fp32', members: ['p0', 'p1'], onEvent: i === 1 ? (e) => got.push(e) : undefined }));
+    await Promise.all(pair.map((d) => d.step()));
+    const received = got.filter((e) => e.kind === 'state-received');
+    expect(received.map((e) => e.peers)).toEqual([['p0']]);
+    expect(received[0].message).toMatch(/state of step 4 from p0 \(no majority vouched for it: held-out loss (\d\.\d+), this peer's own (\d\.\d+), on the held-out batches\)/);
+    const [, theirs, mine] = received[0].message.match(/held-out loss (\d\.\d+), this peer's own (\d\.\d+)/)!.map(Number);
+    expect(theirs).toBeLessThan(mine);
+    expect([a.stepIndex, b.stepIndex]).toEqual([K + 1, K + 1]);
+    expect(await hashOf(b)).toBe(await hashOf(a));
+    pair.forEach((d) => d.stop());
   }, 120_000);
 });
 
