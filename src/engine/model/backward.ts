@@ -156,8 +156,10 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     // dS (stored-dS path) goes to dF1: dead from o.dw's split-K partials to q.dw's, under every
     // scheme (no live copy aliases it then). Not under TP: ranks and the simulation must agree bit for bit.
     const dsScratch = m.plan.wire.tp ? undefined : dF1;
-    const attn = { label: lab('attn.bwd'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), dO: dh, dq: m.b('dq'), dk: m.b('dk'), dv: m.b('dv'), workspace: m.b('attnWs'), dsScratch, dqPath: m.attnDqPath, B, T, nH, nKV, D };
     const lc = m.plan.layers[l].compute;
+    // Where v_proj's dX or dW GEMM runs f16, the fp32-score kernels write dv's f16 copy too (INT8 scores: a cast below).
+    const dv16 = lc.attentionQk === 'int8' ? undefined : m.g.dyOut(l, 'dv', m.b('dv'), KVC);
+    const attn = { label: lab('attn.bwd'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), dO: dh, dq: m.b('dq'), dk: m.b('dk'), dv: m.b('dv'), workspace: m.b('attnWs'), dsScratch, dqPath: m.attnDqPath, B, T, nH, nKV, D, dv16 };
     if (lc.attentionQk === 'int8') {
       const sc = scoreCodes(rt, (key) => m.b(key), l, a('q'), a('k'), m.plan.dims, m.attnPaths);
       push(sc.dispatches);
@@ -172,10 +174,10 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
       push(attentionBackward(rt, attn));
     }
     // Undo RoPE on dq, dk (qRaw/kRaw are free during backward and hold the results).
-    // Where q/k/v's GEMMs run f16, the rotations write dq's and dk's f16 copies too, and dv is cast (counted).
+    // Where q/k/v's GEMMs run f16, the rotations write dq's and dk's f16 copies too.
     push(m.g.ropeBackward(l, 'dq', { label: lab('rope_q.bwd'), x: m.b('dq'), y: m.b('qRaw'), table: m.b('rope'), B, T, nHeads: nH, D, inverse: true }));
     push(m.g.ropeBackward(l, 'dk', { label: lab('rope_k.bwd'), x: m.b('dk'), y: m.b('kRaw'), table: m.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
-    push(m.g.dvCast(l, lab('dv'), m.b('dv')));
+    if (lc.attentionQk === 'int8') push(m.g.dvCast(l, lab('dv'), m.b('dv')));
     load('h1'); // live copy in dh (dO is consumed)
     dW(l, lab('q.dw'), m.b('qRaw'), QC, a('h1'), C, 'self_attn.q_proj.weight', 'dF1');
     dW(l, lab('k.dw'), m.b('kRaw'), KVC, a('h1'), C, 'self_attn.k_proj.weight', 'dF1', true);

@@ -159,8 +159,8 @@ export class LinearGemms {
   }
 
   /**
-   * dv's f16 copy for v_proj's dX and dW GEMMs: a cast (counted), as the attention backward
-   * (kernels/attention) writes fp32 only; nothing where neither GEMM runs f16.
+   * dv's f16 copy for v_proj's dX and dW GEMMs under INT8 attention scores: a cast (counted), as that
+   * backward writes fp32 only (the fp32-score and f16 kernels write it: dyOut 'dv'); nothing where neither GEMM runs f16.
    */
   dvCast(l: number, label: string, dv: GPUBuffer): Dispatch[] {
     const out = this.dyOut(l, 'dv', dv, this.plan.dims.KVC);
@@ -265,8 +265,8 @@ export class LinearGemms {
    */
   gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void, producerCodes = false, key?: GemmInputSaved): Binding {
     if (this.runsF16(l, 'forward')) {
-      // x's f16 copy for every GEMM that reads it (q/k/v, gate/up): its producer's (inputNorm,
-      // inputSwiglu), else a cast here (counted: the attention output o, whose kernel writes fp32 only).
+      // x's f16 copy for every GEMM that reads it: its producer's (inputNorm, inputSwiglu, the
+      // attention's attnOut), else a cast here (counted: o under INT8 attention scores, whose kernel writes fp32 only).
       if (!this.heldCopy(x, this.plan.dims.N * width)) push(this.castTo('f16.a', label, x, this.plan.dims.N * width).d);
       return x;
     }
@@ -290,6 +290,11 @@ export class LinearGemms {
     if (this.runsF16(l, 'forward')) return rmsnormForwardF16(this.rt, { ...o, y16: this.xOut(o.y as GPUBuffer, o.dims.N * o.dims.C) });
     if (this.plan.layers[l].compute.forward !== 'int8') return [rmsnormForward(this.rt, o)];
     return rmsnormForwardQuantized(this.rt, { ...o, ...this.producerCodes(l, key) });
+  }
+
+  /** Where the attention forward (fp32 or f16) writes o's f16 copy for o_proj's f16 GEMM, or undefined where it runs fp32/INT8. */
+  attnOut(l: number, o: GPUBuffer): F16Out | undefined {
+    return this.runsF16(l, 'forward') ? this.xOut(o, this.plan.dims.N * this.plan.dims.QC) : undefined;
   }
 
   /** Where a producer writes its output x's f16 copy for layer l's f16 forward GEMMs (f16.a from 0). */

@@ -350,11 +350,12 @@ export class LlamaGpu {
       push(sc.dispatches);
       push(attentionForwardI8(rt, { label: lab('attn'), ...sc.codes, v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
     } else if (this.plan.f16?.layers[l].attention === 'f16-tensor-core') {
-      // f16 operands on tensor cores (verified on this device); o and lse as the fp32 backward reads them.
+      // f16 operands on tensor cores (verified on this device); o and lse as the fp32 backward reads them,
+      // and o's f16 copy where o_proj's GEMM runs f16 (attnOut).
       this.attnPaths.set(`L${l}.attn`, 'f16-tensor-core');
-      push(attentionForwardF16(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
+      push(attentionForwardF16(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D, o16: this.g.attnOut(l, a('o')) }));
     } else {
-      push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
+      push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D, o16: this.g.attnOut(l, a('o')) }));
     }
     store('o');
     const oIn = this.g.gemmInput(l, lab('o_in'), a('o'), QC, push, false, 'o');

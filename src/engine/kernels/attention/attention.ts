@@ -23,38 +23,53 @@ import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/r
 import { chooseDqDsTile, dqFromDs, type DqDsTile, type DqPath, dsChunks, type DsChunk, type DsFormat, dsPairBytes, dsWriterSrc } from './ds';
 import { ATTENTION_CANDIDATES, type AttentionPass, HEURISTIC_ATTENTION_FIRST, type AttnTile, attnTileNamed, attnTileOf, measuredWithSource } from './tables';
 import { type ChoiceSource, noteChoice, tunedPicks } from '../../tune/store';
-import { asSlice, bindingBytes } from '../launch';
+import { asSlice, bindingBytes, requireBytes } from '../launch';
+import { type F16Out, f16OperandBytes, f16OutModule } from '../matmul-f16/cast';
 import { unrollLoops, wgslIf, wgslSection } from '../wgsl';
 
 const loadQkv = wgslSection(loadSrc, 'qkv');
 const loadBwd = `${loadQkv}\n${wgslSection(loadSrc, 'do')}`;
-const fwdSrc = `${loadQkv}\n${fwdBody}`;
+// O16: the forward also writes o's f16 copy (binding 6, f16OutModule), o_proj's f16 GEMM's X.
+const O16_BINDING = 6;
+const fwdSrc = (o16?: F16Out) => `${loadQkv}\n${wgslIf(fwdBody, { O16: !!o16 })}${o16 ? `\n${f16OutModule('o16', O16_BINDING, 2, o16.elem)}` : ''}`;
 // The blocked kernels' fp32 scores; their INT8-score variant (the I8 blocks) is attention-i8.ts's.
 export const F32_SCORES = { F32: true, I8: false, DP8: false };
 // The blocked forward's global access: 16-byte vec4s when D % 4 == 0, 8-byte halves otherwise.
-const fwdBlockedSrc = (D: number) => `${wgslSection(fwdBlockedIo, D % 4 === 0 ? 'vec4' : 'vec2')}\n${wgslIf(fwdBlockedBody, F32_SCORES)}`;
+const fwdBlockedSrc = (D: number, o16?: F16Out) => `${wgslIf(wgslSection(fwdBlockedIo, D % 4 === 0 ? 'vec4' : 'vec2'), { O16: !!o16 })}\n${wgslIf(fwdBlockedBody, F32_SCORES)}`
+  + (o16 ? `\n${f16OutModule('o16', O16_BINDING, D % 4 === 0 ? 4 : 2, o16.elem)}` : '');
 // The register-blocked backward: shared part, resident and streamed kernels, one shader text.
 const bwdBlockedBody = `${bwdBlockedShared}\n${bwdBlockedResident}\n${bwdBlockedStream}`;
 
 /** The streamed dK/dV kernel's shader with dS stored (as `format`), these score flags (F32, I8, DP8) and `extra` text after it: attention-i8.ts's variants. */
 export function streamDkdvDsSource(scores: Record<string, boolean>, extra = '', format: DsFormat = 'f32'): string {
-  return `${wgslIf(`${loadBwd}\n${bwdBlockedShared}\n${bwdBlockedStream}\n${extra}`, { DS: true, ...scores })}\n${dsWriterSrc(true, format)}`;
+  return `${wgslIf(`${loadBwd}\n${bwdBlockedShared}\n${bwdBlockedStream}\n${extra}`, { DS: true, DV16: false, ...scores })}\n${dsWriterSrc(true, format)}`;
 }
 // The backward shaders as written (DS false) and in their stored-dS variant (DS: the dK/dV kernels
-// also write dS, attention-ds.ts), whose `// #if DS` blocks add nothing to the other's pipelines.
-const bwdSrc = wgslIf(`${loadBwd}\n${bwdBody}`, { DS: false });
-const bwdBlockedSrc = wgslIf(`${loadBwd}\n${bwdBlockedBody}`, { DS: false, ...F32_SCORES });
-const bwdDsSrc = `${wgslIf(`${loadBwd}\n${bwdBody}`, { DS: true })}\n${dsWriterSrc(false)}`;
-const bwdBlockedDsSrc = `${wgslIf(`${loadBwd}\n${bwdBlockedBody}`, { DS: true, ...F32_SCORES })}\n${dsWriterSrc(true)}`;
+// also write dS, attention-ds.ts), whose `// #if DS` blocks add nothing to the other's pipelines;
+// each also with dv's f16 copy (DV16: the dK/dV kernels write it at the binding after their last).
+const bwdSrc = wgslIf(`${loadBwd}\n${bwdBody}`, { DS: false, DV16: false });
+const bwdCodes = new Map<string, string>();
+function bwdCode(blocked: boolean, ds: boolean, dv16?: 'f16' | 'f32'): string {
+  if (!blocked && !ds && !dv16) return bwdSrc;
+  const key = `${blocked}:${ds}:${dv16 ?? ''}`;
+  let code = bwdCodes.get(key);
+  if (!code) {
+    const body = wgslIf(`${loadBwd}\n${blocked ? bwdBlockedBody : bwdBody}`, { DS: ds, DV16: !!dv16, ...(blocked ? F32_SCORES : {}) });
+    // dk/dv bindings: q k v dO lse Di params dk dv (0..8), dS (9) when stored.
+    code = `${body}${ds ? `\n${dsWriterSrc(blocked)}` : ''}${dv16 ? `\n${f16OutModule('dv16', ds ? 10 : 9, 2, dv16)}` : ''}`;
+    bwdCodes.set(key, code);
+  }
+  return code;
+}
 
 // The blocked forward's inner loops (marked `// unroll`) written out for one pipeline's bounds:
 // they are override constants, which the NVIDIA driver keeps as loops (wgsl.ts). Only the forward:
 // written out, the backward's loops made its tuned tiles slower.
 const unrolledCache = new Map<string, string>();
-function unrolledForward(D: number, bounds: Record<string, number>): string {
-  const key = `${D % 4 === 0 ? 'vec4' : 'vec2'}:${JSON.stringify(bounds)}`;
+function unrolledForward(D: number, bounds: Record<string, number>, o16?: F16Out): string {
+  const key = `${D % 4 === 0 ? 'vec4' : 'vec2'}:${o16?.elem ?? ''}:${JSON.stringify(bounds)}`;
   let code = unrolledCache.get(key);
-  if (!code) unrolledCache.set(key, (code = unrollLoops(fwdBlockedSrc(D), bounds)));
+  if (!code) unrolledCache.set(key, (code = unrollLoops(fwdBlockedSrc(D, o16), bounds)));
   return code;
 }
 
@@ -255,20 +270,28 @@ export interface AttentionForwardArgs extends Shape {
   o: Binding;
   lse: Binding;
   tile?: AttnTile;
+  /** Where the kernel also writes o's f16 copy (the input of o_proj's f16 GEMM): the same bits as castF32ToF16 of o. */
+  o16?: F16Out;
 }
 
-/** o = softmax(q·kᵀ/√D + causal mask)·v per (b, h); lse saved for the backward. One dispatch. */
+/** Checks an f16 copy's binding: n values as f16 (packed, or f32 in the twin). */
+export function requireF16Out(label: string, name: string, h: F16Out, n: number): void {
+  requireBytes(label, name, h.out, f16OperandBytes(n, h.elem === 'f32'));
+}
+
+/** o = softmax(q·kᵀ/√D + causal mask)·v per (b, h); lse saved for the backward (and o's f16 copy: o16). One dispatch. */
 export function attentionForward(rt: Runtime, a: AttentionForwardArgs): Dispatch[] {
   const t = tileFor(rt, a.label, 'fwd', a.D, a.tile);
   const u = attentionParams(rt, a.label, a);
+  if (a.o16) requireF16Out(a.label, 'o16', a.o16, a.B * a.T * a.nH * a.D);
   return [rt.kernel({
-    label: `${a.label}.attnFwd`,
+    label: `${a.label}.attnFwd${a.o16 ? 'H' : ''}`,
     code: t.blocked
-      ? unrolledForward(a.D, { DP: Math.ceil(a.D / 4), TX: blockedForwardThreadsPerRowGroup(t), BK: t.BN })
-      : fwdSrc,
+      ? unrolledForward(a.D, { DP: Math.ceil(a.D / 4), TX: blockedForwardThreadsPerRowGroup(t), BK: t.BN }, a.o16)
+      : fwdSrc(a.o16),
     entryPoint: t.blocked ? 'attn_fwd_blocked' : 'attn_fwd',
     constants: { D: a.D, BQ: t.BM, BK: t.BN, NT: t.NT },
-    bindings: [a.q, a.k, a.v, a.o, a.lse, u],
+    bindings: [a.q, a.k, a.v, a.o, a.lse, u, ...(a.o16 ? [a.o16.out] : [])],
     workgroups: [a.T === 0 ? 0 : Math.ceil(a.T / t.BM), a.B * a.nH],
   })];
 }
@@ -309,6 +332,8 @@ export interface AttentionBackwardArgs extends Shape {
     dp?: { vc: Binding; oc: Binding };
   };
   tiles?: { dq?: AttnTile; dkdv?: AttnTile; dqDs?: DqDsTile };
+  /** Where the dk/dv pass also writes dv's f16 copy (v_proj's f16 dX and dW GEMMs read it): fp32 scores only. */
+  dv16?: F16Out;
 }
 
 /** How a backward computes dq: the path, the stored-dS chunks (none when recomputing) and their format, and why it recomputes. */
@@ -348,18 +373,19 @@ export function attentionDqPlan(rt: Runtime, a: Shape & Pick<AttentionBackwardAr
   return { path: 'stored', chunks, format };
 }
 
-/** Shader, entry point and constants of the dq or dk/dv pass for a tile (blocked or row-per-thread). */
-export function backwardKernel(pass: 'dq' | 'dkdv', t: AttnTile, D: number, ds = false): { code: string; entryPoint: string; constants: Record<string, number> } {
-  if (!t.blocked) return { code: ds ? bwdDsSrc : bwdSrc, entryPoint: `attn_bwd_${pass}`, constants: { D, BM: t.BM, BN: t.BN, NT: t.NT } };
+/** Shader, entry point and constants of the dq or dk/dv pass for a tile (blocked or row-per-thread); `dv16`: the dk/dv pass also writes dv's f16 copy. */
+export function backwardKernel(pass: 'dq' | 'dkdv', t: AttnTile, D: number, ds = false, dv16?: 'f16' | 'f32'): { code: string; entryPoint: string; constants: Record<string, number> } {
+  if (dv16 && pass !== 'dkdv') throw new Error('internal: only the dk/dv pass writes dv\'s f16 copy');
+  if (!t.blocked) return { code: bwdCode(false, ds, dv16), entryPoint: `attn_bwd_${pass}`, constants: { D, BM: t.BM, BN: t.BN, NT: t.NT } };
   // The blocked kernels name tile sides by role: own rows (dq queries, dkdv keys) and other rows.
   const own = pass === 'dq' ? t.BM : t.BN;
   const other = pass === 'dq' ? t.BN : t.BM;
   const constants = { D, OWNR: own, OTHR: other, NT: t.NT };
   if (t.chunk) {
     const flags = { PREFETCH: t.prefetch ? 1 : 0, KEEP: t.keep ? 1 : 0, STAGE_FULL: streamedFullStep(pass, t) ? 1 : 0 };
-    return { code: ds ? bwdBlockedDsSrc : bwdBlockedSrc, entryPoint: `attn_bwd_${pass}_stream`, constants: { ...constants, CH: t.chunk, ...flags } };
+    return { code: bwdCode(true, ds, dv16), entryPoint: `attn_bwd_${pass}_stream`, constants: { ...constants, CH: t.chunk, ...flags } };
   }
-  return { code: ds ? bwdBlockedDsSrc : bwdBlockedSrc, entryPoint: `attn_bwd_${pass}_blocked`, constants };
+  return { code: bwdCode(true, ds, dv16), entryPoint: `attn_bwd_${pass}_blocked`, constants };
 }
 
 /**
@@ -372,6 +398,9 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
   const plan = attentionDqPlan(rt, a);
   const sc = a.scores;
   if (sc && plan.path !== 'stored') throw new Error(`${a.label}: INT8 attention scores need the stored-dS backward, which cannot run: ${plan.why}`);
+  if (sc && a.dv16) throw new Error(`${a.label}: the INT8-score backward writes no f16 copy of dv (cast it instead)`);
+  if (a.dv16) requireF16Out(a.label, 'dv16', a.dv16, a.B * a.T * a.nKV * a.D);
+  const H = a.dv16 ? 'H' : '';
   const tkv = sc?.tile ?? tileFor(rt, a.label, 'dkdv', a.D, a.tiles?.dkdv);
   const u = attentionParams(rt, a.label, a);
   const ws = a.workspace ?? rt.createBuffer('workspace', `${a.label}.attnDi`,
@@ -393,7 +422,7 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
     const G = a.nH / a.nKV;
     const scratch = asSlice(a.dsScratch!);
     // The dK/dV pass that stores dS, or its INT8-score variant, which reads K's codes (binding 1) and Q's codes and scales.
-    const fp32Dkdv = backwardKernel('dkdv', tkv, a.D, true);
+    const fp32Dkdv = backwardKernel('dkdv', tkv, a.D, true, a.dv16?.elem);
     const dkdv = sc ? { entryPoint: fp32Dkdv.entryPoint, code: sc.code, constants: { ...fp32Dkdv.constants, ...sc.constants } } : fp32Dkdv;
     return [di, ...plan.chunks.flatMap((c, i) => {
       const lab = plan.chunks.length > 1 ? `${a.label}.c${i}` : a.label;
@@ -401,10 +430,10 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
       const dS: Binding = { buffer: scratch.buffer, offset: scratch.offset ?? 0, size: c.pairs * dsPairBytes(a.T, G, plan.format) };
       return [
         rt.kernel({
-          label: `${lab}.attnBwdDkDvDs${sc ? 'I8' : ''}`,
+          label: `${lab}.attnBwdDkDvDs${sc ? 'I8' : H}`,
           ...dkdv,
           bindings: [a.q, sc ? sc.kc : a.k, sc?.dp ? sc.dp.vc : a.v, a.dO, a.lse, ws, uc, a.dk, a.dv, dS,
-            ...(sc ? [sc.qc] : []), ...(sc?.dp ? [sc.dp.oc] : [])],
+            ...(sc ? [sc.qc] : []), ...(sc?.dp ? [sc.dp.oc] : []), ...(a.dv16 ? [a.dv16.out] : [])],
           workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), c.pairs],
         }),
         dqFromDs(rt, { label: lab, dS, k: a.k, dq: a.dq, params: uc, T: a.T, G, D: a.D, pairs: c.pairs, tile: tds, format: plan.format }),
@@ -421,9 +450,9 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
       workgroups: [empty ? 0 : Math.ceil(a.T / tq.BM), a.B * a.nH],
     }),
     rt.kernel({
-      label: `${a.label}.attnBwdDkDv`,
-      ...backwardKernel('dkdv', tkv, a.D),
-      bindings: [a.q, a.k, a.v, a.dO, a.lse, ws, u, a.dk, a.dv],
+      label: `${a.label}.attnBwdDkDv${H}`,
+      ...backwardKernel('dkdv', tkv, a.D, false, a.dv16?.elem),
+      bindings: [a.q, a.k, a.v, a.dO, a.lse, ws, u, a.dk, a.dv, ...(a.dv16 ? [a.dv16.out] : [])],
       workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), a.B * a.nKV],
     }),
   ];

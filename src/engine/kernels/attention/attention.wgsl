@@ -8,6 +8,7 @@
 // and output vec4 columns kk + TPR·i (D split across the row's threads). Rows are kept in vec4s with
 // D zero-padded to DP·4, so dot products over the padding are exact. Scores live in the log2 domain
 // (q pre-scaled by scale·log2 e; exp2 is one instruction), converted back for lse.
+// O16: o's f16 copy too (o16_store2, matmul-f16/cast.ts f16OutWgsl), what o_proj's f16 GEMM reads.
 struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
@@ -143,6 +144,10 @@ fn attn_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
       let val = acc[i] * inv;
       if (d < D) { o[base + d] = val.x; o[base + d + 1u] = val.y; }
       if (d + 2u < D) { o[base + d + 2u] = val.z; o[base + d + 3u] = val.w; }
+// #if O16
+      if (d < D) { o16_store2((base + d) / 2u, val.x, val.y); }
+      if (d + 2u < D) { o16_store2((base + d) / 2u + 1u, val.z, val.w); }
+// #endif
     }
     if (kk == 0u) { lse[bh * T + tq] = (m + log2(lt)) * LN2; }
   }

@@ -15,6 +15,10 @@ fn putDk(base: u32, d: u32, x: vec4<f32>) {
 fn putDv(base: u32, d: u32, x: vec4<f32>) {
   if (d < D) { dv[base + d] = x.x; dv[base + d + 1u] = x.y; }
   if (d + 2u < D) { dv[base + d + 2u] = x.z; dv[base + d + 3u] = x.w; }
+// #if DV16
+  if (d < D) { dv16_store2((base + d) / 2u, x.x, x.y); }
+  if (d + 2u < D) { dv16_store2((base + d) / 2u + 1u, x.z, x.w); }
+// #endif
 }
 
 // Gradient column d4 of keys key0..key0+3 (matrix column i = key key0 + i).

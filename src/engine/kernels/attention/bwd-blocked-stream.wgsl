@@ -331,6 +331,13 @@ fn putKVColumn4(b: u32, g: u32, key0: u32, d4: u32, aK: mat4x4<f32>, aV: mat4x4<
   if (key0 + 1u < p.T) { dk4[base + rowStride] = aK[1] * p.scale; dv4[base + rowStride] = aV[1]; }
   if (key0 + 2u < p.T) { dk4[base + 2u * rowStride] = aK[2] * p.scale; dv4[base + 2u * rowStride] = aV[2]; }
   if (key0 + 3u < p.T) { dk4[base + 3u * rowStride] = aK[3] * p.scale; dv4[base + 3u * rowStride] = aV[3]; }
+// #if DV16
+  // dv's f16 copy: vec4 column i4 of dv is f16 pairs 2·i4 and 2·i4 + 1.
+  if (key0 < p.T) { dv16_store2(2u * base, aV[0].x, aV[0].y); dv16_store2(2u * base + 1u, aV[0].z, aV[0].w); }
+  if (key0 + 1u < p.T) { let i = 2u * (base + rowStride); dv16_store2(i, aV[1].x, aV[1].y); dv16_store2(i + 1u, aV[1].z, aV[1].w); }
+  if (key0 + 2u < p.T) { let i = 2u * (base + 2u * rowStride); dv16_store2(i, aV[2].x, aV[2].y); dv16_store2(i + 1u, aV[2].z, aV[2].w); }
+  if (key0 + 3u < p.T) { let i = 2u * (base + 3u * rowStride); dv16_store2(i, aV[3].x, aV[3].y); dv16_store2(i + 1u, aV[3].z, aV[3].w); }
+// #endif
 }
 
 // Gradient column d4 of queries t0..t0+3 of head h (matrix column i = query t0 + i), whole vec4s.

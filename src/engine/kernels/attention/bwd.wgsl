@@ -9,6 +9,8 @@
 //                  g and their query tiles in a fixed order: dk = scale·Σ dSᵀ·Q, dv = Σ Pᵀ·dO
 // with P = exp(s − lse), dS = P∘(dO·Vᵀ − Di). Rows are vec4s with D zero-padded to DP·4.
 // nRows = B·nH·T (the Di pass's extent).
+// DV16: the dk/dv kernels also write dv's f16 copy (dv16_store2, matmul-f16/cast.ts f16OutWgsl), what
+// v_proj's f16 dX and dW GEMMs read.
 struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, nRows: u32, pair0: u32 }
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
@@ -308,6 +310,10 @@ fn attn_bwd_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         dk[base + d + 2u] = kval.z; dk[base + d + 3u] = kval.w;
         dv[base + d + 2u] = vval.z; dv[base + d + 3u] = vval.w;
       }
+// #if DV16
+      if (d < D) { dv16_store2((base + d) / 2u, vval.x, vval.y); }
+      if (d + 2u < D) { dv16_store2((base + d) / 2u + 1u, vval.z, vval.w); }
+// #endif
     }
   }
 }

@@ -4,6 +4,7 @@
 // `row` is a head row's index in its tensor (q, o: (b·T + t)·nH + h; k, v: (b·T + t)·nKV + g), so the
 // row starts at float row·D; `c4` is a vec4 column (floats 4·c4 .. 4·c4 + 3 of the row, c4 < DP).
 // Bindings are 256-byte aligned, so rows start 16-byte aligned (vec4) or 8-byte aligned (vec2).
+// O16 (vec4, vec2): stO4 also writes o's f16 copy (o16_store4/2: matmul-f16/cast.ts f16OutWgsl).
 
 //--- vec4
 // One 16-byte access per vec4 column.
@@ -14,7 +15,12 @@
 fn ldQ4(row: u32, c4: u32) -> vec4<f32> { return q[row * DP + c4]; }
 fn ldK4(row: u32, c4: u32) -> vec4<f32> { return k[row * DP + c4]; }
 fn ldV4(row: u32, c4: u32) -> vec4<f32> { return v[row * DP + c4]; }
-fn stO4(row: u32, c4: u32, val: vec4<f32>) { o[row * DP + c4] = val; }
+fn stO4(row: u32, c4: u32, val: vec4<f32>) {
+  o[row * DP + c4] = val;
+// #if O16
+  o16_store4(row * DP + c4, val);
+// #endif
+}
 
 //--- vec2
 // D % 4 == 2: the last vec4 column of a row has only its first half in the row; the second reads as 0.
@@ -45,6 +51,10 @@ fn stO4(row: u32, c4: u32, val: vec4<f32>) {
   let i = row * (D / 2u) + 2u * c4;
   o[i] = val.xy;
   if (inRow(c4)) { o[i + 1u] = val.zw; }
+// #if O16
+  o16_store2(i, val.x, val.y);
+  if (inRow(c4)) { o16_store2(i + 1u, val.z, val.w); }
+// #endif
 }
 
 //--- i8

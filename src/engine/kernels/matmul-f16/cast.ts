@@ -5,12 +5,18 @@
  * f16's range indeterminate, so overflow is decided here as IEEE round-to-nearest does it: |x| ≥ 65520
  * becomes ±Inf (the loss scaler must see it), NaN stays NaN. A standalone pass over the tensor: the
  * weights' copies once per step after the optimizer, and the few operands no producer writes in f16
- * (model/linear-gemms.ts counts them); RMSNorm, SwiGLU and RoPE write theirs through f16OutWgsl.
+ * (model/linear-gemms.ts counts them); RMSNorm, SwiGLU, RoPE and attention write theirs through f16OutWgsl.
  */
 import { type Binding, type Dispatch, type Runtime, Uniforms } from '../../gpu/runtime';
 import { grid2d, requireBytes } from '../launch';
 
 const WG = 256;
+
+/** Where a kernel also writes its output's f16 copy: `out` holds n f16 (f16OperandBytes), f32 storage in the twin (elem 'f32'). */
+export interface F16Out {
+  out: Binding;
+  elem: 'f16' | 'f32';
+}
 
 /** `half(v)`: v's f16 bits (round to nearest, overflow and NaN as above), for other kernels that write packed f16. */
 export const F16_HALF_WGSL = /* wgsl */ `
@@ -43,6 +49,10 @@ export function f16OutWgsl(name: string, binding: number, width: 2 | 4, elem: 'f
     ? `${decl('vec2<f32>')}\nfn ${name}_store2(i: u32, a: f32, b: f32) { ${name}[i] = vec2<f32>(${r('a')}, ${r('b')}); }\n`
     : `${decl('u32')}\nfn ${name}_store2(i: u32, a: f32, b: f32) { ${name}[i] = ${w('a', 'b')}; }\n`;
 }
+
+/** A producer's f16 output `name` at @binding(binding) with the half() it stores through (f16OutWgsl after F16_HALF_WGSL). */
+export const f16OutModule = (name: string, binding: number, width: 2 | 4, elem: 'f16' | 'f32'): string =>
+  `${F16_HALF_WGSL}\n${f16OutWgsl(name, binding, width, elem)}`;
 
 const CODE = /* wgsl */ `
 struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }

@@ -10,7 +10,7 @@ import body from './rmsnorm.wgsl?raw';
 import wgSum from '../../../../shaders/wg-sum.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
 import { grid2d, requireBytes, rowWorkgroupSize, vec4Elementwise } from '../launch';
-import { castF32ToF16, F16_HALF_WGSL, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
+import { castF32ToF16, F16_HALF_WGSL, type F16Out, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
 import { buildQuantize } from '../quantize/quantize';
 import { wgslPreamble, wgslSection } from '../wgsl';
 
@@ -22,11 +22,7 @@ const rowsQuant = `${codecSrc}\n${shared}\n${wgslSection(body, 'elem_vec4')}\n${
 /** vec4 rows whose forward and backward dx also write their output's f16 copy (packed, or the twin's f32: elem). */
 const rowsF16 = (elem: 'f16' | 'f32') => `${rowsVec4}\n${F16_HALF_WGSL}\n${f16OutWgsl('h_y', 5, 4, elem)}\n${f16OutWgsl('h_dx', 6, 4, elem)}\n${wgslSection(body, 'rows_h')}`;
 
-/** Where a kernel also writes its output's f16 copy: `out` holds n f16 (f16OperandBytes), f32 storage in the twin (elem 'f32'). */
-export interface F16Out {
-  out: Binding;
-  elem: 'f16' | 'f32';
-}
+export type { F16Out } from '../matmul-f16/cast';
 
 /**
  * The row kernels' shader and workgroup size: vec4 elements when C and every binding's offset allow

@@ -12,7 +12,7 @@ import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/r
 import { grid2d, requireBytes, sameBinding } from '../launch';
 import { castF32ToF16, F16_HALF_WGSL, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
 import { wgslPreamble, wgslSection } from '../wgsl';
-import type { F16Out } from '../rmsnorm/rmsnorm';
+import type { F16Out } from '../matmul-f16/cast';
 import { ropeTablePacked } from './rope.ref';
 
 export { ropeTable, ropeTablePacked } from './rope.ref';

@@ -12,7 +12,7 @@ import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/r
 import { grid2d, requireBytes, rowWorkgroupSize, sameBinding, vec4Elementwise } from '../launch';
 import { castF32ToF16, F16_HALF_WGSL, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
 import { buildQuantize } from '../quantize/quantize';
-import type { F16Out } from '../rmsnorm/rmsnorm';
+import type { F16Out } from '../matmul-f16/cast';
 import { wgslIf } from '../wgsl';
 
 const srcScalar = wgslIf(src, { VEC4: false, QUANT: false, HALF: false });

@@ -1,17 +1,19 @@
 /**
- * Flash attention's forward in f16 on subgroup matrices (./code.ts), and its verification on the
+ * Flash attention in f16 on subgroup matrices (./code.ts, ./code-bwd.ts), and its verification on the
  * device: like enableF16TensorCores (kernels/matmul-f16), enableF16Attention runs each candidate
  * on small cases against the plain-TS reference (../attention.ref.ts on f16-rounded q, k, v) and
- * only a spec that passed serves attentionForwardF16. The backward stays the fp32 one: o and lse are
- * written in its layout.
+ * only a spec that passed serves attentionForwardF16 / attentionBackwardF16. The checks run the
+ * variant the model runs, which also writes the next f16 GEMM's operand (o's, dv's f16 copy): each
+ * copy must be exactly the f16 rounding of the fp32 output. o and lse are in the fp32 backward's layout.
  */
 import type { Binding, Dispatch, Runtime } from '../../../gpu/runtime';
 import { wgslErrors } from '../../../gpu/pipelines';
-import { roundF16Array } from '../../../quant/f16';
+import { f32ArrayToF16, roundF16, roundF16Array } from '../../../quant/f16';
 import { Rng } from '../../../util/rng';
 import { f16ConfigsOf } from '../../matmul-f16/plan';
 import { subgroupMatrixConfigs, subgroupSize } from '../../qgemm/sgmat';
-import { attentionParams, type Shape } from '../attention';
+import { attentionParams, requireF16Out, type Shape } from '../attention';
+import { type F16Out, f16OperandBytes } from '../../matmul-f16/cast';
 import { attentionBackwardRef, attentionForwardRef } from '../attention.ref';
 import { f16AttnBlockQ, f16AttnForwardCode, f16AttnLabel, f16AttnSpecError, type F16AttnSpec } from './code';
 import { f16AttnBwdSpecError, f16AttnDkdvCode, f16AttnDqCode } from './code-bwd';
@@ -41,6 +43,8 @@ export interface AttentionForwardF16Args extends Shape {
   spec?: F16AttnSpec;
   /** The kernel with emulated subgroup matrices over f32 (runs without f16 and subgroup matrices: CI). */
   emulate?: boolean;
+  /** Where the kernel also writes o's f16 copy (o_proj's f16 GEMM's X): the bits castF32ToF16 makes of o. */
+  o16?: F16Out;
 }
 
 function checkShape(label: string, s: Shape, spec: F16AttnSpec): void {
@@ -57,10 +61,11 @@ export function attentionForwardF16(rt: Runtime, a: AttentionForwardF16Args): Di
   const err = f16AttnSpecError(spec, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, a.emulate);
   if (err) throw new Error(`${a.label}: ${f16AttnLabel(spec)}: ${err}`);
   const u = attentionParams(rt, a.label, a);
+  if (a.o16) requireF16Out(a.label, 'o16', a.o16, a.B * a.T * a.nH * a.D);
   return [rt.kernel({
-    label: `${a.label}.attnFwdF16`,
-    code: f16AttnForwardCode(spec, { emulate: a.emulate }),
-    bindings: [a.q, a.k, a.v, a.o, a.lse, u],
+    label: `${a.label}.attnFwdF16${a.o16 ? 'H' : ''}`,
+    code: f16AttnForwardCode(spec, { emulate: a.emulate, o16: a.o16?.elem }),
+    bindings: [a.q, a.k, a.v, a.o, a.lse, u, ...(a.o16 ? [a.o16.out] : [])],
     workgroups: [a.T === 0 ? 0 : Math.ceil(a.T / f16AttnBlockQ(spec)), a.B * a.nH],
   })];
 }
@@ -112,13 +117,17 @@ export async function checkAttentionF16(rt: Runtime, spec: F16AttnSpec, c: F16At
     const vb = up(v);
     const ob = up(new Float32Array(B * T * nH * D).fill(NaN));
     const lb = up(new Float32Array(B * nH * T).fill(NaN));
-    const ds = await rt.checked('f16attn.check', () => attentionForwardF16(rt, { label: 'f16attn.check', B, T, nH, nKV, D, q: qb, k: kb, v: vb, o: ob, lse: lb, spec, emulate: o.emulate }));
+    // The variant the model runs: o's f16 copy too (packed; the twin's f32 when emulated), checked below.
+    const o16 = f16CheckOut(up, B * T * nH * D, o.emulate);
+    const ds = await rt.checked('f16attn.check', () => attentionForwardF16(rt, { label: 'f16attn.check', B, T, nH, nKV, D, q: qb, k: kb, v: vb, o: ob, lse: lb, spec, emulate: o.emulate, o16 }));
     rt.device.pushErrorScope('validation');
     rt.run(ds);
     const err = await rt.device.popErrorScope();
     if (err) return fail(err.message);
     const got = new Float32Array(await rt.read(ob, 0, B * T * nH * D * 4));
     const gotL = new Float32Array(await rt.read(lb, 0, B * nH * T * 4));
+    const bad16 = await f16CopyMismatch(rt, o16, got);
+    if (bad16) return fail(`o's f16 copy: ${bad16}`);
     // Heads compared: all, or the first `heads` of each batch row (the reference is O(B·nH·T²·D)).
     const hs = Math.min(nH, o.heads ?? nH);
     const sub = (x: Float32Array, heads: number) => {
@@ -156,6 +165,27 @@ export async function checkAttentionF16(rt: Runtime, spec: F16AttnSpec, c: F16At
   } finally {
     bufs.forEach((x) => rt.mem.free(x));
   }
+}
+
+/** A check's f16 copy of n values: packed f16 words, or f32 in the emulated twin (castF32ToF16's layouts). */
+function f16CheckOut(up: (x: Float32Array) => GPUBuffer, n: number, emulate?: boolean): F16Out {
+  const elem = emulate ? 'f32' : 'f16';
+  return { out: up(new Float32Array(f16OperandBytes(n, emulate === true) / 4).fill(NaN)), elem };
+}
+
+/** Where a kernel's f16 copy differs from the f16 rounding of its fp32 output y (null: nowhere). */
+async function f16CopyMismatch(rt: Runtime, h: F16Out, y: Float32Array): Promise<string | null> {
+  const words = await rt.read(h.out as GPUBuffer, 0, f16OperandBytes(y.length, h.elem === 'f32'));
+  const same = (a: number, b: number) => a === b || (Number.isNaN(a) && Number.isNaN(b));
+  if (h.elem === 'f32') {
+    const got = new Float32Array(words);
+    const i = got.findIndex((v, j) => !same(v, roundF16(y[j])));
+    return i < 0 ? null : `element ${i}: ${got[i]} for ${y[i]}`;
+  }
+  const got = new Uint16Array(words);
+  const want = f32ArrayToF16(y);
+  const i = want.findIndex((v, j) => v !== got[j]);
+  return i < 0 ? null : `element ${i}: bits ${got[i]} for ${y[i]}`;
 }
 
 /** The reference on the first hs query heads (G per KV head as in the full problem), as attentionForwardRef lays it out for hs heads. */
@@ -337,6 +367,8 @@ export interface AttentionBackwardF16Args extends Shape {
   workspace: Binding;
   specs?: F16AttnBwdSpecs;
   emulate?: boolean;
+  /** Where the dk/dv kernel also writes dv's f16 copy (v_proj's f16 dX and dW GEMMs read it). */
+  dv16?: F16Out;
 }
 
 /** dq, dk, dv from q, k, v, o, lse, dO with f16 operands on subgroup matrices: the dq kernel (writes Di), then the dk/dv kernel. */
@@ -351,6 +383,7 @@ export function attentionBackwardF16(rt: Runtime, a: AttentionBackwardF16Args): 
   }
   const u = attentionParams(rt, a.label, a);
   const empty = a.T === 0 || a.B === 0;
+  if (a.dv16) requireF16Out(a.label, 'dv16', a.dv16, a.B * a.T * a.nKV * a.D);
   return [
     rt.kernel({
       label: `${a.label}.attnBwdDqF16`,
@@ -359,9 +392,9 @@ export function attentionBackwardF16(rt: Runtime, a: AttentionBackwardF16Args): 
       workgroups: [empty ? 0 : Math.ceil(a.T / f16AttnBlockQ(specs.dq)), a.B * a.nH],
     }),
     rt.kernel({
-      label: `${a.label}.attnBwdDkDvF16`,
-      code: f16AttnDkdvCode(specs.dkdv, { emulate: a.emulate }),
-      bindings: [a.q, a.k, a.v, a.dO, a.lse, a.workspace, a.dk, a.dv, u],
+      label: `${a.label}.attnBwdDkDvF16${a.dv16 ? 'H' : ''}`,
+      code: f16AttnDkdvCode(specs.dkdv, { emulate: a.emulate, dv16: a.dv16?.elem }),
+      bindings: [a.q, a.k, a.v, a.dO, a.lse, a.workspace, a.dk, a.dv, u, ...(a.dv16 ? [a.dv16.out] : [])],
       workgroups: [empty ? 0 : Math.ceil(a.T / f16AttnBlockQ(specs.dkdv)), a.B * a.nKV],
     }),
   ];
@@ -413,6 +446,8 @@ export async function checkAttentionBackwardF16(rt: Runtime, specs: F16AttnBwdSp
       label: 'f16attn.bwd', B, T, nH, nKV, D, q: up(q), k: up(k), v: up(v), o: up(of32), lse: up(lf32), dO: up(dO),
       dq: up(new Float32Array(nq).fill(NaN)), dk: up(new Float32Array(nk).fill(NaN)), dv: up(new Float32Array(nk).fill(NaN)),
       workspace: up(new Float32Array(B * nH * T)), specs, emulate: o.emulate,
+      // The variant the model runs: dv's f16 copy too, checked below.
+      dv16: f16CheckOut(up, nk, o.emulate),
     };
     const ds = await rt.checked('f16attn.bwd', () => attentionBackwardF16(rt, args));
     rt.device.pushErrorScope('validation');
@@ -431,6 +466,8 @@ export async function checkAttentionBackwardF16(rt: Runtime, specs: F16AttnBwdSp
       return e / Math.max(mag, 1e-30);
     };
     const relErr = { dq: await rel(args.dq, ref.dq), dk: await rel(args.dk, ref.dk), dv: await rel(args.dv, ref.dv) };
+    const bad16 = await f16CopyMismatch(rt, args.dv16!, new Float32Array(await rt.read(args.dv as GPUBuffer, 0, nk * 4)));
+    if (bad16) return fail(`dv's f16 copy: ${bad16}`);
     return { ok: Object.values(relErr).every((x) => x <= F16_ATTN_BWD_TOL), relErr };
   } catch (e) {
     return fail((e as Error).message);

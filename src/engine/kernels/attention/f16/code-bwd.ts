@@ -14,6 +14,7 @@
  *   dSᵀ in SIMT (f16), and accumulates dv += Pᵀ·dO, dk += dSᵀ·Q in result matrices.
  * Tiles wholly masked for a subgroup are skipped. `emulate`: the f32 twin, as the forward's.
  */
+import { f16OutModule } from '../../matmul-f16/cast';
 import { sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
 import { emulation, f16AttnSpecError, type F16AttnSpec } from './code';
 
@@ -207,8 +208,11 @@ ${L.join('\n')}
 `;
 }
 
-/** The dk/dv kernel (reads the dq kernel's Di). Bindings: q, k, v, dO, lse, Di, dk, dv, Params. Grid: x = key block, y = b·nKV + KV head. */
-export function f16AttnDkdvCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): string {
+/**
+ * The dk/dv kernel (reads the dq kernel's Di). Bindings: q, k, v, dO, lse, Di, dk, dv, Params, and with
+ * `dv16` dv's f16 copy (9: packed, or the twin's f32). Grid: x = key block, y = b·nKV + KV head.
+ */
+export function f16AttnDkdvCode(s: F16AttnSpec, o: { emulate?: boolean; dv16?: 'f16' | 'f32' } = {}): string {
   const emu = !!o.emulate;
   const { cfg, D, BKV: BQo, sgSize } = s;
   const { M, N, K } = cfg;
@@ -273,9 +277,11 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): 
     for (let dn = 0; dn < D / N; dn++) L.push(`  ${storeS(`sbase + ${dn * N}u`, `${acc}${dn}`)}`);
     L.push('  workgroupBarrier();', '  if (key < P.T) {', `    let ob = ((b * P.T + key) * P.nKV + g) * ${D}u + part;`);
     for (let i = 0; i < D / LPR; i++) L.push(`    ${out}[ob + ${i * LPR}u] = ${scale}Ss[srow + ${i * LPR}u + part];`);
+    // dv's f16 copy from the same scratch row: each lane packs pairs of adjacent columns.
+    if (acc === 'dv' && o.dv16) L.push(`    let wb = ((b * P.T + key) * P.nKV + g) * ${D / 2}u;`, `    for (var j = part; j < ${D / 2}u; j += ${LPR}u) { dv16_store2(wb + j, Ss[srow + 2u * j], Ss[srow + 2u * j + 1u]); }`);
     L.push('  }', '  workgroupBarrier();');
   }
-  return `${header('dkdv', s, emu)}
+  return `${header('dkdv', s, emu)}${o.dv16 ? f16OutModule('dv16', 9, 2, o.dv16) : ''}
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let k0 = wid.x * ${BKo}u;

@@ -23,6 +23,7 @@
  * (SwiftShader: no f16, no subgroup matrices) tests the generated kernel's staging, masking, online
  * softmax, tiling and GQA indexing; only the matrix instructions differ.
  */
+import { f16OutModule } from '../../matmul-f16/cast';
 import { emulatedSgmatWgsl, sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
 
 export interface F16AttnSpec {
@@ -88,9 +89,9 @@ const SYNTAX = { syntax: 'template' } as const;
 
 /**
  * The forward's WGSL. Bindings: q, k, v (fp32), o, lse (fp32), the fp32 kernels' Params uniform
- * (attentionParams). Grid: x = query block (heaviest causal block first), y = b·nH + h.
+ * (attentionParams), and with `o16` o's f16 copy (6: packed, or the twin's f32). Grid: x = query block (heaviest causal block first), y = b·nH + h.
  */
-export function f16AttnForwardCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): string {
+export function f16AttnForwardCode(s: F16AttnSpec, o: { emulate?: boolean; o16?: 'f16' | 'f32' } = {}): string {
   const emu = !!o.emulate;
   const E = emu ? 'f32' : 'f16';
   const { cfg, D, BKV, sgSize } = s;
@@ -167,6 +168,14 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: { emulate?: boolean } = {}
   L.push('  if (t < P.T) {', '    let inv = 1.0 / lt;', `    let ob = ((b * P.T + t) * P.nH + h) * ${D}u + part;`);
   for (let i = 0; i < D / LPR; i++) L.push(`    O[ob + ${i * LPR}u] = o${i} * inv;`);
   L.push('    if (part == 0u) { LSE[(b * P.nH + h) * P.T + t] = (m + log2(lt)) * LN2; }', '  }');
+  if (o.o16) {
+    // o's f16 copy (o_proj's f16 GEMM reads it): a lane's columns are LPR apart, so the row goes
+    // through its scratch row and each lane packs pairs of adjacent columns (the same f32 values as O).
+    L.push('  workgroupBarrier();', '  { let inv = 1.0 / lt;');
+    for (let i = 0; i < D / LPR; i++) L.push(`    Ss[srow + ${i * LPR}u + part] = o${i} * inv;`);
+    L.push('  }', '  workgroupBarrier();', '  if (t < P.T) {', `    let wb = ((b * P.T + t) * P.nH + h) * ${D / 2}u;`);
+    L.push(`    for (var j = part; j < ${D / 2}u; j += ${LPR}u) { o16_store2(wb + j, Ss[srow + 2u * j], Ss[srow + 2u * j + 1u]); }`, '  }');
+  }
 
   const types = emu
     ? `alias LT = array<f32, ${M * K}>; // emulated: row-major M × K, every lane holds all of it
@@ -190,7 +199,7 @@ var<workgroup> Ps: array<${E}, ${st.pElems}>; // P, M rows of BKV per subgroup
 var<workgroup> Ss: array<f32, ${st.sElems}>; // per subgroup M rows: S, then the block's P·V
 const NEG = -3.0e38; // finite −inf: key 0 is visible to every row, so m is finite after the first block
 const LN2 = 0.6931471805599453;
-${emu ? emulation(cfg, [['KV', 'LT'], ['KV', 'RT'], ['Ps', 'LT']], ['Ss']) : ''}
+${emu ? emulation(cfg, [['KV', 'LT'], ['KV', 'RT'], ['Ps', 'LT']], ['Ss']) : ''}${o.o16 ? f16OutModule('o16', 6, 2, o.o16) : ''}
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let nQB = (P.T + ${BQ - 1}u) / ${BQ}u;
