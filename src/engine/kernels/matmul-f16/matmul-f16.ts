@@ -12,6 +12,7 @@
  */
 import splitKSrc from '../matmul/splitk.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../../gpu/runtime';
+import { type LowRank, MAX_LOW_RANK } from '../matmul/matmul';
 import { wgslErrors } from '../../gpu/pipelines';
 import { Uniforms } from '../../gpu/runtime';
 import { f32ArrayToF16, roundF16 } from '../../quant/f16';
@@ -62,6 +63,8 @@ export interface MatmulF16Args {
    * 'f16-tensor-core' and a spec the tensor-core kernel with emulated subgroup matrices. Default 'f16'.
    */
   elem?: 'f16' | 'f32';
+  /** The low-rank epilogue (./epilogue.ts; the fp32 GEMM's `lowRank`): + scale·Uᵀ·op(V), f32 U and V. One pass only. */
+  lowRank?: LowRank;
 }
 
 export interface BuiltMatmulF16 {
@@ -87,6 +90,16 @@ function checkArgs(a: MatmulF16Args): GemmForm {
   if (a.workspace) {
     const ws = asSlice(a.workspace).buffer;
     if ([a.a, a.b, a.c].some((b) => asSlice(b).buffer === ws)) throw new Error(`${a.label}: the split-K workspace must be a buffer of its own`);
+  }
+  const lr = a.lowRank;
+  if (lr) {
+    if (!Number.isInteger(lr.rank) || lr.rank < 1 || lr.rank > MAX_LOW_RANK) throw new Error(`${a.label}: lowRank.rank must be an integer in 1..${MAX_LOW_RANK}, got ${lr.rank}`);
+    if (!Number.isFinite(lr.scale)) throw new Error(`${a.label}: lowRank.scale must be a finite number, got ${lr.scale}`);
+    if (a.workspace || (a.split ?? 1) > 1) throw new Error(`${a.label}: a low-rank epilogue runs in one pass: no split-K`);
+    for (const [n, b, elems] of [['lowRank.u', lr.u, lr.rank * a.M], ['lowRank.v', lr.v, lr.rank * a.N]] as const) {
+      if (bindingBytes(b) < elems * 4) throw new Error(`${a.label}: binding ${n} has ${bindingBytes(b)} bytes, needs ${elems * 4}`);
+      if (asSlice(b).buffer === asSlice(a.c).buffer) throw new Error(`${a.label}: ${n} must be a different buffer from c`);
+    }
   }
   return form;
 }
@@ -119,18 +132,19 @@ export function f16TcSpecForOutput(s: F16TcSpec, shape: { M: number; N: number }
 function resolveF16(rt: Runtime, a: MatmulF16Args): ResolvedF16 {
   const form = checkArgs(a);
   const vec = vec4Operands(form, a);
+  const lowRank = a.lowRank && { rank: a.lowRank.rank, transV: !!a.lowRank.transV };
   if (a.elem === 'f32') {
-    if (a.path !== 'f16-tensor-core') return { form, path: 'f16-simt', vec, code: simtF16Code({ form, vecA: vec.a, vecB: vec.b, elem: 'f32' }) };
+    if (a.path !== 'f16-tensor-core') return { form, path: 'f16-simt', vec, code: simtF16Code({ form, vecA: vec.a, vecB: vec.b, elem: 'f32', lowRank }) };
     // The tensor-core kernel with emulated matrices (tests without subgroup matrices): a spec is required.
     if (!a.spec) throw new Error(`${a.label}: the emulated tensor-core kernel needs a spec`);
     if (!vec.a || !vec.b) throw new Error(`${a.label}: the tensor-core f16 GEMM needs the operands' rows in whole vec4s`);
     if (a.spec.transA !== !!a.transA || a.spec.transB !== !!a.transB) throw new Error(`${a.label}: spec ${f16TcLabel(a.spec)} is for another form`);
     const spec = f16TcSpecForOutput(a.spec, a);
-    return { form, path: 'f16-tensor-core', tc: spec, vec, code: f16TcCode(spec, { emulate: true }) };
+    return { form, path: 'f16-tensor-core', tc: spec, vec, code: f16TcCode(spec, { emulate: true, lowRank }) };
   }
   const path = a.path ?? f16PathFor(rt, !!a.transA, !!a.transB, a);
   if (path === 'fp32') throw new Error(`${a.label}: this device has no shader-f16: use the fp32 GEMM`);
-  if (path === 'f16-simt') return { form, path, vec, code: simtF16Code({ form, vecA: vec.a, vecB: vec.b }) };
+  if (path === 'f16-simt') return { form, path, vec, code: simtF16Code({ form, vecA: vec.a, vecB: vec.b, lowRank }) };
   const chosen = a.spec ?? f16TensorCoreSpecFor(rt, form, a);
   const tc = chosen && f16TcSpecForOutput(chosen, a);
   if (!tc) throw new Error(`${a.label}: no tensor-core layout for ${form} on this device`);
@@ -138,7 +152,7 @@ function resolveF16(rt: Runtime, a: MatmulF16Args): ResolvedF16 {
   if (tc.transA !== !!a.transA || tc.transB !== !!a.transB) throw new Error(`${a.label}: spec ${f16TcLabel(tc)} is for another form`);
   const err = f16TcSpecError(tc, rt.device.limits.maxComputeWorkgroupStorageSize, rt.device.limits.maxComputeInvocationsPerWorkgroup);
   if (err) throw new Error(`${a.label}: ${err}`);
-  return { form, path, tc, vec, code: f16TcCode(tc) };
+  return { form, path, tc, vec, code: f16TcCode(tc, { lowRank }) };
 }
 
 /** Builds the f16 GEMM's dispatches (free `uniforms` with rt.mem.free when they are dropped). */
@@ -159,14 +173,17 @@ export function buildMatmulF16(rt: Runtime, a: MatmulF16Args): BuiltMatmulF16 {
   const accumulate = !split && !!a.accumulate;
   const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K).f32(alpha).u32(accumulate ? 1 : 0).u32(split ? kChunk : a.K)
     // Direct tile stores: no alpha or accumulate to apply, and C's rows 16-byte aligned (N a multiple of 4).
-    .u32(alpha === 1 && !accumulate && a.N % 4 === 0 ? 1 : 0).u32(0);
+    .u32(alpha === 1 && !accumulate && !a.lowRank && a.N % 4 === 0 ? 1 : 0);
+  // The last word is padding, or the low-rank epilogue's scale (./epilogue.ts bitcasts it).
+  if (a.lowRank) u.f32(a.lowRank.scale);
+  else u.u32(0);
   const ub = rt.uniform(`${a.label}.f16`, u);
   const uniforms = [ub];
   const kernel = tc ? f16TcLabel(tc) : `simt ${form} ${vec.a ? 'v' : 's'}${vec.b ? 'v' : 's'}`;
   const dispatches: Dispatch[] = [rt.kernel({
-    label: `${a.label}[f16 ${kernel}${split ? ` split-K ${parts}` : ''}]`,
+    label: `${a.label}[f16 ${kernel}${split ? ` split-K ${parts}` : ''}${a.lowRank ? ` +lr${a.lowRank.rank}` : ''}]`,
     code,
-    bindings: [a.a, a.b, split ? a.workspace! : a.c, ub],
+    bindings: [a.a, a.b, split ? a.workspace! : a.c, ub, ...(a.lowRank ? [a.lowRank.u, a.lowRank.v] : [])],
     workgroups: [Math.ceil(a.N / BN), Math.ceil(a.M / BM), parts],
   })];
   if (split) {

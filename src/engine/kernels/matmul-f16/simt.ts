@@ -11,6 +11,7 @@
  * `elem: 'f32'` writes the same kernel over f32 storage: CI (SwiftShader, no shader-f16) runs that
  * twin, which tests every index and bound of the generated code; only the element type differs.
  */
+import { type F16LowRankCode, f16LowRankWgsl } from './epilogue';
 import { FORM_TRANS, type GemmForm, SIMT_F16 } from './plan';
 
 export interface SimtF16Spec {
@@ -20,6 +21,8 @@ export interface SimtF16Spec {
   vecB: boolean;
   /** Storage element: 'f16' (the kernel) or 'f32' (its testable twin). */
   elem?: 'f16' | 'f32';
+  /** The low-rank epilogue (./epilogue.ts), added to each output after alpha. */
+  lowRank?: F16LowRankCode;
 }
 
 const { BM, BN, BK, threads: T } = SIMT_F16;
@@ -73,7 +76,7 @@ struct Params { M: u32, N: u32, K: u32, alpha: f32, accumulate: u32, kChunk: u32
 @group(0) @binding(1) var<storage, read> B: array<${s.vecB ? `vec4<${E}>` : E}>;
 @group(0) @binding(2) var<storage, read_write> C: array<f32>;
 @group(0) @binding(3) var<uniform> P: Params;
-var<workgroup> As: array<f32, ${BK * BM}>; // [k][m]
+${s.lowRank ? f16LowRankWgsl(s.lowRank, '_p1') : ''}var<workgroup> As: array<f32, ${BK * BM}>; // [k][m]
 var<workgroup> Bs: array<f32, ${BK * BN}>; // [k][n]
 
 @compute @workgroup_size(${T})
@@ -105,7 +108,7 @@ ${L.join('\n')}
       let col = n0 + tx + 16u * j;
       if (row < P.M && col < P.N) {
         let o = base + row * P.N + col;
-        var v = P.alpha * acc[i][j];
+        var v = P.alpha * acc[i][j]${s.lowRank ? ' + lowRank(row, col)' : ''};
         if (P.accumulate != 0u) { v = C[o] + v; }
         C[o] = v;
       }

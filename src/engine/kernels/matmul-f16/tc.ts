@@ -24,6 +24,7 @@
  * enableF16TensorCores) before any GEMM uses it.
  */
 import { emulatedSgmatWgsl, sgmatLoad, sgmatStore } from '../qgemm/sgmat';
+import { type F16LowRankCode, f16LowRankWgsl } from './epilogue';
 import { f16TcBlockM, f16TcBlockN, f16TcStaging, f16TcThreads, type F16TcSpec, formOf } from './plan';
 
 /** The layout spelling this kernel writes: subgroupMatrixLoad<T, row_major|col_major>(p, off, stride). */
@@ -36,7 +37,7 @@ const SYNTAX = { syntax: 'template' } as const;
  * but it runs where there are no subgroup matrices and no f16 (CI), so the staging, prefetch, layouts,
  * epilogue and split-K of the generated code are tested there; only the matrix operations differ.
  */
-export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean } = {}): string {
+export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16LowRankCode } = {}): string {
   const emu = !!o.emulate;
   const E = emu ? 'f32' : 'f16';
   const { cfg } = s;
@@ -162,7 +163,8 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean } = {}): string {
   // Epilogue.
   const MN = cfg.M * cfg.N;
   L.push('  let base = wid.z * P.M * P.N;');
-  if (s.direct) {
+  // The low-rank epilogue adds to each element: no direct tile stores.
+  if (s.direct && !o.lowRank) {
     L.push(`  if (P.direct != 0u && m0 + ${BM}u <= P.M && n0 + ${BN}u <= P.N) {`);
     for (const [i, j] of tiles) {
       L.push(`    ${store('C', `base + (m0 + am + ${i * cfg.M}u) * P.N + n0 + bn + ${j * cfg.N}u`, `c${i}_${j}`, 'P.N')}`);
@@ -175,7 +177,7 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean } = {}): string {
     L.push(`  for (var e = lane; e < ${MN}u; e += ${s.sgSize}u) {`);
     L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${cfg.N}u; let col = n0 + bn + ${j * cfg.N}u + e % ${cfg.N}u;`);
     L.push('    if (row < P.M && col < P.N) {');
-    L.push(`      let o = base + row * P.N + col; var v = P.alpha * R[sg * ${MN}u + e];`);
+    L.push(`      let o = base + row * P.N + col; var v = P.alpha * R[sg * ${MN}u + e]${o.lowRank ? ' + lowRank(row, col)' : ''};`);
     L.push('      if (P.accumulate != 0u) { v = C[o] + v; }');
     L.push('      C[o] = v;');
     L.push('    }', '  }', '  workgroupBarrier();');
@@ -212,7 +214,7 @@ struct Params { M: u32, N: u32, K: u32, alpha: f32, accumulate: u32, kChunk: u32
 @group(0) @binding(1) var<storage, read> B: array<vec4<${E}>>;
 @group(0) @binding(2) var<storage, read_write> C: array<f32>;
 @group(0) @binding(3) var<uniform> P: Params;
-var<workgroup> S: array<${E}, ${stages * STAGE}>; // A's rows, then B's, as stored${stages > 1 ? ' (two stages)' : ''}
+${o.lowRank ? f16LowRankWgsl(o.lowRank, '_p0') : ''}var<workgroup> S: array<${E}, ${stages * STAGE}>; // A's rows, then B's, as stored${stages > 1 ? ' (two stages)' : ''}
 var<workgroup> R: array<f32, ${s.sgM * s.sgN * MN}>; // one result tile per subgroup (epilogue)
 ${emu ? emulatedSgmatWgsl(cfg, [['S', 'LT'], ['S', 'RT']], ['C', 'R']) : ''}
 @compute @workgroup_size(${T})

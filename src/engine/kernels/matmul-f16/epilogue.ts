@@ -1,0 +1,25 @@
+/**
+ * The f16 GEMMs' low-rank epilogue (the fp32 GEMM's is matmul.wgsl LOW_RANK): C (+)= alpha·op(A)·op(B)
+ * + s·Uᵀ·op(V), U [rank, M] and V [rank, N] (or [N, rank], transV) in f32 storage, s in the
+ * Params' eighth (last) word, whatever the kernel names it. LoRA's y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ and dX = dY·W + s·(dY·B)·A in the base GEMM's one
+ * pass. Both kernels (SIMT, tensor cores) write each output element once, masked, in their last
+ * loop: they add lowRank(row, col) there. Text shared by both generators, bindings 4 and 5.
+ */
+export interface F16LowRankCode {
+  rank: number;
+  transV: boolean;
+}
+
+/** Declarations and lowRank(row, col); `scaleField`: the kernel's name for the Params' last word (the scale, as bits). */
+export function f16LowRankWgsl(lr: F16LowRankCode, scaleField: string): string {
+  const vAt = lr.transV ? `col * ${lr.rank}u + j` : 'j * P.N + col';
+  return `@group(0) @binding(4) var<storage, read> LRU: array<f32>; // U [${lr.rank}, M]
+@group(0) @binding(5) var<storage, read> LRV: array<f32>; // V ${lr.transV ? `[N, ${lr.rank}]` : `[${lr.rank}, N]`}
+// s·Σ_j U[j, row]·V[j, col] (row < M, col < N): the low-rank term of one output element.
+fn lowRank(row: u32, col: u32) -> f32 {
+  var t = 0.0;
+  for (var j = 0u; j < ${lr.rank}u; j++) { t = fma(LRU[j * P.M + row], LRV[${vAt}], t); }
+  return bitcast<f32>(P.${scaleField}) * t;
+}
+`;
+}
