@@ -22,12 +22,13 @@ import type { Trainer } from '../../engine/train/trainer';
 import { crc32 } from '../../peers/collectives/crc32';
 import { EpochChannels } from './channels';
 import { gradientAccess } from './grads';
-import { Accusations, admitByMajority, JoinRequests, refusedByMajority, SETTLE_HEARTBEATS, WelcomeVotes, Withholding } from './joins';
+import { Accusations, admitByMajority, JoinRequests, Withholding } from './joins';
+import { Joiner } from './joiner';
 import { MemberGuard } from '../../peers/collectives/screen';
 import { checkHashes, stepStats } from './step';
 import { handOver, stateDigest } from './sync';
 import { encodeTuneTable, TuneShareInbox } from './tune-share';
-import { agreedReports, agreedSyncVerdict, agreeStatements, membersSignedBy, signMembers } from './agreement';
+import { agreedReports, agreedSyncVerdict, agreeStatements, signMembers } from './agreement';
 import {
   type Applied, type DataParallelOptions, DpError, type DpEvent, type DpEventKind, type DpStepStats, type Plan, type Reported,
   resolveOptions, type ResolvedOptions, type StepBegin,
@@ -94,22 +95,13 @@ export class MemberGroup {
   private broken: string | null = null;
   private established = false;
   private readonly joins = new JoinRequests();
-  private readonly welcomes = new WelcomeVotes();
   /** Members this peer saw abuse from since its last report (flood over the mailbox bound, withholding). */
   private accusing = new Set<PeerId>();
   private readonly accusations: Accusations;
   /** Agreed absences (a STATUS or REPORT no honest member received in time) per member, for removal. */
   private readonly withholding: Withholding;
-  /** The plan this peer last entered by WELCOME: the others' identical welcomes after it are no fault. */
-  private welcomedAs = '';
-  private welcome: { resolve: (p: Plan) => void; reject: (e: Error) => void } | null = null;
-  /** While joining: peers that claimed membership of the run (voters on the welcomes), and every peer heard from. */
-  private claimers = new Set<PeerId>();
-  private heard = new Set<PeerId>();
-  /** While joining: peers that refused this peer, with their reasons (it stops only on a majority's). */
-  private refusers = new Map<PeerId, string>();
-  /** Welcomes are weighed once every connected peer was heard from, or this long after joining began. */
-  private settleAt = 0;
+  /** This peer's side of its own admission (HELLO until a majority's WELCOME). */
+  private readonly joiner: Joiner;
   /** When this member last answered a peer's HELLO with a CLAIM (one per heartbeat per peer). */
   private readonly claimed = new Map<PeerId, number>();
   /** Tuning tables (tune-share.ts): this member's own, as messages, sent once per peer in the run; the peers' as they come. */
@@ -149,6 +141,11 @@ export class MemberGroup {
     const share = opts.tuneShare;
     this.tuneOut = share && share.table.families.length ? encodeTuneTable(share.table) : [];
     this.tuneIn = share ? new TuneShareInbox((from, t) => share.accept(from, t), (from, why) => this.reject(from, why), (from, m) => this.event('tuning', [from], m)) : null;
+    this.joiner = new Joiner({
+      id: this.id, run: o.run, fingerprint: this.fingerprint, heartbeatMs: o.heartbeatMs, joinTimeoutMs: o.joinTimeoutMs, transport, joins: this.joins,
+      identity: () => this.identity, stepIndex: () => trainer.stepIndex,
+      send: (p, m) => this.sendControl(p, m), reject: (p, why) => this.reject(p, why), event: (k, p, m) => this.event(k, p, m),
+    });
     const runTag = crc32(new TextEncoder().encode(`dp-run:${o.run}`)) >>> 16;
     this.channels = new EpochChannels(transport, runTag, (from, p) => this.control(from, p), (from, why) => this.reject(from, why));
     this.unsub.push(transport.onPeerLeave((p) => {
@@ -342,7 +339,7 @@ export class MemberGroup {
       if (this.established) throw new Error('DataParallel: no group and no plan (internal)');
       if (this.opts.members) this.plan = { epoch: 1, members: [...new Set(this.opts.members)].sort() };
       else if (this.transport.peers().length === 0) this.plan = { epoch: 1, members: [this.id] };
-      else this.plan = await this.join();
+      else this.plan = await this.joiner.join();
     }
     const { epoch, members } = this.plan;
     this.endGroup();
@@ -418,39 +415,6 @@ export class MemberGroup {
     }
   }
 
-  private join(): Promise<Plan> {
-    const hello = encodeControl({ kind: DpKind.Hello, fingerprint: this.fingerprint });
-    const greet = (p: PeerId) => this.sendControl(p, hello);
-    for (const p of this.transport.peers()) greet(p);
-    const unsub = this.transport.onPeerJoin(greet);
-    // Again every heartbeat until welcomed: a member whose driver was not listening yet (still
-    // building its model) dropped the first one, and admission needs every member's.
-    const again = setInterval(() => this.transport.peers().forEach(greet), this.o.heartbeatMs);
-    this.claimers = new Set();
-    this.heard = new Set();
-    this.refusers = new Map();
-    // Issue 38: a welcome weighed before the real members' claims came could be an insider's alone, so
-    // the joiner waits for every connected peer; the cap only serves a linked peer that runs nothing.
-    const settleMs = Math.min(SETTLE_HEARTBEATS * this.o.heartbeatMs, this.o.joinTimeoutMs / 2);
-    this.settleAt = Date.now() + settleMs;
-    return new Promise<Plan>((resolve, reject) => {
-      const refusals = () => [...this.refusers].map(([p, why]) => `${p}: ${why}`).join('; ') || 'none';
-      const timer = setTimeout(() => reject(new DpError('no-group', `no group of run '${this.o.run}' admitted this peer within ${this.o.joinTimeoutMs} ms (welcomes: ${this.welcomes.describe()}; members that claimed the run: ${[...this.claimers].join(', ') || 'none'}; a welcome needs a majority of both; refusals: ${refusals()})`, this.trainer.stepIndex)), this.o.joinTimeoutMs);
-      const settle = setTimeout(() => this.weighWelcomes(), settleMs);
-      const done = () => {
-        clearTimeout(timer);
-        clearTimeout(settle);
-        clearInterval(again);
-        unsub();
-        this.welcome = null;
-      };
-      this.welcome = {
-        resolve: (p) => (done(), resolve(p)),
-        reject: (e) => (done(), reject(e)),
-      };
-    });
-  }
-
   // ---- faults ----
 
   /** A collective failed: close the group and plan the next one without the peers that are gone. */
@@ -519,7 +483,7 @@ export class MemberGroup {
           this.event('refused', [from], `${from} asked to join with another configuration`);
           return;
         }
-        this.heard.add(from);
+        this.joiner.heardFrom(from);
         switch (this.joins.hello(from, this.members.includes(from) && from !== this.id, () => this.guard.allowRestart(from))) {
           case 'too-soon': return this.reject(from, `hello again within ${this.o.restartIntervalMs} ms: ignored`);
           case 'restart': return this.breakGroup(`${from} restarted`);
@@ -527,30 +491,11 @@ export class MemberGroup {
           default: return;
         }
       case DpKind.Claim:
-        // Only a joiner weighs claims; one arriving after its welcome is no fault.
-        if (!this.welcome) return;
-        if (m.fingerprint !== this.fingerprint || !m.members.includes(from) || !membersSignedBy(this.identity, from, 'claim', m)) return this.reject(from, 'claim for another configuration, or not signed by its sender');
-        this.heard.add(from);
-        this.claimers.add(from);
-        return this.weighWelcomes();
-      case DpKind.Welcome: {
-        const key = `${m.epoch}:${[...m.members].sort().join(',')}`;
-        if (!this.welcome) return key === this.welcomedAs ? undefined : this.reject(from, 'unexpected welcome');
-        if (m.fingerprint !== this.fingerprint || !m.members.includes(this.id) || !m.members.includes(from)) {
-          return this.reject(from, 'welcome for another configuration or membership');
-        }
-        if (!membersSignedBy(this.identity, from, 'welcome', m)) return this.reject(from, 'welcome not signed by its sender');
-        this.heard.add(from);
-        this.welcomes.add(from, this.id, m.epoch, m.members, this.joins.pendingPeers(), this.claimers);
-        return this.weighWelcomes();
-      }
+        return this.joiner.claim(from, m);
+      case DpKind.Welcome:
+        return this.joiner.welcomeFrom(from, m);
       case DpKind.Refuse:
-        if (!this.welcome) return this.reject(from, 'unexpected refusal');
-        // One refusal is named, not obeyed (issue 38: one insider's REFUSE stopped a joiner); weighWelcomes stops on a majority's.
-        this.heard.add(from);
-        this.refusers.set(from, m.reason);
-        this.event('refused', [from], m.reason);
-        return this.weighWelcomes();
+        return this.joiner.refuse(from, m.reason);
       case DpKind.Bye:
         this.joins.bye(from, this.members.includes(from));
         if (this.members.includes(from)) this.breakGroup(`${from} left the group: ${m.reason}`);
@@ -562,31 +507,6 @@ export class MemberGroup {
         if (!this.members.includes(from) || from === this.id) return this.reject(from, 'tuning table from a peer outside the group');
         return this.tuneIn.receive(from, m, payload.length);
     }
-  }
-
-  /**
-   * A joiner enters the plan a majority of its voters welcomed (WelcomeVotes), weighed only once
-   * every connected peer was heard from or the settle time passed: members answer HELLO with a
-   * CLAIM at once, so a forged welcome sent first is weighed against the real members' votes, and
-   * a refusal stops the joiner only when a majority of the members heard refused.
-   */
-  private weighWelcomes(): void {
-    if (!this.welcome) return;
-    const settled = Date.now() >= this.settleAt || this.transport.peers().every((p) => this.heard.has(p));
-    // Before then, only a plan that a strict majority of every linked peer welcomed (no answer still
-    // to come could outvote it), so a quiet insider delays nobody.
-    const voters = settled ? this.claimers : new Set([...this.claimers, ...this.transport.peers()]);
-    const plan = this.welcomes.decide(this.id, this.joins.pendingPeers(), voters);
-    if (!plan) {
-      if (!settled) return;
-      const refused = refusedByMajority(this.refusers, this.claimers, this.welcomes.senders());
-      if (refused) this.welcome.reject(new DpError('refused', `refused by a majority of the run's members heard (${[...this.refusers].map(([p, why]) => `${p}: ${why}`).join('; ')})`, this.trainer.stepIndex, [refused]));
-      return;
-    }
-    this.joins.welcomed();
-    this.welcomes.clear();
-    this.welcomedAs = `${plan.epoch}:${plan.members.join(',')}`;
-    this.welcome.resolve(plan);
   }
 
   /** Answers a joiner's HELLO with this member's signed group (at most once a heartbeat per peer): it makes this member a voter on its welcomes. */
@@ -658,7 +578,7 @@ export class MemberGroup {
     for (const p of this.members) if (p !== this.id) this.sendControl(p, bye);
     this.event('stopped', [this.id], e.message);
     this.endGroup();
-    this.welcome?.reject(e);
+    this.joiner.stop(e);
     clearInterval(this.heartbeat);
     this.channels.close();
     for (const u of this.unsub) u();
