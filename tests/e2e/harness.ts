@@ -8,7 +8,7 @@ import { mkdir, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Locator, type Page } from 'playwright-core';
 import { build, createServer, preview } from 'vite';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -70,6 +70,16 @@ export interface TestHelpers {
 
 /** The CSS selector of an element's data-testid. */
 export const byTestId = (id: string) => `[data-testid="${id}"]`;
+
+/**
+ * The text of what `loc` matches now, or `fallback` if nothing does, without waiting. For details in
+ * failure messages and optional elements: innerText() on an absent element waits Playwright's 30 s
+ * default first (and a check's message is built even when the check passes).
+ */
+export async function textNow(loc: Locator, fallback = ''): Promise<string> {
+  const texts = await loc.allInnerTexts().catch(() => [] as string[]);
+  return texts.length ? texts.join(' | ') : fallback;
+}
 
 export class AssertionError extends Error {}
 export function check(cond: unknown, message: string): asserts cond {
@@ -181,7 +191,8 @@ async function main(tests: TestCase[]): Promise<number> {
         await page.screenshot({ path: helpers.path(name), fullPage: true, timeout: 20_000 });
       },
       path: (name) => path.join(OUT, `${slug}-${name}.png`),
-      log: (line) => console.log(line),
+      // E2E_ELAPSED=1 prefixes each line with the seconds since the test began (where its time goes).
+      log: (line) => console.log(process.env.E2E_ELAPSED ? `[${((Date.now() - t0) / 1000).toFixed(1)} s] ${line}` : line),
     };
     const t0 = Date.now();
     let error: string | undefined;
