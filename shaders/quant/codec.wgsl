@@ -171,6 +171,33 @@ fn int4_decode(c: u32) -> f32 {
   return f32(bitcast<i32>(c << 28u) >> 28u);
 }
 
+// ---- NF4 (QLoRA's NormalFloat; table and thresholds: src/engine/quant/nf4.ts) ---------------------
+// Four vec4s of the table and of the 15 fp32 midpoints (padded with 2.0, above any scaled value), so
+// decode and encode stay in registers: a select picks the vec4, a component index the value.
+const NF4_T0 = vec4<f32>(-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453);
+const NF4_T1 = vec4<f32>(-0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0);
+const NF4_T2 = vec4<f32>(0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224);
+const NF4_T3 = vec4<f32>(0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0);
+const NF4_M0 = vec4<f32>(-0.8480963706970215, -0.6106328964233398, -0.4599952697753906, -0.33967941999435425);
+const NF4_M1 = vec4<f32>(-0.23460739850997925, -0.13791173696517944, -0.045525018125772476, 0.03979014977812767);
+const NF4_M2 = vec4<f32>(0.120255246758461, 0.2035212516784668, 0.2920137643814087, 0.3893125355243683);
+const NF4_M3 = vec4<f32>(0.5016634464263916, 0.6427869200706482, 0.8614784479141235, 2.0);
+
+fn nf4_decode(c: u32) -> f32 {
+  let h = (c >> 2u) & 3u;
+  let t = select(select(NF4_T0, NF4_T1, h == 1u), select(NF4_T2, NF4_T3, h == 3u), h >= 2u);
+  return t[c & 3u];
+}
+
+// Nearest code of a scaled value: the number of thresholds below v (a tie goes to the lower code).
+fn nf4_encode(v: f32) -> u32 {
+  let one = vec4<u32>(1u);
+  let zero = vec4<u32>(0u);
+  let n = select(zero, one, vec4<f32>(v) > NF4_M0) + select(zero, one, vec4<f32>(v) > NF4_M1) +
+    select(zero, one, vec4<f32>(v) > NF4_M2) + select(zero, one, vec4<f32>(v) > NF4_M3);
+  return n.x + n.y + n.z + n.w;
+}
+
 // ---- stochastic rounding -----------------------------------------------------------------------
 // Same hash and uniform as src/engine/quant/sr.ts: u = ((h >> 9) + ½)·2^-23 ∈ (0,1), exact in f32.
 fn pcg_hash(v: u32) -> u32 {

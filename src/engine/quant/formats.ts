@@ -11,18 +11,24 @@
  *   the one farther from zero with probability (|v| − |nearer|)/(hi − lo) — i.e. up with probability
  *   (v − lo)/(hi − lo) — so E[decode(code)] = v for |v| within range. Values outside the range are
  *   clamped first.
- * Non-finite v (NaN, ±Inf) encodes as code 0: the quantizers' rule for NaN/Inf inputs.
+ * Non-finite v (NaN, ±Inf) encodes as code 0 (NF4: its zero, code 7): the quantizers' rule for NaN/Inf inputs.
  */
 import { decodeE4M3, decodeE5M2, E4M3, E5M2, encodeMini, fp8Quantum, type MiniFloat, roundHalfEven } from './fp8';
+import { decodeNf4, encodeNf4, NF4_ZERO } from './nf4';
 
-export type QuantFormat = 'fp8-e4m3' | 'fp8-e5m2' | 'int8' | 'int4';
+/** 'nf4' (./nf4.ts, QLoRA's NormalFloat) is a weight-storage format: nearest rounding only. */
+export type QuantFormat = 'fp8-e4m3' | 'fp8-e5m2' | 'int8' | 'int4' | 'nf4';
+/** The formats of the training schemes and the codec CLI (every rounding); NF4 is QLoRA's base only. */
 export const QUANT_FORMATS: readonly QuantFormat[] = ['fp8-e4m3', 'fp8-e5m2', 'int8', 'int4'];
 
 /** Largest finite magnitude of each format: the absmax quantizers map max|x| onto it. */
-export const QMAX: Record<QuantFormat, number> = { 'fp8-e4m3': 448, 'fp8-e5m2': 57344, int8: 127, int4: 7 };
-export const BITS: Record<QuantFormat, number> = { 'fp8-e4m3': 8, 'fp8-e5m2': 8, int8: 8, int4: 4 };
-/** Index of each format in WGSL (`override FMT`). */
-export const FORMAT_ID: Record<QuantFormat, number> = { 'fp8-e4m3': 0, 'fp8-e5m2': 1, int8: 2, int4: 3 };
+export const QMAX: Record<QuantFormat, number> = { 'fp8-e4m3': 448, 'fp8-e5m2': 57344, int8: 127, int4: 7, nf4: 1 };
+export const BITS: Record<QuantFormat, number> = { 'fp8-e4m3': 8, 'fp8-e5m2': 8, int8: 8, int4: 4, nf4: 4 };
+/** Index of each format in WGSL (`override FMT`; 3 and 4 are the 4-bit ones). */
+export const FORMAT_ID: Record<QuantFormat, number> = { 'fp8-e4m3': 0, 'fp8-e5m2': 1, int8: 2, int4: 3, nf4: 4 };
+
+/** The code that decodes to 0: what zero-scale groups and non-finite inputs get. */
+export const zeroCode = (fmt: QuantFormat): number => (fmt === 'nf4' ? NF4_ZERO : 0);
 
 export function isQuantFormat(s: string): s is QuantFormat {
   return (QUANT_FORMATS as readonly string[]).includes(s);
@@ -53,6 +59,10 @@ function srMagnitude(a: number, q: number, u: number): number {
 }
 
 export function encodeScalar(fmt: QuantFormat, v: number, rounding?: { u: number }): number {
+  if (fmt === 'nf4') {
+    if (rounding) throw new Error('nf4: stochastic rounding is not supported (NF4 stores a frozen base: use nearest)');
+    return encodeNf4(v);
+  }
   if (!Number.isFinite(v)) return 0;
   const mini = miniOf(fmt);
   const qmax = QMAX[fmt];
@@ -78,5 +88,7 @@ export function decodeScalar(fmt: QuantFormat, code: number): number {
       return decodeInt8(code);
     case 'int4':
       return decodeInt4(code);
+    case 'nf4':
+      return decodeNf4(code);
   }
 }

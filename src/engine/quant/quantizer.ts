@@ -5,14 +5,14 @@
  *   code_i = encode(fp32(x_i / s_g))      (correctly rounded, then RNE or stochastic rounding)
  *   x̂_i = fp32(decode(code_i) · s_g)
  * Rules at the edges:
- * - NaN/±Inf inputs are ignored by the absmax and get code 0 (they decode to 0).
- * - A group with max|x| < 2^-110 (all zeros, in particular) stores s = 0 and codes 0, so it decodes
+ * - NaN/±Inf inputs are ignored by the absmax and get code 0 (NF4: code 7; they decode to 0).
+ * - A group with max|x| < 2^-110 (all zeros, in particular) stores s = 0 and codes 0 (NF4: 7), so it decodes
  *   to exact zeros. The threshold keeps every nonzero scale a normal fp32 number for all formats
  *   (2^-110 / 57344 > 2^-126), so GPUs that flush subnormals compute the same codes.
  * - Inputs are taken as fp32 (rounded with Math.fround first), like the GPU's f32 buffers.
  * - Stochastic rounding draws u = srUniform(seed, i) for flat element index i (see ./sr.ts).
  */
-import { BITS, decodeScalar, encodeScalar, QMAX, type QuantFormat } from './formats';
+import { BITS, decodeScalar, encodeScalar, QMAX, type QuantFormat, zeroCode } from './formats';
 import { type CodeBits, packCodes, unpackCodes } from './pack';
 import { srUniform } from './sr';
 
@@ -121,7 +121,8 @@ export function quantizeRef(
   const scales = computeScales(x, fmt, gran);
   const stochastic = opts.rounding === 'stochastic';
   const seed = opts.seed ?? 0;
-  const codes = new Uint8Array(n);
+  if (stochastic && fmt === 'nf4') throw new Error('quantize nf4: stochastic rounding is not supported (use nearest)');
+  const codes = new Uint8Array(n).fill(zeroCode(fmt));
   for (let i = 0; i < n; i++) {
     const s = scales[scaleIndex(gran, i)];
     const xi = f32(x[i]);

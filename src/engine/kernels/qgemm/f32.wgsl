@@ -1,7 +1,7 @@
 // fp32-activation GEMM with quantized operands at either end:  C[M,N] = X[M,K] · Wᵀ,  W [N,K]
 //   M = rows of X and C (tokens), N = rows of W (output channels), K = reduction length.
 // qgemm-io.wgsl supplies two sections chosen per call (src/engine/kernels/qgemm.ts):
-//   load_w_tile — fp32 W, or W group-quantized along K (INT8 / INT4 / FP8) and dequantized while
+//   load_w_tile — fp32 W, or W group-quantized along K (INT8 / INT4 / NF4 / FP8) and dequantized while
 //                 it is staged, 8 nibbles (or 4 bytes) of a u32 unpacked in registers, so no
 //                 dequantized copy of W ever exists in global memory (ONNX Runtime MatMulNBits);
 //   store_out   — fp32 C, or C group-quantized along N in the epilogue (activation storage).

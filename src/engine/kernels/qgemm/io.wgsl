@@ -17,10 +17,11 @@ fn load_w_tile(n0: u32, k0: u32, lid: u32) {
 //--- w_q
 // W [N, K] as codes packed along K (pack.ts layout per row: K/CPW words, K % CPW == 0) and
 // fp32 scales WS [N, KG], group g of row n covering k ∈ [g·GW, (g+1)·GW). GW % CPW == 0, so a
-// word never straddles two groups. FMT = FORMAT_ID of src/engine/quant/formats.ts.
+// word never straddles two groups. FMT = FORMAT_ID of src/engine/quant/formats.ts (3 INT4 and
+// 4 NF4 pack 8 nibbles a word; NF4 decodes through its table, codec.wgsl nf4_decode).
 override FMT: u32 = 2u;
 override GW: u32 = 128u;
-override CPW: u32 = select(4u, 8u, FMT == 3u);
+override CPW: u32 = select(4u, 8u, FMT >= 3u);
 @group(0) @binding(@W) var<storage, read> WQ: array<u32>;
 @group(0) @binding(@WS) var<storage, read> WS: array<f32>;
 
@@ -29,7 +30,8 @@ fn w_decode(w: u32, e: u32) -> f32 {
     case 0u: { return e4m3_decode(get_byte(w, e)); }
     case 1u: { return e5m2_decode(get_byte(w, e)); }
     case 2u: { return int8_decode(get_byte(w, e)); }
-    default: { return int4_decode(get_nibble(w, e)); }
+    case 3u: { return int4_decode(get_nibble(w, e)); }
+    default: { return nf4_decode(get_nibble(w, e)); }
   }
 }
 

@@ -6,14 +6,14 @@
  *                       enableI8TensorCores turned them on (./qgemm-tc.ts); quantizeRowsI8 makes the
  *                       packed X rows with the shared absmax quantizer (./quantize.ts);
  *                       qgemmI8Steps also splits K where that fills the GPU better (./qgemm-splitk.ts).
- *   (b) qgemmWeightOnly — fp32 X × W group-quantized along K (INT8 / INT4 / FP8), dequantized while
+ *   (b) qgemmWeightOnly — fp32 X × W group-quantized along K (INT8 / INT4 / NF4 / FP8), dequantized while
  *                       staged (src/engine/kernels/qgemm/f32.wgsl + qgemm-io.wgsl `w_q`).
  *   (c) qgemmQuantOut — fp32 GEMM writing C INT4/INT8 group-quantized along N (`out_q`).
  * (b) and (c) are one kernel with two operand sections, so qgemmF32 also composes them.
  *
  * Shape requirements (checked here; callers pad the K axis with zeros, which changes no product):
  *   (a) K % 4 == 0 (packed int8 rows); K ≤ I8_MAX_K = 131 071 (exact i32 accumulation).
- *   (b) K % 4 == 0 (vec4 X rows), K % CPW == 0 (CPW = 4, or 8 for INT4), G % CPW == 0.
+ *   (b) K % 4 == 0 (vec4 X rows), K % CPW == 0 (CPW = 4, or 8 for INT4 / NF4), G % CPW == 0.
  *       W groups are per row: scales [N, ceil(K/G)]; equals quantizeRef's flat 'group' layout when
  *       G divides K (quantizeWeightsRef in qgemm.ref.ts builds either).
  *   (c) K % 4 == 0, N % (32/bits) == 0 (rows of whole words), output group GQ ∈ {32..256}, a

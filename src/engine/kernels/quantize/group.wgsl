@@ -154,17 +154,41 @@ fn fp8_nearest(q: vec4<f32>, sign: vec4<u32>) -> Coded {
   return Coded(select(vec4<u32>(rt), ncode, normal) | sign, select(stight, ntight, normal));
 }
 
+// NF4 codes of q = v·(1/s) per lane (thresholds counted), tight where q is within the guard band of
+// a threshold (the same band as int_nearest: outside it, RN(v/s) lies on q's side).
+fn nf4_lane(q: f32) -> vec2<u32> {
+  let one = vec4<u32>(1u);
+  let zero = vec4<u32>(0u);
+  let qv = vec4<f32>(q);
+  let band = vec4<f32>(abs(q) * TIGHT_REL);
+  let n = select(zero, one, qv > NF4_M0) + select(zero, one, qv > NF4_M1) + select(zero, one, qv > NF4_M2) +
+    select(zero, one, qv > NF4_M3);
+  let t = any(abs(qv - NF4_M0) <= band) || any(abs(qv - NF4_M1) <= band) || any(abs(qv - NF4_M2) <= band) ||
+    any(abs(qv - NF4_M3) <= band);
+  return vec2<u32>(n.x + n.y + n.z + n.w, select(0u, 1u, t));
+}
+
+fn nf4_nearest(q: vec4<f32>) -> Coded {
+  let a = nf4_lane(q.x);
+  let b = nf4_lane(q.y);
+  let c = nf4_lane(q.z);
+  let d = nf4_lane(q.w);
+  return Coded(vec4<u32>(a.x, b.x, c.x, d.x), vec4<u32>(a.y, b.y, c.y, d.y) != vec4<u32>(0u));
+}
+
 // The four codes of x (finite) in a segment of scale s (inv = 1/s, 0 when s = 0), packed at the
 // bottom of a word (INT4: of a half-word). i = flat index of x.x. Nearest rounding: the division-
 // free codes, lanes near a boundary redone the exact way. Stochastic rounding: every lane the exact
 // way (u is compared with the fraction of the exact quotient). Exact way = the passes' encode:
-// encode_one(div_rn(x, s)). s = 0 gives code 0, like the reference.
+// encode_one(div_rn(x, s)). s = 0 gives the zero code, like the reference.
 fn encode4(x: vec4<f32>, s: f32, inv: f32, i: u32) -> u32 {
   var c = vec4<u32>(0u);
   var exact = vec4<bool>(true);
   if (p.stochastic == 0u) {
     var f: Coded;
-    if (FMT >= 2u) {
+    if (FMT == 4u) {
+      f = nf4_nearest(x * inv);
+    } else if (FMT >= 2u) {
       f = int_nearest(x * inv, p.qmax);
     } else {
       f = fp8_nearest(x * inv, (bitcast<vec4<u32>>(x) >> vec4<u32>(24u)) & vec4<u32>(0x80u));
@@ -180,8 +204,10 @@ fn encode4(x: vec4<f32>, s: f32, inv: f32, i: u32) -> u32 {
     if (exact.z) { c.z = encode_one(div_rn(x.z, s), i + 2u); }
     if (exact.w) { c.w = encode_one(div_rn(x.w, s), i + 3u); }
   }
-  c = select(c, vec4<u32>(0u), s == 0.0);
-  if (FMT == 3u) { return c.x | (c.y << 4u) | (c.z << 8u) | (c.w << 12u); }
+  c = select(c, vec4<u32>(zero_code()), s == 0.0);
+  // Past the tensor's end: padding 0 (NF4 would code those zeros 7).
+  c = select(c, vec4<u32>(0u), vec4<u32>(i) + vec4<u32>(0u, 1u, 2u, 3u) >= vec4<u32>(p.n));
+  if (FMT >= 3u) { return c.x | (c.y << 4u) | (c.z << 8u) | (c.w << 12u); }
   return c.x | (c.y << 8u) | (c.z << 16u) | (c.w << 24u);
 }
 
@@ -216,7 +242,7 @@ fn quantize_group(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_
     var c: array<u32, R>;
     for (var r = 0u; r < R; r++) { c[r] = encode4(v[r], s, inv, 4u * (k0 + r * T)); }
 
-    if (FMT == 3u) {
+    if (FMT >= 3u) {
       // Word k/2 holds the half-words of words k (even t) and k + 1 (t + 1): the even invocation
       // joins them. T and V are even here, so the partner is in the same segment.
       var other = c;
@@ -243,7 +269,7 @@ override SEG: u32 = 128u;
 
 // Four values from the code bits at the bottom of w (INT4: a half-word).
 fn decode4(w: u32) -> vec4<f32> {
-  if (FMT == 3u) {
+  if (FMT >= 3u) {
     return vec4<f32>(decode_one(w & 0xfu), decode_one((w >> 4u) & 0xfu), decode_one((w >> 8u) & 0xfu),
       decode_one((w >> 12u) & 0xfu));
   }
@@ -261,7 +287,7 @@ fn dequantize_group(@builtin(local_invocation_index) lid: u32, @builtin(workgrou
     for (var r = 0u; r < R; r++) {
       let k = (tile * R + r) * WG + lid;
       if (k < nvec) {
-        if (FMT == 3u) {
+        if (FMT >= 3u) {
           w[r] = words_r[k >> 1u] >> (16u * (k & 1u));
         } else {
           w[r] = words_r[k];

@@ -1,7 +1,9 @@
 /**
  * GPU absmax quantize / dequantize (src/engine/kernels/quantize/quantize.wgsl, group.wgsl + codec.wgsl), matching
  * quantizeRef / dequantizeRef in src/engine/quant/quantizer.ts code for code.
- * Legend: N = elements, S = scales (groups), W = packed u32 words (⌈N/4⌉, INT4 ⌈N/8⌉).
+ * Legend: N = elements, S = scales (groups), W = packed u32 words (⌈N/4⌉, INT4 / NF4 ⌈N/8⌉).
+ * NF4 (QLoRA's table, src/engine/quant/nf4.ts) goes through the same kernels: QMAX 1, a table decode
+ * and a nearest-threshold encode (codec.wgsl), every lane encoded the exact way.
  *
  * Two paths, the same codes and scales bit for bit:
  * - 'fused' (group.wgsl): ONE dispatch each way, for contiguous segments — groups, rows, a small
@@ -274,6 +276,7 @@ export function quantizeInto(rt: Runtime, spec: QuantizeSpec, x: Binding, words:
   checkSpec(spec);
   const { format, granularity, n } = spec;
   const label = `quantize.${format}.${granularityLabel(granularity)}`;
+  if (format === 'nf4' && opts.rounding === 'stochastic') throw new Error(`${label}: NF4 has nearest rounding only (it stores a frozen base); drop rounding: 'stochastic'`);
   const nScales = numScales(granularity, n);
   const layout = resolvePath(label, opts.path, fusedQuantizeLayout(spec, opts.regs));
   if (!layout) return { path: 'passes', ...quantizePasses(rt, label, spec, x, words, scales, opts) };

@@ -18,7 +18,8 @@
 // data goes through workgroup memory.
 
 //--- common
-// 0 = fp8-e4m3, 1 = fp8-e5m2, 2 = int8, 3 = int4 (FORMAT_ID in src/engine/quant/formats.ts).
+// 0 = fp8-e4m3, 1 = fp8-e5m2, 2 = int8, 3 = int4, 4 = nf4 (FORMAT_ID in src/engine/quant/formats.ts);
+// FMT ≥ 3 packs 8 codes a word. NF4 is nearest-only (the TS side refuses stochastic rounding).
 override FMT: u32 = 0u;
 
 struct Params {
@@ -38,8 +39,14 @@ struct Params {
 // bits of 2^-110: groups whose absmax is below it get s = 0 (SCALE_TINY in quantizer.ts).
 const TINY_BITS: u32 = 0x08800000u;
 
+// The code that decodes to 0 (zero-scale groups, non-finite inputs): NF4's is 7.
+fn zero_code() -> u32 {
+  return select(0u, 7u, FMT == 4u);
+}
+
 // The code of v (= RN(x/s)) with the configured rounding; i = flat index, for the SR draw.
 fn encode_one(v: f32, i: u32) -> u32 {
+  if (FMT == 4u) { return nf4_encode(v); }
   if (p.stochastic != 0u) {
     let u = sr_uniform(p.seed, i);
     switch FMT {
@@ -60,7 +67,8 @@ fn decode_one(c: u32) -> f32 {
     case 0u: { return e4m3_decode(c); }
     case 1u: { return e5m2_decode(c); }
     case 2u: { return int8_decode(c); }
-    default: { return int4_decode(c); }
+    case 3u: { return int4_decode(c); }
+    default: { return nf4_decode(c); }
   }
 }
 
@@ -190,27 +198,28 @@ fn finalize_scales(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
 
 // One thread per element (coalesced loads); the workgroup's 256 codes are packed into 64 (INT4: 32)
 // words through workgroup memory and written coalesced. A partial last word is zero-padded;
-// zero-scale groups and non-finite inputs get code 0.
+// zero-scale groups and non-finite inputs get the zero code.
 @compute @workgroup_size(WG)
 fn encode(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
           @builtin(num_workgroups) nwg: vec3<u32>) {
   let base = (wid.x + wid.y * nwg.x) * WG;
   if (base >= p.n) { return; } // uniform per workgroup
   let i = base + lid;
-  var c = 0u;
+  var c = 0u; // padding of a partial last word
   if (i < p.n) {
+    c = zero_code();
     let x = xin[i];
     let s = scales_r[seg_of(i)];
     if (s != 0.0 && (bitcast<u32>(x) & 0x7fffffffu) < 0x7f800000u) { c = encode_one(div_rn(x, s), i); }
   }
   wcodes[lid] = c;
   workgroupBarrier();
-  let per = select(4u, 8u, FMT == 3u);
+  let per = select(4u, 8u, FMT >= 3u);
   if (lid < WG / per) {
     var word = 0u;
     for (var j = 0u; j < per; j++) {
       let cj = wcodes[lid * per + j];
-      if (FMT == 3u) { word = set_nibble(word, j, cj); } else { word = set_byte(word, j, cj); }
+      if (FMT >= 3u) { word = set_nibble(word, j, cj); } else { word = set_byte(word, j, cj); }
     }
     let w = base / per + lid;
     if (w * per < p.n) { words_w[w] = word; }
@@ -219,11 +228,11 @@ fn encode(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid:
 
 // The packed word holding element i's code, and the code within it.
 fn word_of(i: u32) -> u32 {
-  return select(i >> 2u, i >> 3u, FMT == 3u);
+  return select(i >> 2u, i >> 3u, FMT >= 3u);
 }
 
 fn code_in(word: u32, i: u32) -> u32 {
-  if (FMT == 3u) { return get_nibble(word, i); }
+  if (FMT >= 3u) { return get_nibble(word, i); }
   return get_byte(word, i);
 }
 
