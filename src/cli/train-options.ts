@@ -58,8 +58,9 @@ export const TRAIN_HELP = `usage: npm run train -- [options]
   --lora-targets LIST             the linear layers that get adapters: q,k,v,o,gate,up,down (default all)
   --adapter DIR                   continue the PEFT LoRA adapter in DIR (its rank, alpha, targets) over --init's model
   --merge                         also write DIR/merged: the model with the adapters merged in (a full HF checkpoint)
-  --qlora int4|int8               QLoRA: the frozen base's block linears stored on the GPU only as INT4/INT8
-                                  codes (a scale per 64 inputs), no fp32 copy; needs --lora R or --adapter DIR;
+  --qlora int4|nf4|int8           QLoRA: the frozen base's block linears stored on the GPU only as INT4, NF4
+                                  (QLoRA's NormalFloat) or INT8 codes (an fp32 scale per 64 inputs), no fp32 copy;
+                                  needs --lora R or --adapter DIR;
                                   fp32 compute, or f16 with --scheme f16 (each linear dequantized to f16 before its GEMM)
   --checkpoint-activations        keep only each layer's input for the backward and recompute the layer's
                                   forward there (less activation memory, about one more forward per step;
@@ -263,10 +264,10 @@ function loraFlags(a: Flags, init: Checkpoint | undefined): { spec: LoraSpec; te
   return { spec, tensors: null };
 }
 
-/** --qlora int4|int8: the frozen base's storage (QLoRA's block size, 64 inputs per scale); undefined without the flag. */
+/** --qlora int4|nf4|int8: the frozen base's storage (QLoRA's block size, 64 inputs per scale); undefined without the flag. */
 function qloraFlag(v: string | undefined, lora: boolean): QloraSpec | undefined {
   if (v === undefined) return undefined;
-  if (!(QLORA_FORMATS as readonly string[]).includes(v)) throw new UsageError(`--qlora expects ${QLORA_FORMATS.join(' or ')}, got '${v}'`);
+  if (!(QLORA_FORMATS as readonly string[]).includes(v)) throw new UsageError(`--qlora expects one of ${QLORA_FORMATS.join(', ')} (the frozen base's storage), got '${v}'`);
   if (!lora) throw new UsageError('--qlora goes with --lora R or --adapter DIR (it quantizes the frozen base under the adapters)');
   return defaultQloraSpec(v as QloraFormat);
 }

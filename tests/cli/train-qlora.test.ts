@@ -1,5 +1,5 @@
 /**
- * `npm run train -- --lora R --qlora int4|int8`: QLoRA from the command line. Bad --qlora flags are
+ * `npm run train -- --lora R --qlora int4|nf4|int8`: QLoRA from the command line. Bad --qlora flags are
  * one `error:` line before the GPU starts; --plan shows the quantized base (smaller weights than
  * LoRA's fp32 base); a run writes its adapters, the codec's dequantized base it trained over, and
  * the merged model (generation from a run's merged model is the LoRA CLI test's).
@@ -37,7 +37,7 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 describe('train CLI: QLoRA', () => {
   const cases: [string, string[], RegExp][] = [
-    ['an unknown format', ['--lora', '4', '--qlora', 'nf3'], /--qlora expects int4 or int8, got 'nf3'/],
+    ['an unknown format', ['--lora', '4', '--qlora', 'nf5'], /--qlora expects one of int4, nf4, int8 \(the frozen base's storage\), got 'nf5'/],
     ['no adapters', ['--qlora', 'int4'], /--qlora goes with --lora R or --adapter DIR/],
     ['INT8 compute', ['--lora', '4', '--qlora', 'int4', '--scheme', 'int8'], /QLoRA runs the quantized base's GEMMs in fp32 or f16 .* asks layer 0 for INT8/],
   ];
@@ -47,7 +47,7 @@ describe('train CLI: QLoRA', () => {
     expect(r.stderr.split('\n').filter((l) => l.startsWith('error:')).join('\n')).toMatch(want);
   });
 
-  it('--plan shows the quantized base: INT4 weights below INT8 below LoRA\'s fp32 base', () => {
+  it('--plan shows the quantized base: INT4 = NF4 weights below INT8 below LoRA\'s fp32 base', () => {
     const plan = (...a: string[]) => {
       const r = train(...small, '--plan', '--lora', '4', ...a);
       expect(r.status, r.stderr).toBe(0);
@@ -56,7 +56,10 @@ describe('train CLI: QLoRA', () => {
     const lora = plan();
     const q4 = plan('--qlora', 'int4');
     const q8 = plan('--qlora', 'int8');
+    const nf4 = plan('--qlora', 'nf4');
     expect(lora.qlora).toBeUndefined();
+    expect(nf4.qlora).toEqual({ ...q4.qlora, format: 'nf4' });
+    expect(nf4.bytes.weights).toBe(q4.bytes.weights);
     expect(q4.qlora).toMatchObject({ format: 'int4', group: 64, quantized_params: expect.any(Number) as number });
     expect(q4.bytes.weights).toBeLessThan(q8.bytes.weights);
     expect(q8.bytes.weights).toBeLessThan(lora.bytes.weights);

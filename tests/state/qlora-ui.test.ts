@@ -42,4 +42,13 @@ describe('QLoRA in the run form', () => {
     expect(q4.weights).toBeLessThan(q8.weights);
     expect(q8.weights).toBeLessThan(lora.weights);
   });
+
+  it('an NF4 base: in the spec, labelled, planned at INT4\'s size', () => {
+    const nf4 = defaultQloraSpec('nf4');
+    const c: RunConfig = { ...DEFAULT_RUN_CONFIG, lora: lora4, qlora: nf4 };
+    expect(runSpecOfConfig(c).qlora).toEqual({ format: 'nf4', group: 64 });
+    expect(runConfigProblem(c)).toBeNull();
+    expect(runLabel(c)).toContain('· nf4 base');
+    expect(runPlannedMemory(c)!.weights).toBe(runPlannedMemory({ ...c, qlora: int4 })!.weights);
+  });
 });

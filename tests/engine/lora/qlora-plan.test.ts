@@ -30,6 +30,9 @@ describe('QLoRA plan', () => {
     const lw = sum(p16, 'weights');
     expect(sum(p4, 'weights')).toBe(lw - (paramLayout(cfg).totalFloats - q.dense.totalFloats) * 4 + linear / 2 + linear / 16);
     expect(sum(p8, 'weights')).toBe(lw - (paramLayout(cfg).totalFloats - q.dense.totalFloats) * 4 + linear + linear / 16);
+    // NF4: the same nibbles and fp32 scales as INT4 (no double quantization of the scales), buffer for buffer.
+    const pn = resolvePlan(cfg, 4, 64, { lora, qlora: defaultQloraSpec('nf4') });
+    expect(pn.buffers.map((b) => [b.key, b.bytes])).toEqual(p4.buffers.map((b) => [b.key, b.bytes]));
     expect(p4.buffers.find((b) => b.key === 'wT')).toBeUndefined();
   });
 
@@ -69,7 +72,7 @@ describe('QLoRA plan', () => {
     const cfg = PRESETS.tiny;
     const layout = paramLayout(cfg);
     const params = unflatten(initParams(cfg, layout, 3), layout);
-    for (const format of ['int4', 'int8'] as const) {
+    for (const format of ['int4', 'nf4', 'int8'] as const) {
       for (const l of resolveQloraPlan(cfg, defaultQloraSpec(format)).linears.slice(0, 7)) {
         const a = quantizeRowGroupsRef(params.get(l.name)!, l.rows, l.cols, format, l.G);
         const b = quantizeRowGroupsRef(dequantizeRowGroupsRef(a.codes, a.scales, l.rows, l.cols, format, l.G), l.rows, l.cols, format, l.G);

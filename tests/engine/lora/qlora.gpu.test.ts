@@ -3,7 +3,7 @@
  * quantized on upload equals the codec's reference (codes, scales, and the dequantized base read
  * back); a QLoRA model equals LoRA over that dequantized base (loss, adapter gradients), keeps no
  * fp32 copy of its block linears (smaller planned and allocated weights), leaves the codes unchanged
- * while training, and its loss falls. Under f16 compute (the f16 GEMMs' f32 twin) it equals LoRA-f16
+ * while training, and its loss falls; the same with an NF4 base (one step). Under f16 compute (the f16 GEMMs' f32 twin) it equals LoRA-f16
  * over that base: each linear dequantized to f16 right before its GEMM equals the base's f16 copy.
  */
 import { readFileSync } from 'node:fs';
@@ -113,6 +113,49 @@ describe('QLoRA', () => {
       const codes1 = await codesOf(q, name);
       expect(Array.from(codes1.codes)).toEqual(Array.from(codes0.codes));
       expect(Array.from(codes1.scales)).toEqual(Array.from(codes0.scales));
+    } finally {
+      q.destroy();
+      l.destroy();
+    }
+  });
+
+  it('NF4 base: the upload is the NF4 codec\'s, and a step equals LoRA over the NF4-dequantized base (loss, adapter gradients)', async () => {
+    const rt = await testRuntime();
+    const spec = defaultLoraSpec(4, { alpha: 8 });
+    const qspec = defaultQloraSpec('nf4');
+    const oq = options(spec, qspec);
+    const layout = paramLayout(oq.model);
+    const base = unflatten(initParams(oq.model, layout, 7), layout);
+    const qp = resolveQloraPlan(oq.model, qspec);
+    const deq = new Map(base);
+    for (const l of qp.linears) {
+      const r = quantizeRowGroupsRef(base.get(l.name)!, l.rows, l.cols, 'nf4', l.G);
+      deq.set(l.name, dequantizeRowGroupsRef(r.codes, r.scales, l.rows, l.cols, 'nf4', l.G));
+    }
+    const ad = initLoraTensors(oq.model, spec, 11);
+    const rng = new Rng(12);
+    for (const a of loraAdapters(oq.model, spec)) ad.set(a.b, rng.uniformArray(a.out * spec.rank, -0.05, 0.05));
+    const q = await Trainer.create(rt, oq, text, { tokenizer: tok, params: base, adapters: ad });
+    const l = await Trainer.create(rt, options(spec), text, { tokenizer: tok, params: deq, adapters: ad });
+    try {
+      const name = qp.linears[5].name;
+      const lin = qp.byName.get(name)!;
+      const ref = quantizeRowGroupsRef(base.get(name)!, lin.rows, lin.cols, 'nf4', lin.G);
+      const got = await codesOf(q, name);
+      expect(Array.from(got.codes)).toEqual(Array.from(ref.codes));
+      expect(Array.from(got.scales)).toEqual(Array.from(ref.scales));
+      const readBack = await q.parameters();
+      for (const [k, v] of deq) expect(maxRel(readBack.get(k)!, v), k).toBe(0);
+      const batch = q.batchAt(0);
+      const lossQ = await q.computeGradients(batch);
+      const lossL = await l.computeGradients(batch);
+      expect(Math.abs(lossQ - lossL) / lossL, `loss ${lossQ} vs LoRA ${lossL}`).toBeLessThan(1e-6);
+      const gq = unflatten(await q.model.readTrainable('grads'), q.model.trainable.layout);
+      const gl = unflatten(await l.model.readTrainable('grads'), l.model.trainable.layout);
+      let worst = 0;
+      for (const [k, v] of gl) worst = Math.max(worst, maxRel(gq.get(k)!, v));
+      console.log(`QLoRA nf4 micro: loss ${lossQ} vs LoRA on the NF4-dequantized base ${lossL}; worst adapter-gradient relative difference ${worst.toExponential(2)}`);
+      expect(worst).toBeLessThan(1e-4);
     } finally {
       q.destroy();
       l.destroy();

@@ -1,7 +1,9 @@
 /**
  * QLoRA (issue 39 item 2): LoRA over a frozen base whose block linears (q/k/v/o, gate/up/down) live
- * on the GPU only as INT4 or INT8 codes with absmax scales per group of `group` inputs along each
- * weight row (the project's codec, src/engine/quant; QLoRA's block size 64). Embeddings, norms and
+ * on the GPU only as INT4, NF4 (QLoRA's NormalFloat table, src/engine/quant/nf4.ts) or INT8 codes
+ * with fp32 absmax scales per group of `group` inputs along each weight row (the project's codec,
+ * src/engine/quant; QLoRA's block size 64). NF4 reconstructs normal weights ~14 % better than INT4
+ * at the same 4.5 bits (docs/benchmarks.md); QLoRA's double quantization of the scales is not done. Embeddings, norms and
  * lm_head stay fp32 in `weights`, whose layout (`dense`) then holds only them. Forward runs the
  * weight-only GEMM (kernels/qgemm qgemmWeightOnly), backward's dX dequantizes one linear at a time
  * into `qlora.w` (./base.ts).
@@ -12,7 +14,7 @@ import type { BufferSpec } from '../../model/dims';
 import { layoutOf, type ParamLayout, paramLayout } from '../../model/params';
 import { BITS } from '../../quant/formats';
 
-export const QLORA_FORMATS = ['int4', 'int8'] as const;
+export const QLORA_FORMATS = ['int4', 'nf4', 'int8'] as const;
 export type QloraFormat = (typeof QLORA_FORMATS)[number];
 
 export const QloraSpecSchema = z
