@@ -10,7 +10,7 @@
 import { readFile } from 'node:fs/promises';
 import { unzipSync } from 'fflate';
 import type { Page } from 'playwright-core';
-import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
+import { byTestId, textNow, type Ctx, type TestCase, type TestHelpers } from './harness';
 import { accessibility } from './lab-ui';
 
 type Check = (cond: unknown, message: string) => asserts cond;
@@ -152,7 +152,7 @@ export function workplaceTests(check: Check): TestCase[] {
 
         // One more quantized cell can grow the workspace: said beside the total, not only in the collapsed notes.
         await page.locator(byTestId('scheme-preset')).selectOption('agoq');
-        const note = await page.locator(byTestId('plan-workspace-note')).innerText().catch(() => '');
+        const note = await textNow(page.locator(byTestId('plan-workspace-note')));
         check(/Workspace is .* above fp32/.test(note), `no workspace note for agoq: ${note}`);
         t.log(`  agoq: ${note}`);
         // The two predicted-memory bars never read the same.
@@ -193,7 +193,7 @@ export function workplaceTests(check: Check): TestCase[] {
         check(tabs > 0, 'Tab from the new card does not reach its Stop/Pause within 8 presses');
         t.log(`  comparison at ${compareTop} px; Stop/Pause ${tabs} Tab(s) from the card`);
 
-        check((await waitDone(page, a, t, 7 * 60_000)) === 'done', `run A failed: ${await page.locator(`${a} ${byTestId('run-error')}`).innerText().catch(() => '')}`);
+        check((await waitDone(page, a, t, 7 * 60_000)) === 'done', `run A failed: ${await textNow(page.locator(`${a} ${byTestId('run-error')}`))}`);
         // Screenshots only once a run is done: while one compiles, the GPU process that composites the page is busy.
         await t.screenshot(page, 'run-a-1400-light');
         const statuses = await page.evaluate(() => (window as unknown as { __statuses: string[] }).__statuses);
@@ -222,7 +222,7 @@ export function workplaceTests(check: Check): TestCase[] {
 
         // Dropped back through the data panel's picker (by the keyboard) it is the next run's starting point.
         await dropByKeyboard(page, { name: download.suggestedFilename(), mimeType: 'application/zip', buffer: await readFile(zipPath) });
-        const problem = await page.locator(byTestId('dataset-problem')).innerText().catch(() => '');
+        const problem = await textNow(page.locator(byTestId('dataset-problem')));
         check(problem === '', `the export was not imported: ${problem}`);
         check((await page.locator(byTestId('imported-model')).count()) === 1, 'no imported model shown');
         // A learning rate too small to move any fp32 weight: its first evaluation is of the exported weights.
@@ -238,7 +238,7 @@ export function workplaceTests(check: Check): TestCase[] {
         t.log(`  390×844 after Start: card top ${phone.top} px (scrolled ${phone.scrollY} px), focused ${phone.focused}`);
         check(phone.focused && phone.top >= 0 && phone.top < 844 - 100, `390×844: the new run is not in view with the focus (top ${phone.top}, focused ${phone.focused})`);
         check(await page.locator(byTestId('setup-summary')).isVisible(), 'the settings did not fold away on the phone');
-        check((await waitDone(page, b, t, 7 * 60_000)) === 'done', `run B failed: ${await page.locator(`${b} ${byTestId('run-error')}`).innerText().catch(() => '')}`);
+        check((await waitDone(page, b, t, 7 * 60_000)) === 'done', `run B failed: ${await textNow(page.locator(`${b} ${byTestId('run-error')}`))}`);
         await t.screenshot(page, 'run-b-390-dark');
         const valB = await num(page, b, 'val-loss');
         const firstB = await num(page, b, 'loss-first');
