@@ -11,7 +11,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Page } from 'playwright-core';
-import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
+import { byTestId, textNow, type Ctx, type TestCase, type TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 
@@ -59,7 +59,7 @@ async function trainToEnd(page: Page, t: TestHelpers, check: Check, timeoutMs = 
   for (;;) {
     const status = await card.getAttribute('data-status');
     if (status === 'done') return card;
-    check(status !== 'error' && status !== 'stopped', `the run ended ${status}: ${await card.locator(byTestId('run-error')).innerText().catch(() => '')}`);
+    check(status !== 'error' && status !== 'stopped', `the run ended ${status}: ${await textNow(card.locator(byTestId('run-error')))}`);
     check(Date.now() < deadline, `the run did not finish in ${timeoutMs / 1000} s`);
     if (Date.now() - reported > 20_000) {
       reported = Date.now();
@@ -81,7 +81,7 @@ export function dataUiTests(check: Check): TestCase[] {
           await writeFile(path.join(dir, 'verse.txt'), text);
           const page = await openLab(ctx, t);
           const plan = async () => Number(await page.locator(byTestId('plan-total')).getAttribute('data-value'));
-          check((await dataAfter(page, () => page.locator(byTestId('dataset-file')).setInputFiles(path.join(dir, 'verse.txt')))) === null, `the text file was not taken: ${await page.locator(byTestId('dataset-problem')).innerText().catch(() => '')}`);
+          check((await dataAfter(page, () => page.locator(byTestId('dataset-file')).setInputFiles(path.join(dir, 'verse.txt')))) === null, `the text file was not taken: ${await textNow(page.locator(byTestId('dataset-problem')))}`);
           const chars = await summary(page);
           check(chars.vocab === new Set(text).size, `char vocabulary ${chars.vocab}, want ${new Set(text).size}`);
           const charPlan = await plan();
@@ -169,7 +169,7 @@ export function dataUiTests(check: Check): TestCase[] {
           const refused = await dataAfter(page, () => page.locator(byTestId('dataset-file')).setInputFiles([path.join(dir, 'config.json'), ...model.slice(1), ...tok]));
           check(refused !== null && refused.includes('rope_scaling'), `rope scaling not refused by key: ${refused}`);
           check((await page.locator(byTestId('imported-model')).count()) === 0, 'a refused checkpoint shows as imported');
-          check((await dataAfter(page, () => page.locator(byTestId('dataset-file')).setInputFiles([...model, ...tok]))) === null, `the fixture was not imported: ${await page.locator(byTestId('dataset-problem')).innerText().catch(() => '')}`);
+          check((await dataAfter(page, () => page.locator(byTestId('dataset-file')).setInputFiles([...model, ...tok]))) === null, `the fixture was not imported: ${await textNow(page.locator(byTestId('dataset-problem')))}`);
           check((await page.locator(byTestId('imported-model')).innerText()).includes('vocabulary 320'), 'the imported model is not shown');
           check((await summary(page)).text.includes('tokenizer.json'), 'the bundled text is not tokenized with the imported tokenizer');
           // Generation from the imported model itself, before any training (greedy, a few tokens).
@@ -181,7 +181,7 @@ export function dataUiTests(check: Check): TestCase[] {
           const genStatus = gen.locator(byTestId('gen-status'));
           await page.waitForFunction((el) => el?.getAttribute('data-running') === 'false', await genStatus.elementHandle(), { timeout: 3 * 60_000, polling: 250 });
           const genError = gen.locator(byTestId('gen-error'));
-          check((await genError.count()) === 0, `generation from the imported model failed: ${await genError.innerText().catch(() => '')}`);
+          check((await genError.count()) === 0, `generation from the imported model failed: ${await textNow(genError)}`);
           const genText = await gen.locator(byTestId('gen-output')).innerText();
           t.log(`  imported model generated ${JSON.stringify(genText)}; ${await genStatus.innerText()}`);
           // A random model may pick its end-of-text token early; either way the run must have ended by itself.
