@@ -6,8 +6,8 @@
  *      fine-tuning against LoRA r16 on all linear layers, under fp32 and f16 compute — tokens/s
  *      (median of --reps pipelined steps after --warmup, and GPU timestamps of one step), plan vs
  *      ledger bytes per category;
- *      --variants picks the rows: full, lora (r16, fp32 base), qlora-int4 / qlora-int8 (r16 over the
- *      base's block linears stored INT4/INT8, group 64; under f16 each linear is dequantized to f16 into
+ *      --variants picks the rows: full, lora (r16, fp32 base), qlora-int4 / qlora-nf4 / qlora-int8 (r16 over
+ *      the base's block linears stored INT4 / NF4 / INT8, group 64; under f16 each linear is dequantized to f16 into
  *      one linear's scratch right before its GEMM); each row records layer 0's GEMM paths;
  *      --shape 360m: SmolLM2-360M's shape (32 layers, d 960, 15/5 heads, F 2560), the issue's 2 GiB target;
  *      --checkpoint on|both: the rows with activation checkpointing (each layer's forward re-run in its
@@ -15,11 +15,13 @@
  *  (b) fidelity on TinyShakespeare (--data): `small` trained --pre steps from its init, then --more
  *      steps of full fine-tuning, of LoRA r16 (all linear layers; each at the lrs in --lora-lrs) and of
  *      QLoRA r16 over the --fidelity-qlora formats at the same lrs (relToLora: against LoRA at that lr)
- *      from those weights, each with a fresh AdamW and the recipe's schedule; validation loss at the end.
+ *      from those weights, each with a fresh AdamW and the recipe's schedule; validation loss at the end;
+ *      and each --fidelity-qlora format's reconstruction of those weights' block linears (relative RMS error
+ *      of the codec's dequantized base, on the CPU: fidelity.reconstruction).
  *
  *   node lora-device.mjs --json out.json --data tinyshakespeare.txt [--batch 8 --seq 512] [--reps 10 --warmup 3]
- *        [--schemes fp32,f16] [--variants full,lora,qlora-int4,qlora-int8] [--shape 135m|360m] [--checkpoint off|on|both]
- *        [--pre 300 --more 300] [--lora-lrs 1e-3,2e-3] [--fidelity-qlora int4] [--no-bench] [--no-fidelity] [--cpu] [--shrink]
+ *        [--schemes fp32,f16] [--variants full,lora,qlora-int4,qlora-nf4,qlora-int8] [--shape 135m|360m] [--checkpoint off|on|both]
+ *        [--pre 300 --more 300] [--lora-lrs 1e-3,2e-3] [--fidelity-qlora int4,nf4] [--no-bench] [--no-fidelity] [--cpu] [--shrink]
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -27,7 +29,8 @@ import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { timeDispatches } from '../src/engine/gpu/timer';
 import { defaultLoraSpec, type LoraSpec } from '../src/engine/lora/spec';
-import { defaultQloraSpec, type QloraFormat, type QloraSpec } from '../src/engine/lora/qlora/plan';
+import { dequantizeRowGroupsRef, quantizeRowGroupsRef } from '../src/engine/kernels/qgemm/qgemm.ref';
+import { defaultQloraSpec, QLORA_FORMATS, type QloraFormat, type QloraSpec, resolveQloraPlan } from '../src/engine/lora/qlora/plan';
 import { validateModelConfig } from '../src/engine/model/config';
 import { initParams, paramLayout, unflatten } from '../src/engine/model/params';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
@@ -57,6 +60,11 @@ out.adapter = gpu.adapterInfo;
 const f16 = await f16DeviceFeatures(rt, { probe: true });
 log(`adapter ${JSON.stringify(gpu.adapterInfo)}; shader-f16 ${f16.shaderF16}, f16 tensor cores ${f16.tensorCores}`);
 const lora16 = defaultLoraSpec(16);
+const qloraFormat = (flag: string, f: string): QloraFormat => {
+  if (!(QLORA_FORMATS as readonly string[]).includes(f)) throw new Error(`${flag}: unknown QLoRA format ${f} (one of ${QLORA_FORMATS.join(', ')})`);
+  return f as QloraFormat;
+};
+const fidelityFormats = (a['fidelity-qlora'] ?? 'int4,nf4').split(',').filter(Boolean).map((f) => qloraFormat('--fidelity-qlora', f));
 
 /** Random tokens below V: the step's cost does not depend on the text. */
 function randomBatches(V: number): BatchSource {
@@ -85,16 +93,16 @@ if (!a['no-bench']) {
   const reps = Number(a.reps ?? 10);
   const warmup = Number(a.warmup ?? 3);
   if (a.checkpoint !== undefined && !['off', 'on', 'both'].includes(a.checkpoint)) throw new Error(`--checkpoint expects off, on or both, got ${a.checkpoint}`);
-  const variants = (a.variants ?? 'full,lora,qlora-int4,qlora-int8').split(',')
+  const variants = (a.variants ?? 'full,lora,qlora-int4,qlora-nf4,qlora-int8').split(',')
     .flatMap((v) => (a.checkpoint === 'both' ? [v, `${v}+ckpt`] : a.checkpoint === 'on' && !v.endsWith('+ckpt') ? [`${v}+ckpt`] : [v]));
   for (const scheme of (a.schemes ?? 'fp32,f16').split(',')) {
     for (const name of variants) {
       // `+ckpt`: train with activation checkpointing (RunPlan.checkpoint).
       const ck = name.endsWith('+ckpt');
       const variant = name.replace(/\+ckpt$/, '');
-      if (!['full', 'lora', 'qlora-int4', 'qlora-int8'].includes(variant)) throw new Error(`--variants: unknown ${variant}`);
+      if (!['full', 'lora'].includes(variant) && !variant.startsWith('qlora-')) throw new Error(`--variants: unknown ${variant}`);
       const lora: LoraSpec | undefined = variant === 'full' ? undefined : lora16;
-      const qlora: QloraSpec | undefined = variant.startsWith('qlora-') ? defaultQloraSpec(variant.slice(6) as QloraFormat) : undefined;
+      const qlora: QloraSpec | undefined = variant.startsWith('qlora-') ? defaultQloraSpec(qloraFormat('--variants', variant.slice(6))) : undefined;
       const label = `${scheme} ${variant === 'full' ? 'full' : `${variant}-r16-all`}${ck ? ' ckpt' : ''}`;
       const base = defaultTrainOptions('base', { batch: B, seq: T, steps: 1000, evalEvery: 0, scheme: SCHEME_PRESETS[scheme] });
       const opts: TrainOptions = { ...base, model, ...(lora ? { lora } : {}), ...(qlora ? { qlora } : {}), ...(ck ? { checkpointActivations: true } : {}) };
@@ -154,6 +162,24 @@ if (!a['no-fidelity']) {
   out.fidelity = fid;
   const p0 = await run(`small pre ${pre}`, small(pre));
   fid.pre = p0.r;
+  // How well each format stores these weights: ‖W − deq(q(W))‖ / ‖W‖ over all block linears.
+  const rec: Record<string, number> = {};
+  fid.reconstruction = rec;
+  for (const fmt of fidelityFormats) {
+    let e = 0;
+    let r = 0;
+    for (const l of resolveQloraPlan(small(1).model, defaultQloraSpec(fmt)).linears) {
+      const w = p0.params.get(l.name)!;
+      const q = quantizeRowGroupsRef(w, l.rows, l.cols, fmt, l.G);
+      const d = dequantizeRowGroupsRef(q.codes, q.scales, l.rows, l.cols, fmt, l.G);
+      for (let i = 0; i < w.length; i++) {
+        e += (w[i] - d[i]) ** 2;
+        r += w[i] ** 2;
+      }
+    }
+    rec[fmt] = Math.sqrt(e / r);
+    log(`  ${fmt} base reconstruction: relative RMS error ${rec[fmt].toFixed(4)}`);
+  }
   const full = await run(`full +${more}`, small(more), p0.params);
   fid.full = full.r;
   const loras: unknown[] = [];
@@ -163,8 +189,8 @@ if (!a['no-fidelity']) {
     loras.push({ ...l.r, relToFull: (l.r.val - full.r.val) / full.r.val });
     log(`  LoRA lr ${lr}: val ${l.r.val.toFixed(4)} vs full ${full.r.val.toFixed(4)} (${(((l.r.val - full.r.val) / full.r.val) * 100).toFixed(2)} %)`);
     save();
-    for (const fmt of (a['fidelity-qlora'] ?? 'int4').split(',').filter(Boolean)) {
-      const q = await run(`qlora-${fmt} r16 all +${more} lr ${lr}`, small(more, { lora: lora16, qlora: defaultQloraSpec(fmt as QloraFormat) }, lr), p0.params);
+    for (const fmt of fidelityFormats) {
+      const q = await run(`qlora-${fmt} r16 all +${more} lr ${lr}`, small(more, { lora: lora16, qlora: defaultQloraSpec(fmt) }, lr), p0.params);
       loras.push({ ...q.r, qlora: fmt, relToFull: (q.r.val - full.r.val) / full.r.val, relToLora: (q.r.val - l.r.val) / l.r.val });
       log(`  QLoRA-${fmt} lr ${lr}: val ${q.r.val.toFixed(4)} vs LoRA ${l.r.val.toFixed(4)} (${(((q.r.val - l.r.val) / l.r.val) * 100).toFixed(2)} %)`);
       save();
