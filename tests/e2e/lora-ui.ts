@@ -9,7 +9,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Locator, Page } from 'playwright-core';
-import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
+import { byTestId, textNow, type Ctx, type TestCase, type TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 
@@ -22,7 +22,7 @@ async function runToEnd(page: Page, card: Locator, t: TestHelpers, check: Check,
   for (;;) {
     const status = await card.getAttribute('data-status');
     if (status === 'done') return;
-    check(status !== 'error' && status !== 'stopped', `the run ended ${status}: ${await card.locator(byTestId('run-error')).innerText().catch(() => '')}`);
+    check(status !== 'error' && status !== 'stopped', `the run ended ${status}: ${await textNow(card.locator(byTestId('run-error')))}`);
     check(Date.now() < deadline, `the run did not finish in ${timeoutMs / 1000} s`);
     if (Date.now() - reported > 20_000) {
       reported = Date.now();
@@ -71,7 +71,7 @@ async function loraVsFull(ctx: Ctx, t: TestHelpers, check: Check, dir: string): 
   const settled = Number(await page.locator(byTestId('dataset')).getAttribute('data-settled'));
   await page.locator(byTestId('dataset-file')).setInputFiles([...model, ...tok]);
   await page.waitForFunction(([sel, n]) => Number(document.querySelector(sel as string)?.getAttribute('data-settled')) > (n as number), [byTestId('dataset'), settled], { timeout: 60_000, polling: 250 });
-  check((await page.locator(byTestId('imported-model')).count()) === 1, `the fixture was not imported: ${await page.locator(byTestId('dataset-problem')).innerText().catch(() => '')}`);
+  check((await page.locator(byTestId('imported-model')).count()) === 1, `the fixture was not imported: ${await textNow(page.locator(byTestId('dataset-problem')))}`);
   check((await page.locator(byTestId('fine-tune')).innerText()).includes('Fine-tune'), 'no fine-tune choice for the imported model');
 
   // Full fine-tuning first.
@@ -85,10 +85,10 @@ async function loraVsFull(ctx: Ctx, t: TestHelpers, check: Check, dir: string): 
   check((await page.locator(byTestId('lora-rank')).inputValue()) === '16' && (await page.locator(byTestId('lora-alpha')).inputValue()) === '32', 'LoRA defaults are not r16, alpha 32');
   for (const tgt of ['q', 'k', 'v', 'o', 'gate', 'up', 'down']) await setChecked(page, `lora-target-${tgt}`, false);
   const problem = page.locator(byTestId('config-problem'));
-  check((await problem.innerText()).includes('LoRA needs at least one target layer') && await start.isDisabled(), `no targets: ${await problem.innerText().catch(() => '(no problem shown)')}`);
+  check((await problem.innerText()).includes('LoRA needs at least one target layer') && await start.isDisabled(), `no targets: ${await textNow(problem, '(no problem shown)')}`);
   for (const tgt of ['q', 'k', 'v', 'o', 'gate', 'up', 'down']) await setChecked(page, `lora-target-${tgt}`, true);
   await page.locator(byTestId('lora-rank')).fill('4096');
-  check(/LoRA rank 4096 exceeds .* smaller side \d+/.test(await problem.innerText()) && await start.isDisabled(), `rank too large: ${await problem.innerText().catch(() => '(no problem shown)')}`);
+  check(/LoRA rank 4096 exceeds .* smaller side \d+/.test(await problem.innerText()) && await start.isDisabled(), `rank too large: ${await textNow(problem, '(no problem shown)')}`);
   await page.locator(byTestId('lora-rank')).fill('4');
   check((await page.locator(byTestId('lora-alpha')).inputValue()) === '8', 'alpha does not follow 2·rank');
   check(await start.isEnabled(), `Start is disabled for LoRA r4: ${await start.getAttribute('title')}`);
@@ -109,7 +109,10 @@ async function loraVsFull(ctx: Ctx, t: TestHelpers, check: Check, dir: string): 
   // The plan's memory per category, side by side: the frozen base has no grads or moments.
   const ids = { full: (await fullCard.getAttribute('data-run-id'))!, lora: (await loraCard.getAttribute('data-run-id'))! };
   const bar = (id: string) => page.locator(byTestId(`mem-plan-${id}`));
-  const seg = async (id: string, c: string) => Number(await bar(id).locator(`[data-category="${c}"]`).getAttribute('data-bytes').catch(() => '0') ?? 0);
+  const seg = async (id: string, c: string) => {
+    const s = bar(id).locator(`[data-category="${c}"]`);
+    return (await s.count()) ? Number(await s.getAttribute('data-bytes')) : 0; // absent: 0, without the 30 s wait of a read
+  };
   const total = async (id: string) => Number(await bar(id).getAttribute('data-total'));
   const [fullTotal, loraTotal] = [await total(ids.full), await total(ids.lora)];
   const [fullOpt, loraOpt] = [await seg(ids.full, 'optimizer'), await seg(ids.lora, 'optimizer')];
@@ -133,7 +136,7 @@ async function loraVsFull(ctx: Ctx, t: TestHelpers, check: Check, dir: string): 
   const genStatus = gen.locator(byTestId('gen-status'));
   await page.waitForFunction((el) => el?.getAttribute('data-running') === 'false', await genStatus.elementHandle(), { timeout: 2 * 60_000, polling: 250 });
   const genError = gen.locator(byTestId('gen-error'));
-  check((await genError.count()) === 0, `generation from the LoRA run failed: ${await genError.innerText().catch(() => '')}`);
+  check((await genError.count()) === 0, `generation from the LoRA run failed: ${await textNow(genError)}`);
   t.log(`  LoRA run generated ${JSON.stringify(await gen.locator(byTestId('gen-output')).innerText())}; ${await genStatus.innerText()}`);
   check(/reached the token limit|end-of-text token/.test(await genStatus.innerText()), `generation status: ${await genStatus.innerText()}`);
 
