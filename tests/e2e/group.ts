@@ -23,7 +23,7 @@ import { readFile } from 'node:fs/promises';
  */
 import { unzipSync } from 'fflate';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { byTestId, type Ctx, type TestCase, type TestHelpers } from './harness';
+import { byTestId, textNow, type Ctx, type TestCase, type TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 
@@ -81,7 +81,7 @@ export function groupTests(check: Check): TestCase[] {
       if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs / 1000} s (${summary(views)})`);
       if (Date.now() - lastLog > 15_000) {
         lastLog = Date.now();
-        const phases = await Promise.all(Object.entries(pages).map(async ([n, p]) => `${n}: ${await p.locator(byTestId('group-run-phase')).innerText().catch(() => '-')}`));
+        const phases = await Promise.all(Object.entries(pages).map(async ([n, p]) => `${n}: ${await textNow(p.locator(byTestId('group-run-phase')), '-')}`));
         t.log(`  … ${what}: ${phases.join(' | ')}`);
       }
       await Object.values(pages)[0].waitForTimeout(500);
