@@ -12,7 +12,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { BrowserContext, CDPSession, Page } from 'playwright-core';
-import { byTestId, type TestCase } from './harness';
+import { byTestId, textNow, type TestCase } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 
@@ -108,7 +108,7 @@ export function dataHeapTests(check: Check): TestCase[] {
           await page.waitForTimeout(2000);
         }
         const prepS = (Date.now() - t0) / 1000;
-        check((await problem.count()) === 0, `preparation failed: ${await problem.innerText().catch(() => '')}`);
+        check((await problem.count()) === 0, `preparation failed: ${await textNow(problem)}`);
         const summary = await page.locator(byTestId('dataset-summary')).innerText();
         t.log(`  prepared in ${prepS.toFixed(1)} s: ${summary}`);
         await page.locator(byTestId('start')).dispatchEvent('click');
@@ -116,7 +116,7 @@ export function dataHeapTests(check: Check): TestCase[] {
         await card.waitFor({ timeout: 10_000 });
         for (const deadline = Date.now() + 10 * 60_000; (await card.getAttribute('data-status')) !== 'done';) {
           check(Date.now() < deadline, 'the run did not finish in 10 minutes');
-          check((await card.getAttribute('data-status')) !== 'error', `the run failed: ${await card.locator(byTestId('run-error')).innerText().catch(() => '')}`);
+          check((await card.getAttribute('data-status')) !== 'error', `the run failed: ${await textNow(card.locator(byTestId('run-error')))}`);
           await page.waitForTimeout(500);
         }
         await heap.stop();
