@@ -11,11 +11,15 @@
  * group, dA of the group and the group's dX term are one GEMM each instead of g (the step's thin
  * GEMMs were its cost: docs/benchmarks.md). u and v are kept transposed ([r, N] per adapter) so each
  * member's rows of the group's [g·r, N] are a contiguous slice for its own B GEMMs.
+ *
+ * Where the base GEMM takes one (fp32, f16), y's s·u·Bᵀ and dX's s·v·A are added in its epilogue
+ * (upLowRank, dxLowRank; matmul.ts lowRank, matmul-f16/epilogue.ts) instead of by GEMMs that read
+ * and write y or dX again.
  * Reference: ./lora.ref.ts.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { type DropoutKernels, dropoutKernels } from '../kernels/dropout/dropout';
-import { matmul, matmulSteps } from '../kernels/matmul/matmul';
+import { type LowRank, matmul, matmulSteps } from '../kernels/matmul/matmul';
 import type { ModelDims } from '../model/dims';
 import { ALIGN_FLOATS } from '../model/params';
 import { deriveSeed } from '../util/rng';
@@ -127,7 +131,16 @@ export class LoraGemms {
     return out;
   }
 
-  /** y += s·u·Bᵀ (after the base GEMM wrote or accumulated y). */
+  /**
+   * s·u·Bᵀ as the low-rank epilogue of the base GEMM writing y (matmul.ts lowRank: U = this member's
+   * uᵀ [r, N], V = B [out, r] as stored): no GEMM and no read-add-write of y of its own. `down` first.
+   */
+  upLowRank(a: LoraAdapter): LowRank {
+    const { i } = this.group(a);
+    return { u: this.u(i), v: this.t('lora.weights', a.b), rank: this.plan.spec.rank, scale: this.plan.scale, transV: true };
+  }
+
+  /** y += s·u·Bᵀ (after the base GEMM wrote or accumulated y), where the base GEMM cannot take upLowRank. */
   up(a: LoraAdapter, label: string, y: Binding): Dispatch {
     const { i } = this.group(a);
     return matmul(this.rt, { label: `${label}.lora_B`, a: this.u(i), b: this.t('lora.weights', a.b), c: y, M: this.dims.N, N: a.out, K: this.plan.spec.rank, transA: true, transB: true, accumulate: true, alpha: this.plan.scale });
@@ -157,6 +170,18 @@ export class LoraGemms {
       out.push(...matmulSteps(this.rt, { label: `${label}.lora_A.dw`, a: this.v(g.slot, k), b: xd!, c: this.t('lora.grads', g.adapters[0].a, k), M: k * r, N: g.adapters[0].in, K: N, alpha: s, workspace }));
     }
     return out;
+  }
+
+  /**
+   * The group's dX term s·v·A as the low-rank epilogue of its first member's base dX GEMM (U = the
+   * group's vᵀ [g·r, N], V = its stacked A's [g·r, in]), after `grads` of every member; undefined
+   * for the other members and with dropout (the term is masked: `dx`).
+   */
+  dxLowRank(a: LoraAdapter): LowRank | undefined {
+    const { g, first } = this.group(a);
+    if (!first || this.drop.has(a.base)) return undefined;
+    const k = g.adapters.length;
+    return { u: this.v(g.slot, k), v: this.t('lora.weights', a.a, k), rank: k * this.plan.spec.rank, scale: this.plan.scale };
   }
 
   /** dX += s·v·A over the group (masked like the forward's x̃), from its first member's call, after the base dX GEMMs wrote dX. */

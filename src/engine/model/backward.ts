@@ -19,6 +19,7 @@ import { type LinearGemms } from './linear-gemms';
 import { type LayerSavedKey, liveKey, type ModelBuildOptions, type ModelDims, quantizedUp } from './plan';
 import { type RunPlan } from '../plan/run-plan';
 import type { LoraGemms } from '../lora/gemms';
+import type { LowRank } from '../kernels/matmul/matmul';
 
 /** What the backward reads of the model: its buffers, saved tensors, GEMMs and gradient outputs. */
 export interface BackwardModel {
@@ -79,10 +80,18 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     const ad = m.lora?.on(full);
     if (ad) push(m.lora!.grads(ad, label, dy, x, m.plan.wire.tp ? undefined : m.b(scratch)));
   };
-  /** dX += the adapter's term, after the base dX GEMM of layer l's linear `name` wrote dx. */
+  /**
+   * The dX term of the LoRA group whose first member is layer l's linear `name`, for that base dX
+   * GEMM's epilogue where that GEMM takes one (undefined: none, or loraDx adds it).
+   */
+  const loraDxTerm = (l: number, name: string): LowRank | undefined => {
+    const ad = m.lora?.on(`model.layers.${l}.${name}`);
+    return ad && m.g.lowRankFits(l, 'dx') ? m.lora!.dxLowRank(ad) : undefined;
+  };
+  /** dX += the adapter's term, after the base dX GEMM of layer l's linear `name` wrote dx (unless that GEMM's epilogue added it). */
   const loraDx = (l: number, label: string, name: string, dx: GPUBuffer) => {
     const ad = m.lora?.on(`model.layers.${l}.${name}`);
-    if (ad) push(m.lora!.dx(ad, label, dx));
+    if (ad && !loraDxTerm(l, name)) push(m.lora!.dx(ad, label, dx));
   };
   const dlogits = m.b('logits');
   const dh = m.b('dh');
@@ -110,7 +119,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     load('act');
     dW(l, lab('down.dw'), dres, C, a('act'), F, 'mlp.down_proj.weight', 'dq');
     // dres's codes come from the RMSNorm backward that produced it (normF's, or layer l+1's norm1).
-    push(m.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C, false, !!m.g.dyCodes(l)));
+    push(m.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C, false, !!m.g.dyCodes(l), loraDxTerm(l, 'mlp.down_proj.weight')));
     loraDx(l, lab('down.dx'), 'mlp.down_proj.weight', dF1);
     load('gate');
     // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
@@ -137,8 +146,8 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     } else if (gateUpCodes) {
       push(m.g.gateUpDxGemm(l, lab('gate_up.dx'), dh));
     } else {
-      push(m.g.dxGemm(l, lab('gate.dx'), a('gate'), 'mlp.gate_proj.weight', dh, N, C, F));
-      push(m.g.dxGemm(l, lab('up.dx'), dup, 'mlp.up_proj.weight', dh, N, C, F, true));
+      push(m.g.dxGemm(l, lab('gate.dx'), a('gate'), 'mlp.gate_proj.weight', dh, N, C, F, false, false, loraDxTerm(l, 'mlp.gate_proj.weight')));
+      push(m.g.dxGemm(l, lab('up.dx'), dup, 'mlp.up_proj.weight', dh, N, C, F, true, false, loraDxTerm(l, 'mlp.up_proj.weight')));
     }
     loraDx(l, lab('gate.dx'), 'mlp.gate_proj.weight', dh);
     loraDx(l, lab('up.dx'), 'mlp.up_proj.weight', dh);
@@ -148,7 +157,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
     load('o');
     dW(l, lab('o.dw'), dres, C, a('o'), QC, 'self_attn.o_proj.weight', 'dF1');
-    push(m.g.dxGemm(l, lab('o.dx'), dres, 'self_attn.o_proj.weight', dh, N, QC, C, false, !!m.g.dyCodes(l)));
+    push(m.g.dxGemm(l, lab('o.dx'), dres, 'self_attn.o_proj.weight', dh, N, QC, C, false, !!m.g.dyCodes(l), loraDxTerm(l, 'self_attn.o_proj.weight')));
     loraDx(l, lab('o.dx'), 'self_attn.o_proj.weight', dh);
     load('q');
     load('k');
@@ -189,9 +198,9 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
         { dy: m.b('dv'), ...m.g.weightAt(l, `model.layers.${l}.self_attn.v_proj.weight`), rows: KVC },
       ], dh));
     } else {
-      push(m.g.dxGemm(l, lab('q.dx'), m.b('qRaw'), 'self_attn.q_proj.weight', dh, N, C, QC));
-      push(m.g.dxGemm(l, lab('k.dx'), m.b('kRaw'), 'self_attn.k_proj.weight', dh, N, C, KVC, true));
-      push(m.g.dxGemm(l, lab('v.dx'), m.b('dv'), 'self_attn.v_proj.weight', dh, N, C, KVC, true));
+      push(m.g.dxGemm(l, lab('q.dx'), m.b('qRaw'), 'self_attn.q_proj.weight', dh, N, C, QC, false, false, loraDxTerm(l, 'self_attn.q_proj.weight')));
+      push(m.g.dxGemm(l, lab('k.dx'), m.b('kRaw'), 'self_attn.k_proj.weight', dh, N, C, KVC, true, false, loraDxTerm(l, 'self_attn.k_proj.weight')));
+      push(m.g.dxGemm(l, lab('v.dx'), m.b('dv'), 'self_attn.v_proj.weight', dh, N, C, KVC, true, false, loraDxTerm(l, 'self_attn.v_proj.weight')));
     }
     loraDx(l, lab('q.dx'), 'self_attn.q_proj.weight', dh);
     loraDx(l, lab('k.dx'), 'self_attn.k_proj.weight', dh);

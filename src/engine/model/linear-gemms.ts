@@ -9,7 +9,7 @@ import { copy } from '../kernels/elementwise/elementwise';
 import { castF32ToF16, f16OperandBytes } from '../kernels/matmul-f16/cast';
 import { ropeF16, type RopeArgs } from '../kernels/rope/rope';
 import { buildMatmulF16, f16PathFor } from '../kernels/matmul-f16/matmul-f16';
-import { matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul/matmul';
+import { type LowRank, matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul/matmul';
 import { qdq } from '../kernels/qdq/qdq';
 import { type F16Out, rmsnormForward, rmsnormForwardF16, rmsnormForwardQuantized } from '../kernels/rmsnorm/rmsnorm';
 import { transposeMatrix } from '../kernels/slice/slice';
@@ -316,24 +316,35 @@ export class LinearGemms {
    * GEMM's threads (matmul.wgsl); docs/benchmarks.md has what that costs at the model's shapes.
    * Short inputs (fewer than LINEAR_NN_MIN_ROWS tokens) read W as stored: the transpose would cost more.
    * `key`: x is that saved tensor (an INT8 forward reads its storage codes where plan.sharedCodes).
+   * `lowRank`: a LoRA adapter's term in the GEMM's epilogue (only where lowRankFits).
    */
-  linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false, key?: GemmInputSaved): Dispatch[] {
+  linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false, key?: GemmInputSaved, lowRank?: LowRank): Dispatch[] {
+    if (lowRank && !this.lowRankFits(l, 'forward')) throw new Error(`internal: ${label}: a low-rank epilogue on a GEMM without one`);
     if (this.runsF16(l, 'forward')) {
       // NT: W [out, in] as stored, read column-major; X's f16 copy is its producer's or gemmInput's.
       const a = this.heldCopy(x, M * K);
       if (!a) throw new Error(`internal: ${label}: no f16 copy of X (gemmInput makes one)`);
       const { pre, w } = this.f16Weight(`model.layers.${l}.${name}`);
-      return [...pre, ...this.f16Gemm(label, { label, a, b: w, c: out, M, N, K, transB: true, accumulate })];
+      return [...pre, ...this.f16Gemm(label, { label, a, b: w, c: out, M, N, K, transB: true, accumulate, lowRank })];
     }
     if (this.qbase) return [this.qbase.forward(label, `model.layers.${l}.${name}`, x, out, M, N, K, accumulate)];
     if (this.plan.layers[l].compute.forward === 'int8') return this.int8().forward(label, this.forwardW(l, name), out, M, N, K, accumulate, this.sharedX(l, key));
     if (!linearsTransposed(M, this.linearNnMinRows)) {
-      return [matmul(this.rt, { label, a: x, b: this.lin(l, name), c: out, M, N, K, transB: true, accumulate })];
+      return [matmul(this.rt, { label, a: x, b: this.lin(l, name), c: out, M, N, K, transB: true, accumulate, lowRank })];
     }
     return [
       transposeMatrix(this.rt, { label: `${label}.wT`, src: this.lin(l, name), dst: this.b('wT'), rows: N, cols: K }),
-      matmul(this.rt, { label, a: x, b: { buffer: this.b('wT'), offset: 0, size: N * K * 4 }, c: out, M, N, K, accumulate }),
+      matmul(this.rt, { label, a: x, b: { buffer: this.b('wT'), offset: 0, size: N * K * 4 }, c: out, M, N, K, accumulate, lowRank }),
     ];
+  }
+
+  /**
+   * Whether layer l's forward or dX GEMMs take a LoRA adapter's term in their epilogue: the fp32 and
+   * the f16 GEMMs do (matmul.ts lowRank, matmul-f16/epilogue.ts), QLoRA's fp32 weight-only GEMM and
+   * the INT8 ones do not (the adapter's term is then a GEMM of its own).
+   */
+  lowRankFits(l: number, kind: 'forward' | 'dx'): boolean {
+    return this.runsF16(l, kind) || (!this.qbase && this.plan.layers[l].compute[kind] !== 'int8');
   }
 
   private int8(): Int8Gemms {
@@ -369,22 +380,24 @@ export class LinearGemms {
 
   /**
    * dX (+)= dY·W for layer l's linear `name` (W [K, N] = [out, in]) in the layer's dX compute format;
-   * `producerCodes`: dY's INT8 codes are already in i8.a (dyCodes).
+   * `producerCodes`: dY's INT8 codes are already in i8.a (dyCodes); `lowRank`: a LoRA group's dX
+   * term in the GEMM's epilogue (only where lowRankFits).
    */
-  dxGemm(l: number, label: string, dy: GPUBuffer, name: string, out: GPUBuffer, M: number, N: number, K: number, accumulate = false, producerCodes = false): Dispatch[] {
+  dxGemm(l: number, label: string, dy: GPUBuffer, name: string, out: GPUBuffer, M: number, N: number, K: number, accumulate = false, producerCodes = false, lowRank?: LowRank): Dispatch[] {
+    if (lowRank && !this.lowRankFits(l, 'dx')) throw new Error(`internal: ${label}: a low-rank epilogue on a GEMM without one`);
     const c = this.plan.layers[l].compute;
     if (this.runsF16(l, 'dx')) {
       // NN: dY [M, K] in f16 (its producer's copy where it wrote one), W [K, N] = [out, in] as stored.
       const { d, out: dy16 } = this.dyCopy(label, dy, M * K);
       const { pre, w } = this.f16Weight(`model.layers.${l}.${name}`);
-      return [...d, ...pre, ...this.f16Gemm(label, { label, a: dy16, b: w, c: out, M, N, K, accumulate })];
+      return [...d, ...pre, ...this.f16Gemm(label, { label, a: dy16, b: w, c: out, M, N, K, accumulate, lowRank })];
     }
     if (this.qbase) return this.qbase.dx(label, `model.layers.${l}.${name}`, dy, out, M, N, K, accumulate);
     if (c.dx === 'int8') {
       const w = this.wcodes?.cols(`model.layers.${l}.${name}`) ?? this.lin(l, name);
       return this.int8().dx(label, producerCodes ? null : dy, w, out, M, N, K, accumulate, c.gradRounding);
     }
-    return [matmul(this.rt, { label, a: dy, b: this.lin(l, name), c: out, M, N, K, accumulate })];
+    return [matmul(this.rt, { label, a: dy, b: this.lin(l, name), c: out, M, N, K, accumulate, lowRank })];
   }
 
   /**

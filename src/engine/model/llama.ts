@@ -323,12 +323,14 @@ export class LlamaGpu {
     // Residual copy first: xIn is dead after this (its live copy may be qRaw, written next).
     push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
     store('h1');
-    // A base linear, with its LoRA adapter around it where it has one (x: the fp32 input the adapter reads).
+    // A base linear, with its LoRA adapter around it where it has one (x: the fp32 input the adapter reads):
+    // its up-projection in the base GEMM's epilogue where that GEMM takes one (lowRankFits), else a GEMM after it.
     const linear = (label: string, name: string, x: GPUBuffer, gx: Binding, out: GPUBuffer, n: number, k: number, acc: boolean, key: GemmInputSaved) => {
       const ad = this.lora?.on(`model.layers.${l}.${name}`);
+      const fused = ad && this.g.lowRankFits(l, 'forward') ? this.lora!.upLowRank(ad) : undefined;
       if (ad) push(this.lora!.down(ad, label, x));
-      push(this.g.linear(label, l, name, gx, out, N, n, k, acc, key));
-      if (ad) push(this.lora!.up(ad, label, { buffer: out, offset: 0, size: N * n * 4 }));
+      push(this.g.linear(label, l, name, gx, out, N, n, k, acc, key, fused));
+      if (ad && !fused) push(this.lora!.up(ad, label, { buffer: out, offset: 0, size: N * n * 4 }));
     };
     const h1 = this.g.gemmInput(l, lab('qkv_in'), a('h1'), C, push, true, 'h1');
     linear(lab('q_proj'), 'self_attn.q_proj.weight', a('h1'), h1, this.b('qRaw'), QC, C, false, 'h1');
