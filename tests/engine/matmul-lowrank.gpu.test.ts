@@ -15,13 +15,13 @@ describe('matmul low-rank epilogue', () => {
     const rt = await testRuntime();
     const ran = await checkMatmuls(rt, [
       // No dimension a multiple of 4: scalar U, V, C; accumulate with alpha -0.75; rank 3.
-      { M: 37, N: 29, K: 19, transB: true, accumulate: true, alpha: -0.75, variant: '32x32k16_4x4', lowRank: { rank: 3, scale: 2, transV: true } },
+      { M: 37, N: 29, K: 19, transB: true, accumulate: true, alpha: -0.75, variant: '32x32k16_4x4', lr: { rank: 3, scale: 2, transV: true } },
       // dX's form: NN, V [r, N] as vec4, U as vec4 (M % 4 == 0), partial tiles.
-      { M: 36, N: 44, K: 20, variant: '32x32k16_4x4', lowRank: { rank: 12, scale: 0.5 } },
+      { M: 36, N: 44, K: 20, variant: '32x32k16_4x4', lr: { rank: 12, scale: 0.5 } },
       // The model's 8×16 micro tile, Y = X·Wᵀ with PEFT's B [N, r]; whole tiles (FULL_TILES).
-      { M: 128, N: 128, K: 16, transB: true, variant: '128x128k8_8x16', lowRank: { rank: 8, scale: 1.5, transV: true } },
+      { M: 128, N: 128, K: 16, transB: true, variant: '128x128k8_8x16', lr: { rank: 8, scale: 1.5, transV: true } },
       // 8×16 on partial tiles, V [r, N], accumulating.
-      { M: 132, N: 136, K: 8, accumulate: true, variant: '128x128k8_8x16', lowRank: { rank: 5, scale: -1 } },
+      { M: 132, N: 136, K: 8, accumulate: true, variant: '128x128k8_8x16', lr: { rank: 5, scale: -1 } },
     ]);
     expect(ran.map((r) => r.fullTiles)).toEqual([false, false, true, false]);
   }, 120_000);

@@ -16,7 +16,7 @@ export interface MatmulCase extends MatmulShape {
   variant?: string;
   specialize?: boolean;
   /** The low-rank epilogue: + scale·Uᵀ·op(V), U [rank, M], V [rank, N] or [N, rank] (transV). */
-  lowRank?: { rank: number; scale: number; transV?: boolean };
+  lr?: { rank: number; scale: number; transV?: boolean };
 }
 
 export const TRANS: [boolean, boolean][] = [[false, false], [false, true], [true, false], [true, true]];
@@ -24,7 +24,7 @@ export const TRANS: [boolean, boolean][] = [[false, false], [false, true], [true
 export const caseLabel = (c: MatmulCase) =>
   `${c.M}x${c.N}x${c.K} ${c.transA ? 'T' : 'N'}${c.transB ? 'T' : 'N'}` +
   `${c.accumulate ? ' acc' : ''} alpha=${c.alpha ?? 1}${c.specialize === false ? ' dyn' : ''}` +
-  `${c.lowRank ? ` +lr${c.lowRank.rank}${c.lowRank.transV ? 'T' : 'N'} s=${c.lowRank.scale}` : ''}`;
+  `${c.lr ? ` +lr${c.lr.rank}${c.lr.transV ? 'T' : 'N'} s=${c.lr.scale}` : ''}`;
 
 /**
  * Inputs U(-1,1); the only GPU error is fp32 rounding in a different summation order, which grows
@@ -42,9 +42,9 @@ export async function checkMatmuls(rt: Runtime, cases: MatmulCase[], seed = 1234
     // Split-K choices (`_skS`) get exactly the workspace they need.
     const wsBytes = c.variant ? matmulWorkspaceBytes(c, c.variant) : 0;
     const W = wsBytes > 0 ? rt.createBuffer('workspace', 'mm.splitk', wsBytes) : undefined;
-    const lr = c.lowRank && { u: rng.uniformArray(c.lowRank.rank * c.M), v: rng.uniformArray(c.lowRank.rank * c.N) };
+    const lr = c.lr && { u: rng.uniformArray(c.lr.rank * c.M), v: rng.uniformArray(c.lr.rank * c.N) };
     const LR = lr && [rt.upload('workspace', 'mm.u', lr.u), rt.upload('workspace', 'mm.v', lr.v)];
-    const lowRank = c.lowRank && LR && { ...c.lowRank, u: LR[0], v: LR[1] };
+    const lowRank = c.lr && LR && { ...c.lr, u: LR[0], v: LR[1] };
     const built = buildMatmul(rt, { label: caseLabel(c), ...c, a: A, b: B, c: C, workspace: W, lowRank });
     return { c, a, b, c0, A, B, C, W, lr, LR, built };
   });
@@ -58,8 +58,8 @@ export async function checkMatmuls(rt: Runtime, cases: MatmulCase[], seed = 1234
       const want = matmulRef(it.a, it.b, it.c.M, it.c.N, it.c.K, {
         transA: it.c.transA, transB: it.c.transB, alpha: it.c.alpha, c0: it.c.accumulate ? it.c0 : undefined,
       });
-      if (it.c.lowRank && it.lr) {
-        const { rank, scale, transV } = it.c.lowRank;
+      if (it.c.lr && it.lr) {
+        const { rank, scale, transV } = it.c.lr;
         const t = matmulRef(it.lr.u, it.lr.v, it.c.M, it.c.N, rank, { transA: true, transB: transV, alpha: scale });
         for (let i = 0; i < want.length; i++) want[i] += t[i];
       }
