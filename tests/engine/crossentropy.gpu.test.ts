@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { crossEntropyForward, crossEntropyForwardBackward, crossEntropyWorkspaceBytes } from '../../src/engine/kernels/crossentropy/crossentropy';
+import { crossEntropyCount, crossEntropyForward, crossEntropyForwardBackward, crossEntropyMean, crossEntropyRows, crossEntropyWorkspaceBytes } from '../../src/engine/kernels/crossentropy/crossentropy';
 import { crossEntropyBackwardRef, crossEntropyForwardRef } from '../../src/engine/kernels/crossentropy/crossentropy.ref';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
 import { Rng } from '../../src/engine/util/rng';
@@ -50,6 +50,37 @@ describe('cross-entropy GPU vs reference', () => {
     setGridMaxX(6);
     await check(63, 65, 'inplace');
   });
+  it('a chunk of rows at a time (each chunk\'s logits in one reused buffer, in place): the same losses, loss and dlogits bits as all rows at once', async () => {
+    const rt = await testRuntime();
+    const [N, V, R] = [23, 97, 8];
+    const rng = new Rng(5);
+    const logits = rng.normalArray(N * V, 3);
+    const targets = Int32Array.from({ length: N }, (_, n) => (n % 7 === 3 ? -100 : rng.int(V)));
+    const run = async (rows: number) => {
+      const [bTargets, bLosses, bLoss, ws] = [up(rt, targets), up(rt, new Float32Array(N)), up(rt, new Float32Array(1)), up(rt, new Float32Array(4))];
+      const chunk = up(rt, new Float32Array(rows * V));
+      const o = { label: 'ce', targets: bTargets, losses: bLosses, loss: bLoss, workspace: ws, dims: { N, V } };
+      const grads = new Float32Array(N * V);
+      rt.run([crossEntropyCount(rt, o)]);
+      for (let r0 = 0; r0 < N; r0 += rows) {
+        const n = Math.min(rows, N - r0);
+        const l = { buffer: chunk, offset: 0, size: n * V * 4 };
+        rt.write(chunk, logits.subarray(r0 * V, (r0 + n) * V));
+        rt.run([crossEntropyRows(rt, { ...o, logits: l, dlogits: l, chunk: { row0: r0, rows: n } })]);
+        grads.set(await rt.readF32(chunk, 0, n * V), r0 * V);
+      }
+      rt.run([crossEntropyMean(rt, o)]);
+      return { losses: await rt.readF32(bLosses, 0, N), loss: (await rt.readF32(bLoss, 0, 1))[0], grads };
+    };
+    const [whole, part] = [await run(N), await run(R)];
+    expect(part.losses).toEqual(whole.losses);
+    expect(part.loss).toBe(whole.loss);
+    expect(part.grads).toEqual(whole.grads);
+    expectClose(whole.grads, crossEntropyBackwardRef(logits, targets, N, V), { atol: 1e-7, rtol: 1e-4, label: 'dlogits' });
+    expect(() => crossEntropyRows(rt, { label: 'ce', logits: up(rt, new Float32Array(V)), targets: up(rt, targets), losses: up(rt, new Float32Array(N)), workspace: up(rt, new Float32Array(4)), dims: { N, V }, chunk: { row0: 20, rows: 4 } }))
+      .toThrow(/chunk rows 20\.\.24 lie outside the 23 rows/);
+  });
+
   it('rejects a dlogits slice of the logits buffer that is not the logits binding', async () => {
     const rt = await testRuntime();
     const b = up(rt, new Float32Array(256));

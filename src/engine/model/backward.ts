@@ -1,13 +1,13 @@
 /**
- * The backward pass of LlamaGpu (llama.ts) as one dispatch list: loss gradient through lm_head,
- * the layers in reverse, the embedding; each weight gradient stored as it becomes final.
+ * The backward pass of LlamaGpu (llama.ts) as one dispatch list, from the LM head's input gradient
+ * (dh: the head's backward ran chunk by chunk at the forward's end, lm-head.ts): the final norm, the
+ * layers in reverse, the embedding; each weight gradient stored as it becomes final.
  */
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionBackward } from '../kernels/attention/attention';
 import { attentionBackwardI8 } from '../kernels/attention/i8';
 import { attentionBackwardF16 } from '../kernels/attention/f16/attention-f16';
 import { embeddingBackward } from '../kernels/embedding/embedding';
-import { matmul } from '../kernels/matmul/matmul';
 import { dequantizeRows } from '../kernels/quantize/quantize';
 import { rmsnormBackward } from '../kernels/rmsnorm/rmsnorm';
 import { swigluBackward, swigluBackwardF16, swigluBackwardQuantized } from '../kernels/swiglu/swiglu';
@@ -31,8 +31,6 @@ export interface BackwardModel {
   readonly g: LinearGemms;
   /** LoRA adapters over a frozen base (plan.lora): the base's dW GEMMs give way to the adapters' gradients. */
   readonly lora: LoraGemms | null;
-  /** The parameter lm_head multiplies by (the embedding when tied). */
-  readonly lmHead: string;
   readonly attnDqPath: ModelBuildOptions['attnDqPath'];
   /** The kernel each layer's INT8 attention scores ran on (attention-scores.ts). */
   readonly attnPaths: Map<string, GemmPath>;
@@ -93,16 +91,11 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     const ad = m.lora?.on(`model.layers.${l}.${name}`);
     if (ad && !loraDxTerm(l, name)) push(m.lora!.dx(ad, label, dx));
   };
-  const dlogits = m.b('logits');
   const dh = m.b('dh');
   const dres = m.b('dres');
   const dF1 = m.b('dF1');
   const normWs = m.b('normWs');
-  // dW first: hF's live copy is dh, which lm_head.dx then overwrites.
-  push(m.loadSaved(L, 'hF'));
-  if (!frozen) push(m.g.dwMatmul({ label: 'lm_head.dw', a: dlogits, b: m.saved(L, 'hF'), c: gp(m.lmHead), M: V, N: C, K: N, transA: true }, 'dq'));
-  if (!m.cfg.tie_word_embeddings) store(m.lmHead);
-  push(matmul(rt, { label: 'lm_head.dx', a: dlogits, b: m.param(m.lmHead), c: dh, M: N, N: C, K: V }));
+  // dh holds the head's dX; the head's dW is final too (tied: the embedding's is added below).
   push(m.loadSaved(L, 'xFinal'));
   push(rmsnormBackward(rt, { label: 'normF.bwd', x: m.saved(L, 'xFinal'), w: m.param('model.norm.weight'), rstd: m.b('rstdF'), dy: dh, dx: dres, dw: gp('model.norm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: false, dxCodes: m.g.dyCodes(L - 1), dx16: m.g.dyOut(L - 1, 'dres', dres, C) }));
   store('model.norm.weight');

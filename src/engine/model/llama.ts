@@ -10,18 +10,16 @@ import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionForward } from '../kernels/attention/attention';
 import { attentionForwardI8 } from '../kernels/attention/i8';
 import { attentionForwardF16 } from '../kernels/attention/f16/attention-f16';
-import { packBf16, unpackBf16 } from '../kernels/bf16/bf16';
-import { crossEntropyForwardBackward } from '../kernels/crossentropy/crossentropy';
+import { bf16Words, packBf16, unpackBf16 } from '../kernels/bf16/bf16';
 import { copy } from '../kernels/elementwise/elementwise';
 import { embeddingForward } from '../kernels/embedding/embedding';
-import { matmul } from '../kernels/matmul/matmul';
 import { hashBuffers } from '../kernels/hash/hash';
-import { buildDequantize, buildQuantize } from '../kernels/quantize/quantize';
+import { buildDequantize, buildQuantize, dequantizeRows } from '../kernels/quantize/quantize';
 import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce/reduce';
 import { rmsnormForward } from '../kernels/rmsnorm/rmsnorm';
 import { rope, ropeTablePacked } from '../kernels/rope/rope';
 import { adamw } from '../optim/adamw';
-import { adamwScaled, lossScaleCheck, lossScaleSeed, lossScaleUpdate, packLossScaleState } from '../optim/loss-scale-gpu';
+import { adamwScaled, lossScaleCheck, lossScaleUpdate, packLossScaleState } from '../optim/loss-scale-gpu';
 import { LossScaler } from '../optim/loss-scale';
 import { assertSupported, isFp32, type Scheme } from '../scheme/scheme';
 import { deriveSeed } from '../util/rng';
@@ -35,6 +33,7 @@ import {
 } from './plan';
 import type { LayerPaths } from './int8-gemms';
 import { LinearGemms } from './linear-gemms';
+import { buildLmHead } from './lm-head';
 import type { ProbePoint } from './probe-point';
 import type { RunPlan } from '../plan/run-plan';
 import { type TensorParallel, TpSim } from './tp/tp';
@@ -49,8 +48,13 @@ export class LlamaGpu {
   readonly layout: ParamLayout;
   readonly dims: ModelDims;
   readonly buf = new Map<string, GPUBuffer>();
-  /** Forward + loss (also used for evaluation). */
+  /**
+   * Forward + loss; in a training model also the LM head's backward (lm-head.ts: its logits exist a
+   * chunk at a time), so the backward starts at the final norm. Evaluation runs `lossForward`.
+   */
   readonly forward: Dispatch[] = [];
+  /** Forward + loss only, nothing else written (evaluation): `forward` itself in a forward-only model. */
+  readonly lossForward: Dispatch[] = [];
   /** Backward, clipping and optimizer (after `forward` in a training step). */
   readonly backward: Dispatch[] = [];
   /**
@@ -66,7 +70,10 @@ export class LlamaGpu {
    */
   readonly baseDerive: Dispatch[] = [];
   private readonly ownsWeights: boolean;
-  private logitsEnd = 0;
+  /** Where the forward's layers and final norm end (the LM head's input hF is final). */
+  private bodyEnd = 0;
+  /** The LM head's chunks (plan.logitsRows): with one, the logits of the whole batch exist after bodyEnd + 1 dispatches. */
+  private logitsChunks = 1;
   /** Where the optimizer list's gradient-norm dispatches end (a TP rank computes the norm across peers instead). */
   private normEnd = 0;
 
@@ -133,13 +140,9 @@ export class LlamaGpu {
         : new TpPeer(rt, this.dims, tp, tpRank, this.layout, b);
     this.buildForward();
     if (this.training) {
-      if (plan.lossScale) {
-        rt.write(this.b('lossScale'), new Uint8Array(packLossScaleState(new LossScaler(plan.lossScale).state())));
-        // Backward of scale·loss: the loss gradient (dlogits, in place of the logits) times the scale.
-        this.backward.push(lossScaleSeed(rt, { label: 'xent', x: this.b('logits'), n: this.dims.N * this.dims.V, state: this.b('lossScale') }));
-      }
+      if (plan.lossScale) rt.write(this.b('lossScale'), new Uint8Array(packLossScaleState(new LossScaler(plan.lossScale).state())));
       buildBackward({
-        rt, cfg, dims: this.dims, plan: this.plan, tp: this.tp, g: this.g, lora: this.lora, lmHead: this.lmHead(), attnDqPath: opts.attnDqPath, attnPaths: this.attnPaths,
+        rt, cfg, dims: this.dims, plan: this.plan, tp: this.tp, g: this.g, lora: this.lora, attnDqPath: opts.attnDqPath, attnPaths: this.attnPaths,
         b, param: (name) => this.param(name), saved: (l, key) => this.saved(l, key), loadSaved: (l, key) => this.loadSaved(l, key),
         gradOut: (name) => this.gradOut(name), storeGrad: (name) => this.storeGrad(name),
         recompute: (l) => {
@@ -189,6 +192,23 @@ export class LlamaGpu {
     const after = ds.length ? ds[ds.length - 1] : this.forward[this.forward.length - 1];
     this.probePoints.set(`L${l}.${key}`, { after, x: this.b(liveKey(key)), n: st.n, stored: { storage: st, words, scales } });
     return ds;
+  }
+
+  /**
+   * Dispatches that dequantize rows [r0, r0 + rows) of (l, key) ([N, width]) back into the same rows
+   * of its live copy (the LM head's chunks: plan/logits.ts aligned them); all rows: loadSaved.
+   */
+  private loadSavedRows(l: number, key: LayerSavedKey, width: number, r0: number, rows: number): Dispatch[] {
+    const st = this.storage[l][key];
+    if (!st) return [];
+    if (rows === this.dims.N) return this.loadSaved(l, key);
+    const out = { buffer: this.b(liveKey(key)), offset: r0 * width * 4, size: rows * width * 4 };
+    const label = `L${l}.${key}.rows${r0}`;
+    if (isBf16(st)) {
+      const words = { buffer: this.b(`L${l}.${key}.codes`), offset: bf16Words(r0 * width) * 4, size: bf16Words(rows * width) * 4 };
+      return unpackBf16(this.rt, { label, words, out, n: rows * width });
+    }
+    return [dequantizeRows(this.rt, label, st, width, r0, rows, this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), out)];
   }
 
   /** Dispatches that dequantize (l, key) back into its live copy before backward reads it. */
@@ -296,11 +316,41 @@ export class LlamaGpu {
     push(this.storeSaved(L, 'xFinal'));
     push(rmsnormForward(rt, { label: 'normF', x: this.saved(L, 'xFinal'), w: this.param('model.norm.weight'), y: this.saved(L, 'hF'), rstd: this.b('rstdF'), dims: { N, C, eps } }));
     push(this.storeSaved(L, 'hF'));
-    push(matmul(rt, { label: 'lm_head', a: this.saved(L, 'hF'), b: this.param(this.lmHead()), c: this.b('logits'), M: N, N: V, K: C, transB: true }));
-    this.logitsEnd = f.length;
-    // Fused CE forward+backward: per-row losses, their mean, and dlogits in place of the logits.
-    const logits = this.b('logits');
-    push(crossEntropyForwardBackward(rt, { label: 'xent', logits, dlogits: logits, targets: this.b('targets'), losses: this.b('losses'), loss: this.b('loss'), workspace: this.b('ceWs'), dims: { N, V } }));
+    this.bodyEnd = f.length;
+    this.buildHead();
+  }
+
+  /**
+   * The LM head, its loss and (training) its backward, a chunk of plan.logitsRows tokens at a time
+   * (lm-head.ts): the training forward's end, and evaluation's loss-only twin.
+   */
+  private buildHead(): void {
+    const { L, C } = this.dims;
+    const name = this.lmHead();
+    // A frozen head (LoRA) has no dW; a trained one's is read back from hF as stored (dequantized a chunk of rows at a time).
+    const dw = this.training && !this.plan.lora ? {
+      out: this.gradOut(name),
+      load: (r0: number, rows: number) => this.loadSavedRows(L, 'hF', C, r0, rows),
+      gemm: (args: Parameters<LinearGemms['dwMatmul']>[0]) => this.g.dwMatmul(args, 'dq'),
+    } : undefined;
+    const head = buildLmHead({
+      rt: this.rt, dims: this.dims, rows: this.plan.logitsRows, hF: this.saved(L, 'hF'), w: this.param(name),
+      logits: this.b('logits'), targets: this.b('targets'), losses: this.b('losses'), loss: this.b('loss'), ceWs: this.b('ceWs'),
+      train: this.training ? { dx: this.b('dh'), lossScale: this.plan.lossScale ? this.b('lossScale') : undefined, dw } : undefined,
+    });
+    this.logitsChunks = head.chunks;
+    const body = this.forward.slice(0, this.bodyEnd);
+    this.lossForward.push(...body, ...head.loss);
+    if (!head.train) {
+      this.forward.push(...head.loss);
+      return;
+    }
+    this.forward.push(...head.train);
+    // Tied embeddings collect the embedding's gradient on top (buildBackward stores it); an untied head's is final here, before any backward dispatch.
+    if (dw && !this.cfg.tie_word_embeddings) {
+      this.forward.push(...this.storeGrad(name));
+      this.gradFinal.set(name, 0);
+    }
   }
 
   /**
@@ -475,9 +525,17 @@ export class LlamaGpu {
     return hashBuffers(this.rt, `hash.${key}`, [{ buffer: this.b(key), words: this.layout.totalFloats }]);
   }
 
-  /** Forward without the loss kernels: logits stay logits (sampling). */
+  /** The forward up to the LM head's input (hF): every saved activation and probe point, no logits. */
+  get forwardBody(): Dispatch[] {
+    return this.forward.slice(0, this.bodyEnd);
+  }
+
+  /** Forward without the loss kernels: the whole batch's logits in `logits` (tests, sampling). Only where they exist at once. */
   get forwardLogits(): Dispatch[] {
-    return this.forward.slice(0, this.logitsEnd);
+    if (this.logitsChunks > 1) {
+      throw new Error(`the logits of ${this.dims.N} tokens exist ${this.plan.logitsRows} rows at a time (plan.logitsRows); build the model with logitsChunkRows: ${this.dims.N} to read them whole`);
+    }
+    return this.lossForward.slice(0, this.bodyEnd + 1);
   }
 
   /** The optimizer after the gradient norm: reads gradNorm as written by whoever computed it. */

@@ -34,6 +34,8 @@ export function linearsTransposed(tokens: number, minRows = LINEAR_NN_MIN_ROWS):
 export interface PlanOverrides {
   /** Tests: force the SwiGLU backward's block rows (see swigluBlockRows). */
   swigluBlockRows?: number;
+  /** Tests: force the token rows of logits that exist at once (plan/logits.ts logitsChunkRows). */
+  logitsChunkRows?: number;
   /** Tests: the fewest tokens (B·T) for which the forward linears run NN on a transposed weight (LINEAR_NN_MIN_ROWS). */
   linearNnMinRows?: number;
   /** Tests: false runs gate_proj's and up_proj's INT8 dX as two GEMMs even where one over K = 2F applies (gateUpDxFused). */

@@ -30,6 +30,7 @@ import type { ModelConfig } from '../model/config';
 import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
 import { type ParamLayout, paramLayout } from '../model/params';
 import { f16Operands, runsF16 } from '../model/f16-operands';
+import { logitsChunkRows } from './logits';
 import { type LoraPlan, loraBuffers, resolveLoraPlan } from '../lora/plan';
 import type { LoraSpec } from '../lora/spec';
 import { qloraBuffers, type QloraPlan, type QloraSpec, resolveQloraPlan } from '../lora/qlora/plan';
@@ -82,6 +83,11 @@ export interface RunPlan {
   fakeQuant: { weights: boolean; inputs: boolean; grads: boolean };
   /** Rows per block of the SwiGLU backward (swigluBlockRows; N when `up` is stored fp32). */
   swigluRows: number;
+  /**
+   * Token rows of logits that exist at once (plan/logits.ts logitsChunkRows; N = the whole batch):
+   * the LM head, its loss and its backward run a chunk of this many rows at a time (model/lm-head.ts).
+   */
+  logitsRows: number;
   wire: {
     /** Data parallel over `members` peers: the gradient all-reduce's format (null: the scheme's grads.wire has no all-reduce). */
     dp: { members: number; format: GradWire | null };
@@ -286,6 +292,8 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
       : [])),
     fakeQuant,
     swigluRows: saved.some((s) => s.up) ? swigluBlockRows(dims, saved, opts.swigluBlockRows) : dims.N,
+    // A trained head's dW reads hF back from its storage a chunk of rows at a time: its rows must align there too.
+    logitsRows: logitsChunkRows(dims, training && !lora ? saved[dims.L].hF : undefined, opts.logitsChunkRows),
     wire: {
       dp: { members: opts.dpMembers ?? 1, format: gradWireOf(scheme.grads.wire) },
       tp: scheme.tp.degree > 1 ? { degree: scheme.tp.degree, codec: scheme.tp.codec, group: scheme.tp.group } : null,
@@ -363,7 +371,7 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   for (const k of live) if (!LIVE_ALIAS[k]) ws(liveKey(k), sizes[k][0] * f);
   if (live.has('up')) ws('swigluBlock', p.swigluRows * d.F * f);
   act('rstdF', d.N);
-  act('logits', d.N * d.V); // becomes dlogits in place
+  act('logits', p.logitsRows * d.V); // one chunk's (model/lm-head.ts); becomes its dlogits in place
   ws('targets', d.N * f);
   // qRaw and dq also hold [N, C] live copies (LIVE_ALIAS), wider than q in a tensor-parallel shard.
   ws('qRaw', d.N * Math.max(d.C, d.QC) * f);

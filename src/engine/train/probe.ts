@@ -114,7 +114,7 @@ export function quantProbeBufferPlan(plan: RunPlan): BufferSpec[] {
 export class QuantErrorProbe {
   private constructor(
     private readonly rt: Runtime,
-    /** The model's forward (up to the logits) with the probe dispatches after their points, then the reductions. */
+    /** The model's forward up to the LM head's input (every probe point lies there) with the probe dispatches after their points, then the reductions. */
     readonly forward: Dispatch[],
     private readonly records: RecordLayout[],
     private readonly buffers: GPUBuffer[],
@@ -155,7 +155,7 @@ export class QuantErrorProbe {
         normFinalize(rt, { label: `probe.L${r.layer}.${r.kind}.ref`, partials: block(r.refBase), count: r.count, out: slot(2 * i + 1) }),
       );
     });
-    const base = model.forwardLogits;
+    const base = model.forwardBody;
     const placed = base.filter((d) => extra.has(d)).length;
     if (placed !== extra.size) throw new Error('quantization probe: a probe point lies outside the forward pass');
     const forward = [...base.flatMap((d) => [d, ...(extra.get(d) ?? [])]), ...finals];

@@ -522,7 +522,7 @@ export class Trainer implements RunTrainer<StepMetrics> {
     try {
       for (const b of batches) {
         model.setBatch(b);
-        const [loss] = await this.runAndRead(model.forward, false);
+        const [loss] = await this.runAndRead(model.lossForward, false);
         sum += loss;
       }
     } finally {

@@ -11,6 +11,7 @@ import type { AttentionPass } from '../kernels/attention/tables';
 import { type MatmulShape, shapeKey } from '../kernels/matmul/plan';
 import { linearsTransposed } from '../model/plan';
 import type { RunPlan } from '../plan/run-plan';
+import { logitsChunks } from '../plan/logits';
 import { f16ShapeKey, type GemmForm, type GemmShape } from '../kernels/matmul-f16/plan';
 import type { KernelFamily } from './store';
 
@@ -97,12 +98,16 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
     if (c.attentionQk === 'int8') int8Attention.qk = true;
     if (c.attentionDp === 'int8') int8Attention.dp = true;
   }
-  add({ M: N, N: V, K: C, transB: true }, 0, 'lm_head forward');
+  // The LM head runs a chunk of plan.logitsRows tokens at a time (model/lm-head.ts): one shape, or two with a shorter last chunk.
+  const headRows = [...new Set(logitsChunks(N, plan.logitsRows).map((c) => c.rows))];
+  for (const R of headRows) add({ M: R, N: V, K: C, transB: true }, 0, 'lm_head forward');
   // The trainer's KV-cache decoder (model/decode.ts) prefills a context of T tokens with fp32 GEMMs on the stored weights.
   if (plan.training) for (const [name, cin, cout] of linears) add({ M: T, N: cout, K: cin, transB: true }, 0, `${name} decoder prefill`);
   if (plan.training) {
-    add({ M: N, N: C, K: V }, 0, 'lm_head dX');
-    add({ M: V, N: C, K: N, transA: true }, ws('dq'), 'lm_head dW');
+    for (const R of headRows) {
+      add({ M: R, N: C, K: V }, 0, 'lm_head dX');
+      add({ M: V, N: C, K: R, transA: true }, ws('dq'), 'lm_head dW');
+    }
   }
   const shape = { B, T, nH, nKV, D };
   const kernels: AttentionKernel[] = ['fwd', ...(plan.training ? ['dq', 'dkdv'] as const : [])];

@@ -143,7 +143,7 @@ export class TpTrainer implements RunTrainer<TpStepMetrics> {
   ) {
     this.id = owner;
     this.trainSegments = tp.segments([...model.forward, ...model.backward]);
-    this.forwardSegments = tp.segments(model.forward);
+    this.forwardSegments = tp.segments(model.lossForward);
   }
 
   /**

@@ -1,15 +1,18 @@
 // Cross-entropy over logits with integer targets (torch F.cross_entropy, mean reduction).
-// N = rows (tokens), V = vocab. logits, dlogits: [N, V]; targets: i32 [N]; losses: [N]; loss: [1];
-// ws: u32 [1] = number of counted rows. A target outside [0, V) means "ignore this row" (loss 0,
-// gradient 0, not counted); torch's ignore_index uses one value (-100), here any negative does.
+// N = rows (tokens), V = vocab. targets: i32 [N]; losses: [N]; loss: [1]; ws: u32 [1] = number of
+// counted rows. ce_rows sees one chunk of rows: logits, dlogits [N, V] hold rows R0 .. R0+N of the
+// whole (N = the chunk's rows, R0 its first row in targets and losses; R0 = 0 over all rows).
+// A target outside [0, V) means "ignore this row" (loss 0, gradient 0, not counted); torch's
+// ignore_index uses one value (-100), here any negative does.
 //
 // The TS side prepends a variant header that declares `logits` (binding 0) and
 // `fn store_grad(i: u32, g: f32)`: separate dlogits (binding 5), in place over logits, or none.
 //
-// Dispatch order: ce_count (one workgroup) → ce_rows (one workgroup per row; the linear
-// workgroup index spans a 2-D grid when N > 65535) → ce_mean (one workgroup). All three reduce in
-// a fixed order, so losses and gradients are bit-reproducible.
-struct Params { N: u32, V: u32, _p0: u32, _p1: u32 }
+// Dispatch order: ce_count (one workgroup) → ce_rows, once or once per chunk (one workgroup per
+// row; the linear workgroup index spans a 2-D grid when N > 65535) → ce_mean (one workgroup). All
+// three reduce in a fixed order and a row's result does not depend on its chunk, so losses and
+// gradients are bit-reproducible and the same chunked or whole.
+struct Params { N: u32, V: u32, R0: u32, _p1: u32 }
 
 override WG: u32 = 256;
 override WRITE_GRAD: bool = true;
@@ -31,7 +34,7 @@ fn ce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
   let row = wid.x + wid.y * nwg.x;
   if (row >= p.N) { return; }
   let base = row * p.V;
-  let t = targets[row];
+  let t = targets[p.R0 + row];
   let valid = counted(t);
   // Read before the barrier below: in place, the target's logit is overwritten by its gradient.
   var xt = 0.0;
@@ -57,7 +60,7 @@ fn ce_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
     workgroupBarrier();
   }
   let lse = redm[0] + log(reds[0]);
-  if (lid == 0u) { losses[row] = select(0.0, lse - xt, valid); }
+  if (lid == 0u) { losses[p.R0 + row] = select(0.0, lse - xt, valid); }
   // Loaded outside the WRITE_GRAD branch so the auto layout is the same for every variant.
   let cnt = r_ws[0];
   if (WRITE_GRAD) {
