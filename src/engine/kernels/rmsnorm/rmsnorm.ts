@@ -12,15 +12,16 @@ import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/r
 import { grid2d, requireBytes, rowWorkgroupSize, vec4Elementwise } from '../launch';
 import { castF32ToF16, F16_HALF_WGSL, type F16Out, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
 import { buildQuantize } from '../quantize/quantize';
-import { wgslPreamble, wgslSection } from '../wgsl';
+import { wgslIf, wgslPreamble, wgslSection } from '../wgsl';
 
 const shared = `${wgSum}\n${wgslPreamble(body)}`;
-const rowsScalar = `${shared}\n${wgslSection(body, 'elem_f32')}\n${wgslSection(body, 'rows')}`;
-const rowsVec4 = `${shared}\n${wgslSection(body, 'elem_vec4')}\n${wgslSection(body, 'rows')}`;
+const rows = (h: boolean) => wgslIf(wgslSection(body, 'rows'), { H: h });
+const rowsScalar = `${shared}\n${wgslSection(body, 'elem_f32')}\n${rows(false)}`;
+const rowsVec4 = `${shared}\n${wgslSection(body, 'elem_vec4')}\n${rows(false)}`;
 const dwSrc = `${shared}\n${wgslSection(body, 'dw')}`;
 const rowsQuant = `${codecSrc}\n${shared}\n${wgslSection(body, 'elem_vec4')}\n${wgslSection(body, 'rows_q')}`;
 /** vec4 rows whose forward and backward dx also write their output's f16 copy (packed, or the twin's f32: elem). */
-const rowsF16 = (elem: 'f16' | 'f32') => `${rowsVec4}\n${F16_HALF_WGSL}\n${f16OutWgsl('h_y', 5, 4, elem)}\n${f16OutWgsl('h_dx', 6, 4, elem)}\n${wgslSection(body, 'rows_h')}`;
+const rowsF16 = (elem: 'f16' | 'f32') => `${shared}\n${wgslSection(body, 'elem_vec4')}\n${rows(true)}\n${F16_HALF_WGSL}\n${f16OutWgsl('h_y', 5, 4, elem)}\n${f16OutWgsl('h_dx', 6, 4, elem)}`;
 
 export type { F16Out } from '../matmul-f16/cast';
 
@@ -127,7 +128,7 @@ export function rmsnormForwardF16(rt: Runtime, o: { label: string; x: Binding; w
   requireBytes(o.label, 'y16', o.y16.out, f16OperandBytes(n, o.y16.elem === 'f32'));
   const u = rt.uniform(`${o.label}.rmsnormFwdH`, params(d, false));
   return [rt.kernel({
-    label: `${o.label}.rmsnormFwdH`, code: rowsF16(o.y16.elem), entryPoint: 'rmsnorm_fwd_h', constants: { WG: rowWorkgroupSize(Math.ceil(d.C / 16)) },
+    label: `${o.label}.rmsnormFwdH`, code: rowsF16(o.y16.elem), entryPoint: 'rmsnorm_fwd', constants: { WG: rowWorkgroupSize(Math.ceil(d.C / 16)) },
     bindings: [o.x, o.w, u, o.y, o.rstd, o.y16.out], workgroups: grid2d(rt, d.N),
   })];
 }
@@ -169,7 +170,7 @@ export function rmsnormBackward(rt: Runtime, o: {
   const fusedH = h && rows.code === rowsVec4 && vec4Elementwise(d.C, [h.out]);
   const dx: Dispatch[] = fusedH
     ? [rt.kernel({
-      label: `${o.label}.rmsnormBwdDxH`, code: rowsF16(h.elem), entryPoint: 'rmsnorm_bwd_dx_h', constants: { WG: rows.WG },
+      label: `${o.label}.rmsnormBwdDxH`, code: rowsF16(h.elem), entryPoint: 'rmsnorm_bwd_dx', constants: { WG: rows.WG },
       bindings: [o.x, o.w, uDx, o.dy, o.rstd, o.dx, h.out], workgroups: grid2d(rt, d.N),
     })]
     : fused

@@ -24,7 +24,10 @@ const VW: u32 = 4u;
 fn hsum(v: V) -> f32 { return (v.x + v.y) + (v.z + v.w); }
 
 //--- rows
-// ---- forward: bindings x, w, params, y, rstd
+// H: the forward and the backward dx also write their output's f16 copy, the operand of the f16 GEMM
+// that reads it next: h_y, h_dx (and half) come from matmul-f16/cast.ts (f16OutWgsl: packed pairs, or
+// the twin's f32), rounded as the cast rounds. vec4 elements only.
+// ---- forward: bindings x, w, params, y, rstd (H: y16)
 @group(0) @binding(0) var<storage, read> f_x: array<V>;
 @group(0) @binding(1) var<storage, read> f_w: array<V>;
 @group(0) @binding(3) var<storage, read_write> f_y: array<V>;
@@ -40,11 +43,17 @@ fn rmsnorm_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
   var acc = 0.0;
   for (var c = lid; c < cv; c += WG) { let v = f_x[base + c]; acc += hsum(v * v); }
   let r = inverseSqrt(wg_sum(acc, lid) / f32(p.C) + p.eps);
-  for (var c = lid; c < cv; c += WG) { f_y[base + c] = f_w[c] * (f_x[base + c] * r); }
+  for (var c = lid; c < cv; c += WG) {
+    let y = f_w[c] * (f_x[base + c] * r);
+    f_y[base + c] = y;
+// #if H
+    h_y_store4(base + c, y);
+// #endif
+  }
   if (lid == 0u) { f_rstd[row] = r; }
 }
 
-// ---- backward dx: bindings x, w, params, dy, rstd, dx
+// ---- backward dx: bindings x, w, params, dy, rstd, dx (H: dx16)
 @group(0) @binding(3) var<storage, read> b_dy: array<V>;
 @group(0) @binding(4) var<storage, read> b_rstd: array<f32>;
 @group(0) @binding(5) var<storage, read_write> b_dx: array<V>;
@@ -62,7 +71,12 @@ fn rmsnorm_bwd_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocati
   let m = wg_sum(acc, lid) / f32(p.C);
   for (var c = lid; c < cv; c += WG) {
     let g = r * (b_dy[base + c] * f_w[c] - (f_x[base + c] * r) * m);
-    if (p.accumulate != 0u) { b_dx[base + c] = b_dx[base + c] + g; } else { b_dx[base + c] = g; }
+    var v = g;
+    if (p.accumulate != 0u) { v = b_dx[base + c] + g; }
+    b_dx[base + c] = v;
+// #if H
+    h_dx_store4(base + c, v);
+// #endif
   }
 }
 
@@ -191,45 +205,4 @@ fn rmsnorm_bwd_dx_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
   let inv = int_inv(s);
   for (var c = lid; c < cv; c += WG) { qb_codes[base + c] = int8_word(qb_dx[base + c], s, inv); }
   if (lid == 0u) { qb_scales[row] = s; }
-}
-
-//--- rows_h
-// The forward and the backward dx of `rows` (appended to it, vec4 elements) that also write their
-// output's f16 copy, the operand of the f16 GEMM that reads it next: h_y, h_dx (and half) come from
-// matmul-f16/cast.ts (f16OutWgsl: packed pairs, or the twin's f32), rounded as the cast rounds.
-@compute @workgroup_size(WG)
-fn rmsnorm_fwd_h(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                 @builtin(num_workgroups) nwg: vec3<u32>) {
-  let row = wid.x + wid.y * nwg.x;
-  if (row >= p.N) { return; }
-  let cv = p.C / VW;
-  let base = row * cv;
-  var acc = 0.0;
-  for (var c = lid; c < cv; c += WG) { let v = f_x[base + c]; acc += hsum(v * v); }
-  let r = inverseSqrt(wg_sum(acc, lid) / f32(p.C) + p.eps);
-  for (var c = lid; c < cv; c += WG) {
-    let y = f_w[c] * (f_x[base + c] * r);
-    f_y[base + c] = y;
-    h_y_store4(base + c, y);
-  }
-  if (lid == 0u) { f_rstd[row] = r; }
-}
-
-@compute @workgroup_size(WG)
-fn rmsnorm_bwd_dx_h(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                    @builtin(num_workgroups) nwg: vec3<u32>) {
-  let row = wid.x + wid.y * nwg.x;
-  if (row >= p.N) { return; }
-  let cv = p.C / VW;
-  let base = row * cv;
-  let r = b_rstd[row];
-  var acc = 0.0;
-  for (var c = lid; c < cv; c += WG) { acc += hsum((b_dy[base + c] * f_w[c]) * (f_x[base + c] * r)); }
-  let m = wg_sum(acc, lid) / f32(p.C);
-  for (var c = lid; c < cv; c += WG) {
-    let g = r * (b_dy[base + c] * f_w[c] - (f_x[base + c] * r) * m);
-    let v = select(g, b_dx[base + c] + g, p.accumulate != 0u);
-    b_dx[base + c] = v;
-    h_dx_store4(base + c, v);
-  }
 }

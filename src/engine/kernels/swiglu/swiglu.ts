@@ -98,7 +98,7 @@ export function swigluForwardF16(rt: Runtime, o: { label: string; gate: Binding;
   for (const [k, b] of [['gate', o.gate], ['up', o.up], ['h', o.h]] as const) requireBytes(o.label, k, b, n * 4);
   const u = rt.uniform(`${o.label}.swigluFwdH`, new Uniforms().u32(n / 4).u32(0).u32(0).u32(0));
   return [rt.kernel({
-    label: `${o.label}.swigluFwdH`, code: srcHalf(o.h16.elem), entryPoint: 'swiglu_fwd_h',
+    label: `${o.label}.swigluFwdH`, code: srcHalf(o.h16.elem), entryPoint: 'swiglu_fwd',
     bindings: [o.gate, o.up, u, o.h, o.h16.out], workgroups: grid2d(rt, Math.ceil(n / 4 / 256)),
   })];
 }
@@ -131,7 +131,7 @@ export function swigluBackwardF16(rt: Runtime, o: {
   for (const [k, b] of [['gate', o.gate], ['up', o.up], ['dh', o.dh]] as const) requireBytes(o.label, k, b, n * 4);
   const u = rt.uniform(`${o.label}.swigluBwdH`, new Uniforms().u32(n / 4).u32(0).u32(row0 * F / 4).u32(0));
   return [rt.kernel({
-    label: `${o.label}.swigluBwdH`, code: srcHalf(o.dgate16.elem), entryPoint: 'swiglu_bwd_h', constants: { OVER_DH_H: overDh ? 1 : 0 },
+    label: `${o.label}.swigluBwdH`, code: srcHalf(o.dgate16.elem), entryPoint: overDh ? 'swiglu_bwd_over_dh' : 'swiglu_bwd_inplace',
     bindings: [o.gate, o.up, u, o.dh, o.dgate16.out, o.dup16.out], workgroups: grid2d(rt, Math.ceil(n / 4 / 256)),
   })];
 }

@@ -8,8 +8,13 @@ alias V = vec4<f32>;
 // #else
 alias V = f32;
 // #endif
+// HALF (VEC4 only): swiglu_fwd, swiglu_bwd_inplace and swiglu_bwd_over_dh also write their outputs'
+// f16 copies, the operands of the f16 GEMMs that read them next (down_proj's X; gate_proj's and
+// up_proj's dY): h_h, h_dg, h_du (and half) come from matmul-f16/cast.ts (f16OutWgsl: packed, or the
+// twin's f32), rounded as the cast rounds; bindings 4 (h16; dgate16) and 5 (dup16).
 // cols: V elements per row (the row kernels swiglu_fwd_q, swiglu_bwd_q_*; n then counts rows);
-// row0: the first row's index in the backward's codes and scales (a block of rows of the whole).
+// row0: the first row's index in the backward's codes and scales (a block of rows of the whole), and
+// where HALF's n vec4s start in the f16 copies.
 struct Params { n: u32, cols: u32, row0: u32, _p2: u32 }
 
 @group(0) @binding(2) var<uniform> p: Params;
@@ -34,7 +39,11 @@ fn swiglu_fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
   let i = flat(gid, nwg);
   if (i >= p.n) { return; }
   let g = f_gate[i];
-  f_h[i] = (g * sigmoid(g)) * f_up[i];
+  let h = (g * sigmoid(g)) * f_up[i];
+  f_h[i] = h;
+// #if HALF
+  h_h_store4(p.row0 + i, h);
+// #endif
 }
 
 // ---- backward: bindings gate, up, params, dh, dgate, dup
@@ -67,8 +76,14 @@ fn swiglu_bwd_inplace(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
   let u = i_up[i];
   let s = sigmoid(g);
   let d = b_dh[i];
-  i_up[i] = d * (g * s);
-  i_gate[i] = d * u * (s * (1.0 + g * (1.0 - s)));
+  let du = d * (g * s);
+  let dg = d * u * (s * (1.0 + g * (1.0 - s)));
+  i_up[i] = du;
+  i_gate[i] = dg;
+// #if HALF
+  h_dg_store4(p.row0 + i, dg);
+  h_du_store4(p.row0 + i, du);
+// #endif
 }
 
 // ---- backward with dgate over gate and dup over dh (each element is read before the same invocation
@@ -83,8 +98,14 @@ fn swiglu_bwd_over_dh(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
   let g = i_gate[i];
   let s = sigmoid(g);
   let d = o_dh[i];
-  o_dh[i] = d * (g * s);
-  i_gate[i] = d * f_up[i] * (s * (1.0 + g * (1.0 - s)));
+  let du = d * (g * s);
+  let dg = d * f_up[i] * (s * (1.0 + g * (1.0 - s)));
+  o_dh[i] = du;
+  i_gate[i] = dg;
+// #if HALF
+  h_dg_store4(p.row0 + i, dg);
+  h_du_store4(p.row0 + i, du);
+// #endif
 }
 
 // ---- forward in place (h over up; each element is read before the same invocation writes it):
@@ -158,42 +179,5 @@ fn swiglu_bwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     q_codes[out + p.cols + c] = int8_word(select(i_up[i], o_dh[i], OVER_DH), s, inv);
   }
   if (lid == 0u) { q_scales[p.row0 + row] = s; }
-}
-// #endif
-
-// #if HALF
-// The forward and the in-place backward that also write their outputs' f16 copies, the operands of
-// the f16 GEMMs that read them next (down_proj's X; gate_proj's and up_proj's dY): h_h, h_dg, h_du
-// (and half) come from matmul-f16/cast.ts (f16OutWgsl: packed, or the twin's f32), rounded as the
-// cast rounds. VEC4 only; flat like swiglu_fwd / swiglu_bwd_inplace, whose arithmetic they repeat.
-// p.row0: where these n vec4s start in the f16 copies (a block of rows of the blocked backward).
-@compute @workgroup_size(256)
-fn swiglu_fwd_h(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let i = flat(gid, nwg);
-  if (i >= p.n) { return; }
-  let g = f_gate[i];
-  let h = (g * sigmoid(g)) * f_up[i];
-  f_h[i] = h;
-  h_h_store4(p.row0 + i, h);
-}
-
-// In place: dgate over gate, dup over up, or over dh with OVER_DH (each element is read before the
-// same invocation writes it). Bindings gate/dgate, up, params, dh, dgate16, dup16.
-override OVER_DH_H: bool = false;
-
-@compute @workgroup_size(256)
-fn swiglu_bwd_h(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let i = flat(gid, nwg);
-  if (i >= p.n) { return; }
-  let g = i_gate[i];
-  let u = i_up[i];
-  let s = sigmoid(g);
-  let d = o_dh[i];
-  let du = d * (g * s);
-  let dg = d * u * (s * (1.0 + g * (1.0 - s)));
-  if (OVER_DH_H) { o_dh[i] = du; } else { i_up[i] = du; }
-  i_gate[i] = dg;
-  h_dg_store4(p.row0 + i, dg);
-  h_du_store4(p.row0 + i, du);
 }
 // #endif

@@ -16,7 +16,7 @@
  */
 import { f16OutModule } from '../../matmul-f16/cast';
 import { sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
-import { emulation, f16AttnSpecError, type F16AttnSpec } from './code';
+import { emulation, f16AttnSpecError, type F16AttnSpec, type StageGen, stageRows } from './code';
 
 const SYNTAX = { syntax: 'template' } as const;
 
@@ -53,24 +53,9 @@ export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxW
   return null;
 }
 
-interface Gen {
-  L: string[];
-  emu: boolean;
-  s: F16AttnSpec;
-  NT: number;
-}
-
-/** Stages `rows` head rows from fp32 `src` (rows row0.., head `head` of `heads`) as f16 into A at element `dst`; rows past T are zero. */
-function stage(g: Gen, src: string, heads: string, head: string, rows: number, row0: string, dst: string, KST: number, indent: string): void {
-  const DV = g.s.D / 4;
-  const per = Math.ceil((rows * DV) / g.NT);
-  const cast = (x: string) => (g.emu ? `rne16v(${x})` : `vec4<f16>(${x})`);
-  for (let t = 0; t < per; t++) {
-    g.L.push(`${indent}{ let e = lid + ${t * g.NT}u; let rr = e / ${DV}u; let c = e % ${DV}u; let j = ${row0} + rr;`);
-    const guard = (t + 1) * g.NT > rows * DV ? `e < ${rows * DV}u` : 'true';
-    g.L.push(`${indent}  if (${guard}) { let ok = j < P.T; let x = ${cast(`select(vec4<f32>(), ${src}[select(0u, ((b * P.T + j) * ${heads} + ${head}) * ${DV}u + c, ok)], ok)`)};`);
-    g.L.push(`${indent}    let s0 = ${dst} + rr * ${KST}u + c * 4u; A[s0] = x.x; A[s0 + 1u] = x.y; A[s0 + 2u] = x.z; A[s0 + 3u] = x.w; } }`);
-  }
+/** Stages `rows` head rows from fp32 `src` (rows row0.., head `head` of `heads`) as f16 into A at element `dst` (code.ts stageRows). */
+function stage(g: StageGen, src: string, heads: string, head: string, rows: number, row0: string, dst: string, KST: number, indent: string): void {
+  stageRows(g, 'A', src, heads, head, rows, row0, dst, KST, indent);
 }
 
 function header(kind: F16AttnBwdKernel, s: F16AttnSpec, emu: boolean): string {
@@ -133,7 +118,7 @@ export function f16AttnDqCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): st
   const VOFF = BKV * KST;
   const DOFF = BQ * KST;
   const DV = D / 4;
-  const g: Gen = { L: [], emu, s, NT };
+  const g: StageGen = { L: [], emu, D: s.D, NT };
   const L = g.L;
   const load = (arr: string, T: 'LT' | 'RT', off: string, colMajor: boolean, stride: number) =>
     (emu ? `emuLoad${T}_${arr}(${off}, ${stride}u, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, `${stride}u`));
@@ -220,7 +205,7 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: { emulate?: boolean; dv16?: '
   const LPR = sgSize / M;
   const st = f16AttnBwdStaging('dkdv', s);
   const { own: BKo, KST, PST, SST } = st;
-  const g: Gen = { L: [], emu, s, NT };
+  const g: StageGen = { L: [], emu, D: s.D, NT };
   const L = g.L;
   const load = (arr: string, T: 'LT' | 'RT', off: string, colMajor: boolean, stride: number) =>
     (emu ? `emuLoad${T}_${arr}(${off}, ${stride}u, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, `${stride}u`));

@@ -84,6 +84,26 @@ export function f16AttnLabel(s: F16AttnSpec): string {
   return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}`;
 }
 
+/** What a generator's staging writes into: its lines, the emulated twin or not, the head dim, the threads. */
+export interface StageGen { L: string[]; emu: boolean; D: number; NT: number }
+
+/**
+ * Stages `rows` head rows of fp32 `src` (rows row0.., head `head` of `heads`), D/4 vec4s each, as f16
+ * (the twin: f16-rounded f32) into workgroup array `arr` from element `dst`, rows KST apart; rows
+ * past T are zero. Every thread takes vec4s lid, lid + NT, ...: the forward's and the backward's kernels.
+ */
+export function stageRows(g: StageGen, arr: string, src: string, heads: string, head: string, rows: number, row0: string, dst: string, KST: number, indent: string): void {
+  const DV = g.D / 4;
+  const per = Math.ceil((rows * DV) / g.NT);
+  const cast = (x: string) => (g.emu ? `rne16v(${x})` : `vec4<f16>(${x})`);
+  for (let t = 0; t < per; t++) {
+    g.L.push(`${indent}{ let e = lid + ${t * g.NT}u; let rr = e / ${DV}u; let c = e % ${DV}u; let j = ${row0} + rr;`);
+    const guard = (t + 1) * g.NT > rows * DV ? `e < ${rows * DV}u` : 'true';
+    g.L.push(`${indent}  if (${guard}) { let ok = j < P.T; let x = ${cast(`select(vec4<f32>(), ${src}[select(0u, ((b * P.T + j) * ${heads} + ${head}) * ${DV}u + c, ok)], ok)`)};`);
+    g.L.push(`${indent}    let s0 = ${dst} + rr * ${KST}u + c * 4u; ${arr}[s0] = x.x; ${arr}[s0 + 1u] = x.y; ${arr}[s0 + 2u] = x.z; ${arr}[s0 + 3u] = x.w; } }`);
+  }
+}
+
 /** The layout spelling this kernel writes: subgroupMatrixLoad<T, row_major|col_major>(p, off, stride). */
 const SYNTAX = { syntax: 'template' } as const;
 
@@ -101,27 +121,16 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: { emulate?: boolean; o16?:
   const LPR = sgSize / M;
   const st = f16AttnStaging(s);
   const { KST, PST, SST, VOFF } = st;
-  const DV = D / 4; // vec4s per head row
-  const cast = (x: string) => (emu ? `rne16v(${x})` : `vec4<f16>(${x})`);
   const scast = (x: string) => (emu ? `rne16(${x})` : `f16(${x})`);
   const load = (arr: 'KV' | 'Ps', T: 'LT' | 'RT', off: string, colMajor: boolean, stride: number) =>
     (emu ? `emuLoad${T}_${arr}(${off}, ${stride}u, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, `${stride}u`));
   const storeS = (off: string, v: string) => (emu ? `emuStore_Ss(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, '&Ss', off, v, `${SST}u`));
   const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
   const L: string[] = [];
-  // Staging: `rows` head rows starting at row0 of `src` (q: nH heads, head h; k/v: nKV, head g), each
-  // D/4 vec4s, into KV at element `dst`; rows past T are zero (their scores are masked, their P is 0).
-  const stage = (src: 'q' | 'k' | 'v', rows: number, row0: string, dst: number, indent: string) => {
-    const per = Math.ceil((rows * DV) / NT);
-    for (let t = 0; t < per; t++) {
-      L.push(`${indent}{ let e = lid + ${t * NT}u; let rr = e / ${DV}u; let c = e % ${DV}u; let j = ${row0} + rr;`);
-      const heads = src === 'q' ? 'P.nH' : 'P.nKV';
-      const head = src === 'q' ? 'h' : 'g';
-      const guard = (t + 1) * NT > rows * DV ? `e < ${rows * DV}u` : 'true';
-      L.push(`${indent}  if (${guard}) { let ok = j < P.T; let x = ${cast(`select(vec4<f32>(), ${src}[select(0u, ((b * P.T + j) * ${heads} + ${head}) * ${DV}u + c, ok)], ok)`)};`);
-      L.push(`${indent}    let s0 = ${dst}u + rr * ${KST}u + c * 4u; KV[s0] = x.x; KV[s0 + 1u] = x.y; KV[s0 + 2u] = x.z; KV[s0 + 3u] = x.w; } }`);
-    }
-  };
+  // Staging into KV: q (nH heads, head h), k and v (nKV, head g); rows past T are zero (their scores are masked, their P is 0).
+  const g: StageGen = { L, emu, D, NT };
+  const stage = (src: 'q' | 'k' | 'v', rows: number, row0: string, dst: number, indent: string) =>
+    stageRows(g, 'KV', src, src === 'q' ? 'P.nH' : 'P.nKV', src === 'q' ? 'h' : 'g', rows, row0, `${dst}u`, KST, indent);
   // Q: staged, then its D/K left tiles per subgroup held in matrices across the key loop.
   stage('q', BQ, 'q0', 0, '  ');
   L.push('  workgroupBarrier();');
