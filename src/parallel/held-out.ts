@@ -48,7 +48,7 @@ export async function heldOutLoss(trainer: Trainer, batches: Int32Array[], seed:
   try {
     batches.forEach((b, j) => {
       model.setBatch(b);
-      rt.run(model.forward, (enc) => enc.copyBufferToBuffer(model.b('loss'), 0, out, 4 * j, 4));
+      rt.run(model.lossForward, (enc) => enc.copyBufferToBuffer(model.b('loss'), 0, out, 4 * j, 4));
     });
     const l = new Float32Array(await rt.read(out, 0, 4 * batches.length));
     return l.reduce((a, x) => a + x, 0) / l.length;
