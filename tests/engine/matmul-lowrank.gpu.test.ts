@@ -18,8 +18,8 @@ describe('matmul low-rank epilogue', () => {
       { M: 37, N: 29, K: 19, transB: true, accumulate: true, alpha: -0.75, variant: '32x32k16_4x4', lr: { rank: 3, scale: 2, transV: true } },
       // dX's form: NN, V [r, N] as vec4, U as vec4 (M % 4 == 0), partial tiles.
       { M: 36, N: 44, K: 20, variant: '32x32k16_4x4', lr: { rank: 12, scale: 0.5 } },
-      // The model's 8×16 micro tile, Y = X·Wᵀ with PEFT's B [N, r]; whole tiles (FULL_TILES).
-      { M: 128, N: 128, K: 16, transB: true, variant: '128x128k8_8x16', lr: { rank: 8, scale: 1.5, transV: true } },
+      // The model's 8×16 micro tile, Y = X·Wᵀ with PEFT's B [N, r] staged 2·BK = 16 of its columns a chunk (16, then 4); whole tiles.
+      { M: 128, N: 128, K: 16, transB: true, variant: '128x128k8_8x16', lr: { rank: 20, scale: 1.5, transV: true } },
       // 8×16 on partial tiles, V [r, N], accumulating.
       { M: 132, N: 136, K: 8, accumulate: true, variant: '128x128k8_8x16', lr: { rank: 5, scale: -1 } },
     ]);

@@ -111,12 +111,12 @@ fn lrV4(j: u32, c: u32, N: u32) -> vec4<f32> {
 }
 
 //--- lr_v_scalar
-// V [LR_R, N], or [N, LR_R] when LR_TRANS_V (LoRA's B as PEFT stores it, [out, r]).
+// V [LR_R, N], or [N, LR_R] when LR_TRANS_V (LoRA's B as PEFT stores it, [out, r]); 0 past its bounds.
 @group(0) @binding(5) var<storage, read> LRV: array<f32>;
 fn lrV4(j: u32, c: u32, N: u32) -> vec4<f32> {
   var v = vec4<f32>(0.0);
   for (var e = 0u; e < 4u; e++) {
-    if (c + e < N) { v[e] = LRV[select(j * N + c + e, (c + e) * LR_R + j, LR_TRANS_V)]; }
+    if (c + e < N && j < LR_R) { v[e] = LRV[select(j * N + c + e, (c + e) * LR_R + j, LR_TRANS_V)]; }
   }
   return v;
 }

@@ -458,32 +458,54 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 
 // #if LOW_RANK
   // s·Σ_j U[j, m]·V[j, n] onto the accumulators, which storeRow scales by alpha: hence s / alpha.
-  // Per j one vec4 of U per 4 rows and one of V per 4 columns: r FMAs per output element.
+  // Per j one vec4 of U per 4 rows and one of V per 4 columns: r FMAs per output element. V [N, r]
+  // (LR_TRANS_V, LoRA's B) is read in chunks of 2·BK of its columns, the tile's BN rows staged in
+  // Bs as the main loop's B tile (coalesced loads; read from global, its vec4s would be strided).
   {
     let lrS = bitcast<f32>(P._p0) / P.alpha;
     let ur0 = m0 + ty * 4u;
     let ur1 = ur0 + BM * 4u / TM;
     let vq0 = n0 + tx * 4u;
     let vdq = BN * 4u / TN;
-    for (var j = 0u; j < LR_R; j++) {
-      let u0 = lrS * lrU4(j, ur0, M);
-      let v0 = lrV4(j, vq0, N);
-      var v1 = v0; var v2 = v0; var v3 = v0;
-      if (TN >= 8u) { v1 = lrV4(j, vq0 + vdq, N); }
-      if (TN == 16u) { v2 = lrV4(j, vq0 + 2u * vdq, N); v3 = lrV4(j, vq0 + 3u * vdq, N); }
-      c00 += u0.x * v0; c10 += u0.y * v0; c20 += u0.z * v0; c30 += u0.w * v0;
-      if (TN >= 8u) { c01 += u0.x * v1; c11 += u0.y * v1; c21 += u0.z * v1; c31 += u0.w * v1; }
-      if (TN == 16u) {
-        c02 += u0.x * v2; c12 += u0.y * v2; c22 += u0.z * v2; c32 += u0.w * v2;
-        c03 += u0.x * v3; c13 += u0.y * v3; c23 += u0.z * v3; c33 += u0.w * v3;
+    let jc = select(LR_R, 2u * BK, LR_TRANS_V);
+    for (var j0 = 0u; j0 < LR_R; j0 += jc) {
+      if (LR_TRANS_V) {
+        workgroupBarrier();                // the tiles' last reads, or the previous chunk's
+        for (var w = lid; w < 2u * BK * BN / 4u; w += WG) {
+          let jj = w % (2u * BK);
+          let c = (w / (2u * BK)) * 4u;
+          Bs[(jj * BNP + c) / 4u] = lrV4(j0 + jj, n0 + c, N);
+        }
+        workgroupBarrier();
       }
-      if (TM == 8u) {
-        let u1 = lrS * lrU4(j, ur1, M);
-        c40 += u1.x * v0; c50 += u1.y * v0; c60 += u1.z * v0; c70 += u1.w * v0;
-        if (TN >= 8u) { c41 += u1.x * v1; c51 += u1.y * v1; c61 += u1.z * v1; c71 += u1.w * v1; }
+      for (var jj = 0u; jj < jc && j0 + jj < LR_R; jj++) {
+        let j = j0 + jj;
+        let u0 = lrS * lrU4(j, ur0, M);
+        var v0: vec4<f32>; var v1: vec4<f32>; var v2: vec4<f32>; var v3: vec4<f32>;
+        if (LR_TRANS_V) {
+          let bi = jj * (BNP / 4u) + tx;
+          v0 = Bs[bi];
+          if (TN >= 8u) { v1 = Bs[bi + BN / TN]; }
+          if (TN == 16u) { v2 = Bs[bi + 2u * BN / TN]; v3 = Bs[bi + 3u * BN / TN]; }
+        } else {
+          v0 = lrV4(j, vq0, N);
+          if (TN >= 8u) { v1 = lrV4(j, vq0 + vdq, N); }
+          if (TN == 16u) { v2 = lrV4(j, vq0 + 2u * vdq, N); v3 = lrV4(j, vq0 + 3u * vdq, N); }
+        }
+        c00 += u0.x * v0; c10 += u0.y * v0; c20 += u0.z * v0; c30 += u0.w * v0;
+        if (TN >= 8u) { c01 += u0.x * v1; c11 += u0.y * v1; c21 += u0.z * v1; c31 += u0.w * v1; }
         if (TN == 16u) {
-          c42 += u1.x * v2; c52 += u1.y * v2; c62 += u1.z * v2; c72 += u1.w * v2;
-          c43 += u1.x * v3; c53 += u1.y * v3; c63 += u1.z * v3; c73 += u1.w * v3;
+          c02 += u0.x * v2; c12 += u0.y * v2; c22 += u0.z * v2; c32 += u0.w * v2;
+          c03 += u0.x * v3; c13 += u0.y * v3; c23 += u0.z * v3; c33 += u0.w * v3;
+        }
+        if (TM == 8u) {
+          let u1 = lrS * lrU4(j, ur1, M);
+          c40 += u1.x * v0; c50 += u1.y * v0; c60 += u1.z * v0; c70 += u1.w * v0;
+          if (TN >= 8u) { c41 += u1.x * v1; c51 += u1.y * v1; c61 += u1.z * v1; c71 += u1.w * v1; }
+          if (TN == 16u) {
+            c42 += u1.x * v2; c52 += u1.y * v2; c62 += u1.z * v2; c72 += u1.w * v2;
+            c43 += u1.x * v3; c53 += u1.y * v3; c63 += u1.z * v3; c73 += u1.w * v3;
+          }
         }
       }
     }
