@@ -279,11 +279,20 @@ export function requireF16Out(label: string, name: string, h: F16Out, n: number)
   requireBytes(label, name, h.out, f16OperandBytes(n, h.elem === 'f32'));
 }
 
+/** The forward kernels' bindings, fp32 and f16 alike: q, k, v, o, lse, params, and o's f16 copy (6) where given. */
+export function forwardBindings(rt: Runtime, a: Omit<AttentionForwardArgs, 'tile'>): Binding[] {
+  if (a.o16) requireF16Out(a.label, 'o16', a.o16, a.B * a.T * a.nH * a.D);
+  return [a.q, a.k, a.v, a.o, a.lse, attentionParams(rt, a.label, a), ...(a.o16 ? [a.o16.out] : [])];
+}
+
+/** The dk/dv kernels' bindings (recomputing dq; the f16 one): q, k, v, dO, lse, Di, params, dk, dv, and dv's f16 copy (9) where given. */
+export function dkdvBindings(a: Pick<AttentionBackwardArgs, 'q' | 'k' | 'v' | 'dO' | 'lse' | 'dk' | 'dv' | 'dv16'>, di: Binding, params: Binding): Binding[] {
+  return [a.q, a.k, a.v, a.dO, a.lse, di, params, a.dk, a.dv, ...(a.dv16 ? [a.dv16.out] : [])];
+}
+
 /** o = softmax(q·kᵀ/√D + causal mask)·v per (b, h); lse saved for the backward (and o's f16 copy: o16). One dispatch. */
 export function attentionForward(rt: Runtime, a: AttentionForwardArgs): Dispatch[] {
   const t = tileFor(rt, a.label, 'fwd', a.D, a.tile);
-  const u = attentionParams(rt, a.label, a);
-  if (a.o16) requireF16Out(a.label, 'o16', a.o16, a.B * a.T * a.nH * a.D);
   return [rt.kernel({
     label: `${a.label}.attnFwd${a.o16 ? 'H' : ''}`,
     code: t.blocked
@@ -291,7 +300,7 @@ export function attentionForward(rt: Runtime, a: AttentionForwardArgs): Dispatch
       : fwdSrc(a.o16),
     entryPoint: t.blocked ? 'attn_fwd_blocked' : 'attn_fwd',
     constants: { D: a.D, BQ: t.BM, BK: t.BN, NT: t.NT },
-    bindings: [a.q, a.k, a.v, a.o, a.lse, u, ...(a.o16 ? [a.o16.out] : [])],
+    bindings: forwardBindings(rt, a),
     workgroups: [a.T === 0 ? 0 : Math.ceil(a.T / t.BM), a.B * a.nH],
   })];
 }
@@ -452,7 +461,7 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
     rt.kernel({
       label: `${a.label}.attnBwdDkDv${H}`,
       ...backwardKernel('dkdv', tkv, a.D, false, a.dv16?.elem),
-      bindings: [a.q, a.k, a.v, a.dO, a.lse, ws, u, a.dk, a.dv, ...(a.dv16 ? [a.dv16.out] : [])],
+      bindings: dkdvBindings(a, ws, u),
       workgroups: [empty ? 0 : Math.ceil(a.T / tkv.BN), a.B * a.nKV],
     }),
   ];

@@ -12,7 +12,7 @@ import { f32ArrayToF16, roundF16, roundF16Array } from '../../../quant/f16';
 import { Rng } from '../../../util/rng';
 import { f16ConfigsOf } from '../../matmul-f16/plan';
 import { subgroupMatrixConfigs, subgroupSize } from '../../qgemm/sgmat';
-import { attentionParams, requireF16Out, type Shape } from '../attention';
+import { attentionParams, dkdvBindings, forwardBindings, requireF16Out, type Shape } from '../attention';
 import { type F16Out, f16OperandBytes } from '../../matmul-f16/cast';
 import { attentionBackwardRef, attentionForwardRef } from '../attention.ref';
 import { f16AttnBlockQ, f16AttnForwardCode, f16AttnLabel, f16AttnSpecError, type F16AttnSpec } from './code';
@@ -60,12 +60,10 @@ export function attentionForwardF16(rt: Runtime, a: AttentionForwardF16Args): Di
   const lim = rt.device.limits;
   const err = f16AttnSpecError(spec, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, a.emulate);
   if (err) throw new Error(`${a.label}: ${f16AttnLabel(spec)}: ${err}`);
-  const u = attentionParams(rt, a.label, a);
-  if (a.o16) requireF16Out(a.label, 'o16', a.o16, a.B * a.T * a.nH * a.D);
   return [rt.kernel({
     label: `${a.label}.attnFwdF16${a.o16 ? 'H' : ''}`,
     code: f16AttnForwardCode(spec, { emulate: a.emulate, o16: a.o16?.elem }),
-    bindings: [a.q, a.k, a.v, a.o, a.lse, u, ...(a.o16 ? [a.o16.out] : [])],
+    bindings: forwardBindings(rt, a),
     workgroups: [a.T === 0 ? 0 : Math.ceil(a.T / f16AttnBlockQ(spec)), a.B * a.nH],
   })];
 }
@@ -394,7 +392,7 @@ export function attentionBackwardF16(rt: Runtime, a: AttentionBackwardF16Args): 
     rt.kernel({
       label: `${a.label}.attnBwdDkDvF16${a.dv16 ? 'H' : ''}`,
       code: f16AttnDkdvCode(specs.dkdv, { emulate: a.emulate, dv16: a.dv16?.elem }),
-      bindings: [a.q, a.k, a.v, a.dO, a.lse, a.workspace, a.dk, a.dv, u, ...(a.dv16 ? [a.dv16.out] : [])],
+      bindings: dkdvBindings(a, a.workspace, u),
       workgroups: [empty ? 0 : Math.ceil(a.T / f16AttnBlockQ(specs.dkdv)), a.B * a.nKV],
     }),
   ];

@@ -85,9 +85,9 @@ alias CT = subgroup_matrix_result<f32, ${N}, ${M}>;`;
 @group(0) @binding(3) var<storage, read> dO: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read> LSE: array<f32>;
 @group(0) @binding(5) var<storage, read> DI: array<f32>;
-@group(0) @binding(6) var<storage, read_write> DK: array<f32>;
-@group(0) @binding(7) var<storage, read_write> DV: array<f32>;
-@group(0) @binding(8) var<uniform> P: Params;`;
+@group(0) @binding(6) var<uniform> P: Params;
+@group(0) @binding(7) var<storage, read_write> DK: array<f32>;
+@group(0) @binding(8) var<storage, read_write> DV: array<f32>;`;
   const pArrays = kind === 'dq'
     ? `var<workgroup> Ps: array<${E}, ${st.pElems}>; // dS, M rows of BKV per subgroup`
     : `var<workgroup> Pt: array<${E}, ${st.pElems / 2}>; // Pᵀ, M key rows of BKV queries per subgroup
@@ -194,8 +194,9 @@ ${L.join('\n')}
 }
 
 /**
- * The dk/dv kernel (reads the dq kernel's Di). Bindings: q, k, v, dO, lse, Di, dk, dv, Params, and with
- * `dv16` dv's f16 copy (9: packed, or the twin's f32). Grid: x = key block, y = b·nKV + KV head.
+ * The dk/dv kernel (reads the dq kernel's Di). Bindings as the fp32 dk/dv pass's (../attention.ts
+ * dkdvBindings): q, k, v, dO, lse, Di, Params, dk, dv, and with `dv16` dv's f16 copy (9: packed, or
+ * the twin's f32). Grid: x = key block, y = b·nKV + KV head.
  */
 export function f16AttnDkdvCode(s: F16AttnSpec, o: { emulate?: boolean; dv16?: 'f16' | 'f32' } = {}): string {
   const emu = !!o.emulate;
