@@ -41,7 +41,7 @@ function what(issue: Issue, input: unknown): string {
     case 'invalid_type': {
       const got = valueAt(input, issue.path);
       const received = got === undefined ? 'nothing' : Array.isArray(got) ? 'a list' : got === null ? 'null' : `a ${typeof got} (${JSON.stringify(got)?.slice(0, 40)})`;
-      return `expected ${issue.expected === 'object' ? 'an object' : `a ${issue.expected}`}, got ${received}`;
+      return `expected ${issue.expected === 'object' ? 'an object' : issue.expected === 'int' ? 'a whole number' : `a ${issue.expected}`}, got ${received}`;
     }
     case 'too_small':
       return `must be ${issue.inclusive === false ? 'more than' : 'at least'} ${String(issue.minimum)}${issue.origin === 'string' ? ' characters' : ''}`;

@@ -97,6 +97,7 @@ export function RunForm() {
       <NumberField label="Eval batches" testId="eval-batches" integer min={1} value={draft.evalBatches} onChange={(v) => v !== undefined && setDraft({ evalBatches: v })} />
       <NumberField label="Sample every" testId="sample-every" integer min={0} value={draft.sampleEvery} onChange={(v) => v !== undefined && setDraft({ sampleEvery: v })} />
       <NumberField label="Sample length" testId="sample-length" integer min={0} value={draft.sampleLength} onChange={(v) => v !== undefined && setDraft({ sampleLength: v })} />
+      <NumberField label="Checkpoint every" testId="checkpoint-every" integer min={1} value={draft.checkpointEvery} onChange={(v) => v !== undefined && setDraft({ checkpointEvery: v })} />
       <div className="buttons">
         <button type="submit" data-testid="start" disabled={!gpuOk || problem !== null || customError !== null || tooBig !== null || dataBusy}
           title={tooBig ?? problem ?? customError ?? (dataBusy ? 'preparing the data' : undefined)}>

@@ -17,7 +17,7 @@ import { resolveTrainingPlan } from '../engine/plan/train-plan';
 import { tpActive, tpProblem } from '../engine/model/tp/tp';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { type Scheme, SchemeSchema, unsupportedFeatures } from '../engine/scheme/scheme';
-import { BUNDLED_DATASET, defaultRunSpec, type RunSpec, schemaProblems, trainOptionsOf } from '../engine/run/spec';
+import { BUNDLED_DATASET, DEFAULT_CHECKPOINT_EVERY, defaultRunSpec, type RunSpec, schemaProblems, trainOptionsOf } from '../engine/run/spec';
 import type { TrainOptions } from '../engine/train/options';
 import { LAB_RUN_SHAPE } from '../engine/tune/lab-run';
 import { LORA_TARGETS, loraAdapters, type LoraSpec, LoraSpecSchema } from '../engine/lora/spec';
@@ -68,8 +68,8 @@ export const RunConfigSchema = z
     sampleEvery: z.number().int().min(0),
     /** Characters generated per sample (0 = no samples). */
     sampleLength: z.number().int().min(0).max(4000),
-    /** Post a checkpoint every N steps (0 = only on pause, stop and at the end); absent = the run spec's default. */
-    checkpointEvery: z.number().int().min(0).optional(),
+    /** Post a checkpoint every N steps; at least 1, so a tab closed mid-run leaves one to resume from (absent = the run spec's default). */
+    checkpointEvery: z.number().int().min(1).optional(),
     /** Quantization scheme (absent = fp32). */
     scheme: SchemeSchema.optional(),
     /** The tokenizer (absent = the characters of the bundled text); its vocabulary sizes the embedding and logits. */
@@ -101,6 +101,7 @@ export const DEFAULT_RUN_CONFIG: RunConfig = {
   evalBatches: 8,
   sampleEvery: 0,
   sampleLength: 200,
+  checkpointEvery: DEFAULT_CHECKPOINT_EVERY,
 };
 
 /**
