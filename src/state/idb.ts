@@ -5,7 +5,7 @@
  */
 import { type DBSchema, type IDBPDatabase, openDB } from 'idb';
 import type { CheckpointBlob } from '../worker/protocol';
-import type { RunRepo } from './persist';
+import { keepStoredCheckpoint, type RunRepo } from './persist';
 import type { RunState } from './runs';
 
 const DB_NAME = 'webgpu-lab';
@@ -37,7 +37,10 @@ export class IdbRepo implements RunRepo {
     return this.db.getAll('runs');
   }
   async saveRun(run: RunState): Promise<void> {
-    await this.db.put('runs', run, run.id);
+    // Read and write in one transaction, so a checkpoint's transaction cannot land in between.
+    const tx = this.db.transaction('runs', 'readwrite');
+    const stored = await tx.store.get(run.id);
+    await Promise.all([tx.store.put(keepStoredCheckpoint(run, stored), run.id), tx.done]);
   }
   async saveFinal(run: RunState): Promise<void> {
     const tx = this.db.transaction('runs', 'readwrite', { durability: 'strict' });

@@ -9,6 +9,7 @@ import { reduceRun, restoredRun, type RunState } from './runs';
 
 export interface RunRepo {
   loadRuns(): Promise<RunState[]>;
+  /** A run record (the debounced save); it keeps a stored checkpoint the run does not know of yet (keepStoredCheckpoint). */
   saveRun(run: RunState): Promise<void>;
   /** A run's final state, committed durably (awaited before the page shows it finished). */
   saveFinal(run: RunState): Promise<void>;
@@ -24,12 +25,22 @@ export interface RunRepo {
   loadText(id: string): Promise<string | undefined>;
 }
 
+/**
+ * The record a debounced save writes over `stored`. The store learns of a checkpoint only after its
+ * transaction, so the run a save captured may predate a stored checkpoint: writing it as it is would
+ * leave the checkpoint's files with a record naming none (or an older step), and a closed tab unresumable.
+ */
+export function keepStoredCheckpoint(run: RunState, stored: RunState | undefined): RunState {
+  const had = stored?.checkpointStep ?? null;
+  return had !== null && (run.checkpointStep === null || run.checkpointStep < had) ? { ...run, checkpointStep: had } : run;
+}
+
 export class MemoryRepo implements RunRepo {
   runs = new Map<string, RunState>();
   checkpoints = new Map<string, CheckpointBlob>();
   texts = new Map<string, string>();
   async loadRuns() { return [...this.runs.values()].map((r) => structuredClone(r)); }
-  async saveRun(run: RunState) { this.runs.set(run.id, structuredClone(run)); }
+  async saveRun(run: RunState) { this.runs.set(run.id, structuredClone(keepStoredCheckpoint(run, this.runs.get(run.id)))); }
   async saveFinal(run: RunState) { await this.saveRun(run); }
   async deleteRun(id: string) { this.runs.delete(id); this.checkpoints.delete(id); this.texts.delete(id); }
   async saveCheckpoint(run: RunState, files: CheckpointBlob) { await this.saveRun(run); this.checkpoints.set(run.id, files); }

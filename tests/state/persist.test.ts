@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { emptyMemReport } from '../../src/engine/gpu/memory';
 import { IdbRepo, openDb } from '../../src/state/idb';
 import { createLabStore } from '../../src/state/lab';
-import { MemoryRepo, persistRuns, requestPersistentStorage, restoreRuns, RunJournal, storageProblem } from '../../src/state/persist';
+import { MemoryRepo, persistRuns, requestPersistentStorage, restoreRuns, RunJournal, type RunRepo, storageProblem } from '../../src/state/persist';
 import { canContinue, restoredRun } from '../../src/state/runs';
 import { DEFAULT_RUN_CONFIG, type FromWorker } from '../../src/worker/protocol';
 
@@ -26,7 +26,7 @@ class SlowRepo extends MemoryRepo {
   override async saveCheckpoint(run: Parameters<MemoryRepo['saveCheckpoint']>[0], f: Parameters<MemoryRepo['saveCheckpoint']>[1]) { await this.gate(); await super.saveCheckpoint(run, f); }
 }
 
-function started(repo: MemoryRepo, steps = 4) {
+function started(repo: RunRepo, steps = 4) {
   const store = createLabStore();
   const journal = new RunJournal(store, repo);
   const id = store.getState().addRun({ ...DEFAULT_RUN_CONFIG, steps });
@@ -133,6 +133,21 @@ describe('IndexedDB adapter (idb)', () => {
     expect(await again.loadRuns()).toEqual([]);
     expect(await again.loadCheckpoint(id)).toBeUndefined();
     expect(await again.loadText(id)).toBeUndefined();
+  });
+
+  it('a debounced save of a run older than its stored checkpoint leaves the run resumable (both repos)', async () => {
+    for (const repo of [new MemoryRepo(), new IdbRepo(await openDb())]) {
+      const { journal, id, run } = started(repo);
+      journal.receive(metrics(id, 0));
+      const captured = run(); // what the debounced save took: no checkpoint yet
+      journal.receive({ type: 'checkpoint', runId: id, step: 1, files: files(1) });
+      await journal.settled();
+      await repo.saveRun(captured); // lands after the checkpoint's transaction
+      const back = restoredRun((await repo.loadRuns()).find((r) => r.id === id)!);
+      expect(back.checkpointStep).toBe(1);
+      expect(canContinue(back)).toBe(true);
+      await repo.deleteRun(id);
+    }
   });
 });
 
