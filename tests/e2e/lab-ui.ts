@@ -321,6 +321,8 @@ export function labUiTests(check: Check): TestCase[] {
             await fill('eval-batches', 1);
             await fill('sample-every', 0);
             await fill('sample-length', 16);
+            // A checkpoint after every step: a close right after the last one finds an earlier step's to resume from.
+            await fill('checkpoint-every', 1);
             const before = await page.locator(byTestId('run')).count();
             await page.locator(byTestId('start')).dispatchEvent('click');
             await page.waitForFunction((n) => document.querySelectorAll('[data-testid="run"]').length > n, before, { timeout: 10_000, polling: 250 });
@@ -329,11 +331,8 @@ export function labUiTests(check: Check): TestCase[] {
             const deadline = Date.now() + 3 * 60_000;
             while ((await card.locator(byTestId('step')).getAttribute('data-value')) !== String(STEPS)) {
               check(Date.now() < deadline, 'the run did not reach its last step in 3 minutes');
-              // Kept as it was: this read of the absent run-error waits Playwright's 30 s on every poll, so each
-              // close comes up to 30 s after the last step. Polled promptly (textNow), a close 0 ms after step 3
-              // finds no checkpoint stored: the page checkpoints every 100 steps, so a 3-step run's only one is
-              // its final one. Make this prompt once the page checkpoints (or the test expects) accordingly.
-              check((await card.getAttribute('data-status')) !== 'error', `the run failed: ${await card.locator(byTestId('run-error')).innerText().catch(() => '')}`);
+              // textNow: innerText() on the absent run-error would wait 30 s a poll, so the close would not follow the last step.
+              check((await card.getAttribute('data-status')) !== 'error', `the run failed: ${await textNow(card.locator(byTestId('run-error')))}`);
               await page.waitForTimeout(50);
             }
             const statuses = await page.evaluate(() => (window as unknown as { __statuses: string[] }).__statuses);
