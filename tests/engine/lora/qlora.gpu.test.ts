@@ -38,6 +38,31 @@ function codesOf(t: Trainer, name: string): Promise<{ codes: Uint32Array; scales
   return (t.model as unknown as { g: { qbase: QloraBase } }).g.qbase.codes(name);
 }
 
+/**
+ * The GPU's quantized base is the codec's (codes and scales of `name`), reads back as the dequantized
+ * reference, and a step's loss and adapter gradients equal LoRA's over that dequantized base.
+ */
+async function expectLoraOverDequantized(q: Trainer, l: Trainer, base: Map<string, Float32Array>, deq: Map<string, Float32Array>,
+  lin: { name: string; rows: number; cols: number; G: number }, format: 'int4' | 'nf4' | 'int8'): Promise<{ lossQ: number; codes: { codes: Uint32Array; scales: Float32Array } }> {
+  const ref = quantizeRowGroupsRef(base.get(lin.name)!, lin.rows, lin.cols, format, lin.G);
+  const codes = await codesOf(q, lin.name);
+  expect(Array.from(codes.codes)).toEqual(Array.from(ref.codes));
+  expect(Array.from(codes.scales)).toEqual(Array.from(ref.scales));
+  const readBack = await q.parameters();
+  for (const [k, v] of deq) expect(maxRel(readBack.get(k)!, v), k).toBe(0);
+  const batch = q.batchAt(0);
+  const lossQ = await q.computeGradients(batch);
+  const lossL = await l.computeGradients(batch);
+  expect(Math.abs(lossQ - lossL) / lossL, `loss ${lossQ} vs LoRA ${lossL}`).toBeLessThan(1e-6);
+  const gq = unflatten(await q.model.readTrainable('grads'), q.model.trainable.layout);
+  const gl = unflatten(await l.model.readTrainable('grads'), l.model.trainable.layout);
+  let worst = 0;
+  for (const [k, v] of gl) worst = Math.max(worst, maxRel(gq.get(k)!, v));
+  console.log(`QLoRA ${format} micro: loss ${lossQ} vs LoRA on the dequantized base ${lossL}; worst adapter-gradient relative difference ${worst.toExponential(2)}`);
+  expect(worst).toBeLessThan(1e-4);
+  return { lossQ, codes };
+}
+
 describe('QLoRA', () => {
   it('weight-only INT4 GEMM accumulates onto C (C0 + X·Wᵀ, W dequantized by the codec)', async () => {
     const rt = await testRuntime();
@@ -88,24 +113,8 @@ describe('QLoRA', () => {
 
       // The GPU's quantized base is the codec's (codes and scales), and reads back as the dequantized reference.
       const name = qp.linears[3].name;
-      const lin = qp.byName.get(name)!;
-      const ref = quantizeRowGroupsRef(base.get(name)!, lin.rows, lin.cols, 'int4', lin.G);
-      const codes0 = await codesOf(q, name);
-      expect(Array.from(codes0.codes)).toEqual(Array.from(ref.codes));
-      expect(Array.from(codes0.scales)).toEqual(Array.from(ref.scales));
-      const readBack = await q.parameters();
-      for (const [k, v] of deq) expect(maxRel(readBack.get(k)!, v), k).toBe(0);
-
+      const { lossQ, codes: codes0 } = await expectLoraOverDequantized(q, l, base, deq, qp.byName.get(name)!, 'int4');
       const batch = q.batchAt(0);
-      const lossQ = await q.computeGradients(batch);
-      const lossL = await l.computeGradients(batch);
-      expect(Math.abs(lossQ - lossL) / lossL, `loss ${lossQ} vs LoRA ${lossL}`).toBeLessThan(1e-6);
-      const gq = unflatten(await q.model.readTrainable('grads'), q.model.trainable.layout);
-      const gl = unflatten(await l.model.readTrainable('grads'), l.model.trainable.layout);
-      let worst = 0;
-      for (const [k, v] of gl) worst = Math.max(worst, maxRel(gq.get(k)!, v));
-      console.log(`QLoRA int4 micro: loss ${lossQ} vs LoRA on the dequantized base ${lossL}; worst adapter-gradient relative difference ${worst.toExponential(2)}`);
-      expect(worst).toBeLessThan(1e-4);
 
       // Training moves the adapters only: the codes stay bit for bit, the loss on a batch falls.
       for (let i = 0; i < 3; i++) await q.trainStep();
@@ -140,24 +149,7 @@ describe('QLoRA', () => {
     const q = await Trainer.create(rt, oq, text, { tokenizer: tok, params: base, adapters: ad });
     const l = await Trainer.create(rt, one(options(spec)), text, { tokenizer: tok, params: deq, adapters: ad });
     try {
-      const name = qp.linears[5].name;
-      const lin = qp.byName.get(name)!;
-      const ref = quantizeRowGroupsRef(base.get(name)!, lin.rows, lin.cols, 'nf4', lin.G);
-      const got = await codesOf(q, name);
-      expect(Array.from(got.codes)).toEqual(Array.from(ref.codes));
-      expect(Array.from(got.scales)).toEqual(Array.from(ref.scales));
-      const readBack = await q.parameters();
-      for (const [k, v] of deq) expect(maxRel(readBack.get(k)!, v), k).toBe(0);
-      const batch = q.batchAt(0);
-      const lossQ = await q.computeGradients(batch);
-      const lossL = await l.computeGradients(batch);
-      expect(Math.abs(lossQ - lossL) / lossL, `loss ${lossQ} vs LoRA ${lossL}`).toBeLessThan(1e-6);
-      const gq = unflatten(await q.model.readTrainable('grads'), q.model.trainable.layout);
-      const gl = unflatten(await l.model.readTrainable('grads'), l.model.trainable.layout);
-      let worst = 0;
-      for (const [k, v] of gl) worst = Math.max(worst, maxRel(gq.get(k)!, v));
-      console.log(`QLoRA nf4 micro: loss ${lossQ} vs LoRA on the NF4-dequantized base ${lossL}; worst adapter-gradient relative difference ${worst.toExponential(2)}`);
-      expect(worst).toBeLessThan(1e-4);
+      await expectLoraOverDequantized(q, l, base, deq, qp.byName.get(qp.linears[5].name)!, 'nf4');
     } finally {
       q.destroy();
       l.destroy();
