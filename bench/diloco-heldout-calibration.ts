@@ -11,7 +11,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fail, num, parseCliArgs } from '../src/cli/common';
 import { DiLoCo } from '../src/parallel/diloco/diloco';
-import { DEFAULT_HELD_OUT_BATCHES, DEFAULT_MAX_RISE } from '../src/parallel/diloco/held-out';
+import { DEFAULT_HELD_OUT_BATCHES } from '../src/parallel/held-out';
+import { DEFAULT_MAX_RISE } from '../src/parallel/diloco/held-out';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { defaultTrainOptions } from '../src/engine/train/options';

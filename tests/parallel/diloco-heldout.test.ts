@@ -4,7 +4,8 @@
  * step's rows), and the configuration's validation. The GPU side is insider-diloco-heldout.gpu.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MAX_RISE, heldOutBatchStep, judgeHeldOut } from '../../src/parallel/diloco/held-out';
+import { heldOutBatchStep } from '../../src/parallel/held-out';
+import { DEFAULT_MAX_RISE, judgeHeldOut } from '../../src/parallel/diloco/held-out';
 import { resolveDiloco } from '../../src/parallel/diloco/diloco';
 
 const members = ['p0', 'p1', 'p2'];

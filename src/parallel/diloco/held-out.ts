@@ -23,9 +23,6 @@ import { grid2d } from '../../engine/kernels/launch';
 import type { Trainer } from '../../engine/train/trainer';
 import { DEFAULT_HELD_OUT_BATCHES, heldOutBatches, heldOutBatchStep, heldOutLoss, MAX_HELD_OUT_BATCHES } from '../held-out';
 
-// The batches and the loss are the group's (../held-out.ts, data parallel's sync uses them too); DiLoCo's importers take them from here.
-export { DEFAULT_HELD_OUT_BATCHES, heldOutBatch, heldOutBatchStep } from '../held-out';
-
 /**
  * Largest relative rise of the held-out loss a candidate may cause. bench/diloco-heldout-calibration.ts
  * (micro, H = 2, 4 held-out batches, all honest): 2 members, 200 evaluations, at most +1.96 %; 3 members,
