@@ -15,6 +15,7 @@
  *
  *   node f16-device.mjs [--json out.json] [--reps 10] [--sizes 4096] [--no-model] [--no-tune] [--tune-model]
  *                       [--budget-s 180] [--layout-s 20] [--model-top 6] [--cfgs 16x16x16,16x8x16]
+ *                       [--toggles disable_robustness,...] [--layouts REGEX] [--no-checks]
  * The tune at 4096³ checks and times every layout of F16_TC_LAYOUTS with every f16 → f32
  * configuration (the largest tile first, the layouts after the form's first one first). Each layout
  * gets --layout-s seconds for its compile, check and timing (past that it is dropped, so one bad
@@ -29,7 +30,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { acquireNodeGpu } from '../src/engine/gpu/node';
+import { acquireNodeGpu, withDawnToggle } from '../src/engine/gpu/node';
 import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { matmul } from '../src/engine/kernels/matmul/matmul';
 import {
@@ -49,6 +50,7 @@ const a = parseArgs({
     json: { type: 'string' }, reps: { type: 'string' }, sizes: { type: 'string' },
     'no-model': { type: 'boolean' }, 'no-tune': { type: 'boolean' }, 'tune-model': { type: 'boolean' }, twin: { type: 'boolean' },
     'budget-s': { type: 'string' }, 'layout-s': { type: 'string' }, 'model-top': { type: 'string' }, cfgs: { type: 'string' },
+    toggles: { type: 'string' }, layouts: { type: 'string' }, 'no-checks': { type: 'boolean' },
   },
 }).values;
 const budgetS = Number(a['budget-s'] ?? 180);
@@ -84,7 +86,11 @@ const MODEL: { name: string; form: GemmForm; M: number; N: number; K: number }[]
   { name: 'dW down', form: 'TN', M: 768, N: 2560, K: T },
 ];
 
-const flags = ['enable-dawn-features=allow_unsafe_apis', 'disable-dawn-features=timestamp_quantization'];
+// --toggles adds Dawn toggles (e.g. disable_robustness,disable_workgroup_init) to find what the generated code pays for.
+const flags = (a.toggles ?? '').split(',').filter(Boolean)
+  .reduce((f, t) => withDawnToggle(f, 'enable-dawn-features', t), ['enable-dawn-features=allow_unsafe_apis', 'disable-dawn-features=timestamp_quantization']);
+/** --layouts REGEX: tune only the layouts whose label matches (with the form's chosen one, always timed). */
+const layoutFilter = a.layouts ? new RegExp(a.layouts) : undefined;
 const out: Record<string, unknown> = { date: new Date().toISOString() };
 let failures = 0;
 
@@ -97,6 +103,8 @@ let failures = 0;
 }
 const gpu = await acquireNodeGpu({ dawnFlags: flags });
 const rt = new Runtime(gpu);
+out.dawnFlags = flags;
+log(`dawn flags ${flags.join(' ')}`);
 out.adapter = gpu.adapterInfo;
 out.features = gpu.features;
 out.configs = gpu.subgroupMatrixConfigs;
@@ -148,7 +156,8 @@ async function check(name: string, c: F16GemmCase, path: 'f16-simt' | 'f16-tenso
   log(`${r.ok ? 'PASS' : 'FAIL'} ${path} ${form} ${c.M}x${c.N}x${c.K}${c.alpha !== undefined ? ` alpha ${c.alpha}` : ''}${c.accumulate ? ' acc' : ''}${c.split ? ` split ${c.split}` : ''} ${name}: max err ${r.maxAbsErr.toExponential(2)}, ${r.worstRatio.toPrecision(3)}x tol${r.error ? ` (${r.error})` : ''}`);
 }
 const odd = [1, 7, 63, 65];
-for (const form of GEMM_FORMS) {
+// --no-checks skips these cases (a timing-only call); the tune still checks every layout it times.
+for (const form of a['no-checks'] ? [] : GEMM_FORMS) {
   const t = FORM_TRANS[form];
   const paths: ('f16-simt' | 'f16-tensor-core')[] = probe.chosen[form] ? ['f16-simt', 'f16-tensor-core'] : ['f16-simt'];
   for (const path of paths) {
@@ -173,7 +182,7 @@ for (const form of GEMM_FORMS) {
     await check('split-K accumulate', { ...big, split: 2, alpha: 2, accumulate: true }, path);
   }
 }
-if (!a['no-model']) {
+if (!a['no-model'] && !a['no-checks']) {
   for (const s of MODEL) {
     const path = twin ? 'f16-simt' : f16PathFor(rt, FORM_TRANS[s.form].transA, FORM_TRANS[s.form].transB, s);
     if (path === 'fp32') continue;
@@ -224,7 +233,7 @@ function tuneCandidates(form: GemmForm): F16TcSpec[] {
   const cfgs = f16ConfigsOf(gpu.subgroupMatrixConfigs).filter((c) => !cfgFilter || cfgFilter.includes(`${c.M}x${c.N}x${c.K}`));
   return cfgs.flatMap((cfg) => order.map((i): F16TcSpec => ({
     cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, ...FORM_TRANS[form], sgSize: subgroupSize(rt), ...F16_TC_LAYOUTS[i],
-  })).filter(valid));
+  })).filter((s) => valid(s) && (!layoutFilter || layoutFilter.test(f16TcLabel(s)))));
 }
 
 async function timeShape(label: string, form: GemmForm, M: number, N: number, K: number, tune: 'all' | 'top' | 'none'): Promise<void> {

@@ -10,13 +10,13 @@
  *  (c) memory: (a)'s plan vs ledger bytes per category (the ledger is what the run allocated).
  *
  *   node f16-train-device.mjs [--json out.json] [--data tinyshakespeare.txt] [--reps 10] [--warmup 3]
- *        [--models micro,base] [--schemes fp32,f16,int8-f16] [--fidelity-steps 80] [--fidelity-model tiny] [--no-bench] [--no-fidelity] [--cpu]
+ *        [--models micro,base] [--schemes fp32,f16,int8-f16] [--fidelity-steps 80] [--fidelity-model tiny] [--no-bench] [--no-fidelity] [--cpu] [--toggles a,b]
  * `--cpu` (SwiftShader: no shader-f16, so the f16 runs resolve to fp32 and say so) tests the script's
  * flow; the numbers are meaningless there. Exit 1 when the f16 run diverges or misses the fidelity bound.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { acquireNodeGpu } from '../src/engine/gpu/node';
+import { acquireNodeGpu, withDawnToggle } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import type { PresetName } from '../src/engine/model/config';
 import { gemmPathSummary } from '../src/engine/model/int8-gemms';
@@ -30,7 +30,7 @@ const a = parseArgs({
   options: {
     json: { type: 'string' }, data: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
     models: { type: 'string' }, schemes: { type: 'string' }, 'fidelity-steps': { type: 'string' }, 'fidelity-model': { type: 'string' }, 'fidelity-schemes': { type: 'string' },
-    'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' },
+    'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' }, toggles: { type: 'string' },
   },
 }).values;
 const T0 = Date.now();
@@ -38,9 +38,13 @@ const log = (s: string) => console.log(`[${((Date.now() - T0) / 1000).toFixed(1)
 const out: Record<string, unknown> = { date: new Date().toISOString() };
 const save = () => { if (a.json) writeFileSync(a.json, JSON.stringify(out, null, 2)); };
 
-const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags: ['enable-dawn-features=allow_unsafe_apis', 'disable-dawn-features=timestamp_quantization'] });
+// --toggles a,b: extra Dawn toggles (e.g. disable_robustness) to time what the generated code pays for them.
+const dawnFlags = (a.toggles ?? '').split(',').filter(Boolean)
+  .reduce((f, t) => withDawnToggle(f, 'enable-dawn-features', t), ['enable-dawn-features=allow_unsafe_apis', 'disable-dawn-features=timestamp_quantization']);
+const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags });
 const rt = new Runtime(gpu);
 out.adapter = gpu.adapterInfo;
+out.dawnFlags = dawnFlags;
 out.features = gpu.features;
 const f16 = await f16DeviceFeatures(rt, { probe: true });
 out.f16 = f16;
