@@ -66,9 +66,9 @@ export class DialPolicy {
     this.redial.delete(peer);
   }
 
-  /** A link with `peer` ended: an admitted one has left for good; another is dialled again later, unless refused. */
-  ended(peer: PeerId, wasAdmitted: boolean): void {
-    if (wasAdmitted) this.departed.add(peer);
+  /** A link with `peer` ended: a peer that `left` (it had admitted us) is gone for good; another is dialled again later, unless refused. */
+  ended(peer: PeerId, left: boolean): void {
+    if (left) this.departed.add(peer);
     else if (!this.noRedial.has(peer)) this.scheduleRedial(peer);
   }
 

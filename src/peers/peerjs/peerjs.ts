@@ -159,7 +159,9 @@ export class PeerJsTransport implements Transport {
       refused: (link, reason, message) => {
         if (reason === 'passphrase') this.lastAuthProblem = message;
         if (reason !== 'timeout') this.dials.refuse(link.peer);
-        this.drop(link, { kind: 'denied', peer: link.peer, message });
+        // A peer denies only a link it has not admitted: its handshake timer can fire after it sent
+        // 'admit', which made the link admitted here, but it did not leave and it dials again.
+        this.drop(link, { kind: 'denied', peer: link.peer, message }, 0, false);
       },
       maybeAdmit: (link) => this.maybeAdmit(link),
       bye: (link) => this.drop(link, null),
@@ -447,8 +449,11 @@ export class PeerJsTransport implements Transport {
     this.drop(link, null, DENY_GRACE_MS);
   }
 
-  /** Forgets a link; an admitted peer leaving fires onPeerLeave. Idempotent. */
-  private drop(link: Link, problem: PeerProblem | null, closeDelayMs = 0): void {
+  /**
+   * Forgets a link; an admitted peer leaving fires onPeerLeave. `left`: the peer left the group (not
+   * taken back); false where it never admitted the link on its side. Idempotent.
+   */
+  private drop(link: Link, problem: PeerProblem | null, closeDelayMs = 0, left = link.state === 'admitted'): void {
     if (link.closed) return;
     link.closed = true;
     const wasAdmitted = link.state === 'admitted';
@@ -456,7 +461,7 @@ export class PeerJsTransport implements Transport {
     if (closeDelayMs > 0) this.later(() => releaseLink(link), closeDelayMs);
     else releaseLink(link);
     if (this.closed) return;
-    this.dials.ended(link.peer, wasAdmitted);
+    this.dials.ended(link.peer, left);
     this.waiters.wake((w) => w.peer === link.peer);
     if (problem) this.problem(problem);
     if (wasAdmitted) this.leave.emit(link.peer);
