@@ -49,6 +49,8 @@ function Lobby() {
   const inviteError = useGroup((s) => s.inviteError);
   const joinError = useGroup((s) => s.joinError);
   const connecting = useGroup((s) => s.phase === 'connecting');
+  // While connecting: the members found so far and how far each link got (a slow or stuck join says where).
+  const links = useGroup((s) => s.roster.filter((e) => !e.self).map((e) => `${shortPeer(e.id)} ${e.state}`).join(', '));
   const [createPass, setCreatePass] = useState('');
   const [joinPass, setJoinPass] = useState('');
   const askPassphrase = joinError !== null && /passphrase/i.test(joinError);
@@ -75,7 +77,12 @@ function Lobby() {
         <span className="muted small">The link is the key (128 random bits); a passphrase adds a second one, never sent.</span>
       </form>
       <IceSettings />
-      {connecting && <p className="progress" data-testid="group-connecting"><span className="spinner" /> connecting to the PeerServer and the members…</p>}
+      {connecting && (
+        <p className="progress" data-testid="group-connecting" data-links={links}>
+          <span className="spinner" /> connecting to the PeerServer and the members…{links && <span className="muted small"> ({links})</span>}
+        </p>
+      )}
+      {connecting && <Notices />}
       {joinError && <div className="error" role="alert" data-testid="group-error"><b>Could not join:</b> {joinError}</div>}
     </div>
   );

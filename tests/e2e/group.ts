@@ -22,8 +22,9 @@ import { readFile } from 'node:fs/promises';
  *       engine's TP test uses the same bound).
  */
 import { unzipSync } from 'fflate';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { byTestId, textNow, type Ctx, type TestCase, type TestHelpers } from './harness';
+import type { Browser, BrowserContext, Locator, Page } from 'playwright-core';
+import { peerListUrl, roomDiscoveryKey, sameOriginServer, parseRoomLink } from '../../src/peers/room/room';
+import { AssertionError, byTestId, textNow, type Ctx, type TestCase, type TestHelpers } from './harness';
 
 type Check = (cond: unknown, message: string) => asserts cond;
 
@@ -97,8 +98,60 @@ export function groupTests(check: Check): TestCase[] {
     return { steps, mismatches };
   }
 
+  /**
+   * Each page's console, kept apart (the harness's log mixes the pages): a failed wait prints the
+   * lines of every page involved (explainWait).
+   */
+  const consoles = new Map<Page, string[]>();
+
+  /** What a page's group panel says now, without waiting: phase, links while connecting, roster, errors, notices, run phase. */
+  async function panelState(name: string, p: Page): Promise<string> {
+    if (p.isClosed()) return `${name}: (closed)`;
+    const panel = p.locator(byTestId('group-panel'));
+    const attr = (loc: Locator, a: string) => loc.first().getAttribute(a, { timeout: 1000 }).catch(() => null);
+    const roster = p.locator(byTestId('group-roster'));
+    const peers = await p.locator(byTestId('group-peer')).evaluateAll((els) => els.map((e) => `${e.getAttribute('data-peer')} ${e.getAttribute('data-self') === 'true' ? '(self)' : e.getAttribute('data-state')}`)).catch(() => [] as string[]);
+    const notices = await p.locator(byTestId('group-notice')).evaluateAll((els) => els.map((e) => `[${e.getAttribute('data-level')}] ${(e.textContent ?? '').replace(/\s+/g, ' ').trim()}`)).catch(() => [] as string[]);
+    const lines = [
+      `${name}: phase ${await attr(panel, 'data-phase')}, self ${await textNow(p.locator(byTestId('group-self')), '-')}`,
+      `  connecting: ${(await p.locator(byTestId('group-connecting')).count()) ? `yes, links '${await attr(p.locator(byTestId('group-connecting')), 'data-links')}'` : 'no'}`,
+      `  roster: ${(await roster.count()) ? `${await attr(roster, 'data-members')} admitted; ${peers.join(', ')}` : '(not shown)'}`,
+      `  error: ${await textNow(p.locator(byTestId('group-error')), '-')}`,
+      `  run: ${await textNow(p.locator(byTestId('group-run-phase')), '-')}`,
+      `  notices (newest first, ${await attr(p.locator(byTestId('group-notices')), 'data-rejected') ?? 0} rejected): ${notices.length ? `\n    ${notices.join('\n    ')}` : '-'}`,
+    ];
+    // The console lines that can bear on a group: errors, warnings, and anything about peers or WebRTC.
+    const log = (consoles.get(p) ?? []).filter((l) => /^\[(error|warning|pageerror)\]|peer|webrtc|ice|group|room|admi|passphrase|socket/i.test(l)).slice(-20);
+    lines.push(`  console (${log.length} relevant of ${consoles.get(p)?.length ?? 0}):${log.length ? `\n    ${log.join('\n    ')}` : ' -'}`);
+    return lines.join('\n');
+  }
+
+  /**
+   * Waits for `loc`; on a timeout, fails with every page's panel and console and the PeerServer's
+   * listing of the room, so an intermittent failure says where the join stood.
+   */
+  async function explainWait(what: string, loc: Locator, timeoutMs: number, pages: Record<string, Page>, link?: string): Promise<void> {
+    try {
+      await loc.waitFor({ timeout: timeoutMs });
+    } catch (e) {
+      const states = await Promise.all(Object.entries(pages).map(([n, p]) => panelState(n, p)));
+      let listed = '';
+      if (link) {
+        const server = sameOriginServer(link);
+        const url = peerListUrl(server, roomDiscoveryKey(parseRoomLink(link).room));
+        listed = `\nthe PeerServer lists for the room: ${await fetch(url).then((r) => r.text(), (err: unknown) => String(err))}`;
+      }
+      throw new AssertionError(`${what}: not within ${timeoutMs / 1000} s (${(e as Error).message.split('\n')[0]})${listed}\n${states.join('\n')}`);
+    }
+  }
+
   async function openPage(t: TestHelpers, browser: Browser, url: string, init?: (c: BrowserContext) => Promise<unknown>): Promise<Page> {
     const page = await t.page(browser, init);
+    const log: string[] = [];
+    consoles.set(page, log);
+    const at = () => new Date().toISOString().slice(11, 23);
+    page.on('console', (m) => log.push(`[${m.type()}] ${at()} ${m.text()}`.slice(0, 500)));
+    page.on('pageerror', (e) => log.push(`[pageerror] ${at()} ${e.message}`.slice(0, 500)));
     await page.goto(url);
     await page.locator(byTestId('group-panel')).waitFor({ timeout: 30_000 });
     return page;
@@ -156,12 +209,13 @@ export function groupTests(check: Check): TestCase[] {
         const b = await openPage(t, browserB, link);
         await joinByLink(b, 'wrong horse');
         const err = b.locator(byTestId('group-error'));
-        await err.waitFor({ timeout: 60_000 });
+        await explainWait('B refused for its wrong passphrase', err, 60_000, { a, b }, link);
         check(/wrong passphrase/i.test(await err.innerText()), `wrong passphrase not explained: ${await err.innerText()}`);
-        await a.locator(`${byTestId('group-notice')}[data-level="error"]`, { hasText: 'wrong passphrase' }).first().waitFor({ timeout: 10_000 });
+        await explainWait("A's notice of the wrong passphrase", a.locator(`${byTestId('group-notice')}[data-level="error"]`, { hasText: 'wrong passphrase' }).first(), 10_000, { a, b }, link);
         await joinByLink(b, PASSPHRASE);
-        await a.locator(`${byTestId('group-roster')}[data-members="2"]`).waitFor({ timeout: 60_000 });
-        await b.locator(`${byTestId('group-roster')}[data-members="2"]`).waitFor({ timeout: 10_000 });
+        // Seen once in CI: B not in A's roster within 60 s after the refusal; the failure prints both panels.
+        await explainWait('B in A\'s roster after the refused passphrase', a.locator(`${byTestId('group-roster')}[data-members="2"]`), 60_000, { a, b }, link);
+        await explainWait('A in B\'s roster', b.locator(`${byTestId('group-roster')}[data-members="2"]`), 10_000, { a, b }, link);
         t.log(`  ${at()}: B joined by link (after a refused wrong passphrase)`);
         // Once B is in, neither page keeps the refusal up as a standing error.
         await a.locator(`${byTestId('group-notice')}[data-level="resolved"]`, { hasText: 'wrong passphrase' }).first().waitFor({ timeout: 10_000 });
