@@ -12,7 +12,7 @@ import {
   uploadF16,
 } from '../../src/engine/kernels/matmul-f16/matmul-f16';
 import {
-  F16_TC_LAYOUTS, f16ConfigsOf, f16TcSpecError, type F16TcSpec, FORM_TRANS, GEMM_FORMS, vec4Operands,
+  F16_TC_LAYOUTS, f16ConfigsOf, f16TcSpecError, type F16TcSpec, FORM_TRANS, type GemmForm, GEMM_FORMS, vec4Operands,
 } from '../../src/engine/kernels/matmul-f16/plan';
 import { simtF16Code } from '../../src/engine/kernels/matmul-f16/simt';
 import { f16TcCode } from '../../src/engine/kernels/matmul-f16/tc';
@@ -103,6 +103,39 @@ describe('f16 tensor-core GEMM forms aimed at the H100 (emulated matrices): two 
       const g = await checkMatmulF16(rt, c, { path: 'f16-tensor-core', spec: s, elem: 'f32' });
       expect([form, g.error, g.bad]).toEqual([form, undefined, 0]);
     }
+  });
+});
+
+describe('f16 tensor-core GEMM forms of F16-SPEED-PLAN G2-G4 (emulated matrices): tiles staged as subgroup matrices, two stages unrolled', () => {
+  const base: Omit<F16TcSpec, 'transA' | 'transB'> = { cfg: { M: 8, N: 8, K: 8 }, sgSize: 8, tilesM: 1, tilesN: 2, sgM: 2, sgN: 1, BK: 8, PAD: 8, direct: true };
+  // Each form once where its generated code differs (compiles dominate: ~1.5 s each on SwiftShader):
+  // the matrix staging in all three forms (A and B stored row- and column-major), the rest in one or two.
+  const cases: [GemmForm, Partial<F16TcSpec>][] = [
+    ['NT', { stageVia: 'sgmat', swizzle: 2 }], ['NN', { stageVia: 'sgmat' }], ['TN', { stageVia: 'sgmat' }],
+    ['NN', { stageVia: 'sgmat', stages: 2, loop: 'streamB' }],
+    ['NT', { stageVia: 'sgmat', stages: 2, unroll: 2, swizzle: 2 }], ['TN', { stageVia: 'sgmat', stages: 2, unroll: 2 }],
+    ['NT', { stages: 2, unroll: 2, copy: 8 }],
+  ];
+  it('passes every device-check case per form, and K steps odd, even and ending mid-step', async () => {
+    for (const [form, f] of cases) {
+      const s: F16TcSpec = { ...base, ...f, ...FORM_TRANS[form] };
+      expect(f16TcSpecError(s)).toBeNull();
+      const r = await checkF16Tc(rt, s, 'f32');
+      expect([r.label, r.failed]).toEqual([r.label, undefined]);
+      // 3 block rows (the last partial), 2 whole block columns; 5 whole K steps (the unrolled loop's break), 6, and 4.5.
+      for (const K of [40, 48, 36]) {
+        const c = { M: 2 * 16 + 4, N: 32, K, ...FORM_TRANS[form] };
+        const g = await checkMatmulF16(rt, c, { path: 'f16-tensor-core', spec: s, elem: 'f32' });
+        expect([form, f, K, g.error, g.bad]).toEqual([form, f, K, undefined, 0]);
+      }
+    }
+  });
+  it('drops the matrix staging where no block and K step is whole (Dawn sizes A and B bindings by their matrix loads)', () => {
+    const s: F16TcSpec = { ...base, ...cases[0][1], ...FORM_TRANS.NT };
+    expect(f16TcSpecForOutput(s, { M: 8, N: 64, K: 64 }).stageVia).toBeUndefined();
+    expect(f16TcSpecForOutput(s, { M: 64, N: 64, K: 4 }).stageVia).toBeUndefined();
+    expect(f16TcSpecForOutput(s, { M: 64, N: 64, K: 64 })).toBe(s);
+    expect(f16TcCode(f16TcSpecForOutput(s, { M: 8, N: 64, K: 64 }))).toContain('array<vec4<f16>>');
   });
 });
 

@@ -253,6 +253,49 @@ describe('f16 GEMM code', () => {
     expect(f16TcSpecError(spec({ stages: 3 as 2 }))).toMatch(/stages/);
   });
 
+  it('F16-SPEED-PLAN forms: tiles staged as subgroup matrices, two stages unrolled with literal offsets', () => {
+    const loopOf = (code: string) => code.slice(code.indexOf('for (var k0'), code.indexOf('let base = wid.z'));
+    // stageVia 'sgmat': per K step each of the 4 subgroups loads 4 of the 16 A tiles and 4 of the 16 B tiles
+    // from storage and stores them to S; no scalar staging stores outside the partial-step copy.
+    const sg = f16TcCode(spec({ stageVia: 'sgmat' }));
+    expect(sg).toContain('var<storage, read> A: array<f16>;');
+    const loop = loopOf(sg);
+    expect(loop.match(/subgroupMatrixLoad<LT, row_major>\(&A, gA\d \+ kv, P\.K\)/g)).toHaveLength(4);
+    expect(loop.match(/subgroupMatrixLoad<RT, col_major>\(&B, gB\d \+ kv, P\.K\)/g)).toHaveLength(4);
+    expect(loop.match(/subgroupMatrixStore<row_major>\(&S, sA\d, ma\d, 40u\)/g)).toHaveLength(4);
+    expect(loop.match(/subgroupMatrixStore<col_major>\(&S, 5120u \+ sB\d, mb\d, 40u\)/g)).toHaveLength(4);
+    expect(loop).not.toContain('s0');
+    expect(loop.match(/workgroupBarrier\(\)/g)).toHaveLength(2);
+    // The prefetch: the next step's matrix loads sit between the staging barrier and the multiplies.
+    expect(loop.indexOf('&A, gA0')).toBeLessThan(loop.indexOf('subgroupMatrixMultiplyAccumulate'));
+    expect(loop.indexOf('&A, gA0')).toBeGreaterThan(loop.indexOf('workgroupBarrier'));
+    const tn = loopOf(f16TcCode(spec({ stageVia: 'sgmat', transA: true, transB: false })));
+    expect(tn).toContain('subgroupMatrixLoad<LT, col_major>(&A, gA0 + kv * P.M, P.M)');
+    expect(tn).toContain('subgroupMatrixStore<col_major>(&S, sA0, ma0, 136u)');
+    // unroll 2: two bodies, one per buffer, matrix loads at a per-subgroup base plus a literal; no `cur`.
+    const un = f16TcCode(spec({ stages: 2, unroll: 2 }));
+    const ul = loopOf(un);
+    expect(ul).not.toContain('cur');
+    expect(ul).toContain('k0 += 64u');
+    expect(ul.match(/workgroupBarrier\(\)/g)).toHaveLength(2);
+    expect(ul).toContain('subgroupMatrixLoad<LT, row_major>(&S, aB + 0u, 40u)');
+    expect(ul).toContain(`subgroupMatrixLoad<LT, row_major>(&S, aB + ${2 * 128 * 40}u, 40u)`); // buffer 1, tile 0
+    expect(ul).toContain('if (!more) { break; }');
+    expect(un).toContain('let aB = am * 40u;');
+    expect(f16TcCode(spec())).not.toContain('aB');
+    // Labels, picks and layout fields name the new options; the old layouts' are unchanged.
+    const all = spec({ stages: 2, unroll: 2, stageVia: 'sgmat', swizzle: 8 });
+    expect(f16TcLabel(all)).toBe('f16 NT 16x16x16 128x128 (2x2 sg of 4x4) BK32 pad8 direct 2stage swz8 unroll2 sgstage');
+    expect(f16TcLayoutOf(all)).toEqual({ ...F16_TC_LAYOUTS[0], stages: 2, unroll: 2, stageVia: 'sgmat', swizzle: 8 });
+    expect(f16TcLayoutOf(spec({ stageVia: 'regs', unroll: 1 }))).toEqual(F16_TC_LAYOUTS[0]);
+    // Illegal combinations are refused with what to change.
+    expect(f16TcSpecError(spec({ unroll: 2 }))).toMatch(/unroll=2 .* needs stages=2/);
+    expect(f16TcSpecError(spec({ stageVia: 'sgmat', copy: 8 }))).toMatch(/copy=8 .* stageVia 'sgmat'/);
+    expect(f16TcSpecError(spec({ stageVia: 'sgmat', BK: 16, sgM: 4, sgN: 2, tilesM: 1, tilesN: 2 }))).toMatch(/split evenly over the 8 subgroups/);
+    expect(f16TcSpecError(spec({ stageVia: 'lds' as 'sgmat' }))).toMatch(/stageVia 'lds'/);
+    expect(f16TcSpecError(spec({ stages: 2, unroll: 3 as 2 }))).toMatch(/unroll=3/);
+  });
+
   it('SIMT kernel: vec4<f16> loads where rows are whole vec4s, scalar loads otherwise, f32 accumulation', () => {
     const v = simtF16Code({ form: 'NT', vecA: true, vecB: true });
     expect(v).toContain('enable f16;');

@@ -123,9 +123,16 @@ interface ResolvedF16 {
  * The spec without its direct epilogue where the grid has no whole block (the direct store never runs
  * there). A subgroupMatrixStore to C makes Dawn require C's binding to hold one result tile (16×16 f32:
  * 1024 bytes), which a small output (1×7) has not; the scratch epilogue writes C element by element.
+ * Likewise stageVia 'sgmat' (matrix loads from A and B) where no block and K step is whole (given K).
  */
-export function f16TcSpecForOutput(s: F16TcSpec, shape: { M: number; N: number }): F16TcSpec {
-  return s.direct && (shape.M < f16TcBlockM(s) || shape.N < f16TcBlockN(s)) ? { ...s, direct: false } : s;
+export function f16TcSpecForOutput(s: F16TcSpec, shape: { M: number; N: number; K?: number }): F16TcSpec {
+  const noWhole = shape.M < f16TcBlockM(s) || shape.N < f16TcBlockN(s);
+  let out = s.direct && noWhole ? { ...s, direct: false } : s;
+  if (out.stageVia === 'sgmat' && (noWhole || (shape.K ?? Infinity) < s.BK)) {
+    out = { ...out };
+    delete out.stageVia;
+  }
+  return out;
 }
 
 /** The kernel and WGSL one GEMM runs (throws where it has none). */
