@@ -13,7 +13,10 @@
  *     spec; the per-step figure takes the fastest of each) beside the fp32 forward and backward of src/engine/kernels/attention, and the per-step
  *     figure for 12 layers (the issue's target: attention fwd+bwd ≤ 5 ms per base step).
  *
- *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin]
+ *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin] [--compare]
+ * The forward runs as the model runs it, from f16 copies of q, k, v; beside it, same spec and process,
+ * the previous kernel (fp32 q, k, v staged, whole-row max scan): the `forward per layer: previous …
+ * -> new …` line; `--compare` also times the halfway variants (f16 inputs with the row scan, staging with the split max).
  * Exit status 1 when a correctness case fails or no spec passes for head dim 64.
  * `--twin` (a device without shader-f16, e.g. SwiftShader): the same flow on the kernel's emulated
  * twin with a micro spec and micro shapes, to test the script itself.
@@ -24,16 +27,17 @@ import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { attentionBackward, attentionBackwardWorkspaceBytes, attentionForward } from '../src/engine/kernels/attention/attention';
 import {
-  attentionBackwardF16, attentionForwardF16, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention,
+  type AttentionForwardF16Args, attentionBackwardF16, attentionForwardF16, type F16AttnInputs, f16AttnInputElems, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention,
   f16AttentionBackwardSpecs, f16AttentionSpec, f16AttnBwdCandidates, type F16AttnBwdSpecs, f16AttnBwdLabel, f16AttnCandidates, type F16AttnCase, f16AttnLabel, type F16AttnSpec,
 } from '../src/engine/kernels/attention/f16/attention-f16';
 import { f16AttnSpecError } from '../src/engine/kernels/attention/f16/code';
 import { f16ConfigsOf } from '../src/engine/kernels/matmul-f16/plan';
+import { castF32ToF16, f16OperandBytes } from '../src/engine/kernels/matmul-f16/cast';
 import { subgroupMatrixConfigs, subgroupSize } from '../src/engine/kernels/qgemm/sgmat';
 import { Rng } from '../src/engine/util/rng';
 import { msPer } from '../src/lab/quant';
 
-const a = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string' }, twin: { type: 'boolean' } } }).values;
+const a = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string' }, twin: { type: 'boolean' }, compare: { type: 'boolean' } } }).values;
 const reps = Number(a.reps ?? 10);
 const twin = !!a.twin;
 const T0 = Date.now();
@@ -90,7 +94,7 @@ if (twin) {
   }
   // Every candidate that passed (the chosen one first): the others are timed too.
   const lim = rt.device.limits;
-  const valid = (s: F16AttnSpec) => !f16AttnSpecError(s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup);
+  const valid = (s: F16AttnSpec) => !f16AttnSpecError(s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, false, true);
   const cfgs = f16ConfigsOf(subgroupMatrixConfigs(rt));
   specsByD = new Map();
   for (const D of [32, 64]) {
@@ -153,11 +157,33 @@ async function time(name: string, ds: Dispatch[], flops: number): Promise<number
   const shape = { label: 'bench', B, T, nH, nKV, D, q, k, v, o, lse };
   const fp32Fwd = await time(`${s.name} fp32 fwd`, attentionForward(rt, shape), fwdFlops);
   const fp32Bwd = await time(`${s.name} fp32 bwd`, attentionBackward(rt, { ...shape, dO, dq, dk, dv, workspace: ws }), 2.5 * fwdFlops);
+  // The forward reads f16 copies of q, k, v (the model's: RoPE writes q's and k's, a cast v's), padded
+  // rows included (f16AttnInputElems); the v cast is timed on its own (the model's extra pass).
+  const elem = twin ? 'f32' : 'f16';
+  const copy16 = (x: GPUBuffer, n: number, width: number, label: string) => {
+    const out = rt.createBuffer('workspace', label, f16OperandBytes(f16AttnInputElems(B * T, width), twin));
+    rt.run([castF32ToF16(rt, { label, x, out, n, elem })]);
+    return out;
+  };
+  const qkv16: F16AttnInputs = { q: copy16(q, nq, nH * D, 'q16'), k: copy16(k, nk, nKV * D, 'k16'), v: copy16(v, nk, nKV * D, 'v16'), elem };
+  const vCast = await time(`${s.name} v cast to f16 (the model's extra pass a layer)`, [castF32ToF16(rt, { label: 'v16', x: v, out: qkv16.v, n: nk, elem })], 0);
   let best = Infinity;
   for (const spec of specsByD.get(D) ?? []) {
-    const ms = await time(`${s.name} f16 fwd ${f16AttnLabel(spec)}`, attentionForwardF16(rt, { ...shape, spec, emulate: twin }), fwdFlops);
-    best = Math.min(best, ms);
+    const ms = await time(`${s.name} f16 fwd ${f16AttnLabel(spec)} (f16 q/k/v)`, attentionForwardF16(rt, { ...shape, spec, emulate: twin, qkv16 }), fwdFlops);
+    best = Math.min(best, ms + vCast);
   }
+  // The previous kernel (fp32 q/k/v staged and cast, every lane scanning the row for its max) beside
+  // the new one, same spec, same process; --compare adds the two halfway variants (which change gains what).
+  const chosen = specsByD.get(D)?.[0];
+  if (chosen) {
+    const variants: [string, Partial<AttentionForwardF16Args>][] = [['previous: staged fp32 q/k/v, row scan', { rowMax: 'scan' }], ['new: f16 q/k/v, split row max', { qkv16 }]];
+    if (a.compare) variants.push(['staged fp32 q/k/v, split row max', {}], ['f16 q/k/v, row scan', { qkv16, rowMax: 'scan' }]);
+    const got: number[] = [];
+    for (const [name, v] of variants) got.push(await time(`${s.name} f16 fwd ${name} ${f16AttnLabel(chosen)}`, attentionForwardF16(rt, { ...shape, spec: chosen, emulate: twin, ...v }), fwdFlops));
+    out.forwardCompare = Object.fromEntries(variants.map(([name], i) => [name, got[i]]));
+    log(`forward per layer: previous ${got[0].toFixed(3)} ms -> new ${got[1].toFixed(3)} ms (+ v cast ${vCast.toFixed(3)} ms) = ${(got[0] / (got[1] + vCast)).toFixed(2)}x`);
+  }
+  [qkv16.q, qkv16.k, qkv16.v].forEach((b) => rt.mem.free(b as GPUBuffer));
   let f16Bwd = Infinity;
   const chosenBwd = bwdByD.get(D);
   // The chosen backward, then every other candidate that passes its check (tuning data for F16_ATTN_BWD_LAYOUTS' order).

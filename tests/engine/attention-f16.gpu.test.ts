@@ -2,7 +2,7 @@
  * The f16 flash-attention forward (kernels/attention/f16). SwiftShader has neither shader-f16 nor
  * subgroup matrices, so what runs here is the generated kernel's emulated twin (every f16 cast a
  * quantizeToF16, every subgroup-matrix op a plain function) against the float64 reference on
- * f16-rounded q, k, v, within F16_ATTN_TOL (the backward: attentionBackwardRef on f16-rounded q, k, v,
+ * f16-rounded q, k, v (the forward reading f16 copies of them, as the model runs it, and staging fp32 ones), within F16_ATTN_TOL (the backward: attentionBackwardRef on f16-rounded q, k, v,
  * dO within F16_ATTN_BWD_TOL); and the fallback (no verified kernel: the caller keeps
  * fp32 attention). The kernel itself runs on the lent GPU: bench/f16-attn-device.ts.
  */
@@ -34,6 +34,9 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     const r = await checkAttentionF16(rt, small, { B: 1, T: 29, nH: 3, nKV: 1 }, { emulate: true });
     expect([r.error, r.ok]).toEqual([undefined, true]);
     expect(r.maxErrO).toBeLessThan(1e-3);
+    // The kernel staging fp32 q, k, v (and the earlier whole-row max scan): kept for side-by-side timing.
+    const staged = await checkAttentionF16(rt, small, { B: 1, T: 29, nH: 2, nKV: 1 }, { emulate: true, inputs: 'f32', rowMax: 'scan' });
+    expect([staged.error, staged.ok]).toEqual([undefined, true]);
   });
 
   it('backward (dq kernel with Di, then dk/dv summing the group\'s heads) matches the reference', async () => {
@@ -54,6 +57,11 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(code).toContain('subgroupMatrixMultiplyAccumulate(');
     expect(code).toContain('vec4<f16>(');
     expect(code).not.toContain('emuMMA');
+    // From f16 q/k/v copies: K and V tiles loaded from storage, no K/V staging; the row max over the lanes by shuffles.
+    const direct = f16AttnForwardCode(small, { inputs: 'f16' });
+    expect(direct).toContain('subgroupMatrixLoad<RT, col_major>(&k, kvo');
+    expect(direct).toContain('subgroupShuffleXor(mx, 1u)');
+    expect(direct).not.toMatch(/var<workgroup> KV|vec4<f16>\(/);
   });
 
   it('rejects specs it cannot build and head dims with no verified kernel', () => {

@@ -8,6 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { f16AttentionPath, f16GemmPath, layerCompute, MODEL_RUNS_F16_GEMMS } from '../../src/engine/model/compute-plan';
 import { computePaths, gemmPathSummary } from '../../src/engine/model/int8-gemms';
 import { resolvePlan } from '../../src/engine/plan/run-plan';
+import { f16AttnInputSlots } from '../../src/engine/model/f16-operands';
+import { F16_ATTN_MAX_PAD_ROWS } from '../../src/engine/kernels/attention/f16/code';
 import { resolveTrainingPlan } from '../../src/engine/plan/train-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { ComputeSchema, layerScheme, parseScheme } from '../../src/engine/scheme/scheme';
@@ -129,6 +131,13 @@ describe('the f16 attention path', () => {
     expect([inference.f16!.layers[0].attention, inference.f16!.layers[0].attentionBackward]).toEqual(['f16-tensor-core', null]);
     const micro = resolvePlan(PRESETS.micro, 2, 16, { scheme: SCHEME_PRESETS.f16, f16Device: dev }); // head dim 8
     expect(micro.f16!.layers.map((p) => p.attention)).toEqual(['fp32', 'fp32']);
+    // The f16 forward's q, k, v copies: a workspace where it runs (B·T rows plus the pad rows its last blocks read), none where it does not.
+    const qkv = tiny.buffers.find((b) => b.key === 'f16.qkv');
+    const s = f16AttnInputSlots(tiny.dims, false);
+    expect([qkv?.category, qkv?.bytes, s.k.offset % 256, s.v.offset % 256]).toEqual(['workspace', s.bytes, 0, 0]);
+    expect(s.q.size).toBe((tiny.dims.N + F16_ATTN_MAX_PAD_ROWS) * tiny.dims.QC * 2);
+    expect([s.q, s.k, s.v].every((x) => x.offset + x.size <= s.bytes) && s.k.offset >= s.q.n * 2 && s.v.offset >= s.k.offset + s.k.n * 2).toBe(true);
+    expect(micro.buffers.some((b) => b.key === 'f16.qkv')).toBe(false);
     expect(micro.f16!.layers[0].note).toMatch(/attention f16 → fp32 attention \(head dim 8: the f16 attention kernel is verified for head dims 32, 64\)/);
     expect(f16AttentionPath({ shaderF16: true, tensorCores: true }, 64).why).toMatch(/no f16 attention kernel passed its check/);
     expect(f16AttentionPath(NO_F16, 64)).toEqual({ path: 'fp32', why: 'this device has no shader-f16', backward: 'fp32' });

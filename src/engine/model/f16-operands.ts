@@ -7,6 +7,7 @@
  * Each weight's slot starts at a 256-byte boundary (a storage binding's offset alignment); the fp32
  * layout's 64-float alignment is only 128 bytes in f16.
  */
+import { f16AttnInputElems } from '../kernels/attention/f16/code';
 import { f16OperandBytes } from '../kernels/matmul-f16/cast';
 import type { F16GemmPath, LayerF16Paths } from './compute-plan';
 import type { ModelDims } from './dims';
@@ -55,4 +56,20 @@ export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout
   const backward = training && layers.some((p) => runsF16(p.dx) || runsF16(p.dw));
   const actBytes = backward ? Math.max(widest, slots.dup + bytes(d.N * d.F), slots.dv + bytes(d.N * d.KVC)) : widest;
   return { weights, weightBytes: Math.max(at, 4), actBytes, xBytes: widest, slots, dw: layers.some((p) => runsF16(p.dw)) };
+}
+
+/**
+ * The f16 attention's inputs in `f16.qkv` (a workspace, where some layer runs f16 attention): q's, k's
+ * and v's f16 copies (RoPE writes q's and k's, a cast v's; the forward's matrix loads read them).
+ * Each slot starts at a 256-byte boundary; its binding reaches f16AttnInputElems past its start (the
+ * last blocks' loads read a few rows past the tensor: the next slot's values or zeros).
+ */
+export function f16AttnInputSlots(d: ModelDims, twin = false) {
+  const bytes = (n: number) => f16OperandBytes(n, twin);
+  const al = (b: number) => Math.ceil(b / 256) * 256;
+  const slot = (offset: number, width: number) => ({ offset, n: d.N * width, size: bytes(f16AttnInputElems(d.N, width)) });
+  const q = slot(0, d.QC);
+  const k = slot(al(bytes(q.n)), d.KVC);
+  const v = slot(k.offset + al(bytes(k.n)), d.KVC);
+  return { q, k, v, bytes: Math.max(...[q, k, v].map((s) => s.offset + s.size)) };
 }

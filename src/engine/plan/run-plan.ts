@@ -29,7 +29,7 @@ import {
 import type { ModelConfig } from '../model/config';
 import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
 import { type ParamLayout, paramLayout } from '../model/params';
-import { f16Operands, runsF16 } from '../model/f16-operands';
+import { f16AttnInputSlots, f16Operands, runsF16 } from '../model/f16-operands';
 import { logitsChunkRows } from './logits';
 import { type LoraPlan, loraBuffers, resolveLoraPlan } from '../lora/plan';
 import type { LoraSpec } from '../lora/spec';
@@ -384,6 +384,8 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
     ws('f16.a', f16.actBytes);
     if (f16.dw && training) ws('f16.x', f16.xBytes);
   }
+  // The f16 attention's q, k, v copies (model/f16-operands.ts f16AttnInputSlots), where some layer runs it.
+  if (p.f16?.layers.some((l) => l.attention === 'f16-tensor-core')) ws('f16.qkv', f16AttnInputSlots(d, p.f16Twin).bytes);
   // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()); INT8 and f16 forwards read W's codes or f16 copy.
   const fp32Forward = !p.qlora && p.layers.some((l, i) => l.compute.forward === 'fp32' && !runsF16(p.f16?.layers[i]?.forward));
   if (fp32Forward && linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);

@@ -14,11 +14,19 @@ import { f16ConfigsOf } from '../../matmul-f16/plan';
 import { subgroupMatrixConfigs, subgroupSize } from '../../qgemm/sgmat';
 import { attentionParams, dkdvBindings, forwardBindings, requireF16Out, type Shape } from '../attention';
 import { type F16Out, f16OperandBytes } from '../../matmul-f16/cast';
+import { requireBytes } from '../../launch';
 import { attentionBackwardRef, attentionForwardRef } from '../attention.ref';
-import { f16AttnBlockQ, f16AttnForwardCode, f16AttnLabel, f16AttnSpecError, type F16AttnSpec } from './code';
+import { type F16AttnFwdOptions, f16AttnBlockQ, f16AttnForwardCode, f16AttnInputElems, f16AttnLabel, f16AttnSpecError, type F16AttnSpec } from './code';
 import { f16AttnBwdSpecError, f16AttnDkdvCode, f16AttnDqCode } from './code-bwd';
 
-export { f16AttnLabel, type F16AttnSpec } from './code';
+export { f16AttnInputElems, f16AttnLabel, type F16AttnSpec } from './code';
+
+/**
+ * f16 copies of q, k, v the forward reads instead of the fp32 tensors (RoPE writes q's and k's, a cast
+ * v's): f16 packed two to a word, or f32 holding f16 values in the twin (elem 'f32', with `emulate`).
+ * Each binding covers f16AttnInputElems of its tensor (the last blocks' loads read past T).
+ */
+export interface F16AttnInputs { q: Binding; k: Binding; v: Binding; elem: 'f16' | 'f32' }
 
 /** Head dims the f16 attention is verified for (the presets' 64, and 32 of the small ones); others keep fp32 attention. */
 export const F16_ATTENTION_HEAD_DIMS = [32, 64];
@@ -45,6 +53,10 @@ export interface AttentionForwardF16Args extends Shape {
   emulate?: boolean;
   /** Where the kernel also writes o's f16 copy (o_proj's f16 GEMM's X): the bits castF32ToF16 makes of o. */
   o16?: F16Out;
+  /** The f16 copies of q, k, v (the model's path): read straight by the matrix loads; q, k, v are then not read. */
+  qkv16?: F16AttnInputs;
+  /** Bench only: the earlier kernel's row max, every lane scanning the row (F16AttnFwdOptions.rowMax). */
+  rowMax?: F16AttnFwdOptions['rowMax'];
 }
 
 function checkShape(label: string, s: Shape, spec: F16AttnSpec): void {
@@ -58,12 +70,20 @@ export function attentionForwardF16(rt: Runtime, a: AttentionForwardF16Args): Di
   if (!spec) throw new Error(`${a.label}: no verified f16 attention kernel for head dim ${a.D} on this device (enableF16Attention): use the fp32 attention`);
   checkShape(a.label, a, spec);
   const lim = rt.device.limits;
-  const err = f16AttnSpecError(spec, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, a.emulate);
+  const h = a.qkv16;
+  const err = f16AttnSpecError(spec, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, a.emulate, !!h);
   if (err) throw new Error(`${a.label}: ${f16AttnLabel(spec)}: ${err}`);
+  if (h) {
+    if ((h.elem === 'f32') !== !!a.emulate) throw new Error(`${a.label}: f16 q/k/v copies stored as ${h.elem} need ${h.elem === 'f32' ? 'the emulated twin (emulate)' : 'the real kernel (no emulate)'}`);
+    const rows = a.B * a.T;
+    for (const [name, b, heads] of [['q16', h.q, a.nH], ['k16', h.k, a.nKV], ['v16', h.v, a.nKV]] as const) {
+      requireBytes(a.label, name, b, f16OperandBytes(f16AttnInputElems(rows, heads * a.D), h.elem === 'f32'));
+    }
+  }
   return [rt.kernel({
-    label: `${a.label}.attnFwdF16${a.o16 ? 'H' : ''}`,
-    code: f16AttnForwardCode(spec, { emulate: a.emulate, o16: a.o16?.elem }),
-    bindings: forwardBindings(rt, a),
+    label: `${a.label}.attnFwdF16${h ? 'D' : ''}${a.o16 ? 'H' : ''}`,
+    code: f16AttnForwardCode(spec, { emulate: a.emulate, o16: a.o16?.elem, inputs: h ? 'f16' : 'f32', rowMax: a.rowMax }),
+    bindings: forwardBindings(rt, h ? { ...a, q: h.q, k: h.k, v: h.v } : a),
     workgroups: [a.T === 0 ? 0 : Math.ceil(a.T / f16AttnBlockQ(spec)), a.B * a.nH],
   })];
 }
@@ -91,7 +111,8 @@ export const F16_ATTN_TOL = { o: 2e-3, lse: 2e-4 };
  * compare only these query rows (b·T + t) (big shapes; the reference is O(T²)). Compile and
  * validation errors come back as `error`.
  */
-export async function checkAttentionF16(rt: Runtime, spec: F16AttnSpec, c: F16AttnCase, o: { emulate?: boolean; seed?: number; heads?: number } = {}): Promise<F16AttnCheck> {
+export async function checkAttentionF16(rt: Runtime, spec: F16AttnSpec, c: F16AttnCase,
+  o: { emulate?: boolean; seed?: number; heads?: number; inputs?: 'f16' | 'f32'; rowMax?: F16AttnFwdOptions['rowMax'] } = {}): Promise<F16AttnCheck> {
   const { B, T, nH, nKV } = c;
   const D = spec.D;
   const rng = new Rng(o.seed ?? T * 31 + nH * 7 + nKV);
@@ -101,15 +122,24 @@ export async function checkAttentionF16(rt: Runtime, spec: F16AttnSpec, c: F16At
   const bufs: GPUBuffer[] = [];
   const fail = (error: string): F16AttnCheck => ({ ok: false, maxErrO: NaN, maxErrLse: NaN, error });
   try {
-    const code = f16AttnForwardCode(spec, { emulate: o.emulate });
+    const direct = (o.inputs ?? 'f16') === 'f16';
+    const code = f16AttnForwardCode(spec, { emulate: o.emulate, o16: o.emulate ? 'f32' : 'f16', inputs: o.inputs ?? 'f16', rowMax: o.rowMax });
     // A spec this device rejects is expected while probing: keep its error out of the console.
     const errors = await wgslErrors(rt.device, 'f16attn.check', code, true);
     if (errors.length) return fail(errors.join('; '));
-    const up = (x: Float32Array) => {
+    const up = (x: Float32Array | Uint16Array) => {
       const b = rt.upload('workspace', 'f16attn.check.in', x);
       bufs.push(b);
       return b;
     };
+    // The f16 copies (the model's inputs), their pad rows filled with other finite values: what the
+    // last blocks' loads read past T must not reach a visible row.
+    const copy16 = (x: Float32Array, width: number) => {
+      const padded = rng.uniformArray(f16AttnInputElems(B * T, width));
+      padded.set(x);
+      return up(o.emulate ? roundF16Array(padded) : f32ArrayToF16(padded));
+    };
+    const qkv16: F16AttnInputs | undefined = direct ? { q: copy16(q, nH * D), k: copy16(k, nKV * D), v: copy16(v, nKV * D), elem: o.emulate ? 'f32' : 'f16' } : undefined;
     const qb = up(q);
     const kb = up(k);
     const vb = up(v);
@@ -117,7 +147,7 @@ export async function checkAttentionF16(rt: Runtime, spec: F16AttnSpec, c: F16At
     const lb = up(new Float32Array(B * nH * T).fill(NaN));
     // The variant the model runs: o's f16 copy too (packed; the twin's f32 when emulated), checked below.
     const o16 = f16CheckOut(up, B * T * nH * D, o.emulate);
-    const ds = await rt.checked('f16attn.check', () => attentionForwardF16(rt, { label: 'f16attn.check', B, T, nH, nKV, D, q: qb, k: kb, v: vb, o: ob, lse: lb, spec, emulate: o.emulate, o16 }));
+    const ds = await rt.checked('f16attn.check', () => attentionForwardF16(rt, { label: 'f16attn.check', B, T, nH, nKV, D, q: qb, k: kb, v: vb, o: ob, lse: lb, spec, emulate: o.emulate, o16, qkv16, rowMax: o.rowMax }));
     rt.device.pushErrorScope('validation');
     rt.run(ds);
     const err = await rt.device.popErrorScope();
@@ -283,7 +313,8 @@ export async function enableF16Attention(rt: Runtime, dims: number[] = F16_ATTEN
     return out;
   }
   const lim = rt.device.limits;
-  const valid = (s: F16AttnSpec) => !f16AttnSpecError(s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup);
+  // The model's variant: f16 q/k/v copies read by the matrix loads (checkAttentionF16's default).
+  const valid = (s: F16AttnSpec) => !f16AttnSpecError(s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, false, true);
   for (const D of dims) {
     if (chosen.has(D)) continue;
     for (const s of f16AttnCandidates(cfgs, D, subgroupSize(rt), valid)) {

@@ -5,17 +5,20 @@
  * k, v [B, T, nKV, D], lse [B, nH, T] (natural log), so the fp32 backward consumes o and lse as is.
  *
  * A workgroup takes BQ = sgCount·M query rows of one (b, h); subgroup s owns rows s·M .. s·M+M-1.
- * - Q, then each block of BKV keys' K and V, are read as fp32 and written to workgroup memory as f16
- *   (the cast is in the staging: no f16 copy of q, k, v exists); Q's D/K left tiles are loaded once
- *   into subgroup matrices kept across the key loop.
- * - S = Q·Kᵀ per N-key tile (K read col_major), stored f32 to the subgroup's scratch rows (subgroup
- *   matrices have no element access); the softmax is SIMT: LPR = sgSize/M lanes per query row, each
- *   holding the row's running max (log2 domain, fp32), its share of the row sum, and D/LPR columns
- *   of the fp32 O. P = exp2(s·scale·log2e − m) is written as f16.
- * - P·V per N-column tile of D into a fresh result matrix per key block, stored to the same scratch
+ * - q, k, v as f16 copies (`inputs: 'f16'`, the model's: RoPE writes q's and k's, a cast v's): Q's
+ *   left tiles, K's (col_major) and V's right tiles are loaded straight from storage, no staging.
+ *   Else (fp32 q, k, v) Q, then each block of BKV keys' K and V, are cast to f16 as they are staged
+ *   through workgroup memory. Q's D/K left tiles are held in subgroup matrices across the key loop.
+ * - S = Q·Kᵀ per N-key tile, stored f32 to the subgroup's scratch rows (subgroup matrices have no
+ *   element access); the softmax is SIMT: LPR = sgSize/M lanes per query row, each holding the
+ *   row's running max (log2 domain, fp32), its share of the row sum, and D/LPR columns of the fp32 O;
+ *   each lane takes the max of its columns and the row's lanes combine them by subgroup shuffles.
+ *   P = exp2(s·scale·log2e − m) is written as f16.
+ * - P·V per N-column tile of D into a fresh result matrix per key block, stored to a scratch
  *   and folded into the lanes' O after the rescale by exp2(m_old − m_new).
- * - Tiles wholly above the diagonal for a subgroup are skipped (the test is per subgroup, so
- *   subgroup-uniform; Dawn's uniformity diagnostic cannot see that and is turned off).
+ * - Tiles wholly above the diagonal for a subgroup are skipped, and key blocks wholly below its
+ *   first row take the softmax without a mask (the tests are per subgroup, so subgroup-uniform;
+ *   Dawn's uniformity diagnostic cannot see that and is turned off).
  *
  * `emulate`: the same kernel over f32 workgroup storage with each subgroup-matrix operation a plain
  * function every lane runs in full and each f16 cast rounded to f16 to nearest even in f32 (rne16:
@@ -44,38 +47,56 @@ export interface F16AttnSpec {
 export const f16AttnBlockQ = (s: Pick<F16AttnSpec, 'cfg' | 'sgCount'>) => s.cfg.M * s.sgCount;
 export const f16AttnThreads = (s: Pick<F16AttnSpec, 'sgCount' | 'sgSize'>) => s.sgCount * s.sgSize;
 
-/** Row strides and element counts of the workgroup arrays (f16 elements for KV and Ps, f32 for Ss). */
-export function f16AttnStaging(s: F16AttnSpec) {
+/** Rows past the last token a kernel reading f16 q/k/v copies may load (a Q tile of the last query block, a K/V tile of the last key block): the copies' bindings reach that far (f16AttnInputElems). */
+export const f16AttnInputPadRows = (s: Pick<F16AttnSpec, 'cfg' | 'sgCount' | 'BKV'>) => Math.max(f16AttnBlockQ(s), s.BKV);
+
+/** The most pad rows any spec may need: f16 q/k/v buffers are sized for it (specs needing more are refused). */
+export const F16_ATTN_MAX_PAD_ROWS = 128;
+
+/**
+ * Elements an f16 q/k/v copy's binding must cover: rows·width, plus F16_ATTN_MAX_PAD_ROWS rows the
+ * matrix loads of the last blocks read (finite values: zeros or other data; they feed masked scores only).
+ */
+export const f16AttnInputElems = (rows: number, width: number) => (rows + F16_ATTN_MAX_PAD_ROWS) * width;
+
+/** Row strides and element counts of the workgroup arrays (f16 elements for KV and Ps, f32 for Ss); `direct`: no K/V staging (f16 inputs). */
+export function f16AttnStaging(s: F16AttnSpec, direct = false) {
   const BQ = f16AttnBlockQ(s);
   const KST = s.D + s.PAD;
   const PST = s.BKV + s.PAD;
   const SST = Math.max(s.BKV, s.D) + 4;
   // Q is staged once through the K/V area before the loop: it must hold BQ rows too.
-  const kvElems = Math.max(2 * s.BKV, BQ) * KST;
+  const kvElems = direct ? 0 : Math.max(2 * s.BKV, BQ) * KST;
   const pElems = s.sgCount * s.cfg.M * PST;
   const sElems = s.sgCount * s.cfg.M * SST;
   return { KST, PST, SST, VOFF: s.BKV * KST, kvElems, pElems, sElems };
 }
 
-/** Bytes of workgroup memory (f16 operand arrays, the f32 scratch; twice the f16 part when emulated over f32). */
-export function f16AttnWorkgroupBytes(s: F16AttnSpec, emulate = false): number {
-  const st = f16AttnStaging(s);
+/**
+ * Bytes of workgroup memory (f16 operand arrays, the f32 scratch; twice the f16 part when emulated
+ * over f32). `direct`: no K/V area, and P·V's block result gets its own scratch (Os), so the next
+ * block's S stores need no barrier after the O reads.
+ */
+export function f16AttnWorkgroupBytes(s: F16AttnSpec, emulate = false, direct = false): number {
+  const st = f16AttnStaging(s, direct);
   const e = emulate ? 4 : 2;
-  return Math.ceil((st.kvElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + st.sElems * 4;
+  return Math.ceil((st.kvElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + (direct ? 2 : 1) * st.sElems * 4;
 }
 
-/** Why a spec cannot be built (null when it can). */
-export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false): string | null {
+/** Why a spec cannot be built (null when it can); `direct`: the forward reading f16 q/k/v copies. */
+export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false, direct = false): string | null {
   const { cfg } = s;
   if (s.D % 4 || s.D % cfg.N || s.D % cfg.K) return `head dim ${s.D} must be a multiple of 4, N=${cfg.N} and K=${cfg.K}`;
   if (s.BKV % cfg.N || s.BKV % cfg.K) return `BKV=${s.BKV} must be a multiple of N=${cfg.N} and K=${cfg.K}`;
   if (s.sgSize % cfg.M) return `subgroup size ${s.sgSize} must be a multiple of M=${cfg.M}`;
   const lpr = s.sgSize / cfg.M;
+  if (lpr & (lpr - 1)) return `${lpr} lanes per row must be a power of two (the row max is combined by subgroup shuffles)`;
   if (s.D % lpr || s.BKV % lpr) return `D=${s.D} and BKV=${s.BKV} must split over ${lpr} lanes per row`;
   if (s.PAD % 8) return `PAD=${s.PAD} must be a multiple of 8`;
+  if (direct && f16AttnInputPadRows(s) > F16_ATTN_MAX_PAD_ROWS) return `blocks of ${f16AttnInputPadRows(s)} rows read past the f16 inputs' ${F16_ATTN_MAX_PAD_ROWS} pad rows`;
   const T = f16AttnThreads(s);
   if (T > maxThreads) return `${T} threads per workgroup`;
-  const bytes = f16AttnWorkgroupBytes(s, emulate);
+  const bytes = f16AttnWorkgroupBytes(s, emulate, direct);
   if (bytes > maxWorkgroupBytes) return `${bytes} bytes of workgroup memory`;
   return null;
 }
@@ -107,73 +128,123 @@ export function stageRows(g: StageGen, arr: string, src: string, heads: string, 
 /** The layout spelling this kernel writes: subgroupMatrixLoad<T, row_major|col_major>(p, off, stride). */
 const SYNTAX = { syntax: 'template' } as const;
 
+/** How the forward reads q, k, v and finds a row's max (the earlier choices stay for side-by-side timing: bench/f16-attn-device.ts --compare). */
+export interface F16AttnFwdOptions {
+  emulate?: boolean;
+  /** Also write o's f16 copy (binding 6: packed, or the twin's f32). */
+  o16?: 'f16' | 'f32';
+  /**
+   * 'f16': q, k, v are f16 copies (the twin: f32 holding f16 values, as `emulate`) whose tiles the
+   * matrix loads read straight from storage (K col_major); 'f32' (default): fp32 q, k, v staged through
+   * workgroup memory and cast there.
+   */
+  inputs?: 'f16' | 'f32';
+  /** 'split' (default): each of a row's lanes takes the max of its columns, combined by subgroup shuffles; 'scan': every lane scans the whole row. */
+  rowMax?: 'split' | 'scan';
+}
+
 /**
- * The forward's WGSL. Bindings: q, k, v (fp32), o, lse (fp32), the fp32 kernels' Params uniform
+ * The forward's WGSL. Bindings: q, k, v (fp32, or f16 copies: `inputs`), o, lse (fp32), the fp32 kernels' Params uniform
  * (attentionParams), and with `o16` o's f16 copy (6: packed, or the twin's f32). Grid: x = query block (heaviest causal block first), y = b·nH + h.
  */
-export function f16AttnForwardCode(s: F16AttnSpec, o: { emulate?: boolean; o16?: 'f16' | 'f32' } = {}): string {
+export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): string {
   const emu = !!o.emulate;
+  const direct = o.inputs === 'f16';
   const E = emu ? 'f32' : 'f16';
   const { cfg, D, BKV, sgSize } = s;
   const { M, N, K } = cfg;
   const BQ = f16AttnBlockQ(s);
   const NT = f16AttnThreads(s);
   const LPR = sgSize / M;
-  const st = f16AttnStaging(s);
+  const st = f16AttnStaging(s, direct);
   const { KST, PST, SST, VOFF } = st;
   const scast = (x: string) => (emu ? `rne16(${x})` : `f16(${x})`);
-  const load = (arr: 'KV' | 'Ps', T: 'LT' | 'RT', off: string, colMajor: boolean, stride: number) =>
-    (emu ? `emuLoad${T}_${arr}(${off}, ${stride}u, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, `${stride}u`));
-  const storeS = (off: string, v: string) => (emu ? `emuStore_Ss(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, '&Ss', off, v, `${SST}u`));
+  const load = (arr: string, T: 'LT' | 'RT', off: string, colMajor: boolean, stride: string) =>
+    (emu ? `emuLoad${T}_${arr}(${off}, ${stride}, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, stride));
+  // P·V's block result: its own scratch when reading f16 inputs (no barrier between its reads and the next S stores), else S's.
+  const OS = direct ? 'Os' : 'Ss';
+  const store = (arr: string, off: string, v: string) => (emu ? `emuStore_${arr}(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, `&${arr}`, off, v, `${SST}u`));
   const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
+  // Tiles: K's for key tile j and head-dim slice kd (col_major: Kᵀ), V's for key slice kk and column tile dn.
+  const kTile = (j: number, kd: number) => (direct
+    ? load('k', 'RT', `kvo + ${j * N}u * kvs + ${kd * K}u`, true, 'kvs')
+    : load('KV', 'RT', `${j * N * KST + kd * K}u`, true, `${KST}u`));
+  const vTile = (kk: number, dn: number) => (direct
+    ? load('v', 'RT', `kvo + ${kk * K}u * kvs + ${dn * N}u`, false, 'kvs')
+    : load('KV', 'RT', `${VOFF + kk * K * KST + dn * N}u`, false, `${KST}u`));
   const L: string[] = [];
   // Staging into KV: q (nH heads, head h), k and v (nKV, head g); rows past T are zero (their scores are masked, their P is 0).
   const g: StageGen = { L, emu, D, NT };
   const stage = (src: 'q' | 'k' | 'v', rows: number, row0: string, dst: number, indent: string) =>
     stageRows(g, 'KV', src, src === 'q' ? 'P.nH' : 'P.nKV', src === 'q' ? 'h' : 'g', rows, row0, `${dst}u`, KST, indent);
-  // Q: staged, then its D/K left tiles per subgroup held in matrices across the key loop.
-  stage('q', BQ, 'q0', 0, '  ');
-  L.push('  workgroupBarrier();');
-  for (let kd = 0; kd < D / K; kd++) L.push(`  let qm${kd} = ${load('KV', 'LT', `sg * ${M * KST}u + ${kd * K}u`, false, KST)};`);
-  L.push('  workgroupBarrier();');
+  if (direct) {
+    // Q's D/K left tiles straight from the f16 copy, held in matrices across the key loop. Rows past T
+    // read the next batch row's or the copy's pad rows (f16AttnInputElems): finite, and only their own rows use them.
+    L.push('  let qo = ((b * P.T + q0 + sg * ' + M + 'u) * P.nH + h) * ' + D + 'u;', `  let qs = P.nH * ${D}u;`, `  let kvs = P.nKV * ${D}u;`);
+    for (let kd = 0; kd < D / K; kd++) L.push(`  let qm${kd} = ${load('q', 'LT', `qo + ${kd * K}u`, false, 'qs')};`);
+  } else {
+    // Q: staged, then its D/K left tiles per subgroup held in matrices across the key loop.
+    stage('q', BQ, 'q0', 0, '  ');
+    L.push('  workgroupBarrier();');
+    for (let kd = 0; kd < D / K; kd++) L.push(`  let qm${kd} = ${load('KV', 'LT', `sg * ${M * KST}u + ${kd * K}u`, false, `${KST}u`)};`);
+    L.push('  workgroupBarrier();');
+  }
   L.push(`  for (var kb = 0u; kb < kEnd; kb += ${BKV}u) {`);
-  stage('k', BKV, 'kb', 0, '    ');
-  stage('v', BKV, 'kb', VOFF, '    ');
-  L.push('    workgroupBarrier();');
+  if (direct) {
+    // Key rows past T (the last block) read finite data as Q's do: their scores are masked and their P is 0.
+    L.push('    let kvo = ((b * P.T + kb) * P.nKV + g) * ' + D + 'u;');
+  } else {
+    stage('k', BKV, 'kb', 0, '    ');
+    stage('v', BKV, 'kb', VOFF, '    ');
+    L.push('    workgroupBarrier();');
+  }
   // S = Q·Kᵀ, one N-key tile at a time; a tile whose first key is past the subgroup's last row is skipped.
   for (let j = 0; j < BKV / N; j++) {
     L.push(`    if (kb + ${j * N}u <= rmax) {`, '      var acc = CT();');
-    for (let kd = 0; kd < D / K; kd++) L.push(`      acc = ${mma}(qm${kd}, ${load('KV', 'RT', `${j * N * KST + kd * K}u`, true, KST)}, acc);`);
-    L.push(`      ${storeS(`sbase + ${j * N}u`, 'acc')}`, '    }');
+    for (let kd = 0; kd < D / K; kd++) L.push(`      acc = ${mma}(qm${kd}, ${kTile(j, kd)}, acc);`);
+    L.push(`      ${store('Ss', `sbase + ${j * N}u`, 'acc')}`, '    }');
   }
   L.push('    workgroupBarrier();');
   // Online softmax: the row's visible keys in this block are kb .. kb+cnt-1.
-  L.push('    let cnt = select(0u, min(' + BKV + 'u, t + 1u - kb), t >= kb);');
-  L.push('    var mx = m;');
-  L.push(`    for (var c = 0u; c < cnt; c++) { mx = max(mx, Ss[srow + c] * P.c2); }`);
-  L.push('    let alpha = exp2(m - mx);', '    m = mx;', '    var ls = 0.0;');
-  for (let i = 0; i < BKV / LPR; i++) {
-    const c = `${i * LPR}u + part`;
-    L.push(`    { let c = ${c}; let p = select(0.0, exp2(Ss[srow + c] * P.c2 - mx), c < cnt); Ps[prow + c] = ${scast('p')}; ls += p; }`);
+  const cols = Array.from({ length: BKV / LPR }, (_, i) => `${i * LPR}u + part`);
+  if (o.rowMax === 'scan') {
+    L.push('    let cnt = select(0u, min(' + BKV + 'u, t + 1u - kb), t >= kb);');
+    L.push('    var mx = m;');
+    L.push(`    for (var c = 0u; c < cnt; c++) { mx = max(mx, Ss[srow + c] * P.c2); }`);
+    L.push('    let alpha = exp2(m - mx);', '    m = mx;', '    var ls = 0.0;');
+    cols.forEach((c) => L.push(`    { let c = ${c}; let p = select(0.0, exp2(Ss[srow + c] * P.c2 - mx), c < cnt); Ps[prow + c] = ${scast('p')}; ls += p; }`));
+  } else {
+    // Each lane reads its columns once (scaled scores, log2 domain; masked ones NEG), takes their max,
+    // and the row's LPR lanes combine theirs by shuffles. A block wholly before the subgroup's first
+    // row (subgroup-uniform) has no masked key: no compare or select.
+    L.push(`    ${cols.map((_, i) => `var x${i}: f32;`).join(' ')}`);
+    L.push(`    if (kb + ${BKV}u <= q0 + sg * ${M}u) {`);
+    cols.forEach((c, i) => L.push(`      x${i} = Ss[srow + ${c}] * P.c2;`));
+    L.push('    } else {', '      let cnt = select(0u, min(' + BKV + 'u, t + 1u - kb), t >= kb);');
+    cols.forEach((c, i) => L.push(`      x${i} = select(NEG, Ss[srow + ${c}] * P.c2, ${c} < cnt);`));
+    L.push('    }');
+    L.push(`    var mx = max(m, ${cols.length > 1 ? cols.map((_, i) => `x${i}`).reduce((a, b) => `max(${a}, ${b})`) : 'x0'});`);
+    for (let x = 1; x < LPR; x *= 2) L.push(`    mx = max(mx, subgroupShuffleXor(mx, ${x}u));`);
+    L.push('    let alpha = exp2(m - mx);', '    m = mx;', '    var ls = 0.0;');
+    // A masked key: exp2(NEG − mx) = 0 (mx is finite: key 0 is in every row's first block).
+    cols.forEach((c, i) => L.push(`    { let p = exp2(x${i} - mx); Ps[prow + ${c}] = ${scast('p')}; ls += p; }`));
   }
   L.push('    l = l * alpha + ls;');
   for (let i = 0; i < D / LPR; i++) L.push(`    o${i} *= alpha;`);
   L.push('    workgroupBarrier();');
-  // O_block = P·V, one N-column tile of D at a time, into the scratch rows S came from.
-  for (let kk = 0; kk < BKV / K; kk++) L.push(`    let pm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, PST)};`);
+  // O_block = P·V, one N-column tile of D at a time, into the subgroup's O scratch rows.
+  for (let kk = 0; kk < BKV / K; kk++) L.push(`    let pm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, `${PST}u`)};`);
   for (let dn = 0; dn < D / N; dn++) {
     L.push('    {', '      var acc = CT();');
-    for (let kk = 0; kk < BKV / K; kk++) {
-      L.push(`      if (kb + ${kk * K}u <= rmax) { acc = ${mma}(pm${kk}, ${load('KV', 'RT', `${VOFF + kk * K * KST + dn * N}u`, false, KST)}, acc); }`);
-    }
-    L.push(`      ${storeS(`sbase + ${dn * N}u`, 'acc')}`, '    }');
+    for (let kk = 0; kk < BKV / K; kk++) L.push(`      if (kb + ${kk * K}u <= rmax) { acc = ${mma}(pm${kk}, ${vTile(kk, dn)}, acc); }`);
+    L.push(`      ${store(OS, `sbase + ${dn * N}u`, 'acc')}`, '    }');
   }
   L.push('    workgroupBarrier();');
-  for (let i = 0; i < D / LPR; i++) L.push(`    o${i} += Ss[srow + ${i * LPR}u + part];`);
+  for (let i = 0; i < D / LPR; i++) L.push(`    o${i} += ${OS}[srow + ${i * LPR}u + part];`);
   L.push('  }');
-  // The row sum is split over the row's LPR lanes: gathered through the scratch.
-  L.push('  workgroupBarrier();', '  Ss[srow + part] = l;', '  workgroupBarrier();', '  var lt = 0.0;');
-  L.push(`  for (var i = 0u; i < ${LPR}u; i++) { lt += Ss[srow + i]; }`);
+  // The row sum is split over the row's LPR lanes: combined by shuffles (uniform control flow: after the loop).
+  L.push('  var lt = l;');
+  for (let x = 1; x < LPR; x *= 2) L.push(`  lt += subgroupShuffleXor(lt, ${x}u);`);
   L.push('  if (t < P.T) {', '    let inv = 1.0 / lt;', `    let ob = ((b * P.T + t) * P.nH + h) * ${D}u + part;`);
   for (let i = 0; i < D / LPR; i++) L.push(`    O[ob + ${i * LPR}u] = o${i} * inv;`);
   L.push('    if (part == 0u) { LSE[(b * P.nH + h) * P.T + t] = (m + log2(lt)) * LN2; }', '  }');
@@ -194,21 +265,27 @@ alias CT = array<f32, ${M * N}>;`
 alias RT = subgroup_matrix_right<f16, ${N}, ${K}>;
 alias CT = subgroup_matrix_result<f32, ${N}, ${M}>;`;
   const oDecl = Array.from({ length: D / LPR }, (_, i) => `o${i}`);
-  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code.ts: ${f16AttnLabel(s)}${emu ? ' (emulated matrices, f32)' : ''}.
+  const qkv = direct
+    ? `@group(0) @binding(0) var<storage, read> q: array<${E}>; // f16 copies [B·T + pad rows, heads, D]
+@group(0) @binding(1) var<storage, read> k: array<${E}>;
+@group(0) @binding(2) var<storage, read> v: array<${E}>;`
+    : `@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;`;
+  const emuLoads: [string, 'LT' | 'RT'][] = direct ? [['q', 'LT'], ['k', 'RT'], ['v', 'RT'], ['Ps', 'LT']] : [['KV', 'LT'], ['KV', 'RT'], ['Ps', 'LT']];
+  const shuffles = LPR > 1 ? 'enable subgroups;\n' : ''; // the row sum (and max) over a row's lanes
+  return `${shuffles}${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code.ts: ${f16AttnLabel(s)}${direct ? ', f16 q/k/v read by the matrix loads' : ''}${emu ? ' (emulated matrices, f32)' : ''}.
 ${types}
 struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
-@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;
+${qkv}
 @group(0) @binding(3) var<storage, read_write> O: array<f32>;
 @group(0) @binding(4) var<storage, read_write> LSE: array<f32>;
 @group(0) @binding(5) var<uniform> P: Params;
-var<workgroup> KV: array<${E}, ${st.kvElems}>; // Q once, then per key block K's rows [0, BKV) and V's from ${VOFF}
-var<workgroup> Ps: array<${E}, ${st.pElems}>; // P, M rows of BKV per subgroup
-var<workgroup> Ss: array<f32, ${st.sElems}>; // per subgroup M rows: S, then the block's P·V
-const NEG = -3.0e38; // finite −inf: key 0 is visible to every row, so m is finite after the first block
+${direct ? '' : `var<workgroup> KV: array<${E}, ${st.kvElems}>; // Q once, then per key block K's rows [0, BKV) and V's from ${VOFF}\n`}var<workgroup> Ps: array<${E}, ${st.pElems}>; // P, M rows of BKV per subgroup
+var<workgroup> Ss: array<f32, ${st.sElems}>; // per subgroup M rows: S${direct ? '' : ', then the block\'s P·V'}
+${direct ? `var<workgroup> Os: array<f32, ${st.sElems}>; // per subgroup M rows: the block's P·V\n` : ''}const NEG = -3.0e38; // finite −inf: key 0 is visible to every row, so m is finite after the first block
 const LN2 = 0.6931471805599453;
-${emu ? emulation(cfg, [['KV', 'LT'], ['KV', 'RT'], ['Ps', 'LT']], ['Ss']) : ''}${o.o16 ? f16OutModule('o16', 6, 2, o.o16) : ''}
+${emu ? emulation(cfg, emuLoads, direct ? ['Ss', 'Os'] : ['Ss']) : ''}${o.o16 ? f16OutModule('o16', 6, 2, o.o16) : ''}
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let nQB = (P.T + ${BQ - 1}u) / ${BQ}u;
