@@ -439,20 +439,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         if (TN >= 8u) { fb1 = Bs[bn + BN / TN]; }
         if (TN == 16u) { fb2 = Bs[bn + 2u * BN / TN]; fb3 = Bs[bn + 3u * BN / TN]; }
       }
-      c00 += a0.x * b0; c10 += a0.y * b0; c20 += a0.z * b0; c30 += a0.w * b0;
-      if (TN >= 8u) { c01 += a0.x * b1; c11 += a0.y * b1; c21 += a0.z * b1; c31 += a0.w * b1; }
-      if (TN == 16u) {
-        c02 += a0.x * b2; c12 += a0.y * b2; c22 += a0.z * b2; c32 += a0.w * b2;
-        c03 += a0.x * b3; c13 += a0.y * b3; c23 += a0.z * b3; c33 += a0.w * b3;
-      }
-      if (TM == 8u) {
-        c40 += a1.x * b0; c50 += a1.y * b0; c60 += a1.z * b0; c70 += a1.w * b0;
-        if (TN >= 8u) { c41 += a1.x * b1; c51 += a1.y * b1; c61 += a1.z * b1; c71 += a1.w * b1; }
-        if (TN == 16u) {
-          c42 += a1.x * b2; c52 += a1.y * b2; c62 += a1.z * b2; c72 += a1.w * b2;
-          c43 += a1.x * b3; c53 += a1.y * b3; c63 += a1.z * b3; c73 += a1.w * b3;
-        }
-      }
+      // #outer-product a0 a1 b0 b1 b2 b3
     }
   }
 
@@ -492,21 +479,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
           if (TN >= 8u) { v1 = lrV4(j, vq0 + vdq, N); }
           if (TN == 16u) { v2 = lrV4(j, vq0 + 2u * vdq, N); v3 = lrV4(j, vq0 + 3u * vdq, N); }
         }
-        c00 += u0.x * v0; c10 += u0.y * v0; c20 += u0.z * v0; c30 += u0.w * v0;
-        if (TN >= 8u) { c01 += u0.x * v1; c11 += u0.y * v1; c21 += u0.z * v1; c31 += u0.w * v1; }
-        if (TN == 16u) {
-          c02 += u0.x * v2; c12 += u0.y * v2; c22 += u0.z * v2; c32 += u0.w * v2;
-          c03 += u0.x * v3; c13 += u0.y * v3; c23 += u0.z * v3; c33 += u0.w * v3;
-        }
-        if (TM == 8u) {
-          let u1 = lrS * lrU4(j, ur1, M);
-          c40 += u1.x * v0; c50 += u1.y * v0; c60 += u1.z * v0; c70 += u1.w * v0;
-          if (TN >= 8u) { c41 += u1.x * v1; c51 += u1.y * v1; c61 += u1.z * v1; c71 += u1.w * v1; }
-          if (TN == 16u) {
-            c42 += u1.x * v2; c52 += u1.y * v2; c62 += u1.z * v2; c72 += u1.w * v2;
-            c43 += u1.x * v3; c53 += u1.y * v3; c63 += u1.z * v3; c73 += u1.w * v3;
-          }
-        }
+        // #outer-product u0 u1 v0 v1 v2 v3 (u1 = lrS * lrU4(j, ur1, M))
       }
     }
   }

@@ -1,13 +1,43 @@
 /**
  * The fp32 GEMM's WGSL: src/engine/kernels/matmul/matmul.wgsl with the vec4 or scalar access sections of
- * src/engine/kernels/matmul/io.wgsl per operand, and the text edits some specialized pipelines get (the k loop
- * written out, the next buffer's index, the stream-K branch).
+ * src/engine/kernels/matmul/io.wgsl per operand, its `// #outer-product` lines written out, and the text edits
+ * some specialized pipelines get (the k loop written out, the next buffer's index, the stream-K branch).
  */
 import matmulSrc from './matmul.wgsl?raw';
 import ioSrc from './io.wgsl?raw';
 import { unrollLoops, wgslIf, wgslSection } from '../wgsl';
 
 const section = (name: string) => wgslSection(ioSrc, name);
+
+const OUTER = /^( *)\/\/ #outer-product (\w+) (\w+) (\w+) (\w+) (\w+) (\w+)(?: \((\w+) = (.+)\))?$/gm;
+
+/**
+ * matmul.wgsl with each `// #outer-product A0 A1 B0 B1 B2 B3 [(A1 = EXPR)]` line written out at its
+ * indentation: the thread tile's update c[r][q] += A[r]·B[q] on the accumulators c00..c73, rows 0-3
+ * from vec4 A0 and 4-7 from A1 (TM 8), columns from B0, B1 (TN >= 8), B2 and B3 (TN 16). One text
+ * for the k loop's step and the low-rank epilogue's; `(A1 = EXPR)` makes A1 a `let` inside the TM 8
+ * branch (the epilogue loads U's second rows only there).
+ */
+export function outerProducts(src: string): string {
+  const out = src.replace(OUTER, (_m, ind: string, a0: string, a1: string, b0: string, b1: string, b2: string, b3: string, name?: string, expr?: string) => {
+    if (name !== undefined && name !== a1) throw new Error(`matmul.wgsl: '#outer-product' defines ${name}, not its second A register ${a1}`);
+    const rows = (a: string, first: number, q: number, b: string) => [0, 1, 2, 3].map((i) => `c${first + i}${q} += ${a}.${'xyzw'[i]} * ${b};`).join(' ');
+    const half = (a: string, first: number, i: string) => [
+      `${i}${rows(a, first, 0, b0)}`,
+      `${i}if (TN >= 8u) { ${rows(a, first, 1, b1)} }`,
+      `${i}if (TN == 16u) {`,
+      `${i}  ${rows(a, first, 2, b2)}`,
+      `${i}  ${rows(a, first, 3, b3)}`,
+      `${i}}`,
+    ];
+    return [...half(a0, 0, ind), `${ind}if (TM == 8u) {`, ...(expr === undefined ? [] : [`${ind}  let ${a1} = ${expr};`]), ...half(a1, 4, `${ind}  `), `${ind}}`].join('\n');
+  });
+  if (out.includes('#outer-product')) throw new Error('matmul.wgsl: a \'#outer-product\' line is not of the form A0 A1 B0 B1 B2 B3 [(A1 = EXPR)]');
+  return out;
+}
+
+/** matmul.wgsl as written out for every variant (its outer-product lines). */
+const matmulText = outerProducts(matmulSrc);
 
 const codeCache = new Map<string, string>();
 
@@ -81,7 +111,7 @@ export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK
   let code = codeCache.get(key);
   if (!code) {
     const text = (sk: boolean) => {
-      const src = wgslIf(matmulSrc, { STREAM_K: sk, LEAN: lean, LOW_RANK: !!lowRank });
+      const src = wgslIf(matmulText, { STREAM_K: sk, LEAN: lean, LOW_RANK: !!lowRank });
       const body = tn16 ? nextBufferByModulo(src) : src;
       return unrollBK > 0 ? unrollKSteps(body, unrollBK) : body;
     };
