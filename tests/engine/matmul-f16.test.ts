@@ -294,6 +294,14 @@ describe('f16 GEMM code', () => {
     expect(f16TcSpecError(spec({ stageVia: 'sgmat', BK: 16, sgM: 4, sgN: 2, tilesM: 1, tilesN: 2 }))).toMatch(/split evenly over the 8 subgroups/);
     expect(f16TcSpecError(spec({ stageVia: 'lds' as 'sgmat' }))).toMatch(/stageVia 'lds'/);
     expect(f16TcSpecError(spec({ stages: 2, unroll: 3 as 2 }))).toMatch(/unroll=3/);
+    // load16: one vec4<u32> load a copy of 8, split by bitcast; only with copy 8 and register staging.
+    const w = f16TcCode(spec({ copy: 8, load16: true }));
+    expect(loopOf(w).match(/let u = A\[select\(0u, i \/ 8u, ok\)\];/g)).toHaveLength(4);
+    expect(w).toContain('ra[1] = select(vec4<f16>(), vec4<f16>(bitcast<vec2<f16>>(u.z), bitcast<vec2<f16>>(u.w)), ok);');
+    expect(f16TcLabel(spec({ copy: 8, load16: true }))).toBe('f16 NT 16x16x16 128x128 (2x2 sg of 4x4) BK32 pad8 direct copy8 ld16');
+    expect(f16TcSpecError(spec({ load16: true }))).toMatch(/load16 .* needs copy=8/);
+    expect(f16TcSpecError(spec({ copy: 8, load16: true, stageVia: 'sgmat' }))).toMatch(/copy=8 .* stageVia 'sgmat'/);
+    expect(f16TcCheckCases(spec({ copy: 8, load16: true })).map((c) => c.name)).toContain('partial, rows of 8');
   });
 
   it('SIMT kernel: vec4<f16> loads where rows are whole vec4s, scalar loads otherwise, f32 accumulation', () => {

@@ -125,6 +125,12 @@ export interface F16TcLayout {
    * matrix-load offset is a per-subgroup base plus a literal (no loop-carried buffer index).
    */
   unroll?: 1 | 2;
+  /**
+   * 16-byte global loads (copy 8 only): A and B bound as array<vec4<u32>>, each copy one load split by
+   * bitcast into two vec4<f16> (half the load instructions of two vec4<f16>). Needs the stored rows
+   * (contiguous dimensions) in multiples of 8; other GEMMs run the spec without it (matmul-f16.ts).
+   */
+  load16?: boolean;
 }
 
 /**
@@ -153,6 +159,8 @@ export const F16_TC_LAYOUTS: F16TcLayout[] = [
   { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 16, PAD: 8, direct: true, loop: 'streamB', swizzle: 8 },
   { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 32, PAD: 8, direct: true, loop: 'streamB', swizzle: 8 },
   { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 32, PAD: 8, direct: true, loop: 'streamB', swizzle: 8, stageVia: 'sgmat' },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, copy: 8, swizzle: 8, load16: true },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, stages: 2, copy: 8, swizzle: 8, unroll: 2, load16: true },
   // Aimed at the H100's limits of the first (173 TFLOP/s at 4096³, cuBLAS 707): the second barrier per
   // K step, register pressure, staging copies, L2 reuse, and 8 subgroups a workgroup.
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, stages: 2 },
@@ -178,6 +186,7 @@ export function f16TcLayoutOf(s: F16TcLayout): F16TcLayout {
   if ((s.swizzle ?? 0) > 1) l.swizzle = s.swizzle;
   if ((s.stageVia ?? 'regs') !== 'regs') l.stageVia = s.stageVia;
   if ((s.unroll ?? 1) !== 1) l.unroll = s.unroll;
+  if (s.load16) l.load16 = true;
   return l;
 }
 
@@ -243,6 +252,7 @@ export function f16TcSpecError(s: F16TcSpec, maxWorkgroupBytes = 49152, maxThrea
   const unroll = s.unroll ?? 1;
   if (unroll !== 1 && unroll !== 2) return `unroll=${unroll} must be 1 or 2`;
   if (unroll === 2 && stages !== 2) return `unroll=2 unrolls the two-stage loop (one body per buffer): it needs stages=2, got stages=${stages}`;
+  if (s.load16 && (copy !== 8 || via !== 'regs')) return `load16 loads 16 bytes a register copy: it needs copy=8 and stageVia 'regs', got copy=${copy} stageVia '${via}'`;
   const T = f16TcThreads(s);
   if (T > maxThreads) return `${T} threads per workgroup`;
   const BM = f16TcBlockM(s);
@@ -261,23 +271,23 @@ export function f16TcSpecError(s: F16TcSpec, maxWorkgroupBytes = 49152, maxThrea
 export function f16TcLabel(s: F16TcSpec): string {
   const form = formOf(s.transA, s.transB) ?? 'TT';
   const extra = [(s.stages ?? 1) > 1 ? ` ${s.stages}stage` : '', s.loop === 'streamB' ? ' streamB' : '', (s.copy ?? 4) !== 4 ? ` copy${s.copy}` : '',
-    (s.swizzle ?? 0) > 1 ? ` swz${s.swizzle}` : '', (s.unroll ?? 1) > 1 ? ` unroll${s.unroll}` : '', s.stageVia === 'sgmat' ? ' sgstage' : ''].join('');
+    (s.swizzle ?? 0) > 1 ? ` swz${s.swizzle}` : '', (s.unroll ?? 1) > 1 ? ` unroll${s.unroll}` : '', s.stageVia === 'sgmat' ? ' sgstage' : '', s.load16 ? ' ld16' : ''].join('');
   return `f16 ${form} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} ${f16TcBlockM(s)}x${f16TcBlockN(s)} (${s.sgM}x${s.sgN} sg of ${s.tilesM}x${s.tilesN}) BK${s.BK} pad${s.PAD}${s.direct ? ' direct' : ''}${extra}`;
 }
 
 /**
  * A spec's name as a tuned pick (the tuning cache's picks are short names of [A-Za-z0-9_/.]):
  * form, configuration, tiles, subgroups, BK, PAD, then the options set, e.g.
- * 'NT.16x16x16.4x4.2x2.bk32.p8.d.s2.sb.c8.z8' (then .u2 for unroll 2, .sg for stageVia 'sgmat'). The subgroup size is the device's at use.
+ * 'NT.16x16x16.4x4.2x2.bk32.p8.d.s2.sb.c8.z8' (then .u2 for unroll 2, .sg for stageVia 'sgmat', .w16 for load16). The subgroup size is the device's at use.
  */
 export function f16TcPick(s: F16TcSpec): string {
   const form = formOf(s.transA, s.transB) ?? 'TT';
   const opts = [s.direct ? 'd' : '', (s.stages ?? 1) > 1 ? `s${s.stages}` : '', s.loop === 'streamB' ? 'sb' : '', (s.copy ?? 4) !== 4 ? `c${s.copy}` : '',
-    (s.swizzle ?? 0) > 1 ? `z${s.swizzle}` : '', (s.unroll ?? 1) > 1 ? `u${s.unroll}` : '', s.stageVia === 'sgmat' ? 'sg' : ''].filter(Boolean);
+    (s.swizzle ?? 0) > 1 ? `z${s.swizzle}` : '', (s.unroll ?? 1) > 1 ? `u${s.unroll}` : '', s.stageVia === 'sgmat' ? 'sg' : '', s.load16 ? 'w16' : ''].filter(Boolean);
   return [form, `${s.cfg.M}x${s.cfg.N}x${s.cfg.K}`, `${s.tilesM}x${s.tilesN}`, `${s.sgM}x${s.sgN}`, `bk${s.BK}`, `p${s.PAD}`, ...opts].join('.');
 }
 
-const PICK_RE = /^(NT|NN|TN)\.(\d{1,3})x(\d{1,3})x(\d{1,3})\.(\d{1,2})x(\d{1,2})\.(\d{1,2})x(\d{1,2})\.bk(\d{1,3})\.p(\d{1,3})(\.d)?(\.s2)?(\.sb)?(\.c8)?(?:\.z(\d{1,3}))?(\.u2)?(\.sg)?$/;
+const PICK_RE = /^(NT|NN|TN)\.(\d{1,3})x(\d{1,3})x(\d{1,3})\.(\d{1,2})x(\d{1,2})\.(\d{1,2})x(\d{1,2})\.bk(\d{1,3})\.p(\d{1,3})(\.d)?(\.s2)?(\.sb)?(\.c8)?(?:\.z(\d{1,3}))?(\.u2)?(\.sg)?(\.w16)?$/;
 
 /** The spec a pick names (f16TcPick's inverse) with this device's subgroup size; null for a name this build cannot run. */
 export function f16TcSpecOfPick(pick: string, sgSize: number): F16TcSpec | null {
@@ -293,6 +303,7 @@ export function f16TcSpecOfPick(pick: string, sgSize: number): F16TcSpec | null 
   if (m[15]) s.swizzle = n(15);
   if (m[16]) s.unroll = 2;
   if (m[17]) s.stageVia = 'sgmat';
+  if (m[18]) s.load16 = true;
   if (f16TcSpecError(s, Infinity, Infinity) || f16TcPick(s) !== pick) return null;
   return s;
 }
