@@ -17,6 +17,8 @@
  * The forward runs as the model runs it, from f16 copies of q, k, v; beside it, same spec and process,
  * the previous kernel (fp32 q, k, v staged, whole-row max scan): the `forward per layer: previous …
  * -> new …` line; `--compare` also times the halfway variants (f16 inputs with the row scan, staging with the split max).
+ * The backward likewise from f16 copies of q, k, v, dO (the model casts them first: timed), beside the
+ * previous staging kernels: the `backward per layer: previous … -> new …` line (dq and dk/dv each).
  * Exit status 1 when a correctness case fails or no spec passes for head dim 64.
  * `--twin` (a device without shader-f16, e.g. SwiftShader): the same flow on the kernel's emulated
  * twin with a micro spec and micro shapes, to test the script itself.
@@ -27,7 +29,7 @@ import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { attentionBackward, attentionBackwardWorkspaceBytes, attentionForward } from '../src/engine/kernels/attention/attention';
 import {
-  type AttentionForwardF16Args, attentionBackwardF16, attentionForwardF16, type F16AttnInputs, f16AttnInputElems, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention,
+  type AttentionForwardF16Args, attentionBackwardF16, attentionForwardF16, type F16AttnBwdInputs, type F16AttnInputs, f16AttnInputElems, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention,
   f16AttentionBackwardSpecs, f16AttentionSpec, f16AttnBwdCandidates, type F16AttnBwdSpecs, f16AttnBwdLabel, f16AttnCandidates, type F16AttnCase, f16AttnLabel, type F16AttnSpec,
 } from '../src/engine/kernels/attention/f16/attention-f16';
 import { f16AttnSpecError } from '../src/engine/kernels/attention/f16/code';
@@ -183,7 +185,6 @@ async function time(name: string, ds: Dispatch[], flops: number): Promise<number
     out.forwardCompare = Object.fromEntries(variants.map(([name], i) => [name, got[i]]));
     log(`forward per layer: previous ${got[0].toFixed(3)} ms -> new ${got[1].toFixed(3)} ms (+ v cast ${vCast.toFixed(3)} ms) = ${(got[0] / (got[1] + vCast)).toFixed(2)}x`);
   }
-  [qkv16.q, qkv16.k, qkv16.v].forEach((b) => rt.mem.free(b as GPUBuffer));
   let f16Bwd = Infinity;
   const chosenBwd = bwdByD.get(D);
   // The chosen backward, then every other candidate that passes its check (tuning data for F16_ATTN_BWD_LAYOUTS' order).
@@ -197,11 +198,31 @@ async function time(name: string, ds: Dispatch[], flops: number): Promise<number
       else log(`skip ${r.label}: ${r.failed}`);
     }
   }
+  // The backward reads f16 copies of q, k, v, dO that the model casts before it (timed: 4 casts a layer).
+  const bwd16: F16AttnBwdInputs = { ...qkv16, dO: copy16(dO, nq, nH * D, 'dO16') };
+  const bwdCasts = await time(`${s.name} q, k, v, dO casts to f16 (the model's backward passes a layer)`, [
+    castF32ToF16(rt, { label: 'q16', x: q, out: bwd16.q, n: nq, elem }), castF32ToF16(rt, { label: 'k16', x: k, out: bwd16.k, n: nk, elem }),
+    castF32ToF16(rt, { label: 'v16', x: v, out: bwd16.v, n: nk, elem }), castF32ToF16(rt, { label: 'dO16', x: dO, out: bwd16.dO, n: nq, elem })], 0);
+  const bwdArgs = { ...shape, dO, dq, dk, dv, workspace: ws, emulate: twin };
   for (const specs of bwdList) {
-    const ms = await time(`${s.name} f16 bwd ${f16AttnBwdLabel(specs)}`, attentionBackwardF16(rt, { ...shape, dO, dq, dk, dv, workspace: ws, specs, emulate: twin }), 2.5 * fwdFlops);
-    f16Bwd = Math.min(f16Bwd, ms);
+    const ms = await time(`${s.name} f16 bwd ${f16AttnBwdLabel(specs)} (f16 q/k/v/dO)`, attentionBackwardF16(rt, { ...bwdArgs, specs, qkv16: bwd16 }), 2.5 * fwdFlops);
+    f16Bwd = Math.min(f16Bwd, ms + bwdCasts);
   }
+  // The previous backward (fp32 q, k, v, dO staged and cast) beside the new one, per kernel.
+  if (chosenBwd) {
+    const got: Record<string, number> = {};
+    for (const [name, h] of [['previous', undefined], ['new', bwd16]] as const) {
+      const [dqK, dkdvK] = attentionBackwardF16(rt, { ...bwdArgs, specs: chosenBwd, qkv16: h });
+      got[`${name} dq`] = await time(`${s.name} f16 bwd ${name} dq kernel`, [dqK], 1.5 * fwdFlops);
+      // dk/dv alone: it reads the Di the dq runs just left in the workspace.
+      got[`${name} dkdv`] = await time(`${s.name} f16 bwd ${name} dk/dv kernel`, [dkdvK], 2 * fwdFlops);
+    }
+    out.backwardCompare = got;
+    log(`backward per layer: previous dq ${got['previous dq'].toFixed(3)} + dkdv ${got['previous dkdv'].toFixed(3)} ms -> new dq ${got['new dq'].toFixed(3)} + dkdv ${got['new dkdv'].toFixed(3)} ms (+ casts ${bwdCasts.toFixed(3)} ms) = ${((got['previous dq'] + got['previous dkdv']) / (got['new dq'] + got['new dkdv'] + bwdCasts)).toFixed(2)}x`);
+  }
+  [qkv16.q, qkv16.k, qkv16.v, bwd16.dO].forEach((b) => rt.mem.free(b as GPUBuffer));
   const L = 12;
+  // f16 figures include the model's casts (v for the forward; q, k, v, dO for the backward).
   const perStep = { fp32: L * (fp32Fwd + fp32Bwd), f16FwdFp32Bwd: L * (best + fp32Bwd), f16: L * (best + f16Bwd), targetMs: 5 };
   out.perStep = perStep;
   log(`per base step (${L} layers): fp32 attention ${perStep.fp32.toFixed(2)} ms; f16 forward + fp32 backward ${perStep.f16FwdFp32Bwd.toFixed(2)} ms; f16 forward + f16 backward ${perStep.f16.toFixed(2)} ms (target ≤ 5 ms${twin ? '; twin: micro shape, not a measurement' : ''})`);

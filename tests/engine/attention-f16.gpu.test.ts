@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  attentionBackwardF16, attentionForwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention, f16AttentionBackwardSpecs,
+  attentionBackwardF16, attentionForwardF16, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention, f16AttentionBackwardSpecs,
   f16AttentionHeadDims, f16AttentionSpec, f16AttnBwdCandidates,
 } from '../../src/engine/kernels/attention/f16/attention-f16';
 import { f16AttnBwdSpecError } from '../../src/engine/kernels/attention/f16/code-bwd';
@@ -45,10 +45,15 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     for (const k of ['dq', 'dkdv'] as const) expect(f16AttnBwdSpecError(k, s, rt.device.limits.maxComputeWorkgroupStorageSize, 1024, true)).toBeNull();
     const r = await checkF16AttnBwdSpecs(rt, { dq: s, dkdv: s }, true);
     expect(r).toEqual({ label: r.label, ok: true });
+    // The kernels staging fp32 q, k, v, dO (the earlier ones, kept for side-by-side timing).
+    const staged = await checkAttentionBackwardF16(rt, { dq: s, dkdv: s }, { B: 1, T: 21, nH: 2, nKV: 1 }, { emulate: true, inputs: 'f32' });
+    expect([staged.error, staged.ok]).toEqual([undefined, true]);
     // Candidates are the layouts both kernels fit: at 48 KiB all four at D 64, at 32 KiB the two-subgroup ones.
     const lim = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024 };
     expect(f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, lim).map((c) => [c.dq.sgCount, c.dq.BKV])).toEqual([[4, 32], [2, 32], [4, 16], [2, 16]]);
-    expect(f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, { ...lim, maxComputeWorkgroupStorageSize: 32768 }).map((c) => [c.dq.sgCount, c.dq.BKV])).toEqual([[2, 32], [2, 16]]);
+    expect(f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, { ...lim, maxComputeWorkgroupStorageSize: 32768 }, undefined, false, false).map((c) => [c.dq.sgCount, c.dq.BKV])).toEqual([[2, 32], [2, 16]]);
+    // Reading f16 copies, nothing is staged: all four fit in 32 KiB.
+    expect(f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, { ...lim, maxComputeWorkgroupStorageSize: 32768 }).length).toBe(4);
   });
 
   it('the real kernel is written with subgroup matrices and f16 staging', () => {

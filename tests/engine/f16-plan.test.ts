@@ -138,6 +138,9 @@ describe('the f16 attention path', () => {
     expect(s.q.size).toBe((tiny.dims.N + F16_ATTN_MAX_PAD_ROWS) * tiny.dims.QC * 2);
     expect([s.q, s.k, s.v].every((x) => x.offset + x.size <= s.bytes) && s.k.offset >= s.q.n * 2 && s.v.offset >= s.k.offset + s.k.n * 2).toBe(true);
     expect(micro.buffers.some((b) => b.key === 'f16.qkv')).toBe(false);
+    // With the f16 backward, dO's copy too (after v's).
+    const sb = f16AttnInputSlots(both.dims, false, true);
+    expect([both.buffers.find((b) => b.key === 'f16.qkv')?.bytes, sb.dO!.offset % 256, sb.dO!.offset >= sb.v.offset + sb.v.n * 2]).toEqual([sb.bytes, 0, true]);
     expect(micro.f16!.layers[0].note).toMatch(/attention f16 → fp32 attention \(head dim 8: the f16 attention kernel is verified for head dims 32, 64\)/);
     expect(f16AttentionPath({ shaderF16: true, tensorCores: true }, 64).why).toMatch(/no f16 attention kernel passed its check/);
     expect(f16AttentionPath(NO_F16, 64)).toEqual({ path: 'fp32', why: 'this device has no shader-f16', backward: 'fp32' });

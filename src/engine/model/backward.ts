@@ -7,6 +7,8 @@ import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionBackward } from '../kernels/attention/attention';
 import { attentionBackwardI8 } from '../kernels/attention/i8';
 import { attentionBackwardF16 } from '../kernels/attention/f16/attention-f16';
+import { castF32ToF16 } from '../kernels/matmul-f16/cast';
+import { f16AttnInputBindings } from './f16-operands';
 import { embeddingBackward } from '../kernels/embedding/embedding';
 import { dequantizeRows } from '../kernels/quantize/quantize';
 import { rmsnormBackward } from '../kernels/rmsnorm/rmsnorm';
@@ -84,7 +86,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
    */
   const loraDxTerm = (l: number, name: string): LowRank | undefined => {
     const ad = m.lora?.on(`model.layers.${l}.${name}`);
-    return ad && m.g.lowRankFits(l, 'dx') ? m.lora!.dxLowRank(ad) : undefined;
+    return ad && m.lora!.epilogue && m.g.lowRankFits(l, 'dx') ? m.lora!.dxLowRank(ad) : undefined;
   };
   /** dX += the adapter's term, after the base dX GEMM of layer l's linear `name` wrote dx (unless that GEMM's epilogue added it). */
   const loraDx = (l: number, label: string, name: string, dx: GPUBuffer) => {
@@ -171,7 +173,12 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     } else if (m.plan.f16?.layers[l].attentionBackward === 'f16-tensor-core') {
       // f16 operands on tensor cores (verified on this device): dq (writing Di to attnWs), then dk/dv.
       m.attnPaths.set(`L${l}.attnDp`, 'f16-tensor-core');
-      push(attentionBackwardF16(rt, attn));
+      // The kernels read f16 copies of q, k, v, dO (f16.qkv, the forward's slots and dO's): cast here.
+      const h = f16AttnInputBindings(m.b('f16.qkv'), m.plan.dims, !!m.plan.f16Twin, true);
+      for (const [x, key, n] of [[a('q'), 'q', N * QC], [a('k'), 'k', N * KVC], [a('v'), 'v', N * KVC], [dh, 'dO', N * QC]] as const) {
+        push(castF32ToF16(rt, { label: lab(`attn.bwd.${key}16`), x, out: h.out[key].out, n, elem: h.in.elem }));
+      }
+      push(attentionBackwardF16(rt, { ...attn, qkv16: h.in }));
     } else {
       push(attentionBackward(rt, attn));
     }

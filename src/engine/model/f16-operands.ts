@@ -8,7 +8,8 @@
  * layout's 64-float alignment is only 128 bytes in f16.
  */
 import { f16AttnInputElems } from '../kernels/attention/f16/code';
-import { f16OperandBytes } from '../kernels/matmul-f16/cast';
+import type { F16AttnBwdInputs } from '../kernels/attention/f16/attention-f16';
+import { type F16Out, f16OperandBytes } from '../kernels/matmul-f16/cast';
 import type { F16GemmPath, LayerF16Paths } from './compute-plan';
 import type { ModelDims } from './dims';
 import type { ParamLayout } from './params';
@@ -60,16 +61,30 @@ export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout
 
 /**
  * The f16 attention's inputs in `f16.qkv` (a workspace, where some layer runs f16 attention): q's, k's
- * and v's f16 copies (RoPE writes q's and k's, a cast v's; the forward's matrix loads read them).
- * Each slot starts at a 256-byte boundary; its binding reaches f16AttnInputElems past its start (the
- * last blocks' loads read a few rows past the tensor: the next slot's values or zeros).
+ * and v's f16 copies (the forward: RoPE writes q's and k's, a cast v's; the backward casts q, k, v and
+ * dO, `backward`: dO's slot too), read by the kernels' matrix loads. Each slot starts at a 256-byte
+ * boundary; its binding reaches f16AttnInputElems past its start (the last blocks' loads read a few
+ * rows past the tensor: the next slot's values or zeros, finite either way).
  */
-export function f16AttnInputSlots(d: ModelDims, twin = false) {
+export function f16AttnInputSlots(d: ModelDims, twin = false, backward = false) {
   const bytes = (n: number) => f16OperandBytes(n, twin);
   const al = (b: number) => Math.ceil(b / 256) * 256;
   const slot = (offset: number, width: number) => ({ offset, n: d.N * width, size: bytes(f16AttnInputElems(d.N, width)) });
   const q = slot(0, d.QC);
   const k = slot(al(bytes(q.n)), d.KVC);
   const v = slot(k.offset + al(bytes(k.n)), d.KVC);
-  return { q, k, v, bytes: Math.max(...[q, k, v].map((s) => s.offset + s.size)) };
+  const dO = backward ? slot(v.offset + al(bytes(v.n)), d.QC) : null;
+  return { q, k, v, dO, bytes: Math.max(...[q, k, v, dO].map((s) => (s ? s.offset + s.size : 0))) };
+}
+
+/** The slots of f16AttnInputSlots in `buffer`: the kernels' (padded) bindings, and the producers' exact outputs. */
+export function f16AttnInputBindings(buffer: GPUBuffer, d: ModelDims, twin: boolean, backward: boolean): { in: F16AttnBwdInputs; out: Record<'q' | 'k' | 'v' | 'dO', F16Out> } {
+  const slots = f16AttnInputSlots(d, twin, backward);
+  const elem = twin ? 'f32' : 'f16';
+  const bind = (s: { offset: number; size: number } | null) => ({ buffer, offset: s?.offset ?? 0, size: s?.size ?? 0 });
+  const out = (s: { offset: number; n: number } | null): F16Out => ({ out: { buffer, offset: s?.offset ?? 0, size: f16OperandBytes(s?.n ?? 0, twin) }, elem });
+  return {
+    in: { q: bind(slots.q), k: bind(slots.k), v: bind(slots.v), dO: bind(slots.dO), elem },
+    out: { q: out(slots.q), k: out(slots.k), v: out(slots.v), dO: out(slots.dO) },
+  };
 }

@@ -9,8 +9,8 @@
 import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionForward } from '../kernels/attention/attention';
 import { attentionForwardI8 } from '../kernels/attention/i8';
-import { attentionForwardF16, type F16AttnInputs } from '../kernels/attention/f16/attention-f16';
-import { castF32ToF16, type F16Out, f16OperandBytes } from '../kernels/matmul-f16/cast';
+import { attentionForwardF16 } from '../kernels/attention/f16/attention-f16';
+import { castF32ToF16 } from '../kernels/matmul-f16/cast';
 import { bf16Words, packBf16, unpackBf16 } from '../kernels/bf16/bf16';
 import { copy } from '../kernels/elementwise/elementwise';
 import { embeddingForward } from '../kernels/embedding/embedding';
@@ -19,7 +19,7 @@ import { buildDequantize, buildQuantize, dequantizeRows } from '../kernels/quant
 import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce/reduce';
 import { rmsnormForward } from '../kernels/rmsnorm/rmsnorm';
 import { rope, ropeF16, ropeTablePacked } from '../kernels/rope/rope';
-import { f16AttnInputSlots } from './f16-operands';
+import { f16AttnInputBindings } from './f16-operands';
 import { adamw } from '../optim/adamw';
 import { adamwScaled, lossScaleCheck, lossScaleUpdate, packLossScaleState } from '../optim/loss-scale-gpu';
 import { LossScaler } from '../optim/loss-scale';
@@ -360,16 +360,6 @@ export class LlamaGpu {
    * backward (plan.checkpoint): the same dispatches from the layer's saved input up to the SwiGLU,
    * refilling the shared set its backward reads; no down projection, no storage, no probes.
    */
-  /** The f16 attention's inputs in f16.qkv (f16AttnInputSlots): the forward's bindings (padded) and the producers' slots (exact). */
-  private f16AttnInputs(): { in: F16AttnInputs; out: Record<'q' | 'k' | 'v', F16Out> } {
-    const slots = f16AttnInputSlots(this.dims, !!this.plan.f16Twin);
-    const elem = this.plan.f16Twin ? 'f32' : 'f16';
-    const buffer = this.b('f16.qkv');
-    const bind = (s: { offset: number; size: number }) => ({ buffer, offset: s.offset, size: s.size });
-    const out = (s: { offset: number; n: number }): F16Out => ({ out: { buffer, offset: s.offset, size: f16OperandBytes(s.n, elem === 'f32') }, elem });
-    return { in: { q: bind(slots.q), k: bind(slots.k), v: bind(slots.v), elem }, out: { q: out(slots.q), k: out(slots.k), v: out(slots.v) } };
-  }
-
   private buildLayer(l: number, push: (d: Dispatch | Dispatch[]) => void, recompute = false): void {
     const { rt, cfg } = this;
     const { B, T, N, C, F, nH, nKV, D, QC, KVC, L } = this.dims;
@@ -389,7 +379,7 @@ export class LlamaGpu {
     // its up-projection in the base GEMM's epilogue where that GEMM takes one (lowRankFits), else a GEMM after it.
     const linear = (label: string, name: string, x: GPUBuffer, gx: Binding, out: GPUBuffer, n: number, k: number, acc: boolean, key: GemmInputSaved) => {
       const ad = this.lora?.on(`model.layers.${l}.${name}`);
-      const fused = ad && this.g.lowRankFits(l, 'forward') ? this.lora!.upLowRank(ad) : undefined;
+      const fused = ad && this.lora!.epilogue && this.g.lowRankFits(l, 'forward') ? this.lora!.upLowRank(ad) : undefined;
       if (ad) push(this.lora!.down(ad, label, x, recompute));
       push(this.g.linear(label, l, name, gx, out, N, n, k, acc, key, fused));
       if (ad && !fused) push(this.lora!.up(ad, label, { buffer: out, offset: 0, size: N * n * 4 }));
@@ -402,7 +392,8 @@ export class LlamaGpu {
     // INT8 attention scores: the rotations write Q's and K's codes too (attention-scores.ts).
     const i8Scores = this.plan.layers[l].compute.attentionQk === 'int8';
     // f16 attention reads f16 copies of q, k, v (f16.qkv): the rotations write q's and k's, v's is cast.
-    const qkv16 = !i8Scores && this.plan.f16?.layers[l].attention === 'f16-tensor-core' ? this.f16AttnInputs() : undefined;
+    const f16Attn = !i8Scores && this.plan.f16?.layers[l].attention === 'f16-tensor-core';
+    const qkv16 = f16Attn ? f16AttnInputBindings(this.b('f16.qkv'), this.dims, !!this.plan.f16Twin, false) : undefined;
     const ropeOf = (which: 'q' | 'k', x: GPUBuffer, y: GPUBuffer, nHeads: number) => {
       const args = { label: lab(`rope_${which}`), x, y, table: this.b('rope'), B, T, nHeads, D };
       if (qkv16) return ropeF16(rt, { ...args, y16: qkv16.out[which] });

@@ -384,8 +384,9 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
     ws('f16.a', f16.actBytes);
     if (f16.dw && training) ws('f16.x', f16.xBytes);
   }
-  // The f16 attention's q, k, v copies (model/f16-operands.ts f16AttnInputSlots), where some layer runs it.
-  if (p.f16?.layers.some((l) => l.attention === 'f16-tensor-core')) ws('f16.qkv', f16AttnInputSlots(d, p.f16Twin).bytes);
+  // The f16 attention's q, k, v (and the backward's dO) copies (model/f16-operands.ts f16AttnInputSlots), where some layer runs it.
+  const f16Bwd = training && !!p.f16?.layers.some((l) => l.attentionBackward === 'f16-tensor-core');
+  if (p.f16?.layers.some((l) => l.attention === 'f16-tensor-core')) ws('f16.qkv', f16AttnInputSlots(d, p.f16Twin, f16Bwd).bytes);
   // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()); INT8 and f16 forwards read W's codes or f16 copy.
   const fp32Forward = !p.qlora && p.layers.some((l, i) => l.compute.forward === 'fp32' && !runsF16(p.f16?.layers[i]?.forward));
   if (fp32Forward && linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);

@@ -28,6 +28,18 @@ export { f16AttnInputElems, f16AttnLabel, type F16AttnSpec } from './code';
  */
 export interface F16AttnInputs { q: Binding; k: Binding; v: Binding; elem: 'f16' | 'f32' }
 
+/** The backward's f16 inputs: q's, k's, v's and dO's copies (dO laid out as q), each padded as F16AttnInputs'. */
+export interface F16AttnBwdInputs extends F16AttnInputs { dO: Binding }
+
+/** Checks f16 input copies against the kernel variant (packed f16 for the real kernel, f32 for the twin) and their padded sizes. */
+function checkInputs(label: string, a: Shape & { emulate?: boolean }, h: F16AttnInputs, extra: [string, Binding, number][] = []): void {
+  if ((h.elem === 'f32') !== !!a.emulate) throw new Error(`${label}: f16 q/k/v copies stored as ${h.elem} need ${h.elem === 'f32' ? 'the emulated twin (emulate)' : 'the real kernel (no emulate)'}`);
+  const rows = a.B * a.T;
+  for (const [name, b, heads] of [['q16', h.q, a.nH], ['k16', h.k, a.nKV], ['v16', h.v, a.nKV], ...extra] as const) {
+    requireBytes(label, name, b, f16OperandBytes(f16AttnInputElems(rows, heads * a.D), h.elem === 'f32'));
+  }
+}
+
 /** Head dims the f16 attention is verified for (the presets' 64, and 32 of the small ones); others keep fp32 attention. */
 export const F16_ATTENTION_HEAD_DIMS = [32, 64];
 
@@ -73,13 +85,7 @@ export function attentionForwardF16(rt: Runtime, a: AttentionForwardF16Args): Di
   const h = a.qkv16;
   const err = f16AttnSpecError(spec, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, a.emulate, !!h);
   if (err) throw new Error(`${a.label}: ${f16AttnLabel(spec)}: ${err}`);
-  if (h) {
-    if ((h.elem === 'f32') !== !!a.emulate) throw new Error(`${a.label}: f16 q/k/v copies stored as ${h.elem} need ${h.elem === 'f32' ? 'the emulated twin (emulate)' : 'the real kernel (no emulate)'}`);
-    const rows = a.B * a.T;
-    for (const [name, b, heads] of [['q16', h.q, a.nH], ['k16', h.k, a.nKV], ['v16', h.v, a.nKV]] as const) {
-      requireBytes(a.label, name, b, f16OperandBytes(f16AttnInputElems(rows, heads * a.D), h.elem === 'f32'));
-    }
-  }
+  if (h) checkInputs(a.label, a, h);
   return [rt.kernel({
     label: `${a.label}.attnFwdF16${h ? 'D' : ''}${a.o16 ? 'H' : ''}`,
     code: f16AttnForwardCode(spec, { emulate: a.emulate, o16: a.o16?.elem, inputs: h ? 'f16' : 'f32', rowMax: a.rowMax }),
@@ -347,18 +353,18 @@ export async function enableF16Attention(rt: Runtime, dims: number[] = F16_ATTEN
 
 export const f16AttnBwdLabel = (s: F16AttnBwdSpecs) => `backward dq ${f16AttnLabel(s.dq)}; dkdv ${f16AttnLabel(s.dkdv)}`;
 
-/** Backward candidates for head dim D: each configuration with each layout both kernels fit. */
+/** Backward candidates for head dim D: each configuration with each layout both kernels fit (`direct`: reading f16 copies, the model's variant). */
 export function f16AttnBwdCandidates(cfgs: F16AttnSpec['cfg'][], D: number, sgSize: number, lim: { maxComputeWorkgroupStorageSize: number; maxComputeInvocationsPerWorkgroup: number },
-  layouts = F16_ATTN_BWD_LAYOUTS, emulate = false): F16AttnBwdSpecs[] {
-  const fits = (s: F16AttnSpec) => (['dq', 'dkdv'] as const).every((k) => !f16AttnBwdSpecError(k, s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, emulate));
+  layouts = F16_ATTN_BWD_LAYOUTS, emulate = false, direct = true): F16AttnBwdSpecs[] {
+  const fits = (s: F16AttnSpec) => (['dq', 'dkdv'] as const).every((k) => !f16AttnBwdSpecError(k, s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, emulate, direct));
   return cfgs.flatMap((cfg) => layouts.map((l): F16AttnSpec => ({ cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, D, sgSize, ...l }))).filter(fits).map((s) => ({ dq: s, dkdv: s }));
 }
 
 /** The backward's check cases (the forward's: GQA with partial blocks, one head per KV head); the first failure stops it. */
-export async function checkF16AttnBwdSpecs(rt: Runtime, s: F16AttnBwdSpecs, emulate?: boolean): Promise<{ label: string; ok: boolean; failed?: string }> {
+export async function checkF16AttnBwdSpecs(rt: Runtime, s: F16AttnBwdSpecs, emulate?: boolean, inputs?: 'f16' | 'f32'): Promise<{ label: string; ok: boolean; failed?: string }> {
   const bq = Math.max(f16AttnBlockQ(s.dq), f16AttnBlockQ(s.dkdv), s.dq.BKV, s.dkdv.BKV);
   for (const c of [{ B: 1, T: 2 * bq + 5, nH: 4, nKV: 2 }, { B: 2, T: bq, nH: 2, nKV: 2 }]) {
-    const r = await checkAttentionBackwardF16(rt, s, c, { emulate });
+    const r = await checkAttentionBackwardF16(rt, s, c, { emulate, inputs });
     if (!r.ok) {
       const what = r.error ?? `relative error dq ${r.relErr.dq.toExponential(2)}, dk ${r.relErr.dk.toExponential(2)}, dv ${r.relErr.dv.toExponential(2)} (tol ${F16_ATTN_BWD_TOL})`;
       return { label: f16AttnBwdLabel(s), ok: false, failed: `B${c.B} T${c.T} nH${c.nH} nKV${c.nKV}: ${what}` };
@@ -398,6 +404,8 @@ export interface AttentionBackwardF16Args extends Shape {
   emulate?: boolean;
   /** Where the dk/dv kernel also writes dv's f16 copy (v_proj's f16 dX and dW GEMMs read it). */
   dv16?: F16Out;
+  /** f16 copies of q, k, v, dO read straight by the matrix loads; the fp32 q, k, v, dO are then not read (Di = rowsum(dO∘o) takes dO's copy). */
+  qkv16?: F16AttnBwdInputs;
 }
 
 /** dq, dk, dv from q, k, v, o, lse, dO with f16 operands on subgroup matrices: the dq kernel (writes Di), then the dk/dv kernel. */
@@ -405,9 +413,12 @@ export function attentionBackwardF16(rt: Runtime, a: AttentionBackwardF16Args): 
   const specs = a.specs ?? f16AttentionBackwardSpecs(rt, a.D);
   if (!specs) throw new Error(`${a.label}: no verified f16 attention backward for head dim ${a.D} on this device (enableF16Attention): use the fp32 backward`);
   const lim = rt.device.limits;
+  const h = a.qkv16;
+  if (h) checkInputs(a.label, a, h, [['dO16', h.dO, a.nH]]);
+  const inputs = h ? 'f16' : 'f32';
   for (const kind of ['dq', 'dkdv'] as const) {
     checkShape(a.label, a, specs[kind]);
-    const err = f16AttnBwdSpecError(kind, specs[kind], lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, a.emulate);
+    const err = f16AttnBwdSpecError(kind, specs[kind], lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, a.emulate, !!h);
     if (err) throw new Error(`${a.label}: f16 attention ${kind} ${f16AttnLabel(specs[kind])}: ${err}`);
   }
   const u = attentionParams(rt, a.label, a);
@@ -415,15 +426,15 @@ export function attentionBackwardF16(rt: Runtime, a: AttentionBackwardF16Args): 
   if (a.dv16) requireF16Out(a.label, 'dv16', a.dv16, a.B * a.T * a.nKV * a.D);
   return [
     rt.kernel({
-      label: `${a.label}.attnBwdDqF16`,
-      code: f16AttnDqCode(specs.dq, { emulate: a.emulate }),
-      bindings: [a.q, a.k, a.v, a.o, a.dO, a.lse, a.workspace, a.dq, u],
+      label: `${a.label}.attnBwdDqF16${h ? 'D' : ''}`,
+      code: f16AttnDqCode(specs.dq, { emulate: a.emulate, inputs }),
+      bindings: h ? [h.q, h.k, h.v, a.o, h.dO, a.lse, a.workspace, a.dq, u] : [a.q, a.k, a.v, a.o, a.dO, a.lse, a.workspace, a.dq, u],
       workgroups: [empty ? 0 : Math.ceil(a.T / f16AttnBlockQ(specs.dq)), a.B * a.nH],
     }),
     rt.kernel({
-      label: `${a.label}.attnBwdDkDvF16${a.dv16 ? 'H' : ''}`,
-      code: f16AttnDkdvCode(specs.dkdv, { emulate: a.emulate, dv16: a.dv16?.elem }),
-      bindings: dkdvBindings(a, a.workspace, u),
+      label: `${a.label}.attnBwdDkDvF16${h ? 'D' : ''}${a.dv16 ? 'H' : ''}`,
+      code: f16AttnDkdvCode(specs.dkdv, { emulate: a.emulate, dv16: a.dv16?.elem, inputs }),
+      bindings: dkdvBindings(h ? { ...a, q: h.q, k: h.k, v: h.v, dO: h.dO } : a, a.workspace, u),
       workgroups: [empty ? 0 : Math.ceil(a.T / f16AttnBlockQ(specs.dkdv)), a.B * a.nKV],
     }),
   ];
@@ -446,7 +457,7 @@ export const F16_ATTN_BWD_TOL = 4e-3;
  * Runs the backward on seeded data (q ×3 as in checkAttentionF16) with o and lse from the float64
  * forward of the f16-rounded inputs, against attentionBackwardRef on f16-rounded q, k, v, dO.
  */
-export async function checkAttentionBackwardF16(rt: Runtime, specs: F16AttnBwdSpecs, c: F16AttnCase, o: { emulate?: boolean; seed?: number } = {}): Promise<F16AttnBwdCheck> {
+export async function checkAttentionBackwardF16(rt: Runtime, specs: F16AttnBwdSpecs, c: F16AttnCase, o: { emulate?: boolean; seed?: number; inputs?: 'f16' | 'f32' } = {}): Promise<F16AttnBwdCheck> {
   const { B, T, nH, nKV } = c;
   const D = specs.dq.D;
   const rng = new Rng(o.seed ?? T * 17 + nH * 5 + nKV);
@@ -460,21 +471,31 @@ export async function checkAttentionBackwardF16(rt: Runtime, specs: F16AttnBwdSp
   const bufs: GPUBuffer[] = [];
   const fail = (error: string): F16AttnBwdCheck => ({ ok: false, relErr: { dq: NaN, dk: NaN, dv: NaN }, error });
   try {
-    for (const [kind, code] of [['dq', f16AttnDqCode(specs.dq, { emulate: o.emulate })], ['dkdv', f16AttnDkdvCode(specs.dkdv, { emulate: o.emulate })]] as const) {
+    const inputs = o.inputs ?? 'f16';
+    for (const [kind, code] of [['dq', f16AttnDqCode(specs.dq, { emulate: o.emulate, inputs })], ['dkdv', f16AttnDkdvCode(specs.dkdv, { emulate: o.emulate, inputs, dv16: o.emulate ? 'f32' : 'f16' })]] as const) {
       const errors = await wgslErrors(rt.device, `f16attn.check.${kind}`, code, true);
       if (errors.length) return fail(`${kind}: ${errors.join('; ')}`);
     }
-    const up = (x: Float32Array) => {
+    const up = (x: Float32Array | Uint16Array) => {
       const b = rt.upload('workspace', 'f16attn.bwd.in', x);
       bufs.push(b);
       return b;
     };
     const nq = B * T * nH * D;
     const nk = B * T * nKV * D;
+    // The f16 copies (the model's inputs), pad rows filled with other finite values (checkAttentionF16).
+    const copy16 = (x: Float32Array, width: number) => {
+      const padded = rng.uniformArray(f16AttnInputElems(B * T, width));
+      padded.set(x);
+      return up(o.emulate ? roundF16Array(padded) : f32ArrayToF16(padded));
+    };
+    const qkv16: F16AttnBwdInputs | undefined = inputs === 'f16'
+      ? { q: copy16(q, nH * D), k: copy16(k, nKV * D), v: copy16(v, nKV * D), dO: copy16(dO, nH * D), elem: o.emulate ? 'f32' : 'f16' }
+      : undefined;
     const args: AttentionBackwardF16Args = {
       label: 'f16attn.bwd', B, T, nH, nKV, D, q: up(q), k: up(k), v: up(v), o: up(of32), lse: up(lf32), dO: up(dO),
       dq: up(new Float32Array(nq).fill(NaN)), dk: up(new Float32Array(nk).fill(NaN)), dv: up(new Float32Array(nk).fill(NaN)),
-      workspace: up(new Float32Array(B * nH * T)), specs, emulate: o.emulate,
+      workspace: up(new Float32Array(B * nH * T)), specs, emulate: o.emulate, qkv16,
       // The variant the model runs: dv's f16 copy too, checked below.
       dv16: f16CheckOut(up, nk, o.emulate),
     };

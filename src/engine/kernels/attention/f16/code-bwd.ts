@@ -23,32 +23,33 @@ const SYNTAX = { syntax: 'template' } as const;
 export type F16AttnBwdKernel = 'dq' | 'dkdv';
 
 /** Strides and element counts of a backward kernel's workgroup arrays (f16 elements for A and P, f32 for S). */
-export function f16AttnBwdStaging(kind: F16AttnBwdKernel, s: F16AttnSpec) {
+export function f16AttnBwdStaging(kind: F16AttnBwdKernel, s: F16AttnSpec, direct = false) {
   const own = s.sgCount * s.cfg.M;
   const KST = s.D + s.PAD;
   const PST = s.BKV + s.PAD;
   // Per subgroup row: the S block and the dP block side by side; the final D-wide result after.
   const SST = Math.max(2 * s.BKV, s.D) + 4;
-  const aElems = Math.max(2 * own, 2 * s.BKV) * KST;
+  // `direct` (f16 inputs read by the matrix loads): no staged rows; dk/dv's lanes read lse and Di themselves.
+  const aElems = direct ? 0 : Math.max(2 * own, 2 * s.BKV) * KST;
   const pElems = (kind === 'dkdv' ? 2 : 1) * own * PST;
   const sElems = own * SST;
-  const extra = kind === 'dkdv' ? 2 * s.BKV : 0; // lse and Di of the query block
+  const extra = kind === 'dkdv' && !direct ? 2 * s.BKV : 0; // lse and Di of the query block
   return { own, KST, PST, SST, aElems, pElems, sElems, extra };
 }
 
-export function f16AttnBwdWorkgroupBytes(kind: F16AttnBwdKernel, s: F16AttnSpec, emulate = false): number {
-  const st = f16AttnBwdStaging(kind, s);
+export function f16AttnBwdWorkgroupBytes(kind: F16AttnBwdKernel, s: F16AttnSpec, emulate = false, direct = false): number {
+  const st = f16AttnBwdStaging(kind, s, direct);
   const e = emulate ? 4 : 2;
   return Math.ceil((st.aElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + (st.sElems + st.extra) * 4;
 }
 
 /** Why a spec cannot run a backward kernel (null when it can). */
-export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false): string | null {
-  const base = f16AttnSpecError(s, Infinity, maxThreads);
+export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false, direct = false): string | null {
+  const base = f16AttnSpecError(s, Infinity, maxThreads, false, direct);
   if (base) return base;
   const lpr = s.sgSize / s.cfg.M;
   if ((s.D / 4) % lpr) return `D/4 = ${s.D / 4} must split over ${lpr} lanes per row`;
-  const bytes = f16AttnBwdWorkgroupBytes(kind, s, emulate);
+  const bytes = f16AttnBwdWorkgroupBytes(kind, s, emulate, direct);
   if (bytes > maxWorkgroupBytes) return `${bytes} bytes of workgroup memory`;
   return null;
 }
@@ -58,10 +59,12 @@ function stage(g: StageGen, src: string, heads: string, head: string, rows: numb
   stageRows(g, 'A', src, heads, head, rows, row0, dst, KST, indent);
 }
 
-function header(kind: F16AttnBwdKernel, s: F16AttnSpec, emu: boolean): string {
+function header(kind: F16AttnBwdKernel, s: F16AttnSpec, emu: boolean, direct: boolean): string {
   const { M, N, K } = s.cfg;
   const E = emu ? 'f32' : 'f16';
-  const st = f16AttnBwdStaging(kind, s);
+  const st = f16AttnBwdStaging(kind, s, direct);
+  // f16 copies (`direct`) of q, k, v, dO: element arrays the matrix loads read; else fp32 vec4 rows staged.
+  const X = direct ? `array<${E}>` : 'array<vec4<f32>>';
   const types = emu
     ? `alias LT = array<f32, ${M * K}>; // emulated: row-major M × K, every lane holds all of it
 alias RT = array<f32, ${K * N}>;
@@ -70,19 +73,19 @@ alias CT = array<f32, ${M * N}>;`
 alias RT = subgroup_matrix_right<f16, ${N}, ${K}>;
 alias CT = subgroup_matrix_result<f32, ${N}, ${M}>;`;
   const bindings = kind === 'dq'
-    ? `@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;
+    ? `@group(0) @binding(0) var<storage, read> q: ${X};
+@group(0) @binding(1) var<storage, read> k: ${X};
+@group(0) @binding(2) var<storage, read> v: ${X};
 @group(0) @binding(3) var<storage, read> o: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> dO: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> dO: ${X};
 @group(0) @binding(5) var<storage, read> LSE: array<f32>;
 @group(0) @binding(6) var<storage, read_write> DI: array<f32>;
 @group(0) @binding(7) var<storage, read_write> DQ: array<f32>;
 @group(0) @binding(8) var<uniform> P: Params;`
-    : `@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> dO: array<vec4<f32>>;
+    : `@group(0) @binding(0) var<storage, read> q: ${X};
+@group(0) @binding(1) var<storage, read> k: ${X};
+@group(0) @binding(2) var<storage, read> v: ${X};
+@group(0) @binding(3) var<storage, read> dO: ${X};
 @group(0) @binding(4) var<storage, read> LSE: array<f32>;
 @group(0) @binding(5) var<storage, read> DI: array<f32>;
 @group(0) @binding(6) var<uniform> P: Params;
@@ -91,65 +94,96 @@ alias CT = subgroup_matrix_result<f32, ${N}, ${M}>;`;
   const pArrays = kind === 'dq'
     ? `var<workgroup> Ps: array<${E}, ${st.pElems}>; // dS, M rows of BKV per subgroup`
     : `var<workgroup> Pt: array<${E}, ${st.pElems / 2}>; // Pᵀ, M key rows of BKV queries per subgroup
-var<workgroup> Dt: array<${E}, ${st.pElems / 2}>; // dSᵀ
+var<workgroup> Dt: array<${E}, ${st.pElems / 2}>; // dSᵀ${direct ? '' : `
 var<workgroup> LS: array<f32, ${s.BKV}>; // the query block's lse·log2 e
-var<workgroup> DS: array<f32, ${s.BKV}>; // and Di`;
-  const loads: [string, 'LT' | 'RT'][] = kind === 'dq' ? [['A', 'LT'], ['A', 'RT'], ['Ps', 'LT']] : [['A', 'LT'], ['A', 'RT'], ['Pt', 'LT'], ['Dt', 'LT']];
-  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code-bwd.ts: ${kind}, ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} tiles, ${st.own} own rows (${s.sgCount} sg), BKV ${s.BKV}, D ${s.D}${emu ? ' (emulated matrices, f32)' : ''}.
+var<workgroup> DS: array<f32, ${s.BKV}>; // and Di`}`;
+  const ops: [string, 'LT' | 'RT'][] = direct
+    ? (kind === 'dq' ? [['q', 'LT'], ['dO', 'LT'], ['k', 'RT'], ['v', 'RT']] : [['k', 'LT'], ['v', 'LT'], ['q', 'RT'], ['dO', 'RT']])
+    : [['A', 'LT'], ['A', 'RT']];
+  const loads: [string, 'LT' | 'RT'][] = [...ops, ...(kind === 'dq' ? [['Ps', 'LT']] : [['Pt', 'LT'], ['Dt', 'LT']]) as [string, 'LT' | 'RT'][]];
+  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code-bwd.ts: ${kind}, ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} tiles, ${st.own} own rows (${s.sgCount} sg), BKV ${s.BKV}, D ${s.D}${direct ? ', f16 q/k/v/dO read by the matrix loads' : ''}${emu ? ' (emulated matrices, f32)' : ''}.
 ${types}
 struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
 ${bindings}
-var<workgroup> A: array<${E}, ${st.aElems}>; // staged operand rows (f16)
-${pArrays}
+${direct ? '' : `var<workgroup> A: array<${E}, ${st.aElems}>; // staged operand rows (f16)\n`}${pArrays}
 var<workgroup> Ss: array<f32, ${st.sElems}>; // per subgroup M rows: S | dP, then a D-wide result
 const LOG2E = 1.4426950408889634;
 ${emu ? emulation(s.cfg, loads, ['Ss']) : ''}`;
 }
 
+/** The backward kernels' options: `inputs` 'f16': q, k, v, dO are f16 copies (the twin: f32 holding f16 values) whose tiles the matrix loads read from storage; 'f32': fp32, staged and cast. */
+export interface F16AttnBwdOptions { emulate?: boolean; inputs?: 'f16' | 'f32' }
+
 /** The dq kernel (and Di). Bindings: q, k, v, o, dO, lse, Di (written), dq, Params. Grid: x = query block (heaviest first), y = b·nH + h. */
-export function f16AttnDqCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): string {
+export function f16AttnDqCode(s: F16AttnSpec, o: F16AttnBwdOptions = {}): string {
   const emu = !!o.emulate;
+  const direct = o.inputs === 'f16';
   const { cfg, D, BKV, sgSize } = s;
   const { M, N, K } = cfg;
   const NT = s.sgCount * sgSize;
   const LPR = sgSize / M;
-  const st = f16AttnBwdStaging('dq', s);
+  const st = f16AttnBwdStaging('dq', s, direct);
   const { own: BQ, KST, PST, SST } = st;
   const VOFF = BKV * KST;
   const DOFF = BQ * KST;
   const DV = D / 4;
   const g: StageGen = { L: [], emu, D: s.D, NT };
   const L = g.L;
-  const load = (arr: string, T: 'LT' | 'RT', off: string, colMajor: boolean, stride: number) =>
-    (emu ? `emuLoad${T}_${arr}(${off}, ${stride}u, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, `${stride}u`));
+  const load = (arr: string, T: 'LT' | 'RT', off: string, colMajor: boolean, stride: string) =>
+    (emu ? `emuLoad${T}_${arr}(${off}, ${stride}, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, stride));
   const storeS = (off: string, v: string) => (emu ? `emuStore_Ss(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, '&Ss', off, v, `${SST}u`));
   const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
   const h16 = (x: string) => (emu ? `rne16(${x})` : `f16(${x})`);
-  // Di = rowsum(dO∘O) in fp32, this lane's share, gathered through the scratch.
+  const f32 = (x: string) => (emu ? x : `f32(${x})`);
+  // K's tiles: for S (key tile j, head-dim slice kd; col_major: Kᵀ) and for dq (key slice kk, column tile dn); V's for dP.
+  const kS = (arr: 'k' | 'v', j: number, kd: number) => (direct
+    ? load(arr, 'RT', `kvo + ${j * N}u * kvs + ${kd * K}u`, true, 'kvs')
+    : load('A', 'RT', `${(arr === 'v' ? VOFF : 0) + j * N * KST + kd * K}u`, true, `${KST}u`));
+  const kDq = (kk: number, dn: number) => (direct
+    ? load('k', 'RT', `kvo + ${kk * K}u * kvs + ${dn * N}u`, false, 'kvs')
+    : load('A', 'RT', `${kk * K * KST + dn * N}u`, false, `${KST}u`));
+  // Di = rowsum(dO∘O) in fp32 (dO as the kernel reads it: its f16 copy when direct), this lane's share, gathered through the scratch.
   L.push('  var dpart = 0.0;');
   L.push(`  if (t < P.T) { let r4 = ((b * P.T + t) * P.nH + h) * ${DV}u;`);
-  for (let i = 0; i < DV / LPR; i++) L.push(`    { let c = r4 + ${i * LPR}u + part; dpart += dot(dO[c], o[c]); }`);
+  for (let i = 0; i < DV / LPR; i++) {
+    const d = direct ? `vec4<f32>(${[0, 1, 2, 3].map((e) => f32(`dO[4u * c + ${e}u]`)).join(', ')})` : 'dO[c]';
+    L.push(`    { let c = r4 + ${i * LPR}u + part; dpart += dot(${d}, o[c]); }`);
+  }
   L.push('  }', '  Ss[srow + part] = dpart;');
-  stage(g, 'q', 'P.nH', 'h', BQ, 'q0', '0u', KST, '  ');
-  stage(g, 'dO', 'P.nH', 'h', BQ, 'q0', `${DOFF}u`, KST, '  ');
+  if (direct) {
+    // Q's and dO's left tiles straight from the f16 copies (rows past T: finite pad or next-batch rows, never visible).
+    L.push(`  let qo = ((b * P.T + q0 + sg * ${M}u) * P.nH + h) * ${D}u;`, `  let qs = P.nH * ${D}u;`, `  let kvs = P.nKV * ${D}u;`);
+  } else {
+    stage(g, 'q', 'P.nH', 'h', BQ, 'q0', '0u', KST, '  ');
+    stage(g, 'dO', 'P.nH', 'h', BQ, 'q0', `${DOFF}u`, KST, '  ');
+  }
   L.push('  workgroupBarrier();', '  var di = 0.0;', `  for (var i = 0u; i < ${LPR}u; i++) { di += Ss[srow + i]; }`);
   L.push('  let lse2 = select(0.0, LSE[(b * P.nH + h) * P.T + min(t, P.T - 1u)] * LOG2E, t < P.T);');
   L.push('  if (part == 0u && t < P.T) { DI[(b * P.nH + h) * P.T + t] = di; }');
   for (let kd = 0; kd < D / K; kd++) {
-    L.push(`  let qm${kd} = ${load('A', 'LT', `sg * ${M * KST}u + ${kd * K}u`, false, KST)};`);
-    L.push(`  let dm${kd} = ${load('A', 'LT', `${DOFF}u + sg * ${M * KST}u + ${kd * K}u`, false, KST)};`);
+    if (direct) {
+      L.push(`  let qm${kd} = ${load('q', 'LT', `qo + ${kd * K}u`, false, 'qs')};`);
+      L.push(`  let dm${kd} = ${load('dO', 'LT', `qo + ${kd * K}u`, false, 'qs')};`);
+    } else {
+      L.push(`  let qm${kd} = ${load('A', 'LT', `sg * ${M * KST}u + ${kd * K}u`, false, `${KST}u`)};`);
+      L.push(`  let dm${kd} = ${load('A', 'LT', `${DOFF}u + sg * ${M * KST}u + ${kd * K}u`, false, `${KST}u`)};`);
+    }
   }
   for (let dn = 0; dn < D / N; dn++) L.push(`  var dq${dn} = CT();`);
   L.push('  workgroupBarrier();');
   L.push(`  for (var kb = 0u; kb < kEnd; kb += ${BKV}u) {`);
-  stage(g, 'k', 'P.nKV', 'g', BKV, 'kb', '0u', KST, '    ');
-  stage(g, 'v', 'P.nKV', 'g', BKV, 'kb', `${VOFF}u`, KST, '    ');
-  L.push('    workgroupBarrier();');
+  if (direct) {
+    L.push(`    let kvo = ((b * P.T + kb) * P.nKV + g) * ${D}u;`);
+  } else {
+    stage(g, 'k', 'P.nKV', 'g', BKV, 'kb', '0u', KST, '    ');
+    stage(g, 'v', 'P.nKV', 'g', BKV, 'kb', `${VOFF}u`, KST, '    ');
+    L.push('    workgroupBarrier();');
+  }
   for (let j = 0; j < BKV / N; j++) {
     L.push(`    if (kb + ${j * N}u <= rmax) {`, '      var acc = CT();', '      var acd = CT();');
     for (let kd = 0; kd < D / K; kd++) {
-      L.push(`      acc = ${mma}(qm${kd}, ${load('A', 'RT', `${j * N * KST + kd * K}u`, true, KST)}, acc);`);
-      L.push(`      acd = ${mma}(dm${kd}, ${load('A', 'RT', `${VOFF + j * N * KST + kd * K}u`, true, KST)}, acd);`);
+      L.push(`      acc = ${mma}(qm${kd}, ${kS('k', j, kd)}, acc);`);
+      L.push(`      acd = ${mma}(dm${kd}, ${kS('v', j, kd)}, acd);`);
     }
     L.push(`      ${storeS(`sbase + ${j * N}u`, 'acc')}`, `      ${storeS(`sbase + ${BKV + j * N}u`, 'acd')}`, '    }');
   }
@@ -159,18 +193,21 @@ export function f16AttnDqCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): st
     L.push(`    { let c = ${i * LPR}u + part; let p = exp2(Ss[srow + c] * P.c2 - lse2); Ps[prow + c] = ${h16(`select(0.0, p * (Ss[srow + ${BKV}u + c] - di), c < cnt)`)}; }`);
   }
   L.push('    workgroupBarrier();');
-  for (let kk = 0; kk < BKV / K; kk++) L.push(`    let sm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, PST)};`);
+  for (let kk = 0; kk < BKV / K; kk++) L.push(`    let sm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, `${PST}u`)};`);
   for (let dn = 0; dn < D / N; dn++) {
     for (let kk = 0; kk < BKV / K; kk++) {
-      L.push(`    if (kb + ${kk * K}u <= rmax) { dq${dn} = ${mma}(sm${kk}, ${load('A', 'RT', `${kk * K * KST + dn * N}u`, false, KST)}, dq${dn}); }`);
+      L.push(`    if (kb + ${kk * K}u <= rmax) { dq${dn} = ${mma}(sm${kk}, ${kDq(kk, dn)}, dq${dn}); }`);
     }
   }
-  L.push('    workgroupBarrier();', '  }');
+  // Staged: the next block's staging waits for every subgroup's reads of A. Direct: the scratch and Ps
+  // are the subgroup's own, and the next block's first barrier orders their reuse.
+  if (!direct) L.push('    workgroupBarrier();');
+  L.push('  }');
   for (let dn = 0; dn < D / N; dn++) L.push(`  ${storeS(`sbase + ${dn * N}u`, `dq${dn}`)}`);
   L.push('  workgroupBarrier();', '  if (t < P.T) {', `    let ob = ((b * P.T + t) * P.nH + h) * ${D}u + part;`);
   for (let i = 0; i < D / LPR; i++) L.push(`    DQ[ob + ${i * LPR}u] = P.scale * Ss[srow + ${i * LPR}u + part];`);
   L.push('  }');
-  return `${header('dq', s, emu)}
+  return `${header('dq', s, emu, direct)}
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let nQB = (P.T + ${BQ - 1}u) / ${BQ}u;
@@ -198,67 +235,97 @@ ${L.join('\n')}
  * dkdvBindings): q, k, v, dO, lse, Di, Params, dk, dv, and with `dv16` dv's f16 copy (9: packed, or
  * the twin's f32). Grid: x = key block, y = b·nKV + KV head.
  */
-export function f16AttnDkdvCode(s: F16AttnSpec, o: { emulate?: boolean; dv16?: 'f16' | 'f32' } = {}): string {
+export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 'f16' | 'f32' } = {}): string {
   const emu = !!o.emulate;
+  const direct = o.inputs === 'f16';
   const { cfg, D, BKV: BQo, sgSize } = s;
   const { M, N, K } = cfg;
   const NT = s.sgCount * sgSize;
   const LPR = sgSize / M;
-  const st = f16AttnBwdStaging('dkdv', s);
+  const st = f16AttnBwdStaging('dkdv', s, direct);
   const { own: BKo, KST, PST, SST } = st;
   const g: StageGen = { L: [], emu, D: s.D, NT };
   const L = g.L;
-  const load = (arr: string, T: 'LT' | 'RT', off: string, colMajor: boolean, stride: number) =>
-    (emu ? `emuLoad${T}_${arr}(${off}, ${stride}u, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, `${stride}u`));
+  const load = (arr: string, T: 'LT' | 'RT', off: string, colMajor: boolean, stride: string) =>
+    (emu ? `emuLoad${T}_${arr}(${off}, ${stride}, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, stride));
   const storeS = (off: string, v: string) => (emu ? `emuStore_Ss(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, '&Ss', off, v, `${SST}u`));
   const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
   const h16 = (x: string) => (emu ? `rne16(${x})` : `f16(${x})`);
   const VOFF = BKo * KST;
   const QOFF = 0;
   const OOFF = BQo * KST;
-  stage(g, 'k', 'P.nKV', 'g', BKo, 'k0', '0u', KST, '  ');
-  stage(g, 'v', 'P.nKV', 'g', BKo, 'k0', `${VOFF}u`, KST, '  ');
-  L.push('  workgroupBarrier();');
-  for (let kd = 0; kd < D / K; kd++) {
-    L.push(`  let km${kd} = ${load('A', 'LT', `sg * ${M * KST}u + ${kd * K}u`, false, KST)};`);
-    L.push(`  let vm${kd} = ${load('A', 'LT', `${VOFF}u + sg * ${M * KST}u + ${kd * K}u`, false, KST)};`);
+  // Q's and dO's tiles of the query block: for Sᵀ, dPᵀ (query tile j, head-dim slice kd; col_major) and for dk, dv (query slice kk, column tile dn).
+  const qS = (arr: 'q' | 'dO', j: number, kd: number) => (direct
+    ? load(arr, 'RT', `qo + ${j * N}u * qst + ${kd * K}u`, true, 'qst')
+    : load('A', 'RT', `${(arr === 'dO' ? OOFF : QOFF) + j * N * KST + kd * K}u`, true, `${KST}u`));
+  const qD = (arr: 'q' | 'dO', kk: number, dn: number) => (direct
+    ? load(arr, 'RT', `qo + ${kk * K}u * qst + ${dn * N}u`, false, 'qst')
+    : load('A', 'RT', `${(arr === 'dO' ? OOFF : QOFF) + kk * K * KST + dn * N}u`, false, `${KST}u`));
+  if (direct) {
+    // K's and V's left tiles of the own keys straight from the f16 copies (rows past T: finite, never written out).
+    L.push(`  let ko = ((b * P.T + kmin) * P.nKV + g) * ${D}u;`, `  let kvs = P.nKV * ${D}u;`, `  let qst = P.nH * ${D}u;`);
+    for (let kd = 0; kd < D / K; kd++) {
+      L.push(`  let km${kd} = ${load('k', 'LT', `ko + ${kd * K}u`, false, 'kvs')};`);
+      L.push(`  let vm${kd} = ${load('v', 'LT', `ko + ${kd * K}u`, false, 'kvs')};`);
+    }
+  } else {
+    stage(g, 'k', 'P.nKV', 'g', BKo, 'k0', '0u', KST, '  ');
+    stage(g, 'v', 'P.nKV', 'g', BKo, 'k0', `${VOFF}u`, KST, '  ');
+    L.push('  workgroupBarrier();');
+    for (let kd = 0; kd < D / K; kd++) {
+      L.push(`  let km${kd} = ${load('A', 'LT', `sg * ${M * KST}u + ${kd * K}u`, false, `${KST}u`)};`);
+      L.push(`  let vm${kd} = ${load('A', 'LT', `${VOFF}u + sg * ${M * KST}u + ${kd * K}u`, false, `${KST}u`)};`);
+    }
   }
   for (let dn = 0; dn < D / N; dn++) L.push(`  var dk${dn} = CT();`, `  var dv${dn} = CT();`);
-  L.push('  workgroupBarrier();');
+  if (!direct) L.push('  workgroupBarrier();');
   L.push('  for (var hh = 0u; hh < P.G; hh++) {', '    let h = g * P.G + hh;');
   L.push(`    for (var qs = k0; qs < P.T; qs += ${BQo}u) {`);
-  stage(g, 'q', 'P.nH', 'h', BQo, 'qs', `${QOFF}u`, KST, '      ');
-  stage(g, 'dO', 'P.nH', 'h', BQo, 'qs', `${OOFF}u`, KST, '      ');
-  L.push(`      for (var e = lid; e < ${BQo}u; e += ${NT}u) { let tq = qs + e; let ok = tq < P.T; let i = (b * P.nH + h) * P.T + select(0u, tq, ok);`);
-  L.push('        LS[e] = select(0.0, LSE[i] * LOG2E, ok); DS[e] = select(0.0, DI[i], ok); }');
-  L.push('      workgroupBarrier();');
+  if (direct) {
+    // lse and Di per lane from storage (its columns' queries); the tiles from the f16 copies.
+    L.push(`      let qo = ((b * P.T + qs) * P.nH + h) * ${D}u;`, '      let li = (b * P.nH + h) * P.T;');
+  } else {
+    stage(g, 'q', 'P.nH', 'h', BQo, 'qs', `${QOFF}u`, KST, '      ');
+    stage(g, 'dO', 'P.nH', 'h', BQo, 'qs', `${OOFF}u`, KST, '      ');
+    L.push(`      for (var e = lid; e < ${BQo}u; e += ${NT}u) { let tq = qs + e; let ok = tq < P.T; let i = (b * P.nH + h) * P.T + select(0u, tq, ok);`);
+    L.push('        LS[e] = select(0.0, LSE[i] * LOG2E, ok); DS[e] = select(0.0, DI[i], ok); }');
+    L.push('      workgroupBarrier();');
+  }
   for (let j = 0; j < BQo / N; j++) {
     L.push(`      if (qs + ${j * N + N - 1}u >= kmin) {`, '        var acc = CT();', '        var acd = CT();');
     for (let kd = 0; kd < D / K; kd++) {
-      L.push(`        acc = ${mma}(km${kd}, ${load('A', 'RT', `${QOFF + j * N * KST + kd * K}u`, true, KST)}, acc);`);
-      L.push(`        acd = ${mma}(vm${kd}, ${load('A', 'RT', `${OOFF + j * N * KST + kd * K}u`, true, KST)}, acd);`);
+      L.push(`        acc = ${mma}(km${kd}, ${qS('q', j, kd)}, acc);`);
+      L.push(`        acd = ${mma}(vm${kd}, ${qS('dO', j, kd)}, acd);`);
     }
     L.push(`        ${storeS(`sbase + ${j * N}u`, 'acc')}`, `        ${storeS(`sbase + ${BQo + j * N}u`, 'acd')}`, '      }');
   }
   L.push('      workgroupBarrier();');
   for (let i = 0; i < BQo / LPR; i++) {
     L.push(`      { let c = ${i * LPR}u + part; let tq = qs + c; let vis = tq >= key && tq < P.T;`);
-    L.push(`        let p = select(0.0, exp2(Ss[srow + c] * P.c2 - LS[c]), vis); Pt[prow + c] = ${h16('p')};`);
-    L.push(`        Dt[prow + c] = ${h16(`select(0.0, p * (Ss[srow + ${BQo}u + c] - DS[c]), vis)`)}; }`);
+    if (direct) {
+      L.push('        let ii = li + min(tq, P.T - 1u);');
+      L.push(`        let p = select(0.0, exp2(Ss[srow + c] * P.c2 - LSE[ii] * LOG2E), vis); Pt[prow + c] = ${h16('p')};`);
+      L.push(`        Dt[prow + c] = ${h16(`select(0.0, p * (Ss[srow + ${BQo}u + c] - DI[ii]), vis)`)}; }`);
+    } else {
+      L.push(`        let p = select(0.0, exp2(Ss[srow + c] * P.c2 - LS[c]), vis); Pt[prow + c] = ${h16('p')};`);
+      L.push(`        Dt[prow + c] = ${h16(`select(0.0, p * (Ss[srow + ${BQo}u + c] - DS[c]), vis)`)}; }`);
+    }
   }
   L.push('      workgroupBarrier();');
   for (let kk = 0; kk < BQo / K; kk++) {
-    L.push(`      let pm${kk} = ${load('Pt', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, PST)};`);
-    L.push(`      let sm${kk} = ${load('Dt', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, PST)};`);
+    L.push(`      let pm${kk} = ${load('Pt', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, `${PST}u`)};`);
+    L.push(`      let sm${kk} = ${load('Dt', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, `${PST}u`)};`);
   }
   for (let dn = 0; dn < D / N; dn++) {
     for (let kk = 0; kk < BQo / K; kk++) {
       L.push(`      if (qs + ${kk * K + K - 1}u >= kmin) {`);
-      L.push(`        dv${dn} = ${mma}(pm${kk}, ${load('A', 'RT', `${OOFF + kk * K * KST + dn * N}u`, false, KST)}, dv${dn});`);
-      L.push(`        dk${dn} = ${mma}(sm${kk}, ${load('A', 'RT', `${QOFF + kk * K * KST + dn * N}u`, false, KST)}, dk${dn});`, '      }');
+      L.push(`        dv${dn} = ${mma}(pm${kk}, ${qD('dO', kk, dn)}, dv${dn});`);
+      L.push(`        dk${dn} = ${mma}(sm${kk}, ${qD('q', kk, dn)}, dk${dn});`, '      }');
     }
   }
-  L.push('      workgroupBarrier();', '    }', '  }');
+  // Staged: the next block's staging waits for every subgroup's reads. Direct: Ss, Pt, Dt are the
+  // subgroup's own, and the next block's first barrier orders their reuse.
+  L.push(...(direct ? [] : ['      workgroupBarrier();']), '    }', '  }');
   for (const [acc, out, scale] of [['dk', 'DK', 'P.scale * '], ['dv', 'DV', '']]) {
     for (let dn = 0; dn < D / N; dn++) L.push(`  ${storeS(`sbase + ${dn * N}u`, `${acc}${dn}`)}`);
     L.push('  workgroupBarrier();', '  if (key < P.T) {', `    let ob = ((b * P.T + key) * P.nKV + g) * ${D}u + part;`);
@@ -267,7 +334,7 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: { emulate?: boolean; dv16?: '
     if (acc === 'dv' && o.dv16) L.push(`    let wb = ((b * P.T + key) * P.nKV + g) * ${D / 2}u;`, `    for (var j = part; j < ${D / 2}u; j += ${LPR}u) { dv16_store2(wb + j, Ss[srow + 2u * j], Ss[srow + 2u * j + 1u]); }`);
     L.push('  }', '  workgroupBarrier();');
   }
-  return `${header('dkdv', s, emu)}${o.dv16 ? f16OutModule('dv16', 9, 2, o.dv16) : ''}
+  return `${header('dkdv', s, emu, direct)}${o.dv16 ? f16OutModule('dv16', 9, 2, o.dv16) : ''}
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let k0 = wid.x * ${BKo}u;
