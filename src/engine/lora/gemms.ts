@@ -3,8 +3,10 @@
  * The model calls `down` right before a base linear's GEMM (u = x̃·Aᵀ, x̃ the dropped input) and `up`
  * right after it (y += s·u·Bᵀ). Backward, at the place of the base dW GEMM (which a frozen base
  * skips; its input x is live there): x̃ and u again from the same seed, dB = s·dYᵀ·u, v = dY·B,
- * dA = s·vᵀ·x̃; after the base dX GEMM: dX += s·v·A (through the dropout mask). u is recomputed
- * rather than saved: N·r floats per adapter would be most of what LoRA saves at small ranks.
+ * dA = s·vᵀ·x̃; after the base dX GEMM: dX += s·v·A (through the dropout mask). A training step
+ * keeps every layer's uᵀ from the forward (N·r floats per adapter and layer: 55 MB at SmolLM2-135M,
+ * B8×T512, r16) rather than recompute it in the backward, a thin GEMM per group and layer (and
+ * checkpointing's re-run of the forward skips it too); LoraPlan.saveU false recomputes it.
  *
  * Adapters whose linears share an input (q/k/v, gate/up: a group, LORA_SHARED_INPUT) and no dropout
  * run their A-side GEMMs as one: their A's lie back to back in the layout ([g·r, in]), so u of the
@@ -15,6 +17,8 @@
  * Where the base GEMM takes one (fp32, f16), y's s·u·Bᵀ and dX's s·v·A are added in its epilogue
  * (upLowRank, dxLowRank; matmul.ts lowRank, matmul-f16/epilogue.ts) instead of by GEMMs that read
  * and write y or dX again.
+ * uᵀ and vᵀ ([g·r, N], K = the layer's width) split K over lora.ws where the heuristic or a table
+ * says: in one pass they were a few dozen workgroups each looping over K alone (LoraPlan.splitThin).
  * Reference: ./lora.ref.ts.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
@@ -23,7 +27,7 @@ import { type LowRank, matmul, matmulSteps } from '../kernels/matmul/matmul';
 import type { ModelDims } from '../model/dims';
 import { ALIGN_FLOATS } from '../model/params';
 import { deriveSeed } from '../util/rng';
-import { LORA_SHARED_INPUT, type LoraPlan, loraRankSlots, loraStacks } from './plan';
+import { LORA_SHARED_INPUT, type LoraPlan, loraRankSlots, loraSavesU, loraSplitBytes, loraStacks } from './plan';
 import type { LoraAdapter } from './spec';
 
 /** Adapters of one layer whose A-side GEMMs run as one (a single adapter where they cannot). */
@@ -59,14 +63,19 @@ export class LoraGemms {
   private readonly drop = new Map<string, DropoutKernels>();
   readonly groups: LoraGroup[];
   private readonly groupOf = new Map<string, LoraGroup>();
-  /** Floats per lora.t slot. */
+  /** Floats per lora.t slot (and lora.u's, when saved). */
   private readonly slot: number;
+  /** lora.u holds every layer's uᵀ, saved from the forward (loraSavesU). */
+  readonly savesU: boolean;
+  /** The adapters' terms may ride in the base GEMMs' low-rank epilogue (where lowRankFits; LoraPlan.epilogue). */
+  readonly epilogue: boolean;
 
   constructor(
     private readonly rt: Runtime,
     readonly plan: LoraPlan,
     private readonly dims: ModelDims,
     private readonly b: (key: string) => GPUBuffer,
+    training = true,
   ) {
     if (plan.spec.dropout > 0) {
       for (const a of plan.adapters) this.drop.set(a.base, dropoutKernels(rt, `lora.${a.base}`, dims.N * a.in, plan.spec.dropout));
@@ -74,6 +83,8 @@ export class LoraGemms {
     this.groups = loraGroups(plan, dims);
     for (const g of this.groups) for (const a of g.adapters) this.groupOf.set(a.base, g);
     this.slot = loraRankSlots(plan, dims).slot;
+    this.savesU = loraSavesU(plan, training);
+    this.epilogue = plan.epilogue !== false;
   }
 
   /** The adapter on base weight `name` (undefined: that linear has none). */
@@ -93,10 +104,15 @@ export class LoraGemms {
     return { buffer: this.b(key), offset: v.offset * 4, size: v.size * count * 4 };
   }
 
-  /** Member i's (x̃·Aᵀ)ᵀ [r, N] in lora.u, or (count) the group's [count·r, N]. */
-  private u(i: number, count = 1): Binding {
+  /**
+   * Member i's (x̃·Aᵀ)ᵀ [r, N] in lora.u, or (count) the group's [count·r, N]: saved, in the layer's
+   * slots (a stacked group's are N·r floats each, so its members' rows are one matrix); else at the
+   * start, a group at a time.
+   */
+  private u(g: LoraGroup, i: number, count = 1): Binding {
     const n = this.dims.N * this.plan.spec.rank;
-    return { buffer: this.b('lora.u'), offset: i * n * 4, size: count * n * 4 };
+    const at = this.savesU ? (g.adapters[0].layer * this.plan.spec.targets.length + g.slot + i) * this.slot : i * n;
+    return { buffer: this.b('lora.u'), offset: at * 4, size: count * n * 4 };
   }
 
   /** (dY·B)ᵀ [r, N] of the adapter in slot s of lora.t, or (count) the group's [count·r, N]. */
@@ -114,20 +130,28 @@ export class LoraGemms {
     return xd;
   }
 
-  /** uᵀ = A·x̃ᵀ of a whole group [g·r, N] into lora.u. */
-  private uGemm(g: LoraGroup, label: string, xd: Binding): Dispatch {
-    const a0 = g.adapters[0];
-    const rows = g.adapters.length * this.plan.spec.rank;
-    return matmul(this.rt, { label: `${label}.lora_A`, a: this.t('lora.weights', a0.a, g.adapters.length), b: xd, c: this.u(0, g.adapters.length), M: rows, N: this.dims.N, K: a0.in, transB: true });
+  /** Split-K partials of the thin GEMMs over a layer's width (loraSplitBytes; none: one pass). */
+  private ws(): Binding | undefined {
+    return this.plan.splitThin === false ? undefined : { buffer: this.b('lora.ws'), offset: 0, size: loraSplitBytes(this.plan, this.dims) };
   }
 
-  /** The group's uᵀ, from its first member's call (before the base GEMM of `a`, whose input x is); nothing from the others. */
-  down(a: LoraAdapter, label: string, x: GPUBuffer): Dispatch[] {
+  /** uᵀ = A·x̃ᵀ of a whole group [g·r, N] into lora.u (split over K where the heuristic or a table says). */
+  private uGemm(g: LoraGroup, label: string, xd: Binding): Dispatch[] {
+    const a0 = g.adapters[0];
+    const rows = g.adapters.length * this.plan.spec.rank;
+    return matmulSteps(this.rt, { label: `${label}.lora_A`, a: this.t('lora.weights', a0.a, g.adapters.length), b: xd, c: this.u(g, 0, g.adapters.length), M: rows, N: this.dims.N, K: a0.in, transB: true, workspace: this.ws() });
+  }
+
+  /**
+   * The group's uᵀ, from its first member's call (before the base GEMM of `a`, whose input x is);
+   * nothing from the others, nor in checkpointing's re-run of the forward (`again`) where uᵀ is saved.
+   */
+  down(a: LoraAdapter, label: string, x: GPUBuffer, again = false): Dispatch[] {
     const { g, first } = this.group(a);
-    if (!first) return [];
+    if (!first || (again && this.savesU)) return [];
     const out: Dispatch[] = [];
     const xd = this.input(a, label, x, out);
-    out.push(this.uGemm(g, label, xd));
+    out.push(...this.uGemm(g, label, xd));
     return out;
   }
 
@@ -136,20 +160,20 @@ export class LoraGemms {
    * uᵀ [r, N], V = B [out, r] as stored): no GEMM and no read-add-write of y of its own. `down` first.
    */
   upLowRank(a: LoraAdapter): LowRank {
-    const { i } = this.group(a);
-    return { u: this.u(i), v: this.t('lora.weights', a.b), rank: this.plan.spec.rank, scale: this.plan.scale, transV: true };
+    const { g, i } = this.group(a);
+    return { u: this.u(g, i), v: this.t('lora.weights', a.b), rank: this.plan.spec.rank, scale: this.plan.scale, transV: true };
   }
 
   /** y += s·u·Bᵀ (after the base GEMM wrote or accumulated y), where the base GEMM cannot take upLowRank. */
   up(a: LoraAdapter, label: string, y: Binding): Dispatch {
-    const { i } = this.group(a);
-    return matmul(this.rt, { label: `${label}.lora_B`, a: this.u(i), b: this.t('lora.weights', a.b), c: y, M: this.dims.N, N: a.out, K: this.plan.spec.rank, transA: true, transB: true, accumulate: true, alpha: this.plan.scale });
+    const { g, i } = this.group(a);
+    return matmul(this.rt, { label: `${label}.lora_B`, a: this.u(g, i), b: this.t('lora.weights', a.b), c: y, M: this.dims.N, N: a.out, K: this.plan.spec.rank, transA: true, transB: true, accumulate: true, alpha: this.plan.scale });
   }
 
   /**
    * dB of adapter `a` and vᵀ = (dY·B)ᵀ kept for `dx`, from dY [N, out] and the base GEMM's input x
-   * [N, in] (live here); the group's uᵀ first (its first member), its stacked dA last (its last
-   * member: every member's vᵀ is there). `workspace`: split-K partials, a buffer dead at this point (the base dW's).
+   * [N, in] (live here); the group's uᵀ first unless saved (its first member), its stacked dA last
+   * (its last member: every member's vᵀ is there). `workspace`: split-K partials, a buffer dead at this point (the base dW's).
    */
   grads(a: LoraAdapter, label: string, dy: GPUBuffer, x: GPUBuffer, workspace?: Binding): Dispatch[] {
     const out: Dispatch[] = [];
@@ -159,11 +183,11 @@ export class LoraGemms {
     const { g, i, first, last } = this.group(a);
     const dY = { buffer: dy, offset: 0, size: N * a.out * 4 };
     // A stacked group has no dropout: x̃ = x for every member, so the last member's x serves.
-    const xd = first || last ? this.input(g.adapters[0], label, x, out) : undefined;
-    if (first) out.push(this.uGemm(g, label, xd!));
+    const xd = (first && !this.savesU) || last ? this.input(g.adapters[0], label, x, out) : undefined;
+    if (first && !this.savesU) out.push(...this.uGemm(g, label, xd!));
     out.push(
-      ...matmulSteps(this.rt, { label: `${label}.lora_B.dw`, a: dY, b: this.u(i), c: this.t('lora.grads', a.b), M: a.out, N: r, K: N, transA: true, transB: true, alpha: s, workspace }),
-      matmul(this.rt, { label: `${label}.lora_B.dx`, a: this.t('lora.weights', a.b), b: dY, c: this.v(g.slot + i), M: r, N, K: a.out, transA: true, transB: true }),
+      ...matmulSteps(this.rt, { label: `${label}.lora_B.dw`, a: dY, b: this.u(g, i), c: this.t('lora.grads', a.b), M: a.out, N: r, K: N, transA: true, transB: true, alpha: s, workspace }),
+      ...matmulSteps(this.rt, { label: `${label}.lora_B.dx`, a: this.t('lora.weights', a.b), b: dY, c: this.v(g.slot + i), M: r, N, K: a.out, transA: true, transB: true, workspace: this.ws() }),
     );
     if (last) {
       const k = g.adapters.length;

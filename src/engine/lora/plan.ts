@@ -20,6 +20,18 @@ export interface LoraPlan {
   layout: ParamLayout;
   /** false: every adapter runs its own GEMMs, none stacked with those sharing its input (tests compare the two). */
   stack?: boolean;
+  /**
+   * false: the backward recomputes each group's uᵀ = A·x̃ᵀ (a GEMM per group and layer) instead of
+   * reading the forward's, saved per layer (N·r floats per adapter; tests compare the two).
+   */
+  saveU?: boolean;
+  /** false: uᵀ and vᵀ run in one pass, never split over K (no lora.ws; benches compare the two). */
+  splitThin?: boolean;
+  /**
+   * false: y's s·u·Bᵀ and dX's s·v·A run as GEMMs of their own after the base GEMM, never in its
+   * low-rank epilogue (benches compare the two: the f16 epilogue gives up the tile's direct stores).
+   */
+  epilogue?: boolean;
 }
 
 /** Targets whose linears read one input (the attention's h1, o, the MLP's h2, act): adapters stacked into one GEMM (gemms.ts). */
@@ -38,10 +50,11 @@ export function resolveLoraPlan(cfg: ModelConfig, spec: LoraSpec): LoraPlan {
 }
 
 /**
- * Scratch of the adapters' low-rank products, transposed ([r, N] per adapter, so a group's stack
- * [g·r, N] is one matrix and each member's rows a slice): (x·Aᵀ)ᵀ in lora.u (a group at a time), and
- * (dY·B)ᵀ in lora.t, one slot per target (in LORA_TARGETS order, a group's slots adjacent), kept
- * from the dW place to the dX place. `slot`: the slot's floats, 256-byte aligned.
+ * The adapters' low-rank products, transposed ([r, N] per adapter, so a group's stack [g·r, N] is
+ * one matrix and each member's rows a slice): (x·Aᵀ)ᵀ in lora.u (training: every layer's, one slot
+ * per target, saved from the forward for the backward; else a group at a time), and (dY·B)ᵀ in
+ * lora.t, one slot per target, kept from the dW place to the dX place. Slots in LORA_TARGETS order,
+ * a group's adjacent; `slot`: the slot's floats, 256-byte aligned.
  */
 export function loraRankSlots(p: LoraPlan, d: ModelDims): { slot: number; index: ReadonlyMap<LoraTarget, number> } {
   const index = new Map(LORA_TARGETS.filter((t) => p.spec.targets.includes(t)).map((t, i) => [t, i]));
@@ -51,15 +64,33 @@ export function loraRankSlots(p: LoraPlan, d: ModelDims): { slot: number; index:
 /** Whether adapters sharing an input may run as one GEMM: not with dropout (each adapter drops its own mask of x). */
 export const loraStacks = (p: LoraPlan): boolean => p.stack !== false && p.spec.dropout === 0;
 
-/** The most adapters one GEMM serves (lora.u holds that many [r, N] products). */
+/** Whether a training step keeps every layer's uᵀ from the forward for the backward (lora.u per layer and target). */
+export const loraSavesU = (p: LoraPlan, training: boolean): boolean => training && p.saveU !== false;
+
+/** The most adapters one GEMM serves (lora.u holds that many [r, N] products when not saved). */
 export const loraMaxGroup = (p: LoraPlan): number =>
   (loraStacks(p) ? Math.max(...LORA_SHARED_INPUT.map((ts) => ts.filter((t) => p.spec.targets.includes(t)).length)) : 1);
+
+/**
+ * Most K slices a thin adapter GEMM over a layer's width is cut into (uᵀ [g·r, N] with K = in, vᵀ
+ * [r, N] with K = out): one pass leaves those GEMMs a few dozen workgroups each looping over K alone
+ * (the fp32 heuristic, matmul/choice.ts, prices 3–6× the time of the split); the heuristic picks the count.
+ */
+export const LORA_SPLIT_SLICES = 8;
+
+/** lora.ws: LORA_SPLIT_SLICES partials of the largest uᵀ (a group's) or vᵀ. */
+export const loraSplitBytes = (p: LoraPlan, d: ModelDims): number => LORA_SPLIT_SLICES * loraMaxGroup(p) * p.spec.rank * d.N * 4;
 
 export function loraBuffers(p: LoraPlan, d: ModelDims, training: boolean): BufferSpec[] {
   const P = p.layout.totalFloats * 4;
   const r = p.spec.rank;
   const out: BufferSpec[] = [{ key: 'lora.weights', category: 'weights', bytes: P }];
-  out.push({ key: 'lora.u', category: 'workspace', bytes: d.N * r * 4 * loraMaxGroup(p) });
+  // Saved: +N·r floats per adapter and layer (the backward's recompute of it was a GEMM per group and layer).
+  if (loraSavesU(p, training)) {
+    out.push({ key: 'lora.u', category: 'activations', bytes: d.L * loraRankSlots(p, d).slot * p.spec.targets.length * 4 });
+  } else out.push({ key: 'lora.u', category: 'workspace', bytes: d.N * r * 4 * loraMaxGroup(p) });
+  // Split-K partials of the thin GEMMs whose K is a layer width (uᵀ, vᵀ: a few tiles each, the K loop serial).
+  if (p.splitThin !== false) out.push({ key: 'lora.ws', category: 'workspace', bytes: loraSplitBytes(p, d) });
   // The dropped copy of an adapter's input (recomputed in backward from the same seed; backward also forms dX's masked term here).
   if (p.spec.dropout > 0) out.push({ key: 'lora.xd', category: 'workspace', bytes: d.N * Math.max(...p.adapters.map((a) => a.in)) * 4 });
   if (!training) return out;
