@@ -9,6 +9,9 @@
  *      --variants picks the rows: full, lora (r16, fp32 base), qlora-int4 / qlora-nf4 / qlora-int8 (r16 over
  *      the base's block linears stored INT4 / NF4 / INT8, group 64; under f16 each linear is dequantized to f16 into
  *      one linear's scratch right before its GEMM); each row records layer 0's GEMM paths;
+ *      a LoRA variant may add /recompute-u (the backward recomputes uᵀ instead of reading the forward's)
+ *      and /one-pass (uᵀ, vᵀ never split over K): `lora/recompute-u/one-pass` is the step before both;
+ *      /no-epilogue: the adapters' y and dX terms as GEMMs of their own (not in the base GEMMs' epilogue);
  *      --shape 360m: SmolLM2-360M's shape (32 layers, d 960, 15/5 heads, F 2560), the issue's 2 GiB target;
  *      --checkpoint on|both: the rows with activation checkpointing (each layer's forward re-run in its
  *      backward; labels end in ` ckpt`), or each row both ways; a variant `NAME+ckpt` asks for one row;
@@ -31,14 +34,12 @@ import { timeDispatches } from '../src/engine/gpu/timer';
 import { defaultLoraSpec, type LoraSpec } from '../src/engine/lora/spec';
 import { dequantizeRowGroupsRef, quantizeRowGroupsRef } from '../src/engine/kernels/qgemm/qgemm.ref';
 import { defaultQloraSpec, QLORA_FORMATS, type QloraFormat, type QloraSpec, resolveQloraPlan } from '../src/engine/lora/qlora/plan';
-import { validateModelConfig } from '../src/engine/model/config';
-import { initParams, paramLayout, unflatten } from '../src/engine/model/params';
+import { paramLayout } from '../src/engine/model/params';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
-import type { BatchSource } from '../src/engine/train/data/data';
 import { defaultTrainOptions, type TrainOptions } from '../src/engine/train/options';
 import { CharTokenizer } from '../src/engine/train/tokenizer/tokenizer';
 import { f16DeviceFeatures, Trainer } from '../src/engine/train/trainer';
-import { Rng } from '../src/engine/util/rng';
+import { loraBenchModel, loraVariantTrainer, parseLoraVariant } from './lora-shape';
 
 const a = parseArgs({
   options: {
@@ -66,28 +67,11 @@ const qloraFormat = (flag: string, f: string): QloraFormat => {
 };
 const fidelityFormats = (a['fidelity-qlora'] ?? 'int4,nf4').split(',').filter(Boolean).map((f) => qloraFormat('--fidelity-qlora', f));
 
-/** Random tokens below V: the step's cost does not depend on the text. */
-function randomBatches(V: number): BatchSource {
-  const draw = (seed: number, B: number, T: number) => {
-    const rng = new Rng(seed);
-    return Int32Array.from({ length: B * (T + 1) }, () => rng.int(V));
-  };
-  return { batch: (step, B, T) => draw(step + 1, B, T), valBatches: (count, B, T) => Array.from({ length: count }, (_, i) => draw(1_000_000 + i, B, T)) };
-}
-
 if (!a['no-bench']) {
   const B = Number(a.batch ?? 8);
   const T = Number(a.seq ?? 512);
-  const m360 = a.shape === '360m';
-  if (a.shape !== undefined && !['135m', '360m'].includes(a.shape)) throw new Error(`--shape expects 135m or 360m, got ${a.shape}`);
-  const model = validateModelConfig({
-    // --shrink: the same shape family at a size SwiftShader runs (the script's own test).
-    vocab_size: a.shrink ? 512 : 49152, hidden_size: a.shrink ? 72 : m360 ? 960 : 576, intermediate_size: a.shrink ? 192 : m360 ? 2560 : 1536,
-    num_hidden_layers: Number(a.layers ?? (m360 ? 32 : 30)), num_attention_heads: m360 ? 15 : 9, num_key_value_heads: m360 ? 5 : 3,
-    max_position_embeddings: 2048, rms_norm_eps: 1e-5, rope_theta: 100000, tie_word_embeddings: true, initializer_range: 0.041666666666666664,
-  });
-  const params = unflatten(initParams(model, paramLayout(model), 1), paramLayout(model));
-  const tokenizer = CharTokenizer.fromText('abcdefgh');
+  // --shrink: the same shape family at a size SwiftShader runs (the script's own test).
+  const model = loraBenchModel({ shape: a.shape, shrink: a.shrink, layers: a.layers === undefined ? undefined : Number(a.layers) });
   const rows: unknown[] = [];
   out.bench = rows;
   const reps = Number(a.reps ?? 10);
@@ -97,18 +81,14 @@ if (!a['no-bench']) {
     .flatMap((v) => (a.checkpoint === 'both' ? [v, `${v}+ckpt`] : a.checkpoint === 'on' && !v.endsWith('+ckpt') ? [`${v}+ckpt`] : [v]));
   for (const scheme of (a.schemes ?? 'fp32,f16').split(',')) {
     for (const name of variants) {
-      // `+ckpt`: train with activation checkpointing (RunPlan.checkpoint).
-      const ck = name.endsWith('+ckpt');
-      const variant = name.replace(/\+ckpt$/, '');
-      if (!['full', 'lora'].includes(variant) && !variant.startsWith('qlora-')) throw new Error(`--variants: unknown ${variant}`);
-      const lora: LoraSpec | undefined = variant === 'full' ? undefined : lora16;
-      const qlora: QloraSpec | undefined = variant.startsWith('qlora-') ? defaultQloraSpec(qloraFormat('--variants', variant.slice(6))) : undefined;
-      const label = `${scheme} ${variant === 'full' ? 'full' : `${variant}-r16-all`}${ck ? ' ckpt' : ''}`;
+      const v = parseLoraVariant(name);
+      const lora: LoraSpec | undefined = v.kind === 'full' ? undefined : lora16;
+      const qlora: QloraSpec | undefined = v.kind.startsWith('qlora-') ? defaultQloraSpec(v.kind.slice(6) as QloraFormat) : undefined;
+      const label = `${scheme} ${v.kind === 'full' ? 'full' : `${v.name.replace(/\+ckpt$/, '').replace(/^([^/]*)/, '$1-r16-all')}`}${v.ckpt ? ' ckpt' : ''}`;
       const base = defaultTrainOptions('base', { batch: B, seq: T, steps: 1000, evalEvery: 0, scheme: SCHEME_PRESETS[scheme] });
-      const opts: TrainOptions = { ...base, model, ...(lora ? { lora } : {}), ...(qlora ? { qlora } : {}), ...(ck ? { checkpointActivations: true } : {}) };
       let t: Trainer | undefined;
       try {
-        t = await Trainer.create(rt, opts, '', { tokenizer, params, data: randomBatches(model.vocab_size) });
+        t = await loraVariantTrainer(rt, model, base, v);
         const samples: number[] = [];
         for (let i = 0; i < warmup + reps; i++) {
           const t0 = performance.now();
@@ -118,7 +98,7 @@ if (!a['no-bench']) {
         const ms = median(samples);
         const g = rt.gpu.features.timestampQuery ? await timeDispatches(rt, t.stepDispatches(), { warmup: 1, reps: 5 }) : undefined;
         const row = {
-          label, scheme, checkpoint: ck, lora: lora ?? null, qlora: qlora ?? null, batch: B, seq: T, msPerStep: ms, tokensPerS: (B * T) / (ms / 1000), samplesMs: samples,
+          label, scheme, checkpoint: v.ckpt, lora: lora ?? null, qlora: qlora ?? null, batch: B, seq: T, msPerStep: ms, tokensPerS: (B * T) / (ms / 1000), samplesMs: samples,
           gpuMsPerStep: g?.method === 'timestamp' ? g.medianMs : undefined, plan: t.plan.memory, mem: t.memory(),
           trainable: lora ? t.model.trainable.layout.count : paramLayout(model).count, paths: t.computePaths()[0],
         };
