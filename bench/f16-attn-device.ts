@@ -63,7 +63,8 @@ const SHAPES: Shape[] = twin
     { name: 'GQA', B: 2, T: 512, nH: 12, nKV: 4, D: 64, heads: 6 },
     { name: 'D32', B: 2, T: 256, nH: 8, nKV: 8, D: 32, heads: 4 },
   ];
-const TWIN_SPEC: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8 };
+const TWIN_SPEC: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8, oAcc: true };
+const TWIN_BWD_SPEC: F16AttnSpec = { ...TWIN_SPEC, oAcc: undefined };
 // The backward's reference is O(B·nH·T²·D) over every head: smaller shapes than the forward's.
 const BWD_SHAPES: Shape[] = twin
   ? [{ name: 'bwd GQA (micro)', B: 1, T: 40, nH: 4, nKV: 2, D: 16 }]
@@ -78,7 +79,7 @@ const bwdByD = new Map<number, F16AttnBwdSpecs>();
 let specsByD = new Map<number, F16AttnSpec[]>();
 if (twin) {
   specsByD.set(16, [TWIN_SPEC]);
-  bwdByD.set(16, { dq: TWIN_SPEC, dkdv: TWIN_SPEC });
+  bwdByD.set(16, { dq: TWIN_BWD_SPEC, dkdv: TWIN_BWD_SPEC });
 } else {
   if (!gpu.features.shaderF16 || !gpu.features.subgroupMatrix) {
     log('FAIL no shader-f16 or no subgroup matrices on this device: the engine keeps fp32 attention (run with --twin to test this script)');
@@ -178,10 +179,17 @@ async function time(name: string, ds: Dispatch[], flops: number): Promise<number
   // the new one, same spec, same process; --compare adds the two halfway variants (which change gains what).
   const chosen = specsByD.get(D)?.[0];
   if (chosen) {
-    const variants: [string, Partial<AttentionForwardF16Args>][] = [['previous: staged fp32 q/k/v, row scan', { rowMax: 'scan' }], ['new: f16 q/k/v, split row max', { qkv16 }]];
-    if (a.compare) variants.push(['staged fp32 q/k/v, split row max', {}], ['f16 q/k/v, row scan', { qkv16, rowMax: 'scan' }]);
+    // The staged kernels and the row scan keep O in the lanes (no oAcc).
+    const lanes = { ...chosen, oAcc: undefined };
+    const variants: [string, Partial<AttentionForwardF16Args>][] = [
+      [`previous: staged fp32 q/k/v, row scan ${f16AttnLabel(lanes)}`, { spec: lanes, rowMax: 'scan' }], [`new: f16 q/k/v ${f16AttnLabel(chosen)}`, { qkv16 }]];
+    if (a.compare) {
+      variants.push([`staged fp32 q/k/v, split row max ${f16AttnLabel(lanes)}`, { spec: lanes }], [`f16 q/k/v, row scan ${f16AttnLabel(lanes)}`, { spec: lanes, qkv16, rowMax: 'scan' }]);
+      const other = { ...chosen, oAcc: !chosen.oAcc };
+      variants.push([`f16 q/k/v ${f16AttnLabel(other)} (unchecked here: the probe checked it if listed)`, { spec: other, qkv16 }]);
+    }
     const got: number[] = [];
-    for (const [name, v] of variants) got.push(await time(`${s.name} f16 fwd ${name} ${f16AttnLabel(chosen)}`, attentionForwardF16(rt, { ...shape, spec: chosen, emulate: twin, ...v }), fwdFlops));
+    for (const [name, v] of variants) got.push(await time(`${s.name} f16 fwd ${name}`, attentionForwardF16(rt, { ...shape, spec: chosen, emulate: twin, ...v }), fwdFlops));
     out.forwardCompare = Object.fromEntries(variants.map(([name], i) => [name, got[i]]));
     log(`forward per layer: previous ${got[0].toFixed(3)} ms -> new ${got[1].toFixed(3)} ms (+ v cast ${vCast.toFixed(3)} ms) = ${(got[0] / (got[1] + vCast)).toFixed(2)}x`);
   }

@@ -5,6 +5,8 @@
  * only a spec that passed serves attentionForwardF16 / attentionBackwardF16. The checks run the
  * variant the model runs, which also writes the next f16 GEMM's operand (o's, dv's f16 copy): each
  * copy must be exactly the f16 rounding of the fp32 output. o and lse are in the fp32 backward's layout.
+ * The kernels the model runs (and the checks) read f16 copies of q, k, v (and dO) padded past the
+ * last row (F16AttnInputs); the fp32-staging kernels stay for bench/f16-attn-device.ts's comparison.
  */
 import type { Binding, Dispatch, Runtime } from '../../../gpu/runtime';
 import { wgslErrors } from '../../../gpu/pipelines';
@@ -44,7 +46,9 @@ function checkInputs(label: string, a: Shape & { emulate?: boolean }, h: F16Attn
 export const F16_ATTENTION_HEAD_DIMS = [32, 64];
 
 /** Block layouts tried per configuration, first that passes wins (bench/f16-attn-device.ts times them). */
-export const F16_ATTN_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD'>[] = [
+export const F16_ATTN_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'oAcc'>[] = [
+  { sgCount: 4, BKV: 64, PAD: 8, oAcc: true },
+  { sgCount: 4, BKV: 32, PAD: 8, oAcc: true },
   { sgCount: 4, BKV: 64, PAD: 8 },
   { sgCount: 4, BKV: 32, PAD: 8 },
   { sgCount: 2, BKV: 64, PAD: 8 },
@@ -96,7 +100,11 @@ export function attentionForwardF16(rt: Runtime, a: AttentionForwardF16Args): Di
 
 // ---- checking on the device ------------------------------------------------------------------------
 
-export interface F16AttnCase { B: number; T: number; nH: number; nKV: number }
+export interface F16AttnCase {
+  B: number; T: number; nH: number; nKV: number;
+  /** k's row t scaled by 1 + kGrowth·t/T: later keys score ever higher, so row maxima jump between key blocks (the lazy rescale of oAcc). */
+  kGrowth?: number;
+}
 
 export interface F16AttnCheck {
   ok: boolean;
@@ -124,6 +132,7 @@ export async function checkAttentionF16(rt: Runtime, spec: F16AttnSpec, c: F16At
   const rng = new Rng(o.seed ?? T * 31 + nH * 7 + nKV);
   const q = rng.uniformArray(B * T * nH * D).map((x) => 3 * x);
   const k = rng.uniformArray(B * T * nKV * D);
+  if (c.kGrowth) for (let i = 0; i < k.length; i++) k[i] *= 1 + (c.kGrowth * (Math.floor(i / (nKV * D)) % T)) / T;
   const v = rng.uniformArray(B * T * nKV * D);
   const bufs: GPUBuffer[] = [];
   const fail = (error: string): F16AttnCheck => ({ ok: false, maxErrO: NaN, maxErrLse: NaN, error });
@@ -229,12 +238,13 @@ function refSubset(q: Float32Array, k: Float32Array, v: Float32Array, B: number,
   return attentionForwardRef(q, k, v, B, T, hs, kvs, D);
 }
 
-/** The cases a spec must pass: GQA with a partial last query block and key block, and a whole block with one head per KV head. */
+/** The cases a spec must pass: GQA with a partial last query block and key block, a whole block with one head per KV head, and row maxima that jump between key blocks. */
 export function f16AttnCheckCases(s: F16AttnSpec): F16AttnCase[] {
   const BQ = f16AttnBlockQ(s);
   return [
     { B: 1, T: 2 * Math.max(BQ, s.BKV) + 5, nH: 4, nKV: 2 },
     { B: 2, T: BQ, nH: 2, nKV: 2 },
+    { B: 1, T: 2 * Math.max(BQ, s.BKV) + 3, nH: 2, nKV: 1, kGrowth: 8 },
   ];
 }
 

@@ -3,7 +3,9 @@
  * accumulation, fp32 statistics (lse from the forward, Di = rowsum(dO∘O) in fp32). The maths is
  * ../attention.ref.ts attentionBackwardRef: P = exp(s − lse), dS = P∘(dP − Di), dP = dO·Vᵀ,
  * dq = scale·dS·K, dk = scale·dSᵀ·Q and dv = Pᵀ·dO summed over the G query heads of a KV head.
- * Two kernels, both reading fp32 tensors and staging them as f16 (as the forward, ./code.ts):
+ * Two kernels, reading f16 copies of q, k, v, dO straight from storage with the matrix loads
+ * (`inputs: 'f16'`, the model's: it casts them first; Di from dO's copy), or fp32 ones staged and cast
+ * through workgroup memory (the earlier kernels, kept for side-by-side timing):
  *
  * - dq (runs first): a workgroup owns BQ = sgCount·M query rows of one (b, h); it writes Di for its
  *   rows (the dk/dv kernel reads it), holds Q's and dO's left tiles, and per key block of BKV keys

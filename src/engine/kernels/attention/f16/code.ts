@@ -15,7 +15,8 @@
  *   each lane takes the max of its columns and the row's lanes combine them by subgroup shuffles.
  *   P = exp2(s·scale·log2e − m) is written as f16.
  * - P·V per N-column tile of D into a fresh result matrix per key block, stored to a scratch
- *   and folded into the lanes' O after the rescale by exp2(m_old − m_new).
+ *   and folded into the lanes' O after the rescale by exp2(m_old − m_new); or (spec.oAcc) into
+ *   result matrices kept across key blocks, with a stale row max rescaled only on a jump > 8 (log2).
  * - Tiles wholly above the diagonal for a subgroup are skipped, and key blocks wholly below its
  *   first row take the softmax without a mask (the tests are per subgroup, so subgroup-uniform;
  *   Dawn's uniformity diagnostic cannot see that and is turned off).
@@ -42,6 +43,13 @@ export interface F16AttnSpec {
   sgSize: number;
   /** Padding elements per staged f16 row (a multiple of 8: rows stay 16-byte aligned). */
   PAD: number;
+  /**
+   * Forward from f16 inputs only: O accumulates in result matrices across key blocks, the row max m
+   * kept stale and O, l rescaled (through the O scratch) only when some row's block max passes m + 8
+   * (log2 domain; a workgroup-uniform decision, as the rescale needs barriers). Exact: P, l and O use the
+   * same m, and P ≤ 2⁸ fits f16.
+   */
+  oAcc?: boolean;
 }
 
 export const f16AttnBlockQ = (s: Pick<F16AttnSpec, 'cfg' | 'sgCount'>) => s.cfg.M * s.sgCount;
@@ -80,7 +88,7 @@ export function f16AttnStaging(s: F16AttnSpec, direct = false) {
 export function f16AttnWorkgroupBytes(s: F16AttnSpec, emulate = false, direct = false): number {
   const st = f16AttnStaging(s, direct);
   const e = emulate ? 4 : 2;
-  return Math.ceil((st.kvElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + (direct ? 2 : 1) * st.sElems * 4;
+  return Math.ceil((st.kvElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + (direct ? 2 : 1) * st.sElems * 4 + (s.oAcc ? 8 : 0);
 }
 
 /** Why a spec cannot be built (null when it can); `direct`: the forward reading f16 q/k/v copies. */
@@ -93,6 +101,7 @@ export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxT
   if (lpr & (lpr - 1)) return `${lpr} lanes per row must be a power of two (the row max is combined by subgroup shuffles)`;
   if (s.D % lpr || s.BKV % lpr) return `D=${s.D} and BKV=${s.BKV} must split over ${lpr} lanes per row`;
   if (s.PAD % 8) return `PAD=${s.PAD} must be a multiple of 8`;
+  if (s.oAcc && !direct) return 'O kept in result matrices (oAcc) needs the f16 q/k/v inputs';
   if (direct && f16AttnInputPadRows(s) > F16_ATTN_MAX_PAD_ROWS) return `blocks of ${f16AttnInputPadRows(s)} rows read past the f16 inputs' ${F16_ATTN_MAX_PAD_ROWS} pad rows`;
   const T = f16AttnThreads(s);
   if (T > maxThreads) return `${T} threads per workgroup`;
@@ -102,7 +111,7 @@ export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxT
 }
 
 export function f16AttnLabel(s: F16AttnSpec): string {
-  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}`;
+  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.oAcc ? ' oacc' : ''}`;
 }
 
 /** What a generator's staging writes into: its lines, the emulated twin or not, the head dim, the threads. */
@@ -150,6 +159,8 @@ export interface F16AttnFwdOptions {
 export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): string {
   const emu = !!o.emulate;
   const direct = o.inputs === 'f16';
+  const oacc = !!s.oAcc;
+  if (oacc && (!direct || o.rowMax === 'scan')) throw new Error(`${f16AttnLabel(s)}: O in result matrices needs the f16 inputs and the split row max`);
   const E = emu ? 'f32' : 'f16';
   const { cfg, D, BKV, sgSize } = s;
   const { M, N, K } = cfg;
@@ -165,6 +176,7 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
   const OS = direct ? 'Os' : 'Ss';
   const store = (arr: string, off: string, v: string) => (emu ? `emuStore_${arr}(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, `&${arr}`, off, v, `${SST}u`));
   const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
+  const loadO = (off: string) => (emu ? `emuLoadCT_Os(${off}, ${SST}u)` : sgmatLoad(SYNTAX, 'CT', '&Os', off, false, `${SST}u`));
   // Tiles: K's for key tile j and head-dim slice kd (col_major: Kᵀ), V's for key slice kk and column tile dn.
   const kTile = (j: number, kd: number) => (direct
     ? load('k', 'RT', `kvo + ${j * N}u * kvs + ${kd * K}u`, true, 'kvs')
@@ -189,6 +201,7 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
     for (let kd = 0; kd < D / K; kd++) L.push(`  let qm${kd} = ${load('KV', 'LT', `sg * ${M * KST}u + ${kd * K}u`, false, `${KST}u`)};`);
     L.push('  workgroupBarrier();');
   }
+  if (oacc) L.push('  if (lid == 0u) { bump[0] = 0u; bump[1] = 0u; } // ordered before their use by the first block\'s barrier');
   L.push(`  for (var kb = 0u; kb < kEnd; kb += ${BKV}u) {`);
   if (direct) {
     // Key rows past T (the last block) read finite data as Q's do: their scores are masked and their P is 0.
@@ -225,30 +238,64 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
     L.push('    }');
     L.push(`    var mx = max(m, ${cols.length > 1 ? cols.map((_, i) => `x${i}`).reduce((a, b) => `max(${a}, ${b})`) : 'x0'});`);
     for (let x = 1; x < LPR; x *= 2) L.push(`    mx = max(mx, subgroupShuffleXor(mx, ${x}u));`);
-    L.push('    let alpha = exp2(m - mx);', '    m = mx;', '    var ls = 0.0;');
-    // A masked key: exp2(NEG − mx) = 0 (mx is finite: key 0 is in every row's first block).
-    cols.forEach((c, i) => L.push(`    { let p = exp2(x${i} - mx); Ps[prow + ${c}] = ${scast('p')}; ls += p; }`));
+    if (oacc) {
+      // m stays unless some row of the workgroup passes it by more than 8 (bump[parity], reset a block
+      // ahead by lid 0, read uniformly); then every row takes its max and O, l are rescaled by
+      // exp2(m_old − m_new) through the O scratch. Block 0: O and l are 0, m is just set.
+      L.push(`    let par = (kb / ${BKV}u) % 2u;`, '    if (lid == 0u) { bump[1u - par] = 0u; }');
+      L.push('    if (kb > 0u && mx > m + 8.0) { bump[par] = 1u; }', '    var mn = select(m, mx, kb == 0u);');
+      L.push('    if (workgroupUniformLoad(&bump[par]) != 0u) {', '      mn = mx;', '      let alpha = exp2(m - mn);');
+      for (let dn = 0; dn < D / N; dn++) L.push(`      ${store('Os', `sbase + ${dn * N}u`, `oa${dn}`)}`);
+      L.push('      workgroupBarrier();');
+      for (let i = 0; i < D / LPR; i++) L.push(`      Os[srow + ${i * LPR}u + part] *= alpha;`);
+      L.push('      workgroupBarrier();');
+      for (let dn = 0; dn < D / N; dn++) L.push(`      oa${dn} = ${loadO(`sbase + ${dn * N}u`)};`);
+      L.push('      l *= alpha;', '    }', '    m = mn;', '    var ls = 0.0;');
+      cols.forEach((c, i) => L.push(`    { let p = exp2(x${i} - m); Ps[prow + ${c}] = ${scast('p')}; ls += p; }`));
+    } else {
+      L.push('    let alpha = exp2(m - mx);', '    m = mx;', '    var ls = 0.0;');
+      // A masked key: exp2(NEG − mx) = 0 (mx is finite: key 0 is in every row's first block).
+      cols.forEach((c, i) => L.push(`    { let p = exp2(x${i} - mx); Ps[prow + ${c}] = ${scast('p')}; ls += p; }`));
+    }
   }
-  L.push('    l = l * alpha + ls;');
-  for (let i = 0; i < D / LPR; i++) L.push(`    o${i} *= alpha;`);
-  L.push('    workgroupBarrier();');
-  // O_block = P·V, one N-column tile of D at a time, into the subgroup's O scratch rows.
-  for (let kk = 0; kk < BKV / K; kk++) L.push(`    let pm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, `${PST}u`)};`);
-  for (let dn = 0; dn < D / N; dn++) {
-    L.push('    {', '      var acc = CT();');
-    for (let kk = 0; kk < BKV / K; kk++) L.push(`      if (kb + ${kk * K}u <= rmax) { acc = ${mma}(pm${kk}, ${vTile(kk, dn)}, acc); }`);
-    L.push(`      ${store(OS, `sbase + ${dn * N}u`, 'acc')}`, '    }');
+  if (oacc) {
+    L.push('    l += ls;', '    workgroupBarrier();');
+    for (let kk = 0; kk < BKV / K; kk++) L.push(`    let pm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, `${PST}u`)};`);
+    for (let dn = 0; dn < D / N; dn++) {
+      for (let kk = 0; kk < BKV / K; kk++) L.push(`    if (kb + ${kk * K}u <= rmax) { oa${dn} = ${mma}(pm${kk}, ${vTile(kk, dn)}, oa${dn}); }`);
+    }
+    L.push('  }');
+    for (let dn = 0; dn < D / N; dn++) L.push(`  ${store('Os', `sbase + ${dn * N}u`, `oa${dn}`)}`);
+    L.push('  workgroupBarrier();');
   }
-  L.push('    workgroupBarrier();');
-  for (let i = 0; i < D / LPR; i++) L.push(`    o${i} += ${OS}[srow + ${i * LPR}u + part];`);
-  L.push('  }');
+  if (!oacc) L.push('    l = l * alpha + ls;');
+  for (let i = 0; i < (oacc ? 0 : D / LPR); i++) L.push(`    o${i} *= alpha;`);
+  if (!oacc) L.push('    workgroupBarrier();');
+  if (!oacc) {
+    // O_block = P·V, one N-column tile of D at a time, into the subgroup's O scratch rows.
+    for (let kk = 0; kk < BKV / K; kk++) L.push(`    let pm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, `${PST}u`)};`);
+    for (let dn = 0; dn < D / N; dn++) {
+      L.push('    {', '      var acc = CT();');
+      for (let kk = 0; kk < BKV / K; kk++) L.push(`      if (kb + ${kk * K}u <= rmax) { acc = ${mma}(pm${kk}, ${vTile(kk, dn)}, acc); }`);
+      L.push(`      ${store(OS, `sbase + ${dn * N}u`, 'acc')}`, '    }');
+    }
+    L.push('    workgroupBarrier();');
+    for (let i = 0; i < D / LPR; i++) L.push(`    o${i} += ${OS}[srow + ${i * LPR}u + part];`);
+    L.push('  }');
+  }
   // The row sum is split over the row's LPR lanes: combined by shuffles (uniform control flow: after the loop).
   L.push('  var lt = l;');
   for (let x = 1; x < LPR; x *= 2) L.push(`  lt += subgroupShuffleXor(lt, ${x}u);`);
+  // This lane's O column i (oAcc: the O scratch rows the matrices were stored to).
+  const oCol = (i: string) => (oacc ? `Os[srow + ${i}]` : '');
   L.push('  if (t < P.T) {', '    let inv = 1.0 / lt;', `    let ob = ((b * P.T + t) * P.nH + h) * ${D}u + part;`);
-  for (let i = 0; i < D / LPR; i++) L.push(`    O[ob + ${i * LPR}u] = o${i} * inv;`);
+  for (let i = 0; i < D / LPR; i++) L.push(`    O[ob + ${i * LPR}u] = ${oacc ? oCol(`${i * LPR}u + part`) : `o${i}`} * inv;`);
   L.push('    if (part == 0u) { LSE[(b * P.nH + h) * P.T + t] = (m + log2(lt)) * LN2; }', '  }');
-  if (o.o16) {
+  if (o.o16 && oacc) {
+    // o's f16 copy: pairs of adjacent columns from the O scratch row, times the same inv (the same f32 values as O).
+    L.push('  if (t < P.T) {', '    let inv = 1.0 / lt;', `    let wb = ((b * P.T + t) * P.nH + h) * ${D / 2}u;`);
+    L.push(`    for (var j = part; j < ${D / 2}u; j += ${LPR}u) { o16_store2(wb + j, Os[srow + 2u * j] * inv, Os[srow + 2u * j + 1u] * inv); }`, '  }');
+  } else if (o.o16) {
     // o's f16 copy (o_proj's f16 GEMM reads it): a lane's columns are LPR apart, so the row goes
     // through its scratch row and each lane packs pairs of adjacent columns (the same f32 values as O).
     L.push('  workgroupBarrier();', '  { let inv = 1.0 / lt;');
@@ -283,9 +330,14 @@ ${qkv}
 @group(0) @binding(5) var<uniform> P: Params;
 ${direct ? '' : `var<workgroup> KV: array<${E}, ${st.kvElems}>; // Q once, then per key block K's rows [0, BKV) and V's from ${VOFF}\n`}var<workgroup> Ps: array<${E}, ${st.pElems}>; // P, M rows of BKV per subgroup
 var<workgroup> Ss: array<f32, ${st.sElems}>; // per subgroup M rows: S${direct ? '' : ', then the block\'s P·V'}
-${direct ? `var<workgroup> Os: array<f32, ${st.sElems}>; // per subgroup M rows: the block's P·V\n` : ''}const NEG = -3.0e38; // finite −inf: key 0 is visible to every row, so m is finite after the first block
+${direct ? `var<workgroup> Os: array<f32, ${st.sElems}>; // per subgroup M rows: ${oacc ? 'O, to rescale it and at the end' : 'the block\'s P·V'}\n` : ''}${oacc ? 'var<workgroup> bump: array<u32, 2>; // per key block (parity): some row\'s max passed m + 8\n' : ''}const NEG = -3.0e38; // finite −inf: key 0 is visible to every row, so m is finite after the first block
 const LN2 = 0.6931471805599453;
-${emu ? emulation(cfg, emuLoads, direct ? ['Ss', 'Os'] : ['Ss']) : ''}${o.o16 ? f16OutModule('o16', 6, 2, o.o16) : ''}
+${emu ? emulation(cfg, emuLoads, direct ? ['Ss', 'Os'] : ['Ss']) : ''}${emu && oacc ? `fn emuLoadCT_Os(off: u32, stride: u32) -> CT {
+  var m: CT;
+  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { m[r * ${N}u + c] = Os[off + r * stride + c]; } }
+  return m;
+}
+` : ''}${o.o16 ? f16OutModule('o16', 6, 2, o.o16) : ''}
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let nQB = (P.T + ${BQ - 1}u) / ${BQ}u;
@@ -305,7 +357,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let prow = sg * ${M * PST}u + r * ${PST}u;
   var m = NEG;
   var l = 0.0;
-  var ${oDecl.join(' = 0.0;\n  var ')} = 0.0;
+  ${oacc ? Array.from({ length: D / N }, (_, i) => `var oa${i} = CT();`).join('\n  ') : `var ${oDecl.join(' = 0.0;\n  var ')} = 0.0;`}
 ${L.join('\n')}
 }
 `;
