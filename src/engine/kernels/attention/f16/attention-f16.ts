@@ -49,6 +49,7 @@ export const F16_ATTENTION_HEAD_DIMS = [32, 64];
 export const F16_ATTN_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'oAcc'>[] = [
   { sgCount: 4, BKV: 64, PAD: 8, oAcc: true },
   { sgCount: 4, BKV: 32, PAD: 8, oAcc: true },
+  { sgCount: 8, BKV: 32, PAD: 8, oAcc: true }, // 128 query rows a K/V tile read: fits 48 KiB with oAcc's one scratch
   { sgCount: 4, BKV: 64, PAD: 8 },
   { sgCount: 4, BKV: 32, PAD: 8 },
   { sgCount: 2, BKV: 64, PAD: 8 },

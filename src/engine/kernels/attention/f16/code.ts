@@ -83,12 +83,12 @@ export function f16AttnStaging(s: F16AttnSpec, direct = false) {
 /**
  * Bytes of workgroup memory (f16 operand arrays, the f32 scratch; twice the f16 part when emulated
  * over f32). `direct`: no K/V area, and P·V's block result gets its own scratch (Os), so the next
- * block's S stores need no barrier after the O reads.
+ * block's S stores need no barrier after the O reads; with oAcc, O's rare round trips share S's.
  */
 export function f16AttnWorkgroupBytes(s: F16AttnSpec, emulate = false, direct = false): number {
   const st = f16AttnStaging(s, direct);
   const e = emulate ? 4 : 2;
-  return Math.ceil((st.kvElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + (direct ? 2 : 1) * st.sElems * 4 + (s.oAcc ? 8 : 0);
+  return Math.ceil((st.kvElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + (direct && !s.oAcc ? 2 : 1) * st.sElems * 4 + (s.oAcc ? 8 : 0);
 }
 
 /** Why a spec cannot be built (null when it can); `direct`: the forward reading f16 q/k/v copies. */
@@ -176,7 +176,8 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
   const OS = direct ? 'Os' : 'Ss';
   const store = (arr: string, off: string, v: string) => (emu ? `emuStore_${arr}(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, `&${arr}`, off, v, `${SST}u`));
   const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
-  const loadO = (off: string) => (emu ? `emuLoadCT_Os(${off}, ${SST}u)` : sgmatLoad(SYNTAX, 'CT', '&Os', off, false, `${SST}u`));
+  // oAcc's O round trips (rescale, the end) go through S's scratch: S is dead from its reads to the next block's stores.
+  const loadO = (off: string) => (emu ? `emuLoadCT_Ss(${off}, ${SST}u)` : sgmatLoad(SYNTAX, 'CT', '&Ss', off, false, `${SST}u`));
   // Tiles: K's for key tile j and head-dim slice kd (col_major: Kᵀ), V's for key slice kk and column tile dn.
   const kTile = (j: number, kd: number) => (direct
     ? load('k', 'RT', `kvo + ${j * N}u * kvs + ${kd * K}u`, true, 'kvs')
@@ -245,9 +246,9 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
       L.push(`    let par = (kb / ${BKV}u) % 2u;`, '    if (lid == 0u) { bump[1u - par] = 0u; }');
       L.push('    if (kb > 0u && mx > m + 8.0) { bump[par] = 1u; }', '    var mn = select(m, mx, kb == 0u);');
       L.push('    if (workgroupUniformLoad(&bump[par]) != 0u) {', '      mn = mx;', '      let alpha = exp2(m - mn);');
-      for (let dn = 0; dn < D / N; dn++) L.push(`      ${store('Os', `sbase + ${dn * N}u`, `oa${dn}`)}`);
+      for (let dn = 0; dn < D / N; dn++) L.push(`      ${store('Ss', `sbase + ${dn * N}u`, `oa${dn}`)}`);
       L.push('      workgroupBarrier();');
-      for (let i = 0; i < D / LPR; i++) L.push(`      Os[srow + ${i * LPR}u + part] *= alpha;`);
+      for (let i = 0; i < D / LPR; i++) L.push(`      Ss[srow + ${i * LPR}u + part] *= alpha;`);
       L.push('      workgroupBarrier();');
       for (let dn = 0; dn < D / N; dn++) L.push(`      oa${dn} = ${loadO(`sbase + ${dn * N}u`)};`);
       L.push('      l *= alpha;', '    }', '    m = mn;', '    var ls = 0.0;');
@@ -265,7 +266,7 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
       for (let kk = 0; kk < BKV / K; kk++) L.push(`    if (kb + ${kk * K}u <= rmax) { oa${dn} = ${mma}(pm${kk}, ${vTile(kk, dn)}, oa${dn}); }`);
     }
     L.push('  }');
-    for (let dn = 0; dn < D / N; dn++) L.push(`  ${store('Os', `sbase + ${dn * N}u`, `oa${dn}`)}`);
+    for (let dn = 0; dn < D / N; dn++) L.push(`  ${store('Ss', `sbase + ${dn * N}u`, `oa${dn}`)}`);
     L.push('  workgroupBarrier();');
   }
   if (!oacc) L.push('    l = l * alpha + ls;');
@@ -287,14 +288,14 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
   L.push('  var lt = l;');
   for (let x = 1; x < LPR; x *= 2) L.push(`  lt += subgroupShuffleXor(lt, ${x}u);`);
   // This lane's O column i (oAcc: the O scratch rows the matrices were stored to).
-  const oCol = (i: string) => (oacc ? `Os[srow + ${i}]` : '');
+  const oCol = (i: string) => (oacc ? `Ss[srow + ${i}]` : '');
   L.push('  if (t < P.T) {', '    let inv = 1.0 / lt;', `    let ob = ((b * P.T + t) * P.nH + h) * ${D}u + part;`);
   for (let i = 0; i < D / LPR; i++) L.push(`    O[ob + ${i * LPR}u] = ${oacc ? oCol(`${i * LPR}u + part`) : `o${i}`} * inv;`);
   L.push('    if (part == 0u) { LSE[(b * P.nH + h) * P.T + t] = (m + log2(lt)) * LN2; }', '  }');
   if (o.o16 && oacc) {
     // o's f16 copy: pairs of adjacent columns from the O scratch row, times the same inv (the same f32 values as O).
     L.push('  if (t < P.T) {', '    let inv = 1.0 / lt;', `    let wb = ((b * P.T + t) * P.nH + h) * ${D / 2}u;`);
-    L.push(`    for (var j = part; j < ${D / 2}u; j += ${LPR}u) { o16_store2(wb + j, Os[srow + 2u * j] * inv, Os[srow + 2u * j + 1u] * inv); }`, '  }');
+    L.push(`    for (var j = part; j < ${D / 2}u; j += ${LPR}u) { o16_store2(wb + j, Ss[srow + 2u * j] * inv, Ss[srow + 2u * j + 1u] * inv); }`, '  }');
   } else if (o.o16) {
     // o's f16 copy (o_proj's f16 GEMM reads it): a lane's columns are LPR apart, so the row goes
     // through its scratch row and each lane packs pairs of adjacent columns (the same f32 values as O).
@@ -330,11 +331,11 @@ ${qkv}
 @group(0) @binding(5) var<uniform> P: Params;
 ${direct ? '' : `var<workgroup> KV: array<${E}, ${st.kvElems}>; // Q once, then per key block K's rows [0, BKV) and V's from ${VOFF}\n`}var<workgroup> Ps: array<${E}, ${st.pElems}>; // P, M rows of BKV per subgroup
 var<workgroup> Ss: array<f32, ${st.sElems}>; // per subgroup M rows: S${direct ? '' : ', then the block\'s P·V'}
-${direct ? `var<workgroup> Os: array<f32, ${st.sElems}>; // per subgroup M rows: ${oacc ? 'O, to rescale it and at the end' : 'the block\'s P·V'}\n` : ''}${oacc ? 'var<workgroup> bump: array<u32, 2>; // per key block (parity): some row\'s max passed m + 8\n' : ''}const NEG = -3.0e38; // finite −inf: key 0 is visible to every row, so m is finite after the first block
+${direct && !oacc ? `var<workgroup> Os: array<f32, ${st.sElems}>; // per subgroup M rows: the block's P·V\n` : ''}${oacc ? 'var<workgroup> bump: array<u32, 2>; // per key block (parity): some row\'s max passed m + 8\n' : ''}const NEG = -3.0e38; // finite −inf: key 0 is visible to every row, so m is finite after the first block
 const LN2 = 0.6931471805599453;
-${emu ? emulation(cfg, emuLoads, direct ? ['Ss', 'Os'] : ['Ss']) : ''}${emu && oacc ? `fn emuLoadCT_Os(off: u32, stride: u32) -> CT {
+${emu ? emulation(cfg, emuLoads, direct && !oacc ? ['Ss', 'Os'] : ['Ss']) : ''}${emu && oacc ? `fn emuLoadCT_Ss(off: u32, stride: u32) -> CT {
   var m: CT;
-  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { m[r * ${N}u + c] = Os[off + r * stride + c]; } }
+  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { m[r * ${N}u + c] = Ss[off + r * stride + c]; } }
   return m;
 }
 ` : ''}${o.o16 ? f16OutModule('o16', 6, 2, o.o16) : ''}
