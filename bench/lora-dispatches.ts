@@ -4,18 +4,32 @@
  * into the adapters' (labels with `lora_`) and the rest, with each adapter GEMM's choice (split-K or
  * one pass) for the shapes of --batch × --seq. Issue 39: the adapters' thin GEMMs were the step's cost.
  *   node scripts/run-node.mjs bench/lora-dispatches.ts [--layers 2] [--batch 8 --seq 512] [--rank 16] [--scheme fp32|f16]
+ *
+ * --time (on a GPU): each thin adapter GEMM shape of one layer (uᵀ per group, dB, vᵀ per adapter, dA
+ * per group) timed alone (GPU timestamps; its split-K reduce included): the one-pass pick, the pick
+ * with the step's workspace (what the step runs), and the fastest of a sweep of small tiles × K
+ * splits; summed per layer and ×L per step. What a table entry (kernels/matmul/tables.ts) would win.
+ *   node lora-dispatches.mjs --time [--batch 8 --seq 512] [--reps 5]       (~20 s on an H100)
  */
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
-import { defaultLoraSpec } from '../src/engine/lora/spec';
+import { LORA_SHARED_INPUT, loraSplitBytes } from '../src/engine/lora/plan';
+import { defaultLoraSpec, loraAdapters } from '../src/engine/lora/spec';
+import { buildMatmul } from '../src/engine/kernels/matmul/matmul';
+import { type MatmulShape, matmulWorkspaceBytes } from '../src/engine/kernels/matmul/plan';
+import { variantFits, getVariant } from '../src/engine/kernels/matmul/variants';
 import { validateModelConfig } from '../src/engine/model/config';
 import { LlamaGpu } from '../src/engine/model/llama';
 import { resolvePlan } from '../src/engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
+import { gemmOperands, timeMatmul } from '../src/lab/gemm';
 
-const a = parseArgs({ options: { layers: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, rank: { type: 'string' }, scheme: { type: 'string' } } }).values;
-const L = Number(a.layers ?? 2);
+const a = parseArgs({ options: {
+  layers: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, rank: { type: 'string' }, scheme: { type: 'string' },
+  time: { type: 'boolean' }, reps: { type: 'string' }, cpu: { type: 'boolean' },
+} }).values;
+const L = Number(a.layers ?? (a.time ? 30 : 2));
 const [B, T, r] = [Number(a.batch ?? 8), Number(a.seq ?? 512), Number(a.rank ?? 16)];
 const scheme = a.scheme ?? 'fp32';
 if (!(scheme in SCHEME_PRESETS)) throw new Error(`--scheme: unknown ${scheme} (have ${Object.keys(SCHEME_PRESETS).join(', ')})`);
@@ -23,16 +37,77 @@ const cfg = validateModelConfig({
   vocab_size: 49152, hidden_size: 576, intermediate_size: 1536, num_hidden_layers: L, num_attention_heads: 9, num_key_value_heads: 3,
   max_position_embeddings: 2048, rms_norm_eps: 1e-5, rope_theta: 100000, tie_word_embeddings: true, initializer_range: 0.041666666666666664,
 });
-const rt = new Runtime(await acquireNodeGpu());
+const rt = new Runtime(await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags: ['disable-dawn-features=timestamp_quantization'] }));
 const f16 = scheme === 'fp32' ? {} : { f16Device: { shaderF16: true, tensorCores: false }, f16Twin: true };
-const model = new LlamaGpu(rt, resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS[scheme], lora: defaultLoraSpec(r), ...f16 }));
-const steps = [...model.forward, ...model.backward, ...model.optimizer];
-const lora = steps.filter((d) => d.label.includes('lora_'));
-console.log(`${scheme} LoRA r${r}, ${L} layers, B${B}xT${T}: ${steps.length} dispatches a step, ${lora.length} of them the adapters' (${(lora.length / L).toFixed(1)} a layer)`);
-const kinds = new Map<string, number>();
-for (const d of lora) {
-  const k = d.label.replace(/^L\d+\./, '');
-  kinds.set(k, (kinds.get(k) ?? 0) + 1);
+const plan = resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS[scheme], lora: defaultLoraSpec(r), ...f16 });
+
+if (!a.time) {
+  const model = new LlamaGpu(rt, plan);
+  const steps = [...model.forward, ...model.backward, ...model.optimizer];
+  const lora = steps.filter((d) => d.label.includes('lora_'));
+  console.log(`${scheme} LoRA r${r}, ${L} layers, B${B}xT${T}: ${steps.length} dispatches a step, ${lora.length} of them the adapters' (${(lora.length / L).toFixed(1)} a layer)`);
+  const kinds = new Map<string, number>();
+  for (const d of lora) {
+    const k = d.label.replace(/^L\d+\./, '');
+    kinds.set(k, (kinds.get(k) ?? 0) + 1);
+  }
+  for (const [k, n] of kinds) if (/^(q_proj|q\.dw|q\.dx|gate_proj|gate\.dw|gate\.dx|o_proj|o\.dw|o\.dx|down)/.test(k)) console.log(`  ${k} ×${n}`);
+  model.destroy();
+} else {
+  if (!rt.gpu.features.timestampQuery) throw new Error('--time needs timestamp queries (a GPU; SwiftShader has them too, slowly)');
+  const N = B * T;
+  // One layer's thin GEMMs, as lora/gemms.ts builds them (groups stacked; workspaces as the step's).
+  const layer0 = loraAdapters(cfg, plan.lora!.spec).filter((x) => x.layer === 0);
+  // dB's and dA's split-K partials go to the backward's dead dW scratch (dq or dF1): [N, C] floats at least.
+  const dwWs = N * cfg.hidden_size * 4;
+  const stepWs = loraSplitBytes(plan.lora!, plan.dims);
+  const shapes: { name: string; s: MatmulShape; ws: number }[] = [];
+  for (const ts of LORA_SHARED_INPUT) {
+    const g = layer0.filter((x) => ts.includes(x.target));
+    if (!g.length) continue;
+    shapes.push({ name: `u ${ts.join('')}`, s: { M: g.length * r, N, K: g[0].in, transB: true }, ws: stepWs });
+    for (const x of g) {
+      shapes.push({ name: `dB ${x.target}`, s: { M: x.out, N: r, K: N, transA: true, transB: true }, ws: dwWs });
+      shapes.push({ name: `vT ${x.target}`, s: { M: r, N, K: x.out, transA: true, transB: true }, ws: stepWs });
+    }
+    shapes.push({ name: `dA ${ts.join('')}`, s: { M: g.length * r, N: g[0].in, K: N }, ws: dwWs });
+  }
+  const reps = Number(a.reps ?? 5);
+  const sweep = ['32x32k16_4x4', '64x64k16_4x4', '128x32k16_8x4', '64x64k16_8x8'].filter((v) => variantFits(getVariant(v), rt.device.limits));
+  let warm = 1000; // the first timing waits for steady clocks (ms), the rest run warm
+  const time = async (s: MatmulShape, ws: number, variant?: string) => {
+    const op = gemmOperands(rt, s, 'lora-thin', ws);
+    try {
+      const m = buildMatmul(rt, { label: 'lora-thin', a: { buffer: op.a }, b: { buffer: op.b }, c: { buffer: op.c }, ...s, variant, workspace: op.workspace ? { buffer: op.workspace } : undefined });
+      const t = await timeMatmul(rt, m.dispatches, s, { reps, inner: 10, warmupMs: warm || undefined });
+      warm = 0;
+      m.uniforms.forEach((u) => rt.mem.free(u));
+      return { us: t.ms * 1000, name: m.variant };
+    } finally {
+      op.free();
+    }
+  };
+  const sum = { one: 0, picked: 0, best: 0 };
+  console.log(`LoRA r${r} thin GEMMs of one layer, B${B}xT${T} (N ${N}); µs each: one-pass pick | the step's pick | fastest of the sweep`);
+  for (const { name, s, ws } of shapes) {
+    const one = await time(s, 0);
+    const picked = await time(s, ws);
+    let best = picked;
+    for (const v of sweep) {
+      for (const S of [1, 2, 4, 8, 16, 32]) {
+        const c = S === 1 ? v : `${v}_sk${S}`;
+        if (matmulWorkspaceBytes(s, c) > ws) continue;
+        const t = await time(s, ws, c);
+        if (t.us < best.us) best = t;
+      }
+    }
+    sum.one += one.us;
+    sum.picked += picked.us;
+    sum.best += best.us;
+    console.log(`  ${name.padEnd(8)} ${`${s.M}x${s.N}x${s.K}${s.transA ? 'T' : 'N'}${s.transB ? 'T' : 'N'}`.padEnd(18)} ${one.us.toFixed(1).padStart(7)} ${one.name.padEnd(22)} ${picked.us.toFixed(1).padStart(7)} ${picked.name.padEnd(22)} ${best.us.toFixed(1).padStart(7)} ${best.name}`);
+  }
+  const perStep = (us: number) => ((us * cfg.num_hidden_layers) / 1000).toFixed(2);
+  console.log(`  a layer: ${sum.one.toFixed(1)} | ${sum.picked.toFixed(1)} | ${sum.best.toFixed(1)} µs; ×${cfg.num_hidden_layers} layers: ${perStep(sum.one)} | ${perStep(sum.picked)} | ${perStep(sum.best)} ms a step`);
+  console.log('  (the step before this change ran uᵀ twice, forward and backward, one-pass; add the u rows again to the one-pass column for it)');
 }
-for (const [k, n] of kinds) if (/^(q_proj|q\.dw|q\.dx|gate_proj|gate\.dw|gate\.dx|o_proj|o\.dw|o\.dx|down)/.test(k)) console.log(`  ${k} ×${n}`);
-model.destroy();
+process.exit(0);
