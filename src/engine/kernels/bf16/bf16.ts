@@ -19,34 +19,38 @@ function slice(b: Binding, bytes: number): Binding {
   return { buffer: s.buffer, offset: s.offset ?? 0, size: bytes };
 }
 
-function build(rt: Runtime, label: string, n: number, from: Binding, to: Binding, dir: 'pack' | 'unpack'): Dispatch[] {
+/**
+ * The pack or unpack dispatches of a 16-bit storage shader `code` (bf16.wgsl, or kernels/f16/f16.wgsl
+ * after its half()): sections pack, pack_tail, unpack, unpack_tail over Params { quads, n }.
+ */
+export function halfStorageDispatches(rt: Runtime, code: string, label: string, n: number, from: Binding, to: Binding, dir: 'pack' | 'unpack'): Dispatch[] {
   if (!Number.isInteger(n) || n < 0) throw new Error(`${label}: invalid element count ${n}`);
   const [src4, dst4] = dir === 'pack' ? [16, 8] : [8, 16];
   requireBytes(label, dir === 'pack' ? 'x' : 'words', from, dir === 'pack' ? n * 4 : bf16Words(n) * 4);
   requireBytes(label, dir === 'pack' ? 'words' : 'out', to, dir === 'pack' ? bf16Words(n) * 4 : n * 4);
   const quads = Math.floor(n / 4);
   const u = rt.uniform(`${label}.${dir}`, new Uniforms().u32(quads).u32(n).u32(0).u32(0));
-  const pre = wgslPreamble(src);
+  const pre = wgslPreamble(code);
   const out: Dispatch[] = [];
   if (quads > 0) {
     out.push(rt.kernel({
-      label: `${label}.${dir}`, code: pre + wgslSection(src, dir), entryPoint: dir,
+      label: `${label}.${dir}`, code: pre + wgslSection(code, dir), entryPoint: dir,
       bindings: [slice(from, quads * src4), slice(to, quads * dst4), u], workgroups: grid2d(rt, Math.ceil(quads / WG)),
     }));
   }
   if (n % 4) {
     const tail = `${dir}_tail`;
-    out.push(rt.kernel({ label: `${label}.${tail}`, code: pre + wgslSection(src, tail), entryPoint: tail, bindings: [from, to, u], workgroups: [1] }));
+    out.push(rt.kernel({ label: `${label}.${tail}`, code: pre + wgslSection(code, tail), entryPoint: tail, bindings: [from, to, u], workgroups: [1] }));
   }
   return out;
 }
 
 /** Dispatches that store x[0..n) (fp32) as bf16 in `words` (⌈n/2⌉ u32). */
 export function packBf16(rt: Runtime, o: { label: string; x: Binding; words: Binding; n: number }): Dispatch[] {
-  return build(rt, o.label, o.n, o.x, o.words, 'pack');
+  return halfStorageDispatches(rt, src, o.label, o.n, o.x, o.words, 'pack');
 }
 
 /** Dispatches that expand n bf16 values from `words` into fp32 `out`. */
 export function unpackBf16(rt: Runtime, o: { label: string; words: Binding; out: Binding; n: number }): Dispatch[] {
-  return build(rt, o.label, o.n, o.words, o.out, 'unpack');
+  return halfStorageDispatches(rt, src, o.label, o.n, o.words, o.out, 'unpack');
 }
