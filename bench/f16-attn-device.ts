@@ -2,23 +2,24 @@
  * Device test and benchmark of the f16 flash attention, forward and backward (src/engine/kernels/attention/f16/)
  * for the lent GPU, where `shader-f16` and subgroup matrices exist (SwiftShader has neither):
  *
- *  1. enableF16Attention: every candidate spec per head dim (32, 64), forward and backward, checked
- *     against the reference;
+ *  1. enableF16Attention: the candidates per head dim (32, 64) in order until one passes, forward and
+ *     backward, checked against the reference (`--all`: every candidate, each checked, then timed);
  *  2. correctness, PASS/FAIL with the max error against the float64 reference on f16-rounded inputs:
  *     the forward (o, lse) at base's shape (B16 T512, 12 heads, head dim 64; the first 2 heads
- *     compared), a GQA case (12 query heads on 4 KV heads) and head dim 32, for the chosen spec and
- *     every other candidate that passed; the backward (dq, dk, dv relative to their largest
- *     magnitude) at T512 with 4 heads of 64, GQA, and head dim 32;
- *  3. timing (GPU timestamps, median) at base's shape: the f16 forward and backward (each passing
- *     spec; the per-step figure takes the fastest of each) beside the fp32 forward and backward of src/engine/kernels/attention, and the per-step
- *     figure for 12 layers (the issue's target: attention fwd+bwd ≤ 5 ms per base step).
+ *     compared), a GQA case (12 query heads on 4 KV heads) and head dim 32, for the chosen spec (and
+ *     with `--all` every other candidate that passed); the backward (dq, dk, dv relative to their
+ *     largest magnitude) at T512 with 4 heads of 64, GQA, and head dim 32;
+ *  3. timing (GPU timestamps, median) at base's shape, per layer, same process: the f16 forward and
+ *     backward variants of the chosen layout (below), each first checked on f16AttnCheckCases' small
+ *     cases; the fp32 forward and backward of src/engine/kernels/attention; the per-step figure for 12
+ *     layers (the fastest variant of each pass; the issue's target: attention fwd+bwd ≤ 5 ms per base step).
  *
- *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin] [--compare]
- * The forward runs as the model runs it, from f16 copies of q, k, v; beside it, same spec and process,
- * the previous kernel (fp32 q, k, v staged, whole-row max scan): the `forward per layer: previous …
- * -> new …` line; `--compare` also times the halfway variants (f16 inputs with the row scan, staging with the split max).
- * The backward likewise from f16 copies of q, k, v, dO (the model casts them first: timed), beside the
- * previous staging kernels: the `backward per layer: previous … -> new …` line (dq and dk/dv each).
+ *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin] [--all]
+ * Variants (the chosen layout's cfg, subgroups and BKV): `previous` (fp32 q, k, v staged and cast, row
+ * scan: the kernel before the f16 copies), `staged` (f16 copies staged by 16-byte loads through workgroup
+ * memory, spec.load 'staged'), `direct` (f16 copies matrix-loaded from storage, load 'direct'), the
+ * forward's each without and with oAcc. Read the `FWD <variant>` and `BWD <variant>` summary lines (ms a
+ * layer; `+casts`: with the model's f16 copies' extra passes: v for the forward, q, k, v, dO for the backward).
  * Exit status 1 when a correctness case fails or no spec passes for head dim 64.
  * `--twin` (a device without shader-f16, e.g. SwiftShader): the same flow on the kernel's emulated
  * twin with a micro spec and micro shapes, to test the script itself.
@@ -29,7 +30,7 @@ import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { attentionBackward, attentionBackwardWorkspaceBytes, attentionForward } from '../src/engine/kernels/attention/attention';
 import {
-  type AttentionForwardF16Args, attentionBackwardF16, attentionForwardF16, type F16AttnBwdInputs, type F16AttnInputs, f16AttnInputElems, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention,
+  type AttentionForwardF16Args, attentionBackwardF16, attentionForwardF16, type F16AttnBwdInputs, type F16AttnInputs, f16AttnInputElems, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention, f16AttnCheckCases,
   f16AttentionBackwardSpecs, f16AttentionSpec, f16AttnBwdCandidates, type F16AttnBwdSpecs, f16AttnBwdLabel, f16AttnCandidates, type F16AttnCase, f16AttnLabel, type F16AttnSpec,
 } from '../src/engine/kernels/attention/f16/attention-f16';
 import { f16AttnSpecError } from '../src/engine/kernels/attention/f16/code';
@@ -39,7 +40,7 @@ import { subgroupMatrixConfigs, subgroupSize } from '../src/engine/kernels/qgemm
 import { Rng } from '../src/engine/util/rng';
 import { msPer } from '../src/lab/quant';
 
-const a = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string' }, twin: { type: 'boolean' }, compare: { type: 'boolean' } } }).values;
+const a = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string' }, twin: { type: 'boolean' }, all: { type: 'boolean' } } }).values;
 const reps = Number(a.reps ?? 10);
 const twin = !!a.twin;
 const T0 = Date.now();
@@ -77,6 +78,7 @@ const bwdByD = new Map<number, F16AttnBwdSpecs>();
 
 // 1. Verify-before-use.
 let specsByD = new Map<number, F16AttnSpec[]>();
+let tried: { label: string; ok: boolean; failed?: string }[] = [];
 if (twin) {
   specsByD.set(16, [TWIN_SPEC]);
   bwdByD.set(16, { dq: TWIN_BWD_SPEC, dkdv: TWIN_BWD_SPEC });
@@ -87,6 +89,7 @@ if (twin) {
   }
   const probe = await enableF16Attention(rt);
   out.probe = probe;
+  tried = probe.tried;
   for (const t of probe.tried) log(`probe ${t.ok ? 'ok  ' : 'FAIL'} ${t.label}${t.failed ? `: ${t.failed}` : ''}`);
   for (const D of [32, 64]) log(`chosen D${D}: ${probe.chosen[D] ?? 'none (fp32 attention)'}; ${probe.chosenBackward[D] ?? 'no f16 backward (fp32 backward)'}`);
   if (!f16AttentionSpec(rt, 64)) failures++;
@@ -95,7 +98,7 @@ if (twin) {
     const b = f16AttentionBackwardSpecs(rt, D);
     if (b) bwdByD.set(D, b);
   }
-  // Every candidate that passed (the chosen one first): the others are timed too.
+  // The chosen spec; with --all every candidate that passed (the chosen one first), each timed too.
   const lim = rt.device.limits;
   const valid = (s: F16AttnSpec) => !f16AttnSpecError(s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, false, true);
   const cfgs = f16ConfigsOf(subgroupMatrixConfigs(rt));
@@ -103,7 +106,7 @@ if (twin) {
   for (const D of [32, 64]) {
     const chosen = f16AttentionSpec(rt, D);
     const list = chosen ? [chosen] : [];
-    for (const s of f16AttnCandidates(cfgs, D, subgroupSize(rt), valid)) {
+    for (const s of a.all ? f16AttnCandidates(cfgs, D, subgroupSize(rt), valid) : []) {
       if (chosen && f16AttnLabel(s) === f16AttnLabel(chosen)) continue;
       const r = probe.tried.find((t) => t.label === f16AttnLabel(s)) ?? await checkF16AttnSpec(rt, s);
       if (r.ok) list.push(s);
@@ -143,6 +146,18 @@ async function time(name: string, ds: Dispatch[], flops: number): Promise<number
   log(`time ${name}: ${ms.toFixed(3)} ms, ${(flops / (ms * 1e9)).toFixed(1)} TFLOP/s (${method})`);
   return ms;
 }
+/** A variant is timed only once it passes f16AttnCheckCases' small cases (or the probe passed its label); failures count. */
+async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'scan'): Promise<string | null> {
+  const lim = rt.device.limits;
+  const err = f16AttnSpecError(spec, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, twin, inputs === 'f16');
+  if (err) return err;
+  if (inputs === 'f16' && !rowMax && tried.some((t) => t.ok && t.label === f16AttnLabel(spec))) return null;
+  for (const c of f16AttnCheckCases(spec)) {
+    const r = await checkAttentionF16(rt, spec, c, { emulate: twin, inputs, rowMax });
+    if (!r.ok) return `B${c.B} T${c.T} nH${c.nH} nKV${c.nKV}: ${r.error ?? `max error o ${r.maxErrO.toExponential(2)}, lse ${r.maxErrLse.toExponential(2)}`}`;
+  }
+  return null;
+}
 {
   const s = SHAPES[0];
   const { B, T, nH, nKV, D } = s;
@@ -160,7 +175,8 @@ async function time(name: string, ds: Dispatch[], flops: number): Promise<number
   const shape = { label: 'bench', B, T, nH, nKV, D, q, k, v, o, lse };
   const fp32Fwd = await time(`${s.name} fp32 fwd`, attentionForward(rt, shape), fwdFlops);
   const fp32Bwd = await time(`${s.name} fp32 bwd`, attentionBackward(rt, { ...shape, dO, dq, dk, dv, workspace: ws }), 2.5 * fwdFlops);
-  // The forward reads f16 copies of q, k, v (the model's: RoPE writes q's and k's, a cast v's), padded
+  log(`FP32 fwd ${fp32Fwd.toFixed(3)} ms, bwd ${fp32Bwd.toFixed(3)} ms a layer`);
+  // The f16 kernels read f16 copies of q, k, v (the model's: RoPE writes q's and k's, a cast v's), padded
   // rows included (f16AttnInputElems); the v cast is timed on its own (the model's extra pass).
   const elem = twin ? 'f32' : 'f16';
   const copy16 = (x: GPUBuffer, n: number, width: number, label: string) => {
@@ -171,62 +187,79 @@ async function time(name: string, ds: Dispatch[], flops: number): Promise<number
   const qkv16: F16AttnInputs = { q: copy16(q, nq, nH * D, 'q16'), k: copy16(k, nk, nKV * D, 'k16'), v: copy16(v, nk, nKV * D, 'v16'), elem };
   const vCast = await time(`${s.name} v cast to f16 (the model's extra pass a layer)`, [castF32ToF16(rt, { label: 'v16', x: v, out: qkv16.v, n: nk, elem })], 0);
   let best = Infinity;
-  for (const spec of specsByD.get(D) ?? []) {
+  // --all: every passing candidate as the model runs it.
+  for (const spec of a.all ? specsByD.get(D) ?? [] : []) {
     const ms = await time(`${s.name} f16 fwd ${f16AttnLabel(spec)} (f16 q/k/v)`, attentionForwardF16(rt, { ...shape, spec, emulate: twin, qkv16 }), fwdFlops);
     best = Math.min(best, ms + vCast);
   }
-  // The previous kernel (fp32 q/k/v staged and cast, every lane scanning the row for its max) beside
-  // the new one, same spec, same process; --compare adds the two halfway variants (which change gains what).
+  // The variants of the chosen layout, same process: previous, staged and direct from the f16 copies, without and with oAcc.
   const chosen = specsByD.get(D)?.[0];
   if (chosen) {
-    // The staged kernels and the row scan keep O in the lanes (no oAcc).
-    const lanes = { ...chosen, oAcc: undefined };
-    const variants: [string, Partial<AttentionForwardF16Args>][] = [
-      [`previous: staged fp32 q/k/v, row scan ${f16AttnLabel(lanes)}`, { spec: lanes, rowMax: 'scan' }], [`new: f16 q/k/v ${f16AttnLabel(chosen)}`, { qkv16 }]];
-    if (a.compare) {
-      variants.push([`staged fp32 q/k/v, split row max ${f16AttnLabel(lanes)}`, { spec: lanes }], [`f16 q/k/v, row scan ${f16AttnLabel(lanes)}`, { spec: lanes, qkv16, rowMax: 'scan' }]);
-      const other = { ...chosen, oAcc: !chosen.oAcc };
-      variants.push([`f16 q/k/v ${f16AttnLabel(other)} (unchecked here: the probe checked it if listed)`, { spec: other, qkv16 }]);
+    const lanes: F16AttnSpec = { ...chosen, oAcc: undefined, load: 'staged' };
+    const variants: [string, F16AttnSpec, Partial<AttentionForwardF16Args>, boolean][] = [
+      ['previous', lanes, { rowMax: 'scan', qkv16: undefined }, false],
+      ['staged', lanes, { qkv16 }, true], ['staged oacc', { ...lanes, oAcc: true }, { qkv16 }, true],
+      ['direct', { ...lanes, load: 'direct' }, { qkv16 }, true], ['direct oacc', { ...lanes, oAcc: true, load: 'direct' }, { qkv16 }, true],
+    ];
+    const got: Record<string, number> = {};
+    for (const [name, spec, v, f16in] of variants) {
+      const bad = await checkedFwd(spec, f16in ? 'f16' : 'f32', v.rowMax === 'scan' ? 'scan' : undefined);
+      if (bad) {
+        log(`FWD ${name}: not timed, ${f16AttnLabel(spec)}: ${bad}`);
+        if (!/bytes of workgroup memory|pad rows/.test(bad)) failures++;
+        continue;
+      }
+      const ms = await time(`${s.name} f16 fwd ${name} ${f16AttnLabel(spec)}`, attentionForwardF16(rt, { ...shape, spec, emulate: twin, ...v }), fwdFlops);
+      got[name] = ms;
+      if (f16in) best = Math.min(best, ms + vCast);
+      log(`FWD ${name.padEnd(12)} ${ms.toFixed(3)} ms a layer${f16in ? `, +casts ${(ms + vCast).toFixed(3)} ms` : ''}${got.previous ? ` = ${(got.previous / (ms + (f16in ? vCast : 0))).toFixed(2)}x previous` : ''} (${f16AttnLabel(spec)})`);
     }
-    const got: number[] = [];
-    for (const [name, v] of variants) got.push(await time(`${s.name} f16 fwd ${name}`, attentionForwardF16(rt, { ...shape, spec: chosen, emulate: twin, ...v }), fwdFlops));
-    out.forwardCompare = Object.fromEntries(variants.map(([name], i) => [name, got[i]]));
-    log(`forward per layer: previous ${got[0].toFixed(3)} ms -> new ${got[1].toFixed(3)} ms (+ v cast ${vCast.toFixed(3)} ms) = ${(got[0] / (got[1] + vCast)).toFixed(2)}x`);
+    out.forwardCompare = got;
   }
   let f16Bwd = Infinity;
   const chosenBwd = bwdByD.get(D);
-  // The chosen backward, then every other candidate that passes its check (tuning data for F16_ATTN_BWD_LAYOUTS' order).
-  const bwdList = chosenBwd ? [chosenBwd] : [];
-  if (!twin && chosenBwd) {
-    const lim = rt.device.limits;
-    for (const c of f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim)) {
-      if (f16AttnBwdLabel(c) === f16AttnBwdLabel(chosenBwd)) continue;
-      const r = await checkF16AttnBwdSpecs(rt, c);
-      if (r.ok) bwdList.push(c);
-      else log(`skip ${r.label}: ${r.failed}`);
-    }
-  }
   // The backward reads f16 copies of q, k, v, dO that the model casts before it (timed: 4 casts a layer).
   const bwd16: F16AttnBwdInputs = { ...qkv16, dO: copy16(dO, nq, nH * D, 'dO16') };
   const bwdCasts = await time(`${s.name} q, k, v, dO casts to f16 (the model's backward passes a layer)`, [
     castF32ToF16(rt, { label: 'q16', x: q, out: bwd16.q, n: nq, elem }), castF32ToF16(rt, { label: 'k16', x: k, out: bwd16.k, n: nk, elem }),
     castF32ToF16(rt, { label: 'v16', x: v, out: bwd16.v, n: nk, elem }), castF32ToF16(rt, { label: 'dO16', x: dO, out: bwd16.dO, n: nq, elem })], 0);
   const bwdArgs = { ...shape, dO, dq, dk, dv, workspace: ws, emulate: twin };
-  for (const specs of bwdList) {
-    const ms = await time(`${s.name} f16 bwd ${f16AttnBwdLabel(specs)} (f16 q/k/v/dO)`, attentionBackwardF16(rt, { ...bwdArgs, specs, qkv16: bwd16 }), 2.5 * fwdFlops);
-    f16Bwd = Math.min(f16Bwd, ms + bwdCasts);
+  // --all: every other backward candidate that passes its check (tuning data for F16_ATTN_BWD_LAYOUTS' order).
+  if (a.all && !twin && chosenBwd) {
+    const lim = rt.device.limits;
+    for (const c of f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim)) {
+      const r = f16AttnBwdLabel(c) === f16AttnBwdLabel(chosenBwd) ? { ok: true, label: '', failed: '' } : await checkF16AttnBwdSpecs(rt, c);
+      if (!r.ok) {
+        log(`skip ${r.label}: ${r.failed}`);
+        continue;
+      }
+      const ms = await time(`${s.name} f16 bwd ${f16AttnBwdLabel(c)} (f16 q/k/v/dO)`, attentionBackwardF16(rt, { ...bwdArgs, specs: c, qkv16: bwd16 }), 2.5 * fwdFlops);
+      f16Bwd = Math.min(f16Bwd, ms + bwdCasts);
+    }
   }
-  // The previous backward (fp32 q, k, v, dO staged and cast) beside the new one, per kernel.
+  // The chosen layout's variants: previous (fp32 q, k, v, dO staged and cast), staged and direct from the f16 copies; dq and dk/dv each.
   if (chosenBwd) {
+    const as = (load: 'staged' | 'direct'): F16AttnBwdSpecs => ({ dq: { ...chosenBwd.dq, load }, dkdv: { ...chosenBwd.dkdv, load } });
     const got: Record<string, number> = {};
-    for (const [name, h] of [['previous', undefined], ['new', bwd16]] as const) {
-      const [dqK, dkdvK] = attentionBackwardF16(rt, { ...bwdArgs, specs: chosenBwd, qkv16: h });
-      got[`${name} dq`] = await time(`${s.name} f16 bwd ${name} dq kernel`, [dqK], 1.5 * fwdFlops);
+    for (const [name, specs, h] of [['previous', as('staged'), undefined], ['staged', as('staged'), bwd16], ['direct', as('direct'), bwd16]] as const) {
+      const r = await checkF16AttnBwdSpecs(rt, specs, twin, h ? 'f16' : 'f32');
+      if (!r.ok) {
+        log(`BWD ${name}: not timed, ${r.label}: ${r.failed}`);
+        if (!/bytes of workgroup memory|pad rows/.test(r.failed ?? '')) failures++;
+        continue;
+      }
+      const [dqK, dkdvK] = attentionBackwardF16(rt, { ...bwdArgs, specs, qkv16: h });
+      const a1 = await time(`${s.name} f16 bwd ${name} dq kernel`, [dqK], 1.5 * fwdFlops);
       // dk/dv alone: it reads the Di the dq runs just left in the workspace.
-      got[`${name} dkdv`] = await time(`${s.name} f16 bwd ${name} dk/dv kernel`, [dkdvK], 2 * fwdFlops);
+      const a2 = await time(`${s.name} f16 bwd ${name} dk/dv kernel`, [dkdvK], 2 * fwdFlops);
+      got[`${name} dq`] = a1;
+      got[`${name} dkdv`] = a2;
+      const sum = a1 + a2;
+      got[name] = sum;
+      if (h) f16Bwd = Math.min(f16Bwd, sum + bwdCasts);
+      log(`BWD ${name.padEnd(12)} dq ${a1.toFixed(3)} + dkdv ${a2.toFixed(3)} = ${sum.toFixed(3)} ms a layer${h ? `, +casts ${(sum + bwdCasts).toFixed(3)} ms` : ''}${got.previous ? ` = ${(got.previous / (sum + (h ? bwdCasts : 0))).toFixed(2)}x previous` : ''} (${r.label})`);
     }
     out.backwardCompare = got;
-    log(`backward per layer: previous dq ${got['previous dq'].toFixed(3)} + dkdv ${got['previous dkdv'].toFixed(3)} ms -> new dq ${got['new dq'].toFixed(3)} + dkdv ${got['new dkdv'].toFixed(3)} ms (+ casts ${bwdCasts.toFixed(3)} ms) = ${((got['previous dq'] + got['previous dkdv']) / (got['new dq'] + got['new dkdv'] + bwdCasts)).toFixed(2)}x`);
   }
   [qkv16.q, qkv16.k, qkv16.v, bwd16.dO].forEach((b) => rt.mem.free(b as GPUBuffer));
   const L = 12;

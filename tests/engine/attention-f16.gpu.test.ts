@@ -25,8 +25,9 @@ const odd: F16AttnSpec = { cfg: { M: 8, N: 4, K: 8 }, D: 8, sgCount: 1, BKV: 16,
 
 describe('f16 attention forward, emulated subgroup matrices', () => {
   it('matches the reference: causal mask, online softmax over several key blocks, partial blocks, GQA', async () => {
-    // oAcc: O in result matrices, rescaled lazily (f16AttnCheckCases' third case makes row maxima jump).
-    for (const s of [small, odd, { ...small, oAcc: true }]) {
+    // From f16 copies staged through workgroup memory (the default load) and read by the matrix loads
+    // ('direct'); oAcc: O in result matrices, rescaled lazily (f16AttnCheckCases' third case makes row maxima jump).
+    for (const s of [small, odd, { ...small, oAcc: true }, { ...small, load: 'direct' as const }, { ...small, oAcc: true, load: 'direct' as const }]) {
       expect(f16AttnSpecError(s, rt.device.limits.maxComputeWorkgroupStorageSize, 1024, true, true)).toBeNull();
       const r = await checkF16AttnSpec(rt, s, true);
       expect(r).toEqual({ label: r.label, ok: true });
@@ -38,23 +39,30 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // The kernel staging fp32 q, k, v (and the earlier whole-row max scan): kept for side-by-side timing.
     const staged = await checkAttentionF16(rt, small, { B: 1, T: 29, nH: 2, nKV: 1 }, { emulate: true, inputs: 'f32', rowMax: 'scan' });
     expect([staged.error, staged.ok]).toEqual([undefined, true]);
+    // O in result matrices over fp32 staging too (the barrier before the next block's staging).
+    const stagedAcc = await checkAttentionF16(rt, { ...small, oAcc: true }, { B: 1, T: 29, nH: 2, nKV: 1, kGrowth: 8 }, { emulate: true, inputs: 'f32' });
+    expect([stagedAcc.error, stagedAcc.ok]).toEqual([undefined, true]);
   });
 
   it('backward (dq kernel with Di, then dk/dv summing the group\'s heads) matches the reference', async () => {
     // 8×4×8 tiles, two subgroups of 8 lanes, blocks of 8: several blocks each way, partial ones, G = 2.
     const s: F16AttnSpec = { ...odd, sgCount: 2, BKV: 8 };
-    for (const k of ['dq', 'dkdv'] as const) expect(f16AttnBwdSpecError(k, s, rt.device.limits.maxComputeWorkgroupStorageSize, 1024, true)).toBeNull();
-    const r = await checkF16AttnBwdSpecs(rt, { dq: s, dkdv: s }, true);
-    expect(r).toEqual({ label: r.label, ok: true });
+    for (const k of ['dq', 'dkdv'] as const) expect(f16AttnBwdSpecError(k, s, rt.device.limits.maxComputeWorkgroupStorageSize, 1024, true, true)).toBeNull();
+    // From f16 copies of q, k, v, dO: staged (the default load), and read by the matrix loads.
+    for (const l of [s, { ...s, load: 'direct' as const }]) {
+      const r = await checkF16AttnBwdSpecs(rt, { dq: l, dkdv: l }, true);
+      expect(r).toEqual({ label: r.label, ok: true });
+    }
     // The kernels staging fp32 q, k, v, dO (the earlier ones, kept for side-by-side timing).
     const staged = await checkAttentionBackwardF16(rt, { dq: s, dkdv: s }, { B: 1, T: 21, nH: 2, nKV: 1 }, { emulate: true, inputs: 'f32' });
     expect([staged.error, staged.ok]).toEqual([undefined, true]);
-    // Candidates are the layouts both kernels fit: at 48 KiB all four at D 64, at 32 KiB the two-subgroup ones.
+    // Candidates are the layouts both kernels fit, staged first: at 48 KiB all four at D 64 each way,
+    // at 32 KiB the two-subgroup staged ones (fp32 inputs: no direct ones) and every direct one (nothing staged).
     const lim = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024 };
-    expect(f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, lim).map((c) => [c.dq.sgCount, c.dq.BKV])).toEqual([[4, 32], [2, 32], [4, 16], [2, 16]]);
-    expect(f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, { ...lim, maxComputeWorkgroupStorageSize: 32768 }, undefined, false, false).map((c) => [c.dq.sgCount, c.dq.BKV])).toEqual([[2, 32], [2, 16]]);
-    // Reading f16 copies, nothing is staged: all four fit in 32 KiB.
-    expect(f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, { ...lim, maxComputeWorkgroupStorageSize: 32768 }).length).toBe(4);
+    const list = (l: typeof lim, inputs16?: boolean) => f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, l, undefined, false, inputs16).map((c) => `${c.dq.sgCount}/${c.dq.BKV}${c.dq.load === 'direct' ? 'd' : ''}`);
+    expect(list(lim)).toEqual(['2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d']);
+    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 }, false)).toEqual(['2/16', '2/32']);
+    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d']);
   });
 
   it('the real kernel is written with subgroup matrices and f16 staging', () => {
@@ -63,8 +71,14 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(code).toContain('subgroupMatrixMultiplyAccumulate(');
     expect(code).toContain('vec4<f16>(');
     expect(code).not.toContain('emuMMA');
-    // From f16 q/k/v copies: K and V tiles loaded from storage, no K/V staging; the row max over the lanes by shuffles.
-    const direct = f16AttnForwardCode(small, { inputs: 'f16' });
+    // From f16 q/k/v copies, staged: 16-byte loads split by bitcast into the K/V area, matrix loads from there.
+    const staged16 = f16AttnForwardCode(small, { inputs: 'f16' });
+    expect(staged16).toContain('var<storage, read> k: array<vec4<u32>>');
+    expect(staged16).toContain('bitcast<vec4<f16>>(w.zw)');
+    expect(staged16).toContain('subgroupMatrixLoad<RT, col_major>(&KV,');
+    expect(staged16).not.toContain('vec4<f16>(select');
+    // Direct: K and V tiles loaded from storage, no K/V staging; the row max over the lanes by shuffles.
+    const direct = f16AttnForwardCode({ ...small, load: 'direct' }, { inputs: 'f16' });
     expect(direct).toContain('subgroupMatrixLoad<RT, col_major>(&k, kvo');
     expect(direct).toContain('subgroupShuffleXor(mx, 1u)');
     expect(direct).not.toMatch(/var<workgroup> KV|vec4<f16>\(/);
@@ -75,7 +89,8 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(f16AttnSpecError({ ...small, BKV: 12 })).toMatch(/BKV=12/);
     expect(f16AttnSpecError({ ...small, PAD: 4 })).toMatch(/PAD=4/);
     expect(f16AttnSpecError({ ...small, sgSize: 12 })).toMatch(/subgroup size 12/);
-    expect(f16AttnSpecError({ ...small, oAcc: true })).toMatch(/needs the f16 q\/k\/v inputs/);
+    expect(f16AttnSpecError({ ...small, load: 'direct' })).toMatch(/load 'direct' reads f16/);
+    expect(f16AttnSpecError({ cfg: { M: 8, N: 4, K: 4 }, D: 12, sgCount: 1, BKV: 16, sgSize: 8, PAD: 8 }, 49152, 1024, false, true)).toMatch(/multiple of 8/);
     const b = rt.createBuffer('workspace', 'x', 64);
     try {
       expect(() => attentionForwardF16(rt, { label: 'L0.attn', B: 1, T: 4, nH: 1, nKV: 1, D: 48, q: b, k: b, v: b, o: b, lse: b }))

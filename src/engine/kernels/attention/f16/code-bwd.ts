@@ -3,9 +3,10 @@
  * accumulation, fp32 statistics (lse from the forward, Di = rowsum(dO∘O) in fp32). The maths is
  * ../attention.ref.ts attentionBackwardRef: P = exp(s − lse), dS = P∘(dP − Di), dP = dO·Vᵀ,
  * dq = scale·dS·K, dk = scale·dSᵀ·Q and dv = Pᵀ·dO summed over the G query heads of a KV head.
- * Two kernels, reading f16 copies of q, k, v, dO straight from storage with the matrix loads
- * (`inputs: 'f16'`, the model's: it casts them first; Di from dO's copy), or fp32 ones staged and cast
- * through workgroup memory (the earlier kernels, kept for side-by-side timing):
+ * Two kernels, reading f16 copies of q, k, v, dO (`inputs: 'f16'`, the model's: it casts them first;
+ * Di from dO's copy) staged through workgroup memory by 16-byte vector loads (spec.load 'staged', the
+ * default) or straight from storage with the matrix loads (load 'direct'), or fp32 ones staged and
+ * cast through workgroup memory (the earlier kernels, kept for side-by-side timing):
  *
  * - dq (runs first): a workgroup owns BQ = sgCount·M query rows of one (b, h); it writes Di for its
  *   rows (the dk/dv kernel reads it), holds Q's and dO's left tiles, and per key block of BKV keys
@@ -18,7 +19,7 @@
  */
 import { f16OutModule } from '../../matmul-f16/cast';
 import { sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
-import { emulation, f16AttnSpecError, type F16AttnSpec, type StageGen, stageRows } from './code';
+import { emulation, f16AttnDirect, f16AttnSpecError, f16InputType, type F16AttnSpec, type StageGen, stageRows, stageRows16 } from './code';
 
 const SYNTAX = { syntax: 'template' } as const;
 
@@ -39,34 +40,35 @@ export function f16AttnBwdStaging(kind: F16AttnBwdKernel, s: F16AttnSpec, direct
   return { own, KST, PST, SST, aElems, pElems, sElems, extra };
 }
 
-export function f16AttnBwdWorkgroupBytes(kind: F16AttnBwdKernel, s: F16AttnSpec, emulate = false, direct = false): number {
-  const st = f16AttnBwdStaging(kind, s, direct);
+/** `inputs16`: reading f16 copies (staged, or direct with spec.load 'direct'). */
+export function f16AttnBwdWorkgroupBytes(kind: F16AttnBwdKernel, s: F16AttnSpec, emulate = false, inputs16 = false): number {
+  const st = f16AttnBwdStaging(kind, s, f16AttnDirect(s, inputs16));
   const e = emulate ? 4 : 2;
   return Math.ceil((st.aElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + (st.sElems + st.extra) * 4;
 }
 
 /** Why a spec cannot run a backward kernel (null when it can). */
-export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false, direct = false): string | null {
-  const base = f16AttnSpecError(s, Infinity, maxThreads, false, direct);
+export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false, inputs16 = false): string | null {
+  const base = f16AttnSpecError(s, Infinity, maxThreads, false, inputs16);
   if (base) return base;
   const lpr = s.sgSize / s.cfg.M;
   if ((s.D / 4) % lpr) return `D/4 = ${s.D / 4} must split over ${lpr} lanes per row`;
-  const bytes = f16AttnBwdWorkgroupBytes(kind, s, emulate, direct);
+  const bytes = f16AttnBwdWorkgroupBytes(kind, s, emulate, inputs16);
   if (bytes > maxWorkgroupBytes) return `${bytes} bytes of workgroup memory`;
   return null;
 }
 
-/** Stages `rows` head rows from fp32 `src` (rows row0.., head `head` of `heads`) as f16 into A at element `dst` (code.ts stageRows). */
-function stage(g: StageGen, src: string, heads: string, head: string, rows: number, row0: string, dst: string, KST: number, indent: string): void {
-  stageRows(g, 'A', src, heads, head, rows, row0, dst, KST, indent);
+/** Stages `rows` head rows from `src` (rows row0.., head `head` of `heads`; fp32 cast, or an f16 copy: `inputs16`) as f16 into A at element `dst` (code.ts stageRows, stageRows16). */
+function stage(g: StageGen, inputs16: boolean, src: string, heads: string, head: string, rows: number, row0: string, dst: string, KST: number, indent: string): void {
+  (inputs16 ? stageRows16 : stageRows)(g, 'A', src, heads, head, rows, row0, dst, KST, indent);
 }
 
-function header(kind: F16AttnBwdKernel, s: F16AttnSpec, emu: boolean, direct: boolean): string {
+function header(kind: F16AttnBwdKernel, s: F16AttnSpec, emu: boolean, direct: boolean, inputs16: boolean): string {
   const { M, N, K } = s.cfg;
   const E = emu ? 'f32' : 'f16';
   const st = f16AttnBwdStaging(kind, s, direct);
-  // f16 copies (`direct`) of q, k, v, dO: element arrays the matrix loads read; else fp32 vec4 rows staged.
-  const X = direct ? `array<${E}>` : 'array<vec4<f32>>';
+  // f16 copies of q, k, v, dO: element arrays the matrix loads read (direct) or 16-byte vectors staged; else fp32 vec4 rows staged.
+  const X = inputs16 ? f16InputType(direct, emu) : 'array<vec4<f32>>';
   const types = emu
     ? `alias LT = array<f32, ${M * K}>; // emulated: row-major M × K, every lane holds all of it
 alias RT = array<f32, ${K * N}>;
@@ -103,7 +105,7 @@ var<workgroup> DS: array<f32, ${s.BKV}>; // and Di`}`;
     ? (kind === 'dq' ? [['q', 'LT'], ['dO', 'LT'], ['k', 'RT'], ['v', 'RT']] : [['k', 'LT'], ['v', 'LT'], ['q', 'RT'], ['dO', 'RT']])
     : [['A', 'LT'], ['A', 'RT']];
   const loads: [string, 'LT' | 'RT'][] = [...ops, ...(kind === 'dq' ? [['Ps', 'LT']] : [['Pt', 'LT'], ['Dt', 'LT']]) as [string, 'LT' | 'RT'][]];
-  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code-bwd.ts: ${kind}, ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} tiles, ${st.own} own rows (${s.sgCount} sg), BKV ${s.BKV}, D ${s.D}${direct ? ', f16 q/k/v/dO read by the matrix loads' : ''}${emu ? ' (emulated matrices, f32)' : ''}.
+  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code-bwd.ts: ${kind}, ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} tiles, ${st.own} own rows (${s.sgCount} sg), BKV ${s.BKV}, D ${s.D}${direct ? ', f16 q/k/v/dO read by the matrix loads' : inputs16 ? ', f16 q/k/v/dO staged' : ''}${emu ? ' (emulated matrices, f32)' : ''}.
 ${types}
 struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
 ${bindings}
@@ -119,7 +121,8 @@ export interface F16AttnBwdOptions { emulate?: boolean; inputs?: 'f16' | 'f32' }
 /** The dq kernel (and Di). Bindings: q, k, v, o, dO, lse, Di (written), dq, Params. Grid: x = query block (heaviest first), y = b·nH + h. */
 export function f16AttnDqCode(s: F16AttnSpec, o: F16AttnBwdOptions = {}): string {
   const emu = !!o.emulate;
-  const direct = o.inputs === 'f16';
+  const inputs16 = o.inputs === 'f16';
+  const direct = f16AttnDirect(s, inputs16);
   const { cfg, D, BKV, sgSize } = s;
   const { M, N, K } = cfg;
   const NT = s.sgCount * sgSize;
@@ -148,7 +151,9 @@ export function f16AttnDqCode(s: F16AttnSpec, o: F16AttnBwdOptions = {}): string
   L.push('  var dpart = 0.0;');
   L.push(`  if (t < P.T) { let r4 = ((b * P.T + t) * P.nH + h) * ${DV}u;`);
   for (let i = 0; i < DV / LPR; i++) {
-    const d = direct ? `vec4<f32>(${[0, 1, 2, 3].map((e) => f32(`dO[4u * c + ${e}u]`)).join(', ')})` : 'dO[c]';
+    // dO's vec4 c: elements (direct), half of a 16-byte vector (staged f16), or a vec4 (fp32; the twin's f16 copy).
+    const d = direct ? `vec4<f32>(${[0, 1, 2, 3].map((e) => f32(`dO[4u * c + ${e}u]`)).join(', ')})`
+      : inputs16 && !emu ? 'vec4<f32>(bitcast<vec4<f16>>(select(dO[c >> 1u].xy, dO[c >> 1u].zw, (c & 1u) == 1u)))' : 'dO[c]';
     L.push(`    { let c = r4 + ${i * LPR}u + part; dpart += dot(${d}, o[c]); }`);
   }
   L.push('  }', '  Ss[srow + part] = dpart;');
@@ -156,8 +161,8 @@ export function f16AttnDqCode(s: F16AttnSpec, o: F16AttnBwdOptions = {}): string
     // Q's and dO's left tiles straight from the f16 copies (rows past T: finite pad or next-batch rows, never visible).
     L.push(`  let qo = ((b * P.T + q0 + sg * ${M}u) * P.nH + h) * ${D}u;`, `  let qs = P.nH * ${D}u;`, `  let kvs = P.nKV * ${D}u;`);
   } else {
-    stage(g, 'q', 'P.nH', 'h', BQ, 'q0', '0u', KST, '  ');
-    stage(g, 'dO', 'P.nH', 'h', BQ, 'q0', `${DOFF}u`, KST, '  ');
+    stage(g, inputs16, 'q', 'P.nH', 'h', BQ, 'q0', '0u', KST, '  ');
+    stage(g, inputs16, 'dO', 'P.nH', 'h', BQ, 'q0', `${DOFF}u`, KST, '  ');
   }
   L.push('  workgroupBarrier();', '  var di = 0.0;', `  for (var i = 0u; i < ${LPR}u; i++) { di += Ss[srow + i]; }`);
   L.push('  let lse2 = select(0.0, LSE[(b * P.nH + h) * P.T + min(t, P.T - 1u)] * LOG2E, t < P.T);');
@@ -177,8 +182,8 @@ export function f16AttnDqCode(s: F16AttnSpec, o: F16AttnBwdOptions = {}): string
   if (direct) {
     L.push(`    let kvo = ((b * P.T + kb) * P.nKV + g) * ${D}u;`);
   } else {
-    stage(g, 'k', 'P.nKV', 'g', BKV, 'kb', '0u', KST, '    ');
-    stage(g, 'v', 'P.nKV', 'g', BKV, 'kb', `${VOFF}u`, KST, '    ');
+    stage(g, inputs16, 'k', 'P.nKV', 'g', BKV, 'kb', '0u', KST, '    ');
+    stage(g, inputs16, 'v', 'P.nKV', 'g', BKV, 'kb', `${VOFF}u`, KST, '    ');
     L.push('    workgroupBarrier();');
   }
   for (let j = 0; j < BKV / N; j++) {
@@ -209,7 +214,7 @@ export function f16AttnDqCode(s: F16AttnSpec, o: F16AttnBwdOptions = {}): string
   L.push('  workgroupBarrier();', '  if (t < P.T) {', `    let ob = ((b * P.T + t) * P.nH + h) * ${D}u + part;`);
   for (let i = 0; i < D / LPR; i++) L.push(`    DQ[ob + ${i * LPR}u] = P.scale * Ss[srow + ${i * LPR}u + part];`);
   L.push('  }');
-  return `${header('dq', s, emu, direct)}
+  return `${header('dq', s, emu, direct, inputs16)}
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let nQB = (P.T + ${BQ - 1}u) / ${BQ}u;
@@ -239,7 +244,8 @@ ${L.join('\n')}
  */
 export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 'f16' | 'f32' } = {}): string {
   const emu = !!o.emulate;
-  const direct = o.inputs === 'f16';
+  const inputs16 = o.inputs === 'f16';
+  const direct = f16AttnDirect(s, inputs16);
   const { cfg, D, BKV: BQo, sgSize } = s;
   const { M, N, K } = cfg;
   const NT = s.sgCount * sgSize;
@@ -271,8 +277,8 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
       L.push(`  let vm${kd} = ${load('v', 'LT', `ko + ${kd * K}u`, false, 'kvs')};`);
     }
   } else {
-    stage(g, 'k', 'P.nKV', 'g', BKo, 'k0', '0u', KST, '  ');
-    stage(g, 'v', 'P.nKV', 'g', BKo, 'k0', `${VOFF}u`, KST, '  ');
+    stage(g, inputs16, 'k', 'P.nKV', 'g', BKo, 'k0', '0u', KST, '  ');
+    stage(g, inputs16, 'v', 'P.nKV', 'g', BKo, 'k0', `${VOFF}u`, KST, '  ');
     L.push('  workgroupBarrier();');
     for (let kd = 0; kd < D / K; kd++) {
       L.push(`  let km${kd} = ${load('A', 'LT', `sg * ${M * KST}u + ${kd * K}u`, false, `${KST}u`)};`);
@@ -287,8 +293,8 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
     // lse and Di per lane from storage (its columns' queries); the tiles from the f16 copies.
     L.push(`      let qo = ((b * P.T + qs) * P.nH + h) * ${D}u;`, '      let li = (b * P.nH + h) * P.T;');
   } else {
-    stage(g, 'q', 'P.nH', 'h', BQo, 'qs', `${QOFF}u`, KST, '      ');
-    stage(g, 'dO', 'P.nH', 'h', BQo, 'qs', `${OOFF}u`, KST, '      ');
+    stage(g, inputs16, 'q', 'P.nH', 'h', BQo, 'qs', `${QOFF}u`, KST, '      ');
+    stage(g, inputs16, 'dO', 'P.nH', 'h', BQo, 'qs', `${OOFF}u`, KST, '      ');
     L.push(`      for (var e = lid; e < ${BQo}u; e += ${NT}u) { let tq = qs + e; let ok = tq < P.T; let i = (b * P.nH + h) * P.T + select(0u, tq, ok);`);
     L.push('        LS[e] = select(0.0, LSE[i] * LOG2E, ok); DS[e] = select(0.0, DI[i], ok); }');
     L.push('      workgroupBarrier();');
@@ -336,7 +342,7 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
     if (acc === 'dv' && o.dv16) L.push(`    let wb = ((b * P.T + key) * P.nKV + g) * ${D / 2}u;`, `    for (var j = part; j < ${D / 2}u; j += ${LPR}u) { dv16_store2(wb + j, Ss[srow + 2u * j], Ss[srow + 2u * j + 1u]); }`);
     L.push('  }', '  workgroupBarrier();');
   }
-  return `${header('dkdv', s, emu, direct)}${o.dv16 ? f16OutModule('dv16', 9, 2, o.dv16) : ''}
+  return `${header('dkdv', s, emu, direct, inputs16)}${o.dv16 ? f16OutModule('dv16', 9, 2, o.dv16) : ''}
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let k0 = wid.x * ${BKo}u;

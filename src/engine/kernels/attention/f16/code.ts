@@ -5,10 +5,12 @@
  * k, v [B, T, nKV, D], lse [B, nH, T] (natural log), so the fp32 backward consumes o and lse as is.
  *
  * A workgroup takes BQ = sgCount·M query rows of one (b, h); subgroup s owns rows s·M .. s·M+M-1.
- * - q, k, v as f16 copies (`inputs: 'f16'`, the model's: RoPE writes q's and k's, a cast v's): Q's
- *   left tiles, K's (col_major) and V's right tiles are loaded straight from storage, no staging.
- *   Else (fp32 q, k, v) Q, then each block of BKV keys' K and V, are cast to f16 as they are staged
- *   through workgroup memory. Q's D/K left tiles are held in subgroup matrices across the key loop.
+ * - Q, then each block of BKV keys' K and V, are staged through workgroup memory by vector loads
+ *   (spec.load 'staged', the default): from f16 copies (`inputs: 'f16'`, the model's: RoPE writes q's
+ *   and k's, a cast v's) 8 elements a 16-byte load, or from fp32 q, k, v cast as they are staged. With
+ *   load 'direct' the matrix loads read Q's, K's (col_major) and V's tiles straight from the f16 copies
+ *   (slower on Dawn/Vulkan: a matrix load from storage is no ldmatrix). Q's D/K left tiles are held in
+ *   subgroup matrices across the key loop.
  * - S = Q·Kᵀ per N-key tile, stored f32 to the subgroup's scratch rows (subgroup matrices have no
  *   element access); the softmax is SIMT: LPR = sgSize/M lanes per query row, each holding the
  *   row's running max (log2 domain, fp32), its share of the row sum, and D/LPR columns of the fp32 O;
@@ -50,7 +52,16 @@ export interface F16AttnSpec {
    * same m, and P ≤ 2⁸ fits f16.
    */
   oAcc?: boolean;
+  /**
+   * From f16 q/k/v (dO) copies: 'staged' (default) stages tiles through workgroup memory with vector
+   * loads, then matrix-loads them from there; 'direct' matrix-loads them from storage (no staging).
+   * fp32 inputs are always staged.
+   */
+  load?: 'staged' | 'direct';
 }
+
+/** Whether a kernel matrix-loads its operands straight from storage: f16 inputs (`inputs16`) and load 'direct'. */
+export const f16AttnDirect = (s: Pick<F16AttnSpec, 'load'>, inputs16: boolean) => inputs16 && s.load === 'direct';
 
 export const f16AttnBlockQ = (s: Pick<F16AttnSpec, 'cfg' | 'sgCount'>) => s.cfg.M * s.sgCount;
 export const f16AttnThreads = (s: Pick<F16AttnSpec, 'sgCount' | 'sgSize'>) => s.sgCount * s.sgSize;
@@ -82,18 +93,20 @@ export function f16AttnStaging(s: F16AttnSpec, direct = false) {
 
 /**
  * Bytes of workgroup memory (f16 operand arrays, the f32 scratch; twice the f16 part when emulated
- * over f32). `direct`: no K/V area, and P·V's block result gets its own scratch (Os), so the next
+ * over f32). Direct (f16 inputs, load 'direct'): no K/V area, and P·V's block result gets its own scratch (Os), so the next
  * block's S stores need no barrier after the O reads; with oAcc, O's rare round trips share S's.
  */
-export function f16AttnWorkgroupBytes(s: F16AttnSpec, emulate = false, direct = false): number {
+export function f16AttnWorkgroupBytes(s: F16AttnSpec, emulate = false, inputs16 = false): number {
+  const direct = f16AttnDirect(s, inputs16);
   const st = f16AttnStaging(s, direct);
   const e = emulate ? 4 : 2;
   return Math.ceil((st.kvElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + (direct && !s.oAcc ? 2 : 1) * st.sElems * 4 + (s.oAcc ? 8 : 0);
 }
 
-/** Why a spec cannot be built (null when it can); `direct`: the forward reading f16 q/k/v copies. */
-export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false, direct = false): string | null {
+/** Why a spec cannot be built (null when it can); `inputs16`: the forward reading f16 q/k/v copies (staged or direct: spec.load). */
+export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false, inputs16 = false): string | null {
   const { cfg } = s;
+  const direct = f16AttnDirect(s, inputs16);
   if (s.D % 4 || s.D % cfg.N || s.D % cfg.K) return `head dim ${s.D} must be a multiple of 4, N=${cfg.N} and K=${cfg.K}`;
   if (s.BKV % cfg.N || s.BKV % cfg.K) return `BKV=${s.BKV} must be a multiple of N=${cfg.N} and K=${cfg.K}`;
   if (s.sgSize % cfg.M) return `subgroup size ${s.sgSize} must be a multiple of M=${cfg.M}`;
@@ -101,17 +114,19 @@ export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxT
   if (lpr & (lpr - 1)) return `${lpr} lanes per row must be a power of two (the row max is combined by subgroup shuffles)`;
   if (s.D % lpr || s.BKV % lpr) return `D=${s.D} and BKV=${s.BKV} must split over ${lpr} lanes per row`;
   if (s.PAD % 8) return `PAD=${s.PAD} must be a multiple of 8`;
-  if (s.oAcc && !direct) return 'O kept in result matrices (oAcc) needs the f16 q/k/v inputs';
+  if (s.load !== undefined && s.load !== 'staged' && s.load !== 'direct') return `load '${s.load as string}' must be 'staged' or 'direct'`;
+  if (s.load === 'direct' && !inputs16) return "load 'direct' reads f16 q/k/v copies: fp32 inputs are staged (load 'staged')";
+  if (inputs16 && !direct && s.D % 8) return `head dim ${s.D}: staging f16 copies 8 elements a load needs a multiple of 8`;
   if (direct && f16AttnInputPadRows(s) > F16_ATTN_MAX_PAD_ROWS) return `blocks of ${f16AttnInputPadRows(s)} rows read past the f16 inputs' ${F16_ATTN_MAX_PAD_ROWS} pad rows`;
   const T = f16AttnThreads(s);
   if (T > maxThreads) return `${T} threads per workgroup`;
-  const bytes = f16AttnWorkgroupBytes(s, emulate, direct);
+  const bytes = f16AttnWorkgroupBytes(s, emulate, inputs16);
   if (bytes > maxWorkgroupBytes) return `${bytes} bytes of workgroup memory`;
   return null;
 }
 
 export function f16AttnLabel(s: F16AttnSpec): string {
-  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.oAcc ? ' oacc' : ''}`;
+  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.oAcc ? ' oacc' : ''}${s.load === 'direct' ? ' direct' : ''}`;
 }
 
 /** What a generator's staging writes into: its lines, the emulated twin or not, the head dim, the threads. */
@@ -134,6 +149,28 @@ export function stageRows(g: StageGen, arr: string, src: string, heads: string, 
   }
 }
 
+/**
+ * stageRows from an f16 copy `src` (f16AttnInputElems rows): bound as vec4<u32>, 8 elements a 16-byte
+ * load split by bitcast (the twin: array<vec4<f32>> holding f16 values, two vec4s a load), D/8 loads a
+ * row, stored as they are (no cast); rows past T are zero.
+ */
+export function stageRows16(g: StageGen, arr: string, src: string, heads: string, head: string, rows: number, row0: string, dst: string, KST: number, indent: string): void {
+  const DV = g.D / 8;
+  const per = Math.ceil((rows * DV) / g.NT);
+  for (let t = 0; t < per; t++) {
+    g.L.push(`${indent}{ let e = lid + ${t * g.NT}u; let rr = e / ${DV}u; let c = e % ${DV}u; let j = ${row0} + rr;`);
+    const guard = (t + 1) * g.NT > rows * DV ? `e < ${rows * DV}u` : 'true';
+    g.L.push(`${indent}  if (${guard}) { let ok = j < P.T; let i = select(0u, ((b * P.T + j) * ${heads} + ${head}) * ${DV}u + c, ok);`);
+    g.L.push(g.emu
+      ? `${indent}    let lo = select(vec4<f32>(), ${src}[2u * i], ok); let hi = select(vec4<f32>(), ${src}[2u * i + 1u], ok);`
+      : `${indent}    let w = select(vec4<u32>(), ${src}[i], ok); let lo = bitcast<vec4<f16>>(w.xy); let hi = bitcast<vec4<f16>>(w.zw);`);
+    g.L.push(`${indent}    let s0 = ${dst} + rr * ${KST}u + c * 8u; ${[0, 1, 2, 3, 4, 5, 6, 7].map((x) => `${arr}[s0${x ? ` + ${x}u` : ''}] = ${x < 4 ? 'lo' : 'hi'}.${'xyzw'[x % 4]};`).join(' ')} } }`);
+  }
+}
+
+/** An f16 copy's binding type: direct matrix loads read elements; staging reads 16-byte vectors (the twin: f32 vec4s). */
+export const f16InputType = (direct: boolean, emu: boolean) => (direct ? `array<${emu ? 'f32' : 'f16'}>` : emu ? 'array<vec4<f32>>' : 'array<vec4<u32>>');
+
 /** The layout spelling this kernel writes: subgroupMatrixLoad<T, row_major|col_major>(p, off, stride). */
 const SYNTAX = { syntax: 'template' } as const;
 
@@ -143,9 +180,9 @@ export interface F16AttnFwdOptions {
   /** Also write o's f16 copy (binding 6: packed, or the twin's f32). */
   o16?: 'f16' | 'f32';
   /**
-   * 'f16': q, k, v are f16 copies (the twin: f32 holding f16 values, as `emulate`) whose tiles the
-   * matrix loads read straight from storage (K col_major); 'f32' (default): fp32 q, k, v staged through
-   * workgroup memory and cast there.
+   * 'f16': q, k, v are f16 copies (the twin: f32 holding f16 values, as `emulate`), staged by vector
+   * loads or (spec.load 'direct') read by the matrix loads from storage (K col_major); 'f32' (default):
+   * fp32 q, k, v staged through workgroup memory and cast there.
    */
   inputs?: 'f16' | 'f32';
   /** 'split' (default): each of a row's lanes takes the max of its columns, combined by subgroup shuffles; 'scan': every lane scans the whole row. */
@@ -158,9 +195,10 @@ export interface F16AttnFwdOptions {
  */
 export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): string {
   const emu = !!o.emulate;
-  const direct = o.inputs === 'f16';
+  const inputs16 = o.inputs === 'f16';
+  const direct = f16AttnDirect(s, inputs16);
   const oacc = !!s.oAcc;
-  if (oacc && (!direct || o.rowMax === 'scan')) throw new Error(`${f16AttnLabel(s)}: O in result matrices needs the f16 inputs and the split row max`);
+  if (oacc && o.rowMax === 'scan') throw new Error(`${f16AttnLabel(s)}: O in result matrices needs the split row max`);
   const E = emu ? 'f32' : 'f16';
   const { cfg, D, BKV, sgSize } = s;
   const { M, N, K } = cfg;
@@ -189,7 +227,7 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
   // Staging into KV: q (nH heads, head h), k and v (nKV, head g); rows past T are zero (their scores are masked, their P is 0).
   const g: StageGen = { L, emu, D, NT };
   const stage = (src: 'q' | 'k' | 'v', rows: number, row0: string, dst: number, indent: string) =>
-    stageRows(g, 'KV', src, src === 'q' ? 'P.nH' : 'P.nKV', src === 'q' ? 'h' : 'g', rows, row0, `${dst}u`, KST, indent);
+    (inputs16 ? stageRows16 : stageRows)(g, 'KV', src, src === 'q' ? 'P.nH' : 'P.nKV', src === 'q' ? 'h' : 'g', rows, row0, `${dst}u`, KST, indent);
   if (direct) {
     // Q's D/K left tiles straight from the f16 copy, held in matrices across the key loop. Rows past T
     // read the next batch row's or the copy's pad rows (f16AttnInputElems): finite, and only their own rows use them.
@@ -265,6 +303,8 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
     for (let dn = 0; dn < D / N; dn++) {
       for (let kk = 0; kk < BKV / K; kk++) L.push(`    if (kb + ${kk * K}u <= rmax) { oa${dn} = ${mma}(pm${kk}, ${vTile(kk, dn)}, oa${dn}); }`);
     }
+    // Staged: the next block's staging waits for every subgroup's V tile reads.
+    if (!direct) L.push('    workgroupBarrier();');
     L.push('  }');
     for (let dn = 0; dn < D / N; dn++) L.push(`  ${store('Ss', `sbase + ${dn * N}u`, `oa${dn}`)}`);
     L.push('  workgroupBarrier();');
@@ -313,16 +353,17 @@ alias CT = array<f32, ${M * N}>;`
 alias RT = subgroup_matrix_right<f16, ${N}, ${K}>;
 alias CT = subgroup_matrix_result<f32, ${N}, ${M}>;`;
   const oDecl = Array.from({ length: D / LPR }, (_, i) => `o${i}`);
-  const qkv = direct
-    ? `@group(0) @binding(0) var<storage, read> q: array<${E}>; // f16 copies [B·T + pad rows, heads, D]
-@group(0) @binding(1) var<storage, read> k: array<${E}>;
-@group(0) @binding(2) var<storage, read> v: array<${E}>;`
+  const X = f16InputType(direct, emu);
+  const qkv = inputs16
+    ? `@group(0) @binding(0) var<storage, read> q: ${X}; // f16 copies [B·T + pad rows, heads, D]
+@group(0) @binding(1) var<storage, read> k: ${X};
+@group(0) @binding(2) var<storage, read> v: ${X};`
     : `@group(0) @binding(0) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> k: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> v: array<vec4<f32>>;`;
   const emuLoads: [string, 'LT' | 'RT'][] = direct ? [['q', 'LT'], ['k', 'RT'], ['v', 'RT'], ['Ps', 'LT']] : [['KV', 'LT'], ['KV', 'RT'], ['Ps', 'LT']];
   const shuffles = LPR > 1 ? 'enable subgroups;\n' : ''; // the row sum (and max) over a row's lanes
-  return `${shuffles}${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code.ts: ${f16AttnLabel(s)}${direct ? ', f16 q/k/v read by the matrix loads' : ''}${emu ? ' (emulated matrices, f32)' : ''}.
+  return `${shuffles}${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code.ts: ${f16AttnLabel(s)}${direct ? ', f16 q/k/v read by the matrix loads' : inputs16 ? ', f16 q/k/v staged' : ''}${emu ? ' (emulated matrices, f32)' : ''}.
 ${types}
 struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
 ${qkv}
