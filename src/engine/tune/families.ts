@@ -18,6 +18,9 @@ import attnLoad from '../kernels/attention/load.wgsl?raw';
 import splitKSrc from '../kernels/matmul/splitk.wgsl?raw';
 import streamKSrc from '../kernels/matmul/streamk.wgsl?raw';
 import { ATTENTION_CANDIDATES } from '../kernels/attention/tables';
+import { F16_ATTN_BWD_LAYOUTS, F16_ATTN_LAYOUTS } from '../kernels/attention/f16/attention-f16';
+import { f16AttnForwardCode, type F16AttnSpec } from '../kernels/attention/f16/code';
+import { f16AttnDkdvCode, f16AttnDqCode } from '../kernels/attention/f16/code-bwd';
 import { MATMUL_VARIANTS } from '../kernels/matmul/variants';
 import { F16_TC_LAYOUTS, FORM_TRANS } from '../kernels/matmul-f16/plan';
 import { f16TcCode } from '../kernels/matmul-f16/tc';
@@ -29,9 +32,23 @@ import type { KernelFamily } from './store';
  * Bumped by hand when a family's host code changes what a tuned pick means without its WGSL or
  * candidates changing (e.g. how a split-K choice cuts K).
  */
-const HOST_VERSION: Record<KernelFamily, number> = { matmul: 1, attention: 1, f16gemm: 1 };
+const HOST_VERSION: Record<KernelFamily, number> = { matmul: 1, attention: 1, f16gemm: 1, f16attn: 1 };
 
 function familyText(family: KernelFamily): string {
+  if (family === 'f16attn') {
+    // The generated f16 attention kernels as the model runs them (f16 inputs, the f16 copy of o / dv) for every layout tried, and the layouts.
+    const spec = (l: Partial<F16AttnSpec>): F16AttnSpec => ({ cfg: { M: 16, N: 16, K: 16 }, D: 64, sgSize: 32, sgCount: 4, BKV: 32, PAD: 8, ...l });
+    const gen = (f: () => string) => {
+      try {
+        return f();
+      } catch (e) {
+        return `not generated: ${(e as Error).message}`;
+      }
+    };
+    const fwd = F16_ATTN_LAYOUTS.map((l) => gen(() => f16AttnForwardCode(spec(l), { inputs: 'f16', o16: 'f16' })));
+    const bwd = F16_ATTN_BWD_LAYOUTS.flatMap((l) => [gen(() => f16AttnDqCode(spec(l), { inputs: 'f16' })), gen(() => f16AttnDkdvCode(spec(l), { inputs: 'f16', dv16: 'f16' }))]);
+    return [...fwd, ...bwd, JSON.stringify(F16_ATTN_LAYOUTS), JSON.stringify(F16_ATTN_BWD_LAYOUTS)].join('\n--\n');
+  }
   if (family === 'f16gemm') {
     // The generated tensor-core kernel (the first layout and one with every newer form, each form of GEMM) and the layouts tried.
     const all = F16_TC_LAYOUTS.find((l) => l.stages === 2 && l.loop === 'streamB' && l.copy === 8 && l.swizzle) ?? F16_TC_LAYOUTS[0];
@@ -59,5 +76,5 @@ export function codeHash(family: KernelFamily): string {
 
 /** Every family's code hash. */
 export function codeHashes(): Record<KernelFamily, string> {
-  return { matmul: codeHash('matmul'), attention: codeHash('attention'), f16gemm: codeHash('f16gemm') };
+  return { matmul: codeHash('matmul'), attention: codeHash('attention'), f16gemm: codeHash('f16gemm'), f16attn: codeHash('f16attn') };
 }

@@ -1,7 +1,8 @@
 /**
  * The kernel choices a training run makes, as tuning jobs: each linear layer's forward, dX and dW
  * GEMM that runs in fp32 (with the split-K workspace the model gives its dW GEMMs), the tensor-core
- * layout of each one the scheme runs in f16 (./f16-gemm.ts), the LM head's,
+ * layout of each one the scheme runs in f16 (./f16-gemm.ts), the LM head's, the f16 attention's
+ * block layouts per pass and shape where the scheme asks attention in f16 (./f16-attention.ts),
  * and the attention tiles of each pass at the model's head dim (the INT8-score kernels' where the
  * scheme computes attention scores in INT8). Mirrors how the model calls the kernels
  * (model/linear-gemms.ts, llama.ts, backward.ts); a choice it misses is reported by the run as
@@ -13,6 +14,7 @@ import { linearsTransposed } from '../model/plan';
 import type { RunPlan } from '../plan/run-plan';
 import { logitsChunks } from '../plan/logits';
 import { f16ShapeKey, type GemmForm, type GemmShape } from '../kernels/matmul-f16/plan';
+import { f16AttnTuneKey } from '../kernels/attention/f16/attention-f16';
 import type { KernelFamily } from './store';
 
 export interface MatmulJob {
@@ -45,7 +47,17 @@ export interface F16GemmJob {
   shape: GemmShape;
 }
 
-export type TuneJob = MatmulJob | AttentionJob | F16GemmJob;
+/** The f16 flash attention's forward spec, or its backward's (dq, dk/dv) pair, for one call shape (tune/f16-attention.ts). */
+export interface F16AttnJob {
+  family: 'f16attn';
+  /** attention-f16.ts f16AttnTuneKey: pass, head dim, context, heads, KV heads, batch, causal. */
+  key: string;
+  label: string;
+  pass: 'fwd' | 'bwd';
+  shape: { B: number; T: number; nH: number; nKV: number; D: number };
+}
+
+export type TuneJob = MatmulJob | AttentionJob | F16GemmJob | F16AttnJob;
 
 export function jobFamily(j: TuneJob): KernelFamily {
   return j.family;
@@ -85,6 +97,7 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
     } else f16.set(key, { family: 'f16gemm', key, label: `f16 ${shape.M}x${shape.N}x${shape.K} ${form}: ${what}`, form, shape });
   };
   const int8Attention = { qk: false, dp: false };
+  let f16Attention = false;
   for (const layer of plan.layers) {
     const c = layer.compute;
     for (const [name, cin, cout, scratch] of linears) {
@@ -96,6 +109,8 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
       if (c.f16?.dw && plan.training) addF16('TN', { M: cout, N: cin, K: N }, `${name} dW`);
     }
     if (c.attentionQk === 'int8') int8Attention.qk = true;
+    // Whether the f16 kernel runs is the device's (its check, the head dim): the job kind skips it where not.
+    if (c.f16?.attention) f16Attention = true;
     if (c.attentionDp === 'int8') int8Attention.dp = true;
   }
   // The LM head runs a chunk of plan.logitsRows tokens at a time (model/lm-head.ts): one shape, or two with a shorter last chunk.
@@ -116,5 +131,8 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   const attention: AttentionJob[] = kernels.map((kernel) => ({
     family: 'attention', key: `${kernel}/D${D}`, label: `attention ${kernel} at head dim ${D} (${B}x${T}x${nH}x${D})`, kernel, shape,
   }));
-  return [...gemms.values(), ...f16.values(), ...attention];
+  const f16Attn: F16AttnJob[] = !f16Attention ? [] : (['fwd', ...(plan.training ? ['bwd'] as const : [])] as const).map((pass) => ({
+    family: 'f16attn', key: f16AttnTuneKey(pass, shape), label: `f16 attention ${pass === 'fwd' ? 'forward' : 'backward (dq, dk/dv)'} (${B}x${T}x${nH}/${nKV}x${D}, causal)`, pass, shape,
+  }));
+  return [...gemms.values(), ...f16.values(), ...attention, ...f16Attn];
 }

@@ -12,6 +12,7 @@ import { type AdapterKey, adapterKeyOf } from './adapter';
 import { attentionCandidates, prepareAttention } from './attention';
 import { type TuneCache, type TuneEntry } from './cache';
 import type { Candidate, CandidateOptions } from './candidate';
+import { f16AttnJobCandidates, prepareF16Attention } from './f16-attention';
 import { f16GemmCandidates, prepareF16Gemm } from './f16-gemm';
 import { matmulCandidates, prepareMatmul } from './gemm';
 import type { TuneJob } from './jobs';
@@ -109,7 +110,8 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     adapter, tuned: [], cached: jobs.filter((j) => !todo.includes(j)).map((j) => j.key), unfinished: [], rejected: [],
     elapsedS: 0, cancelled: false, outOfBudget: false,
   };
-  const prepared = todo.map((j) => (j.family === 'matmul' ? prepareMatmul(rt, j, o) : j.family === 'f16gemm' ? prepareF16Gemm(rt, j, o) : prepareAttention(rt, j, o)));
+  const prepared = todo.map((j) => (j.family === 'matmul' ? prepareMatmul(rt, j, o) : j.family === 'f16gemm' ? prepareF16Gemm(rt, j, o)
+    : j.family === 'f16attn' ? prepareF16Attention(rt, j, o) : prepareAttention(rt, j, o)));
   let done = 0;
   let spent = 0;
   const guess = guessS(rt);
@@ -203,6 +205,7 @@ export function tuneEstimate(rt: Runtime, jobs: readonly TuneJob[], o: TuneOptio
   for (const j of jobs) {
     candidates += j.family === 'matmul' ? matmulCandidates(rt, j, { max: o.maxGemmCandidates, streamK: o.streamK }).candidates.length
       : j.family === 'f16gemm' ? f16GemmCandidates(rt, j, o.maxGemmCandidates).candidates.length
+      : j.family === 'f16attn' ? f16AttnJobCandidates(rt, j, o.maxAttentionCandidates).candidates.length
       : attentionCandidates(rt, j.kernel, j.shape.D, j.shape.T, o.maxAttentionCandidates).candidates.length;
   }
   return { candidates, seconds: Math.min(candidates * guessS(rt), o.budgetS ?? 90) };

@@ -14,6 +14,7 @@ import { f32ArrayToF16, roundF16, roundF16Array } from '../../../quant/f16';
 import { Rng } from '../../../util/rng';
 import { f16ConfigsOf } from '../../matmul-f16/plan';
 import { subgroupMatrixConfigs, subgroupSize } from '../../qgemm/sgmat';
+import { noteChoice, tunedEntries, tunedPicks } from '../../../tune/store';
 import { attentionParams, dkdvBindings, forwardBindings, requireF16Out, type Shape } from '../attention';
 import { type F16Out, f16OperandBytes } from '../../matmul-f16/cast';
 import { requireBytes } from '../../launch';
@@ -91,7 +92,7 @@ function checkShape(label: string, s: Shape, spec: F16AttnSpec): void {
 
 /** o = softmax(q·kᵀ/√D + causal mask)·v per (b, h), lse saved: one dispatch, f16 operands, f32 accumulation and statistics. */
 export function attentionForwardF16(rt: Runtime, a: AttentionForwardF16Args): Dispatch[] {
-  const spec = a.spec ?? f16AttentionSpec(rt, a.D);
+  const spec = a.spec ?? f16AttentionSpecFor(rt, a, a.emulate);
   if (!spec) throw new Error(`${a.label}: no verified f16 attention kernel for head dim ${a.D} on this device (enableF16Attention): use the fp32 attention`);
   checkShape(a.label, a, spec);
   const lim = rt.device.limits;
@@ -288,10 +289,160 @@ export function f16AttentionProbed(rt: Runtime): boolean {
   return enabled.has(rt);
 }
 
-/** Turns the path off again (benchmarks time both on one runtime). */
+/** Turns the path off again (benchmarks time both on one runtime); tuned picks wait for their checks again. */
 export function disableF16Attention(rt: Runtime): void {
   enabled.delete(rt);
   bwdEnabled.delete(rt);
+  verified.delete(rt);
+}
+
+// ---- tuned picks (tune/f16-attention.ts: family 'f16attn', per pass and shape) ------------------------
+
+/** The tuning key of one f16 attention call: pass, head dim, context, query and KV heads, batch, causal (the kernel's only mask). */
+export function f16AttnTuneKey(pass: 'fwd' | 'bwd', s: Shape): string {
+  return `${pass}/D${s.D}/T${s.T}/H${s.nH}/KV${s.nKV}/B${s.B}/causal`;
+}
+
+/** Fields a pick leaves out: the head dim (in the tuning key), the subgroup size (the device's at use) and cfg (its first part). */
+const PICK_OMITS = new Set(['D', 'sgSize', 'cfg']);
+
+/**
+ * The layout fields a pick may name: those of the layout lists (a new spec option joins by appearing
+ * there); required: the sizes every layout sets (numbers: no default to fall back on).
+ */
+function pickFields(): { known: Set<string>; required: string[] } {
+  const all: Record<string, unknown>[] = [...F16_ATTN_LAYOUTS, ...F16_ATTN_BWD_LAYOUTS];
+  return { known: new Set(all.flatMap((l) => Object.keys(l))), required: Object.keys(all[0]).filter((k) => all.every((l) => typeof l[k] === 'number')) };
+}
+
+/**
+ * A spec's name as a tuned pick (the tuning cache's picks are [A-Za-z0-9_/.]): its configuration, then
+ * every other field but D and sgSize in name order, `name_value` (whole numbers, words) or `name` (true;
+ * false and unset are left out), e.g. '16x16x16.BKV_64.PAD_8.oAcc.sgCount_4'. Generic over the spec's
+ * fields, so a new option is named without a change here.
+ */
+export function f16AttnPick(s: F16AttnSpec): string {
+  const parts = [`${s.cfg.M}x${s.cfg.N}x${s.cfg.K}`];
+  for (const k of Object.keys(s).filter((x) => !PICK_OMITS.has(x)).sort()) {
+    const v = (s as unknown as Record<string, unknown>)[k];
+    if (v === undefined || v === false) continue;
+    if (v === true) parts.push(k);
+    else if ((typeof v === 'number' && Number.isInteger(v) && v >= 0) || (typeof v === 'string' && /^[A-Za-z][A-Za-z0-9]{0,15}$/.test(v))) parts.push(`${k}_${v}`);
+    else throw new Error(`f16 attention spec field ${k} = ${JSON.stringify(v)} has no pick spelling (a whole number, a word, or true): extend f16AttnPick`);
+  }
+  return parts.join('.');
+}
+
+/** The spec a pick names (f16AttnPick's inverse) at head dim D and this device's subgroup size; null for a name this build cannot build. */
+export function f16AttnSpecOfPick(pick: string, D: number, sgSize: number, pass: 'fwd' | 'dq' | 'dkdv' = 'fwd'): F16AttnSpec | null {
+  const [head, ...rest] = pick.split('.');
+  const m = /^(\d{1,3})x(\d{1,3})x(\d{1,3})$/.exec(head);
+  if (!m) return null;
+  const { known, required } = pickFields();
+  const o: Record<string, unknown> = { cfg: { M: Number(m[1]), N: Number(m[2]), K: Number(m[3]) }, D, sgSize };
+  for (const p of rest) {
+    const f = /^([A-Za-z][A-Za-z0-9]{0,31})(?:_([A-Za-z0-9]{1,16}))?$/.exec(p);
+    if (!f || !known.has(f[1]) || Object.hasOwn(o, f[1])) return null;
+    o[f[1]] = f[2] === undefined ? true : /^\d+$/.test(f[2]) ? Number(f[2]) : f[2];
+  }
+  if (!required.every((k) => Object.hasOwn(o, k))) return null;
+  const s = o as unknown as F16AttnSpec;
+  const e = pass === 'fwd' ? f16AttnSpecError(s, Infinity, Infinity, false, true) : f16AttnBwdSpecError(pass, s, Infinity, Infinity, false, true);
+  return e || f16AttnPick(s) !== pick ? null : s;
+}
+
+/** The backward's pick: one spec's when dq and dk/dv share it, else dq's '/' dk/dv's. */
+export const f16AttnBwdPick = (s: F16AttnBwdSpecs) => (f16AttnPick(s.dq) === f16AttnPick(s.dkdv) ? f16AttnPick(s.dq) : `${f16AttnPick(s.dq)}/${f16AttnPick(s.dkdv)}`);
+
+/** f16AttnBwdPick's inverse (null: a name this build cannot build). */
+export function f16AttnBwdSpecsOfPick(pick: string, D: number, sgSize: number): F16AttnBwdSpecs | null {
+  const parts = pick.split('/');
+  if (parts.length > 2) return null;
+  const dq = f16AttnSpecOfPick(parts[0], D, sgSize, 'dq');
+  const dkdv = f16AttnSpecOfPick(parts[parts.length - 1], D, sgSize, 'dkdv');
+  return dq && dkdv && f16AttnBwdPick({ dq, dkdv }) === pick ? { dq, dkdv } : null;
+}
+
+/** Picks (fwd: spec, bwd: spec pair) that passed their check on a runtime, the emulated twin's apart: only those serve a call. */
+const verified = new WeakMap<Runtime, Set<string>>();
+const verifiedKey = (pass: 'fwd' | 'bwd', D: number, sgSize: number, pick: string, emulate?: boolean) => `${emulate ? 'emu ' : ''}${pass} D${D} sg${sgSize} ${pick}`;
+function markVerified(rt: Runtime, pass: 'fwd' | 'bwd', D: number, sgSize: number, pick: () => string, emulate?: boolean): void {
+  let name: string;
+  try {
+    name = pick();
+  } catch {
+    return; // a spec with no pick spelling is never a tuned pick: nothing to remember
+  }
+  let ok = verified.get(rt);
+  if (!ok) verified.set(rt, (ok = new Set()));
+  ok.add(verifiedKey(pass, D, sgSize, name, emulate));
+}
+
+/** The first tuned pick of this call (store.ts, family 'f16attn') that passed its check on this runtime. */
+function tunedAttn<S>(rt: Runtime, pass: 'fwd' | 'bwd', s: Shape, emulate: boolean, parse: (pick: string) => S | null): S | undefined {
+  const ok = verified.get(rt);
+  for (const pick of tunedPicks(rt.device, 'f16attn', f16AttnTuneKey(pass, s)) ?? []) {
+    const spec = parse(pick);
+    if (spec && ok?.has(verifiedKey(pass, s.D, subgroupSize(rt), pick, emulate))) return spec;
+  }
+  return undefined;
+}
+
+/**
+ * The forward spec a call runs: the pick tuned for its shape on this device once verified on this
+ * runtime, else the spec enableF16Attention verified for its head dim (the first passing). The source
+ * is noted for the run's tuning status (tune/store.ts, family 'f16attn'; `note` false: the tuner asking,
+ * no call made). `emulate`: the twin's checks.
+ */
+export function f16AttentionSpecFor(rt: Runtime, s: Shape, emulate = false, note = true): F16AttnSpec | undefined {
+  const tuned = tunedAttn(rt, 'fwd', s, emulate, (p) => f16AttnSpecOfPick(p, s.D, subgroupSize(rt)));
+  const spec = tuned ?? f16AttentionSpec(rt, s.D);
+  if (spec && note) noteChoice(rt.device, 'f16attn', f16AttnTuneKey('fwd', s), tuned ? 'tuned' : 'heuristic');
+  return spec;
+}
+
+/** The backward's specs for a call: its tuned pair once verified on this runtime, else the head dim's first passing pair (f16AttentionSpecFor). */
+export function f16AttentionBackwardSpecsFor(rt: Runtime, s: Shape, emulate = false, note = true): F16AttnBwdSpecs | undefined {
+  const tuned = tunedAttn(rt, 'bwd', s, emulate, (p) => f16AttnBwdSpecsOfPick(p, s.D, subgroupSize(rt)));
+  const specs = tuned ?? f16AttentionBackwardSpecs(rt, s.D);
+  if (specs && note) noteChoice(rt.device, 'f16attn', f16AttnTuneKey('bwd', s), tuned ? 'tuned' : 'heuristic');
+  return specs;
+}
+
+/**
+ * Checks the tuned f16 attention picks this device holds (a cache applied before enableF16Attention,
+ * picks from an earlier session) that this runtime has not checked yet, so those that pass serve their
+ * calls (`emulate`: the twin's kernels). Returns what was checked and whether it passed.
+ */
+export async function verifyTunedF16Attention(rt: Runtime, emulate = false): Promise<{ label: string; ok: boolean; failed?: string }[]> {
+  const out: { label: string; ok: boolean; failed?: string }[] = [];
+  const f = rt.gpu.features;
+  if (!emulate && (!f.shaderF16 || !f.subgroupMatrix)) return out;
+  const lim = rt.device.limits;
+  const done = new Set(verified.get(rt) ?? []);
+  for (const [key, picks] of Object.entries(tunedEntries(rt.device, 'f16attn'))) {
+    const m = /^(fwd|bwd)\/D(\d+)\//.exec(key);
+    if (!m) continue;
+    const pass = m[1] as 'fwd' | 'bwd';
+    const D = Number(m[2]);
+    for (const pick of picks) {
+      const vk = verifiedKey(pass, D, subgroupSize(rt), pick, emulate);
+      if (done.has(vk)) continue;
+      done.add(vk);
+      const bad = { label: `${pass} D${D} ${pick}`, ok: false, failed: 'not a spec this build and device can run' };
+      if (pass === 'fwd') {
+        const s = f16AttnSpecOfPick(pick, D, subgroupSize(rt));
+        if (!s || f16AttnSpecError(s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, emulate, true)) out.push(bad);
+        else out.push(await checkF16AttnSpec(rt, s, emulate));
+      } else {
+        const s = f16AttnBwdSpecsOfPick(pick, D, subgroupSize(rt));
+        const fits = s && (['dq', 'dkdv'] as const).every((k) => !f16AttnBwdSpecError(k, s[k], lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, emulate, true));
+        if (!s || !fits) out.push(bad);
+        else out.push(await checkF16AttnBwdSpecs(rt, s, emulate));
+      }
+    }
+  }
+  return out;
 }
 
 export interface F16AttnProbe {
@@ -319,6 +470,7 @@ export async function checkF16AttnSpec(rt: Runtime, s: F16AttnSpec, emulate?: bo
       return { label: f16AttnLabel(s), ok: false, failed: `B${c.B} T${c.T} nH${c.nH} nKV${c.nKV}: ${what}` };
     }
   }
+  markVerified(rt, 'fwd', s.D, s.sgSize, () => f16AttnPick(s), emulate);
   return { label: f16AttnLabel(s), ok: true };
 }
 
@@ -367,6 +519,7 @@ export async function enableF16Attention(rt: Runtime, dims: number[] = F16_ATTEN
     }
   }
   for (const [D, s] of bwd) out.chosenBackward[D] = f16AttnBwdLabel(s);
+  out.tried.push(...await verifyTunedF16Attention(rt));
   return out;
 }
 
@@ -389,6 +542,8 @@ export async function checkF16AttnBwdSpecs(rt: Runtime, s: F16AttnBwdSpecs, emul
       return { label: f16AttnBwdLabel(s), ok: false, failed: `B${c.B} T${c.T} nH${c.nH} nKV${c.nKV}: ${what}` };
     }
   }
+  // Verified for the variant the model runs (f16 inputs) only: a check of the staging kernels serves no model call.
+  if ((inputs ?? 'f16') === 'f16') markVerified(rt, 'bwd', s.dq.D, s.dq.sgSize, () => f16AttnBwdPick(s), emulate);
   return { label: f16AttnBwdLabel(s), ok: true };
 }
 
@@ -435,7 +590,7 @@ export interface AttentionBackwardF16Args extends Shape {
 
 /** dq, dk, dv from q, k, v, o, lse, dO with f16 operands on subgroup matrices: the dq kernel (writes Di), then the dk/dv kernel. */
 export function attentionBackwardF16(rt: Runtime, a: AttentionBackwardF16Args): Dispatch[] {
-  const specs = a.specs ?? f16AttentionBackwardSpecs(rt, a.D);
+  const specs = a.specs ?? f16AttentionBackwardSpecsFor(rt, a, a.emulate);
   if (!specs) throw new Error(`${a.label}: no verified f16 attention backward for head dim ${a.D} on this device (enableF16Attention): use the fp32 backward`);
   const lim = rt.device.limits;
   const h = a.qkv16;
