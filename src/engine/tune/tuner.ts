@@ -181,7 +181,9 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
   for (const [i, p] of prepared.entries()) {
     // A job keeps the best of what it timed (cancelled or out of budget alike); one that timed none is unfinished.
     if (times[i].size === 0) {
-      outcome.unfinished.push({ key: p.job.key, why: stop ?? 'no candidate passed its check' });
+      // A job with no candidate at all says why (e.g. skipped: no shader-f16), whatever stopped the others.
+      const none = p.candidates.length === 0 ? (p.rejected[0]?.why ?? 'no candidate fits this device') : null;
+      outcome.unfinished.push({ key: p.job.key, why: none ?? stop ?? 'no candidate passed its check' });
       continue;
     }
     const picks = p.picks(times[i]);

@@ -26,6 +26,7 @@ describe('f16 attention in the tuner', () => {
     const out = await tuneJobs(rt, jobs, cache, { budgetS: 30 });
     expect(out.tuned).toEqual([]);
     expect(out.unfinished.map((u) => u.key)).toEqual(jobs.map((j) => j.key));
+    for (const u of out.unfinished) expect(u.why).toMatch(/^skipped: this device has no shader-f16/); // what `npm run tune` prints
     const skipped = out.rejected.filter((r) => r.candidate === 'f16 attention layouts');
     expect(skipped.map((r) => r.job)).toEqual(jobs.map((j) => j.key));
     for (const r of skipped) expect(r.why).toMatch(/^skipped: this device has no shader-f16/);
@@ -35,7 +36,8 @@ describe('f16 attention in the tuner', () => {
   it.skipIf(!noF16)('a call runs its tuned pick once verified on the runtime (emulated twin), a failing pick falls back', async () => {
     // A micro spec of the twin at the device's subgroup size (SwiftShader's 4: 4×4×4 tiles, one lane a row), two subgroups, key blocks of 8.
     const sg = subgroupSize(rt);
-    const a: F16AttnSpec = { cfg: { M: sg, N: 4, K: 4 }, D: 16, sgCount: 2, BKV: 8, sgSize: sg, PAD: 8 };
+    // load 'direct' (matrix loads from the f16 copies): the cheaper twin to compile here, and a spec option the pick carries.
+    const a: F16AttnSpec = { cfg: { M: sg, N: 4, K: 4 }, D: 16, sgCount: 2, BKV: 8, sgSize: sg, PAD: 8, load: 'direct' };
     // A pick that fails its check (its twin needs more workgroup memory than the device has), tuned first.
     const huge = { ...a, sgCount: 8, BKV: 1024 };
     const shape = { B: 1, T: 24, nH: 2, nKV: 1, D: 16 };
@@ -53,6 +55,7 @@ describe('f16 attention in the tuner', () => {
       [`fwd D16 ${f16AttnPick(huge)}`, false], [expect.stringContaining('f16 attention D16'), true], [`bwd D16 ${f16AttnPick(huge)}`, false],
     ]);
     // The first tuned pick that passed: a; the backward and the other shape (failing picks only) fall back: none verified here.
+    expect(f16AttnPick(a)).toContain('load_direct');
     expect(f16AttentionSpecFor(rt, shape, true)).toEqual(a);
     expect(f16AttentionBackwardSpecsFor(rt, shape, true)).toBeUndefined();
     expect(f16AttentionSpecFor(rt, other, true)).toBeUndefined();
