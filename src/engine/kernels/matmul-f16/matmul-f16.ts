@@ -22,7 +22,7 @@ import { asSlice, bindingBytes, grid2d } from '../launch';
 import { subgroupMatrixConfigs, subgroupSize } from '../qgemm/sgmat';
 import { compareF16Gemm, type F16GemmComparison, matmulF16Ref, matmulF16RefAt } from './matmul-f16.ref';
 import {
-  chooseF16SplitK, contiguousDims, F16_TC_LAYOUTS, f16ConfigsOf, f16KernelFor, f16SplitPlan, f16SplitWorkspaceBytes, f16TcBlockM, f16TcBlockN,
+  chooseF16SplitK, F16_TC_LAYOUTS, f16ConfigsOf, f16KernelFor, f16SplitPlan, f16SplitWorkspaceBytes, f16TcBlockM, f16TcBlockN,
   f16TcCandidates, f16TcLabel, f16TcSpecError, f16TcSpecOfPick, f16TcThreads, type F16Path, type F16TcLayout, type F16TcSpec, formOf, type GemmForm,
   GEMM_FORMS, type GemmShape, MEASURED_F16TC_LAYOUTS, f16ShapeKey, SIMT_F16, vec4Operands,
 } from './plan';
@@ -123,25 +123,9 @@ interface ResolvedF16 {
  * The spec without its direct epilogue where the grid has no whole block (the direct store never runs
  * there). A subgroupMatrixStore to C makes Dawn require C's binding to hold one result tile (16×16 f32:
  * 1024 bytes), which a small output (1×7) has not; the scratch epilogue writes C element by element.
- * Likewise stageVia 'sgmat' (matrix loads from A and B) where no block and K step is whole (given K), and
- * load16 where a stored row is not a multiple of 8 elements (or K is not given).
  */
-export function f16TcSpecForOutput(s: F16TcSpec, shape: { M: number; N: number; K?: number }): F16TcSpec {
-  const noWhole = shape.M < f16TcBlockM(s) || shape.N < f16TcBlockN(s);
-  let out = s.direct && noWhole ? { ...s, direct: false } : s;
-  if (out.stageVia === 'sgmat' && (noWhole || (shape.K ?? Infinity) < s.BK)) {
-    out = { ...out };
-    delete out.stageVia;
-  }
-  if (out.load16) {
-    const form = formOf(s.transA, s.transB);
-    const d = form && shape.K !== undefined ? contiguousDims(form, { M: shape.M, N: shape.N, K: shape.K }) : undefined;
-    if (!d || d.a % 8 || d.b % 8) {
-      out = { ...out };
-      delete out.load16;
-    }
-  }
-  return out;
+export function f16TcSpecForOutput(s: F16TcSpec, shape: { M: number; N: number }): F16TcSpec {
+  return s.direct && (shape.M < f16TcBlockM(s) || shape.N < f16TcBlockN(s)) ? { ...s, direct: false } : s;
 }
 
 /** The kernel and WGSL one GEMM runs (throws where it has none). */
@@ -297,8 +281,6 @@ export function f16TcCheckCases(s: F16TcSpec): { name: string; c: F16GemmCase }[
     { name: 'whole', c: { ...t, M: 2 * BM, N: BN, K: 2 * s.BK } },
     { name: 'alpha+accumulate', c: { ...odd, alpha: 0.5, accumulate: true } },
     { name: 'split-K', c: { ...odd, split: 2 } },
-    // load16 runs only where stored rows are multiples of 8 (the odd shapes drop it): partial blocks there.
-    ...(s.load16 ? [{ name: 'partial, rows of 8', c: { ...t, M: BM + 8, N: BN + 8, K: 3 * s.BK + 8 } }] : []),
   ];
 }
 

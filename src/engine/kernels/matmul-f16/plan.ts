@@ -113,24 +113,10 @@ export interface F16TcLayout {
   /** Workgroup grid walked in strips of this many block rows along M, down M first (L2 reuse of B's columns); 0 or 1: row by row. */
   swizzle?: number;
   /**
-   * How a K step reaches workgroup memory (default 'regs': vec4 loads into registers, scalar f16
-   * stores). 'sgmat': each subgroup subgroupMatrixLoad's its share of the step's A and B tiles from
-   * storage (the prefetch, in matrix registers) and subgroupMatrixStore's them into the staging
-   * buffer: a few vector accesses per lane instead of 4 scalar stores per vec4. Blocks or steps
-   * not wholly inside the operands copy element by element instead (a matrix load has no bounds).
-   */
-  stageVia?: 'regs' | 'sgmat';
-  /**
    * 2 (two stages only): the K loop unrolled twice, one body per buffer, so every staging and
    * matrix-load offset is a per-subgroup base plus a literal (no loop-carried buffer index).
    */
   unroll?: 1 | 2;
-  /**
-   * 16-byte global loads (copy 8 only): A and B bound as array<vec4<u32>>, each copy one load split by
-   * bitcast into two vec4<f16> (half the load instructions of two vec4<f16>). Needs the stored rows
-   * (contiguous dimensions) in multiples of 8; other GEMMs run the spec without it (matmul-f16.ts).
-   */
-  load16?: boolean;
 }
 
 /**
@@ -147,20 +133,14 @@ export const F16_TC_LAYOUTS: F16TcLayout[] = [
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 32, PAD: 8, direct: true },
   { tilesM: 2, tilesN: 2, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true },
   { tilesM: 4, tilesN: 2, sgM: 1, sgN: 1, BK: 32, PAD: 8, direct: false },
-  // F16-SPEED-PLAN G2-G5 (not yet measured; here so bench/f16-device.ts times them first): tiles staged through
-  // subgroup matrices; two stages unrolled (literal offsets); BK 16 (fewer prefetch registers); 8 subgroups of 4x2 tiles.
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, swizzle: 8, stageVia: 'sgmat' },
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, stages: 2, swizzle: 8, stageVia: 'sgmat' },
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, stages: 2, swizzle: 8, stageVia: 'sgmat', unroll: 2 },
+  // F16-SPEED-PLAN G3-G5: two stages unrolled (literal offsets); BK 16 (fewer prefetch registers); 8 subgroups of
+  // 4x2 tiles. H100 4096³ NT (s27c1): unroll2 98-101 TFLOP/s (plain 2-stage 28.5), BK16 139, 8sg streamB 89-110,
+  // all below the first row's 175; kept for the tuner on other GPUs.
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, stages: 2, swizzle: 8, unroll: 2 },
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, stages: 2, unroll: 2 },
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 16, PAD: 8, direct: true, swizzle: 8 },
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 16, PAD: 8, direct: true, swizzle: 8, stageVia: 'sgmat' },
   { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 16, PAD: 8, direct: true, loop: 'streamB', swizzle: 8 },
   { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 32, PAD: 8, direct: true, loop: 'streamB', swizzle: 8 },
-  { tilesM: 4, tilesN: 2, sgM: 2, sgN: 4, BK: 32, PAD: 8, direct: true, loop: 'streamB', swizzle: 8, stageVia: 'sgmat' },
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, copy: 8, swizzle: 8, load16: true },
-  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, stages: 2, copy: 8, swizzle: 8, unroll: 2, load16: true },
   // Aimed at the H100's limits of the first (173 TFLOP/s at 4096³, cuBLAS 707): the second barrier per
   // K step, register pressure, staging copies, L2 reuse, and 8 subgroups a workgroup.
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, stages: 2 },
@@ -184,9 +164,7 @@ export function f16TcLayoutOf(s: F16TcLayout): F16TcLayout {
   if ((s.loop ?? 'tiles') !== 'tiles') l.loop = s.loop;
   if ((s.copy ?? 4) !== 4) l.copy = s.copy;
   if ((s.swizzle ?? 0) > 1) l.swizzle = s.swizzle;
-  if ((s.stageVia ?? 'regs') !== 'regs') l.stageVia = s.stageVia;
   if ((s.unroll ?? 1) !== 1) l.unroll = s.unroll;
-  if (s.load16) l.load16 = true;
   return l;
 }
 
@@ -246,23 +224,14 @@ export function f16TcSpecError(s: F16TcSpec, maxWorkgroupBytes = 49152, maxThrea
   if (copy !== 4 && copy !== 8) return `copy=${copy} must be 4 or 8`;
   if (copy === 8 && (s.PAD % 8 || s.BK % 8)) return `copy=8 needs BK and PAD multiples of 8 (16-byte-aligned staged rows), got BK=${s.BK} PAD=${s.PAD}`;
   if (s.swizzle !== undefined && (!Number.isInteger(s.swizzle) || s.swizzle < 0)) return `swizzle=${s.swizzle} must be a whole number ≥ 0`;
-  const via = s.stageVia ?? 'regs';
-  if (via !== 'regs' && via !== 'sgmat') return `stageVia '${via}' must be 'regs' or 'sgmat'`;
-  if (via === 'sgmat' && copy !== 4) return `copy=${copy} sizes register staging copies: leave it out with stageVia 'sgmat' (tiles move as whole matrices)`;
   const unroll = s.unroll ?? 1;
   if (unroll !== 1 && unroll !== 2) return `unroll=${unroll} must be 1 or 2`;
   if (unroll === 2 && stages !== 2) return `unroll=2 unrolls the two-stage loop (one body per buffer): it needs stages=2, got stages=${stages}`;
-  if (s.load16 && (copy !== 8 || via !== 'regs')) return `load16 loads 16 bytes a register copy: it needs copy=8 and stageVia 'regs', got copy=${copy} stageVia '${via}'`;
   const T = f16TcThreads(s);
   if (T > maxThreads) return `${T} threads per workgroup`;
   const BM = f16TcBlockM(s);
   const BN = f16TcBlockN(s);
-  if (via === 'sgmat') {
-    const n = s.sgM * s.sgN;
-    const tA = (BM / s.cfg.M) * (s.BK / s.cfg.K);
-    const tB = (BN / s.cfg.N) * (s.BK / s.cfg.K);
-    if (tA % n || tB % n) return `stageVia 'sgmat': the ${tA} A and ${tB} B tiles of a K step must split evenly over the ${n} subgroups (change BK or the subgroups)`;
-  } else if (((BM * s.BK) / copy) % T || ((BN * s.BK) / copy) % T) return `the ${BM}x${s.BK} and ${BN}x${s.BK} tiles do not split into whole ${copy === 4 ? 'vec4s' : 'pairs of vec4s (copy=8)'} per thread`;
+  if (((BM * s.BK) / copy) % T || ((BN * s.BK) / copy) % T) return `the ${BM}x${s.BK} and ${BN}x${s.BK} tiles do not split into whole ${copy === 4 ? 'vec4s' : 'pairs of vec4s (copy=8)'} per thread`;
   const bytes = f16TcWorkgroupBytes(s);
   if (bytes > maxWorkgroupBytes) return `${bytes} bytes of workgroup memory`;
   return null;
@@ -271,23 +240,23 @@ export function f16TcSpecError(s: F16TcSpec, maxWorkgroupBytes = 49152, maxThrea
 export function f16TcLabel(s: F16TcSpec): string {
   const form = formOf(s.transA, s.transB) ?? 'TT';
   const extra = [(s.stages ?? 1) > 1 ? ` ${s.stages}stage` : '', s.loop === 'streamB' ? ' streamB' : '', (s.copy ?? 4) !== 4 ? ` copy${s.copy}` : '',
-    (s.swizzle ?? 0) > 1 ? ` swz${s.swizzle}` : '', (s.unroll ?? 1) > 1 ? ` unroll${s.unroll}` : '', s.stageVia === 'sgmat' ? ' sgstage' : '', s.load16 ? ' ld16' : ''].join('');
+    (s.swizzle ?? 0) > 1 ? ` swz${s.swizzle}` : '', (s.unroll ?? 1) > 1 ? ` unroll${s.unroll}` : ''].join('');
   return `f16 ${form} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} ${f16TcBlockM(s)}x${f16TcBlockN(s)} (${s.sgM}x${s.sgN} sg of ${s.tilesM}x${s.tilesN}) BK${s.BK} pad${s.PAD}${s.direct ? ' direct' : ''}${extra}`;
 }
 
 /**
  * A spec's name as a tuned pick (the tuning cache's picks are short names of [A-Za-z0-9_/.]):
  * form, configuration, tiles, subgroups, BK, PAD, then the options set, e.g.
- * 'NT.16x16x16.4x4.2x2.bk32.p8.d.s2.sb.c8.z8' (then .u2 for unroll 2, .sg for stageVia 'sgmat', .w16 for load16). The subgroup size is the device's at use.
+ * 'NT.16x16x16.4x4.2x2.bk32.p8.d.s2.sb.c8.z8' (then .u2 for unroll 2). The subgroup size is the device's at use.
  */
 export function f16TcPick(s: F16TcSpec): string {
   const form = formOf(s.transA, s.transB) ?? 'TT';
   const opts = [s.direct ? 'd' : '', (s.stages ?? 1) > 1 ? `s${s.stages}` : '', s.loop === 'streamB' ? 'sb' : '', (s.copy ?? 4) !== 4 ? `c${s.copy}` : '',
-    (s.swizzle ?? 0) > 1 ? `z${s.swizzle}` : '', (s.unroll ?? 1) > 1 ? `u${s.unroll}` : '', s.stageVia === 'sgmat' ? 'sg' : '', s.load16 ? 'w16' : ''].filter(Boolean);
+    (s.swizzle ?? 0) > 1 ? `z${s.swizzle}` : '', (s.unroll ?? 1) > 1 ? `u${s.unroll}` : ''].filter(Boolean);
   return [form, `${s.cfg.M}x${s.cfg.N}x${s.cfg.K}`, `${s.tilesM}x${s.tilesN}`, `${s.sgM}x${s.sgN}`, `bk${s.BK}`, `p${s.PAD}`, ...opts].join('.');
 }
 
-const PICK_RE = /^(NT|NN|TN)\.(\d{1,3})x(\d{1,3})x(\d{1,3})\.(\d{1,2})x(\d{1,2})\.(\d{1,2})x(\d{1,2})\.bk(\d{1,3})\.p(\d{1,3})(\.d)?(\.s2)?(\.sb)?(\.c8)?(?:\.z(\d{1,3}))?(\.u2)?(\.sg)?(\.w16)?$/;
+const PICK_RE = /^(NT|NN|TN)\.(\d{1,3})x(\d{1,3})x(\d{1,3})\.(\d{1,2})x(\d{1,2})\.(\d{1,2})x(\d{1,2})\.bk(\d{1,3})\.p(\d{1,3})(\.d)?(\.s2)?(\.sb)?(\.c8)?(?:\.z(\d{1,3}))?(\.u2)?$/;
 
 /** The spec a pick names (f16TcPick's inverse) with this device's subgroup size; null for a name this build cannot run. */
 export function f16TcSpecOfPick(pick: string, sgSize: number): F16TcSpec | null {
@@ -302,8 +271,6 @@ export function f16TcSpecOfPick(pick: string, sgSize: number): F16TcSpec | null 
   if (m[14]) s.copy = 8;
   if (m[15]) s.swizzle = n(15);
   if (m[16]) s.unroll = 2;
-  if (m[17]) s.stageVia = 'sgmat';
-  if (m[18]) s.load16 = true;
   if (f16TcSpecError(s, Infinity, Infinity) || f16TcPick(s) !== pick) return null;
   return s;
 }

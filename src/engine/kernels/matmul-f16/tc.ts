@@ -48,13 +48,8 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16Low
   const OB = st.elemsA; // B's staging follows A's
   const STAGE = st.elemsA + st.elemsB; // one buffer; two stages: the second follows the first
   const stages = s.stages ?? 1;
-  const viaSg = s.stageVia === 'sgmat';
+  // Unrolled two stages write matrix-load offsets as a per-subgroup base plus a literal (G3 of F16-SPEED-PLAN).
   const unroll = stages === 2 && s.unroll === 2;
-  // The newer forms write matrix-load offsets as a per-subgroup base plus a literal (G3 of F16-SPEED-PLAN).
-  const lit = viaSg || unroll;
-  const wide = !!s.load16 && !viaSg && (s.copy ?? 4) === 8;
-  // Operand bindings: matrix loads need f16 elements; 16-byte loads vec4<u32> (emulated: pairs of vec4<f32>).
-  const operand = viaSg ? E : wide ? (emu ? 'array<vec4<f32>, 2>' : 'vec4<u32>') : `vec4<${E}>`;
   const W = s.copy ?? 4; // elements per staging copy
   const V = W / 4; // vec4s per copy
   const APT = (BM * s.BK) / W / T;
@@ -64,11 +59,6 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16Low
     (emu ? `emuLoad${T}_S(${off}, ${stride}, ${colMajor})` : sgmatLoad(SYNTAX, T, '&S', off, colMajor, stride));
   const store = (dst: 'C' | 'R', off: string, v: string, stride: string) =>
     (emu ? `emuStore_${dst}(${off}, ${v}, ${stride});` : sgmatStore(SYNTAX, `&${dst}`, off, v, stride));
-  // stageVia 'sgmat': operand tiles loaded from storage (A, B) and stored to the staging buffer.
-  const gLoad = (X: 'A' | 'B', T: 'LT' | 'RT', off: string, colMajor: boolean, stride: string) =>
-    (emu ? `emuLoad${T}_${X}(${off}, ${stride}, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${X}`, off, colMajor, stride));
-  const opStore = (T: 'LT' | 'RT', off: string, v: string, colMajor: boolean, stride: string) =>
-    (emu ? `emuStore${T}_S(${off}, ${v}, ${stride}, ${colMajor});` : sgmatStore(SYNTAX, '&S', off, v, stride, colMajor));
   // Operand X's staged copy, in its stored orientation: `rows` stored rows of `cols` elements.
   const op = (isA: boolean) => {
     const trans = isA ? s.transA : s.transB;
@@ -86,15 +76,6 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16Low
     const o = op(isA);
     for (let t = 0; t < o.per; t++) {
       L.push(`${indent}{ let l = lid + ${t * T}u; let r = l / ${o.perRow}u; let c = (l % ${o.perRow}u) * ${W}u;`);
-      if (wide) {
-        // One 16-byte load a copy (rows in multiples of 8: a run is wholly inside or outside), split in two vec4s.
-        if (o.kContig) L.push(`${indent}  { let x = ${o.base} + r; let k = kv + c; let ok = x < ${o.dim} && k < ke; let i = x * P.K + k;`);
-        else L.push(`${indent}  { let k = kv + r; let x = ${o.base} + c; let ok = k < ke && x < ${o.dim}; let i = k * ${o.dim} + x;`);
-        L.push(`${indent}    let u = ${o.name}[select(0u, i / 8u, ok)];`);
-        const half = (h: number) => (emu ? `u[${h}]` : `vec4<f16>(bitcast<vec2<f16>>(u.${'xz'[h]}), bitcast<vec2<f16>>(u.${'yw'[h]}))`);
-        L.push(`${indent}    ${o.reg}[${t * V}] = select(vec4<${E}>(), ${half(0)}, ok); ${o.reg}[${t * V + 1}] = select(vec4<${E}>(), ${half(1)}, ok); }`, `${indent}}`);
-        continue;
-      }
       for (let h = 0; h < V; h++) {
         const c = h ? `c + ${4 * h}u` : 'c';
         if (o.kContig) L.push(`${indent}  { let x = ${o.base} + r; let k = kv + ${c}; let ok = x < ${o.dim} && k < ke; let i = x * P.K + k;`);
@@ -117,74 +98,6 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16Low
       L.push(`${indent}}`);
     }
   };
-  // stageVia 'sgmat': subgroup sg copies tiles sg, sg + nSG, … of each operand's staged block (in its
-  // stored orientation, tiles of tr × tc elements), as matrices of the type the multiplies load.
-  const nSG = s.sgM * s.sgN;
-  const sgOp = (isA: boolean) => {
-    const o = op(isA);
-    const trans = isA ? s.transA : s.transB;
-    const [tr, tc] = isA ? (s.transA ? [cfg.K, cfg.M] : [cfg.M, cfg.K]) : (s.transB ? [cfg.N, cfg.K] : [cfg.K, cfg.N]);
-    const [rows, cols] = o.kContig ? [isA ? BM : BN, s.BK] : [s.BK, isA ? BM : BN];
-    return {
-      ...o, trans, tr, tc, rows, cols, count: (rows / tr) * (cols / tc) / nSG, T: (isA ? 'LT' : 'RT') as 'LT' | 'RT', m: isA ? 'ma' : 'mb',
-      gStride: o.kContig ? 'P.K' : o.dim, kOff: o.kContig ? 'kv' : `kv * ${o.dim}`,
-    };
-  };
-  // Per tile: its staged offset (s…) and its storage offset without the K step (g…), computed once.
-  const sgSetup = (isA: boolean) => {
-    const o = sgOp(isA);
-    const colsT = o.cols / o.tc;
-    for (let q = 0; q < o.count; q++) {
-      const t = `t${o.name}${q}`;
-      L.push(`  var ${o.m}${q}: ${o.T};`, `  let ${t} = ${nSG === 1 ? `${q}u` : `sg + ${q * nSG}u`};`);
-      const r = `(${t} / ${colsT}u) * ${o.tr}u`;
-      const c = `(${t} % ${colsT}u) * ${o.tc}u`;
-      L.push(`  let s${o.name}${q} = ${r} * ${o.stride}u + ${c};`);
-      L.push(o.kContig ? `  let g${o.name}${q} = (${o.base} + ${r}) * P.K + ${c};` : `  let g${o.name}${q} = ${r} * ${o.dim} + ${o.base} + ${c};`);
-    }
-  };
-  const whole = `whole && kv + ${s.BK}u <= ke`;
-  // The next step's tiles into matrix registers (steps wholly inside the operands; others are copied at staging).
-  const sgFetch = (indent: string) => {
-    L.push(`${indent}if (${whole}) {`);
-    for (const isA of [true, false]) {
-      const o = sgOp(isA);
-      for (let q = 0; q < o.count; q++) L.push(`${indent}  ${o.m}${q} = ${gLoad(o.name as 'A' | 'B', o.T, `g${o.name}${q} + ${o.kOff}`, o.trans, o.gStride)};`);
-    }
-    L.push(`${indent}}`);
-  };
-  // Step kv's tiles into the staging buffer at `buf`: the matrices, or element by element (zeros outside).
-  const sgStage = (buf: string, indent: string) => {
-    L.push(`${indent}if (${whole}) {`);
-    for (const isA of [true, false]) {
-      const o = sgOp(isA);
-      for (let q = 0; q < o.count; q++) L.push(`${indent}  ${opStore(o.T, `${buf}${o.off ? `${o.off}u + ` : ''}s${o.name}${q}`, `${o.m}${q}`, o.trans, `${o.stride}u`)}`);
-    }
-    L.push(`${indent}} else {`);
-    for (const isA of [true, false]) {
-      const o = sgOp(isA);
-      L.push(`${indent}  for (var e = lid; e < ${o.rows * o.cols}u; e += ${T}u) {`, `${indent}    let r = e / ${o.cols}u; let c = e % ${o.cols}u;`);
-      if (o.kContig) L.push(`${indent}    let x = ${o.base} + r; let k = kv + c; let ok = x < ${o.dim} && k < ke; let i = x * P.K + k;`);
-      else L.push(`${indent}    let k = kv + r; let x = ${o.base} + c; let ok = k < ke && x < ${o.dim}; let i = k * ${o.dim} + x;`);
-      L.push(`${indent}    S[${buf}${o.off ? `${o.off}u + ` : ''}r * ${o.stride}u + c] = select(${E}(), ${o.name}[select(0u, i, ok)], ok);`, `${indent}  }`);
-    }
-    L.push(`${indent}}`);
-  };
-  // One K step's copies in the chosen staging (kv in scope).
-  const fetchStep = (indent: string) => {
-    if (viaSg) sgFetch(indent);
-    else {
-      fetch(true, indent);
-      fetch(false, indent);
-    }
-  };
-  const stageStep = (buf: string, indent: string) => {
-    if (viaSg) sgStage(buf, indent);
-    else {
-      stage(true, buf, indent);
-      stage(false, buf, indent);
-    }
-  };
   const tiles: [number, number][] = [];
   for (let i = 0; i < s.tilesM; i++) for (let j = 0; j < s.tilesN; j++) tiles.push([i, j]);
   const SA = st.strideA;
@@ -195,12 +108,12 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16Low
     const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
     for (let kk = 0; kk < s.BK; kk += cfg.K) {
       for (let i = 0; i < s.tilesM; i++) {
-        const off = lit ? `${buf}aB + ${at + (s.transA ? kk * SA + i * cfg.M : i * cfg.M * SA + kk)}u`
+        const off = unroll ? `${buf}aB + ${at + (s.transA ? kk * SA + i * cfg.M : i * cfg.M * SA + kk)}u`
           : s.transA ? `${buf}${kk * SA}u + am + ${i * cfg.M}u` : `${buf}(am + ${i * cfg.M}u) * ${SA}u + ${kk}u`;
         L.push(`    let a${i}_${kk} = ${load('LT', off, s.transA, `${SA}u`)};`);
       }
       const bLoad = (j: number) => {
-        const off = lit ? `${buf}bB + ${at + OB + (s.transB ? j * cfg.N * SB + kk : kk * SB + j * cfg.N)}u`
+        const off = unroll ? `${buf}bB + ${at + OB + (s.transB ? j * cfg.N * SB + kk : kk * SB + j * cfg.N)}u`
           : s.transB ? `${buf}${OB}u + (bn + ${j * cfg.N}u) * ${SB}u + ${kk}u` : `${buf}${OB + kk * SB}u + bn + ${j * cfg.N}u`;
         L.push(`    let b${j}_${kk} = ${load('RT', off, s.transB, `${SB}u`)};`);
       };
@@ -217,56 +130,34 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16Low
     }
   };
   for (const [i, j] of tiles) L.push(`  var c${i}_${j} = CT();`);
-  if (viaSg) {
-    L.push(`  let whole = m0 + ${BM}u <= P.M && n0 + ${BN}u <= P.N; // a block wholly inside C: its tiles move as matrices`);
-    sgSetup(true);
-    sgSetup(false);
-  } else L.push(`  var ra: array<vec4<${E}>, ${APT * V}>;`, `  var rb: array<vec4<${E}>, ${BPT * V}>;`);
+  L.push(`  var ra: array<vec4<${E}>, ${APT * V}>;`, `  var rb: array<vec4<${E}>, ${BPT * V}>;`);
   L.push('  {', '    let kv = kb;');
-  fetchStep('    ');
+  fetch(true, '    ');
+  fetch(false, '    ');
   L.push('  }');
-  if (viaSg && stages === 1) {
-    // As below, the staging from matrix registers (or the element copy of a partial step).
-    L.push(`  for (var k0 = kb; k0 < ke; k0 += ${s.BK}u) {`, '    {', '      let kv = k0;');
-    stageStep('', '      ');
-    L.push('    }', '    workgroupBarrier();');
-    L.push(`    if (k0 + ${s.BK}u < ke) {`, `      let kv = k0 + ${s.BK}u;`);
-    fetchStep('      ');
-    L.push('    }');
-    multiply('');
-    L.push('    workgroupBarrier();', '  }');
-  } else if (unroll || (viaSg && stages === 2)) {
+  if (unroll) {
+    // Two stages unrolled: body 0 multiplies buffer 0 and stages the next step into buffer 1, body 1 the
+    // reverse; every offset is a per-subgroup base plus a literal (no loop-carried buffer index).
     L.push('  {', '    let kv = kb;');
-    stageStep('', '    ');
+    stage(true, '', '    ');
+    stage(false, '', '    ');
     L.push('  }', '  workgroupBarrier();');
-    if (unroll) {
-      // Two stages unrolled: body 0 multiplies buffer 0 and stages the next step into buffer 1, body 1 the
-      // reverse; every offset is a per-subgroup base plus a literal (no loop-carried buffer index).
-      L.push(`  for (var k0 = kb; k0 < ke; k0 += ${2 * s.BK}u) {`);
-      for (const b of [0, 1]) {
-        const next = `k0 + ${(b + 1) * s.BK}u`;
-        L.push('    {', `      let more = ${next} < ke;`, '      if (more) {', `        let kv = ${next};`);
-        fetchStep('        ');
-        L.push('      }');
-        multiply('', b * STAGE);
-        L.push('      if (more) {', `        let kv = ${next};`);
-        stageStep(b ? '' : `${STAGE}u + `, '        ');
-        L.push('      }', '      workgroupBarrier();');
-        if (!b) L.push('      if (!more) { break; }');
-        L.push('    }');
-      }
-      L.push('  }');
-    } else {
-      L.push('  var cur = 0u;', `  for (var k0 = kb; k0 < ke; k0 += ${s.BK}u) {`);
-      L.push(`    let more = k0 + ${s.BK}u < ke;`);
-      L.push('    if (more) {', `      let kv = k0 + ${s.BK}u;`);
-      fetchStep('      ');
+    L.push(`  for (var k0 = kb; k0 < ke; k0 += ${2 * s.BK}u) {`);
+    for (const b of [0, 1]) {
+      const next = `k0 + ${(b + 1) * s.BK}u`;
+      L.push('    {', `      let more = ${next} < ke;`, '      if (more) {', `        let kv = ${next};`);
+      fetch(true, '        ');
+      fetch(false, '        ');
+      L.push('      }');
+      multiply('', b * STAGE);
+      L.push('      if (more) {', `        let kv = ${next};`);
+      stage(true, b ? '' : `${STAGE}u + `, '        ');
+      stage(false, b ? '' : `${STAGE}u + `, '        ');
+      L.push('      }', '      workgroupBarrier();');
+      if (!b) L.push('      if (!more) { break; }');
       L.push('    }');
-      multiply('cur + ');
-      L.push('    if (more) {', `      let nxt = ${STAGE}u - cur;`, `      let kv = k0 + ${s.BK}u;`);
-      stageStep('nxt + ', '      ');
-      L.push('    }', '    workgroupBarrier();', `    cur = ${STAGE}u - cur;`, '  }');
     }
+    L.push('  }');
   } else if (stages === 1) {
     // Stage, barrier, fetch the next step into registers, multiply, barrier (before the next stage overwrites).
     L.push(`  for (var k0 = kb; k0 < ke; k0 += ${s.BK}u) {`);
@@ -326,7 +217,7 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16Low
   let am = (sg / ${s.sgN}u) * ${s.tilesM * cfg.M}u; // this subgroup's rows within the block
   let bn = (sg % ${s.sgN}u) * ${s.tilesN * cfg.N}u; // and columns`;
   // Literal-offset forms: each subgroup's first staged A and B element, once.
-  const bases = lit ? `\n  let aB = ${s.transA ? 'am' : `am * ${SA}u`};\n  let bB = ${s.transB ? `bn * ${SB}u` : 'bn'};` : '';
+  const bases = unroll ? `\n  let aB = ${s.transA ? 'am' : `am * ${SA}u`};\n  let bB = ${s.transB ? `bn * ${SB}u` : 'bn'};` : '';
   const G = s.swizzle ?? 0;
   // The block this workgroup computes: its grid position, or with a swizzle the grid walked in strips
   // of G block rows, down M first, so the workgroups running together share B's columns in L2.
@@ -346,17 +237,16 @@ alias CT = array<f32, ${cfg.M * cfg.N}>;`
     : `alias LT = subgroup_matrix_left<f16, ${cfg.K}, ${cfg.M}>;
 alias RT = subgroup_matrix_right<f16, ${cfg.N}, ${cfg.K}>;
 alias CT = subgroup_matrix_result<f32, ${cfg.N}, ${cfg.M}>;`;
-  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\n'}${one || emu ? '' : 'diagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/matmul-f16/tc.ts: ${formOf(s.transA, s.transB)}, ${BM}x${BN} block, ${s.sgM}x${s.sgN} subgroups of ${s.tilesM}x${s.tilesN} ${cfg.M}x${cfg.N}x${cfg.K} tiles, BK ${s.BK}${stages > 1 ? ', two stages' : ''}${unroll ? ' unrolled x2' : ''}${viaSg ? ', tiles staged as subgroup matrices' : ''}${wide ? ', 16-byte loads' : ''}${s.loop === 'streamB' ? ', B streamed' : ''}${W !== 4 ? `, ${W}-element copies` : ''}${G > 1 ? `, strips of ${G}` : ''}${emu ? ' (emulated matrices, f32)' : ''}.
+  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\n'}${one || emu ? '' : 'diagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/matmul-f16/tc.ts: ${formOf(s.transA, s.transB)}, ${BM}x${BN} block, ${s.sgM}x${s.sgN} subgroups of ${s.tilesM}x${s.tilesN} ${cfg.M}x${cfg.N}x${cfg.K} tiles, BK ${s.BK}${stages > 1 ? ', two stages' : ''}${unroll ? ' unrolled x2' : ''}${s.loop === 'streamB' ? ', B streamed' : ''}${W !== 4 ? `, ${W}-element copies` : ''}${G > 1 ? `, strips of ${G}` : ''}${emu ? ' (emulated matrices, f32)' : ''}.
 ${types}
 struct Params { M: u32, N: u32, K: u32, alpha: f32, accumulate: u32, kChunk: u32, direct: u32, _p0: u32 }
-@group(0) @binding(0) var<storage, read> A: array<${operand}>;
-@group(0) @binding(1) var<storage, read> B: array<${operand}>;
+@group(0) @binding(0) var<storage, read> A: array<vec4<${E}>>;
+@group(0) @binding(1) var<storage, read> B: array<vec4<${E}>>;
 @group(0) @binding(2) var<storage, read_write> C: array<f32>;
 @group(0) @binding(3) var<uniform> P: Params;
 ${o.lowRank ? f16LowRankWgsl(o.lowRank, '_p0') : ''}var<workgroup> S: array<${E}, ${stages * STAGE}>; // A's rows, then B's, as stored${stages > 1 ? ' (two stages)' : ''}
 var<workgroup> R: array<f32, ${s.sgM * s.sgN * MN}>; // one result tile per subgroup (epilogue)
-${emu ? (viaSg ? emulatedSgmatWgsl(cfg, [['S', 'LT'], ['S', 'RT'], ['A', 'LT'], ['B', 'RT']], ['C', 'R'], [['S', 'LT'], ['S', 'RT']])
-    : emulatedSgmatWgsl(cfg, [['S', 'LT'], ['S', 'RT']], ['C', 'R'])) : ''}
+${emu ? emulatedSgmatWgsl(cfg, [['S', 'LT'], ['S', 'RT']], ['C', 'R']) : ''}
 @compute @workgroup_size(${T})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32${G > 1 ? ', @builtin(num_workgroups) nwg: vec3<u32>' : ''}) {
 ${ids}${bases}

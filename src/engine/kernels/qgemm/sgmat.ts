@@ -85,10 +85,10 @@ export function sgmatLoad(k: Pick<SgmatKernel, 'syntax'>, type: string, ptr: str
     : `subgroupMatrixLoad<${type}>(${ptr}, ${off}, ${colMajor}, ${stride})`;
 }
 
-export function sgmatStore(k: Pick<SgmatKernel, 'syntax'>, ptr: string, off: string, value: string, stride: string, colMajor = false): string {
+export function sgmatStore(k: Pick<SgmatKernel, 'syntax'>, ptr: string, off: string, value: string, stride: string): string {
   return k.syntax === 'template'
-    ? `subgroupMatrixStore<${colMajor ? 'col_major' : 'row_major'}>(${ptr}, ${off}, ${value}, ${stride});`
-    : `subgroupMatrixStore(${ptr}, ${off}, ${value}, ${colMajor}, ${stride});`;
+    ? `subgroupMatrixStore<row_major>(${ptr}, ${off}, ${value}, ${stride});`
+    : `subgroupMatrixStore(${ptr}, ${off}, ${value}, false, ${stride});`;
 }
 
 /** The WGSL of one kernel: every tile's load, multiply-accumulate and store written out (no arrays of matrices). */
@@ -243,10 +243,8 @@ export async function checkSgmat(rt: Runtime, k: SgmatKernel, s: { M: number; N:
  * at off + r·stride + c, col_major at off + c·stride + r. `loads`: the [array, matrix type] pairs the
  * kernel loads (emuLoad<T>_<array>); `stores`: the f32 arrays it stores to (emuStore_<array>); emuMMA
  * multiplies. The kernel declares LT, RT and CT as row-major f32 arrays of M×K, K×N and M×N.
- * `operandStores`: [array, matrix type] pairs the kernel stores left/right matrices to
- * (emuStore<T>_<array>(off, v, stride, col), row_major or col_major as the loads).
  */
-export function emulatedSgmatWgsl(cfg: { M: number; N: number; K: number }, loads: [string, 'LT' | 'RT'][], stores: string[], operandStores: [string, 'LT' | 'RT'][] = []): string {
+export function emulatedSgmatWgsl(cfg: { M: number; N: number; K: number }, loads: [string, 'LT' | 'RT'][], stores: string[]): string {
   const { M, N, K } = cfg;
   const ld = (arr: string, T: string) => {
     const [R, C] = T === 'LT' ? [M, K] : [K, N];
@@ -254,12 +252,6 @@ export function emulatedSgmatWgsl(cfg: { M: number; N: number; K: number }, load
   var m: ${T};
   for (var r = 0u; r < ${R}u; r++) { for (var c = 0u; c < ${C}u; c++) { m[r * ${C}u + c] = ${arr}[select(off + r * stride + c, off + c * stride + r, col)]; } }
   return m;
-}`;
-  };
-  const opSt = (arr: string, T: string) => {
-    const [R, C] = T === 'LT' ? [M, K] : [K, N];
-    return `fn emuStore${T}_${arr}(off: u32, v: ${T}, stride: u32, col: bool) {
-  for (var r = 0u; r < ${R}u; r++) { for (var c = 0u; c < ${C}u; c++) { ${arr}[select(off + r * stride + c, off + c * stride + r, col)] = v[r * ${C}u + c]; } }
 }`;
   };
   const st = (arr: string) => `fn emuStore_${arr}(off: u32, v: CT, stride: u32) {
@@ -278,5 +270,5 @@ fn emuMMA(a: LT, b: RT, acc: CT) -> CT {
   return o;
 }
 ${stores.map(st).join('\n')}
-${operandStores.map(([a, T]) => `${opSt(a, T)}\n`).join('')}`;
+`;
 }
