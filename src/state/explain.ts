@@ -5,7 +5,7 @@
 import type { z } from 'zod';
 import { ModelConfigSchema, type ModelConfig } from '../engine/model/config';
 import { modelConfigKeyProblems } from '../engine/run/spec';
-import { BF16_ONLY_SAVED } from '../engine/scheme/scheme';
+import { HALF_ONLY_SAVED } from '../engine/scheme/scheme';
 import { suggestKey } from '../engine/util/keys';
 import { checkRunConfig, DEFAULT_RUN_CONFIG, loraConfigProblem, RunConfigSchema, type RunConfig } from '../worker/protocol';
 
@@ -48,8 +48,8 @@ function what(issue: Issue, input: unknown): string {
     case 'too_big':
       return `must be ${issue.inclusive === false ? 'less than' : 'at most'} ${String(issue.maximum)}${issue.origin === 'string' ? ' characters' : ''}`;
     case 'invalid_value':
-      // bf16 outside a saved cell: the schema's own message says where it is accepted.
-      if (issue.message === BF16_ONLY_SAVED) return issue.message;
+      // bf16/f16 outside a saved cell: the schema's own message says where it is accepted.
+      if (issue.message === HALF_ONLY_SAVED) return issue.message;
       return `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
     case 'unrecognized_keys':
       return `unknown key${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => JSON.stringify(k)).join(', ')} (check the spelling; extra keys are refused so a typo is not silently ignored)`;

@@ -54,12 +54,15 @@ describe('f16 presets', () => {
       else expect([p.forward, p.dx, p.dw]).toEqual([null, null, null]); // its GEMMs are INT8
     }
   });
-  it('f16: all three GEMMs of every layer f16, everything else as fp32; agoq-f16 keeps AGoQ storage and gradients, taco-f16 TACO, int8-f16 the INT8 GEMMs', () => {
+  it('f16: all three GEMMs of every layer f16, autocast\'s saved activations f16, everything else as fp32; agoq-f16 keeps AGoQ storage (attention f16) and gradients, taco-f16 TACO, int8-f16 the INT8 GEMMs', () => {
     const f16 = SCHEME_PRESETS.f16;
     for (let l = 0; l < 2; l++) expect(layerScheme(f16, l).compute).toMatchObject({ forward: 'f16', dx: 'f16', dw: 'f16' });
     expect(f16.grads).toEqual(SCHEME_PRESETS.fp32.grads);
     expect(f16.adam).toEqual(SCHEME_PRESETS.fp32.adam);
-    expect(SCHEME_PRESETS['agoq-f16'].layer.saved).toEqual(SCHEME_PRESETS.agoq.layer.saved);
+    expect(f16.layer.saved.norm_input?.format ?? 'fp32').toBe('fp32');
+    expect(f16.layer.saved.qkv_input?.format).toBe('f16');
+    const f16Cell = { ...SCHEME_PRESETS.agoq.layer.saved.attn_qkv, format: 'f16' };
+    expect(SCHEME_PRESETS['agoq-f16'].layer.saved).toEqual({ ...SCHEME_PRESETS.agoq.layer.saved, attn_qkv: f16Cell, attn_out: f16Cell });
     expect(SCHEME_PRESETS['agoq-f16'].grads).toEqual(SCHEME_PRESETS.agoq.grads);
     expect(SCHEME_PRESETS['taco-f16'].tp).toEqual(SCHEME_PRESETS.taco.tp);
     expect(SCHEME_PRESETS['int8-f16'].layer.compute).toMatchObject({ forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 'all', attention_qk: 'f16' });

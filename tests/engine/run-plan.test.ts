@@ -48,13 +48,14 @@ describe('resolvePlan', () => {
       expect(['i8.qc', 'i8.kc', 'i8.oc', 'i8.vc'].map((k) => keys.has(k)), 'INT8 attention operands').toEqual([qk, qk, dp, dp]);
       expect(p.fakeQuant.weights).toBe(p.layers.some((l) => !isFp32(l.weights)));
       expect(p.grads !== null).toBe(training && !isFp32(scheme.grads.storage));
-      // Only training saves activations; every saved tensor's codes and scales (bf16: codes, two values a word, no scales) are in the buffer list.
+      // Only training saves activations; every saved tensor's codes and scales (bf16/f16: codes, two values a word, no scales) are in the buffer list.
       p.saved.forEach((st, l) => {
         if (!training) expect(st).toEqual({});
         for (const [key, q] of Object.entries(st)) {
           expect(keys.has(`L${l}.${key}.codes`), `L${l}.${key}.codes`).toBe(true);
-          expect(keys.has(`L${l}.${key}.scales`), `L${l}.${key}.scales`).toBe(q.format !== 'bf16');
-          if (q.format === 'bf16') expect(p.buffers.find((b) => b.key === `L${l}.${key}.codes`)!.bytes, `L${l}.${key} bf16 bytes`).toBe(Math.ceil(q.n / 2) * 4);
+          const half = q.format === 'bf16' || q.format === 'f16';
+          expect(keys.has(`L${l}.${key}.scales`), `L${l}.${key}.scales`).toBe(!half);
+          if (half) expect(p.buffers.find((b) => b.key === `L${l}.${key}.codes`)!.bytes, `L${l}.${key} ${q.format} bytes`).toBe(Math.ceil(q.n / 2) * 4);
         }
       });
       expect(p.wire.tp).toEqual(scheme.tp.degree > 1 ? scheme.tp : null);

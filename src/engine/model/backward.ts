@@ -10,6 +10,7 @@ import { attentionBackwardF16 } from '../kernels/attention/f16/attention-f16';
 import { castF32ToF16 } from '../kernels/matmul-f16/cast';
 import { f16AttnInputBindings } from './f16-operands';
 import { embeddingBackward } from '../kernels/embedding/embedding';
+import { unpackHalfRows } from '../kernels/f16/f16';
 import { dequantizeRows } from '../kernels/quantize/quantize';
 import { rmsnormBackward } from '../kernels/rmsnorm/rmsnorm';
 import { swigluBackward, swigluBackwardF16, swigluBackwardQuantized } from '../kernels/swiglu/swiglu';
@@ -18,7 +19,7 @@ import { dpCodes, scoreCodes } from './attention-scores';
 import { type ModelConfig } from './config';
 import type { GemmPath } from './compute-plan';
 import { type LinearGemms } from './linear-gemms';
-import { type LayerSavedKey, liveKey, type ModelBuildOptions, type ModelDims, quantizedUp } from './plan';
+import { isHalf, type LayerSavedKey, liveKey, type ModelBuildOptions, type ModelDims } from './plan';
 import { type RunPlan } from '../plan/run-plan';
 import type { LoraGemms } from '../lora/gemms';
 import type { LowRank } from '../kernels/matmul/matmul';
@@ -118,7 +119,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     loraDx(l, lab('down.dx'), 'mlp.down_proj.weight', dF1);
     load('gate');
     // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
-    // dF1 itself (dact) when up is stored quantized (swigluBackwardBlocks). Where gate/up's dX is
+    // dF1 itself (dact) when up is stored (swigluBackwardBlocks). Where gate/up's dX is
     // one INT8 GEMM over K = 2F, it also writes the codes of [dgate | dup] (gateUpCodes) into i8.a,
     // which the dW GEMMs in between leave alone (theirs are i8.gt, i8.xt).
     const dup = m.plan.saved[l].up ? dF1 : a('up');
@@ -214,15 +215,15 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
 }
 
 /**
- * SwiGLU backward of layer l with `up` stored quantized: dF1 holds dact and gate's live copy holds
- * gate. Per block of rows: dequantize up's rows into `swigluBlock`, then the backward writes dgate
+ * SwiGLU backward of layer l with `up` stored (quantized, bf16 or f16): dF1 holds dact and gate's live copy holds
+ * gate. Per block of rows: dequantize (unpack) up's rows into `swigluBlock`, then the backward writes dgate
  * over the gate rows and dup over the dact rows. Afterwards gate's live copy holds dgate and dF1
  * holds dup. Same arithmetic per element as dequantizing up whole.
  */
 function swigluBackwardBlocks(m: BackwardModel, l: number, label: string, codes?: { codes: GPUBuffer; scales: GPUBuffer },
   f16?: ReturnType<LinearGemms['gateUpF16']>): Dispatch[] {
   const { N, F } = m.dims;
-  const st = quantizedUp(m.plan.saved[l].up!);
+  const st = m.plan.saved[l].up!;
   const rows = m.plan.swigluRows;
   const bytes = rows * F * 4;
   const block: Binding = { buffer: m.b('swigluBlock'), offset: 0, size: bytes };
@@ -230,7 +231,8 @@ function swigluBackwardBlocks(m: BackwardModel, l: number, label: string, codes?
   for (let r0 = 0; r0 < N; r0 += rows) {
     const at = (key: string): Binding => ({ buffer: m.b(key), offset: r0 * F * 4, size: bytes });
     const lab = `${label}.rows${r0}`;
-    out.push(dequantizeRows(m.rt, lab, st, F, r0, rows, m.b(`L${l}.up.codes`), m.b(`L${l}.up.scales`), block));
+    if (isHalf(st)) out.push(...unpackHalfRows(m.rt, st.format, { label: lab, words: m.b(`L${l}.up.codes`), width: F, r0, rows, out: block }));
+    else out.push(dequantizeRows(m.rt, lab, st, F, r0, rows, m.b(`L${l}.up.codes`), m.b(`L${l}.up.scales`), block));
     const gate = at(liveKey('gate'));
     const dact = at('dF1');
     const o = { label: lab, gate, up: block, dh: dact, dgate: gate, dup: dact, dims: { N: rows, F } };

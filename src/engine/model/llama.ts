@@ -11,7 +11,7 @@ import { attentionForward } from '../kernels/attention/attention';
 import { attentionForwardI8 } from '../kernels/attention/i8';
 import { attentionForwardF16 } from '../kernels/attention/f16/attention-f16';
 import { castF32ToF16 } from '../kernels/matmul-f16/cast';
-import { bf16Words, packBf16, unpackBf16 } from '../kernels/bf16/bf16';
+import { packHalf, unpackHalf, unpackHalfRows } from '../kernels/f16/f16';
 import { copy } from '../kernels/elementwise/elementwise';
 import { embeddingForward } from '../kernels/embedding/embedding';
 import { hashBuffers } from '../kernels/hash/hash';
@@ -31,7 +31,7 @@ import type { GemmInputSaved, GemmPath } from './compute-plan';
 import { type ModelConfig } from './config';
 import type { ParamLayout } from './params';
 import {
-  type ActivationStorage, isBf16, type LayerSavedKey, LINEAR, liveKey, type ModelBuildOptions, type ModelDims, savedKey, type SavedStorage,
+  type ActivationStorage, isHalf, type LayerSavedKey, LINEAR, liveKey, type ModelBuildOptions, type ModelDims, savedKey, type SavedStorage,
 } from './plan';
 import type { LayerPaths } from './int8-gemms';
 import { LinearGemms } from './linear-gemms';
@@ -83,7 +83,7 @@ export class LlamaGpu {
   readonly scheme: Scheme;
   /** The scheme resolved for this model's shape: what it allocates, stores and quantizes. */
   readonly plan: RunPlan;
-  /** Per layer: storage of the quantized (or bf16) saved tensors (absent = fp32). */
+  /** Per layer: storage of the quantized (or bf16 / f16) saved tensors (absent = fp32). */
   readonly storage: Partial<Record<LayerSavedKey, ActivationStorage>>[];
   /**
    * Tensor parallelism (scheme.tp.degree > 1), else null: simulated on this device (TpSim), or,
@@ -185,8 +185,8 @@ export class LlamaGpu {
   private storeSaved(l: number, key: LayerSavedKey): Dispatch[] {
     const st = this.storage[l][key];
     if (!st) return [];
-    // bf16 keeps no probe point: the quantization-error probe reads codes + scales (train/probe.ts probeSites skips it too).
-    if (isBf16(st)) return packBf16(this.rt, { label: `L${l}.${key}.bf16`, x: this.b(liveKey(key)), words: this.b(`L${l}.${key}.codes`), n: st.n });
+    // bf16/f16 keep no probe point: the quantization-error probe reads codes + scales (train/probe.ts probeSites skips them too).
+    if (isHalf(st)) return packHalf(this.rt, st.format, { label: `L${l}.${key}.${st.format}`, x: this.b(liveKey(key)), words: this.b(`L${l}.${key}.codes`), n: st.n });
     const words = this.b(`L${l}.${key}.codes`);
     const scales = this.b(`L${l}.${key}.scales`);
     const ds = l < this.dims.L && this.g.producerStored(l, key) ? []
@@ -206,10 +206,7 @@ export class LlamaGpu {
     if (rows === this.dims.N) return this.loadSaved(l, key);
     const out = { buffer: this.b(liveKey(key)), offset: r0 * width * 4, size: rows * width * 4 };
     const label = `L${l}.${key}.rows${r0}`;
-    if (isBf16(st)) {
-      const words = { buffer: this.b(`L${l}.${key}.codes`), offset: bf16Words(r0 * width) * 4, size: bf16Words(rows * width) * 4 };
-      return unpackBf16(this.rt, { label, words, out, n: rows * width });
-    }
+    if (isHalf(st)) return unpackHalfRows(this.rt, st.format, { label, words: this.b(`L${l}.${key}.codes`), width, r0, rows, out });
     return [dequantizeRows(this.rt, label, st, width, r0, rows, this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), out)];
   }
 
@@ -217,7 +214,7 @@ export class LlamaGpu {
   private loadSaved(l: number, key: LayerSavedKey): Dispatch[] {
     const st = this.storage[l][key];
     if (!st) return [];
-    if (isBf16(st)) return unpackBf16(this.rt, { label: `L${l}.${key}.bf16`, words: this.b(`L${l}.${key}.codes`), out: this.b(liveKey(key)), n: st.n });
+    if (isHalf(st)) return unpackHalf(this.rt, st.format, { label: `L${l}.${key}.${st.format}`, words: this.b(`L${l}.${key}.codes`), out: this.b(liveKey(key)), n: st.n });
     return buildDequantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n },
       this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), { out: this.b(liveKey(key)) }).dispatches;
   }

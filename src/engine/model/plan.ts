@@ -12,7 +12,7 @@ import { BITS, type QuantFormat } from '../quant/formats';
 import { type CodeBits, wordsFor } from '../quant/pack';
 import { type Granularity, numScales } from '../quant/quantizer';
 import { bf16Words } from '../kernels/bf16/bf16.ref';
-import { isFp32, type QuantSpec, type SavedSpec, savedSpec, type SavedKind, type Scheme } from '../scheme/scheme';
+import { type HalfFormat, isFp32, isHalfFormat, type QuantSpec, type SavedSpec, savedSpec, type SavedKind, type Scheme } from '../scheme/scheme';
 import type { ModelDims } from './dims';
 import type { ParamLayout } from './params';
 
@@ -100,18 +100,26 @@ export interface SavedStorage {
   scales: number;
 }
 
-/** A saved activation kept as bfloat16: two per u32 word (kernels/bf16.ts), no scales. */
-export interface Bf16Storage {
-  format: 'bf16';
+/** A saved activation kept as a 16-bit float, bf16 or f16: two per u32 word (kernels/bf16, kernels/f16), no scales. */
+export interface HalfStorage {
+  format: HalfFormat;
   n: number;
   words: number;
   scales: 0;
 }
 
-/** Storage of one saved activation: quantized codes + scales, or bf16. */
-export type ActivationStorage = SavedStorage | Bf16Storage;
+/** Storage of one saved activation: quantized codes + scales, or bf16 / f16. */
+export type ActivationStorage = SavedStorage | HalfStorage;
 
-export const isBf16 = (st: ActivationStorage | undefined): st is Bf16Storage => st?.format === 'bf16';
+export const isHalf = (st: ActivationStorage | undefined): st is HalfStorage => !!st && isHalfFormat(st.format);
+
+/**
+ * Whether rows [r0, r0 + rows) of a stored [N, width] tensor start at 256-byte-aligned offsets of its
+ * words (and scales) for every r0 that is a multiple of `rows`: what a row-block unpack binds.
+ */
+export function storedRowsAligned(st: ActivationStorage, width: number, rows: number): boolean {
+  return isHalf(st) ? (rows * width * 2) % 256 === 0 : dequantizeRowsAligned(st, width, rows);
+}
 
 export function savedStorage(spec: QuantSpec, n: number, rowLength: number): SavedStorage | null {
   if (spec.format === 'fp32') return null;
@@ -126,7 +134,8 @@ export function savedStorage(spec: QuantSpec, n: number, rowLength: number): Sav
 
 /** A saved activation's storage under its cell (null = fp32). */
 export function activationStorage(spec: SavedSpec, n: number, rowLength: number): ActivationStorage | null {
-  if (spec.format === 'bf16') return { format: 'bf16', n, words: bf16Words(n), scales: 0 };
+  // bf16 and f16 both take two values a word (bf16Words).
+  if (isHalfFormat(spec.format)) return { format: spec.format, n, words: bf16Words(n), scales: 0 };
   return savedStorage({ ...spec, format: spec.format }, n, rowLength);
 }
 
@@ -147,40 +156,22 @@ export const LINEAR = ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj
 export const LIVE_ALIAS: Partial<Record<LayerSavedKey, string>> = { act: 'dF1', up: 'dF1', xIn: 'qRaw', xMid: 'dq', h1: 'dh', h2: 'dh', xFinal: 'qRaw', hF: 'dh' };
 
 /**
- * Rows per block of the SwiGLU backward when `up` is stored quantized. Its live copy is dF1, which
- * holds dact when the backward needs up, so up is dequantized a block of rows at a time into the
+ * Rows per block of the SwiGLU backward when `up` is stored (quantized, bf16 or f16). Its live copy is dF1, which
+ * holds dact when the backward needs up, so up is dequantized (or unpacked) a block of rows at a time into the
  * small `swigluBlock` buffer, combined with gate and dact in place, and the block's dup written back
  * over its (consumed) dact rows: one [N, F] fp32 buffer fewer than dequantizing up whole. Blocks
- * start at 256-byte-aligned offsets of the codes and scales (else fewer, larger blocks; 1 = whole).
+ * start at 256-byte-aligned offsets of the codes and scales (storedRowsAligned; else fewer, larger blocks; 1 = whole).
  */
 export function swigluBlockRows(d: ModelDims, storages: Partial<Record<LayerSavedKey, ActivationStorage>>[], force?: number): number {
-  const ups = storages.flatMap((s) => (s.up ? [quantizedUp(s.up)] : []));
+  const ups = storages.flatMap((s) => (s.up ? [s.up] : []));
   const fits = (rows: number) => rows === d.N || (Number.isInteger(d.N / rows) && (rows * d.F * 4) % 256 === 0
-    && ups.every((st) => dequantizeRowsAligned(st, d.F, rows)));
+    && ups.every((st) => storedRowsAligned(st, d.F, rows)));
   if (force !== undefined) {
     if (!fits(force)) throw new Error(`swiglu block rows ${force} do not divide ${d.N} rows at 256-byte-aligned offsets`);
     return force;
   }
   for (const blocks of [8, 4, 2]) if (fits(d.N / blocks)) return d.N / blocks;
   return d.N;
-}
-
-/**
- * `up`'s storage as the blocked SwiGLU backward needs it: quantized. bf16 there would need a row-block
- * unpack (the saved-activation path unpacks whole tensors); resolvePlan refuses it first (bf16Errors).
- */
-export function quantizedUp(st: ActivationStorage): SavedStorage {
-  if (isBf16(st)) throw new Error('the SwiGLU backward dequantizes `up` a block of rows at a time from quantized codes; bf16 is not supported for the swiglu cell');
-  return st;
-}
-
-/** Every cell the engine cannot store as bf16 (empty: it can): the swiglu cell (quantizedUp). */
-export function bf16Errors(scheme: Scheme, layers: number): string[] {
-  const out: string[] = [];
-  for (let l = 0; l < layers; l++) {
-    if (savedSpec(scheme, l, 'swiglu').format === 'bf16') out.push(`layer ${l} saved.swiglu: bf16 is not supported there (the SwiGLU backward dequantizes \`up\` in blocks of rows from quantized codes); use fp32, int8 or int4`);
-  }
-  return out;
 }
 
 export function liveKey(k: LayerSavedKey): string {

@@ -2,7 +2,7 @@
  * AGoQ's memory-budget allocation applied to a model: given `scheme.budget_bytes`, choose the bits
  * of every (layer, saved kind) cell from {4, 8, 32} so the run's planned total fits, minimising the
  * quantization error bound (budget.ts). Attention kinds keep the scheme's own setting (AGoQ keeps
- * them at 16 or 32 bits: bf16 or fp32), pinned at its bits. The allocator's
+ * them at 16 or 32 bits: bf16, f16 or fp32), pinned at its bits. The allocator's
  * byte model is additive; the real plan also has live copies, so the budget is tightened by the
  * measured overshoot (doubling while the choice does not change) and re-solved until the real plan fits.
  */
@@ -11,7 +11,7 @@ import { LAYER_SAVED, FINAL_SAVED, type LayerSavedKey, layerSizes, SAVED_KIND_OF
 import { resolvePlan, type RunPlan } from './run-plan';
 import type { ModelConfig } from '../model/config';
 import { allocateBits, type Bits, type BudgetEntry } from '../scheme/budget';
-import { FP32, layerScheme, type QuantSpec, type SavedKind, type SavedSpec, savedSpec, type Scheme } from '../scheme/scheme';
+import { FP32, isHalfFormat, layerScheme, type QuantSpec, type SavedKind, type SavedSpec, savedSpec, type Scheme } from '../scheme/scheme';
 
 const PINNED_KINDS: SavedKind[] = ['attn_qkv', 'attn_out'];
 
@@ -37,7 +37,7 @@ function specFor(bits: number, group: number, gemmX = false): QuantSpec {
 }
 
 function bitsOf(q: SavedSpec): Bits {
-  return q.format === 'fp32' ? 32 : q.format === 'bf16' ? 16 : q.format === 'int4' ? 4 : 8;
+  return q.format === 'fp32' ? 32 : isHalfFormat(q.format) ? 16 : q.format === 'int4' ? 4 : 8;
 }
 
 /** Elements per (layer, kind) cell; the final norm's tensors belong to the last layer's cells. */
@@ -62,7 +62,7 @@ export function applyBits(scheme: Scheme, bits: BudgetChoice['bits'], group: num
     const saved: Partial<Record<SavedKind, SavedSpec>> = { ...(layers[l]?.saved ?? {}) };
     const int8Forward = layerScheme(scheme, Number(l)).compute.forward === 'int8';
     for (const [kind, b] of Object.entries(kinds)) {
-      // A cell at its own bits keeps its own spec (a pinned bf16 attention cell stays bf16: specFor has no 16).
+      // A cell at its own bits keeps its own spec (a pinned bf16 or f16 attention cell stays so: specFor has no 16).
       const own = savedSpec(scheme, Number(l), kind as SavedKind);
       saved[kind as SavedKind] = bitsOf(own) === b && PINNED_KINDS.includes(kind as SavedKind) ? own : specFor(b as number, group, int8Forward && GEMM_INPUT_KINDS.includes(kind as SavedKind));
     }

@@ -3,9 +3,8 @@
  * and, in training, its backward run over chunks of that many rows (model/lm-head.ts), so the logits
  * buffer is [rows, V] instead of [N, V]. Resolved once with the rest of the plan (run-plan.ts).
  */
-import { dequantizeRowsAligned } from '../kernels/quantize/quantize';
 import type { ModelDims } from '../model/dims';
-import { type ActivationStorage, isBf16 } from '../model/plan';
+import { type ActivationStorage, storedRowsAligned } from '../model/plan';
 
 /**
  * The most bytes of logits one chunk holds, 64 MiB. Where the whole [N, V] buffer is no larger it is
@@ -38,7 +37,7 @@ export function logitsChunkRows(d: ModelDims, hF: ActivationStorage | undefined,
   const aligned = (r: number) => {
     if ((r * d.C * 4) % 256 !== 0) return false;
     if (!hF) return true;
-    return isBf16(hF) ? (r * d.C * 2) % 256 === 0 : dequantizeRowsAligned(hF, d.C, r);
+    return storedRowsAligned(hF, d.C, r);
   };
   if (force !== undefined) {
     if (!(Number.isInteger(force) && force >= 1 && force <= d.N)) throw new Error(`logits chunk rows ${force}: expected an integer in [1, ${d.N}] (the batch's tokens)`);

@@ -36,7 +36,7 @@ import type { LoraSpec } from '../lora/spec';
 import { qloraBuffers, type QloraPlan, type QloraSpec, resolveQloraPlan } from '../lora/qlora/plan';
 import { weightCodesBuffers, type WeightCodesMode, type WeightCodesPlan, weightCodesPlan } from '../model/weight-codes';
 import {
-  type ActivationStorage, bf16Errors, FINAL_SAVED, gradStorage, LAYER_SAVED, SAVED_KIND_OF, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
+  type ActivationStorage, CHECKPOINT_KEPT, FINAL_SAVED, isHalf, gradStorage, LAYER_SAVED, SAVED_KIND_OF, type LayerSavedKey, layerSizes, layerStorage, linearsTransposed, LIVE_ALIAS, liveKey,
   type PlanOptions, type SavedStorage, savedKey, swigluBlockRows,
 } from '../model/plan';
 
@@ -170,12 +170,21 @@ export interface ResolveOptions extends PlanOptions {
  * Why activation checkpointing cannot run under this scheme, or null. The re-run forward must write
  * exactly what the first one did, into buffers nothing else holds at that point of the backward.
  */
+/**
+ * A layer's storage under checkpointing: its recomputed tensors are not saved, so their bf16/f16 cells
+ * (mixed precision's half-precision storage, the f16 preset) do not apply and they live in the fp32
+ * shared set; quantized cells and a stored input stay, for checkpointProblem to refuse.
+ */
+function checkpointStorage(st: RunPlan['saved'][number]): RunPlan['saved'][number] {
+  return Object.fromEntries(Object.entries(st).filter(([k, v]) => CHECKPOINT_KEPT.includes(k as LayerSavedKey) || !isHalf(v)));
+}
+
 function checkpointProblem(scheme: Scheme, layers: LayerPlan[], saved: RunPlan['saved']): string | null {
   const why = (s: string) => `activation checkpointing: ${s}`;
   if (scheme.tp.degree > 1) return why(`scheme '${scheme.name}' splits the model over ${scheme.tp.degree} peers (tensor parallelism), whose layer exchanges the re-run would repeat; train it without --checkpoint-activations`);
   for (const [l, ly] of layers.entries()) {
     const stored = Object.entries(saved[l]).map(([k, st]) => `${k} (${st!.format})`);
-    if (stored.length) return why(`scheme '${scheme.name}' stores layer ${l}'s saved activations ${stored.join(', ')} quantized; checkpointing keeps only each layer's input, in fp32, and recomputes the rest — use fp32 saved cells (layer.saved) with it`);
+    if (stored.length) return why(`scheme '${scheme.name}' stores layer ${l}'s saved activations ${stored.join(', ')} quantized (or its input 16-bit); checkpointing keeps only each layer's input, in fp32, and recomputes the rest — use fp32 saved cells (layer.saved) with it`);
     const c = ly.compute;
     if (c.forward === 'int8' || c.dx === 'int8' || c.dw === 'int8' || c.attentionQk === 'int8' || c.attentionDp === 'int8') {
       return why(`scheme '${scheme.name}' runs layer ${l}'s GEMMs in INT8, whose operand codes (i8.a) hold the backward's dY between layers and would be overwritten by the re-run forward; use fp32 or f16 compute with it`);
@@ -235,9 +244,7 @@ function planLayers(scheme: Scheme, L: number): LayerPlan[] {
 
 function computeProblemOf(scheme: Scheme, dims: ModelDims, layers: LayerPlan[], training: boolean): string | null {
   const problems = computeErrors(scheme, dims, layers, training);
-  if (problems.length) return `scheme '${scheme.name}': compute formats this model cannot run:\n  ${problems.join('\n  ')}`;
-  const bf16 = training ? bf16Errors(scheme, dims.L) : [];
-  return bf16.length ? `scheme '${scheme.name}': storage this model cannot run:\n  ${bf16.join('\n  ')}` : null;
+  return problems.length ? `scheme '${scheme.name}': compute formats this model cannot run:\n  ${problems.join('\n  ')}` : null;
 }
 
 /** Why resolvePlan would refuse the scheme's compute formats at this shape (its message), or null: the page checks before Start. */
@@ -264,9 +271,12 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   if (qProblem) throw new Error(qProblem);
   const problem = computeProblemOf(scheme, dims, layers, training);
   if (problem) throw new Error(problem);
-  const saved = Array.from({ length: dims.L + 1 }, (_, l) => layerStorage(dims, training ? scheme : undefined, l));
   // A forward-only model saves nothing, so has nothing to recompute.
   const checkpoint = training && !!opts.checkpointActivations;
+  const saved = Array.from({ length: dims.L + 1 }, (_, l) => {
+    const st = layerStorage(dims, training ? scheme : undefined, l);
+    return checkpoint && l < dims.L ? checkpointStorage(st) : st;
+  });
   const ckProblem = checkpoint ? checkpointProblem(scheme, layers, saved) : null;
   if (ckProblem) throw new Error(ckProblem);
   const fakeQuant = {
@@ -360,7 +370,7 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
         if (l === 0 || key === `L${l}.${k}`) act(key, sizes[k][0]);
         continue;
       }
-      // Quantized (or bf16) storage: codes and scales are what stays alive for backward; bf16 has no scales.
+      // Quantized (or bf16/f16) storage: codes and scales are what stays alive for backward; bf16/f16 have no scales.
       out.push({ key: `L${l}.${k}.codes`, category: 'activations', bytes: q.words * 4 });
       if (q.scales) out.push({ key: `L${l}.${k}.scales`, category: 'activations', bytes: q.scales * 4 });
       live.add(k);

@@ -35,10 +35,22 @@ const INT8_BLOCK_DW = { ...INT8_COMPUTE, dw_block: 32 } as const;
  * Mixed precision: every linear layer's forward, dX and dW GEMMs and the attention in f16 (f32
  * accumulation; f32 master weights, AdamW state, norms, softmax statistics and loss), with dynamic
  * loss scaling. Each GEMM runs f16 only where the plan resolves an f16 path for it, else fp32, and
- * the plan's per-layer paths say which (model/compute-plan.ts f16GemmPath); attention runs fp32 for now.
+ * the plan's per-layer paths say which (model/compute-plan.ts f16GemmPath).
  */
 const F16_COMPUTE = { forward: 'f16', dx: 'f16', dw: 'f16', attention_qk: 'f16', attention_dp: 'f16' } as const;
-const F16_NOTE = ' GEMMs run f16 only where the plan resolves an f16 path (shader-f16, the model\'s f16 GEMMs): its per-layer paths say which; attention runs fp32 for now.';
+const F16_NOTE = ' GEMMs run f16 only where the plan resolves an f16 path (shader-f16, the model\'s f16 GEMMs): its per-layer paths say which.';
+
+/**
+ * What PyTorch autocast saves in half precision: every linear layer's input, attention's Q/K/V and
+ * output, and SwiGLU's inputs (gate, up) in f16; RMSNorm's inputs (the residual stream) stay fp32.
+ */
+const F16_SAVED: Partial<Record<SavedKind, SavedSpec>> = {
+  qkv_input: q('f16'), attn_qkv: q('f16'), attn_out: q('f16'), oproj_input: q('f16'),
+  mlp_input: q('f16'), swiglu: q('f16'), down_input: q('f16'), head_input: q('f16'),
+};
+
+/** AGoQ over f16 mixed precision: its 16-bit attention activations in f16 (the BF16 presets use bf16). */
+const AGOQ_F16_SAVED: Partial<Record<SavedKind, SavedSpec>> = { ...AGOQ_SAVED, attn_qkv: q('f16'), attn_out: q('f16') };
 
 /** AGoQ as its paper specifies it: the attention activations (Q/K/V, attention output) in BF16. */
 const AGOQ_BF16_SAVED: Partial<Record<SavedKind, SavedSpec>> = { ...AGOQ_SAVED, attn_qkv: q('bf16'), attn_out: q('bf16') };
@@ -123,14 +135,14 @@ export const SCHEME_PRESETS: Record<string, Scheme> = {
   }),
   f16: parseScheme({
     name: 'f16',
-    description: 'Mixed precision (the baseline PyTorch users train with): f16 operands with f32 accumulation in every linear layer\'s forward, dX and dW, f32 master weights and AdamW state, dynamic loss scaling.' + F16_NOTE,
-    layer: { compute: F16_COMPUTE },
+    description: 'Mixed precision (the baseline PyTorch users train with): f16 operands with f32 accumulation in every linear layer\'s forward, dX and dW and in attention, f32 master weights and AdamW state, dynamic loss scaling; the activations autocast saves in half precision stored f16 (linear layers\' inputs, attention Q/K/V and output, SwiGLU\'s gate and up), the residual stream (RMSNorm inputs) fp32.' + F16_NOTE,
+    layer: { saved: F16_SAVED, compute: F16_COMPUTE },
     loss_scaling: 'dynamic',
   }),
   'agoq-f16': parseScheme({
     name: 'agoq-f16',
-    description: 'AGoQ storage and gradients (INT4 non-attention activations, attention fp32, INT8 per-256 gradients) over the f16 mixed-precision baseline.' + F16_NOTE,
-    layer: { saved: AGOQ_SAVED, compute: F16_COMPUTE },
+    description: 'AGoQ storage and gradients (INT4 non-attention activations, attention Q/K/V and output 16-bit as AGoQ specifies, here f16, INT8 per-256 gradients) over the f16 mixed-precision baseline.' + F16_NOTE,
+    layer: { saved: AGOQ_F16_SAVED, compute: F16_COMPUTE },
     grads: { storage: q('int8', 'group', 256), wire: FP32 },
     loss_scaling: 'dynamic',
   }),

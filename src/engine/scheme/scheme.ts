@@ -8,13 +8,18 @@ import { gradWireOf } from './wire';
 
 /** What a quantizer rounds to: every cell of a scheme takes these. */
 export const QUANT_SPEC_FORMATS = ['fp32', 'int8', 'int4', 'fp8-e4m3', 'fp8-e5m2'] as const;
-/** Every storage format: bf16 (no scales, round to nearest even) only stores saved activations. */
-export const FORMATS = [...QUANT_SPEC_FORMATS, 'bf16'] as const;
+/** 16-bit floats (no scales, round to nearest even): they only store saved activations. */
+export const HALF_FORMATS = ['bf16', 'f16'] as const;
+export type HalfFormat = (typeof HALF_FORMATS)[number];
+/** Every storage format. */
+export const FORMATS = [...QUANT_SPEC_FORMATS, ...HALF_FORMATS] as const;
 export type StoreFormat = (typeof FORMATS)[number];
 
 export const GRANULARITIES = ['tensor', 'row', 'column', 'group'] as const;
 
-export const BF16_ONLY_SAVED = "bf16 is a storage format for saved activations only (layer.saved.* and layers.N.saved.*): GEMM operands, gradients, Adam moments and wires take fp32, int8, int4, fp8-e4m3 or fp8-e5m2";
+export const HALF_ONLY_SAVED = "bf16 and f16 are storage formats for saved activations only (layer.saved.* and layers.N.saved.*): GEMM operands, gradients, Adam moments and wires take fp32, int8, int4, fp8-e4m3 or fp8-e5m2";
+
+export const isHalfFormat = (f: string): f is HalfFormat => (HALF_FORMATS as readonly string[]).includes(f);
 
 const SPEC_FIELDS = {
   granularity: z.enum(GRANULARITIES).default('group'),
@@ -25,17 +30,17 @@ const SPEC_FIELDS = {
 /** One quantizer: format + granularity (+ group size) + rounding. fp32 = untouched. */
 export const QuantSpecSchema = z
   .object({
-    format: z.enum(QUANT_SPEC_FORMATS, { error: (iss) => (iss.input === 'bf16' ? BF16_ONLY_SAVED : undefined) }),
+    format: z.enum(QUANT_SPEC_FORMATS, { error: (iss) => (typeof iss.input === 'string' && isHalfFormat(iss.input) ? HALF_ONLY_SAVED : undefined) }),
     ...SPEC_FIELDS,
   })
   .strict();
 export type QuantSpec = z.infer<typeof QuantSpecSchema>;
 
-/** A saved activation's cell: a quantizer, or bf16 (granularity and group do not apply; rounding is to nearest even). */
+/** A saved activation's cell: a quantizer, or bf16 / f16 (granularity and group do not apply; rounding is to nearest even). */
 export const SavedSpecSchema = z
   .object({ format: z.enum(FORMATS), ...SPEC_FIELDS })
   .strict()
-  .refine((q) => q.format !== 'bf16' || q.rounding === 'nearest', { message: 'bf16 rounds to nearest even; stochastic rounding is not implemented for it', path: ['rounding'] });
+  .refine((q) => !isHalfFormat(q.format) || q.rounding === 'nearest', { message: 'bf16 and f16 storage round to nearest even; stochastic rounding is not implemented for them (set rounding to "nearest")', path: ['rounding'] });
 export type SavedSpec = z.infer<typeof SavedSpecSchema>;
 
 export const FP32: QuantSpec = { format: 'fp32', granularity: 'group', group: 128, rounding: 'nearest' };

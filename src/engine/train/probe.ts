@@ -20,7 +20,7 @@ import type { Dispatch, Runtime } from '../gpu/runtime';
 import { quantErrorPartials } from '../kernels/quantize/quantize';
 import { normFinalize, sumSquaresPartialCount } from '../kernels/reduce/reduce';
 import { type BufferSpec, FINAL_SAVED, LAYER_SAVED, LINEAR, type LlamaGpu, type RunPlan, SAVED_KIND_OF } from '../model/llama';
-import { isFp32, SAVED_KINDS } from '../scheme/scheme';
+import { isFp32, isHalfFormat, SAVED_KINDS } from '../scheme/scheme';
 
 export const PROBE_KINDS = [...SAVED_KINDS, 'weights', 'gemm_inputs'] as const;
 export type ProbeKind = (typeof PROBE_KINDS)[number];
@@ -53,8 +53,8 @@ export function probeSites(plan: RunPlan): ProbeSite[] {
     for (const key of l < d.L ? LAYER_SAVED : FINAL_SAVED) {
       const kind = SAVED_KIND_OF[key];
       const s = st[key];
-      // bf16 storage is no quantizer's codes + scales: nothing to probe (its error is ~2^-9 relative).
-      if (kind && s && s.format !== 'bf16') out.push({ key: `L${l}.${key}`, layer: Math.min(l, d.L - 1), kind, n: s.n });
+      // bf16/f16 storage is no quantizer's codes + scales: nothing to probe (its error is ~2^-9 / 2^-12 relative).
+      if (kind && s && !isHalfFormat(s.format)) out.push({ key: `L${l}.${key}`, layer: Math.min(l, d.L - 1), kind, n: s.n });
     }
   }
   for (let l = 0; l < d.L; l++) {

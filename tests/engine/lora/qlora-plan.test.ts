@@ -12,6 +12,7 @@ import { defaultQloraSpec, resolveQloraPlan } from '../../../src/engine/lora/qlo
 import { defaultLoraSpec } from '../../../src/engine/lora/spec';
 import { resolvePlan } from '../../../src/engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
+import { F16_COMPUTE_FP32_SAVED } from '../../helpers/schemes';
 
 const sum = (p: ReturnType<typeof resolvePlan>, cat: string) => p.buffers.filter((b) => b.category === cat).reduce((s, b) => s + b.bytes, 0);
 
@@ -52,7 +53,8 @@ describe('QLoRA plan', () => {
 
   it('f16 compute adds the activations\' f16 scratch and the loss scale only: the base is dequantized to f16 into qlora.w, no f16 copy', () => {
     const o = { lora: defaultLoraSpec(8), qlora: defaultQloraSpec('int4') };
-    const f16 = { scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: true, tensorCores: false } };
+    // f16 compute alone: the f16 preset's 16-bit saved activations would add their codes and live copies.
+    const f16 = { scheme: F16_COMPUTE_FP32_SAVED, f16Device: { shaderF16: true, tensorCores: false } };
     const fp32 = resolvePlan(PRESETS.small, 4, 64, o);
     const q16 = resolvePlan(PRESETS.small, 4, 64, { ...o, ...f16 });
     const l16 = resolvePlan(PRESETS.small, 4, 64, { lora: o.lora, ...f16 });

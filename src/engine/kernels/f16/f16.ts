@@ -5,7 +5,7 @@
  */
 import src from './f16.wgsl?raw';
 import { type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
-import { halfStorageDispatches } from '../bf16/bf16';
+import { halfStorageDispatches, packBf16, unpackBf16 } from '../bf16/bf16';
 import { F16_HALF_WGSL } from '../matmul-f16/cast';
 import { f16Words } from './f16.ref';
 
@@ -21,4 +21,26 @@ export function packF16(rt: Runtime, o: { label: string; x: Binding; words: Bind
 /** Dispatches that expand n f16 values from `words` into fp32 `out`. */
 export function unpackF16(rt: Runtime, o: { label: string; words: Binding; out: Binding; n: number }): Dispatch[] {
   return halfStorageDispatches(rt, CODE, o.label, o.n, o.words, o.out, 'unpack');
+}
+
+/** The 16-bit float storage formats (scheme HALF_FORMATS) and their kernels. */
+export type HalfStorageFormat = 'bf16' | 'f16';
+
+/** Dispatches that store x[0..n) (fp32) as `format` in `words`. */
+export function packHalf(rt: Runtime, format: HalfStorageFormat, o: { label: string; x: Binding; words: Binding; n: number }): Dispatch[] {
+  return format === 'f16' ? packF16(rt, o) : packBf16(rt, o);
+}
+
+/** Dispatches that expand n `format` values from `words` into fp32 `out`. */
+export function unpackHalf(rt: Runtime, format: HalfStorageFormat, o: { label: string; words: Binding; out: Binding; n: number }): Dispatch[] {
+  return format === 'f16' ? unpackF16(rt, o) : unpackBf16(rt, o);
+}
+
+/**
+ * Dispatches that expand rows [r0, r0 + rows) of a stored [N, width] `format` tensor into `out`
+ * (rows · width fp32). The words' offset must be 256-byte aligned (model/plan.ts storedRowsAligned).
+ */
+export function unpackHalfRows(rt: Runtime, format: HalfStorageFormat, o: { label: string; words: GPUBuffer; width: number; r0: number; rows: number; out: Binding }): Dispatch[] {
+  const words = { buffer: o.words, offset: f16Words(o.r0 * o.width) * 4, size: f16Words(o.rows * o.width) * 4 };
+  return unpackHalf(rt, format, { label: o.label, words, out: o.out, n: o.rows * o.width });
 }
