@@ -14,8 +14,8 @@ import {
 import { type BitsAndWire, bitsAndWire } from '../engine/train/probe-bits';
 import { explainIssues } from './explain';
 
-/** What a (saved-activation) grid cell offers: fp32, bf16, or INT8/INT4 in groups of 128 (round to nearest). */
-export const GRID_FORMATS = ['fp32', 'bf16', 'int8', 'int4'] as const;
+/** What a (saved-activation) grid cell offers: fp32, bf16, f16, or INT8/INT4 in groups of 128 (round to nearest). */
+export const GRID_FORMATS = ['fp32', 'bf16', 'f16', 'int8', 'int4'] as const;
 export type GridFormat = (typeof GRID_FORMATS)[number];
 
 export function gridSpec(f: GridFormat): SavedSpec {
@@ -24,7 +24,7 @@ export function gridSpec(f: GridFormat): SavedSpec {
 
 /** A cell's label: the grid formats by name, anything else (fp8, other groups) spelled out. */
 export function cellLabel(q: SavedSpec): string {
-  if (q.format === 'fp32' || q.format === 'bf16') return q.format;
+  if (q.format === 'fp32' || q.format === 'bf16' || q.format === 'f16') return q.format;
   if (q.granularity === 'group' && q.group === 128 && q.rounding === 'nearest' && (q.format === 'int8' || q.format === 'int4')) return q.format;
   return `${q.format}/${q.granularity}${q.granularity === 'group' ? q.group : ''}${q.rounding === 'stochastic' ? '/sr' : ''}`;
 }

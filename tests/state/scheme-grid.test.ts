@@ -35,9 +35,11 @@ describe('scheme grid', () => {
     const bad = parseSchemeText(JSON.stringify({ name: 'x', layer: { saved: { swiglu: { format: 'int3' } } } }));
     expect('error' in bad && bad.error).toMatch(/swiglu/);
     const bf16Weights = parseSchemeText(JSON.stringify({ name: 'x', layer: { weights: { format: 'bf16' } } }));
-    expect('error' in bf16Weights && bf16Weights.error).toMatch(/layer\.weights\.format: bf16 is a storage format for saved activations only/);
+    expect('error' in bf16Weights && bf16Weights.error).toMatch(/layer\.weights\.format: bf16 and f16 are storage formats for saved activations only/);
     const bf16Saved = parseSchemeText(JSON.stringify({ name: 'x', layer: { saved: { attn_qkv: { format: 'bf16' } } } }));
     expect('scheme' in bf16Saved && cellLabel(savedSpec(bf16Saved.scheme, 0, 'attn_qkv'))).toBe('bf16');
+    const f16Saved = parseSchemeText(JSON.stringify({ name: 'x', layer: { saved: { attn_qkv: { format: 'f16' } } } }));
+    expect('scheme' in f16Saved && cellLabel(savedSpec(f16Saved.scheme, 0, 'attn_qkv'))).toBe('f16');
     const ok = parseSchemeText(JSON.stringify(agoq));
     expect('scheme' in ok && ok.scheme).toEqual(agoq);
   });
