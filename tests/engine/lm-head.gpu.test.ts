@@ -66,7 +66,10 @@ async function step(c: Case, rows?: number) {
   }
 }
 
-/** Chunked (`rows` per chunk) against whole: which gradient entries belong to the head (tolerance), the rest bit for bit. */
+/**
+ * Chunked (`rows` per chunk) against whole: the loss bit for bit; dX and every gradient to 1e-5 (the head's dX
+ * GEMM may split over the vocabulary differently per chunk shape, which reorders its sums), the head's dW to 1e-6.
+ */
 async function compare(c: Case, rows: number, chunks: number): Promise<void> {
   const whole = await step(c);
   const part = await step(c, rows);
@@ -80,12 +83,12 @@ async function compare(c: Case, rows: number, chunks: number): Promise<void> {
   expect(part.losses).toEqual(whole.losses);
   expect(part.evalLoss).toBe(whole.loss);
   expect(whole.evalLoss).toBe(whole.loss);
-  expect(part.dres).toEqual(whole.dres);
+  expect(maxRel(part.dres, whole.dres)).toBeLessThan(1e-5);
   const layout = c.opts.lora ? null : paramLayout(c.cfg);
   const head = layout?.byName.get(c.cfg.tie_word_embeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
   const [lo, hi] = head ? [head.offset, head.offset + head.size] : [0, 0];
   const rest = (g: Float32Array) => Float32Array.from(g.filter((_, i) => i < lo || i >= hi));
-  expect(rest(part.grads)).toEqual(rest(whole.grads));
+  expect(maxRel(rest(part.grads), rest(whole.grads))).toBeLessThan(1e-5);
   if (head) {
     const [a, b] = [part.grads.subarray(lo, hi), whole.grads.subarray(lo, hi)];
     expect(maxRel(a, b)).toBeLessThan(1e-6);
@@ -93,7 +96,7 @@ async function compare(c: Case, rows: number, chunks: number): Promise<void> {
 }
 
 describe('LM head over chunks of tokens', () => {
-  it('full training, tied, loss-scaled, hF stored INT4 (dequantized a chunk of rows at a time), a shorter last chunk: loss and gradients equal the whole head\'s bit for bit; its dW to 1e-6', async () => {
+  it('full training, tied, loss-scaled, hF stored INT4 (dequantized a chunk of rows at a time), a shorter last chunk: loss equals the whole head\'s bit for bit, dX and gradients to 1e-5, its dW to 1e-6', async () => {
     const scheme = parseScheme({ name: 'head4', layer: { saved: { head_input: { format: 'int4', granularity: 'group', group: 32, rounding: 'nearest' } } } });
     const opts: ResolveOptions = { scheme, lossScale: { always: true, initScale: 2 ** 10 } };
     const c: Case = { cfg: micro, B: 10, T: 16, opts };
@@ -102,7 +105,7 @@ describe('LM head over chunks of tokens', () => {
     await compare(c, 64, 3);
   }, 300_000);
 
-  it('LoRA under f16 compute (the f32 twin; frozen head: dX only): loss, adapter gradients and dX bit for bit', async () => {
+  it('LoRA under f16 compute (the f32 twin; frozen head: dX only): loss bit for bit, adapter gradients and dX to 1e-5', async () => {
     const opts: ResolveOptions = { scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: true, tensorCores: false }, f16Twin: true, lora: defaultLoraSpec(4, { alpha: 8 }) };
     expect(resolvePlan(micro, 2, 16, opts).f16?.layers[0].forward).toBe('f16-simt');
     await compare({ cfg: micro, B: 2, T: 16, opts }, 12, 3);

@@ -335,7 +335,11 @@ export class LlamaGpu {
     const head = buildLmHead({
       rt: this.rt, dims: this.dims, rows: this.plan.logitsRows, hF: this.saved(L, 'hF'), w: this.param(name),
       logits: this.b('logits'), targets: this.b('targets'), losses: this.b('losses'), loss: this.b('loss'), ceWs: this.b('ceWs'),
-      train: this.training ? { dx: this.b('dh'), lossScale: this.plan.lossScale ? this.b('lossScale') : undefined, dw } : undefined,
+      train: this.training ? {
+        dx: this.b('dh'), lossScale: this.plan.lossScale ? this.b('lossScale') : undefined, dw,
+        // dq is free here (dW's split-K workspace just before): the dX GEMM may split over the vocabulary too.
+        dxGemm: (args) => this.g.dwMatmul(args, 'dq'),
+      } : undefined,
     });
     this.logitsChunks = head.chunks;
     const body = this.forward.slice(0, this.bodyEnd);
