@@ -57,7 +57,9 @@ async function main(): Promise<number> {
   let summary: Record<string, unknown> = { cache: file };
   let interrupted = false;
   if (plan) {
-    const flags = ['disable-dawn-features=timestamp_quantization'];
+    // Subgroup matrices (the INT8 and f16 tensor-core layouts this tunes) exist only behind Dawn's unsafe APIs:
+    // without them an H100 reported 'no f16 → f32 subgroup matrices' and skipped every tensor-core job (s27c4).
+    const flags = ['disable-dawn-features=timestamp_quantization', 'enable-dawn-features=allow_unsafe_apis'];
     // A CPU adapter compiles each pipeline for seconds with Vulkan's zero-initialization extension; Tint's own loop is the same semantics.
     if (plan.cpu) flags.push('disable-dawn-features=use_vulkan_zero_initialize_workgroup_memory_extension');
     const gpu = await acquireNodeGpu({ forceSwiftShader: plan.cpu, dawnFlags: flags });
