@@ -17,8 +17,7 @@
  *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin] [--all]
  * Variants (the chosen layout's cfg, subgroups and BKV): `previous` (fp32 q, k, v staged and cast, row
  * scan: the kernel before the f16 copies), `staged` (f16 copies staged by 16-byte loads through workgroup
- * memory, spec.load 'staged'), `direct` (f16 copies matrix-loaded from storage, load 'direct'), the
- * forward's each without and with oAcc. Read the `FWD <variant>` and `BWD <variant>` summary lines (ms a
+ * memory, spec.load 'staged'), `direct` (f16 copies matrix-loaded from storage, load 'direct'). Read the `FWD <variant>` and `BWD <variant>` summary lines (ms a
  * layer; `+casts`: with the model's f16 copies' extra passes: v for the forward, q, k, v, dO for the backward).
  * Exit status 1 when a correctness case fails or no spec passes for head dim 64.
  * `--twin` (a device without shader-f16, e.g. SwiftShader): the same flow on the kernel's emulated
@@ -64,8 +63,7 @@ const SHAPES: Shape[] = twin
     { name: 'GQA', B: 2, T: 512, nH: 12, nKV: 4, D: 64, heads: 6 },
     { name: 'D32', B: 2, T: 256, nH: 8, nKV: 8, D: 32, heads: 4 },
   ];
-const TWIN_SPEC: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8, oAcc: true };
-const TWIN_BWD_SPEC: F16AttnSpec = { ...TWIN_SPEC, oAcc: undefined };
+const TWIN_SPEC: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8 };
 // The backward's reference is O(B·nH·T²·D) over every head: smaller shapes than the forward's.
 const BWD_SHAPES: Shape[] = twin
   ? [{ name: 'bwd GQA (micro)', B: 1, T: 40, nH: 4, nKV: 2, D: 16 }]
@@ -81,7 +79,7 @@ let specsByD = new Map<number, F16AttnSpec[]>();
 let tried: { label: string; ok: boolean; failed?: string }[] = [];
 if (twin) {
   specsByD.set(16, [TWIN_SPEC]);
-  bwdByD.set(16, { dq: TWIN_BWD_SPEC, dkdv: TWIN_BWD_SPEC });
+  bwdByD.set(16, { dq: TWIN_SPEC, dkdv: TWIN_SPEC });
 } else {
   if (!gpu.features.shaderF16 || !gpu.features.subgroupMatrix) {
     log('FAIL no shader-f16 or no subgroup matrices on this device: the engine keeps fp32 attention (run with --twin to test this script)');
@@ -192,14 +190,14 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
     const ms = await time(`${s.name} f16 fwd ${f16AttnLabel(spec)} (f16 q/k/v)`, attentionForwardF16(rt, { ...shape, spec, emulate: twin, qkv16 }), fwdFlops);
     best = Math.min(best, ms + vCast);
   }
-  // The variants of the chosen layout, same process: previous, staged and direct from the f16 copies, without and with oAcc.
+  // The variants of the chosen layout, same process: previous, staged and direct from the f16 copies.
   const chosen = specsByD.get(D)?.[0];
   if (chosen) {
-    const lanes: F16AttnSpec = { ...chosen, oAcc: undefined, load: 'staged' };
+    const lanes: F16AttnSpec = { ...chosen, load: 'staged' };
     const variants: [string, F16AttnSpec, Partial<AttentionForwardF16Args>, boolean][] = [
       ['previous', lanes, { rowMax: 'scan', qkv16: undefined }, false],
-      ['staged', lanes, { qkv16 }, true], ['staged oacc', { ...lanes, oAcc: true }, { qkv16 }, true],
-      ['direct', { ...lanes, load: 'direct' }, { qkv16 }, true], ['direct oacc', { ...lanes, oAcc: true, load: 'direct' }, { qkv16 }, true],
+      ['staged', lanes, { qkv16 }, true],
+      ['direct', { ...lanes, load: 'direct' }, { qkv16 }, true],
     ];
     const got: Record<string, number> = {};
     for (const [name, spec, v, f16in] of variants) {

@@ -26,8 +26,8 @@ const odd: F16AttnSpec = { cfg: { M: 8, N: 4, K: 8 }, D: 8, sgCount: 1, BKV: 16,
 describe('f16 attention forward, emulated subgroup matrices', () => {
   it('matches the reference: causal mask, online softmax over several key blocks, partial blocks, GQA', async () => {
     // From f16 copies staged through workgroup memory (the default load) and read by the matrix loads
-    // ('direct'); oAcc: O in result matrices, rescaled lazily (f16AttnCheckCases' third case makes row maxima jump).
-    for (const s of [small, odd, { ...small, oAcc: true }, { ...small, load: 'direct' as const }, { ...small, oAcc: true, load: 'direct' as const }]) {
+    // ('direct'); f16AttnCheckCases' third case makes row maxima jump between key blocks.
+    for (const s of [small, odd, { ...small, load: 'direct' as const }]) {
       expect(f16AttnSpecError(s, rt.device.limits.maxComputeWorkgroupStorageSize, 1024, true, true)).toBeNull();
       const r = await checkF16AttnSpec(rt, s, true);
       expect(r).toEqual({ label: r.label, ok: true });
@@ -39,9 +39,6 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // The kernel staging fp32 q, k, v (and the earlier whole-row max scan): kept for side-by-side timing.
     const staged = await checkAttentionF16(rt, small, { B: 1, T: 29, nH: 2, nKV: 1 }, { emulate: true, inputs: 'f32', rowMax: 'scan' });
     expect([staged.error, staged.ok]).toEqual([undefined, true]);
-    // O in result matrices over fp32 staging too (the barrier before the next block's staging).
-    const stagedAcc = await checkAttentionF16(rt, { ...small, oAcc: true }, { B: 1, T: 29, nH: 2, nKV: 1, kGrowth: 8 }, { emulate: true, inputs: 'f32' });
-    expect([stagedAcc.error, stagedAcc.ok]).toEqual([undefined, true]);
   });
 
   it('backward (dq kernel with Di, then dk/dv summing the group\'s heads) matches the reference', async () => {

@@ -45,8 +45,11 @@ describe('f16 attention layouts as tuning choices', () => {
       }
     }
     expect(names.size).toBe(F16_ATTN_LAYOUTS.length * 2);
-    expect(f16AttnPick(spec({ sgCount: 4, BKV: 64, PAD: 8, oAcc: true }))).toBe('16x16x16.BKV_64.PAD_8.oAcc.sgCount_4');
-    expect(f16AttnPick(spec({ sgCount: 4, BKV: 64, PAD: 8, oAcc: false }))).toBe('16x16x16.BKV_64.PAD_8.sgCount_4');
+    // A true field is spelled by its name, a false one left out.
+    expect(f16AttnPick(spec({ sgCount: 4, BKV: 64, PAD: 8, wide: true }))).toBe('16x16x16.BKV_64.PAD_8.sgCount_4.wide');
+    expect(f16AttnPick(spec({ sgCount: 4, BKV: 64, PAD: 8, wide: false }))).toBe('16x16x16.BKV_64.PAD_8.sgCount_4');
+    // The removed oAcc option (failed its device check on the H100): a cached pick naming it is refused.
+    expect(f16AttnSpecOfPick('16x16x16.BKV_64.PAD_8.oAcc.sgCount_4', 64, 32)).toBeNull();
     // A field the layouts do not have is spelled, but a build that does not know it refuses the name.
     const extra = f16AttnPick(spec({ sgCount: 4, BKV: 64, PAD: 8, mode: 'wide' }));
     expect(extra).toContain('mode_wide');

@@ -49,20 +49,14 @@ export const F16_ATTENTION_HEAD_DIMS = [32, 64];
 /** Block layouts tried per configuration, first that passes wins (bench/f16-attn-device.ts times them). */
 // Staged (vector loads into workgroup memory) first: matrix loads from storage ran the forward at 0.64x
 // the staged fp32 kernel on an H100 (0.615 vs 0.402 ms a layer); 'direct' stays as a candidate to time.
-export const F16_ATTN_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'oAcc' | 'load'>[] = [
+export const F16_ATTN_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load'>[] = [
   { sgCount: 4, BKV: 64, PAD: 8, load: 'staged' },
-  { sgCount: 4, BKV: 64, PAD: 8, oAcc: true, load: 'staged' },
   { sgCount: 4, BKV: 32, PAD: 8, load: 'staged' },
-  { sgCount: 4, BKV: 32, PAD: 8, oAcc: true, load: 'staged' },
   { sgCount: 2, BKV: 64, PAD: 8, load: 'staged' },
-  { sgCount: 2, BKV: 64, PAD: 8, oAcc: true, load: 'staged' },
   { sgCount: 2, BKV: 64, PAD: 8, load: 'direct' }, // the fastest direct one measured (0.536 ms)
-  { sgCount: 4, BKV: 64, PAD: 8, oAcc: true, load: 'direct' },
-  { sgCount: 4, BKV: 32, PAD: 8, oAcc: true, load: 'direct' },
-  { sgCount: 8, BKV: 32, PAD: 8, oAcc: true, load: 'direct' }, // 128 query rows a K/V tile read: fits 48 KiB with oAcc's one scratch
   { sgCount: 4, BKV: 64, PAD: 8, load: 'direct' },
   { sgCount: 4, BKV: 32, PAD: 8, load: 'direct' },
-  { sgCount: 8, BKV: 32, PAD: 8, load: 'direct' },
+  { sgCount: 8, BKV: 32, PAD: 8, load: 'direct' }, // fits 48 KiB at D32 only (46 KB; its S and O scratches make 78 KB at D64)
 ];
 
 export interface AttentionForwardF16Args extends Shape {
@@ -112,7 +106,7 @@ export function attentionForwardF16(rt: Runtime, a: AttentionForwardF16Args): Di
 
 export interface F16AttnCase {
   B: number; T: number; nH: number; nKV: number;
-  /** k's row t scaled by 1 + kGrowth·t/T: later keys score ever higher, so row maxima jump between key blocks (the lazy rescale of oAcc). */
+  /** k's row t scaled by 1 + kGrowth·t/T: later keys score ever higher, so row maxima jump between key blocks (the online rescale). */
   kGrowth?: number;
 }
 
@@ -318,7 +312,7 @@ function pickFields(): { known: Set<string>; required: string[] } {
 /**
  * A spec's name as a tuned pick (the tuning cache's picks are [A-Za-z0-9_/.]): its configuration, then
  * every other field but D and sgSize in name order, `name_value` (whole numbers, words) or `name` (true;
- * false and unset are left out), e.g. '16x16x16.BKV_64.PAD_8.oAcc.sgCount_4'. Generic over the spec's
+ * false and unset are left out), e.g. '16x16x16.BKV_64.PAD_8.load_direct.sgCount_4'. Generic over the spec's
  * fields, so a new option is named without a change here.
  */
 export function f16AttnPick(s: F16AttnSpec): string {

@@ -17,8 +17,7 @@
  *   each lane takes the max of its columns and the row's lanes combine them by subgroup shuffles.
  *   P = exp2(s·scale·log2e − m) is written as f16.
  * - P·V per N-column tile of D into a fresh result matrix per key block, stored to a scratch
- *   and folded into the lanes' O after the rescale by exp2(m_old − m_new); or (spec.oAcc) into
- *   result matrices kept across key blocks, with a stale row max rescaled only on a jump > 8 (log2).
+ *   and folded into the lanes' O after the rescale by exp2(m_old − m_new).
  * - Tiles wholly above the diagonal for a subgroup are skipped, and key blocks wholly below its
  *   first row take the softmax without a mask (the tests are per subgroup, so subgroup-uniform;
  *   Dawn's uniformity diagnostic cannot see that and is turned off).
@@ -45,13 +44,6 @@ export interface F16AttnSpec {
   sgSize: number;
   /** Padding elements per staged f16 row (a multiple of 8: rows stay 16-byte aligned). */
   PAD: number;
-  /**
-   * Forward from f16 inputs only: O accumulates in result matrices across key blocks, the row max m
-   * kept stale and O, l rescaled (through the O scratch) only when some row's block max passes m + 8
-   * (log2 domain; a workgroup-uniform decision, as the rescale needs barriers). Exact: P, l and O use the
-   * same m, and P ≤ 2⁸ fits f16.
-   */
-  oAcc?: boolean;
   /**
    * From f16 q/k/v (dO) copies: 'staged' (default) stages tiles through workgroup memory with vector
    * loads, then matrix-loads them from there; 'direct' matrix-loads them from storage (no staging).
@@ -94,13 +86,13 @@ export function f16AttnStaging(s: F16AttnSpec, direct = false) {
 /**
  * Bytes of workgroup memory (f16 operand arrays, the f32 scratch; twice the f16 part when emulated
  * over f32). Direct (f16 inputs, load 'direct'): no K/V area, and P·V's block result gets its own scratch (Os), so the next
- * block's S stores need no barrier after the O reads; with oAcc, O's rare round trips share S's.
+ * block's S stores need no barrier after the O reads.
  */
 export function f16AttnWorkgroupBytes(s: F16AttnSpec, emulate = false, inputs16 = false): number {
   const direct = f16AttnDirect(s, inputs16);
   const st = f16AttnStaging(s, direct);
   const e = emulate ? 4 : 2;
-  return Math.ceil((st.kvElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + (direct && !s.oAcc ? 2 : 1) * st.sElems * 4 + (s.oAcc ? 8 : 0);
+  return Math.ceil((st.kvElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + (direct ? 2 : 1) * st.sElems * 4;
 }
 
 /** Why a spec cannot be built (null when it can); `inputs16`: the forward reading f16 q/k/v copies (staged or direct: spec.load). */
@@ -126,7 +118,7 @@ export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxT
 }
 
 export function f16AttnLabel(s: F16AttnSpec): string {
-  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.oAcc ? ' oacc' : ''}${s.load === 'direct' ? ' direct' : ''}`;
+  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.load === 'direct' ? ' direct' : ''}`;
 }
 
 /** What a generator's staging writes into: its lines, the emulated twin or not, the head dim, the threads. */
@@ -197,8 +189,6 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
   const emu = !!o.emulate;
   const inputs16 = o.inputs === 'f16';
   const direct = f16AttnDirect(s, inputs16);
-  const oacc = !!s.oAcc;
-  if (oacc && o.rowMax === 'scan') throw new Error(`${f16AttnLabel(s)}: O in result matrices needs the split row max`);
   const E = emu ? 'f32' : 'f16';
   const { cfg, D, BKV, sgSize } = s;
   const { M, N, K } = cfg;
@@ -214,8 +204,6 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
   const OS = direct ? 'Os' : 'Ss';
   const store = (arr: string, off: string, v: string) => (emu ? `emuStore_${arr}(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, `&${arr}`, off, v, `${SST}u`));
   const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
-  // oAcc's O round trips (rescale, the end) go through S's scratch: S is dead from its reads to the next block's stores.
-  const loadO = (off: string) => (emu ? `emuLoadCT_Ss(${off}, ${SST}u)` : sgmatLoad(SYNTAX, 'CT', '&Ss', off, false, `${SST}u`));
   // Tiles: K's for key tile j and head-dim slice kd (col_major: Kᵀ), V's for key slice kk and column tile dn.
   const kTile = (j: number, kd: number) => (direct
     ? load('k', 'RT', `kvo + ${j * N}u * kvs + ${kd * K}u`, true, 'kvs')
@@ -240,7 +228,6 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
     for (let kd = 0; kd < D / K; kd++) L.push(`  let qm${kd} = ${load('KV', 'LT', `sg * ${M * KST}u + ${kd * K}u`, false, `${KST}u`)};`);
     L.push('  workgroupBarrier();');
   }
-  if (oacc) L.push('  if (lid == 0u) { bump[0] = 0u; bump[1] = 0u; } // ordered before their use by the first block\'s barrier');
   L.push(`  for (var kb = 0u; kb < kEnd; kb += ${BKV}u) {`);
   if (direct) {
     // Key rows past T (the last block) read finite data as Q's do: their scores are masked and their P is 0.
@@ -277,66 +264,30 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
     L.push('    }');
     L.push(`    var mx = max(m, ${cols.length > 1 ? cols.map((_, i) => `x${i}`).reduce((a, b) => `max(${a}, ${b})`) : 'x0'});`);
     for (let x = 1; x < LPR; x *= 2) L.push(`    mx = max(mx, subgroupShuffleXor(mx, ${x}u));`);
-    if (oacc) {
-      // m stays unless some row of the workgroup passes it by more than 8 (bump[parity], reset a block
-      // ahead by lid 0, read uniformly); then every row takes its max and O, l are rescaled by
-      // exp2(m_old − m_new) through the O scratch. Block 0: O and l are 0, m is just set.
-      L.push(`    let par = (kb / ${BKV}u) % 2u;`, '    if (lid == 0u) { bump[1u - par] = 0u; }');
-      L.push('    if (kb > 0u && mx > m + 8.0) { bump[par] = 1u; }', '    var mn = select(m, mx, kb == 0u);');
-      L.push('    if (workgroupUniformLoad(&bump[par]) != 0u) {', '      mn = mx;', '      let alpha = exp2(m - mn);');
-      for (let dn = 0; dn < D / N; dn++) L.push(`      ${store('Ss', `sbase + ${dn * N}u`, `oa${dn}`)}`);
-      L.push('      workgroupBarrier();');
-      for (let i = 0; i < D / LPR; i++) L.push(`      Ss[srow + ${i * LPR}u + part] *= alpha;`);
-      L.push('      workgroupBarrier();');
-      for (let dn = 0; dn < D / N; dn++) L.push(`      oa${dn} = ${loadO(`sbase + ${dn * N}u`)};`);
-      L.push('      l *= alpha;', '    }', '    m = mn;', '    var ls = 0.0;');
-      cols.forEach((c, i) => L.push(`    { let p = exp2(x${i} - m); Ps[prow + ${c}] = ${scast('p')}; ls += p; }`));
-    } else {
-      L.push('    let alpha = exp2(m - mx);', '    m = mx;', '    var ls = 0.0;');
-      // A masked key: exp2(NEG − mx) = 0 (mx is finite: key 0 is in every row's first block).
-      cols.forEach((c, i) => L.push(`    { let p = exp2(x${i} - mx); Ps[prow + ${c}] = ${scast('p')}; ls += p; }`));
-    }
+    L.push('    let alpha = exp2(m - mx);', '    m = mx;', '    var ls = 0.0;');
+    // A masked key: exp2(NEG − mx) = 0 (mx is finite: key 0 is in every row's first block).
+    cols.forEach((c, i) => L.push(`    { let p = exp2(x${i} - mx); Ps[prow + ${c}] = ${scast('p')}; ls += p; }`));
   }
-  if (oacc) {
-    L.push('    l += ls;', '    workgroupBarrier();');
-    for (let kk = 0; kk < BKV / K; kk++) L.push(`    let pm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, `${PST}u`)};`);
-    for (let dn = 0; dn < D / N; dn++) {
-      for (let kk = 0; kk < BKV / K; kk++) L.push(`    if (kb + ${kk * K}u <= rmax) { oa${dn} = ${mma}(pm${kk}, ${vTile(kk, dn)}, oa${dn}); }`);
-    }
-    // Staged: the next block's staging waits for every subgroup's V tile reads.
-    if (!direct) L.push('    workgroupBarrier();');
-    L.push('  }');
-    for (let dn = 0; dn < D / N; dn++) L.push(`  ${store('Ss', `sbase + ${dn * N}u`, `oa${dn}`)}`);
-    L.push('  workgroupBarrier();');
+  L.push('    l = l * alpha + ls;');
+  for (let i = 0; i < D / LPR; i++) L.push(`    o${i} *= alpha;`);
+  L.push('    workgroupBarrier();');
+  // O_block = P·V, one N-column tile of D at a time, into the subgroup's O scratch rows.
+  for (let kk = 0; kk < BKV / K; kk++) L.push(`    let pm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, `${PST}u`)};`);
+  for (let dn = 0; dn < D / N; dn++) {
+    L.push('    {', '      var acc = CT();');
+    for (let kk = 0; kk < BKV / K; kk++) L.push(`      if (kb + ${kk * K}u <= rmax) { acc = ${mma}(pm${kk}, ${vTile(kk, dn)}, acc); }`);
+    L.push(`      ${store(OS, `sbase + ${dn * N}u`, 'acc')}`, '    }');
   }
-  if (!oacc) L.push('    l = l * alpha + ls;');
-  for (let i = 0; i < (oacc ? 0 : D / LPR); i++) L.push(`    o${i} *= alpha;`);
-  if (!oacc) L.push('    workgroupBarrier();');
-  if (!oacc) {
-    // O_block = P·V, one N-column tile of D at a time, into the subgroup's O scratch rows.
-    for (let kk = 0; kk < BKV / K; kk++) L.push(`    let pm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, `${PST}u`)};`);
-    for (let dn = 0; dn < D / N; dn++) {
-      L.push('    {', '      var acc = CT();');
-      for (let kk = 0; kk < BKV / K; kk++) L.push(`      if (kb + ${kk * K}u <= rmax) { acc = ${mma}(pm${kk}, ${vTile(kk, dn)}, acc); }`);
-      L.push(`      ${store(OS, `sbase + ${dn * N}u`, 'acc')}`, '    }');
-    }
-    L.push('    workgroupBarrier();');
-    for (let i = 0; i < D / LPR; i++) L.push(`    o${i} += ${OS}[srow + ${i * LPR}u + part];`);
-    L.push('  }');
-  }
+  L.push('    workgroupBarrier();');
+  for (let i = 0; i < D / LPR; i++) L.push(`    o${i} += ${OS}[srow + ${i * LPR}u + part];`);
+  L.push('  }');
   // The row sum is split over the row's LPR lanes: combined by shuffles (uniform control flow: after the loop).
   L.push('  var lt = l;');
   for (let x = 1; x < LPR; x *= 2) L.push(`  lt += subgroupShuffleXor(lt, ${x}u);`);
-  // This lane's O column i (oAcc: the O scratch rows the matrices were stored to).
-  const oCol = (i: string) => (oacc ? `Ss[srow + ${i}]` : '');
   L.push('  if (t < P.T) {', '    let inv = 1.0 / lt;', `    let ob = ((b * P.T + t) * P.nH + h) * ${D}u + part;`);
-  for (let i = 0; i < D / LPR; i++) L.push(`    O[ob + ${i * LPR}u] = ${oacc ? oCol(`${i * LPR}u + part`) : `o${i}`} * inv;`);
+  for (let i = 0; i < D / LPR; i++) L.push(`    O[ob + ${i * LPR}u] = o${i} * inv;`);
   L.push('    if (part == 0u) { LSE[(b * P.nH + h) * P.T + t] = (m + log2(lt)) * LN2; }', '  }');
-  if (o.o16 && oacc) {
-    // o's f16 copy: pairs of adjacent columns from the O scratch row, times the same inv (the same f32 values as O).
-    L.push('  if (t < P.T) {', '    let inv = 1.0 / lt;', `    let wb = ((b * P.T + t) * P.nH + h) * ${D / 2}u;`);
-    L.push(`    for (var j = part; j < ${D / 2}u; j += ${LPR}u) { o16_store2(wb + j, Ss[srow + 2u * j] * inv, Ss[srow + 2u * j + 1u] * inv); }`, '  }');
-  } else if (o.o16) {
+  if (o.o16) {
     // o's f16 copy (o_proj's f16 GEMM reads it): a lane's columns are LPR apart, so the row goes
     // through its scratch row and each lane packs pairs of adjacent columns (the same f32 values as O).
     L.push('  workgroupBarrier();', '  { let inv = 1.0 / lt;');
@@ -372,14 +323,9 @@ ${qkv}
 @group(0) @binding(5) var<uniform> P: Params;
 ${direct ? '' : `var<workgroup> KV: array<${E}, ${st.kvElems}>; // Q once, then per key block K's rows [0, BKV) and V's from ${VOFF}\n`}var<workgroup> Ps: array<${E}, ${st.pElems}>; // P, M rows of BKV per subgroup
 var<workgroup> Ss: array<f32, ${st.sElems}>; // per subgroup M rows: S${direct ? '' : ', then the block\'s P·V'}
-${direct && !oacc ? `var<workgroup> Os: array<f32, ${st.sElems}>; // per subgroup M rows: the block's P·V\n` : ''}${oacc ? 'var<workgroup> bump: array<u32, 2>; // per key block (parity): some row\'s max passed m + 8\n' : ''}const NEG = -3.0e38; // finite −inf: key 0 is visible to every row, so m is finite after the first block
+${direct ? `var<workgroup> Os: array<f32, ${st.sElems}>; // per subgroup M rows: the block's P·V\n` : ''}const NEG = -3.0e38; // finite −inf: key 0 is visible to every row, so m is finite after the first block
 const LN2 = 0.6931471805599453;
-${emu ? emulation(cfg, emuLoads, direct && !oacc ? ['Ss', 'Os'] : ['Ss']) : ''}${emu && oacc ? `fn emuLoadCT_Ss(off: u32, stride: u32) -> CT {
-  var m: CT;
-  for (var r = 0u; r < ${M}u; r++) { for (var c = 0u; c < ${N}u; c++) { m[r * ${N}u + c] = Ss[off + r * stride + c]; } }
-  return m;
-}
-` : ''}${o.o16 ? f16OutModule('o16', 6, 2, o.o16) : ''}
+${emu ? emulation(cfg, emuLoads, direct ? ['Ss', 'Os'] : ['Ss']) : ''}${o.o16 ? f16OutModule('o16', 6, 2, o.o16) : ''}
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let nQB = (P.T + ${BQ - 1}u) / ${BQ}u;
@@ -399,7 +345,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let prow = sg * ${M * PST}u + r * ${PST}u;
   var m = NEG;
   var l = 0.0;
-  ${oacc ? Array.from({ length: D / N }, (_, i) => `var oa${i} = CT();`).join('\n  ') : `var ${oDecl.join(' = 0.0;\n  var ')} = 0.0;`}
+  var ${oDecl.join(' = 0.0;\n  var ')} = 0.0;
 ${L.join('\n')}
 }
 `;
