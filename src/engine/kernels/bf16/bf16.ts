@@ -1,10 +1,11 @@
 /**
- * bfloat16 storage on the GPU (src/engine/kernels/bf16/bf16.wgsl), bit for bit kernels/bf16.ref.ts: pack
- * n fp32 values into ⌈n/2⌉ u32 words (round to nearest even) and unpack them back. Whole quads run
- * on vec4 loads, one per invocation on a 2-D grid (n up to the binding size limit); the last n % 4
- * values, if any, in a second one-workgroup dispatch.
+ * 16-bit float storage on the GPU (./half-storage.wgsl with a format's codec) and bfloat16's, bit for
+ * bit ./bf16.ref.ts: pack n fp32 values into ⌈n/2⌉ u32 words (round to nearest even) and unpack them
+ * back. Whole quads run on vec4 loads, one per invocation on a 2-D grid (n up to the binding size
+ * limit); the last n % 4 values, if any, in a second one-workgroup dispatch.
  */
-import src from './bf16.wgsl?raw';
+import codec from './bf16.wgsl?raw';
+import skeleton from './half-storage.wgsl?raw';
 import { type Binding, type Dispatch, type Runtime, Uniforms } from '../../gpu/runtime';
 import { asSlice, grid2d, requireBytes } from '../launch';
 import { bf16Words } from './bf16.ref';
@@ -19,9 +20,16 @@ function slice(b: Binding, bytes: number): Binding {
   return { buffer: s.buffer, offset: s.offset ?? 0, size: bytes };
 }
 
+/** The 16-bit storage shader of a format's codec WGSL (enc, dec2: see half-storage.wgsl). */
+export function halfStorageCode(codecWgsl: string): string {
+  return `${codecWgsl}\n${skeleton}`;
+}
+
+const CODE = halfStorageCode(codec);
+
 /**
- * The pack or unpack dispatches of a 16-bit storage shader `code` (bf16.wgsl, or kernels/f16/f16.wgsl
- * after its half()): sections pack, pack_tail, unpack, unpack_tail over Params { quads, n }.
+ * The pack or unpack dispatches of a 16-bit storage shader `code` (halfStorageCode): sections pack,
+ * pack_tail, unpack, unpack_tail over Params { quads, n }.
  */
 export function halfStorageDispatches(rt: Runtime, code: string, label: string, n: number, from: Binding, to: Binding, dir: 'pack' | 'unpack'): Dispatch[] {
   if (!Number.isInteger(n) || n < 0) throw new Error(`${label}: invalid element count ${n}`);
@@ -47,10 +55,10 @@ export function halfStorageDispatches(rt: Runtime, code: string, label: string, 
 
 /** Dispatches that store x[0..n) (fp32) as bf16 in `words` (⌈n/2⌉ u32). */
 export function packBf16(rt: Runtime, o: { label: string; x: Binding; words: Binding; n: number }): Dispatch[] {
-  return halfStorageDispatches(rt, src, o.label, o.n, o.x, o.words, 'pack');
+  return halfStorageDispatches(rt, CODE, o.label, o.n, o.x, o.words, 'pack');
 }
 
 /** Dispatches that expand n bf16 values from `words` into fp32 `out`. */
 export function unpackBf16(rt: Runtime, o: { label: string; words: Binding; out: Binding; n: number }): Dispatch[] {
-  return halfStorageDispatches(rt, src, o.label, o.n, o.words, o.out, 'unpack');
+  return halfStorageDispatches(rt, CODE, o.label, o.n, o.words, o.out, 'unpack');
 }

@@ -1,69 +1,9 @@
-// IEEE half (f16) storage of fp32 tensors: two values per u32 word, element i in bits 16·(i%2),
-// written with core WGSL's pack2x16float (through half(): kernels/matmul-f16/cast.ts F16_HALF_WGSL)
-// and read with unpack2x16float, so no shader-f16 is needed. Reference: ./f16.ref.ts.
+// IEEE half's codec for the 16-bit storage kernels (kernels/bf16/half-storage.wgsl): core WGSL's
+// pack2x16float (through half(): kernels/matmul-f16/cast.ts F16_HALF_WGSL) and unpack2x16float, so no
+// shader-f16 is needed. Reference: ./f16.ref.ts.
 // Overflow as IEEE round to nearest: |x| >= 65520 stores ±Inf (the loss scaler sees it), not a clamp.
-//
-// pack / unpack: one invocation per quad (4 values = 2 words), vec4 loads and stores.
-// pack_tail / unpack_tail: the last n % 4 values (one workgroup, scalar), a dispatch of their own.
-// The grid may be 2-D (more than 65535 workgroups): flat index gid.x + gid.y · (row width).
-struct Params { quads: u32, n: u32, _p0: u32, _p1: u32 }
 
-fn flat(gid: vec3<u32>, nwg: vec3<u32>) -> u32 { return gid.x + gid.y * nwg.x * 256u; }
+fn enc(b: u32) -> u32 { return half(bitcast<f32>(b)); }
 
-fn half2(a: u32, b: u32) -> u32 { return half(bitcast<f32>(a)) | (half(bitcast<f32>(b)) << 16u); }
-
-// The fp32 bits of the halves of one word (low half first); f16 → f32 is exact.
-fn wide2(w: u32) -> vec2<u32> { return bitcast<vec2<u32>>(unpack2x16float(w)); }
-
-//--- pack
-@group(0) @binding(0) var<storage, read> x: array<vec4<u32>>;
-@group(0) @binding(1) var<storage, read_write> words: array<vec2<u32>>;
-@group(0) @binding(2) var<uniform> p: Params;
-
-@compute @workgroup_size(256)
-fn pack(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let i = flat(gid, nwg);
-  if (i >= p.quads) { return; }
-  let v = x[i];
-  words[i] = vec2<u32>(half2(v.x, v.y), half2(v.z, v.w));
-}
-
-//--- pack_tail
-@group(0) @binding(0) var<storage, read> xs: array<u32>;
-@group(0) @binding(1) var<storage, read_write> ws: array<u32>;
-@group(0) @binding(2) var<uniform> p: Params;
-
-@compute @workgroup_size(2)
-fn pack_tail(@builtin(local_invocation_id) lid: vec3<u32>) {
-  let e = p.quads * 4u + lid.x * 2u;
-  if (e >= p.n) { return; }
-  var w = half(bitcast<f32>(xs[e]));
-  if (e + 1u < p.n) { w = w | (half(bitcast<f32>(xs[e + 1u])) << 16u); }
-  ws[e / 2u] = w;
-}
-
-//--- unpack
-@group(0) @binding(0) var<storage, read> words: array<vec2<u32>>;
-@group(0) @binding(1) var<storage, read_write> out: array<vec4<u32>>;
-@group(0) @binding(2) var<uniform> p: Params;
-
-@compute @workgroup_size(256)
-fn unpack(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let i = flat(gid, nwg);
-  if (i >= p.quads) { return; }
-  let w = words[i];
-  out[i] = vec4<u32>(wide2(w.x), wide2(w.y));
-}
-
-//--- unpack_tail
-@group(0) @binding(0) var<storage, read> ws: array<u32>;
-@group(0) @binding(1) var<storage, read_write> outs: array<u32>;
-@group(0) @binding(2) var<uniform> p: Params;
-
-@compute @workgroup_size(4)
-fn unpack_tail(@builtin(local_invocation_id) lid: vec3<u32>) {
-  let e = p.quads * 4u + lid.x;
-  if (e >= p.n) { return; }
-  let w = wide2(ws[e / 2u]);
-  outs[e] = select(w.x, w.y, (e & 1u) == 1u);
-}
+// f16 → f32 is exact.
+fn dec2(w: u32) -> vec2<u32> { return bitcast<vec2<u32>>(unpack2x16float(w)); }
