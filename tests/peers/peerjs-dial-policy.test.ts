@@ -12,7 +12,7 @@ const member = () => memberId(discovery, newKeyPair().publicKey);
 
 function setup() {
   const links = new Map<PeerId, Link>();
-  const link = (peer: PeerId, state: Link['state']) => links.set(peer, { peer, state } as Link);
+  const link = (peer: PeerId, state: Link['state'], outgoing = false) => links.set(peer, { peer, state, outgoing } as Link);
   return { links, link, dials: new DialPolicy(links, discovery, new AdmissionLimits()) };
 }
 
@@ -79,10 +79,22 @@ describe('PeerJS dial policy', () => {
     expect(dials.shouldDial(live)).toBe(false);
     link(pending, 'authenticating');
     for (let i = 1; i < MAX_UNADMITTED_LINKS; i++) link(member(), 'connecting');
-    expect(dials.roomForLink()).toBe(false);
+    expect(dials.roomForLink(false)).toBe(false);
     expect(dials.acceptOffer(member())).toBe(false);
     // A peer we already have a link with may re-offer (the transport decides which connection stays).
     expect(dials.acceptOffer(live)).toBe(true);
     expect(dials.acceptOffer(pending)).toBe(true);
+  });
+
+  it('caps our own dials and peers\' offers apart: dials stuck on listed ids that never answer leave room for offers, and the reverse', () => {
+    const { dials, link } = setup();
+    // A link holder lists 8 ids that never answer: our dials to them are all pending (e2e adversary, CI once).
+    for (let i = 0; i < MAX_UNADMITTED_LINKS; i++) link(member(), 'connecting', true);
+    expect(dials.roomForLink(true)).toBe(false);
+    expect(dials.roomForLink(false)).toBe(true);
+    expect(dials.acceptOffer(member())).toBe(true);
+    for (let i = 0; i < MAX_UNADMITTED_LINKS; i++) link(member(), 'authenticating', false);
+    expect(dials.acceptOffer(member())).toBe(false);
+    expect(dials.roomForLink(true)).toBe(false);
   });
 });

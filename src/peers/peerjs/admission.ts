@@ -118,13 +118,17 @@ export class AdmissionLimits {
     this.failures.push(Date.now());
   }
 
-  /** Whether another link not yet admitted may start now, beside `links`. */
-  roomForLink(links: Iterable<Link>): boolean {
+  /**
+   * Whether another link not yet admitted may start now beside `links`, in one direction: our dials
+   * (`outgoing`) and peers' offers are capped apart, so dials to listed ids that never answer (a link
+   * holder can list 8) cannot keep every offer out, nor offers every dial.
+   */
+  roomForLink(links: Iterable<Link>, outgoing: boolean): boolean {
     const now = Date.now();
     this.failures = this.failures.filter((t) => now - t < 60_000);
     if (this.failures.length >= MAX_AUTH_FAILURES_PER_MINUTE) return false;
     let pending = 0;
-    for (const l of links) if (l.state !== 'admitted') pending++;
+    for (const l of links) if (l.state !== 'admitted' && l.outgoing === outgoing) pending++;
     return pending < MAX_UNADMITTED_LINKS;
   }
 }

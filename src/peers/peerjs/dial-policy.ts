@@ -38,9 +38,9 @@ export class DialPolicy {
     return (this.redial.get(id)?.at ?? 0) <= Date.now();
   }
 
-  /** Whether another link not yet admitted may start now (capacity, failed-handshake rate). */
-  roomForLink(): boolean {
-    return this.limits.roomForLink(this.links.values());
+  /** Whether another link not yet admitted, dialled by us (`outgoing`) or offered, may start now (capacity, failed-handshake rate). */
+  roomForLink(outgoing: boolean): boolean {
+    return this.limits.roomForLink(this.links.values(), outgoing);
   }
 
   /** The signalling guard's question: may an offer from `src` set up a connection now? */
@@ -48,7 +48,7 @@ export class DialPolicy {
     if (!isMemberId(src, this.discovery) || this.departed.has(src) || this.noRedial.has(src)) return false;
     const existing = this.links.get(src);
     if (existing?.state === 'admitted') return true; // a re-dial of a live link: the transport's incoming() decides
-    return existing !== undefined || this.roomForLink();
+    return existing !== undefined || this.roomForLink(false);
   }
 
   /** Whether `peer` was admitted once and left. */

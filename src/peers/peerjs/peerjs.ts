@@ -311,7 +311,7 @@ export class PeerJsTransport implements Transport {
     for (const id of await listedMembers(this.server, this.discovery, this.id)) {
       if (this.closed) return;
       if (!this.dials.shouldDial(id)) continue;
-      if (!this.dials.roomForLink()) return;
+      if (!this.dials.roomForLink(true)) return;
       this.dial(id);
     }
   }
