@@ -73,7 +73,7 @@ export interface AttentionForwardF16Args extends Shape {
   emulate?: boolean;
   /** Where the kernel also writes o's f16 copy (o_proj's f16 GEMM's X): the bits castF32ToF16 makes of o. */
   o16?: F16Out;
-  /** The f16 copies of q, k, v (the model's path): read straight by the matrix loads; q, k, v are then not read. */
+  /** The f16 copies of q, k, v (the model's path): staged by vector loads, or read by the matrix loads (spec.load 'direct'); q, k, v are then not read. */
   qkv16?: F16AttnInputs;
   /** Bench only: the earlier kernel's row max, every lane scanning the row (F16AttnFwdOptions.rowMax). */
   rowMax?: F16AttnFwdOptions['rowMax'];
@@ -484,7 +484,7 @@ export async function enableF16Attention(rt: Runtime, dims: number[] = F16_ATTEN
     return out;
   }
   const lim = rt.device.limits;
-  // The model's variant: f16 q/k/v copies read by the matrix loads (checkAttentionF16's default).
+  // The model's variant: the kernels read f16 q/k/v copies (checkAttentionF16's default), staged or direct per spec.load.
   const valid = (s: F16AttnSpec) => !f16AttnSpecError(s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, false, true);
   for (const D of dims) {
     if (chosen.has(D)) continue;
@@ -578,7 +578,7 @@ export interface AttentionBackwardF16Args extends Shape {
   emulate?: boolean;
   /** Where the dk/dv kernel also writes dv's f16 copy (v_proj's f16 dX and dW GEMMs read it). */
   dv16?: F16Out;
-  /** f16 copies of q, k, v, dO read straight by the matrix loads; the fp32 q, k, v, dO are then not read (Di = rowsum(dO∘o) takes dO's copy). */
+  /** f16 copies of q, k, v, dO (staged, or read by the matrix loads per spec.load); the fp32 q, k, v, dO are then not read (Di = rowsum(dO∘o) takes dO's copy). */
   qkv16?: F16AttnBwdInputs;
 }
 
