@@ -22,6 +22,10 @@ HDR=${VK_HEADERS:-/work/.mirror/KhronosGroup+Vulkan-Headers/repo}
 OUT=${1:-/tmp/vkperf-build}
 LOADER=$(ldconfig -p | awk '/libvulkan\.so\.1 .*x86-64/ { print $NF; exit }')
 [ -n "$LOADER" ] || { echo "vkperf-build: no libvulkan.so.1 (apt-get install libvulkan1)" >&2; exit 1; }
+# OUT is replaced whole: refuse a non-empty directory this script did not make.
+if [ -n "$(ls -A "$OUT" 2>/dev/null)" ] && [ ! -e "$OUT/vk_cooperative_matrix_perf" ]; then
+  echo "vkperf-build: $OUT is not empty and holds no earlier build; name a new directory" >&2; exit 1
+fi
 rm -rf "$OUT" && mkdir -p "$OUT/src" "$OUT/headers"
 git --git-dir="$SRC" archive HEAD | tar -x -C "$OUT/src"
 for f in $(git --git-dir="$HDR" ls-tree -r --name-only HEAD include/vulkan include/vk_video | grep '\.h$'); do
