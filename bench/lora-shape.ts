@@ -40,8 +40,9 @@ export function randomBatches(V: number): BatchSource {
  * A bench row's variant: `full`, `lora` (r16, all 7 linears) or `qlora-<format>`, then any of
  * `/recompute-u` (the backward recomputes uᵀ: LoraPlan.saveU false), `/one-pass` (uᵀ, vᵀ never
  * split over K: LoraPlan.splitThin false) — `lora/recompute-u/one-pass` is the step before both —
- * and `/no-epilogue` (the adapters' terms as GEMMs of their own: LoraPlan.epilogue false), and
- * `+ckpt` (activation checkpointing) last.
+ * `/no-epilogue` (the adapters' terms as GEMMs of their own: LoraPlan.epilogue false),
+ * `/f16-epilogue` (f16 base GEMMs take the terms in their epilogue too: LoraPlan.f16Epilogue, the
+ * step before it was made opt-in), and `+ckpt` (activation checkpointing) last.
  */
 export interface LoraVariant {
   name: string;
@@ -50,20 +51,26 @@ export interface LoraVariant {
   saveU: boolean;
   splitThin: boolean;
   epilogue: boolean;
+  f16Epilogue: boolean;
 }
 
 export function parseLoraVariant(name: string): LoraVariant {
   const ckpt = name.endsWith('+ckpt');
   const [kind, ...mods] = name.replace(/\+ckpt$/, '').split('/');
   const kinds = ['full', 'lora', ...QLORA_FORMATS.map((f) => `qlora-${f}`)];
-  if (!kinds.includes(kind)) throw new Error(`variant ${name}: unknown ${kind} (one of ${kinds.join(', ')}; then /recompute-u, /one-pass, /no-epilogue, +ckpt)`);
-  const bad = mods.filter((m) => !['recompute-u', 'one-pass', 'no-epilogue'].includes(m));
-  if (bad.length || (kind === 'full' && mods.length)) throw new Error(`variant ${name}: ${bad.length ? `unknown modifier ${bad.join(', ')}` : 'full fine-tuning has no adapters to modify'} (LoRA's: /recompute-u, /one-pass, /no-epilogue)`);
-  return { name, kind: kind as LoraVariant['kind'], ckpt, saveU: !mods.includes('recompute-u'), splitThin: !mods.includes('one-pass'), epilogue: !mods.includes('no-epilogue') };
+  const known = ['recompute-u', 'one-pass', 'no-epilogue', 'f16-epilogue'];
+  if (!kinds.includes(kind)) throw new Error(`variant ${name}: unknown ${kind} (one of ${kinds.join(', ')}; then ${known.map((m) => `/${m}`).join(', ')}, +ckpt)`);
+  const bad = mods.filter((m) => !known.includes(m));
+  if (bad.length || (kind === 'full' && mods.length)) throw new Error(`variant ${name}: ${bad.length ? `unknown modifier ${bad.join(', ')}` : 'full fine-tuning has no adapters to modify'} (LoRA's: ${known.map((m) => `/${m}`).join(', ')})`);
+  if (mods.includes('no-epilogue') && mods.includes('f16-epilogue')) throw new Error(`variant ${name}: /no-epilogue and /f16-epilogue contradict each other`);
+  return {
+    name, kind: kind as LoraVariant['kind'], ckpt, saveU: !mods.includes('recompute-u'), splitThin: !mods.includes('one-pass'),
+    epilogue: !mods.includes('no-epilogue'), f16Epilogue: mods.includes('f16-epilogue'),
+  };
 }
 
 /** `plan` with LoraPlan's switches set, its buffers and memory priced again (lora.* buffers only change). */
-function withLoraSwitches(plan: TrainingPlan, o: Pick<LoraPlan, 'saveU' | 'splitThin' | 'epilogue'>): TrainingPlan {
+function withLoraSwitches(plan: TrainingPlan, o: Pick<LoraPlan, 'saveU' | 'splitThin' | 'epilogue' | 'f16Epilogue'>): TrainingPlan {
   const lora = { ...plan.model.lora!, ...o };
   const swap = (bs: TrainingPlan['buffers']) => [...bs.filter((b) => !b.key.startsWith('lora.')), ...loraBuffers(lora, plan.model.dims, plan.model.training)];
   const buffers = swap(plan.buffers);
@@ -88,7 +95,8 @@ export async function loraVariantTrainer(rt: Runtime, model: ModelConfig, base: 
   };
   const params = paramsOf(model);
   const init = { tokenizer: CharTokenizer.fromText('abcdefgh'), params, data: randomBatches(model.vocab_size) };
-  if (v.saveU && v.splitThin && v.epilogue) return Trainer.create(rt, opts, '', init);
-  const plan = withLoraSwitches(resolveTrainingPlan(opts, { device: await f16DeviceFeatures(rt, { probe: true }) }), { saveU: v.saveU, splitThin: v.splitThin, epilogue: v.epilogue });
+  if (v.saveU && v.splitThin && v.epilogue && !v.f16Epilogue) return Trainer.create(rt, opts, '', init);
+  const o = { saveU: v.saveU, splitThin: v.splitThin, epilogue: v.epilogue, f16Epilogue: v.f16Epilogue };
+  const plan = withLoraSwitches(resolveTrainingPlan(opts, { device: await f16DeviceFeatures(rt, { probe: true }) }), o);
   return Trainer.create(rt, opts, '', { ...init, plan });
 }

@@ -14,9 +14,9 @@
  * GEMMs were its cost: docs/benchmarks.md). u and v are kept transposed ([r, N] per adapter) so each
  * member's rows of the group's [g·r, N] are a contiguous slice for its own B GEMMs.
  *
- * Where the base GEMM takes one (fp32, f16), y's s·u·Bᵀ and dX's s·v·A are added in its epilogue
- * (upLowRank, dxLowRank; matmul.ts lowRank, matmul-f16/epilogue.ts) instead of by GEMMs that read
- * and write y or dX again.
+ * Where the base GEMM takes one (fp32; f16 only with LoraPlan.f16Epilogue), y's s·u·Bᵀ and dX's
+ * s·v·A are added in its epilogue (upLowRank, dxLowRank; matmul.ts lowRank, matmul-f16/epilogue.ts)
+ * instead of by GEMMs that read and write y or dX again (`up`, `dx`).
  * uᵀ and vᵀ ([g·r, N], K = the layer's width) split K over lora.ws where the heuristic or a table
  * says: in one pass they were a few dozen workgroups each looping over K alone (LoraPlan.splitThin).
  * Reference: ./lora.ref.ts.

@@ -29,9 +29,15 @@ export interface LoraPlan {
   splitThin?: boolean;
   /**
    * false: y's s·u·Bᵀ and dX's s·v·A run as GEMMs of their own after the base GEMM, never in its
-   * low-rank epilogue (benches compare the two: the f16 epilogue gives up the tile's direct stores).
+   * low-rank epilogue (benches compare the two).
    */
   epilogue?: boolean;
+  /**
+   * true: f16 base GEMMs take the epilogue too (LinearGemms.lowRankFits). Off by default: it sums r
+   * products per output element from global memory and gives up the tile's direct stores, which
+   * cost the f16 step more than fp32 GEMMs of their own (benches compare the two).
+   */
+  f16Epilogue?: boolean;
 }
 
 /** Targets whose linears read one input (the attention's h1, o, the MLP's h2, act): adapters stacked into one GEMM (gemms.ts). */

@@ -339,12 +339,15 @@ export class LinearGemms {
   }
 
   /**
-   * Whether layer l's forward or dX GEMMs take a LoRA adapter's term in their epilogue: the fp32 and
-   * the f16 GEMMs do (matmul.ts lowRank, matmul-f16/epilogue.ts), QLoRA's fp32 weight-only GEMM and
-   * the INT8 ones do not (the adapter's term is then a GEMM of its own).
+   * Whether layer l's forward or dX GEMMs take a LoRA adapter's term in their epilogue: the fp32
+   * GEMMs do (matmul.ts lowRank: r outer products on the register tile); the f16 ones only with
+   * LoraPlan.f16Epilogue (matmul-f16/epilogue.ts sums r products per output element from global
+   * memory and drops the direct tile stores); QLoRA's fp32 weight-only GEMM and the INT8 ones do
+   * not. Where not, the adapter's term is an fp32 GEMM of its own.
    */
   lowRankFits(l: number, kind: 'forward' | 'dx'): boolean {
-    return this.runsF16(l, kind) || (!this.qbase && this.plan.layers[l].compute[kind] !== 'int8');
+    if (this.runsF16(l, kind)) return this.plan.lora?.f16Epilogue === true;
+    return !this.qbase && this.plan.layers[l].compute[kind] !== 'int8';
   }
 
   private int8(): Int8Gemms {

@@ -6,7 +6,8 @@
  * one x̃·Aᵀ, one dA and one dX term per group. Against the same model with every adapter's GEMMs apart
  * (LoraPlan.stack false): the loss, every adapter gradient and the input gradient (through every dX
  * term) within float rounding, in fewer dispatches. Both add y's s·u·Bᵀ and dX's s·v·A in the
- * base GEMMs' epilogue (matmul.ts lowRank): no GEMM of their own. A training step saves uᵀ from the
+ * fp32 base GEMMs' epilogue (matmul.ts lowRank): no GEMM of their own; under f16 compute they are
+ * fp32 GEMMs of their own unless LoraPlan.f16Epilogue (the f16 epilogue sums per output element). A training step saves uᵀ from the
  * forward (the backward's recompute gone, bit for bit the same step) and splits the thin uᵀ/vᵀ GEMMs
  * over K where the heuristic says (within rounding of one-pass GEMMs and terms of their own).
  *
@@ -77,9 +78,9 @@ async function train(opts: Omit<ResolveOptions, 'lora'>, everyStep = false) {
  * input, the dispatches. `o`: LoraPlan's switches (lora.u and lora.ws are allocated to the default
  * plan's sizes, the largest).
  */
-async function gradients(stack: boolean, o: Pick<LoraPlan, 'saveU' | 'splitThin' | 'epilogue'> = {}) {
+async function gradients(stack: boolean, o: Pick<LoraPlan, 'saveU' | 'splitThin' | 'epilogue' | 'f16Epilogue'> = {}, opts: Omit<ResolveOptions, 'lora'> = {}) {
   const rt = await testRuntime();
-  const p = resolvePlan(cfg, B, T, { lora: spec });
+  const p = resolvePlan(cfg, B, T, { ...opts, lora: spec });
   const model = new LlamaGpu(rt, { ...p, lora: { ...p.lora!, stack, ...o } });
   try {
     model.uploadParams(params);
@@ -140,6 +141,22 @@ describe('stacked LoRA GEMMs', () => {
     expect(Math.abs(plain.loss - saved.loss) / saved.loss).toBeLessThan(1e-6);
     expect(maxRel(plain.grads, saved.grads)).toBeLessThan(1e-5);
     expect(maxRel(plain.dres, saved.dres)).toBeLessThan(1e-5);
+  }, 240_000);
+
+  it('f16 compute (the f32 twin): the adapters\' terms are fp32 GEMMs of their own unless LoraPlan.f16Epilogue puts them in the f16 GEMMs\' epilogue; the two agree within float rounding', async () => {
+    const f16: Omit<ResolveOptions, 'lora'> = { scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: true, tensorCores: false }, f16Twin: true };
+    const own = await gradients(true, {}, f16);
+    const fused = await gradients(true, { f16Epilogue: true }, f16);
+    const lr = (r: typeof own) => r.labels.filter((x) => /\[f16 .* \+lr\d+\]$/.test(x));
+    expect(lr(own)).toEqual([]);
+    expect(own.labels.filter((x) => /\.lora_B\[matmul |\.lora_A\.dx\[matmul /.test(x))).toHaveLength(11 * cfg.num_hidden_layers);
+    // Fused: 7 forward GEMMs and one dX GEMM per group carry the term; no GEMM of its own.
+    expect(lr(fused)).toHaveLength((7 + fused.groups.length) * cfg.num_hidden_layers);
+    expect(fused.labels.filter((x) => /\.lora_B\[|\.lora_A\.dx\[/.test(x))).toEqual([]);
+    expect(own.dispatches - fused.dispatches).toBe(11 * cfg.num_hidden_layers);
+    expect(Math.abs(own.loss - fused.loss) / fused.loss).toBeLessThan(1e-6);
+    expect(maxRel(own.grads, fused.grads)).toBeLessThan(1e-5);
+    expect(maxRel(own.dres, fused.dres)).toBeLessThan(1e-5);
   }, 240_000);
 
   it('stack nothing where they cannot: dropout (each adapter its own mask)', () => {
