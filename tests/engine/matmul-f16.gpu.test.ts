@@ -129,6 +129,29 @@ describe('f16 tensor-core GEMM forms of F16-SPEED-PLAN G3-G4 (emulated matrices)
   });
 });
 
+describe('f16 tensor-core GEMM without prefetch, and one stage with B streamed and 16-byte copies (emulated matrices)', () => {
+  const base: Omit<F16TcSpec, 'transA' | 'transB'> = { cfg: { M: 8, N: 8, K: 8 }, sgSize: 8, tilesM: 1, tilesN: 2, sgM: 2, sgN: 1, BK: 16, PAD: 8, direct: true };
+  // prefetch false in each form (its fetch moves into the loop), and the one-stage streamB/copy8 structure of NVIDIA's sample.
+  const cases: [GemmForm, Partial<F16TcSpec>][] = [
+    ['NT', { prefetch: false, swizzle: 2 }], ['NN', { prefetch: false, copy: 8 }], ['TN', { prefetch: false }],
+    ['NT', { tilesM: 2, tilesN: 2, sgM: 1, sgN: 2, loop: 'streamB', copy: 8 }],
+  ];
+  it('passes every device-check case per form, and K steps whole and ending mid-step', async () => {
+    for (const [form, f] of cases) {
+      const s: F16TcSpec = { ...base, ...f, ...FORM_TRANS[form] };
+      expect(f16TcSpecError(s)).toBeNull();
+      const r = await checkF16Tc(rt, s, 'f32');
+      expect([r.label, r.failed]).toEqual([r.label, undefined]);
+      // 3 block rows and columns (the last partial); 3 whole K steps and 2.25.
+      for (const K of [48, 36]) {
+        const c = { M: 40, N: 40, K, ...FORM_TRANS[form] };
+        const g = await checkMatmulF16(rt, c, { path: 'f16-tensor-core', spec: s, elem: 'f32' });
+        expect([form, f, K, g.error, g.bad]).toEqual([form, f, K, undefined, 0]);
+      }
+    }
+  });
+});
+
 describe('f16 tensor-core GEMM on small outputs (the H100 refused a 16-byte C: its direct tile store needs 1024)', () => {
   const direct: F16TcSpec = {
     cfg: { M: 16, N: 16, K: 16 }, sgSize: 32, tilesM: 2, tilesN: 2, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, transA: false, transB: true,

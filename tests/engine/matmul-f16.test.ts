@@ -9,7 +9,7 @@ import { compareF16Gemm, f16GemmTolerance, matmulF16Ref, matmulF16RefAt } from '
 import { f16TcCheckCases } from '../../src/engine/kernels/matmul-f16/matmul-f16';
 import {
   chooseF16SplitK, contiguousDims, F16_TC_LAYOUTS, f16ConfigsOf, f16ShapeKey, MEASURED_F16TC_LAYOUTS, f16KernelFor, f16SplitPlan, f16TcBlockM, f16TcBlockN, f16TcCandidates,
-  f16TcLabel, f16TcLayoutOf, f16TcSpecError, f16TcSpecOfPick, f16TcWorkgroupBytes, FORM_TRANS, formOf, GEMM_FORMS, offeredF16Path, type F16TcSpec, vec4Operands,
+  f16TcLabel, f16TcLayoutOf, f16TcPick, f16TcSpecError, f16TcSpecOfPick, f16TcWorkgroupBytes, FORM_TRANS, formOf, GEMM_FORMS, offeredF16Path, type F16TcSpec, vec4Operands,
 } from '../../src/engine/kernels/matmul-f16/plan';
 import { simtF16Code } from '../../src/engine/kernels/matmul-f16/simt';
 import { f16TcCode } from '../../src/engine/kernels/matmul-f16/tc';
@@ -277,6 +277,34 @@ describe('f16 GEMM code', () => {
     // Tuned picks naming the removed options (stageVia 'sgmat' .sg, load16 .w16; slower on the H100, s27c1) parse to null: the cache ignores them.
     expect([f16TcSpecOfPick('NT.16x16x16.4x4.2x2.bk32.p8.d.s2.z8.u2', 32), f16TcSpecOfPick('NT.16x16x16.4x4.2x2.bk32.p8.d.s2.z8.u2.sg', 32),
       f16TcSpecOfPick('NT.16x16x16.4x4.2x2.bk32.p8.d.c8.z8.w16', 32)].map((x) => x && f16TcLabel(x))).toEqual(['f16 NT 16x16x16 128x128 (2x2 sg of 4x4) BK32 pad8 direct 2stage swz8 unroll2', null, null]);
+  });
+
+  it('without prefetch: each step fetched right before it is staged, no fetch between the barrier and the multiplies', () => {
+    const loopOf = (code: string) => code.slice(code.indexOf('for (var k0'), code.indexOf('let base = wid.z'));
+    const np = spec({ prefetch: false, swizzle: 8 });
+    const code = f16TcCode(np);
+    const loop = loopOf(code);
+    // No fetch before the loop; in it: fetch (kv = k0), stage, barrier, multiplies, barrier.
+    expect(code.slice(0, code.indexOf('for (var k0'))).not.toContain('let kv');
+    expect(loop).toContain('let kv = k0;');
+    expect(loop).not.toContain('let kv = k0 + 32u');
+    expect(loop.indexOf('let kv = k0;')).toBeLessThan(loop.indexOf('S[s0] = ra[0].x'));
+    expect(loop.indexOf('workgroupBarrier()')).toBeLessThan(loop.indexOf('subgroupMatrixMultiplyAccumulate'));
+    expect(loop.match(/workgroupBarrier\(\)/g)).toHaveLength(2);
+    expect(loop.match(/subgroupMatrixMultiplyAccumulate/g)).toHaveLength(16 * 2);
+    expect(code).toContain(', no prefetch.');
+    // Label, pick and layout fields name it; two stages (which stage the prefetched step) refuse it.
+    expect(f16TcLabel(np)).toBe('f16 NT 16x16x16 128x128 (2x2 sg of 4x4) BK32 pad8 direct swz8 nopf');
+    expect(f16TcPick(np)).toBe('NT.16x16x16.4x4.2x2.bk32.p8.d.z8.np');
+    expect(f16TcSpecOfPick('NT.16x16x16.4x4.2x2.bk32.p8.d.z8.np', 32)).toEqual(np);
+    expect(f16TcLayoutOf(np)).toEqual({ ...F16_TC_LAYOUTS[0], swizzle: 8, prefetch: false });
+    expect(f16TcLayoutOf(spec({ prefetch: true }))).toEqual(F16_TC_LAYOUTS[0]);
+    expect(f16TcCode(spec({ prefetch: true }))).toBe(f16TcCode(spec()));
+    expect(f16TcSpecError(spec({ prefetch: false, stages: 2 }))).toMatch(/prefetch=false .* needs stages=1/);
+    // The new rows are selectable by the bench's --layouts REGEX given in bench/README.md.
+    const re = /nopf$|\(2x4 sg of 4x4\) BK(16|32) pad8 direct streamB copy8|\(2x4 sg of 8x2\)|sg of 4x8\)/;
+    const picked = F16_TC_LAYOUTS.filter((l) => re.test(f16TcLabel(spec(l))));
+    expect(picked).toEqual(F16_TC_LAYOUTS.slice(-7));
   });
 
   it('SIMT kernel: vec4<f16> loads where rows are whole vec4s, scalar loads otherwise, f32 accumulation', () => {

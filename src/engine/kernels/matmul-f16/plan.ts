@@ -117,6 +117,12 @@ export interface F16TcLayout {
    * matrix-load offset is a per-subgroup base plus a literal (no loop-carried buffer index).
    */
   unroll?: 1 | 2;
+  /**
+   * false (one stage only): each K step's tiles are fetched right before they are staged, not into
+   * registers during the previous step's multiplies: no prefetch registers live across the multiplies
+   * (fewer registers a thread, so more workgroups an SM hide the fetch instead). Default true.
+   */
+  prefetch?: boolean;
 }
 
 /**
@@ -155,6 +161,18 @@ export const F16_TC_LAYOUTS: F16TcLayout[] = [
   { tilesM: 4, tilesN: 4, sgM: 4, sgN: 2, BK: 16, PAD: 8, direct: true, stages: 2 },
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 16, PAD: 8, direct: true, stages: 2, loop: 'streamB', copy: 8, swizzle: 8 },
   { tilesM: 4, tilesN: 4, sgM: 4, sgN: 2, BK: 16, PAD: 8, direct: true, stages: 2, loop: 'streamB', swizzle: 8 },
+  // The first row issues the INT8 template's MMAs per K step (0.5 matrix loads an MMA, 2 barriers, 16 KiB staged) and runs
+  // at its rate (175 TFLOP/s f16 = 350 TOP/s i8: an i8 16x16x32 MMA is one f16 16x16x16's tensor-core work); so these try
+  // what the template cannot: no prefetch registers (the BK64 row ran 98.7, likely out of registers), the structure of
+  // NVIDIA's vk_cooperative_matrix_perf shmem shader (8 subgroups, BK16, B streamed, 16-byte copies: bench/vkperf-build.sh
+  // times it without WGSL), and 128x128 blocks of 16x8x16 tiles (4x8 a subgroup; 256x128 with 16x16x16: likely spills).
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, swizzle: 8, prefetch: false },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 8, direct: true, swizzle: 8, prefetch: false },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 32, PAD: 8, direct: true, swizzle: 8, prefetch: false },
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 16, PAD: 8, direct: true, loop: 'streamB', copy: 8 },
+  { tilesM: 8, tilesN: 2, sgM: 2, sgN: 4, BK: 16, PAD: 8, direct: true, loop: 'streamB' }, // copy 8 leaves 16x8 tiles' B half a copy a thread
+  { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 32, PAD: 8, direct: true, loop: 'streamB', copy: 8, swizzle: 8 },
+  { tilesM: 4, tilesN: 8, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, swizzle: 8 },
 ];
 
 /** The layout fields of a spec (what MEASURED_F16TC_LAYOUTS and the tuner's picks store), the defaults left out. */
@@ -165,6 +183,7 @@ export function f16TcLayoutOf(s: F16TcLayout): F16TcLayout {
   if ((s.copy ?? 4) !== 4) l.copy = s.copy;
   if ((s.swizzle ?? 0) > 1) l.swizzle = s.swizzle;
   if ((s.unroll ?? 1) !== 1) l.unroll = s.unroll;
+  if (s.prefetch === false) l.prefetch = false;
   return l;
 }
 
@@ -227,6 +246,8 @@ export function f16TcSpecError(s: F16TcSpec, maxWorkgroupBytes = 49152, maxThrea
   const unroll = s.unroll ?? 1;
   if (unroll !== 1 && unroll !== 2) return `unroll=${unroll} must be 1 or 2`;
   if (unroll === 2 && stages !== 2) return `unroll=2 unrolls the two-stage loop (one body per buffer): it needs stages=2, got stages=${stages}`;
+  if (s.prefetch !== undefined && typeof s.prefetch !== 'boolean') return `prefetch=${String(s.prefetch)} must be true or false`;
+  if (s.prefetch === false && stages !== 1) return `prefetch=false fetches each step right before staging it: it needs stages=1, got stages=${stages} (two stages stage the prefetched step)`;
   const T = f16TcThreads(s);
   if (T > maxThreads) return `${T} threads per workgroup`;
   const BM = f16TcBlockM(s);
@@ -240,23 +261,23 @@ export function f16TcSpecError(s: F16TcSpec, maxWorkgroupBytes = 49152, maxThrea
 export function f16TcLabel(s: F16TcSpec): string {
   const form = formOf(s.transA, s.transB) ?? 'TT';
   const extra = [(s.stages ?? 1) > 1 ? ` ${s.stages}stage` : '', s.loop === 'streamB' ? ' streamB' : '', (s.copy ?? 4) !== 4 ? ` copy${s.copy}` : '',
-    (s.swizzle ?? 0) > 1 ? ` swz${s.swizzle}` : '', (s.unroll ?? 1) > 1 ? ` unroll${s.unroll}` : ''].join('');
+    (s.swizzle ?? 0) > 1 ? ` swz${s.swizzle}` : '', (s.unroll ?? 1) > 1 ? ` unroll${s.unroll}` : '', s.prefetch === false ? ' nopf' : ''].join('');
   return `f16 ${form} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} ${f16TcBlockM(s)}x${f16TcBlockN(s)} (${s.sgM}x${s.sgN} sg of ${s.tilesM}x${s.tilesN}) BK${s.BK} pad${s.PAD}${s.direct ? ' direct' : ''}${extra}`;
 }
 
 /**
  * A spec's name as a tuned pick (the tuning cache's picks are short names of [A-Za-z0-9_/.]):
  * form, configuration, tiles, subgroups, BK, PAD, then the options set, e.g.
- * 'NT.16x16x16.4x4.2x2.bk32.p8.d.s2.sb.c8.z8' (then .u2 for unroll 2). The subgroup size is the device's at use.
+ * 'NT.16x16x16.4x4.2x2.bk32.p8.d.s2.sb.c8.z8' (then .u2 for unroll 2, .np for no prefetch). The subgroup size is the device's at use.
  */
 export function f16TcPick(s: F16TcSpec): string {
   const form = formOf(s.transA, s.transB) ?? 'TT';
   const opts = [s.direct ? 'd' : '', (s.stages ?? 1) > 1 ? `s${s.stages}` : '', s.loop === 'streamB' ? 'sb' : '', (s.copy ?? 4) !== 4 ? `c${s.copy}` : '',
-    (s.swizzle ?? 0) > 1 ? `z${s.swizzle}` : '', (s.unroll ?? 1) > 1 ? `u${s.unroll}` : ''].filter(Boolean);
+    (s.swizzle ?? 0) > 1 ? `z${s.swizzle}` : '', (s.unroll ?? 1) > 1 ? `u${s.unroll}` : '', s.prefetch === false ? 'np' : ''].filter(Boolean);
   return [form, `${s.cfg.M}x${s.cfg.N}x${s.cfg.K}`, `${s.tilesM}x${s.tilesN}`, `${s.sgM}x${s.sgN}`, `bk${s.BK}`, `p${s.PAD}`, ...opts].join('.');
 }
 
-const PICK_RE = /^(NT|NN|TN)\.(\d{1,3})x(\d{1,3})x(\d{1,3})\.(\d{1,2})x(\d{1,2})\.(\d{1,2})x(\d{1,2})\.bk(\d{1,3})\.p(\d{1,3})(\.d)?(\.s2)?(\.sb)?(\.c8)?(?:\.z(\d{1,3}))?(\.u2)?$/;
+const PICK_RE = /^(NT|NN|TN)\.(\d{1,3})x(\d{1,3})x(\d{1,3})\.(\d{1,2})x(\d{1,2})\.(\d{1,2})x(\d{1,2})\.bk(\d{1,3})\.p(\d{1,3})(\.d)?(\.s2)?(\.sb)?(\.c8)?(?:\.z(\d{1,3}))?(\.u2)?(\.np)?$/;
 
 /** The spec a pick names (f16TcPick's inverse) with this device's subgroup size; null for a name this build cannot run. */
 export function f16TcSpecOfPick(pick: string, sgSize: number): F16TcSpec | null {
@@ -271,6 +292,7 @@ export function f16TcSpecOfPick(pick: string, sgSize: number): F16TcSpec | null 
   if (m[14]) s.copy = 8;
   if (m[15]) s.swizzle = n(15);
   if (m[16]) s.unroll = 2;
+  if (m[17]) s.prefetch = false;
   if (f16TcSpecError(s, Infinity, Infinity) || f16TcPick(s) !== pick) return null;
   return s;
 }
