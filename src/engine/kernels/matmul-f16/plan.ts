@@ -165,7 +165,8 @@ export const F16_TC_LAYOUTS: F16TcLayout[] = [
   // at its rate (175 TFLOP/s f16 = 350 TOP/s i8: an i8 16x16x32 MMA is one f16 16x16x16's tensor-core work); so these try
   // what the template cannot: no prefetch registers (the BK64 row ran 98.7, likely out of registers), the structure of
   // NVIDIA's vk_cooperative_matrix_perf shmem shader (8 subgroups, BK16, B streamed, 16-byte copies: bench/vkperf-build.sh
-  // times it without WGSL), and 128x128 blocks of 16x8x16 tiles (4x8 a subgroup; 256x128 with 16x16x16: likely spills).
+  // times it without WGSL), and 128x128 blocks of 16x8x16 tiles (4x8 a subgroup; with 16x16x16 a 128x256 block of 32 result
+  // tiles a subgroup, which likely spills).
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 32, PAD: 8, direct: true, swizzle: 8, prefetch: false },
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 2, BK: 64, PAD: 8, direct: true, swizzle: 8, prefetch: false },
   { tilesM: 4, tilesN: 4, sgM: 2, sgN: 4, BK: 32, PAD: 8, direct: true, swizzle: 8, prefetch: false },
