@@ -9,7 +9,8 @@
 # The sample runs every type, tile and layout it finds (last time nothing printed within 30 s: its
 # stdout is block-buffered into a pipe and lost on timeout), so a small patch adds line-buffered
 # output and filters: --input=TOKEN (fp16, s8, ...), --coopmat=MxNxK, --tile=MxN (repeatable),
-# --bcol=0|1, --reps=N (dispatches per timed submit), --max-s=S (stop starting tests after S s).
+# --bcol=0|1, --reps=N (dispatches per timed submit), --max-s=S (stop starting tests after S s),
+# --workgroup (only VK_NV_cooperative_matrix2's workgroup-scope tests: the driver's own tiling, no WGSL equivalent).
 #
 # Usage: bench/vkperf-build.sh [OUT]   (default /tmp/vkperf-build; binaries are not committed)
 #   VKPERF_SRC, VK_HEADERS: git directories of the two repositories (the `fetch` tool's mirrors by default).
@@ -45,9 +46,11 @@ sub('int main(int argc, char *argv[])\n{\n',
     '    setvbuf(stdout, NULL, _IOLBF, 0); // lines reach a pipe before a timeout kills us\n'
     '    const char *inputFilter = NULL, *coopmatFilter = NULL;\n'
     '    std::vector<std::pair<uint32_t, uint32_t>> tileFilter;\n'
-    '    int bcolFilter = -1; uint32_t repsOverride = 0; double maxSeconds = 0;\n'
+    '    int bcolFilter = -1; uint32_t repsOverride = 0; double maxSeconds = 0; bool workgroupOnly = false;\n'
     '    auto startTime = std::chrono::steady_clock::now();\n')
 sub('        } else if (strcmp(argv[arg], "--help") == 0',
+    '        } else if (strcmp(argv[arg], "--workgroup") == 0) {\n'
+    '            workgroupOnly = true;\n'
     '        } else if (strncmp(argv[arg], "--input=", 8) == 0) {\n'
     '            inputFilter = argv[arg] + 8;\n'
     '        } else if (strncmp(argv[arg], "--coopmat=", 10) == 0) {\n'
@@ -65,6 +68,7 @@ sub('        } else if (strcmp(argv[arg], "--help") == 0',
     '        } else if (strcmp(argv[arg], "--help") == 0')
 sub('        const CooperativeMatrixTestTarget &target = *targetIt;\n',
     '        const CooperativeMatrixTestTarget &target = *targetIt;\n'
+    '        if (workgroupOnly && target.testType != TT_WORKGROUP) continue;\n'
     '        if (inputFilter && strcmp(target.typeCombination->inputTypeToken, inputFilter) != 0) continue;\n'
     '        if (coopmatFilter) {\n'
     '            char shape[64];\n'
@@ -84,6 +88,9 @@ sub('            bool BColMajor = bcolmajor != 0;\n',
     '                fflush(stdout);\n'
     '                return 0;\n'
     '            }\n')
+sub('[--barrier=on|off] [--shmem]\\n\\n", programName);',
+    '[--barrier=on|off] [--shmem]\\n"\n'
+    '           "  [--workgroup] [--input=fp16] [--coopmat=MxNxK] [--tile=MxN ...] [--bcol=0|1] [--reps=N] [--max-s=S]\\n\\n", programName);')
 sub('uint32_t repeatCount = correctness ? 1 : 10;',
     'uint32_t repeatCount = correctness ? 1 : (repsOverride ? repsOverride : 10);')
 open(p, 'w').write(s)
@@ -94,11 +101,20 @@ cp -L "$LOADER" "$OUT/libvulkan.so.1"
 cp -r "$OUT/src/shaders" "$OUT/shaders"
 cat > "$OUT/run.sh" <<'SH'
 #!/usr/bin/env bash
-# KHR cooperative matrices (subgroup scope, shared-memory staging: the path WGSL subgroup matrices take),
-# fp16 inputs, 16x16x16, B column-major (our NT), 4096^3, fp32 then fp16 accumulation, every tile; < 60 s.
-# Extra arguments are passed on (e.g. --coopmat=16x8x16, --bcol=0, --tile=128x256, or no --shmem: add
-# the NV coopmat2 workgroup-scope tests by running the binary directly).
-cd "$(dirname "$0")" && exec timeout 58 ./vk_cooperative_matrix_perf --shmem --input=fp16 --coopmat=16x16x16 --bcol=1 --reps=20 --max-s=45 "$@"
+# 1. KHR cooperative matrices (subgroup scope, shared-memory staging: the path WGSL subgroup matrices take),
+#    fp16 inputs, 16x16x16, B column-major (our NT), 4096^3, fp32 then fp16 accumulation, every tile.
+# 2. NV cooperative_matrix2 workgroup scope (the driver tiles the whole block itself), fp16, B column-major:
+#    the Vulkan ceiling beside it. Each part < 30 s. Extra arguments go to both (e.g. --bcol=0: B row-major, our NN);
+#    part 1 alone with other tiles: ./vk_cooperative_matrix_perf --shmem --input=fp16 --coopmat=16x8x16 --bcol=1.
+cd "$(dirname "$0")" || exit 1
+# The device image keeps NVIDIA's ICD outside the loader's default directories.
+icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [ -z "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ] && [ -e "$icd" ] && ! ls /etc/vulkan/icd.d/nvidia* /usr/share/vulkan/icd.d/nvidia* >/dev/null 2>&1; then
+  export VK_DRIVER_FILES=$icd
+fi
+timeout 29 ./vk_cooperative_matrix_perf --shmem --input=fp16 --coopmat=16x16x16 --bcol=1 --reps=20 --max-s=22 "$@"
+echo "--- NV cooperative_matrix2, workgroup scope ---"
+timeout 29 ./vk_cooperative_matrix_perf --workgroup --input=fp16 --bcol=1 --reps=20 --max-s=22 "$@"
 SH
 chmod +x "$OUT/run.sh"
 rm -rf "$OUT/src" "$OUT/headers"
