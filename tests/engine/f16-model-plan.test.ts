@@ -14,6 +14,7 @@ import { resolvePlan } from '../../src/engine/plan/run-plan';
 import { resolveTrainingPlan } from '../../src/engine/plan/train-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../../src/engine/train/options';
+import { F16_COMPUTE_FP32_SAVED } from '../helpers/schemes';
 
 const SIMT = { shaderF16: true, tensorCores: false };
 const TC = { shaderF16: true, tensorCores: true };
@@ -43,7 +44,10 @@ describe('f16 GEMMs in the model plan', () => {
     // f16.a: the widest input, or the backward's dY copies side by side (dgate | dup; dq | dk | dv), 256-byte aligned.
     expect(ops.slots).toEqual({ dup: f16Bytes(d.N * d.F), dk: f16Bytes(d.N * d.QC), dv: f16Bytes(d.N * d.QC) + f16Bytes(d.N * d.KVC) });
     expect(bytes('f16.a')).toBe(Math.max(2 * f16Bytes(d.N * d.F), f16Bytes(d.N * d.QC) + 2 * f16Bytes(d.N * d.KVC)));
-    expect(bytes('f16.x')).toBe(f16Bytes(d.N * Math.max(d.C, d.F)));
+    // f16.x: none, the dW GEMMs' X are the f16 saved cells (plan.f16Cells); the widest input where they are not (shareF16 false).
+    expect(bytes('f16.x')).toBeUndefined();
+    const sep = resolvePlan(cfg, 4, 128, { scheme: SCHEME_PRESETS.f16, f16Device: TC, linearNnMinRows: 1, shareF16: false });
+    expect(sep.buffers.find((b) => b.key === 'f16.x')?.bytes).toBe(f16Bytes(d.N * Math.max(d.C, d.F)));
     expect(bytes('lossScale')).toBe(32);
     expect(bytes('wT')).toBeUndefined();
     // The same run on fp32: no f16 buffers, the transposed-weight scratch back.
@@ -59,7 +63,9 @@ describe('f16 GEMMs in the model plan', () => {
     expect(withF16.lossScaling).toBe(true);
     expect(without.lossScaling).toBe(false);
     const f16Keys = withF16.buffers.filter((b) => b.key.startsWith('f16.')).map((b) => b.key).sort();
-    expect(f16Keys).toEqual(['f16.a', 'f16.w', 'f16.x']);
+    expect(f16Keys).toEqual(['f16.a', 'f16.w']); // the dW GEMMs' X are f16 saved cells: no f16.x
+    const fp32Saved = resolveTrainingPlan({ ...opts, scheme: F16_COMPUTE_FP32_SAVED }, { device: SIMT });
+    expect(fp32Saved.buffers.filter((b) => b.key.startsWith('f16.')).map((b) => b.key).sort()).toEqual(['f16.a', 'f16.w', 'f16.x']);
     expect(without.buffers.some((b) => b.key.startsWith('f16.'))).toBe(false);
     expect(withF16.memory.workspace).toBeGreaterThan(0);
     const fwd = resolvePlan(PRESETS.micro, 2, 16, { scheme: SCHEME_PRESETS.f16, f16Device: SIMT, training: false });

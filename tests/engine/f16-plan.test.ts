@@ -134,16 +134,25 @@ describe('the f16 attention path', () => {
     expect([inference.f16!.layers[0].attention, inference.f16!.layers[0].attentionBackward]).toEqual(['f16-tensor-core', null]);
     const micro = resolvePlan(PRESETS.micro, 2, 16, { scheme: SCHEME_PRESETS.f16, f16Device: dev }); // head dim 8
     expect(micro.f16!.layers.map((p) => p.attention)).toEqual(['fp32', 'fp32']);
-    // The f16 forward's q, k, v copies: a workspace where it runs (B·T rows plus the pad rows its last blocks read), none where it does not.
-    const qkv = tiny.buffers.find((b) => b.key === 'f16.qkv');
+    // The f16 forward's q, k, v copies: a workspace where it runs (B·T rows plus the pad rows its last blocks read), none where it does not;
+    // (shareF16 false: the f16 preset's q, k, v cells are not the copies).
+    const sep = resolvePlan(PRESETS.tiny, 2, 16, { scheme: SCHEME_PRESETS.f16, f16Device: dev, shareF16: false });
+    const qkv = sep.buffers.find((b) => b.key === 'f16.qkv');
     const s = f16AttnInputSlots(tiny.dims, false);
-    expect([qkv?.category, qkv?.bytes, s.k.offset % 256, s.v.offset % 256]).toEqual(['workspace', s.bytes, 0, 0]);
-    expect(s.q.size).toBe((tiny.dims.N + F16_ATTN_MAX_PAD_ROWS) * tiny.dims.QC * 2);
-    expect([s.q, s.k, s.v].every((x) => x.offset + x.size <= s.bytes) && s.k.offset >= s.q.n * 2 && s.v.offset >= s.k.offset + s.k.n * 2).toBe(true);
+    expect([qkv?.category, qkv?.bytes, s.k!.offset % 256, s.v!.offset % 256]).toEqual(['workspace', s.bytes, 0, 0]);
+    expect(s.q!.size).toBe((tiny.dims.N + F16_ATTN_MAX_PAD_ROWS) * tiny.dims.QC * 2);
+    expect([s.q!, s.k!, s.v!].every((x) => x.offset + x.size <= s.bytes) && s.k!.offset >= s.q!.n * 2 && s.v!.offset >= s.k!.offset + s.k!.n * 2).toBe(true);
     expect(micro.buffers.some((b) => b.key === 'f16.qkv')).toBe(false);
     // With the f16 backward, dO's copy too (after v's).
+    const bothSep = resolvePlan(PRESETS.tiny, 2, 16, { scheme: SCHEME_PRESETS.f16, f16Device: { ...dev, attentionBackwardHeadDims: [32] }, shareF16: false });
     const sb = f16AttnInputSlots(both.dims, false, true);
-    expect([both.buffers.find((b) => b.key === 'f16.qkv')?.bytes, sb.dO!.offset % 256, sb.dO!.offset >= sb.v.offset + sb.v.n * 2]).toEqual([sb.bytes, 0, true]);
+    expect([bothSep.buffers.find((b) => b.key === 'f16.qkv')?.bytes, sb.dO!.offset % 256, sb.dO!.offset >= sb.v!.offset + sb.v!.n * 2]).toEqual([sb.bytes, 0, true]);
+    // The f16 preset's q, k, v cells are the attention's inputs (padded as the slots): no f16.qkv for the forward, dO's slot alone for the backward.
+    expect(tiny.f16Cells[0].has('q') && tiny.f16Cells[0].has('v')).toBe(true);
+    expect(tiny.buffers.find((b) => b.key === 'L0.q.codes')?.bytes).toBe(s.q!.size);
+    expect(tiny.buffers.some((b) => b.key === 'f16.qkv')).toBe(false);
+    const so = f16AttnInputSlots(both.dims, false, true, false);
+    expect([so.q, so.dO!.offset, both.buffers.find((b) => b.key === 'f16.qkv')?.bytes]).toEqual([null, 0, so.dO!.size]);
     expect(micro.f16!.layers[0].note).toMatch(/attention f16 → fp32 attention \(head dim 8: the f16 attention kernel is verified for head dims 32, 64\)/);
     expect(f16AttentionPath({ shaderF16: true, tensorCores: true }, 64).why).toMatch(/no f16 attention kernel passed its check/);
     expect(f16AttentionPath(NO_F16, 64)).toEqual({ path: 'fp32', why: 'this device has no shader-f16', backward: 'fp32' });

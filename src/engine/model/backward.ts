@@ -8,7 +8,7 @@ import { attentionBackward } from '../kernels/attention/attention';
 import { attentionBackwardI8 } from '../kernels/attention/i8';
 import { attentionBackwardF16 } from '../kernels/attention/f16/attention-f16';
 import { castF32ToF16 } from '../kernels/matmul-f16/cast';
-import { f16AttnInputBindings } from './f16-operands';
+import { f16AttnInputBindings, f16AttnQkvSlots } from './f16-operands';
 import { embeddingBackward } from '../kernels/embedding/embedding';
 import { unpackHalfRows } from '../kernels/f16/f16';
 import { dequantizeRows } from '../kernels/quantize/quantize';
@@ -17,7 +17,7 @@ import { swigluBackward, swigluBackwardF16, swigluBackwardQuantized } from '../k
 import { type TensorParallel } from './tp/tp';
 import { dpCodes, scoreCodes } from './attention-scores';
 import { type ModelConfig } from './config';
-import type { GemmPath } from './compute-plan';
+import type { GemmInputSaved, GemmPath } from './compute-plan';
 import { type LinearGemms } from './linear-gemms';
 import { isHalf, type LayerSavedKey, liveKey, type ModelBuildOptions, type ModelDims } from './plan';
 import { type RunPlan } from '../plan/run-plan';
@@ -35,6 +35,8 @@ export interface BackwardModel {
   /** LoRA adapters over a frozen base (plan.lora): the base's dW GEMMs give way to the adapters' gradients. */
   readonly lora: LoraGemms | null;
   readonly attnDqPath: ModelBuildOptions['attnDqPath'];
+  /** Tests: the f16 attention's forced specs (ModelBuildOptions.f16Attention). */
+  readonly f16Attention?: ModelBuildOptions['f16Attention'];
   /** The kernel each layer's INT8 attention scores ran on (attention-scores.ts). */
   readonly attnPaths: Map<string, GemmPath>;
   b(key: string): GPUBuffer;
@@ -71,10 +73,10 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
    * Layer l's linear `name`'s weight gradient from dY [N, outW] and its input x [N, inW] (live
    * here): the base dW GEMM, or with a frozen base its LoRA adapter's dA, dB (none without one).
    */
-  const dW = (l: number, label: string, dy: GPUBuffer, outW: number, x: GPUBuffer, inW: number, name: string, scratch: 'dq' | 'dF1', xShared = false) => {
+  const dW = (l: number, label: string, dy: GPUBuffer, outW: number, x: GPUBuffer, key: GemmInputSaved, inW: number, name: string, scratch: 'dq' | 'dF1', xShared = false) => {
     const full = `model.layers.${l}.${name}`;
     if (!frozen) {
-      m.g.dwGemm(l, label, dy, outW, x, inW, gp(full), scratch, push, xShared);
+      m.g.dwGemm(l, label, dy, outW, x, inW, gp(full), scratch, push, xShared, key);
       store(full);
       return;
     }
@@ -108,12 +110,14 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     const storeL = (s: string) => store(`model.layers.${l}.${s}`);
     const a = (s: LayerSavedKey) => m.saved(l, s);
     const load = (k: LayerSavedKey) => push(m.loadSaved(l, k));
+    // A dW GEMM's X read from its f16 cell needs no fp32 copy (only a frozen base's adapters read one there).
+    const loadX = (k: GemmInputSaved) => { if (frozen || !m.g.xFromCell(l, k)) load(k); };
     const lab = (s: string) => `L${l}.${s}`;
     // Checkpointing: refill the shared saved set from layer l's input (the last layer's is still there from the forward).
     if (m.plan.checkpoint && l < L - 1) push(m.recompute(l));
     // MLP. dWdown = dresᵀ·act first: act's live copy is dF1, which down.dx then overwrites with dact.
-    load('act');
-    dW(l, lab('down.dw'), dres, C, a('act'), F, 'mlp.down_proj.weight', 'dq');
+    loadX('act');
+    dW(l, lab('down.dw'), dres, C, a('act'), 'act', F, 'mlp.down_proj.weight', 'dq');
     // dres's codes come from the RMSNorm backward that produced it (normF's, or layer l+1's norm1).
     push(m.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C, false, !!m.g.dyCodes(l), loraDxTerm(l, 'mlp.down_proj.weight')));
     loraDx(l, lab('down.dx'), 'mlp.down_proj.weight', dF1);
@@ -131,9 +135,9 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
       const o = { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } };
       push(gateUpCodes ? [swigluBackwardQuantized(rt, { ...o, ...gateUpCodes })] : gateUp16 ? swigluBackwardF16(rt, { ...o, ...gateUp16 }) : [swigluBackward(rt, o)]);
     }
-    load('h2'); // live copy in dh
-    dW(l, lab('gate.dw'), a('gate'), F, a('h2'), C, 'mlp.gate_proj.weight', 'dq');
-    dW(l, lab('up.dw'), dup, F, a('h2'), C, 'mlp.up_proj.weight', 'dq', true);
+    loadX('h2'); // live copy in dh
+    dW(l, lab('gate.dw'), a('gate'), F, a('h2'), 'h2', C, 'mlp.gate_proj.weight', 'dq');
+    dW(l, lab('up.dw'), dup, F, a('h2'), 'h2', C, 'mlp.up_proj.weight', 'dq', true);
     if (m.tp) {
       push(m.tp.columnParallelDx(lab('mlp.dx.tp'), [
         { dy: a('gate'), ...m.g.weightAt(l, `model.layers.${l}.mlp.gate_proj.weight`), rows: F },
@@ -151,17 +155,22 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     push(rmsnormBackward(rt, { label: lab('norm2.bwd'), x: a('xMid'), w: p('post_attention_layernorm.weight'), rstd: a('rstd2'), dy: dh, dx: dres, dw: gr('post_attention_layernorm.weight'), workspace: normWs, dims: { N, C, eps }, accumulate: true, dxCodes: m.g.dyCodes(l), dx16: m.g.dyOut(l, 'dres', dres, C) }));
     storeL('post_attention_layernorm.weight');
     // Attention: dWo = dresᵀ·o, dO = dres·Wo (into dh, free again).
-    load('o');
-    dW(l, lab('o.dw'), dres, C, a('o'), QC, 'self_attn.o_proj.weight', 'dF1');
+    load('o'); // the attention backward reads o in fp32
+    dW(l, lab('o.dw'), dres, C, a('o'), 'o', QC, 'self_attn.o_proj.weight', 'dF1');
     push(m.g.dxGemm(l, lab('o.dx'), dres, 'self_attn.o_proj.weight', dh, N, QC, C, false, !!m.g.dyCodes(l), loraDxTerm(l, 'self_attn.o_proj.weight')));
     loraDx(l, lab('o.dx'), 'self_attn.o_proj.weight', dh);
-    load('q');
-    load('k');
-    load('v');
+    const lc = m.plan.layers[l].compute;
+    // The f16 attention backward reads q, k, v as f16 only: from their f16 cells where the plan has them (no fp32 copies).
+    const f16Bwd = lc.attentionQk !== 'int8' && m.plan.f16?.layers[l].attentionBackward === 'f16-tensor-core';
+    const qkvCells = m.plan.f16Cells[l].has('q');
+    if (!(f16Bwd && qkvCells)) {
+      load('q');
+      load('k');
+      load('v');
+    }
     // dS (stored-dS path) goes to dF1: dead from o.dw's split-K partials to q.dw's, under every
     // scheme (no live copy aliases it then). Not under TP: ranks and the simulation must agree bit for bit.
     const dsScratch = m.plan.wire.tp ? undefined : dF1;
-    const lc = m.plan.layers[l].compute;
     // Where v_proj's dX or dW GEMM runs f16, the fp32-score kernels write dv's f16 copy too (INT8 scores: a cast below).
     const dv16 = lc.attentionQk === 'int8' ? undefined : m.g.dyOut(l, 'dv', m.b('dv'), KVC);
     const attn = { label: lab('attn.bwd'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), dO: dh, dq: m.b('dq'), dk: m.b('dk'), dv: m.b('dv'), workspace: m.b('attnWs'), dsScratch, dqPath: m.attnDqPath, B, T, nH, nKV, D, dv16 };
@@ -171,15 +180,18 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
       const dp = lc.attentionDp === 'int8' ? dpCodes(rt, (key) => m.b(key), l, dh, a('v'), m.plan.dims, m.attnPaths) : undefined;
       if (dp) push(dp.dispatches);
       push(attentionBackwardI8(rt, { ...attn, ...sc.codes, dp: dp?.codes }));
-    } else if (m.plan.f16?.layers[l].attentionBackward === 'f16-tensor-core') {
+    } else if (f16Bwd) {
       // f16 operands on tensor cores (verified on this device): dq (writing Di to attnWs), then dk/dv.
       m.attnPaths.set(`L${l}.attnDp`, 'f16-tensor-core');
-      // The kernels read f16 copies of q, k, v, dO (f16.qkv, the forward's slots and dO's): cast here.
-      const h = f16AttnInputBindings(m.b('f16.qkv'), m.plan.dims, !!m.plan.f16Twin, true);
-      for (const [x, key, n] of [[a('q'), 'q', N * QC], [a('k'), 'k', N * KVC], [a('v'), 'v', N * KVC], [dh, 'dO', N * QC]] as const) {
+      // The kernels read f16 copies of q, k, v, dO: q's, k's and v's f16 cells where the plan has them,
+      // else f16.qkv's slots, cast here as dO's is.
+      const cells = qkvCells ? { q: m.b(`L${l}.q.codes`), k: m.b(`L${l}.k.codes`), v: m.b(`L${l}.v.codes`) } : undefined;
+      const h = f16AttnInputBindings(m.b('f16.qkv'), m.plan.dims, !!m.plan.f16Twin, true, f16AttnQkvSlots(m.plan.f16?.layers, m.plan.f16Cells), cells);
+      const casts = [[a('q'), 'q', N * QC], [a('k'), 'k', N * KVC], [a('v'), 'v', N * KVC], [dh, 'dO', N * QC]] as const;
+      for (const [x, key, n] of casts.filter(([, key]) => key === 'dO' || !cells)) {
         push(castF32ToF16(rt, { label: lab(`attn.bwd.${key}16`), x, out: h.out[key].out, n, elem: h.in.elem }));
       }
-      push(attentionBackwardF16(rt, { ...attn, qkv16: h.in }));
+      push(attentionBackwardF16(rt, { ...attn, qkv16: h.in, specs: m.f16Attention?.backward, emulate: m.f16Attention?.emulate }));
     } else {
       push(attentionBackward(rt, attn));
     }
@@ -188,10 +200,10 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     push(m.g.ropeBackward(l, 'dq', { label: lab('rope_q.bwd'), x: m.b('dq'), y: m.b('qRaw'), table: m.b('rope'), B, T, nHeads: nH, D, inverse: true }));
     push(m.g.ropeBackward(l, 'dk', { label: lab('rope_k.bwd'), x: m.b('dk'), y: m.b('kRaw'), table: m.b('rope'), B, T, nHeads: nKV, D, inverse: true }));
     if (lc.attentionQk === 'int8') push(m.g.dvCast(l, lab('dv'), m.b('dv')));
-    load('h1'); // live copy in dh (dO is consumed)
-    dW(l, lab('q.dw'), m.b('qRaw'), QC, a('h1'), C, 'self_attn.q_proj.weight', 'dF1');
-    dW(l, lab('k.dw'), m.b('kRaw'), KVC, a('h1'), C, 'self_attn.k_proj.weight', 'dF1', true);
-    dW(l, lab('v.dw'), m.b('dv'), KVC, a('h1'), C, 'self_attn.v_proj.weight', 'dF1', true);
+    loadX('h1'); // live copy in dh (dO is consumed)
+    dW(l, lab('q.dw'), m.b('qRaw'), QC, a('h1'), 'h1', C, 'self_attn.q_proj.weight', 'dF1');
+    dW(l, lab('k.dw'), m.b('kRaw'), KVC, a('h1'), 'h1', C, 'self_attn.k_proj.weight', 'dF1', true);
+    dW(l, lab('v.dw'), m.b('dv'), KVC, a('h1'), 'h1', C, 'self_attn.v_proj.weight', 'dF1', true);
     if (m.tp) {
       push(m.tp.columnParallelDx(lab('qkv.dx.tp'), [
         { dy: m.b('qRaw'), ...m.g.weightAt(l, `model.layers.${l}.self_attn.q_proj.weight`), rows: QC },

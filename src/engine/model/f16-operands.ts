@@ -7,12 +7,16 @@
  * Each weight's slot starts at a 256-byte boundary (a storage binding's offset alignment); the fp32
  * layout's 64-float alignment is only 128 bytes in f16.
  */
+import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { f16AttnInputElems } from '../kernels/attention/f16/code';
 import type { F16AttnBwdInputs } from '../kernels/attention/f16/attention-f16';
-import { type F16Out, f16OperandBytes } from '../kernels/matmul-f16/cast';
+import { copy } from '../kernels/elementwise/elementwise';
+import { unpackF16 } from '../kernels/f16/f16';
+import { castF32ToF16, type F16Out, f16OperandBytes } from '../kernels/matmul-f16/cast';
 import type { F16GemmPath, LayerF16Paths } from './compute-plan';
 import type { ModelDims } from './dims';
 import type { ParamLayout } from './params';
+import type { ActivationStorage, LayerSavedKey } from './plan';
 
 export interface F16Operands {
   /** Per linear weight name: its f16 copy's byte offset in `f16.w` and its element count. */
@@ -27,8 +31,44 @@ export interface F16Operands {
    * four GEMMs, dq, dk, dv for q/k/v's six); every other copy starts at 0.
    */
   slots: { dup: number; dk: number; dv: number };
-  /** Some dW GEMM runs f16 (it needs `f16.x`). */
+  /** Some f16 dW GEMM casts its X into `f16.x` (an X saved as an f16 cell is read from there: f16Cells). */
   dw: boolean;
+}
+
+/** The saved tensors that are an f16 GEMM's X (forward, and the dW GEMM's): q/k/v's, o_proj's, gate/up's, down's inputs. */
+export const F16_GEMM_X = ['h1', 'o', 'h2', 'act'] as const;
+/** The saved tensors the f16 attention reads as f16 (forward and backward). */
+export const F16_ATTN_X = ['q', 'k', 'v'] as const;
+
+/**
+ * Per layer, the saved tensors stored f16 that are also f16 operands (RunPlan.f16Cells): the cell is
+ * the operand copy itself, so its producer writes it once (RMSNorm, SwiGLU, RoPE, the attention's o16;
+ * else one cast: v, and o under INT8 scores) and the GEMMs and the attention read it from there (no
+ * pack, no unpack-then-cast, no f16.x / f16.qkv copy). In the operand layout (f16OperandBytes: the twin's
+ * f32 elements); q, k, v padded as the f16 attention binds them (f16AttnInputElems). Only where some
+ * consumer runs f16: the X of a layer whose forward or dW GEMMs do, q/k/v (all three) of an f16 attention.
+ */
+export function f16Cells(saved: readonly Partial<Record<LayerSavedKey, ActivationStorage>>[], layers: readonly LayerF16Paths[] | undefined, training: boolean): Set<LayerSavedKey>[] {
+  return saved.map((st, l) => {
+    const p = layers?.[l];
+    const out = new Set<LayerSavedKey>();
+    if (!p || !training) return out;
+    const f16 = (k: LayerSavedKey) => st[k]?.format === 'f16';
+    if (runsF16(p.forward) || runsF16(p.dw)) for (const k of F16_GEMM_X) if (f16(k)) out.add(k);
+    if (p.attention === 'f16-tensor-core' && F16_ATTN_X.every(f16)) for (const k of F16_ATTN_X) out.add(k);
+    return out;
+  });
+}
+
+/** Bytes of layer l's f16 cell `key` of n elements (f16Cells): the operand layout, q/k/v with the f16 attention's pad rows. */
+export function f16CellBytes(d: ModelDims, key: LayerSavedKey, n: number, twin: boolean): number {
+  const attn = (F16_ATTN_X as readonly string[]).includes(key);
+  return f16OperandBytes(attn ? f16AttnInputElems(d.N, n / d.N) : n, twin);
+}
+
+/** Whether some layer's f16 attention reads q, k, v from f16.qkv's slots (it has no f16 cells of them). */
+export function f16AttnQkvSlots(layers: readonly LayerF16Paths[] | undefined, cells: readonly Set<LayerSavedKey>[]): boolean {
+  return !!layers?.some((p) => p.attention === 'f16-tensor-core' && !F16_ATTN_X.every((k) => cells[p.layer]?.has(k)));
 }
 
 /** Whether a GEMM's f16 path runs f16 (a path resolved to fp32 does not). */
@@ -38,7 +78,8 @@ export const runsF16 = (p: F16GemmPath | null | undefined): boolean => !!p && p 
  * The f16 copies a plan's f16 GEMMs need, or null where none runs f16. `twin`: the f32 twin's copies
  * (f32 storage holding f16 values: RunPlan.f16Twin), 4 bytes an element.
  */
-export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout: ParamLayout, d: ModelDims, twin = false, training = true): F16Operands | null {
+export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout: ParamLayout, d: ModelDims, twin = false, training = true,
+  cells: readonly Set<LayerSavedKey>[] = []): F16Operands | null {
   const bytes = (n: number) => f16OperandBytes(n, twin);
   if (!layers?.some((p) => runsF16(p.forward) || runsF16(p.dx) || runsF16(p.dw))) return null;
   const weights = new Map<string, { offset: number; n: number }>();
@@ -56,7 +97,8 @@ export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout
   const slots = { dup: al(bytes(d.N * d.F)), dk: al(bytes(d.N * d.QC)), dv: al(bytes(d.N * d.QC)) + al(bytes(d.N * d.KVC)) };
   const backward = training && layers.some((p) => runsF16(p.dx) || runsF16(p.dw));
   const actBytes = backward ? Math.max(widest, slots.dup + bytes(d.N * d.F), slots.dv + bytes(d.N * d.KVC)) : widest;
-  return { weights, weightBytes: Math.max(at, 4), actBytes, xBytes: widest, slots, dw: layers.some((p) => runsF16(p.dw)) };
+  const dw = layers.some((p) => runsF16(p.dw) && !F16_GEMM_X.every((k) => cells[p.layer]?.has(k)));
+  return { weights, weightBytes: Math.max(at, 4), actBytes, xBytes: widest, slots, dw };
 }
 
 /**
@@ -64,27 +106,59 @@ export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout
  * and v's f16 copies (the forward: RoPE writes q's and k's, a cast v's; the backward casts q, k, v and
  * dO, `backward`: dO's slot too), read by the kernels' matrix loads. Each slot starts at a 256-byte
  * boundary; its binding reaches f16AttnInputElems past its start (the last blocks' loads read a few
- * rows past the tensor: the next slot's values or zeros, finite either way).
+ * rows past the tensor: the next slot's values or zeros, finite either way). `qkv` false: every layer
+ * reads q, k, v from its f16 cells (f16AttnQkvSlots), so only dO's slot (at 0) is kept.
  */
-export function f16AttnInputSlots(d: ModelDims, twin = false, backward = false) {
+export function f16AttnInputSlots(d: ModelDims, twin = false, backward = false, qkv = true) {
   const bytes = (n: number) => f16OperandBytes(n, twin);
   const al = (b: number) => Math.ceil(b / 256) * 256;
   const slot = (offset: number, width: number) => ({ offset, n: d.N * width, size: bytes(f16AttnInputElems(d.N, width)) });
-  const q = slot(0, d.QC);
-  const k = slot(al(bytes(q.n)), d.KVC);
-  const v = slot(k.offset + al(bytes(k.n)), d.KVC);
-  const dO = backward ? slot(v.offset + al(bytes(v.n)), d.QC) : null;
+  const q = qkv ? slot(0, d.QC) : null;
+  const k = q ? slot(al(bytes(q.n)), d.KVC) : null;
+  const v = k ? slot(k.offset + al(bytes(k.n)), d.KVC) : null;
+  const dO = backward ? slot(v ? v.offset + al(bytes(v.n)) : 0, d.QC) : null;
   return { q, k, v, dO, bytes: Math.max(...[q, k, v, dO].map((s) => (s ? s.offset + s.size : 0))) };
 }
 
-/** The slots of f16AttnInputSlots in `buffer`: the kernels' (padded) bindings, and the producers' exact outputs. */
-export function f16AttnInputBindings(buffer: GPUBuffer, d: ModelDims, twin: boolean, backward: boolean): { in: F16AttnBwdInputs; out: Record<'q' | 'k' | 'v' | 'dO', F16Out> } {
-  const slots = f16AttnInputSlots(d, twin, backward);
+/**
+ * The slots of f16AttnInputSlots in `buffer`: the kernels' (padded) bindings, and the producers' exact
+ * outputs; `cells`: a layer's f16 cells of q, k, v (padded: f16CellBytes) in place of their slots.
+ */
+export function f16AttnInputBindings(buffer: GPUBuffer | undefined, d: ModelDims, twin: boolean, backward: boolean, qkv = true,
+  cells?: Record<'q' | 'k' | 'v', GPUBuffer>): { in: F16AttnBwdInputs; out: Record<'q' | 'k' | 'v' | 'dO', F16Out> } {
+  const slots = f16AttnInputSlots(d, twin, backward, qkv);
   const elem = twin ? 'f32' : 'f16';
-  const bind = (s: { offset: number; size: number } | null) => ({ buffer, offset: s?.offset ?? 0, size: s?.size ?? 0 });
-  const out = (s: { offset: number; n: number } | null): F16Out => ({ out: { buffer, offset: s?.offset ?? 0, size: f16OperandBytes(s?.n ?? 0, twin) }, elem });
+  // A slot the plan has not (the forward's dO; q, k, v beside cells) binds nothing: 0 bytes.
+  const some = buffer ?? cells?.q;
+  if (!some || ((slots.q || slots.dO) && !buffer)) throw new Error('internal: the f16 attention\'s inputs need f16.qkv, which the plan has not');
+  const bind = (s: { offset: number; size: number } | null) => ({ buffer: s ? buffer! : some, offset: s?.offset ?? 0, size: s?.size ?? 0 });
+  const out = (s: { offset: number; n: number } | null): F16Out => ({ out: { buffer: s ? buffer! : some, offset: s?.offset ?? 0, size: f16OperandBytes(s?.n ?? 0, twin) }, elem });
+  if (cells) {
+    const n = { q: d.N * d.QC, k: d.N * d.KVC, v: d.N * d.KVC };
+    const cell = (k: 'q' | 'k' | 'v') => ({ buffer: cells[k], offset: 0, size: f16CellBytes(d, k, n[k], twin) });
+    const cellOut = (k: 'q' | 'k' | 'v'): F16Out => ({ out: { buffer: cells[k], offset: 0, size: f16OperandBytes(n[k], twin) }, elem });
+    return {
+      in: { q: cell('q'), k: cell('k'), v: cell('v'), dO: bind(slots.dO), elem },
+      out: { q: cellOut('q'), k: cellOut('k'), v: cellOut('v'), dO: out(slots.dO) },
+    };
+  }
+  if (!slots.q || !slots.k || !slots.v) throw new Error('internal: f16.qkv has no q, k, v slots and the layer no f16 cells of them');
   return {
     in: { q: bind(slots.q), k: bind(slots.k), v: bind(slots.v), dO: bind(slots.dO), elem },
     out: { q: out(slots.q), k: out(slots.k), v: out(slots.v), dO: out(slots.dO) },
   };
+}
+
+/**
+ * Dispatches that store x [n] (fp32) in its f16 cell (f16Cells) where no producer wrote it: the operand
+ * copy's cast (its packed words are packF16's bit for bit; the twin: f32 elements holding the f16 values).
+ */
+export function packF16Cell(rt: Runtime, o: { label: string; x: Binding; cell: GPUBuffer; n: number; twin: boolean }): Dispatch[] {
+  return [castF32ToF16(rt, { label: o.label, x: o.x, out: { buffer: o.cell, offset: 0, size: f16OperandBytes(o.n, o.twin) }, n: o.n, elem: o.twin ? 'f32' : 'f16' })];
+}
+
+/** Dispatches that expand an f16 cell's n values into fp32 `out`: unpackF16 (the same packed words), or in the twin a copy of its f32 elements. */
+export function unpackF16Cell(rt: Runtime, o: { label: string; cell: GPUBuffer; out: Binding; n: number; twin: boolean }): Dispatch[] {
+  const cell = { buffer: o.cell, offset: 0, size: f16OperandBytes(o.n, o.twin) };
+  return o.twin ? [copy(rt, { label: `${o.label}.f16cell`, src: cell, dst: o.out, n: o.n })] : unpackF16(rt, { label: o.label, words: cell, out: o.out, n: o.n });
 }

@@ -40,6 +40,8 @@ export class LinearGemms {
    * by a counted cast; a write over a slot drops the copies it overlaps.
    */
   private readonly held = new Map<GPUBuffer, { offset: number; size: number }>();
+  /** The f16 cells (plan.f16Cells) their producers wrote in this build, `l.key`: no store pass for them (cellWritten). */
+  private readonly written = new Set<string>();
   /** The kernel each f16 GEMM runs, by label (computePaths reports them). */
   private readonly f16Paths = new Map<string, GemmPath>();
   /** QLoRA's quantized frozen base (plan.qlora): its linears' forward and dX GEMMs, else null. */
@@ -59,7 +61,7 @@ export class LinearGemms {
       : null;
     this.wcodes = plan.wcodes ? new WeightCodes(rt, plan.wcodes, b) : null;
     // QLoRA's block linears have no f16 copy (f16Weight dequantizes each before its GEMM).
-    this.f16 = f16Operands(plan.f16?.layers, plan.qlora?.dense ?? plan.layout, plan.dims, plan.f16Twin, plan.training);
+    this.f16 = f16Operands(plan.f16?.layers, plan.qlora?.dense ?? plan.layout, plan.dims, plan.f16Twin, plan.training, plan.f16Cells);
     this.qbase = plan.qlora ? new QloraBase(rt, plan.qlora, b, !!plan.f16Twin) : null;
   }
 
@@ -100,6 +102,25 @@ export class LinearGemms {
 
   private opBytes(n: number): number {
     return f16OperandBytes(n, !!this.plan.f16Twin);
+  }
+
+  /** Layer l's saved `key` as an f16 operand: its f16 cell where the plan has one (plan.f16Cells), else undefined. */
+  private cell(l: number, key: LayerSavedKey | undefined): Binding | undefined {
+    if (!key || l >= this.plan.dims.L || !this.plan.f16Cells[l].has(key)) return undefined;
+    return { buffer: this.b(`L${l}.${key}.codes`), offset: 0, size: this.opBytes(this.plan.saved[l][key]!.n) };
+  }
+
+  /** Where a producer writes layer l's saved `key` as its f16 cell (recorded: its store pass is skipped, cellWritten). */
+  cellOut(l: number, key: LayerSavedKey): F16Out {
+    const out = this.cell(l, key);
+    if (!out) throw new Error(`internal: L${l}.${key} has no f16 cell`);
+    this.written.add(`${l}.${key}`);
+    return { out, elem: this.elem };
+  }
+
+  /** Whether a producer wrote layer l's f16 cell `key` (cellOut). */
+  cellWritten(l: number, key: LayerSavedKey): boolean {
+    return this.written.has(`${l}.${key}`);
   }
 
   /**
@@ -265,9 +286,10 @@ export class LinearGemms {
    */
   gemmInput(l: number, label: string, x: GPUBuffer, width: number, push: (d: Dispatch | Dispatch[]) => void, producerCodes = false, key?: GemmInputSaved): Binding {
     if (this.runsF16(l, 'forward')) {
-      // x's f16 copy for every GEMM that reads it: its producer's (inputNorm, inputSwiglu, the
-      // attention's attnOut), else a cast here (counted: o under INT8 attention scores, whose kernel writes fp32 only).
-      if (!this.heldCopy(x, this.plan.dims.N * width)) push(this.castTo('f16.a', label, x, this.plan.dims.N * width).d);
+      // x's f16 copy for every GEMM that reads it: its f16 cell (written by its producer or its store),
+      // its producer's (inputNorm, inputSwiglu, the attention's attnOut), else a cast here (counted: o
+      // under INT8 attention scores, whose kernel writes fp32 only).
+      if (!this.cell(l, key) && !this.heldCopy(x, this.plan.dims.N * width)) push(this.castTo('f16.a', label, x, this.plan.dims.N * width).d);
       return x;
     }
     if (this.plan.layers[l].compute.forward === 'int8') {
@@ -287,24 +309,25 @@ export class LinearGemms {
 
   /** An RMSNorm whose output (saved as `key`) feeds layer l's forward GEMMs: with an INT8 forward it also writes y's codes (gemmInput's producerCodes). */
   inputNorm(l: number, key: 'h1' | 'h2', o: Parameters<typeof rmsnormForward>[1]): Dispatch[] {
-    if (this.runsF16(l, 'forward')) return rmsnormForwardF16(this.rt, { ...o, y16: this.xOut(o.y as GPUBuffer, o.dims.N * o.dims.C) });
+    if (this.runsF16(l, 'forward')) return rmsnormForwardF16(this.rt, { ...o, y16: this.xOut(l, key, o.y as GPUBuffer, o.dims.N * o.dims.C) });
     if (this.plan.layers[l].compute.forward !== 'int8') return [rmsnormForward(this.rt, o)];
     return rmsnormForwardQuantized(this.rt, { ...o, ...this.producerCodes(l, key) });
   }
 
   /** Where the attention forward (fp32 or f16) writes o's f16 copy for o_proj's f16 GEMM, or undefined where it runs fp32/INT8. */
   attnOut(l: number, o: GPUBuffer): F16Out | undefined {
-    return this.runsF16(l, 'forward') ? this.xOut(o, this.plan.dims.N * this.plan.dims.QC) : undefined;
+    return this.runsF16(l, 'forward') ? this.xOut(l, 'o', o, this.plan.dims.N * this.plan.dims.QC) : undefined;
   }
 
-  /** Where a producer writes its output x's f16 copy for layer l's f16 forward GEMMs (f16.a from 0). */
-  private xOut(x: GPUBuffer, n: number): F16Out {
+  /** Where a producer writes its output x (saved as `key`)'s f16 copy for layer l's f16 forward GEMMs: the f16 cell, else f16.a from 0. */
+  private xOut(l: number, key: GemmInputSaved, x: GPUBuffer, n: number): F16Out {
+    if (this.cell(l, key)) return this.cellOut(l, key);
     return { out: this.hold(x, 0, n), elem: this.elem };
   }
 
   /** The SwiGLU whose output feeds down_proj: with an INT8 forward it also writes h's codes. */
   inputSwiglu(l: number, o: Parameters<typeof swigluForward>[1]): Dispatch[] {
-    if (this.runsF16(l, 'forward')) return swigluForwardF16(this.rt, { ...o, h16: this.xOut(o.h as GPUBuffer, o.dims.N * o.dims.F) });
+    if (this.runsF16(l, 'forward')) return swigluForwardF16(this.rt, { ...o, h16: this.xOut(l, 'act', o.h as GPUBuffer, o.dims.N * o.dims.F) });
     if (this.plan.layers[l].compute.forward !== 'int8') return [swigluForward(this.rt, o)];
     return swigluForwardQuantized(this.rt, { ...o, ...this.producerCodes(l, 'act') });
   }
@@ -321,8 +344,8 @@ export class LinearGemms {
   linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false, key?: GemmInputSaved, lowRank?: LowRank): Dispatch[] {
     if (lowRank && !this.lowRankFits(l, 'forward')) throw new Error(`internal: ${label}: a low-rank epilogue on a GEMM without one`);
     if (this.runsF16(l, 'forward')) {
-      // NT: W [out, in] as stored, read column-major; X's f16 copy is its producer's or gemmInput's.
-      const a = this.heldCopy(x, M * K);
+      // NT: W [out, in] as stored, read column-major; X's f16 copy is its f16 cell, its producer's or gemmInput's.
+      const a = this.cell(l, key) ?? this.heldCopy(x, M * K);
       if (!a) throw new Error(`internal: ${label}: no f16 copy of X (gemmInput makes one)`);
       const { pre, w } = this.f16Weight(`model.layers.${l}.${name}`);
       return [...pre, ...this.f16Gemm(label, { label, a, b: w, c: out, M, N, K, transB: true, accumulate, lowRank })];
@@ -407,16 +430,19 @@ export class LinearGemms {
    * dW = dYᵀ·X of layer l (dY [tokens, outW], X [tokens, inW]) in the layer's dW compute format:
    * fp32 (split over tokens into `scratch`, dY through its gemm_output_grads cell), or INT8 in
    * blocks of tokens or per channel over all of them; `xShared`: X's INT8 codes are the previous dW GEMM's (q/k/v, gate/up).
+   * `key`: X is that saved tensor (an f16 dW GEMM reads its f16 cell where the plan has one: xFromCell).
    */
   dwGemm(l: number, label: string, dy: GPUBuffer, outW: number, x: GPUBuffer, inW: number, c: Binding, scratch: 'dq' | 'dF1',
-    push: (d: Dispatch | Dispatch[]) => void, xShared = false): void {
+    push: (d: Dispatch | Dispatch[]) => void, xShared = false, key?: GemmInputSaved): void {
     const cp = this.plan.layers[l].compute;
     if (this.runsF16(l, 'dw')) {
       // TN: dW [outW, inW] = dYᵀ·X over the step's tokens in f16; split-K partials in `scratch` as the fp32 GEMM's.
       const K = this.plan.dims.N;
       const dy16 = this.dyCopy(label, dy, K * outW);
-      // X is a saved fp32 activation: cast here (counted), once for the dW GEMMs that share it (xShared: q/k/v, gate/up).
-      const x16 = xShared ? { d: [], out: { buffer: this.b('f16.x'), offset: 0, size: this.opBytes(K * inW) } } : (({ d, out }) => ({ d: [d], out }))(this.castTo('f16.x', label, x, K * inW));
+      // X is its f16 cell, else a saved fp32 activation: cast here (counted), once for the dW GEMMs that share it (xShared: q/k/v, gate/up).
+      const cell = this.cell(l, key);
+      const x16 = cell ? { d: [], out: cell }
+        : xShared ? { d: [], out: { buffer: this.b('f16.x'), offset: 0, size: this.opBytes(K * inW) } } : (({ d, out }) => ({ d: [d], out }))(this.castTo('f16.x', label, x, K * inW));
       const ws = this.dwWorkspace(scratch);
       push([...dy16.d, ...x16.d, ...this.f16Gemm(label, { label, a: dy16.out, b: x16.out, c, M: outW, N: inW, K, transA: true, workspace: ws })]);
       return;
@@ -427,6 +453,14 @@ export class LinearGemms {
     }
     if (!xShared) push(this.int8().dwInput(label, x, inW, cp.dwBlock));
     push(this.int8().dw(label, dy, outW, inW, c, cp.dwBlock, cp.gradRounding, this.dwWorkspace(scratch)));
+  }
+
+  /**
+   * Whether layer l's dW GEMMs read X `key` from its f16 cell (dwGemm), so the backward need not unpack
+   * the cell into its fp32 live copy for them (a frozen base's adapters still read that copy).
+   */
+  xFromCell(l: number, key: GemmInputSaved): boolean {
+    return this.runsF16(l, 'dw') && !!this.cell(l, key);
   }
 
   /** The output gradient a dW GEMM of layer l reads (its gemm_output_grads cell; dX uses dy as is). */

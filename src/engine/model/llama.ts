@@ -19,7 +19,7 @@ import { buildDequantize, buildQuantize, dequantizeRows } from '../kernels/quant
 import { globalNorm, normFinalize, sumSquaresPartialCount, sumSquaresPartials } from '../kernels/reduce/reduce';
 import { rmsnormForward } from '../kernels/rmsnorm/rmsnorm';
 import { rope, ropeF16, ropeTablePacked } from '../kernels/rope/rope';
-import { f16AttnInputBindings } from './f16-operands';
+import { f16AttnInputBindings, f16AttnQkvSlots, packF16Cell, unpackF16Cell } from './f16-operands';
 import { adamw } from '../optim/adamw';
 import { adamwScaled, lossScaleCheck, lossScaleUpdate, packLossScaleState } from '../optim/loss-scale-gpu';
 import { LossScaler } from '../optim/loss-scale';
@@ -104,6 +104,8 @@ export class LlamaGpu {
   readonly attnPaths = new Map<string, GemmPath>();
 
   readonly cfg: ModelConfig;
+  /** Tests: the f16 attention's forced specs (ModelBuildOptions.f16Attention). */
+  private readonly f16Attention: ModelBuildOptions['f16Attention'];
   /** The LoRA adapters' GEMMs (plan.lora), null when every parameter trains. */
   readonly lora: LoraGemms | null;
 
@@ -120,6 +122,7 @@ export class LlamaGpu {
       throw new Error(plan.ownWeights ? 'LlamaGpu: the plan allocates its own weights; sharedWeights would be ignored' : 'LlamaGpu: the plan has no weights of its own; pass sharedWeights');
     }
     this.cfg = cfg;
+    this.f16Attention = opts.f16Attention;
     const T = dims.T;
     this.training = plan.training;
     this.plan = plan;
@@ -144,7 +147,7 @@ export class LlamaGpu {
     if (this.training) {
       if (plan.lossScale) rt.write(this.b('lossScale'), new Uint8Array(packLossScaleState(new LossScaler(plan.lossScale).state())));
       buildBackward({
-        rt, cfg, dims: this.dims, plan: this.plan, tp: this.tp, g: this.g, lora: this.lora, attnDqPath: opts.attnDqPath, attnPaths: this.attnPaths,
+        rt, cfg, dims: this.dims, plan: this.plan, tp: this.tp, g: this.g, lora: this.lora, attnDqPath: opts.attnDqPath, f16Attention: opts.f16Attention, attnPaths: this.attnPaths,
         b, param: (name) => this.param(name), saved: (l, key) => this.saved(l, key), loadSaved: (l, key) => this.loadSaved(l, key),
         gradOut: (name) => this.gradOut(name), storeGrad: (name) => this.storeGrad(name),
         recompute: (l) => {
@@ -185,6 +188,11 @@ export class LlamaGpu {
   private storeSaved(l: number, key: LayerSavedKey): Dispatch[] {
     const st = this.storage[l][key];
     if (!st) return [];
+    // An f16 cell that is an operand copy: nothing where its producer wrote it (LinearGemms.cellOut), else the copy's cast.
+    if (this.f16Cell(l, key)) {
+      if (this.g.cellWritten(l, key)) return [];
+      return packF16Cell(this.rt, { label: `L${l}.${key}.f16`, x: this.b(liveKey(key)), cell: this.b(`L${l}.${key}.codes`), n: st.n, twin: !!this.plan.f16Twin });
+    }
     // bf16/f16 keep no probe point: the quantization-error probe reads codes + scales (train/probe.ts probeSites skips them too).
     if (isHalf(st)) return packHalf(this.rt, st.format, { label: `L${l}.${key}.${st.format}`, x: this.b(liveKey(key)), words: this.b(`L${l}.${key}.codes`), n: st.n });
     const words = this.b(`L${l}.${key}.codes`);
@@ -204,6 +212,7 @@ export class LlamaGpu {
     const st = this.storage[l][key];
     if (!st) return [];
     if (rows === this.dims.N) return this.loadSaved(l, key);
+    if (this.f16Cell(l, key)) throw new Error(`internal: L${l}.${key} is an f16 operand cell, unpacked whole only`);
     const out = { buffer: this.b(liveKey(key)), offset: r0 * width * 4, size: rows * width * 4 };
     const label = `L${l}.${key}.rows${r0}`;
     if (isHalf(st)) return unpackHalfRows(this.rt, st.format, { label, words: this.b(`L${l}.${key}.codes`), width, r0, rows, out });
@@ -214,9 +223,17 @@ export class LlamaGpu {
   private loadSaved(l: number, key: LayerSavedKey): Dispatch[] {
     const st = this.storage[l][key];
     if (!st) return [];
+    if (this.f16Cell(l, key)) {
+      return unpackF16Cell(this.rt, { label: `L${l}.${key}.f16`, cell: this.b(`L${l}.${key}.codes`), out: this.b(liveKey(key)), n: st.n, twin: !!this.plan.f16Twin });
+    }
     if (isHalf(st)) return unpackHalf(this.rt, st.format, { label: `L${l}.${key}.${st.format}`, words: this.b(`L${l}.${key}.codes`), out: this.b(liveKey(key)), n: st.n });
     return buildDequantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n },
       this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), { out: this.b(liveKey(key)) }).dispatches;
+  }
+
+  /** Whether layer l's saved `key` is an f16 cell that is also an f16 operand copy (plan.f16Cells). */
+  private f16Cell(l: number, key: LayerSavedKey): boolean {
+    return l < this.dims.L && this.plan.f16Cells[l].has(key);
   }
 
   /** The kernel each layer's forward, dX and dW GEMMs run on this device (fp32, int8-dot4, int8-tensor-core). */
@@ -389,12 +406,17 @@ export class LlamaGpu {
     linear(lab('q_proj'), 'self_attn.q_proj.weight', a('h1'), h1, this.b('qRaw'), QC, C, false, 'h1');
     linear(lab('k_proj'), 'self_attn.k_proj.weight', a('h1'), h1, this.b('kRaw'), KVC, C, false, 'h1');
     linear(lab('v_proj'), 'self_attn.v_proj.weight', a('h1'), h1, a('v'), KVC, C, false, 'h1');
-    store('v');
     // INT8 attention scores: the rotations write Q's and K's codes too (attention-scores.ts).
     const i8Scores = this.plan.layers[l].compute.attentionQk === 'int8';
-    // f16 attention reads f16 copies of q, k, v (f16.qkv): the rotations write q's and k's, v's is cast.
+    // f16 attention reads f16 copies of q, k, v: their f16 cells where the plan has them (f16Cells: the
+    // rotations write q's and k's, v's store is its cast), else f16.qkv's slots (the rotations write q's and k's, v's is cast).
     const f16Attn = !i8Scores && this.plan.f16?.layers[l].attention === 'f16-tensor-core';
-    const qkv16 = f16Attn ? f16AttnInputBindings(this.b('f16.qkv'), this.dims, !!this.plan.f16Twin, false) : undefined;
+    const cells = this.f16Cell(l, 'q') ? { q: this.b(`L${l}.q.codes`), k: this.b(`L${l}.k.codes`), v: this.b(`L${l}.v.codes`) } : undefined;
+    const qkv16 = f16Attn
+      ? f16AttnInputBindings(this.buf.get('f16.qkv'), this.dims, !!this.plan.f16Twin, false, f16AttnQkvSlots(this.plan.f16?.layers, this.plan.f16Cells), cells)
+      : undefined;
+    if (qkv16 && cells) for (const k of ['q', 'k'] as const) this.g.cellOut(l, k);
+    store('v');
     const ropeOf = (which: 'q' | 'k', x: GPUBuffer, y: GPUBuffer, nHeads: number) => {
       const args = { label: lab(`rope_${which}`), x, y, table: this.b('rope'), B, T, nHeads, D };
       if (qkv16) return ropeF16(rt, { ...args, y16: qkv16.out[which] });
@@ -408,13 +430,16 @@ export class LlamaGpu {
       const sc = forwardScoreCodes(rt, (key) => this.b(key), l, a('q'), a('k'), this.plan.dims, this.attnPaths);
       push(sc.dispatches);
       push(attentionForwardI8(rt, { label: lab('attn'), ...sc.codes, v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D }));
-    } else if (this.plan.f16?.layers[l].attention === 'f16-tensor-core') {
+    } else if (qkv16) {
       // f16 operands on tensor cores (verified on this device); o and lse as the fp32 backward reads them,
       // and o's f16 copy where o_proj's GEMM runs f16 (attnOut).
       this.attnPaths.set(`L${l}.attn`, 'f16-tensor-core');
-      const h = qkv16!;
-      push(castF32ToF16(rt, { label: lab('v16'), x: a('v'), out: h.out.v.out, n: N * KVC, elem: h.in.elem }));
-      push(attentionForwardF16(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D, o16: this.g.attnOut(l, a('o')), qkv16: h.in }));
+      if (!cells) push(castF32ToF16(rt, { label: lab('v16'), x: a('v'), out: qkv16.out.v.out, n: N * KVC, elem: qkv16.in.elem }));
+      const forced = this.f16Attention;
+      push(attentionForwardF16(rt, {
+        label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D, o16: this.g.attnOut(l, a('o')), qkv16: qkv16.in,
+        spec: forced?.forward, emulate: forced?.emulate,
+      }));
     } else {
       push(attentionForward(rt, { label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D, o16: this.g.attnOut(l, a('o')) }));
     }

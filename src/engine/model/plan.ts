@@ -7,6 +7,7 @@
  * D head dim, V vocab, L layers.
  */
 import type { DqPath } from '../kernels/attention/ds';
+import type { F16AttnBwdSpecs, F16AttnSpec } from '../kernels/attention/f16/attention-f16';
 import { dequantizeRowsAligned } from '../kernels/quantize/quantize';
 import { BITS, type QuantFormat } from '../quant/formats';
 import { type CodeBits, wordsFor } from '../quant/pack';
@@ -42,6 +43,8 @@ export interface PlanOverrides {
   fuseGateUpDx?: boolean;
   /** Tests: false quantizes a saved tensor into its INT8-per-row storage and into i8.a separately even where one set of codes serves both (sharesInputCodes). */
   shareCodes?: boolean;
+  /** Tests: false stores f16 saved activations packed beside the f16 operand copies (f16.a, f16.x, f16.qkv) even where the cell can be the copy (f16Cells). */
+  shareF16?: boolean;
 }
 
 export interface PlanOptions extends PlanOverrides {
@@ -60,6 +63,11 @@ export interface ModelBuildOptions {
   sharedWeights?: GPUBuffer;
   /** Tests, benchmarks: force the attention backward's dq path (attentionDqPlan; default: stored dS where dF1 holds it). */
   attnDqPath?: DqPath;
+  /**
+   * Tests: the f16 attention's specs instead of those verified on the device (enableF16Attention), and
+   * `emulate`: their twins over f32 (an f16Twin plan's attention on a device without subgroup matrices).
+   */
+  f16Attention?: { forward: F16AttnSpec; backward: F16AttnBwdSpecs; emulate: boolean };
 }
 
 /** Saved-for-backward tensors of one layer (the schemes re-price these). */

@@ -29,7 +29,7 @@ import {
 import type { ModelConfig } from '../model/config';
 import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
 import { type ParamLayout, paramLayout } from '../model/params';
-import { f16AttnInputSlots, f16Operands, runsF16 } from '../model/f16-operands';
+import { f16AttnInputSlots, f16AttnQkvSlots, f16CellBytes, f16Cells, f16Operands, runsF16 } from '../model/f16-operands';
 import { logitsChunkRows } from './logits';
 import { type LoraPlan, loraBuffers, resolveLoraPlan } from '../lora/plan';
 import type { LoraSpec } from '../lora/spec';
@@ -79,6 +79,12 @@ export interface RunPlan {
    * storage, the GEMM reads them from there, and no copy goes to i8.a.
    */
   sharedCodes: Set<GemmInputSaved>[];
+  /**
+   * Per layer: the saved tensors whose f16 cell is also the f16 GEMMs' or attention's operand copy
+   * (model/f16-operands.ts f16Cells): written once by the producer in the operand layout, read by the
+   * f16 consumers in place; the fp32 readers unpack it (the twin: copy its f32 elements).
+   */
+  f16Cells: Set<LayerSavedKey>[];
   /** The fake-quantized copies the step keeps: of the weights (`wq`), GEMM inputs (`aq`), output gradients (`gq`). */
   fakeQuant: { weights: boolean; inputs: boolean; grads: boolean };
   /** Rows per block of the SwiGLU backward (swigluBlockRows; N when `up` is stored fp32). */
@@ -288,6 +294,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   const int8 = int8Use(layers, training);
   const gateUpDx = layers.map((l) => (opts.fuseGateUpDx ?? true) && gateUpDxFused(dims, l.compute, training));
   const weightCodes = int8.rows ? scheme.weight_codes : 'per-gemm';
+  const f16 = resolveF16(scheme, layers, training, opts.f16Device ?? null, dims.D);
   const plan: RunPlan = {
     cfg, dims, layout, scheme, training, layers, saved,
     // A frozen base has no gradients to store (the adapters' are fp32).
@@ -300,6 +307,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     sharedCodes: layers.map((ly, l) => new Set((opts.shareCodes ?? true)
       ? GEMM_INPUT_SAVED.filter((k) => sharesInputCodes(ly.compute, saved[l][k], ly.savedSpecs[SAVED_KIND_OF[k]!]))
       : [])),
+    f16Cells: (opts.shareF16 ?? true) ? f16Cells(saved.slice(0, dims.L), f16?.layers, training) : layers.map(() => new Set()),
     fakeQuant,
     swigluRows: saved.some((s) => s.up) ? swigluBlockRows(dims, saved, opts.swigluBlockRows) : dims.N,
     // A trained head's dW reads hF back from its storage a chunk of rows at a time: its rows must align there too.
@@ -312,7 +320,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     ownWeights: opts.ownWeights ?? true,
     linearNnMinRows: opts.linearNnMinRows,
     buffers: [],
-    f16: resolveF16(scheme, layers, training, opts.f16Device ?? null, dims.D),
+    f16,
     lossScale: null,
     ...(opts.f16Twin ? { f16Twin: true } : {}),
     lora,
@@ -371,7 +379,9 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
         continue;
       }
       // Quantized (or bf16/f16) storage: codes and scales are what stays alive for backward; bf16/f16 have no scales.
-      out.push({ key: `L${l}.${k}.codes`, category: 'activations', bytes: q.words * 4 });
+      // An f16 cell that is an operand copy takes the operand layout (f16CellBytes).
+      const cell = l < d.L && p.f16Cells[l].has(k);
+      out.push({ key: `L${l}.${k}.codes`, category: 'activations', bytes: cell ? f16CellBytes(d, k, q.n, !!p.f16Twin) : q.words * 4 });
       if (q.scales) out.push({ key: `L${l}.${k}.scales`, category: 'activations', bytes: q.scales * 4 });
       live.add(k);
     }
@@ -388,15 +398,17 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   ws('kRaw', d.N * d.KVC * f);
   // f16 GEMMs' operands: the weights' f16 copy and the cast activations (model/f16-operands.ts).
   // QLoRA's block linears have no f16 copy: each is dequantized to f16 into qlora.w before its GEMM.
-  const f16 = f16Operands(p.f16?.layers, p.qlora?.dense ?? layout, d, p.f16Twin, training);
+  const f16 = f16Operands(p.f16?.layers, p.qlora?.dense ?? layout, d, p.f16Twin, training, p.f16Cells);
   if (f16) {
     if (!p.qlora) ws('f16.w', f16.weightBytes);
     ws('f16.a', f16.actBytes);
     if (f16.dw && training) ws('f16.x', f16.xBytes);
   }
-  // The f16 attention's q, k, v (and the backward's dO) copies (model/f16-operands.ts f16AttnInputSlots), where some layer runs it.
+  // The f16 attention's q, k, v (and the backward's dO) copies (model/f16-operands.ts f16AttnInputSlots), where some layer runs it:
+  // q, k, v's only where a layer has no f16 cells of them.
   const f16Bwd = training && !!p.f16?.layers.some((l) => l.attentionBackward === 'f16-tensor-core');
-  if (p.f16?.layers.some((l) => l.attention === 'f16-tensor-core')) ws('f16.qkv', f16AttnInputSlots(d, p.f16Twin, f16Bwd).bytes);
+  const qkvSlots = f16AttnQkvSlots(p.f16?.layers, p.f16Cells);
+  if (qkvSlots || f16Bwd) ws('f16.qkv', f16AttnInputSlots(d, p.f16Twin, f16Bwd, qkvSlots).bytes);
   // The forward GEMMs' weight, transposed to [in, out] just before each (llama.ts, linear()); INT8 and f16 forwards read W's codes or f16 copy.
   const fp32Forward = !p.qlora && p.layers.some((l, i) => l.compute.forward === 'fp32' && !runsF16(p.f16?.layers[i]?.forward));
   if (fp32Forward && linearsTransposed(d.N, opts.linearNnMinRows)) ws('wT', d.C * Math.max(d.QC, d.KVC, d.F) * f);

@@ -1,0 +1,142 @@
+/**
+ * f16 saved activations that are the f16 operand copies themselves (RunPlan.f16Cells, issue 35): on
+ * SwiftShader through the f32 twin (f16Twin: f32 cells holding f16 values) with the f16 attention's
+ * emulated kernels, a micro step under `f16` and `agoq-f16` is bit for bit the step that stores the
+ * cells packed beside separate copies (shareF16: false): loss, every gradient, and the cells hold what
+ * the packed storage unpacks to. The step loses the cells' pack and unpack passes and the casts into
+ * f16.x and f16.qkv (only dO's cast stays); a Trainer allocates exactly its plan.
+ */
+import { describe, expect, it } from 'vitest';
+import type { F16AttnSpec } from '../../src/engine/kernels/attention/f16/attention-f16';
+import { unpackF16Ref } from '../../src/engine/kernels/f16/f16.ref';
+import { PRESETS } from '../../src/engine/model/config';
+import { f16CellBytes } from '../../src/engine/model/f16-operands';
+import { LlamaGpu } from '../../src/engine/model/llama';
+import { initParams, paramLayout } from '../../src/engine/model/params';
+import { resolvePlan, type RunPlan } from '../../src/engine/plan/run-plan';
+import { resolveTrainingPlan } from '../../src/engine/plan/train-plan';
+import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
+import type { Scheme } from '../../src/engine/scheme/scheme';
+import { defaultTrainOptions } from '../../src/engine/train/options';
+import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
+import { Trainer } from '../../src/engine/train/trainer';
+import { Rng } from '../../src/engine/util/rng';
+import { attentionTestRuntime } from '../helpers/gpu';
+
+const rt = await attentionTestRuntime();
+const cfg = { ...PRESETS.micro }; // head dim 8, GQA (4 query heads, 2 KV heads), 2 layers
+const [B, T] = [2, 16];
+const layout = paramLayout(cfg);
+const params = initParams(cfg, layout, 7);
+const rng = new Rng(23);
+const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size));
+/** A device with f16 GEMMs and the f16 attention both ways at head dim 8 (what the twin stands in for). */
+const DEV = { shaderF16: true, tensorCores: false, attentionHeadDims: [8], attentionBackwardHeadDims: [8] };
+// The emulated attention's micro specs (attention-f16.gpu.test.ts): matrix loads straight from the f16 inputs (cheapest to compile here).
+const SPEC: F16AttnSpec = { cfg: { M: 8, N: 4, K: 8 }, D: 8, sgCount: 2, BKV: 8, sgSize: 8, PAD: 8, load: 'direct' };
+const F16_ATTENTION = { forward: SPEC, backward: { dq: SPEC, dkdv: SPEC }, emulate: true };
+
+const plan = (scheme: Scheme, shareF16: boolean) => resolvePlan(cfg, B, T, { scheme, f16Device: DEV, f16Twin: true, shareF16 });
+
+/** One forward + backward; `fwd` reads buffers between them. */
+async function step(p: RunPlan, fwd?: (m: LlamaGpu) => Promise<void>) {
+  const model = new LlamaGpu(rt, p, { f16Attention: F16_ATTENTION });
+  model.uploadParams(params);
+  model.setBatch(tokens);
+  rt.run(model.forward);
+  await fwd?.(model);
+  rt.run(model.backward);
+  // Every gradient as stored: the fp32 flat buffer, or agoq-f16's INT8 codes and scales.
+  const keys = [...model.buf.keys()].filter((k) => k === 'grads' || k.startsWith('grads.')).sort();
+  const grads = new Float32Array((await Promise.all(keys.map((k) => rt.readF32(model.b(k))))).flatMap((a) => Array.from(a)));
+  return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, model, labels: [...model.forward, ...model.backward].map((d) => d.label) };
+}
+
+describe.each(['f16', 'agoq-f16'] as const)('f16 cells as the operand copies (%s, f32 twin)', (name) => {
+  it('the plan: which cells, their bytes, no f16.x / q-k-v slots where the cells serve', () => {
+    const p = plan(SCHEME_PRESETS[name], true);
+    const old = plan(SCHEME_PRESETS[name], false);
+    const want = name === 'f16' ? ['h1', 'q', 'k', 'v', 'o', 'h2', 'act'] : ['q', 'k', 'v', 'o'];
+    for (const s of p.f16Cells) expect([...s].sort()).toEqual([...want].sort());
+    expect(old.f16Cells.every((s) => s.size === 0)).toBe(true);
+    const bytes = (q: RunPlan, k: string) => q.buffers.find((b) => b.key === k)?.bytes;
+    for (const k of want) {
+      const n = p.saved[0][k as 'q']!.n;
+      // The twin's f32 elements; q, k, v with the attention's pad rows.
+      expect(bytes(p, `L0.${k}.codes`), k).toBe(f16CellBytes(p.dims, k as 'q', n, true));
+      expect(bytes(p, `L0.${k}.codes`)).toBeGreaterThanOrEqual(n * 4);
+    }
+    // f16.x only where some dW GEMM's X is not a cell (agoq-f16's INT4 h1, h2, act); f16.qkv holds dO's slot alone.
+    expect(bytes(p, 'f16.x') === undefined).toBe(name === 'f16');
+    expect(bytes(old, 'f16.x')).toBeGreaterThan(0);
+    expect(bytes(p, 'f16.qkv')).toBeLessThan(bytes(old, 'f16.qkv')!);
+  });
+
+  it('a step is bit for bit the packed-cells step; the cells hold what the packed storage unpacks to', async () => {
+    const packed = new Map<string, Uint32Array>();
+    const ref = await step(plan(SCHEME_PRESETS[name], false), async (m) => {
+      for (let l = 0; l < cfg.num_hidden_layers; l++) {
+        for (const k of ['h1', 'q', 'k', 'v', 'o', 'h2', 'act'] as const) {
+          const st = m.storage[l][k];
+          if (st?.format === 'f16') packed.set(`L${l}.${k}`, unpackF16Ref(await rt.readU32(m.b(`L${l}.${k}.codes`), 0, st.words), st.n));
+        }
+      }
+    });
+    const cells = new Map<string, Uint32Array>();
+    const got = await step(plan(SCHEME_PRESETS[name], true), async (m) => {
+      for (let l = 0; l < cfg.num_hidden_layers; l++) for (const k of m.plan.f16Cells[l]) cells.set(`L${l}.${k}`, await rt.readU32(m.b(`L${l}.${k}.codes`), 0, m.storage[l][k]!.n));
+    });
+    try {
+      expect(got.model.attnPaths.get('L0.attn')).toBe('f16-tensor-core');
+      expect(got.model.attnPaths.get('L0.attnDp')).toBe('f16-tensor-core');
+      expect(cells.size).toBe(cfg.num_hidden_layers * (name === 'f16' ? 7 : 4));
+      for (const [k, v] of cells) expect(Array.from(v), k).toEqual(Array.from(packed.get(k)!));
+      expect(Number.isFinite(got.loss)).toBe(true);
+      expect(got.loss).toBe(ref.loss);
+      const diff = got.grads.findIndex((g, i) => !Object.is(g, ref.grads[i]));
+      expect(diff, `gradient ${diff}: ${got.grads[diff]} vs ${ref.grads[diff]}`).toBe(-1);
+      expect(got.grads.some((g) => g !== 0)).toBe(true);
+
+      // Per layer, gone: the cells' store passes (the producers write them; v's store is its one cast), the unpacks of
+      // h1, q, k, v, h2, act (o's stays: the attention backward reads it fp32), the dW GEMMs' casts into f16.x,
+      // the forward's v16 cast and the backward's casts of q, k, v (dO's stays).
+      const per = (labels: string[], re: RegExp) => labels.filter((l) => l.startsWith('L0.') && re.test(l)).sort();
+      const cast = /\[f32→f16\]$/;
+      // agoq-f16 keeps the casts of its INT4-stored h1, h2, act (not f16 cells).
+      const x = (...s: string[]) => s.map((k) => `L0.${k}.dw.f16.x[f32→f16]`);
+      expect(per(got.labels, /\.f16\.x\[|\.v16\[|attn\.bwd\.[qkv]16\[/)).toEqual(name === 'f16' ? [] : x('down', 'gate', 'q'));
+      expect(per(ref.labels, /\.f16\.x\[/)).toEqual(x('down', 'gate', 'o', 'q'));
+      expect(per(ref.labels, /\.v16\[|attn\.bwd\.[qkv]16\[/)).toEqual(['L0.attn.bwd.k16[f32→f16]', 'L0.attn.bwd.q16[f32→f16]', 'L0.attn.bwd.v16[f32→f16]', 'L0.v16[f32→f16]']);
+      expect(per(got.labels, /attn\.bwd\.dO16/)).toEqual(['L0.attn.bwd.dO16[f32→f16]']);
+      // The twin's cell passes: v's store (a cast) and o's unpack (a copy).
+      expect(per(got.labels, /^L0\.(h1|q|k|v|o|h2|act)\.f16/)).toEqual(['L0.o.f16.f16cell.copy', 'L0.v.f16[f32→f16]']);
+      // The packed step's stores and unpacks of those tensors.
+      const keys = name === 'f16' ? ['act', 'h1', 'h2', 'k', 'o', 'q', 'v'] : ['k', 'o', 'q', 'v'];
+      expect(per(ref.labels, /^L0\.(h1|q|k|v|o|h2|act)\.f16\.pack$/)).toEqual(keys.map((k) => `L0.${k}.f16.pack`));
+      expect(per(ref.labels, /^L0\.(h1|q|k|v|o|h2|act)\.f16\.unpack$/)).toEqual(keys.map((k) => `L0.${k}.f16.unpack`));
+      expect(got.labels.filter((l) => cast.test(l)).length).toBeLessThan(ref.labels.filter((l) => cast.test(l)).length);
+    } finally {
+      ref.model.destroy();
+      got.model.destroy();
+    }
+  }, 300_000);
+});
+
+describe('f16 cells in a Trainer', () => {
+  it('allocates exactly its plan under f16 and agoq-f16 (twin, f16 GEMMs)', async () => {
+    const text = 'First Citizen:\nBefore we proceed any further, hear me speak.\n'.repeat(40);
+    const tok = CharTokenizer.fromText(text);
+    for (const scheme of [SCHEME_PRESETS.f16, SCHEME_PRESETS['agoq-f16']]) {
+      const opts = defaultTrainOptions('micro', { steps: 2, warmup: 0, batch: 2, seq: 16, model: { vocab_size: tok.vocabSize }, scheme });
+      const p = resolveTrainingPlan(opts, { device: { shaderF16: true, tensorCores: false }, f16Twin: true });
+      expect(p.model.f16Cells[0].has('o'), scheme.name).toBe(true);
+      const t = await Trainer.create(rt, opts, text, { tokenizer: tok, plan: p });
+      try {
+        expect(t.memory(), scheme.name).toEqual(p.memory);
+        expect(Number.isFinite((await t.trainStep()).loss)).toBe(true);
+      } finally {
+        t.destroy();
+      }
+    }
+  }, 120_000);
+});
