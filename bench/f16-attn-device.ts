@@ -14,7 +14,10 @@
  *     cases; the fp32 forward and backward of src/engine/kernels/attention; the per-step figure for 12
  *     layers (the fastest variant of each pass; the issue's target: attention fwd+bwd ≤ 5 ms per base step).
  *
- *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin] [--all]
+ *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin] [--all] [--ds-mib 80]
+ * `BWDC` lines and the closing 'backward candidates, fastest first' list: the chosen backward pair beside
+ * each stored-dS pair (F16_ATTN_BWD_DS_LAYOUTS; dS in a scratch of --ds-mib MiB, default base's dF1 80),
+ * ms a layer (whole, and per kernel) and max relative error at the first backward shape.
  * Variants (the chosen layout's cfg, subgroups and BKV): `previous` (fp32 q, k, v staged and cast, row
  * scan: the kernel before the f16 copies), `staged` (f16 copies staged by 16-byte loads through workgroup
  * memory, spec.load 'staged'), `direct` (f16 copies matrix-loaded from storage, load 'direct'). Read the `FWD <variant>` and `BWD <variant>` summary lines (ms a
@@ -39,7 +42,7 @@ import { subgroupMatrixConfigs, subgroupSize } from '../src/engine/kernels/qgemm
 import { Rng } from '../src/engine/util/rng';
 import { msPer } from '../src/lab/quant';
 
-const a = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string' }, twin: { type: 'boolean' }, all: { type: 'boolean' } } }).values;
+const a = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string' }, twin: { type: 'boolean' }, all: { type: 'boolean' }, 'ds-mib': { type: 'string' } } }).values;
 const reps = Number(a.reps ?? 10);
 const twin = !!a.twin;
 const T0 = Date.now();
@@ -221,7 +224,9 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
   const bwdCasts = await time(`${s.name} q, k, v, dO casts to f16 (the model's backward passes a layer)`, [
     castF32ToF16(rt, { label: 'q16', x: q, out: bwd16.q, n: nq, elem }), castF32ToF16(rt, { label: 'k16', x: k, out: bwd16.k, n: nk, elem }),
     castF32ToF16(rt, { label: 'v16', x: v, out: bwd16.v, n: nk, elem }), castF32ToF16(rt, { label: 'dO16', x: dO, out: bwd16.dO, n: nq, elem })], 0);
-  const bwdArgs = { ...shape, dO, dq, dk, dv, workspace: ws, emulate: twin };
+  // The stored-dS candidates' scratch: the model's dF1 at base (N·F fp32: 80 MiB, every pair's dS in one chunk) unless --ds-mib.
+  const dsScratch = rt.createBuffer('workspace', 'dsScratch', Math.round(Number(a['ds-mib'] ?? (twin ? 1 : 80)) * 2 ** 20));
+  const bwdArgs = { ...shape, dO, dq, dk, dv, workspace: ws, emulate: twin, dsScratch };
   // --all: every other backward candidate that passes its check (tuning data for F16_ATTN_BWD_LAYOUTS' order).
   if (a.all && !twin && chosenBwd) {
     const lim = rt.device.limits;
@@ -236,8 +241,10 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
     }
   }
   // The chosen layout's variants: previous (fp32 q, k, v, dO staged and cast), staged and direct from the f16 copies; dq and dk/dv each.
+  // A stored-dS choice: its dk/dv layout recomputing (both kernels), the kernels these variants compare.
   if (chosenBwd) {
-    const as = (load: 'staged' | 'direct'): F16AttnBwdSpecs => ({ dq: { ...chosenBwd.dq, load }, dkdv: { ...chosenBwd.dkdv, load } });
+    const lay = chosenBwd.dq.ds ? { ...chosenBwd.dkdv, ds: undefined } : undefined;
+    const as = (load: 'staged' | 'direct'): F16AttnBwdSpecs => ({ dq: { ...(lay ?? chosenBwd.dq), load }, dkdv: { ...(lay ?? chosenBwd.dkdv), load } });
     const got: Record<string, number> = {};
     for (const [name, specs, h] of [['previous', as('staged'), undefined], ['staged', as('staged'), bwd16], ['direct', as('direct'), bwd16]] as const) {
       const r = await checkF16AttnBwdSpecs(rt, specs, twin, h ? 'f16' : 'f32');
@@ -259,6 +266,47 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
     }
     out.backwardCompare = got;
   }
+  // The backward candidates side by side: the chosen pair, then each stored-dS pair (dk/dv storing dS,
+  // dq a GEMM over it; Di its own pass). Each checked on the small cases, then its error measured at
+  // BWD_SHAPES[0], then timed per kernel and whole (ms a layer): the list, fastest first, decides the default.
+  if (chosenBwd) {
+    const lim = rt.device.limits;
+    const dsPairs = twin
+      ? [{ dq: { ...TWIN_SPEC, BKV: 16, ds: true }, dkdv: { ...TWIN_SPEC, ds: true } }]
+      : f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim).filter((c) => c.dq.ds);
+    const rows: { label: string; ms: number; parts: string; err: number }[] = [];
+    for (const c of [chosenBwd, ...dsPairs.filter((p) => f16AttnBwdLabel(p) !== f16AttnBwdLabel(chosenBwd))]) {
+      const label = f16AttnBwdLabel(c);
+      const r = await checkF16AttnBwdSpecs(rt, c, twin);
+      if (!r.ok) {
+        log(`BWDC ${label}: not timed, ${r.failed}`);
+        failures++;
+        continue;
+      }
+      const big = BWD_SHAPES[0];
+      const e = await checkAttentionBackwardF16(rt, c, big, { emulate: twin });
+      const err = Math.max(e.relErr.dq, e.relErr.dk, e.relErr.dv);
+      if (!e.ok) {
+        log(`BWDC ${label}: not timed, ${big.name}: ${e.error ?? `relative error dq ${e.relErr.dq.toExponential(2)}, dk ${e.relErr.dk.toExponential(2)}, dv ${e.relErr.dv.toExponential(2)}`}`);
+        failures++;
+        continue;
+      }
+      const ds = attentionBackwardF16(rt, { ...bwdArgs, specs: c, qkv16: bwd16 });
+      // Each kernel alone (each reads what the one before it left: Di, dS), then the whole list.
+      const each: string[] = [];
+      for (const d of ds) each.push(`${d.label.replace(/^bench\./, '')} ${(await time(`${s.name} f16 bwd ${label}: ${d.label}`, [d], 0)).toFixed(3)}`);
+      const ms = await time(`${s.name} f16 bwd ${label} (whole)`, ds, 2.5 * fwdFlops);
+      f16Bwd = Math.min(f16Bwd, ms + bwdCasts);
+      rows.push({ label, ms, parts: each.join(' + '), err });
+      log(`BWDC ${ms.toFixed(3)} ms a layer, +casts ${(ms + bwdCasts).toFixed(3)}, max rel err ${err.toExponential(2)} (${big.name}): ${label} [${each.join(' + ')}]`);
+    }
+    rows.sort((x, y) => x.ms - y.ms);
+    log(`backward candidates, fastest first (the first should be the default: F16_ATTN_BWD_LAYOUTS / F16_ATTN_BWD_DS_LAYOUTS order):`);
+    const chosenMs = rows.find((x) => x.label === f16AttnBwdLabel(chosenBwd))?.ms;
+    for (const r of rows) log(`  ${r.ms.toFixed(3)} ms a layer${chosenMs ? ` = ${(chosenMs / r.ms).toFixed(2)}x chosen` : ''}, max rel err ${r.err.toExponential(2)}: ${r.label}`);
+    out.backwardCandidates = rows;
+  }
+  rt.mem.free(dsScratch);
   [qkv16.q, qkv16.k, qkv16.v, bwd16.dO].forEach((b) => rt.mem.free(b as GPUBuffer));
   const L = 12;
   // f16 figures include the model's casts (v for the forward; q, k, v, dO for the backward).

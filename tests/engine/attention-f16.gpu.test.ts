@@ -11,7 +11,11 @@ import {
   attentionBackwardF16, attentionForwardF16, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention, f16AttentionBackwardSpecs,
   f16AttentionHeadDims, f16AttentionSpec, f16AttnBwdCandidates,
 } from '../../src/engine/kernels/attention/f16/attention-f16';
-import { f16AttnBwdSpecError } from '../../src/engine/kernels/attention/f16/code-bwd';
+import { f16AttnBwdPairError, f16AttnBwdSpecError, f16AttnDsHeadElems, f16AttnDsOffset } from '../../src/engine/kernels/attention/f16/code-bwd';
+import { attentionForwardRef, forEachScoreRef } from '../../src/engine/kernels/attention/attention.ref';
+import { f16AttnInputElems } from '../../src/engine/kernels/attention/f16/attention-f16';
+import { roundF16Array } from '../../src/engine/quant/f16';
+import { Rng } from '../../src/engine/util/rng';
 import { f16AttnForwardCode, f16AttnSpecError, type F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';
 import { attentionTestRuntime } from '../helpers/gpu';
 
@@ -56,10 +60,74 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // Candidates are the layouts both kernels fit, staged first: at 48 KiB all four at D 64 each way,
     // at 32 KiB the two-subgroup staged ones (fp32 inputs: no direct ones) and every direct one (nothing staged).
     const lim = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024 };
-    const list = (l: typeof lim, inputs16?: boolean) => f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, l, undefined, false, inputs16).map((c) => `${c.dq.sgCount}/${c.dq.BKV}${c.dq.load === 'direct' ? 'd' : ''}`);
-    expect(list(lim)).toEqual(['2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d']);
+    // Then the stored-dS pairs (dq from dS + dk/dv storing it; f16 inputs only), those that fit.
+    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.load === 'direct' ? 'd' : ''}`;
+    const list = (l: typeof lim, inputs16?: boolean) => f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, l, undefined, false, inputs16)
+      .map((c) => (c.dq.ds ? `ds ${name(c.dq)}+${name(c.dkdv)}` : name(c.dq)));
+    expect(list(lim)).toEqual(['2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/64+2/16', 'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+4/16', 'ds 4/64+2/16d']);
     expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 }, false)).toEqual(['2/16', '2/32']);
-    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d']);
+    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/32+2/16', 'ds 2/64+2/16']);
+  });
+
+  it('backward over the stored dS (dk/dv storing dS, dq a GEMM over it) matches the reference, in chunks of pairs', async () => {
+    // Own rows 16 (the stored tiles' side) each way; dq takes bigger query and key blocks than dk/dv,
+    // dk/dv staged and direct, 8×8×8 with two lanes a row and 8×4×8 with one. The checks' scratch holds
+    // half the pairs (two chunks) and is NaN where nothing is stored: a read of an unstored entry fails.
+    const a: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8, ds: true };
+    const b: F16AttnSpec = { ...odd, sgCount: 2, BKV: 8, ds: true };
+    for (const specs of [{ dq: { ...a, BKV: 16 }, dkdv: a }, { dq: { ...b, BKV: 16 }, dkdv: { ...b, load: 'direct' as const } }]) {
+      const r = await checkF16AttnBwdSpecs(rt, specs, true);
+      expect(r).toEqual({ label: r.label, ok: true });
+    }
+    // G = 3 and a dq block (32 queries) wider than dk/dv's (16 keys).
+    const r = await checkAttentionBackwardF16(rt, { dq: { ...a, sgCount: 4 }, dkdv: a }, { B: 1, T: 45, nH: 3, nKV: 1 }, { emulate: true });
+    expect([r.error, r.ok]).toEqual([undefined, true]);
+  });
+
+  it('the stored dS is the reference dS at f16AttnDsOffset, 0 where masked in a stored tile', async () => {
+    const s: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8, ds: true };
+    const [B, T, nH, nKV, D] = [1, 37, 2, 1, 16];
+    const G = nH / nKV;
+    const rng = new Rng(5);
+    const q = roundF16Array(rng.uniformArray(B * T * nH * D).map((x) => 3 * x));
+    const k = roundF16Array(rng.uniformArray(B * T * nKV * D));
+    const v = roundF16Array(rng.uniformArray(B * T * nKV * D));
+    const dO = roundF16Array(rng.uniformArray(B * T * nH * D));
+    const fwd = attentionForwardRef(q, k, v, B, T, nH, nKV, D);
+    const [o, lse] = [Float32Array.from(fwd.o), Float32Array.from(fwd.lse)];
+    const bufs: GPUBuffer[] = [];
+    const up = (x: Float32Array) => (bufs.push(rt.upload('workspace', 'ds.test', x)), bufs[bufs.length - 1]);
+    const copy = (x: Float32Array, w: number) => { const p = new Float32Array(f16AttnInputElems(B * T, w)); p.set(x); return up(p); };
+    try {
+      const headElems = f16AttnDsHeadElems(T);
+      const scratch = up(new Float32Array(B * nKV * G * headElems).fill(NaN));
+      const nk = B * T * nKV * D;
+      const args = {
+        label: 'ds.test', B, T, nH, nKV, D, q: up(q), k: up(k), v: up(v), o: up(o), lse: up(lse), dO: up(dO),
+        dq: up(new Float32Array(B * T * nH * D)), dk: up(new Float32Array(nk)), dv: up(new Float32Array(nk)), workspace: up(new Float32Array(B * nH * T)),
+        specs: { dq: s, dkdv: s }, emulate: true, qkv16: { q: copy(q, nH * D), k: copy(k, nKV * D), v: copy(v, nKV * D), dO: copy(dO, nH * D), elem: 'f32' as const },
+      };
+      // Without a scratch that holds one pair's dS the stored-dS specs refuse to run.
+      expect(() => attentionBackwardF16(rt, args)).toThrow(/stores dS and needs a dsScratch of at least one \(b, KV head\) pair's \d+ bytes \(none given\)/);
+      rt.run(attentionBackwardF16(rt, { ...args, dsScratch: scratch }));
+      const got = new Float32Array(await rt.read(scratch, 0, B * nKV * G * headElems * 4));
+      let mag = 0;
+      let err = 0;
+      let masked = 0;
+      for (let h = 0; h < nH; h++) {
+        const base = h * headElems; // B 1, nKV 1: head h is the chunk's h
+        forEachScoreRef({ q, k, v, o, lse, dO, B, T, nH, nKV, D }, 0, h, (t, j, _p, ds) => {
+          mag = Math.max(mag, Math.abs(ds));
+          err = Math.max(err, Math.abs(got[base + f16AttnDsOffset(T, t, j)] - ds));
+        });
+        for (let t = 0; t < T; t++) for (let j = t + 1; j < 16 * Math.ceil((t + 1) / 16); j++) masked = Math.max(masked, Math.abs(got[base + f16AttnDsOffset(T, t, j)]));
+      }
+      expect(err / mag).toBeLessThan(2e-3);
+      expect(masked).toBe(0);
+      expect(() => f16AttnDsOffset(T, 3, 16)).toThrow(/no tile for query 3, key 16/);
+    } finally {
+      bufs.forEach((x) => rt.mem.free(x));
+    }
   });
 
   it('the real kernel is written with subgroup matrices and f16 staging', () => {
@@ -87,6 +155,14 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(f16AttnSpecError({ ...small, PAD: 4 })).toMatch(/PAD=4/);
     expect(f16AttnSpecError({ ...small, sgSize: 12 })).toMatch(/subgroup size 12/);
     expect(f16AttnSpecError({ ...small, load: 'direct' })).toMatch(/load 'direct' reads f16/);
+    // The stored dS: a backward option, of both kernels, f16 inputs, own rows a multiple of 16, dq staged.
+    const ds = { ...small, ds: true };
+    expect(f16AttnSpecError(ds, 49152, 1024, true, true)).toMatch(/option of the backward/);
+    expect(f16AttnBwdSpecError('dq', ds, 49152, 1024, true, false)).toMatch(/ds \(the stored dS\) reads f16 copies/);
+    expect(f16AttnBwdSpecError('dkdv', { ...ds, sgCount: 1 }, 49152, 1024, true, true)).toMatch(/8 own rows must be a multiple of 16/);
+    expect(f16AttnBwdSpecError('dq', { ...ds, load: 'direct' }, 49152, 1024, true, true)).toMatch(/dq-from-dS kernel stages/);
+    expect(f16AttnBwdSpecError('dkdv', { ...ds, load: 'direct' }, 49152, 1024, true, true)).toBeNull();
+    expect(f16AttnBwdPairError({ dq: ds, dkdv: small })).toMatch(/both use the stored dS/);
     expect(f16AttnSpecError({ cfg: { M: 8, N: 4, K: 4 }, D: 12, sgCount: 1, BKV: 16, sgSize: 8, PAD: 8 }, 49152, 1024, false, true)).toMatch(/multiple of 8/);
     const b = rt.createBuffer('workspace', 'x', 64);
     try {

@@ -16,6 +16,7 @@ import {
   f16AttentionSpecFor, f16AttnBwdCandidates, f16AttnBwdPick, f16AttnCandidates, f16AttnInputElems, f16AttnPick, type F16AttnBwdSpecs, type F16AttnSpec,
 } from '../kernels/attention/f16/attention-f16';
 import { f16AttnSpecError } from '../kernels/attention/f16/code';
+import { f16AttnDsPairBytes } from '../kernels/attention/f16/code-bwd';
 import { f16OperandBytes } from '../kernels/matmul-f16/cast';
 import { f16ConfigsOf } from '../kernels/matmul-f16/plan';
 import { subgroupMatrixConfigs, subgroupSize } from '../kernels/qgemm/sgmat';
@@ -74,9 +75,12 @@ function operands(rt: Runtime, job: F16AttnJob) {
   // lse of the backward: ~log of the keys a row sees, so P = exp(s − lse) stays finite as in training.
   const lse = keep(rt.upload('workspace', 'tune.f16attn.lse', Float32Array.from({ length: B * nH * T }, (_, i) => Math.log((i % T) + 1) + 1)));
   return {
-    q, k, v, lse, o: f32(nq, 4), dO: copy16(nH * D, 5), dq: f32(nq), dk: f32(nk), dv: f32(nk), ws: f32(B * nH * T),
+    // dO32: fp32 dO, which the stored-dS path's Di pass reads (the recomputing dq kernel takes dO's f16 copy).
+    q, k, v, lse, o: f32(nq, 4), dO: copy16(nH * D, 5), dO32: f32(nq, 5), dq: f32(nq), dk: f32(nk), dv: f32(nk), ws: f32(B * nH * T),
     o16: keep(rt.createBuffer('workspace', 'tune.f16attn.o16', f16OperandBytes(nq, false))),
     dv16: keep(rt.createBuffer('workspace', 'tune.f16attn.dv16', f16OperandBytes(nk, false))),
+    // The stored-dS candidates' scratch: every pair at once (the model's dF1 holds base's in one chunk).
+    dsScratch: job.pass === 'bwd' ? keep(rt.createBuffer('workspace', 'tune.f16attn.ds', B * nKV * f16AttnDsPairBytes(T, nH / nKV))) : undefined,
     free: () => bufs.forEach((b) => rt.mem.free(b)),
   };
 }
@@ -103,8 +107,8 @@ export function prepareF16Attention(rt: Runtime, job: F16AttnJob, o: CandidateOp
           const ds = await rt.checked(name, () => (c.pass === 'fwd'
             ? attentionForwardF16(rt, { ...s, q: b.q, k: b.k, v: b.v, o: b.o, lse: b.lse, spec: c.spec, o16: { out: b.o16, elem: 'f16' }, qkv16 })
             : attentionBackwardF16(rt, {
-              ...s, q: b.q, k: b.k, v: b.v, o: b.o, lse: b.lse, dO: b.dO, dq: b.dq, dk: b.dk, dv: b.dv, workspace: b.ws, specs: c.specs,
-              dv16: { out: b.dv16, elem: 'f16' }, qkv16: { ...qkv16, dO: b.dO },
+              ...s, q: b.q, k: b.k, v: b.v, o: b.o, lse: b.lse, dO: b.dO32, dq: b.dq, dk: b.dk, dv: b.dv, workspace: b.ws, specs: c.specs,
+              dv16: { out: b.dv16, elem: 'f16' }, qkv16: { ...qkv16, dO: b.dO }, dsScratch: b.dsScratch,
             })));
           return timeCandidate(rt, ds, 1, o, leaderMs);
         },

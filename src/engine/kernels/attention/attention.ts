@@ -397,6 +397,20 @@ export function backwardKernel(pass: 'dq' | 'dkdv', t: AttnTile, D: number, ds =
   return { code: bwdCode(true, ds, dv16), entryPoint: `attn_bwd_${pass}_blocked`, constants };
 }
 
+/** Di = rowsum(dO∘o) in fp32 into `ws` ([B, nH, T]): the backward's first pass (also the f16 stored-dS backward's). */
+export function attentionDi(rt: Runtime, a: Shape & { label: string; o: Binding; dO: Binding }, ws: Binding, u: GPUBuffer): Dispatch {
+  const groups = Math.ceil((a.B * a.nH * a.T) / 16); // attn_bwd_di: 16 rows per workgroup
+  const gx = Math.max(1, Math.min(groups, 32768));
+  return rt.kernel({
+    label: `${a.label}.attnBwdDi`,
+    code: bwdSrc,
+    entryPoint: 'attn_bwd_di',
+    constants: { D: a.D },
+    bindings: [a.o, a.dO, ws, u],
+    workgroups: [a.T === 0 || a.B === 0 ? 0 : gx, Math.ceil(groups / gx)],
+  });
+}
+
 /**
  * dq, dk, dv (overwritten, not accumulated) from q, k, v, o, lse and dO: Di pass, then dq pass and
  * dk/dv pass, or on the stored-dS path (attentionDqPlan) per chunk of (b, KV head) pairs a dk/dv pass
@@ -414,18 +428,8 @@ export function attentionBackward(rt: Runtime, a: AttentionBackwardArgs): Dispat
   const u = attentionParams(rt, a.label, a);
   const ws = a.workspace ?? rt.createBuffer('workspace', `${a.label}.attnDi`,
     attentionBackwardWorkspaceBytes(a.B, a.T, a.nH));
-  const rows = a.B * a.nH * a.T;
-  const groups = Math.ceil(rows / 16); // attn_bwd_di: 16 rows per workgroup
-  const gx = Math.max(1, Math.min(groups, 32768));
   const empty = a.T === 0 || a.B === 0;
-  const di = rt.kernel({
-    label: `${a.label}.attnBwdDi`,
-    code: bwdSrc,
-    entryPoint: 'attn_bwd_di',
-    constants: { D: a.D },
-    bindings: [a.o, a.dO, ws, u],
-    workgroups: [empty ? 0 : gx, Math.ceil(groups / gx)],
-  });
+  const di = attentionDi(rt, a, ws, u);
   if (plan.path === 'stored') {
     const tds = a.tiles?.dqDs ?? chooseDqDsTile(rt, a.D);
     const G = a.nH / a.nKV;

@@ -109,8 +109,11 @@ export interface DsChunk { pair0: number; pairs: number }
  * [] when not even one pair's dS fits (the backward then recomputes).
  */
 export function dsChunks(B: number, nKV: number, G: number, T: number, scratchBytes: number, format: DsFormat = 'f32'): DsChunk[] {
-  const total = B * nKV;
-  const fit = Math.floor(scratchBytes / dsPairBytes(T, G, format));
+  return pairChunks(B * nKV, Math.floor(scratchBytes / dsPairBytes(T, G, format)));
+}
+
+/** `total` pairs in as few chunks of at most `fit` as possible, of even size (the last may be smaller); [] when fit < 1 (dsChunks; the f16 backward's stored dS). */
+export function pairChunks(total: number, fit: number): DsChunk[] {
   if (fit < 1 || total === 0) return [];
   const n = Math.ceil(total / Math.ceil(total / fit));
   const out: DsChunk[] = [];

@@ -15,12 +15,13 @@ import { Rng } from '../../../util/rng';
 import { f16ConfigsOf } from '../../matmul-f16/plan';
 import { subgroupMatrixConfigs, subgroupSize } from '../../qgemm/sgmat';
 import { noteChoice, tunedEntries, tunedPicks } from '../../../tune/store';
-import { attentionParams, dkdvBindings, forwardBindings, requireF16Out, type Shape } from '../attention';
+import { attentionDi, attentionParams, dkdvBindings, forwardBindings, requireF16Out, type Shape } from '../attention';
+import { type DsChunk, pairChunks } from '../ds';
 import { type F16Out, f16OperandBytes } from '../../matmul-f16/cast';
-import { requireBytes } from '../../launch';
+import { asSlice, bindingBytes, requireBytes } from '../../launch';
 import { attentionBackwardRef, attentionForwardRef } from '../attention.ref';
 import { type F16AttnFwdOptions, f16AttnBlockQ, f16AttnForwardCode, f16AttnInputElems, f16AttnLabel, f16AttnSpecError, type F16AttnSpec } from './code';
-import { f16AttnBwdSpecError, f16AttnDkdvCode, f16AttnDqCode } from './code-bwd';
+import { f16AttnBwdPairError, f16AttnBwdSpecError, f16AttnDkdvCode, f16AttnDqCode, f16AttnDqDsCode, f16AttnDsPairBytes } from './code-bwd';
 
 export { f16AttnInputElems, f16AttnLabel, type F16AttnSpec } from './code';
 
@@ -305,7 +306,7 @@ const PICK_OMITS = new Set(['D', 'sgSize', 'cfg']);
  * there); required: the sizes every layout sets (numbers: no default to fall back on).
  */
 function pickFields(): { known: Set<string>; required: string[] } {
-  const all: Record<string, unknown>[] = [...F16_ATTN_LAYOUTS, ...F16_ATTN_BWD_LAYOUTS];
+  const all: Record<string, unknown>[] = [...F16_ATTN_LAYOUTS, ...F16_ATTN_BWD_LAYOUTS, ...F16_ATTN_BWD_DS_LAYOUTS.flatMap((p) => [p.dq, p.dkdv])];
   return { known: new Set(all.flatMap((l) => Object.keys(l))), required: Object.keys(all[0]).filter((k) => all.every((l) => typeof l[k] === 'number')) };
 }
 
@@ -354,7 +355,7 @@ export function f16AttnBwdSpecsOfPick(pick: string, D: number, sgSize: number): 
   if (parts.length > 2) return null;
   const dq = f16AttnSpecOfPick(parts[0], D, sgSize, 'dq');
   const dkdv = f16AttnSpecOfPick(parts[parts.length - 1], D, sgSize, 'dkdv');
-  return dq && dkdv && f16AttnBwdPick({ dq, dkdv }) === pick ? { dq, dkdv } : null;
+  return dq && dkdv && !f16AttnBwdPairError({ dq, dkdv }) && f16AttnBwdPick({ dq, dkdv }) === pick ? { dq, dkdv } : null;
 }
 
 /** Picks (fwd: spec, bwd: spec pair) that passed their check on a runtime, the emulated twin's apart: only those serve a call. */
@@ -395,9 +396,16 @@ export function f16AttentionSpecFor(rt: Runtime, s: Shape, emulate = false, note
   return spec;
 }
 
-/** The backward's specs for a call: its tuned pair once verified on this runtime, else the head dim's first passing pair (f16AttentionSpecFor). */
-export function f16AttentionBackwardSpecsFor(rt: Runtime, s: Shape, emulate = false, note = true): F16AttnBwdSpecs | undefined {
-  const tuned = tunedAttn(rt, 'bwd', s, emulate, (p) => f16AttnBwdSpecsOfPick(p, s.D, subgroupSize(rt)));
+/**
+ * The backward's specs for a call: its tuned pair once verified on this runtime, else the head dim's first
+ * passing pair (f16AttentionSpecFor). `canStore` false (no dS scratch that holds a pair: TP): tuned
+ * stored-dS picks are passed over.
+ */
+export function f16AttentionBackwardSpecsFor(rt: Runtime, s: Shape, emulate = false, note = true, canStore = true): F16AttnBwdSpecs | undefined {
+  const tuned = tunedAttn(rt, 'bwd', s, emulate, (p) => {
+    const specs = f16AttnBwdSpecsOfPick(p, s.D, subgroupSize(rt));
+    return specs && (canStore || !specs.dq.ds) ? specs : null;
+  });
   const specs = tuned ?? f16AttentionBackwardSpecs(rt, s.D);
   if (specs && note) noteChoice(rt.device, 'f16attn', f16AttnTuneKey('bwd', s), tuned ? 'tuned' : 'heuristic');
   return specs;
@@ -519,11 +527,18 @@ export async function enableF16Attention(rt: Runtime, dims: number[] = F16_ATTEN
 
 export const f16AttnBwdLabel = (s: F16AttnBwdSpecs) => `backward dq ${f16AttnLabel(s.dq)}; dkdv ${f16AttnLabel(s.dkdv)}`;
 
-/** Backward candidates for head dim D: each configuration with each layout both kernels fit (`direct`: reading f16 copies, the model's variant). */
+/**
+ * Backward candidates for head dim D: per configuration each layout both kernels fit (`direct`: reading
+ * f16 copies, the model's variant), then each stored-dS pair (`dsLayouts`) that fits.
+ */
 export function f16AttnBwdCandidates(cfgs: F16AttnSpec['cfg'][], D: number, sgSize: number, lim: { maxComputeWorkgroupStorageSize: number; maxComputeInvocationsPerWorkgroup: number },
-  layouts = F16_ATTN_BWD_LAYOUTS, emulate = false, direct = true): F16AttnBwdSpecs[] {
-  const fits = (s: F16AttnSpec) => (['dq', 'dkdv'] as const).every((k) => !f16AttnBwdSpecError(k, s, lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, emulate, direct));
-  return cfgs.flatMap((cfg) => layouts.map((l): F16AttnSpec => ({ cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, D, sgSize, ...l }))).filter(fits).map((s) => ({ dq: s, dkdv: s }));
+  layouts = F16_ATTN_BWD_LAYOUTS, emulate = false, direct = true, dsLayouts = F16_ATTN_BWD_DS_LAYOUTS): F16AttnBwdSpecs[] {
+  const fits = (p: F16AttnBwdSpecs) => !f16AttnBwdPairError(p)
+    && (['dq', 'dkdv'] as const).every((k) => !f16AttnBwdSpecError(k, p[k], lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, emulate, direct));
+  return cfgs.flatMap((cfg) => {
+    const spec = (l: F16AttnLayout): F16AttnSpec => ({ cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, D, sgSize, ...l });
+    return [...layouts.map((l) => ({ dq: spec(l), dkdv: spec(l) })), ...dsLayouts.map((p) => ({ dq: spec(p.dq), dkdv: spec(p.dkdv) }))];
+  }).filter(fits);
 }
 
 /** The backward's check cases (the forward's: GQA with partial blocks, one head per KV head); the first failure stops it. */
@@ -549,7 +564,7 @@ export interface F16AttnBwdSpecs { dq: F16AttnSpec; dkdv: F16AttnSpec }
 /** Backward layouts tried per configuration (both kernels), first that passes wins. */
 // Staged first, the faster measured first (H100, dq + dk/dv a layer, staged: BQ32/BKV16 0.745 ms,
 // BQ64/BKV16 0.819, BQ32/BKV32 0.952, BQ64/BKV32 1.176); then the same reading the copies directly.
-export const F16_ATTN_BWD_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load'>[] = [
+export const F16_ATTN_BWD_LAYOUTS: F16AttnLayout[] = [
   { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' },
   { sgCount: 4, BKV: 16, PAD: 8, load: 'staged' },
   { sgCount: 2, BKV: 32, PAD: 8, load: 'staged' },
@@ -558,6 +573,23 @@ export const F16_ATTN_BWD_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' |
   { sgCount: 4, BKV: 16, PAD: 8, load: 'direct' },
   { sgCount: 2, BKV: 32, PAD: 8, load: 'direct' },
   { sgCount: 4, BKV: 32, PAD: 8, load: 'direct' },
+];
+
+/** A spec's layout fields (a layout list's entry). */
+export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds'>;
+
+/**
+ * Stored-dS pairs (spec.ds; after F16_ATTN_BWD_LAYOUTS per configuration until the device times them):
+ * the dk/dv kernel as the fastest recompute layout (BQ32/BKV16) plus 16-byte dS stores, and dq as a GEMM
+ * over the stored dS, which can take bigger blocks than the recomputing dq (no S/dP scratch): its
+ * loads serve 4 subgroups × D/N products per dS tile. Not yet measured (bench/f16-attn-device.ts).
+ */
+export const F16_ATTN_BWD_DS_LAYOUTS: { dq: F16AttnLayout; dkdv: F16AttnLayout }[] = [
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
+  { dq: { sgCount: 4, BKV: 32, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
+  { dq: { sgCount: 2, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 4, BKV: 16, PAD: 8, load: 'staged', ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'direct', ds: true } },
 ];
 
 export interface AttentionBackwardF16Args extends Shape {
@@ -578,13 +610,23 @@ export interface AttentionBackwardF16Args extends Shape {
   emulate?: boolean;
   /** Where the dk/dv kernel also writes dv's f16 copy (v_proj's f16 dX and dW GEMMs read it). */
   dv16?: F16Out;
-  /** f16 copies of q, k, v, dO (staged, or read by the matrix loads per spec.load); the fp32 q, k, v, dO are then not read (Di = rowsum(dO∘o) takes dO's copy). */
+  /** f16 copies of q, k, v, dO (staged, or read by the matrix loads per spec.load); the fp32 q, k, v, dO are then not read (Di = rowsum(dO∘o) takes dO's copy; with stored dS the fp32 dO). */
   qkv16?: F16AttnBwdInputs;
+  /**
+   * Scratch dead during this backward, of any size (the model's dF1, as the fp32 stored-dS path's):
+   * stored-dS specs (spec.ds) keep dS there, a chunk of (b, KV head) pairs at a time (f16AttnDsChunks).
+   */
+  dsScratch?: Binding;
+}
+
+/** The stored-dS backward's chunks of (b, KV head) pairs for a scratch of `bytes` ([] when one pair's dS does not fit). */
+export function f16AttnDsChunks(s: Shape, bytes: number, emulate = false): DsChunk[] {
+  return pairChunks(s.B * s.nKV, Math.floor(bytes / f16AttnDsPairBytes(s.T, s.nH / s.nKV, emulate)));
 }
 
 /** dq, dk, dv from q, k, v, o, lse, dO with f16 operands on subgroup matrices: the dq kernel (writes Di), then the dk/dv kernel. */
 export function attentionBackwardF16(rt: Runtime, a: AttentionBackwardF16Args): Dispatch[] {
-  const specs = a.specs ?? f16AttentionBackwardSpecsFor(rt, a, a.emulate);
+  const specs = a.specs ?? f16AttentionBackwardSpecsFor(rt, a, a.emulate, true, !!a.dsScratch && f16AttnDsChunks(a, bindingBytes(a.dsScratch), a.emulate).length > 0);
   if (!specs) throw new Error(`${a.label}: no verified f16 attention backward for head dim ${a.D} on this device (enableF16Attention): use the fp32 backward`);
   const lim = rt.device.limits;
   const h = a.qkv16;
@@ -595,9 +637,40 @@ export function attentionBackwardF16(rt: Runtime, a: AttentionBackwardF16Args): 
     const err = f16AttnBwdSpecError(kind, specs[kind], lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, a.emulate, !!h);
     if (err) throw new Error(`${a.label}: f16 attention ${kind} ${f16AttnLabel(specs[kind])}: ${err}`);
   }
+  const pairErr = f16AttnBwdPairError(specs);
+  if (pairErr) throw new Error(`${a.label}: ${f16AttnBwdLabel(specs)}: ${pairErr}`);
   const u = attentionParams(rt, a.label, a);
   const empty = a.T === 0 || a.B === 0;
   if (a.dv16) requireF16Out(a.label, 'dv16', a.dv16, a.B * a.T * a.nKV * a.D);
+  if (specs.dq.ds) {
+    // Stored dS (f16AttnDqDsCode): Di first, then per chunk of pairs dk/dv storing dS and dq from it.
+    const G = a.nH / a.nKV;
+    const pairBytes = f16AttnDsPairBytes(a.T, G, !!a.emulate);
+    const chunks = a.dsScratch ? f16AttnDsChunks(a, bindingBytes(a.dsScratch), a.emulate) : [];
+    if (!chunks.length) {
+      throw new Error(`${a.label}: ${f16AttnBwdLabel(specs)} stores dS and needs a dsScratch of at least one (b, KV head) pair's ${pairBytes} bytes (${a.dsScratch ? `${bindingBytes(a.dsScratch)} given` : 'none given'}): use a recomputing spec`);
+    }
+    const scratch = asSlice(a.dsScratch!);
+    return [attentionDi(rt, a, a.workspace, u), ...chunks.flatMap((c, i) => {
+      const lab = chunks.length > 1 ? `${a.label}.c${i}` : a.label;
+      const uc = attentionParams(rt, lab, a, c.pair0);
+      const dS: Binding = { buffer: scratch.buffer, offset: scratch.offset ?? 0, size: c.pairs * pairBytes };
+      return [
+        rt.kernel({
+          label: `${lab}.attnBwdDkDvDsF16${h ? 'D' : ''}${a.dv16 ? 'H' : ''}`,
+          code: f16AttnDkdvCode(specs.dkdv, { emulate: a.emulate, dv16: a.dv16?.elem, inputs }),
+          bindings: [...dkdvBindings(h ? { ...a, q: h.q, k: h.k, v: h.v, dO: h.dO } : a, a.workspace, uc), dS],
+          workgroups: [empty ? 0 : Math.ceil(a.T / f16AttnBlockQ(specs.dkdv)), c.pairs],
+        }),
+        rt.kernel({
+          label: `${lab}.attnBwdDqDsF16`,
+          code: f16AttnDqDsCode(specs.dq, { emulate: a.emulate }),
+          bindings: [dS, h!.k, uc, a.dq],
+          workgroups: [empty ? 0 : Math.ceil(a.T / f16AttnBlockQ(specs.dq)), c.pairs * G],
+        }),
+      ];
+    })];
+  }
   return [
     rt.kernel({
       label: `${a.label}.attnBwdDqF16${h ? 'D' : ''}`,
@@ -646,7 +719,8 @@ export async function checkAttentionBackwardF16(rt: Runtime, specs: F16AttnBwdSp
   const fail = (error: string): F16AttnBwdCheck => ({ ok: false, relErr: { dq: NaN, dk: NaN, dv: NaN }, error });
   try {
     const inputs = o.inputs ?? 'f16';
-    for (const [kind, code] of [['dq', f16AttnDqCode(specs.dq, { emulate: o.emulate, inputs })], ['dkdv', f16AttnDkdvCode(specs.dkdv, { emulate: o.emulate, inputs, dv16: o.emulate ? 'f32' : 'f16' })]] as const) {
+    const dqCode = specs.dq.ds ? f16AttnDqDsCode(specs.dq, { emulate: o.emulate }) : f16AttnDqCode(specs.dq, { emulate: o.emulate, inputs });
+    for (const [kind, code] of [['dq', dqCode], ['dkdv', f16AttnDkdvCode(specs.dkdv, { emulate: o.emulate, inputs, dv16: o.emulate ? 'f32' : 'f16' })]] as const) {
       const errors = await wgslErrors(rt.device, `f16attn.check.${kind}`, code, true);
       if (errors.length) return fail(`${kind}: ${errors.join('; ')}`);
     }
@@ -670,6 +744,9 @@ export async function checkAttentionBackwardF16(rt: Runtime, specs: F16AttnBwdSp
       label: 'f16attn.bwd', B, T, nH, nKV, D, q: up(q), k: up(k), v: up(v), o: up(of32), lse: up(lf32), dO: up(dO),
       dq: up(new Float32Array(nq).fill(NaN)), dk: up(new Float32Array(nk).fill(NaN)), dv: up(new Float32Array(nk).fill(NaN)),
       workspace: up(new Float32Array(B * nH * T)), specs, emulate: o.emulate, qkv16,
+      // Stored dS: room for half the pairs (two chunks where there are two or more), NaN where nothing is
+      // stored (packed f16 NaNs on the device): a read of an unstored entry shows in dq.
+      dsScratch: specs.dq.ds ? up(new Float32Array(Math.ceil(B * nKV / 2) * f16AttnDsPairBytes(T, nH / nKV, o.emulate) / 4).fill(NaN)) : undefined,
       // The variant the model runs: dv's f16 copy too, checked below.
       dv16: f16CheckOut(up, nk, o.emulate),
     };

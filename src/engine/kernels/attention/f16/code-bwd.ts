@@ -16,6 +16,11 @@
  *   per query head of the group and block of BKV queries computes Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, Pᵀ and
  *   dSᵀ in SIMT (f16), and accumulates dv += Pᵀ·dO, dk += dSᵀ·Q in result matrices.
  * Tiles wholly masked for a subgroup are skipped. `emulate`: the f32 twin, as the forward's.
+ *
+ * Stored dS (spec.ds, both kernels): Di comes from the fp32 Di pass first (../attention.ts attentionDi);
+ * the dk/dv kernel also stores its dSᵀ blocks (f16) in a scratch of 16×16 tiles (f16AttnDsOffset), and
+ * dq = scale·dS·K is a plain GEMM over them (f16AttnDqDsCode): no second S, P, dP (the dq kernel
+ * above spends two of its three products rebuilding them).
  */
 import { f16OutModule } from '../../matmul-f16/cast';
 import { sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
@@ -40,19 +45,72 @@ export function f16AttnBwdStaging(kind: F16AttnBwdKernel, s: F16AttnSpec, direct
   return { own, KST, PST, SST, aElems, pElems, sElems, extra };
 }
 
+/** The dq-from-dS kernel's workgroup arrays: K's block (A, f16), dSᵀ's block (B: BKV key rows of the own queries, f16), the dq scratch (f32). */
+export function f16AttnDqDsStaging(s: F16AttnSpec) {
+  const own = s.sgCount * s.cfg.M;
+  const KST = s.D + s.PAD;
+  const BST = own + s.PAD;
+  const SST = s.D + 4;
+  return { own, KST, BST, SST, aElems: s.BKV * KST, bElems: s.BKV * BST, sElems: own * SST };
+}
+
 /** `inputs16`: reading f16 copies (staged, or direct with spec.load 'direct'). */
 export function f16AttnBwdWorkgroupBytes(kind: F16AttnBwdKernel, s: F16AttnSpec, emulate = false, inputs16 = false): number {
-  const st = f16AttnBwdStaging(kind, s, f16AttnDirect(s, inputs16));
   const e = emulate ? 4 : 2;
-  return Math.ceil((st.aElems * e) / 4) * 4 + Math.ceil((st.pElems * e) / 4) * 4 + (st.sElems + st.extra) * 4;
+  const half = (n: number) => Math.ceil((n * e) / 4) * 4;
+  if (kind === 'dq' && s.ds) {
+    const ds = f16AttnDqDsStaging(s);
+    return half(ds.aElems) + half(ds.bElems) + ds.sElems * 4;
+  }
+  const st = f16AttnBwdStaging(kind, s, f16AttnDirect(s, inputs16));
+  return half(st.aElems) + half(st.pElems) + (st.sElems + st.extra) * 4;
+}
+
+/** Side of the stored dS's square tiles (queries and keys): a subgroup writes whole rows of them. */
+export const F16_ATTN_DS_TILE = 16;
+
+/** f16 elements of one head's stored dS: the 16×16 tiles (key tile kt, query tile qt ≥ kt) of ceil(T/16) tiles a side. */
+export function f16AttnDsHeadElems(T: number): number {
+  const nb = Math.ceil(T / F16_ATTN_DS_TILE);
+  return ((nb * (nb + 1)) / 2) * F16_ATTN_DS_TILE * F16_ATTN_DS_TILE;
+}
+
+/**
+ * Element of dS[query q, key j] (q ≥ j) in one head's stored dS: tiles key-tile-major (kt, then qt = kt ..
+ * nb − 1), each 16 key rows of 16 queries (dSᵀ: rows are keys). Entries of a stored tile with j > q or past T are 0.
+ */
+export function f16AttnDsOffset(T: number, q: number, j: number): number {
+  const nb = Math.ceil(T / F16_ATTN_DS_TILE);
+  const kt = Math.floor(j / F16_ATTN_DS_TILE);
+  const qt = Math.floor(q / F16_ATTN_DS_TILE);
+  if (qt < kt) throw new Error(`stored dS has no tile for query ${q}, key ${j}`);
+  return ((kt * (2 * nb - kt + 1)) / 2 + qt - kt) * F16_ATTN_DS_TILE * F16_ATTN_DS_TILE + (j % F16_ATTN_DS_TILE) * F16_ATTN_DS_TILE + (q % F16_ATTN_DS_TILE);
+}
+
+/** The WGSL of f16AttnDsOffset's tile start (elements), as u32 arithmetic on key tile kt, query tile qt and tiles a side nb. */
+const dsTileStart = (kt: string, qt: string, nb: string) => `((${kt} * (2u * ${nb} - ${kt} + 1u)) / 2u + ${qt} - ${kt}) * ${F16_ATTN_DS_TILE * F16_ATTN_DS_TILE}u`;
+
+/** Bytes of the stored dS of one (b, KV head) pair (its G query heads): f16, or the twin's f32. */
+export const f16AttnDsPairBytes = (T: number, G: number, emulate = false) => G * f16AttnDsHeadElems(T) * (emulate ? 4 : 2);
+
+/** Why a dq and dk/dv pair cannot run together (null when it can): both store dS or neither. */
+export function f16AttnBwdPairError(s: { dq: F16AttnSpec; dkdv: F16AttnSpec }): string | null {
+  return !!s.dq.ds === !!s.dkdv.ds ? null : 'dq and dk/dv must both use the stored dS (ds) or neither';
 }
 
 /** Why a spec cannot run a backward kernel (null when it can). */
 export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false, inputs16 = false): string | null {
-  const base = f16AttnSpecError(s, Infinity, maxThreads, false, inputs16);
+  const base = f16AttnSpecError({ ...s, ds: undefined }, Infinity, maxThreads, false, inputs16);
   if (base) return base;
   const lpr = s.sgSize / s.cfg.M;
   if ((s.D / 4) % lpr) return `D/4 = ${s.D / 4} must split over ${lpr} lanes per row`;
+  if (s.ds) {
+    const own = s.sgCount * s.cfg.M;
+    if (!inputs16) return 'ds (the stored dS) reads f16 copies of q, k, v, dO';
+    if (own % F16_ATTN_DS_TILE) return `ds: ${own} own rows must be a multiple of ${F16_ATTN_DS_TILE} (the stored dS's tiles)`;
+    if (s.BKV % 8) return `ds: BKV=${s.BKV} must be a multiple of 8 (16-byte rows of the stored dS)`;
+    if (kind === 'dq' && s.load === 'direct') return "ds: the dq-from-dS kernel stages its operands (load 'staged')";
+  }
   const bytes = f16AttnBwdWorkgroupBytes(kind, s, emulate, inputs16);
   if (bytes > maxWorkgroupBytes) return `${bytes} bytes of workgroup memory`;
   return null;
@@ -240,7 +298,8 @@ ${L.join('\n')}
 /**
  * The dk/dv kernel (reads the dq kernel's Di). Bindings as the fp32 dk/dv pass's (../attention.ts
  * dkdvBindings): q, k, v, dO, lse, Di, Params, dk, dv, and with `dv16` dv's f16 copy (9: packed, or
- * the twin's f32). Grid: x = key block, y = b·nKV + KV head.
+ * the twin's f32), with spec.ds the stored dS last (9 or 10). Grid: x = key block, y = b·nKV + KV head
+ * (spec.ds: the chunk's pair, from pair0 = Params._p1).
  */
 export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 'f16' | 'f32' } = {}): string {
   const emu = !!o.emulate;
@@ -331,6 +390,19 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
       L.push(`        dk${dn} = ${mma}(sm${kk}, ${qD('q', kk, dn)}, dk${dn});`, '      }');
     }
   }
+  if (s.ds) {
+    // The block's dSᵀ rows to the stored dS: 8 queries a 16-byte store, within one 16×16 tile (k0 and
+    // qs are multiples of 16 and 8); rows past the tiles' T and tiles below the diagonal are not stored.
+    const C8 = BQo / 8;
+    const put = emu
+      ? 'DSW[2u * w] = vec4<f32>(Dt[x], Dt[x + 1u], Dt[x + 2u], Dt[x + 3u]); DSW[2u * w + 1u] = vec4<f32>(Dt[x + 4u], Dt[x + 5u], Dt[x + 6u], Dt[x + 7u]);'
+      : `DSW[w] = vec4<u32>(${[0, 2, 4, 6].map((i) => `bitcast<u32>(vec2<f16>(Dt[x${i ? ` + ${i}u` : ''}], Dt[x + ${i + 1}u]))`).join(', ')});`;
+    L.push(`      let dsh = (wid.y * P.G + hh) * ${F16_ATTN_DS_TILE * F16_ATTN_DS_TILE}u * ((nb * (nb + 1u)) / 2u);`);
+    L.push(`      for (var e = lane; e < ${M * C8}u; e += ${sgSize}u) {`);
+    L.push(`        let kq = kmin + e / ${C8}u; let tq = qs + (e % ${C8}u) * 8u; let kt = kq / 16u; let qt = tq / 16u;`);
+    L.push(`        if (kq < nb * 16u && qt < nb && qt >= kt) { let x = sg * ${M * PST}u + (e / ${C8}u) * ${PST}u + (e % ${C8}u) * 8u; let w = (dsh + ${dsTileStart('kt', 'qt', 'nb')} + (kq % 16u) * 16u + tq % 16u) / 8u; ${put} }`);
+    L.push('      }');
+  }
   // Staged: the next block's staging waits for every subgroup's reads. Direct: Ss, Pt, Dt are the
   // subgroup's own, and the next block's first barrier orders their reuse.
   L.push(...(direct ? [] : ['      workgroupBarrier();']), '    }', '  }');
@@ -342,12 +414,18 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
     if (acc === 'dv' && o.dv16) L.push(`    let wb = ((b * P.T + key) * P.nKV + g) * ${D / 2}u;`, `    for (var j = part; j < ${D / 2}u; j += ${LPR}u) { dv16_store2(wb + j, Ss[srow + 2u * j], Ss[srow + 2u * j + 1u]); }`);
     L.push('  }', '  workgroupBarrier();');
   }
-  return `${header('dkdv', s, emu, direct, inputs16)}${o.dv16 ? f16OutModule('dv16', 9, 2, o.dv16) : ''}
+  // The stored dS's binding follows dv's f16 copy's.
+  const dsw = s.ds ? `\n@group(0) @binding(${o.dv16 ? 10 : 9}) var<storage, read_write> DSW: array<vec4<${emu ? 'f32' : 'u32'}>>; // the stored dS (f16AttnDsOffset; the twin: f32)\n` : '';
+  return `${header('dkdv', s, emu, direct, inputs16)}${o.dv16 ? f16OutModule('dv16', 9, 2, o.dv16) : ''}${dsw}
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let k0 = wid.x * ${BKo}u;
+  let k0 = wid.x * ${BKo}u;${s.ds ? `
+  let pair = P._p1 + wid.y; // a chunk of (b, KV head) pairs from P._p1 (attentionParams' pair0)
+  let b = pair / P.nKV;
+  let g = pair % P.nKV;
+  let nb = (P.T + 15u) / 16u; // the stored dS's tiles a side` : `
   let b = wid.y / P.nKV;
-  let g = wid.y % P.nKV;
+  let g = wid.y % P.nKV;`}
   let sg = lid / ${sgSize}u;
   let lane = lid % ${sgSize}u;
   let r = lane / ${LPR}u;
@@ -357,6 +435,98 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let sbase = sg * ${M * SST}u;
   let srow = sbase + r * ${SST}u;
   let prow = sg * ${M * PST}u + r * ${PST}u;
+${L.join('\n')}
+}
+`;
+}
+
+/**
+ * dq = scale·dS·K from the stored dS (spec.ds; the dk/dv kernel wrote it): a workgroup owns BQ =
+ * sgCount·M query rows of one (b, h); per key block of BKV keys it stages K's rows (f16 copy) and the
+ * block's dSᵀ rows (16-byte loads of the stored tiles; tiles below the diagonal, never stored, and rows
+ * past the tiles are zeros) and accumulates dq in result matrices, dS's left tiles loaded col_major
+ * from dSᵀ. Bindings: the chunk's stored dS, k's f16 copy, Params (pair0 = _p1), dq. Grid: x = query
+ * block (heaviest first), y = the chunk's query head ((pair − pair0)·G + hh).
+ */
+export function f16AttnDqDsCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): string {
+  const emu = !!o.emulate;
+  const { cfg, D, BKV, sgSize } = s;
+  const { M, N, K } = cfg;
+  const NT = s.sgCount * sgSize;
+  const LPR = sgSize / M;
+  const { own: BQ, KST, BST, SST, aElems, bElems, sElems } = f16AttnDqDsStaging(s);
+  const E = emu ? 'f32' : 'f16';
+  const g: StageGen = { L: [], emu, D, NT };
+  const L = g.L;
+  const load = (arr: string, T: 'LT' | 'RT', off: string, colMajor: boolean, stride: string) =>
+    (emu ? `emuLoad${T}_${arr}(${off}, ${stride}, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, stride));
+  const storeS = (off: string, v: string) => (emu ? `emuStore_Ss(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, '&Ss', off, v, `${SST}u`));
+  const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
+  for (let dn = 0; dn < D / N; dn++) L.push(`  var dq${dn} = CT();`);
+  L.push(`  for (var kb = 0u; kb < kEnd; kb += ${BKV}u) {`);
+  stageRows16(g, 'A', 'k', 'P.nKV', 'g', BKV, 'kb', '0u', KST, '    ');
+  // dSᵀ rows kb.. of the own queries q0..: 8 queries a load, each within one stored tile (q0 and the chunk's columns are multiples of 8).
+  const C8 = BQ / 8;
+  const per = Math.ceil((BKV * C8) / NT);
+  for (let i = 0; i < per; i++) {
+    const guard = (i + 1) * NT > BKV * C8 ? `e < ${BKV * C8}u` : 'true';
+    L.push(`    { let e = lid + ${i * NT}u; let rr = e / ${C8}u; let c8 = e % ${C8}u; let kq = kb + rr; let tq = q0 + c8 * 8u; let kt = kq / 16u; let qt = tq / 16u;`);
+    L.push(`      if (${guard}) { let ok = kq < nb * 16u && qt < nb && qt >= kt; let w = select(0u, (dsh + ${dsTileStart('kt', 'qt', 'nb')} + (kq % 16u) * 16u + tq % 16u) / 8u, ok);`);
+    L.push(emu
+      ? '        let lo = select(vec4<f32>(), DS[2u * w], ok); let hi = select(vec4<f32>(), DS[2u * w + 1u], ok);'
+      : '        let x = select(vec4<u32>(), DS[w], ok); let lo = bitcast<vec4<f16>>(x.xy); let hi = bitcast<vec4<f16>>(x.zw);');
+    L.push(`        let s0 = rr * ${BST}u + c8 * 8u; ${[0, 1, 2, 3, 4, 5, 6, 7].map((x) => `Bs[s0${x ? ` + ${x}u` : ''}] = ${x < 4 ? 'lo' : 'hi'}.${'xyzw'[x % 4]};`).join(' ')} } }`);
+  }
+  L.push('    workgroupBarrier();');
+  // Key slices wholly past the subgroup's last row are zeros: skipped (subgroup-uniform).
+  for (let kk = 0; kk < BKV / K; kk++) {
+    L.push(`    if (kb + ${kk * K}u <= rmax) {`, `      let sm = ${load('Bs', 'LT', `${kk * K * BST}u + sg * ${M}u`, true, `${BST}u`)};`);
+    for (let dn = 0; dn < D / N; dn++) L.push(`      dq${dn} = ${mma}(sm, ${load('A', 'RT', `${kk * K * KST + dn * N}u`, false, `${KST}u`)}, dq${dn});`);
+    L.push('    }');
+  }
+  L.push('    workgroupBarrier();', '  }');
+  for (let dn = 0; dn < D / N; dn++) L.push(`  ${storeS(`sbase + ${dn * N}u`, `dq${dn}`)}`);
+  L.push('  workgroupBarrier();', '  if (t < P.T) {', `    let ob = ((b * P.T + t) * P.nH + h) * ${D}u + part;`);
+  for (let i = 0; i < D / LPR; i++) L.push(`    DQ[ob + ${i * LPR}u] = P.scale * Ss[srow + ${i * LPR}u + part];`);
+  L.push('  }');
+  const types = emu
+    ? `alias LT = array<f32, ${M * K}>; // emulated: row-major M × K, every lane holds all of it
+alias RT = array<f32, ${K * N}>;
+alias CT = array<f32, ${M * N}>;`
+    : `alias LT = subgroup_matrix_left<f16, ${K}, ${M}>;
+alias RT = subgroup_matrix_right<f16, ${N}, ${K}>;
+alias CT = subgroup_matrix_result<f32, ${N}, ${M}>;`;
+  const X = f16InputType(false, emu);
+  return `${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code-bwd.ts: dq from the stored dS, ${M}x${N}x${K} tiles, ${BQ} own rows (${s.sgCount} sg), BKV ${BKV}, D ${D}${emu ? ' (emulated matrices, f32)' : ''}.
+${types}
+struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
+@group(0) @binding(0) var<storage, read> DS: ${X}; // the chunk's stored dS (f16AttnDsOffset)
+@group(0) @binding(1) var<storage, read> k: ${X};
+@group(0) @binding(2) var<uniform> P: Params;
+@group(0) @binding(3) var<storage, read_write> DQ: array<f32>;
+var<workgroup> A: array<${E}, ${aElems}>; // K's rows of the key block
+var<workgroup> Bs: array<${E}, ${bElems}>; // dSᵀ: the block's key rows of the own queries
+var<workgroup> Ss: array<f32, ${sElems}>; // per subgroup M rows of dq
+${emu ? emulation(cfg, [['A', 'RT'], ['Bs', 'LT']], ['Ss']) : ''}
+@compute @workgroup_size(${NT})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let nQB = (P.T + ${BQ - 1}u) / ${BQ}u;
+  let q0 = (nQB - 1u - wid.x) * ${BQ}u;
+  let pair = P._p1 + wid.y / P.G;
+  let b = pair / P.nKV;
+  let g = pair % P.nKV;
+  let h = g * P.G + wid.y % P.G;
+  let nb = (P.T + 15u) / 16u; // the stored dS's tiles a side
+  let dsh = wid.y * ${F16_ATTN_DS_TILE * F16_ATTN_DS_TILE}u * ((nb * (nb + 1u)) / 2u);
+  let sg = lid / ${sgSize}u;
+  let lane = lid % ${sgSize}u;
+  let r = lane / ${LPR}u;
+  let part = lane % ${LPR}u;
+  let t = q0 + sg * ${M}u + r;
+  let rmax = q0 + sg * ${M}u + ${M - 1}u;
+  let kEnd = min(P.T, q0 + ${BQ}u);
+  let sbase = sg * ${M * SST}u;
+  let srow = sbase + r * ${SST}u;
 ${L.join('\n')}
 }
 `;
