@@ -1,8 +1,10 @@
 /**
- * Dispatches of one LoRA training step (forward, backward, AdamW) of a SmolLM2-135M-shaped model's
- * layers, counted from the built dispatch lists (nothing runs: a count, valid on SwiftShader), split
- * into the adapters' (labels with `lora_`) and the rest, with each adapter GEMM's choice (split-K or
- * one pass) for the shapes of --batch × --seq. Issue 39: the adapters' thin GEMMs were the step's cost.
+ * Dispatches of one training step (forward, backward, AdamW) of a SmolLM2-135M-shaped model's
+ * layers, counted from the built dispatch lists (nothing runs: a count, valid on SwiftShader): full
+ * fine-tuning against LoRA (and under f16 LoRA with the f16 GEMMs' low-rank epilogue) per class —
+ * the adapters' own GEMMs (labels with `lora_`), base GEMMs with and without the epilogue, casts —
+ * then layer 0's adapter dispatches with each one's choice (split-K or one pass, grid) for the shapes
+ * of --batch × --seq. Issue 39: the adapters' thin GEMMs were the step's cost.
  *   node scripts/run-node.mjs bench/lora-dispatches.ts [--layers 2] [--batch 8 --seq 512] [--rank 16] [--scheme fp32|f16]
  *
  * --time (on a GPU): each thin adapter GEMM shape of one layer (uᵀ per group, dB, vᵀ per adapter, dA
@@ -13,7 +15,7 @@
  */
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
-import { Runtime } from '../src/engine/gpu/runtime';
+import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { LORA_SHARED_INPUT, loraSplitBytes } from '../src/engine/lora/plan';
 import { defaultLoraSpec, loraAdapters } from '../src/engine/lora/spec';
 import { buildMatmul } from '../src/engine/kernels/matmul/matmul';
@@ -41,18 +43,35 @@ const rt = new Runtime(await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags
 const f16 = scheme === 'fp32' ? {} : { f16Device: { shaderF16: true, tensorCores: false }, f16Twin: true };
 const plan = resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS[scheme], lora: defaultLoraSpec(r), ...f16 });
 
+/** A dispatch's class in the full-vs-LoRA table: the adapters' own, base GEMMs with and without the low-rank epilogue, f16 casts and packs, the rest. */
+function classOf(label: string): string {
+  if (label.includes('lora_')) return /split-K reduce/.test(label) ? 'adapter split-K reduces' : 'adapter GEMMs';
+  if (/\+lr\d+\]$/.test(label)) return 'base GEMMs +low-rank epilogue';
+  if (/\[(f16 |matmul )/.test(label)) return /split-K reduce/.test(label) ? 'base split-K reduces' : /lm_head/.test(label) ? 'LM head GEMMs' : 'base GEMMs';
+  if (/f32→f16|\.f16\.(un)?pack/.test(label)) return 'f16 casts and packs';
+  return 'other';
+}
+
 if (!a.time) {
-  const model = new LlamaGpu(rt, plan);
-  const steps = [...model.forward, ...model.backward, ...model.optimizer];
-  const lora = steps.filter((d) => d.label.includes('lora_'));
-  console.log(`${scheme} LoRA r${r}, ${L} layers, B${B}xT${T}: ${steps.length} dispatches a step, ${lora.length} of them the adapters' (${(lora.length / L).toFixed(1)} a layer)`);
-  const kinds = new Map<string, number>();
-  for (const d of lora) {
-    const k = d.label.replace(/^L\d+\./, '');
-    kinds.set(k, (kinds.get(k) ?? 0) + 1);
+  // Full fine-tuning, LoRA (the default plan) and, under f16, LoRA with the f16 GEMMs' low-rank epilogue: dispatches a step per class.
+  const rows: [string, Dispatch[]][] = [];
+  const build = (name: string, p: typeof plan) => {
+    const model = new LlamaGpu(rt, p);
+    rows.push([name, [...model.forward, ...model.backward, ...model.optimizer]]);
+    model.destroy();
+  };
+  build('full', resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS[scheme], ...f16 }));
+  build(`lora r${r}`, plan);
+  if (scheme !== 'fp32') build(`lora r${r} f16-epilogue`, { ...plan, lora: { ...plan.lora!, f16Epilogue: true } });
+  const classes = [...new Set(rows.flatMap(([, s]) => s.map((d) => classOf(d.label))))];
+  console.log(`${scheme}, ${L} layers, B${B}xT${T}: dispatches a step${f16.f16Twin ? ' (f16 GEMMs as built for the f32 twin: on a GPU the tensor-core layouts and their splits differ)' : ''}`);
+  console.log(`  ${''.padEnd(32)}${rows.map(([n]) => n.padStart(22)).join('')}`);
+  for (const c of ['total', ...classes]) {
+    console.log(`  ${c.padEnd(32)}${rows.map(([, s]) => String(c === 'total' ? s.length : s.filter((d) => classOf(d.label) === c).length).padStart(22)).join('')}`);
   }
-  for (const [k, n] of kinds) if (/^(q_proj|q\.dw|q\.dx|gate_proj|gate\.dw|gate\.dx|o_proj|o\.dw|o\.dx|down)/.test(k)) console.log(`  ${k} ×${n}`);
-  model.destroy();
+  const lora = rows[1][1].filter((d) => d.label.includes('lora_'));
+  console.log(`LoRA's own dispatches: ${lora.length} (${(lora.length / L).toFixed(1)} a layer); layer 0's:`);
+  for (const d of lora) if (d.label.startsWith('L0.')) console.log(`  ${d.label} ${d.workgroups.join('x')}`);
 } else {
   if (!rt.gpu.features.timestampQuery) throw new Error('--time needs timestamp queries (a GPU; SwiftShader has them too, slowly)');
   const N = B * T;
