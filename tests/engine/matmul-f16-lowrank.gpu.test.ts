@@ -3,7 +3,8 @@
  * LoRA's fused up-projection and dX term) on their f32 twins, which run here without shader-f16 or
  * subgroup matrices: the SIMT kernel and the tensor-core kernel with emulated matrices (whole blocks,
  * where its direct tile store would otherwise run), the forward's NT form with V [N, r] and the dX
- * form NN with V [r, N], against the f16 reference plus the low-rank term.
+ * form NN with V [r, N] (V [N, r] read as vec4s where r is a multiple of 4), against the f16
+ * reference plus the low-rank term.
  */
 import { describe, expect, it } from 'vitest';
 import { buildMatmulF16 } from '../../src/engine/kernels/matmul-f16/matmul-f16';
@@ -49,6 +50,8 @@ describe('f16 GEMM low-rank epilogue (f32 twins)', () => {
   it('SIMT: forward NT with V [N, r] (accumulating), dX NN with V [r, N] (alpha 0.5), partial blocks', async () => {
     const b1 = await check({ M: 37, N: 29, K: 20, form: 'NT', rank: 3, scale: 2, accumulate: true }, 1);
     await check({ M: 68, N: 72, K: 16, form: 'NN', rank: 12, scale: -0.5, alpha: 0.5 }, 2);
+    // V [N, r] with r a multiple of 4: read as vec4s.
+    await check({ M: 33, N: 20, K: 12, form: 'NT', rank: 16, scale: 2 }, 5);
     expect(b1.dispatches[0].label).toMatch(/simt NT .* \+lr3\]$/);
   }, 60_000);
 

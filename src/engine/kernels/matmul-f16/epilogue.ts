@@ -12,14 +12,31 @@ export interface F16LowRankCode {
 
 /** Declarations and lowRank(row, col); `scaleField`: the kernel's name for the Params' last word (the scale, as bits). */
 export function f16LowRankWgsl(lr: F16LowRankCode, scaleField: string): string {
+  const head = `@group(0) @binding(4) var<storage, read> LRU: array<f32>; // U [${lr.rank}, M]
+// s·Σ_j U[j, row]·V[j, col] (row < M, col < N): the low-rank term of one output element.`;
+  const tail = `  return bitcast<f32>(P.${scaleField}) * t;
+}
+`;
+  if (lr.transV && lr.rank % 4 === 0) {
+    // V [N, r]: a row's r values as vec4s (lanes of a tile row read columns r floats apart: a
+    // quarter of the scalar loads); the same fma chain in j order as the scalar loop.
+    const q = lr.rank / 4;
+    return `@group(0) @binding(5) var<storage, read> LRV: array<vec4<f32>>; // V [N, ${lr.rank}]
+${head}
+fn lowRank(row: u32, col: u32) -> f32 {
+  var t = 0.0;
+  for (var j = 0u; j < ${q}u; j++) {
+    let v = LRV[col * ${q}u + j];
+    let u = 4u * j * P.M + row;
+    t = fma(LRU[u], v.x, t); t = fma(LRU[u + P.M], v.y, t); t = fma(LRU[u + 2u * P.M], v.z, t); t = fma(LRU[u + 3u * P.M], v.w, t);
+  }
+${tail}`;
+  }
   const vAt = lr.transV ? `col * ${lr.rank}u + j` : 'j * P.N + col';
-  return `@group(0) @binding(4) var<storage, read> LRU: array<f32>; // U [${lr.rank}, M]
-@group(0) @binding(5) var<storage, read> LRV: array<f32>; // V ${lr.transV ? `[N, ${lr.rank}]` : `[${lr.rank}, N]`}
-// s·Σ_j U[j, row]·V[j, col] (row < M, col < N): the low-rank term of one output element.
+  return `@group(0) @binding(5) var<storage, read> LRV: array<f32>; // V ${lr.transV ? `[N, ${lr.rank}]` : `[${lr.rank}, N]`}
+${head}
 fn lowRank(row: u32, col: u32) -> f32 {
   var t = 0.0;
   for (var j = 0u; j < ${lr.rank}u; j++) { t = fma(LRU[j * P.M + row], LRV[${vAt}], t); }
-  return bitcast<f32>(P.${scaleField}) * t;
-}
-`;
+${tail}`;
 }
