@@ -70,6 +70,11 @@ describe.each(['f16', 'agoq-f16'] as const)('f16 cells as the operand copies (%s
     expect(bytes(p, 'f16.x') === undefined).toBe(name === 'f16');
     expect(bytes(old, 'f16.x')).toBeGreaterThan(0);
     expect(bytes(p, 'f16.qkv')).toBeLessThan(bytes(old, 'f16.qkv')!);
+    // The cells' fp32 live copies go to scratch: q, k, v (read in fp32 by nobody but their cells' writers) to the backward's
+    // dres, dk, dv; o (read back for the attention backward) to qRaw.
+    expect(p.f16Live).toEqual({ q: 'dres', k: 'dk', v: 'dv', o: 'qRaw' });
+    expect(p.buffers.filter((b) => /^live\.[qkvo]$/.test(b.key))).toEqual([]);
+    expect(old.buffers.filter((b) => /^live\.[qkvo]$/.test(b.key)).map((b) => b.key).sort()).toEqual(['live.k', 'live.o', 'live.q', 'live.v']);
   });
 
   it('a step is bit for bit the packed-cells step; the cells hold what the packed storage unpacks to', async () => {

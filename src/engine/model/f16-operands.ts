@@ -60,6 +60,30 @@ export function f16Cells(saved: readonly Partial<Record<LayerSavedKey, Activatio
   });
 }
 
+/**
+ * Live copies of f16 cells that need no buffer of their own (RunPlan.f16Live), by key, where every layer
+ * that stores the tensor keeps it as an f16 cell. q, k, v where each such layer also runs the f16
+ * attention both ways: nothing reads them in fp32 but their cells' writers (RoPE, v's cast) right after
+ * RoPE and v_proj write them, so they go to backward scratch dead in the forward (dres, dk, dv). o, which
+ * the attention backward reads in fp32: qRaw, free in the forward from RoPE's read of it until the next
+ * layer's input is written, and in the backward from o's load until rope_q.bwd writes it.
+ */
+export function f16LiveAlias(d: ModelDims, saved: readonly Partial<Record<LayerSavedKey, ActivationStorage>>[], cells: readonly Set<LayerSavedKey>[],
+  layers: readonly LayerF16Paths[] | undefined): Partial<Record<LayerSavedKey, string>> {
+  const out: Partial<Record<LayerSavedKey, string>> = {};
+  const stored = (k: LayerSavedKey) => cells.map((_, l) => l).filter((l) => saved[l][k]);
+  const allCells = (k: LayerSavedKey, also: (l: number) => boolean = () => true) => {
+    const ls = stored(k);
+    return ls.length > 0 && ls.every((l) => cells[l].has(k) && also(l));
+  };
+  const bwd = (l: number) => layers?.[l]?.attentionBackward === 'f16-tensor-core';
+  if (d.QC <= d.C && allCells('q', bwd)) out.q = 'dres';
+  if (allCells('k', bwd)) out.k = 'dk';
+  if (allCells('v', bwd)) out.v = 'dv';
+  if (allCells('o')) out.o = 'qRaw';
+  return out;
+}
+
 /** Bytes of layer l's f16 cell `key` of n elements (f16Cells): the operand layout, q/k/v with the f16 attention's pad rows. */
 export function f16CellBytes(d: ModelDims, key: LayerSavedKey, n: number, twin: boolean): number {
   const attn = (F16_ATTN_X as readonly string[]).includes(key);

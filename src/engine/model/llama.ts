@@ -178,7 +178,7 @@ export class LlamaGpu {
 
   /** The fp32 binding of a layer's saved tensor: its own buffer, or the shared live copy when stored quantized. */
   saved(l: number, key: LayerSavedKey): GPUBuffer {
-    return this.storage[l][key] ? this.b(liveKey(key)) : this.b(savedKey(l, key, this.dims.L, this.plan.checkpoint));
+    return this.storage[l][key] ? this.live(key) : this.b(savedKey(l, key, this.dims.L, this.plan.checkpoint));
   }
 
   /**
@@ -191,16 +191,16 @@ export class LlamaGpu {
     // An f16 cell that is an operand copy: nothing where its producer wrote it (LinearGemms.cellOut), else the copy's cast.
     if (this.f16Cell(l, key)) {
       if (this.g.cellWritten(l, key)) return [];
-      return packF16Cell(this.rt, { label: `L${l}.${key}.f16`, x: this.b(liveKey(key)), cell: this.b(`L${l}.${key}.codes`), n: st.n, twin: !!this.plan.f16Twin });
+      return packF16Cell(this.rt, { label: `L${l}.${key}.f16`, x: this.live(key), cell: this.b(`L${l}.${key}.codes`), n: st.n, twin: !!this.plan.f16Twin });
     }
     // bf16/f16 keep no probe point: the quantization-error probe reads codes + scales (train/probe.ts probeSites skips them too).
-    if (isHalf(st)) return packHalf(this.rt, st.format, { label: `L${l}.${key}.${st.format}`, x: this.b(liveKey(key)), words: this.b(`L${l}.${key}.codes`), n: st.n });
+    if (isHalf(st)) return packHalf(this.rt, st.format, { label: `L${l}.${key}.${st.format}`, x: this.live(key), words: this.b(`L${l}.${key}.codes`), n: st.n });
     const words = this.b(`L${l}.${key}.codes`);
     const scales = this.b(`L${l}.${key}.scales`);
     const ds = l < this.dims.L && this.g.producerStored(l, key) ? []
-      : buildQuantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n }, this.b(liveKey(key)), { words, scales }).dispatches;
+      : buildQuantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n }, this.live(key), { words, scales }).dispatches;
     const after = ds.length ? ds[ds.length - 1] : this.forward[this.forward.length - 1];
-    this.probePoints.set(`L${l}.${key}`, { after, x: this.b(liveKey(key)), n: st.n, stored: { storage: st, words, scales } });
+    this.probePoints.set(`L${l}.${key}`, { after, x: this.live(key), n: st.n, stored: { storage: st, words, scales } });
     return ds;
   }
 
@@ -213,7 +213,7 @@ export class LlamaGpu {
     if (!st) return [];
     if (rows === this.dims.N) return this.loadSaved(l, key);
     if (this.f16Cell(l, key)) throw new Error(`internal: L${l}.${key} is an f16 operand cell, unpacked whole only`);
-    const out = { buffer: this.b(liveKey(key)), offset: r0 * width * 4, size: rows * width * 4 };
+    const out = { buffer: this.live(key), offset: r0 * width * 4, size: rows * width * 4 };
     const label = `L${l}.${key}.rows${r0}`;
     if (isHalf(st)) return unpackHalfRows(this.rt, st.format, { label, words: this.b(`L${l}.${key}.codes`), width, r0, rows, out });
     return [dequantizeRows(this.rt, label, st, width, r0, rows, this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), out)];
@@ -224,11 +224,16 @@ export class LlamaGpu {
     const st = this.storage[l][key];
     if (!st) return [];
     if (this.f16Cell(l, key)) {
-      return unpackF16Cell(this.rt, { label: `L${l}.${key}.f16`, cell: this.b(`L${l}.${key}.codes`), out: this.b(liveKey(key)), n: st.n, twin: !!this.plan.f16Twin });
+      return unpackF16Cell(this.rt, { label: `L${l}.${key}.f16`, cell: this.b(`L${l}.${key}.codes`), out: this.live(key), n: st.n, twin: !!this.plan.f16Twin });
     }
-    if (isHalf(st)) return unpackHalf(this.rt, st.format, { label: `L${l}.${key}.${st.format}`, words: this.b(`L${l}.${key}.codes`), out: this.b(liveKey(key)), n: st.n });
+    if (isHalf(st)) return unpackHalf(this.rt, st.format, { label: `L${l}.${key}.${st.format}`, words: this.b(`L${l}.${key}.codes`), out: this.live(key), n: st.n });
     return buildDequantize(this.rt, { format: st.format, granularity: st.granularity, n: st.n },
-      this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), { out: this.b(liveKey(key)) }).dispatches;
+      this.b(`L${l}.${key}.codes`), this.b(`L${l}.${key}.scales`), { out: this.live(key) }).dispatches;
+  }
+
+  /** The shared fp32 live copy of a stored tensor: LIVE_ALIAS's scratch or its own, an f16 cell's where the plan moves it (plan.f16Live). */
+  live(key: LayerSavedKey): GPUBuffer {
+    return this.b(this.plan.f16Live[key] ?? liveKey(key));
   }
 
   /** Whether layer l's saved `key` is an f16 cell that is also an f16 operand copy (plan.f16Cells). */

@@ -29,7 +29,7 @@ import {
 import type { ModelConfig } from '../model/config';
 import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
 import { type ParamLayout, paramLayout } from '../model/params';
-import { f16AttnInputSlots, f16AttnQkvSlots, f16CellBytes, f16Cells, f16Operands, runsF16 } from '../model/f16-operands';
+import { f16AttnInputSlots, f16AttnQkvSlots, f16CellBytes, f16Cells, f16LiveAlias, f16Operands, runsF16 } from '../model/f16-operands';
 import { logitsChunkRows } from './logits';
 import { type LoraPlan, loraBuffers, resolveLoraPlan } from '../lora/plan';
 import type { LoraSpec } from '../lora/spec';
@@ -85,6 +85,8 @@ export interface RunPlan {
    * f16 consumers in place; the fp32 readers unpack it (the twin: copy its f32 elements).
    */
   f16Cells: Set<LayerSavedKey>[];
+  /** The live copies of f16 cells kept in scratch instead of buffers of their own (f16-operands.ts f16LiveAlias; model/plan.ts LIVE_ALIAS for the rest). */
+  f16Live: Partial<Record<LayerSavedKey, string>>;
   /** The fake-quantized copies the step keeps: of the weights (`wq`), GEMM inputs (`aq`), output gradients (`gq`). */
   fakeQuant: { weights: boolean; inputs: boolean; grads: boolean };
   /** Rows per block of the SwiGLU backward (swigluBlockRows; N when `up` is stored fp32). */
@@ -295,6 +297,8 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   const gateUpDx = layers.map((l) => (opts.fuseGateUpDx ?? true) && gateUpDxFused(dims, l.compute, training));
   const weightCodes = int8.rows ? scheme.weight_codes : 'per-gemm';
   const f16 = resolveF16(scheme, layers, training, opts.f16Device ?? null, dims.D);
+  // Not under tensor parallelism (its layers' GEMMs run fp32; its exchanges own their scratch).
+  const cells = (opts.shareF16 ?? true) && scheme.tp.degree <= 1 ? f16Cells(saved.slice(0, dims.L), f16?.layers, training) : layers.map(() => new Set<LayerSavedKey>());
   const plan: RunPlan = {
     cfg, dims, layout, scheme, training, layers, saved,
     // A frozen base has no gradients to store (the adapters' are fp32).
@@ -307,7 +311,8 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     sharedCodes: layers.map((ly, l) => new Set((opts.shareCodes ?? true)
       ? GEMM_INPUT_SAVED.filter((k) => sharesInputCodes(ly.compute, saved[l][k], ly.savedSpecs[SAVED_KIND_OF[k]!]))
       : [])),
-    f16Cells: (opts.shareF16 ?? true) ? f16Cells(saved.slice(0, dims.L), f16?.layers, training) : layers.map(() => new Set()),
+    f16Cells: cells,
+    f16Live: f16LiveAlias(dims, saved, cells, f16?.layers),
     fakeQuant,
     swigluRows: saved.some((s) => s.up) ? swigluBlockRows(dims, saved, opts.swigluBlockRows) : dims.N,
     // A trained head's dW reads hF back from its storage a chunk of rows at a time: its rows must align there too.
@@ -388,7 +393,7 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   }
   // One fp32 working copy per quantized kind, shared by all layers: forward writes it before
   // quantizing, backward dequantizes into it before the consumers read it.
-  for (const k of live) if (!LIVE_ALIAS[k]) ws(liveKey(k), sizes[k][0] * f);
+  for (const k of live) if (!LIVE_ALIAS[k] && !p.f16Live[k]) ws(liveKey(k), sizes[k][0] * f);
   if (live.has('up')) ws('swigluBlock', p.swigluRows * d.F * f);
   act('rstdF', d.N);
   act('logits', p.logitsRows * d.V); // one chunk's (model/lm-head.ts); becomes its dlogits in place
