@@ -47,7 +47,8 @@ const plan = resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS[scheme], lora: defa
 function classOf(label: string): string {
   if (label.includes('lora_')) return /split-K reduce/.test(label) ? 'adapter split-K reduces' : 'adapter GEMMs';
   if (/\+lr\d+\]$/.test(label)) return 'base GEMMs +low-rank epilogue';
-  if (/\[(f16 |matmul )/.test(label)) return /split-K reduce/.test(label) ? 'base split-K reduces' : /lm_head/.test(label) ? 'LM head GEMMs' : 'base GEMMs';
+  if (/^lm_head/.test(label)) return 'LM head GEMMs and reduces';
+  if (/\[(f16 |matmul )/.test(label)) return /split-K reduce/.test(label) ? 'base split-K reduces' : 'base GEMMs';
   if (/f32→f16|\.f16\.(un)?pack/.test(label)) return 'f16 casts and packs';
   return 'other';
 }
