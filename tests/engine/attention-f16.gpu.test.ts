@@ -61,12 +61,13 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // at 32 KiB the two-subgroup staged ones (fp32 inputs: no direct ones) and every direct one (nothing staged).
     const lim = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024 };
     // Then the stored-dS pairs (dq from dS + dk/dv storing it; f16 inputs only), those that fit.
-    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.load === 'direct' ? 'd' : ''}`;
+    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}`;
     const list = (l: typeof lim, inputs16?: boolean) => f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, l, undefined, false, inputs16)
-      .map((c) => (c.dq.ds ? `ds ${name(c.dq)}+${name(c.dkdv)}` : name(c.dq)));
-    expect(list(lim)).toEqual(['2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/64+2/16', 'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+4/16', 'ds 4/64+2/16d']);
-    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 }, false)).toEqual(['2/16', '2/32']);
-    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/32+2/16', 'ds 2/64+2/16']);
+      .map((c) => (c.dq.ds ? `ds ${name(c.dq)}+${name(c.dkdv)}` : c.dkdv.split ? `${name(c.dq)}+${name(c.dkdv)}` : name(c.dq)));
+    expect(list(lim)).toEqual(['2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/64+2/16', 'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+4/16', 'ds 4/64+2/16d',
+      'ds 4/64+2/16s', 'ds 4/64+2/32s', 'ds 4/64+4/16s', '2/16+2/16s', '2/16+2/32s']);
+    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 }, false)).toEqual(['2/16', '2/32', '2/16+2/16s', '2/16+2/32s']);
+    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/32+2/16', 'ds 2/64+2/16', '2/16+2/16s', '2/16+2/32s']);
   });
 
   it('backward over the stored dS (dk/dv storing dS, dq a GEMM over it) matches the reference, in chunks of pairs', async () => {
@@ -82,6 +83,21 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // G = 3 and a dq block (32 queries) wider than dk/dv's (16 keys).
     const r = await checkAttentionBackwardF16(rt, { dq: { ...a, sgCount: 4 }, dkdv: a }, { B: 1, T: 45, nH: 3, nKV: 1 }, { emulate: true });
     expect([r.error, r.ok]).toEqual([undefined, true]);
+  });
+
+  it('split dk/dv (paired subgroups: Sᵀ and dv, dPᵀ and dk) matches the reference, recomputing and storing dS', async () => {
+    // Two and four subgroups (one and two pairs), query blocks of 8 and 16, 8×8×8 and 8×4×8; fp32 inputs too.
+    const a: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8 };
+    const b: F16AttnSpec = { ...odd, sgCount: 4, BKV: 16 };
+    for (const specs of [{ dq: a, dkdv: { ...a, split: true } }, { dq: { ...a, BKV: 16, ds: true }, dkdv: { ...a, BKV: 16, split: true, ds: true } }, { dq: b, dkdv: { ...b, split: true } }]) {
+      const r = await checkF16AttnBwdSpecs(rt, specs, true);
+      expect(r).toEqual({ label: r.label, ok: true });
+    }
+    const f32 = await checkAttentionBackwardF16(rt, { dq: a, dkdv: { ...a, split: true } }, { B: 1, T: 21, nH: 2, nKV: 1 }, { emulate: true, inputs: 'f32' });
+    expect([f32.error, f32.ok]).toEqual([undefined, true]);
+    expect(f16AttnBwdSpecError('dq', { ...a, split: true }, 49152, 1024, true, true)).toMatch(/option of the dk\/dv kernel/);
+    expect(f16AttnBwdSpecError('dkdv', { ...a, sgCount: 3, split: true }, 49152, 1024, true, true)).toMatch(/3 subgroups must pair up/);
+    expect(f16AttnBwdSpecError('dkdv', { ...a, load: 'direct', split: true }, 49152, 1024, true, true)).toMatch(/load 'staged'/);
   });
 
   it('the stored dS is the reference dS at f16AttnDsOffset, 0 where masked in a stored tile', async () => {

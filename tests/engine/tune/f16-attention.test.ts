@@ -3,7 +3,7 @@
 // and their cache entries under their own family and code hash (another hash: not applied).
 import { describe, expect, it } from 'vitest';
 import {
-  F16_ATTN_BWD_DS_LAYOUTS, F16_ATTN_BWD_LAYOUTS, F16_ATTN_LAYOUTS, f16AttnBwdPick, f16AttnBwdSpecsOfPick, f16AttnPick, f16AttnSpecOfPick, f16AttnTuneKey, type F16AttnSpec,
+  F16_ATTN_BWD_PAIRS, F16_ATTN_BWD_LAYOUTS, F16_ATTN_LAYOUTS, f16AttnBwdPick, f16AttnBwdSpecsOfPick, f16AttnPick, f16AttnSpecOfPick, f16AttnTuneKey, type F16AttnSpec,
 } from '../../../src/engine/kernels/attention/f16/attention-f16';
 import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../../../src/engine/train/options';
@@ -69,14 +69,15 @@ describe('f16 attention layouts as tuning choices', () => {
     expect(mixed).toBe(`${f16AttnPick(b)}/${f16AttnPick(a)}`);
     expect(f16AttnBwdSpecsOfPick(mixed, 64, 32)).toEqual({ dq: b, dkdv: a });
     expect(f16AttnBwdSpecsOfPick(`${mixed}/${f16AttnPick(a)}`, 64, 32)).toBeNull();
-    // A stored-dS pair (both kernels 'ds') parses back; a pair with one kernel storing dS is refused.
-    for (const p of F16_ATTN_BWD_DS_LAYOUTS) {
+    // The pairs (stored dS: both kernels 'ds'; split dk/dv) parse back; a pair with one kernel storing dS is refused.
+    for (const p of F16_ATTN_BWD_PAIRS) {
       const specs = { dq: spec(p.dq), dkdv: spec(p.dkdv) };
       const name = f16AttnBwdPick(specs);
-      expect(name).toMatch(/^16x16x16\.BKV_\d+\.PAD_8\.ds\..*\/16x16x16\.BKV_16\.PAD_8\.ds\.load_(staged|direct)\.sgCount_\d$/);
+      expect(name).toMatch(p.dq.ds ? /^16x16x16\.BKV_\d+\.PAD_8\.ds\.[^/]*\/16x16x16\.BKV_\d+\.PAD_8\.ds\.load_(staged|direct)\.sgCount_\d(\.split)?$/ : /\/16x16x16\.BKV_\d+\.PAD_8\.load_staged\.sgCount_\d\.split$/);
       expect(f16AttnBwdSpecsOfPick(name, 64, 32)).toEqual(specs);
     }
-    const ds = spec(F16_ATTN_BWD_DS_LAYOUTS[0].dkdv);
+    expect(f16AttnBwdSpecsOfPick(f16AttnPick(spec({ ...F16_ATTN_BWD_LAYOUTS[0], split: true })), 64, 32)).toBeNull(); // split is no dq option
+    const ds = spec(F16_ATTN_BWD_PAIRS[0].dkdv);
     expect(f16AttnBwdSpecsOfPick(f16AttnBwdPick({ dq: a, dkdv: ds }), 64, 32)).toBeNull();
     expect(f16AttnSpecOfPick(f16AttnPick(ds), 64, 32)).toBeNull(); // not a forward spec
   });

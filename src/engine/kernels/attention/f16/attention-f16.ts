@@ -306,7 +306,7 @@ const PICK_OMITS = new Set(['D', 'sgSize', 'cfg']);
  * there); required: the sizes every layout sets (numbers: no default to fall back on).
  */
 function pickFields(): { known: Set<string>; required: string[] } {
-  const all: Record<string, unknown>[] = [...F16_ATTN_LAYOUTS, ...F16_ATTN_BWD_LAYOUTS, ...F16_ATTN_BWD_DS_LAYOUTS.flatMap((p) => [p.dq, p.dkdv])];
+  const all: Record<string, unknown>[] = [...F16_ATTN_LAYOUTS, ...F16_ATTN_BWD_LAYOUTS, ...F16_ATTN_BWD_PAIRS.flatMap((p) => [p.dq, p.dkdv])];
   return { known: new Set(all.flatMap((l) => Object.keys(l))), required: Object.keys(all[0]).filter((k) => all.every((l) => typeof l[k] === 'number')) };
 }
 
@@ -529,15 +529,15 @@ export const f16AttnBwdLabel = (s: F16AttnBwdSpecs) => `backward dq ${f16AttnLab
 
 /**
  * Backward candidates for head dim D: per configuration each layout both kernels fit (`direct`: reading
- * f16 copies, the model's variant), then each stored-dS pair (`dsLayouts`) that fits.
+ * f16 copies, the model's variant), then each pair of different dq and dk/dv layouts (`pairs`) that fits.
  */
 export function f16AttnBwdCandidates(cfgs: F16AttnSpec['cfg'][], D: number, sgSize: number, lim: { maxComputeWorkgroupStorageSize: number; maxComputeInvocationsPerWorkgroup: number },
-  layouts = F16_ATTN_BWD_LAYOUTS, emulate = false, direct = true, dsLayouts = F16_ATTN_BWD_DS_LAYOUTS): F16AttnBwdSpecs[] {
+  layouts = F16_ATTN_BWD_LAYOUTS, emulate = false, direct = true, pairs = F16_ATTN_BWD_PAIRS): F16AttnBwdSpecs[] {
   const fits = (p: F16AttnBwdSpecs) => !f16AttnBwdPairError(p)
     && (['dq', 'dkdv'] as const).every((k) => !f16AttnBwdSpecError(k, p[k], lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, emulate, direct));
   return cfgs.flatMap((cfg) => {
     const spec = (l: F16AttnLayout): F16AttnSpec => ({ cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, D, sgSize, ...l });
-    return [...layouts.map((l) => ({ dq: spec(l), dkdv: spec(l) })), ...dsLayouts.map((p) => ({ dq: spec(p.dq), dkdv: spec(p.dkdv) }))];
+    return [...layouts.map((l) => ({ dq: spec(l), dkdv: spec(l) })), ...pairs.map((p) => ({ dq: spec(p.dq), dkdv: spec(p.dkdv) }))];
   }).filter(fits);
 }
 
@@ -576,20 +576,28 @@ export const F16_ATTN_BWD_LAYOUTS: F16AttnLayout[] = [
 ];
 
 /** A spec's layout fields (a layout list's entry). */
-export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds'>;
+export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split'>;
 
 /**
- * Stored-dS pairs (spec.ds; after F16_ATTN_BWD_LAYOUTS per configuration until the device times them):
- * the dk/dv kernel as the fastest recompute layout (BQ32/BKV16) plus 16-byte dS stores, and dq as a GEMM
- * over the stored dS, which can take bigger blocks than the recomputing dq (no S/dP scratch): its
- * loads serve 4 subgroups × D/N products per dS tile. Not yet measured (bench/f16-attn-device.ts).
+ * Pairs of dq and dk/dv layouts (after F16_ATTN_BWD_LAYOUTS per configuration until the device times them):
+ * - stored dS (spec.ds): dk/dv as the fastest recompute layout (BQ32/BKV16) plus 16-byte dS stores, and
+ *   dq a GEMM over the stored dS, which can take bigger blocks than the recomputing dq (no S/dP scratch);
+ * - split dk/dv (spec.split): paired subgroups share 2·M keys, one computing Sᵀ and dv, the other dPᵀ
+ *   and dk, so each right tile loaded serves two products (matrix loads a block: 10 instead of 18 per
+ *   subgroup at BKV16, D64), recomputing or storing dS.
+ * Not yet measured (bench/f16-attn-device.ts 'backward candidates').
  */
-export const F16_ATTN_BWD_DS_LAYOUTS: { dq: F16AttnLayout; dkdv: F16AttnLayout }[] = [
+export const F16_ATTN_BWD_PAIRS: { dq: F16AttnLayout; dkdv: F16AttnLayout }[] = [
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
   { dq: { sgCount: 4, BKV: 32, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
   { dq: { sgCount: 2, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 4, BKV: 16, PAD: 8, load: 'staged', ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'direct', ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 4, BKV: 16, PAD: 8, load: 'staged', split: true, ds: true } },
+  { dq: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true } },
+  { dq: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true } },
 ];
 
 export interface AttentionBackwardF16Args extends Shape {
