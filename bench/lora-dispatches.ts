@@ -63,7 +63,7 @@ if (!a.time) {
   };
   build('full', resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS[scheme], ...f16 }));
   build(`lora r${r}`, plan);
-  if (scheme !== 'fp32') build(`lora r${r} f16-epilogue`, { ...plan, lora: { ...plan.lora!, f16Epilogue: true } });
+  if (scheme !== 'fp32') build(`lora r${r} f16-epilogue`, { ...plan, lora: { ...plan.lora!, f16Epilogue: ['forward', 'dx'] } });
   const classes = [...new Set(rows.flatMap(([, s]) => s.map((d) => classOf(d.label))))];
   console.log(`${scheme}, ${L} layers, B${B}xT${T}: dispatches a step${f16.f16Twin ? ' (f16 GEMMs as built for the f32 twin: on a GPU the tensor-core layouts and their splits differ)' : ''}`);
   console.log(`  ${''.padEnd(32)}${rows.map(([n]) => n.padStart(22)).join('')}`);

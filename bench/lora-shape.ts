@@ -42,7 +42,8 @@ export function randomBatches(V: number): BatchSource {
  * split over K: LoraPlan.splitThin false) — `lora/recompute-u/one-pass` is the step before both —
  * `/no-epilogue` (the adapters' terms as GEMMs of their own: LoraPlan.epilogue false),
  * `/f16-epilogue` (f16 base GEMMs take the terms in their epilogue too: LoraPlan.f16Epilogue, the
- * step before it was made opt-in), and `+ckpt` (activation checkpointing) last.
+ * step before it was made opt-in) or `/f16-epilogue-fwd` (the forward's only, dX's terms as GEMMs of
+ * their own), and `+ckpt` (activation checkpointing) last.
  */
 export interface LoraVariant {
   name: string;
@@ -51,21 +52,22 @@ export interface LoraVariant {
   saveU: boolean;
   splitThin: boolean;
   epilogue: boolean;
-  f16Epilogue: boolean;
+  f16Epilogue: readonly ('forward' | 'dx')[];
 }
 
 export function parseLoraVariant(name: string): LoraVariant {
   const ckpt = name.endsWith('+ckpt');
   const [kind, ...mods] = name.replace(/\+ckpt$/, '').split('/');
   const kinds = ['full', 'lora', ...QLORA_FORMATS.map((f) => `qlora-${f}`)];
-  const known = ['recompute-u', 'one-pass', 'no-epilogue', 'f16-epilogue'];
+  const known = ['recompute-u', 'one-pass', 'no-epilogue', 'f16-epilogue', 'f16-epilogue-fwd'];
   if (!kinds.includes(kind)) throw new Error(`variant ${name}: unknown ${kind} (one of ${kinds.join(', ')}; then ${known.map((m) => `/${m}`).join(', ')}, +ckpt)`);
   const bad = mods.filter((m) => !known.includes(m));
   if (bad.length || (kind === 'full' && mods.length)) throw new Error(`variant ${name}: ${bad.length ? `unknown modifier ${bad.join(', ')}` : 'full fine-tuning has no adapters to modify'} (LoRA's: ${known.map((m) => `/${m}`).join(', ')})`);
-  if (mods.includes('no-epilogue') && mods.includes('f16-epilogue')) throw new Error(`variant ${name}: /no-epilogue and /f16-epilogue contradict each other`);
+  const f16 = mods.filter((m) => m.startsWith('f16-epilogue'));
+  if (f16.length > 1 || (f16.length && mods.includes('no-epilogue'))) throw new Error(`variant ${name}: ${[...f16, ...mods.filter((m) => m === 'no-epilogue')].map((m) => `/${m}`).join(' and ')} contradict each other`);
   return {
     name, kind: kind as LoraVariant['kind'], ckpt, saveU: !mods.includes('recompute-u'), splitThin: !mods.includes('one-pass'),
-    epilogue: !mods.includes('no-epilogue'), f16Epilogue: mods.includes('f16-epilogue'),
+    epilogue: !mods.includes('no-epilogue'), f16Epilogue: mods.includes('f16-epilogue') ? ['forward', 'dx'] : mods.includes('f16-epilogue-fwd') ? ['forward'] : [],
   };
 }
 
@@ -95,7 +97,7 @@ export async function loraVariantTrainer(rt: Runtime, model: ModelConfig, base: 
   };
   const params = paramsOf(model);
   const init = { tokenizer: CharTokenizer.fromText('abcdefgh'), params, data: randomBatches(model.vocab_size) };
-  if (v.saveU && v.splitThin && v.epilogue && !v.f16Epilogue) return Trainer.create(rt, opts, '', init);
+  if (v.saveU && v.splitThin && v.epilogue && !v.f16Epilogue.length) return Trainer.create(rt, opts, '', init);
   const o = { saveU: v.saveU, splitThin: v.splitThin, epilogue: v.epilogue, f16Epilogue: v.f16Epilogue };
   const plan = withLoraSwitches(resolveTrainingPlan(opts, { device: await f16DeviceFeatures(rt, { probe: true }) }), o);
   return Trainer.create(rt, opts, '', { ...init, plan });

@@ -11,7 +11,7 @@
  *                         [--host [--chunk 64,128]] [--no-tensor-cores] [--weight-codes per-gemm|per-step]
  * INT8 GEMMs run on tensor cores where the device has them (as `bench step` runs them).
  *
- * --lora full,lora[,lora+ckpt,qlora-int4,lora/recompute-u/one-pass,lora/f16-epilogue]: issue 39's comparison instead of
+ * --lora full,lora[,lora+ckpt,qlora-int4,lora/recompute-u/one-pass,lora/f16-epilogue[-fwd]]: issue 39's comparison instead of
  * a preset (variants: bench/lora-shape.ts parseLoraVariant) — SmolLM2-135M's
  * shape (bench/lora-shape.ts; --shape 360m, --layers, --shrink for a SwiftShader-sized check), B8×T512
  * unless --batch/--seq, full fine-tuning against LoRA r16 on all 7 linears, per --scheme (default

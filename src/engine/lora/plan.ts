@@ -33,11 +33,11 @@ export interface LoraPlan {
    */
   epilogue?: boolean;
   /**
-   * true: f16 base GEMMs take the epilogue too (LinearGemms.lowRankFits). Off by default: it sums r
-   * products per output element from global memory and gives up the tile's direct stores, which
-   * cost the f16 step more than fp32 GEMMs of their own (benches compare the two).
+   * The f16 base GEMMs that take the epilogue too: forward (y's term), dx (dX's), both (LinearGemms.lowRankFits).
+   * None by default: it sums r products per output element from global memory and gives up the
+   * tile's direct stores, which cost the f16 step more than fp32 GEMMs of their own (benches compare).
    */
-  f16Epilogue?: boolean;
+  f16Epilogue?: readonly ('forward' | 'dx')[];
 }
 
 /** Targets whose linears read one input (the attention's h1, o, the MLP's h2, act): adapters stacked into one GEMM (gemms.ts). */

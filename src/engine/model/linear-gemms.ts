@@ -369,7 +369,7 @@ export class LinearGemms {
    * not. Where not, the adapter's term is an fp32 GEMM of its own.
    */
   lowRankFits(l: number, kind: 'forward' | 'dx'): boolean {
-    if (this.runsF16(l, kind)) return this.plan.lora?.f16Epilogue === true;
+    if (this.runsF16(l, kind)) return this.plan.lora?.f16Epilogue?.includes(kind) ?? false;
     return !this.qbase && this.plan.layers[l].compute[kind] !== 'int8';
   }
 
