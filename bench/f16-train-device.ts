@@ -7,10 +7,14 @@
  *  (b) fidelity: `tiny` on TinyShakespeare (or synthetic text without --data), fp32 against f16 over
  *      --fidelity-steps steps from the same init and batches: per-step loss difference, the final
  *      losses, the loss scale and the skipped steps;
- *  (c) memory: (a)'s plan vs ledger bytes per category (the ledger is what the run allocated).
+ *  (c) memory: (a)'s plan vs ledger bytes per category (the ledger is what the run allocated);
+ *  (d) f16 cells (--cells, e.g. tiny,base; RunPlan.f16Cells): one step (B2) per model under f16 and agoq-f16 with the saved f16
+ *      tensors as the f16 operand copies against the same step with them packed beside separate copies
+ *      (shareF16 false), same init and batch: loss and every stored gradient bit for bit (exit 1 if not), and the plans' bytes.
  *
  *   node f16-train-device.mjs [--json out.json] [--data tinyshakespeare.txt] [--reps 10] [--warmup 3]
  *        [--models micro,base] [--schemes fp32,f16,int8-f16] [--fidelity-steps 80] [--fidelity-model tiny] [--no-bench] [--no-fidelity] [--cpu] [--toggles a,b]
+ *        [--cells tiny,base]
  * `--cpu` (SwiftShader: no shader-f16, so the f16 runs resolve to fp32 and say so) tests the script's
  * flow; the numbers are meaningless there. Exit 1 when the f16 run diverges or misses the fidelity bound.
  */
@@ -18,7 +22,11 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu, withDawnToggle } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
-import type { PresetName } from '../src/engine/model/config';
+import { PRESETS, type PresetName } from '../src/engine/model/config';
+import { LlamaGpu } from '../src/engine/model/llama';
+import { initParams } from '../src/engine/model/params';
+import { resolvePlan } from '../src/engine/plan/run-plan';
+import { Rng } from '../src/engine/util/rng';
 import { gemmPathSummary } from '../src/engine/model/int8-gemms';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../src/engine/train/options';
@@ -30,7 +38,7 @@ const a = parseArgs({
   options: {
     json: { type: 'string' }, data: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
     models: { type: 'string' }, schemes: { type: 'string' }, 'fidelity-steps': { type: 'string' }, 'fidelity-model': { type: 'string' }, 'fidelity-schemes': { type: 'string' },
-    'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' }, toggles: { type: 'string' },
+    'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' }, toggles: { type: 'string' }, cells: { type: 'string' },
   },
 }).values;
 const T0 = Date.now();
@@ -131,6 +139,48 @@ if (!a['no-fidelity']) {
     out.fidelity = { steps, info, ok: false };
   }
   save();
+}
+// (d) f16 cells as the operand copies vs separate copies: the same step bit for bit.
+if (a.cells) {
+  const rows: unknown[] = [];
+  out.cells = rows;
+  for (const preset of a.cells.split(',') as PresetName[]) {
+    const cfg = PRESETS[preset];
+    if (!cfg) throw new Error(`unknown model ${preset}`);
+    const [B, T] = [2, Math.min(512, cfg.max_position_embeddings)];
+    const rng = new Rng(23);
+    const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size));
+    for (const name of ['f16', 'agoq-f16']) {
+      const run = async (shareF16: boolean) => {
+        const model = new LlamaGpu(rt, resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS[name], f16Device: f16, shareF16 }));
+        try {
+          model.uploadParams(initParams(cfg, model.layout, 7));
+          model.setBatch(tokens);
+          rt.run([...model.forward, ...model.backward]);
+          const keys = [...model.buf.keys()].filter((k) => k === 'grads' || k.startsWith('grads.')).sort();
+          const grads = (await Promise.all(keys.map((k) => rt.readU32(model.b(k))))).flatMap((x) => Array.from(x));
+          const bytes = model.plan.buffers.reduce((t, b) => t + b.bytes, 0);
+          return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, bytes, cells: model.plan.f16Cells[0].size, dispatches: model.forward.length + model.backward.length };
+        } finally {
+          model.destroy();
+        }
+      };
+      try {
+        const [sep, cell] = [await run(false), await run(true)];
+        const diff = cell.grads.findIndex((g, i) => g !== sep.grads[i]);
+        const same = Object.is(cell.loss, sep.loss) && diff < 0 && cell.grads.length === sep.grads.length && Number.isFinite(cell.loss);
+        if (!same) failed = true;
+        rows.push({ preset, scheme: name, same, loss: [sep.loss, cell.loss], firstDiff: diff, bytes: [sep.bytes, cell.bytes], dispatches: [sep.dispatches, cell.dispatches], cells: cell.cells });
+        log(`cells ${preset} B${B}xT${T} ${name}: ${same ? 'bit for bit' : `DIFFER (loss ${sep.loss} vs ${cell.loss}, first differing gradient word ${diff})`}; `
+          + `${cell.cells} cells a layer; model buffers ${sep.bytes} -> ${cell.bytes} B; dispatches ${sep.dispatches} -> ${cell.dispatches}`);
+      } catch (e) {
+        failed = true;
+        rows.push({ preset, scheme: name, error: String(e) });
+        log(`cells ${preset} ${name}: FAIL ${String(e)}`);
+      }
+      save();
+    }
+  }
 }
 save();
 log(failed ? 'done: FAILURES above' : 'done');
