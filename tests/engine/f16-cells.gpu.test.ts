@@ -16,7 +16,7 @@ import { initParams, paramLayout } from '../../src/engine/model/params';
 import { resolvePlan, type RunPlan } from '../../src/engine/plan/run-plan';
 import { resolveTrainingPlan } from '../../src/engine/plan/train-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
-import type { Scheme } from '../../src/engine/scheme/scheme';
+import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import { Trainer } from '../../src/engine/train/trainer';
@@ -120,6 +120,34 @@ describe.each(['f16', 'agoq-f16'] as const)('f16 cells as the operand copies (%s
       expect(per(ref.labels, /^L0\.(h1|q|k|v|o|h2|act)\.f16\.pack$/)).toEqual(keys.map((k) => `L0.${k}.f16.pack`));
       expect(per(ref.labels, /^L0\.(h1|q|k|v|o|h2|act)\.f16\.unpack$/)).toEqual(keys.map((k) => `L0.${k}.f16.unpack`));
       expect(got.labels.filter((l) => cast.test(l)).length).toBeLessThan(ref.labels.filter((l) => cast.test(l)).length);
+    } finally {
+      ref.model.destroy();
+      got.model.destroy();
+    }
+  }, 300_000);
+});
+
+/** The f16 preset with fp32 forward GEMMs (the cells of h1, o, h2, act written by their store's cast, read by the f16 dW GEMMs) and INT8 attention scores (o's cell written by its store: the INT8 attention writes fp32 only; q, k, v stored packed). */
+const F16_FP32_FORWARD_I8_SCORES = parseScheme({
+  ...SCHEME_PRESETS.f16, name: 'f16-fp32-forward-i8-scores',
+  layer: { ...SCHEME_PRESETS.f16.layer, compute: { ...SCHEME_PRESETS.f16.layer.compute, forward: 'fp32', attention_qk: 'int8' } },
+});
+
+describe('f16 cells written by their store pass (fp32 forward, INT8 attention scores; f32 twin)', () => {
+  it('a step is bit for bit the packed-cells step', async () => {
+    const p = plan(F16_FP32_FORWARD_I8_SCORES, true);
+    expect([...p.f16Cells[0]].sort()).toEqual(['act', 'h1', 'h2', 'o']);
+    expect(p.f16Live).toEqual({ o: 'qRaw' });
+    const ref = await step(plan(F16_FP32_FORWARD_I8_SCORES, false));
+    const got = await step(p);
+    try {
+      expect(Number.isFinite(got.loss)).toBe(true);
+      expect(got.loss).toBe(ref.loss);
+      const diff = got.grads.findIndex((g, i) => !Object.is(g, ref.grads[i]));
+      expect(diff, `gradient ${diff}: ${got.grads[diff]} vs ${ref.grads[diff]}`).toBe(-1);
+      // The cells' stores are casts; the dW GEMMs cast nothing into f16.x.
+      expect(got.labels.filter((l) => /^L0\.(h1|o|h2|act)\.f16\[f32→f16\]$/.test(l)).sort()).toEqual(['L0.act.f16[f32→f16]', 'L0.h1.f16[f32→f16]', 'L0.h2.f16[f32→f16]', 'L0.o.f16[f32→f16]']);
+      expect(got.labels.some((l) => l.includes('.f16.x['))).toBe(false);
     } finally {
       ref.model.destroy();
       got.model.destroy();

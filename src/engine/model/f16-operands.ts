@@ -48,14 +48,16 @@ export const F16_ATTN_X = ['q', 'k', 'v'] as const;
  * f32 elements); q, k, v padded as the f16 attention binds them (f16AttnInputElems). Only where some
  * consumer runs f16: the X of a layer whose forward or dW GEMMs do, q/k/v (all three) of an f16 attention.
  */
-export function f16Cells(saved: readonly Partial<Record<LayerSavedKey, ActivationStorage>>[], layers: readonly LayerF16Paths[] | undefined, training: boolean): Set<LayerSavedKey>[] {
+export function f16Cells(saved: readonly Partial<Record<LayerSavedKey, ActivationStorage>>[], layers: readonly LayerF16Paths[] | undefined, training: boolean,
+  /** Per layer: INT8 attention scores, which run in place of the f16 attention (the model's order). */
+  qkInt8: readonly boolean[]): Set<LayerSavedKey>[] {
   return saved.map((st, l) => {
     const p = layers?.[l];
     const out = new Set<LayerSavedKey>();
     if (!p || !training) return out;
     const f16 = (k: LayerSavedKey) => st[k]?.format === 'f16';
     if (runsF16(p.forward) || runsF16(p.dw)) for (const k of F16_GEMM_X) if (f16(k)) out.add(k);
-    if (p.attention === 'f16-tensor-core' && F16_ATTN_X.every(f16)) for (const k of F16_ATTN_X) out.add(k);
+    if (p.attention === 'f16-tensor-core' && !qkInt8[l] && F16_ATTN_X.every(f16)) for (const k of F16_ATTN_X) out.add(k);
     return out;
   });
 }

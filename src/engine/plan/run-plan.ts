@@ -298,7 +298,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   const weightCodes = int8.rows ? scheme.weight_codes : 'per-gemm';
   const f16 = resolveF16(scheme, layers, training, opts.f16Device ?? null, dims.D);
   // Not under tensor parallelism (its layers' GEMMs run fp32; its exchanges own their scratch).
-  const cells = (opts.shareF16 ?? true) && scheme.tp.degree <= 1 ? f16Cells(saved.slice(0, dims.L), f16?.layers, training) : layers.map(() => new Set<LayerSavedKey>());
+  const cells = (opts.shareF16 ?? true) && scheme.tp.degree <= 1 ? f16Cells(saved.slice(0, dims.L), f16?.layers, training, layers.map((ly) => ly.compute.attentionQk === 'int8')) : layers.map(() => new Set<LayerSavedKey>());
   const plan: RunPlan = {
     cfg, dims, layout, scheme, training, layers, saved,
     // A frozen base has no gradients to store (the adapters' are fp32).
