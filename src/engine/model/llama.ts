@@ -232,7 +232,7 @@ export class LlamaGpu {
   }
 
   /** The shared fp32 live copy of a stored tensor: LIVE_ALIAS's scratch or its own, an f16 cell's where the plan moves it (plan.f16Live). */
-  live(key: LayerSavedKey): GPUBuffer {
+  private live(key: LayerSavedKey): GPUBuffer {
     return this.b(this.plan.f16Live[key] ?? liveKey(key));
   }
 
