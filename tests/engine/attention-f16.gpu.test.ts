@@ -61,13 +61,13 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // at 32 KiB the two-subgroup staged ones (fp32 inputs: no direct ones) and every direct one (nothing staged).
     const lim = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024 };
     // Then the stored-dS pairs (dq from dS + dk/dv storing it; f16 inputs only), those that fit.
-    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}`;
+    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}${x.prefetch ? 'p' : ''}`;
     const list = (l: typeof lim, inputs16?: boolean) => f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, l, undefined, false, inputs16)
-      .map((c) => (c.dq.ds ? `ds ${name(c.dq)}+${name(c.dkdv)}` : c.dkdv.split ? `${name(c.dq)}+${name(c.dkdv)}` : name(c.dq)));
+      .map((c) => (c.dq.ds ? `ds ${name(c.dq)}+${name(c.dkdv)}` : c.dkdv.split || c.dkdv.prefetch ? `${name(c.dq)}+${name(c.dkdv)}` : name(c.dq)));
     expect(list(lim)).toEqual(['2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/64+2/16', 'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+4/16', 'ds 4/64+2/16d',
-      'ds 4/64+2/16s', 'ds 4/64+2/32s', 'ds 4/64+4/16s', '2/16+2/16s', '2/16+2/32s']);
+      'ds 4/64+2/16s', 'ds 4/64+2/32s', 'ds 4/64+4/16s', '2/16+2/16s', '2/16+2/32s', 'ds 4/64+2/16sp', 'ds 4/64+2/16p', '2/16+2/16sp']);
     expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 }, false)).toEqual(['2/16', '2/32', '2/16+2/16s', '2/16+2/32s']);
-    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/32+2/16', 'ds 2/64+2/16', '2/16+2/16s', '2/16+2/32s']);
+    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/32+2/16', 'ds 2/64+2/16', '2/16+2/16s', '2/16+2/32s', '2/16+2/16sp']);
   });
 
   it('backward over the stored dS (dk/dv storing dS, dq a GEMM over it) matches the reference, in chunks of pairs', async () => {
@@ -85,7 +85,7 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect([r.error, r.ok]).toEqual([undefined, true]);
   });
 
-  it('split dk/dv (paired subgroups: Sᵀ and dv, dPᵀ and dk) matches the reference, recomputing and storing dS', async () => {
+  it('split and prefetched dk/dv (paired subgroups: Sᵀ and dv, dPᵀ and dk; next rows in registers) match the reference, recomputing and storing dS', async () => {
     // Two and four subgroups (one and two pairs), query blocks of 8 and 16, 8×8×8 and 8×4×8; fp32 inputs too.
     const a: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8 };
     const b: F16AttnSpec = { ...odd, sgCount: 4, BKV: 16 };
@@ -93,6 +93,15 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
       const r = await checkF16AttnBwdSpecs(rt, specs, true);
       expect(r).toEqual({ label: r.label, ok: true });
     }
+    // Prefetched (the next block's rows in registers, across the group's heads: G = 2 in the first case),
+    // split with two pairs or not split, storing dS or not (8×4×8 left out: SwiftShader takes ~50 s over it).
+    for (const specs of [{ dq: a, dkdv: { ...a, split: true, prefetch: true } }, { dq: { ...a, BKV: 16, ds: true }, dkdv: { ...a, sgCount: 4, split: true, prefetch: true, ds: true } },
+      { dq: { ...a, ds: true }, dkdv: { ...a, BKV: 16, prefetch: true, ds: true } }]) {
+      const r = await checkF16AttnBwdSpecs(rt, specs, true);
+      expect(r).toEqual({ label: r.label, ok: true });
+    }
+    expect(f16AttnBwdSpecError('dkdv', { ...a, prefetch: true }, 49152, 1024, true, false)).toMatch(/prefetches f16 copies it stages/);
+    expect(f16AttnBwdSpecError('dq', { ...a, prefetch: true }, 49152, 1024, true, true)).toMatch(/prefetch is an option of the dk\/dv kernel/);
     const f32 = await checkAttentionBackwardF16(rt, { dq: a, dkdv: { ...a, split: true } }, { B: 1, T: 21, nH: 2, nKV: 1 }, { emulate: true, inputs: 'f32' });
     expect([f32.error, f32.ok]).toEqual([undefined, true]);
     expect(f16AttnBwdSpecError('dq', { ...a, split: true }, 49152, 1024, true, true)).toMatch(/option of the dk\/dv kernel/);

@@ -69,11 +69,12 @@ describe('f16 attention layouts as tuning choices', () => {
     expect(mixed).toBe(`${f16AttnPick(b)}/${f16AttnPick(a)}`);
     expect(f16AttnBwdSpecsOfPick(mixed, 64, 32)).toEqual({ dq: b, dkdv: a });
     expect(f16AttnBwdSpecsOfPick(`${mixed}/${f16AttnPick(a)}`, 64, 32)).toBeNull();
-    // The pairs (stored dS: both kernels 'ds'; split dk/dv) parse back; a pair with one kernel storing dS is refused.
+    // The pairs (stored dS: both kernels 'ds'; split, prefetched dk/dv) parse back; a pair with one kernel storing dS is refused.
     for (const p of F16_ATTN_BWD_PAIRS) {
       const specs = { dq: spec(p.dq), dkdv: spec(p.dkdv) };
       const name = f16AttnBwdPick(specs);
-      expect(name).toMatch(p.dq.ds ? /^16x16x16\.BKV_\d+\.PAD_8\.ds\.[^/]*\/16x16x16\.BKV_\d+\.PAD_8\.ds\.load_(staged|direct)\.sgCount_\d(\.split)?$/ : /\/16x16x16\.BKV_\d+\.PAD_8\.load_staged\.sgCount_\d\.split$/);
+      expect(name).toMatch(p.dq.ds ? /^16x16x16\.BKV_\d+\.PAD_8\.ds\.[^/]*\/16x16x16\.BKV_\d+\.PAD_8\.ds\.load_(staged|direct)(\.prefetch)?\.sgCount_\d(\.split)?$/
+        : /\/16x16x16\.BKV_\d+\.PAD_8\.load_staged(\.prefetch)?\.sgCount_\d(\.split)?$/);
       expect(f16AttnBwdSpecsOfPick(name, 64, 32)).toEqual(specs);
     }
     expect(f16AttnBwdSpecsOfPick(f16AttnPick(spec({ ...F16_ATTN_BWD_LAYOUTS[0], split: true })), 64, 32)).toBeNull(); // split is no dq option

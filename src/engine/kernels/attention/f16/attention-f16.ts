@@ -576,7 +576,7 @@ export const F16_ATTN_BWD_LAYOUTS: F16AttnLayout[] = [
 ];
 
 /** A spec's layout fields (a layout list's entry). */
-export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split'>;
+export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split' | 'prefetch'>;
 
 /**
  * Pairs of dq and dk/dv layouts (after F16_ATTN_BWD_LAYOUTS per configuration until the device times them):
@@ -584,7 +584,9 @@ export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load'
  *   dq a GEMM over the stored dS, which can take bigger blocks than the recomputing dq (no S/dP scratch);
  * - split dk/dv (spec.split): paired subgroups share 2·M keys, one computing Sᵀ and dv, the other dPᵀ
  *   and dk, so each right tile loaded serves two products (matrix loads a block: 10 instead of 18 per
- *   subgroup at BKV16, D64), recomputing or storing dS.
+ *   subgroup at BKV16, D64), recomputing or storing dS;
+ * - prefetched dk/dv (spec.prefetch): the next query block's Q and dO rows are loaded into registers
+ *   while this block's products run (its global-load latency hidden inside the workgroup).
  * Not yet measured (bench/f16-attn-device.ts 'backward candidates').
  */
 export const F16_ATTN_BWD_PAIRS: { dq: F16AttnLayout; dkdv: F16AttnLayout }[] = [
@@ -598,6 +600,9 @@ export const F16_ATTN_BWD_PAIRS: { dq: F16AttnLayout; dkdv: F16AttnLayout }[] = 
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 4, BKV: 16, PAD: 8, load: 'staged', split: true, ds: true } },
   { dq: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true } },
   { dq: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, prefetch: true, ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', prefetch: true, ds: true } },
+  { dq: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, prefetch: true } },
 ];
 
 export interface AttentionBackwardF16Args extends Shape {

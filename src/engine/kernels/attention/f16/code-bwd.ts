@@ -100,10 +100,14 @@ export function f16AttnBwdPairError(s: { dq: F16AttnSpec; dkdv: F16AttnSpec }): 
 
 /** Why a spec cannot run a backward kernel (null when it can). */
 export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false, inputs16 = false): string | null {
-  const base = f16AttnSpecError({ ...s, ds: undefined, split: undefined }, Infinity, maxThreads, false, inputs16);
+  const base = f16AttnSpecError({ ...s, ds: undefined, split: undefined, prefetch: undefined }, Infinity, maxThreads, false, inputs16);
   if (base) return base;
   const lpr = s.sgSize / s.cfg.M;
   if ((s.D / 4) % lpr) return `D/4 = ${s.D / 4} must split over ${lpr} lanes per row`;
+  if (s.prefetch) {
+    if (kind !== 'dkdv') return 'prefetch is an option of the dk/dv kernel';
+    if (!inputs16 || f16AttnDirect(s, inputs16)) return "prefetch: the dk/dv kernel prefetches f16 copies it stages (f16 inputs, load 'staged')";
+  }
   if (s.split) {
     if (kind !== 'dkdv') return 'split is an option of the dk/dv kernel';
     if (s.sgCount % 2) return `split: ${s.sgCount} subgroups must pair up`;
@@ -124,6 +128,26 @@ export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxW
 /** Stages `rows` head rows from `src` (rows row0.., head `head` of `heads`; fp32 cast, or an f16 copy: `inputs16`) as f16 into A at element `dst` (code.ts stageRows, stageRows16). */
 function stage(g: StageGen, inputs16: boolean, src: string, heads: string, head: string, rows: number, row0: string, dst: string, KST: number, indent: string): void {
   (inputs16 ? stageRows16 : stageRows)(g, 'A', src, heads, head, rows, row0, dst, KST, indent);
+}
+
+/**
+ * stageRows16 in two halves for prefetching (spec.prefetch): `load` fills registers `${reg}<t>` (16-byte
+ * vectors; the twin: two f32 vec4s, `${reg}<t>a`, `${reg}<t>b`) from `rows` rows of f16 copy `src` from
+ * row `row0` of head `head` (zeros past T or where `valid` is false); `store` writes them into A from
+ * element `dst`, rows KST apart. Between the two a block's products run while the loads are in flight.
+ */
+function prefetchRows16(g: StageGen, src: string, heads: string, rows: number, reg: string) {
+  const DV = g.D / 8;
+  const per = Math.ceil((rows * DV) / g.NT);
+  const guard = (t: number) => ((t + 1) * g.NT > rows * DV ? `e < ${rows * DV}u` : 'true');
+  const idx = (t: number) => `let e = lid + ${t * g.NT}u; let rr = e / ${DV}u; let c = e % ${DV}u;`;
+  return {
+    decl: Array.from({ length: per }, (_, t) => (g.emu ? `var ${reg}${t}a = vec4<f32>(); var ${reg}${t}b = vec4<f32>();` : `var ${reg}${t} = vec4<u32>();`)),
+    load: (row0: string, head: string, valid: string, indent: string) => Array.from({ length: per }, (_, t) => `${indent}{ ${idx(t)} let j = ${row0} + rr; let ok = ${guard(t)} && j < P.T && ${valid}; let i = select(0u, ((b * P.T + j) * ${heads} + ${head}) * ${DV}u + c, ok);
+${indent}  ${g.emu ? `${reg}${t}a = select(vec4<f32>(), ${src}[2u * i], ok); ${reg}${t}b = select(vec4<f32>(), ${src}[2u * i + 1u], ok);` : `${reg}${t} = select(vec4<u32>(), ${src}[i], ok);`} }`),
+    store: (dst: string, KST: number, indent: string) => Array.from({ length: per }, (_, t) => `${indent}{ ${idx(t)} if (${guard(t)}) { ${g.emu ? `let lo = ${reg}${t}a; let hi = ${reg}${t}b;` : `let lo = bitcast<vec4<f16>>(${reg}${t}.xy); let hi = bitcast<vec4<f16>>(${reg}${t}.zw);`}
+${indent}  let s0 = ${dst} + rr * ${KST}u + c * 8u; ${[0, 1, 2, 3, 4, 5, 6, 7].map((x) => `A[s0${x ? ` + ${x}u` : ''}] = ${x < 4 ? 'lo' : 'hi'}.${'xyzw'[x % 4]};`).join(' ')} } }`),
+  };
 }
 
 function header(kind: F16AttnBwdKernel, s: F16AttnSpec, emu: boolean, direct: boolean, inputs16: boolean): string {
@@ -361,9 +385,20 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
   // Split: ac<mt>_<dn> is dv (even subgroup) or dk (odd) of the pair's M-key tile mt.
   for (let dn = 0; dn < D / N; dn++) L.push(...(split ? [`  var ac0_${dn} = CT();`, `  var ac1_${dn} = CT();`] : [`  var dk${dn} = CT();`, `  var dv${dn} = CT();`]));
   if (!direct) L.push('  workgroupBarrier();');
+  // spec.prefetch: the first block's Q and dO rows into registers now, each next block's while this one's products run.
+  const pq = s.prefetch ? prefetchRows16(g, 'q', 'P.nH', BQo, 'pq') : null;
+  const pd = s.prefetch ? prefetchRows16(g, 'dO', 'P.nH', BQo, 'pd') : null;
+  if (pq && pd) L.push(`  ${[...pq.decl, ...pd.decl].join(' ')}`, ...pq.load('k0', 'g * P.G', 'true', '  '), ...pd.load('k0', 'g * P.G', 'true', '  '));
   L.push('  for (var hh = 0u; hh < P.G; hh++) {', '    let h = g * P.G + hh;');
   L.push(`    for (var qs = k0; qs < P.T; qs += ${BQo}u) {`);
-  if (direct) {
+  if (pq && pd) {
+    L.push(...pq.store(`${QOFF}u`, KST, '      '), ...pd.store(`${OOFF}u`, KST, '      '));
+    L.push(`      { var nq = qs + ${BQo}u; var nhh = hh; if (nq >= P.T) { nq = k0; nhh = hh + 1u; }`);
+    L.push(...pq.load('nq', 'g * P.G + nhh', 'nhh < P.G', '        '), ...pd.load('nq', 'g * P.G + nhh', 'nhh < P.G', '        '), '      }');
+    L.push(`      for (var e = lid; e < ${BQo}u; e += ${NT}u) { let tq = qs + e; let ok = tq < P.T; let i = (b * P.nH + h) * P.T + select(0u, tq, ok);`);
+    L.push('        LS[e] = select(0.0, LSE[i] * LOG2E, ok); DS[e] = select(0.0, DI[i], ok); }');
+    L.push('      workgroupBarrier();');
+  } else if (direct) {
     // lse and Di per lane from storage (its columns' queries); the tiles from the f16 copies.
     L.push(`      let qo = ((b * P.T + qs) * P.nH + h) * ${D}u;`, '      let li = (b * P.nH + h) * P.T;');
   } else {

@@ -61,6 +61,8 @@ export interface F16AttnSpec {
    * and dk, so each right tile (Q's, dO's) loaded from workgroup memory serves two products.
    */
   split?: boolean;
+  /** dk/dv only (staged f16 copies): each next query block's rows are loaded into registers while this block's products run. */
+  prefetch?: boolean;
 }
 
 /** Whether a kernel matrix-loads its operands straight from storage: f16 inputs (`inputs16`) and load 'direct'. */
@@ -118,7 +120,7 @@ export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxT
   if (s.D % lpr || s.BKV % lpr) return `D=${s.D} and BKV=${s.BKV} must split over ${lpr} lanes per row`;
   if (s.PAD % 8) return `PAD=${s.PAD} must be a multiple of 8`;
   if (s.load !== undefined && s.load !== 'staged' && s.load !== 'direct') return `load '${s.load as string}' must be 'staged' or 'direct'`;
-  if (s.ds || s.split) return `${s.ds ? 'ds (the stored dS)' : 'split'} is an option of the backward's kernels`;
+  if (s.ds || s.split || s.prefetch) return `${s.ds ? 'ds (the stored dS)' : s.split ? 'split' : 'prefetch'} is an option of the backward's kernels`;
   if (s.load === 'direct' && !inputs16) return "load 'direct' reads f16 q/k/v copies: fp32 inputs are staged (load 'staged')";
   if (inputs16 && !direct && s.D % 8) return `head dim ${s.D}: staging f16 copies 8 elements a load needs a multiple of 8`;
   if (direct && f16AttnInputPadRows(s) > F16_ATTN_MAX_PAD_ROWS) return `blocks of ${f16AttnInputPadRows(s)} rows read past the f16 inputs' ${F16_ATTN_MAX_PAD_ROWS} pad rows`;
@@ -130,7 +132,7 @@ export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxT
 }
 
 export function f16AttnLabel(s: F16AttnSpec): string {
-  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.load === 'direct' ? ' direct' : ''}${s.split ? ' split' : ''}${s.ds ? ' ds' : ''}`;
+  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.load === 'direct' ? ' direct' : ''}${s.split ? ' split' : ''}${s.prefetch ? ' prefetch' : ''}${s.ds ? ' ds' : ''}`;
 }
 
 /** What a generator's staging writes into: its lines, the emulated twin or not, the head dim, the threads. */
