@@ -10,7 +10,8 @@
  *  (c) memory: (a)'s plan vs ledger bytes per category (the ledger is what the run allocated);
  *  (d) f16 cells (--cells, e.g. tiny,base; RunPlan.f16Cells): one step (B2) per model under f16 and agoq-f16 with the saved f16
  *      tensors as the f16 operand copies against the same step with them packed beside separate copies
- *      (shareF16 false), same init and batch: loss and every stored gradient bit for bit (exit 1 if not), and the plans' bytes.
+ *      (shareF16 false), same init and batch: loss and every stored gradient bit for bit (exit 1 if not), and the plans' bytes;
+ *      then forward + backward of both wirings at (a)'s shape (base B16×T512, tiny B16×T128) timed alternately, 3 rounds of --reps.
  *
  *   node f16-train-device.mjs [--json out.json] [--data tinyshakespeare.txt] [--reps 10] [--warmup 3]
  *        [--models micro,base] [--schemes fp32,f16,int8-f16] [--fidelity-steps 80] [--fidelity-model tiny] [--no-bench] [--no-fidelity] [--cpu] [--toggles a,b]
@@ -22,6 +23,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu, withDawnToggle } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
+import { median, timeDispatches } from '../src/engine/gpu/timer';
 import { PRESETS, type PresetName } from '../src/engine/model/config';
 import { LlamaGpu } from '../src/engine/model/llama';
 import { initParams } from '../src/engine/model/params';
@@ -165,6 +167,30 @@ if (a.cells) {
           model.destroy();
         }
       };
+      // forward + backward of both wirings at the bench's shape, alternately (the same GPU state for both).
+      const time = async () => {
+        const [TB, TT] = preset === 'base' ? [16, 512] : preset === 'micro' ? [4, 32] : [16, Math.min(128, cfg.max_position_embeddings)];
+        const ms: Record<'sep' | 'cell', number[]> = { sep: [], cell: [] };
+        const models = { sep: new LlamaGpu(rt, resolvePlan(cfg, TB, TT, { scheme: SCHEME_PRESETS[name], f16Device: f16, shareF16: false })), cell: new LlamaGpu(rt, resolvePlan(cfg, TB, TT, { scheme: SCHEME_PRESETS[name], f16Device: f16 })) };
+        try {
+          const trng = new Rng(5);
+          const batch = Int32Array.from({ length: TB * (TT + 1) }, () => trng.int(cfg.vocab_size));
+          for (const m of Object.values(models)) {
+            m.uploadParams(initParams(cfg, m.layout, 7));
+            m.setBatch(batch);
+          }
+          for (let round = 0; round < 3; round++) {
+            for (const k of ['sep', 'cell'] as const) {
+              const r = await timeDispatches(rt, [...models[k].forward, ...models[k].backward], { warmup: round ? 1 : Number(a.warmup ?? 3), reps: Number(a.reps ?? 10) });
+              ms[k].push(r.medianMs);
+            }
+          }
+          return { shape: `B${TB}xT${TT}`, sepMs: median(ms.sep), cellMs: median(ms.cell), rounds: ms, tokens: TB * TT };
+        } finally {
+          models.sep.destroy();
+          models.cell.destroy();
+        }
+      };
       try {
         const [sep, cell] = [await run(false), await run(true)];
         const diff = cell.grads.findIndex((g, i) => g !== sep.grads[i]);
@@ -173,6 +199,10 @@ if (a.cells) {
         rows.push({ preset, scheme: name, same, loss: [sep.loss, cell.loss], firstDiff: diff, bytes: [sep.bytes, cell.bytes], dispatches: [sep.dispatches, cell.dispatches], cells: cell.cells });
         log(`cells ${preset} B${B}xT${T} ${name}: ${same ? 'bit for bit' : `DIFFER (loss ${sep.loss} vs ${cell.loss}, first differing gradient word ${diff})`}; `
           + `${cell.cells} cells a layer; model buffers ${sep.bytes} -> ${cell.bytes} B; dispatches ${sep.dispatches} -> ${cell.dispatches}`);
+        const t = await time();
+        (rows[rows.length - 1] as Record<string, unknown>).timing = t;
+        log(`cells ${preset} ${t.shape} ${name} forward+backward: separate copies ${t.sepMs.toFixed(2)} ms (${Math.round(t.tokens / t.sepMs * 1000)} tok/s), `
+          + `cells ${t.cellMs.toFixed(2)} ms (${Math.round(t.tokens / t.cellMs * 1000)} tok/s), ${(t.sepMs / t.cellMs).toFixed(3)}x; rounds ${JSON.stringify(t.rounds)}`);
       } catch (e) {
         failed = true;
         rows.push({ preset, scheme: name, error: String(e) });
