@@ -16,7 +16,7 @@
  *
  *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin] [--all] [--ds-mib 80]
  * `BWDC` lines and the closing 'backward candidates, fastest first' list: the chosen backward pair beside
- * each pair of F16_ATTN_BWD_PAIRS (stored dS, split dk/dv; dS in a scratch of --ds-mib MiB, default base's dF1 80),
+ * each new pair of F16_ATTN_BWD_LAYOUTS (stored dS, split or prefetched dk/dv; dS in a scratch of --ds-mib MiB, default base's dF1 80),
  * ms a layer (whole, and per kernel) and max relative error at the first backward shape.
  * Variants (the chosen layout's cfg, subgroups and BKV): `previous` (fp32 q, k, v staged and cast, row
  * scan: the kernel before the f16 copies), `staged` (f16 copies staged by 16-byte loads through workgroup
@@ -266,14 +266,14 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
     }
     out.backwardCompare = got;
   }
-  // The backward candidates side by side: the chosen pair, then each pair of F16_ATTN_BWD_PAIRS (stored
-  // dS: dk/dv storing it, dq a GEMM over it, Di its own pass; split dk/dv). Each checked on the small cases, then its error measured at
+  // The backward candidates side by side: the chosen pair, then each pair of F16_ATTN_BWD_LAYOUTS with a
+  // new option (stored dS: dk/dv storing it, dq a GEMM over it, Di its own pass; split or prefetched dk/dv). Each checked on the small cases, then its error measured at
   // BWD_SHAPES[0], then timed per kernel and whole (ms a layer): the list, fastest first, decides the default.
   if (chosenBwd) {
     const lim = rt.device.limits;
     const pairs = twin
       ? [{ dq: { ...TWIN_SPEC, BKV: 16, ds: true }, dkdv: { ...TWIN_SPEC, ds: true } }, { dq: TWIN_SPEC, dkdv: { ...TWIN_SPEC, split: true } }]
-      : f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim).filter((c) => c.dq.ds || c.dkdv.split);
+      : f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim).filter((c) => c.dq.ds || c.dkdv.split || c.dkdv.prefetch);
     const rows: { label: string; ms: number; parts: string; err: number }[] = [];
     for (const c of [chosenBwd, ...pairs.filter((p) => f16AttnBwdLabel(p) !== f16AttnBwdLabel(chosenBwd))]) {
       const label = f16AttnBwdLabel(c);
@@ -301,7 +301,7 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
       log(`BWDC ${ms.toFixed(3)} ms a layer, +casts ${(ms + bwdCasts).toFixed(3)}, max rel err ${err.toExponential(2)} (${big.name}): ${label} [${each.join(' + ')}]`);
     }
     rows.sort((x, y) => x.ms - y.ms);
-    log(`backward candidates, fastest first (the first should be the default: F16_ATTN_BWD_LAYOUTS / F16_ATTN_BWD_PAIRS order):`);
+    log(`backward candidates, fastest first (the first should be the default: first in F16_ATTN_BWD_LAYOUTS):`);
     const chosenMs = rows.find((x) => x.label === f16AttnBwdLabel(chosenBwd))?.ms;
     for (const r of rows) log(`  ${r.ms.toFixed(3)} ms a layer${chosenMs ? ` = ${(chosenMs / r.ms).toFixed(2)}x chosen` : ''}, max rel err ${r.err.toExponential(2)}: ${r.label}`);
     out.backwardCandidates = rows;

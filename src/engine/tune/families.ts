@@ -18,9 +18,9 @@ import attnLoad from '../kernels/attention/load.wgsl?raw';
 import splitKSrc from '../kernels/matmul/splitk.wgsl?raw';
 import streamKSrc from '../kernels/matmul/streamk.wgsl?raw';
 import { ATTENTION_CANDIDATES } from '../kernels/attention/tables';
-import { F16_ATTN_BWD_LAYOUTS, F16_ATTN_LAYOUTS } from '../kernels/attention/f16/attention-f16';
+import { F16_ATTN_BWD_LAYOUTS, F16_ATTN_LAYOUTS, f16AttnBwdLayoutPair } from '../kernels/attention/f16/attention-f16';
 import { f16AttnForwardCode, type F16AttnSpec } from '../kernels/attention/f16/code';
-import { f16AttnDkdvCode, f16AttnDqCode } from '../kernels/attention/f16/code-bwd';
+import { f16AttnDkdvCode, f16AttnDqCode, f16AttnDqDsCode } from '../kernels/attention/f16/code-bwd';
 import { MATMUL_VARIANTS } from '../kernels/matmul/variants';
 import { F16_TC_LAYOUTS, FORM_TRANS } from '../kernels/matmul-f16/plan';
 import { f16TcCode } from '../kernels/matmul-f16/tc';
@@ -46,7 +46,8 @@ function familyText(family: KernelFamily): string {
       }
     };
     const fwd = F16_ATTN_LAYOUTS.map((l) => gen(() => f16AttnForwardCode(spec(l), { inputs: 'f16', o16: 'f16' })));
-    const bwd = F16_ATTN_BWD_LAYOUTS.flatMap((l) => [gen(() => f16AttnDqCode(spec(l), { inputs: 'f16' })), gen(() => f16AttnDkdvCode(spec(l), { inputs: 'f16', dv16: 'f16' }))]);
+    const bwd = F16_ATTN_BWD_LAYOUTS.map(f16AttnBwdLayoutPair).flatMap(({ dq, dkdv }) => [
+      gen(() => (dq.ds ? f16AttnDqDsCode(spec(dq)) : f16AttnDqCode(spec(dq), { inputs: 'f16' }))), gen(() => f16AttnDkdvCode(spec(dkdv), { inputs: 'f16', dv16: 'f16' }))]);
     return [...fwd, ...bwd, JSON.stringify(F16_ATTN_LAYOUTS), JSON.stringify(F16_ATTN_BWD_LAYOUTS)].join('\n--\n');
   }
   if (family === 'f16gemm') {

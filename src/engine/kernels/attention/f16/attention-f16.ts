@@ -263,6 +263,8 @@ export function f16AttentionSpec(rt: Runtime, D: number): F16AttnSpec | undefine
 }
 
 const bwdEnabled = new WeakMap<Runtime, Map<number, F16AttnBwdSpecs>>();
+/** Per head dim whose verified backward stores dS: the first verified one that does not, for calls with no dS scratch (TP). */
+const bwdRecompute = new WeakMap<Runtime, Map<number, F16AttnBwdSpecs>>();
 
 /** The backward specs verified for head dim D on this runtime (enableF16Attention), if any. */
 export function f16AttentionBackwardSpecs(rt: Runtime, D: number): F16AttnBwdSpecs | undefined {
@@ -288,6 +290,7 @@ export function f16AttentionProbed(rt: Runtime): boolean {
 export function disableF16Attention(rt: Runtime): void {
   enabled.delete(rt);
   bwdEnabled.delete(rt);
+  bwdRecompute.delete(rt);
   verified.delete(rt);
 }
 
@@ -306,7 +309,7 @@ const PICK_OMITS = new Set(['D', 'sgSize', 'cfg']);
  * there); required: the sizes every layout sets (numbers: no default to fall back on).
  */
 function pickFields(): { known: Set<string>; required: string[] } {
-  const all: Record<string, unknown>[] = [...F16_ATTN_LAYOUTS, ...F16_ATTN_BWD_LAYOUTS, ...F16_ATTN_BWD_PAIRS.flatMap((p) => [p.dq, p.dkdv])];
+  const all: Record<string, unknown>[] = [...F16_ATTN_LAYOUTS, ...F16_ATTN_BWD_LAYOUTS.flatMap((l) => Object.values(f16AttnBwdLayoutPair(l)))];
   return { known: new Set(all.flatMap((l) => Object.keys(l))), required: Object.keys(all[0]).filter((k) => all.every((l) => typeof l[k] === 'number')) };
 }
 
@@ -398,15 +401,16 @@ export function f16AttentionSpecFor(rt: Runtime, s: Shape, emulate = false, note
 
 /**
  * The backward's specs for a call: its tuned pair once verified on this runtime, else the head dim's first
- * passing pair (f16AttentionSpecFor). `canStore` false (no dS scratch that holds a pair: TP): tuned
- * stored-dS picks are passed over.
+ * passing pair (f16AttentionSpecFor). `canStore` false (no dS scratch that holds a pair: TP): stored-dS
+ * picks are passed over, and a stored-dS first pair gives way to the first verified one that recomputes.
  */
 export function f16AttentionBackwardSpecsFor(rt: Runtime, s: Shape, emulate = false, note = true, canStore = true): F16AttnBwdSpecs | undefined {
   const tuned = tunedAttn(rt, 'bwd', s, emulate, (p) => {
     const specs = f16AttnBwdSpecsOfPick(p, s.D, subgroupSize(rt));
     return specs && (canStore || !specs.dq.ds) ? specs : null;
   });
-  const specs = tuned ?? f16AttentionBackwardSpecs(rt, s.D);
+  const first = f16AttentionBackwardSpecs(rt, s.D);
+  const specs = tuned ?? (first?.dq.ds && !canStore ? bwdRecompute.get(rt)?.get(s.D) : first);
   if (specs && note) noteChoice(rt.device, 'f16attn', f16AttnTuneKey('bwd', s), tuned ? 'tuned' : 'heuristic');
   return specs;
 }
@@ -509,36 +513,50 @@ export async function enableF16Attention(rt: Runtime, dims: number[] = F16_ATTEN
   // The backward, per head dim with a forward: both kernels of a layout checked together.
   const bwd = bwdEnabled.get(rt) ?? new Map<number, F16AttnBwdSpecs>();
   bwdEnabled.set(rt, bwd);
+  const recompute = bwdRecompute.get(rt) ?? new Map<number, F16AttnBwdSpecs>();
+  bwdRecompute.set(rt, recompute);
   for (const D of dims) {
     if (bwd.has(D) || !chosen.has(D)) continue;
-    for (const specs of f16AttnBwdCandidates(cfgs, D, subgroupSize(rt), lim)) {
+    const found = await firstPassingBwd(f16AttnBwdCandidates(cfgs, D, subgroupSize(rt), lim), async (specs) => {
       const r = await checkF16AttnBwdSpecs(rt, specs);
       out.tried.push(r);
-      if (r.ok) {
-        bwd.set(D, specs);
-        break;
-      }
-    }
+      return r.ok;
+    });
+    if (found.first) bwd.set(D, found.first);
+    if (found.recompute) recompute.set(D, found.recompute);
   }
   for (const [D, s] of bwd) out.chosenBackward[D] = f16AttnBwdLabel(s);
   out.tried.push(...await verifyTunedF16Attention(rt));
   return out;
 }
 
+/**
+ * The first backward candidate that passes `check` (in order, checking no more than needed), and the
+ * first passing one that recomputes dq (no dS scratch: TP): the same one unless the first stores dS.
+ */
+export async function firstPassingBwd(candidates: F16AttnBwdSpecs[], check: (s: F16AttnBwdSpecs) => Promise<boolean>): Promise<{ first?: F16AttnBwdSpecs; recompute?: F16AttnBwdSpecs }> {
+  let first: F16AttnBwdSpecs | undefined;
+  for (const c of candidates) {
+    if (first && c.dq.ds) continue;
+    if (!(await check(c))) continue;
+    first ??= c;
+    if (!c.dq.ds) return { first, recompute: c };
+  }
+  return { first };
+}
+
 export const f16AttnBwdLabel = (s: F16AttnBwdSpecs) => `backward dq ${f16AttnLabel(s.dq)}; dkdv ${f16AttnLabel(s.dkdv)}`;
 
-/**
- * Backward candidates for head dim D: per configuration each layout both kernels fit (`direct`: reading
- * f16 copies, the model's variant), then each pair of different dq and dk/dv layouts (`pairs`) that fits.
- */
+/** Backward candidates for head dim D: per configuration each layout (or pair of layouts) both kernels fit (`direct`: reading f16 copies, the model's variant), in the list's order. */
 export function f16AttnBwdCandidates(cfgs: F16AttnSpec['cfg'][], D: number, sgSize: number, lim: { maxComputeWorkgroupStorageSize: number; maxComputeInvocationsPerWorkgroup: number },
-  layouts = F16_ATTN_BWD_LAYOUTS, emulate = false, direct = true, pairs = F16_ATTN_BWD_PAIRS): F16AttnBwdSpecs[] {
+  layouts = F16_ATTN_BWD_LAYOUTS, emulate = false, direct = true): F16AttnBwdSpecs[] {
   const fits = (p: F16AttnBwdSpecs) => !f16AttnBwdPairError(p)
     && (['dq', 'dkdv'] as const).every((k) => !f16AttnBwdSpecError(k, p[k], lim.maxComputeWorkgroupStorageSize, lim.maxComputeInvocationsPerWorkgroup, emulate, direct));
-  return cfgs.flatMap((cfg) => {
-    const spec = (l: F16AttnLayout): F16AttnSpec => ({ cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, D, sgSize, ...l });
-    return [...layouts.map((l) => ({ dq: spec(l), dkdv: spec(l) })), ...pairs.map((p) => ({ dq: spec(p.dq), dkdv: spec(p.dkdv) }))];
-  }).filter(fits);
+  return cfgs.flatMap((cfg) => layouts.map((l) => {
+    const { dq, dkdv } = f16AttnBwdLayoutPair(l);
+    const spec = (x: F16AttnLayout): F16AttnSpec => ({ cfg: { M: cfg.M, N: cfg.N, K: cfg.K }, D, sgSize, ...x });
+    return { dq: spec(dq), dkdv: spec(dkdv) };
+  })).filter(fits);
 }
 
 /** The backward's check cases (the forward's: GQA with partial blocks, one head per KV head); the first failure stops it. */
@@ -561,10 +579,29 @@ export async function checkF16AttnBwdSpecs(rt: Runtime, s: F16AttnBwdSpecs, emul
 /** The backward's two kernels' specs (./code-bwd.ts): dq (own rows queries, BKV keys a step) and dk/dv (own rows keys, BKV queries a step). */
 export interface F16AttnBwdSpecs { dq: F16AttnSpec; dkdv: F16AttnSpec }
 
-/** Backward layouts tried per configuration (both kernels), first that passes wins. */
-// Staged first, the faster measured first (H100, dq + dk/dv a layer, staged: BQ32/BKV16 0.745 ms,
-// BQ64/BKV16 0.819, BQ32/BKV32 0.952, BQ64/BKV32 1.176); then the same reading the copies directly.
-export const F16_ATTN_BWD_LAYOUTS: F16AttnLayout[] = [
+/** A spec's layout fields (a layout list's entry). */
+export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split' | 'prefetch'>;
+
+/** A backward layout: one both kernels share, or the dq and dk/dv kernels' apart. */
+export type F16AttnBwdLayout = F16AttnLayout | { dq: F16AttnLayout; dkdv: F16AttnLayout };
+
+export const f16AttnBwdLayoutPair = (l: F16AttnBwdLayout): { dq: F16AttnLayout; dkdv: F16AttnLayout } => ('dq' in l ? l : { dq: l, dkdv: l });
+
+/**
+ * Backward layouts tried per configuration, first that passes wins (enableF16Attention; the tuner times them all).
+ * Staged first, the faster measured first (H100, dq + dk/dv a layer, staged: BQ32/BKV16 0.745 ms,
+ * BQ64/BKV16 0.819, BQ32/BKV32 0.952, BQ64/BKV32 1.176); then the same reading the copies directly.
+ * Then pairs of dq and dk/dv layouts, not yet measured (bench/f16-attn-device.ts 'backward candidates'),
+ * likeliest fastest first:
+ * - stored dS (spec.ds): dk/dv as the fastest recompute layout (BQ32/BKV16) plus 16-byte dS stores, and
+ *   dq a GEMM over the stored dS, which can take bigger blocks than the recomputing dq (no S/dP scratch);
+ * - split dk/dv (spec.split): paired subgroups share 2·M keys, one computing Sᵀ and dv, the other dPᵀ
+ *   and dk, so each right tile loaded serves two products (matrix loads a block: 10 instead of 18 per
+ *   subgroup at BKV16, D64);
+ * - prefetched dk/dv (spec.prefetch): the next query block's Q and dO rows are loaded into registers
+ *   while this block's products run (its global-load latency hidden inside the workgroup).
+ */
+export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' },
   { sgCount: 4, BKV: 16, PAD: 8, load: 'staged' },
   { sgCount: 2, BKV: 32, PAD: 8, load: 'staged' },
@@ -573,36 +610,19 @@ export const F16_ATTN_BWD_LAYOUTS: F16AttnLayout[] = [
   { sgCount: 4, BKV: 16, PAD: 8, load: 'direct' },
   { sgCount: 2, BKV: 32, PAD: 8, load: 'direct' },
   { sgCount: 4, BKV: 32, PAD: 8, load: 'direct' },
-];
-
-/** A spec's layout fields (a layout list's entry). */
-export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split' | 'prefetch'>;
-
-/**
- * Pairs of dq and dk/dv layouts (after F16_ATTN_BWD_LAYOUTS per configuration until the device times them):
- * - stored dS (spec.ds): dk/dv as the fastest recompute layout (BQ32/BKV16) plus 16-byte dS stores, and
- *   dq a GEMM over the stored dS, which can take bigger blocks than the recomputing dq (no S/dP scratch);
- * - split dk/dv (spec.split): paired subgroups share 2·M keys, one computing Sᵀ and dv, the other dPᵀ
- *   and dk, so each right tile loaded serves two products (matrix loads a block: 10 instead of 18 per
- *   subgroup at BKV16, D64), recomputing or storing dS;
- * - prefetched dk/dv (spec.prefetch): the next query block's Q and dO rows are loaded into registers
- *   while this block's products run (its global-load latency hidden inside the workgroup).
- * Not yet measured (bench/f16-attn-device.ts 'backward candidates').
- */
-export const F16_ATTN_BWD_PAIRS: { dq: F16AttnLayout; dkdv: F16AttnLayout }[] = [
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, prefetch: true, ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', prefetch: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
   { dq: { sgCount: 4, BKV: 32, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
   { dq: { sgCount: 2, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
-  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 4, BKV: 16, PAD: 8, load: 'staged', ds: true } },
-  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'direct', ds: true } },
-  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 4, BKV: 16, PAD: 8, load: 'staged', split: true, ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 4, BKV: 16, PAD: 8, load: 'staged', ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'direct', ds: true } },
+  { dq: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, prefetch: true } },
   { dq: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true } },
   { dq: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true } },
-  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, prefetch: true, ds: true } },
-  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', prefetch: true, ds: true } },
-  { dq: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, prefetch: true } },
 ];
 
 export interface AttentionBackwardF16Args extends Shape {
