@@ -16,7 +16,7 @@ import { attentionForwardRef, forEachScoreRef } from '../../src/engine/kernels/a
 import { f16AttnInputElems } from '../../src/engine/kernels/attention/f16/attention-f16';
 import { roundF16Array } from '../../src/engine/quant/f16';
 import { Rng } from '../../src/engine/util/rng';
-import { f16AttnForwardCode, f16AttnSpecError, type F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';
+import { f16AttnBlockQ, f16AttnForwardCode, f16AttnSpecError, type F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';
 import { attentionTestRuntime } from '../helpers/gpu';
 
 const rt = await attentionTestRuntime();
@@ -61,22 +61,22 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // at 32 KiB the two-subgroup staged ones (fp32 inputs: no direct ones) and every direct one (nothing staged).
     const lim = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024 };
     // Then the stored-dS pairs (dq from dS + dk/dv storing it; f16 inputs only), those that fit.
-    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}${x.prefetch ? 'p' : ''}`;
+    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.wide ? 'w' : ''}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}${x.prefetch ? 'p' : ''}`;
     const list = (l: typeof lim, inputs16?: boolean) => f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, l, undefined, false, inputs16)
       .map((c) => (c.dq.ds ? `ds ${name(c.dq)}+${name(c.dkdv)}` : c.dkdv.split || c.dkdv.prefetch ? `${name(c.dq)}+${name(c.dkdv)}` : name(c.dq)));
     expect(list(lim)).toEqual(['2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/64+2/16sp', 'ds 4/64+2/16s', 'ds 4/64+2/16p', 'ds 4/64+2/16',
-      'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+2/32s', 'ds 4/64+4/16s', 'ds 4/64+4/16', 'ds 4/64+2/16d', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s']);
+      'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+2/32s', 'ds 4/64+4/16s', 'ds 4/64+4/16', 'ds 4/64+2/16d', 'ds 2/64w+2/16sp', 'ds 4/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s']);
     // The first passing candidate, and where it stores dS the first passing one that recomputes (no more checked).
     const c = f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, lim);
     const checked: string[] = [];
     const pick = async (ok: (x: (typeof c)[number]) => boolean) => firstPassingBwd(c, async (x) => (checked.push(f16AttnBwdLabel(x)), ok(x)));
     const dsFirst = await pick((x) => !!x.dq.ds || x.dkdv.split === true);
     expect([dsFirst.first?.dq.ds, dsFirst.first?.dkdv.prefetch, dsFirst.recompute?.dkdv.split, dsFirst.recompute?.dkdv.prefetch]).toEqual([true, true, true, true]);
-    expect(checked.length).toBe(10); // 8 failing, the first stored-dS pair, the 9 other stored-dS ones skipped, the first split one
+    expect(checked.length).toBe(10); // 8 failing, the first stored-dS pair, the other stored-dS ones skipped, the first split one
     expect(await pick((x) => !x.dq.ds)).toEqual({ first: c[0], recompute: c[0] });
     expect(await pick((x) => !!x.dq.ds)).toEqual({ first: c[8] });
     expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 }, false)).toEqual(['2/16', '2/32', '2/16+2/16s', '2/16+2/32s']);
-    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/32+2/16', 'ds 2/64+2/16', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s']);
+    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 2/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s']);
   });
 
   it('backward over the stored dS (dk/dv storing dS, dq a GEMM over it) matches the reference, in chunks of pairs', async () => {
@@ -89,9 +89,13 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
       const r = await checkF16AttnBwdSpecs(rt, specs, true);
       expect(r).toEqual({ label: r.label, ok: true });
     }
-    // G = 3 and a dq block (32 queries) wider than dk/dv's (16 keys).
-    const r = await checkAttentionBackwardF16(rt, { dq: { ...a, sgCount: 4 }, dkdv: a }, { B: 1, T: 45, nH: 3, nKV: 1 }, { emulate: true });
-    expect([r.error, r.ok]).toEqual([undefined, true]);
+    // G = 3 and a dq block (32 queries) wider than dk/dv's (16 keys): four subgroups, or two of two row tiles each (wide).
+    for (const dq of [{ ...a, sgCount: 4 }, { ...a, wide: true }]) {
+      const r = await checkAttentionBackwardF16(rt, { dq, dkdv: a }, { B: 1, T: 45, nH: 3, nKV: 1 }, { emulate: true });
+      expect([r.error, r.ok]).toEqual([undefined, true]);
+    }
+    expect(f16AttnBwdSpecError('dkdv', { ...a, wide: true }, 49152, 1024, true, true)).toMatch(/wide is an option of the dq-from-dS kernel/);
+    expect(f16AttnBlockQ({ ...a, wide: true })).toBe(32);
   });
 
   it('split and prefetched dk/dv (paired subgroups: Sᵀ and dv, dPᵀ and dk; next rows in registers) match the reference, recomputing and storing dS', async () => {

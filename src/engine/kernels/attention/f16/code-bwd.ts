@@ -24,7 +24,7 @@
  */
 import { f16OutModule } from '../../matmul-f16/cast';
 import { sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
-import { emulation, f16AttnDirect, f16AttnSpecError, f16InputType, type F16AttnSpec, type StageGen, stageRows, stageRows16 } from './code';
+import { emulation, f16AttnBlockQ, f16AttnDirect, f16AttnSpecError, f16InputType, type F16AttnSpec, type StageGen, stageRows, stageRows16 } from './code';
 
 const SYNTAX = { syntax: 'template' } as const;
 
@@ -45,13 +45,14 @@ export function f16AttnBwdStaging(kind: F16AttnBwdKernel, s: F16AttnSpec, direct
   return { own, KST, PST, SST, aElems, pElems, sElems, extra };
 }
 
-/** The dq-from-dS kernel's workgroup arrays: K's block (A, f16), dSᵀ's block (B: BKV key rows of the own queries, f16), the dq scratch (f32). */
+/** The dq-from-dS kernel's workgroup arrays: K's block (A, f16), dSᵀ's block (Bs: BKV key rows of the own queries, f16), the dq scratch (f32). */
 export function f16AttnDqDsStaging(s: F16AttnSpec) {
-  const own = s.sgCount * s.cfg.M;
+  const own = f16AttnBlockQ(s);
   const KST = s.D + s.PAD;
   const BST = own + s.PAD;
   const SST = s.D + 4;
-  return { own, KST, BST, SST, aElems: s.BKV * KST, bElems: s.BKV * BST, sElems: own * SST };
+  // The dq scratch holds one row tile per subgroup at a time (wide: two rounds).
+  return { own, KST, BST, SST, aElems: s.BKV * KST, bElems: s.BKV * BST, sElems: s.sgCount * s.cfg.M * SST };
 }
 
 /** `inputs16`: reading f16 copies (staged, or direct with spec.load 'direct'). */
@@ -100,10 +101,11 @@ export function f16AttnBwdPairError(s: { dq: F16AttnSpec; dkdv: F16AttnSpec }): 
 
 /** Why a spec cannot run a backward kernel (null when it can). */
 export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false, inputs16 = false): string | null {
-  const base = f16AttnSpecError({ ...s, ds: undefined, split: undefined, prefetch: undefined }, Infinity, maxThreads, false, inputs16);
+  const base = f16AttnSpecError({ ...s, ds: undefined, split: undefined, prefetch: undefined, wide: undefined }, Infinity, maxThreads, false, inputs16);
   if (base) return base;
   const lpr = s.sgSize / s.cfg.M;
   if ((s.D / 4) % lpr) return `D/4 = ${s.D / 4} must split over ${lpr} lanes per row`;
+  if (s.wide && (kind !== 'dq' || !s.ds)) return 'wide is an option of the dq-from-dS kernel (dq with ds)';
   if (s.prefetch) {
     if (kind !== 'dkdv') return 'prefetch is an option of the dk/dv kernel';
     if (!inputs16 || f16AttnDirect(s, inputs16)) return "prefetch: the dk/dv kernel prefetches f16 copies it stages (f16 inputs, load 'staged')";
@@ -114,7 +116,7 @@ export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxW
     if (f16AttnDirect(s, inputs16)) return "split: the paired subgroups select their operands in workgroup memory (load 'staged')";
   }
   if (s.ds) {
-    const own = s.sgCount * s.cfg.M;
+    const own = f16AttnBlockQ(s);
     if (!inputs16) return 'ds (the stored dS) reads f16 copies of q, k, v, dO';
     if (own % F16_ATTN_DS_TILE) return `ds: ${own} own rows must be a multiple of ${F16_ATTN_DS_TILE} (the stored dS's tiles)`;
     if (s.BKV % 8) return `ds: BKV=${s.BKV} must be a multiple of 8 (16-byte rows of the stored dS)`;
@@ -542,7 +544,10 @@ export function f16AttnDqDsCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): 
     (emu ? `emuLoad${T}_${arr}(${off}, ${stride}, ${colMajor})` : sgmatLoad(SYNTAX, T, `&${arr}`, off, colMajor, stride));
   const storeS = (off: string, v: string) => (emu ? `emuStore_Ss(${off}, ${v}, ${SST}u);` : sgmatStore(SYNTAX, '&Ss', off, v, `${SST}u`));
   const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
-  for (let dn = 0; dn < D / N; dn++) L.push(`  var dq${dn} = CT();`);
+  // spec.wide: the subgroup's MT = 2 row tiles (rows sg·2M ..), dq<mt>_<dn>; each K tile loaded serves both.
+  const MT = s.wide ? 2 : 1;
+  const dqv = (mt: number, dn: number) => (MT > 1 ? `dq${mt}_${dn}` : `dq${dn}`);
+  for (let dn = 0; dn < D / N; dn++) for (let mt = 0; mt < MT; mt++) L.push(`  var ${dqv(mt, dn)} = CT();`);
   L.push(`  for (var kb = 0u; kb < kEnd; kb += ${BKV}u) {`);
   stageRows16(g, 'A', 'k', 'P.nKV', 'g', BKV, 'kb', '0u', KST, '    ');
   // dSᵀ rows kb.. of the own queries q0..: 8 queries a load, each within one stored tile (q0 and the chunk's columns are multiples of 8).
@@ -560,15 +565,23 @@ export function f16AttnDqDsCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): 
   L.push('    workgroupBarrier();');
   // Key slices wholly past the subgroup's last row are zeros: skipped (subgroup-uniform).
   for (let kk = 0; kk < BKV / K; kk++) {
-    L.push(`    if (kb + ${kk * K}u <= rmax) {`, `      let sm = ${load('Bs', 'LT', `${kk * K * BST}u + sg * ${M}u`, true, `${BST}u`)};`);
-    for (let dn = 0; dn < D / N; dn++) L.push(`      dq${dn} = ${mma}(sm, ${load('A', 'RT', `${kk * K * KST + dn * N}u`, false, `${KST}u`)}, dq${dn});`);
+    L.push(`    if (kb + ${kk * K}u <= rmax) {`);
+    for (let mt = 0; mt < MT; mt++) L.push(`      let sm${mt} = ${load('Bs', 'LT', `${kk * K * BST + mt * M}u + sg * ${MT * M}u`, true, `${BST}u`)};`);
+    for (let dn = 0; dn < D / N; dn++) {
+      L.push(`      { let rt = ${load('A', 'RT', `${kk * K * KST + dn * N}u`, false, `${KST}u`)};`);
+      L.push(`        ${Array.from({ length: MT }, (_, mt) => `${dqv(mt, dn)} = ${mma}(sm${mt}, rt, ${dqv(mt, dn)});`).join(' ')} }`);
+    }
     L.push('    }');
   }
   L.push('    workgroupBarrier();', '  }');
-  for (let dn = 0; dn < D / N; dn++) L.push(`  ${storeS(`sbase + ${dn * N}u`, `dq${dn}`)}`);
-  L.push('  workgroupBarrier();', '  if (t < P.T) {', `    let ob = ((b * P.T + t) * P.nH + h) * ${D}u + part;`);
-  for (let i = 0; i < D / LPR; i++) L.push(`    DQ[ob + ${i * LPR}u] = P.scale * Ss[srow + ${i * LPR}u + part];`);
-  L.push('  }');
+  // Each row tile through the scratch (the subgroup's M rows of it), then written out by its lanes.
+  for (let mt = 0; mt < MT; mt++) {
+    for (let dn = 0; dn < D / N; dn++) L.push(`  ${storeS(`sbase + ${dn * N}u`, dqv(mt, dn))}`);
+    L.push('  workgroupBarrier();', `  if (t + ${mt * M}u < P.T) {`, `    let ob = ((b * P.T + t + ${mt * M}u) * P.nH + h) * ${D}u + part;`);
+    for (let i = 0; i < D / LPR; i++) L.push(`    DQ[ob + ${i * LPR}u] = P.scale * Ss[srow + ${i * LPR}u + part];`);
+    L.push('  }');
+    if (mt + 1 < MT) L.push('  workgroupBarrier();');
+  }
   const types = emu
     ? `alias LT = array<f32, ${M * K}>; // emulated: row-major M × K, every lane holds all of it
 alias RT = array<f32, ${K * N}>;
@@ -602,8 +615,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let lane = lid % ${sgSize}u;
   let r = lane / ${LPR}u;
   let part = lane % ${LPR}u;
-  let t = q0 + sg * ${M}u + r;
-  let rmax = q0 + sg * ${M}u + ${M - 1}u;
+  let t = q0 + sg * ${MT * M}u + r; // this lane's row in the subgroup's first row tile
+  let rmax = q0 + sg * ${MT * M}u + ${MT * M - 1}u;
   let kEnd = min(P.T, q0 + ${BQ}u);
   let sbase = sg * ${M * SST}u;
   let srow = sbase + r * ${SST}u;

@@ -63,12 +63,14 @@ export interface F16AttnSpec {
   split?: boolean;
   /** dk/dv only (staged f16 copies): each next query block's rows are loaded into registers while this block's products run. */
   prefetch?: boolean;
+  /** dq from the stored dS only: each subgroup takes 2·M query rows, so each K tile loaded serves two products (BQ = 2·sgCount·M). */
+  wide?: boolean;
 }
 
 /** Whether a kernel matrix-loads its operands straight from storage: f16 inputs (`inputs16`) and load 'direct'. */
 export const f16AttnDirect = (s: Pick<F16AttnSpec, 'load'>, inputs16: boolean) => inputs16 && s.load === 'direct';
 
-export const f16AttnBlockQ = (s: Pick<F16AttnSpec, 'cfg' | 'sgCount'>) => s.cfg.M * s.sgCount;
+export const f16AttnBlockQ = (s: Pick<F16AttnSpec, 'cfg' | 'sgCount' | 'wide'>) => s.cfg.M * s.sgCount * (s.wide ? 2 : 1);
 export const f16AttnThreads = (s: Pick<F16AttnSpec, 'sgCount' | 'sgSize'>) => s.sgCount * s.sgSize;
 
 /** Rows past the last token a kernel reading f16 q/k/v copies may load (a Q tile of the last query block, a K/V tile of the last key block): the copies' bindings reach that far (f16AttnInputElems). */
@@ -120,7 +122,8 @@ export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxT
   if (s.D % lpr || s.BKV % lpr) return `D=${s.D} and BKV=${s.BKV} must split over ${lpr} lanes per row`;
   if (s.PAD % 8) return `PAD=${s.PAD} must be a multiple of 8`;
   if (s.load !== undefined && s.load !== 'staged' && s.load !== 'direct') return `load '${s.load as string}' must be 'staged' or 'direct'`;
-  if (s.ds || s.split || s.prefetch) return `${s.ds ? 'ds (the stored dS)' : s.split ? 'split' : 'prefetch'} is an option of the backward's kernels`;
+  const bwdOnly = (['ds', 'split', 'prefetch', 'wide'] as const).find((k) => s[k]);
+  if (bwdOnly) return `${bwdOnly === 'ds' ? 'ds (the stored dS)' : bwdOnly} is an option of the backward's kernels`;
   if (s.load === 'direct' && !inputs16) return "load 'direct' reads f16 q/k/v copies: fp32 inputs are staged (load 'staged')";
   if (inputs16 && !direct && s.D % 8) return `head dim ${s.D}: staging f16 copies 8 elements a load needs a multiple of 8`;
   if (direct && f16AttnInputPadRows(s) > F16_ATTN_MAX_PAD_ROWS) return `blocks of ${f16AttnInputPadRows(s)} rows read past the f16 inputs' ${F16_ATTN_MAX_PAD_ROWS} pad rows`;
@@ -132,7 +135,7 @@ export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxT
 }
 
 export function f16AttnLabel(s: F16AttnSpec): string {
-  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.load === 'direct' ? ' direct' : ''}${s.split ? ' split' : ''}${s.prefetch ? ' prefetch' : ''}${s.ds ? ' ds' : ''}`;
+  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.load === 'direct' ? ' direct' : ''}${s.split ? ' split' : ''}${s.prefetch ? ' prefetch' : ''}${s.wide ? ' wide' : ''}${s.ds ? ' ds' : ''}`;
 }
 
 /** What a generator's staging writes into: its lines, the emulated twin or not, the head dim, the threads. */
