@@ -24,7 +24,7 @@
  */
 import { f16OutModule } from '../../matmul-f16/cast';
 import { sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
-import { emulation, f16AttnBlockQ, f16AttnDirect, f16AttnSpecError, f16InputType, type F16AttnSpec, type StageGen, stageRows, stageRows16 } from './code';
+import { emulation, f16AttnBlockQ, f16AttnDirect, f16AttnSpecError, f16InputType, type F16AttnSpec, put8, type StageGen, stageRows, stageRows16 } from './code';
 
 const SYNTAX = { syntax: 'template' } as const;
 
@@ -148,7 +148,7 @@ function prefetchRows16(g: StageGen, src: string, heads: string, rows: number, r
     load: (row0: string, head: string, valid: string, indent: string) => Array.from({ length: per }, (_, t) => `${indent}{ ${idx(t)} let j = ${row0} + rr; let ok = ${guard(t)} && j < P.T && ${valid}; let i = select(0u, ((b * P.T + j) * ${heads} + ${head}) * ${DV}u + c, ok);
 ${indent}  ${g.emu ? `${reg}${t}a = select(vec4<f32>(), ${src}[2u * i], ok); ${reg}${t}b = select(vec4<f32>(), ${src}[2u * i + 1u], ok);` : `${reg}${t} = select(vec4<u32>(), ${src}[i], ok);`} }`),
     store: (dst: string, KST: number, indent: string) => Array.from({ length: per }, (_, t) => `${indent}{ ${idx(t)} if (${guard(t)}) { ${g.emu ? `let lo = ${reg}${t}a; let hi = ${reg}${t}b;` : `let lo = bitcast<vec4<f16>>(${reg}${t}.xy); let hi = bitcast<vec4<f16>>(${reg}${t}.zw);`}
-${indent}  let s0 = ${dst} + rr * ${KST}u + c * 8u; ${[0, 1, 2, 3, 4, 5, 6, 7].map((x) => `A[s0${x ? ` + ${x}u` : ''}] = ${x < 4 ? 'lo' : 'hi'}.${'xyzw'[x % 4]};`).join(' ')} } }`),
+${indent}  let s0 = ${dst} + rr * ${KST}u + c * 8u; ${put8('A')} } }`),
   };
 }
 
@@ -560,7 +560,7 @@ export function f16AttnDqDsCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): 
     L.push(emu
       ? '        let lo = select(vec4<f32>(), DS[2u * w], ok); let hi = select(vec4<f32>(), DS[2u * w + 1u], ok);'
       : '        let x = select(vec4<u32>(), DS[w], ok); let lo = bitcast<vec4<f16>>(x.xy); let hi = bitcast<vec4<f16>>(x.zw);');
-    L.push(`        let s0 = rr * ${BST}u + c8 * 8u; ${[0, 1, 2, 3, 4, 5, 6, 7].map((x) => `Bs[s0${x ? ` + ${x}u` : ''}] = ${x < 4 ? 'lo' : 'hi'}.${'xyzw'[x % 4]};`).join(' ')} } }`);
+    L.push(`        let s0 = rr * ${BST}u + c8 * 8u; ${put8('Bs')} } }`);
   }
   L.push('    workgroupBarrier();');
   // Key slices wholly past the subgroup's last row are zeros: skipped (subgroup-uniform).

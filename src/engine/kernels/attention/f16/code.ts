@@ -173,9 +173,12 @@ export function stageRows16(g: StageGen, arr: string, src: string, heads: string
     g.L.push(g.emu
       ? `${indent}    let lo = select(vec4<f32>(), ${src}[2u * i], ok); let hi = select(vec4<f32>(), ${src}[2u * i + 1u], ok);`
       : `${indent}    let w = select(vec4<u32>(), ${src}[i], ok); let lo = bitcast<vec4<f16>>(w.xy); let hi = bitcast<vec4<f16>>(w.zw);`);
-    g.L.push(`${indent}    let s0 = ${dst} + rr * ${KST}u + c * 8u; ${[0, 1, 2, 3, 4, 5, 6, 7].map((x) => `${arr}[s0${x ? ` + ${x}u` : ''}] = ${x < 4 ? 'lo' : 'hi'}.${'xyzw'[x % 4]};`).join(' ')} } }`);
+    g.L.push(`${indent}    let s0 = ${dst} + rr * ${KST}u + c * 8u; ${put8(arr)} } }`);
   }
 }
+
+/** Stores vec4s `lo`, `hi` (8 f16 elements, or the twin's f32) into `arr` from element `s0`: the staging's one store per element. */
+export const put8 = (arr: string) => [0, 1, 2, 3, 4, 5, 6, 7].map((x) => `${arr}[s0${x ? ` + ${x}u` : ''}] = ${x < 4 ? 'lo' : 'hi'}.${'xyzw'[x % 4]};`).join(' ');
 
 /** An f16 copy's binding type: direct matrix loads read elements; staging reads 16-byte vectors (the twin: f32 vec4s). */
 export const f16InputType = (direct: boolean, emu: boolean) => (direct ? `array<${emu ? 'f32' : 'f16'}>` : emu ? 'array<vec4<f32>>' : 'array<vec4<u32>>');
