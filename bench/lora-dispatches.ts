@@ -11,10 +11,13 @@
  * per group) timed alone (GPU timestamps; its split-K reduce included): the one-pass pick, the pick
  * with the step's workspace (what the step runs), and the fastest of a sweep of small tiles × K
  * splits; summed per layer and ×L per step. What a table entry (kernels/matmul/tables.ts) would win.
+ * Then, where the device has shader-f16, each f16 base GEMM of a layer alone, with the adapters'
+ * low-rank epilogue, and the fp32 GEMM of their own that replaces it (LoraPlan.f16Epilogue's A/B).
  *   node lora-dispatches.mjs --time [--batch 8 --seq 512] [--reps 5]       (~20 s on an H100)
  */
 import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
+import { buildMatmulF16, enableF16TensorCores, uploadF16 } from '../src/engine/kernels/matmul-f16/matmul-f16';
 import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { LORA_SHARED_INPUT, loraSplitBytes } from '../src/engine/lora/plan';
 import { defaultLoraSpec, loraAdapters } from '../src/engine/lora/spec';
@@ -26,6 +29,7 @@ import { LlamaGpu } from '../src/engine/model/llama';
 import { resolvePlan } from '../src/engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../src/engine/scheme/presets';
 import { gemmOperands, timeMatmul } from '../src/lab/gemm';
+import { Rng } from '../src/engine/util/rng';
 
 const a = parseArgs({ options: {
   layers: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, rank: { type: 'string' }, scheme: { type: 'string' },
@@ -39,7 +43,8 @@ const cfg = validateModelConfig({
   vocab_size: 49152, hidden_size: 576, intermediate_size: 1536, num_hidden_layers: L, num_attention_heads: 9, num_key_value_heads: 3,
   max_position_embeddings: 2048, rms_norm_eps: 1e-5, rope_theta: 100000, tie_word_embeddings: true, initializer_range: 0.041666666666666664,
 });
-const rt = new Runtime(await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags: ['disable-dawn-features=timestamp_quantization'] }));
+// allow_unsafe_apis: the subgroup matrices of the f16 tensor-core GEMMs (--time's epilogue A/B).
+const rt = new Runtime(await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags: ['disable-dawn-features=timestamp_quantization', 'enable-dawn-features=allow_unsafe_apis'] }));
 const f16 = scheme === 'fp32' ? {} : { f16Device: { shaderF16: true, tensorCores: false }, f16Twin: true };
 const plan = resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS[scheme], lora: defaultLoraSpec(r), ...f16 });
 
@@ -129,5 +134,59 @@ if (!a.time) {
   const perStep = (us: number) => ((us * cfg.num_hidden_layers) / 1000).toFixed(2);
   console.log(`  a layer: ${sum.one.toFixed(1)} | ${sum.picked.toFixed(1)} | ${sum.best.toFixed(1)} µs; ×${cfg.num_hidden_layers} layers: ${perStep(sum.one)} | ${perStep(sum.picked)} | ${perStep(sum.best)} ms a step`);
   console.log('  (the step before this change ran uᵀ twice, forward and backward, one-pass; add the u rows again to the one-pass column for it)');
+  await timeTerms(reps);
+}
+
+/**
+ * The adapters' terms under f16 compute, per base GEMM of one layer (7 forward NT, one dX NN per
+ * group at its rank): the f16 GEMM as the model picks it alone, with the low-rank epilogue, and the
+ * fp32 GEMM of their own that replaces it (K = rank, accumulating into C). What LoraPlan.f16Epilogue decides.
+ */
+async function timeTerms(reps: number): Promise<void> {
+  if (!rt.gpu.features.shaderF16) {
+    console.log('f16 epilogue against own GEMMs: skipped (no shader-f16)');
+    return;
+  }
+  await enableF16TensorCores(rt);
+  const N = B * T;
+  const { C, F, QC, KVC } = plan.dims;
+  const s = plan.lora!.scale;
+  const terms = [
+    ...([['q', QC, C], ['k', KVC, C], ['v', KVC, C], ['o', C, QC], ['gate', F, C], ['up', F, C], ['down', C, F]] as const)
+      .map(([t, out, inW]) => ({ name: `${t} fwd`, M: N, N: out, K: inW, rank: r, fwd: true })),
+    ...([['qkv', C, QC, 3], ['o', QC, C, 1], ['gate/up', C, F, 2], ['down', F, C, 1]] as const)
+      .map(([t, inW, out, g]) => ({ name: `${t} dx`, M: N, N: inW, K: out, rank: g * r, fwd: false })),
+  ];
+  const rng = new Rng(7);
+  const sum = { base: 0, fused: 0, own: 0 };
+  console.log(`f16 GEMMs of one layer, B${B}xT${T}: alone | with the low-rank epilogue | the fp32 GEMM of its own (µs; path: the model's)`);
+  for (const x of terms) {
+    const up = (label: string, n: number) => rt.upload('workspace', label, rng.uniformArray(n, -1, 1));
+    const bufs = [uploadF16(rt, 'lr.a', rng.uniformArray(x.M * x.K, -1, 1)), uploadF16(rt, 'lr.b', rng.uniformArray(x.K * x.N, -1, 1)),
+      rt.createBuffer('workspace', 'lr.c', x.M * x.N * 4), up('lr.u', x.rank * x.M), up('lr.v', x.rank * x.N)];
+    try {
+      const [A, Bm, Cm, U, V] = bufs.map((buffer) => ({ buffer }));
+      const shape = { M: x.M, N: x.N, K: x.K, transB: x.fwd };
+      const f16 = async (lowRank: boolean) => {
+        const m = buildMatmulF16(rt, { label: 'lr', ...shape, a: A, b: Bm, c: Cm, lowRank: lowRank ? { u: U, v: V, rank: x.rank, scale: s, transV: x.fwd } : undefined });
+        const t = await timeMatmul(rt, m.dispatches, shape, { reps, inner: 10 });
+        m.uniforms.forEach((u) => rt.mem.free(u));
+        return { us: t.ms * 1000, kernel: m.kernel };
+      };
+      const base = await f16(false);
+      const fused = await f16(true);
+      const own = buildMatmul(rt, { label: 'lr.own', a: U, b: V, c: Cm, M: x.M, N: x.N, K: x.rank, transA: true, transB: x.fwd, accumulate: true, alpha: s });
+      const ownUs = (await timeMatmul(rt, own.dispatches, { M: x.M, N: x.N, K: x.rank }, { reps, inner: 10 })).ms * 1000;
+      own.uniforms.forEach((u) => rt.mem.free(u));
+      sum.base += base.us;
+      sum.fused += fused.us;
+      sum.own += ownUs;
+      console.log(`  ${x.name.padEnd(11)} ${`${x.M}x${x.N}x${x.K} r${x.rank}`.padEnd(20)} ${base.us.toFixed(1).padStart(7)} ${fused.us.toFixed(1).padStart(7)} (${fused.us >= base.us ? '+' : ''}${(fused.us - base.us).toFixed(1)}) ${ownUs.toFixed(1).padStart(7)}  ${base.kernel} | ${own.variant}`);
+    } finally {
+      bufs.forEach((b) => rt.mem.free(b));
+    }
+  }
+  const perStep = (us: number) => ((us * cfg.num_hidden_layers) / 1000).toFixed(2);
+  console.log(`  a layer: the epilogue adds ${(sum.fused - sum.base).toFixed(1)} µs, own GEMMs ${sum.own.toFixed(1)} µs; ×${cfg.num_hidden_layers} layers: ${perStep(sum.fused - sum.base)} against ${perStep(sum.own)} ms a step`);
 }
 process.exit(0);
