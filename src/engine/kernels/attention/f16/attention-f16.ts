@@ -623,6 +623,7 @@ export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'direct', ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, prefetch: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 4, BKV: 16, PAD: 8, load: 'staged', split: true, prefetch: true, ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 4, BKV: 32, PAD: 8, load: 'staged', split: true, prefetch: true, ds: true } },
   { dq: { sgCount: 2, BKV: 64, PAD: 8, wide: true, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, prefetch: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, wide: true, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, prefetch: true, ds: true } },
   { dq: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, prefetch: true } },
