@@ -51,4 +51,15 @@ describe('tuner schedule', () => {
     expect(out.tuned).toEqual([expect.objectContaining({ pick: 'b', ms: 1.5, candidates: 3 })]);
     expect(out.rejected).toEqual([expect.objectContaining({ candidate: 'bad', why: 'wrong' })]);
   });
+
+  it('the first candidate (the untuned pick) stays unless another times faster by keepMargin', async () => {
+    const tune = async (a: number, b: number) => {
+      log.length = 0;
+      Object.assign(plan, { a: [a], b: [b], c: [9], bad: [0.1] });
+      return (await tuneJobs(rt, [job], new TuneCache(), { budgetS: 60, settleMs: 0 })).tuned[0];
+    };
+    expect(await tune(2, 1.95)).toMatchObject({ pick: 'a', ms: 2 }); // 2.5 % faster: noise, the untuned pick stays
+    expect(await tune(2, 1.8)).toMatchObject({ pick: 'b', ms: 1.8 }); // 10 % faster: it replaces it
+    expect(await tune(1.7, 1.8)).toMatchObject({ pick: 'a', ms: 1.7 });
+  });
 });
