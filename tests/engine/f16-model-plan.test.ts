@@ -6,6 +6,7 @@
  * reports the kernels the model recorded.
  */
 import { describe, expect, it } from 'vitest';
+import { roundBufferSize } from '../../src/engine/gpu/memory';
 import { f16Bytes } from '../../src/engine/kernels/matmul-f16/cast';
 import { PRESETS } from '../../src/engine/model/config';
 import { f16Operands } from '../../src/engine/model/f16-operands';
@@ -74,6 +75,27 @@ describe('f16 GEMMs in the model plan', () => {
     const d = fwd.dims;
     expect(fwd.buffers.find((b) => b.key === 'f16.a')!.bytes).toBe(f16Bytes(d.N * Math.max(d.C, d.F)));
     expect(fwd.lossScale).toBeNull();
+  });
+
+  it('base B16xT512 on an H100\'s features: agoq-f16 (lean f16 workspace) within 40 % of fp32\'s memory, the others as before', () => {
+    const H100 = { ...TC, attentionHeadDims: [64], attentionBackwardHeadDims: [64] };
+    const mib = (scheme: string) => {
+      const opts = defaultTrainOptions('base', { batch: 16, seq: 512, scheme: SCHEME_PRESETS[scheme] });
+      return Math.round(resolveTrainingPlan(opts, { device: H100 }).memory.total / 2 ** 20 * 10) / 10;
+    };
+    const fp32 = mib('fp32');
+    expect(fp32).toBe(7063.7);
+    expect(mib('f16')).toBe(5118.1);
+    expect(mib('int8-f16')).toBe(7377.4);
+    expect(mib('agoq-f16')).toBe(2820.9);
+    expect(mib('agoq-f16') / fp32).toBeLessThanOrEqual(0.4);
+    // The model's buffers without the lean workspace (3,086.1 MiB in the training plan): f16.w all weights (189 MiB)
+    // instead of one (3.75 MiB), gate's own fp32 live copy (80 MiB).
+    const model = (f16Lean?: boolean) => new Map(resolvePlan(PRESETS.base, 16, 512, { scheme: SCHEME_PRESETS['agoq-f16'], f16Device: H100, f16Lean }).buffers.map((b) => [b.key, roundBufferSize(b.bytes)]));
+    const [lean, full] = [model(), model(false)];
+    const sum = (m: Map<string, number>) => [...m.values()].reduce((x, y) => x + y, 0);
+    expect((sum(full) - sum(lean)) / 2 ** 20).toBeCloseTo(265.25, 2);
+    expect([lean.get('f16.w')! / 2 ** 20, full.get('f16.w')! / 2 ** 20, lean.get('live.gate'), full.get('live.gate')! / 2 ** 20]).toEqual([3.75, expect.closeTo(189, 0), undefined, 80]);
   });
 
   it('computePaths reports the f16 kernels each layer ran (they execute as fp32 in LayerCompute)', () => {

@@ -121,7 +121,9 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     // dres's codes come from the RMSNorm backward that produced it (normF's, or layer l+1's norm1).
     push(m.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C, false, !!m.g.dyCodes(l), loraDxTerm(l, 'mlp.down_proj.weight')));
     loraDx(l, lab('down.dx'), 'mlp.down_proj.weight', dF1);
-    load('gate');
+    // Where gate's live copy is f16.a (f16GateInA), its rows are dequantized block by block (swigluBackwardBlocks).
+    const gateBlocks = m.plan.f16Live.gate === 'f16.a';
+    if (!gateBlocks) load('gate');
     // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
     // dF1 itself (dact) when up is stored (swigluBackwardBlocks). Where gate/up's dX is
     // one INT8 GEMM over K = 2F, it also writes the codes of [dgate | dup] (gateUpCodes) into i8.a,
@@ -130,7 +132,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     const gateUpCodes = m.g.gateUpCodes(l);
     // Where gate/up's GEMMs run f16, it also writes the f16 copies of dgate and dup they read (gateUpF16).
     const gateUp16 = m.g.gateUpF16(l, a('gate'), dup);
-    if (m.plan.saved[l].up) push(swigluBackwardBlocks(m, l, lab('swiglu.bwd'), gateUpCodes, gateUp16));
+    if (m.plan.saved[l].up) push(swigluBackwardBlocks(m, l, lab('swiglu.bwd'), gateUpCodes, gateUp16, gateBlocks));
     else {
       const o = { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } };
       push(gateUpCodes ? [swigluBackwardQuantized(rt, { ...o, ...gateUpCodes })] : gateUp16 ? swigluBackwardF16(rt, { ...o, ...gateUp16 }) : [swigluBackward(rt, o)]);
@@ -230,22 +232,30 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
  * SwiGLU backward of layer l with `up` stored (quantized, bf16 or f16): dF1 holds dact and gate's live copy holds
  * gate. Per block of rows: dequantize (unpack) up's rows into `swigluBlock`, then the backward writes dgate
  * over the gate rows and dup over the dact rows. Afterwards gate's live copy holds dgate and dF1
- * holds dup. Same arithmetic per element as dequantizing up whole.
+ * holds dup. Same arithmetic per element as dequantizing up whole. `gateBlocks` (f16GateInA): gate has no
+ * live copy here; each block's gate rows are dequantized into dh (free until h2's load) and its dgate
+ * rows stay there, read by nothing but the dgate f16 copy's writer (`f16`, which the f16 GEMMs read).
  */
 function swigluBackwardBlocks(m: BackwardModel, l: number, label: string, codes?: { codes: GPUBuffer; scales: GPUBuffer },
-  f16?: ReturnType<LinearGemms['gateUpF16']>): Dispatch[] {
+  f16?: ReturnType<LinearGemms['gateUpF16']>, gateBlocks = false): Dispatch[] {
   const { N, F } = m.dims;
-  const st = m.plan.saved[l].up!;
   const rows = m.plan.swigluRows;
   const bytes = rows * F * 4;
   const block: Binding = { buffer: m.b('swigluBlock'), offset: 0, size: bytes };
+  const gateBlock: Binding = { buffer: m.b('dh'), offset: 0, size: bytes };
+  if (gateBlocks && (!f16 || codes)) throw new Error(`internal: ${label}: gate's rows in blocks need dgate's f16 copy as its only reader`);
+  const unpackRows = (key: 'up' | 'gate', r0: number, lab: string, to: Binding): Dispatch[] => {
+    const s = m.plan.saved[l][key]!;
+    return isHalf(s) ? unpackHalfRows(m.rt, s.format, { label: lab, words: m.b(`L${l}.${key}.codes`), width: F, r0, rows, out: to })
+      : [dequantizeRows(m.rt, lab, s, F, r0, rows, m.b(`L${l}.${key}.codes`), m.b(`L${l}.${key}.scales`), to)];
+  };
   const out: Dispatch[] = [];
   for (let r0 = 0; r0 < N; r0 += rows) {
     const at = (key: string): Binding => ({ buffer: m.b(key), offset: r0 * F * 4, size: bytes });
     const lab = `${label}.rows${r0}`;
-    if (isHalf(st)) out.push(...unpackHalfRows(m.rt, st.format, { label: lab, words: m.b(`L${l}.up.codes`), width: F, r0, rows, out: block }));
-    else out.push(dequantizeRows(m.rt, lab, st, F, r0, rows, m.b(`L${l}.up.codes`), m.b(`L${l}.up.scales`), block));
-    const gate = at(liveKey('gate'));
+    out.push(...unpackRows('up', r0, lab, block));
+    if (gateBlocks) out.push(...unpackRows('gate', r0, `${lab}.gate`, gateBlock));
+    const gate = gateBlocks ? gateBlock : at(liveKey('gate'));
     const dact = at('dF1');
     const o = { label: lab, gate, up: block, dh: dact, dgate: gate, dup: dact, dims: { N: rows, F } };
     if (codes) out.push(swigluBackwardQuantized(m.rt, { ...o, ...codes, row0: r0 }));

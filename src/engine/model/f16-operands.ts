@@ -1,7 +1,8 @@
 /**
  * The f16 operand copies of a model whose linear GEMMs run f16 (plan.f16 with an f16 path): the
  * linear weights' f16 copy `f16.w` (made from the fp32 master weights at the start of each forward,
- * so after every optimizer step, at init and after a checkpoint load alike), and two activation
+ * so after every optimizer step, at init and after a checkpoint load alike; in a lean plan one weight
+ * at a time, right before each GEMM that reads it: f16Lean), and two activation
  * scratches, `f16.a` (X of a forward GEMM, dY of a dX or dW GEMM: written by their producers, side by
  * side where several live at once, `slots`) and `f16.x` (X of a dW GEMM).
  * Each weight's slot starts at a 256-byte boundary (a storage binding's offset alignment); the fp32
@@ -16,12 +17,17 @@ import { castF32ToF16, type F16Out, f16OperandBytes } from '../kernels/matmul-f1
 import type { F16GemmPath, LayerF16Paths } from './compute-plan';
 import type { ModelDims } from './dims';
 import type { ParamLayout } from './params';
-import type { ActivationStorage, LayerSavedKey } from './plan';
+import { type ActivationStorage, isHalf, type LayerSavedKey } from './plan';
 
 export interface F16Operands {
-  /** Per linear weight name: its f16 copy's byte offset in `f16.w` and its element count. */
+  /** Per linear weight name: its f16 copy's byte offset in `f16.w` and its element count (all at 0 where `perGemm`). */
   weights: Map<string, { offset: number; n: number }>;
   weightBytes: number;
+  /**
+   * Each f16 GEMM casts its weight into `f16.w` from 0 just before it runs (forward and dX alike), so
+   * f16.w holds one weight instead of all (RunPlan.f16Lean): the same f16 values, cast twice a step.
+   */
+  perGemm: boolean;
   /** Bytes of `f16.a`: N × the widest layer input, or the backward's dY slots side by side where wider. */
   actBytes: number;
   /** Bytes of `f16.x` (when `dw`): N × the widest layer input. */
@@ -97,6 +103,35 @@ export function f16AttnQkvSlots(layers: readonly LayerF16Paths[] | undefined, ce
   return !!layers?.some((p) => p.attention === 'f16-tensor-core' && !F16_ATTN_X.every((k) => cells[p.layer]?.has(k)));
 }
 
+/**
+ * Whether a plan's f16 workspace is lean (RunPlan.f16Lean): where some saved activation is stored below
+ * 16 bits the scheme trades compute for memory (agoq-f16), so the f16 GEMMs cast each weight just before
+ * they run instead of keeping the weights' f16 copy for the step (F16Operands.perGemm: one weight's copy
+ * in place of all, for one more cast of each weight a step, before its dX GEMM), and gate's live copy
+ * is f16.a where f16GateInA.
+ */
+export function f16Lean(saved: readonly Partial<Record<LayerSavedKey, ActivationStorage>>[]): boolean {
+  return saved.some((st) => Object.values(st).some((s) => !!s && !isHalf(s)));
+}
+
+/**
+ * Whether gate's fp32 live copy can be `f16.a` (RunPlan.f16Live.gate) in a lean plan (f16Lean): every
+ * layer stores gate and up (so the SwiGLU backward runs in blocks of `swigluRows`) and runs its forward,
+ * dX and dW GEMMs f16. In the forward gate lives in f16.a from gate_proj to the SwiGLU while the X copies
+ * go to f16.x (LinearGemms.xKey); in the backward no [N, F] copy of gate exists: each block's gate rows
+ * are dequantized into `dh` (free from the previous norm's backward to h2's load, swigluRows·F ≤ N·C),
+ * and dgate's fp32 rows, which only its f16 copy's writer reads (the f16 GEMMs read that copy), stay
+ * there. Not with checkpointing, tensor parallelism, LoRA (the adapters read dgate fp32) or gate/up's
+ * INT8 dX over K = 2F; f16.x must exist (some dW GEMM's X is not an f16 cell) to take the X copies.
+ * gate's storage is up's (one saved kind, swiglu), so swigluRows' alignment holds for its rows too.
+ */
+export function f16GateInA(d: ModelDims, saved: readonly Partial<Record<LayerSavedKey, ActivationStorage>>[], layers: readonly LayerF16Paths[] | undefined,
+  o: { lean: boolean; ops: F16Operands | null; swigluRows: number; plain: boolean }): boolean {
+  const all = (p: LayerF16Paths | undefined) => !!p && runsF16(p.forward) && runsF16(p.dx) && runsF16(p.dw);
+  return o.lean && o.plain && !!o.ops?.dw && !!layers && o.swigluRows * d.F <= d.N * d.C
+    && saved.slice(0, d.L).every((st, l) => !!st.gate && !!st.up && all(layers[l]));
+}
+
 /** Whether a GEMM's f16 path runs f16 (a path resolved to fp32 does not). */
 export const runsF16 = (p: F16GemmPath | null | undefined): boolean => !!p && p !== 'fp32';
 
@@ -105,7 +140,7 @@ export const runsF16 = (p: F16GemmPath | null | undefined): boolean => !!p && p 
  * (f32 storage holding f16 values: RunPlan.f16Twin), 4 bytes an element.
  */
 export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout: ParamLayout, d: ModelDims, twin = false, training = true,
-  cells: readonly Set<LayerSavedKey>[] = []): F16Operands | null {
+  cells: readonly Set<LayerSavedKey>[] = [], perGemm = false): F16Operands | null {
   const bytes = (n: number) => f16OperandBytes(n, twin);
   if (!layers?.some((p) => runsF16(p.forward) || runsF16(p.dx) || runsF16(p.dw))) return null;
   const weights = new Map<string, { offset: number; n: number }>();
@@ -114,8 +149,8 @@ export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout
     if (!runsF16(p.forward) && !runsF16(p.dx)) continue;
     for (const v of layout.views) {
       if (!v.name.startsWith(`model.layers.${p.layer}.`) || v.shape.length !== 2) continue;
-      weights.set(v.name, { offset: at, n: v.size });
-      at += Math.ceil(bytes(v.size) / 256) * 256;
+      weights.set(v.name, { offset: perGemm ? 0 : at, n: v.size });
+      at = perGemm ? Math.max(at, bytes(v.size)) : at + Math.ceil(bytes(v.size) / 256) * 256;
     }
   }
   const widest = bytes(d.N * Math.max(d.C, d.F, d.QC, d.KVC));
@@ -124,7 +159,7 @@ export function f16Operands(layers: readonly LayerF16Paths[] | undefined, layout
   const backward = training && layers.some((p) => runsF16(p.dx) || runsF16(p.dw));
   const actBytes = backward ? Math.max(widest, slots.dup + bytes(d.N * d.F), slots.dv + bytes(d.N * d.KVC)) : widest;
   const dw = layers.some((p) => runsF16(p.dw) && !F16_GEMM_X.every((k) => cells[p.layer]?.has(k)));
-  return { weights, weightBytes: Math.max(at, 4), actBytes, xBytes: widest, slots, dw };
+  return { weights, weightBytes: Math.max(at, 4), perGemm, actBytes, xBytes: widest, slots, dw };
 }
 
 /**

@@ -35,11 +35,12 @@ export class LinearGemms {
   /** The f16 GEMMs' operand copies (null: no GEMM runs f16). */
   private readonly f16: F16Operands | null;
   /**
-   * The f16 copies `f16.a` holds at this point of the build (build order is run order), by the fp32
-   * buffer each copies: written by the buffer's producer (RMSNorm, SwiGLU, RoPE) or, where none can,
-   * by a counted cast; a write over a slot drops the copies it overlaps.
+   * The f16 copies `f16.a` (and, where the forward's X copies go there, `f16.x`) hold at this point of
+   * the build (build order is run order), by the fp32 buffer each copies: written by the buffer's
+   * producer (RMSNorm, SwiGLU, RoPE) or, where none can, by a counted cast; a write over a slot drops
+   * the copies it overlaps.
    */
-  private readonly held = new Map<GPUBuffer, { offset: number; size: number }>();
+  private readonly held = new Map<GPUBuffer, { key: 'f16.a' | 'f16.x'; offset: number; size: number }>();
   /** The f16 cells (plan.f16Cells) their producers wrote in this build, `l.key`: no store pass for them (cellWritten). */
   private readonly written = new Set<string>();
   /** The kernel each f16 GEMM runs, by label (computePaths reports them). */
@@ -61,7 +62,7 @@ export class LinearGemms {
       : null;
     this.wcodes = plan.wcodes ? new WeightCodes(rt, plan.wcodes, b) : null;
     // QLoRA's block linears have no f16 copy (f16Weight dequantizes each before its GEMM).
-    this.f16 = f16Operands(plan.f16?.layers, plan.qlora?.dense ?? plan.layout, plan.dims, plan.f16Twin, plan.training, plan.f16Cells);
+    this.f16 = f16Operands(plan.f16?.layers, plan.qlora?.dense ?? plan.layout, plan.dims, plan.f16Twin, plan.training, plan.f16Cells, plan.f16Lean);
     this.qbase = plan.qlora ? new QloraBase(rt, plan.qlora, b, !!plan.f16Twin) : null;
   }
 
@@ -72,21 +73,29 @@ export class LinearGemms {
 
   /**
    * The weights' f16 copies from the fp32 master weights (the forward's first dispatches): after
-   * every optimizer step, at init and after a load alike, once per step.
+   * every optimizer step, at init and after a load alike, once per step. None where each GEMM casts its own (perGemm).
    */
   f16WeightCasts(): Dispatch[] {
-    if (!this.f16) return [];
-    return [...this.f16.weights].map(([name, slot]) => {
-      const v = this.plan.layout.byName.get(name)!;
-      return castF32ToF16(this.rt, { label: `f16.w.${name}`, x: { buffer: this.b('weights'), offset: v.offset * 4, size: v.size * 4 }, out: this.f16W(name), n: slot.n, elem: this.elem });
-    });
+    if (!this.f16 || this.f16.perGemm) return [];
+    return [...this.f16.weights.keys()].map((name) => this.f16WeightCast(name));
   }
 
-  /** An f16 GEMM's weight: its f16 copy, or QLoRA's linear dequantized to f16 by `pre` right before the GEMM. */
+  /** The cast of linear `name`'s fp32 master weight into its f16 copy in f16.w. */
+  private f16WeightCast(name: string): Dispatch {
+    const v = this.plan.layout.byName.get(name)!;
+    return castF32ToF16(this.rt, { label: `f16.w.${name}`, x: { buffer: this.b('weights'), offset: v.offset * 4, size: v.size * 4 }, out: this.f16W(name), n: v.size, elem: this.elem });
+  }
+
+  /**
+   * An f16 GEMM's weight: its f16 copy (cast by `pre` right before the GEMM where perGemm), or QLoRA's
+   * linear dequantized to f16 by `pre`.
+   */
   private f16Weight(name: string): { pre: Dispatch[]; w: Binding } {
-    if (!this.qbase) return { pre: [], w: this.f16W(name) };
-    const { dispatches, w } = this.qbase.dequantizeF16(name);
-    return { pre: dispatches, w };
+    if (this.qbase) {
+      const { dispatches, w } = this.qbase.dequantizeF16(name);
+      return { pre: dispatches, w };
+    }
+    return { pre: this.f16?.perGemm ? [this.f16WeightCast(name)] : [], w: this.f16W(name) };
   }
 
   private f16W(name: string): Binding {
@@ -127,23 +136,36 @@ export class LinearGemms {
    * x [n] cast into the f16 scratch `key` at 0: a standalone pass, for the operands no producer writes
    * in f16 (the counted ones: f16-producers.gpu.test.ts), and the weights' copies once per step.
    */
-  private castTo(key: 'f16.a' | 'f16.x', label: string, x: GPUBuffer, n: number): { d: Dispatch; out: Binding } {
-    const out = key === 'f16.a' ? this.hold(x, 0, n) : { buffer: this.b(key), offset: 0, size: this.opBytes(n) };
+  private castTo(key: 'f16.a' | 'f16.x', label: string, x: GPUBuffer, n: number, keep = key === 'f16.a'): { d: Dispatch; out: Binding } {
+    // f16.x's dW copies are not looked up again (keep false): the write only drops what it overlaps.
+    const out = this.hold(x, 0, n, key, keep);
     return { d: castF32ToF16(this.rt, { label: `${label}.${key}`, x, out, n, elem: this.elem }), out };
   }
 
-  /** Records that f16.a from byte `offset` will hold src's n values as f16 (dropping the copies that slot overlaps); the slot's binding. */
-  private hold(src: GPUBuffer, offset: number, n: number): Binding {
+  /**
+   * Records that `key` from byte `offset` will hold src's n values as f16 (dropping the copies that slot
+   * overlaps; `keep` false: recording none); the slot's binding.
+   */
+  private hold(src: GPUBuffer, offset: number, n: number, key: 'f16.a' | 'f16.x' = 'f16.a', keep = true): Binding {
     const size = this.opBytes(n);
-    for (const [k, v] of this.held) if (k === src || (v.offset < offset + size && offset < v.offset + v.size)) this.held.delete(k);
-    this.held.set(src, { offset, size });
-    return { buffer: this.b('f16.a'), offset, size };
+    for (const [k, v] of this.held) if (k === src || (v.key === key && v.offset < offset + size && offset < v.offset + v.size)) this.held.delete(k);
+    if (keep) this.held.set(src, { key, offset, size });
+    return { buffer: this.b(key), offset, size };
   }
 
-  /** The f16 copy of x's first n values that f16.a holds now, else undefined. */
+  /** The f16 copy of x's first n values that f16.a or f16.x holds now, else undefined. */
   private heldCopy(x: Binding, n: number): Binding | undefined {
     const h = this.held.get(x as GPUBuffer);
-    return h && h.size >= this.opBytes(n) ? { buffer: this.b('f16.a'), offset: h.offset, size: this.opBytes(n) } : undefined;
+    return h && h.size >= this.opBytes(n) ? { buffer: this.b(h.key), offset: h.offset, size: this.opBytes(n) } : undefined;
+  }
+
+  /**
+   * Where the forward's f16 X copies go (those no f16 cell holds): f16.a, or f16.x where gate's fp32
+   * live copy is f16.a (plan.f16Live.gate, f16-operands.ts f16GateInA): it lives there from gate_proj to
+   * the SwiGLU, which read and write X copies, and f16.x is free in the forward.
+   */
+  private get xKey(): 'f16.a' | 'f16.x' {
+    return this.plan.f16Live.gate === 'f16.a' ? 'f16.x' : 'f16.a';
   }
 
   /** dY [n]'s f16 copy: its producer's where it wrote one (dyOut), else cast into f16.a (counted). */
@@ -289,7 +311,7 @@ export class LinearGemms {
       // x's f16 copy for every GEMM that reads it: its f16 cell (written by its producer or its store),
       // its producer's (inputNorm, inputSwiglu, the attention's attnOut), else a cast here (counted: o
       // under INT8 attention scores, whose kernel writes fp32 only).
-      if (!this.cell(l, key) && !this.heldCopy(x, this.plan.dims.N * width)) push(this.castTo('f16.a', label, x, this.plan.dims.N * width).d);
+      if (!this.cell(l, key) && !this.heldCopy(x, this.plan.dims.N * width)) push(this.castTo(this.xKey, label, x, this.plan.dims.N * width, true).d);
       return x;
     }
     if (this.plan.layers[l].compute.forward === 'int8') {
@@ -319,10 +341,10 @@ export class LinearGemms {
     return this.runsF16(l, 'forward') ? this.xOut(l, 'o', o, this.plan.dims.N * this.plan.dims.QC) : undefined;
   }
 
-  /** Where a producer writes its output x (saved as `key`)'s f16 copy for layer l's f16 forward GEMMs: the f16 cell, else f16.a from 0. */
+  /** Where a producer writes its output x (saved as `key`)'s f16 copy for layer l's f16 forward GEMMs: the f16 cell, else f16.a (xKey) from 0. */
   private xOut(l: number, key: GemmInputSaved, x: GPUBuffer, n: number): F16Out {
     if (this.cell(l, key)) return this.cellOut(l, key);
-    return { out: this.hold(x, 0, n), elem: this.elem };
+    return { out: this.hold(x, 0, n, this.xKey), elem: this.elem };
   }
 
   /** The SwiGLU whose output feeds down_proj: with an INT8 forward it also writes h's codes. */

@@ -29,7 +29,7 @@ import {
 import type { ModelConfig } from '../model/config';
 import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
 import { type ParamLayout, paramLayout } from '../model/params';
-import { f16AttnInputSlots, f16AttnQkvSlots, f16CellBytes, f16Cells, f16LiveAlias, f16Operands, runsF16 } from '../model/f16-operands';
+import { f16AttnInputSlots, f16AttnQkvSlots, f16CellBytes, f16Cells, f16GateInA, f16Lean, f16LiveAlias, f16Operands, runsF16 } from '../model/f16-operands';
 import { logitsChunkRows } from './logits';
 import { type LoraPlan, loraBuffers, resolveLoraPlan } from '../lora/plan';
 import type { LoraSpec } from '../lora/spec';
@@ -85,8 +85,16 @@ export interface RunPlan {
    * f16 consumers in place; the fp32 readers unpack it (the twin: copy its f32 elements).
    */
   f16Cells: Set<LayerSavedKey>[];
-  /** The live copies of f16 cells kept in scratch instead of buffers of their own (f16-operands.ts f16LiveAlias; model/plan.ts LIVE_ALIAS for the rest). */
+  /**
+   * The live copies kept in scratch instead of buffers of their own: of f16 cells (f16-operands.ts
+   * f16LiveAlias), and gate's in a lean plan (f16GateInA: f16.a); model/plan.ts LIVE_ALIAS for the rest.
+   */
   f16Live: Partial<Record<LayerSavedKey, string>>;
+  /**
+   * A lean f16 workspace (f16-operands.ts f16Lean): the f16 GEMMs cast each weight into f16.w just before
+   * they run instead of keeping every weight's f16 copy, and gate's live copy is f16.a where f16GateInA.
+   */
+  f16Lean: boolean;
   /** The fake-quantized copies the step keeps: of the weights (`wq`), GEMM inputs (`aq`), output gradients (`gq`). */
   fakeQuant: { weights: boolean; inputs: boolean; grads: boolean };
   /** Rows per block of the SwiGLU backward (swigluBlockRows; N when `up` is stored fp32). */
@@ -298,6 +306,8 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   const weightCodes = int8.rows ? scheme.weight_codes : 'per-gemm';
   const f16 = resolveF16(scheme, layers, training, opts.f16Device ?? null, dims.D);
   // Not under tensor parallelism (its layers' GEMMs run fp32; its exchanges own their scratch).
+  const swigluRows = saved.some((s) => s.up) ? swigluBlockRows(dims, saved, opts.swigluBlockRows) : dims.N;
+  const lean = opts.f16Lean ?? f16Lean(saved);
   const cells = (opts.shareF16 ?? true) && scheme.tp.degree <= 1 ? f16Cells(saved.slice(0, dims.L), f16?.layers, training, layers.map((ly) => ly.compute.attentionQk === 'int8')) : layers.map(() => new Set<LayerSavedKey>());
   const plan: RunPlan = {
     cfg, dims, layout, scheme, training, layers, saved,
@@ -312,9 +322,16 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
       ? GEMM_INPUT_SAVED.filter((k) => sharesInputCodes(ly.compute, saved[l][k], ly.savedSpecs[SAVED_KIND_OF[k]!]))
       : [])),
     f16Cells: cells,
-    f16Live: f16LiveAlias(dims, saved, cells, f16?.layers),
+    f16Live: {
+      ...f16LiveAlias(dims, saved, cells, f16?.layers),
+      ...(f16GateInA(dims, saved, f16?.layers, {
+        lean, swigluRows, ops: f16Operands(f16?.layers, layout, dims, opts.f16Twin, training, cells, lean),
+        plain: training && !checkpoint && !lora && scheme.tp.degree <= 1 && !gateUpDx.some((x) => x),
+      }) ? { gate: 'f16.a' } : {}),
+    },
+    f16Lean: lean,
     fakeQuant,
-    swigluRows: saved.some((s) => s.up) ? swigluBlockRows(dims, saved, opts.swigluBlockRows) : dims.N,
+    swigluRows,
     // A trained head's dW reads hF back from its storage a chunk of rows at a time: its rows must align there too.
     logitsRows: logitsChunkRows(dims, training && !lora ? saved[dims.L].hF : undefined, opts.logitsChunkRows),
     wire: {
@@ -403,10 +420,11 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   ws('kRaw', d.N * d.KVC * f);
   // f16 GEMMs' operands: the weights' f16 copy and the cast activations (model/f16-operands.ts).
   // QLoRA's block linears have no f16 copy: each is dequantized to f16 into qlora.w before its GEMM.
-  const f16 = f16Operands(p.f16?.layers, p.qlora?.dense ?? layout, d, p.f16Twin, training, p.f16Cells);
+  const f16 = f16Operands(p.f16?.layers, p.qlora?.dense ?? layout, d, p.f16Twin, training, p.f16Cells, p.f16Lean);
   if (f16) {
     if (!p.qlora) ws('f16.w', f16.weightBytes);
-    ws('f16.a', f16.actBytes);
+    // Where gate's fp32 live copy is f16.a (f16GateInA), at least [N, F] fp32 (its dY slots' size already on a device).
+    ws('f16.a', Math.max(f16.actBytes, p.f16Live.gate === 'f16.a' ? d.N * d.F * f : 0));
     if (f16.dw && training) ws('f16.x', f16.xBytes);
   }
   // The f16 attention's q, k, v (and the backward's dO) copies (model/f16-operands.ts f16AttnInputSlots), where some layer runs it:
