@@ -1,0 +1,64 @@
+/**
+ * The model's f16 attention backward over the stored dS (kernels/attention/f16: spec.ds): a micro `f16`
+ * step (f32 twin, emulated f16 attention) whose backward stores dS in the model's dF1 scratch (passed
+ * as dsScratch) and runs dq as a GEMM over it gives the gradients of the step that recomputes dq (Di from
+ * fp32 dO instead of dO's f16 copy, and dq summed in another order: close, not bit for bit); the forward is the same.
+ */
+import { describe, expect, it } from 'vitest';
+import { F16_ATTN_BWD_TOL, type F16AttnBwdSpecs, type F16AttnSpec } from '../../src/engine/kernels/attention/f16/attention-f16';
+import { PRESETS } from '../../src/engine/model/config';
+import { LlamaGpu } from '../../src/engine/model/llama';
+import { initParams, paramLayout } from '../../src/engine/model/params';
+import { resolvePlan } from '../../src/engine/plan/run-plan';
+import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
+import { Rng } from '../../src/engine/util/rng';
+import { attentionTestRuntime } from '../helpers/gpu';
+
+const rt = await attentionTestRuntime();
+const cfg = { ...PRESETS.micro }; // 2 layers, 4 heads on 2 KV heads of 8
+const [B, T] = [2, 16];
+const layout = paramLayout(cfg);
+const params = initParams(cfg, layout, 11);
+const rng = new Rng(31);
+const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size));
+const DEV = { shaderF16: true, tensorCores: false, attentionHeadDims: [8], attentionBackwardHeadDims: [8] };
+const SPEC: F16AttnSpec = { cfg: { M: 8, N: 4, K: 8 }, D: 8, sgCount: 2, BKV: 8, sgSize: 8, PAD: 8, load: 'staged' };
+
+async function step(backward: F16AttnBwdSpecs) {
+  const model = new LlamaGpu(rt, resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS.f16, f16Device: DEV, f16Twin: true }), { f16Attention: { forward: SPEC, backward, emulate: true } });
+  try {
+    model.uploadParams(params);
+    model.setBatch(tokens);
+    rt.run(model.forward);
+    rt.run(model.backward);
+    // The flat fp32 gradients (f16: no gradient store), one slice per parameter.
+    const flat = await rt.readF32(model.b('grads'));
+    const grads = new Map(layout.views.map((v) => [v.name, flat.subarray(v.offset, v.offset + v.size)]));
+    return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, bwd: model.backward.map((d) => d.label) };
+  } finally {
+    model.destroy();
+  }
+}
+
+describe('f16 attention backward over the stored dS in the model (f32 twin)', () => {
+  it('a micro f16 step: dS in dF1, dq from it; gradients as the recomputing backward\'s', async () => {
+    const ref = await step({ dq: SPEC, dkdv: SPEC });
+    const got = await step({ dq: { ...SPEC, BKV: 16, ds: true }, dkdv: { ...SPEC, split: true, ds: true } });
+    expect(got.loss).toBe(ref.loss);
+    // Each parameter's gradient within the f16 backward's tolerance of its largest magnitude (measured: at most
+    // 4.7e-4, q_proj's; the two paths' Di differ by dO's f16 rounding, and dq sums in another order).
+    expect(ref.grads.size).toBe(layout.views.length);
+    for (const [k, want] of ref.grads) {
+      const g = got.grads.get(k)!;
+      const mag = want.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+      const err = g.reduce((m, x, i) => Math.max(m, Math.abs(x - want[i])), 0);
+      expect(mag, k).toBeGreaterThan(0);
+      expect(err / mag, k).toBeLessThan(F16_ATTN_BWD_TOL);
+    }
+    // Per layer: the Di pass, dk/dv storing dS and dq from it (every pair in one chunk of dF1), no recomputing dq.
+    for (const l of [0, 1]) {
+      expect(got.bwd.filter((x) => x.startsWith(`L${l}.attn.bwd.attn`))).toEqual([`L${l}.attn.bwd.attnBwdDi`, `L${l}.attn.bwd.attnBwdDkDvDsF16DH`, `L${l}.attn.bwd.attnBwdDqDsF16`]);
+      expect(ref.bwd.filter((x) => x.startsWith(`L${l}.attn.bwd.attn`))).toEqual([`L${l}.attn.bwd.attnBwdDqF16D`, `L${l}.attn.bwd.attnBwdDkDvF16DH`]);
+    }
+  }, 120_000);
+});
