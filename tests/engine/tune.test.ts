@@ -320,6 +320,16 @@ describe('the jobs of a run', () => {
     expect(keys(labRunOptions('micro', 8, 32, int8))).not.toEqual(keys(labRunOptions('micro')));
   });
 
+  it('an f16 run marks the linears\' fp32 GEMMs as its f16 GEMMs\' fallbacks (tuned last); the LM head and the decoder\'s prefill are not', () => {
+    const fallbacks = (scheme: typeof SCHEME_PRESETS.fp32) => trainingTuneJobs(defaultTrainOptions('micro', { scheme }))
+      .filter((j) => j.family === 'matmul' && j.fallback).map((j) => j.key).sort();
+    expect(fallbacks(SCHEME_PRESETS.fp32)).toEqual([]);
+    const f16 = fallbacks(SCHEME_PRESETS.f16);
+    expect(f16).toEqual(expect.arrayContaining(['128x32x32NN', '32x32x128TN'])); // q dX, q dW
+    expect(f16).not.toContain('128x65x32NT'); // lm_head forward runs fp32
+    expect(f16).not.toContain('32x64x32NT'); // the decoder's prefill runs fp32
+  });
+
   it('base: the forward linears run NN on a transposed weight (8192 tokens)', () => {
     const keys = trainingTuneJobs(defaultTrainOptions('base', { model: { vocab_size: 65 } })).map((j) => j.key);
     expect(keys).toContain('8192x768x768NN');

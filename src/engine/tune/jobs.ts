@@ -25,6 +25,8 @@ export interface MatmulJob {
   shape: MatmulShape;
   /** Split-K workspace the model's call has (0: one pass only). */
   workspaceBytes: number;
+  /** Every call of it is an f16 GEMM's fp32 fallback (it runs only where the f16 kernel cannot): tuned after the rest. */
+  fallback?: boolean;
 }
 
 /** The attention kernels whose tiles are tuned: the fp32 passes and the INT8-score ones. */
@@ -70,14 +72,18 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   // dW GEMMs split K into a dead backward scratch (linear-gemms.ts dwWorkspace); none under tensor parallelism.
   const ws = (scratch: 'dq' | 'dF1') => (plan.wire.tp ? 0 : bytes(scratch));
   const gemms = new Map<string, MatmulJob>();
-  const add = (shape: MatmulShape, workspaceBytes: number, what: string) => {
+  const add = (shape: MatmulShape, workspaceBytes: number, what: string, fallback = false) => {
     const key = shapeKey(shape);
     const have = gemms.get(key);
     if (have) {
       have.workspaceBytes = Math.max(have.workspaceBytes, workspaceBytes);
       if (!have.label.includes(what)) have.label += `, ${what}`;
+      if (!fallback) delete have.fallback;
     } else {
-      gemms.set(key, { family: 'matmul', key, label: `${shape.M}x${shape.N}x${shape.K} ${shape.transA ? 'T' : 'N'}${shape.transB ? 'T' : 'N'}: ${what}`, shape, workspaceBytes });
+      gemms.set(key, {
+        family: 'matmul', key, label: `${shape.M}x${shape.N}x${shape.K} ${shape.transA ? 'T' : 'N'}${shape.transB ? 'T' : 'N'}: ${what}`, shape, workspaceBytes,
+        ...(fallback ? { fallback } : {}),
+      });
     }
   };
   // [name, in, out, dW scratch]
@@ -101,9 +107,9 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   for (const layer of plan.layers) {
     const c = layer.compute;
     for (const [name, cin, cout, scratch] of linears) {
-      if (c.forward === 'fp32') add({ M: N, N: cout, K: cin, transA: false, transB: !nn }, 0, `${name} forward`);
-      if (c.dx === 'fp32') add({ M: N, N: cin, K: cout }, 0, `${name} dX`);
-      if (c.dw === 'fp32') add({ M: cout, N: cin, K: N, transA: true }, ws(scratch), `${name} dW`);
+      if (c.forward === 'fp32') add({ M: N, N: cout, K: cin, transA: false, transB: !nn }, 0, `${name} forward`, !!c.f16?.forward);
+      if (c.dx === 'fp32') add({ M: N, N: cin, K: cout }, 0, `${name} dX`, !!c.f16?.dx);
+      if (c.dw === 'fp32') add({ M: cout, N: cin, K: N, transA: true }, ws(scratch), `${name} dW`, !!c.f16?.dw);
       if (c.f16?.forward) addF16('NT', { M: N, N: cout, K: cin }, `${name} forward`);
       if (c.f16?.dx && plan.training) addF16('NN', { M: N, N: cin, K: cout }, `${name} dX`);
       if (c.f16?.dw && plan.training) addF16('TN', { M: cout, N: cin, K: N }, `${name} dW`);

@@ -78,6 +78,8 @@ export function missingJobs(jobs: readonly TuneJob[], cache: TuneCache, adapter:
   });
 }
 
+const isFallback = (j: TuneJob) => j.family === 'matmul' && !!j.fallback;
+
 /** A software adapter (SwiftShader, llvmpipe/lavapipe, WARP). */
 export function isCpuAdapter(a: AdapterKey): boolean {
   return /swiftshader|llvmpipe|lavapipe|warp|software|cpu/i.test(`${a.vendor} ${a.architecture} ${a.device} ${a.description}`);
@@ -112,7 +114,9 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
   const adapter = adapterKeyOf(rt.gpu.adapterInfo);
   o = deviceTuneOptions(rt, o);
   cache.applyTo(rt.device, adapter);
-  const todo = missingJobs(jobs, cache, adapter, o.force);
+  // f16 GEMMs' fp32 fallbacks last: on a device with f16 tensor cores they do not run, and the budget ran out before
+  // the f16 attention's jobs on the H100 (s28c4); where the f16 jobs have no candidates they take no time.
+  const todo = missingJobs(jobs, cache, adapter, o.force).sort((a, b) => Number(isFallback(a)) - Number(isFallback(b)));
   const outcome: TuneOutcome = {
     adapter, tuned: [], cached: jobs.filter((j) => !todo.includes(j)).map((j) => j.key), unfinished: [], rejected: [],
     elapsedS: 0, cancelled: false, outOfBudget: false,
