@@ -663,7 +663,11 @@ export function f16AttnDsChunks(s: Shape, bytes: number, emulate = false): DsChu
   return pairChunks(s.B * s.nKV, Math.floor(bytes / f16AttnDsPairBytes(s.T, s.nH / s.nKV, emulate)));
 }
 
-/** dq, dk, dv from q, k, v, o, lse, dO with f16 operands on subgroup matrices: the dq kernel (writes Di), then the dk/dv kernel. */
+/**
+ * dq, dk, dv from q, k, v, o, lse, dO with f16 operands on subgroup matrices: the dq kernel (writes Di),
+ * then the dk/dv kernel; or with stored-dS specs (spec.ds) the Di pass, then per chunk of (b, KV head)
+ * pairs the dk/dv kernel storing dS into dsScratch and dq from it.
+ */
 export function attentionBackwardF16(rt: Runtime, a: AttentionBackwardF16Args): Dispatch[] {
   const specs = a.specs ?? f16AttentionBackwardSpecsFor(rt, a, a.emulate, true, !!a.dsScratch && f16AttnDsChunks(a, bindingBytes(a.dsScratch), a.emulate).length > 0);
   if (!specs) throw new Error(`${a.label}: no verified f16 attention backward for head dim ${a.D} on this device (enableF16Attention): use the fp32 backward`);
