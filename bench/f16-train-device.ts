@@ -11,11 +11,13 @@
  *  (d) f16 cells (--cells, e.g. tiny,base; RunPlan.f16Cells): one step (B2) per model under f16 and agoq-f16 with the saved f16
  *      tensors as the f16 operand copies against the same step with them packed beside separate copies
  *      (shareF16 false), same init and batch: loss and every stored gradient bit for bit (exit 1 if not), and the plans' bytes;
- *      then forward + backward of both wirings at (a)'s shape (base B16×T512, tiny B16×T128) timed alternately, 3 rounds of --reps.
+ *      then forward + backward of both wirings at (a)'s shape (base B16×T512, tiny B16×T128) timed alternately, 3 rounds of --reps;
+ *  (e) the lean f16 workspace (--lean, e.g. tiny,base; RunPlan.f16Lean: per-GEMM weight casts, gate's live copy in f16.a): the same
+ *      check and timing under agoq-f16 against f16Lean false (the full workspace).
  *
  *   node f16-train-device.mjs [--json out.json] [--data tinyshakespeare.txt] [--reps 10] [--warmup 3]
  *        [--models micro,base] [--schemes fp32,f16,int8-f16] [--fidelity-steps 80] [--fidelity-model tiny] [--no-bench] [--no-fidelity] [--cpu] [--toggles a,b]
- *        [--cells tiny,base]
+ *        [--cells tiny,base] [--lean tiny,base]
  * `--cpu` (SwiftShader: no shader-f16, so the f16 runs resolve to fp32 and say so) tests the script's
  * flow; the numbers are meaningless there. Exit 1 when the f16 run diverges or misses the fidelity bound.
  */
@@ -27,6 +29,7 @@ import { median, timeDispatches } from '../src/engine/gpu/timer';
 import { PRESETS, type PresetName } from '../src/engine/model/config';
 import { LlamaGpu } from '../src/engine/model/llama';
 import { initParams } from '../src/engine/model/params';
+import type { PlanOverrides } from '../src/engine/model/plan';
 import { resolvePlan } from '../src/engine/plan/run-plan';
 import { Rng } from '../src/engine/util/rng';
 import { gemmPathSummary } from '../src/engine/model/int8-gemms';
@@ -40,7 +43,7 @@ const a = parseArgs({
   options: {
     json: { type: 'string' }, data: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
     models: { type: 'string' }, schemes: { type: 'string' }, 'fidelity-steps': { type: 'string' }, 'fidelity-model': { type: 'string' }, 'fidelity-schemes': { type: 'string' },
-    'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' }, toggles: { type: 'string' }, cells: { type: 'string' },
+    'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' }, toggles: { type: 'string' }, cells: { type: 'string' }, lean: { type: 'string' },
   },
 }).values;
 const T0 = Date.now();
@@ -142,19 +145,25 @@ if (!a['no-fidelity']) {
   }
   save();
 }
-// (d) f16 cells as the operand copies vs separate copies: the same step bit for bit.
-if (a.cells) {
+// (d) f16 cells as the operand copies vs separate copies, (e) the lean f16 workspace vs the full one: the same step bit for bit.
+/**
+ * One step (B2) per model of `presets` under each scheme, the wiring `ref` (plan overrides) against the
+ * default plan, same init and batch: loss and every stored gradient bit for bit (failed if not), the
+ * plans' bytes and dispatch counts; then forward + backward of both at the bench's shape, alternately.
+ */
+async function compareWirings(kind: 'cells' | 'lean', presets: string, schemes: string[], ref: PlanOverrides): Promise<void> {
   const rows: unknown[] = [];
-  out.cells = rows;
-  for (const preset of a.cells.split(',') as PresetName[]) {
+  out[kind] = rows;
+  for (const preset of presets.split(',') as PresetName[]) {
     const cfg = PRESETS[preset];
     if (!cfg) throw new Error(`unknown model ${preset}`);
     const [B, T] = [2, Math.min(512, cfg.max_position_embeddings)];
     const rng = new Rng(23);
     const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size));
-    for (const name of ['f16', 'agoq-f16']) {
-      const run = async (shareF16: boolean) => {
-        const model = new LlamaGpu(rt, resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS[name], f16Device: f16, shareF16 }));
+    for (const name of schemes) {
+      const plan = (b: number, t: number, o: PlanOverrides) => resolvePlan(cfg, b, t, { scheme: SCHEME_PRESETS[name], f16Device: f16, ...o });
+      const run = async (o: PlanOverrides) => {
+        const model = new LlamaGpu(rt, plan(B, T, o));
         try {
           model.uploadParams(initParams(cfg, model.layout, 7));
           model.setBatch(tokens);
@@ -162,7 +171,8 @@ if (a.cells) {
           const keys = [...model.buf.keys()].filter((k) => k === 'grads' || k.startsWith('grads.')).sort();
           const grads = (await Promise.all(keys.map((k) => rt.readU32(model.b(k))))).flatMap((x) => Array.from(x));
           const bytes = model.plan.buffers.reduce((t, b) => t + b.bytes, 0);
-          return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, bytes, cells: model.plan.f16Cells[0].size, dispatches: model.forward.length + model.backward.length };
+          const what = kind === 'cells' ? `${model.plan.f16Cells[0].size} cells a layer` : `lean ${model.plan.f16Lean}, gate live in ${model.plan.f16Live.gate ?? 'live.gate'}`;
+          return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, bytes, what, dispatches: model.forward.length + model.backward.length };
         } finally {
           model.destroy();
         }
@@ -170,8 +180,8 @@ if (a.cells) {
       // forward + backward of both wirings at the bench's shape, alternately (the same GPU state for both).
       const time = async () => {
         const [TB, TT] = preset === 'base' ? [16, 512] : preset === 'micro' ? [4, 32] : [16, Math.min(128, cfg.max_position_embeddings)];
-        const ms: Record<'sep' | 'cell', number[]> = { sep: [], cell: [] };
-        const models = { sep: new LlamaGpu(rt, resolvePlan(cfg, TB, TT, { scheme: SCHEME_PRESETS[name], f16Device: f16, shareF16: false })), cell: new LlamaGpu(rt, resolvePlan(cfg, TB, TT, { scheme: SCHEME_PRESETS[name], f16Device: f16 })) };
+        const ms: Record<'ref' | 'got', number[]> = { ref: [], got: [] };
+        const models = { ref: new LlamaGpu(rt, plan(TB, TT, ref)), got: new LlamaGpu(rt, plan(TB, TT, {})) };
         try {
           const trng = new Rng(5);
           const batch = Int32Array.from({ length: TB * (TT + 1) }, () => trng.int(cfg.vocab_size));
@@ -180,38 +190,41 @@ if (a.cells) {
             m.setBatch(batch);
           }
           for (let round = 0; round < 3; round++) {
-            for (const k of ['sep', 'cell'] as const) {
+            for (const k of ['ref', 'got'] as const) {
               const r = await timeDispatches(rt, [...models[k].forward, ...models[k].backward], { warmup: round ? 1 : Number(a.warmup ?? 3), reps: Number(a.reps ?? 10) });
               ms[k].push(r.medianMs);
             }
           }
-          return { shape: `B${TB}xT${TT}`, sepMs: median(ms.sep), cellMs: median(ms.cell), rounds: ms, tokens: TB * TT };
+          return { shape: `B${TB}xT${TT}`, refMs: median(ms.ref), gotMs: median(ms.got), rounds: ms, tokens: TB * TT };
         } finally {
-          models.sep.destroy();
-          models.cell.destroy();
+          models.ref.destroy();
+          models.got.destroy();
         }
       };
+      const [refName, gotName] = kind === 'cells' ? ['separate copies', 'cells'] : ['full workspace', 'lean'];
       try {
-        const [sep, cell] = [await run(false), await run(true)];
-        const diff = cell.grads.findIndex((g, i) => g !== sep.grads[i]);
-        const same = Object.is(cell.loss, sep.loss) && diff < 0 && cell.grads.length === sep.grads.length && Number.isFinite(cell.loss);
+        const [r, g] = [await run(ref), await run({})];
+        const diff = g.grads.findIndex((x, i) => x !== r.grads[i]);
+        const same = Object.is(g.loss, r.loss) && diff < 0 && g.grads.length === r.grads.length && Number.isFinite(g.loss);
         if (!same) failed = true;
-        rows.push({ preset, scheme: name, same, loss: [sep.loss, cell.loss], firstDiff: diff, bytes: [sep.bytes, cell.bytes], dispatches: [sep.dispatches, cell.dispatches], cells: cell.cells });
-        log(`cells ${preset} B${B}xT${T} ${name}: ${same ? 'bit for bit' : `DIFFER (loss ${sep.loss} vs ${cell.loss}, first differing gradient word ${diff})`}; `
-          + `${cell.cells} cells a layer; model buffers ${sep.bytes} -> ${cell.bytes} B; dispatches ${sep.dispatches} -> ${cell.dispatches}`);
+        rows.push({ preset, scheme: name, same, loss: [r.loss, g.loss], firstDiff: diff, bytes: [r.bytes, g.bytes], dispatches: [r.dispatches, g.dispatches], what: g.what });
+        log(`${kind} ${preset} B${B}xT${T} ${name}: ${same ? 'bit for bit' : `DIFFER (loss ${r.loss} vs ${g.loss}, first differing gradient word ${diff})`}; `
+          + `${g.what}; model buffers ${r.bytes} -> ${g.bytes} B; dispatches ${r.dispatches} -> ${g.dispatches}`);
         const t = await time();
         (rows[rows.length - 1] as Record<string, unknown>).timing = t;
-        log(`cells ${preset} ${t.shape} ${name} forward+backward: separate copies ${t.sepMs.toFixed(2)} ms (${Math.round(t.tokens / t.sepMs * 1000)} tok/s), `
-          + `cells ${t.cellMs.toFixed(2)} ms (${Math.round(t.tokens / t.cellMs * 1000)} tok/s), ${(t.sepMs / t.cellMs).toFixed(3)}x; rounds ${JSON.stringify(t.rounds)}`);
+        log(`${kind} ${preset} ${t.shape} ${name} forward+backward: ${refName} ${t.refMs.toFixed(2)} ms (${Math.round(t.tokens / t.refMs * 1000)} tok/s), `
+          + `${gotName} ${t.gotMs.toFixed(2)} ms (${Math.round(t.tokens / t.gotMs * 1000)} tok/s), ${(t.refMs / t.gotMs).toFixed(3)}x; rounds ${JSON.stringify(t.rounds)}`);
       } catch (e) {
         failed = true;
         rows.push({ preset, scheme: name, error: String(e) });
-        log(`cells ${preset} ${name}: FAIL ${String(e)}`);
+        log(`${kind} ${preset} ${name}: FAIL ${String(e)}`);
       }
       save();
     }
   }
 }
+if (a.cells) await compareWirings('cells', a.cells, ['f16', 'agoq-f16'], { shareF16: false });
+if (a.lean) await compareWirings('lean', a.lean, ['agoq-f16'], { f16Lean: false });
 save();
 log(failed ? 'done: FAILURES above' : 'done');
 process.exit(failed ? 1 : 0);
