@@ -61,10 +61,10 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // at 32 KiB the two-subgroup staged ones (fp32 inputs: no direct ones) and every direct one (nothing staged).
     const lim = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024 };
     // Then the stored-dS pairs (dq from dS + dk/dv storing it; f16 inputs only), those that fit.
-    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.wide ? 'w' : ''}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}${x.prefetch ? 'p' : ''}`;
+    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.wide ? 'w' : ''}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}${x.prefetch ? 'p' : ''}${x.contig ? 'c' : ''}`;
     const list = (l: typeof lim, inputs16?: boolean) => f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, l, undefined, false, inputs16)
       .map((c) => (c.dq.ds ? `ds ${name(c.dq)}+${name(c.dkdv)}` : c.dkdv.split || c.dkdv.prefetch ? `${name(c.dq)}+${name(c.dkdv)}` : name(c.dq)));
-    expect(list(lim)).toEqual(['2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/64+2/16sp', 'ds 4/64+2/16s', 'ds 4/64+2/16p', 'ds 4/64+2/16',
+    expect(list(lim)).toEqual(['2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/64+2/16sp', 'ds 4/64+2/16spc', 'ds 4/64+2/16s', 'ds 4/64+2/16p', 'ds 4/64+2/16', 'ds 4/64+2/16c',
       'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+2/32s', 'ds 4/64+4/16s', 'ds 4/64+4/16', 'ds 4/64+2/16d', 'ds 4/64+2/32sp', 'ds 4/64+4/16sp', 'ds 4/64+4/32sp', 'ds 2/64w+2/16sp', 'ds 4/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s']);
     // The first passing candidate, and where it stores dS the first passing one that recomputes (no more checked).
     const c = f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, lim);
@@ -102,7 +102,7 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // Two and four subgroups (one and two pairs), query blocks of 8 and 16, 8×8×8 and 8×4×8; fp32 inputs too.
     const a: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8 };
     const b: F16AttnSpec = { ...odd, sgCount: 4, BKV: 16 };
-    for (const specs of [{ dq: a, dkdv: { ...a, split: true } }, { dq: { ...a, BKV: 16, ds: true }, dkdv: { ...a, BKV: 16, split: true, ds: true } }, { dq: b, dkdv: { ...b, split: true } }]) {
+    for (const specs of [{ dq: a, dkdv: { ...a, split: true } }, { dq: { ...a, BKV: 16, ds: true }, dkdv: { ...a, BKV: 16, split: true, contig: true, ds: true } }, { dq: b, dkdv: { ...b, split: true } }]) {
       const r = await checkF16AttnBwdSpecs(rt, specs, true);
       expect(r).toEqual({ label: r.label, ok: true });
     }
@@ -118,12 +118,13 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // Across the group's heads (G = 2 in the first case), split with one and two pairs or not split
     // (8×4×8 left out: SwiftShader takes ~50 s over it).
     for (const specs of [{ dq: a, dkdv: { ...a, split: true, prefetch: true } }, { dq: { ...a, BKV: 16, ds: true }, dkdv: { ...a, sgCount: 4, split: true, prefetch: true, ds: true } },
-      { dq: { ...a, ds: true }, dkdv: { ...a, BKV: 16, prefetch: true, ds: true } }]) {
+      { dq: { ...a, ds: true }, dkdv: { ...a, BKV: 16, prefetch: true, contig: true, ds: true } }]) {
       const r = await checkF16AttnBwdSpecs(rt, specs, true);
       expect(r).toEqual({ label: r.label, ok: true });
     }
     expect(f16AttnBwdSpecError('dkdv', { ...a, prefetch: true }, 49152, 1024, true, false)).toMatch(/prefetches f16 copies it stages/);
     expect(f16AttnBwdSpecError('dq', { ...a, prefetch: true }, 49152, 1024, true, true)).toMatch(/prefetch is an option of the dk\/dv kernel/);
+    expect(f16AttnBwdSpecError('dq', { ...a, contig: true }, 49152, 1024, true, true)).toMatch(/contig is an option of the dk\/dv kernel/);
   });
 
   it('the stored dS is the reference dS at f16AttnDsOffset, 0 where masked in a stored tile', async () => {

@@ -580,7 +580,7 @@ export async function checkF16AttnBwdSpecs(rt: Runtime, s: F16AttnBwdSpecs, emul
 export interface F16AttnBwdSpecs { dq: F16AttnSpec; dkdv: F16AttnSpec }
 
 /** A spec's layout fields (a layout list's entry). */
-export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split' | 'prefetch' | 'wide'>;
+export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split' | 'prefetch' | 'wide' | 'contig'>;
 
 /** A backward layout: one both kernels share, or the dq and dk/dv kernels' apart. */
 export type F16AttnBwdLayout = F16AttnLayout | { dq: F16AttnLayout; dkdv: F16AttnLayout };
@@ -600,7 +600,9 @@ export const f16AttnBwdLayoutPair = (l: F16AttnBwdLayout): { dq: F16AttnLayout; 
  *   subgroup at BKV16, D64);
  * - prefetched dk/dv (spec.prefetch): the next query block's Q and dO rows are loaded into registers
  *   while this block's products run (its global-load latency hidden inside the workgroup);
- * - wide dq from dS (spec.wide): 2·M query rows a subgroup, each K tile loaded serving two products.
+ * - wide dq from dS (spec.wide): 2·M query rows a subgroup, each K tile loaded serving two products;
+ * - contiguous softmax columns in dk/dv (spec.contig): a lane's 8 (BKV16) columns adjacent, so its Ss
+ *   loads and Pᵀ/dSᵀ stores may merge into 16-byte ones (times whether the compiler does).
  */
 export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' },
@@ -612,9 +614,11 @@ export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   { sgCount: 2, BKV: 32, PAD: 8, load: 'direct' },
   { sgCount: 4, BKV: 32, PAD: 8, load: 'direct' },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, prefetch: true, ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, prefetch: true, contig: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', prefetch: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', contig: true, ds: true } },
   { dq: { sgCount: 4, BKV: 32, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
   { dq: { sgCount: 2, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true } },
