@@ -599,7 +599,8 @@ export const f16AttnBwdLayoutPair = (l: F16AttnBwdLayout): { dq: F16AttnLayout; 
  *   and dk, so each right tile loaded serves two products (matrix loads a block: 10 instead of 18 per
  *   subgroup at BKV16, D64);
  * - prefetched dk/dv (spec.prefetch): the next query block's Q and dO rows are loaded into registers
- *   while this block's products run (its global-load latency hidden inside the workgroup);
+ *   while this block's products run (its global-load latency hidden inside the workgroup) and staged
+ *   into the other half of a double buffer, so a block needs 3 barriers instead of 4;
  * - wide dq from dS (spec.wide): 2·M query rows a subgroup, each K tile loaded serving two products;
  * - contiguous softmax columns in dk/dv (spec.contig): a lane's 8 (BKV16) columns adjacent, so its Ss
  *   loads and Pᵀ/dSᵀ stores may merge into 16-byte ones (times whether the compiler does).

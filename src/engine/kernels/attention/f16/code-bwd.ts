@@ -38,7 +38,8 @@ export function f16AttnBwdStaging(kind: F16AttnBwdKernel, s: F16AttnSpec, direct
   // Per subgroup row: the S block and the dP block side by side; the final D-wide result after.
   const SST = Math.max(2 * s.BKV, s.D) + 4;
   // `direct` (f16 inputs read by the matrix loads): no staged rows; dk/dv's lanes read lse and Di themselves.
-  const aElems = direct ? 0 : Math.max(2 * own, 2 * s.BKV) * KST;
+  // dk/dv's prefetch double-buffers Q's and dO's rows (two blocks' worth).
+  const aElems = direct ? 0 : Math.max(2 * own, (kind === 'dkdv' && s.prefetch ? 4 : 2) * s.BKV) * KST;
   const pElems = (kind === 'dkdv' ? 2 : 1) * own * PST;
   const sElems = own * SST;
   const extra = kind === 'dkdv' && !direct ? 2 * s.BKV : 0; // lse and Di of the query block
@@ -353,6 +354,8 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
   const VOFF = BKo * KST;
   const QOFF = 0;
   const OOFF = BQo * KST;
+  // spec.prefetch: Q's and dO's rows alternate between two halves of A (ab), so a block's stores need not wait for the last one's reads.
+  const ab = s.prefetch ? 'ab + ' : '';
   // spec.split: subgroups 2p and 2p+1 share keys 2p·M .. 2p·M+2M−1; Pᵀ and dSᵀ in one array (PD) so a subgroup picks its operand by offset.
   const split = !!s.split;
   const [Pt, Dt, DTOFF] = split ? ['PD', 'PD', BKo * PST] : ['Pt', 'Dt', 0];
@@ -360,10 +363,10 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
   // Q's and dO's tiles of the query block: for Sᵀ, dPᵀ (query tile j, head-dim slice kd; col_major) and for dk, dv (query slice kk, column tile dn).
   const qS = (arr: 'q' | 'dO', j: number, kd: number) => (direct
     ? load(arr, 'RT', `qo + ${j * N}u * qst + ${kd * K}u`, true, 'qst')
-    : load('A', 'RT', `${(arr === 'dO' ? OOFF : QOFF) + j * N * KST + kd * K}u`, true, `${KST}u`));
+    : load('A', 'RT', `${ab}${(arr === 'dO' ? OOFF : QOFF) + j * N * KST + kd * K}u`, true, `${KST}u`));
   const qD = (arr: 'q' | 'dO', kk: number, dn: number) => (direct
     ? load(arr, 'RT', `qo + ${kk * K}u * qst + ${dn * N}u`, false, 'qst')
-    : load('A', 'RT', `${(arr === 'dO' ? OOFF : QOFF) + kk * K * KST + dn * N}u`, false, `${KST}u`));
+    : load('A', 'RT', `${ab}${(arr === 'dO' ? OOFF : QOFF) + kk * K * KST + dn * N}u`, false, `${KST}u`));
   if (direct) {
     // K's and V's left tiles of the own keys straight from the f16 copies (rows past T: finite, never written out).
     L.push(`  let ko = ((b * P.T + kmin) * P.nKV + g) * ${D}u;`, `  let kvs = P.nKV * ${D}u;`, `  let qst = P.nH * ${D}u;`);
@@ -391,11 +394,12 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
   // spec.prefetch: the first block's Q and dO rows into registers now, each next block's while this one's products run.
   const pq = s.prefetch ? prefetchRows16(g, 'q', 'P.nH', BQo, 'pq') : null;
   const pd = s.prefetch ? prefetchRows16(g, 'dO', 'P.nH', BQo, 'pd') : null;
-  if (pq && pd) L.push(`  ${[...pq.decl, ...pd.decl].join(' ')}`, ...pq.load('k0', 'g * P.G', 'true', '  '), ...pd.load('k0', 'g * P.G', 'true', '  '));
+  if (pq && pd) L.push(`  ${[...pq.decl, ...pd.decl].join(' ')}`, '  var it = 0u;', ...pq.load('k0', 'g * P.G', 'true', '  '), ...pd.load('k0', 'g * P.G', 'true', '  '));
   L.push('  for (var hh = 0u; hh < P.G; hh++) {', '    let h = g * P.G + hh;');
   L.push(`    for (var qs = k0; qs < P.T; qs += ${BQo}u) {`);
   if (pq && pd) {
-    L.push(...pq.store(`${QOFF}u`, KST, '      '), ...pd.store(`${OOFF}u`, KST, '      '));
+    L.push(`      let ab = (it & 1u) * ${2 * BQo * KST}u; // this block's half of the double-buffered Q/dO rows`, '      it += 1u;');
+    L.push(...pq.store(`ab + ${QOFF}u`, KST, '      '), ...pd.store(`ab + ${OOFF}u`, KST, '      '));
     L.push(`      { var nq = qs + ${BQo}u; var nhh = hh; if (nq >= P.T) { nq = k0; nhh = hh + 1u; }`);
     L.push(...pq.load('nq', 'g * P.G + nhh', 'nhh < P.G', '        '), ...pd.load('nq', 'g * P.G + nhh', 'nhh < P.G', '        '), '      }');
     L.push(`      for (var e = lid; e < ${BQo}u; e += ${NT}u) { let tq = qs + e; let ok = tq < P.T; let i = (b * P.nH + h) * P.T + select(0u, tq, ok);`);
@@ -415,7 +419,7 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
     // Sᵀ (even) or dPᵀ (odd) of both M-key tiles: each right tile (Qᵀ's or dOᵀ's) loaded once serves two products.
     L.push(`      if (qs + ${j * N + N - 1}u >= pk0) {`, '        var a0 = CT();', '        var a1 = CT();');
     for (let kd = 0; kd < D / K; kd++) {
-      L.push(`        { let rt = ${load('A', 'RT', `select(${QOFF}u, ${OOFF}u, odd) + ${j * N * KST + kd * K}u`, true, `${KST}u`)};`);
+      L.push(`        { let rt = ${load('A', 'RT', `${ab}select(${QOFF}u, ${OOFF}u, odd) + ${j * N * KST + kd * K}u`, true, `${KST}u`)};`);
       L.push(`          a0 = ${mma}(lm0_${kd}, rt, a0); a1 = ${mma}(lm1_${kd}, rt, a1); }`);
     }
     L.push(`        ${storeS(`pr0 * ${SST}u + select(0u, ${BQo}u, odd) + ${j * N}u`, 'a0')}`, `        ${storeS(`(pr0 + ${M}u) * ${SST}u + select(0u, ${BQo}u, odd) + ${j * N}u`, 'a1')}`, '      }');
@@ -450,7 +454,7 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
     }
     for (let dn = 0; dn < D / N; dn++) {
       for (let kk = 0; kk < BQo / K; kk++) {
-        L.push(`      if (qs + ${kk * K + K - 1}u >= pk0) { let rt = ${load('A', 'RT', `select(${OOFF}u, ${QOFF}u, odd) + ${kk * K * KST + dn * N}u`, false, `${KST}u`)};`);
+        L.push(`      if (qs + ${kk * K + K - 1}u >= pk0) { let rt = ${load('A', 'RT', `${ab}select(${OOFF}u, ${QOFF}u, odd) + ${kk * K * KST + dn * N}u`, false, `${KST}u`)};`);
         L.push(`        ac0_${dn} = ${mma}(pl0_${kk}, rt, ac0_${dn}); ac1_${dn} = ${mma}(pl1_${kk}, rt, ac1_${dn}); }`);
       }
     }
@@ -480,8 +484,9 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
     L.push('      }');
   }
   // Staged: the next block's staging waits for every subgroup's reads. Direct: Ss, Pt, Dt are the
-  // subgroup's own, and the next block's first barrier orders their reuse.
-  L.push(...(direct ? [] : ['      workgroupBarrier();']), '    }', '  }');
+  // subgroup's own, and the next block's first barrier orders their reuse. Prefetch: the next block stages
+  // into A's other half, and the block's barriers after its first order every other reuse (LS, DS, Ss, Pᵀ, dSᵀ).
+  L.push(...(direct || s.prefetch ? [] : ['      workgroupBarrier();']), '    }', '  }');
   for (const [acc, out, scale] of [['dk', 'DK', 'P.scale * '], ['dv', 'DV', '']]) {
     if (split) {
       // The pair's dk (odd subgroup) or dv (even) of both M-key tiles to their scratch rows.

@@ -61,7 +61,10 @@ export interface F16AttnSpec {
    * and dk, so each right tile (Q's, dO's) loaded from workgroup memory serves two products.
    */
   split?: boolean;
-  /** dk/dv only (staged f16 copies): each next query block's rows are loaded into registers while this block's products run. */
+  /**
+   * dk/dv only (staged f16 copies): each next query block's rows are loaded into registers while this
+   * block's products run, and staged into the other half of a double buffer (3 barriers a block, not 4).
+   */
   prefetch?: boolean;
   /** dq from the stored dS only: each subgroup takes 2·M query rows, so each K tile loaded serves two products (BQ = 2·sgCount·M). */
   wide?: boolean;
