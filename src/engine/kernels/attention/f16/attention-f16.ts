@@ -589,10 +589,12 @@ export const f16AttnBwdLayoutPair = (l: F16AttnBwdLayout): { dq: F16AttnLayout; 
 
 /**
  * Backward layouts tried per configuration, first that passes wins (enableF16Attention; the tuner times them all).
- * Staged first, the faster measured first (H100, dq + dk/dv a layer, staged: BQ32/BKV16 0.745 ms,
+ * First the fastest measured on the H100 (s28c4, base, a layer with Di): stored dS, dq BQ64/BKV64 and split dk/dv
+ * BQ32/BKV32, 0.591 ms against 0.705 for the recomputing BQ32/BKV16 pair (a run without a dS scratch takes the next).
+ * Then staged, the faster measured first (H100, dq + dk/dv a layer, staged: BQ32/BKV16 0.745 ms,
  * BQ64/BKV16 0.819, BQ32/BKV32 0.952, BQ64/BKV32 1.176); then the same reading the copies directly.
- * Then pairs of dq and dk/dv layouts, not yet measured (bench/f16-attn-device.ts 'backward candidates'),
- * likeliest fastest first:
+ * Then pairs of dq and dk/dv layouts (bench/f16-attn-device.ts 'backward candidates'; s28c4 timed those
+ * without prefetch, contig or wide: 0.601-0.765 ms), likeliest fastest first:
  * - stored dS (spec.ds): dk/dv as the fastest recompute layout (BQ32/BKV16) plus 16-byte dS stores, and
  *   dq a GEMM over the stored dS, which can take bigger blocks than the recomputing dq (no S/dP scratch);
  * - split dk/dv (spec.split): paired subgroups share 2·M keys, one computing Sᵀ and dv, the other dPᵀ
@@ -606,6 +608,7 @@ export const f16AttnBwdLayoutPair = (l: F16AttnBwdLayout): { dq: F16AttnLayout; 
  *   loads and Pᵀ/dSᵀ stores may merge into 16-byte ones (times whether the compiler does).
  */
 export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true } },
   { sgCount: 2, BKV: 16, PAD: 8, load: 'staged' },
   { sgCount: 4, BKV: 16, PAD: 8, load: 'staged' },
   { sgCount: 2, BKV: 32, PAD: 8, load: 'staged' },
@@ -622,7 +625,6 @@ export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', contig: true, ds: true } },
   { dq: { sgCount: 4, BKV: 32, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
   { dq: { sgCount: 2, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', ds: true } },
-  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 4, BKV: 16, PAD: 8, load: 'staged', split: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 4, BKV: 16, PAD: 8, load: 'staged', ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'direct', ds: true } },
