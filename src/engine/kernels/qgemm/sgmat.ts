@@ -238,6 +238,21 @@ export async function checkSgmat(rt: Runtime, k: SgmatKernel, s: { M: number; N:
 }
 
 /**
+ * The f16 → f32 kernels' matrix types LT, RT, CT: subgroup matrices, or, emulated (emulatedSgmatWgsl),
+ * row-major f32 arrays of M×K, K×N and M×N.
+ */
+export function f16MatrixTypes(cfg: { M: number; N: number; K: number }, emulated: boolean): string {
+  const { M, N, K } = cfg;
+  return emulated
+    ? `alias LT = array<f32, ${M * K}>; // emulated: row-major M × K, every lane holds all of it
+alias RT = array<f32, ${K * N}>;
+alias CT = array<f32, ${M * N}>;`
+    : `alias LT = subgroup_matrix_left<f16, ${K}, ${M}>;
+alias RT = subgroup_matrix_right<f16, ${N}, ${K}>;
+alias CT = subgroup_matrix_result<f32, ${N}, ${M}>;`;
+}
+
+/**
  * Plain-WGSL stand-ins for the subgroup-matrix operations, for a kernel's `emulate` twin (f32 storage
  * on devices without subgroup matrices, e.g. CI's SwiftShader): element (r, c) of a row_major matrix
  * at off + r·stride + c, col_major at off + c·stride + r. `loads`: the [array, matrix type] pairs the

@@ -29,7 +29,7 @@
  * softmax, tiling and GQA indexing; only the matrix instructions differ.
  */
 import { f16OutModule } from '../../matmul-f16/cast';
-import { emulatedSgmatWgsl, sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
+import { emulatedSgmatWgsl, f16MatrixTypes, sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
 
 export interface F16AttnSpec {
   /** The f16 → f32 subgroup-matrix configuration (M×N×K of a tile). */
@@ -321,13 +321,7 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
     L.push(`    for (var j = part; j < ${D / 2}u; j += ${LPR}u) { o16_store2(wb + j, Ss[srow + 2u * j], Ss[srow + 2u * j + 1u]); }`, '  }');
   }
 
-  const types = emu
-    ? `alias LT = array<f32, ${M * K}>; // emulated: row-major M × K, every lane holds all of it
-alias RT = array<f32, ${K * N}>;
-alias CT = array<f32, ${M * N}>;`
-    : `alias LT = subgroup_matrix_left<f16, ${K}, ${M}>;
-alias RT = subgroup_matrix_right<f16, ${N}, ${K}>;
-alias CT = subgroup_matrix_result<f32, ${N}, ${M}>;`;
+  const types = f16MatrixTypes(s.cfg, emu);
   const oDecl = Array.from({ length: D / LPR }, (_, i) => `o${i}`);
   const X = f16InputType(direct, emu);
   const qkv = inputs16
