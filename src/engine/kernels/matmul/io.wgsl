@@ -50,6 +50,19 @@ fn loadB4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
   return v;
 }
 
+//--- b_half
+// B as packed f16, two a u32 word (element 2i in the low half: kernels/matmul-f16/cast.ts), each
+// group of 4 a vec2<u32>, widened to f32 at load (unpack2x16float, core WGSL: no shader-f16). An f16
+// value widened is exact, so the GEMM's sums are those of B's fp32 unpack. vec4 rules as b_vec4
+// (an 8-byte binding offset; matmul.ts checks).
+@group(0) @binding(1) var<storage, read> B: array<vec2<u32>>;
+fn widenB(w: vec2<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)); }
+fn loadB4i(i: u32) -> vec4<f32> { return widenB(B[i]); }  // vec4 i, no checks (FULL_TILES)
+fn loadB4(r: u32, c: u32, rows: u32, cols: u32) -> vec4<f32> {
+  if (FULL_TILES || (r < rows && c < cols)) { return widenB(B[(r * cols + c) / 4u]); }
+  return vec4<f32>(0.0);
+}
+
 //--- c_vec4
 // C is [M, N]; to accumulate, matmul.wgsl reads it (loadC4) before it writes.
 @group(0) @binding(2) var<storage, read_write> C: array<vec4<f32>>;

@@ -55,6 +55,12 @@ export interface MatmulArgs extends MatmulShape {
    * (no split-K or stream-K: their partials are raw sums).
    */
   lowRank?: LowRank;
+  /**
+   * B holds packed f16 (two a u32 word, cast.ts's layout), widened to f32 at load (io.wgsl b_half):
+   * LoRA's thin GEMMs over an f16 saved cell without its fp32 unpack. B's contiguous dimension must be
+   * a multiple of 4 and its binding offset of 8 bytes.
+   */
+  bHalf?: boolean;
 }
 
 export interface LowRank {
@@ -75,9 +81,12 @@ function checkArgs(args: MatmulArgs): void {
   for (const [n, v] of [['M', M], ['N', N], ['K', K]] as const) {
     if (!Number.isInteger(v) || v < 1) throw new Error(`${label}: ${n} must be an integer ≥ 1, got ${v}`);
   }
-  for (const [n, b, elems] of [['a', args.a, M * K], ['b', args.b, K * N], ['c', args.c, M * N]] as const) {
+  for (const [n, b, bytes] of [['a', args.a, M * K * 4], ['b', args.b, K * N * (args.bHalf ? 2 : 4)], ['c', args.c, M * N * 4]] as const) {
     const have = bindingBytes(b);
-    if (have < elems * 4) throw new Error(`${label}: binding ${n} has ${have} bytes, needs ${elems * 4}`);
+    if (have < bytes) throw new Error(`${label}: binding ${n} has ${have} bytes, needs ${bytes}`);
+  }
+  if (args.bHalf && (!vectorFlags(args).vecB || (asSlice(args.b).offset ?? 0) % 8 !== 0)) {
+    throw new Error(`${label}: a packed f16 B needs its contiguous dimension (${args.transB ? 'K' : 'N'}) a multiple of 4 and an 8-byte binding offset`);
   }
   const lr = args.lowRank;
   if (lr) {
@@ -158,8 +167,9 @@ function gemmDispatch(rt: Runtime, args: MatmulArgs, v: MatmulVariant, o: {
   const { M, N, K, transA = false, transB = false } = args;
   // vec4 bindings also need 16-byte offsets (the convention is 256; checked, not assumed).
   const vf = vectorFlags(args);
-  const [vecA, vecB, vecC] = [vf.vecA && vec4Aligned(args.a), vf.vecB && vec4Aligned(args.b), vf.vecC && vec4Aligned(o.out)];
-  const fullTiles = vecA && vecB && vecC && M % v.BM === 0 && N % v.BN === 0 && K % v.BK === 0;
+  // A packed f16 B is always read as vec4 groups (checkArgs).
+  const [vecA, vecB, vecC] = [vf.vecA && vec4Aligned(args.a), args.bHalf ? 'half' as const : vf.vecB && vec4Aligned(args.b), vf.vecC && vec4Aligned(o.out)];
+  const fullTiles = vecA && !!vecB && vecC && M % v.BM === 0 && N % v.BN === 0 && K % v.BK === 0;
   const specialize = args.specialize ?? true;
   const flags = (transA ? 1 : 0) | (transB ? 2 : 0) | (o.accumulate ? 4 : 0);
   const lr = args.lowRank;
@@ -170,7 +180,7 @@ function gemmDispatch(rt: Runtime, args: MatmulArgs, v: MatmulVariant, o: {
   // A dynamic pipeline must not differ by the flags, or it would not be shared.
   const f: Record<string, number> = specialize ? { TRANS_A: +transA, TRANS_B: +transB, ACCUM: +o.accumulate } : {};
   const gemm = rt.kernel({
-    label: `${args.label}[matmul ${o.name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}${lr ? ` +lr${lr.rank}` : ''}]`,
+    label: `${args.label}[matmul ${o.name}${transA ? ' tA' : ''}${transB ? ' tB' : ''}${vecB === 'half' ? ' Bf16' : ''}${lr ? ` +lr${lr.rank}` : ''}]`,
     code: matmulCode(vecA, vecB, vecC, specialize ? v.BK : 0, specialize && v.TN === 16 && !o.accumulate, o.streamK !== undefined, v.lean, lrCode),
     entryPoint: 'main',
     constants: {

@@ -96,18 +96,18 @@ export function streamKMain(skText: string, plainText: string): string {
 }
 
 /**
- * The WGSL for one choice of vec4/scalar access per operand (A, B, C); `unrollBK` > 0 writes the
+ * The WGSL for one choice of vec4/scalar access per operand (A, B, C; B's 'half': packed f16, io.wgsl b_half); `unrollBK` > 0 writes the
  * k loop out for a specialized pipeline of that BK, `tn16` (specialized TN 16 tiles that do not
  * accumulate) writes the next tile's buffer index as nextBufferByModulo does, `streamK` keeps the
  * shader's `// #if STREAM_K` blocks and `lean` its `// #if LEAN` ones, `lowRank` its `// #if
  * LOW_RANK` ones (the low-rank epilogue) with U's and V's access sections (vec4 or scalar); for the
  * other choices the text stays as it was measured.
  */
-export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK = 0, tn16 = false, streamK = false, lean = false,
+export function matmulCode(vecA: boolean, vecB: boolean | 'half', vecC: boolean, unrollBK = 0, tn16 = false, streamK = false, lean = false,
   lowRank?: { vecU: boolean; vecV: boolean }): string {
   if (lowRank && streamK) throw new Error('matmul: the low-rank epilogue does not run with stream-K (its parts are raw partial sums)');
   const lr = lowRank ? `${+lowRank.vecU}${+lowRank.vecV}` : '';
-  const key = `${+vecA}${+vecB}${+vecC}:${unrollBK}:${+tn16}:${+streamK}:${+lean}:${lr}`;
+  const key = `${+vecA}${vecB === 'half' ? 2 : +vecB}${+vecC}:${unrollBK}:${+tn16}:${+streamK}:${+lean}:${lr}`;
   let code = codeCache.get(key);
   if (!code) {
     const text = (sk: boolean) => {
@@ -117,7 +117,7 @@ export function matmulCode(vecA: boolean, vecB: boolean, vecC: boolean, unrollBK
     };
     code = [
       section(vecA ? 'a_vec4' : 'a_scalar'),
-      section(vecB ? 'b_vec4' : 'b_scalar'),
+      section(vecB === 'half' ? 'b_half' : vecB ? 'b_vec4' : 'b_scalar'),
       section(vecC ? 'c_vec4' : 'c_scalar'),
       ...(lowRank ? [section(lowRank.vecU ? 'lr_u_vec4' : 'lr_u_scalar'), section(lowRank.vecV ? 'lr_v_vec4' : 'lr_v_scalar')] : []),
       streamK ? streamKMain(text(true), text(false)) : text(false),
