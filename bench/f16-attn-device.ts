@@ -31,10 +31,13 @@ import { parseArgs } from 'node:util';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { attentionBackward, attentionBackwardWorkspaceBytes, attentionForward } from '../src/engine/kernels/attention/attention';
+import { attentionBackwardF16, attentionForwardF16, type AttentionForwardF16Args, type F16AttnBwdInputs, type F16AttnInputs } from '../src/engine/kernels/attention/f16/attention-f16';
 import {
-  type AttentionForwardF16Args, attentionBackwardF16, attentionForwardF16, type F16AttnBwdInputs, type F16AttnInputs, f16AttnInputElems, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention, f16AttnCheckCases,
-  f16AttentionBackwardSpecs, f16AttentionSpec, f16AttnBwdCandidates, type F16AttnBwdSpecs, f16AttnBwdLabel, f16AttnCandidates, type F16AttnCase, f16AttnLabel, type F16AttnSpec,
-} from '../src/engine/kernels/attention/f16/attention-f16';
+  checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention, type F16AttnCase, f16AttnCheckCases,
+} from '../src/engine/kernels/attention/f16/checks';
+import { f16AttnInputElems, f16AttnLabel, type F16AttnSpec } from '../src/engine/kernels/attention/f16/code';
+import { f16AttnBwdCandidates, f16AttnBwdLabel, type F16AttnBwdSpecs, f16AttnCandidates } from '../src/engine/kernels/attention/f16/layouts';
+import { f16AttentionBackwardSpecs, f16AttentionSpec } from '../src/engine/kernels/attention/f16/picks';
 import { f16AttnSpecError } from '../src/engine/kernels/attention/f16/code';
 import { f16ConfigsOf } from '../src/engine/kernels/matmul-f16/plan';
 import { castF32ToF16, f16OperandBytes } from '../src/engine/kernels/matmul-f16/cast';

@@ -5,7 +5,9 @@
  * fp32 dO instead of dO's f16 copy, and dq summed in another order: close, not bit for bit); the forward is the same.
  */
 import { describe, expect, it } from 'vitest';
-import { F16_ATTN_BWD_TOL, type F16AttnBwdSpecs, type F16AttnSpec } from '../../src/engine/kernels/attention/f16/attention-f16';
+import { F16_ATTN_BWD_TOL } from '../../src/engine/kernels/attention/f16/checks';
+import type { F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';
+import type { F16AttnBwdSpecs } from '../../src/engine/kernels/attention/f16/layouts';
 import { PRESETS } from '../../src/engine/model/config';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';

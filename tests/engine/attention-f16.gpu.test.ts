@@ -7,13 +7,13 @@
  * fp32 attention). The kernel itself runs on the lent GPU: bench/f16-attn-device.ts.
  */
 import { describe, expect, it } from 'vitest';
-import {
-  attentionBackwardF16, attentionForwardF16, checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention, f16AttentionBackwardSpecs,
-  f16AttentionHeadDims, f16AttentionSpec, f16AttnBwdCandidates, f16AttnBwdLabel, firstPassingBwd,
-} from '../../src/engine/kernels/attention/f16/attention-f16';
+import { attentionBackwardF16, attentionForwardF16 } from '../../src/engine/kernels/attention/f16/attention-f16';
+import { checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention } from '../../src/engine/kernels/attention/f16/checks';
+import { f16AttnBwdCandidates, f16AttnBwdLabel, firstPassingBwd } from '../../src/engine/kernels/attention/f16/layouts';
+import { f16AttentionBackwardSpecs, f16AttentionHeadDims, f16AttentionSpec } from '../../src/engine/kernels/attention/f16/picks';
 import { f16AttnBwdPairError, f16AttnBwdSpecError, f16AttnDsHeadElems, f16AttnDsOffset } from '../../src/engine/kernels/attention/f16/code-bwd';
 import { attentionForwardRef, forEachScoreRef } from '../../src/engine/kernels/attention/attention.ref';
-import { f16AttnInputElems } from '../../src/engine/kernels/attention/f16/attention-f16';
+import { f16AttnInputElems } from '../../src/engine/kernels/attention/f16/code';
 import { roundF16Array } from '../../src/engine/quant/f16';
 import { Rng } from '../../src/engine/util/rng';
 import { f16AttnBlockQ, f16AttnForwardCode, f16AttnSpecError, type F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';

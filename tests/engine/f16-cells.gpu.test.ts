@@ -7,7 +7,7 @@
  * f16.x and f16.qkv (only dO's cast stays); a Trainer allocates exactly its plan.
  */
 import { describe, expect, it } from 'vitest';
-import type { F16AttnSpec } from '../../src/engine/kernels/attention/f16/attention-f16';
+import type { F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';
 import { unpackF16Ref } from '../../src/engine/kernels/f16/f16.ref';
 import { PRESETS } from '../../src/engine/model/config';
 import { f16CellBytes } from '../../src/engine/model/f16-operands';

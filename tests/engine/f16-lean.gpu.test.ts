@@ -7,7 +7,7 @@
  * bit the step with the full workspace (f16Lean: false); a Trainer allocates exactly its plan.
  */
 import { describe, expect, it } from 'vitest';
-import type { F16AttnSpec } from '../../src/engine/kernels/attention/f16/attention-f16';
+import type { F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';
 import { PRESETS } from '../../src/engine/model/config';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { initParams, paramLayout } from '../../src/engine/model/params';

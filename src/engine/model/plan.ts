@@ -7,7 +7,8 @@
  * D head dim, V vocab, L layers.
  */
 import type { DqPath } from '../kernels/attention/ds';
-import type { F16AttnBwdSpecs, F16AttnSpec } from '../kernels/attention/f16/attention-f16';
+import type { F16AttnSpec } from '../kernels/attention/f16/code';
+import type { F16AttnBwdSpecs } from '../kernels/attention/f16/layouts';
 import { dequantizeRowsAligned } from '../kernels/quantize/quantize';
 import { BITS, type QuantFormat } from '../quant/formats';
 import { type CodeBits, wordsFor } from '../quant/pack';

@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { parseChoice } from '../kernels/matmul/plan';
 import { f16TcSpecOfPick } from '../kernels/matmul-f16/plan';
 import { attnTileNamed, type AttentionPass } from '../kernels/attention/tables';
-import { f16AttnBwdSpecsOfPick, f16AttnSpecOfPick } from '../kernels/attention/f16/attention-f16';
+import { f16AttnBwdSpecsOfPick, f16AttnSpecOfPick } from '../kernels/attention/f16/picks';
 import { type AdapterKey, adapterId, adapterKeyOf } from './adapter';
 import { codeHash } from './families';
 import { KERNEL_FAMILIES, type KernelFamily, setTunedPicks } from './store';
@@ -60,7 +60,7 @@ const MATMUL_KEY = /^\d{1,7}x\d{1,7}x\d{1,8}[NT]{2}$/;
 const ATTN_KEY = /^(fwd|dq|dkdv|fwdI8|dkdvI8|dkdvDp8)\/D\d{1,4}$/;
 // 128: an f16 attention backward pick names two specs (dq's/dk-dv's).
 const PICK = /^[A-Za-z0-9_/.]{1,128}$/;
-/** An f16 attention call (attention-f16.ts f16AttnTuneKey). */
+/** An f16 attention call (kernels/attention/f16/picks.ts f16AttnTuneKey). */
 const F16ATTN_KEY = /^(fwd|bwd)\/D\d{1,4}\/T\d{1,7}\/H\d{1,4}\/KV\d{1,4}\/B\d{1,6}\/causal$/;
 /** A group member's id as the peers name it (src/peers/room/room.ts), in a shared entry. */
 export const MEMBER_ID = /^[A-Za-z0-9_.:-]{1,128}$/;

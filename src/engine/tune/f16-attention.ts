@@ -5,16 +5,17 @@
  * within its limits, the spec the call runs now first. Each is checked on the device against the
  * reference (checkF16AttnSpec, checkF16AttnBwdSpecs: what enableF16Attention runs) before it is
  * timed on the job's shape, the model's variant (f16 q/k/v/dO copies read by the matrix loads, o's or
- * dv's f16 copy written). Picks are attention-f16.ts f16AttnPick / f16AttnBwdPick names; a call takes
- * its first tuned pick verified on its runtime (f16AttentionSpecFor, f16AttentionBackwardSpecsFor).
+ * dv's f16 copy written). Picks are f16AttnPick / f16AttnBwdPick names (kernels/attention/f16/picks.ts);
+ * a call takes its first tuned pick verified on its runtime (f16AttentionSpecFor, f16AttentionBackwardSpecsFor).
  * A device without shader-f16 or subgroup matrices (SwiftShader) has no candidates: each job says
  * it is skipped and why.
  */
 import type { Runtime } from '../gpu/runtime';
-import {
-  attentionBackwardF16, attentionForwardF16, checkF16AttnBwdSpecs, checkF16AttnSpec, F16_ATTENTION_HEAD_DIMS, f16AttentionBackwardSpecsFor,
-  f16AttentionSpecFor, f16AttnBwdCandidates, f16AttnBwdPick, f16AttnCandidates, f16AttnInputElems, f16AttnPick, type F16AttnBwdSpecs, type F16AttnSpec,
-} from '../kernels/attention/f16/attention-f16';
+import { attentionBackwardF16, attentionForwardF16 } from '../kernels/attention/f16/attention-f16';
+import { checkF16AttnBwdSpecs, checkF16AttnSpec, F16_ATTENTION_HEAD_DIMS } from '../kernels/attention/f16/checks';
+import { f16AttnInputElems, type F16AttnSpec } from '../kernels/attention/f16/code';
+import { f16AttnBwdCandidates, type F16AttnBwdSpecs, f16AttnCandidates } from '../kernels/attention/f16/layouts';
+import { f16AttentionBackwardSpecsFor, f16AttentionSpecFor, f16AttnBwdPick, f16AttnPick } from '../kernels/attention/f16/picks';
 import { f16AttnSpecError } from '../kernels/attention/f16/code';
 import { f16AttnDsPairBytes } from '../kernels/attention/f16/code-bwd';
 import { f16OperandBytes } from '../kernels/matmul-f16/cast';

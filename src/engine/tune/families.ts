@@ -18,7 +18,7 @@ import attnLoad from '../kernels/attention/load.wgsl?raw';
 import splitKSrc from '../kernels/matmul/splitk.wgsl?raw';
 import streamKSrc from '../kernels/matmul/streamk.wgsl?raw';
 import { ATTENTION_CANDIDATES } from '../kernels/attention/tables';
-import { F16_ATTN_BWD_LAYOUTS, F16_ATTN_LAYOUTS, f16AttnBwdLayoutPair } from '../kernels/attention/f16/attention-f16';
+import { F16_ATTN_BWD_LAYOUTS, F16_ATTN_LAYOUTS, f16AttnBwdLayoutPair } from '../kernels/attention/f16/layouts';
 import { f16AttnForwardCode, type F16AttnSpec } from '../kernels/attention/f16/code';
 import { f16AttnDkdvCode, f16AttnDqCode, f16AttnDqDsCode } from '../kernels/attention/f16/code-bwd';
 import { MATMUL_VARIANTS } from '../kernels/matmul/variants';

@@ -14,7 +14,7 @@ import { linearsTransposed } from '../model/plan';
 import type { RunPlan } from '../plan/run-plan';
 import { logitsChunks } from '../plan/logits';
 import { f16ShapeKey, type GemmForm, type GemmShape } from '../kernels/matmul-f16/plan';
-import { f16AttnTuneKey } from '../kernels/attention/f16/attention-f16';
+import { f16AttnTuneKey } from '../kernels/attention/f16/picks';
 import type { KernelFamily } from './store';
 
 export interface MatmulJob {
@@ -52,7 +52,7 @@ export interface F16GemmJob {
 /** The f16 flash attention's forward spec, or its backward's (dq, dk/dv) pair, for one call shape (tune/f16-attention.ts). */
 export interface F16AttnJob {
   family: 'f16attn';
-  /** attention-f16.ts f16AttnTuneKey: pass, head dim, context, heads, KV heads, batch, causal. */
+  /** kernels/attention/f16/picks.ts f16AttnTuneKey: pass, head dim, context, heads, KV heads, batch, causal. */
   key: string;
   label: string;
   pass: 'fwd' | 'bwd';

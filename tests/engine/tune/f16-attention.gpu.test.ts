@@ -3,10 +3,10 @@
 // records nothing. The selection runs on the emulated twin (attention-f16.gpu.test.ts): a tuned pick
 // serves a call once it passed its check on this runtime, and a pick that fails it is passed over.
 import { describe, expect, it } from 'vitest';
-import {
-  attentionForwardF16, f16AttentionBackwardSpecsFor, f16AttentionSpec, f16AttentionSpecFor, f16AttnBwdPick, f16AttnPick, f16AttnTuneKey, type F16AttnSpec,
-  verifyTunedF16Attention,
-} from '../../../src/engine/kernels/attention/f16/attention-f16';
+import { attentionForwardF16 } from '../../../src/engine/kernels/attention/f16/attention-f16';
+import { verifyTunedF16Attention } from '../../../src/engine/kernels/attention/f16/checks';
+import type { F16AttnSpec } from '../../../src/engine/kernels/attention/f16/code';
+import { f16AttentionBackwardSpecsFor, f16AttentionSpec, f16AttentionSpecFor, f16AttnBwdPick, f16AttnPick, f16AttnTuneKey } from '../../../src/engine/kernels/attention/f16/picks';
 import { subgroupSize } from '../../../src/engine/kernels/qgemm/sgmat';
 import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../../../src/engine/train/options';

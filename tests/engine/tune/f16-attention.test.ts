@@ -2,9 +2,9 @@
 // and backward per call shape), picks named from the spec's fields (parsed back, unknown names refused),
 // and their cache entries under their own family and code hash (another hash: not applied).
 import { describe, expect, it } from 'vitest';
-import {
-  F16_ATTN_BWD_LAYOUTS, F16_ATTN_LAYOUTS, f16AttnBwdLayoutPair, f16AttnBwdPick, f16AttnBwdSpecsOfPick, f16AttnPick, f16AttnSpecOfPick, f16AttnTuneKey, type F16AttnSpec,
-} from '../../../src/engine/kernels/attention/f16/attention-f16';
+import type { F16AttnSpec } from '../../../src/engine/kernels/attention/f16/code';
+import { F16_ATTN_BWD_LAYOUTS, F16_ATTN_LAYOUTS, f16AttnBwdLayoutPair } from '../../../src/engine/kernels/attention/f16/layouts';
+import { f16AttnBwdPick, f16AttnBwdSpecsOfPick, f16AttnPick, f16AttnSpecOfPick, f16AttnTuneKey } from '../../../src/engine/kernels/attention/f16/picks';
 import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../../../src/engine/train/options';
 import { codeHash, missingJobs, TuneCache, trainingTuneJobs } from '../../../src/engine/tune';
