@@ -19,6 +19,8 @@
  * instead of by GEMMs that read and write y or dX again (`up`, `dx`).
  * uᵀ and vᵀ ([g·r, N], K = the layer's width) split K over lora.ws where the heuristic or a table
  * says: in one pass they were a few dozen workgroups each looping over K alone (LoraPlan.splitThin).
+ * Under f16 compute the backward's GEMMs over x read x's f16 saved cell (LoraX; no dropout) instead of
+ * its fp32 unpack, a pass per input and layer (issue 39).
  * Reference: ./lora.ref.ts.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
@@ -29,6 +31,15 @@ import { ALIGN_FLOATS } from '../model/params';
 import { deriveSeed } from '../util/rng';
 import { LORA_SHARED_INPUT, type LoraPlan, loraRankSlots, loraSavesU, loraSplitBytes, loraStacks } from './plan';
 import type { LoraAdapter } from './spec';
+
+/**
+ * A layer input x as its f16 saved cell (RunPlan.f16Cells; LinearGemms.loraX): packed f16 read through
+ * the GEMMs' bHalf (widened at load, equal to the fp32 unpack), or (`half` false) the twin's f32 elements read as is.
+ */
+export interface LoraX {
+  b: Binding;
+  half: boolean;
+}
 
 /** Adapters of one layer whose A-side GEMMs run as one (a single adapter where they cannot). */
 export interface LoraGroup {
@@ -120,14 +131,23 @@ export class LoraGemms {
     return { buffer: this.b('lora.t'), offset: s * this.slot * 4, size: count * this.dims.N * this.plan.spec.rank * 4 };
   }
 
-  /** x̃: x itself, or its dropped copy in lora.xd (written by the returned dispatches). */
-  private input(a: LoraAdapter, label: string, x: GPUBuffer, out: Dispatch[]): Binding {
-    const x0 = { buffer: x, offset: 0, size: this.dims.N * a.in * 4 };
+  /** Whether the adapters' GEMMs may read x from an f16 cell (LoraX): not with dropout, whose mask applies to fp32 x. */
+  get readsCells(): boolean {
+    return this.drop.size === 0;
+  }
+
+  /** x̃ as the GEMMs' B: x itself (its f16 cell where given), or its dropped copy in lora.xd (written by the returned dispatches). */
+  private input(a: LoraAdapter, label: string, x: GPUBuffer | LoraX, out: Dispatch[]): LoraX {
     const d = this.drop.get(a.base);
-    if (!d) return x0;
+    if ('half' in x) {
+      if (d) throw new Error(`internal: ${label}: an adapter with dropout reads fp32 x, not its f16 cell`);
+      return x;
+    }
+    const x0 = { buffer: x, offset: 0, size: this.dims.N * a.in * 4 };
+    if (!d) return { b: x0, half: false };
     const xd = { buffer: this.b('lora.xd'), offset: 0, size: this.dims.N * a.in * 4 };
     out.push(d.apply(`${label}.drop`, x0, xd));
-    return xd;
+    return { b: xd, half: false };
   }
 
   /** Split-K partials of the thin GEMMs over a layer's width (loraSplitBytes; none: one pass). */
@@ -136,10 +156,10 @@ export class LoraGemms {
   }
 
   /** uᵀ = A·x̃ᵀ of a whole group [g·r, N] into lora.u (split over K where the heuristic or a table says). */
-  private uGemm(g: LoraGroup, label: string, xd: Binding): Dispatch[] {
+  private uGemm(g: LoraGroup, label: string, xd: LoraX): Dispatch[] {
     const a0 = g.adapters[0];
     const rows = g.adapters.length * this.plan.spec.rank;
-    return matmulSteps(this.rt, { label: `${label}.lora_A`, a: this.t('lora.weights', a0.a, g.adapters.length), b: xd, c: this.u(g, 0, g.adapters.length), M: rows, N: this.dims.N, K: a0.in, transB: true, workspace: this.ws() });
+    return matmulSteps(this.rt, { label: `${label}.lora_A`, a: this.t('lora.weights', a0.a, g.adapters.length), b: xd.b, bHalf: xd.half, c: this.u(g, 0, g.adapters.length), M: rows, N: this.dims.N, K: a0.in, transB: true, workspace: this.ws() });
   }
 
   /**
@@ -172,10 +192,10 @@ export class LoraGemms {
 
   /**
    * dB of adapter `a` and vᵀ = (dY·B)ᵀ kept for `dx`, from dY [N, out] and the base GEMM's input x
-   * [N, in] (live here); the group's uᵀ first unless saved (its first member), its stacked dA last
+   * [N, in] (live here, or its f16 cell where readsCells); the group's uᵀ first unless saved (its first member), its stacked dA last
    * (its last member: every member's vᵀ is there). `workspace`: split-K partials, a buffer dead at this point (the base dW's).
    */
-  grads(a: LoraAdapter, label: string, dy: GPUBuffer, x: GPUBuffer, workspace?: Binding): Dispatch[] {
+  grads(a: LoraAdapter, label: string, dy: GPUBuffer, x: GPUBuffer | LoraX, workspace?: Binding): Dispatch[] {
     const out: Dispatch[] = [];
     const { N } = this.dims;
     const r = this.plan.spec.rank;
@@ -191,7 +211,7 @@ export class LoraGemms {
     );
     if (last) {
       const k = g.adapters.length;
-      out.push(...matmulSteps(this.rt, { label: `${label}.lora_A.dw`, a: this.v(g.slot, k), b: xd!, c: this.t('lora.grads', g.adapters[0].a, k), M: k * r, N: g.adapters[0].in, K: N, alpha: s, workspace }));
+      out.push(...matmulSteps(this.rt, { label: `${label}.lora_A.dw`, a: this.v(g.slot, k), b: xd!.b, bHalf: xd!.half, c: this.t('lora.grads', g.adapters[0].a, k), M: k * r, N: g.adapters[0].in, K: N, alpha: s, workspace }));
     }
     return out;
   }

@@ -73,6 +73,8 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
    * Layer l's linear `name`'s weight gradient from dY [N, outW] and its input x [N, inW] (live
    * here): the base dW GEMM, or with a frozen base its LoRA adapter's dA, dB (none without one).
    */
+  /** Layer l's saved `key` as its f16 cell for a frozen base's adapters (no dropout), which then read no fp32 unpack of it. */
+  const loraCell = (l: number, key: GemmInputSaved) => (m.lora?.readsCells ? m.g.loraX(l, key) : undefined);
   const dW = (l: number, label: string, dy: GPUBuffer, outW: number, x: GPUBuffer, key: GemmInputSaved, inW: number, name: string, scratch: 'dq' | 'dF1', xShared = false) => {
     const full = `model.layers.${l}.${name}`;
     if (!frozen) {
@@ -81,7 +83,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
       return;
     }
     const ad = m.lora?.on(full);
-    if (ad) push(m.lora!.grads(ad, label, dy, x, m.plan.wire.tp ? undefined : m.b(scratch)));
+    if (ad) push(m.lora!.grads(ad, label, dy, loraCell(l, key) ?? x, m.plan.wire.tp ? undefined : m.b(scratch)));
   };
   /**
    * The dX term of the LoRA group whose first member is layer l's linear `name`, for that base dX
@@ -110,8 +112,8 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     const storeL = (s: string) => store(`model.layers.${l}.${s}`);
     const a = (s: LayerSavedKey) => m.saved(l, s);
     const load = (k: LayerSavedKey) => push(m.loadSaved(l, k));
-    // A dW GEMM's X read from its f16 cell needs no fp32 copy (only a frozen base's adapters read one there).
-    const loadX = (k: GemmInputSaved) => { if (frozen || !m.g.xFromCell(l, k)) load(k); };
+    // A dW GEMM's X read from its f16 cell needs no fp32 copy, nor does a frozen base's adapters' (loraCell).
+    const loadX = (k: GemmInputSaved) => { if (frozen ? !loraCell(l, k) : !m.g.xFromCell(l, k)) load(k); };
     const lab = (s: string) => `L${l}.${s}`;
     // Checkpointing: refill the shared saved set from layer l's input (the last layer's is still there from the forward).
     if (m.plan.checkpoint && l < L - 1) push(m.recompute(l));

@@ -479,10 +479,19 @@ export class LinearGemms {
 
   /**
    * Whether layer l's dW GEMMs read X `key` from its f16 cell (dwGemm), so the backward need not unpack
-   * the cell into its fp32 live copy for them (a frozen base's adapters still read that copy).
+   * the cell into its fp32 live copy for them (a frozen base's adapters read the cell too: loraX).
    */
   xFromCell(l: number, key: GemmInputSaved): boolean {
     return this.runsF16(l, 'dw') && !!this.cell(l, key);
+  }
+
+  /**
+   * Layer l's saved `key` as the X of its LoRA adapters' fp32 GEMMs (lora/gemms.ts LoraX): its f16 cell,
+   * packed f16 that the GEMMs widen at load (`half`), or the twin's f32 elements read as is; undefined without one.
+   */
+  loraX(l: number, key: GemmInputSaved): { b: Binding; half: boolean } | undefined {
+    const b = this.cell(l, key);
+    return b && { b, half: !this.plan.f16Twin };
   }
 
   /** The output gradient a dW GEMM of layer l reads (its gemm_output_grads cell; dX uses dy as is). */

@@ -167,6 +167,30 @@ describe('stacked LoRA GEMMs', () => {
     }
   }, 240_000);
 
+  it('f16 cells (the f32 twin): the adapters\' GEMMs over x read its f16 cell, no unpack of h1, h2, act; bit for bit the step that stores them packed and unpacks them', async () => {
+    const f16: Omit<ResolveOptions, 'lora'> = { scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: true, tensorCores: false }, f16Twin: true };
+    const cells = await gradients(true, {}, f16);
+    const packed = await gradients(true, {}, { ...f16, shareF16: false });
+    expect(cells.loss).toBe(packed.loss);
+    expect(cells.grads).toEqual(packed.grads);
+    expect(cells.dres).toEqual(packed.dres);
+    expect(cells.grads.some((g) => g !== 0)).toBe(true);
+    // Per layer: o's unpack stays (the attention backward reads o in fp32); the twin's unpack of a cell is a copy.
+    const unpacks = (r: typeof cells) => r.labels.filter((x) => /^L0\.(h1|o|h2|act)\.f16\.(unpack|f16cell)/.test(x)).sort();
+    expect(unpacks(cells)).toEqual(['L0.o.f16.f16cell.copy']);
+    expect(unpacks(packed)).toEqual(['L0.act.f16.unpack', 'L0.h1.f16.unpack', 'L0.h2.f16.unpack', 'L0.o.f16.unpack']);
+    // With dropout (each adapter masks fp32 x) the cells are unpacked for them as before.
+    const spec1 = { ...spec, dropout: 0.1 };
+    const rt = await testRuntime();
+    const model = new LlamaGpu(rt, resolvePlan(cfg, B, T, { ...f16, lora: spec1 }));
+    try {
+      expect(model.backward.map((d) => d.label).filter((x) => /^L0\.(h1|o|h2|act)\.f16\.f16cell/.test(x)).sort())
+        .toEqual(['L0.act.f16.f16cell.copy', 'L0.h1.f16.f16cell.copy', 'L0.h2.f16.f16cell.copy', 'L0.o.f16.f16cell.copy']);
+    } finally {
+      model.destroy();
+    }
+  }, 240_000);
+
   it('stack nothing where they cannot: dropout (each adapter its own mask)', () => {
     const p = resolvePlan(cfg, B, T, { lora: { ...spec, dropout: 0.1 } });
     expect(loraGroups(p.lora!, p.dims).every((g) => g.adapters.length === 1)).toBe(true);
