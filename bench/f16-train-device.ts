@@ -14,10 +14,13 @@
  *      then forward + backward of both wirings at (a)'s shape (base B16×T512, tiny B16×T128) timed alternately, 3 rounds of --reps;
  *  (e) the lean f16 workspace (--lean, e.g. tiny,base; RunPlan.f16Lean: per-GEMM weight casts, gate's live copy in f16.a): the same
  *      check and timing under agoq-f16 against f16Lean false (the full workspace).
+ *  (f) LoRA over the f16 cells (--lora-cells, e.g. tiny,base; issue 39): (d)'s check and timing under f16 with LoRA r16 on every
+ *      linear (random B, so dA is not zero): the backward's adapter GEMMs read the packed cells through the fp32 GEMM's f16 B
+ *      (MatmulArgs.bHalf) instead of their unpacks; the adapters' gradients bit for bit those of shareF16 false.
  *
  *   node f16-train-device.mjs [--json out.json] [--data tinyshakespeare.txt] [--reps 10] [--warmup 3]
  *        [--models micro,base] [--schemes fp32,f16,int8-f16] [--fidelity-steps 80] [--fidelity-model tiny] [--no-bench] [--no-fidelity] [--cpu] [--toggles a,b]
- *        [--cells tiny,base] [--lean tiny,base]
+ *        [--cells tiny,base] [--lean tiny,base] [--lora-cells tiny,base]
  * `--cpu` (SwiftShader: no shader-f16, so the f16 runs resolve to fp32 and say so) tests the script's
  * flow; the numbers are meaningless there. Exit 1 when the f16 run diverges or misses the fidelity bound.
  */
@@ -28,7 +31,8 @@ import { Runtime } from '../src/engine/gpu/runtime';
 import { median, timeDispatches } from '../src/engine/gpu/timer';
 import { PRESETS, type PresetName } from '../src/engine/model/config';
 import { LlamaGpu } from '../src/engine/model/llama';
-import { initParams } from '../src/engine/model/params';
+import { flatten, initParams } from '../src/engine/model/params';
+import { defaultLoraSpec, initLoraTensors, loraAdapters, type LoraSpec } from '../src/engine/lora/spec';
 import type { PlanOverrides } from '../src/engine/model/plan';
 import { resolvePlan } from '../src/engine/plan/run-plan';
 import { Rng } from '../src/engine/util/rng';
@@ -44,6 +48,7 @@ const a = parseArgs({
     json: { type: 'string' }, data: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
     models: { type: 'string' }, schemes: { type: 'string' }, 'fidelity-steps': { type: 'string' }, 'fidelity-model': { type: 'string' }, 'fidelity-schemes': { type: 'string' },
     'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' }, toggles: { type: 'string' }, cells: { type: 'string' }, lean: { type: 'string' },
+    'lora-cells': { type: 'string' },
   },
 }).values;
 const T0 = Date.now();
@@ -151,7 +156,7 @@ if (!a['no-fidelity']) {
  * default plan, same init and batch: loss and every stored gradient bit for bit (failed if not), the
  * plans' bytes and dispatch counts; then forward + backward of both at the bench's shape, alternately.
  */
-async function compareWirings(kind: 'cells' | 'lean', presets: string, schemes: string[], ref: PlanOverrides): Promise<void> {
+async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells', presets: string, schemes: string[], ref: PlanOverrides, lora?: LoraSpec): Promise<void> {
   const rows: unknown[] = [];
   out[kind] = rows;
   for (const preset of presets.split(',') as PresetName[]) {
@@ -161,17 +166,28 @@ async function compareWirings(kind: 'cells' | 'lean', presets: string, schemes: 
     const rng = new Rng(23);
     const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size));
     for (const name of schemes) {
-      const plan = (b: number, t: number, o: PlanOverrides) => resolvePlan(cfg, b, t, { scheme: SCHEME_PRESETS[name], f16Device: f16, ...o });
+      const plan = (b: number, t: number, o: PlanOverrides) => resolvePlan(cfg, b, t, { scheme: SCHEME_PRESETS[name], f16Device: f16, ...o, lora });
+      // LoRA's B is zero at init (PEFT's), which would leave dA zero: random B instead.
+      const adapters = lora && (() => {
+        const t = initLoraTensors(cfg, lora, 3);
+        const r = new Rng(4);
+        for (const ad of loraAdapters(cfg, lora)) t.set(ad.b, r.uniformArray(ad.out * lora.rank, -0.05, 0.05));
+        return t;
+      })();
+      const upload = (m: LlamaGpu) => {
+        m.uploadParams(initParams(cfg, m.layout, 7));
+        if (adapters) m.writeTrainable('weights', flatten(adapters, m.trainable.layout));
+      };
       const run = async (o: PlanOverrides) => {
         const model = new LlamaGpu(rt, plan(B, T, o));
         try {
-          model.uploadParams(initParams(cfg, model.layout, 7));
+          upload(model);
           model.setBatch(tokens);
           rt.run([...model.forward, ...model.backward]);
-          const keys = [...model.buf.keys()].filter((k) => k === 'grads' || k.startsWith('grads.')).sort();
+          const keys = [...model.buf.keys()].filter((k) => k === 'grads' || k.startsWith('grads.') || k === 'lora.grads').sort();
           const grads = (await Promise.all(keys.map((k) => rt.readU32(model.b(k))))).flatMap((x) => Array.from(x));
           const bytes = model.plan.buffers.reduce((t, b) => t + b.bytes, 0);
-          const what = kind === 'cells' ? `${model.plan.f16Cells[0].size} cells a layer` : `lean ${model.plan.f16Lean}, gate live in ${model.plan.f16Live.gate ?? 'live.gate'}`;
+          const what = kind !== 'lean' ? `${model.plan.f16Cells[0].size} cells a layer${lora ? `, LoRA r${lora.rank}` : ''}` : `lean ${model.plan.f16Lean}, gate live in ${model.plan.f16Live.gate ?? 'live.gate'}`;
           return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, bytes, what, dispatches: model.forward.length + model.backward.length };
         } finally {
           model.destroy();
@@ -186,7 +202,7 @@ async function compareWirings(kind: 'cells' | 'lean', presets: string, schemes: 
           const trng = new Rng(5);
           const batch = Int32Array.from({ length: TB * (TT + 1) }, () => trng.int(cfg.vocab_size));
           for (const m of Object.values(models)) {
-            m.uploadParams(initParams(cfg, m.layout, 7));
+            upload(m);
             m.setBatch(batch);
           }
           for (let round = 0; round < 3; round++) {
@@ -201,11 +217,11 @@ async function compareWirings(kind: 'cells' | 'lean', presets: string, schemes: 
           models.got.destroy();
         }
       };
-      const [refName, gotName] = kind === 'cells' ? ['separate copies', 'cells'] : ['full workspace', 'lean'];
+      const [refName, gotName] = kind !== 'lean' ? ['separate copies', 'cells'] : ['full workspace', 'lean'];
       try {
         const [r, g] = [await run(ref), await run({})];
         const diff = g.grads.findIndex((x, i) => x !== r.grads[i]);
-        const same = Object.is(g.loss, r.loss) && diff < 0 && g.grads.length === r.grads.length && Number.isFinite(g.loss);
+        const same = Object.is(g.loss, r.loss) && diff < 0 && g.grads.length === r.grads.length && g.grads.some((x) => x !== 0) && Number.isFinite(g.loss);
         if (!same) failed = true;
         rows.push({ preset, scheme: name, same, loss: [r.loss, g.loss], firstDiff: diff, bytes: [r.bytes, g.bytes], dispatches: [r.dispatches, g.dispatches], what: g.what });
         log(`${kind} ${preset} B${B}xT${T} ${name}: ${same ? 'bit for bit' : `DIFFER (loss ${r.loss} vs ${g.loss}, first differing gradient word ${diff})`}; `
@@ -225,6 +241,7 @@ async function compareWirings(kind: 'cells' | 'lean', presets: string, schemes: 
 }
 if (a.cells) await compareWirings('cells', a.cells, ['f16', 'agoq-f16'], { shareF16: false });
 if (a.lean) await compareWirings('lean', a.lean, ['agoq-f16'], { f16Lean: false });
+if (a['lora-cells']) await compareWirings('lora-cells', a['lora-cells'], ['f16'], { shareF16: false }, defaultLoraSpec(16));
 save();
 log(failed ? 'done: FAILURES above' : 'done');
 process.exit(failed ? 1 : 0);
