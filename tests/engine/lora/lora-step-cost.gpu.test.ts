@@ -167,7 +167,7 @@ describe('stacked LoRA GEMMs', () => {
     }
   }, 240_000);
 
-  it('f16 cells (the f32 twin): the adapters\' GEMMs over x read its f16 cell, no unpack of h1, h2, act; bit for bit the step that stores them packed and unpacks them', async () => {
+  it('f16 cells (the f32 twin): the adapters\' GEMMs over x (dA; uᵀ where recomputed) read its f16 cell, no unpack of h1, h2, act; bit for bit the step that stores them packed and unpacks them', async () => {
     const f16: Omit<ResolveOptions, 'lora'> = { scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: true, tensorCores: false }, f16Twin: true };
     const cells = await gradients(true, {}, f16);
     const packed = await gradients(true, {}, { ...f16, shareF16: false });
@@ -179,6 +179,14 @@ describe('stacked LoRA GEMMs', () => {
     const unpacks = (r: typeof cells) => r.labels.filter((x) => /^L0\.(h1|o|h2|act)\.f16\.(unpack|f16cell)/.test(x)).sort();
     expect(unpacks(cells)).toEqual(['L0.o.f16.f16cell.copy']);
     expect(unpacks(packed)).toEqual(['L0.act.f16.unpack', 'L0.h1.f16.unpack', 'L0.h2.f16.unpack', 'L0.o.f16.unpack']);
+    // uᵀ recomputed in the backward (saveU false) reads the cell too.
+    const again = await gradients(true, { saveU: false }, f16);
+    const againPacked = await gradients(true, { saveU: false }, { ...f16, shareF16: false });
+    expect(again.labels.filter((x) => /\.dw\.lora_A\[matmul (?!split)/.test(x))).toHaveLength(4 * cfg.num_hidden_layers);
+    expect(unpacks(again)).toEqual(['L0.o.f16.f16cell.copy']);
+    expect(again.loss).toBe(againPacked.loss);
+    expect(again.grads).toEqual(againPacked.grads);
+    expect(again.dres).toEqual(againPacked.dres);
     // With dropout (each adapter masks fp32 x) the cells are unpacked for them as before.
     const spec1 = { ...spec, dropout: 0.1 };
     const rt = await testRuntime();
