@@ -11,6 +11,8 @@
  * per group) timed alone (GPU timestamps; its split-K reduce included): the one-pass pick, the pick
  * with the step's workspace (what the step runs), and the fastest of a sweep of small tiles × K
  * splits; summed per layer and ×L per step. What a table entry (kernels/matmul/tables.ts) would win.
+ * u and dA (the GEMMs over the layer input X) also with X as packed f16 (MatmulArgs.bHalf: the
+ * backward's read of the f16 cells, issue 39).
  * Then, where the device has shader-f16, each f16 base GEMM of a layer alone, with the adapters'
  * low-rank epilogue, and the fp32 GEMM of their own that replaces it (LoraPlan.f16Epilogue's A/B).
  *   node lora-dispatches.mjs --time [--batch 8 --seq 512] [--reps 5]       (~20 s on an H100)
@@ -100,10 +102,10 @@ if (!a.time) {
   const reps = Number(a.reps ?? 5);
   const sweep = ['32x32k16_4x4', '64x64k16_4x4', '128x32k16_8x4', '64x64k16_8x8'].filter((v) => variantFits(getVariant(v), rt.device.limits));
   let warm = 1000; // the first timing waits for steady clocks (ms), the rest run warm
-  const time = async (s: MatmulShape, ws: number, variant?: string) => {
+  const time = async (s: MatmulShape, ws: number, variant?: string, bHalf = false) => {
     const op = gemmOperands(rt, s, 'lora-thin', ws);
     try {
-      const m = buildMatmul(rt, { label: 'lora-thin', a: { buffer: op.a }, b: { buffer: op.b }, c: { buffer: op.c }, ...s, variant, workspace: op.workspace ? { buffer: op.workspace } : undefined });
+      const m = buildMatmul(rt, { label: 'lora-thin', a: { buffer: op.a }, b: { buffer: op.b }, c: { buffer: op.c }, ...s, variant, bHalf, workspace: op.workspace ? { buffer: op.workspace } : undefined });
       const t = await timeMatmul(rt, m.dispatches, s, { reps, inner: 10, warmupMs: warm || undefined });
       warm = 0;
       m.uniforms.forEach((u) => rt.mem.free(u));
@@ -112,8 +114,9 @@ if (!a.time) {
       op.free();
     }
   };
-  const sum = { one: 0, picked: 0, best: 0 };
-  console.log(`LoRA r${r} thin GEMMs of one layer, B${B}xT${T} (N ${N}); µs each: one-pass pick | the step's pick | fastest of the sweep`);
+  const sum = { one: 0, picked: 0, best: 0, xPicked: 0, xHalf: 0 };
+  console.log(`LoRA r${r} thin GEMMs of one layer, B${B}xT${T} (N ${N}); µs each: one-pass pick | the step's pick | fastest of the sweep`
+    + ' [| the step\'s pick reading X as packed f16: u and dA, MatmulArgs.bHalf]');
   for (const { name, s, ws } of shapes) {
     const one = await time(s, 0);
     const picked = await time(s, ws);
@@ -129,8 +132,15 @@ if (!a.time) {
     sum.one += one.us;
     sum.picked += picked.us;
     sum.best += best.us;
-    console.log(`  ${name.padEnd(8)} ${`${s.M}x${s.N}x${s.K}${s.transA ? 'T' : 'N'}${s.transB ? 'T' : 'N'}`.padEnd(18)} ${one.us.toFixed(1).padStart(7)} ${one.name.padEnd(22)} ${picked.us.toFixed(1).padStart(7)} ${picked.name.padEnd(22)} ${best.us.toFixed(1).padStart(7)} ${best.name}`);
+    // u and dA read the layer's input X: under f16 cells the backward's read its packed f16 cell (the forward's u reads fp32 X).
+    const half = /^(u|dA) /.test(name) ? await time(s, ws, undefined, true) : undefined;
+    if (half) {
+      sum.xPicked += picked.us;
+      sum.xHalf += half.us;
+    }
+    console.log(`  ${name.padEnd(8)} ${`${s.M}x${s.N}x${s.K}${s.transA ? 'T' : 'N'}${s.transB ? 'T' : 'N'}`.padEnd(18)} ${one.us.toFixed(1).padStart(7)} ${one.name.padEnd(22)} ${picked.us.toFixed(1).padStart(7)} ${picked.name.padEnd(22)} ${best.us.toFixed(1).padStart(7)} ${best.name}${half ? ` | ${half.us.toFixed(1)} f16 X` : ''}`);
   }
+  console.log(`  u and dA with X fp32 | packed f16: ${sum.xPicked.toFixed(1)} | ${sum.xHalf.toFixed(1)} µs a layer`);
   const perStep = (us: number) => ((us * cfg.num_hidden_layers) / 1000).toFixed(2);
   console.log(`  a layer: ${sum.one.toFixed(1)} | ${sum.picked.toFixed(1)} | ${sum.best.toFixed(1)} µs; ×${cfg.num_hidden_layers} layers: ${perStep(sum.one)} | ${perStep(sum.picked)} | ${perStep(sum.best)} ms a step`);
   console.log('  (the step before this change ran uᵀ twice, forward and backward, one-pass; add the u rows again to the one-pass column for it)');
