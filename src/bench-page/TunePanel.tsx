@@ -61,7 +61,10 @@ export function TunePanel() {
         setPhase({ kind: 'running', fraction: p.total ? p.done / p.total : 0, text: `${p.jobsDone} / ${p.jobs} choices: ${p.job}${p.candidate ? ` — ${p.candidate}` : ''} (~${Math.ceil(p.remainingS)} s left)` });
       } else if (m.type === 'done') {
         w.terminate();
-        const done = m.tuned + m.cached === 0 ? 'nothing tuned' : `tuned: ${m.tuned} new, ${m.cached} already in the cache`;
+        const c = m.stepCheck;
+        const check = !c ? '' : 'skip' in c ? `; step check skipped: ${c.skip}`
+          : `; step ${c.tunedMs.toFixed(1)} ms tuned, ${c.beforeMs.toFixed(1)} ms before: ${c.kept ? 'kept' : 'not faster, this tune dropped'}`;
+        const done = (m.tuned + m.cached === 0 ? 'nothing tuned' : `tuned: ${m.tuned} new, ${m.cached} already in the cache`) + check;
         setPhase({ kind: 'done', text: `${what}: ${m.cancelled ? 'cancelled; ' : ''}${done}${m.unfinished ? `, ${m.unfinished} not finished` : ''} (${m.seconds.toFixed(1)} s) on ${m.adapter}` });
       } else {
         w.terminate();

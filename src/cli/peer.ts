@@ -286,7 +286,7 @@ async function prepareTraining(train: TrainCliOptions): Promise<PreparedTraining
   const tuneCache = runTuneCache(train.tune === true);
   // As train and tune: the INT8/f16 tensor-core GEMMs need subgroup matrices, which Dawn exposes only behind its unsafe APIs.
   const rt = new Runtime(await acquireNodeGpu({ forceSwiftShader: train.cpu, dawnFlags: ['enable-dawn-features=allow_unsafe_apis'] }));
-  const tuned = await prepareRunKernels(rt, opts, tuneCache, train.tune ? { budgetS: 90 } : null);
+  const tuned = await prepareRunKernels(rt, opts, tuneCache, train.tune ? { budgetS: 90, preset: train.preset } : null);
   // This member's own trainer; the group's member wraps it once admitted (runGroupWork).
   const trainer = await createParallelTrainer({ strategy: { kind: 'single' }, rt, opts, text, init: { tokenizer, params: point?.params, optimizer: point?.optimizer, ...memberInit(train.spec.strategy) } });
   run.create();

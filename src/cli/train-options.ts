@@ -141,7 +141,7 @@ export interface TrainPlan {
   /** The options resolved once (the memory budget solved), for --plan and the trainer; null: resolve them (a resumed run). */
   resolved: TrainingPlan | null;
   /** --tune: tune what the cache lacks before the model is built, within budgetS seconds (cli/tune-cache.ts). */
-  tune: { budgetS: number } | null;
+  tune: { budgetS: number; preset?: PresetName } | null;
 }
 
 type Flags = ReturnType<typeof parseCliArgs<typeof OPTIONS>>;
@@ -161,7 +161,8 @@ export async function parseTrainArgs(argv: string[]): Promise<TrainPlan | null> 
   if (tuneBudget !== undefined && !a.tune) throw new UsageError('--tune-budget-s goes with --tune');
   const common = {
     cpu: a.cpu ?? false, exportInit: a['export-init'] ?? false, dumpBatches: a['dump-batches'] ?? false, plan: a.plan ?? false,
-    tune: a.tune ? { budgetS: tuneBudget ?? 90 } : null, merge: a.merge ?? false,
+    // The tune's step check times the preset's synthetic run (lab/tune-check.ts: skipped where the model is not its shape).
+    tune: a.tune ? { budgetS: tuneBudget ?? 90, ...(a.config === undefined && PRESET_NAMES.includes(a.model as PresetName) ? { preset: a.model as PresetName } : {}) } : null, merge: a.merge ?? false,
   };
   if (a.resume !== undefined) {
     const r = await resumePlan(a, a.resume, cadence);

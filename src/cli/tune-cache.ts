@@ -7,7 +7,9 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from '
 import { homedir } from 'node:os';
 import path from 'node:path';
 import type { Runtime } from '../engine/gpu/runtime';
+import type { PresetName } from '../engine/model/config';
 import type { TrainOptions } from '../engine/train/options';
+import { checkTuneByStep, runStepTimer } from '../lab/tune-check';
 import type { Runtime as Rt } from '../engine/gpu/runtime';
 import {
   adapterKeyOf, adoptSharedTable, applySharedForTraining, KERNEL_FAMILIES, type KernelFamily, pendingTune, setShippedSeeds, resetRunChoices, shareableTable,
@@ -105,10 +107,11 @@ export function runTuneCache(tune: boolean): TuneCache {
  * choices starts afresh, so runTuningStatus(rt) after the build describes this run's model.
  */
 export async function prepareRunKernels(rt: Runtime, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache,
-  tune: { budgetS: number } | null, log: (line: string) => void = (l) => console.error(l)): Promise<RunTuning['tune'] | undefined> {
+  tune: { budgetS: number; preset?: PresetName } | null, log: (line: string) => void = (l) => console.error(l)): Promise<RunTuning['tune'] | undefined> {
   let summary: RunTuning['tune'];
   if (tune) {
     const { budgetS } = tune;
+    const before = structuredClone(cache.toJSON());
     const file = tuneCachePath();
     const pending = pendingTune(rt, opts, cache, { budgetS });
     log(`tune: ${pending.jobs.length} kernel choices to tune on this GPU (${pending.candidates} candidates, up to ~${Math.ceil(pending.seconds)} s; cache ${file})`);
@@ -121,6 +124,15 @@ export async function prepareRunKernels(rt: Runtime, opts: Pick<TrainOptions, 'm
         log(`tune: ${p.jobsDone}/${p.jobs} ${p.job}${p.candidate ? ` ${p.candidate}` : ''} (${p.elapsedS.toFixed(0)} s, ~${Math.ceil(p.remainingS)} s left)`);
       },
     });
+    // The tune is kept only if the run's step is not slower with it (lab/tune-check.ts), where a preset's synthetic step stands for the run.
+    if (outcome.tuned.length && tune.preset) {
+      const timer = runStepTimer(rt, tune.preset, opts);
+      if ('skip' in timer) log(`tune: step check skipped: ${timer.skip}`);
+      else {
+        const c = await checkTuneByStep(rt, cache, before, timer.time);
+        log(`tune: step check ${c.tunedMs.toFixed(2)} ms tuned, ${c.beforeMs.toFixed(2)} ms before: ${c.kept ? 'kept' : 'not faster, so this tune is dropped'}`);
+      }
+    }
     if (outcome.tuned.length) writeTuneCacheFile(file, cache);
     log(`tune: ${outcome.tuned.length} tuned, ${outcome.cached.length} from the cache, ${outcome.unfinished.length} unfinished`
       + `${outcome.outOfBudget ? ` (the ${budgetS} s budget ran out)` : ''} in ${outcome.elapsedS.toFixed(1)} s`);

@@ -5,6 +5,7 @@
  * a malformed or foreign file is refused before the GPU starts), --export writes the cache after.
  */
 import { acquireNodeGpu } from '../engine/gpu/node';
+import { checkTuneByStep, runStepTimer } from '../lab/tune-check';
 import { Runtime } from '../engine/gpu/runtime';
 import { adapterKeyOf, adapterLabel, pendingTune, tuneForTraining } from '../engine/tune';
 import { fail, num, parseCliArgs, UsageError } from './common';
@@ -18,6 +19,8 @@ export const TUNE_HELP = `usage: npm run tune -- [options]
   --budget-s N                    stop starting new timings after N seconds (default 90); a choice cut
                                   short keeps the best of what it timed
   --force                         time again what the cache already holds for this adapter
+  --no-step-check                 keep the tune without timing the run's step with and without it (by
+                                  default a tune whose step is slower than before it is dropped)
   --import FILE                   merge a tuning cache file (e.g. another member's export) into the cache
                                   first; refused with an error if it is not a valid tuning cache
   --export FILE                   write the cache (every adapter) to FILE at the end
@@ -26,7 +29,7 @@ With only --import and/or --export (no model option) nothing is tuned and no GPU
 The cache: $LAB_TUNE_CACHE, else $XDG_CACHE_HOME/webgpu-quant-lab/tune.json, else ~/.cache/webgpu-quant-lab/tune.json.
 exit status: 0 done, 2 bad input (nothing written), 1 a failure during the tune, 130 interrupted (what was tuned is saved)`;
 
-const OWN = { 'budget-s': { type: 'string' }, force: { type: 'boolean' }, import: { type: 'string' }, export: { type: 'string' }, help: { type: 'boolean', short: 'h' } } as const;
+const OWN = { 'budget-s': { type: 'string' }, force: { type: 'boolean' }, 'no-step-check': { type: 'boolean' }, import: { type: 'string' }, export: { type: 'string' }, help: { type: 'boolean', short: 'h' } } as const;
 const PASSED = ['model', 'scheme', 'batch', 'seq', 'config', 'data', 'tokenizer', 'text-field', 'cpu'] as const;
 const MODEL_OPTIONS = PASSED.filter((k) => k !== 'cpu');
 
@@ -79,6 +82,7 @@ async function main(): Promise<number> {
     process.once('SIGTERM', onSignal);
     let last = 0;
     try {
+      const before = structuredClone(cache.toJSON());
       const outcome = await tuneForTraining(rt, plan.opts, cache, {
         budgetS, force: a.force, signal: abort.signal,
         onProgress: (p) => {
@@ -89,11 +93,22 @@ async function main(): Promise<number> {
       });
       for (const t of outcome.tuned) console.error(`  ${t.label}: ${t.pick} ${t.ms.toFixed(4)} ms (${t.candidates} candidates)`);
       for (const u of outcome.unfinished) console.error(`  ${u.key}: not tuned (${u.why})`);
+      let stepCheck: Record<string, unknown> | undefined;
+      if (outcome.tuned.length && !outcome.cancelled && !a['no-step-check']) {
+        const timer = runStepTimer(rt, plan.preset, plan.opts);
+        if ('skip' in timer) console.error(`step check skipped: ${timer.skip}`);
+        else {
+          const c = await checkTuneByStep(rt, cache, before, timer.time);
+          console.error(`step check: ${c.tunedMs.toFixed(2)} ms a step tuned, ${c.beforeMs.toFixed(2)} ms before the tune: `
+            + (c.kept ? 'kept' : 'not faster, so this tune is dropped (the cache is as it was)'));
+          stepCheck = { tuned_ms: Number(c.tunedMs.toFixed(3)), before_ms: Number(c.beforeMs.toFixed(3)), kept: c.kept };
+        }
+      }
       writeTuneCacheFile(file, cache);
       summary = {
         adapter, cache: file, tuned: outcome.tuned.length, cached: outcome.cached.length, unfinished: outcome.unfinished.length,
         rejected: outcome.rejected.length, elapsed_s: Number(outcome.elapsedS.toFixed(2)), out_of_budget: outcome.outOfBudget, cancelled: outcome.cancelled,
-        entries: cache.counts(adapter),
+        entries: cache.counts(adapter), ...(stepCheck ? { step_check: stepCheck } : {}),
       };
     } finally {
       process.off('SIGINT', onSignal);
