@@ -110,9 +110,10 @@ export function DataPanel() {
       {s.imported && !busy && <ImportGeneratePanel name={s.imported.name} />}
       {s.job && (
         <span className="dataset-row small" data-testid="data-job">
+          {/* First in the row: after the phase and percent it moved with every progress update, hard to click (and Playwright's click waited for it to hold still). */}
+          <button type="button" className="small" data-testid="data-cancel" onClick={() => data.cancel()}>cancel</button>
           <progress max={s.job.total || 1} value={s.job.done} aria-label={s.job.phase} />
           {s.job.phase} {s.job.total > 0 && `${Math.round((100 * s.job.done) / s.job.total)}%`}
-          <button type="button" className="small" data-testid="data-cancel" onClick={() => data.cancel()}>cancel</button>
         </span>
       )}
       {p && !s.job && (
