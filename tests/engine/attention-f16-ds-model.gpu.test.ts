@@ -6,25 +6,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { F16_ATTN_BWD_TOL } from '../../src/engine/kernels/attention/f16/checks';
-import type { F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';
 import type { F16AttnBwdSpecs } from '../../src/engine/kernels/attention/f16/layouts';
-import { PRESETS } from '../../src/engine/model/config';
 import { LlamaGpu } from '../../src/engine/model/llama';
-import { initParams, paramLayout } from '../../src/engine/model/params';
 import { resolvePlan } from '../../src/engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
-import { Rng } from '../../src/engine/util/rng';
 import { attentionTestRuntime } from '../helpers/gpu';
+import { f16TwinMicro } from '../helpers/model';
 
 const rt = await attentionTestRuntime();
-const cfg = { ...PRESETS.micro }; // 2 layers, 4 heads on 2 KV heads of 8
-const [B, T] = [2, 16];
-const layout = paramLayout(cfg);
-const params = initParams(cfg, layout, 11);
-const rng = new Rng(31);
-const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size));
-const DEV = { shaderF16: true, tensorCores: false, attentionHeadDims: [8], attentionBackwardHeadDims: [8] };
-const SPEC: F16AttnSpec = { cfg: { M: 8, N: 4, K: 8 }, D: 8, sgCount: 2, BKV: 8, sgSize: 8, PAD: 8, load: 'staged' };
+const { cfg, B, T, layout, params, tokens, DEV, SPEC } = f16TwinMicro(11, 31, 'staged');
 
 async function step(backward: F16AttnBwdSpecs) {
   const model = new LlamaGpu(rt, resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS.f16, f16Device: DEV, f16Twin: true }), { f16Attention: { forward: SPEC, backward, emulate: true } });

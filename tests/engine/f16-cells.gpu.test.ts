@@ -7,12 +7,9 @@
  * f16.x and f16.qkv (only dO's cast stays); a Trainer allocates exactly its plan.
  */
 import { describe, expect, it } from 'vitest';
-import type { F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';
 import { unpackF16Ref } from '../../src/engine/kernels/f16/f16.ref';
-import { PRESETS } from '../../src/engine/model/config';
 import { f16CellBytes } from '../../src/engine/model/f16-operands';
 import { LlamaGpu } from '../../src/engine/model/llama';
-import { initParams, paramLayout } from '../../src/engine/model/params';
 import { resolvePlan, type RunPlan } from '../../src/engine/plan/run-plan';
 import { resolveTrainingPlan } from '../../src/engine/plan/train-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
@@ -20,21 +17,11 @@ import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import { Trainer } from '../../src/engine/train/trainer';
-import { Rng } from '../../src/engine/util/rng';
 import { attentionTestRuntime } from '../helpers/gpu';
+import { f16TwinMicro } from '../helpers/model';
 
 const rt = await attentionTestRuntime();
-const cfg = { ...PRESETS.micro }; // head dim 8, GQA (4 query heads, 2 KV heads), 2 layers
-const [B, T] = [2, 16];
-const layout = paramLayout(cfg);
-const params = initParams(cfg, layout, 7);
-const rng = new Rng(23);
-const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size));
-/** A device with f16 GEMMs and the f16 attention both ways at head dim 8 (what the twin stands in for). */
-const DEV = { shaderF16: true, tensorCores: false, attentionHeadDims: [8], attentionBackwardHeadDims: [8] };
-// The emulated attention's micro specs (attention-f16.gpu.test.ts): matrix loads straight from the f16 inputs (cheapest to compile here).
-const SPEC: F16AttnSpec = { cfg: { M: 8, N: 4, K: 8 }, D: 8, sgCount: 2, BKV: 8, sgSize: 8, PAD: 8, load: 'direct' };
-const F16_ATTENTION = { forward: SPEC, backward: { dq: SPEC, dkdv: SPEC }, emulate: true };
+const { cfg, B, T, params, tokens, DEV, F16_ATTENTION } = f16TwinMicro(7, 23);
 
 const plan = (scheme: Scheme, shareF16: boolean) => resolvePlan(cfg, B, T, { scheme, f16Device: DEV, f16Twin: true, shareF16 });
 

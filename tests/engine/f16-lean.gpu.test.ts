@@ -7,10 +7,8 @@
  * bit the step with the full workspace (f16Lean: false); a Trainer allocates exactly its plan.
  */
 import { describe, expect, it } from 'vitest';
-import type { F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';
 import { PRESETS } from '../../src/engine/model/config';
 import { LlamaGpu } from '../../src/engine/model/llama';
-import { initParams, paramLayout } from '../../src/engine/model/params';
 import { resolvePlan, type RunPlan } from '../../src/engine/plan/run-plan';
 import { resolveTrainingPlan } from '../../src/engine/plan/train-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
@@ -18,19 +16,11 @@ import { parseScheme, type Scheme } from '../../src/engine/scheme/scheme';
 import { defaultTrainOptions } from '../../src/engine/train/options';
 import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import { Trainer } from '../../src/engine/train/trainer';
-import { Rng } from '../../src/engine/util/rng';
 import { attentionTestRuntime } from '../helpers/gpu';
+import { f16TwinMicro } from '../helpers/model';
 
 const rt = await attentionTestRuntime();
-const cfg = { ...PRESETS.micro }; // 2 layers, C 32, F 64
-const [B, T] = [2, 16];
-const layout = paramLayout(cfg);
-const params = initParams(cfg, layout, 11);
-const rng = new Rng(29);
-const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size));
-const DEV = { shaderF16: true, tensorCores: false, attentionHeadDims: [8], attentionBackwardHeadDims: [8] };
-const SPEC: F16AttnSpec = { cfg: { M: 8, N: 4, K: 8 }, D: 8, sgCount: 2, BKV: 8, sgSize: 8, PAD: 8, load: 'direct' };
-const F16_ATTENTION = { forward: SPEC, backward: { dq: SPEC, dkdv: SPEC }, emulate: true };
+const { cfg, B, T, layout, params, tokens, DEV, F16_ATTENTION } = f16TwinMicro(11, 29);
 const AGOQ = SCHEME_PRESETS['agoq-f16'];
 /**
  * agoq-f16 with gate and up INT4 per tensor: micro's SwiGLU backward then runs in blocks (agoq-f16's

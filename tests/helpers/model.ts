@@ -3,11 +3,13 @@
  * (engine/plan/run-plan.ts) — the tests' shorthand for `new LlamaGpu(rt, resolvePlan(...))`.
  */
 import type { Runtime } from '../../src/engine/gpu/runtime';
-import type { ModelConfig } from '../../src/engine/model/config';
+import type { F16AttnSpec } from '../../src/engine/kernels/attention/f16/code';
+import { type ModelConfig, PRESETS } from '../../src/engine/model/config';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import type { ModelBuildOptions, PlanOptions } from '../../src/engine/model/plan';
-import { flatten } from '../../src/engine/model/params';
+import { flatten, initParams, paramLayout } from '../../src/engine/model/params';
 import { resolvePlan } from '../../src/engine/plan/run-plan';
+import { Rng } from '../../src/engine/util/rng';
 
 export function buildModel(rt: Runtime, cfg: ModelConfig, B: number, T: number, opts: Omit<PlanOptions, 'ownWeights'> & ModelBuildOptions = {}): LlamaGpu {
   const { sharedWeights, attnDqPath, ...plan } = opts;
@@ -28,4 +30,21 @@ export async function logitsOf(rt: Runtime, cfg: ModelConfig, params: Map<string
   } finally {
     model.destroy();
   }
+}
+
+/**
+ * The f16 twin's micro fixture (f16-cells, f16-lean, attention-f16-ds-model): micro (head dim 8, 4 query heads on 2 KV
+ * heads, 2 layers) at B2 × T16 with seeded weights and tokens, a device with f16 GEMMs and the f16 attention both ways
+ * at head dim 8 (what the twin stands in for), and the emulated attention's micro spec (`load`: 'direct' is cheapest to compile).
+ */
+export function f16TwinMicro(paramSeed: number, tokenSeed: number, load: F16AttnSpec['load'] = 'direct') {
+  const cfg = { ...PRESETS.micro };
+  const [B, T] = [2, 16];
+  const layout = paramLayout(cfg);
+  const params = initParams(cfg, layout, paramSeed);
+  const rng = new Rng(tokenSeed);
+  const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size));
+  const DEV = { shaderF16: true, tensorCores: false, attentionHeadDims: [8], attentionBackwardHeadDims: [8] };
+  const SPEC: F16AttnSpec = { cfg: { M: 8, N: 4, K: 8 }, D: 8, sgCount: 2, BKV: 8, sgSize: 8, PAD: 8, load };
+  return { cfg, B, T, layout, params, tokens, DEV, SPEC, F16_ATTENTION: { forward: SPEC, backward: { dq: SPEC, dkdv: SPEC }, emulate: true } };
 }
