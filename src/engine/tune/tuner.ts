@@ -141,25 +141,30 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     });
   };
   let stop: string | null = null;
-  const attempt = async (i: number, c: Candidate) => {
-    const p = prepared[i];
-    const c0 = performance.now();
+  /** Checks a candidate against its reference; false, with the rejection noted, where it fails. */
+  const check = async (i: number, c: Candidate): Promise<boolean> => {
     progress('check', i, c.name);
     const problem = await c.check();
-    if (problem) outcome.rejected.push({ job: p.job.key, candidate: c.name, why: problem });
-    else {
-      progress('time', i, c.name);
-      try {
-        times[i].set(c.name, await c.time(times[i].size ? Math.min(...times[i].values()) : undefined));
-      } catch (e) {
-        outcome.rejected.push({ job: p.job.key, candidate: c.name, why: `does not build: ${(e as Error).message}` });
-      }
+    if (problem) outcome.rejected.push({ job: prepared[i].job.key, candidate: c.name, why: problem });
+    return !problem;
+  };
+  /** Times a candidate into `into` (its fastest so far lets a clear loser stop early); one that does not build is rejected. */
+  const timeInto = async (i: number, c: Candidate, into: Map<string, number>) => {
+    progress('time', i, c.name);
+    try {
+      into.set(c.name, await c.time(into.size ? Math.min(...into.values()) : undefined));
+    } catch (e) {
+      outcome.rejected.push({ job: prepared[i].job.key, candidate: c.name, why: `does not build: ${(e as Error).message}` });
     }
+  };
+  /** One candidate's work, counted for the estimate per candidate. */
+  const counted = async (work: () => Promise<void>) => {
+    const c0 = performance.now();
+    await work();
     done++;
     spent += (performance.now() - c0) / 1000;
   };
   const timeBackToBack = async (i: number, cs: Candidate[], settleMs: number) => {
-    const p = prepared[i];
     const fresh = new Map<string, number>();
     // Until the first one's time holds still (within 3 %) the clock is still rising: it is timed again.
     const t0 = performance.now();
@@ -170,12 +175,7 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     }
     for (const c of cs) {
       if (o.signal?.aborted) break;
-      progress('time', i, c.name);
-      try {
-        fresh.set(c.name, await c.time(fresh.size ? Math.min(...fresh.values()) : undefined));
-      } catch (e) {
-        outcome.rejected.push({ job: p.job.key, candidate: c.name, why: `does not build: ${(e as Error).message}` });
-      }
+      await timeInto(i, c, fresh);
     }
     // The back-to-back times replace the first round's (met at another clock); a candidate they missed keeps none.
     if (fresh.size) times[i] = fresh;
@@ -191,7 +191,9 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
       // A first candidate that fails its check hands the first round to the next one.
       for (const c of p.candidates) {
         if (stopped()) break;
-        await attempt(i, c);
+        await counted(async () => {
+          if (await check(i, c)) await timeInto(i, c, times[i]);
+        });
         if (times[i].size > 0) break;
       }
       p.free(); // a job's operands live while it is timed only
@@ -207,13 +209,9 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
       for (const c of p.candidates) {
         if (times[i].has(c.name) || outcome.rejected.some((r) => r.job === p.job.key && r.candidate === c.name)) continue;
         if (stopped() || elapsed() + perCandidate() > deadline) break;
-        const c0 = performance.now();
-        progress('check', i, c.name);
-        const problem = await c.check();
-        if (problem) outcome.rejected.push({ job: p.job.key, candidate: c.name, why: problem });
-        else passing.push(c);
-        done++;
-        spent += (performance.now() - c0) / 1000;
+        await counted(async () => {
+          if (await check(i, c)) passing.push(c);
+        });
       }
       if (passing.length > 1 && !stopped()) {
         const t0 = performance.now();
