@@ -9,6 +9,7 @@ import { useEffect, useRef, useState } from 'react';
 import { PRESET_NAMES, type PresetName } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { LAB_RUN_SHAPE } from '../engine/tune/lab-run';
+import { stepCheckWords } from '../lab/tune-check';
 import type { FromTuneWorker, ToTuneWorker } from './tune.worker';
 
 type Phase = { kind: 'idle' } | { kind: 'running'; text: string; fraction: number } | { kind: 'done'; text: string } | { kind: 'error'; text: string };
@@ -61,9 +62,7 @@ export function TunePanel() {
         setPhase({ kind: 'running', fraction: p.total ? p.done / p.total : 0, text: `${p.jobsDone} / ${p.jobs} choices: ${p.job}${p.candidate ? ` — ${p.candidate}` : ''} (~${Math.ceil(p.remainingS)} s left)` });
       } else if (m.type === 'done') {
         w.terminate();
-        const c = m.stepCheck;
-        const check = !c ? '' : 'skip' in c ? `; step check skipped: ${c.skip}`
-          : `; step ${c.tunedMs.toFixed(1)} ms tuned, ${c.beforeMs.toFixed(1)} ms before: ${c.kept ? 'kept' : 'not faster, this tune dropped'}`;
+        const check = m.stepCheck ? `; ${stepCheckWords(m.stepCheck)}` : '';
         const done = (m.tuned + m.cached === 0 ? 'nothing tuned' : `tuned: ${m.tuned} new, ${m.cached} already in the cache`) + check;
         setPhase({ kind: 'done', text: `${what}: ${m.cancelled ? 'cancelled; ' : ''}${done}${m.unfinished ? `, ${m.unfinished} not finished` : ''} (${m.seconds.toFixed(1)} s) on ${m.adapter}` });
       } else {

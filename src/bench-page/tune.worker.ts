@@ -13,7 +13,7 @@ import { PRESET_NAMES } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import { adapterKeyOf, adapterLabel, labRunOptions, pendingTune, tuneForTraining, type TuneProgress } from '../engine/tune';
 import { loadTuneCacheIdb, saveTuneCacheIdb } from '../engine/tune/idb';
-import { checkTuneByStep, runStepTimer, type TuneStepCheck } from '../lab/tune-check';
+import { checkTuneInRunStep, type TuneStepOutcome } from '../lab/tune-check';
 
 export const TuneRequestSchema = z.discriminatedUnion('type', [
   z.strictObject({
@@ -27,7 +27,7 @@ export type ToTuneWorker = z.infer<typeof TuneRequestSchema>;
 export type FromTuneWorker =
   | { type: 'started'; adapter: string; jobs: number; candidates: number; estimateS: number }
   | { type: 'progress'; progress: TuneProgress }
-  | { type: 'done'; adapter: string; tuned: number; cached: number; unfinished: number; seconds: number; cancelled: boolean; stepCheck?: TuneStepCheck | { skip: string } }
+  | { type: 'done'; adapter: string; tuned: number; cached: number; unfinished: number; seconds: number; cancelled: boolean; stepCheck?: TuneStepOutcome }
   | { type: 'error'; message: string };
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
@@ -56,11 +56,7 @@ async function tune({ preset, batch, seq, scheme, budgetS }: Extract<ToTuneWorke
       },
     });
     // Kept only if the lab run's step is not slower with it (lab/tune-check.ts).
-    let stepCheck: TuneStepCheck | { skip: string } | undefined;
-    if (outcome.tuned.length && !outcome.cancelled) {
-      const timer = runStepTimer(rt, preset, opts);
-      stepCheck = 'skip' in timer ? timer : await checkTuneByStep(rt, cache, before, timer.time);
-    }
+    const stepCheck = outcome.tuned.length && !outcome.cancelled ? await checkTuneInRunStep(rt, preset, opts, cache, before) : undefined;
     if (outcome.tuned.length) await saveTuneCacheIdb(cache);
     post({
       type: 'done', adapter, tuned: outcome.tuned.length, cached: outcome.cached.length, unfinished: outcome.unfinished.length,

@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { Runtime } from '../engine/gpu/runtime';
 import type { PresetName } from '../engine/model/config';
 import type { TrainOptions } from '../engine/train/options';
-import { checkTuneByStep, runStepTimer } from '../lab/tune-check';
+import { checkTuneInRunStep, stepCheckWords } from '../lab/tune-check';
 import type { Runtime as Rt } from '../engine/gpu/runtime';
 import {
   adapterKeyOf, adoptSharedTable, applySharedForTraining, KERNEL_FAMILIES, type KernelFamily, pendingTune, setShippedSeeds, resetRunChoices, shareableTable,
@@ -125,14 +125,7 @@ export async function prepareRunKernels(rt: Runtime, opts: Pick<TrainOptions, 'm
       },
     });
     // The tune is kept only if the run's step is not slower with it (lab/tune-check.ts), where a preset's synthetic step stands for the run.
-    if (outcome.tuned.length && tune.preset) {
-      const timer = runStepTimer(rt, tune.preset, opts);
-      if ('skip' in timer) log(`tune: step check skipped: ${timer.skip}`);
-      else {
-        const c = await checkTuneByStep(rt, cache, before, timer.time);
-        log(`tune: step check ${c.tunedMs.toFixed(2)} ms tuned, ${c.beforeMs.toFixed(2)} ms before: ${c.kept ? 'kept' : 'not faster, so this tune is dropped'}`);
-      }
-    }
+    if (outcome.tuned.length && tune.preset) log(`tune: ${stepCheckWords(await checkTuneInRunStep(rt, tune.preset, opts, cache, before))}`);
     if (outcome.tuned.length) writeTuneCacheFile(file, cache);
     log(`tune: ${outcome.tuned.length} tuned, ${outcome.cached.length} from the cache, ${outcome.unfinished.length} unfinished`
       + `${outcome.outOfBudget ? ` (the ${budgetS} s budget ran out)` : ''} in ${outcome.elapsedS.toFixed(1)} s`);

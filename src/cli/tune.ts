@@ -5,7 +5,7 @@
  * a malformed or foreign file is refused before the GPU starts), --export writes the cache after.
  */
 import { acquireNodeGpu } from '../engine/gpu/node';
-import { checkTuneByStep, runStepTimer } from '../lab/tune-check';
+import { checkTuneInRunStep, stepCheckWords } from '../lab/tune-check';
 import { Runtime } from '../engine/gpu/runtime';
 import { adapterKeyOf, adapterLabel, pendingTune, tuneForTraining } from '../engine/tune';
 import { fail, num, parseCliArgs, UsageError } from './common';
@@ -95,14 +95,9 @@ async function main(): Promise<number> {
       for (const u of outcome.unfinished) console.error(`  ${u.key}: not tuned (${u.why})`);
       let stepCheck: Record<string, unknown> | undefined;
       if (outcome.tuned.length && !outcome.cancelled && !a['no-step-check']) {
-        const timer = runStepTimer(rt, plan.preset, plan.opts);
-        if ('skip' in timer) console.error(`step check skipped: ${timer.skip}`);
-        else {
-          const c = await checkTuneByStep(rt, cache, before, timer.time);
-          console.error(`step check: ${c.tunedMs.toFixed(2)} ms a step tuned, ${c.beforeMs.toFixed(2)} ms before the tune: `
-            + (c.kept ? 'kept' : 'not faster, so this tune is dropped (the cache is as it was)'));
-          stepCheck = { tuned_ms: Number(c.tunedMs.toFixed(3)), before_ms: Number(c.beforeMs.toFixed(3)), kept: c.kept };
-        }
+        const c = await checkTuneInRunStep(rt, plan.preset, plan.opts, cache, before);
+        console.error(stepCheckWords(c));
+        if (!('skip' in c)) stepCheck = { tuned_ms: Number(c.tunedMs.toFixed(3)), before_ms: Number(c.beforeMs.toFixed(3)), kept: c.kept };
       }
       writeTuneCacheFile(file, cache);
       summary = {

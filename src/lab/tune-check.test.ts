@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import type { Runtime } from '../engine/gpu/runtime';
 import { TuneCache } from '../engine/tune';
 import { tunedPicks } from '../engine/tune/store';
-import { checkTuneByStep, runStepTimer } from './tune-check';
+import { checkTuneByStep, runStepTimer, stepCheckWords } from './tune-check';
 import { defaultTrainOptions } from '../engine/train/options';
 
 const H100 = { vendor: 'nvidia', architecture: 'hopper', device: 'NVIDIA H100 80GB HBM3', description: 'NVIDIA H100' };
@@ -55,5 +55,11 @@ describe('a tune checked in the run\'s step', () => {
     expect(runStepTimer(cpu, 'base', base)).toEqual({ skip: expect.stringContaining('CPU adapter') });
     expect(runStepTimer(gpu, 'small', base)).toEqual({ skip: expect.stringContaining("small's shape") });
     expect(runStepTimer(gpu, 'base', defaultTrainOptions('base', { model: { vocab_size: 49152 } }))).toEqual({ skip: expect.stringContaining('vocabulary') });
+  });
+
+  it('says what it did: skipped and why, or both times and whether the tune stays', () => {
+    expect(stepCheckWords({ skip: 'a CPU adapter' })).toBe('step check skipped: a CPU adapter');
+    expect(stepCheckWords({ tunedMs: 75, beforeMs: 70, kept: false })).toBe('step check: 75.00 ms a step tuned, 70.00 ms before the tune: not faster, so this tune is dropped (the cache is as it was)');
+    expect(stepCheckWords({ tunedMs: 60, beforeMs: 70, kept: true })).toMatch(/: kept$/);
   });
 });

@@ -65,3 +65,20 @@ export function runStepTimer(rt: Runtime, preset: PresetName, opts: Pick<TrainOp
   const scheme: Scheme = opts.scheme ?? SCHEME_PRESETS.fp32;
   return { time: async () => (await benchStep(rt, { preset, scheme, batch: opts.batch, seq: opts.seq, warmup: 2, reps })).msPerStep };
 }
+
+/** What the step check did: its times and decision, or why it did not run. */
+export type TuneStepOutcome = TuneStepCheck | { skip: string };
+
+/** After a tune (`before`: the cache's data before it): the run's step checked (runStepTimer, then checkTuneByStep), or why not. */
+export async function checkTuneInRunStep(rt: Runtime, preset: PresetName, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache,
+  before: TuneCacheData): Promise<TuneStepOutcome> {
+  const timer = runStepTimer(rt, preset, opts);
+  return 'skip' in timer ? timer : checkTuneByStep(rt, cache, before, timer.time);
+}
+
+/** The step check in words (the CLIs' log line, the page's done line). */
+export function stepCheckWords(c: TuneStepOutcome): string {
+  if ('skip' in c) return `step check skipped: ${c.skip}`;
+  return `step check: ${c.tunedMs.toFixed(2)} ms a step tuned, ${c.beforeMs.toFixed(2)} ms before the tune: `
+    + (c.kept ? 'kept' : 'not faster, so this tune is dropped (the cache is as it was)');
+}
