@@ -18,6 +18,7 @@ import { defaultTrainOptions } from '../../src/engine/train/options';
 import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import { Trainer } from '../../src/engine/train/trainer';
 import { attentionTestRuntime } from '../helpers/gpu';
+import { expectSameStep } from '../helpers/compare';
 import { f16TwinMicro } from '../helpers/model';
 
 const rt = await attentionTestRuntime();
@@ -83,10 +84,7 @@ describe.each(['f16', 'agoq-f16'] as const)('f16 cells as the operand copies (%s
       expect(got.model.attnPaths.get('L0.attnDp')).toBe('f16-tensor-core');
       expect(cells.size).toBe(cfg.num_hidden_layers * (name === 'f16' ? 7 : 4));
       for (const [k, v] of cells) expect(Array.from(v), k).toEqual(Array.from(packed.get(k)!));
-      expect(Number.isFinite(got.loss)).toBe(true);
-      expect(got.loss).toBe(ref.loss);
-      const diff = got.grads.findIndex((g, i) => !Object.is(g, ref.grads[i]));
-      expect(diff, `gradient ${diff}: ${got.grads[diff]} vs ${ref.grads[diff]}`).toBe(-1);
+      expectSameStep(got, ref);
       expect(got.grads.some((g) => g !== 0)).toBe(true);
 
       // Per layer, gone: the cells' store passes (the producers write them; v's store is its one cast), the unpacks of
@@ -128,10 +126,7 @@ describe('f16 cells written by their store pass (fp32 forward, INT8 attention sc
     const ref = await step(plan(F16_FP32_FORWARD_I8_SCORES, false));
     const got = await step(p);
     try {
-      expect(Number.isFinite(got.loss)).toBe(true);
-      expect(got.loss).toBe(ref.loss);
-      const diff = got.grads.findIndex((g, i) => !Object.is(g, ref.grads[i]));
-      expect(diff, `gradient ${diff}: ${got.grads[diff]} vs ${ref.grads[diff]}`).toBe(-1);
+      expectSameStep(got, ref);
       // The cells' stores are casts; the dW GEMMs cast nothing into f16.x.
       expect(got.labels.filter((l) => /^L0\.(h1|o|h2|act)\.f16\[f32→f16\]$/.test(l)).sort()).toEqual(['L0.act.f16[f32→f16]', 'L0.h1.f16[f32→f16]', 'L0.h2.f16[f32→f16]', 'L0.o.f16[f32→f16]']);
       expect(got.labels.some((l) => l.includes('.f16.x['))).toBe(false);

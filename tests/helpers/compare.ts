@@ -47,3 +47,11 @@ export function maxRel(a: Arr, b: Arr): number {
   }
   return num / den;
 }
+
+/** Two steps' outcomes bit for bit: a finite loss, the same loss, every gradient the same (the first that differs named). */
+export function expectSameStep(got: { loss: number; grads: Arr }, ref: { loss: number; grads: Arr }): void {
+  expect(Number.isFinite(got.loss)).toBe(true);
+  expect(got.loss).toBe(ref.loss);
+  const diff = Array.prototype.findIndex.call(got.grads, (g: number, i: number) => !Object.is(g, ref.grads[i]));
+  expect(diff, `gradient ${diff}: ${got.grads[diff]} vs ${ref.grads[diff]}`).toBe(-1);
+}
