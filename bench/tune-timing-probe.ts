@@ -1,19 +1,21 @@
 /**
- * Why a tuned f16 `base` step ran slower than the untuned one on the H100 (s28c1: 101.8k vs 108.1k
- * tokens/s), while the tuner timed the f16 attention forward at 0.87 ms a layer and f16-attn-device
- * times the same kernels at ~0.17 ms: each f16 attention job's first candidates are timed as the
- * tuner does (its options on this device), then with a long warm-up to a steady clock, then again
- * in the first order — so a difference between the rows is the timing method, not the kernel.
+ * Whether the tuner's timings are the kernels' (issue 36): an H100 tuned f16 `base` steps slower than
+ * untuned (s28c1-c5) while its picks each timed faster. For each f16 attention job of the run, its
+ * first candidates are built and timed three ways — the tuner's interleaved rounds (its options on
+ * this device), each alone after a long warm-up (the reference), the rounds again — so a row that
+ * differs between the ways is the timing method, not the kernel.
  *   node tune-timing-probe.mjs [--model base --scheme f16 --batch 16 --seq 512] [--n 3] [--warmup-ms 1000]
  */
 import { parseArgs } from 'node:util';
 import { parseTrainArgs } from '../src/cli/train-options';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
+import { timeDispatches, warmUntilSteady } from '../src/engine/gpu/timer';
 import { trainingTuneJobs } from '../src/engine/tune';
+import { type BuiltCandidate, timeBuiltInRounds } from '../src/engine/tune/candidate';
 import { prepareF16Attention } from '../src/engine/tune/f16-attention';
 import type { F16AttnJob } from '../src/engine/tune/jobs';
-import { deviceTuneOptions, type TuneOptions } from '../src/engine/tune/tuner';
+import { deviceTuneOptions } from '../src/engine/tune/tuner';
 
 const a = parseArgs({ options: {
   model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, n: { type: 'string' }, 'warmup-ms': { type: 'string' },
@@ -21,29 +23,35 @@ const a = parseArgs({ options: {
 const plan = await parseTrainArgs(['--model', a.model ?? 'base', '--scheme', a.scheme ?? 'f16', '--batch', a.batch ?? '16', '--seq', a.seq ?? '512']);
 if (!plan) throw new Error('no run options');
 const n = Number(a.n ?? 3);
+const warmupMs = Number(a['warmup-ms'] ?? 1000);
 const gpu = await acquireNodeGpu({ dawnFlags: ['disable-dawn-features=timestamp_quantization', 'enable-dawn-features=allow_unsafe_apis'] });
 const rt = new Runtime(gpu);
+const o = deviceTuneOptions(rt);
 const jobs = trainingTuneJobs(plan.opts).filter((j): j is F16AttnJob => j.family === 'f16attn');
 if (!jobs.length) console.log('no f16 attention jobs in this run (no shader-f16 or subgroup matrices here?)');
-const variants: [string, TuneOptions][] = [
-  ['tuner (this device)', deviceTuneOptions(rt)],
-  [`warm-up ${a['warmup-ms'] ?? 1000} ms, 10 reps`, { ...deviceTuneOptions(rt), warmupMs: Number(a['warmup-ms'] ?? 1000), reps: 10 }],
-  ['tuner again', deviceTuneOptions(rt)],
-];
 for (const job of jobs) {
-  for (const [label, o] of variants) {
-    const p = prepareF16Attention(rt, job, o);
-    if (!p.candidates.length) console.log(`${job.label}: ${p.rejected.map((r) => r.why).join('; ')}`);
-    for (const c of p.candidates.slice(0, n)) {
-      const why = await c.check();
-      if (why) {
-        console.log(`${job.label} [${label}] ${c.name}: ${why}`);
-        continue;
-      }
-      const t0 = performance.now();
-      const ms = await c.time(undefined);
-      console.log(`${job.label} [${label}] ${c.name}: ${ms.toFixed(3)} ms (${((performance.now() - t0) / 1000).toFixed(1)} s to time)`);
-    }
-    p.free();
+  const p = prepareF16Attention(rt, job, o);
+  if (!p.candidates.length) console.log(`${job.label}: ${p.rejected.map((r) => r.why).join('; ')}`);
+  const names: string[] = [];
+  const built: BuiltCandidate[] = [];
+  for (const c of p.candidates.slice(0, n)) {
+    const why = await c.check();
+    if (why) console.log(`${job.label} ${c.name}: ${why}`);
+    else (names.push(c.name), built.push(await c.build()));
   }
+  const rounds = async (label: string) => {
+    const t0 = performance.now();
+    const r = await timeBuiltInRounds(rt, built, o);
+    const s = ((performance.now() - t0) / 1000).toFixed(1);
+    names.forEach((name, i) => console.log(`${job.label} [${label}, ${r.rounds} rounds, ${s} s] ${name}: median ${r.medianMs[i].toFixed(3)} ms, score ${r.score[i].toFixed(3)}`));
+  };
+  if (built.length) await rounds('tuner rounds');
+  for (const [i, b] of built.entries()) {
+    await warmUntilSteady(rt, b.dispatches, warmupMs, 2 * warmupMs);
+    const ms = (await timeDispatches(rt, b.dispatches, { warmup: 0, reps: 10 })).medianMs / b.inner;
+    console.log(`${job.label} [alone, warm-up ${warmupMs} ms, 10 reps] ${names[i]}: ${ms.toFixed(3)} ms`);
+  }
+  if (built.length) await rounds('tuner rounds again');
+  built.forEach((b) => b.free());
+  p.free();
 }

@@ -7,7 +7,7 @@
 import { acquireNodeGpu } from '../engine/gpu/node';
 import { checkTuneInRunStep, stepCheckWords } from '../lab/tune-check';
 import { Runtime } from '../engine/gpu/runtime';
-import { adapterKeyOf, adapterLabel, pendingTune, tuneForTraining } from '../engine/tune';
+import { adapterKeyOf, adapterLabel, pendingTune, tunedJobWords, tuneForTraining } from '../engine/tune';
 import { fail, num, parseCliArgs, UsageError } from './common';
 import { INTERRUPTED_EXIT } from './interrupt';
 import { parseTrainArgs } from './train-options';
@@ -91,7 +91,7 @@ async function main(): Promise<number> {
           console.error(`  [${p.done}/${p.total}] ${p.job}${p.candidate ? `: ${p.candidate}` : ''} (${p.elapsedS.toFixed(0)} s, ~${Math.ceil(p.remainingS)} s left)`);
         },
       });
-      for (const t of outcome.tuned) console.error(`  ${t.label}: ${t.pick} ${t.ms.toFixed(4)} ms (${t.candidates} candidates)`);
+      for (const t of outcome.tuned) console.error(`  ${tunedJobWords(t)}`);
       for (const u of outcome.unfinished) console.error(`  ${u.key}: not tuned (${u.why})`);
       let stepCheck: Record<string, unknown> | undefined;
       if (outcome.tuned.length && !outcome.cancelled && !a['no-step-check']) {
@@ -104,6 +104,11 @@ async function main(): Promise<number> {
         adapter, cache: file, tuned: outcome.tuned.length, cached: outcome.cached.length, unfinished: outcome.unfinished.length,
         rejected: outcome.rejected.length, elapsed_s: Number(outcome.elapsedS.toFixed(2)), out_of_budget: outcome.outOfBudget, cancelled: outcome.cancelled,
         entries: cache.counts(adapter), ...(stepCheck ? { step_check: stepCheck } : {}),
+        // Per job the pick's and the untuned pick's medians over the same rounds: whether the picks can be trusted.
+        jobs: outcome.tuned.map((t) => ({
+          job: t.key, pick: t.pick, ms: Number(t.ms.toFixed(4)), untuned: t.untuned,
+          untuned_ms: t.untunedMs === undefined ? null : Number(t.untunedMs.toFixed(4)), rounds: t.rounds, candidates: t.candidates,
+        })),
       };
     } finally {
       process.off('SIGINT', onSignal);

@@ -1,15 +1,29 @@
-// The tuner's schedule (tune/tuner.ts): a job's checks all come before its timings, which run back to
-// back after the first candidate's time holds still, and the back-to-back times (not the first
-// round's, met at another GPU clock) decide the pick. The GEMM job's preparation is replaced by
-// candidates that log what is asked of them: the schedule is the unit here, not the kernels.
-import { describe, expect, it, vi } from 'vitest';
-import type { Runtime } from '../../src/engine/gpu/runtime';
+// The tuner's schedule (tune/tuner.ts): a job's checks and builds all come before its timings, the
+// clock is raised on the first candidate (the untuned pick), then the candidates are timed
+// interleaved in rounds and the rounds' scores decide, the untuned pick kept unless another is
+// faster by keepMargin. The GEMM job's preparation and the GPU timer are replaced by stand-ins that
+// log what is asked of them: the schedule is the unit here, not the kernels.
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import type { Dispatch, Runtime } from '../../src/engine/gpu/runtime';
 import type { Candidate, PreparedJob } from '../../src/engine/tune/candidate';
 import type { MatmulJob } from '../../src/engine/tune/jobs';
 
 const log: string[] = [];
-/** ms each candidate reports per call, in order (the last repeats). */
-const plan: Record<string, number[]> = {};
+/** A candidate's true ms a run, and the clock: a factor on every timing, from the count of timings so far. */
+let trueMs: Record<string, number> = {};
+let clock = (_timings: number) => 1;
+let timings = 0;
+const nameOf = (ds: Dispatch[]) => (ds[0] as unknown as { label: string }).label;
+
+vi.mock('../../src/engine/gpu/timer', async (orig) => ({
+  ...(await orig<object>()),
+  timeDispatches: async (_rt: Runtime, ds: Dispatch[]) => {
+    log.push(`time ${nameOf(ds)}`);
+    const ms = trueMs[nameOf(ds)] * clock(timings++);
+    return { medianMs: ms, samplesMs: [ms], method: 'timestamp' };
+  },
+  warmUntilSteady: async (_rt: Runtime, ds: Dispatch[]) => (log.push(`settle ${nameOf(ds)}`), { runs: 1, ms: 1, batchMsPerRun: [1] }),
+}));
 
 vi.mock('../../src/engine/tune/gemm', async (orig) => ({
   ...(await orig<object>()),
@@ -18,48 +32,65 @@ vi.mock('../../src/engine/tune/gemm', async (orig) => ({
     candidates: ['a', 'b', 'c', 'bad'].map((name): Candidate => ({
       name,
       check: async () => (log.push(`check ${name}`), name === 'bad' ? 'wrong' : null),
-      time: async () => {
-        log.push(`time ${name}`);
-        const q = plan[name];
-        return q.length > 1 ? q.shift()! : q[0];
-      },
+      build: async () => (log.push(`build ${name}`), { dispatches: [{ label: name }] as unknown as Dispatch[], inner: 1, free: () => {} }),
     })),
     picks: (times) => [...times].sort((x, y) => x[1] - y[1]).map(([n]) => n),
     free: () => {},
   }),
 }));
 
-const { tuneJobs } = await import('../../src/engine/tune/tuner');
+const { tuneJobs, tunedJobWords } = await import('../../src/engine/tune/tuner');
 const { TuneCache } = await import('../../src/engine/tune');
 
 const H100 = { vendor: 'nvidia', architecture: 'hopper', device: 'NVIDIA H100 80GB HBM3', description: 'NVIDIA H100' };
-const rt = { device: { limits: {} }, gpu: { adapterInfo: H100, features: {} } } as unknown as Runtime;
+const rt = { device: { limits: {} }, gpu: { adapterInfo: H100, features: {} }, run: (ds: Dispatch[]) => log.push(`warm ${nameOf(ds)}`) } as unknown as Runtime;
 const job: MatmulJob = { family: 'matmul', key: '64x64x64NN', label: 'a GEMM', shape: { M: 64, N: 64, K: 64, transA: false, transB: false } as MatmulJob['shape'], workspaceBytes: 0 };
 
+beforeEach(() => {
+  log.length = 0;
+  timings = 0;
+  clock = () => 1;
+});
+
 describe('tuner schedule', () => {
-  it('checks a job\'s candidates first, settles the clock on the first, then times all back to back; those times decide', async () => {
-    // 'a' met a low clock in the first round (9 ms) and settles 4 → 2.1 → 2.05; 'b' is truly fastest.
-    Object.assign(plan, { a: [9, 4, 2.1, 2.05, 2.0], b: [1.5], c: [3], bad: [0.1] });
-    const cache = new TuneCache();
-    const out = await tuneJobs(rt, [job], cache, { budgetS: 60 });
+  it('checks and builds a job\'s candidates first, raises the clock on the first, then times them interleaved in rounds', async () => {
+    trueMs = { a: 2, b: 1.5, c: 3, bad: 0.1 };
+    const out = await tuneJobs(rt, [job], new TuneCache(), { budgetS: 60, rounds: 2 });
     expect(log).toEqual([
-      'check a', 'time a', // first round: the first candidate alone
-      'check b', 'check c', 'check bad', // second round: checks first
-      'time a', 'time a', 'time a', // settling: until two times agree within 3 %
-      'time a', 'time b', 'time c', // back to back
+      'check a', 'build a', 'settle a', 'time a', 'warm a', 'time a', // first phase: the first candidate alone
+      'check b', 'check c', 'check bad', 'build a', 'build b', 'build c', // second: checks and builds first
+      'settle a', 'time a', 'time b', 'time c', // round 1 after the clock is up
+      'warm a', 'time b', 'time c', 'time a', // round 2, rotated, after a warm-up run of the first
     ]);
-    expect(out.tuned).toEqual([expect.objectContaining({ pick: 'b', ms: 1.5, candidates: 3 })]);
+    expect(out.tuned).toEqual([{ key: job.key, label: job.label, pick: 'b', ms: 1.5, untuned: 'a', untunedMs: 2, candidates: 3, rounds: 2 }]);
     expect(out.rejected).toEqual([expect.objectContaining({ candidate: 'bad', why: 'wrong' })]);
+    expect(tunedJobWords(out.tuned[0])).toBe('a GEMM: b 1.5000 ms (untuned a 2.0000 ms, 1.33x; medians of 2 rounds, 3 candidates)');
+    expect(tunedJobWords({ ...out.tuned[0], pick: 'a', ms: 2 })).toBe('a GEMM: kept the untuned a 2.0000 ms (medians of 2 rounds, 3 candidates)');
+    expect(tunedJobWords({ ...out.tuned[0], untunedMs: undefined })).toMatch(/untuned a not timed;/);
+  });
+
+  it('a GPU clock that rises through the tune does not hand the pick to the candidates timed last', async () => {
+    // a (the untuned pick) is truly fastest; the clock starts at a third of its speed and rises over ~15 timings
+    // (timed back to back, c would read fastest: tune/rounds.test.ts).
+    trueMs = { a: 0.9, b: 1, c: 1.05, bad: 0.1 };
+    clock = (t) => 1 + 2 * Math.exp(-t / 6);
+    const out = await tuneJobs(rt, [job], new TuneCache(), { budgetS: 60, rounds: 5, keepMargin: 0 });
+    expect(out.tuned[0]).toMatchObject({ pick: 'a', untuned: 'a', rounds: 5 });
+    // The other way: b truly 20 % faster than the untuned a, the clock falling (a GPU idling down) as the rounds go.
+    log.length = 0;
+    timings = 0;
+    trueMs = { a: 1.2, b: 1, c: 1.3, bad: 0.1 };
+    clock = (t) => 1 + t / 4;
+    expect((await tuneJobs(rt, [job], new TuneCache(), { budgetS: 60, rounds: 5 })).tuned[0]).toMatchObject({ pick: 'b', untuned: 'a', untunedMs: expect.any(Number) });
   });
 
   it('the first candidate (the untuned pick) stays unless another times faster by keepMargin', async () => {
     const tune = async (a: number, b: number) => {
-      log.length = 0;
-      Object.assign(plan, { a: [a], b: [b], c: [9], bad: [0.1] });
-      return (await tuneJobs(rt, [job], new TuneCache(), { budgetS: 60, settleMs: 0 })).tuned[0];
+      trueMs = { a, b, c: 9, bad: 0.1 };
+      return (await tuneJobs(rt, [job], new TuneCache(), { budgetS: 60, settleMs: 0, rounds: 3 })).tuned[0];
     };
     expect(await tune(2, 1.95)).toMatchObject({ pick: 'a', ms: 2 }); // 2.5 % faster: noise, the untuned pick stays
-    expect(await tune(2, 1.8)).toMatchObject({ pick: 'b', ms: 1.8 }); // 10 % faster: it replaces it
+    expect(await tune(2, 1.8)).toMatchObject({ pick: 'b', ms: 1.8, untunedMs: 2 }); // 10 % faster: it replaces it
     expect(await tune(1.7, 1.8)).toMatchObject({ pick: 'a', ms: 1.7 });
   });
 });

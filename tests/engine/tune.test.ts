@@ -18,7 +18,6 @@ import { setShippedSeeds } from '../../src/engine/tune/adapter';
 import { attentionCandidates } from '../../src/engine/tune/attention';
 import { checkShape, matmulCandidateProblem, matmulCandidates, tileCannotWin } from '../../src/engine/tune/gemm';
 import { deviceTuneOptions } from '../../src/engine/tune/tuner';
-import { timeAgainstLeader } from '../../src/engine/tune/measure';
 import type { MatmulJob } from '../../src/engine/tune/jobs';
 import { getVariant } from '../../src/engine/kernels/matmul/variants';
 
@@ -190,29 +189,9 @@ describe('limits before compiling', () => {
     expect(tileCannotWin({ M: 256, N: 64, K: 32 }, '64x64k16_4x4', ['32x32k16_4x4'])).toBe(false);
   });
 
-  it('a candidate clearly behind the leader after one sample gets no more (early stop)', async () => {
-    const calls: number[] = [];
-    const sampler = (ms: number[]) => async (reps: number) => {
-      calls.push(reps);
-      return ms.splice(0, reps);
-    };
-    expect(await timeAgainstLeader(sampler([4, 3]), 2, undefined, 1.5)).toEqual({ ms: 3.5, samples: [4, 3], early: false });
-    expect(calls).toEqual([2]);
-    calls.length = 0;
-    expect(await timeAgainstLeader(sampler([2.1, 9]), 2, 1, 1.5)).toEqual({ ms: 2.1, samples: [2.1], early: true });
-    expect(calls).toEqual([1]);
-    calls.length = 0;
-    expect(await timeAgainstLeader(sampler([1.4, 0.8, 1]), 3, 1, 1.5)).toEqual({ ms: 1, samples: [1.4, 0.8, 1], early: false });
-    expect(calls).toEqual([1, 2]);
-    calls.length = 0;
-    // No margin: every candidate gets all its reps.
-    expect((await timeAgainstLeader(sampler([5, 6]), 2, 1, Infinity)).samples).toEqual([5, 6]);
-    expect(calls).toEqual([1, 1]);
-  });
-
   it('a CPU adapter times the first two candidates of each choice, the shipped or heuristic pick first; a GPU all', () => {
     const cpu = fakeRt({ vendor: 'google', architecture: 'swiftshader', device: 'swiftshader-device-subzero-', description: 'SwiftShader driver 5.0.0' });
-    expect(deviceTuneOptions(cpu)).toMatchObject({ maxGemmCandidates: 2, maxAttentionCandidates: 2, reps: 2, warmupMs: 0, earlyStopMargin: 1.5 });
+    expect(deviceTuneOptions(cpu)).toMatchObject({ maxGemmCandidates: 2, maxAttentionCandidates: 2, rounds: 2, reps: 1, settleMs: 0, earlyStopMargin: 1.5 });
     expect(deviceTuneOptions(cpu, { maxGemmCandidates: 5 }).maxGemmCandidates).toBe(5);
     expect(deviceTuneOptions(fakeRt(RADEON))).toEqual({});
     const all = attentionCandidates(fakeRt(RADEON), 'fwd', 8, 32).candidates;

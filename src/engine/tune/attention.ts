@@ -13,7 +13,7 @@ import {
 import { headCodesLayout } from '../kernels/attention/head-codes';
 import { ATTENTION_CANDIDATES, type AttnTile, attnTileName, attnTileOf } from '../kernels/attention/tables';
 import { Rng } from '../util/rng';
-import { type CandidateOptions, memoCheck, type PreparedJob, timeCandidate } from './candidate';
+import { type CandidateOptions, memoCheck, type PreparedJob } from './candidate';
 import type { AttentionJob, AttentionKernel } from './jobs';
 
 const PASS_OF: Record<AttentionKernel, 'fwd' | 'dq' | 'dkdv'> = { fwd: 'fwd', dq: 'dq', dkdv: 'dkdv', fwdI8: 'fwd', dkdvI8: 'dkdv', dkdvDp8: 'dkdv' };
@@ -182,12 +182,12 @@ export function prepareAttention(rt: Runtime, job: AttentionJob, o: CandidateOpt
     candidates: candidates.map((tile) => ({
       name: attnTileName(tile),
       check: () => checkAttention(rt, job.kernel, job.shape, tile),
-      time: async (leaderMs) => {
+      build: async () => {
         bufs ??= attentionBuffers(rt, job.shape, 5, i8);
         const all = await rt.checked(attnTileName(tile), () => attentionDispatches(rt, job.kernel, job.shape, bufs!, tile, i8 ? {} : sideTiles(rt, job.shape)));
         // The INT8 backward's dK/dV kernel alone (its dispatches: Di, then per dS chunk dK/dV and dq).
         const ds = job.kernel === 'dkdvI8' || job.kernel === 'dkdvDp8' ? all.filter((d) => d.label.includes('DkDv')) : all;
-        return timeCandidate(rt, ds.length ? ds : all, 1, o, leaderMs);
+        return { dispatches: ds.length ? ds : all, inner: 1, free: () => {} };
       },
     })),
     picks: (times) => [...times].sort((a, b) => a[1] - b[1]).map(([n]) => n).filter((n) => byName.has(n)).slice(0, 1),

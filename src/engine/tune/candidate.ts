@@ -1,21 +1,26 @@
 /**
  * What the tuner's job kinds (./gemm.ts, ./attention.ts) give it: a job's candidates, each checked
- * against its reference and timed on the run's shape, with the options they read and the timing
- * they share (warm-up, repetitions, early stop against the job's leader).
+ * against its reference and built on the run's shape, with the options they read and the timing
+ * they share (a job's candidates timed interleaved in rounds after the clock is raised).
  */
 import type { Dispatch, Runtime } from '../gpu/runtime';
-import { timeDispatches } from '../gpu/timer';
+import { timeDispatches, warmUntilSteady } from '../gpu/timer';
 import type { TuneJob } from './jobs';
-import { timeAgainstLeader } from './measure';
+import { roundScores, timeInRounds } from './measure';
 
 /** How candidates are chosen and timed (part of the tuner's options, tuner.ts TuneOptions). */
 export interface CandidateOptions {
-  /** Timed repetitions per candidate (median; default 5). */
+  /** Rounds a job's candidates are timed in, interleaved (measure.ts timeInRounds; default 5). */
+  rounds?: number;
+  /** Timed passes per candidate in each round, in one submit (their median is the round's time; default 3). */
   reps?: number;
-  /** Run each candidate until its time per run is steady, at least this many ms (default 30). */
-  warmupMs?: number;
-  /** Runs of the candidate before timing (default 2). */
+  /** Untimed runs of a candidate before its passes in each round (default 1). */
   warmup?: number;
+  /**
+   * At most this many ms running the job's untuned kernel until its time per run holds still before
+   * the first round (default 400; 0 on a CPU adapter, which has no clock to raise).
+   */
+  settleMs?: number;
   /** GEMMs per timed pass (default: measure.ts gemmInner, up to 20 for a small GEMM on a GPU's clock). */
   gemmInner?: number;
   /** Most GEMM candidates timed per shape, ranked by the cost model with the shipped picks first (default 14; 2 on a CPU adapter). */
@@ -28,10 +33,17 @@ export interface CandidateOptions {
    */
   streamK?: readonly number[];
   /**
-   * A candidate whose first timed sample is over this many times the job's fastest so far gets no
-   * more samples (default: every candidate gets `reps`; 1.5 on a CPU adapter).
+   * A candidate whose first round's time is over this many times that round's fastest times no more
+   * rounds (default: every candidate runs every round; 1.5 on a CPU adapter).
    */
   earlyStopMargin?: number;
+}
+
+/** A candidate compiled on its job's operands (the run's shape): one timed pass runs `dispatches`, `inner` runs of the kernel. */
+export interface BuiltCandidate {
+  dispatches: Dispatch[];
+  inner: number;
+  free(): void;
 }
 
 /** A candidate of a job: its name, how to check it against its reference, and how to time it on the run's shape. */
@@ -39,8 +51,8 @@ export interface Candidate {
   name: string;
   /** Null when it passes; a problem otherwise. Shared checks are memoized per device. */
   check(): Promise<string | null>;
-  /** Its ms on the run's shape; `leaderMs`, the job's fastest so far, lets a clear loser stop early. */
-  time(leaderMs?: number): Promise<number>;
+  /** Compiles it on the job's operands, ready to time (throws when it does not build). */
+  build(): Promise<BuiltCandidate>;
 }
 
 export interface PreparedJob {
@@ -63,17 +75,34 @@ export function memoCheck(rt: Runtime, key: string, run: () => Promise<string | 
   return p;
 }
 
+export interface RoundTimes {
+  /** Per candidate (as given): its median ms a run over its rounds, and its score (measure.ts roundScores; the lowest wins). */
+  medianMs: number[];
+  score: number[];
+  rounds: number;
+}
+
 /**
- * Times a candidate's dispatches (`inner` runs of the kernel each): warmed as the options say, then
- * `reps` samples, or one when that one is clearly behind the job's leader (earlyStopMargin). Median ms per run.
+ * Times a job's built candidates in interleaved rounds, the first (the job's untuned pick) the
+ * reference: before the first round that one runs until its time per run holds still (settleMs),
+ * before each later round it runs once, so the GPU's clock is up when a round starts.
  */
-export async function timeCandidate(rt: Runtime, dispatches: Dispatch[], inner: number, o: CandidateOptions, leaderMs: number | undefined): Promise<number> {
-  let warm = true;
-  const sample = async (reps: number) => {
-    const r = await timeDispatches(rt, dispatches, warm ? { warmup: o.warmup ?? 2, reps, warmupMs: o.warmupMs ?? 30 } : { warmup: 0, reps });
-    warm = false;
-    return r.samplesMs.map((ms) => ms / inner);
-  };
-  const margin = o.earlyStopMargin;
-  return (await timeAgainstLeader(sample, o.reps ?? 5, margin === undefined ? undefined : leaderMs, margin ?? Infinity)).ms;
+export async function timeBuiltInRounds(
+  rt: Runtime, built: readonly BuiltCandidate[], o: CandidateOptions & { signal?: AbortSignal }, onTime?: (i: number) => void,
+): Promise<RoundTimes> {
+  const ref = built[0];
+  const settleMs = o.settleMs ?? 400;
+  const { samples, rounds } = await timeInRounds(built.length, async (i) => {
+    onTime?.(i);
+    const r = await timeDispatches(rt, built[i].dispatches, { warmup: o.warmup ?? 1, reps: o.reps ?? 3 });
+    return r.medianMs / built[i].inner;
+  }, {
+    rounds: o.rounds ?? 5, dropMargin: o.earlyStopMargin, signal: o.signal,
+    warm: async (round) => {
+      if (round > 0) rt.run(ref.dispatches);
+      else if (settleMs > 0) await warmUntilSteady(rt, ref.dispatches, Math.min(50, settleMs), settleMs);
+    },
+  });
+  const scores = roundScores(samples);
+  return { medianMs: scores.map((s) => s.medianMs), score: scores.map((s) => s.score), rounds };
 }

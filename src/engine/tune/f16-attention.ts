@@ -22,7 +22,7 @@ import { f16OperandBytes } from '../kernels/matmul-f16/cast';
 import { f16ConfigsOf } from '../kernels/matmul-f16/plan';
 import { subgroupMatrixConfigs, subgroupSize } from '../kernels/qgemm/sgmat';
 import { f32ArrayToF16 } from '../quant/f16';
-import { type CandidateOptions, memoCheck, type PreparedJob, timeCandidate } from './candidate';
+import { type CandidateOptions, memoCheck, type PreparedJob } from './candidate';
 import type { F16AttnJob } from './jobs';
 import { fillPattern } from './measure';
 
@@ -101,7 +101,7 @@ export function prepareF16Attention(rt: Runtime, job: F16AttnJob, o: CandidateOp
           const r = c.pass === 'fwd' ? await checkF16AttnSpec(rt, c.spec) : await checkF16AttnBwdSpecs(rt, c.specs);
           return r.ok ? null : `wrong or does not build: ${r.failed}`;
         }),
-        time: async (leaderMs) => {
+        build: async () => {
           const b = (bufs ??= operands(rt, job));
           const s = { label: 'tune.f16attn', ...job.shape };
           const qkv16 = { q: b.q, k: b.k, v: b.v, elem: 'f16' as const };
@@ -111,7 +111,7 @@ export function prepareF16Attention(rt: Runtime, job: F16AttnJob, o: CandidateOp
               ...s, q: b.q, k: b.k, v: b.v, o: b.o, lse: b.lse, dO: b.dO32, dq: b.dq, dk: b.dk, dv: b.dv, workspace: b.ws, specs: c.specs,
               dv16: { out: b.dv16, elem: 'f16' }, qkv16: { ...qkv16, dO: b.dO }, dsScratch: b.dsScratch,
             })));
-          return timeCandidate(rt, ds, 1, o, leaderMs);
+          return { dispatches: ds, inner: 1, free: () => {} };
         },
       };
     }),

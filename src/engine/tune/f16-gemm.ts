@@ -15,7 +15,7 @@ import {
 } from '../kernels/matmul-f16/plan';
 import { subgroupMatrixConfigs, subgroupSize } from '../kernels/qgemm/sgmat';
 import { Rng } from '../util/rng';
-import { type CandidateOptions, memoCheck, type PreparedJob, timeCandidate } from './candidate';
+import { type CandidateOptions, memoCheck, type PreparedJob } from './candidate';
 import type { F16GemmJob } from './jobs';
 import { gemmInner } from './measure';
 
@@ -75,15 +75,11 @@ export function prepareF16Gemm(rt: Runtime, job: F16GemmJob, o: CandidateOptions
           const r = await checkF16Tc(rt, s);
           return r.ok ? null : `wrong or does not build: ${r.failed}`;
         }),
-        time: async (leaderMs) => {
+        build: async () => {
           const [a, b, c] = operands();
           const built = await rt.checked(name, () => buildMatmulF16(rt, { label: 'tune.f16', M, N, K, a, b, c, transA: s.transA, transB: s.transB, path: 'f16-tensor-core', spec: s, split: 1 }));
-          try {
-            const inner = o.gemmInner ?? gemmInner({ M, N, K });
-            return await timeCandidate(rt, Array.from({ length: inner }, () => built.dispatches).flat(), inner, o, leaderMs);
-          } finally {
-            built.uniforms.forEach((u) => rt.mem.free(u));
-          }
+          const inner = o.gemmInner ?? gemmInner({ M, N, K });
+          return { dispatches: Array.from({ length: inner }, () => built.dispatches).flat(), inner, free: () => built.uniforms.forEach((u) => rt.mem.free(u)) };
         },
       };
     }),

@@ -2,7 +2,7 @@
  * GEMM jobs of the tuner: the choices worth timing on a shape (within the adapter's limits, ranked
  * by the cost model with the shipped picks first, tiles that cannot win on the shape left out), the
  * check of a choice against the float64 reference on a small shape that runs the same pipeline, and
- * its timing on the job's shape.
+ * its build on the job's shape for timing.
  */
 import type { Runtime } from '../gpu/runtime';
 import { buildMatmul } from '../kernels/matmul/matmul';
@@ -11,7 +11,7 @@ import { heuristicCosts, measuredChoice } from '../kernels/matmul/choice';
 import { choiceName, type MatmulShape, matmulWorkspaceBytes, parseChoice, shapeKey, splitCandidates, streamKPlan } from '../kernels/matmul/plan';
 import { availableVariants, MATMUL_VARIANTS, type MatmulVariant, variantFits, variantThreads } from '../kernels/matmul/variants';
 import { Rng } from '../util/rng';
-import { type CandidateOptions, memoCheck, type PreparedJob, timeCandidate } from './candidate';
+import { type CandidateOptions, memoCheck, type PreparedJob } from './candidate';
 import type { MatmulJob } from './jobs';
 import { gemmInner, gemmOperands } from './measure';
 
@@ -172,15 +172,11 @@ export function prepareMatmul(rt: Runtime, job: MatmulJob, o: CandidateOptions):
     candidates: candidates.map((name) => ({
       name,
       check: () => checkMatmulChoice(rt, name, s),
-      time: async (leaderMs) => {
+      build: async () => {
         const x = operands();
         const built = await rt.checked(name, () => buildMatmul(rt, { label: 'tune', ...s, a: x.a, b: x.b, c: x.c, workspace: x.workspace, variant: name }));
-        try {
-          const inner = o.gemmInner ?? gemmInner(s);
-          return await timeCandidate(rt, Array.from({ length: inner }, () => built.dispatches).flat(), inner, o, leaderMs);
-        } finally {
-          built.uniforms.forEach((u) => rt.mem.free(u));
-        }
+        const inner = o.gemmInner ?? gemmInner(s);
+        return { dispatches: Array.from({ length: inner }, () => built.dispatches).flat(), inner, free: () => built.uniforms.forEach((u) => rt.mem.free(u)) };
       },
     })),
     // The fastest, then the fastest for ever smaller workspaces, down to one pass (what a call with less workspace takes).

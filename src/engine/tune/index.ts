@@ -25,7 +25,7 @@ export {
   adapterDigest, adoptSharedTable, applySharedPicks, MAX_SHARED_PICKS, shareableTable, sharedEntryProblem, type SharedPicksOutcome,
   type SharedTableOutcome, type SharedTuneEntry, type SharedTuneFamily, type SharedTuneTable,
 } from './shared';
-export { missingJobs, type TuneOptions, type TuneOutcome, type TuneProgress, tuneEstimate, tuneJobs } from './tuner';
+export { missingJobs, type TunedJob, tunedJobWords, type TuneOptions, type TuneOutcome, type TuneProgress, tuneEstimate, tuneJobs } from './tuner';
 
 /** The tuning jobs of a training run (its model, batch, context and scheme). */
 export function trainingTuneJobs(opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>): TuneJob[] {

@@ -1,6 +1,7 @@
 /**
  * Timing helpers of the tuner (and the GEMM benchmarks, src/lab/gemm.ts): operands with a fixed
- * non-zero pattern and the time of one GEMM, warmed until steady.
+ * non-zero pattern, the time of one GEMM warmed until steady, and the tuner's rounds (a job's
+ * candidates timed interleaved) with the scores that rank them.
  */
 import type { Dispatch, Runtime } from '../gpu/runtime';
 import { median, timeDispatches } from '../gpu/timer';
@@ -52,18 +53,51 @@ export async function timeMatmul(
 }
 
 /**
- * Times a candidate against the job's leader so far: one timed sample first, and the rest of `reps`
- * only when that sample is not clearly behind, i.e. not over `margin` × the leader's time (a clear
- * loser keeps its one sample: nothing more would make it the pick). Without a leader, all `reps`.
- * `sample(n)` times n repetitions and returns their ms each. Returns the median.
+ * Times `n` candidates interleaved in rounds: before each round `warm(round)` (the tuner runs the
+ * job's untuned kernel there, so the clock is up as the round starts), then each candidate still in
+ * once, the order rotated by one a round (A B C, B C A, C A B, …) so none always comes first after
+ * the warm-up. A clock that drifts meets every candidate alike, where back-to-back timing (all of
+ * A's samples, then all of B's) hands each its own clock: an H100 timed same-FLOP GEMMs at 0.83 and
+ * 0.33 ms that way (s28c3). After the first round a candidate over `dropMargin` × that round's
+ * fastest times no more rounds (the first candidate, the reference, always stays). The signal is
+ * read between rounds. Returns each candidate's ms per round (NaN where it did not run) and the
+ * rounds run.
  */
-export async function timeAgainstLeader(
-  sample: (reps: number) => Promise<number[]>, reps: number, leaderMs: number | undefined, margin: number,
-): Promise<{ ms: number; samples: number[]; early: boolean }> {
-  const first = await sample(leaderMs === undefined ? reps : 1);
-  if (first.length >= reps || (leaderMs !== undefined && first[0] > margin * leaderMs)) {
-    return { ms: median(first), samples: first, early: first.length < reps };
+export async function timeInRounds(
+  n: number, time: (i: number) => Promise<number>,
+  o: { rounds: number; warm?: (round: number) => Promise<void>; dropMargin?: number; signal?: AbortSignal },
+): Promise<{ samples: number[][]; rounds: number }> {
+  const samples = Array.from({ length: n }, () => [] as number[]);
+  const inRounds = Array.from({ length: n }, () => true);
+  let rounds = 0;
+  for (let r = 0; r < o.rounds && n > 0 && !o.signal?.aborted; r++) {
+    await o.warm?.(r);
+    for (let j = 0; j < n; j++) {
+      const i = (r + j) % n;
+      samples[i].push(inRounds[i] ? await time(i) : NaN);
+    }
+    rounds++;
+    if (r === 0 && o.dropMargin !== undefined) {
+      const best = Math.min(...samples.map((s) => s[0]));
+      samples.forEach((s, i) => (inRounds[i] = i === 0 || s[0] <= o.dropMargin! * best));
+    }
   }
-  const all = [...first, ...(await sample(reps - first.length))];
-  return { ms: median(all), samples: all, early: false };
+  return { samples, rounds };
+}
+
+/**
+ * Each candidate's median ms over its rounds, and its score: the median over the rounds of its time
+ * over the reference's (candidate `ref`, the job's untuned pick) in the same round, times the
+ * reference's median. The score is ms on the reference's scale, compared within rounds, so a clock
+ * that moves between rounds cancels; the pick is the lowest score.
+ */
+export function roundScores(samples: number[][], ref = 0): { medianMs: number; score: number }[] {
+  const ranOf = (s: number[]) => s.filter((x) => !Number.isNaN(x));
+  const refMs = median(ranOf(samples[ref] ?? []));
+  return samples.map((s, i) => {
+    const medianMs = median(ranOf(s));
+    if (i === ref) return { medianMs, score: refMs };
+    const ratios = s.flatMap((x, r) => (Number.isNaN(x) || !(samples[ref][r] > 0) ? [] : [x / samples[ref][r]]));
+    return { medianMs, score: ratios.length ? median(ratios) * refMs : medianMs };
+  });
 }

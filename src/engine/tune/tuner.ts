@@ -2,16 +2,17 @@
  * The in-product tuner: for the kernel choices a run makes (./jobs.ts), the candidates that fit the
  * adapter's limits (checked before anything is compiled), each checked on the device against its
  * reference (the float64 GEMM and attention references on small shapes of the same form), then
- * warmed until steady and timed on the run's shape; the fastest becomes this device's pick (store.ts)
- * and a cache entry (cache.ts). Incremental (jobs the cache already holds for this adapter and code
- * are skipped), budgeted (no new candidate starts past the budget; a job cut short is not recorded),
- * cancellable (AbortSignal, checked between candidates) and reporting progress with an estimate.
+ * built on the run's shape and timed there, a job's candidates interleaved in rounds after the
+ * GPU's clock is raised; the fastest becomes this device's pick (store.ts) and a cache entry
+ * (cache.ts). Incremental (jobs the cache already holds for this adapter and code are skipped),
+ * budgeted (no new candidate starts past the budget; a job cut short is not recorded), cancellable
+ * (AbortSignal, checked between candidates and between rounds) and reporting progress with an estimate.
  */
 import type { Runtime } from '../gpu/runtime';
 import { type AdapterKey, adapterKeyOf } from './adapter';
 import { attentionCandidates, prepareAttention } from './attention';
 import { type TuneCache, type TuneEntry } from './cache';
-import type { Candidate, CandidateOptions } from './candidate';
+import { type BuiltCandidate, type Candidate, type CandidateOptions, timeBuiltInRounds } from './candidate';
 import { f16AttnJobCandidates, prepareF16Attention } from './f16-attention';
 import { f16GemmCandidates, prepareF16Gemm } from './f16-gemm';
 import { matmulCandidates, prepareMatmul } from './gemm';
@@ -29,12 +30,7 @@ export interface TuneOptions extends CandidateOptions {
   onProgress?: (p: TuneProgress) => void;
   /** Re-time jobs the cache already holds. */
   force?: boolean;
-  /**
-   * At most this many ms re-timing a job's first candidate until its time holds still before the
-   * job's candidates are timed back to back (default 400; 0 on a CPU adapter, which has no clock to raise).
-   */
-  settleMs?: number;
-  /** How much faster (a fraction) a candidate must time than the job's first to replace it (default 0.05). */
+  /** How much faster (a fraction, by its score: measure.ts roundScores) a candidate must time than the job's first to replace it (default 0.05). */
   keepMargin?: number;
 }
 
@@ -53,10 +49,33 @@ export interface TuneProgress {
   remainingS: number;
 }
 
+/** A job tuned now: its pick's and its untuned pick's median ms over the rounds they were timed in (the device log's evidence). */
+export interface TunedJob {
+  key: string;
+  label: string;
+  pick: string;
+  ms: number;
+  /** The job's first candidate (what the run uses untuned) and its median ms; none where it failed its check or did not build. */
+  untuned: string;
+  untunedMs?: number;
+  /** Candidates timed, and the rounds they were timed in together. */
+  candidates: number;
+  rounds: number;
+}
+
+/** A tuned job's line in a tune's log: the pick's and the untuned pick's medians and the rounds they come from (4 decimals). */
+export function tunedJobWords(t: TunedJob): string {
+  const ms = (x: number) => `${x.toFixed(4)} ms`;
+  const of = `medians of ${t.rounds} round${t.rounds === 1 ? '' : 's'}, ${t.candidates} candidate${t.candidates === 1 ? '' : 's'}`;
+  if (t.pick === t.untuned) return `${t.label}: kept the untuned ${t.pick} ${ms(t.ms)} (${of})`;
+  const before = t.untunedMs === undefined ? `untuned ${t.untuned} not timed` : `untuned ${t.untuned} ${ms(t.untunedMs)}, ${(t.untunedMs / t.ms).toFixed(2)}x`;
+  return `${t.label}: ${t.pick} ${ms(t.ms)} (${before}; ${of})`;
+}
+
 export interface TuneOutcome {
   adapter: AdapterKey;
   /** Jobs tuned now, jobs the cache already held, jobs not finished (budget, cancel, no candidate). */
-  tuned: { key: string; label: string; pick: string; ms: number; candidates: number }[];
+  tuned: TunedJob[];
   cached: string[];
   unfinished: { key: string; why: string }[];
   /** Candidates left out before compiling (over the adapter's limits) or after (failed the check, or did not build). */
@@ -88,13 +107,13 @@ export function isCpuAdapter(a: AdapterKey): boolean {
 /**
  * The options a tune runs with on this device: on a CPU adapter (SwiftShader: seconds to compile
  * each GEMM pipeline, and times that say nothing about a GPU) the first two candidates of each
- * choice (the shipped or heuristic pick first), one warm-up run and no wait for a steady clock, two
- * repetitions of 4 GEMMs (a small GEMM takes ~1 ms there, far above the wall clock's resolution),
- * and one for a candidate whose first is over 1.5× the job's fastest so far.
+ * choice (the shipped or heuristic pick first), no wait for a steady clock, two rounds of one timed
+ * pass of 4 GEMMs after one warm-up run (a small GEMM takes ~1 ms there, far above the wall clock's
+ * resolution), and one round for a candidate over 1.5× the first round's fastest.
  */
 export function deviceTuneOptions(rt: Runtime, o: TuneOptions = {}): TuneOptions {
   if (!isCpuAdapter(adapterKeyOf(rt.gpu.adapterInfo))) return o;
-  return { maxGemmCandidates: 2, maxAttentionCandidates: 2, warmup: 1, warmupMs: 0, reps: 2, gemmInner: 4, earlyStopMargin: 1.5, settleMs: 0, ...o };
+  return { maxGemmCandidates: 2, maxAttentionCandidates: 2, warmup: 1, rounds: 2, reps: 1, gemmInner: 4, earlyStopMargin: 1.5, settleMs: 0, ...o };
 }
 
 /** First guess of one candidate's seconds (compile, check, warm-up, timing) before any is measured; a CPU adapter compiles a GEMM for seconds. */
@@ -127,11 +146,14 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
   let spent = 0;
   const guess = guessS(rt);
   const perCandidate = () => (done > 0 ? spent / done : guess);
-  // Two rounds. First every job's first candidate (the shipped or heuristic pick: what the run would
+  // Two phases. First every job's first candidate (the shipped or heuristic pick: what the run would
   // compile anyway), so a slow device (a CPU adapter compiling each pipeline for seconds) covers
   // every choice before any gets a second look; then each job's other candidates within an equal
   // share of what is left of the budget. Past the whole budget no candidate starts.
+  /** Per job: each timed candidate's score (the ranking, measure.ts roundScores), its median ms, and the rounds timed. */
   const times = prepared.map(() => new Map<string, number>());
+  const medians = prepared.map(() => new Map<string, number>());
+  const roundsOf = prepared.map(() => 0);
   const shareS = (jobsLeft: number) => Math.max(0, budgetS - elapsed()) / Math.max(1, jobsLeft);
   let total = prepared.reduce((n, p) => n + Math.min(1, p.candidates.length), 0);
   const progress = (phase: TuneProgress['phase'], jobIndex: number, candidate?: string) => {
@@ -148,15 +170,6 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     if (problem) outcome.rejected.push({ job: prepared[i].job.key, candidate: c.name, why: problem });
     return !problem;
   };
-  /** Times a candidate into `into` (its fastest so far lets a clear loser stop early); one that does not build is rejected. */
-  const timeInto = async (i: number, c: Candidate, into: Map<string, number>) => {
-    progress('time', i, c.name);
-    try {
-      into.set(c.name, await c.time(into.size ? Math.min(...into.values()) : undefined));
-    } catch (e) {
-      outcome.rejected.push({ job: prepared[i].job.key, candidate: c.name, why: `does not build: ${(e as Error).message}` });
-    }
-  };
   /** One candidate's work, counted for the estimate per candidate. */
   const counted = async (work: () => Promise<void>) => {
     const c0 = performance.now();
@@ -164,21 +177,31 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     done++;
     spent += (performance.now() - c0) / 1000;
   };
-  const timeBackToBack = async (i: number, cs: Candidate[], settleMs: number) => {
-    const fresh = new Map<string, number>();
-    // Until the first one's time holds still (within 3 %) the clock is still rising: it is timed again.
-    const t0 = performance.now();
-    for (let prev: number | null = null; settleMs > 0 && performance.now() - t0 < settleMs;) {
-      const ms = await cs[0].time();
-      if (prev !== null && Math.abs(ms - prev) <= 0.03 * prev) break;
-      prev = ms;
+  /**
+   * Builds checked candidates (one that does not build is rejected), then times them interleaved in
+   * rounds (candidate.ts timeBuiltInRounds): all CPU work of the job before any of its timing, since
+   * a GPU's clock falls while the CPU compiles and checks (an H100 sat at 345 of 1,980 MHz through a
+   * tune's checks, s28c3). Their times replace the job's earlier ones.
+   */
+  const timeJob = async (i: number, cs: Candidate[]) => {
+    const built: { c: Candidate; b: BuiltCandidate }[] = [];
+    try {
+      for (const c of cs) {
+        try {
+          built.push({ c, b: await c.build() });
+        } catch (e) {
+          outcome.rejected.push({ job: prepared[i].job.key, candidate: c.name, why: `does not build: ${(e as Error).message}` });
+        }
+      }
+      if (!built.length) return;
+      const r = await timeBuiltInRounds(rt, built.map((x) => x.b), o, (k) => progress('time', i, built[k].c.name));
+      if (!r.rounds) return;
+      times[i] = new Map(built.map((x, k) => [x.c.name, r.score[k]]));
+      medians[i] = new Map(built.map((x, k) => [x.c.name, r.medianMs[k]]));
+      roundsOf[i] = r.rounds;
+    } finally {
+      for (const x of built) x.b.free();
     }
-    for (const c of cs) {
-      if (o.signal?.aborted) break;
-      await timeInto(i, c, fresh);
-    }
-    // The back-to-back times replace the first round's (met at another clock); a candidate they missed keeps none.
-    if (fresh.size) times[i] = fresh;
   };
   const stopped = () => {
     if (o.signal?.aborted) stop = 'cancelled';
@@ -188,11 +211,11 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
   try {
     for (const [i, p] of prepared.entries()) {
       for (const r of p.rejected) outcome.rejected.push({ job: p.job.key, ...r });
-      // A first candidate that fails its check hands the first round to the next one.
+      // A first candidate that fails its check hands the first phase to the next one.
       for (const c of p.candidates) {
         if (stopped()) break;
         await counted(async () => {
-          if (await check(i, c)) await timeInto(i, c, times[i]);
+          if (await check(i, c)) await timeJob(i, [c]);
         });
         if (times[i].size > 0) break;
       }
@@ -201,10 +224,7 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     total = done + prepared.reduce((n, p, i) => n + p.candidates.length - Math.min(p.candidates.length, times[i].size), 0);
     for (const [i, p] of prepared.entries()) {
       const deadline = elapsed() + shareS(prepared.length - i);
-      // Checks first, then every passing candidate timed back to back (the first round's one again):
-      // a GPU's clock falls while the CPU compiles and checks (an H100 sat at 345 of 1,980 MHz through
-      // a tune's checks and timed a job's pick at 0.83 ms that runs 0.33, s28c3), so timings
-      // interleaved with checks compared candidates at whatever clock each happened to meet.
+      // Checks first, then every passing candidate (the first phase's one again, the reference) timed in rounds.
       const passing: Candidate[] = times[i].size ? p.candidates.filter((c) => times[i].has(c.name)) : [];
       for (const c of p.candidates) {
         if (times[i].has(c.name) || outcome.rejected.some((r) => r.job === p.job.key && r.candidate === c.name)) continue;
@@ -215,7 +235,7 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
       }
       if (passing.length > 1 && !stopped()) {
         const t0 = performance.now();
-        await timeBackToBack(i, passing, o.settleMs ?? 400);
+        await timeJob(i, passing);
         spent += (performance.now() - t0) / 1000; // the estimate per candidate covers its timing too
       }
       p.free();
@@ -242,12 +262,15 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     if (first !== undefined && ranked.has(first) && ranked.get(first)! <= best * (1 + (o.keepMargin ?? 0.05))) ranked.set(first, best - 1e-9);
     const picks = p.picks(ranked);
     const entry: TuneEntry = {
-      picks, ms: times[i].get(picks[0])!, candidates: times[i].size, at: new Date().toISOString(),
+      picks, ms: medians[i].get(picks[0])!, candidates: times[i].size, at: new Date().toISOString(),
       ...(p.job.family === 'matmul' ? { workspaceBytes: p.job.workspaceBytes } : {}),
     };
     cache.put(adapter, p.job.family, p.job.key, entry);
     setTunedPicks(rt.device, p.job.family, p.job.key, picks);
-    outcome.tuned.push({ key: p.job.key, label: p.job.label, pick: picks[0], ms: entry.ms, candidates: times[i].size });
+    outcome.tuned.push({
+      key: p.job.key, label: p.job.label, pick: picks[0], ms: entry.ms, untuned: first, untunedMs: medians[i].get(first),
+      candidates: times[i].size, rounds: roundsOf[i],
+    });
   }
   outcome.elapsedS = elapsed();
   progress('done', prepared.length);
