@@ -14,7 +14,9 @@
  *     cases; the fp32 forward and backward of src/engine/kernels/attention; the per-step figure for 12
  *     layers (the fastest variant of each pass; the issue's target: attention fwd+bwd ≤ 5 ms per base step).
  *
- *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin] [--all] [--ds-mib 80]
+ *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin] [--all] [--ds-mib 80] [--only REGEX]
+ * `--only REGEX`: of the candidates (--all's forward and backward ones, the `BWDC` pairs) only those whose
+ * label matches REGEX are checked and timed, beside the chosen ones (a full --all run takes over 100 s).
  * `BWDC` lines and the closing 'backward candidates, fastest first' list: the chosen backward pair beside
  * each new pair of F16_ATTN_BWD_LAYOUTS (stored dS, split or prefetched dk/dv; dS in a scratch of --ds-mib MiB, default base's dF1 80),
  * ms a layer (whole, and per kernel) and max relative error at the first backward shape.
@@ -45,7 +47,10 @@ import { subgroupMatrixConfigs, subgroupSize } from '../src/engine/kernels/qgemm
 import { Rng } from '../src/engine/util/rng';
 import { msPer } from '../src/lab/quant';
 
-const a = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string' }, twin: { type: 'boolean' }, all: { type: 'boolean' }, 'ds-mib': { type: 'string' } } }).values;
+const a = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string' }, twin: { type: 'boolean' }, all: { type: 'boolean' }, 'ds-mib': { type: 'string' }, only: { type: 'string' } } }).values;
+/** --only: the candidates' labels timed (the chosen specs always are). */
+const only = a.only === undefined ? null : new RegExp(a.only);
+const wanted = (label: string) => !only || only.test(label);
 const reps = Number(a.reps ?? 10);
 const twin = !!a.twin;
 const T0 = Date.now();
@@ -111,7 +116,7 @@ if (twin) {
     const chosen = f16AttentionSpec(rt, D);
     const list = chosen ? [chosen] : [];
     for (const s of a.all ? f16AttnCandidates(cfgs, D, subgroupSize(rt), valid) : []) {
-      if (chosen && f16AttnLabel(s) === f16AttnLabel(chosen)) continue;
+      if ((chosen && f16AttnLabel(s) === f16AttnLabel(chosen)) || !wanted(f16AttnLabel(s))) continue;
       const r = probe.tried.find((t) => t.label === f16AttnLabel(s)) ?? await checkF16AttnSpec(rt, s);
       if (r.ok) list.push(s);
       else log(`skip ${r.label}: ${r.failed ?? 'failed'}`);
@@ -234,6 +239,7 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
   if (a.all && !twin && chosenBwd) {
     const lim = rt.device.limits;
     for (const c of f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim)) {
+      if (f16AttnBwdLabel(c) !== f16AttnBwdLabel(chosenBwd) && !wanted(f16AttnBwdLabel(c))) continue;
       const r = f16AttnBwdLabel(c) === f16AttnBwdLabel(chosenBwd) ? { ok: true, label: '', failed: '' } : await checkF16AttnBwdSpecs(rt, c);
       if (!r.ok) {
         log(`skip ${r.label}: ${r.failed}`);
@@ -276,10 +282,11 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
     const lim = rt.device.limits;
     const pairs = twin
       ? [{ dq: { ...TWIN_SPEC, BKV: 16, ds: true }, dkdv: { ...TWIN_SPEC, ds: true } }, { dq: TWIN_SPEC, dkdv: { ...TWIN_SPEC, split: true } },
-        { dq: { ...TWIN_SPEC, BKV: 16, wide: true, ds: true }, dkdv: { ...TWIN_SPEC, split: true, prefetch: true, contig: true, ds: true } }]
-      : f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim).filter((c) => c.dq.ds || c.dkdv.split || c.dkdv.prefetch);
+        { dq: { ...TWIN_SPEC, BKV: 16, wide: true, ds: true }, dkdv: { ...TWIN_SPEC, split: true, prefetch: true, contig: true, ds: true } },
+        { dq: { ...TWIN_SPEC, BKV: 16, ds: true, dense: true }, dkdv: { ...TWIN_SPEC, split: true, ds: true, dense: true } }]
+      : f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim).filter((c) => c.dq.ds || c.dkdv.split || c.dkdv.prefetch || c.dkdv.dense);
     const rows: { label: string; ms: number; parts: string; err: number }[] = [];
-    for (const c of [chosenBwd, ...pairs.filter((p) => f16AttnBwdLabel(p) !== f16AttnBwdLabel(chosenBwd))]) {
+    for (const c of [chosenBwd, ...pairs.filter((p) => f16AttnBwdLabel(p) !== f16AttnBwdLabel(chosenBwd) && wanted(f16AttnBwdLabel(p)))]) {
       const label = f16AttnBwdLabel(c);
       const r = await checkF16AttnBwdSpecs(rt, c, twin);
       if (!r.ok) {

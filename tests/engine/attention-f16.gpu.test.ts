@@ -11,7 +11,7 @@ import { attentionBackwardF16, attentionForwardF16 } from '../../src/engine/kern
 import { checkAttentionBackwardF16, checkAttentionF16, checkF16AttnBwdSpecs, checkF16AttnSpec, enableF16Attention } from '../../src/engine/kernels/attention/f16/checks';
 import { f16AttnBwdCandidates, f16AttnBwdLabel, firstPassingBwd } from '../../src/engine/kernels/attention/f16/layouts';
 import { f16AttentionBackwardSpecs, f16AttentionHeadDims, f16AttentionSpec } from '../../src/engine/kernels/attention/f16/picks';
-import { f16AttnBwdPairError, f16AttnBwdSpecError, f16AttnDsHeadElems, f16AttnDsOffset } from '../../src/engine/kernels/attention/f16/code-bwd';
+import { f16AttnBwdPairError, f16AttnBwdSpecError, f16AttnDkdvCode, f16AttnDsHeadElems, f16AttnDsOffset } from '../../src/engine/kernels/attention/f16/code-bwd';
 import { attentionForwardRef, forEachScoreRef } from '../../src/engine/kernels/attention/attention.ref';
 import { f16AttnInputElems } from '../../src/engine/kernels/attention/f16/code';
 import { roundF16Array } from '../../src/engine/quant/f16';
@@ -61,11 +61,12 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // at 32 KiB the two-subgroup staged ones (fp32 inputs: no direct ones) and every direct one (nothing staged).
     const lim = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024 };
     // Then the stored-dS pairs (dq from dS + dk/dv storing it; f16 inputs only), those that fit.
-    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.wide ? 'w' : ''}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}${x.prefetch ? 'p' : ''}${x.contig ? 'c' : ''}`;
+    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.wide ? 'w' : ''}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}${x.prefetch ? 'p' : ''}${x.contig ? 'c' : ''}${x.dense ? 'n' : ''}`;
     const list = (l: typeof lim, inputs16?: boolean) => f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, l, undefined, false, inputs16)
       .map((c) => (c.dq.ds ? `ds ${name(c.dq)}+${name(c.dkdv)}` : c.dkdv.split || c.dkdv.prefetch ? `${name(c.dq)}+${name(c.dkdv)}` : name(c.dq)));
     expect(list(lim)).toEqual(['ds 4/64+2/32s', '2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/64+2/16sp', 'ds 4/64+2/16spc', 'ds 4/64+2/16s', 'ds 4/64+2/16p', 'ds 4/64+2/16', 'ds 4/64+2/16c',
-      'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+4/16s', 'ds 4/64+4/16', 'ds 4/64+2/16d', 'ds 4/64+2/32sp', 'ds 4/64+4/16sp', 'ds 4/64+4/32sp', 'ds 2/64w+2/16sp', 'ds 4/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s']);
+      'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+4/16s', 'ds 4/64+4/16', 'ds 4/64+2/16d', 'ds 4/64+2/32sp', 'ds 4/64+4/16sp', 'ds 4/64+4/32sp', 'ds 2/64w+2/16sp', 'ds 4/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s',
+      'ds 4/64n+2/32sn', 'ds 4/64n+2/64sn', 'ds 4/64n+2/32spn', 'ds 4/64+2/64s', 'ds 4/64wn+2/32sn', 'ds 2/64wn+2/32sn']);
     // The first passing candidate, and where it stores dS the first passing one that recomputes (no more checked).
     const c = f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, lim);
     const checked: string[] = [];
@@ -76,7 +77,7 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(await pick((x) => !x.dq.ds)).toEqual({ first: c[1], recompute: c[1] });
     expect(await pick((x) => !!x.dq.ds)).toEqual({ first: c[0] });
     expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 }, false)).toEqual(['2/16', '2/32', '2/16+2/16s', '2/16+2/32s']);
-    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 2/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s']);
+    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 2/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s', 'ds 2/64wn+2/32sn']);
   });
 
   it('backward over the stored dS (dk/dv storing dS, dq a GEMM over it) matches the reference, in chunks of pairs', async () => {
@@ -125,6 +126,27 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(f16AttnBwdSpecError('dkdv', { ...a, prefetch: true }, 49152, 1024, true, false)).toMatch(/prefetches f16 copies it stages/);
     expect(f16AttnBwdSpecError('dq', { ...a, prefetch: true }, 49152, 1024, true, true)).toMatch(/prefetch is an option of the dk\/dv kernel/);
     expect(f16AttnBwdSpecError('dq', { ...a, contig: true }, 49152, 1024, true, true)).toMatch(/contig is an option of the dk\/dv kernel/);
+  });
+
+  it('dense kernels (no causal tile skips: masked tiles multiply zeros) match the reference, forward and backward', async () => {
+    // Forward: two subgroups of 8 rows, key blocks of 8: subgroup 0 skips a query block's last key block unless dense.
+    const f = { ...small, dense: true };
+    expect(f16AttnForwardCode(small, { emulate: true })).toMatch(/<= rmax\)/);
+    expect(f16AttnForwardCode(f, { emulate: true })).not.toMatch(/<= rmax\)/);
+    const fr = await checkF16AttnSpec(rt, f, true);
+    expect(fr).toEqual({ label: fr.label, ok: true });
+    expect(fr.label).toMatch(/ dense$/);
+    // Recomputing dq + dk/dv not split (subgroup 1's first query tile is masked), and the stored dS with
+    // dk/dv split over two pairs (the second pair's first query tiles are masked) and a dq of four subgroups,
+    // or of two wide ones (two row tiles each).
+    const a: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8, dense: true };
+    const ds = { dq: { ...a, sgCount: 4, BKV: 16, ds: true }, dkdv: { ...a, sgCount: 4, split: true, ds: true } };
+    expect(f16AttnDkdvCode(ds.dkdv, { emulate: true, inputs: 'f16' })).not.toMatch(/>= pk0\)/);
+    expect(f16AttnDkdvCode({ ...ds.dkdv, dense: undefined }, { emulate: true, inputs: 'f16' })).toMatch(/>= pk0\)/);
+    for (const specs of [{ dq: a, dkdv: a }, ds, { dq: { ...a, BKV: 16, wide: true, ds: true }, dkdv: { ...a, split: true, ds: true } }]) {
+      const r = await checkF16AttnBwdSpecs(rt, specs, true);
+      expect(r).toEqual({ label: r.label, ok: true });
+    }
   });
 
   it('the stored dS is the reference dS at f16AttnDsOffset, 0 where masked in a stored tile', async () => {

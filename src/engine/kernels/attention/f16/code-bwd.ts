@@ -15,7 +15,7 @@
  * - dk/dv: a workgroup owns sgCount·M keys of one (b, KV head); it holds K's and V's left tiles and
  *   per query head of the group and block of BKV queries computes Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, Pᵀ and
  *   dSᵀ in SIMT (f16), and accumulates dv += Pᵀ·dO, dk += dSᵀ·Q in result matrices.
- * Tiles wholly masked for a subgroup are skipped. `emulate`: the f32 twin, as the forward's.
+ * Tiles wholly masked for a subgroup are skipped (not with spec.dense: straight-line products). `emulate`: the f32 twin, as the forward's.
  *
  * Stored dS (spec.ds, both kernels): Di comes from the fp32 Di pass first (../attention.ts attentionDi);
  * the dk/dv kernel also stores its dSᵀ blocks (f16) in a scratch of 16×16 tiles (f16AttnDsOffset), and
@@ -24,7 +24,7 @@
  */
 import { f16OutModule } from '../../matmul-f16/cast';
 import { f16MatrixTypes, sgmatLoad, sgmatStore } from '../../qgemm/sgmat';
-import { emulation, f16AttnBlockQ, f16AttnDirect, f16AttnSpecError, f16InputType, type F16AttnSpec, put8, type StageGen, stageRows, stageRows16 } from './code';
+import { emulation, f16AttnBlockQ, f16AttnDirect, f16AttnSpecError, f16InputType, type F16AttnSpec, put8, type StageGen, stageRows, stageRows16, tileIf } from './code';
 
 const SYNTAX = { syntax: 'template' } as const;
 
@@ -271,7 +271,7 @@ export function f16AttnDqCode(s: F16AttnSpec, o: F16AttnBwdOptions = {}): string
     L.push('    workgroupBarrier();');
   }
   for (let j = 0; j < BKV / N; j++) {
-    L.push(`    if (kb + ${j * N}u <= rmax) {`, '      var acc = CT();', '      var acd = CT();');
+    L.push(`    ${tileIf(s, `kb + ${j * N}u <= rmax`)}`, '      var acc = CT();', '      var acd = CT();');
     for (let kd = 0; kd < D / K; kd++) {
       L.push(`      acc = ${mma}(qm${kd}, ${kS('k', j, kd)}, acc);`);
       L.push(`      acd = ${mma}(dm${kd}, ${kS('v', j, kd)}, acd);`);
@@ -287,7 +287,7 @@ export function f16AttnDqCode(s: F16AttnSpec, o: F16AttnBwdOptions = {}): string
   for (let kk = 0; kk < BKV / K; kk++) L.push(`    let sm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, `${PST}u`)};`);
   for (let dn = 0; dn < D / N; dn++) {
     for (let kk = 0; kk < BKV / K; kk++) {
-      L.push(`    if (kb + ${kk * K}u <= rmax) { dq${dn} = ${mma}(sm${kk}, ${kDq(kk, dn)}, dq${dn}); }`);
+      L.push(`    ${tileIf(s, `kb + ${kk * K}u <= rmax`)} dq${dn} = ${mma}(sm${kk}, ${kDq(kk, dn)}, dq${dn}); }`);
     }
   }
   // Staged: the next block's staging waits for every subgroup's reads of A. Direct: the scratch and Ps
@@ -410,7 +410,7 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
   }
   for (let j = 0; split && j < BQo / N; j++) {
     // Sᵀ (even) or dPᵀ (odd) of both M-key tiles: each right tile (Qᵀ's or dOᵀ's) loaded once serves two products.
-    L.push(`      if (qs + ${j * N + N - 1}u >= pk0) {`, '        var a0 = CT();', '        var a1 = CT();');
+    L.push(`      ${tileIf(s, `qs + ${j * N + N - 1}u >= pk0`)}`, '        var a0 = CT();', '        var a1 = CT();');
     for (let kd = 0; kd < D / K; kd++) {
       L.push(`        { let rt = ${load('A', 'RT', `${ab}select(${QOFF}u, ${OOFF}u, odd) + ${j * N * KST + kd * K}u`, true, `${KST}u`)};`);
       L.push(`          a0 = ${mma}(lm0_${kd}, rt, a0); a1 = ${mma}(lm1_${kd}, rt, a1); }`);
@@ -418,7 +418,7 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
     L.push(`        ${storeS(`pr0 * ${SST}u + select(0u, ${BQo}u, odd) + ${j * N}u`, 'a0')}`, `        ${storeS(`(pr0 + ${M}u) * ${SST}u + select(0u, ${BQo}u, odd) + ${j * N}u`, 'a1')}`, '      }');
   }
   for (let j = 0; !split && j < BQo / N; j++) {
-    L.push(`      if (qs + ${j * N + N - 1}u >= kmin) {`, '        var acc = CT();', '        var acd = CT();');
+    L.push(`      ${tileIf(s, `qs + ${j * N + N - 1}u >= kmin`)}`, '        var acc = CT();', '        var acd = CT();');
     for (let kd = 0; kd < D / K; kd++) {
       L.push(`        acc = ${mma}(km${kd}, ${qS('q', j, kd)}, acc);`);
       L.push(`        acd = ${mma}(vm${kd}, ${qS('dO', j, kd)}, acd);`);
@@ -447,7 +447,7 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
     }
     for (let dn = 0; dn < D / N; dn++) {
       for (let kk = 0; kk < BQo / K; kk++) {
-        L.push(`      if (qs + ${kk * K + K - 1}u >= pk0) { let rt = ${load('A', 'RT', `${ab}select(${OOFF}u, ${QOFF}u, odd) + ${kk * K * KST + dn * N}u`, false, `${KST}u`)};`);
+        L.push(`      ${tileIf(s, `qs + ${kk * K + K - 1}u >= pk0`)} let rt = ${load('A', 'RT', `${ab}select(${OOFF}u, ${QOFF}u, odd) + ${kk * K * KST + dn * N}u`, false, `${KST}u`)};`);
         L.push(`        ac0_${dn} = ${mma}(pl0_${kk}, rt, ac0_${dn}); ac1_${dn} = ${mma}(pl1_${kk}, rt, ac1_${dn}); }`);
       }
     }
@@ -458,7 +458,7 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
   }
   for (let dn = 0; !split && dn < D / N; dn++) {
     for (let kk = 0; kk < BQo / K; kk++) {
-      L.push(`      if (qs + ${kk * K + K - 1}u >= kmin) {`);
+      L.push(`      ${tileIf(s, `qs + ${kk * K + K - 1}u >= kmin`)}`);
       L.push(`        dv${dn} = ${mma}(pm${kk}, ${qD('dO', kk, dn)}, dv${dn});`);
       L.push(`        dk${dn} = ${mma}(sm${kk}, ${qD('q', kk, dn)}, dk${dn});`, '      }');
     }
@@ -566,7 +566,7 @@ export function f16AttnDqDsCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): 
   L.push('    workgroupBarrier();');
   // Key slices wholly past the subgroup's last row are zeros: skipped (subgroup-uniform).
   for (let kk = 0; kk < BKV / K; kk++) {
-    L.push(`    if (kb + ${kk * K}u <= rmax) {`);
+    L.push(`    ${tileIf(s, `kb + ${kk * K}u <= rmax`)}`);
     for (let mt = 0; mt < MT; mt++) L.push(`      let sm${mt} = ${load('Bs', 'LT', `${kk * K * BST + mt * M}u + sg * ${MT * M}u`, true, `${BST}u`)};`);
     for (let dn = 0; dn < D / N; dn++) {
       L.push(`      { let rt = ${load('A', 'RT', `${kk * K * KST + dn * N}u`, false, `${KST}u`)};`);

@@ -18,7 +18,7 @@
  *   P = exp2(s·scale·log2e − m) is written as f16.
  * - P·V per N-column tile of D into a fresh result matrix per key block, stored to a scratch
  *   and folded into the lanes' O after the rescale by exp2(m_old − m_new).
- * - Tiles wholly above the diagonal for a subgroup are skipped, and key blocks wholly below its
+ * - Tiles wholly above the diagonal for a subgroup are skipped (not with spec.dense), and key blocks wholly below its
  *   first row take the softmax without a mask (the tests are per subgroup, so subgroup-uniform;
  *   Dawn's uniformity diagnostic cannot see that and is turned off).
  *
@@ -70,6 +70,12 @@ export interface F16AttnSpec {
   wide?: boolean;
   /** dk/dv only: each lane's columns of its softmax row are contiguous instead of interleaved (wider workgroup loads and stores possible). */
   contig?: boolean;
+  /**
+   * Every kernel: no per-tile causal skips, so a block's products are one straight-line run the compiler
+   * may interleave (a skip's test names the subgroup, which the compiler takes for divergent: each product
+   * sits behind its own branch). Masked tiles multiply zeros (their P and dS are 0), which adds nothing.
+   */
+  dense?: boolean;
 }
 
 /** Whether a kernel matrix-loads its operands straight from storage: f16 inputs (`inputs16`) and load 'direct'. */
@@ -140,8 +146,11 @@ export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxT
 }
 
 export function f16AttnLabel(s: F16AttnSpec): string {
-  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.load === 'direct' ? ' direct' : ''}${s.split ? ' split' : ''}${s.prefetch ? ' prefetch' : ''}${s.wide ? ' wide' : ''}${s.contig ? ' contig' : ''}${s.ds ? ' ds' : ''}`;
+  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.load === 'direct' ? ' direct' : ''}${s.split ? ' split' : ''}${s.prefetch ? ' prefetch' : ''}${s.wide ? ' wide' : ''}${s.contig ? ' contig' : ''}${s.dense ? ' dense' : ''}${s.ds ? ' ds' : ''}`;
 }
+
+/** The opening of a tile's products: behind its causal skip test `cond`, or (spec.dense) a plain block. */
+export const tileIf = (s: Pick<F16AttnSpec, 'dense'>, cond: string) => (s.dense ? '{' : `if (${cond}) {`);
 
 /** What a generator's staging writes into: its lines, the emulated twin or not, the head dim, the threads. */
 export interface StageGen { L: string[]; emu: boolean; D: number; NT: number }
@@ -264,7 +273,7 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
   }
   // S = Q·Kᵀ, one N-key tile at a time; a tile whose first key is past the subgroup's last row is skipped.
   for (let j = 0; j < BKV / N; j++) {
-    L.push(`    if (kb + ${j * N}u <= rmax) {`, '      var acc = CT();');
+    L.push(`    ${tileIf(s, `kb + ${j * N}u <= rmax`)}`, '      var acc = CT();');
     for (let kd = 0; kd < D / K; kd++) L.push(`      acc = ${mma}(qm${kd}, ${kTile(j, kd)}, acc);`);
     L.push(`      ${store('Ss', `sbase + ${j * N}u`, 'acc')}`, '    }');
   }
@@ -300,7 +309,7 @@ export function f16AttnForwardCode(s: F16AttnSpec, o: F16AttnFwdOptions = {}): s
   for (let kk = 0; kk < BKV / K; kk++) L.push(`    let pm${kk} = ${load('Ps', 'LT', `sg * ${M * PST}u + ${kk * K}u`, false, `${PST}u`)};`);
   for (let dn = 0; dn < D / N; dn++) {
     L.push('    {', '      var acc = CT();');
-    for (let kk = 0; kk < BKV / K; kk++) L.push(`      if (kb + ${kk * K}u <= rmax) { acc = ${mma}(pm${kk}, ${vTile(kk, dn)}, acc); }`);
+    for (let kk = 0; kk < BKV / K; kk++) L.push(`      ${tileIf(s, `kb + ${kk * K}u <= rmax`)} acc = ${mma}(pm${kk}, ${vTile(kk, dn)}, acc); }`);
     L.push(`      ${store(OS, `sbase + ${dn * N}u`, 'acc')}`, '    }');
   }
   L.push('    workgroupBarrier();');
