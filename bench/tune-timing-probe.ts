@@ -1,43 +1,48 @@
 /**
  * Whether the tuner's timings are the kernels' (issue 36): an H100 tuned f16 `base` steps slower than
- * untuned (s28c1-c5) while its picks each timed faster. For each f16 attention job of the run, its
- * first candidates are built and timed three ways — the tuner's interleaved rounds (its options on
- * this device), each alone after a long warm-up (the reference), the rounds again — so a row that
- * differs between the ways is the timing method, not the kernel.
- *   node tune-timing-probe.mjs [--model base --scheme f16 --batch 16 --seq 512] [--n 3] [--warmup-ms 1000]
+ * untuned (s28c1-c5) while its picks each timed faster. For each job of the run in the given
+ * families, its first candidates are built and timed three ways — the tuner's interleaved rounds
+ * (its options on this device), each alone after a long warm-up (the reference), the rounds again —
+ * so a row that differs between the ways is the timing method, not the kernel.
+ *   node tune-timing-probe.mjs [--model base --scheme f16 --batch 16 --seq 512] [--family f16gemm,f16attn] [--n 3] [--warmup-ms 1000] [--cpu]
  */
 import { parseArgs } from 'node:util';
 import { parseTrainArgs } from '../src/cli/train-options';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
 import { Runtime } from '../src/engine/gpu/runtime';
 import { timeDispatches, warmUntilSteady } from '../src/engine/gpu/timer';
-import { trainingTuneJobs } from '../src/engine/tune';
+import { KERNEL_FAMILIES, type KernelFamily, trainingTuneJobs } from '../src/engine/tune';
 import { type BuiltCandidate, timeBuiltInRounds } from '../src/engine/tune/candidate';
-import { prepareF16Attention } from '../src/engine/tune/f16-attention';
-import type { F16AttnJob } from '../src/engine/tune/jobs';
-import { deviceTuneOptions } from '../src/engine/tune/tuner';
+import { deviceTuneOptions, prepareJob } from '../src/engine/tune/tuner';
 
 const a = parseArgs({ options: {
-  model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, n: { type: 'string' }, 'warmup-ms': { type: 'string' },
+  model: { type: 'string' }, scheme: { type: 'string' }, batch: { type: 'string' }, seq: { type: 'string' }, family: { type: 'string' },
+  n: { type: 'string' }, 'warmup-ms': { type: 'string' }, cpu: { type: 'boolean' },
 } }).values;
 const plan = await parseTrainArgs(['--model', a.model ?? 'base', '--scheme', a.scheme ?? 'f16', '--batch', a.batch ?? '16', '--seq', a.seq ?? '512']);
 if (!plan) throw new Error('no run options');
+const families = (a.family ?? 'f16gemm,f16attn').split(',');
+for (const f of families) if (!(KERNEL_FAMILIES as readonly string[]).includes(f)) throw new Error(`--family: '${f}' is none of ${KERNEL_FAMILIES.join(', ')}`);
 const n = Number(a.n ?? 3);
 const warmupMs = Number(a['warmup-ms'] ?? 1000);
-const gpu = await acquireNodeGpu({ dawnFlags: ['disable-dawn-features=timestamp_quantization', 'enable-dawn-features=allow_unsafe_apis'] });
+const gpu = await acquireNodeGpu({ forceSwiftShader: a.cpu, dawnFlags: ['disable-dawn-features=timestamp_quantization', 'enable-dawn-features=allow_unsafe_apis'] });
 const rt = new Runtime(gpu);
 const o = deviceTuneOptions(rt);
-const jobs = trainingTuneJobs(plan.opts).filter((j): j is F16AttnJob => j.family === 'f16attn');
-if (!jobs.length) console.log('no f16 attention jobs in this run (no shader-f16 or subgroup matrices here?)');
+const jobs = trainingTuneJobs(plan.opts).filter((j) => families.includes(j.family as KernelFamily));
+if (!jobs.length) console.log(`no ${families.join(' or ')} jobs in this run`);
 for (const job of jobs) {
-  const p = prepareF16Attention(rt, job, o);
+  const p = prepareJob(rt, job, o);
   if (!p.candidates.length) console.log(`${job.label}: ${p.rejected.map((r) => r.why).join('; ')}`);
   const names: string[] = [];
   const built: BuiltCandidate[] = [];
   for (const c of p.candidates.slice(0, n)) {
     const why = await c.check();
-    if (why) console.log(`${job.label} ${c.name}: ${why}`);
-    else (names.push(c.name), built.push(await c.build()));
+    if (why) {
+      console.log(`${job.label} ${c.name}: ${why}`);
+      continue;
+    }
+    names.push(c.name);
+    built.push(await c.build());
   }
   const rounds = async (label: string) => {
     const t0 = performance.now();
@@ -55,3 +60,4 @@ for (const job of jobs) {
   built.forEach((b) => b.free());
   p.free();
 }
+rt.destroy();

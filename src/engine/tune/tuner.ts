@@ -12,7 +12,7 @@ import type { Runtime } from '../gpu/runtime';
 import { type AdapterKey, adapterKeyOf } from './adapter';
 import { attentionCandidates, prepareAttention } from './attention';
 import { type TuneCache, type TuneEntry } from './cache';
-import { type BuiltCandidate, type Candidate, type CandidateOptions, timeBuiltInRounds } from './candidate';
+import { type BuiltCandidate, type Candidate, type CandidateOptions, type PreparedJob, timeBuiltInRounds } from './candidate';
 import { f16AttnJobCandidates, prepareF16Attention } from './f16-attention';
 import { f16GemmCandidates, prepareF16Gemm } from './f16-gemm';
 import { matmulCandidates, prepareMatmul } from './gemm';
@@ -116,6 +116,12 @@ export function deviceTuneOptions(rt: Runtime, o: TuneOptions = {}): TuneOptions
   return { maxGemmCandidates: 2, maxAttentionCandidates: 2, warmup: 1, rounds: 2, reps: 1, gemmInner: 4, earlyStopMargin: 1.5, settleMs: 0, ...o };
 }
 
+/** A job's candidates, by its kind (./gemm.ts, f16-gemm.ts, f16-attention.ts, attention.ts). */
+export function prepareJob(rt: Runtime, j: TuneJob, o: CandidateOptions): PreparedJob {
+  return j.family === 'matmul' ? prepareMatmul(rt, j, o) : j.family === 'f16gemm' ? prepareF16Gemm(rt, j, o)
+    : j.family === 'f16attn' ? prepareF16Attention(rt, j, o) : prepareAttention(rt, j, o);
+}
+
 /** First guess of one candidate's seconds (compile, check, warm-up, timing) before any is measured; a CPU adapter compiles a GEMM for seconds. */
 function guessS(rt: Runtime): number {
   return isCpuAdapter(adapterKeyOf(rt.gpu.adapterInfo)) ? 2.5 : 0.25;
@@ -140,8 +146,7 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     adapter, tuned: [], cached: jobs.filter((j) => !todo.includes(j)).map((j) => j.key), unfinished: [], rejected: [],
     elapsedS: 0, cancelled: false, outOfBudget: false,
   };
-  const prepared = todo.map((j) => (j.family === 'matmul' ? prepareMatmul(rt, j, o) : j.family === 'f16gemm' ? prepareF16Gemm(rt, j, o)
-    : j.family === 'f16attn' ? prepareF16Attention(rt, j, o) : prepareAttention(rt, j, o)));
+  const prepared = todo.map((j) => prepareJob(rt, j, o));
   let done = 0;
   let spent = 0;
   const guess = guessS(rt);
