@@ -17,10 +17,12 @@
  *  (f) LoRA over the f16 cells (--lora-cells, e.g. tiny,base; issue 39): (d)'s check and timing under f16 with LoRA r16 on every
  *      linear (random B, so dA is not zero): the backward's adapter GEMMs read the packed cells through the fp32 GEMM's f16 B
  *      (MatmulArgs.bHalf) instead of their unpacks; the adapters' gradients bit for bit those of shareF16 false.
+ *  (g) the SwiGLU over gate's and up's f16 storage (--swiglu, e.g. tiny,base; RunPlan.swigluHalf: one pass each way, no packs,
+ *      unpacks or row blocks): (d)'s check and timing under f16 against swigluHalf false.
  *
  *   node f16-train-device.mjs [--json out.json] [--data tinyshakespeare.txt] [--reps 10] [--warmup 3]
  *        [--models micro,base] [--schemes fp32,f16,int8-f16] [--fidelity-steps 80] [--fidelity-model tiny] [--no-bench] [--no-fidelity] [--cpu] [--toggles a,b]
- *        [--cells tiny,base] [--lean tiny,base] [--lora-cells tiny,base]
+ *        [--cells tiny,base] [--lean tiny,base] [--lora-cells tiny,base] [--swiglu tiny,base]
  * `--cpu` (SwiftShader: no shader-f16, so the f16 runs resolve to fp32 and say so) tests the script's
  * flow; the numbers are meaningless there. Exit 1 when the f16 run diverges or misses the fidelity bound.
  */
@@ -48,7 +50,7 @@ const a = parseArgs({
     json: { type: 'string' }, data: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
     models: { type: 'string' }, schemes: { type: 'string' }, 'fidelity-steps': { type: 'string' }, 'fidelity-model': { type: 'string' }, 'fidelity-schemes': { type: 'string' },
     'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' }, toggles: { type: 'string' }, cells: { type: 'string' }, lean: { type: 'string' },
-    'lora-cells': { type: 'string' },
+    'lora-cells': { type: 'string' }, swiglu: { type: 'string' },
   },
 }).values;
 const T0 = Date.now();
@@ -156,7 +158,7 @@ if (!a['no-fidelity']) {
  * default plan, same init and batch: loss and every stored gradient bit for bit (failed if not), the
  * plans' bytes and dispatch counts; then forward + backward of both at the bench's shape, alternately.
  */
-async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells', presets: string, schemes: string[], ref: PlanOverrides, lora?: LoraSpec): Promise<void> {
+async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells' | 'swiglu', presets: string, schemes: string[], ref: PlanOverrides, lora?: LoraSpec): Promise<void> {
   const rows: unknown[] = [];
   out[kind] = rows;
   for (const preset of presets.split(',') as PresetName[]) {
@@ -187,7 +189,9 @@ async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells', presets: st
           const keys = [...model.buf.keys()].filter((k) => k === 'grads' || k.startsWith('grads.') || k === 'lora.grads').sort();
           const grads = (await Promise.all(keys.map((k) => rt.readU32(model.b(k))))).flatMap((x) => Array.from(x));
           const bytes = model.plan.buffers.reduce((t, b) => t + b.bytes, 0);
-          const what = kind !== 'lean' ? `${model.plan.f16Cells[0].size} cells a layer${lora ? `, LoRA r${lora.rank}` : ''}` : `lean ${model.plan.f16Lean}, gate live in ${model.plan.f16Live.gate ?? 'live.gate'}`;
+          const what = kind === 'lean' ? `lean ${model.plan.f16Lean}, gate live in ${model.plan.f16Live.gate ?? 'live.gate'}`
+            : kind === 'swiglu' ? `SwiGLU over f16 storage in ${model.plan.swigluHalf.filter(Boolean).length} layers`
+              : `${model.plan.f16Cells[0].size} cells a layer${lora ? `, LoRA r${lora.rank}` : ''}`;
           return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, bytes, what, dispatches: model.forward.length + model.backward.length };
         } finally {
           model.destroy();
@@ -217,7 +221,7 @@ async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells', presets: st
           models.got.destroy();
         }
       };
-      const [refName, gotName] = kind !== 'lean' ? ['separate copies', 'cells'] : ['full workspace', 'lean'];
+      const [refName, gotName] = { cells: ['separate copies', 'cells'], 'lora-cells': ['separate copies', 'cells'], lean: ['full workspace', 'lean'], swiglu: ['packs and blocks', 'from storage'] }[kind];
       try {
         const [r, g] = [await run(ref), await run({})];
         const diff = g.grads.findIndex((x, i) => x !== r.grads[i]);
@@ -242,6 +246,7 @@ async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells', presets: st
 if (a.cells) await compareWirings('cells', a.cells, ['f16', 'agoq-f16'], { shareF16: false });
 if (a.lean) await compareWirings('lean', a.lean, ['agoq-f16'], { f16Lean: false });
 if (a['lora-cells']) await compareWirings('lora-cells', a['lora-cells'], ['f16'], { shareF16: false }, defaultLoraSpec(16));
+if (a.swiglu) await compareWirings('swiglu', a.swiglu, ['f16'], { swigluHalf: false });
 save();
 log(failed ? 'done: FAILURES above' : 'done');
 process.exit(failed ? 1 : 0);

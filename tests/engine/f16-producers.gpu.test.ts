@@ -11,7 +11,8 @@ import type { Dispatch, Runtime } from '../../src/engine/gpu/runtime';
 import { castF32ToF16, f16OperandBytes } from '../../src/engine/kernels/matmul-f16/cast';
 import { type F16Out, rmsnormBackward, rmsnormForward, rmsnormForwardF16, rmsnormWorkspaceBytes } from '../../src/engine/kernels/rmsnorm/rmsnorm';
 import { rope, ropeF16, ropeTablePacked } from '../../src/engine/kernels/rope/rope';
-import { swigluBackward, swigluBackwardF16, swigluForward, swigluForwardF16 } from '../../src/engine/kernels/swiglu/swiglu';
+import { swigluBackward, swigluBackwardF16, swigluBackwardStored, swigluForward, swigluForwardF16, swigluForwardStored } from '../../src/engine/kernels/swiglu/swiglu';
+import { packF16, unpackF16 } from '../../src/engine/kernels/f16/f16';
 import { roundF16 } from '../../src/engine/quant/f16';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime, trackBuffers } from '../helpers/gpu';
@@ -128,6 +129,45 @@ describe.each(['f16', 'f32'] as const)('producers writing f16 copies (elem %s)',
     await expectSameF32(rt, dh2, dhR2, n, 'blocked dup', dh0);
     await expectCopy(rt, g2, bg16, n, 'blocked dgate');
     await expectCopy(rt, dh2, bu16, n, 'blocked dup');
+  });
+
+  it('SwiGLU over gate\'s and up\'s f16 storage: the forward writes it (packF16\'s words) and h16; the backward reads it and writes dgate16, dup16 only', async () => {
+    const rt = await testRuntime();
+    const rng = new Rng(14);
+    const [N, F] = [4, 32];
+    const n = N * F;
+    const g0 = randn(rng, n, 4);
+    const u0 = randn(rng, n, 4);
+    [g0[5], u0[5]] = [2, 3e5]; // up past f16's range (Inf in its storage), h too
+    const [gate, upB, hRef] = [up(rt, g0), up(rt, u0), buf(rt, n * 4)];
+    const words = () => buf(rt, f16OperandBytes(n, false));
+    const [gw, uw, gwRef, uwRef] = [words(), words(), words(), words()];
+    const h16 = out16(rt, n, elem);
+    rt.run([
+      swigluForward(rt, { label: 's', gate, up: upB, h: hRef, dims: { N, F } }),
+      ...packF16(rt, { label: 'pg', x: gate, words: gwRef, n }), ...packF16(rt, { label: 'pu', x: upB, words: uwRef, n }),
+      swigluForwardStored(rt, { label: 's', gate, up: upB, gateWords: gw, upWords: uw, dims: { N, F }, h16 }),
+    ]);
+    for (const [a, b, what] of [[gw, gwRef, 'gate'], [uw, uwRef, 'up']] as const) {
+      const got = await rt.readU32(a, 0, n / 2);
+      expect(got.some((v) => v !== 0), `${what}: the kernel wrote its storage`).toBe(true);
+      expect(Array.from(got), `${what}'s storage`).toEqual(Array.from(await rt.readU32(b, 0, n / 2)));
+    }
+    expect(Math.abs((await expectCopy(rt, hRef, h16, n, 'forward h16'))[5])).toBeGreaterThan(65520);
+
+    // Backward: the plain one over the unpacked storage (what the blocked backward reads) is the reference.
+    const dh0 = randn(rng, n);
+    const [gR, uR, dh] = [buf(rt, n * 4), buf(rt, n * 4), up(rt, dh0)];
+    const [dg16, du16] = [out16(rt, n, elem), out16(rt, n, elem)];
+    rt.run([
+      ...unpackF16(rt, { label: 'ug', words: gw, out: gR, n }), ...unpackF16(rt, { label: 'uu', words: uw, out: uR, n }),
+      swigluBackward(rt, { label: 'sb', dims: { N, F }, gate: gR, up: uR, dh, dgate: gR, dup: uR }),
+      swigluBackwardStored(rt, { label: 'sb', gateWords: gw, upWords: uw, dh, dims: { N, F }, dgate16: dg16, dup16: du16 }),
+    ]);
+    expect(Array.from(await rt.readF32(dh, 0, n)), 'dh is only read').toEqual(Array.from(dh0));
+    await expectCopy(rt, gR, dg16, n, 'dgate16');
+    await expectCopy(rt, uR, du16, n, 'dup16');
+    expect(() => swigluBackwardStored(rt, { label: 'odd', gateWords: gw, upWords: uw, dh, dims: { N: 1, F: 6 }, dgate16: dg16, dup16: du16 })).toThrow(/n % 4 == 0/);
   });
 
   it('RoPE backward (inverse) with two pairs an invocation, and the fallback at a head dim not a multiple of 4', async () => {

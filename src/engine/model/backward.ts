@@ -13,7 +13,7 @@ import { embeddingBackward } from '../kernels/embedding/embedding';
 import { unpackHalfRows } from '../kernels/f16/f16';
 import { dequantizeRows } from '../kernels/quantize/quantize';
 import { rmsnormBackward } from '../kernels/rmsnorm/rmsnorm';
-import { swigluBackward, swigluBackwardF16, swigluBackwardQuantized } from '../kernels/swiglu/swiglu';
+import { swigluBackward, swigluBackwardF16, swigluBackwardQuantized, swigluBackwardStored } from '../kernels/swiglu/swiglu';
 import { type TensorParallel } from './tp/tp';
 import { dpCodes, scoreCodes } from './attention-scores';
 import { type ModelConfig } from './config';
@@ -123,9 +123,11 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     // dres's codes come from the RMSNorm backward that produced it (normF's, or layer l+1's norm1).
     push(m.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C, false, !!m.g.dyCodes(l), loraDxTerm(l, 'mlp.down_proj.weight')));
     loraDx(l, lab('down.dx'), 'mlp.down_proj.weight', dF1);
-    // Where gate's live copy is f16.a (f16GateInA), its rows are dequantized block by block (swigluBackwardBlocks).
+    // Where gate's live copy is f16.a (f16GateInA), its rows are dequantized block by block (swigluBackwardBlocks);
+    // where the SwiGLU reads gate's and up's f16 storage (plan.swigluHalf), no fp32 gate at all.
     const gateBlocks = m.plan.f16Live.gate === 'f16.a';
-    if (!gateBlocks) load('gate');
+    const fromStorage = m.plan.swigluHalf[l];
+    if (!gateBlocks && !fromStorage) load('gate');
     // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
     // dF1 itself (dact) when up is stored (swigluBackwardBlocks). Where gate/up's dX is
     // one INT8 GEMM over K = 2F, it also writes the codes of [dgate | dup] (gateUpCodes) into i8.a,
@@ -134,7 +136,11 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     const gateUpCodes = m.g.gateUpCodes(l);
     // Where gate/up's GEMMs run f16, it also writes the f16 copies of dgate and dup they read (gateUpF16).
     const gateUp16 = m.g.gateUpF16(l, a('gate'), dup);
-    if (m.plan.saved[l].up) push(swigluBackwardBlocks(m, l, lab('swiglu.bwd'), gateUpCodes, gateUp16, gateBlocks));
+    if (fromStorage) {
+      if (!gateUp16) throw new Error(`internal: L${l}: the SwiGLU from f16 storage without dgate's and dup's f16 copies`);
+      const words = (k: 'gate' | 'up') => m.b(`L${l}.${k}.codes`);
+      push(swigluBackwardStored(rt, { label: lab('swiglu.bwd'), gateWords: words('gate'), upWords: words('up'), dh: dF1, dims: { N, F }, ...gateUp16 }));
+    } else if (m.plan.saved[l].up) push(swigluBackwardBlocks(m, l, lab('swiglu.bwd'), gateUpCodes, gateUp16, gateBlocks));
     else {
       const o = { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } };
       push(gateUpCodes ? [swigluBackwardQuantized(rt, { ...o, ...gateUpCodes })] : gateUp16 ? swigluBackwardF16(rt, { ...o, ...gateUp16 }) : [swigluBackward(rt, o)]);

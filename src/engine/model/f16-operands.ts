@@ -115,6 +115,22 @@ export function f16Lean(saved: readonly Partial<Record<LayerSavedKey, Activation
 }
 
 /**
+ * Per layer, whether the SwiGLU reads and writes gate's and up's f16 storage itself (RunPlan.swigluHalf;
+ * kernels/swiglu swigluForwardStored, swigluBackwardStored): both stored f16, the layer's forward, dX and
+ * dW GEMMs f16 and h (act) an f16 cell, so nothing reads h, dgate or dup in fp32 — in a `plain` training
+ * plan (no LoRA adapters, which read dY in fp32; no TP exchanges; no checkpointing re-run) without
+ * gate/up's INT8 dX over K = 2F (gateUpDx).
+ */
+export function f16SwigluStored(saved: readonly Partial<Record<LayerSavedKey, ActivationStorage>>[], layers: readonly LayerF16Paths[] | undefined,
+  cells: readonly Set<LayerSavedKey>[], gateUpDx: readonly boolean[], plain: boolean): boolean[] {
+  return gateUpDx.map((fused, l) => {
+    const p = layers?.[l];
+    return plain && !fused && !!p && runsF16(p.forward) && runsF16(p.dx) && runsF16(p.dw) && cells[l].has('act')
+      && saved[l].gate?.format === 'f16' && saved[l].up?.format === 'f16';
+  });
+}
+
+/**
  * Whether gate's fp32 live copy can be `f16.a` (RunPlan.f16Live.gate) in a lean plan (f16Lean): every
  * layer stores gate and up (so the SwiGLU backward runs in blocks of `swigluRows`) and runs its forward,
  * dX and dW GEMMs f16. In the forward gate lives in f16.a from gate_proj to the SwiGLU while the X copies

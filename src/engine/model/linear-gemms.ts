@@ -14,7 +14,7 @@ import { qdq } from '../kernels/qdq/qdq';
 import { type F16Out, rmsnormForward, rmsnormForwardF16, rmsnormForwardQuantized } from '../kernels/rmsnorm/rmsnorm';
 import { transposeMatrix } from '../kernels/slice/slice';
 import { rope } from '../kernels/rope/rope';
-import { swigluForward, swigluForwardF16, swigluForwardQuantized } from '../kernels/swiglu/swiglu';
+import { swigluForward, swigluForwardF16, swigluForwardQuantized, swigluForwardStored } from '../kernels/swiglu/swiglu';
 import { isFp32, type QuantSpec } from '../scheme/scheme';
 import { type GemmInputSaved, type GemmPath, PRODUCER_CODED, producerDyCodes } from './compute-plan';
 import { computePaths, type GemmWeight, Int8Gemms, type LayerPaths } from './int8-gemms';
@@ -349,6 +349,11 @@ export class LinearGemms {
 
   /** The SwiGLU whose output feeds down_proj: with an INT8 forward it also writes h's codes. */
   inputSwiglu(l: number, o: Parameters<typeof swigluForward>[1]): Dispatch[] {
+    if (this.plan.swigluHalf[l]) {
+      // gate's and up's f16 storage and h's cell, nothing in fp32 (plan.swigluHalf).
+      const words = (k: 'gate' | 'up') => this.b(`L${l}.${k}.codes`);
+      return [swigluForwardStored(this.rt, { ...o, gateWords: words('gate'), upWords: words('up'), h16: this.cellOut(l, 'act') })];
+    }
     if (this.runsF16(l, 'forward')) return swigluForwardF16(this.rt, { ...o, h16: this.xOut(l, 'act', o.h as GPUBuffer, o.dims.N * o.dims.F) });
     if (this.plan.layers[l].compute.forward !== 'int8') return [swigluForward(this.rt, o)];
     return swigluForwardQuantized(this.rt, { ...o, ...this.producerCodes(l, 'act') });

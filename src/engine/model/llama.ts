@@ -188,6 +188,8 @@ export class LlamaGpu {
   private storeSaved(l: number, key: LayerSavedKey): Dispatch[] {
     const st = this.storage[l][key];
     if (!st) return [];
+    // gate's and up's f16 storage: the SwiGLU writes it (plan.swigluHalf).
+    if ((key === 'gate' || key === 'up') && this.plan.swigluHalf[l]) return [];
     // An f16 cell that is an operand copy: nothing where its producer wrote it (LinearGemms.cellOut), else the copy's cast.
     if (this.f16Cell(l, key)) {
       if (this.g.cellWritten(l, key)) return [];

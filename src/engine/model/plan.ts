@@ -46,6 +46,8 @@ export interface PlanOverrides {
   shareCodes?: boolean;
   /** Tests: false stores f16 saved activations packed beside the f16 operand copies (f16.a, f16.x, f16.qkv) even where the cell can be the copy (f16Cells). */
   shareF16?: boolean;
+  /** Tests: false keeps the SwiGLU's packs and its blocked backward's unpacks even where it can read and write gate's and up's f16 storage itself (f16SwigluStored). */
+  swigluHalf?: boolean;
   /** Tests: whether the f16 workspace is lean (RunPlan.f16Lean; default: f16Lean, model/f16-operands.ts: some activation stored below 16 bits). */
   f16Lean?: boolean;
 }

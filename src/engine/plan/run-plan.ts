@@ -29,7 +29,7 @@ import {
 import type { ModelConfig } from '../model/config';
 import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
 import { type ParamLayout, paramLayout } from '../model/params';
-import { f16AttnInputSlots, f16AttnQkvSlots, f16CellBytes, f16Cells, f16GateInA, f16Lean, f16LiveAlias, f16Operands, runsF16 } from '../model/f16-operands';
+import { f16AttnInputSlots, f16AttnQkvSlots, f16CellBytes, f16Cells, f16GateInA, f16Lean, f16LiveAlias, f16Operands, f16SwigluStored, runsF16 } from '../model/f16-operands';
 import { logitsChunkRows } from './logits';
 import { type LoraPlan, loraBuffers, resolveLoraPlan } from '../lora/plan';
 import type { LoraSpec } from '../lora/spec';
@@ -99,6 +99,11 @@ export interface RunPlan {
   fakeQuant: { weights: boolean; inputs: boolean; grads: boolean };
   /** Rows per block of the SwiGLU backward (swigluBlockRows; N when `up` is stored fp32). */
   swigluRows: number;
+  /**
+   * Per layer: the SwiGLU writes gate's and up's f16 storage in its forward and reads it in its backward
+   * (f16-operands.ts f16SwigluStored): no packs, no unpacks, no blocks of rows (nor their `swigluBlock`).
+   */
+  swigluHalf: boolean[];
   /**
    * Token rows of logits that exist at once (plan/logits.ts logitsChunkRows; N = the whole batch):
    * the LM head, its loss and its backward run a chunk of this many rows at a time (model/lm-head.ts).
@@ -332,6 +337,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     f16Lean: lean,
     fakeQuant,
     swigluRows,
+    swigluHalf: (opts.swigluHalf ?? true) ? f16SwigluStored(saved, f16?.layers, cells, gateUpDx, training && !checkpoint && !lora && scheme.tp.degree <= 1) : layers.map(() => false),
     // A trained head's dW reads hF back from its storage a chunk of rows at a time: its rows must align there too.
     logitsRows: logitsChunkRows(dims, training && !lora ? saved[dims.L].hF : undefined, opts.logitsChunkRows),
     wire: {
@@ -411,7 +417,7 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   // One fp32 working copy per quantized kind, shared by all layers: forward writes it before
   // quantizing, backward dequantizes into it before the consumers read it.
   for (const k of live) if (!LIVE_ALIAS[k] && !p.f16Live[k]) ws(liveKey(k), sizes[k][0] * f);
-  if (live.has('up')) ws('swigluBlock', p.swigluRows * d.F * f);
+  if (p.saved.some((st, l) => st.up && !p.swigluHalf[l])) ws('swigluBlock', p.swigluRows * d.F * f);
   act('rstdF', d.N);
   act('logits', p.logitsRows * d.V); // one chunk's (model/lm-head.ts); becomes its dlogits in place
   ws('targets', d.N * f);

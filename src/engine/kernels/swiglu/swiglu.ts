@@ -15,15 +15,21 @@ import { buildQuantize } from '../quantize/quantize';
 import type { F16Out } from '../matmul-f16/cast';
 import { wgslIf } from '../wgsl';
 
-const srcScalar = wgslIf(src, { VEC4: false, QUANT: false, HALF: false });
+const srcScalar = wgslIf(src, { VEC4: false, QUANT: false, HALF: false, STORED: false });
 /** The same shader on vec4 elements: 16-byte loads and stores, fewer memory instructions per element. */
-const srcVec4 = wgslIf(src, { VEC4: true, QUANT: false, HALF: false });
+const srcVec4 = wgslIf(src, { VEC4: true, QUANT: false, HALF: false, STORED: false });
 /** vec4, with the row kernel that also writes h's INT8 codes. */
-const srcQuant = `${codecSrc}\n${wgSum}\n${wgslIf(src, { VEC4: true, QUANT: true, HALF: false })}`;
+const srcQuant = `${codecSrc}\n${wgSum}\n${wgslIf(src, { VEC4: true, QUANT: true, HALF: false, STORED: false })}`;
 /** vec4, with the kernels that also write their outputs' f16 copies (packed, or the twin's f32: elem). */
 const srcHalf = (elem: 'f16' | 'f32') => [
   F16_HALF_WGSL, f16OutWgsl('h_h', 4, 4, elem), f16OutWgsl('h_dg', 4, 4, elem), f16OutWgsl('h_du', 5, 4, elem),
-  wgslIf(src, { VEC4: true, QUANT: false, HALF: true }),
+  wgslIf(src, { VEC4: true, QUANT: false, HALF: true, STORED: false }),
+].join('\n');
+/** vec4, with the kernels over gate's and up's f16 storage (always packed: f16Words) and f16 operand outputs (elem). */
+const srcStored = (elem: 'f16' | 'f32') => [
+  F16_HALF_WGSL, f16OutWgsl('s_gw', 3, 4, 'f16'), f16OutWgsl('s_uw', 4, 4, 'f16'), f16OutWgsl('s_h', 5, 4, elem),
+  f16OutWgsl('s_dg', 4, 4, elem), f16OutWgsl('s_du', 5, 4, elem),
+  wgslIf(src, { VEC4: true, QUANT: false, HALF: false, STORED: true }),
 ].join('\n');
 
 /**
@@ -190,4 +196,48 @@ export function swigluBackwardQuantized(rt: Runtime, o: {
     constants: { WG: rowWorkgroupSize(Math.ceil(F / 16)), OVER_DH: overDh ? 1 : 0 },
     bindings: [o.gate, o.up, u, o.dh, o.codes, o.scales], workgroups: grid2d(rt, N),
   });
+}
+
+/**
+ * The forward where gate and up are stored f16 and nothing reads h in fp32 (an f16 layer whose h is
+ * its f16 cell: RunPlan.swigluHalf): reads gate and up (fp32), writes their f16 storage (`gateWords`,
+ * `upWords`: packF16's words, bit for bit) and h's f16 copy only. One pass in place of the two packs
+ * and the forward's fp32 h. Needs vec4 access (n % 4 == 0, 16-byte aligned bindings).
+ */
+export function swigluForwardStored(rt: Runtime, o: { label: string; gate: Binding; up: Binding; gateWords: Binding; upWords: Binding; dims: SwigluDims; h16: F16Out }): Dispatch {
+  const n = count(o.label, o.dims);
+  storedAccess(o.label, n, [o.gate, o.up, o.gateWords, o.upWords, o.h16.out]);
+  for (const [k, b] of [['gate', o.gate], ['up', o.up]] as const) requireBytes(o.label, k, b, n * 4);
+  for (const [k, b] of [['gateWords', o.gateWords], ['upWords', o.upWords]] as const) requireBytes(o.label, k, b, f16OperandBytes(n, false));
+  requireBytes(o.label, 'h16', o.h16.out, f16OperandBytes(n, o.h16.elem === 'f32'));
+  const u = rt.uniform(`${o.label}.swigluFwdS`, new Uniforms().u32(n / 4).u32(0).u32(0).u32(0));
+  return rt.kernel({
+    label: `${o.label}.swigluFwdS`, code: srcStored(o.h16.elem), entryPoint: 'swiglu_fwd_stored',
+    bindings: [o.gate, o.up, u, o.gateWords, o.upWords, o.h16.out], workgroups: grid2d(rt, Math.ceil(n / 4 / 256)),
+  });
+}
+
+/**
+ * The backward from gate's and up's f16 storage (`gateWords`, `upWords`) and dh (fp32), writing only
+ * the f16 copies of dgate and dup (the f16 GEMMs' dY; RunPlan.swigluHalf: nothing reads them in fp32).
+ * One pass over the whole tensor in place of gate's unpack and, per block of rows, up's unpack and
+ * swigluBackwardF16; the same bits (f16 → f32 is exact, the arithmetic is swiglu_bwd_over_dh's).
+ */
+export function swigluBackwardStored(rt: Runtime, o: { label: string; gateWords: Binding; upWords: Binding; dh: Binding; dims: SwigluDims; dgate16: F16Out; dup16: F16Out }): Dispatch {
+  const n = count(o.label, o.dims);
+  if (o.dgate16.elem !== o.dup16.elem) throw new Error(`${o.label}: dgate16 and dup16 must have one element type`);
+  storedAccess(o.label, n, [o.gateWords, o.upWords, o.dh, o.dgate16.out, o.dup16.out]);
+  requireBytes(o.label, 'dh', o.dh, n * 4);
+  for (const [k, b] of [['gateWords', o.gateWords], ['upWords', o.upWords]] as const) requireBytes(o.label, k, b, f16OperandBytes(n, false));
+  for (const [k, b] of [['dgate16', o.dgate16], ['dup16', o.dup16]] as const) requireBytes(o.label, k, b.out, f16OperandBytes(n, b.elem === 'f32'));
+  const u = rt.uniform(`${o.label}.swigluBwdS`, new Uniforms().u32(n / 4).u32(0).u32(0).u32(0));
+  return rt.kernel({
+    label: `${o.label}.swigluBwdS`, code: srcStored(o.dgate16.elem), entryPoint: 'swiglu_bwd_stored',
+    bindings: [o.gateWords, o.upWords, u, o.dh, o.dgate16.out, o.dup16.out], workgroups: grid2d(rt, Math.ceil(n / 4 / 256)),
+  });
+}
+
+/** The stored kernels' vec4 access: n % 4 == 0 and every binding 16-byte aligned (always so in the model: F % 4 == 0, 256-byte offsets). */
+function storedAccess(label: string, n: number, bindings: Binding[]): void {
+  if (!vec4Elementwise(n, bindings)) throw new Error(`${label}: the SwiGLU over f16 storage needs n % 4 == 0 and 16-byte aligned bindings (n=${n})`);
 }

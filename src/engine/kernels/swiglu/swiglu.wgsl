@@ -181,3 +181,41 @@ fn swiglu_bwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
   if (lid == 0u) { q_scales[p.row0 + row] = s; }
 }
 // #endif
+
+// #if STORED
+// ---- gate's and up's 16-bit storage read and written in place of their fp32 copies (VEC4 only;
+// prepended: F16_HALF_WGSL, and f16OutWgsl's s_gw, s_uw (packed f16, the storage's layout: pack2x16
+// pairs, element 2k in the low half) and s_h, s_dg, s_du (the f16 GEMMs' operands: packed, or the
+// twin's f32). What an f16 layer runs where gate and up are stored f16 and nothing reads h, dgate or
+// dup in fp32 (RunPlan.swigluHalf): one pass each way instead of two packs, the unpacks of gate and of
+// up's row blocks, and fp32 writes nobody reads. Same arithmetic per element as swiglu_fwd and
+// swiglu_bwd_over_dh, f16 → f32 exact: the same bits.
+// forward: bindings gate, up (fp32), params, gate's words, up's words, h16.
+// backward: bindings gate's words, up's words, params, dh (fp32), dgate16, dup16.
+@group(0) @binding(0) var<storage, read> s_gr: array<vec2<u32>>;
+@group(0) @binding(1) var<storage, read> s_ur: array<vec2<u32>>;
+
+fn unpack4(w: vec2<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)); }
+
+@compute @workgroup_size(256)
+fn swiglu_fwd_stored(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i >= p.n) { return; }
+  let g = f_gate[i];
+  let u = f_up[i];
+  s_gw_store4(i, g);
+  s_uw_store4(i, u);
+  s_h_store4(i, (g * sigmoid(g)) * u);
+}
+
+@compute @workgroup_size(256)
+fn swiglu_bwd_stored(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i >= p.n) { return; }
+  let g = unpack4(s_gr[i]);
+  let s = sigmoid(g);
+  let d = b_dh[i];
+  s_dg_store4(i, d * unpack4(s_ur[i]) * (s * (1.0 + g * (1.0 - s))));
+  s_du_store4(i, d * (g * s));
+}
+// #endif

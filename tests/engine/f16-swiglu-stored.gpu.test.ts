@@ -1,0 +1,73 @@
+/**
+ * The SwiGLU over gate's and up's f16 storage (RunPlan.swigluHalf, issue 35): where an f16 layer stores
+ * gate and up f16 and nothing reads h, dgate or dup in fp32, its forward writes their storage itself
+ * (no packs) and its backward reads it (no unpack of gate, no blocks of rows with up's unpacks, no
+ * `swigluBlock`). On SwiftShader through the f32 twin with the emulated f16 attention, a micro f16 step
+ * is bit for bit the step with the packs and the blocked backward (swigluHalf: false).
+ */
+import { describe, expect, it } from 'vitest';
+import { defaultLoraSpec } from '../../src/engine/lora/spec';
+import { PRESETS } from '../../src/engine/model/config';
+import { LlamaGpu } from '../../src/engine/model/llama';
+import { resolvePlan, type RunPlan } from '../../src/engine/plan/run-plan';
+import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
+import { attentionTestRuntime } from '../helpers/gpu';
+import { expectSameStep } from '../helpers/compare';
+import { f16TwinMicro } from '../helpers/model';
+
+const rt = await attentionTestRuntime();
+const { cfg, B, T, params, tokens, DEV, F16_ATTENTION } = f16TwinMicro(13, 31);
+
+const plan = (o: { swigluHalf?: boolean; swigluBlockRows?: number } = {}) => resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS.f16, f16Device: DEV, f16Twin: true, ...o });
+
+async function step(p: RunPlan) {
+  const model = new LlamaGpu(rt, p, { f16Attention: F16_ATTENTION });
+  model.uploadParams(params);
+  model.setBatch(tokens);
+  rt.run(model.forward);
+  rt.run(model.backward);
+  const grads = await rt.readF32(model.b('grads'));
+  return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, model, labels: [...model.forward, ...model.backward].map((d) => d.label) };
+}
+
+describe('the SwiGLU over f16 storage (f16, f32 twin)', () => {
+  it('the plan: every layer under f16, none where dY or h is read in fp32 or gate/up are not f16; no swigluBlock', () => {
+    const p = plan();
+    expect(p.swigluHalf).toEqual([true, true]);
+    const keys = (q: RunPlan) => q.buffers.map((b) => b.key);
+    expect(keys(p)).not.toContain('swigluBlock');
+    const off = plan({ swigluHalf: false });
+    expect(off.swigluHalf).toEqual([false, false]);
+    expect(keys(off)).toContain('swigluBlock');
+    // Everything else the same buffers.
+    expect(p.buffers).toEqual(off.buffers.filter((b) => b.key !== 'swigluBlock'));
+    const at = (scheme: keyof typeof SCHEME_PRESETS, o: object = {}) => resolvePlan(PRESETS.base, 16, 512, { scheme: SCHEME_PRESETS[scheme], f16Device: DEV, ...o }).swigluHalf;
+    expect(at('f16').every(Boolean)).toBe(true);
+    // INT8 GEMMs (int8-f16), gate/up below 16 bits (agoq-f16), fp32, no backward, checkpointing, LoRA: the old path.
+    for (const s of ['int8-f16', 'agoq-f16', 'fp32'] as const) expect(at(s).some(Boolean), s).toBe(false);
+    expect(at('f16', { training: false }).some(Boolean)).toBe(false);
+    expect(at('f16', { checkpointActivations: true }).some(Boolean)).toBe(false);
+    expect(at('f16', { lora: defaultLoraSpec(4) }).some(Boolean)).toBe(false);
+    // No f16 path on the device: fp32 GEMMs.
+    expect(resolvePlan(PRESETS.base, 16, 512, { scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: false, tensorCores: false } }).swigluHalf.some(Boolean)).toBe(false);
+  });
+
+  it('a step is bit for bit the step with the packs and the blocked backward; one pass each way', async () => {
+    // The reference's backward in blocks of rows (micro's default is one block of all rows).
+    const ref = await step(plan({ swigluHalf: false, swigluBlockRows: (B * T) / 2 }));
+    const got = await step(plan());
+    try {
+      expectSameStep(got, ref);
+      expect(got.grads.some((g) => g !== 0)).toBe(true);
+      const per = (labels: string[]) => labels.filter((l) => l.startsWith('L0.') && /swiglu|\.(gate|up)\.f16/.test(l));
+      expect(per(got.labels)).toEqual(['L0.swiglu.swigluFwdS', 'L0.swiglu.bwd.swigluBwdS']);
+      expect(per(ref.labels)).toEqual([
+        'L0.gate.f16.pack', 'L0.up.f16.pack', 'L0.swiglu.swigluFwd', 'L0.swiglu[f32→f16]', 'L0.gate.f16.unpack',
+        'L0.swiglu.bwd.rows0.unpack', 'L0.swiglu.bwd.rows0.swigluBwdH', 'L0.swiglu.bwd.rows16.unpack', 'L0.swiglu.bwd.rows16.swigluBwdH',
+      ]);
+    } finally {
+      ref.model.destroy();
+      got.model.destroy();
+    }
+  }, 300_000);
+});
