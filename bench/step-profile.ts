@@ -10,6 +10,8 @@
  *   node step-profile.mjs --model base --scheme fp32,agoq [--batch 16 --seq 512] [--json out.json] [--record rec.json]
  *                         [--host [--chunk 64,128]] [--no-tensor-cores] [--weight-codes per-gemm|per-step]
  * INT8 GEMMs run on tensor cores where the device has them (as `bench step` runs them).
+ * Elementwise, cast and optimizer kinds also print the bytes their dispatches bind and the rate that
+ * implies (boundBytes): how far each pass is from the memory's bandwidth (an H100 moves ~3 TB/s).
  *
  * --lora full,lora[,lora+ckpt,qlora-int4,lora/recompute-u/one-pass,lora/f16-epilogue[-fwd]]: issue 39's comparison instead of
  * a preset (variants: bench/lora-shape.ts parseLoraVariant) — SmolLM2-135M's
@@ -24,7 +26,8 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { commandLine, gpuOf, writeRecord } from './record';
 import { acquireNodeGpu } from '../src/engine/gpu/node';
-import { Runtime } from '../src/engine/gpu/runtime';
+import { type Binding, type Dispatch, Runtime } from '../src/engine/gpu/runtime';
+import { asSlice, bindingBytes } from '../src/engine/kernels/launch';
 import { median, profileDispatches } from '../src/engine/gpu/timer';
 import { enableI8TensorCores, i8TcLabel } from '../src/engine/kernels/qgemm/tc';
 import type { PresetName } from '../src/engine/model/config';
@@ -50,6 +53,14 @@ const a = parseArgs({ options: {
 export function kindOf(label: string): string {
   if (label.endsWith('[f32→f16]')) return label.startsWith('f16.w.') ? 'cast f16.w' : `cast ${label.replace(/^L\d+\./, '').replace(/\[.*\]$/, '')}`;
   return label.replace(/^L\d+\./, '').replace(/\d+/g, '').replace(/\[.*\]$/, '');
+}
+
+/** The classes whose kinds print bytes and GB/s: passes bound by memory, not arithmetic. */
+export const MEMORY_BOUND_CLASSES = ['elementwise/norm/other', 'cast', 'optimizer'];
+
+/** Bytes of a dispatch's storage bindings (a uniform buffer counts none). */
+export function storageBindingBytes(bindings: Binding[]): number {
+  return bindings.reduce((t, b) => t + (asSlice(b).buffer.usage & GPUBufferUsage.UNIFORM ? 0 : bindingBytes(b)), 0);
 }
 
 export function classOf(kind: string): string {
@@ -112,7 +123,19 @@ const tensorCores = gpu.features.subgroupMatrix ? await enableI8TensorCores(rt) 
 const tcLabel = tensorCores?.chosen ? i8TcLabel(tensorCores.chosen) : 'not used';
 console.log(`int8 tensor cores: ${tcLabel}`);
 const out: Record<string, unknown> = { date: new Date().toISOString(), adapter: gpu.adapterInfo, i8TensorCores: tcLabel, runs: [] as unknown[] };
-type Row = { kind: string; ms: number; dispatches: number; share: number };
+/**
+ * Bytes each dispatch binds, by the object rt.kernel returned (every kernel's bindings pass through it):
+ * what a pass moves when it reads or writes each binding once in full. An in-place binding (read and
+ * written) moves twice that, a binding read in part less: a lower bound for elementwise passes.
+ */
+const boundBytes = new WeakMap<Dispatch, number>();
+const kernel = rt.kernel.bind(rt);
+rt.kernel = (call) => {
+  const d = kernel(call);
+  boundBytes.set(d, storageBindingBytes(call.bindings));
+  return d;
+};
+type Row = { kind: string; ms: number; dispatches: number; share: number; bytes: number; gbPerS: number };
 
 /** Profiles one step of `trainer` (after 3 steps), prints it under `title` and records it. */
 async function profile(trainer: Trainer, title: Record<string, string | number>): Promise<Row[]> {
@@ -121,21 +144,29 @@ async function profile(trainer: Trainer, title: Record<string, string | number>)
   const list = trainer.stepDispatches();
   const ms = await profileDispatches(rt, list, Number(a.reps ?? 3));
   if (!ms) throw new Error('no timestamp queries on this adapter');
-  const kinds = new Map<string, { ms: number; n: number }>();
+  const kinds = new Map<string, { ms: number; n: number; bytes: number }>();
   const classes = new Map<string, number>();
   list.forEach((d, i) => {
     const k = kindOf(d.label);
-    const e = kinds.get(k) ?? { ms: 0, n: 0 };
+    const e = kinds.get(k) ?? { ms: 0, n: 0, bytes: 0 };
     e.ms += ms[i];
     e.n++;
+    e.bytes += boundBytes.get(d) ?? 0;
     kinds.set(k, e);
     classes.set(classOf(k), (classes.get(classOf(k)) ?? 0) + ms[i]);
   });
   const total = ms.reduce((s, x) => s + x, 0);
-  const rows = [...kinds.entries()].sort((x, y) => y[1].ms - x[1].ms).map(([kind, e]) => ({ kind, ms: e.ms, dispatches: e.n, share: e.ms / total }));
+  const rows = [...kinds.entries()].sort((x, y) => y[1].ms - x[1].ms)
+    .map(([kind, e]) => ({ kind, ms: e.ms, dispatches: e.n, share: e.ms / total, bytes: e.bytes, gbPerS: e.bytes / (e.ms * 1e6) }));
   console.log(`\n${Object.values(title).join(' ')} B${opts.batch}xT${opts.seq}: ${list.length} dispatches, ${total.toFixed(2)} ms summed`);
   for (const [c, v] of [...classes.entries()].sort((x, y) => y[1] - x[1])) console.log(`  class ${c.padEnd(12)} ${v.toFixed(2).padStart(8)} ms ${(100 * v / total).toFixed(1)} %`);
-  for (const r of rows.slice(0, 40)) console.log(`  ${r.kind.padEnd(36)} ${r.ms.toFixed(3).padStart(8)} ms ×${r.dispatches} ${(100 * r.share).toFixed(1)} %`);
+  // Memory-bound kinds: MB bound a dispatch, µs a dispatch and the implied GB/s (boundBytes).
+  const rate = (r: Row) => (MEMORY_BOUND_CLASSES.includes(classOf(r.kind))
+    ? `  ${(r.bytes / r.dispatches / 1e6).toFixed(1).padStart(7)} MB ${(1000 * r.ms / r.dispatches).toFixed(1).padStart(7)} µs each ${r.gbPerS.toFixed(0).padStart(5)} GB/s` : '');
+  for (const r of rows.slice(0, 40)) console.log(`  ${r.kind.padEnd(36)} ${r.ms.toFixed(3).padStart(8)} ms ×${r.dispatches} ${(100 * r.share).toFixed(1)} %${rate(r)}`);
+  const memRows = rows.filter((r) => MEMORY_BOUND_CLASSES.includes(classOf(r.kind)));
+  console.log(`  memory-bound kinds (${memRows.reduce((t, r) => t + r.ms, 0).toFixed(2)} ms): MB bound a dispatch, µs each, GB/s`);
+  for (const r of memRows) console.log(`    ${r.kind.padEnd(36)} ${r.ms.toFixed(3).padStart(8)} ms ×${r.dispatches}${rate(r)}`);
   let host;
   if (a.host) {
     const chunks = (a.chunk ?? '64,128').split(',').map(Number);
