@@ -14,7 +14,8 @@
  *     cases; the fp32 forward and backward of src/engine/kernels/attention; the per-step figure for 12
  *     layers (the fastest variant of each pass; the issue's target: attention fwd+bwd ≤ 5 ms per base step).
  *
- *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin] [--all] [--ds-mib 80] [--only REGEX]
+ *   node f16-attn-device.mjs [--json out.json] [--reps 10] [--twin] [--all] [--ds-mib 80] [--only REGEX] [--toggles disable_robustness,...]
+ * `--toggles`: extra Dawn toggles (e.g. disable_robustness: what the index clamps cost these SIMT-heavy kernels).
  * `--only REGEX`: of the candidates (--all's forward and backward ones, the `BWDC` pairs) only those whose
  * label matches REGEX are checked and timed, beside the chosen ones (a full --all run takes over 100 s).
  * `BWDC` lines and the closing 'backward candidates, fastest first' list: the chosen backward pair beside
@@ -30,7 +31,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { acquireNodeGpu } from '../src/engine/gpu/node';
+import { acquireNodeGpu, withDawnToggle } from '../src/engine/gpu/node';
 import { type Dispatch, Runtime } from '../src/engine/gpu/runtime';
 import { attentionBackward, attentionBackwardWorkspaceBytes, attentionForward } from '../src/engine/kernels/attention/attention';
 import { attentionBackwardF16, attentionForwardF16, type AttentionForwardF16Args, type F16AttnBwdInputs, type F16AttnInputs } from '../src/engine/kernels/attention/f16/attention-f16';
@@ -47,7 +48,7 @@ import { subgroupMatrixConfigs, subgroupSize } from '../src/engine/kernels/qgemm
 import { Rng } from '../src/engine/util/rng';
 import { msPer } from '../src/lab/quant';
 
-const a = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string' }, twin: { type: 'boolean' }, all: { type: 'boolean' }, 'ds-mib': { type: 'string' }, only: { type: 'string' } } }).values;
+const a = parseArgs({ options: { json: { type: 'string' }, reps: { type: 'string' }, twin: { type: 'boolean' }, all: { type: 'boolean' }, 'ds-mib': { type: 'string' }, only: { type: 'string' }, toggles: { type: 'string' } } }).values;
 /** --only: the candidates' labels timed (the chosen specs always are). */
 const only = a.only === undefined ? null : new RegExp(a.only);
 const wanted = (label: string) => !only || only.test(label);
@@ -56,10 +57,12 @@ const twin = !!a.twin;
 const T0 = Date.now();
 const log = (s: string) => console.log(`[${((Date.now() - T0) / 1000).toFixed(1)}s] ${s}`);
 
-const gpu = await acquireNodeGpu({ dawnFlags: ['enable-dawn-features=allow_unsafe_apis', 'disable-dawn-features=timestamp_quantization'] });
+const dawnFlags = (a.toggles ?? '').split(',').filter(Boolean)
+  .reduce((f, t) => withDawnToggle(f, 'enable-dawn-features', t), ['enable-dawn-features=allow_unsafe_apis', 'disable-dawn-features=timestamp_quantization']);
+const gpu = await acquireNodeGpu({ dawnFlags });
 const rt = new Runtime(gpu);
-const out: Record<string, unknown> = { date: new Date().toISOString(), adapter: gpu.adapterInfo, features: gpu.features, twin };
-log(`adapter ${JSON.stringify(gpu.adapterInfo)}; shader-f16 ${gpu.features.shaderF16}; subgroup matrices ${gpu.features.subgroupMatrix}; maxComputeWorkgroupStorageSize ${gpu.limits.maxComputeWorkgroupStorageSize}`);
+const out: Record<string, unknown> = { date: new Date().toISOString(), adapter: gpu.adapterInfo, features: gpu.features, twin, dawnFlags };
+log(`adapter ${JSON.stringify(gpu.adapterInfo)}; shader-f16 ${gpu.features.shaderF16}; subgroup matrices ${gpu.features.subgroupMatrix}; maxComputeWorkgroupStorageSize ${gpu.limits.maxComputeWorkgroupStorageSize}; dawn flags ${dawnFlags.join(' ')}`);
 let failures = 0;
 
 // Shapes: base's (B16 T512, 12 heads of 64), GQA, head dim 32; micro ones on the twin.

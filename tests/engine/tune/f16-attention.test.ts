@@ -77,7 +77,7 @@ describe('f16 attention layouts as tuning choices', () => {
       const specs = { dq: spec(p.dq), dkdv: spec(p.dkdv) };
       const name = f16AttnBwdPick(specs);
       expect(name).toMatch(p.dq.ds ? /^16x16x16\.BKV_\d+\.PAD_8(\.dense)?\.ds\.[^/]*\/16x16x16\.BKV_\d+\.PAD_8(\.contig)?(\.dense)?\.ds\.load_(staged|direct)(\.prefetch)?\.sgCount_\d(\.split)?$/
-        : /\/16x16x16\.BKV_\d+\.PAD_8\.load_staged(\.prefetch)?\.sgCount_\d(\.split)?$/);
+        : /\/16x16x16\.BKV_\d+\.PAD_8(\.dense)?\.load_staged(\.prefetch)?\.sgCount_\d(\.split)?$/);
       expect(f16AttnBwdSpecsOfPick(name, 64, 32)).toEqual(specs);
     }
     expect(f16AttnBwdSpecsOfPick(f16AttnPick({ ...a, split: true }), 64, 32)).toBeNull(); // split is no dq option

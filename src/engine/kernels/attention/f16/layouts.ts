@@ -94,6 +94,11 @@ export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 64, PAD: 8, load: 'staged', split: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, wide: true, ds: true, dense: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true, dense: true } },
   { dq: { sgCount: 2, BKV: 64, PAD: 8, wide: true, ds: true, dense: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true, dense: true } },
+  // Dense, layouts the skips may have held back: split dk/dv of one pair at BKV16 and of two pairs at BKV32
+  // (46 KB), and the recomputing pair (runs without a dS scratch).
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true, dense: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, ds: true, dense: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true, dense: true }, dkdv: { sgCount: 4, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true, dense: true } },
+  { dq: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', dense: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, dense: true } },
 ];
 
 /** Candidate specs for head dim D: each f16 → f32 configuration (largest tile first) with each layout that fits. */
