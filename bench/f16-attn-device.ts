@@ -286,7 +286,8 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
     const pairs = twin
       ? [{ dq: { ...TWIN_SPEC, BKV: 16, ds: true }, dkdv: { ...TWIN_SPEC, ds: true } }, { dq: TWIN_SPEC, dkdv: { ...TWIN_SPEC, split: true } },
         { dq: { ...TWIN_SPEC, BKV: 16, wide: true, ds: true }, dkdv: { ...TWIN_SPEC, split: true, prefetch: true, contig: true, ds: true } },
-        { dq: { ...TWIN_SPEC, BKV: 16, ds: true, dense: true }, dkdv: { ...TWIN_SPEC, split: true, ds: true, dense: true } }]
+        { dq: { ...TWIN_SPEC, BKV: 16, ds: true, dense: true }, dkdv: { ...TWIN_SPEC, split: true, ds: true, dense: true } },
+        { dq: { ...TWIN_SPEC, BKV: 16, ds: true, uniform: true }, dkdv: { ...TWIN_SPEC, split: true, ds: true, uniform: true } }]
       : f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim).filter((c) => c.dq.ds || c.dkdv.split || c.dkdv.prefetch || c.dkdv.dense);
     const rows: { label: string; ms: number; parts: string; err: number }[] = [];
     for (const c of [chosenBwd, ...pairs.filter((p) => f16AttnBwdLabel(p) !== f16AttnBwdLabel(chosenBwd) && wanted(f16AttnBwdLabel(p)))]) {

@@ -12,7 +12,7 @@ export interface F16AttnBwdSpecs { dq: F16AttnSpec; dkdv: F16AttnSpec }
 export const f16AttnBwdLabel = (s: F16AttnBwdSpecs) => `backward dq ${f16AttnLabel(s.dq)}; dkdv ${f16AttnLabel(s.dkdv)}`;
 
 /** A spec's layout fields (a layout list's entry). */
-export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split' | 'prefetch' | 'wide' | 'contig' | 'dense'>;
+export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split' | 'prefetch' | 'wide' | 'contig' | 'dense' | 'uniform'>;
 
 /** A backward layout: one both kernels share, or the dq and dk/dv kernels' apart. */
 export type F16AttnBwdLayout = F16AttnLayout | { dq: F16AttnLayout; dkdv: F16AttnLayout };
@@ -22,7 +22,7 @@ export const f16AttnBwdLayoutPair = (l: F16AttnBwdLayout): { dq: F16AttnLayout; 
 /** Block layouts tried per configuration, first that passes wins (bench/f16-attn-device.ts times them). */
 // Staged (vector loads into workgroup memory) first: matrix loads from storage ran the forward at 0.64x
 // the staged fp32 kernel on an H100 (0.615 vs 0.402 ms a layer); 'direct' stays as a candidate to time.
-export const F16_ATTN_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'dense'>[] = [
+export const F16_ATTN_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'dense' | 'uniform'>[] = [
   { sgCount: 4, BKV: 64, PAD: 8, load: 'staged' },
   { sgCount: 4, BKV: 32, PAD: 8, load: 'staged' },
   { sgCount: 2, BKV: 64, PAD: 8, load: 'staged' },
@@ -34,6 +34,7 @@ export const F16_ATTN_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'lo
   { sgCount: 4, BKV: 64, PAD: 8, load: 'staged', dense: true },
   { sgCount: 2, BKV: 64, PAD: 8, load: 'staged', dense: true },
   { sgCount: 4, BKV: 32, PAD: 8, load: 'staged', dense: true },
+  { sgCount: 4, BKV: 64, PAD: 8, load: 'staged', uniform: true }, // the skips kept, as uniform branches (spec.uniform)
 ];
 
 /**
@@ -99,6 +100,9 @@ export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true, dense: true }, dkdv: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', split: true, ds: true, dense: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true, dense: true }, dkdv: { sgCount: 4, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true, dense: true } },
   { dq: { sgCount: 2, BKV: 16, PAD: 8, load: 'staged', dense: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, dense: true } },
+  // The skips kept as uniform branches (spec.uniform): the default pair, and split dk/dv of two pairs (whose skips skip).
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true, uniform: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true, uniform: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true, uniform: true }, dkdv: { sgCount: 4, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true, uniform: true } },
 ];
 
 /** Candidate specs for head dim D: each f16 → f32 configuration (largest tile first) with each layout that fits. */
