@@ -17,12 +17,13 @@
  *  (f) LoRA over the f16 cells (--lora-cells, e.g. tiny,base; issue 39): (d)'s check and timing under f16 with LoRA r16 on every
  *      linear (random B, so dA is not zero): the backward's adapter GEMMs read the packed cells through the fp32 GEMM's f16 B
  *      (MatmulArgs.bHalf) instead of their unpacks; the adapters' gradients bit for bit those of shareF16 false.
- *  (g) the SwiGLU over gate's and up's f16 storage (--swiglu, e.g. tiny,base; RunPlan.swigluHalf: one pass each way, no packs,
- *      unpacks or row blocks): (d)'s check and timing under f16 against swigluHalf false.
+ *  (g) f16 producers that skip what nothing reads in fp32 (--f16-direct, e.g. tiny,base): the SwiGLU over gate's and up's f16
+ *      storage (RunPlan.swigluHalf: one pass each way, no packs, unpacks or row blocks) and RMSNorm's and RoPE's outputs as
+ *      their f16 copies alone (RunPlan.f16Only): (d)'s check and timing under f16 against swigluHalf and f16Only false.
  *
  *   node f16-train-device.mjs [--json out.json] [--data tinyshakespeare.txt] [--reps 10] [--warmup 3]
  *        [--models micro,base] [--schemes fp32,f16,int8-f16] [--fidelity-steps 80] [--fidelity-model tiny] [--no-bench] [--no-fidelity] [--cpu] [--toggles a,b]
- *        [--cells tiny,base] [--lean tiny,base] [--lora-cells tiny,base] [--swiglu tiny,base]
+ *        [--cells tiny,base] [--lean tiny,base] [--lora-cells tiny,base] [--f16-direct tiny,base]
  * `--cpu` (SwiftShader: no shader-f16, so the f16 runs resolve to fp32 and say so) tests the script's
  * flow; the numbers are meaningless there. Exit 1 when the f16 run diverges or misses the fidelity bound.
  */
@@ -50,7 +51,7 @@ const a = parseArgs({
     json: { type: 'string' }, data: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
     models: { type: 'string' }, schemes: { type: 'string' }, 'fidelity-steps': { type: 'string' }, 'fidelity-model': { type: 'string' }, 'fidelity-schemes': { type: 'string' },
     'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' }, toggles: { type: 'string' }, cells: { type: 'string' }, lean: { type: 'string' },
-    'lora-cells': { type: 'string' }, swiglu: { type: 'string' },
+    'lora-cells': { type: 'string' }, 'f16-direct': { type: 'string' },
   },
 }).values;
 const T0 = Date.now();
@@ -158,7 +159,7 @@ if (!a['no-fidelity']) {
  * default plan, same init and batch: loss and every stored gradient bit for bit (failed if not), the
  * plans' bytes and dispatch counts; then forward + backward of both at the bench's shape, alternately.
  */
-async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells' | 'swiglu', presets: string, schemes: string[], ref: PlanOverrides, lora?: LoraSpec): Promise<void> {
+async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells' | 'f16-direct', presets: string, schemes: string[], ref: PlanOverrides, lora?: LoraSpec): Promise<void> {
   const rows: unknown[] = [];
   out[kind] = rows;
   for (const preset of presets.split(',') as PresetName[]) {
@@ -190,7 +191,7 @@ async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells' | 'swiglu', 
           const grads = (await Promise.all(keys.map((k) => rt.readU32(model.b(k))))).flatMap((x) => Array.from(x));
           const bytes = model.plan.buffers.reduce((t, b) => t + b.bytes, 0);
           const what = kind === 'lean' ? `lean ${model.plan.f16Lean}, gate live in ${model.plan.f16Live.gate ?? 'live.gate'}`
-            : kind === 'swiglu' ? `SwiGLU over f16 storage in ${model.plan.swigluHalf.filter(Boolean).length} layers`
+            : kind === 'f16-direct' ? `SwiGLU over f16 storage in ${model.plan.swigluHalf.filter(Boolean).length} layers, f16 only: ${[...model.plan.f16Only[0]].join(' ') || 'none'}`
               : `${model.plan.f16Cells[0].size} cells a layer${lora ? `, LoRA r${lora.rank}` : ''}`;
           return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, bytes, what, dispatches: model.forward.length + model.backward.length };
         } finally {
@@ -221,7 +222,7 @@ async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells' | 'swiglu', 
           models.got.destroy();
         }
       };
-      const [refName, gotName] = { cells: ['separate copies', 'cells'], 'lora-cells': ['separate copies', 'cells'], lean: ['full workspace', 'lean'], swiglu: ['packs and blocks', 'from storage'] }[kind];
+      const [refName, gotName] = { cells: ['separate copies', 'cells'], 'lora-cells': ['separate copies', 'cells'], lean: ['full workspace', 'lean'], 'f16-direct': ['fp32 outputs, packs and blocks', 'f16 direct'] }[kind];
       try {
         const [r, g] = [await run(ref), await run({})];
         const diff = g.grads.findIndex((x, i) => x !== r.grads[i]);
@@ -246,7 +247,7 @@ async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells' | 'swiglu', 
 if (a.cells) await compareWirings('cells', a.cells, ['f16', 'agoq-f16'], { shareF16: false });
 if (a.lean) await compareWirings('lean', a.lean, ['agoq-f16'], { f16Lean: false });
 if (a['lora-cells']) await compareWirings('lora-cells', a['lora-cells'], ['f16'], { shareF16: false }, defaultLoraSpec(16));
-if (a.swiglu) await compareWirings('swiglu', a.swiglu, ['f16'], { swigluHalf: false });
+if (a['f16-direct']) await compareWirings('f16-direct', a['f16-direct'], ['f16'], { swigluHalf: false, f16Only: false });
 save();
 log(failed ? 'done: FAILURES above' : 'done');
 process.exit(failed ? 1 : 0);

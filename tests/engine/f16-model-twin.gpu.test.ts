@@ -74,7 +74,7 @@ describe('the model f16 GEMMs (f32 twin)', () => {
       // dv's (backward) copies itself. The f16 preset stores gate, up and act f16: the SwiGLU writes gate's and
       // up's storage and act's cell, and its backward reads the storage and writes dgate's and dup's copies (plan.swigluHalf).
       expect(casts.filter((l) => !l.startsWith('f16.w.')).sort()).toEqual([]);
-      for (const k of ['rmsnormFwdH', 'rmsnormBwdDxH', 'swigluFwdS', 'swigluBwdS', 'ropeBwdH', 'attnFwdH']) expect(labels.some((l) => l.endsWith(k)), k).toBe(true);
+      for (const k of ['rmsnormFwdH16', 'rmsnormBwdDxH', 'swigluFwdS', 'swigluBwdS', 'ropeBwdH16', 'attnFwdH']) expect(labels.some((l) => l.endsWith(k)), k).toBe(true);
       expect(labels.filter((l) => /\.attnBwdDkDv(Ds)?H$/.test(l)).length, 'each layer\'s dk/dv pass writes dv\'s copy').toBe(2);
     } finally {
       t.destroy();

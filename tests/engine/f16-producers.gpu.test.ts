@@ -67,6 +67,14 @@ describe.each(['f16', 'f32'] as const)('producers writing f16 copies (elem %s)',
     await expectSameF32(rt, y, yRef, N * C, 'forward');
     const yv = await expectCopy(rt, y, h, N * C, 'forward');
     expect(yv[3]).toBeGreaterThan(65520);
+    // y16Only: the same f16 copy and rstd, y left alone.
+    const [yOnly, rstdOnly, hOnly] = [up(rt, new Float32Array(N * C).fill(7)), buf(rt, N * 4), out16(rt, N * C, elem)];
+    const only = rmsnormForwardF16(rt, { label: 'n', x, w: wb, y: yOnly, rstd: rstdOnly, dims, y16: hOnly, y16Only: true });
+    expect(only.map((d) => d.label)).toEqual(['n.rmsnormFwdH16']);
+    rt.run(only);
+    await expectCopy(rt, y, hOnly, N * C, 'forward y16Only');
+    expect(Array.from(await rt.readU32(rstdOnly, 0, N)), 'rstd').toEqual(Array.from(await rt.readU32(rstd, 0, N)));
+    expect((await rt.readF32(yOnly, 0, N * C)).every((v) => v === 7), 'y unwritten').toBe(true);
     const hf = out16(rt, N * C, elem);
     const fallback = fwd(false, hf);
     expect(fallback.length).toBe(2);
@@ -186,6 +194,17 @@ describe.each(['f16', 'f32'] as const)('producers writing f16 copies (elem %s)',
       rt.run([rope(rt, { ...a, y: yRef }), ...ds]);
       await expectSameF32(rt, y, yRef, n, `D ${D}`);
       await expectCopy(rt, y, y16, n, `D ${D}`);
+      // y16Only (forward and inverse): the same f16 copy, y left alone; the fallback writes y.
+      for (const inverse of [false, true]) {
+        const [yo, yr, h] = [up(rt, new Float32Array(n).fill(7)), buf(rt, n * 4), out16(rt, n, elem)];
+        const only = ropeF16(rt, { ...a, inverse, y: yo, y16: h, y16Only: true });
+        expect(only.length).toBe(D % 4 === 0 ? 1 : 2);
+        rt.run([rope(rt, { ...a, inverse, y: yr }), ...only]);
+        await expectCopy(rt, yr, h, n, `D ${D} inverse ${inverse} y16Only`);
+        const yv = await rt.readF32(yo, 0, n);
+        if (D % 4 === 0) expect(yv.every((v) => v === 7), 'y unwritten').toBe(true);
+        else expect(Array.from(yv)).toEqual(Array.from(await rt.readF32(yr, 0, n)));
+      }
     }
   });
 });

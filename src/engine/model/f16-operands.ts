@@ -114,6 +114,30 @@ export function f16Lean(saved: readonly Partial<Record<LayerSavedKey, Activation
   return saved.some((st) => Object.values(st).some((s) => !!s && !isHalf(s)));
 }
 
+/** The producer outputs whose fp32 values may go unwritten (RunPlan.f16Only). */
+export type F16OnlyKey = 'h1' | 'h2' | 'q' | 'k' | 'dq' | 'dk';
+
+/**
+ * Per layer, the outputs nothing reads in fp32, whose producers write their f16 copy alone (RunPlan.f16Only):
+ * h1, h2 (RMSNorm) where the forward GEMMs run f16 and read the f16 cell (the backward unpacks a cell
+ * where it needs fp32); q, k (RoPE) where the cell is the attention's operand and the live copy backward
+ * scratch (f16LiveAlias: every layer's f16 attention reads the cells both ways); dq, dk (RoPE's backward)
+ * where q_proj's and k_proj's dX and dW GEMMs run f16. In a `plain` training plan only (no LoRA adapters,
+ * which read x and dY in fp32; no TP; no checkpointing re-run).
+ */
+export function f16OnlyOutputs(layers: readonly LayerF16Paths[] | undefined, cells: readonly Set<LayerSavedKey>[],
+  live: Partial<Record<LayerSavedKey, string>>, plain: boolean): Set<F16OnlyKey>[] {
+  return cells.map((c, l) => {
+    const p = layers?.[l];
+    const out = new Set<F16OnlyKey>();
+    if (!plain || !p) return out;
+    if (runsF16(p.forward)) for (const k of ['h1', 'h2'] as const) if (c.has(k)) out.add(k);
+    for (const k of ['q', 'k'] as const) if (c.has(k) && live[k]) out.add(k);
+    if (runsF16(p.dx) && runsF16(p.dw)) out.add('dq').add('dk');
+    return out;
+  });
+}
+
 /**
  * Per layer, whether the SwiGLU reads and writes gate's and up's f16 storage itself (RunPlan.swigluHalf;
  * kernels/swiglu swigluForwardStored, swigluBackwardStored): both stored f16, the layer's forward, dX and

@@ -198,7 +198,7 @@ export class LinearGemms {
   /** The backward's RoPE (dq or dk un-rotated into `a.y`), writing y's f16 copy too where layer l's q/k GEMMs run f16. */
   ropeBackward(l: number, site: 'dq' | 'dk', a: RopeArgs): Dispatch[] {
     const y16 = this.dyOut(l, site, a.y as GPUBuffer, a.nHeads * a.D);
-    return y16 ? ropeF16(this.rt, { ...a, y16 }) : [rope(this.rt, a)];
+    return y16 ? ropeF16(this.rt, { ...a, y16, y16Only: this.plan.f16Only[l].has(site) }) : [rope(this.rt, a)];
   }
 
   /**
@@ -331,7 +331,7 @@ export class LinearGemms {
 
   /** An RMSNorm whose output (saved as `key`) feeds layer l's forward GEMMs: with an INT8 forward it also writes y's codes (gemmInput's producerCodes). */
   inputNorm(l: number, key: 'h1' | 'h2', o: Parameters<typeof rmsnormForward>[1]): Dispatch[] {
-    if (this.runsF16(l, 'forward')) return rmsnormForwardF16(this.rt, { ...o, y16: this.xOut(l, key, o.y as GPUBuffer, o.dims.N * o.dims.C) });
+    if (this.runsF16(l, 'forward')) return rmsnormForwardF16(this.rt, { ...o, y16: this.xOut(l, key, o.y as GPUBuffer, o.dims.N * o.dims.C), y16Only: this.plan.f16Only[l].has(key) });
     if (this.plan.layers[l].compute.forward !== 'int8') return [rmsnormForward(this.rt, o)];
     return rmsnormForwardQuantized(this.rt, { ...o, ...this.producerCodes(l, key) });
   }

@@ -426,7 +426,7 @@ export class LlamaGpu {
     store('v');
     const ropeOf = (which: 'q' | 'k', x: GPUBuffer, y: GPUBuffer, nHeads: number) => {
       const args = { label: lab(`rope_${which}`), x, y, table: this.b('rope'), B, T, nHeads, D };
-      if (qkv16) return ropeF16(rt, { ...args, y16: qkv16.out[which] });
+      if (qkv16) return ropeF16(rt, { ...args, y16: qkv16.out[which], y16Only: this.plan.f16Only[l].has(which) });
       return i8Scores ? ropeWithCodes(rt, (key) => this.b(key), which, args) : rope(rt, args);
     };
     push(ropeOf('q', this.b('qRaw'), a('q'), nH));

@@ -48,6 +48,8 @@ export interface PlanOverrides {
   shareF16?: boolean;
   /** Tests: false keeps the SwiGLU's packs and its blocked backward's unpacks even where it can read and write gate's and up's f16 storage itself (f16SwigluStored). */
   swigluHalf?: boolean;
+  /** Tests: false has RMSNorm and RoPE write their fp32 outputs too where nothing reads them (f16OnlyOutputs). */
+  f16Only?: boolean;
   /** Tests: whether the f16 workspace is lean (RunPlan.f16Lean; default: f16Lean, model/f16-operands.ts: some activation stored below 16 bits). */
   f16Lean?: boolean;
 }

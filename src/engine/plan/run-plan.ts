@@ -29,7 +29,7 @@ import {
 import type { ModelConfig } from '../model/config';
 import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
 import { type ParamLayout, paramLayout } from '../model/params';
-import { f16AttnInputSlots, f16AttnQkvSlots, f16CellBytes, f16Cells, f16GateInA, f16Lean, f16LiveAlias, f16Operands, f16SwigluStored, runsF16 } from '../model/f16-operands';
+import { f16AttnInputSlots, f16AttnQkvSlots, f16CellBytes, f16Cells, f16GateInA, f16Lean, f16LiveAlias, type F16OnlyKey, f16OnlyOutputs, f16Operands, f16SwigluStored, runsF16 } from '../model/f16-operands';
 import { logitsChunkRows } from './logits';
 import { type LoraPlan, loraBuffers, resolveLoraPlan } from '../lora/plan';
 import type { LoraSpec } from '../lora/spec';
@@ -104,6 +104,8 @@ export interface RunPlan {
    * (f16-operands.ts f16SwigluStored): no packs, no unpacks, no blocks of rows (nor their `swigluBlock`).
    */
   swigluHalf: boolean[];
+  /** Per layer: the outputs nothing reads in fp32, whose producers write their f16 copy alone (f16-operands.ts f16OnlyOutputs). */
+  f16Only: Set<F16OnlyKey>[];
   /**
    * Token rows of logits that exist at once (plan/logits.ts logitsChunkRows; N = the whole batch):
    * the LM head, its loss and its backward run a chunk of this many rows at a time (model/lm-head.ts).
@@ -313,6 +315,8 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   // Not under tensor parallelism (its layers' GEMMs run fp32; its exchanges own their scratch).
   const swigluRows = saved.some((s) => s.up) ? swigluBlockRows(dims, saved, opts.swigluBlockRows) : dims.N;
   const lean = opts.f16Lean ?? f16Lean(saved);
+  // A training plan whose layers' tensors are read by nothing but the step itself (no LoRA adapters, TP exchanges or checkpointing re-run).
+  const plain = training && !checkpoint && !lora && scheme.tp.degree <= 1;
   const cells = (opts.shareF16 ?? true) && scheme.tp.degree <= 1 ? f16Cells(saved.slice(0, dims.L), f16?.layers, training, layers.map((ly) => ly.compute.attentionQk === 'int8')) : layers.map(() => new Set<LayerSavedKey>());
   const plan: RunPlan = {
     cfg, dims, layout, scheme, training, layers, saved,
@@ -335,9 +339,10 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
       }) ? { gate: 'f16.a' } : {}),
     },
     f16Lean: lean,
+    f16Only: [],
     fakeQuant,
     swigluRows,
-    swigluHalf: (opts.swigluHalf ?? true) ? f16SwigluStored(saved, f16?.layers, cells, gateUpDx, training && !checkpoint && !lora && scheme.tp.degree <= 1) : layers.map(() => false),
+    swigluHalf: (opts.swigluHalf ?? true) ? f16SwigluStored(saved, f16?.layers, cells, gateUpDx, plain) : layers.map(() => false),
     // A trained head's dW reads hF back from its storage a chunk of rows at a time: its rows must align there too.
     logitsRows: logitsChunkRows(dims, training && !lora ? saved[dims.L].hF : undefined, opts.logitsChunkRows),
     wire: {
@@ -355,6 +360,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     qlora,
     checkpoint,
   };
+  plan.f16Only = (opts.f16Only ?? true) ? f16OnlyOutputs(f16?.layers, cells, plan.f16Live, plain) : cells.map(() => new Set());
   plan.lossScale = resolveLossScale(training, plan.f16, opts.lossScale);
   plan.buffers = planBuffers(plan, opts);
   return plan;

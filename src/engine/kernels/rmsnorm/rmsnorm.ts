@@ -15,13 +15,17 @@ import { buildQuantize } from '../quantize/quantize';
 import { wgslIf, wgslPreamble, wgslSection } from '../wgsl';
 
 const shared = `${wgSum}\n${wgslPreamble(body)}`;
-const rows = (h: boolean) => wgslIf(wgslSection(body, 'rows'), { H: h });
+const rows = (h: boolean, y32 = true) => wgslIf(wgslSection(body, 'rows'), { H: h, Y32: y32 });
 const rowsScalar = `${shared}\n${wgslSection(body, 'elem_f32')}\n${rows(false)}`;
 const rowsVec4 = `${shared}\n${wgslSection(body, 'elem_vec4')}\n${rows(false)}`;
 const dwSrc = `${shared}\n${wgslSection(body, 'dw')}`;
 const rowsQuant = `${codecSrc}\n${shared}\n${wgslSection(body, 'elem_vec4')}\n${wgslSection(body, 'rows_q')}`;
-/** vec4 rows whose forward and backward dx also write their output's f16 copy (packed, or the twin's f32: elem). */
-const rowsF16 = (elem: 'f16' | 'f32') => `${shared}\n${wgslSection(body, 'elem_vec4')}\n${rows(true)}\n${F16_HALF_WGSL}\n${f16OutWgsl('h_y', 5, 4, elem)}\n${f16OutWgsl('h_dx', 6, 4, elem)}`;
+/**
+ * vec4 rows whose forward and backward dx also write their output's f16 copy (packed, or the twin's f32: elem);
+ * `y32` false: the forward writes y's f16 copy only (binding 4 after rstd at 3).
+ */
+const rowsF16 = (elem: 'f16' | 'f32', y32 = true) =>
+  `${shared}\n${wgslSection(body, 'elem_vec4')}\n${rows(true, y32)}\n${F16_HALF_WGSL}\n${f16OutWgsl('h_y', y32 ? 5 : 4, 4, elem)}\n${f16OutWgsl('h_dx', 6, 4, elem)}`;
 
 export type { F16Out } from '../matmul-f16/cast';
 
@@ -114,7 +118,9 @@ export function rmsnormForwardQuantized(rt: Runtime, o: {
  * matmul-f16/cast.ts) from the values it has in registers. One dispatch where C and the bindings
  * allow vec4 access; else the plain forward and the standalone cast.
  */
-export function rmsnormForwardF16(rt: Runtime, o: { label: string; x: Binding; w: Binding; y: Binding; rstd: Binding; dims: RmsNormDims; y16: F16Out; fused?: boolean }): Dispatch[] {
+export function rmsnormForwardF16(rt: Runtime, o: { label: string; x: Binding; w: Binding; y: Binding; rstd: Binding; dims: RmsNormDims; y16: F16Out; fused?: boolean;
+  /** Nothing reads y in fp32: the fused kernel writes y16 and rstd only (y is written where the fallback runs). */
+  y16Only?: boolean; }): Dispatch[] {
   const d = o.dims;
   const n = d.N * d.C;
   if (!((o.fused ?? true) && vec4Elementwise(d.C, [o.x, o.w, o.y, o.y16.out]))) {
@@ -126,10 +132,12 @@ export function rmsnormForwardF16(rt: Runtime, o: { label: string; x: Binding; w
   requireBytes(o.label, 'w', o.w, d.C * 4);
   requireBytes(o.label, 'rstd', o.rstd, d.N * 4);
   requireBytes(o.label, 'y16', o.y16.out, f16OperandBytes(n, o.y16.elem === 'f32'));
-  const u = rt.uniform(`${o.label}.rmsnormFwdH`, params(d, false));
+  const only = !!o.y16Only;
+  const label = `${o.label}.rmsnormFwdH${only ? '16' : ''}`;
+  const u = rt.uniform(label, params(d, false));
   return [rt.kernel({
-    label: `${o.label}.rmsnormFwdH`, code: rowsF16(o.y16.elem), entryPoint: 'rmsnorm_fwd', constants: { WG: rowWorkgroupSize(Math.ceil(d.C / 16)) },
-    bindings: [o.x, o.w, u, o.y, o.rstd, o.y16.out], workgroups: grid2d(rt, d.N),
+    label, code: rowsF16(o.y16.elem, !only), entryPoint: 'rmsnorm_fwd', constants: { WG: rowWorkgroupSize(Math.ceil(d.C / 16)) },
+    bindings: only ? [o.x, o.w, u, o.rstd, o.y16.out] : [o.x, o.w, u, o.y, o.rstd, o.y16.out], workgroups: grid2d(rt, d.N),
   })];
 }
 

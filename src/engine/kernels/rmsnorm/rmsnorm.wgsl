@@ -27,11 +27,16 @@ fn hsum(v: V) -> f32 { return (v.x + v.y) + (v.z + v.w); }
 // H: the forward and the backward dx also write their output's f16 copy, the operand of the f16 GEMM
 // that reads it next: h_y, h_dx (and half) come from matmul-f16/cast.ts (f16OutWgsl: packed pairs, or
 // the twin's f32), rounded as the cast rounds. vec4 elements only.
-// ---- forward: bindings x, w, params, y, rstd (H: y16)
+// ---- forward: bindings x, w, params, y, rstd (H: y16); without Y32 (H only: nothing reads y in
+// fp32) x, w, params, rstd, y16.
 @group(0) @binding(0) var<storage, read> f_x: array<V>;
 @group(0) @binding(1) var<storage, read> f_w: array<V>;
+// #if Y32
 @group(0) @binding(3) var<storage, read_write> f_y: array<V>;
 @group(0) @binding(4) var<storage, read_write> f_rstd: array<f32>;
+// #else
+@group(0) @binding(3) var<storage, read_write> f_rstd: array<f32>;
+// #endif
 
 @compute @workgroup_size(WG)
 fn rmsnorm_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
@@ -45,7 +50,9 @@ fn rmsnorm_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
   let r = inverseSqrt(wg_sum(acc, lid) / f32(p.C) + p.eps);
   for (var c = lid; c < cv; c += WG) {
     let y = f_w[c] * (f_x[base + c] * r);
+// #if Y32
     f_y[base + c] = y;
+// #endif
 // #if H
     h_y_store4(base + c, y);
 // #endif

@@ -11,7 +11,7 @@ import codecSrc from '../../../../shaders/quant/codec.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
 import { grid2d, requireBytes, sameBinding } from '../launch';
 import { castF32ToF16, F16_HALF_WGSL, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
-import { wgslPreamble, wgslSection } from '../wgsl';
+import { wgslIf, wgslPreamble, wgslSection } from '../wgsl';
 import type { F16Out } from '../matmul-f16/cast';
 import { ropeTablePacked } from './rope.ref';
 
@@ -67,15 +67,18 @@ export function rope(rt: Runtime, a: RopeArgs): Dispatch {
   });
 }
 
-/** The rotation that also writes y's f16 copy (packed, or the twin's f32: elem). */
-const ropeHalfSrc = (elem: 'f16' | 'f32') => `${ropeSrc}\n${F16_HALF_WGSL}\n${f16OutWgsl('h_y', 4, 2, elem)}\n${wgslSection(ropeFile, 'half')}`;
+/** The rotation that also writes y's f16 copy (packed, or the twin's f32: elem); `y32` false: that copy alone (binding 3). */
+const ropeHalfSrc = (elem: 'f16' | 'f32', y32 = true) =>
+  `${ropeSrc}\n${F16_HALF_WGSL}\n${f16OutWgsl('h_y', y32 ? 4 : 3, 2, elem)}\n${wgslIf(wgslSection(ropeFile, 'half'), { Y32: y32 })}`;
 
 /**
  * y = rope(x) (or its inverse) and y's f16 copy into `y16` (the backward's dq, dk as the dY operand of
  * f16 GEMMs; the cast's rounding, matmul-f16/cast.ts). One dispatch when the head dim is a multiple
  * of 4 and y is not x; else the plain rotation and the standalone cast.
  */
-export function ropeF16(rt: Runtime, a: RopeArgs & { y16: F16Out }): Dispatch[] {
+export function ropeF16(rt: Runtime, a: RopeArgs & { y16: F16Out;
+  /** Nothing reads y in fp32: the fused kernel writes y16 only (y is written where the fallback runs). */
+  y16Only?: boolean; }): Dispatch[] {
   const { B, T, nHeads, D } = a;
   const n = B * T * nHeads * D;
   requireBytes(a.label, 'y16', a.y16.out, f16OperandBytes(n, a.y16.elem === 'f32'));
@@ -90,9 +93,10 @@ export function ropeF16(rt: Runtime, a: RopeArgs & { y16: F16Out }): Dispatch[] 
   const gy = Math.ceil(groups / gx);
   const u = rt.uniform(`${a.label}.ropeH`, new Uniforms()
     .u32(n / 2).u32(T).u32(nHeads).u32(P).u32(tableT * P).f32(a.inverse ? -1 : 1).u32(gx * 256).u32(0));
+  const only = !!a.y16Only;
   return [rt.kernel({
-    label: `${a.label}.rope${a.inverse ? 'Bwd' : ''}H`, code: ropeHalfSrc(a.y16.elem), entryPoint: 'rope_h',
-    bindings: [a.x, a.y, a.table, u, a.y16.out], workgroups: [gx, gy],
+    label: `${a.label}.rope${a.inverse ? 'Bwd' : ''}H${only ? '16' : ''}`, code: ropeHalfSrc(a.y16.elem, !only), entryPoint: 'rope_h',
+    bindings: only ? [a.x, a.table, u, a.y16.out] : [a.x, a.y, a.table, u, a.y16.out], workgroups: [gx, gy],
   })];
 }
 

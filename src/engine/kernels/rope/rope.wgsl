@@ -54,27 +54,39 @@ fn rope_inplace(@builtin(global_invocation_id) gid: vec3<u32>) {
 // it next (the backward's dq, dk for q_proj's and k_proj's dX and dW): one invocation per two adjacent
 // pairs (P even), so each f16 word it writes holds two of its own elements. h_y (and half) come from
 // matmul-f16/cast.ts (f16OutWgsl width 2: packed, or the twin's f32). p.n counts pairs.
+// Without Y32 (nothing reads y in fp32: the f16 cells of q, k; the backward's dq, dk for f16 GEMMs
+// only) y's f16 copy alone: bindings x, table, params, y16 (table_ip and p_ip's slots).
+// #if Y32
+fn tab(i: u32) -> f32 { return table[i]; }
+fn par() -> Params { return p; }
+// #else
+fn tab(i: u32) -> f32 { return table_ip[i]; }
+fn par() -> Params { return p_ip; }
+// #endif
 @compute @workgroup_size(256)
 fn rope_h(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let i = gid.x + gid.y * p.rowStride;
-  if (2u * i >= p.n) { return; }
-  let o = pairAt(2u * i, p);
-  let c0 = table[o.y];
-  let c1 = table[o.y + 1u];
-  let s0 = p.sign * table[p.sinOff + o.y];
-  let s1 = p.sign * table[p.sinOff + o.y + 1u];
+  let q = par();
+  let i = gid.x + gid.y * q.rowStride;
+  if (2u * i >= q.n) { return; }
+  let o = pairAt(2u * i, q);
+  let c0 = tab(o.y);
+  let c1 = tab(o.y + 1u);
+  let s0 = q.sign * tab(q.sinOff + o.y);
+  let s1 = q.sign * tab(q.sinOff + o.y + 1u);
   let a1 = x[o.x];
   let b1 = x[o.x + 1u];
-  let a2 = x[o.x + p.P];
-  let b2 = x[o.x + p.P + 1u];
+  let a2 = x[o.x + q.P];
+  let b2 = x[o.x + q.P + 1u];
   let ya1 = a1 * c0 - a2 * s0;
   let yb1 = b1 * c1 - b2 * s1;
   let ya2 = a2 * c0 + a1 * s0;
   let yb2 = b2 * c1 + b1 * s1;
+// #if Y32
   y[o.x] = ya1;
   y[o.x + 1u] = yb1;
-  y[o.x + p.P] = ya2;
-  y[o.x + p.P + 1u] = yb2;
+  y[o.x + q.P] = ya2;
+  y[o.x + q.P + 1u] = yb2;
+// #endif
   h_y_store2(o.x / 2u, ya1, yb1);
-  h_y_store2((o.x + p.P) / 2u, ya2, yb2);
+  h_y_store2((o.x + q.P) / 2u, ya2, yb2);
 }

@@ -1,9 +1,11 @@
 /**
- * The SwiGLU over gate's and up's f16 storage (RunPlan.swigluHalf, issue 35): where an f16 layer stores
- * gate and up f16 and nothing reads h, dgate or dup in fp32, its forward writes their storage itself
- * (no packs) and its backward reads it (no unpack of gate, no blocks of rows with up's unpacks, no
- * `swigluBlock`). On SwiftShader through the f32 twin with the emulated f16 attention, a micro f16 step
- * is bit for bit the step with the packs and the blocked backward (swigluHalf: false).
+ * f16 producers that skip what nothing reads in fp32 (issue 35). The SwiGLU over gate's and up's f16
+ * storage (RunPlan.swigluHalf): where an f16 layer stores gate and up f16 and nothing reads h, dgate or
+ * dup in fp32, its forward writes their storage itself (no packs) and its backward reads it (no unpack of
+ * gate, no blocks of rows with up's unpacks, no `swigluBlock`). RMSNorm's h1, h2 and RoPE's q, k, dq, dk
+ * written as their f16 copies alone (RunPlan.f16Only). On SwiftShader through the f32 twin with the
+ * emulated f16 attention, a micro f16 step is bit for bit the step with the packs, the blocked backward
+ * and the fp32 outputs (swigluHalf: false, f16Only: false).
  */
 import { describe, expect, it } from 'vitest';
 import { defaultLoraSpec } from '../../src/engine/lora/spec';
@@ -18,7 +20,7 @@ import { f16TwinMicro } from '../helpers/model';
 const rt = await attentionTestRuntime();
 const { cfg, B, T, params, tokens, DEV, F16_ATTENTION } = f16TwinMicro(13, 31);
 
-const plan = (o: { swigluHalf?: boolean; swigluBlockRows?: number } = {}) => resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS.f16, f16Device: DEV, f16Twin: true, ...o });
+const plan = (o: { swigluHalf?: boolean; f16Only?: boolean; swigluBlockRows?: number } = {}) => resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS.f16, f16Device: DEV, f16Twin: true, ...o });
 
 async function step(p: RunPlan) {
   const model = new LlamaGpu(rt, p, { f16Attention: F16_ATTENTION });
@@ -52,15 +54,32 @@ describe('the SwiGLU over f16 storage (f16, f32 twin)', () => {
     expect(resolvePlan(PRESETS.base, 16, 512, { scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: false, tensorCores: false } }).swigluHalf.some(Boolean)).toBe(false);
   });
 
-  it('a step is bit for bit the step with the packs and the blocked backward; one pass each way', async () => {
+  it('the plan: RMSNorm and RoPE outputs left unwritten in fp32 where nothing reads them', () => {
+    expect(plan().f16Only.map((s) => [...s].sort())).toEqual([0, 1].map(() => ['dk', 'dq', 'h1', 'h2', 'k', 'q']));
+    expect(plan({ f16Only: false }).f16Only.every((s) => s.size === 0)).toBe(true);
+    const at = (scheme: keyof typeof SCHEME_PRESETS, o: object = {}) => resolvePlan(PRESETS.base, 16, 512, { scheme: SCHEME_PRESETS[scheme], f16Device: DEV, ...o }).f16Only[0];
+    // No f16 attention on the device: q, k are no cells.
+    expect([...at('f16')].sort()).toEqual(['dk', 'dq', 'h1', 'h2']);
+    expect([...at('f16', { f16Device: { ...DEV, attentionHeadDims: [64], attentionBackwardHeadDims: [64] } })].sort()).toEqual(['dk', 'dq', 'h1', 'h2', 'k', 'q']);
+    // int8-f16: INT8 GEMMs; agoq-f16: h1, h2 stored below 16 bits (no cells); LoRA, checkpointing: none.
+    expect(at('int8-f16').size).toBe(0);
+    expect([...at('agoq-f16')].sort()).toEqual(['dk', 'dq']);
+    expect(at('f16', { lora: defaultLoraSpec(4) }).size).toBe(0);
+    expect(at('f16', { checkpointActivations: true }).size).toBe(0);
+  });
+
+  it('a step is bit for bit the step with the packs, the blocked backward and the fp32 outputs; one pass each way', async () => {
     // The reference's backward in blocks of rows (micro's default is one block of all rows).
-    const ref = await step(plan({ swigluHalf: false, swigluBlockRows: (B * T) / 2 }));
+    const ref = await step(plan({ swigluHalf: false, f16Only: false, swigluBlockRows: (B * T) / 2 }));
     const got = await step(plan());
     try {
       expectSameStep(got, ref);
       expect(got.grads.some((g) => g !== 0)).toBe(true);
       const per = (labels: string[]) => labels.filter((l) => l.startsWith('L0.') && /swiglu|\.(gate|up)\.f16/.test(l));
       expect(per(got.labels)).toEqual(['L0.swiglu.swigluFwdS', 'L0.swiglu.bwd.swigluBwdS']);
+      const norms = (labels: string[]) => labels.filter((l) => l.startsWith('L0.') && /(norm|rope)/.test(l) && !/bwd\.(rmsnorm|norm)/.test(l));
+      expect(norms(got.labels)).toEqual(['L0.norm1.rmsnormFwdH16', 'L0.rope_q.ropeH16', 'L0.rope_k.ropeH16', 'L0.norm2.rmsnormFwdH16', 'L0.rope_q.bwd.ropeBwdH16', 'L0.rope_k.bwd.ropeBwdH16']);
+      expect(norms(ref.labels)).toEqual(['L0.norm1.rmsnormFwdH', 'L0.rope_q.ropeH', 'L0.rope_k.ropeH', 'L0.norm2.rmsnormFwdH', 'L0.rope_q.bwd.ropeBwdH', 'L0.rope_k.bwd.ropeBwdH']);
       expect(per(ref.labels)).toEqual([
         'L0.gate.f16.pack', 'L0.up.f16.pack', 'L0.swiglu.swigluFwd', 'L0.swiglu[f32→f16]', 'L0.gate.f16.unpack',
         'L0.swiglu.bwd.rows0.unpack', 'L0.swiglu.bwd.rows0.swigluBwdH', 'L0.swiglu.bwd.rows16.unpack', 'L0.swiglu.bwd.rows16.swigluBwdH',
