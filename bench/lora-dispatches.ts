@@ -1,7 +1,8 @@
 /**
  * Dispatches of one training step (forward, backward, AdamW) of a SmolLM2-135M-shaped model's
  * layers, counted from the built dispatch lists (nothing runs: a count, valid on SwiftShader): full
- * fine-tuning against LoRA (and under f16 LoRA with the f16 GEMMs' low-rank epilogue) per class —
+ * fine-tuning against LoRA (LoRA with every split thin GEMM reducing its own partials: LoraPlan.batchReduce
+ * false; under f16 LoRA with the f16 GEMMs' low-rank epilogue) per class —
  * the adapters' own GEMMs (labels with `lora_`), base GEMMs with and without the epilogue, casts —
  * then layer 0's adapter dispatches with each one's choice (split-K or one pass, grid) for the shapes
  * of --batch × --seq. Issue 39: the adapters' thin GEMMs were the step's cost.
@@ -70,6 +71,7 @@ if (!a.time) {
   };
   build('full', resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS[scheme], ...f16 }));
   build(`lora r${r}`, plan);
+  build(`lora r${r} each-reduce`, { ...plan, lora: { ...plan.lora!, batchReduce: false } });
   if (scheme !== 'fp32') build(`lora r${r} f16-epilogue`, { ...plan, lora: { ...plan.lora!, f16Epilogue: ['forward', 'dx'] } });
   const classes = [...new Set(rows.flatMap(([, s]) => s.map((d) => classOf(d.label))))];
   console.log(`${scheme}, ${L} layers, B${B}xT${T}: dispatches a step${f16.f16Twin ? ' (f16 GEMMs as built for the f32 twin: on a GPU the tensor-core layouts and their splits differ)' : ''}`);

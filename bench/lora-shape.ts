@@ -43,7 +43,8 @@ export function randomBatches(V: number): BatchSource {
  * `/no-epilogue` (the adapters' terms as GEMMs of their own: LoraPlan.epilogue false),
  * `/f16-epilogue` (f16 base GEMMs take the terms in their epilogue too: LoraPlan.f16Epilogue, the
  * step before it was made opt-in) or `/f16-epilogue-fwd` (the forward's only, dX's terms as GEMMs of
- * their own), and `+ckpt` (activation checkpointing) last.
+ * their own), `/each-reduce` (every split thin GEMM its own reduce: LoraPlan.batchReduce false, the step
+ * before a layer's dA/dB partials were summed by one reduce), and `+ckpt` (activation checkpointing) last.
  */
 export interface LoraVariant {
   name: string;
@@ -53,13 +54,14 @@ export interface LoraVariant {
   splitThin: boolean;
   epilogue: boolean;
   f16Epilogue: readonly ('forward' | 'dx')[];
+  batchReduce: boolean;
 }
 
 export function parseLoraVariant(name: string): LoraVariant {
   const ckpt = name.endsWith('+ckpt');
   const [kind, ...mods] = name.replace(/\+ckpt$/, '').split('/');
   const kinds = ['full', 'lora', ...QLORA_FORMATS.map((f) => `qlora-${f}`)];
-  const known = ['recompute-u', 'one-pass', 'no-epilogue', 'f16-epilogue', 'f16-epilogue-fwd'];
+  const known = ['recompute-u', 'one-pass', 'no-epilogue', 'f16-epilogue', 'f16-epilogue-fwd', 'each-reduce'];
   if (!kinds.includes(kind)) throw new Error(`variant ${name}: unknown ${kind} (one of ${kinds.join(', ')}; then ${known.map((m) => `/${m}`).join(', ')}, +ckpt)`);
   const bad = mods.filter((m) => !known.includes(m));
   if (bad.length || (kind === 'full' && mods.length)) throw new Error(`variant ${name}: ${bad.length ? `unknown modifier ${bad.join(', ')}` : 'full fine-tuning has no adapters to modify'} (LoRA's: ${known.map((m) => `/${m}`).join(', ')})`);
@@ -68,11 +70,12 @@ export function parseLoraVariant(name: string): LoraVariant {
   return {
     name, kind: kind as LoraVariant['kind'], ckpt, saveU: !mods.includes('recompute-u'), splitThin: !mods.includes('one-pass'),
     epilogue: !mods.includes('no-epilogue'), f16Epilogue: mods.includes('f16-epilogue') ? ['forward', 'dx'] : mods.includes('f16-epilogue-fwd') ? ['forward'] : [],
+    batchReduce: !mods.includes('each-reduce'),
   };
 }
 
 /** `plan` with LoraPlan's switches set, its buffers and memory priced again (lora.* buffers only change). */
-function withLoraSwitches(plan: TrainingPlan, o: Pick<LoraPlan, 'saveU' | 'splitThin' | 'epilogue' | 'f16Epilogue'>): TrainingPlan {
+function withLoraSwitches(plan: TrainingPlan, o: Pick<LoraPlan, 'saveU' | 'splitThin' | 'epilogue' | 'f16Epilogue' | 'batchReduce'>): TrainingPlan {
   const lora = { ...plan.model.lora!, ...o };
   const swap = (bs: TrainingPlan['buffers']) => [...bs.filter((b) => !b.key.startsWith('lora.')), ...loraBuffers(lora, plan.model.dims, plan.model.training)];
   const buffers = swap(plan.buffers);
@@ -97,8 +100,8 @@ export async function loraVariantTrainer(rt: Runtime, model: ModelConfig, base: 
   };
   const params = paramsOf(model);
   const init = { tokenizer: CharTokenizer.fromText('abcdefgh'), params, data: randomBatches(model.vocab_size) };
-  if (v.saveU && v.splitThin && v.epilogue && !v.f16Epilogue.length) return Trainer.create(rt, opts, '', init);
-  const o = { saveU: v.saveU, splitThin: v.splitThin, epilogue: v.epilogue, f16Epilogue: v.f16Epilogue };
+  if (v.saveU && v.splitThin && v.epilogue && !v.f16Epilogue.length && v.batchReduce) return Trainer.create(rt, opts, '', init);
+  const o = { saveU: v.saveU, splitThin: v.splitThin, epilogue: v.epilogue, f16Epilogue: v.f16Epilogue, batchReduce: v.batchReduce };
   const plan = withLoraSwitches(resolveTrainingPlan(opts, { device: await f16DeviceFeatures(rt, { probe: true }) }), o);
   return Trainer.create(rt, opts, '', { ...init, plan });
 }

@@ -21,15 +21,21 @@
  * says: in one pass they were a few dozen workgroups each looping over K alone (LoraPlan.splitThin).
  * Under f16 compute the backward's GEMMs over x read x's f16 saved cell (LoraX; no dropout) instead of
  * its fp32 unpack, a pass per input and layer (issue 39).
+ * A split thin GEMM's reduce was a dispatch of its own, 660 a step at SmolLM2-135M: in a training step
+ * (LoraPlan.batchReduce) a layer's dA and dB GEMMs leave their partials in lora.gws and one reduce after
+ * the layer's last adapter sums them all (11 reduces a layer → 1), and a stacked group's vᵀ GEMMs share
+ * one reduce before its dA (3 or 2 → 1); the same sums in the same order as each GEMM's own reduce.
  * Reference: ./lora.ref.ts.
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { type DropoutKernels, dropoutKernels } from '../kernels/dropout/dropout';
-import { type LowRank, matmul, matmulSteps } from '../kernels/matmul/matmul';
+import { buildMatmul, type LowRank, matmul, type MatmulArgs, matmulSteps, type SplitKSegment, splitKReduceSegments } from '../kernels/matmul/matmul';
 import type { ModelDims } from '../model/dims';
 import { ALIGN_FLOATS } from '../model/params';
 import { deriveSeed } from '../util/rng';
-import { LORA_SHARED_INPUT, type LoraPlan, loraRankSlots, loraSavesU, loraSplitBytes, loraStacks } from './plan';
+import {
+  LORA_SHARED_INPUT, LORA_SPLIT_SLICES, loraBatchesReduce, loraGradSlices, loraLayerRange, type LoraPlan, loraRankSlots, loraSavesU, loraSplitBytes, loraStacks,
+} from './plan';
 import type { LoraAdapter } from './spec';
 
 /**
@@ -80,6 +86,12 @@ export class LoraGemms {
   readonly savesU: boolean;
   /** The adapters' terms may ride in the base GEMMs' low-rank epilogue (where lowRankFits; LoraPlan.epilogue). */
   readonly epilogue: boolean;
+  /** dA/dB partials to lora.gws, one reduce a layer; a stacked group's vᵀ one reduce (LoraPlan.batchReduce; training only). */
+  private readonly batch: boolean;
+  /** Per layer: its adapters whose gradients are not built yet, and the split-K partials its reduce will sum. */
+  private readonly pending = new Map<number, { left: number; segments: SplitKSegment[] }>();
+  /** A stacked group's vᵀ partials awaiting their reduce (its members' grads run one after another). */
+  private readonly vSegments: SplitKSegment[] = [];
 
   constructor(
     private readonly rt: Runtime,
@@ -96,6 +108,7 @@ export class LoraGemms {
     this.slot = loraRankSlots(plan, dims).slot;
     this.savesU = loraSavesU(plan, training);
     this.epilogue = plan.epilogue !== false;
+    this.batch = training && loraBatchesReduce(plan);
   }
 
   /** The adapter on base weight `name` (undefined: that linear has none). */
@@ -193,7 +206,9 @@ export class LoraGemms {
   /**
    * dB of adapter `a` and vᵀ = (dY·B)ᵀ kept for `dx`, from dY [N, out] and the base GEMM's input x
    * [N, in] (live here, or its f16 cell where readsCells); the group's uᵀ first unless saved (its first member), its stacked dA last
-   * (its last member: every member's vᵀ is there). `workspace`: split-K partials, a buffer dead at this point (the base dW's).
+   * (its last member: every member's vᵀ is there). `workspace`: split-K partials, a buffer dead at this point (the base dW's);
+   * where the reduces batch, dA's and dB's go to lora.gws instead and the layer's last adapter's call ends with their reduce
+   * (undefined: one pass, no split).
    */
   grads(a: LoraAdapter, label: string, dy: GPUBuffer, x: GPUBuffer | LoraX, workspace?: Binding): Dispatch[] {
     const out: Dispatch[] = [];
@@ -201,19 +216,56 @@ export class LoraGemms {
     const r = this.plan.spec.rank;
     const s = this.plan.scale;
     const { g, i, first, last } = this.group(a);
+    const k = g.adapters.length;
     const dY = { buffer: dy, offset: 0, size: N * a.out * 4 };
+    const layer = this.pending.get(a.layer) ?? { left: this.plan.adapters.filter((x) => x.layer === a.layer).length, segments: [] };
+    this.pending.set(a.layer, layer);
     // A stacked group has no dropout: x̃ = x for every member, so the last member's x serves.
     const xd = (first && !this.savesU) || last ? this.input(g.adapters[0], label, x, out) : undefined;
     if (first && !this.savesU) out.push(...this.uGemm(g, label, xd!));
-    out.push(
-      ...matmulSteps(this.rt, { label: `${label}.lora_B.dw`, a: dY, b: this.u(g, i), c: this.t('lora.grads', a.b), M: a.out, N: r, K: N, transA: true, transB: true, alpha: s, workspace }),
-      ...matmulSteps(this.rt, { label: `${label}.lora_B.dx`, a: this.t('lora.weights', a.b), b: dY, c: this.v(g.slot + i), M: r, N, K: a.out, transA: true, transB: true, workspace: this.ws() }),
-    );
+    // dA and dB: their partials kept for the layer's reduce where it batches (a workspace given: split-K allowed).
+    const grad = (args: Omit<MatmulArgs, 'workspace'>, name: string) => {
+      if (!this.batch || !workspace) return matmulSteps(this.rt, { ...args, workspace });
+      const at = this.plan.layout.byName.get(name)!.offset - loraLayerRange(this.plan, a.layer).start;
+      const S = loraGradSlices(this.dims);
+      const ws = { buffer: this.b('lora.gws'), offset: S * at * 4, size: S * args.M * args.N * 4 };
+      return this.deferred(args, ws, { c: at, ws: S * at }, layer.segments);
+    };
+    out.push(...grad({ label: `${label}.lora_B.dw`, a: dY, b: this.u(g, i), c: this.t('lora.grads', a.b), M: a.out, N: r, K: N, transA: true, transB: true, alpha: s }, a.b));
+    // vᵀ: a stacked group's members' partials side by side in lora.ws (LORA_SPLIT_SLICES each), summed by one reduce before dA.
+    const vArgs = { label: `${label}.lora_B.dx`, a: this.t('lora.weights', a.b), b: dY, c: this.v(g.slot + i), M: r, N, K: a.out, transA: true, transB: true };
+    const ws = this.ws();
+    if (this.batch && ws && k > 1) {
+      const each = LORA_SPLIT_SLICES * r * N;
+      out.push(...this.deferred(vArgs, { buffer: this.b('lora.ws'), offset: i * each * 4, size: each * 4 }, { c: i * this.slot, ws: i * each }, this.vSegments));
+      if (last && this.vSegments.length) out.push(this.reduce(`${label}.lora_B.dx`, { buffer: this.b('lora.ws'), offset: 0, size: k * each * 4 }, this.v(g.slot, k), this.vSegments.splice(0), 1));
+    } else out.push(...matmulSteps(this.rt, { ...vArgs, workspace: ws }));
     if (last) {
-      const k = g.adapters.length;
-      out.push(...matmulSteps(this.rt, { label: `${label}.lora_A.dw`, a: this.v(g.slot, k), b: xd!.b, bHalf: xd!.half, c: this.t('lora.grads', g.adapters[0].a, k), M: k * r, N: g.adapters[0].in, K: N, alpha: s, workspace }));
+      out.push(...grad({ label: `${label}.lora_A.dw`, a: this.v(g.slot, k), b: xd!.b, bHalf: xd!.half, c: this.t('lora.grads', g.adapters[0].a, k), M: k * r, N: g.adapters[0].in, K: N, alpha: s }, g.adapters[0].a));
+    }
+    // The layer's last adapter: one reduce of every split dA/dB partial of the layer into its range of lora.grads.
+    if (--layer.left === 0) {
+      this.pending.delete(a.layer);
+      const { start, span } = loraLayerRange(this.plan, a.layer);
+      const gws = { buffer: this.b('lora.gws'), offset: 0, size: loraGradSlices(this.dims) * span * 4 };
+      if (layer.segments.length) out.push(this.reduce(`L${a.layer}.lora_grads`, gws, { buffer: this.b('lora.grads'), offset: start * 4, size: span * 4 }, layer.segments, s));
     }
     return out;
+  }
+
+  /**
+   * A GEMM whose split-K partials go to `ws` for a later reduce (its segment, at `at` in that reduce's
+   * bindings, joins `segments`); one pass or stream-K writes C itself.
+   */
+  private deferred(args: Omit<MatmulArgs, 'workspace'>, ws: Binding, at: { c: number; ws: number }, segments: SplitKSegment[]): Dispatch[] {
+    const m = buildMatmul(this.rt, { ...args, workspace: ws, deferReduce: true });
+    if (m.parts > 1) segments.push({ ...at, size: args.M * args.N, parts: m.parts });
+    return m.dispatches;
+  }
+
+  /** One reduce of several GEMMs' split-K partials (splitKReduceSegments). */
+  private reduce(label: string, workspace: Binding, c: Binding, segments: SplitKSegment[], alpha: number): Dispatch {
+    return splitKReduceSegments(this.rt, { label, workspace, c, segments, alpha }).dispatch;
   }
 
   /**

@@ -7,6 +7,8 @@
 import { type BufferSpec, type ModelDims } from '../model/dims';
 import type { ModelConfig } from '../model/config';
 import { ALIGN_FLOATS, layoutOf, type ParamLayout } from '../model/params';
+import { MAX_SPLIT_K } from '../kernels/matmul/plan';
+import { MATMUL_VARIANTS } from '../kernels/matmul/variants';
 import { LORA_TARGETS, type LoraAdapter, loraAdapters, loraParamSpecs, loraScale, type LoraSpec, LoraSpecSchema, type LoraTarget } from './spec';
 
 export interface LoraPlan {
@@ -27,6 +29,12 @@ export interface LoraPlan {
   saveU?: boolean;
   /** false: uᵀ and vᵀ run in one pass, never split over K (no lora.ws; benches compare the two). */
   splitThin?: boolean;
+  /**
+   * false: every split thin GEMM sums its own partials (a reduce dispatch each). Default: a layer's dA and
+   * dB GEMMs leave theirs in lora.gws and one reduce after the layer's last adapter sums them all, and a
+   * group's vᵀ GEMMs share one reduce before its dA (the same sums in the same order: tests compare the two).
+   */
+  batchReduce?: boolean;
   /**
    * false: y's s·u·Bᵀ and dX's s·v·A run as GEMMs of their own after the base GEMM, never in its
    * low-rank epilogue (benches compare the two).
@@ -87,6 +95,26 @@ export const LORA_SPLIT_SLICES = 8;
 /** lora.ws: LORA_SPLIT_SLICES partials of the largest uᵀ (a group's) or vᵀ. */
 export const loraSplitBytes = (p: LoraPlan, d: ModelDims): number => LORA_SPLIT_SLICES * loraMaxGroup(p) * p.spec.rank * d.N * 4;
 
+/** A layer's adapter tensors in the flat layout: [start, start + span) floats (the layout keeps a layer's together). */
+export function loraLayerRange(p: LoraPlan, layer: number): { start: number; span: number } {
+  const ts = p.adapters.filter((a) => a.layer === layer).flatMap((a) => [a.a, a.b]).map((n) => p.layout.byName.get(n)!);
+  const start = Math.min(...ts.map((t) => t.offset));
+  return { start, span: Math.max(...ts.map((t) => t.offset + t.size)) - start };
+}
+
+/** Whether a training step's dA/dB split-K partials go to lora.gws, summed once a layer (LoraPlan.batchReduce). */
+export const loraBatchesReduce = (p: LoraPlan): boolean => p.batchReduce !== false;
+
+/** Most split-K slices a dA/dB GEMM (K = the N tokens) can have: MAX_SPLIT_K, or as many k tiles of the smallest BK as K has. */
+export const loraGradSlices = (d: ModelDims): number => Math.min(MAX_SPLIT_K, Math.ceil(d.N / Math.min(...MATMUL_VARIANTS.map((v) => v.BK))));
+
+/**
+ * lora.gws: room for loraGradSlices partials of every gradient of the widest layer (each tensor's at
+ * that many times its offset in the layer), so the dA/dB GEMMs pick their splits as with the dW scratch.
+ */
+export const loraGradSplitBytes = (p: LoraPlan, d: ModelDims): number =>
+  loraGradSlices(d) * Math.max(...[...new Set(p.adapters.map((a) => a.layer))].map((l) => loraLayerRange(p, l).span)) * 4;
+
 export function loraBuffers(p: LoraPlan, d: ModelDims, training: boolean): BufferSpec[] {
   const P = p.layout.totalFloats * 4;
   const r = p.spec.rank;
@@ -101,6 +129,8 @@ export function loraBuffers(p: LoraPlan, d: ModelDims, training: boolean): Buffe
   if (p.spec.dropout > 0) out.push({ key: 'lora.xd', category: 'workspace', bytes: d.N * Math.max(...p.adapters.map((a) => a.in)) * 4 });
   if (!training) return out;
   out.push({ key: 'lora.grads', category: 'grads', bytes: P });
+  // A layer's dA/dB split-K partials, kept until one reduce after its last adapter sums them (the dW scratch is reused in between).
+  if (loraBatchesReduce(p)) out.push({ key: 'lora.gws', category: 'workspace', bytes: loraGradSplitBytes(p, d) });
   out.push({ key: 'lora.m', category: 'optimizer', bytes: P }, { key: 'lora.v', category: 'optimizer', bytes: P });
   out.push({ key: 'lora.t', category: 'workspace', bytes: loraRankSlots(p, d).slot * p.spec.targets.length * 4 });
   return out;

@@ -20,7 +20,7 @@ import { describe, expect, it, vi } from 'vitest';
 import type { Dispatch } from '../../../src/engine/gpu/runtime';
 import { loraGroups } from '../../../src/engine/lora/gemms';
 import type { LoraPlan } from '../../../src/engine/lora/plan';
-import { defaultLoraSpec, initLoraTensors, loraAdapters } from '../../../src/engine/lora/spec';
+import { defaultLoraSpec, initLoraTensors, loraAdapters, type LoraSpec } from '../../../src/engine/lora/spec';
 import { PRESETS } from '../../../src/engine/model/config';
 import { LlamaGpu } from '../../../src/engine/model/llama';
 import { flatten, initParams, paramLayout } from '../../../src/engine/model/params';
@@ -78,18 +78,23 @@ async function train(opts: Omit<ResolveOptions, 'lora'>, everyStep = false) {
  * input, the dispatches. `o`: LoraPlan's switches (lora.u and lora.ws are allocated to the default
  * plan's sizes, the largest).
  */
-async function gradients(stack: boolean, o: Pick<LoraPlan, 'saveU' | 'splitThin' | 'epilogue' | 'f16Epilogue'> = {}, opts: Omit<ResolveOptions, 'lora'> = {}) {
+async function gradients(
+  stack: boolean, o: Pick<LoraPlan, 'saveU' | 'splitThin' | 'epilogue' | 'f16Epilogue' | 'batchReduce'> = {}, opts: Omit<ResolveOptions, 'lora'> = {},
+  x: { spec?: LoraSpec; batch?: number } = {},
+) {
   const rt = await testRuntime();
-  const p = resolvePlan(cfg, B, T, { ...opts, lora: spec });
+  const b = x.batch ?? B;
+  const p = resolvePlan(cfg, b, T, { ...opts, lora: x.spec ?? spec });
   const model = new LlamaGpu(rt, { ...p, lora: { ...p.lora!, stack, ...o } });
   try {
     model.uploadParams(params);
     model.writeTrainable('weights', flatten(adapters, model.trainable.layout));
-    model.setBatch(batches[0]);
+    const r = new Rng(22);
+    model.setBatch(b === B ? batches[0] : Int32Array.from({ length: b * (T + 1) }, () => r.int(cfg.vocab_size)));
     model.setStepSeed(0);
     const steps: Dispatch[] = [...model.forward, ...model.backward];
     rt.run(steps);
-    const N = B * T;
+    const N = b * T;
     return {
       loss: (await rt.readF32(model.b('loss'), 0, 1))[0],
       grads: await model.readTrainable('grads'),
@@ -198,6 +203,33 @@ describe('stacked LoRA GEMMs', () => {
       model.destroy();
     }
   }, 240_000);
+
+  it('split-K reduces batched: a layer\'s dA/dB partials summed by one reduce, a stacked group\'s vᵀ by one; bit for bit each GEMM reducing its own (fp32, the f16 twin, dropout)', async () => {
+    // B8: K = B·T = 256 for dA/dB, long enough that the heuristic splits them.
+    const f16: Omit<ResolveOptions, 'lora'> = { scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: true, tensorCores: false }, f16Twin: true };
+    const cases: [string, Omit<ResolveOptions, 'lora'>, LoraSpec, number, number][] = [
+      // name, options, spec, the backward's reduces a layer batched, then each GEMM its own. At this shape the
+      // heuristic splits every dA and dB, and vᵀ where K = out is F (gate, up), not C or KVC.
+      ['fp32', {}, spec, 1 + 1, 11 + 2],
+      ['f16 twin', f16, spec, 1 + 1, 11 + 2],
+      // Dropout: nothing stacked (7 dA, 7 dB, 7 vᵀ): one reduce for the layer's 14 gradients still, gate's and up's vᵀ their own.
+      ['dropout', {}, { ...spec, dropout: 0.1 }, 1 + 2, 14 + 2],
+    ];
+    for (const [name, opts, sp, nBatched, nEach] of cases) {
+      const batched = await gradients(true, {}, opts, { spec: sp, batch: 8 });
+      const each = await gradients(true, { batchReduce: false }, opts, { spec: sp, batch: 8 });
+      expect(batched.loss, name).toBe(each.loss);
+      expect(batched.grads, name).toEqual(each.grads);
+      expect(batched.dres, name).toEqual(each.dres);
+      expect(batched.grads.some((g) => g !== 0), name).toBe(true);
+      const reduces = (r: typeof batched) => r.labels.filter((l) => /lora_.*split-K reduce/.test(l) && !/_proj\.lora_A/.test(l));
+      // The GEMMs are the same choices; only the reduces moved.
+      expect(batched.labels.filter((l) => !/split-K reduce/.test(l)), name).toEqual(each.labels.filter((l) => !/split-K reduce/.test(l)));
+      expect(reduces(batched), name).toHaveLength(nBatched * cfg.num_hidden_layers);
+      expect(reduces(each), name).toHaveLength(nEach * cfg.num_hidden_layers);
+      expect(reduces(batched).filter((l) => /^L0\.lora_grads\[matmul split-K reduce ×\d+\]$/.test(l)), name).toHaveLength(1);
+    }
+  }, 480_000);
 
   it('stack nothing where they cannot: dropout (each adapter its own mask)', () => {
     const p = resolvePlan(cfg, B, T, { lora: { ...spec, dropout: 0.1 } });

@@ -17,6 +17,7 @@
  * Split choices need two dispatches, so only matmulSteps() / buildMatmul() with a workspace use them.
  */
 import splitKSrc from './splitk.wgsl?raw';
+import splitKSegmentsSrc from './splitk-segments.wgsl?raw';
 import streamKFixupSrc from './streamk.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../../gpu/runtime';
 import { Uniforms } from '../../gpu/runtime';
@@ -61,6 +62,12 @@ export interface MatmulArgs extends MatmulShape {
    * a multiple of 4 and its binding offset of 8 bytes.
    */
   bHalf?: boolean;
+  /**
+   * A split-K choice leaves its raw partials in the workspace and returns no reduce: the caller sums
+   * them with those of other GEMMs in one dispatch (splitKReduceSegments; BuiltMatmul.parts says how
+   * many), applying alpha there. One pass and stream-K choices write C as usual.
+   */
+  deferReduce?: boolean;
 }
 
 export interface LowRank {
@@ -118,6 +125,8 @@ export interface BuiltMatmul {
   uniforms: GPUBuffer[];
   /** The choice used (`<variant>`, `<variant>_sk<S>` or `<variant>_st<W>`). */
   variant: string;
+  /** Split-K slices whose partials the workspace holds (1: none, C written). */
+  parts: number;
   /** Whether the shape let the bounds-check-free path run (FULL_TILES). */
   fullTiles: boolean;
 }
@@ -144,7 +153,7 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
     name, out: parts > 1 ? args.workspace as Binding : args.c, kChunk, accumulate: parts > 1 ? false : accumulate, alpha: parts > 1 ? 1 : alpha,
     workgroups: [Math.ceil(N / v.BN), Math.ceil(M / v.BM), parts],
   });
-  if (parts === 1) return { dispatches: [gemm], uniforms: [uniform], variant: name, fullTiles };
+  if (parts === 1 || args.deferReduce) return { dispatches: [gemm], uniforms: [uniform], variant: name, fullTiles, parts };
   const ru = rt.uniform(`${args.label}.splitk`, new Uniforms().u32(M * N).u32(parts).f32(alpha).u32(accumulate ? 1 : 0));
   const reduce = rt.kernel({
     label: `${args.label}[matmul split-K reduce ${parts}]`,
@@ -153,7 +162,7 @@ export function buildMatmul(rt: Runtime, args: MatmulArgs): BuiltMatmul {
     bindings: [args.workspace as Binding, args.c, ru],
     workgroups: grid2d(rt, Math.ceil((M * N) / 256)),
   });
-  return { dispatches: [gemm, reduce], uniforms: [uniform, ru], variant: name, fullTiles };
+  return { dispatches: [gemm, reduce], uniforms: [uniform, ru], variant: name, fullTiles, parts };
 }
 
 /**
@@ -222,7 +231,54 @@ function buildStreamK(rt: Runtime, args: MatmulArgs, choice: MatmulChoice, plan:
     bindings: [ws, args.c, fu],
     workgroups: [Math.ceil((v.BM * v.BN) / 1024), plan.skTiles, 1],
   });
-  return { dispatches: [gemm, fixup], uniforms: [uniform, su, table, fu], variant: choice.name, fullTiles };
+  return { dispatches: [gemm, fixup], uniforms: [uniform, su, table, fu], variant: choice.name, fullTiles, parts: 1 };
+}
+
+/** Split-K partials of one GEMM built with deferReduce, for splitKReduceSegments (offsets and sizes in floats). */
+export interface SplitKSegment {
+  /** Where the GEMM's C starts in the reduce's `c` binding. */
+  c: number;
+  /** M·N. */
+  size: number;
+  /** BuiltMatmul.parts (≥ 2). */
+  parts: number;
+  /** Where its workspace binding starts in the reduce's `workspace` binding. */
+  ws: number;
+}
+
+/** Most GEMMs one splitKReduceSegments dispatch sums (its uniform block's 256 bytes). */
+export const MAX_SPLIT_K_SEGMENTS = 15;
+
+/**
+ * C[seg.c + i] = alpha · Σ_s W[seg.ws + s·seg.size + i] for every segment (GEMMs built with deferReduce,
+ * their partials in one workspace buffer, their Cs in one buffer): one dispatch instead of a reduce
+ * each, the slices summed in the same order as splitk.wgsl, so each C is the same bits as its own reduce's.
+ */
+export function splitKReduceSegments(rt: Runtime, o: { label: string; workspace: Binding; c: Binding; segments: readonly SplitKSegment[]; alpha?: number }): { dispatch: Dispatch; uniform: GPUBuffer } {
+  const segs = o.segments;
+  if (segs.length < 1 || segs.length > MAX_SPLIT_K_SEGMENTS) throw new Error(`${o.label}: 1..${MAX_SPLIT_K_SEGMENTS} split-K segments a reduce, got ${segs.length}`);
+  const [wsFloats, cFloats] = [bindingBytes(o.workspace) / 4, bindingBytes(o.c) / 4];
+  for (const g of segs) {
+    if (![g.c, g.size, g.parts, g.ws].every((x) => Number.isInteger(x) && x >= 0) || g.size < 1 || g.parts < 2) throw new Error(`${o.label}: bad split-K segment ${JSON.stringify(g)}`);
+    if (g.c + g.size > cFloats || g.ws + g.parts * g.size > wsFloats) throw new Error(`${o.label}: split-K segment ${JSON.stringify(g)} runs past its bindings (c ${cFloats}, workspace ${wsFloats} floats)`);
+  }
+  if (asSlice(o.workspace).buffer === asSlice(o.c).buffer) throw new Error(`${o.label}: the split-K workspace must be a different buffer from c`);
+  const total = segs.reduce((n, g) => n + g.size, 0);
+  const u = new Uniforms().u32(total).u32(segs.length).f32(o.alpha ?? 1).u32(0);
+  // The shader's block is the whole 256 bytes: unused segments are zeros.
+  for (let j = 0; j < MAX_SPLIT_K_SEGMENTS; j++) {
+    const g = segs[j] ?? { c: 0, size: 0, parts: 0, ws: 0 };
+    u.u32(g.c).u32(g.size).u32(g.parts).u32(g.ws);
+  }
+  const uniform = rt.uniform(`${o.label}.segments`, u);
+  const dispatch = rt.kernel({
+    label: `${o.label}[matmul split-K reduce ×${segs.length}]`,
+    code: splitKSegmentsSrc,
+    entryPoint: 'main',
+    bindings: [o.workspace, o.c, uniform],
+    workgroups: grid2d(rt, Math.ceil(total / 256)),
+  });
+  return { dispatch, uniform };
 }
 
 /**
