@@ -61,13 +61,13 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // at 32 KiB the two-subgroup staged ones (fp32 inputs: no direct ones) and every direct one (nothing staged).
     const lim = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024 };
     // Then the stored-dS pairs (dq from dS + dk/dv storing it; f16 inputs only), those that fit.
-    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.wide ? 'w' : ''}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}${x.prefetch ? 'p' : ''}${x.contig ? 'c' : ''}${x.dense ? 'n' : ''}${x.uniform ? 'u' : ''}`;
+    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.wide ? 'w' : ''}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}${x.prefetch ? 'p' : ''}${x.contig ? 'c' : ''}${x.dense ? 'n' : ''}${x.uniform ? 'u' : ''}${x.nomask ? 'm' : ''}`;
     const list = (l: typeof lim, inputs16?: boolean) => f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, l, undefined, false, inputs16)
       .map((c) => (c.dq.ds ? `ds ${name(c.dq)}+${name(c.dkdv)}` : c.dkdv.split || c.dkdv.prefetch ? `${name(c.dq)}+${name(c.dkdv)}` : name(c.dq)));
     expect(list(lim)).toEqual(['ds 4/64+2/32s', '2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/64+2/16sp', 'ds 4/64+2/16spc', 'ds 4/64+2/16s', 'ds 4/64+2/16p', 'ds 4/64+2/16', 'ds 4/64+2/16c',
       'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+4/16s', 'ds 4/64+4/16', 'ds 4/64+2/16d', 'ds 4/64+2/32sp', 'ds 4/64+4/16sp', 'ds 4/64+4/32sp', 'ds 2/64w+2/16sp', 'ds 4/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s',
       'ds 4/64n+2/32sn', 'ds 4/64n+2/64sn', 'ds 4/64n+2/32spn', 'ds 4/64+2/64s', 'ds 4/64wn+2/32sn', 'ds 2/64wn+2/32sn',
-      'ds 4/64n+2/16sn', 'ds 4/64n+4/32sn', '2/16n+2/32sn', 'ds 4/64u+2/32su', 'ds 4/64u+4/32su']);
+      'ds 4/64n+2/16sn', 'ds 4/64n+4/32sn', '2/16n+2/32sn', 'ds 4/64u+2/32su', 'ds 4/64u+4/32su', 'ds 4/64+2/32sm', 'ds 4/64n+2/32snm']);
     // The first passing candidate, and where it stores dS the first passing one that recomputes (no more checked).
     const c = f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, lim);
     const checked: string[] = [];
@@ -162,6 +162,20 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(f16AttnDkdvCode(specs.dkdv, { emulate: true, inputs: 'f16' })).toMatch(/^enable subgroups;[^]*subgroupBroadcastFirst/);
     const r = await checkF16AttnBwdSpecs(rt, specs, true);
     expect(r).toEqual({ label: r.label, ok: true });
+  });
+
+  it('dk/dv without the mask past the diagonal (nomask) matches the reference, recomputing and storing dS', async () => {
+    // Query blocks of 8 past the diagonal take the unmasked path, the diagonal and partial last blocks the masked one; split over one pair, contiguous columns too.
+    const a: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8 };
+    const code = f16AttnDkdvCode({ ...a, nomask: true }, { emulate: true, inputs: 'f16' });
+    expect(code).toMatch(/if \(qs >= k0 \+ 15u && qs \+ 8u <= P\.T\)/);
+    for (const specs of [{ dq: a, dkdv: { ...a, nomask: true } }, { dq: { ...a, BKV: 16, ds: true }, dkdv: { ...a, split: true, contig: true, nomask: true, ds: true } }]) {
+      const r = await checkF16AttnBwdSpecs(rt, specs, true);
+      expect(r).toEqual({ label: r.label, ok: true });
+    }
+    expect(f16AttnBwdSpecError('dq', { ...a, nomask: true }, 49152, 1024, true, true)).toMatch(/nomask is an option of the staged dk\/dv kernel/);
+    expect(f16AttnBwdSpecError('dkdv', { ...a, load: 'direct', nomask: true }, 49152, 1024, true, true)).toMatch(/nomask is an option of the staged dk\/dv kernel/);
+    expect(f16AttnSpecError({ ...a, nomask: true })).toMatch(/nomask is an option of the backward/);
   });
 
   it('the stored dS is the reference dS at f16AttnDsOffset, 0 where masked in a stored tile', async () => {

@@ -102,12 +102,13 @@ export function f16AttnBwdPairError(s: { dq: F16AttnSpec; dkdv: F16AttnSpec }): 
 
 /** Why a spec cannot run a backward kernel (null when it can). */
 export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false, inputs16 = false): string | null {
-  const base = f16AttnSpecError({ ...s, ds: undefined, split: undefined, prefetch: undefined, wide: undefined, contig: undefined }, Infinity, maxThreads, false, inputs16);
+  const base = f16AttnSpecError({ ...s, ds: undefined, split: undefined, prefetch: undefined, wide: undefined, contig: undefined, nomask: undefined }, Infinity, maxThreads, false, inputs16);
   if (base) return base;
   const lpr = s.sgSize / s.cfg.M;
   if ((s.D / 4) % lpr) return `D/4 = ${s.D / 4} must split over ${lpr} lanes per row`;
   if (s.wide && (kind !== 'dq' || !s.ds)) return 'wide is an option of the dq-from-dS kernel (dq with ds)';
   if (s.contig && kind !== 'dkdv') return 'contig is an option of the dk/dv kernel';
+  if (s.nomask && (kind !== 'dkdv' || f16AttnDirect(s, inputs16))) return "nomask is an option of the staged dk/dv kernel (load 'staged')";
   if (s.prefetch) {
     if (kind !== 'dkdv') return 'prefetch is an option of the dk/dv kernel';
     if (!inputs16 || f16AttnDirect(s, inputs16)) return "prefetch: the dk/dv kernel prefetches f16 copies it stages (f16 inputs, load 'staged')";
@@ -428,8 +429,17 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
   L.push('      workgroupBarrier();');
   // A lane's columns of its row: interleaved (i·LPR + part), or with spec.contig contiguous (part·BKV/LPR + i),
   // so the compiler may merge its Ss, LS, DS loads and Pᵀ, dSᵀ stores into wider ones.
+  const col = (i: number) => (s.contig ? `part * ${BQo / LPR}u + ${i}u` : `${i * LPR}u + part`);
+  if (s.nomask) {
+    // Past the diagonal block and not past T (workgroup-uniform), every own key sees every query of the block.
+    L.push(`      if (qs >= k0 + ${BKo - 1}u && qs + ${BQo}u <= P.T) {`);
+    for (let i = 0; i < BQo / LPR; i++) {
+      L.push(`        { let c = ${col(i)}; let p = exp2(Ss[srow + c] * P.c2 - LS[c]); ${Pt}[prow + c] = ${h16('p')}; ${Dt}[${dtOff}prow + c] = ${h16(`p * (Ss[srow + ${BQo}u + c] - DS[c])`)}; }`);
+    }
+    L.push('      } else {');
+  }
   for (let i = 0; i < BQo / LPR; i++) {
-    L.push(`      { let c = ${s.contig ? `part * ${BQo / LPR}u + ${i}u` : `${i * LPR}u + part`}; let tq = qs + c; let vis = tq >= key && tq < P.T;`);
+    L.push(`      { let c = ${col(i)}; let tq = qs + c; let vis = tq >= key && tq < P.T;`);
     if (direct) {
       L.push('        let ii = li + min(tq, P.T - 1u);');
       L.push(`        let p = select(0.0, exp2(Ss[srow + c] * P.c2 - LSE[ii] * LOG2E), vis); Pt[prow + c] = ${h16('p')};`);
@@ -439,6 +449,7 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
       L.push(`        ${Dt}[${dtOff}prow + c] = ${h16(`select(0.0, p * (Ss[srow + ${BQo}u + c] - DS[c]), vis)`)}; }`);
     }
   }
+  if (s.nomask) L.push('      }');
   L.push('      workgroupBarrier();');
   if (split) {
     // dv += Pᵀ·dO (even) or dk += dSᵀ·Q (odd) for both M-key tiles: each right tile loaded once serves two products.

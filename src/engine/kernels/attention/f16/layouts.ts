@@ -12,7 +12,7 @@ export interface F16AttnBwdSpecs { dq: F16AttnSpec; dkdv: F16AttnSpec }
 export const f16AttnBwdLabel = (s: F16AttnBwdSpecs) => `backward dq ${f16AttnLabel(s.dq)}; dkdv ${f16AttnLabel(s.dkdv)}`;
 
 /** A spec's layout fields (a layout list's entry). */
-export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split' | 'prefetch' | 'wide' | 'contig' | 'dense' | 'uniform'>;
+export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split' | 'prefetch' | 'wide' | 'contig' | 'dense' | 'uniform' | 'nomask'>;
 
 /** A backward layout: one both kernels share, or the dq and dk/dv kernels' apart. */
 export type F16AttnBwdLayout = F16AttnLayout | { dq: F16AttnLayout; dkdv: F16AttnLayout };
@@ -103,6 +103,9 @@ export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   // The skips kept as uniform branches (spec.uniform): the default pair, and split dk/dv of two pairs (whose skips skip).
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true, uniform: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true, uniform: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true, uniform: true }, dkdv: { sgCount: 4, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true, uniform: true } },
+  // Blocks past the diagonal without the mask's compares and selects (spec.nomask): the default pair, and dense.
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, nomask: true, ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true, dense: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, nomask: true, ds: true, dense: true } },
 ];
 
 /** Candidate specs for head dim D: each f16 → f32 configuration (largest tile first) with each layout that fits. */
