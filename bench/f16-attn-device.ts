@@ -238,11 +238,13 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
   // The stored-dS candidates' scratch: the model's dF1 at base (N·F fp32: 80 MiB, every pair's dS in one chunk) unless --ds-mib.
   const dsScratch = rt.createBuffer('workspace', 'dsScratch', Math.round(Number(a['ds-mib'] ?? (twin ? 1 : 80)) * 2 ** 20));
   const bwdArgs = { ...shape, dO, dq, dk, dv, workspace: ws, emulate: twin, dsScratch };
-  // --all: every other backward candidate that passes its check (tuning data for F16_ATTN_BWD_LAYOUTS' order).
+  /** The pairs the `BWDC` comparison below times (per kernel and whole): the stored-dS ones and those with a dk/dv option. */
+  const comparedPair = (c: F16AttnBwdSpecs) => !!(c.dq.ds || c.dkdv.split || c.dkdv.prefetch || c.dkdv.dense || c.dkdv.uniform);
+  // --all: every other backward candidate that passes its check (tuning data for F16_ATTN_BWD_LAYOUTS' order); the compared pairs are timed below.
   if (a.all && !twin && chosenBwd) {
     const lim = rt.device.limits;
     for (const c of f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim)) {
-      if (f16AttnBwdLabel(c) !== f16AttnBwdLabel(chosenBwd) && !wanted(f16AttnBwdLabel(c))) continue;
+      if (f16AttnBwdLabel(c) !== f16AttnBwdLabel(chosenBwd) && (!wanted(f16AttnBwdLabel(c)) || comparedPair(c))) continue;
       const r = f16AttnBwdLabel(c) === f16AttnBwdLabel(chosenBwd) ? { ok: true, label: '', failed: '' } : await checkF16AttnBwdSpecs(rt, c);
       if (!r.ok) {
         log(`skip ${r.label}: ${r.failed}`);
@@ -288,7 +290,7 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
         { dq: { ...TWIN_SPEC, BKV: 16, wide: true, ds: true }, dkdv: { ...TWIN_SPEC, split: true, prefetch: true, contig: true, ds: true } },
         { dq: { ...TWIN_SPEC, BKV: 16, ds: true, dense: true }, dkdv: { ...TWIN_SPEC, split: true, ds: true, dense: true } },
         { dq: { ...TWIN_SPEC, BKV: 16, ds: true, uniform: true }, dkdv: { ...TWIN_SPEC, split: true, ds: true, uniform: true } }]
-      : f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim).filter((c) => c.dq.ds || c.dkdv.split || c.dkdv.prefetch || c.dkdv.dense);
+      : f16AttnBwdCandidates(f16ConfigsOf(subgroupMatrixConfigs(rt)), D, subgroupSize(rt), lim).filter(comparedPair);
     const rows: { label: string; ms: number; parts: string; err: number }[] = [];
     for (const c of [chosenBwd, ...pairs.filter((p) => f16AttnBwdLabel(p) !== f16AttnBwdLabel(chosenBwd) && wanted(f16AttnBwdLabel(p)))]) {
       const label = f16AttnBwdLabel(c);
