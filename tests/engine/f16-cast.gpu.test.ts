@@ -3,6 +3,7 @@
  * (quant/f16.ts, round to nearest even): pack2x16float needs no shader-f16, so this runs on SwiftShader.
  */
 import { describe, expect, it } from 'vitest';
+import { castF16Operand } from '../../src/engine/kernels/f16/f16';
 import { castF32ToF16, f16Bytes } from '../../src/engine/kernels/matmul-f16/cast';
 import { F16_MIN_NORMAL, f32ArrayToF16 } from '../../src/engine/quant/f16';
 import { Rng } from '../../src/engine/util/rng';
@@ -43,6 +44,30 @@ describe('castF32ToF16', () => {
     } finally {
       rt.mem.free(xb);
       rt.mem.free(ob);
+    }
+  });
+
+  it('castF16Operand: castF32ToF16\'s words through the vec4 storage pack (n % 4 == 0), the cast itself for odd counts and the twin', async () => {
+    const rt = await testRuntime();
+    const rng = new Rng(8);
+    const special = [0, -0, 1, 65504, 65519, 65520, -65520, 70000, Infinity, -Infinity, NaN, 1e-8, -3e-6, 6.2e-5];
+    const x = Float32Array.from({ length: 1000 }, (_, i) => special[i] ?? (rng.next() * 2 - 1) * 10 ** Math.floor(rng.next() * 8 - 4));
+    const xb = rt.upload('workspace', 'cast.x', x);
+    const bufs = [xb];
+    try {
+      for (const [n, elem] of [[1000, 'f16'], [998, 'f16'], [1000, 'f32']] as const) {
+        const bytes = elem === 'f32' ? n * 4 : f16Bytes(n);
+        const [a, b] = [0, 1].map(() => rt.createBuffer('workspace', 'cast.out', bytes));
+        bufs.push(a, b);
+        const d = castF16Operand(rt, { label: 'op', x: xb, out: a, n, elem });
+        expect(d.label).toBe('op[f32→f16]');
+        rt.run([d, castF32ToF16(rt, { label: 'ref', x: xb, out: b, n, elem })]);
+        const got = new Uint32Array(await rt.read(a, 0, bytes));
+        expect(got.some((w) => w !== 0), `n ${n} ${elem}: written`).toBe(true);
+        expect(Array.from(got), `n ${n} ${elem}`).toEqual(Array.from(new Uint32Array(await rt.read(b, 0, bytes))));
+      }
+    } finally {
+      bufs.forEach((b) => rt.mem.free(b));
     }
   });
 });

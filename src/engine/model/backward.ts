@@ -7,10 +7,9 @@ import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionBackward } from '../kernels/attention/attention';
 import { attentionBackwardI8 } from '../kernels/attention/i8';
 import { attentionBackwardF16 } from '../kernels/attention/f16/attention-f16';
-import { castF32ToF16 } from '../kernels/matmul-f16/cast';
 import { f16AttnInputBindings, f16AttnQkvSlots } from './f16-operands';
 import { embeddingBackward } from '../kernels/embedding/embedding';
-import { unpackHalfRows } from '../kernels/f16/f16';
+import { castF16Operand, unpackHalfRows } from '../kernels/f16/f16';
 import { dequantizeRows } from '../kernels/quantize/quantize';
 import { rmsnormBackward } from '../kernels/rmsnorm/rmsnorm';
 import { swigluBackward, swigluBackwardF16, swigluBackwardQuantized, swigluBackwardStored } from '../kernels/swiglu/swiglu';
@@ -199,7 +198,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
       const h = f16AttnInputBindings(m.b('f16.qkv'), m.plan.dims, !!m.plan.f16Twin, true, f16AttnQkvSlots(m.plan.f16?.layers, m.plan.f16Cells), cells);
       const casts = [[a('q'), 'q', N * QC], [a('k'), 'k', N * KVC], [a('v'), 'v', N * KVC], [dh, 'dO', N * QC]] as const;
       for (const [x, key, n] of casts.filter(([, key]) => key === 'dO' || !cells)) {
-        push(castF32ToF16(rt, { label: lab(`attn.bwd.${key}16`), x, out: h.out[key].out, n, elem: h.in.elem }));
+        push(castF16Operand(rt, { label: lab(`attn.bwd.${key}16`), x, out: h.out[key].out, n, elem: h.in.elem }));
       }
       push(attentionBackwardF16(rt, { ...attn, qkv16: h.in, specs: m.f16Attention?.backward, emulate: m.f16Attention?.emulate }));
     } else {

@@ -12,8 +12,8 @@ import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { f16AttnInputElems } from '../kernels/attention/f16/code';
 import type { F16AttnBwdInputs } from '../kernels/attention/f16/attention-f16';
 import { copy } from '../kernels/elementwise/elementwise';
-import { unpackF16 } from '../kernels/f16/f16';
-import { castF32ToF16, type F16Out, f16OperandBytes } from '../kernels/matmul-f16/cast';
+import { castF16Operand, unpackF16 } from '../kernels/f16/f16';
+import { type F16Out, f16OperandBytes } from '../kernels/matmul-f16/cast';
 import type { F16GemmPath, LayerF16Paths } from './compute-plan';
 import type { ModelDims } from './dims';
 import type { ParamLayout } from './params';
@@ -255,7 +255,7 @@ export function f16AttnInputBindings(buffer: GPUBuffer | undefined, d: ModelDims
  * copy's cast (its packed words are packF16's bit for bit; the twin: f32 elements holding the f16 values).
  */
 export function packF16Cell(rt: Runtime, o: { label: string; x: Binding; cell: GPUBuffer; n: number; twin: boolean }): Dispatch[] {
-  return [castF32ToF16(rt, { label: o.label, x: o.x, out: { buffer: o.cell, offset: 0, size: f16OperandBytes(o.n, o.twin) }, n: o.n, elem: o.twin ? 'f32' : 'f16' })];
+  return [castF16Operand(rt, { label: o.label, x: o.x, out: { buffer: o.cell, offset: 0, size: f16OperandBytes(o.n, o.twin) }, n: o.n, elem: o.twin ? 'f32' : 'f16' })];
 }
 
 /** Dispatches that expand an f16 cell's n values into fp32 `out`: unpackF16 (the same packed words), or in the twin a copy of its f32 elements. */

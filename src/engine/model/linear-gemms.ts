@@ -6,7 +6,8 @@
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { copy } from '../kernels/elementwise/elementwise';
-import { castF32ToF16, f16OperandBytes } from '../kernels/matmul-f16/cast';
+import { f16OperandBytes } from '../kernels/matmul-f16/cast';
+import { castF16Operand } from '../kernels/f16/f16';
 import { ropeF16, type RopeArgs } from '../kernels/rope/rope';
 import { buildMatmulF16, f16PathFor } from '../kernels/matmul-f16/matmul-f16';
 import { type LowRank, matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul/matmul';
@@ -83,7 +84,7 @@ export class LinearGemms {
   /** The cast of linear `name`'s fp32 master weight into its f16 copy in f16.w. */
   private f16WeightCast(name: string): Dispatch {
     const v = this.plan.layout.byName.get(name)!;
-    return castF32ToF16(this.rt, { label: `f16.w.${name}`, x: { buffer: this.b('weights'), offset: v.offset * 4, size: v.size * 4 }, out: this.f16W(name), n: v.size, elem: this.elem });
+    return castF16Operand(this.rt, { label: `f16.w.${name}`, x: { buffer: this.b('weights'), offset: v.offset * 4, size: v.size * 4 }, out: this.f16W(name), n: v.size, elem: this.elem });
   }
 
   /**
@@ -139,7 +140,7 @@ export class LinearGemms {
   private castTo(key: 'f16.a' | 'f16.x', label: string, x: GPUBuffer, n: number, keep = key === 'f16.a'): { d: Dispatch; out: Binding } {
     // f16.x's dW copies are not looked up again (keep false): the write only drops what it overlaps.
     const out = this.hold(x, 0, n, key, keep);
-    return { d: castF32ToF16(this.rt, { label: `${label}.${key}`, x, out, n, elem: this.elem }), out };
+    return { d: castF16Operand(this.rt, { label: `${label}.${key}`, x, out, n, elem: this.elem }), out };
   }
 
   /**
@@ -207,7 +208,7 @@ export class LinearGemms {
    */
   dvCast(l: number, label: string, dv: GPUBuffer): Dispatch[] {
     const out = this.dyOut(l, 'dv', dv, this.plan.dims.KVC);
-    return out ? [castF32ToF16(this.rt, { label: `${label}.f16.a`, x: dv, out: out.out, n: this.plan.dims.N * this.plan.dims.KVC, elem: this.elem })] : [];
+    return out ? [castF16Operand(this.rt, { label: `${label}.f16.a`, x: dv, out: out.out, n: this.plan.dims.N * this.plan.dims.KVC, elem: this.elem })] : [];
   }
 
   /** One f16 GEMM (its path recorded under `label`). */

@@ -10,8 +10,7 @@ import { type Binding, type Dispatch, type Runtime } from '../gpu/runtime';
 import { attentionForward } from '../kernels/attention/attention';
 import { attentionForwardI8 } from '../kernels/attention/i8';
 import { attentionForwardF16 } from '../kernels/attention/f16/attention-f16';
-import { castF32ToF16 } from '../kernels/matmul-f16/cast';
-import { packHalf, unpackHalf, unpackHalfRows } from '../kernels/f16/f16';
+import { castF16Operand, packHalf, unpackHalf, unpackHalfRows } from '../kernels/f16/f16';
 import { copy } from '../kernels/elementwise/elementwise';
 import { embeddingForward } from '../kernels/embedding/embedding';
 import { hashBuffers } from '../kernels/hash/hash';
@@ -441,7 +440,7 @@ export class LlamaGpu {
       // f16 operands on tensor cores (verified on this device); o and lse as the fp32 backward reads them,
       // and o's f16 copy where o_proj's GEMM runs f16 (attnOut).
       this.attnPaths.set(`L${l}.attn`, 'f16-tensor-core');
-      if (!cells) push(castF32ToF16(rt, { label: lab('v16'), x: a('v'), out: qkv16.out.v.out, n: N * KVC, elem: qkv16.in.elem }));
+      if (!cells) push(castF16Operand(rt, { label: lab('v16'), x: a('v'), out: qkv16.out.v.out, n: N * KVC, elem: qkv16.in.elem }));
       const forced = this.f16Attention;
       push(attentionForwardF16(rt, {
         label: lab('attn'), q: a('q'), k: a('k'), v: a('v'), o: a('o'), lse: a('lse'), B, T, nH, nKV, D, o16: this.g.attnOut(l, a('o')), qkv16: qkv16.in,

@@ -29,9 +29,9 @@ const CODE = halfStorageCode(codec);
 
 /**
  * The pack or unpack dispatches of a 16-bit storage shader `code` (halfStorageCode): sections pack,
- * pack_tail, unpack, unpack_tail over Params { quads, n }.
+ * pack_tail, unpack, unpack_tail over Params { quads, n }. `name`: the whole quads' dispatch's label (default `label.dir`).
  */
-export function halfStorageDispatches(rt: Runtime, code: string, label: string, n: number, from: Binding, to: Binding, dir: 'pack' | 'unpack'): Dispatch[] {
+export function halfStorageDispatches(rt: Runtime, code: string, label: string, n: number, from: Binding, to: Binding, dir: 'pack' | 'unpack', name = `${label}.${dir}`): Dispatch[] {
   if (!Number.isInteger(n) || n < 0) throw new Error(`${label}: invalid element count ${n}`);
   const [src4, dst4] = dir === 'pack' ? [16, 8] : [8, 16];
   requireBytes(label, dir === 'pack' ? 'x' : 'words', from, dir === 'pack' ? n * 4 : bf16Words(n) * 4);
@@ -42,7 +42,7 @@ export function halfStorageDispatches(rt: Runtime, code: string, label: string, 
   const out: Dispatch[] = [];
   if (quads > 0) {
     out.push(rt.kernel({
-      label: `${label}.${dir}`, code: pre + wgslSection(code, dir), entryPoint: dir,
+      label: name, code: pre + wgslSection(code, dir), entryPoint: dir,
       bindings: [slice(from, quads * src4), slice(to, quads * dst4), u], workgroups: grid2d(rt, Math.ceil(quads / WG)),
     }));
   }

@@ -6,7 +6,8 @@
 import codec from './f16.wgsl?raw';
 import { type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
 import { halfStorageCode, halfStorageDispatches, packBf16, unpackBf16 } from '../bf16/bf16';
-import { F16_HALF_WGSL } from '../matmul-f16/cast';
+import { castF32ToF16, F16_HALF_WGSL } from '../matmul-f16/cast';
+import { vec4Elementwise } from '../launch';
 import { f16Words } from './f16.ref';
 
 export { f16Words };
@@ -21,6 +22,18 @@ export function packF16(rt: Runtime, o: { label: string; x: Binding; words: Bind
 /** Dispatches that expand n f16 values from `words` into fp32 `out`. */
 export function unpackF16(rt: Runtime, o: { label: string; words: Binding; out: Binding; n: number }): Dispatch[] {
   return halfStorageDispatches(rt, CODE, o.label, o.n, o.words, o.out, 'unpack');
+}
+
+/**
+ * x[0..n) (fp32) cast into f16 operand storage: castF32ToF16's contract and words. Packed (elem 'f16')
+ * with n % 4 == 0 and 16-byte aligned bindings (every operand in the model: the weights' copies, v's
+ * cell, dO's copy), the storage pack's vec4 pass: the same half() per value, one invocation per 4 values
+ * instead of 2 (16-byte loads). Else castF32ToF16 itself (the twin's f32, odd counts). Labelled as the cast.
+ */
+export function castF16Operand(rt: Runtime, o: { label: string; x: Binding; out: Binding; n: number; elem?: 'f16' | 'f32' }): Dispatch {
+  if ((o.elem ?? 'f16') === 'f32' || o.n < 4 || !vec4Elementwise(o.n, [o.x, o.out])) return castF32ToF16(rt, o);
+  const [d] = halfStorageDispatches(rt, CODE, o.label, o.n, o.x, o.out, 'pack', `${o.label}[f32→f16]`);
+  return d;
 }
 
 /** The 16-bit float storage formats (scheme HALF_FORMATS) and their kernels. */
