@@ -7,14 +7,15 @@
  */
 import src from './elementwise.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
-import { grid2d, requireBytes } from '../launch';
+import { grid2d, requireBytes, vec4Elementwise } from '../launch';
 
 const WG = 256;
 
-function launch(rt: Runtime, label: string, entryPoint: string, n: number, alpha: number, bindings: (u: GPUBuffer) => Binding[]): Dispatch {
+/** `n` elements of the entry point (copy4: 16-byte words); the dispatch is labelled `label.op`. */
+function launch(rt: Runtime, label: string, entryPoint: string, n: number, alpha: number, bindings: (u: GPUBuffer) => Binding[], op = entryPoint): Dispatch {
   if (!Number.isInteger(n) || n < 0) throw new Error(`${label}: invalid element count ${n}`);
-  const u = rt.uniform(`${label}.${entryPoint}`, new Uniforms().u32(n).f32(alpha).u32(0).u32(0));
-  return rt.kernel({ label: `${label}.${entryPoint}`, code: src, entryPoint, bindings: bindings(u), workgroups: grid2d(rt, Math.ceil(n / WG)) });
+  const u = rt.uniform(`${label}.${op}`, new Uniforms().u32(n).f32(alpha).u32(0).u32(0));
+  return rt.kernel({ label: `${label}.${op}`, code: src, entryPoint, bindings: bindings(u), workgroups: grid2d(rt, Math.ceil(n / WG)) });
 }
 
 /** out[i] = a[i] + b[i] for i < n (out may not alias a or b: WebGPU forbids read + read_write views). */
@@ -34,6 +35,8 @@ export function axpy(rt: Runtime, o: { label: string; x: Binding; out: Binding; 
 export function copy(rt: Runtime, o: { label: string; src: Binding; dst: Binding; n: number }): Dispatch {
   requireBytes(o.label, 'src', o.src, o.n * 4);
   requireBytes(o.label, 'dst', o.dst, o.n * 4);
+  // 16-byte words where the count and both offsets allow (the model's residual copies): a quarter of the invocations.
+  if (vec4Elementwise(o.n, [o.src, o.dst])) return launch(rt, o.label, 'copy4', o.n / 4, 0, (u) => [o.src, o.dst, u], 'copy');
   return launch(rt, o.label, 'copy', o.n, 0, (u) => [o.src, o.dst, u]);
 }
 

@@ -33,6 +33,16 @@ fn copy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (i < p.n) { out[i] = a[i]; }
 }
 
+@group(0) @binding(0) var<storage, read> a4: array<vec4<u32>>;
+@group(0) @binding(1) var<storage, read_write> out4: array<vec4<u32>>;
+
+// out = a in 16-byte words, bits as they are (p.n counts words; bindings: a, out, params)
+@compute @workgroup_size(256)
+fn copy4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i < p.n) { out4[i] = a4[i]; }
+}
+
 @group(0) @binding(0) var<storage, read_write> buf: array<f32>;
 @group(0) @binding(1) var<uniform> q: Params;
 
