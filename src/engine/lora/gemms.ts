@@ -247,8 +247,10 @@ export class LoraGemms {
     if (--layer.left === 0) {
       this.pending.delete(a.layer);
       const { start, span } = loraLayerRange(this.plan, a.layer);
-      const gws = { buffer: this.b('lora.gws'), offset: 0, size: loraGradSlices(this.dims) * span * 4 };
-      if (layer.segments.length) out.push(this.reduce(`L${a.layer}.lora_grads`, gws, { buffer: this.b('lora.grads'), offset: start * 4, size: span * 4 }, layer.segments, s));
+      if (layer.segments.length) {
+        const gws = { buffer: this.b('lora.gws'), offset: 0, size: loraGradSlices(this.dims) * span * 4 };
+        out.push(this.reduce(`L${a.layer}.lora_grads`, gws, { buffer: this.b('lora.grads'), offset: start * 4, size: span * 4 }, layer.segments, s));
+      }
     }
     return out;
   }

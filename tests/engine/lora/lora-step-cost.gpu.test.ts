@@ -19,7 +19,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { Dispatch } from '../../../src/engine/gpu/runtime';
 import { loraGroups } from '../../../src/engine/lora/gemms';
-import type { LoraPlan } from '../../../src/engine/lora/plan';
+import { loraBuffers, type LoraPlan } from '../../../src/engine/lora/plan';
 import { defaultLoraSpec, initLoraTensors, loraAdapters, type LoraSpec } from '../../../src/engine/lora/spec';
 import { PRESETS } from '../../../src/engine/model/config';
 import { LlamaGpu } from '../../../src/engine/model/llama';
@@ -229,6 +229,14 @@ describe('stacked LoRA GEMMs', () => {
       expect(reduces(each), name).toHaveLength(nEach * cfg.num_hidden_layers);
       expect(reduces(batched).filter((l) => /^L0\.lora_grads\[matmul split-K reduce ×\d+\]$/.test(l)), name).toHaveLength(1);
     }
+    // Its own plan's buffers: no lora.gws where nothing batches (the model builds without it).
+    const p = resolvePlan(cfg, 8, T, { lora: spec });
+    const lora = { ...p.lora!, batchReduce: false };
+    const buffers = [...p.buffers.filter((x) => !x.key.startsWith('lora.')), ...loraBuffers(lora, p.dims, true)];
+    expect(buffers.map((x) => x.key)).not.toContain('lora.gws');
+    expect(p.buffers.map((x) => x.key)).toContain('lora.gws');
+    const rt = await testRuntime();
+    new LlamaGpu(rt, { ...p, lora, buffers }).destroy();
   }, 480_000);
 
   it('stack nothing where they cannot: dropout (each adapter its own mask)', () => {
