@@ -67,7 +67,8 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(list(lim)).toEqual(['ds 4/64+2/32s', '2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/64+2/16sp', 'ds 4/64+2/16spc', 'ds 4/64+2/16s', 'ds 4/64+2/16p', 'ds 4/64+2/16', 'ds 4/64+2/16c',
       'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+4/16s', 'ds 4/64+4/16', 'ds 4/64+2/16d', 'ds 4/64+2/32sp', 'ds 4/64+4/16sp', 'ds 4/64+4/32sp', 'ds 2/64w+2/16sp', 'ds 4/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s',
       'ds 4/64n+2/32sn', 'ds 4/64n+2/64sn', 'ds 4/64n+2/32spn', 'ds 4/64+2/64s', 'ds 4/64wn+2/32sn', 'ds 2/64wn+2/32sn',
-      'ds 4/64n+2/16sn', 'ds 4/64n+4/32sn', '2/16n+2/32sn', 'ds 4/64u+2/32su', 'ds 4/64u+4/32su', 'ds 4/64+2/32sm', 'ds 4/64n+2/32snm']);
+      'ds 4/64n+2/16sn', 'ds 4/64n+4/32sn', '2/16n+2/32sn', 'ds 4/64u+2/32su', 'ds 4/64u+4/32su', 'ds 4/64+2/32sm', 'ds 4/64n+2/32snm',
+      'ds 4/64d+2/32s', 'ds 4/64du+2/32sn', 'ds 4/64wdu+2/32sn']);
     // The first passing candidate, and where it stores dS the first passing one that recomputes (no more checked).
     const c = f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, lim);
     const checked: string[] = [];
@@ -78,7 +79,8 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(await pick((x) => !x.dq.ds)).toEqual({ first: c[1], recompute: c[1] });
     expect(await pick((x) => !!x.dq.ds)).toEqual({ first: c[0] });
     expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 }, false)).toEqual(['2/16', '2/32', '2/16+2/16s', '2/16+2/32s', '2/16n+2/32sn']);
-    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 2/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s', 'ds 2/64wn+2/32sn', '2/16n+2/32sn']);
+    expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 2/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s', 'ds 2/64wn+2/32sn', '2/16n+2/32sn',
+      'ds 4/64d+2/32s', 'ds 4/64du+2/32sn', 'ds 4/64wdu+2/32sn']);
   });
 
   it('backward over the stored dS (dk/dv storing dS, dq a GEMM over it) matches the reference, in chunks of pairs', async () => {
@@ -98,6 +100,17 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     }
     expect(f16AttnBwdSpecError('dkdv', { ...a, wide: true }, 49152, 1024, true, true)).toMatch(/wide is an option of the dq-from-dS kernel/);
     expect(f16AttnBlockQ({ ...a, wide: true })).toBe(32);
+    // dq matrix-loading dS's tiles as stored (load 'direct', 16×16×16 tiles): two subgroups (the second's
+    // row tile past T in the last block), and one wide subgroup with the uniform subgroup index; G = 3 too.
+    const c: F16AttnSpec = { cfg: { M: 16, N: 16, K: 16 }, D: 16, sgCount: 1, BKV: 16, sgSize: 16, PAD: 8, ds: true };
+    const dqDirect = { ...c, sgCount: 2, load: 'direct' as const };
+    const rd = await checkF16AttnBwdSpecs(rt, { dq: dqDirect, dkdv: c }, true);
+    expect(rd).toEqual({ label: rd.label, ok: true });
+    for (const dq of [dqDirect, { ...c, wide: true, load: 'direct' as const, uniform: true }]) {
+      const r = await checkAttentionBackwardF16(rt, { dq, dkdv: c }, { B: 1, T: 45, nH: 3, nKV: 1 }, { emulate: true });
+      expect([r.error, r.ok]).toEqual([undefined, true]);
+    }
+    expect(f16AttnBwdSpecError('dq', { ...dqDirect, dense: true }, 49152, 1024, true, true)).toMatch(/no dense/);
   });
 
   it('split dk/dv (paired subgroups: Sᵀ and dv, dPᵀ and dk) matches the reference, recomputing and storing dS', async () => {
@@ -254,7 +267,7 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(f16AttnSpecError(ds, 49152, 1024, true, true)).toMatch(/option of the backward/);
     expect(f16AttnBwdSpecError('dq', ds, 49152, 1024, true, false)).toMatch(/ds \(the stored dS\) reads f16 copies/);
     expect(f16AttnBwdSpecError('dkdv', { ...ds, sgCount: 1 }, 49152, 1024, true, true)).toMatch(/8 own rows must be a multiple of 16/);
-    expect(f16AttnBwdSpecError('dq', { ...ds, load: 'direct' }, 49152, 1024, true, true)).toMatch(/dq-from-dS kernel stages/);
+    expect(f16AttnBwdSpecError('dq', { ...ds, load: 'direct' }, 49152, 1024, true, true)).toMatch(/8x8 tiles must be the stored dS's 16x16/);
     expect(f16AttnBwdSpecError('dkdv', { ...ds, load: 'direct' }, 49152, 1024, true, true)).toBeNull();
     expect(f16AttnBwdPairError({ dq: ds, dkdv: small })).toMatch(/both use the stored dS/);
     expect(f16AttnSpecError({ cfg: { M: 8, N: 4, K: 4 }, D: 12, sgCount: 1, BKV: 16, sgSize: 8, PAD: 8 }, 49152, 1024, false, true)).toMatch(/multiple of 8/);

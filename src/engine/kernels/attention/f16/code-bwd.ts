@@ -46,14 +46,14 @@ export function f16AttnBwdStaging(kind: F16AttnBwdKernel, s: F16AttnSpec, direct
   return { own, KST, PST, SST, aElems, pElems, sElems, extra };
 }
 
-/** The dq-from-dS kernel's workgroup arrays: K's block (A, f16), dSᵀ's block (Bs: BKV key rows of the own queries, f16), the dq scratch (f32). */
+/** The dq-from-dS kernel's workgroup arrays: K's block (A, f16), dSᵀ's block (Bs: BKV key rows of the own queries, f16; none with load 'direct'), the dq scratch (f32). */
 export function f16AttnDqDsStaging(s: F16AttnSpec) {
   const own = f16AttnBlockQ(s);
   const KST = s.D + s.PAD;
   const BST = own + s.PAD;
   const SST = s.D + 4;
   // The dq scratch holds one row tile per subgroup at a time (wide: two rounds).
-  return { own, KST, BST, SST, aElems: s.BKV * KST, bElems: s.BKV * BST, sElems: s.sgCount * s.cfg.M * SST };
+  return { own, KST, BST, SST, aElems: s.BKV * KST, bElems: s.load === 'direct' ? 0 : s.BKV * BST, sElems: s.sgCount * s.cfg.M * SST };
 }
 
 /** `inputs16`: reading f16 copies (staged, or direct with spec.load 'direct'). */
@@ -123,7 +123,11 @@ export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxW
     if (!inputs16) return 'ds (the stored dS) reads f16 copies of q, k, v, dO';
     if (own % F16_ATTN_DS_TILE) return `ds: ${own} own rows must be a multiple of ${F16_ATTN_DS_TILE} (the stored dS's tiles)`;
     if (s.BKV % 8) return `ds: BKV=${s.BKV} must be a multiple of 8 (16-byte rows of the stored dS)`;
-    if (kind === 'dq' && s.load === 'direct') return "ds: the dq-from-dS kernel stages its operands (load 'staged')";
+    if (kind === 'dq' && s.load === 'direct') {
+      // dS's tiles matrix-loaded as stored: a row tile and a key slice must be one stored tile.
+      if (s.cfg.M !== F16_ATTN_DS_TILE || s.cfg.K !== F16_ATTN_DS_TILE) return `ds with load 'direct': dq's ${s.cfg.M}x${s.cfg.K} tiles must be the stored dS's ${F16_ATTN_DS_TILE}x${F16_ATTN_DS_TILE}`;
+      if (s.dense) return "ds with load 'direct': dq skips the tiles never stored (no dense; uniform keeps the skips uniform)";
+    }
   }
   const bytes = f16AttnBwdWorkgroupBytes(kind, s, emulate, inputs16);
   if (bytes > maxWorkgroupBytes) return `${bytes} bytes of workgroup memory`;
@@ -539,8 +543,9 @@ ${L.join('\n')}
  * sgCount·M query rows of one (b, h); per key block of BKV keys it stages K's rows (f16 copy) and the
  * block's dSᵀ rows (16-byte loads of the stored tiles; tiles below the diagonal, never stored, and rows
  * past the tiles are zeros) and accumulates dq in result matrices, dS's left tiles loaded col_major
- * from dSᵀ. Bindings: the chunk's stored dS, k's f16 copy, Params (pair0 = _p1), dq. Grid: x = query
- * block (heaviest first), y = the chunk's query head ((pair − pair0)·G + hh).
+ * from dSᵀ. load 'direct' (M = K = 16): no dSᵀ staging, each left tile matrix-loaded from its stored
+ * tile (col_major, stride 16), those never stored skipped. Bindings: the chunk's stored dS, k's f16 copy,
+ * Params (pair0 = _p1), dq. Grid: x = query block (heaviest first), y = the chunk's query head ((pair − pair0)·G + hh).
  */
 export function f16AttnDqDsCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): string {
   const emu = !!o.emulate;
@@ -560,11 +565,14 @@ export function f16AttnDqDsCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): 
   const MT = s.wide ? 2 : 1;
   const dqv = (mt: number, dn: number) => (MT > 1 ? `dq${mt}_${dn}` : `dq${dn}`);
   for (let dn = 0; dn < D / N; dn++) for (let mt = 0; mt < MT; mt++) L.push(`  var ${dqv(mt, dn)} = CT();`);
+  // load 'direct': dS's left tiles matrix-loaded from the stored tiles (M = K = 16: a row tile and a key slice are one tile), no Bs.
+  const direct = s.load === 'direct';
+  if (direct) L.push(`  let qt0 = (q0 + sg * ${MT * M}u) / 16u; // the subgroup's first row tile's stored-tile row`);
   L.push(`  for (var kb = 0u; kb < kEnd; kb += ${BKV}u) {`);
   stageRows16(g, 'A', 'k', 'P.nKV', 'g', BKV, 'kb', '0u', KST, '    ');
   // dSᵀ rows kb.. of the own queries q0..: 8 queries a load, each within one stored tile (q0 and the chunk's columns are multiples of 8).
   const C8 = BQ / 8;
-  const per = Math.ceil((BKV * C8) / NT);
+  const per = direct ? 0 : Math.ceil((BKV * C8) / NT);
   for (let i = 0; i < per; i++) {
     const guard = (i + 1) * NT > BKV * C8 ? `e < ${BKV * C8}u` : 'true';
     L.push(`    { let e = lid + ${i * NT}u; let rr = e / ${C8}u; let c8 = e % ${C8}u; let kq = kb + rr; let tq = q0 + c8 * 8u; let kt = kq / 16u; let qt = tq / 16u;`);
@@ -576,7 +584,17 @@ export function f16AttnDqDsCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): 
   }
   L.push('    workgroupBarrier();');
   // Key slices wholly past the subgroup's last row are zeros: skipped (subgroup-uniform).
-  for (let kk = 0; kk < BKV / K; kk++) {
+  for (let kk = 0; direct && kk < BKV / K; kk++) {
+    // A row tile's stored tiles end at its diagonal tile (kt ≤ qt) and at the tiles' side (row tiles past T: qt ≥ nb).
+    L.push(`    ${tileIf(s, `kb + ${kk * K}u <= rmax`)} let kt = kb / 16u + ${kk}u;`);
+    for (let dn = 0; dn < D / N; dn++) L.push(`      let rt${dn} = ${load('A', 'RT', `${kk * K * KST + dn * N}u`, false, `${KST}u`)};`);
+    for (let mt = 0; mt < MT; mt++) {
+      L.push(`      { let qt = qt0 + ${mt}u; if (kt <= qt && qt < nb) { let sm = ${load('DS', 'LT', `dsh + ${dsTileStart('kt', 'qt', 'nb')}`, true, '16u')};`);
+      L.push(`        ${Array.from({ length: D / N }, (_, dn) => `${dqv(mt, dn)} = ${mma}(sm, rt${dn}, ${dqv(mt, dn)});`).join(' ')} } }`);
+    }
+    L.push('    }');
+  }
+  for (let kk = 0; !direct && kk < BKV / K; kk++) {
     L.push(`    ${tileIf(s, `kb + ${kk * K}u <= rmax`)}`);
     for (let mt = 0; mt < MT; mt++) L.push(`      let sm${mt} = ${load('Bs', 'LT', `${kk * K * BST + mt * M}u + sg * ${MT * M}u`, true, `${BST}u`)};`);
     for (let dn = 0; dn < D / N; dn++) {
@@ -596,17 +614,16 @@ export function f16AttnDqDsCode(s: F16AttnSpec, o: { emulate?: boolean } = {}): 
   }
   const types = f16MatrixTypes(s.cfg, emu);
   const X = f16InputType(false, emu);
-  return `${s.uniform ? 'enable subgroups;\n' : ''}${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code-bwd.ts: dq from the stored dS, ${M}x${N}x${K} tiles, ${BQ} own rows (${s.sgCount} sg), BKV ${BKV}, D ${D}${emu ? ' (emulated matrices, f32)' : ''}.
+  return `${s.uniform ? 'enable subgroups;\n' : ''}${emu ? '' : 'enable f16;\nenable chromium_experimental_subgroup_matrix;\ndiagnostic(off, chromium.subgroup_matrix_uniformity);\n'}// Generated by src/engine/kernels/attention/f16/code-bwd.ts: dq from the stored dS${direct ? ' (its tiles matrix-loaded as stored)' : ''}, ${M}x${N}x${K} tiles, ${BQ} own rows (${s.sgCount} sg), BKV ${BKV}, D ${D}${emu ? ' (emulated matrices, f32)' : ''}.
 ${types}
 struct Params { T: u32, nH: u32, nKV: u32, G: u32, scale: f32, c2: f32, _p0: u32, _p1: u32 }
-@group(0) @binding(0) var<storage, read> DS: ${X}; // the chunk's stored dS (f16AttnDsOffset)
+@group(0) @binding(0) var<storage, read> DS: ${direct ? f16InputType(true, emu) : X}; // the chunk's stored dS (f16AttnDsOffset)
 @group(0) @binding(1) var<storage, read> k: ${X};
 @group(0) @binding(2) var<uniform> P: Params;
 @group(0) @binding(3) var<storage, read_write> DQ: array<f32>;
 var<workgroup> A: array<${E}, ${aElems}>; // K's rows of the key block
-var<workgroup> Bs: array<${E}, ${bElems}>; // dSᵀ: the block's key rows of the own queries
-var<workgroup> Ss: array<f32, ${sElems}>; // per subgroup M rows of dq
-${emu ? emulation(cfg, [['A', 'RT'], ['Bs', 'LT']], ['Ss']) : ''}
+${direct ? '' : `var<workgroup> Bs: array<${E}, ${bElems}>; // dSᵀ: the block's key rows of the own queries\n`}var<workgroup> Ss: array<f32, ${sElems}>; // per subgroup M rows of dq
+${emu ? emulation(cfg, [['A', 'RT'], [direct ? 'DS' : 'Bs', 'LT']], ['Ss']) : ''}
 @compute @workgroup_size(${NT})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let nQB = (P.T + ${BQ - 1}u) / ${BQ}u;

@@ -106,6 +106,11 @@ export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   // Blocks past the diagonal without the mask's compares and selects (spec.nomask): the default pair, and dense.
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, nomask: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true, dense: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, nomask: true, ds: true, dense: true } },
+  // dq matrix-loading dS's tiles as stored (load 'direct': no dSᵀ staging, half its stores): with the default
+  // dk/dv, and uniform (one and two row tiles a subgroup) with the dense default dk/dv.
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, load: 'direct', ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, load: 'direct', ds: true, uniform: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true, dense: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, load: 'direct', wide: true, ds: true, uniform: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true, dense: true } },
 ];
 
 /** Candidate specs for head dim D: each f16 → f32 configuration (largest tile first) with each layout that fits. */
