@@ -55,7 +55,10 @@ export const F16_ATTN_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'lo
  *   into the other half of a double buffer, so a block needs 3 barriers instead of 4;
  * - wide dq from dS (spec.wide): 2·M query rows a subgroup, each K tile loaded serving two products;
  * - contiguous softmax columns in dk/dv (spec.contig): a lane's 8 (BKV16) columns adjacent, so its Ss
- *   loads and Pᵀ/dSᵀ stores may merge into 16-byte ones (times whether the compiler does).
+ *   loads and Pᵀ/dSᵀ stores may merge into 16-byte ones (times whether the compiler does);
+ * - then (not yet timed) dense (no per-tile skip branches around the products), uniform (the skips as
+ *   uniform branches), nomask (dk/dv's blocks past the diagonal unmasked) and dq from dS matrix-loading
+ *   the stored tiles (load 'direct'): whether the products' branches, the mask or dq's staging limit.
  */
 export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true } },
