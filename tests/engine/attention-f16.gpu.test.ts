@@ -61,14 +61,14 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // at 32 KiB the two-subgroup staged ones (fp32 inputs: no direct ones) and every direct one (nothing staged).
     const lim = { maxComputeWorkgroupStorageSize: 49152, maxComputeInvocationsPerWorkgroup: 1024 };
     // Then the stored-dS pairs (dq from dS + dk/dv storing it; f16 inputs only), those that fit.
-    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.wide ? 'w' : ''}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}${x.prefetch ? 'p' : ''}${x.contig ? 'c' : ''}${x.dense ? 'n' : ''}${x.uniform ? 'u' : ''}${x.nomask ? 'm' : ''}`;
+    const name = (x: F16AttnSpec) => `${x.sgCount}/${x.BKV}${x.wide ? 'w' : ''}${x.load === 'direct' ? 'd' : ''}${x.split ? 's' : ''}${x.prefetch ? 'p' : ''}${x.contig ? 'c' : ''}${x.dense ? 'n' : ''}${x.uniform ? 'u' : ''}${x.nomask ? 'm' : ''}${x.colwise ? 'k' : ''}`;
     const list = (l: typeof lim, inputs16?: boolean) => f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, l, undefined, false, inputs16)
       .map((c) => (c.dq.ds ? `ds ${name(c.dq)}+${name(c.dkdv)}` : c.dkdv.split || c.dkdv.prefetch ? `${name(c.dq)}+${name(c.dkdv)}` : name(c.dq)));
     expect(list(lim)).toEqual(['ds 4/64+2/32s', '2/16', '4/16', '2/32', '4/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/64+2/16sp', 'ds 4/64+2/16spc', 'ds 4/64+2/16s', 'ds 4/64+2/16p', 'ds 4/64+2/16', 'ds 4/64+2/16c',
       'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+4/16s', 'ds 4/64+4/16', 'ds 4/64+2/16d', 'ds 4/64+2/32sp', 'ds 4/64+4/16sp', 'ds 4/64+4/32sp', 'ds 2/64w+2/16sp', 'ds 4/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s',
       'ds 4/64n+2/32sn', 'ds 4/64n+2/64sn', 'ds 4/64n+2/32spn', 'ds 4/64+2/64s', 'ds 4/64wn+2/32sn', 'ds 2/64wn+2/32sn',
       'ds 4/64n+2/16sn', 'ds 4/64n+4/32sn', '2/16n+2/32sn', 'ds 4/64u+2/32su', 'ds 4/64u+4/32su', 'ds 4/64+2/32sm', 'ds 4/64n+2/32snm',
-      'ds 4/64d+2/32s', 'ds 4/64du+2/32sn', 'ds 4/64wdu+2/32sn']);
+      'ds 4/64d+2/32s', 'ds 4/64du+2/32sn', 'ds 4/64wdu+2/32sn', 'ds 4/64+2/32sk', 'ds 4/64n+2/32snmk']);
     // The first passing candidate, and where it stores dS the first passing one that recomputes (no more checked).
     const c = f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, lim);
     const checked: string[] = [];
@@ -189,6 +189,18 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(f16AttnBwdSpecError('dq', { ...a, nomask: true }, 49152, 1024, true, true)).toMatch(/nomask is an option of the staged dk\/dv kernel/);
     expect(f16AttnBwdSpecError('dkdv', { ...a, load: 'direct', nomask: true }, 49152, 1024, true, true)).toMatch(/nomask is an option of the staged dk\/dv kernel/);
     expect(f16AttnSpecError({ ...a, nomask: true })).toMatch(/nomask is an option of the backward/);
+  });
+
+  it('dk/dv with its SIMT by columns (colwise) matches the reference, recomputing and storing dS', async () => {
+    // Two lanes a column (BKV 8 of 16 lanes), and two column sets a lane (BKV 32) split and unmasked past the diagonal.
+    const a: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8 };
+    expect(f16AttnDkdvCode({ ...a, colwise: true }, { emulate: true, inputs: 'f16' })).toMatch(/let r = lane \/ 8u \+ 6u;/);
+    for (const specs of [{ dq: a, dkdv: { ...a, colwise: true } }, { dq: { ...a, BKV: 16, ds: true }, dkdv: { ...a, BKV: 32, split: true, nomask: true, colwise: true, ds: true } }]) {
+      const r = await checkF16AttnBwdSpecs(rt, specs, true);
+      expect(r).toEqual({ label: r.label, ok: true });
+    }
+    expect(f16AttnBwdSpecError('dq', { ...a, colwise: true }, 49152, 1024, true, true)).toMatch(/colwise is an option of the staged dk\/dv kernel/);
+    expect(f16AttnBwdSpecError('dkdv', { ...a, colwise: true, contig: true }, 49152, 1024, true, true)).toMatch(/one at a time/);
   });
 
   it('the stored dS is the reference dS at f16AttnDsOffset, 0 where masked in a stored tile', async () => {

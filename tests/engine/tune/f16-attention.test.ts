@@ -76,7 +76,7 @@ describe('f16 attention layouts as tuning choices', () => {
     for (const p of pairs) {
       const specs = { dq: spec(p.dq), dkdv: spec(p.dkdv) };
       const name = f16AttnBwdPick(specs);
-      expect(name).toMatch(p.dq.ds ? /^16x16x16\.BKV_\d+\.PAD_8(\.dense)?\.ds\.[^/]*\/16x16x16\.BKV_\d+\.PAD_8(\.contig)?(\.dense)?\.ds\.load_(staged|direct)(\.nomask)?(\.prefetch)?\.sgCount_\d(\.split)?(\.uniform)?$/
+      expect(name).toMatch(p.dq.ds ? /^16x16x16\.BKV_\d+\.PAD_8(\.dense)?\.ds\.[^/]*\/16x16x16\.BKV_\d+\.PAD_8(\.colwise)?(\.contig)?(\.dense)?\.ds\.load_(staged|direct)(\.nomask)?(\.prefetch)?\.sgCount_\d(\.split)?(\.uniform)?$/
         : /\/16x16x16\.BKV_\d+\.PAD_8(\.dense)?\.load_staged(\.prefetch)?\.sgCount_\d(\.split)?$/);
       expect(f16AttnBwdSpecsOfPick(name, 64, 32)).toEqual(specs);
     }

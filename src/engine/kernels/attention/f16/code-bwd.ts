@@ -102,13 +102,19 @@ export function f16AttnBwdPairError(s: { dq: F16AttnSpec; dkdv: F16AttnSpec }): 
 
 /** Why a spec cannot run a backward kernel (null when it can). */
 export function f16AttnBwdSpecError(kind: F16AttnBwdKernel, s: F16AttnSpec, maxWorkgroupBytes = 49152, maxThreads = 1024, emulate = false, inputs16 = false): string | null {
-  const base = f16AttnSpecError({ ...s, ds: undefined, split: undefined, prefetch: undefined, wide: undefined, contig: undefined, nomask: undefined }, Infinity, maxThreads, false, inputs16);
+  const base = f16AttnSpecError({ ...s, ds: undefined, split: undefined, prefetch: undefined, wide: undefined, contig: undefined, nomask: undefined, colwise: undefined }, Infinity, maxThreads, false, inputs16);
   if (base) return base;
   const lpr = s.sgSize / s.cfg.M;
   if ((s.D / 4) % lpr) return `D/4 = ${s.D / 4} must split over ${lpr} lanes per row`;
   if (s.wide && (kind !== 'dq' || !s.ds)) return 'wide is an option of the dq-from-dS kernel (dq with ds)';
   if (s.contig && kind !== 'dkdv') return 'contig is an option of the dk/dv kernel';
   if (s.nomask && (kind !== 'dkdv' || f16AttnDirect(s, inputs16))) return "nomask is an option of the staged dk/dv kernel (load 'staged')";
+  if (s.colwise) {
+    if (kind !== 'dkdv' || f16AttnDirect(s, inputs16)) return "colwise is an option of the staged dk/dv kernel (load 'staged')";
+    if (s.contig) return 'colwise and contig are two ways of taking the columns: one at a time';
+    const w = Math.min(s.BKV, s.sgSize);
+    if (s.BKV % w || s.sgSize % w || s.cfg.M % (s.sgSize / w)) return `colwise: BKV ${s.BKV} and ${s.sgSize} lanes must split into columns, M ${s.cfg.M} rows over ${s.sgSize / w} lanes a column`;
+  }
   if (s.prefetch) {
     if (kind !== 'dkdv') return 'prefetch is an option of the dk/dv kernel';
     if (!inputs16 || f16AttnDirect(s, inputs16)) return "prefetch: the dk/dv kernel prefetches f16 copies it stages (f16 inputs, load 'staged')";
@@ -434,15 +440,33 @@ export function f16AttnDkdvCode(s: F16AttnSpec, o: F16AttnBwdOptions & { dv16?: 
   // A lane's columns of its row: interleaved (i·LPR + part), or with spec.contig contiguous (part·BKV/LPR + i),
   // so the compiler may merge its Ss, LS, DS loads and Pᵀ, dSᵀ stores into wider ones.
   const col = (i: number) => (s.contig ? `part * ${BQo / LPR}u + ${i}u` : `${i * LPR}u + part`);
+  // spec.colwise: a lane takes a query column (its lse·log2 e and Di read once a block) down the subgroup's key
+  // rows, W lanes across the block's columns and LPC lanes a column splitting the rows; adjacent lanes, adjacent columns.
+  const W = Math.min(BQo, sgSize);
+  const LPC = sgSize / W;
+  const colwise = (masked: boolean, ind: string) => {
+    for (let j = 0; j < BQo / W; j++) {
+      L.push(`${ind}{ let c = lane % ${W}u + ${j * W}u; let tq = qs + c; let ls = LS[c]; let di = DS[c];`);
+      for (let k = 0; k < M / LPC; k++) {
+        L.push(`${ind}  { let r = ${LPC > 1 ? `lane / ${W}u + ` : ''}${k * LPC}u; let sr = sbase + r * ${SST}u + c; let pr = sg * ${M * PST}u + r * ${PST}u + c;`);
+        L.push(masked
+          ? `${ind}    let vis = tq >= kmin + r && tq < P.T; let p = select(0.0, exp2(Ss[sr] * P.c2 - ls), vis); ${Pt}[pr] = ${h16('p')}; ${Dt}[${dtOff}pr] = ${h16(`select(0.0, p * (Ss[sr + ${BQo}u] - di), vis)`)}; }`
+          : `${ind}    let p = exp2(Ss[sr] * P.c2 - ls); ${Pt}[pr] = ${h16('p')}; ${Dt}[${dtOff}pr] = ${h16(`p * (Ss[sr + ${BQo}u] - di)`)}; }`);
+      }
+      L.push(`${ind}}`);
+    }
+  };
   if (s.nomask) {
     // Past the diagonal block and not past T (workgroup-uniform), every own key sees every query of the block.
     L.push(`      if (qs >= k0 + ${BKo - 1}u && qs + ${BQo}u <= P.T) {`);
-    for (let i = 0; i < BQo / LPR; i++) {
+    if (s.colwise) colwise(false, '        ');
+    for (let i = 0; !s.colwise && i < BQo / LPR; i++) {
       L.push(`        { let c = ${col(i)}; let p = exp2(Ss[srow + c] * P.c2 - LS[c]); ${Pt}[prow + c] = ${h16('p')}; ${Dt}[${dtOff}prow + c] = ${h16(`p * (Ss[srow + ${BQo}u + c] - DS[c])`)}; }`);
     }
     L.push('      } else {');
   }
-  for (let i = 0; i < BQo / LPR; i++) {
+  if (s.colwise) colwise(true, '      ');
+  for (let i = 0; !s.colwise && i < BQo / LPR; i++) {
     L.push(`      { let c = ${col(i)}; let tq = qs + c; let vis = tq >= key && tq < P.T;`);
     if (direct) {
       L.push('        let ii = li + min(tq, P.T - 1u);');

@@ -83,6 +83,8 @@ export interface F16AttnSpec {
   uniform?: boolean;
   /** dk/dv only (staged): a query block all the workgroup's keys see wholly computes Pᵀ and dSᵀ without the mask's compares and selects. */
   nomask?: boolean;
+  /** dk/dv only (staged): the Pᵀ/dSᵀ SIMT by columns, a lane taking a query (its lse and Di read once a block) down the subgroup's key rows. */
+  colwise?: boolean;
 }
 
 /** Whether a kernel matrix-loads its operands straight from storage: f16 inputs (`inputs16`) and load 'direct'. */
@@ -140,7 +142,7 @@ export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxT
   if (s.D % lpr || s.BKV % lpr) return `D=${s.D} and BKV=${s.BKV} must split over ${lpr} lanes per row`;
   if (s.PAD % 8) return `PAD=${s.PAD} must be a multiple of 8`;
   if (s.load !== undefined && s.load !== 'staged' && s.load !== 'direct') return `load '${s.load as string}' must be 'staged' or 'direct'`;
-  const bwdOnly = (['ds', 'split', 'prefetch', 'wide', 'contig', 'nomask'] as const).find((k) => s[k]);
+  const bwdOnly = (['ds', 'split', 'prefetch', 'wide', 'contig', 'nomask', 'colwise'] as const).find((k) => s[k]);
   if (bwdOnly) return `${bwdOnly === 'ds' ? 'ds (the stored dS)' : bwdOnly} is an option of the backward's kernels`;
   if (s.load === 'direct' && !inputs16) return "load 'direct' reads f16 q/k/v copies: fp32 inputs are staged (load 'staged')";
   if (inputs16 && !direct && s.D % 8) return `head dim ${s.D}: staging f16 copies 8 elements a load needs a multiple of 8`;
@@ -153,7 +155,7 @@ export function f16AttnSpecError(s: F16AttnSpec, maxWorkgroupBytes = 49152, maxT
 }
 
 export function f16AttnLabel(s: F16AttnSpec): string {
-  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.load === 'direct' ? ' direct' : ''}${s.split ? ' split' : ''}${s.prefetch ? ' prefetch' : ''}${s.wide ? ' wide' : ''}${s.contig ? ' contig' : ''}${s.dense ? ' dense' : ''}${s.uniform ? ' uniform' : ''}${s.nomask ? ' nomask' : ''}${s.ds ? ' ds' : ''}`;
+  return `f16 attention D${s.D} ${s.cfg.M}x${s.cfg.N}x${s.cfg.K} BQ${f16AttnBlockQ(s)} (${s.sgCount} sg) BKV${s.BKV} pad${s.PAD}${s.load === 'direct' ? ' direct' : ''}${s.split ? ' split' : ''}${s.prefetch ? ' prefetch' : ''}${s.wide ? ' wide' : ''}${s.contig ? ' contig' : ''}${s.dense ? ' dense' : ''}${s.uniform ? ' uniform' : ''}${s.nomask ? ' nomask' : ''}${s.colwise ? ' colwise' : ''}${s.ds ? ' ds' : ''}`;
 }
 
 /** The subgroup index (spec.uniform: through subgroupBroadcastFirst, which needs `enable subgroups`). */

@@ -12,7 +12,7 @@ export interface F16AttnBwdSpecs { dq: F16AttnSpec; dkdv: F16AttnSpec }
 export const f16AttnBwdLabel = (s: F16AttnBwdSpecs) => `backward dq ${f16AttnLabel(s.dq)}; dkdv ${f16AttnLabel(s.dkdv)}`;
 
 /** A spec's layout fields (a layout list's entry). */
-export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split' | 'prefetch' | 'wide' | 'contig' | 'dense' | 'uniform' | 'nomask'>;
+export type F16AttnLayout = Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'load' | 'ds' | 'split' | 'prefetch' | 'wide' | 'contig' | 'dense' | 'uniform' | 'nomask' | 'colwise'>;
 
 /** A backward layout: one both kernels share, or the dq and dk/dv kernels' apart. */
 export type F16AttnBwdLayout = F16AttnLayout | { dq: F16AttnLayout; dkdv: F16AttnLayout };
@@ -57,8 +57,9 @@ export const F16_ATTN_LAYOUTS: Pick<F16AttnSpec, 'sgCount' | 'BKV' | 'PAD' | 'lo
  * - contiguous softmax columns in dk/dv (spec.contig): a lane's 8 (BKV16) columns adjacent, so its Ss
  *   loads and Pᵀ/dSᵀ stores may merge into 16-byte ones (times whether the compiler does);
  * - then (not yet timed) dense (no per-tile skip branches around the products), uniform (the skips as
- *   uniform branches), nomask (dk/dv's blocks past the diagonal unmasked) and dq from dS matrix-loading
- *   the stored tiles (load 'direct'): whether the products' branches, the mask or dq's staging limit.
+ *   uniform branches), nomask (dk/dv's blocks past the diagonal unmasked), colwise (dk/dv's SIMT by
+ *   columns) and dq from dS matrix-loading the stored tiles (load 'direct'): whether the products'
+ *   branches, the SIMT's workgroup accesses or dq's staging limit.
  */
 export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true } },
@@ -114,6 +115,9 @@ export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   { dq: { sgCount: 4, BKV: 64, PAD: 8, load: 'direct', ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, load: 'direct', ds: true, uniform: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true, dense: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, load: 'direct', wide: true, ds: true, uniform: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, ds: true, dense: true } },
+  // dk/dv's SIMT by columns (spec.colwise: lse and Di once a block, conflict-free rows): the default pair, and dense with nomask.
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, colwise: true, ds: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true, dense: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, nomask: true, colwise: true, ds: true, dense: true } },
 ];
 
 /** Candidate specs for head dim D: each f16 → f32 configuration (largest tile first) with each layout that fits. */
