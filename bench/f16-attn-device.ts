@@ -19,7 +19,7 @@
  * `--only REGEX`: of the candidates (--all's forward and backward ones, the `BWDC` pairs) only those whose
  * label matches REGEX are checked and timed, beside the chosen ones (a full --all run takes over 100 s).
  * `BWDC` lines and the closing 'backward candidates, fastest first' list: the chosen backward pair beside
- * each new pair of F16_ATTN_BWD_LAYOUTS (stored dS, split or prefetched dk/dv; dS in a scratch of --ds-mib MiB, default base's dF1 80),
+ * each new pair of F16_ATTN_BWD_LAYOUTS (stored dS; split, prefetched, dense or uniform dk/dv; dS in a scratch of --ds-mib MiB, default base's dF1 80),
  * ms a layer (whole, and per kernel) and max relative error at the first backward shape.
  * Variants (the chosen layout's cfg, subgroups and BKV): `previous` (fp32 q, k, v staged and cast, row
  * scan: the kernel before the f16 copies), `staged` (f16 copies staged by 16-byte loads through workgroup
@@ -281,7 +281,7 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
     out.backwardCompare = got;
   }
   // The backward candidates side by side: the chosen pair, then each pair of F16_ATTN_BWD_LAYOUTS with a
-  // new option (stored dS: dk/dv storing it, dq a GEMM over it, Di its own pass; split or prefetched dk/dv). Each checked on the small cases, then its error measured at
+  // new option (stored dS: dk/dv storing it, dq a GEMM over it, Di its own pass; split, prefetched, dense or uniform dk/dv). Each checked on the small cases, then its error measured at
   // BWD_SHAPES[0], then timed per kernel and whole (ms a layer): the list, fastest first, decides the default.
   if (chosenBwd) {
     const lim = rt.device.limits;
