@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
-import { rmsnormBackward, rmsnormForward, rmsnormWorkspaceBytes } from '../../src/engine/kernels/rmsnorm/rmsnorm';
+import { rmsnormBackward, rmsnormForward, rmsnormForwardF16, rmsnormWorkspaceBytes } from '../../src/engine/kernels/rmsnorm/rmsnorm';
+import { f16OperandBytes } from '../../src/engine/kernels/matmul-f16/cast';
 import { rmsnormBackwardRef, rmsnormForwardRef } from '../../src/engine/kernels/rmsnorm/rmsnorm.ref';
 import { Rng } from '../../src/engine/util/rng';
 import { expectClose } from '../helpers/compare';
@@ -51,6 +52,38 @@ describe('rmsnorm GPU vs reference', () => {
     await check(65, 384, { accumulate: true, accumulateDw: true }); // vec4 rows
   });
   it('scalar rows where vec4 would fit (vectorize: false) match too', () => check(65, 384, { vectorize: false }));
+  it('the forward with the residual copy (resid): x copied bit for bit, y, rstd and y16 as without (fp32 vec4 and scalar, f16 with and without y)', async () => {
+    const rt = await testRuntime();
+    const rng = new Rng(5);
+    for (const [N, C] of [[5, 64], [3, 30]]) {
+      const n = N * C;
+      const x = rng.normalArray(n);
+      x[1] = NaN;
+      const [bx, bw] = [up(rt, x), up(rt, Float32Array.from(rng.normalArray(C, 0.2), (v) => 1 + v))];
+      const fresh = (k: number) => up(rt, new Float32Array(k).fill(9));
+      const dims = { N, C, eps };
+      for (const vectorize of [true, false]) {
+        const [y, r, yR, rR, xc] = [fresh(n), fresh(N), fresh(n), fresh(N), fresh(n + 4)];
+        rt.run([rmsnormForward(rt, { label: 'r', x: bx, w: bw, y: yR, rstd: rR, dims, vectorize }), rmsnormForward(rt, { label: 'r', x: bx, w: bw, y, rstd: r, dims, vectorize, resid: xc })]);
+        const got = await rt.readU32(xc, 0, n + 4);
+        expect(Array.from(got.subarray(0, n)), `C ${C} vectorize ${vectorize}: x's copy`).toEqual(Array.from(new Uint32Array(x.buffer)));
+        expect(Array.from(new Float32Array(got.buffer).subarray(n)), 'only n copied').toEqual([9, 9, 9, 9]);
+        expect(Array.from(await rt.readU32(y, 0, n))).toEqual(Array.from(await rt.readU32(yR, 0, n)));
+        expect(Array.from(await rt.readU32(r, 0, N))).toEqual(Array.from(await rt.readU32(rR, 0, N)));
+      }
+      if (C % 4) continue;
+      for (const y16Only of [false, true]) {
+        const h = (k: number) => up(rt, new Float32Array(f16OperandBytes(k, false) / 4));
+        const [y, r, xc, h16, hR] = [fresh(n), fresh(N), fresh(n), h(n), h(n)];
+        rt.run([
+          ...rmsnormForwardF16(rt, { label: 'r', x: bx, w: bw, y: fresh(n), rstd: fresh(N), dims, y16: { out: hR, elem: 'f16' } }),
+          ...rmsnormForwardF16(rt, { label: 'r', x: bx, w: bw, y, rstd: r, dims, y16: { out: h16, elem: 'f16' }, y16Only, resid: xc }),
+        ]);
+        expect(Array.from(await rt.readU32(xc, 0, n)), `f16 y16Only ${y16Only}: x's copy`).toEqual(Array.from(new Uint32Array(x.buffer)));
+        expect(Array.from(await rt.readU32(h16, 0, n / 2))).toEqual(Array.from(await rt.readU32(hR, 0, n / 2)));
+      }
+    }
+  });
   it('row index spans a 2-D grid', async () => {
     setGridMaxX(4);
     await check(63, 33);

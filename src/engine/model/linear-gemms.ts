@@ -330,11 +330,16 @@ export class LinearGemms {
     return { codes: this.b(codes), scales: this.b(scales) };
   }
 
-  /** An RMSNorm whose output (saved as `key`) feeds layer l's forward GEMMs: with an INT8 forward it also writes y's codes (gemmInput's producerCodes). */
+  /**
+   * An RMSNorm whose output (saved as `key`) feeds layer l's forward GEMMs: with an INT8 forward it also writes y's codes
+   * (gemmInput's producerCodes). `o.resid`: x's copy there too (the layer's residual copy; a copy after the INT8 one).
+   */
   inputNorm(l: number, key: 'h1' | 'h2', o: Parameters<typeof rmsnormForward>[1]): Dispatch[] {
     if (this.runsF16(l, 'forward')) return rmsnormForwardF16(this.rt, { ...o, y16: this.xOut(l, key, o.y as GPUBuffer, o.dims.N * o.dims.C), y16Only: this.plan.f16Only[l].has(key) });
     if (this.plan.layers[l].compute.forward !== 'int8') return [rmsnormForward(this.rt, o)];
-    return rmsnormForwardQuantized(this.rt, { ...o, ...this.producerCodes(l, key) });
+    const { resid, ...norm } = o;
+    const ds = rmsnormForwardQuantized(this.rt, { ...norm, ...this.producerCodes(l, key) });
+    return resid ? [...ds, copy(this.rt, { label: `${o.label}.resid`, src: o.x, dst: resid, n: o.dims.N * o.dims.C })] : ds;
   }
 
   /** Where the attention forward (fp32 or f16) writes o's f16 copy for o_proj's f16 GEMM, or undefined where it runs fp32/INT8. */

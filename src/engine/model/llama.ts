@@ -395,9 +395,8 @@ export class LlamaGpu {
     // A recompute stores and probes nothing: the checkpointed plan keeps these tensors fp32 (checkpointProblem).
     const store = (k: LayerSavedKey) => { if (!recompute) push(this.storeSaved(l, k)); };
     store('xIn');
-    push(this.g.inputNorm(l, 'h1', { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps } }));
-    // Residual copy first: xIn is dead after this (its live copy may be qRaw, written next).
-    push(copy(rt, { label: lab('resid1'), src: a('xIn'), dst: a('xMid'), n: N * C }));
+    // The residual copy xMid = xIn by the norm: xIn is dead after this (its live copy may be qRaw, written next).
+    push(this.g.inputNorm(l, 'h1', { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps }, resid: a('xMid') }));
     store('h1');
     // A base linear, with its LoRA adapter around it where it has one (x: the fp32 input the adapter reads):
     // its up-projection in the base GEMM's epilogue where that GEMM takes one (lowRankFits), else a GEMM after it.
@@ -455,7 +454,11 @@ export class LlamaGpu {
     if (this.tp) push(this.tp.rowParallel(lab('o_proj.tp'), oIn, this.g.lin(l, 'self_attn.o_proj.weight'), QC, a('xMid')));
     else linear(lab('o_proj'), 'self_attn.o_proj.weight', a('o'), oIn, a('xMid'), C, QC, true, 'o');
     store('xMid');
-    push(this.g.inputNorm(l, 'h2', { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps } }));
+    // next = xMid (down_proj accumulates onto it) by the norm where next is a buffer of its own; a stored
+    // input's live copy (scratch) is copied right before down_proj. Not in a recompute (next is no business of it).
+    const nextStored = l + 1 < L ? this.storage[l + 1].xIn : this.storage[L].xFinal;
+    const residInNorm = !recompute && !nextStored;
+    push(this.g.inputNorm(l, 'h2', { label: lab('norm2'), x: a('xMid'), w: p('post_attention_layernorm.weight'), y: a('h2'), rstd: a('rstd2'), dims: { N, C, eps }, resid: residInNorm ? next : undefined }));
     store('h2');
     const h2 = this.g.gemmInput(l, lab('mlp_in'), a('h2'), C, push, true, 'h2');
     linear(lab('gate_proj'), 'mlp.gate_proj.weight', a('h2'), h2, a('gate'), F, C, false, 'h2');
@@ -467,7 +470,7 @@ export class LlamaGpu {
     // The layer's backward reads nothing past here: a recompute leaves the next layer's input alone.
     if (recompute) return;
     const actIn = this.g.gemmInput(l, lab('down_in'), a('act'), F, push, true, 'act');
-    push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
+    if (!residInNorm) push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
     if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), actIn, this.g.lin(l, 'mlp.down_proj.weight'), F, next));
     else linear(lab('down_proj'), 'mlp.down_proj.weight', a('act'), actIn, next, C, F, true, 'act');
   }

@@ -15,17 +15,20 @@ import { buildQuantize } from '../quantize/quantize';
 import { wgslIf, wgslPreamble, wgslSection } from '../wgsl';
 
 const shared = `${wgSum}\n${wgslPreamble(body)}`;
-const rows = (h: boolean, y32 = true) => wgslIf(wgslSection(body, 'rows'), { H: h, Y32: y32 });
-const rowsScalar = `${shared}\n${wgslSection(body, 'elem_f32')}\n${rows(false)}`;
-const rowsVec4 = `${shared}\n${wgslSection(body, 'elem_vec4')}\n${rows(false)}`;
+/** The row kernels; `resid`: the forward also copies x into f_xc at @binding(resid) (the binding after its last). */
+const rows = (h: boolean, y32 = true, resid?: number) =>
+  `${wgslIf(wgslSection(body, 'rows'), { H: h, Y32: y32, RESID: resid !== undefined })}${resid === undefined ? '' : `\n@group(0) @binding(${resid}) var<storage, read_write> f_xc: array<V>;`}`;
+const rowsCode = (elem: 'elem_f32' | 'elem_vec4', resid?: number) => `${shared}\n${wgslSection(body, elem)}\n${rows(false, true, resid)}`;
+const rowsScalar = rowsCode('elem_f32');
+const rowsVec4 = rowsCode('elem_vec4');
 const dwSrc = `${shared}\n${wgslSection(body, 'dw')}`;
 const rowsQuant = `${codecSrc}\n${shared}\n${wgslSection(body, 'elem_vec4')}\n${wgslSection(body, 'rows_q')}`;
 /**
  * vec4 rows whose forward and backward dx also write their output's f16 copy (packed, or the twin's f32: elem);
  * `y32` false: the forward writes y's f16 copy only (binding 4 after rstd at 3).
  */
-const rowsF16 = (elem: 'f16' | 'f32', y32 = true) =>
-  `${shared}\n${wgslSection(body, 'elem_vec4')}\n${rows(true, y32)}\n${F16_HALF_WGSL}\n${f16OutWgsl('h_y', y32 ? 5 : 4, 4, elem)}\n${f16OutWgsl('h_dx', 6, 4, elem)}`;
+const rowsF16 = (elem: 'f16' | 'f32', y32 = true, resid = false) =>
+  `${shared}\n${wgslSection(body, 'elem_vec4')}\n${rows(true, y32, resid ? (y32 ? 6 : 5) : undefined)}\n${F16_HALF_WGSL}\n${f16OutWgsl('h_y', y32 ? 5 : 4, 4, elem)}\n${f16OutWgsl('h_dx', 6, 4, elem)}`;
 
 export type { F16Out } from '../matmul-f16/cast';
 
@@ -34,9 +37,10 @@ export type { F16Out } from '../matmul-f16/cast';
  * 16-byte access, ~4 of them per thread (base, C = 768: 64 threads of 3 vec4 instead of 256 of 3
  * floats); else scalars, one per thread up to 256. `vectorize: false` forces scalars (tests).
  */
-function rowKernel(C: number, bindings: Binding[], vectorize = true): { code: string; WG: number } {
+function rowKernel(C: number, bindings: Binding[], vectorize = true, resid?: number): { code: string; WG: number } {
   const vec4 = vectorize && vec4Elementwise(C, bindings);
-  return vec4 ? { code: rowsVec4, WG: rowWorkgroupSize(Math.ceil(C / 16)) } : { code: rowsScalar, WG: rowWorkgroupSize(C) };
+  const code = resid === undefined ? (vec4 ? rowsVec4 : rowsScalar) : rowsCode(vec4 ? 'elem_vec4' : 'elem_f32', resid);
+  return { code, WG: vec4 ? rowWorkgroupSize(Math.ceil(C / 16)) : rowWorkgroupSize(C) };
 }
 
 export interface RmsNormDims {
@@ -69,19 +73,23 @@ function check(label: string, d: RmsNormDims): void {
   }
 }
 
-/** y = w ⊙ (x · rstd); also writes rstd [N]. */
-export function rmsnormForward(rt: Runtime, o: { label: string; x: Binding; w: Binding; y: Binding; rstd: Binding; dims: RmsNormDims; vectorize?: boolean }): Dispatch {
+/**
+ * y = w ⊙ (x · rstd); also writes rstd [N], and with `resid` x's copy there (the residual stream's
+ * next buffer: the copy the layer would make next, from the loads the norm makes anyway).
+ */
+export function rmsnormForward(rt: Runtime, o: { label: string; x: Binding; w: Binding; y: Binding; rstd: Binding; dims: RmsNormDims; vectorize?: boolean; resid?: Binding }): Dispatch {
   const d = o.dims;
   check(o.label, d);
   requireBytes(o.label, 'x', o.x, d.N * d.C * 4);
   requireBytes(o.label, 'y', o.y, d.N * d.C * 4);
   requireBytes(o.label, 'w', o.w, d.C * 4);
   requireBytes(o.label, 'rstd', o.rstd, d.N * 4);
+  if (o.resid) requireBytes(o.label, 'resid', o.resid, d.N * d.C * 4);
   const u = rt.uniform(`${o.label}.rmsnormFwd`, params(d, false));
-  const { code, WG } = rowKernel(d.C, [o.x, o.w, o.y], o.vectorize);
+  const { code, WG } = rowKernel(d.C, [o.x, o.w, o.y, ...(o.resid ? [o.resid] : [])], o.vectorize, o.resid ? 5 : undefined);
   return rt.kernel({
     label: `${o.label}.rmsnormFwd`, code, entryPoint: 'rmsnorm_fwd', constants: { WG },
-    bindings: [o.x, o.w, u, o.y, o.rstd], workgroups: grid2d(rt, d.N),
+    bindings: [o.x, o.w, u, o.y, o.rstd, ...(o.resid ? [o.resid] : [])], workgroups: grid2d(rt, d.N),
   });
 }
 
@@ -120,10 +128,12 @@ export function rmsnormForwardQuantized(rt: Runtime, o: {
  */
 export function rmsnormForwardF16(rt: Runtime, o: { label: string; x: Binding; w: Binding; y: Binding; rstd: Binding; dims: RmsNormDims; y16: F16Out; fused?: boolean;
   /** Nothing reads y in fp32: the fused kernel writes y16 and rstd only (y is written where the fallback runs). */
-  y16Only?: boolean; }): Dispatch[] {
+  y16Only?: boolean;
+  /** x's copy (rmsnormForward's resid). */
+  resid?: Binding; }): Dispatch[] {
   const d = o.dims;
   const n = d.N * d.C;
-  if (!((o.fused ?? true) && vec4Elementwise(d.C, [o.x, o.w, o.y, o.y16.out]))) {
+  if (!((o.fused ?? true) && vec4Elementwise(d.C, [o.x, o.w, o.y, o.y16.out, ...(o.resid ? [o.resid] : [])]))) {
     return [rmsnormForward(rt, o), castF32ToF16(rt, { label: o.label, x: o.y, out: o.y16.out, n, elem: o.y16.elem })];
   }
   check(o.label, d);
@@ -132,12 +142,14 @@ export function rmsnormForwardF16(rt: Runtime, o: { label: string; x: Binding; w
   requireBytes(o.label, 'w', o.w, d.C * 4);
   requireBytes(o.label, 'rstd', o.rstd, d.N * 4);
   requireBytes(o.label, 'y16', o.y16.out, f16OperandBytes(n, o.y16.elem === 'f32'));
+  if (o.resid) requireBytes(o.label, 'resid', o.resid, n * 4);
   const only = !!o.y16Only;
   const label = `${o.label}.rmsnormFwdH${only ? '16' : ''}`;
   const u = rt.uniform(label, params(d, false));
+  const bindings = only ? [o.x, o.w, u, o.rstd, o.y16.out] : [o.x, o.w, u, o.y, o.rstd, o.y16.out];
   return [rt.kernel({
-    label, code: rowsF16(o.y16.elem, !only), entryPoint: 'rmsnorm_fwd', constants: { WG: rowWorkgroupSize(Math.ceil(d.C / 16)) },
-    bindings: only ? [o.x, o.w, u, o.rstd, o.y16.out] : [o.x, o.w, u, o.y, o.rstd, o.y16.out], workgroups: grid2d(rt, d.N),
+    label, code: rowsF16(o.y16.elem, !only, !!o.resid), entryPoint: 'rmsnorm_fwd', constants: { WG: rowWorkgroupSize(Math.ceil(d.C / 16)) },
+    bindings: o.resid ? [...bindings, o.resid] : bindings, workgroups: grid2d(rt, d.N),
   })];
 }
 

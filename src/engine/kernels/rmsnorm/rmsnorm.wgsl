@@ -28,7 +28,8 @@ fn hsum(v: V) -> f32 { return (v.x + v.y) + (v.z + v.w); }
 // that reads it next: h_y, h_dx (and half) come from matmul-f16/cast.ts (f16OutWgsl: packed pairs, or
 // the twin's f32), rounded as the cast rounds. vec4 elements only.
 // ---- forward: bindings x, w, params, y, rstd (H: y16); without Y32 (H only: nothing reads y in
-// fp32) x, w, params, rstd, y16.
+// fp32) x, w, params, rstd, y16. RESID: also x's copy into f_xc (the residual stream's next buffer),
+// declared by rmsnorm.ts after the last binding, from the loads the sum of squares makes anyway.
 @group(0) @binding(0) var<storage, read> f_x: array<V>;
 @group(0) @binding(1) var<storage, read> f_w: array<V>;
 // #if Y32
@@ -46,7 +47,13 @@ fn rmsnorm_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
   let cv = p.C / VW;
   let base = row * cv;
   var acc = 0.0;
-  for (var c = lid; c < cv; c += WG) { let v = f_x[base + c]; acc += hsum(v * v); }
+  for (var c = lid; c < cv; c += WG) {
+    let v = f_x[base + c];
+    acc += hsum(v * v);
+// #if RESID
+    f_xc[base + c] = v;
+// #endif
+  }
   let r = inverseSqrt(wg_sum(acc, lid) / f32(p.C) + p.eps);
   for (var c = lid; c < cv; c += WG) {
     let y = f_w[c] * (f_x[base + c] * r);
