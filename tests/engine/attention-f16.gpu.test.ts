@@ -68,7 +68,8 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
       'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 4/64+4/16s', 'ds 4/64+4/16', 'ds 4/64+2/16d', 'ds 4/64+2/32sp', 'ds 4/64+4/16sp', 'ds 4/64+4/32sp', 'ds 2/64w+2/16sp', 'ds 4/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s',
       'ds 4/64n+2/32sn', 'ds 4/64n+2/64sn', 'ds 4/64n+2/32spn', 'ds 4/64+2/64s', 'ds 4/64wn+2/32sn', 'ds 2/64wn+2/32sn',
       'ds 4/64n+2/16sn', 'ds 4/64n+4/32sn', '2/16n+2/32sn', 'ds 4/64u+2/32su', 'ds 4/64u+4/32su', 'ds 4/64+2/32sm', 'ds 4/64n+2/32snm',
-      'ds 4/64d+2/32s', 'ds 4/64du+2/32sn', 'ds 4/64wdu+2/32sn', 'ds 4/64+2/32sk', 'ds 4/64n+2/32snmk']);
+      'ds 4/64d+2/32s', 'ds 4/64du+2/32sn', 'ds 4/64wdu+2/32sn', 'ds 4/64+2/32sk', 'ds 4/64n+2/32snmk',
+      'ds 4/64du+2/32snmk', 'ds 4/64du+2/64snmk']);
     // The first passing candidate, and where it stores dS the first passing one that recomputes (no more checked).
     const c = f16AttnBwdCandidates([{ M: 16, N: 16, K: 16 }], 64, 32, lim);
     const checked: string[] = [];
@@ -80,7 +81,7 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     expect(await pick((x) => !!x.dq.ds)).toEqual({ first: c[0] });
     expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 }, false)).toEqual(['2/16', '2/32', '2/16+2/16s', '2/16+2/32s', '2/16n+2/32sn']);
     expect(list({ ...lim, maxComputeWorkgroupStorageSize: 32768 })).toEqual(['2/16', '2/32', '2/16d', '4/16d', '2/32d', '4/32d', 'ds 4/32+2/16', 'ds 2/64+2/16', 'ds 2/64w+2/16sp', '2/16+2/16sp', '2/16+2/16s', '2/16+2/32s', 'ds 2/64wn+2/32sn', '2/16n+2/32sn',
-      'ds 4/64d+2/32s', 'ds 4/64du+2/32sn', 'ds 4/64wdu+2/32sn']);
+      'ds 4/64d+2/32s', 'ds 4/64du+2/32sn', 'ds 4/64wdu+2/32sn', 'ds 4/64du+2/32snmk']);
   });
 
   it('backward over the stored dS (dk/dv storing dS, dq a GEMM over it) matches the reference, in chunks of pairs', async () => {
@@ -195,7 +196,9 @@ describe('f16 attention forward, emulated subgroup matrices', () => {
     // Two lanes a column (BKV 8 of 16 lanes), and two column sets a lane (BKV 32) split and unmasked past the diagonal.
     const a: F16AttnSpec = { cfg: { M: 8, N: 8, K: 8 }, D: 16, sgCount: 2, BKV: 8, sgSize: 16, PAD: 8 };
     expect(f16AttnDkdvCode({ ...a, colwise: true }, { emulate: true, inputs: 'f16' })).toMatch(/let r = lane \/ 8u \+ 6u;/);
-    for (const specs of [{ dq: a, dkdv: { ...a, colwise: true } }, { dq: { ...a, BKV: 16, ds: true }, dkdv: { ...a, BKV: 32, split: true, nomask: true, colwise: true, ds: true } }]) {
+    // And with dense (the combination the candidates list last).
+    const split = { ...a, BKV: 32, split: true, nomask: true, colwise: true, ds: true };
+    for (const specs of [{ dq: a, dkdv: { ...a, colwise: true } }, { dq: { ...a, BKV: 16, ds: true }, dkdv: split }, { dq: { ...a, BKV: 16, ds: true, dense: true }, dkdv: { ...split, dense: true } }]) {
       const r = await checkF16AttnBwdSpecs(rt, specs, true);
       expect(r).toEqual({ label: r.label, ok: true });
     }

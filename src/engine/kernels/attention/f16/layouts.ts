@@ -118,6 +118,9 @@ export const F16_ATTN_BWD_LAYOUTS: F16AttnBwdLayout[] = [
   // dk/dv's SIMT by columns (spec.colwise: lse and Di once a block, conflict-free rows): the default pair, and dense with nomask.
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, colwise: true, ds: true } },
   { dq: { sgCount: 4, BKV: 64, PAD: 8, ds: true, dense: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, nomask: true, colwise: true, ds: true, dense: true } },
+  // All of them at once: direct uniform dq, dense nomask colwise dk/dv at BKV32 and 64.
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, load: 'direct', ds: true, uniform: true }, dkdv: { sgCount: 2, BKV: 32, PAD: 8, load: 'staged', split: true, nomask: true, colwise: true, ds: true, dense: true } },
+  { dq: { sgCount: 4, BKV: 64, PAD: 8, load: 'direct', ds: true, uniform: true }, dkdv: { sgCount: 2, BKV: 64, PAD: 8, load: 'staged', split: true, nomask: true, colwise: true, ds: true, dense: true } },
 ];
 
 /** Candidate specs for head dim D: each f16 → f32 configuration (largest tile first) with each layout that fits. */
