@@ -81,6 +81,31 @@ describe('cross-entropy GPU vs reference', () => {
       .toThrow(/chunk rows 20\.\.24 lie outside the 23 rows/);
   });
 
+  it('the loss scale (lossScale: the scaler state\'s word 3) multiplies dlogits in the kernel: the unscaled gradient times the scale, bit for bit, in place and separate; losses unchanged', async () => {
+    const rt = await testRuntime();
+    const [N, V, scale] = [9, 70, 65536];
+    const rng = new Rng(6);
+    const logits = rng.normalArray(N * V, 3);
+    const targets = Int32Array.from({ length: N }, (_, n) => (n === 4 ? -100 : rng.int(V)));
+    const state = up(rt, new Float32Array([0, 0, 0, scale, 0, 0, 0, 0]));
+    const run = async (scaled: boolean, inplace: boolean) => {
+      const [l, d] = [up(rt, logits), up(rt, new Float32Array(N * V))];
+      const o = { label: 'ce', targets: up(rt, targets), losses: up(rt, new Float32Array(N)), loss: up(rt, new Float32Array(1)), workspace: up(rt, new Float32Array(4)), dims: { N, V } };
+      const rows = crossEntropyRows(rt, { ...o, logits: l, dlogits: inplace ? l : d, lossScale: scaled ? state : undefined });
+      expect(rows.label).toBe(scaled ? 'ce.ceFwdBwdS' : 'ce.ceFwdBwd');
+      rt.run([crossEntropyCount(rt, o), rows]);
+      return { grads: await rt.readF32(inplace ? l : d, 0, N * V), losses: await rt.readF32(o.losses, 0, N) };
+    };
+    for (const inplace of [true, false]) {
+      const [plain, scaled] = [await run(false, inplace), await run(true, inplace)];
+      expect(Array.from(scaled.grads)).toEqual(Array.from(plain.grads, (g) => Math.fround(g * scale)));
+      expect(scaled.grads.some((g) => g !== 0)).toBe(true);
+      expect(scaled.losses).toEqual(plain.losses);
+    }
+    const s = up(rt, new Float32Array(N * V));
+    expect(() => crossEntropyRows(rt, { label: 'ce', logits: s, targets: up(rt, targets), losses: s, workspace: s, dims: { N, V }, lossScale: state })).toThrow(/loss scale without dlogits/);
+  });
+
   it('rejects a dlogits slice of the logits buffer that is not the logits binding', async () => {
     const rt = await testRuntime();
     const b = up(rt, new Float32Array(256));

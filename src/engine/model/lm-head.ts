@@ -12,7 +12,6 @@
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { crossEntropyCount, crossEntropyMean, crossEntropyRows } from '../kernels/crossentropy/crossentropy';
 import { matmul, type MatmulArgs } from '../kernels/matmul/matmul';
-import { lossScaleSeed } from '../optim/loss-scale-gpu';
 import { logitsChunks } from '../plan/logits';
 import type { ModelDims } from './dims';
 
@@ -82,10 +81,9 @@ export function buildLmHead(a: LmHeadArgs): LmHead {
     loss.push(gemm, ...(i === 0 ? [count] : []), crossEntropyRows(rt, { label: `xent${tag}`, ...ce, logits, chunk }));
     const t = a.train;
     if (!t) return;
-    // Fused CE forward + backward: the chunk's per-row losses and dlogits in place of its logits.
-    train.push(gemm, ...(i === 0 ? [count] : []), crossEntropyRows(rt, { label: `xent${tag}`, ...ce, logits, dlogits: logits, chunk }));
-    // Backward of scale·loss: dlogits times the scale.
-    if (t.lossScale) train.push(lossScaleSeed(rt, { label: `xent${tag}`, x: logits, n: rows * V, state: t.lossScale }));
+    // Fused CE forward + backward: the chunk's per-row losses and dlogits in place of its logits (times the loss
+    // scale where the step scales: the backward of scale·loss).
+    train.push(gemm, ...(i === 0 ? [count] : []), crossEntropyRows(rt, { label: `xent${tag}`, ...ce, logits, dlogits: logits, chunk, lossScale: t.lossScale }));
     // dW before dX: dX may overwrite these hF rows (hF's live copy is dX's buffer when hF is stored quantized).
     if (t.dw) {
       train.push(...t.dw.load(row0, rows));

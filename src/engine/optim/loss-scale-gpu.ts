@@ -14,7 +14,6 @@
 import adamwSrc from './adamw.wgsl?raw';
 import checkSrc from './loss-scale.wgsl?raw';
 import updateSrc from './loss-scale-update.wgsl?raw';
-import seedSrc from './loss-scale-seed.wgsl?raw';
 import { type Binding, type Dispatch, type Runtime, Uniforms } from '../gpu/runtime';
 import { grid2d, requireBytes } from '../kernels/launch';
 import { ADAMW_STEP_BYTES } from './adamw';
@@ -104,16 +103,5 @@ export function adamwScaled(rt: Runtime, o: {
   return rt.kernel({
     label: `${o.label}.adamwScaled`, code: ADAMW_SCALED_SRC, entryPoint: 'adamw',
     bindings: [o.param, o.grad, o.m, o.v, o.stepParams, o.state, u], workgroups: grid2d(rt, Math.ceil(o.n / 256)),
-  });
-}
-
-/** Before backward: the loss gradient (dlogits, in place) times the state's scale. Exact for a power-of-two scale. */
-export function lossScaleSeed(rt: Runtime, o: { label: string; x: Binding; n: number; state: Binding }): Dispatch {
-  if (!(Number.isInteger(o.n) && o.n >= 0)) throw new Error(`${o.label}: invalid element count ${o.n}`);
-  requireBytes(o.label, 'x', o.x, o.n * 4);
-  requireBytes(o.label, 'state', o.state, LOSS_SCALE_STATE_BYTES);
-  const u = rt.uniform(`${o.label}.lossScaleSeed`, new Uniforms().u32(o.n).u32(0).u32(0).u32(0));
-  return rt.kernel({
-    label: `${o.label}.lossScaleSeed`, code: seedSrc, entryPoint: 'seed', bindings: [o.x, o.state, u], workgroups: grid2d(rt, Math.ceil(o.n / 256)),
   });
 }

@@ -23,18 +23,26 @@ type Variant = 'separate' | 'inplace' | 'none';
 const HEADERS: Record<Variant, string> = {
   separate: `@group(0) @binding(0) var<storage, read> logits: array<f32>;
 @group(0) @binding(5) var<storage, read_write> dlogits: array<f32>;
-fn store_grad(i: u32, g: f32) { dlogits[i] = g; }
+fn store_grad(i: u32, g: f32) { dlogits[i] = g * grad_scale(); }
 `,
   inplace: `@group(0) @binding(0) var<storage, read_write> logits: array<f32>;
-fn store_grad(i: u32, g: f32) { logits[i] = g; }
+fn store_grad(i: u32, g: f32) { logits[i] = g * grad_scale(); }
 `,
   none: `@group(0) @binding(0) var<storage, read> logits: array<f32>;
 fn store_grad(i: u32, g: f32) {}
 `,
 };
 
-function code(v: Variant): string {
-  return HEADERS[v] + src;
+/**
+ * The gradient's factor: 1, or the loss scale (torch.amp's backward of scale·loss) read from the loss
+ * scaler's state (word 3; optim/loss-scale-gpu.ts) at `binding`: the gradient rounded, then times the
+ * scale, as a pass of its own over dlogits would (exact for a power-of-two scale).
+ */
+const scaleWgsl = (binding?: number) => (binding === undefined ? 'fn grad_scale() -> f32 { return 1.0; }\n'
+  : `@group(0) @binding(${binding}) var<storage, read> ls_state: array<u32>;\nfn grad_scale() -> f32 { return bitcast<f32>(ls_state[3]); }\n`);
+
+function code(v: Variant, scaleBinding?: number): string {
+  return HEADERS[v] + scaleWgsl(scaleBinding) + src;
 }
 
 /** The u32 count of non-ignored rows (16 bytes: the minimum buffer size). */
@@ -83,7 +91,9 @@ export function crossEntropyCount(rt: Runtime, o: Pick<CeArgs, 'label' | 'target
  * `dlogits` their gradient: `dlogits: logits` (the same binding) overwrites them in place; absent,
  * the logits are only read (evaluation). Reads the count crossEntropyCount wrote.
  */
-export function crossEntropyRows(rt: Runtime, o: Omit<CeArgs, 'loss'> & { chunk?: CeChunk; dlogits?: Binding }): Dispatch {
+export function crossEntropyRows(rt: Runtime, o: Omit<CeArgs, 'loss'> & { chunk?: CeChunk; dlogits?: Binding;
+  /** dlogits times the loss scale in this loss scaler state (LOSS_SCALE_STATE_BYTES; word 3): needs dlogits. */
+  lossScale?: Binding; }): Dispatch {
   const { N, V } = o.dims;
   checkDims(o.label, o.dims);
   const { row0, rows } = o.chunk ?? { row0: 0, rows: N };
@@ -101,11 +111,14 @@ export function crossEntropyRows(rt: Runtime, o: Omit<CeArgs, 'loss'> & { chunk?
     requireBytes(o.label, 'dlogits', o.dlogits, rows * V * 4);
     variant = 'separate';
   }
+  if (o.lossScale && variant === 'none') throw new Error(`${o.label}: a loss scale without dlogits`);
+  if (o.lossScale) requireBytes(o.label, 'lossScale', o.lossScale, 16);
   const u = params(rt, o.label, rows, V, row0);
   const bindings: Binding[] = [o.logits, o.targets, u, o.workspace, o.losses];
   if (variant === 'separate') bindings.push(o.dlogits!);
+  if (o.lossScale) bindings.push(o.lossScale);
   return rt.kernel({
-    label: `${o.label}.${variant === 'none' ? 'ceFwd' : 'ceFwdBwd'}`, code: code(variant), entryPoint: 'ce_rows',
+    label: `${o.label}.${variant === 'none' ? 'ceFwd' : `ceFwdBwd${o.lossScale ? 'S' : ''}`}`, code: code(variant, o.lossScale ? bindings.length - 1 : undefined), entryPoint: 'ce_rows',
     constants: { WG: rowWorkgroupSize(V), WRITE_GRAD: variant === 'none' ? 0 : 1 },
     bindings, workgroups: grid2d(rt, rows),
   });
