@@ -173,7 +173,7 @@ describe('f16 tensor-core GEMM on small outputs (the H100 refused a 16-byte C: i
       for (const [M, N, K] of shapes) {
         const v = vec4Operands(form, { M, N, K });
         if (!v.a || !v.b) continue;
-        for (const extra of [{}, { alpha: 0.5, accumulate: true }]) {
+        for (const extra of [{}, { alpha: 0.5, accumulate: true }, { accumulate: true }]) {
           const r = await checkMatmulF16(rt, { M, N, K, ...FORM_TRANS[form], ...extra }, { path: 'f16-tensor-core', spec: s, elem: 'f32' });
           expect([form, M, N, K, r.ok, r.error]).toEqual([form, M, N, K, true, undefined]);
           ran++;

@@ -177,12 +177,14 @@ describe('f16 GEMM choices', () => {
     for (const form of GEMM_FORMS) {
       const s = spec(FORM_TRANS[form]);
       const cases = f16TcCheckCases(s);
-      expect(cases.map((c) => c.name)).toEqual(['partial', 'whole', 'alpha+accumulate', 'split-K']);
+      expect(cases.map((c) => c.name)).toEqual(['partial', 'whole', 'alpha+accumulate', 'whole+accumulate', 'split-K']);
       const odd = cases[0].c;
       // The partial case keeps the vec4 rule of the tensor-core path, and leaves a partial block in M, N and K.
       expect(vec4Operands(form, odd)).toEqual({ a: true, b: true });
       expect(odd.M % 128 && odd.N % 128 && odd.K % s.BK).toBeTruthy();
       expect(cases[1].c.M % 128 || cases[1].c.N % 128).toBe(0);
+      // Whole blocks with accumulate take the direct store, the accumulators starting from C's tiles.
+      expect([cases[3].c.M % 128 || cases[3].c.N % 128, cases[3].c.accumulate, cases[3].c.alpha]).toEqual([0, true, undefined]);
     }
   });
 });

@@ -172,8 +172,8 @@ export function buildMatmulF16(rt: Runtime, a: MatmulF16Args): BuiltMatmulF16 {
   const alpha = split ? 1 : a.alpha ?? 1;
   const accumulate = !split && !!a.accumulate;
   const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K).f32(alpha).u32(accumulate ? 1 : 0).u32(split ? kChunk : a.K)
-    // Direct tile stores: no alpha or accumulate to apply, and C's rows 16-byte aligned (N a multiple of 4).
-    .u32(alpha === 1 && !accumulate && !a.lowRank && a.N % 4 === 0 ? 1 : 0);
+    // Direct tile stores (accumulate by starting from C's tiles): alpha 1, C's rows 16-byte aligned (N a multiple of 4).
+    .u32(alpha === 1 && !a.lowRank && a.N % 4 === 0 ? 1 : 0);
   // The last word is padding, or the low-rank epilogue's scale (./epilogue.ts bitcasts it).
   if (a.lowRank) u.f32(a.lowRank.scale);
   else u.u32(0);
@@ -280,6 +280,7 @@ export function f16TcCheckCases(s: F16TcSpec): { name: string; c: F16GemmCase }[
     { name: 'partial', c: odd },
     { name: 'whole', c: { ...t, M: 2 * BM, N: BN, K: 2 * s.BK } },
     { name: 'alpha+accumulate', c: { ...odd, alpha: 0.5, accumulate: true } },
+    { name: 'whole+accumulate', c: { ...t, M: 2 * BM, N: BN, K: 2 * s.BK, accumulate: true } },
     { name: 'split-K', c: { ...odd, split: 2 } },
   ];
 }

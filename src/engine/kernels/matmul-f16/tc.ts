@@ -15,7 +15,7 @@
  *   one B tile at a time into its column of accumulators (fewer live matrices);
  * - the grid is walked row by row, or in strips of `swizzle` block rows down M (L2 reuse of B);
  * - epilogue: a whole block stores its f32 tiles straight to C (subgroupMatrixStore) when the layout
- *   allows and no alpha or accumulate applies; otherwise each tile goes through a per-subgroup f32
+ *   allows and alpha is 1 (with accumulate its accumulators started from C's tiles); otherwise each tile goes through a per-subgroup f32
  *   scratch (subgroup matrices have no element access) and is written masked, scaled, accumulated;
  * - split-K: workgroup z runs K slice z (kChunk elements) into the workspace's slice z (the output
  *   binding is the workspace then; kernels/matmul/splitk.wgsl sums the slices into C).
@@ -132,6 +132,18 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16Low
     }
   };
   for (const [i, j] of tiles) L.push(`  var c${i}_${j} = CT();`);
+  // Whole blocks store their tiles straight to C; with accumulate they start from C's tiles instead of
+  // zero (subgroup matrices have no element access, so adding C after the loop would take the scratch).
+  const direct = !!s.direct && !o.lowRank;
+  const cOff = (i: number, j: number) => `(m0 + am + ${i * cfg.M}u) * P.N + n0 + bn + ${j * cfg.N}u`;
+  if (direct) {
+    L.push(`  let whole = P.direct != 0u && m0 + ${BM}u <= P.M && n0 + ${BN}u <= P.N;`);
+    L.push('  if (whole && P.accumulate != 0u) {');
+    for (const [i, j] of tiles) {
+      L.push(`    c${i}_${j} = ${emu ? `emuLoadCT_C(${cOff(i, j)}, P.N, false)` : sgmatLoad(SYNTAX, 'CT', '&C', cOff(i, j), false, 'P.N')};`);
+    }
+    L.push('  }');
+  }
   L.push(`  var ra: array<vec4<${E}>, ${APT * V}>;`, `  var rb: array<vec4<${E}>, ${BPT * V}>;`);
   if (prefetch) {
     L.push('  {', '    let kv = kb;');
@@ -205,11 +217,9 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16Low
   const MN = cfg.M * cfg.N;
   L.push('  let base = wid.z * P.M * P.N;');
   // The low-rank epilogue adds to each element: no direct tile stores.
-  if (s.direct && !o.lowRank) {
-    L.push(`  if (P.direct != 0u && m0 + ${BM}u <= P.M && n0 + ${BN}u <= P.N) {`);
-    for (const [i, j] of tiles) {
-      L.push(`    ${store('C', `base + (m0 + am + ${i * cfg.M}u) * P.N + n0 + bn + ${j * cfg.N}u`, `c${i}_${j}`, 'P.N')}`);
-    }
+  if (direct) {
+    L.push('  if (whole) {');
+    for (const [i, j] of tiles) L.push(`    ${store('C', `base + ${cOff(i, j)}`, `c${i}_${j}`, 'P.N')}`);
     L.push('    return;', '  }');
   }
   for (const [i, j] of tiles) {
@@ -253,7 +263,7 @@ struct Params { M: u32, N: u32, K: u32, alpha: f32, accumulate: u32, kChunk: u32
 @group(0) @binding(3) var<uniform> P: Params;
 ${o.lowRank ? f16LowRankWgsl(o.lowRank, '_p0') : ''}var<workgroup> S: array<${E}, ${stages * STAGE}>; // A's rows, then B's, as stored${stages > 1 ? ' (two stages)' : ''}
 var<workgroup> R: array<f32, ${s.sgM * s.sgN * MN}>; // one result tile per subgroup (epilogue)
-${emu ? emulatedSgmatWgsl(cfg, [['S', 'LT'], ['S', 'RT']], ['C', 'R']) : ''}
+${emu ? emulatedSgmatWgsl(cfg, [['S', 'LT'], ['S', 'RT'], ...(s.direct && !o.lowRank ? [['C', 'CT'] as ['C', 'CT']] : [])], ['C', 'R']) : ''}
 @compute @workgroup_size(${T})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32${G > 1 ? ', @builtin(num_workgroups) nwg: vec3<u32>' : ''}) {
 ${ids}${bases}

@@ -259,10 +259,10 @@ alias CT = subgroup_matrix_result<f32, ${N}, ${M}>;`;
  * kernel loads (emuLoad<T>_<array>); `stores`: the f32 arrays it stores to (emuStore_<array>); emuMMA
  * multiplies. The kernel declares LT, RT and CT as row-major f32 arrays of M×K, K×N and M×N.
  */
-export function emulatedSgmatWgsl(cfg: { M: number; N: number; K: number }, loads: [string, 'LT' | 'RT'][], stores: string[]): string {
+export function emulatedSgmatWgsl(cfg: { M: number; N: number; K: number }, loads: [string, 'LT' | 'RT' | 'CT'][], stores: string[]): string {
   const { M, N, K } = cfg;
   const ld = (arr: string, T: string) => {
-    const [R, C] = T === 'LT' ? [M, K] : [K, N];
+    const [R, C] = T === 'LT' ? [M, K] : T === 'RT' ? [K, N] : [M, N];
     return `fn emuLoad${T}_${arr}(off: u32, stride: u32, col: bool) -> ${T} {
   var m: ${T};
   for (var r = 0u; r < ${R}u; r++) { for (var c = 0u; c < ${C}u; c++) { m[r * ${C}u + c] = ${arr}[select(off + r * stride + c, off + c * stride + r, col)]; } }
