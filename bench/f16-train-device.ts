@@ -20,10 +20,13 @@
  *  (g) f16 producers that skip what nothing reads in fp32 (--f16-direct, e.g. tiny,base): the SwiGLU over gate's and up's f16
  *      storage (RunPlan.swigluHalf: one pass each way, no packs, unpacks or row blocks) and RMSNorm's and RoPE's outputs as
  *      their f16 copies alone (RunPlan.f16Only): (d)'s check and timing under f16 against swigluHalf and f16Only false.
+ *  (h) LoRA's batched split-K reduces (--lora-reduce, e.g. tiny,base; issue 39): (f)'s check and timing under f16 and fp32, a
+ *      layer's dA/dB partials summed by one reduce and a stacked group's vᵀ by one against every split GEMM reducing its own
+ *      (LoraPlan.batchReduce false): the adapters' gradients bit for bit (the same slices summed in the same order).
  *
  *   node f16-train-device.mjs [--json out.json] [--data tinyshakespeare.txt] [--reps 10] [--warmup 3]
  *        [--models micro,base] [--schemes fp32,f16,int8-f16] [--fidelity-steps 80] [--fidelity-model tiny] [--no-bench] [--no-fidelity] [--cpu] [--toggles a,b]
- *        [--cells tiny,base] [--lean tiny,base] [--lora-cells tiny,base] [--f16-direct tiny,base]
+ *        [--cells tiny,base] [--lean tiny,base] [--lora-cells tiny,base] [--f16-direct tiny,base] [--lora-reduce tiny,base]
  * `--cpu` (SwiftShader: no shader-f16, so the f16 runs resolve to fp32 and say so) tests the script's
  * flow; the numbers are meaningless there. Exit 1 when the f16 run diverges or misses the fidelity bound.
  */
@@ -36,6 +39,7 @@ import { PRESETS, type PresetName } from '../src/engine/model/config';
 import { LlamaGpu } from '../src/engine/model/llama';
 import { flatten, initParams } from '../src/engine/model/params';
 import { defaultLoraSpec, initLoraTensors, loraAdapters, type LoraSpec } from '../src/engine/lora/spec';
+import { loraBuffers, type LoraPlan } from '../src/engine/lora/plan';
 import type { PlanOverrides } from '../src/engine/model/plan';
 import { resolvePlan } from '../src/engine/plan/run-plan';
 import { Rng } from '../src/engine/util/rng';
@@ -51,7 +55,7 @@ const a = parseArgs({
     json: { type: 'string' }, data: { type: 'string' }, reps: { type: 'string' }, warmup: { type: 'string' },
     models: { type: 'string' }, schemes: { type: 'string' }, 'fidelity-steps': { type: 'string' }, 'fidelity-model': { type: 'string' }, 'fidelity-schemes': { type: 'string' },
     'no-bench': { type: 'boolean' }, 'no-fidelity': { type: 'boolean' }, cpu: { type: 'boolean' }, toggles: { type: 'string' }, cells: { type: 'string' }, lean: { type: 'string' },
-    'lora-cells': { type: 'string' }, 'f16-direct': { type: 'string' },
+    'lora-cells': { type: 'string' }, 'f16-direct': { type: 'string' }, 'lora-reduce': { type: 'string' },
   },
 }).values;
 const T0 = Date.now();
@@ -158,8 +162,11 @@ if (!a['no-fidelity']) {
  * One step (B2) per model of `presets` under each scheme, the wiring `ref` (plan overrides) against the
  * default plan, same init and batch: loss and every stored gradient bit for bit (failed if not), the
  * plans' bytes and dispatch counts; then forward + backward of both at the bench's shape, alternately.
+ * `loraRef`: the ref wiring's LoraPlan switches (its lora.* buffers priced again).
  */
-async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells' | 'f16-direct', presets: string, schemes: string[], ref: PlanOverrides, lora?: LoraSpec): Promise<void> {
+async function compareWirings(
+  kind: 'cells' | 'lean' | 'lora-cells' | 'f16-direct' | 'lora-reduce', presets: string, schemes: string[], ref: PlanOverrides, lora?: LoraSpec, loraRef?: Partial<LoraPlan>,
+): Promise<void> {
   const rows: unknown[] = [];
   out[kind] = rows;
   for (const preset of presets.split(',') as PresetName[]) {
@@ -169,7 +176,12 @@ async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells' | 'f16-direc
     const rng = new Rng(23);
     const tokens = Int32Array.from({ length: B * (T + 1) }, () => rng.int(cfg.vocab_size));
     for (const name of schemes) {
-      const plan = (b: number, t: number, o: PlanOverrides) => resolvePlan(cfg, b, t, { scheme: SCHEME_PRESETS[name], f16Device: f16, ...o, lora });
+      const plan = (b: number, t: number, o: PlanOverrides) => {
+        const p = resolvePlan(cfg, b, t, { scheme: SCHEME_PRESETS[name], f16Device: f16, ...o, lora });
+        if (o !== ref || !loraRef) return p;
+        const l = { ...p.lora!, ...loraRef };
+        return { ...p, lora: l, buffers: [...p.buffers.filter((x) => !x.key.startsWith('lora.')), ...loraBuffers(l, p.dims, p.training)] };
+      };
       // LoRA's B is zero at init (PEFT's), which would leave dA zero: random B instead.
       const adapters = lora && (() => {
         const t = initLoraTensors(cfg, lora, 3);
@@ -222,7 +234,10 @@ async function compareWirings(kind: 'cells' | 'lean' | 'lora-cells' | 'f16-direc
           models.got.destroy();
         }
       };
-      const [refName, gotName] = { cells: ['separate copies', 'cells'], 'lora-cells': ['separate copies', 'cells'], lean: ['full workspace', 'lean'], 'f16-direct': ['fp32 outputs, packs and blocks', 'f16 direct'] }[kind];
+      const [refName, gotName] = {
+        cells: ['separate copies', 'cells'], 'lora-cells': ['separate copies', 'cells'], lean: ['full workspace', 'lean'], 'f16-direct': ['fp32 outputs, packs and blocks', 'f16 direct'],
+        'lora-reduce': ['a reduce each', 'batched reduces'],
+      }[kind];
       try {
         const [r, g] = [await run(ref), await run({})];
         const diff = g.grads.findIndex((x, i) => x !== r.grads[i]);
@@ -248,6 +263,7 @@ if (a.cells) await compareWirings('cells', a.cells, ['f16', 'agoq-f16'], { share
 if (a.lean) await compareWirings('lean', a.lean, ['agoq-f16'], { f16Lean: false });
 if (a['lora-cells']) await compareWirings('lora-cells', a['lora-cells'], ['f16'], { shareF16: false }, defaultLoraSpec(16));
 if (a['f16-direct']) await compareWirings('f16-direct', a['f16-direct'], ['f16'], { swigluHalf: false, f16Only: false });
+if (a['lora-reduce']) await compareWirings('lora-reduce', a['lora-reduce'], ['f16', 'fp32'], {}, defaultLoraSpec(16), { batchReduce: false });
 save();
 log(failed ? 'done: FAILURES above' : 'done');
 process.exit(failed ? 1 : 0);

@@ -32,6 +32,7 @@ import { type DropoutKernels, dropoutKernels } from '../kernels/dropout/dropout'
 import { buildMatmul, type LowRank, matmul, type MatmulArgs, matmulSteps, type SplitKSegment, splitKReduceSegments } from '../kernels/matmul/matmul';
 import type { ModelDims } from '../model/dims';
 import { ALIGN_FLOATS } from '../model/params';
+import { bindingBytes } from '../kernels/launch';
 import { deriveSeed } from '../util/rng';
 import {
   LORA_SHARED_INPUT, LORA_SPLIT_SLICES, loraBatchesReduce, loraGradSlices, loraLayerRange, type LoraPlan, loraRankSlots, loraSavesU, loraSplitBytes, loraStacks,
@@ -223,23 +224,25 @@ export class LoraGemms {
     // A stacked group has no dropout: x̃ = x for every member, so the last member's x serves.
     const xd = (first && !this.savesU) || last ? this.input(g.adapters[0], label, x, out) : undefined;
     if (first && !this.savesU) out.push(...this.uGemm(g, label, xd!));
-    // dA and dB: their partials kept for the layer's reduce where it batches (a workspace given: split-K allowed).
+    // dA and dB: their partials kept for the layer's reduce where it batches (a workspace given: split-K allowed),
+    // in no more room than `workspace` has, so the GEMMs choose their splits as with it (the same sums).
     const grad = (args: Omit<MatmulArgs, 'workspace'>, name: string) => {
       if (!this.batch || !workspace) return matmulSteps(this.rt, { ...args, workspace });
       const at = this.plan.layout.byName.get(name)!.offset - loraLayerRange(this.plan, a.layer).start;
       const S = loraGradSlices(this.dims);
-      const ws = { buffer: this.b('lora.gws'), offset: S * at * 4, size: S * args.M * args.N * 4 };
+      const ws = { buffer: this.b('lora.gws'), offset: S * at * 4, size: Math.min(S * args.M * args.N * 4, bindingBytes(workspace)) };
       return this.deferred(args, ws, { c: at, ws: S * at }, layer.segments);
     };
     out.push(...grad({ label: `${label}.lora_B.dw`, a: dY, b: this.u(g, i), c: this.t('lora.grads', a.b), M: a.out, N: r, K: N, transA: true, transB: true, alpha: s }, a.b));
-    // vᵀ: a stacked group's members' partials side by side in lora.ws (LORA_SPLIT_SLICES each), summed by one reduce before dA.
+    // vᵀ: LORA_SPLIT_SLICES partials at most; a stacked group's members' side by side in lora.ws, summed by one reduce before dA.
     const vArgs = { label: `${label}.lora_B.dx`, a: this.t('lora.weights', a.b), b: dY, c: this.v(g.slot + i), M: r, N, K: a.out, transA: true, transB: true };
-    const ws = this.ws();
-    if (this.batch && ws && k > 1) {
-      const each = LORA_SPLIT_SLICES * r * N;
-      out.push(...this.deferred(vArgs, { buffer: this.b('lora.ws'), offset: i * each * 4, size: each * 4 }, { c: i * this.slot, ws: i * each }, this.vSegments));
+    const each = LORA_SPLIT_SLICES * r * N;
+    const batchV = this.batch && k > 1;
+    const vWs = this.ws() && { buffer: this.b('lora.ws'), offset: (batchV ? i * each : 0) * 4, size: each * 4 };
+    if (vWs && batchV) {
+      out.push(...this.deferred(vArgs, vWs, { c: i * this.slot, ws: i * each }, this.vSegments));
       if (last && this.vSegments.length) out.push(this.reduce(`${label}.lora_B.dx`, { buffer: this.b('lora.ws'), offset: 0, size: k * each * 4 }, this.v(g.slot, k), this.vSegments.splice(0), 1));
-    } else out.push(...matmulSteps(this.rt, { ...vArgs, workspace: ws }));
+    } else out.push(...matmulSteps(this.rt, { ...vArgs, workspace: vWs }));
     if (last) {
       out.push(...grad({ label: `${label}.lora_A.dw`, a: this.v(g.slot, k), b: xd!.b, bHalf: xd!.half, c: this.t('lora.grads', g.adapters[0].a, k), M: k * r, N: g.adapters[0].in, K: N, alpha: s }, g.adapters[0].a));
     }
