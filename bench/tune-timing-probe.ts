@@ -1,8 +1,9 @@
 /**
  * Whether the tuner's timings are the kernels' (issue 36): an H100 tuned f16 `base` steps slower than
  * untuned (s28c1-c5) while its picks each timed faster. For each job of the run in the given
- * families, its first candidates are built and timed three ways — the tuner's interleaved rounds
- * (its options on this device), each alone after a long warm-up (the reference), the rounds again —
+ * families, its first candidates are built and timed three ways — the tuner's rounds (each
+ * candidate bracketed by the first; its options on this device), each alone after a long warm-up
+ * (the reference), the rounds again —
  * so a row that differs between the ways is the timing method, not the kernel.
  *   node tune-timing-probe.mjs [--model base --scheme f16 --batch 16 --seq 512] [--family f16gemm,f16attn] [--n 3] [--warmup-ms 1000] [--cpu]
  */
@@ -48,7 +49,7 @@ for (const job of jobs) {
     const t0 = performance.now();
     const r = await timeBuiltInRounds(rt, built, o);
     const s = ((performance.now() - t0) / 1000).toFixed(1);
-    names.forEach((name, i) => console.log(`${job.label} [${label}, ${r.rounds} rounds, ${s} s] ${name}: median ${r.medianMs[i].toFixed(3)} ms, score ${r.score[i].toFixed(3)}`));
+    names.forEach((name, i) => console.log(`${job.label} [${label}, ${r.rounds} rounds, ${s} s, untuned spread ${r.refSpread.toFixed(2)}x] ${name}: median ${r.medianMs[i].toFixed(3)} ms, score ${r.score[i].toFixed(3)}`));
   };
   if (built.length) await rounds('tuner rounds');
   for (const [i, b] of built.entries()) {

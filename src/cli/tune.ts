@@ -108,6 +108,8 @@ async function main(): Promise<number> {
         jobs: outcome.tuned.map((t) => ({
           job: t.key, pick: t.pick, ms: Number(t.ms.toFixed(4)), untuned: t.untuned,
           untuned_ms: t.untunedMs === undefined ? null : Number(t.untunedMs.toFixed(4)), rounds: t.rounds, candidates: t.candidates,
+          // The untuned pick's slowest timing over its fastest in the rounds: far over 1, the clock moved while the job was timed.
+          untuned_spread: t.untunedSpread === undefined ? null : Number(t.untunedSpread.toFixed(3)),
         })),
       };
     } finally {

@@ -5,7 +5,7 @@
  * variant's tile arithmetic is covered by matmul.variants.gpu.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { profileDispatches, timeDispatches, warmUntilSteady } from '../../src/engine/gpu/timer';
+import { profileDispatches, timeDispatches, timeSequence, warmUntilSteady } from '../../src/engine/gpu/timer';
 import { buildMatmul, matmul, matmulSteps } from '../../src/engine/kernels/matmul/matmul';
 import { chooseMatmulVariant, measuredVariant, setTunedVariant } from '../../src/engine/kernels/matmul/choice';
 import { type MatmulShape, matmulWorkspaceBytes, shapeKey } from '../../src/engine/kernels/matmul/plan';
@@ -280,6 +280,24 @@ describe('autotune and timer', () => {
     const capped = await warmUntilSteady(rt, built.dispatches, 10_000, 100); // minMs above the cap: the cap wins
     expect(capped.ms).toBeLessThan(100 + 1000);
     [...bufs, ...built.uniforms].forEach((x) => rt.mem.free(x));
+  });
+
+  it('timeSequence times each item of a sequence (its median of reps), in order; a bigger GEMM takes longer', async () => {
+    const rt = await testRuntime();
+    const bufs = [0, 1, 2].map((i) => rt.createBuffer('workspace', `s${i}`, 4 * 192 * 192));
+    const [a, b, c] = bufs;
+    const small = buildMatmul(rt, { label: 's.small', M: 8, N: 8, K: 8, a, b, c, variant: SMALL });
+    const big = buildMatmul(rt, { label: 's.big', M: 192, N: 192, K: 192, a, b, c, variant: SMALL });
+    rt.device.pushErrorScope('validation');
+    const ms = await timeSequence(rt, [
+      { dispatches: small.dispatches, warmup: 1, reps: 3 }, { dispatches: big.dispatches, warmup: 1, reps: 3 }, { dispatches: small.dispatches },
+    ]);
+    expect(await rt.device.popErrorScope()).toBeNull();
+    expect(ms).toHaveLength(3);
+    expect(ms.every((x) => x > 0)).toBe(true);
+    expect(ms[1]).toBeGreaterThan(ms[0]);
+    expect(ms[1]).toBeGreaterThan(ms[2]);
+    [...bufs, ...small.uniforms, ...big.uniforms].forEach((x) => rt.mem.free(x));
   });
 
   it('profileDispatches times each dispatch on its own; a bigger GEMM takes longer, an empty grid 0', async () => {

@@ -17,11 +17,11 @@ const nameOf = (ds: Dispatch[]) => (ds[0] as unknown as { label: string }).label
 
 vi.mock('../../src/engine/gpu/timer', async (orig) => ({
   ...(await orig<object>()),
-  timeDispatches: async (_rt: Runtime, ds: Dispatch[]) => {
-    log.push(`time ${nameOf(ds)}`);
-    const ms = trueMs[nameOf(ds)] * clock(timings++);
-    return { medianMs: ms, samplesMs: [ms], method: 'timestamp' };
-  },
+  // A round is one sequence (one submit on a GPU): each item logged as it is timed, a first use marked.
+  timeSequence: async (_rt: Runtime, items: { dispatches: Dispatch[]; warmup?: number }[]) => items.map((it) => {
+    log.push(`time ${nameOf(it.dispatches)}${it.warmup ? ' (first use)' : ''}`);
+    return trueMs[nameOf(it.dispatches)] * clock(timings++);
+  }),
   warmUntilSteady: async (_rt: Runtime, ds: Dispatch[]) => (log.push(`settle ${nameOf(ds)}`), { runs: 1, ms: 1, batchMsPerRun: [1] }),
 }));
 
@@ -57,15 +57,16 @@ describe('tuner schedule', () => {
     trueMs = { a: 2, b: 1.5, c: 3, bad: 0.1 };
     const out = await tuneJobs(rt, [job], new TuneCache(), { budgetS: 60, rounds: 2 });
     expect(log).toEqual([
-      'check a', 'build a', 'settle a', 'time a', 'warm a', 'time a', // first phase: the first candidate alone
+      'check a', 'build a', 'settle a', 'time a', 'time a', // first phase: the first candidate alone
       'check b', 'check c', 'check bad', 'build a', 'build b', 'build c', // second: checks and builds first
-      'settle a', 'time a', 'time b', 'time c', // round 1 after the clock is up
-      'warm a', 'time b', 'time c', 'time a', // round 2, rotated, after a warm-up run of the first
+      'settle a', 'time a', 'time b (first use)', 'time a', 'time c (first use)', 'time a', // round 1 after the clock is up, each bracketed by a
+      'time a', 'time c', 'time a', 'time b', 'time a', // round 2, rotated
     ]);
-    expect(out.tuned).toEqual([{ key: job.key, label: job.label, pick: 'b', ms: 1.5, untuned: 'a', untunedMs: 2, candidates: 3, rounds: 2 }]);
+    expect(out.tuned).toEqual([{ key: job.key, label: job.label, pick: 'b', ms: 1.5, untuned: 'a', untunedMs: 2, candidates: 3, rounds: 2, untunedSpread: 1 }]);
     expect(out.rejected).toEqual([expect.objectContaining({ candidate: 'bad', why: 'wrong' })]);
-    expect(tunedJobWords(out.tuned[0])).toBe('a GEMM: b 1.5000 ms (untuned a 2.0000 ms, 1.33x; medians of 2 rounds, 3 candidates)');
-    expect(tunedJobWords({ ...out.tuned[0], pick: 'a', ms: 2 })).toBe('a GEMM: kept the untuned a 2.0000 ms (medians of 2 rounds, 3 candidates)');
+    expect(tunedJobWords(out.tuned[0])).toBe('a GEMM: b 1.5000 ms (untuned a 2.0000 ms, 1.33x; medians of 2 rounds, 3 candidates, untuned spread 1.00x)');
+    expect(tunedJobWords({ ...out.tuned[0], pick: 'a', ms: 2 })).toBe('a GEMM: kept the untuned a 2.0000 ms (medians of 2 rounds, 3 candidates, untuned spread 1.00x)');
+    expect(tunedJobWords({ ...out.tuned[0], untunedSpread: undefined })).toMatch(/3 candidates\)$/);
     expect(tunedJobWords({ ...out.tuned[0], untunedMs: undefined })).toMatch(/untuned a not timed;/);
   });
 

@@ -62,13 +62,18 @@ export async function timeDispatches(rt: Runtime, dispatches: Dispatch[], opts: 
 }
 
 /**
- * GPU ms of each pass (its dispatches in one compute pass, timestamps around it), all passes in one
- * submit, in order; null if the queries could not be made.
+ * GPU ms of each timed pass (its dispatches in one compute pass, timestamps around it), all passes in
+ * one submit, in order; null if the queries could not be made. Passes marked untimed run in the same
+ * submit without timestamps. The work is submitted before the first await: a caller may submit more
+ * before awaiting this.
  */
-async function passTimes(rt: Runtime, passes: Dispatch[][]): Promise<number[] | null> {
+async function passTimes(rt: Runtime, passes: Dispatch[][], timed?: readonly boolean[]): Promise<number[] | null> {
   assertAlive(rt.gpu);
   const device = rt.device;
-  const count = 2 * passes.length;
+  const isTimed = (i: number) => timed?.[i] ?? true;
+  const slots = passes.map((_, i) => i).filter(isTimed);
+  const count = 2 * slots.length;
+  if (count === 0 || count > MAX_QUERIES) return null;
   let querySet: GPUQuerySet | null = null;
   let resolve: GPUBuffer | null = null;
   let readback: GPUBuffer | null = null;
@@ -87,7 +92,12 @@ async function passTimes(rt: Runtime, passes: Dispatch[][]): Promise<number[] | 
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
     const enc = device.createCommandEncoder({ label: 'timer' });
-    passes.forEach((p, i) => rt.encode(enc, p, { querySet: querySet!, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 }));
+    let q = 0;
+    passes.forEach((p, i) => {
+      if (!isTimed(i)) return rt.encode(enc, p);
+      rt.encode(enc, p, { querySet: querySet!, beginningOfPassWriteIndex: q, endOfPassWriteIndex: q + 1 });
+      q += 2;
+    });
     enc.resolveQuerySet(querySet, 0, count, resolve, 0);
     enc.copyBufferToBuffer(resolve, 0, readback, 0, count * 8);
     device.queue.submit([enc.finish()]);
@@ -96,7 +106,7 @@ async function passTimes(rt: Runtime, passes: Dispatch[][]): Promise<number[] | 
     await readback.mapAsync(GPUMapMode.READ);
     const ticks = new BigUint64Array(readback.getMappedRange().slice(0));
     readback.unmap();
-    return passes.map((_, i) => Number(ticks[2 * i + 1] - ticks[2 * i]) / 1e6);
+    return slots.map((_, k) => Number(ticks[2 * k + 1] - ticks[2 * k]) / 1e6);
   } catch {
     return null;
   } finally {
@@ -105,6 +115,55 @@ async function passTimes(rt: Runtime, passes: Dispatch[][]): Promise<number[] | 
     resolve?.destroy();
     readback?.destroy();
   }
+}
+
+/** Most timestamps in one query set (Dawn's limit). */
+const MAX_QUERIES = 4096;
+
+/** One item of timeSequence: a dispatch list, its untimed runs and its timed passes. */
+export interface SequenceItem {
+  dispatches: Dispatch[];
+  warmup?: number;
+  reps?: number;
+}
+
+/**
+ * Times items back to back: per item `warmup` untimed passes then `reps` timed ones (default 0 and
+ * 1), its ms the median of those. With timestamp queries everything goes in one submit, made before
+ * this returns its promise, so the GPU runs the whole sequence without a CPU gap (its clock sees one
+ * load) and a caller can submit the next sequence before awaiting this one. Otherwise (or when the
+ * queries fail) each pass is timed by wall clock from submit to done, one at a time.
+ */
+export async function timeSequence(rt: Runtime, items: readonly SequenceItem[]): Promise<number[]> {
+  const passes: Dispatch[][] = [];
+  const timed: boolean[] = [];
+  for (const it of items) {
+    const w = it.warmup ?? 0;
+    const n = w + Math.max(1, it.reps ?? 1);
+    for (let k = 0; k < n; k++) {
+      passes.push(it.dispatches);
+      timed.push(k >= w);
+    }
+  }
+  const ms = rt.gpu.features.timestampQuery ? await passTimes(rt, passes, timed) : null;
+  if (ms && ms.every((x) => Number.isFinite(x) && x > 0)) {
+    let k = 0;
+    return items.map((it) => median(ms.slice(k, (k += Math.max(1, it.reps ?? 1)))));
+  }
+  await rt.sync();
+  const out: number[] = [];
+  for (const it of items) {
+    for (let w = 0; w < (it.warmup ?? 0); w++) rt.run(it.dispatches);
+    const xs: number[] = [];
+    for (let r = 0; r < Math.max(1, it.reps ?? 1); r++) {
+      const t0 = performance.now();
+      rt.run(it.dispatches);
+      await rt.sync();
+      xs.push(performance.now() - t0);
+    }
+    out.push(median(xs));
+  }
+  return out;
 }
 
 /**
@@ -136,11 +195,11 @@ export async function profileDispatches(rt: Runtime, dispatches: Dispatch[], rep
  * steady: at least minMs spent and the median of the last three batches within 10 % of the best
  * batch so far; at most maxMs in all. A transient — clocks ramping up, the first uses of freshly
  * allocated buffers — shows as slower early batches, several times slower on a fresh GPU even after
- * timeDispatches' two warm-up runs (too short a warm-up, not a different one). 10 %, not less:
- * SwiftShader on a busy CPU jitters by more. Batches double until
+ * timeDispatches' two warm-up runs (too short a warm-up, not a different one). 10 % by default, not
+ * less: SwiftShader on a busy CPU jitters by more (`tolerance` sets it). Batches double until
  * one takes ≥ 20 ms, so that the figure is GPU time rather than submit latency.
  */
-export async function warmUntilSteady(rt: Runtime, ds: Dispatch[], minMs = 500, maxMs = 3000): Promise<SteadyWarmup> {
+export async function warmUntilSteady(rt: Runtime, ds: Dispatch[], minMs = 500, maxMs = 3000, tolerance = 0.1): Promise<SteadyWarmup> {
   const t0 = performance.now();
   const perRun: number[] = [];
   let batch = 1;
@@ -153,7 +212,7 @@ export async function warmUntilSteady(rt: Runtime, ds: Dispatch[], minMs = 500, 
     perRun.push(dt / batch);
     runs += batch;
     const spent = performance.now() - t0;
-    const steady = perRun.length >= 3 && median(perRun.slice(-3)) <= 1.1 * Math.min(...perRun);
+    const steady = perRun.length >= 3 && median(perRun.slice(-3)) <= (1 + tolerance) * Math.min(...perRun);
     if (spent >= maxMs || (spent >= minMs && steady)) break;
     if (dt < 20) batch *= 2;
   }

@@ -4,7 +4,7 @@
  * they share (a job's candidates timed interleaved in rounds after the clock is raised).
  */
 import type { Dispatch, Runtime } from '../gpu/runtime';
-import { timeDispatches, warmUntilSteady } from '../gpu/timer';
+import { timeSequence, warmUntilSteady } from '../gpu/timer';
 import type { TuneJob } from './jobs';
 import { roundScores, timeInRounds } from './measure';
 
@@ -14,11 +14,11 @@ export interface CandidateOptions {
   rounds?: number;
   /** Timed passes per candidate in each round, in one submit (their median is the round's time; default 3). */
   reps?: number;
-  /** Untimed runs of a candidate before its passes in each round (default 1). */
+  /** Untimed runs of each candidate before its first timed pass (default 1). */
   warmup?: number;
   /**
-   * At most this many ms running the job's untuned kernel until its time per run holds still before
-   * the first round (default 400; 0 on a CPU adapter, which has no clock to raise).
+   * At most this many ms running the job's untuned kernel until its time per run holds within 2 %
+   * before the first round (default 1000; 0 on a CPU adapter, which has no clock to raise).
    */
   settleMs?: number;
   /** GEMMs per timed pass (default: measure.ts gemmInner, up to 20 for a small GEMM on a GPU's clock). */
@@ -80,29 +80,41 @@ export interface RoundTimes {
   medianMs: number[];
   score: number[];
   rounds: number;
+  /** The untuned pick's slowest timing over its fastest in the rounds (measure.ts roundScores): 1 on a steady clock. */
+  refSpread: number;
 }
 
 /**
- * Times a job's built candidates in interleaved rounds, the first (the job's untuned pick) the
- * reference: before the first round that one runs until its time per run holds still (settleMs),
- * before each later round it runs once, so the GPU's clock is up when a round starts.
+ * Times a job's built candidates in rounds, each bracketed by the first (the job's untuned pick; the
+ * reference: measure.ts timeInRounds). Before the first round the reference runs until its time per
+ * run holds within 2 % (at most settleMs), so the GPU's clock is up; then each round is one submit
+ * (timer.ts timeSequence) and the next round is submitted before this one is read, so the GPU runs
+ * the rounds without a gap for its clock to fall in. Each candidate's first use is an untimed run
+ * in the first round (the reference's is the settle, where there is one).
  */
 export async function timeBuiltInRounds(
   rt: Runtime, built: readonly BuiltCandidate[], o: CandidateOptions & { signal?: AbortSignal }, onTime?: (i: number) => void,
 ): Promise<RoundTimes> {
   const ref = built[0];
-  const settleMs = o.settleMs ?? 400;
-  const { samples, rounds } = await timeInRounds(built.length, async (i) => {
-    onTime?.(i);
-    const r = await timeDispatches(rt, built[i].dispatches, { warmup: o.warmup ?? 1, reps: o.reps ?? 3 });
-    return r.medianMs / built[i].inner;
-  }, {
-    rounds: o.rounds ?? 5, dropMargin: o.earlyStopMargin, signal: o.signal,
-    warm: async (round) => {
-      if (round > 0) rt.run(ref.dispatches);
-      else if (settleMs > 0) await warmUntilSteady(rt, ref.dispatches, Math.min(50, settleMs), settleMs);
+  const settleMs = o.settleMs ?? 1000;
+  let first = true;
+  const timeRound = (order: number[]) => {
+    const seen = new Set<number>();
+    const items = order.map((i) => {
+      const warmup = first && !seen.has(i) && (i > 0 || settleMs <= 0) ? (o.warmup ?? 1) : 0; // the reference ran in the settle
+      seen.add(i);
+      return { dispatches: built[i].dispatches, warmup, reps: o.reps ?? 3 };
+    });
+    first = false;
+    order.forEach((i) => onTime?.(i));
+    return timeSequence(rt, items).then((ms) => ms.map((x, k) => x / built[order[k]].inner));
+  };
+  const r = await timeInRounds(built.length, timeRound, {
+    rounds: o.rounds ?? 5, dropMargin: o.earlyStopMargin, signal: o.signal, pipelined: !!rt.gpu.features.timestampQuery,
+    warm: async () => {
+      if (settleMs > 0) await warmUntilSteady(rt, ref.dispatches, Math.min(200, settleMs), settleMs, 0.02);
     },
   });
-  const scores = roundScores(samples);
-  return { medianMs: scores.map((s) => s.medianMs), score: scores.map((s) => s.score), rounds };
+  const s = roundScores(r);
+  return { ...s, rounds: r.rounds };
 }

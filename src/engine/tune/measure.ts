@@ -53,51 +53,96 @@ export async function timeMatmul(
 }
 
 /**
- * Times `n` candidates interleaved in rounds: before each round `warm(round)` (the tuner runs the
- * job's untuned kernel there, so the clock is up as the round starts), then each candidate still in
- * once, the order rotated by one a round (A B C, B C A, C A B, …) so none always comes first after
- * the warm-up. A clock that drifts meets every candidate alike, where back-to-back timing (all of
- * A's samples, then all of B's) hands each its own clock: an H100 timed same-FLOP GEMMs at 0.83 and
- * 0.33 ms that way (s28c3). After the first round a candidate over `dropMargin` × that round's
- * fastest times no more rounds (the first candidate, the reference, always stays). The signal is
- * read between rounds. Returns each candidate's ms per round (NaN where it did not run) and the
- * rounds run.
+ * A round's order for `others` (candidate indices; 0 is the reference, the job's untuned pick): the
+ * reference before, between and after them (0 a 0 b 0 c 0), the others rotated by one a round so that
+ * none always sits at the same place in the round.
  */
-export async function timeInRounds(
-  n: number, time: (i: number) => Promise<number>,
-  o: { rounds: number; warm?: (round: number) => Promise<void>; dropMargin?: number; signal?: AbortSignal },
-): Promise<{ samples: number[][]; rounds: number }> {
-  const samples = Array.from({ length: n }, () => [] as number[]);
-  const inRounds = Array.from({ length: n }, () => true);
-  let rounds = 0;
-  for (let r = 0; r < o.rounds && n > 0 && !o.signal?.aborted; r++) {
-    await o.warm?.(r);
-    for (let j = 0; j < n; j++) {
-      const i = (r + j) % n;
-      samples[i].push(inRounds[i] ? await time(i) : NaN);
-    }
-    rounds++;
-    if (r === 0 && o.dropMargin !== undefined) {
-      const best = Math.min(...samples.map((s) => s[0]));
-      samples.forEach((s, i) => (inRounds[i] = i === 0 || s[0] <= o.dropMargin! * best));
-    }
-  }
-  return { samples, rounds };
+export function bracketedOrder(others: readonly number[], round: number): number[] {
+  const n = others.length;
+  const order = [0];
+  for (let j = 0; j < n; j++) order.push(others[(round + j) % n], 0);
+  return order;
+}
+
+export interface RoundSamples {
+  /** Per candidate, per round: its ms (NaN where it did not run); the reference's is the mean of its timings in that round. */
+  samples: number[][];
+  /**
+   * Per candidate, per round: its ms over the mean of the reference's two timings around it (NaN
+   * where it did not run; 1 for the reference).
+   */
+  ratios: number[][];
+  /** Every timing of the reference, in order. */
+  refMs: number[];
+  rounds: number;
 }
 
 /**
- * Each candidate's median ms over its rounds, and its score: the median over the rounds of its time
- * over the reference's (candidate `ref`, the job's untuned pick) in the same round, times the
- * reference's median. The score is ms on the reference's scale, compared within rounds, so a clock
- * that moves between rounds cancels; the pick is the lowest score.
+ * Times `n` candidates in rounds, each candidate bracketed by the reference (candidate 0, the job's
+ * untuned pick): 0 a 0 b 0 c 0, the others rotated by one a round (bracketedOrder). A candidate is
+ * compared with the reference's timings right before and after it, so a clock that moves within a
+ * round or between rounds meets both alike. (Comparing each candidate with the reference's one
+ * timing elsewhere in a rotated round did not: with 12 candidates in 5 rounds the reference sat at
+ * the round's start or end and each candidate at its own five places, and on an H100 whose clock
+ * swung between 345 and 1,980 MHz a candidate 23 % slower by its median scored 5 % faster, s29c1.)
+ * `timeRound(order)` times a round's order and resolves to each item's ms; with `pipelined` the next
+ * round is asked for before this one is awaited (its work queued behind this one's, the GPU never
+ * idle between rounds). `warm` runs once before the first round. After the first round a candidate
+ * whose ratio is over `dropMargin` × the best (the reference's 1 included) is left out of the rounds
+ * asked for after that. The signal is read before each round is asked for.
  */
-export function roundScores(samples: number[][], ref = 0): { medianMs: number; score: number }[] {
-  const ranOf = (s: number[]) => s.filter((x) => !Number.isNaN(x));
-  const refMs = median(ranOf(samples[ref] ?? []));
-  return samples.map((s, i) => {
-    const medianMs = median(ranOf(s));
-    if (i === ref) return { medianMs, score: refMs };
-    const ratios = s.flatMap((x, r) => (Number.isNaN(x) || !(samples[ref][r] > 0) ? [] : [x / samples[ref][r]]));
-    return { medianMs, score: ratios.length ? median(ratios) * refMs : medianMs };
-  });
+export async function timeInRounds(
+  n: number, timeRound: (order: number[]) => Promise<number[]>,
+  o: { rounds: number; warm?: () => Promise<void>; dropMargin?: number; signal?: AbortSignal; pipelined?: boolean },
+): Promise<RoundSamples> {
+  const samples = Array.from({ length: n }, () => [] as number[]);
+  const ratios = Array.from({ length: n }, () => [] as number[]);
+  const refMs: number[] = [];
+  let active = Array.from({ length: n - 1 }, (_, j) => j + 1);
+  let rounds = 0;
+  if (n <= 0 || o.rounds <= 0 || o.signal?.aborted) return { samples, ratios, refMs, rounds };
+  await o.warm?.();
+  const ask = (r: number) => {
+    if (r >= o.rounds || o.signal?.aborted) return null;
+    const order = bracketedOrder(active, r);
+    return { order, ms: timeRound(order) };
+  };
+  let next = ask(0);
+  for (let r = 0; next; r++) {
+    const cur = next;
+    next = o.pipelined ? ask(r + 1) : null;
+    const ms = await cur.ms;
+    if (ms.length !== cur.order.length) throw new Error(`tune: a round of ${cur.order.length} timings gave ${ms.length}`);
+    const refs = cur.order.flatMap((c, k) => (c === 0 ? [ms[k]] : []));
+    refMs.push(...refs);
+    samples[0].push(refs.reduce((a, b) => a + b, 0) / refs.length);
+    ratios[0].push(1);
+    for (let i = 1; i < n; i++) {
+      const k = cur.order.indexOf(i);
+      samples[i].push(k < 0 ? NaN : ms[k]);
+      ratios[i].push(k < 0 ? NaN : ms[k] / ((ms[k - 1] + ms[k + 1]) / 2));
+    }
+    rounds++;
+    if (r === 0 && o.dropMargin !== undefined) {
+      const best = Math.min(...ratios.map((x) => x[0]));
+      active = active.filter((i) => ratios[i][0] <= o.dropMargin! * best);
+    }
+    if (!o.pipelined) next = ask(r + 1);
+  }
+  return { samples, ratios, refMs, rounds };
+}
+
+/**
+ * Each candidate's median ms over its rounds, and its score: the median over the rounds of its ratio
+ * to the reference around it (timeInRounds), times the reference's median, so ms on the reference's
+ * scale; the pick is the lowest score. The spread is the reference's slowest timing over its fastest
+ * (1 on a steady clock): how far the clock moved while the job was timed.
+ */
+export function roundScores(r: Pick<RoundSamples, 'samples' | 'ratios' | 'refMs'>): { medianMs: number[]; score: number[]; refSpread: number } {
+  const ran = (s: number[]) => s.filter((x) => !Number.isNaN(x));
+  const medianMs = r.samples.map((s) => median(ran(s)));
+  const refMedian = medianMs[0];
+  const score = r.ratios.map((s, i) => (i === 0 ? refMedian : median(ran(s)) * refMedian));
+  const refSpread = r.refMs.length ? Math.max(...r.refMs) / Math.min(...r.refMs) : NaN;
+  return { medianMs, score, refSpread };
 }

@@ -61,12 +61,15 @@ export interface TunedJob {
   /** Candidates timed, and the rounds they were timed in together. */
   candidates: number;
   rounds: number;
+  /** The untuned pick's slowest timing in the rounds over its fastest (candidate.ts RoundTimes): near 1 where the clock held. */
+  untunedSpread?: number;
 }
 
 /** A tuned job's line in a tune's log: the pick's and the untuned pick's medians and the rounds they come from (4 decimals). */
 export function tunedJobWords(t: TunedJob): string {
   const ms = (x: number) => `${x.toFixed(4)} ms`;
-  const of = `medians of ${t.rounds} round${t.rounds === 1 ? '' : 's'}, ${t.candidates} candidate${t.candidates === 1 ? '' : 's'}`;
+  const spread = t.untunedSpread !== undefined && Number.isFinite(t.untunedSpread) ? `, untuned spread ${t.untunedSpread.toFixed(2)}x` : '';
+  const of = `medians of ${t.rounds} round${t.rounds === 1 ? '' : 's'}, ${t.candidates} candidate${t.candidates === 1 ? '' : 's'}${spread}`;
   if (t.pick === t.untuned) return `${t.label}: kept the untuned ${t.pick} ${ms(t.ms)} (${of})`;
   const before = t.untunedMs === undefined ? `untuned ${t.untuned} not timed` : `untuned ${t.untuned} ${ms(t.untunedMs)}, ${(t.untunedMs / t.ms).toFixed(2)}x`;
   return `${t.label}: ${t.pick} ${ms(t.ms)} (${before}; ${of})`;
@@ -159,6 +162,7 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
   const times = prepared.map(() => new Map<string, number>());
   const medians = prepared.map(() => new Map<string, number>());
   const roundsOf = prepared.map(() => 0);
+  const spreadOf = prepared.map(() => NaN);
   const shareS = (jobsLeft: number) => Math.max(0, budgetS - elapsed()) / Math.max(1, jobsLeft);
   let total = prepared.reduce((n, p) => n + Math.min(1, p.candidates.length), 0);
   const progress = (phase: TuneProgress['phase'], jobIndex: number, candidate?: string) => {
@@ -204,6 +208,7 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
       times[i] = new Map(built.map((x, k) => [x.c.name, r.score[k]]));
       medians[i] = new Map(built.map((x, k) => [x.c.name, r.medianMs[k]]));
       roundsOf[i] = r.rounds;
+      spreadOf[i] = r.refSpread;
     } finally {
       for (const x of built) x.b.free();
     }
@@ -258,13 +263,9 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
       outcome.unfinished.push({ key: p.job.key, why: none ?? stop ?? 'no candidate passed its check' });
       continue;
     }
-    // The job's first candidate is what the run would use untuned (a shipped table's or the heuristic's pick,
-    // chosen from whole steps): another replaces it only when faster by keepMargin. On the H100 a full tune's
-    // picks, each faster alone, made the base f16 step 4 % slower together (s28c4).
-    const ranked = new Map(times[i]);
+    // The job's first candidate is what the run would use untuned: another replaces it only by keepRanking's rule.
     const first = p.candidates[0]?.name;
-    const best = Math.min(...ranked.values());
-    if (first !== undefined && ranked.has(first) && ranked.get(first)! <= best * (1 + (o.keepMargin ?? 0.05))) ranked.set(first, best - 1e-9);
+    const ranked = keepRanking(times[i], medians[i], first, o.keepMargin ?? 0.05);
     const picks = p.picks(ranked);
     const entry: TuneEntry = {
       picks, ms: medians[i].get(picks[0])!, candidates: times[i].size, at: new Date().toISOString(),
@@ -274,12 +275,33 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     setTunedPicks(rt.device, p.job.family, p.job.key, picks);
     outcome.tuned.push({
       key: p.job.key, label: p.job.label, pick: picks[0], ms: entry.ms, untuned: first, untunedMs: medians[i].get(first),
-      candidates: times[i].size, rounds: roundsOf[i],
+      candidates: times[i].size, rounds: roundsOf[i], ...(Number.isFinite(spreadOf[i]) ? { untunedSpread: spreadOf[i] } : {}),
     });
   }
   outcome.elapsedS = elapsed();
   progress('done', prepared.length);
   return outcome;
+}
+
+/**
+ * The ranking a job's picks follow (lowest first): the candidates' scores, except that the untuned
+ * pick (`first`, what the run would use: a shipped table's or the heuristic's pick, chosen from whole
+ * steps) stays first unless another scores faster by `margin`, and a candidate whose own median is
+ * not below the untuned pick's never ranks before it, whatever its score: on the H100 a full tune's
+ * picks, each faster alone, made the base f16 step 4 % slower together (s28c4), and one pick whose
+ * median was 23 % over the untuned's scored 5 % under it (s29c1).
+ */
+export function keepRanking(scores: ReadonlyMap<string, number>, medians: ReadonlyMap<string, number>, first: string | undefined, margin: number): Map<string, number> {
+  const ranked = new Map(scores);
+  if (first === undefined || !ranked.has(first)) return ranked;
+  const firstMs = medians.get(first)!;
+  const refScore = ranked.get(first)!;
+  for (const [name, score] of ranked) {
+    if (name !== first && !(medians.get(name)! < firstMs) && score <= refScore) ranked.set(name, refScore + 1e-9 * (1 + score)); // their order kept
+  }
+  const best = Math.min(...ranked.values());
+  if (ranked.get(first)! <= best * (1 + margin)) ranked.set(first, best - 1e-9);
+  return ranked;
 }
 
 /** Candidates and a first estimate of the seconds a tune of these jobs takes on this device (before any is timed). */
