@@ -8,7 +8,9 @@
  * and the fp32 outputs (swigluHalf: false, f16Only: false).
  */
 import { describe, expect, it } from 'vitest';
-import { defaultLoraSpec } from '../../src/engine/lora/spec';
+import { defaultLoraSpec, initLoraTensors, loraAdapters } from '../../src/engine/lora/spec';
+import { flatten } from '../../src/engine/model/params';
+import { Rng } from '../../src/engine/util/rng';
 import { PRESETS } from '../../src/engine/model/config';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import { resolvePlan, type RunPlan } from '../../src/engine/plan/run-plan';
@@ -88,5 +90,38 @@ describe('the SwiGLU over f16 storage (f16, f32 twin)', () => {
       ref.model.destroy();
       got.model.destroy();
     }
+  }, 300_000);
+});
+
+describe('the SwiGLU backward over f16 storage with fp32 dgate and dup (LoRA under f16, f32 twin)', () => {
+  it('reads gate\'s and up\'s storage whole and writes dgate, dup for the adapters: their gradients bit for bit the blocked backward\'s', async () => {
+    const spec = defaultLoraSpec(4, { alpha: 8 });
+    const p = (o: { swigluHalf?: boolean; swigluBlockRows?: number } = {}) => resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS.f16, f16Device: DEV, f16Twin: true, lora: spec, ...o });
+    expect([p().swigluHalf, p().swigluBwdHalf]).toEqual([[false, false], [true, true]]);
+    expect(p().buffers.map((b) => b.key)).not.toContain('swigluBlock');
+    expect(p({ swigluHalf: false }).swigluBwdHalf).toEqual([false, false]);
+    // Not where the f16-only backward applies, nor under INT8 gate/up dX (int8-f16 stores gate and up fp32 anyway).
+    expect(plan().swigluBwdHalf).toEqual([false, false]);
+    // Random B (PEFT's zero B would leave dA zero).
+    const adapters = initLoraTensors(cfg, spec, 3);
+    const r = new Rng(4);
+    for (const ad of loraAdapters(cfg, spec)) adapters.set(ad.b, r.uniformArray(ad.out * spec.rank, -0.05, 0.05));
+    const run = async (q: RunPlan) => {
+      const model = new LlamaGpu(rt, q, { f16Attention: F16_ATTENTION });
+      model.uploadParams(params);
+      model.writeTrainable('weights', flatten(adapters, model.trainable.layout));
+      model.setBatch(tokens);
+      rt.run([...model.forward, ...model.backward]);
+      const out = { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads: await rt.readF32(model.b('lora.grads')), labels: [...model.forward, ...model.backward].map((d) => d.label) };
+      model.destroy();
+      return out;
+    };
+    const ref = await run(p({ swigluHalf: false, swigluBlockRows: (B * T) / 2 }));
+    const got = await run(p());
+    expectSameStep(got, ref);
+    expect(got.grads.some((g) => g !== 0)).toBe(true);
+    const per = (labels: string[]) => labels.filter((l) => l.startsWith('L0.') && /swiglu\.bwd|gate\.f16\.unpack/.test(l));
+    expect(per(got.labels)).toEqual(['L0.swiglu.bwd.swigluBwdSF']);
+    expect(per(ref.labels)).toEqual(['L0.gate.f16.unpack', 'L0.swiglu.bwd.rows0.unpack', 'L0.swiglu.bwd.rows0.swigluBwdH', 'L0.swiglu.bwd.rows16.unpack', 'L0.swiglu.bwd.rows16.swigluBwdH']);
   }, 300_000);
 });

@@ -175,6 +175,15 @@ describe.each(['f16', 'f32'] as const)('producers writing f16 copies (elem %s)',
     expect(Array.from(await rt.readF32(dh, 0, n)), 'dh is only read').toEqual(Array.from(dh0));
     await expectCopy(rt, gR, dg16, n, 'dgate16');
     await expectCopy(rt, uR, du16, n, 'dup16');
+    // With dgate and dup in fp32 too (dgate into its buffer, dup over dh): the plain backward's bits.
+    const [dgF, dhF, dg16F, du16F] = [buf(rt, n * 4), up(rt, dh0), out16(rt, n, elem), out16(rt, n, elem)];
+    const f32 = swigluBackwardStored(rt, { label: 'sb', gateWords: gw, upWords: uw, dh: dhF, dims: { N, F }, dgate16: dg16F, dup16: du16F, dgate: dgF });
+    expect(f32.label).toBe('sb.swigluBwdSF');
+    rt.run([f32]);
+    await expectSameF32(rt, dgF, gR, n, 'fp32 dgate');
+    await expectSameF32(rt, dhF, uR, n, 'fp32 dup over dh', dh0);
+    await expectCopy(rt, gR, dg16F, n, 'dgate16 (with fp32)');
+    await expectCopy(rt, uR, du16F, n, 'dup16 (with fp32)');
     expect(() => swigluBackwardStored(rt, { label: 'odd', gateWords: gw, upWords: uw, dh, dims: { N: 1, F: 6 }, dgate16: dg16, dup16: du16 })).toThrow(/n % 4 == 0/);
   });
 

@@ -123,9 +123,9 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     push(m.g.dxGemm(l, lab('down.dx'), dres, 'mlp.down_proj.weight', dF1, N, F, C, false, !!m.g.dyCodes(l), loraDxTerm(l, 'mlp.down_proj.weight')));
     loraDx(l, lab('down.dx'), 'mlp.down_proj.weight', dF1);
     // Where gate's live copy is f16.a (f16GateInA), its rows are dequantized block by block (swigluBackwardBlocks);
-    // where the SwiGLU reads gate's and up's f16 storage (plan.swigluHalf), no fp32 gate at all.
+    // where the SwiGLU backward reads gate's and up's f16 storage (plan.swigluHalf, swigluBwdHalf), no fp32 gate to load.
     const gateBlocks = m.plan.f16Live.gate === 'f16.a';
-    const fromStorage = m.plan.swigluHalf[l];
+    const fromStorage = m.plan.swigluHalf[l] || m.plan.swigluBwdHalf[l];
     if (!gateBlocks && !fromStorage) load('gate');
     // SwiGLU backward in place: gate becomes dgate; up becomes dup in up's live copy, which is
     // dF1 itself (dact) when up is stored (swigluBackwardBlocks). Where gate/up's dX is
@@ -138,7 +138,9 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
     if (fromStorage) {
       if (!gateUp16) throw new Error(`internal: L${l}: the SwiGLU from f16 storage without dgate's and dup's f16 copies`);
       const words = (k: 'gate' | 'up') => m.b(`L${l}.${k}.codes`);
-      push(swigluBackwardStored(rt, { label: lab('swiglu.bwd'), gateWords: words('gate'), upWords: words('up'), dh: dF1, dims: { N, F }, ...gateUp16 }));
+      // With fp32 readers of dgate and dup (plan.swigluBwdHalf): dgate into gate's live copy, dup over dF1, as the blocks leave them.
+      const fp32 = m.plan.swigluBwdHalf[l] ? { dgate: a('gate') } : {};
+      push(swigluBackwardStored(rt, { label: lab('swiglu.bwd'), gateWords: words('gate'), upWords: words('up'), dh: dF1, dims: { N, F }, ...gateUp16, ...fp32 }));
     } else if (m.plan.saved[l].up) push(swigluBackwardBlocks(m, l, lab('swiglu.bwd'), gateUpCodes, gateUp16, gateBlocks));
     else {
       const o = { label: lab('swiglu.bwd'), gate: a('gate'), up: a('up'), dh: dF1, dgate: a('gate'), dup: a('up'), dims: { N, F } };

@@ -155,6 +155,22 @@ export function f16SwigluStored(saved: readonly Partial<Record<LayerSavedKey, Ac
 }
 
 /**
+ * Per layer, whether the SwiGLU backward reads gate's and up's f16 storage whole yet still writes dgate and
+ * dup in fp32 (RunPlan.swigluBwdHalf; swigluBackwardStored with dgate): where the f16-only one does not apply
+ * (`direct`: f16SwigluStored) because something reads them in fp32 — LoRA's adapters, an fp32 dX or dW beside
+ * an f16 one. Gate and up stored f16, an f16 GEMM reading dgate's and dup's copies (dX or dW f16), gate's live
+ * copy its own (`gateInA` false: f16GateInA) and gate/up's dX not one INT8 GEMM (gateUpDx).
+ */
+export function f16SwigluBwdStored(saved: readonly Partial<Record<LayerSavedKey, ActivationStorage>>[], layers: readonly LayerF16Paths[] | undefined,
+  gateUpDx: readonly boolean[], direct: readonly boolean[], gateInA: boolean, training: boolean): boolean[] {
+  return gateUpDx.map((fused, l) => {
+    const p = layers?.[l];
+    return training && !fused && !direct[l] && !gateInA && !!p && (runsF16(p.dx) || runsF16(p.dw))
+      && saved[l].gate?.format === 'f16' && saved[l].up?.format === 'f16';
+  });
+}
+
+/**
  * Whether gate's fp32 live copy can be `f16.a` (RunPlan.f16Live.gate) in a lean plan (f16Lean): every
  * layer stores gate and up (so the SwiGLU backward runs in blocks of `swigluRows`) and runs its forward,
  * dX and dW GEMMs f16. In the forward gate lives in f16.a from gate_proj to the SwiGLU while the X copies

@@ -46,7 +46,7 @@ export interface PlanOverrides {
   shareCodes?: boolean;
   /** Tests: false stores f16 saved activations packed beside the f16 operand copies (f16.a, f16.x, f16.qkv) even where the cell can be the copy (f16Cells). */
   shareF16?: boolean;
-  /** Tests: false keeps the SwiGLU's packs and its blocked backward's unpacks even where it can read and write gate's and up's f16 storage itself (f16SwigluStored). */
+  /** Tests: false keeps the SwiGLU's packs and its blocked backward's unpacks even where it can read and write gate's and up's f16 storage itself (f16SwigluStored, f16SwigluBwdStored). */
   swigluHalf?: boolean;
   /** Tests: false has RMSNorm and RoPE write their fp32 outputs too where nothing reads them (f16OnlyOutputs). */
   f16Only?: boolean;

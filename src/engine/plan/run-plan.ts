@@ -29,7 +29,7 @@ import {
 import type { ModelConfig } from '../model/config';
 import { type BufferSpec, type ModelDims, modelDims } from '../model/dims';
 import { type ParamLayout, paramLayout } from '../model/params';
-import { f16AttnInputSlots, f16AttnQkvSlots, f16CellBytes, f16Cells, f16GateInA, f16Lean, f16LiveAlias, type F16OnlyKey, f16OnlyOutputs, f16Operands, f16SwigluStored, runsF16 } from '../model/f16-operands';
+import { f16AttnInputSlots, f16AttnQkvSlots, f16CellBytes, f16Cells, f16GateInA, f16Lean, f16LiveAlias, type F16OnlyKey, f16OnlyOutputs, f16Operands, f16SwigluBwdStored, f16SwigluStored, runsF16 } from '../model/f16-operands';
 import { logitsChunkRows } from './logits';
 import { type LoraPlan, loraBuffers, resolveLoraPlan } from '../lora/plan';
 import type { LoraSpec } from '../lora/spec';
@@ -104,6 +104,8 @@ export interface RunPlan {
    * (f16-operands.ts f16SwigluStored): no packs, no unpacks, no blocks of rows (nor their `swigluBlock`).
    */
   swigluHalf: boolean[];
+  /** Per layer: the SwiGLU backward reads gate's and up's f16 storage whole and writes dgate, dup in fp32 too (f16-operands.ts f16SwigluBwdStored). */
+  swigluBwdHalf: boolean[];
   /** Per layer: the outputs nothing reads in fp32, whose producers write their f16 copy alone (f16-operands.ts f16OnlyOutputs). */
   f16Only: Set<F16OnlyKey>[];
   /**
@@ -340,6 +342,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     },
     f16Lean: lean,
     f16Only: [],
+    swigluBwdHalf: [],
     fakeQuant,
     swigluRows,
     swigluHalf: (opts.swigluHalf ?? true) ? f16SwigluStored(saved, f16?.layers, cells, gateUpDx, plain) : layers.map(() => false),
@@ -360,6 +363,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     qlora,
     checkpoint,
   };
+  plan.swigluBwdHalf = (opts.swigluHalf ?? true) ? f16SwigluBwdStored(saved, f16?.layers, gateUpDx, plan.swigluHalf, plan.f16Live.gate === 'f16.a', training) : layers.map(() => false);
   plan.f16Only = (opts.f16Only ?? true) ? f16OnlyOutputs(f16?.layers, cells, plan.f16Live, plain) : cells.map(() => new Set());
   plan.lossScale = resolveLossScale(training, plan.f16, opts.lossScale);
   plan.buffers = planBuffers(plan, opts);
@@ -423,7 +427,7 @@ function planBuffers(p: RunPlan, opts: PlanOptions): BufferSpec[] {
   // One fp32 working copy per quantized kind, shared by all layers: forward writes it before
   // quantizing, backward dequantizes into it before the consumers read it.
   for (const k of live) if (!LIVE_ALIAS[k] && !p.f16Live[k]) ws(liveKey(k), sizes[k][0] * f);
-  if (p.saved.some((st, l) => st.up && !p.swigluHalf[l])) ws('swigluBlock', p.swigluRows * d.F * f);
+  if (p.saved.some((st, l) => st.up && !p.swigluHalf[l] && !p.swigluBwdHalf[l])) ws('swigluBlock', p.swigluRows * d.F * f);
   act('rstdF', d.N);
   act('logits', p.logitsRows * d.V); // one chunk's (model/lm-head.ts); becomes its dlogits in place
   ws('targets', d.N * f);

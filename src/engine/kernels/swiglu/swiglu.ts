@@ -223,17 +223,22 @@ export function swigluForwardStored(rt: Runtime, o: { label: string; gate: Bindi
  * One pass over the whole tensor in place of gate's unpack and, per block of rows, up's unpack and
  * swigluBackwardF16; the same bits (f16 → f32 is exact, the arithmetic is swiglu_bwd_over_dh's).
  */
-export function swigluBackwardStored(rt: Runtime, o: { label: string; gateWords: Binding; upWords: Binding; dh: Binding; dims: SwigluDims; dgate16: F16Out; dup16: F16Out }): Dispatch {
+export function swigluBackwardStored(rt: Runtime, o: { label: string; gateWords: Binding; upWords: Binding; dh: Binding; dims: SwigluDims; dgate16: F16Out; dup16: F16Out;
+  /** Also dgate into this and dup over dh, in fp32, where something reads them (RunPlan.swigluBwdHalf). */
+  dgate?: Binding; }): Dispatch {
   const n = count(o.label, o.dims);
   if (o.dgate16.elem !== o.dup16.elem) throw new Error(`${o.label}: dgate16 and dup16 must have one element type`);
-  storedAccess(o.label, n, [o.gateWords, o.upWords, o.dh, o.dgate16.out, o.dup16.out]);
+  storedAccess(o.label, n, [o.gateWords, o.upWords, o.dh, o.dgate16.out, o.dup16.out, ...(o.dgate ? [o.dgate] : [])]);
   requireBytes(o.label, 'dh', o.dh, n * 4);
+  if (o.dgate) requireBytes(o.label, 'dgate', o.dgate, n * 4);
   for (const [k, b] of [['gateWords', o.gateWords], ['upWords', o.upWords]] as const) requireBytes(o.label, k, b, f16OperandBytes(n, false));
   for (const [k, b] of [['dgate16', o.dgate16], ['dup16', o.dup16]] as const) requireBytes(o.label, k, b.out, f16OperandBytes(n, b.elem === 'f32'));
-  const u = rt.uniform(`${o.label}.swigluBwdS`, new Uniforms().u32(n / 4).u32(0).u32(0).u32(0));
+  const label = `${o.label}.swigluBwdS${o.dgate ? 'F' : ''}`;
+  const u = rt.uniform(label, new Uniforms().u32(n / 4).u32(0).u32(0).u32(0));
+  const bindings = [o.gateWords, o.upWords, u, o.dh, o.dgate16.out, o.dup16.out];
   return rt.kernel({
-    label: `${o.label}.swigluBwdS`, code: srcStored(o.dgate16.elem), entryPoint: 'swiglu_bwd_stored',
-    bindings: [o.gateWords, o.upWords, u, o.dh, o.dgate16.out, o.dup16.out], workgroups: grid2d(rt, Math.ceil(n / 4 / 256)),
+    label, code: srcStored(o.dgate16.elem), entryPoint: o.dgate ? 'swiglu_bwd_stored_f32' : 'swiglu_bwd_stored',
+    bindings: o.dgate ? [...bindings, o.dgate] : bindings, workgroups: grid2d(rt, Math.ceil(n / 4 / 256)),
   });
 }
 

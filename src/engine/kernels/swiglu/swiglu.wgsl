@@ -192,6 +192,8 @@ fn swiglu_bwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
 // swiglu_bwd_over_dh, f16 → f32 exact: the same bits.
 // forward: bindings gate, up (fp32), params, gate's words, up's words, h16.
 // backward: bindings gate's words, up's words, params, dh (fp32), dgate16, dup16.
+// swiglu_bwd_stored_f32: also dgate and dup in fp32 where something reads them (LoRA's adapters: RunPlan.swigluBwdHalf):
+// dup over dh, dgate at binding 6 (the values swiglu_bwd_over_dh writes).
 @group(0) @binding(0) var<storage, read> s_gr: array<vec2<u32>>;
 @group(0) @binding(1) var<storage, read> s_ur: array<vec2<u32>>;
 
@@ -217,5 +219,22 @@ fn swiglu_bwd_stored(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
   let d = b_dh[i];
   s_dg_store4(i, d * unpack4(s_ur[i]) * (s * (1.0 + g * (1.0 - s))));
   s_du_store4(i, d * (g * s));
+}
+
+@group(0) @binding(6) var<storage, read_write> s_dgate: array<vec4<f32>>;
+
+@compute @workgroup_size(256)
+fn swiglu_bwd_stored_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i >= p.n) { return; }
+  let g = unpack4(s_gr[i]);
+  let s = sigmoid(g);
+  let d = o_dh[i];
+  let du = d * (g * s);
+  let dg = d * unpack4(s_ur[i]) * (s * (1.0 + g * (1.0 - s)));
+  o_dh[i] = du;
+  s_dgate[i] = dg;
+  s_dg_store4(i, dg);
+  s_du_store4(i, du);
 }
 // #endif
