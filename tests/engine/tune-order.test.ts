@@ -22,7 +22,7 @@ vi.mock('../../src/engine/gpu/timer', async (orig) => ({
     log.push(`time ${nameOf(it.dispatches)}${it.warmup ? ' (first use)' : ''}`);
     return trueMs[nameOf(it.dispatches)] * clock(timings++);
   }),
-  warmUntilSteady: async (_rt: Runtime, ds: Dispatch[]) => (log.push(`settle ${nameOf(ds)}`), { runs: 1, ms: 1, batchMsPerRun: [1] }),
+  warmUntilSteady: async (_rt: Runtime, ds: Dispatch[], minMs: number) => (log.push(`settle ${nameOf(ds)} ${minMs} ms`), { runs: 1, ms: 1, batchMsPerRun: [1] }),
 }));
 
 vi.mock('../../src/engine/tune/gemm', async (orig) => ({
@@ -57,9 +57,9 @@ describe('tuner schedule', () => {
     trueMs = { a: 2, b: 1.5, c: 3, bad: 0.1 };
     const out = await tuneJobs(rt, [job], new TuneCache(), { budgetS: 60, rounds: 2 });
     expect(log).toEqual([
-      'check a', 'build a', 'settle a', 'time a', 'time a', // first phase: the first candidate alone
+      'check a', 'build a', 'settle a 0 ms', 'time a', 'time a', // first phase: the first candidate alone (its time only recorded)
       'check b', 'check c', 'check bad', 'build a', 'build b', 'build c', // second: checks and builds first
-      'settle a', 'time a', 'time b (first use)', 'time a', 'time c (first use)', 'time a', // round 1 after the clock is up, each bracketed by a
+      'settle a 500 ms', 'time a', 'time b (first use)', 'time a', 'time c (first use)', 'time a', // round 1 after the clock is up, each bracketed by a
       'time a', 'time c', 'time a', 'time b', 'time a', // round 2, rotated
     ]);
     expect(out.tuned).toEqual([{ key: job.key, label: job.label, pick: 'b', ms: 1.5, untuned: 'a', untunedMs: 2, candidates: 3, rounds: 2, untunedSpread: 1 }]);

@@ -87,9 +87,9 @@ export interface RoundTimes {
 /**
  * Times a job's built candidates in rounds, each bracketed by the first (the job's untuned pick; the
  * reference: measure.ts timeInRounds). Before the first round the reference runs until its time per
- * run holds within 2 % (at most settleMs), so the GPU's clock is up; then each round is one submit
- * (timer.ts timeSequence) and the next round is submitted before this one is read, so the GPU runs
- * the rounds without a gap for its clock to fall in. Each candidate's first use is an untimed run
+ * run holds within 2 % (at least 0.5 s where there are others, at most settleMs), so the GPU's
+ * clock is up; then each round is one submit (timer.ts timeSequence) and the next round is submitted
+ * before this one is read, so the GPU runs the rounds without a gap for its clock to fall in. Each candidate's first use is an untimed run
  * in the first round (the reference's is the settle, where there is one).
  */
 export async function timeBuiltInRounds(
@@ -112,7 +112,9 @@ export async function timeBuiltInRounds(
   const r = await timeInRounds(built.length, timeRound, {
     rounds: o.rounds ?? 5, dropMargin: o.earlyStopMargin, signal: o.signal, pipelined: !!rt.gpu.features.timestampQuery,
     warm: async () => {
-      if (settleMs > 0) await warmUntilSteady(rt, ref.dispatches, Math.min(200, settleMs), settleMs, 0.02);
+      // Half a second at least where candidates are compared: an idle H100 still read 345 MHz after ~0.3 s at full load
+      // (s29c1's nvidia-smi), long enough to look steady. A lone candidate's time is only recorded.
+      if (settleMs > 0) await warmUntilSteady(rt, ref.dispatches, built.length > 1 ? Math.min(500, settleMs) : 0, settleMs, 0.02);
     },
   });
   const s = roundScores(r);
