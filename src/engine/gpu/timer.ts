@@ -150,21 +150,28 @@ export async function timeSequence(rt: Runtime, items: readonly SequenceItem[]):
     let k = 0;
     return items.map((it) => median(ms.slice(k, (k += Math.max(1, it.reps ?? 1)))));
   }
-  await rt.sync();
-  const out: number[] = [];
-  for (const it of items) {
-    for (let w = 0; w < (it.warmup ?? 0); w++) rt.run(it.dispatches);
-    const xs: number[] = [];
-    for (let r = 0; r < Math.max(1, it.reps ?? 1); r++) {
-      const t0 = performance.now();
-      rt.run(it.dispatches);
-      await rt.sync();
-      xs.push(performance.now() - t0);
+  // One wall-clock sequence at a time per device: a pipelined caller may have asked for the next one already.
+  const run = (wallclockQueue.get(rt.device) ?? Promise.resolve()).then(async () => {
+    await rt.sync();
+    const out: number[] = [];
+    for (const it of items) {
+      for (let w = 0; w < (it.warmup ?? 0); w++) rt.run(it.dispatches);
+      const xs: number[] = [];
+      for (let r = 0; r < Math.max(1, it.reps ?? 1); r++) {
+        const t0 = performance.now();
+        rt.run(it.dispatches);
+        await rt.sync();
+        xs.push(performance.now() - t0);
+      }
+      out.push(median(xs));
     }
-    out.push(median(xs));
-  }
-  return out;
+    return out;
+  });
+  wallclockQueue.set(rt.device, run.catch(() => undefined));
+  return run;
 }
+
+const wallclockQueue = new WeakMap<object, Promise<unknown>>();
 
 /**
  * GPU time of each dispatch on its own (one compute pass each, timestamps around it), median over
