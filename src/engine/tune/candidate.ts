@@ -33,8 +33,9 @@ export interface CandidateOptions {
    */
   streamK?: readonly number[];
   /**
-   * A candidate whose first round's time is over this many times that round's fastest times no more
-   * rounds (default: every candidate runs every round; 1.5 on a CPU adapter).
+   * A candidate whose first round's ratio to the untuned pick around it is over this many times that
+   * round's best (the untuned's 1 included) times no more rounds (default: every candidate runs every
+   * round; 1.5 on a CPU adapter).
    */
   earlyStopMargin?: number;
 }

@@ -30,7 +30,7 @@ export interface TuneOptions extends CandidateOptions {
   onProgress?: (p: TuneProgress) => void;
   /** Re-time jobs the cache already holds. */
   force?: boolean;
-  /** How much faster (a fraction, by its score: measure.ts roundScores) a candidate must time than the job's first to replace it (default 0.05). */
+  /** How much faster (a fraction, by its score: measure.ts roundScores) a candidate must time than the job's first to replace it (default 0.05; keepRanking). */
   keepMargin?: number;
 }
 
