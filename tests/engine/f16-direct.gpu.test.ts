@@ -9,6 +9,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { defaultLoraSpec, initLoraTensors, loraAdapters } from '../../src/engine/lora/spec';
+import { RefLoraTrainer } from '../../src/engine/lora/lora-train.ref';
 import { flatten } from '../../src/engine/model/params';
 import { Rng } from '../../src/engine/util/rng';
 import { PRESETS } from '../../src/engine/model/config';
@@ -16,11 +17,11 @@ import { LlamaGpu } from '../../src/engine/model/llama';
 import { resolvePlan, type RunPlan } from '../../src/engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { attentionTestRuntime } from '../helpers/gpu';
-import { expectSameStep } from '../helpers/compare';
+import { expectSameStep, maxRel } from '../helpers/compare';
 import { f16TwinMicro } from '../helpers/model';
 
 const rt = await attentionTestRuntime();
-const { cfg, B, T, params, tokens, DEV, F16_ATTENTION } = f16TwinMicro(13, 31);
+const { cfg, B, T, layout, params, tokens, DEV, F16_ATTENTION } = f16TwinMicro(13, 31);
 
 const plan = (o: { swigluHalf?: boolean; f16Only?: boolean; swigluBlockRows?: number } = {}) => resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS.f16, f16Device: DEV, f16Twin: true, ...o });
 
@@ -47,11 +48,13 @@ describe('the SwiGLU over f16 storage (f16, f32 twin)', () => {
     expect(p.buffers).toEqual(off.buffers.filter((b) => b.key !== 'swigluBlock'));
     const at = (scheme: keyof typeof SCHEME_PRESETS, o: object = {}) => resolvePlan(PRESETS.base, 16, 512, { scheme: SCHEME_PRESETS[scheme], f16Device: DEV, ...o }).swigluHalf;
     expect(at('f16').every(Boolean)).toBe(true);
-    // INT8 GEMMs (int8-f16), gate/up below 16 bits (agoq-f16), fp32, no backward, checkpointing, LoRA: the old path.
+    // LoRA whose adapters read f16 cells (no dropout) too; INT8 GEMMs (int8-f16), gate/up below 16 bits (agoq-f16), fp32,
+    // no backward, checkpointing, LoRA with dropout (its mask applies to fp32 x): the old path.
+    expect(at('f16', { lora: defaultLoraSpec(4) }).every(Boolean)).toBe(true);
     for (const s of ['int8-f16', 'agoq-f16', 'fp32'] as const) expect(at(s).some(Boolean), s).toBe(false);
     expect(at('f16', { training: false }).some(Boolean)).toBe(false);
     expect(at('f16', { checkpointActivations: true }).some(Boolean)).toBe(false);
-    expect(at('f16', { lora: defaultLoraSpec(4) }).some(Boolean)).toBe(false);
+    expect(at('f16', { lora: defaultLoraSpec(4, { dropout: 0.1 }) }).some(Boolean)).toBe(false);
     // No f16 path on the device: fp32 GEMMs.
     expect(resolvePlan(PRESETS.base, 16, 512, { scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: false, tensorCores: false } }).swigluHalf.some(Boolean)).toBe(false);
   });
@@ -63,10 +66,13 @@ describe('the SwiGLU over f16 storage (f16, f32 twin)', () => {
     // No f16 attention on the device: q, k are no cells.
     expect([...at('f16')].sort()).toEqual(['dk', 'dq', 'h1', 'h2']);
     expect([...at('f16', { f16Device: { ...DEV, attentionHeadDims: [64], attentionBackwardHeadDims: [64] } })].sort()).toEqual(['dk', 'dq', 'h1', 'h2', 'k', 'q']);
-    // int8-f16: INT8 GEMMs; agoq-f16: h1, h2 stored below 16 bits (no cells); LoRA, checkpointing: none.
+    // int8-f16: INT8 GEMMs; agoq-f16: h1, h2 stored below 16 bits (no cells); LoRA: h1, h2 (its adapters read their cells),
+    // dq, dk where no adapter on q or k reads them in fp32; LoRA with dropout (fp32 x for the mask), checkpointing: none.
     expect(at('int8-f16').size).toBe(0);
     expect([...at('agoq-f16')].sort()).toEqual(['dk', 'dq']);
-    expect(at('f16', { lora: defaultLoraSpec(4) }).size).toBe(0);
+    expect([...at('f16', { lora: defaultLoraSpec(4) })].sort()).toEqual(['h1', 'h2']);
+    expect([...at('f16', { lora: defaultLoraSpec(4, { targets: ['v', 'o', 'down'] }) })].sort()).toEqual(['dk', 'dq', 'h1', 'h2']);
+    expect(at('f16', { lora: defaultLoraSpec(4, { dropout: 0.1 }) }).size).toBe(0);
     expect(at('f16', { checkpointActivations: true }).size).toBe(0);
   });
 
@@ -93,13 +99,16 @@ describe('the SwiGLU over f16 storage (f16, f32 twin)', () => {
   }, 300_000);
 });
 
-describe('the SwiGLU backward over f16 storage with fp32 dgate and dup (LoRA under f16, f32 twin)', () => {
-  it('reads gate\'s and up\'s storage whole and writes dgate, dup for the adapters: their gradients bit for bit the blocked backward\'s', async () => {
+describe('the SwiGLU over f16 storage with fp32 dgate and dup (LoRA under f16, f32 twin)', () => {
+  it('the adapters read h1\'s, h2\'s, act\'s cells; the SwiGLU gate\'s and up\'s storage both ways, writing dgate, dup for them: their gradients bit for bit the packs\' and blocks\'', async () => {
     const spec = defaultLoraSpec(4, { alpha: 8 });
-    const p = (o: { swigluHalf?: boolean; swigluBlockRows?: number } = {}) => resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS.f16, f16Device: DEV, f16Twin: true, lora: spec, ...o });
-    expect([p().swigluHalf, p().swigluBwdHalf]).toEqual([[false, false], [true, true]]);
+    const p = (o: { swigluHalf?: boolean; f16Only?: boolean; swigluBlockRows?: number } = {}) => resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS.f16, f16Device: DEV, f16Twin: true, lora: spec, ...o });
+    // The forward over the storage too (the adapters read act's and h2's cells), the backward writing dgate and dup for gate's and up's adapters.
+    expect([p().swigluHalf, p().swigluBwdHalf]).toEqual([[true, true], [true, true]]);
     expect(p().buffers.map((b) => b.key)).not.toContain('swigluBlock');
     expect(p({ swigluHalf: false }).swigluBwdHalf).toEqual([false, false]);
+    // No adapter on gate or up: nothing reads dgate or dup in fp32.
+    expect(resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS.f16, f16Device: DEV, f16Twin: true, lora: defaultLoraSpec(4, { targets: ['q', 'down'] }) }).swigluBwdHalf).toEqual([false, false]);
     // Not where the f16-only backward applies, nor under INT8 gate/up dX (int8-f16 stores gate and up fp32 anyway).
     expect(plan().swigluBwdHalf).toEqual([false, false]);
     // Random B (PEFT's zero B would leave dA zero).
@@ -116,12 +125,22 @@ describe('the SwiGLU backward over f16 storage with fp32 dgate and dup (LoRA und
       model.destroy();
       return out;
     };
-    const ref = await run(p({ swigluHalf: false, swigluBlockRows: (B * T) / 2 }));
+    const ref = await run(p({ swigluHalf: false, f16Only: false, swigluBlockRows: (B * T) / 2 }));
     const got = await run(p());
     expectSameStep(got, ref);
     expect(got.grads.some((g) => g !== 0)).toBe(true);
-    const per = (labels: string[]) => labels.filter((l) => l.startsWith('L0.') && /swiglu\.bwd|gate\.f16\.unpack/.test(l));
-    expect(per(got.labels)).toEqual(['L0.swiglu.bwd.swigluBwdSF']);
-    expect(per(ref.labels)).toEqual(['L0.gate.f16.unpack', 'L0.swiglu.bwd.rows0.unpack', 'L0.swiglu.bwd.rows0.swigluBwdH', 'L0.swiglu.bwd.rows16.unpack', 'L0.swiglu.bwd.rows16.swigluBwdH']);
+    // Against the float64 reference (merged weights): f16 rounding of the operands only (the adapters' GEMMs over f16 x, as PEFT's autocast runs them).
+    const f64 = new RefLoraTrainer(cfg, spec, new Map(layout.views.map((v) => [v.name, params.subarray(v.offset, v.offset + v.size)])), adapters);
+    const loss64 = f64.lossAndGrad(tokens, B, T);
+    expect(Math.abs(got.loss - loss64) / loss64).toBeLessThan(1e-4);
+    const scale = p().lossScale!.initScale;
+    const lay = p().lora!.layout;
+    for (const v of lay.views) expect(maxRel(got.grads.subarray(v.offset, v.offset + v.size).map((g) => g / scale), f64.grads.get(v.name)!), v.name).toBeLessThan(5e-3);
+    const per = (labels: string[]) => labels.filter((l) => l.startsWith('L0.') && /swiglu|(gate|up)\.f16\.(un)?pack|norm\d\.rmsnorm/.test(l));
+    expect(per(got.labels)).toEqual(['L0.norm1.rmsnormFwdH16', 'L0.norm2.rmsnormFwdH16', 'L0.swiglu.swigluFwdS', 'L0.swiglu.bwd.swigluBwdSF']);
+    expect(per(ref.labels)).toEqual([
+      'L0.norm1.rmsnormFwdH', 'L0.norm2.rmsnormFwdH', 'L0.gate.f16.pack', 'L0.up.f16.pack', 'L0.swiglu.swigluFwd', 'L0.swiglu[f32→f16]',
+      'L0.gate.f16.unpack', 'L0.swiglu.bwd.rows0.unpack', 'L0.swiglu.bwd.rows0.swigluBwdH', 'L0.swiglu.bwd.rows16.unpack', 'L0.swiglu.bwd.rows16.swigluBwdH',
+    ]);
   }, 300_000);
 });

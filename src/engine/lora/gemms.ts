@@ -19,8 +19,9 @@
  * instead of by GEMMs that read and write y or dX again (`up`, `dx`).
  * uᵀ and vᵀ ([g·r, N], K = the layer's width) split K over lora.ws where the heuristic or a table
  * says: in one pass they were a few dozen workgroups each looping over K alone (LoraPlan.splitThin).
- * Under f16 compute the backward's GEMMs over x read x's f16 saved cell (LoraX; no dropout) instead of
- * its fp32 unpack, a pass per input and layer (issue 39).
+ * Under f16 compute the GEMMs over x read x's f16 saved cell (LoraX; no dropout) instead of fp32 x: the
+ * backward's need no unpack of it (a pass per input and layer), the forward's let RMSNorm and the SwiGLU
+ * leave h1, h2, act unwritten in fp32 (RunPlan.f16Only, swigluHalf; issue 39).
  * A split thin GEMM's reduce was a dispatch of its own, 660 a step at SmolLM2-135M: in a training step
  * (LoraPlan.batchReduce) a layer's dA and dB GEMMs leave their partials in lora.gws and one reduce after
  * the layer's last adapter sums them all (11 reduces a layer → 1), and a stacked group's vᵀ GEMMs share
@@ -177,10 +178,10 @@ export class LoraGemms {
   }
 
   /**
-   * The group's uᵀ, from its first member's call (before the base GEMM of `a`, whose input x is);
-   * nothing from the others, nor in checkpointing's re-run of the forward (`again`) where uᵀ is saved.
+   * The group's uᵀ, from its first member's call (before the base GEMM of `a`, whose input x is, or its f16
+   * cell where readsCells); nothing from the others, nor in checkpointing's re-run of the forward (`again`) where uᵀ is saved.
    */
-  down(a: LoraAdapter, label: string, x: GPUBuffer, again = false): Dispatch[] {
+  down(a: LoraAdapter, label: string, x: GPUBuffer | LoraX, again = false): Dispatch[] {
     const { g, first } = this.group(a);
     if (!first || (again && this.savesU)) return [];
     const out: Dispatch[] = [];

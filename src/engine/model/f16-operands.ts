@@ -122,18 +122,19 @@ export type F16OnlyKey = 'h1' | 'h2' | 'q' | 'k' | 'dq' | 'dk';
  * h1, h2 (RMSNorm) where the forward GEMMs run f16 and read the f16 cell (the backward unpacks a cell
  * where it needs fp32); q, k (RoPE) where the cell is the attention's operand and the live copy backward
  * scratch (f16LiveAlias: every layer's f16 attention reads the cells both ways); dq, dk (RoPE's backward)
- * where q_proj's and k_proj's dX and dW GEMMs run f16. In a `plain` training plan only (no LoRA adapters,
- * which read x and dY in fp32; no TP; no checkpointing re-run).
+ * where q_proj's and k_proj's dX and dW GEMMs run f16 (`frozen`: a LoRA base runs no dW) and no LoRA adapter
+ * on q or k reads them (`dqFp32`: an adapter's dY is fp32). In a `plain` training plan only (no TP; no
+ * checkpointing re-run; LoRA adapters only where they read their inputs' f16 cells: no dropout).
  */
 export function f16OnlyOutputs(layers: readonly LayerF16Paths[] | undefined, cells: readonly Set<LayerSavedKey>[],
-  live: Partial<Record<LayerSavedKey, string>>, plain: boolean): Set<F16OnlyKey>[] {
+  live: Partial<Record<LayerSavedKey, string>>, plain: boolean, dqFp32: readonly boolean[] = [], frozen = false): Set<F16OnlyKey>[] {
   return cells.map((c, l) => {
     const p = layers?.[l];
     const out = new Set<F16OnlyKey>();
     if (!plain || !p) return out;
     if (runsF16(p.forward)) for (const k of ['h1', 'h2'] as const) if (c.has(k)) out.add(k);
     for (const k of ['q', 'k'] as const) if (c.has(k) && live[k]) out.add(k);
-    if (runsF16(p.dx) && runsF16(p.dw)) out.add('dq').add('dk');
+    if (runsF16(p.dx) && (runsF16(p.dw) || frozen) && !dqFp32[l]) out.add('dq').add('dk');
     return out;
   });
 }
@@ -141,31 +142,33 @@ export function f16OnlyOutputs(layers: readonly LayerF16Paths[] | undefined, cel
 /**
  * Per layer, whether the SwiGLU reads and writes gate's and up's f16 storage itself (RunPlan.swigluHalf;
  * kernels/swiglu swigluForwardStored, swigluBackwardStored): both stored f16, the layer's forward, dX and
- * dW GEMMs f16 and h (act) an f16 cell, so nothing reads h, dgate or dup in fp32 — in a `plain` training
- * plan (no LoRA adapters, which read dY in fp32; no TP exchanges; no checkpointing re-run) without
- * gate/up's INT8 dX over K = 2F (gateUpDx).
+ * dW GEMMs f16 (`frozen`: a LoRA base runs no dW) and h (act) an f16 cell, so nothing reads h in fp32 — in a
+ * `plain` training plan (no TP exchanges; no checkpointing re-run; LoRA adapters only where they read act's
+ * cell: no dropout) without gate/up's INT8 dX over K = 2F (gateUpDx). Where gate's or up's adapter reads dgate and dup in fp32 the
+ * backward writes them too (f16SwigluBwdStored).
  */
 export function f16SwigluStored(saved: readonly Partial<Record<LayerSavedKey, ActivationStorage>>[], layers: readonly LayerF16Paths[] | undefined,
-  cells: readonly Set<LayerSavedKey>[], gateUpDx: readonly boolean[], plain: boolean): boolean[] {
+  cells: readonly Set<LayerSavedKey>[], gateUpDx: readonly boolean[], plain: boolean, frozen = false): boolean[] {
   return gateUpDx.map((fused, l) => {
     const p = layers?.[l];
-    return plain && !fused && !!p && runsF16(p.forward) && runsF16(p.dx) && runsF16(p.dw) && cells[l].has('act')
+    return plain && !fused && !!p && runsF16(p.forward) && runsF16(p.dx) && (runsF16(p.dw) || frozen) && cells[l].has('act')
       && saved[l].gate?.format === 'f16' && saved[l].up?.format === 'f16';
   });
 }
 
 /**
  * Per layer, whether the SwiGLU backward reads gate's and up's f16 storage whole yet still writes dgate and
- * dup in fp32 (RunPlan.swigluBwdHalf; swigluBackwardStored with dgate): where the f16-only one does not apply
- * (`direct`: f16SwigluStored) because something reads them in fp32 — LoRA's adapters, an fp32 dX or dW beside
- * an f16 one. Gate and up stored f16, an f16 GEMM reading dgate's and dup's copies (dX or dW f16), gate's live
- * copy its own (`gateInA` false: f16GateInA) and gate/up's dX not one INT8 GEMM (gateUpDx).
+ * dup in fp32 (RunPlan.swigluBwdHalf; swigluBackwardStored with dgate): where something reads them in fp32 —
+ * gate's or up's LoRA adapter (`dyFp32`, also beside the f16-only forward: `direct`, f16SwigluStored), an fp32
+ * dX or dW beside an f16 one (the f16-only one does not apply). Gate and up stored f16, an f16 GEMM reading
+ * dgate's and dup's copies (dX or dW f16), gate's live copy its own (`gateInA` false: f16GateInA) and gate/up's
+ * dX not one INT8 GEMM (gateUpDx).
  */
 export function f16SwigluBwdStored(saved: readonly Partial<Record<LayerSavedKey, ActivationStorage>>[], layers: readonly LayerF16Paths[] | undefined,
-  gateUpDx: readonly boolean[], direct: readonly boolean[], gateInA: boolean, training: boolean): boolean[] {
+  gateUpDx: readonly boolean[], direct: readonly boolean[], gateInA: boolean, training: boolean, dyFp32: readonly boolean[] = []): boolean[] {
   return gateUpDx.map((fused, l) => {
     const p = layers?.[l];
-    return training && !fused && !direct[l] && !gateInA && !!p && (runsF16(p.dx) || runsF16(p.dw))
+    return training && !fused && (!direct[l] || !!dyFp32[l]) && !gateInA && !!p && (runsF16(p.dx) || runsF16(p.dw))
       && saved[l].gate?.format === 'f16' && saved[l].up?.format === 'f16';
   });
 }

@@ -398,12 +398,13 @@ export class LlamaGpu {
     // The residual copy xMid = xIn by the norm: xIn is dead after this (its live copy may be qRaw, written next).
     push(this.g.inputNorm(l, 'h1', { label: lab('norm1'), x: a('xIn'), w: p('input_layernorm.weight'), y: a('h1'), rstd: a('rstd1'), dims: { N, C, eps }, resid: a('xMid') }));
     store('h1');
-    // A base linear, with its LoRA adapter around it where it has one (x: the fp32 input the adapter reads):
+    // A base linear, with its LoRA adapter around it where it has one (x: the fp32 input the adapter reads, or
+    // its f16 cell, written by now, where the adapter reads cells: PEFT's autocast runs A on the f16 input too);
     // its up-projection in the base GEMM's epilogue where that GEMM takes one (lowRankFits), else a GEMM after it.
     const linear = (label: string, name: string, x: GPUBuffer, gx: Binding, out: GPUBuffer, n: number, k: number, acc: boolean, key: GemmInputSaved) => {
       const ad = this.lora?.on(`model.layers.${l}.${name}`);
       const fused = ad && this.lora!.epilogue && this.g.lowRankFits(l, 'forward') ? this.lora!.upLowRank(ad) : undefined;
-      if (ad) push(this.lora!.down(ad, label, x, recompute));
+      if (ad) push(this.lora!.down(ad, label, (this.lora!.readsCells ? this.g.loraX(l, key) : undefined) ?? x, recompute));
       push(this.g.linear(label, l, name, gx, out, N, n, k, acc, key, fused));
       if (ad && !fused) push(this.lora!.up(ad, label, { buffer: out, offset: 0, size: N * n * 4 }));
     };

@@ -32,7 +32,7 @@ import { type ParamLayout, paramLayout } from '../model/params';
 import { f16AttnInputSlots, f16AttnQkvSlots, f16CellBytes, f16Cells, f16GateInA, f16Lean, f16LiveAlias, type F16OnlyKey, f16OnlyOutputs, f16Operands, f16SwigluBwdStored, f16SwigluStored, runsF16 } from '../model/f16-operands';
 import { logitsChunkRows } from './logits';
 import { type LoraPlan, loraBuffers, resolveLoraPlan } from '../lora/plan';
-import type { LoraSpec } from '../lora/spec';
+import type { LoraSpec, LoraTarget } from '../lora/spec';
 import { qloraBuffers, type QloraPlan, type QloraSpec, resolveQloraPlan } from '../lora/qlora/plan';
 import { weightCodesBuffers, type WeightCodesMode, type WeightCodesPlan, weightCodesPlan } from '../model/weight-codes';
 import {
@@ -319,6 +319,10 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   const lean = opts.f16Lean ?? f16Lean(saved);
   // A training plan whose layers' tensors are read by nothing but the step itself (no LoRA adapters, TP exchanges or checkpointing re-run).
   const plain = training && !checkpoint && !lora && scheme.tp.degree <= 1;
+  // ... where LoRA's adapters may read f16 cells in place of fp32 x (no dropout: LoraGemms.readsCells), so the
+  // f16-only producers apply to their inputs too; per layer, whether an adapter on q/k (gate/up) reads dY in fp32.
+  const direct = training && !checkpoint && scheme.tp.degree <= 1 && (!lora || lora.spec.dropout === 0);
+  const loraDy = (ts: readonly LoraTarget[]) => layers.map((_, l) => !!lora?.adapters.some((a) => a.layer === l && ts.includes(a.target)));
   const cells = (opts.shareF16 ?? true) && scheme.tp.degree <= 1 ? f16Cells(saved.slice(0, dims.L), f16?.layers, training, layers.map((ly) => ly.compute.attentionQk === 'int8')) : layers.map(() => new Set<LayerSavedKey>());
   const plan: RunPlan = {
     cfg, dims, layout, scheme, training, layers, saved,
@@ -337,7 +341,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
       ...f16LiveAlias(dims, saved, cells, f16?.layers),
       ...(f16GateInA(dims, saved, f16?.layers, {
         lean, swigluRows, ops: f16Operands(f16?.layers, layout, dims, opts.f16Twin, training, cells, lean),
-        plain: training && !checkpoint && !lora && scheme.tp.degree <= 1 && !gateUpDx.some((x) => x),
+        plain: plain && !gateUpDx.some((x) => x),
       }) ? { gate: 'f16.a' } : {}),
     },
     f16Lean: lean,
@@ -345,7 +349,7 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     swigluBwdHalf: [],
     fakeQuant,
     swigluRows,
-    swigluHalf: (opts.swigluHalf ?? true) ? f16SwigluStored(saved, f16?.layers, cells, gateUpDx, plain) : layers.map(() => false),
+    swigluHalf: (opts.swigluHalf ?? true) ? f16SwigluStored(saved, f16?.layers, cells, gateUpDx, direct, !!lora) : layers.map(() => false),
     // A trained head's dW reads hF back from its storage a chunk of rows at a time: its rows must align there too.
     logitsRows: logitsChunkRows(dims, training && !lora ? saved[dims.L].hF : undefined, opts.logitsChunkRows),
     wire: {
@@ -363,8 +367,8 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     qlora,
     checkpoint,
   };
-  plan.swigluBwdHalf = (opts.swigluHalf ?? true) ? f16SwigluBwdStored(saved, f16?.layers, gateUpDx, plan.swigluHalf, plan.f16Live.gate === 'f16.a', training) : layers.map(() => false);
-  plan.f16Only = (opts.f16Only ?? true) ? f16OnlyOutputs(f16?.layers, cells, plan.f16Live, plain) : cells.map(() => new Set());
+  plan.swigluBwdHalf = (opts.swigluHalf ?? true) ? f16SwigluBwdStored(saved, f16?.layers, gateUpDx, plan.swigluHalf, plan.f16Live.gate === 'f16.a', training, loraDy(['gate', 'up'])) : layers.map(() => false);
+  plan.f16Only = (opts.f16Only ?? true) ? f16OnlyOutputs(f16?.layers, cells, plan.f16Live, direct, loraDy(['q', 'k']), !!lora) : cells.map(() => new Set());
   plan.lossScale = resolveLossScale(training, plan.f16, opts.lossScale);
   plan.buffers = planBuffers(plan, opts);
   return plan;

@@ -174,13 +174,18 @@ describe('stacked LoRA GEMMs', () => {
     }
   }, 240_000);
 
-  it('f16 cells (the f32 twin): the adapters\' GEMMs over x (dA; uᵀ where recomputed) read its f16 cell, no unpack of h1, h2, act; bit for bit the step that stores them packed and unpacks them', async () => {
+  it('f16 cells (the f32 twin): the adapters\' GEMMs over x (uᵀ, dA) read its f16 cell, no unpack of h1, h2, act; within f16 rounding of the step that stores them packed and unpacks them', async () => {
     const f16: Omit<ResolveOptions, 'lora'> = { scheme: SCHEME_PRESETS.f16, f16Device: { shaderF16: true, tensorCores: false }, f16Twin: true };
     const cells = await gradients(true, {}, f16);
     const packed = await gradients(true, {}, { ...f16, shareF16: false });
-    expect(cells.loss).toBe(packed.loss);
-    expect(cells.grads).toEqual(packed.grads);
-    expect(cells.dres).toEqual(packed.dres);
+    // Not bit for bit: with cells the forward's uᵀ is over f16 x too (PEFT's autocast), the packed step's over fp32 x.
+    const TOL = { loss: 1e-5, grads: 5e-3 };
+    const near = (a: typeof cells, b: typeof cells) => {
+      expect(Math.abs(a.loss - b.loss) / b.loss).toBeLessThan(TOL.loss);
+      expect(maxRel(a.grads, b.grads)).toBeLessThan(TOL.grads);
+      expect(maxRel(a.dres, b.dres)).toBeLessThan(TOL.grads);
+    };
+    near(cells, packed);
     expect(cells.grads.some((g) => g !== 0)).toBe(true);
     // Per layer: o's unpack stays (the attention backward reads o in fp32); the twin's unpack of a cell is a copy.
     const unpacks = (r: typeof cells) => r.labels.filter((x) => /^L0\.(h1|o|h2|act)\.f16\.(unpack|f16cell)/.test(x)).sort();
@@ -191,9 +196,10 @@ describe('stacked LoRA GEMMs', () => {
     const againPacked = await gradients(true, { saveU: false }, { ...f16, shareF16: false });
     expect(again.labels.filter((x) => /\.dw\.lora_A\[matmul (?!split)/.test(x))).toHaveLength(4 * cfg.num_hidden_layers);
     expect(unpacks(again)).toEqual(['L0.o.f16.f16cell.copy']);
-    expect(again.loss).toBe(againPacked.loss);
-    expect(again.grads).toEqual(againPacked.grads);
-    expect(again.dres).toEqual(againPacked.dres);
+    near(again, againPacked);
+    // The same uᵀ saved or recomputed from the cell: bit for bit.
+    expect(again.loss).toBe(cells.loss);
+    expect(again.grads).toEqual(cells.grads);
     // With dropout (each adapter masks fp32 x) the cells are unpacked for them as before.
     const spec1 = { ...spec, dropout: 0.1 };
     const rt = await testRuntime();
