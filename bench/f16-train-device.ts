@@ -167,12 +167,12 @@ if (!a['no-fidelity']) {
  * One step (B2) per model of `presets` under each scheme, the wiring `ref` (plan overrides) against the
  * default plan, same init and batch: loss and every stored gradient bit for bit (failed if not), the
  * plans' bytes and dispatch counts; then forward + backward of both at the bench's shape, alternately.
- * `loraRef`: the ref wiring's LoraPlan switches (its lora.* buffers priced again). `tol`: the wirings round differently,
+ * `loraRef`, `loraGot`: the ref and the default wiring's LoraPlan switches (their lora.* buffers priced again). `tol`: the wirings round differently,
  * so loss and gradients need only agree within that relative error (gradients: the largest difference over the largest value).
  */
 async function compareWirings(
   kind: 'cells' | 'lean' | 'lora-cells' | 'f16-direct' | 'lora-reduce' | 'lora-direct', presets: string, schemes: string[], ref: PlanOverrides, lora?: LoraSpec,
-  loraRef?: Partial<LoraPlan>, tol?: number,
+  loraRef?: Partial<LoraPlan>, tol?: number, loraGot?: Partial<LoraPlan>,
 ): Promise<void> {
   const rows: unknown[] = [];
   out[kind] = rows;
@@ -185,8 +185,9 @@ async function compareWirings(
     for (const name of schemes) {
       const plan = (b: number, t: number, o: PlanOverrides) => {
         const p = resolvePlan(cfg, b, t, { scheme: SCHEME_PRESETS[name], f16Device: f16, ...o, lora });
-        if (o !== ref || !loraRef) return p;
-        const l = { ...p.lora!, ...loraRef };
+        const sw = o === ref ? loraRef : loraGot;
+        if (!sw) return p;
+        const l = { ...p.lora!, ...sw };
         return { ...p, lora: l, buffers: [...p.buffers.filter((x) => !x.key.startsWith('lora.')), ...loraBuffers(l, p.dims, p.training)] };
       };
       // LoRA's B is zero at init (PEFT's), which would leave dA zero: random B instead.
@@ -277,7 +278,7 @@ if (a.cells) await compareWirings('cells', a.cells, ['f16', 'agoq-f16'], { share
 if (a.lean) await compareWirings('lean', a.lean, ['agoq-f16'], { f16Lean: false });
 if (a['lora-cells']) await compareWirings('lora-cells', a['lora-cells'], ['f16'], { shareF16: false }, defaultLoraSpec(16), undefined, 1e-2);
 if (a['f16-direct']) await compareWirings('f16-direct', a['f16-direct'], ['f16'], { swigluHalf: false, f16Only: false });
-if (a['lora-reduce']) await compareWirings('lora-reduce', a['lora-reduce'], ['f16', 'fp32'], {}, defaultLoraSpec(16), { batchReduce: false });
+if (a['lora-reduce']) await compareWirings('lora-reduce', a['lora-reduce'], ['f16', 'fp32'], {}, defaultLoraSpec(16), { batchReduce: false }, undefined, { batchReduce: true });
 if (a['lora-direct']) await compareWirings('lora-direct', a['lora-direct'], ['f16'], { swigluHalf: false, f16Only: false }, defaultLoraSpec(16));
 save();
 log(failed ? 'done: FAILURES above' : 'done');

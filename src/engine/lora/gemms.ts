@@ -110,7 +110,7 @@ export class LoraGemms {
     this.slot = loraRankSlots(plan, dims).slot;
     this.savesU = loraSavesU(plan, training);
     this.epilogue = plan.epilogue !== false;
-    this.batch = training && loraBatchesReduce(plan);
+    this.batch = training && loraBatchesReduce(plan, dims);
   }
 
   /** The adapter on base weight `name` (undefined: that linear has none). */

@@ -102,8 +102,14 @@ export function loraLayerRange(p: LoraPlan, layer: number): { start: number; spa
   return { start, span: Math.max(...ts.map((t) => t.offset + t.size)) - start };
 }
 
-/** Whether a training step's dA/dB split-K partials go to lora.gws, summed once a layer (LoraPlan.batchReduce). */
-export const loraBatchesReduce = (p: LoraPlan): boolean => p.batchReduce !== false;
+/**
+ * Whether a training step's dA/dB split-K partials go to lora.gws, summed once a layer (LoraPlan.batchReduce).
+ * Default: where lora.gws costs no more than the adapters' own training state (weights, grads, AdamW's m and v);
+ * in a small model (few layers: the workspace is a layer's span times up to MAX_SPLIT_K slices) it would make
+ * LoRA's memory larger than full fine-tuning's, and each GEMM keeps its own reduce.
+ */
+export const loraBatchesReduce = (p: LoraPlan, d: ModelDims): boolean =>
+  p.batchReduce ?? loraGradSplitBytes(p, d) <= 4 * p.layout.totalFloats * 4;
 
 /** Most split-K slices a dA/dB GEMM (K = the N tokens) can have: MAX_SPLIT_K, or as many k tiles of the smallest BK as K has. */
 export const loraGradSlices = (d: ModelDims): number => Math.min(MAX_SPLIT_K, Math.ceil(d.N / Math.min(...MATMUL_VARIANTS.map((v) => v.BK))));
@@ -130,7 +136,7 @@ export function loraBuffers(p: LoraPlan, d: ModelDims, training: boolean): Buffe
   if (!training) return out;
   out.push({ key: 'lora.grads', category: 'grads', bytes: P });
   // A layer's dA/dB split-K partials, kept until one reduce after its last adapter sums them (the dW scratch is reused in between).
-  if (loraBatchesReduce(p)) out.push({ key: 'lora.gws', category: 'workspace', bytes: loraGradSplitBytes(p, d) });
+  if (loraBatchesReduce(p, d)) out.push({ key: 'lora.gws', category: 'workspace', bytes: loraGradSplitBytes(p, d) });
   out.push({ key: 'lora.m', category: 'optimizer', bytes: P }, { key: 'lora.v', category: 'optimizer', bytes: P });
   out.push({ key: 'lora.t', category: 'workspace', bytes: loraRankSlots(p, d).slot * p.spec.targets.length * 4 });
   return out;

@@ -19,9 +19,9 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { Dispatch } from '../../../src/engine/gpu/runtime';
 import { loraGroups } from '../../../src/engine/lora/gemms';
-import { loraBuffers, type LoraPlan } from '../../../src/engine/lora/plan';
+import { loraBatchesReduce, loraBuffers, loraGradSplitBytes, type LoraPlan } from '../../../src/engine/lora/plan';
 import { defaultLoraSpec, initLoraTensors, loraAdapters, type LoraSpec } from '../../../src/engine/lora/spec';
-import { PRESETS } from '../../../src/engine/model/config';
+import { type ModelConfig, PRESETS } from '../../../src/engine/model/config';
 import { LlamaGpu } from '../../../src/engine/model/llama';
 import { flatten, initParams, paramLayout } from '../../../src/engine/model/params';
 import { resolvePlan, type ResolveOptions } from '../../../src/engine/plan/run-plan';
@@ -34,6 +34,10 @@ import { testRuntime } from '../../helpers/gpu';
 import { maxRel } from '../../helpers/compare';
 
 const cfg = { ...PRESETS.micro, num_hidden_layers: 1 };
+/** SmolLM2-135M's shape (issue 39's target model). */
+const SMOLLM2_135M: ModelConfig = {
+  ...PRESETS.micro, vocab_size: 49152, hidden_size: 576, intermediate_size: 1536, num_hidden_layers: 30, num_attention_heads: 9, num_key_value_heads: 3, max_position_embeddings: 2048, tie_word_embeddings: true,
+};
 const [B, T, STEPS] = [2, 16, 3];
 const spec = defaultLoraSpec(4, { alpha: 8 });
 const params = initParams(cfg, paramLayout(cfg), 5);
@@ -87,7 +91,10 @@ async function gradients(
   const rt = await testRuntime();
   const b = x.batch ?? B;
   const p = resolvePlan(cfg, b, T, { ...opts, lora: x.spec ?? spec });
-  const model = new LlamaGpu(rt, { ...p, lora: { ...p.lora!, stack, ...o } });
+  const lora = { ...p.lora!, stack, ...o };
+  // Batched reduces where the default plan (a small model) does not batch: its lora.gws added.
+  const gws = loraBuffers(lora, p.dims, true).find((x) => x.key === 'lora.gws');
+  const model = new LlamaGpu(rt, { ...p, lora, buffers: gws && !p.buffers.some((x) => x.key === 'lora.gws') ? [...p.buffers, gws] : p.buffers });
   try {
     model.uploadParams(params);
     model.writeTrainable('weights', flatten(x.spec && x.spec.rank !== spec.rank ? adaptersOf(x.spec) : adapters, model.trainable.layout));
@@ -226,7 +233,7 @@ describe('stacked LoRA GEMMs', () => {
       ['r16 B4', {}, defaultLoraSpec(16), undefined, undefined, 4],
     ];
     for (const [name, opts, sp, nBatched, nEach, batch = 8] of cases) {
-      const batched = await gradients(true, {}, opts, { spec: sp, batch });
+      const batched = await gradients(true, { batchReduce: true }, opts, { spec: sp, batch });
       const each = await gradients(true, { batchReduce: false }, opts, { spec: sp, batch });
       expect(batched.loss, name).toBe(each.loss);
       expect(batched.grads, name).toEqual(each.grads);
@@ -245,9 +252,21 @@ describe('stacked LoRA GEMMs', () => {
     const lora = { ...p.lora!, batchReduce: false };
     const buffers = [...p.buffers.filter((x) => !x.key.startsWith('lora.')), ...loraBuffers(lora, p.dims, true)];
     expect(buffers.map((x) => x.key)).not.toContain('lora.gws');
-    expect(p.buffers.map((x) => x.key)).toContain('lora.gws');
+    expect(loraBuffers({ ...p.lora!, batchReduce: true }, p.dims, true).map((x) => x.key)).toContain('lora.gws');
     const rt = await testRuntime();
     new LlamaGpu(rt, { ...p, lora, buffers }).destroy();
+  }, 480_000);
+
+  it('batches the reduces by default only where lora.gws costs no more than the adapters\' training state', () => {
+    // One micro layer: a layer's span times MAX_SPLIT_K slices outweighs its adapters' weights, grads, m and v.
+    const small = resolvePlan(cfg, 8, T, { lora: spec });
+    expect(loraBatchesReduce(small.lora!, small.dims)).toBe(false);
+    expect(small.buffers.map((x) => x.key)).not.toContain('lora.gws');
+    // SmolLM2-135M's 30 layers at B8×T512, r16 on every linear: 18.75 MiB of partials against 78 MB of adapter state.
+    const smol = resolvePlan(SMOLLM2_135M, 8, 512, { lora: defaultLoraSpec(16) });
+    expect(loraBatchesReduce(smol.lora!, smol.dims)).toBe(true);
+    expect(smol.buffers.find((x) => x.key === 'lora.gws')?.bytes).toBe(loraGradSplitBytes(smol.lora!, smol.dims));
+    expect(loraGradSplitBytes(smol.lora!, smol.dims)).toBeLessThanOrEqual(4 * smol.lora!.layout.totalFloats * 4);
   }, 480_000);
 
   it('stack nothing where they cannot: dropout (each adapter its own mask)', () => {
