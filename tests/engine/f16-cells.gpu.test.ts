@@ -19,26 +19,16 @@ import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import { Trainer } from '../../src/engine/train/trainer';
 import { attentionTestRuntime } from '../helpers/gpu';
 import { expectSameStep } from '../helpers/compare';
-import { f16TwinMicro } from '../helpers/model';
+import { f16TwinMicro, twinStep } from '../helpers/model';
 
 const rt = await attentionTestRuntime();
-const { cfg, B, T, params, tokens, DEV, F16_ATTENTION } = f16TwinMicro(7, 23);
+const micro = f16TwinMicro(7, 23);
+const { cfg, B, T, DEV } = micro;
 
 const plan = (scheme: Scheme, shareF16: boolean) => resolvePlan(cfg, B, T, { scheme, f16Device: DEV, f16Twin: true, shareF16 });
 
 /** One forward + backward; `fwd` reads buffers between them. */
-async function step(p: RunPlan, fwd?: (m: LlamaGpu) => Promise<void>) {
-  const model = new LlamaGpu(rt, p, { f16Attention: F16_ATTENTION });
-  model.uploadParams(params);
-  model.setBatch(tokens);
-  rt.run(model.forward);
-  await fwd?.(model);
-  rt.run(model.backward);
-  // Every gradient as stored: the fp32 flat buffer, or agoq-f16's INT8 codes and scales.
-  const keys = [...model.buf.keys()].filter((k) => k === 'grads' || k.startsWith('grads.')).sort();
-  const grads = new Float32Array((await Promise.all(keys.map((k) => rt.readF32(model.b(k))))).flatMap((a) => Array.from(a)));
-  return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, model, labels: [...model.forward, ...model.backward].map((d) => d.label) };
-}
+const step = (p: RunPlan, fwd?: (m: LlamaGpu) => Promise<void>) => twinStep(rt, micro, p, fwd);
 
 describe.each(['f16', 'agoq-f16'] as const)('f16 cells as the operand copies (%s, f32 twin)', (name) => {
   it('the plan: which cells, their bytes, no f16.x / q-k-v slots where the cells serve', () => {

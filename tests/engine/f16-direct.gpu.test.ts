@@ -18,22 +18,15 @@ import { resolvePlan, type RunPlan } from '../../src/engine/plan/run-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
 import { attentionTestRuntime } from '../helpers/gpu';
 import { expectSameStep, maxRel } from '../helpers/compare';
-import { f16TwinMicro } from '../helpers/model';
+import { f16TwinMicro, twinStep } from '../helpers/model';
 
 const rt = await attentionTestRuntime();
-const { cfg, B, T, layout, params, tokens, DEV, F16_ATTENTION } = f16TwinMicro(13, 31);
+const micro = f16TwinMicro(13, 31);
+const { cfg, B, T, layout, params, tokens, DEV, F16_ATTENTION } = micro;
 
 const plan = (o: { swigluHalf?: boolean; f16Only?: boolean; swigluBlockRows?: number } = {}) => resolvePlan(cfg, B, T, { scheme: SCHEME_PRESETS.f16, f16Device: DEV, f16Twin: true, ...o });
 
-async function step(p: RunPlan) {
-  const model = new LlamaGpu(rt, p, { f16Attention: F16_ATTENTION });
-  model.uploadParams(params);
-  model.setBatch(tokens);
-  rt.run(model.forward);
-  rt.run(model.backward);
-  const grads = await rt.readF32(model.b('grads'));
-  return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, model, labels: [...model.forward, ...model.backward].map((d) => d.label) };
-}
+const step = (p: RunPlan) => twinStep(rt, micro, p);
 
 describe('the SwiGLU over f16 storage (f16, f32 twin)', () => {
   it('the plan: every layer under f16, none where dY or h is read in fp32 or gate/up are not f16; no swigluBlock', () => {

@@ -8,7 +8,6 @@
  */
 import { describe, expect, it } from 'vitest';
 import { PRESETS } from '../../src/engine/model/config';
-import { LlamaGpu } from '../../src/engine/model/llama';
 import { resolvePlan, type RunPlan } from '../../src/engine/plan/run-plan';
 import { resolveTrainingPlan } from '../../src/engine/plan/train-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
@@ -18,10 +17,11 @@ import { CharTokenizer } from '../../src/engine/train/tokenizer/tokenizer';
 import { Trainer } from '../../src/engine/train/trainer';
 import { attentionTestRuntime } from '../helpers/gpu';
 import { expectSameStep } from '../helpers/compare';
-import { f16TwinMicro } from '../helpers/model';
+import { f16TwinMicro, twinStep } from '../helpers/model';
 
 const rt = await attentionTestRuntime();
-const { cfg, B, T, layout, params, tokens, DEV, F16_ATTENTION } = f16TwinMicro(11, 29);
+const micro = f16TwinMicro(11, 29);
+const { cfg, B, T, layout, DEV } = micro;
 const AGOQ = SCHEME_PRESETS['agoq-f16'];
 /**
  * agoq-f16 with gate and up INT4 per tensor: micro's SwiGLU backward then runs in blocks (agoq-f16's
@@ -34,16 +34,7 @@ const AGOQ_BLOCKS = parseScheme({
 
 const plan = (scheme: Scheme, f16Lean?: boolean) => resolvePlan(cfg, B, T, { scheme, f16Device: DEV, f16Twin: true, f16Lean });
 
-async function step(p: RunPlan) {
-  const model = new LlamaGpu(rt, p, { f16Attention: F16_ATTENTION });
-  model.uploadParams(params);
-  model.setBatch(tokens);
-  rt.run(model.forward);
-  rt.run(model.backward);
-  const keys = [...model.buf.keys()].filter((k) => k === 'grads' || k.startsWith('grads.')).sort();
-  const grads = new Float32Array((await Promise.all(keys.map((k) => rt.readF32(model.b(k))))).flatMap((a) => Array.from(a)));
-  return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, model, fwd: model.forward.map((d) => d.label), bwd: model.backward.map((d) => d.label) };
-}
+const step = (p: RunPlan) => twinStep(rt, micro, p);
 
 describe('the lean f16 workspace (agoq-f16, f32 twin)', () => {
   it('the plan: lean by default for agoq-f16 only, one weight in f16.w, gate live in f16.a', () => {

@@ -8,7 +8,7 @@ import { type ModelConfig, PRESETS } from '../../src/engine/model/config';
 import { LlamaGpu } from '../../src/engine/model/llama';
 import type { ModelBuildOptions, PlanOptions } from '../../src/engine/model/plan';
 import { flatten, initParams, paramLayout } from '../../src/engine/model/params';
-import { resolvePlan } from '../../src/engine/plan/run-plan';
+import { resolvePlan, type RunPlan } from '../../src/engine/plan/run-plan';
 import { Rng } from '../../src/engine/util/rng';
 
 export function buildModel(rt: Runtime, cfg: ModelConfig, B: number, T: number, opts: Omit<PlanOptions, 'ownWeights'> & ModelBuildOptions = {}): LlamaGpu {
@@ -47,4 +47,23 @@ export function f16TwinMicro(paramSeed: number, tokenSeed: number, load: F16Attn
   const DEV = { shaderF16: true, tensorCores: false, attentionHeadDims: [8], attentionBackwardHeadDims: [8] };
   const SPEC: F16AttnSpec = { cfg: { M: 8, N: 4, K: 8 }, D: 8, sgCount: 2, BKV: 8, sgSize: 8, PAD: 8, load };
   return { cfg, B, T, layout, params, tokens, DEV, SPEC, F16_ATTENTION: { forward: SPEC, backward: { dq: SPEC, dkdv: SPEC }, emulate: true } };
+}
+
+/**
+ * One forward + backward of `p` on f16TwinMicro's weights and tokens (`micro`): the loss, every gradient as
+ * stored ('grads', or agoq-f16's 'grads.*' codes and scales, by key), the model, and its dispatch labels.
+ * `between`: runs after the forward (reads of what it saved).
+ */
+export async function twinStep(rt: Runtime, micro: ReturnType<typeof f16TwinMicro>, p: RunPlan, between?: (m: LlamaGpu) => Promise<void>) {
+  const model = new LlamaGpu(rt, p, { f16Attention: micro.F16_ATTENTION });
+  model.uploadParams(micro.params);
+  model.setBatch(micro.tokens);
+  rt.run(model.forward);
+  await between?.(model);
+  rt.run(model.backward);
+  const keys = [...model.buf.keys()].filter((k) => k === 'grads' || k.startsWith('grads.')).sort();
+  const grads = new Float32Array((await Promise.all(keys.map((k) => rt.readF32(model.b(k))))).flatMap((a) => Array.from(a)));
+  const fwd = model.forward.map((d) => d.label);
+  const bwd = model.backward.map((d) => d.label);
+  return { loss: (await rt.readF32(model.b('loss'), 0, 1))[0], grads, model, fwd, bwd, labels: [...fwd, ...bwd] };
 }
