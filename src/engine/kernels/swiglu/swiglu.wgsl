@@ -29,6 +29,9 @@ fn sigmoid(z: V) -> V {
   return select(e * s, s, z >= V(0.0));
 }
 
+// d silu(g) / dg = σ(g)·(1 + g·(1 − σ(g))), given s = σ(g): every backward's dgate factor.
+fn silu_grad(g: V, s: V) -> V { return s * (1.0 + g * (1.0 - s)); }
+
 // ---- forward: bindings gate, up, params, h
 @group(0) @binding(0) var<storage, read> f_gate: array<V>;
 @group(0) @binding(1) var<storage, read> f_up: array<V>;
@@ -59,7 +62,7 @@ fn swiglu_bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
   let s = sigmoid(g);
   let d = b_dh[i];
   b_dup[i] = d * (g * s);
-  b_dgate[i] = d * f_up[i] * (s * (1.0 + g * (1.0 - s)));
+  b_dgate[i] = d * f_up[i] * silu_grad(g, s);
 }
 
 // ---- backward in place (dgate over gate, dup over up; each element is read before it is written
@@ -77,7 +80,7 @@ fn swiglu_bwd_inplace(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
   let s = sigmoid(g);
   let d = b_dh[i];
   let du = d * (g * s);
-  let dg = d * u * (s * (1.0 + g * (1.0 - s)));
+  let dg = d * u * silu_grad(g, s);
   i_up[i] = du;
   i_gate[i] = dg;
 // #if HALF
@@ -99,7 +102,7 @@ fn swiglu_bwd_over_dh(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
   let s = sigmoid(g);
   let d = o_dh[i];
   let du = d * (g * s);
-  let dg = d * f_up[i] * (s * (1.0 + g * (1.0 - s)));
+  let dg = d * f_up[i] * silu_grad(g, s);
   o_dh[i] = du;
   i_gate[i] = dg;
 // #if HALF
@@ -165,7 +168,7 @@ fn swiglu_bwd_q(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     let s = sigmoid(g);
     let d = o_dh[i];
     let du = d * (g * s);
-    let dg = d * i_up[i] * (s * (1.0 + g * (1.0 - s)));
+    let dg = d * i_up[i] * silu_grad(g, s);
     if (OVER_DH) { o_dh[i] = du; } else { i_up[i] = du; }
     i_gate[i] = dg;
     m = max(m, max(finite_absmax4(dg), finite_absmax4(du)));
@@ -217,7 +220,7 @@ fn swiglu_bwd_stored(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
   let g = unpack4(s_gr[i]);
   let s = sigmoid(g);
   let d = b_dh[i];
-  s_dg_store4(i, d * unpack4(s_ur[i]) * (s * (1.0 + g * (1.0 - s))));
+  s_dg_store4(i, d * unpack4(s_ur[i]) * silu_grad(g, s));
   s_du_store4(i, d * (g * s));
 }
 
@@ -231,7 +234,7 @@ fn swiglu_bwd_stored_f32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin
   let s = sigmoid(g);
   let d = o_dh[i];
   let du = d * (g * s);
-  let dg = d * unpack4(s_ur[i]) * (s * (1.0 + g * (1.0 - s)));
+  let dg = d * unpack4(s_ur[i]) * silu_grad(g, s);
   o_dh[i] = du;
   s_dgate[i] = dg;
   s_dg_store4(i, dg);
