@@ -78,5 +78,8 @@ describe('split-K reduce over segments', () => {
     expect(() => reduce([])).toThrow(/1\.\.15 split-K segments/);
     expect(() => reduce(Array.from({ length: MAX_SPLIT_K_SEGMENTS + 1 }, () => ({ ...seg, size: 1 })))).toThrow(/got 16/);
     expect(() => reduce([seg], C)).toThrow(/different buffer from c/);
+    // A deferred GEMM that would accumulate: its reduce cannot.
+    const a = rt.createBuffer('workspace', 'seg.a', 64 * 64 * 4);
+    expect(() => buildMatmul(rt, { label: 'acc', a, b: a, c: C, M: 16, N: 16, K: 64, workspace: W, deferReduce: true, accumulate: true })).toThrow(/does not accumulate/);
   });
 });

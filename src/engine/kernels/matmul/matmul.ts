@@ -85,6 +85,8 @@ export const MAX_LOW_RANK = 256;
 
 function checkArgs(args: MatmulArgs): void {
   const { label, M, N, K } = args;
+  // The segments' reduce applies one alpha to raw partials and adds nothing to C.
+  if (args.deferReduce && args.accumulate) throw new Error(`${label}: deferReduce leaves raw partials for splitKReduceSegments, which does not accumulate into C`);
   for (const [n, v] of [['M', M], ['N', N], ['K', K]] as const) {
     if (!Number.isInteger(v) || v < 1) throw new Error(`${label}: ${n} must be an integer ≥ 1, got ${v}`);
   }
