@@ -61,6 +61,7 @@ export function prepareF16Gemm(rt: Runtime, job: F16GemmJob, o: CandidateOptions
     if (!bufs) {
       const rng = new Rng(11);
       bufs = [uploadF16(rt, 'tune.f16.a', rng.uniformArray(M * K)), uploadF16(rt, 'tune.f16.b', rng.uniformArray(K * N)), rt.createBuffer('workspace', 'tune.f16.c', M * N * 4)];
+      if (job.workspaceBytes > 0) bufs.push(rt.createBuffer('workspace', 'tune.f16.ws', job.workspaceBytes));
     }
     return bufs;
   };
@@ -76,8 +77,9 @@ export function prepareF16Gemm(rt: Runtime, job: F16GemmJob, o: CandidateOptions
           return r.ok ? null : `wrong or does not build: ${r.failed}`;
         }),
         build: async () => {
-          const [a, b, c] = operands();
-          const built = await rt.checked(name, () => buildMatmulF16(rt, { label: 'tune.f16', M, N, K, a, b, c, transA: s.transA, transB: s.transB, path: 'f16-tensor-core', spec: s, split: 1 }));
+          const [a, b, c, workspace] = operands();
+          // Each layout with the split-K the step would give it in this workspace (buildMatmulF16's own choice).
+          const built = await rt.checked(name, () => buildMatmulF16(rt, { label: 'tune.f16', M, N, K, a, b, c, transA: s.transA, transB: s.transB, path: 'f16-tensor-core', spec: s, workspace }));
           const inner = o.gemmInner ?? gemmInner({ M, N, K });
           return { dispatches: Array.from({ length: inner }, () => built.dispatches).flat(), inner, free: () => built.uniforms.forEach((u) => rt.mem.free(u)) };
         },

@@ -47,6 +47,8 @@ export interface F16GemmJob {
   label: string;
   form: GemmForm;
   shape: GemmShape;
+  /** The split-K workspace the step gives this GEMM (a dW GEMM's dead backward scratch; 0: one pass), as MatmulJob's. */
+  workspaceBytes: number;
 }
 
 /** The f16 flash attention's forward spec, or its backward's (dq, dk/dv) pair, for one call shape (tune/f16-attention.ts). */
@@ -95,12 +97,13 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   // The GEMMs a scheme asks in f16 (model/linear-gemms.ts): forward Y = X·Wᵀ (NT), dX = dY·W (NN),
   // dW = dYᵀ·X (TN). Whether they run on tensor cores is the device's: the job kind skips them where not.
   const f16 = new Map<string, F16GemmJob>();
-  const addF16 = (form: GemmForm, shape: GemmShape, what: string) => {
+  const addF16 = (form: GemmForm, shape: GemmShape, workspaceBytes: number, what: string) => {
     const key = f16ShapeKey(form, shape);
     const have = f16.get(key);
     if (have) {
+      have.workspaceBytes = Math.max(have.workspaceBytes, workspaceBytes);
       if (!have.label.includes(what)) have.label += `, ${what}`;
-    } else f16.set(key, { family: 'f16gemm', key, label: `f16 ${shape.M}x${shape.N}x${shape.K} ${form}: ${what}`, form, shape });
+    } else f16.set(key, { family: 'f16gemm', key, label: `f16 ${shape.M}x${shape.N}x${shape.K} ${form}: ${what}`, form, shape, workspaceBytes });
   };
   const int8Attention = { qk: false, dp: false };
   let f16Attention = false;
@@ -110,9 +113,11 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
       if (c.forward === 'fp32') add({ M: N, N: cout, K: cin, transA: false, transB: !nn }, 0, `${name} forward`, !!c.f16?.forward);
       if (c.dx === 'fp32') add({ M: N, N: cin, K: cout }, 0, `${name} dX`, !!c.f16?.dx);
       if (c.dw === 'fp32') add({ M: cout, N: cin, K: N, transA: true }, ws(scratch), `${name} dW`, !!c.f16?.dw);
-      if (c.f16?.forward) addF16('NT', { M: N, N: cout, K: cin }, `${name} forward`);
-      if (c.f16?.dx && plan.training) addF16('NN', { M: N, N: cin, K: cout }, `${name} dX`);
-      if (c.f16?.dw && plan.training) addF16('TN', { M: cout, N: cin, K: N }, `${name} dW`);
+      if (c.f16?.forward) addF16('NT', { M: N, N: cout, K: cin }, 0, `${name} forward`);
+      if (c.f16?.dx && plan.training) addF16('NN', { M: N, N: cin, K: cout }, 0, `${name} dX`);
+      // The step's f16 dW splits K into the same scratch (linear-gemms.ts dwGemm): timed without it, a layout
+      // that wins in one pass lost in the step (s30c2: the f16 dW picks made the tuned step 6 % slower).
+      if (c.f16?.dw && plan.training) addF16('TN', { M: cout, N: cin, K: N }, ws(scratch), `${name} dW`);
     }
     if (c.attentionQk === 'int8') int8Attention.qk = true;
     // Whether the f16 kernel runs is the device's (its check, the head dim): the job kind skips it where not.

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { F16_TC_LAYOUTS, f16TcPick, f16TcSpecOfPick, type F16TcSpec, FORM_TRANS, GEMM_FORMS } from '../../../src/engine/kernels/matmul-f16/plan';
 import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../../../src/engine/train/options';
+import { resolveTrainingPlan } from '../../../src/engine/plan/train-plan';
 import { codeHash, TuneCache, trainingTuneJobs } from '../../../src/engine/tune';
 import { tunedPicks } from '../../../src/engine/tune/store';
 
@@ -23,6 +24,17 @@ describe('f16 tensor-core layouts as tuning choices', () => {
     expect(new Set(keys).size).toBe(keys.length);
     for (const j of f16) if (j.family === 'f16gemm') expect(j.key.endsWith(j.form)).toBe(true);
     expect(trainingTuneJobs(defaultTrainOptions('micro')).some((j) => j.family === 'f16gemm')).toBe(false);
+  });
+
+  it("a dW job carries the split-K workspace the step gives its GEMM (the dead backward scratch); forward and dX none", () => {
+    const opts = { ...defaultTrainOptions('micro'), scheme: SCHEME_PRESETS.f16 };
+    const plan = resolveTrainingPlan(opts).model;
+    const bytes = (key: string) => plan.buffers.find((b) => b.key === key)!.bytes;
+    const jobs = new Map(trainingTuneJobs(opts).flatMap((j) => (j.family === 'f16gemm' ? [[j.key, j] as const] : [])));
+    expect(jobs.get('32x32x128TN')?.workspaceBytes).toBe(bytes('dF1')); // q/k/v/o dW split into dF1
+    expect(jobs.get('64x32x128TN')?.workspaceBytes).toBe(bytes('dq')); // gate/up dW into dq
+    expect(bytes('dq')).toBeGreaterThan(0);
+    for (const j of jobs.values()) if (j.form !== 'TN') expect(j.workspaceBytes).toBe(0);
   });
 
   it('a pick names a layout: every layout, form and configuration parses back to its spec; other names do not', () => {
