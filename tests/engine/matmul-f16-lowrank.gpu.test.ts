@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { buildMatmulF16 } from '../../src/engine/kernels/matmul-f16/matmul-f16';
-import { matmulF16Ref } from '../../src/engine/kernels/matmul-f16/matmul-f16.ref';
+import { lowRankRef, matmulF16Ref } from '../../src/engine/kernels/matmul-f16/matmul-f16.ref';
 import { type F16TcSpec, FORM_TRANS } from '../../src/engine/kernels/matmul-f16/plan';
 import { matmulRef } from '../../src/engine/kernels/matmul/matmul.ref';
 import { roundF16 } from '../../src/engine/quant/f16';
@@ -37,7 +37,10 @@ async function check(c: Case, seed: number) {
     rt.run(built.dispatches);
     const got = await rt.readF32(bufs[2], 0, c.M * c.N);
     const want = matmulF16Ref(a, b, c.M, c.N, c.K, { ...t, alpha: c.alpha, c0: c.accumulate ? c0 : undefined }).c;
-    const lr = matmulRef(u, v, c.M, c.N, c.rank, { transA: true, transB: transV, alpha: c.scale });
+    // On the tensor cores (alpha 1, N a multiple of 4) U and s·V are multiplied as f16, as the operands are.
+    const tensorCores = !!c.spec && (c.alpha ?? 1) === 1 && c.N % 4 === 0;
+    const lr = lowRankRef(u, v, c.M, c.N, c.rank, { transV, scale: c.scale, tensorCores }).c;
+    if (!tensorCores) expectClose(lr, matmulRef(u, v, c.M, c.N, c.rank, { transA: true, transB: transV, alpha: c.scale }), { atol: 1e-5, rtol: 1e-6, label: 'lowRankRef' });
     expectClose(got, Float64Array.from(want, (x, i) => x + lr[i]), { atol: 1e-4, rtol: 1e-5, label: `${c.form} ${c.M}x${c.N}x${c.K} r${c.rank} ${built.kernel}` });
     built.uniforms.forEach((x) => rt.mem.free(x));
     return built;
@@ -55,9 +58,18 @@ describe('f16 GEMM low-rank epilogue (f32 twins)', () => {
     expect(b1.dispatches[0].label).toMatch(/simt NT .* \+lr3\]$/);
   }, 60_000);
 
-  it('tensor cores (emulated): whole blocks take the epilogue instead of the direct tile store, both forms', async () => {
-    await check({ M: 64, N: 16, K: 32, form: 'NT', rank: 4, scale: 1.5, spec: { ...TC, ...FORM_TRANS.NT } }, 3);
+  it('tensor cores (emulated): the term multiplied on the tensor cores (f16 U and s·V staged a K of ranks at a time, zero past r, M and N), then the direct store; both forms', async () => {
+    const b1 = await check({ M: 64, N: 16, K: 32, form: 'NT', rank: 4, scale: 1.5, spec: { ...TC, ...FORM_TRANS.NT } }, 3);
     await check({ M: 64, N: 16, K: 32, form: 'NN', rank: 8, scale: 0.25, spec: { ...TC, ...FORM_TRANS.NN } }, 4);
+    // Several rank passes (r 20 = 8 + 8 + 4), accumulating, whole and partial blocks (M 37, N 20: the partial ones store through the scratch).
+    await check({ M: 37, N: 20, K: 24, form: 'NT', rank: 20, scale: -0.75, accumulate: true, spec: { ...TC, ...FORM_TRANS.NT } }, 6);
+    await check({ M: 40, N: 28, K: 16, form: 'NN', rank: 16, scale: 2, accumulate: true, spec: { ...TC, ...FORM_TRANS.NN } }, 7);
+    expect(b1.dispatches[0].label).toMatch(/\+lr4\]$/);
+  }, 60_000);
+
+  it('tensor cores (emulated): alpha ≠ 1 or N not a multiple of 4 keep the per-element lowRank() in f32', async () => {
+    await check({ M: 64, N: 16, K: 32, form: 'NT', rank: 4, scale: 1.5, alpha: 0.5, spec: { ...TC, ...FORM_TRANS.NT } }, 8);
+    await check({ M: 36, N: 18, K: 16, form: 'NT', rank: 8, scale: 0.5, accumulate: true, spec: { ...TC, ...FORM_TRANS.NT } }, 9);
   }, 60_000);
 
   it('refuses a split or a low-rank binding aliasing C', async () => {

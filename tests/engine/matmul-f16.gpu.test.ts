@@ -81,7 +81,7 @@ describe('f16 tensor-core GEMM with emulated subgroup matrices (f32, runnable wi
         const s: F16TcSpec = { ...base, ...FORM_TRANS[form] };
         expect(f16TcSpecError(s)).toBeNull();
         const r = await checkF16Tc(rt, s, 'f32');
-        expect([r.label, r.failed]).toEqual([r.label, undefined]);
+        expect([r.label, r.failed, r.lowRankFailed]).toEqual([r.label, undefined, undefined]);
       }
     }
   });
@@ -97,7 +97,7 @@ describe('f16 tensor-core GEMM forms aimed at the H100 (emulated matrices): two 
       const s: F16TcSpec = { ...all, ...FORM_TRANS[form] };
       expect(f16TcSpecError(s)).toBeNull();
       const r = await checkF16Tc(rt, s, 'f32');
-      expect([r.label, r.failed]).toEqual([r.label, undefined]);
+      expect([r.label, r.failed, r.lowRankFailed]).toEqual([r.label, undefined, undefined]);
       // 3 block rows in strips of 2, 4 block columns, K ending mid-step.
       const c = { M: 2 * 16 + 4, N: 3 * 16 + 4, K: 5 * 16 + 4, ...FORM_TRANS[form] };
       const g = await checkMatmulF16(rt, c, { path: 'f16-tensor-core', spec: s, elem: 'f32' });
@@ -118,7 +118,7 @@ describe('f16 tensor-core GEMM forms of F16-SPEED-PLAN G3-G4 (emulated matrices)
       const s: F16TcSpec = { ...base, ...f, ...FORM_TRANS[form] };
       expect(f16TcSpecError(s)).toBeNull();
       const r = await checkF16Tc(rt, s, 'f32');
-      expect([r.label, r.failed]).toEqual([r.label, undefined]);
+      expect([r.label, r.failed, r.lowRankFailed]).toEqual([r.label, undefined, undefined]);
       // 3 block rows and columns (the last partial); 5 whole K steps (the unrolled loop's break), 6, and 4.5.
       for (const K of [40, 48, 36]) {
         const c = { M: 40, N: 40, K, ...FORM_TRANS[form] };
@@ -141,7 +141,7 @@ describe('f16 tensor-core GEMM without prefetch, and one stage with B streamed a
       const s: F16TcSpec = { ...base, ...f, ...FORM_TRANS[form] };
       expect(f16TcSpecError(s)).toBeNull();
       const r = await checkF16Tc(rt, s, 'f32');
-      expect([r.label, r.failed]).toEqual([r.label, undefined]);
+      expect([r.label, r.failed, r.lowRankFailed]).toEqual([r.label, undefined, undefined]);
       // 3 block rows and columns (the last partial); 3 whole K steps and 2.25.
       for (const K of [48, 36]) {
         const c = { M: 40, N: 40, K, ...FORM_TRANS[form] };

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { F16_ON_NVIDIA_TOGGLE, withDawnToggle } from '../../src/engine/gpu/node';
 import { matmulRef } from '../../src/engine/kernels/matmul/matmul.ref';
 import { compareF16Gemm, f16GemmTolerance, matmulF16Ref, matmulF16RefAt } from '../../src/engine/kernels/matmul-f16/matmul-f16.ref';
-import { f16TcCheckCases } from '../../src/engine/kernels/matmul-f16/matmul-f16';
+import { f16TcCheckCases, f16TcLowRankCheckCases } from '../../src/engine/kernels/matmul-f16/matmul-f16';
 import {
   chooseF16SplitK, contiguousDims, F16_TC_LAYOUTS, f16ConfigsOf, f16ShapeKey, MEASURED_F16TC_LAYOUTS, f16KernelFor, f16SplitPlan, f16TcBlockM, f16TcBlockN, f16TcCandidates,
   f16TcLabel, f16TcLayoutOf, f16TcPick, f16TcSpecError, f16TcSpecOfPick, f16TcWorkgroupBytes, FORM_TRANS, formOf, GEMM_FORMS, offeredF16Path, type F16TcSpec, vec4Operands,
@@ -185,6 +185,14 @@ describe('f16 GEMM choices', () => {
       expect(cases[1].c.M % 128 || cases[1].c.N % 128).toBe(0);
       // Whole blocks with accumulate take the direct store, the accumulators starting from C's tiles.
       expect([cases[3].c.M % 128 || cases[3].c.N % 128, cases[3].c.accumulate, cases[3].c.alpha]).toEqual([0, true, undefined]);
+      // The low-rank cases: the forms LoRA's terms ride in (forward NT with V [N, r], dX NN with V [r, N]); whole blocks on
+      // the tensor cores, then ranks past one K pass on partial blocks (NN: N a multiple of 4, the tensor cores; NT: lowRank()).
+      const lr = f16TcLowRankCheckCases(s);
+      if (form === 'TN') expect(lr).toEqual([]);
+      else {
+        expect(lr.map((c) => [c.name, c.c.lowRank?.transV, c.c.N % 4 === 0])).toEqual([['whole+lowRank', form === 'NT', true], ['partial+lowRank', form === 'NT', form === 'NN']]);
+        expect(lr[1].c.lowRank!.rank).toBeGreaterThan(s.cfg.K);
+      }
     }
   });
 });

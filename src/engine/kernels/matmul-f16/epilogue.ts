@@ -22,6 +22,7 @@ export function f16LowRankWgsl(lr: F16LowRankCode, scaleField: string): string {
     // quarter of the scalar loads); the same fma chain in j order as the scalar loop.
     const q = lr.rank / 4;
     return `@group(0) @binding(5) var<storage, read> LRV: array<vec4<f32>>; // V [N, ${lr.rank}]
+fn lrV(i: u32) -> f32 { return LRV[i / 4u][i % 4u]; } // V's element i as stored (tensor-core staging)
 ${head}
 fn lowRank(row: u32, col: u32) -> f32 {
   var t = 0.0;
@@ -34,6 +35,7 @@ ${tail}`;
   }
   const vAt = lr.transV ? `col * ${lr.rank}u + j` : 'j * P.N + col';
   return `@group(0) @binding(5) var<storage, read> LRV: array<f32>; // V ${lr.transV ? `[N, ${lr.rank}]` : `[${lr.rank}, N]`}
+fn lrV(i: u32) -> f32 { return LRV[i]; }
 ${head}
 fn lowRank(row: u32, col: u32) -> f32 {
   var t = 0.0;

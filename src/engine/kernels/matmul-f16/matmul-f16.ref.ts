@@ -49,6 +49,32 @@ export function matmulF16Ref(a: ArrayLike<number>, b: ArrayLike<number>, M: numb
 }
 
 /**
+ * A low-rank epilogue's term, s·Σ_j U[j, m]·V (V [r, N], or [N, r] with transV), in float64 with its Σ|products|.
+ * `tensorCores`: as the tensor-core kernel computes it (tc.ts tcLr): Σ_j f16(U[j, m])·f16(s·V[j, n]), s·V
+ * rounded to f32 first; else in f32 operands, as lowRank() sums them.
+ */
+export function lowRankRef(u: ArrayLike<number>, v: ArrayLike<number>, M: number, N: number, rank: number,
+  o: { transV: boolean; scale: number; tensorCores: boolean }): MatmulF16RefResult {
+  const c = new Float64Array(M * N);
+  const absSum = new Float64Array(M * N);
+  const vAt = (j: number, n: number) => v[o.transV ? n * rank + j : j * N + n];
+  for (let m = 0; m < M; m++) {
+    for (let n = 0; n < N; n++) {
+      let s = 0;
+      let t = 0;
+      for (let j = 0; j < rank; j++) {
+        const p = o.tensorCores ? roundF16(u[j * M + m]) * roundF16(Math.fround(o.scale * vAt(j, n))) : o.scale * u[j * M + m] * vAt(j, n);
+        s += p;
+        t += Math.abs(p);
+      }
+      c[m * N + n] = s;
+      absSum[m * N + n] = t;
+    }
+  }
+  return { c, absSum };
+}
+
+/**
  * The reference at some outputs only (flat indices m·N + n), for shapes too big to multiply
  * whole in TypeScript: `c` and `absSum` hold those elements, in `at`'s order.
  */

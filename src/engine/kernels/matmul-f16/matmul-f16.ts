@@ -20,10 +20,10 @@ import { Rng } from '../../util/rng';
 import { adapterMatches } from '../../gpu/device';
 import { asSlice, bindingBytes, grid2d } from '../launch';
 import { subgroupMatrixConfigs, subgroupSize } from '../qgemm/sgmat';
-import { compareF16Gemm, type F16GemmComparison, matmulF16Ref, matmulF16RefAt } from './matmul-f16.ref';
+import { compareF16Gemm, type F16GemmComparison, lowRankRef, matmulF16Ref, matmulF16RefAt } from './matmul-f16.ref';
 import {
   chooseF16SplitK, F16_TC_LAYOUTS, f16ConfigsOf, f16KernelFor, f16SplitPlan, f16SplitWorkspaceBytes, f16TcBlockM, f16TcBlockN,
-  f16TcCandidates, f16TcLabel, f16TcSpecError, f16TcSpecOfPick, f16TcThreads, type F16Path, type F16TcLayout, type F16TcSpec, formOf, type GemmForm,
+  f16TcCandidates, f16TcLabel, f16TcLowRankStaging, f16TcSpecError, f16TcSpecOfPick, f16TcThreads, type F16Path, type F16TcLayout, type F16TcSpec, formOf, type GemmForm,
   GEMM_FORMS, type GemmShape, MEASURED_F16TC_LAYOUTS, f16ShapeKey, SIMT_F16, vec4Operands,
 } from './plan';
 import { simtF16Code } from './simt';
@@ -128,6 +128,11 @@ export function f16TcSpecForOutput(s: F16TcSpec, shape: { M: number; N: number }
   return s.direct && (shape.M < f16TcBlockM(s) || shape.N < f16TcBlockN(s)) ? { ...s, direct: false } : s;
 }
 
+/** Whether a tensor-core GEMM stores whole tiles directly (the kernel's P.direct), which is also where its low-rank term runs on the tensor cores. */
+function directStores(a: { N: number; alpha?: number; lowRank: boolean }, tc: F16TcSpec | undefined): boolean {
+  return (a.alpha ?? 1) === 1 && a.N % 4 === 0 && (!a.lowRank || (!!tc && f16TcLowRankStaging(tc).fits));
+}
+
 /** The kernel and WGSL one GEMM runs (throws where it has none). */
 function resolveF16(rt: Runtime, a: MatmulF16Args): ResolvedF16 {
   const form = checkArgs(a);
@@ -172,8 +177,9 @@ export function buildMatmulF16(rt: Runtime, a: MatmulF16Args): BuiltMatmulF16 {
   const alpha = split ? 1 : a.alpha ?? 1;
   const accumulate = !split && !!a.accumulate;
   const u = new Uniforms().u32(a.M).u32(a.N).u32(a.K).f32(alpha).u32(accumulate ? 1 : 0).u32(split ? kChunk : a.K)
-    // Direct tile stores (accumulate by starting from C's tiles): alpha 1, C's rows 16-byte aligned (N a multiple of 4).
-    .u32(alpha === 1 && !a.lowRank && a.N % 4 === 0 ? 1 : 0);
+    // Direct tile stores (accumulate by starting from C's tiles): alpha 1, C's rows 16-byte aligned (N a multiple of 4);
+    // with a low-rank term only where it runs on the tensor cores (the kernel's tcLr), not through lowRank().
+    .u32(directStores({ N: a.N, alpha, lowRank: !!a.lowRank }, tc) ? 1 : 0);
   // The last word is padding, or the low-rank epilogue's scale (./epilogue.ts bitcasts it).
   if (a.lowRank) u.f32(a.lowRank.scale);
   else u.u32(0);
@@ -206,6 +212,8 @@ export interface F16GemmCase {
   alpha?: number;
   accumulate?: boolean;
   split?: number;
+  /** A low-rank term (random U [rank, M] and V in ±1): + scale·Uᵀ·op(V). */
+  lowRank?: { rank: number; transV: boolean; scale: number };
 }
 
 export interface F16GemmCheck extends F16GemmComparison {
@@ -225,6 +233,7 @@ export async function checkMatmulF16(rt: Runtime, c: F16GemmCase, o: {
   const A = rng.uniformArray(c.M * c.K);
   const B = rng.uniformArray(c.K * c.N);
   const c0 = c.accumulate ? rng.uniformArray(c.M * c.N) : undefined;
+  const lr = c.lowRank && { ...c.lowRank, u: rng.uniformArray(c.lowRank.rank * c.M), v: rng.uniformArray(c.lowRank.rank * c.N) };
   const bufs: GPUBuffer[] = [];
   const fail = (error: string): F16GemmCheck => ({ ok: false, maxAbsErr: NaN, worstRatio: NaN, bad: c.M * c.N, error });
   try {
@@ -237,11 +246,14 @@ export async function checkMatmulF16(rt: Runtime, c: F16GemmCase, o: {
     const out = rt.upload('workspace', 'f16.check.c', c0 ?? new Float32Array(c.M * c.N).fill(NaN));
     bufs.push(a, b, out);
     const parts = c.split ?? 1;
-    if (parts > 1) bufs.push(rt.createBuffer('workspace', 'f16.check.ws', parts * c.M * c.N * 4));
+    const ws = parts > 1 ? rt.createBuffer('workspace', 'f16.check.ws', parts * c.M * c.N * 4) : undefined;
+    const lrBufs = lr && [rt.upload('workspace', 'f16.check.u', lr.u), rt.upload('workspace', 'f16.check.v', lr.v)];
+    bufs.push(...(ws ? [ws] : []), ...(lrBufs ?? []));
     const args: MatmulF16Args = {
-      label: 'f16.check', ...c, a, b, c: out, path: o.path, spec: o.spec, elem: o.elem, split: parts, workspace: parts > 1 ? bufs[3] : undefined,
+      label: 'f16.check', ...c, a, b, c: out, path: o.path, spec: o.spec, elem: o.elem, split: parts, workspace: ws,
+      lowRank: lr && lrBufs && { u: lrBufs[0], v: lrBufs[1], rank: lr.rank, transV: lr.transV, scale: lr.scale },
     };
-    const { code } = resolveF16(rt, args);
+    const { code, tc } = resolveF16(rt, args);
     // A layout this device rejects is expected while probing: keep its error out of the console.
     const errors = await wgslErrors(rt.device, 'f16.check', code, true);
     if (errors.length) return fail(errors.join('; '));
@@ -258,7 +270,10 @@ export async function checkMatmulF16(rt: Runtime, c: F16GemmCase, o: {
       const at = Uint32Array.from({ length: o.samples }, (_, i) => (i < 2 ? i * last : rng.int(last + 1)));
       return compareF16Gemm(Float32Array.from(at, (i) => got[i]), matmulF16RefAt(A, B, c.M, c.N, c.K, at, refOpts), c.K);
     }
-    return compareF16Gemm(got, matmulF16Ref(A, B, c.M, c.N, c.K, refOpts), c.K);
+    const ref = matmulF16Ref(A, B, c.M, c.N, c.K, refOpts);
+    if (!lr) return compareF16Gemm(got, ref, c.K);
+    const t = lowRankRef(lr.u, lr.v, c.M, c.N, lr.rank, { transV: lr.transV, scale: lr.scale, tensorCores: !!tc && directStores({ ...c, lowRank: true }, tc) });
+    return compareF16Gemm(got, { c: ref.c.map((x, i) => x + t.c[i]), absSum: ref.absSum.map((x, i) => x + t.absSum[i]) }, c.K + lr.rank);
   } catch (e) {
     return fail((e as Error).message);
   } finally {
@@ -282,6 +297,24 @@ export function f16TcCheckCases(s: F16TcSpec): { name: string; c: F16GemmCase }[
     { name: 'alpha+accumulate', c: { ...odd, alpha: 0.5, accumulate: true } },
     { name: 'whole+accumulate', c: { ...t, M: 2 * BM, N: BN, K: 2 * s.BK, accumulate: true } },
     { name: 'split-K', c: { ...odd, split: 2 } },
+  ];
+}
+
+/**
+ * The cases of a spec's low-rank epilogue (LoRA's term in the forward NT, V [N, r], and the dX NN, V [r, N];
+ * dW never takes one): whole blocks accumulating, where the term runs on the tensor cores, and partial blocks
+ * of ranks past one K pass (N a multiple of 4 in NN: tensor cores and the scratch store; N odd in NT: lowRank()).
+ */
+export function f16TcLowRankCheckCases(s: F16TcSpec): { name: string; c: F16GemmCase }[] {
+  const form = formOf(s.transA, s.transB);
+  if (form !== 'NT' && form !== 'NN') return [];
+  const t = { transA: s.transA, transB: s.transB };
+  const transV = form === 'NT';
+  const BM = f16TcBlockM(s);
+  const BN = f16TcBlockN(s);
+  return [
+    { name: 'whole+lowRank', c: { ...t, M: 2 * BM, N: BN, K: 2 * s.BK, accumulate: true, lowRank: { rank: 16, transV, scale: 0.5 } } },
+    { name: 'partial+lowRank', c: { ...t, M: BM + 5, N: BN + (transV ? 3 : 4), K: s.BK + 4, lowRank: { rank: s.cfg.K + 4, transV, scale: -2 } } },
   ];
 }
 
@@ -311,6 +344,19 @@ export function f16TensorCoreSpecFor(rt: Runtime, form: GemmForm, shape: GemmSha
 
 /** Labels of the tensor-core specs that passed checkF16Tc on a runtime (only those serve a GEMM). */
 const verified = new WeakMap<Runtime, Set<string>>();
+/** Of those, the ones whose low-rank cases passed too (f16TcLowRankCheckCases). */
+const verifiedLowRank = new WeakMap<Runtime, Set<string>>();
+
+/**
+ * Whether a GEMM of this form and shape runs on this device's tensor cores with its low-rank term
+ * multiplied there too (alpha 1, N a multiple of 4, the staging fits, the spec's low-rank cases passed):
+ * where LoRA's terms ride in the f16 GEMM's epilogue by default (model/linear-gemms.ts lowRankFits).
+ */
+export function f16LowRankOnTensorCores(rt: Runtime, form: GemmForm, shape: GemmShape): boolean {
+  if (f16PathFor(rt, form === 'TN', form === 'NT', shape) !== 'f16-tensor-core') return false;
+  const spec = f16TensorCoreSpecFor(rt, form, shape);
+  return !!spec && !!verifiedLowRank.get(rt)?.has(f16TcLabel(spec)) && directStores({ N: shape.N, lowRank: true }, f16TcSpecForOutput(spec, shape));
+}
 
 /** The first tuned pick for this GEMM (plan.ts f16TcPick names) that passed its check on this runtime. */
 function tunedF16Spec(rt: Runtime, form: GemmForm, shape: GemmShape): F16TcSpec | undefined {
@@ -389,6 +435,8 @@ export interface F16TcTried {
   ok: boolean;
   /** The first failing case and what it found. */
   failed?: string;
+  /** A spec that passed, but not its low-rank cases (f16TcLowRankCheckCases): its LoRA terms stay GEMMs of their own. */
+  lowRankFailed?: string;
 }
 
 export interface F16TcProbe {
@@ -400,18 +448,31 @@ export interface F16TcProbe {
   shapeLayouts?: Record<string, string>;
 }
 
-/** Runs every case of f16TcCheckCases on a spec; the first failure stops it. `elem: 'f32'`: the emulated kernel. */
+/**
+ * Runs every case of f16TcCheckCases on a spec; the first failure stops it. `elem: 'f32'`: the emulated kernel.
+ * A spec that passes then runs its low-rank cases: a failure there only keeps LoRA's terms out of its epilogue.
+ */
 export async function checkF16Tc(rt: Runtime, s: F16TcSpec, elem?: 'f16' | 'f32'): Promise<F16TcTried> {
-  for (const { name, c } of f16TcCheckCases(s)) {
-    const r = await checkMatmulF16(rt, c, { path: 'f16-tensor-core', spec: s, elem });
-    if (!r.ok) return { label: f16TcLabel(s), ok: false, failed: `${name}: ${r.error ?? `${r.bad} elements off, max error ${r.maxAbsErr}, ${r.worstRatio.toPrecision(3)}× tolerance`}` };
-  }
+  const first = async (cases: { name: string; c: F16GemmCase }[]) => {
+    for (const { name, c } of cases) {
+      const r = await checkMatmulF16(rt, c, { path: 'f16-tensor-core', spec: s, elem });
+      if (!r.ok) return `${name}: ${r.error ?? `${r.bad} elements off, max error ${r.maxAbsErr}, ${r.worstRatio.toPrecision(3)}× tolerance`}`;
+    }
+    return undefined;
+  };
+  const failed = await first(f16TcCheckCases(s));
+  if (failed) return { label: f16TcLabel(s), ok: false, failed };
+  const lowRankFailed = await first(f16TcLowRankCheckCases(s));
   if (elem !== 'f32') {
-    let ok = verified.get(rt);
-    if (!ok) verified.set(rt, (ok = new Set()));
-    ok.add(f16TcLabel(s));
+    const add = (m: WeakMap<Runtime, Set<string>>) => {
+      let ok = m.get(rt);
+      if (!ok) m.set(rt, (ok = new Set()));
+      ok.add(f16TcLabel(s));
+    };
+    add(verified);
+    if (!lowRankFailed) add(verifiedLowRank);
   }
-  return { label: f16TcLabel(s), ok: true };
+  return { label: f16TcLabel(s), ok: true, ...(lowRankFailed ? { lowRankFailed } : {}) };
 }
 
 /**

@@ -224,6 +224,20 @@ export function f16TcStaging(s: F16TcSpec): { strideA: number; strideB: number; 
   return { strideA, strideB, elemsA: (s.transA ? s.BK : BM) * strideA, elemsB: (s.transB ? BN : s.BK) * strideB };
 }
 
+/**
+ * Where LoRA's low-rank term s·Uᵀ·op(V) runs on the tensor cores (tc.ts): after the K loop a workgroup
+ * stages U's rows and s·V's columns of its block, cfg.K ranks at a time, as f16 in the staging buffer
+ * (U [K][BM + PAD], then V [K][BN + PAD]) and multiplies them into its accumulators, which then take
+ * the direct store. Whether that fits the spec's staging buffer, and the layout within it.
+ */
+export function f16TcLowRankStaging(s: F16TcSpec): { fits: boolean; strideU: number; strideV: number; offV: number } {
+  const st = f16TcStaging(s);
+  const strideU = f16TcBlockM(s) + s.PAD;
+  const strideV = f16TcBlockN(s) + s.PAD;
+  const offV = s.cfg.K * strideU;
+  return { fits: offV + s.cfg.K * strideV <= (st.elemsA + st.elemsB) * (s.stages ?? 1), strideU, strideV, offV };
+}
+
 /** Bytes of workgroup memory a spec uses: the f16 staging, then the f32 epilogue scratch (one tile per subgroup). */
 export function f16TcWorkgroupBytes(s: F16TcSpec): number {
   const st = f16TcStaging(s);

@@ -25,8 +25,9 @@
  * enableF16TensorCores) before any GEMM uses it.
  */
 import { emulatedSgmatWgsl, f16MatrixTypes, sgmatLoad, sgmatStore } from '../qgemm/sgmat';
+import { F16_HALF_WGSL } from './cast';
 import { type F16LowRankCode, f16LowRankWgsl } from './epilogue';
-import { f16TcBlockM, f16TcBlockN, f16TcStaging, f16TcThreads, type F16TcSpec, formOf } from './plan';
+import { f16TcBlockM, f16TcBlockN, f16TcLowRankStaging, f16TcStaging, f16TcThreads, type F16TcSpec, formOf } from './plan';
 
 /** The layout spelling this kernel writes: subgroupMatrixLoad<T, row_major|col_major>(p, off, stride). */
 const SYNTAX = { syntax: 'template' } as const;
@@ -132,9 +133,13 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16Low
     }
   };
   for (const [i, j] of tiles) L.push(`  var c${i}_${j} = CT();`);
+  // LoRA's low-rank term on the tensor cores where the staging buffer holds it (f16TcLowRankStaging);
+  // else the scalar lowRank() per element, which gives up the direct store.
+  const lrs = f16TcLowRankStaging(s);
+  const lrTc = !!o.lowRank && lrs.fits;
   // Whole blocks store their tiles straight to C; with accumulate they start from C's tiles instead of
   // zero (subgroup matrices have no element access, so adding C after the loop would take the scratch).
-  const direct = !!s.direct && !o.lowRank;
+  const direct = !!s.direct && (!o.lowRank || lrTc);
   const cOff = (i: number, j: number) => `(m0 + am + ${i * cfg.M}u) * P.N + n0 + bn + ${j * cfg.N}u`;
   if (direct) {
     L.push(`  let whole = P.direct != 0u && m0 + ${BM}u <= P.M && n0 + ${BN}u <= P.N;`);
@@ -215,6 +220,28 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16Low
   }
   // Epilogue.
   const MN = cfg.M * cfg.N;
+  if (lrTc) {
+    // P.direct (alpha 1: the host's rule, ./matmul-f16.ts) also says the term goes on the tensor cores:
+    // U [r, M] and s·V staged as f16 (rounded like any f16 operand; zero past M, N and r), cfg.K ranks a
+    // pass, one multiply-accumulate per result tile; other calls take lowRank() below.
+    const lr = o.lowRank!;
+    const half = (x: string) => (emu ? `unpack2x16float(half(${x})).x` : `f16(${x})`);
+    const vAt = lr.transV ? `col * ${lr.rank}u + j` : 'j * P.N + col';
+    const mma = emu ? 'emuMMA' : 'subgroupMatrixMultiplyAccumulate';
+    L.push('  let tcLr = P.direct != 0u;', '  if (tcLr) {', '    let lrScale = bitcast<f32>(P._p0);');
+    L.push(`    for (var j0 = 0u; j0 < ${lr.rank}u; j0 += ${cfg.K}u) {`, '      workgroupBarrier();');
+    L.push(`      for (var e = lid; e < ${cfg.K * BM}u; e += ${T}u) {`);
+    L.push(`        let j = j0 + e / ${BM}u; let row = m0 + e % ${BM}u; let ok = j < ${lr.rank}u && row < P.M;`);
+    L.push(`        S[(e / ${BM}u) * ${lrs.strideU}u + e % ${BM}u] = ${half(`select(0.0, LRU[select(0u, j * P.M + row, ok)], ok)`)};`, '      }');
+    L.push(`      for (var e = lid; e < ${cfg.K * BN}u; e += ${T}u) {`);
+    L.push(`        let j = j0 + e / ${BN}u; let col = n0 + e % ${BN}u; let ok = j < ${lr.rank}u && col < P.N;`);
+    L.push(`        S[${lrs.offV}u + (e / ${BN}u) * ${lrs.strideV}u + e % ${BN}u] = ${half(`select(0.0, lrScale * lrV(select(0u, ${vAt}, ok)), ok)`)};`, '      }');
+    L.push('      workgroupBarrier();');
+    for (let i = 0; i < s.tilesM; i++) L.push(`      let u${i} = ${load('LT', `am + ${i * cfg.M}u`, true, `${lrs.strideU}u`)};`);
+    for (let j = 0; j < s.tilesN; j++) L.push(`      let v${j} = ${load('RT', `${lrs.offV}u + bn + ${j * cfg.N}u`, false, `${lrs.strideV}u`)};`);
+    for (const [i, j] of tiles) L.push(`      c${i}_${j} = ${mma}(u${i}, v${j}, c${i}_${j});`);
+    L.push('    }', '  }');
+  }
   L.push('  let base = wid.z * P.M * P.N;');
   // The low-rank epilogue adds to each element: no direct tile stores.
   if (direct) {
@@ -228,7 +255,8 @@ export function f16TcCode(s: F16TcSpec, o: { emulate?: boolean; lowRank?: F16Low
     L.push(`  for (var e = lane; e < ${MN}u; e += ${s.sgSize}u) {`);
     L.push(`    let row = m0 + am + ${i * cfg.M}u + e / ${cfg.N}u; let col = n0 + bn + ${j * cfg.N}u + e % ${cfg.N}u;`);
     L.push('    if (row < P.M && col < P.N) {');
-    L.push(`      let o = base + row * P.N + col; var v = P.alpha * R[sg * ${MN}u + e]${o.lowRank ? ' + lowRank(row, col)' : ''};`);
+    const lrAdd = !o.lowRank ? '' : lrTc ? ' if (!tcLr) { v += lowRank(row, col); }' : ' v += lowRank(row, col);';
+    L.push(`      let o = base + row * P.N + col; var v = P.alpha * R[sg * ${MN}u + e];${lrAdd}`);
     L.push('      if (P.accumulate != 0u) { v = C[o] + v; }');
     L.push('      C[o] = v;');
     L.push('    }', '  }', '  workgroupBarrier();');
@@ -261,9 +289,9 @@ struct Params { M: u32, N: u32, K: u32, alpha: f32, accumulate: u32, kChunk: u32
 @group(0) @binding(1) var<storage, read> B: array<vec4<${E}>>;
 @group(0) @binding(2) var<storage, read_write> C: array<f32>;
 @group(0) @binding(3) var<uniform> P: Params;
-${o.lowRank ? f16LowRankWgsl(o.lowRank, '_p0') : ''}var<workgroup> S: array<${E}, ${stages * STAGE}>; // A's rows, then B's, as stored${stages > 1 ? ' (two stages)' : ''}
+${o.lowRank ? f16LowRankWgsl(o.lowRank, '_p0') : ''}${lrTc && emu ? F16_HALF_WGSL : ''}var<workgroup> S: array<${E}, ${stages * STAGE}>; // A's rows, then B's, as stored${stages > 1 ? ' (two stages)' : ''}
 var<workgroup> R: array<f32, ${s.sgM * s.sgN * MN}>; // one result tile per subgroup (epilogue)
-${emu ? emulatedSgmatWgsl(cfg, [['S', 'LT'], ['S', 'RT'], ...(s.direct && !o.lowRank ? [['C', 'CT'] as ['C', 'CT']] : [])], ['C', 'R']) : ''}
+${emu ? emulatedSgmatWgsl(cfg, [['S', 'LT'], ['S', 'RT'], ...(direct ? [['C', 'CT'] as ['C', 'CT']] : [])], ['C', 'R']) : ''}
 @compute @workgroup_size(${T})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32${G > 1 ? ', @builtin(num_workgroups) nwg: vec3<u32>' : ''}) {
 ${ids}${bases}
