@@ -41,9 +41,9 @@ export function randomBatches(V: number): BatchSource {
  * `/recompute-u` (the backward recomputes uᵀ: LoraPlan.saveU false), `/one-pass` (uᵀ, vᵀ never
  * split over K: LoraPlan.splitThin false) — `lora/recompute-u/one-pass` is the step before both —
  * `/no-epilogue` (the adapters' terms as GEMMs of their own: LoraPlan.epilogue false),
- * `/f16-epilogue` (f16 base GEMMs take the terms in their epilogue too: LoraPlan.f16Epilogue, the
- * step before it was made opt-in) or `/f16-epilogue-fwd` (the forward's only, dX's terms as GEMMs of
- * their own), `/each-reduce` (every split thin GEMM its own reduce: LoraPlan.batchReduce false, the step
+ * `/f16-epilogue` (every f16 base GEMM takes the terms in its epilogue, pinned: LoraPlan.f16Epilogue;
+ * by default only those that multiply them on the tensor cores), `/f16-epilogue-fwd` (the forward's only,
+ * dX's terms as GEMMs of their own) or `/no-f16-epilogue` (none: the default before the tensor-core term), `/each-reduce` (every split thin GEMM its own reduce: LoraPlan.batchReduce false, the step
  * before a layer's dA/dB partials were summed by one reduce), and `+ckpt` (activation checkpointing) last.
  */
 export interface LoraVariant {
@@ -53,7 +53,8 @@ export interface LoraVariant {
   saveU: boolean;
   splitThin: boolean;
   epilogue: boolean;
-  f16Epilogue: readonly ('forward' | 'dx')[];
+  /** undefined: the plan's default. */
+  f16Epilogue?: readonly ('forward' | 'dx')[];
   batchReduce: boolean;
 }
 
@@ -61,15 +62,15 @@ export function parseLoraVariant(name: string): LoraVariant {
   const ckpt = name.endsWith('+ckpt');
   const [kind, ...mods] = name.replace(/\+ckpt$/, '').split('/');
   const kinds = ['full', 'lora', ...QLORA_FORMATS.map((f) => `qlora-${f}`)];
-  const known = ['recompute-u', 'one-pass', 'no-epilogue', 'f16-epilogue', 'f16-epilogue-fwd', 'each-reduce'];
+  const known = ['recompute-u', 'one-pass', 'no-epilogue', 'f16-epilogue', 'f16-epilogue-fwd', 'no-f16-epilogue', 'each-reduce'];
   if (!kinds.includes(kind)) throw new Error(`variant ${name}: unknown ${kind} (one of ${kinds.join(', ')}; then ${known.map((m) => `/${m}`).join(', ')}, +ckpt)`);
   const bad = mods.filter((m) => !known.includes(m));
   if (bad.length || (kind === 'full' && mods.length)) throw new Error(`variant ${name}: ${bad.length ? `unknown modifier ${bad.join(', ')}` : 'full fine-tuning has no adapters to modify'} (LoRA's: ${known.map((m) => `/${m}`).join(', ')})`);
-  const f16 = mods.filter((m) => m.startsWith('f16-epilogue'));
+  const f16 = mods.filter((m) => m.includes('f16-epilogue'));
   if (f16.length > 1 || (f16.length && mods.includes('no-epilogue'))) throw new Error(`variant ${name}: ${[...f16, ...mods.filter((m) => m === 'no-epilogue')].map((m) => `/${m}`).join(' and ')} contradict each other`);
   return {
     name, kind: kind as LoraVariant['kind'], ckpt, saveU: !mods.includes('recompute-u'), splitThin: !mods.includes('one-pass'),
-    epilogue: !mods.includes('no-epilogue'), f16Epilogue: mods.includes('f16-epilogue') ? ['forward', 'dx'] : mods.includes('f16-epilogue-fwd') ? ['forward'] : [],
+    epilogue: !mods.includes('no-epilogue'), f16Epilogue: mods.includes('f16-epilogue') ? ['forward', 'dx'] : mods.includes('f16-epilogue-fwd') ? ['forward'] : mods.includes('no-f16-epilogue') ? [] : undefined,
     batchReduce: !mods.includes('each-reduce'),
   };
 }
@@ -100,7 +101,7 @@ export async function loraVariantTrainer(rt: Runtime, model: ModelConfig, base: 
   };
   const params = paramsOf(model);
   const init = { tokenizer: CharTokenizer.fromText('abcdefgh'), params, data: randomBatches(model.vocab_size) };
-  if (v.saveU && v.splitThin && v.epilogue && !v.f16Epilogue.length && v.batchReduce) return Trainer.create(rt, opts, '', init);
+  if (v.saveU && v.splitThin && v.epilogue && !v.f16Epilogue && v.batchReduce) return Trainer.create(rt, opts, '', init);
   const o = { saveU: v.saveU, splitThin: v.splitThin, epilogue: v.epilogue, f16Epilogue: v.f16Epilogue, batchReduce: v.batchReduce };
   const plan = withLoraSwitches(resolveTrainingPlan(opts, { device: await f16DeviceFeatures(rt, { probe: true }) }), o);
   return Trainer.create(rt, opts, '', { ...init, plan });

@@ -41,9 +41,10 @@ export interface LoraPlan {
    */
   epilogue?: boolean;
   /**
-   * The f16 base GEMMs that take the epilogue too: forward (y's term), dx (dX's), both (LinearGemms.lowRankFits).
-   * None by default: it sums r products per output element from global memory and gives up the
-   * tile's direct stores, which cost the f16 step more than fp32 GEMMs of their own (benches compare).
+   * Pins which f16 base GEMMs take the epilogue too: forward (y's term), dx (dX's), both, none ([]).
+   * Default: those whose tensor-core layout multiplies the term on the tensor cores on this device
+   * (LinearGemms.lowRankFits); the per-element lowRank() of the others (SIMT, alpha ≠ 1) sums r products
+   * from global memory and gives up the direct stores, which cost more than fp32 GEMMs of their own.
    */
   f16Epilogue?: readonly ('forward' | 'dx')[];
 }

@@ -90,7 +90,7 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
    */
   const loraDxTerm = (l: number, name: string): LowRank | undefined => {
     const ad = m.lora?.on(`model.layers.${l}.${name}`);
-    return ad && m.lora!.epilogue && m.g.lowRankFits(l, 'dx') ? m.lora!.dxLowRank(ad) : undefined;
+    return ad && m.lora!.epilogue && m.g.lowRankFits(l, 'dx', name) ? m.lora!.dxLowRank(ad) : undefined;
   };
   /** dX += the adapter's term, after the base dX GEMM of layer l's linear `name` wrote dx (unless that GEMM's epilogue added it). */
   const loraDx = (l: number, label: string, name: string, dx: GPUBuffer) => {

@@ -9,7 +9,7 @@ import { copy } from '../kernels/elementwise/elementwise';
 import { f16OperandBytes } from '../kernels/matmul-f16/cast';
 import { castF16Operand } from '../kernels/f16/f16';
 import { ropeF16, type RopeArgs } from '../kernels/rope/rope';
-import { buildMatmulF16, f16PathFor } from '../kernels/matmul-f16/matmul-f16';
+import { buildMatmulF16, f16LowRankOnTensorCores, f16PathFor } from '../kernels/matmul-f16/matmul-f16';
 import { type LowRank, matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul/matmul';
 import { qdq } from '../kernels/qdq/qdq';
 import { type F16Out, rmsnormForward, rmsnormForwardF16, rmsnormForwardQuantized } from '../kernels/rmsnorm/rmsnorm';
@@ -375,7 +375,7 @@ export class LinearGemms {
    * `lowRank`: a LoRA adapter's term in the GEMM's epilogue (only where lowRankFits).
    */
   linear(label: string, l: number, name: string, x: Binding, out: Binding, M: number, N: number, K: number, accumulate = false, key?: GemmInputSaved, lowRank?: LowRank): Dispatch[] {
-    if (lowRank && !this.lowRankFits(l, 'forward')) throw new Error(`internal: ${label}: a low-rank epilogue on a GEMM without one`);
+    if (lowRank && !this.lowRankFits(l, 'forward', name)) throw new Error(`internal: ${label}: a low-rank epilogue on a GEMM without one`);
     if (this.runsF16(l, 'forward')) {
       // NT: W [out, in] as stored, read column-major; X's f16 copy is its f16 cell, its producer's or gemmInput's.
       const a = this.cell(l, key) ?? this.heldCopy(x, M * K);
@@ -395,14 +395,23 @@ export class LinearGemms {
   }
 
   /**
-   * Whether layer l's forward or dX GEMMs take a LoRA adapter's term in their epilogue: the fp32
-   * GEMMs do (matmul.ts lowRank: r outer products on the register tile); the f16 ones only with
-   * LoraPlan.f16Epilogue (matmul-f16/epilogue.ts sums r products per output element from global
-   * memory and drops the direct tile stores); QLoRA's fp32 weight-only GEMM and the INT8 ones do
-   * not. Where not, the adapter's term is an fp32 GEMM of its own.
+   * Whether layer l's forward or dX GEMM of linear `name` takes a LoRA adapter's term in its epilogue:
+   * the fp32 GEMMs do (matmul.ts lowRank: r outer products on the register tile); the f16 ones where
+   * that GEMM multiplies the term on this device's tensor cores (its layout passed the low-rank check:
+   * f16LowRankOnTensorCores), or as LoraPlan.f16Epilogue pins it (the per-element lowRank() elsewhere
+   * sums r products from global memory and drops the direct tile stores: slower than a GEMM of its
+   * own); QLoRA's fp32 weight-only GEMM and the INT8 ones do not. Where not, the term is an fp32 GEMM of its own.
    */
-  lowRankFits(l: number, kind: 'forward' | 'dx'): boolean {
-    if (this.runsF16(l, kind)) return this.plan.lora?.f16Epilogue?.includes(kind) ?? false;
+  lowRankFits(l: number, kind: 'forward' | 'dx', name: string): boolean {
+    if (this.runsF16(l, kind)) {
+      const pinned = this.plan.lora?.f16Epilogue;
+      if (pinned) return pinned.includes(kind);
+      const w = this.plan.layout.byName.get(`model.layers.${l}.${name}`);
+      if (!w || w.shape.length !== 2) throw new Error(`internal: model.layers.${l}.${name} is not a linear weight`);
+      const [out, inW] = w.shape;
+      const N = this.plan.dims.N;
+      return kind === 'forward' ? f16LowRankOnTensorCores(this.rt, 'NT', { M: N, N: out, K: inW }) : f16LowRankOnTensorCores(this.rt, 'NN', { M: N, N: inW, K: out });
+    }
     return !this.qbase && this.plan.layers[l].compute[kind] !== 'int8';
   }
 
@@ -443,7 +452,7 @@ export class LinearGemms {
    * term in the GEMM's epilogue (only where lowRankFits).
    */
   dxGemm(l: number, label: string, dy: GPUBuffer, name: string, out: GPUBuffer, M: number, N: number, K: number, accumulate = false, producerCodes = false, lowRank?: LowRank): Dispatch[] {
-    if (lowRank && !this.lowRankFits(l, 'dx')) throw new Error(`internal: ${label}: a low-rank epilogue on a GEMM without one`);
+    if (lowRank && !this.lowRankFits(l, 'dx', name)) throw new Error(`internal: ${label}: a low-rank epilogue on a GEMM without one`);
     const c = this.plan.layers[l].compute;
     if (this.runsF16(l, 'dx')) {
       // NN: dY [M, K] in f16 (its producer's copy where it wrote one), W [K, N] = [out, in] as stored.

@@ -403,7 +403,7 @@ export class LlamaGpu {
     // its up-projection in the base GEMM's epilogue where that GEMM takes one (lowRankFits), else a GEMM after it.
     const linear = (label: string, name: string, x: GPUBuffer, gx: Binding, out: GPUBuffer, n: number, k: number, acc: boolean, key: GemmInputSaved) => {
       const ad = this.lora?.on(`model.layers.${l}.${name}`);
-      const fused = ad && this.lora!.epilogue && this.g.lowRankFits(l, 'forward') ? this.lora!.upLowRank(ad) : undefined;
+      const fused = ad && this.lora!.epilogue && this.g.lowRankFits(l, 'forward', name) ? this.lora!.upLowRank(ad) : undefined;
       if (ad) push(this.lora!.down(ad, label, (this.lora!.readsCells ? this.g.loraX(l, key) : undefined) ?? x, recompute));
       push(this.g.linear(label, l, name, gx, out, N, n, k, acc, key, fused));
       if (ad && !fused) push(this.lora!.up(ad, label, { buffer: out, offset: 0, size: N * n * 4 }));
