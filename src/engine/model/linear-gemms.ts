@@ -7,7 +7,7 @@
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { copy } from '../kernels/elementwise/elementwise';
 import { f16OperandBytes } from '../kernels/matmul-f16/cast';
-import { castF16Operand } from '../kernels/f16/f16';
+import { castF16Operand, castF16Segments } from '../kernels/f16/f16';
 import { ropeF16, type RopeArgs } from '../kernels/rope/rope';
 import { buildMatmulF16, f16LowRankOnTensorCores, f16PathFor } from '../kernels/matmul-f16/matmul-f16';
 import { type LowRank, matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul/matmul';
@@ -73,12 +73,15 @@ export class LinearGemms {
   }
 
   /**
-   * The weights' f16 copies from the fp32 master weights (the forward's first dispatches): after
-   * every optimizer step, at init and after a load alike, once per step. None where each GEMM casts its own (perGemm).
+   * The weights' f16 copies from the fp32 master weights (the forward's first dispatch): after every
+   * optimizer step, at init and after a load alike, once per step, all in one dispatch (each weight
+   * f16WeightCast's bits). None where each GEMM casts its own (perGemm).
    */
   f16WeightCasts(): Dispatch[] {
     if (!this.f16 || this.f16.perGemm) return [];
-    return [...this.f16.weights.keys()].map((name) => this.f16WeightCast(name));
+    const elemBytes = this.plan.f16Twin ? 4 : 2;
+    const segments = [...this.f16.weights].map(([name, slot]) => ({ src: this.plan.layout.byName.get(name)!.offset, dst: slot.offset / elemBytes, n: slot.n }));
+    return castF16Segments(this.rt, { label: 'f16.w', x: this.b('weights'), out: this.b('f16.w'), segments, elem: this.elem });
   }
 
   /** The cast of linear `name`'s fp32 master weight into its f16 copy in f16.w. */
