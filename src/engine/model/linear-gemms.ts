@@ -75,10 +75,10 @@ export class LinearGemms {
   /**
    * The weights' f16 copies from the fp32 master weights (the forward's first dispatch): after every
    * optimizer step, at init and after a load alike, once per step, all in one dispatch (each weight
-   * f16WeightCast's bits). None where each GEMM casts its own (perGemm).
+   * f16WeightCast's bits). None where each GEMM casts its own (perGemm) or none has a copy (QLoRA's base).
    */
   f16WeightCasts(): Dispatch[] {
-    if (!this.f16 || this.f16.perGemm) return [];
+    if (!this.f16 || this.f16.perGemm || this.f16.weights.size === 0) return [];
     const elemBytes = this.plan.f16Twin ? 4 : 2;
     const segments = [...this.f16.weights].map(([name, slot]) => ({ src: this.plan.layout.byName.get(name)!.offset, dst: slot.offset / elemBytes, n: slot.n }));
     return castF16Segments(this.rt, { label: 'f16.w', x: this.b('weights'), out: this.b('f16.w'), segments, elem: this.elem });
