@@ -3,7 +3,9 @@
  * + s·Uᵀ·op(V), U [rank, M] and V [rank, N] (or [N, rank], transV) in f32 storage, s in the
  * Params' eighth (last) word, whatever the kernel names it. LoRA's y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ and dX = dY·W + s·(dY·B)·A in the base GEMM's one
  * pass. Both kernels (SIMT, tensor cores) write each output element once, masked, in their last
- * loop: they add lowRank(row, col) there. Text shared by both generators, bindings 4 and 5.
+ * loop: they add lowRank(row, col) there, except where the tensor-core kernel multiplies f16 copies of
+ * U and s·V into its accumulators (tc.ts tcLr: alpha 1), reading V through lrV(i). Text shared by
+ * both generators, bindings 4 and 5.
  */
 export interface F16LowRankCode {
   rank: number;
