@@ -43,7 +43,7 @@ import { f16AttnBwdCandidates, f16AttnBwdLabel, type F16AttnBwdSpecs, f16AttnCan
 import { f16AttentionBackwardSpecs, f16AttentionSpec } from '../src/engine/kernels/attention/f16/picks';
 import { f16AttnSpecError } from '../src/engine/kernels/attention/f16/code';
 import { f16ConfigsOf } from '../src/engine/kernels/matmul-f16/plan';
-import { castF32ToF16, f16OperandBytes } from '../src/engine/kernels/matmul-f16/cast';
+import { castF16Operand, f16OperandBytes } from '../src/engine/kernels/matmul-f16/cast';
 import { subgroupMatrixConfigs, subgroupSize } from '../src/engine/kernels/qgemm/sgmat';
 import { Rng } from '../src/engine/util/rng';
 import { msPer } from '../src/lab/quant';
@@ -193,11 +193,11 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
   const elem = twin ? 'f32' : 'f16';
   const copy16 = (x: GPUBuffer, n: number, width: number, label: string) => {
     const out = rt.createBuffer('workspace', label, f16OperandBytes(f16AttnInputElems(B * T, width), twin));
-    rt.run([castF32ToF16(rt, { label, x, out, n, elem })]);
+    rt.run([castF16Operand(rt, { label, x, out, n, elem })]);
     return out;
   };
   const qkv16: F16AttnInputs = { q: copy16(q, nq, nH * D, 'q16'), k: copy16(k, nk, nKV * D, 'k16'), v: copy16(v, nk, nKV * D, 'v16'), elem };
-  const vCast = await time(`${s.name} v cast to f16 (the model's extra pass a layer)`, [castF32ToF16(rt, { label: 'v16', x: v, out: qkv16.v, n: nk, elem })], 0);
+  const vCast = await time(`${s.name} v cast to f16 (the model's extra pass a layer)`, [castF16Operand(rt, { label: 'v16', x: v, out: qkv16.v, n: nk, elem })], 0);
   let best = Infinity;
   // --all: every passing candidate as the model runs it.
   for (const spec of a.all ? specsByD.get(D) ?? [] : []) {
@@ -233,8 +233,8 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
   // The backward reads f16 copies of q, k, v, dO that the model casts before it (timed: 4 casts a layer).
   const bwd16: F16AttnBwdInputs = { ...qkv16, dO: copy16(dO, nq, nH * D, 'dO16') };
   const bwdCasts = await time(`${s.name} q, k, v, dO casts to f16 (the model's backward passes a layer)`, [
-    castF32ToF16(rt, { label: 'q16', x: q, out: bwd16.q, n: nq, elem }), castF32ToF16(rt, { label: 'k16', x: k, out: bwd16.k, n: nk, elem }),
-    castF32ToF16(rt, { label: 'v16', x: v, out: bwd16.v, n: nk, elem }), castF32ToF16(rt, { label: 'dO16', x: dO, out: bwd16.dO, n: nq, elem })], 0);
+    castF16Operand(rt, { label: 'q16', x: q, out: bwd16.q, n: nq, elem }), castF16Operand(rt, { label: 'k16', x: k, out: bwd16.k, n: nk, elem }),
+    castF16Operand(rt, { label: 'v16', x: v, out: bwd16.v, n: nk, elem }), castF16Operand(rt, { label: 'dO16', x: dO, out: bwd16.dO, n: nq, elem })], 0);
   // The stored-dS candidates' scratch: the model's dF1 at base (N·F fp32: 80 MiB, every pair's dS in one chunk) unless --ds-mib.
   const dsScratch = rt.createBuffer('workspace', 'dsScratch', Math.round(Number(a['ds-mib'] ?? (twin ? 1 : 80)) * 2 ** 20));
   const bwdArgs = { ...shape, dO, dq, dk, dv, workspace: ws, emulate: twin, dsScratch };

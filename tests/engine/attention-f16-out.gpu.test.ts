@@ -2,7 +2,7 @@
  * The attention kernels writing the f16 operands of the next f16 GEMMs (issue 35 item 4): the forward's
  * o (o_proj's X) and the backward's dv (v_proj's dY), beside their fp32 outputs. For the fp32 kernels
  * (row-per-thread; blocked with vec4 and vec2 rows; the dk/dv pass with dq recomputed or dS stored,
- * resident and streamed): the copy is word for word what castF32ToF16 makes of the fp32 output
+ * resident and streamed): the copy is word for word what castF16Operand makes of the fp32 output
  * (packed f16, or the twin's f32: the cases alternate to keep SwiftShader's compiles few), and where
  * `plain` the fp32 output is bit for bit the kernel's without the copy. The f16 kernels' copies are
  * checked by their own verification (checkAttentionF16, checkAttentionBackwardF16: attention-f16.gpu.test).
@@ -10,7 +10,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Dispatch, Runtime } from '../../src/engine/gpu/runtime';
 import { attentionBackward, attentionBackwardWorkspaceBytes, attentionForward, attnTileOf, type AttnTileTuple } from '../../src/engine/kernels/attention/attention';
-import { castF32ToF16, type F16Out, f16OperandBytes } from '../../src/engine/kernels/matmul-f16/cast';
+import { castF16Operand, type F16Out, f16OperandBytes } from '../../src/engine/kernels/matmul-f16/cast';
 import { Rng } from '../../src/engine/util/rng';
 import { attentionTestRuntime } from '../helpers/gpu';
 
@@ -32,7 +32,7 @@ async function expectFused(r: Runtime, what: string, n: number, elem: 'f16' | 'f
   const ref16 = out16(n, elem);
   const ds = make(y, y16);
   expect(ds.some((d) => d.label.endsWith('H')), `${what}: the kernel writing the copy ran`).toBe(true);
-  r.run([...(plain ? make(yRef) : []), ...ds, castF32ToF16(r, { label: 'ref', x: y, out: ref16.out, n, elem })]);
+  r.run([...(plain ? make(yRef) : []), ...ds, castF16Operand(r, { label: 'ref', x: y, out: ref16.out, n, elem })]);
   const got = await r.readU32(y, 0, n);
   expect(Array.from(await r.readF32(y, 0, n)).every(Number.isFinite), `${what}: fp32 output written`).toBe(true);
   if (plain) expect(Array.from(got), `${what}: fp32 output bit for bit`).toEqual(Array.from(await r.readU32(yRef, 0, n)));

@@ -3,75 +3,82 @@
  * (quant/f16.ts, round to nearest even): pack2x16float needs no shader-f16, so this runs on SwiftShader.
  */
 import { describe, expect, it } from 'vitest';
-import { castF16Operand, castF16Segments, type F16CastSegment, MAX_F16_CAST_SEGMENTS } from '../../src/engine/kernels/f16/f16';
+import { castF16Segments, type F16CastSegment, MAX_F16_CAST_SEGMENTS } from '../../src/engine/kernels/f16/f16';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
-import { castF32ToF16, f16Bytes, f16OperandBytes } from '../../src/engine/kernels/matmul-f16/cast';
-import { F16_MIN_NORMAL, f32ArrayToF16 } from '../../src/engine/quant/f16';
+import { castF16Operand, f16Bytes, f16OperandBytes } from '../../src/engine/kernels/matmul-f16/cast';
+import { F16_MIN_NORMAL, f16BitsToF32, f32ArrayToF16 } from '../../src/engine/quant/f16';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime, trackBuffers } from '../helpers/gpu';
 
 const bufs = trackBuffers();
 
-describe('castF32ToF16', () => {
-  it('matches round-to-nearest f16 (WGSL may round either way: within one ulp, subnormals maybe flushed), Inf and NaN exactly, odd n', async () => {
+describe('castF16Operand', () => {
+  const special = [0, -0, 1, -1, 0.1, 65504, -65504, 65519, 65520, -65520, 70000, -1e9, Infinity, -Infinity, NaN, 1e-8, -3e-6, 6.2e-5, 2049, 3.14159];
+  const values = (n: number, seed: number) => {
+    const rng = new Rng(seed);
+    return Float32Array.from({ length: n }, (_, i) => special[i] ?? (rng.next() * 2 - 1) * 10 ** Math.floor(rng.next() * 8 - 4));
+  };
+
+  // n 1000: the vec4 storage pack (one workgroup of quads); n 1001: the scalar pass (2 workgroups of pairs).
+  it.each([[1000, 1], [1001, 2]])('n %i (%i workgroups): round-to-nearest f16 (WGSL may round either way: within one ulp, subnormals maybe flushed), Inf and NaN exactly, an odd n\'s last high half 0', async (n, groups) => {
     const rt = await testRuntime();
-    const rng = new Rng(7);
-    const special = [0, -0, 1, -1, 0.1, 65504, -65504, 65519, 65520, -65520, 70000, -1e9, Infinity, -Infinity, NaN, 1e-8, -3e-6, 6.2e-5, 2049, 3.14159];
-    const n = 1001;
-    const x = new Float32Array(n);
-    x.set(special);
-    for (let i = special.length; i < n; i++) x[i] = (rng.next() * 2 - 1) * 10 ** Math.floor(rng.next() * 8 - 4);
-    const xb = rt.upload('workspace', 'cast.x', x);
-    const ob = rt.createBuffer('workspace', 'cast.out', f16Bytes(n) + 4);
-    try {
-      rt.run([castF32ToF16(rt, { label: 'cast', x: xb, out: ob, n })]);
-      const words = new Uint32Array(await rt.read(ob, 0, f16Bytes(n)));
-      const got = Uint16Array.from({ length: n }, (_, i) => (words[i >> 1] >>> (16 * (i & 1))) & 0xffff);
-      const want = f32ArrayToF16(x);
-      expect((words[n >> 1] >>> 16) & 0xffff, 'odd n: the last high half').toBe(0);
-      const bad: string[] = [];
-      for (let i = 0; i < n; i++) {
-        const g = got[i];
-        const w = want[i];
-        if (Number.isNaN(x[i])) {
-          if ((g & 0x7c00) !== 0x7c00 || !(g & 0x3ff)) bad.push(`${i}: NaN -> ${g.toString(16)}`);
-          continue;
-        }
-        const exact = !Number.isFinite(x[i]) || Math.abs(x[i]) >= 65504;
-        const near = (g & 0x8000) === (w & 0x8000) && Math.abs((g & 0x7fff) - (w & 0x7fff)) <= 1;
-        const flushed = Math.abs(x[i]) < F16_MIN_NORMAL && (g & 0x7fff) === 0;
-        if (exact ? g !== w : !(near || flushed)) bad.push(`${i}: ${x[i]} -> ${g.toString(16)}, want ${w.toString(16)}`);
+    const x = values(n, 7);
+    const xb = bufs.up(rt, x);
+    const ob = bufs.up(rt, new Uint32Array(f16Bytes(n) / 4 + 1).fill(0xa5a5a5a5));
+    const d = castF16Operand(rt, { label: 'cast', x: xb, out: ob, n });
+    expect([d.label, d.workgroups]).toEqual(['cast[f32→f16]', [groups, 1, 1]]);
+    rt.run([d]);
+    const words = new Uint32Array(await rt.read(ob));
+    expect(words[f16Bytes(n) / 4], 'nothing past the words').toBe(0xa5a5a5a5);
+    const got = Uint16Array.from({ length: n }, (_, i) => (words[i >> 1] >>> (16 * (i & 1))) & 0xffff);
+    const want = f32ArrayToF16(x);
+    if (n % 2) expect((words[n >> 1] >>> 16) & 0xffff, 'odd n: the last high half').toBe(0);
+    const bad: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const g = got[i];
+      const w = want[i];
+      if (Number.isNaN(x[i])) {
+        if ((g & 0x7c00) !== 0x7c00 || !(g & 0x3ff)) bad.push(`${i}: NaN -> ${g.toString(16)}`);
+        continue;
       }
-      expect(bad).toEqual([]);
-      expect([got[7], got[8], got[9], got[12]]).toEqual([0x7bff, 0x7c00, 0xfc00, 0x7c00]); // 65519, 65520, -65520, Inf
-    } finally {
-      rt.mem.free(xb);
-      rt.mem.free(ob);
+      const exact = !Number.isFinite(x[i]) || Math.abs(x[i]) >= 65504;
+      const near = (g & 0x8000) === (w & 0x8000) && Math.abs((g & 0x7fff) - (w & 0x7fff)) <= 1;
+      const flushed = Math.abs(x[i]) < F16_MIN_NORMAL && (g & 0x7fff) === 0;
+      if (exact ? g !== w : !(near || flushed)) bad.push(`${i}: ${x[i]} -> ${g.toString(16)}, want ${w.toString(16)}`);
     }
+    expect(bad).toEqual([]);
+    expect([got[7], got[8], got[9], got[12]]).toEqual([0x7bff, 0x7c00, 0xfc00, 0x7c00]); // 65519, 65520, -65520, Inf
   });
 
-  it('castF16Operand: castF32ToF16\'s words through the vec4 storage pack (n % 4 == 0), the cast itself for odd counts and the twin', async () => {
+  it('the vec4 pass writes the scalar pass\'s words bit for bit (Inf/NaN included), and the twin stores each of those halves as its f32', async () => {
     const rt = await testRuntime();
-    const rng = new Rng(8);
-    const special = [0, -0, 1, 65504, 65519, 65520, -65520, 70000, Infinity, -Infinity, NaN, 1e-8, -3e-6, 6.2e-5];
-    const x = Float32Array.from({ length: 1000 }, (_, i) => special[i] ?? (rng.next() * 2 - 1) * 10 ** Math.floor(rng.next() * 8 - 4));
-    const xb = rt.upload('workspace', 'cast.x', x);
-    const bufs = [xb];
-    try {
-      for (const [n, elem] of [[1000, 'f16'], [998, 'f16'], [1000, 'f32']] as const) {
-        const bytes = elem === 'f32' ? n * 4 : f16Bytes(n);
-        const [a, b] = [0, 1].map(() => rt.createBuffer('workspace', 'cast.out', bytes));
-        bufs.push(a, b);
-        const d = castF16Operand(rt, { label: 'op', x: xb, out: a, n, elem });
-        expect(d.label).toBe('op[f32→f16]');
-        rt.run([d, castF32ToF16(rt, { label: 'ref', x: xb, out: b, n, elem })]);
-        const got = new Uint32Array(await rt.read(a, 0, bytes));
-        expect(got.some((w) => w !== 0), `n ${n} ${elem}: written`).toBe(true);
-        expect(Array.from(got), `n ${n} ${elem}`).toEqual(Array.from(new Uint32Array(await rt.read(b, 0, bytes))));
-      }
-    } finally {
-      bufs.forEach((b) => rt.mem.free(b));
+    const x = values(1000, 8);
+    const xb = bufs.up(rt, x);
+    const cast = async (n: number, elem: 'f16' | 'f32') => {
+      const out = bufs.up(rt, new Uint32Array(f16OperandBytes(n, elem === 'f32') / 4));
+      const d = castF16Operand(rt, { label: 'op', x: xb, out, n, elem });
+      rt.run([d]);
+      return { groups: d.workgroups[0], words: new Uint32Array(await rt.read(out)) };
+    };
+    const vec4 = await cast(1000, 'f16');
+    expect(vec4.groups, 'n 1000: quads').toBe(1);
+    // 998 and 999 values (n % 4 of 2 and 3): the scalar pass, pairs, the same x.
+    for (const n of [998, 999]) {
+      const scalar = await cast(n, 'f16');
+      expect(scalar.groups, `n ${n}: pairs`).toBe(2);
+      const whole = n >> 1;
+      expect(Array.from(scalar.words.subarray(0, whole)), `n ${n}`).toEqual(Array.from(vec4.words.subarray(0, whole)));
+      if (n % 2) expect(scalar.words[whole], 'the odd value alone in its word').toBe(vec4.words[whole] & 0xffff);
     }
+    const halves = Uint16Array.from({ length: 1000 }, (_, i) => (vec4.words[i >> 1] >>> (16 * (i & 1))) & 0xffff);
+    const twin = new Float32Array((await cast(1000, 'f32')).words.buffer);
+    const bad = [...halves.keys()].filter((i) => {
+      const want = f16BitsToF32(halves[i]);
+      return Number.isNaN(want) ? !Number.isNaN(twin[i]) : !Object.is(twin[i], want);
+    });
+    expect(bad.map((i) => `${i}: ${x[i]} -> ${twin[i]}, half ${halves[i].toString(16)}`)).toEqual([]);
+    expect(() => castF16Operand(rt, { label: 'bad', x: xb, out: bufs.up(rt, new Uint32Array(4)), n: 0 })).toThrow(/invalid element count 0/);
+    expect(() => castF16Operand(rt, { label: 'bad', x: xb, out: bufs.up(rt, new Uint32Array(4)), n: 1000 })).toThrow(/out/);
   });
 
   describe('castF16Segments', () => {

@@ -6,7 +6,7 @@
  * the step's standalone casts are only the counted ones (producers write the other f16 operands).
  */
 import { describe, expect, it } from 'vitest';
-import { castF32ToF16 } from '../../src/engine/kernels/matmul-f16/cast';
+import { castF16Operand } from '../../src/engine/kernels/matmul-f16/cast';
 import { roundF16 } from '../../src/engine/quant/f16';
 import { resolveTrainingPlan } from '../../src/engine/plan/train-plan';
 import { SCHEME_PRESETS } from '../../src/engine/scheme/presets';
@@ -25,7 +25,7 @@ describe('the model f16 GEMMs (f32 twin)', () => {
     const xb = rt.upload('workspace', 'twin.x', x);
     const out = rt.createBuffer('workspace', 'twin.out', x.length * 4);
     try {
-      rt.run([castF32ToF16(rt, { label: 'twin', x: xb, out, n: x.length, elem: 'f32' })]);
+      rt.run([castF16Operand(rt, { label: 'twin', x: xb, out, n: x.length, elem: 'f32' })]);
       const got = await rt.readF32(out, 0, x.length);
       const want = Array.from(x, (v) => roundF16(v));
       want.forEach((w, i) => (Number.isNaN(w) ? expect(got[i]).toBeNaN() : expect(got[i], `x[${i}] = ${x[i]}`).toBe(w)));

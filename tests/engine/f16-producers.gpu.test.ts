@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Dispatch, Runtime } from '../../src/engine/gpu/runtime';
-import { castF32ToF16, f16OperandBytes } from '../../src/engine/kernels/matmul-f16/cast';
+import { castF16Operand, f16OperandBytes } from '../../src/engine/kernels/matmul-f16/cast';
 import { type F16Out, rmsnormBackward, rmsnormForward, rmsnormForwardF16, rmsnormWorkspaceBytes } from '../../src/engine/kernels/rmsnorm/rmsnorm';
 import { rope, ropeF16, ropeTablePacked } from '../../src/engine/kernels/rope/rope';
 import { swigluBackward, swigluBackwardF16, swigluBackwardStored, swigluForward, swigluForwardF16, swigluForwardStored } from '../../src/engine/kernels/swiglu/swiglu';
@@ -30,7 +30,7 @@ const out16 = (rt: Runtime, n: number, elem: 'f16' | 'f32'): F16Out => ({ out: b
 async function expectCopy(rt: Runtime, y: GPUBuffer, h: F16Out, n: number, what: string) {
   const yv = await rt.readF32(y, 0, n);
   const ref = buf(rt, f16OperandBytes(n, h.elem === 'f32'));
-  rt.run([castF32ToF16(rt, { label: 'ref', x: y, out: ref, n, elem: h.elem })]);
+  rt.run([castF16Operand(rt, { label: 'ref', x: y, out: ref, n, elem: h.elem })]);
   const words = Math.ceil(f16OperandBytes(n, h.elem === 'f32') / 4);
   expect(Array.from(await rt.readU32(h.out as GPUBuffer, 0, words)), `${what}: the cast's bits`).toEqual(Array.from(await rt.readU32(ref, 0, words)));
   if (h.elem === 'f32') {

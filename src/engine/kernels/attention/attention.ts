@@ -270,7 +270,7 @@ export interface AttentionForwardArgs extends Shape {
   o: Binding;
   lse: Binding;
   tile?: AttnTile;
-  /** Where the kernel also writes o's f16 copy (the input of o_proj's f16 GEMM): the same bits as castF32ToF16 of o. */
+  /** Where the kernel also writes o's f16 copy (the input of o_proj's f16 GEMM): the same bits as castF16Operand of o. */
   o16?: F16Out;
 }
 

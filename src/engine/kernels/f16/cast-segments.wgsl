@@ -1,6 +1,7 @@
 // Several fp32 → f16 operand casts in one dispatch (./f16.ts castF16Segments): segment j casts x's
-// n_j values from vec4 x_j into out from vec4 d_j, the words castF16Operand writes for it and nothing
-// else. Launch overhead, not bandwidth, bounded one cast a weight (84 a step at base, ~12 µs each).
+// n_j values from vec4 x_j into out from vec4 d_j, the words castF16Operand (kernels/matmul-f16/cast.ts,
+// the one cast) writes for it and nothing else. Launch overhead, not bandwidth, bounded one cast a
+// weight (84 a step at base, ~12 µs each).
 // The host prepends half() (kernels/matmul-f16/cast.ts), f16.wgsl's codec (enc) and `const SEGS`.
 //
 // Each segment's quads (4 values, one invocation) start a workgroup of their own, so a workgroup finds
@@ -33,7 +34,7 @@ fn quad(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> vec4<u32> {
 }
 
 //--- words
-// Packed f16 (castF32ToF16's words): two per quad; a segment's last n % 4 values write only their
+// Packed f16 (castF16Operand's words): two per quad; a segment's last n % 4 values write only their
 // ⌈(n % 4) / 2⌉ words (an odd n's last high half 0), so the padding between slots stays as it was.
 @group(0) @binding(1) var<storage, read_write> out: array<vec2<u32>>;
 
@@ -53,7 +54,7 @@ fn words(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
 }
 
 //--- twin
-// The f32 twin (elem 'f32', castF32ToF16's twin): each value as the f32 its f16 rounds to.
+// The f32 twin (elem 'f32', castF16Operand's twin): each value as the f32 its f16 rounds to.
 @group(0) @binding(1) var<storage, read_write> out: array<vec4<f32>>;
 
 fn r(b: u32) -> f32 { return unpack2x16float(enc(b)).x; }

@@ -1,41 +1,28 @@
 /**
- * IEEE half (f16) storage on the GPU (./f16.wgsl's codec in kernels/bf16/half-storage.wgsl), bit for
+ * IEEE half (f16) storage on the GPU (./f16.wgsl's codec in kernels/bf16/half-storage.wgsl, the shader
+ * F16_STORAGE_CODE of kernels/matmul-f16/cast.ts, whose castF16Operand takes its vec4 pack), bit for
  * bit ./f16.ref.ts: pack n fp32 values into ⌈n/2⌉ u32 words with pack2x16float and unpack them with
  * unpack2x16float (core WGSL: no shader-f16). The dispatch layout is bf16's (halfStorageDispatches).
  */
 import codec from './f16.wgsl?raw';
 import segmentsCode from './cast-segments.wgsl?raw';
 import { type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
-import { halfStorageCode, halfStorageDispatches, packBf16, unpackBf16 } from '../bf16/bf16';
-import { castF32ToF16, F16_HALF_WGSL, f16OperandBytes } from '../matmul-f16/cast';
-import { asSlice, bindingBytes, grid2d, requireBytes, vec4Elementwise } from '../launch';
+import { halfStorageDispatches, packBf16, unpackBf16 } from '../bf16/bf16';
+import { F16_HALF_WGSL, f16OperandBytes, F16_STORAGE_CODE } from '../matmul-f16/cast';
+import { asSlice, bindingBytes, grid2d, requireBytes } from '../launch';
 import { wgslPreamble, wgslSection } from '../wgsl';
 import { f16Words } from './f16.ref';
 
 export { f16Words };
 
-const CODE = halfStorageCode(`${F16_HALF_WGSL}\n${codec}`);
-
 /** Dispatches that store x[0..n) (fp32) as f16 in `words` (⌈n/2⌉ u32). */
 export function packF16(rt: Runtime, o: { label: string; x: Binding; words: Binding; n: number }): Dispatch[] {
-  return halfStorageDispatches(rt, CODE, o.label, o.n, o.x, o.words, 'pack');
+  return halfStorageDispatches(rt, F16_STORAGE_CODE, o.label, o.n, o.x, o.words, 'pack');
 }
 
 /** Dispatches that expand n f16 values from `words` into fp32 `out`. */
 export function unpackF16(rt: Runtime, o: { label: string; words: Binding; out: Binding; n: number }): Dispatch[] {
-  return halfStorageDispatches(rt, CODE, o.label, o.n, o.words, o.out, 'unpack');
-}
-
-/**
- * x[0..n) (fp32) cast into f16 operand storage: castF32ToF16's contract and words. Packed (elem 'f16')
- * with n % 4 == 0 and 16-byte aligned bindings (every operand in the model: the weights' copies, v's
- * cell, dO's copy), the storage pack's vec4 pass: the same half() per value, one invocation per 4 values
- * instead of 2 (16-byte loads). Else castF32ToF16 itself (the twin's f32, odd counts). Labelled as the cast.
- */
-export function castF16Operand(rt: Runtime, o: { label: string; x: Binding; out: Binding; n: number; elem?: 'f16' | 'f32' }): Dispatch {
-  if ((o.elem ?? 'f16') === 'f32' || o.n < 4 || !vec4Elementwise(o.n, [o.x, o.out])) return castF32ToF16(rt, o);
-  const [d] = halfStorageDispatches(rt, CODE, o.label, o.n, o.x, o.out, 'pack', `${o.label}[f32→f16]`);
-  return d;
+  return halfStorageDispatches(rt, F16_STORAGE_CODE, o.label, o.n, o.words, o.out, 'unpack');
 }
 
 /** One cast of castF16Segments: x's `n` values from float `src` into out's f16 operand elements from `dst`. */
@@ -49,9 +36,9 @@ export interface F16CastSegment {
 export const MAX_F16_CAST_SEGMENTS = 1023;
 
 /**
- * Several castF16Operand casts in one dispatch (./cast-segments.wgsl; up to MAX_F16_CAST_SEGMENTS a
- * dispatch): for each segment, out's elements [dst, dst + n) as castF16Operand of x's floats
- * [src, src + n) leaves them, bit for bit, and nothing else of out written (elem 'f16': ⌈n/2⌉ packed
+ * Several castF16Operand casts (kernels/matmul-f16/cast.ts) in one dispatch (./cast-segments.wgsl; up
+ * to MAX_F16_CAST_SEGMENTS a dispatch): for each segment, out's elements [dst, dst + n) as castF16Operand
+ * of x's floats [src, src + n) leaves them, bit for bit, and nothing else of out written (elem 'f16': ⌈n/2⌉ packed
  * words from element dst; 'f32': the twin's n f32). src and dst must be multiples of 4 (vec4 access),
  * the segments' destinations apart. Labelled as the cast (`label[f32→f16]`).
  */

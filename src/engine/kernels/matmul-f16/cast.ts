@@ -1,14 +1,17 @@
 /**
  * f32 → f16 operand copies for the f16 GEMMs (./matmul-f16.ts reads `array<vec4<f16>>`, two bytes an
- * element): each invocation packs two values into one u32 with pack2x16float, so the kernel needs no
- * shader-f16 and runs (and is tested) on SwiftShader. WGSL leaves pack2x16float of a value outside
- * f16's range indeterminate, so overflow is decided here as IEEE round-to-nearest does it: |x| ≥ 65520
- * becomes ±Inf (the loss scaler must see it), NaN stays NaN. A standalone pass over the tensor: the
- * weights' copies once per step after the optimizer, and the few operands no producer writes in f16
- * (model/linear-gemms.ts counts them); RMSNorm, SwiGLU, RoPE and attention write theirs through f16OutWgsl.
+ * element): castF16Operand, the one cast. Every value goes through half() (pack2x16float), so no
+ * kernel needs shader-f16 and all run (and are tested) on SwiftShader. WGSL leaves pack2x16float of a
+ * value outside f16's range indeterminate, so overflow is decided here as IEEE round-to-nearest does
+ * it: |x| ≥ 65520 becomes ±Inf (the loss scaler must see it), NaN stays NaN. A standalone pass over
+ * the tensor: the weights' copies once per step after the optimizer (several at once: kernels/f16
+ * castF16Segments), and the few operands no producer writes in f16 (model/linear-gemms.ts counts
+ * them); RMSNorm, SwiGLU, RoPE and attention write theirs through f16OutWgsl.
  */
+import f16Codec from '../f16/f16.wgsl?raw';
 import { type Binding, type Dispatch, type Runtime, Uniforms } from '../../gpu/runtime';
-import { grid2d, requireBytes } from '../launch';
+import { halfStorageCode, halfStorageDispatches } from '../bf16/bf16';
+import { grid2d, requireBytes, vec4Elementwise } from '../launch';
 
 const WG = 256;
 
@@ -33,8 +36,8 @@ fn half(v: f32) -> u32 {
 /**
  * WGSL of a producer's f16 output `name` at @binding(binding) (the module also needs F16_HALF_WGSL):
  * `name_store4(i, v)` writes elements 4i..4i+3 (width 4), `name_store2(i, a, b)` elements 2i, 2i+1
- * (width 2). Packed pairs in u32 words (castF32ToF16's layout), or in the twin (elem 'f32') each value
- * as the f32 its f16 rounds to (castF32ToF16's twin): the same bits as casting the producer's f32 output.
+ * (width 2). Packed pairs in u32 words (castF16Operand's layout), or in the twin (elem 'f32') each value
+ * as the f32 its f16 rounds to (castF16Operand's twin): the same bits as casting the producer's f32 output.
  */
 export function f16OutWgsl(name: string, binding: number, width: 2 | 4, elem: 'f16' | 'f32'): string {
   const r = (v: string) => `unpack2x16float(half(${v})).x`;
@@ -54,6 +57,14 @@ export function f16OutWgsl(name: string, binding: number, width: 2 | 4, elem: 'f
 export const f16OutModule = (name: string, binding: number, width: 2 | 4, elem: 'f16' | 'f32'): string =>
   `${F16_HALF_WGSL}\n${f16OutWgsl(name, binding, width, elem)}`;
 
+/**
+ * The IEEE half storage shader (kernels/bf16/half-storage.wgsl with ../f16/f16.wgsl's codec over half()):
+ * kernels/f16's packF16/unpackF16, and castF16Operand's vec4 pass (here, so the cast imports nothing of
+ * kernels/f16, which imports this file).
+ */
+export const F16_STORAGE_CODE = halfStorageCode(`${F16_HALF_WGSL}\n${f16Codec}`);
+
+// The scalar pass: two values (one word) per invocation, any n and offset.
 const CODE = /* wgsl */ `
 struct Params { n: u32, _p0: u32, _p1: u32, _p2: u32 }
 @group(0) @binding(0) var<storage, read> x: array<f32>;
@@ -85,12 +96,22 @@ export const f16Bytes = (n: number): number => Math.ceil(n / 2) * 4;
 /** Bytes of n f16 operands as stored: packed f16, or one f32 each in the twin (elem 'f32'). */
 export const f16OperandBytes = (n: number, twin: boolean): number => (twin ? n * 4 : f16Bytes(n));
 
-/** out[0 .. ⌈n/2⌉ words) = x[0 .. n) as f16 (element i in bits 16·(i % 2) of word i/2); an odd n's last high half is 0. */
-export function castF32ToF16(rt: Runtime, o: { label: string; x: Binding; out: Binding; n: number; elem?: 'f16' | 'f32' }): Dispatch {
+/**
+ * out[0 .. ⌈n/2⌉ words) = x[0 .. n) as f16 (element i in bits 16·(i % 2) of word i/2; an odd n's last high
+ * half is 0), or in the twin (elem 'f32') each value as the f32 its f16 rounds to. One dispatch, labelled
+ * `label[f32→f16]`. Packed with n % 4 == 0 and 16-byte aligned bindings (every operand in the model), the
+ * storage pack's vec4 pass: the same half() per value, so the same words, one invocation per 4 values
+ * instead of 2 (16-byte loads). Else (the twin, other counts) the scalar pass.
+ */
+export function castF16Operand(rt: Runtime, o: { label: string; x: Binding; out: Binding; n: number; elem?: 'f16' | 'f32' }): Dispatch {
   if (!Number.isInteger(o.n) || o.n < 1) throw new Error(`${o.label}: invalid element count ${o.n}`);
   requireBytes(o.label, 'x', o.x, o.n * 4);
   const twin = o.elem === 'f32';
   requireBytes(o.label, 'out', o.out, f16OperandBytes(o.n, twin));
+  const name = `${o.label}[f32→f16]`;
+  if (!twin && vec4Elementwise(o.n, [o.x, o.out])) {
+    return halfStorageDispatches(rt, F16_STORAGE_CODE, o.label, o.n, o.x, o.out, 'pack', name)[0];
+  }
   const u = rt.uniform(`${o.label}.f16cast`, new Uniforms().u32(o.n).u32(0).u32(0).u32(0));
-  return rt.kernel({ label: `${o.label}[f32→f16]`, code: twin ? TWIN : CODE, bindings: [o.x, o.out, u], workgroups: grid2d(rt, Math.ceil(Math.ceil(o.n / 2) / WG)) });
+  return rt.kernel({ label: name, code: twin ? TWIN : CODE, bindings: [o.x, o.out, u], workgroups: grid2d(rt, Math.ceil(Math.ceil(o.n / 2) / WG)) });
 }

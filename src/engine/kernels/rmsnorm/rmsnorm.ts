@@ -10,7 +10,7 @@ import body from './rmsnorm.wgsl?raw';
 import wgSum from '../../../../shaders/wg-sum.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
 import { grid2d, requireBytes, rowWorkgroupSize, vec4Elementwise } from '../launch';
-import { castF32ToF16, F16_HALF_WGSL, type F16Out, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
+import { castF16Operand, F16_HALF_WGSL, type F16Out, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
 import { buildQuantize } from '../quantize/quantize';
 import { wgslIf, wgslPreamble, wgslSection } from '../wgsl';
 
@@ -134,7 +134,7 @@ export function rmsnormForwardF16(rt: Runtime, o: { label: string; x: Binding; w
   const d = o.dims;
   const n = d.N * d.C;
   if (!((o.fused ?? true) && vec4Elementwise(d.C, [o.x, o.w, o.y, o.y16.out, ...(o.resid ? [o.resid] : [])]))) {
-    return [rmsnormForward(rt, o), castF32ToF16(rt, { label: o.label, x: o.y, out: o.y16.out, n, elem: o.y16.elem })];
+    return [rmsnormForward(rt, o), castF16Operand(rt, { label: o.label, x: o.y, out: o.y16.out, n, elem: o.y16.elem })];
   }
   check(o.label, d);
   requireBytes(o.label, 'x', o.x, n * 4);
@@ -205,7 +205,7 @@ export function rmsnormBackward(rt: Runtime, o: {
   if (q && !fused) {
     dx.push(...buildQuantize(rt, { format: 'int8', granularity: { kind: 'row', rowLength: d.C }, n: d.N * d.C }, o.dx, { words: q.codes, scales: q.scales }).dispatches);
   }
-  if (h && !fusedH) dx.push(castF32ToF16(rt, { label: o.label, x: o.dx, out: h.out, n: d.N * d.C, elem: h.elem }));
+  if (h && !fusedH) dx.push(castF16Operand(rt, { label: o.label, x: o.dx, out: h.out, n: d.N * d.C, elem: h.elem }));
   return [
     ...dx,
     rt.kernel({

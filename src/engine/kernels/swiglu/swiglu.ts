@@ -10,7 +10,7 @@ import src from './swiglu.wgsl?raw';
 import wgSum from '../../../../shaders/wg-sum.wgsl?raw';
 import { Uniforms, type Binding, type Dispatch, type Runtime } from '../../gpu/runtime';
 import { grid2d, requireBytes, rowWorkgroupSize, sameBinding, vec4Elementwise } from '../launch';
-import { castF32ToF16, F16_HALF_WGSL, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
+import { castF16Operand, F16_HALF_WGSL, f16OperandBytes, f16OutWgsl } from '../matmul-f16/cast';
 import { buildQuantize } from '../quantize/quantize';
 import type { F16Out } from '../matmul-f16/cast';
 import { wgslIf } from '../wgsl';
@@ -99,7 +99,7 @@ export function swigluForwardF16(rt: Runtime, o: { label: string; gate: Binding;
   const n = count(o.label, o.dims);
   requireBytes(o.label, 'h16', o.h16.out, f16OperandBytes(n, o.h16.elem === 'f32'));
   if (!((o.fused ?? true) && vec4Elementwise(n, [o.gate, o.up, o.h, o.h16.out]) && !sameBinding(o.up, o.h))) {
-    return [swigluForward(rt, o), castF32ToF16(rt, { label: o.label, x: o.h, out: o.h16.out, n, elem: o.h16.elem })];
+    return [swigluForward(rt, o), castF16Operand(rt, { label: o.label, x: o.h, out: o.h16.out, n, elem: o.h16.elem })];
   }
   for (const [k, b] of [['gate', o.gate], ['up', o.up], ['h', o.h]] as const) requireBytes(o.label, k, b, n * 4);
   const u = rt.uniform(`${o.label}.swigluFwdH`, new Uniforms().u32(n / 4).u32(0).u32(0).u32(0));
@@ -131,7 +131,7 @@ export function swigluBackwardF16(rt: Runtime, o: {
   }
   if (!((o.fused ?? true) && F % 4 === 0 && vec4Elementwise(n, [o.gate, o.up, o.dh, o.dgate16.out, o.dup16.out]))) {
     if (row0) throw new Error(`${o.label}: a block of rows (row0 ${row0}) needs the fused kernel: F % 4 == 0 and 16-byte aligned bindings`);
-    const cast = (x: Binding, h: F16Out, which: string) => castF32ToF16(rt, { label: `${o.label}.${which}`, x, out: h.out, n, elem: h.elem });
+    const cast = (x: Binding, h: F16Out, which: string) => castF16Operand(rt, { label: `${o.label}.${which}`, x, out: h.out, n, elem: h.elem });
     return [swigluBackward(rt, o), cast(o.dgate, o.dgate16, 'dgate'), cast(o.dup, o.dup16, 'dup')];
   }
   for (const [k, b] of [['gate', o.gate], ['up', o.up], ['dh', o.dh]] as const) requireBytes(o.label, k, b, n * 4);

@@ -47,7 +47,7 @@ export interface AttentionForwardF16Args extends Shape {
   spec?: F16AttnSpec;
   /** The kernel with emulated subgroup matrices over f32 (runs without f16 and subgroup matrices: CI). */
   emulate?: boolean;
-  /** Where the kernel also writes o's f16 copy (o_proj's f16 GEMM's X): the bits castF32ToF16 makes of o. */
+  /** Where the kernel also writes o's f16 copy (o_proj's f16 GEMM's X): the bits castF16Operand makes of o. */
   o16?: F16Out;
   /** The f16 copies of q, k, v (the model's path): staged by vector loads, or read by the matrix loads (spec.load 'direct'); q, k, v are then not read. */
   qkv16?: F16AttnInputs;

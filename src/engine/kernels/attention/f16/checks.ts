@@ -136,7 +136,7 @@ export async function checkAttentionF16(rt: Runtime, spec: F16AttnSpec, c: F16At
   }
 }
 
-/** A check's f16 copy of n values: packed f16 words, or f32 in the emulated twin (castF32ToF16's layouts). */
+/** A check's f16 copy of n values: packed f16 words, or f32 in the emulated twin (castF16Operand's layouts). */
 function f16CheckOut(up: (x: Float32Array) => GPUBuffer, n: number, emulate?: boolean): F16Out {
   const elem = emulate ? 'f32' : 'f16';
   return { out: up(new Float32Array(f16OperandBytes(n, emulate === true) / 4).fill(NaN)), elem };
