@@ -142,6 +142,21 @@ describe('whole tiles, split-K and launch order', () => {
     [a, b, c, ws, ...built.uniforms].forEach((x) => rt.mem.free(x));
   });
 
+  it('accumulating with alpha 1 (the model\'s residual adds): vec4 and scalar, whole and partial tiles, the model\'s 8x16 tiles, stream-K parts', async () => {
+    const cases: MatmulCase[] = [];
+    for (const [transA, transB] of TRANS) {
+      cases.push({ M: 64, N: 32, K: 48, transA, transB, accumulate: true, variant: SMALL, specialize: false }); // FULL_TILES, vec4
+      cases.push({ M: 37, N: 45, K: 50, transA, transB, accumulate: true, variant: SMALL, specialize: false }); // partial, scalar
+    }
+    cases.push({ M: 256, N: 256, K: 64, accumulate: true, variant: '128x128k8_8x16' }); // the model's tile, specialized
+    cases.push({ M: 200, N: 136, K: 72, accumulate: true, variant: '128x128k8_8x16_ia' }); // partial 8x16 tiles, LEAN
+    // Stream-K: whole-tile parts add C in their epilogue, shared tiles' parts write raw slots and the fixup adds C once.
+    cases.push({ M: 256, N: 256, K: 64, accumulate: true, variant: '128x128k8_8x16_st3' });
+    cases.push({ M: 100, N: 70, K: 200, accumulate: true, variant: `${SMALL}_st5`, specialize: false });
+    const ran = await checkMatmuls(await testRuntime(), cases);
+    expect(ran.map((r) => r.variant)).toEqual(cases.map((c) => c.variant));
+  });
+
   it('LEAN (_ia) choices give the same bits as their twins: whole and partial tiles, every transpose, accumulate, split-K and stream-K', async () => {
     // The LEAN text changes how the loads are addressed, not the arithmetic: the same FMAs in the
     // same order, so the outputs must be equal bit for bit (and right: checked against the reference).
