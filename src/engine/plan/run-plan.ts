@@ -324,6 +324,15 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
   const direct = training && !checkpoint && scheme.tp.degree <= 1 && (!lora || lora.spec.dropout === 0);
   const loraDy = (ts: readonly LoraTarget[]) => layers.map((_, l) => !!lora?.adapters.some((a) => a.layer === l && ts.includes(a.target)));
   const cells = (opts.shareF16 ?? true) && scheme.tp.degree <= 1 ? f16Cells(saved.slice(0, dims.L), f16?.layers, training, layers.map((ly) => ly.compute.attentionQk === 'int8')) : layers.map(() => new Set<LayerSavedKey>());
+  const f16Live: RunPlan['f16Live'] = {
+    ...f16LiveAlias(dims, saved, cells, f16?.layers),
+    ...(f16GateInA(dims, saved, f16?.layers, {
+      lean, swigluRows, ops: f16Operands(f16?.layers, layout, dims, opts.f16Twin, training, cells, lean),
+      plain: plain && !gateUpDx.some((x) => x),
+    }) ? { gate: 'f16.a' } : {}),
+  };
+  const halfSwiglu = opts.swigluHalf ?? true;
+  const swigluHalf = halfSwiglu ? f16SwigluStored(saved, f16?.layers, cells, gateUpDx, direct, !!lora) : layers.map(() => false);
   const plan: RunPlan = {
     cfg, dims, layout, scheme, training, layers, saved,
     // A frozen base has no gradients to store (the adapters' are fp32).
@@ -337,19 +346,13 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
       ? GEMM_INPUT_SAVED.filter((k) => sharesInputCodes(ly.compute, saved[l][k], ly.savedSpecs[SAVED_KIND_OF[k]!]))
       : [])),
     f16Cells: cells,
-    f16Live: {
-      ...f16LiveAlias(dims, saved, cells, f16?.layers),
-      ...(f16GateInA(dims, saved, f16?.layers, {
-        lean, swigluRows, ops: f16Operands(f16?.layers, layout, dims, opts.f16Twin, training, cells, lean),
-        plain: plain && !gateUpDx.some((x) => x),
-      }) ? { gate: 'f16.a' } : {}),
-    },
+    f16Live,
     f16Lean: lean,
-    f16Only: [],
-    swigluBwdHalf: [],
+    f16Only: (opts.f16Only ?? true) ? f16OnlyOutputs(f16?.layers, cells, f16Live, direct, loraDy(['q', 'k']), !!lora) : cells.map(() => new Set()),
+    swigluBwdHalf: halfSwiglu ? f16SwigluBwdStored(saved, f16?.layers, gateUpDx, swigluHalf, f16Live.gate === 'f16.a', training, loraDy(['gate', 'up'])) : layers.map(() => false),
     fakeQuant,
     swigluRows,
-    swigluHalf: (opts.swigluHalf ?? true) ? f16SwigluStored(saved, f16?.layers, cells, gateUpDx, direct, !!lora) : layers.map(() => false),
+    swigluHalf,
     // A trained head's dW reads hF back from its storage a chunk of rows at a time: its rows must align there too.
     logitsRows: logitsChunkRows(dims, training && !lora ? saved[dims.L].hF : undefined, opts.logitsChunkRows),
     wire: {
@@ -361,15 +364,12 @@ export function resolvePlan(cfg: ModelConfig, B: number, T: number, opts: Resolv
     linearNnMinRows: opts.linearNnMinRows,
     buffers: [],
     f16,
-    lossScale: null,
+    lossScale: resolveLossScale(training, f16, opts.lossScale),
     ...(opts.f16Twin ? { f16Twin: true } : {}),
     lora,
     qlora,
     checkpoint,
   };
-  plan.swigluBwdHalf = (opts.swigluHalf ?? true) ? f16SwigluBwdStored(saved, f16?.layers, gateUpDx, plan.swigluHalf, plan.f16Live.gate === 'f16.a', training, loraDy(['gate', 'up'])) : layers.map(() => false);
-  plan.f16Only = (opts.f16Only ?? true) ? f16OnlyOutputs(f16?.layers, cells, plan.f16Live, direct, loraDy(['q', 'k']), !!lora) : cells.map(() => new Set());
-  plan.lossScale = resolveLossScale(training, plan.f16, opts.lossScale);
   plan.buffers = planBuffers(plan, opts);
   return plan;
 }
