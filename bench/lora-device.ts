@@ -12,8 +12,9 @@
  *      a LoRA variant may add /recompute-u (the backward recomputes uᵀ instead of reading the forward's)
  *      and /one-pass (uᵀ, vᵀ never split over K): `lora/recompute-u/one-pass` is the step before both;
  *      /no-epilogue: the adapters' y and dX terms as GEMMs of their own (not in the base GEMMs' epilogue);
- *      /f16-epilogue: f16 base GEMMs take those terms in their epilogue too (the default since is fp32 GEMMs of their own),
- *      /f16-epilogue-fwd: the forward's f16 GEMMs only;
+ *      by default an f16 base GEMM takes those terms where it multiplies them on the tensor cores (its layout's low-rank
+ *      check passed), else they are fp32 GEMMs of their own; /f16-epilogue pins every f16 base GEMM to take them,
+ *      /f16-epilogue-fwd the forward's only, /no-f16-epilogue none (the step before the tensor-core term);
  *      --shape 360m: SmolLM2-360M's shape (32 layers, d 960, 15/5 heads, F 2560), the issue's 2 GiB target;
  *      --checkpoint on|both: the rows with activation checkpointing (each layer's forward re-run in its
  *      backward; labels end in ` ckpt`), or each row both ways; a variant `NAME+ckpt` asks for one row;
