@@ -127,19 +127,25 @@ export function checkShape(s: MatmulShape, v: MatmulVariant): MatmulShape {
   return { M: cut(s.M, v.BM, 3), N: cut(s.N, v.BN, 3), K: cut(s.K, v.BK, 6), transA: s.transA, transB: s.transB };
 }
 
-/** Runs a choice on a shape against matmulRef (alpha 0.5, float64 reference): null when within tolerance. */
-async function checkMatmulOn(rt: Runtime, choice: string, s: MatmulShape, seed: number): Promise<string | null> {
+/**
+ * Runs a choice on a shape against matmulRef (float64 reference): null when within tolerance. Writing C
+ * with alpha 0.5, or (`accumulate`) adding alpha 1 times the product to a C that holds values already.
+ */
+async function checkMatmulOn(rt: Runtime, choice: string, s: MatmulShape, seed: number, accumulate = false): Promise<string | null> {
   const { M, N, K } = s;
   const rng = new Rng(seed);
   const a = rng.uniformArray(M * K);
   const b = rng.uniformArray(K * N);
-  const want = matmulRef(a, b, M, N, K, { transA: s.transA, transB: s.transB, alpha: 0.5 });
+  const c0 = accumulate ? rng.uniformArray(M * N) : undefined;
+  const alpha = accumulate ? 1 : 0.5;
+  const want = matmulRef(a, b, M, N, K, { transA: s.transA, transB: s.transB, alpha, c0 });
   const need = matmulWorkspaceBytes(s, choice);
   const ops = gemmOperands(rt, s, 'tune.check', need);
   try {
     rt.write(ops.a, a);
     rt.write(ops.b, b);
-    const built = await rt.checked(choice, () => buildMatmul(rt, { label: 'tune.check', ...s, a: ops.a, b: ops.b, c: ops.c, workspace: ops.workspace, variant: choice, alpha: 0.5 }));
+    if (c0) rt.write(ops.c, c0);
+    const built = await rt.checked(choice, () => buildMatmul(rt, { label: 'tune.check', ...s, a: ops.a, b: ops.b, c: ops.c, workspace: ops.workspace, variant: choice, alpha, accumulate }));
     try {
       rt.run(built.dispatches);
       const got = await rt.readF32(ops.c, 0, M * N);
@@ -155,10 +161,22 @@ async function checkMatmulOn(rt: Runtime, choice: string, s: MatmulShape, seed: 
   }
 }
 
-/** Checks a GEMM choice against the reference on its job's check shape (memoized per device and shape). */
-export function checkMatmulChoice(rt: Runtime, choice: string, s: MatmulShape): Promise<string | null> {
+/** Checks a GEMM choice against the reference on its job's check shape (memoized per device, shape and form). */
+export function checkMatmulChoice(rt: Runtime, choice: string, s: MatmulShape, accumulate = false): Promise<string | null> {
   const cs = checkShape(s, parseChoice(choice).variant);
-  return memoCheck(rt, `matmul:${choice}:${shapeKey(cs)}`, () => checkMatmulOn(rt, choice, cs, 7));
+  return memoCheck(rt, `matmul:${choice}:${shapeKey(cs)}${accumulate ? '+acc' : ''}`, () => checkMatmulOn(rt, choice, cs, 7, accumulate));
+}
+
+/**
+ * The forms a job's candidates are timed in, one GEMM after another as the step's calls of the shape run
+ * (MatmulJob.calls, reduced: 1 writing to 2 accumulating for 8192x768x2560 NN's gate dX, up dX and down
+ * forward); writing only where the job does not say.
+ */
+export function matmulCallForms(job: MatmulJob): boolean[] {
+  const { plain, accumulate } = job.calls ?? { plain: 1, accumulate: 0 };
+  const gcd = (x: number, y: number): number => (y ? gcd(y, x % y) : x);
+  const g = gcd(plain, accumulate) || 1;
+  return [...Array(plain / g).fill(false), ...Array(accumulate / g).fill(true)];
 }
 
 export function prepareMatmul(rt: Runtime, job: MatmulJob, o: CandidateOptions): PreparedJob {
@@ -167,16 +185,29 @@ export function prepareMatmul(rt: Runtime, job: MatmulJob, o: CandidateOptions):
   const need = Math.max(0, ...candidates.map((c) => matmulWorkspaceBytes(s, c)));
   let ops: ReturnType<typeof gemmOperands> | null = null;
   const operands = () => (ops ??= gemmOperands(rt, s, 'tune', need));
+  const forms = matmulCallForms(job);
   return {
     job, rejected,
     candidates: candidates.map((name) => ({
       name,
-      check: () => checkMatmulChoice(rt, name, s),
+      // Each form the step runs is checked: an accumulating pipeline is compiled apart from the writing one.
+      check: async () => {
+        for (const acc of new Set(forms)) {
+          const e = await checkMatmulChoice(rt, name, s, acc);
+          if (e) return acc ? `accumulating: ${e}` : e;
+        }
+        return null;
+      },
       build: async () => {
         const x = operands();
-        const built = await rt.checked(name, () => buildMatmul(rt, { label: 'tune', ...s, a: x.a, b: x.b, c: x.c, workspace: x.workspace, variant: name }));
-        const inner = o.gemmInner ?? gemmInner(s);
-        return { dispatches: Array.from({ length: inner }, () => built.dispatches).flat(), inner, free: () => built.uniforms.forEach((u) => rt.mem.free(u)) };
+        const built = new Map<boolean, Awaited<ReturnType<typeof buildMatmul>>>();
+        for (const acc of new Set(forms)) {
+          built.set(acc, await rt.checked(name, () => buildMatmul(rt, { label: 'tune', ...s, a: x.a, b: x.b, c: x.c, workspace: x.workspace, variant: name, accumulate: acc })));
+        }
+        // The forms in turn, as many GEMMs a pass as one form alone would run: the time is per GEMM, weighted as the step's calls.
+        const inner = Math.max(forms.length, Math.round((o.gemmInner ?? gemmInner(s)) / forms.length) * forms.length);
+        const dispatches = Array.from({ length: inner }, (_, i) => built.get(forms[i % forms.length])!.dispatches).flat();
+        return { dispatches, inner, free: () => [...built.values()].forEach((b) => b.uniforms.forEach((u) => rt.mem.free(u))) };
       },
     })),
     // The fastest, then the fastest for ever smaller workspaces, down to one pass (what a call with less workspace takes).

@@ -1,0 +1,55 @@
+// The tuner's fp32 GEMM jobs run as the step runs them: a shape's calls that write C and those that
+// accumulate into it (o_proj's and down_proj's forward onto the residual, k's, v's and up's dX) are
+// counted per job, and a candidate is checked and timed in both forms, as often as the step runs each.
+import { describe, expect, it } from 'vitest';
+import { resolveTrainingPlan } from '../../../src/engine/plan/train-plan';
+import { defaultTrainOptions } from '../../../src/engine/train/options';
+import { trainingTuneJobs } from '../../../src/engine/tune';
+import { matmulCallForms, prepareMatmul } from '../../../src/engine/tune/gemm';
+import type { MatmulJob } from '../../../src/engine/tune/jobs';
+import { testRuntime } from '../../helpers/gpu';
+
+describe('fp32 GEMM jobs in the forms the step runs', () => {
+  it('counts each shape\'s writing and accumulating calls from the model\'s linears', () => {
+    const opts = defaultTrainOptions('micro');
+    const { N, C, F, QC, KVC, L } = resolveTrainingPlan(opts).model.dims;
+    const jobs = new Map(trainingTuneJobs(opts).flatMap((j) => (j.family === 'matmul' ? [[j.key, j] as const] : [])));
+    const calls = (key: string) => jobs.get(key)?.calls;
+    expect(QC).toBe(C); // q's and o's shapes meet; micro's k and v have fewer heads (KVC < C)
+    expect(KVC).toBeLessThan(C);
+    expect(calls(`${N}x${C}x${C}NT`)).toEqual({ plain: L, accumulate: L }); // q forward writes, o's accumulates onto the residual
+    expect(calls(`${N}x${KVC}x${C}NT`)).toEqual({ plain: 2 * L, accumulate: 0 }); // k, v forward
+    expect(calls(`${N}x${C}x${C}NN`)).toEqual({ plain: 2 * L, accumulate: 0 }); // q, o dX write
+    expect(calls(`${N}x${C}x${KVC}NN`)).toEqual({ plain: 0, accumulate: 2 * L }); // k, v dX add to q's
+    expect(calls(`${N}x${F}x${C}NT`)).toEqual({ plain: 2 * L, accumulate: 0 }); // gate, up forward
+    expect(calls(`${N}x${C}x${F}NT`)).toEqual({ plain: 0, accumulate: L }); // down forward onto the residual
+    expect(calls(`${N}x${C}x${F}NN`)).toEqual({ plain: L, accumulate: L }); // gate dX writes dh, up dX adds to it
+    expect(calls(`${C}x${C}x${N}TN`)).toEqual({ plain: 2 * L, accumulate: 0 }); // q, o dW write
+    expect(matmulCallForms(jobs.get(`${N}x${C}x${C}NT`)!)).toEqual([false, true]);
+    expect(matmulCallForms(jobs.get(`${N}x${KVC}x${C}NT`)!)).toEqual([false]);
+    expect(matmulCallForms(jobs.get(`${N}x${C}x${F}NT`)!)).toEqual([true]);
+    expect(matmulCallForms({ family: 'matmul', key: 'k', label: '', shape: { M: 1, N: 1, K: 1 }, workspaceBytes: 0 })).toEqual([false]);
+  });
+
+  it('a candidate is checked in each form and timed as the forms in turn, per GEMM', async () => {
+    const rt = await testRuntime();
+    const job: MatmulJob = { family: 'matmul', key: '48x40x36NN', label: 'forms', shape: { M: 48, N: 40, K: 36 }, workspaceBytes: 0, calls: { plain: 1, accumulate: 2 } };
+    const p = prepareMatmul(rt, job, { maxGemmCandidates: 1, gemmInner: 4 });
+    try {
+      const [c] = p.candidates;
+      expect(await c.check()).toBeNull();
+      const built = await c.build();
+      // 4 GEMMs a pass rounded to whole turns of (write, accumulate, accumulate): 3; each one dispatch.
+      expect(built.inner).toBe(3);
+      expect(built.dispatches).toHaveLength(3);
+      // The writing GEMM, then the accumulating one twice (one pipeline built per form).
+      expect(built.dispatches[1]).toBe(built.dispatches[2]);
+      expect(built.dispatches[0]).not.toBe(built.dispatches[1]);
+      rt.run(built.dispatches);
+      await rt.device.queue.onSubmittedWorkDone();
+      built.free();
+    } finally {
+      p.free();
+    }
+  }, 60_000);
+});
