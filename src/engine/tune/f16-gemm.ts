@@ -16,7 +16,7 @@ import {
 import { subgroupMatrixConfigs, subgroupSize } from '../kernels/qgemm/sgmat';
 import { Rng } from '../util/rng';
 import { type CandidateOptions, memoCheck, type PreparedJob } from './candidate';
-import type { F16GemmJob } from './jobs';
+import { callForms, type F16GemmJob } from './jobs';
 import { gemmInner } from './measure';
 
 /** Most layouts timed per shape unless the options say (each is compiled and checked first: ~1 s on a GPU). */
@@ -56,6 +56,7 @@ export function f16GemmCandidates(rt: Runtime, job: F16GemmJob, max = DEFAULT_MA
 export function prepareF16Gemm(rt: Runtime, job: F16GemmJob, o: CandidateOptions): PreparedJob {
   const { candidates, rejected } = f16GemmCandidates(rt, job, o.maxGemmCandidates ?? DEFAULT_MAX);
   const { M, N, K } = job.shape;
+  const forms = callForms(job.calls);
   let bufs: GPUBuffer[] | null = null;
   const operands = () => {
     if (!bufs) {
@@ -78,10 +79,15 @@ export function prepareF16Gemm(rt: Runtime, job: F16GemmJob, o: CandidateOptions
         }),
         build: async () => {
           const [a, b, c, workspace] = operands();
-          // Each layout with the split-K the step would give it in this workspace (buildMatmulF16's own choice).
-          const built = await rt.checked(name, () => buildMatmulF16(rt, { label: 'tune.f16', M, N, K, a, b, c, transA: s.transA, transB: s.transB, path: 'f16-tensor-core', spec: s, workspace }));
-          const inner = o.gemmInner ?? gemmInner({ M, N, K });
-          return { dispatches: Array.from({ length: inner }, () => built.dispatches).flat(), inner, free: () => built.uniforms.forEach((u) => rt.mem.free(u)) };
+          // Each layout with the split-K the step would give it in this workspace (buildMatmulF16's own choice), in the
+          // forms the step runs it (writing, accumulating: checkF16Tc's cases cover both) in turn, per GEMM.
+          const built = new Map<boolean, ReturnType<typeof buildMatmulF16>>();
+          for (const acc of new Set(forms)) {
+            built.set(acc, await rt.checked(name, () => buildMatmulF16(rt, { label: 'tune.f16', M, N, K, a, b, c, transA: s.transA, transB: s.transB, path: 'f16-tensor-core', spec: s, workspace, accumulate: acc })));
+          }
+          const inner = Math.max(forms.length, Math.round((o.gemmInner ?? gemmInner({ M, N, K })) / forms.length) * forms.length);
+          const dispatches = Array.from({ length: inner }, (_, i) => built.get(forms[i % forms.length])!.dispatches).flat();
+          return { dispatches, inner, free: () => [...built.values()].forEach((x) => x.uniforms.forEach((u) => rt.mem.free(u))) };
         },
       };
     }),

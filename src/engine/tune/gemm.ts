@@ -12,7 +12,7 @@ import { choiceName, type MatmulShape, matmulWorkspaceBytes, parseChoice, shapeK
 import { availableVariants, MATMUL_VARIANTS, type MatmulVariant, variantFits, variantThreads } from '../kernels/matmul/variants';
 import { Rng } from '../util/rng';
 import { type CandidateOptions, memoCheck, type PreparedJob } from './candidate';
-import type { MatmulJob } from './jobs';
+import { callForms, type MatmulJob } from './jobs';
 import { gemmInner, gemmOperands } from './measure';
 
 /** Why a GEMM choice cannot run on this device for a shape (checked before compiling), or null. */
@@ -167,17 +167,7 @@ export function checkMatmulChoice(rt: Runtime, choice: string, s: MatmulShape, a
   return memoCheck(rt, `matmul:${choice}:${shapeKey(cs)}${accumulate ? '+acc' : ''}`, () => checkMatmulOn(rt, choice, cs, 7, accumulate));
 }
 
-/**
- * The forms a job's candidates are timed in, one GEMM after another as the step's calls of the shape run
- * (MatmulJob.calls, reduced: 1 writing to 2 accumulating for 8192x768x2560 NN's gate dX, up dX and down
- * forward); writing only where the job does not say.
- */
-export function matmulCallForms(job: MatmulJob): boolean[] {
-  const { plain, accumulate } = job.calls ?? { plain: 1, accumulate: 0 };
-  const gcd = (x: number, y: number): number => (y ? gcd(y, x % y) : x);
-  const g = gcd(plain, accumulate) || 1;
-  return [...Array(plain / g).fill(false), ...Array(accumulate / g).fill(true)];
-}
+
 
 export function prepareMatmul(rt: Runtime, job: MatmulJob, o: CandidateOptions): PreparedJob {
   const { candidates, rejected } = matmulCandidates(rt, job, { max: o.maxGemmCandidates, streamK: o.streamK });
@@ -185,7 +175,7 @@ export function prepareMatmul(rt: Runtime, job: MatmulJob, o: CandidateOptions):
   const need = Math.max(0, ...candidates.map((c) => matmulWorkspaceBytes(s, c)));
   let ops: ReturnType<typeof gemmOperands> | null = null;
   const operands = () => (ops ??= gemmOperands(rt, s, 'tune', need));
-  const forms = matmulCallForms(job);
+  const forms = callForms(job.calls);
   return {
     job, rejected,
     candidates: candidates.map((name) => ({

@@ -32,7 +32,25 @@ export interface MatmulJob {
    * the residual, k's, v's and up's dX): a candidate is timed in both forms, as often as the step runs each (absent:
    * writes only). On the H100 the accumulating pipeline of 8192x768x2560 ran 1.36x the writing one (s30c3).
    */
-  calls?: { plain: number; accumulate: number };
+  calls?: GemmCalls;
+}
+
+/** A job's calls in the step that write C and that accumulate into it. */
+export interface GemmCalls {
+  plain: number;
+  accumulate: number;
+}
+
+/**
+ * The forms a GEMM job's candidates are timed in, one GEMM after another as the step's calls of the shape
+ * run, reduced (1 writing to 2 accumulating for 8192x768x2560 NN's gate dX, up dX and down forward);
+ * writing only where the job does not say. true: accumulating.
+ */
+export function callForms(calls: GemmCalls | undefined): boolean[] {
+  const { plain, accumulate } = calls ?? { plain: 1, accumulate: 0 };
+  const gcd = (x: number, y: number): number => (y ? gcd(y, x % y) : x);
+  const g = gcd(plain, accumulate) || 1;
+  return [...Array(plain / g).fill(false), ...Array(accumulate / g).fill(true)];
 }
 
 /** The attention kernels whose tiles are tuned: the fp32 passes and the INT8-score ones. */
@@ -55,6 +73,8 @@ export interface F16GemmJob {
   shape: GemmShape;
   /** The split-K workspace the step gives this GEMM (a dW GEMM's dead backward scratch; 0: one pass), as MatmulJob's. */
   workspaceBytes: number;
+  /** As MatmulJob's: the step's writing and accumulating calls of this shape and form. */
+  calls?: GemmCalls;
 }
 
 /** The f16 flash attention's forward spec, or its backward's (dq, dk/dv) pair, for one call shape (tune/f16-attention.ts). */
@@ -103,13 +123,15 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   // The GEMMs a scheme asks in f16 (model/linear-gemms.ts): forward Y = X·Wᵀ (NT), dX = dY·W (NN),
   // dW = dYᵀ·X (TN). Whether they run on tensor cores is the device's: the job kind skips them where not.
   const f16 = new Map<string, F16GemmJob>();
-  const addF16 = (form: GemmForm, shape: GemmShape, workspaceBytes: number, what: string) => {
+  const addF16 = (form: GemmForm, shape: GemmShape, workspaceBytes: number, what: string, accumulate = false) => {
     const key = f16ShapeKey(form, shape);
     const have = f16.get(key);
+    const job = have ?? { family: 'f16gemm' as const, key, label: `f16 ${shape.M}x${shape.N}x${shape.K} ${form}: ${what}`, form, shape, workspaceBytes, calls: { plain: 0, accumulate: 0 } };
     if (have) {
       have.workspaceBytes = Math.max(have.workspaceBytes, workspaceBytes);
       if (!have.label.includes(what)) have.label += `, ${what}`;
-    } else f16.set(key, { family: 'f16gemm', key, label: `f16 ${shape.M}x${shape.N}x${shape.K} ${form}: ${what}`, form, shape, workspaceBytes });
+    } else f16.set(key, job);
+    job.calls![accumulate ? 'accumulate' : 'plain']++;
   };
   const int8Attention = { qk: false, dp: false };
   let f16Attention = false;
@@ -119,8 +141,8 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
       if (c.forward === 'fp32') add({ M: N, N: cout, K: cin, transA: false, transB: !nn }, 0, `${name} forward`, !!c.f16?.forward, fwdAcc);
       if (c.dx === 'fp32') add({ M: N, N: cin, K: cout }, 0, `${name} dX`, !!c.f16?.dx, dxAcc);
       if (c.dw === 'fp32') add({ M: cout, N: cin, K: N, transA: true }, ws(scratch), `${name} dW`, !!c.f16?.dw);
-      if (c.f16?.forward) addF16('NT', { M: N, N: cout, K: cin }, 0, `${name} forward`);
-      if (c.f16?.dx && plan.training) addF16('NN', { M: N, N: cin, K: cout }, 0, `${name} dX`);
+      if (c.f16?.forward) addF16('NT', { M: N, N: cout, K: cin }, 0, `${name} forward`, fwdAcc);
+      if (c.f16?.dx && plan.training) addF16('NN', { M: N, N: cin, K: cout }, 0, `${name} dX`, dxAcc);
       // The step's f16 dW splits K into the same scratch (linear-gemms.ts dwGemm): timed without it, a layout
       // that wins in one pass lost in the step (s30c2: the f16 dW picks made the tuned step 6 % slower).
       if (c.f16?.dw && plan.training) addF16('TN', { M: cout, N: cin, K: N }, ws(scratch), `${name} dW`);

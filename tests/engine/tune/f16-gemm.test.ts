@@ -35,6 +35,12 @@ describe('f16 tensor-core layouts as tuning choices', () => {
     expect(jobs.get('64x32x128TN')?.workspaceBytes).toBe(bytes('dq')); // gate/up dW into dq
     expect(bytes('dq')).toBeGreaterThan(0);
     for (const j of jobs.values()) if (j.form !== 'TN') expect(j.workspaceBytes).toBe(0);
+    // And the step's writing and accumulating calls of each shape (timed in both forms, as fp32's: tune/gemm-forms).
+    const L = plan.dims.L;
+    expect(jobs.get('128x32x32NT')?.calls).toEqual({ plain: L, accumulate: L }); // q forward writes, o forward accumulates
+    expect(jobs.get('128x32x64NT')?.calls).toEqual({ plain: 0, accumulate: L }); // down forward onto the residual
+    expect(jobs.get('128x32x64NN')?.calls).toEqual({ plain: L, accumulate: L }); // gate dX writes, up dX accumulates
+    expect(jobs.get('64x32x128TN')?.calls).toEqual({ plain: 2 * L, accumulate: 0 }); // gate, up dW
   });
 
   it('a pick names a layout: every layout, form and configuration parses back to its spec; other names do not', () => {

@@ -5,8 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { resolveTrainingPlan } from '../../../src/engine/plan/train-plan';
 import { defaultTrainOptions } from '../../../src/engine/train/options';
 import { trainingTuneJobs } from '../../../src/engine/tune';
-import { matmulCallForms, prepareMatmul } from '../../../src/engine/tune/gemm';
-import type { MatmulJob } from '../../../src/engine/tune/jobs';
+import { prepareMatmul } from '../../../src/engine/tune/gemm';
+import { callForms, type MatmulJob } from '../../../src/engine/tune/jobs';
 import { testRuntime } from '../../helpers/gpu';
 
 describe('fp32 GEMM jobs in the forms the step runs', () => {
@@ -25,10 +25,10 @@ describe('fp32 GEMM jobs in the forms the step runs', () => {
     expect(calls(`${N}x${C}x${F}NT`)).toEqual({ plain: 0, accumulate: L }); // down forward onto the residual
     expect(calls(`${N}x${C}x${F}NN`)).toEqual({ plain: L, accumulate: L }); // gate dX writes dh, up dX adds to it
     expect(calls(`${C}x${C}x${N}TN`)).toEqual({ plain: 2 * L, accumulate: 0 }); // q, o dW write
-    expect(matmulCallForms(jobs.get(`${N}x${C}x${C}NT`)!)).toEqual([false, true]);
-    expect(matmulCallForms(jobs.get(`${N}x${KVC}x${C}NT`)!)).toEqual([false]);
-    expect(matmulCallForms(jobs.get(`${N}x${C}x${F}NT`)!)).toEqual([true]);
-    expect(matmulCallForms({ family: 'matmul', key: 'k', label: '', shape: { M: 1, N: 1, K: 1 }, workspaceBytes: 0 })).toEqual([false]);
+    expect(callForms(jobs.get(`${N}x${C}x${C}NT`)!.calls)).toEqual([false, true]);
+    expect(callForms(jobs.get(`${N}x${KVC}x${C}NT`)!.calls)).toEqual([false]);
+    expect(callForms(jobs.get(`${N}x${C}x${F}NT`)!.calls)).toEqual([true]);
+    expect(callForms(undefined)).toEqual([false]);
   });
 
   it('a candidate is checked in each form and timed as the forms in turn, per GEMM', async () => {
