@@ -47,6 +47,25 @@ export interface BuiltCandidate {
   free(): void;
 }
 
+/**
+ * A GEMM candidate built once in each form its job's calls take (jobs.ts callForms: writing C, accumulating
+ * into it), one pass running the forms in turn: about `inner` GEMMs, rounded to whole turns, so its time per
+ * GEMM weighs the forms as the step's calls do.
+ */
+export async function builtInForms(rt: Runtime, forms: readonly boolean[], inner: number,
+  build: (accumulate: boolean) => Promise<{ dispatches: Dispatch[]; uniforms: GPUBuffer[] }>): Promise<BuiltCandidate> {
+  const built = new Map<boolean, { dispatches: Dispatch[]; uniforms: GPUBuffer[] }>();
+  const free = () => [...built.values()].forEach((b) => b.uniforms.forEach((u) => rt.mem.free(u)));
+  try {
+    for (const acc of new Set(forms)) built.set(acc, await build(acc));
+  } catch (e) {
+    free();
+    throw e;
+  }
+  const n = Math.max(forms.length, Math.round(inner / forms.length) * forms.length);
+  return { dispatches: Array.from({ length: n }, (_, i) => built.get(forms[i % forms.length])!.dispatches).flat(), inner: n, free };
+}
+
 /** A candidate of a job: its name, how to check it against its reference, and how to time it on the run's shape. */
 export interface Candidate {
   name: string;

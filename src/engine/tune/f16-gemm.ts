@@ -15,7 +15,7 @@ import {
 } from '../kernels/matmul-f16/plan';
 import { subgroupMatrixConfigs, subgroupSize } from '../kernels/qgemm/sgmat';
 import { Rng } from '../util/rng';
-import { type CandidateOptions, memoCheck, type PreparedJob } from './candidate';
+import { builtInForms, type CandidateOptions, memoCheck, type PreparedJob } from './candidate';
 import { callForms, type F16GemmJob } from './jobs';
 import { gemmInner } from './measure';
 
@@ -77,17 +77,12 @@ export function prepareF16Gemm(rt: Runtime, job: F16GemmJob, o: CandidateOptions
           const r = await checkF16Tc(rt, s);
           return r.ok ? null : `wrong or does not build: ${r.failed}`;
         }),
-        build: async () => {
+        build: () => {
           const [a, b, c, workspace] = operands();
           // Each layout with the split-K the step would give it in this workspace (buildMatmulF16's own choice), in the
-          // forms the step runs it (writing, accumulating: checkF16Tc's cases cover both) in turn, per GEMM.
-          const built = new Map<boolean, ReturnType<typeof buildMatmulF16>>();
-          for (const acc of new Set(forms)) {
-            built.set(acc, await rt.checked(name, () => buildMatmulF16(rt, { label: 'tune.f16', M, N, K, a, b, c, transA: s.transA, transB: s.transB, path: 'f16-tensor-core', spec: s, workspace, accumulate: acc })));
-          }
-          const inner = Math.max(forms.length, Math.round((o.gemmInner ?? gemmInner({ M, N, K })) / forms.length) * forms.length);
-          const dispatches = Array.from({ length: inner }, (_, i) => built.get(forms[i % forms.length])!.dispatches).flat();
-          return { dispatches, inner, free: () => [...built.values()].forEach((x) => x.uniforms.forEach((u) => rt.mem.free(u))) };
+          // forms the step runs it (writing, accumulating: checkF16Tc's cases cover both).
+          return builtInForms(rt, forms, o.gemmInner ?? gemmInner({ M, N, K }), (acc) =>
+            rt.checked(name, () => buildMatmulF16(rt, { label: 'tune.f16', M, N, K, a, b, c, transA: s.transA, transB: s.transB, path: 'f16-tensor-core', spec: s, workspace, accumulate: acc })));
         },
       };
     }),

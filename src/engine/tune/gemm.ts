@@ -11,7 +11,7 @@ import { heuristicCosts, measuredChoice } from '../kernels/matmul/choice';
 import { choiceName, type MatmulShape, matmulWorkspaceBytes, parseChoice, shapeKey, splitCandidates, streamKPlan } from '../kernels/matmul/plan';
 import { availableVariants, MATMUL_VARIANTS, type MatmulVariant, variantFits, variantThreads } from '../kernels/matmul/variants';
 import { Rng } from '../util/rng';
-import { type CandidateOptions, memoCheck, type PreparedJob } from './candidate';
+import { builtInForms, type CandidateOptions, memoCheck, type PreparedJob } from './candidate';
 import { callForms, type MatmulJob } from './jobs';
 import { gemmInner, gemmOperands } from './measure';
 
@@ -188,16 +188,10 @@ export function prepareMatmul(rt: Runtime, job: MatmulJob, o: CandidateOptions):
         }
         return null;
       },
-      build: async () => {
+      build: () => {
         const x = operands();
-        const built = new Map<boolean, Awaited<ReturnType<typeof buildMatmul>>>();
-        for (const acc of new Set(forms)) {
-          built.set(acc, await rt.checked(name, () => buildMatmul(rt, { label: 'tune', ...s, a: x.a, b: x.b, c: x.c, workspace: x.workspace, variant: name, accumulate: acc })));
-        }
-        // The forms in turn, as many GEMMs a pass as one form alone would run: the time is per GEMM, weighted as the step's calls.
-        const inner = Math.max(forms.length, Math.round((o.gemmInner ?? gemmInner(s)) / forms.length) * forms.length);
-        const dispatches = Array.from({ length: inner }, (_, i) => built.get(forms[i % forms.length])!.dispatches).flat();
-        return { dispatches, inner, free: () => [...built.values()].forEach((b) => b.uniforms.forEach((u) => rt.mem.free(u))) };
+        return builtInForms(rt, forms, o.gemmInner ?? gemmInner(s), (acc) =>
+          rt.checked(name, () => buildMatmul(rt, { label: 'tune', ...s, a: x.a, b: x.b, c: x.c, workspace: x.workspace, variant: name, accumulate: acc })));
       },
     })),
     // The fastest, then the fastest for ever smaller workspaces, down to one pass (what a call with less workspace takes).

@@ -93,6 +93,22 @@ export function jobFamily(j: TuneJob): KernelFamily {
   return j.family;
 }
 
+/**
+ * The GEMM job of `key` in `jobs` (made by `make` on its first call) with one more of the step's calls: the
+ * largest workspace any call has, each call's `what` in the label, its form counted (writing or accumulating).
+ */
+function tally<J extends MatmulJob | F16GemmJob>(jobs: Map<string, J>, key: string, make: (key: string) => Omit<J, 'calls'>, workspaceBytes: number,
+  what: string, accumulate: boolean): J {
+  let job = jobs.get(key);
+  if (!job) jobs.set(key, (job = { ...make(key), calls: { plain: 0, accumulate: 0 } } as J));
+  else {
+    job.workspaceBytes = Math.max(job.workspaceBytes, workspaceBytes);
+    if (!job.label.includes(what)) job.label += `, ${what}`;
+  }
+  job.calls![accumulate ? 'accumulate' : 'plain']++;
+  return job;
+}
+
 /** The tuning jobs of a resolved model plan (plan/run-plan.ts), one per distinct choice key. */
 export function planTuneJobs(plan: RunPlan): TuneJob[] {
   const { N, C, F, V, QC, KVC, B, T, nH, nKV, D } = plan.dims;
@@ -101,18 +117,11 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   const ws = (scratch: 'dq' | 'dF1') => (plan.wire.tp ? 0 : bytes(scratch));
   const gemms = new Map<string, MatmulJob>();
   const add = (shape: MatmulShape, workspaceBytes: number, what: string, fallback = false, accumulate = false) => {
-    const key = shapeKey(shape);
-    const have = gemms.get(key);
-    const job = have ?? {
-      family: 'matmul' as const, key, label: `${shape.M}x${shape.N}x${shape.K} ${shape.transA ? 'T' : 'N'}${shape.transB ? 'T' : 'N'}: ${what}`, shape, workspaceBytes,
-      calls: { plain: 0, accumulate: 0 }, ...(fallback ? { fallback } : {}),
-    };
-    if (have) {
-      have.workspaceBytes = Math.max(have.workspaceBytes, workspaceBytes);
-      if (!have.label.includes(what)) have.label += `, ${what}`;
-      if (!fallback) delete have.fallback;
-    } else gemms.set(key, job);
-    job.calls![accumulate ? 'accumulate' : 'plain']++;
+    const job = tally(gemms, shapeKey(shape), (key) => ({
+      family: 'matmul', key, label: `${shape.M}x${shape.N}x${shape.K} ${shape.transA ? 'T' : 'N'}${shape.transB ? 'T' : 'N'}: ${what}`, shape, workspaceBytes,
+      ...(fallback ? { fallback } : {}),
+    }), workspaceBytes, what, accumulate);
+    if (!fallback) delete job.fallback;
   };
   // [name, in, out, dW scratch, whether its forward and its dX accumulate into their outputs (llama.ts, backward.ts)]
   const linears: [string, number, number, 'dq' | 'dF1', boolean, boolean][] = [
@@ -124,14 +133,8 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   // dW = dYᵀ·X (TN). Whether they run on tensor cores is the device's: the job kind skips them where not.
   const f16 = new Map<string, F16GemmJob>();
   const addF16 = (form: GemmForm, shape: GemmShape, workspaceBytes: number, what: string, accumulate = false) => {
-    const key = f16ShapeKey(form, shape);
-    const have = f16.get(key);
-    const job = have ?? { family: 'f16gemm' as const, key, label: `f16 ${shape.M}x${shape.N}x${shape.K} ${form}: ${what}`, form, shape, workspaceBytes, calls: { plain: 0, accumulate: 0 } };
-    if (have) {
-      have.workspaceBytes = Math.max(have.workspaceBytes, workspaceBytes);
-      if (!have.label.includes(what)) have.label += `, ${what}`;
-    } else f16.set(key, job);
-    job.calls![accumulate ? 'accumulate' : 'plain']++;
+    tally(f16, f16ShapeKey(form, shape), (key) => ({ family: 'f16gemm', key, label: `f16 ${shape.M}x${shape.N}x${shape.K} ${form}: ${what}`, form, shape, workspaceBytes }),
+      workspaceBytes, what, accumulate);
   };
   const int8Attention = { qk: false, dp: false };
   let f16Attention = false;
