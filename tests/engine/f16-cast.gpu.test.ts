@@ -3,9 +3,8 @@
  * (quant/f16.ts, round to nearest even): pack2x16float needs no shader-f16, so this runs on SwiftShader.
  */
 import { describe, expect, it } from 'vitest';
-import { castF16Segments, type F16CastSegment, MAX_F16_CAST_SEGMENTS } from '../../src/engine/kernels/f16/f16';
 import { setGridMaxX } from '../../src/engine/kernels/launch';
-import { castF16Operand, f16Bytes, f16OperandBytes } from '../../src/engine/kernels/matmul-f16/cast';
+import { castF16Operand, castF16Segments, type F16CastSegment, f16Bytes, f16OperandBytes, MAX_F16_CAST_SEGMENTS } from '../../src/engine/kernels/matmul-f16/cast';
 import { F16_MIN_NORMAL, f16BitsToF32, f32ArrayToF16 } from '../../src/engine/quant/f16';
 import { Rng } from '../../src/engine/util/rng';
 import { testRuntime, trackBuffers } from '../helpers/gpu';

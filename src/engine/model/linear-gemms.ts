@@ -6,8 +6,7 @@
  */
 import type { Binding, Dispatch, Runtime } from '../gpu/runtime';
 import { copy } from '../kernels/elementwise/elementwise';
-import { castF16Operand, f16OperandBytes } from '../kernels/matmul-f16/cast';
-import { castF16Segments } from '../kernels/f16/f16';
+import { castF16Operand, castF16Segments, f16OperandBytes } from '../kernels/matmul-f16/cast';
 import { ropeF16, type RopeArgs } from '../kernels/rope/rope';
 import { buildMatmulF16, f16LowRankOnTensorCores, f16PathFor } from '../kernels/matmul-f16/matmul-f16';
 import { type LowRank, matmul, type MatmulArgs, matmulSteps } from '../kernels/matmul/matmul';

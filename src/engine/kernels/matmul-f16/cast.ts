@@ -4,14 +4,16 @@
  * kernel needs shader-f16 and all run (and are tested) on SwiftShader. WGSL leaves pack2x16float of a
  * value outside f16's range indeterminate, so overflow is decided here as IEEE round-to-nearest does
  * it: |x| ≥ 65520 becomes ±Inf (the loss scaler must see it), NaN stays NaN. A standalone pass over
- * the tensor: the weights' copies once per step after the optimizer (several at once: kernels/f16
+ * the tensor: the weights' copies once per step after the optimizer (several at once:
  * castF16Segments), and the few operands no producer writes in f16 (model/linear-gemms.ts counts
  * them); RMSNorm, SwiGLU, RoPE and attention write theirs through f16OutWgsl.
  */
 import f16Codec from '../f16/f16.wgsl?raw';
+import segmentsCode from './cast-segments.wgsl?raw';
 import { type Binding, type Dispatch, type Runtime, Uniforms } from '../../gpu/runtime';
 import { halfStorageCode, halfStorageDispatches } from '../bf16/bf16';
-import { grid2d, requireBytes, vec4Elementwise } from '../launch';
+import { asSlice, bindingBytes, grid2d, requireBytes, vec4Elementwise } from '../launch';
+import { wgslPreamble, wgslSection } from '../wgsl';
 
 const WG = 256;
 
@@ -114,4 +116,67 @@ export function castF16Operand(rt: Runtime, o: { label: string; x: Binding; out:
   }
   const u = rt.uniform(`${o.label}.f16cast`, new Uniforms().u32(o.n).u32(0).u32(0).u32(0));
   return rt.kernel({ label: name, code: twin ? TWIN : CODE, bindings: [o.x, o.out, u], workgroups: grid2d(rt, Math.ceil(Math.ceil(o.n / 2) / WG)) });
+}
+
+/** One cast of castF16Segments: x's `n` values from float `src` into out's f16 operand elements from `dst`. */
+export interface F16CastSegment {
+  src: number;
+  dst: number;
+  n: number;
+}
+
+/** Most segments one castF16Segments dispatch takes (its uniform block: 16 KiB, under WebGPU's 64 KiB minimum). */
+export const MAX_F16_CAST_SEGMENTS = 1023;
+
+/**
+ * Several castF16Operand casts in one dispatch (./cast-segments.wgsl; up
+ * to MAX_F16_CAST_SEGMENTS a dispatch): for each segment, out's elements [dst, dst + n) as castF16Operand
+ * of x's floats [src, src + n) leaves them, bit for bit, and nothing else of out written (elem 'f16': ⌈n/2⌉ packed
+ * words from element dst; 'f32': the twin's n f32). src and dst must be multiples of 4 (vec4 access),
+ * the segments' destinations apart. Labelled as the cast (`label[f32→f16]`).
+ */
+export function castF16Segments(rt: Runtime, o: { label: string; x: Binding; out: Binding; segments: readonly F16CastSegment[]; elem?: 'f16' | 'f32' }): Dispatch[] {
+  const twin = (o.elem ?? 'f16') === 'f32';
+  const segs = o.segments;
+  for (const g of segs) {
+    if (![g.src, g.dst, g.n].every((v) => Number.isInteger(v) && v >= 0) || g.n < 1 || g.src % 4 || g.dst % 4) {
+      throw new Error(`${o.label}: bad cast segment ${JSON.stringify(g)} (src, dst: multiples of 4; n ≥ 1)`);
+    }
+  }
+  const byDst = [...segs].sort((a, b) => a.dst - b.dst);
+  byDst.forEach((g, i) => {
+    if (i > 0 && byDst[i - 1].dst + byDst[i - 1].n > g.dst) throw new Error(`${o.label}: cast segments ${JSON.stringify(byDst[i - 1])} and ${JSON.stringify(g)} overlap in out`);
+  });
+  if (asSlice(o.x).buffer === asSlice(o.out).buffer) throw new Error(`${o.label}: x and out must be different buffers`);
+  const quads = (n: number) => Math.ceil(n / 4);
+  requireBytes(o.label, 'x', o.x, Math.max(0, ...segs.map((g) => (g.src + g.n) * 4)));
+  requireBytes(o.label, 'out', o.out, Math.max(0, ...segs.map((g) => f16OperandBytes(g.dst + g.n, twin))));
+  // A segment's last quad is loaded and stored as a whole vec4 (its writes stay within the n values' words):
+  // the bindings reach whole vec4s where their buffers have them (GpuMemory's sizes are multiples of 16).
+  const whole = (name: string, b: Binding, bytes: number): Binding => {
+    const s = asSlice(b);
+    const offset = s.offset ?? 0;
+    const size = Math.max(bindingBytes(b), bytes);
+    if (offset + size > s.buffer.size) throw new Error(`${o.label}: ${name}'s buffer ends before the segments' last whole vec4 (${bytes} bytes from ${offset})`);
+    return { buffer: s.buffer, offset, size };
+  };
+  const x = whole('x', o.x, Math.max(0, ...segs.map((g) => (g.src + quads(g.n) * 4) * 4)));
+  const out = whole('out', o.out, Math.max(0, ...segs.map((g) => (g.dst + quads(g.n) * 4) * (twin ? 4 : 2))));
+  const dispatches: Dispatch[] = [];
+  for (let at = 0; at < segs.length; at += MAX_F16_CAST_SEGMENTS) {
+    const part = segs.slice(at, at + MAX_F16_CAST_SEGMENTS);
+    const table = new Uint32Array(4 + 4 * part.length);
+    let groups = 0;
+    part.forEach((g, j) => {
+      table.set([groups, g.src / 4, g.dst / 4, g.n], 4 + 4 * j);
+      groups += Math.ceil(quads(g.n) / 256);
+    });
+    table.set([part.length, groups]);
+    const u = rt.mem.allocUniform(`${o.label}.segments`, table.byteLength);
+    rt.write(u, table);
+    const entry = twin ? 'twin' : 'words';
+    const code = `${F16_HALF_WGSL}\n${f16Codec}\nconst SEGS = ${part.length}u;\n${wgslPreamble(segmentsCode)}${wgslSection(segmentsCode, entry)}`;
+    dispatches.push(rt.kernel({ label: `${o.label}[f32→f16]`, code, entryPoint: entry, bindings: [x, out, u], workgroups: grid2d(rt, groups) }));
+  }
+  return dispatches;
 }

@@ -1,8 +1,8 @@
-// Several fp32 → f16 operand casts in one dispatch (./f16.ts castF16Segments): segment j casts x's
-// n_j values from vec4 x_j into out from vec4 d_j, the words castF16Operand (kernels/matmul-f16/cast.ts,
-// the one cast) writes for it and nothing else. Launch overhead, not bandwidth, bounded one cast a
+// Several fp32 → f16 operand casts in one dispatch (./cast.ts castF16Segments): segment j casts x's
+// n_j values from vec4 x_j into out from vec4 d_j, the words castF16Operand (./cast.ts, the one
+// cast) writes for it and nothing else. Launch overhead, not bandwidth, bounded one cast a
 // weight (84 a step at base, ~12 µs each).
-// The host prepends half() (kernels/matmul-f16/cast.ts), f16.wgsl's codec (enc) and `const SEGS`.
+// The host prepends half(), kernels/f16/f16.wgsl's codec (enc) and `const SEGS`.
 //
 // Each segment's quads (4 values, one invocation) start a workgroup of their own, so a workgroup finds
 // its segment with a binary search over the first-workgroup column, the same path in every invocation.
