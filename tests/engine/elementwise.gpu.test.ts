@@ -13,7 +13,7 @@ describe.each([
   { grid: 'native grid', maxX: null },
   { grid: '2-D grid (x capped at 3)', maxX: 3 },
 ])('elementwise on $grid', ({ maxX }) => {
-  for (const n of [1, 7, 63, 65, 1000, 4099]) {
+  for (const n of [1, 7, 63, 65, 1000, 4099, 8192]) {
     it(`add / axpy / copy / fill / scale, n=${n}`, async () => {
       const rt = await testRuntime();
       setGridMaxX(maxX);

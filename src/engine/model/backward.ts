@@ -159,7 +159,8 @@ export function buildBackward(m: BackwardModel, g: Dispatch[], gradFinal: Map<st
       push(m.g.gateUpDxGemm(l, lab('gate_up.dx'), dh));
     } else {
       push(m.g.dxGemm(l, lab('gate.dx'), a('gate'), 'mlp.gate_proj.weight', dh, N, C, F, false, false, loraDxTerm(l, 'mlp.gate_proj.weight')));
-      push(m.g.dxGemm(l, lab('up.dx'), dup, 'mlp.up_proj.weight', dh, N, C, F, true, false, loraDxTerm(l, 'mlp.up_proj.weight')));
+      // dq is free here (the MLP's dW partials are summed; xMid's load is next): an fp32 dX accumulates through it.
+      push(m.g.dxGemm(l, lab('up.dx'), dup, 'mlp.up_proj.weight', dh, N, C, F, true, false, loraDxTerm(l, 'mlp.up_proj.weight'), m.b('dq')));
     }
     loraDx(l, lab('gate.dx'), 'mlp.gate_proj.weight', dh);
     loraDx(l, lab('up.dx'), 'mlp.up_proj.weight', dh);

@@ -402,11 +402,11 @@ export class LlamaGpu {
     // A base linear, with its LoRA adapter around it where it has one (x: the fp32 input the adapter reads, or
     // its f16 cell, written by now, where the adapter reads cells: PEFT's autocast runs A on the f16 input too);
     // its up-projection in the base GEMM's epilogue where that GEMM takes one (lowRankFits), else a GEMM after it.
-    const linear = (label: string, name: string, x: GPUBuffer, gx: Binding, out: GPUBuffer, n: number, k: number, acc: boolean, key: GemmInputSaved) => {
+    const linear = (label: string, name: string, x: GPUBuffer, gx: Binding, out: GPUBuffer, n: number, k: number, acc: boolean, key: GemmInputSaved, via?: GPUBuffer) => {
       const ad = this.lora?.on(`model.layers.${l}.${name}`);
       const fused = ad && this.lora!.epilogue && this.g.lowRankFits(l, 'forward', name) ? this.lora!.upLowRank(ad) : undefined;
       if (ad) push(this.lora!.down(ad, label, (this.lora!.readsCells ? this.g.loraX(l, key) : undefined) ?? x, recompute));
-      push(this.g.linear(label, l, name, gx, out, N, n, k, acc, key, fused));
+      push(this.g.linear(label, l, name, gx, out, N, n, k, acc, key, fused, via));
       if (ad && !fused) push(this.lora!.up(ad, label, { buffer: out, offset: 0, size: N * n * 4 }));
     };
     const h1 = this.g.gemmInput(l, lab('qkv_in'), a('h1'), C, push, true, 'h1');
@@ -474,7 +474,8 @@ export class LlamaGpu {
     const actIn = this.g.gemmInput(l, lab('down_in'), a('act'), F, push, true, 'act');
     if (!residInNorm) push(copy(rt, { label: lab('resid2'), src: a('xMid'), dst: next, n: N * C }));
     if (this.tp) push(this.tp.rowParallel(lab('down_proj.tp'), actIn, this.g.lin(l, 'mlp.down_proj.weight'), F, next));
-    else linear(lab('down_proj'), 'mlp.down_proj.weight', a('act'), actIn, next, C, F, true, 'act');
+    // dq (xMid's live copy where it has one) is dead from here to the backward: an fp32 GEMM accumulates through it (fp32Accumulate).
+    else linear(lab('down_proj'), 'mlp.down_proj.weight', a('act'), actIn, next, C, F, true, 'act', this.buf.get('dq'));
   }
 
   private buildOptimizer(): void {

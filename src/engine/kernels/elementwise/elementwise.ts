@@ -21,6 +21,7 @@ function launch(rt: Runtime, label: string, entryPoint: string, n: number, alpha
 /** out[i] = a[i] + b[i] for i < n (out may not alias a or b: WebGPU forbids read + read_write views). */
 export function add(rt: Runtime, o: { label: string; a: Binding; b: Binding; out: Binding; n: number }): Dispatch {
   for (const [k, v] of [['a', o.a], ['b', o.b], ['out', o.out]] as const) requireBytes(o.label, k, v, o.n * 4);
+  if (vec4Elementwise(o.n, [o.a, o.b, o.out])) return launch(rt, o.label, 'add4', o.n / 4, 0, (u) => [o.a, o.out, u, o.b], 'add');
   return launch(rt, o.label, 'add', o.n, 0, (u) => [o.a, o.out, u, o.b]);
 }
 
@@ -28,6 +29,7 @@ export function add(rt: Runtime, o: { label: string; a: Binding; b: Binding; out
 export function axpy(rt: Runtime, o: { label: string; x: Binding; out: Binding; alpha: number; n: number }): Dispatch {
   requireBytes(o.label, 'x', o.x, o.n * 4);
   requireBytes(o.label, 'out', o.out, o.n * 4);
+  if (vec4Elementwise(o.n, [o.x, o.out])) return launch(rt, o.label, 'axpy4', o.n / 4, o.alpha, (u) => [o.x, o.out, u], 'axpy');
   return launch(rt, o.label, 'axpy', o.n, o.alpha, (u) => [o.x, o.out, u]);
 }
 

@@ -36,6 +36,23 @@ fn copy(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 @group(0) @binding(0) var<storage, read> a4: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read_write> out4: array<vec4<u32>>;
 
+@group(0) @binding(0) var<storage, read> af4: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read_write> outf4: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> bf4: array<vec4<f32>>;
+
+// axpy and add four lanes a thread (p.n counts vec4s): the same operations per element as the scalar entries.
+@compute @workgroup_size(256)
+fn axpy4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i < p.n) { outf4[i] = outf4[i] + p.alpha * af4[i]; }
+}
+
+@compute @workgroup_size(256)
+fn add4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat(gid, nwg);
+  if (i < p.n) { outf4[i] = af4[i] + bf4[i]; }
+}
+
 // out = a in 16-byte words, bits as they are (p.n counts words; bindings: a, out, params)
 @compute @workgroup_size(256)
 fn copy4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
