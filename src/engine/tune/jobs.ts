@@ -129,6 +129,9 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
     ['gate', C, F, 'dq', false, false], ['up', C, F, 'dq', false, true], ['down', F, C, 'dq', true, false],
   ];
   const nn = linearsTransposed(N, plan.linearNnMinRows);
+  // down's forward and up's dX in fp32 accumulate through dq where it holds C (linear-gemms.ts fp32Accumulate): writing GEMMs.
+  const fp32Via = bytes('dq') >= N * C * 4;
+  const fp32Acc = (name: string, acc: boolean) => acc && !(fp32Via && (name === 'down' || name === 'up'));
   // The GEMMs a scheme asks in f16 (model/linear-gemms.ts): forward Y = X·Wᵀ (NT), dX = dY·W (NN),
   // dW = dYᵀ·X (TN). Whether they run on tensor cores is the device's: the job kind skips them where not.
   const f16 = new Map<string, F16GemmJob>();
@@ -141,8 +144,8 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   for (const layer of plan.layers) {
     const c = layer.compute;
     for (const [name, cin, cout, scratch, fwdAcc, dxAcc] of linears) {
-      if (c.forward === 'fp32') add({ M: N, N: cout, K: cin, transA: false, transB: !nn }, 0, `${name} forward`, !!c.f16?.forward, fwdAcc);
-      if (c.dx === 'fp32') add({ M: N, N: cin, K: cout }, 0, `${name} dX`, !!c.f16?.dx, dxAcc);
+      if (c.forward === 'fp32') add({ M: N, N: cout, K: cin, transA: false, transB: !nn }, 0, `${name} forward`, !!c.f16?.forward, fp32Acc(name, fwdAcc));
+      if (c.dx === 'fp32') add({ M: N, N: cin, K: cout }, 0, `${name} dX`, !!c.f16?.dx, fp32Acc(name, dxAcc));
       if (c.dw === 'fp32') add({ M: cout, N: cin, K: N, transA: true }, ws(scratch), `${name} dW`, !!c.f16?.dw);
       if (c.f16?.forward) addF16('NT', { M: N, N: cout, K: cin }, 0, `${name} forward`, fwdAcc);
       if (c.f16?.dx && plan.training) addF16('NN', { M: N, N: cin, K: cout }, 0, `${name} dX`, dxAcc);

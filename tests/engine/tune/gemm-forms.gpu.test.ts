@@ -1,5 +1,6 @@
 // The tuner's fp32 GEMM jobs run as the step runs them: a shape's calls that write C and those that
-// accumulate into it (o_proj's and down_proj's forward onto the residual, k's, v's and up's dX) are
+// accumulate into it (o_proj's forward onto the residual, k's and v's dX; down_proj's forward and up's dX write
+// dq and add it: linear-gemms.ts fp32Accumulate) are
 // counted per job, and a candidate is checked and timed in both forms, as often as the step runs each.
 import { describe, expect, it } from 'vitest';
 import { resolveTrainingPlan } from '../../../src/engine/plan/train-plan';
@@ -8,6 +9,9 @@ import { trainingTuneJobs } from '../../../src/engine/tune';
 import { prepareMatmul } from '../../../src/engine/tune/gemm';
 import { callForms, type MatmulJob } from '../../../src/engine/tune/jobs';
 import { testRuntime } from '../../helpers/gpu';
+import { buildModel } from '../../helpers/model';
+import { PRESETS } from '../../../src/engine/model/config';
+import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
 
 describe('fp32 GEMM jobs in the forms the step runs', () => {
   it('counts each shape\'s writing and accumulating calls from the model\'s linears', () => {
@@ -22,14 +26,31 @@ describe('fp32 GEMM jobs in the forms the step runs', () => {
     expect(calls(`${N}x${C}x${C}NN`)).toEqual({ plain: 2 * L, accumulate: 0 }); // q, o dX write
     expect(calls(`${N}x${C}x${KVC}NN`)).toEqual({ plain: 0, accumulate: 2 * L }); // k, v dX add to q's
     expect(calls(`${N}x${F}x${C}NT`)).toEqual({ plain: 2 * L, accumulate: 0 }); // gate, up forward
-    expect(calls(`${N}x${C}x${F}NT`)).toEqual({ plain: 0, accumulate: L }); // down forward onto the residual
-    expect(calls(`${N}x${C}x${F}NN`)).toEqual({ plain: L, accumulate: L }); // gate dX writes dh, up dX adds to it
+    expect(calls(`${N}x${C}x${F}NT`)).toEqual({ plain: L, accumulate: 0 }); // down forward: into dq, then added to the residual
+    expect(calls(`${N}x${C}x${F}NN`)).toEqual({ plain: 2 * L, accumulate: 0 }); // gate dX writes dh, up dX writes dq (added to dh)
     expect(calls(`${C}x${C}x${N}TN`)).toEqual({ plain: 2 * L, accumulate: 0 }); // q, o dW write
     expect(callForms(jobs.get(`${N}x${C}x${C}NT`)!.calls)).toEqual([false, true]);
     expect(callForms(jobs.get(`${N}x${KVC}x${C}NT`)!.calls)).toEqual([false]);
-    expect(callForms(jobs.get(`${N}x${C}x${F}NT`)!.calls)).toEqual([true]);
+    expect(callForms(jobs.get(`${N}x${C}x${F}NT`)!.calls)).toEqual([false]);
     expect(callForms(undefined)).toEqual([false]);
   });
+
+  it('the step runs down_proj\'s forward and up\'s dX through dq as the jobs count them (fp32 and AGoQ\'s aliased live copies)', async () => {
+    const rt = await testRuntime();
+    for (const scheme of [SCHEME_PRESETS.fp32, SCHEME_PRESETS.agoq]) {
+      const model = buildModel(rt, PRESETS.micro, 2, 16, { scheme });
+      try {
+        const fwd = model.forward.map((d) => d.label);
+        const bwd = model.backward.map((d) => d.label);
+        const L = model.plan.dims.L;
+        expect(fwd.filter((l) => /^L\d+\.down_proj\.acc\./.test(l))).toHaveLength(L);
+        expect(bwd.filter((l) => /^L\d+\.up\.dx\.acc\./.test(l))).toHaveLength(L);
+        expect(fwd.some((l) => /\.o_proj\.acc\./.test(l))).toBe(false); // o_proj accumulates in its GEMM
+      } finally {
+        model.destroy();
+      }
+    }
+  }, 60_000);
 
   it('a candidate is checked in each form and timed as the forms in turn, per GEMM', async () => {
     const rt = await testRuntime();
