@@ -225,24 +225,3 @@ describe('f16 GEMM feature detection', () => {
     expect(Object.keys(probe.chosen).sort()).toEqual(['NN', 'NT', 'TN']);
   });
 });
-
-describe('f16 tensor-core GEMM split over rows (emulated matrices): the tail on the half-height layout', () => {
-  const base: Omit<F16TcSpec, 'transA' | 'transB'> = { cfg: { M: 8, N: 8, K: 8 }, sgSize: 8, tilesM: 2, tilesN: 2, sgM: 2, sgN: 1, BK: 8, PAD: 8, direct: true };
-  it('matches the reference where the head is 2 block rows and the tail ends mid-block, writing and accumulating', async () => {
-    for (const form of ['NT', 'NN'] as const) {
-      const s: F16TcSpec = { ...base, ...FORM_TRANS[form] };
-      for (const extra of [{}, { accumulate: true }, { accumulate: true, alpha: 0.5 }]) {
-        const c = { M: 64 + 37, N: 40, K: 28, ...FORM_TRANS[form], rows: 64, ...extra };
-        const g = await checkMatmulF16(rt, c, { path: 'f16-tensor-core', spec: s, elem: 'f32' });
-        expect([form, extra, g.error, g.bad]).toEqual([form, extra, undefined, 0]);
-      }
-    }
-  });
-  it('refuses a split with A transposed or off the binding alignment', async () => {
-    const s: F16TcSpec = { ...base, ...FORM_TRANS.TN };
-    const t = await checkMatmulF16(rt, { M: 64, N: 40, K: 28, ...FORM_TRANS.TN, rows: 32 }, { path: 'f16-tensor-core', spec: s, elem: 'f32' });
-    expect(t.error).toMatch(/untransposed/);
-    const n = await checkMatmulF16(rt, { M: 64, N: 41, K: 28, ...FORM_TRANS.NT, rows: 1 }, { path: 'f16-tensor-core', spec: { ...base, ...FORM_TRANS.NT }, elem: 'f32' });
-    expect(n.error).toMatch(/alignment/);
-  });
-});

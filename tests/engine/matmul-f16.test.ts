@@ -10,7 +10,6 @@ import { f16TcCheckCases, f16TcLowRankCheckCases } from '../../src/engine/kernel
 import {
   chooseF16SplitK, contiguousDims, F16_TC_LAYOUTS, f16ConfigsOf, f16ShapeKey, MEASURED_F16TC_LAYOUTS, f16KernelFor, f16SplitPlan, f16TcBlockM, f16TcBlockN, f16TcCandidates,
   f16TcLabel, f16TcLayoutOf, f16TcPick, f16TcSpecError, f16TcSpecOfPick, f16TcWorkgroupBytes, FORM_TRANS, formOf, GEMM_FORMS, offeredF16Path, type F16TcSpec, vec4Operands,
-  f16RowSplit, f16TcHalfHeight,
 } from '../../src/engine/kernels/matmul-f16/plan';
 import { simtF16Code } from '../../src/engine/kernels/matmul-f16/simt';
 import { f16TcCode } from '../../src/engine/kernels/matmul-f16/tc';
@@ -341,24 +340,5 @@ describe('Dawn toggles', () => {
     const twice = ['enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia'];
     expect(withDawnToggle(twice, 'enable-dawn-features', F16_ON_NVIDIA_TOGGLE)).toBe(twice);
     expect(withDawnToggle(['enable-dawn-features=a'], 'disable-dawn-features', 'b')).toEqual(['enable-dawn-features=a', 'disable-dawn-features=b']);
-  });
-});
-
-describe('row split of a part-empty last wave (f16RowSplit)', () => {
-  it('splits where whole waves leave under half of one more, at whole block rows', () => {
-    // base's N 768 GEMMs: 384 blocks of 128×128 = 1.5 waves of 256 → the first 42 block rows (252 blocks), the tail's 2,816 rows at half height.
-    expect(f16RowSplit({ M: 8192, N: 768, K: 768 }, 128, 128, 128)).toBe(5376);
-    expect(f16RowSplit({ M: 8192, N: 2560, K: 768 }, 128, 128, 128)).toBeUndefined(); // 1,280 blocks: 5 whole waves
-    expect(f16RowSplit({ M: 4096, N: 768, K: 768 }, 128, 128, 128)).toBeUndefined(); // 192 blocks: under one wave
-    expect(f16RowSplit({ M: 8192, N: 1024, K: 768 }, 128, 128, 128)).toBeUndefined(); // 512: 2 whole waves
-    expect(f16RowSplit({ M: 128 * 76, N: 768, K: 768 }, 128, 128, 128)).toBeUndefined(); // 456 blocks: the last wave 200 of 256
-  });
-  it('halves a layout\'s height by its tiles, else its subgroups', () => {
-    const s: F16TcSpec = { cfg: { M: 16, N: 16, K: 16 }, sgSize: 32, ...F16_TC_LAYOUTS[0], ...FORM_TRANS.NT };
-    const h = f16TcHalfHeight(s)!;
-    expect([f16TcBlockM(h), f16TcBlockN(h), h.sgM]).toEqual([64, 128, 2]);
-    const one = f16TcHalfHeight({ ...s, tilesM: 1 })!;
-    expect([f16TcBlockM(one), one.sgM]).toEqual([16, 1]);
-    expect(f16TcHalfHeight({ ...s, tilesM: 1, sgM: 1 })).toBeUndefined();
   });
 });

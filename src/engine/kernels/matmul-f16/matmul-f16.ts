@@ -23,7 +23,7 @@ import { subgroupMatrixConfigs, subgroupSize } from '../qgemm/sgmat';
 import { compareF16Gemm, type F16GemmComparison, lowRankRef, matmulF16Ref, matmulF16RefAt } from './matmul-f16.ref';
 import {
   chooseF16SplitK, F16_TC_LAYOUTS, f16ConfigsOf, f16KernelFor, f16SplitPlan, f16SplitWorkspaceBytes, f16TcBlockM, f16TcBlockN,
-  f16TcCandidates, f16TcHalfHeight, f16TcLabel, f16TcLowRankStaging, f16RowSplit, f16TcSpecError, f16TcSpecOfPick, f16TcThreads, type F16Path, type F16TcLayout, type F16TcSpec, formOf, type GemmForm,
+  f16TcCandidates, f16TcLabel, f16TcLowRankStaging, f16TcSpecError, f16TcSpecOfPick, f16TcThreads, type F16Path, type F16TcLayout, type F16TcSpec, formOf, type GemmForm,
   GEMM_FORMS, type GemmShape, MEASURED_F16TC_LAYOUTS, f16ShapeKey, SIMT_F16, vec4Operands,
 } from './plan';
 import { simtF16Code } from './simt';
@@ -65,12 +65,6 @@ export interface MatmulF16Args {
   elem?: 'f16' | 'f32';
   /** The low-rank epilogue (./epilogue.ts; the fp32 GEMM's `lowRank`): + scale·Uᵀ·op(V), f32 U and V. One pass only. */
   lowRank?: LowRank;
-  /**
-   * Rows [0, first) as the GEMM, the rest on `tail` (f16RowSplit: a part-empty last wave on a half-height
-   * layout); A not transposed, no split-K, no low-rank term. Default: f16RowSplit's choice where this device
-   * verified the tail layout (f16TailSpec) and the call names no path or spec; false: never.
-   */
-  rows?: { first: number; tail: F16TcSpec } | false;
 }
 
 export interface BuiltMatmulF16 {
@@ -166,46 +160,9 @@ function resolveF16(rt: Runtime, a: MatmulF16Args): ResolvedF16 {
   return { form, path, tc, vec, code: f16TcCode(tc, { lowRank }) };
 }
 
-function fail0(m: string): never {
-  throw new Error(m);
-}
-
-/** Rows [r0, r0 + rows) of a row-major binding with `width` elements of `bytes` each a row. */
-function rowSlice(b: Binding, r0: number, rows: number, width: number, bytes: number): Binding {
-  const s = asSlice(b);
-  return { buffer: s.buffer, offset: (s.offset ?? 0) + r0 * width * bytes, size: rows * width * bytes };
-}
-
-/** The GEMM as two over its rows (MatmulF16Args.rows): the first rows as asked, the tail on its own layout. */
-function buildRowSplit(rt: Runtime, a: MatmulF16Args, rows: { first: number; tail: F16TcSpec }, head?: F16TcSpec): BuiltMatmulF16 {
-  const { first, tail } = rows;
-  const e = a.elem === 'f32' ? 4 : 2;
-  if (!Number.isInteger(first) || first < 1 || first >= a.M) throw new Error(`${a.label}: a row split needs 1 ≤ first < M (${a.M}), got ${first}`);
-  if (a.transA || a.workspace || (a.split ?? 1) > 1 || a.lowRank) throw new Error(`${a.label}: a row split runs A untransposed, in one pass, without a low-rank term`);
-  const align = rt.device.limits.minStorageBufferOffsetAlignment;
-  for (const [n, b, w] of [['a', a.a, a.K * e], ['c', a.c, a.N * 4]] as const) {
-    if (((asSlice(b).offset ?? 0) + first * w) % align) throw new Error(`${a.label}: a row split at ${first} leaves ${n}'s second binding off the ${align}-byte alignment`);
-  }
-  // The head rows keep the whole GEMM's layout (a shape's tuned pick is keyed by its full M).
-  const one = buildMatmulF16(rt, { ...a, rows: false, M: first, a: rowSlice(a.a, 0, first, a.K, e), c: rowSlice(a.c, 0, first, a.N, 4), ...(head ? { spec: head } : {}) });
-  const two = buildMatmulF16(rt, {
-    ...a, label: `${a.label}.tail`, rows: false, M: a.M - first, a: rowSlice(a.a, first, a.M - first, a.K, e), c: rowSlice(a.c, first, a.M - first, a.N, 4),
-    path: 'f16-tensor-core', spec: tail,
-  });
-  return { dispatches: [...one.dispatches, ...two.dispatches], uniforms: [...one.uniforms, ...two.uniforms], path: one.path, kernel: `${one.kernel} + tail ${two.kernel}`, parts: 1 };
-}
-
 /** Builds the f16 GEMM's dispatches (free `uniforms` with rt.mem.free when they are dropped). */
 export function buildMatmulF16(rt: Runtime, a: MatmulF16Args): BuiltMatmulF16 {
-  if (a.rows) return buildRowSplit(rt, a, a.rows);
   const { form, path, tc, vec, code } = resolveF16(rt, a);
-  if (a.rows === undefined && tc && !a.path && !a.spec && !a.transA && !a.workspace && !a.split && !a.lowRank && a.elem !== 'f32') {
-    const tail = f16TailSpec(rt, form);
-    const first = tail && f16RowSplit(a, f16TcBlockM(tc), f16TcBlockN(tc), f16TcThreads(tc));
-    const align = rt.device.limits.minStorageBufferOffsetAlignment;
-    const aligned = (b: Binding, w: number) => ((asSlice(b).offset ?? 0) + (first ?? 0) * w) % align === 0;
-    if (tail && first && f16TcBlockN(tail) === f16TcBlockN(tc) && aligned(a.a, a.K * 2) && aligned(a.c, a.N * 4)) return buildRowSplit(rt, a, { first, tail }, tc);
-  }
   const BM = tc ? f16TcBlockM(tc) : SIMT_F16.BM;
   const BN = tc ? f16TcBlockN(tc) : SIMT_F16.BN;
   const BK = tc ? tc.BK : SIMT_F16.BK;
@@ -257,8 +214,6 @@ export interface F16GemmCase {
   split?: number;
   /** A low-rank term (random U [rank, M] and V in ±1): + scale·Uᵀ·op(V). */
   lowRank?: { rank: number; transV: boolean; scale: number };
-  /** A row split (MatmulF16Args.rows) at this row, the tail on the spec's half-height layout. */
-  rows?: number;
 }
 
 export interface F16GemmCheck extends F16GemmComparison {
@@ -296,10 +251,9 @@ export async function checkMatmulF16(rt: Runtime, c: F16GemmCase, o: {
     bufs.push(...(ws ? [ws] : []), ...(lrBufs ?? []));
     const args: MatmulF16Args = {
       label: 'f16.check', ...c, a, b, c: out, path: o.path, spec: o.spec, elem: o.elem, split: parts, workspace: ws,
-      rows: c.rows === undefined ? false : { first: c.rows, tail: (o.spec && f16TcHalfHeight(o.spec)) || fail0(`no half-height layout of ${o.spec ? f16TcLabel(o.spec) : 'no spec'}`) },
       lowRank: lr && lrBufs && { u: lrBufs[0], v: lrBufs[1], rank: lr.rank, transV: lr.transV, scale: lr.scale },
     };
-    const { code, tc } = resolveF16(rt, { ...args, rows: false });
+    const { code, tc } = resolveF16(rt, args);
     // A layout this device rejects is expected while probing: keep its error out of the console.
     const errors = await wgslErrors(rt.device, 'f16.check', code, true);
     if (errors.length) return fail(errors.join('; '));
@@ -367,12 +321,6 @@ export function f16TcLowRankCheckCases(s: F16TcSpec): { name: string; c: F16Gemm
 // ---- choosing the path on a device -------------------------------------------------------------------
 
 const enabled = new WeakMap<Runtime, Partial<Record<GemmForm, F16TcSpec>>>();
-const tails = new WeakMap<Runtime, Partial<Record<GemmForm, F16TcSpec>>>();
-
-/** The half-height layout a form's tail rows run on (f16RowSplit), where this device verified it (enableF16TensorCores). */
-export function f16TailSpec(rt: Runtime, form: GemmForm): F16TcSpec | undefined {
-  return tails.get(rt)?.[form];
-}
 
 /** The tensor-core spec verified for a form on this runtime (enableF16TensorCores), if any. */
 export function f16TensorCoreSpec(rt: Runtime, form: GemmForm): F16TcSpec | undefined {
@@ -551,16 +499,6 @@ export async function enableF16TensorCores(rt: Runtime, layouts: F16TcLayout[] =
   }
   enabled.set(rt, chosen);
   out.chosen = chosen;
-  // The tail layout of the forms whose GEMMs take a row split (A untransposed: the forward's and dX's), checked like any layout.
-  const tail: Partial<Record<GemmForm, F16TcSpec>> = {};
-  for (const form of ['NT', 'NN'] as const) {
-    const half = chosen[form] && f16TcHalfHeight(chosen[form]);
-    if (!half || !valid(half)) continue;
-    const r = await checkF16Tc(rt, half);
-    out.tried.push(r);
-    if (r.ok) tail[form] = half;
-  }
-  tails.set(rt, tail);
   await enableMeasuredShapes(rt, cfgs, out);
   if (cfgs.length) out.tried.push(...await verifyTunedF16Layouts(rt));
   return out;

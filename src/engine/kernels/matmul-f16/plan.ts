@@ -343,33 +343,3 @@ export function f16SplitPlan(s: GemmShape, BK: number, S: number): { kChunk: num
 }
 
 export const f16SplitWorkspaceBytes = (s: GemmShape, parts: number) => (parts > 1 ? parts * s.M * s.N * 4 : 0);
-
-// ---- a part-empty last wave: the tail rows on a half-height layout -----------------------------------
-
-/**
- * The layout a GEMM's tail rows run on (f16RowSplit): the spec with half its block height (half the
- * tiles a subgroup down M, else half the subgroups), everything else the same; undefined where neither halves.
- */
-export function f16TcHalfHeight(s: F16TcSpec): F16TcSpec | undefined {
-  if (s.tilesM % 2 === 0) return { ...s, tilesM: s.tilesM / 2 };
-  if (s.sgM % 2 === 0) return { ...s, sgM: s.sgM / 2 };
-  return undefined;
-}
-
-/**
- * Where C's blocks fill some whole waves of resident workgroups and then under half of one more, the
- * first `rows` (whole waves' worth of whole block rows) run as the GEMM and the rest on the half-height
- * layout, whose twice as many workgroups fill the last wave at half the length: e.g. 8192×768 in 128×128
- * blocks is 384 blocks, 1.5 waves of 256, as long as 2; split, 1 + 0.5. Residency is chooseI8SplitK's
- * model (65,536 threads; 128×128 blocks of 128 threads: 256). undefined: run it whole.
- */
-export function f16RowSplit(shape: GemmShape, BM: number, BN: number, threads: number, parallelThreads = 65536): number | undefined {
-  const tilesX = Math.ceil(shape.N / BN);
-  const tiles = Math.ceil(shape.M / BM) * tilesX;
-  const resident = Math.max(1, Math.min(Math.floor(parallelThreads / threads), Math.floor((parallelThreads * 64) / (BM * BN))));
-  const full = Math.floor(tiles / resident);
-  const rest = tiles - full * resident;
-  if (full < 1 || rest === 0 || 2 * rest > resident) return undefined;
-  const rows = Math.floor((full * resident) / tilesX) * BM;
-  return rows > 0 && rows < shape.M ? rows : undefined;
-}
