@@ -2,7 +2,8 @@
  * Whether the f16 GEMMs with N = 768 (base's q/k/v/o and down projections, their dX) lose time to a part-empty
  * last wave: each GEMM timed at every row count M (whole 128-row blocks) of a list, on the layout the engine
  * chooses, and as a row split (M1 rows on the chosen layout, the rest on a half-height layout), with the
- * whole GEMM in the same process as the baseline; then as the engine runs it (its own row split, f16RowSplit). Wave-bound timing shows as steps in ms against M.
+ * whole GEMM in the same process as the baseline. H100 (s31c1): one wave is 264 blocks (5,632 rows at N 768: 0.052 ms at
+ * K 768, 8,192 rows 0.095), but the split ran 0.108 ms: the second dispatch's start costs more than the half wave saves. Wave-bound timing shows as steps in ms against M.
  *
  *   node f16-waves.mjs [--n 768] [--k 768,2560] [--rows 2048,4096,5632,6144,8192] [--split 5632] [--reps 10]
  */
@@ -29,9 +30,9 @@ for (const K of Ks) {
   const A = uploadF16(rt, 'A', rng.uniformArray(Mmax * K));
   const B = uploadF16(rt, 'B', rng.uniformArray(N * K));
   const C = rt.createBuffer('workspace', 'C', Mmax * N * 4);
-  const gemm = (M: number, row0: number, spec?: F16TcSpec, auto = false): Dispatch[] => buildMatmulF16(rt, {
+  const gemm = (M: number, row0: number, spec?: F16TcSpec): Dispatch[] => buildMatmulF16(rt, {
     label: 'g', M, N, K, transB: true, a: { buffer: A, offset: row0 * K * 2, size: M * K * 2 }, b: B, c: { buffer: C, offset: row0 * N * 4, size: M * N * 4 },
-    ...(spec ? { path: 'f16-tensor-core' as const, spec } : {}), ...(auto ? {} : { rows: false as const }),
+    ...(spec ? { path: 'f16-tensor-core' as const, spec } : {}),
   }).dispatches;
   const time = async (name: string, M: number, ds: Dispatch[]) => {
     const { ms } = await msPer(rt, ds, { inner: 5, warmup: 2, reps, warmupMs: 200 });
@@ -53,7 +54,6 @@ for (const K of Ks) {
     }
   }
   await time('chosen (again)', 8192, gemm(8192, 0));
-  await time('as the engine runs it (f16RowSplit)', 8192, gemm(8192, 0, undefined, true));
   [A, B, C].forEach((b) => rt.mem.free(b));
 }
 process.exit(0);
