@@ -192,10 +192,16 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
    * a GPU's clock falls while the CPU compiles and checks (an H100 sat at 345 of 1,980 MHz through a
    * tune's checks, s28c3). Their times replace the job's earlier ones.
    */
-  const timeJob = async (i: number, cs: Candidate[]) => {
+  const timeJob = async (i: number, cs: Candidate[], untilS = Infinity) => {
     const built: { c: Candidate; b: BuiltCandidate }[] = [];
+    // Rounds past `untilS` (the budget's end, for the second phase) do not start: the rounds done so far rank the candidates.
+    const until = new AbortController();
+    const onAbort = () => until.abort();
+    o.signal?.addEventListener('abort', onAbort);
+    const timer = Number.isFinite(untilS) ? setTimeout(onAbort, Math.max(0, untilS - elapsed()) * 1000) : undefined;
     try {
       for (const c of cs) {
+        if (until.signal.aborted) break;
         try {
           built.push({ c, b: await c.build() });
         } catch (e) {
@@ -203,13 +209,16 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
         }
       }
       if (!built.length) return;
-      const r = await timeBuiltInRounds(rt, built.map((x) => x.b), o, (k) => progress('time', i, built[k].c.name));
+      if (until.signal.aborted) return;
+      const r = await timeBuiltInRounds(rt, built.map((x) => x.b), { ...o, signal: until.signal }, (k) => progress('time', i, built[k].c.name));
       if (!r.rounds) return;
       times[i] = new Map(built.map((x, k) => [x.c.name, r.score[k]]));
       medians[i] = new Map(built.map((x, k) => [x.c.name, r.medianMs[k]]));
       roundsOf[i] = r.rounds;
       spreadOf[i] = r.refSpread;
     } finally {
+      clearTimeout(timer);
+      o.signal?.removeEventListener('abort', onAbort);
       for (const x of built) x.b.free();
     }
   };
@@ -245,7 +254,7 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
       }
       if (passing.length > 1 && !stopped()) {
         const t0 = performance.now();
-        await timeJob(i, passing);
+        await timeJob(i, passing, budgetS);
         spent += (performance.now() - t0) / 1000; // the estimate per candidate covers its timing too
       }
       p.free();
