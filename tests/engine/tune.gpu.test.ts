@@ -6,6 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { buildMatmul } from '../../src/engine/kernels/matmul/matmul';
 import { adapterKeyOf, madeChoices, TuneCache, tuneJobs } from '../../src/engine/tune';
 import type { MatmulJob } from '../../src/engine/tune/jobs';
+import { fill } from '../../src/engine/kernels/elementwise/elementwise';
+import { prepareJob } from '../../src/engine/tune/tuner';
 import { attentionTestRuntime } from '../helpers/gpu';
 
 const job: MatmulJob = { family: 'matmul', key: '37x44x52NT', label: 'a small GEMM', shape: { M: 37, N: 44, K: 52, transB: true }, workspaceBytes: 0 };
@@ -45,4 +47,35 @@ describe('tuneJobs', () => {
     expect(out.unfinished).toEqual([{ key: other.key, why: 'cancelled' }]);
     expect(cache.counts(adapterKeyOf(rt.gpu.adapterInfo))).toEqual({ current: 0, stale: 0 });
   });
+
+  it('stops the second phase\'s builds and rounds at the budget\'s end (candidates of a known cost)', async () => {
+    const rt = await attentionTestRuntime();
+    const out = rt.createBuffer('workspace', 'budget.fill', 4096);
+    const d = fill(rt, { label: 'budget', out, value: 1, n: 1024 });
+    // The job's real candidates' names, each checked at once and built in 0.6 s but the first: six passing candidates
+    // time in one second only if the builds and rounds past the budget do not start (before 3fc0a00: 3 s more).
+    const budgetS = 1;
+    const t0 = performance.now();
+    const own: MatmulJob = { ...job, key: '37x44x60NT', shape: { M: 37, N: 44, K: 60, transB: true } };
+    const r = await tuneJobs(rt, [own], new TuneCache(), {
+      budgetS, maxGemmCandidates: 6, settleMs: 0,
+      prepare: (rt2, j, o) => {
+        const p = prepareJob(rt2, j, o);
+        p.candidates = p.candidates.map((c, k) => ({
+          name: c.name,
+          check: async () => null,
+          build: async () => {
+            if (k > 0) await new Promise((res) => setTimeout(res, 600));
+            return { dispatches: [d], inner: 1, free: () => {} };
+          },
+        }));
+        expect(p.candidates.length).toBeGreaterThanOrEqual(5);
+        return p;
+      },
+    });
+    const wall = (performance.now() - t0) / 1000;
+    expect(r.tuned.map((t) => t.key)).toEqual([own.key]); // the first phase's pick stands
+    expect(wall).toBeLessThan(budgetS + 1.2); // one build in flight past the end; all five: budgetS + 3
+    rt.mem.free(out);
+  }, 30_000);
 });

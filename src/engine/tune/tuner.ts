@@ -32,6 +32,8 @@ export interface TuneOptions extends CandidateOptions {
   force?: boolean;
   /** How much faster (a fraction, by its score: measure.ts roundScores) a candidate must time than the job's first to replace it (default 0.05; keepRanking). */
   keepMargin?: number;
+  /** How a job's candidates are made (default prepareJob); tests wrap it to give candidates a known cost. */
+  prepare?: (rt: Runtime, j: TuneJob, o: CandidateOptions) => PreparedJob;
 }
 
 export interface TuneProgress {
@@ -149,7 +151,7 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     adapter, tuned: [], cached: jobs.filter((j) => !todo.includes(j)).map((j) => j.key), unfinished: [], rejected: [],
     elapsedS: 0, cancelled: false, outOfBudget: false,
   };
-  const prepared = todo.map((j) => prepareJob(rt, j, o));
+  const prepared = todo.map((j) => (o.prepare ?? prepareJob)(rt, j, o));
   let done = 0;
   let spent = 0;
   const guess = guessS(rt);
