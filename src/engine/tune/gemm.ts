@@ -167,8 +167,6 @@ export function checkMatmulChoice(rt: Runtime, choice: string, s: MatmulShape, a
   return memoCheck(rt, `matmul:${choice}:${shapeKey(cs)}${accumulate ? '+acc' : ''}`, () => checkMatmulOn(rt, choice, cs, 7, accumulate));
 }
 
-
-
 export function prepareMatmul(rt: Runtime, job: MatmulJob, o: CandidateOptions): PreparedJob {
   const { candidates, rejected } = matmulCandidates(rt, job, { max: o.maxGemmCandidates, streamK: o.streamK });
   const s = job.shape;

@@ -123,15 +123,14 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
     }), workspaceBytes, what, accumulate);
     if (!fallback) delete job.fallback;
   };
-  // [name, in, out, dW scratch, whether its forward and its dX accumulate into their outputs (llama.ts, backward.ts)]
-  const linears: [string, number, number, 'dq' | 'dF1', boolean, boolean][] = [
+  // [name, in, out, dW scratch, whether its forward and its dX accumulate into their outputs (llama.ts, backward.ts):
+  // 'dq' where the call names dq as the fp32 GEMM's scratch (linear-gemms.ts fp32Accumulate: a writing GEMM there, where dq holds C)]
+  const linears: [string, number, number, 'dq' | 'dF1', boolean | 'dq', boolean | 'dq'][] = [
     ['q', C, QC, 'dF1', false, false], ['k', C, KVC, 'dF1', false, true], ['v', C, KVC, 'dF1', false, true], ['o', QC, C, 'dF1', true, false],
-    ['gate', C, F, 'dq', false, false], ['up', C, F, 'dq', false, true], ['down', F, C, 'dq', true, false],
+    ['gate', C, F, 'dq', false, false], ['up', C, F, 'dq', false, 'dq'], ['down', F, C, 'dq', 'dq', false],
   ];
   const nn = linearsTransposed(N, plan.linearNnMinRows);
-  // down's forward and up's dX in fp32 accumulate through dq where it holds C (linear-gemms.ts fp32Accumulate): writing GEMMs.
-  const fp32Via = bytes('dq') >= N * C * 4;
-  const fp32Acc = (name: string, acc: boolean) => acc && !(fp32Via && (name === 'down' || name === 'up'));
+  const fp32Acc = (acc: boolean | 'dq') => acc === true || (acc === 'dq' && bytes('dq') < N * C * 4);
   // The GEMMs a scheme asks in f16 (model/linear-gemms.ts): forward Y = X·Wᵀ (NT), dX = dY·W (NN),
   // dW = dYᵀ·X (TN). Whether they run on tensor cores is the device's: the job kind skips them where not.
   const f16 = new Map<string, F16GemmJob>();
@@ -144,11 +143,12 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   for (const layer of plan.layers) {
     const c = layer.compute;
     for (const [name, cin, cout, scratch, fwdAcc, dxAcc] of linears) {
-      if (c.forward === 'fp32') add({ M: N, N: cout, K: cin, transA: false, transB: !nn }, 0, `${name} forward`, !!c.f16?.forward, fp32Acc(name, fwdAcc));
-      if (c.dx === 'fp32') add({ M: N, N: cin, K: cout }, 0, `${name} dX`, !!c.f16?.dx, fp32Acc(name, dxAcc));
+      if (c.forward === 'fp32') add({ M: N, N: cout, K: cin, transA: false, transB: !nn }, 0, `${name} forward`, !!c.f16?.forward, fp32Acc(fwdAcc));
+      if (c.dx === 'fp32') add({ M: N, N: cin, K: cout }, 0, `${name} dX`, !!c.f16?.dx, fp32Acc(dxAcc));
       if (c.dw === 'fp32') add({ M: cout, N: cin, K: N, transA: true }, ws(scratch), `${name} dW`, !!c.f16?.dw);
-      if (c.f16?.forward) addF16('NT', { M: N, N: cout, K: cin }, 0, `${name} forward`, fwdAcc);
-      if (c.f16?.dx && plan.training) addF16('NN', { M: N, N: cin, K: cout }, 0, `${name} dX`, dxAcc);
+      // The f16 GEMMs accumulate in the GEMM ('dq' too: fp32Accumulate is the fp32 path's).
+      if (c.f16?.forward) addF16('NT', { M: N, N: cout, K: cin }, 0, `${name} forward`, fwdAcc !== false);
+      if (c.f16?.dx && plan.training) addF16('NN', { M: N, N: cin, K: cout }, 0, `${name} dX`, dxAcc !== false);
       // The step's f16 dW splits K into the same scratch (linear-gemms.ts dwGemm): timed without it, a layout
       // that wins in one pass lost in the step (s30c2: the f16 dW picks made the tuned step 6 % slower).
       if (c.f16?.dw && plan.training) addF16('TN', { M: cout, N: cin, K: N }, ws(scratch), `${name} dW`);
