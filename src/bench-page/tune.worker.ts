@@ -11,9 +11,9 @@ import { acquireGpu } from '../engine/gpu/device';
 import { Runtime } from '../engine/gpu/runtime';
 import { PRESET_NAMES } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
-import { adapterKeyOf, adapterLabel, labRunOptions, pendingTune, tuneForTraining, type TuneProgress } from '../engine/tune';
+import { adapterKeyOf, adapterLabel, labRunOptions, pendingTune, type TuneProgress } from '../engine/tune';
 import { loadTuneCacheIdb, saveTuneCacheIdb } from '../engine/tune/idb';
-import { checkTuneInRunStep, type TuneStepOutcome } from '../lab/tune-check';
+import { type TuneStepOutcome, tuneForRun } from '../lab/tune-check';
 
 export const TuneRequestSchema = z.discriminatedUnion('type', [
   z.strictObject({
@@ -35,6 +35,7 @@ const post = (m: FromTuneWorker) => scope.postMessage(m);
 let abort: AbortController | null = null;
 
 async function tune({ preset, batch, seq, scheme, budgetS }: Extract<ToTuneWorker, { type: 'tune' }>): Promise<void> {
+  const t0 = performance.now();
   const gpu = await acquireGpu(scope.navigator.gpu);
   const rt = new Runtime(gpu);
   try {
@@ -46,21 +47,19 @@ async function tune({ preset, batch, seq, scheme, budgetS }: Extract<ToTuneWorke
     post({ type: 'started', adapter, jobs: pending.jobs.length, candidates: pending.candidates, estimateS: pending.seconds });
     abort = new AbortController();
     let last = 0;
-    const before = structuredClone(cache.toJSON());
-    const outcome = await tuneForTraining(rt, opts, cache, {
-      budgetS, signal: abort.signal,
+    // Kept only if the lab run's step is not slower with it (lab/tune-check.ts); the budget counts from the request.
+    const { outcome, stepCheck, wallS } = await tuneForRun(rt, preset, opts, cache, {
+      budgetS, since: t0, signal: abort.signal,
       onProgress: (p) => {
         if (performance.now() - last < 200 && p.phase !== 'done') return;
         last = performance.now();
         post({ type: 'progress', progress: p });
       },
     });
-    // Kept only if the lab run's step is not slower with it (lab/tune-check.ts).
-    const stepCheck = outcome.tuned.length && !outcome.cancelled ? await checkTuneInRunStep(rt, preset, opts, cache, before) : undefined;
     if (outcome.tuned.length) await saveTuneCacheIdb(cache);
     post({
       type: 'done', adapter, tuned: outcome.tuned.length, cached: outcome.cached.length, unfinished: outcome.unfinished.length,
-      seconds: outcome.elapsedS, cancelled: outcome.cancelled, stepCheck,
+      seconds: wallS, cancelled: outcome.cancelled, stepCheck,
     });
   } finally {
     rt.destroy();

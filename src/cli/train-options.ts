@@ -81,7 +81,7 @@ export const TRAIN_HELP = `usage: npm run train -- [options]
   --cpu                           force the SwiftShader CPU adapter
   --tune                          first tune the kernel choices this run makes that the tuning cache lacks
                                   on this GPU (npm run tune; every run uses what the cache holds)
-  --tune-budget-s N               seconds the tune may start timings in (default 90)
+  --tune-budget-s N               seconds for the whole tune, its step check included (default 90)
 exit status: 0 done, 2 bad input (one 'error:' line, nothing written), 1 a failure during the run,
 130 interrupted (the last completed step is checkpointed: continue with --resume DIR)`;
 

@@ -9,11 +9,11 @@ import path from 'node:path';
 import type { Runtime } from '../engine/gpu/runtime';
 import type { PresetName } from '../engine/model/config';
 import type { TrainOptions } from '../engine/train/options';
-import { checkTuneInRunStep, stepCheckWords } from '../lab/tune-check';
+import { stepCheckWords, tuneForRun } from '../lab/tune-check';
 import type { Runtime as Rt } from '../engine/gpu/runtime';
 import {
   adapterKeyOf, adoptSharedTable, applySharedForTraining, KERNEL_FAMILIES, type KernelFamily, pendingTune, setShippedSeeds, resetRunChoices, shareableTable,
-  type SharedTableOutcome, type SharedTuneTable, TuneCache, TuneCacheError, tuneForTraining, type TuningStatus,
+  type SharedTableOutcome, type SharedTuneTable, TuneCache, TuneCacheError, type TuningStatus,
 } from '../engine/tune';
 import { errnoWords, UsageError } from './common';
 
@@ -111,25 +111,26 @@ export async function prepareRunKernels(rt: Runtime, opts: Pick<TrainOptions, 'm
   let summary: RunTuning['tune'];
   if (tune) {
     const { budgetS } = tune;
-    const before = structuredClone(cache.toJSON());
+    const t0 = performance.now();
     const file = tuneCachePath();
     const pending = pendingTune(rt, opts, cache, { budgetS });
     log(`tune: ${pending.jobs.length} kernel choices to tune on this GPU (${pending.candidates} candidates, up to ~${Math.ceil(pending.seconds)} s; cache ${file})`);
     let last = 0;
-    const outcome = await tuneForTraining(rt, opts, cache, {
-      budgetS,
+    // The tune is kept only if the run's step is not slower with it (lab/tune-check.ts), where a preset's synthetic step stands for the run.
+    const run = await tuneForRun(rt, tune.preset, opts, cache, {
+      budgetS, since: t0,
       onProgress: (p) => {
         if (p.phase === 'done' || performance.now() - last < 2000) return;
         last = performance.now();
         log(`tune: ${p.jobsDone}/${p.jobs} ${p.job}${p.candidate ? ` ${p.candidate}` : ''} (${p.elapsedS.toFixed(0)} s, ~${Math.ceil(p.remainingS)} s left)`);
       },
     });
-    // The tune is kept only if the run's step is not slower with it (lab/tune-check.ts), where a preset's synthetic step stands for the run.
-    if (outcome.tuned.length && tune.preset) log(`tune: ${stepCheckWords(await checkTuneInRunStep(rt, tune.preset, opts, cache, before))}`);
+    const { outcome } = run;
+    if (run.stepCheck) log(`tune: ${stepCheckWords(run.stepCheck)}`);
     if (outcome.tuned.length) writeTuneCacheFile(file, cache);
     log(`tune: ${outcome.tuned.length} tuned, ${outcome.cached.length} from the cache, ${outcome.unfinished.length} unfinished`
-      + `${outcome.outOfBudget ? ` (the ${budgetS} s budget ran out)` : ''} in ${outcome.elapsedS.toFixed(1)} s`);
-    summary = { cache: file, tuned: outcome.tuned.length, cached: outcome.cached.length, unfinished: outcome.unfinished.length, seconds: Number(outcome.elapsedS.toFixed(2)), budget_s: budgetS };
+      + `${outcome.outOfBudget ? ` (the ${budgetS} s budget ran out)` : ''} in ${run.wallS.toFixed(1)} s`);
+    summary = { cache: file, tuned: outcome.tuned.length, cached: outcome.cached.length, unfinished: outcome.unfinished.length, seconds: Number(run.wallS.toFixed(2)), budget_s: budgetS };
   }
   cache.applyTo(rt.device, adapterKeyOf(rt.gpu.adapterInfo));
   // Picks a group member shared are checked on this device before this run's model uses them.

@@ -5,9 +5,9 @@
  * a malformed or foreign file is refused before the GPU starts), --export writes the cache after.
  */
 import { acquireNodeGpu } from '../engine/gpu/node';
-import { checkTuneInRunStep, stepCheckWords } from '../lab/tune-check';
+import { stepCheckWords, tuneForRun } from '../lab/tune-check';
 import { Runtime } from '../engine/gpu/runtime';
-import { adapterKeyOf, adapterLabel, pendingTune, tunedJobWords, tuneForTraining } from '../engine/tune';
+import { adapterKeyOf, adapterLabel, pendingTune, tunedJobWords } from '../engine/tune';
 import { fail, num, parseCliArgs, UsageError } from './common';
 import { INTERRUPTED_EXIT } from './interrupt';
 import { parseTrainArgs } from './train-options';
@@ -16,8 +16,9 @@ import { readImportFile, readTuneCacheFile, tuneCachePath, writeTuneCacheFile } 
 export const TUNE_HELP = `usage: npm run tune -- [options]
   --model micro|tiny|small|base   the run to tune for (default micro); with --scheme, --batch, --seq,
   --scheme NAME|FILE.json         --config, --data, --tokenizer, --text-field as train takes them
-  --budget-s N                    stop starting new timings after N seconds (default 90); a choice cut
-                                  short keeps the best of what it timed
+  --budget-s N                    the whole tune within N seconds from the start, step check included
+                                  (default 90): the candidates get what is left after the step check's
+                                  share; a choice cut short keeps the best of what it timed
   --force                         time again what the cache already holds for this adapter
   --no-step-check                 keep the tune without timing the run's step with and without it (by
                                   default a tune whose step is slower than before it is dropped)
@@ -82,27 +83,29 @@ async function main(): Promise<number> {
     process.once('SIGTERM', onSignal);
     let last = 0;
     try {
-      const before = structuredClone(cache.toJSON());
-      const outcome = await tuneForTraining(rt, plan.opts, cache, {
-        budgetS, force: a.force, signal: abort.signal,
+      // The budget counts from the process's start (performance.now() in Node): the command's own wall time.
+      const run = await tuneForRun(rt, plan.preset, plan.opts, cache, {
+        budgetS, since: 0, force: a.force, signal: abort.signal, stepCheck: !a['no-step-check'],
         onProgress: (p) => {
           if (p.phase === 'done' || performance.now() - last < 1000) return;
           last = performance.now();
           console.error(`  [${p.done}/${p.total}] ${p.job}${p.candidate ? `: ${p.candidate}` : ''} (${p.elapsedS.toFixed(0)} s, ~${Math.ceil(p.remainingS)} s left)`);
         },
       });
+      const { outcome } = run;
       for (const t of outcome.tuned) console.error(`  ${tunedJobWords(t)}`);
       for (const u of outcome.unfinished) console.error(`  ${u.key}: not tuned (${u.why})`);
       let stepCheck: Record<string, unknown> | undefined;
-      if (outcome.tuned.length && !outcome.cancelled && !a['no-step-check']) {
-        const c = await checkTuneInRunStep(rt, plan.preset, plan.opts, cache, before);
+      if (run.stepCheck) {
+        const c = run.stepCheck;
         console.error(stepCheckWords(c));
         if (!('skip' in c)) stepCheck = { tuned_ms: Number(c.tunedMs.toFixed(3)), before_ms: Number(c.beforeMs.toFixed(3)), kept: c.kept };
       }
+      console.error(`tune: ${run.wallS.toFixed(1)} s from the start (budget ${budgetS} s; the candidates had ${run.tunerBudgetS.toFixed(1)} s, used ${outcome.elapsedS.toFixed(1)})`);
       writeTuneCacheFile(file, cache);
       summary = {
         adapter, cache: file, tuned: outcome.tuned.length, cached: outcome.cached.length, unfinished: outcome.unfinished.length,
-        rejected: outcome.rejected.length, elapsed_s: Number(outcome.elapsedS.toFixed(2)), out_of_budget: outcome.outOfBudget, cancelled: outcome.cancelled,
+        rejected: outcome.rejected.length, elapsed_s: Number(outcome.elapsedS.toFixed(2)), tuner_budget_s: Number(run.tunerBudgetS.toFixed(2)), wall_s: Number(run.wallS.toFixed(2)), out_of_budget: outcome.outOfBudget, cancelled: outcome.cancelled,
         entries: cache.counts(adapter), ...(stepCheck ? { step_check: stepCheck } : {}),
         // Per job the pick's and the untuned pick's medians over the same rounds: whether the picks can be trusted.
         jobs: outcome.tuned.map((t) => ({

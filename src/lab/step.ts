@@ -38,6 +38,8 @@ export interface StepBenchOptions {
   seq?: number;
   warmup: number;
   reps: number;
+  /** Also time the step's dispatches with timestamps where the GPU has them (default true; the tune's step check needs only the wall time). */
+  gpuTime?: boolean;
 }
 
 export interface StepBench {
@@ -93,7 +95,7 @@ export async function benchStep(rt: Runtime, o: StepBenchOptions): Promise<StepB
       if (i >= o.warmup) samples.push(performance.now() - t0);
     }
     const ms = median(samples);
-    const gpu = rt.gpu.features.timestampQuery
+    const gpu = rt.gpu.features.timestampQuery && o.gpuTime !== false
       ? await timeDispatches(rt, trainer.stepDispatches(), { warmup: 1, reps: o.reps })
       : undefined;
     const gpuMs = gpu?.method === 'timestamp' ? gpu.medianMs : undefined;

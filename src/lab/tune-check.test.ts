@@ -47,6 +47,13 @@ describe('a tune checked in the run\'s step', () => {
     }
   });
 
+  it('a before timed ahead of the tune is the first round\'s: tuned, before, tuned, and it counts in before\'s best', async () => {
+    const { rt, cache, before, steps, step } = setup();
+    expect(await checkTuneByStep(rt, cache, before, step(70.5, 72), 2, 0.01, 69)).toEqual({ tunedMs: 70.5, beforeMs: 69, kept: false });
+    expect(steps).toEqual(['tuned', 'before', 'tuned']);
+    expect(cache.get(H100, 'matmul', KEY)).toBeUndefined();
+  });
+
   it('the synthetic step stands only for a preset\'s shape over its vocabulary, and not on a CPU adapter', () => {
     const gpu = { device: {}, gpu: { adapterInfo: H100, features: {} } } as unknown as Runtime;
     const cpu = { device: {}, gpu: { adapterInfo: { vendor: 'google', architecture: 'swiftshader', device: 'swiftshader', description: 'SwiftShader' }, features: {} } } as unknown as Runtime;

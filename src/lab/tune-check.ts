@@ -10,7 +10,7 @@ import { PRESETS, type PresetName } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import type { Scheme } from '../engine/scheme/scheme';
 import type { TrainOptions } from '../engine/train/options';
-import { adapterKeyOf, TuneCache, type TuneCacheData } from '../engine/tune';
+import { adapterKeyOf, pendingTune, TuneCache, type TuneCacheData, tuneForTraining, type TuneOptions, type TuneOutcome } from '../engine/tune';
 import { clearTuned } from '../engine/tune/store';
 import { isCpuAdapter } from '../engine/tune/tuner';
 import { benchStep, SYNTHETIC_VOCAB } from './step';
@@ -23,29 +23,34 @@ export interface TuneStepCheck {
   kept: boolean;
 }
 
+/** Clears the device's tuned picks and applies `c`'s for this adapter. */
+function applyPicks(rt: Runtime, c: TuneCache): void {
+  clearTuned(rt.device);
+  c.applyTo(rt.device, adapterKeyOf(rt.gpu.adapterInfo));
+}
+
 /**
  * Times `timeStep` with the cache's picks applied, then with `before`'s (the cache's data before the
  * tune), `rounds` times alternately; keeps the tune when its best is within `tolerance` of before's
  * best, else puts the cache back to `before`. Either way the device ends with the kept cache's picks.
+ * `beforeMs0`: a time of before's step taken already (tuneForRun's, ahead of the tune): it is the
+ * first round's before, so the rounds run tuned, before, …, tuned.
  */
-export async function checkTuneByStep(rt: Runtime, cache: TuneCache, before: TuneCacheData, timeStep: () => Promise<number>, rounds = 2, tolerance = 0.01): Promise<TuneStepCheck> {
-  const adapter = adapterKeyOf(rt.gpu.adapterInfo);
+export async function checkTuneByStep(rt: Runtime, cache: TuneCache, before: TuneCacheData, timeStep: () => Promise<number>, rounds = 2, tolerance = 0.01,
+  beforeMs0?: number): Promise<TuneStepCheck> {
   const prior = new TuneCache(structuredClone(before));
-  const apply = (c: TuneCache) => {
-    clearTuned(rt.device);
-    c.applyTo(rt.device, adapter);
-  };
   let tunedMs = Infinity;
-  let beforeMs = Infinity;
+  let beforeMs = beforeMs0 ?? Infinity;
   for (let r = 0; r < rounds; r++) {
-    apply(cache);
+    applyPicks(rt, cache);
     tunedMs = Math.min(tunedMs, await timeStep());
-    apply(prior);
+    if (beforeMs0 !== undefined && r === rounds - 1) break;
+    applyPicks(rt, prior);
     beforeMs = Math.min(beforeMs, await timeStep());
   }
   const kept = tunedMs <= beforeMs * (1 + tolerance);
   if (!kept) cache.data = structuredClone(before);
-  apply(cache);
+  applyPicks(rt, cache);
   return { tunedMs, beforeMs, kept };
 }
 
@@ -63,17 +68,62 @@ export function runStepTimer(rt: Runtime, preset: PresetName, opts: Pick<TrainOp
     && m.num_attention_heads === p.num_attention_heads && m.num_key_value_heads === p.num_key_value_heads && m.vocab_size === SYNTHETIC_VOCAB;
   if (!same) return { skip: `the model is not ${preset}'s shape over a ${SYNTHETIC_VOCAB}-symbol vocabulary (the step check's synthetic run)` };
   const scheme: Scheme = opts.scheme ?? SCHEME_PRESETS.fp32;
-  return { time: async () => (await benchStep(rt, { preset, scheme, batch: opts.batch, seq: opts.seq, warmup: 2, reps })).msPerStep };
+  return { time: async () => (await benchStep(rt, { preset, scheme, batch: opts.batch, seq: opts.seq, warmup: 2, reps, gpuTime: false })).msPerStep };
 }
 
 /** What the step check did: its times and decision, or why it did not run. */
 export type TuneStepOutcome = TuneStepCheck | { skip: string };
 
-/** After a tune (`before`: the cache's data before it): the run's step checked (runStepTimer, then checkTuneByStep), or why not. */
-export async function checkTuneInRunStep(rt: Runtime, preset: PresetName, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache,
-  before: TuneCacheData): Promise<TuneStepOutcome> {
-  const timer = runStepTimer(rt, preset, opts);
-  return 'skip' in timer ? timer : checkTuneByStep(rt, cache, before, timer.time);
+/** A tune of a run within a budget, its step check included (tuneForRun). */
+export interface RunTuneOptions extends Omit<TuneOptions, 'budgetS'> {
+  /** Seconds for the whole tune: the step check's timings, then the tuner's candidates in what is left. */
+  budgetS: number;
+  /** performance.now() when the budget began (the CLI: 0, the process's start); default this call. */
+  since?: number;
+  /** Time the run's step with and without the tune and keep it only if not slower (default true). */
+  stepCheck?: boolean;
+}
+
+export interface RunTune {
+  outcome: TuneOutcome;
+  /** The step check, where something was tuned and it was asked for (or why it was skipped). */
+  stepCheck?: TuneStepOutcome;
+  /** The seconds the tuner was given: the budget less what came before it and the step check's share. */
+  tunerBudgetS: number;
+  /** Seconds from `since` to the end, step check included. */
+  wallS: number;
+}
+
+/** Timings of the step a check takes after the tune (tuned, before, tuned), each priced as the one taken before it. */
+const CHECK_TIMINGS_AFTER = 3;
+
+/**
+ * Tunes what the run needs and the cache lacks (engine/tune tuneForTraining) and checks the tune in the
+ * run's step, all within `budgetS` from `since`. The step with the picks from before the tune is timed
+ * first: that time is the check's first before, and what it took (its build included: an upper bound,
+ * the later builds reuse its pipelines) prices the three timings after the tune, which are set aside
+ * from the tuner's share. In s31c1 a 85 s tune of base on an H100 took 115 s with its step check after it.
+ */
+export async function tuneForRun(rt: Runtime, preset: PresetName | undefined, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache,
+  o: RunTuneOptions, timer = preset && o.stepCheck !== false ? runStepTimer(rt, preset, opts) : undefined): Promise<RunTune> {
+  const t0 = o.since ?? performance.now();
+  const since = () => (performance.now() - t0) / 1000;
+  const before = structuredClone(cache.toJSON());
+  let beforeMs0: number | undefined;
+  let reserveS = 0;
+  if (timer && 'time' in timer && pendingTune(rt, opts, cache, { force: o.force }).jobs.length > 0) {
+    applyPicks(rt, new TuneCache(structuredClone(before)));
+    const c0 = performance.now();
+    beforeMs0 = await timer.time();
+    reserveS = CHECK_TIMINGS_AFTER * (performance.now() - c0) / 1000;
+  }
+  const tunerBudgetS = Math.max(0, Math.floor((o.budgetS - since() - reserveS) * 10) / 10);
+  const outcome = await tuneForTraining(rt, opts, cache, { ...o, budgetS: tunerBudgetS });
+  let stepCheck: TuneStepOutcome | undefined;
+  if (timer && outcome.tuned.length && !outcome.cancelled) {
+    stepCheck = 'skip' in timer ? timer : await checkTuneByStep(rt, cache, before, timer.time, 2, 0.01, beforeMs0);
+  }
+  return { outcome, stepCheck, tunerBudgetS, wallS: since() };
 }
 
 /** The step check in words (the CLIs' log line, the page's done line). */
