@@ -258,7 +258,12 @@ async function checkedFwd(spec: F16AttnSpec, inputs: 'f16' | 'f32', rowMax?: 'sc
   // A stored-dS choice: its dk/dv layout recomputing (both kernels), the kernels these variants compare.
   if (chosenBwd) {
     const lay = chosenBwd.dq.ds ? { ...chosenBwd.dkdv, ds: undefined } : undefined;
-    const as = (load: 'staged' | 'direct'): F16AttnBwdSpecs => ({ dq: { ...(lay ?? chosenBwd.dq), load }, dkdv: { ...(lay ?? chosenBwd.dkdv), load } });
+    // dk/dv's own options (and, read direct, those that need staged rows) stay off the kernels that cannot take them.
+    const staged = { split: undefined, prefetch: undefined, colwise: undefined, nomask: undefined };
+    const as = (load: 'staged' | 'direct'): F16AttnBwdSpecs => ({
+      dq: { ...(lay ?? chosenBwd.dq), ...staged, contig: undefined, load },
+      dkdv: { ...(lay ?? chosenBwd.dkdv), ...(load === 'direct' ? staged : {}), load },
+    });
     const got: Record<string, number> = {};
     for (const [name, specs, h] of [['previous', as('staged'), undefined], ['staged', as('staged'), bwd16], ['direct', as('direct'), bwd16]] as const) {
       const r = await checkF16AttnBwdSpecs(rt, specs, twin, h ? 'f16' : 'f32');
