@@ -4,9 +4,9 @@ import { describe, expect, it } from 'vitest';
 import { fill } from '../engine/kernels/elementwise/elementwise';
 import { TuneCache, trainingTuneJobs } from '../engine/tune';
 import { tunedPicks } from '../engine/tune/store';
-import { prepareJob } from '../engine/tune/tuner';
 import { defaultTrainOptions } from '../engine/train/options';
 import { attentionTestRuntime } from '../../tests/helpers/gpu';
+import { knownCostPrepare } from '../../tests/helpers/tune';
 import { tuneForRun } from './tune-check';
 
 const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));
@@ -33,18 +33,7 @@ describe('tuneForRun', () => {
     const run = await tuneForRun(rt, 'micro', opts, cache, {
       budgetS, since: t0, settleMs: 0, maxGemmCandidates: 4,
       // The jobs' real candidates' names, each checked at once; all but the first build in 0.2 s.
-      prepare: (rt2, j, o) => {
-        const p = prepareJob(rt2, j, o);
-        p.candidates = p.candidates.map((c, k) => ({
-          name: c.name,
-          check: async () => null,
-          build: async () => {
-            if (k > 0) await sleep(200);
-            return { dispatches: [d], inner: 1, free: () => {} };
-          },
-        }));
-        return p;
-      },
+      prepare: knownCostPrepare(d, 200),
     }, timer);
     const wall = (performance.now() - t0) / 1000;
     expect(steps).toEqual(['before', 'tuned', 'before', 'tuned']);

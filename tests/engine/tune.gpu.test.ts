@@ -7,7 +7,7 @@ import { buildMatmul } from '../../src/engine/kernels/matmul/matmul';
 import { adapterKeyOf, madeChoices, TuneCache, tuneJobs } from '../../src/engine/tune';
 import type { MatmulJob } from '../../src/engine/tune/jobs';
 import { fill } from '../../src/engine/kernels/elementwise/elementwise';
-import { prepareJob } from '../../src/engine/tune/tuner';
+import { knownCostPrepare } from '../helpers/tune';
 import { attentionTestRuntime } from '../helpers/gpu';
 
 const job: MatmulJob = { family: 'matmul', key: '37x44x52NT', label: 'a small GEMM', shape: { M: 37, N: 44, K: 52, transB: true }, workspaceBytes: 0 };
@@ -59,19 +59,7 @@ describe('tuneJobs', () => {
     const own: MatmulJob = { ...job, key: '37x44x60NT', shape: { M: 37, N: 44, K: 60, transB: true } };
     const r = await tuneJobs(rt, [own], new TuneCache(), {
       budgetS, maxGemmCandidates: 6, settleMs: 0,
-      prepare: (rt2, j, o) => {
-        const p = prepareJob(rt2, j, o);
-        p.candidates = p.candidates.map((c, k) => ({
-          name: c.name,
-          check: async () => null,
-          build: async () => {
-            if (k > 0) await new Promise((res) => setTimeout(res, 600));
-            return { dispatches: [d], inner: 1, free: () => {} };
-          },
-        }));
-        expect(p.candidates.length).toBeGreaterThanOrEqual(5);
-        return p;
-      },
+      prepare: knownCostPrepare(d, 600, (p) => expect(p.candidates.length).toBeGreaterThanOrEqual(5)),
     });
     const wall = (performance.now() - t0) / 1000;
     expect(r.tuned.map((t) => t.key)).toEqual([own.key]); // the first phase's pick stands
