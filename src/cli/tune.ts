@@ -86,6 +86,8 @@ async function main(): Promise<number> {
       // The budget counts from the process's start (performance.now() in Node): the command's own wall time.
       const run = await tuneForRun(rt, plan.preset, plan.opts, cache, {
         budgetS, since: 0, force: a.force, signal: abort.signal, stepCheck: !a['no-step-check'],
+        onFirstTiming: (f, reserveS) => console.error(`  the step before the tune: ${f.stepMs.toFixed(2)} ms, timed in ${f.seconds.toFixed(1)} s `
+          + `(${f.compileS.toFixed(1)} s of it compiling); ${reserveS.toFixed(1)} s set aside for the check after the tune`),
         onProgress: (p) => {
           if (p.phase === 'done' || performance.now() - last < 1000) return;
           last = performance.now();
@@ -105,7 +107,7 @@ async function main(): Promise<number> {
       writeTuneCacheFile(file, cache);
       summary = {
         adapter, cache: file, tuned: outcome.tuned.length, cached: outcome.cached.length, unfinished: outcome.unfinished.length,
-        rejected: outcome.rejected.length, elapsed_s: Number(outcome.elapsedS.toFixed(2)), tuner_budget_s: Number(run.tunerBudgetS.toFixed(2)), wall_s: Number(run.wallS.toFixed(2)), out_of_budget: outcome.outOfBudget, cancelled: outcome.cancelled,
+        rejected: outcome.rejected.length, elapsed_s: Number(outcome.elapsedS.toFixed(2)), tuner_budget_s: Number(run.tunerBudgetS.toFixed(2)), check_reserve_s: Number(run.reserveS.toFixed(2)), wall_s: Number(run.wallS.toFixed(2)), out_of_budget: outcome.outOfBudget, cancelled: outcome.cancelled,
         entries: cache.counts(adapter), ...(stepCheck ? { step_check: stepCheck } : {}),
         // Per job the pick's and the untuned pick's medians over the same rounds: whether the picks can be trusted.
         jobs: outcome.tuned.map((t) => ({

@@ -15,6 +15,8 @@ export class PipelineCache {
   dump = false;
   /** Called with the count after each new pipeline: a slow (software) GPU compiles for minutes, and callers say so. */
   onCreate: ((count: number) => void) | null = null;
+  /** Milliseconds spent creating modules and pipelines (Dawn in Node compiles there; a browser may compile later, at first use). */
+  createMs = 0;
 
   constructor(private readonly device: GPUDevice) {}
 
@@ -24,6 +26,7 @@ export class PipelineCache {
     const key = `${entryPoint}|${constKey}|${spec.code}`;
     let p = this.pipelines.get(key);
     if (p) return p;
+    const t0 = performance.now();
     let module = this.modules.get(spec.code);
     if (!module) {
       if (this.dump) console.log(`// ---- WGSL ${spec.label} ----\n${spec.code}`);
@@ -36,6 +39,7 @@ export class PipelineCache {
       compute: { module, entryPoint, constants: spec.constants },
     });
     this.pipelines.set(key, p);
+    this.createMs += performance.now() - t0;
     this.onCreate?.(this.pipelines.size);
     return p;
   }
