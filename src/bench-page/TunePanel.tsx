@@ -98,7 +98,7 @@ export function TunePanel() {
           {SCHEMES.map((k) => <option key={k} value={k}>{k}</option>)}
         </select>
       </label>{' '}
-      <label>budget (s){' '}
+      <label title="seconds for the whole tune, the step check included">budget (s){' '}
         <input type="number" min={1} value={budget} disabled={running} onChange={(e) => setBudget(e.target.value)} data-testid="tune-budget" style={{ width: '5em' }} />
       </label>{' '}
       {running
