@@ -10,7 +10,7 @@ import { PRESETS, type PresetName } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import type { Scheme } from '../engine/scheme/scheme';
 import type { TrainOptions } from '../engine/train/options';
-import { adapterKeyOf, pendingTune, TuneCache, type TuneCacheData, tuneForTraining, type TuneOptions, type TuneOutcome } from '../engine/tune';
+import { adapterKeyOf, missingJobs, TuneCache, type TuneCacheData, trainingTuneJobs, tuneJobs, type TuneOptions, type TuneOutcome } from '../engine/tune';
 import { clearTuned } from '../engine/tune/store';
 import { isCpuAdapter } from '../engine/tune/tuner';
 import { benchStep, SYNTHETIC_VOCAB } from './step';
@@ -100,14 +100,14 @@ export interface RunTune {
   reserveS: number;
 }
 
-/** Timings of the step a check takes after the tune (tuned, before, tuned), each priced as the one taken before it. */
-const CHECK_TIMINGS_AFTER = 3;
+/** Rounds of the step check (tuned, before); tuneForRun times the first round's before ahead of the tune. */
+const CHECK_ROUNDS = 2;
 
 /**
- * Tunes what the run needs and the cache lacks (engine/tune tuneForTraining) and checks the tune in the
+ * Tunes what the run needs and the cache lacks (engine/tune tuneJobs over trainingTuneJobs) and checks the tune in the
  * run's step, all within `budgetS` from `since`. The step with the picks from before the tune is timed
  * first: that time is the check's first before, and what it took less its pipeline compiling (the later
- * builds reuse its pipelines) prices the three timings after the tune, which are set aside from the
+ * builds reuse its pipelines) prices the timings after the tune (tuned, before, tuned), which are set aside from the
  * tuner's share. In s31c1 a 85 s tune of base on an H100 took 115 s with its step check after it.
  */
 export async function tuneForRun(rt: Runtime, preset: PresetName | undefined, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache,
@@ -115,24 +115,25 @@ export async function tuneForRun(rt: Runtime, preset: PresetName | undefined, op
   const t0 = o.since ?? performance.now();
   const since = () => (performance.now() - t0) / 1000;
   const before = structuredClone(cache.toJSON());
+  const jobs = trainingTuneJobs(opts);
   let beforeMs0: number | undefined;
   let first: RunTune['firstTiming'];
   let reserveS = 0;
-  if (timer && 'time' in timer && pendingTune(rt, opts, cache, { force: o.force }).jobs.length > 0) {
+  if (timer && 'time' in timer && missingJobs(jobs, cache, adapterKeyOf(rt.gpu.adapterInfo), o.force).length > 0) {
     applyPicks(rt, new TuneCache(structuredClone(before)));
     const c0 = performance.now();
     const k0 = rt.pipelines.createMs;
     beforeMs0 = await timer.time();
     first = { stepMs: beforeMs0, seconds: (performance.now() - c0) / 1000, compileS: (rt.pipelines.createMs - k0) / 1000 };
     // The timings after the tune build the same step, its pipelines cached: each is priced without this one's compiling.
-    reserveS = CHECK_TIMINGS_AFTER * Math.max(0, first.seconds - first.compileS);
+    reserveS = (2 * CHECK_ROUNDS - 1) * Math.max(0, first.seconds - first.compileS);
     o.onFirstTiming?.(first, reserveS);
   }
   const tunerBudgetS = Math.max(0, Math.floor((o.budgetS - since() - reserveS) * 10) / 10);
-  const outcome = await tuneForTraining(rt, opts, cache, { ...o, budgetS: tunerBudgetS });
+  const outcome = await tuneJobs(rt, jobs, cache, { ...o, budgetS: tunerBudgetS });
   let stepCheck: TuneStepOutcome | undefined;
   if (timer && outcome.tuned.length && !outcome.cancelled) {
-    stepCheck = 'skip' in timer ? timer : await checkTuneByStep(rt, cache, before, timer.time, 2, 0.01, beforeMs0);
+    stepCheck = 'skip' in timer ? timer : await checkTuneByStep(rt, cache, before, timer.time, CHECK_ROUNDS, 0.01, beforeMs0);
   }
   return { outcome, stepCheck, tunerBudgetS, wallS: since(), firstTiming: first, reserveS };
 }

@@ -11,7 +11,7 @@ import type { TuneCache } from './cache';
 import { planTuneJobs, type TuneJob } from './jobs';
 import { madeChoices, resetChoices, tuningStatus, type TuningStatus } from './store';
 import { applySharedPicks, hasSharedEntries, type SharedPicksOutcome } from './shared';
-import { missingJobs, type TuneOptions, type TuneOutcome, tuneEstimate, tuneJobs } from './tuner';
+import { missingJobs, type TuneOptions, tuneEstimate } from './tuner';
 
 export { adapterFamily, adapterId, seedFamily, setShippedSeeds, type AdapterKey, adapterKeyOf, adapterLabel } from './adapter';
 export { emptyTuneCache, parseTuneCache, TuneCache, TuneCacheError, type TuneCacheData, type TuneEntry } from './cache';
@@ -30,11 +30,6 @@ export { missingJobs, type TunedJob, tunedJobWords, type TuneOptions, type TuneO
 /** The tuning jobs of a training run (its model, batch, context and scheme). */
 export function trainingTuneJobs(opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>): TuneJob[] {
   return planTuneJobs(resolveTrainingPlan(opts).model);
-}
-
-/** Tunes what a training run needs and the cache lacks on this device; the cache's entries for this adapter apply afterwards. */
-export function tuneForTraining(rt: Runtime, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache, o: TuneOptions = {}): Promise<TuneOutcome> {
-  return tuneJobs(rt, trainingTuneJobs(opts), cache, o);
 }
 
 /** What a tune of this run would still do on this device: jobs the cache lacks, their candidates and a first estimate of the seconds. */
