@@ -76,6 +76,11 @@ export class GpuMemory {
     return buffer;
   }
 
+  /** The uniform buffers alive now (a caller that cannot see the ones a builder made frees the new ones). */
+  uniformBuffers(): GPUBuffer[] {
+    return [...this.uniforms.keys()];
+  }
+
   uniformBytes(): number {
     let t = 0;
     for (const v of this.uniforms.values()) t += v;

@@ -15,6 +15,7 @@ import type { RunPlan } from '../plan/run-plan';
 import { logitsChunks } from '../plan/logits';
 import { f16ShapeKey, type GemmForm, type GemmShape } from '../kernels/matmul-f16/plan';
 import { f16AttnTuneKey } from '../kernels/attention/f16/picks';
+import { i8TcShapeKey } from '../kernels/qgemm/tc';
 import type { KernelFamily } from './store';
 
 export interface MatmulJob {
@@ -77,6 +78,20 @@ export interface F16GemmJob {
   calls?: GemmCalls;
 }
 
+/**
+ * An INT8 GEMM the step runs with qgemmI8 (forward, dX, and dW over all tokens): its tensor-core layout and
+ * whether it splits K (tune/i8-gemm.ts); the key is its shape M×N×K (kernels/qgemm/tc.ts i8TcShapeKey).
+ */
+export interface I8GemmJob {
+  family: 'i8tc';
+  key: string;
+  label: string;
+  shape: { M: number; N: number; K: number };
+  /** The split-K workspace the step lends this GEMM (a dW GEMM's dead backward scratch; 0: one pass). */
+  workspaceBytes: number;
+  calls?: GemmCalls;
+}
+
 /** The f16 flash attention's forward spec, or its backward's (dq, dk/dv) pair, for one call shape (tune/f16-attention.ts). */
 export interface F16AttnJob {
   family: 'f16attn';
@@ -87,7 +102,7 @@ export interface F16AttnJob {
   shape: { B: number; T: number; nH: number; nKV: number; D: number };
 }
 
-export type TuneJob = MatmulJob | AttentionJob | F16GemmJob | F16AttnJob;
+export type TuneJob = MatmulJob | AttentionJob | F16GemmJob | F16AttnJob | I8GemmJob;
 
 export function jobFamily(j: TuneJob): KernelFamily {
   return j.family;
@@ -97,7 +112,7 @@ export function jobFamily(j: TuneJob): KernelFamily {
  * The GEMM job of `key` in `jobs` (made by `make` on its first call) with one more of the step's calls: the
  * largest workspace any call has, each call's `what` in the label, its form counted (writing or accumulating).
  */
-function tally<J extends MatmulJob | F16GemmJob>(jobs: Map<string, J>, key: string, make: (key: string) => Omit<J, 'calls'>, workspaceBytes: number,
+function tally<J extends MatmulJob | F16GemmJob | I8GemmJob>(jobs: Map<string, J>, key: string, make: (key: string) => Omit<J, 'calls'>, workspaceBytes: number,
   what: string, accumulate: boolean): J {
   let job = jobs.get(key);
   if (!job) jobs.set(key, (job = { ...make(key), calls: { plain: 0, accumulate: 0 } } as J));
@@ -138,9 +153,16 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
     tally(f16, f16ShapeKey(form, shape), (key) => ({ family: 'f16gemm', key, label: `f16 ${shape.M}x${shape.N}x${shape.K} ${form}: ${what}`, form, shape, workspaceBytes }),
       workspaceBytes, what, accumulate);
   };
+  // The INT8 GEMMs (model/int8-gemms.ts): forward X·Wᵀ [tokens, out, in], dX dY·W [tokens, in, out] (gate's and
+  // up's as one over K = 2F where plan.gateUpDx), dW dYᵀ·X [out, in, tokens] over all tokens only (blocked dW runs dot4).
+  const i8 = new Map<string, I8GemmJob>();
+  const addI8 = (M: number, Nn: number, K: number, workspaceBytes: number, what: string, accumulate = false) => {
+    tally(i8, i8TcShapeKey(M, Nn, K), (key) => ({ family: 'i8tc', key, label: `int8 ${key}: ${what}`, shape: { M, N: Nn, K }, workspaceBytes }),
+      workspaceBytes, what, accumulate);
+  };
   const int8Attention = { qk: false, dp: false };
   let f16Attention = false;
-  for (const layer of plan.layers) {
+  for (const [l, layer] of plan.layers.entries()) {
     const c = layer.compute;
     for (const [name, cin, cout, scratch, fwdAcc, dxAcc] of linears) {
       if (c.forward === 'fp32') add({ M: N, N: cout, K: cin, transA: false, transB: !nn }, 0, `${name} forward`, !!c.f16?.forward, fp32Acc(fwdAcc));
@@ -152,7 +174,12 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
       // The step's f16 dW splits K into the same scratch (linear-gemms.ts dwGemm): timed without it, a layout
       // that wins in one pass lost in the step (s30c2: the f16 dW picks made the tuned step 6 % slower).
       if (c.f16?.dw && plan.training) addF16('TN', { M: cout, N: cin, K: N }, ws(scratch), `${name} dW`);
+      if (c.forward === 'int8') addI8(N, cout, cin, 0, `${name} forward`, fwdAcc !== false);
+      const fusedDx = plan.gateUpDx[l] && (name === 'gate' || name === 'up');
+      if (c.dx === 'int8' && plan.training && !fusedDx) addI8(N, cin, cout, 0, `${name} dX`, dxAcc !== false);
+      if (c.dw === 'int8' && c.dwBlock === 'all' && plan.training) addI8(cout, cin, N, ws(scratch), `${name} dW`);
     }
+    if (c.dx === 'int8' && plan.training && plan.gateUpDx[l]) addI8(N, C, 2 * F, 0, 'gate and up dX');
     if (c.attentionQk === 'int8') int8Attention.qk = true;
     // Whether the f16 kernel runs is the device's (its check, the head dim): the job kind skips it where not.
     if (c.f16?.attention) f16Attention = true;
@@ -179,5 +206,5 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   const f16Attn: F16AttnJob[] = !f16Attention ? [] : (['fwd', ...(plan.training ? ['bwd'] as const : [])] as const).map((pass) => ({
     family: 'f16attn', key: f16AttnTuneKey(pass, shape), label: `f16 attention ${pass === 'fwd' ? 'forward' : 'backward (dq, dk/dv)'} (${B}x${T}x${nH}/${nKV}x${D}, causal)`, pass, shape,
   }));
-  return [...gemms.values(), ...f16.values(), ...attention, ...f16Attn];
+  return [...gemms.values(), ...f16.values(), ...i8.values(), ...attention, ...f16Attn];
 }

@@ -15,6 +15,7 @@ import { type TuneCache, type TuneEntry } from './cache';
 import { type BuiltCandidate, type Candidate, type CandidateOptions, type PreparedJob, timeBuiltInRounds } from './candidate';
 import { f16AttnJobCandidates, prepareF16Attention } from './f16-attention';
 import { f16GemmCandidates, prepareF16Gemm } from './f16-gemm';
+import { i8GemmCandidates, prepareI8Gemm } from './i8-gemm';
 import { matmulCandidates, prepareMatmul } from './gemm';
 import type { TuneJob } from './jobs';
 import { setTunedPicks } from './store';
@@ -121,10 +122,10 @@ export function deviceTuneOptions(rt: Runtime, o: TuneOptions = {}): TuneOptions
   return { maxGemmCandidates: 2, maxAttentionCandidates: 2, warmup: 1, rounds: 2, reps: 1, gemmInner: 4, earlyStopMargin: 1.5, settleMs: 0, ...o };
 }
 
-/** A job's candidates, by its kind (./gemm.ts, f16-gemm.ts, f16-attention.ts, attention.ts). */
+/** A job's candidates, by its kind (./gemm.ts, f16-gemm.ts, i8-gemm.ts, f16-attention.ts, attention.ts). */
 export function prepareJob(rt: Runtime, j: TuneJob, o: CandidateOptions): PreparedJob {
   return j.family === 'matmul' ? prepareMatmul(rt, j, o) : j.family === 'f16gemm' ? prepareF16Gemm(rt, j, o)
-    : j.family === 'f16attn' ? prepareF16Attention(rt, j, o) : prepareAttention(rt, j, o);
+    : j.family === 'i8tc' ? prepareI8Gemm(rt, j, o) : j.family === 'f16attn' ? prepareF16Attention(rt, j, o) : prepareAttention(rt, j, o);
 }
 
 /** First guess of one candidate's seconds (compile, check, warm-up, timing) before any is measured; a CPU adapter compiles a GEMM for seconds. */
@@ -322,6 +323,7 @@ export function tuneEstimate(rt: Runtime, jobs: readonly TuneJob[], o: TuneOptio
   for (const j of jobs) {
     candidates += j.family === 'matmul' ? matmulCandidates(rt, j, { max: o.maxGemmCandidates, streamK: o.streamK }).candidates.length
       : j.family === 'f16gemm' ? f16GemmCandidates(rt, j, o.maxGemmCandidates).candidates.length
+      : j.family === 'i8tc' ? i8GemmCandidates(rt, j, o.maxGemmCandidates).candidates.length
       : j.family === 'f16attn' ? f16AttnJobCandidates(rt, j, o.maxAttentionCandidates).candidates.length
       : attentionCandidates(rt, j.kernel, j.shape.D, j.shape.T, o.maxAttentionCandidates).candidates.length;
   }

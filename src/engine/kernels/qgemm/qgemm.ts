@@ -30,7 +30,7 @@ import { bindingBytes } from '../launch';
 import {
   checkI8SumFits, checkI8Workspace, chooseI8SplitK, type I8Slices, type I8SplitShape, i8SplitKMax, i8SplitPlan, i8SplitReduce,
 } from './splitk';
-import { type I8TcSpec, i8TcShapeOk, i8TcSplitOk, i8TcSplitShape, i8TensorCoreSpec, i8TensorCoreSpecFor, qgemmI8Tc } from './tc';
+import { type I8TcChoice, i8TcChoiceFor, i8TcShapeOk, i8TcSplitShape, i8TensorCoreSpec, qgemmI8Tc } from './tc';
 import { buildQuantize, type QuantizeKernel } from '../quantize/quantize';
 import { wgslIf, wgslSection } from '../wgsl';
 
@@ -86,14 +86,17 @@ export interface QgemmI8Args {
   accumulate?: boolean;
 }
 
-/** The kernel a call runs: the enabled tensor-core spec where the shape allows, else dot4 with its tiles. */
-function i8Kernel(rt: Runtime, a: QgemmI8Args): { tc: I8TcSpec } | { t: Tiles } {
+/**
+ * The kernel a call runs: the shape's tensor-core spec where the shape allows (i8TcChoiceFor: tuned,
+ * measured or the enabled one; `choice` forces one, as the tuner times them), else dot4 with its tiles.
+ */
+function i8Kernel(rt: Runtime, a: QgemmI8Args & { choice?: I8TcChoice }): I8TcChoice | { t: Tiles } {
   checkPositive(a.label, { M: a.M, N: a.N, K: a.K });
   if (a.K % 4) throw new Error(`${a.label}: K=${a.K} must be a multiple of 4 (packed int8 rows)`);
   checkI8SumFits(a.label, a.K);
   // Tensor cores where enableI8TensorCores found them exact on this device (same bits as dot4).
-  const tc = a.tiles ? undefined : i8TensorCoreSpecFor(rt, a.M, a.N, a.K);
-  if (tc && i8TcShapeOk(a.K)) return { tc };
+  const tc = a.tiles ? undefined : (a.choice ?? i8TcChoiceFor(rt, a.M, a.N, a.K));
+  if (tc && i8TcShapeOk(a.K)) return tc;
   return { t: tiles(rt, a.label, { BM: 64, BN: 64, BK: 8, TM: 4, TN: 4, ...a.tiles }) };
 }
 
@@ -118,29 +121,29 @@ function i8Dot4(rt: Runtime, a: QgemmI8Args, t: Tiles, split?: I8Slices): Dispat
  */
 export function qgemmI8(rt: Runtime, a: QgemmI8Args): Dispatch {
   const k = i8Kernel(rt, a);
-  return 'tc' in k ? qgemmI8Tc(rt, k.tc, a) : i8Dot4(rt, a, k.t);
+  return 'spec' in k ? qgemmI8Tc(rt, k.spec, a) : i8Dot4(rt, a, k.t);
 }
 
 /** What split-K knows of the kernel a call runs (its block, threads, K units and step). */
 function splitShape(a: QgemmI8Args, k: ReturnType<typeof i8Kernel>): I8SplitShape {
-  if ('tc' in k) return i8TcSplitShape(k.tc, a.M, a.N, a.K);
+  if ('spec' in k) return i8TcSplitShape(k.spec, a.M, a.N, a.K);
   return { M: a.M, N: a.N, BM: k.t.BM, BN: k.t.BN, threads: (k.t.BM / k.t.TM) * (k.t.BN / k.t.TN), kUnits: a.K / 4, step: k.t.BK };
 }
 
-type SplitArgs = QgemmI8Args & { workspace?: Binding; splitK?: number };
+type SplitArgs = QgemmI8Args & { workspace?: Binding; splitK?: number; choice?: I8TcChoice };
 
 function splitCount(rt: Runtime, a: SplitArgs, k: ReturnType<typeof i8Kernel>): number {
   const s = splitShape(a, k);
   if (a.splitK !== undefined) return i8SplitPlan(s, a.splitK).parts;
-  // Splits only with the spec whose split enableI8TensorCores checked (not a shape's measured one).
-  if (!a.workspace || ('tc' in k && (!i8TcSplitOk(rt) || k.tc !== i8TensorCoreSpec(rt)))) return 1;
+  // Tensor cores split only where the choice's split was checked exact here (not a shape's measured layout).
+  if (!a.workspace || ('spec' in k && !k.split)) return 1;
   return chooseI8SplitK(s, bindingBytes(a.workspace), i8SplitKMax(rt));
 }
 
 /**
  * The slices qgemmI8Steps runs for a call: `splitK` when forced, else chooseI8SplitK's pick for
  * the workspace (none: 1) under the runtime's cap (setI8SplitKMax). Tensor cores split only where
- * enableI8TensorCores checked their split exact (i8TcSplitOk); a forced count is taken as asked.
+ * the shape's spec had its split checked exact here (I8TcChoice.split); a forced count is taken as asked.
  */
 export function qgemmI8SplitK(rt: Runtime, a: SplitArgs): number {
   return splitCount(rt, a, i8Kernel(rt, a));
@@ -154,12 +157,12 @@ export function qgemmI8SplitK(rt: Runtime, a: SplitArgs): number {
 export function qgemmI8Steps(rt: Runtime, a: SplitArgs): { dispatches: Dispatch[]; splitK: number } {
   const k = i8Kernel(rt, a);
   const parts = splitCount(rt, a, k);
-  if (parts === 1) return { dispatches: ['tc' in k ? qgemmI8Tc(rt, k.tc, a) : i8Dot4(rt, a, k.t)], splitK: 1 };
+  if (parts === 1) return { dispatches: ['spec' in k ? qgemmI8Tc(rt, k.spec, a) : i8Dot4(rt, a, k.t)], splitK: 1 };
   const workspace = a.workspace;
   if (!workspace) throw new Error(`${a.label}: split-K of ${parts} needs a workspace`);
   checkI8Workspace(a.label, workspace, [a.xq, a.sx, a.wq, a.sw, a.c], a.M, a.N, parts);
   const split: I8Slices = { ...i8SplitPlan(splitShape(a, k), parts), workspace };
-  const gemm = 'tc' in k ? qgemmI8Tc(rt, k.tc, a, split) : i8Dot4(rt, a, k.t, split);
+  const gemm = 'spec' in k ? qgemmI8Tc(rt, k.spec, a, split) : i8Dot4(rt, a, k.t, split);
   return { dispatches: [gemm, i8SplitReduce(rt, { ...a, workspace, parts })], splitK: parts };
 }
 

@@ -20,6 +20,7 @@
  * writes the raw i32 sums to the slice's part of the workspace.
  */
 import { adapterMatches, SUBGROUP_MATRIX_FEATURE, subgroupMatrixConfigsOf } from '../../gpu/device';
+import { noteChoice, tunedEntries, tunedPicks } from '../../tune/store';
 import { I8_TC_LAYOUTS, type I8TcLayout, MEASURED_I8TC_LAYOUTS } from './tc-tables';
 import type { Binding, Dispatch, Runtime } from '../../gpu/runtime';
 import { wgslErrors } from '../../gpu/pipelines';
@@ -229,12 +230,19 @@ export function qgemmI8Tc(rt: Runtime, s: I8TcSpec, a: I8GemmArgs, split?: I8Sli
 // ---- choosing the path on a device ------------------------------------------------------------
 
 const enabled = new WeakMap<Runtime, I8TcSpec>();
-/** Runtimes whose spec also ran split-K exactly in enableI8TensorCores's check (qgemmI8 splits on tensor cores only there). */
-const splitVerified = new WeakSet<Runtime>();
+/** Per runtime, the labels (i8TcLabel) of the specs checkI8Tc found exact, and of those whose split over K was exact too. */
+const verified = new WeakMap<Runtime, { ok: Set<string>; split: Set<string> }>();
+
+function verifiedOf(rt: Runtime): { ok: Set<string>; split: Set<string> } {
+  let v = verified.get(rt);
+  if (!v) verified.set(rt, (v = { ok: new Set(), split: new Set() }));
+  return v;
+}
 
 /** Whether split-K on the enabled spec was checked exact on this device. */
 export function i8TcSplitOk(rt: Runtime): boolean {
-  return splitVerified.has(rt);
+  const s = enabled.get(rt);
+  return !!s && verifiedOf(rt).split.has(i8TcLabel(s));
 }
 
 /** The spec qgemmI8 uses on this runtime (set by enableI8TensorCores), if any. */
@@ -242,15 +250,111 @@ export function i8TensorCoreSpec(rt: Runtime): I8TcSpec | undefined {
   return enabled.get(rt);
 }
 
-/** The spec for one unsplit GEMM shape: a measured layout checked on this device, else the enabled one. */
+/** A GEMM shape's tensor-core spec, and whether it may split K (only a spec whose split was checked exact here). */
+export interface I8TcChoice {
+  spec: I8TcSpec;
+  split: boolean;
+}
+
+/** The key of an INT8 GEMM shape (M×N×K, as MEASURED_I8TC_LAYOUTS and the tuner's jobs name it). */
+export const i8TcShapeKey = (M: number, N: number, K: number) => `${M}x${N}x${K}`;
+
+/**
+ * The spec for one GEMM shape: the layout tuned for it on this device (tune/i8-gemm.ts) once verified
+ * on this runtime, else its measured layout (unsplit), else the enabled one (split where its split was
+ * checked). The source is noted for the run's tuning status (tune/store.ts, family 'i8tc').
+ */
+export function i8TcChoiceFor(rt: Runtime, M: number, N: number, K: number): I8TcChoice | undefined {
+  const base = enabled.get(rt);
+  if (!base) return undefined;
+  const key = i8TcShapeKey(M, N, K);
+  const tuned = tunedI8Choice(rt, base, key);
+  const table = shapeSpecs.get(rt)?.get(key);
+  noteChoice(rt.device, 'i8tc', key, tuned ? 'tuned' : table ? 'table' : 'heuristic');
+  return tuned ?? (table ? { spec: table, split: false } : { spec: base, split: i8TcSplitOk(rt) });
+}
+
+/** The spec for one unsplit GEMM shape (i8TcChoiceFor's). */
 export function i8TensorCoreSpecFor(rt: Runtime, M: number, N: number, K: number): I8TcSpec | undefined {
-  return shapeSpecs.get(rt)?.get(`${M}x${N}x${K}`) ?? enabled.get(rt);
+  return i8TcChoiceFor(rt, M, N, K)?.spec;
+}
+
+/** The first tuned pick for this shape that passed its check on this runtime (its split too where the pick splits). */
+function tunedI8Choice(rt: Runtime, base: I8TcSpec, key: string): I8TcChoice | undefined {
+  const v = verified.get(rt);
+  for (const pick of tunedPicks(rt.device, 'i8tc', key) ?? []) {
+    const p = i8TcPickParse(pick);
+    if (!p) continue;
+    const spec = i8TcSpecOfPick(base, p);
+    const label = i8TcLabel(spec);
+    if (v?.ok.has(label) && (!p.split || v.split.has(label))) return { spec, split: p.split };
+  }
+  return undefined;
+}
+
+/** A pick's spec in the spelling (syntax, 8-bit units, subgroup size) of the runtime's enabled spec. */
+export function i8TcSpecOfPick(base: Pick<I8TcSpec, 'syntax' | 'unitDiv' | 'sgSize'>, p: I8TcPickParts): I8TcSpec {
+  const { cfg, layout } = p;
+  return { syntax: base.syntax, unitDiv: base.unitDiv, sgSize: base.sgSize, cfg: { componentType: 'i8', resultComponentType: 'i32', ...cfg }, ...layout };
+}
+
+/** What a tuned pick names: a configuration, a block layout, and whether the GEMM may split K. */
+export interface I8TcPickParts {
+  cfg: { M: number; N: number; K: number };
+  layout: I8TcLayout;
+  split: boolean;
+}
+
+/** The tuner's name of a spec (tune/i8-gemm.ts): configuration and layout, `.split` where it may split K; the spelling is the device's. */
+export function i8TcPick(s: Pick<I8TcSpec, 'cfg' | keyof I8TcLayout>, split: boolean): string {
+  return `i8.${s.cfg.M}x${s.cfg.N}x${s.cfg.K}.t${s.tilesM}x${s.tilesN}.sg${s.sgM}x${s.sgN}.bk${s.BK}.p${s.PAD}${(s.EPI ?? 1) > 1 ? `.e${s.EPI}` : ''}${split ? '.split' : ''}`;
+}
+
+/** i8TcPick's parts, or null for a name this build does not make (a stale or hostile cache entry). */
+export function i8TcPickParse(pick: string): I8TcPickParts | null {
+  const m = /^i8\.(\d{1,2})x(\d{1,2})x(\d{1,3})\.t(\d)x(\d)\.sg(\d)x(\d)\.bk(\d{2,3})\.p(\d{2})(?:\.e(\d))?(\.split)?$/.exec(pick);
+  if (!m) return null;
+  const n = m.slice(1, 11).map((x) => (x === undefined ? undefined : Number(x)));
+  const layout: I8TcLayout = { tilesM: n[3]!, tilesN: n[4]!, sgM: n[5]!, sgN: n[6]!, BK: n[7]!, PAD: n[8]!, ...(n[9] !== undefined ? { EPI: n[9] } : {}) };
+  if (Object.values(layout).some((x) => !(x! > 0)) || layout.EPI === 1) return null;
+  return { cfg: { M: n[0]!, N: n[1]!, K: n[2]! }, layout, split: m[11] !== undefined };
+}
+
+/**
+ * Checks the tuned INT8 layouts this device holds (a cache applied before enableI8TensorCores, or picks
+ * from an earlier session) that this runtime has not checked yet, in the enabled spelling, so those that
+ * pass serve their shapes (a pick that splits K has its split checked too).
+ */
+export async function verifyTunedI8Layouts(rt: Runtime): Promise<I8TcTried[]> {
+  const out: I8TcTried[] = [];
+  const base = enabled.get(rt);
+  if (!base) return out;
+  const limits = rt.device.limits;
+  const done = new Set<string>();
+  const v = verifiedOf(rt);
+  for (const picks of Object.values(tunedEntries(rt.device, 'i8tc'))) {
+    for (const pick of picks) {
+      const p = i8TcPickParse(pick);
+      const spec = p && i8TcSpecOfPick(base, p);
+      const label = spec ? i8TcLabel(spec) : pick;
+      const id = `${label}${p?.split ? ' split' : ''}`;
+      if (done.has(id) || (spec && v.ok.has(label) && (!p!.split || v.split.has(label)))) continue;
+      done.add(id);
+      const cfgOk = spec && i8Configs(rt).some((c) => c.M === spec.cfg.M && c.N === spec.cfg.N && c.K === spec.cfg.K);
+      if (!spec || !cfgOk || i8TcSpecError(spec, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup)) {
+        out.push({ label, ok: false, error: 'not a layout this build and device can run' });
+        continue;
+      }
+      out.push(triedOf(await checkI8Tc(rt, spec, { split: p!.split })));
+    }
+  }
+  return out;
 }
 
 /** Turns the path off again (benchmarks time both on one runtime). */
 export function disableI8TensorCores(rt: Runtime): void {
   enabled.delete(rt);
-  splitVerified.delete(rt);
+  verified.delete(rt);
   shapeSpecs.delete(rt);
 }
 
@@ -344,6 +448,15 @@ async function checkAccumulate(rt: Runtime, s: I8TcSpec, args: I8GemmArgs, want:
  * `split: false`: splitOk stays unset).
  */
 export async function checkI8Tc(rt: Runtime, s: I8TcSpec, o: { split?: boolean } = {}): Promise<I8TcCheck> {
+  const r = await runI8TcCheck(rt, s, o);
+  // What passed here may serve a GEMM on this runtime (a tuned pick is used only once its check passed).
+  const v = verifiedOf(rt);
+  if (r.ok) v.ok.add(i8TcLabel(s));
+  if (r.splitOk) v.split.add(i8TcLabel(s));
+  return r;
+}
+
+async function runI8TcCheck(rt: Runtime, s: I8TcSpec, o: { split?: boolean }): Promise<I8TcCheck> {
   const M = tcBlockM(s) + 5;
   const N = tcBlockN(s) + 3;
   const K = Math.max(3 * s.BK, 96) + 16; // a partial last K step as well
@@ -445,10 +558,9 @@ export async function enableI8TensorCores(rt: Runtime, layouts = I8_TC_LAYOUTS):
     out.tried.push(triedOf(r));
     if (r.ok) {
       enabled.set(rt, s);
-      if (r.splitOk) splitVerified.add(rt);
-      else splitVerified.delete(rt);
       out.chosen = s;
       await enableMeasuredShapes(rt, s, out);
+      out.tried.push(...await verifyTunedI8Layouts(rt));
       return out;
     }
   }

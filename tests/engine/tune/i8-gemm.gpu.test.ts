@@ -1,0 +1,68 @@
+// The tuner's INT8 tensor-core jobs on the test device: they are the step's qgemmI8 calls (shape, writing or
+// accumulating, the dW's workspace), recorded as the model builds them; SwiftShader has no subgroup matrices,
+// so each job says it is skipped and why, times nothing and records nothing.
+import { describe, expect, it, vi } from 'vitest';
+import { PRESETS } from '../../../src/engine/model/config';
+import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
+import { planTuneJobs, TuneCache, tuneEstimate, tuneJobs } from '../../../src/engine/tune';
+import { testRuntime } from '../../helpers/gpu';
+import { buildModel } from '../../helpers/model';
+
+/** Every qgemmI8 / qgemmI8Steps call the model makes: a spy around the real kernels (they still build and run). */
+const calls: { M: number; N: number; K: number; accumulate: boolean; workspace: boolean }[] = [];
+vi.mock('../../../src/engine/kernels/qgemm/qgemm', async (load) => {
+  const real = await load<typeof import('../../../src/engine/kernels/qgemm/qgemm')>();
+  type A = Parameters<typeof real.qgemmI8Steps>[1];
+  const note = (a: A) => calls.push({ M: a.M, N: a.N, K: a.K, accumulate: !!a.accumulate, workspace: a.workspace !== undefined });
+  return {
+    ...real,
+    qgemmI8: (rt: Parameters<typeof real.qgemmI8>[0], a: A) => (note(a), real.qgemmI8(rt, a)),
+    qgemmI8Steps: (rt: Parameters<typeof real.qgemmI8Steps>[0], a: A) => (note(a), real.qgemmI8Steps(rt, a)),
+  };
+});
+
+const rt = await testRuntime();
+
+describe('INT8 tensor-core layouts in the tuner', () => {
+  it('the jobs are the qgemmI8 calls the step makes: each shape\'s writing and accumulating calls, a workspace where the dW has one', async () => {
+    calls.length = 0;
+    const model = buildModel(rt, PRESETS.micro, 4, 32, { scheme: SCHEME_PRESETS['int8-attn'] });
+    try {
+      const jobs = planTuneJobs(model.plan).filter((j) => j.family === 'i8tc');
+      const seen = new Map<string, { plain: number; accumulate: number; workspace: boolean }>();
+      for (const c of calls) {
+        const k = `${c.M}x${c.N}x${c.K}`;
+        const s = seen.get(k) ?? { plain: 0, accumulate: 0, workspace: false };
+        s[c.accumulate ? 'accumulate' : 'plain']++;
+        s.workspace ||= c.workspace;
+        seen.set(k, s);
+      }
+      expect(calls.length).toBeGreaterThan(0);
+      expect(new Set(jobs.map((j) => j.key))).toEqual(new Set(seen.keys()));
+      for (const j of jobs) {
+        if (j.family !== 'i8tc') continue;
+        const s = seen.get(j.key)!;
+        expect({ key: j.key, ...j.calls }).toEqual({ key: j.key, plain: s.plain, accumulate: s.accumulate });
+        expect({ key: j.key, workspace: j.workspaceBytes > 0 }).toEqual({ key: j.key, workspace: s.workspace });
+      }
+    } finally {
+      model.destroy();
+    }
+  }, 60_000);
+
+  it.skipIf(rt.gpu.features.subgroupMatrix)('without INT8 subgroup matrices each job is skipped with the reason, nothing timed or cached', async () => {
+    const model = buildModel(rt, PRESETS.micro, 4, 32, { scheme: SCHEME_PRESETS['int8-attn'] });
+    const jobs = planTuneJobs(model.plan).filter((j) => j.family === 'i8tc').slice(0, 3);
+    model.destroy();
+    expect(jobs.length).toBe(3);
+    expect(tuneEstimate(rt, jobs).candidates).toBe(0);
+    const cache = new TuneCache();
+    const out = await tuneJobs(rt, jobs, cache, { budgetS: 30 });
+    expect(out.tuned).toEqual([]);
+    expect(out.unfinished.map((u) => u.key)).toEqual(jobs.map((j) => j.key));
+    const skipped = out.rejected.filter((r) => r.candidate === 'INT8 tensor-core layouts');
+    expect(skipped.map((r) => r.job)).toEqual(jobs.map((j) => j.key));
+    for (const r of skipped) expect(r.why).toMatch(/^skipped: this device has no INT8 subgroup matrices/);
+    expect(cache.current(out.adapter, 'i8tc')).toEqual({});
+  });
+});
