@@ -94,4 +94,13 @@ describe('tuner schedule', () => {
     expect(await tune(2, 1.8)).toMatchObject({ pick: 'b', ms: 1.8, untunedMs: 2 }); // 10 % faster: it replaces it
     expect(await tune(1.7, 1.8)).toMatchObject({ pick: 'a', ms: 1.7 });
   });
+
+  it('tunes the step\'s jobs before those outside it (the decoder\'s prefill) and an f16 GEMM\'s fp32 fallback', async () => {
+    trueMs = { a: 2, b: 1.5, c: 3, bad: 0.1 };
+    const prefill: MatmulJob = { ...job, key: '32x64x64NT', label: 'q decoder prefill', offStep: true };
+    const fallback: MatmulJob = { ...job, key: '48x64x64NN', label: 'fallback', fallback: true };
+    const step: MatmulJob = { ...job, key: '96x64x64NN', label: 'q forward' };
+    const out = await tuneJobs(rt, [prefill, fallback, step], new TuneCache(), { budgetS: 60, settleMs: 0, rounds: 2 });
+    expect(out.tuned.map((t) => t.key)).toEqual([step.key, prefill.key, fallback.key]);
+  });
 });

@@ -284,6 +284,10 @@ describe('the jobs of a run', () => {
     const dw = jobs.find((j) => j.key === '32x32x128TN');
     expect(dw?.family === 'matmul' && dw.workspaceBytes).toBeGreaterThan(0);
     expect(new Set(keys).size).toBe(keys.length);
+    // The decoder's prefill GEMMs are outside the training step (tuned after the step's jobs); the step's are not.
+    const offStep = jobs.filter((j) => j.family === 'matmul' && j.offStep).map((j) => j.label);
+    expect(offStep.length).toBeGreaterThan(0);
+    for (const l of offStep) expect(l).toMatch(/^\d+x\d+x\d+ NT: (\w+ decoder prefill(, )?)+$/);
   });
 
   it('"Tune this GPU" tunes the choices of the lab page\'s run: its form\'s defaults, or the batch and context given', () => {

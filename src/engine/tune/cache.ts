@@ -12,6 +12,7 @@ import { z } from 'zod';
 import { parseChoice } from '../kernels/matmul/plan';
 import { f16TcSpecOfPick } from '../kernels/matmul-f16/plan';
 import { i8TcPickParse } from '../kernels/qgemm/tc';
+import { tqVariantNamed } from '../kernels/qgemm/block';
 import { attnTileNamed, type AttentionPass } from '../kernels/attention/tables';
 import { f16AttnBwdSpecsOfPick, f16AttnSpecOfPick } from '../kernels/attention/f16/picks';
 import { type AdapterKey, adapterId, adapterKeyOf } from './adapter';
@@ -61,6 +62,8 @@ const MATMUL_KEY = /^\d{1,7}x\d{1,7}x\d{1,8}[NT]{2}$/;
 const ATTN_KEY = /^(fwd|dq|dkdv|fwdI8|dkdvI8|dkdvDp8)\/D\d{1,4}$/;
 /** An INT8 GEMM shape M×N×K (kernels/qgemm/tc.ts i8TcShapeKey). */
 const I8_KEY = /^\d{1,7}x\d{1,7}x\d{1,8}$/;
+/** A transposed INT8 quantizer's call: x [R, CN] in blocks of G rows or all of them (kernels/qgemm/block.ts i8QuantKey). */
+const I8QUANT_KEY = /^\d{1,7}x\d{1,7}\/(all|\d{1,7})$/;
 // 128: an f16 attention backward pick names two specs (dq's/dk-dv's).
 const PICK = /^[A-Za-z0-9_/.]{1,128}$/;
 /** An f16 attention call (kernels/attention/f16/picks.ts f16AttnTuneKey). */
@@ -95,7 +98,7 @@ export class TuneCacheError extends Error {}
 
 /** Why a key is not spelled as a choice key of the family (null: it is). */
 export function keyProblem(family: KernelFamily, key: string): string | null {
-  return (family === 'attention' ? ATTN_KEY : family === 'f16attn' ? F16ATTN_KEY : family === 'i8tc' ? I8_KEY : MATMUL_KEY).test(key) ? null : `'${key.slice(0, 40)}' is not a ${family} choice key`;
+  return (family === 'attention' ? ATTN_KEY : family === 'f16attn' ? F16ATTN_KEY : family === 'i8tc' ? I8_KEY : family === 'i8quant' ? I8QUANT_KEY : MATMUL_KEY).test(key) ? null : `'${key.slice(0, 40)}' is not a ${family} choice key`;
 }
 
 /**
@@ -178,6 +181,7 @@ export function pickKnown(family: KernelFamily, key: string, pick: string): bool
   // An f16 tensor-core layout's pick name (the subgroup size is the device's at use, not part of the name).
   if (family === 'f16gemm') return f16TcSpecOfPick(pick, 32) !== null;
   if (family === 'i8tc') return i8TcPickParse(pick) !== null;
+  if (family === 'i8quant') return tqVariantNamed(pick) !== undefined;
   if (family === 'f16attn') {
     const D = Number(/\/D(\d+)\//.exec(key)?.[1]);
     return (key.startsWith('bwd/') ? f16AttnBwdSpecsOfPick(pick, D, 32) : f16AttnSpecOfPick(pick, D, 32)) !== null;

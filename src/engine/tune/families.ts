@@ -17,6 +17,8 @@ import attnFwdBlocked from '../kernels/attention/fwd-blocked.wgsl?raw';
 import attnLoad from '../kernels/attention/load.wgsl?raw';
 import splitKSrc from '../kernels/matmul/splitk.wgsl?raw';
 import i8SplitKSrc from '../kernels/qgemm/splitk.wgsl?raw';
+import transposeQuantSrc from '../kernels/qgemm/transpose-quant.wgsl?raw';
+import codecSrc from '../../../shaders/quant/codec.wgsl?raw';
 import streamKSrc from '../kernels/matmul/streamk.wgsl?raw';
 import { ATTENTION_CANDIDATES } from '../kernels/attention/tables';
 import { F16_ATTN_BWD_LAYOUTS, F16_ATTN_LAYOUTS, f16AttnBwdLayoutPair } from '../kernels/attention/f16/layouts';
@@ -27,6 +29,7 @@ import { F16_TC_LAYOUTS, FORM_TRANS } from '../kernels/matmul-f16/plan';
 import { f16TcCode } from '../kernels/matmul-f16/tc';
 import { matmulCode } from '../kernels/matmul/wgsl';
 import { I8_TC_LAYOUTS } from '../kernels/qgemm/tc-tables';
+import { TQ_VARIANTS } from '../kernels/qgemm/block';
 import { type I8TcSpec, qgemmI8TcCode } from '../kernels/qgemm/tc';
 import { hashText } from './hash';
 import type { KernelFamily } from './store';
@@ -35,7 +38,7 @@ import type { KernelFamily } from './store';
  * Bumped by hand when a family's host code changes what a tuned pick means without its WGSL or
  * candidates changing (e.g. how a split-K choice cuts K).
  */
-const HOST_VERSION: Record<KernelFamily, number> = { matmul: 1, attention: 1, f16gemm: 1, f16attn: 1, i8tc: 1 };
+const HOST_VERSION: Record<KernelFamily, number> = { matmul: 1, attention: 1, f16gemm: 1, f16attn: 1, i8tc: 1, i8quant: 1 };
 
 function familyText(family: KernelFamily): string {
   if (family === 'f16attn') {
@@ -53,6 +56,7 @@ function familyText(family: KernelFamily): string {
       gen(() => (dq.ds ? f16AttnDqDsCode(spec(dq)) : f16AttnDqCode(spec(dq), { inputs: 'f16' }))), gen(() => f16AttnDkdvCode(spec(dkdv), { inputs: 'f16', dv16: 'f16' }))]);
     return [...fwd, ...bwd, JSON.stringify(F16_ATTN_LAYOUTS), JSON.stringify(F16_ATTN_BWD_LAYOUTS)].join('\n--\n');
   }
+  if (family === 'i8quant') return [codecSrc, transposeQuantSrc, JSON.stringify(TQ_VARIANTS)].join('\n--\n');
   if (family === 'i8tc') {
     // The INT8 tensor-core kernel in each form the model runs (writing, accumulating, a K slice) for every layout tried, and the split's reduction.
     const codes = I8_TC_LAYOUTS.flatMap((l) => {
@@ -88,5 +92,5 @@ export function codeHash(family: KernelFamily): string {
 
 /** Every family's code hash. */
 export function codeHashes(): Record<KernelFamily, string> {
-  return { matmul: codeHash('matmul'), attention: codeHash('attention'), f16gemm: codeHash('f16gemm'), f16attn: codeHash('f16attn'), i8tc: codeHash('i8tc') };
+  return { matmul: codeHash('matmul'), attention: codeHash('attention'), f16gemm: codeHash('f16gemm'), f16attn: codeHash('f16attn'), i8tc: codeHash('i8tc'), i8quant: codeHash('i8quant') };
 }

@@ -16,6 +16,7 @@ import { logitsChunks } from '../plan/logits';
 import { f16ShapeKey, type GemmForm, type GemmShape } from '../kernels/matmul-f16/plan';
 import { f16AttnTuneKey } from '../kernels/attention/f16/picks';
 import { i8TcShapeKey } from '../kernels/qgemm/tc';
+import { i8QuantKey } from '../kernels/qgemm/block';
 import type { KernelFamily } from './store';
 
 export interface MatmulJob {
@@ -28,6 +29,8 @@ export interface MatmulJob {
   workspaceBytes: number;
   /** Every call of it is an f16 GEMM's fp32 fallback (it runs only where the f16 kernel cannot): tuned after the rest. */
   fallback?: boolean;
+  /** Every call of it is outside the training step (the sampling decoder's prefill): tuned after the rest, with what they leave. */
+  offStep?: boolean;
   /**
    * The step's calls of this shape that write C and that accumulate into it (o_proj's and down_proj's forward onto
    * the residual, k's, v's and up's dX): a candidate is timed in both forms, as often as the step runs each (absent:
@@ -92,6 +95,20 @@ export interface I8GemmJob {
   calls?: GemmCalls;
 }
 
+/**
+ * A transposed INT8 quantizer's calls of one shape (model/int8-gemms.ts: Xᵀ and dYᵀ of the dW GEMMs, Wᵀ of the
+ * dX GEMMs where the weights are quantized per GEMM): its form (tune/i8-quant.ts); the key is kernels/qgemm/block.ts i8QuantKey.
+ */
+export interface I8QuantJob {
+  family: 'i8quant';
+  key: string;
+  label: string;
+  /** x [R, CN] quantized along R in blocks of G rows, or over all of them. */
+  shape: { R: number; CN: number; G: number | 'all' };
+  /** Stochastic where some call of it rounds so (dYᵀ under stochastic rounding): timed that way. */
+  rounding: 'nearest' | 'stochastic';
+}
+
 /** The f16 flash attention's forward spec, or its backward's (dq, dk/dv) pair, for one call shape (tune/f16-attention.ts). */
 export interface F16AttnJob {
   family: 'f16attn';
@@ -102,7 +119,7 @@ export interface F16AttnJob {
   shape: { B: number; T: number; nH: number; nKV: number; D: number };
 }
 
-export type TuneJob = MatmulJob | AttentionJob | F16GemmJob | F16AttnJob | I8GemmJob;
+export type TuneJob = MatmulJob | AttentionJob | F16GemmJob | F16AttnJob | I8GemmJob | I8QuantJob;
 
 export function jobFamily(j: TuneJob): KernelFamily {
   return j.family;
@@ -131,12 +148,13 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   // dW GEMMs split K into a dead backward scratch (linear-gemms.ts dwWorkspace); none under tensor parallelism.
   const ws = (scratch: 'dq' | 'dF1') => (plan.wire.tp ? 0 : bytes(scratch));
   const gemms = new Map<string, MatmulJob>();
-  const add = (shape: MatmulShape, workspaceBytes: number, what: string, fallback = false, accumulate = false) => {
+  const add = (shape: MatmulShape, workspaceBytes: number, what: string, fallback = false, accumulate = false, offStep = false) => {
     const job = tally(gemms, shapeKey(shape), (key) => ({
       family: 'matmul', key, label: `${shape.M}x${shape.N}x${shape.K} ${shape.transA ? 'T' : 'N'}${shape.transB ? 'T' : 'N'}: ${what}`, shape, workspaceBytes,
-      ...(fallback ? { fallback } : {}),
+      ...(fallback ? { fallback } : {}), ...(offStep ? { offStep } : {}),
     }), workspaceBytes, what, accumulate);
     if (!fallback) delete job.fallback;
+    if (!offStep) delete job.offStep;
   };
   // [name, in, out, dW scratch, whether its forward and its dX accumulate into their outputs (llama.ts, backward.ts):
   // 'dq' where the call names dq as the fp32 GEMM's scratch (linear-gemms.ts fp32Accumulate: a writing GEMM there, where dq holds C)]
@@ -160,6 +178,19 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
     tally(i8, i8TcShapeKey(M, Nn, K), (key) => ({ family: 'i8tc', key, label: `int8 ${key}: ${what}`, shape: { M, N: Nn, K }, workspaceBytes }),
       workspaceBytes, what, accumulate);
   };
+  // Their transposed quantizers (int8-gemms.ts): a dW's Xᵀ (once for the GEMMs sharing X: q/k/v, gate/up) and dYᵀ,
+  // a dX's Wᵀ per input channel unless the plan makes the weights' codes once per step (plan.wcodes).
+  const quant = new Map<string, I8QuantJob>();
+  const addQuant = (R: number, CN: number, G: number | 'all', what: string, rounding: 'nearest' | 'stochastic') => {
+    const key = i8QuantKey(R, CN, G);
+    const job = quant.get(key);
+    if (!job) quant.set(key, { family: 'i8quant', key, label: `int8 quantizer ${R}x${CN} per ${G === 'all' ? 'column' : `${G} rows`}: ${what}`, shape: { R, CN, G }, rounding });
+    else {
+      if (!job.label.includes(what)) job.label += `, ${what}`;
+      if (rounding === 'stochastic') job.rounding = rounding;
+    }
+  };
+  const xShared = new Set(['k', 'v', 'up']);
   const int8Attention = { qk: false, dp: false };
   let f16Attention = false;
   for (const [l, layer] of plan.layers.entries()) {
@@ -178,7 +209,13 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
       const fusedDx = plan.gateUpDx[l] && (name === 'gate' || name === 'up');
       if (c.dx === 'int8' && plan.training && !fusedDx) addI8(N, cin, cout, 0, `${name} dX`, dxAcc !== false);
       if (c.dw === 'int8' && c.dwBlock === 'all' && plan.training) addI8(cout, cin, N, ws(scratch), `${name} dW`);
+      if (c.dx === 'int8' && plan.training && !plan.wcodes && !fusedDx) addQuant(cout, cin, 'all', `${name} dX Wᵀ`, 'nearest');
+      if (c.dw === 'int8' && plan.training) {
+        if (!xShared.has(name)) addQuant(N, cin, c.dwBlock, `${name} dW Xᵀ`, 'nearest');
+        addQuant(N, cout, c.dwBlock, `${name} dW dYᵀ`, c.gradRounding);
+      }
     }
+    if (c.dx === 'int8' && plan.training && plan.gateUpDx[l] && !plan.wcodes) addQuant(2 * F, C, 'all', 'gate and up dX Wᵀ', 'nearest');
     if (c.dx === 'int8' && plan.training && plan.gateUpDx[l]) addI8(N, C, 2 * F, 0, 'gate and up dX');
     if (c.attentionQk === 'int8') int8Attention.qk = true;
     // Whether the f16 kernel runs is the device's (its check, the head dim): the job kind skips it where not.
@@ -189,7 +226,7 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   const headRows = [...new Set(logitsChunks(N, plan.logitsRows).map((c) => c.rows))];
   for (const R of headRows) add({ M: R, N: V, K: C, transB: true }, 0, 'lm_head forward');
   // The trainer's KV-cache decoder (model/decode.ts) prefills a context of T tokens with fp32 GEMMs on the stored weights.
-  if (plan.training) for (const [name, cin, cout] of linears) add({ M: T, N: cout, K: cin, transB: true }, 0, `${name} decoder prefill`);
+  if (plan.training) for (const [name, cin, cout] of linears) add({ M: T, N: cout, K: cin, transB: true }, 0, `${name} decoder prefill`, false, false, true);
   if (plan.training) {
     for (const R of headRows) {
       add({ M: R, N: C, K: V }, 0, 'lm_head dX');
@@ -206,5 +243,5 @@ export function planTuneJobs(plan: RunPlan): TuneJob[] {
   const f16Attn: F16AttnJob[] = !f16Attention ? [] : (['fwd', ...(plan.training ? ['bwd'] as const : [])] as const).map((pass) => ({
     family: 'f16attn', key: f16AttnTuneKey(pass, shape), label: `f16 attention ${pass === 'fwd' ? 'forward' : 'backward (dq, dk/dv)'} (${B}x${T}x${nH}/${nKV}x${D}, causal)`, pass, shape,
   }));
-  return [...gemms.values(), ...f16.values(), ...i8.values(), ...attention, ...f16Attn];
+  return [...gemms.values(), ...f16.values(), ...i8.values(), ...quant.values(), ...attention, ...f16Attn];
 }

@@ -6,7 +6,7 @@
  */
 
 /** Kernel families whose choices are tuned; each has its own code hash (./families.ts). */
-export const KERNEL_FAMILIES = ['matmul', 'attention', 'f16gemm', 'f16attn', 'i8tc'] as const;
+export const KERNEL_FAMILIES = ['matmul', 'attention', 'f16gemm', 'f16attn', 'i8tc', 'i8quant'] as const;
 export type KernelFamily = (typeof KERNEL_FAMILIES)[number];
 
 /**

@@ -16,6 +16,7 @@ import { type BuiltCandidate, type Candidate, type CandidateOptions, type Prepar
 import { f16AttnJobCandidates, prepareF16Attention } from './f16-attention';
 import { f16GemmCandidates, prepareF16Gemm } from './f16-gemm';
 import { i8GemmCandidates, prepareI8Gemm } from './i8-gemm';
+import { i8QuantCandidates, prepareI8Quant } from './i8-quant';
 import { matmulCandidates, prepareMatmul } from './gemm';
 import type { TuneJob } from './jobs';
 import { setTunedPicks } from './store';
@@ -104,6 +105,10 @@ export function missingJobs(jobs: readonly TuneJob[], cache: TuneCache, adapter:
 }
 
 const isFallback = (j: TuneJob) => j.family === 'matmul' && !!j.fallback;
+/** A job whose calls all lie outside the training step (the sampling decoder's prefill). */
+const isOffStep = (j: TuneJob) => j.family === 'matmul' && !!j.offStep;
+/** Tuned after the rest, in the second phase with only what the rest leave of the budget. */
+const isLate = (j: TuneJob) => isFallback(j) || isOffStep(j);
 
 /** A software adapter (SwiftShader, llvmpipe/lavapipe, WARP). */
 export function isCpuAdapter(a: AdapterKey): boolean {
@@ -122,10 +127,10 @@ export function deviceTuneOptions(rt: Runtime, o: TuneOptions = {}): TuneOptions
   return { maxGemmCandidates: 2, maxAttentionCandidates: 2, warmup: 1, rounds: 2, reps: 1, gemmInner: 4, earlyStopMargin: 1.5, settleMs: 0, ...o };
 }
 
-/** A job's candidates, by its kind (./gemm.ts, f16-gemm.ts, i8-gemm.ts, f16-attention.ts, attention.ts). */
+/** A job's candidates, by its kind (./gemm.ts, f16-gemm.ts, i8-gemm.ts, i8-quant.ts, f16-attention.ts, attention.ts). */
 export function prepareJob(rt: Runtime, j: TuneJob, o: CandidateOptions): PreparedJob {
   return j.family === 'matmul' ? prepareMatmul(rt, j, o) : j.family === 'f16gemm' ? prepareF16Gemm(rt, j, o)
-    : j.family === 'i8tc' ? prepareI8Gemm(rt, j, o) : j.family === 'f16attn' ? prepareF16Attention(rt, j, o) : prepareAttention(rt, j, o);
+    : j.family === 'i8tc' ? prepareI8Gemm(rt, j, o) : j.family === 'i8quant' ? prepareI8Quant(rt, j, o) : j.family === 'f16attn' ? prepareF16Attention(rt, j, o) : prepareAttention(rt, j, o);
 }
 
 /** First guess of one candidate's seconds (compile, check, warm-up, timing) before any is measured; a CPU adapter compiles a GEMM for seconds. */
@@ -147,7 +152,8 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
   cache.applyTo(rt.device, adapter);
   // f16 GEMMs' fp32 fallbacks last: on a device with f16 tensor cores they do not run, and the budget ran out before
   // the f16 attention's jobs on the H100 (s28c4); where the f16 jobs have no candidates they take no time.
-  const todo = missingJobs(jobs, cache, adapter, o.force).sort((a, b) => Number(isFallback(a)) - Number(isFallback(b)));
+  // And the decoder's prefill GEMMs, which no training step runs (s33c2: 6 of int8-attn's 19 choices took a share each).
+  const todo = missingJobs(jobs, cache, adapter, o.force).sort((a, b) => Number(isLate(a)) - Number(isLate(b)));
   const outcome: TuneOutcome = {
     adapter, tuned: [], cached: jobs.filter((j) => !todo.includes(j)).map((j) => j.key), unfinished: [], rejected: [],
     elapsedS: 0, cancelled: false, outOfBudget: false,
@@ -244,8 +250,10 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
       p.free(); // a job's operands live while it is timed only
     }
     total = done + prepared.reduce((n, p, i) => n + p.candidates.length - Math.min(p.candidates.length, times[i].size), 0);
+    const steps = prepared.filter((p) => !isLate(p.job)).length;
     for (const [i, p] of prepared.entries()) {
-      const deadline = elapsed() + shareS(prepared.length - i);
+      // The step's jobs share the budget among themselves; the late ones (sorted last) what is left of it.
+      const deadline = elapsed() + shareS((isLate(p.job) ? prepared.length : steps) - i);
       // Checks first, then every passing candidate (the first phase's one again, the reference) timed in rounds.
       const passing: Candidate[] = times[i].size ? p.candidates.filter((c) => times[i].has(c.name)) : [];
       for (const c of p.candidates) {
@@ -324,6 +332,7 @@ export function tuneEstimate(rt: Runtime, jobs: readonly TuneJob[], o: TuneOptio
     candidates += j.family === 'matmul' ? matmulCandidates(rt, j, { max: o.maxGemmCandidates, streamK: o.streamK }).candidates.length
       : j.family === 'f16gemm' ? f16GemmCandidates(rt, j, o.maxGemmCandidates).candidates.length
       : j.family === 'i8tc' ? i8GemmCandidates(rt, j, o.maxGemmCandidates).candidates.length
+      : j.family === 'i8quant' ? i8QuantCandidates(rt, j).length
       : j.family === 'f16attn' ? f16AttnJobCandidates(rt, j, o.maxAttentionCandidates).candidates.length
       : attentionCandidates(rt, j.kernel, j.shape.D, j.shape.T, o.maxAttentionCandidates).candidates.length;
   }

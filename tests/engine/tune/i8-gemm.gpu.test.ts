@@ -4,9 +4,11 @@
 import { describe, expect, it, vi } from 'vitest';
 import { PRESETS } from '../../../src/engine/model/config';
 import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
+import { parseScheme } from '../../../src/engine/scheme/scheme';
 import { planTuneJobs, TuneCache, tuneEstimate, tuneJobs } from '../../../src/engine/tune';
 import { testRuntime } from '../../helpers/gpu';
 import { buildModel } from '../../helpers/model';
+import type { Runtime } from '../../../src/engine/gpu/runtime';
 
 /** Every qgemmI8 / qgemmI8Steps call the model makes: a spy around the real kernels (they still build and run). */
 const calls: { M: number; N: number; K: number; accumulate: boolean; workspace: boolean }[] = [];
@@ -18,6 +20,23 @@ vi.mock('../../../src/engine/kernels/qgemm/qgemm', async (load) => {
     ...real,
     qgemmI8: (rt: Parameters<typeof real.qgemmI8>[0], a: A) => (note(a), real.qgemmI8(rt, a)),
     qgemmI8Steps: (rt: Parameters<typeof real.qgemmI8Steps>[0], a: A) => (note(a), real.qgemmI8Steps(rt, a)),
+  };
+});
+
+/** Every transposed quantizer the model builds: x [R, CN] per G rows or per column ('all'), and its rounding. */
+const quants: { key: string; rounding: string }[] = [];
+vi.mock('../../../src/engine/kernels/qgemm/block', async (load) => {
+  const real = await load<typeof import('../../../src/engine/kernels/qgemm/block')>();
+  return {
+    ...real,
+    quantizeColumnsI8: (rt: Runtime, a: Parameters<typeof real.quantizeColumnsI8>[1]) => {
+      quants.push({ key: real.i8QuantKey(a.R, a.CN, 'all'), rounding: a.rounding ?? 'nearest' });
+      return real.quantizeColumnsI8(rt, a);
+    },
+    quantizeTransposedI8: (rt: Runtime, a: Parameters<typeof real.quantizeTransposedI8>[1]) => {
+      quants.push({ key: real.i8QuantKey(a.R, a.CN, a.G), rounding: a.rounding ?? 'nearest' });
+      return real.quantizeTransposedI8(rt, a);
+    },
   };
 });
 
@@ -49,6 +68,26 @@ describe('INT8 tensor-core layouts in the tuner', () => {
       model.destroy();
     }
   }, 60_000);
+
+  it('the quantizer jobs are the transposed quantizers the step builds, in their rounding (per-GEMM weights, stochastic dY, blocked dW)', async () => {
+    const scheme = parseScheme({
+      name: 'int8-blockdw-sr', weight_codes: 'per-gemm',
+      layer: { compute: { forward: 'int8', dx: 'int8', dw: 'int8', dw_block: 32, grad_rounding: 'stochastic' } },
+    });
+    for (const s of [SCHEME_PRESETS['int8-attn'], scheme]) {
+      quants.length = 0;
+      const model = buildModel(rt, PRESETS.micro, 4, 32, { scheme: s });
+      try {
+        const jobs = planTuneJobs(model.plan).flatMap((j) => (j.family === 'i8quant' ? [j] : []));
+        const seen = new Map<string, string>();
+        for (const q of quants) if (seen.get(q.key) !== 'stochastic') seen.set(q.key, q.rounding);
+        expect(quants.length).toBeGreaterThan(0);
+        expect(new Map(jobs.map((j) => [j.key, j.rounding]))).toEqual(seen);
+      } finally {
+        model.destroy();
+      }
+    }
+  }, 90_000);
 
   it.skipIf(rt.gpu.features.subgroupMatrix)('without INT8 subgroup matrices each job is skipped with the reason, nothing timed or cached', async () => {
     const model = buildModel(rt, PRESETS.micro, 4, 32, { scheme: SCHEME_PRESETS['int8-attn'] });

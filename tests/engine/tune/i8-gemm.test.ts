@@ -45,6 +45,27 @@ describe('INT8 tensor-core layouts as tuning choices', () => {
     expect(blocked.jobs.size).toBeGreaterThan(0);
   });
 
+  it('an INT8 run has a quantizer job per transposed quantizer shape: Xᵀ and dYᵀ per column (or per block), Wᵀ only where weights are quantized per GEMM', () => {
+    const opts = { ...defaultTrainOptions('micro'), scheme: SCHEME_PRESETS['int8-attn'] };
+    const plan = resolveTrainingPlan(opts).model;
+    const { N, C, F, KVC } = plan.dims;
+    const quant = new Map(trainingTuneJobs(opts).flatMap((j) => (j.family === 'i8quant' ? [[j.key, j] as const] : [])));
+    expect(plan.wcodes).toBeTruthy(); // int8-attn makes the weights' codes once per step: no Wᵀ quantizer per GEMM
+    // Xᵀ of h1 (q, shared by k and v), o, h2 (gate, shared by up), act (down); dYᵀ of q, k/v, o, gate/up, down.
+    expect(new Set(quant.keys())).toEqual(new Set([`${N}x${C}/all`, `${N}x${F}/all`, `${N}x${KVC}/all`]));
+    expect(quant.get(`${N}x${C}/all`)?.label).toMatch(/^int8 quantizer \d+x\d+ per column: q dW Xᵀ, q dW dYᵀ, o dW Xᵀ, o dW dYᵀ, gate dW Xᵀ, down dW dYᵀ$/);
+    for (const j of quant.values()) expect(j.rounding).toBe('nearest');
+    // Weights quantized per GEMM: Wᵀ per input channel, [out, in] (gate and up's as one, [2F, C]).
+    const perGemm = { ...opts, scheme: { ...opts.scheme, weight_codes: 'per-gemm' as const } };
+    const keys = new Set(trainingTuneJobs(perGemm).flatMap((j) => (j.family === 'i8quant' ? [j.key] : [])));
+    for (const k of [`${C}x${C}/all`, `${KVC}x${C}/all`, `${C}x${F}/all`, `${2 * F}x${C}/all`]) expect(keys.has(k)).toBe(true);
+    expect(keys.has(`${F}x${C}/all`)).toBe(false); // gate's and up's dX run as one GEMM
+    // Blocked dW: quantizeTransposedI8 in blocks of dw_block rows.
+    const blocked = trainingTuneJobs({ ...opts, scheme: SCHEME_PRESETS['int8-blockdw'] }).flatMap((j) => (j.family === 'i8quant' ? [j.key] : []));
+    expect(blocked).toContain(`${N}x${C}/32`);
+    expect(blocked.some((k) => k.endsWith('/all') && k.startsWith(`${N}x`))).toBe(false);
+  });
+
   it('a pick names a configuration, a layout and whether it splits K: each parses back; other names do not', () => {
     const names = new Set<string>();
     for (const layout of I8_TC_LAYOUTS) {
@@ -82,5 +103,17 @@ describe('INT8 tensor-core layouts as tuning choices', () => {
     const data = JSON.parse(c.serialize());
     data.adapters[0].families.i8tc.entries['8192x768x768NT'] = entry([pick]);
     expect(() => TuneCache.parse(data)).toThrow(/i8tc choice key/);
+    // The quantizers' forms: a TQ_VARIANTS name per x [R, CN] and block.
+    const q = new TuneCache();
+    q.put(H100, 'i8quant', '8192x768/all', entry(['staged4']));
+    q.put(H100, 'i8quant', '8192x768/32', entry(['constructor']));
+    const qb = TuneCache.parse(q.serialize());
+    const d2 = {};
+    qb.applyTo(d2, H100);
+    expect(tunedPicks(d2, 'i8quant', '8192x768/all')).toEqual(['staged4']);
+    expect(tunedPicks(d2, 'i8quant', '8192x768/32')).toBeUndefined();
+    const bad = JSON.parse(q.serialize());
+    bad.adapters[0].families.i8quant.entries['8192x768/al'] = entry(['regs']);
+    expect(() => TuneCache.parse(bad)).toThrow(/i8quant choice key/);
   });
 });

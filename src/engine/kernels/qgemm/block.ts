@@ -15,6 +15,7 @@ import tqSrc from './transpose-quant.wgsl?raw';
 import blockSrc from './block.wgsl?raw';
 import type { Binding, Dispatch, Runtime } from '../../gpu/runtime';
 import { Uniforms } from '../../gpu/runtime';
+import { noteChoice, tunedPicks } from '../../tune/store';
 
 const TQ_CODE = `${codecSrc}\n${tqSrc}`;
 /** Byte offset of `seed` in transpose-quant's Params (R, CN, G, seed, ...). */
@@ -33,20 +34,41 @@ export const TQ_VARIANTS: Record<string, TransposeQuantVariant> = {
   direct1: { staged: false, loads: 1 }, direct4: { staged: false, loads: 4 }, staged1: { staged: true, loads: 1 }, staged4: { staged: true, loads: 4 },
   regs: { staged: false, loads: 4, registers: true },
 };
-const DEFAULT_TQ: TransposeQuantVariant = TQ_VARIANTS.regs;
+const DEFAULT_TQ = 'regs';
 const tqVariants = new WeakMap<Runtime, TransposeQuantVariant>();
 
-/** The variant every transposed quantizer of this runtime builds (benchmarks time each); undefined: the default. */
+/** The variant every transposed quantizer of this runtime builds (benchmarks time each); undefined: the tuned or default one per shape. */
 export function setTransposeQuantVariant(rt: Runtime, v: TransposeQuantVariant | undefined): void {
   if (v) tqVariants.set(rt, v);
   else tqVariants.delete(rt);
 }
 
-const variantOf = (rt: Runtime): TransposeQuantVariant => tqVariants.get(rt) ?? DEFAULT_TQ;
+/** The key of a transposed quantizer's call (the tuner's i8quant jobs): x [R, CN] in blocks of G rows, or 'all' (quantizeColumnsI8). */
+export const i8QuantKey = (R: number, CN: number, G: number | 'all') => `${R}x${CN}/${G}`;
+
+/** A TQ_VARIANTS name, or undefined (a stale or hostile cache pick; TQ_VARIANTS's own keys only). */
+export const tqVariantNamed = (name: string): TransposeQuantVariant | undefined => (Object.hasOwn(TQ_VARIANTS, name) ? TQ_VARIANTS[name] : undefined);
+
+/** The form a call of `key` builds: the runtime's forced one, the one tuned for it on this device (tune/i8-quant.ts), else the default. */
+export function tqVariantFor(rt: Runtime, key: string): { name?: string; variant: TransposeQuantVariant } {
+  const forced = tqVariants.get(rt);
+  if (forced) {
+    noteChoice(rt.device, 'i8quant', key, 'forced');
+    return { variant: forced };
+  }
+  for (const name of tunedPicks(rt.device, 'i8quant', key) ?? []) {
+    const v = tqVariantNamed(name);
+    if (v) {
+      noteChoice(rt.device, 'i8quant', key, 'tuned');
+      return { name, variant: v };
+    }
+  }
+  noteChoice(rt.device, 'i8quant', key, 'heuristic');
+  return { name: DEFAULT_TQ, variant: TQ_VARIANTS[DEFAULT_TQ] };
+}
 
 /** transpose-quant's override constants for a block of G rows (TW > 0 only where a staged tile fits). */
-function tqConstants(rt: Runtime, COLS: number, LANES: number, G: number): Record<string, number> {
-  const v = variantOf(rt);
+function tqConstants(v: TransposeQuantVariant, COLS: number, LANES: number, G: number): Record<string, number> {
   const TW = G <= STAGED_MAX_ROWS ? G / 4 : 0;
   return { COLS, LANES, TW, STAGE: v.staged && TW > 0 ? 1 : 0, LF: v.loads };
 }
@@ -64,6 +86,8 @@ export interface TransposedQuantize {
 export function quantizeTransposedI8(rt: Runtime, a: {
   label: string; x: Binding; R: number; CN: number; G: number; codes: Binding; scales: Binding;
   rounding?: 'nearest' | 'stochastic'; seed?: number;
+  /** This form instead of the runtime's choice for the shape (the tuner times each). */
+  variant?: TransposeQuantVariant;
 }): TransposedQuantize {
   const { R, CN, G } = a;
   for (const [k, v] of Object.entries({ R, CN, G })) {
@@ -81,7 +105,7 @@ export function quantizeTransposedI8(rt: Runtime, a: {
       label: `${a.label}.tq`,
       code: TQ_CODE,
       entryPoint: 'main',
-      constants: tqConstants(rt, COLS, LANES, G),
+      constants: tqConstants(a.variant ?? tqVariantFor(rt, i8QuantKey(R, CN, G)).variant, COLS, LANES, G),
       bindings: [params, a.x, a.scales, a.codes],
       workgroups: [Math.ceil(CN / COLS), R / G],
     }),
@@ -111,6 +135,8 @@ export const columnAbsmaxWords = (R: number, CN: number) => (R / columnTileRows(
 export function quantizeColumnsI8(rt: Runtime, a: {
   label: string; x: Binding; R: number; CN: number; codes: Binding; scales: Binding; amax: Binding;
   rounding?: 'nearest' | 'stochastic'; seed?: number;
+  /** This form instead of the runtime's choice for the shape (the tuner times each). */
+  variant?: TransposeQuantVariant;
 }): { dispatches: Dispatch[]; setSeed(seed: number): void } {
   const { R, CN } = a;
   if (!Number.isInteger(CN) || CN < 1) throw new Error(`${a.label}: CN=${CN} must be a positive integer`);
@@ -119,8 +145,9 @@ export function quantizeColumnsI8(rt: Runtime, a: {
   const u = new Uniforms().u32(R).u32(CN).u32(G).u32(a.seed ?? 0).u32(a.rounding === 'stochastic' ? 1 : 0).u32(0).u32(0).u32(0);
   const params = rt.uniform(`${a.label}.cq`, u);
   const grid: [number, number] = [Math.ceil(CN / 64), R / G];
-  const constants = tqConstants(rt, 64, 4, G);
-  const inRegisters = variantOf(rt).registers === true && CN % 8 === 0;
+  const v = a.variant ?? tqVariantFor(rt, i8QuantKey(R, CN, 'all')).variant;
+  const constants = tqConstants(v, 64, 4, G);
+  const inRegisters = v.registers === true && CN % 8 === 0;
   const encodeGrid: [number, number] = inRegisters ? [Math.ceil(CN / 32), Math.ceil(R / 256)] : grid;
   const absmaxRt = inRegisters && G === 256; // one 256-row tile per workgroup of col_absmax_rt
   return {
