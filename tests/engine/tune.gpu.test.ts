@@ -66,4 +66,22 @@ describe('tuneJobs', () => {
     expect(wall).toBeLessThan(budgetS + 1.2); // one build in flight past the end; all five: budgetS + 3
     rt.mem.free(out);
   }, 30_000);
+
+  it('the second phase times candidates where each job\'s share is under what one first-phase candidate cost', async () => {
+    const rt = await attentionTestRuntime();
+    const out = rt.createBuffer('workspace', 'share.fill', 4096);
+    const d = fill(rt, { label: 'share', out, value: 1, n: 1024 });
+    // Three jobs whose first candidate builds in 1.5 s and the others at once: the first phase takes ~4.5 s of the
+    // 6.3 s, so each job's share of the rest (~0.6 s) is under the first phase's 1.5 s a candidate. Judged by that,
+    // no job timed a second candidate (before this change); by the second phase's own cost, each does.
+    const jobs = [60, 61, 62].map((K): MatmulJob => ({ ...job, key: `37x44x${K}NT`, shape: { M: 37, N: 44, K, transB: true } }));
+    const t0 = performance.now();
+    const r = await tuneJobs(rt, jobs, new TuneCache(), {
+      budgetS: 6.3, maxGemmCandidates: 4, settleMs: 0, rounds: 2, reps: 1, prepare: knownCostPrepare(d, 0, () => {}, 1500),
+    });
+    expect((performance.now() - t0) / 1000).toBeLessThan(6.3 + 1.5);
+    expect(r.tuned.map((t) => t.key)).toEqual(jobs.map((j) => j.key));
+    expect(r.tuned.filter((t) => t.candidates > 1).length).toBeGreaterThanOrEqual(2);
+    rt.mem.free(out);
+  }, 30_000);
 });

@@ -163,6 +163,12 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
   let spent = 0;
   const guess = guessS(rt);
   const perCandidate = () => (done > 0 ? spent / done : guess);
+  // The second phase's own cost per candidate (checks memoized across jobs, timings shared in rounds), which the first
+  // phase's lone compile-and-time overstates (s33c3: ~1.3 s there, so a 0.5 s share per job let most jobs time nothing).
+  // Before any is measured: none, so a job with time in its share tries a candidate.
+  let done2 = 0;
+  let spent2 = 0;
+  const perCandidate2 = () => (done2 > 0 ? spent2 / done2 : 0);
   // Two phases. First every job's first candidate (the shipped or heuristic pick: what the run would
   // compile anyway), so a slow device (a CPU adapter compiling each pipeline for seconds) covers
   // every choice before any gets a second look; then each job's other candidates within an equal
@@ -188,12 +194,17 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
     if (problem) outcome.rejected.push({ job: prepared[i].job.key, candidate: c.name, why: problem });
     return !problem;
   };
-  /** One candidate's work, counted for the estimate per candidate. */
-  const counted = async (work: () => Promise<void>) => {
+  /** One candidate's work, counted for the estimate per candidate (and the second phase's own, `second`). */
+  const counted = async (work: () => Promise<void>, second = false) => {
     const c0 = performance.now();
     await work();
+    const t = (performance.now() - c0) / 1000;
     done++;
-    spent += (performance.now() - c0) / 1000;
+    spent += t;
+    if (second) {
+      done2++;
+      spent2 += t;
+    }
   };
   /**
    * Builds checked candidates (one that does not build is rejected), then times them interleaved in
@@ -258,15 +269,17 @@ export async function tuneJobs(rt: Runtime, jobs: readonly TuneJob[], cache: Tun
       const passing: Candidate[] = times[i].size ? p.candidates.filter((c) => times[i].has(c.name)) : [];
       for (const c of p.candidates) {
         if (times[i].has(c.name) || outcome.rejected.some((r) => r.job === p.job.key && r.candidate === c.name)) continue;
-        if (stopped() || elapsed() + perCandidate() > deadline) break;
+        if (stopped() || elapsed() + perCandidate2() > deadline) break;
         await counted(async () => {
           if (await check(i, c)) passing.push(c);
-        });
+        }, true);
       }
       if (passing.length > 1 && !stopped()) {
         const t0 = performance.now();
         await timeJob(i, passing, budgetS);
-        spent += (performance.now() - t0) / 1000; // the estimate per candidate covers its timing too
+        const t = (performance.now() - t0) / 1000; // the estimates per candidate cover its timing too
+        spent += t;
+        spent2 += t;
       }
       p.free();
     }
