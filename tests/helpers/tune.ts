@@ -1,7 +1,10 @@
 // Tuner jobs whose candidates have a known cost (TuneOptions.prepare): the real job's candidates' names,
 // each checked at once and built in `buildMs` but the first (at once, or in `firstMs` the first time: its pipeline
 // compiled once, then cached), all running one given dispatch.
-import type { Dispatch } from '../../src/engine/gpu/runtime';
+import { expect } from 'vitest';
+import type { Dispatch, Runtime } from '../../src/engine/gpu/runtime';
+import { TuneCache, tuneEstimate, tuneJobs, type TuneJob } from '../../src/engine/tune';
+import type { KernelFamily } from '../../src/engine/tune/store';
 import type { PreparedJob } from '../../src/engine/tune/candidate';
 import { prepareJob } from '../../src/engine/tune/tuner';
 
@@ -22,4 +25,21 @@ export function knownCostPrepare(d: Dispatch, buildMs: number, onPrepared: (p: P
     onPrepared(p);
     return p;
   };
+}
+
+/**
+ * Tunes jobs a device has no candidates for (a kernel family it lacks): each is skipped and says why (in the
+ * rejection named `candidate`, and as the reason it is unfinished), nothing timed, nothing cached.
+ */
+export async function expectSkippedTune(rt: Runtime, jobs: TuneJob[], family: KernelFamily, candidate: string, why: RegExp): Promise<void> {
+  expect(tuneEstimate(rt, jobs).candidates).toBe(0);
+  const cache = new TuneCache();
+  const out = await tuneJobs(rt, jobs, cache, { budgetS: 30 });
+  expect(out.tuned).toEqual([]);
+  expect(out.unfinished.map((u) => u.key)).toEqual(jobs.map((j) => j.key));
+  for (const u of out.unfinished) expect(u.why).toMatch(why); // what `npm run tune` prints
+  const skipped = out.rejected.filter((r) => r.candidate === candidate);
+  expect(skipped.map((r) => r.job)).toEqual(jobs.map((j) => j.key));
+  for (const r of skipped) expect(r.why).toMatch(why);
+  expect(cache.current(out.adapter, family)).toEqual({});
 }

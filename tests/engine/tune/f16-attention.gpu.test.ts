@@ -10,7 +10,8 @@ import { f16AttentionBackwardSpecsFor, f16AttentionSpec, f16AttentionSpecFor, f1
 import { subgroupSize } from '../../../src/engine/kernels/qgemm/sgmat';
 import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
 import { defaultTrainOptions } from '../../../src/engine/train/options';
-import { TuneCache, trainingTuneJobs, tuneEstimate, tuneJobs } from '../../../src/engine/tune';
+import { trainingTuneJobs } from '../../../src/engine/tune';
+import { expectSkippedTune } from '../../helpers/tune';
 import { madeChoices, resetChoices, setTunedPicks } from '../../../src/engine/tune/store';
 import { attentionTestRuntime } from '../../helpers/gpu';
 
@@ -21,16 +22,7 @@ describe('f16 attention in the tuner', () => {
   it.skipIf(!noF16)('without shader-f16 each f16 attention job is skipped with the reason, nothing timed or cached', async () => {
     const jobs = trainingTuneJobs({ ...defaultTrainOptions('micro'), scheme: SCHEME_PRESETS.f16 }).filter((j) => j.family === 'f16attn');
     expect(jobs.length).toBe(2);
-    expect(tuneEstimate(rt, jobs).candidates).toBe(0);
-    const cache = new TuneCache();
-    const out = await tuneJobs(rt, jobs, cache, { budgetS: 30 });
-    expect(out.tuned).toEqual([]);
-    expect(out.unfinished.map((u) => u.key)).toEqual(jobs.map((j) => j.key));
-    for (const u of out.unfinished) expect(u.why).toMatch(/^skipped: this device has no shader-f16/); // what `npm run tune` prints
-    const skipped = out.rejected.filter((r) => r.candidate === 'f16 attention layouts');
-    expect(skipped.map((r) => r.job)).toEqual(jobs.map((j) => j.key));
-    for (const r of skipped) expect(r.why).toMatch(/^skipped: this device has no shader-f16/);
-    expect(cache.current(out.adapter, 'f16attn')).toEqual({});
+    await expectSkippedTune(rt, jobs, 'f16attn', 'f16 attention layouts', /^skipped: this device has no shader-f16/);
   });
 
   it.skipIf(!noF16)('a call runs its tuned pick once verified on the runtime (emulated twin), a failing pick falls back', async () => {

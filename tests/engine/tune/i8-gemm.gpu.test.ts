@@ -5,7 +5,9 @@ import { describe, expect, it, vi } from 'vitest';
 import { PRESETS } from '../../../src/engine/model/config';
 import { SCHEME_PRESETS } from '../../../src/engine/scheme/presets';
 import { parseScheme } from '../../../src/engine/scheme/scheme';
-import { planTuneJobs, TuneCache, tuneEstimate, tuneJobs } from '../../../src/engine/tune';
+import { planTuneJobs, trainingTuneJobs } from '../../../src/engine/tune';
+import { defaultTrainOptions } from '../../../src/engine/train/options';
+import { expectSkippedTune } from '../../helpers/tune';
 import { testRuntime } from '../../helpers/gpu';
 import { buildModel } from '../../helpers/model';
 import type { Runtime } from '../../../src/engine/gpu/runtime';
@@ -90,18 +92,8 @@ describe('INT8 tensor-core layouts in the tuner', () => {
   }, 90_000);
 
   it.skipIf(rt.gpu.features.subgroupMatrix)('without INT8 subgroup matrices each job is skipped with the reason, nothing timed or cached', async () => {
-    const model = buildModel(rt, PRESETS.micro, 4, 32, { scheme: SCHEME_PRESETS['int8-attn'] });
-    const jobs = planTuneJobs(model.plan).filter((j) => j.family === 'i8tc').slice(0, 3);
-    model.destroy();
+    const jobs = trainingTuneJobs({ ...defaultTrainOptions('micro'), scheme: SCHEME_PRESETS['int8-attn'] }).filter((j) => j.family === 'i8tc').slice(0, 3);
     expect(jobs.length).toBe(3);
-    expect(tuneEstimate(rt, jobs).candidates).toBe(0);
-    const cache = new TuneCache();
-    const out = await tuneJobs(rt, jobs, cache, { budgetS: 30 });
-    expect(out.tuned).toEqual([]);
-    expect(out.unfinished.map((u) => u.key)).toEqual(jobs.map((j) => j.key));
-    const skipped = out.rejected.filter((r) => r.candidate === 'INT8 tensor-core layouts');
-    expect(skipped.map((r) => r.job)).toEqual(jobs.map((j) => j.key));
-    for (const r of skipped) expect(r.why).toMatch(/^skipped: this device has no INT8 subgroup matrices/);
-    expect(cache.current(out.adapter, 'i8tc')).toEqual({});
+    await expectSkippedTune(rt, jobs, 'i8tc', 'INT8 tensor-core layouts', /^skipped: this device has no INT8 subgroup matrices/);
   });
 });
