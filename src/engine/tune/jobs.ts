@@ -1,7 +1,8 @@
 /**
  * The kernel choices a training run makes, as tuning jobs: each linear layer's forward, dX and dW
  * GEMM that runs in fp32 (with the split-K workspace the model gives its dW GEMMs), the tensor-core
- * layout of each one the scheme runs in f16 (./f16-gemm.ts), the LM head's, the f16 attention's
+ * layout of each one the scheme runs in f16 (./f16-gemm.ts), of each INT8 one (./i8-gemm.ts) and the form of
+ * its transposed quantizers (./i8-quant.ts), the LM head's (and the sampling decoder's), the f16 attention's
  * block layouts per pass and shape where the scheme asks attention in f16 (./f16-attention.ts),
  * and the attention tiles of each pass at the model's head dim (the INT8-score kernels' where the
  * scheme computes attention scores in INT8). Mirrors how the model calls the kernels
