@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { qgemmI8 } from '../../src/engine/kernels/qgemm/qgemm';
 import { qgemmI8ExactRef } from '../../src/engine/kernels/qgemm/qgemm.ref';
 import {
-  enableI8TensorCores, i8TcProbeOrder, i8TcSpecError, i8TensorCoreSpecFor, i8TcSplitOk, i8TensorCoreSpec, qgemmI8TcCode, tcBlockM, tcBlockN, type I8TcSpec,
+  enableI8TensorCores, i8TcProbeOrder, i8TcSpecError, i8TcChoiceFor, i8TcSplitOk, i8TensorCoreSpec, qgemmI8TcCode, tcBlockM, tcBlockN, type I8TcSpec,
 } from '../../src/engine/kernels/qgemm/tc';
 import { I8_TC_LAYOUTS, MEASURED_I8TC_LAYOUTS } from '../../src/engine/kernels/qgemm/tc-tables';
 import { Rng } from '../../src/engine/util/rng';
@@ -117,7 +117,7 @@ describe('INT8 tensor-core GEMM', () => {
         expect(i8TcSpecError({ ...spec(), EPI: undefined, cfg, ...e.layout })).toBeNull();
       }
     }
-    expect(i8TensorCoreSpecFor(await testRuntime(), 8192, 768, 768)).toBeUndefined();
+    expect(i8TcChoiceFor(await testRuntime(), 8192, 768, 768)).toBeUndefined();
   });
 
   it('stores the epilogue in strips of EPI tiles: fewer barriers, the same stores', () => {

@@ -76,9 +76,11 @@ export class GpuMemory {
     return buffer;
   }
 
-  /** The uniform buffers alive now (a caller that cannot see the ones a builder made frees the new ones). */
-  uniformBuffers(): GPUBuffer[] {
-    return [...this.uniforms.keys()];
+  /** Runs `fn` and returns the uniform buffers it made with its result (for a caller that frees what a builder it calls made). */
+  newUniforms<T>(fn: () => T): { result: T; uniforms: GPUBuffer[] } {
+    const before = new Set(this.uniforms.keys());
+    const result = fn();
+    return { result, uniforms: [...this.uniforms.keys()].filter((u) => !before.has(u)) };
   }
 
   uniformBytes(): number {

@@ -48,7 +48,7 @@ export function i8GemmCandidates(rt: Runtime, job: I8GemmJob, max = DEFAULT_MAX)
   const spelling = spellingOf(rt);
   const rejected: { candidate: string; why: string }[] = [];
   const names: string[] = [];
-  const now = i8TensorCoreSpec(rt) ? i8TcChoiceFor(rt, M, N, K) : undefined;
+  const now = i8TcChoiceFor(rt, M, N, K);
   if (now) names.push(i8TcPick(now.spec, now.split && job.workspaceBytes > 0 && splits(rt, now.spec, job)));
   for (const cfg of cfgs) {
     for (const layout of I8_TC_LAYOUTS) {
@@ -115,11 +115,10 @@ export function prepareI8Gemm(rt: Runtime, job: I8GemmJob, o: CandidateOptions):
           const spec = i8TcSpecOfPick(spellingOf(rt), p);
           // In the forms the step runs it (writing, accumulating), split as the step would split it in this workspace.
           return builtInForms(rt, forms, o.gemmInner ?? i8Inner(job.shape), async (accumulate) => {
-            const before = new Set(rt.mem.uniformBuffers());
-            const g = await rt.checked(name, () => qgemmI8Steps(rt, {
+            const { result, uniforms } = await rt.checked(name, () => rt.mem.newUniforms(() => qgemmI8Steps(rt, {
               label: 'tune.i8', xq, sx, wq, sw, c, M, N, K, accumulate, workspace, choice: { spec, split: p.split },
-            }));
-            return { dispatches: g.dispatches, uniforms: rt.mem.uniformBuffers().filter((u) => !before.has(u)) };
+            })));
+            return { dispatches: result.dispatches, uniforms };
           });
         },
       };

@@ -53,8 +53,8 @@ async function checkForm(rt: Runtime, variant: TransposeQuantVariant, G: number 
     return b;
   };
   try {
+    const xb = up('x', x);
     for (const rounding of ['nearest', 'stochastic'] as const) {
-      const xb = up('x', x);
       const codes = up('codes', new Uint32Array((R * CN) / 4));
       const scales = up('scales', new Float32Array(G === 'all' ? CN : (CN * R) / G));
       const a = { label: 'tune.tq.check', x: xb, R, CN, codes, scales, rounding, seed: 5, variant };
@@ -95,10 +95,9 @@ export function prepareI8Quant(rt: Runtime, job: I8QuantJob, o: CandidateOptions
       check: () => memoCheck(rt, `i8quant:${name}/${G}`, () => checkForm(rt, TQ_VARIANTS[name], G)),
       build: async () => {
         const [x, codes, scales, amax] = operands();
-        const before = new Set(rt.mem.uniformBuffers());
         const a = { label: 'tune.tq', x, R, CN, codes, scales, rounding: job.rounding, variant: TQ_VARIANTS[name] };
-        const dispatches = await rt.checked(name, () => (G === 'all' ? quantizeColumnsI8(rt, { ...a, amax }).dispatches : [quantizeTransposedI8(rt, { ...a, G }).dispatch]));
-        const uniforms = rt.mem.uniformBuffers().filter((u) => !before.has(u));
+        const { result: dispatches, uniforms } = await rt.checked(name, () => rt.mem.newUniforms(() => (G === 'all'
+          ? quantizeColumnsI8(rt, { ...a, amax }).dispatches : [quantizeTransposedI8(rt, { ...a, G }).dispatch])));
         return {
           dispatches: Array.from({ length: inner }, () => dispatches).flat(), inner,
           free: () => uniforms.forEach((u) => rt.mem.free(u)),

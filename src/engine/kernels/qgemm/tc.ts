@@ -233,16 +233,16 @@ const enabled = new WeakMap<Runtime, I8TcSpec>();
 /** Per runtime, the labels (i8TcLabel) of the specs checkI8Tc found exact, and of those whose split over K was exact too. */
 const verified = new WeakMap<Runtime, { ok: Set<string>; split: Set<string> }>();
 
-function verifiedOf(rt: Runtime): { ok: Set<string>; split: Set<string> } {
-  let v = verified.get(rt);
-  if (!v) verified.set(rt, (v = { ok: new Set(), split: new Set() }));
-  return v;
-}
+/** Whether a spec passed checkI8Tc on this runtime, and its split too where `split`. */
+const passedHere = (rt: Runtime, s: I8TcSpec, split: boolean) => {
+  const v = verified.get(rt);
+  return !!v?.ok.has(i8TcLabel(s)) && (!split || v.split.has(i8TcLabel(s)));
+};
 
 /** Whether split-K on the enabled spec was checked exact on this device. */
 export function i8TcSplitOk(rt: Runtime): boolean {
   const s = enabled.get(rt);
-  return !!s && verifiedOf(rt).split.has(i8TcLabel(s));
+  return !!s && passedHere(rt, s, true);
 }
 
 /** The spec qgemmI8 uses on this runtime (set by enableI8TensorCores), if any. */
@@ -274,20 +274,13 @@ export function i8TcChoiceFor(rt: Runtime, M: number, N: number, K: number): I8T
   return tuned ?? (table ? { spec: table, split: false } : { spec: base, split: i8TcSplitOk(rt) });
 }
 
-/** The spec for one unsplit GEMM shape (i8TcChoiceFor's). */
-export function i8TensorCoreSpecFor(rt: Runtime, M: number, N: number, K: number): I8TcSpec | undefined {
-  return i8TcChoiceFor(rt, M, N, K)?.spec;
-}
-
 /** The first tuned pick for this shape that passed its check on this runtime (its split too where the pick splits). */
 function tunedI8Choice(rt: Runtime, base: I8TcSpec, key: string): I8TcChoice | undefined {
-  const v = verified.get(rt);
   for (const pick of tunedPicks(rt.device, 'i8tc', key) ?? []) {
     const p = i8TcPickParse(pick);
     if (!p) continue;
     const spec = i8TcSpecOfPick(base, p);
-    const label = i8TcLabel(spec);
-    if (v?.ok.has(label) && (!p.split || v.split.has(label))) return { spec, split: p.split };
+    if (passedHere(rt, spec, p.split)) return { spec, split: p.split };
   }
   return undefined;
 }
@@ -331,14 +324,13 @@ export async function verifyTunedI8Layouts(rt: Runtime): Promise<I8TcTried[]> {
   if (!base) return out;
   const limits = rt.device.limits;
   const done = new Set<string>();
-  const v = verifiedOf(rt);
   for (const picks of Object.values(tunedEntries(rt.device, 'i8tc'))) {
     for (const pick of picks) {
       const p = i8TcPickParse(pick);
       const spec = p && i8TcSpecOfPick(base, p);
       const label = spec ? i8TcLabel(spec) : pick;
       const id = `${label}${p?.split ? ' split' : ''}`;
-      if (done.has(id) || (spec && v.ok.has(label) && (!p!.split || v.split.has(label)))) continue;
+      if (done.has(id) || (spec && passedHere(rt, spec, p!.split))) continue;
       done.add(id);
       const cfgOk = spec && i8Configs(rt).some((c) => c.M === spec.cfg.M && c.N === spec.cfg.N && c.K === spec.cfg.K);
       if (!spec || !cfgOk || i8TcSpecError(spec, limits.maxComputeWorkgroupStorageSize, limits.maxComputeInvocationsPerWorkgroup)) {
@@ -450,7 +442,8 @@ async function checkAccumulate(rt: Runtime, s: I8TcSpec, args: I8GemmArgs, want:
 export async function checkI8Tc(rt: Runtime, s: I8TcSpec, o: { split?: boolean } = {}): Promise<I8TcCheck> {
   const r = await runI8TcCheck(rt, s, o);
   // What passed here may serve a GEMM on this runtime (a tuned pick is used only once its check passed).
-  const v = verifiedOf(rt);
+  let v = verified.get(rt);
+  if (!v) verified.set(rt, (v = { ok: new Set(), split: new Set() }));
   if (r.ok) v.ok.add(i8TcLabel(s));
   if (r.splitOk) v.split.add(i8TcLabel(s));
   return r;
