@@ -49,7 +49,7 @@ async function tune({ preset, batch, seq, scheme, budgetS }: Extract<ToTuneWorke
     let last = 0;
     // Kept only if the lab run's step is not slower with it (lab/tune-check.ts); the budget counts from the request.
     const { outcome, stepCheck, wallS } = await tuneForRun(rt, preset, opts, cache, {
-      budgetS, since: t0, signal: abort.signal,
+      budgetS, since: t0, signal: abort.signal, jobs: pending.all,
       onProgress: (p) => {
         if (performance.now() - last < 200 && p.phase !== 'done') return;
         last = performance.now();

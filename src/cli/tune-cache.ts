@@ -118,7 +118,7 @@ export async function prepareRunKernels(rt: Runtime, opts: Pick<TrainOptions, 'm
     let last = 0;
     // The tune is kept only if the run's step is not slower with it (lab/tune-check.ts), where a preset's synthetic step stands for the run.
     const run = await tuneForRun(rt, tune.preset, opts, cache, {
-      budgetS, since: t0,
+      budgetS, since: t0, jobs: pending.all,
       onProgress: (p) => {
         if (p.phase === 'done' || performance.now() - last < 2000) return;
         last = performance.now();

@@ -85,7 +85,7 @@ async function main(): Promise<number> {
     try {
       // The budget counts from the process's start (performance.now() in Node): the command's own wall time.
       const run = await tuneForRun(rt, plan.preset, plan.opts, cache, {
-        budgetS, since: 0, force: a.force, signal: abort.signal, stepCheck: !a['no-step-check'],
+        budgetS, since: 0, force: a.force, signal: abort.signal, stepCheck: !a['no-step-check'], jobs: pending.all,
         onFirstTiming: (f, reserveS) => console.error(`  the step before the tune: ${f.stepMs.toFixed(2)} ms, timed in ${f.seconds.toFixed(1)} s `
           + `(${f.compileS.toFixed(1)} s of it compiling); ${reserveS.toFixed(1)} s set aside for the check after the tune`),
         onProgress: (p) => {

@@ -10,7 +10,7 @@ import { PRESETS, type PresetName } from '../engine/model/config';
 import { SCHEME_PRESETS } from '../engine/scheme/presets';
 import type { Scheme } from '../engine/scheme/scheme';
 import type { TrainOptions } from '../engine/train/options';
-import { adapterKeyOf, missingJobs, TuneCache, type TuneCacheData, trainingTuneJobs, tuneJobs, type TuneOptions, type TuneOutcome } from '../engine/tune';
+import { adapterKeyOf, missingJobs, TuneCache, type TuneCacheData, type TuneJob, trainingTuneJobs, tuneJobs, type TuneOptions, type TuneOutcome } from '../engine/tune';
 import { clearTuned } from '../engine/tune/store';
 import { isCpuAdapter } from '../engine/tune/tuner';
 import { benchStep, SYNTHETIC_VOCAB } from './step';
@@ -84,6 +84,8 @@ export interface RunTuneOptions extends Omit<TuneOptions, 'budgetS'> {
   stepCheck?: boolean;
   /** Called once the step before the tune is timed, with RunTune's firstTiming and reserveS (a CLI's log line). */
   onFirstTiming?: (f: NonNullable<RunTune['firstTiming']>, reserveS: number) => void;
+  /** The run's jobs where the caller planned them already (engine/tune pendingTune's `all`); default planned here. */
+  jobs?: readonly TuneJob[];
 }
 
 export interface RunTune {
@@ -115,7 +117,7 @@ export async function tuneForRun(rt: Runtime, preset: PresetName | undefined, op
   const t0 = o.since ?? performance.now();
   const since = () => (performance.now() - t0) / 1000;
   const before = structuredClone(cache.toJSON());
-  const jobs = trainingTuneJobs(opts);
+  const jobs = o.jobs ?? trainingTuneJobs(opts);
   let beforeMs0: number | undefined;
   let first: RunTune['firstTiming'];
   let reserveS = 0;

@@ -32,10 +32,14 @@ export function trainingTuneJobs(opts: Pick<TrainOptions, 'model' | 'batch' | 's
   return planTuneJobs(resolveTrainingPlan(opts).model);
 }
 
-/** What a tune of this run would still do on this device: jobs the cache lacks, their candidates and a first estimate of the seconds. */
+/**
+ * What a tune of this run would still do on this device: jobs the cache lacks, their candidates and a first estimate
+ * of the seconds; `all`, the run's jobs (for the tune that follows: lab/tune-check.ts tuneForRun's `jobs`).
+ */
 export function pendingTune(rt: Runtime, opts: Pick<TrainOptions, 'model' | 'batch' | 'seq' | 'scheme'>, cache: TuneCache, o: TuneOptions = {}) {
-  const jobs = missingJobs(trainingTuneJobs(opts), cache, adapterKeyOf(rt.gpu.adapterInfo), o.force);
-  return { jobs, ...tuneEstimate(rt, jobs, o) };
+  const all = trainingTuneJobs(opts);
+  const jobs = missingJobs(all, cache, adapterKeyOf(rt.gpu.adapterInfo), o.force);
+  return { all, jobs, ...tuneEstimate(rt, jobs, o) };
 }
 
 /** The cache's entries shared by group members for this run's choices, checked on the device and applied where they pass (shared.ts). */
